@@ -1,0 +1,54 @@
+"""The `loopscale` command: one subcommand per module in this package.
+
+Each module listed in SUBCOMMANDS defines `register(subparsers)`, which adds its parser(s) and sets
+`func` (args -> exit code) with `set_defaults`. Modules here import only argparse-level things at top
+level and defer heavy imports (torch, lightning, scipy) into their `func`, so `loopscale --help` and
+`loopscale fit` stay fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+# Module names under loopscale.cli, in the order they appear in --help.
+SUBCOMMANDS = ["params", "data", "fit", "collect", "plot", "demo"]
+
+
+class UsageError(Exception):
+    """Bad user input: reported as one line on stderr with exit code 2, nothing written."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="loopscale",
+        description="Scaling-law experiments for looped (depth-recurrent) transformers.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in SUBCOMMANDS:
+        try:
+            module = importlib.import_module(f"loopscale.cli.{name}")
+        except ModuleNotFoundError as err:
+            if err.name == f"loopscale.cli.{name}":
+                continue  # subcommand not built yet
+            raise
+        module.register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if getattr(args, "func", None) is None:
+        parser.print_help()
+        return 2
+    try:
+        return int(args.func(args) or 0)
+    except UsageError as err:
+        print(f"loopscale {args.command}: error: {err}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,25 @@
+"""Shared test setup. Tests run on CPU with small shapes; nothing here reaches a network."""
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+SHARED_FIXTURES = REPO_ROOT.parent / "shared" / "fixtures"
+
+# tests/ on sys.path so test modules can import helper modules that live beside them.
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+# No test may reach the HF hub or W&B servers.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+os.environ.setdefault("WANDB_MODE", "offline")
+os.environ.setdefault("WANDB_SILENT", "true")
+os.environ.setdefault("MPLBACKEND", "Agg")
+
+
+@pytest.fixture(scope="session")
+def repo_root() -> Path:
+    return REPO_ROOT
