@@ -1,0 +1,289 @@
+#!/usr/bin/env bash
+# A real one-node SLURM cluster on this machine, for tests and for trying the SLURM launcher.
+#
+#   bash slurm/cluster.sh start    # write slurm.conf, start munged + slurmctld + slurmd, wait for idle
+#   bash slurm/cluster.sh status   # daemons, node state and queue; exit 0 only when usable
+#   bash slurm/cluster.sh stop     # cancel all jobs, stop the daemons this script started
+#
+# The node is `hostname -s` with the CPU count, topology and memory that `slurmd -C` measures, in
+# one partition (`debug`, the default). It runs in containers without a writable cgroup tree:
+# process tracking reads /proc (proctrack/linuxproc) and tasks are not pinned (task/none). There is
+# no slurmdbd, so `sacct` does not work (submitit logs "Bypassing sacct error" and carries on).
+#
+# The configuration goes to /etc/slurm/slurm.conf, where every Slurm command looks by default, so
+# sbatch/squeue/Hydra's launcher work from any shell without SLURM_CONF. The script refuses to
+# overwrite a slurm.conf it did not write (a real cluster's). State, logs and pid files live in
+# $LOOPSCALE_SLURM_STATE_DIR (default /var/spool/loopscale-slurm); they are kept across stop/start so
+# job ids keep increasing (submitit folders are named by job id).
+#
+# Needs root (it starts slurmd, which must run as root) and the packages slurm/install.sh installs.
+set -euo pipefail
+
+# slurmctld, slurmd and munged live in /usr/sbin, not always on a non-login PATH.
+PATH="$PATH:/usr/sbin:/sbin"
+
+STATE_DIR=${LOOPSCALE_SLURM_STATE_DIR:-/var/spool/loopscale-slurm}
+CONF=/etc/slurm/slurm.conf
+GRES_CONF=/etc/slurm/gres.conf
+MARKER="# Written by loopscale slurm/cluster.sh; overwritten on each start."
+PARTITION=debug
+NODE=$(hostname -s)
+START_TIMEOUT_S=${LOOPSCALE_SLURM_START_TIMEOUT_S:-60}
+
+CTLD_PID=$STATE_DIR/slurmctld.pid
+SLURMD_PID=$STATE_DIR/slurmd.pid
+MUNGED_PID=/run/munge/munged.pid
+# Present when this script (not the system) started munged, so `stop` only stops its own daemon.
+MUNGED_OURS=$STATE_DIR/munged.started-by-cluster.sh
+
+log() { echo "cluster.sh: $*" >&2; }
+die() { log "$*"; exit 1; }
+
+# True when the pid file names a live process.
+pid_alive() { [[ -s $1 ]] && kill -0 "$(cat "$1")" 2>/dev/null; }
+
+munge_works() { munge -n 2>/dev/null | unmunge >/dev/null 2>&1; }
+
+# Node state as sinfo prints it (idle, mixed, allocated, down*, drained, ...), empty if unreachable.
+node_state() { sinfo -h -n "$NODE" -o %T 2>/dev/null | head -n1 || true; }
+
+node_usable() {
+    case "$(node_state)" in
+        idle | mixed | allocated | completing) return 0 ;;
+        *) return 1 ;;
+    esac
+}
+
+cluster_up() { pid_alive "$CTLD_PID" && pid_alive "$SLURMD_PID" && node_usable; }
+
+# --- configuration -------------------------------------------------------------------------
+
+# GPUs, when the machine has NVIDIA ones, become a gres so `--gpus-per-node` works as on a real
+# cluster. Prints the count (0 without GPUs or without nvidia-smi).
+gpu_count() {
+    if command -v nvidia-smi >/dev/null 2>&1; then
+        nvidia-smi -L 2>/dev/null | grep -c '^GPU ' || true
+    else
+        echo 0
+    fi
+}
+
+write_conf() {
+    if [[ -e $CONF ]] && ! grep -qxF "$MARKER" "$CONF"; then
+        die "$CONF exists and was not written by this script; refusing to overwrite a real cluster's configuration"
+    fi
+    # `slurmd -C` prints the node line slurmd itself will register with (CPUs, sockets, cores,
+    # threads, RealMemory); declaring anything else makes slurmctld drain the node.
+    local hw cpus mem gpus slurm_user
+    hw=$(slurmd -C | head -n1 | sed -E 's/^NodeName=[^ ]+ //')
+    cpus=$(sed -nE 's/.*\bCPUs=([0-9]+).*/\1/p' <<<"$hw")
+    mem=$(sed -nE 's/.*\bRealMemory=([0-9]+).*/\1/p' <<<"$hw")
+    [[ -n $cpus && -n $mem ]] || die "could not read CPUs/RealMemory from 'slurmd -C': $hw"
+    gpus=$(gpu_count)
+    # Debian's package creates a `slurm` user for the controller; fall back to root elsewhere.
+    slurm_user=root
+    id slurm >/dev/null 2>&1 && slurm_user=slurm
+
+    install -d -m 0755 "$STATE_DIR" "$STATE_DIR/slurmd"
+    install -d -m 0755 -o "$slurm_user" "$STATE_DIR/ctld" "$STATE_DIR/log"
+    install -d -m 0755 /etc/slurm
+
+    local gres_lines="" node_gres=""
+    if ((gpus > 0)); then
+        gres_lines="GresTypes=gpu"
+        node_gres="Gres=gpu:$gpus"
+        {
+            echo "$MARKER"
+            echo "Name=gpu File=/dev/nvidia[0-$((gpus - 1))]"
+        } >"$GRES_CONF"
+    elif [[ -e $GRES_CONF ]] && grep -qxF "$MARKER" "$GRES_CONF"; then
+        rm -f "$GRES_CONF"
+    fi
+
+    cat >"$CONF" <<EOF
+$MARKER
+ClusterName=loopscale
+SlurmctldHost=$NODE
+SlurmUser=$slurm_user
+AuthType=auth/munge
+CredType=cred/munge
+MpiDefault=none
+# No cgroups needed: track job processes through /proc, do not bind tasks to cores.
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+# No slurmdbd: no accounting, so sacct reports an error (submitit tolerates it).
+AccountingStorageType=accounting_storage/none
+JobAcctGatherType=jobacct_gather/none
+JobCompType=jobcomp/none
+# Schedule cores and memory, so several small jobs share the node like on a real cluster; a job
+# that does not ask for memory gets its share of the node per CPU rather than the whole node.
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core_Memory
+DefMemPerCPU=$((mem / cpus))
+SchedulerType=sched/backfill
+$gres_lines
+# A requeued or cancelled job gets SIGKILL 5 s after SIGTERM (default 30) to keep tests quick;
+# finished jobs stay visible to squeue/scontrol for 10 minutes (there is no sacct to ask later).
+KillWait=5
+MinJobAge=600
+InactiveLimit=0
+# After a restart of the daemons the node comes back by itself instead of staying DOWN.
+ReturnToService=2
+MailProg=$(type -P true)
+StateSaveLocation=$STATE_DIR/ctld
+SlurmdSpoolDir=$STATE_DIR/slurmd
+SlurmctldPidFile=$CTLD_PID
+SlurmdPidFile=$SLURMD_PID
+SlurmctldLogFile=$STATE_DIR/log/slurmctld.log
+SlurmdLogFile=$STATE_DIR/log/slurmd.log
+SlurmctldDebug=info
+SlurmdDebug=info
+NodeName=$NODE $hw $node_gres State=UNKNOWN
+PartitionName=$PARTITION Nodes=$NODE Default=YES MaxTime=INFINITE State=UP
+EOF
+    log "wrote $CONF: node $NODE, $cpus CPUs, ${mem} MB, $gpus GPUs, partition $PARTITION"
+}
+
+# --- daemons -------------------------------------------------------------------------------
+
+start_munged() {
+    if munge_works; then
+        return 0 # the system's (or an earlier start's) munged is serving; reuse it
+    fi
+    [[ -s /etc/munge/munge.key ]] || die "/etc/munge/munge.key missing; run slurm/install.sh"
+    install -d -o munge -g munge -m 0755 /run/munge
+    # munged refuses to run as root with the key owned by munge; run it as its own user.
+    runuser -u munge -- munged
+    touch "$MUNGED_OURS"
+    for _ in $(seq 50); do
+        munge_works && return 0
+        sleep 0.1
+    done
+    die "munged started but munge -n | unmunge fails"
+}
+
+# Start a daemon that forks into the background and writes its pid file; show its log on failure.
+start_daemon() {
+    local name=$1 pidfile=$2 logfile=$3
+    if pid_alive "$pidfile"; then
+        return 0
+    fi
+    if ! "$name"; then
+        tail -n 30 "$logfile" >&2 2>/dev/null || true
+        die "$name failed to start (log: $logfile)"
+    fi
+    for _ in $(seq 50); do
+        pid_alive "$pidfile" && return 0
+        sleep 0.1
+    done
+    tail -n 30 "$logfile" >&2 2>/dev/null || true
+    die "$name did not stay up (log: $logfile)"
+}
+
+# SIGTERM, wait, then SIGKILL: only the process named in our pid file.
+stop_pidfile() {
+    local name=$1 pidfile=$2 pid
+    pid_alive "$pidfile" || return 0
+    pid=$(cat "$pidfile")
+    kill -TERM "$pid" 2>/dev/null || true
+    for _ in $(seq 100); do
+        kill -0 "$pid" 2>/dev/null || { log "stopped $name ($pid)"; return 0; }
+        sleep 0.1
+    done
+    log "$name ($pid) ignored SIGTERM for 10 s; sending SIGKILL"
+    kill -KILL "$pid" 2>/dev/null || true
+}
+
+cmd_start() {
+    [[ $(id -u) -eq 0 ]] || die "must run as root (slurmd runs as root)"
+    for cmd in slurmctld slurmd sbatch sinfo scontrol munged munge; do
+        command -v "$cmd" >/dev/null || die "$cmd not found; run 'bash slurm/install.sh' first"
+    done
+    if cluster_up; then
+        log "already running (node $NODE $(node_state))"
+        return 0
+    fi
+    # Daemons left half-started by an earlier attempt would hold the ports; restart from clean.
+    stop_pidfile slurmd "$SLURMD_PID"
+    stop_pidfile slurmctld "$CTLD_PID"
+
+    write_conf
+    start_munged
+    start_daemon slurmctld "$CTLD_PID" "$STATE_DIR/log/slurmctld.log"
+    start_daemon slurmd "$SLURMD_PID" "$STATE_DIR/log/slurmd.log"
+
+    local deadline=$((SECONDS + START_TIMEOUT_S)) state
+    while ((SECONDS < deadline)); do
+        state=$(node_state)
+        case "$state" in
+            idle | mixed | allocated | completing)
+                log "up: node $NODE $state in partition $PARTITION (${SECONDS}s)"
+                return 0
+                ;;
+            down | drained | draining | drain*)
+                # A node that was DOWN in the saved state (e.g. killed daemons) may need a nudge.
+                scontrol update NodeName="$NODE" State=RESUME 2>/dev/null || true
+                ;;
+        esac
+        sleep 0.5
+    done
+    sinfo -N -l >&2 || true
+    tail -n 20 "$STATE_DIR/log/slurmctld.log" "$STATE_DIR/log/slurmd.log" >&2 || true
+    die "node $NODE not idle after ${START_TIMEOUT_S}s (state: '$(node_state)')"
+}
+
+cmd_stop() {
+    if pid_alive "$CTLD_PID"; then
+        # Jobs left running would keep their slurmstepd processes alive after slurmd exits.
+        local jobs
+        jobs=$(squeue -h -o %A 2>/dev/null | sort -u | tr '\n' ' ')
+        if [[ -n ${jobs// /} ]]; then
+            log "cancelling jobs: $jobs"
+            # shellcheck disable=SC2086  # one argument per job id
+            scancel $jobs 2>/dev/null || true
+            for _ in $(seq 40); do
+                # squeue lists pending, running and completing jobs by default.
+                [[ -z $(squeue -h -o %A 2>/dev/null) ]] && break
+                sleep 0.5
+            done
+        fi
+    fi
+    stop_pidfile slurmd "$SLURMD_PID"
+    stop_pidfile slurmctld "$CTLD_PID"
+    if [[ -e $MUNGED_OURS ]]; then
+        stop_pidfile munged "$MUNGED_PID"
+        rm -f "$MUNGED_OURS"
+    fi
+    log "stopped"
+}
+
+cmd_status() {
+    local rc=0
+    for d in slurmctld:"$CTLD_PID" slurmd:"$SLURMD_PID" munged:"$MUNGED_PID"; do
+        if pid_alive "${d#*:}"; then
+            echo "${d%%:*}: running (pid $(cat "${d#*:}"))"
+        else
+            echo "${d%%:*}: not running"
+            [[ ${d%%:*} == munged ]] && munge_works && continue # a system munged without our pid file
+            rc=1
+        fi
+    done
+    if node_usable; then
+        sinfo -N -o "%N %P %T %c %m %G"
+        squeue
+    else
+        echo "node $NODE: '$(node_state)' (not usable)"
+        rc=1
+    fi
+    return $rc
+}
+
+case "${1:-}" in
+    start) cmd_start ;;
+    stop) cmd_stop ;;
+    status) cmd_status ;;
+    *)
+        echo "usage: $0 start|stop|status" >&2
+        exit 2
+        ;;
+esac
