@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 INJECTIONS = ("linear", "additive", "passthrough", "hyper")
+RECIPES = ("baseline", "tbptt", "hyper")
 MLPS = ("relu2", "swiglu")
 VOCAB_MULTIPLE = 64  # the model pads its vocabulary to this multiple (tensor-core friendly shapes)
 
@@ -45,7 +46,7 @@ class ModelConfig:
     n_rec: int = 8  # k, layers in the recurrent block
     n_coda: int = 2  # c
     r: int = 1  # recurrence count: passes through the recurrent block
-    injection: str = "passthrough"  # linear | additive | passthrough | hyper
+    injection: str = "auto"  # auto (passthrough at r = 1, else linear) | linear | additive | passthrough | hyper
     bptt_k: Optional[int] = None  # truncated backprop: only the last k of r passes get gradient; None = all
     hyper_lanes: int = 2  # K, residual lanes for injection="hyper"
     hyper_dynamic: bool = False  # input-dependent tanh corrections (Zhu et al. 2024), zero-initialised
@@ -57,8 +58,28 @@ class ModelConfig:
     rope_base: float = 10000.0
     norm_eps: float = 1e-6
     init_std: float = 0.02
+    # Sweep conveniences, resolved in __post_init__ so the model code only sees concrete values:
+    depth: Optional[int] = None  # target L_eff; when set, n_rec = (depth - p - c) / r (iso-depth)
+    recipe: str = "baseline"  # baseline | tbptt (bptt_k = ceil(r/2)) | hyper (K lanes) — applied when r > 1
 
     def __post_init__(self) -> None:
+        _check_choice("recipe", self.recipe, RECIPES)
+        _check_positive("r", self.r)
+        if self.depth is not None:
+            recurrent_depth = self.depth - self.n_prelude - self.n_coda
+            if recurrent_depth <= 0 or recurrent_depth % self.r != 0:
+                raise ValueError(
+                    f"depth={self.depth} with n_prelude={self.n_prelude}, n_coda={self.n_coda} leaves "
+                    f"{recurrent_depth} recurrent layers, which r={self.r} does not divide; "
+                    f"allowed r: divisors of {recurrent_depth}"
+                )
+            self.n_rec = recurrent_depth // self.r
+        if self.r > 1 and self.recipe == "tbptt" and self.bptt_k is None:
+            self.bptt_k = -(-self.r // 2)  # ceil(r / 2), the published probe
+        if self.r > 1 and self.recipe == "hyper" and self.injection == "auto":
+            self.injection = "hyper"
+        if self.injection == "auto":
+            self.injection = "passthrough" if self.r == 1 else "linear"
         for name in ("vocab_size", "d_model", "head_dim", "n_rec", "r", "seq_len", "mlp_ratio"):
             _check_positive(name, getattr(self, name))
         for name in ("n_prelude", "n_coda"):
@@ -118,6 +139,7 @@ class DataConfig:
     max_documents: Optional[int] = None  # cap for hub corpora (streaming takes the first N)
     tokenizer: str = "bpe"  # bpe (trained on the corpus) | gpt2 | path/to/tokenizer.json
     vocab_size: int = 2048  # for tokenizer=bpe
+    token_dtype: str = "auto"  # auto (uint16 if the vocab fits, else uint32) | uint16 | uint32
     val_fraction: float = 0.05  # share of documents held out for validation
     split_seed: int = 0
     data_dir: str = "data/cache"
@@ -132,5 +154,192 @@ class DataConfig:
             raise ValueError("source='hf' needs hf_name (a hub dataset name)")
         _check_positive("vocab_size", self.vocab_size)
         _check_positive("val_tokens", self.val_tokens)
+        _check_positive("num_proc", self.num_proc)
+        _check_choice("token_dtype", self.token_dtype, ("auto", "uint16", "uint32"))
+        if self.max_documents is not None:
+            _check_positive("max_documents", self.max_documents)
         if not 0.0 < self.val_fraction < 1.0:
             raise ValueError(f"val_fraction={self.val_fraction!r} must be in (0, 1)")
+
+
+SCHEDULES = ("linear", "wsd", "constant")
+
+
+@dataclass
+class OptimConfig:
+    """AdamW with warmup then decay. `linear`: warmup, then linear decay to final_lr_frac (the published
+    recipe decays to 10%). `wsd`: warmup, stable at peak, then a cooldown over the last decay_frac of steps."""
+
+    lr: float = 3e-3
+    weight_decay: float = 0.1
+    beta1: float = 0.9
+    beta2: float = 0.95
+    eps: float = 1e-8
+    schedule: str = "linear"  # linear | wsd | constant
+    warmup_frac: float = 0.05  # share of steps spent warming up
+    final_lr_frac: float = 0.1  # lr at the end, as a fraction of the peak
+    decay_frac: float = 0.2  # wsd: share of steps in the cooldown
+    decay_shape: str = "linear"  # wsd cooldown shape: linear | sqrt (1 - sqrt)
+    grad_clip: float = 1.0  # max global grad norm; 0 disables clipping
+    width_scaling: bool = False  # muP-style lr * base_width / d_model for matrices
+    base_width: int = 128
+
+    def __post_init__(self) -> None:
+        _check_positive("lr", self.lr)
+        _check_choice("schedule", self.schedule, SCHEDULES)
+        _check_choice("decay_shape", self.decay_shape, ("linear", "sqrt"))
+        for name in ("warmup_frac", "final_lr_frac", "decay_frac"):
+            if not 0.0 <= getattr(self, name) <= 1.0:
+                raise ValueError(f"{name}={getattr(self, name)!r} must be in [0, 1]")
+        if self.grad_clip < 0:
+            raise ValueError(f"grad_clip={self.grad_clip!r} must be >= 0")
+
+
+BUDGET_MODES = ("flops", "tokens", "ratio")
+
+
+@dataclass
+class BudgetConfig:
+    """How long to train. `flops`: compute budget C -> D = C / F tokens; `tokens`: D directly; `ratio`: D =
+    tokens_per_param * N. D is rounded to whole batches of batch_size * seq_len tokens."""
+
+    mode: str = "flops"  # flops | tokens | ratio
+    compute_flops: Optional[float] = 3e13
+    tokens: Optional[int] = None
+    tokens_per_param: Optional[float] = None
+    batch_size: int = 16  # global batch in sequences (split over devices and accumulation)
+    grad_accum: int = 1
+
+    def __post_init__(self) -> None:
+        _check_choice("mode", self.mode, BUDGET_MODES)
+        needed = {"flops": "compute_flops", "tokens": "tokens", "ratio": "tokens_per_param"}[self.mode]
+        _check_positive(needed, getattr(self, needed))
+        _check_positive("batch_size", self.batch_size)
+        _check_positive("grad_accum", self.grad_accum)
+
+
+@dataclass
+class TrainerConfig:
+    """Lightning Trainer settings. CPU fp32 by default (bf16 is ~10x slower on this CPU); on CUDA use
+    precision=bf16-mixed and optionally compile=true (blocks compiled, the recurrence loop stays in Python)."""
+
+    accelerator: str = "cpu"  # cpu | gpu | auto
+    devices: int = 1
+    num_nodes: int = 1
+    strategy: str = "auto"  # auto | ddp | ddp_spawn | fsdp
+    precision: str = "32-true"  # 32-true | bf16-mixed
+    compile: bool = False
+    val_every_steps: int = 0  # 0: only the final validation
+    ckpt_every_steps: int = 50
+    log_every_steps: int = 10
+    progress: bool = True
+    num_threads: int = 0  # torch intra-op threads on CPU; 0 leaves torch's default
+    # Fault injection for tests (never set in real sweeps): raise after this step / make loss non-finite.
+    fail_at_step: Optional[int] = None
+    nan_at_step: Optional[int] = None
+
+    def __post_init__(self) -> None:
+        _check_choice("strategy", self.strategy, ("auto", "ddp", "ddp_spawn", "fsdp"))
+        _check_choice("precision", self.precision, ("32-true", "bf16-mixed", "16-mixed", "bf16-true"))
+        _check_positive("devices", self.devices)
+        _check_positive("ckpt_every_steps", self.ckpt_every_steps)
+
+
+@dataclass
+class LoggerConfig:
+    """CSV metrics always (run dir/metrics.csv); W&B offline unless mode=online is asked for."""
+
+    wandb: bool = False
+    wandb_mode: str = "offline"  # offline | online
+    wandb_project: str = "loopscale"
+    wandb_entity: Optional[str] = None
+
+    def __post_init__(self) -> None:
+        _check_choice("wandb_mode", self.wandb_mode, ("offline", "online"))
+
+
+@dataclass
+class TrainConfig:
+    """One training run. The run directory is runs_dir/sweep/run_name; a finished run there is never redone."""
+
+    model: ModelConfig = field(default_factory=ModelConfig)
+    data: DataConfig = field(default_factory=DataConfig)
+    optim: OptimConfig = field(default_factory=OptimConfig)
+    budget: BudgetConfig = field(default_factory=BudgetConfig)
+    trainer: TrainerConfig = field(default_factory=TrainerConfig)
+    logger: LoggerConfig = field(default_factory=LoggerConfig)
+    seed: int = 0
+    sweep: str = "default"
+    run_name: str = "run"
+    runs_dir: str = "runs"
+    point: Optional[str] = None  # grid point label "C<budget>-d<width>" set by sweeps (see sweeps/README)
+
+
+def register_configs() -> None:
+    """Register the schema with Hydra so every YAML under sweeps/ is type-checked against it."""
+    from hydra.core.config_store import ConfigStore
+
+    from omegaconf import OmegaConf
+
+    cs = ConfigStore.instance()
+    # Building the node instantiates ModelConfig(), whose __post_init__ resolves injection="auto" for the
+    # default r = 1; put "auto" back so a sweep over r resolves it per run (in OmegaConf.to_object).
+    schema = OmegaConf.structured(TrainConfig)
+    schema.model.injection = "auto"
+    cs.store(name="train_schema", node=schema)
+    for group, node in (
+        ("model", ModelConfig),
+        ("data", DataConfig),
+        ("optim", OptimConfig),
+        ("budget", BudgetConfig),
+        ("trainer", TrainerConfig),
+        ("logger", LoggerConfig),
+    ):
+        cs.store(group=group, name=f"{group}_schema", node=node)
+
+
+def _parse_point(point: str) -> dict[str, float]:
+    """A sweep grid point label like 'C1e18-s10' (budget 1e18 FLOPs, paper size s=10) or 'C3e13-d128'
+    (budget 3e13 FLOPs, d_model 128): one string per (budget, width) pair, so a Hydra sweep over points
+    maps budgets to their own widths instead of taking a full cross product."""
+    parts = dict((item[0], item[1:]) for item in str(point).split("-") if item)
+    if "C" not in parts or not ({"s", "d"} & parts.keys()):
+        raise ValueError(f"point={point!r} must look like 'C1e18-s10' (budget, paper size) or 'C3e13-d128' "
+                         f"(budget, d_model)")
+    out = {"C": float(parts["C"])}
+    if "s" in parts:
+        out["d_model"] = paper_width(int(parts["s"]))
+    else:
+        out["d_model"] = int(parts["d"])
+    return out
+
+
+def paper_width(size: int) -> int:
+    """The published grid's width for size s: d = 64 * s rounded up to a multiple of 128."""
+    return -(-64 * size // 128) * 128
+
+
+def budget_tag(mode: str, compute_flops: Any, tokens: Any, tokens_per_param: Any) -> str:
+    """Short, deterministic budget label for run names: C1e+18 -> 'C1e18', tokens -> 'D2e6', ratio -> 'R20'."""
+    def short(x: Any) -> str:
+        return f"{float(x):.3g}".replace("e+", "e").replace("e0", "e")
+
+    if mode == "flops":
+        return f"C{short(compute_flops)}"
+    if mode == "tokens":
+        return f"D{short(tokens)}"
+    return f"R{short(tokens_per_param)}"
+
+
+def register_resolvers() -> None:
+    """OmegaConf resolvers used by sweeps/*.yaml (`${ls.point_flops:${point}}` etc.)."""
+    from omegaconf import OmegaConf
+
+    for name, fn in (
+        ("ls.point_flops", lambda p: _parse_point(p)["C"]),
+        ("ls.point_width", lambda p: _parse_point(p)["d_model"]),
+        ("ls.budget_tag", budget_tag),
+        ("ls.ceil_half", lambda r: -(-int(r) // 2)),
+    ):
+        if not OmegaConf.has_resolver(name):
+            OmegaConf.register_new_resolver(name, fn)

@@ -1,0 +1,141 @@
+"""The LightningModule around LoopedTransformer: loss, AdamW groups, the lr schedule, and the metrics a
+scaling-law run needs (nats per token, tokens and FLOPs spent, lr, grad norm, throughput, MFU on GPU).
+
+The model itself (loopscale/model.py) knows nothing about Lightning; this file knows nothing about Hydra.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+
+import lightning as L
+import torch
+
+from loopscale.config import ModelConfig, OptimConfig, TrainerConfig
+from loopscale.model import LoopedTransformer, param_groups
+from loopscale.schedule import lr_multiplier
+
+# Dense bf16 peak FLOP/s per device, for model-FLOPs utilisation (published datasheet figures).
+PEAK_FLOPS_BF16 = {"H100": 989e12, "H200": 989e12, "A100": 312e12, "L40S": 362e12, "A10": 125e12}
+
+
+class Diverged(RuntimeError):
+    """The training loss became non-finite; the run stops and is recorded as diverged."""
+
+    def __init__(self, step: int, loss: float):
+        super().__init__(f"non-finite training loss {loss} at step {step}")
+        self.step = step
+
+
+class InjectedFailure(RuntimeError):
+    """Raised by trainer.fail_at_step: lets tests kill a run mid-way and resume it."""
+
+
+@dataclass(frozen=True)
+class StepAccounting:
+    """What one optimizer step costs, from accounting (not measured): used for the logged counters."""
+
+    total_steps: int
+    batch_tokens: int  # global tokens per optimizer step
+    flops_per_token: float  # F, eq. in DESIGN.md "FLOPs per token"
+
+
+def peak_flops_per_device() -> float | None:
+    if not torch.cuda.is_available():
+        return None
+    name = torch.cuda.get_device_name()
+    for key, value in PEAK_FLOPS_BF16.items():
+        if key in name:
+            return value
+    return None
+
+
+class LoopedLM(L.LightningModule):
+    def __init__(self, model_cfg: ModelConfig, optim: OptimConfig, trainer_cfg: TrainerConfig,
+                 accounting: StepAccounting):
+        super().__init__()
+        self.model_cfg = model_cfg
+        self.optim_cfg = optim
+        self.trainer_cfg = trainer_cfg
+        self.accounting = accounting
+        self.model = LoopedTransformer(model_cfg)
+        if trainer_cfg.compile:
+            self.model.compile_blocks()
+        self._last_step_time: float | None = None
+        self._tokens_per_s = float("nan")
+        self._peak_flops = None
+        self.tokens_trained = 0  # by this process's fit (a resumed run starts at 0)
+        self.resumed_from_step = 0
+
+    # -- training ---------------------------------------------------------------------------------------
+    def training_step(self, batch, batch_idx):
+        x, y = batch  # [B, T], [B, T]
+        step = self.global_step
+        if self.trainer_cfg.fail_at_step is not None and step == self.trainer_cfg.fail_at_step:
+            raise InjectedFailure(f"trainer.fail_at_step={step}")
+        loss = self.model(x, y)
+        if self.trainer_cfg.nan_at_step is not None and step == self.trainer_cfg.nan_at_step:
+            loss = loss * float("nan")
+        finite = bool(torch.isfinite(loss.detach()))
+        if self.trainer.world_size > 1:  # every rank must stop together, or the others hang in all-reduce
+            finite = bool(self.trainer.strategy.reduce_boolean_decision(finite, all=True))
+        if not finite:
+            raise Diverged(step, float(loss.detach()))
+        tokens_seen = (step + 1) * self.accounting.batch_tokens
+        self.log("train/loss", loss.detach(), prog_bar=True, on_step=True, on_epoch=False)
+        self.log("train/tokens", float(tokens_seen), on_step=True, on_epoch=False)
+        self.log("train/flops", tokens_seen * self.accounting.flops_per_token, on_step=True, on_epoch=False)
+        self.log("train/lr", self.lr_schedulers().get_last_lr()[0], on_step=True, on_epoch=False)
+        return loss
+
+    def on_before_optimizer_step(self, optimizer):
+        # Lightning calls this before clipping, so this is the raw global norm.
+        grads = [p.grad for p in self.parameters() if p.grad is not None]
+        if grads:
+            norm = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads]))
+            self.log("train/grad_norm", norm, on_step=True, on_epoch=False)
+
+    def on_train_batch_end(self, outputs, batch, batch_idx):
+        now = time.perf_counter()
+        self.tokens_trained += batch[0].numel() * self.trainer.world_size
+        if self._last_step_time is not None:
+            dt = now - self._last_step_time
+            # batch_idx counts micro-batches; a step's tokens arrive over grad_accum of them
+            micro_tokens = batch[0].numel() * self.trainer.world_size
+            rate = micro_tokens / max(dt, 1e-9)
+            self._tokens_per_s = rate if math.isnan(self._tokens_per_s) else 0.9 * self._tokens_per_s + 0.1 * rate
+            self.log("perf/tokens_per_s", self._tokens_per_s, prog_bar=True, on_step=True, on_epoch=False)
+            if self._peak_flops:
+                mfu = self._tokens_per_s * self.accounting.flops_per_token / (self._peak_flops * self.trainer.world_size)
+                self.log("perf/mfu", mfu, on_step=True, on_epoch=False)
+        self._last_step_time = now
+
+    def on_train_start(self):
+        self._peak_flops = peak_flops_per_device()
+        self._last_step_time = None
+        self.resumed_from_step = self.global_step
+
+    # -- validation -------------------------------------------------------------------------------------
+    def validation_step(self, batch, batch_idx):
+        x, y = batch
+        loss = self.model(x, y)
+        self.log("val/loss", loss, prog_bar=True, on_step=False, on_epoch=True, sync_dist=True,
+                 batch_size=x.shape[0])
+        return loss
+
+    # -- optimizer ----------------------------------------------------------------------------------------
+    def configure_optimizers(self):
+        opt = self.optim_cfg
+        groups = param_groups(self.model, opt.weight_decay)
+        if opt.width_scaling:
+            # muP-style: hidden matrices' lr scales as base_width / d_model; vectors and embeddings keep it.
+            scale = opt.base_width / self.model_cfg.d_model
+            for group in groups:
+                if group["weight_decay"] > 0:
+                    group["lr"] = opt.lr * scale
+        optimizer = torch.optim.AdamW(groups, lr=opt.lr, betas=(opt.beta1, opt.beta2), eps=opt.eps)
+        total = self.accounting.total_steps
+        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: lr_multiplier(step, total, opt))
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}

@@ -1,0 +1,115 @@
+"""run.json: the one record a run leaves behind, and `collect`, which turns a sweep's records into the runs
+table the fitter reads. Outputs come from the code that knows the values; nothing here greps logs.
+
+A run directory holds: run.json (written atomically when the run ends: done / failed / diverged),
+checkpoints/last.ckpt, metrics.csv (the CSV logger), .hydra/ (the composed config).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Any, Iterable
+
+RUN_FILE = "run.json"
+STATUSES = ("done", "failed", "diverged")
+# Columns of the runs table, in order; the first block is what `loopscale fit` reads by default.
+TABLE_COLUMNS = [
+    "r", "N_once", "N_rec", "N", "D", "C", "L",
+    "variant", "F", "width", "depth", "n_rec", "bptt_k", "injection", "C_budget", "steps", "seed",
+    "tokens_per_s", "wall_time_s", "parent", "run_name", "run_dir",
+]
+
+
+def write_json_atomic(path: Path, payload: dict[str, Any]) -> None:
+    """Write JSON so that a reader never sees a half-written file: temp file in the same dir + rename."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(payload, f, indent=2, sort_keys=False, default=str)
+            f.write("\n")
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def read_record(run_dir: Path) -> dict[str, Any] | None:
+    path = Path(run_dir) / RUN_FILE
+    if not path.exists():
+        return None
+    with open(path) as f:
+        return json.load(f)
+
+
+def is_finished(run_dir: Path) -> bool:
+    record = read_record(run_dir)
+    return record is not None and record.get("status") == "done"
+
+
+def git_commit(repo: Path | None = None) -> str | None:
+    """The commit of the code that ran (with '+dirty' when the tree had changes), or None outside git."""
+    repo = repo or Path(__file__).resolve().parents[1]
+    try:
+        sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True, timeout=10)
+        if sha.returncode != 0:
+            return None
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=repo,
+                               capture_output=True, text=True, timeout=10)
+        return sha.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+
+
+def library_versions(names: Iterable[str] = ("torch", "lightning", "hydra-core", "numpy", "datasets",
+                                              "tokenizers", "loopscale")) -> dict[str, str]:
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = {"python": platform.python_version()}
+    for name in names:
+        try:
+            out[name] = version(name)
+        except PackageNotFoundError:
+            pass
+    return out
+
+
+def find_run_dirs(sweep_dir: Path) -> list[Path]:
+    """Every run directory below a sweep: those with a run.json, a checkpoint, or a composed Hydra config."""
+    sweep_dir = Path(sweep_dir)
+    dirs = set()
+    for pattern in (f"**/{RUN_FILE}", "**/.hydra/config.yaml", "**/checkpoints/last.ckpt"):
+        for hit in sweep_dir.glob(pattern):
+            run_dir = hit.parent if hit.name == RUN_FILE else hit.parent.parent
+            dirs.add(run_dir)
+    return sorted(dirs)
+
+
+def collect(sweep_dir: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Return (rows of finished runs, problems) for a sweep directory.
+
+    A problem is a run that is not done: {'run_dir', 'status', 'reason'} with status failed / diverged /
+    incomplete (a checkpoint or config but no record: still running, killed, or never finished)."""
+    rows, problems = [], []
+    for run_dir in find_run_dirs(sweep_dir):
+        record = read_record(run_dir)
+        if record is None:
+            has_ckpt = (run_dir / "checkpoints" / "last.ckpt").exists()
+            problems.append({"run_dir": str(run_dir), "status": "incomplete",
+                             "reason": "checkpoint but no run.json (killed or running)" if has_ckpt
+                             else "started but no checkpoint and no run.json"})
+            continue
+        if record.get("status") != "done":
+            problems.append({"run_dir": str(run_dir), "status": record.get("status"),
+                             "reason": record.get("reason") or "", "step": record.get("step")})
+            continue
+        row = {col: record.get(col) for col in TABLE_COLUMNS}
+        row["run_dir"] = str(run_dir)
+        rows.append(row)
+    return rows, problems

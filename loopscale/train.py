@@ -1,0 +1,239 @@
+"""`loopscale-train`: one Hydra command turns a compute budget into a finished, recorded run.
+
+    loopscale-train                                   # the CPU default: model=cpu, budget=cpu, data=shakespeare
+    loopscale-train model.r=4 model.recipe=tbptt budget.compute_flops=1e14
+    loopscale-train -m experiment=isodepth_cpu        # a sweep (Hydra multirun), see sweeps/experiment/
+
+Flow: compose config -> prepare tokens (cached) -> plan (N_once, N_rec, F, D, steps from accounting) ->
+Lightning fit (resuming from checkpoints/last.ckpt when present) -> final validation -> run.json.
+A run whose run.json says done is not redone; a failed or diverged run is recorded with its reason.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import hydra
+from omegaconf import DictConfig, OmegaConf
+
+from loopscale.config import TrainConfig, register_configs, register_resolvers
+
+log = logging.getLogger("loopscale.train")
+
+SWEEPS_DIR = Path(__file__).resolve().parents[1] / "sweeps"
+CHECKPOINT = Path("checkpoints") / "last.ckpt"
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """Everything the budget implies for one model, computed before training (DESIGN.md accounting)."""
+
+    N_once: int
+    N_rec: int
+    N: int
+    embedding: int
+    lm_head: int
+    F: float  # training FLOPs per token
+    D: int  # training tokens, whole batches
+    C: float  # F * D, the compute actually spent
+    C_budget: float | None  # the budget asked for (flops mode)
+    steps: int
+    batch_tokens: int
+
+
+def plan_run(cfg: TrainConfig) -> RunPlan:
+    """Turn the budget into tokens and steps for this model and batch (pure; no model is built)."""
+    from loopscale import accounting
+
+    counts = accounting.param_counts(cfg.model)
+    F = accounting.flops_per_token(cfg.model)
+    batch_tokens = cfg.budget.batch_size * cfg.model.seq_len
+    budget = cfg.budget
+    if budget.mode == "flops":
+        D, steps = accounting.tokens_for_budget(budget.compute_flops, F, batch_tokens)
+    else:
+        wanted = budget.tokens if budget.mode == "tokens" else budget.tokens_per_param * counts.N
+        steps = max(1, round(wanted / batch_tokens))
+        D = steps * batch_tokens
+    return RunPlan(N_once=counts.N_once, N_rec=counts.N_rec, N=counts.N, embedding=counts.embedding,
+                   lm_head=counts.lm_head, F=F, D=D, C=F * D,
+                   C_budget=budget.compute_flops if budget.mode == "flops" else None,
+                   steps=steps, batch_tokens=batch_tokens)
+
+
+def run_dir_of(cfg: TrainConfig) -> Path:
+    return Path(cfg.runs_dir) / cfg.sweep / cfg.run_name
+
+
+def to_train_config(cfg: DictConfig | TrainConfig) -> TrainConfig:
+    """Resolve interpolations and build the validated dataclasses (their __post_init__ checks run here)."""
+    if isinstance(cfg, TrainConfig):
+        return cfg
+    return OmegaConf.to_object(cfg)
+
+
+def _base_record(cfg: TrainConfig, plan: RunPlan, run_dir: Path) -> dict[str, Any]:
+    from loopscale.records import git_commit, library_versions
+
+    m = cfg.model
+    return {
+        "status": None, "reason": None, "step": None,
+        "run_name": cfg.run_name, "sweep": cfg.sweep, "run_dir": str(run_dir), "point": cfg.point,
+        "r": m.r, "variant": m.variant, "recipe": m.recipe, "width": m.d_model, "depth": m.l_eff,
+        "n_prelude": m.n_prelude, "n_rec": m.n_rec, "n_coda": m.n_coda, "bptt_k": m.bptt_k,
+        "injection": m.injection, "vocab_size": m.vocab_size, "seq_len": m.seq_len,
+        "N_once": plan.N_once, "N_rec": plan.N_rec, "N": plan.N, "embedding": plan.embedding,
+        "lm_head": plan.lm_head, "F": plan.F, "D": plan.D, "C": plan.C, "C_budget": plan.C_budget,
+        "steps": plan.steps, "batch_tokens": plan.batch_tokens,
+        "L": None, "val_loss": None, "train_loss": None,
+        "seed": cfg.seed, "parent": None,
+        "git_commit": git_commit(), "versions": library_versions(),
+        "config": dataclasses.asdict(cfg),
+    }
+
+
+def _print_plan(cfg: TrainConfig, plan: RunPlan, run_dir: Path) -> None:
+    m = cfg.model
+    log.info(
+        "run %s: r=%d (%s, injection=%s, bptt_k=%s) d_model=%d L_eff=%d [p=%d k=%d c=%d] | N_once=%s N_rec=%s "
+        "N=%s | F=%.4g FLOPs/token | D=%s tokens = %d steps x %d tokens | C=%.4g FLOPs | dir %s",
+        cfg.run_name, m.r, m.variant, m.injection, m.bptt_k, m.d_model, m.l_eff, m.n_prelude, m.n_rec,
+        m.n_coda, f"{plan.N_once:,}", f"{plan.N_rec:,}", f"{plan.N:,}", plan.F, f"{plan.D:,}", plan.steps,
+        plan.batch_tokens, plan.C, run_dir,
+    )
+
+
+def _loggers(cfg: TrainConfig, run_dir: Path) -> list:
+    from lightning.pytorch.loggers import CSVLogger
+
+    loggers = [CSVLogger(save_dir=str(run_dir), name="", version="")]
+    if cfg.logger.wandb:
+        try:
+            from lightning.pytorch.loggers import WandbLogger
+
+            loggers.append(WandbLogger(project=cfg.logger.wandb_project, entity=cfg.logger.wandb_entity,
+                                       name=f"{cfg.sweep}/{cfg.run_name}", save_dir=str(run_dir),
+                                       offline=cfg.logger.wandb_mode == "offline",
+                                       config=dataclasses.asdict(cfg)))
+        except Exception as err:  # W&B must never fail a run: the CSV and run.json are the source of truth
+            log.warning("W&B logger disabled: %s", err)
+    return loggers
+
+
+def _callbacks(cfg: TrainConfig, run_dir: Path) -> list:
+    from lightning.pytorch.callbacks import RichProgressBar, TQDMProgressBar
+
+    from loopscale.checkpoint import AtomicLastCheckpoint
+
+    callbacks = [AtomicLastCheckpoint(run_dir / CHECKPOINT, every_n_steps=cfg.trainer.ckpt_every_steps)]
+    if cfg.trainer.progress:
+        callbacks.append(RichProgressBar() if sys.stdout.isatty() else TQDMProgressBar(refresh_rate=50))
+    return callbacks
+
+
+def run_training(cfg: DictConfig | TrainConfig) -> dict[str, Any]:
+    """Train (or resume, or skip) the run described by `cfg`; return its run.json record."""
+    import lightning as L
+    import torch
+
+    from loopscale.data import TokenDataModule
+    from loopscale.module import Diverged, LoopedLM, StepAccounting
+    from loopscale.records import is_finished, read_record, write_json_atomic
+    from loopscale.shards import prepare
+
+    cfg = to_train_config(cfg)
+    run_dir = run_dir_of(cfg)
+    if is_finished(run_dir):
+        record = read_record(run_dir)
+        log.info("run %s already finished (L=%.4f): nothing to do", run_dir, record["L"])
+        return record
+    if cfg.trainer.num_threads > 0:
+        torch.set_num_threads(cfg.trainer.num_threads)
+    L.seed_everything(cfg.seed, workers=True, verbose=False)
+
+    prepared = prepare(cfg.data, progress=cfg.trainer.progress)
+    cfg = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, vocab_size=prepared.vocab_size))
+    plan = plan_run(cfg)
+    _print_plan(cfg, plan, run_dir)
+
+    world = cfg.trainer.devices * cfg.trainer.num_nodes
+    per_step = world * cfg.budget.grad_accum
+    if cfg.budget.batch_size % per_step != 0:
+        raise ValueError(f"budget.batch_size={cfg.budget.batch_size} must be divisible by devices x num_nodes x "
+                         f"grad_accum = {per_step}")
+    datamodule = TokenDataModule(prepared, seq_len=cfg.model.seq_len, batch_size=cfg.budget.batch_size // per_step,
+                                 seed=cfg.seed, val_tokens=cfg.data.val_tokens)
+    module = LoopedLM(cfg.model, cfg.optim, cfg.trainer,
+                      StepAccounting(total_steps=plan.steps, batch_tokens=plan.batch_tokens, flops_per_token=plan.F))
+    trainer = L.Trainer(
+        accelerator=cfg.trainer.accelerator, devices=cfg.trainer.devices, num_nodes=cfg.trainer.num_nodes,
+        strategy=cfg.trainer.strategy, precision=cfg.trainer.precision,
+        max_steps=plan.steps, max_epochs=-1, accumulate_grad_batches=cfg.budget.grad_accum,
+        gradient_clip_val=cfg.optim.grad_clip or None, gradient_clip_algorithm="norm",
+        val_check_interval=cfg.trainer.val_every_steps or plan.steps * cfg.budget.grad_accum + 1,
+        check_val_every_n_epoch=None, num_sanity_val_steps=0,
+        log_every_n_steps=cfg.trainer.log_every_steps, logger=_loggers(cfg, run_dir),
+        callbacks=_callbacks(cfg, run_dir), enable_checkpointing=False, enable_model_summary=False,
+        enable_progress_bar=cfg.trainer.progress, default_root_dir=str(run_dir),
+    )
+    record = _base_record(cfg, plan, run_dir)
+    ckpt = run_dir / CHECKPOINT
+    started = time.perf_counter()
+    try:
+        trainer.fit(module, datamodule=datamodule, ckpt_path=str(ckpt) if ckpt.exists() else None)
+        val = trainer.validate(module, datamodule=datamodule, verbose=False)[0]["val/loss"]
+    except Diverged as err:
+        record.update(status="diverged", reason=str(err), step=err.step)
+        raise
+    except BaseException as err:
+        record.update(status="failed", reason=f"{type(err).__name__}: {err}", step=trainer.global_step)
+        raise
+    else:
+        wall = time.perf_counter() - started
+        train_loss = trainer.callback_metrics.get("train/loss")
+        record.update(status="done", step=trainer.global_step, L=float(val), val_loss=float(val),
+                      train_loss=float(train_loss) if train_loss is not None else None)
+        record["wall_time_s"] = wall
+        # whole-run throughput of this process (a resumed run counts only what it trained itself)
+        record["tokens_per_s"] = module.tokens_trained / wall if wall > 0 else None
+        record["resumed_from_step"] = module.resumed_from_step
+        return record
+    finally:
+        if trainer.is_global_zero and record["status"] is not None:
+            record.setdefault("wall_time_s", time.perf_counter() - started)
+            write_json_atomic(run_dir / "run.json", record)
+
+
+def _in_multirun() -> bool:
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
+    return HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
+
+
+register_resolvers()
+register_configs()
+
+
+@hydra.main(version_base=None, config_path=str(SWEEPS_DIR), config_name="train")
+def main(cfg: DictConfig) -> float | None:
+    """Hydra task function. In a multirun a failed run is recorded and the sweep goes on; alone it exits 1."""
+    try:
+        record = run_training(cfg)
+    except Exception as err:
+        if _in_multirun():
+            log.error("run failed (recorded in run.json, sweep continues): %s", err)
+            return None
+        raise
+    return record["L"]
+
+
+if __name__ == "__main__":
+    main()
