@@ -1,0 +1,152 @@
+"""Batches from token shards: a pure batch function and the LightningDataModule around it.
+
+Training batches are random windows of seq_len + 1 tokens from the train shard: x = window[:-1],
+y = window[1:], both int64 [B, T]. The window offsets for (seed, step, rank) come from a numpy Generator
+seeded with exactly those three numbers, so
+
+    batch_at(tokens, step, rank, seed, B, T)
+
+is a pure function: an uninterrupted run, a resumed run and a benchmark loop all see the same batch at the
+same step, and DDP ranks see different ones. No state is carried from one batch to the next, so resuming
+needs nothing but the step to start from (see TokenDataModule).
+
+Validation is a FIXED set: the first val_tokens // (T + 1) non-overlapping windows of the val shard, the
+same for every run on the same prepared data, so val losses are comparable across a sweep.
+"""
+
+from __future__ import annotations
+
+from typing import Iterator, Optional, Union
+
+import lightning as L
+import numpy as np
+import torch
+from torch.utils.data import DataLoader, Dataset, IterableDataset
+
+from loopscale.shards import PreparedData
+
+TokenSource = Union[PreparedData, np.ndarray]
+
+
+def _train_tokens(data: TokenSource) -> np.ndarray:
+    return data.tokens("train") if isinstance(data, PreparedData) else data
+
+
+def window_offsets(n_tokens: int, step: int, rank: int, seed: int, batch_size: int, seq_len: int) -> np.ndarray:
+    """Start offsets [B] of the windows for (seed, step, rank), uniform over every full window."""
+    n_starts = n_tokens - seq_len  # a window of seq_len + 1 tokens may start at 0 .. n_tokens - seq_len - 1
+    if n_starts < 1:
+        raise ValueError(f"seq_len={seq_len} needs at least {seq_len + 1} tokens; the shard has {n_tokens}")
+    if min(step, rank, seed) < 0:
+        raise ValueError(f"step={step}, rank={rank}, seed={seed} must all be >= 0")
+    rng = np.random.default_rng([seed, step, rank])  # SeedSequence of the triple: independent streams
+    return rng.integers(0, n_starts, size=batch_size)
+
+
+def batch_at(data: TokenSource, step: int, rank: int, seed: int, batch_size: int,
+             seq_len: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The training batch (x, y), each int64 [B, T], of global step `step` on rank `rank`."""
+    tokens = _train_tokens(data)
+    offsets = window_offsets(len(tokens), step, rank, seed, batch_size, seq_len)
+    windows = np.stack([tokens[o:o + seq_len + 1] for o in offsets]).astype(np.int64)  # [B, T + 1]
+    windows = torch.from_numpy(windows)
+    return windows[:, :-1], windows[:, 1:]
+
+
+class TrainStream(IterableDataset):
+    """Infinite stream of training batches for steps start_step, start_step + 1, ... on one rank.
+
+    Yields whole batches (use DataLoader(batch_size=None)). The memmap opens lazily in __iter__ so the
+    object pickles cheaply; keep num_workers=0 (the loader is far faster than a training step, see
+    benchmarks/bench_data.py, and workers would each replay the same steps)."""
+
+    def __init__(self, data: TokenSource, seed: int, batch_size: int, seq_len: int, start_step: int = 0,
+                 rank: int = 0):
+        super().__init__()
+        self.data, self.seed, self.batch_size, self.seq_len = data, seed, batch_size, seq_len
+        self.start_step, self.rank = start_step, rank
+
+    def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        tokens = _train_tokens(self.data)
+        step = self.start_step
+        while True:
+            yield batch_at(tokens, step, self.rank, self.seed, self.batch_size, self.seq_len)
+            step += 1
+
+
+class ValWindows(Dataset):
+    """The fixed validation set: n non-overlapping windows of seq_len + 1 tokens from the val shard."""
+
+    def __init__(self, val_tokens: np.ndarray, n_tokens: int, seq_len: int):
+        self.tokens, self.seq_len = val_tokens, seq_len
+        self.n_windows = min(n_tokens, len(val_tokens)) // (seq_len + 1)
+        if self.n_windows < 1:
+            raise ValueError(f"the val split has {len(val_tokens)} tokens and val_tokens={n_tokens}: fewer "
+                             f"than one window of seq_len + 1 = {seq_len + 1}")
+
+    def __len__(self) -> int:
+        return self.n_windows
+
+    def __getitem__(self, i: int) -> tuple[torch.Tensor, torch.Tensor]:
+        start = i * (self.seq_len + 1)
+        window = torch.from_numpy(self.tokens[start:start + self.seq_len + 1].astype(np.int64))  # [T + 1]
+        return window[:-1], window[1:]
+
+
+class TokenDataModule(L.LightningDataModule):
+    """Train stream + fixed val set over a PreparedData.
+
+    Resuming: the train stream starts at `self.start_step`, read when train_dataloader() is called. If you
+    leave it None, it is taken from the attached trainer as trainer.global_step * accumulate_grad_batches
+    (the number of batches already consumed), which Lightning has restored from the checkpoint by the time
+    it builds the train dataloader; set it explicitly (`set_start_step`) when you drive the loop yourself.
+    The stream is infinite: stop training with max_steps. Rank and world size come from the trainer
+    (else torch.distributed, else 0 / 1); each rank draws its own windows.
+    """
+
+    def __init__(self, prepared: PreparedData, seq_len: int, batch_size: int, seed: int, val_tokens: int):
+        super().__init__()
+        if seq_len < 1 or batch_size < 1 or val_tokens < 1:
+            raise ValueError(f"seq_len={seq_len}, batch_size={batch_size}, val_tokens={val_tokens} must be >= 1")
+        self.prepared, self.seq_len, self.batch_size = prepared, seq_len, batch_size
+        self.seed, self.val_tokens = seed, val_tokens
+        self.start_step: Optional[int] = None
+
+    def set_start_step(self, step: int) -> None:
+        """Index of the first batch the next train_dataloader() yields (batches, not optimizer steps)."""
+        self.start_step = step
+
+    def rank_and_world(self) -> tuple[int, int]:
+        trainer = getattr(self, "trainer", None)
+        if trainer is not None:
+            return trainer.global_rank, trainer.world_size
+        if torch.distributed.is_available() and torch.distributed.is_initialized():
+            return torch.distributed.get_rank(), torch.distributed.get_world_size()
+        return 0, 1
+
+    def resolved_start_step(self) -> int:
+        if self.start_step is not None:
+            return self.start_step
+        trainer = getattr(self, "trainer", None)
+        if trainer is not None:
+            return trainer.global_step * trainer.accumulate_grad_batches
+        return 0
+
+    def train_dataloader(self) -> DataLoader:
+        rank, _ = self.rank_and_world()
+        stream = TrainStream(self.prepared, self.seed, self.batch_size, self.seq_len,
+                             start_step=self.resolved_start_step(), rank=rank)
+        return DataLoader(stream, batch_size=None, num_workers=0)
+
+    def val_dataloader(self) -> DataLoader:
+        windows = ValWindows(self.prepared.tokens("val"), self.val_tokens, self.seq_len)
+        return DataLoader(windows, batch_size=self.batch_size, shuffle=False, num_workers=0)
+
+
+def unigram_entropy_nats(prepared: TokenSource) -> float:
+    """Entropy (nats) of the val split's token unigram distribution: the loss of the best model that
+    ignores context, so a trained LM must get below it. Arrays given directly are used as they are."""
+    tokens = prepared.tokens("val") if isinstance(prepared, PreparedData) else prepared
+    counts = np.bincount(np.asarray(tokens, dtype=np.int64))
+    p = counts[counts > 0] / counts.sum()
+    return float(-(p * np.log(p)).sum())
