@@ -101,6 +101,16 @@ def _text_files(path: str) -> list[Path]:
     return files
 
 
+def _only_text(ds: "datasets.Dataset", column: str) -> "datasets.Dataset":
+    """Just the text, as column `text` of type string (parquet gives large_string, which won't concatenate)."""
+    import datasets
+
+    ds = ds.select_columns([column])
+    if column != "text":
+        ds = ds.rename_columns({column: "text"})
+    return ds.cast_column("text", datasets.Value("string"))
+
+
 def _load_text(cfg: "DataConfig", cache_dir: Optional[str]) -> "datasets.Dataset":
     import datasets
 
@@ -115,8 +125,7 @@ def _load_text(cfg: "DataConfig", cache_dir: Optional[str]) -> "datasets.Dataset
         column = "text" if builder == "text" else cfg.text_column
         if column not in ds.column_names:
             raise DataError(f"text_column={column!r} is not in {group[0]} (columns: {ds.column_names})")
-        parts.append(ds.select_columns([column]).rename_columns({column: "text"}) if column != "text"
-                     else ds.select_columns(["text"]))
+        parts.append(_only_text(ds, column))
     return datasets.concatenate_datasets(parts) if len(parts) > 1 else parts[0]
 
 
@@ -150,8 +159,7 @@ def _load_hub(cfg: "DataConfig") -> "datasets.Dataset":
         return datasets.Dataset.from_dict({"text": [row[cfg.text_column] for row in rows]})
     if cfg.max_documents:
         ds = ds.select(range(min(cfg.max_documents, len(ds))))
-    return ds.select_columns([cfg.text_column]).rename_columns({cfg.text_column: "text"}) \
-        if cfg.text_column != "text" else ds.select_columns(["text"])
+    return _only_text(ds, cfg.text_column)
 
 
 # ------------------------------------------------------------------------------------------------ interface

@@ -1,0 +1,69 @@
+"""Shared data for the data-pipeline tests: the default corpus, prepared once per test session.
+
+The default (Shakespeare, BPE 2048) corpus is prepared by `python -m loopscale data prepare` in a child
+process whose environment cuts the hub off (HF_DATASETS_OFFLINE=1, HF_HUB_OFFLINE=1), because `datasets`
+reads those variables when it is imported: setting them in this process would prove nothing. Tests then
+open the result in-process through `prepare(cfg)`, which must find it in the cache.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from loopscale.config import DataConfig
+
+OFFLINE_ENV = {"HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+
+_prepared_dirs: dict[str, Path] = {}  # one preparation per session even if several modules use the fixture
+
+
+def offline_env() -> dict:
+    return {**os.environ, **OFFLINE_ENV}
+
+
+def run_offline(args: list[str], timeout_s: float = 120) -> subprocess.CompletedProcess:
+    """Run `python <args>` in a child with the hub cut off; returns the finished process."""
+    return subprocess.run([sys.executable, *args], env=offline_env(), capture_output=True, text=True,
+                          timeout=timeout_s)
+
+
+def default_data_dir(base: Path) -> Path:
+    """Prepare the default corpus once (offline, through the CLI) under `base`; returns its data dir."""
+    key = str(base)
+    if key not in _prepared_dirs:
+        data_dir = base / "default-corpus"
+        proc = run_offline(["-m", "loopscale", "data", "prepare", "--data-dir", str(data_dir), "--no-progress"])
+        assert proc.returncode == 0, proc.stderr
+        _prepared_dirs[key] = data_dir
+    return _prepared_dirs[key]
+
+
+@pytest.fixture(scope="session")
+def default_cfg(tmp_path_factory) -> DataConfig:
+    """DataConfig of the default corpus, already prepared offline (opening it is a cache hit)."""
+    return DataConfig(data_dir=str(default_data_dir(tmp_path_factory.getbasetemp())))
+
+
+@pytest.fixture(scope="session")
+def default_prepared(default_cfg):
+    from loopscale.shards import prepare
+
+    return prepare(default_cfg, progress=False)
+
+
+def small_cfg(data_dir: Path, **overrides) -> DataConfig:
+    """A fast real corpus: the first 4 Shakespeare plays, BPE 512, one process."""
+    values = dict(source="shakespeare", max_documents=4, vocab_size=512, val_fraction=0.25, num_proc=1,
+                  data_dir=str(data_dir))
+    values.update(overrides)
+    return DataConfig(**values)
+
+
+def cache_entries(data_dir: Path) -> list[str]:
+    """Names under a data dir (finished entries and any staging leftovers); [] if it does not exist."""
+    return sorted(p.name for p in data_dir.iterdir()) if data_dir.exists() else []
