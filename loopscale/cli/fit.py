@@ -1,0 +1,276 @@
+"""`loopscale fit`, `loopscale compare` and `loopscale equiv`.
+
+fit      fit a law to a runs table; prints (parameter, estimate, 95% CI), writes a FitResult JSON
+         (`--out`; with `--group COL` one file per group, `NAME.<group>.json`) and, with `--plot`,
+         a predicted-vs-observed figure (`loopscale.plots.plot_fit(table, fit, path)` when that
+         module exists, otherwise a simple matplotlib scatter drawn here).
+compare  delta = B - A of a parameter (default phi) of two fit JSONs, CI from their bootstraps.
+equiv    N_eff and the cost-equivalent non-looped size of a looped model (and N*, D* at a budget).
+Heavy imports stay inside the functions so `loopscale --help` is fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from pathlib import Path
+
+from . import UsageError
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("fit", help="fit a scaling law (E, A, alpha, B, beta, phi) to a runs table",
+                              description="Fit a scaling law to a runs table (CSV/Parquet).")
+    p.add_argument("table", help="runs table (CSV, .parquet or .jsonl)")
+    p.add_argument("--law", default="looped", choices=["looped", "chinchilla", "looped-free"])
+    p.add_argument("--group", metavar="COL", help="fit each value of COL (e.g. variant) separately")
+    p.add_argument("--bootstrap", type=int, default=0, metavar="N", help="bootstrap replicates")
+    p.add_argument("--cluster", metavar="COL",
+                   help="resample whole clusters: C (compute budgets), width, ... (needs --bootstrap)")
+    p.add_argument("--holdout-largest", action="store_true",
+                   help="refit without the largest compute budget; report errors on it")
+    p.add_argument("--no-profile", action="store_true", help="skip the phi profile (looped law)")
+    p.add_argument("--loss", default="huber", choices=["huber", "l2"],
+                   help="huber (default) or l2 = plain least squares on log L")
+    p.add_argument("--delta", type=float, default=1e-3, help="Huber threshold in log units")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--starts", type=int, default=16, metavar="K", help="starts refined (default 16)")
+    p.add_argument("--out", metavar="PATH", help="write the fit JSON here (e.g. fits/NAME.json)")
+    p.add_argument("--plot", metavar="PATH", help="write a predicted-vs-observed figure (PNG)")
+    cols = p.add_argument_group("column mapping (defaults: names written by `loopscale collect`)")
+    for opt, canon in (("--r-col", "r"), ("--n-once-col", "N_once"), ("--n-rec-col", "N_rec"),
+                       ("--n-col", "N"), ("--d-col", "D"), ("--c-col", "C"), ("--loss-col", "L")):
+        cols.add_argument(opt, default=canon, metavar="NAME", help=f"column holding {canon}")
+    p.set_defaults(func=run_fit)
+
+    c = subparsers.add_parser("compare", help="delta-phi between two fits with a bootstrap CI")
+    c.add_argument("fit_a", help="first fit JSON (A)")
+    c.add_argument("fit_b", help="second fit JSON (B); delta = B - A")
+    c.add_argument("--param", default="phi", help="parameter to compare (default phi)")
+    c.add_argument("--seed", type=int, default=0, help="seed for pairing bootstrap replicates")
+    c.set_defaults(func=run_compare)
+
+    e = subparsers.add_parser("equiv", help="equivalent non-looped sizes of a looped model")
+    e.add_argument("--r", type=float, required=True, help="recurrences")
+    e.add_argument("--n-once", type=float, required=True, help="parameters run once (e.g. 220e6)")
+    e.add_argument("--n-rec", type=float, required=True, help="recurrent-block parameters")
+    src = e.add_mutually_exclusive_group(required=True)
+    src.add_argument("--phi", type=float, help="recurrence-equivalence exponent")
+    src.add_argument("--fit", metavar="JSON", help="take phi (and E, A, B, ... ) from a fit JSON")
+    e.add_argument("--budget", type=float, metavar="C",
+                   help="also print compute-optimal N*, D* at this FLOP budget (needs --fit)")
+    e.set_defaults(func=run_equiv)
+
+
+# ----------------------------------------------------------------------------------------------
+def run_fit(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    from ..fit import Loss, file_sha256, fit_table
+    from ..tables import ColumnMap, canonical_table, read_table
+
+    if args.bootstrap < 0:
+        raise UsageError(f"--bootstrap must be >= 0; got {args.bootstrap}")
+    if args.cluster and args.bootstrap == 0:
+        raise UsageError("--cluster needs --bootstrap N (N > 0)")
+    if args.starts < 1:
+        raise UsageError(f"--starts must be >= 1; got {args.starts}")
+    try:
+        loss = Loss(args.loss, args.delta)
+    except ValueError as err:
+        raise UsageError(str(err)) from None
+    columns = ColumnMap(r=args.r_col, N_once=args.n_once_col, N_rec=args.n_rec_col, N=args.n_col,
+                        D=args.d_col, C=args.c_col, L=args.loss_col)
+    try:
+        raw = read_table(args.table)
+    except ValueError as err:
+        raise UsageError(str(err)) from None
+    if args.group and args.group not in raw.columns:
+        raise UsageError(f"--group column {args.group!r} is not in the table {list(raw.columns)}")
+    groups = [(None, raw)] if not args.group else [(g, raw[raw[args.group] == g])
+                                                  for g in sorted(raw[args.group].unique(), key=str)]
+    tables = []
+    for g, part in groups:
+        try:
+            table = canonical_table(part.reset_index(drop=True), args.law, columns)
+        except ValueError as err:
+            where = f" (group {args.group}={g})" if g is not None else ""
+            raise UsageError(f"{err}{where}") from None
+        if args.cluster and args.cluster not in table.columns:
+            raise UsageError(f"--cluster column {args.cluster!r} is not in the table")
+        if args.cluster and args.bootstrap and table[args.cluster].nunique() < 3:
+            raise UsageError(f"--cluster column {args.cluster!r} has fewer than 3 distinct values")
+        tables.append((g, table))
+
+    out_paths = _out_paths(args.out, [g for g, _ in tables]) if args.out else [None] * len(tables)
+    input_info = {"path": str(args.table), "sha256": file_sha256(args.table), "n_rows": len(raw),
+                  "columns": columns.as_dict()}
+    results = []
+    with np.errstate(all="ignore"):
+        for g, table in tables:
+            try:
+                result = fit_table(table, args.law, loss, seed=args.seed, n_bootstrap=args.bootstrap,
+                                   cluster=args.cluster, holdout=args.holdout_largest,
+                                   profile=not args.no_profile, n_refine=args.starts)
+            except ValueError as err:
+                raise UsageError(str(err)) from None
+            result.input = dict(input_info, n_rows_used=len(table))
+            if g is not None:
+                result.group = {"column": args.group, "value": _plain(g)}
+            results.append((g, table, result))
+
+    for (g, table, result), path in zip(results, out_paths):
+        _print_result(result, g)
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            result.write_json(path)
+            print(f"wrote {path}")
+    if args.plot:
+        for (g, table, result), path in zip(results, _out_paths(args.plot, [g for g, *_ in results])):
+            path.parent.mkdir(parents=True, exist_ok=True)
+            _plot(table, result, path)
+            print(f"wrote {path}")
+    return 0
+
+
+def _out_paths(path: str, groups: list) -> list[Path]:
+    """PATH for a single fit; PATH with .<group> before the suffix per group."""
+    base = Path(path)
+    if groups == [None]:
+        return [base]
+    return [base.with_name(f"{base.stem}.{_safe(g)}{base.suffix}") for g in groups]
+
+
+def _safe(value) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", str(value)) or "group"
+
+
+def _plain(value):
+    return value.item() if hasattr(value, "item") else value
+
+
+def _print_result(result, group=None) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    title = f"{result.law} fit" + (f" — {result.group['column']} = {group}" if group is not None else "")
+    t = Table(title=title)
+    t.add_column("parameter")
+    t.add_column("estimate", justify="right")
+    t.add_column("95% CI", justify="right")
+    for name, value in result.params.items():
+        ci = result.ci95.get(name)
+        t.add_row(name, f"{value:.6g}", f"[{ci[0]:.4g}, {ci[1]:.4g}]" if ci else "—")
+    console = Console()
+    console.print(t)
+    lines = [f"rows {result.n_rows}; objective {result.objective:.6g} ({result.settings['loss']}"
+             + (f", delta {result.settings['delta']:g}" if result.settings.get("delta") else "")
+             + f"); |grad| {result.grad_norm:.2e}; {result.n_best_basin} of {result.n_refined} "
+             f"refined starts reached the best optimum ({result.n_starts} screened)"]
+    if result.bootstrap:
+        how = f"clusters of {result.bootstrap['cluster']}" if result.bootstrap.get("cluster") else "rows"
+        lines.append(f"bootstrap: {result.bootstrap['n_replicates']} replicates resampling {how}")
+    if result.profile_phi:
+        lo, hi = result.profile_phi["interval"]
+        fmt = lambda v: "open" if v is None else f"{v:.4g}"  # noqa: E731
+        lines.append(f"phi profile interval (robust LR, 95%): [{fmt(lo)}, {fmt(hi)}]")
+    if result.holdout:
+        h = result.holdout
+        lines.append(f"holdout (budget {h['held_out_budget']:.3g}, {h['n_holdout']} runs): mean |rel "
+                     f"err| {h['mean_abs_rel_error']:.3%}, max {h['max_abs_rel_error']:.3%}")
+    for line in lines:
+        console.print(line, highlight=False)
+    for w in result.warnings:
+        console.print(f"[yellow]warning:[/yellow] {w}", highlight=False)
+
+
+def _plot(table, result, path: Path) -> None:
+    try:
+        from ..plots import plot_fit  # the plotting module, when present
+    except ImportError:
+        plot_fit = None
+    if plot_fit is not None:
+        plot_fit(table, result, path)
+        return
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    from ..laws import predict_loss
+
+    pred = predict_loss(result.law, result.params, table)
+    fig, ax = plt.subplots(figsize=(4.5, 4.5))
+    hue = table["r"] if "r" in table.columns else None
+    sc = ax.scatter(table["L"], pred, c=None if hue is None else np.log2(hue), s=14, cmap="viridis")
+    if hue is not None:
+        fig.colorbar(sc, ax=ax, label="log2 r")
+    lims = [min(table["L"].min(), pred.min()), max(table["L"].max(), pred.max())]
+    ax.plot(lims, lims, "k--", lw=0.8)
+    ax.set_xlabel("observed L")
+    ax.set_ylabel("predicted L")
+    ax.set_title(f"{result.law}: objective {result.objective:.3g}")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+# ----------------------------------------------------------------------------------------------
+def _load_fit(path: str):
+    from ..fit import FitResult
+
+    try:
+        return FitResult.from_json(path)
+    except (OSError, ValueError, TypeError) as err:
+        raise UsageError(f"cannot read fit JSON {path}: {str(err).splitlines()[0]}") from None
+
+
+def run_compare(args: argparse.Namespace) -> int:
+    from ..fit import compare_param
+
+    a, b = _load_fit(args.fit_a), _load_fit(args.fit_b)
+    try:
+        out = compare_param(a, b, args.param, seed=args.seed)
+    except ValueError as err:
+        raise UsageError(str(err)) from None
+    name = args.param
+    print(f"{name}: A = {out['a']:.4g} ({args.fit_a}), B = {out['b']:.4g} ({args.fit_b})")
+    if out["ci"] is None:
+        print(f"delta {name} = B - A = {out['delta']:+.4g}; 95% CI: n/a (refit both with --bootstrap N)")
+    else:
+        lo, hi = out["ci"]
+        print(f"delta {name} = B - A = {out['delta']:+.4g}, 95% CI [{lo:+.4g}, {hi:+.4g}] "
+              f"(se {out['se']:.3g}, {out['n_replicates']} paired bootstrap replicates)")
+    return 0
+
+
+def run_equiv(args: argparse.Namespace) -> int:
+    from ..derived import compute_optimal, equivalent_sizes
+
+    fit = _load_fit(args.fit) if args.fit else None
+    if fit is not None and "phi" not in fit.params:
+        raise UsageError(f"{args.fit} has no phi (law {fit.law}); fit with --law looped")
+    phi = fit.params["phi"] if fit is not None else args.phi
+    if args.budget is not None and fit is None:
+        raise UsageError("--budget needs --fit (E, A, alpha, B, beta come from the fit)")
+    try:
+        sizes = equivalent_sizes(args.r, args.n_once, args.n_rec, phi)
+    except ValueError as err:
+        raise UsageError(str(err)) from None
+    print(f"r = {sizes.r:g}, phi = {phi:.4g}: unique parameters N_once + N_rec = {_m(sizes.N_unique)}")
+    print(f"  N_eff = N_once + r^phi N_rec = {_m(sizes.N_eff)}: the non-looped size with the same loss")
+    print(f"  N_once + r N_rec = {_m(sizes.N_cost)}: the non-looped size with the same training cost")
+    if args.budget is not None:
+        if args.budget <= 0:
+            raise UsageError(f"--budget must be > 0; got {args.budget}")
+        f = args.n_once / (args.n_once + args.n_rec)
+        for r, frac in ((1.0, 1.0), (args.r, f)):
+            opt = compute_optimal(fit.params, args.budget, r, frac)
+            print(f"  compute-optimal at C = {args.budget:.3g}, r = {r:g}: N_cost* = {_m(opt.N_cost)}, "
+                  f"N_eff* = {_m(opt.N_eff)}, D* = {opt.D:.3g} tokens, L* = {opt.L:.4f}")
+    return 0
+
+
+def _m(n: float) -> str:
+    return f"{n / 1e9:.3g}B" if n >= 1e9 else f"{n / 1e6:.3g}M"

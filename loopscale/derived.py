@@ -1,0 +1,124 @@
+"""Quantities derived from a fitted looped law.
+
+- `n_eff`: N_eff = N_once + r^phi N_rec, the non-looped size with the same loss at the same D.
+- `training_cost_size`: N_once + r N_rec, the non-looped size with the same training FLOPs per
+  token (iso-depth: every pass costs its parameters again), the "cost-equivalent" size.
+- `equivalent_sizes`: both, e.g. r = 4, N_once = 220M, N_rec = 190M, phi = 0.46 gives
+  N_eff ~ 580M at the training cost of a ~1B non-looped model (DESIGN.md, the published example).
+- `compute_optimal`: N*, D* at budget C for a given r (C = 6 N_cost D, Hoffmann et al. 2022,
+  eq. 4 with N_eff = rho N_cost).
+- `parabola_optima`: per-(r, C) empirical optimum by a parabola in log N (the IsoFLOP method).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Mapping
+
+import numpy as np
+import pandas as pd
+
+from .laws import n_eff
+
+
+def training_cost_size(N_once, N_rec, r):
+    """Parameters a non-looped model needs to cost the same FLOPs per token: N_once + r N_rec."""
+    return np.asarray(N_once, dtype=float) + np.asarray(r, dtype=float) * np.asarray(N_rec, float)
+
+
+@dataclass(frozen=True)
+class EquivalentSizes:
+    """A looped model's unique parameters and its non-looped equivalents (all in parameters)."""
+
+    r: float
+    N_once: float
+    N_rec: float
+    phi: float
+    N_unique: float  # N_once + N_rec: what the looped model stores
+    N_eff: float  # non-looped size with the same loss at the same tokens
+    N_cost: float  # non-looped size with the same training cost per token
+
+    def as_dict(self) -> dict[str, float]:
+        return asdict(self)
+
+
+def equivalent_sizes(r: float, N_once: float, N_rec: float, phi: float) -> EquivalentSizes:
+    """N_unique, N_eff and N_cost of a looped model with r recurrences at exponent phi."""
+    if r < 1 or N_once < 0 or N_rec < 0 or N_once + N_rec <= 0:
+        raise ValueError(f"need r >= 1, N_once >= 0, N_rec >= 0, N_once + N_rec > 0; got r={r}, "
+                         f"N_once={N_once}, N_rec={N_rec}")
+    return EquivalentSizes(r=float(r), N_once=float(N_once), N_rec=float(N_rec), phi=float(phi),
+                           N_unique=float(N_once + N_rec), N_eff=float(n_eff(N_once, N_rec, r, phi)),
+                           N_cost=float(training_cost_size(N_once, N_rec, r)))
+
+
+def isodepth_once_fraction(r: int, L_eff: int = 20, prelude: int = 2, coda: int = 2) -> float:
+    """Share of unique block parameters run once on the iso-depth grid: (p + c) / (p + c + k)."""
+    k = (L_eff - prelude - coda) / r
+    return (prelude + coda) / (prelude + coda + k)
+
+
+def eff_per_cost(r: float, phi: float, once_fraction: float) -> float:
+    """N_eff / N_cost for a model whose unique parameters are a `once_fraction` run once."""
+    f = once_fraction
+    return (f + r**phi * (1 - f)) / (f + r * (1 - f))
+
+
+@dataclass(frozen=True)
+class ComputeOptimum:
+    C: float  # budget in FLOPs
+    r: float
+    N_cost: float  # cost-counted parameters N_once + r N_rec
+    N_eff: float
+    D: float  # tokens
+    L: float  # predicted loss
+
+    def as_dict(self) -> dict[str, float]:
+        return asdict(self)
+
+
+def compute_optimal(params: Mapping[str, float], C: float, r: float = 1.0,
+                    once_fraction: float = 0.2) -> ComputeOptimum:
+    """Loss-minimising N and D at budget C for models with r recurrences.
+
+    With C = 6 N_cost D and N_eff = rho N_cost (rho = `eff_per_cost`, fixed by the architecture's
+    shape), L = E + A rho^-alpha N^-alpha + B (C / 6N)^-beta is minimised at
+    N* = G (C/6)^(beta / (alpha + beta)), G = (alpha A rho^-alpha / (beta B))^(1 / (alpha + beta))
+    (Hoffmann et al. 2022, eq. 4). phi defaults to 1 when absent (chinchilla fits); `once_fraction`
+    is N_once / (N_once + N_rec) (see `isodepth_once_fraction`).
+    """
+    E, A, B = params["E"], params["A"], params["B"]
+    alpha, beta = params["alpha"], params["beta"]
+    phi = params.get("phi", 1.0)
+    rho = eff_per_cost(r, phi, once_fraction) if r != 1 else 1.0
+    G = (alpha * A * rho**-alpha / (beta * B)) ** (1 / (alpha + beta))
+    N_cost = G * (C / 6) ** (beta / (alpha + beta))
+    D = C / (6 * N_cost)
+    L = E + A * (rho * N_cost) ** -alpha + B * D**-beta
+    return ComputeOptimum(C=float(C), r=float(r), N_cost=float(N_cost), N_eff=float(rho * N_cost),
+                          D=float(D), L=float(L))
+
+
+def parabola_optima(table: pd.DataFrame, size_col: str = "N", min_points: int = 3) -> pd.DataFrame:
+    """Empirical optimum per (r, C) by fitting L = c2 (log N)^2 + c1 log N + c0.
+
+    Columns: r, C, n_points, N_opt, L_opt, curvature, inside (vertex within the sampled sizes).
+    Groups with fewer than `min_points` rows or non-positive curvature get NaN optima.
+    """
+    rows = []
+    keys = ["r", "C"] if "r" in table.columns else ["C"]
+    for key, group in table.groupby(keys, sort=True):
+        key = key if isinstance(key, tuple) else (key,)
+        x = np.log(group[size_col].to_numpy(dtype=float))
+        y = group["L"].to_numpy(dtype=float)
+        row = dict(zip(keys, key), n_points=len(group), N_opt=np.nan, L_opt=np.nan,
+                   curvature=np.nan, inside=False)
+        if len(group) >= min_points and np.ptp(x) > 0:
+            c2, c1, c0 = np.polyfit(x, y, 2)
+            row["curvature"] = float(c2)
+            if c2 > 0:
+                x_opt = -c1 / (2 * c2)
+                row.update(N_opt=float(np.exp(x_opt)), L_opt=float(c0 - c1**2 / (4 * c2)),
+                           inside=bool(x.min() <= x_opt <= x.max()))
+        rows.append(row)
+    return pd.DataFrame(rows)

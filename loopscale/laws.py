@@ -1,0 +1,336 @@
+"""Named scaling-law forms and their log-space predictions with analytic gradients.
+
+Every law is written in log space as a log-sum-exp of three terms (Hoffmann et al. 2022, eq. 10
+fitted in log space; Besiroglu et al. 2024):
+
+    log L_hat = LSE(a - alpha * log N_eff,  b - beta * log D,  e),   A = exp(a), B = exp(b), E = exp(e)
+
+which is log(E + A * N_eff^-alpha + B * D^-beta). The laws differ only in N_eff:
+
+- ``chinchilla``   N_eff = N                                   (params E, A, alpha, B, beta)
+- ``looped``       N_eff = N_once + r^phi * N_rec              (adds phi)
+- ``looped-free``  N_eff = N_once + k_r * N_rec, k_1 = 1       (adds one multiplier k_<r> per r > 1;
+                                                                 a diagnostic: does k_r follow r^phi?)
+
+User-facing parameters are dicts keyed by the names in the literature (``E, A, alpha, B, beta, phi,
+k_2, k_4, ...``). The optimiser works on an internal vector in log coordinates
+(``e, a, alpha, b, beta, phi`` or ``log_k_<r>``); `Law.to_user` / `Law.from_user` convert, and the
+order of that vector is private to `fit.py` and this module.
+
+Data arrays (`LawData`) hold the logs of the inputs once, so each objective evaluation costs a few
+vector operations.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Mapping
+
+import numpy as np
+
+LAW_NAMES = ("chinchilla", "looped", "looped-free")
+
+# Internal coordinates shared by every law, in vector order.
+BASE_INTERNAL = ("e", "a", "alpha", "b", "beta")
+BASE_USER = ("E", "A", "alpha", "B", "beta")
+
+
+@dataclass(frozen=True)
+class LawData:
+    """Inputs of a law as arrays (one entry per run), with the logs the objective needs.
+
+    N_once, N_rec: non-embedding parameters run once / in the recurrent block (for chinchilla pass
+    N as N_once and zeros as N_rec). r: recurrences (1 for chinchilla). D: training tokens. L: loss
+    (may be None when only predicting).
+    """
+
+    N_once: np.ndarray
+    N_rec: np.ndarray
+    r: np.ndarray
+    D: np.ndarray
+    L: np.ndarray | None = None
+    log_r: np.ndarray = field(init=False, repr=False)
+    log_D: np.ndarray = field(init=False, repr=False)
+    log_L: np.ndarray | None = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        for name in ("N_once", "N_rec", "r", "D"):
+            object.__setattr__(self, name, np.asarray(getattr(self, name), dtype=float))
+        object.__setattr__(self, "log_r", np.log(self.r))
+        object.__setattr__(self, "log_D", np.log(self.D))
+        if self.L is not None:
+            object.__setattr__(self, "L", np.asarray(self.L, dtype=float))
+            object.__setattr__(self, "log_L", np.log(self.L))
+        else:
+            object.__setattr__(self, "log_L", None)
+
+    def __len__(self) -> int:
+        return len(self.D)
+
+    def subset(self, mask: np.ndarray) -> "LawData":
+        """Rows selected by a boolean mask or index array."""
+        return LawData(
+            self.N_once[mask], self.N_rec[mask], self.r[mask], self.D[mask],
+            None if self.L is None else self.L[mask],
+        )
+
+
+def n_eff(N_once, N_rec, r, phi):
+    """Effective parameter count N_eff = N_once + r^phi * N_rec (DESIGN.md, the joint law).
+
+    phi = 1: looping a block r times is worth r unique blocks; phi = 0: worth one block.
+    Accepts scalars or arrays (broadcast).
+    """
+    return np.asarray(N_once, dtype=float) + np.power(np.asarray(r, dtype=float), phi) * np.asarray(
+        N_rec, dtype=float
+    )
+
+
+@dataclass(frozen=True)
+class Law:
+    """A named law form: its parameter names and the log prediction with its gradient.
+
+    r_values: the distinct r > 1 that get a free multiplier (``looped-free`` only).
+    """
+
+    name: str
+    r_values: tuple[float, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.name not in LAW_NAMES:
+            raise ValueError(f"law must be one of {', '.join(LAW_NAMES)}; got {self.name!r}")
+
+    # -- parameter names ---------------------------------------------------------------------
+    @property
+    def internal_names(self) -> tuple[str, ...]:
+        if self.name == "chinchilla":
+            return BASE_INTERNAL
+        if self.name == "looped":
+            return BASE_INTERNAL + ("phi",)
+        return BASE_INTERNAL + tuple(f"log_k_{_r_label(r)}" for r in self.r_values)
+
+    @property
+    def user_names(self) -> tuple[str, ...]:
+        if self.name == "chinchilla":
+            return BASE_USER
+        if self.name == "looped":
+            return BASE_USER + ("phi",)
+        return BASE_USER + tuple(f"k_{_r_label(r)}" for r in self.r_values)
+
+    @property
+    def n_params(self) -> int:
+        return len(self.internal_names)
+
+    def to_user(self, theta: np.ndarray) -> dict[str, float]:
+        """Internal vector -> {"E", "A", "alpha", "B", "beta", ("phi" | "k_<r>")}."""
+        out = {}
+        for name, value in zip(self.internal_names, np.asarray(theta, dtype=float)):
+            if name in ("e", "a", "b"):
+                out[name.upper()] = float(np.exp(value))
+            elif name.startswith("log_k_"):
+                out[name[4:]] = float(np.exp(value))
+            else:
+                out[name] = float(value)
+        return out
+
+    def from_user(self, params: Mapping[str, float]) -> np.ndarray:
+        """{"E": ..., "A": ..., ...} -> internal vector; raises ValueError naming a missing key."""
+        theta = []
+        for name in self.internal_names:
+            if name in ("e", "a", "b"):
+                key, transform = name.upper(), np.log
+            elif name.startswith("log_k_"):
+                key, transform = name[4:], np.log
+            else:
+                key, transform = name, float
+            if key not in params:
+                raise ValueError(f"law {self.name!r} needs parameter {key!r}; got {sorted(params)}")
+            value = float(params[key])
+            if transform is np.log and not value > 0:
+                raise ValueError(f"parameter {key} must be > 0 for law {self.name!r}; got {value}")
+            theta.append(transform(value))
+        return np.array(theta)
+
+    # -- prediction ----------------------------------------------------------------------------
+    def log_n_eff_and_grad(self, theta: np.ndarray, data: LawData):
+        """log N_eff per row and d(log N_eff)/d(extra params) as a (rows, n_extra) array."""
+        if self.name == "chinchilla":
+            n = data.N_once + data.N_rec
+            return np.log(n), np.empty((len(data), 0))
+        if self.name == "looped":
+            phi = theta[5]
+            scaled_rec = np.exp(phi * data.log_r) * data.N_rec  # r^phi N_rec
+            n = data.N_once + scaled_rec
+            # d log N_eff / d phi = r^phi ln(r) N_rec / N_eff
+            return np.log(n), (scaled_rec * data.log_r / n)[:, None]
+        k = np.ones(len(data))
+        onehot = np.zeros((len(data), len(self.r_values)))
+        for j, r in enumerate(self.r_values):
+            rows = data.r == r
+            k[rows] = np.exp(theta[5 + j])
+            onehot[rows, j] = 1.0
+        scaled_rec = k * data.N_rec
+        n = data.N_once + scaled_rec
+        # d log N_eff / d log k_r = k_r N_rec / N_eff on the rows with that r
+        return np.log(n), onehot * (scaled_rec / n)[:, None]
+
+    def log_predict_batch(self, thetas: np.ndarray, data: LawData) -> np.ndarray:
+        """log L_hat for many parameter vectors at once: thetas (M, n_params) -> (M, rows).
+
+        Used to screen thousands of multi-start points in one vectorised pass.
+        """
+        thetas = np.atleast_2d(np.asarray(thetas, dtype=float))
+        e, a, alpha, b, beta = (thetas[:, i : i + 1] for i in range(5))
+        if self.name == "chinchilla":
+            log_n = np.log(data.N_once + data.N_rec)[None, :]
+        elif self.name == "looped":
+            log_n = np.log(data.N_once + np.exp(thetas[:, 5:6] * data.log_r) * data.N_rec)
+        else:
+            log_k = np.zeros((len(thetas), len(data)))
+            for j, r in enumerate(self.r_values):
+                log_k[:, data.r == r] = thetas[:, 5 + j : 6 + j]
+            log_n = np.log(data.N_once + np.exp(log_k) * data.N_rec)
+        t1 = a - alpha * log_n
+        t2 = b - beta * data.log_D
+        return np.logaddexp(np.logaddexp(t1, t2), e)
+
+    def log_predict_and_jac_batch(self, thetas: np.ndarray, data: LawData):
+        """Batched `log_predict_and_jac`: thetas (M, P) -> log L_hat (M, rows), J (M, rows, P)."""
+        thetas = np.atleast_2d(np.asarray(thetas, dtype=float))
+        M, n = len(thetas), len(data)
+        e, a, alpha, b, beta = (thetas[:, i : i + 1] for i in range(5))
+        if self.name == "chinchilla":
+            log_n = np.broadcast_to(np.log(data.N_once + data.N_rec), (M, n))
+            dlogn = np.empty((M, n, 0))
+        elif self.name == "looped":
+            scaled_rec = np.exp(thetas[:, 5:6] * data.log_r) * data.N_rec
+            total_n = data.N_once + scaled_rec
+            log_n = np.log(total_n)
+            dlogn = (scaled_rec * data.log_r / total_n)[:, :, None]
+        else:
+            log_k = np.zeros((M, n))
+            onehot = np.zeros((n, len(self.r_values)))
+            for j, r in enumerate(self.r_values):
+                log_k[:, data.r == r] = thetas[:, 5 + j : 6 + j]
+                onehot[data.r == r, j] = 1.0
+            scaled_rec = np.exp(log_k) * data.N_rec
+            total_n = data.N_once + scaled_rec
+            log_n = np.log(total_n)
+            dlogn = (scaled_rec / total_n)[:, :, None] * onehot[None, :, :]
+        t1 = a - alpha * log_n
+        t2 = b - beta * data.log_D
+        top = np.maximum(np.maximum(t1, t2), e)
+        x1, x2, x3 = np.exp(t1 - top), np.exp(t2 - top), np.exp(e - top)
+        total = x1 + x2 + x3
+        w1, w2, w3 = x1 / total, x2 / total, x3 / total
+        J = np.empty((M, n, self.n_params))
+        J[:, :, 0] = w3
+        J[:, :, 1] = w1
+        J[:, :, 2] = -w1 * log_n
+        J[:, :, 3] = w2
+        J[:, :, 4] = -w2 * data.log_D
+        if self.n_params > 5:
+            J[:, :, 5:] = (-alpha * w1)[:, :, None] * dlogn
+        return top + np.log(total), J
+
+    def log_predict(self, theta: np.ndarray, data: LawData) -> np.ndarray:
+        """log L_hat per row (the log-sum-exp form)."""
+        return self.log_predict_and_jac(theta, data, jac=False)[0]
+
+    def log_predict_and_jac(self, theta: np.ndarray, data: LawData, jac: bool = True):
+        """log L_hat per row and, if jac, its Jacobian (rows, n_params) in internal coordinates.
+
+        With terms t1 = a - alpha log N_eff, t2 = b - beta log D, t3 = e and softmax weights
+        w_i = exp(t_i - LSE): d/da = w1, d/db = w2, d/de = w3, d/dalpha = -w1 log N_eff,
+        d/dbeta = -w2 log D, d/d(extra) = -alpha w1 d(log N_eff)/d(extra).
+        """
+        theta = np.asarray(theta, dtype=float)
+        e, a, alpha, b, beta = theta[:5]
+        log_n, dlogn = self.log_n_eff_and_grad(theta, data)
+        t1 = a - alpha * log_n
+        t2 = b - beta * data.log_D
+        top = np.maximum(np.maximum(t1, t2), e)
+        x1, x2, x3 = np.exp(t1 - top), np.exp(t2 - top), np.exp(e - top)
+        total = x1 + x2 + x3
+        log_pred = top + np.log(total)
+        if not jac:
+            return log_pred, None
+        w1, w2, w3 = x1 / total, x2 / total, x3 / total
+        J = np.empty((len(data), self.n_params))
+        J[:, 0] = w3
+        J[:, 1] = w1
+        J[:, 2] = -w1 * log_n
+        J[:, 3] = w2
+        J[:, 4] = -w2 * data.log_D
+        if J.shape[1] > 5:
+            J[:, 5:] = (-alpha * w1)[:, None] * dlogn
+        return log_pred, J
+
+
+def _r_label(r: float) -> str:
+    """'4' for 4.0, '1.5' for 1.5: used in parameter names k_<r>."""
+    return str(int(r)) if float(r).is_integer() else repr(float(r))
+
+
+def law_data_from_table(table, law: str | Law) -> LawData:
+    """LawData from a DataFrame (or dict of arrays) with canonical runs-table columns.
+
+    chinchilla: N and D (or C, then D = C / (6 N)); looped laws: N_once, N_rec, r and D (or C, then
+    D = C / (6 (N_once + r N_rec)), the training cost of the looped model). L is used when present.
+    """
+    law_name = law.name if isinstance(law, Law) else law
+    cols = {k: np.asarray(table[k], dtype=float) for k in _keys(table)}
+    L = cols.get("L")
+    if law_name == "chinchilla":
+        if "N" in cols:
+            N = cols["N"]
+        elif "N_once" in cols and "N_rec" in cols:
+            N = cols["N_once"] + cols["N_rec"]
+        else:
+            raise ValueError("chinchilla law needs column 'N' (or 'N_once' and 'N_rec')")
+        D = cols["D"] if "D" in cols else _tokens_from_compute(cols, N)
+        return LawData(N, np.zeros_like(N), np.ones_like(N), D, L)
+    for need in ("N_once", "N_rec", "r"):
+        if need not in cols:
+            raise ValueError(f"law {law_name!r} needs column {need!r}")
+    cost_N = cols["N_once"] + cols["r"] * cols["N_rec"]
+    D = cols["D"] if "D" in cols else _tokens_from_compute(cols, cost_N)
+    return LawData(cols["N_once"], cols["N_rec"], cols["r"], D, L)
+
+
+def _keys(table):
+    return list(table.columns) if hasattr(table, "columns") else list(table.keys())
+
+
+def _tokens_from_compute(cols: dict, cost_N: np.ndarray) -> np.ndarray:
+    """D = C / (6 N): the standard 6 FLOPs per parameter per token estimate."""
+    if "C" not in cols:
+        raise ValueError("need column 'D' (tokens) or 'C' (training FLOPs) to get D")
+    return cols["C"] / (6.0 * cost_N)
+
+
+def make_law(name: str, r=None) -> Law:
+    """A Law; for ``looped-free`` the distinct r > 1 found in `r` get multipliers k_<r>."""
+    if name == "looped-free":
+        if r is None:
+            raise ValueError("looped-free needs the r values of the data")
+        values = tuple(float(v) for v in np.unique(np.asarray(r, dtype=float)) if v != 1.0)
+        return Law(name, values)
+    return Law(name)
+
+
+def predict_loss(law: str, params: Mapping[str, float], table_or_arrays) -> np.ndarray:
+    """Predicted loss L_hat for each row of a table (DataFrame or dict of arrays).
+
+    `params` uses the user names (E, A, alpha, B, beta, phi, k_<r>), e.g. `FitResult.params`.
+    Columns as in `law_data_from_table`; L is not needed. For ``looped-free`` every r > 1 in the
+    table must have a k_<r> in params.
+    """
+    data = law_data_from_table(table_or_arrays, law)
+    if law == "looped-free":
+        values = tuple(float(v) for v in np.unique(data.r) if v != 1.0)
+        law_obj = Law(law, values)
+    else:
+        law_obj = Law(law)
+    theta = law_obj.from_user(params)
+    return np.exp(law_obj.log_predict(theta, data))
