@@ -1,0 +1,67 @@
+"""`loopscale params`: print the exact accounting of one model (counts, FLOPs/token, layer plan) as JSON.
+
+    loopscale params --preset paper --size 6 --r 2
+    loopscale params --preset cpu --d-model 128 --r 4 --bptt-k 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+
+from loopscale.cli import UsageError
+
+# optional ModelConfig fields the flags may override after the preset (flag --seq-len -> seq_len, ...)
+OVERRIDES = ("bptt_k", "injection", "hyper_lanes", "hyper_dynamic", "vocab_size", "seq_len", "tie_embeddings",
+             "mlp", "logit_softcap")
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(
+        "params",
+        help="print N_once, N_rec, N, FLOPs/token and the layer plan of one model as JSON",
+        description="Exact parameter and FLOP accounting of one looped transformer (no model is built).",
+    )
+    p.add_argument("--preset", choices=("paper", "cpu"), default="cpu",
+                   help="paper: the published grid (L_eff 20, d = 64*size); cpu: the small grid (L_eff 12)")
+    p.add_argument("--size", type=int, default=None, help="paper preset: s, with d_model = 64*s rounded up to 128")
+    p.add_argument("--d-model", type=int, default=None, help="cpu preset: width (default 128)")
+    p.add_argument("--r", type=int, default=1, help="recurrence count (default 1)")
+    p.add_argument("--variant", default="baseline", help="baseline | tbptt | hyper (default baseline)")
+    p.add_argument("--bptt-k", type=int, default=None, help="truncated backprop: passes with gradient")
+    p.add_argument("--injection", default=None, help="linear | additive | passthrough | hyper")
+    p.add_argument("--hyper-lanes", type=int, default=None, help="K, lanes for injection=hyper")
+    p.add_argument("--hyper-dynamic", action="store_true", default=None, help="dynamic hyper-connections")
+    p.add_argument("--vocab-size", type=int, default=None)
+    p.add_argument("--seq-len", type=int, default=None)
+    p.add_argument("--tie-embeddings", action="store_true", default=None)
+    p.add_argument("--mlp", default=None, help="relu2 | swiglu")
+    p.add_argument("--logit-softcap", type=float, default=None)
+    p.set_defaults(func=run)
+
+
+def build_config(args: argparse.Namespace):
+    """The ModelConfig the flags describe; ValueError (naming the field) on a bad value."""
+    from loopscale.accounting import cpu_model, paper_model
+
+    overrides = {name: getattr(args, name) for name in OVERRIDES if getattr(args, name) is not None}
+    if args.preset == "paper":
+        if args.d_model is not None:
+            raise ValueError("--d-model applies to --preset cpu; the paper preset sets d_model from --size")
+        cfg = paper_model(6 if args.size is None else args.size, args.r, args.variant)
+        return dataclasses.replace(cfg, **overrides)  # validates the result again
+    if args.size is not None:
+        raise ValueError("--size applies to --preset paper; use --d-model with --preset cpu")
+    return cpu_model(128 if args.d_model is None else args.d_model, args.r, args.variant, **overrides)
+
+
+def run(args: argparse.Namespace) -> int:
+    from loopscale.accounting import accounting_report
+
+    try:
+        report = accounting_report(build_config(args))
+    except ValueError as err:
+        raise UsageError(str(err)) from err
+    print(json.dumps(report, indent=2))
+    return 0

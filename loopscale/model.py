@@ -1,0 +1,234 @@
+"""The looped (depth-recurrent) transformer of DESIGN.md, "The science, precisely".
+
+    idx -> embed -> embed_norm -> prelude (p layers, once) = e
+        -> r passes of the recurrent block (k layers), each fed by the injection of e:
+               linear       u = W [e; s] = W_e e + W_s s, W = [I | 0] at init, s_0 = e
+               additive     u = s + e, s_0 = 0 (so the first pass sees e, as in every mode)
+               passthrough  u = s, s_0 = e (the r = 1 model)
+               hyper        K residual lanes (loopscale/hyper.py)
+           and closed by s = pass_norm(block(u))
+        -> coda (c layers, once) -> final_norm -> lm_head (or the tied embedding) -> logits
+
+Layers are pre-norm: x + attn(norm(x)), then x + mlp(norm(x)); attention is causal SDPA with RoPE and a
+parameter-free QK-norm; no biases anywhere. Truncated backprop (cfg.bptt_k): the first r - bptt_k passes
+run their block under torch.no_grad(), so they store no activations; e still reaches the loss through the
+injection of the last bptt_k passes (for hyper, the lane update stays in the graph for the same reason).
+
+Module names match loopscale.accounting: N_rec = recurrent, N_once = prelude + coda + injection +
+embed_norm + pass_norm + final_norm, embedding = embed, lm_head = lm_head (None when tied).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from loopscale.accounting import check_trainable, grad_passes, mlp_hidden
+from loopscale.config import ModelConfig
+from loopscale.hyper import HyperConnections
+
+
+class RMSNorm(nn.Module):
+    """x / rms(x) * g, with a learned gain g of size d."""
+
+    def __init__(self, d: int, eps: float):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(d))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.rms_norm(x, (x.shape[-1],), self.weight, self.eps)
+
+
+def rope_tables(seq_len: int, head_dim: int, base: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos, sin of the rotary angles t * base^(-2j / head_dim): each [T, head_dim / 2]."""
+    inv_freq = base ** (-torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim)
+    angles = torch.outer(torch.arange(seq_len, dtype=torch.float32), inv_freq)
+    return angles.cos(), angles.sin()
+
+
+def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """Rotate pairs (x1, x2) = halves of the head dim by the position angle. x: [B, T, H, hd]."""
+    x1, x2 = x.chunk(2, dim=-1)
+    cos, sin = cos[:, None, :], sin[:, None, :]  # [T, 1, hd/2], broadcast over heads
+    return torch.cat((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1)
+
+
+class CausalSelfAttention(nn.Module):
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.n_head, self.head_dim, self.eps = cfg.n_head, cfg.head_dim, cfg.norm_eps
+        self.qkv = nn.Linear(cfg.d_model, 3 * cfg.d_model, bias=False)
+        self.proj = nn.Linear(cfg.d_model, cfg.d_model, bias=False)
+
+    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+        B, T, d = x.shape
+        q, k, v = self.qkv(x).view(B, T, 3, self.n_head, self.head_dim).unbind(2)  # each [B, T, H, hd]
+        # QK-norm: parameter-free RMS norm over the head dim keeps attention logits bounded
+        q = apply_rope(F.rms_norm(q, (self.head_dim,), eps=self.eps), cos, sin)
+        k = apply_rope(F.rms_norm(k, (self.head_dim,), eps=self.eps), cos, sin)
+        y = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal=True)
+        return self.proj(y.transpose(1, 2).reshape(B, T, d))  # [B, H, T, hd] -> [B, T, d]
+
+
+class MLP(nn.Module):
+    """ReLU^2 (proj(relu(fc x)^2)) or SwiGLU (proj(silu(gate x) * up x)); hidden width from accounting."""
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.swiglu = cfg.mlp == "swiglu"
+        h = mlp_hidden(cfg)
+        self.fc = nn.Linear(cfg.d_model, (2 if self.swiglu else 1) * h, bias=False)
+        self.proj = nn.Linear(h, cfg.d_model, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.swiglu:
+            gate, up = self.fc(x).chunk(2, dim=-1)
+            return self.proj(F.silu(gate) * up)
+        return self.proj(F.relu(self.fc(x)).square())
+
+
+class Block(nn.Module):
+    """One pre-norm transformer layer: 12 d^2 + 2 d parameters with the ReLU^2 MLP."""
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.attn_norm = RMSNorm(cfg.d_model, cfg.norm_eps)
+        self.attn = CausalSelfAttention(cfg)
+        self.mlp_norm = RMSNorm(cfg.d_model, cfg.norm_eps)
+        self.mlp = MLP(cfg)
+
+    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+        x = x + self.attn(self.attn_norm(x), cos, sin)
+        return x + self.mlp(self.mlp_norm(x))
+
+
+class LinearInjection(nn.Module):
+    """u = W [e; s] with W = [W_e | W_s] ([d, 2d]) split in two so W_e e is computed once per forward."""
+
+    def __init__(self, d_model: int):
+        super().__init__()
+        self.from_e = nn.Linear(d_model, d_model, bias=False)  # W_e, init I
+        self.from_s = nn.Linear(d_model, d_model, bias=False)  # W_s, init 0
+
+    def reset_parameters(self) -> None:
+        nn.init.eye_(self.from_e.weight)
+        nn.init.zeros_(self.from_s.weight)
+
+
+class LoopedTransformer(nn.Module):
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        check_trainable(cfg)
+        self.cfg = cfg
+        d, V = cfg.d_model, cfg.padded_vocab_size
+        self.embed = nn.Embedding(V, d)
+        self.embed_norm = RMSNorm(d, cfg.norm_eps)
+        self.prelude = nn.ModuleList(Block(cfg) for _ in range(cfg.n_prelude))
+        self.recurrent = nn.ModuleList(Block(cfg) for _ in range(cfg.n_rec))
+        if cfg.injection == "linear":
+            self.injection = LinearInjection(d)
+        elif cfg.injection == "hyper":
+            self.injection = HyperConnections(d, cfg.r, cfg.hyper_lanes, cfg.hyper_dynamic, cfg.norm_eps)
+        else:
+            self.injection = None  # additive, passthrough: no parameters
+        self.pass_norm = RMSNorm(d, cfg.norm_eps)
+        self.coda = nn.ModuleList(Block(cfg) for _ in range(cfg.n_coda))
+        self.final_norm = RMSNorm(d, cfg.norm_eps)
+        self.lm_head = None if cfg.tie_embeddings else nn.Linear(d, V, bias=False)
+        cos, sin = rope_tables(cfg.seq_len, cfg.head_dim, cfg.rope_base)
+        self.register_buffer("rope_cos", cos, persistent=False)  # [T, hd/2], not a parameter
+        self.register_buffer("rope_sin", sin, persistent=False)
+        self._init_weights()
+
+    def _init_weights(self) -> None:
+        """N(0, init_std) for matrices; output projections (the residual writes) scaled by 1/sqrt(2 L_eff)
+        as in GPT-2, since L_eff layer passes add to the stream; injection and hyper keep their identity init."""
+        std = self.cfg.init_std
+        for name, p in self.named_parameters():
+            if p.dim() < 2 or name.startswith("injection."):
+                continue
+            scale = 1 / math.sqrt(2 * self.cfg.l_eff) if name.endswith("proj.weight") else 1.0
+            nn.init.normal_(p, mean=0.0, std=std * scale)
+        if isinstance(self.injection, LinearInjection):
+            self.injection.reset_parameters()
+
+    # ------------------------------------------------------------------------------------------------
+    def compile_blocks(self) -> None:
+        """torch.compile each layer on its own; the loop over passes stays in Python (for GPU runs)."""
+        for block in (*self.prelude, *self.recurrent, *self.coda):
+            block.compile()
+
+    def _layers(self, blocks: nn.ModuleList, x: torch.Tensor, T: int) -> torch.Tensor:
+        cos, sin = self.rope_cos[:T], self.rope_sin[:T]
+        for block in blocks:
+            x = block(x, cos, sin)
+        return x
+
+    def _pass(self, u: torch.Tensor, T: int) -> torch.Tensor:
+        """One pass of the recurrent block, closed by the pass norm: s = RMSNorm(block(u))."""
+        return self.pass_norm(self._layers(self.recurrent, u, T))
+
+    def _loop(self, e: torch.Tensor, T: int) -> torch.Tensor:
+        """r passes of the recurrent block fed by e; returns the coda input [B, T, d]."""
+        r, mode = self.cfg.r, self.cfg.injection
+        first_grad_pass = r - grad_passes(self.cfg)
+        grad_on = torch.is_grad_enabled()
+        if mode == "hyper":
+            hc = self.injection
+            lanes = hc.init_lanes(e)  # [B, T, K, d]
+            for i in range(r):
+                alpha, M, beta = hc.coefficients(lanes, i)
+                with torch.set_grad_enabled(grad_on and i >= first_grad_pass):
+                    s = self._pass(hc.read(lanes, alpha), T)
+                lanes = hc.update(lanes, s, M, beta)  # in the graph even after a no-grad pass: carries e
+            return hc.merge(lanes)
+        e_proj = self.injection.from_e(e) if mode == "linear" else None  # W_e e, once per forward
+        s = torch.zeros_like(e) if mode == "additive" else e  # s_0
+        for i in range(r):
+            with torch.set_grad_enabled(grad_on and i >= first_grad_pass):
+                if mode == "linear":
+                    u = e_proj + self.injection.from_s(s)
+                elif mode == "additive":
+                    u = s + e
+                else:  # passthrough
+                    u = s
+                s = self._pass(u, T)
+        return s
+
+    def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None) -> torch.Tensor:
+        """idx [B, T] -> logits [B, T, V_padded], or the mean cross-entropy (nats) against targets [B, T]."""
+        B, T = idx.shape
+        if T > self.cfg.seq_len:
+            raise ValueError(f"sequence length {T} exceeds seq_len={self.cfg.seq_len}")
+        e = self._layers(self.prelude, self.embed_norm(self.embed(idx)), T)  # [B, T, d]
+        x = self._layers(self.coda, self._loop(e, T), T)
+        x = self.final_norm(x)
+        logits = self.lm_head(x) if self.lm_head is not None else F.linear(x, self.embed.weight)  # [B, T, V]
+        if self.cfg.logit_softcap is not None:
+            c = self.cfg.logit_softcap
+            logits = c * torch.tanh(logits / c)
+        if targets is None:
+            return logits
+        return F.cross_entropy(logits.float().flatten(0, 1), targets.flatten())
+
+
+def param_groups(model: LoopedTransformer, weight_decay: float) -> list[dict]:
+    """AdamW groups: decay on weight matrices; none on norm gains, embeddings, hyper-connection
+    coefficients (all of `injection` when it is HyperConnections) and any other 1-D parameter."""
+    groups = {"decay": [], "no_decay": [], "hyper": []}
+    hyper = isinstance(model.injection, HyperConnections)
+    for name, p in model.named_parameters():  # a tied head is the embedding: listed once
+        if not p.requires_grad:
+            continue
+        if hyper and name.startswith("injection."):
+            groups["hyper"].append(p)
+        elif p.dim() < 2 or name.startswith("embed."):
+            groups["no_decay"].append(p)
+        else:
+            groups["decay"].append(p)
+    decay = {"decay": weight_decay, "no_decay": 0.0, "hyper": 0.0}
+    return [{"name": k, "params": v, "weight_decay": decay[k]} for k, v in groups.items() if v]

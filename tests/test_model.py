@@ -1,0 +1,274 @@
+"""loopscale.model: forward contract, injection inits, truncated backprop (gradients and memory),
+hyper-connection identities at init, AdamW parameter groups."""
+
+import math
+
+import pytest
+import torch
+from torch.autograd.graph import saved_tensors_hooks
+
+from loopscale.accounting import cpu_model
+from loopscale.config import ModelConfig
+from loopscale.model import LoopedTransformer, param_groups
+
+B, T, V = 2, 32, 200
+
+
+def tiny(r: int, variant: str = "baseline", **overrides) -> ModelConfig:
+    return cpu_model(64, r, variant, **{"vocab_size": V, "seq_len": T, **overrides})
+
+
+def build(cfg: ModelConfig, seed: int = 0) -> LoopedTransformer:
+    torch.manual_seed(seed)
+    return LoopedTransformer(cfg)
+
+
+def batch(seed: int = 1) -> torch.Tensor:
+    return torch.randint(0, V, (B, T), generator=torch.Generator().manual_seed(seed))
+
+
+def run_layers(model: LoopedTransformer, blocks, x: torch.Tensor) -> torch.Tensor:
+    cos, sin = model.rope_cos[: x.shape[1]], model.rope_sin[: x.shape[1]]
+    for block in blocks:
+        x = block(x, cos, sin)
+    return x
+
+
+def prelude_out(model: LoopedTransformer, idx: torch.Tensor) -> torch.Tensor:
+    return run_layers(model, model.prelude, model.embed_norm(model.embed(idx)))
+
+
+def head(model: LoopedTransformer, x: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """coda -> final norm -> untied head -> cross-entropy (the tail of the model, written out)."""
+    logits = model.lm_head(model.final_norm(run_layers(model, model.coda, x)))
+    return torch.nn.functional.cross_entropy(logits.flatten(0, 1), targets.flatten())
+
+
+def recurrent_inputs(model: LoopedTransformer, idx: torch.Tensor) -> list[torch.Tensor]:
+    """The input u of every pass, captured at the first recurrent layer."""
+    seen = []
+    handle = model.recurrent[0].register_forward_pre_hook(lambda mod, args: seen.append(args[0].detach()))
+    with torch.no_grad():
+        model(idx)
+    handle.remove()
+    return seen
+
+
+# ---------------------------------------------------------------------------------------------------- contract
+
+
+@pytest.mark.parametrize("variant", ["baseline", "tbptt", "hyper"])
+def test_forward_contract(variant):
+    cfg = tiny(4, variant, vocab_size=130)  # padded to 192
+    model = build(cfg)
+    idx = torch.randint(0, 130, (B, T))
+    logits = model(idx)
+    assert logits.shape == (B, T, 192)
+    loss = model(idx, idx)
+    assert loss.dim() == 0
+    # small init: near-uniform predictions over the padded vocabulary
+    assert abs(loss.item() - math.log(192)) < 0.1
+    loss.backward()
+    assert all(p.grad is not None for p in model.parameters())
+    assert not any(name.startswith("rope") for name in model.state_dict())  # RoPE tables are not parameters
+
+
+def test_causal():
+    """Changing token t leaves every logit before t unchanged (looped and hyper paths alike)."""
+    for cfg in (tiny(2), tiny(4, "hyper", hyper_dynamic=True)):
+        model = build(cfg).eval()
+        idx = batch()
+        other = idx.clone()
+        other[:, 20] = (other[:, 20] + 1) % V
+        with torch.no_grad():
+            a, b = model(idx), model(other)
+        assert torch.equal(a[:, :20], b[:, :20])
+        assert not torch.allclose(a[:, 20:], b[:, 20:])
+
+
+def test_tied_head_and_softcap():
+    cfg = tiny(2, tie_embeddings=True, logit_softcap=2.0)
+    model = build(cfg)
+    assert model.lm_head is None
+    with torch.no_grad():
+        model.embed.weight.mul_(500)  # push raw logits far past the cap
+    logits = model(batch())
+    assert logits.abs().max() <= 2.0
+    assert logits.abs().max() > 1.9
+    model(batch(), batch(2)).backward()
+    assert model.embed.weight.grad.abs().sum() > 0
+
+
+def test_linear_injection_starts_as_identity_on_e():
+    """W = [I | 0] at init, so every pass of the linear model sees u = e, the prelude output."""
+    model = build(tiny(4))
+    idx = batch()
+    with torch.no_grad():
+        e = prelude_out(model, idx)
+    for u in recurrent_inputs(model, idx):
+        torch.testing.assert_close(u, e)
+
+
+# ---------------------------------------------------------------------------------------------------- truncated backprop
+
+
+def reference_loss(model: LoopedTransformer, idx: torch.Tensor, k: int) -> torch.Tensor:
+    """Hand-unrolled forward of the linear / additive model with full autograd, detaching the state s
+    before the last k passes (the textbook truncated BPTT)."""
+    cfg = model.cfg
+    e = prelude_out(model, idx)
+    s = torch.zeros_like(e) if cfg.injection == "additive" else e
+    for i in range(cfg.r):
+        if i == cfg.r - k:
+            s = s.detach()
+        u = model.injection.from_e(e) + model.injection.from_s(s) if cfg.injection == "linear" else s + e
+        s = model.pass_norm(run_layers(model, model.recurrent, u))
+    return head(model, s, idx)
+
+
+def reference_loss_hyper(model: LoopedTransformer, idx: torch.Tensor, k: int) -> torch.Tensor:
+    """Hand-unrolled hyper model: the block output s of each pass before the last k is detached (its block
+    gets no gradient), while the lanes (which carry e) stay in the graph."""
+    hc, r = model.injection, model.cfg.r
+    lanes = torch.stack([prelude_out(model, idx)] * hc.K, dim=-2)  # [B, T, K, d]
+    for i in range(r):
+        u = torch.einsum("k,btkd->btd", hc.alpha[i], lanes)
+        s = model.pass_norm(run_layers(model, model.recurrent, u))
+        if i < r - k:
+            s = s.detach()
+        lanes = torch.einsum("nk,btkd->btnd", hc.M[i], lanes) + hc.beta[i][:, None] * s[..., None, :]
+    return head(model, lanes.sum(-2), idx)
+
+
+def perturb(model: LoopedTransformer, seed: int = 3) -> None:
+    """Move off the identity init so every injection / lane coefficient matters."""
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.startswith("injection."):
+                p.add_(0.3 * torch.randn(p.shape, generator=g))
+
+
+@pytest.mark.parametrize("injection,r,k", [("linear", 4, 2), ("linear", 4, 1), ("additive", 3, 1), ("hyper", 4, 2)])
+def test_truncated_backprop_matches_hand_unrolled(injection, r, k):
+    cfg = ModelConfig(vocab_size=V, d_model=64, head_dim=32, n_prelude=1, n_rec=2, n_coda=1, r=r, seq_len=T,
+                      injection=injection, bptt_k=k)
+    model = build(cfg)
+    perturb(model)
+    idx = batch()
+    reference = reference_loss_hyper if injection == "hyper" else reference_loss
+
+    model(idx, idx).backward()
+    got = {n: p.grad.clone() for n, p in model.named_parameters()}
+    model.zero_grad()
+    reference(model, idx, k).backward()
+    for name, p in model.named_parameters():
+        torch.testing.assert_close(got[name], p.grad, rtol=1e-4, atol=1e-6, msg=name)
+    # and the truncation is real: full backprop gives different recurrent and prelude gradients
+    model.zero_grad()
+    reference(model, idx, r).backward()
+    assert not torch.allclose(got["recurrent.0.mlp.fc.weight"], model.recurrent[0].mlp.fc.weight.grad)
+    assert not torch.allclose(got["prelude.0.mlp.fc.weight"], model.prelude[0].mlp.fc.weight.grad)
+    assert got["prelude.0.mlp.fc.weight"].abs().sum() > 0  # the prelude still learns through the injection
+
+
+def saved_bytes(model: LoopedTransformer, idx: torch.Tensor) -> int:
+    """Bytes autograd saves for the backward during one forward (the activation memory of training)."""
+    total = 0
+
+    def pack(t: torch.Tensor):
+        nonlocal total
+        total += t.numel() * t.element_size()
+        return t
+
+    with saved_tensors_hooks(pack, lambda t: t):
+        model(idx, idx)
+    return total
+
+
+def test_truncated_backprop_saves_less_activation_memory():
+    idx = batch()
+    sizes = [saved_bytes(build(tiny(4, bptt_k=k)), idx) for k in (4, 3, 2, 1)]
+    assert sizes == sorted(sizes, reverse=True) and len(set(sizes)) == 4
+    # 3 of the 4 passes (6 of 12 layer passes, the half in the loop) no longer store activations
+    assert sizes[-1] < 0.7 * sizes[0]
+
+
+# ---------------------------------------------------------------------------------------------------- hyper
+
+
+def test_hyper_static_at_init_closed_form():
+    """Identity at init (alpha_i = one-hot(i mod K), M_i = I, beta_i = 1): all K lanes stay equal to the
+    running sum, so pass i gets u_i = e + s_1 + ... + s_{i-1} with s_j = pass_norm(block(u_j)), and the coda
+    gets K * (e + s_1 + ... + s_r). Checked for K = 2 and 3 against that computation with the model's
+    own blocks."""
+    for K in (2, 3):
+        model = build(tiny(4, injection="hyper", hyper_lanes=K))
+        idx = batch()
+        with torch.no_grad():
+            running = prelude_out(model, idx)
+            for _ in range(4):
+                running = running + model.pass_norm(run_layers(model, model.recurrent, running))
+            expected = head(model, K * running, idx)
+            torch.testing.assert_close(model(idx, idx), expected)
+
+
+def test_hyper_r2_block_inputs_equal_additive_at_init():
+    """At r = 2 the closed form above gives block inputs e and e + s_1, exactly the additive model's
+    (u = s + e with s_0 = 0). Same weights, same inputs to the recurrent block in both passes."""
+    hyper = build(tiny(2, injection="hyper"))
+    additive = LoopedTransformer(tiny(2, injection="additive"))
+    additive.load_state_dict(hyper.state_dict(), strict=False)  # everything but the lane scalars
+    idx = batch()
+    got, want = recurrent_inputs(hyper, idx), recurrent_inputs(additive, idx)
+    assert len(got) == len(want) == 2
+    for u_hyper, u_add in zip(got, want):
+        torch.testing.assert_close(u_hyper, u_add)
+
+
+def test_hyper_dynamic_equals_static_at_init():
+    """The dynamic corrections are tanh(norm(lanes) @ W_dyn) with W_dyn = 0 at init: output unchanged.
+    Once W_dyn moves, the outputs differ."""
+    static = build(tiny(4, "hyper"))
+    dynamic = LoopedTransformer(tiny(4, "hyper", hyper_dynamic=True))
+    missing = dynamic.load_state_dict(static.state_dict(), strict=False).missing_keys
+    assert sorted(missing) == ["injection.W_dyn", "injection.dyn_scale"]
+    idx = batch()
+    with torch.no_grad():
+        torch.testing.assert_close(dynamic(idx), static(idx))
+        dynamic.injection.W_dyn.normal_()
+        assert not torch.allclose(dynamic(idx), static(idx))
+
+
+# ---------------------------------------------------------------------------------------------------- optimizer groups
+
+
+@pytest.mark.parametrize("kw", [dict(variant="hyper", hyper_dynamic=True), dict(tie_embeddings=True)])
+def test_param_groups(kw):
+    model = build(tiny(4, **kw))
+    groups = param_groups(model, weight_decay=0.1)
+    by_name = {g["name"]: g for g in groups}
+    listed = [id(p) for g in groups for p in g["params"]]
+    assert sorted(listed) == sorted(id(p) for p in model.parameters())  # each parameter exactly once
+    decayed = {id(p) for g in groups if g["weight_decay"] > 0 for p in g["params"]}
+    assert by_name["decay"]["weight_decay"] == 0.1
+    hyper = model.cfg.injection == "hyper"
+    for name, p in model.named_parameters():  # matrices decay (the linear injection's W too), nothing else
+        no_decay = p.dim() < 2 or name.startswith("embed.") or (hyper and name.startswith("injection."))
+        assert (id(p) not in decayed) == no_decay, name
+    if model.cfg.injection == "hyper":
+        hyper = {id(p) for p in model.injection.parameters()}
+        assert hyper == {id(p) for p in by_name["hyper"]["params"]} and by_name["hyper"]["weight_decay"] == 0.0
+    torch.optim.AdamW(groups, lr=1e-3)  # the groups are valid AdamW input
+
+
+@pytest.mark.slow
+def test_compile_blocks_same_output():
+    """torch.compile per layer (30-60 s on CPU): same loss as eager, and the state_dict keys are unchanged."""
+    model = build(tiny(2))
+    idx = batch()
+    eager = model(idx, idx).item()
+    keys = list(model.state_dict())
+    model.compile_blocks()
+    assert model(idx, idx).item() == pytest.approx(eager, rel=1e-4)
+    assert list(model.state_dict()) == keys

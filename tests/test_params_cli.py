@@ -1,0 +1,54 @@
+"""`loopscale params`: JSON on stdout for good input, exit 2 with one line on stderr for bad input."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from loopscale.accounting import accounting_report, cpu_model, paper_model
+
+KEYS = ("N_once", "N_rec", "N", "embedding", "lm_head", "flops_per_token", "p", "k", "c", "r", "L_eff", "d_model",
+        "n_head", "vocab")
+
+
+def params(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "loopscale", "params", *args], capture_output=True, text=True,
+                          timeout=60)
+
+
+def test_paper_preset_json():
+    out = params("--preset", "paper", "--size", "6", "--r", "2")
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout)
+    assert all(key in report for key in KEYS)
+    assert (report["N_once"], report["N_rec"]) == (7_377_024, 14_161_920)
+    assert report == json.loads(json.dumps(accounting_report(paper_model(6, 2))))
+
+
+def test_cpu_preset_with_overrides():
+    out = params("--preset", "cpu", "--d-model", "128", "--r", "4", "--bptt-k", "2", "--mlp", "swiglu",
+                 "--tie-embeddings", "--seq-len", "128", "--vocab-size", "1000")
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout)
+    expected = cpu_model(128, 4, bptt_k=2, mlp="swiglu", tie_embeddings=True, seq_len=128, vocab_size=1000)
+    assert report == json.loads(json.dumps(accounting_report(expected)))
+    assert (report["bptt_k"], report["variant"], report["lm_head"], report["k"]) == (2, "tbptt", 0, 2)
+
+
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["--r", "3"], "not divisible by r=3"),
+        (["--r", "4", "--bptt-k", "5"], "bptt_k=5 must be between 1 and r=4"),
+        (["--r", "2", "--injection", "sum"], "injection='sum' is not allowed"),
+        (["--r", "1", "--injection", "hyper"], "injection='hyper' needs r > 1"),
+        (["--preset", "paper", "--variant", "deq"], "variant='deq' is not allowed"),
+        (["--preset", "cpu", "--size", "6"], "--size applies to --preset paper"),
+    ],
+)
+def test_bad_input_exits_2(args, message):
+    out = params(*args)
+    assert out.returncode == 2
+    assert out.stdout == ""
+    assert message in out.stderr and len(out.stderr.strip().splitlines()) == 1
