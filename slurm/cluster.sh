@@ -180,18 +180,30 @@ start_daemon() {
     die "$name did not stay up (log: $logfile)"
 }
 
-# SIGTERM, wait, then SIGKILL: only the process named in our pid file.
-stop_pidfile() {
-    local name=$1 pidfile=$2 pid
-    pid_alive "$pidfile" || return 0
-    pid=$(cat "$pidfile")
-    kill -TERM "$pid" 2>/dev/null || true
-    for _ in $(seq 100); do
-        kill -0 "$pid" 2>/dev/null || { log "stopped $name ($pid)"; return 0; }
-        sleep 0.1
+# SIGTERM, wait, then SIGKILL, for each "name:pidfile" given: only the processes named in our pid
+# files. All get SIGTERM at once, since each takes a second or two to shut down.
+stop_pidfiles() {
+    local entry pid pids=() names=()
+    for entry in "$@"; do
+        pid_alive "${entry#*:}" || continue
+        pid=$(cat "${entry#*:}")
+        kill -TERM "$pid" 2>/dev/null || true
+        pids+=("$pid")
+        names+=("${entry%%:*}")
     done
-    log "$name ($pid) ignored SIGTERM for 10 s; sending SIGKILL"
-    kill -KILL "$pid" 2>/dev/null || true
+    local i
+    for i in "${!pids[@]}"; do
+        for _ in $(seq 100); do
+            kill -0 "${pids[i]}" 2>/dev/null || break
+            sleep 0.1
+        done
+        if kill -0 "${pids[i]}" 2>/dev/null; then
+            log "${names[i]} (${pids[i]}) ignored SIGTERM for 10 s; sending SIGKILL"
+            kill -KILL "${pids[i]}" 2>/dev/null || true
+        else
+            log "stopped ${names[i]} (${pids[i]})"
+        fi
+    done
 }
 
 cmd_start() {
@@ -204,21 +216,28 @@ cmd_start() {
         return 0
     fi
     # Daemons left half-started by an earlier attempt would hold the ports; restart from clean.
-    stop_pidfile slurmd "$SLURMD_PID"
-    stop_pidfile slurmctld "$CTLD_PID"
+    stop_pidfiles slurmd:"$SLURMD_PID" slurmctld:"$CTLD_PID"
 
     write_conf
     start_munged
     start_daemon slurmctld "$CTLD_PID" "$STATE_DIR/log/slurmctld.log"
+    # slurmctld restores the node's last state (e.g. idle) from its state files before slurmd has
+    # registered; the node is only ready once slurmctld has heard from this slurmd.
+    local slurmd_started
+    slurmd_started=$(date +%Y-%m-%dT%H:%M:%S)
     start_daemon slurmd "$SLURMD_PID" "$STATE_DIR/log/slurmd.log"
 
-    local deadline=$((SECONDS + START_TIMEOUT_S)) state
+    local deadline=$((SECONDS + START_TIMEOUT_S)) state registered
     while ((SECONDS < deadline)); do
         state=$(node_state)
+        registered=$(scontrol show node "$NODE" 2>/dev/null | sed -nE 's/.*SlurmdStartTime=([^ ]+).*/\1/p')
         case "$state" in
             idle | mixed | allocated | completing)
-                log "up: node $NODE $state in partition $PARTITION (${SECONDS}s)"
-                return 0
+                # ISO timestamps in the same time zone compare correctly as strings.
+                if [[ $registered > $slurmd_started || $registered == "$slurmd_started" ]]; then
+                    log "up: node $NODE $state in partition $PARTITION (${SECONDS}s)"
+                    return 0
+                fi
                 ;;
             down | drained | draining | drain*)
                 # A node that was DOWN in the saved state (e.g. killed daemons) may need a nudge.
@@ -248,12 +267,10 @@ cmd_stop() {
             done
         fi
     fi
-    stop_pidfile slurmd "$SLURMD_PID"
-    stop_pidfile slurmctld "$CTLD_PID"
-    if [[ -e $MUNGED_OURS ]]; then
-        stop_pidfile munged "$MUNGED_PID"
-        rm -f "$MUNGED_OURS"
-    fi
+    local daemons=(slurmd:"$SLURMD_PID" slurmctld:"$CTLD_PID")
+    [[ -e $MUNGED_OURS ]] && daemons+=(munged:"$MUNGED_PID")
+    stop_pidfiles "${daemons[@]}"
+    rm -f "$MUNGED_OURS"
     log "stopped"
 }
 
@@ -268,11 +285,12 @@ cmd_status() {
             rc=1
         fi
     done
-    if node_usable; then
+    # Without slurmctld, sinfo would retry for its MessageTimeout before giving up.
+    if pid_alive "$CTLD_PID" && node_usable; then
         sinfo -N -o "%N %P %T %c %m %G"
         squeue
     else
-        echo "node $NODE: '$(node_state)' (not usable)"
+        echo "node $NODE: not usable ($(pid_alive "$CTLD_PID" && node_state || echo "no slurmctld"))"
         rc=1
     fi
     return $rc
