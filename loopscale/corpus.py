@@ -156,7 +156,11 @@ def _load_hub(cfg: "DataConfig") -> "datasets.Dataset":
     if cfg.streaming:
         rows = ds.take(cfg.max_documents) if cfg.max_documents else ds
         # A streamed corpus is materialised (text only) so it can be split by document; cap huge ones.
-        return datasets.Dataset.from_dict({"text": [row[cfg.text_column] for row in rows]})
+        try:
+            texts = [row[cfg.text_column] for row in rows]
+        except KeyError as err:
+            raise DataError(f"text_column={cfg.text_column!r} is not a column of {where}") from err
+        return datasets.Dataset.from_dict({"text": texts})
     if cfg.max_documents:
         ds = ds.select(range(min(cfg.max_documents, len(ds))))
     return _only_text(ds, cfg.text_column)

@@ -134,3 +134,30 @@ def test_lightning_resume_sees_the_batches_an_uninterrupted_run_saw(default_prep
     for i, x in enumerate(head + tail):
         assert torch.equal(x, full[i]), f"batch {i} differs after resume"
         assert torch.equal(x, batch_at(default_prepared, i, 0, 5, B, T)[0])
+
+
+class _RankRecorder(_Recorder):
+    def __init__(self, vocab_size: int, out_dir: str):
+        super().__init__(vocab_size)
+        self.out_dir = out_dir
+
+    def on_train_end(self):
+        torch.save(self.seen, f"{self.out_dir}/rank{self.global_rank}.pt")
+
+
+@pytest.mark.slow
+@pytest.mark.filterwarnings("ignore")
+def test_ddp_ranks_draw_their_own_batches(default_prepared, tmp_path):
+    # Two real gloo processes: rank and world size come from the attached trainer.
+    module = _RankRecorder(default_prepared.vocab_size, str(tmp_path))
+    dm = TokenDataModule(default_prepared, seq_len=T, batch_size=B, seed=5, val_tokens=4 * (T + 1))
+    trainer = L.Trainer(accelerator="cpu", devices=2, strategy="ddp_spawn", max_steps=3, limit_val_batches=0,
+                        num_sanity_val_steps=0, logger=False, enable_checkpointing=False,
+                        enable_progress_bar=False, enable_model_summary=False)
+    trainer.fit(module, datamodule=dm)
+    seen = [torch.load(tmp_path / f"rank{r}.pt") for r in (0, 1)]
+    for rank, batches in enumerate(seen):
+        assert len(batches) == 3
+        for step, x in enumerate(batches):
+            assert torch.equal(x, batch_at(default_prepared, step, rank, 5, B, T)[0])
+    assert all(not torch.equal(a, b) for a, b in zip(*seen))

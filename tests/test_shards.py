@@ -64,7 +64,8 @@ def test_second_prepare_is_a_cache_hit(default_cfg, default_prepared, monkeypatc
 
 
 def test_fresh_directory_gives_identical_bytes(default_prepared, tmp_path):
-    fresh = prepare(DataConfig(data_dir=str(tmp_path)), progress=False)
+    # one tokenizer process here, two (the default) for the fixture: parallel tokenization changes nothing
+    fresh = prepare(DataConfig(data_dir=str(tmp_path), num_proc=1), progress=False)
     assert fresh.root.name == default_prepared.root.name
     for name in ("train.bin", "val.bin", "tokenizer.json", "meta.json"):
         assert (fresh.root / name).read_bytes() == (default_prepared.root / name).read_bytes(), name

@@ -1,0 +1,106 @@
+"""Data pipeline speed: is the loader ever the bottleneck of a CPU training step?
+
+Measures, in one run on this machine:
+  1. `prepare` of the default corpus (Shakespeare, BPE 2048) into a cold cache: tokens/s, and the warm
+     (cached) second call;
+  2. the training loader (TokenDataModule.train_dataloader) at the CPU preset: batches/s and tokens/s;
+  3. the reference: one optimizer step (forward + backward + AdamW) of a small model at the same batch:
+     loopscale.model.LoopedTransformer with d_model=128 and 4 layers, the cheapest model the CPU grid
+     would train.
+The loader passes if one batch costs under 5% of one such training step.
+
+    .venv/bin/python benchmarks/bench_data.py [--batch-size 16] [--seq-len 256] [--loader-batches 300]
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+from itertools import islice
+
+import torch
+
+from loopscale.config import DataConfig, ModelConfig
+from loopscale.data import TokenDataModule, batch_at
+from loopscale.model import LoopedTransformer
+from loopscale.shards import PreparedData, prepare
+
+LOADER_BUDGET = 0.05  # a batch may cost at most this fraction of a training step
+
+
+def time_prepare(data_dir: str) -> tuple[float, float, PreparedData]:
+    cfg = DataConfig(data_dir=data_dir)
+    start = time.perf_counter()
+    prepared = prepare(cfg, progress=False)
+    cold_s = time.perf_counter() - start
+    start = time.perf_counter()
+    prepare(cfg, progress=False)
+    warm_s = time.perf_counter() - start
+    return cold_s, warm_s, prepared
+
+
+def time_loader(prepared, batch_size: int, seq_len: int, n_batches: int) -> float:
+    """Seconds per batch drawn through the DataModule's DataLoader (what Lightning iterates)."""
+    dm = TokenDataModule(prepared, seq_len=seq_len, batch_size=batch_size, seed=0, val_tokens=65536)
+    loader = iter(dm.train_dataloader())
+    next(loader)  # opens the memmap
+    start = time.perf_counter()
+    for x, y in islice(loader, n_batches):
+        pass
+    return (time.perf_counter() - start) / n_batches
+
+
+def time_train_step(prepared, batch_size: int, seq_len: int, n_steps: int = 8) -> float:
+    """Seconds per optimizer step of a d=128, 4-layer LoopedTransformer on real batches."""
+    torch.manual_seed(0)
+    cfg = ModelConfig(vocab_size=prepared.vocab_size, d_model=128, n_prelude=1, n_rec=2, n_coda=1, r=1,
+                      injection="passthrough", seq_len=seq_len)
+    model = LoopedTransformer(cfg)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    batches = [batch_at(prepared, s, 0, 0, batch_size, seq_len) for s in range(n_steps + 2)]
+
+    def step(x, y):
+        loss = model(x, y)
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    for x, y in batches[:2]:  # warm-up: allocator, first-call overheads
+        step(x, y)
+    start = time.perf_counter()
+    for x, y in batches[2:]:
+        step(x, y)
+    return (time.perf_counter() - start) / n_steps
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--batch-size", type=int, default=16)
+    parser.add_argument("--seq-len", type=int, default=256)
+    parser.add_argument("--loader-batches", type=int, default=300)
+    args = parser.parse_args()
+
+    with tempfile.TemporaryDirectory() as data_dir:
+        cold_s, warm_s, prepared = time_prepare(data_dir)
+        n_tokens = prepared.n_train_tokens + prepared.n_val_tokens
+        print(f"prepare (default corpus, cold cache): {n_tokens:,} tokens in {cold_s:.2f} s "
+              f"= {n_tokens / cold_s:,.0f} tokens/s   (train {prepared.n_train_tokens:,}, val "
+              f"{prepared.n_val_tokens:,}, vocab {prepared.vocab_size})")
+        print(f"prepare (warm cache):                 {warm_s * 1e3:.1f} ms")
+
+        batch_tokens = args.batch_size * args.seq_len
+        loader_s = time_loader(prepared, args.batch_size, args.seq_len, args.loader_batches)
+        print(f"train loader  B={args.batch_size} T={args.seq_len}: {1 / loader_s:,.0f} batches/s "
+              f"= {batch_tokens / loader_s:,.0f} tokens/s ({loader_s * 1e3:.3f} ms/batch)")
+        step_s = time_train_step(prepared, args.batch_size, args.seq_len)
+        print(f"train step    d=128, 4 layers, AdamW:  {1 / step_s:,.2f} steps/s "
+              f"= {batch_tokens / step_s:,.0f} tokens/s ({step_s * 1e3:.1f} ms/step, {torch.get_num_threads()} threads)")
+
+    share = loader_s / step_s
+    verdict = "OK: the loader is not the bottleneck" if share < LOADER_BUDGET else "TOO SLOW"
+    print(f"loader / step = {share:.2%} (budget {LOADER_BUDGET:.0%}): {verdict}")
+
+
+if __name__ == "__main__":
+    main()
