@@ -296,8 +296,15 @@ def same_basin(a: Refined, best: Refined, law: Law) -> bool:
 
 
 def multistart(law: Law, data: LawData, loss: Loss, starts: np.ndarray, weights=None):
-    """Refine every start; return (best, list of all refined)."""
-    refined = [refine(s, law, data, loss, weights) for s in starts]
+    """Refine every start; return (best, list of all refined).
+
+    The starts first go through one batched LM pass (`lm_batch`), then each is finished by
+    L-BFGS-B to the tight tolerances; from a converged LM point that takes a handful of steps, so
+    the reported optimum and gradient norm are L-BFGS-B's.
+    """
+    W = None if weights is None else np.tile(weights, (len(starts), 1))
+    moved, _ = lm_batch(law, data, loss, np.asarray(starts, dtype=float), W)
+    refined = [refine(s, law, data, loss, weights) for s in moved]
     best = min(refined, key=lambda x: x.objective)
     return best, refined
 
@@ -543,8 +550,7 @@ def profile_threshold(state: FitState) -> tuple[float, dict[str, float]]:
 def profile_phi(state: FitState, half_width: float = 0.5, n_points: int = 41) -> dict[str, Any]:
     """Objective minimised over the other parameters on a phi grid around phi_hat, and its interval.
 
-    The grid is walked outward from phi_hat, each point warm-started from its neighbour (and from
-    the full optimum). Returns {"phi", "objective", "interval", "threshold", "method", ...}.
+    Returns {"phi", "objective", "interval", "threshold", "method", ...}.
     """
     law, data, loss, best = state.law, state.data, state.loss, state.best
     if law.name != "looped":
@@ -554,20 +560,18 @@ def profile_phi(state: FitState, half_width: float = 0.5, n_points: int = 41) ->
     phi_hat = best.theta[i_phi]
     grid = np.unique(np.clip(np.linspace(phi_hat - half_width, phi_hat + half_width, n_points),
                              lo_b, hi_b))
+    # All grid points at once: batched LM with phi held fixed, started from the full optimum,
+    # then each polished by L-BFGS-B with phi's bounds pinned to the grid value.
+    starts = np.tile(best.theta, (len(grid), 1))
+    starts[:, i_phi] = grid
+    fixed = np.zeros(law.n_params, bool)
+    fixed[i_phi] = True
+    thetas, _ = lm_batch(law, data, loss, starts, fixed=fixed)
     values = np.empty(len(grid))
-    centre = int(np.argmin(np.abs(grid - phi_hat)))
-    for direction in (range(centre, len(grid)), range(centre - 1, -1, -1)):
-        prev = best.theta
-        for i in direction:
-            bounds = bounds_for(law)
-            bounds[i_phi] = (grid[i], grid[i])
-            candidates = []
-            for s in (prev, best.theta):
-                s = s.copy()
-                s[i_phi] = grid[i]
-                candidates.append(refine(s, law, data, loss, bounds=bounds))
-            r = min(candidates, key=lambda c: c.objective)
-            values[i], prev = r.objective, r.theta
+    for i, theta in enumerate(thetas):
+        bounds = bounds_for(law)
+        bounds[i_phi] = (grid[i], grid[i])
+        values[i] = refine(theta, law, data, loss, bounds=bounds).objective
     thr, stats = profile_threshold(state)
     f_min = min(best.objective, float(values.min()))
     interval = _crossings(grid, values - f_min, thr, phi_hat)

@@ -279,7 +279,8 @@ def law_data_from_table(table, law: str | Law) -> LawData:
     D = C / (6 (N_once + r N_rec)), the training cost of the looped model). L is used when present.
     """
     law_name = law.name if isinstance(law, Law) else law
-    cols = {k: np.asarray(table[k], dtype=float) for k in _keys(table)}
+    wanted = ("N", "N_once", "N_rec", "r", "D", "C", "L")
+    cols = {k: np.asarray(table[k], dtype=float) for k in _keys(table) if k in wanted}
     L = cols.get("L")
     if law_name == "chinchilla":
         if "N" in cols:

@@ -1,0 +1,69 @@
+"""Derived quantities: equivalent sizes (the published example), compute optima, parabola optima."""
+
+import subprocess
+import sys
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy.optimize import minimize_scalar
+
+from loopscale.derived import (compute_optimal, eff_per_cost, equivalent_sizes,
+                               isodepth_once_fraction, parabola_optima)
+
+
+def test_published_cost_equivalent_example():
+    s = equivalent_sizes(r=4, N_once=220e6, N_rec=190e6, phi=0.46)
+    assert s.N_unique == pytest.approx(410e6)
+    assert s.N_eff == pytest.approx(580e6, rel=0.01)  # matches a 580M non-looped model in loss
+    assert s.N_cost == pytest.approx(1e9, rel=0.03)  # at the training cost of a ~1B model
+    with pytest.raises(ValueError, match="r >= 1"):
+        equivalent_sizes(r=0.5, N_once=1, N_rec=1, phi=0.5)
+
+
+def test_equiv_cli_prints_the_example():
+    out = subprocess.run([sys.executable, "-m", "loopscale", "equiv", "--r", "4", "--n-once", "220e6",
+                          "--n-rec", "190e6", "--phi", "0.46"], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert "N_eff = N_once + r^phi N_rec = 580M" in out.stdout
+    assert "980M" in out.stdout
+
+
+@pytest.mark.parametrize("r", [1, 4])
+def test_compute_optimal_matches_numerical_minimum(r):
+    params = {"E": 1.57, "A": 28.0, "alpha": 0.20, "B": 916.0, "beta": 0.37, "phi": 0.46}
+    C = 1e19
+    f = isodepth_once_fraction(r)
+    opt = compute_optimal(params, C, r, f)
+    rho = eff_per_cost(r, params["phi"], f)
+
+    def loss(log_n):
+        n = np.exp(log_n)
+        return params["A"] * (rho * n) ** -params["alpha"] + params["B"] * (C / (6 * n)) ** -params["beta"]
+
+    num = minimize_scalar(loss, bounds=(np.log(1e6), np.log(1e12)), method="bounded",
+                          options={"xatol": 1e-10})
+    assert opt.N_cost == pytest.approx(np.exp(num.x), rel=1e-4)
+    assert opt.D == pytest.approx(C / (6 * opt.N_cost))
+    assert opt.L == pytest.approx(params["E"] + num.fun, rel=1e-9)
+
+
+def test_isodepth_fraction_and_eff_per_cost():
+    assert isodepth_once_fraction(4) == pytest.approx(4 / 8)
+    assert eff_per_cost(8, 1.0, 0.3) == pytest.approx(1.0)  # phi = 1: loops worth their cost
+    assert eff_per_cost(8, 0.0, 0.5) == pytest.approx(1.0 / 4.5)
+
+
+def test_parabola_optima_find_the_vertex():
+    logn = np.log([1e8, 2e8, 4e8, 8e8, 1.6e9])
+    rows = []
+    for r, x0 in ((1, np.log(4e8)), (2, np.log(3e8))):
+        for x in logn:
+            rows.append({"r": r, "C": 1e19, "N": np.exp(x), "L": 2.0 + 0.05 * (x - x0) ** 2})
+    rows.append({"r": 4, "C": 1e19, "N": 1e8, "L": 3.0})  # too few points: NaN
+    out = parabola_optima(pd.DataFrame(rows)).set_index("r")
+    assert out.loc[1, "N_opt"] == pytest.approx(4e8, rel=1e-8)
+    assert out.loc[2, "N_opt"] == pytest.approx(3e8, rel=1e-8)
+    assert out.loc[1, "L_opt"] == pytest.approx(2.0)
+    assert bool(out.loc[1, "inside"])
+    assert np.isnan(out.loc[4, "N_opt"])
