@@ -506,8 +506,13 @@ def figures(table: pd.DataFrame, fit, compare=(), free=None) -> dict[str, Figure
 
 def save_all(table: pd.DataFrame, fit, out_dir, compare=(), free=None, dpi: int = 110) -> list[Path]:
     """Write every figure that applies as out_dir/<name>.png; return the paths in FIGURE_NAMES order."""
-    out_dir = Path(out_dir)
     drawn = figures(table, fit, compare, free)  # draw everything before writing anything
+    return save_figures(drawn, out_dir, dpi)
+
+
+def save_figures(drawn: Mapping[str, Figure], out_dir, dpi: int = 110) -> list[Path]:
+    """Write each figure as out_dir/<name>.png; return the paths in the mapping's order."""
+    out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = []
     for name, fig in drawn.items():
