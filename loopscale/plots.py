@@ -13,6 +13,7 @@ Figures (each function returns a matplotlib Figure; `save_all` writes them as PN
     collapse         L - B D^-beta vs N_eff at the fitted phi, at phi = 0 and at phi = 1
     phi_profile      the objective profiled in phi with its interval; bootstrap histogram of phi
     residuals        log L - log L_hat by r and by budget; free multipliers k_r against r^phi
+                     (and `predicted_vs_observed`, the figure `loopscale fit --plot` writes)
     delta_phi        phi per recipe variant and its difference from the first, with 95% intervals
     compute_optimal  N* and D* vs C for each r, with the best run at each budget
 
@@ -33,6 +34,7 @@ from matplotlib.ticker import NullFormatter
 
 from .fit import FitResult, budget_clusters, compare_param
 from .laws import n_eff, predict_loss
+from .tables import read_table as read_any_table
 
 # Columns a looped-law figure reads; `read_table` checks for them.
 REQUIRED_COLUMNS = ("N_once", "N_rec", "r", "D", "L")
@@ -49,13 +51,7 @@ def read_table(path) -> pd.DataFrame:
     A plain Chinchilla table (N, D or C, L, no r) is accepted too: it is a looped table with r = 1,
     N_once = N and N_rec = 0, for which every N_eff equals N.
     """
-    path = Path(path)
-    if not path.is_file():
-        raise ValueError(f"runs table {path} does not exist")
-    try:
-        table = pd.read_parquet(path) if path.suffix in (".parquet", ".pq") else pd.read_csv(path)
-    except Exception as err:  # pandas raises many types for unreadable files
-        raise ValueError(f"cannot read runs table {path}: {err}") from err
+    table = read_any_table(path)  # CSV, Parquet or JSON lines; ValueError naming the file
     return as_looped_table(table, source=str(path))
 
 
@@ -104,11 +100,25 @@ def load_fit(fit) -> FitResult:
 
 
 def fit_label(fit: FitResult, default: str = "fit") -> str:
-    """A short name for a fit: the recipe variant it was fitted on, else its group, else `default`."""
-    for source in (fit.input or {}, fit.group or {}):
-        if source.get("variant"):
-            return str(source["variant"])
-    return default
+    """A short name for a fit: its group value (`loopscale fit --group variant` fits one variant per
+    file), else `default`."""
+    group = fit.group or {}
+    return str(group["value"]) if group.get("value") is not None else default
+
+
+def rows_for_fit(table: pd.DataFrame, fit: FitResult) -> pd.DataFrame:
+    """The rows a fit was made on: with `--group COL` a fit covers the rows where COL equals its
+    value, so a sweep's whole table can be drawn against one variant's fit."""
+    group = fit.group or {}
+    col = group.get("column")
+    if col is None:
+        return table
+    if col not in table:
+        raise ValueError(f"the fit is for {col} = {group.get('value')!r} but the table has no column {col!r}")
+    rows = table[table[col].astype(str) == str(group.get("value"))]
+    if len(rows) == 0:
+        raise ValueError(f"the table has no rows with {col} = {group.get('value')!r} (the fit's group)")
+    return rows.reset_index(drop=True)
 
 
 def budgets(table: pd.DataFrame) -> np.ndarray:
@@ -188,6 +198,7 @@ def iso_flop(table: pd.DataFrame, fit) -> Figure:
     compute-optimal size for that r. Looping shifts the r curves left (fewer unique parameters).
     """
     fit = load_fit(fit)
+    table = rows_for_fit(table, fit)
     t = table.assign(_budget=budgets(table))
     levels = sorted(t["_budget"].unique())
     colours = r_colours(t["r"])
@@ -227,6 +238,7 @@ def collapse_spread(table: pd.DataFrame, fit, phi: float) -> float:
     The number behind the collapse figure: smallest near the fitted phi when the law holds.
     """
     fit = load_fit(fit)
+    table = rows_for_fit(table, fit)
     p = fit.params
     x, y = collapse_coordinates(table, fit, phi)
     curve = p["E"] + p["A"] * x ** -p["alpha"]
@@ -239,6 +251,7 @@ def collapse(table: pd.DataFrame, fit) -> Figure:
     All r on one curve at the fitted phi (and visibly apart at 0 and 1) is the visual test of the law.
     """
     fit = load_fit(fit)
+    table = rows_for_fit(table, fit)
     phi_hat = _phi(fit, "collapse")
     p = fit.params
     colours = r_colours(table["r"])
@@ -330,6 +343,7 @@ def residuals(table: pd.DataFrame, fit, free=None) -> Figure:
     r^phi curve means the power-law form of the recurrence benefit is wrong.
     """
     fit = load_fit(fit)
+    table = rows_for_fit(table, fit)
     res = log_residuals(table, fit)
     r = table["r"].to_numpy(dtype=float)
     C = budgets(table)
@@ -380,6 +394,34 @@ def _draw_multipliers(ax, k: dict[float, float], free: FitResult, phi: float | N
     ax.set_xlabel("r (recurrences)")
     ax.set_ylabel("k_r (N_eff = N_once + k_r N_rec)")
     ax.legend(fontsize=8)
+
+
+def predicted_vs_observed(table: pd.DataFrame, fit) -> Figure:
+    """L_hat against L for every run, one colour per r, with the identity line: the one-glance check
+    `loopscale fit --plot` draws."""
+    fit = load_fit(fit)
+    table = rows_for_fit(table, fit)
+    L, L_hat = table["L"].to_numpy(dtype=float), predicted_loss(table, fit)
+    r = table["r"].to_numpy(dtype=float)
+    colours = r_colours(r)
+    fig = Figure(figsize=(4.8, 4.4), layout="constrained")
+    ax = fig.subplots()
+    for rv in sorted(colours):
+        ax.scatter(L[r == rv], L_hat[r == rv], color=colours[rv], s=14, label=f"r = {rv:g}")
+    lims = [min(L.min(), L_hat.min()), max(L.max(), L_hat.max())]
+    ax.plot(lims, lims, color="black", ls="--", lw=0.8)
+    ax.set_xlabel("observed L")
+    ax.set_ylabel("predicted L_hat")
+    ax.set_title(f"{fit.law} fit: objective {fit.objective:.3g}, {len(L)} runs")
+    ax.legend(fontsize=8)
+    return fig
+
+
+def plot_fit(table: pd.DataFrame, fit, path, dpi: int = 110) -> Path:
+    """Write `predicted_vs_observed` to path (what `loopscale fit --plot PATH` calls)."""
+    path = Path(path)
+    predicted_vs_observed(table, fit).savefig(path, dpi=dpi)
+    return path
 
 
 # ----------------------------------------------------------------------------------------------
@@ -464,6 +506,7 @@ def compute_optimal(table: pd.DataFrame, fit) -> Figure:
     """N* and D* vs C for each r (lines: the fitted law), with the lowest-loss run of each
     (r, budget) as points: an empirical check of the predicted allocation."""
     fit = load_fit(fit)
+    table = rows_for_fit(table, fit)
     t = table.assign(_budget=budgets(table))
     colours = r_colours(t["r"])
     C = np.geomspace(t["_budget"].min() / 2, t["_budget"].max() * 2, 60)

@@ -24,9 +24,9 @@ def test_notebook_is_committed_without_outputs():
 def test_notebook_executes_on_the_fixture(tmp_path, monkeypatch):
     # parameters from the environment (the kernel inherits it); one comparison fit instead of the default two
     monkeypatch.setenv("LOOPSCALE_TABLE", str(FIXTURE / "runs.csv"))
-    monkeypatch.setenv("LOOPSCALE_FIT", str(FIXTURE / "fit.json"))
-    monkeypatch.setenv("LOOPSCALE_COMPARE", str(FIXTURE / "fit_hyper.json"))
-    monkeypatch.setenv("LOOPSCALE_FREE", str(FIXTURE / "free.json"))
+    monkeypatch.setenv("LOOPSCALE_FIT", str(FIXTURE / "fit.baseline.json"))
+    monkeypatch.setenv("LOOPSCALE_COMPARE", str(FIXTURE / "fit.hyper.json"))
+    monkeypatch.setenv("LOOPSCALE_FREE", str(FIXTURE / "free.baseline.json"))
     nb = nbformat.read(NOTEBOOK, as_version=4)
     # a probe cell: which Python runs the kernel, and which parameters the notebook saw
     nb.cells.append(nbformat.v4.new_code_cell("import sys; print(sys.prefix); print(COMPARE)"))
@@ -43,4 +43,4 @@ def test_notebook_executes_on_the_fixture(tmp_path, monkeypatch):
     assert "phi" in html and "ci95_low" in html  # the parameter table rendered
     probe = "".join(o.get("text", "") for o in nb.cells[-1].outputs).split("\n")
     assert probe[0] == sys.prefix  # the kernel is this venv's Python
-    assert probe[1] == repr([str(FIXTURE / "fit_hyper.json")])
+    assert probe[1] == repr([str(FIXTURE / "fit.hyper.json")])

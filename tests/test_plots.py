@@ -24,7 +24,13 @@ def table():
 
 @pytest.fixture(scope="module")
 def fit():
-    return plots.load_fit(FIXTURE / "fit.json")
+    return plots.load_fit(FIXTURE / "fit.baseline.json")
+
+
+@pytest.fixture(scope="module")
+def baseline(table, fit):
+    """The rows the baseline fit was made on (`loopscale fit --group variant`)."""
+    return plots.rows_for_fit(table, fit)
 
 
 def figure_text(fig) -> set[str]:
@@ -62,8 +68,8 @@ def test_iso_flop_one_panel_per_requested_budget(table, fit, tmp_path):
     assert fig.axes[0].get_xscale() == "log"
 
 
-def test_law_line_passes_through_the_law_at_the_runs(table, fit):
-    group = table[(table["C_budget"] == 1e18) & (table["r"] == 4)]
+def test_law_line_passes_through_the_law_at_the_runs(baseline, fit):
+    group = baseline[(baseline["C_budget"] == 1e18) & (baseline["r"] == 4)]
     x, y = plots.law_line(group, fit, n_points=50)
     ends = group.sort_values("N").iloc[[0, -1]]
     at_runs = predict_loss("looped", fit.params, {c: ends[c].to_numpy(float) for c in ("N_once", "N_rec", "r", "D")})
@@ -71,7 +77,7 @@ def test_law_line_passes_through_the_law_at_the_runs(table, fit):
     assert [y[0], y[-1]] == pytest.approx(at_runs, rel=1e-9)
 
 
-def test_collapse_three_panels_and_tightest_at_fitted_phi(table, fit, tmp_path):
+def test_collapse_three_panels_and_tightest_at_fitted_phi(table, baseline, fit, tmp_path):
     fig = plots.collapse(table, fit)
     assert_png(fig, tmp_path / "collapse.png")
     texts = figure_text(fig)
@@ -80,8 +86,8 @@ def test_collapse_three_panels_and_tightest_at_fitted_phi(table, fit, tmp_path):
     assert has(texts, "phi = 0") and has(texts, "phi = 1")
     spread = {phi: plots.collapse_spread(table, fit, phi) for phi in (fit.params["phi"], 0.0, 1.0)}
     assert spread[fit.params["phi"]] < 0.5 * min(spread[0.0], spread[1.0])
-    # every run is drawn in every panel
-    assert sum(len(c.get_offsets()) for c in fig.axes[0].collections) == len(table)
+    # every run of the fitted variant (and only those) is drawn in every panel
+    assert sum(len(c.get_offsets()) for c in fig.axes[0].collections) == len(baseline) < len(table)
 
 
 def test_phi_profile_and_bootstrap(fit, tmp_path):
@@ -105,20 +111,20 @@ def test_phi_profile_says_what_is_missing(fit, tmp_path):
     assert "this fit JSON has no bootstrap replicates" in texts
 
 
-def test_residuals_match_the_fitter(table, fit, tmp_path):
-    fig = plots.residuals(table, fit, FIXTURE / "free.json")
+def test_residuals_match_the_fitter(table, baseline, fit, tmp_path):
+    fig = plots.residuals(table, fit, FIXTURE / "free.baseline.json")
     assert_png(fig, tmp_path / "res.png")
     texts = figure_text(fig)
     assert {"residuals by r", "residuals by budget", "free multipliers k_r vs r^phi",
             "log L - log L_hat", "r (recurrences)"} <= texts
-    res = plots.log_residuals(table, fit)
+    res = plots.log_residuals(baseline, fit)
     # the fitter's own RMS of its residuals on the same rows: predictions agree
     assert np.sqrt(np.mean(res**2)) == pytest.approx(fit.residual_rms_log, rel=1e-6)
     assert has(texts, f"phi = {fit.params['phi']:.3f}")
 
 
 def test_free_multipliers(fit):
-    k = plots.free_multipliers(FIXTURE / "free.json")
+    k = plots.free_multipliers(FIXTURE / "free.baseline.json")
     assert sorted(k) == [1.0, 2.0, 4.0, 8.0] and k[1.0] == 1.0
     assert k[2.0] < k[4.0] < k[8.0]  # more loops, more worth
     with pytest.raises(ValueError, match="looped-free"):
@@ -131,25 +137,25 @@ def test_residuals_without_free_fit_says_so(table, fit):
 
 
 def test_delta_phi_across_variants(fit, tmp_path):
-    fits = [fit, FIXTURE / "fit_tbptt.json", FIXTURE / "fit_hyper.json"]
+    fits = [fit, FIXTURE / "fit.tbptt.json", FIXTURE / "fit.hyper.json"]
     fig = plots.delta_phi(fits)
     assert_png(fig, tmp_path / "delta.png")
     texts = figure_text(fig)
     assert {"phi by variant (95% CI)", "delta-phi vs baseline (95% CI)", "phi - phi(baseline)",
             "baseline", "tbptt", "hyper"} <= texts
-    hyper = plots.load_fit(FIXTURE / "fit_hyper.json")
+    hyper = plots.load_fit(FIXTURE / "fit.hyper.json")
     drawn = fig.axes[1].containers[-1].lines[0].get_ydata()  # the last error bar: hyper's delta
     assert drawn[0] == pytest.approx(hyper.params["phi"] - fit.params["phi"])
 
 
-def test_compute_optimal_minimises_the_law_along_the_family(table, fit, tmp_path):
+def test_compute_optimal_minimises_the_law_along_the_family(table, baseline, fit, tmp_path):
     fig = plots.compute_optimal(table, fit)
     assert_png(fig, tmp_path / "opt.png")
     texts = figure_text(fig)
     assert {"N* (non-embedding parameters)", "D* (training tokens)", "compute C (FLOPs)"} <= texts
     r, C = 4.0, 3e18
-    N_star, D_star = plots.compute_optimal_curve(table, fit, r, np.array([C]))
-    g = table[table["r"] == r]
+    N_star, D_star = plots.compute_optimal_curve(baseline, fit, r, np.array([C]))
+    g = baseline[baseline["r"] == r]
     c = np.median((g["N_once"] + r ** fit.params["phi"] * g["N_rec"]) / g["N"])
     f = np.median(g["C"] / g["D"] / g["N"])
     N = np.geomspace(N_star[0] / 3, N_star[0] * 3, 2001)
@@ -160,16 +166,16 @@ def test_compute_optimal_minimises_the_law_along_the_family(table, fit, tmp_path
 
 
 def test_save_all_writes_every_figure(table, fit, tmp_path):
-    paths = plots.save_all(table, fit, tmp_path / "figs", compare=[FIXTURE / "fit_hyper.json"],
-                           free=FIXTURE / "free.json", dpi=40)
+    paths = plots.save_all(table, fit, tmp_path / "figs", compare=[FIXTURE / "fit.hyper.json"],
+                           free=FIXTURE / "free.baseline.json", dpi=40)
     assert [p.stem for p in paths] == list(plots.FIGURE_NAMES)
     assert all(p.read_bytes().startswith(PNG_MAGIC) for p in paths)
     without = plots.figures(table, fit)
     assert list(without) == [n for n in plots.FIGURE_NAMES if n != "delta_phi"]
 
 
-def test_plain_chinchilla_table_gets_the_figures_that_apply(table, tmp_path):
-    plain = table[table["r"] == 1][["N", "D", "L"]].reset_index(drop=True)
+def test_plain_chinchilla_table_gets_the_figures_that_apply(baseline, tmp_path):
+    plain = baseline[baseline["r"] == 1][["N", "D", "L"]].reset_index(drop=True)
     path = tmp_path / "plain.csv"
     plain.to_csv(path, index=False)
     t = plots.read_table(path)
@@ -185,7 +191,7 @@ def test_read_table_parquet_and_bad_tables(table, tmp_path):
     pq = tmp_path / "runs.parquet"
     table.to_parquet(pq)
     assert len(plots.read_table(pq)) == len(table)
-    with pytest.raises(ValueError, match="does not exist"):
+    with pytest.raises(ValueError, match="no such file"):
         plots.read_table(tmp_path / "nope.csv")
     table.drop(columns=["L"]).to_csv(tmp_path / "noL.csv", index=False)
     with pytest.raises(ValueError, match="lacks column"):
@@ -207,11 +213,32 @@ def test_load_fit_rejects_non_fit_json(tmp_path):
         plots.load_fit(p)
 
 
-def test_fixture_is_the_looped_law_table(table):
-    """The fixture table has the columns `collect` writes and budgets shaped like the published sweep."""
+def test_fixture_is_the_looped_law_table(table, baseline):
+    """The fixture table has the columns `collect` writes, three variants, budgets shaped like the
+    published sweep."""
     from loopscale.records import TABLE_COLUMNS
 
     raw = pd.read_csv(FIXTURE / "runs.csv")
     assert list(raw.columns) == TABLE_COLUMNS
-    assert sorted(table["r"].unique()) == [1, 2, 4, 8]
-    assert table["C_budget"].nunique() == 6
+    assert table.groupby("variant").size().to_dict() == {"baseline": 72, "hyper": 72, "tbptt": 72}
+    assert sorted(baseline["r"].unique()) == [1, 2, 4, 8]
+    assert baseline["C_budget"].nunique() == 6
+
+
+def test_rows_for_fit_follows_the_fit_group(table, fit):
+    hyper = plots.load_fit(FIXTURE / "fit.hyper.json")
+    assert hyper.group == {"column": "variant", "value": "hyper"}
+    rows = plots.rows_for_fit(table, hyper)
+    assert set(rows["variant"]) == {"hyper"} and len(rows) == hyper.input["n_rows_used"]
+    with pytest.raises(ValueError, match="no column 'variant'"):
+        plots.rows_for_fit(table.drop(columns=["variant"]), hyper)
+    ungrouped = plots.load_fit({**fit.to_json_dict(), "group": None})
+    assert len(plots.rows_for_fit(table, ungrouped)) == len(table)
+
+
+def test_plot_fit_predicted_vs_observed(table, fit, tmp_path):
+    path = plots.plot_fit(table, fit, tmp_path / "fit.png", dpi=40)
+    assert path.read_bytes().startswith(PNG_MAGIC)
+    fig = plots.predicted_vs_observed(table, fit)
+    assert {"observed L", "predicted L_hat", "r = 8"} <= figure_text(fig)
+    assert sum(len(c.get_offsets()) for c in fig.axes[0].collections) == 72

@@ -31,8 +31,8 @@ def test_write_report_law_cis_figures_and_runs(table, fit, tmp_path):
     assert [name for name, _ in links] == [p.stem for p in figs]
     assert all((out.parent / link).is_file() and not Path(link).is_absolute() for _, link in links)
     assert f"{len(table)} finished runs; r in {{1, 2, 4, 8}}; 6 compute budgets" in text
-    run_rows = [line for line in text.splitlines() if line.startswith("| baseline |")]
-    assert len(run_rows) == len(table)
+    run_rows = [line for line in text.splitlines() if line.startswith(("| baseline |", "| hyper |"))]
+    assert len(run_rows) == 144  # the sweep's runs, every variant
     assert "Failed or missing runs" not in text  # a bare table says nothing about missing runs
 
 
@@ -69,10 +69,11 @@ def make_sweep(root: Path, table: pd.DataFrame) -> Path:
 
 
 def test_cli_report_on_a_sweep_dir(table, tmp_path, capsys):
+    table = table[table["variant"] != "tbptt"]
     sweep = make_sweep(tmp_path, table)
     out = tmp_path / "out" / "report.md"
-    rc = main(["report", str(sweep), "--fit", str(FIXTURE / "fit.json"), "--free", str(FIXTURE / "free.json"),
-               "--compare", str(FIXTURE / "fit_tbptt.json"), "--dpi", "40", "--out", str(out)])
+    rc = main(["report", str(sweep), "--fit", str(FIXTURE / "fit.baseline.json"), "--free", str(FIXTURE / "free.baseline.json"),
+               "--compare", str(FIXTURE / "fit.tbptt.json"), "--dpi", "40", "--out", str(out)])
     assert rc == 0 and capsys.readouterr().out.strip() == str(out)
     text = out.read_text()
     assert text.startswith("# loopscale report: sweep\n")
@@ -86,8 +87,8 @@ def test_cli_report_on_a_sweep_dir(table, tmp_path, capsys):
 
 def test_cli_plot_writes_pngs(tmp_path, capsys):
     out = tmp_path / "plots"
-    rc = main(["plot", str(FIXTURE / "runs.csv"), str(FIXTURE / "fit.json"), "--compare",
-               str(FIXTURE / "fit_tbptt.json"), str(FIXTURE / "fit_hyper.json"), "--dpi", "40",
+    rc = main(["plot", str(FIXTURE / "runs.csv"), str(FIXTURE / "fit.baseline.json"), "--compare",
+               str(FIXTURE / "fit.tbptt.json"), str(FIXTURE / "fit.hyper.json"), "--dpi", "40",
                "--out", str(out)])
     assert rc == 0
     printed = capsys.readouterr().out.split()
@@ -96,13 +97,13 @@ def test_cli_plot_writes_pngs(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("case, message", [
-    ("missing_table", "does not exist"),
+    ("missing_table", "no such file"),
     ("no_loss_column", "lacks column(s) L"),
     ("not_a_fit", "is not a loopscale fit record"),
     ("free_is_looped", "the free multipliers need a looped-free fit"),
 ])
 def test_cli_plot_bad_input_writes_nothing(case, message, table, tmp_path, capsys):
-    runs, fit, free = FIXTURE / "runs.csv", FIXTURE / "fit.json", None
+    runs, fit, free = FIXTURE / "runs.csv", FIXTURE / "fit.baseline.json", None
     if case == "missing_table":
         runs = tmp_path / "nope.csv"
     elif case == "no_loss_column":
@@ -112,7 +113,7 @@ def test_cli_plot_bad_input_writes_nothing(case, message, table, tmp_path, capsy
         fit = tmp_path / "x.json"
         fit.write_text('{"params": {}}')
     else:
-        free = FIXTURE / "fit.json"
+        free = FIXTURE / "fit.baseline.json"
     out = tmp_path / "plots"
     argv = ["plot", str(runs), str(fit), "--out", str(out)] + (["--free", str(free)] if free else [])
     assert main(argv) == 2
