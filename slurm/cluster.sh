@@ -121,6 +121,9 @@ SelectType=select/cons_tres
 SelectTypeParameters=CR_Core_Memory
 DefMemPerCPU=$((mem / cpus))
 SchedulerType=sched/backfill
+# Reject at submission a job that can never run here (e.g. more CPUs than the node has), instead of
+# leaving it PENDING forever and a Hydra multirun waiting on it.
+EnforcePartLimits=ALL
 $gres_lines
 # A requeued or cancelled job gets SIGKILL 5 s after SIGTERM (default 30) to keep tests quick;
 # finished jobs stay visible to squeue/scontrol for 10 minutes (there is no sacct to ask later).

@@ -60,7 +60,7 @@ class SlurmCluster:
     partition: str
     cpus: int
     memory_mb: int
-    started_here: bool  # True when this session started it (and will stop it)
+    started_here: bool  # True when this pytest session started it (and will stop it)
 
 
 def run_cluster_sh(action: str, timeout_s: float = 120) -> subprocess.CompletedProcess:
@@ -88,22 +88,30 @@ def _cluster_info(started_here: bool) -> SlurmCluster:
     raise RuntimeError(f"no default partition in sinfo output:\n{out}")
 
 
+# True once this pytest session has started the cluster. Module-level because every test module
+# that imports the fixture gets its own copy of it (pytest registers fixtures per module), while
+# this module itself is imported once.
+_started_this_session = False
+
+
 @pytest.fixture(scope="session")
 def slurm_cluster():
     """A running one-node SLURM cluster (started by slurm/cluster.sh if none is up)."""
+    global _started_this_session
     if shutil.which("sbatch") is None:
         _unavailable("sbatch not found; run `bash slurm/install.sh` (root, apt) first")
-    already_up = run_cluster_sh("status", timeout_s=30).returncode == 0
-    if not already_up:
+    started_now = False
+    if run_cluster_sh("status", timeout_s=30).returncode != 0:
         if os.geteuid() != 0:
             _unavailable("slurm/cluster.sh start needs root (slurmd runs as root)")
         started = run_cluster_sh("start")
         if started.returncode != 0:
             _unavailable(f"`bash slurm/cluster.sh start` failed:\n{started.stderr[-3000:]}")
+        started_now = _started_this_session = True
     try:
-        yield _cluster_info(started_here=not already_up)
+        yield _cluster_info(started_here=_started_this_session)
     finally:
-        if not already_up:
+        if started_now:
             run_cluster_sh("stop")
 
 
@@ -166,7 +174,10 @@ def requeue(job_id: str, timeout_s: float = 60) -> None:
 
     `scontrol requeue` kills the job (SIGTERM, SIGKILL after KillWait) and puts it back as PENDING
     with a BeginTime about two minutes ahead; `StartTime=now` only takes once it is PENDING, so wait
-    for that first."""
+    for that first. slurmd also revokes the killed instance's credential, and Slurm compares
+    credential times in whole seconds: a relaunch within the same second as the requeue is killed
+    with "Job credential revoked" (the job ends FAILED). So start it no earlier than the next second.
+    """
     subprocess.run(["scontrol", "requeue", job_id], check=True, timeout=30)
     deadline = time.monotonic() + timeout_s
     while True:
@@ -176,6 +187,9 @@ def requeue(job_id: str, timeout_s: float = 60) -> None:
         if time.monotonic() > deadline:
             raise TimeoutError(f"job {job_id} not PENDING {timeout_s}s after requeue (state {state})")
         time.sleep(0.2)
+    pending_second = int(time.time())
+    while int(time.time()) <= pending_second:
+        time.sleep(0.05)
     subprocess.run(["scontrol", "update", f"JobId={job_id}", "StartTime=now"], check=True, timeout=30)
 
 

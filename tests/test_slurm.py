@@ -99,6 +99,17 @@ def test_hydra_submitit_multirun_is_one_array_job(slurm_cluster, tmp_path):
 
 
 @pytest.mark.slurm
+def test_impossible_request_fails_at_submission(slurm_cluster, tmp_path):
+    """slurm.yaml's defaults ask for a GPU, which the test node lacks: sbatch rejects the array at
+    once and the multirun exits with an error instead of waiting on a job that can never start."""
+    launcher = [a for a in SLURM_LAUNCHER if not a.startswith("hydra.launcher.gpus_per_node")]
+    proc, seconds = run_app(["-m", f"out_dir={tmp_path}", "x=1,2", *launcher], cwd=tmp_path, timeout_s=60)
+    assert proc.returncode != 0
+    assert "gres" in proc.stderr.lower()
+    assert seconds < 30
+
+
+@pytest.mark.slurm
 def test_train_sbatch_requeue_reruns_with_restart_count(slurm_cluster, tmp_path):
     """slurm/train.sbatch (the plain-sbatch template) with two tasks; the first attempt waits,
     is requeued, and the rerun sees SLURM_RESTART_COUNT=1."""
