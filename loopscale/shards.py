@@ -272,6 +272,7 @@ def prepare(cfg: "DataConfig", progress: bool = True) -> PreparedData:
     if (root / "meta.json").is_file():
         return load_prepared(root)
 
+    created_data_dir = not data_dir.exists()
     data_dir.mkdir(parents=True, exist_ok=True)
     _sweep_dead_staging(data_dir, key)
     staging = data_dir / f"{_staging_prefix(key)}{os.getpid()}"
@@ -290,7 +291,7 @@ def prepare(cfg: "DataConfig", progress: bool = True) -> PreparedData:
             shutil.rmtree(staging, ignore_errors=True)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
-        if data_dir.is_dir() and not any(data_dir.iterdir()):
+        if created_data_dir and not any(data_dir.iterdir()):
             data_dir.rmdir()  # we created it for nothing
         raise
     return load_prepared(root)
