@@ -23,7 +23,7 @@ class AtomicLastCheckpoint(Callback):
         tmp = self.path.with_name(self.path.name + ".tmp")
         if trainer.is_global_zero:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-        trainer.save_checkpoint(str(tmp))  # every rank must call it (sharded strategies gather here)
+        trainer.save_checkpoint(str(tmp), weights_only=False)  # every rank must call it (sharded strategies gather here)
         if trainer.is_global_zero:
             os.replace(tmp, self.path)
         trainer.strategy.barrier("loopscale-ckpt")

@@ -67,6 +67,7 @@ class LoopedLM(L.LightningModule):
         self._tokens_per_s = float("nan")
         self._peak_flops = None
         self.tokens_trained = 0  # by this process's fit (a resumed run starts at 0)
+        self.last_train_loss = float("nan")
         self.resumed_from_step = 0
 
     # -- training ---------------------------------------------------------------------------------------
@@ -83,6 +84,7 @@ class LoopedLM(L.LightningModule):
             finite = bool(self.trainer.strategy.reduce_boolean_decision(finite, all=True))
         if not finite:
             raise Diverged(step, float(loss.detach()))
+        self.last_train_loss = float(loss.detach())
         tokens_seen = (step + 1) * self.accounting.batch_tokens
         self.log("train/loss", loss.detach(), prog_bar=True, on_step=True, on_epoch=False)
         self.log("train/tokens", float(tokens_seen), on_step=True, on_epoch=False)

@@ -113,7 +113,8 @@ def _print_plan(cfg: TrainConfig, plan: RunPlan, run_dir: Path) -> None:
 def _loggers(cfg: TrainConfig, run_dir: Path) -> list:
     from lightning.pytorch.loggers import CSVLogger
 
-    loggers = [CSVLogger(save_dir=str(run_dir), name="", version="")]
+    # metrics/version_<n>/metrics.csv: one version per attempt, so a resumed run keeps its earlier curve
+    loggers = [CSVLogger(save_dir=str(run_dir), name="metrics")]
     if cfg.logger.wandb:
         try:
             from lightning.pytorch.loggers import WandbLogger
@@ -197,9 +198,8 @@ def run_training(cfg: DictConfig | TrainConfig) -> dict[str, Any]:
         raise
     else:
         wall = time.perf_counter() - started
-        train_loss = trainer.callback_metrics.get("train/loss")
         record.update(status="done", step=trainer.global_step, L=float(val), val_loss=float(val),
-                      train_loss=float(train_loss) if train_loss is not None else None)
+                      train_loss=module.last_train_loss)
         record["wall_time_s"] = wall
         # whole-run throughput of this process (a resumed run counts only what it trained itself)
         record["tokens_per_s"] = module.tokens_trained / wall if wall > 0 else None

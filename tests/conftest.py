@@ -23,3 +23,9 @@ os.environ.setdefault("MPLBACKEND", "Agg")
 @pytest.fixture(scope="session")
 def repo_root() -> Path:
     return REPO_ROOT
+
+
+@pytest.fixture(scope="session")
+def data_dir(tmp_path_factory) -> Path:
+    """One data cache for the whole session: the default corpus is tokenized once and reused."""
+    return tmp_path_factory.mktemp("data_cache")

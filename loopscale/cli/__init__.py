@@ -13,7 +13,7 @@ import importlib
 import sys
 
 # Module names under loopscale.cli, in the order they appear in --help.
-SUBCOMMANDS = ["params", "data", "fit", "collect", "plot", "demo"]
+SUBCOMMANDS = ["params", "data", "sweep", "collect", "fit", "plot", "plan", "demo"]
 
 
 class UsageError(Exception):

@@ -1,0 +1,76 @@
+"""`loopscale collect SWEEP_DIR` (runs table for the fitter) and `loopscale status SWEEP_DIR`."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("collect", help="gather a sweep's run.json records into runs.csv / runs.parquet",
+                       description="One row per finished run (columns r, N_once, N_rec, N, D, C, L, variant, "
+                                   "F, width, ...) and a list of runs that are missing, failed or diverged.")
+    p.add_argument("sweep_dir", type=Path)
+    p.add_argument("--out", type=Path, default=None, help="table path (.csv; a .parquet is written beside "
+                                                          "it). Default: SWEEP_DIR/runs.csv")
+    p.set_defaults(func=run_collect)
+    s = sub.add_parser("status", help="counts of done / failed / diverged / incomplete runs in a sweep")
+    s.add_argument("sweep_dir", type=Path)
+    s.set_defaults(func=run_status)
+
+
+def _collect(sweep_dir: Path):
+    from loopscale.cli import UsageError
+    from loopscale.records import collect
+
+    if not sweep_dir.is_dir():
+        raise UsageError(f"{sweep_dir} is not a directory")
+    return collect(sweep_dir)
+
+
+def _print_problems(problems) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    if not problems:
+        return
+    table = Table(title=f"{len(problems)} runs not done")
+    for col in ("run", "status", "step", "reason"):
+        table.add_column(col)
+    for p in problems:
+        table.add_row(Path(p["run_dir"]).name, p["status"], str(p.get("step") or ""), p["reason"][:120])
+    Console(stderr=True).print(table)
+
+
+def run_collect(args: argparse.Namespace) -> int:
+    import pandas as pd
+
+    from loopscale.records import TABLE_COLUMNS
+
+    rows, problems = _collect(args.sweep_dir)
+    out = args.out or args.sweep_dir / "runs.csv"
+    table = pd.DataFrame(rows, columns=TABLE_COLUMNS).sort_values(["variant", "r", "C", "N"], kind="stable")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    table.to_csv(out, index=False)
+    table.to_parquet(out.with_suffix(".parquet"), index=False)
+    print(f"{len(table)} finished runs -> {out} (+ {out.with_suffix('.parquet').name})")
+    _print_problems(problems)
+    return 0
+
+
+def run_status(args: argparse.Namespace) -> int:
+    from collections import Counter
+
+    from rich.console import Console
+    from rich.table import Table
+
+    rows, problems = _collect(args.sweep_dir)
+    counts = Counter({"done": len(rows)}) + Counter(p["status"] for p in problems)
+    table = Table(title=str(args.sweep_dir))
+    table.add_column("status")
+    table.add_column("runs", justify="right")
+    for status in ("done", "failed", "diverged", "incomplete"):
+        table.add_row(status, str(counts.get(status, 0)))
+    Console().print(table)
+    _print_problems(problems)
+    return 0

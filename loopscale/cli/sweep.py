@@ -1,0 +1,47 @@
+"""`loopscale sweep OVERRIDES...`: list the jobs a multirun would launch, with their accounting (dry run)."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("sweep", help="dry run: list the jobs of a Hydra multirun and their N, D, C",
+                       description="Expand `loopscale-train -m OVERRIDES` without launching anything: one row "
+                                   "per job with its run name, r, width, N_once, N_rec, D and steps.")
+    p.add_argument("overrides", nargs="*", help="Hydra overrides, e.g. experiment=isodepth model.r=1,2")
+    p.add_argument("--count", action="store_true", help="print only the number of jobs")
+    p.add_argument("--json", action="store_true", help="print the jobs as JSON lines")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    import json
+
+    from hydra.errors import HydraException
+    from rich.console import Console
+    from rich.table import Table
+
+    from loopscale.cli import UsageError
+    from loopscale.sweep import describe, expand
+
+    try:
+        jobs = expand(args.overrides)
+        rows = [describe(job) for job in jobs]
+    except (HydraException, ValueError) as err:
+        raise UsageError(str(err).splitlines()[0]) from err
+    if args.count:
+        print(len(rows))
+        return 0
+    if args.json:
+        for row in rows:
+            print(json.dumps(row))
+        return 0
+    table = Table(title=f"{len(rows)} jobs")
+    for col in ("run_name", "r", "variant", "d_model", "N_once", "N_rec", "D", "steps", "C"):
+        table.add_column(col, justify="left" if col in ("run_name", "variant") else "right")
+    for row in rows:
+        table.add_row(row["run_name"], str(row["r"]), row["variant"], str(row["d_model"]), f"{row['N_once']:,}",
+                      f"{row['N_rec']:,}", f"{row['D']:.3g}", f"{row['steps']:,}", f"{row['C']:.3g}")
+    Console().print(table)
+    return 0

@@ -1,0 +1,74 @@
+"""Expand a Hydra multirun without launching it: the job list of an experiment, and each job's plan.
+
+`hydra.sweeper.params` in an experiment config holds the grid (r x (budget, width) points); this module
+runs the same expansion Hydra's basic sweeper does, so `loopscale sweep experiment=isodepth` lists exactly
+the jobs `loopscale-train -m experiment=isodepth` would launch (116 for the published grid).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from omegaconf import OmegaConf
+
+from loopscale.config import TrainConfig, register_configs, register_resolvers
+from loopscale.train import SWEEPS_DIR, RunPlan
+
+
+@dataclass(frozen=True)
+class Job:
+    overrides: list[str]  # the job's own overrides (after the command line's)
+    cfg: TrainConfig
+
+
+def compose(overrides: list[str], return_hydra_config: bool = False):
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+
+    register_resolvers()
+    register_configs()
+    with initialize_config_dir(str(SWEEPS_DIR), version_base=None):
+        return hydra_compose("train", overrides=overrides, return_hydra_config=return_hydra_config)
+
+
+def sweep_overrides(overrides: list[str]) -> list[list[str]]:
+    """Each job's full override list, in Hydra's order: the sweeper params' cross product, with any
+    comma-separated command-line override (e.g. model.r=1,2) taking part like in `-m`."""
+    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    parser = OverridesParser.create()
+    given = parser.parse_overrides(overrides)
+    # compose once without the sweep overrides (Hydra refuses those outside -m) to read the grid
+    fixed = [o.input_line for o in given if not o.is_sweep_override()]
+    hydra_cfg = compose(fixed, return_hydra_config=True).hydra
+    params = OmegaConf.to_container(hydra_cfg.sweeper.params or {}, resolve=False)
+    # command-line overrides win over the sweeper params of the same key
+    keys = {o.key_or_group for o in given}
+    grid = [f"{k}={' '.join(str(v).split())}" for k, v in params.items() if k not in keys]
+    parsed = parser.parse_overrides([*grid, *overrides])
+    (batch,) = BasicSweeper.split_arguments(parsed, max_batch_size=None)
+    return [list(job) for job in batch]
+
+
+def expand(overrides: list[str]) -> list[Job]:
+    return [Job(job, OmegaConf.to_object(compose(job))) for job in sweep_overrides(overrides)]
+
+
+def plan_with_vocab(cfg: TrainConfig, vocab_size: int) -> RunPlan:
+    """The run's plan for a given tokenizer vocabulary (the real one is only known after data prepare)."""
+    import dataclasses
+
+    from loopscale.train import plan_run
+
+    model = dataclasses.replace(cfg.model, vocab_size=vocab_size)
+    return plan_run(dataclasses.replace(cfg, model=model))
+
+
+def describe(job: Job) -> dict[str, Any]:
+    cfg = job.cfg
+    plan = plan_with_vocab(cfg, cfg.data.vocab_size)
+    return {"run_name": cfg.run_name, "sweep": cfg.sweep, "r": cfg.model.r, "variant": cfg.model.variant,
+            "d_model": cfg.model.d_model, "N_once": plan.N_once, "N_rec": plan.N_rec, "N": plan.N,
+            "C_budget": plan.C_budget, "D": plan.D, "steps": plan.steps, "C": plan.C}

@@ -1,0 +1,38 @@
+"""Compose training configs exactly as `loopscale-train` does (Hydra compose API over sweeps/)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from hydra import compose, initialize_config_dir
+from omegaconf import OmegaConf
+
+from loopscale.config import TrainConfig, register_configs, register_resolvers
+from loopscale.train import SWEEPS_DIR
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+# A tiny, fast CPU run: 80 steps of 8 x 64 tokens on the default corpus.
+TINY = ["model=tiny", "budget.mode=tokens", "budget.tokens=40960", "budget.batch_size=8",
+        "trainer.progress=false", "trainer.ckpt_every_steps=10", "optim.lr=1e-2", "data.val_tokens=8192"]
+
+
+def compose_cfg(overrides: list[str], return_hydra_config: bool = False):
+    register_resolvers()
+    register_configs()
+    with initialize_config_dir(str(SWEEPS_DIR), version_base=None):
+        return compose("train", overrides=overrides, return_hydra_config=return_hydra_config)
+
+
+def train_config(overrides: list[str]) -> TrainConfig:
+    return OmegaConf.to_object(compose_cfg(overrides))
+
+
+def run_cli(args: list[str], cwd: Path, timeout_s: int = 600, env: dict | None = None) -> subprocess.CompletedProcess:
+    """`python -m loopscale.train ARGS` in a subprocess, the way a user or a SLURM job runs it."""
+    full_env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
+    return subprocess.run([sys.executable, "-m", "loopscale.train", *args], cwd=cwd, capture_output=True,
+                          text=True, timeout=timeout_s, env=full_env)
