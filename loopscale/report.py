@@ -73,6 +73,9 @@ def parameter_table(fit) -> pd.DataFrame:
 def law_section(fit: FitResult) -> str:
     """The fitted law: formula, parameter table with CIs, what phi means, and how far to trust it."""
     out = ["## Fitted law", "", f"`{LAW_TEXT.get(fit.law, fit.law)}`", ""]
+    group = fit.group or {}
+    if group.get("column"):
+        out += [f"Fitted on the {fit.n_rows} runs with {group['column']} = {group.get('value')}.", ""]
     params = parameter_table(fit)
     out.append(markdown_table(["parameter", "estimate", "95% CI"], [
         (row.parameter, row.estimate,
@@ -124,7 +127,7 @@ def runs_section(table: pd.DataFrame) -> str:
     cols = [c for c in RUN_COLUMNS if c in table and table[c].notna().any()]
     if len(table) == 0:
         return "## Runs\n\nNo finished runs."
-    t = table.assign(_budget=budgets(table)) if {"C"} <= set(table) else table.assign(_budget=0.0)
+    t = table.assign(_budget=budgets(table) if "C" in table else 0.0)
     t = t.sort_values(["_budget", "r", "N"] if "N" in t else ["_budget", "r"], kind="stable")
     header = f"## Runs\n\n{len(t)} finished runs; r in {{{', '.join(fmt(v) for v in sorted(t['r'].unique()))}}}"
     if "C" in table:

@@ -19,6 +19,7 @@ def test_write_report_law_cis_figures_and_runs(table, fit, tmp_path):
     text = out.read_text()
     assert text.startswith("# demo\n")
     assert "`L = E + A (N_once + r^phi N_rec)^-alpha + B D^-beta`" in text
+    assert "Fitted on the 72 runs with variant = baseline." in text
     for name, (lo, hi) in fit.ci95.items():
         row = f"| {name} | {report.fmt(fit.params[name])} | [{report.fmt(lo)}, {report.fmt(hi)}] |"
         assert row in text
