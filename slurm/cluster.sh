@@ -121,6 +121,8 @@ SelectType=select/cons_tres
 SelectTypeParameters=CR_Core_Memory
 DefMemPerCPU=$((mem / cpus))
 SchedulerType=sched/backfill
+# Schedule a submitted batch job at once (default: within batch_sched_delay=3 s), so tests wait less.
+SchedulerParameters=batch_sched_delay=0
 # Reject at submission a job that can never run here (e.g. more CPUs than the node has), instead of
 # leaving it PENDING forever and a Hydra multirun waiting on it.
 EnforcePartLimits=ALL
@@ -209,6 +211,25 @@ stop_pidfiles() {
     done
 }
 
+# Run one real job end to end (munge credentials, slurmstepd, output), so `start` returns only when
+# jobs run. It also absorbs the controller's first scheduling pass, which comes ~3 s after startup.
+probe_job() {
+    local job state=""
+    # sbatch --wait would poll with growing sleeps (seconds); ask scontrol a few times a second.
+    job=$(cd /tmp && sbatch --parsable --job-name=cluster-sh-probe --output=/dev/null --time=1 --wrap true) ||
+        die "probe job: sbatch failed"
+    for _ in $(seq 300); do
+        state=$(scontrol show job "$job" 2>/dev/null | sed -nE 's/.*JobState=([A-Z_]+).*/\1/p')
+        case "$state" in
+            COMPLETED) return 0 ;;
+            PENDING | CONFIGURING | RUNNING | COMPLETING | "") sleep 0.2 ;;
+            *) break ;;
+        esac
+    done
+    tail -n 20 "$STATE_DIR/log/slurmctld.log" "$STATE_DIR/log/slurmd.log" >&2 || true
+    die "probe job $job did not complete (state: ${state:-unknown})"
+}
+
 cmd_start() {
     [[ $(id -u) -eq 0 ]] || die "must run as root (slurmd runs as root)"
     for cmd in slurmctld slurmd sbatch sinfo scontrol munged munge; do
@@ -238,6 +259,7 @@ cmd_start() {
             idle | mixed | allocated | completing)
                 # ISO timestamps in the same time zone compare correctly as strings.
                 if [[ $registered > $slurmd_started || $registered == "$slurmd_started" ]]; then
+                    probe_job
                     log "up: node $NODE $state in partition $PARTITION (${SECONDS}s)"
                     return 0
                 fi
