@@ -14,15 +14,15 @@ from loopscale.module import Diverged, InjectedFailure
 from loopscale.records import read_record
 from loopscale.shards import prepare
 from loopscale.train import CHECKPOINT, run_dir_of, run_training
-from train_helpers import TINY, run_cli, train_config
+from train_helpers import LEARN, TINY, run_cli, train_config
 
 
-def _cfg(tmp_path, data_dir, *extra):
-    return train_config([*TINY, f"runs_dir={tmp_path / 'runs'}", f"data.data_dir={data_dir}", *extra])
+def _cfg(tmp_path, data_dir, *extra, base=TINY):
+    return train_config([*base, f"runs_dir={tmp_path / 'runs'}", f"data.data_dir={data_dir}", *extra])
 
 
 def test_tiny_run_learns_and_records_consistent_numbers(tmp_path, data_dir):
-    cfg = _cfg(tmp_path, data_dir)
+    cfg = _cfg(tmp_path, data_dir, base=LEARN)
     record = run_training(cfg)
     on_disk = read_record(run_dir_of(cfg))
     assert on_disk == json.loads(json.dumps(record, default=str))
@@ -59,7 +59,7 @@ def test_interrupted_run_resumes_to_the_same_loss(tmp_path, data_dir):
 
 
 def test_divergence_stops_and_is_recorded(tmp_path, data_dir):
-    cfg = _cfg(tmp_path, data_dir, "trainer.nan_at_step=7")
+    cfg = _cfg(tmp_path, data_dir, "trainer.nan_at_step=7", "budget.tokens=10240")
     with pytest.raises(Diverged):
         run_training(cfg)
     record = read_record(run_dir_of(cfg))
@@ -69,7 +69,7 @@ def test_divergence_stops_and_is_recorded(tmp_path, data_dir):
 
 def test_divergence_exits_nonzero_from_the_command_line(tmp_path, data_dir):
     runs = tmp_path / "runs"
-    proc = run_cli([*TINY, f"runs_dir={runs}", f"data.data_dir={data_dir}", "trainer.nan_at_step=3"], cwd=tmp_path)
+    proc = run_cli([*TINY, f"runs_dir={runs}", f"data.data_dir={data_dir}", "trainer.nan_at_step=3", "budget.tokens=10240"], cwd=tmp_path)
     assert proc.returncode != 0
     (record_path,) = runs.glob("*/*/run.json")
     record = json.loads(record_path.read_text())
@@ -91,7 +91,7 @@ def test_ddp_on_cpu_records_the_same_tokens(tmp_path, data_dir):
 
 
 def test_wandb_offline_files_only_when_enabled(tmp_path, data_dir):
-    cfg = _cfg(tmp_path / "w", data_dir, "logger=wandb")
+    cfg = _cfg(tmp_path / "w", data_dir, "logger=wandb", "budget.tokens=10240")
     run_training(cfg)
     assert list((run_dir_of(cfg) / "wandb").glob("offline-run-*")), "no offline W&B run directory"
     # with the logger off, wandb is never imported (checked in a fresh interpreter)
@@ -99,7 +99,7 @@ def test_wandb_offline_files_only_when_enabled(tmp_path, data_dir):
     code = (
         "import sys; from loopscale.train import run_training; sys.path.insert(0, 'tests');"
         "from train_helpers import TINY, train_config;"
-        f"run_training(train_config(TINY + ['runs_dir={runs}', 'data.data_dir={data_dir}']));"
+        f"run_training(train_config(TINY + ['runs_dir={runs}', 'data.data_dir={data_dir}', 'budget.tokens=10240']));"
         "print('WANDB_IMPORTED', 'wandb' in sys.modules)"
     )
     import subprocess, sys

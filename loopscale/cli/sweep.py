@@ -43,5 +43,5 @@ def run(args: argparse.Namespace) -> int:
     for row in rows:
         table.add_row(row["run_name"], str(row["r"]), row["variant"], str(row["d_model"]), f"{row['N_once']:,}",
                       f"{row['N_rec']:,}", f"{row['D']:.3g}", f"{row['steps']:,}", f"{row['C']:.3g}")
-    Console().print(table)
+    Console(width=max(Console().width, 140)).print(table)
     return 0
