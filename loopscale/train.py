@@ -16,6 +16,7 @@ import logging
 import os
 import sys
 import time
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -139,6 +140,17 @@ def _callbacks(cfg: TrainConfig, run_dir: Path) -> list:
     return callbacks
 
 
+def _plugins() -> list:
+    """Under submitit on SLURM, submitit owns requeueing (timeouts, preemption): Lightning's own SLURM
+    auto-requeue (SIGUSR1 -> scontrol requeue) stays off so a job is never requeued twice. Plain sbatch
+    users (slurm/train.sbatch) keep Lightning's behaviour."""
+    from lightning.pytorch.plugins.environments import SLURMEnvironment
+
+    if os.environ.get("SUBMITIT_EXECUTOR") == "slurm" and SLURMEnvironment.detect():
+        return [SLURMEnvironment(auto_requeue=False)]
+    return []
+
+
 def run_training(cfg: DictConfig | TrainConfig) -> dict[str, Any]:
     """Train (or resume, or skip) the run described by `cfg`; return its run.json record."""
     import lightning as L
@@ -182,7 +194,7 @@ def run_training(cfg: DictConfig | TrainConfig) -> dict[str, Any]:
         check_val_every_n_epoch=None, num_sanity_val_steps=0,
         log_every_n_steps=cfg.trainer.log_every_steps, logger=_loggers(cfg, run_dir),
         callbacks=_callbacks(cfg, run_dir), enable_checkpointing=False, enable_model_summary=False,
-        enable_progress_bar=cfg.trainer.progress, default_root_dir=str(run_dir),
+        enable_progress_bar=cfg.trainer.progress, default_root_dir=str(run_dir), plugins=_plugins(),
     )
     record = _base_record(cfg, plan, run_dir)
     ckpt = run_dir / CHECKPOINT
@@ -220,6 +232,8 @@ def _in_multirun() -> bool:
 
 register_resolvers()
 register_configs()
+# Lightning warns on every run when `srun` is installed but the run is not a SLURM job step.
+warnings.filterwarnings("ignore", message="The `srun` command is available")
 
 
 @hydra.main(version_base=None, config_path=str(SWEEPS_DIR), config_name="train")
