@@ -6,6 +6,7 @@ BIN := $(VENV)/bin
 # multi-GB CUDA build. GPU users: install your CUDA torch into the venv first, then `make install EXTRAS=dev`.
 EXTRAS ?= cpu,dev
 PYTEST_ARGS ?=
+DEMO_ARGS ?=
 
 .PHONY: install demo test test-slow test-all bench clean
 
@@ -18,7 +19,7 @@ $(BIN)/.installed: pyproject.toml
 install: $(BIN)/.installed
 
 demo: install
-	$(BIN)/loopscale demo
+	$(BIN)/loopscale demo $(DEMO_ARGS)
 
 test: install
 	$(BIN)/pytest -m "not slow" $(PYTEST_ARGS)

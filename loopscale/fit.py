@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 from scipy.optimize import minimize
 
 from .laws import Law, LawData, make_law
@@ -462,6 +463,16 @@ def budget_clusters(C: np.ndarray) -> np.ndarray:
     return np.array([float(f"{c:.3g}") for c in C])
 
 
+def budget_column(table) -> np.ndarray:
+    """The compute budget each run was given: `C_budget` where a sweep recorded it (the spent C scatters
+    around it by batch rounding, so grouping by C would split one budget), else the spent C."""
+    C = table["C"].to_numpy(dtype=float)
+    if "C_budget" in table.columns:
+        asked = pd.to_numeric(table["C_budget"], errors="coerce").to_numpy(dtype=float)
+        C = np.where(np.isfinite(asked) & (asked > 0), asked, C)
+    return C
+
+
 def bootstrap(state: FitState, n_replicates: int, seed: int = 0, clusters=None,
               n_starts: int = 3, polish: bool = True) -> dict[str, Any]:
     """Refit on resampled data; returns {"params": {name: [...]}, "objective": [...], ...}.
@@ -692,7 +703,7 @@ def fit_table(table, law: str = "looped", loss: Loss | None = None, seed: int = 
         if cluster is not None:
             if cluster not in table.columns:
                 raise ValueError(f"cluster column {cluster!r} is not in the table")
-            labels = budget_clusters(table["C"]) if cluster == "C" else table[cluster].to_numpy()
+            labels = budget_clusters(budget_column(table)) if cluster == "C" else table[cluster].to_numpy()
             if len(np.unique(labels)) < 3:
                 raise ValueError(f"cluster column {cluster!r} has fewer than 3 distinct values")
         boot = bootstrap(state, n_bootstrap, seed=seed + 1, clusters=labels)
@@ -706,7 +717,7 @@ def fit_table(table, law: str = "looped", loss: Loss | None = None, seed: int = 
         if "warning" in result.profile_phi:
             result.warnings.append(result.profile_phi["warning"])
     if holdout:
-        result.holdout = holdout_largest(data, table["C"].to_numpy(dtype=float), law, loss, seed,
+        result.holdout = holdout_largest(data, budget_column(table), law, loss, seed,
                                          n_refine)
     result.settings.update({"n_bootstrap": n_bootstrap, "cluster": cluster, "law": law,
                             "holdout_largest": holdout})

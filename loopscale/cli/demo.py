@@ -1,0 +1,37 @@
+"""`loopscale demo`: the whole pipeline on the embedded corpus (see loopscale/demo.py)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("demo", help="prepare data, train the isodepth_cpu sweep, fit phi, plot, report",
+                       description="Runs the iso-depth CPU sweep (32 small runs, r in {1,2,4,8}) on the embedded "
+                                   "Shakespeare corpus, fits L = E + A (N_once + r^phi N_rec)^-alpha + B D^-beta "
+                                   "with bootstrap intervals, and writes figures and a Markdown report. Rerunning "
+                                   "reuses finished runs.")
+    p.add_argument("--out", type=Path, default=Path("runs/demo"), help="output directory (default runs/demo)")
+    p.add_argument("--bootstrap", type=int, default=200, help="bootstrap replicates for the CIs (default 200)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--data-dir", default=None, help="token cache directory (default data/cache)")
+    p.add_argument("overrides", nargs="*",
+                   help="extra Hydra overrides for the sweep, e.g. model.r=1,2 'point=C2.5e11-d64,C5e11-d64'")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from loopscale.cli import UsageError
+    from loopscale.demo import DemoSettings, run_demo
+
+    if args.bootstrap < 0:
+        raise UsageError(f"--bootstrap {args.bootstrap} must be >= 0")
+    from hydra.errors import HydraException
+
+    try:
+        run_demo(DemoSettings(out_dir=args.out, overrides=args.overrides, n_bootstrap=args.bootstrap,
+                              seed=args.seed, data_dir=args.data_dir))
+    except HydraException as err:
+        raise UsageError(str(err).splitlines()[0]) from err
+    return 0
