@@ -1,0 +1,137 @@
+"""The experiment configs under sweeps/experiment/: each composes, each expands (like `loopscale-train -m`
+would, without launching) to its published number of jobs with distinct, deterministic run directories,
+and each one's jobs really train (first step, shrunk to this CPU). No SLURM here: see test_slurm_sweep.py.
+"""
+
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from omegaconf import OmegaConf
+
+from loopscale.records import read_record
+from loopscale.sweep import compose, compose_jobs, expand, sweep_overrides
+from loopscale.train import SWEEPS_DIR, run_dir_of, run_training, to_train_config
+
+EXPERIMENTS = sorted(p.stem for p in (SWEEPS_DIR / "experiment").glob("*.yaml"))
+PAPER = ["isodepth", "isodepth_tbptt", "isodepth_hyper"]
+RECIPE = {"isodepth": "baseline", "isodepth_tbptt": "tbptt", "isodepth_hyper": "hyper", "isodepth_cpu": "baseline"}
+# The published design: 29 (budget, size) points x r in {1, 2, 4, 8}; the CPU grid: 8 points x 4 r.
+JOBS = {"isodepth": 116, "isodepth_tbptt": 116, "isodepth_hyper": 116, "isodepth_cpu": 32}
+
+
+@pytest.mark.parametrize("experiment", EXPERIMENTS)
+def test_experiment_composes_to_a_valid_config(experiment):
+    cfg = to_train_config(compose([f"experiment={experiment}"]))  # runs every __post_init__ check
+    assert cfg.sweep == experiment
+    # Hydra writes the job's .hydra/ and logs into the same directory the training code uses
+    hydra_cfg = compose([f"experiment={experiment}"], return_hydra_config=True)
+    assert Path(hydra_cfg.hydra.sweep.dir) / hydra_cfg.hydra.sweep.subdir == run_dir_of(cfg)
+    if experiment not in JOBS:
+        return  # an experiment of another kind (e.g. forked WSD runs): its own tests check its design
+    assert cfg.model.recipe == RECIPE[experiment]
+    if experiment in PAPER:
+        # DESIGN.md: L_eff = 20 with p = c = 2, T = 2048, 262,144-token batches, a 32k tokenizer on a hub corpus
+        assert (cfg.model.l_eff, cfg.model.n_prelude, cfg.model.n_coda) == (20, 2, 2)
+        assert cfg.model.seq_len == 2048 and cfg.budget.batch_size * cfg.model.seq_len == 262_144
+        assert cfg.data.source == "hf" and cfg.data.vocab_size == 32_000
+    else:
+        assert (cfg.model.l_eff, cfg.model.n_prelude, cfg.model.n_coda) == (12, 2, 2)
+        assert cfg.data.source == "shakespeare"
+
+
+@pytest.mark.parametrize("experiment", EXPERIMENTS)
+def test_multirun_jobs_have_distinct_deterministic_run_dirs(experiment):
+    jobs = expand([f"experiment={experiment}"])
+    names = [job.cfg.run_name for job in jobs]
+    dirs = [run_dir_of(job.cfg) for job in jobs]
+    assert len(set(names)) == len(names) > 1, [n for n, k in Counter(names).items() if k > 1]
+    assert len(set(dirs)) == len(dirs)
+    assert {d.parent for d in dirs} == {Path("runs") / experiment}
+    # deterministic: the same command expands to the same jobs, in the same order, with the same configs
+    again = expand([f"experiment={experiment}"])
+    assert [job.overrides for job in again] == [job.overrides for job in jobs]
+    assert [run_dir_of(job.cfg) for job in again] == dirs
+
+
+def test_expansion_matches_hydra_composing_each_job():
+    """expand() composes the first job and applies the others' values to copies (fast); every job must be
+    what Hydra's compose gives for its overrides. Checked on a sample of the paper grid and on a sweep
+    that also varies a config group (which takes the slow path)."""
+    paper = sweep_overrides(["experiment=isodepth_hyper"])
+    sample = paper[::9] + paper[-1:]
+    groups = sweep_overrides(["experiment=isodepth_cpu", "model.r=1,2", "point=C5e11-d64", "trainer=cpu,ddp_cpu"])
+    for jobs in (sample, groups):
+        composed = [OmegaConf.to_object(compose(job)) for job in jobs]
+        assert [OmegaConf.to_object(cfg) for cfg in compose_jobs(jobs)] == composed
+
+
+@pytest.mark.parametrize("experiment", sorted(JOBS))
+def test_multirun_expands_to_the_published_grid(experiment):
+    cfgs = [job.cfg for job in expand([f"experiment={experiment}"])]
+    assert len(cfgs) == JOBS[experiment]
+    assert all(run_dir_of(cfg).name == f"{RECIPE[experiment]}-r{cfg.model.r}-{cfg.point}" for cfg in cfgs)
+    # iso-depth: every job has the same effective depth; r in {1, 2, 4, 8}, each (budget, width) point at all 4
+    assert {cfg.model.l_eff for cfg in cfgs} == {20 if experiment in PAPER else 12}
+    points = Counter((cfg.budget.compute_flops, cfg.model.d_model) for cfg in cfgs)
+    assert set(points.values()) == {4} and len(points) == JOBS[experiment] // 4
+    assert Counter(cfg.model.r for cfg in cfgs) == {r: JOBS[experiment] // 4 for r in (1, 2, 4, 8)}
+    assert all(cfg.model.n_rec * cfg.model.r == cfg.model.l_eff - 4 for cfg in cfgs)
+    if experiment in PAPER:
+        # six budgets 4.64e17 .. 2.15e19 with 4-5 widths each (not a cross product), widths 384 .. 2176
+        widths_per_budget = Counter(c for c, _ in points)
+        assert sorted(widths_per_budget) == [4.64e17, 1e18, 2.15e18, 4.64e18, 1e19, 2.15e19]
+        assert set(widths_per_budget.values()) <= {4, 5}
+        assert min(d for _, d in points) == 384 and max(d for _, d in points) == 2176
+
+    looped = [cfg.model for cfg in cfgs if cfg.model.r > 1]
+    if experiment == "isodepth_tbptt":
+        assert all(m.bptt_k == math.ceil(m.r / 2) and m.variant == "tbptt" for m in looped)
+    elif experiment == "isodepth_hyper":
+        assert all(m.injection == "hyper" and m.hyper_lanes == 2 and m.variant == "hyper" for m in looped)
+    else:
+        assert all(m.injection == "linear" and m.variant == "baseline" for m in looped)
+
+
+def test_sweep_cli_counts_the_published_grid(repo_root):
+    proc = subprocess.run([sys.executable, "-m", "loopscale", "sweep", "experiment=isodepth", "--count"],
+                          cwd=repo_root, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.strip() == "116"
+
+
+# Shrinks a job to one CPU step: one sequence of 128 tokens, a small vocabulary, a tiny validation set.
+ONE_STEP = ["trainer=cpu", "model.seq_len=128", "budget.batch_size=1", "budget.mode=tokens", "budget.tokens=128",
+            "data.vocab_size=512", "data.val_tokens=256", "trainer.progress=false"]
+# The paper grid's hub corpus (FineWeb-Edu) is out of reach offline, and its widths (384-2176 at L_eff = 20)
+# are too big for a quick CPU step: these jobs run on the embedded Shakespeare corpus at width 128.
+PAPER_ON_CPU = ["data=shakespeare", "point=C4.64e17-d128"]
+
+
+def _first_and_last_job(experiment: str) -> list[list[str]]:
+    jobs = sweep_overrides([f"experiment={experiment}"])
+    return [jobs[0], jobs[-1]]  # r = 1 at the first point, r = 8 at the last point
+
+
+@pytest.mark.parametrize("experiment", sorted(JOBS))
+def test_first_step_of_each_experiment_trains(experiment, tmp_path, data_dir):
+    """The first and last job of every experiment's grid (r = 1 and r = 8, so each recipe's looped path
+    runs: linear injection, truncated backprop, hyper-connection lanes) trains one real step."""
+    for job in _first_and_last_job(experiment):
+        shrink = [*ONE_STEP, *(PAPER_ON_CPU if experiment in PAPER else [])]
+        cfg = to_train_config(compose([*job, *shrink, f"runs_dir={tmp_path}", f"data.data_dir={data_dir}"]))
+        record = run_training(cfg)
+        assert read_record(run_dir_of(cfg))["status"] == "done"
+        assert record["status"] == "done" and record["step"] == record["steps"] == 1, record
+        assert math.isfinite(record["L"])
+        assert record["depth"] == cfg.model.l_eff and record["r"] == cfg.model.r
+        assert record["variant"] == (RECIPE[experiment] if cfg.model.r > 1 else "baseline") == cfg.model.variant
+        if experiment == "isodepth_tbptt" and cfg.model.r > 1:
+            assert record["bptt_k"] == math.ceil(cfg.model.r / 2)
+        if experiment == "isodepth_hyper" and cfg.model.r > 1:
+            assert record["injection"] == "hyper"
