@@ -14,19 +14,45 @@ from pathlib import Path
 from lightning.pytorch.callbacks import Callback
 
 
+def save_atomic(trainer, path: Path) -> None:
+    """Write a full Lightning checkpoint to `path` via a temp file and a rename (all ranks must call it)."""
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    if trainer.is_global_zero:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    trainer.save_checkpoint(str(tmp), weights_only=False)  # every rank must call it (sharded strategies gather here)
+    if trainer.is_global_zero:
+        os.replace(tmp, path)
+    trainer.strategy.barrier("loopscale-ckpt")
+
+
+def fork_checkpoint_path(checkpoint_dir: Path, step: int) -> Path:
+    return Path(checkpoint_dir) / f"fork-{step}.ckpt"
+
+
+class ForkCheckpoints(Callback):
+    """Keep a checkpoint at each fork step of a stable-phase parent run (loopscale/forks.py): after optimizer
+    step s, `fork-<s>.ckpt` holds the weights, optimizer and loop state a cooldown branch starts from."""
+
+    def __init__(self, checkpoint_dir: Path, steps: list[int]):
+        self.checkpoint_dir = Path(checkpoint_dir)
+        # decided once, identically on every rank: a resumed parent does not rewrite forks it already saved
+        self.pending = {s for s in steps if not fork_checkpoint_path(checkpoint_dir, s).exists()}
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+        step = trainer.global_step
+        if step in self.pending:  # once per optimizer step (a step spans grad_accum micro-batches)
+            self.pending.discard(step)
+            save_atomic(trainer, fork_checkpoint_path(self.checkpoint_dir, step))
+
+
 class AtomicLastCheckpoint(Callback):
     def __init__(self, path: Path, every_n_steps: int):
         self.path = Path(path)
         self.every_n_steps = every_n_steps
 
     def _save(self, trainer) -> None:
-        tmp = self.path.with_name(self.path.name + ".tmp")
-        if trainer.is_global_zero:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-        trainer.save_checkpoint(str(tmp), weights_only=False)  # every rank must call it (sharded strategies gather here)
-        if trainer.is_global_zero:
-            os.replace(tmp, self.path)
-        trainer.strategy.barrier("loopscale-ckpt")
+        save_atomic(trainer, self.path)
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
         step = trainer.global_step

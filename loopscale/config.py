@@ -11,7 +11,7 @@ Names follow the literature: d_model, n_layer; r = recurrence count; p / k / c =
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any, List, Optional
 
 INJECTIONS = ("linear", "additive", "passthrough", "hyper")
 RECIPES = ("baseline", "tbptt", "hyper")
@@ -177,8 +177,11 @@ class OptimConfig:
     eps: float = 1e-8
     schedule: str = "linear"  # linear | wsd | constant
     warmup_frac: float = 0.05  # share of steps spent warming up
+    # Warmup in absolute optimizer steps (overrides warmup_frac). Forked WSD sweeps need it: every branch
+    # must share the parent's warmup, whatever its own length (budget.mode=forks fills it in when unset).
+    warmup_steps: Optional[int] = None
     final_lr_frac: float = 0.1  # lr at the end, as a fraction of the peak
-    decay_frac: float = 0.2  # wsd: share of steps in the cooldown
+    decay_frac: float = 0.2  # wsd: share of steps in the cooldown (also the cooldown of forked branches)
     decay_shape: str = "linear"  # wsd cooldown shape: linear | sqrt (1 - sqrt)
     grad_clip: float = 1.0  # max global grad norm; 0 disables clipping
     width_scaling: bool = False  # muP-style lr * base_width / d_model for matrices
@@ -193,27 +196,47 @@ class OptimConfig:
                 raise ValueError(f"{name}={getattr(self, name)!r} must be in [0, 1]")
         if self.grad_clip < 0:
             raise ValueError(f"grad_clip={self.grad_clip!r} must be >= 0")
+        if self.warmup_steps is not None and self.warmup_steps < 0:
+            raise ValueError(f"warmup_steps={self.warmup_steps!r} must be >= 0 (or None to use warmup_frac)")
 
 
-BUDGET_MODES = ("flops", "tokens", "ratio")
+BUDGET_MODES = ("flops", "tokens", "ratio", "forks")
+FORK_STAGES = ("all", "parent")  # or one branch's tag, e.g. "C2.5e11" (see loopscale/forks.py)
 
 
 @dataclass
 class BudgetConfig:
     """How long to train. `flops`: compute budget C -> D = C / F tokens; `tokens`: D directly; `ratio`: D =
-    tokens_per_param * N. D is rounded to whole batches of batch_size * seq_len tokens."""
+    tokens_per_param * N. D is rounded to whole batches of batch_size * seq_len tokens.
 
-    mode: str = "flops"  # flops | tokens | ratio
+    `forks`: one warmup-stable-decay run per model gives a point per entry of fork_flops (budgets C_i) or
+    fork_tokens (D_i): a stable-lr parent checkpoints at each fork step and each branch cools down over the
+    last optim.decay_frac of its own D_i (loopscale/forks.py). fork_stage picks what this job runs: all
+    (parent, then every branch), parent, or one branch by its tag (e.g. C2.5e11) once its fork exists."""
+
+    mode: str = "flops"  # flops | tokens | ratio | forks
     compute_flops: Optional[float] = 3e13
     tokens: Optional[int] = None
     tokens_per_param: Optional[float] = None
+    fork_flops: Optional[List[float]] = None  # forks: one branch per compute budget C_i
+    fork_tokens: Optional[List[int]] = None  # forks: one branch per token count D_i
+    fork_stage: str = "all"  # forks: all | parent | a branch tag
     batch_size: int = 16  # global batch in sequences (split over devices and accumulation)
     grad_accum: int = 1
 
     def __post_init__(self) -> None:
         _check_choice("mode", self.mode, BUDGET_MODES)
-        needed = {"flops": "compute_flops", "tokens": "tokens", "ratio": "tokens_per_param"}[self.mode]
-        _check_positive(needed, getattr(self, needed))
+        if self.mode == "forks":
+            given = [name for name in ("fork_flops", "fork_tokens") if getattr(self, name)]
+            if len(given) != 1:
+                raise ValueError("budget.mode=forks needs exactly one of fork_flops (budgets) or fork_tokens "
+                                 f"(token counts) as a non-empty list; got {given or 'neither'}")
+            values = getattr(self, given[0])
+            if any(v is None or v <= 0 for v in values):
+                raise ValueError(f"{given[0]}={list(values)!r}: every entry must be > 0")
+        else:
+            needed = {"flops": "compute_flops", "tokens": "tokens", "ratio": "tokens_per_param"}[self.mode]
+            _check_positive(needed, getattr(self, needed))
         _check_positive("batch_size", self.batch_size)
         _check_positive("grad_accum", self.grad_accum)
 

@@ -11,19 +11,28 @@ import math
 from loopscale.config import OptimConfig
 
 
-def warmup_steps(total_steps: int, warmup_frac: float) -> int:
-    return min(total_steps, int(round(warmup_frac * total_steps)))
+def warmup_steps(total_steps: int, warmup_frac: float, absolute: int | None = None) -> int:
+    """Warmup length in steps: `absolute` when given (OptimConfig.warmup_steps), else warmup_frac x total."""
+    wanted = absolute if absolute is not None else int(round(warmup_frac * total_steps))
+    return min(total_steps, wanted)
+
+
+def wsd_decay_start(total_steps: int, decay_frac: float) -> int:
+    """First step of the wsd cooldown: the last round(decay_frac x total) steps cool down. A forked branch
+    of `total_steps` leaves its stable parent exactly here (loopscale/forks.py uses this same function)."""
+    return total_steps - int(round(decay_frac * total_steps))
 
 
 def lr_multiplier(step: int, total_steps: int, optim: OptimConfig, decay_start: int | None = None) -> float:
     """Multiplier of the peak lr for optimizer step `step` (0-based) of `total_steps`.
 
+    The warmup is optim.warmup_steps steps when set, else warmup_frac x total_steps.
     linear:   ramp 0 -> 1 over the warmup, then straight down to final_lr_frac at the last step.
     wsd:      ramp, hold at 1, then cool down to final_lr_frac over the last decay_frac of the steps
               (or from `decay_start` when a forked branch gives it), linearly or as 1 - sqrt(progress).
     constant: ramp, then hold.
     """
-    n_warmup = warmup_steps(total_steps, optim.warmup_frac)
+    n_warmup = warmup_steps(total_steps, optim.warmup_frac, optim.warmup_steps)
     if step < n_warmup:
         return (step + 1) / n_warmup
     final = optim.final_lr_frac
@@ -35,7 +44,7 @@ def lr_multiplier(step: int, total_steps: int, optim: OptimConfig, decay_start: 
         return 1.0 - (1.0 - final) * progress
     # wsd
     if decay_start is None:
-        decay_start = total_steps - int(round(optim.decay_frac * total_steps))
+        decay_start = wsd_decay_start(total_steps, optim.decay_frac)
     decay_start = max(decay_start, n_warmup)
     if step < decay_start:
         return 1.0

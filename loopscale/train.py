@@ -7,6 +7,7 @@
 Flow: compose config -> prepare tokens (cached) -> plan (N_once, N_rec, F, D, steps from accounting) ->
 Lightning fit (resuming from checkpoints/last.ckpt when present) -> final validation -> run.json.
 A run whose run.json says done is not redone; a failed or diverged run is recorded with its reason.
+budget.mode=forks (loopscale/forks.py): one stable-lr parent per model, then a cooldown branch per point.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import hydra
 from omegaconf import DictConfig, OmegaConf
 
 from loopscale.config import TrainConfig, register_configs, register_resolvers
+from loopscale.forks import register_fork_resolvers
 
 log = logging.getLogger("loopscale.train")
 
@@ -53,10 +55,14 @@ def plan_run(cfg: TrainConfig) -> RunPlan:
     """Turn the budget into tokens and steps for this model and batch (pure; no model is built)."""
     from loopscale import accounting
 
+    budget = cfg.budget
+    if budget.mode == "forks":  # the job's own training is the stable parent; its branches: forks.plan_forks
+        from loopscale.forks import parent_config, plan_forks
+
+        return plan_run(parent_config(cfg, plan_forks(cfg)))
     counts = accounting.param_counts(cfg.model)
     F = accounting.flops_per_token(cfg.model)
     batch_tokens = cfg.budget.batch_size * cfg.model.seq_len
-    budget = cfg.budget
     if budget.mode == "flops":
         D, steps = accounting.tokens_for_budget(budget.compute_flops, F, batch_tokens)
     else:
@@ -129,12 +135,15 @@ def _loggers(cfg: TrainConfig, run_dir: Path) -> list:
     return loggers
 
 
-def _callbacks(cfg: TrainConfig, run_dir: Path) -> list:
+def _callbacks(cfg: TrainConfig, run_dir: Path, fork_steps: list[int]) -> list:
     from lightning.pytorch.callbacks import RichProgressBar, TQDMProgressBar
 
-    from loopscale.checkpoint import AtomicLastCheckpoint
+    from loopscale.checkpoint import AtomicLastCheckpoint, ForkCheckpoints
 
-    callbacks = [AtomicLastCheckpoint(run_dir / CHECKPOINT, every_n_steps=cfg.trainer.ckpt_every_steps)]
+    # fork checkpoints first: a kill between the two saves at a fork step then never leaves last.ckpt past
+    # a fork that was not written
+    callbacks = [ForkCheckpoints(run_dir / CHECKPOINT.parent, fork_steps)] if fork_steps else []
+    callbacks.append(AtomicLastCheckpoint(run_dir / CHECKPOINT, every_n_steps=cfg.trainer.ckpt_every_steps))
     if cfg.trainer.progress:
         callbacks.append(RichProgressBar() if sys.stdout.isatty() else TQDMProgressBar(refresh_rate=50))
     return callbacks
@@ -152,21 +161,42 @@ def _plugins() -> list:
 
 
 def run_training(cfg: DictConfig | TrainConfig) -> dict[str, Any]:
-    """Train (or resume, or skip) the run described by `cfg`; return its run.json record."""
-    import lightning as L
-    import torch
+    """Train (or resume, or skip) the run described by `cfg`; return its run.json record.
 
-    from loopscale.data import TokenDataModule
-    from loopscale.module import Diverged, LoopedLM, StepAccounting
-    from loopscale.records import is_finished, read_record, write_json_atomic
-    from loopscale.shards import prepare
+    budget.mode=forks trains a stable parent and its cooldown branches instead (loopscale/forks.py) and
+    returns the parent's record with the branches' records under "branches"."""
+    from loopscale.records import is_finished, read_record
 
     cfg = to_train_config(cfg)
+    if cfg.budget.mode == "forks":
+        from loopscale.forks import run_forks
+
+        return run_forks(cfg)
     run_dir = run_dir_of(cfg)
     if is_finished(run_dir):
         record = read_record(run_dir)
         log.info("run %s already finished (L=%.4f): nothing to do", run_dir, record["L"])
         return record
+    return fit_run(cfg, run_dir)
+
+
+def fit_run(cfg: TrainConfig, run_dir: Path, *, start_ckpt: Path | None = None, fork_steps: list[int] = (),
+            record_file: str = "run.json", validate: bool = True,
+            extra_record: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Train `cfg` in `run_dir` and write its record (run.json unless `record_file` says otherwise).
+
+    Resumes from run_dir/checkpoints/last.ckpt when present, else starts from `start_ckpt` when given (a
+    forked branch: the parent's weights, optimizer and global step), else from scratch. `fork_steps`: keep
+    a checkpoint after each of these optimizer steps (a stable parent). `validate=False` skips the final
+    validation (the record's L stays None)."""
+    import lightning as L
+    import torch
+
+    from loopscale.data import TokenDataModule
+    from loopscale.module import Diverged, LoopedLM, StepAccounting
+    from loopscale.records import write_json_atomic
+    from loopscale.shards import prepare
+
     if cfg.trainer.num_threads > 0:
         torch.set_num_threads(cfg.trainer.num_threads)
     L.seed_everything(cfg.seed, workers=True, verbose=False)
@@ -193,15 +223,16 @@ def run_training(cfg: DictConfig | TrainConfig) -> dict[str, Any]:
         val_check_interval=cfg.trainer.val_every_steps or plan.steps * cfg.budget.grad_accum + 1,
         check_val_every_n_epoch=None, num_sanity_val_steps=0,
         log_every_n_steps=cfg.trainer.log_every_steps, logger=_loggers(cfg, run_dir),
-        callbacks=_callbacks(cfg, run_dir), enable_checkpointing=False, enable_model_summary=False,
+        callbacks=_callbacks(cfg, run_dir, list(fork_steps)), enable_checkpointing=False, enable_model_summary=False,
         enable_progress_bar=cfg.trainer.progress, default_root_dir=str(run_dir), plugins=_plugins(),
     )
-    record = _base_record(cfg, plan, run_dir)
+    record = {**_base_record(cfg, plan, run_dir), **(extra_record or {})}
     ckpt = run_dir / CHECKPOINT
+    resume_from = ckpt if ckpt.exists() else start_ckpt
     started = time.perf_counter()
     try:
-        trainer.fit(module, datamodule=datamodule, ckpt_path=str(ckpt) if ckpt.exists() else None)
-        val = trainer.validate(module, datamodule=datamodule, verbose=False)[0]["val/loss"]
+        trainer.fit(module, datamodule=datamodule, ckpt_path=str(resume_from) if resume_from else None)
+        val = trainer.validate(module, datamodule=datamodule, verbose=False)[0]["val/loss"] if validate else None
     except Diverged as err:
         record.update(status="diverged", reason=str(err), step=err.step)
         raise
@@ -210,7 +241,8 @@ def run_training(cfg: DictConfig | TrainConfig) -> dict[str, Any]:
         raise
     else:
         wall = time.perf_counter() - started
-        record.update(status="done", step=trainer.global_step, L=float(val), val_loss=float(val),
+        val = None if val is None else float(val)
+        record.update(status="done", step=trainer.global_step, L=val, val_loss=val,
                       train_loss=module.last_train_loss)
         record["wall_time_s"] = wall
         # whole-run throughput of this process (a resumed run counts only what it trained itself)
@@ -220,7 +252,7 @@ def run_training(cfg: DictConfig | TrainConfig) -> dict[str, Any]:
     finally:
         if trainer.is_global_zero and record["status"] is not None:
             record.setdefault("wall_time_s", time.perf_counter() - started)
-            write_json_atomic(run_dir / "run.json", record)
+            write_json_atomic(run_dir / record_file, record)
 
 
 def _in_multirun() -> bool:
@@ -231,6 +263,7 @@ def _in_multirun() -> bool:
 
 
 register_resolvers()
+register_fork_resolvers()
 register_configs()
 # Lightning warns on every run when `srun` is installed but the run is not a SLURM job step.
 warnings.filterwarnings("ignore", message="The `srun` command is available")
@@ -246,7 +279,7 @@ def main(cfg: DictConfig) -> float | None:
             log.error("run failed (recorded in run.json, sweep continues): %s", err)
             return None
         raise
-    return record["L"]
+    return record["L"]  # None for a forked job (its points are the branches' run.json)
 
 
 if __name__ == "__main__":

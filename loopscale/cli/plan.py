@@ -1,0 +1,80 @@
+"""`loopscale plan OVERRIDES...`: training compute of a grid, forked (budget.mode=forks) vs independent runs.
+
+For each job of the multirun (as `loopscale sweep` expands it): a forked job's points cost
+F (D_parent + sum_i cooldown tokens_i) together, against F sum_i D_i as separate runs (loopscale/forks.py);
+any other job is one point at its own C = F x D either way. Accounting only; nothing is trained.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("plan", help="compute of a grid: forked WSD plan vs independent runs (dry run)",
+                       description="Expand `loopscale-train -m OVERRIDES` and print, per job and in total, the "
+                                   "training FLOPs of its points trained as independent runs and as forked "
+                                   "warmup-stable-decay branches (budget.mode=forks), and their ratio.")
+    p.add_argument("overrides", nargs="*", help="Hydra overrides, e.g. experiment=isodepth_cpu_wsd")
+    p.add_argument("--json", action="store_true", help="print one JSON line per job and one for the total")
+    p.set_defaults(func=run)
+
+
+def plan_rows(overrides: list[str]) -> list[dict]:
+    """One row per job: run_name, points, C_independent, C_forked (FLOPs, from accounting)."""
+    import dataclasses
+
+    from loopscale.forks import plan_forks
+    from loopscale.sweep import expand, plan_with_vocab
+
+    rows = []
+    for job in expand(overrides):
+        cfg = job.cfg
+        if cfg.budget.mode == "forks":
+            # the tokenizer vocabulary is only known after data prepare; plan with the configured one
+            cfg = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, vocab_size=cfg.data.vocab_size))
+            fp = plan_forks(cfg)
+            rows.append({"run_name": cfg.run_name, "r": cfg.model.r, "d_model": cfg.model.d_model,
+                         "points": len(fp.branches), "steps": [b.steps for b in fp.branches],
+                         "fork_steps": [b.fork_step for b in fp.branches],
+                         "C_independent": fp.C_independent, "C_forked": fp.C_forked})
+        else:
+            C = plan_with_vocab(cfg, cfg.data.vocab_size).C
+            rows.append({"run_name": cfg.run_name, "r": cfg.model.r, "d_model": cfg.model.d_model, "points": 1,
+                         "steps": [plan_with_vocab(cfg, cfg.data.vocab_size).steps], "fork_steps": [],
+                         "C_independent": C, "C_forked": C})
+    return rows
+
+
+def run(args: argparse.Namespace) -> int:
+    import json
+
+    from hydra.errors import HydraException
+    from rich.console import Console
+    from rich.table import Table
+
+    from loopscale.cli import UsageError
+
+    try:
+        rows = plan_rows(args.overrides)
+    except (HydraException, ValueError) as err:
+        raise UsageError(str(err).splitlines()[0]) from err
+    total = {"jobs": len(rows), "points": sum(r["points"] for r in rows),
+             "C_independent": sum(r["C_independent"] for r in rows), "C_forked": sum(r["C_forked"] for r in rows)}
+    total["ratio"] = total["C_independent"] / total["C_forked"]
+    if args.json:
+        for row in rows:
+            print(json.dumps(row))
+        print(json.dumps({"total": total}))
+        return 0
+    table = Table(title=f"{total['jobs']} jobs, {total['points']} points")
+    for col in ("run_name", "r", "d_model", "points", "steps", "fork at", "C independent", "C forked", "ratio"):
+        table.add_column(col, justify="left" if col == "run_name" else "right")
+    for r in rows:
+        table.add_row(r["run_name"], str(r["r"]), str(r["d_model"]), str(r["points"]),
+                      ",".join(map(str, r["steps"])), ",".join(map(str, r["fork_steps"])) or "-",
+                      f"{r['C_independent']:.4g}", f"{r['C_forked']:.4g}", f"{r['C_independent'] / r['C_forked']:.2f}x")
+    Console(width=max(Console().width, 140)).print(table)
+    print(f"total training compute: independent {total['C_independent']:.4g} FLOPs, forked {total['C_forked']:.4g} "
+          f"FLOPs: {total['ratio']:.2f}x cheaper")
+    return 0

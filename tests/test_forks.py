@@ -1,0 +1,154 @@
+"""Forked warmup-stable-decay sweeps (issue 8) on CPU with the default corpus: real Hydra, Lightning, data
+and model. One stable parent, three cooldown branches; their bookkeeping, parent links, resume, and the
+bit-identity of a branch's stable part with an independent run of the same point."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+import torch
+
+from loopscale.checkpoint import fork_checkpoint_path
+from loopscale.cli import main as cli_main
+from loopscale.forks import PARENT_FILE, branch_config, parse_fork_point, plan_forks
+from loopscale.module import InjectedFailure
+from loopscale.records import collect, read_record
+from loopscale.train import CHECKPOINT, plan_run, run_dir_of, run_training
+from train_helpers import TINY, train_config
+
+# TINY: 16 x 64 = 1024 tokens per step. Branches of 10, 20 and 30 steps cool down over their last 20%:
+# forks at steps 8, 16, 24; the parent runs 24 steps at constant lr after a 2-step warmup.
+FORKS = [*TINY, "optim=wsd", "budget.mode=forks", "budget.fork_tokens=[10240,20480,30720]", "optim.warmup_steps=2",
+         "run_name=tiny-d64"]
+
+
+def _cfg(tmp_path, data_dir, *extra, base=FORKS):
+    return train_config([*base, f"runs_dir={tmp_path / 'runs'}", f"data.data_dir={data_dir}", *extra])
+
+
+def _state(path):
+    return torch.load(path, map_location="cpu", weights_only=False)
+
+
+def _assert_same_state(a: dict, b: dict) -> None:
+    """Model weights and AdamW state bit for bit, and the same loop position."""
+    assert a["global_step"] == b["global_step"]
+    assert a["state_dict"].keys() == b["state_dict"].keys()
+    for key, tensor in a["state_dict"].items():
+        assert torch.equal(tensor, b["state_dict"][key]), key
+    (opt_a,), (opt_b,) = a["optimizer_states"], b["optimizer_states"]
+    assert opt_a["state"].keys() == opt_b["state"].keys()
+    for idx, state in opt_a["state"].items():
+        for name, value in state.items():
+            assert torch.equal(torch.as_tensor(value), torch.as_tensor(opt_b["state"][idx][name])), (idx, name)
+
+
+def test_plan_branches_and_cost(tmp_path, data_dir):
+    cfg = _cfg(tmp_path, data_dir)
+    plan = plan_forks(cfg)
+    assert [b.steps for b in plan.branches] == [10, 20, 30]
+    assert [b.fork_step for b in plan.branches] == [8, 16, 24]  # s_i = steps_i - round(0.2 steps_i)
+    assert plan.parent_steps == 24 and plan.warmup_steps == 2
+    assert [b.D for b in plan.branches] == [10240, 20480, 30720]
+    assert plan.C_independent == pytest.approx(plan.F * 61440, rel=1e-12)
+    assert plan.C_forked == pytest.approx(plan.F * 1024 * (24 + 2 + 4 + 6), rel=1e-12)
+    # the job's own run (what `loopscale sweep` shows) is the parent: warmup + constant lr for 24 steps
+    assert plan_run(cfg).steps == 24
+    # each branch is an ordinary wsd run of its own length with the shared warmup
+    branch = branch_config(cfg, plan, plan.branches[1])
+    assert (branch.budget.mode, branch.optim.schedule, branch.optim.warmup_steps) == ("tokens", "wsd", 2)
+    assert plan_run(branch).steps == 20
+    # budgets -> branches via accounting, and the shared warmup is warmup_frac of the shortest branch
+    by_flops = _cfg(tmp_path, data_dir, "budget.fork_tokens=null", "budget.fork_flops=[4e10,2e10]",
+                    "optim.warmup_steps=null", "optim.warmup_frac=0.1")
+    fp = plan_forks(by_flops)
+    assert [b.tag for b in fp.branches] == ["C2e10", "C4e10"]
+    for b in fp.branches:
+        assert b.steps == round(b.C_budget / fp.F / fp.batch_tokens)
+    assert fp.warmup_steps == round(0.1 * fp.branches[0].steps)
+
+
+def test_bad_fork_configs_fail_early(tmp_path, data_dir):
+    with pytest.raises(ValueError, match="optim.schedule=wsd"):
+        plan_forks(_cfg(tmp_path, data_dir, "optim=adamw"))
+    with pytest.raises(ValueError, match="exactly one of fork_flops"):
+        _cfg(tmp_path, data_dir, "budget.fork_flops=[1e10]")
+    with pytest.raises(ValueError, match="before the end of the"):
+        plan_forks(_cfg(tmp_path, data_dir, "optim.warmup_steps=9"))
+    with pytest.raises(ValueError, match="must look like"):
+        parse_fork_point("C1e12-x64")
+    assert parse_fork_point("C2.5e11_5e11-d96") == ([2.5e11, 5e11], 96)
+    with pytest.raises(ValueError, match="fork_stage"):
+        run_training(_cfg(tmp_path, data_dir, "budget.fork_stage=C9"))
+    # a branch job before its parent has written the fork checkpoint
+    with pytest.raises(FileNotFoundError, match="fork_stage=parent"):
+        run_training(_cfg(tmp_path, data_dir, "budget.fork_stage=D2.05e4"))
+
+
+def test_forked_run_bookkeeping_resume_and_bit_identity(tmp_path, data_dir):
+    cfg = _cfg(tmp_path, data_dir)
+    parent_dir = run_dir_of(cfg)
+    ckpt_dir = parent_dir / CHECKPOINT.parent
+
+    # killed in the parent after the forks at steps 8 and 16 (last.ckpt at step 10)
+    with pytest.raises(InjectedFailure):
+        run_training(_cfg(tmp_path, data_dir, "trainer.fail_at_step=18"))
+    assert json.loads((parent_dir / PARENT_FILE).read_text())["status"] == "failed"
+    assert [fork_checkpoint_path(ckpt_dir, s).exists() for s in (8, 16, 24)] == [True, True, False]
+
+    # the rerun resumes the parent, writes the last fork, then trains the three branches
+    out = run_training(cfg)
+    parent = json.loads((parent_dir / PARENT_FILE).read_text())
+    assert parent["status"] == "done" and parent["role"] == "stable-parent" and parent["step"] == 24
+    assert parent["fork_steps"] == [8, 16, 24] and parent["L"] is None
+    assert not (parent_dir / "run.json").exists()  # the parent is not a point of the law
+    plan = plan_forks(train_config([*FORKS, f"data.data_dir={data_dir}"]))
+    branches = out["branches"]
+    assert [b["steps"] for b in branches] == [10, 20, 30]
+    for rec, b in zip(branches, plan.branches):
+        assert rec == read_record(rec["run_dir"])
+        assert rec["status"] == "done" and rec["role"] == "branch"
+        assert rec["parent"] == str(parent_dir) and rec["fork_step"] == b.fork_step
+        assert rec["resumed_from_step"] == b.fork_step and rec["step"] == b.steps  # started at the fork
+        assert rec["D"] == b.steps * 1024 and math.isclose(rec["C"], rec["F"] * rec["D"], rel_tol=1e-12)
+        assert rec["run_name"] == f"{cfg.run_name}-{b.tag}" and rec["point"] == f"{b.tag}-d64"
+        assert rec["config"]["optim"]["schedule"] == "wsd" and rec["config"]["optim"]["warmup_steps"] == 2
+    # the three branches, and only they, are points of the law
+    rows, _ = collect(tmp_path / "runs")
+    assert sorted(r["run_name"] for r in rows) == sorted(b["run_name"] for b in branches)
+
+    # an independent wsd run of the 20-step point, stopped at step 16: the parent's fork checkpoint is the
+    # same state, bit for bit (same data order, weights, AdamW moments and step)
+    middle = branch_config(cfg, plan, plan.branches[1])
+    solo = _cfg(tmp_path / "solo", data_dir, "budget.mode=tokens", "budget.tokens=20480", "optim.warmup_steps=2",
+                "trainer.ckpt_every_steps=16", "trainer.fail_at_step=16", f"run_name={middle.run_name}")
+    with pytest.raises(InjectedFailure):
+        run_training(solo)
+    _assert_same_state(_state(fork_checkpoint_path(ckpt_dir, 16)), _state(run_dir_of(solo) / CHECKPOINT))
+    # ... and the same run to its end reaches the branch's final loss
+    solo_done = run_training(_cfg(tmp_path / "solo", data_dir, "budget.mode=tokens", "budget.tokens=20480",
+                                  "optim.warmup_steps=2", "trainer.ckpt_every_steps=16",
+                                  f"run_name={middle.run_name}"))
+    assert solo_done["L"] == pytest.approx(branches[1]["L"], abs=1e-6), (solo_done["L"], branches[1]["L"])
+
+    # a finished forked job is a no-op
+    again = run_training(cfg)
+    assert [b["wall_time_s"] for b in again["branches"]] == [b["wall_time_s"] for b in branches]
+
+
+def test_plan_cli_prints_forked_vs_independent_compute(capsys):
+    assert cli_main(["plan", "experiment=isodepth_cpu_wsd", "--json"]) == 0
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    rows, total = lines[:-1], lines[-1]["total"]
+    assert len(rows) == 12 and total["points"] == 32
+    assert total["C_forked"] == pytest.approx(sum(r["C_forked"] for r in rows))
+    assert total["ratio"] == pytest.approx(total["C_independent"] / total["C_forked"])
+    assert 1.3 < total["ratio"] < 1.6  # 3 budgets a factor 2 apart, 20% cooldowns: 7 / 4.6 = 1.52 per model
+    # the branches are the independent CPU grid's points: same steps at the same (r, width, budget)
+    assert cli_main(["sweep", "experiment=isodepth_cpu", "--json"]) == 0
+    independent = {(j["r"], j["d_model"], j["steps"]) for j in map(json.loads, capsys.readouterr().out.splitlines())}
+    forked = {(r["r"], r["d_model"], s) for r in rows for s in r["steps"]}
+    assert forked == independent
+    assert total["C_independent"] == pytest.approx(2.001e13, rel=1e-3)
