@@ -23,6 +23,8 @@ TABLE_COLUMNS = [
     "variant", "F", "width", "depth", "n_rec", "bptt_k", "injection", "C_budget", "steps", "seed",
     "tokens_per_s", "wall_time_s", "parent", "run_name", "run_dir",
 ]
+# Columns of the list of runs that are not done (collect's second result).
+PROBLEM_COLUMNS = ["run_dir", "status", "reason", "step"]
 
 
 def write_json_atomic(path: Path, payload: dict[str, Any]) -> None:
@@ -103,7 +105,7 @@ def collect(sweep_dir: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]
             has_ckpt = (run_dir / "checkpoints" / "last.ckpt").exists()
             problems.append({"run_dir": str(run_dir), "status": "incomplete",
                              "reason": "checkpoint but no run.json (killed or running)" if has_ckpt
-                             else "started but no checkpoint and no run.json"})
+                             else "started but no checkpoint and no run.json", "step": None})
             continue
         if record.get("status") != "done":
             problems.append({"run_dir": str(run_dir), "status": record.get("status"),

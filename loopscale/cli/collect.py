@@ -12,10 +12,12 @@ def register(sub: argparse._SubParsersAction) -> None:
                                    "F, width, ...) and a list of runs that are missing, failed or diverged.")
     p.add_argument("sweep_dir", type=Path)
     p.add_argument("--out", type=Path, default=None, help="table path (.csv; a .parquet is written beside "
-                                                          "it). Default: SWEEP_DIR/runs.csv")
+                                                          "it, and the runs not done go to <name>_problems.csv). "
+                                                          "Default: SWEEP_DIR/runs.csv")
     p.set_defaults(func=run_collect)
     s = sub.add_parser("status", help="counts of done / failed / diverged / incomplete runs in a sweep")
     s.add_argument("sweep_dir", type=Path)
+    s.add_argument("--json", action="store_true", help="print the counts and the runs not done as JSON")
     s.set_defaults(func=run_status)
 
 
@@ -38,14 +40,15 @@ def _print_problems(problems) -> None:
     for col in ("run", "status", "step", "reason"):
         table.add_column(col)
     for p in problems:
-        table.add_row(Path(p["run_dir"]).name, p["status"], str(p.get("step") or ""), p["reason"][:120])
-    Console(stderr=True).print(table)
+        table.add_row(Path(p["run_dir"]).name, p["status"], str(p.get("step") or ""), p["reason"][:200])
+    console = Console(stderr=True)
+    Console(stderr=True, width=max(console.width, 160)).print(table)
 
 
 def run_collect(args: argparse.Namespace) -> int:
     import pandas as pd
 
-    from loopscale.records import TABLE_COLUMNS
+    from loopscale.records import PROBLEM_COLUMNS, TABLE_COLUMNS
 
     rows, problems = _collect(args.sweep_dir)
     out = args.out or args.sweep_dir / "runs.csv"
@@ -53,12 +56,19 @@ def run_collect(args: argparse.Namespace) -> int:
     out.parent.mkdir(parents=True, exist_ok=True)
     table.to_csv(out, index=False)
     table.to_parquet(out.with_suffix(".parquet"), index=False)
-    print(f"{len(table)} finished runs -> {out} (+ {out.with_suffix('.parquet').name})")
+    problems_out = out.with_name(f"{out.stem}_problems.csv")
+    pd.DataFrame(problems, columns=PROBLEM_COLUMNS).to_csv(problems_out, index=False)
+    print(f"{len(table)} finished runs -> {out} (+ {out.with_suffix('.parquet').name}); "
+          f"{len(problems)} not done -> {problems_out.name}")
     _print_problems(problems)
     return 0
 
 
+STATUS_ORDER = ("done", "failed", "diverged", "incomplete")
+
+
 def run_status(args: argparse.Namespace) -> int:
+    import json
     from collections import Counter
 
     from rich.console import Console
@@ -66,10 +76,13 @@ def run_status(args: argparse.Namespace) -> int:
 
     rows, problems = _collect(args.sweep_dir)
     counts = Counter({"done": len(rows)}) + Counter(p["status"] for p in problems)
+    if args.json:
+        print(json.dumps({"counts": {s: counts.get(s, 0) for s in STATUS_ORDER}, "problems": problems}))
+        return 0
     table = Table(title=str(args.sweep_dir))
     table.add_column("status")
     table.add_column("runs", justify="right")
-    for status in ("done", "failed", "diverged", "incomplete"):
+    for status in STATUS_ORDER:
         table.add_row(status, str(counts.get(status, 0)))
     Console().print(table)
     _print_problems(problems)
