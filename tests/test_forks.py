@@ -4,6 +4,7 @@ bit-identity of a branch's stable part with an independent run of the same point
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 
@@ -18,10 +19,10 @@ from loopscale.records import collect, read_record
 from loopscale.train import CHECKPOINT, plan_run, run_dir_of, run_training
 from train_helpers import TINY, train_config
 
-# TINY: 16 x 64 = 1024 tokens per step. Branches of 10, 20 and 30 steps cool down over their last 20%:
-# forks at steps 8, 16, 24; the parent runs 24 steps at constant lr after a 2-step warmup.
-FORKS = [*TINY, "optim=wsd", "budget.mode=forks", "budget.fork_tokens=[10240,20480,30720]", "optim.warmup_steps=2",
-         "run_name=tiny-d64"]
+# TINY: 16 x 64 = 1024 tokens per step. Branches of 5, 10 and 15 steps cool down over their last 20%:
+# forks at steps 4, 8, 12; the parent runs 12 steps at constant lr after a 2-step warmup.
+FORKS = [*TINY, "optim=wsd", "budget.mode=forks", "budget.fork_tokens=[5120,10240,15360]", "optim.warmup_steps=2",
+         "run_name=tiny-d64", "trainer.ckpt_every_steps=5"]
 
 
 def _cfg(tmp_path, data_dir, *extra, base=FORKS):
@@ -48,18 +49,18 @@ def _assert_same_state(a: dict, b: dict) -> None:
 def test_plan_branches_and_cost(tmp_path, data_dir):
     cfg = _cfg(tmp_path, data_dir)
     plan = plan_forks(cfg)
-    assert [b.steps for b in plan.branches] == [10, 20, 30]
-    assert [b.fork_step for b in plan.branches] == [8, 16, 24]  # s_i = steps_i - round(0.2 steps_i)
-    assert plan.parent_steps == 24 and plan.warmup_steps == 2
-    assert [b.D for b in plan.branches] == [10240, 20480, 30720]
-    assert plan.C_independent == pytest.approx(plan.F * 61440, rel=1e-12)
-    assert plan.C_forked == pytest.approx(plan.F * 1024 * (24 + 2 + 4 + 6), rel=1e-12)
-    # the job's own run (what `loopscale sweep` shows) is the parent: warmup + constant lr for 24 steps
-    assert plan_run(cfg).steps == 24
+    assert [b.steps for b in plan.branches] == [5, 10, 15]
+    assert [b.fork_step for b in plan.branches] == [4, 8, 12]  # s_i = steps_i - round(0.2 steps_i)
+    assert plan.parent_steps == 12 and plan.warmup_steps == 2
+    assert [b.D for b in plan.branches] == [5120, 10240, 15360]
+    assert plan.C_independent == pytest.approx(plan.F * 30720, rel=1e-12)
+    assert plan.C_forked == pytest.approx(plan.F * 1024 * (12 + 1 + 2 + 3), rel=1e-12)
+    # the job's own run (what `loopscale sweep` shows) is the parent: warmup + constant lr for 12 steps
+    assert plan_run(cfg).steps == 12
     # each branch is an ordinary wsd run of its own length with the shared warmup
     branch = branch_config(cfg, plan, plan.branches[1])
     assert (branch.budget.mode, branch.optim.schedule, branch.optim.warmup_steps) == ("tokens", "wsd", 2)
-    assert plan_run(branch).steps == 20
+    assert plan_run(branch).steps == 10
     # budgets -> branches via accounting, and the shared warmup is warmup_frac of the shortest branch
     by_flops = _cfg(tmp_path, data_dir, "budget.fork_tokens=null", "budget.fork_flops=[4e10,2e10]",
                     "optim.warmup_steps=null", "optim.warmup_frac=0.1")
@@ -76,7 +77,7 @@ def test_bad_fork_configs_fail_early(tmp_path, data_dir):
     with pytest.raises(ValueError, match="exactly one of fork_flops"):
         _cfg(tmp_path, data_dir, "budget.fork_flops=[1e10]")
     with pytest.raises(ValueError, match="before the end of the"):
-        plan_forks(_cfg(tmp_path, data_dir, "optim.warmup_steps=9"))
+        plan_forks(_cfg(tmp_path, data_dir, "optim.warmup_steps=5"))
     with pytest.raises(ValueError, match="must look like"):
         parse_fork_point("C1e12-x64")
     assert parse_fork_point("C2.5e11_5e11-d96") == ([2.5e11, 5e11], 96)
@@ -84,7 +85,7 @@ def test_bad_fork_configs_fail_early(tmp_path, data_dir):
         run_training(_cfg(tmp_path, data_dir, "budget.fork_stage=C9"))
     # a branch job before its parent has written the fork checkpoint
     with pytest.raises(FileNotFoundError, match="fork_stage=parent"):
-        run_training(_cfg(tmp_path, data_dir, "budget.fork_stage=D2.05e4"))
+        run_training(_cfg(tmp_path, data_dir, "budget.fork_stage=D1.02e4"))
 
 
 def test_forked_run_bookkeeping_resume_and_bit_identity(tmp_path, data_dir):
@@ -92,21 +93,21 @@ def test_forked_run_bookkeeping_resume_and_bit_identity(tmp_path, data_dir):
     parent_dir = run_dir_of(cfg)
     ckpt_dir = parent_dir / CHECKPOINT.parent
 
-    # killed in the parent after the forks at steps 8 and 16 (last.ckpt at step 10)
+    # killed in the parent after the forks at steps 4 and 8 (last.ckpt at step 5)
     with pytest.raises(InjectedFailure):
-        run_training(_cfg(tmp_path, data_dir, "trainer.fail_at_step=18"))
+        run_training(_cfg(tmp_path, data_dir, "trainer.fail_at_step=9"))
     assert json.loads((parent_dir / PARENT_FILE).read_text())["status"] == "failed"
-    assert [fork_checkpoint_path(ckpt_dir, s).exists() for s in (8, 16, 24)] == [True, True, False]
+    assert [fork_checkpoint_path(ckpt_dir, s).exists() for s in (4, 8, 12)] == [True, True, False]
 
     # the rerun resumes the parent, writes the last fork, then trains the three branches
     out = run_training(cfg)
     parent = json.loads((parent_dir / PARENT_FILE).read_text())
-    assert parent["status"] == "done" and parent["role"] == "stable-parent" and parent["step"] == 24
-    assert parent["fork_steps"] == [8, 16, 24] and parent["L"] is None
+    assert parent["status"] == "done" and parent["role"] == "stable-parent" and parent["step"] == 12
+    assert parent["fork_steps"] == [4, 8, 12] and parent["L"] is None and parent["resumed_from_step"] == 5
     assert not (parent_dir / "run.json").exists()  # the parent is not a point of the law
     plan = plan_forks(train_config([*FORKS, f"data.data_dir={data_dir}"]))
     branches = out["branches"]
-    assert [b["steps"] for b in branches] == [10, 20, 30]
+    assert [b["steps"] for b in branches] == [5, 10, 15]
     for rec, b in zip(branches, plan.branches):
         assert rec == read_record(rec["run_dir"])
         assert rec["status"] == "done" and rec["role"] == "branch"
@@ -119,18 +120,17 @@ def test_forked_run_bookkeeping_resume_and_bit_identity(tmp_path, data_dir):
     rows, _ = collect(tmp_path / "runs")
     assert sorted(r["run_name"] for r in rows) == sorted(b["run_name"] for b in branches)
 
-    # an independent wsd run of the 20-step point, stopped at step 16: the parent's fork checkpoint is the
+    # an independent wsd run of the 10-step point, stopped at step 8: the parent's fork checkpoint is the
     # same state, bit for bit (same data order, weights, AdamW moments and step)
     middle = branch_config(cfg, plan, plan.branches[1])
-    solo = _cfg(tmp_path / "solo", data_dir, "budget.mode=tokens", "budget.tokens=20480", "optim.warmup_steps=2",
-                "trainer.ckpt_every_steps=16", "trainer.fail_at_step=16", f"run_name={middle.run_name}")
+    solo_args = ["budget.mode=tokens", "budget.tokens=10240", "optim.warmup_steps=2", "trainer.ckpt_every_steps=8",
+                 f"run_name={middle.run_name}"]
+    solo = _cfg(tmp_path / "solo", data_dir, *solo_args, "trainer.fail_at_step=8")
     with pytest.raises(InjectedFailure):
         run_training(solo)
-    _assert_same_state(_state(fork_checkpoint_path(ckpt_dir, 16)), _state(run_dir_of(solo) / CHECKPOINT))
+    _assert_same_state(_state(fork_checkpoint_path(ckpt_dir, 8)), _state(run_dir_of(solo) / CHECKPOINT))
     # ... and the same run to its end reaches the branch's final loss
-    solo_done = run_training(_cfg(tmp_path / "solo", data_dir, "budget.mode=tokens", "budget.tokens=20480",
-                                  "optim.warmup_steps=2", "trainer.ckpt_every_steps=16",
-                                  f"run_name={middle.run_name}"))
+    solo_done = run_training(_cfg(tmp_path / "solo", data_dir, *solo_args))
     assert solo_done["L"] == pytest.approx(branches[1]["L"], abs=1e-6), (solo_done["L"], branches[1]["L"])
 
     # a finished forked job is a no-op
@@ -152,3 +152,30 @@ def test_plan_cli_prints_forked_vs_independent_compute(capsys):
     forked = {(r["r"], r["d_model"], s) for r in rows for s in r["steps"]}
     assert forked == independent
     assert total["C_independent"] == pytest.approx(2.001e13, rel=1e-3)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("width", [64, 96])
+def test_forked_branch_vs_independent_runs_at_cpu_scale(tmp_path, data_dir, width):
+    """The CPU grid's own configs (r = 1, budget 5e11 FLOPs, forks at 2.5e11 and 5e11). The branch cooled down
+    from the stable parent equals an independent run of the same point with the same WSD schedule (the fork
+    is exact at full scale too). Against the recipe's own schedule (warmup 5%, linear decay to 10%) it is
+    NOT within 1% at this scale: WSD (peak lr for 80% of the steps) trains these 100-230-step runs faster,
+    measured 2.4-5.7% lower loss over the 24-point grid (benchmarks/bench_forks.py). Asserted: the branch is
+    no worse than the recipe's run; both losses are printed (run with -s)."""
+    common = [f"data.data_dir={data_dir}", "trainer.progress=false", "model.r=1"]
+    linear = run_training(train_config(["experiment=isodepth_cpu", f"point=C5e11-d{width}",
+                                        f"runs_dir={tmp_path / 'linear'}", *common]))
+    fork_cfg = train_config(["experiment=isodepth_cpu_wsd", f"point=C2.5e11_5e11-d{width}",
+                             f"runs_dir={tmp_path / 'forked'}", *common])
+    branch = run_training(fork_cfg)["branches"][-1]
+    plan = plan_forks(dataclasses.replace(fork_cfg, model=dataclasses.replace(fork_cfg.model, vocab_size=512)))
+    solo_cfg = dataclasses.replace(branch_config(fork_cfg, plan, plan.branches[-1]), runs_dir=str(tmp_path / "solo"))
+    solo = run_training(solo_cfg)  # the same WSD point trained from scratch, no parent
+    assert branch["C_budget"] == linear["C_budget"] == solo["C_budget"] == 5e11
+    assert branch["D"] == linear["D"] == solo["D"]
+    rel = (branch["L"] - linear["L"]) / linear["L"]
+    print(f"d{width}: linear-decay recipe L={linear['L']:.4f}, forked branch L={branch['L']:.4f} ({rel:+.2%}), "
+          f"independent WSD L={solo['L']:.4f}")
+    assert branch["L"] == pytest.approx(solo["L"], abs=1e-5)
+    assert branch["L"] < linear["L"] * 1.01

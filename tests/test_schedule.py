@@ -1,0 +1,49 @@
+"""Learning-rate schedules (pure functions of the step): warmup in absolute steps, the wsd cooldown, and the
+property forked sweeps rest on: a branch's lr equals its stable parent's lr at every step before the fork."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from loopscale.config import OptimConfig
+from loopscale.schedule import lr_multiplier, warmup_steps, wsd_decay_start
+
+
+def test_warmup_steps_absolute_overrides_fraction():
+    assert warmup_steps(100, 0.05) == 5
+    assert warmup_steps(100, 0.05, absolute=7) == 7
+    assert warmup_steps(4, 0.05, absolute=7) == 4  # never longer than the run
+    opt = OptimConfig(schedule="constant", warmup_steps=4)
+    assert [lr_multiplier(s, 1000, opt) for s in range(6)] == [0.25, 0.5, 0.75, 1.0, 1.0, 1.0]
+    with pytest.raises(ValueError, match="warmup_steps"):
+        OptimConfig(warmup_steps=-1)
+
+
+def test_wsd_cooldown_shape_and_endpoints():
+    total, opt = 50, OptimConfig(schedule="wsd", warmup_steps=5, decay_frac=0.2, final_lr_frac=0.0)
+    start = wsd_decay_start(total, 0.2)
+    assert start == 40
+    mult = [lr_multiplier(s, total, opt) for s in range(total)]
+    assert mult[4] == 1.0 and mult[39] == 1.0 and mult[start] == 1.0  # cooldown starts at the peak
+    assert mult[-1] == 0.0  # ... and ends at final_lr_frac on the last step
+    # linear: 1 - progress, progress = (s - start) / (total - 1 - start)
+    assert mult[45] == pytest.approx(1 - 5 / 9)
+    sqrt_opt = OptimConfig(schedule="wsd", warmup_steps=5, decay_frac=0.2, final_lr_frac=0.0, decay_shape="sqrt")
+    assert lr_multiplier(45, total, sqrt_opt) == pytest.approx(1 - math.sqrt(5 / 9))
+
+
+@pytest.mark.parametrize("shape", ["linear", "sqrt"])
+def test_branch_lr_equals_parent_lr_before_its_fork(shape):
+    """Branch of `steps` steps (wsd) vs the parent (constant, same absolute warmup): identical multipliers
+    (exactly, not approximately) up to the fork step, where the cooldown begins."""
+    warmup = 6
+    parent = OptimConfig(schedule="constant", warmup_steps=warmup)
+    branch = OptimConfig(schedule="wsd", warmup_steps=warmup, decay_frac=0.2, decay_shape=shape, final_lr_frac=0.0)
+    parent_total = 400
+    for steps in (30, 113, 226, 452):
+        fork = wsd_decay_start(steps, 0.2)
+        assert [lr_multiplier(s, steps, branch) for s in range(fork + 1)] == \
+               [lr_multiplier(s, parent_total, parent) for s in range(fork + 1)]
+        assert lr_multiplier(fork + 1, steps, branch) < 1.0
