@@ -5,6 +5,7 @@ and each one's jobs really train (first step, shrunk to this CPU). No SLURM here
 
 from __future__ import annotations
 
+import json
 import math
 import subprocess
 import sys
@@ -135,3 +136,26 @@ def test_first_step_of_each_experiment_trains(experiment, tmp_path, data_dir):
             assert record["bptt_k"] == math.ceil(cfg.model.r / 2)
         if experiment == "isodepth_hyper" and cfg.model.r > 1:
             assert record["injection"] == "hyper"
+
+
+@pytest.mark.slow
+def test_local_sweep_collects_into_a_table_the_fitter_accepts(tmp_path, data_dir, repo_root):
+    """12 tiny isodepth_cpu runs (r = 1, 2, 4 at four budget/width points, 9-36 steps each) in one process
+    with Hydra's basic launcher, collected, then fitted by `loopscale fit` (6 parameters need 12 rows)."""
+    sweep = ["-m", "experiment=isodepth_cpu", "hydra/launcher=basic", "model.r=1,2,4",
+             "point=C2e10-d64,C4e10-d64,C8e10-d64,C8e10-d96", "trainer.progress=false", "data.val_tokens=2048",
+             f"runs_dir={tmp_path / 'runs'}", f"data.data_dir={data_dir}"]
+    proc = subprocess.run([sys.executable, "-m", "loopscale.train", *sweep], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    sweep_dir = tmp_path / "runs" / "isodepth_cpu"
+    collect = subprocess.run([sys.executable, "-m", "loopscale", "collect", str(sweep_dir)], cwd=repo_root,
+                             capture_output=True, text=True, timeout=120)
+    assert collect.returncode == 0, collect.stderr[-3000:]
+    assert "12 finished runs" in collect.stdout
+    fit = subprocess.run([sys.executable, "-m", "loopscale", "fit", str(sweep_dir / "runs.csv"), "--no-profile",
+                          "--out", str(tmp_path / "fit.json")], cwd=repo_root, capture_output=True, text=True,
+                         timeout=300)
+    assert fit.returncode == 0, fit.stderr[-3000:]
+    result = json.loads((tmp_path / "fit.json").read_text())
+    assert result["n_rows"] == 12 and "phi" in json.dumps(result)
