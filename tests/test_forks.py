@@ -99,7 +99,14 @@ def test_forked_run_bookkeeping_resume_and_bit_identity(tmp_path, data_dir):
     assert json.loads((parent_dir / PARENT_FILE).read_text())["status"] == "failed"
     assert [fork_checkpoint_path(ckpt_dir, s).exists() for s in (4, 8, 12)] == [True, True, False]
 
-    # the rerun resumes the parent, writes the last fork, then trains the three branches
+    # a parent-only job (SLURM: the job the branch jobs depend on) resumes the parent and writes the last fork
+    parent_only = run_training(_cfg(tmp_path, data_dir, "budget.fork_stage=parent"))
+    assert parent_only["branches"] == [] and fork_checkpoint_path(ckpt_dir, 12).exists()
+    # a job for one branch, by its tag, trains only that branch from its fork
+    (first,) = run_training(_cfg(tmp_path, data_dir, "budget.fork_stage=D5.12e3"))["branches"]
+    assert first["run_name"] == "tiny-d64-D5.12e3" and first["resumed_from_step"] == 4
+    assert not (run_dir_of(cfg).parent / "tiny-d64-D1.02e4").exists()
+    # the whole job: the parent is done, the first branch is done, the other two branches train
     out = run_training(cfg)
     parent = json.loads((parent_dir / PARENT_FILE).read_text())
     assert parent["status"] == "done" and parent["role"] == "stable-parent" and parent["step"] == 12
