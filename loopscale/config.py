@@ -351,6 +351,8 @@ def budget_tag(mode: str, compute_flops: Any, tokens: Any, tokens_per_param: Any
         return f"C{short(compute_flops)}"
     if mode == "tokens":
         return f"D{short(tokens)}"
+    if mode == "forks":  # one job trains several budgets (loopscale/forks.py names each branch itself)
+        return "forks"
     return f"R{short(tokens_per_param)}"
 
 

@@ -100,6 +100,8 @@ def collect(sweep_dir: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]
     incomplete (a checkpoint or config but no record: still running, killed, or never finished)."""
     rows, problems = [], []
     for run_dir in find_run_dirs(sweep_dir):
+        if (run_dir / "fork_parent.json").exists():
+            continue  # stable parent of a forked WSD sweep (loopscale/forks.py): its branches are the points
         record = read_record(run_dir)
         if record is None:
             has_ckpt = (run_dir / "checkpoints" / "last.ckpt").exists()

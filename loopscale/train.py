@@ -160,6 +160,19 @@ def _plugins() -> list:
     return []
 
 
+def _record_invalid_config(cfg: DictConfig | TrainConfig, err: ValueError) -> None:
+    from loopscale.records import write_json_atomic
+
+    if not isinstance(cfg, DictConfig):
+        return
+    try:
+        run_dir = Path(cfg.runs_dir) / cfg.sweep / cfg.run_name
+    except Exception:  # the run name itself cannot be resolved: there is no run dir to write to
+        return
+    write_json_atomic(run_dir / "run.json", {"status": "failed", "reason": f"invalid config: {err}", "step": 0,
+                                             "run_name": str(cfg.run_name), "sweep": str(cfg.sweep)})
+
+
 def run_training(cfg: DictConfig | TrainConfig) -> dict[str, Any]:
     """Train (or resume, or skip) the run described by `cfg`; return its run.json record.
 
@@ -167,7 +180,11 @@ def run_training(cfg: DictConfig | TrainConfig) -> dict[str, Any]:
     returns the parent's record with the branches' records under "branches"."""
     from loopscale.records import is_finished, read_record
 
-    cfg = to_train_config(cfg)
+    try:
+        cfg = to_train_config(cfg)
+    except ValueError as err:  # an invalid sweep point: record why, so `collect` can say so
+        _record_invalid_config(cfg, err)
+        raise
     if cfg.budget.mode == "forks":
         from loopscale.forks import run_forks
 

@@ -108,3 +108,17 @@ def test_wandb_offline_files_only_when_enabled(tmp_path, data_dir):
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "WANDB_IMPORTED False" in proc.stdout
     assert not list(runs.rglob("wandb"))
+
+
+def test_invalid_sweep_point_is_recorded_with_its_reason(tmp_path, data_dir):
+    from loopscale.records import collect
+    from train_helpers import compose_cfg
+
+    # depth 6 with p = c = 1 leaves 4 recurrent layers, which r = 3 does not divide
+    cfg = compose_cfg([*TINY, f"runs_dir={tmp_path}", f"data.data_dir={data_dir}", "model.r=3"])
+    with pytest.raises(ValueError, match="r=3"):
+        run_training(cfg)
+    rows, problems = collect(tmp_path / "default")
+    assert rows == []
+    (problem,) = problems
+    assert problem["status"] == "failed" and "invalid config" in problem["reason"] and "r=3" in problem["reason"]
