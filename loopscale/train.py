@@ -282,8 +282,10 @@ def _in_multirun() -> bool:
 register_resolvers()
 register_fork_resolvers()
 register_configs()
-# Lightning warns on every run when `srun` is installed but the run is not a SLURM job step.
+# Lightning warns on every run when `srun` is installed but the run is not a SLURM job step, and
+# advertises a cloud logger on every Trainer: neither says anything about the run.
 warnings.filterwarnings("ignore", message="The `srun` command is available")
+logging.getLogger("lightning.pytorch.utilities.rank_zero").addFilter(lambda r: "litlogger" not in r.getMessage())
 
 
 @hydra.main(version_base=None, config_path=str(SWEEPS_DIR), config_name="train")
