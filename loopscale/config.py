@@ -10,7 +10,7 @@ Names follow the literature: d_model, n_layer; r = recurrence count; p / k / c =
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, List, Optional
 
 INJECTIONS = ("linear", "additive", "passthrough", "hyper")
@@ -296,6 +296,11 @@ class TrainConfig:
     run_name: str = "run"
     runs_dir: str = "runs"
     point: Optional[str] = None  # grid point label "C<budget>-d<width>" set by sweeps (see sweeps/README)
+
+
+def with_vocab(cfg: TrainConfig, vocab_size: int) -> TrainConfig:
+    """`cfg` with the model's vocabulary set to the tokenizer's (known only once the data is prepared)."""
+    return replace(cfg, model=replace(cfg.model, vocab_size=vocab_size))
 
 
 def register_configs() -> None:

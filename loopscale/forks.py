@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from loopscale import accounting
-from loopscale.config import TrainConfig, budget_tag
+from loopscale.config import TrainConfig, budget_tag, with_vocab
 from loopscale.schedule import warmup_steps as schedule_warmup_steps
 from loopscale.schedule import wsd_decay_start
 
@@ -155,7 +155,7 @@ def run_forks(cfg: TrainConfig) -> dict[str, Any]:
     from loopscale.train import CHECKPOINT, fit_run, plan_run, run_dir_of
 
     prepared = prepare(cfg.data, progress=cfg.trainer.progress)
-    cfg = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, vocab_size=prepared.vocab_size))
+    cfg = with_vocab(cfg, prepared.vocab_size)
     plan = plan_forks(cfg)
     parent_dir = run_dir_of(cfg)
     stage = cfg.budget.fork_stage

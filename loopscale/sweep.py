@@ -12,7 +12,7 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
-from loopscale.config import TrainConfig, register_configs, register_resolvers
+from loopscale.config import TrainConfig, register_configs, register_resolvers, with_vocab
 from loopscale.train import SWEEPS_DIR, RunPlan
 
 
@@ -99,12 +99,9 @@ def compose_jobs(jobs: list[list[str]]) -> list:
 
 def plan_with_vocab(cfg: TrainConfig, vocab_size: int) -> RunPlan:
     """The run's plan for a given tokenizer vocabulary (the real one is only known after data prepare)."""
-    import dataclasses
-
     from loopscale.train import plan_run
 
-    model = dataclasses.replace(cfg.model, vocab_size=vocab_size)
-    return plan_run(dataclasses.replace(cfg, model=model))
+    return plan_run(with_vocab(cfg, vocab_size))
 
 
 def describe(job: Job) -> dict[str, Any]:

@@ -25,7 +25,7 @@ from typing import Any
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
-from loopscale.config import TrainConfig, register_configs, register_resolvers
+from loopscale.config import TrainConfig, register_configs, register_resolvers, with_vocab
 from loopscale.forks import register_fork_resolvers
 
 log = logging.getLogger("loopscale.train")
@@ -219,7 +219,7 @@ def fit_run(cfg: TrainConfig, run_dir: Path, *, start_ckpt: Path | None = None, 
     L.seed_everything(cfg.seed, workers=True, verbose=False)
 
     prepared = prepare(cfg.data, progress=cfg.trainer.progress)
-    cfg = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, vocab_size=prepared.vocab_size))
+    cfg = with_vocab(cfg, prepared.vocab_size)
     plan = plan_run(cfg)
     _print_plan(cfg, plan, run_dir)
 

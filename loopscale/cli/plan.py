@@ -22,27 +22,26 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def plan_rows(overrides: list[str]) -> list[dict]:
     """One row per job: run_name, points, C_independent, C_forked (FLOPs, from accounting)."""
-    import dataclasses
-
+    from loopscale.config import with_vocab
     from loopscale.forks import plan_forks
-    from loopscale.sweep import expand, plan_with_vocab
+    from loopscale.sweep import expand
+    from loopscale.train import plan_run
 
     rows = []
     for job in expand(overrides):
-        cfg = job.cfg
+        # the tokenizer vocabulary is only known after data prepare; plan with the configured one
+        cfg = with_vocab(job.cfg, job.cfg.data.vocab_size)
         if cfg.budget.mode == "forks":
-            # the tokenizer vocabulary is only known after data prepare; plan with the configured one
-            cfg = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, vocab_size=cfg.data.vocab_size))
             fp = plan_forks(cfg)
             rows.append({"run_name": cfg.run_name, "r": cfg.model.r, "d_model": cfg.model.d_model,
                          "points": len(fp.branches), "steps": [b.steps for b in fp.branches],
                          "fork_steps": [b.fork_step for b in fp.branches],
                          "C_independent": fp.C_independent, "C_forked": fp.C_forked})
         else:
-            C = plan_with_vocab(cfg, cfg.data.vocab_size).C
+            plan = plan_run(cfg)
             rows.append({"run_name": cfg.run_name, "r": cfg.model.r, "d_model": cfg.model.d_model, "points": 1,
-                         "steps": [plan_with_vocab(cfg, cfg.data.vocab_size).steps], "fork_steps": [],
-                         "C_independent": C, "C_forked": C})
+                         "steps": [plan.steps], "fork_steps": [],
+                         "C_independent": plan.C, "C_forked": plan.C})
     return rows
 
 
