@@ -53,14 +53,13 @@ def _quiet_lightning() -> None:
 
 
 def run_demo(settings: DemoSettings, console=None) -> DemoOutputs:
-    import pandas as pd
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, \
         TimeRemainingColumn
 
     from loopscale import plots
     from loopscale.fit import fit_table
-    from loopscale.records import TABLE_COLUMNS, collect, is_finished
+    from loopscale.records import collect, is_finished, runs_table
     from loopscale.report import write_report
     from loopscale.shards import prepare
     from loopscale.sweep import expand
@@ -99,7 +98,7 @@ def run_demo(settings: DemoSettings, console=None) -> DemoOutputs:
     console.print("[3/5] collecting the runs table")
     sweep_dir = runs_dir / jobs[0].cfg.sweep
     rows, problems = collect(sweep_dir)
-    table = pd.DataFrame(rows, columns=TABLE_COLUMNS).sort_values(["r", "C", "N"], kind="stable")
+    table = runs_table(rows)
     runs_csv = out / "runs.csv"
     table.to_csv(runs_csv, index=False)
 

@@ -25,7 +25,6 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
-import platform
 import warnings as _warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -375,13 +374,9 @@ def _jsonable(x):
 
 
 def versions() -> dict[str, str]:
-    import pandas
-    import scipy
+    from .records import library_versions
 
-    from . import __version__ as loopscale_version
-
-    return {"python": platform.python_version(), "numpy": np.__version__, "scipy": scipy.__version__,
-            "pandas": pandas.__version__, "loopscale": str(loopscale_version)}
+    return library_versions(("numpy", "scipy", "pandas", "loopscale"))
 
 
 def file_sha256(path) -> str:

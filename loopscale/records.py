@@ -117,3 +117,10 @@ def collect(sweep_dir: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]
         row["run_dir"] = str(run_dir)
         rows.append(row)
     return rows, problems
+
+
+def runs_table(rows: list[dict[str, Any]]):
+    """The runs table the fitter reads: TABLE_COLUMNS in order, sorted by variant, r, C, N."""
+    import pandas as pd
+
+    return pd.DataFrame(rows, columns=TABLE_COLUMNS).sort_values(["variant", "r", "C", "N"], kind="stable")

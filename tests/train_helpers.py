@@ -7,11 +7,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
-from loopscale.config import TrainConfig, register_configs, register_resolvers
-from loopscale.train import SWEEPS_DIR
+from loopscale.config import TrainConfig
+from loopscale.sweep import compose
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -22,11 +21,7 @@ TINY = ["model=tiny", "budget.mode=tokens", "budget.tokens=30720", "budget.batch
 LEARN = [*TINY, "budget.tokens=122880", "trainer.ckpt_every_steps=50"]
 
 
-def compose_cfg(overrides: list[str], return_hydra_config: bool = False):
-    register_resolvers()
-    register_configs()
-    with initialize_config_dir(str(SWEEPS_DIR), version_base=None):
-        return compose("train", overrides=overrides, return_hydra_config=return_hydra_config)
+compose_cfg = compose  # the package's own composition, exactly what loopscale sweep/plan/demo use
 
 
 def train_config(overrides: list[str]) -> TrainConfig:

@@ -48,11 +48,11 @@ def _print_problems(problems) -> None:
 def run_collect(args: argparse.Namespace) -> int:
     import pandas as pd
 
-    from loopscale.records import PROBLEM_COLUMNS, TABLE_COLUMNS
+    from loopscale.records import PROBLEM_COLUMNS, runs_table
 
     rows, problems = _collect(args.sweep_dir)
     out = args.out or args.sweep_dir / "runs.csv"
-    table = pd.DataFrame(rows, columns=TABLE_COLUMNS).sort_values(["variant", "r", "C", "N"], kind="stable")
+    table = runs_table(rows)
     out.parent.mkdir(parents=True, exist_ok=True)
     table.to_csv(out, index=False)
     table.to_parquet(out.with_suffix(".parquet"), index=False)
