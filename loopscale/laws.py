@@ -101,21 +101,21 @@ class Law:
             raise ValueError(f"law must be one of {', '.join(LAW_NAMES)}; got {self.name!r}")
 
     # -- parameter names ---------------------------------------------------------------------
+    def _names(self, base: tuple[str, ...], k_prefix: str) -> tuple[str, ...]:
+        """base + the law's own parameters: nothing (chinchilla), phi (looped) or one k per r (looped-free)."""
+        if self.name == "chinchilla":
+            return base
+        if self.name == "looped":
+            return base + ("phi",)
+        return base + tuple(f"{k_prefix}{_r_label(r)}" for r in self.r_values)
+
     @property
     def internal_names(self) -> tuple[str, ...]:
-        if self.name == "chinchilla":
-            return BASE_INTERNAL
-        if self.name == "looped":
-            return BASE_INTERNAL + ("phi",)
-        return BASE_INTERNAL + tuple(f"log_k_{_r_label(r)}" for r in self.r_values)
+        return self._names(BASE_INTERNAL, "log_k_")
 
     @property
     def user_names(self) -> tuple[str, ...]:
-        if self.name == "chinchilla":
-            return BASE_USER
-        if self.name == "looped":
-            return BASE_USER + ("phi",)
-        return BASE_USER + tuple(f"k_{_r_label(r)}" for r in self.r_values)
+        return self._names(BASE_USER, "k_")
 
     @property
     def n_params(self) -> int:
