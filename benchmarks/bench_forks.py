@@ -4,11 +4,15 @@ the fitted phi, for the same (r, width, budget) points.
     .venv/bin/python benchmarks/bench_forks.py                     # accounting only (no training)
     .venv/bin/python benchmarks/bench_forks.py --runs RUNS_DIR     # + measured numbers from finished sweeps
     .venv/bin/python benchmarks/bench_forks.py --runs RUNS_DIR --train model.r=1,2 point=...  # train first
+    .venv/bin/python benchmarks/bench_forks.py --fidelity OUT_DIR  # forked vs linear-decay loss by run length
 
 RUNS_DIR holds the two sweeps `loopscale-train -m experiment=isodepth_cpu` (independent, the recipe's own
-linear-decay schedule) and `experiment=isodepth_cpu_wsd` (forked, runs_dir=RUNS_DIR) write. Only points
-present in both are compared. FLOPs are accounting (F x tokens); wall time is the sum of the runs' own
-wall_time_s (a forked point's share of its parent is not split: the forked total is parents + branches).
+linear-decay schedule) and `experiment=isodepth_cpu_wsd` (forked, runs_dir=RUNS_DIR) write; --train runs
+the independent sweep at every point of the forked grid (60, a superset of the independent grid's 32).
+Only points present in both are compared. FLOPs are accounting (F x tokens); wall time is the sum of the
+runs' own wall_time_s (a forked point's share of its parent is not split: the forked total is parents +
+branches). phi is fitted on the forked points, on the same points trained independently, and on the
+independent CPU grid itself (its 32 points, what `make demo` fits).
 """
 
 from __future__ import annotations
@@ -34,11 +38,29 @@ def accounting_summary() -> None:
     # the saving of one model with k points D_1 < ... < D_k and cooldown fraction c (eq. in forks.py):
     #   sum_i D_i / ((1 - c) D_k + c sum_i D_i)
     print("\nsaving per model = sum D_i / ((1 - c) max D_i + c sum D_i), by token counts and cooldown c:")
-    cases = {"3 counts x2 apart (1,2,4)": [1, 2, 4], "3 counts (2,3,4)": [2, 3, 4], "4 counts x2 (1..8)": [1, 2, 4, 8],
-             "5 counts (1,1.5,2,3,4)": [1, 1.5, 2, 3, 4], "8 counts (1..8)": list(range(1, 9))}
+    cases = {"3 counts x2 apart (1,2,4)": [1, 2, 4], "3 counts (2,3,4)": [2, 3, 4], "3 counts (3,4,5)": [3, 4, 5], "4 counts x2 (1..8)": [1, 2, 4, 8],
+             "5 counts x1.41 (1..4)": [2 ** (i / 2) for i in range(5)], "8 counts (1..8)": list(range(1, 9))}
     print(f"  {'token counts':28s}" + "".join(f"  c={c:<5}" for c in (0.1, 0.2)))
     for name, ds in cases.items():
         print(f"  {name:28s}" + "".join(f"  {sum(ds) / ((1 - c) * max(ds) + c * sum(ds)):5.2f}x " for c in (0.1, 0.2)))
+
+
+def forked_grid_points(overrides: list[str]) -> list[str]:
+    """The forked grid's branch points as independent-grid points ('C3.5e11-d64'), from its jobs' configs."""
+    from loopscale.config import budget_tag
+    from loopscale.sweep import expand
+
+    points = {f"{budget_tag('flops', C, None, None)}-d{job.cfg.model.d_model}"
+              for job in expand([f"experiment={FORKED}", *overrides]) for C in job.cfg.budget.fork_flops}
+    return sorted(points)
+
+
+def independent_grid_keys() -> set[tuple]:
+    """(r, width, C_budget) of the independent CPU grid's own points (sweeps/grid/cpu.yaml)."""
+    from loopscale.sweep import expand
+
+    return {(job.cfg.model.r, job.cfg.model.d_model, job.cfg.budget.compute_flops)
+            for job in expand([f"experiment={INDEPENDENT}"])}
 
 
 def _records(sweep_dir: Path, name: str) -> list[dict]:
@@ -79,6 +101,38 @@ def measured_summary(runs: Path, bootstrap: int) -> None:
     fit_both(runs, points, indep, branches, bootstrap)
 
 
+def fidelity_by_length(out: Path, widths: list[int], steps: list[int], r: int, fork_overrides: list[str]) -> None:
+    """Fidelity against run length: per width, ONE forked parent with a branch at each of `steps` (the CPU
+    grid's configs, 20% linear cooldowns) vs an independent run of the recipe's own schedule (warmup 5%,
+    linear decay to 10%) at the same token count. The CPU grid's runs are 29-452 steps long. fork_overrides
+    change the forked runs only (e.g. optim.final_lr_frac=0.1); each set trains into its own folder."""
+    from loopscale.train import run_training
+    from loopscale.sweep import compose
+    from omegaconf import OmegaConf
+
+    def cfg(overrides):
+        return OmegaConf.to_object(compose([*overrides, "trainer.progress=false", f"model.r={r}"]))
+
+    forked_dir = out / "_".join(["forked", *fork_overrides]).replace("=", "-")
+    print(f"\nfidelity by run length (r={r}; forked branch {' '.join(fork_overrides)} vs independent linear-decay "
+          f"run, same tokens), in {out}:")
+    print(f"  {'d':>4} {'steps':>6} {'L linear':>9} {'L forked':>9} {'rel diff':>9} {'wall linear':>12}")
+    for width in widths:
+        batch_tokens = 8 * 64  # the CPU grid's batch: 8 sequences of 64 tokens
+        fork = cfg(["experiment=isodepth_cpu_wsd", f"point=C1e12-d{width}", "budget.fork_flops=null",
+                    f"budget.fork_tokens=[{','.join(str(s * batch_tokens) for s in steps)}]",
+                    f"runs_dir={forked_dir}", *fork_overrides])
+        branches = run_training(fork)["branches"]
+        for s, branch in zip(steps, branches):
+            linear = run_training(cfg(["experiment=isodepth_cpu", f"point=C1e12-d{width}", "budget.mode=tokens",
+                                       f"budget.tokens={s * batch_tokens}", f"run_name=linear-r{r}-d{width}-s{s}",
+                                       f"runs_dir={out / 'linear'}"]))
+            assert linear["D"] == branch["D"] and linear["steps"] == branch["steps"] == s
+            rel = (branch["L"] - linear["L"]) / linear["L"]
+            print(f"  {width:>4} {s:>6} {linear['L']:>9.4f} {branch['L']:>9.4f} {rel:>+9.2%} {linear['wall_time_s']:>11.0f}s",
+                  flush=True)
+
+
 def _cli(argv: list[str]) -> None:
     """Run a `loopscale` subcommand in this process, its console output discarded (results go to files)."""
     import contextlib
@@ -96,18 +150,24 @@ def fit_both(runs: Path, points, indep, branches, bootstrap: int) -> None:
     import pandas as pd
 
     out = {}
-    for name, recs, sweep in (("independent", indep, INDEPENDENT), ("forked", branches, FORKED)):
+    grid = independent_grid_keys()
+    for name, recs, sweep, keys in (("independent_grid", indep, INDEPENDENT, [k for k in points if k in grid]),
+                                    ("independent", indep, INDEPENDENT, points), ("forked", branches, FORKED, points)):
         table_path = runs / f"bench_forks_{name}.csv"
         _cli(["collect", str(runs / sweep), "--out", str(table_path)])
         table = pd.read_csv(table_path)
-        keep = {recs[k]["run_dir"] for k in points}
+        keep = {recs[k]["run_dir"] for k in keys}
         table[table["run_dir"].isin(keep)].to_csv(table_path, index=False)
         fit_path = runs / f"bench_forks_{name}_fit.json"
         _cli(["fit", str(table_path), "--bootstrap", str(bootstrap), "--out", str(fit_path)])
         out[name] = json.loads(fit_path.read_text())
-    print(f"  fits (looped law, {len(points)} points each, bootstrap {bootstrap}); fit JSON: {runs}/bench_forks_*_fit.json")
+    print(f"  fits (looped law, bootstrap {bootstrap}); fit JSON: {runs}/bench_forks_*_fit.json")
     for name, fit in out.items():
-        print(f"    {name:11s} {_phi_line(fit)}")
+        print(f"    {name:16s} {_phi_line(fit)}")
+    lo, hi = out["independent_grid"]["ci95"]["phi"]
+    phi = out["forked"]["params"]["phi"]
+    print(f"  forked phi {phi:.3f} is {'INSIDE' if lo <= phi <= hi else 'OUTSIDE'} the independent CPU grid's "
+          f"bootstrap 95% CI [{lo:.3f}, {hi:.3f}]")
 
 
 def _phi_line(fit: dict) -> str:
@@ -127,15 +187,26 @@ def main() -> int:
     parser.add_argument("--runs", type=Path, default=None, help="runs_dir holding both sweeps")
     parser.add_argument("--train", action="store_true", help="run both sweeps into --runs first (basic launcher)")
     parser.add_argument("--bootstrap", type=int, default=200)
+    parser.add_argument("--fidelity", type=Path, default=None, metavar="OUT_DIR",
+                        help="train the fidelity-by-run-length comparison into OUT_DIR")
+    parser.add_argument("--widths", type=int, nargs="+", default=[64, 96])
+    parser.add_argument("--steps", type=int, nargs="+", default=[250, 500, 1000, 2000])
+    parser.add_argument("--r", type=int, default=1)
+    parser.add_argument("--fork-override", action="append", default=[], metavar="KEY=VALUE",
+                        help="an override for the forked runs of --fidelity only, e.g. optim.final_lr_frac=0.1")
     parser.add_argument("overrides", nargs="*", help="Hydra overrides for --train, e.g. model.r=1,2")
     args = parser.parse_args()
     accounting_summary()
+    if args.fidelity is not None:
+        fidelity_by_length(args.fidelity, args.widths, args.steps, args.r, args.fork_override)
     if args.runs is None:
         return 0
     if args.train:
-        for exp in (INDEPENDENT, FORKED):
+        points = forked_grid_points(args.overrides)
+        for exp, extra in ((INDEPENDENT, [f"point={','.join(points)}"]), (FORKED, [])):
             subprocess.run([sys.executable, "-m", "loopscale.train", "-m", f"experiment={exp}", "hydra/launcher=basic",
-                            f"runs_dir={args.runs}", "trainer.progress=false", *args.overrides], cwd=REPO, check=True)
+                            f"runs_dir={args.runs}", "trainer.progress=false", *extra, *args.overrides],
+                           cwd=REPO, check=True)
     measured_summary(args.runs, args.bootstrap)
     return 0
 
