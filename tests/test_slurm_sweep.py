@@ -197,3 +197,49 @@ def test_a_failed_job_does_not_stop_the_sweep(corpus, slurm_cluster, tmp_path):
     assert (problem["status"], problem["reason"]) == ("failed", failed["reason"])
     assert status_counts(runs_dir / SWEEP) == {"done": 1, "failed": 1, "diverged": 0, "incomplete": 0}
     print(f"failed job recorded as: {failed['reason'][:160]}")
+
+
+def test_forked_sweep_parent_and_branches_as_separate_slurm_jobs(corpus, slurm_cluster, tmp_path):
+    """A forked WSD model (experiment=isodepth_cpu_wsd, budgets 5e10 and 1e11 at width 64) split over Slurm:
+    the stable parent as one job, then both cooldown branches as two tasks of one array job, each starting
+    from the parent's fork checkpoint. The branches are the same points as one job that runs it all."""
+    runs_dir = tmp_path / "runs"
+    forked = ["experiment=isodepth_cpu_wsd", "model.r=1", "point=C5e10_1e11-d64", "trainer.progress=false",
+              "trainer.num_threads=1", "trainer.ckpt_every_steps=5", "data.val_tokens=2048",
+              f"data.data_dir={corpus}", *SLURM, f"hydra.launcher.partition={slurm_cluster.partition}"]
+    sweep_dir = runs_dir / "isodepth_cpu_wsd"
+
+    def launch(*extra: str, where: Path = runs_dir) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "loopscale.train", "-m", *forked, f"runs_dir={where}", *extra],
+                              cwd=tmp_path, capture_output=True, text=True, timeout=MULTIRUN_TIMEOUT_S)
+
+    parent = launch("budget.fork_stage=parent")
+    assert parent.returncode == 0, parent.stderr[-4000:]
+    parent_tasks = set(array_tasks(sweep_dir))
+    assert len(parent_tasks) == 1
+    parent_dir = sweep_dir / "baseline-r1-d64"
+    assert json.loads((parent_dir / "fork_parent.json").read_text())["status"] == "done"
+    assert not list(sweep_dir.glob("*/run.json"))  # no branch ran yet
+    branches = launch("budget.fork_stage=C5e10,C1e11")
+    assert branches.returncode == 0, branches.stderr[-4000:]
+    branch_tasks = set(array_tasks(sweep_dir)) - parent_tasks
+    assert len(branch_tasks) == 2 and len({t.split("_")[0] for t in branch_tasks}) == 1  # one array, two tasks
+    assert set(wait_for_jobs(sorted(branch_tasks), timeout_s=30).values()) == {"COMPLETED"}
+
+    runs = records(sweep_dir)
+    assert sorted(runs) == ["baseline-r1-d64-C1e11", "baseline-r1-d64-C5e10"]
+    for rec in runs.values():
+        assert rec["status"] == "done" and rec["parent"] == str(parent_dir) and 0 < rec["fork_step"] < rec["steps"]
+        assert rec["D"] == rec["steps"] * rec["batch_tokens"] and rec["C"] == pytest.approx(rec["F"] * rec["D"])
+    # the same model as one local job (parent, then both branches): the same points, to the same loss
+    whole = subprocess.run([sys.executable, "-m", "loopscale.train", *forked[:-len(SLURM) - 1],
+                            f"runs_dir={tmp_path / 'whole'}"], cwd=tmp_path, capture_output=True, text=True,
+                           timeout=MULTIRUN_TIMEOUT_S)
+    assert whole.returncode == 0, whole.stderr[-4000:]
+    for name, rec in runs.items():
+        local = read_record(tmp_path / "whole" / "isodepth_cpu_wsd" / name)
+        assert (local["steps"], local["fork_step"], local["D"]) == (rec["steps"], rec["fork_step"], rec["D"])
+        assert abs(local["L"] - rec["L"]) < 1e-5, (name, local["L"], rec["L"])
+    collect = loopscale("collect", str(sweep_dir))
+    assert collect.returncode == 0, collect.stderr[-3000:]
+    assert sorted(pd.read_csv(sweep_dir / "runs.csv").run_name) == sorted(runs)
