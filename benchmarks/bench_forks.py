@@ -5,6 +5,7 @@ the fitted phi, for the same (r, width, budget) points.
     .venv/bin/python benchmarks/bench_forks.py --runs RUNS_DIR     # + measured numbers from finished sweeps
     .venv/bin/python benchmarks/bench_forks.py --runs RUNS_DIR --train model.r=1,2 point=...  # train first
     .venv/bin/python benchmarks/bench_forks.py --fidelity OUT_DIR  # forked vs linear-decay loss by run length
+    .venv/bin/python benchmarks/bench_forks.py --runs RUNS_DIR --sweeps isodepth_cpu_long isodepth_cpu_long_wsd
 
 RUNS_DIR holds the two sweeps `loopscale-train -m experiment=isodepth_cpu` (independent, the recipe's own
 linear-decay schedule) and `experiment=isodepth_cpu_wsd` (forked, runs_dir=RUNS_DIR) write; --train runs
@@ -55,38 +56,41 @@ def forked_grid_points(overrides: list[str]) -> list[str]:
     return sorted(points)
 
 
-def independent_grid_keys() -> set[tuple]:
-    """(r, width, C_budget) of the independent CPU grid's own points (sweeps/grid/cpu.yaml)."""
+def independent_grid_keys() -> set[str]:
+    """Run names of the independent CPU grid's own 32 points (sweeps/grid/cpu.yaml)."""
     from loopscale.sweep import expand
 
-    return {(job.cfg.model.r, job.cfg.model.d_model, job.cfg.budget.compute_flops)
-            for job in expand([f"experiment={INDEPENDENT}"])}
+    return {job.cfg.run_name for job in expand([f"experiment={INDEPENDENT}"])}
 
 
 def _records(sweep_dir: Path, name: str) -> list[dict]:
     return [json.loads(p.read_text()) for p in sorted(sweep_dir.glob(f"*/{name}"))]
 
 
-def measured_summary(runs: Path, bootstrap: int) -> None:
-    indep = {(r["r"], r["width"], r["C_budget"]): r for r in _records(runs / INDEPENDENT, "run.json")
-             if r["status"] == "done"}
-    branches = {(r["r"], r["width"], r["C_budget"]): r for r in _records(runs / FORKED, "run.json")
-                if r["status"] == "done"}
-    parents = {r["run_dir"]: r for r in _records(runs / FORKED, "fork_parent.json") if r["status"] == "done"}
+def measured_summary(runs: Path, bootstrap: int, indep_sweep: str = INDEPENDENT, forked_sweep: str = FORKED) -> None:
+    """Compare the points (r, width, D) finished in both sweeps; a point is (r, width, tokens), whatever
+    budget mode named it."""
+    def key(rec):
+        return rec["r"], rec["width"], rec["D"]
+
+    indep = {key(r): r for r in _records(runs / indep_sweep, "run.json") if r["status"] == "done"}
+    branches = {key(r): r for r in _records(runs / forked_sweep, "run.json") if r["status"] == "done"}
+    parents = {r["run_dir"]: r for r in _records(runs / forked_sweep, "fork_parent.json") if r["status"] == "done"}
     common = sorted(set(indep) & set(branches))
     # a parent counts once, and only when all of its branches are among the compared points
-    used_parents = {branches[k]["parent"] for k in common}
-    complete = [p for p in used_parents if p in parents and all(
-        (parents[p]["r"], parents[p]["width"], c) in common for c in parents[p]["config"]["budget"]["fork_flops"])]
+    children = {}
+    for k, rec in branches.items():
+        children.setdefault(rec["parent"], []).append(k)
+    complete = [p for p, keys in children.items() if p in parents and all(k in common for k in keys)
+                and len(keys) == len(parents[p]["fork_steps"])]
     points = [k for k in common if branches[k]["parent"] in complete]
     if not points:
-        print(f"\nno point finished in both {runs / INDEPENDENT} and {runs / FORKED}")
+        print(f"\nno point finished in both {runs / indep_sweep} and {runs / forked_sweep}")
         return
     print(f"\nmeasured on {len(points)} points ({len(complete)} parents) in {runs}:")
-    print(f"  {'r':>2} {'d':>4} {'C_budget':>9} {'steps':>6} {'fork':>5} {'L independent':>14} {'L forked':>9} {'rel diff':>9}")
+    print(f"  {'r':>2} {'d':>4} {'D':>9} {'steps':>6} {'fork':>5} {'L independent':>14} {'L forked':>9} {'rel diff':>9}")
     for k in points:
         a, b = indep[k], branches[k]
-        assert a["D"] == b["D"], (k, a["D"], b["D"])  # same points: same tokens
         print(f"  {k[0]:>2} {k[1]:>4} {k[2]:>9.3g} {a['steps']:>6} {b['fork_step']:>5} {a['L']:>14.4f} "
               f"{b['L']:>9.4f} {(b['L'] - a['L']) / a['L']:>+9.2%}")
     rel = [abs(branches[k]["L"] - indep[k]["L"]) / indep[k]["L"] for k in points]
@@ -98,7 +102,7 @@ def measured_summary(runs: Path, bootstrap: int) -> None:
     wall_fork = sum(parents[p]["wall_time_s"] for p in complete) + sum(branches[k]["wall_time_s"] for k in points)
     print(f"  training FLOPs: independent {flops_ind:.4g}, forked {flops_fork:.4g} -> {flops_ind / flops_fork:.2f}x cheaper")
     print(f"  CPU wall time:  independent {wall_ind:.0f} s, forked {wall_fork:.0f} s -> {wall_ind / wall_fork:.2f}x faster")
-    fit_both(runs, points, indep, branches, bootstrap)
+    fit_both(runs, points, indep, branches, bootstrap, indep_sweep, forked_sweep)
 
 
 def fidelity_by_length(out: Path, widths: list[int], steps: list[int], r: int, fork_overrides: list[str]) -> None:
@@ -145,29 +149,33 @@ def _cli(argv: list[str]) -> None:
             raise RuntimeError(f"loopscale {' '.join(argv)} failed")
 
 
-def fit_both(runs: Path, points, indep, branches, bootstrap: int) -> None:
-    """`loopscale collect` + `loopscale fit --bootstrap N` on each sweep's compared points."""
+def fit_both(runs: Path, points, indep, branches, bootstrap: int, indep_sweep: str, forked_sweep: str) -> None:
+    """`loopscale collect` + `loopscale fit --bootstrap N` on each sweep's compared points, and for the CPU
+    grid on the independent grid's own 32 points (what `make demo` fits)."""
     import pandas as pd
 
     out = {}
-    grid = independent_grid_keys()
-    for name, recs, sweep, keys in (("independent_grid", indep, INDEPENDENT, [k for k in points if k in grid]),
-                                    ("independent", indep, INDEPENDENT, points), ("forked", branches, FORKED, points)):
-        table_path = runs / f"bench_forks_{name}.csv"
+    fits = [("independent", indep, indep_sweep, points), ("forked", branches, forked_sweep, points)]
+    if indep_sweep == INDEPENDENT:
+        grid = independent_grid_keys()
+        fits.insert(0, ("independent_grid", indep, INDEPENDENT, [k for k in points if indep[k]["run_name"] in grid]))
+    reference = fits[0][0]
+    for name, recs, sweep, keys in fits:
+        table_path = runs / f"bench_forks_{forked_sweep}_{name}.csv"
         _cli(["collect", str(runs / sweep), "--out", str(table_path)])
         table = pd.read_csv(table_path)
         keep = {recs[k]["run_dir"] for k in keys}
         table[table["run_dir"].isin(keep)].to_csv(table_path, index=False)
-        fit_path = runs / f"bench_forks_{name}_fit.json"
+        fit_path = runs / f"bench_forks_{forked_sweep}_{name}_fit.json"
         _cli(["fit", str(table_path), "--bootstrap", str(bootstrap), "--out", str(fit_path)])
         out[name] = json.loads(fit_path.read_text())
-    print(f"  fits (looped law, bootstrap {bootstrap}); fit JSON: {runs}/bench_forks_*_fit.json")
+    print(f"  fits (looped law, bootstrap {bootstrap}); fit JSON: {runs}/bench_forks_{forked_sweep}_*_fit.json")
     for name, fit in out.items():
         print(f"    {name:16s} {_phi_line(fit)}")
-    lo, hi = out["independent_grid"]["ci95"]["phi"]
+    lo, hi = out[reference]["ci95"]["phi"]
     phi = out["forked"]["params"]["phi"]
-    print(f"  forked phi {phi:.3f} is {'INSIDE' if lo <= phi <= hi else 'OUTSIDE'} the independent CPU grid's "
-          f"bootstrap 95% CI [{lo:.3f}, {hi:.3f}]")
+    print(f"  forked phi {phi:.3f} is {'INSIDE' if lo <= phi <= hi else 'OUTSIDE'} the bootstrap 95% CI of the "
+          f"{reference} fit [{lo:.3f}, {hi:.3f}]")
 
 
 def _phi_line(fit: dict) -> str:
@@ -187,6 +195,8 @@ def main() -> int:
     parser.add_argument("--runs", type=Path, default=None, help="runs_dir holding both sweeps")
     parser.add_argument("--train", action="store_true", help="run both sweeps into --runs first (basic launcher)")
     parser.add_argument("--bootstrap", type=int, default=200)
+    parser.add_argument("--sweeps", nargs=2, default=[INDEPENDENT, FORKED], metavar=("INDEPENDENT", "FORKED"),
+                        help="the two sweep folders under --runs to compare (default: %(default)s)")
     parser.add_argument("--fidelity", type=Path, default=None, metavar="OUT_DIR",
                         help="train the fidelity-by-run-length comparison into OUT_DIR")
     parser.add_argument("--widths", type=int, nargs="+", default=[64, 96])
@@ -207,7 +217,7 @@ def main() -> int:
             subprocess.run([sys.executable, "-m", "loopscale.train", "-m", f"experiment={exp}", "hydra/launcher=basic",
                             f"runs_dir={args.runs}", "trainer.progress=false", *extra, *args.overrides],
                            cwd=REPO, check=True)
-    measured_summary(args.runs, args.bootstrap)
+    measured_summary(args.runs, args.bootstrap, *args.sweeps)
     return 0
 
 
