@@ -4,6 +4,8 @@ the fitted phi, for the same (r, width, budget) points.
     .venv/bin/python benchmarks/bench_forks.py                     # accounting only (no training)
     .venv/bin/python benchmarks/bench_forks.py --runs RUNS_DIR     # + measured numbers from finished sweeps
     .venv/bin/python benchmarks/bench_forks.py --runs RUNS_DIR --train model.r=1,2 point=...  # train first
+    .venv/bin/python benchmarks/bench_forks.py --runs runs/forks3 --train \
+        'point=C6e11_8e11_1e12-d64,C6e11_8e11_1e12-d96,C6e11_8e11_1e12-d128' --fork-override optim.decay_frac=0.1
     .venv/bin/python benchmarks/bench_forks.py --fidelity OUT_DIR  # forked vs linear-decay loss by run length
     .venv/bin/python benchmarks/bench_forks.py --runs RUNS_DIR --sweeps isodepth_cpu_long isodepth_cpu_long_wsd
 
@@ -203,7 +205,7 @@ def main() -> int:
     parser.add_argument("--steps", type=int, nargs="+", default=[250, 500, 1000, 2000])
     parser.add_argument("--r", type=int, default=1)
     parser.add_argument("--fork-override", action="append", default=[], metavar="KEY=VALUE",
-                        help="an override for the forked runs of --fidelity only, e.g. optim.final_lr_frac=0.1")
+                        help="an override for the forked runs only (--train, --fidelity), e.g. optim.decay_frac=0.1")
     parser.add_argument("overrides", nargs="*", help="Hydra overrides for --train, e.g. model.r=1,2")
     args = parser.parse_args()
     accounting_summary()
@@ -212,11 +214,13 @@ def main() -> int:
     if args.runs is None:
         return 0
     if args.train:
-        points = forked_grid_points(args.overrides)
-        for exp, extra in ((INDEPENDENT, [f"point={','.join(points)}"]), (FORKED, [])):
+        # a point= override picks the forked grid; the independent runs are its branch points
+        points = forked_grid_points([*args.overrides, *args.fork_override])
+        shared = [o for o in args.overrides if not o.startswith("point=")]
+        for exp, extra in ((INDEPENDENT, [f"point={','.join(points)}", *shared]),
+                           (FORKED, [*args.overrides, *args.fork_override])):
             subprocess.run([sys.executable, "-m", "loopscale.train", "-m", f"experiment={exp}", "hydra/launcher=basic",
-                            f"runs_dir={args.runs}", "trainer.progress=false", *extra, *args.overrides],
-                           cwd=REPO, check=True)
+                            f"runs_dir={args.runs}", "trainer.progress=false", *extra], cwd=REPO, check=True)
     measured_summary(args.runs, args.bootstrap, *args.sweeps)
     return 0
 
