@@ -158,9 +158,10 @@ def fit_both(runs: Path, points, indep, branches, bootstrap: int, indep_sweep: s
 
     out = {}
     fits = [("independent", indep, indep_sweep, points), ("forked", branches, forked_sweep, points)]
-    if indep_sweep == INDEPENDENT:
-        grid = independent_grid_keys()
-        fits.insert(0, ("independent_grid", indep, INDEPENDENT, [k for k in points if indep[k]["run_name"] in grid]))
+    grid = independent_grid_keys() if indep_sweep == INDEPENDENT else set()
+    in_grid = [k for k in points if indep[k]["run_name"] in grid]
+    if grid and len(in_grid) == len(grid):  # the whole independent CPU grid is among the compared points
+        fits.insert(0, ("independent_grid", indep, INDEPENDENT, in_grid))
     reference = fits[0][0]
     for name, recs, sweep, keys in fits:
         table_path = runs / f"bench_forks_{forked_sweep}_{name}.csv"
@@ -176,6 +177,9 @@ def fit_both(runs: Path, points, indep, branches, bootstrap: int, indep_sweep: s
         print(f"    {name:16s} {_phi_line(fit)}")
     lo, hi = out[reference]["ci95"]["phi"]
     phi = out["forked"]["params"]["phi"]
+    if lo is None or hi is None:
+        print(f"  no bootstrap CI for phi from the {reference} fit: nothing to compare the forked phi with")
+        return
     print(f"  forked phi {phi:.3f} is {'INSIDE' if lo <= phi <= hi else 'OUTSIDE'} the bootstrap 95% CI of the "
           f"{reference} fit [{lo:.3f}, {hi:.3f}]")
 
@@ -189,7 +193,7 @@ def _phi_line(fit: dict) -> str:
 
 
 def _interval(pair) -> str:
-    return "n/a" if not pair else f"[{pair[0]:.3f}, {pair[1]:.3f}]"
+    return "n/a" if not pair or None in pair else f"[{pair[0]:.3f}, {pair[1]:.3f}]"
 
 
 def main() -> int:
