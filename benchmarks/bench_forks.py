@@ -98,8 +98,7 @@ def measured_summary(runs: Path, bootstrap: int, indep_sweep: str = INDEPENDENT,
     rel = [abs(branches[k]["L"] - indep[k]["L"]) / indep[k]["L"] for k in points]
     print(f"  |rel diff|: mean {sum(rel) / len(rel):.2%}, max {max(rel):.2%}; within 1%: {sum(x < 0.01 for x in rel)}/{len(rel)}")
     flops_ind = sum(indep[k]["C"] for k in points)
-    flops_fork = sum(parents[p]["C"] for p in complete) + sum(
-        branches[k]["F"] * (branches[k]["steps"] - branches[k]["fork_step"]) * branches[k]["batch_tokens"] for k in points)
+    flops_fork = sum(parents[p]["C_forked"] for p in complete)  # parent + its cooldowns (forks.ForkPlan)
     wall_ind = sum(indep[k]["wall_time_s"] for k in points)
     wall_fork = sum(parents[p]["wall_time_s"] for p in complete) + sum(branches[k]["wall_time_s"] for k in points)
     print(f"  training FLOPs: independent {flops_ind:.4g}, forked {flops_fork:.4g} -> {flops_ind / flops_fork:.2f}x cheaper")
@@ -112,19 +111,22 @@ def fidelity_by_length(out: Path, widths: list[int], steps: list[int], r: int, f
     grid's configs, 20% linear cooldowns) vs an independent run of the recipe's own schedule (warmup 5%,
     linear decay to 10%) at the same token count. The CPU grid's runs are 29-452 steps long. fork_overrides
     change the forked runs only (e.g. optim.final_lr_frac=0.1); each set trains into its own folder."""
-    from loopscale.train import run_training
-    from loopscale.sweep import compose
     from omegaconf import OmegaConf
+
+    from loopscale.sweep import compose
+    from loopscale.train import run_training
 
     def cfg(overrides):
         return OmegaConf.to_object(compose([*overrides, "trainer.progress=false", f"model.r={r}"]))
+
+    grid = cfg(["experiment=isodepth_cpu"])
+    batch_tokens = grid.budget.batch_size * grid.model.seq_len  # the CPU grid's batch
 
     forked_dir = out / "_".join(["forked", *fork_overrides]).replace("=", "-")
     print(f"\nfidelity by run length (r={r}; forked branch {' '.join(fork_overrides)} vs independent linear-decay "
           f"run, same tokens), in {out}:")
     print(f"  {'d':>4} {'steps':>6} {'L linear':>9} {'L forked':>9} {'rel diff':>9} {'wall linear':>12}")
     for width in widths:
-        batch_tokens = 8 * 64  # the CPU grid's batch: 8 sequences of 64 tokens
         fork = cfg(["experiment=isodepth_cpu_wsd", f"point=C1e12-d{width}", "budget.fork_flops=null",
                     f"budget.fork_tokens=[{','.join(str(s * batch_tokens) for s in steps)}]",
                     f"runs_dir={forked_dir}", *fork_overrides])
@@ -152,11 +154,11 @@ def _cli(argv: list[str]) -> None:
 
 
 def fit_both(runs: Path, points, indep, branches, bootstrap: int, indep_sweep: str, forked_sweep: str) -> None:
-    """`loopscale collect` + `loopscale fit --bootstrap N` on each sweep's compared points, and for the CPU
+    """The runs table of `loopscale collect` + `loopscale fit --bootstrap N` on each sweep's compared points, and for the CPU
     grid on the independent grid's own 32 points (what `make demo` fits)."""
-    import pandas as pd
+    from loopscale.records import collect, runs_table
 
-    out = {}
+    out, tables = {}, {}
     fits = [("independent", indep, indep_sweep, points), ("forked", branches, forked_sweep, points)]
     grid = independent_grid_keys() if indep_sweep == INDEPENDENT else set()
     in_grid = [k for k in points if indep[k]["run_name"] in grid]
@@ -164,10 +166,11 @@ def fit_both(runs: Path, points, indep, branches, bootstrap: int, indep_sweep: s
         fits.insert(0, ("independent_grid", indep, INDEPENDENT, in_grid))
     reference = fits[0][0]
     for name, recs, sweep, keys in fits:
-        table_path = runs / f"bench_forks_{forked_sweep}_{name}.csv"
-        _cli(["collect", str(runs / sweep), "--out", str(table_path)])
-        table = pd.read_csv(table_path)
+        if sweep not in tables:  # what `loopscale collect` writes, once per sweep
+            tables[sweep] = runs_table(collect(runs / sweep)[0])
+        table = tables[sweep]
         keep = {recs[k]["run_dir"] for k in keys}
+        table_path = runs / f"bench_forks_{forked_sweep}_{name}.csv"
         table[table["run_dir"].isin(keep)].to_csv(table_path, index=False)
         fit_path = runs / f"bench_forks_{forked_sweep}_{name}_fit.json"
         _cli(["fit", str(table_path), "--bootstrap", str(bootstrap), "--out", str(fit_path)])

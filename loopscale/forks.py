@@ -35,12 +35,11 @@ from typing import Any
 
 from loopscale import accounting
 from loopscale.config import TrainConfig, budget_tag, with_vocab
+from loopscale.records import PARENT_FILE, is_finished, read_record
 from loopscale.schedule import warmup_steps as schedule_warmup_steps
 from loopscale.schedule import wsd_decay_start
 
 log = logging.getLogger("loopscale.forks")
-
-PARENT_FILE = "fork_parent.json"
 
 
 @dataclass(frozen=True)
@@ -138,12 +137,6 @@ def branch_config(cfg: TrainConfig, plan: ForkPlan, branch: Branch) -> TrainConf
                                point=f"{branch.tag}-d{cfg.model.d_model}")
 
 
-def _read_json(path: Path) -> dict[str, Any] | None:
-    import json
-
-    return json.loads(path.read_text()) if path.exists() else None
-
-
 def run_forks(cfg: TrainConfig) -> dict[str, Any]:
     """Run (or resume, or skip) the parent and the branches of one model that cfg.budget.fork_stage asks
     for; return the parent's record with the branches' records under "branches".
@@ -153,7 +146,6 @@ def run_forks(cfg: TrainConfig) -> dict[str, Any]:
     its fork checkpoint. A failed or diverged branch is recorded and the others still run; the first such
     error is raised at the end."""
     from loopscale.checkpoint import fork_checkpoint_path
-    from loopscale.records import is_finished, read_record
     from loopscale.shards import prepare
     from loopscale.train import CHECKPOINT, fit_run, plan_run, run_dir_of
 
@@ -179,7 +171,7 @@ def run_forks(cfg: TrainConfig) -> dict[str, Any]:
         branch_dir = run_dir_of(branch_config(cfg, plan, branch))
         return not (is_finished(branch_dir) or (branch_dir / CHECKPOINT).exists() or fork_ckpt(branch).exists())
 
-    parent_record = _read_json(parent_dir / PARENT_FILE)
+    parent_record = read_record(parent_dir, PARENT_FILE)
     parent_done = parent_record is not None and parent_record.get("status") == "done"
     missing = [b for b in wanted if needs_fork(b)]
     if stage == "parent" or missing:

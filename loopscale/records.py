@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import Any, Iterable
 
 RUN_FILE = "run.json"
+# The record of a forked sweep's stable parent (loopscale/forks.py): not a point of the law, so not run.json.
+PARENT_FILE = "fork_parent.json"
 STATUSES = ("done", "failed", "diverged")
 # Columns of the runs table, in order; the first block is what `loopscale fit` reads by default.
 TABLE_COLUMNS = [
@@ -42,8 +44,9 @@ def write_json_atomic(path: Path, payload: dict[str, Any]) -> None:
         raise
 
 
-def read_record(run_dir: Path) -> dict[str, Any] | None:
-    path = Path(run_dir) / RUN_FILE
+def read_record(run_dir: Path, name: str = RUN_FILE) -> dict[str, Any] | None:
+    """The run's record (run.json, or `name` such as PARENT_FILE), or None when there is none yet."""
+    path = Path(run_dir) / name
     if not path.exists():
         return None
     with open(path) as f:
@@ -100,7 +103,7 @@ def collect(sweep_dir: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]
     incomplete (a checkpoint or config but no record: still running, killed, or never finished)."""
     rows, problems = [], []
     for run_dir in find_run_dirs(sweep_dir):
-        if (run_dir / "fork_parent.json").exists():
+        if (run_dir / PARENT_FILE).exists():
             continue  # stable parent of a forked WSD sweep (loopscale/forks.py): its branches are the points
         record = read_record(run_dir)
         if record is None:

@@ -204,9 +204,9 @@ def test_forked_sweep_parent_and_branches_as_separate_slurm_jobs(corpus, slurm_c
     the stable parent as one job, then both cooldown branches as two tasks of one array job, each starting
     from the parent's fork checkpoint. The branches are the same points as one job that runs it all."""
     runs_dir = tmp_path / "runs"
-    forked = ["experiment=isodepth_cpu_wsd", "model.r=1", "point=C5e10_1e11-d64", "trainer.progress=false",
-              "trainer.num_threads=1", "trainer.ckpt_every_steps=5", "data.val_tokens=2048",
-              f"data.data_dir={corpus}", *SLURM, f"hydra.launcher.partition={slurm_cluster.partition}"]
+    model = ["experiment=isodepth_cpu_wsd", "model.r=1", "point=C5e10_1e11-d64", "trainer.progress=false",
+             "trainer.num_threads=1", "trainer.ckpt_every_steps=5", "data.val_tokens=2048", f"data.data_dir={corpus}"]
+    forked = [*model, *SLURM, f"hydra.launcher.partition={slurm_cluster.partition}"]
     sweep_dir = runs_dir / "isodepth_cpu_wsd"
 
     def launch(*extra: str, where: Path = runs_dir) -> subprocess.CompletedProcess:
@@ -232,7 +232,7 @@ def test_forked_sweep_parent_and_branches_as_separate_slurm_jobs(corpus, slurm_c
         assert rec["status"] == "done" and rec["parent"] == str(parent_dir) and 0 < rec["fork_step"] < rec["steps"]
         assert rec["D"] == rec["steps"] * rec["batch_tokens"] and rec["C"] == pytest.approx(rec["F"] * rec["D"])
     # the same model as one local job (parent, then both branches): the same points, to the same loss
-    whole = subprocess.run([sys.executable, "-m", "loopscale.train", *forked[:-len(SLURM) - 1],
+    whole = subprocess.run([sys.executable, "-m", "loopscale.train", *model,
                             f"runs_dir={tmp_path / 'whole'}"], cwd=tmp_path, capture_output=True, text=True,
                            timeout=MULTIRUN_TIMEOUT_S)
     assert whole.returncode == 0, whole.stderr[-4000:]
