@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-SHARED_FIXTURES = REPO_ROOT.parent / "shared" / "fixtures"
+FIXTURES = REPO_ROOT / "tests" / "fixtures"
 
 # tests/ on sys.path so test modules can import helper modules that live beside them.
 sys.path.insert(0, str(Path(__file__).resolve().parent))

@@ -1,5 +1,6 @@
 """The fitter on the Chinchilla reference points and on synthetic looped data with known truth."""
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -12,14 +13,15 @@ from loopscale import fit as F
 from loopscale.laws import law_data_from_table, make_law
 from loopscale.tables import canonical_table
 
-CHINCHILLA = Path(__file__).resolve().parents[1] / ".." / "shared" / "fixtures" / "chinchilla_svg_extracted.csv"
+CHINCHILLA = Path(__file__).resolve().parent / "fixtures" / "chinchilla_svg_extracted.csv"
+CHINCHILLA_SHA256 = "193478df4e90f040016431996c45682659306840ecdadf83cfb9cd5ca0aa1b30"
 HOFFMANN = {"E": 1.69, "A": 406.4, "B": 410.7, "alpha": 0.34, "beta": 0.28}
 
 
 @pytest.fixture(scope="module")
 def chinchilla_data():
-    if not CHINCHILLA.is_file():
-        pytest.skip(f"reference CSV {CHINCHILLA} is absent (shared/ must sit beside the repo)")
+    # the committed copy must be the published extraction, byte for byte (tests/fixtures/README.md)
+    assert hashlib.sha256(CHINCHILLA.read_bytes()).hexdigest() == CHINCHILLA_SHA256
     raw = pd.read_csv(CHINCHILLA)
     raw = raw.sort_values("loss").iloc[:-5]  # drop the 5 highest losses -> 240 rows
     table = pd.DataFrame({"N": raw["Model Size"], "C": raw["Training FLOP"], "L": raw["loss"]})

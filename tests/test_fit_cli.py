@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
-CHINCHILLA = Path(__file__).resolve().parents[1] / ".." / "shared" / "fixtures" / "chinchilla_svg_extracted.csv"
+CHINCHILLA = Path(__file__).resolve().parent / "fixtures" / "chinchilla_svg_extracted.csv"
 
 
 def loopscale(*args, cwd=None):
@@ -51,8 +51,6 @@ def test_fit_groups_and_compare(tmp_path):
 
 
 def test_chinchilla_table_with_column_mapping(tmp_path):
-    if not CHINCHILLA.is_file():
-        pytest.skip(f"reference CSV {CHINCHILLA} is absent")
     raw = pd.read_csv(CHINCHILLA).sort_values("loss").iloc[:-5]
     src = tmp_path / "chin.csv"
     raw.to_csv(src, index=False)
