@@ -10,7 +10,7 @@ Parameter accounting (DESIGN.md, "Parameter accounting"):
               + 2 d (the two pre-norm RMSNorm gains)
     N_rec   = k * block                                    (the recurrent block, stored once, run r times)
     N_once  = (p + c) * block + injection + 3 d            (embed_norm, pass_norm, final_norm)
-              injection: linear 2 d^2 (W = [W_e | W_s]); additive / passthrough 0;
+              injection: linear and concat 2 d^2 (W = [W_e | W_s], [d, 2d]); additive / passthrough 0;
                          hyper r * (K^2 + 2 K) scalars (+ r * (d * (K + 2) + 3) for the dynamic variant)
     N       = N_once + N_rec                               (no token embedding, no LM head)
     embedding = V_pad * d;  lm_head = V_pad * d untied, 0 tied (the head FLOPs still count)
@@ -21,6 +21,8 @@ gradient, 2x when it runs under `torch.no_grad()` (truncated backprop):
     - prelude and coda layers (always with gradient), k recurrent layers in each of the r passes;
     - attention scores and values, full (not causal-halved) T x T: 4 d T forward per layer pass, so
       12 d T with gradient and 4 d T without — what SDPA's math backend executes;
+    - the concat injection (published): u = W [e; s], a 2d -> d matmul in every pass, the first included
+      (s_0 = e): 2 d^2 multiply-adds per pass, 6x with gradient and 2x without, as the authors count it;
     - the linear injection: u = W_e e + W_s s, with W_e e computed once per forward (e does not change
       across passes) and W_s s once per pass;
       under truncation the first pass with gradient gets a detached s, so its W_s s backward skips the
@@ -34,18 +36,24 @@ Not counted (elementwise or lookups, as FlopCounterMode does not count them eith
 RMSNorms and QK-norm, RoPE, softmax and masking, ReLU^2 / SiLU, residual adds, the hyper beta write-in
 (beta (x) s, K d products), tanh soft-capping and the dynamic tanh, the cross-entropy, and the optimizer.
 On every configuration the tests try this equals FlopCounterMode's count under SDPA's math backend.
+
+The published code's own count (6 x (prelude + coda + head) + (6 or 2) x per pass (block + injection)
++ attention 12 (or 4) x d x T per layer pass) also multiplies the RMSNorm gains (2 d per layer) and, for
+hyper-connections, counts (K^2 + 2 K) d per pass: at the paper sizes these differ from this count by less
+than 0.05% (tests/test_accounting.py compares every size 6-40, r in {1, 2, 4, 8} and each recipe).
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from loopscale.config import RECIPES, ModelConfig, _check_choice
+from loopscale.config import RECIPES, ModelConfig, _check_choice, paper_width
 
-PAPER_L_EFF = 20  # published grid: L_eff = 20, p = c = 2, k = 16 / r
+PAPER_L_EFF = 20  # published grid: L_eff = 20; r > 1: p = c = 2, k = 16 / r; r = 1: 0-20-0
 PAPER_VOCAB = 32064
 PAPER_SEQ_LEN = 2048
 PAPER_HEAD_DIM = 128
+PAPER_SOFTCAP = 15.0  # logits -> 15 tanh(z / 15)
 CPU_L_EFF = 12  # small CPU grid: L_eff = 12, p = c = 2, k = 8 / r
 CPU_VOCAB = 2048
 CPU_SEQ_LEN = 256
@@ -107,7 +115,7 @@ def block_params(cfg: ModelConfig) -> int:
 
 def injection_params(cfg: ModelConfig) -> int:
     d, K = cfg.d_model, cfg.hyper_lanes
-    if cfg.injection == "linear":
+    if cfg.injection in ("linear", "concat"):
         return 2 * d * d  # W = [W_e | W_s], [d, 2d]
     if cfg.injection == "hyper":
         static = cfg.r * (K * K + 2 * K)  # per pass: alpha [K], M [K, K], beta [K]
@@ -181,7 +189,9 @@ def flops_per_token(cfg: ModelConfig) -> float:
     pass_macs = cfg.n_rec * layer_macs
     always_macs = 0  # run once or per pass, but always inside the autograd graph
     skipped_flops = 0  # backward work that autograd does not do
-    if cfg.injection == "linear":
+    if cfg.injection == "concat":
+        pass_macs += 2 * d * d  # W [e; s] in every pass; the input gradient is always taken (e needs it)
+    elif cfg.injection == "linear":
         pass_macs += d * d  # W_s s
         always_macs += d * d  # W_e e, once
         if n_nograd > 0:
@@ -211,22 +221,23 @@ def tokens_for_budget(compute_flops: float, flops_per_token: float, batch_tokens
 
 
 def _recipe(variant: str) -> str:
-    """The variant name is ModelConfig's recipe: baseline (linear injection for r > 1, passthrough at r = 1),
-    tbptt (bptt_k = ceil(r / 2)) or hyper (K = 2 lanes for r > 1)."""
+    """The variant name is ModelConfig's recipe: baseline (the looped injection for r > 1, passthrough at
+    r = 1), tbptt (bptt_k = ceil(r / 2)) or hyper (K = 2 lanes for r > 1)."""
     _check_choice("variant", variant, RECIPES)
     return variant
 
 
 def paper_model(size: int, r: int, variant: str = "baseline") -> ModelConfig:
-    """The published iso-depth grid: d = 64 * s rounded up to a multiple of 128, head dim 128, L_eff = 20,
-    p = c = 2, k = 16 / r, vocab 32064, T = 2048."""
+    """The published model at size s (sweeps/model/paper.yaml): d = 64 * s rounded up to a multiple of 128,
+    head dim 128, vocab 32064, T = 2048, L_eff = 20: r = 1 a plain 0-20-0 stack, r > 1 2 + 16/r x r + 2
+    with the concat injection; the published init, logits soft-capped at 15."""
     if size < 1:
         raise ValueError(f"size={size!r} must be >= 1")
-    d_model = -(-64 * size // 128) * 128
-    p, k, c = layer_plan(PAPER_L_EFF, r)
+    layer_plan(PAPER_L_EFF, r)  # a clear error for an r that does not divide 16
     return ModelConfig(
-        vocab_size=PAPER_VOCAB, d_model=d_model, head_dim=PAPER_HEAD_DIM, n_prelude=p, n_rec=k, n_coda=c,
-        r=r, seq_len=PAPER_SEQ_LEN, recipe=_recipe(variant),
+        vocab_size=PAPER_VOCAB, d_model=paper_width(size), head_dim=PAPER_HEAD_DIM, n_prelude=2, n_coda=2,
+        depth=PAPER_L_EFF, r=r, seq_len=PAPER_SEQ_LEN, recipe=_recipe(variant), looped_injection="concat",
+        dense_layout="plain", init="paper", logit_softcap=PAPER_SOFTCAP,
     )
 
 
@@ -265,4 +276,6 @@ def accounting_report(cfg: ModelConfig) -> dict:
         "bptt_k": cfg.bptt_k,
         "variant": cfg.variant,
         "tie_embeddings": cfg.tie_embeddings,
+        "logit_softcap": cfg.logit_softcap,
+        "init": cfg.init,
     }

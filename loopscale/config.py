@@ -13,7 +13,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any, List, Optional
 
-INJECTIONS = ("linear", "additive", "passthrough", "hyper")
+INJECTIONS = ("linear", "additive", "passthrough", "hyper", "concat")
+LOOPED_INJECTIONS = ("linear", "concat", "additive", "passthrough")  # what injection="auto" may pick for r > 1
+INITS = ("gpt2", "paper")
+DENSE_LAYOUTS = ("same", "plain")
 RECIPES = ("baseline", "tbptt", "hyper")
 MLPS = ("relu2", "swiglu")
 VOCAB_MULTIPLE = 64  # the model pads its vocabulary to this multiple (tensor-core friendly shapes)
@@ -46,7 +49,8 @@ class ModelConfig:
     n_rec: int = 8  # k, layers in the recurrent block
     n_coda: int = 2  # c
     r: int = 1  # recurrence count: passes through the recurrent block
-    injection: str = "auto"  # auto (passthrough at r = 1, else linear) | linear | additive | passthrough | hyper
+    # auto (passthrough at r = 1, else looped_injection) | linear | concat | additive | passthrough | hyper
+    injection: str = "auto"
     bptt_k: Optional[int] = None  # truncated backprop: only the last k of r passes get gradient; None = all
     hyper_lanes: int = 2  # K, residual lanes for injection="hyper"
     hyper_dynamic: bool = False  # input-dependent tanh corrections (Zhu et al. 2024), zero-initialised
@@ -57,14 +61,32 @@ class ModelConfig:
     logit_softcap: Optional[float] = None  # soft-cap c: logits -> c * tanh(logits / c)
     rope_base: float = 10000.0
     norm_eps: float = 1e-6
-    init_std: float = 0.02
+    init_std: float = 0.02  # init="gpt2" only
+    # gpt2: N(0, init_std) matrices, residual writes scaled by 1/sqrt(2 L_eff), as GPT-2.
+    # paper: the published init (embedding N(0, 1), head N(0, 1e-3), block matrices uniform with
+    # std 1/sqrt(fan_in)); see loopscale/model.py
+    init: str = "gpt2"
+    # The injection injection="auto" resolves to for r > 1 (baseline / tbptt recipes): linear (two d x d
+    # matrices W_e e + W_s s) | concat (one Linear(2d -> d) on [e; s], the published form) | additive | passthrough
+    looped_injection: str = "linear"
+    # The layout at r = 1: same (p, k, c as for r > 1, e.g. 2-16-2) | plain (one stack of p + k + c layers,
+    # no prelude or coda: the published 0-20-0). Resolved in __post_init__; r > 1 is never changed.
+    dense_layout: str = "same"
     # Sweep conveniences, resolved in __post_init__ so the model code only sees concrete values:
     depth: Optional[int] = None  # target L_eff; when set, n_rec = (depth - p - c) / r (iso-depth)
     recipe: str = "baseline"  # baseline | tbptt (bptt_k = ceil(r/2)) | hyper (K lanes) — applied when r > 1
 
     def __post_init__(self) -> None:
         _check_choice("recipe", self.recipe, RECIPES)
+        _check_choice("init", self.init, INITS)
+        _check_choice("looped_injection", self.looped_injection, LOOPED_INJECTIONS)
+        _check_choice("dense_layout", self.dense_layout, DENSE_LAYOUTS)
         _check_positive("r", self.r)
+        if self.r == 1 and self.dense_layout == "plain":
+            # one plain stack: the prelude and coda layers join the block (idempotent, so replace() is safe)
+            if self.depth is None:
+                self.n_rec += self.n_prelude + self.n_coda
+            self.n_prelude = self.n_coda = 0
         if self.depth is not None:
             recurrent_depth = self.depth - self.n_prelude - self.n_coda
             if recurrent_depth <= 0 or recurrent_depth % self.r != 0:
@@ -79,7 +101,7 @@ class ModelConfig:
         if self.r > 1 and self.recipe == "hyper" and self.injection == "auto":
             self.injection = "hyper"
         if self.injection == "auto":
-            self.injection = "passthrough" if self.r == 1 else "linear"
+            self.injection = "passthrough" if self.r == 1 else self.looped_injection
         for name in ("vocab_size", "d_model", "head_dim", "n_rec", "r", "seq_len", "mlp_ratio"):
             _check_positive(name, getattr(self, name))
         for name in ("n_prelude", "n_coda"):
@@ -95,7 +117,8 @@ class ModelConfig:
             raise ValueError(f"bptt_k={self.bptt_k!r} must be between 1 and r={self.r} (or None for full backprop)")
         if self.injection == "hyper":
             if self.r == 1:
-                raise ValueError("injection='hyper' needs r > 1; allowed for r = 1: 'passthrough', 'linear', 'additive'")
+                raise ValueError("injection='hyper' needs r > 1; allowed for r = 1: 'passthrough', 'linear', 'concat', "
+                                 "'additive'")
             _check_positive("hyper_lanes", self.hyper_lanes)
         if self.hyper_dynamic and self.injection != "hyper":
             raise ValueError("hyper_dynamic=True needs injection='hyper'")

@@ -2,7 +2,8 @@
 
     idx -> embed -> embed_norm -> prelude (p layers, once) = e
         -> r passes of the recurrent block (k layers), each fed by the injection of e:
-               linear       u = W [e; s] = W_e e + W_s s, W = [I | 0] at init, s_0 = e
+               concat       u = W [e; s], one Linear(2d -> d), W = [I | 0] at init, s_0 = e (published)
+               linear       u = W_e e + W_s s, the same map split in two d x d matrices (W_e e once)
                additive     u = s + e, s_0 = 0 (so the first pass sees e, as in every mode)
                passthrough  u = s, s_0 = e (the r = 1 model)
                hyper        K residual lanes (loopscale/hyper.py)
@@ -13,6 +14,11 @@ Layers are pre-norm: x + attn(norm(x)), then x + mlp(norm(x)); attention is caus
 parameter-free QK-norm; no biases anywhere. Truncated backprop (cfg.bptt_k): the first r - bptt_k passes
 run their block under torch.no_grad(), so they store no activations; e still reaches the loss through the
 injection of the last bptt_k passes (for hyper, the lane update stays in the graph for the same reason).
+
+Init (cfg.init): `gpt2` draws matrices from N(0, init_std) with the residual writes scaled by 1/sqrt(2 L_eff);
+`paper` is the published recipe: embedding N(0, 1), untied head N(0, 1e-3), every block matrix uniform with
+std 1/sqrt(fan_in) (q, k, v, attention-out and MLP-in 1/sqrt(d), MLP-out 1/sqrt(4d)), so MuonH starts from
+nonzero norms. Both keep norm gains at 1 and the injection / hyper lanes at their identity init.
 
 Module names match loopscale.accounting: N_rec = recurrent, N_once = prelude + coda + injection +
 embed_norm + pass_norm + final_norm, embedding = embed, lm_head = lm_head (None when tied).
@@ -119,6 +125,28 @@ class LinearInjection(nn.Module):
         nn.init.zeros_(self.from_s.weight)
 
 
+class ConcatInjection(nn.Linear):
+    """u = W [e; s]: one bias-free Linear(2d -> d) on the concatenation, W = [I | 0] at init so u = e.
+    The published form; MuonH sees one [d, 2d] matrix (split in two, the W_s half would start at norm 0)."""
+
+    def __init__(self, d_model: int):
+        super().__init__(2 * d_model, d_model, bias=False)
+
+    def reset_parameters(self) -> None:
+        with torch.no_grad():
+            self.weight.zero_()
+            self.weight[:, : self.out_features].copy_(torch.eye(self.out_features))
+
+    def forward(self, e: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
+        return super().forward(torch.cat((e, s), dim=-1))
+
+
+def uniform_std_(weight: torch.Tensor, std: float) -> None:
+    """U(-a, a) with a = sqrt(3) std, the uniform law of standard deviation std (no outliers)."""
+    a = math.sqrt(3.0) * std
+    nn.init.uniform_(weight, -a, a)
+
+
 class LoopedTransformer(nn.Module):
     def __init__(self, cfg: ModelConfig):
         super().__init__()
@@ -131,6 +159,8 @@ class LoopedTransformer(nn.Module):
         self.recurrent = nn.ModuleList(Block(cfg) for _ in range(cfg.n_rec))
         if cfg.injection == "linear":
             self.injection = LinearInjection(d)
+        elif cfg.injection == "concat":
+            self.injection = ConcatInjection(d)
         elif cfg.injection == "hyper":
             self.injection = HyperConnections(d, cfg.r, cfg.hyper_lanes, cfg.hyper_dynamic, cfg.norm_eps)
         else:
@@ -145,6 +175,14 @@ class LoopedTransformer(nn.Module):
         self._init_weights()
 
     def _init_weights(self) -> None:
+        if self.cfg.init == "paper":
+            self._init_paper()
+        else:
+            self._init_gpt2()
+        if isinstance(self.injection, (LinearInjection, ConcatInjection)):
+            self.injection.reset_parameters()  # [I | 0]: u = e on every pass at init
+
+    def _init_gpt2(self) -> None:
         """N(0, init_std) for matrices; output projections (the residual writes) scaled by 1/sqrt(2 L_eff)
         as in GPT-2, since L_eff layer passes add to the stream; injection and hyper keep their identity init."""
         std = self.cfg.init_std
@@ -153,8 +191,16 @@ class LoopedTransformer(nn.Module):
                 continue
             scale = 1 / math.sqrt(2 * self.cfg.l_eff) if name.endswith("proj.weight") else 1.0
             nn.init.normal_(p, mean=0.0, std=std * scale)
-        if isinstance(self.injection, LinearInjection):
-            self.injection.reset_parameters()
+
+    def _init_paper(self) -> None:
+        """The published init: embedding N(0, 1), head N(0, 1e-3); each block matrix uniform with std
+        1/sqrt(fan_in): 1/sqrt(d) for q, k, v, attention-out and MLP-in, 1/sqrt(4d) for MLP-out (ReLU^2)."""
+        nn.init.normal_(self.embed.weight, mean=0.0, std=1.0)
+        if self.lm_head is not None:
+            nn.init.normal_(self.lm_head.weight, mean=0.0, std=1e-3)
+        for block in (*self.prelude, *self.recurrent, *self.coda):
+            for linear in (block.attn.qkv, block.attn.proj, block.mlp.fc, block.mlp.proj):
+                uniform_std_(linear.weight, 1 / math.sqrt(linear.in_features))
 
     # ------------------------------------------------------------------------------------------------
     def compile_blocks(self) -> None:
@@ -190,7 +236,9 @@ class LoopedTransformer(nn.Module):
         s = torch.zeros_like(e) if mode == "additive" else e  # s_0
         for i in range(r):
             with torch.set_grad_enabled(grad_on and i >= first_grad_pass):
-                if mode == "linear":
+                if mode == "concat":
+                    u = self.injection(e, s)  # W [e; s], the full 2d -> d matmul on every pass
+                elif mode == "linear":
                     u = e_proj + self.injection.from_s(s)
                 elif mode == "additive":
                     u = s + e

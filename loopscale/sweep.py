@@ -107,6 +107,7 @@ def plan_with_vocab(cfg: TrainConfig, vocab_size: int) -> RunPlan:
 def describe(job: Job) -> dict[str, Any]:
     cfg = job.cfg
     plan = plan_with_vocab(cfg, cfg.data.vocab_size)
-    return {"run_name": cfg.run_name, "sweep": cfg.sweep, "r": cfg.model.r, "variant": cfg.model.variant,
+    return {"run_name": cfg.run_name, "sweep": cfg.sweep, "point": cfg.point, "r": cfg.model.r,
+            "variant": cfg.model.variant,
             "d_model": cfg.model.d_model, "N_once": plan.N_once, "N_rec": plan.N_rec, "N": plan.N,
             "C_budget": plan.C_budget, "D": plan.D, "steps": plan.steps, "C": plan.C}

@@ -1,5 +1,6 @@
-"""loopscale.model: forward contract, injection inits, truncated backprop (gradients and memory),
-hyper-connection identities at init, AdamW parameter groups."""
+"""loopscale.model: forward contract, injection inits (split linear and the published concat), the published
+init and soft-cap, truncated backprop (gradients and memory), hyper-connection identities at init, AdamW
+parameter groups."""
 
 import math
 
@@ -7,9 +8,9 @@ import pytest
 import torch
 from torch.autograd.graph import saved_tensors_hooks
 
-from loopscale.accounting import cpu_model
+from loopscale.accounting import cpu_model, paper_model
 from loopscale.config import ModelConfig
-from loopscale.model import LoopedTransformer, param_groups
+from loopscale.model import ConcatInjection, LoopedTransformer, param_groups
 
 B, T, V = 2, 32, 200
 
@@ -109,6 +110,108 @@ def test_linear_injection_starts_as_identity_on_e():
         torch.testing.assert_close(u, e)
 
 
+def test_concat_injection_is_one_matrix_initialised_I_0():
+    """The published injection: one bias-free [d, 2d] matrix on [e; s], exactly [I | 0] at init, so every
+    pass sees u = e (s_0 = e)."""
+    model = build(tiny(4, injection="concat"))
+    d = model.cfg.d_model
+    assert isinstance(model.injection, ConcatInjection) and model.injection.bias is None
+    assert [(n, tuple(p.shape)) for n, p in model.injection.named_parameters()] == [("weight", (d, 2 * d))]
+    assert torch.equal(model.injection.weight, torch.cat((torch.eye(d), torch.zeros(d, d)), dim=1))
+    idx = batch()
+    with torch.no_grad():
+        e = prelude_out(model, idx)
+    inputs = recurrent_inputs(model, idx)
+    assert len(inputs) == 4
+    for u in inputs:
+        torch.testing.assert_close(u, e)
+
+
+def test_concat_equals_split_linear():
+    """concat u = W [e; s] and the split linear u = W_e e + W_s s are the same map: with W = [W_e | W_s] the
+    two models give the same logits and the same gradients (at init, and here off it: W perturbed)."""
+    concat = build(tiny(4, injection="concat"))
+    perturb(concat)
+    linear = LoopedTransformer(tiny(4, injection="linear"))
+    state = {k: v for k, v in concat.state_dict().items() if not k.startswith("injection.")}
+    W_e, W_s = concat.injection.weight.detach().chunk(2, dim=1)
+    state.update({"injection.from_e.weight": W_e, "injection.from_s.weight": W_s})
+    linear.load_state_dict(state)
+    idx = batch()
+    torch.testing.assert_close(linear(idx), concat(idx))
+    concat(idx, idx).backward()
+    linear(idx, idx).backward()
+    grad_W = concat.injection.weight.grad
+    torch.testing.assert_close(linear.injection.from_e.weight.grad, grad_W[:, : W_e.shape[1]], rtol=1e-4, atol=1e-6)
+    torch.testing.assert_close(linear.injection.from_s.weight.grad, grad_W[:, W_e.shape[1]:], rtol=1e-4, atol=1e-6)
+    torch.testing.assert_close(linear.recurrent[0].mlp.fc.weight.grad, concat.recurrent[0].mlp.fc.weight.grad,
+                               rtol=1e-4, atol=1e-6)
+
+
+def test_paper_init_statistics():
+    """The published init on the s = 6 model (d = 384, r = 4): embedding N(0, 1), head N(0, 1e-3), q, k, v,
+    attention-out and MLP-in uniform with std 1/sqrt(d), MLP-out uniform with std 1/sqrt(4d) (bounded by
+    sqrt(3) std: uniform, not normal), norm gains 1, injection [I | 0]."""
+    cfg = paper_model(6, 4)
+    assert (cfg.init, cfg.injection, cfg.logit_softcap, cfg.d_model) == ("paper", "concat", 15.0, 384)
+    model = build(cfg)
+    d = cfg.d_model
+
+    def check(w: torch.Tensor, std: float, uniform: bool, name: str) -> None:
+        assert abs(w.mean().item()) < 0.01 * std + 3 * std / math.sqrt(w.numel()), name
+        assert w.std().item() == pytest.approx(std, rel=0.01), name
+        if uniform:  # U(-a, a) with a = sqrt(3) std: the bound is reached but never passed
+            assert w.abs().max().item() <= math.sqrt(3) * std * (1 + 1e-6), name
+            assert w.abs().max().item() > 0.99 * math.sqrt(3) * std, name
+
+    check(model.embed.weight, 1.0, False, "embed")
+    assert model.embed.weight.abs().max() > 4  # normal tails, not a uniform law
+    check(model.lm_head.weight, 1e-3, False, "lm_head")
+    for block in (*model.prelude, *model.recurrent, *model.coda):
+        q, k, v = block.attn.qkv.weight.chunk(3, dim=0)
+        for name, w in (("q", q), ("k", k), ("v", v), ("attn-out", block.attn.proj.weight),
+                        ("mlp-in", block.mlp.fc.weight)):
+            check(w, 1 / math.sqrt(d), True, name)
+        check(block.mlp.proj.weight, 1 / math.sqrt(4 * d), True, "mlp-out")
+        assert block.mlp.fc.weight.shape == (4 * d, d)
+    for name, p in model.named_parameters():
+        if p.dim() == 1:
+            assert torch.equal(p, torch.ones_like(p)), name
+    assert torch.equal(model.injection.weight, torch.cat((torch.eye(d), torch.zeros(d, d)), dim=1))
+
+
+def test_gpt2_init_is_still_available():
+    """init=gpt2 (the default of the CPU grid): N(0, 0.02), residual writes scaled by 1/sqrt(2 L_eff)."""
+    model = build(tiny(2, init_std=0.02))
+    assert model.cfg.init == "gpt2"
+    assert model.embed.weight.std().item() == pytest.approx(0.02, rel=0.02)
+    assert model.prelude[0].mlp.proj.weight.std().item() == pytest.approx(0.02 / math.sqrt(24), rel=0.02)
+
+
+def test_paper_softcap_is_15_tanh():
+    """Logits of the published model are 15 tanh(z / 15) of the raw head output z: bounded by 15."""
+    cfg = paper_model(6, 2)
+    model = build(ModelConfig(**{**cfg.__dict__, "vocab_size": V, "seq_len": T, "d_model": 128}))
+    with torch.no_grad():
+        model.lm_head.weight.normal_(0, 5.0)  # raw logits far past the cap
+        idx = batch()
+        logits = model(idx)
+        x = model._layers(model.coda, model._loop(prelude_out(model, idx), T), T)
+        z = model.lm_head(model.final_norm(x))
+    assert z.abs().max() > 60
+    torch.testing.assert_close(logits, 15 * torch.tanh(z / 15))
+    assert logits.abs().max() <= 15
+
+
+def test_paper_r1_is_a_plain_stack():
+    """model=paper at r = 1: 0 prelude, 20 layers, 0 coda, no injection; r > 1: 2 + 16/r x r + 2."""
+    dense = build(ModelConfig(**{**paper_model(6, 1).__dict__, "vocab_size": V, "seq_len": T}))
+    assert (len(dense.prelude), len(dense.recurrent), len(dense.coda), dense.injection) == (0, 20, 0, None)
+    for r in (2, 4, 8):
+        cfg = paper_model(6, r)
+        assert (cfg.n_prelude, cfg.n_rec, cfg.n_coda, cfg.l_eff, cfg.injection) == (2, 16 // r, 2, 20, "concat")
+
+
 # ---------------------------------------------------------------------------------------------------- truncated backprop
 
 
@@ -121,7 +224,12 @@ def reference_loss(model: LoopedTransformer, idx: torch.Tensor, k: int) -> torch
     for i in range(cfg.r):
         if i == cfg.r - k:
             s = s.detach()
-        u = model.injection.from_e(e) + model.injection.from_s(s) if cfg.injection == "linear" else s + e
+        if cfg.injection == "concat":
+            u = torch.cat((e, s), dim=-1) @ model.injection.weight.T
+        elif cfg.injection == "linear":
+            u = model.injection.from_e(e) + model.injection.from_s(s)
+        else:
+            u = s + e
         s = model.pass_norm(run_layers(model, model.recurrent, u))
     return head(model, s, idx)
 
@@ -149,7 +257,8 @@ def perturb(model: LoopedTransformer, seed: int = 3) -> None:
                 p.add_(0.3 * torch.randn(p.shape, generator=g))
 
 
-@pytest.mark.parametrize("injection,r,k", [("linear", 4, 2), ("linear", 4, 1), ("additive", 3, 1), ("hyper", 4, 2)])
+@pytest.mark.parametrize("injection,r,k", [("linear", 4, 2), ("linear", 4, 1), ("concat", 4, 1), ("additive", 3, 1),
+                                           ("hyper", 4, 2)])
 def test_truncated_backprop_matches_hand_unrolled(injection, r, k):
     cfg = ModelConfig(vocab_size=V, d_model=64, head_dim=32, n_prelude=1, n_rec=2, n_coda=1, r=r, seq_len=T,
                       injection=injection, bptt_k=k)

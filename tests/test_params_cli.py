@@ -26,6 +26,19 @@ def test_paper_preset_json():
     assert report == json.loads(json.dumps(accounting_report(paper_model(6, 2))))
 
 
+@pytest.mark.parametrize("size,r,variant", [(6, 1, "baseline"), (40, 8, "tbptt"), (18, 4, "hyper")])
+def test_paper_preset_is_the_published_model(size, r, variant):
+    """r = 1 the plain 0-20-0 stack, r > 1 2 + 16/r x r + 2 (concat injection, or the hyper lanes); the
+    published init and soft-cap; the same numbers as the accounting functions."""
+    out = params("--preset", "paper", "--size", str(size), "--r", str(r), "--variant", variant)
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout)
+    assert report == json.loads(json.dumps(accounting_report(paper_model(size, r, variant))))
+    assert (report["p"], report["k"], report["c"]) == ((0, 20, 0) if r == 1 else (2, 16 // r, 2))
+    assert report["injection"] == {"baseline": "passthrough", "tbptt": "concat", "hyper": "hyper"}[variant]
+    assert (report["init"], report["logit_softcap"], report["vocab_padded"]) == ("paper", 15.0, 32064)
+
+
 def test_cpu_preset_with_overrides():
     out = params("--preset", "cpu", "--d-model", "128", "--r", "4", "--bptt-k", "2", "--mlp", "swiglu",
                  "--tie-embeddings", "--seq-len", "128", "--vocab-size", "1000")

@@ -22,8 +22,23 @@ from loopscale.train import SWEEPS_DIR, run_dir_of, run_training, to_train_confi
 EXPERIMENTS = sorted(p.stem for p in (SWEEPS_DIR / "experiment").glob("*.yaml"))
 PAPER = ["isodepth", "isodepth_tbptt", "isodepth_hyper"]
 RECIPE = {"isodepth": "baseline", "isodepth_tbptt": "tbptt", "isodepth_hyper": "hyper", "isodepth_cpu": "baseline"}
-# The published design: 29 (budget, size) points x r in {1, 2, 4, 8}; the CPU grid: 8 points x 4 r.
-JOBS = {"isodepth": 116, "isodepth_tbptt": 116, "isodepth_hyper": 116, "isodepth_cpu": 32}
+# The authors' size tables (their released sweep scripts), budget -> sizes s (d_model = 64 s rounded up to 128).
+BASELINE_SIZES = {4.64e17: [6, 8, 10, 12], 1e18: [6, 8, 10, 12, 14], 2.15e18: [8, 10, 12, 14, 16],
+                  4.64e18: [10, 12, 14, 16, 18, 20], 1e19: [12, 16, 18, 20, 24], 2.15e19: [18, 24, 28, 34]}
+TBPTT_SIZES = {4.64e17: [6, 8, 10, 12], 1e18: [6, 8, 10, 12, 14, 16], 2.15e18: [8, 10, 12, 14, 16, 18],
+               4.64e18: [10, 12, 14, 16, 18, 20, 22], 1e19: [12, 16, 18, 20, 24, 28], 2.15e19: [18, 24, 28, 34, 40]}
+HYPER_SIZES = {**BASELINE_SIZES, 2.15e18: [8, 10, 12, 14, 16, 18]}
+
+
+def table(sizes: dict, rs) -> set[tuple[float, int, int]]:
+    return {(C, s, r) for C, ss in sizes.items() for s in ss for r in rs}
+
+
+# (C, s, r) of every job: the baseline trains r in {1, 2, 4, 8}; the probes r in {2, 4, 8} only.
+PUBLISHED = {"isodepth": table(BASELINE_SIZES, (1, 2, 4, 8)), "isodepth_tbptt": table(TBPTT_SIZES, (2, 4, 8)),
+             "isodepth_hyper": table(HYPER_SIZES, (2, 4, 8))}
+# 29 cells x 4 r; 34 x 3; 30 x 3; the CPU grid: 8 points x 4 r.
+JOBS = {"isodepth": 116, "isodepth_tbptt": 102, "isodepth_hyper": 90, "isodepth_cpu": 32}
 
 
 @pytest.mark.parametrize("experiment", EXPERIMENTS)
@@ -37,8 +52,10 @@ def test_experiment_composes_to_a_valid_config(experiment):
         return  # an experiment of another kind (e.g. forked WSD runs): its own tests check its design
     assert cfg.model.recipe == RECIPE[experiment]
     if experiment in PAPER:
-        # DESIGN.md: L_eff = 20 with p = c = 2, T = 2048, 262,144-token batches, a 32k tokenizer on a hub corpus
-        assert (cfg.model.l_eff, cfg.model.n_prelude, cfg.model.n_coda) == (20, 2, 2)
+        # DESIGN.md: L_eff = 20 (r = 1: 0-20-0, r > 1: p = c = 2), T = 2048, 262,144-token batches, a 32k
+        # tokenizer on a hub corpus; a single run of a probe (no -m) is one of its points (r = 2)
+        assert cfg.model.r == (1 if experiment == "isodepth" else 2)
+        assert (cfg.model.l_eff, cfg.model.n_prelude, cfg.model.n_coda) == ((20, 0, 0) if cfg.model.r == 1 else (20, 2, 2))
         assert cfg.model.seq_len == 2048 and cfg.budget.batch_size * cfg.model.seq_len == 262_144
         assert cfg.data.source == "hf" and cfg.data.vocab_size == 32_000
     else:
@@ -72,23 +89,34 @@ def test_expansion_matches_hydra_composing_each_job():
         assert [OmegaConf.to_object(cfg) for cfg in compose_jobs(jobs)] == composed
 
 
+def point_cell(point: str) -> tuple[float, int]:
+    """'C1e18-s10' -> (1e18, 10)."""
+    budget, size = point.split("-")
+    return float(budget[1:]), int(size[1:])
+
+
 @pytest.mark.parametrize("experiment", sorted(JOBS))
 def test_multirun_expands_to_the_published_grid(experiment):
     cfgs = [job.cfg for job in expand([f"experiment={experiment}"])]
     assert len(cfgs) == JOBS[experiment]
     assert all(run_dir_of(cfg).name == f"{RECIPE[experiment]}-r{cfg.model.r}-{cfg.point}" for cfg in cfgs)
-    # iso-depth: every job has the same effective depth; r in {1, 2, 4, 8}, each (budget, width) point at all 4
+    # iso-depth: every job has the same effective depth
     assert {cfg.model.l_eff for cfg in cfgs} == {20 if experiment in PAPER else 12}
-    points = Counter((cfg.budget.compute_flops, cfg.model.d_model) for cfg in cfgs)
-    assert set(points.values()) == {4} and len(points) == JOBS[experiment] // 4
-    assert Counter(cfg.model.r for cfg in cfgs) == {r: JOBS[experiment] // 4 for r in (1, 2, 4, 8)}
-    assert all(cfg.model.n_rec * cfg.model.r == cfg.model.l_eff - 4 for cfg in cfgs)
     if experiment in PAPER:
-        # six budgets 4.64e17 .. 2.15e19 with 4-5 widths each (not a cross product), widths 384 .. 2176
-        widths_per_budget = Counter(c for c, _ in points)
-        assert sorted(widths_per_budget) == [4.64e17, 1e18, 2.15e18, 4.64e18, 1e19, 2.15e19]
-        assert set(widths_per_budget.values()) <= {4, 5}
-        assert min(d for _, d in points) == 384 and max(d for _, d in points) == 2176
+        jobs = [(*point_cell(cfg.point), cfg.model.r) for cfg in cfgs]
+        assert len(set(jobs)) == len(jobs) and set(jobs) == PUBLISHED[experiment]
+        for cfg in cfgs:
+            C, s = point_cell(cfg.point)
+            m = cfg.model
+            assert (cfg.budget.compute_flops, m.d_model) == (C, -(-64 * s // 128) * 128)
+            assert (m.init, m.logit_softcap) == ("paper", 15.0)
+            # r = 1 a plain 0-20-0 stack; r > 1 2 + 16/r x r + 2
+            assert (m.n_prelude, m.n_rec, m.n_coda) == ((0, 20, 0) if m.r == 1 else (2, 16 // m.r, 2))
+    else:
+        points = Counter((cfg.budget.compute_flops, cfg.model.d_model) for cfg in cfgs)
+        assert set(points.values()) == {4} and len(points) == JOBS[experiment] // 4
+        assert Counter(cfg.model.r for cfg in cfgs) == {r: JOBS[experiment] // 4 for r in (1, 2, 4, 8)}
+        assert all(cfg.model.n_rec * cfg.model.r == cfg.model.l_eff - 4 for cfg in cfgs)
 
     looped = [cfg.model for cfg in cfgs if cfg.model.r > 1]
     if experiment == "isodepth_tbptt":
@@ -96,7 +124,34 @@ def test_multirun_expands_to_the_published_grid(experiment):
     elif experiment == "isodepth_hyper":
         assert all(m.injection == "hyper" and m.hyper_lanes == 2 and m.variant == "hyper" for m in looped)
     else:
-        assert all(m.injection == "linear" and m.variant == "baseline" for m in looped)
+        injection = "concat" if experiment in PAPER else "linear"
+        assert all(m.injection == injection and m.variant == "baseline" for m in looped)
+
+
+@pytest.mark.parametrize("experiment", PAPER)
+def test_sweep_cli_json_lists_the_authors_points(experiment, repo_root):
+    """`loopscale sweep experiment=... --json`: exactly the authors' (C, s, r) jobs, each once; the probes
+    list no r = 1 job; steps = round(C / (F x 262,144))."""
+    proc = subprocess.run([sys.executable, "-m", "loopscale", "sweep", f"experiment={experiment}", "--json"],
+                          cwd=repo_root, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = [json.loads(line) for line in proc.stdout.splitlines()]
+    jobs = [(*point_cell(row["point"]), row["r"]) for row in rows]
+    assert len(jobs) == len(set(jobs)) == JOBS[experiment] and set(jobs) == PUBLISHED[experiment]
+    assert (1 in {row["r"] for row in rows}) == (experiment == "isodepth")
+    for row in rows:
+        F = row["C"] / row["D"]
+        assert row["steps"] == round(row["C_budget"] / (F * 262_144)) and row["D"] == row["steps"] * 262_144
+
+
+def test_model_paper_r1_composes_to_the_plain_stack():
+    """`model=paper model.r=1` is the published 0-20-0 stack; model.r=4 is 2-4-2 with the concat injection."""
+    dense = to_train_config(compose(["model=paper", "model.r=1"])).model
+    assert (dense.n_prelude, dense.n_rec, dense.n_coda, dense.injection, dense.l_eff) == (0, 20, 0, "passthrough", 20)
+    looped = to_train_config(compose(["model=paper", "model.r=4"])).model
+    assert (looped.n_prelude, looped.n_rec, looped.n_coda, looped.injection) == (2, 4, 2, "concat")
+    cpu = to_train_config(compose(["model=cpu", "model.r=1"])).model  # the CPU grid keeps 2-8-2 at r = 1
+    assert (cpu.n_prelude, cpu.n_rec, cpu.n_coda, cpu.init) == (2, 8, 2, "gpt2")
 
 
 def test_sweep_cli_counts_the_published_grid(repo_root):

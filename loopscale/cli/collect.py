@@ -14,6 +14,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", type=Path, default=None, help="table path (.csv; a .parquet is written beside "
                                                           "it, and the runs not done go to <name>_problems.csv). "
                                                           "Default: SWEEP_DIR/runs.csv")
+    p.add_argument("--dense", type=Path, default=None, metavar="BASELINE_DIR",
+                   help="a probe sweep (no r = 1 runs): add the finished r = 1 runs of this baseline sweep, "
+                        "marked in the column dense_from, so the looped law has its dense anchor")
     p.set_defaults(func=run_collect)
     s = sub.add_parser("status", help="counts of done / failed / diverged / incomplete runs in a sweep")
     s.add_argument("sweep_dir", type=Path)
@@ -52,7 +55,7 @@ def run_collect(args: argparse.Namespace) -> int:
 
     rows, problems = _collect(args.sweep_dir)
     out = args.out or args.sweep_dir / "runs.csv"
-    table = runs_table(rows)
+    table = runs_table(rows) if args.dense is None else _with_dense(rows, args.dense)
     out.parent.mkdir(parents=True, exist_ok=True)
     table.to_csv(out, index=False)
     table.to_parquet(out.with_suffix(".parquet"), index=False)
@@ -62,6 +65,18 @@ def run_collect(args: argparse.Namespace) -> int:
           f"{len(problems)} not done -> {problems_out.name}")
     _print_problems(problems)
     return 0
+
+
+def _with_dense(rows, baseline_dir: Path):
+    from loopscale.cli import UsageError
+    from loopscale.probes import dense_rows, probe_table
+
+    try:
+        dense = dense_rows(rows, baseline_dir)
+    except ValueError as err:
+        raise UsageError(str(err)) from None
+    print(f"+ {len(dense)} r = 1 runs from {baseline_dir} (column dense_from)")
+    return probe_table(rows, dense)
 
 
 STATUS_ORDER = ("done", "failed", "diverged", "incomplete")

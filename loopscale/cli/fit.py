@@ -37,6 +37,8 @@ def register(subparsers) -> None:
     p.add_argument("--starts", type=int, default=16, metavar="K", help="starts refined (default 16)")
     p.add_argument("--out", metavar="PATH", help="write the fit JSON here (e.g. fits/NAME.json)")
     p.add_argument("--plot", metavar="PATH", help="write a predicted-vs-observed figure (PNG)")
+    p.add_argument("--allow-no-dense", action="store_true",
+                   help="fit a looped law on a table with no r = 1 runs (a probe collected without --dense)")
     cols = p.add_argument_group("column mapping (defaults: names written by `loopscale collect`)")
     for opt, canon in (("--r-col", "r"), ("--n-once-col", "N_once"), ("--n-rec-col", "N_rec"),
                        ("--n-col", "N"), ("--d-col", "D"), ("--c-col", "C"), ("--loss-col", "L")):
@@ -67,6 +69,7 @@ def run_fit(args: argparse.Namespace) -> int:
     import numpy as np
 
     from ..fit import Loss, file_sha256, fit_table
+    from ..probes import check_dense_rows
     from ..tables import ColumnMap, canonical_table, read_table
 
     if args.bootstrap < 0:
@@ -93,6 +96,7 @@ def run_fit(args: argparse.Namespace) -> int:
     for g, part in groups:
         try:
             table = canonical_table(part.reset_index(drop=True), args.law, columns)
+            check_dense_rows(table, args.law, args.allow_no_dense)  # a probe without the baseline's r = 1 runs
         except ValueError as err:
             where = f" (group {args.group}={g})" if g is not None else ""
             raise UsageError(f"{err}{where}") from None
