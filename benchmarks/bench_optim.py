@@ -1,7 +1,7 @@
 """MuonH (optim=muonh, the published recipe) vs the AdamW recipe (optim=adamw) at equal FLOPs on CPU grid
 points, and MuonH's share of the training step time.
 
-    .venv/bin/python benchmarks/bench_optim.py [--points C2.5e11-d64:1 C2.5e11-d64:4] [--runs runs/bench_optim]
+    .venv/bin/python benchmarks/bench_optim.py [--points C1.25e11-d64:1 C1.25e11-d64:4] [--runs runs/bench_optim]
 
 Each point (budget-width:r of experiment=isodepth_cpu) is trained once per recipe: the same model, data,
 budget and so the same steps and FLOPs; printed are the final val losses. The recipes: `adamw` (lr 3e-3,
@@ -35,9 +35,10 @@ RECIPES = {"adamw": ["optim=adamw"], "muonh": ["optim=muonh"], "muonh-none": ["o
 WARMUP = 3
 
 
-def point_config(point: str, r: int, recipe: str, runs: Path):
+def point_config(point: str, r: int, recipe: str, runs: Path, data_dir: Path):
     return train_config(["experiment=isodepth_cpu", f"point={point}", f"model.r={r}", *RECIPES[recipe],
-                         "trainer.progress=false", "trainer.num_threads=1", f"runs_dir={runs / recipe}"])
+                         "trainer.progress=false", "trainer.num_threads=1", f"runs_dir={runs / recipe}",
+                         f"data.data_dir={data_dir}"])
 
 
 def step_times(cfg, steps: int) -> tuple[float, float]:
@@ -65,10 +66,11 @@ def step_times(cfg, steps: int) -> tuple[float, float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--points", nargs="+", default=["C2.5e11-d64:1", "C2.5e11-d64:4", "C2.5e11-d96:2"],
+    parser.add_argument("--points", nargs="+", default=["C1.25e11-d64:1", "C1.25e11-d64:4"],
                         help="point:r of experiment=isodepth_cpu")
     parser.add_argument("--recipes", nargs="+", default=list(RECIPES), choices=list(RECIPES))
     parser.add_argument("--runs", type=Path, default=Path("runs/bench_optim"))
+    parser.add_argument("--data-dir", type=Path, default=Path("data/cache"))
     parser.add_argument("--time-steps", type=int, default=10)
     args = parser.parse_args()
     torch.set_num_threads(1)
@@ -79,7 +81,7 @@ def main() -> None:
         point, r = spec.split(":")
         losses, steps = [], None
         for recipe in args.recipes:
-            record = run_training(point_config(point, int(r), recipe, args.runs))
+            record = run_training(point_config(point, int(r), recipe, args.runs, args.data_dir))
             losses.append(record["L"])
             steps = record["steps"]
         print(f"{point:16s} {r:>2s} {steps:5d} " + " ".join(f"{loss:11.4f}" for loss in losses), flush=True)
@@ -88,7 +90,7 @@ def main() -> None:
     for spec in args.points:
         point, r = spec.split(":")
         for recipe in ("adamw", "muonh"):
-            fb, opt = step_times(point_config(point, int(r), recipe, args.runs), args.time_steps)
+            fb, opt = step_times(point_config(point, int(r), recipe, args.runs, args.data_dir), args.time_steps)
             print(f"{point:16s} {r:>2s} {recipe:>10s} {1e3 * fb:11.1f} {1e3 * opt:8.1f} {opt / (fb + opt):9.1%}",
                   flush=True)
 

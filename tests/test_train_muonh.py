@@ -120,14 +120,18 @@ def one_process_reference(cfg, world: int = 2) -> float:
     return float(trainer.validate(module, datamodule=datamodule, verbose=False)[0]["val/loss"])
 
 
+def _only_record(runs: Path) -> dict:
+    (record_path,) = runs.glob("*/*/run.json")
+    return json.loads(record_path.read_text())
+
+
 @pytest.mark.slow
 def test_ddp_on_cpu_matches_one_process_on_the_same_global_batch(tmp_path, data_dir):
     runs = tmp_path / "ddp"
     proc = run_cli([*MUONH_TINY, f"runs_dir={runs}", f"data.data_dir={data_dir}", "trainer=ddp_cpu",
                     "trainer.progress=false"], cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    (record_path,) = runs.glob("*/*/run.json")
-    ddp = json.loads(record_path.read_text())
+    ddp = _only_record(runs)
     reference = one_process_reference(_cfg(tmp_path / "one", data_dir))
     print(f"muonh DDP x2 L = {ddp['L']:.6f}, one process on the same global batches L = {reference:.6f}")
     assert ddp["status"] == "done" and ddp["config"]["trainer"]["devices"] == 2
@@ -150,8 +154,7 @@ def test_ddp_as_a_two_task_slurm_job_matches_one_process(slurm_cluster, tmp_path
             f"hydra.launcher.partition={slurm_cluster.partition}", *shape]
     proc = subprocess.run(args, cwd=tmp_path, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-4000:]
-    (record_path,) = runs.glob("*/*/run.json")
-    ddp = json.loads(record_path.read_text())
+    ddp = _only_record(runs)
     assert ddp["status"] == "done", ddp.get("reason")
     trainer = ddp["config"]["trainer"]
     assert trainer["devices"] * trainer["num_nodes"] == 2
