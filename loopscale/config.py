@@ -186,11 +186,12 @@ class DataConfig:
 
 
 SCHEDULES = ("linear", "wsd", "constant")
+OPTIMIZERS = ("adamw", "muonh")
 
 
 @dataclass
 class OptimConfig:
-    """AdamW with warmup then decay. `linear`: warmup, then linear decay to final_lr_frac (the published
+    """AdamW (or MuonH + AdamW, optimizer=muonh) with warmup then decay. `linear`: warmup, then linear decay to final_lr_frac (the published
     recipe decays to 10%). `wsd`: warmup, stable at peak, then a cooldown over the last decay_frac of steps."""
 
     lr: float = 3e-3
@@ -209,6 +210,19 @@ class OptimConfig:
     grad_clip: float = 1.0  # max global grad norm; 0 disables clipping
     width_scaling: bool = False  # muP-style lr * base_width / d_model for matrices
     base_width: int = 128
+    # optimizer=muonh (the published recipe, sweeps/optim/muonh.yaml; loopscale/muonh.py, loopscale/lr_transfer.py):
+    # MuonH on the block and injection matrices at lr (the matrix base lr), AdamW (beta1, beta2, eps) on the rest
+    # at the lr_* base lrs. transfer=published scales them with width, batch and D; none uses them as given.
+    optimizer: str = "adamw"  # adamw | muonh
+    momentum: float = 0.95  # MuonH Nesterov momentum
+    ortho_dtype: str = "auto"  # MuonH orthogonalisation: auto (bf16 on CUDA as published, fp32 on CPU) | bf16 | fp32
+    lr_head: float = 0.004
+    lr_embedding: float = 0.3
+    lr_norm: float = 0.005
+    lr_hyper: float = 0.01
+    transfer: str = "published"  # published | none
+    transfer_ref_size: int = 10  # paper size s of the reference model (d = 640) the lrs were tuned at
+    transfer_ref_batch_tokens: int = 262144  # B_ref = 2^18 tokens per step
 
     def __post_init__(self) -> None:
         _check_positive("lr", self.lr)
@@ -221,6 +235,21 @@ class OptimConfig:
             raise ValueError(f"grad_clip={self.grad_clip!r} must be >= 0")
         if self.warmup_steps is not None and self.warmup_steps < 0:
             raise ValueError(f"warmup_steps={self.warmup_steps!r} must be >= 0 (or None to use warmup_frac)")
+        _check_choice("optimizer", self.optimizer, OPTIMIZERS)
+        _check_choice("ortho_dtype", self.ortho_dtype, ("auto", "bf16", "fp32"))
+        _check_choice("transfer", self.transfer, ("published", "none"))
+        for name in ("lr_head", "lr_embedding", "lr_norm", "lr_hyper", "transfer_ref_size", "transfer_ref_batch_tokens"):
+            _check_positive(name, getattr(self, name))
+        if not 0.0 <= self.momentum < 1.0:
+            raise ValueError(f"momentum={self.momentum!r} must be in [0, 1)")
+        if self.optimizer == "muonh":
+            # the hyperball fixes every matrix's norm and the recipe has no decay anywhere; muP width scaling is
+            # AdamW's rule, the recipe transfers lrs by optim.transfer instead
+            if self.weight_decay != 0:
+                raise ValueError(f"weight_decay={self.weight_decay!r}: optimizer='muonh' has no weight decay; set 0")
+            if self.width_scaling:
+                raise ValueError("width_scaling=True is AdamW's muP rule; optimizer='muonh' scales lrs by "
+                                 "transfer='published' (or use transfer='none' with explicit lrs)")
 
 
 BUDGET_MODES = ("flops", "tokens", "ratio", "forks")

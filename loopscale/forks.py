@@ -89,6 +89,9 @@ def plan_forks(cfg: TrainConfig) -> ForkPlan:
     budget, optim = cfg.budget, cfg.optim
     if budget.mode != "forks":
         raise ValueError(f"plan_forks needs budget.mode=forks, got {budget.mode!r}")
+    if optim.optimizer == "muonh" and optim.transfer == "published":  # lr ~ D^-0.32: one per branch, no shared parent
+        raise ValueError("budget.mode=forks needs lrs that do not depend on D, and optim.transfer='published' "
+                         "scales the MuonH lr with each run's D: use optim.transfer=none (explicit lrs) for forks")
     if optim.schedule != "wsd":
         raise ValueError(f"budget.mode=forks needs optim.schedule=wsd (use optim=wsd), got {optim.schedule!r}: "
                          "a branch is a warmup-stable-decay run whose stable part is shared")

@@ -1,11 +1,13 @@
-"""The LightningModule around LoopedTransformer: loss, AdamW groups, the lr schedule, and the metrics a
-scaling-law run needs (nats per token, tokens and FLOPs spent, lr, grad norm, throughput, MFU on GPU).
+"""The LightningModule around LoopedTransformer: loss, the optimizer (AdamW, or MuonH with AdamW groups), the lr
+schedule, and the metrics a scaling-law run needs (nats per token, tokens and FLOPs spent, lr, grad norm,
+throughput, MFU on GPU).
 
 The model itself (loopscale/model.py) knows nothing about Lightning; this file knows nothing about Hydra.
 """
 
 from __future__ import annotations
 
+import logging
 import math
 import time
 from dataclasses import dataclass
@@ -14,8 +16,12 @@ import lightning as L
 import torch
 
 from loopscale.config import ModelConfig, OptimConfig, TrainerConfig
+from loopscale.lr_transfer import MATRIX, adamw_lrs, lrs_for, recipe_param_groups
 from loopscale.model import LoopedTransformer, param_groups
+from loopscale.muonh import MuonH, resolve_ortho_dtype
 from loopscale.schedule import lr_multiplier
+
+log = logging.getLogger("loopscale.train")
 
 # Dense bf16 peak FLOP/s per device, for model-FLOPs utilisation (published datasheet figures).
 PEAK_FLOPS_BF16 = {"H100": 989e12, "H200": 989e12, "A100": 312e12, "L40S": 362e12, "A10": 125e12}
@@ -42,6 +48,27 @@ class StepAccounting:
     flops_per_token: float  # F, eq. in DESIGN.md "FLOPs per token"
 
 
+def device_type(accelerator: str) -> str:
+    """'cuda' or 'cpu': where a trainer.accelerator setting puts the model (auto: CUDA when there is one)."""
+    if accelerator in ("gpu", "cuda") or (accelerator == "auto" and torch.cuda.is_available()):
+        return "cuda"
+    return "cpu"
+
+
+def optimizer_record(model_cfg: ModelConfig, optim: OptimConfig, trainer_cfg: TrainerConfig,
+                     accounting: StepAccounting) -> dict:
+    """What run.json records about the optimizer: its name, every group's peak lr and, for MuonH, the
+    orthogonalisation dtype. The same values configure_optimizers uses."""
+    if optim.optimizer == "adamw":
+        return {"optimizer": "adamw", "lrs": adamw_lrs(model_cfg, optim)}
+    if trainer_cfg.strategy == "fsdp":
+        raise ValueError("optim.optimizer='muonh' needs whole matrices for its orthogonalisation, and "
+                         "trainer.strategy='fsdp' shards them; use trainer.strategy='ddp' (or optim=adamw)")
+    D_tokens = accounting.total_steps * accounting.batch_tokens
+    return {"optimizer": "muonh", "lrs": lrs_for(model_cfg, accounting.batch_tokens, D_tokens, optim),
+            "ortho_dtype": resolve_ortho_dtype(optim.ortho_dtype, device_type(trainer_cfg.accelerator))}
+
+
 def peak_flops_per_device() -> float | None:
     if not torch.cuda.is_available():
         return None
@@ -60,6 +87,7 @@ class LoopedLM(L.LightningModule):
         self.optim_cfg = optim
         self.trainer_cfg = trainer_cfg
         self.accounting = accounting
+        self.optimizer_record = optimizer_record(model_cfg, optim, trainer_cfg, accounting)
         self.model = LoopedTransformer(model_cfg)
         if trainer_cfg.compile:
             self.model.compile_blocks()
@@ -130,14 +158,19 @@ class LoopedLM(L.LightningModule):
     # -- optimizer ----------------------------------------------------------------------------------------
     def configure_optimizers(self):
         opt = self.optim_cfg
-        groups = param_groups(self.model, opt.weight_decay)
-        if opt.width_scaling:
-            # muP-style: hidden matrices' lr scales as base_width / d_model; vectors and embeddings keep it.
-            scale = opt.base_width / self.model_cfg.d_model
-            for group in groups:
-                if group["weight_decay"] > 0:
-                    group["lr"] = opt.lr * scale
-        optimizer = torch.optim.AdamW(groups, lr=opt.lr, betas=(opt.beta1, opt.beta2), eps=opt.eps)
+        lrs = self.optimizer_record["lrs"]
+        if opt.optimizer == "muonh":
+            # one Optimizer for the whole model (MuonH on matrices, AdamW groups inside it), so Lightning's
+            # automatic optimization, gradient accumulation, checkpoints and the LambdaLR below work as for AdamW
+            groups = [{"name": name, "params": params, "lr": lrs[name], "adamw": name != MATRIX}
+                      for name, params in recipe_param_groups(self.model).items()]
+            optimizer = MuonH(groups, momentum=opt.momentum, ortho_dtype=self.optimizer_record["ortho_dtype"],
+                              betas=(opt.beta1, opt.beta2), eps=opt.eps, weight_decay=0.0)
+        else:
+            groups = [{**group, "lr": lrs[group["name"]]} for group in param_groups(self.model, opt.weight_decay)]
+            optimizer = torch.optim.AdamW(groups, lr=opt.lr, betas=(opt.beta1, opt.beta2), eps=opt.eps)
+        log.info("optimizer %s: peak lrs %s", opt.optimizer,
+                 ", ".join(f"{g['name']}={g['lr']:.4g}" for g in optimizer.param_groups))
         total = self.accounting.total_steps
         scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: lr_multiplier(step, total, opt))
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}

@@ -243,7 +243,7 @@ def fit_run(cfg: TrainConfig, run_dir: Path, *, start_ckpt: Path | None = None, 
         callbacks=_callbacks(cfg, run_dir, list(fork_steps)), enable_checkpointing=False, enable_model_summary=False,
         enable_progress_bar=cfg.trainer.progress, default_root_dir=str(run_dir), plugins=_plugins(),
     )
-    record = {**_base_record(cfg, plan, run_dir), **(extra_record or {})}
+    record = {**_base_record(cfg, plan, run_dir), **module.optimizer_record, **(extra_record or {})}
     ckpt = run_dir / CHECKPOINT
     resume_from = ckpt if ckpt.exists() else start_ckpt
     started = time.perf_counter()

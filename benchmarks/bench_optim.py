@@ -1,0 +1,99 @@
+"""MuonH (optim=muonh, the published recipe) vs the AdamW recipe (optim=adamw) at equal FLOPs on CPU grid
+points, and MuonH's share of the training step time.
+
+    .venv/bin/python benchmarks/bench_optim.py [--points C1.25e11-d64:1 C1.25e11-d64:4] [--runs runs/bench_optim]
+
+Each point (budget-width:r of experiment=isodepth_cpu) is trained once per recipe: the same model, data,
+budget and so the same steps and FLOPs; printed are the final val losses. The recipes: `adamw` (lr 3e-3,
+weight decay 0.1, 5% warmup, clipping 1.0), `muonh` (published transfer: lrs scaled to this batch, width and
+D) and `muonh-none` (the base lrs as given, optim.transfer=none). Then, per model, the time of forward +
+backward and of optimizer.step() over `--time-steps` steps (after 3 warm-up steps), one thread: MuonH's share
+of the step, next to AdamW's. Runs are sequential, one torch thread; on a shared CPU the absolute times move
+with the load, the shares less so.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO_ROOT / "tests"))
+
+from loopscale.config import with_vocab  # noqa: E402
+from loopscale.data import batch_at  # noqa: E402
+from loopscale.module import LoopedLM, StepAccounting  # noqa: E402
+from loopscale.shards import prepare  # noqa: E402
+from loopscale.train import plan_run, run_training  # noqa: E402
+from train_helpers import train_config  # noqa: E402
+
+RECIPES = {"adamw": ["optim=adamw"], "muonh": ["optim=muonh"], "muonh-none": ["optim=muonh", "optim.transfer=none"]}
+WARMUP = 3
+
+
+def point_config(point: str, r: int, recipe: str, runs: Path, data_dir: Path):
+    return train_config(["experiment=isodepth_cpu", f"point={point}", f"model.r={r}", *RECIPES[recipe],
+                         "trainer.progress=false", "trainer.num_threads=1", f"runs_dir={runs / recipe}",
+                         f"data.data_dir={data_dir}"])
+
+
+def step_times(cfg, steps: int) -> tuple[float, float]:
+    """Seconds per step of forward + backward, and of optimizer.step(), for this config's model."""
+    prepared = prepare(cfg.data, progress=False)
+    cfg = with_vocab(cfg, prepared.vocab_size)
+    plan = plan_run(cfg)
+    torch.manual_seed(0)
+    module = LoopedLM(cfg.model, cfg.optim, cfg.trainer, StepAccounting(plan.steps, plan.batch_tokens, plan.F))
+    optimizer = module.configure_optimizers()["optimizer"]
+    fwd_bwd = opt = 0.0
+    for step in range(WARMUP + steps):
+        x, y = batch_at(prepared, step, 0, 0, cfg.budget.batch_size, cfg.model.seq_len)
+        t0 = time.perf_counter()
+        module.model(x, y).backward()
+        t1 = time.perf_counter()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        t2 = time.perf_counter()
+        if step >= WARMUP:
+            fwd_bwd += t1 - t0
+            opt += t2 - t1
+    return fwd_bwd / steps, opt / steps
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--points", nargs="+", default=["C1.25e11-d64:1", "C1.25e11-d64:4"],
+                        help="point:r of experiment=isodepth_cpu")
+    parser.add_argument("--recipes", nargs="+", default=list(RECIPES), choices=list(RECIPES))
+    parser.add_argument("--runs", type=Path, default=Path("runs/bench_optim"))
+    parser.add_argument("--data-dir", type=Path, default=Path("data/cache"))
+    parser.add_argument("--time-steps", type=int, default=10)
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+
+    print(f"{'point':16s} {'r':>2s} {'steps':>5s} " + " ".join(f"{name:>11s}" for name in args.recipes) +
+          "   (final val loss, nats)")
+    for spec in args.points:
+        point, r = spec.split(":")
+        losses, steps = [], None
+        for recipe in args.recipes:
+            record = run_training(point_config(point, int(r), recipe, args.runs, args.data_dir))
+            losses.append(record["L"])
+            steps = record["steps"]
+        print(f"{point:16s} {r:>2s} {steps:5d} " + " ".join(f"{loss:11.4f}" for loss in losses), flush=True)
+
+    print(f"\n{'point':16s} {'r':>2s} {'recipe':>10s} {'fwd+bwd ms':>11s} {'opt ms':>8s} {'opt share':>9s}")
+    for spec in args.points:
+        point, r = spec.split(":")
+        for recipe in ("adamw", "muonh"):
+            fb, opt = step_times(point_config(point, int(r), recipe, args.runs, args.data_dir), args.time_steps)
+            print(f"{point:16s} {r:>2s} {recipe:>10s} {1e3 * fb:11.1f} {1e3 * opt:8.1f} {opt / (fb + opt):9.1%}",
+                  flush=True)
+
+
+if __name__ == "__main__":
+    main()
