@@ -260,7 +260,7 @@ def fit_run(cfg: TrainConfig, run_dir: Path, *, start_ckpt: Path | None = None, 
         log_every_n_steps=cfg.trainer.log_every_steps, logger=_loggers(cfg, run_dir),
         callbacks=_callbacks(cfg, run_dir, list(fork_steps)), enable_checkpointing=False, enable_model_summary=False,
         enable_progress_bar=cfg.trainer.progress, default_root_dir=str(run_dir), plugins=_plugins(),
-        # TokenDataModule splits the val set over ranks itself, without the sampler's padding repeats
+        # every rank validates the whole val set (TokenDataModule.val_dataloader says why)
         use_distributed_sampler=False,
     )
     record = {**_base_record(cfg, plan, run_dir), **(extra_record or {})}
