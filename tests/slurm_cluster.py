@@ -208,6 +208,11 @@ def requeue(job_id: str, timeout_s: float = 60) -> None:
     with "Job credential revoked" (the job ends FAILED). So start it no earlier than the next second.
     """
     subprocess.run(["scontrol", "requeue", job_id], check=True, timeout=30)
+    start_when_pending(job_id, timeout_s)
+
+
+def start_when_pending(job_id: str, timeout_s: float = 60) -> None:
+    """Wait until a requeued job is PENDING, then make it start at once (see `requeue`)."""
     deadline = time.monotonic() + timeout_s
     while True:
         state = job_states(job_id).get(job_id)
