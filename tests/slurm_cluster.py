@@ -124,10 +124,16 @@ def _node_names() -> list[str]:
     return sorted(set(out.split()))
 
 
-def _set_node_count(nodes: int) -> None:
-    """Restart the running cluster with `nodes` nodes (slurm/cluster.sh refuses while jobs are queued)."""
+def _set_node_count(nodes: int, drain_timeout_s: float = 60) -> None:
+    """Restart the running cluster with `nodes` nodes. slurm/cluster.sh refuses while jobs are queued,
+    running or completing, so wait for the last test's jobs to leave the queue first."""
     if os.geteuid() != 0:
         _unavailable(f"slurm/cluster.sh start --nodes {nodes} needs root (slurmd runs as root)")
+    deadline = time.monotonic() + drain_timeout_s
+    while subprocess.run(["squeue", "-h"], capture_output=True, text=True, timeout=30).stdout.strip():
+        if time.monotonic() > deadline:
+            break  # cluster.sh then says which jobs are in the way
+        time.sleep(0.5)
     started = run_cluster_sh("start", "--nodes", str(nodes))
     if started.returncode != 0:
         _unavailable(f"`bash slurm/cluster.sh start --nodes {nodes}` failed:\n{started.stderr[-3000:]}")

@@ -131,7 +131,7 @@ def test_two_node_sweep_through_the_hydra_launcher_collects(slurm_two_nodes, cor
          "hydra.launcher.cpus_per_task=1", "hydra.launcher.timeout_min=10"],
         cwd=tmp_path, capture_output=True, text=True, timeout=2 * JOB_TIMEOUT_S)
     assert proc.returncode == 0, proc.stderr[-4000:]
-    assert "2 node(s) x 1 task(s)" in proc.stderr
+    assert "SLURM layout: 2 node(s) x 1 task(s)" in proc.stdout + proc.stderr
     sweep = runs / "two_nodes"
     records = {p.parent.name: json.loads(p.read_text()) for p in sweep.glob("*/run.json")}
     assert len(records) == 2
