@@ -64,6 +64,7 @@ def test_sigusr1_under_train_sbatch_saves_requeues_and_resumes_from_the_hpc_chec
                   f"runs_dir={runs}"], cwd=tmp_path, env=env)
     last = wait_for_file(runs, "*/*/checkpoints/last.ckpt", timeout_s=300)
     run_dir = last.parent.parent
+    time.sleep(1.5)  # a few steps past last.ckpt, so the hpc checkpoint holds steps last.ckpt does not
     subprocess.run(["scancel", "--signal=USR1", job], check=True, timeout=30)  # to the srun step's tasks
     # Lightning saves the hpc checkpoint and requeues the job itself; the rerun would wait ~2 minutes
     start_when_pending(job, timeout_s=120)
