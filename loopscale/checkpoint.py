@@ -26,6 +26,24 @@ def save_atomic(trainer, path: Path) -> None:
     trainer.strategy.barrier("loopscale-ckpt")
 
 
+# Lightning's SLURM auto-requeue (SIGUSR1 under slurm/train.sbatch) saves hpc_ckpt_<n>.ckpt in the run dir.
+HPC_CHECKPOINT_GLOB = "hpc_ckpt_*.ckpt"
+
+
+def newest_checkpoint(last: Path, hpc_dir: Path) -> Path | None:
+    """The checkpoint to resume from: `last` (last.ckpt) or the newest hpc checkpoint in `hpc_dir`, whichever
+    was written later; None when there is neither. An hpc checkpoint is newer when SIGUSR1 came between two
+    last.ckpt saves, and then holds the steps since the last one."""
+    candidates = [p for p in (Path(last), *Path(hpc_dir).glob(HPC_CHECKPOINT_GLOB)) if p.is_file()]
+    return max(candidates, key=lambda p: p.stat().st_mtime_ns, default=None)
+
+
+def prune_hpc_checkpoints(hpc_dir: Path) -> None:
+    """Delete the hpc checkpoints in `hpc_dir` (~15 GB each at s = 34): called once a newer last.ckpt exists."""
+    for path in Path(hpc_dir).glob(HPC_CHECKPOINT_GLOB):
+        path.unlink(missing_ok=True)
+
+
 def fork_checkpoint_path(checkpoint_dir: Path, step: int) -> Path:
     return Path(checkpoint_dir) / f"fork-{step}.ckpt"
 
@@ -53,6 +71,8 @@ class AtomicLastCheckpoint(Callback):
 
     def _save(self, trainer) -> None:
         save_atomic(trainer, self.path)
+        if trainer.is_global_zero:  # the hpc checkpoints Lightning saved on SIGUSR1 are older now
+            prune_hpc_checkpoints(trainer.default_root_dir)
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
         step = trainer.global_step

@@ -7,8 +7,10 @@ seeded with exactly those three numbers, so
     batch_at(tokens, step, rank, seed, B, T)
 
 is a pure function: an uninterrupted run, a resumed run and a benchmark loop all see the same batch at the
-same step, and DDP ranks see different ones. No state is carried from one batch to the next, so resuming
-needs nothing but the step to start from (see TokenDataModule).
+same step. A step's global batch is split into equal slices over DDP ranks and gradient-accumulation
+micro-batches (micro_batch_at), so the data of a step does not depend on how many nodes and devices train
+it. No state is carried from one batch to the next, so resuming needs nothing but the step to start from
+(see TokenDataModule).
 
 Validation is a FIXED set: the first val_tokens // (T + 1) non-overlapping windows of the val shard, the
 same for every run on the same prepared data, so val losses are comparable across a sweep.
@@ -47,31 +49,54 @@ def batch_at(data: TokenSource, step: int, rank: int, seed: int, batch_size: int
              seq_len: int) -> tuple[torch.Tensor, torch.Tensor]:
     """The training batch (x, y), each int64 [B, T], of global step `step` on rank `rank`."""
     tokens = _train_tokens(data)
-    offsets = window_offsets(len(tokens), step, rank, seed, batch_size, seq_len)
+    return _windows(tokens, window_offsets(len(tokens), step, rank, seed, batch_size, seq_len), seq_len)
+
+
+def _windows(tokens: np.ndarray, offsets: np.ndarray, seq_len: int) -> tuple[torch.Tensor, torch.Tensor]:
     windows = np.stack([tokens[o:o + seq_len + 1] for o in offsets]).astype(np.int64)  # [B, T + 1]
     windows = torch.from_numpy(windows)
     return windows[:, :-1], windows[:, 1:]
 
 
+def micro_batch_at(data: TokenSource, micro_step: int, rank: int, seed: int, batch_size: int, seq_len: int,
+                   world_size: int = 1, grad_accum: int = 1) -> tuple[torch.Tensor, torch.Tensor]:
+    """Micro-batch `micro_step` of `rank` (batch_size windows): one of the world_size x grad_accum equal slices
+    of its optimizer step's global batch, which is batch_at(step, rank 0) with batch_size x world_size x
+    grad_accum windows, step = micro_step // grad_accum. A step's global batch is thus the same however it
+    is split over nodes, devices and accumulation: a 2-node run trains on exactly the one-process run's data.
+    world_size = grad_accum = 1 gives batch_at(micro_step, 0)."""
+    if not 0 <= rank < world_size or grad_accum < 1:
+        raise ValueError(f"rank={rank} must be in [0, world_size={world_size}) and grad_accum={grad_accum} >= 1")
+    step, accum_index = divmod(micro_step, grad_accum)
+    part = accum_index * world_size + rank
+    tokens = _train_tokens(data)
+    offsets = window_offsets(len(tokens), step, 0, seed, batch_size * world_size * grad_accum, seq_len)
+    return _windows(tokens, offsets[part * batch_size:(part + 1) * batch_size], seq_len)
+
+
 class TrainStream(IterableDataset):
-    """Infinite stream of training batches for steps start_step, start_step + 1, ... on one rank.
+    """Infinite stream of training micro-batches start_step, start_step + 1, ... on one rank of world_size,
+    with grad_accum micro-batches per optimizer step (micro_batch_at).
 
     Yields whole batches (use DataLoader(batch_size=None)). The memmap opens lazily in __iter__ so the
     object pickles cheaply; keep num_workers=0 (the loader is far faster than a training step, see
     benchmarks/bench_data.py, and workers would each replay the same steps)."""
 
     def __init__(self, data: TokenSource, seed: int, batch_size: int, seq_len: int, start_step: int = 0,
-                 rank: int = 0):
+                 rank: int = 0, world_size: int = 1, grad_accum: int = 1):
         super().__init__()
+        if not 0 <= rank < world_size:
+            raise ValueError(f"rank={rank} must be in [0, world_size={world_size})")
         self.data, self.seed, self.batch_size, self.seq_len = data, seed, batch_size, seq_len
-        self.start_step, self.rank = start_step, rank
+        self.start_step, self.rank, self.world_size, self.grad_accum = start_step, rank, world_size, grad_accum
 
     def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         tokens = _train_tokens(self.data)
-        step = self.start_step
+        micro_step = self.start_step
         while True:
-            yield batch_at(tokens, step, self.rank, self.seed, self.batch_size, self.seq_len)
-            step += 1
+            yield micro_batch_at(tokens, micro_step, self.rank, self.seed, self.batch_size, self.seq_len,
+                                 self.world_size, self.grad_accum)
+            micro_step += 1
 
 
 class ValWindows(Dataset):
@@ -133,13 +158,24 @@ class TokenDataModule(L.LightningDataModule):
         return 0
 
     def train_dataloader(self) -> DataLoader:
-        rank, _ = self.rank_and_world()
+        rank, world = self.rank_and_world()
+        trainer = getattr(self, "trainer", None)
         stream = TrainStream(self.prepared, self.seed, self.batch_size, self.seq_len,
-                             start_step=self.resolved_start_step(), rank=rank)
+                             start_step=self.resolved_start_step(), rank=rank, world_size=world,
+                             grad_accum=trainer.accumulate_grad_batches if trainer is not None else 1)
         return DataLoader(stream, batch_size=None, num_workers=0)
 
     def val_dataloader(self) -> DataLoader:
         windows = ValWindows(self.prepared.tokens("val"), self.val_tokens, self.seq_len)
+        _, world = self.rank_and_world()
+        trainer = getattr(self, "trainer", None)
+        if world > 1 and getattr(getattr(trainer, "_accelerator_connector", None), "use_distributed_sampler", False):
+            # Every rank validates the whole set, so a multi-process run's val loss is the one-process run's.
+            # A split would not be: Lightning's DistributedSampler pads the shares with repeated windows, and
+            # its cross-rank mean of unequal shares divides by an integer-averaged count (63 windows on 2
+            # ranks: /31 instead of /31.5). The redundant work is small: validation is rare next to training.
+            raise ValueError("TokenDataModule gives every rank the whole val set: build the Trainer with "
+                             "use_distributed_sampler=False")
         return DataLoader(windows, batch_size=self.batch_size, shuffle=False, num_workers=0)
 
 

@@ -160,6 +160,23 @@ def _plugins() -> list:
     return []
 
 
+def _rank_placement(trainer, resumed_from_step: int) -> list[dict[str, Any]]:
+    """Where each rank ran and the step it resumed from, gathered from every rank (a collective: all ranks
+    call it). SLURM_NODEID / SLURMD_NODENAME are None outside SLURM."""
+    import socket
+
+    import torch.distributed as dist
+
+    mine = {"rank": trainer.global_rank, "node_id": os.environ.get("SLURM_NODEID"),
+            "node": os.environ.get("SLURMD_NODENAME"), "host": socket.gethostname(), "pid": os.getpid(),
+            "resumed_from_step": resumed_from_step}
+    if trainer.world_size == 1 or not (dist.is_available() and dist.is_initialized()):
+        return [mine]
+    placement: list[Any] = [None] * trainer.world_size
+    dist.all_gather_object(placement, mine)
+    return placement
+
+
 def _record_invalid_config(cfg: DictConfig | TrainConfig, err: ValueError) -> None:
     from loopscale.records import write_json_atomic
 
@@ -209,6 +226,7 @@ def fit_run(cfg: TrainConfig, run_dir: Path, *, start_ckpt: Path | None = None, 
     import lightning as L
     import torch
 
+    from loopscale.checkpoint import newest_checkpoint
     from loopscale.data import TokenDataModule
     from loopscale.module import Diverged, LoopedLM, StepAccounting
     from loopscale.records import write_json_atomic
@@ -242,13 +260,16 @@ def fit_run(cfg: TrainConfig, run_dir: Path, *, start_ckpt: Path | None = None, 
         log_every_n_steps=cfg.trainer.log_every_steps, logger=_loggers(cfg, run_dir),
         callbacks=_callbacks(cfg, run_dir, list(fork_steps)), enable_checkpointing=False, enable_model_summary=False,
         enable_progress_bar=cfg.trainer.progress, default_root_dir=str(run_dir), plugins=_plugins(),
+        # every rank validates the whole val set (TokenDataModule.val_dataloader says why)
+        use_distributed_sampler=False,
     )
     record = {**_base_record(cfg, plan, run_dir), **module.optimizer_record, **(extra_record or {})}
-    ckpt = run_dir / CHECKPOINT
-    resume_from = ckpt if ckpt.exists() else start_ckpt
+    # last.ckpt, or the hpc checkpoint Lightning saved on SIGUSR1 (slurm/train.sbatch) when that is newer
+    resume_from = newest_checkpoint(run_dir / CHECKPOINT, run_dir) or start_ckpt
     started = time.perf_counter()
     try:
         trainer.fit(module, datamodule=datamodule, ckpt_path=str(resume_from) if resume_from else None)
+        record["ranks"] = _rank_placement(trainer, module.resumed_from_step)
         val = trainer.validate(module, datamodule=datamodule, verbose=False)[0]["val/loss"] if validate else None
     except Diverged as err:
         record.update(status="diverged", reason=str(err), step=err.step)

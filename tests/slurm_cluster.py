@@ -1,4 +1,5 @@
-"""A real one-node SLURM cluster for tests, and helpers to submit, wait for and requeue jobs.
+"""A real SLURM cluster for tests (one node; two for the multi-node tests), and helpers to submit, wait for
+and requeue jobs.
 
 Use it from a test module:
 
@@ -63,9 +64,9 @@ class SlurmCluster:
     started_here: bool  # True when this pytest session started it (and will stop it)
 
 
-def run_cluster_sh(action: str, timeout_s: float = 120) -> subprocess.CompletedProcess:
+def run_cluster_sh(action: str, *args: str, timeout_s: float = 120) -> subprocess.CompletedProcess:
     return subprocess.run(
-        ["bash", str(CLUSTER_SH), action], capture_output=True, text=True, timeout=timeout_s
+        ["bash", str(CLUSTER_SH), action, *args], capture_output=True, text=True, timeout=timeout_s
     )
 
 
@@ -96,7 +97,8 @@ _started_this_session = False
 
 @pytest.fixture(scope="session")
 def slurm_cluster():
-    """A running one-node SLURM cluster (started by slurm/cluster.sh if none is up)."""
+    """A running one-node SLURM cluster (started by slurm/cluster.sh if none is up; a running multi-node
+    one is switched back to the default single node)."""
     global _started_this_session
     if shutil.which("sbatch") is None:
         _unavailable("sbatch not found; run `bash slurm/install.sh` (root, apt) first")
@@ -108,11 +110,44 @@ def slurm_cluster():
         if started.returncode != 0:
             _unavailable(f"`bash slurm/cluster.sh start` failed:\n{started.stderr[-3000:]}")
         started_now = _started_this_session = True
+    elif len(_node_names()) != 1:
+        _set_node_count(1)
     try:
         yield _cluster_info(started_here=_started_this_session)
     finally:
         if started_now:
             run_cluster_sh("stop")
+
+
+def _node_names() -> list[str]:
+    out = subprocess.run(["sinfo", "-h", "-N", "-o", "%N"], capture_output=True, text=True, timeout=30).stdout
+    return sorted(set(out.split()))
+
+
+def _set_node_count(nodes: int, drain_timeout_s: float = 60) -> None:
+    """Restart the running cluster with `nodes` nodes. slurm/cluster.sh refuses while jobs are queued,
+    running or completing, so wait for the last test's jobs to leave the queue first."""
+    if os.geteuid() != 0:
+        _unavailable(f"slurm/cluster.sh start --nodes {nodes} needs root (slurmd runs as root)")
+    deadline = time.monotonic() + drain_timeout_s
+    while subprocess.run(["squeue", "-h"], capture_output=True, text=True, timeout=30).stdout.strip():
+        if time.monotonic() > deadline:
+            break  # cluster.sh then says which jobs are in the way
+        time.sleep(0.5)
+    started = run_cluster_sh("start", "--nodes", str(nodes))
+    if started.returncode != 0:
+        _unavailable(f"`bash slurm/cluster.sh start --nodes {nodes}` failed:\n{started.stderr[-3000:]}")
+
+
+@pytest.fixture(scope="module")
+def slurm_two_nodes(slurm_cluster):
+    """The test cluster as two nodes of one CPU each (two slurmd daemons on this host), for one test
+    module; the default single node is restored afterwards. Yields the node names."""
+    _set_node_count(2)
+    try:
+        yield _node_names()
+    finally:
+        _set_node_count(1)
 
 
 def submit(sbatch_args: list[str], cwd: Path, env: dict[str, str] | None = None) -> str:
@@ -179,6 +214,11 @@ def requeue(job_id: str, timeout_s: float = 60) -> None:
     with "Job credential revoked" (the job ends FAILED). So start it no earlier than the next second.
     """
     subprocess.run(["scontrol", "requeue", job_id], check=True, timeout=30)
+    start_when_pending(job_id, timeout_s)
+
+
+def start_when_pending(job_id: str, timeout_s: float = 60) -> None:
+    """Wait until a requeued job is PENDING, then make it start at once (see `requeue`)."""
     deadline = time.monotonic() + timeout_s
     while True:
         state = job_states(job_id).get(job_id)

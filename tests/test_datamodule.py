@@ -1,4 +1,5 @@
-"""Batches: a pure function of (seed, step, rank); a resumed Lightning run sees the same batches."""
+"""Batches: a pure function of (seed, step, rank); a step's global batch does not depend on the split over ranks and
+accumulation; a resumed Lightning run sees the same batches."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ import torch
 import torch.nn.functional as F
 from data_fixtures import default_cfg, default_prepared  # noqa: F401
 
-from loopscale.data import TokenDataModule, TrainStream, batch_at, unigram_entropy_nats, window_offsets
+from loopscale.data import (TokenDataModule, TrainStream, batch_at, micro_batch_at, unigram_entropy_nats,
+                            window_offsets)
 
 B, T = 4, 32
 
@@ -52,8 +54,28 @@ def test_restarted_stream_continues_exactly_and_ranks_differ(default_prepared):
     resumed = list(islice(TrainStream(default_prepared, seed=1, batch_size=B, seq_len=T, start_step=4), 2))
     for (x, y), (xr, yr) in zip(full[4:], resumed):
         assert torch.equal(x, xr) and torch.equal(y, yr)
-    rank1 = list(islice(TrainStream(default_prepared, seed=1, batch_size=B, seq_len=T, rank=1), 6))
-    assert all(not torch.equal(a[0], b[0]) for a, b in zip(full, rank1))
+    rank0, rank1 = (list(islice(TrainStream(default_prepared, seed=1, batch_size=B // 2, seq_len=T, rank=r,
+                                            world_size=2), 6)) for r in (0, 1))
+    assert all(not torch.equal(a[0], b[0]) for a, b in zip(rank0, rank1))
+
+
+def test_a_steps_global_batch_is_the_same_for_any_split_over_ranks_and_accumulation(default_prepared):
+    """4 windows per optimizer step: 1 process x 4, 2 ranks x 2, 2 ranks x 1 x 2 accumulation, 4 x 1 x 1."""
+    def step_windows(world: int, accum: int, step: int) -> torch.Tensor:
+        micro = B // (world * accum)
+        parts = [TrainStream(default_prepared, seed=1, batch_size=micro, seq_len=T, rank=r, world_size=world,
+                             grad_accum=accum, start_step=step * accum) for r in range(world)]
+        # micro-batches of one step: accumulation index outer, rank inner
+        per_rank = [list(islice(p, accum)) for p in parts]
+        return torch.cat([per_rank[r][j][0] for j in range(accum) for r in range(world)])
+
+    for step in (0, 3):
+        one = step_windows(1, 1, step)
+        assert torch.equal(one, batch_at(default_prepared, step, 0, 1, B, T)[0])
+        for world, accum in ((2, 1), (1, 2), (2, 2), (4, 1)):
+            assert torch.equal(step_windows(world, accum, step), one), (world, accum)
+    with pytest.raises(ValueError, match="rank=2"):
+        TrainStream(default_prepared, seed=1, batch_size=B, seq_len=T, rank=2, world_size=2)
 
 
 def test_datamodule_loaders(default_prepared):
@@ -133,7 +155,7 @@ def test_lightning_resume_sees_the_batches_an_uninterrupted_run_saw(default_prep
     assert len(full) == 8 and len(head) == 4 and len(tail) == 4
     for i, x in enumerate(head + tail):
         assert torch.equal(x, full[i]), f"batch {i} differs after resume"
-        assert torch.equal(x, batch_at(default_prepared, i, 0, 5, B, T)[0])
+        assert torch.equal(x, micro_batch_at(default_prepared, i, 0, 5, B, T, grad_accum=2)[0])
 
 
 class _RankRecorder(_Recorder):
@@ -147,17 +169,20 @@ class _RankRecorder(_Recorder):
 
 @pytest.mark.slow
 @pytest.mark.filterwarnings("ignore")
-def test_ddp_ranks_draw_their_own_batches(default_prepared, tmp_path):
+def test_ddp_ranks_draw_their_own_slices_of_the_global_batch(default_prepared, tmp_path):
     # Two real gloo processes: rank and world size come from the attached trainer.
     module = _RankRecorder(default_prepared.vocab_size, str(tmp_path))
     dm = TokenDataModule(default_prepared, seq_len=T, batch_size=B, seed=5, val_tokens=4 * (T + 1))
     trainer = L.Trainer(accelerator="cpu", devices=2, strategy="ddp_spawn", max_steps=3, limit_val_batches=0,
-                        num_sanity_val_steps=0, logger=False, enable_checkpointing=False,
+                        num_sanity_val_steps=0, use_distributed_sampler=False, logger=False, enable_checkpointing=False,
                         enable_progress_bar=False, enable_model_summary=False)
     trainer.fit(module, datamodule=dm)
     seen = [torch.load(tmp_path / f"rank{r}.pt") for r in (0, 1)]
     for rank, batches in enumerate(seen):
         assert len(batches) == 3
         for step, x in enumerate(batches):
-            assert torch.equal(x, batch_at(default_prepared, step, rank, 5, B, T)[0])
+            assert torch.equal(x, micro_batch_at(default_prepared, step, rank, 5, B, T, world_size=2)[0])
     assert all(not torch.equal(a, b) for a, b in zip(*seen))
+    # together the two ranks train on the one-process run's batch of 2 B windows
+    for step in range(3):
+        assert torch.equal(torch.cat([seen[0][step], seen[1][step]]), batch_at(default_prepared, step, 0, 5, 2 * B, T)[0])

@@ -89,6 +89,9 @@ def test_hydra_submitit_multirun_is_one_array_job(slurm_cluster, tmp_path):
     assert set(wait_for_jobs([array_id], timeout_s=30).values()) == {"COMPLETED"}
     # submitit keeps its scripts, logs and result pickles under the sweep dir (slurm.yaml).
     assert (out / "hydra" / "multirun" / ".submitit" / f"{array_id}_0").is_dir()
+    # srun gets --cpus-per-task (Slurm 22.05's srun does not inherit it from sbatch)
+    (script,) = (out / "hydra" / "multirun" / ".submitit").rglob("*_submission.sh")
+    assert any(line.startswith("srun ") and "--cpus-per-task=1" in line for line in script.read_text().splitlines())
 
     # The same three app calls in one process (Hydra's basic launcher): the scheduler's overhead.
     base_out = tmp_path / "base"
@@ -100,10 +103,12 @@ def test_hydra_submitit_multirun_is_one_array_job(slurm_cluster, tmp_path):
 
 @pytest.mark.slurm
 def test_impossible_request_fails_at_submission(slurm_cluster, tmp_path):
-    """slurm.yaml's defaults ask for a GPU, which the test node lacks: sbatch rejects the array at
-    once and the multirun exits with an error instead of waiting on a job that can never start."""
+    """A GPU run asks for trainer.devices GPUs per node (slurm.yaml's gpus_per_node: null), which the test
+    node lacks: sbatch rejects the array at once and the multirun exits with an error instead of waiting on
+    a job that can never start."""
     launcher = [a for a in SLURM_LAUNCHER if not a.startswith("hydra.launcher.gpus_per_node")]
-    proc, seconds = run_app(["-m", f"out_dir={tmp_path}", "x=1,2", *launcher], cwd=tmp_path, timeout_s=60)
+    proc, seconds = run_app(["-m", f"out_dir={tmp_path}", "x=1,2", "trainer.accelerator=gpu", *launcher],
+                            cwd=tmp_path, timeout_s=60)
     assert proc.returncode != 0
     assert "gres" in proc.stderr.lower()
     assert seconds < 30
@@ -143,6 +148,18 @@ def test_train_sbatch_requeue_reruns_with_restart_count(slurm_cluster, tmp_path)
         assert rec["trainer"] == {"devices": 2, "num_nodes": 1}
     log = (tmp_path / f"slurm-loopscale-{job}.out").read_text()
     assert f"job {job} restart 0" in log and f"job {job} restart 1" in log  # --open-mode=append
+
+
+@pytest.mark.slurm
+def test_train_sbatch_refuses_a_layout_the_allocation_contradicts(slurm_cluster, tmp_path):
+    """trainer.devices=2 on a 1-task allocation: the template stops before starting any task."""
+    env = {**os.environ, "LOOPSCALE_TRAIN": f"{sys.executable} {APP}"}
+    job = submit(["--gpus-per-node=0", "--cpus-per-task=1", "--ntasks-per-node=1", str(TRAIN_SBATCH),
+                  f"out_dir={tmp_path / 'out'}", "trainer.devices=2"], cwd=tmp_path, env=env)
+    assert wait_for_jobs([job], timeout_s=60) == {job: "FAILED"}
+    log = (tmp_path / f"slurm-loopscale-{job}.out").read_text()
+    assert "trainer.devices=2, but the job has 1 task(s) per node" in log, log
+    assert not (tmp_path / "out").exists()  # no task ran
 
 
 @pytest.mark.slurm

@@ -1,0 +1,65 @@
+"""loopscale's Hydra launchers (sweeps/hydra/launcher/{slurm,local}.yaml): hydra-submitit-launcher's, with
+the job layout taken from the trainer config and checked before submission. Hydra instantiates launchers
+only from its `hydra_plugins` namespace, hence this module; the rules live in loopscale/launcher.py."""
+
+from __future__ import annotations
+
+import copy
+import logging
+import queue
+from concurrent.futures import ThreadPoolExecutor
+from typing import Sequence
+
+from hydra_plugins.hydra_submitit_launcher.submitit_launcher import LocalLauncher, SlurmLauncher
+
+from loopscale.launcher import GPU_ACCELERATORS, LayoutError, check_slurm_params, compose_layouts, gpu_blocks
+
+log = logging.getLogger("loopscale.launcher")
+
+
+class CheckedSlurmLauncher(SlurmLauncher):
+    """submitit_slurm, with the sweep's layout checked against the launcher and completed (GPUs, memory,
+    srun --cpus-per-task) before the array is submitted."""
+
+    def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int):
+        self.params = check_slurm_params(self.params, compose_layouts(self, job_overrides))
+        log.info("SLURM layout: %d node(s) x %d task(s), %s GPU(s) per node, %s CPUs per task, mem_gb=%s per node",
+                 self.params["nodes"], self.params["tasks_per_node"], self.params["gpus_per_node"],
+                 self.params.get("cpus_per_task"), self.params.get("mem_gb"))
+        return super().launch(job_overrides, initial_job_idx)
+
+
+class GpuSlotLocalLauncher(LocalLauncher):
+    """submitit_local, with each job on GPUs of its own. submitit_local alone gives every job the first
+    gpus_per_node GPUs (all jobs on GPU 0); here each job waits for a free block of trainer.devices GPUs and
+    runs with CUDA_VISIBLE_DEVICES set to it. CPU runs launch as submitit_local does, without GPUs."""
+
+    def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int):
+        layout = compose_layouts(self, job_overrides)
+        if layout.num_nodes != 1 or self.params.get("tasks_per_node", 1) != 1:
+            raise LayoutError("the local launcher runs one process per job on this machine (Lightning starts the "
+                              f"devices' processes itself): trainer.num_nodes={layout.num_nodes} and "
+                              f"hydra.launcher.tasks_per_node={self.params.get('tasks_per_node')} must both be 1")
+        if layout.accelerator not in GPU_ACCELERATORS:
+            self.params = {**self.params, "gpus_per_node": 0}
+            return super().launch(job_overrides, initial_job_idx)
+        import torch
+
+        blocks = gpu_blocks(torch.cuda.device_count(), layout.devices)
+        free: queue.Queue = queue.Queue()
+        for block in blocks:
+            free.put(block)
+
+        def run_one(i: int):
+            block = free.get()
+            try:  # a launcher of its own per job: `launch` builds the job's executor from self.params
+                single = copy.copy(self)
+                single.params = {**self.params, "gpus_per_node": len(block), "visible_gpus": list(block)}
+                return LocalLauncher.launch(single, [job_overrides[i]], initial_job_idx + i)[0]
+            finally:
+                free.put(block)
+
+        log.info("local launcher: %d job(s) on %d block(s) of %d GPU(s): %s", len(job_overrides), len(blocks),
+                 layout.devices, blocks)
+        with ThreadPoolExecutor(max_workers=len(blocks)) as pool:
+            return list(pool.map(run_one, range(len(job_overrides))))
