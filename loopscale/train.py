@@ -209,27 +209,27 @@ def fit_run(cfg: TrainConfig, run_dir: Path, *, start_ckpt: Path | None = None, 
     import lightning as L
     import torch
 
-    from loopscale.data import TokenDataModule
     from loopscale.module import Diverged, LoopedLM, StepAccounting
     from loopscale.records import write_json_atomic
-    from loopscale.shards import prepare
+    from loopscale.run_data import data_record, make_datamodule, open_run_data
 
     if cfg.trainer.num_threads > 0:
         torch.set_num_threads(cfg.trainer.num_threads)
     L.seed_everything(cfg.seed, workers=True, verbose=False)
 
-    prepared = prepare(cfg.data, progress=cfg.trainer.progress)
-    cfg = with_vocab(cfg, prepared.vocab_size)
+    run_data = open_run_data(cfg.data, cfg.model.seq_len, progress=cfg.trainer.progress)
+    cfg = with_vocab(cfg, run_data.vocab_size)
     plan = plan_run(cfg)
     _print_plan(cfg, plan, run_dir)
+    # a packed set too small for D fails here, before any training (data.allow_repeat lifts it)
+    data_info = data_record(run_data, cfg.data, plan.steps, cfg.budget.batch_size, cfg.model.seq_len)
 
     world = cfg.trainer.devices * cfg.trainer.num_nodes
     per_step = world * cfg.budget.grad_accum
     if cfg.budget.batch_size % per_step != 0:
         raise ValueError(f"budget.batch_size={cfg.budget.batch_size} must be divisible by devices x num_nodes x "
                          f"grad_accum = {per_step}")
-    datamodule = TokenDataModule(prepared, seq_len=cfg.model.seq_len, batch_size=cfg.budget.batch_size // per_step,
-                                 seed=cfg.seed, val_tokens=cfg.data.val_tokens)
+    datamodule = make_datamodule(run_data, cfg.data, cfg.model.seq_len, cfg.budget.batch_size // per_step, cfg.seed)
     module = LoopedLM(cfg.model, cfg.optim, cfg.trainer,
                       StepAccounting(total_steps=plan.steps, batch_tokens=plan.batch_tokens, flops_per_token=plan.F))
     trainer = L.Trainer(
@@ -243,7 +243,7 @@ def fit_run(cfg: TrainConfig, run_dir: Path, *, start_ckpt: Path | None = None, 
         callbacks=_callbacks(cfg, run_dir, list(fork_steps)), enable_checkpointing=False, enable_model_summary=False,
         enable_progress_bar=cfg.trainer.progress, default_root_dir=str(run_dir), plugins=_plugins(),
     )
-    record = {**_base_record(cfg, plan, run_dir), **(extra_record or {})}
+    record = {**_base_record(cfg, plan, run_dir), "data": data_info, **(extra_record or {})}
     ckpt = run_dir / CHECKPOINT
     resume_from = ckpt if ckpt.exists() else start_ckpt
     started = time.perf_counter()
