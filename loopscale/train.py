@@ -222,7 +222,12 @@ def fit_run(cfg: TrainConfig, run_dir: Path, *, start_ckpt: Path | None = None, 
     plan = plan_run(cfg)
     _print_plan(cfg, plan, run_dir)
     # a packed set too small for D fails here, before any training (data.allow_repeat lifts it)
-    data_info = data_record(run_data, cfg.data, plan.steps, cfg.budget.batch_size, cfg.model.seq_len)
+    try:
+        data_info = data_record(run_data, cfg.data, plan.steps, cfg.budget.batch_size, cfg.model.seq_len)
+    except ValueError as err:
+        write_json_atomic(run_dir / record_file, {**_base_record(cfg, plan, run_dir), "status": "failed",
+                                                  "reason": str(err), "step": 0})
+        raise
 
     world = cfg.trainer.devices * cfg.trainer.num_nodes
     per_step = world * cfg.budget.grad_accum
