@@ -361,26 +361,39 @@ def hub_reachable(timeout_s: float = HUB_PROBE_S) -> bool:
     return bool(result and result[0])
 
 
+def hub_cache_dir() -> Path:
+    """The Hugging Face hub cache, resolved from the environment the way huggingface_hub does (whose
+    import alone takes ~0.2-0.5 s, too slow for the offline fast path)."""
+    home = os.path.expanduser(os.getenv("HF_HOME", os.path.join(os.getenv("XDG_CACHE_HOME",
+                                                                          os.path.expanduser("~/.cache")),
+                                                                "huggingface")))
+    legacy = os.getenv("HUGGINGFACE_HUB_CACHE", os.path.join(home, "hub"))
+    return Path(os.path.expandvars(os.path.expanduser(os.getenv("HF_HUB_CACHE", legacy))))
+
+
 def locate_published(cfg: "DataConfig", progress: bool = True) -> Path:
     """The folder holding the packed set: data.path, else the HF cache, else a download into the cache."""
     if cfg.path:
         return Path(cfg.path).expanduser()
-    from huggingface_hub import snapshot_download
-    from huggingface_hub.constants import HF_HUB_CACHE
-
     patterns = ["*.parquet", "*.json"]
-    try:
-        return Path(snapshot_download(cfg.hf_name, repo_type="dataset", local_files_only=True,
-                                      allow_patterns=patterns))
-    except Exception:  # huggingface_hub: LocalEntryNotFoundError (not cached)
-        pass
+    cache = hub_cache_dir()
+    if (cache / f"datasets--{cfg.hf_name.replace('/', '--')}").is_dir():  # something is cached: ask the hub lib
+        from huggingface_hub import snapshot_download
+
+        try:
+            return Path(snapshot_download(cfg.hf_name, repo_type="dataset", local_files_only=True,
+                                          allow_patterns=patterns))
+        except Exception:  # huggingface_hub: LocalEntryNotFoundError (no complete snapshot)
+            pass
     if hub_offline_flag() or not hub_reachable():
         why = "HF_HUB_OFFLINE is set" if hub_offline_flag() else "the hub is unreachable"
-        raise DataError(f"data: the packed set {cfg.hf_name} is not in the Hugging Face cache ({HF_HUB_CACHE}) "
+        raise DataError(f"data: the packed set {cfg.hf_name} is not in the Hugging Face cache ({cache}) "
                         f"and {why}; download it with `hf download {cfg.hf_name} --repo-type dataset` "
                         f"or set data.path=<folder with train-*.parquet and val-*.parquet>")
     if not progress:
         os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    from huggingface_hub import snapshot_download
+
     return Path(snapshot_download(cfg.hf_name, repo_type="dataset", allow_patterns=patterns))
 
 

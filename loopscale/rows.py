@@ -89,8 +89,9 @@ def rows_to_batch(tokens: np.ndarray, n_tokens: Optional[np.ndarray]) -> tuple[t
 class PackedTrainStream(IterableDataset):
     """This rank's micro-batches k = start, start + 1, ... (whole batches: DataLoader(batch_size=None)).
 
-    Ends with a DataError if it runs past the last row without allow_repeat (check_rows prevents that for
-    runs planned through train.py)."""
+    Without allow_repeat the stream ends at the last whole micro-batch (Lightning fetches one batch ahead,
+    so a run that uses the set to its end does reach it) and a later iteration continues from there, so an
+    epoch loop can never replay the pass: it gets a DataError instead. check_rows refuses such runs first."""
 
     def __init__(self, split: RowFiles, micro: int, rank: int = 0, world: int = 1, start: int = 0,
                  allow_repeat: bool = False):
@@ -103,8 +104,11 @@ class PackedTrainStream(IterableDataset):
         while True:
             lo = micro_batch_start(k, self.rank, self.world, self.micro)
             if lo + self.micro > self.split.n_rows and not self.allow_repeat:
-                raise DataError(f"data: micro-batch {k} of rank {self.rank} needs rows [{lo}, {lo + self.micro}) "
-                                f"but the set holds {self.split.n_rows} train rows (data.allow_repeat=false)")
+                if k == self.start:
+                    raise DataError(f"data: micro-batch {k} of rank {self.rank} needs rows [{lo}, {lo + self.micro}) "
+                                    f"but the set holds {self.split.n_rows} train rows (data.allow_repeat=false)")
+                self.start = k  # iterating again continues here (and fails) instead of replaying the pass
+                return
             yield rows_to_batch(*read_wrapped(self.split, lo, self.micro))
             k += 1
 

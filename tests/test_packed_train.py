@@ -13,7 +13,8 @@ import subprocess
 import sys
 
 import pytest
-from data_fixtures import SMALL_PACK, pack_offline
+import numpy as np
+from data_fixtures import pack_offline
 
 from loopscale.corpus import DataError
 from loopscale.module import InjectedFailure
@@ -21,34 +22,50 @@ from loopscale.records import read_record
 from loopscale.train import CHECKPOINT, run_dir_of, run_training
 from train_helpers import REPO_ROOT, TINY, run_cli, train_config
 
-PACKED = [*TINY, "data=shakespeare_packed", "data.val_rows=256"]
+# one torch thread: on a shared 2-core machine, default threading made a tiny step 8x slower (measured)
+ONE_THREAD = ["trainer.num_threads=1"]
 
 
-def _cfg(tmp_path, data_dir, *extra, base=PACKED):
-    return train_config([*base, f"runs_dir={tmp_path / 'runs'}", f"data.data_dir={data_dir}", *extra])
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    """A small local text corpus (~140 train rows of 65 tokens once packed): one pass is ~9 tiny steps."""
+    root = tmp_path_factory.mktemp("packed_corpus")
+    words = "now is the winter of our discontent made glorious summer by this sun york".split()
+    rng = np.random.default_rng(0)
+    with open(root / "docs.jsonl", "w") as f:
+        for _ in range(240):
+            f.write(json.dumps({"text": " ".join(rng.choice(words, size=int(rng.integers(5, 90))))}) + "\n")
+    return root
 
 
-def test_a_budget_beyond_the_set_fails_before_training_with_the_numbers(tmp_path, data_dir):
-    cfg = _cfg(tmp_path, data_dir, "data.max_documents=3", "data.val_fraction=0.34", "budget.tokens=2048000")
+def _cfg(tmp_path, corpus, *extra):
+    return train_config([*TINY, "data=text", f"data.path={corpus / 'docs.jsonl'}", "data.format=packed",
+                         "data.vocab_size=512", "data.num_proc=1", "data.val_fraction=0.2", "data.val_rows=16",
+                         f"data.data_dir={corpus / 'cache'}", f"runs_dir={tmp_path / 'runs'}", *ONE_THREAD, *extra])
+
+
+def _train_rows(cfg) -> int:
+    from loopscale.packed import pack
+
+    return pack(cfg.data, cfg.model.seq_len, progress=False).train.n_rows
+
+
+def test_a_budget_beyond_the_set_fails_before_training_with_the_numbers(tmp_path, corpus):
+    cfg = _cfg(tmp_path, corpus, "budget.tokens=2048000")
     with pytest.raises(DataError) as err:
         run_training(cfg)
     msg = str(err.value)
     assert "2,048,000 tokens = 2,000 steps x 16 rows x T = 64 = 32,000 rows" in msg, msg
-    assert "train rows" in msg and "data.allow_repeat=true" in msg
+    assert f"holds {_train_rows(cfg):,} train rows" in msg and "data.allow_repeat=true" in msg
     record = read_record(run_dir_of(cfg))
     assert record["status"] == "failed" and record["step"] == 0 and "32,000 rows" in record["reason"]
     assert not (run_dir_of(cfg) / CHECKPOINT).exists() and not (run_dir_of(cfg) / "metrics").exists()
 
 
-def test_allow_repeat_trains_past_the_end_and_is_recorded(tmp_path, data_dir):
-    small = ["data.max_documents=3", "data.val_fraction=0.34"]
-    refused = _cfg(tmp_path / "a", data_dir, *small, "budget.tokens=2048000")
-    with pytest.raises(DataError):
-        run_training(refused)
-    n_rows = read_record(run_dir_of(refused))["reason"].split(" holds ")[1].split(" train rows")[0]
-    n_rows = int(n_rows.replace(",", ""))
-    steps = n_rows // 16 + 8  # just past one pass
-    cfg = _cfg(tmp_path / "b", data_dir, *small, f"budget.tokens={steps * 16 * 64}", "data.allow_repeat=true")
+def test_allow_repeat_trains_past_the_end_and_is_recorded(tmp_path, corpus):
+    n_rows = _train_rows(_cfg(tmp_path, corpus))
+    steps = n_rows // 16 + 4  # just past one pass
+    cfg = _cfg(tmp_path, corpus, f"budget.tokens={steps * 16 * 64}", "data.allow_repeat=true")
     record = run_training(cfg)
     assert record["status"] == "done" and math.isfinite(record["L"])
     assert record["data"]["allow_repeat"] is True and record["config"]["data"]["allow_repeat"] is True
@@ -56,29 +73,38 @@ def test_allow_repeat_trains_past_the_end_and_is_recorded(tmp_path, data_dir):
     assert record["data"]["epochs"] > 1
 
 
-def test_packed_run_resumes_to_the_same_loss(tmp_path, data_dir):
-    straight = run_training(_cfg(tmp_path / "a", data_dir))
+def test_packed_run_resumes_to_the_same_loss(tmp_path, corpus):
+    short = ["budget.tokens=8192", "trainer.ckpt_every_steps=5"]  # 8 steps of 16 rows, within one pass
+    straight = run_training(_cfg(tmp_path / "a", corpus, *short))
     assert straight["data"]["format"] == "packed" and straight["data"]["epochs"] < 1
-    assert straight["data"]["val_rows"] == 256
-    cfg_fail = _cfg(tmp_path / "b", data_dir, "trainer.fail_at_step=25")
+    assert straight["data"]["val_rows"] == 16
+    cfg_fail = _cfg(tmp_path / "b", corpus, *short, "trainer.fail_at_step=7")
     with pytest.raises(InjectedFailure):
         run_training(cfg_fail)
-    resumed = run_training(_cfg(tmp_path / "b", data_dir))
-    assert resumed["status"] == "done" and resumed["resumed_from_step"] == 20
+    resumed = run_training(_cfg(tmp_path / "b", corpus, *short))
+    assert resumed["status"] == "done" and resumed["resumed_from_step"] == 5
     assert abs(resumed["L"] - straight["L"]) < 1e-5, (resumed["L"], straight["L"])
 
 
-def test_published_layout_from_a_local_folder_trains(tmp_path):
-    root, _ = pack_offline(tmp_path / "cache", 64, *SMALL_PACK)
-    published = tmp_path / "published" / "data"  # the hub layout: parquet files only, no meta.json
+def _published_copy(corpus, folder):
+    """The corpus packed by `loopscale data pack`, copied into `folder` the way the hub lays it out:
+    parquet files under data/, no meta.json."""
+    root, _ = pack_offline(corpus / "cache", 64, "--source", "text", "--path", str(corpus / "docs.jsonl"),
+                           "--vocab-size", "512", "--num-proc", "1", "--val-fraction", "0.2")
+    published = folder / "data"
     published.mkdir(parents=True)
     for f in root.glob("*.parquet"):
         shutil.copy(f, published / f.name)
+    return published
+
+
+def test_published_layout_from_a_local_folder_trains(tmp_path, corpus):
+    published = _published_copy(corpus, tmp_path / "published")
     cfg = train_config([*TINY, "data=fineweb_edu_packed", f"data.path={published.parent}", "data.vocab_size=512",
-                        "data.val_rows=64", "budget.tokens=10240", f"runs_dir={tmp_path / 'runs'}"])
+                        "data.val_rows=8", "budget.tokens=8192", f"runs_dir={tmp_path / 'runs'}", *ONE_THREAD])
     record = run_training(cfg)
-    assert record["status"] == "done" and math.isfinite(record["L"]) and record["step"] == 10
-    assert record["vocab_size"] == 512 and record["data"]["val_rows"] == 64
+    assert record["status"] == "done" and math.isfinite(record["L"]) and record["step"] == 8
+    assert record["vocab_size"] == 512 and record["data"]["val_rows"] == 8
     assert record["data"]["set"] == str(published.parent.resolve())
 
 
@@ -132,3 +158,22 @@ def test_published_set_without_cache_fails_from_the_command_line(tmp_path):
     assert proc.returncode != 0
     lines = [ln for ln in proc.stderr.splitlines() if "prepacked-fineweb-edu-llama2-32K-T2048" in ln]
     assert lines and "hf download" in lines[0], proc.stderr[-2000:]
+
+
+@pytest.mark.slow
+def test_published_set_from_the_hugging_face_cache_trains_offline(tmp_path, corpus):
+    # a cache entry exactly as huggingface_hub writes one: refs/main -> snapshots/<commit>/...
+    repo = tmp_path / "hf-home" / "hub" / "datasets--KristianS7--prepacked-fineweb-edu-llama2-32K-T2048"
+    commit = "0" * 40
+    _published_copy(corpus, repo / "snapshots" / commit)
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text(commit)
+    env = {**_no_cache_env(tmp_path, offline=True), "HF_HOME": str(tmp_path / "hf-home")}
+    runs = tmp_path / "runs"
+    proc = run_cli([*TINY, *ONE_THREAD, "data=fineweb_edu_packed", "data.vocab_size=512", "data.val_rows=8",
+                    "budget.tokens=4096", f"runs_dir={runs}"], cwd=tmp_path, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (record_path,) = runs.glob("*/*/run.json")
+    record = json.loads(record_path.read_text())
+    assert record["status"] == "done" and record["step"] == 4
+    assert record["data"]["set"] == str((repo / "snapshots" / commit).resolve())

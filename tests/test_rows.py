@@ -81,10 +81,9 @@ def test_stream_reads_rows_in_order_and_refuses_to_run_past_the_end(small_packed
     assert torch.equal(x, expected)
     last_k = split.n_rows // 5 - 1
     tail = PackedTrainStream(split, micro=5, start=last_k)
-    it = iter(tail)
-    next(it)
+    assert len(list(tail)) == 1  # the stream ends after the last whole micro-batch
     with pytest.raises(DataError, match="allow_repeat=false"):
-        next(it)
+        next(iter(tail))  # and a second epoch over it fails instead of replaying the rows
     wrapped = iter(PackedTrainStream(split, micro=5, start=last_k + 1, allow_repeat=True))
     assert torch.equal(next(wrapped)[0], rows_to_batch(*read_wrapped(split, (last_k + 1) * 5, 5))[0])
     assert np.array_equal(read_wrapped(split, split.n_rows - 2, 4)[0],
