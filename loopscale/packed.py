@@ -60,7 +60,9 @@ class RowFiles:
     """The rows of one split, addressed by a global row index across its files in name order.
 
     Reads whole row groups (decoded once, the last one cached) so sequential reading costs one decode per
-    ROWS_PER_GROUP rows. Pickles without open files (DDP spawn, DataLoader workers)."""
+    ROWS_PER_GROUP rows, and decodes the next group in a background thread meanwhile (Arrow releases the
+    GIL), so a training loop reading in order never waits on parquet decoding. Pickles without open files
+    or threads (DDP spawn, DataLoader workers)."""
 
     def __init__(self, files: list[Path], row_len: Optional[int] = None):
         import pyarrow.parquet as pq
@@ -80,29 +82,46 @@ class RowFiles:
         self.n_rows = int(self.group_starts[-1])
         self.has_n_tokens = "n_tokens" in pq.ParquetFile(self.files[0]).schema_arrow.names
         self._cache: Optional[tuple[int, np.ndarray, Optional[np.ndarray]]] = None
-        self.row_len = row_len or int(self._group(0)[0].shape[1])
+        self._prefetch = None  # (group index, Future) of the group decoding in the background
+        self._pool = None
+        self.row_len = row_len or int(self._decode(0)[0].shape[1])
 
     def __getstate__(self) -> dict:
-        return {**self.__dict__, "_cache": None}
+        return {**self.__dict__, "_cache": None, "_prefetch": None, "_pool": None}
 
     def _group(self, gi: int) -> tuple[np.ndarray, Optional[np.ndarray]]:
-        """Row group `gi` as (tokens [rows, T + 1], n_tokens [rows] or None)."""
+        """Row group `gi` as (tokens [rows, T + 1], n_tokens [rows] or None); starts decoding the next."""
         if self._cache is not None and self._cache[0] == gi:
             return self._cache[1], self._cache[2]
+        if self._prefetch is not None and self._prefetch[0] == gi:
+            tokens, n_tokens = self._prefetch[1].result()
+        else:
+            tokens, n_tokens = self._decode(gi)
+        self._cache = (gi, tokens, n_tokens)
+        if len(self.groups) > 1:
+            if self._pool is None:
+                from concurrent.futures import ThreadPoolExecutor
+
+                self._pool = ThreadPoolExecutor(1, thread_name_prefix="packed-rows")
+            nxt = (gi + 1) % len(self.groups)  # in order; after the last group a second pass starts at 0
+            self._prefetch = (nxt, self._pool.submit(self._decode, nxt))
+        return tokens, n_tokens
+
+    def _decode(self, gi: int) -> tuple[np.ndarray, Optional[np.ndarray]]:
         import pyarrow.compute as pc
         import pyarrow.parquet as pq
 
         fi, g, n = self.groups[gi]
         columns = ["tokens", "n_tokens"] if self.has_n_tokens else ["tokens"]
         table = pq.ParquetFile(self.files[fi]).read_row_group(g, columns=columns)
-        flat = pc.list_flatten(table.column("tokens")).to_numpy()
+        lists = table.column("tokens").combine_chunks()  # one chunk per row group: no copy
+        flat = pc.list_flatten(lists).to_numpy(zero_copy_only=False)
         width = getattr(self, "row_len", None) or len(flat) // n
         if len(flat) != n * width:
             raise DataError(f"{self.files[fi]} row group {g}: {len(flat)} tokens in {n} rows is not "
                             f"{width} per row; every row of a packed set has T + 1 tokens")
         tokens = flat.reshape(n, width)
         n_tokens = table.column("n_tokens").to_numpy() if self.has_n_tokens else None
-        self._cache = (gi, tokens, n_tokens)
         return tokens, n_tokens
 
     def read(self, start: int, n: int) -> tuple[np.ndarray, Optional[np.ndarray]]:

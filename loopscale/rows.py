@@ -77,13 +77,13 @@ def read_wrapped(split: RowFiles, start: int, n: int) -> tuple[np.ndarray, Optio
 
 def rows_to_batch(tokens: np.ndarray, n_tokens: Optional[np.ndarray]) -> tuple[torch.Tensor, torch.Tensor]:
     """(x, y), each int64 [rows, T], from rows of T + 1 ids; targets in the padding are IGNORE_INDEX."""
-    rows = torch.from_numpy(tokens.astype(np.int64))
-    x, y = rows[:, :-1], rows[:, 1:].clone()
-    if n_tokens is not None:
+    rows = tokens.astype(np.int64)  # [rows, T + 1], one copy; x and y are views of it
+    x, y = rows[:, :-1], rows[:, 1:]
+    if n_tokens is not None and (n_tokens < tokens.shape[1]).any():
+        y = y.copy()  # x keeps the padding ids as inputs (harmless: nothing predicts from them)
         # target j is token j + 1: real while j + 1 < n_tokens
-        pad = torch.arange(y.shape[1])[None, :] >= torch.from_numpy(n_tokens.astype(np.int64))[:, None] - 1
-        y[pad] = IGNORE_INDEX
-    return x, y
+        y[np.arange(y.shape[1])[None, :] >= n_tokens[:, None] - 1] = IGNORE_INDEX
+    return torch.from_numpy(x), torch.from_numpy(y)
 
 
 class PackedTrainStream(IterableDataset):
