@@ -177,3 +177,30 @@ def test_published_set_from_the_hugging_face_cache_trains_offline(tmp_path, corp
     record = json.loads(record_path.read_text())
     assert record["status"] == "done" and record["step"] == 4
     assert record["data"]["set"] == str((repo / "snapshots" / commit).resolve())
+
+
+def test_final_loss_is_the_mean_over_exactly_the_val_rows(tmp_path, corpus):
+    import torch
+    import torch.nn.functional as F
+
+    from loopscale.config import with_vocab
+    from loopscale.model import LoopedTransformer
+    from loopscale.packed import pack
+    from loopscale.rows import IGNORE_INDEX, rows_to_batch
+
+    cfg = _cfg(tmp_path, corpus, "budget.tokens=4096", "data.val_rows=29")  # batches of 16 and 13 rows
+    record = run_training(cfg)
+    packed = pack(cfg.data, cfg.model.seq_len, progress=False)
+    model = LoopedTransformer(with_vocab(cfg, packed.vocab_size).model)
+    state = torch.load(run_dir_of(cfg) / CHECKPOINT, weights_only=False)["state_dict"]
+    model.load_state_dict({k.removeprefix("model."): v for k, v in state.items()})
+    model.eval()
+    x, y = rows_to_batch(*packed.val.read(0, 29))
+    assert (y == IGNORE_INDEX).any()  # this corpus pads some val rows: the weighting matters
+    with torch.no_grad():
+        nll = [F.cross_entropy(model(x[i:i + 1], None).float()[0], y[i], reduction="sum") for i in range(29)]
+    n_targets = (y != IGNORE_INDEX).sum(dim=1)
+    mean = float(sum(nll) / n_targets.sum())  # per target token over the 29 rows
+    batch_means = [float(sum(nll[lo:hi]) / n_targets[lo:hi].sum()) for lo, hi in ((0, 16), (16, 29))]
+    per_row_weights = (16 * batch_means[0] + 13 * batch_means[1]) / 29  # batches weighted by rows: wrong
+    assert abs(record["L"] - mean) < 1e-6 < abs(per_row_weights - mean), (record["L"], mean, per_row_weights)

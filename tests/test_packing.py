@@ -127,3 +127,13 @@ def test_pack_cli_errors_are_one_usage_line(tmp_path):
                         "--seq-len", "8", "--data-dir", str(tmp_path / "c")])
     assert proc.returncode != 0 and "does not exist" in proc.stderr
     assert not (tmp_path / "c").exists() or not [n for n in cache_entries(tmp_path / "c") if n.startswith(".tmp")]
+
+
+def test_rows_of_a_large_vocabulary_are_stored_as_uint32(tmp_path):
+    from loopscale.packed import RowFiles, write_rows
+
+    rows = np.array([[70000, 1, 2], [3, 4, 65536]], dtype=np.uint32)  # ids past uint16
+    write_rows(tmp_path, "train", rows, np.array([3, 2], dtype=np.int32), np.array([1, 0]))
+    assert str(pq.read_schema(tmp_path / "train-00000.parquet").field("tokens").type) == "list<element: uint32>"
+    tokens, n_tokens = RowFiles([tmp_path / "train-00000.parquet"]).read(0, 2)
+    assert tokens.tolist() == [[3, 4, 65536], [70000, 1, 2]] and n_tokens.tolist() == [2, 3]  # in `order`
