@@ -7,7 +7,11 @@ Measures, in one run on this machine:
   3. the reference: one optimizer step (forward + backward + AdamW) of a small model at the same batch:
      loopscale.model.LoopedTransformer with d_model=128 and 4 layers, the cheapest model the CPU grid
      would train.
-The loader passes if one batch costs under 5% of one such training step.
+  4. `loopscale data pack` of the same corpus at T = seq_len (prepare cached): packing tokens/s, padding;
+  5. the packed-rows reader (PackedDataModule.train_dataloader): rows/s and its share of the step above;
+  6. the reader on rows of the published shape (T + 1 = 2049 uint16, synthetic, 32 rows per micro-batch).
+The window loader passes if one batch costs under 5% of one such training step; the packed reader must
+stay under 1%.
 
     .venv/bin/python benchmarks/bench_data.py [--batch-size 16] [--seq-len 256] [--loader-batches 300]
 """
@@ -18,15 +22,19 @@ import argparse
 import tempfile
 import time
 from itertools import islice
+from pathlib import Path
 
 import torch
 
 from loopscale.config import DataConfig, ModelConfig
 from loopscale.data import TokenDataModule, batch_at
 from loopscale.model import LoopedTransformer
+from loopscale.packed import open_packed, pack, write_rows
+from loopscale.rows import PackedDataModule
 from loopscale.shards import PreparedData, prepare
 
 LOADER_BUDGET = 0.05  # a batch may cost at most this fraction of a training step
+READER_BUDGET = 0.01  # the packed-rows reader: at most 1% of a step
 
 
 def time_prepare(data_dir: str) -> tuple[float, float, PreparedData]:
@@ -74,6 +82,53 @@ def time_train_step(prepared, batch_size: int, seq_len: int, n_steps: int = 8) -
     return (time.perf_counter() - start) / n_steps
 
 
+def time_pack(data_dir: str, seq_len: int):
+    """Seconds to pack the (already prepared) default corpus at T = seq_len, and the set."""
+    cfg = DataConfig(data_dir=data_dir)
+    start = time.perf_counter()
+    packed = pack(cfg, seq_len, progress=False)
+    return time.perf_counter() - start, packed
+
+
+def time_reader(packed, micro: int, n_batches: int) -> float:
+    """Seconds per micro-batch drawn through PackedDataModule's train DataLoader (one pass, in order)."""
+    n_batches = min(n_batches, packed.train.n_rows // micro - 1)
+    loader = iter(PackedDataModule(packed, micro).train_dataloader())
+    next(loader)
+    start = time.perf_counter()
+    for _ in islice(loader, n_batches):
+        pass
+    return (time.perf_counter() - start) / n_batches
+
+
+def time_reader_beside_a_step(packed, micro: int, n_batches: int, step_s: float) -> float:
+    """Seconds per micro-batch the training loop waits on the reader when each micro-batch is followed by
+    `step_s` of work that frees the CPU (a GPU step): the next row group decodes meanwhile."""
+    loader = iter(PackedDataModule(packed, micro).train_dataloader())
+    next(loader)
+    waited = 0.0
+    for _ in range(min(n_batches, packed.train.n_rows // micro - 1)):
+        time.sleep(step_s)
+        start = time.perf_counter()
+        next(loader)
+        waited += time.perf_counter() - start
+    return waited / n_batches
+
+
+def published_shape(tmp: str, n_rows: int = 8192):
+    """A synthetic packed set of the published shape: rows of 2049 uint16 ids, no padding."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    root = Path(tmp) / "published-shape"
+    root.mkdir()
+    rows = rng.integers(0, 32000, size=(n_rows, 2049), dtype=np.uint16)
+    full = np.full(n_rows, 2049, dtype=np.int32)
+    for split, n in (("train", n_rows), ("val", 64)):
+        write_rows(root, split, rows[:n], full[:n], np.arange(n))
+    return open_packed(root)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--batch-size", type=int, default=16)
@@ -97,9 +152,29 @@ def main() -> None:
         print(f"train step    d=128, 4 layers, AdamW:  {1 / step_s:,.2f} steps/s "
               f"= {batch_tokens / step_s:,.0f} tokens/s ({step_s * 1e3:.1f} ms/step, {torch.get_num_threads()} threads)")
 
+        pack_s, packed = time_pack(data_dir, args.seq_len)
+        n_packed = sum(packed.meta["tokens"].values())
+        print(f"pack (T={args.seq_len}, shards cached):   {n_packed:,} tokens in {pack_s:.2f} s = "
+              f"{n_packed / pack_s:,.0f} tokens/s, {packed.train.n_rows:,} train rows, padding "
+              f"{packed.meta['waste_share']['train']:.3%}")
+        reader_s = time_reader(packed, args.batch_size, args.loader_batches)
+        print(f"packed reader B={args.batch_size} T={args.seq_len}: {args.batch_size / reader_s:,.0f} rows/s "
+              f"({reader_s * 1e3:.3f} ms/batch)")
+        big = published_shape(data_dir)
+        big_s = time_reader(big, 32, big.train.n_rows // 32 - 1)
+        print(f"packed reader, published shape (32 x 2049 uint16), back to back: {32 / big_s:,.0f} rows/s "
+              f"({big_s * 1e3:.3f} ms/micro-batch, parquet decoding included)")
+        for gpu_step_s in (0.02, 0.1):
+            wait_s = time_reader_beside_a_step(big, 32, 96, gpu_step_s)
+            print(f"  beside a {gpu_step_s * 1e3:.0f} ms step: the loop waits {wait_s * 1e3:.3f} ms/micro-batch "
+                  f"= {wait_s / gpu_step_s:.2%} of the step (budget {READER_BUDGET:.0%})")
+
     share = loader_s / step_s
     verdict = "OK: the loader is not the bottleneck" if share < LOADER_BUDGET else "TOO SLOW"
     print(f"loader / step = {share:.2%} (budget {LOADER_BUDGET:.0%}): {verdict}")
+    share = reader_s / step_s
+    verdict = "OK" if share < READER_BUDGET else "TOO SLOW"
+    print(f"packed reader / step = {share:.2%} (budget {READER_BUDGET:.0%}): {verdict}")
 
 
 if __name__ == "__main__":

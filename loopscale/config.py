@@ -168,9 +168,24 @@ class DataConfig:
     data_dir: str = "data/cache"
     num_proc: int = 2
     val_tokens: int = 65536  # size of the fixed validation set
+    # How training reads the tokens: windows (random windows of the token shards, loopscale/data.py) or
+    # packed (BOS-prepended best-fit rows of T + 1 tokens, each read once; loopscale/packed.py, rows.py).
+    # source=packed reads a ready packed set: data.path (a local folder) or hf_name (a hub dataset repo).
+    format: str = "windows"  # windows | packed
+    val_rows: Optional[int] = None  # packed: the first val_rows rows of the val split (published: 34560); None = all
+    allow_repeat: bool = False  # packed: wrap around (a second epoch) when D needs more rows than the set holds
 
     def __post_init__(self) -> None:
-        _check_choice("source", self.source, ("shakespeare", "text", "hf"))
+        _check_choice("source", self.source, ("shakespeare", "text", "hf", "packed"))
+        _check_choice("format", self.format, ("windows", "packed"))
+        if self.source == "packed":
+            if self.format != "packed":
+                raise ValueError("source='packed' reads a packed-rows set; it needs format='packed'")
+            if not (self.path or self.hf_name):
+                raise ValueError("source='packed' needs path (a folder of train-*.parquet / val-*.parquet) "
+                                 "or hf_name (a hub dataset repo of them)")
+        if self.val_rows is not None:
+            _check_positive("val_rows", self.val_rows)
         if self.source == "text" and not self.path:
             raise ValueError("source='text' needs path (a .txt/.jsonl/.parquet file or folder)")
         if self.source == "hf" and not self.hf_name:

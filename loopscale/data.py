@@ -118,23 +118,18 @@ class ValWindows(Dataset):
         return window[:-1], window[1:]
 
 
-class TokenDataModule(L.LightningDataModule):
-    """Train stream + fixed val set over a PreparedData.
+class StepResumableDataModule(L.LightningDataModule):
+    """A DataModule whose train stream position is a pure function of (micro-batch index, rank).
 
-    Resuming: the train stream starts at `self.start_step`, read when train_dataloader() is called. If you
-    leave it None, it is taken from the attached trainer as trainer.global_step * accumulate_grad_batches
-    (the number of batches already consumed), which Lightning has restored from the checkpoint by the time
-    it builds the train dataloader; set it explicitly (`set_start_step`) when you drive the loop yourself.
-    The stream is infinite: stop training with max_steps. Rank and world size come from the trainer
-    (else torch.distributed, else 0 / 1); each rank draws its own windows.
-    """
+    Resuming: the train stream starts at `self.start_step` (micro-batches, not optimizer steps), read when
+    train_dataloader() is called. If you leave it None, it is taken from the attached trainer as
+    trainer.global_step * accumulate_grad_batches (the number of micro-batches already consumed), which
+    Lightning has restored from the checkpoint by the time it builds the train dataloader; set it
+    explicitly (`set_start_step`) when you drive the loop yourself. Rank and world size come from the
+    trainer (else torch.distributed, else 0 / 1)."""
 
-    def __init__(self, prepared: PreparedData, seq_len: int, batch_size: int, seed: int, val_tokens: int):
+    def __init__(self):
         super().__init__()
-        if seq_len < 1 or batch_size < 1 or val_tokens < 1:
-            raise ValueError(f"seq_len={seq_len}, batch_size={batch_size}, val_tokens={val_tokens} must be >= 1")
-        self.prepared, self.seq_len, self.batch_size = prepared, seq_len, batch_size
-        self.seed, self.val_tokens = seed, val_tokens
         self.start_step: Optional[int] = None
 
     def set_start_step(self, step: int) -> None:
@@ -156,6 +151,21 @@ class TokenDataModule(L.LightningDataModule):
         if trainer is not None:
             return trainer.global_step * trainer.accumulate_grad_batches
         return 0
+
+
+class TokenDataModule(StepResumableDataModule):
+    """Train stream + fixed val set over a PreparedData (the windows format).
+
+    Resuming: see StepResumableDataModule. The stream is infinite: stop training with max_steps. Each rank
+    draws its own windows.
+    """
+
+    def __init__(self, prepared: PreparedData, seq_len: int, batch_size: int, seed: int, val_tokens: int):
+        super().__init__()
+        if seq_len < 1 or batch_size < 1 or val_tokens < 1:
+            raise ValueError(f"seq_len={seq_len}, batch_size={batch_size}, val_tokens={val_tokens} must be >= 1")
+        self.prepared, self.seq_len, self.batch_size = prepared, seq_len, batch_size
+        self.seed, self.val_tokens = seed, val_tokens
 
     def train_dataloader(self) -> DataLoader:
         rank, world = self.rank_and_world()

@@ -151,8 +151,10 @@ class LoopedLM(L.LightningModule):
     def validation_step(self, batch, batch_idx):
         x, y = batch
         loss = self.model(x, y)
+        # weight each batch by its real targets (packed rows mask their padding with -100, the loss's
+        # ignore_index), so the epoch value is the mean loss per target token over exactly the val rows
         self.log("val/loss", loss, prog_bar=True, on_step=False, on_epoch=True, sync_dist=True,
-                 batch_size=x.shape[0])
+                 batch_size=int((y != -100).sum()))
         return loss
 
     # -- optimizer ----------------------------------------------------------------------------------------

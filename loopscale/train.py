@@ -227,27 +227,32 @@ def fit_run(cfg: TrainConfig, run_dir: Path, *, start_ckpt: Path | None = None, 
     import torch
 
     from loopscale.checkpoint import newest_checkpoint
-    from loopscale.data import TokenDataModule
     from loopscale.module import Diverged, LoopedLM, StepAccounting
     from loopscale.records import write_json_atomic
-    from loopscale.shards import prepare
+    from loopscale.run_data import data_record, make_datamodule, open_run_data
 
     if cfg.trainer.num_threads > 0:
         torch.set_num_threads(cfg.trainer.num_threads)
     L.seed_everything(cfg.seed, workers=True, verbose=False)
 
-    prepared = prepare(cfg.data, progress=cfg.trainer.progress)
-    cfg = with_vocab(cfg, prepared.vocab_size)
+    run_data = open_run_data(cfg.data, cfg.model.seq_len, progress=cfg.trainer.progress)
+    cfg = with_vocab(cfg, run_data.vocab_size)
     plan = plan_run(cfg)
     _print_plan(cfg, plan, run_dir)
+    # a packed set too small for D fails here, before any training (data.allow_repeat lifts it)
+    try:
+        data_info = data_record(run_data, cfg.data, plan.steps, cfg.budget.batch_size, cfg.model.seq_len)
+    except ValueError as err:
+        write_json_atomic(run_dir / record_file, {**_base_record(cfg, plan, run_dir), "status": "failed",
+                                                  "reason": str(err), "step": 0})
+        raise
 
     world = cfg.trainer.devices * cfg.trainer.num_nodes
     per_step = world * cfg.budget.grad_accum
     if cfg.budget.batch_size % per_step != 0:
         raise ValueError(f"budget.batch_size={cfg.budget.batch_size} must be divisible by devices x num_nodes x "
                          f"grad_accum = {per_step}")
-    datamodule = TokenDataModule(prepared, seq_len=cfg.model.seq_len, batch_size=cfg.budget.batch_size // per_step,
-                                 seed=cfg.seed, val_tokens=cfg.data.val_tokens)
+    datamodule = make_datamodule(run_data, cfg.data, cfg.model.seq_len, cfg.budget.batch_size // per_step, cfg.seed)
     module = LoopedLM(cfg.model, cfg.optim, cfg.trainer,
                       StepAccounting(total_steps=plan.steps, batch_tokens=plan.batch_tokens, flops_per_token=plan.F))
     trainer = L.Trainer(
@@ -263,7 +268,8 @@ def fit_run(cfg: TrainConfig, run_dir: Path, *, start_ckpt: Path | None = None, 
         # every rank validates the whole val set (TokenDataModule.val_dataloader says why)
         use_distributed_sampler=False,
     )
-    record = {**_base_record(cfg, plan, run_dir), **module.optimizer_record, **(extra_record or {})}
+    record = {**_base_record(cfg, plan, run_dir), **module.optimizer_record, "data": data_info,
+              **(extra_record or {})}
     # last.ckpt, or the hpc checkpoint Lightning saved on SIGUSR1 (slurm/train.sbatch) when that is newer
     resume_from = newest_checkpoint(run_dir / CHECKPOINT, run_dir) or start_ckpt
     started = time.perf_counter()

@@ -67,3 +67,25 @@ def small_cfg(data_dir: Path, **overrides) -> DataConfig:
 def cache_entries(data_dir: Path) -> list[str]:
     """Names under a data dir (finished entries and any staging leftovers); [] if it does not exist."""
     return sorted(p.name for p in data_dir.iterdir()) if data_dir.exists() else []
+
+
+def pack_offline(data_dir: Path, seq_len: int, *extra: str) -> tuple[Path, str]:
+    """`loopscale data pack` in an offline child; returns (the packed folder, the command's stdout)."""
+    proc = run_offline(["-m", "loopscale", "data", "pack", "--data-dir", str(data_dir), "--seq-len", str(seq_len),
+                        "--no-progress", *extra])
+    assert proc.returncode == 0, proc.stderr
+    first = proc.stdout.splitlines()[0]
+    assert first.startswith("packed "), proc.stdout
+    return Path(first.split(" ", 1)[1]), proc.stdout
+
+
+SMALL_PACK = ["--max-documents", "3", "--vocab-size", "512", "--val-fraction", "0.34", "--num-proc", "1"]
+
+
+@pytest.fixture(scope="session")
+def small_packed(tmp_path_factory):
+    """A small packed set (3 Shakespeare plays, BPE 512, T = 32), built offline through the CLI."""
+    from loopscale.packed import open_packed
+
+    root, _ = pack_offline(tmp_path_factory.mktemp("small_packed"), 32, *SMALL_PACK)
+    return open_packed(root)

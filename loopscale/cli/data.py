@@ -1,11 +1,16 @@
 """`loopscale data prepare`: tokenize a corpus into cached token shards (loopscale/shards.py).
+`loopscale data pack`: the same, then BOS-prepended best-fit packing into parquet rows of T + 1 tokens
+(loopscale/packed.py), the format the published runs read.
 
     loopscale data prepare                                  # Shakespeare, byte-level BPE 2048
     loopscale data prepare --source text --path notes/ --tokenizer gpt2
     loopscale data prepare --source hf --hf-name HuggingFaceFW/fineweb-edu --hf-config sample-10BT \\
         --streaming --max-documents 100000 --vocab-size 32768
 
-Prints where the shards are and their token counts. A second run with the same options is instant.
+    loopscale data pack --seq-len 256                       # Shakespeare packed for T = 256
+    loopscale data pack --source text --path notes/ --tokenizer path/to/tokenizer.json --seq-len 2048
+
+Prints where the shards (rows) are and their counts. A second run with the same options is instant.
 """
 
 from __future__ import annotations
@@ -24,6 +29,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     data_sub = data.add_subparsers(dest="data_command", metavar="ACTION", required=True)
     p = data_sub.add_parser("prepare", help="tokenize a corpus into cached uint16/uint32 shards",
                             description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    _corpus_arguments(p)
+    p.set_defaults(func=run_prepare)
+    p = data_sub.add_parser("pack", help="tokenize and best-fit pack a corpus into parquet rows of T + 1 tokens",
+                            description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    _corpus_arguments(p)
+    p.add_argument("--seq-len", type=int, required=True, help="T: rows hold T + 1 tokens (the model's seq_len)")
+    p.set_defaults(func=run_pack)
+
+
+def _corpus_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--source", choices=["shakespeare", "text", "hf"], default=_DEFAULTS.source)
     p.add_argument("--path", help="text: a .txt/.jsonl/.parquet file or a folder of them")
     p.add_argument("--hf-name", help="hf: hub dataset name, e.g. HuggingFaceFW/fineweb-edu")
@@ -40,7 +55,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--data-dir", default=_DEFAULTS.data_dir)
     p.add_argument("--num-proc", type=int, default=_DEFAULTS.num_proc, help="tokenizer worker processes")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
-    p.set_defaults(func=run_prepare)
 
 
 def config_from_args(args: argparse.Namespace) -> DataConfig:
@@ -65,4 +79,24 @@ def run_prepare(args: argparse.Namespace) -> int:
     print(f"  tokenizer   {prepared.tokenizer_path} (vocab {prepared.vocab_size}, {prepared.meta['dtype']})")
     print(f"  train       {prepared.n_train_tokens:,} tokens from {split['n_train_documents']} documents")
     print(f"  val         {prepared.n_val_tokens:,} tokens from {split['n_val_documents']} documents")
+    return 0
+
+
+def run_pack(args: argparse.Namespace) -> int:
+    cfg = config_from_args(args)
+    from loopscale.packed import pack  # heavy: datasets, tokenizers, pyarrow
+
+    try:
+        packed = pack(cfg, args.seq_len, progress=not args.no_progress)
+    except ValueError as err:
+        raise UsageError(str(err)) from err
+    meta = packed.meta
+    print(f"packed {packed.root}")
+    print(f"  tokenizer   {meta['tokenizer']['name']} (vocab {meta['tokenizer']['vocab_size']}, "
+          f"BOS {meta['tokenizer']['bos_id']}, {meta['dtype']}), rows of T + 1 = {meta['row_len']}")
+    for split in ("train", "val"):
+        info = meta["splits"][split]
+        print(f"  {split:<5}       {info['rows']:,} rows from {info['documents']:,} documents "
+              f"({info['split_documents']:,} split), {info['tokens']:,} tokens, "
+              f"padding {info['waste_share']:.3%}")
     return 0

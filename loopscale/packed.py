@@ -1,0 +1,426 @@
+"""The packed-rows format: parquet files of rows of T + 1 token ids, built by `loopscale data pack` or
+published on the hub (KristianS7/prepacked-fineweb-edu-llama2-32K-T2048).
+
+Layout of a packed set (a folder; the published set has the same file names, possibly under data/):
+    train-00000.parquet ...   column `tokens`: list<uint16> (uint32 when the vocabulary needs it) of
+    val-00000.parquet ...     T + 1 ids per row; sets built here add `n_tokens` (int32): the real tokens
+                              of the row, the rest being padding at the row end (masked by the reader)
+    meta.json                 format, T, dtype, tokenizer (name, vocab size, BOS / pad ids), row and
+                              token counts per split, padding share, source fingerprint
+    tokenizer.json            sets built here: the exact tokenizer
+A folder without meta.json (the published set) is described from the parquet footers: row counts from
+the metadata, T from the first row.
+
+`pack(cfg, seq_len)` builds a set from any corpus and tokenizer `prepare` (shards.py) handles: the token
+shards are split at their end-of-document tokens, each document gets a BOS in front, and the documents are
+best-fit packed (packing.py). Rows are written in a fixed shuffled order (seeded by data.split_seed) so a
+prefix of the rows -- what a shorter run reads -- is a sample of the whole corpus, not its first documents.
+Writes are staged in `<data_dir>/.tmp-<key>-<host>-<pid>` and published by one rename, like shards.py.
+
+`locate_published(cfg)` finds a published set: data.path (a local folder) first, else the Hugging Face
+cache, else -- only when the hub is reachable -- downloads it once into that cache. Offline with no copy it
+fails at once with one line naming what to download.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import socket
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Iterable, Iterator, Optional
+
+import numpy as np
+
+from loopscale.corpus import DataError, source_fingerprint
+
+if TYPE_CHECKING:
+    from loopscale.config import DataConfig
+    from loopscale.shards import PreparedData
+
+FORMAT = "loopscale-packed-rows"
+FORMAT_VERSION = 1  # bump when packing or the layout changes: old packed caches stop matching
+META_FILE = "meta.json"
+ROWS_PER_FILE = 65536  # rows per parquet file (the published set: ~ this order)
+ROWS_PER_GROUP = 1024  # rows per row group: the reader decodes one group at a time
+MAX_OPEN_ROWS = 1024  # best-fit window (packing.py)
+BOS_CANDIDATES = ("<s>", "<|bos|>", "<|begin_of_text|>", "[CLS]")  # else the end-of-document token
+HUB_HOST = ("huggingface.co", 443)
+HUB_PROBE_S = 0.5  # longest wait to learn whether the hub answers at all
+
+
+# ------------------------------------------------------------------------------------------ reading rows
+
+
+class RowFiles:
+    """The rows of one split, addressed by a global row index across its files in name order.
+
+    Reads whole row groups (decoded once, the last one cached) so sequential reading costs one decode per
+    ROWS_PER_GROUP rows, and decodes the next group in a background thread meanwhile (Arrow releases the
+    GIL), so a training loop reading in order never waits on parquet decoding. Pickles without open files
+    or threads (DDP spawn, DataLoader workers)."""
+
+    def __init__(self, files: list[Path], row_len: Optional[int] = None):
+        import pyarrow.parquet as pq
+
+        if not files:
+            raise DataError("a packed split needs at least one parquet file")
+        self.files = [Path(f) for f in files]
+        groups = []  # (file index, group index, rows)
+        for fi, f in enumerate(self.files):
+            md = pq.ParquetFile(f).metadata  # the footer only
+            groups += [(fi, g, md.row_group(g).num_rows) for g in range(md.num_row_groups)]
+        groups = [g for g in groups if g[2] > 0]
+        if not groups:
+            raise DataError(f"{self.files[0].parent}: the split's parquet files hold no rows")
+        self.groups = groups
+        self.group_starts = np.concatenate([[0], np.cumsum([g[2] for g in groups])])  # [n_groups + 1]
+        self.n_rows = int(self.group_starts[-1])
+        self.has_n_tokens = "n_tokens" in pq.ParquetFile(self.files[0]).schema_arrow.names
+        self._cache: Optional[tuple[int, np.ndarray, Optional[np.ndarray]]] = None
+        self._prefetch = None  # (group index, Future) of the group decoding in the background
+        self._pool = None
+        self.row_len = row_len or int(self._decode(0)[0].shape[1])
+
+    def __getstate__(self) -> dict:
+        return {**self.__dict__, "_cache": None, "_prefetch": None, "_pool": None}
+
+    def _group(self, gi: int) -> tuple[np.ndarray, Optional[np.ndarray]]:
+        """Row group `gi` as (tokens [rows, T + 1], n_tokens [rows] or None); starts decoding the next."""
+        if self._cache is not None and self._cache[0] == gi:
+            return self._cache[1], self._cache[2]
+        if self._prefetch is not None and self._prefetch[0] == gi:
+            tokens, n_tokens = self._prefetch[1].result()
+        else:
+            tokens, n_tokens = self._decode(gi)
+        self._cache = (gi, tokens, n_tokens)
+        if len(self.groups) > 1:
+            if self._pool is None:
+                from concurrent.futures import ThreadPoolExecutor
+
+                self._pool = ThreadPoolExecutor(1, thread_name_prefix="packed-rows")
+            nxt = (gi + 1) % len(self.groups)  # in order; after the last group a second pass starts at 0
+            self._prefetch = (nxt, self._pool.submit(self._decode, nxt))
+        return tokens, n_tokens
+
+    def _decode(self, gi: int) -> tuple[np.ndarray, Optional[np.ndarray]]:
+        import pyarrow.compute as pc
+        import pyarrow.parquet as pq
+
+        fi, g, n = self.groups[gi]
+        columns = ["tokens", "n_tokens"] if self.has_n_tokens else ["tokens"]
+        table = pq.ParquetFile(self.files[fi]).read_row_group(g, columns=columns)
+        lists = table.column("tokens").combine_chunks()  # one chunk per row group: no copy
+        flat = pc.list_flatten(lists).to_numpy(zero_copy_only=False)
+        width = getattr(self, "row_len", None) or len(flat) // n
+        if len(flat) != n * width:
+            raise DataError(f"{self.files[fi]} row group {g}: {len(flat)} tokens in {n} rows is not "
+                            f"{width} per row; every row of a packed set has T + 1 tokens")
+        tokens = flat.reshape(n, width)
+        n_tokens = table.column("n_tokens").to_numpy() if self.has_n_tokens else None
+        return tokens, n_tokens
+
+    def read(self, start: int, n: int) -> tuple[np.ndarray, Optional[np.ndarray]]:
+        """Rows [start, start + n) as (tokens [n, T + 1], n_tokens [n] or None); no wrap-around."""
+        if start < 0 or n < 0 or start + n > self.n_rows:
+            raise IndexError(f"rows [{start}, {start + n}) are outside the split's {self.n_rows} rows")
+        parts, counts = [], []
+        row = start
+        while row < start + n:
+            gi = int(np.searchsorted(self.group_starts, row, side="right")) - 1
+            tokens, n_tokens = self._group(gi)
+            lo = row - int(self.group_starts[gi])
+            hi = min(len(tokens), lo + start + n - row)
+            parts.append(tokens[lo:hi])
+            if n_tokens is not None:
+                counts.append(n_tokens[lo:hi])
+            row += hi - lo
+        tokens = parts[0] if len(parts) == 1 else np.concatenate(parts)
+        n_tokens = None if not counts else (counts[0] if len(counts) == 1 else np.concatenate(counts))
+        return tokens, n_tokens
+
+
+@dataclass(frozen=True)
+class PackedSet:
+    """A packed set on disk: its two splits and what meta.json (or the files) say about it."""
+
+    root: Path
+    meta: dict
+    train: RowFiles
+    val: RowFiles
+
+    @property
+    def seq_len(self) -> int:
+        return self.train.row_len - 1
+
+    @property
+    def vocab_size(self) -> Optional[int]:
+        return self.meta.get("tokenizer", {}).get("vocab_size")
+
+    def split(self, name: str) -> RowFiles:
+        if name not in ("train", "val"):
+            raise ValueError(f"split={name!r} must be 'train' or 'val'")
+        return self.train if name == "train" else self.val
+
+
+def _split_files(root: Path, split: str) -> list[Path]:
+    return sorted(root.rglob(f"{split}-*.parquet"), key=lambda p: (p.parent.as_posix(), p.name))
+
+
+def open_packed(root: Path | str) -> PackedSet:
+    """Open a packed set folder (ours or the published layout); fails naming what is missing."""
+    root = Path(root).expanduser().resolve()
+    if not root.is_dir():
+        raise DataError(f"data.path={str(root)!r} is not a folder of train-*.parquet / val-*.parquet files")
+    files = {split: _split_files(root, split) for split in ("train", "val")}
+    missing = [f"{split}-*.parquet" for split, found in files.items() if not found]
+    if missing:
+        raise DataError(f"{root} is not a packed set: no {' or '.join(missing)} files")
+    meta_path = root / META_FILE
+    meta = json.loads(meta_path.read_text()) if meta_path.is_file() else {}
+    row_len = meta.get("row_len")
+    train, val = RowFiles(files["train"], row_len), RowFiles(files["val"], row_len)
+    if train.row_len != val.row_len:
+        raise DataError(f"{root}: train rows have {train.row_len} tokens, val rows {val.row_len}")
+    for split, rows in (("train", train), ("val", val)):
+        expected = meta.get("rows", {}).get(split)
+        if expected is not None and expected != rows.n_rows:
+            raise DataError(f"{root}: {split} holds {rows.n_rows} rows, {META_FILE} says {expected}; "
+                            f"delete {root} and pack again")
+    return PackedSet(root=root, meta=meta, train=train, val=val)
+
+
+# ------------------------------------------------------------------------------------------ writing rows
+
+
+def bos_id_of(tokenizer) -> int:
+    """The id put in front of every document: the tokenizer's BOS, else its end-of-document token."""
+    from loopscale.tokenizer import eot_id
+
+    for name in BOS_CANDIDATES:
+        idx = tokenizer.token_to_id(name)
+        if idx is not None:
+            return idx
+    eot = eot_id(tokenizer)
+    if eot is None:
+        raise DataError("the tokenizer has neither a BOS token (" + ", ".join(BOS_CANDIDATES) + ") nor an "
+                        "end-of-document token; packing needs one to mark where documents start")
+    return eot
+
+
+def documents_of(tokens: np.ndarray, eot: int, chunk: int = 1 << 24) -> Iterator[np.ndarray]:
+    """The documents of a flat shard (each followed by `eot`, shards.py), without their EOT; read in
+    chunks so a memmap of any size streams."""
+    carry = np.zeros(0, dtype=tokens.dtype)
+    for lo in range(0, len(tokens), chunk):
+        block = np.concatenate([carry, tokens[lo:lo + chunk]])
+        ends = np.flatnonzero(block == eot)
+        start = 0
+        for end in ends:
+            if end > start:  # an empty document (EOT right after EOT) has nothing to pack
+                yield block[start:end]
+            start = end + 1
+        carry = block[start:]
+    if len(carry):
+        yield carry
+
+
+def _row_table(rows: np.ndarray, n_tokens: np.ndarray):
+    import pyarrow as pa
+
+    n, width = rows.shape
+    offsets = pa.array(np.arange(0, (n + 1) * width, width, dtype=np.int32))
+    tokens = pa.ListArray.from_arrays(offsets, pa.array(rows.reshape(-1)))
+    return pa.table({"tokens": tokens, "n_tokens": pa.array(n_tokens.astype(np.int32))})
+
+
+def write_rows(out_dir: Path, split: str, rows: np.ndarray, n_tokens: np.ndarray, order: np.ndarray,
+               progress: bool = False) -> list[str]:
+    """Write rows[order] as `<split>-00000.parquet`, ... (ROWS_PER_FILE rows each); returns the names."""
+    import pyarrow.parquet as pq
+    from tqdm.auto import tqdm
+
+    names = []
+    with tqdm(total=len(order), unit="row", desc=f"write {split}", disable=not progress) as bar:
+        for fi, lo in enumerate(range(0, len(order), ROWS_PER_FILE)):
+            name = f"{split}-{fi:05d}.parquet"
+            idx = order[lo:lo + ROWS_PER_FILE]
+            with pq.ParquetWriter(out_dir / name, _row_table(rows[:1], n_tokens[:1]).schema) as writer:
+                for g in range(0, len(idx), ROWS_PER_GROUP):
+                    part = np.sort(idx[g:g + ROWS_PER_GROUP])  # sorted reads from the memmap, then reorder
+                    back = np.argsort(np.argsort(idx[g:g + ROWS_PER_GROUP]))
+                    writer.write_table(_row_table(rows[part][back], n_tokens[part][back]),
+                                       row_group_size=ROWS_PER_GROUP)
+                    bar.update(len(part))
+            names.append(name)
+    return names
+
+
+def pack_split(tokens: np.ndarray, eot: int, bos: int, row_len: int, dtype: type, work: Path, split: str,
+               seed: int, out_dir: Path, progress: bool = False) -> dict:
+    """Best-fit pack one flat shard into `out_dir/<split>-*.parquet`; returns its counts for meta.json."""
+    from tqdm.auto import tqdm
+
+    from loopscale.packing import PackStats, pack_rows
+
+    stats = PackStats()
+    raw = work / f"{split}.rows"  # rows in packing order, padded: [n_rows, row_len] of dtype
+    counts = []
+    with open(raw, "wb") as f, tqdm(total=len(tokens), unit="tok", unit_scale=True, desc=f"pack {split}",
+                                    disable=not progress) as bar:
+        row_buf = np.full(row_len, bos, dtype=dtype)
+        done = 0
+        for row in pack_rows(documents_of(tokens, eot), row_len, bos, MAX_OPEN_ROWS, stats=stats):
+            row_buf[:] = bos  # padding: the BOS id, masked by the reader through n_tokens
+            row_buf[:len(row)] = row
+            f.write(row_buf.tobytes())
+            counts.append(len(row))
+            bar.update(stats.n_tokens - done)
+            done = stats.n_tokens
+    if stats.n_rows == 0:
+        raise DataError(f"the {split} split packs into zero rows")
+    rows = np.memmap(raw, dtype=dtype, mode="r", shape=(stats.n_rows, row_len))
+    order = np.random.default_rng([seed, 0 if split == "train" else 1]).permutation(stats.n_rows)
+    files = write_rows(out_dir, split, rows, np.asarray(counts, dtype=np.int32), order, progress)
+    del rows
+    return {"rows": stats.n_rows, "tokens": stats.n_tokens, "pad": stats.n_pad, "documents": stats.n_documents,
+            "split_documents": stats.n_split_documents, "waste_share": stats.waste_share, "files": files}
+
+
+def pack_key(prepared: "PreparedData", seq_len: int, seed: int) -> str:
+    ident = {"format": FORMAT_VERSION, "prepared": prepared.meta.get("key", prepared.root.name),
+             "tokenizer": prepared.meta["tokenizer"]["sha256"], "seq_len": seq_len, "seed": seed,
+             "max_open_rows": MAX_OPEN_ROWS}
+    digest = hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:8]
+    return f"{prepared.root.name}-packed-T{seq_len}-{digest}"
+
+
+def pack(cfg: "DataConfig", seq_len: int, progress: bool = True) -> PackedSet:
+    """The packed set of `cfg`'s corpus and tokenizer at context T = seq_len, from the cache or built."""
+    from loopscale.shards import _staging_prefix, _sweep_dead_staging, prepare
+    from loopscale.tokenizer import load_tokenizer, tokenizer_sha256
+
+    if seq_len < 1:
+        raise DataError(f"seq_len={seq_len} must be >= 1")
+    prepared = prepare(cfg, progress=progress)
+    data_dir = prepared.root.parent
+    key = pack_key(prepared, seq_len, cfg.split_seed)
+    root = data_dir / key
+    if (root / META_FILE).is_file():
+        return open_packed(root)
+    if prepared.eot_id is None:
+        raise DataError(f"tokenizer={cfg.tokenizer!r} has no end-of-document token, so the shards of "
+                        f"{prepared.root} cannot be cut into documents for packing")
+    tok = load_tokenizer(str(prepared.tokenizer_path))
+    bos = bos_id_of(tok)
+    _sweep_dead_staging(data_dir, key)
+    staging = data_dir / f"{_staging_prefix(key)}{os.getpid()}"
+    shutil.rmtree(staging, ignore_errors=True)
+    (staging / "work").mkdir(parents=True)
+    try:
+        splits = {split: pack_split(np.asarray(prepared.tokens(split)), prepared.eot_id, bos, seq_len + 1,
+                                    prepared.dtype, staging / "work", split, cfg.split_seed, staging, progress)
+                  for split in ("train", "val")}
+        shutil.rmtree(staging / "work")
+        shutil.copy(prepared.tokenizer_path, staging / "tokenizer.json")
+        meta = {
+            "format": FORMAT, "version": FORMAT_VERSION, "key": key, "seq_len": seq_len, "row_len": seq_len + 1,
+            "dtype": np.dtype(prepared.dtype).name,
+            "tokenizer": {"name": cfg.tokenizer, "vocab_size": prepared.vocab_size, "bos_id": bos,
+                          "pad_id": bos, "eot_id": prepared.eot_id, "sha256": tokenizer_sha256(tok)},
+            "rows": {s: v["rows"] for s, v in splits.items()},
+            "tokens": {s: v["tokens"] for s, v in splits.items()},
+            "waste_share": {s: v["waste_share"] for s, v in splits.items()},
+            "splits": splits,
+            "source": source_fingerprint(cfg), "prepared": prepared.root.name,
+            "packing": {"method": "bos-best-fit", "max_open_rows": MAX_OPEN_ROWS, "order_seed": cfg.split_seed},
+        }
+        (staging / META_FILE).write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
+        try:
+            os.rename(staging, root)  # atomic publish
+        except OSError:
+            if not (root / META_FILE).is_file():  # not "another process published it first"
+                raise
+            shutil.rmtree(staging, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return open_packed(root)
+
+
+# --------------------------------------------------------------------------------------- the published set
+
+
+def hub_offline_flag() -> bool:
+    """HF_HUB_OFFLINE / HF_DATASETS_OFFLINE set: never touch the network (read without importing datasets,
+    which costs ~1 s)."""
+    return any((os.environ.get(v) or "").upper() in ("1", "ON", "YES", "TRUE")
+               for v in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE"))
+
+
+def hub_reachable(timeout_s: float = HUB_PROBE_S) -> bool:
+    """Whether a TCP connection to the hub opens within `timeout_s` (name lookup included, which can
+    hang without DNS: it runs in a daemon thread we stop waiting for)."""
+    result = []
+
+    def probe() -> None:
+        try:
+            socket.create_connection(HUB_HOST, timeout=timeout_s).close()
+            result.append(True)
+        except OSError:
+            result.append(False)
+
+    thread = threading.Thread(target=probe, daemon=True)
+    thread.start()
+    thread.join(timeout_s)
+    return bool(result and result[0])
+
+
+def hub_cache_dir() -> Path:
+    """The Hugging Face hub cache, resolved from the environment the way huggingface_hub does (whose
+    import alone takes ~0.2-0.5 s, too slow for the offline fast path)."""
+    home = os.path.expanduser(os.getenv("HF_HOME", os.path.join(os.getenv("XDG_CACHE_HOME",
+                                                                          os.path.expanduser("~/.cache")),
+                                                                "huggingface")))
+    legacy = os.getenv("HUGGINGFACE_HUB_CACHE", os.path.join(home, "hub"))
+    return Path(os.path.expandvars(os.path.expanduser(os.getenv("HF_HUB_CACHE", legacy))))
+
+
+def locate_published(cfg: "DataConfig", progress: bool = True) -> Path:
+    """The folder holding the packed set: data.path, else the HF cache, else a download into the cache."""
+    if cfg.path:
+        return Path(cfg.path).expanduser()
+    patterns = ["*.parquet", "*.json"]
+    cache = hub_cache_dir()
+    if (cache / f"datasets--{cfg.hf_name.replace('/', '--')}").is_dir():  # something is cached: ask the hub lib
+        from huggingface_hub import snapshot_download
+
+        try:
+            return Path(snapshot_download(cfg.hf_name, repo_type="dataset", local_files_only=True,
+                                          allow_patterns=patterns))
+        except Exception:  # huggingface_hub: LocalEntryNotFoundError (no complete snapshot)
+            pass
+    if hub_offline_flag() or not hub_reachable():
+        why = "HF_HUB_OFFLINE is set" if hub_offline_flag() else "the hub is unreachable"
+        raise DataError(f"data: the packed set {cfg.hf_name} is not in the Hugging Face cache ({cache}) "
+                        f"and {why}; download it with `hf download {cfg.hf_name} --repo-type dataset` "
+                        f"or set data.path=<folder with train-*.parquet and val-*.parquet>")
+    if not progress:
+        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    from huggingface_hub import snapshot_download
+
+    return Path(snapshot_download(cfg.hf_name, repo_type="dataset", allow_patterns=patterns))
+
+
+def open_published(cfg: "DataConfig", progress: bool = True) -> PackedSet:
+    return open_packed(locate_published(cfg, progress))
+
+
+def iter_rows(split: RowFiles, batch_rows: int = ROWS_PER_GROUP) -> Iterable[tuple[np.ndarray, Optional[np.ndarray]]]:
+    """Every row of a split in order, in blocks (tests, audits)."""
+    for lo in range(0, split.n_rows, batch_rows):
+        yield split.read(lo, min(batch_rows, split.n_rows - lo))
