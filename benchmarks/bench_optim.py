@@ -8,7 +8,8 @@ budget and so the same steps and FLOPs; printed are the final val losses. The re
 weight decay 0.1, 5% warmup, clipping 1.0), `muonh` (published transfer: lrs scaled to this batch, width and
 D) and `muonh-none` (the base lrs as given, optim.transfer=none). Then, per model, the time of forward +
 backward and of optimizer.step() over `--time-steps` steps (after 3 warm-up steps), one thread: MuonH's share
-of the step, next to AdamW's. Runs are sequential, one torch thread; on a shared CPU the absolute times move
+of the step, next to AdamW's. First, the singular-value band of MuonH's orthogonalised update on the model's
+real first gradients (`--band-only` prints just that). Runs are sequential, one torch thread; on a shared CPU the absolute times move
 with the load, the shares less so.
 """
 
@@ -64,6 +65,31 @@ def step_times(cfg, steps: int) -> tuple[float, float]:
     return fwd_bwd / steps, opt / steps
 
 
+def singular_value_band(cfg, rel_floor: float = 1e-3) -> tuple[float, float, float]:
+    """Over every MuonH matrix of this model at its first gradient: the band [min, max] of the singular
+    values of the orthogonalised gradient (before the rescale), counting those whose input singular value is
+    at least rel_floor x the matrix's largest, and the share of all singular values below that floor."""
+    from loopscale.lr_transfer import MATRIX, recipe_param_groups
+    from loopscale.model import LoopedTransformer
+    from loopscale.muonh import polar_express
+
+    prepared = prepare(cfg.data, progress=False)
+    cfg = with_vocab(cfg, prepared.vocab_size)
+    torch.manual_seed(0)
+    model = LoopedTransformer(cfg.model)
+    x, y = batch_at(prepared, 0, 0, 0, cfg.budget.batch_size, cfg.model.seq_len)
+    model(x, y).backward()
+    lo, hi, small, total = float("inf"), 0.0, 0, 0
+    for p in recipe_param_groups(model)[MATRIX]:
+        s_in = torch.linalg.svdvals(p.grad)
+        s_out = torch.linalg.svdvals(polar_express(p.grad))
+        kept = s_out[s_in >= rel_floor * s_in[0]]  # both sorted largest first
+        lo, hi = min(lo, float(kept.min())), max(hi, float(kept.max()))
+        small += len(s_in) - len(kept)
+        total += len(s_in)
+    return lo, hi, small / total
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--points", nargs="+", default=["C1.25e11-d64:1", "C1.25e11-d64:4"],
@@ -72,8 +98,18 @@ def main() -> None:
     parser.add_argument("--runs", type=Path, default=Path("runs/bench_optim"))
     parser.add_argument("--data-dir", type=Path, default=Path("data/cache"))
     parser.add_argument("--time-steps", type=int, default=10)
+    parser.add_argument("--band-only", action="store_true", help="only the singular-value band on real gradients")
     args = parser.parse_args()
     torch.set_num_threads(1)
+
+    for spec in args.points:
+        point, r = spec.split(":")
+        for floor in (1e-2, 1e-3):
+            lo, hi, small = singular_value_band(point_config(point, int(r), "muonh", args.runs, args.data_dir), floor)
+            print(f"{point} r={r}: orthogonalised first gradients, singular values in [{lo:.3f}, {hi:.3f}] for "
+                  f"inputs >= {floor:g} x the largest ({small:.1%} of all singular values are under that floor)")
+    if args.band_only:
+        return
 
     print(f"{'point':16s} {'r':>2s} {'steps':>5s} " + " ".join(f"{name:>11s}" for name in args.recipes) +
           "   (final val loss, nats)")

@@ -11,7 +11,7 @@ import torch
 from torch import nn
 
 from loopscale import accounting
-from loopscale.config import ModelConfig, OptimConfig, TrainerConfig
+from loopscale.config import INJECTIONS, ModelConfig, OptimConfig, TrainerConfig
 from loopscale.lr_transfer import d_ref_tokens, lrs_for, recipe_param_groups
 from loopscale.model import LoopedTransformer
 from loopscale.module import StepAccounting, optimizer_record
@@ -71,7 +71,9 @@ def _tiny(r: int, **kw) -> ModelConfig:
     return ModelConfig(vocab_size=64, d_model=32, head_dim=16, n_prelude=1, n_rec=2, n_coda=1, r=r, seq_len=16, **kw)
 
 
-@pytest.mark.parametrize("r,kw", [(1, {}), (2, {}), (2, {"recipe": "hyper"}), (2, {"tie_embeddings": True})])
+@pytest.mark.parametrize("r,kw", [(1, {}), (2, {}), (2, {"recipe": "hyper"}), (2, {"tie_embeddings": True}),
+                                  pytest.param(2, {"injection": "concat"}, marks=pytest.mark.skipif(
+                                      "concat" not in INJECTIONS, reason="no concat injection in this model"))])
 def test_every_parameter_lands_in_one_group_by_its_role(r, kw):
     model = LoopedTransformer(_tiny(r, **kw))
     groups = recipe_param_groups(model)
@@ -86,13 +88,15 @@ def test_every_parameter_lands_in_one_group_by_its_role(r, kw):
     assert by_group.get("head", set()) == (set() if kw.get("tie_embeddings") else {"lm_head.weight"})
     if kw.get("recipe") == "hyper":  # alpha [r, K] and M [r, K, K]: scalars of the mixing, not matrices
         assert by_group["hyper"] == {"injection.alpha", "injection.M", "injection.beta"}
+    elif kw.get("injection") == "concat":  # one Linear(2d -> d) on [e; s]
+        assert "injection.weight" in by_group["matrix"]
     elif r > 1:
         assert {"injection.from_e.weight", "injection.from_s.weight"} <= by_group["matrix"]
     # the matrices are exactly the 2-D weights that accounting counts in N (minus norm gains)
     n_matrix = sum(p.numel() for p in groups["matrix"])
     cfg = model.cfg
     expected = (cfg.n_prelude + cfg.n_rec + cfg.n_coda) * accounting.block_matrix_params(cfg)
-    if cfg.injection == "linear":
+    if cfg.injection in ("linear", "concat"):
         expected += accounting.injection_params(cfg)
     assert n_matrix == expected
 
