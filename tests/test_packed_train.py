@@ -204,3 +204,20 @@ def test_final_loss_is_the_mean_over_exactly_the_val_rows(tmp_path, corpus):
     batch_means = [float(sum(nll[lo:hi]) / n_targets[lo:hi].sum()) for lo, hi in ((0, 16), (16, 29))]
     per_row_weights = (16 * batch_means[0] + 13 * batch_means[1]) / 29  # batches weighted by rows: wrong
     assert abs(record["L"] - mean) < 1e-6 < abs(per_row_weights - mean), (record["L"], mean, per_row_weights)
+
+
+@pytest.mark.slow
+def test_ddp_with_accumulation_trains_one_whole_pass(tmp_path, corpus):
+    # the whole pipeline on 2 gloo processes x grad_accum 2: the set is used to its last whole batch
+    n_rows = _train_rows(_cfg(tmp_path, corpus))
+    steps = n_rows // 16
+    runs = tmp_path / "runs"
+    proc = run_cli([*TINY, "data=text", f"data.path={corpus / 'docs.jsonl'}", "data.format=packed",
+                    "data.vocab_size=512", "data.num_proc=1", "data.val_fraction=0.2", "data.val_rows=16",
+                    f"data.data_dir={corpus / 'cache'}", f"runs_dir={runs}", "trainer=ddp_cpu", "budget.grad_accum=2",
+                    f"budget.tokens={steps * 16 * 64}", "trainer.progress=false"], cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (record_path,) = runs.glob("*/*/run.json")
+    record = json.loads(record_path.read_text())
+    assert record["status"] == "done" and record["step"] == steps and math.isfinite(record["L"])
+    assert record["data"]["rows_needed"] == steps * 16 > n_rows - 16

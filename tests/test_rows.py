@@ -4,7 +4,6 @@ steps; a killed run resumes on exactly the rows it had not trained on; padding t
 from __future__ import annotations
 
 from collections import Counter
-from pathlib import Path
 
 import lightning as L
 import numpy as np
