@@ -129,8 +129,16 @@ def budgets(table: pd.DataFrame) -> np.ndarray:
 
 
 def predicted_loss(table: pd.DataFrame, fit: FitResult) -> np.ndarray:
-    """L_hat per row of the table at the fitted parameters (only the numeric law inputs are passed)."""
+    """L_hat per row of the table at the fitted parameters (only the numeric law inputs are passed).
+    A joint fit takes each row's phi from its recipe (`joint.recipe_phi`)."""
     cols = {c: table[c].to_numpy(dtype=float) for c in LAW_INPUTS if c in table}
+    if fit.law == "looped-joint":
+        from .joint import recipe_phi
+
+        phi = recipe_phi(table, fit.params, (fit.joint or {}).get("column", "variant"))
+        p = fit.params
+        n = cols["N_once"] + cols["r"] ** phi * cols["N_rec"]
+        return p["E"] + p["A"] * n ** -p["alpha"] + p["B"] * cols["D"] ** -p["beta"]
     return predict_loss(fit.law, fit.params, cols)
 
 
