@@ -54,6 +54,11 @@ EXPONENT_TOL = 1e-3
 # Elements (rows x starts x ...) one vectorised pass may hold: bounds memory on big tables
 # (2^22 float64 = 32 MiB per array).
 CHUNK_ELEMENTS = 1 << 22
+# Tables with more rows than this (e.g. one row per logged evaluation, 10^5-10^6 rows) screen their
+# ~15k starts, and pre-solve the refined ones, on a seeded random subsample of this many rows: the
+# screen only ranks starting points, and its cost would otherwise grow as starts x rows. Every
+# refinement and every reported number uses all rows. Sweep-sized tables are untouched.
+SCREEN_ROWS = 1024
 # Warn when fewer than this share of refined starts reach the best basin.
 SMALL_BASIN_SHARE = 0.2
 
@@ -237,8 +242,10 @@ def screen_starts(law: Law, data: LawData, loss: Loss, n_refine: int, rng: np.ra
     """Screen all starts vectorised; return the best n_refine (half from each family) and count.
 
     Family 1 is the classic grid plus `n_random` seeded uniform points in the grid's box; family 2
-    the exponent-projected starts. Returns (starts (n_refine, P), total screened).
+    the exponent-projected starts. Returns (starts (n_refine, P), total screened). Big tables are
+    screened on `screen_subsample` rows.
     """
+    data = screen_subsample(data)
     classic = classic_grid(law)
     lo, hi = classic.min(axis=0), classic.max(axis=0)
     random_pts = lo + (hi - lo) * rng.random((n_random, classic.shape[1]))
@@ -343,15 +350,38 @@ def same_basin(a: Refined, best: Refined, law: Law, n_rows: int = 1) -> bool:
     return bool(close_f and np.max(np.abs(a.theta[exps] - best.theta[exps])) <= EXPONENT_TOL)
 
 
+def screen_subsample(data: LawData) -> LawData:
+    """All rows, or for a table over SCREEN_ROWS rows a fixed random subsample of that many (seed 0:
+    the same rows every time, so fits stay reproducible)."""
+    if len(data) <= SCREEN_ROWS:
+        return data
+    rows = np.sort(np.random.default_rng(0).choice(len(data), SCREEN_ROWS, replace=False))
+    return data.subset(rows)
+
+
 def multistart(law: Law, data: LawData, loss: Loss, starts: np.ndarray, weights=None):
     """Refine every start; return (best, list of all refined).
 
     The starts first go through one batched LM pass (`lm_batch`), then each is finished by
     L-BFGS-B to the tight tolerances; from a converged LM point that takes a handful of steps, so
-    the reported optimum and gradient norm are L-BFGS-B's.
+    the reported optimum and gradient norm are L-BFGS-B's. On a big unweighted table the LM pass
+    runs on `screen_subsample` first, then on all rows from there.
     """
+    starts = np.asarray(starts, dtype=float)
+    if weights is None and len(data) > SCREEN_ROWS:
+        # Pre-solve on the subsample; starts that reach the same point there (same exponents and
+        # objective) are one start from then on: each distinct point is finished on all rows once.
+        starts, f_sub = lm_batch(law, screen_subsample(data), loss, starts)
+        exps = [i for i, n in enumerate(law.internal_names) if n not in ("e", "a", "b")]
+        key = np.column_stack([np.round(starts[:, exps] / (0.1 * EXPONENT_TOL)),
+                               np.round(np.log(np.maximum(f_sub, 1e-300)), 6)])
+        _, first, which = np.unique(key, axis=0, return_index=True, return_inverse=True)
+        moved, _ = lm_batch(law, data, loss, starts[first])
+        distinct = [refine(s, law, data, loss) for s in moved]
+        refined = [distinct[k] for k in np.ravel(which)]
+        return min(distinct, key=lambda x: x.objective), refined
     W = None if weights is None else np.tile(weights, (len(starts), 1))
-    moved, _ = lm_batch(law, data, loss, np.asarray(starts, dtype=float), W)
+    moved, _ = lm_batch(law, data, loss, starts, W)
     refined = [refine(s, law, data, loss, weights) for s in moved]
     best = min(refined, key=lambda x: x.objective)
     return best, refined
@@ -535,20 +565,21 @@ def bootstrap(state: FitState, n_replicates: int, seed: int = 0, clusters=None,
     starts = [state.best.theta] + _distinct_starts(state.starts, n_starts - 1)
     if clusters is not None:
         labels, inverse = np.unique(np.asarray(clusters), return_inverse=True)
-    W = np.empty((n_replicates, n))
-    for i in range(n_replicates):
+
+    def weights_of_replicate() -> np.ndarray:
         if clusters is None:
-            W[i] = np.bincount(rng.integers(0, n, n), minlength=n)
-        else:
-            counts = np.bincount(rng.integers(0, len(labels), len(labels)), minlength=len(labels))
-            W[i] = counts[inverse]
+            return np.bincount(rng.integers(0, n, n), minlength=n).astype(float)
+        counts = np.bincount(rng.integers(0, len(labels), len(labels)), minlength=len(labels))
+        return counts[inverse].astype(float)
+
     S = len(starts)
-    # All replicates x starts in one batched LM pass, in chunks to bound memory.
+    # Replicates x starts in one batched LM pass, in chunks (weights drawn per chunk, in replicate
+    # order) so memory stays bounded on big tables.
     thetas = np.empty((n_replicates, law.n_params))
     objectives = np.empty(n_replicates)
-    chunk = max(1, 4096 // S)
+    chunk = max(1, chunk_size(n, 3 * law.n_params + 8, cap=4096) // S)
     for lo in range(0, n_replicates, chunk):
-        Wc = W[lo : lo + chunk]
+        Wc = np.array([weights_of_replicate() for _ in range(min(chunk, n_replicates - lo))])
         th, fv = lm_batch(law, data, loss, np.tile(np.array(starts), (len(Wc), 1)),
                           np.repeat(Wc, S, axis=0))
         best = np.argmin(fv.reshape(len(Wc), S), axis=1)

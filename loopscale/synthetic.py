@@ -111,3 +111,17 @@ def recipe_tables(sweep: pd.DataFrame, column: str = "variant") -> dict[str, pd.
         own = sweep[(sweep[column] == g) & (sweep["r"] > 1)]
         out[str(g)] = pd.concat([dense, own], ignore_index=True)
     return out
+
+
+def evaluation_log_table(n_rows: int, seed: int = 0, noise: float = 0.005,
+                         phi: float = PUBLISHED_PHI["baseline"]) -> pd.DataFrame:
+    """A big runs table like one row per logged evaluation across a sweep: n_rows draws of baseline
+    grid runs, each at a fraction u ~ U(0.05, 1) of its tokens (D = u D_final, C = D F), with the
+    law's loss and multiplicative noise. For benchmarking the fitter on 10^4-10^6 rows."""
+    grid = isodepth_grid(BASELINE_SIZES, BASELINE_R)
+    rng = np.random.default_rng(seed)
+    table = grid.iloc[rng.integers(0, len(grid), n_rows)].reset_index(drop=True)
+    table["D"] = table["D"] * rng.uniform(0.05, 1.0, n_rows)
+    table["C"] = table["D"] * table["F"]
+    table["L"] = law_loss(table, TRUE_DENSE, phi) * (1 + noise * rng.standard_normal(n_rows))
+    return table

@@ -103,7 +103,8 @@ def canonical_table(raw: pd.DataFrame, law: str, columns: ColumnMap | None = Non
     """
     columns = columns or ColumnMap()
     mapping, ignored = resolve_columns(raw.columns, columns)
-    table = raw.drop(columns=ignored).rename(columns=mapping).copy()
+    table = raw.drop(columns=ignored).rename(columns=mapping)
+    table = table.loc[:, ~table.columns.duplicated()].copy()  # the columns the fit reads are unique
     present = set(table.columns)
     derived = {}
     if law == "chinchilla" and "N" not in present and {"N_once", "N_rec"} <= present:

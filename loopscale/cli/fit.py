@@ -67,6 +67,11 @@ def register(subparsers) -> None:
     src.add_argument("--fit", metavar="JSON", help="take phi (and E, A, B, ... ) from a fit JSON")
     e.add_argument("--budget", type=float, metavar="C",
                    help="also print compute-optimal N*, D* at this FLOP budget (needs --fit)")
+    e.add_argument("--flops-per-token", type=float, metavar="F",
+                   help="training FLOPs per token of the looped model (`loopscale params`); with "
+                        "--budget, D = C / F scales F with the model (default F = 6 (N_once + r N_rec))")
+    e.add_argument("--dense-flops-per-token", type=float, metavar="F",
+                   help="the same for the r = 1 model of N_once + N_rec parameters (default 6 N)")
     e.set_defaults(func=run_equiv)
 
 
@@ -375,8 +380,15 @@ def run_equiv(args: argparse.Namespace) -> int:
         if args.budget <= 0:
             raise UsageError(f"--budget must be > 0; got {args.budget}")
         f = args.n_once / (args.n_once + args.n_rec)
+        per_param = {1.0: 6.0, args.r: 6.0}  # F / (N_once + r N_rec) per r: each r's own FLOPs per token
+        for r, F, N in ((1.0, args.dense_flops_per_token, sizes.N_unique),
+                        (args.r, args.flops_per_token, sizes.N_cost)):
+            if F is not None:
+                if not F > 0:
+                    raise UsageError(f"FLOPs per token must be > 0; got {F}")
+                per_param[r] = F / N
         for r, frac in ((1.0, 1.0), (args.r, f)):
-            opt = compute_optimal(fit.params, args.budget, r, frac)
+            opt = compute_optimal(fit.params, args.budget, r, frac, per_param[r])
             print(f"  compute-optimal at C = {args.budget:.3g}, r = {r:g}: N_cost* = {_m(opt.N_cost)}, "
                   f"N_eff* = {_m(opt.N_eff)}, D* = {opt.D:.3g} tokens, L* = {opt.L:.4f}")
     return 0
