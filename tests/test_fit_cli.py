@@ -119,7 +119,7 @@ def test_unreadable_and_missing_files_exit_2(tmp_path):
 def test_explicit_loss_column_wins_over_an_L_column_and_is_recorded(tmp_path):
     good = pd.read_csv(FIXTURES / "looped_synthetic_small.csv")
     junk = good.rename(columns={"L": "loss"})
-    junk["L"] = np.random.default_rng(0).uniform(2.0, 4.0, len(junk))  # a column of noise named L
+    junk.insert(0, "L", np.random.default_rng(0).uniform(2.0, 4.0, len(junk)))  # noise named L, first
     src = tmp_path / "runs.csv"
     junk.to_csv(src, index=False)
     ref, out = tmp_path / "ref.json", tmp_path / "fit.json"
