@@ -1,16 +1,30 @@
-"""Benchmark the fitter on a 107-point synthetic looped table.
+"""Benchmark the fitter: speed on sweep-sized tables, memory on logged-evaluation-sized tables.
 
-Times (1) the full multi-start fit, (2) the fit plus a 1000-replicate row bootstrap, and, in the
-same run, (3) a naive baseline: scipy L-BFGS-B with numerical gradients and default tolerances
-from classic-grid starts, on a reduced start set, extrapolated to 729 starts.
-Targets on the 2-core development machine: fit < 2 s, fit + 1000 replicates < 20 s.
+Default run, three parts:
+  1. single law: the full multi-start fit of a 107-point synthetic looped table, then a
+     1000-replicate row bootstrap, and a naive baseline (scipy L-BFGS-B with numerical gradients
+     and default tolerances from classic-grid starts, on a reduced start set, extrapolated to 729
+     starts). Targets: fit < 2 s, fit + 1000 replicates < 20 s.
+  2. joint law: the published-shaped baseline grid plus the truncated-backprop probe (218 runs,
+     `loopscale.synthetic.recipe_sweep`), the joint multi-start fit and 1000 bootstrap replicates.
+     Target: <= 30 s. Also times the rest of `fit --joint` (delta-phi profile and LR test, the
+     separate fits and the shared-parameter check) without bootstrap.
+  3. memory: `fit_table` (multi-start fit + phi profile, what `loopscale fit` runs by default) on
+     tables of --rows rows (`synthetic.evaluation_log_table`), each in a fresh subprocess that
+     reports its wall time, CPU time and peak RSS. Targets: 100k rows <= 60 s and <= 2 GB; 1M rows
+     <= 4 GB.
+Wall times count other jobs on a shared machine; CPU times do not (the load average is printed).
 
     .venv/bin/python benchmarks/bench_fit.py [--replicates 1000] [--naive-starts 6]
+        [--rows 10000 100000 1000000] [--skip single joint memory]
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import resource
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -22,51 +36,107 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from fixtures.make_fixtures import published_grid_table  # noqa: E402
 
 from loopscale import fit as F  # noqa: E402
-from loopscale.laws import law_data_from_table  # noqa: E402
+from loopscale import synthetic as S  # noqa: E402
+from loopscale.joint import fit_joint, joint_data, joint_table  # noqa: E402
+from loopscale.laws import law_data_from_table, make_law  # noqa: E402
 from loopscale.tables import canonical_table  # noqa: E402
+
+
+class Clock:
+    """Wall and CPU seconds of a block."""
+
+    def __enter__(self):
+        self.t0, self.c0 = time.perf_counter(), time.process_time()
+        return self
+
+    def __exit__(self, *exc):
+        self.wall, self.cpu = time.perf_counter() - self.t0, time.process_time() - self.c0
+
+
+def bench_single(replicates: int, naive_starts: int) -> None:
+    table = canonical_table(published_grid_table(seed=0, n_rows=107), "looped")
+    data = law_data_from_table(table, "looped")
+    with Clock() as fit_t:
+        result, state = F.fit_law(data, "looped")
+    with Clock() as boot_t:
+        boot = F.bootstrap(state, replicates, seed=1)
+    ci = F.percentile_ci(boot["params"])["phi"]
+    print(f"[single] rows {len(data)}; fit: {fit_t.wall:.2f} s (target < 2 s; CPU {fit_t.cpu:.2f} s); "
+          f"objective {result.objective:.8g}, |grad| {result.grad_norm:.1e}, {result.n_best_basin}/"
+          f"{result.n_refined} refined starts in the best basin, {result.n_starts} screened; "
+          f"phi {result.params['phi']:.4f}")
+    print(f"[single] fit + {replicates} bootstrap replicates: {fit_t.wall + boot_t.wall:.2f} s (target < 20 s; "
+          f"CPU {fit_t.cpu + boot_t.cpu:.2f} s; {1e3 * boot_t.wall / replicates:.1f} ms/replicate); "
+          f"phi 95% CI [{ci[0]:.4f}, {ci[1]:.4f}]")
+    # Naive baseline: numerical gradients (2-point), default L-BFGS-B tolerances, classic grid.
+    grid = F.classic_grid(state.law)
+    picks = grid[np.linspace(0, len(grid) - 1, naive_starts).astype(int)]
+    law, loss = state.law, state.loss
+    with Clock() as naive_t:
+        naive_best = min(minimize(F.objective, start, args=(law, data, loss), method="L-BFGS-B",
+                                  bounds=F.bounds_for(law)).fun for start in picks)
+    per_start = naive_t.wall / len(picks)
+    same = naive_best <= result.objective * (1 + 1e-6)
+    print(f"[single] naive scipy (numerical gradients, default tolerances): {per_start * 1e3:.0f} ms/start "
+          f"-> {729 * per_start:.1f} s extrapolated to 729 starts; best objective over {len(picks)} starts "
+          f"{naive_best:.8g} ({'same as' if same else 'WORSE than'} ours {result.objective:.8g})")
+
+
+def bench_joint(replicates: int) -> None:
+    sweep = S.recipe_sweep(seed=0)
+    tables = [canonical_table(t, "looped-joint") for t in S.recipe_tables(sweep).values()]
+    table, recipes = joint_table(tables, "variant")
+    data = joint_data(table)
+    law = make_law("looped-joint", recipes=recipes)
+    with Clock() as fit_t:
+        result, state = F.fit_law(data, law)
+    with Clock() as boot_t:
+        boot = F.bootstrap(state, replicates, seed=1)
+    d = np.array(boot["params"]["phi[tbptt]"]) - np.array(boot["params"]["phi[baseline]"])
+    print(f"[joint] rows {len(data)} ({len(recipes)} recipes); fit {fit_t.wall:.2f} s (CPU {fit_t.cpu:.2f} s), "
+          f"{result.n_best_basin}/{result.n_refined} starts in the best basin; + {replicates} bootstrap "
+          f"replicates: {fit_t.wall + boot_t.wall:.2f} s in all (target <= 30 s; CPU "
+          f"{fit_t.cpu + boot_t.cpu:.2f} s); delta-phi 95% CI [{np.percentile(d, 2.5):+.4f}, "
+          f"{np.percentile(d, 97.5):+.4f}]")
+    with Clock() as rest_t:
+        fit_joint(table, "variant", recipes)
+    print(f"[joint] fit --joint without bootstrap (joint fit, delta-phi profile + LR test, separate fits, "
+          f"shared-parameter check): {rest_t.wall:.2f} s (CPU {rest_t.cpu:.2f} s)")
+
+
+def memory_child(n_rows: int) -> None:
+    """One table size in this (fresh) process: time and peak RSS of `fit_table`."""
+    table = canonical_table(S.evaluation_log_table(n_rows, seed=0), "looped")
+    rss_table = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+    with np.errstate(all="ignore"), Clock() as t:
+        result = F.fit_table(table, "looped")
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # ru_maxrss is in KiB on Linux
+    print(f"[memory] rows {n_rows}: fit + phi profile {t.wall:.1f} s (CPU {t.cpu:.1f} s); peak RSS "
+          f"{peak:.2f} GiB (after building the table {rss_table:.2f} GiB); phi {result.params['phi']:.4f}, "
+          f"{result.n_best_basin}/{result.n_refined} starts in the best basin", flush=True)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--replicates", type=int, default=1000)
     ap.add_argument("--naive-starts", type=int, default=6)
+    ap.add_argument("--rows", type=int, nargs="*", default=[10_000, 100_000, 1_000_000])
+    ap.add_argument("--skip", nargs="*", default=[], choices=["single", "joint", "memory"])
+    ap.add_argument("--memory-child", type=int, help=argparse.SUPPRESS)
     args = ap.parse_args()
     np.seterr(all="ignore")
-    table = canonical_table(published_grid_table(seed=0, n_rows=107), "looped")
-    data = law_data_from_table(table, "looped")
-
-    t0, c0 = time.perf_counter(), time.process_time()
-    result, state = F.fit_law(data, "looped")
-    t_fit, c_fit = time.perf_counter() - t0, time.process_time() - c0
-    t0, c0 = time.perf_counter(), time.process_time()
-    boot = F.bootstrap(state, args.replicates, seed=1)
-    t_boot, c_boot = time.perf_counter() - t0, time.process_time() - c0
-    # CPU time as well as wall time: other jobs on a shared machine inflate the wall clock.
-    ci = F.percentile_ci(boot["params"])["phi"]
-    print(f"rows {len(data)}; fit: {t_fit:.2f} s (target < 2 s); objective {result.objective:.8g}, "
-          f"CPU {c_fit:.2f} s; |grad| {result.grad_norm:.1e}, {result.n_best_basin}/{result.n_refined} refined starts in "
-          f"the best basin, {result.n_starts} screened; phi {result.params['phi']:.4f}")
-    print(f"fit + {args.replicates} bootstrap replicates: {t_fit + t_boot:.2f} s (target < 20 s; "
-          f"CPU {c_fit + c_boot:.2f} s; bootstrap alone {t_boot:.2f} s, {1e3 * t_boot / args.replicates:.1f} ms/replicate); "
-          f"phi 95% CI [{ci[0]:.4f}, {ci[1]:.4f}]")
-
-    # Naive baseline: numerical gradients (2-point), default L-BFGS-B tolerances, classic grid.
-    grid = F.classic_grid(state.law)
-    picks = grid[np.linspace(0, len(grid) - 1, args.naive_starts).astype(int)]
-    law, loss = state.law, state.loss
-    t0 = time.perf_counter()
-    naive_best = np.inf
-    for start in picks:
-        res = minimize(F.objective, start, args=(law, data, loss), method="L-BFGS-B",
-                       bounds=F.bounds_for(law))
-        naive_best = min(naive_best, res.fun)
-    per_start = (time.perf_counter() - t0) / len(picks)
-    same = naive_best <= result.objective * (1 + 1e-6)
-    print(f"naive scipy (numerical gradients, default tolerances): {per_start * 1e3:.0f} ms/start "
-          f"-> {729 * per_start:.1f} s extrapolated to 729 starts; best objective over "
-          f"{len(picks)} starts {naive_best:.8g} ({'same as' if same else 'WORSE than'} ours "
-          f"{result.objective:.8g})")
-    print(f"ours per refined start: {1e3 * t_fit / result.n_refined:.0f} ms (including screening)")
+    if args.memory_child:
+        memory_child(args.memory_child)
+        return
+    print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
+    if "single" not in args.skip:
+        bench_single(args.replicates, args.naive_starts)
+    if "joint" not in args.skip:
+        bench_joint(args.replicates)
+    if "memory" not in args.skip:
+        for n in args.rows:
+            subprocess.run([sys.executable, __file__, "--memory-child", str(n)], check=True)
+    print(f"load average {os.getloadavg()[0]:.1f} at the end")
 
 
 if __name__ == "__main__":

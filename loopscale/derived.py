@@ -5,8 +5,9 @@
   token (iso-depth: every pass costs its parameters again), the "cost-equivalent" size.
 - `equivalent_sizes`: both, e.g. r = 4, N_once = 220M, N_rec = 190M, phi = 0.46 gives
   N_eff ~ 580M at the training cost of a ~1B non-looped model (DESIGN.md, the published example).
-- `compute_optimal`: N*, D* at budget C for a given r (C = 6 N_cost D, Hoffmann et al. 2022,
-  eq. 4 with N_eff = rho N_cost).
+- `compute_optimal`: N*, D* at budget C for a given r (C = F D with F = f N_cost FLOPs per token,
+  f = 6 by default or the model's exact count per parameter; Hoffmann et al. 2022, eq. 4 with
+  N_eff = rho N_cost). `optimal_size` is the closed form it and the compute-optimal figure share.
 - `parabola_optima`: per-(r, C) empirical optimum by a parabola in log N (the IsoFLOP method).
 """
 
@@ -77,23 +78,36 @@ class ComputeOptimum:
         return asdict(self)
 
 
+def optimal_size(params: Mapping[str, float], C, eff_per_size: float, flops_per_size: float):
+    """N* minimising L(N) = E + A (c N)^-alpha + B (C / (f N))^-beta at budget C, where the model
+    family fixes N_eff = c N and the training FLOPs per token F = f N (c = `eff_per_size`,
+    f = `flops_per_size`, for whatever size measure N is). Setting dL/dN = 0 gives
+        N* = (alpha A c^-alpha / (beta B))^(1/(alpha+beta)) * (C / f)^(beta/(alpha+beta))
+    (Hoffmann et al. 2022, eq. 4, with F = 6 N there). D* = C / (f N*)."""
+    a, b = params["alpha"], params["beta"]
+    G = (a * params["A"] * eff_per_size**-a / (b * params["B"])) ** (1 / (a + b))
+    return G * (np.asarray(C, dtype=float) / flops_per_size) ** (b / (a + b))
+
+
 def compute_optimal(params: Mapping[str, float], C: float, r: float = 1.0,
-                    once_fraction: float = 0.2) -> ComputeOptimum:
+                    once_fraction: float = 0.2, flops_per_param: float = 6.0) -> ComputeOptimum:
     """Loss-minimising N and D at budget C for models with r recurrences.
 
-    With C = 6 N_cost D and N_eff = rho N_cost (rho = `eff_per_cost`, fixed by the architecture's
-    shape), L = E + A rho^-alpha N^-alpha + B (C / 6N)^-beta is minimised at
-    N* = G (C/6)^(beta / (alpha + beta)), G = (alpha A rho^-alpha / (beta B))^(1 / (alpha + beta))
-    (Hoffmann et al. 2022, eq. 4). phi defaults to 1 when absent (chinchilla fits); `once_fraction`
-    is N_once / (N_once + N_rec) (see `isodepth_once_fraction`).
+    With C = F D, F = f N_cost the training FLOPs per token (`flops_per_param` = f: 6 for the
+    standard estimate, or the model's exact F / (N_once + r N_rec) from `accounting.flops_per_token`,
+    which adds the LM head and attention and counts truncated passes at 2x; it differs per r), and
+    N_eff = rho N_cost (rho = `eff_per_cost`, fixed by the architecture's shape), the optimum is
+    `optimal_size(params, C, rho, f)`. phi defaults to 1 when absent (chinchilla fits);
+    `once_fraction` is N_once / (N_once + N_rec) (see `isodepth_once_fraction`).
     """
+    if not flops_per_param > 0:
+        raise ValueError(f"flops_per_param must be > 0; got {flops_per_param}")
     E, A, B = params["E"], params["A"], params["B"]
     alpha, beta = params["alpha"], params["beta"]
     phi = params.get("phi", 1.0)
     rho = eff_per_cost(r, phi, once_fraction) if r != 1 else 1.0
-    G = (alpha * A * rho**-alpha / (beta * B)) ** (1 / (alpha + beta))
-    N_cost = G * (C / 6) ** (beta / (alpha + beta))
-    D = C / (6 * N_cost)
+    N_cost = float(optimal_size(params, C, rho, flops_per_param))
+    D = C / (flops_per_param * N_cost)
     L = E + A * (rho * N_cost) ** -alpha + B * D**-beta
     return ComputeOptimum(C=float(C), r=float(r), N_cost=float(N_cost), N_eff=float(rho * N_cost),
                           D=float(D), L=float(L))

@@ -43,10 +43,22 @@ LBFGSB_OPTIONS = {"ftol": 1e-15, "gtol": 1e-12, "maxiter": 20000, "maxfun": 4000
 BOUNDS = {"e": (-10.0, 5.0), "a": (-10.0, 60.0), "b": (-10.0, 60.0), "alpha": (0.0, 5.0),
           "beta": (0.0, 5.0), "phi": (-1.0, 3.0)}
 LOG_K_BOUNDS = (-5.0, 5.0)
-# Two refined starts are "in the same basin" when their objectives agree to this relative
-# tolerance and their exponents to EXPONENT_TOL.
+DPHI_BOUNDS = (-3.0, 3.0)  # phi_g - phi of the reference recipe (looped-joint)
+# Two refined starts are "in the same basin" when their exponents (alpha, beta, phi, ...) agree to
+# EXPONENT_TOL and their objectives agree to BASIN_REL_TOL relative, or to BASIN_ABS_TOL per row
+# absolute: on exact data the optimum is ~1e-30 and a relative gap to it means nothing (1e-24 and
+# 1e-30 are the same fit), while 1e-12 per row is a log residual of ~1e-6, far below any real noise.
 BASIN_REL_TOL = 1e-6
+BASIN_ABS_TOL = 1e-12
 EXPONENT_TOL = 1e-3
+# Elements (rows x starts x ...) one vectorised pass may hold: bounds memory on big tables
+# (2^22 float64 = 32 MiB per array).
+CHUNK_ELEMENTS = 1 << 22
+# Tables with more rows than this (e.g. one row per logged evaluation, 10^5-10^6 rows) screen their
+# ~15k starts, and pre-solve the refined ones, on a seeded random subsample of this many rows: the
+# screen only ranks starting points, and its cost would otherwise grow as starts x rows. Every
+# refinement and every reported number uses all rows. Sweep-sized tables are untouched.
+SCREEN_ROWS = 1024
 # Warn when fewer than this share of refined starts reach the best basin.
 SMALL_BASIN_SHARE = 0.2
 
@@ -99,8 +111,15 @@ def objective_and_grad(theta, law: Law, data: LawData, loss: Loss, weights=None)
     return float(rho.sum()), psi @ J
 
 
-def batch_objective(thetas: np.ndarray, law: Law, data: LawData, loss: Loss, chunk: int = 2048):
+def chunk_size(n_rows: int, per_row: int = 1, cap: int = 2048) -> int:
+    """How many problems (starts, replicates) one vectorised pass takes so that problems x rows x
+    per_row stays within CHUNK_ELEMENTS: memory bounded whatever the table's size."""
+    return int(max(1, min(cap, CHUNK_ELEMENTS // max(1, n_rows * per_row))))
+
+
+def batch_objective(thetas: np.ndarray, law: Law, data: LawData, loss: Loss, chunk: int | None = None):
     """Objective at many parameter vectors (M, n_params) -> (M,), vectorised in chunks."""
+    chunk = chunk or chunk_size(len(data), 4)
     out = np.empty(len(thetas))
     for lo in range(0, len(thetas), chunk):
         res = law.log_predict_batch(thetas[lo : lo + chunk], data) - data.log_L
@@ -109,7 +128,22 @@ def batch_objective(thetas: np.ndarray, law: Law, data: LawData, loss: Loss, chu
 
 
 def bounds_for(law: Law) -> list[tuple[float, float]]:
-    return [BOUNDS.get(name, LOG_K_BOUNDS) for name in law.internal_names]
+    return [BOUNDS.get(name, DPHI_BOUNDS if name.startswith("dphi[") else LOG_K_BOUNDS)
+            for name in law.internal_names]
+
+
+def _phi_axes(law: Law, values: np.ndarray) -> list[np.ndarray]:
+    """Grid axes of the law's exponents beyond (alpha, beta): phi for looped; for looped-joint phi of
+    the reference and dphi for the others, so the grid covers every recipe's phi in `values`
+    (fewer values per recipe as recipes add up, to keep the product small)."""
+    if law.name == "looped":
+        return [values]
+    if law.name != "looped-joint":
+        return []
+    k = len(law.recipes)
+    per = values if k <= 2 else np.linspace(values.min(), values.max(), max(3, int(round(49 ** (1 / k)))))
+    deltas = np.unique(np.round((per[:, None] - per[None, :]).ravel(), 12))
+    return [per] + [deltas] * (k - 1)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -119,9 +153,11 @@ def classic_grid(law: Law) -> np.ndarray:
     """The classic grid (Hoffmann et al.; Besiroglu et al.), extended with phi in {0, 0.5, 1}."""
     axes = [np.linspace(-1, 1, 5), np.arange(0, 30, 5.0), np.linspace(0, 2, 5),
             np.arange(0, 30, 5.0), np.linspace(0, 2, 5)]
-    if law.name == "looped":
-        axes.append(np.array([0.0, 0.5, 1.0]))
-    return np.array(list(itertools.product(*axes)), dtype=float)
+    axes += _phi_axes(law, np.array([0.0, 0.5, 1.0]))[:1]
+    grid = np.array(list(itertools.product(*axes)), dtype=float)
+    if law.name == "looped-joint":  # every recipe starts at the shared phi; projected starts spread them
+        grid = np.hstack([grid, np.zeros((len(grid), len(law.recipes) - 1))])
+    return grid
 
 
 def projected_starts(law: Law, data: LawData, n_exponent: int = 16) -> np.ndarray:
@@ -130,23 +166,34 @@ def projected_starts(law: Law, data: LawData, n_exponent: int = 16) -> np.ndarra
     For fixed (alpha, beta, phi) the prediction E + A X + B Y (X = N_eff^-alpha, Y = D^-beta) is
     linear in (E, A, B); minimising sum ((pred - L) / L)^2, which approximates the log residual, is
     a 3-variable NNLS. Its solution is the best feasible least-squares solution over the 7 supports
-    (subsets of {E, A, B}), so we solve all 7 for every exponent triple in one batched pass.
+    (subsets of {E, A, B}), so we solve all 7 for every exponent triple in one batched pass. The
+    exponent grid goes through in chunks (`chunk_size`), so memory does not grow with rows x starts.
     """
     alphas = np.linspace(0.05, 1.2, n_exponent)
     betas = np.linspace(0.05, 1.2, n_exponent)
-    phis = np.linspace(0.0, 1.2, 7) if law.name == "looped" else np.array([0.0])
-    grid = np.array(list(itertools.product(alphas, betas, phis)))
-    alpha, beta, phi = grid[:, 0:1], grid[:, 1:2], grid[:, 2:3]
-    if law.name == "looped":
-        log_n = np.log(data.N_once + np.exp(phi * data.log_r) * data.N_rec)
-    else:
-        log_n = np.broadcast_to(np.log(data.N_once + data.N_rec), (len(grid), len(data)))
-    X = np.exp(-alpha * log_n)
-    Y = np.exp(-beta * data.log_D)
-    Z = np.stack([np.ones_like(X), X, Y], axis=2)  # (K, n, 3): columns E, A, B
+    phi_axes = _phi_axes(law, np.linspace(0.0, 1.2, 7))
+    grid = np.array(list(itertools.product(alphas, betas, *phi_axes)))
+    if law.name == "looped-joint":  # keep combinations whose every recipe phi lies in [0, 1.2]
+        phis = grid[:, 2:3] + np.hstack([np.zeros((len(grid), 1)), grid[:, 3:]])
+        grid = grid[np.all((phis >= -1e-9) & (phis <= 1.2 + 1e-9), axis=1)]
     w = 1.0 / data.L**2  # relative-error weights
-    G = np.einsum("kni,n,knj->kij", Z, w, Z)
-    h = np.einsum("kni,n->ki", Z, w * data.L)
+    Y = np.exp(-betas[:, None] * data.log_D)  # (n_exponent, n): D^-beta for each beta on the grid
+    G = np.empty((len(grid), 3, 3))
+    h = np.empty((len(grid), 3))
+    x_mean_max = 0.0
+    chunk = chunk_size(len(data), 8)
+    for lo in range(0, len(grid), chunk):
+        g = grid[lo : lo + chunk]
+        thetas = np.zeros((len(g), law.n_params))
+        thetas[:, 5:] = g[:, 2:]
+        log_n, _ = law.log_n_eff_batch(thetas, data, jac=False)
+        X = np.exp(-g[:, 0:1] * log_n)
+        Yc = Y[np.searchsorted(betas, g[:, 1])]
+        Z = np.stack([np.ones_like(X), X, Yc], axis=2)  # (k, n, 3): columns E, A, B
+        Zw = Z * w[None, :, None]
+        G[lo : lo + chunk] = np.matmul(Zw.transpose(0, 2, 1), Z)
+        h[lo : lo + chunk] = np.matmul(Zw.transpose(0, 2, 1), data.L[None, :, None])[:, :, 0]
+        x_mean_max = max(x_mean_max, float(X.mean(axis=1).max()))
     base = float(w @ data.L**2)
     best_sse = np.full(len(grid), np.inf)
     best_coef = np.zeros((len(grid), 3))
@@ -162,13 +209,10 @@ def projected_starts(law: Law, data: LawData, n_exponent: int = 16) -> np.ndarra
         best_sse[better] = sse[better]
         best_coef[better] = coef[better]
     # Zero coefficients get a small floor so their term can revive under L-BFGS-B.
-    floors = np.array([1e-3 * data.L.min(), 1e-4 * data.L.mean() / X.mean(axis=1).max(),
+    floors = np.array([1e-3 * data.L.min(), 1e-4 * data.L.mean() / x_mean_max,
                        1e-4 * data.L.mean() / Y.mean(axis=1).max()])
     E, A, B = (np.log(np.maximum(best_coef[:, i], floors[i])) for i in range(3))
-    cols = [E, A, grid[:, 0], B, grid[:, 1]]
-    if law.name == "looped":
-        cols.append(grid[:, 2])
-    return np.column_stack(cols)
+    return np.column_stack([E, A, grid[:, 0], B, grid[:, 1], grid[:, 2:]])
 
 
 _SUPPORTS = [s for k in (3, 2, 1) for s in itertools.combinations(range(3), k)]
@@ -198,8 +242,10 @@ def screen_starts(law: Law, data: LawData, loss: Loss, n_refine: int, rng: np.ra
     """Screen all starts vectorised; return the best n_refine (half from each family) and count.
 
     Family 1 is the classic grid plus `n_random` seeded uniform points in the grid's box; family 2
-    the exponent-projected starts. Returns (starts (n_refine, P), total screened).
+    the exponent-projected starts. Returns (starts (n_refine, P), total screened). Big tables are
+    screened on `screen_subsample` rows.
     """
+    data = screen_subsample(data)
     classic = classic_grid(law)
     lo, hi = classic.min(axis=0), classic.max(axis=0)
     random_pts = lo + (hi - lo) * rng.random((n_random, classic.shape[1]))
@@ -248,6 +294,12 @@ def lm_batch(law: Law, data: LawData, loss: Loss, thetas: np.ndarray, weights=No
     """
     thetas = np.array(thetas, dtype=float)
     M, P = thetas.shape
+    chunk = chunk_size(len(data), 3 * P + 8, cap=M)  # J, J * curv, ... per problem: bounded memory
+    if chunk < M:
+        out = [lm_batch(law, data, loss, thetas[i : i + chunk],
+                        None if weights is None else np.asarray(weights)[i : i + chunk],
+                        fixed, max_iter, rel_tol) for i in range(0, M, chunk)]
+        return np.vstack([t for t, _ in out]), np.concatenate([f for _, f in out])
     W = np.ones((M, len(data))) if weights is None else np.asarray(weights, dtype=float)
     lo, hi = np.array(bounds_for(law)).T
     free = np.ones(P, bool) if fixed is None else ~np.asarray(fixed, bool)
@@ -289,10 +341,22 @@ def lm_batch(law: Law, data: LawData, loss: Loss, thetas: np.ndarray, weights=No
     return thetas, f
 
 
-def same_basin(a: Refined, best: Refined, law: Law) -> bool:
+def same_basin(a: Refined, best: Refined, law: Law, n_rows: int = 1) -> bool:
+    """Same optimum: the exponents agree to EXPONENT_TOL and the objectives to BASIN_REL_TOL
+    relative or BASIN_ABS_TOL per row absolute (an exact fit's ~1e-30 optimum has no relative scale)."""
     exps = [i for i, n in enumerate(law.internal_names) if n not in ("e", "a", "b")]
-    close_f = a.objective - best.objective <= BASIN_REL_TOL * max(best.objective, 1e-300)
+    gap = a.objective - best.objective
+    close_f = gap <= max(BASIN_REL_TOL * best.objective, BASIN_ABS_TOL * n_rows)
     return bool(close_f and np.max(np.abs(a.theta[exps] - best.theta[exps])) <= EXPONENT_TOL)
+
+
+def screen_subsample(data: LawData) -> LawData:
+    """All rows, or for a table over SCREEN_ROWS rows a fixed random subsample of that many (seed 0:
+    the same rows every time, so fits stay reproducible)."""
+    if len(data) <= SCREEN_ROWS:
+        return data
+    rows = np.sort(np.random.default_rng(0).choice(len(data), SCREEN_ROWS, replace=False))
+    return data.subset(rows)
 
 
 def multistart(law: Law, data: LawData, loss: Loss, starts: np.ndarray, weights=None):
@@ -300,10 +364,24 @@ def multistart(law: Law, data: LawData, loss: Loss, starts: np.ndarray, weights=
 
     The starts first go through one batched LM pass (`lm_batch`), then each is finished by
     L-BFGS-B to the tight tolerances; from a converged LM point that takes a handful of steps, so
-    the reported optimum and gradient norm are L-BFGS-B's.
+    the reported optimum and gradient norm are L-BFGS-B's. On a big unweighted table the LM pass
+    runs on `screen_subsample` first, then on all rows from there.
     """
+    starts = np.asarray(starts, dtype=float)
+    if weights is None and len(data) > SCREEN_ROWS:
+        # Pre-solve on the subsample; starts that reach the same point there (same exponents and
+        # objective) are one start from then on: each distinct point is finished on all rows once.
+        starts, f_sub = lm_batch(law, screen_subsample(data), loss, starts)
+        exps = [i for i, n in enumerate(law.internal_names) if n not in ("e", "a", "b")]
+        key = np.column_stack([np.round(starts[:, exps] / (0.1 * EXPONENT_TOL)),
+                               np.round(np.log(np.maximum(f_sub, 1e-300)), 6)])
+        _, first, which = np.unique(key, axis=0, return_index=True, return_inverse=True)
+        moved, _ = lm_batch(law, data, loss, starts[first])
+        distinct = [refine(s, law, data, loss) for s in moved]
+        refined = [distinct[k] for k in np.ravel(which)]
+        return min(distinct, key=lambda x: x.objective), refined
     W = None if weights is None else np.tile(weights, (len(starts), 1))
-    moved, _ = lm_batch(law, data, loss, np.asarray(starts, dtype=float), W)
+    moved, _ = lm_batch(law, data, loss, starts, W)
     refined = [refine(s, law, data, loss, weights) for s in moved]
     best = min(refined, key=lambda x: x.objective)
     return best, refined
@@ -320,7 +398,8 @@ class FitResult:
     when bootstrapped), bootstrap ({"params": {name: [replicates]}, "objective": [...],
     "n_replicates", "cluster"} when run), profile_phi ({"phi", "objective", "interval", "threshold",
     ...} when computed), holdout (when run), objective, grad_norm, n_starts (screened), n_refined,
-    n_best_basin, settings, seed, input (path, sha256, n_rows, columns), versions, warnings, group.
+    n_best_basin, settings, seed, input (path, sha256, n_rows, columns), versions, warnings, group,
+    joint (`loopscale.joint`: recipes, delta_phi per recipe, shared_check, separate fits).
     """
 
     law: str
@@ -342,6 +421,7 @@ class FitResult:
     warnings: list[str] = field(default_factory=list)
     group: dict[str, Any] | None = None
     residual_rms_log: float | None = None
+    joint: dict[str, Any] | None = None  # looped-joint: recipes, delta-phi tests, shared-parameter check
 
     def to_json_dict(self) -> dict[str, Any]:
         return _jsonable(asdict(self))
@@ -401,14 +481,15 @@ class FitState:
     starts: np.ndarray  # screened starts that were refined (best first per family)
 
 
-def fit_law(data: LawData, law_name: str = "looped", loss: Loss | None = None, seed: int = 0,
+def fit_law(data: LawData, law_name: str | Law = "looped", loss: Loss | None = None, seed: int = 0,
             n_refine: int = 16) -> tuple[FitResult, FitState]:
     """Fit one law to data with the global multi-start strategy. Returns (result, state).
 
-    looped-free starts from the looped fit with k_r = r^phi_hat, k_r = 1 and k_r = r.
+    looped-free starts from the looped fit with k_r = r^phi_hat, k_r = 1 and k_r = r. A
+    looped-joint law is passed as a `Law` (it carries its recipe names).
     """
     loss = loss or Loss()
-    law = make_law(law_name, data.r)
+    law = law_name if isinstance(law_name, Law) else make_law(law_name, data.r)
     rng = np.random.default_rng(seed)
     if law.name == "looped-free":
         looped_result, looped_state = fit_law(data, "looped", loss, seed, n_refine)
@@ -422,7 +503,7 @@ def fit_law(data: LawData, law_name: str = "looped", loss: Loss | None = None, s
     else:
         starts, n_screened = screen_starts(law, data, loss, n_refine, rng)
     best, refined = multistart(law, data, loss, starts)
-    n_basin = sum(same_basin(r, best, law) for r in refined)
+    n_basin = sum(same_basin(r, best, law, len(data)) for r in refined)
     res = law.log_predict(best.theta, data) - data.log_L
     notes = []
     if n_basin / len(refined) < SMALL_BASIN_SHARE:
@@ -484,20 +565,21 @@ def bootstrap(state: FitState, n_replicates: int, seed: int = 0, clusters=None,
     starts = [state.best.theta] + _distinct_starts(state.starts, n_starts - 1)
     if clusters is not None:
         labels, inverse = np.unique(np.asarray(clusters), return_inverse=True)
-    W = np.empty((n_replicates, n))
-    for i in range(n_replicates):
+
+    def weights_of_replicate() -> np.ndarray:
         if clusters is None:
-            W[i] = np.bincount(rng.integers(0, n, n), minlength=n)
-        else:
-            counts = np.bincount(rng.integers(0, len(labels), len(labels)), minlength=len(labels))
-            W[i] = counts[inverse]
+            return np.bincount(rng.integers(0, n, n), minlength=n).astype(float)
+        counts = np.bincount(rng.integers(0, len(labels), len(labels)), minlength=len(labels))
+        return counts[inverse].astype(float)
+
     S = len(starts)
-    # All replicates x starts in one batched LM pass, in chunks to bound memory.
+    # Replicates x starts in one batched LM pass, in chunks (weights drawn per chunk, in replicate
+    # order) so memory stays bounded on big tables.
     thetas = np.empty((n_replicates, law.n_params))
     objectives = np.empty(n_replicates)
-    chunk = max(1, 4096 // S)
+    chunk = max(1, chunk_size(n, 3 * law.n_params + 8, cap=4096) // S)
     for lo in range(0, n_replicates, chunk):
-        Wc = W[lo : lo + chunk]
+        Wc = np.array([weights_of_replicate() for _ in range(min(chunk, n_replicates - lo))])
         th, fv = lm_batch(law, data, loss, np.tile(np.array(starts), (len(Wc), 1)),
                           np.repeat(Wc, S, axis=0))
         best = np.argmin(fv.reshape(len(Wc), S), axis=1)
@@ -553,57 +635,109 @@ def profile_threshold(state: FitState) -> tuple[float, dict[str, float]]:
     return thr, {"mean_psi_sq": m_psi2, "mean_psi_prime": m_dpsi}
 
 
-def profile_phi(state: FitState, half_width: float = 0.5, n_points: int = 41) -> dict[str, Any]:
-    """Objective minimised over the other parameters on a phi grid around phi_hat, and its interval.
+def profile_value(state: FitState, name: str, value: float, theta0=None) -> Refined:
+    """The objective minimised over every other parameter with internal coordinate `name` held at
+    `value` (L-BFGS-B with that coordinate's bounds pinned), from theta0 (default: the optimum)."""
+    law = state.law
+    i = law.internal_names.index(name)
+    theta = np.array(state.best.theta if theta0 is None else theta0, dtype=float)
+    theta[i] = value
+    bounds = bounds_for(law)
+    bounds[i] = (value, value)
+    return refine(theta, law, state.data, state.loss, bounds=bounds)
 
-    Returns {"phi", "objective", "interval", "threshold", "method", ...}.
-    """
-    law, data, loss, best = state.law, state.data, state.loss, state.best
-    if law.name != "looped":
-        raise ValueError(f"the phi profile needs the looped law; got {law.name!r}")
-    i_phi = law.internal_names.index("phi")
-    lo_b, hi_b = BOUNDS["phi"]
-    phi_hat = best.theta[i_phi]
-    grid = np.unique(np.clip(np.linspace(phi_hat - half_width, phi_hat + half_width, n_points),
-                             lo_b, hi_b))
-    # All grid points at once: batched LM with phi held fixed, started from the full optimum,
-    # then each polished by L-BFGS-B with phi's bounds pinned to the grid value.
-    starts = np.tile(best.theta, (len(grid), 1))
-    starts[:, i_phi] = grid
+
+def profile_values(state: FitState, name: str, values, thetas=None) -> list[Refined]:
+    """`profile_value` at several values at once: a batched LM pass with the coordinate held fixed
+    (fast from a warm start), then each point polished by L-BFGS-B to the fit's tolerances."""
+    law = state.law
+    i = law.internal_names.index(name)
+    values = np.atleast_1d(np.asarray(values, dtype=float))
+    starts = np.tile(state.best.theta, (len(values), 1)) if thetas is None else np.array(thetas, dtype=float)
+    starts[:, i] = values
     fixed = np.zeros(law.n_params, bool)
-    fixed[i_phi] = True
-    thetas, _ = lm_batch(law, data, loss, starts, fixed=fixed)
-    values = np.empty(len(grid))
-    for i, theta in enumerate(thetas):
-        bounds = bounds_for(law)
-        bounds[i_phi] = (grid[i], grid[i])
-        values[i] = refine(theta, law, data, loss, bounds=bounds).objective
+    fixed[i] = True
+    moved, _ = lm_batch(law, state.data, state.loss, starts, fixed=fixed)
+    return [profile_value(state, name, x, theta) for x, theta in zip(values, moved)]
+
+
+def profile_param(state: FitState, name: str = "phi", half_width: float = 0.5,
+                  n_points: int = 21, xtol: float = 1e-6) -> dict[str, Any]:
+    """Profile of the objective in one internal coordinate (phi, or dphi[<recipe>] of a joint law),
+    and its 95% interval.
+
+    The grid (for the figure) is solved in one batched LM pass with the coordinate held fixed,
+    started from the full optimum, each point then polished by L-BFGS-B. The interval ends are the
+    roots of profile(x) - f_min - threshold, found by Brent's method between the last grid point
+    inside and the first outside (to `xtol`), each evaluation warm-started from the inside point's
+    solution. Returns {"x", "objective", "interval", "threshold", "method", ...}.
+    """
+    from scipy.optimize import brentq
+
+    law, data, loss, best = state.law, state.data, state.loss, state.best
+    i = law.internal_names.index(name)
+    lo_b, hi_b = bounds_for(law)[i]
+    x_hat = best.theta[i]
+    grid = np.unique(np.clip(np.linspace(x_hat - half_width, x_hat + half_width, n_points), lo_b, hi_b))
+    solved = profile_values(state, name, grid)
+    values = np.array([r.objective for r in solved])
     thr, stats = profile_threshold(state)
     f_min = min(best.objective, float(values.min()))
-    interval = _crossings(grid, values - f_min, thr, phi_hat)
-    out = {"phi": grid.tolist(), "objective": values.tolist(), "interval": interval,
-           "threshold": thr, "method": "robust LR (Schrader-Hettmansperger), chi2_1 95%", **stats}
-    if values.min() < best.objective * (1 - 1e-6):
+    centre = int(np.argmin(np.abs(grid - x_hat)))
+    ends = []
+    for step in (-1, 1):
+        j = centre
+        while 0 <= j + step < len(grid) and values[j + step] - f_min <= thr:
+            j += step
+        k = j + step
+        if not 0 <= k < len(grid):
+            ends.append(None)  # still inside at the grid's end: the interval is open on this side
+            continue
+        warm = solved[j].theta
+
+        def excess(x, warm=warm):
+            return profile_values(state, name, [x], [warm])[0].objective - f_min - thr
+
+        a, b = (grid[j], grid[k]) if step > 0 else (grid[k], grid[j])
+        fa, fb = excess(a), excess(b)
+        ends.append(float(brentq(excess, a, b, xtol=xtol)) if fa * fb < 0 else
+                    float(grid[j] + (thr - (values[j] - f_min)) / (values[k] - values[j]) * (grid[k] - grid[j])))
+    out = {"x": grid.tolist(), "objective": values.tolist(), "interval": ends, "threshold": thr,
+           "method": "robust LR (Schrader-Hettmansperger), chi2_1 95%; ends by Brent root-finding",
+           "param": name, **stats}
+    if values.min() < best.objective * (1 - 1e-6) - BASIN_ABS_TOL * len(data):
         out["warning"] = "profile found a lower objective than the fit: the fit missed the optimum"
     return out
 
 
-def _crossings(x, y, thr, x_hat):
-    """Where y (>= 0 near x_hat) crosses thr on each side, by linear interpolation; None if not."""
-    inside = y <= thr
-    centre = int(np.argmin(np.abs(x - x_hat)))
-    ends = []
-    for step in (-1, 1):
-        i = centre
-        while 0 <= i + step < len(x) and inside[i + step]:
-            i += step
-        j = i + step
-        if not (0 <= j < len(x)):
-            ends.append(None)  # still inside at the grid's end
-            continue
-        t = (thr - y[i]) / (y[j] - y[i])
-        ends.append(float(x[i] + t * (x[j] - x[i])))
-    return ends
+def profile_phi(state: FitState, half_width: float = 0.5, n_points: int = 21) -> dict[str, Any]:
+    """Objective minimised over the other parameters on a phi grid around phi_hat, and its interval.
+
+    Returns {"phi", "objective", "interval", "threshold", "method", ...} (see `profile_param`).
+    """
+    if state.law.name != "looped":
+        raise ValueError(f"the phi profile needs the looped law; got {state.law.name!r}")
+    out = profile_param(state, "phi", half_width, n_points)
+    out["phi"] = out.pop("x")
+    return out
+
+
+def lr_test(state: FitState, name: str, value: float = 0.0) -> dict[str, float]:
+    """Robust likelihood-ratio test of internal coordinate `name` = value (e.g. dphi = 0).
+
+    Statistic T = 2 (f_restricted - f_min) mean(psi') / mean(psi^2) (Schrader & Hettmansperger
+    1980; the least-squares LR statistic when rho is 0.5 x^2), asymptotically chi-square(1); the
+    restricted fit starts from the optimum with the coordinate moved to `value`, after a batched
+    LM pass.
+    """
+    from scipy.stats import chi2
+
+    restricted = profile_values(state, name, [value])[0]
+    _, stats = profile_threshold(state)
+    gap = max(0.0, restricted.objective - state.best.objective)
+    T = 2 * gap * stats["mean_psi_prime"] / stats["mean_psi_sq"]
+    return {"value": value, "objective_restricted": restricted.objective, "statistic": float(T),
+            "df": 1, "p_value": float(chi2.sf(T, 1))}
 
 
 # ----------------------------------------------------------------------------------------------

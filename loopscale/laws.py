@@ -11,6 +11,14 @@ which is log(E + A * N_eff^-alpha + B * D^-beta). The laws differ only in N_eff:
 - ``looped``       N_eff = N_once + r^phi * N_rec              (adds phi)
 - ``looped-free``  N_eff = N_once + k_r * N_rec, k_1 = 1       (adds one multiplier k_<r> per r > 1;
                                                                  a diagnostic: does k_r follow r^phi?)
+- ``looped-joint`` N_eff = N_once + r^phi_g * N_rec             (several recipes g share E, A, alpha,
+                                                                 B, beta; one phi_g per recipe)
+
+The joint law compares recipes (baseline, truncated backprop, ...) that share the dense model: their
+r = 1 runs are the same runs, and r^phi_g = 1 there whatever g, so an r = 1 row belongs to every
+recipe at once. Internally the first recipe's exponent is ``phi`` and every other recipe g has
+``dphi[g] = phi_g - phi``, so delta-phi is a coordinate that the profile machinery can hold fixed;
+the user-facing names are ``phi[<recipe>]``. Rows carry an integer recipe code (`LawData.recipe`).
 
 User-facing parameters are dicts keyed by the names in the literature (``E, A, alpha, B, beta, phi,
 k_2, k_4, ...``). The optimiser works on an internal vector in log coordinates
@@ -28,7 +36,7 @@ from typing import Mapping
 
 import numpy as np
 
-LAW_NAMES = ("chinchilla", "looped", "looped-free")
+LAW_NAMES = ("chinchilla", "looped", "looped-free", "looped-joint")
 
 # Internal coordinates shared by every law, in vector order.
 BASE_INTERNAL = ("e", "a", "alpha", "b", "beta")
@@ -41,7 +49,8 @@ class LawData:
 
     N_once, N_rec: non-embedding parameters run once / in the recurrent block (for chinchilla pass
     N as N_once and zeros as N_rec). r: recurrences (1 for chinchilla). D: training tokens. L: loss
-    (may be None when only predicting).
+    (may be None when only predicting). recipe: integer recipe code per row for the joint law
+    (index into `Law.recipes`; any code on r = 1 rows, where it has no effect), else None.
     """
 
     N_once: np.ndarray
@@ -49,6 +58,7 @@ class LawData:
     r: np.ndarray
     D: np.ndarray
     L: np.ndarray | None = None
+    recipe: np.ndarray | None = None
     log_r: np.ndarray = field(init=False, repr=False)
     log_D: np.ndarray = field(init=False, repr=False)
     log_L: np.ndarray | None = field(init=False, repr=False)
@@ -58,6 +68,8 @@ class LawData:
             object.__setattr__(self, name, np.asarray(getattr(self, name), dtype=float))
         object.__setattr__(self, "log_r", np.log(self.r))
         object.__setattr__(self, "log_D", np.log(self.D))
+        if self.recipe is not None:
+            object.__setattr__(self, "recipe", np.asarray(self.recipe, dtype=np.intp))
         if self.L is not None:
             object.__setattr__(self, "L", np.asarray(self.L, dtype=float))
             object.__setattr__(self, "log_L", np.log(self.L))
@@ -72,6 +84,7 @@ class LawData:
         return LawData(
             self.N_once[mask], self.N_rec[mask], self.r[mask], self.D[mask],
             None if self.L is None else self.L[mask],
+            None if self.recipe is None else self.recipe[mask],
         )
 
 
@@ -91,14 +104,20 @@ class Law:
     """A named law form: its parameter names and the log prediction with its gradient.
 
     r_values: the distinct r > 1 that get a free multiplier (``looped-free`` only).
+    recipes: the recipe names of a ``looped-joint`` law, the reference (delta-phi = 0) first.
     """
 
     name: str
     r_values: tuple[float, ...] = ()
+    recipes: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.name not in LAW_NAMES:
             raise ValueError(f"law must be one of {', '.join(LAW_NAMES)}; got {self.name!r}")
+        if self.name == "looped-joint" and len(self.recipes) < 2:
+            raise ValueError(f"law 'looped-joint' needs two or more recipes; got {list(self.recipes)}")
+        if len(set(self.recipes)) != len(self.recipes):
+            raise ValueError(f"recipe names must be distinct; got {list(self.recipes)}")
 
     # -- parameter names ---------------------------------------------------------------------
     def _names(self, base: tuple[str, ...], k_prefix: str) -> tuple[str, ...]:
@@ -107,6 +126,10 @@ class Law:
             return base
         if self.name == "looped":
             return base + ("phi",)
+        if self.name == "looped-joint":
+            if k_prefix == "k_":  # user names: one phi per recipe
+                return base + tuple(f"phi[{g}]" for g in self.recipes)
+            return base + ("phi",) + tuple(f"dphi[{g}]" for g in self.recipes[1:])
         return base + tuple(f"{k_prefix}{_r_label(r)}" for r in self.r_values)
 
     @property
@@ -122,9 +145,14 @@ class Law:
         return len(self.internal_names)
 
     def to_user(self, theta: np.ndarray) -> dict[str, float]:
-        """Internal vector -> {"E", "A", "alpha", "B", "beta", ("phi" | "k_<r>")}."""
+        """Internal vector -> {"E", "A", "alpha", "B", "beta", ("phi" | "k_<r>" | "phi[<recipe>]")}."""
+        theta = np.asarray(theta, dtype=float)
+        if self.name == "looped-joint":
+            out = Law("looped").to_user(theta[:6])
+            phi = out.pop("phi")
+            return {**out, **{f"phi[{g}]": float(phi + d) for g, d in zip(self.recipes, [0.0, *theta[6:]])}}
         out = {}
-        for name, value in zip(self.internal_names, np.asarray(theta, dtype=float)):
+        for name, value in zip(self.internal_names, theta):
             if name in ("e", "a", "b"):
                 out[name.upper()] = float(np.exp(value))
             elif name.startswith("log_k_"):
@@ -135,6 +163,13 @@ class Law:
 
     def from_user(self, params: Mapping[str, float]) -> np.ndarray:
         """{"E": ..., "A": ..., ...} -> internal vector; raises ValueError naming a missing key."""
+        if self.name == "looped-joint":
+            missing = [k for k in self.user_names if k not in params]
+            if missing:
+                raise ValueError(f"law {self.name!r} needs parameter {missing[0]!r}; got {sorted(params)}")
+            phis = [float(params[f"phi[{g}]"]) for g in self.recipes]
+            base = Law("looped").from_user({**params, "phi": phis[0]})
+            return np.concatenate([base, np.array(phis[1:]) - phis[0]])
         theta = []
         for name in self.internal_names:
             if name in ("e", "a", "b"):
@@ -152,27 +187,49 @@ class Law:
         return np.array(theta)
 
     # -- prediction ----------------------------------------------------------------------------
+    def log_n_eff_batch(self, thetas: np.ndarray, data: LawData, jac: bool = True):
+        """log N_eff (M, rows) for parameter vectors thetas (M, P) and, if jac, d(log N_eff)/d(extra
+        params) as (M, rows, P - 5) (None otherwise)."""
+        M, n = len(thetas), len(data)
+        if self.name == "chinchilla":
+            log_n = np.broadcast_to(np.log(data.N_once + data.N_rec), (M, n))
+            return log_n, (np.empty((M, n, 0)) if jac else None)
+        if self.name == "looped-free":
+            log_k = np.zeros((M, n))
+            onehot = np.zeros((n, len(self.r_values)))
+            for j, r in enumerate(self.r_values):
+                log_k[:, data.r == r] = thetas[:, 5 + j : 6 + j]
+                onehot[data.r == r, j] = 1.0
+            scaled_rec = np.exp(log_k) * data.N_rec  # k_r N_rec
+            total_n = data.N_once + scaled_rec
+            # d log N_eff / d log k_r = k_r N_rec / N_eff on the rows with that r
+            dlogn = (scaled_rec / total_n)[:, :, None] * onehot[None, :, :] if jac else None
+            return np.log(total_n), dlogn
+        if self.name == "looped":
+            phi_rows = thetas[:, 5:6]
+        else:  # looped-joint: phi_g = phi + dphi[g] per row, dphi of the reference recipe = 0
+            if data.recipe is None:
+                raise ValueError("law 'looped-joint' needs a recipe code per row (LawData.recipe)")
+            dphi = np.concatenate([np.zeros((M, 1)), thetas[:, 6:]], axis=1)
+            phi_rows = thetas[:, 5:6] + dphi[:, data.recipe]
+        scaled_rec = np.exp(phi_rows * data.log_r) * data.N_rec  # r^phi N_rec
+        total_n = data.N_once + scaled_rec
+        if not jac:
+            return np.log(total_n), None
+        # d log N_eff / d phi = r^phi ln(r) N_rec / N_eff (for phi and for each dphi on its recipe's rows)
+        s = scaled_rec * data.log_r / total_n
+        if self.name == "looped":
+            return np.log(total_n), s[:, :, None]
+        dlogn = np.empty((M, n, len(self.recipes)))
+        dlogn[:, :, 0] = s
+        for g in range(1, len(self.recipes)):
+            dlogn[:, :, g] = s * (data.recipe == g)
+        return np.log(total_n), dlogn
+
     def log_n_eff_and_grad(self, theta: np.ndarray, data: LawData):
         """log N_eff per row and d(log N_eff)/d(extra params) as a (rows, n_extra) array."""
-        if self.name == "chinchilla":
-            n = data.N_once + data.N_rec
-            return np.log(n), np.empty((len(data), 0))
-        if self.name == "looped":
-            phi = theta[5]
-            scaled_rec = np.exp(phi * data.log_r) * data.N_rec  # r^phi N_rec
-            n = data.N_once + scaled_rec
-            # d log N_eff / d phi = r^phi ln(r) N_rec / N_eff
-            return np.log(n), (scaled_rec * data.log_r / n)[:, None]
-        k = np.ones(len(data))
-        onehot = np.zeros((len(data), len(self.r_values)))
-        for j, r in enumerate(self.r_values):
-            rows = data.r == r
-            k[rows] = np.exp(theta[5 + j])
-            onehot[rows, j] = 1.0
-        scaled_rec = k * data.N_rec
-        n = data.N_once + scaled_rec
-        # d log N_eff / d log k_r = k_r N_rec / N_eff on the rows with that r
-        return np.log(n), onehot * (scaled_rec / n)[:, None]
+        log_n, dlogn = self.log_n_eff_batch(np.asarray(theta, dtype=float)[None, :], data)
+        return log_n[0], dlogn[0]
 
     def log_predict_batch(self, thetas: np.ndarray, data: LawData) -> np.ndarray:
         """log L_hat for many parameter vectors at once: thetas (M, n_params) -> (M, rows).
@@ -181,15 +238,7 @@ class Law:
         """
         thetas = np.atleast_2d(np.asarray(thetas, dtype=float))
         e, a, alpha, b, beta = (thetas[:, i : i + 1] for i in range(5))
-        if self.name == "chinchilla":
-            log_n = np.log(data.N_once + data.N_rec)[None, :]
-        elif self.name == "looped":
-            log_n = np.log(data.N_once + np.exp(thetas[:, 5:6] * data.log_r) * data.N_rec)
-        else:
-            log_k = np.zeros((len(thetas), len(data)))
-            for j, r in enumerate(self.r_values):
-                log_k[:, data.r == r] = thetas[:, 5 + j : 6 + j]
-            log_n = np.log(data.N_once + np.exp(log_k) * data.N_rec)
+        log_n, _ = self.log_n_eff_batch(thetas, data, jac=False)
         t1 = a - alpha * log_n
         t2 = b - beta * data.log_D
         return np.logaddexp(np.logaddexp(t1, t2), e)
@@ -199,24 +248,7 @@ class Law:
         thetas = np.atleast_2d(np.asarray(thetas, dtype=float))
         M, n = len(thetas), len(data)
         e, a, alpha, b, beta = (thetas[:, i : i + 1] for i in range(5))
-        if self.name == "chinchilla":
-            log_n = np.broadcast_to(np.log(data.N_once + data.N_rec), (M, n))
-            dlogn = np.empty((M, n, 0))
-        elif self.name == "looped":
-            scaled_rec = np.exp(thetas[:, 5:6] * data.log_r) * data.N_rec
-            total_n = data.N_once + scaled_rec
-            log_n = np.log(total_n)
-            dlogn = (scaled_rec * data.log_r / total_n)[:, :, None]
-        else:
-            log_k = np.zeros((M, n))
-            onehot = np.zeros((n, len(self.r_values)))
-            for j, r in enumerate(self.r_values):
-                log_k[:, data.r == r] = thetas[:, 5 + j : 6 + j]
-                onehot[data.r == r, j] = 1.0
-            scaled_rec = np.exp(log_k) * data.N_rec
-            total_n = data.N_once + scaled_rec
-            log_n = np.log(total_n)
-            dlogn = (scaled_rec / total_n)[:, :, None] * onehot[None, :, :]
+        log_n, dlogn = self.log_n_eff_batch(thetas, data)
         t1 = a - alpha * log_n
         t2 = b - beta * data.log_D
         top = np.maximum(np.maximum(t1, t2), e)
@@ -244,27 +276,11 @@ class Law:
         w_i = exp(t_i - LSE): d/da = w1, d/db = w2, d/de = w3, d/dalpha = -w1 log N_eff,
         d/dbeta = -w2 log D, d/d(extra) = -alpha w1 d(log N_eff)/d(extra).
         """
-        theta = np.asarray(theta, dtype=float)
-        e, a, alpha, b, beta = theta[:5]
-        log_n, dlogn = self.log_n_eff_and_grad(theta, data)
-        t1 = a - alpha * log_n
-        t2 = b - beta * data.log_D
-        top = np.maximum(np.maximum(t1, t2), e)
-        x1, x2, x3 = np.exp(t1 - top), np.exp(t2 - top), np.exp(e - top)
-        total = x1 + x2 + x3
-        log_pred = top + np.log(total)
+        thetas = np.asarray(theta, dtype=float)[None, :]
         if not jac:
-            return log_pred, None
-        w1, w2, w3 = x1 / total, x2 / total, x3 / total
-        J = np.empty((len(data), self.n_params))
-        J[:, 0] = w3
-        J[:, 1] = w1
-        J[:, 2] = -w1 * log_n
-        J[:, 3] = w2
-        J[:, 4] = -w2 * data.log_D
-        if J.shape[1] > 5:
-            J[:, 5:] = (-alpha * w1)[:, None] * dlogn
-        return log_pred, J
+            return self.log_predict_batch(thetas, data)[0], None
+        log_pred, J = self.log_predict_and_jac_batch(thetas, data)
+        return log_pred[0], J[0]
 
 
 def _r_label(r: float) -> str:
@@ -310,8 +326,11 @@ def _tokens_from_compute(cols: dict, cost_N: np.ndarray) -> np.ndarray:
     return cols["C"] / (6.0 * cost_N)
 
 
-def make_law(name: str, r=None) -> Law:
-    """A Law; for ``looped-free`` the distinct r > 1 found in `r` get multipliers k_<r>."""
+def make_law(name: str, r=None, recipes=()) -> Law:
+    """A Law; for ``looped-free`` the distinct r > 1 found in `r` get multipliers k_<r>; for
+    ``looped-joint`` `recipes` names the recipes, the reference first."""
+    if name == "looped-joint":
+        return Law(name, recipes=tuple(str(g) for g in recipes))
     if name == "looped-free":
         if r is None:
             raise ValueError("looped-free needs the r values of the data")

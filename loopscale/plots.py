@@ -15,6 +15,7 @@ Figures (each function returns a matplotlib Figure; `save_all` writes them as PN
     residuals        log L - log L_hat by r and by budget; free multipliers k_r against r^phi
                      (and `predicted_vs_observed`, the figure `loopscale fit --plot` writes)
     delta_phi        phi per recipe variant and its difference from the first, with 95% intervals
+                     (for a joint fit, `joint_delta_phi`: the joint delta-phi next to the separate fits')
     compute_optimal  N* and D* vs C for each r, with the best run at each budget
 
 Figures are built with `matplotlib.figure.Figure` (no pyplot state), so they work under any backend
@@ -32,6 +33,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.ticker import NullFormatter
 
+from .derived import optimal_size
 from .fit import FitResult, budget_clusters, compare_param
 from .laws import n_eff, predict_loss
 from .tables import read_table as read_any_table
@@ -115,7 +117,10 @@ def rows_for_fit(table: pd.DataFrame, fit: FitResult) -> pd.DataFrame:
         return table
     if col not in table:
         raise ValueError(f"the fit is for {col} = {group.get('value')!r} but the table has no column {col!r}")
-    rows = table[table[col].astype(str) == str(group.get("value"))]
+    mask = table[col].astype(str) == str(group.get("value"))
+    if group.get("shared_r1"):  # a recipe of a joint fit: its runs and the shared r = 1 runs
+        mask |= table["r"].to_numpy(dtype=float) == 1
+    rows = table[mask]
     if len(rows) == 0:
         raise ValueError(f"the table has no rows with {col} = {group.get('value')!r} (the fit's group)")
     return rows.reset_index(drop=True)
@@ -129,8 +134,16 @@ def budgets(table: pd.DataFrame) -> np.ndarray:
 
 
 def predicted_loss(table: pd.DataFrame, fit: FitResult) -> np.ndarray:
-    """L_hat per row of the table at the fitted parameters (only the numeric law inputs are passed)."""
+    """L_hat per row of the table at the fitted parameters (only the numeric law inputs are passed).
+    A joint fit takes each row's phi from its recipe (`joint.recipe_phi`)."""
     cols = {c: table[c].to_numpy(dtype=float) for c in LAW_INPUTS if c in table}
+    if fit.law == "looped-joint":
+        from .joint import recipe_phi
+
+        phi = recipe_phi(table, fit.params, (fit.joint or {}).get("column", "variant"))
+        p = fit.params
+        n = cols["N_once"] + cols["r"] ** phi * cols["N_rec"]
+        return p["E"] + p["A"] * n ** -p["alpha"] + p["B"] * cols["D"] ** -p["beta"]
     return predict_loss(fit.law, fit.params, cols)
 
 
@@ -478,6 +491,72 @@ def _named_fits(fits) -> dict[str, FitResult]:
     return out
 
 
+def recipe_fit(fit, recipe: str) -> FitResult:
+    """One recipe's view of a joint fit, as a looped-law FitResult: the shared E, A, alpha, B, beta
+    with phi = phi[recipe] (its interval and bootstrap replicates too), covering the recipe's runs
+    and the shared r = 1 runs. Every single-law figure then draws it as is."""
+    fit = load_fit(fit)
+    j = fit.joint or {}
+    if fit.law != "looped-joint" or recipe not in j.get("recipes", []):
+        raise ValueError(f"recipe_fit needs a looped-joint fit with recipe {recipe!r}; got a {fit.law!r} fit "
+                         f"with recipes {j.get('recipes')}")
+    rename = {f"phi[{recipe}]": "phi"}
+    dense = ("E", "A", "alpha", "B", "beta")
+    params = {k: fit.params[k] for k in dense} | {"phi": fit.params[f"phi[{recipe}]"]}
+    ci95 = {rename.get(k, k): v for k, v in (fit.ci95 or {}).items() if k in dense or k in rename}
+    boot = None
+    if fit.bootstrap:
+        cols = fit.bootstrap.get("params", {})
+        boot = dict(fit.bootstrap, params={rename.get(k, k): v for k, v in cols.items() if k in dense or k in rename})
+    return FitResult(law="looped", params=params, objective=fit.objective, grad_norm=fit.grad_norm,
+                     n_starts=fit.n_starts, n_refined=fit.n_refined, n_best_basin=fit.n_best_basin,
+                     settings=fit.settings, seed=fit.seed, n_rows=fit.n_rows, ci95=ci95, bootstrap=boot,
+                     warnings=list(fit.warnings), residual_rms_log=fit.residual_rms_log,
+                     group={"column": j.get("column"), "value": recipe, "shared_r1": True})
+
+
+def joint_delta_phi(fit) -> Figure:
+    """A joint fit's recipes: phi per recipe (95% bootstrap CI), and delta-phi vs the reference from
+    the joint fit (bootstrap CI and profile interval) next to the separate fits' comparison."""
+    fit = load_fit(fit)
+    j = fit.joint or {}
+    if fit.law != "looped-joint":
+        raise ValueError(f"joint_delta_phi needs a looped-joint fit; this fit is {fit.law!r}")
+    recipes, ref = j["recipes"], j["reference"]
+    fig, (ax_v, ax_d) = _grid(2, size=(4.8, 3.6))
+    for x, g in enumerate(recipes):
+        phi = fit.params[f"phi[{g}]"]
+        ci = (fit.ci95 or {}).get(f"phi[{g}]")
+        yerr = None if ci is None else [[phi - ci[0]], [ci[1] - phi]]
+        ax_v.errorbar([x], [phi], yerr=yerr, fmt="o", capsize=4, color=f"C{x % 10}")
+    ax_v.set_xticks(range(len(recipes)), recipes)
+    ax_v.set_ylabel("phi (joint fit)")
+    ax_v.set_title("phi by recipe, shared dense law (95% CI)")
+    others = [g for g in recipes if g != ref]
+    styles = (("bootstrap_ci", "joint: bootstrap", "C0", -0.15), ("profile_interval", "joint: profile", "C2", 0.0),
+              ("separate", "separate fits", "C3", 0.15))
+    for x, g in enumerate(others):
+        d = j["delta_phi"][g]
+        for key, label, colour, dx in styles:
+            est = d["separate"]["delta"] if key == "separate" and d.get("separate") else d["estimate"]
+            ci = (d.get("separate") or {}).get("ci") if key == "separate" else d.get(key)
+            if key == "separate" and not d.get("separate"):
+                continue
+            lo, hi = (ci or [None, None])[:2]
+            yerr = None if lo is None or hi is None else [[est - lo], [hi - est]]
+            ax_d.errorbar([x + dx], [est], yerr=yerr, fmt="o", capsize=4, color=colour,
+                          label=label if x == 0 else None)
+    ax_d.axhline(0, color="black", lw=0.8)
+    ax_d.set_xticks(range(len(others)), others)
+    ax_d.set_ylabel(f"phi - phi({ref})")
+    ax_d.set_title(f"delta-phi vs {ref} (95% intervals)")
+    ax_d.legend(fontsize=8)
+    chk = j.get("shared_check")
+    sub = "" if not chk else f"; shared dense parameters: LR p = {chk['p_value']:.3g}"
+    fig.suptitle(f"joint fit across recipes{sub}")
+    return fig
+
+
 # ----------------------------------------------------------------------------------------------
 # 6. Compute-optimal allocation
 # ----------------------------------------------------------------------------------------------
@@ -496,9 +575,8 @@ def compute_optimal_curve(table: pd.DataFrame, fit: FitResult, r: float, C: np.n
     F = g["C"].to_numpy(dtype=float) / g["D"].to_numpy(dtype=float)
     c = float(np.median(n_eff(g["N_once"], g["N_rec"], g["r"], p.get("phi", 1.0)) / N))
     f = float(np.median(F / N))
-    a, b = p["alpha"], p["beta"]
     C = np.asarray(C, dtype=float)
-    N_star = (a * p["A"] * c**-a / (b * p["B"])) ** (1 / (a + b)) * (C / f) ** (b / (a + b))
+    N_star = optimal_size(p, C, c, f)
     return N_star, C / (f * N_star)
 
 
@@ -535,8 +613,14 @@ def compute_optimal(table: pd.DataFrame, fit) -> Figure:
 # All figures
 # ----------------------------------------------------------------------------------------------
 def figures(table: pd.DataFrame, fit, compare=(), free=None) -> dict[str, Figure]:
-    """Every figure that applies: phi figures need a looped fit, delta-phi needs `compare` fits."""
+    """Every figure that applies: phi figures need a looped fit, delta-phi needs `compare` fits.
+    A joint fit draws the single-law figures for its reference recipe (`recipe_fit`) and its own
+    delta-phi figure (`joint_delta_phi`)."""
     fit = load_fit(fit)
+    if fit.law == "looped-joint":
+        out = figures(table, recipe_fit(fit, fit.joint["reference"]), (), free)
+        out["delta_phi"] = joint_delta_phi(fit)
+        return {name: out[name] for name in FIGURE_NAMES if name in out}
     out = {"iso_flop": iso_flop(table, fit), "residuals": residuals(table, fit, free)}
     if "phi" in fit.params:
         out["collapse"] = collapse(table, fit)

@@ -25,6 +25,7 @@ LAW_TEXT = {
     "looped": "L = E + A (N_once + r^phi N_rec)^-alpha + B D^-beta",
     "looped-free": "L = E + A (N_once + k_r N_rec)^-alpha + B D^-beta   (k_1 = 1)",
     "chinchilla": "L = E + A N^-alpha + B D^-beta",
+    "looped-joint": "L = E + A (N_once + r^phi_g N_rec)^-alpha + B D^-beta   (g: the run's recipe)",
 }
 # Runs-table columns shown in the report, in order (those the table has).
 RUN_COLUMNS = ("variant", "r", "width", "C_budget", "C", "N_once", "N_rec", "N", "D", "L", "steps", "seed")
@@ -89,6 +90,57 @@ def law_section(fit: FitResult) -> str:
         out += ["", f"phi = {phi:.3f}: looping the recurrent block r times is worth r^phi unique copies of "
                     f"it, e.g. {4 ** phi:.2f} at r = 4 (phi = 1 would be 4, phi = 0 would be 1)."]
     out += ["", *quality_lines(fit)]
+    if fit.joint:
+        out += ["", joint_section(fit)]
+    return "\n".join(out)
+
+
+def delta_phi_table(fit) -> pd.DataFrame:
+    """One row per non-reference recipe of a joint fit: delta-phi from the joint fit (bootstrap CI,
+    profile interval, LR p-value of delta-phi = 0) and from the separate fits (randomly paired
+    bootstrap CI), with the ratio of the two CI widths."""
+    fit = load_fit(fit)
+    j = fit.joint or {}
+    rows = []
+    for g, d in j.get("delta_phi", {}).items():
+        boot = d.get("bootstrap_ci") or [np.nan, np.nan]
+        prof = [np.nan if v is None else v for v in (d.get("profile_interval") or [np.nan, np.nan])]
+        sep = d.get("separate") or {}
+        sep_ci = sep.get("ci") or [np.nan, np.nan]
+        rows.append({"recipe": g, "delta_phi": d["estimate"], "joint_ci95_low": boot[0], "joint_ci95_high": boot[1],
+                     "profile_low": prof[0], "profile_high": prof[1], "lr_p_value": d["lr_test"]["p_value"],
+                     "separate_delta_phi": sep.get("delta", np.nan), "separate_ci95_low": sep_ci[0],
+                     "separate_ci95_high": sep_ci[1],
+                     "width_ratio": (boot[1] - boot[0]) / (sep_ci[1] - sep_ci[0])})
+    return pd.DataFrame(rows)
+
+
+def joint_section(fit) -> str:
+    """delta-phi from the joint fit next to the separate fits', and the shared-parameter check."""
+    fit = load_fit(fit)
+    j = fit.joint
+    ref = j["reference"]
+    runs = ", ".join(f"{k}: {v}" for k, v in j.get("n_rows_by_recipe", {}).items())
+    out = ["### delta-phi across recipes (joint fit)", "",
+           f"One law over the recipes in `{j['column']}` ({runs} runs): E, A, alpha, B, beta shared, one phi "
+           f"per recipe; delta-phi = phi[recipe] - phi[{ref}].", ""]
+    t = delta_phi_table(fit)
+
+    def interval(lo, hi):
+        return "" if np.isnan(lo) and np.isnan(hi) else f"[{fmt(lo) or 'open'}, {fmt(hi) or 'open'}]"
+
+    out.append(markdown_table(
+        ["recipe", "delta-phi", "joint bootstrap 95% CI", "joint profile 95%", "LR p (delta-phi = 0)",
+         "separate fits", "separate 95% CI", "CI width joint / separate"],
+        [(r.recipe, r.delta_phi, interval(r.joint_ci95_low, r.joint_ci95_high), interval(r.profile_low, r.profile_high),
+          fmt(r.lr_p_value, 3), r.separate_delta_phi, interval(r.separate_ci95_low, r.separate_ci95_high),
+          fmt(r.width_ratio, 3)) for r in t.itertuples()]))
+    chk = j.get("shared_check")
+    if chk:
+        verdict = ("the recipes do NOT share the dense model: treat the joint delta-phi with care"
+                   if chk["p_value"] < 0.05 else "consistent with one shared dense model")
+        out += ["", f"- shared-parameter check: joint fit vs the separate fits, robust LR statistic "
+                    f"{fmt(chk['statistic'], 3)} on {chk['df']} df, p = {fmt(chk['p_value'], 3)}: {verdict}."]
     return "\n".join(out)
 
 

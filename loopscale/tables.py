@@ -62,16 +62,55 @@ def required_columns(law: str, has: set[str]) -> list[str]:
     return size + tokens + ["L"]
 
 
+def resolve_columns(raw_columns, columns: ColumnMap) -> tuple[dict[str, str], list[str]]:
+    """{source: canonical} renames for a table, and the columns an explicit mapping shadows.
+
+    An explicit mapping wins: with `--loss-col loss` the table's own `L` column (if any) is ignored,
+    not fitted. Errors (ValueError): an explicitly named column that is absent while the default one
+    is present (the fit would silently use the column the user did not name); one source column
+    mapped to two quantities; a column name that appears twice in the table (which one to fit?).
+    """
+    present = list(raw_columns)
+    mapping = columns.as_dict()
+    for canon, src in mapping.items():
+        if src != canon and src not in present and canon in present:
+            raise ValueError(f"column {src!r} (given by --{_opt(canon)}) is not in the table; it has "
+                             f"{canon!r}, which an explicit mapping does not fall back to")
+    used = {canon: src for canon, src in mapping.items() if src in present}
+    by_source: dict[str, list[str]] = {}
+    for canon, src in used.items():
+        by_source.setdefault(src, []).append(canon)
+    for src, canons in by_source.items():
+        if len(canons) > 1:
+            explicit = [c for c in canons if mapping[c] != c]
+            raise ValueError(f"ambiguous column mapping: column {src!r} is mapped to "
+                             f"{' and '.join(canons)} (check --{_opt(explicit[0] if explicit else canons[0])})")
+    for src in used.values():
+        if present.count(src) > 1:
+            raise ValueError(f"ambiguous table: column {src!r} appears {present.count(src)} times")
+    sources = set(used.values())
+    ignored = [canon for canon, src in used.items() if src != canon and canon in present
+               and canon not in sources]
+    return {src: canon for canon, src in used.items()}, ignored
+
+
 def canonical_table(raw: pd.DataFrame, law: str, columns: ColumnMap | None = None) -> pd.DataFrame:
-    """Rename mapped columns, check them, and add D (from C) when missing. Raises ValueError."""
+    """Rename mapped columns, check them, and add D (from C) when missing. Raises ValueError.
+
+    The returned table's `attrs["columns_used"]` maps each canonical column the law reads to the
+    source column it came from (or how it was derived), and `attrs["columns_ignored"]` lists the
+    columns an explicit mapping shadowed: what fit.json records.
+    """
     columns = columns or ColumnMap()
-    mapping = {src: canon for canon, src in columns.as_dict().items() if src in raw.columns}
-    table = raw.rename(columns=mapping)
-    table = table.loc[:, ~table.columns.duplicated()].copy()
+    mapping, ignored = resolve_columns(raw.columns, columns)
+    table = raw.drop(columns=ignored).rename(columns=mapping)
+    table = table.loc[:, ~table.columns.duplicated()].copy()  # the columns the fit reads are unique
     present = set(table.columns)
+    derived = {}
     if law == "chinchilla" and "N" not in present and {"N_once", "N_rec"} <= present:
         table["N"] = table["N_once"] + table["N_rec"]
         present.add("N")
+        derived["N"] = "N_once + N_rec"
     need = required_columns(law, present)
     src_of = columns.as_dict()
     for canon in need:
@@ -100,11 +139,17 @@ def canonical_table(raw: pd.DataFrame, law: str, columns: ColumnMap | None = Non
     if "D" not in need:
         cost_N = table["N"] if law == "chinchilla" else table["N_once"] + table["r"] * table["N_rec"]
         table["D"] = table["C"] / (6.0 * cost_N)
+        derived["D"] = "C / (6 N)" if law == "chinchilla" else "C / (6 (N_once + r N_rec))"
     if "C" not in table.columns:
         cost_N = table["N"] if law == "chinchilla" else table["N_once"] + table["r"] * table["N_rec"]
         table["C"] = 6.0 * cost_N * table["D"]
-    check_fit_size(table, law)
-    return table.reset_index(drop=True)
+    if law != "looped-joint":  # a joint table is checked once the recipes' tables are merged
+        check_fit_size(table, law)
+    table = table.reset_index(drop=True)
+    table.attrs["columns_used"] = {canon: derived.get(canon, src_of[canon]) for canon in
+                                   list(need) + [c for c in derived if c not in need]}
+    table.attrs["columns_ignored"] = ignored
+    return table
 
 
 def check_fit_size(table: pd.DataFrame, law: str) -> None:

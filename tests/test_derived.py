@@ -67,3 +67,28 @@ def test_parabola_optima_find_the_vertex():
     assert out.loc[1, "L_opt"] == pytest.approx(2.0)
     assert bool(out.loc[1, "inside"])
     assert np.isnan(out.loc[4, "N_opt"])
+
+
+@pytest.mark.parametrize("r, variant", [(1, "baseline"), (4, "baseline"), (4, "tbptt")])
+def test_compute_optimal_uses_each_models_flops_per_token(r, variant):
+    from loopscale.accounting import flops_per_token, paper_model, param_counts
+
+    params = {"E": 1.57, "A": 28.0, "alpha": 0.20, "B": 916.0, "beta": 0.37, "phi": 0.46}
+    cfg = paper_model(16, r, variant)
+    counts = param_counts(cfg)
+    n_cost = counts.N_once + r * counts.N_rec
+    f = flops_per_token(cfg) / n_cost  # exact FLOPs per cost-counted parameter (head, attention, bptt)
+    assert abs(f - 6) > 0.3  # not the 6 N estimate
+    once = counts.N_once / counts.N
+    C = 1e19
+    opt = compute_optimal(params, C, r, once, flops_per_param=f)
+    rho = eff_per_cost(r, params["phi"], once) if r != 1 else 1.0
+
+    def loss(log_n):
+        n = np.exp(log_n)
+        return params["A"] * (rho * n) ** -params["alpha"] + params["B"] * (C / (f * n)) ** -params["beta"]
+
+    num = minimize_scalar(loss, bounds=(np.log(1e6), np.log(1e12)), method="bounded", options={"xatol": 1e-10})
+    assert opt.N_cost == pytest.approx(np.exp(num.x), rel=1e-4)
+    assert opt.D == pytest.approx(C / (f * opt.N_cost))
+    assert opt.N_cost != pytest.approx(compute_optimal(params, C, r, once).N_cost, rel=1e-2)

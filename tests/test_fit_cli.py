@@ -112,3 +112,44 @@ def test_unreadable_and_missing_files_exit_2(tmp_path):
     bad_json.write_text("{not json")
     res = loopscale("compare", bad_json, bad_json)
     assert res.returncode == 2 and "cannot read fit JSON" in res.stderr
+
+
+def test_explicit_loss_column_wins_over_an_L_column_and_is_recorded(tmp_path):
+    good = pd.read_csv(FIXTURES / "looped_synthetic_small.csv")
+    junk = good.rename(columns={"L": "loss"})
+    junk.insert(0, "L", np.random.default_rng(0).uniform(2.0, 4.0, len(junk)))  # noise named L, first
+    src = tmp_path / "runs.csv"
+    junk.to_csv(src, index=False)
+    ref, out = tmp_path / "ref.json", tmp_path / "fit.json"
+    good.to_csv(tmp_path / "good.csv", index=False)
+    assert loopscale("fit", tmp_path / "good.csv", "--no-profile", "--out", ref).returncode == 0
+    res = loopscale("fit", src, "--loss-col", "loss", "--no-profile", "--out", out)
+    assert res.returncode == 0, res.stderr
+    d, expected = json.loads(out.read_text()), json.loads(ref.read_text())
+    assert d["params"] == pytest.approx(expected["params"], rel=1e-9)  # fitted `loss`, not the junk
+    assert d["input"]["columns"]["L"] == "loss" and d["input"]["ignored_columns"] == ["L"]
+    assert d["input"]["columns"]["N_once"] == "N_once"
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--loss-col", "nope"], "column 'nope' (given by --loss-col) is not in the table"),
+    (["--loss-col", "D"], "ambiguous column mapping: column 'D' is mapped to D and L"),
+])
+def test_ambiguous_or_missing_explicit_mapping_exits_2(tmp_path, args, message):
+    src = tmp_path / "runs.csv"
+    pd.read_csv(FIXTURES / "looped_synthetic_small.csv").to_csv(src, index=False)
+    res = loopscale("fit", src, *args, "--out", tmp_path / "o.json")
+    assert res.returncode == 2 and message in res.stderr, res.stderr
+    assert not (tmp_path / "o.json").exists()
+
+
+def test_a_table_with_a_fitted_column_twice_is_ambiguous():
+    from loopscale.tables import ColumnMap, canonical_table
+
+    good = pd.read_csv(FIXTURES / "looped_synthetic_small.csv")
+    twice = pd.concat([good, good[["L"]] * 1.1], axis=1)  # two columns named L
+    with pytest.raises(ValueError, match="ambiguous table: column 'L' appears 2 times"):
+        canonical_table(twice, "looped")
+    # a duplicated column the fit does not read is no problem
+    extra = pd.concat([good, good[["width"]]], axis=1)
+    assert canonical_table(extra, "looped", ColumnMap()).attrs["columns_used"]["L"] == "L"

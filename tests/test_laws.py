@@ -9,6 +9,9 @@ from loopscale.laws import Law, LawData, law_data_from_table, make_law, n_eff, p
 PARAMS = {"E": 1.57, "A": 28.0, "alpha": 0.20, "B": 916.0, "beta": 0.37, "phi": 0.46}
 
 
+RECIPES = ("baseline", "tbptt", "hyper")
+
+
 def small_data(seed=0):
     rng = np.random.default_rng(seed)
     n = 40
@@ -18,7 +21,11 @@ def small_data(seed=0):
     D = rng.uniform(1e9, 1e11, n)
     L = 1.6 + 30 * n_eff(N_once, N_rec, r, 0.5) ** -0.2 + 900 * D**-0.37
     L = L * (1 + 0.01 * rng.standard_normal(n))
-    return LawData(N_once, N_rec, r, D, L)
+    return LawData(N_once, N_rec, r, D, L, rng.integers(0, len(RECIPES), n))
+
+
+def law_for(name, data):
+    return make_law(name, data.r, RECIPES)
 
 
 def test_n_eff_closed_form():
@@ -54,14 +61,19 @@ def theta_for(law: Law):
         return np.array(base + [0.45])
     if law.name == "looped-free":
         return np.array(base + [0.3, 0.6, 0.9][: len(law.r_values)])
+    if law.name == "looped-joint":
+        return np.array(base + [0.45, -0.08, 0.2])
     return np.array(base)
 
 
-@pytest.mark.parametrize("law_name", ["chinchilla", "looped", "looped-free"])
+LAWS = ["chinchilla", "looped", "looped-free", "looped-joint"]
+
+
+@pytest.mark.parametrize("law_name", LAWS)
 @pytest.mark.parametrize("loss", [Loss("huber", 1e-3), Loss("huber", 0.05), Loss("l2")])
 def test_gradient_matches_finite_differences(law_name, loss):
     data = small_data()
-    law = make_law(law_name, data.r)
+    law = law_for(law_name, data)
     theta = theta_for(law)
     weights = np.random.default_rng(1).integers(0, 3, len(data)).astype(float)
     f, g = objective_and_grad(theta, law, data, loss, weights)
@@ -73,10 +85,10 @@ def test_gradient_matches_finite_differences(law_name, loss):
     np.testing.assert_allclose(g, fd, rtol=1e-5, atol=1e-9 * max(1.0, np.abs(fd).max()))
 
 
-@pytest.mark.parametrize("law_name", ["chinchilla", "looped", "looped-free"])
+@pytest.mark.parametrize("law_name", LAWS)
 def test_batched_prediction_and_jacobian_match_single(law_name):
     data = small_data(2)
-    law = make_law(law_name, data.r)
+    law = law_for(law_name, data)
     rng = np.random.default_rng(3)
     thetas = theta_for(law) + 0.05 * rng.standard_normal((4, law.n_params))
     lp_b, J_b = law.log_predict_and_jac_batch(thetas, data)
@@ -98,3 +110,27 @@ def test_tokens_from_compute_use_the_training_cost():
 def test_unknown_law_is_rejected():
     with pytest.raises(ValueError, match="law must be one of"):
         Law("kaplan")
+
+
+def test_joint_law_gives_each_recipe_its_phi_and_r1_rows_to_all():
+    data = small_data(4)
+    law = make_law("looped-joint", recipes=RECIPES)
+    user = {"E": 1.6, "A": 30.0, "alpha": 0.2, "B": 900.0, "beta": 0.37,
+            "phi[baseline]": 0.46, "phi[tbptt]": 0.38, "phi[hyper]": 0.65}
+    assert law.user_names == tuple(user)
+    assert law.internal_names[5:] == ("phi", "dphi[tbptt]", "dphi[hyper]")
+    theta = law.from_user(user)
+    np.testing.assert_allclose(theta[5:], [0.46, 0.38 - 0.46, 0.65 - 0.46], rtol=1e-12)
+    assert law.to_user(theta) == pytest.approx(user, rel=1e-12)
+    phi = np.array([0.46, 0.38, 0.65])[data.recipe]
+    expected = 1.6 + 30 * n_eff(data.N_once, data.N_rec, data.r, phi) ** -0.2 + 900 * data.D**-0.37
+    np.testing.assert_allclose(np.exp(law.log_predict(theta, data)), expected, rtol=1e-12)
+    # an r = 1 row predicts the same whichever recipe it is labelled with
+    ones = np.flatnonzero(data.r == 1)
+    relabelled = LawData(data.N_once, data.N_rec, data.r, data.D, data.L,
+                         np.where(data.r == 1, 2, data.recipe))
+    np.testing.assert_array_equal(law.log_predict(theta, relabelled)[ones], law.log_predict(theta, data)[ones])
+    with pytest.raises(ValueError, match="two or more recipes"):
+        make_law("looped-joint", recipes=["baseline"])
+    with pytest.raises(ValueError, match="recipe code"):
+        law.log_predict(theta, LawData(data.N_once, data.N_rec, data.r, data.D, data.L))

@@ -27,6 +27,7 @@ def test_notebook_executes_on_the_fixture(tmp_path, monkeypatch):
     monkeypatch.setenv("LOOPSCALE_FIT", str(FIXTURE / "fit.baseline.json"))
     monkeypatch.setenv("LOOPSCALE_COMPARE", str(FIXTURE / "fit.hyper.json"))
     monkeypatch.setenv("LOOPSCALE_FREE", str(FIXTURE / "free.baseline.json"))
+    monkeypatch.setenv("LOOPSCALE_JOINT", str(FIXTURE / "fit.joint.json"))
     nb = nbformat.read(NOTEBOOK, as_version=4)
     # a probe cell: which Python runs the kernel, and which parameters the notebook saw
     nb.cells.append(nbformat.v4.new_code_cell("import sys; print(sys.prefix); print(COMPARE)"))
@@ -37,10 +38,13 @@ def test_notebook_executes_on_the_fixture(tmp_path, monkeypatch):
     outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
     assert not [o for o in outputs if o.output_type == "error"]
     images = [o for o in outputs if "image/png" in o.get("data", {})]
-    # collapse, profile, residuals, iso-FLOP, compute-optimal, delta-phi
-    assert len(images) == 6
+    # collapse, profile, residuals, iso-FLOP, compute-optimal, delta-phi, joint delta-phi
+    assert len(images) == 7
     html = "".join(o.get("data", {}).get("text/html", "") for o in outputs)
     assert "phi" in html and "ci95_low" in html  # the parameter table rendered
+    assert "width_ratio" in html and "lr_p_value" in html  # the joint fit's delta-phi table
+    markdown = "".join(o.get("data", {}).get("text/markdown", "") for o in outputs)
+    assert "shared-parameter check" in markdown
     probe = "".join(o.get("text", "") for o in nb.cells[-1].outputs).split("\n")
     assert probe[0] == sys.prefix  # the kernel is this venv's Python
     assert probe[1] == repr([str(FIXTURE / "fit.hyper.json")])

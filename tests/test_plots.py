@@ -121,6 +121,32 @@ def test_residuals_match_the_fitter(table, baseline, fit, tmp_path):
     # the fitter's own RMS of its residuals on the same rows: predictions agree
     assert np.sqrt(np.mean(res**2)) == pytest.approx(fit.residual_rms_log, rel=1e-6)
     assert has(texts, f"phi = {fit.params['phi']:.3f}")
+    # the free fit was bootstrapped: each k_r is drawn with its 95% interval
+    free = plots.load_fit(FIXTURE / "free.baseline.json")
+    ax_k = fig.axes[2]
+    assert "k_r (95% CI)" in [t.get_text() for t in ax_k.get_legend().get_texts()]
+    bars = [c for c in ax_k.containers if hasattr(c, "has_yerr") and c.has_yerr]
+    segs = bars[0].lines[2][0].get_segments()
+    np.testing.assert_allclose([sorted(s[:, 1]) for s in segs[1:]],
+                               [free.ci95[f"k_{r}"] for r in (2, 4, 8)], rtol=1e-12)
+
+
+def test_joint_fit_figures(table, tmp_path):
+    joint = plots.load_fit(FIXTURE / "fit.joint.json")
+    drawn = plots.figures(table, joint)
+    assert {"iso_flop", "collapse", "phi_profile", "residuals", "delta_phi", "compute_optimal"} == set(drawn)
+    texts = figure_text(drawn["delta_phi"])
+    assert {"joint: bootstrap", "joint: profile", "separate fits"} <= texts
+    assert has(texts, "shared dense parameters: LR p =")
+    base = plots.recipe_fit(joint, "baseline")
+    assert base.params["phi"] == joint.params["phi[baseline]"] and base.ci95["phi"] == joint.ci95["phi[baseline]"]
+    rows = plots.rows_for_fit(table, base)
+    assert set(rows["variant"]) == {"baseline", "tbptt", "hyper"} and set(rows.loc[rows["variant"] != "baseline", "r"]) == {1}
+    # predictions of the joint fit use each row's recipe phi
+    tb = table[(table["variant"] == "tbptt") & (table["r"] > 1)]
+    np.testing.assert_allclose(plots.predicted_loss(tb, joint),
+                               plots.predicted_loss(tb, plots.recipe_fit(joint, "tbptt")), rtol=1e-12)
+    assert_png(drawn["delta_phi"], tmp_path / "joint.png")
 
 
 def test_free_multipliers(fit):

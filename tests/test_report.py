@@ -37,6 +37,25 @@ def test_write_report_law_cis_figures_and_runs(table, fit, tmp_path):
     assert "Failed or missing runs" not in text  # a bare table says nothing about missing runs
 
 
+def test_report_of_a_joint_fit_shows_delta_phi_next_to_the_separate_fits(table, tmp_path):
+    joint = plots.load_fit(FIXTURE / "fit.joint.json")
+    text = report.build_report(table, joint)
+    assert "`L = E + A (N_once + r^phi_g N_rec)^-alpha + B D^-beta   (g: the run's recipe)`" in text
+    assert "### delta-phi across recipes (joint fit)" in text
+    t = report.delta_phi_table(joint)
+    assert list(t["recipe"]) == ["tbptt", "hyper"]
+    for row in t.itertuples():
+        d = joint.joint["delta_phi"][row.recipe]
+        assert row.delta_phi == d["estimate"] and [row.joint_ci95_low, row.joint_ci95_high] == d["bootstrap_ci"]
+        assert row.width_ratio == pytest.approx((d["bootstrap_ci"][1] - d["bootstrap_ci"][0])
+                                                / (d["separate"]["ci"][1] - d["separate"]["ci"][0]))
+        assert f"| {row.recipe} | {report.fmt(row.delta_phi)} |" in text
+    chk = joint.joint["shared_check"]
+    assert f"robust LR statistic {report.fmt(chk['statistic'], 3)} on {chk['df']} df" in text
+    for name in ("phi[baseline]", "phi[tbptt]", "phi[hyper]"):
+        assert f"| {name} | {report.fmt(joint.params[name])} |" in text
+
+
 def test_report_without_fit_lists_runs_only(table, tmp_path):
     text = report.write_report(table, None, [], tmp_path / "r.md", problems=[]).read_text()
     assert "No fit given" in text and "## Figures" not in text

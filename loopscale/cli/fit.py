@@ -4,7 +4,11 @@ fit      fit a law to a runs table; prints (parameter, estimate, 95% CI), writes
          (`--out`; with `--group COL` one file per group, `NAME.<group>.json`) and, with `--plot`,
          a predicted-vs-observed figure (`loopscale.plots.plot_fit(table, fit, path)` when that
          module exists, otherwise a simple matplotlib scatter drawn here).
-compare  delta = B - A of a parameter (default phi) of two fit JSONs, CI from their bootstraps.
+         `fit runs.csv runs_tbptt.csv ... --joint variant` fits one joint law over the recipes in
+         column `variant` (shared E, A, alpha, B, beta; one phi per recipe; the r = 1 runs shared and
+         kept once), with delta-phi tests and the shared-parameter check (`loopscale.joint`).
+compare  delta = B - A of a parameter (default phi) of two fit JSONs, CI from their bootstraps;
+         given a joint fit, its delta-phi (bootstrap, profile, LR test) next to the separate fits'.
 equiv    N_eff and the cost-equivalent non-looped size of a looped model (and N*, D* at a budget).
 Heavy imports stay inside the functions so `loopscale --help` is fast.
 """
@@ -21,9 +25,13 @@ from . import UsageError
 def register(subparsers) -> None:
     p = subparsers.add_parser("fit", help="fit a scaling law (E, A, alpha, B, beta, phi) to a runs table",
                               description="Fit a scaling law to a runs table (CSV/Parquet).")
-    p.add_argument("table", help="runs table (CSV, .parquet or .jsonl)")
+    p.add_argument("tables", nargs="+", metavar="table",
+                   help="runs table (CSV, .parquet or .jsonl); several only with --joint")
     p.add_argument("--law", default="looped", choices=["looped", "chinchilla", "looped-free"])
     p.add_argument("--group", metavar="COL", help="fit each value of COL (e.g. variant) separately")
+    p.add_argument("--joint", metavar="COL",
+                   help="one joint fit over the recipes in COL (e.g. variant): shared dense parameters, "
+                        "one phi per recipe, delta-phi vs the first recipe (looped law)")
     p.add_argument("--bootstrap", type=int, default=0, metavar="N", help="bootstrap replicates")
     p.add_argument("--cluster", metavar="COL",
                    help="resample whole clusters: C (compute budgets), width, ... (needs --bootstrap)")
@@ -46,8 +54,8 @@ def register(subparsers) -> None:
     p.set_defaults(func=run_fit)
 
     c = subparsers.add_parser("compare", help="delta-phi between two fits with a bootstrap CI")
-    c.add_argument("fit_a", help="first fit JSON (A)")
-    c.add_argument("fit_b", help="second fit JSON (B); delta = B - A")
+    c.add_argument("fit_a", help="first fit JSON (A), or a joint fit (`fit --joint`) alone")
+    c.add_argument("fit_b", nargs="?", help="second fit JSON (B); delta = B - A")
     c.add_argument("--param", default="phi", help="parameter to compare (default phi)")
     c.add_argument("--seed", type=int, default=0, help="seed for pairing bootstrap replicates")
     c.set_defaults(func=run_compare)
@@ -61,6 +69,11 @@ def register(subparsers) -> None:
     src.add_argument("--fit", metavar="JSON", help="take phi (and E, A, B, ... ) from a fit JSON")
     e.add_argument("--budget", type=float, metavar="C",
                    help="also print compute-optimal N*, D* at this FLOP budget (needs --fit)")
+    e.add_argument("--flops-per-token", type=float, metavar="F",
+                   help="training FLOPs per token of the looped model (`loopscale params`); with "
+                        "--budget, D = C / F scales F with the model (default F = 6 (N_once + r N_rec))")
+    e.add_argument("--dense-flops-per-token", type=float, metavar="F",
+                   help="the same for the r = 1 model of N_once + N_rec parameters (default 6 N)")
     e.set_defaults(func=run_equiv)
 
 
@@ -84,6 +97,12 @@ def run_fit(args: argparse.Namespace) -> int:
         raise UsageError(str(err)) from None
     columns = ColumnMap(r=args.r_col, N_once=args.n_once_col, N_rec=args.n_rec_col, N=args.n_col,
                         D=args.d_col, C=args.c_col, L=args.loss_col)
+    if args.joint:
+        return run_joint_fit(args, loss, columns)
+    if len(args.tables) > 1:
+        raise UsageError(f"{len(args.tables)} tables given: several tables need --joint COL "
+                         "(one joint fit over the recipes in COL)")
+    args.table = args.tables[0]
     try:
         raw = read_table(args.table)
     except ValueError as err:
@@ -108,7 +127,7 @@ def run_fit(args: argparse.Namespace) -> int:
 
     out_paths = _out_paths(args.out, [g for g, _ in tables]) if args.out else [None] * len(tables)
     input_info = {"path": str(args.table), "sha256": file_sha256(args.table), "n_rows": len(raw),
-                  "columns": columns.as_dict()}
+                  **column_record(tables[0][1])}
     results = []
     with np.errstate(all="ignore"):
         for g, table in tables:
@@ -123,18 +142,105 @@ def run_fit(args: argparse.Namespace) -> int:
                 result.group = {"column": args.group, "value": _plain(g)}
             results.append((g, table, result))
 
+    _write(results, out_paths, args.plot)
+    return 0
+
+
+def _write(results, out_paths, plot) -> None:
+    """Print each fit, write its JSON and, with `plot`, its predicted-vs-observed figure."""
     for (g, table, result), path in zip(results, out_paths):
         _print_result(result, g)
+        if result.joint:
+            for line in joint_lines(result.joint):
+                print(line)
         if path is not None:
             path.parent.mkdir(parents=True, exist_ok=True)
             result.write_json(path)
             print(f"wrote {path}")
-    if args.plot:
-        for (g, table, result), path in zip(results, _out_paths(args.plot, [g for g, *_ in results])):
+    if plot:
+        for (g, table, result), path in zip(results, _out_paths(plot, [g for g, *_ in results])):
             path.parent.mkdir(parents=True, exist_ok=True)
             _plot(table, result, path)
             print(f"wrote {path}")
+
+
+def column_record(table) -> dict:
+    """What fit.json records about the columns: the source column actually used for each canonical
+    one, and the columns an explicit mapping shadowed (`tables.canonical_table` keeps both)."""
+    return {"columns": dict(table.attrs.get("columns_used", {})),
+            "ignored_columns": list(table.attrs.get("columns_ignored", []))}
+
+
+def run_joint_fit(args: argparse.Namespace, loss, columns) -> int:
+    """`fit T1 T2 ... --joint COL`: one joint law over the recipes in COL (`loopscale.joint`)."""
+    import numpy as np
+
+    from ..fit import file_sha256
+    from ..joint import fit_joint, joint_table
+    from ..tables import canonical_table, read_table
+
+    if args.law != "looped":
+        raise UsageError(f"--joint fits the looped law (one phi per recipe); got --law {args.law}")
+    if args.group:
+        raise UsageError("--joint and --group exclude each other (--joint fits the groups together)")
+    tables, inputs = [], []
+    for path in args.tables:
+        try:
+            raw = read_table(path)
+            table = canonical_table(raw, "looped-joint", columns)
+        except ValueError as err:
+            raise UsageError(f"{err} ({path})") from None
+        tables.append(table)
+        inputs.append({"path": str(path), "sha256": file_sha256(path), "n_rows": len(raw),
+                       **column_record(table)})
+    try:
+        table, recipes = joint_table(tables, args.joint)
+        if args.cluster and args.cluster not in table.columns:
+            raise ValueError(f"--cluster column {args.cluster!r} is not in the table")
+        with np.errstate(all="ignore"):
+            result = fit_joint(table, args.joint, recipes, loss, seed=args.seed,
+                               n_bootstrap=args.bootstrap, cluster=args.cluster,
+                               profile=not args.no_profile, n_refine=args.starts)
+    except ValueError as err:
+        raise UsageError(str(err)) from None
+    result.input = {"tables": inputs, "n_rows_used": len(table),
+                    "n_duplicate_rows_dropped": sum(len(t) for t in tables) - len(table)}
+    _write([(None, table, result)], [Path(args.out)] if args.out else [None], args.plot)
     return 0
+
+
+def joint_lines(j: dict) -> list[str]:
+    """Plain-text lines for a joint fit's delta-phi (joint vs separate) and shared-parameter check."""
+    fmt = lambda v: "open" if v is None else f"{v:+.4g}"  # noqa: E731
+    lines = []
+    ref = j["reference"]
+    for g, d in j["delta_phi"].items():
+        head = f"delta phi = phi[{g}] - phi[{ref}] = {d['estimate']:+.4g}"
+        if d.get("bootstrap_ci"):
+            lo, hi = d["bootstrap_ci"]
+            head += f"; joint bootstrap 95% CI [{lo:+.4g}, {hi:+.4g}] (width {hi - lo:.4g}, se {d['se']:.3g})"
+        lines.append(head)
+        if d.get("profile_interval"):
+            lo, hi = d["profile_interval"]
+            lines.append(f"  joint profile 95% interval [{fmt(lo)}, {fmt(hi)}]")
+        lr = d["lr_test"]
+        lines.append(f"  LR test of delta phi = 0: statistic {lr['statistic']:.3g} (chi2, 1 df), "
+                     f"p = {lr['p_value']:.3g}")
+        sep = d.get("separate")
+        if sep:
+            if sep.get("ci"):
+                lo, hi = sep["ci"]
+                lines.append(f"  separate fits: delta phi = {sep['delta']:+.4g}, 95% CI [{lo:+.4g}, {hi:+.4g}] "
+                             f"(width {hi - lo:.4g}, {sep['n_replicates']} randomly paired replicates)")
+            else:
+                lines.append(f"  separate fits: delta phi = {sep['delta']:+.4g} (no CI without --bootstrap)")
+    chk = j.get("shared_check")
+    if chk:
+        verdict = "the recipes do NOT share the dense model" if chk["p_value"] < 0.05 else \
+            "consistent with shared dense parameters"
+        lines.append(f"shared-parameter check (joint vs separate fits): LR statistic {chk['statistic']:.3g} "
+                     f"({chk['df']} df), p = {chk['p_value']:.3g}: {verdict}")
+    return lines
 
 
 def _out_paths(path: str, groups: list) -> list[Path]:
@@ -155,6 +261,7 @@ def _plain(value):
 
 def _print_result(result, group=None) -> None:
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     title = f"{result.law} fit" + (f" — {result.group['column']} = {group}" if group is not None else "")
@@ -164,7 +271,7 @@ def _print_result(result, group=None) -> None:
     t.add_column("95% CI", justify="right")
     for name, value in result.params.items():
         ci = result.ci95.get(name)
-        t.add_row(name, f"{value:.6g}", f"[{ci[0]:.4g}, {ci[1]:.4g}]" if ci else "—")
+        t.add_row(escape(name), f"{value:.6g}", f"[{ci[0]:.4g}, {ci[1]:.4g}]" if ci else "—")
     console = Console()
     console.print(t)
     lines = [f"rows {result.n_rows}; objective {result.objective:.6g} ({result.settings['loss']}"
@@ -233,7 +340,15 @@ def _load_fit(path: str):
 def run_compare(args: argparse.Namespace) -> int:
     from ..fit import compare_param
 
-    a, b = _load_fit(args.fit_a), _load_fit(args.fit_b)
+    a = _load_fit(args.fit_a)
+    if args.fit_b is None:
+        if not a.joint:
+            raise UsageError(f"{args.fit_a} is not a joint fit (`loopscale fit ... --joint COL`); "
+                             "give two fit JSONs to compare")
+        for line in joint_lines(a.joint):
+            print(line)
+        return 0
+    b = _load_fit(args.fit_b)
     try:
         out = compare_param(a, b, args.param, seed=args.seed)
     except ValueError as err:
@@ -269,8 +384,15 @@ def run_equiv(args: argparse.Namespace) -> int:
         if args.budget <= 0:
             raise UsageError(f"--budget must be > 0; got {args.budget}")
         f = args.n_once / (args.n_once + args.n_rec)
+        per_param = {1.0: 6.0, args.r: 6.0}  # F / (N_once + r N_rec) per r: each r's own FLOPs per token
+        for r, F, N in ((1.0, args.dense_flops_per_token, sizes.N_unique),
+                        (args.r, args.flops_per_token, sizes.N_cost)):
+            if F is not None:
+                if not F > 0:
+                    raise UsageError(f"FLOPs per token must be > 0; got {F}")
+                per_param[r] = F / N
         for r, frac in ((1.0, 1.0), (args.r, f)):
-            opt = compute_optimal(fit.params, args.budget, r, frac)
+            opt = compute_optimal(fit.params, args.budget, r, frac, per_param[r])
             print(f"  compute-optimal at C = {args.budget:.3g}, r = {r:g}: N_cost* = {_m(opt.N_cost)}, "
                   f"N_eff* = {_m(opt.N_eff)}, D* = {opt.D:.3g} tokens, L* = {opt.L:.4f}")
     return 0
