@@ -48,6 +48,9 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as err:
         print(f"loopscale {args.command}: error: {err}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # Ctrl-C: workers are stopped where they were started; one line, no traceback
+        print(f"loopscale {args.command}: interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

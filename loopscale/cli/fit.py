@@ -66,6 +66,7 @@ def register(subparsers) -> None:
 def run_fit(args: argparse.Namespace) -> int:
     import numpy as np
 
+    from ..atomic import atomic_path
     from ..fit import Loss, file_sha256, fit_table
     from ..tables import ColumnMap, canonical_table, read_table
 
@@ -103,6 +104,9 @@ def run_fit(args: argparse.Namespace) -> int:
         tables.append((g, table))
 
     out_paths = _out_paths(args.out, [g for g, _ in tables]) if args.out else [None] * len(tables)
+    plot_paths = _out_paths(args.plot, [g for g, _ in tables]) if args.plot else [None] * len(tables)
+    _check_writable(out_paths, "--out")  # before the fit, not after it
+    _check_writable(plot_paths, "--plot")
     input_info = {"path": str(args.table), "sha256": file_sha256(args.table), "n_rows": len(raw),
                   "columns": columns.as_dict()}
     results = []
@@ -119,18 +123,31 @@ def run_fit(args: argparse.Namespace) -> int:
                 result.group = {"column": args.group, "value": _plain(g)}
             results.append((g, table, result))
 
-    for (g, table, result), path in zip(results, out_paths):
+    for g, table, result in results:
         _print_result(result, g)
+    # figures first, each JSON last and atomically (loopscale/atomic.py): a failed plot leaves no fit.json
+    for (g, table, result), path in zip(results, plot_paths):
         if path is not None:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            result.write_json(path)
+            with atomic_path(path) as tmp:
+                _plot(table, result, tmp)
             print(f"wrote {path}")
-    if args.plot:
-        for (g, table, result), path in zip(results, _out_paths(args.plot, [g for g, *_ in results])):
-            path.parent.mkdir(parents=True, exist_ok=True)
-            _plot(table, result, path)
+    for (g, table, result), path in zip(results, out_paths):
+        if path is not None:
+            with atomic_path(path) as tmp:
+                result.write_json(tmp)
             print(f"wrote {path}")
     return 0
+
+
+def _check_writable(paths: list, what: str) -> None:
+    from ..atomic import check_writable
+
+    for path in paths:
+        if path is not None:
+            try:
+                check_writable(path, what)
+            except ValueError as err:
+                raise UsageError(str(err)) from None
 
 
 def _out_paths(path: str, groups: list) -> list[Path]:
