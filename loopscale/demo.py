@@ -91,6 +91,10 @@ def run_demo(settings: DemoSettings, console=None) -> DemoOutputs:
             progress.update(task, description=f"{cfg.run_name:<28}")
             if not is_finished(run_dir_of(cfg)):
                 record = run_training(cfg)
+                if record["status"] != "done":  # e.g. running elsewhere (another demo holds its lock)
+                    progress.console.print(f"  {cfg.run_name:<28} {record['status']}: {record.get('reason')}")
+                    progress.advance(task)
+                    continue
                 n_trained += 1
                 progress.console.print(f"  {cfg.run_name:<28} L = {record['L']:.4f}  "
                                        f"({record['steps']} steps, {record['wall_time_s']:.1f} s)")

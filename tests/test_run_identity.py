@@ -156,14 +156,17 @@ def test_two_launches_of_one_run_train_it_once(tmp_path, data_dir):
 
 @pytest.mark.parametrize("override", ["run_name=../../../escape", "run_name=/tmp/abs", "sweep=a/b",
                                       "point=C1e9-d32-x/../../../../escape2", "run_name=.."])
-def test_unsafe_names_are_refused_and_write_nothing(tmp_path, data_dir, override):
+def test_unsafe_names_are_refused_and_write_nothing_outside_runs_dir(tmp_path, data_dir, override):
     runs = tmp_path / "deep" / "runs"
-    proc = run_cli([*SHORT, f"runs_dir={runs}", f"data.data_dir={data_dir}", override,
-                    "hydra.run.dir=" + str(tmp_path / "hydra")], cwd=tmp_path)
-    assert proc.returncode != 0
-    assert "is not a safe name" in proc.stderr
-    written = [p for p in tmp_path.rglob("*") if p.is_file() and "hydra" not in p.parts]
-    assert written == []
+    for hydra_dir in ([], ["hydra.run.dir=" + str(tmp_path / "hydra")]):  # Hydra's own check, then ours
+        proc = run_cli([*SHORT, f"runs_dir={runs}", f"data.data_dir={data_dir}", override, *hydra_dir],
+                       cwd=tmp_path)
+        assert proc.returncode != 0
+        assert "is not a safe name" in proc.stderr
+    outside = [p for p in tmp_path.rglob("*") if p.is_file() and runs not in p.parents and "hydra" not in p.parts]
+    assert outside == []
+    # at most the failure record of a safe run name (an unsafe point under run_name=same)
+    assert [p.relative_to(runs).as_posix() for p in runs.rglob("*") if p.is_file()] in ([], ["default/same/run.json"])
 
 
 @pytest.mark.parametrize("override, message", [("optim.lr=nan", "lr=nan must be a finite number"),
