@@ -83,6 +83,18 @@ def stored_identity(run_dir: Path, record_file: str = "run.json") -> dict[str, A
     return None
 
 
+def comparable(old: dict[str, Any], new: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(old, new) without the fields that a code change added or removed: a field the run dir does not
+    know counts only when this launch sets it away from its default; a field the code no longer has is
+    not compared. So updating loopscale does not orphan every run dir, while a real change still shows."""
+    from loopscale.config import TrainConfig
+
+    defaults = identity_of(TrainConfig())
+    old = {k: v for k, v in old.items() if k in new}
+    new = {k: v for k, v in new.items() if k in old or v != defaults.get(k, object())}
+    return old, new
+
+
 def differences(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     missing = object()
     return [f"{k}: {old.get(k, missing)!r} in the run dir, {new.get(k, missing)!r} now".replace(
@@ -112,6 +124,8 @@ def claim(run_dir: Path, config: Any, restart: bool = False, record_file: str = 
     identity = identity_of(config)
     digest = identity_hash(identity)
     old = stored_identity(run_dir, record_file)
+    if old is not None:
+        old, identity = comparable(old, identity)
     if old is not None and old != identity and not trained_anything(run_dir, record_file):
         log.info("%s: claimed by a changed config (the earlier one trained nothing)", run_dir)
         old = None
@@ -128,5 +142,5 @@ def claim(run_dir: Path, config: Any, restart: bool = False, record_file: str = 
                 shutil.rmtree(entry) if entry.is_dir() and not entry.is_symlink() else entry.unlink()
         old = None
     if old is None or not (run_dir / IDENTITY_FILE).is_file():
-        write_json_atomic(run_dir / IDENTITY_FILE, {"hash": digest, "identity": identity})
+        write_json_atomic(run_dir / IDENTITY_FILE, {"hash": digest, "identity": identity_of(config)})
     return digest

@@ -242,3 +242,19 @@ def test_a_planted_checkpoint_runs_no_code(tmp_path, data_dir):
     assert proc.returncode != 0
     assert not marker.exists(), "the planted checkpoint ran code"
     assert "Weights only load failed" in read_record(run_dir)["reason"]
+
+
+def test_a_field_added_by_a_code_update_does_not_orphan_old_runs(tmp_path):
+    cfg = train_config(SHORT)
+    run_dir = tmp_path / "run"
+    claim(run_dir, cfg)
+    (run_dir / "checkpoints").mkdir()
+    (run_dir / CHECKPOINT).write_bytes(b"trained")  # something to protect
+    stored = json.loads((run_dir / IDENTITY_FILE).read_text())
+    # as written by a loopscale without optim.grad_clip, and with a field this version no longer has
+    del stored["identity"]["optim.grad_clip"]
+    stored["identity"]["model.retired_option"] = 3
+    (run_dir / IDENTITY_FILE).write_text(json.dumps(stored))
+    claim(run_dir, cfg)  # the new field at its default: the same run
+    with pytest.raises(IdentityMismatch, match=r"optim.grad_clip: \(absent\) in the run dir, 0.5 now"):
+        claim(run_dir, train_config([*SHORT, "optim.grad_clip=0.5"]))
