@@ -167,7 +167,7 @@ def _encode_batch(batch: dict, tokenizer: "Tokenizer", eot: Optional[int], dtype
 def tokenize(docs: "datasets.Dataset", tok: "Tokenizer", dtype: type, num_proc: int,
              cache_file: Path) -> "datasets.Dataset":
     """Dataset with columns ids (list of token ids) and n_tokens, written to `cache_file` (in staging)."""
-    with _fork_quietly(num_proc):
+    with _fork_quietly(num_proc), _ctrl_c_in_parent_only():
         try:
             return docs.map(
                 _encode_batch,
@@ -182,6 +182,28 @@ def tokenize(docs: "datasets.Dataset", tok: "Tokenizer", dtype: type, num_proc: 
         except BaseException:
             _stop_workers()  # Ctrl-C or an error: no worker may outlive this call
             raise
+
+
+@contextlib.contextmanager
+def _ctrl_c_in_parent_only() -> Iterator[None]:
+    """A terminal's Ctrl-C reaches the whole process group. The forked workers inherit this handler, which
+    ignores it outside the parent: the parent alone raises KeyboardInterrupt and stops them (_stop_workers),
+    instead of every worker printing its own traceback."""
+    parent = os.getpid()
+
+    def on_sigint(signum, frame):
+        if os.getpid() == parent:
+            raise KeyboardInterrupt
+
+    try:
+        previous = signal.signal(signal.SIGINT, on_sigint)
+    except ValueError:  # not the main thread: signals are not ours to handle
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def _stop_workers(grace_s: float = 2.0) -> None:
