@@ -8,6 +8,7 @@ step s from (seed, s, rank) alone).
 
 from __future__ import annotations
 
+import errno
 import os
 from pathlib import Path
 
@@ -20,9 +21,16 @@ def save_atomic(trainer, path: Path) -> None:
     tmp = path.with_name(path.name + ".tmp")
     if trainer.is_global_zero:
         path.parent.mkdir(parents=True, exist_ok=True)
-    trainer.save_checkpoint(str(tmp), weights_only=False)  # every rank must call it (sharded strategies gather here)
-    if trainer.is_global_zero:
-        os.replace(tmp, path)
+    try:
+        trainer.save_checkpoint(str(tmp), weights_only=False)  # every rank calls it (sharded strategies gather)
+        if trainer.is_global_zero:
+            os.replace(tmp, path)
+    except BaseException as err:
+        if trainer.is_global_zero:
+            tmp.unlink(missing_ok=True)  # a partial checkpoint frees its space for the failure record
+        if _disk_full(err):
+            raise OSError(errno.ENOSPC, "No space left on device while writing a checkpoint", str(tmp)) from err
+        raise
     trainer.strategy.barrier("loopscale-ckpt")
 
 
@@ -42,6 +50,13 @@ def prune_hpc_checkpoints(hpc_dir: Path) -> None:
     """Delete the hpc checkpoints in `hpc_dir` (~15 GB each at s = 34): called once a newer last.ckpt exists."""
     for path in Path(hpc_dir).glob(HPC_CHECKPOINT_GLOB):
         path.unlink(missing_ok=True)
+
+
+def _disk_full(err: BaseException) -> bool:
+    """torch.save reports a full disk as RuntimeError('... file write failed'), not as OSError(ENOSPC)."""
+    if isinstance(err, OSError):
+        return err.errno in (errno.ENOSPC, errno.EDQUOT)
+    return isinstance(err, RuntimeError) and "write failed" in str(err)
 
 
 def fork_checkpoint_path(checkpoint_dir: Path, step: int) -> Path:

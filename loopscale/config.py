@@ -10,6 +10,8 @@ Names follow the literature: d_model, n_layer; r = recurrence count; p / k / c =
 
 from __future__ import annotations
 
+import math
+import re
 from dataclasses import dataclass, field, replace
 from typing import Any, List, Optional
 
@@ -28,8 +30,25 @@ def _check_choice(name: str, value: Any, allowed: tuple) -> None:
 
 
 def _check_positive(name: str, value: Any) -> None:
-    if value is None or value <= 0:
-        raise ValueError(f"{name}={value!r} must be > 0")
+    if value is None or not math.isfinite(value) or value <= 0:  # NaN <= 0 is False: test finiteness too
+        raise ValueError(f"{name}={value!r} must be a finite number > 0")
+
+
+def _check_finite(name: str, value: Any) -> None:
+    if value is None or not math.isfinite(value):
+        raise ValueError(f"{name}={value!r} must be a finite number")
+
+
+# Run, sweep and point names become path components under runs_dir: letters, digits and . _ , = + -,
+# starting with a letter, digit or _, and no '..' (so no name can climb out of runs_dir or be absolute).
+NAME_PATTERN = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.,=+-]{0,199}")
+
+
+def check_name(field_name: str, value: Any) -> None:
+    """ValueError unless `value` is a safe single path component (see NAME_PATTERN)."""
+    if not isinstance(value, str) or not NAME_PATTERN.fullmatch(value) or ".." in value:
+        raise ValueError(f"{field_name}={value!r} is not a safe name: use 1-200 letters, digits and . _ , = + - "
+                         "(starting with a letter, digit or _), no '/' and no '..'")
 
 
 def pad_vocab(vocab_size: int, multiple: int = VOCAB_MULTIPLE) -> int:
@@ -241,6 +260,8 @@ class OptimConfig:
 
     def __post_init__(self) -> None:
         _check_positive("lr", self.lr)
+        for name in ("weight_decay", "beta1", "beta2", "eps", "grad_clip"):
+            _check_finite(name, getattr(self, name))
         _check_choice("schedule", self.schedule, SCHEDULES)
         _check_choice("decay_shape", self.decay_shape, ("linear", "sqrt"))
         for name in ("warmup_frac", "final_lr_frac", "decay_frac"):
@@ -366,6 +387,17 @@ class TrainConfig:
     run_name: str = "run"
     runs_dir: str = "runs"
     point: Optional[str] = None  # grid point label "C<budget>-d<width>" set by sweeps (see sweeps/README)
+    # A run dir belongs to one config (loopscale/identity.py): a relaunch whose config differs is an error,
+    # unless restart=true, which deletes that run's files and starts it over.
+    restart: bool = False
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.seed < 2**32:  # what numpy and Lightning accept as a seed
+            raise ValueError(f"seed={self.seed!r} must be in [0, 2**32 - 1]")
+        check_name("sweep", self.sweep)
+        check_name("run_name", self.run_name)
+        if self.point is not None:
+            check_name("point", self.point)
 
 
 def with_vocab(cfg: TrainConfig, vocab_size: int) -> TrainConfig:
@@ -431,6 +463,11 @@ def budget_tag(mode: str, compute_flops: Any, tokens: Any, tokens_per_param: Any
     return f"R{short(tokens_per_param)}"
 
 
+def _safe_name(field_name: str, value: Any) -> str:
+    check_name(field_name, str(value))
+    return str(value)
+
+
 def register_resolvers() -> None:
     """OmegaConf resolvers used by sweeps/*.yaml (`${ls.point_flops:${point}}` etc.)."""
     from omegaconf import OmegaConf
@@ -440,6 +477,7 @@ def register_resolvers() -> None:
         ("ls.point_width", lambda p: _parse_point(p)["d_model"]),
         ("ls.budget_tag", budget_tag),
         ("ls.ceil_half", lambda r: -(-int(r) // 2)),
+        ("ls.safe_name", _safe_name),
     ):
         if not OmegaConf.has_resolver(name):
             OmegaConf.register_new_resolver(name, fn)

@@ -58,6 +58,7 @@ def run_demo(settings: DemoSettings, console=None) -> DemoOutputs:
         TimeRemainingColumn
 
     from loopscale import plots
+    from loopscale.atomic import atomic_path
     from loopscale.fit import fit_table
     from loopscale.records import collect, is_finished, runs_table
     from loopscale.report import write_report
@@ -90,6 +91,10 @@ def run_demo(settings: DemoSettings, console=None) -> DemoOutputs:
             progress.update(task, description=f"{cfg.run_name:<28}")
             if not is_finished(run_dir_of(cfg)):
                 record = run_training(cfg)
+                if record["status"] != "done":  # e.g. running elsewhere (another demo holds its lock)
+                    progress.console.print(f"  {cfg.run_name:<28} {record['status']}: {record.get('reason')}")
+                    progress.advance(task)
+                    continue
                 n_trained += 1
                 progress.console.print(f"  {cfg.run_name:<28} L = {record['L']:.4f}  "
                                        f"({record['steps']} steps, {record['wall_time_s']:.1f} s)")
@@ -100,7 +105,8 @@ def run_demo(settings: DemoSettings, console=None) -> DemoOutputs:
     rows, problems = collect(sweep_dir)
     table = runs_table(rows)
     runs_csv = out / "runs.csv"
-    table.to_csv(runs_csv, index=False)
+    with atomic_path(runs_csv) as tmp:
+        table.to_csv(tmp, index=False)
 
     console.print(f"[4/5] fitting the looped law ({settings.n_bootstrap} bootstrap replicates, phi profile, "
                   "largest budget held out)")
@@ -113,12 +119,14 @@ def run_demo(settings: DemoSettings, console=None) -> DemoOutputs:
         fit = fit_table(looped_table, law="looped", seed=settings.seed, n_bootstrap=settings.n_bootstrap)
     fit.input = {"path": str(runs_csv), "n_rows": len(table)}
     fit_path = out / "fit.json"
-    fit.write_json(fit_path)
+    with atomic_path(fit_path) as tmp:
+        fit.write_json(tmp)
     fit_free_path = None
     try:
         free = fit_table(canonical_table(table, "looped-free"), law="looped-free", seed=settings.seed)
         fit_free_path = out / "fit_free.json"
-        free.write_json(fit_free_path)
+        with atomic_path(fit_free_path) as tmp:
+            free.write_json(tmp)
     except ValueError as err:  # e.g. no r = 1 runs in a reduced demo: the diagnostic is skipped, not faked
         console.print(f"  looped-free diagnostic skipped: {err}")
         free = None

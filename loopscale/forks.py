@@ -149,8 +149,11 @@ def run_forks(cfg: TrainConfig) -> dict[str, Any]:
     its fork checkpoint. A failed or diverged branch is recorded and the others still run; the first such
     error is raised at the end."""
     from loopscale.checkpoint import fork_checkpoint_path
+    from loopscale.identity import IdentityMismatch, claim
+    from loopscale.runlock import RunLocked
     from loopscale.shards import prepare
-    from loopscale.train import CHECKPOINT, fit_run, plan_run, run_dir_of
+    from loopscale.train import (CHECKPOINT, fit_run, launching_rank, plan_run, run_dir_lock, run_dir_of,
+                                 running_elsewhere)
 
     prepared = prepare(cfg.data, progress=cfg.trainer.progress)
     cfg = with_vocab(cfg, prepared.vocab_size)
@@ -166,6 +169,12 @@ def run_forks(cfg: TrainConfig) -> dict[str, Any]:
         wanted = [plan.branches[tags.index(stage)]]
     else:
         raise ValueError(f"budget.fork_stage={stage!r}: choose 'all', 'parent' or a branch tag: {', '.join(tags)}")
+
+    # the parent dir must hold this model's parent (loopscale/identity.py); each branch dir is checked
+    # when its turn comes, below
+    parent_cfg = parent_config(cfg, plan)
+    if launching_rank():
+        claim(parent_dir, parent_cfg, restart=cfg.restart, record_file=PARENT_FILE)
 
     def fork_ckpt(branch: Branch) -> Path:
         return fork_checkpoint_path(parent_dir / CHECKPOINT.parent, branch.fork_step)
@@ -184,29 +193,41 @@ def run_forks(cfg: TrainConfig) -> dict[str, Any]:
         if stage not in ("all", "parent"):
             raise FileNotFoundError(f"branch {stage} needs {fork_ckpt(missing[0])}: run budget.fork_stage=parent "
                                     "first (e.g. as the SLURM job this one depends on)")
-        parent_cfg = parent_config(cfg, plan)
         assert plan_run(parent_cfg).steps == plan.parent_steps
         log.info("stable parent %s: %d steps (warmup %d), forks at %s", parent_dir, plan.parent_steps,
                  plan.warmup_steps, plan.fork_steps)
-        parent_record = fit_run(parent_cfg, parent_dir, fork_steps=plan.fork_steps, record_file=PARENT_FILE,
-                                validate=False,
-                                extra_record={"role": "stable-parent", "fork_steps": plan.fork_steps,
-                                              "branches": [branch_name(cfg, b) for b in plan.branches],
-                                              "C_independent": plan.C_independent, "C_forked": plan.C_forked})
+        try:
+            with run_dir_lock(parent_dir):
+                parent_record = fit_run(parent_cfg, parent_dir, fork_steps=plan.fork_steps,
+                                        record_file=PARENT_FILE, validate=False,
+                                        extra_record={"role": "stable-parent", "fork_steps": plan.fork_steps,
+                                                      "branches": [branch_name(cfg, b) for b in plan.branches],
+                                                      "C_independent": plan.C_independent,
+                                                      "C_forked": plan.C_forked})
+        except RunLocked as err:  # another job trains this parent: its branches are that job's
+            return running_elsewhere(err, parent_dir)
     records, first_error = [], None
     for branch in wanted:
         branch_cfg = branch_config(cfg, plan, branch)
         branch_dir = run_dir_of(branch_cfg)
-        if is_finished(branch_dir):
-            records.append(read_record(branch_dir))
-            continue
         assert plan_run(branch_cfg).steps == branch.steps
-        log.info("branch %s: from %s, cooldown steps %d..%d", branch_dir, fork_ckpt(branch).name, branch.fork_step,
-                 branch.steps)
         try:
-            records.append(fit_run(branch_cfg, branch_dir, start_ckpt=fork_ckpt(branch),
-                                   extra_record={"parent": str(parent_dir), "fork_step": branch.fork_step,
-                                                 "role": "branch"}))
+            with run_dir_lock(branch_dir):
+                if launching_rank():
+                    claim(branch_dir, branch_cfg, restart=cfg.restart)
+                if is_finished(branch_dir):
+                    records.append(read_record(branch_dir))
+                    continue
+                log.info("branch %s: from %s, cooldown steps %d..%d", branch_dir, fork_ckpt(branch).name,
+                         branch.fork_step, branch.steps)
+                records.append(fit_run(branch_cfg, branch_dir, start_ckpt=fork_ckpt(branch),
+                                       extra_record={"parent": str(parent_dir), "fork_step": branch.fork_step,
+                                                     "role": "branch"}))
+        except RunLocked as err:
+            records.append(running_elsewhere(err, branch_dir))
+        except IdentityMismatch as err:  # another config's branch: not touched, not ours to report as done
+            log.error("branch %s: %s", branch_dir, err)
+            first_error = first_error or err
         except Exception as err:  # recorded in the branch's run.json by fit_run; the other branches go on
             log.error("branch %s failed: %s", branch_dir, err)
             first_error = first_error or err

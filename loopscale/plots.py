@@ -33,6 +33,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.ticker import NullFormatter
 
+from .atomic import atomic_path
 from .derived import optimal_size
 from .fit import FitResult, budget_clusters, compare_param
 from .laws import n_eff, predict_loss
@@ -433,7 +434,8 @@ def predicted_vs_observed(table: pd.DataFrame, fit) -> Figure:
 def plot_fit(table: pd.DataFrame, fit, path, dpi: int = 110) -> Path:
     """Write `predicted_vs_observed` to path (what `loopscale fit --plot PATH` calls)."""
     path = Path(path)
-    predicted_vs_observed(table, fit).savefig(path, dpi=dpi)
+    with atomic_path(path) as tmp:
+        predicted_vs_observed(table, fit).savefig(tmp, dpi=dpi)
     return path
 
 
@@ -644,6 +646,7 @@ def save_figures(drawn: Mapping[str, Figure], out_dir, dpi: int = 110) -> list[P
     paths = []
     for name, fig in drawn.items():
         path = out_dir / f"{name}.png"
-        fig.savefig(path, dpi=dpi)
+        with atomic_path(path) as tmp:  # never a cut PNG (loopscale/atomic.py)
+            fig.savefig(tmp, dpi=dpi)
         paths.append(path)
     return paths

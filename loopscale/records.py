@@ -8,12 +8,12 @@ checkpoints/last.ckpt, metrics.csv (the CSV logger), .hydra/ (the composed confi
 from __future__ import annotations
 
 import json
-import os
 import platform
 import subprocess
-import tempfile
 from pathlib import Path
 from typing import Any, Iterable
+
+from loopscale.atomic import write_json_atomic  # noqa: F401  (run.json is written with it)
 
 RUN_FILE = "run.json"
 # The record of a forked sweep's stable parent (loopscale/forks.py): not a point of the law, so not run.json.
@@ -27,21 +27,6 @@ TABLE_COLUMNS = [
 ]
 # Columns of the list of runs that are not done (collect's second result).
 PROBLEM_COLUMNS = ["run_dir", "status", "reason", "step"]
-
-
-def write_json_atomic(path: Path, payload: dict[str, Any]) -> None:
-    """Write JSON so that a reader never sees a half-written file: temp file in the same dir + rename."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(payload, f, indent=2, sort_keys=False, default=str)
-            f.write("\n")
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def read_record(run_dir: Path, name: str = RUN_FILE) -> dict[str, Any] | None:

@@ -18,6 +18,7 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 import pandas as pd
 
+from .atomic import write_text_atomic
 from .fit import FitResult
 from .plots import budgets, load_fit
 
@@ -232,6 +233,5 @@ def write_report(table: pd.DataFrame, fit=None, figures: Sequence[Path] = (), ou
     """
     out_path = Path(out_path)
     text = build_report(table, fit, figures, out_path.parent, problems, title)
-    out_path.parent.mkdir(parents=True, exist_ok=True)
-    out_path.write_text(text)
+    write_text_atomic(out_path, text)
     return out_path

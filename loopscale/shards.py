@@ -22,11 +22,14 @@ Layout of a finished cache entry:
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import json
 import os
 import shutil
+import signal
 import socket
+import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterator, Optional
@@ -134,8 +137,27 @@ def split_documents(n_docs: int, val_fraction: float, seed: int) -> tuple[np.nda
     return np.sort(perm[n_val:]), np.sort(perm[:n_val])
 
 
+_PARENT_PID = os.getpid()
+
+
+def _die_with_parent() -> None:
+    """In a tokenizer worker: ask Linux to SIGKILL this process when its parent dies, so a killed or
+    interrupted prepare never leaves a worker behind holding its share of the corpus (prctl PR_SET_PDEATHSIG)."""
+    global _PARENT_PID
+    if os.getpid() == _PARENT_PID:
+        return
+    _PARENT_PID = os.getpid()  # once per worker
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)  # 1 = PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # not Linux: the pool's own terminate() is all there is
+        pass
+
+
 def _encode_batch(batch: dict, tokenizer: "Tokenizer", eot: Optional[int], dtype: type) -> dict:
     # runs in datasets.map workers: one row per document -> its ids (+ EOT), stored compactly as `dtype`
+    _die_with_parent()
     encodings = tokenizer.encode_batch(batch["text"], add_special_tokens=False)
     tail = [] if eot is None else [eot]
     ids = [np.asarray(e.ids + tail, dtype=dtype) for e in encodings]
@@ -145,17 +167,61 @@ def _encode_batch(batch: dict, tokenizer: "Tokenizer", eot: Optional[int], dtype
 def tokenize(docs: "datasets.Dataset", tok: "Tokenizer", dtype: type, num_proc: int,
              cache_file: Path) -> "datasets.Dataset":
     """Dataset with columns ids (list of token ids) and n_tokens, written to `cache_file` (in staging)."""
-    with _fork_quietly(num_proc):
-        return docs.map(
-            _encode_batch,
-            batched=True,
-            batch_size=16,  # plays are ~130k characters; small batches spread work over workers
-            num_proc=num_proc if num_proc > 1 and len(docs) >= 2 * num_proc else None,
-            fn_kwargs={"tokenizer": tok, "eot": eot_id(tok), "dtype": dtype},
-            remove_columns=docs.column_names,
-            cache_file_name=str(cache_file),
-            desc=f"tokenize {cache_file.stem}",
-        )
+    with _fork_quietly(num_proc), _ctrl_c_in_parent_only():
+        try:
+            return docs.map(
+                _encode_batch,
+                batched=True,
+                batch_size=16,  # plays are ~130k characters; small batches spread work over workers
+                num_proc=num_proc if num_proc > 1 and len(docs) >= 2 * num_proc else None,
+                fn_kwargs={"tokenizer": tok, "eot": eot_id(tok), "dtype": dtype},
+                remove_columns=docs.column_names,
+                cache_file_name=str(cache_file),
+                desc=f"tokenize {cache_file.stem}",
+            )
+        except BaseException:
+            _stop_workers()  # Ctrl-C or an error: no worker may outlive this call
+            raise
+
+
+@contextlib.contextmanager
+def _ctrl_c_in_parent_only() -> Iterator[None]:
+    """A terminal's Ctrl-C reaches the whole process group. The forked workers inherit this handler, which
+    ignores it outside the parent: the parent alone raises KeyboardInterrupt and stops them (_stop_workers),
+    instead of every worker printing its own traceback."""
+    parent = os.getpid()
+
+    def on_sigint(signum, frame):
+        if os.getpid() == parent:
+            raise KeyboardInterrupt
+
+    try:
+        previous = signal.signal(signal.SIGINT, on_sigint)
+    except ValueError:  # not the main thread: signals are not ours to handle
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _stop_workers(grace_s: float = 2.0) -> None:
+    """Terminate the worker processes datasets started (it uses the `multiprocess` package), then kill
+    any that are still there after `grace_s`."""
+    try:
+        import multiprocess
+    except ImportError:
+        return
+    workers = multiprocess.active_children()
+    for w in workers:
+        w.terminate()
+    deadline = time.monotonic() + grace_s
+    for w in workers:
+        w.join(max(0.0, deadline - time.monotonic()))
+        if w.is_alive():
+            w.kill()
+            w.join(1.0)
 
 
 @contextlib.contextmanager
@@ -176,6 +242,20 @@ def _write_chunk(out: np.memmap, start: int, chunk: np.ndarray) -> None:
     out[start:start + len(chunk)] = chunk
 
 
+def reserve(path: Path, n_bytes: int) -> None:
+    """Create `path` with `n_bytes` of disk space allocated. A memmap over a sparse file that the disk
+    cannot back dies of SIGBUS at the first page it cannot write; reserving first turns a full disk into
+    an OSError(ENOSPC) here, before any token is written."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        if hasattr(os, "posix_fallocate"):
+            os.posix_fallocate(fd, 0, n_bytes)
+        else:  # macOS: no fallocate; a sparse file (the old behaviour)
+            os.ftruncate(fd, n_bytes)
+    finally:
+        os.close(fd)
+
+
 def write_shard(path: Path, tokens: "datasets.Dataset", dtype: type, progress: bool = False) -> int:
     """Concatenate the `ids` column into a flat memmap at `path`; returns the token count."""
     import pyarrow.compute as pc
@@ -184,7 +264,8 @@ def write_shard(path: Path, tokens: "datasets.Dataset", dtype: type, progress: b
     n_tokens = int(np.sum(tokens.with_format("numpy")["n_tokens"]))
     if n_tokens == 0:
         raise DataError(f"{path.name}: the documents tokenize to zero tokens")
-    out = np.memmap(path, dtype=dtype, mode="w+", shape=(n_tokens,))
+    reserve(path, n_tokens * np.dtype(dtype).itemsize)
+    out = np.memmap(path, dtype=dtype, mode="r+", shape=(n_tokens,))
     start = 0
     with tqdm(total=n_tokens, unit="tok", unit_scale=True, desc=f"write {path.name}", disable=not progress) as bar:
         for batch in tokens.with_format("arrow").iter(batch_size=WRITE_BATCH_DOCS):
@@ -289,12 +370,35 @@ def prepare(cfg: "DataConfig", progress: bool = True) -> PreparedData:
             if not (root / "meta.json").is_file():  # not "another process published it first"
                 raise
             shutil.rmtree(staging, ignore_errors=True)
-    except BaseException:
+    except BaseException as err:
         shutil.rmtree(staging, ignore_errors=True)
         if created_data_dir and not any(data_dir.iterdir()):
             data_dir.rmdir()  # we created it for nothing
+        if _in_chain(err, lambda e: isinstance(e, KeyboardInterrupt)):
+            # datasets' pool may raise a TimeoutError while it unwinds the Ctrl-C: report the Ctrl-C
+            raise KeyboardInterrupt from None
+        if _in_chain(err, _is_disk_full):  # one line, not the tokenizer workers' tracebacks
+            raise DataError(f"no space left on the device of data_dir={str(data_dir)!r} while preparing {key}; "
+                            "free space there or point data.data_dir elsewhere (nothing was left behind)") from None
         raise
     return load_prepared(root)
+
+
+def _is_disk_full(err: BaseException) -> bool:
+    if isinstance(err, OSError) and err.errno in (errno.ENOSPC, errno.EDQUOT):
+        return True
+    return "No space left on device" in str(err) or "Disk quota exceeded" in str(err)
+
+
+def _in_chain(err: BaseException | None, test) -> bool:
+    """`test` holds for `err` or an exception it was raised from or during (datasets' workers re-raise)."""
+    seen = set()
+    while err is not None and id(err) not in seen:
+        seen.add(id(err))
+        if test(err):
+            return True
+        err = err.__cause__ or err.__context__
+    return False
 
 
 def _build(cfg: "DataConfig", staging: Path, progress: bool) -> dict:

@@ -39,20 +39,64 @@ class ColumnMap:
 
 
 def read_table(path) -> pd.DataFrame:
-    """CSV (default), Parquet (.parquet/.pq) or JSON lines (.jsonl); ValueError if unreadable."""
+    """CSV (default), Parquet (.parquet/.pq) or JSON lines (.jsonl); ValueError if unreadable, truncated
+    (a text table whose last line is cut), header-only, or with a column name given twice."""
     path = Path(path)
+    if path.is_dir():
+        raise ValueError(f"cannot read {path}: it is a directory, not a table file")
     if not path.is_file():
         raise ValueError(f"cannot read {path}: no such file")
+    suffix = path.suffix.lower()
+    if suffix not in (".parquet", ".pq"):
+        _check_complete_text(path, csv=suffix != ".jsonl")
     try:
-        suffix = path.suffix.lower()
         if suffix in (".parquet", ".pq"):
-            return pd.read_parquet(path)
-        if suffix == ".jsonl":
-            return pd.read_json(path, lines=True)
-        return pd.read_csv(path)
+            table = pd.read_parquet(path)
+        elif suffix == ".jsonl":
+            table = pd.read_json(path, lines=True)
+        else:
+            table = pd.read_csv(path)
     except Exception as err:  # pandas raises many types; the user needs one line
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise ValueError(f"cannot read {path} as a table: {first}") from None
+    if table.columns.duplicated().any():
+        raise ValueError(f"{path}: column(s) {sorted(set(table.columns[table.columns.duplicated()]))} appear "
+                         "more than once")
+    if len(table) == 0:
+        raise ValueError(f"{path} has no rows (only a header)")
+    return table
+
+
+def _check_complete_text(path: Path, csv: bool) -> None:
+    """A text table cut by a full disk or a kill mid-write ends without a newline, or (CSV) its last line
+    has fewer fields than the header; pandas would read the cut row as data. Also rejects a CSV header
+    that names a column twice (pandas silently renames the second to NAME.1)."""
+    import csv as csv_module
+
+    size = path.stat().st_size
+    if size == 0:
+        return  # pandas reports the empty file
+    with open(path, "rb") as f:
+        f.seek(max(0, size - 65536))
+        tail = f.read()
+        f.seek(0)
+        head = f.readline()
+    if not tail.endswith(b"\n"):
+        raise ValueError(f"{path} is incomplete: its last line has no line ending (a cut write?); "
+                         "write the table again (e.g. rerun `loopscale collect`)")
+    if not csv:
+        return
+    header = next(csv_module.reader([head.decode("utf-8", "replace")]), [])
+    dups = sorted({name for name in header if header.count(name) > 1})
+    if dups:
+        raise ValueError(f"{path}: column(s) {dups} appear more than once in the header")
+    lines = tail.rstrip(b"\r\n").splitlines()
+    header_only = size <= len(tail) and len(lines) == 1
+    if lines and not header_only:
+        last = next(csv_module.reader([lines[-1].decode("utf-8", "replace")]), [])
+        if len(last) != len(header):
+            raise ValueError(f"{path} is incomplete: its last line has {len(last)} fields, the header "
+                             f"{len(header)} (a cut write?); write the table again")
 
 
 def required_columns(law: str, has: set[str]) -> list[str]:
@@ -119,6 +163,9 @@ def canonical_table(raw: pd.DataFrame, law: str, columns: ColumnMap | None = Non
             raise ValueError(f"missing column {src_of[canon]!r} for {canon}{hint}; "
                              f"columns are {list(raw.columns)} (map names with --{_opt(canon)})")
     for canon in need:
+        if not (pd.api.types.is_numeric_dtype(table[canon]) or pd.api.types.is_object_dtype(table[canon])) \
+                or pd.api.types.is_bool_dtype(table[canon]):
+            raise ValueError(f"column {src_of[canon]!r} holds {table[canon].dtype} values, not numbers")
         values = pd.to_numeric(table[canon], errors="coerce").to_numpy(dtype=float)
         bad = ~np.isfinite(values)
         if bad.any():
@@ -126,10 +173,10 @@ def canonical_table(raw: pd.DataFrame, law: str, columns: ColumnMap | None = Non
                              f"or infinite values (rows {_rows(bad)})")
         table[canon] = values
         lower_ok = values >= 0 if canon in ("N_once", "N_rec") else values > 0
-        if canon == "r":
-            lower_ok = values >= 1
+        if canon == "r":  # a recurrence count: a whole number of passes
+            lower_ok = (values >= 1) & (values == np.round(values))
         if not lower_ok.all():
-            rule = {"N_once": ">= 0", "N_rec": ">= 0", "r": ">= 1"}.get(canon, "> 0")
+            rule = {"N_once": ">= 0", "N_rec": ">= 0", "r": "a whole number >= 1"}.get(canon, "> 0")
             raise ValueError(f"column {src_of[canon]!r} must be {rule}; rows {_rows(~lower_ok)} "
                              "are not")
     if law != "chinchilla":

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import threading
 from pathlib import Path
 from typing import Iterable, Optional
 
@@ -51,8 +52,28 @@ def train_bpe(texts: Iterable[str], vocab_size: int, length: Optional[int] = Non
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),  # all 256 bytes, even unseen ones
         show_progress=progress,
     )
-    tok.train_from_iterator(texts, trainer=trainer, length=length)
+    _interruptible(lambda: tok.train_from_iterator(texts, trainer=trainer, length=length))
     return tok
+
+
+def _interruptible(work) -> None:
+    """Run `work` in a daemon thread while the main thread waits in short joins. The merges are computed in
+    Rust, where a Ctrl-C is not seen until they end (minutes on a big corpus); the waiting main thread sees
+    it at once, and the daemon thread does not keep the process alive."""
+    failure: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            work()
+        except BaseException as err:  # handed to the main thread
+            failure.append(err)
+
+    thread = threading.Thread(target=run, name="bpe-train", daemon=True)
+    thread.start()
+    while thread.is_alive():
+        thread.join(0.2)
+    if failure:
+        raise failure[0]
 
 
 def gpt2_files() -> tuple[Path, Path]:

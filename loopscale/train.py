@@ -13,7 +13,9 @@ budget.mode=forks (loopscale/forks.py): one stable-lr parent per model, then a c
 from __future__ import annotations
 
 import dataclasses
+import errno
 import logging
+import math
 import os
 import sys
 import time
@@ -178,16 +180,35 @@ def _rank_placement(trainer, resumed_from_step: int) -> list[dict[str, Any]]:
 
 
 def _record_invalid_config(cfg: DictConfig | TrainConfig, err: ValueError) -> None:
+    from loopscale.config import check_name
     from loopscale.records import write_json_atomic
 
     if not isinstance(cfg, DictConfig):
         return
     try:
+        check_name("sweep", cfg.sweep)
+        check_name("run_name", cfg.run_name)  # an unsafe name has no run dir of its own to write to
         run_dir = Path(cfg.runs_dir) / cfg.sweep / cfg.run_name
-    except Exception:  # the run name itself cannot be resolved: there is no run dir to write to
+    except Exception:  # the run name itself cannot be resolved or is unsafe: there is no run dir to write to
         return
-    write_json_atomic(run_dir / "run.json", {"status": "failed", "reason": f"invalid config: {err}", "step": 0,
-                                             "run_name": str(cfg.run_name), "sweep": str(cfg.sweep)})
+    _write_record_or_log(run_dir / "run.json", {"status": "failed", "reason": f"invalid config: {err}",
+                                                "step": 0, "run_name": str(cfg.run_name), "sweep": str(cfg.sweep)})
+
+
+def _write_record_or_log(path: Path, record: dict[str, Any]) -> None:
+    """Write a failure record; when even that fails (a full disk), say so without hiding the first error."""
+    from loopscale.records import write_json_atomic
+
+    try:
+        write_json_atomic(path, record)
+    except OSError as err:
+        log.error("could not write %s: %s", path, err)
+
+
+def running_elsewhere(err: Exception, run_dir: Path) -> dict[str, Any]:
+    """The result of a launch that found its run dir locked by a live process: it trains nothing."""
+    log.warning("%s", err)
+    return {"status": "running-elsewhere", "reason": str(err), "run_dir": str(run_dir), "L": None}
 
 
 def run_training(cfg: DictConfig | TrainConfig) -> dict[str, Any]:
@@ -195,7 +216,9 @@ def run_training(cfg: DictConfig | TrainConfig) -> dict[str, Any]:
 
     budget.mode=forks trains a stable parent and its cooldown branches instead (loopscale/forks.py) and
     returns the parent's record with the branches' records under "branches"."""
+    from loopscale.identity import claim
     from loopscale.records import is_finished, read_record
+    from loopscale.runlock import RunLocked
 
     try:
         cfg = to_train_config(cfg)
@@ -207,11 +230,34 @@ def run_training(cfg: DictConfig | TrainConfig) -> dict[str, Any]:
 
         return run_forks(cfg)
     run_dir = run_dir_of(cfg)
-    if is_finished(run_dir):
-        record = read_record(run_dir)
-        log.info("run %s already finished (L=%.4f): nothing to do", run_dir, record["L"])
-        return record
-    return fit_run(cfg, run_dir)
+    try:
+        with run_dir_lock(run_dir):  # one process per run dir, across nodes (loopscale/runlock.py)
+            if launching_rank():
+                claim(run_dir, cfg, restart=cfg.restart)  # resume or skip only a run of this same config
+            if is_finished(run_dir):
+                record = read_record(run_dir)
+                log.info("run %s already finished (L=%.4f): nothing to do", run_dir, record["L"])
+                return record
+            return fit_run(cfg, run_dir)
+    except RunLocked as err:
+        return running_elsewhere(err, run_dir)
+
+
+def launching_rank() -> bool:
+    """True in the process that launched the run; False in the processes Lightning (or srun) starts for
+    the other ranks of a multi-device run, which rerun this script and must not take the lock again."""
+    from lightning.fabric.utilities.rank_zero import rank_zero_only
+
+    return getattr(rank_zero_only, "rank", 0) == 0
+
+
+def run_dir_lock(run_dir: Path):
+    """The run dir's lock in the launching process; nothing in the other ranks' processes."""
+    import contextlib
+
+    from loopscale.runlock import RunLock
+
+    return RunLock(run_dir) if launching_rank() else contextlib.nullcontext()
 
 
 def fit_run(cfg: TrainConfig, run_dir: Path, *, start_ckpt: Path | None = None, fork_steps: list[int] = (),
@@ -227,79 +273,89 @@ def fit_run(cfg: TrainConfig, run_dir: Path, *, start_ckpt: Path | None = None, 
     import torch
 
     from loopscale.checkpoint import newest_checkpoint
+    from loopscale.identity import identity_hash, identity_of
     from loopscale.module import Diverged, LoopedLM, StepAccounting
-    from loopscale.records import write_json_atomic
     from loopscale.run_data import data_record, make_datamodule, open_run_data
 
-    if cfg.trainer.num_threads > 0:
-        torch.set_num_threads(cfg.trainer.num_threads)
-        # Lightning's DDP launcher resets torch's threads to (CPUs / processes per node) unless OMP_NUM_THREADS
-        # is set, even for srun-started ranks: measured ~10x slower 2-node steps here (2 threads per rank).
-        os.environ["OMP_NUM_THREADS"] = str(cfg.trainer.num_threads)
-    L.seed_everything(cfg.seed, workers=True, verbose=False)
-
-    run_data = open_run_data(cfg.data, cfg.model.seq_len, progress=cfg.trainer.progress)
-    cfg = with_vocab(cfg, run_data.vocab_size)
-    plan = plan_run(cfg)
-    _print_plan(cfg, plan, run_dir)
-    # a packed set too small for D fails here, before any training (data.allow_repeat lifts it)
-    try:
-        data_info = data_record(run_data, cfg.data, plan.steps, cfg.budget.batch_size, cfg.model.seq_len)
-    except ValueError as err:
-        write_json_atomic(run_dir / record_file, {**_base_record(cfg, plan, run_dir), "status": "failed",
-                                                  "reason": str(err), "step": 0})
-        raise
-
-    world = cfg.trainer.devices * cfg.trainer.num_nodes
-    per_step = world * cfg.budget.grad_accum
-    if cfg.budget.batch_size % per_step != 0:
-        raise ValueError(f"budget.batch_size={cfg.budget.batch_size} must be divisible by devices x num_nodes x "
-                         f"grad_accum = {per_step}")
-    datamodule = make_datamodule(run_data, cfg.data, cfg.model.seq_len, cfg.budget.batch_size // per_step, cfg.seed)
-    module = LoopedLM(cfg.model, cfg.optim, cfg.trainer,
-                      StepAccounting(total_steps=plan.steps, batch_tokens=plan.batch_tokens, flops_per_token=plan.F))
-    trainer = L.Trainer(
-        accelerator=cfg.trainer.accelerator, devices=cfg.trainer.devices, num_nodes=cfg.trainer.num_nodes,
-        strategy=cfg.trainer.strategy, precision=cfg.trainer.precision,
-        max_steps=plan.steps, max_epochs=-1, accumulate_grad_batches=cfg.budget.grad_accum,
-        gradient_clip_val=cfg.optim.grad_clip or None, gradient_clip_algorithm="norm",
-        val_check_interval=cfg.trainer.val_every_steps or plan.steps * cfg.budget.grad_accum + 1,
-        check_val_every_n_epoch=None, num_sanity_val_steps=0,
-        log_every_n_steps=cfg.trainer.log_every_steps, logger=_loggers(cfg, run_dir),
-        callbacks=_callbacks(cfg, run_dir, list(fork_steps)), enable_checkpointing=False, enable_model_summary=False,
-        enable_progress_bar=cfg.trainer.progress, default_root_dir=str(run_dir), plugins=_plugins(),
-        # every rank validates the whole val set (TokenDataModule.val_dataloader says why)
-        use_distributed_sampler=False,
-    )
-    record = {**_base_record(cfg, plan, run_dir), **module.optimizer_record, "data": data_info,
-              **(extra_record or {})}
-    # last.ckpt, or the hpc checkpoint Lightning saved on SIGUSR1 (slurm/train.sbatch) when that is newer
-    resume_from = newest_checkpoint(run_dir / CHECKPOINT, run_dir) or start_ckpt
+    # what a failure before the plan exists (bad data path, vocab too large, ...) still records
+    record: dict[str, Any] = {"status": None, "reason": None, "step": 0, "run_name": cfg.run_name,
+                              "sweep": cfg.sweep, "run_dir": str(run_dir), "point": cfg.point,
+                              "identity": identity_hash(identity_of(cfg)), **(extra_record or {})}
+    trainer = module = None
     started = time.perf_counter()
     try:
-        trainer.fit(module, datamodule=datamodule, ckpt_path=str(resume_from) if resume_from else None)
+        if cfg.trainer.num_threads > 0:
+            torch.set_num_threads(cfg.trainer.num_threads)
+            # Lightning's DDP launcher resets torch's threads to (CPUs / processes per node) unless
+            # OMP_NUM_THREADS is set, even for srun-started ranks: measured ~10x slower 2-node steps here.
+            os.environ["OMP_NUM_THREADS"] = str(cfg.trainer.num_threads)
+        L.seed_everything(cfg.seed, workers=True, verbose=False)
+
+        run_data = open_run_data(cfg.data, cfg.model.seq_len, progress=cfg.trainer.progress)
+        cfg = with_vocab(cfg, run_data.vocab_size)
+        plan = plan_run(cfg)
+        _print_plan(cfg, plan, run_dir)
+        record = {**_base_record(cfg, plan, run_dir), **record, "status": None}
+        # a packed set too small for D fails here, before any training (data.allow_repeat lifts it)
+        record["data"] = data_record(run_data, cfg.data, plan.steps, cfg.budget.batch_size, cfg.model.seq_len)
+
+        world = cfg.trainer.devices * cfg.trainer.num_nodes
+        per_step = world * cfg.budget.grad_accum
+        if cfg.budget.batch_size % per_step != 0:
+            raise ValueError(f"budget.batch_size={cfg.budget.batch_size} must be divisible by devices x num_nodes "
+                             f"x grad_accum = {per_step}")
+        datamodule = make_datamodule(run_data, cfg.data, cfg.model.seq_len, cfg.budget.batch_size // per_step,
+                                     cfg.seed)
+        module = LoopedLM(cfg.model, cfg.optim, cfg.trainer,
+                          StepAccounting(total_steps=plan.steps, batch_tokens=plan.batch_tokens,
+                                         flops_per_token=plan.F))
+        record.update(module.optimizer_record)
+        trainer = L.Trainer(
+            accelerator=cfg.trainer.accelerator, devices=cfg.trainer.devices, num_nodes=cfg.trainer.num_nodes,
+            strategy=cfg.trainer.strategy, precision=cfg.trainer.precision,
+            max_steps=plan.steps, max_epochs=-1, accumulate_grad_batches=cfg.budget.grad_accum,
+            gradient_clip_val=cfg.optim.grad_clip or None, gradient_clip_algorithm="norm",
+            val_check_interval=cfg.trainer.val_every_steps or plan.steps * cfg.budget.grad_accum + 1,
+            check_val_every_n_epoch=None, num_sanity_val_steps=0,
+            log_every_n_steps=cfg.trainer.log_every_steps, logger=_loggers(cfg, run_dir),
+            callbacks=_callbacks(cfg, run_dir, list(fork_steps)), enable_checkpointing=False,
+            enable_model_summary=False, enable_progress_bar=cfg.trainer.progress, default_root_dir=str(run_dir),
+            plugins=_plugins(),
+            # every rank validates the whole val set (TokenDataModule.val_dataloader says why)
+            use_distributed_sampler=False,
+        )
+        # last.ckpt, or the hpc checkpoint Lightning saved on SIGUSR1 (slurm/train.sbatch) when that is newer
+        resume_from = newest_checkpoint(run_dir / CHECKPOINT, run_dir) or start_ckpt
+        # weights_only=True: a checkpoint is tensors and plain containers; unpickling code from a planted
+        # file is refused whatever torch's own default (torch < 2.6 defaults to full unpickling)
+        trainer.fit(module, datamodule=datamodule, ckpt_path=str(resume_from) if resume_from else None,
+                    weights_only=True)
         record["ranks"] = _rank_placement(trainer, module.resumed_from_step)
         val = trainer.validate(module, datamodule=datamodule, verbose=False)[0]["val/loss"] if validate else None
     except Diverged as err:
         record.update(status="diverged", reason=str(err), step=err.step)
         raise
     except BaseException as err:
-        record.update(status="failed", reason=f"{type(err).__name__}: {err}", step=trainer.global_step)
+        record.update(status="failed", reason=f"{type(err).__name__}: {err}",
+                      step=trainer.global_step if trainer is not None else 0)
         raise
     else:
         wall = time.perf_counter() - started
         val = None if val is None else float(val)
-        record.update(status="done", step=trainer.global_step, L=val, val_loss=val,
-                      train_loss=module.last_train_loss)
+        # steps this process trained; the rest came from the checkpoint it resumed (or forked) from. A resume
+        # after the last step (killed in the final validation) trains none and leaves train_loss unknown.
+        steps_trained = module.tokens_trained // plan.batch_tokens
+        train_loss = module.last_train_loss if math.isfinite(module.last_train_loss) else None
+        record.update(status="done", step=trainer.global_step, L=val, val_loss=val, train_loss=train_loss)
         record["wall_time_s"] = wall
         # whole-run throughput of this process (a resumed run counts only what it trained itself)
-        record["tokens_per_s"] = module.tokens_trained / wall if wall > 0 else None
-        record["resumed_from_step"] = module.resumed_from_step
+        record["tokens_per_s"] = module.tokens_trained / wall if wall > 0 and module.tokens_trained else None
+        record["resumed_from_step"] = trainer.global_step - steps_trained
         return record
     finally:
-        if trainer.is_global_zero and record["status"] is not None:
+        if (trainer is None or trainer.is_global_zero) and record["status"] is not None:
             record.setdefault("wall_time_s", time.perf_counter() - started)
-            write_json_atomic(run_dir / record_file, record)
+            _write_record_or_log(run_dir / record_file, record)
 
 
 def _in_multirun() -> bool:
@@ -323,12 +379,34 @@ def main(cfg: DictConfig) -> float | None:
     """Hydra task function. In a multirun a failed run is recorded and the sweep goes on; alone it exits 1."""
     try:
         record = run_training(cfg)
+    except KeyboardInterrupt:
+        raise SystemExit("loopscale-train: interrupted") from None
     except Exception as err:
         if _in_multirun():
             log.error("run failed (recorded in run.json, sweep continues): %s", err)
             return None
+        line = user_error_line(err)
+        if line is not None:  # the user can fix it; a traceback would only bury the one line that matters
+            raise SystemExit(f"loopscale-train: error: {line}") from None
         raise
     return record["L"]  # None for a forked job (its points are the branches' run.json)
+
+
+DISK_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES)
+
+
+def user_error_line(err: BaseException) -> str | None:
+    """One line for errors the user fixes outside the code (a full disk, a bad data path, a run dir that
+    holds another config), else None."""
+    from loopscale.corpus import DataError
+    from loopscale.identity import IdentityMismatch
+
+    if isinstance(err, OSError) and err.errno in DISK_ERRNOS:
+        where = f" ({err.filename})" if err.filename else ""
+        return f"{err.strerror or err}{where}; failure recorded in run.json where the disk allowed it"
+    if isinstance(err, (DataError, IdentityMismatch)):
+        return str(err)
+    return None
 
 
 if __name__ == "__main__":

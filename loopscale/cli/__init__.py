@@ -9,6 +9,7 @@ level and defer heavy imports (torch, lightning, scipy) into their `func`, so `l
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
 import sys
 
@@ -48,6 +49,16 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as err:
         print(f"loopscale {args.command}: error: {err}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # Ctrl-C: workers are stopped where they were started; one line, no traceback
+        print(f"loopscale {args.command}: interrupted", file=sys.stderr)
+        return 130
+    except OSError as err:
+        if err.errno not in (errno.ENOSPC, errno.EDQUOT, errno.EROFS):
+            raise
+        # outputs are written atomically (loopscale/atomic.py): what was there before is intact
+        print(f"loopscale {args.command}: error: {err.strerror} ({err.filename or 'output'}); nothing was "
+              "replaced", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

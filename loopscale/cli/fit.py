@@ -126,6 +126,9 @@ def run_fit(args: argparse.Namespace) -> int:
         tables.append((g, table))
 
     out_paths = _out_paths(args.out, [g for g, _ in tables]) if args.out else [None] * len(tables)
+    plot_paths = _out_paths(args.plot, [g for g, _ in tables]) if args.plot else [None] * len(tables)
+    _check_writable(out_paths, "--out")  # before the fit, not after it
+    _check_writable(plot_paths, "--plot")
     input_info = {"path": str(args.table), "sha256": file_sha256(args.table), "n_rows": len(raw),
                   **column_record(tables[0][1])}
     results = []
@@ -142,25 +145,29 @@ def run_fit(args: argparse.Namespace) -> int:
                 result.group = {"column": args.group, "value": _plain(g)}
             results.append((g, table, result))
 
-    _write(results, out_paths, args.plot)
+    _write(results, out_paths, plot_paths)
     return 0
 
 
-def _write(results, out_paths, plot) -> None:
-    """Print each fit, write its JSON and, with `plot`, its predicted-vs-observed figure."""
-    for (g, table, result), path in zip(results, out_paths):
+def _write(results, out_paths, plot_paths) -> None:
+    """Print each fit, then write figures first and each JSON last, atomically (loopscale/atomic.py): a
+    failed plot leaves no fit.json behind, and a kill mid-write leaves no half file."""
+    from ..atomic import atomic_path
+
+    for g, table, result in results:
         _print_result(result, g)
         if result.joint:
             for line in joint_lines(result.joint):
                 print(line)
+    for (g, table, result), path in zip(results, plot_paths):
         if path is not None:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            result.write_json(path)
+            with atomic_path(path) as tmp:
+                _plot(table, result, tmp)
             print(f"wrote {path}")
-    if plot:
-        for (g, table, result), path in zip(results, _out_paths(plot, [g for g, *_ in results])):
-            path.parent.mkdir(parents=True, exist_ok=True)
-            _plot(table, result, path)
+    for (g, table, result), path in zip(results, out_paths):
+        if path is not None:
+            with atomic_path(path) as tmp:
+                result.write_json(tmp)
             print(f"wrote {path}")
 
 
@@ -193,6 +200,10 @@ def run_joint_fit(args: argparse.Namespace, loss, columns) -> int:
         tables.append(table)
         inputs.append({"path": str(path), "sha256": file_sha256(path), "n_rows": len(raw),
                        **column_record(table)})
+    out_paths = [Path(args.out)] if args.out else [None]
+    plot_paths = [Path(args.plot)] if args.plot else [None]
+    _check_writable(out_paths, "--out")  # before the fit, not after it
+    _check_writable(plot_paths, "--plot")
     try:
         table, recipes = joint_table(tables, args.joint)
         if args.cluster and args.cluster not in table.columns:
@@ -205,7 +216,7 @@ def run_joint_fit(args: argparse.Namespace, loss, columns) -> int:
         raise UsageError(str(err)) from None
     result.input = {"tables": inputs, "n_rows_used": len(table),
                     "n_duplicate_rows_dropped": sum(len(t) for t in tables) - len(table)}
-    _write([(None, table, result)], [Path(args.out)] if args.out else [None], args.plot)
+    _write([(None, table, result)], out_paths, plot_paths)
     return 0
 
 
@@ -241,6 +252,17 @@ def joint_lines(j: dict) -> list[str]:
         lines.append(f"shared-parameter check (joint vs separate fits): LR statistic {chk['statistic']:.3g} "
                      f"({chk['df']} df), p = {chk['p_value']:.3g}: {verdict}")
     return lines
+
+
+def _check_writable(paths: list, what: str) -> None:
+    from ..atomic import check_writable
+
+    for path in paths:
+        if path is not None:
+            try:
+                check_writable(path, what)
+            except ValueError as err:
+                raise UsageError(str(err)) from None
 
 
 def _out_paths(path: str, groups: list) -> list[Path]:

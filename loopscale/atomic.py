@@ -1,0 +1,85 @@
+"""Atomic output files: a reader sees the old file or the complete new one, never a cut one.
+
+Every output (run.json, runs.csv / .parquet / _problems.csv, fit.json, figures, report.md) is written to a
+temporary file in the destination's folder, flushed to disk, then renamed over the destination; a rename
+within one file system is atomic. A write that fails (full disk, kill, exception) removes its temporary
+file and leaves the destination as it was.
+
+    with atomic_path("fits/looped.json") as tmp:   # tmp keeps the suffix, so writers that pick a format
+        result.write_json(tmp)                    # from it (savefig, to_parquet) behave the same
+    write_json_atomic(run_dir / "run.json", record)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import secrets
+from pathlib import Path
+from typing import Any, Iterator
+
+FILE_MODE = 0o666  # before the umask, as open() creates files (0644 under the usual umask 022)
+
+
+@contextlib.contextmanager
+def atomic_path(path: Path | str) -> Iterator[Path]:
+    """Yield a temporary path beside `path`; on a clean exit move it onto `path`, else delete it."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.stem}.{secrets.token_hex(4)}.tmp{path.suffix}")
+    # created here with the umask applied (mkstemp would make it 0600); writers reopen it by name
+    os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE))
+    try:
+        yield tmp
+        _fsync(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def _fsync(path: Path) -> None:
+    # the data must be on disk before the rename makes it visible, or a crash can publish an empty file
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_text_atomic(path: Path | str, text: str) -> None:
+    with atomic_path(path) as tmp:
+        tmp.write_text(text)
+
+
+def json_safe(value: Any) -> Any:
+    """`value` with non-finite floats as None: NaN and Infinity are not JSON (RFC 8259)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(v) for v in value]
+    return value
+
+
+def write_json_atomic(path: Path | str, payload: dict[str, Any]) -> None:
+    """Strict JSON (NaN written as null), indented, ending in a newline, written atomically."""
+    write_text_atomic(path, json.dumps(json_safe(payload), indent=2, default=str, allow_nan=False) + "\n")
+
+
+def check_writable(path: Path | str, what: str) -> None:
+    """Raise ValueError (naming `what`) unless a file can be created at `path`: checked before long work,
+    so an unwritable --out fails at once instead of after the fit. Creates the parent folders."""
+    path = Path(path)
+    if path.is_dir():
+        raise ValueError(f"{what} {path} is a directory; give a file name")
+    probe = path.with_name(f".{path.name}.{secrets.token_hex(4)}.check")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE))
+        probe.unlink()
+    except OSError as err:
+        raise ValueError(f"{what} {path} is not writable: {err.strerror or err}") from None
