@@ -191,7 +191,9 @@ class LoopedTransformer(nn.Module):
         for i in range(r):
             with torch.set_grad_enabled(grad_on and i >= first_grad_pass):
                 if mode == "linear":
-                    u = e_proj + self.injection.from_s(s)
+                    # both terms are matmul outputs (bf16 under autocast); the sum is the residual stream and
+                    # stays in e's dtype (fp32) as at r = 1, so precision does not change with r
+                    u = e_proj.to(e.dtype) + self.injection.from_s(s).to(e.dtype)
                 elif mode == "additive":
                     u = s + e
                 else:  # passthrough

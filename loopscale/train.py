@@ -139,11 +139,16 @@ def _callbacks(cfg: TrainConfig, run_dir: Path, fork_steps: list[int]) -> list:
     from lightning.pytorch.callbacks import RichProgressBar, TQDMProgressBar
 
     from loopscale.checkpoint import AtomicLastCheckpoint, ForkCheckpoints
+    from loopscale.module import DivergenceCheck
 
     # fork checkpoints first: a kill between the two saves at a fork step then never leaves last.ckpt past
     # a fork that was not written
-    callbacks = [ForkCheckpoints(run_dir / CHECKPOINT.parent, fork_steps)] if fork_steps else []
-    callbacks.append(AtomicLastCheckpoint(run_dir / CHECKPOINT, every_n_steps=cfg.trainer.ckpt_every_steps))
+    # the divergence check first: no checkpoint of the same step may save diverged weights
+    callbacks = [DivergenceCheck()]
+    callbacks += [ForkCheckpoints(run_dir / CHECKPOINT.parent, fork_steps)] if fork_steps else []
+    callbacks.append(AtomicLastCheckpoint(run_dir / CHECKPOINT, every_n_steps=cfg.trainer.ckpt_every_steps,
+                                          every_minutes=cfg.trainer.ckpt_every_minutes,
+                                          time_check_every=cfg.trainer.log_every_steps))
     if cfg.trainer.progress:
         callbacks.append(RichProgressBar() if sys.stdout.isatty() else TQDMProgressBar(refresh_rate=50))
     return callbacks
@@ -210,6 +215,8 @@ def fit_run(cfg: TrainConfig, run_dir: Path, *, start_ckpt: Path | None = None, 
     import torch
 
     from loopscale.data import TokenDataModule
+    from loopscale.batching import device_batching
+    from loopscale.mfu import causal_flops_per_token
     from loopscale.module import Diverged, LoopedLM, StepAccounting
     from loopscale.records import write_json_atomic
     from loopscale.shards import prepare
@@ -223,32 +230,33 @@ def fit_run(cfg: TrainConfig, run_dir: Path, *, start_ckpt: Path | None = None, 
     plan = plan_run(cfg)
     _print_plan(cfg, plan, run_dir)
 
-    world = cfg.trainer.devices * cfg.trainer.num_nodes
-    per_step = world * cfg.budget.grad_accum
-    if cfg.budget.batch_size % per_step != 0:
-        raise ValueError(f"budget.batch_size={cfg.budget.batch_size} must be divisible by devices x num_nodes x "
-                         f"grad_accum = {per_step}")
-    datamodule = TokenDataModule(prepared, seq_len=cfg.model.seq_len, batch_size=cfg.budget.batch_size // per_step,
+    batching = device_batching(cfg.budget, cfg.model, cfg.trainer)
+    datamodule = TokenDataModule(prepared, seq_len=cfg.model.seq_len, batch_size=batching.device_batch,
                                  seed=cfg.seed, val_tokens=cfg.data.val_tokens)
     module = LoopedLM(cfg.model, cfg.optim, cfg.trainer,
-                      StepAccounting(total_steps=plan.steps, batch_tokens=plan.batch_tokens, flops_per_token=plan.F))
+                      StepAccounting(total_steps=plan.steps, batch_tokens=plan.batch_tokens, flops_per_token=plan.F,
+                                     causal_flops_per_token=causal_flops_per_token(cfg.model)))
     trainer = L.Trainer(
         accelerator=cfg.trainer.accelerator, devices=cfg.trainer.devices, num_nodes=cfg.trainer.num_nodes,
         strategy=cfg.trainer.strategy, precision=cfg.trainer.precision,
-        max_steps=plan.steps, max_epochs=-1, accumulate_grad_batches=cfg.budget.grad_accum,
+        max_steps=plan.steps, max_epochs=-1, accumulate_grad_batches=batching.grad_accum,
         gradient_clip_val=cfg.optim.grad_clip or None, gradient_clip_algorithm="norm",
-        val_check_interval=cfg.trainer.val_every_steps or plan.steps * cfg.budget.grad_accum + 1,
+        # Lightning counts training batches, i.e. micro-batches: val_every_steps counts optimizer steps
+        val_check_interval=(cfg.trainer.val_every_steps or plan.steps + 1) * batching.grad_accum,
         check_val_every_n_epoch=None, num_sanity_val_steps=0,
         log_every_n_steps=cfg.trainer.log_every_steps, logger=_loggers(cfg, run_dir),
         callbacks=_callbacks(cfg, run_dir, list(fork_steps)), enable_checkpointing=False, enable_model_summary=False,
         enable_progress_bar=cfg.trainer.progress, default_root_dir=str(run_dir), plugins=_plugins(),
     )
-    record = {**_base_record(cfg, plan, run_dir), **(extra_record or {})}
+    record = {**_base_record(cfg, plan, run_dir), "device_batch": batching.device_batch,
+              "grad_accum": batching.grad_accum, "world": batching.world, **(extra_record or {})}
     ckpt = run_dir / CHECKPOINT
     resume_from = ckpt if ckpt.exists() else start_ckpt
     started = time.perf_counter()
     try:
-        trainer.fit(module, datamodule=datamodule, ckpt_path=str(resume_from) if resume_from else None)
+        # weights_only: the checkpoint holds tensors and plain containers only (loaded to CPU by Lightning)
+        trainer.fit(module, datamodule=datamodule, ckpt_path=str(resume_from) if resume_from else None,
+                    weights_only=True)
         val = trainer.validate(module, datamodule=datamodule, verbose=False)[0]["val/loss"] if validate else None
     except Diverged as err:
         record.update(status="diverged", reason=str(err), step=err.step)
@@ -265,11 +273,24 @@ def fit_run(cfg: TrainConfig, run_dir: Path, *, start_ckpt: Path | None = None, 
         # whole-run throughput of this process (a resumed run counts only what it trained itself)
         record["tokens_per_s"] = module.tokens_trained / wall if wall > 0 else None
         record["resumed_from_step"] = module.resumed_from_step
+        _record_recompile_limit_hits(cfg, record)
         return record
     finally:
         if trainer.is_global_zero and record["status"] is not None:
             record.setdefault("wall_time_s", time.perf_counter() - started)
             write_json_atomic(run_dir / record_file, record)
+
+
+def _record_recompile_limit_hits(cfg: TrainConfig, record: dict[str, Any]) -> None:
+    """A compiled run that fell back to eager trained at eager speed: say so in the log and in run.json."""
+    if not cfg.trainer.compile:
+        return
+    from loopscale.compiling import recompile_limit_hits
+
+    hits = recompile_limit_hits()
+    record["recompile_limit_hits"] = len(hits)
+    for message in hits:
+        log.error("compiled code fell back to eager: %s", message)
 
 
 def _in_multirun() -> bool:
