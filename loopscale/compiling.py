@@ -54,9 +54,10 @@ def recompile_limit_hits() -> list[str]:
     return list(_hits.messages)
 
 
-def compile_model(model: nn.Module, mode, recompile_limit: int = RECOMPILE_LIMIT) -> None:
+def compile_model(model: nn.Module, mode, recompile_limit: int = RECOMPILE_LIMIT, backend: str = "inductor") -> None:
     """Compile `model` (a LoopedTransformer) in place: mode False | "blocks" | "model" (trainer.compile).
-    State-dict keys are unchanged (nn.Module.compile, not a wrapper module)."""
+    State-dict keys are unchanged (nn.Module.compile, not a wrapper module). backend="eager" keeps Dynamo's
+    tracing and caching without code generation (quick checks of the caching on CPU)."""
     if mode not in COMPILE_MODES:
         raise ValueError(f"compile={mode!r} is not allowed; choose one of false, 'blocks', 'model'")
     if not mode:
@@ -64,4 +65,4 @@ def compile_model(model: nn.Module, mode, recompile_limit: int = RECOMPILE_LIMIT
     watch_recompile_limit()
     units = [model] if mode == "model" else [*model.prelude, *model.recurrent, *model.coda]
     for unit in units:
-        unit.compile(recompile_limit=recompile_limit)
+        unit.compile(recompile_limit=recompile_limit, backend=backend)

@@ -216,6 +216,7 @@ def fit_run(cfg: TrainConfig, run_dir: Path, *, start_ckpt: Path | None = None, 
 
     from loopscale.data import TokenDataModule
     from loopscale.batching import device_batching
+    from loopscale.compiling import recompile_limit_hits
     from loopscale.mfu import causal_flops_per_token
     from loopscale.module import Diverged, LoopedLM, StepAccounting
     from loopscale.records import write_json_atomic
@@ -252,6 +253,7 @@ def fit_run(cfg: TrainConfig, run_dir: Path, *, start_ckpt: Path | None = None, 
               "grad_accum": batching.grad_accum, "world": batching.world, **(extra_record or {})}
     ckpt = run_dir / CHECKPOINT
     resume_from = ckpt if ckpt.exists() else start_ckpt
+    hits_before = len(recompile_limit_hits())
     started = time.perf_counter()
     try:
         # weights_only: the checkpoint holds tensors and plain containers only (loaded to CPU by Lightning)
@@ -273,7 +275,7 @@ def fit_run(cfg: TrainConfig, run_dir: Path, *, start_ckpt: Path | None = None, 
         # whole-run throughput of this process (a resumed run counts only what it trained itself)
         record["tokens_per_s"] = module.tokens_trained / wall if wall > 0 else None
         record["resumed_from_step"] = module.resumed_from_step
-        _record_recompile_limit_hits(cfg, record)
+        _record_recompile_limit_hits(cfg, record, since=hits_before)
         return record
     finally:
         if trainer.is_global_zero and record["status"] is not None:
@@ -281,13 +283,14 @@ def fit_run(cfg: TrainConfig, run_dir: Path, *, start_ckpt: Path | None = None, 
             write_json_atomic(run_dir / record_file, record)
 
 
-def _record_recompile_limit_hits(cfg: TrainConfig, record: dict[str, Any]) -> None:
-    """A compiled run that fell back to eager trained at eager speed: say so in the log and in run.json."""
+def _record_recompile_limit_hits(cfg: TrainConfig, record: dict[str, Any], since: int) -> None:
+    """A compiled run that fell back to eager trained at eager speed: say so in the log and in run.json
+    (the process's hits after the first `since`, i.e. during this run)."""
     if not cfg.trainer.compile:
         return
     from loopscale.compiling import recompile_limit_hits
 
-    hits = recompile_limit_hits()
+    hits = recompile_limit_hits()[since:]
     record["recompile_limit_hits"] = len(hits)
     for message in hits:
         log.error("compiled code fell back to eager: %s", message)
