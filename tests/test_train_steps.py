@@ -8,7 +8,7 @@ import csv
 
 import pytest
 
-from loopscale.module import Diverged
+from loopscale.module import Diverged, InjectedFailure
 from loopscale.records import read_record
 from loopscale.train import run_dir_of, run_training
 from train_helpers import TINY, train_config
@@ -43,3 +43,13 @@ def test_divergence_is_caught_at_the_next_check_with_its_own_step(tmp_path, data
     assert record["status"] == "diverged" and record["step"] == 3
     # checked before the checkpoint of step 5: no diverged weights were saved
     assert not (run_dir_of(cfg) / "checkpoints" / "last.ckpt").exists()
+
+
+def test_wall_time_checkpoint_is_what_a_killed_run_resumes_from(tmp_path, data_dir):
+    # steps alone would checkpoint only at 1000; a (tiny) wall-time interval saves at every log step (5)
+    timed = ["trainer.ckpt_every_steps=1000", "trainer.ckpt_every_minutes=1e-6", "trainer.log_every_steps=5"]
+    cfg = _cfg(tmp_path, data_dir, *timed, "trainer.fail_at_step=7")
+    with pytest.raises(InjectedFailure):
+        run_training(cfg)
+    resumed = run_training(_cfg(tmp_path, data_dir, *timed))
+    assert resumed["status"] == "done" and resumed["resumed_from_step"] == 5
