@@ -30,8 +30,9 @@ def test_val_every_steps_counts_optimizer_steps_under_accumulation(tmp_path, dat
     record = run_training(cfg)
     assert record["status"] == "done" and record["step"] == 30
     assert (record["device_batch"], record["grad_accum"], record["world"]) == (8, 2, 1)
-    # Lightning logs validation at the optimizer-step count; the last row is the final trainer.validate
-    assert _val_steps(run_dir_of(cfg))[:-1] == [10, 20, 30]
+    # Lightning logs a validation under the 0-based index of the optimizer step it follows (counting
+    # micro-batches it would validate 6 times, after steps 5, 10, ...); the last row is the final validate
+    assert [step + 1 for step in _val_steps(run_dir_of(cfg))[:-1]] == [10, 20, 30]
 
 
 def test_divergence_is_caught_at_the_next_check_with_its_own_step(tmp_path, data_dir):
