@@ -31,6 +31,43 @@ def test_invalid_compile_mode_is_rejected():
     assert train_config(["trainer.compile=true"]).trainer.compile == "blocks"
 
 
+def _train_validate_train(model, vocab: int, T: int, autocast: bool) -> None:
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    x = torch.randint(0, vocab, (4, T))
+    for phase in ("train", "validate", "train"):
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+            if phase == "validate":
+                model.eval()
+                with torch.no_grad():
+                    model(x, x)
+                    model(x[:3], x[:3])  # the partial last validation batch
+                model.train()
+            else:
+                model(x, x).backward()
+                opt.step()
+                opt.zero_grad()
+
+
+def test_two_compiled_models_in_one_process_stay_compiled():
+    """Every variant a process meets: fp32 and bf16, train and eval, with and without grad (truncated
+    backprop), a partial batch, two models with different compile modes. Dynamo's eager backend keeps its
+    caching and limits without code generation (the slow test below runs the real thing)."""
+    from loopscale.compiling import compile_model
+    from loopscale.config import ModelConfig
+    from loopscale.model import LoopedTransformer
+
+    watch_recompile_limit()
+    before = len(recompile_limit_hits())
+    for r, bptt_k, mode in ((2, 1, "blocks"), (4, None, "model")):
+        cfg = ModelConfig(vocab_size=64, d_model=32, head_dim=16, n_prelude=1, n_coda=1, depth=6, seq_len=16, r=r,
+                          bptt_k=bptt_k)
+        model = LoopedTransformer(cfg)
+        compile_model(model, mode, backend="eager")
+        for autocast in (False, True):
+            _train_validate_train(model, cfg.vocab_size, cfg.seq_len, autocast)
+    assert recompile_limit_hits()[before:] == []
+
+
 @pytest.mark.slow
 def test_two_compiled_runs_in_one_process_never_hit_the_recompile_limit(tmp_path, data_dir):
     """Train (truncated backprop: passes with and without grad) -> validation with a partial last batch ->
