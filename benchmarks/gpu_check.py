@@ -270,11 +270,15 @@ def section_optimizer(check: Check) -> dict[str, Any]:
 
     steps = 2 if check.smoke else 5
     muonh = importlib.util.find_spec("loopscale.muonh") is not None
-    cfg = check.config(6, 1, extra=("optim=muonh",) if muonh else ())
-    module = LoopedLM(cfg.model, cfg.optim, cfg.trainer, StepAccounting(total_steps=100, batch_tokens=1,
-                                                                       flops_per_token=1.0)).to(check.device)
+    # the GPU trainer's settings (MuonH picks its orthogonalisation dtype from them), uncompiled: the optimizer
+    # step is what is timed
+    trainer = ("trainer=gpu", "trainer.compile=false") if check.cuda else ()
+    cfg = check.config(6, 1, extra=(*trainer, *(("optim=muonh",) if muonh else ())))
+    B = check.batch(32)
+    accounting = StepAccounting(total_steps=1000, batch_tokens=B * cfg.model.seq_len, flops_per_token=1.0)
+    module = LoopedLM(cfg.model, cfg.optim, cfg.trainer, accounting).to(check.device)
     opt = module.configure_optimizers()["optimizer"]
-    x, y = check.tokens(cfg, check.batch(32))
+    x, y = check.tokens(cfg, B)
     fwd_bwd_s = opt_s = 0.0
     for step in range(steps + 1):
         check.sync()
