@@ -269,7 +269,10 @@ def section_optimizer(check: Check) -> dict[str, Any]:
     from loopscale.module import LoopedLM, StepAccounting
 
     steps = 2 if check.smoke else 5
-    muonh = importlib.util.find_spec("loopscale.muonh") is not None
+    from loopscale.train import SWEEPS_DIR
+
+    # both the optimizer and its config group (optim=muonh) of this checkout
+    muonh = importlib.util.find_spec("loopscale.muonh") is not None and (SWEEPS_DIR / "optim" / "muonh.yaml").exists()
     # the GPU trainer's settings (MuonH picks its orthogonalisation dtype from them), uncompiled: the optimizer
     # step is what is timed
     trainer = ("trainer=gpu", "trainer.compile=false") if check.cuda else ()
@@ -296,7 +299,7 @@ def section_optimizer(check: Check) -> dict[str, Any]:
             opt_s += time.perf_counter() - t1
     name = type(opt).__name__
     return {"optimizer": name, "muonh_available": muonh,
-            "note": None if muonh else "loopscale.muonh not importable: timed AdamW instead",
+            "note": None if muonh else "loopscale.muonh / optim=muonh not in this checkout: timed AdamW instead",
             "step_s": (fwd_bwd_s + opt_s) / steps, "optimizer_share": opt_s / (fwd_bwd_s + opt_s), "ok": True}
 
 
