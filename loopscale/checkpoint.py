@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import errno
 import os
+import time
 from pathlib import Path
 
 from lightning.pytorch.callbacks import Callback
@@ -80,21 +81,43 @@ class ForkCheckpoints(Callback):
 
 
 class AtomicLastCheckpoint(Callback):
-    def __init__(self, path: Path, every_n_steps: int):
+    """last.ckpt every `every_n_steps` optimizer steps, and also once `every_minutes` of wall time passed since
+    the last save (0: off), so a job killed at its time limit loses minutes, not up to every_n_steps steps.
+    The clock is read every `time_check_every` steps (the log steps, where training checks for divergence and
+    syncs anyway)."""
+
+    def __init__(self, path: Path, every_n_steps: int, every_minutes: float = 0.0, time_check_every: int = 1):
         self.path = Path(path)
         self.every_n_steps = every_n_steps
+        self.every_s = every_minutes * 60
+        self.time_check_every = max(1, time_check_every)
+        self._saved_at = time.monotonic()
 
     def _save(self, trainer) -> None:
         save_atomic(trainer, self.path)
+        self._saved_at = time.monotonic()
         if trainer.is_global_zero:  # the hpc checkpoints Lightning saved on SIGUSR1 are older now
             prune_hpc_checkpoints(trainer.default_root_dir)
+
+    def on_train_start(self, trainer, pl_module):
+        self._saved_at = time.monotonic()
+
+    def _time_due(self, trainer) -> bool:
+        if not self.every_s or trainer.global_step % self.time_check_every:
+            return False
+        due = time.monotonic() - self._saved_at >= self.every_s
+        # rank 0's clock decides: every rank must enter the save (a collective) together
+        return bool(trainer.strategy.broadcast(due, src=0)) if trainer.world_size > 1 else due
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
         step = trainer.global_step
         # save once per optimizer step (a step spans grad_accum micro-batches)
-        if step > 0 and step % self.every_n_steps == 0 and step != getattr(self, "_last_saved", None):
+        if step == 0 or step == getattr(self, "_last_saved", None):
+            return
+        if step % self.every_n_steps == 0 or (step != getattr(self, "_time_checked", None) and self._time_due(trainer)):
             self._last_saved = step
             self._save(trainer)
+        self._time_checked = step
 
     def on_train_end(self, trainer, pl_module):
         if trainer.global_step != getattr(self, "_last_saved", None):

@@ -310,7 +310,10 @@ class BudgetConfig:
     fork_tokens: Optional[List[int]] = None  # forks: one branch per token count D_i
     fork_stage: str = "all"  # forks: all | parent | a branch tag
     batch_size: int = 16  # global batch in sequences (split over devices and accumulation)
-    grad_accum: int = 1
+    # Sequences per device per micro-batch: auto (the published 32 / 16 from s = 18 / 8 from s = 30, capped at
+    # each device's share of batch_size) or an int; accumulation makes up the rest (loopscale/batching.py).
+    device_batch: Any = "auto"
+    grad_accum: Optional[int] = None  # set instead of device_batch to fix the accumulation; None: derived
 
     def __post_init__(self) -> None:
         _check_choice("mode", self.mode, BUDGET_MODES)
@@ -326,13 +329,18 @@ class BudgetConfig:
             needed = {"flops": "compute_flops", "tokens": "tokens", "ratio": "tokens_per_param"}[self.mode]
             _check_positive(needed, getattr(self, needed))
         _check_positive("batch_size", self.batch_size)
-        _check_positive("grad_accum", self.grad_accum)
+        if self.device_batch != "auto" and (isinstance(self.device_batch, bool)
+                                            or not isinstance(self.device_batch, int) or self.device_batch <= 0):
+            raise ValueError(f"device_batch={self.device_batch!r} must be 'auto' or an int > 0")
+        if self.grad_accum is not None:
+            _check_positive("grad_accum", self.grad_accum)
 
 
 @dataclass
 class TrainerConfig:
     """Lightning Trainer settings. CPU fp32 by default (bf16 is ~10x slower on this CPU); on CUDA use
-    precision=bf16-mixed and optionally compile=true (blocks compiled, the recurrence loop stays in Python)."""
+    precision=bf16-mixed and compile=blocks (each layer compiled, the recurrence loop stays in Python) or
+    compile=model (the whole forward, loop unrolled: one graph per shape)."""
 
     accelerator: str = "cpu"  # cpu | gpu | auto
     devices: int = 1
@@ -341,9 +349,13 @@ class TrainerConfig:
     # (optim.grad_clip), and every model of the published grid fits one GPU with DDP.
     strategy: str = "auto"
     precision: str = "32-true"  # 32-true | bf16-mixed
-    compile: bool = False
-    val_every_steps: int = 0  # 0: only the final validation
+    compile: Any = False  # false | blocks (true means blocks) | model
+    val_every_steps: int = 0  # optimizer steps between validations; 0: only the final validation
     ckpt_every_steps: int = 50
+    ckpt_every_minutes: float = 0.0  # also checkpoint when this much wall time passed since the last; 0: off
+    # Launch estimates (loopscale/launch.py): GPU hours = F x D / (assumed_mfu x peak bf16 FLOP/s).
+    assumed_mfu: float = 0.4
+    plan_device: str = "NVIDIA H100 80GB HBM3"  # the device launch estimates assume (a name in loopscale/mfu.py)
     log_every_steps: int = 10
     progress: bool = True
     num_threads: int = 0  # torch intra-op threads on CPU; 0 leaves torch's default
@@ -357,6 +369,17 @@ class TrainerConfig:
         _check_choice("precision", self.precision, ("32-true", "bf16-mixed", "16-mixed", "bf16-true"))
         _check_positive("devices", self.devices)
         _check_positive("ckpt_every_steps", self.ckpt_every_steps)
+        _check_positive("log_every_steps", self.log_every_steps)
+        compile_modes = {False: False, "false": False, "off": False, True: "blocks", "true": "blocks",
+                         "blocks": "blocks", "model": "model"}
+        if not isinstance(self.compile, (bool, str)) or self.compile not in compile_modes:
+            raise ValueError(f"compile={self.compile!r} is not allowed; choose one of false, 'blocks', 'model'")
+        self.compile = compile_modes[self.compile]
+        if self.val_every_steps < 0 or self.ckpt_every_minutes < 0:
+            raise ValueError(f"val_every_steps={self.val_every_steps!r} and ckpt_every_minutes="
+                             f"{self.ckpt_every_minutes!r} must be >= 0")
+        if not 0.0 < self.assumed_mfu <= 1.0:
+            raise ValueError(f"assumed_mfu={self.assumed_mfu!r} must be in (0, 1]")
 
 
 @dataclass

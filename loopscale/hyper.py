@@ -59,15 +59,20 @@ class HyperConnections(nn.Module):
         s_a, s_b, s_m = self.dyn_scale[i]
         return alpha + s_a * z[..., 0], M + s_m * z[..., 2:], beta + s_b * z[..., 1]
 
+    # The lanes are the residual stream: read and update run in the lanes' dtype (fp32 under bf16 autocast,
+    # as the single stream at r = 1), not autocast's bf16; the K-wide mixes are too small to matter for speed.
     @staticmethod
     def read(lanes: torch.Tensor, alpha: torch.Tensor) -> torch.Tensor:
         """u = sum_n alpha[n] lane_n: [B, T, K, d] -> [B, T, d]."""
-        return (alpha.unsqueeze(-2) @ lanes).squeeze(-2)  # [.., 1, K] @ [B, T, K, d]
+        with torch.autocast(lanes.device.type, enabled=False):
+            return (alpha.unsqueeze(-2).to(lanes.dtype) @ lanes).squeeze(-2)  # [.., 1, K] @ [B, T, K, d]
 
     @staticmethod
     def update(lanes: torch.Tensor, s: torch.Tensor, M: torch.Tensor, beta: torch.Tensor) -> torch.Tensor:
         """lane_n <- sum_m M[n, m] lane_m + beta[n] s: [B, T, K, d] -> [B, T, K, d]."""
-        return M @ lanes + beta.unsqueeze(-1) * s.unsqueeze(-2)
+        with torch.autocast(lanes.device.type, enabled=False):
+            dtype = lanes.dtype
+            return M.to(dtype) @ lanes + beta.unsqueeze(-1).to(dtype) * s.unsqueeze(-2).to(dtype)
 
     @staticmethod
     def merge(lanes: torch.Tensor) -> torch.Tensor:

@@ -236,10 +236,12 @@ class LoopedTransformer(nn.Module):
         s = torch.zeros_like(e) if mode == "additive" else e  # s_0
         for i in range(r):
             with torch.set_grad_enabled(grad_on and i >= first_grad_pass):
+                # matmul outputs are bf16 under autocast; the sum is the residual stream and stays in e's
+                # dtype (fp32) as at r = 1, so precision does not change with r
                 if mode == "concat":
-                    u = self.injection(e, s)  # W [e; s], the full 2d -> d matmul on every pass
+                    u = self.injection(e, s).to(e.dtype)  # W [e; s], the full 2d -> d matmul on every pass
                 elif mode == "linear":
-                    u = e_proj + self.injection.from_s(s)
+                    u = e_proj.to(e.dtype) + self.injection.from_s(s).to(e.dtype)
                 elif mode == "additive":
                     u = s + e
                 else:  # passthrough

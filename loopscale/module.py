@@ -8,23 +8,22 @@ The model itself (loopscale/model.py) knows nothing about Lightning; this file k
 from __future__ import annotations
 
 import logging
-import math
 import time
 from dataclasses import dataclass
 
 import lightning as L
 import torch
+from lightning.pytorch.callbacks import Callback
 
 from loopscale.config import ModelConfig, OptimConfig, TrainerConfig
+from loopscale.compiling import compile_model
 from loopscale.lr_transfer import MATRIX, adamw_lrs, lrs_for, recipe_param_groups
+from loopscale.mfu import mfu, peak_flops
 from loopscale.model import LoopedTransformer, param_groups
 from loopscale.muonh import MuonH, resolve_ortho_dtype
 from loopscale.schedule import lr_multiplier
 
 log = logging.getLogger("loopscale.train")
-
-# Dense bf16 peak FLOP/s per device, for model-FLOPs utilisation (published datasheet figures).
-PEAK_FLOPS_BF16 = {"H100": 989e12, "H200": 989e12, "A100": 312e12, "L40S": 362e12, "A10": 125e12}
 
 
 class Diverged(RuntimeError):
@@ -46,6 +45,7 @@ class StepAccounting:
     total_steps: int
     batch_tokens: int  # global tokens per optimizer step
     flops_per_token: float  # F, eq. in DESIGN.md "FLOPs per token"
+    causal_flops_per_token: float = float("nan")  # F with half the attention matmuls (loopscale/mfu.py)
 
 
 def device_type(accelerator: str) -> str:
@@ -70,13 +70,19 @@ def optimizer_record(model_cfg: ModelConfig, optim: OptimConfig, trainer_cfg: Tr
 
 
 def peak_flops_per_device() -> float | None:
+    """This process's CUDA device's dense bf16 peak (loopscale/mfu.py), None on CPU or an unknown device."""
     if not torch.cuda.is_available():
         return None
-    name = torch.cuda.get_device_name()
-    for key, value in PEAK_FLOPS_BF16.items():
-        if key in name:
-            return value
-    return None
+    return peak_flops(torch.cuda.get_device_name())
+
+
+class DivergenceCheck(Callback):
+    """Raises Diverged at the end of an optimizer step whose loss check is due (LoopedLM.check_due). It must
+    come first among the callbacks: a checkpoint callback of the same step then never saves diverged weights."""
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+        if pl_module.check_due():
+            pl_module.raise_if_diverged()
 
 
 class LoopedLM(L.LightningModule):
@@ -89,16 +95,26 @@ class LoopedLM(L.LightningModule):
         self.accounting = accounting
         self.optimizer_record = optimizer_record(model_cfg, optim, trainer_cfg, accounting)
         self.model = LoopedTransformer(model_cfg)
-        if trainer_cfg.compile:
-            self.model.compile_blocks()
-        self._last_step_time: float | None = None
-        self._tokens_per_s = float("nan")
+        compile_model(self.model, trainer_cfg.compile)
         self._peak_flops = None
         self.tokens_trained = 0  # by this process's fit (a resumed run starts at 0)
-        self.last_train_loss = float("nan")
         self.resumed_from_step = 0
+        # On-device state, read on the host only at log steps (a .item() per micro-batch stalls the GPU queue)
+        self._last_loss: torch.Tensor | None = None
+        self._first_nonfinite_step: torch.Tensor | None = None  # -1 while every loss was finite
+        self._mark: tuple[float, int] | None = None  # (time, tokens_trained) at the last throughput log
+        self._steps_seen = -1  # the global step whose end was last handled
+
+    @property
+    def last_train_loss(self) -> float:
+        return float("nan") if self._last_loss is None else float(self._last_loss)
 
     # -- training ---------------------------------------------------------------------------------------
+    def _log_now(self) -> bool:
+        """True on the micro-batches whose metrics Lightning will write (every log_every_steps optimizer steps):
+        Python numbers logged on other micro-batches would each cost a host-to-device copy and a sync."""
+        return self.trainer._logger_connector.should_update_logs
+
     def training_step(self, batch, batch_idx):
         x, y = batch  # [B, T], [B, T]
         step = self.global_step
@@ -107,44 +123,80 @@ class LoopedLM(L.LightningModule):
         loss = self.model(x, y)
         if self.trainer_cfg.nan_at_step is not None and step == self.trainer_cfg.nan_at_step:
             loss = loss * float("nan")
-        finite = bool(torch.isfinite(loss.detach()))
-        if self.trainer.world_size > 1:  # every rank must stop together, or the others hang in all-reduce
-            finite = bool(self.trainer.strategy.reduce_boolean_decision(finite, all=True))
-        if not finite:
-            raise Diverged(step, float(loss.detach()))
-        self.last_train_loss = float(loss.detach())
-        tokens_seen = (step + 1) * self.accounting.batch_tokens
-        self.log("train/loss", loss.detach(), prog_bar=True, on_step=True, on_epoch=False)
-        self.log("train/tokens", float(tokens_seen), on_step=True, on_epoch=False)
-        self.log("train/flops", tokens_seen * self.accounting.flops_per_token, on_step=True, on_epoch=False)
-        self.log("train/lr", self.lr_schedulers().get_last_lr()[0], on_step=True, on_epoch=False)
+        detached = loss.detach()
+        if self._first_nonfinite_step is None:
+            self._first_nonfinite_step = torch.full((), -1, dtype=torch.long, device=detached.device)
+        # remember the first step with a non-finite loss, on the device (no sync); checked at log steps
+        bad = ~torch.isfinite(detached) & (self._first_nonfinite_step < 0)
+        self._first_nonfinite_step = torch.where(bad, step, self._first_nonfinite_step)
+        self._last_loss = detached
+        if self._log_now():
+            tokens_seen = (step + 1) * self.accounting.batch_tokens
+            self.log("train/loss", detached, prog_bar=True, on_step=True, on_epoch=False)
+            self.log("train/tokens", float(tokens_seen), on_step=True, on_epoch=False)
+            self.log("train/flops", tokens_seen * self.accounting.flops_per_token, on_step=True, on_epoch=False)
+            self.log("train/lr", self.lr_schedulers().get_last_lr()[0], on_step=True, on_epoch=False)
         return loss
 
+    def check_due(self) -> bool:
+        """Whether this micro-batch ends an optimizer step whose divergence check is due: every
+        log_every_steps and ckpt_every_steps steps (before a checkpoint can save the weights) and the last."""
+        step = self.global_step
+        if step == self._steps_seen:  # inside an accumulation, or this step was handled
+            return False
+        every = (self.trainer_cfg.log_every_steps, self.trainer_cfg.ckpt_every_steps)
+        return any(step % n == 0 for n in every) or step >= self.trainer.max_steps
+
+    def raise_if_diverged(self) -> None:
+        """One host sync: raise Diverged if any loss since the start was non-finite (on every rank together,
+        or the others would hang in the next all-reduce)."""
+        if self._first_nonfinite_step is None:
+            return
+        first = int(self._first_nonfinite_step)
+        diverged = first >= 0
+        if self.trainer.world_size > 1:
+            diverged = bool(self.trainer.strategy.reduce_boolean_decision(diverged, all=False))
+        if diverged:
+            raise Diverged(first if first >= 0 else self.global_step, float("nan"))
+
     def on_before_optimizer_step(self, optimizer):
-        # Lightning calls this before clipping, so this is the raw global norm.
+        # Lightning calls this before clipping, so this is the raw global norm; one fused norm per tensor list
+        if not self._log_now():
+            return
         grads = [p.grad for p in self.parameters() if p.grad is not None]
         if grads:
-            norm = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads]))
+            norm = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads)))
             self.log("train/grad_norm", norm, on_step=True, on_epoch=False)
 
     def on_train_batch_end(self, outputs, batch, batch_idx):
-        now = time.perf_counter()
         self.tokens_trained += batch[0].numel() * self.trainer.world_size
-        if self._last_step_time is not None:
-            dt = now - self._last_step_time
-            # batch_idx counts micro-batches; a step's tokens arrive over grad_accum of them
-            micro_tokens = batch[0].numel() * self.trainer.world_size
-            rate = micro_tokens / max(dt, 1e-9)
-            self._tokens_per_s = rate if math.isnan(self._tokens_per_s) else 0.9 * self._tokens_per_s + 0.1 * rate
-            self.log("perf/tokens_per_s", self._tokens_per_s, prog_bar=True, on_step=True, on_epoch=False)
+        step = self.global_step
+        if step == self._steps_seen:  # inside an accumulation: a step's tokens arrive over grad_accum micro-batches
+            return
+        self._steps_seen = step
+        if not self._log_now():
+            return
+        # throughput over the steps since the last log, measured after a sync (one per log step) so the
+        # interval is the device's work, not how far ahead the host queued it
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+        now = time.perf_counter()
+        if self._mark is not None:
+            then, tokens_then = self._mark
+            tokens_per_s = (self.tokens_trained - tokens_then) / max(now - then, 1e-9)
+            self.log("perf/tokens_per_s", tokens_per_s, prog_bar=True, on_step=True, on_epoch=False)
             if self._peak_flops:
-                mfu = self._tokens_per_s * self.accounting.flops_per_token / (self._peak_flops * self.trainer.world_size)
-                self.log("perf/mfu", mfu, on_step=True, on_epoch=False)
-        self._last_step_time = now
+                world = self.trainer.world_size
+                self.log("perf/mfu", mfu(tokens_per_s, self.accounting.flops_per_token, self._peak_flops, world),
+                         on_step=True, on_epoch=False)
+                self.log("perf/mfu_causal", mfu(tokens_per_s, self.accounting.causal_flops_per_token,
+                                                self._peak_flops, world), on_step=True, on_epoch=False)
+        self._mark = (now, self.tokens_trained)
 
     def on_train_start(self):
         self._peak_flops = peak_flops_per_device()
-        self._last_step_time = None
+        self._mark = None
+        self._steps_seen = self.global_step
         self.resumed_from_step = self.global_step
 
     # -- validation -------------------------------------------------------------------------------------

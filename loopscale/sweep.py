@@ -104,10 +104,19 @@ def plan_with_vocab(cfg: TrainConfig, vocab_size: int) -> RunPlan:
     return plan_run(with_vocab(cfg, vocab_size))
 
 
-def describe(job: Job) -> dict[str, Any]:
+def describe(job: Job, limits=None) -> dict[str, Any]:
+    """One job's row: its plan, its device batch and accumulation, and its launch estimate (loopscale/launch.py)
+    against `limits` (a launch.LaunchLimits, or None when the launcher has no time limit)."""
+    from loopscale.batching import device_batching
+    from loopscale.launch import estimate_job
+
     cfg = job.cfg
     plan = plan_with_vocab(cfg, cfg.data.vocab_size)
-    return {"run_name": cfg.run_name, "sweep": cfg.sweep, "point": cfg.point, "r": cfg.model.r,
-            "variant": cfg.model.variant,
+    batching = device_batching(cfg.budget, cfg.model, cfg.trainer)
+    estimate = estimate_job(with_vocab(cfg, cfg.data.vocab_size), limits)
+    return {"run_name": cfg.run_name, "sweep": cfg.sweep, "point": cfg.point, "r": cfg.model.r, "variant": cfg.model.variant,
             "d_model": cfg.model.d_model, "N_once": plan.N_once, "N_rec": plan.N_rec, "N": plan.N,
-            "C_budget": plan.C_budget, "D": plan.D, "steps": plan.steps, "C": plan.C}
+            "C_budget": plan.C_budget, "D": plan.D, "steps": plan.steps, "C": plan.C,
+            "device_batch": batching.device_batch, "grad_accum": batching.grad_accum, "world": batching.world,
+            "gpu_hours": estimate.gpu_hours, "wall_h": estimate.wall_h, "allowed_h": estimate.allowed_h,
+            "fits_limits": estimate.fits}

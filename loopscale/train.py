@@ -141,11 +141,16 @@ def _callbacks(cfg: TrainConfig, run_dir: Path, fork_steps: list[int]) -> list:
     from lightning.pytorch.callbacks import RichProgressBar, TQDMProgressBar
 
     from loopscale.checkpoint import AtomicLastCheckpoint, ForkCheckpoints
+    from loopscale.module import DivergenceCheck
 
     # fork checkpoints first: a kill between the two saves at a fork step then never leaves last.ckpt past
     # a fork that was not written
-    callbacks = [ForkCheckpoints(run_dir / CHECKPOINT.parent, fork_steps)] if fork_steps else []
-    callbacks.append(AtomicLastCheckpoint(run_dir / CHECKPOINT, every_n_steps=cfg.trainer.ckpt_every_steps))
+    # the divergence check first: no checkpoint of the same step may save diverged weights
+    callbacks = [DivergenceCheck()]
+    callbacks += [ForkCheckpoints(run_dir / CHECKPOINT.parent, fork_steps)] if fork_steps else []
+    callbacks.append(AtomicLastCheckpoint(run_dir / CHECKPOINT, every_n_steps=cfg.trainer.ckpt_every_steps,
+                                          every_minutes=cfg.trainer.ckpt_every_minutes,
+                                          time_check_every=cfg.trainer.log_every_steps))
     if cfg.trainer.progress:
         callbacks.append(RichProgressBar() if sys.stdout.isatty() else TQDMProgressBar(refresh_rate=50))
     return callbacks
@@ -272,8 +277,11 @@ def fit_run(cfg: TrainConfig, run_dir: Path, *, start_ckpt: Path | None = None, 
     import lightning as L
     import torch
 
+    from loopscale.batching import device_batching
     from loopscale.checkpoint import newest_checkpoint
+    from loopscale.compiling import recompile_limit_hits
     from loopscale.identity import identity_hash, identity_of
+    from loopscale.mfu import causal_flops_per_token
     from loopscale.module import Diverged, LoopedLM, StepAccounting
     from loopscale.run_data import data_record, make_datamodule, open_run_data
 
@@ -299,23 +307,22 @@ def fit_run(cfg: TrainConfig, run_dir: Path, *, start_ckpt: Path | None = None, 
         # a packed set too small for D fails here, before any training (data.allow_repeat lifts it)
         record["data"] = data_record(run_data, cfg.data, plan.steps, cfg.budget.batch_size, cfg.model.seq_len)
 
-        world = cfg.trainer.devices * cfg.trainer.num_nodes
-        per_step = world * cfg.budget.grad_accum
-        if cfg.budget.batch_size % per_step != 0:
-            raise ValueError(f"budget.batch_size={cfg.budget.batch_size} must be divisible by devices x num_nodes "
-                             f"x grad_accum = {per_step}")
-        datamodule = make_datamodule(run_data, cfg.data, cfg.model.seq_len, cfg.budget.batch_size // per_step,
-                                     cfg.seed)
+        # device batch and accumulation from one place (loopscale/batching.py); an error when they do not divide
+        batching = device_batching(cfg.budget, cfg.model, cfg.trainer)
+        record.update(device_batch=batching.device_batch, grad_accum=batching.grad_accum, world=batching.world)
+        datamodule = make_datamodule(run_data, cfg.data, cfg.model.seq_len, batching.device_batch, cfg.seed)
         module = LoopedLM(cfg.model, cfg.optim, cfg.trainer,
                           StepAccounting(total_steps=plan.steps, batch_tokens=plan.batch_tokens,
-                                         flops_per_token=plan.F))
+                                         flops_per_token=plan.F,
+                                         causal_flops_per_token=causal_flops_per_token(cfg.model)))
         record.update(module.optimizer_record)
         trainer = L.Trainer(
             accelerator=cfg.trainer.accelerator, devices=cfg.trainer.devices, num_nodes=cfg.trainer.num_nodes,
             strategy=cfg.trainer.strategy, precision=cfg.trainer.precision,
-            max_steps=plan.steps, max_epochs=-1, accumulate_grad_batches=cfg.budget.grad_accum,
+            max_steps=plan.steps, max_epochs=-1, accumulate_grad_batches=batching.grad_accum,
             gradient_clip_val=cfg.optim.grad_clip or None, gradient_clip_algorithm="norm",
-            val_check_interval=cfg.trainer.val_every_steps or plan.steps * cfg.budget.grad_accum + 1,
+            # Lightning counts training batches, i.e. micro-batches: val_every_steps counts optimizer steps
+            val_check_interval=(cfg.trainer.val_every_steps or plan.steps + 1) * batching.grad_accum,
             check_val_every_n_epoch=None, num_sanity_val_steps=0,
             log_every_n_steps=cfg.trainer.log_every_steps, logger=_loggers(cfg, run_dir),
             callbacks=_callbacks(cfg, run_dir, list(fork_steps)), enable_checkpointing=False,
@@ -328,6 +335,7 @@ def fit_run(cfg: TrainConfig, run_dir: Path, *, start_ckpt: Path | None = None, 
         resume_from = newest_checkpoint(run_dir / CHECKPOINT, run_dir) or start_ckpt
         # weights_only=True: a checkpoint is tensors and plain containers; unpickling code from a planted
         # file is refused whatever torch's own default (torch < 2.6 defaults to full unpickling)
+        hits_before = len(recompile_limit_hits())
         trainer.fit(module, datamodule=datamodule, ckpt_path=str(resume_from) if resume_from else None,
                     weights_only=True)
         record["ranks"] = _rank_placement(trainer, module.resumed_from_step)
@@ -351,11 +359,25 @@ def fit_run(cfg: TrainConfig, run_dir: Path, *, start_ckpt: Path | None = None, 
         # whole-run throughput of this process (a resumed run counts only what it trained itself)
         record["tokens_per_s"] = module.tokens_trained / wall if wall > 0 and module.tokens_trained else None
         record["resumed_from_step"] = trainer.global_step - steps_trained
+        _record_recompile_limit_hits(cfg, record, since=hits_before)
         return record
     finally:
         if (trainer is None or trainer.is_global_zero) and record["status"] is not None:
             record.setdefault("wall_time_s", time.perf_counter() - started)
             _write_record_or_log(run_dir / record_file, record)
+
+
+def _record_recompile_limit_hits(cfg: TrainConfig, record: dict[str, Any], since: int) -> None:
+    """A compiled run that fell back to eager trained at eager speed: say so in the log and in run.json
+    (the process's hits after the first `since`, i.e. during this run)."""
+    if not cfg.trainer.compile:
+        return
+    from loopscale.compiling import recompile_limit_hits
+
+    hits = recompile_limit_hits()[since:]
+    record["recompile_limit_hits"] = len(hits)
+    for message in hits:
+        log.error("compiled code fell back to eager: %s", message)
 
 
 def _in_multirun() -> bool:

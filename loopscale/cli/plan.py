@@ -21,13 +21,16 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def plan_rows(overrides: list[str]) -> list[dict]:
-    """One row per job: run_name, points, C_independent, C_forked (FLOPs, from accounting)."""
+    """One row per job: run_name, points, C_independent, C_forked (FLOPs, from accounting), and its launch
+    estimate (gpu_hours, wall_h, allowed_h, fits_limits: loopscale/launch.py)."""
     from loopscale.config import with_vocab
     from loopscale.forks import plan_forks
+    from loopscale.launch import estimate_job, launcher_limits_of
     from loopscale.sweep import expand
     from loopscale.train import plan_run
 
     rows = []
+    limits = launcher_limits_of(overrides)
     for job in expand(overrides):
         # the tokenizer vocabulary is only known after data prepare; plan with the configured one
         cfg = with_vocab(job.cfg, job.cfg.data.vocab_size)
@@ -42,11 +45,15 @@ def plan_rows(overrides: list[str]) -> list[dict]:
             rows.append({"run_name": cfg.run_name, "r": cfg.model.r, "d_model": cfg.model.d_model, "points": 1,
                          "steps": [plan.steps], "fork_steps": [],
                          "C_independent": plan.C, "C_forked": plan.C})
+        estimate = estimate_job(cfg, limits, C=rows[-1]["C_forked"])
+        rows[-1].update(gpu_hours=estimate.gpu_hours, wall_h=estimate.wall_h, allowed_h=estimate.allowed_h,
+                        fits_limits=estimate.fits)
     return rows
 
 
 def run(args: argparse.Namespace) -> int:
     import json
+    import sys
 
     from hydra.errors import HydraException
     from rich.console import Console
@@ -61,19 +68,26 @@ def run(args: argparse.Namespace) -> int:
     total = {"jobs": len(rows), "points": sum(r["points"] for r in rows),
              "C_independent": sum(r["C_independent"] for r in rows), "C_forked": sum(r["C_forked"] for r in rows)}
     total["ratio"] = total["C_independent"] / total["C_forked"]
+    total["gpu_hours"] = sum(r["gpu_hours"] for r in rows)
+    for r in rows:
+        if not r["fits_limits"]:
+            print(f"WARNING: job {r['run_name']} needs ~{r['wall_h']:.1f} h but the launcher allows "
+                  f"{r['allowed_h']:.1f} h (timeout x (max requeues + 1), less requeue losses)", file=sys.stderr)
     if args.json:
         for row in rows:
             print(json.dumps(row))
         print(json.dumps({"total": total}))
         return 0
     table = Table(title=f"{total['jobs']} jobs, {total['points']} points")
-    for col in ("run_name", "r", "d_model", "points", "steps", "fork at", "C independent", "C forked", "ratio"):
+    for col in ("run_name", "r", "d_model", "points", "steps", "fork at", "C independent", "C forked", "ratio",
+                "GPU h"):
         table.add_column(col, justify="left" if col == "run_name" else "right")
     for r in rows:
         table.add_row(r["run_name"], str(r["r"]), str(r["d_model"]), str(r["points"]),
                       ",".join(map(str, r["steps"])), ",".join(map(str, r["fork_steps"])) or "-",
-                      f"{r['C_independent']:.4g}", f"{r['C_forked']:.4g}", f"{r['C_independent'] / r['C_forked']:.2f}x")
+                      f"{r['C_independent']:.4g}", f"{r['C_forked']:.4g}", f"{r['C_independent'] / r['C_forked']:.2f}x",
+                      f"{r['gpu_hours']:.1f}" + ("" if r["fits_limits"] else " !"))
     Console(width=max(Console().width, 140)).print(table)
     print(f"total training compute: independent {total['C_independent']:.4g} FLOPs, forked {total['C_forked']:.4g} "
-          f"FLOPs: {total['ratio']:.2f}x cheaper")
+          f"FLOPs: {total['ratio']:.2f}x cheaper; ~{total['gpu_hours']:.0f} GPU hours at the assumed MFU")
     return 0

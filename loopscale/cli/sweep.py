@@ -8,7 +8,9 @@ import argparse
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("sweep", help="dry run: list the jobs of a Hydra multirun and their N, D, C",
                        description="Expand `loopscale-train -m OVERRIDES` without launching anything: one row "
-                                   "per job with its run name, r, width, N_once, N_rec, D and steps.")
+                                   "per job with its run name, r, width, N_once, N_rec, D, steps, device batch x "
+                                   "accumulation and estimated GPU hours; warns (stderr) about jobs that cannot "
+                                   "finish within the launcher's timeout x (max requeues + 1).")
     p.add_argument("overrides", nargs="*", help="Hydra overrides, e.g. experiment=isodepth model.r=1,2")
     p.add_argument("--count", action="store_true",
                    help="print only the number of jobs (fast: expands the grid without composing each job)")
@@ -24,6 +26,8 @@ def run(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     from loopscale.cli import UsageError
+    from loopscale.config import with_vocab
+    from loopscale.launch import launcher_limits_of, print_limit_warnings
     from loopscale.sweep import describe, expand, sweep_overrides
 
     try:
@@ -33,18 +37,23 @@ def run(args: argparse.Namespace) -> int:
             print(len(sweep_overrides(args.overrides)))
             return 0
         jobs = expand(args.overrides)
-        rows = [describe(job) for job in jobs]
+        limits = launcher_limits_of(args.overrides)
+        rows = [describe(job, limits) for job in jobs]
     except (HydraException, ValueError) as err:
         raise UsageError(str(err).splitlines()[0]) from err
+    print_limit_warnings([with_vocab(job.cfg, job.cfg.data.vocab_size) for job in jobs], limits)
     if args.json:
         for row in rows:
             print(json.dumps(row))
         return 0
     table = Table(title=f"{len(rows)} jobs")
-    for col in ("run_name", "r", "variant", "d_model", "N_once", "N_rec", "D", "steps", "C"):
+    for col in ("run_name", "r", "variant", "d_model", "N_once", "N_rec", "D", "steps", "C", "batch", "GPU h"):
         table.add_column(col, justify="left" if col in ("run_name", "variant") else "right")
     for row in rows:
+        # batch: world x device batch x accumulation (sequences per optimizer step)
         table.add_row(row["run_name"], str(row["r"]), row["variant"], str(row["d_model"]), f"{row['N_once']:,}",
-                      f"{row['N_rec']:,}", f"{row['D']:.3g}", f"{row['steps']:,}", f"{row['C']:.3g}")
+                      f"{row['N_rec']:,}", f"{row['D']:.3g}", f"{row['steps']:,}", f"{row['C']:.3g}",
+                      f"{row['world']}x{row['device_batch']}x{row['grad_accum']}",
+                      f"{row['gpu_hours']:.1f}" + ("" if row["fits_limits"] else " !"))
     Console(width=max(Console().width, 140)).print(table)
     return 0

@@ -1,0 +1,50 @@
+"""Mixed precision keeps the residual stream in fp32 for every r: under bf16 autocast the matmuls run in bf16,
+but what each layer receives (the stream, the injection's sum, the hyper lanes' read-out) stays fp32, as it
+does at r = 1, so the recurrence count does not change the stream's precision (a confound in phi)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from loopscale.config import ModelConfig
+from loopscale.model import Block, LoopedTransformer
+
+VOCAB, T = 128, 16
+
+
+def block_input_dtypes(cfg: ModelConfig) -> dict[str, set[torch.dtype]]:
+    """Run one forward + backward under CPU bf16 autocast; the dtypes each Block's input had, by block name."""
+    torch.manual_seed(0)
+    model = LoopedTransformer(cfg)
+    seen: dict[str, set[torch.dtype]] = {}
+    for name, module in model.named_modules():
+        if isinstance(module, Block):
+            module.register_forward_pre_hook(lambda mod, args, name=name: seen.setdefault(name, set()).add(args[0].dtype))
+    idx = torch.randint(0, VOCAB, (2, T))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        loss = model(idx, idx)
+    loss.backward()
+    return seen
+
+
+@pytest.mark.parametrize("kw", [dict(r=1), dict(r=4), dict(r=4, bptt_k=2), dict(r=4, injection="hyper"),
+                                dict(r=4, injection="hyper", hyper_dynamic=True), dict(r=4, injection="additive")],
+                         ids=["r1", "linear-r4", "linear-r4-tbptt", "hyper-r4", "hyper-dynamic-r4", "additive-r4"])
+def test_block_inputs_stay_fp32_under_bf16_autocast(kw):
+    cfg = ModelConfig(vocab_size=VOCAB, d_model=64, head_dim=32, n_prelude=1, n_coda=1, depth=6, seq_len=T, **kw)
+    seen = block_input_dtypes(cfg)
+    assert {"prelude.0", "recurrent.0", "coda.0"} <= seen.keys()
+    assert all(dtypes == {torch.float32} for dtypes in seen.values()), seen
+
+
+def test_matmuls_run_in_bf16_under_autocast():
+    """The other half of the contract: autocast is in effect inside the blocks (so the fp32 stream is not
+    bought by running everything in fp32)."""
+    cfg = ModelConfig(vocab_size=VOCAB, d_model=64, head_dim=32, n_prelude=1, n_coda=1, depth=6, seq_len=T, r=4)
+    model = LoopedTransformer(cfg)
+    out_dtypes = []
+    model.recurrent[0].attn.qkv.register_forward_hook(lambda mod, args, out: out_dtypes.append(out.dtype))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        model(torch.randint(0, VOCAB, (2, T)))
+    assert out_dtypes and set(out_dtypes) == {torch.bfloat16}
