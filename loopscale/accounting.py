@@ -4,7 +4,7 @@ Pure functions, no torch: the fitted law L(N_once, N_rec, r, D) is only as good 
 one mirrors a module of `loopscale.model` and the tests check them against `sum(p.numel())` of the built
 modules and against `torch.utils.flop_counter.FlopCounterMode` on a real forward + backward.
 
-Parameter accounting (DESIGN.md, "Parameter accounting"):
+Parameter accounting (docs/design.md, "Parameter accounting"):
     block   = attention 4 d^2 (qkv 3 d^2 + out d^2, no biases; QK-norm has no weights)
               + MLP (ReLU^2: 2 * 4 d * d = 8 d^2; SwiGLU: 3 * d * h)
               + 2 d (the two pre-norm RMSNorm gains)

@@ -2,8 +2,8 @@
 
 The global batch (budget.batch_size sequences of T tokens, 262,144 tokens in the published runs) is what
 the budget and the learning rate see; the device batch is what fits in memory. The published runs use a
-device batch of 32 sequences, 16 from size s = 18 and 8 from s = 30 (s = d_model / 64, DESIGN.md "Budget
--> tokens"), and accumulate gradients over the rest:
+device batch of 32 sequences, 16 from size s = 18 and 8 from s = 30 (s = d_model / 64; docs/design.md,
+"The published recipe", Batch), and accumulate gradients over the rest:
 
     grad_accum = batch_size / (world x device_batch),   world = devices x num_nodes
 

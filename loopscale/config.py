@@ -5,7 +5,7 @@ allowed values, so a bad sweep point fails at start, not an hour into training. 
 the schema into Hydra's ConfigStore so YAML under `sweeps/` is type-checked against it.
 
 Names follow the literature: d_model, n_layer; r = recurrence count; p / k / c = prelude / recurrent-block
-/ coda depth in layers, so effective depth L_eff = p + k * r + c (DESIGN.md, "Iso-depth").
+/ coda depth in layers, so effective depth L_eff = p + k * r + c (docs/design.md, "Iso-depth").
 """
 
 from __future__ import annotations
@@ -409,7 +409,7 @@ class TrainConfig:
     sweep: str = "default"
     run_name: str = "run"
     runs_dir: str = "runs"
-    point: Optional[str] = None  # grid point label "C<budget>-d<width>" set by sweeps (see sweeps/README)
+    point: Optional[str] = None  # grid point label "C<budget>-d<width>" set by sweeps (see docs/design.md, "The published recipe")
     # A run dir belongs to one config (loopscale/identity.py): a relaunch whose config differs is an error,
     # unless restart=true, which deletes that run's files and starts it over.
     restart: bool = False

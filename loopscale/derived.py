@@ -4,7 +4,7 @@
 - `training_cost_size`: N_once + r N_rec, the non-looped size with the same training FLOPs per
   token (iso-depth: every pass costs its parameters again), the "cost-equivalent" size.
 - `equivalent_sizes`: both, e.g. r = 4, N_once = 220M, N_rec = 190M, phi = 0.46 gives
-  N_eff ~ 580M at the training cost of a ~1B non-looped model (DESIGN.md, the published example).
+  N_eff ~ 580M at the training cost of a ~1B non-looped model (docs/design.md, "The question"; published figures).
 - `compute_optimal`: N*, D* at budget C for a given r (C = F D with F = f N_cost FLOPs per token,
   f = 6 by default or the model's exact count per parameter; Hoffmann et al. 2022, eq. 4 with
   N_eff = rho N_cost). `optimal_size` is the closed form it and the compute-optimal figure share.

@@ -1,4 +1,4 @@
-"""Hyper-connections around the recurrent block (Zhu et al. 2024, "Hyper-Connections"), per DESIGN.md.
+"""Hyper-connections around the recurrent block (Zhu et al. 2024, "Hyper-Connections"), per docs/design.md.
 
 K residual lanes replace the single state s. All lanes start as the prelude output e. Pass i (0-based):
 

@@ -89,7 +89,7 @@ class LawData:
 
 
 def n_eff(N_once, N_rec, r, phi):
-    """Effective parameter count N_eff = N_once + r^phi * N_rec (DESIGN.md, the joint law).
+    """Effective parameter count N_eff = N_once + r^phi * N_rec (docs/design.md, "The question").
 
     phi = 1: looping a block r times is worth r unique blocks; phi = 0: worth one block.
     Accepts scalars or arrays (broadcast).

@@ -1,4 +1,4 @@
-"""The published recipe's parameter groups and learning rates (DESIGN.md, "The published recipe").
+"""The published recipe's parameter groups and learning rates (docs/design.md, "The published recipe").
 
 Groups, by the role of the module a parameter belongs to:
     matrix     every 2-D weight of the prelude, recurrent and coda blocks and of the injection (MuonH)

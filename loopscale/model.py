@@ -1,4 +1,4 @@
-"""The looped (depth-recurrent) transformer of DESIGN.md, "The science, precisely".
+"""The looped (depth-recurrent) transformer of docs/design.md, "The looped model".
 
     idx -> embed -> embed_norm -> prelude (p layers, once) = e
         -> r passes of the recurrent block (k layers), each fed by the injection of e:

@@ -44,7 +44,7 @@ class StepAccounting:
 
     total_steps: int
     batch_tokens: int  # global tokens per optimizer step
-    flops_per_token: float  # F, eq. in DESIGN.md "FLOPs per token"
+    flops_per_token: float  # F, eq. in docs/design.md, "FLOPs per token"
     causal_flops_per_token: float = float("nan")  # F with half the attention matmuls (loopscale/mfu.py)
 
 

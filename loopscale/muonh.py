@@ -1,6 +1,6 @@
 """MuonH: Muon on the hyperball, the published recipe's optimizer for the block and injection matrices.
 
-Per matrix W (DESIGN.md, "The published recipe", Optimizer), with c = ||W_0||_F taken at the first step:
+Per matrix W (docs/design.md, "The published recipe", Optimizer), with c = ||W_0||_F taken at the first step:
 
     buf <- lerp(buf, g, 1 - mu)                 Nesterov momentum, mu = 0.95
     g   <- lerp(g, buf, mu)
@@ -31,7 +31,7 @@ from __future__ import annotations
 import torch
 from torch.optim.adamw import adamw as adamw_step
 
-# Polar Express coefficients (a, b, c) of the five iterations, as published (DESIGN.md).
+# Polar Express coefficients (a, b, c) of the five iterations, as published (docs/design.md).
 POLAR_EXPRESS_COEFFS = (
     (8.156554524902461, -22.48329292557795, 15.878769915207462),
     (4.042929935166739, -2.808917465908714, 0.5000178451051316),

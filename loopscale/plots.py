@@ -1,6 +1,6 @@
 """Diagnostic figures of a fitted scaling law, drawn from a runs table and a fit record.
 
-The law under test (DESIGN.md):
+The law under test (docs/design.md):
 
     L = E + A * N_eff^-alpha + B * D^-beta,    N_eff = N_once + r^phi * N_rec
 

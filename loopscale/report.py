@@ -1,7 +1,7 @@
 """A short Markdown report of a sweep: the fitted law with its 95% intervals, the diagnostic figures,
 the runs, and the runs that failed or are missing.
 
-The law reported (DESIGN.md):
+The law reported (docs/design.md):
 
     L = E + A * (N_once + r^phi * N_rec)^-alpha + B * D^-beta
 

@@ -3,7 +3,7 @@
 Used by the tests (ground-truth recovery of phi and delta-phi), the benchmarks and anyone who wants
 to check a fitting method before trusting it on real runs.
 
-Grid (DESIGN.md, "The published recipe"): size s has d_model = 64 s rounded up to a multiple of 128;
+Grid (docs/design.md, "The published recipe"): size s has d_model = 64 s rounded up to a multiple of 128;
 L_eff = 20 with r = 1 a plain 20-layer model and r > 1 the 2 + 16/r x r + 2 layout. Baseline sizes
 per compute budget are `BASELINE_SIZES` at r in {1, 2, 4, 8}; the truncated-backprop probe trains
 `TBPTT_SIZES` at r in {2, 4, 8} only (its fits reuse the baseline's r = 1 runs). N_once, N_rec and

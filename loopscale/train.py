@@ -38,7 +38,7 @@ CHECKPOINT = Path("checkpoints") / "last.ckpt"
 
 @dataclass(frozen=True)
 class RunPlan:
-    """Everything the budget implies for one model, computed before training (DESIGN.md accounting)."""
+    """Everything the budget implies for one model, computed before training (docs/design.md, "Parameter accounting")."""
 
     N_once: int
     N_rec: int

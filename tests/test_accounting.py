@@ -68,7 +68,7 @@ def authors_counts(size: int, r: int, variant: str) -> dict:
 
 
 def authors_flops_per_token(size: int, r: int, variant: str) -> float:
-    """DESIGN.md, "Budget -> tokens": 6 x (prelude + coda + head) + 6 x r x (block + injection) + attention
+    """docs/design.md, "The published recipe" (Batch): 6 x (prelude + coda + head) + 6 x r x (block + injection) + attention
     12 x layers x d x T; a pass without gradient (the first r - ceil(r/2) under tbptt) counts 2x its
     parameters and 4 d T of attention per layer. Hyper-connections count (K^2 + 2K) d per pass."""
     c = authors_counts(size, r, variant)

@@ -17,7 +17,7 @@ PUBLISHED_TOKENS_PER_STEP = 262_144
 
 
 def published_rule(size: int) -> int:
-    """DESIGN.md, "Budget -> tokens": device batch 32, 16 from s = 18, 8 from s = 30."""
+    """docs/design.md, "The published recipe" (Batch): device batch 32, 16 from s = 18, 8 from s = 30."""
     return 8 if size >= 30 else 16 if size >= 18 else 32
 
 

@@ -37,7 +37,7 @@ def test_causal_flops_count_half_of_the_attention_matmuls(kw):
 
 
 def test_published_s6_causal_ratio_and_mfu():
-    # DESIGN.md: at s = 6 (d = 384, T = 2048, L_eff = 20, 32k vocabulary) F overstates causal work by ~x1.25
+    # docs/design.md: at s = 6 (d = 384, T = 2048, L_eff = 20, 32k vocabulary) F overstates causal work by ~x1.25
     cfg = ModelConfig(vocab_size=32064, d_model=384, head_dim=128, n_prelude=0, n_coda=0, depth=20, seq_len=2048)
     assert 1.2 < flops_per_token(cfg) / causal_flops_per_token(cfg) < 1.3
     assert mfu(1e5, 1e9, 1e15, world=2) == pytest.approx(1e14 / 2e15)

@@ -52,7 +52,7 @@ def test_experiment_composes_to_a_valid_config(experiment):
         return  # an experiment of another kind (e.g. forked WSD runs): its own tests check its design
     assert cfg.model.recipe == RECIPE[experiment]
     if experiment in PAPER:
-        # DESIGN.md: L_eff = 20 (r = 1: 0-20-0, r > 1: p = c = 2), T = 2048, 262,144-token batches, a 32k
+        # docs/design.md: L_eff = 20 (r = 1: 0-20-0, r > 1: p = c = 2), T = 2048, 262,144-token batches, a 32k
         # tokenizer on a hub corpus; a single run of a probe (no -m) is one of its points (r = 2)
         assert cfg.model.r == (1 if experiment == "isodepth" else 2)
         assert (cfg.model.l_eff, cfg.model.n_prelude, cfg.model.n_coda) == ((20, 0, 0) if cfg.model.r == 1 else (20, 2, 2))
