@@ -52,12 +52,16 @@ def test_experiment_composes_to_a_valid_config(experiment):
         return  # an experiment of another kind (e.g. forked WSD runs): its own tests check its design
     assert cfg.model.recipe == RECIPE[experiment]
     if experiment in PAPER:
-        # docs/design.md: L_eff = 20 (r = 1: 0-20-0, r > 1: p = c = 2), T = 2048, 262,144-token batches, a 32k
-        # tokenizer on a hub corpus; a single run of a probe (no -m) is one of its points (r = 2)
+        # docs/design.md: L_eff = 20 (r = 1: 0-20-0, r > 1: p = c = 2), T = 2048, 262,144-token batches, the
+        # published packed FineWeb-Edu rows (Llama-2 32k, 32,064-row head, 34,560 val rows), MuonH; a single
+        # run of a probe (no -m) is one of its points (r = 2)
         assert cfg.model.r == (1 if experiment == "isodepth" else 2)
         assert (cfg.model.l_eff, cfg.model.n_prelude, cfg.model.n_coda) == ((20, 0, 0) if cfg.model.r == 1 else (20, 2, 2))
         assert cfg.model.seq_len == 2048 and cfg.budget.batch_size * cfg.model.seq_len == 262_144
-        assert cfg.data.source == "hf" and cfg.data.vocab_size == 32_000
+        assert (cfg.data.source, cfg.data.format, cfg.data.hf_name) == (
+            "packed", "packed", "KristianS7/prepacked-fineweb-edu-llama2-32K-T2048")
+        assert (cfg.data.vocab_size, cfg.data.val_rows, cfg.data.allow_repeat) == (32_064, 34_560, False)
+        assert (cfg.optim.optimizer, cfg.model.init, cfg.model.logit_softcap) == ("muonh", "paper", 15.0)
     else:
         assert (cfg.model.l_eff, cfg.model.n_prelude, cfg.model.n_coda) == (12, 2, 2)
         assert cfg.data.source == "shakespeare"
