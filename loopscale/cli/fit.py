@@ -125,10 +125,7 @@ def run_fit(args: argparse.Namespace) -> int:
             raise UsageError(f"--cluster column {args.cluster!r} has fewer than 3 distinct values")
         tables.append((g, table))
 
-    out_paths = _out_paths(args.out, [g for g, _ in tables]) if args.out else [None] * len(tables)
-    plot_paths = _out_paths(args.plot, [g for g, _ in tables]) if args.plot else [None] * len(tables)
-    _check_writable(out_paths, "--out")  # before the fit, not after it
-    _check_writable(plot_paths, "--plot")
+    out_paths, plot_paths = _output_paths(args, [g for g, _ in tables])
     input_info = {"path": str(args.table), "sha256": file_sha256(args.table), "n_rows": len(raw),
                   **column_record(tables[0][1])}
     results = []
@@ -200,10 +197,7 @@ def run_joint_fit(args: argparse.Namespace, loss, columns) -> int:
         tables.append(table)
         inputs.append({"path": str(path), "sha256": file_sha256(path), "n_rows": len(raw),
                        **column_record(table)})
-    out_paths = [Path(args.out)] if args.out else [None]
-    plot_paths = [Path(args.plot)] if args.plot else [None]
-    _check_writable(out_paths, "--out")  # before the fit, not after it
-    _check_writable(plot_paths, "--plot")
+    out_paths, plot_paths = _output_paths(args, [None])
     try:
         table, recipes = joint_table(tables, args.joint)
         if args.cluster and args.cluster not in table.columns:
@@ -252,6 +246,16 @@ def joint_lines(j: dict) -> list[str]:
         lines.append(f"shared-parameter check (joint vs separate fits): LR statistic {chk['statistic']:.3g} "
                      f"({chk['df']} df), p = {chk['p_value']:.3g}: {verdict}")
     return lines
+
+
+def _output_paths(args: argparse.Namespace, groups: list) -> tuple[list, list]:
+    """--out and --plot for each fit (one per group; [None] for a single fit), checked writable before any
+    fitting starts, so an unwritable path fails in a second rather than after the whole fit."""
+    out_paths = _out_paths(args.out, groups) if args.out else [None] * len(groups)
+    plot_paths = _out_paths(args.plot, groups) if args.plot else [None] * len(groups)
+    _check_writable(out_paths, "--out")
+    _check_writable(plot_paths, "--plot")
+    return out_paths, plot_paths
 
 
 def _check_writable(paths: list, what: str) -> None:
