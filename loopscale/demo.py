@@ -1,8 +1,10 @@
 """The main job, end to end on this machine: `loopscale demo` (what `make demo` runs).
 
-    prepare the default corpus -> train the isodepth_cpu sweep (32 runs, r in {1, 2, 4, 8}) in this process
-    -> collect runs.csv -> fit the looped law with a bootstrap, its phi profile and a held-out budget, plus
-    the looped-free diagnostic -> figures -> report.md, all under one output directory (runs/demo/).
+    prepare the default corpus -> train the isodepth_cpu_demo sweep (16 forked jobs: r in {1, 2, 4, 8} x 4
+    widths, 2-3 budgets each: 44 points) on a pool of worker processes (loopscale/local_workers.py) -> collect runs.csv
+    -> fit the looped law with a bootstrap, its phi profile and a held-out budget, plus the looped-free
+    diagnostic -> figures -> report.md -> demo.json (stage times, training FLOP/s and the conditioning
+    numbers of loopscale/conditioning.py), all under one output directory (runs/demo/).
 
 Every stage reuses what an earlier call finished: finished runs are skipped (their run.json says done), an
 interrupted run resumes from its checkpoint. Nothing here computes a result of its own: it calls the same
@@ -11,12 +13,13 @@ functions as `loopscale-train`, `loopscale collect`, `loopscale fit`, `loopscale
 
 from __future__ import annotations
 
-import logging
+import json
+import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-EXPERIMENT = "isodepth_cpu"
+EXPERIMENT = "isodepth_cpu_demo"
 
 
 @dataclass
@@ -26,6 +29,8 @@ class DemoSettings:
     n_bootstrap: int = 200
     seed: int = 0
     data_dir: str | None = None  # default: the data config's (data/cache)
+    workers: int = 0  # training processes; 0: min(CPUs, 2)
+    threads_per_worker: int = 0  # torch threads per process; 0: 1
 
 
 @dataclass
@@ -38,18 +43,37 @@ class DemoOutputs:
     n_runs: int
     n_trained: int
     wall_time_s: float
+    summary: Path  # demo.json: stage times, training FLOP/s, conditioning numbers
 
 
-def _quiet_lightning() -> None:
-    # Each run's own INFO lines (GPU available, etc.) would bury the demo's progress. Lightning sets its
-    # loggers' levels when imported, so import it first.
-    import warnings
+def _job_tokens(cfg, vocab_size: int) -> int:
+    """Training tokens a job processes (a forked job: the parent plus every cooldown): its share of the
+    wall time, used to hand out the longest jobs first."""
+    from loopscale.config import with_vocab
+    from loopscale.forks import plan_forks
+    from loopscale.train import plan_run
 
-    import lightning  # noqa: F401
+    cfg = with_vocab(cfg, vocab_size)
+    if cfg.budget.mode == "forks":
+        plan = plan_forks(cfg)
+        return round(plan.C_forked / plan.F)
+    return plan_run(cfg).D
 
-    for name in ("lightning", "lightning.pytorch", "lightning.fabric", "loopscale.train"):
-        logging.getLogger(name).setLevel(logging.WARNING)
-    warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\)")
+
+def _job_flops(cfg, vocab_size: int) -> float:
+    """Training FLOPs a job spends (eq. C = F x D; forked: the parent plus the cooldowns)."""
+    from loopscale.accounting import flops_per_token
+    from loopscale.config import with_vocab
+
+    return _job_tokens(cfg, vocab_size) * flops_per_token(with_vocab(cfg, vocab_size).model)
+
+
+def _summary(cfg, record: dict) -> str:
+    points = record.get("branches") or [record]
+    losses = [p["L"] for p in points if p.get("status") == "done"]
+    span = f"L = {min(losses):.4f}..{max(losses):.4f}" if len(losses) > 1 else f"L = {losses[0]:.4f}" \
+        if losses else "no finished point"
+    return f"{cfg.run_name:<22} {len(losses)} point{'s' * (len(losses) != 1)}, {span}"
 
 
 def run_demo(settings: DemoSettings, console=None) -> DemoOutputs:
@@ -59,57 +83,66 @@ def run_demo(settings: DemoSettings, console=None) -> DemoOutputs:
 
     from loopscale import plots
     from loopscale.atomic import atomic_path
-    from loopscale.fit import fit_table
-    from loopscale.records import collect, is_finished, runs_table
+    from loopscale.conditioning import check, conditioning
+    from loopscale.fit import file_sha256, fit_table
+    from loopscale.local_workers import train_in_workers
+    from loopscale.records import collect, is_finished, runs_table, write_runs_table
     from loopscale.report import write_report
     from loopscale.shards import prepare
     from loopscale.sweep import expand
     from loopscale.tables import canonical_table
-    from loopscale.train import run_dir_of, run_training
+    from loopscale.train import run_dir_of
 
     console = console or Console()
     started = time.perf_counter()
+    stage_s: dict[str, float] = {}
     out = Path(settings.out_dir)
     runs_dir = out / "runs"
+    workers = settings.workers or min(os.cpu_count() or 1, 2)
+    threads = settings.threads_per_worker or 1
     overrides = [f"experiment={EXPERIMENT}", f"runs_dir={runs_dir}", "trainer.progress=false",
+                 f"trainer.num_threads={threads}",
                  *([f"data.data_dir={settings.data_dir}"] if settings.data_dir else []), *settings.overrides]
     jobs = expand(overrides)
-    console.rule(f"[bold]loopscale demo[/]: {len(jobs)} runs of experiment={EXPERIMENT} -> {out}")
+    console.rule(f"[bold]loopscale demo[/]: {len(jobs)} jobs of experiment={EXPERIMENT} -> {out}")
 
     console.print("[1/5] preparing the default corpus (cached after the first call)")
-    prepare(jobs[0].cfg.data, progress=True)
+    t0 = time.perf_counter()
+    vocab_size = prepare(jobs[0].cfg.data, progress=True).vocab_size
+    stage_s["data"] = time.perf_counter() - t0
 
-    console.print(f"[2/5] training {len(jobs)} runs (finished runs are reused)")
-    _quiet_lightning()
-    n_trained = 0
+    todo = [job.cfg for job in jobs if not is_finished(run_dir_of(job.cfg))]
+    todo = [cfg for cfg in todo if not _forks_finished(cfg)]
+    todo.sort(key=lambda cfg: -_job_tokens(cfg, vocab_size))  # longest first (local_workers.py)
+    console.print(f"[2/5] training {len(todo)} of {len(jobs)} jobs on {workers} worker process"
+                  f"{'es' * (workers != 1)} x {threads} thread{'s' * (threads != 1)} (finished jobs are reused)")
+    t0 = time.perf_counter()
     columns = [TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                TimeRemainingColumn()]
     with Progress(*columns, console=console) as progress:
-        task = progress.add_task("runs", total=len(jobs))
-        for job in jobs:
-            cfg = job.cfg
-            progress.update(task, description=f"{cfg.run_name:<28}")
-            if not is_finished(run_dir_of(cfg)):
-                record = run_training(cfg)
-                if record["status"] != "done":  # e.g. running elsewhere (another demo holds its lock)
-                    progress.console.print(f"  {cfg.run_name:<28} {record['status']}: {record.get('reason')}")
-                    progress.advance(task)
-                    continue
-                n_trained += 1
-                progress.console.print(f"  {cfg.run_name:<28} L = {record['L']:.4f}  "
-                                       f"({record['steps']} steps, {record['wall_time_s']:.1f} s)")
+        task = progress.add_task("jobs", total=len(todo))
+        for cfg, record, wall_s in train_in_workers(todo, workers, threads):
+            if record.get("status") not in ("done", None) and not record.get("branches"):
+                progress.console.print(f"  {cfg.run_name:<22} {record['status']}: {record.get('reason')}")
+            else:
+                progress.console.print(f"  {_summary(cfg, record)}  ({wall_s:.0f} s)")
             progress.advance(task)
+    stage_s["train"] = time.perf_counter() - t0
+    train_flops = sum(_job_flops(cfg, vocab_size) for cfg in todo)
 
     console.print("[3/5] collecting the runs table")
+    t0 = time.perf_counter()
     sweep_dir = runs_dir / jobs[0].cfg.sweep
     rows, problems = collect(sweep_dir)
     table = runs_table(rows)
     runs_csv = out / "runs.csv"
-    with atomic_path(runs_csv) as tmp:
-        table.to_csv(tmp, index=False)
+    write_runs_table(table, problems, runs_csv)
+    stage_s["collect"] = time.perf_counter() - t0
 
     console.print(f"[4/5] fitting the looped law ({settings.n_bootstrap} bootstrap replicates, phi profile, "
                   "largest budget held out)")
+    t0 = time.perf_counter()
+    input_info = {"path": str(runs_csv), "sha256": file_sha256(runs_csv), "n_rows": len(table)}
     looped_table = canonical_table(table, "looped")
     try:
         fit = fit_table(looped_table, law="looped", seed=settings.seed, n_bootstrap=settings.n_bootstrap,
@@ -117,31 +150,64 @@ def run_demo(settings: DemoSettings, console=None) -> DemoOutputs:
     except ValueError as err:  # a reduced demo may have too few runs outside the largest budget
         console.print(f"  no holdout check: {err}")
         fit = fit_table(looped_table, law="looped", seed=settings.seed, n_bootstrap=settings.n_bootstrap)
-    fit.input = {"path": str(runs_csv), "n_rows": len(table)}
+    fit.input = dict(input_info, n_rows_used=len(looped_table))
     fit_path = out / "fit.json"
     with atomic_path(fit_path) as tmp:
         fit.write_json(tmp)
     fit_free_path = None
     try:
         free = fit_table(canonical_table(table, "looped-free"), law="looped-free", seed=settings.seed)
+        free.input = dict(input_info)
         fit_free_path = out / "fit_free.json"
         with atomic_path(fit_free_path) as tmp:
             free.write_json(tmp)
     except ValueError as err:  # e.g. no r = 1 runs in a reduced demo: the diagnostic is skipped, not faked
         console.print(f"  looped-free diagnostic skipped: {err}")
         free = None
+    stage_s["fit"] = time.perf_counter() - t0
 
     console.print("[5/5] figures and report")
+    t0 = time.perf_counter()
     figures = plots.save_all(table, fit, out / "figures", free=free)
     report = write_report(table, fit, figures, out / "report.md", problems=problems,
                           title="loopscale demo: iso-depth looped transformers on Shakespeare (CPU)")
+    stage_s["figures_report"] = time.perf_counter() - t0
     wall = time.perf_counter() - started
+    cond = conditioning(looped_table, fit)
+    misses = check(cond)
+    summary = {"experiment": EXPERIMENT, "overrides": settings.overrides, "n_jobs": len(jobs),
+               "n_trained": len(todo), "n_runs": len(table), "workers": workers, "threads_per_worker": threads,
+               "wall_time_s": wall, "stage_s": stage_s, "train_flops": train_flops,
+               "train_flops_per_s": train_flops / stage_s["train"] if todo else None,
+               "conditioning": cond, "conditioning_misses": misses}
+    demo_json = out / "demo.json"
+    with atomic_path(demo_json) as tmp:
+        tmp.write_text(json.dumps(summary, indent=2, default=float) + "\n")
+
     phi = fit.params["phi"]
     ci = (fit.ci95 or {}).get("phi")
     ci_text = f" (95% CI {ci[0]:.2f} to {ci[1]:.2f})" if ci else ""
     console.rule("[bold green]done")
-    console.print(f"phi = {phi:.3f}{ci_text} from {len(table)} runs; {n_trained} trained now, "
+    console.print(f"phi = {phi:.3f}{ci_text} from {len(table)} runs; {len(todo)} jobs trained now, "
                   f"{wall / 60:.1f} min in all")
-    console.print(f"report:  {report}\nfit:     {fit_path}\ntable:   {runs_csv}\nfigures: {out / 'figures'}")
+    if misses:
+        console.print("[yellow]conditioning: not a well-conditioned measurement here:[/]\n  " + "\n  ".join(misses))
+    else:
+        console.print("[green]conditioning: every target met[/] (phi interval, E, basins, holdout, iso-FLOP "
+                      "minima, collapse)")
+    console.print(f"report:  {report}\nfit:     {fit_path}\ntable:   {runs_csv}\nfigures: {out / 'figures'}\n"
+                  f"summary: {demo_json}")
     return DemoOutputs(runs_table=runs_csv, fit=fit_path, fit_free=fit_free_path, figures=figures,
-                       report=report, n_runs=len(table), n_trained=n_trained, wall_time_s=wall)
+                       report=report, n_runs=len(table), n_trained=len(todo), wall_time_s=wall, summary=demo_json)
+
+
+def _forks_finished(cfg) -> bool:
+    """A forked job is done when every branch has its run.json (the parent writes none)."""
+    if cfg.budget.mode != "forks":
+        return False
+    from loopscale.forks import branch_config, plan_forks
+    from loopscale.records import is_finished
+    from loopscale.train import run_dir_of
+
+    plan = plan_forks(cfg)
+    return all(is_finished(run_dir_of(branch_config(cfg, plan, b))) for b in plan.branches)

@@ -112,3 +112,22 @@ def runs_table(rows: list[dict[str, Any]]):
     import pandas as pd
 
     return pd.DataFrame(rows, columns=TABLE_COLUMNS).sort_values(["variant", "r", "C", "N"], kind="stable")
+
+
+def write_runs_table(table, problems: list[dict[str, Any]], out: Path) -> Path:
+    """What `loopscale collect` writes: `out` (.csv), a .parquet beside it and <name>_problems.csv with the
+    runs not done, each through a temporary file and an atomic rename. Returns the problems file."""
+    import pandas as pd
+
+    from loopscale.atomic import atomic_path
+
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    problems_out = out.with_name(f"{out.stem}_problems.csv")
+    with atomic_path(out) as tmp:
+        table.to_csv(tmp, index=False)
+    with atomic_path(out.with_suffix(".parquet")) as tmp:
+        table.to_parquet(tmp, index=False)
+    with atomic_path(problems_out) as tmp:
+        pd.DataFrame(problems, columns=PROBLEM_COLUMNS).to_csv(tmp, index=False)
+    return problems_out

@@ -1,6 +1,6 @@
 """The main job at reduced size, through `make demo` exactly as the README tells a newcomer to run it:
-12 small runs (r in {1, 2, 4} x 2 budgets x 2 widths), collect, fit with bootstrap, figures, report.
-A second call reuses every finished run."""
+6 forked jobs (r in {1, 2, 4} x 2 widths) on two worker processes giving 12 points (x 2 budgets), collect,
+fit with bootstrap, conditioning numbers, figures, report. A second call reuses every finished run."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pandas as pd
 
 from train_helpers import REPO_ROOT
 
-REDUCED = "model.r=1,2,4 point=C1e11-d64,C2e11-d64,C1e11-d96,C2e11-d96"
+REDUCED = "model.r=1,2,4 point=C6e10_8.5e10-d16,C6e10_8.5e10-d24"
 
 
 def _make_demo(out, data_dir):
@@ -36,11 +36,19 @@ def test_make_demo_runs_end_to_end_and_reuses_runs(tmp_path, data_dir):
         assert f"figures/{name}" in report
         assert (out / "figures" / name).stat().st_size > 1000
     assert "| phi |" in report and "report.md" in proc.stdout
+    assert "2 worker processes" in proc.stdout
+    summary = json.loads((out / "demo.json").read_text())
+    assert summary["n_trained"] == 6 and summary["train_flops"] > 0 and summary["workers"] == 2
+    assert set(summary["stage_s"]) == {"data", "train", "collect", "fit", "figures_report"}
+    cond = summary["conditioning"]
+    assert cond["phi"] == fit["params"]["phi"] and len(cond["isoflop_r1"]) == 2  # two budgets at r = 1
+    # a 6-job toy cannot be well-conditioned: the demo says so instead of claiming a measurement
+    assert summary["conditioning_misses"] and "not a well-conditioned measurement" in proc.stdout
     walls = {p.parent.name: json.loads(p.read_text())["wall_time_s"] for p in out.glob("runs/*/*/run.json")}
     assert len(walls) == 12
 
     again = _make_demo(out, data_dir)
     assert again.returncode == 0, again.stderr[-3000:]
-    assert "0 trained now" in again.stdout
+    assert "0 jobs trained now" in again.stdout
     assert walls == {p.parent.name: json.loads(p.read_text())["wall_time_s"] for p in out.glob("runs/*/*/run.json")}
     pd.testing.assert_frame_equal(pd.read_csv(out / "runs.csv"), table)

@@ -49,23 +49,12 @@ def _print_problems(problems) -> None:
 
 
 def run_collect(args: argparse.Namespace) -> int:
-    import pandas as pd
-
-    from loopscale.atomic import atomic_path
-    from loopscale.records import PROBLEM_COLUMNS, runs_table
+    from loopscale.records import runs_table, write_runs_table
 
     rows, problems = _collect(args.sweep_dir)
     out = args.out or args.sweep_dir / "runs.csv"
     table = runs_table(rows) if args.dense is None else _with_dense(rows, args.dense)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    problems_out = out.with_name(f"{out.stem}_problems.csv")
-    # each table appears complete or not at all (a full disk or a kill mid-write leaves the old file)
-    with atomic_path(out) as tmp:
-        table.to_csv(tmp, index=False)
-    with atomic_path(out.with_suffix(".parquet")) as tmp:
-        table.to_parquet(tmp, index=False)
-    with atomic_path(problems_out) as tmp:
-        pd.DataFrame(problems, columns=PROBLEM_COLUMNS).to_csv(tmp, index=False)
+    problems_out = write_runs_table(table, problems, out)
     print(f"{len(table)} finished runs -> {out} (+ {out.with_suffix('.parquet').name}); "
           f"{len(problems)} not done -> {problems_out.name}")
     _print_problems(problems)
