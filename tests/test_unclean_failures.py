@@ -261,3 +261,17 @@ def test_ctrl_c_during_demo_ends_it_and_its_workers(tmp_path):
     assert rc != 0 and waited < 10, (rc, waited, out[-3000:])
     assert "Traceback" not in out, out[-3000:]
     assert list(cache.glob(".tmp-*")) == []
+
+
+def test_ctrl_c_during_demo_training_ends_its_worker_processes_and_the_runs_resume(tmp_path, data_dir):
+    out = tmp_path / "demo"
+    args = [sys.executable, "-m", "loopscale", "demo", "--out", str(out), "--data-dir", str(data_dir),
+            "--bootstrap", "0", "model.r=1,2", "point=C6e10-d16"]
+    rc, waited, text = _ctrl_c_when(  # both worker processes are up and training has begun
+        args, ready=lambda seen: len(seen) >= 2 and any(out.glob("runs/*/*/metrics")), cwd=tmp_path)
+    assert rc != 0 and waited < 10, (rc, waited, text[-3000:])
+    assert "Traceback" not in text, text[-3000:]
+    assert not list(out.glob("runs/*/*/run.json"))  # nothing recorded as done
+    again = subprocess.run(args, cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+    assert len(pd.read_csv(out / "runs.csv")) == 2
