@@ -310,7 +310,7 @@ def law_data_from_table(table, law: str | Law) -> LawData:
     for need in ("N_once", "N_rec", "r"):
         if need not in cols:
             raise ValueError(f"law {law_name!r} needs column {need!r}")
-    cost_N = cols["N_once"] + cols["r"] * cols["N_rec"]
+    cost_N = cost_params(cols["N_once"], cols["N_rec"], cols["r"])
     D = cols["D"] if "D" in cols else _tokens_from_compute(cols, cost_N)
     return LawData(cols["N_once"], cols["N_rec"], cols["r"], D, L)
 
@@ -319,11 +319,30 @@ def _keys(table):
     return list(table.columns) if hasattr(table, "columns") else list(table.keys())
 
 
+# C = 6 N D (docs/design.md, "FLOPs per token"): 2 FLOPs per parameter per token forward, 4 backward.
+FLOPS_PER_PARAM_TOKEN = 6.0
+
+
+def cost_params(N_once, N_rec, r):
+    """N_once + r N_rec: the parameters a token passes through (each looped layer r times), so the N of
+    C = 6 N D for a looped model; N for a dense one (N_rec = 0 or r = 1)."""
+    return N_once + r * N_rec
+
+
+def tokens_from_compute(C, cost_N):
+    """D = C / (6 N), the one place loopscale turns a compute column into tokens."""
+    return C / (FLOPS_PER_PARAM_TOKEN * cost_N)
+
+
+def compute_from_tokens(D, cost_N):
+    """C = 6 N D."""
+    return FLOPS_PER_PARAM_TOKEN * cost_N * D
+
+
 def _tokens_from_compute(cols: dict, cost_N: np.ndarray) -> np.ndarray:
-    """D = C / (6 N): the standard 6 FLOPs per parameter per token estimate."""
     if "C" not in cols:
         raise ValueError("need column 'D' (tokens) or 'C' (training FLOPs) to get D")
-    return cols["C"] / (6.0 * cost_N)
+    return tokens_from_compute(cols["C"], cost_N)
 
 
 def make_law(name: str, r=None, recipes=()) -> Law:

@@ -35,8 +35,8 @@ from matplotlib.ticker import NullFormatter
 
 from .atomic import atomic_path
 from .derived import optimal_size
-from .fit import FitResult, budget_clusters, compare_param
-from .laws import n_eff, predict_loss
+from .fit import FitResult, budget_clusters, budget_column, compare_param
+from .laws import compute_from_tokens, cost_params, n_eff, predict_loss, tokens_from_compute
 from .tables import read_table as read_any_table
 
 # Columns a looped-law figure reads; `read_table` checks for them.
@@ -66,7 +66,7 @@ def as_looped_table(table: pd.DataFrame, source: str = "runs table") -> pd.DataF
     if "r" not in t:
         t["r"] = 1
     if "D" not in t and "C" in t and "N_once" in t:
-        t["D"] = t["C"] / (6.0 * (t["N_once"] + t["r"] * t["N_rec"]))
+        t["D"] = tokens_from_compute(t["C"], cost_params(t["N_once"], t["N_rec"], t["r"]))
     missing = [c for c in REQUIRED_COLUMNS if c not in t]
     if missing:
         raise ValueError(f"{source} lacks column(s) {', '.join(missing)}")
@@ -80,7 +80,7 @@ def as_looped_table(table: pd.DataFrame, source: str = "runs table") -> pd.DataF
     if "N" not in t:
         t["N"] = t["N_once"] + t["N_rec"]
     if "C" not in t:
-        t["C"] = 6.0 * (t["N_once"] + t["r"] * t["N_rec"]) * t["D"]
+        t["C"] = compute_from_tokens(t["D"], cost_params(t["N_once"], t["N_rec"], t["r"]))
     return t
 
 
@@ -128,10 +128,9 @@ def rows_for_fit(table: pd.DataFrame, fit: FitResult) -> pd.DataFrame:
 
 
 def budgets(table: pd.DataFrame) -> np.ndarray:
-    """Compute budget per row, rounded to 3 significant digits: the requested C_budget when the table
-    has it (the spent C differs from it by batch rounding), else the spent C."""
-    col = table["C_budget"] if "C_budget" in table and table["C_budget"].notna().all() else table["C"]
-    return budget_clusters(col.to_numpy(dtype=float))
+    """Compute budget per row, rounded to 3 significant digits: the fitter's own rule (`budget_column`:
+    the requested C_budget where a row has it, else the spent C), so figures group runs as the fit did."""
+    return budget_clusters(budget_column(table))
 
 
 def predicted_loss(table: pd.DataFrame, fit: FitResult) -> np.ndarray:

@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .laws import make_law
+from .laws import compute_from_tokens, cost_params, make_law, tokens_from_compute
 
 
 @dataclass(frozen=True)
@@ -183,13 +183,12 @@ def canonical_table(raw: pd.DataFrame, law: str, columns: ColumnMap | None = Non
         zero = (table["N_once"] + table["N_rec"]) <= 0
         if zero.any():
             raise ValueError(f"N_once + N_rec must be > 0; rows {_rows(zero.to_numpy())} are not")
+    cost_N = table["N"] if law == "chinchilla" else cost_params(table["N_once"], table["N_rec"], table["r"])
     if "D" not in need:
-        cost_N = table["N"] if law == "chinchilla" else table["N_once"] + table["r"] * table["N_rec"]
-        table["D"] = table["C"] / (6.0 * cost_N)
+        table["D"] = tokens_from_compute(table["C"], cost_N)
         derived["D"] = "C / (6 N)" if law == "chinchilla" else "C / (6 (N_once + r N_rec))"
     if "C" not in table.columns:
-        cost_N = table["N"] if law == "chinchilla" else table["N_once"] + table["r"] * table["N_rec"]
-        table["C"] = 6.0 * cost_N * table["D"]
+        table["C"] = compute_from_tokens(table["D"], cost_N)
     if law != "looped-joint":  # a joint table is checked once the recipes' tables are merged
         check_fit_size(table, law)
     table = table.reset_index(drop=True)
