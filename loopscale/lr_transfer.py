@@ -14,7 +14,7 @@ with B_ref = 2^18, d_ref = 640 (the paper width of the reference size 10), and D
 parameters of the reference model: prelude + coda + norms + r x (recurrent block + injection), embeddings
 excluded, for size 10 with the run's r, in the 0-20-0 layout at r = 1 and the 2-4-2 layout otherwise (as the
 authors' code builds it: at r = 2 or 8 the reference is not the run's own layout). Base lrs: matrix 0.014,
-head 0.004, embedding 0.3, norm 0.005, hyper 0.01 (sweeps/optim/muonh.yaml).
+head 0.004, embedding 0.3, norm 0.005, hyper 0.01 (loopscale/conf/optim/muonh.yaml).
 
 `optim.transfer=none` uses the base lrs as given: for CPU toy models, whose batch and D are thousands of
 times below the reference's, the published transfer extrapolates far outside where it was fitted.

@@ -44,9 +44,16 @@ def is_finished(run_dir: Path) -> bool:
 
 
 def git_commit(repo: Path | None = None) -> str | None:
-    """The commit of the code that ran (with '+dirty' when the tree had changes), or None outside git."""
-    repo = repo or Path(__file__).resolve().parents[1]
+    """The commit of the code that ran (with '+dirty' when the tree had changes), or None when the code is
+    not a git checkout. By default `repo` is the directory above the package, which is a checkout's root only
+    for a source tree or an editable install: an installed wheel (site-packages, perhaps inside some other
+    repository's .venv) is not a checkout, so nothing there is taken for the code's commit."""
+    repo = Path(repo or Path(__file__).resolve().parents[1]).resolve()
     try:
+        top = subprocess.run(["git", "rev-parse", "--show-toplevel"], cwd=repo, capture_output=True, text=True,
+                             timeout=10)
+        if top.returncode != 0 or Path(top.stdout.strip()).resolve() != repo:
+            return None
         sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True, timeout=10)
         if sha.returncode != 0:
             return None

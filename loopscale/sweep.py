@@ -13,7 +13,8 @@ from typing import Any
 from omegaconf import OmegaConf
 
 from loopscale.config import TrainConfig, register_configs, register_resolvers, with_vocab
-from loopscale.train import SWEEPS_DIR, RunPlan
+from loopscale.config_dirs import config_dir
+from loopscale.train import RunPlan
 
 
 @dataclass(frozen=True)
@@ -28,7 +29,7 @@ def compose(overrides: list[str], return_hydra_config: bool = False):
 
     register_resolvers()
     register_configs()
-    with initialize_config_dir(str(SWEEPS_DIR), version_base=None):
+    with initialize_config_dir(str(config_dir()), version_base=None):
         return hydra_compose("train", overrides=overrides, return_hydra_config=return_hydra_config)
 
 

@@ -2,7 +2,7 @@
 
     loopscale-train                                   # the CPU default: model=cpu, budget=cpu, data=shakespeare
     loopscale-train model.r=4 model.recipe=tbptt budget.compute_flops=1e14
-    loopscale-train -m experiment=isodepth_cpu        # a sweep (Hydra multirun), see sweeps/experiment/
+    loopscale-train -m experiment=isodepth_cpu        # a sweep (Hydra multirun), see loopscale/conf/experiment/
 
 Flow: compose config -> prepare tokens (cached) -> plan (N_once, N_rec, F, D, steps from accounting) ->
 Lightning fit (resuming from checkpoints/last.ckpt when present) -> final validation -> run.json.
@@ -28,11 +28,11 @@ import hydra
 from omegaconf import DictConfig, OmegaConf
 
 from loopscale.config import TrainConfig, register_configs, register_resolvers, with_vocab
+from loopscale.config_dirs import config_dir
 from loopscale.forks import register_fork_resolvers
 
 log = logging.getLogger("loopscale.train")
 
-SWEEPS_DIR = Path(__file__).resolve().parents[1] / "sweeps"
 CHECKPOINT = Path("checkpoints") / "last.ckpt"
 
 
@@ -396,7 +396,7 @@ warnings.filterwarnings("ignore", message="The `srun` command is available")
 logging.getLogger("lightning.pytorch.utilities.rank_zero").addFilter(lambda r: "litlogger" not in r.getMessage())
 
 
-@hydra.main(version_base=None, config_path=str(SWEEPS_DIR), config_name="train")
+@hydra.main(version_base=None, config_path=str(config_dir()), config_name="train")
 def main(cfg: DictConfig) -> float | None:
     """Hydra task function. In a multirun a failed run is recorded and the sweep goes on; alone it exits 1."""
     try:
