@@ -289,7 +289,6 @@ class OptimConfig:
 
 
 BUDGET_MODES = ("flops", "tokens", "ratio", "forks")
-FORK_STAGES = ("all", "parent")  # or one branch's tag, e.g. "C2.5e11" (see loopscale/forks.py)
 
 
 @dataclass

@@ -25,7 +25,6 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
-import warnings as _warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -803,11 +802,6 @@ def compare_param(a: FitResult, b: FitResult, name: str = "phi", level: float = 
         out["se"] = float(np.std(d, ddof=1))
         out["n_replicates"] = k
     return out
-
-
-def suppress_runtime_warnings():
-    """Context manager silencing overflow warnings from exploring far-off starts."""
-    return _warnings.catch_warnings()
 
 
 # ----------------------------------------------------------------------------------------------

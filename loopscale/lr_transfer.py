@@ -29,7 +29,6 @@ from loopscale.config import ModelConfig, OptimConfig, paper_width
 from loopscale.hyper import HyperConnections
 
 MATRIX, HEAD, EMBEDDING, NORM, HYPER = "matrix", "head", "embedding", "norm", "hyper"
-ADAMW_GROUPS = (HEAD, EMBEDDING, NORM, HYPER)
 BLOCK_PREFIXES = ("prelude.", "recurrent.", "coda.", "injection.")
 BATCH_EXPONENT = 0.558  # lr ~ B^0.558
 DATA_EXPONENT = -0.32  # matrix lr ~ (D / D_ref)^-0.32

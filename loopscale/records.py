@@ -18,7 +18,6 @@ from loopscale.atomic import write_json_atomic  # noqa: F401  (run.json is writt
 RUN_FILE = "run.json"
 # The record of a forked sweep's stable parent (loopscale/forks.py): not a point of the law, so not run.json.
 PARENT_FILE = "fork_parent.json"
-STATUSES = ("done", "failed", "diverged")
 # Columns of the runs table, in order; the first block is what `loopscale fit` reads by default.
 TABLE_COLUMNS = [
     "r", "N_once", "N_rec", "N", "D", "C", "L",
