@@ -490,6 +490,18 @@ def _safe_name(field_name: str, value: Any) -> str:
     return str(value)
 
 
+def parse_fork_point(point: str) -> tuple[list[float], int]:
+    """A forked grid point 'C2.5e11_5e11_1e12-d64' -> ([2.5e11, 5e11, 1e12] FLOPs, d_model 64): one model
+    (width) and the budgets its branches stop at, '_'-separated (',' would split a Hydra sweep)."""
+    parts = dict((item[0], item[1:]) for item in str(point).split("-") if item)
+    try:
+        budgets = [float(x) for x in parts["C"].split("_")]
+        width = int(parts["d"])
+    except (KeyError, ValueError):
+        raise ValueError(f"fork point {point!r} must look like 'C2.5e11_5e11_1e12-d64' (budgets, d_model)") from None
+    return budgets, width
+
+
 def register_resolvers() -> None:
     """OmegaConf resolvers used by loopscale/conf/*.yaml (`${ls.point_flops:${point}}` etc.)."""
     from omegaconf import OmegaConf
@@ -500,6 +512,8 @@ def register_resolvers() -> None:
         ("ls.budget_tag", budget_tag),
         ("ls.ceil_half", lambda r: -(-int(r) // 2)),
         ("ls.safe_name", _safe_name),
+        ("ls.fork_flops", lambda p: parse_fork_point(p)[0]),  # loopscale/conf/grid/cpu_wsd.yaml
+        ("ls.fork_width", lambda p: parse_fork_point(p)[1]),
     ):
         if not OmegaConf.has_resolver(name):
             OmegaConf.register_new_resolver(name, fn)

@@ -35,6 +35,20 @@ def user_config_dirs(environ: dict[str, str] | None = None) -> list[Path]:
     return dirs
 
 
+def compose(overrides: list[str], return_hydra_config: bool = False):
+    """The training config `loopscale-train OVERRIDES` would run (a DictConfig), composed from the shipped
+    configs and the user's (Hydra's compose API; the schema and the `ls.*` resolvers registered first)."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+
+    from loopscale.config import register_configs, register_resolvers
+
+    register_resolvers()
+    register_configs()
+    with initialize_config_dir(str(config_dir()), version_base=None):
+        return hydra_compose("train", overrides=overrides, return_hydra_config=return_hydra_config)
+
+
 def is_loopscale_main(path: str) -> bool:
     """Whether a Hydra search path entry (a plain path or file://path) is the shipped config directory."""
     return Path(path.removeprefix("file://")).resolve() == config_dir().resolve()

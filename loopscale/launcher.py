@@ -64,7 +64,7 @@ def job_layout(job_cfg: DictConfig) -> JobLayout:
     trainer = job_cfg.trainer
     params = None
     if "model" in job_cfg and "budget" in job_cfg:  # a loopscale run: its plan knows N
-        from loopscale.train import plan_run, to_train_config
+        from loopscale.planning import plan_run, to_train_config
 
         cfg = copy.deepcopy(job_cfg)
         with open_dict(cfg):
