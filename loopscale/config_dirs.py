@@ -1,5 +1,5 @@
 """Where Hydra finds loopscale's configs: the package's own `loopscale/conf/` (shipped in the wheel) and the
-user's directories from LOOPSCALE_CONFIG_PATH.
+user's directories from LOOPSCALE_CONFIG_PATH; `compose`, the training config a set of overrides gives.
 
 Every lookup of the shipped configs goes through `config_dir()`, so a checkout, an editable install and a
 wheel find the same files. User directories come from the environment variable LOOPSCALE_CONFIG_PATH
