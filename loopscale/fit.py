@@ -27,7 +27,7 @@ import itertools
 import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 import numpy as np
 import pandas as pd
@@ -436,6 +436,34 @@ class FitResult:
     @classmethod
     def from_json(cls, path) -> "FitResult":
         return cls.from_dict(json.loads(Path(path).read_text()))
+
+
+def load_fit(fit) -> FitResult:
+    """A FitResult from a FitResult, the dict of its JSON, or a path to that JSON."""
+    if isinstance(fit, FitResult):
+        return fit
+    if isinstance(fit, Mapping):
+        d = dict(fit)
+    else:
+        path = Path(fit)
+        try:
+            d = json.loads(path.read_text())
+        except (OSError, ValueError) as err:
+            raise ValueError(f"cannot read fit JSON {path}: {err}") from err
+    if not isinstance(d, dict) or "law" not in d or "params" not in d:
+        raise ValueError(f"{fit if not isinstance(fit, Mapping) else 'fit'} is not a loopscale fit "
+                         "record (needs 'law' and 'params')")
+    return FitResult.from_dict(d)
+
+
+def predict_loss(fit, table) -> np.ndarray:
+    """The fitted law's loss L_hat for each row of `table` (a DataFrame or dict of arrays with the columns
+    the law reads, e.g. r, N_once, N_rec, D): `laws.predict_loss` at the fit's parameters. `fit` is a
+    FitResult, the dict of its JSON or a path to that JSON."""
+    from .laws import predict_loss as law_prediction
+
+    fit = load_fit(fit)
+    return law_prediction(fit.law, fit.params, table)
 
 
 def _jsonable(x):
