@@ -269,10 +269,10 @@ def section_optimizer(check: Check) -> dict[str, Any]:
     from loopscale.module import LoopedLM, StepAccounting
 
     steps = 2 if check.smoke else 5
-    from loopscale.train import SWEEPS_DIR
+    from loopscale.config_dirs import config_dir
 
     # both the optimizer and its config group (optim=muonh) of this checkout
-    muonh = importlib.util.find_spec("loopscale.muonh") is not None and (SWEEPS_DIR / "optim" / "muonh.yaml").exists()
+    muonh = importlib.util.find_spec("loopscale.muonh") is not None and (config_dir() / "optim" / "muonh.yaml").exists()
     # the GPU trainer's settings (MuonH picks its orthogonalisation dtype from them), uncompiled: the optimizer
     # step is what is timed
     trainer = ("trainer=gpu", "trainer.compile=false") if check.cuda else ()

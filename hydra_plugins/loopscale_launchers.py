@@ -1,4 +1,4 @@
-"""loopscale's Hydra launchers (sweeps/hydra/launcher/{slurm,local}.yaml): hydra-submitit-launcher's, with
+"""loopscale's Hydra launchers (loopscale/conf/hydra/launcher/{slurm,local}.yaml): hydra-submitit-launcher's, with
 the job layout taken from the trainer config and checked before submission. Hydra instantiates launchers
 only from its `hydra_plugins` namespace, hence this module; the rules live in loopscale/launcher.py."""
 

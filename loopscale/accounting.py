@@ -228,7 +228,7 @@ def _recipe(variant: str) -> str:
 
 
 def paper_model(size: int, r: int, variant: str = "baseline") -> ModelConfig:
-    """The published model at size s (sweeps/model/paper.yaml): d = 64 * s rounded up to a multiple of 128,
+    """The published model at size s (loopscale/conf/model/paper.yaml): d = 64 * s rounded up to a multiple of 128,
     head dim 128, vocab 32064, T = 2048, L_eff = 20: r = 1 a plain 0-20-0 stack, r > 1 2 + 16/r x r + 2
     with the concat injection; the published init, logits soft-capped at 15."""
     if size < 1:

@@ -2,7 +2,7 @@
 
 Every dataclass here validates itself in `__post_init__` and raises `ValueError` naming the field and the
 allowed values, so a bad sweep point fails at start, not an hour into training. `register_configs()` puts
-the schema into Hydra's ConfigStore so YAML under `sweeps/` is type-checked against it.
+the schema into Hydra's ConfigStore so YAML under `loopscale/conf/` is type-checked against it.
 
 Names follow the literature: d_model, n_layer; r = recurrence count; p / k / c = prelude / recurrent-block
 / coda depth in layers, so effective depth L_eff = p + k * r + c (docs/design.md, "Iso-depth").
@@ -244,7 +244,7 @@ class OptimConfig:
     grad_clip: float = 1.0  # max global grad norm; 0 disables clipping
     width_scaling: bool = False  # muP-style lr * base_width / d_model for matrices
     base_width: int = 128
-    # optimizer=muonh (the published recipe, sweeps/optim/muonh.yaml; loopscale/muonh.py, loopscale/lr_transfer.py):
+    # optimizer=muonh (the published recipe, loopscale/conf/optim/muonh.yaml; loopscale/muonh.py, loopscale/lr_transfer.py):
     # MuonH on the block and injection matrices at lr (the matrix base lr), AdamW (beta1, beta2, eps) on the rest
     # at the lr_* base lrs. transfer=published scales them with width, batch and D; none uses them as given.
     optimizer: str = "adamw"  # adamw | muonh
@@ -289,7 +289,6 @@ class OptimConfig:
 
 
 BUDGET_MODES = ("flops", "tokens", "ratio", "forks")
-FORK_STAGES = ("all", "parent")  # or one branch's tag, e.g. "C2.5e11" (see loopscale/forks.py)
 
 
 @dataclass
@@ -429,7 +428,7 @@ def with_vocab(cfg: TrainConfig, vocab_size: int) -> TrainConfig:
 
 
 def register_configs() -> None:
-    """Register the schema with Hydra so every YAML under sweeps/ is type-checked against it."""
+    """Register the schema with Hydra so every YAML under loopscale/conf/ is type-checked against it."""
     from hydra.core.config_store import ConfigStore
 
     from omegaconf import OmegaConf
@@ -491,8 +490,20 @@ def _safe_name(field_name: str, value: Any) -> str:
     return str(value)
 
 
+def parse_fork_point(point: str) -> tuple[list[float], int]:
+    """A forked grid point 'C2.5e11_5e11_1e12-d64' -> ([2.5e11, 5e11, 1e12] FLOPs, d_model 64): one model
+    (width) and the budgets its branches stop at, '_'-separated (',' would split a Hydra sweep)."""
+    parts = dict((item[0], item[1:]) for item in str(point).split("-") if item)
+    try:
+        budgets = [float(x) for x in parts["C"].split("_")]
+        width = int(parts["d"])
+    except (KeyError, ValueError):
+        raise ValueError(f"fork point {point!r} must look like 'C2.5e11_5e11_1e12-d64' (budgets, d_model)") from None
+    return budgets, width
+
+
 def register_resolvers() -> None:
-    """OmegaConf resolvers used by sweeps/*.yaml (`${ls.point_flops:${point}}` etc.)."""
+    """OmegaConf resolvers used by loopscale/conf/*.yaml (`${ls.point_flops:${point}}` etc.)."""
     from omegaconf import OmegaConf
 
     for name, fn in (
@@ -501,6 +512,8 @@ def register_resolvers() -> None:
         ("ls.budget_tag", budget_tag),
         ("ls.ceil_half", lambda r: -(-int(r) // 2)),
         ("ls.safe_name", _safe_name),
+        ("ls.fork_flops", lambda p: parse_fork_point(p)[0]),  # loopscale/conf/grid/cpu_wsd.yaml
+        ("ls.fork_width", lambda p: parse_fork_point(p)[1]),
     ):
         if not OmegaConf.has_resolver(name):
             OmegaConf.register_new_resolver(name, fn)

@@ -23,7 +23,7 @@ import importlib.util
 import os
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterator, Optional
+from typing import TYPE_CHECKING, Optional
 
 if TYPE_CHECKING:  # `datasets` costs ~1 s to import; keep `import loopscale.corpus` cheap
     import datasets
@@ -189,11 +189,6 @@ def load_documents(cfg: "DataConfig", cache_dir: Optional[str] = None) -> "datas
     if len(ds) == 0:
         raise DataError(f"source={cfg.source!r} ({describe_source(cfg)}) has no non-empty documents")
     return ds
-
-
-def iter_documents(cfg: "DataConfig") -> Iterator[str]:
-    """The documents' text, one string per document (convenience over load_documents)."""
-    yield from load_documents(cfg)["text"]  # a lazy Column in datasets >= 4
 
 
 def describe_source(cfg: "DataConfig") -> str:

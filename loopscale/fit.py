@@ -25,10 +25,9 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
-import warnings as _warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 import numpy as np
 import pandas as pd
@@ -439,6 +438,34 @@ class FitResult:
         return cls.from_dict(json.loads(Path(path).read_text()))
 
 
+def load_fit(fit) -> FitResult:
+    """A FitResult from a FitResult, the dict of its JSON, or a path to that JSON."""
+    if isinstance(fit, FitResult):
+        return fit
+    if isinstance(fit, Mapping):
+        d = dict(fit)
+    else:
+        path = Path(fit)
+        try:
+            d = json.loads(path.read_text())
+        except (OSError, ValueError) as err:
+            raise ValueError(f"cannot read fit JSON {path}: {err}") from err
+    if not isinstance(d, dict) or "law" not in d or "params" not in d:
+        raise ValueError(f"{fit if not isinstance(fit, Mapping) else 'fit'} is not a loopscale fit "
+                         "record (needs 'law' and 'params')")
+    return FitResult.from_dict(d)
+
+
+def predict_loss(fit, table) -> np.ndarray:
+    """The fitted law's loss L_hat for each row of `table` (a DataFrame or dict of arrays with the columns
+    the law reads, e.g. r, N_once, N_rec, D): `laws.predict_loss` at the fit's parameters. `fit` is a
+    FitResult, the dict of its JSON or a path to that JSON."""
+    from .laws import predict_loss as law_prediction
+
+    fit = load_fit(fit)
+    return law_prediction(fit.law, fit.params, table)
+
+
 def _jsonable(x):
     if isinstance(x, dict):
         return {str(k): _jsonable(v) for k, v in x.items()}
@@ -803,11 +830,6 @@ def compare_param(a: FitResult, b: FitResult, name: str = "phi", level: float = 
         out["se"] = float(np.std(d, ddof=1))
         out["n_replicates"] = k
     return out
-
-
-def suppress_runtime_warnings():
-    """Context manager silencing overflow warnings from exploring far-off starts."""
-    return _warnings.catch_warnings()
 
 
 # ----------------------------------------------------------------------------------------------

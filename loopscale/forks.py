@@ -18,7 +18,7 @@ Cost (accounting, eq. C = F x D):  independent = F sum_i D_i;  forked = F (D_par
 with D_parent = max_i s_i x batch tokens. Per model the saving is about sum_i D_i / ((1 - c) max_i D_i +
 c sum_i D_i) for cooldown fraction c, which never exceeds sum_i D_i / max_i D_i: token counts a factor 2
 apart save at most 1.75x whatever c (1.52x at c = 0.2); 2x needs closer counts, e.g. five a factor sqrt(2)
-apart (2.06x at c = 0.2, sweeps/grid/cpu_wsd.yaml). The parent writes fork_parent.json, never run.json, so
+apart (2.06x at c = 0.2, loopscale/conf/grid/cpu_wsd.yaml). The parent writes fork_parent.json, never run.json, so
 `collect` does not take it for a point of the law.
 
 Layout: runs_dir/sweep/<run_name>/ is the parent (and the Hydra job dir); branch i is the sibling
@@ -27,117 +27,17 @@ runs_dir/sweep/<run_name>-<tag_i>, tag_i = C2.5e11 (fork_flops) or D1.2e5 (fork_
 
 from __future__ import annotations
 
-import dataclasses
 import logging
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from loopscale import accounting
-from loopscale.config import TrainConfig, budget_tag, with_vocab
+from loopscale.config import TrainConfig, with_vocab
+from loopscale.planning import (CHECKPOINT, Branch, branch_config, branch_name, parent_config, plan_forks, plan_run,
+                                run_dir_of)
 from loopscale.records import PARENT_FILE, is_finished, read_record
-from loopscale.schedule import warmup_steps as schedule_warmup_steps
-from loopscale.schedule import wsd_decay_start
+from loopscale.runner import fit_run, launching_rank, run_dir_lock, running_elsewhere
 
 log = logging.getLogger("loopscale.forks")
-
-
-@dataclass(frozen=True)
-class Branch:
-    tag: str  # C2.5e11 | D1.2e5: the budget label of this point
-    C_budget: float | None  # the budget asked for (fork_flops), else None
-    steps: int  # the branch's total optimizer steps (stable part + cooldown)
-    fork_step: int  # s_i: the parent step it starts from = first cooldown step
-    D: int  # training tokens of the branch, cooldown included
-
-    @property
-    def cooldown_steps(self) -> int:
-        return self.steps - self.fork_step
-
-
-@dataclass(frozen=True)
-class ForkPlan:
-    """One model's forked plan (pure accounting; nothing is trained)."""
-
-    F: float  # training FLOPs per token
-    batch_tokens: int
-    warmup_steps: int  # shared by the parent and every branch
-    branches: tuple[Branch, ...]  # in increasing steps
-
-    @property
-    def parent_steps(self) -> int:
-        return max(b.fork_step for b in self.branches)
-
-    @property
-    def fork_steps(self) -> list[int]:
-        return sorted({b.fork_step for b in self.branches})
-
-    @property
-    def C_independent(self) -> float:
-        """FLOPs of training every point as its own run: F sum_i D_i."""
-        return self.F * sum(b.D for b in self.branches)
-
-    @property
-    def C_forked(self) -> float:
-        """FLOPs of the forked plan: F (D_parent + sum_i cooldown tokens_i)."""
-        steps = self.parent_steps + sum(b.cooldown_steps for b in self.branches)
-        return self.F * steps * self.batch_tokens
-
-
-def plan_forks(cfg: TrainConfig) -> ForkPlan:
-    """The branches of a budget.mode=forks config (vocab_size as given; run_forks sets the real one)."""
-    budget, optim = cfg.budget, cfg.optim
-    if budget.mode != "forks":
-        raise ValueError(f"plan_forks needs budget.mode=forks, got {budget.mode!r}")
-    if optim.optimizer == "muonh" and optim.transfer == "published":  # lr ~ D^-0.32: one per branch, no shared parent
-        raise ValueError("budget.mode=forks needs lrs that do not depend on D, and optim.transfer='published' "
-                         "scales the MuonH lr with each run's D: use optim.transfer=none (explicit lrs) for forks")
-    if optim.schedule != "wsd":
-        raise ValueError(f"budget.mode=forks needs optim.schedule=wsd (use optim=wsd), got {optim.schedule!r}: "
-                         "a branch is a warmup-stable-decay run whose stable part is shared")
-    F = accounting.flops_per_token(cfg.model)
-    batch_tokens = budget.batch_size * cfg.model.seq_len
-    points = []  # (tag, C_budget, steps)
-    if budget.fork_flops:
-        for C in sorted(set(budget.fork_flops)):
-            points.append((budget_tag("flops", C, None, None), C, accounting.tokens_for_budget(C, F, batch_tokens)[1]))
-    else:
-        for D in sorted(set(budget.fork_tokens)):
-            points.append((budget_tag("tokens", None, D, None), None, max(1, round(D / batch_tokens))))
-    # warmup in absolute steps, shared by all branches: warmup_frac of the SHORTEST branch unless given
-    shortest = min(steps for _, _, steps in points)
-    n_warmup = schedule_warmup_steps(shortest, optim.warmup_frac, optim.warmup_steps)
-    branches = []
-    for tag, C, steps in points:
-        fork = wsd_decay_start(steps, optim.decay_frac)
-        if fork < max(1, n_warmup):
-            raise ValueError(f"fork point {tag} ({steps} steps) would fork at step {fork}, before the end of the "
-                             f"{n_warmup}-step warmup (or at step 0): lower optim.decay_frac or warmup, or drop it")
-        branches.append(Branch(tag=tag, C_budget=C, steps=steps, fork_step=fork, D=steps * batch_tokens))
-    return ForkPlan(F=F, batch_tokens=batch_tokens, warmup_steps=n_warmup, branches=tuple(branches))
-
-
-def parent_config(cfg: TrainConfig, plan: ForkPlan) -> TrainConfig:
-    """The stable parent: warmup then constant peak lr for max_i s_i steps (a `tokens` run)."""
-    budget = dataclasses.replace(cfg.budget, mode="tokens", tokens=plan.parent_steps * plan.batch_tokens)
-    optim = dataclasses.replace(cfg.optim, schedule="constant", warmup_steps=plan.warmup_steps)
-    return dataclasses.replace(cfg, budget=budget, optim=optim)
-
-
-def branch_name(cfg: TrainConfig, branch: Branch) -> str:
-    return f"{cfg.run_name}-{branch.tag}"
-
-
-def branch_config(cfg: TrainConfig, plan: ForkPlan, branch: Branch) -> TrainConfig:
-    """Branch i as an ordinary wsd run of steps_i steps with the shared warmup (what an independent run of
-    the same point would be); run_forks starts it from the parent's fork checkpoint instead of from scratch."""
-    if branch.C_budget is not None:
-        budget = dataclasses.replace(cfg.budget, mode="flops", compute_flops=branch.C_budget)
-    else:
-        budget = dataclasses.replace(cfg.budget, mode="tokens", tokens=branch.D)
-    optim = dataclasses.replace(cfg.optim, warmup_steps=plan.warmup_steps)
-    return dataclasses.replace(cfg, budget=budget, optim=optim, run_name=branch_name(cfg, branch),
-                               point=f"{branch.tag}-d{cfg.model.d_model}")
 
 
 def run_forks(cfg: TrainConfig) -> dict[str, Any]:
@@ -152,8 +52,6 @@ def run_forks(cfg: TrainConfig) -> dict[str, Any]:
     from loopscale.identity import IdentityMismatch, claim
     from loopscale.runlock import RunLocked
     from loopscale.shards import prepare
-    from loopscale.train import (CHECKPOINT, fit_run, launching_rank, plan_run, run_dir_lock, run_dir_of,
-                                 running_elsewhere)
 
     prepared = prepare(cfg.data, progress=cfg.trainer.progress)
     cfg = with_vocab(cfg, prepared.vocab_size)
@@ -235,27 +133,3 @@ def run_forks(cfg: TrainConfig) -> dict[str, Any]:
     if first_error is not None:
         raise first_error
     return {**(parent_record or {}), "branches": records}
-
-
-# --- sweep labels ----------------------------------------------------------------------------------------
-
-def parse_fork_point(point: str) -> tuple[list[float], int]:
-    """A forked grid point 'C2.5e11_5e11_1e12-d64' -> ([2.5e11, 5e11, 1e12] FLOPs, d_model 64): one model
-    (width) and the budgets its branches stop at, '_'-separated (',' would split a Hydra sweep)."""
-    parts = dict((item[0], item[1:]) for item in str(point).split("-") if item)
-    try:
-        budgets = [float(x) for x in parts["C"].split("_")]
-        width = int(parts["d"])
-    except (KeyError, ValueError):
-        raise ValueError(f"fork point {point!r} must look like 'C2.5e11_5e11_1e12-d64' (budgets, d_model)") from None
-    return budgets, width
-
-
-def register_fork_resolvers() -> None:
-    """`${ls.fork_flops:${point}}` and `${ls.fork_width:${point}}` for sweeps/grid/cpu_wsd.yaml."""
-    from omegaconf import OmegaConf
-
-    for name, fn in (("ls.fork_flops", lambda p: parse_fork_point(p)[0]),
-                     ("ls.fork_width", lambda p: parse_fork_point(p)[1])):
-        if not OmegaConf.has_resolver(name):
-            OmegaConf.register_new_resolver(name, fn)

@@ -53,10 +53,10 @@ def launch_limits(hydra_cfg: Any) -> LaunchLimits | None:
 
 def job_compute_flops(cfg: TrainConfig) -> float:
     """Everything the job trains: its run's C, or a forked job's parent + branches."""
-    from loopscale.train import plan_run
+    from loopscale.planning import plan_run
 
     if cfg.budget.mode == "forks":
-        from loopscale.forks import plan_forks
+        from loopscale.planning import plan_forks
 
         return plan_forks(cfg).C_forked
     return plan_run(cfg).C
@@ -75,7 +75,7 @@ def estimate_job(cfg: TrainConfig, limits: LaunchLimits | None, C: float | None 
     wall_s = device_s / world
     allowed_h = None
     if limits is not None:
-        from loopscale.train import plan_run
+        from loopscale.planning import plan_run
 
         steps = max(1, plan_run(cfg).steps)
         step_s = wall_s / steps  # forked jobs: the parent's steps, a fair per-step time
@@ -103,7 +103,7 @@ def launcher_limits_of(overrides: list[str]) -> LaunchLimits | None:
     """The launcher limits a `loopscale-train -m OVERRIDES` would run under (sweep overrides left out)."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
-    from loopscale.sweep import compose
+    from loopscale.config_dirs import compose
 
     given = OverridesParser.create().parse_overrides(overrides)
     fixed = [o.input_line for o in given if not o.is_sweep_override()]

@@ -2,7 +2,7 @@
 
 Lightning runs one process per device and takes its ranks and world size from srun (SLURM_PROCID,
 SLURM_NTASKS), so a SLURM job must have `tasks_per_node = trainer.devices` tasks on `nodes = trainer.num_nodes`
-nodes, with `trainer.devices` GPUs per node when it trains on GPUs. sweeps/hydra/launcher/slurm.yaml takes
+nodes, with `trainer.devices` GPUs per node when it trains on GPUs. loopscale/conf/hydra/launcher/slurm.yaml takes
 nodes and tasks_per_node from trainer.num_nodes and trainer.devices (one place), and these launchers compose
 every job of the sweep before submitting and raise `LayoutError` naming the fields when a job disagrees
 with the launcher (e.g. `hydra.launcher.tasks_per_node=1` with `trainer=gpu_ddp`, or a sweep over
@@ -64,7 +64,7 @@ def job_layout(job_cfg: DictConfig) -> JobLayout:
     trainer = job_cfg.trainer
     params = None
     if "model" in job_cfg and "budget" in job_cfg:  # a loopscale run: its plan knows N
-        from loopscale.train import plan_run, to_train_config
+        from loopscale.planning import plan_run, to_train_config
 
         cfg = copy.deepcopy(job_cfg)
         with open_dict(cfg):
@@ -105,7 +105,7 @@ def check_slurm_params(params: dict[str, Any], layout: JobLayout) -> dict[str, A
                         "run, which would leave them idle")
     if problems:
         raise LayoutError("launcher and trainer disagree: " + "; ".join(problems) + ". Set trainer.devices / "
-                          "trainer.num_nodes only: sweeps/hydra/launcher/slurm.yaml takes tasks_per_node and nodes "
+                          "trainer.num_nodes only: loopscale/conf/hydra/launcher/slurm.yaml takes tasks_per_node and nodes "
                           "from them")
     if layout.params is not None:
         needed = host_memory_gb(layout.params, layout.devices)

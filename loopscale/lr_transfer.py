@@ -14,7 +14,7 @@ with B_ref = 2^18, d_ref = 640 (the paper width of the reference size 10), and D
 parameters of the reference model: prelude + coda + norms + r x (recurrent block + injection), embeddings
 excluded, for size 10 with the run's r, in the 0-20-0 layout at r = 1 and the 2-4-2 layout otherwise (as the
 authors' code builds it: at r = 2 or 8 the reference is not the run's own layout). Base lrs: matrix 0.014,
-head 0.004, embedding 0.3, norm 0.005, hyper 0.01 (sweeps/optim/muonh.yaml).
+head 0.004, embedding 0.3, norm 0.005, hyper 0.01 (loopscale/conf/optim/muonh.yaml).
 
 `optim.transfer=none` uses the base lrs as given: for CPU toy models, whose batch and D are thousands of
 times below the reference's, the published transfer extrapolates far outside where it was fitted.
@@ -29,7 +29,6 @@ from loopscale.config import ModelConfig, OptimConfig, paper_width
 from loopscale.hyper import HyperConnections
 
 MATRIX, HEAD, EMBEDDING, NORM, HYPER = "matrix", "head", "embedding", "norm", "hyper"
-ADAMW_GROUPS = (HEAD, EMBEDDING, NORM, HYPER)
 BLOCK_PREFIXES = ("prelude.", "recurrent.", "coda.", "injection.")
 BATCH_EXPONENT = 0.558  # lr ~ B^0.558
 DATA_EXPONENT = -0.32  # matrix lr ~ (D / D_ref)^-0.32

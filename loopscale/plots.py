@@ -24,7 +24,6 @@ and in notebooks alike.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Iterable, Mapping
 
@@ -35,7 +34,7 @@ from matplotlib.ticker import NullFormatter
 
 from .atomic import atomic_path
 from .derived import optimal_size
-from .fit import FitResult, budget_clusters, budget_column, compare_param
+from .fit import FitResult, budget_clusters, budget_column, compare_param, load_fit
 from .laws import compute_from_tokens, cost_params, n_eff, predict_loss, tokens_from_compute
 from .tables import read_table as read_any_table
 
@@ -82,24 +81,6 @@ def as_looped_table(table: pd.DataFrame, source: str = "runs table") -> pd.DataF
     if "C" not in t:
         t["C"] = compute_from_tokens(t["D"], cost_params(t["N_once"], t["N_rec"], t["r"]))
     return t
-
-
-def load_fit(fit) -> FitResult:
-    """A FitResult from a FitResult, the dict of its JSON, or a path to that JSON."""
-    if isinstance(fit, FitResult):
-        return fit
-    if isinstance(fit, Mapping):
-        d = dict(fit)
-    else:
-        path = Path(fit)
-        try:
-            d = json.loads(path.read_text())
-        except (OSError, ValueError) as err:
-            raise ValueError(f"cannot read fit JSON {path}: {err}") from err
-    if not isinstance(d, dict) or "law" not in d or "params" not in d:
-        raise ValueError(f"{fit if not isinstance(fit, Mapping) else 'fit'} is not a loopscale fit "
-                         "record (needs 'law' and 'params')")
-    return FitResult.from_dict(d)
 
 
 def fit_label(fit: FitResult, default: str = "fit") -> str:

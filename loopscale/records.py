@@ -18,7 +18,6 @@ from loopscale.atomic import write_json_atomic  # noqa: F401  (run.json is writt
 RUN_FILE = "run.json"
 # The record of a forked sweep's stable parent (loopscale/forks.py): not a point of the law, so not run.json.
 PARENT_FILE = "fork_parent.json"
-STATUSES = ("done", "failed", "diverged")
 # Columns of the runs table, in order; the first block is what `loopscale fit` reads by default.
 TABLE_COLUMNS = [
     "r", "N_once", "N_rec", "N", "D", "C", "L",
@@ -44,9 +43,16 @@ def is_finished(run_dir: Path) -> bool:
 
 
 def git_commit(repo: Path | None = None) -> str | None:
-    """The commit of the code that ran (with '+dirty' when the tree had changes), or None outside git."""
-    repo = repo or Path(__file__).resolve().parents[1]
+    """The commit of the code that ran (with '+dirty' when the tree had changes), or None when the code is
+    not a git checkout. By default `repo` is the directory above the package, which is a checkout's root only
+    for a source tree or an editable install: an installed wheel (site-packages, perhaps inside some other
+    repository's .venv) is not a checkout, so nothing there is taken for the code's commit."""
+    repo = Path(repo or Path(__file__).resolve().parents[1]).resolve()
     try:
+        top = subprocess.run(["git", "rev-parse", "--show-toplevel"], cwd=repo, capture_output=True, text=True,
+                             timeout=10)
+        if top.returncode != 0 or Path(top.stdout.strip()).resolve() != repo:
+            return None
         sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True, timeout=10)
         if sha.returncode != 0:
             return None

@@ -12,24 +12,15 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
-from loopscale.config import TrainConfig, register_configs, register_resolvers, with_vocab
-from loopscale.train import SWEEPS_DIR, RunPlan
+from loopscale.config import TrainConfig, with_vocab
+from loopscale.config_dirs import compose
+from loopscale.planning import RunPlan, plan_run
 
 
 @dataclass(frozen=True)
 class Job:
     overrides: list[str]  # the job's own overrides (after the command line's)
     cfg: TrainConfig
-
-
-def compose(overrides: list[str], return_hydra_config: bool = False):
-    from hydra import compose as hydra_compose
-    from hydra import initialize_config_dir
-
-    register_resolvers()
-    register_configs()
-    with initialize_config_dir(str(SWEEPS_DIR), version_base=None):
-        return hydra_compose("train", overrides=overrides, return_hydra_config=return_hydra_config)
 
 
 def sweep_overrides(overrides: list[str]) -> list[list[str]]:
@@ -99,8 +90,6 @@ def compose_jobs(jobs: list[list[str]]) -> list:
 
 def plan_with_vocab(cfg: TrainConfig, vocab_size: int) -> RunPlan:
     """The run's plan for a given tokenizer vocabulary (the real one is only known after data prepare)."""
-    from loopscale.train import plan_run
-
     return plan_run(with_vocab(cfg, vocab_size))
 
 

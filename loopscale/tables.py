@@ -213,11 +213,6 @@ def check_fit_size(table: pd.DataFrame, law: str) -> None:
                          f"(need at least {2 * n_params})")
 
 
-def load_runs_table(path, law: str, columns: ColumnMap | None = None) -> pd.DataFrame:
-    """read_table + canonical_table."""
-    return canonical_table(read_table(path), law, columns)
-
-
 def _opt(canon: str) -> str:
     return {"N_once": "n-once-col", "N_rec": "n-rec-col", "N": "n-col", "D": "d-col",
             "C": "c-col", "L": "loss-col", "r": "r-col"}[canon]

@@ -24,7 +24,6 @@ from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from loopscale.corpus import DataError
 
 EOT = "<|endoftext|>"
-GPT2_VOCAB_SIZE = 50257
 _EOT_CANDIDATES = (EOT, "</s>", "<eos>", "[SEP]")  # how other tokenizer.json files spell end-of-document
 
 

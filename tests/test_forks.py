@@ -12,7 +12,9 @@ import torch
 
 from loopscale.checkpoint import fork_checkpoint_path
 from loopscale.cli import main as cli_main
-from loopscale.forks import PARENT_FILE, branch_config, parse_fork_point, plan_forks
+from loopscale.config import parse_fork_point
+from loopscale.planning import branch_config, plan_forks
+from loopscale.records import PARENT_FILE
 from loopscale.module import InjectedFailure
 from loopscale.records import collect, read_record
 from loopscale.train import CHECKPOINT, plan_run, run_dir_of, run_training

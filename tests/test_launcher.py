@@ -18,7 +18,7 @@ from loopscale.launcher import (
 )
 from train_helpers import REPO_ROOT, compose_cfg
 
-# What sweeps/hydra/launcher/slurm.yaml resolves to for one CPU task on one node.
+# What loopscale/conf/hydra/launcher/slurm.yaml resolves to for one CPU task on one node.
 PARAMS = {"nodes": 1, "tasks_per_node": 1, "gpus_per_node": None, "cpus_per_task": 8, "mem_gb": None}
 
 
@@ -69,7 +69,7 @@ def test_gpu_blocks_for_the_local_launcher():
 
 
 def test_gpu_ddp_trainer_and_slurm_launcher_agree_by_construction():
-    """sweeps/trainer/gpu_ddp.yaml once set devices = 8 while the launcher kept tasks_per_node = 1."""
+    """loopscale/conf/trainer/gpu_ddp.yaml once set devices = 8 while the launcher kept tasks_per_node = 1."""
     cfg = compose_cfg(["trainer=gpu_ddp", "trainer.num_nodes=3", "hydra/launcher=slurm"], return_hydra_config=True)
     assert cfg.hydra.launcher.tasks_per_node == cfg.trainer.devices == 8
     assert cfg.hydra.launcher.nodes == cfg.trainer.num_nodes == 3

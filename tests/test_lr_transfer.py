@@ -153,7 +153,7 @@ def test_fsdp_and_forks_with_published_transfer_are_clear_errors():
         optimizer_record(_tiny(2), MUONH, TrainerConfig(strategy="fsdp"), acc)
     rec = optimizer_record(_tiny(2), MUONH, TrainerConfig(), acc)
     assert rec["optimizer"] == "muonh" and rec["ortho_dtype"] == "fp32" and set(rec["lrs"]) >= {"matrix", "norm"}
-    from loopscale.forks import plan_forks
+    from loopscale.planning import plan_forks
 
     cfg = train_config(["optim=muonh", "optim.schedule=wsd", "budget=forks", "run_name=forks"])
     with pytest.raises(ValueError, match="transfer"):

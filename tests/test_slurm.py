@@ -1,5 +1,5 @@
 """Real jobs on a real one-node SLURM cluster (slurm/cluster.sh): plain sbatch, a Hydra multirun
-through hydra-submitit-launcher (sweeps/hydra/launcher/slurm.yaml) as an array job, requeues that
+through hydra-submitit-launcher (loopscale/conf/hydra/launcher/slurm.yaml) as an array job, requeues that
 rerun the job with SLURM_RESTART_COUNT=1, and a stop/start of the cluster.
 
 The jobs run tests/slurm_app/app.py, a tiny Hydra app that writes one JSON record per run.
@@ -15,6 +15,8 @@ import time
 from pathlib import Path
 
 import pytest
+
+from loopscale.config_dirs import config_dir
 from slurm_cluster import (  # noqa: F401  (slurm_cluster is a fixture)
     REPO_ROOT,
     run_cluster_sh,
@@ -27,8 +29,8 @@ from slurm_cluster import (  # noqa: F401  (slurm_cluster is a fixture)
 
 APP = REPO_ROOT / "tests" / "slurm_app" / "app.py"
 TRAIN_SBATCH = REPO_ROOT / "slurm" / "train.sbatch"
-# Hydra finds hydra/launcher/{slurm,local}.yaml in sweeps/ through this search path entry.
-SEARCHPATH = f"hydra.searchpath=[file://{REPO_ROOT / 'sweeps'}]"
+# Hydra finds hydra/launcher/{slurm,local}.yaml in loopscale's configs through this search path entry.
+SEARCHPATH = f"hydra.searchpath=[file://{config_dir()}]"
 # The test node has no GPUs and few CPUs: the launcher file's defaults (1 GPU, 8 CPUs) are for
 # real clusters, so the tests override them like a user would.
 SLURM_LAUNCHER = [
@@ -191,7 +193,7 @@ def test_submitit_job_requeued_by_scontrol_reruns(slurm_cluster, tmp_path):
 
 
 def test_local_launcher_runs_each_point_in_its_own_process(tmp_path):
-    """sweeps/hydra/launcher/local.yaml (submitit_local): no Slurm involved."""
+    """loopscale/conf/hydra/launcher/local.yaml (submitit_local): no Slurm involved."""
     out = tmp_path / "out"
     proc, _ = run_app(["-m", f"out_dir={out}", "x=1,2", "hydra/launcher=local", SEARCHPATH], cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -1,4 +1,4 @@
-"""The experiment configs under sweeps/experiment/: each composes, each expands (like `loopscale-train -m`
+"""The experiment configs under loopscale/conf/experiment/: each composes, each expands (like `loopscale-train -m`
 would, without launching) to its published number of jobs with distinct, deterministic run directories,
 and each one's jobs really train (first step, shrunk to this CPU). No SLURM here: see test_slurm_sweep.py.
 """
@@ -17,9 +17,10 @@ from omegaconf import OmegaConf
 
 from loopscale.records import read_record
 from loopscale.sweep import compose, compose_jobs, expand, sweep_overrides
-from loopscale.train import SWEEPS_DIR, run_dir_of, run_training, to_train_config
+from loopscale.config_dirs import config_dir
+from loopscale.train import run_dir_of, run_training, to_train_config
 
-EXPERIMENTS = sorted(p.stem for p in (SWEEPS_DIR / "experiment").glob("*.yaml"))
+EXPERIMENTS = sorted(p.stem for p in (config_dir() / "experiment").glob("*.yaml"))
 PAPER = ["isodepth", "isodepth_tbptt", "isodepth_hyper"]
 RECIPE = {"isodepth": "baseline", "isodepth_tbptt": "tbptt", "isodepth_hyper": "hyper", "isodepth_cpu": "baseline"}
 # The authors' size tables (their released sweep scripts), budget -> sizes s (d_model = 64 s rounded up to 128).

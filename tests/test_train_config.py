@@ -1,4 +1,4 @@
-"""Training configuration without training: every config under sweeps/ composes and validates, a typo
+"""Training configuration without training: every config under loopscale/conf/ composes and validates, a typo
 fails at composition with Hydra's error, budgets turn into tokens and steps by the accounting, and the
 linear schedule ends at its final fraction."""
 
@@ -13,13 +13,14 @@ from omegaconf import OmegaConf
 from loopscale import accounting
 from loopscale.config import OptimConfig
 from loopscale.schedule import lr_multiplier
-from loopscale.train import SWEEPS_DIR, plan_run
+from loopscale.config_dirs import config_dir
+from loopscale.train import plan_run
 from train_helpers import compose_cfg, train_config
 
 GROUPS = ["model", "data", "optim", "budget", "trainer", "logger"]
 
 
-@pytest.mark.parametrize("group,option", [(g, p.stem) for g in GROUPS for p in sorted((SWEEPS_DIR / g).glob("*.yaml"))])
+@pytest.mark.parametrize("group,option", [(g, p.stem) for g in GROUPS for p in sorted((config_dir() / g).glob("*.yaml"))])
 def test_every_group_option_composes_and_validates(group, option):
     overrides = [f"{group}={option}"]
     if (group, option) == ("data", "text"):

@@ -103,7 +103,7 @@ class _GlobalBatchData(TokenDataModule):
 
 def one_process_reference(cfg, world: int = 2) -> float:
     """Val loss of `cfg` trained in one process on the global batches `world` ranks would see (the same
-    seeding order as loopscale.train.fit_run, so the same initial weights)."""
+    seeding order as loopscale.runner.fit_run, so the same initial weights)."""
     L.seed_everything(cfg.seed, workers=True, verbose=False)
     prepared = prepare(cfg.data, progress=False)
     cfg = with_vocab(cfg, prepared.vocab_size)

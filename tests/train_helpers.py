@@ -1,4 +1,4 @@
-"""Compose training configs exactly as `loopscale-train` does (Hydra compose API over sweeps/)."""
+"""Compose training configs exactly as `loopscale-train` does (Hydra compose API over loopscale/conf/)."""
 
 from __future__ import annotations
 

@@ -28,13 +28,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in SUBCOMMANDS:
-        try:
-            module = importlib.import_module(f"loopscale.cli.{name}")
-        except ModuleNotFoundError as err:
-            if err.name == f"loopscale.cli.{name}":
-                continue  # subcommand not built yet
-            raise
-        module.register(sub)
+        importlib.import_module(f"loopscale.cli.{name}").register(sub)
     return parser
 
 

@@ -2,8 +2,7 @@
 
 fit      fit a law to a runs table; prints (parameter, estimate, 95% CI), writes a FitResult JSON
          (`--out`; with `--group COL` one file per group, `NAME.<group>.json`) and, with `--plot`,
-         a predicted-vs-observed figure (`loopscale.plots.plot_fit(table, fit, path)` when that
-         module exists, otherwise a simple matplotlib scatter drawn here).
+         a predicted-vs-observed figure (`loopscale.plots.plot_fit`).
          `fit runs.csv runs_tbptt.csv ... --joint variant` fits one joint law over the recipes in
          column `variant` (shared E, A, alpha, B, beta; one phi per recipe; the r = 1 runs shared and
          kept once), with delta-phi tests and the shared-parameter check (`loopscale.joint`).
@@ -158,8 +157,10 @@ def _write(results, out_paths, plot_paths) -> None:
                 print(line)
     for (g, table, result), path in zip(results, plot_paths):
         if path is not None:
+            from ..plots import plot_fit  # matplotlib only when a figure is asked for
+
             with atomic_path(path) as tmp:
-                _plot(table, result, tmp)
+                plot_fit(table, result, tmp)
             print(f"wrote {path}")
     for (g, table, result), path in zip(results, out_paths):
         if path is not None:
@@ -319,38 +320,6 @@ def _print_result(result, group=None) -> None:
         console.print(line, highlight=False)
     for w in result.warnings:
         console.print(f"[yellow]warning:[/yellow] {w}", highlight=False)
-
-
-def _plot(table, result, path: Path) -> None:
-    try:
-        from ..plots import plot_fit  # the plotting module, when present
-    except ImportError:
-        plot_fit = None
-    if plot_fit is not None:
-        plot_fit(table, result, path)
-        return
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    import numpy as np
-
-    from ..laws import predict_loss
-
-    pred = predict_loss(result.law, result.params, table)
-    fig, ax = plt.subplots(figsize=(4.5, 4.5))
-    hue = table["r"] if "r" in table.columns else None
-    sc = ax.scatter(table["L"], pred, c=None if hue is None else np.log2(hue), s=14, cmap="viridis")
-    if hue is not None:
-        fig.colorbar(sc, ax=ax, label="log2 r")
-    lims = [min(table["L"].min(), pred.min()), max(table["L"].max(), pred.max())]
-    ax.plot(lims, lims, "k--", lw=0.8)
-    ax.set_xlabel("observed L")
-    ax.set_ylabel("predicted L")
-    ax.set_title(f"{result.law}: objective {result.objective:.3g}")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
 
 
 # ----------------------------------------------------------------------------------------------

@@ -24,10 +24,9 @@ def plan_rows(overrides: list[str]) -> list[dict]:
     """One row per job: run_name, points, C_independent, C_forked (FLOPs, from accounting), and its launch
     estimate (gpu_hours, wall_h, allowed_h, fits_limits: loopscale/launch.py)."""
     from loopscale.config import with_vocab
-    from loopscale.forks import plan_forks
     from loopscale.launch import estimate_job, launcher_limits_of
+    from loopscale.planning import plan_forks, plan_run
     from loopscale.sweep import expand
-    from loopscale.train import plan_run
 
     rows = []
     limits = launcher_limits_of(overrides)

@@ -1,0 +1,15 @@
+"""LOOPSCALE_CONFIG_PATH for every loopscale entry point (loopscale-train, sweep, plan, demo): Hydra applies
+search path plugins only from its `hydra_plugins` namespace, hence this module; the rule lives in
+loopscale/config_dirs.py."""
+
+from __future__ import annotations
+
+from hydra.core.config_search_path import ConfigSearchPath
+from hydra.plugins.search_path_plugin import SearchPathPlugin
+
+from loopscale.config_dirs import add_user_dirs
+
+
+class LoopscaleUserConfigs(SearchPathPlugin):
+    def manipulate_search_path(self, search_path: ConfigSearchPath) -> None:
+        add_user_dirs(search_path)
