@@ -8,7 +8,7 @@ EXTRAS ?= cpu,dev
 PYTEST_ARGS ?=
 DEMO_ARGS ?=
 
-.PHONY: install demo test test-slow test-all bench clean
+.PHONY: install demo test test-slow test-all lint bench clean
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -23,6 +23,11 @@ demo: install
 
 test: install
 	$(BIN)/pytest -m "not slow" $(PYTEST_ARGS)
+
+# ruff, configured in pyproject.toml: the format check and the lint rules
+lint: install
+	$(BIN)/ruff format --check .
+	$(BIN)/ruff check .
 
 test-slow: install
 	$(BIN)/pytest -m "slow" $(PYTEST_ARGS)

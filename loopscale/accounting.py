@@ -47,16 +47,12 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from loopscale.config import RECIPES, ModelConfig, _check_choice, paper_width
+from loopscale.config import RECIPES, ModelConfig, _check_choice, layer_plan, paper_width  # noqa: F401 (re-exported)
 
-PAPER_L_EFF = 20  # published grid: L_eff = 20; r > 1: p = c = 2, k = 16 / r; r = 1: 0-20-0
-PAPER_VOCAB = 32064
-PAPER_SEQ_LEN = 2048
-PAPER_HEAD_DIM = 128
-PAPER_SOFTCAP = 15.0  # logits -> 15 tanh(z / 15)
-CPU_L_EFF = 12  # small CPU grid: L_eff = 12, p = c = 2, k = 8 / r
-CPU_VOCAB = 2048
-CPU_SEQ_LEN = 256
+# The presets' shapes live in the model configs training composes (loopscale/conf/model/{paper,cpu}.yaml,
+# read by `model_preset`); only what those leave to the tokenizer is fixed here.
+PAPER_VOCAB = 32064  # the published tokenizer's 32,001 tokens padded to a multiple of 64
+CPU_VOCAB = 2048  # the default corpus's BPE (loopscale/conf/data/shakespeare.yaml)
 SWIGLU_MULTIPLE = 64  # SwiGLU hidden width is rounded to this multiple
 
 
@@ -64,24 +60,6 @@ SWIGLU_MULTIPLE = 64  # SwiGLU hidden width is rounded to this multiple
 # iso-depth layer plan
 
 
-def layer_plan(l_eff: int, r: int, n_prelude: int = 2, n_coda: int = 2) -> tuple[int, int, int]:
-    """(p, k, c) with p + k * r + c = l_eff: the recurrent block gets the depth left after prelude and coda."""
-    if r < 1:
-        raise ValueError(f"r={r!r} must be >= 1")
-    if n_prelude < 0 or n_coda < 0:
-        raise ValueError(f"n_prelude={n_prelude!r} and n_coda={n_coda!r} must be >= 0")
-    rec_depth = l_eff - n_prelude - n_coda
-    if rec_depth < 1:
-        raise ValueError(
-            f"l_eff={l_eff} leaves no recurrent layers after n_prelude={n_prelude} and n_coda={n_coda}"
-        )
-    if rec_depth % r != 0:
-        allowed = [d for d in range(1, rec_depth + 1) if rec_depth % d == 0]
-        raise ValueError(
-            f"l_eff - n_prelude - n_coda = {l_eff} - {n_prelude} - {n_coda} = {rec_depth} is not divisible "
-            f"by r={r}; allowed r for this depth: {', '.join(map(str, allowed))}"
-        )
-    return n_prelude, rec_depth // r, n_coda
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -227,30 +205,33 @@ def _recipe(variant: str) -> str:
     return variant
 
 
+def model_preset(name: str, **fields) -> ModelConfig:
+    """The model of loopscale/conf/model/<name>.yaml, exactly what `model=<name>` composes for training,
+    with `fields` replaced (validated once, at the end)."""
+    from omegaconf import OmegaConf
+
+    from loopscale.config_dirs import config_dir
+
+    path = config_dir() / "model" / f"{name}.yaml"
+    if not path.is_file():
+        raise ValueError(f"no model preset {name!r}: {path} does not exist")
+    return ModelConfig(**{**OmegaConf.to_container(OmegaConf.load(path)), **fields})
+
+
 def paper_model(size: int, r: int, variant: str = "baseline") -> ModelConfig:
-    """The published model at size s (loopscale/conf/model/paper.yaml): d = 64 * s rounded up to a multiple of 128,
-    head dim 128, vocab 32064, T = 2048, L_eff = 20: r = 1 a plain 0-20-0 stack, r > 1 2 + 16/r x r + 2
-    with the concat injection; the published init, logits soft-capped at 15."""
+    """The published model at size s (loopscale/conf/model/paper.yaml) with d = 64 * s rounded up to a
+    multiple of 128 and the published vocabulary: L_eff = 20, r = 1 a plain 0-20-0 stack, r > 1
+    2 + 16/r x r + 2 with the concat injection."""
     if size < 1:
         raise ValueError(f"size={size!r} must be >= 1")
-    layer_plan(PAPER_L_EFF, r)  # a clear error for an r that does not divide 16
-    return ModelConfig(
-        vocab_size=PAPER_VOCAB, d_model=paper_width(size), head_dim=PAPER_HEAD_DIM, n_prelude=2, n_coda=2,
-        depth=PAPER_L_EFF, r=r, seq_len=PAPER_SEQ_LEN, recipe=_recipe(variant), looped_injection="concat",
-        dense_layout="plain", init="paper", logit_softcap=PAPER_SOFTCAP,
-    )
+    return model_preset("paper", vocab_size=PAPER_VOCAB, d_model=paper_width(size), r=r, recipe=_recipe(variant))
 
 
 def cpu_model(d_model: int = 128, r: int = 1, variant: str = "baseline", **overrides) -> ModelConfig:
-    """The small CPU grid: L_eff = 12, p = c = 2, k = 8 / r, vocab 2048, T = 256, head dim 32 below
-    d = 256 and 64 from there. `overrides` are any other ModelConfig fields (validated once, at the end)."""
-    p, k, c = layer_plan(CPU_L_EFF, r)
-    fields = dict(
-        vocab_size=CPU_VOCAB, d_model=d_model, head_dim=32 if d_model < 256 else 64, n_prelude=p, n_rec=k,
-        n_coda=c, r=r, seq_len=CPU_SEQ_LEN, recipe=_recipe(variant),
-    )
-    fields.update(overrides)
-    return ModelConfig(**fields)
+    """The CPU model (loopscale/conf/model/cpu.yaml: L_eff = 12, p = c = 2, k = 8 / r) at this width with
+    the default corpus's vocabulary. `overrides` are any other ModelConfig fields."""
+    return model_preset("cpu", **{"vocab_size": CPU_VOCAB, "d_model": d_model, "r": r, "recipe": _recipe(variant),
+                                  **overrides})
 
 
 def accounting_report(cfg: ModelConfig) -> dict:

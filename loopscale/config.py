@@ -56,6 +56,27 @@ def pad_vocab(vocab_size: int, multiple: int = VOCAB_MULTIPLE) -> int:
     return -(-vocab_size // multiple) * multiple
 
 
+def layer_plan(l_eff: int, r: int, n_prelude: int = 2, n_coda: int = 2) -> tuple[int, int, int]:
+    """(p, k, c) with p + k * r + c = l_eff (iso-depth, docs/design.md): the recurrent block gets the depth
+    left after prelude and coda. The one place the plan is computed: ModelConfig(depth=...) calls it."""
+    if r < 1:
+        raise ValueError(f"r={r!r} must be >= 1")
+    if n_prelude < 0 or n_coda < 0:
+        raise ValueError(f"n_prelude={n_prelude!r} and n_coda={n_coda!r} must be >= 0")
+    rec_depth = l_eff - n_prelude - n_coda
+    if rec_depth < 1:
+        raise ValueError(
+            f"l_eff={l_eff} leaves no recurrent layers after n_prelude={n_prelude} and n_coda={n_coda}"
+        )
+    if rec_depth % r != 0:
+        allowed = [d for d in range(1, rec_depth + 1) if rec_depth % d == 0]
+        raise ValueError(
+            f"l_eff - n_prelude - n_coda = {l_eff} - {n_prelude} - {n_coda} = {rec_depth} is not divisible "
+            f"by r={r}; allowed r for this depth: {', '.join(map(str, allowed))}"
+        )
+    return n_prelude, rec_depth // r, n_coda
+
+
 @dataclass
 class ModelConfig:
     """One looped transformer. Embedding -> RMSNorm -> prelude (p layers, once) -> recurrent block
@@ -107,14 +128,7 @@ class ModelConfig:
                 self.n_rec += self.n_prelude + self.n_coda
             self.n_prelude = self.n_coda = 0
         if self.depth is not None:
-            recurrent_depth = self.depth - self.n_prelude - self.n_coda
-            if recurrent_depth <= 0 or recurrent_depth % self.r != 0:
-                raise ValueError(
-                    f"depth={self.depth} with n_prelude={self.n_prelude}, n_coda={self.n_coda} leaves "
-                    f"{recurrent_depth} recurrent layers, which r={self.r} does not divide; "
-                    f"allowed r: divisors of {recurrent_depth}"
-                )
-            self.n_rec = recurrent_depth // self.r
+            self.n_rec = layer_plan(self.depth, self.r, self.n_prelude, self.n_coda)[1]
         if self.r > 1 and self.recipe == "tbptt" and self.bptt_k is None:
             self.bptt_k = -(-self.r // 2)  # ceil(r / 2), the published probe
         if self.r > 1 and self.recipe == "hyper" and self.injection == "auto":

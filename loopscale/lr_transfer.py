@@ -79,9 +79,9 @@ def recipe_param_groups(model: nn.Module) -> dict[str, list[nn.Parameter]]:
 def reference_model(cfg: ModelConfig, ref_size: int = 10) -> ModelConfig:
     """The model D_ref is measured on: paper size `ref_size` with the run's r and injection; 0-20-0 at
     r = 1, 2-4-2 otherwise. Vocabulary and context do not matter (embeddings and attention are not counted)."""
-    d = paper_width(ref_size)
-    common = dict(vocab_size=accounting.PAPER_VOCAB, d_model=d, head_dim=accounting.PAPER_HEAD_DIM,
-                  seq_len=accounting.PAPER_SEQ_LEN, mlp=cfg.mlp, mlp_ratio=cfg.mlp_ratio)
+    paper = accounting.paper_model(ref_size, 1)
+    common = dict(vocab_size=paper.vocab_size, d_model=paper.d_model, head_dim=paper.head_dim,
+                  seq_len=paper.seq_len, mlp=cfg.mlp, mlp_ratio=cfg.mlp_ratio)
     if cfg.r == 1:
         return ModelConfig(**common, n_prelude=0, n_rec=REF_PLAIN_DEPTH, n_coda=0, r=1, injection="passthrough")
     p, k, c = REF_LAYOUT
