@@ -346,70 +346,96 @@ def lm_batch(law: Law, data: LawData, loss: Loss, thetas: np.ndarray, weights=No
 
 
 def objective_grad_hess(theta, law: Law, data: LawData, loss: Loss, weights=None):
-    """(objective, gradient, exact Hessian) in internal coordinates, for laws with `Law.has_hessian`.
+    """(objective, gradient, exact Hessian, IRLS curvature) in internal coordinates, for laws with
+    `Law.has_hessian`.
 
-    H = sum_i w_i [psi'(res_i) J_i J_i^T + psi(res_i) d^2 log L_hat_i]: the Gauss-Newton part
-    counts only rows inside the Huber threshold (psi' = 1 there, 0 outside), the second part is
-    the model's curvature weighted by psi (`Law.log_predict_jac_hess`).
+    Exact: H = sum_i w_i [psi'(res_i) J_i J_i^T + psi(res_i) d^2 log L_hat_i], the Gauss-Newton
+    part from the rows inside the Huber threshold (psi' = 1 there, 0 outside), the second part the
+    model's curvature weighted by psi (`Law.log_predict_jac_hess`). IRLS: sum_i w_i
+    min(1, delta / |res_i|) J_i J_i^T, positive semi-definite and a majoriser (as in `lm_batch`).
     """
     log_pred, J, hess = law.log_predict_jac_hess(theta, data)
     res = log_pred - data.log_L
     rho, psi, dpsi = loss.rho(res), loss.psi(res), loss.psi_prime(res)
+    curv = np.ones_like(res) if loss.kind == "l2" else np.minimum(1.0, loss.delta / np.maximum(np.abs(res), 1e-300))
     if weights is not None:
-        rho, psi, dpsi = weights * rho, weights * psi, weights * dpsi
-    return float(rho.sum()), np.einsum("n,np->p", psi, J), (J.T * dpsi) @ J + hess(psi)
+        rho, psi, dpsi, curv = weights * rho, weights * psi, weights * dpsi, weights * curv
+    return (float(rho.sum()), np.einsum("n,np->p", psi, J), (J.T * dpsi) @ J + hess(psi),
+            (J.T * curv) @ J)
 
 
 def newton(law: Law, data: LawData, loss: Loss, theta0, fixed: np.ndarray | None = None,
            weights=None, max_iter: int = 100, rel_tol: float = 1e-14) -> tuple[np.ndarray, float]:
-    """Damped exact-Newton minimisation of the objective from theta0 (coordinates in `fixed` held).
+    """Minimise the objective from theta0 (coordinates in `fixed` held) by exact Newton steps,
+    falling back to an LM step on the IRLS curvature where Newton's fails.
 
     The IRLS curvature of `lm_batch` majorises the Huber loss, so LM converges only linearly (about
     0.4 per step here: ~30 steps to 1e-13); the exact Hessian (`objective_grad_hess`) converges
-    quadratically from a warm start, a handful of steps. A step solves (H + lam diag(H)) s = -g on
-    the free coordinates, clipped to the bounds, and is kept only if it lowers the objective (else
-    lam grows; a Hessian that is not positive definite also raises lam). Stops when the predicted
-    decrease g^T s / 2 falls below rel_tol * f. A coordinate on its bound whose gradient points
-    outward (or is zero: a term that has vanished) is held there, as in L-BFGS-B's active set.
-    Returns (theta, f); callers polish with `refine`.
+    quadratically near an optimum: a handful of steps from a warm start. Each iteration tries the
+    Newton step (H s = -g on the free coordinates, clipped to the bounds) when H is positive
+    definite there, and keeps it if it lowers the objective; else it takes LM steps (IRLS curvature
+    plus lam diag, lam divided by 3 on success, times 4 on failure) until one lowers it. A
+    coordinate on its bound whose gradient points outward (or is zero: a term that has vanished)
+    is held there, as in L-BFGS-B's active set. Stops when Newton's predicted decrease g^T s / 2,
+    or an LM step's actual decrease, falls below rel_tol * f. Returns (theta, f); callers polish
+    with `refine`.
     """
     lo, hi = np.array(bounds_for(law)).T
     free = np.ones(law.n_params, bool) if fixed is None else ~np.asarray(fixed, bool)
     theta = np.clip(np.array(theta0, dtype=float), lo, hi)
-    f, g, H = objective_grad_hess(theta, law, data, loss, weights)
-    if not np.isfinite(f):
-        return theta, f
-    lam = 0.0
-    for _ in range(max_iter):
+    f, g, H, H_irls = objective_grad_hess(theta, law, data, loss, weights)
+    lam = 1e-3
+    n_eval = 0
+    while np.isfinite(f) and n_eval < max_iter:
         # active set: a coordinate on its bound stays there unless the gradient points inside
         stuck = ((theta <= lo) & (g >= 0)) | ((theta >= hi) & (g <= 0))
         move = free & ~stuck
-        gf, Hf = g[move], H[np.ix_(move, move)]
-        scale = np.maximum(np.abs(np.diag(Hf)), 1e-12 * np.abs(np.diag(Hf)).max() + 1e-300)
-        try:
-            chol = np.linalg.cholesky(Hf + lam * np.diag(scale))
-        except np.linalg.LinAlgError:
-            lam = max(10 * lam, 1e-6)
-            if lam > 1e10:
+        gf = g[move]
+        step = _cholesky_step(H[np.ix_(move, move)], gf)
+        if step is not None:
+            if -0.5 * gf @ step <= rel_tol * abs(f):
                 break
-            continue
-        step = -np.linalg.solve(chol.T, np.linalg.solve(chol, gf))
-        predicted = -0.5 * gf @ step
-        if predicted <= rel_tol * abs(f):
-            break
-        trial = theta.copy()
-        trial[move] += step
-        trial = np.clip(trial, lo, hi)
-        f_trial = objective(trial, law, data, loss, weights)
-        if np.isfinite(f_trial) and f_trial < f:
-            theta = trial
-            f, g, H = objective_grad_hess(theta, law, data, loss, weights)
-            lam = 0.0 if lam < 1e-6 else lam / 10
-        else:
-            lam = max(10 * lam, 1e-6)
-            if lam > 1e10:
+            trial = _stepped(theta, move, step, lo, hi)
+            f_trial = objective(trial, law, data, loss, weights)
+            n_eval += 1
+            if not (np.isfinite(f_trial) and f_trial < f):
+                step = None
+        if step is None:  # LM on the IRLS curvature until a step lowers the objective
+            Hf = H_irls[np.ix_(move, move)]
+            diag = np.diag(Hf)
+            while n_eval < max_iter and lam <= 1e10:
+                step = _cholesky_step(Hf + np.diag(lam * (diag + 1e-12 * diag.max())), gf)
+                trial = _stepped(theta, move, step, lo, hi) if step is not None else theta
+                f_trial = objective(trial, law, data, loss, weights)
+                n_eval += 1
+                if np.isfinite(f_trial) and f_trial < f:
+                    lam = max(lam / 3, 1e-12)
+                    break
+                lam *= 4
+            else:
                 break
+            if f - f_trial <= rel_tol * abs(f):
+                theta, f = trial, f_trial
+                break
+        theta = trial
+        f, g, H, H_irls = objective_grad_hess(theta, law, data, loss, weights)
     return theta, f
+
+
+def _cholesky_step(H: np.ndarray, g: np.ndarray) -> np.ndarray | None:
+    """-H^-1 g by Cholesky, or None where H is not (numerically) positive definite."""
+    try:
+        chol = np.linalg.cholesky(H)
+    except np.linalg.LinAlgError:
+        return None
+    step = -np.linalg.solve(chol.T, np.linalg.solve(chol, g))
+    return step if np.all(np.isfinite(step)) else None
+
+
+def _stepped(theta: np.ndarray, move: np.ndarray, step: np.ndarray, lo, hi) -> np.ndarray:
+    trial = theta.copy()
+    trial[move] += step
+    return np.clip(trial, lo, hi)
 
 
 def same_basin(a: Refined, best: Refined, law: Law, n_rows: int = 1) -> bool:
