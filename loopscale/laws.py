@@ -249,12 +249,7 @@ class Law:
         M, n = len(thetas), len(data)
         e, a, alpha, b, beta = (thetas[:, i : i + 1] for i in range(5))
         log_n, dlogn = self.log_n_eff_batch(thetas, data)
-        t1 = a - alpha * log_n
-        t2 = b - beta * data.log_D
-        top = np.maximum(np.maximum(t1, t2), e)
-        x1, x2, x3 = np.exp(t1 - top), np.exp(t2 - top), np.exp(e - top)
-        total = x1 + x2 + x3
-        w1, w2, w3 = x1 / total, x2 / total, x3 / total
+        log_pred, (w1, w2, w3) = _lse_and_weights(a - alpha * log_n, b - beta * data.log_D, e)
         J = np.empty((M, n, self.n_params))
         J[:, :, 0] = w3
         J[:, :, 1] = w1
@@ -263,7 +258,7 @@ class Law:
         J[:, :, 4] = -w2 * data.log_D
         if self.n_params > 5:
             J[:, :, 5:] = (-alpha * w1)[:, :, None] * dlogn
-        return top + np.log(total), J
+        return log_pred, J
 
     @property
     def has_hessian(self) -> bool:
@@ -285,12 +280,7 @@ class Law:
         e, a, alpha, b, beta = theta[:5]
         log_n, dlogn = self.log_n_eff_batch(theta[None, :], data)
         log_n = log_n[0]
-        t1 = a - alpha * log_n
-        t2 = b - beta * data.log_D
-        top = np.maximum(np.maximum(t1, t2), e)
-        x1, x2, x3 = np.exp(t1 - top), np.exp(t2 - top), np.exp(e - top)
-        total = x1 + x2 + x3
-        w1, w2, w3 = x1 / total, x2 / total, x3 / total
+        log_pred, (w1, w2, w3) = _lse_and_weights(a - alpha * log_n, b - beta * data.log_D, e)
         # grad t_1 over (a, alpha[, phi]) and grad t_2 over (b, beta); t_3 = e has gradient 1 on e
         g1 = [np.ones_like(log_n), -log_n]
         s = None
@@ -320,7 +310,7 @@ class Law:
                 H[5, 5] -= alpha * np.einsum("n,n->", cw1, s * (data.log_r - s))
             return H
 
-        return top + np.log(total), JT.T, hess
+        return log_pred, JT.T, hess
 
     def log_predict(self, theta: np.ndarray, data: LawData) -> np.ndarray:
         """log L_hat per row (the log-sum-exp form)."""
@@ -338,6 +328,15 @@ class Law:
             return self.log_predict_batch(thetas, data)[0], None
         log_pred, J = self.log_predict_and_jac_batch(thetas, data)
         return log_pred[0], J[0]
+
+
+def _lse_and_weights(t1, t2, t3):
+    """log(e^t1 + e^t2 + e^t3) and the softmax weights (w1, w2, w3), shifted by the largest term
+    so that nothing overflows."""
+    top = np.maximum(np.maximum(t1, t2), t3)
+    x1, x2, x3 = np.exp(t1 - top), np.exp(t2 - top), np.exp(t3 - top)
+    total = x1 + x2 + x3
+    return top + np.log(total), (x1 / total, x2 / total, x3 / total)
 
 
 def _r_label(r: float) -> str:
