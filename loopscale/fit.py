@@ -357,7 +357,8 @@ def objective_grad_hess(theta, law: Law, data: LawData, loss: Loss, weights=None
     log_pred, J, hess = law.log_predict_jac_hess(theta, data)
     res = log_pred - data.log_L
     rho, psi, dpsi = loss.rho(res), loss.psi(res), loss.psi_prime(res)
-    curv = np.ones_like(res) if loss.kind == "l2" else np.minimum(1.0, loss.delta / np.maximum(np.abs(res), 1e-300))
+    curv = (np.ones_like(res) if loss.kind == "l2" else
+            np.minimum(1.0, loss.delta / np.maximum(np.abs(res), 1e-300)))
     if weights is not None:
         rho, psi, dpsi, curv = weights * rho, weights * psi, weights * dpsi, weights * curv
     return (float(rho.sum()), np.einsum("n,np->p", psi, J), (J.T * dpsi) @ J + hess(psi),
@@ -795,7 +796,8 @@ def _walk_profile(state: FitState, name: str, grid: np.ndarray, centre: int) -> 
             start = near
             if 0 <= j - 2 * step < len(grid) and solved[j - 2 * step] is not None:
                 far = solved[j - 2 * step].theta
-                start = near + (near - far) * (grid[j] - grid[j - step]) / (grid[j - step] - grid[j - 2 * step])
+                slope = (near - far) / (grid[j - step] - grid[j - 2 * step])
+                start = near + slope * (grid[j] - grid[j - step])
             solved[j] = profile_solve(state, name, grid[j], start)
     return solved
 

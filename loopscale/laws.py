@@ -266,7 +266,8 @@ class Law:
         return self.name in ("chinchilla", "looped")
 
     def log_predict_jac_hess(self, theta: np.ndarray, data: LawData):
-        """log L_hat (rows,), J (rows, P; a column-major view) and a function c -> sum_i c_i d^2 log L_hat_i (P, P).
+        """log L_hat (rows,), J (rows, P; a column-major view) and a function
+        c -> sum_i c_i d^2 log L_hat_i (P, P).
 
         log L_hat = LSE(t) with t = (a - alpha log N_eff, b - beta log D, e), so its Hessian is
         sum_k w_k (grad t_k)(grad t_k)^T - J J^T + w_1 d^2 t_1 (the softmax weights w as in
