@@ -27,19 +27,15 @@ import resource
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 from scipy.optimize import minimize
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from fixtures.make_fixtures import published_grid_table  # noqa: E402
-
-from loopscale import fit as F  # noqa: E402
-from loopscale import synthetic as S  # noqa: E402
-from loopscale.joint import fit_joint, joint_data, joint_table  # noqa: E402
-from loopscale.laws import law_data_from_table, make_law  # noqa: E402
-from loopscale.tables import canonical_table  # noqa: E402
+from loopscale import fit as F
+from loopscale import synthetic as S
+from loopscale.joint import fit_joint, joint_data, joint_table
+from loopscale.laws import law_data_from_table, make_law
+from loopscale.tables import canonical_table
 
 
 class Clock:
@@ -54,7 +50,7 @@ class Clock:
 
 
 def bench_single(replicates: int, naive_starts: int) -> None:
-    table = canonical_table(published_grid_table(seed=0, n_rows=107), "looped")
+    table = canonical_table(S.published_grid_table(seed=0, n_rows=107), "looped")
     data = law_data_from_table(table, "looped")
     with Clock() as fit_t:
         result, state = F.fit_law(data, "looped")

@@ -58,6 +58,9 @@ CHUNK_ELEMENTS = 1 << 22
 # screen only ranks starting points, and its cost would otherwise grow as starts x rows. Every
 # refinement and every reported number uses all rows. Sweep-sized tables are untouched.
 SCREEN_ROWS = 1024
+# On a big table, a start whose subsample optimum has more than this times the best subsample
+# objective is not finished on all rows (`multistart`).
+FINISH_RATIO = 2.0
 # Warn when fewer than this share of refined starts reach the best basin.
 SMALL_BASIN_SHARE = 0.2
 
@@ -268,6 +271,7 @@ class Refined:
     grad_norm: float
     n_iter: int
     message: str
+    grad: np.ndarray | None = None  # gradient at theta (all coordinates, pinned ones included)
 
 
 def refine(theta0, law: Law, data: LawData, loss: Loss, weights=None, bounds=None) -> Refined:
@@ -276,7 +280,7 @@ def refine(theta0, law: Law, data: LawData, loss: Loss, weights=None, bounds=Non
                    args=(law, data, loss, weights), bounds=bounds or bounds_for(law),
                    options=LBFGSB_OPTIONS)
     _, g = objective_and_grad(res.x, law, data, loss, weights)
-    return Refined(res.x, float(res.fun), float(np.linalg.norm(g)), int(res.nit), str(res.message))
+    return Refined(res.x, float(res.fun), float(np.linalg.norm(g)), int(res.nit), str(res.message), g)
 
 
 def lm_batch(law: Law, data: LawData, loss: Loss, thetas: np.ndarray, weights=None,
@@ -340,6 +344,100 @@ def lm_batch(law: Law, data: LawData, loss: Loss, thetas: np.ndarray, weights=No
     return thetas, f
 
 
+def objective_grad_hess(theta, law: Law, data: LawData, loss: Loss, weights=None):
+    """(objective, gradient, exact Hessian, IRLS curvature) in internal coordinates, for laws with
+    `Law.has_hessian`.
+
+    Exact: H = sum_i w_i [psi'(res_i) J_i J_i^T + psi(res_i) d^2 log L_hat_i], the Gauss-Newton
+    part from the rows inside the Huber threshold (psi' = 1 there, 0 outside), the second part the
+    model's curvature weighted by psi (`Law.log_predict_jac_hess`). IRLS: sum_i w_i
+    min(1, delta / |res_i|) J_i J_i^T, positive semi-definite and a majoriser (as in `lm_batch`).
+    """
+    log_pred, J, hess = law.log_predict_jac_hess(theta, data)
+    res = log_pred - data.log_L
+    rho, psi, dpsi = loss.rho(res), loss.psi(res), loss.psi_prime(res)
+    curv = (np.ones_like(res) if loss.kind == "l2" else
+            np.minimum(1.0, loss.delta / np.maximum(np.abs(res), 1e-300)))
+    if weights is not None:
+        rho, psi, dpsi, curv = weights * rho, weights * psi, weights * dpsi, weights * curv
+    return (float(rho.sum()), np.einsum("n,np->p", psi, J), (J.T * dpsi) @ J + hess(psi),
+            (J.T * curv) @ J)
+
+
+def newton(law: Law, data: LawData, loss: Loss, theta0, fixed: np.ndarray | None = None,
+           weights=None, max_iter: int = 100, rel_tol: float = 1e-14) -> tuple[np.ndarray, float]:
+    """Minimise the objective from theta0 (coordinates in `fixed` held) by exact Newton steps,
+    falling back to an LM step on the IRLS curvature where Newton's fails.
+
+    The IRLS curvature of `lm_batch` majorises the Huber loss, so LM converges only linearly (about
+    0.4 per step here: ~30 steps to 1e-13); the exact Hessian (`objective_grad_hess`) converges
+    quadratically near an optimum: a handful of steps from a warm start. Each iteration tries the
+    Newton step (H s = -g on the free coordinates, clipped to the bounds) when H is positive
+    definite there, and keeps it if it lowers the objective; else it takes LM steps (IRLS curvature
+    plus lam diag, lam divided by 3 on success, times 4 on failure) until one lowers it. A
+    coordinate on its bound whose gradient points outward (or is zero: a term that has vanished)
+    is held there, as in L-BFGS-B's active set. Stops when Newton's predicted decrease g^T s / 2,
+    or an LM step's actual decrease, falls below rel_tol * f. Returns (theta, f); callers polish
+    with `refine`.
+    """
+    lo, hi = np.array(bounds_for(law)).T
+    free = np.ones(law.n_params, bool) if fixed is None else ~np.asarray(fixed, bool)
+    theta = np.clip(np.array(theta0, dtype=float), lo, hi)
+    f, g, H, H_irls = objective_grad_hess(theta, law, data, loss, weights)
+    lam = 1e-3
+    n_eval = 0
+    while np.isfinite(f) and n_eval < max_iter:
+        # active set: a coordinate on its bound stays there unless the gradient points inside
+        stuck = ((theta <= lo) & (g >= 0)) | ((theta >= hi) & (g <= 0))
+        move = free & ~stuck
+        gf = g[move]
+        step = _cholesky_step(H[np.ix_(move, move)], gf)
+        if step is not None:
+            if -0.5 * gf @ step <= rel_tol * abs(f):
+                break
+            trial = _stepped(theta, move, step, lo, hi)
+            f_trial = objective(trial, law, data, loss, weights)
+            n_eval += 1
+            if not (np.isfinite(f_trial) and f_trial < f):
+                step = None
+        if step is None:  # LM on the IRLS curvature until a step lowers the objective
+            Hf = H_irls[np.ix_(move, move)]
+            diag = np.diag(Hf)
+            while n_eval < max_iter and lam <= 1e10:
+                step = _cholesky_step(Hf + np.diag(lam * (diag + 1e-12 * diag.max())), gf)
+                trial = _stepped(theta, move, step, lo, hi) if step is not None else theta
+                f_trial = objective(trial, law, data, loss, weights)
+                n_eval += 1
+                if np.isfinite(f_trial) and f_trial < f:
+                    lam = max(lam / 3, 1e-12)
+                    break
+                lam *= 4
+            else:
+                break
+            if f - f_trial <= rel_tol * abs(f):
+                theta, f = trial, f_trial
+                break
+        theta = trial
+        f, g, H, H_irls = objective_grad_hess(theta, law, data, loss, weights)
+    return theta, f
+
+
+def _cholesky_step(H: np.ndarray, g: np.ndarray) -> np.ndarray | None:
+    """-H^-1 g by Cholesky, or None where H is not (numerically) positive definite."""
+    try:
+        chol = np.linalg.cholesky(H)
+    except np.linalg.LinAlgError:
+        return None
+    step = -np.linalg.solve(chol.T, np.linalg.solve(chol, g))
+    return step if np.all(np.isfinite(step)) else None
+
+
+def _stepped(theta: np.ndarray, move: np.ndarray, step: np.ndarray, lo, hi) -> np.ndarray:
+    trial = theta.copy()
+    trial[move] += step
+    return np.clip(trial, lo, hi)
+
+
 def same_basin(a: Refined, best: Refined, law: Law, n_rows: int = 1) -> bool:
     """Same optimum: the exponents agree to EXPONENT_TOL and the objectives to BASIN_REL_TOL
     relative or BASIN_ABS_TOL per row absolute (an exact fit's ~1e-30 optimum has no relative scale)."""
@@ -363,22 +461,39 @@ def multistart(law: Law, data: LawData, loss: Loss, starts: np.ndarray, weights=
 
     The starts first go through one batched LM pass (`lm_batch`), then each is finished by
     L-BFGS-B to the tight tolerances; from a converged LM point that takes a handful of steps, so
-    the reported optimum and gradient norm are L-BFGS-B's. On a big unweighted table the LM pass
-    runs on `screen_subsample` first, then on all rows from there.
+    the reported optimum and gradient norm are L-BFGS-B's.
+
+    On a big unweighted table the LM pass runs on `screen_subsample` first. Starts that reach the
+    same point there are one start from then on. A distinct point whose subsample objective is more
+    than FINISH_RATIO times the best one's is in another basin (a 1024-row subsample estimates the
+    mean loss per row to a few percent): it is not finished on all rows, and enters the list with
+    its objective on all rows, unrefined (n_iter 0, grad_norm NaN), so it counts outside the best
+    basin as a finished one would; finishing such points (L-BFGS-B crawls hundreds of iterations
+    along their flat valleys, e.g. towards E = 0) was most of a big table's fit time. The other
+    points go on to all rows by exact Newton (`newton`, where the law has an analytic Hessian;
+    LM's linear convergence costs tens of full-table passes per start there), then L-BFGS-B.
     """
     starts = np.asarray(starts, dtype=float)
     if weights is None and len(data) > SCREEN_ROWS:
-        # Pre-solve on the subsample; starts that reach the same point there (same exponents and
-        # objective) are one start from then on: each distinct point is finished on all rows once.
         starts, f_sub = lm_batch(law, screen_subsample(data), loss, starts)
         exps = [i for i, n in enumerate(law.internal_names) if n not in ("e", "a", "b")]
         key = np.column_stack([np.round(starts[:, exps] / (0.1 * EXPONENT_TOL)),
                                np.round(np.log(np.maximum(f_sub, 1e-300)), 6)])
         _, first, which = np.unique(key, axis=0, return_index=True, return_inverse=True)
-        moved, _ = lm_batch(law, data, loss, starts[first])
-        distinct = [refine(s, law, data, loss) for s in moved]
+        f_first = f_sub[first]
+        # the absolute floor keeps an exact fit's 1e-25 and 1e-30 (the same optimum) together
+        finish = f_first <= FINISH_RATIO * np.nanmin(f_first) + BASIN_ABS_TOL * SCREEN_ROWS
+        if law.has_hessian:
+            moved = [newton(law, data, loss, s)[0] if go else s for s, go in zip(starts[first], finish)]
+        else:
+            moved = starts[first].copy()
+            moved[finish] = lm_batch(law, data, loss, starts[first][finish])[0]
+        distinct = [refine(s, law, data, loss) if go else
+                    Refined(s, objective(s, law, data, loss), float("nan"), 0,
+                            "not finished on all rows: another basin on the subsample")
+                    for s, go in zip(moved, finish)]
         refined = [distinct[k] for k in np.ravel(which)]
-        return min(distinct, key=lambda x: x.objective), refined
+        return min((d for d, go in zip(distinct, finish) if go), key=lambda x: x.objective), refined
     W = None if weights is None else np.tile(weights, (len(starts), 1))
     moved, _ = lm_batch(law, data, loss, starts, W)
     refined = [refine(s, law, data, loss, weights) for s in moved]
@@ -674,18 +789,90 @@ def profile_value(state: FitState, name: str, value: float, theta0=None) -> Refi
     return refine(theta, law, state.data, state.loss, bounds=bounds)
 
 
-def profile_values(state: FitState, name: str, values, thetas=None) -> list[Refined]:
-    """`profile_value` at several values at once: a batched LM pass with the coordinate held fixed
-    (fast from a warm start), then each point polished by L-BFGS-B to the fit's tolerances."""
+def profile_solve(state: FitState, name: str, value: float, theta0) -> Refined:
+    """`profile_value` from theta0 after a fast pre-solve with the coordinate held at `value`:
+    exact Newton (`newton`) where the law has an analytic Hessian, else the batched LM."""
     law = state.law
-    i = law.internal_names.index(name)
+    fixed = np.array([n == name for n in law.internal_names])
+    theta = np.array(theta0, dtype=float)
+    theta[fixed] = value
+    if law.has_hessian:
+        theta, _ = newton(law, state.data, state.loss, theta, fixed=fixed)
+    else:
+        theta = lm_batch(law, state.data, state.loss, theta[None, :], fixed=fixed)[0][0]
+    return profile_value(state, name, value, theta)
+
+
+def profile_values(state: FitState, name: str, values, thetas=None) -> list[Refined]:
+    """`profile_value` at several values, each by `profile_solve` from its theta (default: the
+    optimum), so every point meets the fit's L-BFGS-B tolerances."""
     values = np.atleast_1d(np.asarray(values, dtype=float))
-    starts = np.tile(state.best.theta, (len(values), 1)) if thetas is None else np.array(thetas, dtype=float)
-    starts[:, i] = values
-    fixed = np.zeros(law.n_params, bool)
-    fixed[i] = True
-    moved, _ = lm_batch(law, state.data, state.loss, starts, fixed=fixed)
-    return [profile_value(state, name, x, theta) for x, theta in zip(values, moved)]
+    starts = [state.best.theta] * len(values) if thetas is None else list(thetas)
+    return [profile_solve(state, name, x, theta) for x, theta in zip(values, starts)]
+
+
+def _walk_profile(state: FitState, name: str, grid: np.ndarray, centre: int) -> list[Refined]:
+    """The profile on `grid`, solved outward from grid[centre] (started at the optimum): each point
+    starts from the straight-line extrapolation of its two solved neighbours towards it, which is
+    close (the path theta(x) is smooth), so Newton needs a few steps per point."""
+    solved: list[Refined | None] = [None] * len(grid)
+    solved[centre] = profile_solve(state, name, grid[centre], state.best.theta)
+    for step in (-1, 1):
+        for j in range(centre + step, len(grid) if step > 0 else -1, step):
+            near = solved[j - step].theta
+            start = near
+            if 0 <= j - 2 * step < len(grid) and solved[j - 2 * step] is not None:
+                far = solved[j - 2 * step].theta
+                slope = (near - far) / (grid[j - step] - grid[j - 2 * step])
+                start = near + slope * (grid[j] - grid[j - step])
+            solved[j] = profile_solve(state, name, grid[j], start)
+    return solved
+
+
+def _threshold_crossing(state: FitState, name: str, level: float, inside: tuple[float, Refined],
+                        outside: tuple[float, Refined], xtol: float, max_iter: int = 60) -> float:
+    """The x between a solved point inside (profile <= level) and one outside (> level) where the
+    profile crosses `level`.
+
+    The profile's slope is free: at a profile point the other coordinates are optimal, so
+    d profile / dx is the objective's partial derivative in x there (envelope theorem), i.e. the
+    gradient L-BFGS-B reports. With values and slopes at both ends of the bracket, the next guess
+    is the crossing of the cubic Hermite interpolant (exact for a quadratic profile, so the first
+    guess is already close), and the bracket shrinks around the crossing; a guess outside the
+    bracket falls back to bisection. Each evaluation starts from the straight line between the
+    bracket's solutions. Stops when a guess moves less than xtol / 10 or the bracket is narrower
+    than xtol.
+    """
+    i = state.law.internal_names.index(name)
+    (x_in, r_in), (x_out, r_out) = inside, outside
+    x_prev = np.inf
+    for _ in range(max_iter):
+        x = _hermite_crossing(x_in, r_in.objective - level, r_in.grad[i],
+                              x_out, r_out.objective - level, r_out.grad[i])
+        if abs(x - x_prev) < 0.1 * xtol or abs(x_out - x_in) < xtol:
+            return float(x)
+        u = (x - x_in) / (x_out - x_in)
+        r = profile_solve(state, name, x, (1 - u) * r_in.theta + u * r_out.theta)
+        if r.objective <= level:
+            x_in, r_in = x, r
+        else:
+            x_out, r_out = x, r
+        x_prev = x
+    return float(x)
+
+
+def _hermite_crossing(x0: float, g0: float, d0: float, x1: float, g1: float, d1: float) -> float:
+    """A zero strictly between x0 and x1 of the cubic with values g and slopes d at both ends
+    (g0 <= 0 < g1), or the midpoint where the cubic has none there."""
+    h = x1 - x0
+    # p(t) on t in [0, 1] in the Hermite basis, expanded into powers of t
+    coef = [2 * g0 + h * d0 - 2 * g1 + h * d1, -3 * g0 - 2 * h * d0 + 3 * g1 - h * d1, h * d0, g0]
+    roots = np.roots(coef) if np.all(np.isfinite(coef)) else np.array([])
+    t = roots.real[(np.abs(roots.imag) < 1e-12) & (roots.real > 0) & (roots.real < 1)]
+    if len(t) == 0:
+        return x0 + 0.5 * h
+    secant = g0 / (g0 - g1)
+    return float(x0 + h * t[np.argmin(np.abs(t - secant))])
 
 
 def profile_param(state: FitState, name: str = "phi", half_width: float = 0.5,
@@ -693,24 +880,21 @@ def profile_param(state: FitState, name: str = "phi", half_width: float = 0.5,
     """Profile of the objective in one internal coordinate (phi, or dphi[<recipe>] of a joint law),
     and its 95% interval.
 
-    The grid (for the figure) is solved in one batched LM pass with the coordinate held fixed,
-    started from the full optimum, each point then polished by L-BFGS-B. The interval ends are the
-    roots of profile(x) - f_min - threshold, found by Brent's method between the last grid point
-    inside and the first outside (to `xtol`), each evaluation warm-started from the inside point's
-    solution. Returns {"x", "objective", "interval", "threshold", "method", ...}.
+    The grid (for the figure) is solved outward from the optimum (`_walk_profile`), each point
+    polished by L-BFGS-B. The interval ends are the roots of profile(x) - f_min - threshold between
+    the last grid point inside and the first outside, to `xtol`, by `_threshold_crossing`. Returns
+    {"x", "objective", "interval", "threshold", "method", ...}.
     """
-    from scipy.optimize import brentq
-
-    law, data, loss, best = state.law, state.data, state.loss, state.best
+    law, data, best = state.law, state.data, state.best
     i = law.internal_names.index(name)
     lo_b, hi_b = bounds_for(law)[i]
     x_hat = best.theta[i]
     grid = np.unique(np.clip(np.linspace(x_hat - half_width, x_hat + half_width, n_points), lo_b, hi_b))
-    solved = profile_values(state, name, grid)
+    centre = int(np.argmin(np.abs(grid - x_hat)))
+    solved = _walk_profile(state, name, grid, centre)
     values = np.array([r.objective for r in solved])
     thr, stats = profile_threshold(state)
     f_min = min(best.objective, float(values.min()))
-    centre = int(np.argmin(np.abs(grid - x_hat)))
     ends = []
     for step in (-1, 1):
         j = centre
@@ -720,17 +904,11 @@ def profile_param(state: FitState, name: str = "phi", half_width: float = 0.5,
         if not 0 <= k < len(grid):
             ends.append(None)  # still inside at the grid's end: the interval is open on this side
             continue
-        warm = solved[j].theta
-
-        def excess(x, warm=warm):
-            return profile_values(state, name, [x], [warm])[0].objective - f_min - thr
-
-        a, b = (grid[j], grid[k]) if step > 0 else (grid[k], grid[j])
-        fa, fb = excess(a), excess(b)
-        ends.append(float(brentq(excess, a, b, xtol=xtol)) if fa * fb < 0 else
-                    float(grid[j] + (thr - (values[j] - f_min)) / (values[k] - values[j]) * (grid[k] - grid[j])))
+        ends.append(_threshold_crossing(state, name, f_min + thr, (grid[j], solved[j]),
+                                        (grid[k], solved[k]), xtol))
     out = {"x": grid.tolist(), "objective": values.tolist(), "interval": ends, "threshold": thr,
-           "method": "robust LR (Schrader-Hettmansperger), chi2_1 95%; ends by Brent root-finding",
+           "method": "robust LR (Schrader-Hettmansperger), chi2_1 95%; ends by root-finding on the "
+                     "profile (cubic Hermite steps from values and slopes, bracketed)",
            "param": name, **stats}
     if values.min() < best.objective * (1 - 1e-6) - BASIN_ABS_TOL * len(data):
         out["warning"] = "profile found a lower objective than the fit: the fit missed the optimum"

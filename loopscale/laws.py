@@ -249,12 +249,7 @@ class Law:
         M, n = len(thetas), len(data)
         e, a, alpha, b, beta = (thetas[:, i : i + 1] for i in range(5))
         log_n, dlogn = self.log_n_eff_batch(thetas, data)
-        t1 = a - alpha * log_n
-        t2 = b - beta * data.log_D
-        top = np.maximum(np.maximum(t1, t2), e)
-        x1, x2, x3 = np.exp(t1 - top), np.exp(t2 - top), np.exp(e - top)
-        total = x1 + x2 + x3
-        w1, w2, w3 = x1 / total, x2 / total, x3 / total
+        log_pred, (w1, w2, w3) = _lse_and_weights(a - alpha * log_n, b - beta * data.log_D, e)
         J = np.empty((M, n, self.n_params))
         J[:, :, 0] = w3
         J[:, :, 1] = w1
@@ -263,7 +258,60 @@ class Law:
         J[:, :, 4] = -w2 * data.log_D
         if self.n_params > 5:
             J[:, :, 5:] = (-alpha * w1)[:, :, None] * dlogn
-        return top + np.log(total), J
+        return log_pred, J
+
+    @property
+    def has_hessian(self) -> bool:
+        """Whether `log_predict_jac_hess` covers this law (its N_eff has simple second derivatives)."""
+        return self.name in ("chinchilla", "looped")
+
+    def log_predict_jac_hess(self, theta: np.ndarray, data: LawData):
+        """log L_hat (rows,), J (rows, P; a column-major view) and a function
+        c -> sum_i c_i d^2 log L_hat_i (P, P).
+
+        log L_hat = LSE(t) with t = (a - alpha log N_eff, b - beta log D, e), so its Hessian is
+        sum_k w_k (grad t_k)(grad t_k)^T - J J^T + w_1 d^2 t_1 (the softmax weights w as in
+        `log_predict_and_jac`). Only t_1 is curved, through phi: with p = r^phi N_rec / N_eff and
+        s = d log N_eff / d phi = p ln r, d^2 t_1 / (d alpha d phi) = -s and d^2 t_1 / d phi^2 =
+        -alpha ds/dphi = -alpha s (ln r - s). Used by the exact-Newton solver of `fit.newton`.
+        """
+        if not self.has_hessian:
+            raise NotImplementedError(f"no analytic Hessian for law {self.name!r}")
+        theta = np.asarray(theta, dtype=float)
+        e, a, alpha, b, beta = theta[:5]
+        log_n, dlogn = self.log_n_eff_batch(theta[None, :], data)
+        log_n = log_n[0]
+        log_pred, (w1, w2, w3) = _lse_and_weights(a - alpha * log_n, b - beta * data.log_D, e)
+        # grad t_1 over (a, alpha[, phi]) and grad t_2 over (b, beta); t_3 = e has gradient 1 on e
+        g1 = [np.ones_like(log_n), -log_n]
+        s = None
+        if self.name == "looped":
+            s = dlogn[0, :, 0]
+            g1.append(-alpha * s)
+        # Parameter-major arrays (P, rows): the Gram products below are single (P, rows) x (rows, P)
+        # BLAS calls, several times faster than on row-major (rows, P) arrays. Plain dot products go
+        # through einsum: a threaded BLAS dot on a busy machine burns CPU time waiting for threads.
+        G1, G2 = np.array(g1), np.array([np.ones_like(log_n), -data.log_D])
+        i1 = [1, 2] + ([5] if s is not None else [])
+        JT = np.empty((self.n_params, len(data)))
+        JT[0] = w3
+        JT[i1] = w1 * G1
+        JT[3:5] = w2 * G2
+
+        def hess(c: np.ndarray) -> np.ndarray:
+            H = -(JT * c) @ JT.T
+            H[0, 0] += np.einsum("n,n->", c, w3)
+            cw1 = c * w1
+            H[np.ix_(i1, i1)] += (G1 * cw1) @ G1.T
+            H[3:5, 3:5] += (G2 * (c * w2)) @ G2.T
+            if s is not None:
+                cross = -np.einsum("n,n->", cw1, s)
+                H[2, 5] += cross
+                H[5, 2] += cross
+                H[5, 5] -= alpha * np.einsum("n,n->", cw1, s * (data.log_r - s))
+            return H
+
+        return log_pred, JT.T, hess
 
     def log_predict(self, theta: np.ndarray, data: LawData) -> np.ndarray:
         """log L_hat per row (the log-sum-exp form)."""
@@ -281,6 +329,15 @@ class Law:
             return self.log_predict_batch(thetas, data)[0], None
         log_pred, J = self.log_predict_and_jac_batch(thetas, data)
         return log_pred[0], J[0]
+
+
+def _lse_and_weights(t1, t2, t3):
+    """log(e^t1 + e^t2 + e^t3) and the softmax weights (w1, w2, w3), shifted by the largest term
+    so that nothing overflows."""
+    top = np.maximum(np.maximum(t1, t2), t3)
+    x1, x2, x3 = np.exp(t1 - top), np.exp(t2 - top), np.exp(t3 - top)
+    total = x1 + x2 + x3
+    return top + np.log(total), (x1 / total, x2 / total, x3 / total)
 
 
 def _r_label(r: float) -> str:

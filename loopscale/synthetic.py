@@ -12,6 +12,16 @@ D = C / F rounded to whole 262,144-token batches (`accounting.tokens_for_budget`
 
 Loss: L = E + A (N_once + r^phi_g N_rec)^-alpha + B D^-beta for the run's recipe g, times
 (1 + noise z), z ~ N(0, 1): multiplicative noise, 0.5% by default.
+
+A second, simpler grid (`published_grid`, `published_grid_table`) predates the accounting above and
+is kept because the committed fixture tables (tests/fixtures/make_fixtures.py) and their tests are
+drawn from it: for each budget, widths that are multiples of 128 in [384, 2176] around the
+compute-optimal width of the true law (multipliers 1/2, 1/sqrt2, 1, sqrt2, 2 on d*, duplicates
+merged), blocks of 12 d^2 + 2 d parameters (attention 4 d^2, MLP 8 d^2, two norms), 2 + 16/r x r + 2
+layers; for r > 1 N_rec = the 16/r middle blocks and N_once = the 4 outer blocks, the linear
+injection 2 d^2 and 3 d of norms; for r = 1 N_once = the 4 outer blocks + 2 d of norms and N_rec =
+the 16 middle blocks (the law only sees N_once + 1^phi N_rec, so the split is free). Tokens:
+D = C / (6 (N_once + r N_rec)) (head and attention FLOPs left out).
 """
 
 from __future__ import annotations
@@ -124,4 +134,64 @@ def evaluation_log_table(n_rows: int, seed: int = 0, noise: float = 0.005,
     table["D"] = table["D"] * rng.uniform(0.05, 1.0, n_rows)
     table["C"] = table["D"] * table["F"]
     table["L"] = law_loss(table, TRUE_DENSE, phi) * (1 + noise * rng.standard_normal(n_rows))
+    return table
+
+
+# ----------------------------------------------------------------------------------------------
+# The simpler published-shaped grid of the committed fixture tables (see the module docstring)
+# ----------------------------------------------------------------------------------------------
+TRUE_PARAMS = {**TRUE_DENSE, "phi": PUBLISHED_PHI["baseline"]}
+WIDTH_MULTIPLIERS = (0.5, 2**-0.5, 1.0, 2**0.5, 2.0)
+L_EFF, PRELUDE, CODA = 20, 2, 2
+
+
+def block_params(d: int) -> int:
+    return 12 * d * d + 2 * d
+
+
+def split_params(d: int, r: int) -> tuple[int, int]:
+    """(N_once, N_rec) for width d and r recurrences on the simpler grid."""
+    k = (L_EFF - PRELUDE - CODA) // r
+    if r == 1:
+        return (PRELUDE + CODA) * block_params(d) + 2 * d, k * block_params(d)
+    return (PRELUDE + CODA) * block_params(d) + 2 * d * d + 3 * d, k * block_params(d)
+
+
+def optimal_width(C: float, p: Mapping[str, float]) -> float:
+    """Width whose r = 1 model is compute-optimal for the law p at budget C (C = 6 N D)."""
+    a, b = p["alpha"], p["beta"]
+    G = (a * p["A"] / (b * p["B"])) ** (1 / (a + b))
+    N_star = G * (C / 6) ** (b / (a + b))
+    return float(np.sqrt(N_star / (L_EFF * 12)))
+
+
+def published_grid(params: Mapping[str, float] | None = None) -> pd.DataFrame:
+    """Noise-free simpler grid: one row per (budget, width, r) with r, N_once, N_rec, N, D, C, width."""
+    p = dict(TRUE_PARAMS if params is None else params)
+    rows = []
+    for C in BASELINE_SIZES:
+        d_star = optimal_width(C, p)
+        widths = sorted({int(min(2176, max(384, 128 * np.ceil(m * d_star / 128))))
+                         for m in WIDTH_MULTIPLIERS})
+        for d in widths:
+            for r in BASELINE_R:
+                n_once, n_rec = split_params(d, r)
+                D = C / (6 * (n_once + r * n_rec))
+                rows.append({"r": r, "N_once": n_once, "N_rec": n_rec, "N": n_once + n_rec,
+                             "D": D, "C": C, "width": d})
+    return pd.DataFrame(rows)
+
+
+def published_grid_table(seed: int, noise: float = 0.005, n_rows: int | None = None,
+                         params: Mapping[str, float] | None = None) -> pd.DataFrame:
+    """The simpler grid with loss L = law * (1 + noise z) (`params` with phi; default TRUE_PARAMS);
+    `n_rows` drops random rows (seeded) down to it."""
+    p = dict(TRUE_PARAMS if params is None else params)
+    rng = np.random.default_rng(seed)
+    table = published_grid(p)
+    table["L"] = law_loss(table, p, p["phi"]) * (1 + noise * rng.standard_normal(len(table)))
+    table["seed"] = seed
+    if n_rows is not None and n_rows < len(table):
+        keep = np.sort(rng.choice(len(table), n_rows, replace=False))
+        table = table.iloc[keep].reset_index(drop=True)
     return table

@@ -8,9 +8,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from fixtures.make_fixtures import TRUE_PARAMS, published_grid, published_grid_table, true_loss
 from loopscale import fit as F
 from loopscale.laws import law_data_from_table, make_law
+from loopscale.synthetic import TRUE_PARAMS, law_loss, published_grid, published_grid_table
 from loopscale.tables import canonical_table
 
 CHINCHILLA = Path(__file__).resolve().parent / "fixtures" / "chinchilla_svg_extracted.csv"
@@ -54,7 +54,7 @@ def test_hoffmann_published_values_score_worse(chinchilla_data):
 def exact_table():
     """Noise-free published-shaped grid: the optimum is the truth with objective ~0."""
     table = published_grid()
-    table["L"] = true_loss(table, TRUE_PARAMS)
+    table["L"] = law_loss(table, TRUE_PARAMS, TRUE_PARAMS["phi"])
     return canonical_table(table, "looped")
 
 

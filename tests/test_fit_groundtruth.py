@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from fixtures.make_fixtures import TRUE_PARAMS, published_grid_table
 from loopscale import fit as F
+from loopscale.synthetic import TRUE_PARAMS, published_grid_table
 from loopscale.tables import canonical_table
 
 SEEDS = range(100, 120)
