@@ -54,7 +54,7 @@ def time_loader(prepared, batch_size: int, seq_len: int, n_batches: int) -> floa
     loader = iter(dm.train_dataloader())
     next(loader)  # opens the memmap
     start = time.perf_counter()
-    for x, y in islice(loader, n_batches):
+    for _batch in islice(loader, n_batches):
         pass
     return (time.perf_counter() - start) / n_batches
 
@@ -62,8 +62,16 @@ def time_loader(prepared, batch_size: int, seq_len: int, n_batches: int) -> floa
 def time_train_step(prepared, batch_size: int, seq_len: int, n_steps: int = 8) -> float:
     """Seconds per optimizer step of a d=128, 4-layer LoopedTransformer on real batches."""
     torch.manual_seed(0)
-    cfg = ModelConfig(vocab_size=prepared.vocab_size, d_model=128, n_prelude=1, n_rec=2, n_coda=1, r=1,
-                      injection="passthrough", seq_len=seq_len)
+    cfg = ModelConfig(
+        vocab_size=prepared.vocab_size,
+        d_model=128,
+        n_prelude=1,
+        n_rec=2,
+        n_coda=1,
+        r=1,
+        injection="passthrough",
+        seq_len=seq_len,
+    )
     model = LoopedTransformer(cfg)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     batches = [batch_at(prepared, s, 0, 0, batch_size, seq_len) for s in range(n_steps + 2)]
@@ -139,35 +147,49 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as data_dir:
         cold_s, warm_s, prepared = time_prepare(data_dir)
         n_tokens = prepared.n_train_tokens + prepared.n_val_tokens
-        print(f"prepare (default corpus, cold cache): {n_tokens:,} tokens in {cold_s:.2f} s "
-              f"= {n_tokens / cold_s:,.0f} tokens/s   (train {prepared.n_train_tokens:,}, val "
-              f"{prepared.n_val_tokens:,}, vocab {prepared.vocab_size})")
+        print(
+            f"prepare (default corpus, cold cache): {n_tokens:,} tokens in {cold_s:.2f} s "
+            f"= {n_tokens / cold_s:,.0f} tokens/s   (train {prepared.n_train_tokens:,}, val "
+            f"{prepared.n_val_tokens:,}, vocab {prepared.vocab_size})"
+        )
         print(f"prepare (warm cache):                 {warm_s * 1e3:.1f} ms")
 
         batch_tokens = args.batch_size * args.seq_len
         loader_s = time_loader(prepared, args.batch_size, args.seq_len, args.loader_batches)
-        print(f"train loader  B={args.batch_size} T={args.seq_len}: {1 / loader_s:,.0f} batches/s "
-              f"= {batch_tokens / loader_s:,.0f} tokens/s ({loader_s * 1e3:.3f} ms/batch)")
+        print(
+            f"train loader  B={args.batch_size} T={args.seq_len}: {1 / loader_s:,.0f} batches/s "
+            f"= {batch_tokens / loader_s:,.0f} tokens/s ({loader_s * 1e3:.3f} ms/batch)"
+        )
         step_s = time_train_step(prepared, args.batch_size, args.seq_len)
-        print(f"train step    d=128, 4 layers, AdamW:  {1 / step_s:,.2f} steps/s "
-              f"= {batch_tokens / step_s:,.0f} tokens/s ({step_s * 1e3:.1f} ms/step, {torch.get_num_threads()} threads)")
+        print(
+            f"train step    d=128, 4 layers, AdamW:  {1 / step_s:,.2f} steps/s "
+            f"= {batch_tokens / step_s:,.0f} tokens/s ({step_s * 1e3:.1f} ms/step, {torch.get_num_threads()} threads)"
+        )
 
         pack_s, packed = time_pack(data_dir, args.seq_len)
         n_packed = sum(packed.meta["tokens"].values())
-        print(f"pack (T={args.seq_len}, shards cached):   {n_packed:,} tokens in {pack_s:.2f} s = "
-              f"{n_packed / pack_s:,.0f} tokens/s, {packed.train.n_rows:,} train rows, padding "
-              f"{packed.meta['waste_share']['train']:.3%}")
+        print(
+            f"pack (T={args.seq_len}, shards cached):   {n_packed:,} tokens in {pack_s:.2f} s = "
+            f"{n_packed / pack_s:,.0f} tokens/s, {packed.train.n_rows:,} train rows, padding "
+            f"{packed.meta['waste_share']['train']:.3%}"
+        )
         reader_s = time_reader(packed, args.batch_size, args.loader_batches)
-        print(f"packed reader B={args.batch_size} T={args.seq_len}: {args.batch_size / reader_s:,.0f} rows/s "
-              f"({reader_s * 1e3:.3f} ms/batch)")
+        print(
+            f"packed reader B={args.batch_size} T={args.seq_len}: {args.batch_size / reader_s:,.0f} rows/s "
+            f"({reader_s * 1e3:.3f} ms/batch)"
+        )
         big = published_shape(data_dir)
         big_s = time_reader(big, 32, big.train.n_rows // 32 - 1)
-        print(f"packed reader, published shape (32 x 2049 uint16), back to back: {32 / big_s:,.0f} rows/s "
-              f"({big_s * 1e3:.3f} ms/micro-batch, parquet decoding included)")
+        print(
+            f"packed reader, published shape (32 x 2049 uint16), back to back: {32 / big_s:,.0f} rows/s "
+            f"({big_s * 1e3:.3f} ms/micro-batch, parquet decoding included)"
+        )
         for gpu_step_s in (0.02, 0.1):
             wait_s = time_reader_beside_a_step(big, 32, 96, gpu_step_s)
-            print(f"  beside a {gpu_step_s * 1e3:.0f} ms step: the loop waits {wait_s * 1e3:.3f} ms/micro-batch "
-                  f"= {wait_s / gpu_step_s:.2%} of the step (budget {READER_BUDGET:.0%})")
+            print(
+                f"  beside a {gpu_step_s * 1e3:.0f} ms step: the loop waits {wait_s * 1e3:.3f} ms/micro-batch "
+                f"= {wait_s / gpu_step_s:.2%} of the step (budget {READER_BUDGET:.0%})"
+            )
 
     share = loader_s / step_s
     verdict = "OK: the loader is not the bottleneck" if share < LOADER_BUDGET else "TOO SLOW"

@@ -56,17 +56,27 @@ def _train_steps(args: tuple[int, int, str]) -> float:
     import torch
 
     torch.set_num_threads(threads)
+    from omegaconf import OmegaConf
+
     from loopscale.config import with_vocab
     from loopscale.data import batch_at
     from loopscale.module import LoopedLM, StepAccounting
     from loopscale.shards import prepare
-    from omegaconf import OmegaConf
-
     from loopscale.sweep import compose
     from loopscale.train import plan_run
 
-    cfg = OmegaConf.to_object(compose(["experiment=isodepth_cpu_demo", "model.d_model=32", "model.r=1",
-                          "budget.mode=tokens", "budget.tokens=1024000", f"data.data_dir={data_dir}"]))
+    cfg = OmegaConf.to_object(
+        compose(
+            [
+                "experiment=isodepth_cpu_demo",
+                "model.d_model=32",
+                "model.r=1",
+                "budget.mode=tokens",
+                "budget.tokens=1024000",
+                f"data.data_dir={data_dir}",
+            ]
+        )
+    )
     prepared = prepare(cfg.data, progress=False)
     cfg = with_vocab(cfg, prepared.vocab_size)
     plan = plan_run(cfg)
@@ -105,8 +115,17 @@ def main() -> int:
     if args.out.exists() and not args.reuse:
         shutil.rmtree(args.out)
     data_dir = args.data_dir or str(args.out / "data")
-    cmd = [str(Path(sys.executable).with_name("loopscale")), "demo", "--out", str(args.out), "--bootstrap",
-           str(args.bootstrap), "--data-dir", data_dir, *args.overrides]
+    cmd = [
+        str(Path(sys.executable).with_name("loopscale")),
+        "demo",
+        "--out",
+        str(args.out),
+        "--bootstrap",
+        str(args.bootstrap),
+        "--data-dir",
+        data_dir,
+        *args.overrides,
+    ]
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, cwd=REPO_ROOT)
     wall = time.perf_counter() - t0
@@ -118,28 +137,38 @@ def main() -> int:
     print(f"[peak] fp32 matmul {MATMUL_N}^3, {workers} processes x 1 thread: {peak:.1f} GFLOP/s")
     if not args.skip_workers:
         threads2, procs2 = workers_vs_threads(data_dir)
-        print(f"[workers] d = 32, r = 1 training: 1 process x 2 threads {threads2:,.0f} tokens/s; "
-              f"2 processes x 1 thread {procs2:,.0f} tokens/s ({procs2 / threads2:.2f}x)")
+        print(
+            f"[workers] d = 32, r = 1 training: 1 process x 2 threads {threads2:,.0f} tokens/s; "
+            f"2 processes x 1 thread {procs2:,.0f} tokens/s ({procs2 / threads2:.2f}x)"
+        )
     summary = json.loads((args.out / "demo.json").read_text())
     stages = ", ".join(f"{k} {v:.1f} s" for k, v in summary["stage_s"].items())
     print(f"[demo] {wall:.1f} s wall in all (process start included; target <= 900 s); stages: {stages}")
     fps = summary["train_flops_per_s"]
     if fps:
-        print(f"[demo] training: {summary['train_flops']:.3g} FLOPs in {summary['stage_s']['train']:.1f} s = "
-              f"{fps / 1e9:.1f} GFLOP/s on {summary['workers']} workers = {fps / 1e9 / peak:.2f} of the matmul peak")
+        print(
+            f"[demo] training: {summary['train_flops']:.3g} FLOPs in {summary['stage_s']['train']:.1f} s = "
+            f"{fps / 1e9:.1f} GFLOP/s on {summary['workers']} workers = {fps / 1e9 / peak:.2f} of the matmul peak"
+        )
     cond = summary["conditioning"]
     ci = cond["phi_ci"]
-    print(f"[fit] phi {cond['phi']:.3f}, 95% CI [{ci[0]:.3f}, {ci[1]:.3f}] (width {cond['phi_ci_width']:.3f}, "
-          f"{cond['n_bootstrap']} replicates); E {cond['E']:.4g} (inside bounds: {cond['E_inside']}); "
-          f"{cond['n_best_basin']}/{cond['n_refined']} starts in the best basin")
+    print(
+        f"[fit] phi {cond['phi']:.3f}, 95% CI [{ci[0]:.3f}, {ci[1]:.3f}] (width {cond['phi_ci_width']:.3f}, "
+        f"{cond['n_bootstrap']} replicates); E {cond['E']:.4g} (inside bounds: {cond['E_inside']}); "
+        f"{cond['n_best_basin']}/{cond['n_refined']} starts in the best basin"
+    )
     if cond["holdout_mre"] is not None:
         print(f"[fit] held-out largest budget: mean |relative error| {100 * cond['holdout_mre']:.2f}%")
     for m in cond["isoflop_r1"]:
-        print(f"[iso-FLOP r=1] C {m['budget']:.3g}: best width {m['best_width']:g} of {m['widths']} "
-              f"({'inside' if m['inside'] else 'EDGE'})")
+        print(
+            f"[iso-FLOP r=1] C {m['budget']:.3g}: best width {m['best_width']:g} of {m['widths']} "
+            f"({'inside' if m['inside'] else 'EDGE'})"
+        )
     rms = cond["collapse_rms"]
-    print(f"[collapse] RMS {100 * rms['phi_fit']:.2f}% at the fitted phi, {100 * rms['phi_0']:.2f}% at phi = 0, "
-          f"{100 * rms['phi_1']:.2f}% at phi = 1 (ratio {cond['collapse_ratio']:.2f}, target <= 0.5)")
+    print(
+        f"[collapse] RMS {100 * rms['phi_fit']:.2f}% at the fitted phi, {100 * rms['phi_0']:.2f}% at phi = 0, "
+        f"{100 * rms['phi_1']:.2f}% at phi = 1 (ratio {cond['collapse_ratio']:.2f}, target <= 0.5)"
+    )
     misses = summary["conditioning_misses"]
     print("[verdict] " + ("every conditioning target met" if not misses else "misses: " + "; ".join(misses)))
     print(f"load average after: {os.getloadavg()[0]:.2f}")

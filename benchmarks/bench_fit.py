@@ -57,25 +57,33 @@ def bench_single(replicates: int, naive_starts: int) -> None:
     with Clock() as boot_t:
         boot = F.bootstrap(state, replicates, seed=1)
     ci = F.percentile_ci(boot["params"])["phi"]
-    print(f"[single] rows {len(data)}; fit: {fit_t.wall:.2f} s (target < 2 s; CPU {fit_t.cpu:.2f} s); "
-          f"objective {result.objective:.8g}, |grad| {result.grad_norm:.1e}, {result.n_best_basin}/"
-          f"{result.n_refined} refined starts in the best basin, {result.n_starts} screened; "
-          f"phi {result.params['phi']:.4f}")
-    print(f"[single] fit + {replicates} bootstrap replicates: {fit_t.wall + boot_t.wall:.2f} s (target < 20 s; "
-          f"CPU {fit_t.cpu + boot_t.cpu:.2f} s; {1e3 * boot_t.wall / replicates:.1f} ms/replicate); "
-          f"phi 95% CI [{ci[0]:.4f}, {ci[1]:.4f}]")
+    print(
+        f"[single] rows {len(data)}; fit: {fit_t.wall:.2f} s (target < 2 s; CPU {fit_t.cpu:.2f} s); "
+        f"objective {result.objective:.8g}, |grad| {result.grad_norm:.1e}, {result.n_best_basin}/"
+        f"{result.n_refined} refined starts in the best basin, {result.n_starts} screened; "
+        f"phi {result.params['phi']:.4f}"
+    )
+    print(
+        f"[single] fit + {replicates} bootstrap replicates: {fit_t.wall + boot_t.wall:.2f} s (target < 20 s; "
+        f"CPU {fit_t.cpu + boot_t.cpu:.2f} s; {1e3 * boot_t.wall / replicates:.1f} ms/replicate); "
+        f"phi 95% CI [{ci[0]:.4f}, {ci[1]:.4f}]"
+    )
     # Naive baseline: numerical gradients (2-point), default L-BFGS-B tolerances, classic grid.
     grid = F.classic_grid(state.law)
     picks = grid[np.linspace(0, len(grid) - 1, naive_starts).astype(int)]
     law, loss = state.law, state.loss
     with Clock() as naive_t:
-        naive_best = min(minimize(F.objective, start, args=(law, data, loss), method="L-BFGS-B",
-                                  bounds=F.bounds_for(law)).fun for start in picks)
+        naive_best = min(
+            minimize(F.objective, start, args=(law, data, loss), method="L-BFGS-B", bounds=F.bounds_for(law)).fun
+            for start in picks
+        )
     per_start = naive_t.wall / len(picks)
     same = naive_best <= result.objective * (1 + 1e-6)
-    print(f"[single] naive scipy (numerical gradients, default tolerances): {per_start * 1e3:.0f} ms/start "
-          f"-> {729 * per_start:.1f} s extrapolated to 729 starts; best objective over {len(picks)} starts "
-          f"{naive_best:.8g} ({'same as' if same else 'WORSE than'} ours {result.objective:.8g})")
+    print(
+        f"[single] naive scipy (numerical gradients, default tolerances): {per_start * 1e3:.0f} ms/start "
+        f"-> {729 * per_start:.1f} s extrapolated to 729 starts; best objective over {len(picks)} starts "
+        f"{naive_best:.8g} ({'same as' if same else 'WORSE than'} ours {result.objective:.8g})"
+    )
 
 
 def bench_joint(replicates: int) -> None:
@@ -89,15 +97,19 @@ def bench_joint(replicates: int) -> None:
     with Clock() as boot_t:
         boot = F.bootstrap(state, replicates, seed=1)
     d = np.array(boot["params"]["phi[tbptt]"]) - np.array(boot["params"]["phi[baseline]"])
-    print(f"[joint] rows {len(data)} ({len(recipes)} recipes); fit {fit_t.wall:.2f} s (CPU {fit_t.cpu:.2f} s), "
-          f"{result.n_best_basin}/{result.n_refined} starts in the best basin; + {replicates} bootstrap "
-          f"replicates: {fit_t.wall + boot_t.wall:.2f} s in all (target <= 30 s; CPU "
-          f"{fit_t.cpu + boot_t.cpu:.2f} s); delta-phi 95% CI [{np.percentile(d, 2.5):+.4f}, "
-          f"{np.percentile(d, 97.5):+.4f}]")
+    print(
+        f"[joint] rows {len(data)} ({len(recipes)} recipes); fit {fit_t.wall:.2f} s (CPU {fit_t.cpu:.2f} s), "
+        f"{result.n_best_basin}/{result.n_refined} starts in the best basin; + {replicates} bootstrap "
+        f"replicates: {fit_t.wall + boot_t.wall:.2f} s in all (target <= 30 s; CPU "
+        f"{fit_t.cpu + boot_t.cpu:.2f} s); delta-phi 95% CI [{np.percentile(d, 2.5):+.4f}, "
+        f"{np.percentile(d, 97.5):+.4f}]"
+    )
     with Clock() as rest_t:
         fit_joint(table, "variant", recipes)
-    print(f"[joint] fit --joint without bootstrap (joint fit, delta-phi profile + LR test, separate fits, "
-          f"shared-parameter check): {rest_t.wall:.2f} s (CPU {rest_t.cpu:.2f} s)")
+    print(
+        f"[joint] fit --joint without bootstrap (joint fit, delta-phi profile + LR test, separate fits, "
+        f"shared-parameter check): {rest_t.wall:.2f} s (CPU {rest_t.cpu:.2f} s)"
+    )
 
 
 def memory_child(n_rows: int) -> None:
@@ -107,9 +119,12 @@ def memory_child(n_rows: int) -> None:
     with np.errstate(all="ignore"), Clock() as t:
         result = F.fit_table(table, "looped")
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # ru_maxrss is in KiB on Linux
-    print(f"[memory] rows {n_rows}: fit + phi profile {t.wall:.1f} s (CPU {t.cpu:.1f} s); peak RSS "
-          f"{peak:.2f} GiB (after building the table {rss_table:.2f} GiB); phi {result.params['phi']:.4f}, "
-          f"{result.n_best_basin}/{result.n_refined} starts in the best basin", flush=True)
+    print(
+        f"[memory] rows {n_rows}: fit + phi profile {t.wall:.1f} s (CPU {t.cpu:.1f} s); peak RSS "
+        f"{peak:.2f} GiB (after building the table {rss_table:.2f} GiB); phi {result.params['phi']:.4f}, "
+        f"{result.n_best_basin}/{result.n_refined} starts in the best basin",
+        flush=True,
+    )
 
 
 def main() -> None:

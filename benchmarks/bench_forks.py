@@ -36,13 +36,21 @@ def accounting_summary() -> None:
     for exp in (INDEPENDENT, FORKED):
         rows = plan_rows([f"experiment={exp}"])
         ci, cf = sum(r["C_independent"] for r in rows), sum(r["C_forked"] for r in rows)
-        print(f"accounting, experiment={exp}: {len(rows)} jobs, {sum(r['points'] for r in rows)} points, "
-              f"training FLOPs {cf:.4g} (as independent runs {ci:.4g}: {ci / cf:.2f}x)")
+        print(
+            f"accounting, experiment={exp}: {len(rows)} jobs, {sum(r['points'] for r in rows)} points, "
+            f"training FLOPs {cf:.4g} (as independent runs {ci:.4g}: {ci / cf:.2f}x)"
+        )
     # the saving of one model with k points D_1 < ... < D_k and cooldown fraction c (eq. in forks.py):
     #   sum_i D_i / ((1 - c) D_k + c sum_i D_i)
     print("\nsaving per model = sum D_i / ((1 - c) max D_i + c sum D_i), by token counts and cooldown c:")
-    cases = {"3 counts x2 apart (1,2,4)": [1, 2, 4], "3 counts (2,3,4)": [2, 3, 4], "3 counts (3,4,5)": [3, 4, 5], "4 counts x2 (1..8)": [1, 2, 4, 8],
-             "5 counts x1.41 (1..4)": [2 ** (i / 2) for i in range(5)], "8 counts (1..8)": list(range(1, 9))}
+    cases = {
+        "3 counts x2 apart (1,2,4)": [1, 2, 4],
+        "3 counts (2,3,4)": [2, 3, 4],
+        "3 counts (3,4,5)": [3, 4, 5],
+        "4 counts x2 (1..8)": [1, 2, 4, 8],
+        "5 counts x1.41 (1..4)": [2 ** (i / 2) for i in range(5)],
+        "8 counts (1..8)": list(range(1, 9)),
+    }
     print(f"  {'token counts':28s}" + "".join(f"  c={c:<5}" for c in (0.1, 0.2)))
     for name, ds in cases.items():
         print(f"  {name:28s}" + "".join(f"  {sum(ds) / ((1 - c) * max(ds) + c * sum(ds)):5.2f}x " for c in (0.1, 0.2)))
@@ -53,8 +61,11 @@ def forked_grid_points(overrides: list[str]) -> list[str]:
     from loopscale.config import budget_tag
     from loopscale.sweep import expand
 
-    points = {f"{budget_tag('flops', C, None, None)}-d{job.cfg.model.d_model}"
-              for job in expand([f"experiment={FORKED}", *overrides]) for C in job.cfg.budget.fork_flops}
+    points = {
+        f"{budget_tag('flops', C, None, None)}-d{job.cfg.model.d_model}"
+        for job in expand([f"experiment={FORKED}", *overrides])
+        for C in job.cfg.budget.fork_flops
+    }
     return sorted(points)
 
 
@@ -72,6 +83,7 @@ def _records(sweep_dir: Path, name: str) -> list[dict]:
 def measured_summary(runs: Path, bootstrap: int, indep_sweep: str = INDEPENDENT, forked_sweep: str = FORKED) -> None:
     """Compare the points (r, width, D) finished in both sweeps; a point is (r, width, tokens), whatever
     budget mode named it."""
+
     def key(rec):
         return rec["r"], rec["width"], rec["D"]
 
@@ -83,26 +95,42 @@ def measured_summary(runs: Path, bootstrap: int, indep_sweep: str = INDEPENDENT,
     children = {}
     for k, rec in branches.items():
         children.setdefault(rec["parent"], []).append(k)
-    complete = [p for p, keys in children.items() if p in parents and all(k in common for k in keys)
-                and len(keys) == len(parents[p]["fork_steps"])]
+    complete = [
+        p
+        for p, keys in children.items()
+        if p in parents and all(k in common for k in keys) and len(keys) == len(parents[p]["fork_steps"])
+    ]
     points = [k for k in common if branches[k]["parent"] in complete]
     if not points:
         print(f"\nno point finished in both {runs / indep_sweep} and {runs / forked_sweep}")
         return
     print(f"\nmeasured on {len(points)} points ({len(complete)} parents) in {runs}:")
-    print(f"  {'r':>2} {'d':>4} {'D':>9} {'steps':>6} {'fork':>5} {'L independent':>14} {'L forked':>9} {'rel diff':>9}")
+    print(
+        f"  {'r':>2} {'d':>4} {'D':>9} {'steps':>6} {'fork':>5} {'L independent':>14} {'L forked':>9} {'rel diff':>9}"
+    )
     for k in points:
         a, b = indep[k], branches[k]
-        print(f"  {k[0]:>2} {k[1]:>4} {k[2]:>9.3g} {a['steps']:>6} {b['fork_step']:>5} {a['L']:>14.4f} "
-              f"{b['L']:>9.4f} {(b['L'] - a['L']) / a['L']:>+9.2%}")
+        print(
+            f"  {k[0]:>2} {k[1]:>4} {k[2]:>9.3g} {a['steps']:>6} {b['fork_step']:>5} {a['L']:>14.4f} "
+            f"{b['L']:>9.4f} {(b['L'] - a['L']) / a['L']:>+9.2%}"
+        )
     rel = [abs(branches[k]["L"] - indep[k]["L"]) / indep[k]["L"] for k in points]
-    print(f"  |rel diff|: mean {sum(rel) / len(rel):.2%}, max {max(rel):.2%}; within 1%: {sum(x < 0.01 for x in rel)}/{len(rel)}")
+    print(
+        f"  |rel diff|: mean {sum(rel) / len(rel):.2%}, max {max(rel):.2%}; "
+        f"within 1%: {sum(x < 0.01 for x in rel)}/{len(rel)}"
+    )
     flops_ind = sum(indep[k]["C"] for k in points)
     flops_fork = sum(parents[p]["C_forked"] for p in complete)  # parent + its cooldowns (forks.ForkPlan)
     wall_ind = sum(indep[k]["wall_time_s"] for k in points)
     wall_fork = sum(parents[p]["wall_time_s"] for p in complete) + sum(branches[k]["wall_time_s"] for k in points)
-    print(f"  training FLOPs: independent {flops_ind:.4g}, forked {flops_fork:.4g} -> {flops_ind / flops_fork:.2f}x cheaper")
-    print(f"  CPU wall time:  independent {wall_ind:.0f} s, forked {wall_fork:.0f} s -> {wall_ind / wall_fork:.2f}x faster")
+    print(
+        f"  training FLOPs: independent {flops_ind:.4g}, forked {flops_fork:.4g} -> "
+        f"{flops_ind / flops_fork:.2f}x cheaper"
+    )
+    print(
+        f"  CPU wall time:  independent {wall_ind:.0f} s, forked {wall_fork:.0f} s -> "
+        f"{wall_ind / wall_fork:.2f}x faster"
+    )
     fit_both(runs, points, indep, branches, bootstrap, indep_sweep, forked_sweep)
 
 
@@ -123,22 +151,43 @@ def fidelity_by_length(out: Path, widths: list[int], steps: list[int], r: int, f
     batch_tokens = grid.budget.batch_size * grid.model.seq_len  # the CPU grid's batch
 
     forked_dir = out / "_".join(["forked", *fork_overrides]).replace("=", "-")
-    print(f"\nfidelity by run length (r={r}; forked branch {' '.join(fork_overrides)} vs independent linear-decay "
-          f"run, same tokens), in {out}:")
+    print(
+        f"\nfidelity by run length (r={r}; forked branch {' '.join(fork_overrides)} vs independent linear-decay "
+        f"run, same tokens), in {out}:"
+    )
     print(f"  {'d':>4} {'steps':>6} {'L linear':>9} {'L forked':>9} {'rel diff':>9} {'wall linear':>12}")
     for width in widths:
-        fork = cfg(["experiment=isodepth_cpu_wsd", f"point=C1e12-d{width}", "budget.fork_flops=null",
-                    f"budget.fork_tokens=[{','.join(str(s * batch_tokens) for s in steps)}]",
-                    f"runs_dir={forked_dir}", *fork_overrides])
+        fork = cfg(
+            [
+                "experiment=isodepth_cpu_wsd",
+                f"point=C1e12-d{width}",
+                "budget.fork_flops=null",
+                f"budget.fork_tokens=[{','.join(str(s * batch_tokens) for s in steps)}]",
+                f"runs_dir={forked_dir}",
+                *fork_overrides,
+            ]
+        )
         branches = run_training(fork)["branches"]
         for s, branch in zip(steps, branches):
-            linear = run_training(cfg(["experiment=isodepth_cpu", f"point=C1e12-d{width}", "budget.mode=tokens",
-                                       f"budget.tokens={s * batch_tokens}", f"run_name=linear-r{r}-d{width}-s{s}",
-                                       f"runs_dir={out / 'linear'}"]))
+            linear = run_training(
+                cfg(
+                    [
+                        "experiment=isodepth_cpu",
+                        f"point=C1e12-d{width}",
+                        "budget.mode=tokens",
+                        f"budget.tokens={s * batch_tokens}",
+                        f"run_name=linear-r{r}-d{width}-s{s}",
+                        f"runs_dir={out / 'linear'}",
+                    ]
+                )
+            )
             assert linear["D"] == branch["D"] and linear["steps"] == branch["steps"] == s
             rel = (branch["L"] - linear["L"]) / linear["L"]
-            print(f"  {width:>4} {s:>6} {linear['L']:>9.4f} {branch['L']:>9.4f} {rel:>+9.2%} {linear['wall_time_s']:>11.0f}s",
-                  flush=True)
+            print(
+                f"  {width:>4} {s:>6} {linear['L']:>9.4f} {branch['L']:>9.4f} {rel:>+9.2%} "
+                f"{linear['wall_time_s']:>11.0f}s",
+                flush=True,
+            )
 
 
 def _cli(argv: list[str]) -> None:
@@ -154,7 +203,8 @@ def _cli(argv: list[str]) -> None:
 
 
 def fit_both(runs: Path, points, indep, branches, bootstrap: int, indep_sweep: str, forked_sweep: str) -> None:
-    """The runs table of `loopscale collect` + `loopscale fit --bootstrap N` on each sweep's compared points, and for the CPU
+    """The runs table of `loopscale collect` + `loopscale fit --bootstrap N` on each sweep's compared points,
+    and for the CPU
     grid on the independent grid's own 32 points (what `make demo` fits)."""
     from loopscale.records import collect, runs_table
 
@@ -183,16 +233,21 @@ def fit_both(runs: Path, points, indep, branches, bootstrap: int, indep_sweep: s
     if lo is None or hi is None:
         print(f"  no bootstrap CI for phi from the {reference} fit: nothing to compare the forked phi with")
         return
-    print(f"  forked phi {phi:.3f} is {'INSIDE' if lo <= phi <= hi else 'OUTSIDE'} the bootstrap 95% CI of the "
-          f"{reference} fit [{lo:.3f}, {hi:.3f}]")
+    print(
+        f"  forked phi {phi:.3f} is {'INSIDE' if lo <= phi <= hi else 'OUTSIDE'} the bootstrap 95% CI of the "
+        f"{reference} fit [{lo:.3f}, {hi:.3f}]"
+    )
 
 
 def _phi_line(fit: dict) -> str:
     params, ci = fit["params"], fit.get("ci95") or {}
     others = ", ".join(f"{k} {params[k]:.4g}" for k in ("E", "A", "alpha", "B", "beta"))
     profile = (fit.get("profile_phi") or {}).get("interval")
-    return (f"phi = {params['phi']:.3f}, bootstrap 95% CI {_interval(ci.get('phi'))}, profile interval "
-            f"{_interval(profile)}; {others}; {fit['n_rows']} rows, {fit['n_best_basin']}/{fit['n_refined']} starts in best basin")
+    return (
+        f"phi = {params['phi']:.3f}, bootstrap 95% CI {_interval(ci.get('phi'))}, profile interval "
+        f"{_interval(profile)}; {others}; {fit['n_rows']} rows, "
+        f"{fit['n_best_basin']}/{fit['n_refined']} starts in best basin"
+    )
 
 
 def _interval(pair) -> str:
@@ -204,15 +259,30 @@ def main() -> int:
     parser.add_argument("--runs", type=Path, default=None, help="runs_dir holding both sweeps")
     parser.add_argument("--train", action="store_true", help="run both sweeps into --runs first (basic launcher)")
     parser.add_argument("--bootstrap", type=int, default=200)
-    parser.add_argument("--sweeps", nargs=2, default=[INDEPENDENT, FORKED], metavar=("INDEPENDENT", "FORKED"),
-                        help="the two sweep folders under --runs to compare (default: %(default)s)")
-    parser.add_argument("--fidelity", type=Path, default=None, metavar="OUT_DIR",
-                        help="train the fidelity-by-run-length comparison into OUT_DIR")
+    parser.add_argument(
+        "--sweeps",
+        nargs=2,
+        default=[INDEPENDENT, FORKED],
+        metavar=("INDEPENDENT", "FORKED"),
+        help="the two sweep folders under --runs to compare (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--fidelity",
+        type=Path,
+        default=None,
+        metavar="OUT_DIR",
+        help="train the fidelity-by-run-length comparison into OUT_DIR",
+    )
     parser.add_argument("--widths", type=int, nargs="+", default=[64, 96])
     parser.add_argument("--steps", type=int, nargs="+", default=[250, 500, 1000, 2000])
     parser.add_argument("--r", type=int, default=1)
-    parser.add_argument("--fork-override", action="append", default=[], metavar="KEY=VALUE",
-                        help="an override for the forked runs only (--train, --fidelity), e.g. optim.decay_frac=0.1")
+    parser.add_argument(
+        "--fork-override",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="an override for the forked runs only (--train, --fidelity), e.g. optim.decay_frac=0.1",
+    )
     parser.add_argument("overrides", nargs="*", help="Hydra overrides for --train, e.g. model.r=1,2")
     args = parser.parse_args()
     accounting_summary()
@@ -224,10 +294,25 @@ def main() -> int:
         # a point= override picks the forked grid; the independent runs are its branch points
         points = forked_grid_points([*args.overrides, *args.fork_override])
         shared = [o for o in args.overrides if not o.startswith("point=")]
-        for exp, extra in ((INDEPENDENT, [f"point={','.join(points)}", *shared]),
-                           (FORKED, [*args.overrides, *args.fork_override])):
-            subprocess.run([sys.executable, "-m", "loopscale.train", "-m", f"experiment={exp}", "hydra/launcher=basic",
-                            f"runs_dir={args.runs}", "trainer.progress=false", *extra], cwd=REPO, check=True)
+        for exp, extra in (
+            (INDEPENDENT, [f"point={','.join(points)}", *shared]),
+            (FORKED, [*args.overrides, *args.fork_override]),
+        ):
+            subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "loopscale.train",
+                    "-m",
+                    f"experiment={exp}",
+                    "hydra/launcher=basic",
+                    f"runs_dir={args.runs}",
+                    "trainer.progress=false",
+                    *extra,
+                ],
+                cwd=REPO,
+                check=True,
+            )
     measured_summary(args.runs, args.bootstrap, *args.sweeps)
     return 0
 

@@ -27,7 +27,6 @@ from torch import nn
 from loopscale.accounting import cpu_model, flops_per_token
 from loopscale.model import LoopedTransformer
 
-
 # ---------------------------------------------------------------------------------------------------- reference GPT
 
 
@@ -117,10 +116,14 @@ def main() -> None:
         for name, model in models.items():
             times[name].append(step_s(model, idx))
 
-    print(f"CPU fp32, {torch.get_num_threads()} threads, batch {batch} x T {base.seq_len} = {tokens} tokens/step, "
-          f"d={base.d_model}, L_eff={base.l_eff}, vocab {base.padded_vocab_size}, {rounds} rounds")
-    print(f"{'model':<15} {'k':>3} {'N':>10} {'MFLOP/tok':>10} {'tokens/s':>10} {'(median)':>9} {'GFLOP/s':>8} "
-          f"{'vs r=1':>7} {'vs ref':>7}")
+    print(
+        f"CPU fp32, {torch.get_num_threads()} threads, batch {batch} x T {base.seq_len} = {tokens} tokens/step, "
+        f"d={base.d_model}, L_eff={base.l_eff}, vocab {base.padded_vocab_size}, {rounds} rounds"
+    )
+    print(
+        f"{'model':<15} {'k':>3} {'N':>10} {'MFLOP/tok':>10} {'tokens/s':>10} {'(median)':>9} {'GFLOP/s':>8} "
+        f"{'vs r=1':>7} {'vs ref':>7}"
+    )
     tps = {name: tokens / min(ts) for name, ts in times.items()}
     median_tps = {name: tokens / statistics.median(ts) for name, ts in times.items()}
     for name, model in models.items():
@@ -128,9 +131,11 @@ def main() -> None:
         n = sum(p.numel() for p in model.parameters()) - 2 * base.padded_vocab_size * base.d_model
         k = cfg.n_rec if name in configs else base.l_eff
         f = flops_per_token(cfg)
-        print(f"{name:<15} {k:>3} {n:>10,} {f / 1e6:>10.2f} {tps[name]:>10,.0f} {median_tps[name]:>9,.0f} "
-              f"{tps[name] * f / 1e9:>8.1f} "
-              f"{tps[name] / tps['looped r=1']:>7.3f} {tps[name] / tps['reference GPT']:>7.3f}")
+        print(
+            f"{name:<15} {k:>3} {n:>10,} {f / 1e6:>10.2f} {tps[name]:>10,.0f} {median_tps[name]:>9,.0f} "
+            f"{tps[name] * f / 1e9:>8.1f} "
+            f"{tps[name] / tps['looped r=1']:>7.3f} {tps[name] / tps['reference GPT']:>7.3f}"
+        )
 
 
 if __name__ == "__main__":

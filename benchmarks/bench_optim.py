@@ -9,7 +9,8 @@ weight decay 0.1, 5% warmup, clipping 1.0), `muonh` (published transfer: lrs sca
 D) and `muonh-none` (the base lrs as given, optim.transfer=none). Then, per model, the time of forward +
 backward and of optimizer.step() over `--time-steps` steps (after 3 warm-up steps), one thread: MuonH's share
 of the step, next to AdamW's. First, the singular-value band of MuonH's orthogonalised update on the model's
-real first gradients (`--band-only` prints just that). Runs are sequential, one torch thread; on a shared CPU the absolute times move
+real first gradients (`--band-only` prints just that). Runs are sequential, one torch thread; on a shared CPU
+the absolute times move
 with the load, the shares less so.
 """
 
@@ -25,21 +26,31 @@ import torch
 REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT / "tests"))
 
+from train_helpers import train_config  # noqa: E402
+
 from loopscale.config import with_vocab  # noqa: E402
 from loopscale.data import batch_at  # noqa: E402
 from loopscale.module import LoopedLM, StepAccounting  # noqa: E402
 from loopscale.shards import prepare  # noqa: E402
 from loopscale.train import plan_run, run_training  # noqa: E402
-from train_helpers import train_config  # noqa: E402
 
 RECIPES = {"adamw": ["optim=adamw"], "muonh": ["optim=muonh"], "muonh-none": ["optim=muonh", "optim.transfer=none"]}
 WARMUP = 3
 
 
 def point_config(point: str, r: int, recipe: str, runs: Path, data_dir: Path):
-    return train_config(["experiment=isodepth_cpu", f"point={point}", f"model.r={r}", *RECIPES[recipe],
-                         "trainer.progress=false", "trainer.num_threads=1", f"runs_dir={runs / recipe}",
-                         f"data.data_dir={data_dir}"])
+    return train_config(
+        [
+            "experiment=isodepth_cpu",
+            f"point={point}",
+            f"model.r={r}",
+            *RECIPES[recipe],
+            "trainer.progress=false",
+            "trainer.num_threads=1",
+            f"runs_dir={runs / recipe}",
+            f"data.data_dir={data_dir}",
+        ]
+    )
 
 
 def step_times(cfg, steps: int) -> tuple[float, float]:
@@ -92,8 +103,9 @@ def singular_value_band(cfg, rel_floor: float = 1e-3) -> tuple[float, float, flo
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--points", nargs="+", default=["C1.25e11-d64:1", "C1.25e11-d64:4"],
-                        help="point:r of experiment=isodepth_cpu")
+    parser.add_argument(
+        "--points", nargs="+", default=["C1.25e11-d64:1", "C1.25e11-d64:4"], help="point:r of experiment=isodepth_cpu"
+    )
     parser.add_argument("--recipes", nargs="+", default=list(RECIPES), choices=list(RECIPES))
     parser.add_argument("--runs", type=Path, default=Path("runs/bench_optim"))
     parser.add_argument("--data-dir", type=Path, default=Path("data/cache"))
@@ -106,13 +118,18 @@ def main() -> None:
         point, r = spec.split(":")
         for floor in (1e-2, 1e-3):
             lo, hi, small = singular_value_band(point_config(point, int(r), "muonh", args.runs, args.data_dir), floor)
-            print(f"{point} r={r}: orthogonalised first gradients, singular values in [{lo:.3f}, {hi:.3f}] for "
-                  f"inputs >= {floor:g} x the largest ({small:.1%} of all singular values are under that floor)")
+            print(
+                f"{point} r={r}: orthogonalised first gradients, singular values in [{lo:.3f}, {hi:.3f}] for "
+                f"inputs >= {floor:g} x the largest ({small:.1%} of all singular values are under that floor)"
+            )
     if args.band_only:
         return
 
-    print(f"{'point':16s} {'r':>2s} {'steps':>5s} " + " ".join(f"{name:>11s}" for name in args.recipes) +
-          "   (final val loss, nats)")
+    print(
+        f"{'point':16s} {'r':>2s} {'steps':>5s} "
+        + " ".join(f"{name:>11s}" for name in args.recipes)
+        + "   (final val loss, nats)"
+    )
     for spec in args.points:
         point, r = spec.split(":")
         losses, steps = [], None
@@ -127,8 +144,10 @@ def main() -> None:
         point, r = spec.split(":")
         for recipe in ("adamw", "muonh"):
             fb, opt = step_times(point_config(point, int(r), recipe, args.runs, args.data_dir), args.time_steps)
-            print(f"{point:16s} {r:>2s} {recipe:>10s} {1e3 * fb:11.1f} {1e3 * opt:8.1f} {opt / (fb + opt):9.1%}",
-                  flush=True)
+            print(
+                f"{point:16s} {r:>2s} {recipe:>10s} {1e3 * fb:11.1f} {1e3 * opt:8.1f} {opt / (fb + opt):9.1%}",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

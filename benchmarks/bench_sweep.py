@@ -31,15 +31,23 @@ sys.path.insert(0, str(REPO_ROOT / "tests"))
 
 from slurm_cluster import _cluster_info, run_cluster_sh  # noqa: E402
 from test_slurm_sweep import MINI, MULTIRUN_TIMEOUT_S, SLURM, SWEEP  # noqa: E402
+from train_helpers import train_config  # noqa: E402
 
 from loopscale.shards import prepare  # noqa: E402
-from train_helpers import train_config  # noqa: E402
 
 
 def launch(name: str, launcher: list[str], workdir: Path, data_dir: Path) -> dict:
     runs_dir = workdir / "".join(c if c.isalnum() else "_" for c in name)  # a Hydra-safe value (no commas)
-    args = [sys.executable, "-m", "loopscale.train", "-m", *MINI, *launcher, f"runs_dir={runs_dir}",
-            f"data.data_dir={data_dir}"]
+    args = [
+        sys.executable,
+        "-m",
+        "loopscale.train",
+        "-m",
+        *MINI,
+        *launcher,
+        f"runs_dir={runs_dir}",
+        f"data.data_dir={data_dir}",
+    ]
     started = time.perf_counter()
     proc = subprocess.run(args, cwd=workdir, capture_output=True, text=True, timeout=MULTIRUN_TIMEOUT_S)
     wall = time.perf_counter() - started
@@ -48,8 +56,13 @@ def launch(name: str, launcher: list[str], workdir: Path, data_dir: Path) -> dic
     records = [json.loads(p.read_text()) for p in (runs_dir / SWEEP).glob("*/run.json")]
     if len(records) != 4 or any(r["status"] != "done" for r in records):
         raise SystemExit(f"{name}: expected 4 finished runs, got {[(r['run_name'], r['status']) for r in records]}")
-    return {"name": name, "wall_s": wall, "train_s": sum(r["wall_time_s"] for r in records),
-            "steps": sum(r["steps"] for r in records), "L": {r["run_name"]: r["L"] for r in records}}
+    return {
+        "name": name,
+        "wall_s": wall,
+        "train_s": sum(r["wall_time_s"] for r in records),
+        "steps": sum(r["steps"] for r in records),
+        "L": {r["run_name"]: r["L"] for r in records},
+    }
 
 
 def main() -> None:
@@ -73,16 +86,19 @@ def main() -> None:
             prepare(train_config([f"experiment={SWEEP}", f"data.data_dir={data_dir}"]).data, progress=False)
             results = [launch("basic", ["hydra/launcher=basic"], workdir, data_dir)]
             if not args.skip_serial:
-                results.append(launch("slurm, 1 at a time", [*slurm, "hydra.launcher.array_parallelism=1"],
-                                      workdir, data_dir))
+                results.append(
+                    launch("slurm, 1 at a time", [*slurm, "hydra.launcher.array_parallelism=1"], workdir, data_dir)
+                )
             results.append(launch(f"slurm, {cluster.cpus} CPUs", slurm, workdir, data_dir))
     finally:
         if started_here:
             run_cluster_sh("stop")
 
     base = results[0]
-    print(f"4-job isodepth_cpu mini-sweep ({base['steps']} steps in all), node {cluster.node} with "
-          f"{cluster.cpus} CPUs, one torch thread per job")
+    print(
+        f"4-job isodepth_cpu mini-sweep ({base['steps']} steps in all), node {cluster.node} with "
+        f"{cluster.cpus} CPUs, one torch thread per job"
+    )
     print(f"{'launcher':<22}{'wall s':>9}{'train s':>9}{'wall - basic':>14}{'per job':>10}")
     for r in results:
         extra = r["wall_s"] - base["wall_s"]

@@ -37,8 +37,9 @@ class StepTimes(L.Callback):
 
 
 def model_config(r: int, vocab: int) -> ModelConfig:
-    return ModelConfig(vocab_size=vocab, d_model=128, head_dim=32, n_prelude=2, n_coda=2, depth=12, r=r,
-                       seq_len=SEQ_LEN)
+    return ModelConfig(
+        vocab_size=vocab, d_model=128, head_dim=32, n_prelude=2, n_coda=2, depth=12, r=r, seq_len=SEQ_LEN
+    )
 
 
 def tokens_per_s(times: list[float]) -> float:
@@ -66,14 +67,30 @@ def bare_loop(cfg: ModelConfig, tokens, steps: int, optim: OptimConfig) -> float
 
 def lightning_loop(cfg: ModelConfig, prepared, steps: int, optim: OptimConfig) -> float:
     torch.manual_seed(0)
-    module = LoopedLM(cfg, optim, TrainerConfig(progress=False),
-                      StepAccounting(total_steps=steps, batch_tokens=BATCH * SEQ_LEN, flops_per_token=1.0))
+    module = LoopedLM(
+        cfg,
+        optim,
+        TrainerConfig(progress=False),
+        StepAccounting(total_steps=steps, batch_tokens=BATCH * SEQ_LEN, flops_per_token=1.0),
+    )
     timer = StepTimes()
-    trainer = L.Trainer(accelerator="cpu", devices=1, max_steps=steps, max_epochs=-1, precision="32-true",
-                        gradient_clip_val=optim.grad_clip, gradient_clip_algorithm="norm",
-                        val_check_interval=steps + 1, check_val_every_n_epoch=None, num_sanity_val_steps=0,
-                        logger=False, callbacks=[timer], enable_checkpointing=False, enable_model_summary=False,
-                        enable_progress_bar=False)
+    trainer = L.Trainer(
+        accelerator="cpu",
+        devices=1,
+        max_steps=steps,
+        max_epochs=-1,
+        precision="32-true",
+        gradient_clip_val=optim.grad_clip,
+        gradient_clip_algorithm="norm",
+        val_check_interval=steps + 1,
+        check_val_every_n_epoch=None,
+        num_sanity_val_steps=0,
+        logger=False,
+        callbacks=[timer],
+        enable_checkpointing=False,
+        enable_model_summary=False,
+        enable_progress_bar=False,
+    )
     trainer.fit(module, datamodule=TokenDataModule(prepared, SEQ_LEN, BATCH, seed=0, val_tokens=SEQ_LEN + 1))
     return tokens_per_s(timer.times)
 
@@ -86,8 +103,10 @@ def main() -> None:
     prepared = prepare(DataConfig(), progress=False)
     tokens = prepared.tokens("train")
     optim = OptimConfig()
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, batch {BATCH} x {SEQ_LEN}, "
-          f"{args.steps} steps ({WARMUP_STEPS} warm-up) x {args.repeats} repeats")
+    print(
+        f"torch {torch.__version__}, {torch.get_num_threads()} threads, batch {BATCH} x {SEQ_LEN}, "
+        f"{args.steps} steps ({WARMUP_STEPS} warm-up) x {args.repeats} repeats"
+    )
     print(f"{'r':>3} {'bare tok/s':>12} {'lightning tok/s':>16} {'lightning / bare':>17}")
     for r in (1, 2, 4, 8):
         cfg = model_config(r, prepared.vocab_size)

@@ -29,8 +29,9 @@ import sys
 import tempfile
 import time
 import traceback
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import torch
 from omegaconf import OmegaConf
@@ -46,7 +47,7 @@ from loopscale.model import Block, LoopedTransformer, param_groups  # noqa: E402
 from loopscale.sweep import compose  # noqa: E402
 
 PAPER_VOCAB = 32064
-GIB = 2 ** 30
+GIB = 2**30
 
 
 class Check:
@@ -63,15 +64,22 @@ class Check:
         self.backend = compile_backend
         self.peak = peak_flops(torch.cuda.get_device_name()) if self.cuda else None
 
-    def config(self, size: int, r: int, tbptt: bool = False, injection: str | None = None,
-               extra: tuple[str, ...] = ()) -> TrainConfig:
+    def config(
+        self, size: int, r: int, tbptt: bool = False, injection: str | None = None, extra: tuple[str, ...] = ()
+    ) -> TrainConfig:
         """The published model at size s (smoke: width 64, T = 64, the same layout and r)."""
         overrides = ["model=paper", f"model.r={r}", f"model.vocab_size={256 if self.smoke else PAPER_VOCAB}"]
         overrides += ["model.recipe=tbptt"] if tbptt else []
         overrides += [f"model.injection={injection}"] if injection else []
         if self.smoke:  # L_eff = 10 (p = c = 1, 8 recurrent layers: r = 1, 2, 4, 8 all divide it)
-            overrides += ["model.d_model=32", "model.head_dim=16", "model.seq_len=32", "model.depth=10",
-                          "model.n_prelude=1", "model.n_coda=1"]
+            overrides += [
+                "model.d_model=32",
+                "model.head_dim=16",
+                "model.seq_len=32",
+                "model.depth=10",
+                "model.n_prelude=1",
+                "model.n_coda=1",
+            ]
         else:
             overrides += [f"model.d_model={paper_width(size)}"]
         return OmegaConf.to_object(compose([*overrides, *extra]))
@@ -158,10 +166,13 @@ def section_memory(check: Check) -> dict[str, Any]:
     if small is not None:
         estimate = large + (large - small) / 8 * (128 - 16)
     total = torch.cuda.get_device_properties(0).total_memory / GIB if check.cuda else None
-    s6 = {"point": "s6 B128 r1 (estimated)", "peak_gib": estimate,
-          "fits": None if total is None else estimate < total}
-    return {"rows": rows, "s6_B128": s6, "device_gib": total,
-            "ok": ok and (s6["fits"] is not True or check.smoke)}  # B = 128 must NOT fit: that was the bug
+    s6 = {"point": "s6 B128 r1 (estimated)", "peak_gib": estimate, "fits": None if total is None else estimate < total}
+    return {
+        "rows": rows,
+        "s6_B128": s6,
+        "device_gib": total,
+        "ok": ok and (s6["fits"] is not True or check.smoke),
+    }  # B = 128 must NOT fit: that was the bug
 
 
 def section_dtypes(check: Check) -> dict[str, Any]:
@@ -172,7 +183,7 @@ def section_dtypes(check: Check) -> dict[str, Any]:
         seen: set[str] = set()
         for module in model.modules():
             if isinstance(module, Block):
-                module.register_forward_pre_hook(lambda mod, args: seen.add(str(args[0].dtype)))
+                module.register_forward_pre_hook(lambda mod, args, seen=seen: seen.add(str(args[0].dtype)))
         x, y = check.tokens(cfg, 2)
         with check.autocast():
             model(x, y).backward()
@@ -211,8 +222,13 @@ def section_recompile(check: Check) -> dict[str, Any]:
         model.train()
         _train_step(check, model, opt, x, y)
         check.sync()
-        phases[name] = {"compile": mode, "r": r, "tbptt": tbptt, "graphs": _unique_graphs() - graphs_before,
-                        "seconds": time.perf_counter() - start}
+        phases[name] = {
+            "compile": mode,
+            "r": r,
+            "tbptt": tbptt,
+            "graphs": _unique_graphs() - graphs_before,
+            "seconds": time.perf_counter() - start,
+        }
         graphs_before = _unique_graphs()
         del model, opt
         check.free()
@@ -254,8 +270,14 @@ def section_throughput(check: Check) -> dict[str, Any]:
                 _train_step(check, model, opt, x, y)
             check.sync()
             tokens_per_s = steps * x.numel() / (time.perf_counter() - start)
-            row = {"point": f"s{size} B{B} r{r}", "tokens_per_s": tokens_per_s, "F": F, "F_causal": F_causal,
-                   "flop_counter_per_token": counted, "flop_counter_over_F": counted / F}
+            row = {
+                "point": f"s{size} B{B} r{r}",
+                "tokens_per_s": tokens_per_s,
+                "F": F,
+                "F_causal": F_causal,
+                "flop_counter_per_token": counted,
+                "flop_counter_over_F": counted / F,
+            }
             if check.peak:
                 row["mfu"] = tokens_per_s * F / check.peak
                 row["mfu_causal"] = tokens_per_s * F_causal / check.peak
@@ -298,9 +320,14 @@ def section_optimizer(check: Check) -> dict[str, Any]:
             fwd_bwd_s += t1 - t0
             opt_s += time.perf_counter() - t1
     name = type(opt).__name__
-    return {"optimizer": name, "muonh_available": muonh,
-            "note": None if muonh else "loopscale.muonh / optim=muonh not in this checkout: timed AdamW instead",
-            "step_s": (fwd_bwd_s + opt_s) / steps, "optimizer_share": opt_s / (fwd_bwd_s + opt_s), "ok": True}
+    return {
+        "optimizer": name,
+        "muonh_available": muonh,
+        "note": None if muonh else "loopscale.muonh / optim=muonh not in this checkout: timed AdamW instead",
+        "step_s": (fwd_bwd_s + opt_s) / steps,
+        "optimizer_share": opt_s / (fwd_bwd_s + opt_s),
+        "ok": True,
+    }
 
 
 def section_resume(check: Check) -> dict[str, Any]:
@@ -312,9 +339,16 @@ def section_resume(check: Check) -> dict[str, Any]:
         base = ["model=tiny", "trainer=cpu", "budget.batch_size=8", f"budget.tokens={10 * 8 * 64}"]
     else:
         base = ["model=paper", "trainer=gpu", "budget.batch_size=16", f"budget.tokens={10 * 16 * 2048}"]
-    overrides = [*base, "budget.mode=tokens", "budget.grad_accum=2", "trainer.ckpt_every_steps=5",
-                 "trainer.progress=false", "data.val_tokens=16384", f"runs_dir={runs}",
-                 f"data.data_dir={check.data_dir}"]
+    overrides = [
+        *base,
+        "budget.mode=tokens",
+        "budget.grad_accum=2",
+        "trainer.ckpt_every_steps=5",
+        "trainer.progress=false",
+        "data.val_tokens=16384",
+        f"runs_dir={runs}",
+        f"data.data_dir={check.data_dir}",
+    ]
     start = time.perf_counter()
     killed = False
     try:
@@ -322,15 +356,26 @@ def section_resume(check: Check) -> dict[str, Any]:
     except InjectedFailure:
         killed = True
     record = run_training(compose(overrides))
-    return {"killed_at_step_7": killed, "resumed_from_step": record["resumed_from_step"],
-            "status": record["status"], "L": record["L"], "grad_accum": record.get("grad_accum"),
-            "device_batch": record.get("device_batch"), "seconds": time.perf_counter() - start,
-            "ok": killed and record["status"] == "done" and record["resumed_from_step"] == 5}
+    return {
+        "killed_at_step_7": killed,
+        "resumed_from_step": record["resumed_from_step"],
+        "status": record["status"],
+        "L": record["L"],
+        "grad_accum": record.get("grad_accum"),
+        "device_batch": record.get("device_batch"),
+        "seconds": time.perf_counter() - start,
+        "ok": killed and record["status"] == "done" and record["resumed_from_step"] == 5,
+    }
 
 
 SECTIONS: dict[str, Callable[[Check], dict[str, Any]]] = {
-    "device": section_device, "memory": section_memory, "dtypes": section_dtypes, "recompile": section_recompile,
-    "throughput": section_throughput, "optimizer": section_optimizer, "resume": section_resume,
+    "device": section_device,
+    "memory": section_memory,
+    "dtypes": section_dtypes,
+    "recompile": section_recompile,
+    "throughput": section_throughput,
+    "optimizer": section_optimizer,
+    "resume": section_resume,
 }
 
 
@@ -340,17 +385,23 @@ def _summary(name: str, result: dict[str, Any]) -> str:
     if name == "device":
         return f"{result['device']}, peak {result['peak_bf16_flops']}"
     if name == "memory":
-        cells = ", ".join(f"{r['point']}: {r['peak_gib'] if not isinstance(r['peak_gib'], float) else round(r['peak_gib'], 1)}"
-                          for r in result["rows"])
+        cells = ", ".join(
+            f"{r['point']}: {r['peak_gib'] if not isinstance(r['peak_gib'], float) else round(r['peak_gib'], 1)}"
+            for r in result["rows"]
+        )
         return f"{cells}; s6 B128 est {result['s6_B128']['peak_gib']} fits={result['s6_B128']['fits']}"
     if name == "dtypes":
         return ", ".join(f"{k}: {v}" for k, v in result.items() if k not in ("ok", "seconds"))
     if name == "recompile":
-        return f"graphs {result['first']['graphs']} + {result['second']['graphs']}, limit hits {len(result['limit_hits'])}"
+        return (
+            f"graphs {result['first']['graphs']} + {result['second']['graphs']}, limit hits {len(result['limit_hits'])}"
+        )
     if name == "throughput":
-        return "; ".join(f"{r['point']} {r['tokens_per_s']:,.0f} tok/s mfu {r.get('mfu', float('nan')):.2f}"
-                         f"/{r.get('mfu_causal', float('nan')):.2f} FC/F {r['flop_counter_over_F']:.3f}"
-                         for r in result["rows"])
+        return "; ".join(
+            f"{r['point']} {r['tokens_per_s']:,.0f} tok/s mfu {r.get('mfu', float('nan')):.2f}"
+            f"/{r.get('mfu_causal', float('nan')):.2f} FC/F {r['flop_counter_over_F']:.3f}"
+            for r in result["rows"]
+        )
     if name == "optimizer":
         return f"{result['optimizer']} {100 * result['optimizer_share']:.1f}% of a {result['step_s'] * 1e3:.0f} ms step"
     if name == "resume":
@@ -363,12 +414,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--smoke", action="store_true", help="tiny sizes (CPU): checks the script itself")
     parser.add_argument("--out", type=Path, help="write the results as JSON here")
     parser.add_argument("--sections", default=",".join(SECTIONS), help=f"comma-separated subset of {list(SECTIONS)}")
-    parser.add_argument("--compile-backend", default=None,
-                        help="torch.compile backend (default inductor; eager in --smoke: same Dynamo caching, "
-                             "no code generation)")
+    parser.add_argument(
+        "--compile-backend",
+        default=None,
+        help="torch.compile backend (default inductor; eager in --smoke: same Dynamo caching, no code generation)",
+    )
     parser.add_argument("--workdir", type=Path, default=None, help="runs of the resume section (default: a temp dir)")
-    parser.add_argument("--data-dir", type=Path, default=None, help="data cache of the resume section "
-                        "(default: WORKDIR/data; the embedded corpus is tokenized there once)")
+    parser.add_argument(
+        "--data-dir",
+        type=Path,
+        default=None,
+        help="data cache of the resume section (default: WORKDIR/data; the embedded corpus is tokenized there once)",
+    )
     args = parser.parse_args(argv)
     unknown = set(args.sections.split(",")) - SECTIONS.keys()
     if unknown:

@@ -7,11 +7,10 @@ from __future__ import annotations
 import copy
 import logging
 import queue
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Sequence
 
 from hydra_plugins.hydra_submitit_launcher.submitit_launcher import LocalLauncher, SlurmLauncher
-
 from loopscale.launcher import GPU_ACCELERATORS, LayoutError, check_slurm_params, compose_layouts, gpu_blocks
 
 log = logging.getLogger("loopscale.launcher")
@@ -23,9 +22,14 @@ class CheckedSlurmLauncher(SlurmLauncher):
 
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int):
         self.params = check_slurm_params(self.params, compose_layouts(self, job_overrides))
-        log.info("SLURM layout: %d node(s) x %d task(s), %s GPU(s) per node, %s CPUs per task, mem_gb=%s per node",
-                 self.params["nodes"], self.params["tasks_per_node"], self.params["gpus_per_node"],
-                 self.params.get("cpus_per_task"), self.params.get("mem_gb"))
+        log.info(
+            "SLURM layout: %d node(s) x %d task(s), %s GPU(s) per node, %s CPUs per task, mem_gb=%s per node",
+            self.params["nodes"],
+            self.params["tasks_per_node"],
+            self.params["gpus_per_node"],
+            self.params.get("cpus_per_task"),
+            self.params.get("mem_gb"),
+        )
         return super().launch(job_overrides, initial_job_idx)
 
 
@@ -37,9 +41,11 @@ class GpuSlotLocalLauncher(LocalLauncher):
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int):
         layout = compose_layouts(self, job_overrides)
         if layout.num_nodes != 1 or self.params.get("tasks_per_node", 1) != 1:
-            raise LayoutError("the local launcher runs one process per job on this machine (Lightning starts the "
-                              f"devices' processes itself): trainer.num_nodes={layout.num_nodes} and "
-                              f"hydra.launcher.tasks_per_node={self.params.get('tasks_per_node')} must both be 1")
+            raise LayoutError(
+                "the local launcher runs one process per job on this machine (Lightning starts the "
+                f"devices' processes itself): trainer.num_nodes={layout.num_nodes} and "
+                f"hydra.launcher.tasks_per_node={self.params.get('tasks_per_node')} must both be 1"
+            )
         if layout.accelerator not in GPU_ACCELERATORS:
             self.params = {**self.params, "gpus_per_node": 0}
             return super().launch(job_overrides, initial_job_idx)
@@ -59,7 +65,12 @@ class GpuSlotLocalLauncher(LocalLauncher):
             finally:
                 free.put(block)
 
-        log.info("local launcher: %d job(s) on %d block(s) of %d GPU(s): %s", len(job_overrides), len(blocks),
-                 layout.devices, blocks)
+        log.info(
+            "local launcher: %d job(s) on %d block(s) of %d GPU(s): %s",
+            len(job_overrides),
+            len(blocks),
+            layout.devices,
+            blocks,
+        )
         with ThreadPoolExecutor(max_workers=len(blocks)) as pool:
             return list(pool.map(run_one, range(len(job_overrides))))

@@ -60,8 +60,6 @@ SWIGLU_MULTIPLE = 64  # SwiGLU hidden width is rounded to this multiple
 # iso-depth layer plan
 
 
-
-
 # ----------------------------------------------------------------------------------------------------
 # parameters
 
@@ -186,8 +184,11 @@ def flops_per_token(cfg: ModelConfig) -> float:
 
 def tokens_for_budget(compute_flops: float, flops_per_token: float, batch_tokens: int) -> tuple[int, int]:
     """(D_tokens, steps) for a compute budget C: D = C / F rounded to whole batches, at least one step."""
-    for name, value in (("compute_flops", compute_flops), ("flops_per_token", flops_per_token),
-                        ("batch_tokens", batch_tokens)):
+    for name, value in (
+        ("compute_flops", compute_flops),
+        ("flops_per_token", flops_per_token),
+        ("batch_tokens", batch_tokens),
+    ):
         if not value > 0:
             raise ValueError(f"{name}={value!r} must be > 0")
     steps = max(1, round(compute_flops / flops_per_token / batch_tokens))
@@ -230,8 +231,9 @@ def paper_model(size: int, r: int, variant: str = "baseline") -> ModelConfig:
 def cpu_model(d_model: int = 128, r: int = 1, variant: str = "baseline", **overrides) -> ModelConfig:
     """The CPU model (loopscale/conf/model/cpu.yaml: L_eff = 12, p = c = 2, k = 8 / r) at this width with
     the default corpus's vocabulary. `overrides` are any other ModelConfig fields."""
-    return model_preset("cpu", **{"vocab_size": CPU_VOCAB, "d_model": d_model, "r": r, "recipe": _recipe(variant),
-                                  **overrides})
+    return model_preset(
+        "cpu", **{"vocab_size": CPU_VOCAB, "d_model": d_model, "r": r, "recipe": _recipe(variant), **overrides}
+    )
 
 
 def accounting_report(cfg: ModelConfig) -> dict:

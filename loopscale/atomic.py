@@ -17,8 +17,9 @@ import json
 import math
 import os
 import secrets
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 FILE_MODE = 0o666  # before the umask, as open() creates files (0644 under the usual umask 022)
 

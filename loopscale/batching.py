@@ -45,16 +45,22 @@ def device_batching(budget: BudgetConfig, model: ModelConfig, trainer: TrainerCo
     world = trainer.devices * trainer.num_nodes
     per_process, rest = divmod(budget.batch_size, world)
     if rest or per_process == 0:
-        raise ValueError(f"budget.batch_size={budget.batch_size} sequences must be a multiple of the world size "
-                         f"devices x num_nodes = {world}")
+        raise ValueError(
+            f"budget.batch_size={budget.batch_size} sequences must be a multiple of the world size "
+            f"devices x num_nodes = {world}"
+        )
     if budget.grad_accum is not None:
         if budget.device_batch != "auto":
-            raise ValueError(f"set one of budget.device_batch={budget.device_batch!r} and "
-                             f"budget.grad_accum={budget.grad_accum}, not both")
+            raise ValueError(
+                f"set one of budget.device_batch={budget.device_batch!r} and "
+                f"budget.grad_accum={budget.grad_accum}, not both"
+            )
         device_batch, rest = divmod(per_process, budget.grad_accum)
         if rest or device_batch == 0:
-            raise ValueError(f"budget.batch_size={budget.batch_size} sequences do not split into world {world} x "
-                             f"budget.grad_accum={budget.grad_accum} equal device batches")
+            raise ValueError(
+                f"budget.batch_size={budget.batch_size} sequences do not split into world {world} x "
+                f"budget.grad_accum={budget.grad_accum} equal device batches"
+            )
         return Batching(world, device_batch, budget.grad_accum, budget.batch_size)
     if budget.device_batch == "auto":
         device_batch = min(published_device_batch(model.d_model), per_process)
@@ -66,5 +72,6 @@ def device_batching(budget: BudgetConfig, model: ModelConfig, trainer: TrainerCo
             f"budget.batch_size={budget.batch_size} sequences x T={model.seq_len} = "
             f"{budget.batch_size * model.seq_len} tokens per step do not divide into world {world} x device batch "
             f"{device_batch} x T={model.seq_len} = {world * device_batch * model.seq_len} tokens per micro-batch; "
-            f"set budget.device_batch to a divisor of {per_process} (or budget.grad_accum)")
+            f"set budget.device_batch to a divisor of {per_process} (or budget.grad_accum)"
+        )
     return Batching(world, device_batch, grad_accum, budget.batch_size)

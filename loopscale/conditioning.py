@@ -20,8 +20,13 @@ import numpy as np
 import pandas as pd
 
 # The demo's targets (issue 15): what a two-core, 15-minute sweep must reach to call its phi measured.
-DEMO_TARGETS = {"phi_ci_width_max": 0.35, "min_bootstrap": 200, "best_basin_min": 8, "holdout_mre_max": 0.015,
-                "collapse_ratio_max": 0.5}
+DEMO_TARGETS = {
+    "phi_ci_width_max": 0.35,
+    "min_bootstrap": 200,
+    "best_basin_min": 8,
+    "holdout_mre_max": 0.015,
+    "collapse_ratio_max": 0.5,
+}
 
 
 def isoflop_minima(table: pd.DataFrame, r: int = 1) -> list[dict[str, Any]]:
@@ -36,8 +41,14 @@ def isoflop_minima(table: pd.DataFrame, r: int = 1) -> list[dict[str, Any]]:
         group = group.sort_values("width")
         widths = group["width"].to_numpy(dtype=float)
         best = float(widths[int(np.argmin(group["L"].to_numpy(dtype=float)))])
-        out.append({"budget": float(budget), "widths": widths.tolist(), "best_width": best,
-                    "inside": bool(len(widths) >= 3 and widths[0] < best < widths[-1])})
+        out.append(
+            {
+                "budget": float(budget),
+                "widths": widths.tolist(),
+                "best_width": best,
+                "inside": bool(len(widths) >= 3 and widths[0] < best < widths[-1]),
+            }
+        )
     return out
 
 
@@ -59,16 +70,25 @@ def conditioning(table: pd.DataFrame, fit) -> dict[str, Any]:
     log_e = np.log(fit.params["E"])
     # "on the bound" with the fitter's own tolerance for exponents (fit._boundary_notes)
     E_inside = bool(BOUNDS["e"][0] + 1e-6 < log_e < BOUNDS["e"][1] - 1e-6)
-    spreads = {"phi_fit": collapse_spread(rows, fit, phi), "phi_0": collapse_spread(rows, fit, 0.0),
-               "phi_1": collapse_spread(rows, fit, 1.0)}
+    spreads = {
+        "phi_fit": collapse_spread(rows, fit, phi),
+        "phi_0": collapse_spread(rows, fit, 0.0),
+        "phi_1": collapse_spread(rows, fit, 1.0),
+    }
     minima = isoflop_minima(rows, r=1)
     return {
-        "phi": phi, "phi_ci": ci, "phi_ci_width": None if ci is None else float(ci[1] - ci[0]),
+        "phi": phi,
+        "phi_ci": ci,
+        "phi_ci_width": None if ci is None else float(ci[1] - ci[0]),
         "n_bootstrap": (fit.bootstrap or {}).get("n_replicates", 0),
-        "E": fit.params["E"], "E_bounds": [lo, hi], "E_inside": E_inside,
-        "n_best_basin": fit.n_best_basin, "n_refined": fit.n_refined,
+        "E": fit.params["E"],
+        "E_bounds": [lo, hi],
+        "E_inside": E_inside,
+        "n_best_basin": fit.n_best_basin,
+        "n_refined": fit.n_refined,
         "holdout_mre": None if fit.holdout is None else fit.holdout["mean_abs_rel_error"],
-        "isoflop_r1": minima, "isoflop_r1_inside": bool(minima) and all(m["inside"] for m in minima),
+        "isoflop_r1": minima,
+        "isoflop_r1_inside": bool(minima) and all(m["inside"] for m in minima),
         "collapse_rms": spreads,
         "collapse_ratio": spreads["phi_fit"] / min(spreads["phi_0"], spreads["phi_1"]),
     }
@@ -79,29 +99,36 @@ def check(cond: dict[str, Any], targets: dict[str, float] = DEMO_TARGETS) -> lis
     misses = []
     width = cond["phi_ci_width"]
     if width is None or cond["n_bootstrap"] < targets["min_bootstrap"]:
-        misses.append(f"phi needs a bootstrap of >= {targets['min_bootstrap']} replicates "
-                      f"(has {cond['n_bootstrap']})")
+        misses.append(f"phi needs a bootstrap of >= {targets['min_bootstrap']} replicates (has {cond['n_bootstrap']})")
     elif width > targets["phi_ci_width_max"]:
         misses.append(f"phi's 95% interval is {width:.3f} wide (target <= {targets['phi_ci_width_max']})")
     if not cond["E_inside"]:
         misses.append(f"E = {cond['E']:.4g} sits on its bound {cond['E_bounds']}")
     if cond["n_best_basin"] < targets["best_basin_min"]:
-        misses.append(f"only {cond['n_best_basin']} of {cond['n_refined']} refined starts reach the best basin "
-                      f"(target >= {targets['best_basin_min']})")
+        misses.append(
+            f"only {cond['n_best_basin']} of {cond['n_refined']} refined starts reach the best basin "
+            f"(target >= {targets['best_basin_min']})"
+        )
     if cond["holdout_mre"] is None:
         misses.append("no held-out budget was predicted")
     elif cond["holdout_mre"] > targets["holdout_mre_max"]:
-        misses.append(f"the held-out largest budget is predicted to {100 * cond['holdout_mre']:.2f}% "
-                      f"(target <= {100 * targets['holdout_mre_max']:.1f}%)")
+        misses.append(
+            f"the held-out largest budget is predicted to {100 * cond['holdout_mre']:.2f}% "
+            f"(target <= {100 * targets['holdout_mre_max']:.1f}%)"
+        )
     outside = [m for m in cond["isoflop_r1"] if not m["inside"]]
     if not cond["isoflop_r1"]:
         misses.append("no r = 1 runs: no iso-FLOP minimum to check")
     for m in outside:
-        misses.append(f"budget {m['budget']:.3g}: the r = 1 minimum (width {m['best_width']:g}) is not inside "
-                      f"the sampled widths {m['widths']}")
+        misses.append(
+            f"budget {m['budget']:.3g}: the r = 1 minimum (width {m['best_width']:g}) is not inside "
+            f"the sampled widths {m['widths']}"
+        )
     if cond["collapse_ratio"] > targets["collapse_ratio_max"]:
         rms = cond["collapse_rms"]
-        misses.append(f"the collapse does not tell phi apart: RMS {100 * rms['phi_fit']:.2f}% at the fitted phi "
-                      f"vs {100 * rms['phi_0']:.2f}% at phi = 0 and {100 * rms['phi_1']:.2f}% at phi = 1 "
-                      f"(target: at most {targets['collapse_ratio_max']} of the smaller)")
+        misses.append(
+            f"the collapse does not tell phi apart: RMS {100 * rms['phi_fit']:.2f}% at the fitted phi "
+            f"vs {100 * rms['phi_0']:.2f}% at phi = 0 and {100 * rms['phi_1']:.2f}% at phi = 1 "
+            f"(target: at most {targets['collapse_ratio_max']} of the smaller)"
+        )
     return misses

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field, replace
-from typing import Any, List, Optional
+from typing import Any, Optional
 
 INJECTIONS = ("linear", "additive", "passthrough", "hyper", "concat")
 LOOPED_INJECTIONS = ("linear", "concat", "additive", "passthrough")  # what injection="auto" may pick for r > 1
@@ -47,8 +47,10 @@ NAME_PATTERN = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.,=+-]{0,199}")
 def check_name(field_name: str, value: Any) -> None:
     """ValueError unless `value` is a safe single path component (see NAME_PATTERN)."""
     if not isinstance(value, str) or not NAME_PATTERN.fullmatch(value) or ".." in value:
-        raise ValueError(f"{field_name}={value!r} is not a safe name: use 1-200 letters, digits and . _ , = + - "
-                         "(starting with a letter, digit or _), no '/' and no '..'")
+        raise ValueError(
+            f"{field_name}={value!r} is not a safe name: use 1-200 letters, digits and . _ , = + - "
+            "(starting with a letter, digit or _), no '/' and no '..'"
+        )
 
 
 def pad_vocab(vocab_size: int, multiple: int = VOCAB_MULTIPLE) -> int:
@@ -65,9 +67,7 @@ def layer_plan(l_eff: int, r: int, n_prelude: int = 2, n_coda: int = 2) -> tuple
         raise ValueError(f"n_prelude={n_prelude!r} and n_coda={n_coda!r} must be >= 0")
     rec_depth = l_eff - n_prelude - n_coda
     if rec_depth < 1:
-        raise ValueError(
-            f"l_eff={l_eff} leaves no recurrent layers after n_prelude={n_prelude} and n_coda={n_coda}"
-        )
+        raise ValueError(f"l_eff={l_eff} leaves no recurrent layers after n_prelude={n_prelude} and n_coda={n_coda}")
     if rec_depth % r != 0:
         allowed = [d for d in range(1, rec_depth + 1) if rec_depth % d == 0]
         raise ValueError(
@@ -150,8 +150,9 @@ class ModelConfig:
             raise ValueError(f"bptt_k={self.bptt_k!r} must be between 1 and r={self.r} (or None for full backprop)")
         if self.injection == "hyper":
             if self.r == 1:
-                raise ValueError("injection='hyper' needs r > 1; allowed for r = 1: 'passthrough', 'linear', 'concat', "
-                                 "'additive'")
+                raise ValueError(
+                    "injection='hyper' needs r > 1; allowed for r = 1: 'passthrough', 'linear', 'concat', 'additive'"
+                )
             _check_positive("hyper_lanes", self.hyper_lanes)
         if self.hyper_dynamic and self.injection != "hyper":
             raise ValueError("hyper_dynamic=True needs injection='hyper'")
@@ -215,8 +216,10 @@ class DataConfig:
             if self.format != "packed":
                 raise ValueError("source='packed' reads a packed-rows set; it needs format='packed'")
             if not (self.path or self.hf_name):
-                raise ValueError("source='packed' needs path (a folder of train-*.parquet / val-*.parquet) "
-                                 "or hf_name (a hub dataset repo of them)")
+                raise ValueError(
+                    "source='packed' needs path (a folder of train-*.parquet / val-*.parquet) "
+                    "or hf_name (a hub dataset repo of them)"
+                )
         if self.val_rows is not None:
             _check_positive("val_rows", self.val_rows)
         if self.source == "text" and not self.path:
@@ -239,7 +242,8 @@ OPTIMIZERS = ("adamw", "muonh")
 
 @dataclass
 class OptimConfig:
-    """AdamW (or MuonH + AdamW, optimizer=muonh) with warmup then decay. `linear`: warmup, then linear decay to final_lr_frac (the published
+    """AdamW (or MuonH + AdamW, optimizer=muonh) with warmup then decay. `linear`: warmup, then linear decay
+    to final_lr_frac (the published
     recipe decays to 10%). `wsd`: warmup, stable at peak, then a cooldown over the last decay_frac of steps."""
 
     lr: float = 3e-3
@@ -258,7 +262,8 @@ class OptimConfig:
     grad_clip: float = 1.0  # max global grad norm; 0 disables clipping
     width_scaling: bool = False  # muP-style lr * base_width / d_model for matrices
     base_width: int = 128
-    # optimizer=muonh (the published recipe, loopscale/conf/optim/muonh.yaml; loopscale/muonh.py, loopscale/lr_transfer.py):
+    # optimizer=muonh (the published recipe, loopscale/conf/optim/muonh.yaml; loopscale/muonh.py,
+    # loopscale/lr_transfer.py):
     # MuonH on the block and injection matrices at lr (the matrix base lr), AdamW (beta1, beta2, eps) on the rest
     # at the lr_* base lrs. transfer=published scales them with width, batch and D; none uses them as given.
     optimizer: str = "adamw"  # adamw | muonh
@@ -288,7 +293,14 @@ class OptimConfig:
         _check_choice("optimizer", self.optimizer, OPTIMIZERS)
         _check_choice("ortho_dtype", self.ortho_dtype, ("auto", "bf16", "fp32"))
         _check_choice("transfer", self.transfer, ("published", "none"))
-        for name in ("lr_head", "lr_embedding", "lr_norm", "lr_hyper", "transfer_ref_size", "transfer_ref_batch_tokens"):
+        for name in (
+            "lr_head",
+            "lr_embedding",
+            "lr_norm",
+            "lr_hyper",
+            "transfer_ref_size",
+            "transfer_ref_batch_tokens",
+        ):
             _check_positive(name, getattr(self, name))
         if not 0.0 <= self.momentum < 1.0:
             raise ValueError(f"momentum={self.momentum!r} must be in [0, 1)")
@@ -298,8 +310,10 @@ class OptimConfig:
             if self.weight_decay != 0:
                 raise ValueError(f"weight_decay={self.weight_decay!r}: optimizer='muonh' has no weight decay; set 0")
             if self.width_scaling:
-                raise ValueError("width_scaling=True is AdamW's muP rule; optimizer='muonh' scales lrs by "
-                                 "transfer='published' (or use transfer='none' with explicit lrs)")
+                raise ValueError(
+                    "width_scaling=True is AdamW's muP rule; optimizer='muonh' scales lrs by "
+                    "transfer='published' (or use transfer='none' with explicit lrs)"
+                )
 
 
 BUDGET_MODES = ("flops", "tokens", "ratio", "forks")
@@ -319,8 +333,8 @@ class BudgetConfig:
     compute_flops: Optional[float] = 3e13
     tokens: Optional[int] = None
     tokens_per_param: Optional[float] = None
-    fork_flops: Optional[List[float]] = None  # forks: one branch per compute budget C_i
-    fork_tokens: Optional[List[int]] = None  # forks: one branch per token count D_i
+    fork_flops: Optional[list[float]] = None  # forks: one branch per compute budget C_i
+    fork_tokens: Optional[list[int]] = None  # forks: one branch per token count D_i
     fork_stage: str = "all"  # forks: all | parent | a branch tag
     batch_size: int = 16  # global batch in sequences (split over devices and accumulation)
     # Sequences per device per micro-batch: auto (the published 32 / 16 from s = 18 / 8 from s = 30, capped at
@@ -333,8 +347,10 @@ class BudgetConfig:
         if self.mode == "forks":
             given = [name for name in ("fork_flops", "fork_tokens") if getattr(self, name)]
             if len(given) != 1:
-                raise ValueError("budget.mode=forks needs exactly one of fork_flops (budgets) or fork_tokens "
-                                 f"(token counts) as a non-empty list; got {given or 'neither'}")
+                raise ValueError(
+                    "budget.mode=forks needs exactly one of fork_flops (budgets) or fork_tokens "
+                    f"(token counts) as a non-empty list; got {given or 'neither'}"
+                )
             values = getattr(self, given[0])
             if any(v is None or v <= 0 for v in values):
                 raise ValueError(f"{given[0]}={list(values)!r}: every entry must be > 0")
@@ -342,8 +358,9 @@ class BudgetConfig:
             needed = {"flops": "compute_flops", "tokens": "tokens", "ratio": "tokens_per_param"}[self.mode]
             _check_positive(needed, getattr(self, needed))
         _check_positive("batch_size", self.batch_size)
-        if self.device_batch != "auto" and (isinstance(self.device_batch, bool)
-                                            or not isinstance(self.device_batch, int) or self.device_batch <= 0):
+        if self.device_batch != "auto" and (
+            isinstance(self.device_batch, bool) or not isinstance(self.device_batch, int) or self.device_batch <= 0
+        ):
             raise ValueError(f"device_batch={self.device_batch!r} must be 'auto' or an int > 0")
         if self.grad_accum is not None:
             _check_positive("grad_accum", self.grad_accum)
@@ -383,14 +400,23 @@ class TrainerConfig:
         _check_positive("devices", self.devices)
         _check_positive("ckpt_every_steps", self.ckpt_every_steps)
         _check_positive("log_every_steps", self.log_every_steps)
-        compile_modes = {False: False, "false": False, "off": False, True: "blocks", "true": "blocks",
-                         "blocks": "blocks", "model": "model"}
+        compile_modes = {
+            False: False,
+            "false": False,
+            "off": False,
+            True: "blocks",
+            "true": "blocks",
+            "blocks": "blocks",
+            "model": "model",
+        }
         if not isinstance(self.compile, (bool, str)) or self.compile not in compile_modes:
             raise ValueError(f"compile={self.compile!r} is not allowed; choose one of false, 'blocks', 'model'")
         self.compile = compile_modes[self.compile]
         if self.val_every_steps < 0 or self.ckpt_every_minutes < 0:
-            raise ValueError(f"val_every_steps={self.val_every_steps!r} and ckpt_every_minutes="
-                             f"{self.ckpt_every_minutes!r} must be >= 0")
+            raise ValueError(
+                f"val_every_steps={self.val_every_steps!r} and ckpt_every_minutes="
+                f"{self.ckpt_every_minutes!r} must be >= 0"
+            )
         if not 0.0 < self.assumed_mfu <= 1.0:
             raise ValueError(f"assumed_mfu={self.assumed_mfu!r} must be in (0, 1]")
 
@@ -422,7 +448,9 @@ class TrainConfig:
     sweep: str = "default"
     run_name: str = "run"
     runs_dir: str = "runs"
-    point: Optional[str] = None  # grid point label "C<budget>-d<width>" set by sweeps (see docs/design.md, "The published recipe")
+    point: Optional[str] = (
+        None  # grid point label "C<budget>-d<width>" set by sweeps (see docs/design.md, "The published recipe")
+    )
     # A run dir belongs to one config (loopscale/identity.py): a relaunch whose config differs is an error,
     # unless restart=true, which deletes that run's files and starts it over.
     restart: bool = False
@@ -444,7 +472,6 @@ def with_vocab(cfg: TrainConfig, vocab_size: int) -> TrainConfig:
 def register_configs() -> None:
     """Register the schema with Hydra so every YAML under loopscale/conf/ is type-checked against it."""
     from hydra.core.config_store import ConfigStore
-
     from omegaconf import OmegaConf
 
     cs = ConfigStore.instance()
@@ -470,8 +497,9 @@ def _parse_point(point: str) -> dict[str, float]:
     maps budgets to their own widths instead of taking a full cross product."""
     parts = dict((item[0], item[1:]) for item in str(point).split("-") if item)
     if "C" not in parts or not ({"s", "d"} & parts.keys()):
-        raise ValueError(f"point={point!r} must look like 'C1e18-s10' (budget, paper size) or 'C3e13-d128' "
-                         f"(budget, d_model)")
+        raise ValueError(
+            f"point={point!r} must look like 'C1e18-s10' (budget, paper size) or 'C3e13-d128' (budget, d_model)"
+        )
     out = {"C": float(parts["C"])}
     if "s" in parts:
         out["d_model"] = paper_width(int(parts["s"]))
@@ -487,6 +515,7 @@ def paper_width(size: int) -> int:
 
 def budget_tag(mode: str, compute_flops: Any, tokens: Any, tokens_per_param: Any) -> str:
     """Short, deterministic budget label for run names: C1e+18 -> 'C1e18', tokens -> 'D2e6', ratio -> 'R20'."""
+
     def short(x: Any) -> str:
         return f"{float(x):.3g}".replace("e+", "e").replace("e0", "e")
 

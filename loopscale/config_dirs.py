@@ -30,8 +30,10 @@ def user_config_dirs(environ: dict[str, str] | None = None) -> list[Path]:
     dirs = [Path(entry).expanduser().resolve() for entry in value.split(os.pathsep) if entry.strip()]
     missing = [str(d) for d in dirs if not d.is_dir()]
     if missing:
-        raise NotADirectoryError(f"{ENV_VAR} names {', '.join(missing)}, which is not a directory; set it to "
-                                 f"config directories separated by {os.pathsep!r}")
+        raise NotADirectoryError(
+            f"{ENV_VAR} names {', '.join(missing)}, which is not a directory; set it to "
+            f"config directories separated by {os.pathsep!r}"
+        )
     return dirs
 
 

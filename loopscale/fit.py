@@ -25,9 +25,10 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -39,8 +40,14 @@ DEFAULT_DELTA = 1e-3
 # L-BFGS-B settings: see module docstring for why the tolerances are this tight.
 LBFGSB_OPTIONS = {"ftol": 1e-15, "gtol": 1e-12, "maxiter": 20000, "maxfun": 40000, "maxls": 50}
 # Box for the internal coordinates (wide; only keeps exp() finite and exponents meaningful).
-BOUNDS = {"e": (-10.0, 5.0), "a": (-10.0, 60.0), "b": (-10.0, 60.0), "alpha": (0.0, 5.0),
-          "beta": (0.0, 5.0), "phi": (-1.0, 3.0)}
+BOUNDS = {
+    "e": (-10.0, 5.0),
+    "a": (-10.0, 60.0),
+    "b": (-10.0, 60.0),
+    "alpha": (0.0, 5.0),
+    "beta": (0.0, 5.0),
+    "phi": (-1.0, 3.0),
+}
 LOG_K_BOUNDS = (-5.0, 5.0)
 DPHI_BOUNDS = (-3.0, 3.0)  # phi_g - phi of the reference recipe (looped-joint)
 # Two refined starts are "in the same basin" when their exponents (alpha, beta, phi, ...) agree to
@@ -79,8 +86,9 @@ class Loss:
         if self.kind not in ("huber", "l2"):
             raise ValueError(f"loss must be 'huber' or 'l2'; got {self.kind!r}")
         if self.kind == "huber" and not (np.isfinite(self.delta) and self.delta > 0):
-            raise ValueError(f"Huber delta must be a finite number > 0; got {self.delta} "
-                             "(use loss 'l2' for plain least squares)")
+            raise ValueError(
+                f"Huber delta must be a finite number > 0; got {self.delta} (use loss 'l2' for plain least squares)"
+            )
 
     def rho(self, x: np.ndarray) -> np.ndarray:
         if self.kind == "l2":
@@ -130,8 +138,7 @@ def batch_objective(thetas: np.ndarray, law: Law, data: LawData, loss: Loss, chu
 
 
 def bounds_for(law: Law) -> list[tuple[float, float]]:
-    return [BOUNDS.get(name, DPHI_BOUNDS if name.startswith("dphi[") else LOG_K_BOUNDS)
-            for name in law.internal_names]
+    return [BOUNDS.get(name, DPHI_BOUNDS if name.startswith("dphi[") else LOG_K_BOUNDS) for name in law.internal_names]
 
 
 def _phi_axes(law: Law, values: np.ndarray) -> list[np.ndarray]:
@@ -153,8 +160,13 @@ def _phi_axes(law: Law, values: np.ndarray) -> list[np.ndarray]:
 # ----------------------------------------------------------------------------------------------
 def classic_grid(law: Law) -> np.ndarray:
     """The classic grid (Hoffmann et al.; Besiroglu et al.), extended with phi in {0, 0.5, 1}."""
-    axes = [np.linspace(-1, 1, 5), np.arange(0, 30, 5.0), np.linspace(0, 2, 5),
-            np.arange(0, 30, 5.0), np.linspace(0, 2, 5)]
+    axes = [
+        np.linspace(-1, 1, 5),
+        np.arange(0, 30, 5.0),
+        np.linspace(0, 2, 5),
+        np.arange(0, 30, 5.0),
+        np.linspace(0, 2, 5),
+    ]
     axes += _phi_axes(law, np.array([0.0, 0.5, 1.0]))[:1]
     grid = np.array(list(itertools.product(*axes)), dtype=float)
     if law.name == "looped-joint":  # every recipe starts at the shared phi; projected starts spread them
@@ -211,8 +223,9 @@ def projected_starts(law: Law, data: LawData, n_exponent: int = 16) -> np.ndarra
         best_sse[better] = sse[better]
         best_coef[better] = coef[better]
     # Zero coefficients get a small floor so their term can revive under L-BFGS-B.
-    floors = np.array([1e-3 * data.L.min(), 1e-4 * data.L.mean() / x_mean_max,
-                       1e-4 * data.L.mean() / Y.mean(axis=1).max()])
+    floors = np.array(
+        [1e-3 * data.L.min(), 1e-4 * data.L.mean() / x_mean_max, 1e-4 * data.L.mean() / Y.mean(axis=1).max()]
+    )
     E, A, B = (np.log(np.maximum(best_coef[:, i], floors[i])) for i in range(3))
     return np.column_stack([E, A, grid[:, 0], B, grid[:, 1], grid[:, 2:]])
 
@@ -239,8 +252,7 @@ def _clip_to_bounds(thetas: np.ndarray, law: Law) -> np.ndarray:
     return np.clip(thetas, lo, hi)
 
 
-def screen_starts(law: Law, data: LawData, loss: Loss, n_refine: int, rng: np.random.Generator,
-                  n_random: int = 64):
+def screen_starts(law: Law, data: LawData, loss: Loss, n_refine: int, rng: np.random.Generator, n_random: int = 64):
     """Screen all starts vectorised; return the best n_refine (half from each family) and count.
 
     Family 1 is the classic grid plus `n_random` seeded uniform points in the grid's box; family 2
@@ -256,8 +268,10 @@ def screen_starts(law: Law, data: LawData, loss: Loss, n_refine: int, rng: np.ra
     f1 = batch_objective(family1, law, data, loss)
     f2 = batch_objective(family2, law, data, loss)
     n2 = n_refine - n_refine // 2
-    picks = [family2[np.argsort(f2, kind="stable")[:n2]],  # projected family first
-             family1[np.argsort(f1, kind="stable")[: n_refine - n2]]]
+    picks = [
+        family2[np.argsort(f2, kind="stable")[:n2]],  # projected family first
+        family1[np.argsort(f1, kind="stable")[: n_refine - n2]],
+    ]
     return np.vstack(picks), len(family1) + len(family2)
 
 
@@ -276,15 +290,29 @@ class Refined:
 
 def refine(theta0, law: Law, data: LawData, loss: Loss, weights=None, bounds=None) -> Refined:
     """L-BFGS-B from theta0 with analytic gradients and tight tolerances."""
-    res = minimize(objective_and_grad, np.asarray(theta0, dtype=float), jac=True, method="L-BFGS-B",
-                   args=(law, data, loss, weights), bounds=bounds or bounds_for(law),
-                   options=LBFGSB_OPTIONS)
+    res = minimize(
+        objective_and_grad,
+        np.asarray(theta0, dtype=float),
+        jac=True,
+        method="L-BFGS-B",
+        args=(law, data, loss, weights),
+        bounds=bounds or bounds_for(law),
+        options=LBFGSB_OPTIONS,
+    )
     _, g = objective_and_grad(res.x, law, data, loss, weights)
     return Refined(res.x, float(res.fun), float(np.linalg.norm(g)), int(res.nit), str(res.message), g)
 
 
-def lm_batch(law: Law, data: LawData, loss: Loss, thetas: np.ndarray, weights=None,
-             fixed: np.ndarray | None = None, max_iter: int = 400, rel_tol: float = 1e-13):
+def lm_batch(
+    law: Law,
+    data: LawData,
+    loss: Loss,
+    thetas: np.ndarray,
+    weights=None,
+    fixed: np.ndarray | None = None,
+    max_iter: int = 400,
+    rel_tol: float = 1e-13,
+):
     """Many independent fits at once by a batched Levenberg-Marquardt on the IRLS model.
 
     Each problem m minimises sum_i W[m, i] rho(res_i(theta_m)). The quadratic model uses the IRLS
@@ -299,9 +327,19 @@ def lm_batch(law: Law, data: LawData, loss: Loss, thetas: np.ndarray, weights=No
     M, P = thetas.shape
     chunk = chunk_size(len(data), 3 * P + 8, cap=M)  # J, J * curv, ... per problem: bounded memory
     if chunk < M:
-        out = [lm_batch(law, data, loss, thetas[i : i + chunk],
-                        None if weights is None else np.asarray(weights)[i : i + chunk],
-                        fixed, max_iter, rel_tol) for i in range(0, M, chunk)]
+        out = [
+            lm_batch(
+                law,
+                data,
+                loss,
+                thetas[i : i + chunk],
+                None if weights is None else np.asarray(weights)[i : i + chunk],
+                fixed,
+                max_iter,
+                rel_tol,
+            )
+            for i in range(0, M, chunk)
+        ]
         return np.vstack([t for t, _ in out]), np.concatenate([f for _, f in out])
     W = np.ones((M, len(data))) if weights is None else np.asarray(weights, dtype=float)
     lo, hi = np.array(bounds_for(law)).T
@@ -356,16 +394,22 @@ def objective_grad_hess(theta, law: Law, data: LawData, loss: Loss, weights=None
     log_pred, J, hess = law.log_predict_jac_hess(theta, data)
     res = log_pred - data.log_L
     rho, psi, dpsi = loss.rho(res), loss.psi(res), loss.psi_prime(res)
-    curv = (np.ones_like(res) if loss.kind == "l2" else
-            np.minimum(1.0, loss.delta / np.maximum(np.abs(res), 1e-300)))
+    curv = np.ones_like(res) if loss.kind == "l2" else np.minimum(1.0, loss.delta / np.maximum(np.abs(res), 1e-300))
     if weights is not None:
         rho, psi, dpsi, curv = weights * rho, weights * psi, weights * dpsi, weights * curv
-    return (float(rho.sum()), np.einsum("n,np->p", psi, J), (J.T * dpsi) @ J + hess(psi),
-            (J.T * curv) @ J)
+    return (float(rho.sum()), np.einsum("n,np->p", psi, J), (J.T * dpsi) @ J + hess(psi), (J.T * curv) @ J)
 
 
-def newton(law: Law, data: LawData, loss: Loss, theta0, fixed: np.ndarray | None = None,
-           weights=None, max_iter: int = 100, rel_tol: float = 1e-14) -> tuple[np.ndarray, float]:
+def newton(
+    law: Law,
+    data: LawData,
+    loss: Loss,
+    theta0,
+    fixed: np.ndarray | None = None,
+    weights=None,
+    max_iter: int = 100,
+    rel_tol: float = 1e-14,
+) -> tuple[np.ndarray, float]:
     """Minimise the objective from theta0 (coordinates in `fixed` held) by exact Newton steps,
     falling back to an LM step on the IRLS curvature where Newton's fails.
 
@@ -477,8 +521,9 @@ def multistart(law: Law, data: LawData, loss: Loss, starts: np.ndarray, weights=
     if weights is None and len(data) > SCREEN_ROWS:
         starts, f_sub = lm_batch(law, screen_subsample(data), loss, starts)
         exps = [i for i, n in enumerate(law.internal_names) if n not in ("e", "a", "b")]
-        key = np.column_stack([np.round(starts[:, exps] / (0.1 * EXPONENT_TOL)),
-                               np.round(np.log(np.maximum(f_sub, 1e-300)), 6)])
+        key = np.column_stack(
+            [np.round(starts[:, exps] / (0.1 * EXPONENT_TOL)), np.round(np.log(np.maximum(f_sub, 1e-300)), 6)]
+        )
         _, first, which = np.unique(key, axis=0, return_index=True, return_inverse=True)
         f_first = f_sub[first]
         # the absolute floor keeps an exact fit's 1e-25 and 1e-30 (the same optimum) together
@@ -488,10 +533,18 @@ def multistart(law: Law, data: LawData, loss: Loss, starts: np.ndarray, weights=
         else:
             moved = starts[first].copy()
             moved[finish] = lm_batch(law, data, loss, starts[first][finish])[0]
-        distinct = [refine(s, law, data, loss) if go else
-                    Refined(s, objective(s, law, data, loss), float("nan"), 0,
-                            "not finished on all rows: another basin on the subsample")
-                    for s, go in zip(moved, finish)]
+        distinct = [
+            refine(s, law, data, loss)
+            if go
+            else Refined(
+                s,
+                objective(s, law, data, loss),
+                float("nan"),
+                0,
+                "not finished on all rows: another basin on the subsample",
+            )
+            for s, go in zip(moved, finish)
+        ]
         refined = [distinct[k] for k in np.ravel(which)]
         return min((d for d, go in zip(distinct, finish) if go), key=lambda x: x.objective), refined
     W = None if weights is None else np.tile(weights, (len(starts), 1))
@@ -544,12 +597,12 @@ class FitResult:
         Path(path).write_text(json.dumps(self.to_json_dict(), indent=2) + "\n")
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "FitResult":
+    def from_dict(cls, d: dict[str, Any]) -> FitResult:
         known = {f for f in cls.__dataclass_fields__}
         return cls(**{k: v for k, v in d.items() if k in known})
 
     @classmethod
-    def from_json(cls, path) -> "FitResult":
+    def from_json(cls, path) -> FitResult:
         return cls.from_dict(json.loads(Path(path).read_text()))
 
 
@@ -566,8 +619,9 @@ def load_fit(fit) -> FitResult:
         except (OSError, ValueError) as err:
             raise ValueError(f"cannot read fit JSON {path}: {err}") from err
     if not isinstance(d, dict) or "law" not in d or "params" not in d:
-        raise ValueError(f"{fit if not isinstance(fit, Mapping) else 'fit'} is not a loopscale fit "
-                         "record (needs 'law' and 'params')")
+        raise ValueError(
+            f"{fit if not isinstance(fit, Mapping) else 'fit'} is not a loopscale fit record (needs 'law' and 'params')"
+        )
     return FitResult.from_dict(d)
 
 
@@ -623,8 +677,9 @@ class FitState:
     starts: np.ndarray  # screened starts that were refined (best first per family)
 
 
-def fit_law(data: LawData, law_name: str | Law = "looped", loss: Loss | None = None, seed: int = 0,
-            n_refine: int = 16) -> tuple[FitResult, FitState]:
+def fit_law(
+    data: LawData, law_name: str | Law = "looped", loss: Loss | None = None, seed: int = 0, n_refine: int = 16
+) -> tuple[FitResult, FitState]:
     """Fit one law to data with the global multi-start strategy. Returns (result, state).
 
     looped-free starts from the looped fit with k_r = r^phi_hat, k_r = 1 and k_r = r. A
@@ -637,9 +692,13 @@ def fit_law(data: LawData, law_name: str | Law = "looped", loss: Loss | None = N
         looped_result, looped_state = fit_law(data, "looped", loss, seed, n_refine)
         base = looped_state.best.theta
         log_r = np.log(np.array(law.r_values))
-        starts = np.array([np.concatenate([base[:5], base[5] * log_r]),
-                           np.concatenate([base[:5], 0.0 * log_r]),
-                           np.concatenate([base[:5], 1.0 * log_r])])
+        starts = np.array(
+            [
+                np.concatenate([base[:5], base[5] * log_r]),
+                np.concatenate([base[:5], 0.0 * log_r]),
+                np.concatenate([base[:5], 1.0 * log_r]),
+            ]
+        )
         starts = _clip_to_bounds(starts, law)
         n_screened = looped_result.n_starts + len(starts)
     else:
@@ -649,16 +708,29 @@ def fit_law(data: LawData, law_name: str | Law = "looped", loss: Loss | None = N
     res = law.log_predict(best.theta, data) - data.log_L
     notes = []
     if n_basin / len(refined) < SMALL_BASIN_SHARE:
-        notes.append(f"only {n_basin} of {len(refined)} refined starts reached the best optimum: "
-                     "the objective has competing minima; treat the estimate with care")
+        notes.append(
+            f"only {n_basin} of {len(refined)} refined starts reached the best optimum: "
+            "the objective has competing minima; treat the estimate with care"
+        )
     notes += _boundary_notes(best.theta, law)
     result = FitResult(
-        law=law.name, params=law.to_user(best.theta), objective=best.objective,
-        grad_norm=best.grad_norm, n_starts=n_screened, n_refined=len(refined), n_best_basin=n_basin,
-        settings={"loss": loss.kind, "delta": loss.delta if loss.kind == "huber" else None,
-                  "n_refine": n_refine, "optimizer": "L-BFGS-B", **{f"lbfgsb_{k}": v for k, v in
-                                                                    LBFGSB_OPTIONS.items()}},
-        seed=seed, n_rows=len(data), warnings=notes,
+        law=law.name,
+        params=law.to_user(best.theta),
+        objective=best.objective,
+        grad_norm=best.grad_norm,
+        n_starts=n_screened,
+        n_refined=len(refined),
+        n_best_basin=n_basin,
+        settings={
+            "loss": loss.kind,
+            "delta": loss.delta if loss.kind == "huber" else None,
+            "n_refine": n_refine,
+            "optimizer": "L-BFGS-B",
+            **{f"lbfgsb_{k}": v for k, v in LBFGSB_OPTIONS.items()},
+        },
+        seed=seed,
+        n_rows=len(data),
+        warnings=notes,
         residual_rms_log=float(np.sqrt(np.mean(res**2))),
     )
     return result, FitState(law, data, loss, best, starts)
@@ -691,8 +763,9 @@ def budget_column(table) -> np.ndarray:
     return C
 
 
-def bootstrap(state: FitState, n_replicates: int, seed: int = 0, clusters=None,
-              n_starts: int = 3, polish: bool = True) -> dict[str, Any]:
+def bootstrap(
+    state: FitState, n_replicates: int, seed: int = 0, clusters=None, n_starts: int = 3, polish: bool = True
+) -> dict[str, Any]:
     """Refit on resampled data; returns {"params": {name: [...]}, "objective": [...], ...}.
 
     Rows are resampled with replacement (as integer weights on the objective), or, with `clusters`
@@ -722,8 +795,7 @@ def bootstrap(state: FitState, n_replicates: int, seed: int = 0, clusters=None,
     chunk = max(1, chunk_size(n, 3 * law.n_params + 8, cap=4096) // S)
     for lo in range(0, n_replicates, chunk):
         Wc = np.array([weights_of_replicate() for _ in range(min(chunk, n_replicates - lo))])
-        th, fv = lm_batch(law, data, loss, np.tile(np.array(starts), (len(Wc), 1)),
-                          np.repeat(Wc, S, axis=0))
+        th, fv = lm_batch(law, data, loss, np.tile(np.array(starts), (len(Wc), 1)), np.repeat(Wc, S, axis=0))
         best = np.argmin(fv.reshape(len(Wc), S), axis=1)
         for j, b in enumerate(best):
             r = refine(th[j * S + b], law, data, loss, Wc[j]) if polish else None
@@ -731,9 +803,14 @@ def bootstrap(state: FitState, n_replicates: int, seed: int = 0, clusters=None,
             objectives[lo + j] = fv[j * S + b] if r is None else r.objective
     user = [law.to_user(t) for t in thetas]
     columns = {name: [u[name] for u in user] for name in law.user_names}
-    return {"params": columns, "objective": objectives, "n_replicates": n_replicates,
-            "cluster": None if clusters is None else "custom", "seed": seed,
-            "n_starts_per_replicate": len(starts)}
+    return {
+        "params": columns,
+        "objective": objectives,
+        "n_replicates": n_replicates,
+        "cluster": None if clusters is None else "custom",
+        "seed": seed,
+        "n_starts_per_replicate": len(starts),
+    }
 
 
 def _distinct_starts(starts: np.ndarray, k: int) -> list[np.ndarray]:
@@ -750,8 +827,7 @@ def _distinct_starts(starts: np.ndarray, k: int) -> list[np.ndarray]:
 def percentile_ci(columns: dict[str, list[float]], level: float = 0.95) -> dict[str, list[float]]:
     """Percentile bootstrap interval per parameter."""
     tail = 100 * (1 - level) / 2
-    return {k: [float(np.percentile(v, tail)), float(np.percentile(v, 100 - tail))]
-            for k, v in columns.items()}
+    return {k: [float(np.percentile(v, tail)), float(np.percentile(v, 100 - tail))] for k, v in columns.items()}
 
 
 # ----------------------------------------------------------------------------------------------
@@ -829,8 +905,15 @@ def _walk_profile(state: FitState, name: str, grid: np.ndarray, centre: int) -> 
     return solved
 
 
-def _threshold_crossing(state: FitState, name: str, level: float, inside: tuple[float, Refined],
-                        outside: tuple[float, Refined], xtol: float, max_iter: int = 60) -> float:
+def _threshold_crossing(
+    state: FitState,
+    name: str,
+    level: float,
+    inside: tuple[float, Refined],
+    outside: tuple[float, Refined],
+    xtol: float,
+    max_iter: int = 60,
+) -> float:
     """The x between a solved point inside (profile <= level) and one outside (> level) where the
     profile crosses `level`.
 
@@ -847,8 +930,7 @@ def _threshold_crossing(state: FitState, name: str, level: float, inside: tuple[
     (x_in, r_in), (x_out, r_out) = inside, outside
     x_prev = np.inf
     for _ in range(max_iter):
-        x = _hermite_crossing(x_in, r_in.objective - level, r_in.grad[i],
-                              x_out, r_out.objective - level, r_out.grad[i])
+        x = _hermite_crossing(x_in, r_in.objective - level, r_in.grad[i], x_out, r_out.objective - level, r_out.grad[i])
         if abs(x - x_prev) < 0.1 * xtol or abs(x_out - x_in) < xtol:
             return float(x)
         u = (x - x_in) / (x_out - x_in)
@@ -875,8 +957,9 @@ def _hermite_crossing(x0: float, g0: float, d0: float, x1: float, g1: float, d1:
     return float(x0 + h * t[np.argmin(np.abs(t - secant))])
 
 
-def profile_param(state: FitState, name: str = "phi", half_width: float = 0.5,
-                  n_points: int = 21, xtol: float = 1e-6) -> dict[str, Any]:
+def profile_param(
+    state: FitState, name: str = "phi", half_width: float = 0.5, n_points: int = 21, xtol: float = 1e-6
+) -> dict[str, Any]:
     """Profile of the objective in one internal coordinate (phi, or dphi[<recipe>] of a joint law),
     and its 95% interval.
 
@@ -904,12 +987,17 @@ def profile_param(state: FitState, name: str = "phi", half_width: float = 0.5,
         if not 0 <= k < len(grid):
             ends.append(None)  # still inside at the grid's end: the interval is open on this side
             continue
-        ends.append(_threshold_crossing(state, name, f_min + thr, (grid[j], solved[j]),
-                                        (grid[k], solved[k]), xtol))
-    out = {"x": grid.tolist(), "objective": values.tolist(), "interval": ends, "threshold": thr,
-           "method": "robust LR (Schrader-Hettmansperger), chi2_1 95%; ends by root-finding on the "
-                     "profile (cubic Hermite steps from values and slopes, bracketed)",
-           "param": name, **stats}
+        ends.append(_threshold_crossing(state, name, f_min + thr, (grid[j], solved[j]), (grid[k], solved[k]), xtol))
+    out = {
+        "x": grid.tolist(),
+        "objective": values.tolist(),
+        "interval": ends,
+        "threshold": thr,
+        "method": "robust LR (Schrader-Hettmansperger), chi2_1 95%; ends by root-finding on the "
+        "profile (cubic Hermite steps from values and slopes, bracketed)",
+        "param": name,
+        **stats,
+    }
     if values.min() < best.objective * (1 - 1e-6) - BASIN_ABS_TOL * len(data):
         out["warning"] = "profile found a lower objective than the fit: the fit missed the optimum"
     return out
@@ -941,15 +1029,21 @@ def lr_test(state: FitState, name: str, value: float = 0.0) -> dict[str, float]:
     _, stats = profile_threshold(state)
     gap = max(0.0, restricted.objective - state.best.objective)
     T = 2 * gap * stats["mean_psi_prime"] / stats["mean_psi_sq"]
-    return {"value": value, "objective_restricted": restricted.objective, "statistic": float(T),
-            "df": 1, "p_value": float(chi2.sf(T, 1))}
+    return {
+        "value": value,
+        "objective_restricted": restricted.objective,
+        "statistic": float(T),
+        "df": 1,
+        "p_value": float(chi2.sf(T, 1)),
+    }
 
 
 # ----------------------------------------------------------------------------------------------
 # Holdout
 # ----------------------------------------------------------------------------------------------
-def holdout_largest(data: LawData, C: np.ndarray, law_name: str, loss: Loss, seed: int = 0,
-                    n_refine: int = 16) -> dict[str, Any]:
+def holdout_largest(
+    data: LawData, C: np.ndarray, law_name: str, loss: Loss, seed: int = 0, n_refine: int = 16
+) -> dict[str, Any]:
     """Refit without the largest compute budget; report the error on the held-out runs.
 
     Budgets are grouped by `budget_clusters`. Errors are relative: L_hat / L - 1.
@@ -966,25 +1060,34 @@ def holdout_largest(data: LawData, C: np.ndarray, law_name: str, loss: Loss, see
     pred = _predict_user(law_name, result.params, data.subset(test))
     obs = data.L[test]
     rel = pred / obs - 1
-    return {"held_out_budget": float(largest), "n_train": int(train.sum()),
-            "n_holdout": int(test.sum()), "params": result.params,
-            "rows": np.flatnonzero(test).tolist(), "observed": obs.tolist(),
-            "predicted": pred.tolist(), "rel_error": rel.tolist(),
-            "mean_abs_rel_error": float(np.mean(np.abs(rel))),
-            "max_abs_rel_error": float(np.max(np.abs(rel))), "mean_rel_error": float(np.mean(rel))}
+    return {
+        "held_out_budget": float(largest),
+        "n_train": int(train.sum()),
+        "n_holdout": int(test.sum()),
+        "params": result.params,
+        "rows": np.flatnonzero(test).tolist(),
+        "observed": obs.tolist(),
+        "predicted": pred.tolist(),
+        "rel_error": rel.tolist(),
+        "mean_abs_rel_error": float(np.mean(np.abs(rel))),
+        "max_abs_rel_error": float(np.max(np.abs(rel))),
+        "mean_rel_error": float(np.mean(rel)),
+    }
 
 
 def _predict_user(law_name: str, params: dict, data: LawData) -> np.ndarray:
-    law = make_law(law_name, data.r) if law_name != "looped-free" else Law(
-        law_name, tuple(float(k[2:]) for k in params if k.startswith("k_")))
+    law = (
+        make_law(law_name, data.r)
+        if law_name != "looped-free"
+        else Law(law_name, tuple(float(k[2:]) for k in params if k.startswith("k_")))
+    )
     return np.exp(law.log_predict(law.from_user(params), data))
 
 
 # ----------------------------------------------------------------------------------------------
 # Comparing fits
 # ----------------------------------------------------------------------------------------------
-def compare_param(a: FitResult, b: FitResult, name: str = "phi", level: float = 0.95,
-                  seed: int = 0) -> dict[str, Any]:
+def compare_param(a: FitResult, b: FitResult, name: str = "phi", level: float = 0.95, seed: int = 0) -> dict[str, Any]:
     """delta = b.name - a.name with a percentile CI from the two fits' bootstrap replicates.
 
     The fits are of different data (e.g. recipe variants), so their replicates are independent;
@@ -993,8 +1096,13 @@ def compare_param(a: FitResult, b: FitResult, name: str = "phi", level: float = 
     for label, f in (("first", a), ("second", b)):
         if name not in f.params:
             raise ValueError(f"{label} fit ({f.law}) has no parameter {name!r}")
-    out: dict[str, Any] = {"param": name, "a": a.params[name], "b": b.params[name],
-                           "delta": b.params[name] - a.params[name], "ci": None}
+    out: dict[str, Any] = {
+        "param": name,
+        "a": a.params[name],
+        "b": b.params[name],
+        "delta": b.params[name] - a.params[name],
+        "ci": None,
+    }
     reps = []
     for f in (a, b):
         cols = (f.bootstrap or {}).get("params", {})
@@ -1013,9 +1121,17 @@ def compare_param(a: FitResult, b: FitResult, name: str = "phi", level: float = 
 # ----------------------------------------------------------------------------------------------
 # Everything for one table
 # ----------------------------------------------------------------------------------------------
-def fit_table(table, law: str = "looped", loss: Loss | None = None, seed: int = 0,
-              n_bootstrap: int = 0, cluster: str | None = None, holdout: bool = False,
-              profile: bool | None = None, n_refine: int = 16) -> FitResult:
+def fit_table(
+    table,
+    law: str = "looped",
+    loss: Loss | None = None,
+    seed: int = 0,
+    n_bootstrap: int = 0,
+    cluster: str | None = None,
+    holdout: bool = False,
+    profile: bool | None = None,
+    n_refine: int = 16,
+) -> FitResult:
     """Fit a canonical runs table (see `loopscale.tables`) and attach the uncertainty steps.
 
     cluster: None (resample rows), "C" (whole compute budgets, grouped by `budget_clusters`) or
@@ -1046,9 +1162,7 @@ def fit_table(table, law: str = "looped", loss: Loss | None = None, seed: int = 
         if "warning" in result.profile_phi:
             result.warnings.append(result.profile_phi["warning"])
     if holdout:
-        result.holdout = holdout_largest(data, budget_column(table), law, loss, seed,
-                                         n_refine)
-    result.settings.update({"n_bootstrap": n_bootstrap, "cluster": cluster, "law": law,
-                            "holdout_largest": holdout})
+        result.holdout = holdout_largest(data, budget_column(table), law, loss, seed, n_refine)
+    result.settings.update({"n_bootstrap": n_bootstrap, "cluster": cluster, "law": law, "holdout_largest": holdout})
     result.versions = versions()
     return result

@@ -32,8 +32,16 @@ from pathlib import Path
 from typing import Any
 
 from loopscale.config import TrainConfig, with_vocab
-from loopscale.planning import (CHECKPOINT, Branch, branch_config, branch_name, parent_config, plan_forks, plan_run,
-                                run_dir_of)
+from loopscale.planning import (
+    CHECKPOINT,
+    Branch,
+    branch_config,
+    branch_name,
+    parent_config,
+    plan_forks,
+    plan_run,
+    run_dir_of,
+)
 from loopscale.records import PARENT_FILE, is_finished, read_record
 from loopscale.runner import fit_run, launching_rank, run_dir_lock, running_elsewhere
 
@@ -86,22 +94,39 @@ def run_forks(cfg: TrainConfig) -> dict[str, Any]:
     missing = [b for b in wanted if needs_fork(b)]
     if stage == "parent" or missing:
         if parent_done:
-            raise FileNotFoundError(f"{parent_dir} finished but fork checkpoints are gone: "
-                                    f"{', '.join(str(fork_ckpt(b)) for b in missing)}; delete {PARENT_FILE} to redo it")
+            raise FileNotFoundError(
+                f"{parent_dir} finished but fork checkpoints are gone: "
+                f"{', '.join(str(fork_ckpt(b)) for b in missing)}; delete {PARENT_FILE} to redo it"
+            )
         if stage not in ("all", "parent"):
-            raise FileNotFoundError(f"branch {stage} needs {fork_ckpt(missing[0])}: run budget.fork_stage=parent "
-                                    "first (e.g. as the SLURM job this one depends on)")
+            raise FileNotFoundError(
+                f"branch {stage} needs {fork_ckpt(missing[0])}: run budget.fork_stage=parent "
+                "first (e.g. as the SLURM job this one depends on)"
+            )
         assert plan_run(parent_cfg).steps == plan.parent_steps
-        log.info("stable parent %s: %d steps (warmup %d), forks at %s", parent_dir, plan.parent_steps,
-                 plan.warmup_steps, plan.fork_steps)
+        log.info(
+            "stable parent %s: %d steps (warmup %d), forks at %s",
+            parent_dir,
+            plan.parent_steps,
+            plan.warmup_steps,
+            plan.fork_steps,
+        )
         try:
             with run_dir_lock(parent_dir):
-                parent_record = fit_run(parent_cfg, parent_dir, fork_steps=plan.fork_steps,
-                                        record_file=PARENT_FILE, validate=False,
-                                        extra_record={"role": "stable-parent", "fork_steps": plan.fork_steps,
-                                                      "branches": [branch_name(cfg, b) for b in plan.branches],
-                                                      "C_independent": plan.C_independent,
-                                                      "C_forked": plan.C_forked})
+                parent_record = fit_run(
+                    parent_cfg,
+                    parent_dir,
+                    fork_steps=plan.fork_steps,
+                    record_file=PARENT_FILE,
+                    validate=False,
+                    extra_record={
+                        "role": "stable-parent",
+                        "fork_steps": plan.fork_steps,
+                        "branches": [branch_name(cfg, b) for b in plan.branches],
+                        "C_independent": plan.C_independent,
+                        "C_forked": plan.C_forked,
+                    },
+                )
         except RunLocked as err:  # another job trains this parent: its branches are that job's
             return running_elsewhere(err, parent_dir)
     records, first_error = [], None
@@ -116,11 +141,21 @@ def run_forks(cfg: TrainConfig) -> dict[str, Any]:
                 if is_finished(branch_dir):
                     records.append(read_record(branch_dir))
                     continue
-                log.info("branch %s: from %s, cooldown steps %d..%d", branch_dir, fork_ckpt(branch).name,
-                         branch.fork_step, branch.steps)
-                records.append(fit_run(branch_cfg, branch_dir, start_ckpt=fork_ckpt(branch),
-                                       extra_record={"parent": str(parent_dir), "fork_step": branch.fork_step,
-                                                     "role": "branch"}))
+                log.info(
+                    "branch %s: from %s, cooldown steps %d..%d",
+                    branch_dir,
+                    fork_ckpt(branch).name,
+                    branch.fork_step,
+                    branch.steps,
+                )
+                records.append(
+                    fit_run(
+                        branch_cfg,
+                        branch_dir,
+                        start_ckpt=fork_ckpt(branch),
+                        extra_record={"parent": str(parent_dir), "fork_step": branch.fork_step, "role": "branch"},
+                    )
+                )
         except RunLocked as err:
             records.append(running_elsewhere(err, branch_dir))
         except IdentityMismatch as err:  # another config's branch: not touched, not ours to report as done

@@ -26,15 +26,27 @@ log = logging.getLogger("loopscale.identity")
 
 IDENTITY_FILE = "identity.json"
 # dotted paths of TrainConfig fields that do not change the trained model or its record's numbers
-NOT_IDENTITY = frozenset({
-    "runs_dir", "sweep", "run_name", "point", "restart",
-    "data.data_dir", "data.num_proc",
-    "model.vocab_size",
-    "budget.fork_stage",
-    "trainer.progress", "trainer.num_threads", "trainer.log_every_steps", "trainer.ckpt_every_steps",
-    "trainer.val_every_steps", "trainer.fail_at_step", "trainer.nan_at_step",
-    "logger",
-})
+NOT_IDENTITY = frozenset(
+    {
+        "runs_dir",
+        "sweep",
+        "run_name",
+        "point",
+        "restart",
+        "data.data_dir",
+        "data.num_proc",
+        "model.vocab_size",
+        "budget.fork_stage",
+        "trainer.progress",
+        "trainer.num_threads",
+        "trainer.log_every_steps",
+        "trainer.ckpt_every_steps",
+        "trainer.val_every_steps",
+        "trainer.fail_at_step",
+        "trainer.nan_at_step",
+        "logger",
+    }
+)
 # files a restart keeps: Hydra's record and log of this very launch, the run's lock (loopscale/runlock.py)
 KEEP_ON_RESTART = frozenset({".hydra", ".lock"})
 KEEP_SUFFIX_ON_RESTART = ".log"
@@ -60,8 +72,7 @@ def identity_of(config: Any) -> dict[str, Any]:
     flat {dotted field: value} dict."""
     tree = dataclasses.asdict(config) if dataclasses.is_dataclass(config) else config
     flat = _flatten(json.loads(json.dumps(tree, default=str)))  # JSON types: tuples become lists, as on disk
-    return {k: v for k, v in sorted(flat.items())
-            if k not in NOT_IDENTITY and k.split(".", 1)[0] not in NOT_IDENTITY}
+    return {k: v for k, v in sorted(flat.items()) if k not in NOT_IDENTITY and k.split(".", 1)[0] not in NOT_IDENTITY}
 
 
 def identity_hash(identity: dict[str, Any]) -> str:
@@ -97,8 +108,11 @@ def comparable(old: dict[str, Any], new: dict[str, Any]) -> tuple[dict[str, Any]
 
 def differences(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     missing = object()
-    return [f"{k}: {old.get(k, missing)!r} in the run dir, {new.get(k, missing)!r} now".replace(
-        repr(missing), "(absent)") for k in sorted(old.keys() | new.keys()) if old.get(k, missing) != new.get(k, missing)]
+    return [
+        f"{k}: {old.get(k, missing)!r} in the run dir, {new.get(k, missing)!r} now".replace(repr(missing), "(absent)")
+        for k in sorted(old.keys() | new.keys())
+        if old.get(k, missing) != new.get(k, missing)
+    ]
 
 
 def trained_anything(run_dir: Path, record_file: str = "run.json") -> bool:
@@ -135,7 +149,8 @@ def claim(run_dir: Path, config: Any, restart: bool = False, record_file: str = 
             shown = "; ".join(diff[:8]) + (f"; ... ({len(diff)} in all)" if len(diff) > 8 else "")
             raise IdentityMismatch(
                 f"{run_dir} holds a run of another config ({shown}). Give this run another run_name, or "
-                f"launch again with restart=true to delete that run and start over")
+                f"launch again with restart=true to delete that run and start over"
+            )
         log.warning("restart=true: deleting %s, a run of another config (%s)", run_dir, "; ".join(diff))
         for entry in run_dir.iterdir():
             if entry.name not in KEEP_ON_RESTART and not entry.name.endswith(KEEP_SUFFIX_ON_RESTART):

@@ -21,14 +21,28 @@ fits them together: an r = 1 run appears once and belongs to every recipe (1^phi
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
 from scipy.stats import chi2
 
-from .fit import (FitResult, Loss, budget_clusters, budget_column, bootstrap, compare_param,
-                  fit_law, lr_test, percentile_ci, profile_param, profile_threshold, refine, versions)
+from .fit import (
+    FitResult,
+    Loss,
+    bootstrap,
+    budget_clusters,
+    budget_column,
+    compare_param,
+    fit_law,
+    lr_test,
+    percentile_ci,
+    profile_param,
+    profile_threshold,
+    refine,
+    versions,
+)
 from .laws import LawData, law_data_from_table, make_law
 
 RECIPE_CODE = "_recipe_code"  # column added to the joint table: index into the recipe list
@@ -51,8 +65,10 @@ def joint_table(tables: Sequence[pd.DataFrame], column: str) -> tuple[pd.DataFra
         if column not in t.columns:
             raise ValueError(f"--joint column {column!r} is not in table {i + 1} {list(t.columns)}")
         if t.loc[looped, column].isna().any():
-            raise ValueError(f"--joint column {column!r} is empty on {int(t.loc[looped, column].isna().sum())} "
-                             f"looped (r > 1) rows of table {i + 1}")
+            raise ValueError(
+                f"--joint column {column!r} is empty on {int(t.loc[looped, column].isna().sum())} "
+                f"looped (r > 1) rows of table {i + 1}"
+            )
         parts.append(t)
     table = pd.concat(parts, ignore_index=True)
     looped = table["r"].to_numpy(dtype=float) > 1
@@ -62,14 +78,17 @@ def joint_table(tables: Sequence[pd.DataFrame], column: str) -> tuple[pd.DataFra
     table, looped, label = table[keep].reset_index(drop=True), looped[keep], label[keep]
     recipes = tuple(dict.fromkeys(label[looped]))
     if len(recipes) < 2:
-        raise ValueError(f"a joint fit needs looped runs of two or more recipes in column {column!r}; "
-                         f"found {list(recipes)}")
+        raise ValueError(
+            f"a joint fit needs looped runs of two or more recipes in column {column!r}; found {list(recipes)}"
+        )
     if not (~looped).any():
         raise ValueError("a joint fit needs r = 1 runs (the dense runs the recipes share); none found")
     n_params = 5 + len(recipes)
     if len(table) < 2 * n_params:
-        raise ValueError(f"{len(table)} distinct runs is too few for a joint fit of {len(recipes)} recipes "
-                         f"with {n_params} parameters (need at least {2 * n_params})")
+        raise ValueError(
+            f"{len(table)} distinct runs is too few for a joint fit of {len(recipes)} recipes "
+            f"with {n_params} parameters (need at least {2 * n_params})"
+        )
     codes = {g: i for i, g in enumerate(recipes)}
     table[RECIPE_CODE] = [codes[g] if g else 0 for g in label]
     return table, recipes
@@ -84,8 +103,7 @@ def recipe_phi(table: pd.DataFrame, params: dict, column: str) -> np.ndarray:
     unknown = sorted(set(labels[r > 1]) - set(names))
     if unknown:
         raise ValueError(f"the joint fit has no phi for {column} = {unknown} (its recipes: {names})")
-    return np.array([params[f"phi[{g}]"] if rv > 1 else params[f"phi[{names[0]}]"]
-                     for g, rv in zip(labels, r)])
+    return np.array([params[f"phi[{g}]"] if rv > 1 else params[f"phi[{names[0]}]"] for g, rv in zip(labels, r)])
 
 
 def joint_data(table: pd.DataFrame) -> LawData:
@@ -110,9 +128,19 @@ def _cluster_labels(table: pd.DataFrame, cluster: str | None):
     return labels
 
 
-def fit_joint(table: pd.DataFrame, column: str, recipes: Sequence[str], loss: Loss | None = None,
-              seed: int = 0, n_bootstrap: int = 0, cluster: str | None = None, profile: bool = True,
-              n_refine: int = 16, separate: bool = True, level: float = 0.95) -> FitResult:
+def fit_joint(
+    table: pd.DataFrame,
+    column: str,
+    recipes: Sequence[str],
+    loss: Loss | None = None,
+    seed: int = 0,
+    n_bootstrap: int = 0,
+    cluster: str | None = None,
+    profile: bool = True,
+    n_refine: int = 16,
+    separate: bool = True,
+    level: float = 0.95,
+) -> FitResult:
     """Fit the joint law to a `joint_table` and attach delta-phi and the shared-parameter check.
 
     The result's params are E, A, alpha, B, beta and phi[<recipe>]; `result.joint` holds the recipes,
@@ -140,8 +168,9 @@ def fit_joint(table: pd.DataFrame, column: str, recipes: Sequence[str], loss: Lo
         entry: dict[str, Any] = {"estimate": result.params[f"phi[{g}]"] - result.params[f"phi[{ref}]"]}
         if result.bootstrap:
             reps = np.asarray(result.bootstrap["params"][f"delta_phi[{g}]"])
-            entry.update(bootstrap_ci=result.ci95[f"delta_phi[{g}]"], se=float(np.std(reps, ddof=1)),
-                         n_replicates=len(reps))
+            entry.update(
+                bootstrap_ci=result.ci95[f"delta_phi[{g}]"], se=float(np.std(reps, ddof=1)), n_replicates=len(reps)
+            )
         if profile:
             prof = profile_param(state, name)
             entry["profile_interval"] = prof["interval"]
@@ -150,8 +179,13 @@ def fit_joint(table: pd.DataFrame, column: str, recipes: Sequence[str], loss: Lo
                 result.warnings.append(f"delta-phi[{g}]: {prof['warning']}")
         entry["lr_test"] = lr_test(state, name, 0.0)
         deltas[g] = entry
-    joint: dict[str, Any] = {"column": column, "recipes": list(recipes), "reference": ref,
-                             "delta_phi": deltas, "n_rows_by_recipe": _rows_by_recipe(table, recipes)}
+    joint: dict[str, Any] = {
+        "column": column,
+        "recipes": list(recipes),
+        "reference": ref,
+        "delta_phi": deltas,
+        "n_rows_by_recipe": _rows_by_recipe(table, recipes),
+    }
     if separate:
         sep = separate_fits(table, recipes, loss, seed, n_bootstrap, cluster, n_refine)
         joint["separate"] = {g: _summary(f) for g, (f, _) in sep.items()}
@@ -160,8 +194,7 @@ def fit_joint(table: pd.DataFrame, column: str, recipes: Sequence[str], loss: Lo
             deltas[g]["separate"] = {k: cmp.get(k) for k in ("delta", "ci", "se", "n_replicates")}
         joint["shared_check"] = shared_parameter_check(state, table, sep)
     result.joint = joint
-    result.settings.update({"n_bootstrap": n_bootstrap, "cluster": cluster, "law": law.name,
-                            "joint_column": column})
+    result.settings.update({"n_bootstrap": n_bootstrap, "cluster": cluster, "law": law.name, "joint_column": column})
     result.versions = versions()
     return result
 
@@ -174,8 +207,15 @@ def _rows_by_recipe(table: pd.DataFrame, recipes: Sequence[str]) -> dict[str, in
     return out
 
 
-def separate_fits(table: pd.DataFrame, recipes: Sequence[str], loss: Loss, seed: int = 0,
-                  n_bootstrap: int = 0, cluster: str | None = None, n_refine: int = 16):
+def separate_fits(
+    table: pd.DataFrame,
+    recipes: Sequence[str],
+    loss: Loss,
+    seed: int = 0,
+    n_bootstrap: int = 0,
+    cluster: str | None = None,
+    n_refine: int = 16,
+):
     """{recipe: (FitResult, FitState)}: the looped law fitted to each recipe with the r = 1 runs."""
     out = {}
     for i, g in enumerate(recipes):
@@ -190,9 +230,15 @@ def separate_fits(table: pd.DataFrame, recipes: Sequence[str], loss: Loss, seed:
 
 
 def _summary(result: FitResult) -> dict[str, Any]:
-    return {"params": result.params, "ci95": result.ci95, "objective": result.objective,
-            "n_rows": result.n_rows, "n_best_basin": result.n_best_basin, "n_refined": result.n_refined,
-            "warnings": result.warnings}
+    return {
+        "params": result.params,
+        "ci95": result.ci95,
+        "objective": result.objective,
+        "n_rows": result.n_rows,
+        "n_best_basin": result.n_best_basin,
+        "n_refined": result.n_refined,
+        "warnings": result.warnings,
+    }
 
 
 def shared_parameter_check(state, table: pd.DataFrame, separate: dict) -> dict[str, Any]:
@@ -211,8 +257,9 @@ def shared_parameter_check(state, table: pd.DataFrame, separate: dict) -> dict[s
     weights = np.where(data.r == 1, float(K), 1.0)
     starts = [state.best.theta]
     ref_theta = separate[law.recipes[0]][1].best.theta
-    starts.append(np.concatenate([ref_theta[:6], [s.best.theta[5] - ref_theta[5] for _, s in
-                                                  list(separate.values())[1:]]]))
+    starts.append(
+        np.concatenate([ref_theta[:6], [s.best.theta[5] - ref_theta[5] for _, s in list(separate.values())[1:]]])
+    )
     restricted = min((refine(s, law, data, loss, weights) for s in starts), key=lambda r: r.objective)
     f_sep = float(sum(s.best.objective for _, s in separate.values()))
     psi2, dpsi, n = 0.0, 0.0, 0
@@ -223,7 +270,12 @@ def shared_parameter_check(state, table: pd.DataFrame, separate: dict) -> dict[s
     gap = max(0.0, restricted.objective - f_sep)
     T = 2 * gap * (dpsi / n) / (psi2 / n)
     df = 5 * (K - 1)
-    return {"objective_joint": restricted.objective, "objective_separate_sum": f_sep, "statistic": float(T),
-            "df": df, "p_value": float(chi2.sf(T, df)),
-            "method": "robust LR (Schrader-Hettmansperger): joint law vs separate fits on the stacked "
-                      "recipe tables (r = 1 runs weighted by the number of recipes)"}
+    return {
+        "objective_joint": restricted.objective,
+        "objective_separate_sum": f_sep,
+        "statistic": float(T),
+        "df": df,
+        "p_value": float(chi2.sf(T, df)),
+        "method": "robust LR (Schrader-Hettmansperger): joint law vs separate fits on the stacked "
+        "recipe tables (r = 1 runs weighted by the number of recipes)",
+    }

@@ -67,8 +67,10 @@ def estimate_job(cfg: TrainConfig, limits: LaunchLimits | None, C: float | None 
     launcher allows after requeue losses."""
     peak = peak_flops(cfg.trainer.plan_device)
     if peak is None:
-        raise ValueError(f"trainer.plan_device={cfg.trainer.plan_device!r} has no known bf16 peak; use one of the "
-                         "names in loopscale/mfu.py PEAK_BF16_FLOPS")
+        raise ValueError(
+            f"trainer.plan_device={cfg.trainer.plan_device!r} has no known bf16 peak; use one of the "
+            "names in loopscale/mfu.py PEAK_BF16_FLOPS"
+        )
     C = job_compute_flops(cfg) if C is None else C
     world = cfg.trainer.devices * cfg.trainer.num_nodes
     device_s = C / (cfg.trainer.assumed_mfu * peak)
@@ -92,11 +94,13 @@ def limit_warning(estimate: JobEstimate, limits: LaunchLimits, cfg: TrainConfig)
     """A one-line warning for a job that cannot finish in its launcher's limits, else None."""
     if estimate.fits:
         return None
-    return (f"job {estimate.run_name} needs ~{estimate.wall_h:.1f} h on {cfg.trainer.devices * cfg.trainer.num_nodes} "
-            f"x {cfg.trainer.plan_device} at MFU {cfg.trainer.assumed_mfu:g} (C={estimate.C:.3g} FLOPs, "
-            f"{estimate.gpu_hours:.1f} GPU h) but the launcher allows {limits.max_num_timeout + 1} x "
-            f"{limits.timeout_min:g} min = {estimate.allowed_h:.1f} h after requeue losses: raise "
-            f"hydra.launcher.timeout_min or max_num_timeout, or add devices")
+    return (
+        f"job {estimate.run_name} needs ~{estimate.wall_h:.1f} h on {cfg.trainer.devices * cfg.trainer.num_nodes} "
+        f"x {cfg.trainer.plan_device} at MFU {cfg.trainer.assumed_mfu:g} (C={estimate.C:.3g} FLOPs, "
+        f"{estimate.gpu_hours:.1f} GPU h) but the launcher allows {limits.max_num_timeout + 1} x "
+        f"{limits.timeout_min:g} min = {estimate.allowed_h:.1f} h after requeue losses: raise "
+        f"hydra.launcher.timeout_min or max_num_timeout, or add devices"
+    )
 
 
 def launcher_limits_of(overrides: list[str]) -> LaunchLimits | None:

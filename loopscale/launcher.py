@@ -25,8 +25,9 @@ from __future__ import annotations
 import copy
 import logging
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 from omegaconf import DictConfig, open_dict
 
@@ -70,8 +71,9 @@ def job_layout(job_cfg: DictConfig) -> JobLayout:
         with open_dict(cfg):
             cfg.pop("hydra", None)
         params = plan_run(to_train_config(cfg)).N
-    return JobLayout(int(trainer.devices), int(trainer.get("num_nodes", 1)), str(trainer.get("accelerator", "cpu")),
-                     params)
+    return JobLayout(
+        int(trainer.devices), int(trainer.get("num_nodes", 1)), str(trainer.get("accelerator", "cpu")), params
+    )
 
 
 def sweep_layout(layouts: Sequence[JobLayout]) -> JobLayout:
@@ -80,7 +82,8 @@ def sweep_layout(layouts: Sequence[JobLayout]) -> JobLayout:
     if len(kinds) > 1:
         raise LayoutError(
             "the jobs of one sweep must share trainer.devices, trainer.num_nodes and trainer.accelerator (one "
-            f"launcher submits them all with one request); this sweep has {sorted(kinds)}: run one sweep per layout")
+            f"launcher submits them all with one request); this sweep has {sorted(kinds)}: run one sweep per layout"
+        )
     sizes = [x.params for x in layouts if x.params is not None]
     first = layouts[0]
     return JobLayout(first.devices, first.num_nodes, first.accelerator, max(sizes) if sizes else None)
@@ -93,28 +96,41 @@ def check_slurm_params(params: dict[str, Any], layout: JobLayout) -> dict[str, A
         out["gpus_per_node"] = layout.devices if layout.accelerator in GPU_ACCELERATORS else 0
     problems = []
     if out["tasks_per_node"] != layout.devices:
-        problems.append(f"hydra.launcher.tasks_per_node={out['tasks_per_node']} but trainer.devices={layout.devices} "
-                        "(Lightning runs one srun task per device)")
+        problems.append(
+            f"hydra.launcher.tasks_per_node={out['tasks_per_node']} but trainer.devices={layout.devices} "
+            "(Lightning runs one srun task per device)"
+        )
     if out["nodes"] != layout.num_nodes:
         problems.append(f"hydra.launcher.nodes={out['nodes']} but trainer.num_nodes={layout.num_nodes}")
     if layout.accelerator in GPU_ACCELERATORS and out["gpus_per_node"] != layout.devices:
-        problems.append(f"hydra.launcher.gpus_per_node={out['gpus_per_node']} but trainer.devices={layout.devices} "
-                        f"GPUs per node (trainer.accelerator={layout.accelerator})")
+        problems.append(
+            f"hydra.launcher.gpus_per_node={out['gpus_per_node']} but trainer.devices={layout.devices} "
+            f"GPUs per node (trainer.accelerator={layout.accelerator})"
+        )
     if layout.accelerator == "cpu" and out["gpus_per_node"]:
-        problems.append(f"hydra.launcher.gpus_per_node={out['gpus_per_node']} GPUs for a trainer.accelerator=cpu "
-                        "run, which would leave them idle")
+        problems.append(
+            f"hydra.launcher.gpus_per_node={out['gpus_per_node']} GPUs for a trainer.accelerator=cpu "
+            "run, which would leave them idle"
+        )
     if problems:
-        raise LayoutError("launcher and trainer disagree: " + "; ".join(problems) + ". Set trainer.devices / "
-                          "trainer.num_nodes only: loopscale/conf/hydra/launcher/slurm.yaml takes tasks_per_node and nodes "
-                          "from them")
+        raise LayoutError(
+            "launcher and trainer disagree: " + "; ".join(problems) + ". Set trainer.devices / "
+            "trainer.num_nodes only: loopscale/conf/hydra/launcher/slurm.yaml takes tasks_per_node and nodes "
+            "from them"
+        )
     if layout.params is not None:
         needed = host_memory_gb(layout.params, layout.devices)
         if out.get("mem_gb") is None:
             out["mem_gb"] = needed
         elif out["mem_gb"] < needed:
-            log.warning("hydra.launcher.mem_gb=%s is below the estimated %d GB per node (%d tasks, N = %.3g: "
-                        "resume checkpoints are read into host memory)", out["mem_gb"], needed, layout.devices,
-                        layout.params)
+            log.warning(
+                "hydra.launcher.mem_gb=%s is below the estimated %d GB per node (%d tasks, N = %.3g: "
+                "resume checkpoints are read into host memory)",
+                out["mem_gb"],
+                needed,
+                layout.devices,
+                layout.params,
+            )
     cpus = out.get("cpus_per_task")
     if cpus:  # Slurm 22.05's srun does not inherit --cpus-per-task from the allocation
         out["srun_args"] = [*(out.get("srun_args") or []), f"--cpus-per-task={cpus}"]
@@ -135,4 +151,3 @@ def gpu_blocks(n_gpus: int, devices: int) -> list[tuple[int, ...]]:
     if devices < 1 or n_gpus < devices:
         raise LayoutError(f"trainer.devices={devices} GPUs per job, but this machine shows {n_gpus} GPU(s)")
     return [tuple(range(b * devices, (b + 1) * devices)) for b in range(n_gpus // devices)]
-

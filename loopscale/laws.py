@@ -31,8 +31,8 @@ vector operations.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Mapping
 
 import numpy as np
 
@@ -79,10 +79,13 @@ class LawData:
     def __len__(self) -> int:
         return len(self.D)
 
-    def subset(self, mask: np.ndarray) -> "LawData":
+    def subset(self, mask: np.ndarray) -> LawData:
         """Rows selected by a boolean mask or index array."""
         return LawData(
-            self.N_once[mask], self.N_rec[mask], self.r[mask], self.D[mask],
+            self.N_once[mask],
+            self.N_rec[mask],
+            self.r[mask],
+            self.D[mask],
             None if self.L is None else self.L[mask],
             None if self.recipe is None else self.recipe[mask],
         )
@@ -94,9 +97,7 @@ def n_eff(N_once, N_rec, r, phi):
     phi = 1: looping a block r times is worth r unique blocks; phi = 0: worth one block.
     Accepts scalars or arrays (broadcast).
     """
-    return np.asarray(N_once, dtype=float) + np.power(np.asarray(r, dtype=float), phi) * np.asarray(
-        N_rec, dtype=float
-    )
+    return np.asarray(N_once, dtype=float) + np.power(np.asarray(r, dtype=float), phi) * np.asarray(N_rec, dtype=float)
 
 
 @dataclass(frozen=True)

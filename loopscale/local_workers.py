@@ -53,8 +53,9 @@ def train_one(cfg: TrainConfig) -> tuple[TrainConfig, dict[str, Any], float]:
     return cfg, record, time.perf_counter() - started
 
 
-def train_in_workers(cfgs: Iterable[TrainConfig], workers: int,
-                     threads_per_worker: int = 1) -> Iterator[tuple[TrainConfig, dict[str, Any], float]]:
+def train_in_workers(
+    cfgs: Iterable[TrainConfig], workers: int, threads_per_worker: int = 1
+) -> Iterator[tuple[TrainConfig, dict[str, Any], float]]:
     """Yield (cfg, record, wall_s) per job as each finishes, in completion order.
 
     workers <= 1 trains in this process, in the given order. Jobs are handed out in the given order, so
@@ -66,8 +67,9 @@ def train_in_workers(cfgs: Iterable[TrainConfig], workers: int,
         for cfg in cfgs:
             yield train_one(cfg)
         return
-    pool = multiprocessing.get_context("spawn").Pool(min(workers, len(cfgs)), initializer=_init_worker,
-                                                      initargs=(threads_per_worker,))
+    pool = multiprocessing.get_context("spawn").Pool(
+        min(workers, len(cfgs)), initializer=_init_worker, initargs=(threads_per_worker,)
+    )
     try:
         yield from pool.imap_unordered(train_one, cfgs, chunksize=1)
         pool.close()

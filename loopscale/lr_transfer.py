@@ -57,9 +57,11 @@ def param_role(name: str, param: nn.Parameter, hyper_injection: bool) -> str:
         return NORM
     if param.dim() == 2 and name.startswith(BLOCK_PREFIXES):
         return MATRIX
-    raise ValueError(f"parameter {name!r} of shape {tuple(param.shape)} has no group in the MuonH recipe: "
-                     f"groups are 2-D matrices under {', '.join(BLOCK_PREFIXES)}, lm_head., embed., 1-D norm "
-                     "gains and hyper-connection scalars")
+    raise ValueError(
+        f"parameter {name!r} of shape {tuple(param.shape)} has no group in the MuonH recipe: "
+        f"groups are 2-D matrices under {', '.join(BLOCK_PREFIXES)}, lm_head., embed., 1-D norm "
+        "gains and hyper-connection scalars"
+    )
 
 
 def recipe_param_groups(model: nn.Module) -> dict[str, list[nn.Parameter]]:
@@ -80,13 +82,27 @@ def reference_model(cfg: ModelConfig, ref_size: int = 10) -> ModelConfig:
     """The model D_ref is measured on: paper size `ref_size` with the run's r and injection; 0-20-0 at
     r = 1, 2-4-2 otherwise. Vocabulary and context do not matter (embeddings and attention are not counted)."""
     paper = accounting.paper_model(ref_size, 1)
-    common = dict(vocab_size=paper.vocab_size, d_model=paper.d_model, head_dim=paper.head_dim,
-                  seq_len=paper.seq_len, mlp=cfg.mlp, mlp_ratio=cfg.mlp_ratio)
+    common = dict(
+        vocab_size=paper.vocab_size,
+        d_model=paper.d_model,
+        head_dim=paper.head_dim,
+        seq_len=paper.seq_len,
+        mlp=cfg.mlp,
+        mlp_ratio=cfg.mlp_ratio,
+    )
     if cfg.r == 1:
         return ModelConfig(**common, n_prelude=0, n_rec=REF_PLAIN_DEPTH, n_coda=0, r=1, injection="passthrough")
     p, k, c = REF_LAYOUT
-    return ModelConfig(**common, n_prelude=p, n_rec=k, n_coda=c, r=cfg.r, injection=cfg.injection,
-                       hyper_lanes=cfg.hyper_lanes, hyper_dynamic=cfg.hyper_dynamic)
+    return ModelConfig(
+        **common,
+        n_prelude=p,
+        n_rec=k,
+        n_coda=c,
+        r=cfg.r,
+        injection=cfg.injection,
+        hyper_lanes=cfg.hyper_lanes,
+        hyper_dynamic=cfg.hyper_dynamic,
+    )
 
 
 def effective_params(cfg: ModelConfig) -> int:
@@ -105,8 +121,13 @@ def lrs_for(cfg: ModelConfig, batch_tokens: int, D_tokens: int, optim: OptimConf
     for name, value in (("batch_tokens", batch_tokens), ("D_tokens", D_tokens)):
         if not value > 0:
             raise ValueError(f"{name}={value!r} must be > 0")
-    base = {MATRIX: optim.lr, HEAD: optim.lr_head, EMBEDDING: optim.lr_embedding, NORM: optim.lr_norm,
-            HYPER: optim.lr_hyper}
+    base = {
+        MATRIX: optim.lr,
+        HEAD: optim.lr_head,
+        EMBEDDING: optim.lr_embedding,
+        NORM: optim.lr_norm,
+        HYPER: optim.lr_hyper,
+    }
     if cfg.tie_embeddings:
         del base[HEAD]
     if cfg.injection != "hyper":

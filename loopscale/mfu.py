@@ -46,8 +46,9 @@ def peak_flops(device_name: str) -> float | None:
             return peak
     if device_name not in _warned:
         _warned.add(device_name)
-        log.warning("no bf16 peak known for device %r: MFU is not logged (known: %s)", device_name,
-                    ", ".join(PEAK_BF16_FLOPS))
+        log.warning(
+            "no bf16 peak known for device %r: MFU is not logged (known: %s)", device_name, ", ".join(PEAK_BF16_FLOPS)
+        )
     return None
 
 

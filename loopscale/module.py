@@ -15,8 +15,8 @@ import lightning as L
 import torch
 from lightning.pytorch.callbacks import Callback
 
-from loopscale.config import ModelConfig, OptimConfig, TrainerConfig
 from loopscale.compiling import compile_model
+from loopscale.config import ModelConfig, OptimConfig, TrainerConfig
 from loopscale.lr_transfer import MATRIX, adamw_lrs, lrs_for, recipe_param_groups
 from loopscale.mfu import mfu, peak_flops
 from loopscale.model import LoopedTransformer, param_groups
@@ -55,18 +55,24 @@ def device_type(accelerator: str) -> str:
     return "cpu"
 
 
-def optimizer_record(model_cfg: ModelConfig, optim: OptimConfig, trainer_cfg: TrainerConfig,
-                     accounting: StepAccounting) -> dict:
+def optimizer_record(
+    model_cfg: ModelConfig, optim: OptimConfig, trainer_cfg: TrainerConfig, accounting: StepAccounting
+) -> dict:
     """What run.json records about the optimizer: its name, every group's peak lr and, for MuonH, the
     orthogonalisation dtype. The same values configure_optimizers uses."""
     if optim.optimizer == "adamw":
         return {"optimizer": "adamw", "lrs": adamw_lrs(model_cfg, optim)}
     if trainer_cfg.strategy == "fsdp":
-        raise ValueError("optim.optimizer='muonh' needs whole matrices for its orthogonalisation, and "
-                         "trainer.strategy='fsdp' shards them; use trainer.strategy='ddp' (or optim=adamw)")
+        raise ValueError(
+            "optim.optimizer='muonh' needs whole matrices for its orthogonalisation, and "
+            "trainer.strategy='fsdp' shards them; use trainer.strategy='ddp' (or optim=adamw)"
+        )
     D_tokens = accounting.total_steps * accounting.batch_tokens
-    return {"optimizer": "muonh", "lrs": lrs_for(model_cfg, accounting.batch_tokens, D_tokens, optim),
-            "ortho_dtype": resolve_ortho_dtype(optim.ortho_dtype, device_type(trainer_cfg.accelerator))}
+    return {
+        "optimizer": "muonh",
+        "lrs": lrs_for(model_cfg, accounting.batch_tokens, D_tokens, optim),
+        "ortho_dtype": resolve_ortho_dtype(optim.ortho_dtype, device_type(trainer_cfg.accelerator)),
+    }
 
 
 def peak_flops_per_device() -> float | None:
@@ -86,8 +92,9 @@ class DivergenceCheck(Callback):
 
 
 class LoopedLM(L.LightningModule):
-    def __init__(self, model_cfg: ModelConfig, optim: OptimConfig, trainer_cfg: TrainerConfig,
-                 accounting: StepAccounting):
+    def __init__(
+        self, model_cfg: ModelConfig, optim: OptimConfig, trainer_cfg: TrainerConfig, accounting: StepAccounting
+    ):
         super().__init__()
         self.model_cfg = model_cfg
         self.optim_cfg = optim
@@ -187,10 +194,18 @@ class LoopedLM(L.LightningModule):
             self.log("perf/tokens_per_s", tokens_per_s, prog_bar=True, on_step=True, on_epoch=False)
             if self._peak_flops:
                 world = self.trainer.world_size
-                self.log("perf/mfu", mfu(tokens_per_s, self.accounting.flops_per_token, self._peak_flops, world),
-                         on_step=True, on_epoch=False)
-                self.log("perf/mfu_causal", mfu(tokens_per_s, self.accounting.causal_flops_per_token,
-                                                self._peak_flops, world), on_step=True, on_epoch=False)
+                self.log(
+                    "perf/mfu",
+                    mfu(tokens_per_s, self.accounting.flops_per_token, self._peak_flops, world),
+                    on_step=True,
+                    on_epoch=False,
+                )
+                self.log(
+                    "perf/mfu_causal",
+                    mfu(tokens_per_s, self.accounting.causal_flops_per_token, self._peak_flops, world),
+                    on_step=True,
+                    on_epoch=False,
+                )
         self._mark = (now, self.tokens_trained)
 
     def on_train_start(self):
@@ -205,8 +220,15 @@ class LoopedLM(L.LightningModule):
         loss = self.model(x, y)
         # weight each batch by its real targets (packed rows mask their padding with -100, the loss's
         # ignore_index), so the epoch value is the mean loss per target token over exactly the val rows
-        self.log("val/loss", loss, prog_bar=True, on_step=False, on_epoch=True, sync_dist=True,
-                 batch_size=int((y != -100).sum()))
+        self.log(
+            "val/loss",
+            loss,
+            prog_bar=True,
+            on_step=False,
+            on_epoch=True,
+            sync_dist=True,
+            batch_size=int((y != -100).sum()),
+        )
         return loss
 
     # -- optimizer ----------------------------------------------------------------------------------------
@@ -216,15 +238,26 @@ class LoopedLM(L.LightningModule):
         if opt.optimizer == "muonh":
             # one Optimizer for the whole model (MuonH on matrices, AdamW groups inside it), so Lightning's
             # automatic optimization, gradient accumulation, checkpoints and the LambdaLR below work as for AdamW
-            groups = [{"name": name, "params": params, "lr": lrs[name], "adamw": name != MATRIX}
-                      for name, params in recipe_param_groups(self.model).items()]
-            optimizer = MuonH(groups, momentum=opt.momentum, ortho_dtype=self.optimizer_record["ortho_dtype"],
-                              betas=(opt.beta1, opt.beta2), eps=opt.eps, weight_decay=0.0)
+            groups = [
+                {"name": name, "params": params, "lr": lrs[name], "adamw": name != MATRIX}
+                for name, params in recipe_param_groups(self.model).items()
+            ]
+            optimizer = MuonH(
+                groups,
+                momentum=opt.momentum,
+                ortho_dtype=self.optimizer_record["ortho_dtype"],
+                betas=(opt.beta1, opt.beta2),
+                eps=opt.eps,
+                weight_decay=0.0,
+            )
         else:
             groups = [{**group, "lr": lrs[group["name"]]} for group in param_groups(self.model, opt.weight_decay)]
             optimizer = torch.optim.AdamW(groups, lr=opt.lr, betas=(opt.beta1, opt.beta2), eps=opt.eps)
-        log.info("optimizer %s: peak lrs %s", opt.optimizer,
-                 ", ".join(f"{g['name']}={g['lr']:.4g}" for g in optimizer.param_groups))
+        log.info(
+            "optimizer %s: peak lrs %s",
+            opt.optimizer,
+            ", ".join(f"{g['name']}={g['lr']:.4g}" for g in optimizer.param_groups),
+        )
         total = self.accounting.total_steps
         scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: lr_multiplier(step, total, opt))
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}

@@ -80,21 +80,40 @@ class MuonH(torch.optim.Optimizer):
     betas, eps, weight_decay (0 in the recipe). No weight decay on MuonH groups: the hyperball fixes the norm.
     """
 
-    def __init__(self, params, lr: float = 0.02, momentum: float = 0.95, ortho_dtype: str = "fp32",
-                 betas: tuple[float, float] = (0.8, 0.95), eps: float = 1e-10, weight_decay: float = 0.0):
+    def __init__(
+        self,
+        params,
+        lr: float = 0.02,
+        momentum: float = 0.95,
+        ortho_dtype: str = "fp32",
+        betas: tuple[float, float] = (0.8, 0.95),
+        eps: float = 1e-10,
+        weight_decay: float = 0.0,
+    ):
         if ortho_dtype not in TORCH_DTYPES:
-            raise ValueError(f"ortho_dtype={ortho_dtype!r} must be one of {sorted(TORCH_DTYPES)} (resolve 'auto' first)")
+            raise ValueError(
+                f"ortho_dtype={ortho_dtype!r} must be one of {sorted(TORCH_DTYPES)} (resolve 'auto' first)"
+            )
         if not 0.0 <= momentum < 1.0:
             raise ValueError(f"momentum={momentum!r} must be in [0, 1)")
-        defaults = dict(lr=lr, momentum=momentum, ortho_dtype=ortho_dtype, betas=betas, eps=eps,
-                        weight_decay=weight_decay, adamw=False)
+        defaults = dict(
+            lr=lr,
+            momentum=momentum,
+            ortho_dtype=ortho_dtype,
+            betas=betas,
+            eps=eps,
+            weight_decay=weight_decay,
+            adamw=False,
+        )
         super().__init__(params, defaults)
         for group in self.param_groups:
             if not group["adamw"]:
                 bad = [tuple(p.shape) for p in group["params"] if p.dim() != 2]
                 if bad:
-                    raise ValueError(f"MuonH groups take 2-D matrices only; group {group.get('name', '?')!r} has "
-                                     f"shapes {bad} (put them in an adamw=True group)")
+                    raise ValueError(
+                        f"MuonH groups take 2-D matrices only; group {group.get('name', '?')!r} has "
+                        f"shapes {bad} (put them in an adamw=True group)"
+                    )
 
     @torch.no_grad()
     def step(self, closure=None):
@@ -145,5 +164,18 @@ class MuonH(torch.optim.Optimizer):
         if not params:
             return
         beta1, beta2 = group["betas"]
-        adamw_step(params, grads, exp_avgs, exp_avg_sqs, [], steps, amsgrad=False, beta1=beta1, beta2=beta2,
-                   lr=group["lr"], weight_decay=group["weight_decay"], eps=group["eps"], maximize=False)
+        adamw_step(
+            params,
+            grads,
+            exp_avgs,
+            exp_avg_sqs,
+            [],
+            steps,
+            amsgrad=False,
+            beta1=beta1,
+            beta2=beta2,
+            lr=group["lr"],
+            weight_decay=group["weight_decay"],
+            eps=group["eps"],
+            maximize=False,
+        )

@@ -22,17 +22,32 @@ def diagnostics_inputs(root: str | Path = "..", env: Mapping[str, str] | None = 
     fixtures = root / "tests" / "fixtures" / "plots"
     if (demo / "runs.csv").exists() and (demo / "fit.json").exists():
         free = demo / "fit_free.json"
-        defaults = {"source": f"the demo's own runs ({demo})", "table": demo / "runs.csv",
-                    "fit": demo / "fit.json", "compare": "", "free": free if free.exists() else "", "joint": ""}
+        defaults = {
+            "source": f"the demo's own runs ({demo})",
+            "table": demo / "runs.csv",
+            "fit": demo / "fit.json",
+            "compare": "",
+            "free": free if free.exists() else "",
+            "joint": "",
+        }
     else:
-        defaults = {"source": f"the test fixtures ({fixtures}); run `make demo` to see your own",
-                    "table": fixtures / "runs.csv", "fit": fixtures / "fit.baseline.json",
-                    "compare": f"{fixtures / 'fit.tbptt.json'},{fixtures / 'fit.hyper.json'}",
-                    "free": fixtures / "free.baseline.json", "joint": fixtures / "fit.joint.json"}
+        defaults = {
+            "source": f"the test fixtures ({fixtures}); run `make demo` to see your own",
+            "table": fixtures / "runs.csv",
+            "fit": fixtures / "fit.baseline.json",
+            "compare": f"{fixtures / 'fit.tbptt.json'},{fixtures / 'fit.hyper.json'}",
+            "free": fixtures / "free.baseline.json",
+            "joint": fixtures / "fit.joint.json",
+        }
     keys = ("table", "fit", "compare", "free", "joint")
     chosen = {k: str(env.get(f"LOOPSCALE_{k.upper()}", defaults[k])) for k in keys}
     if any(f"LOOPSCALE_{k.upper()}" in env for k in keys):
         defaults["source"] = "LOOPSCALE_* environment variables, " + defaults["source"]
-    return {"source": defaults["source"], "table": chosen["table"], "fit": chosen["fit"],
-            "compare": [p for p in chosen["compare"].split(",") if p], "free": chosen["free"] or None,
-            "joint": chosen["joint"] or None}
+    return {
+        "source": defaults["source"],
+        "table": chosen["table"],
+        "fit": chosen["fit"],
+        "compare": [p for p in chosen["compare"].split(",") if p],
+        "free": chosen["free"] or None,
+        "joint": chosen["joint"] or None,
+    }

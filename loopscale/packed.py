@@ -30,9 +30,10 @@ import os
 import shutil
 import socket
 import threading
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterable, Iterator, Optional
+from typing import TYPE_CHECKING, Optional
 
 import numpy as np
 
@@ -118,8 +119,10 @@ class RowFiles:
         flat = pc.list_flatten(lists).to_numpy(zero_copy_only=False)
         width = getattr(self, "row_len", None) or len(flat) // n
         if len(flat) != n * width:
-            raise DataError(f"{self.files[fi]} row group {g}: {len(flat)} tokens in {n} rows is not "
-                            f"{width} per row; every row of a packed set has T + 1 tokens")
+            raise DataError(
+                f"{self.files[fi]} row group {g}: {len(flat)} tokens in {n} rows is not "
+                f"{width} per row; every row of a packed set has T + 1 tokens"
+            )
         tokens = flat.reshape(n, width)
         n_tokens = table.column("n_tokens").to_numpy() if self.has_n_tokens else None
         return tokens, n_tokens
@@ -189,8 +192,9 @@ def open_packed(root: Path | str) -> PackedSet:
     for split, rows in (("train", train), ("val", val)):
         expected = meta.get("rows", {}).get(split)
         if expected is not None and expected != rows.n_rows:
-            raise DataError(f"{root}: {split} holds {rows.n_rows} rows, {META_FILE} says {expected}; "
-                            f"delete {root} and pack again")
+            raise DataError(
+                f"{root}: {split} holds {rows.n_rows} rows, {META_FILE} says {expected}; delete {root} and pack again"
+            )
     return PackedSet(root=root, meta=meta, train=train, val=val)
 
 
@@ -207,8 +211,10 @@ def bos_id_of(tokenizer) -> int:
             return idx
     eot = eot_id(tokenizer)
     if eot is None:
-        raise DataError("the tokenizer has neither a BOS token (" + ", ".join(BOS_CANDIDATES) + ") nor an "
-                        "end-of-document token; packing needs one to mark where documents start")
+        raise DataError(
+            "the tokenizer has neither a BOS token (" + ", ".join(BOS_CANDIDATES) + ") nor an "
+            "end-of-document token; packing needs one to mark where documents start"
+        )
     return eot
 
 
@@ -217,7 +223,7 @@ def documents_of(tokens: np.ndarray, eot: int, chunk: int = 1 << 24) -> Iterator
     chunks so a memmap of any size streams."""
     carry = np.zeros(0, dtype=tokens.dtype)
     for lo in range(0, len(tokens), chunk):
-        block = np.concatenate([carry, tokens[lo:lo + chunk]])
+        block = np.concatenate([carry, tokens[lo : lo + chunk]])
         ends = np.flatnonzero(block == eot)
         start = 0
         for end in ends:
@@ -238,8 +244,9 @@ def _row_table(rows: np.ndarray, n_tokens: np.ndarray):
     return pa.table({"tokens": tokens, "n_tokens": pa.array(n_tokens.astype(np.int32))})
 
 
-def write_rows(out_dir: Path, split: str, rows: np.ndarray, n_tokens: np.ndarray, order: np.ndarray,
-               progress: bool = False) -> list[str]:
+def write_rows(
+    out_dir: Path, split: str, rows: np.ndarray, n_tokens: np.ndarray, order: np.ndarray, progress: bool = False
+) -> list[str]:
     """Write rows[order] as `<split>-00000.parquet`, ... (ROWS_PER_FILE rows each); returns the names."""
     import pyarrow.parquet as pq
     from tqdm.auto import tqdm
@@ -248,20 +255,31 @@ def write_rows(out_dir: Path, split: str, rows: np.ndarray, n_tokens: np.ndarray
     with tqdm(total=len(order), unit="row", desc=f"write {split}", disable=not progress) as bar:
         for fi, lo in enumerate(range(0, len(order), ROWS_PER_FILE)):
             name = f"{split}-{fi:05d}.parquet"
-            idx = order[lo:lo + ROWS_PER_FILE]
+            idx = order[lo : lo + ROWS_PER_FILE]
             with pq.ParquetWriter(out_dir / name, _row_table(rows[:1], n_tokens[:1]).schema) as writer:
                 for g in range(0, len(idx), ROWS_PER_GROUP):
-                    part = np.sort(idx[g:g + ROWS_PER_GROUP])  # sorted reads from the memmap, then reorder
-                    back = np.argsort(np.argsort(idx[g:g + ROWS_PER_GROUP]))
-                    writer.write_table(_row_table(rows[part][back], n_tokens[part][back]),
-                                       row_group_size=ROWS_PER_GROUP)
+                    part = np.sort(idx[g : g + ROWS_PER_GROUP])  # sorted reads from the memmap, then reorder
+                    back = np.argsort(np.argsort(idx[g : g + ROWS_PER_GROUP]))
+                    writer.write_table(
+                        _row_table(rows[part][back], n_tokens[part][back]), row_group_size=ROWS_PER_GROUP
+                    )
                     bar.update(len(part))
             names.append(name)
     return names
 
 
-def pack_split(tokens: np.ndarray, eot: int, bos: int, row_len: int, dtype: type, work: Path, split: str,
-               seed: int, out_dir: Path, progress: bool = False) -> dict:
+def pack_split(
+    tokens: np.ndarray,
+    eot: int,
+    bos: int,
+    row_len: int,
+    dtype: type,
+    work: Path,
+    split: str,
+    seed: int,
+    out_dir: Path,
+    progress: bool = False,
+) -> dict:
     """Best-fit pack one flat shard into `out_dir/<split>-*.parquet`; returns its counts for meta.json."""
     from tqdm.auto import tqdm
 
@@ -270,13 +288,15 @@ def pack_split(tokens: np.ndarray, eot: int, bos: int, row_len: int, dtype: type
     stats = PackStats()
     raw = work / f"{split}.rows"  # rows in packing order, padded: [n_rows, row_len] of dtype
     counts = []
-    with open(raw, "wb") as f, tqdm(total=len(tokens), unit="tok", unit_scale=True, desc=f"pack {split}",
-                                    disable=not progress) as bar:
+    with (
+        open(raw, "wb") as f,
+        tqdm(total=len(tokens), unit="tok", unit_scale=True, desc=f"pack {split}", disable=not progress) as bar,
+    ):
         row_buf = np.full(row_len, bos, dtype=dtype)
         done = 0
         for row in pack_rows(documents_of(tokens, eot), row_len, bos, MAX_OPEN_ROWS, stats=stats):
             row_buf[:] = bos  # padding: the BOS id, masked by the reader through n_tokens
-            row_buf[:len(row)] = row
+            row_buf[: len(row)] = row
             f.write(row_buf.tobytes())
             counts.append(len(row))
             bar.update(stats.n_tokens - done)
@@ -287,19 +307,31 @@ def pack_split(tokens: np.ndarray, eot: int, bos: int, row_len: int, dtype: type
     order = np.random.default_rng([seed, 0 if split == "train" else 1]).permutation(stats.n_rows)
     files = write_rows(out_dir, split, rows, np.asarray(counts, dtype=np.int32), order, progress)
     del rows
-    return {"rows": stats.n_rows, "tokens": stats.n_tokens, "pad": stats.n_pad, "documents": stats.n_documents,
-            "split_documents": stats.n_split_documents, "waste_share": stats.waste_share, "files": files}
+    return {
+        "rows": stats.n_rows,
+        "tokens": stats.n_tokens,
+        "pad": stats.n_pad,
+        "documents": stats.n_documents,
+        "split_documents": stats.n_split_documents,
+        "waste_share": stats.waste_share,
+        "files": files,
+    }
 
 
-def pack_key(prepared: "PreparedData", seq_len: int, seed: int) -> str:
-    ident = {"format": FORMAT_VERSION, "prepared": prepared.meta.get("key", prepared.root.name),
-             "tokenizer": prepared.meta["tokenizer"]["sha256"], "seq_len": seq_len, "seed": seed,
-             "max_open_rows": MAX_OPEN_ROWS}
+def pack_key(prepared: PreparedData, seq_len: int, seed: int) -> str:
+    ident = {
+        "format": FORMAT_VERSION,
+        "prepared": prepared.meta.get("key", prepared.root.name),
+        "tokenizer": prepared.meta["tokenizer"]["sha256"],
+        "seq_len": seq_len,
+        "seed": seed,
+        "max_open_rows": MAX_OPEN_ROWS,
+    }
     digest = hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:8]
     return f"{prepared.root.name}-packed-T{seq_len}-{digest}"
 
 
-def pack(cfg: "DataConfig", seq_len: int, progress: bool = True) -> PackedSet:
+def pack(cfg: DataConfig, seq_len: int, progress: bool = True) -> PackedSet:
     """The packed set of `cfg`'s corpus and tokenizer at context T = seq_len, from the cache or built."""
     from loopscale.shards import _staging_prefix, _sweep_dead_staging, prepare
     from loopscale.tokenizer import load_tokenizer, tokenizer_sha256
@@ -313,8 +345,10 @@ def pack(cfg: "DataConfig", seq_len: int, progress: bool = True) -> PackedSet:
     if (root / META_FILE).is_file():
         return open_packed(root)
     if prepared.eot_id is None:
-        raise DataError(f"tokenizer={cfg.tokenizer!r} has no end-of-document token, so the shards of "
-                        f"{prepared.root} cannot be cut into documents for packing")
+        raise DataError(
+            f"tokenizer={cfg.tokenizer!r} has no end-of-document token, so the shards of "
+            f"{prepared.root} cannot be cut into documents for packing"
+        )
     tok = load_tokenizer(str(prepared.tokenizer_path))
     bos = bos_id_of(tok)
     _sweep_dead_staging(data_dir, key)
@@ -322,21 +356,44 @@ def pack(cfg: "DataConfig", seq_len: int, progress: bool = True) -> PackedSet:
     shutil.rmtree(staging, ignore_errors=True)
     (staging / "work").mkdir(parents=True)
     try:
-        splits = {split: pack_split(np.asarray(prepared.tokens(split)), prepared.eot_id, bos, seq_len + 1,
-                                    prepared.dtype, staging / "work", split, cfg.split_seed, staging, progress)
-                  for split in ("train", "val")}
+        splits = {
+            split: pack_split(
+                np.asarray(prepared.tokens(split)),
+                prepared.eot_id,
+                bos,
+                seq_len + 1,
+                prepared.dtype,
+                staging / "work",
+                split,
+                cfg.split_seed,
+                staging,
+                progress,
+            )
+            for split in ("train", "val")
+        }
         shutil.rmtree(staging / "work")
         shutil.copy(prepared.tokenizer_path, staging / "tokenizer.json")
         meta = {
-            "format": FORMAT, "version": FORMAT_VERSION, "key": key, "seq_len": seq_len, "row_len": seq_len + 1,
+            "format": FORMAT,
+            "version": FORMAT_VERSION,
+            "key": key,
+            "seq_len": seq_len,
+            "row_len": seq_len + 1,
             "dtype": np.dtype(prepared.dtype).name,
-            "tokenizer": {"name": cfg.tokenizer, "vocab_size": prepared.vocab_size, "bos_id": bos,
-                          "pad_id": bos, "eot_id": prepared.eot_id, "sha256": tokenizer_sha256(tok)},
+            "tokenizer": {
+                "name": cfg.tokenizer,
+                "vocab_size": prepared.vocab_size,
+                "bos_id": bos,
+                "pad_id": bos,
+                "eot_id": prepared.eot_id,
+                "sha256": tokenizer_sha256(tok),
+            },
             "rows": {s: v["rows"] for s, v in splits.items()},
             "tokens": {s: v["tokens"] for s, v in splits.items()},
             "waste_share": {s: v["waste_share"] for s, v in splits.items()},
             "splits": splits,
-            "source": source_fingerprint(cfg), "prepared": prepared.root.name,
+            "source": source_fingerprint(cfg),
+            "prepared": prepared.root.name,
             "packing": {"method": "bos-best-fit", "max_open_rows": MAX_OPEN_ROWS, "order_seed": cfg.split_seed},
         }
         (staging / META_FILE).write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
@@ -358,8 +415,10 @@ def pack(cfg: "DataConfig", seq_len: int, progress: bool = True) -> PackedSet:
 def hub_offline_flag() -> bool:
     """HF_HUB_OFFLINE / HF_DATASETS_OFFLINE set: never touch the network (read without importing datasets,
     which costs ~1 s)."""
-    return any((os.environ.get(v) or "").upper() in ("1", "ON", "YES", "TRUE")
-               for v in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE"))
+    return any(
+        (os.environ.get(v) or "").upper() in ("1", "ON", "YES", "TRUE")
+        for v in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE")
+    )
 
 
 def hub_reachable(timeout_s: float = HUB_PROBE_S) -> bool:
@@ -383,14 +442,14 @@ def hub_reachable(timeout_s: float = HUB_PROBE_S) -> bool:
 def hub_cache_dir() -> Path:
     """The Hugging Face hub cache, resolved from the environment the way huggingface_hub does (whose
     import alone takes ~0.2-0.5 s, too slow for the offline fast path)."""
-    home = os.path.expanduser(os.getenv("HF_HOME", os.path.join(os.getenv("XDG_CACHE_HOME",
-                                                                          os.path.expanduser("~/.cache")),
-                                                                "huggingface")))
+    home = os.path.expanduser(
+        os.getenv("HF_HOME", os.path.join(os.getenv("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "huggingface"))
+    )
     legacy = os.getenv("HUGGINGFACE_HUB_CACHE", os.path.join(home, "hub"))
     return Path(os.path.expandvars(os.path.expanduser(os.getenv("HF_HUB_CACHE", legacy))))
 
 
-def locate_published(cfg: "DataConfig", progress: bool = True) -> Path:
+def locate_published(cfg: DataConfig, progress: bool = True) -> Path:
     """The folder holding the packed set: data.path, else the HF cache, else a download into the cache."""
     if cfg.path:
         return Path(cfg.path).expanduser()
@@ -400,15 +459,18 @@ def locate_published(cfg: "DataConfig", progress: bool = True) -> Path:
         from huggingface_hub import snapshot_download
 
         try:
-            return Path(snapshot_download(cfg.hf_name, repo_type="dataset", local_files_only=True,
-                                          allow_patterns=patterns))
+            return Path(
+                snapshot_download(cfg.hf_name, repo_type="dataset", local_files_only=True, allow_patterns=patterns)
+            )
         except Exception:  # huggingface_hub: LocalEntryNotFoundError (no complete snapshot)
             pass
     if hub_offline_flag() or not hub_reachable():
         why = "HF_HUB_OFFLINE is set" if hub_offline_flag() else "the hub is unreachable"
-        raise DataError(f"data: the packed set {cfg.hf_name} is not in the Hugging Face cache ({cache}) "
-                        f"and {why}; download it with `hf download {cfg.hf_name} --repo-type dataset` "
-                        f"or set data.path=<folder with train-*.parquet and val-*.parquet>")
+        raise DataError(
+            f"data: the packed set {cfg.hf_name} is not in the Hugging Face cache ({cache}) "
+            f"and {why}; download it with `hf download {cfg.hf_name} --repo-type dataset` "
+            f"or set data.path=<folder with train-*.parquet and val-*.parquet>"
+        )
     if not progress:
         os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     from huggingface_hub import snapshot_download
@@ -416,7 +478,7 @@ def locate_published(cfg: "DataConfig", progress: bool = True) -> Path:
     return Path(snapshot_download(cfg.hf_name, repo_type="dataset", allow_patterns=patterns))
 
 
-def open_published(cfg: "DataConfig", progress: bool = True) -> PackedSet:
+def open_published(cfg: DataConfig, progress: bool = True) -> PackedSet:
     return open_packed(locate_published(cfg, progress))
 
 

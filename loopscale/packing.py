@@ -19,8 +19,9 @@ open, the fullest open row is closed and the rest of it is padding. So:
 from __future__ import annotations
 
 import bisect
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Iterable, Iterator, Optional
+from typing import Optional
 
 import numpy as np
 
@@ -92,8 +93,7 @@ class _Packer:
             self.stats.n_split_documents += 1
         for i in range(n_full):  # full rows first: they precede the tail in emission order
             lo = i * self.row_len
-            yield self._emit(_OpenRow([seq[lo:lo + self.row_len]], self.row_len,
-                                      [(0, doc, lo, lo + self.row_len)]))
+            yield self._emit(_OpenRow([seq[lo : lo + self.row_len]], self.row_len, [(0, doc, lo, lo + self.row_len)]))
         tail_start = n_full * self.row_len
         tail = seq[tail_start:]
         if len(tail) == 0:
@@ -123,8 +123,14 @@ class _Packer:
         self.free.clear()
 
 
-def pack_rows(documents: Iterable[np.ndarray], row_len: int, bos_id: int, max_open_rows: int = 1024,
-              stats: Optional[PackStats] = None, pieces: Optional[list] = None) -> Iterator[np.ndarray]:
+def pack_rows(
+    documents: Iterable[np.ndarray],
+    row_len: int,
+    bos_id: int,
+    max_open_rows: int = 1024,
+    stats: Optional[PackStats] = None,
+    pieces: Optional[list] = None,
+) -> Iterator[np.ndarray]:
     """Yield packed rows (int64 arrays of <= row_len real tokens; pad them to row_len when writing).
 
     `documents`: token ids per document, without BOS. `stats` (if given) is filled in as rows are made;

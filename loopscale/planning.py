@@ -23,7 +23,8 @@ CHECKPOINT = Path("checkpoints") / "last.ckpt"
 
 @dataclass(frozen=True)
 class RunPlan:
-    """Everything the budget implies for one model, computed before training (docs/design.md, "Parameter accounting")."""
+    """Everything the budget implies for one model, computed before training (docs/design.md,
+    "Parameter accounting")."""
 
     N_once: int
     N_rec: int
@@ -52,10 +53,19 @@ def plan_run(cfg: TrainConfig) -> RunPlan:
         wanted = budget.tokens if budget.mode == "tokens" else budget.tokens_per_param * counts.N
         steps = max(1, round(wanted / batch_tokens))
         D = steps * batch_tokens
-    return RunPlan(N_once=counts.N_once, N_rec=counts.N_rec, N=counts.N, embedding=counts.embedding,
-                   lm_head=counts.lm_head, F=F, D=D, C=F * D,
-                   C_budget=budget.compute_flops if budget.mode == "flops" else None,
-                   steps=steps, batch_tokens=batch_tokens)
+    return RunPlan(
+        N_once=counts.N_once,
+        N_rec=counts.N_rec,
+        N=counts.N,
+        embedding=counts.embedding,
+        lm_head=counts.lm_head,
+        F=F,
+        D=D,
+        C=F * D,
+        C_budget=budget.compute_flops if budget.mode == "flops" else None,
+        steps=steps,
+        batch_tokens=batch_tokens,
+    )
 
 
 def run_dir_of(cfg: TrainConfig) -> Path:
@@ -70,8 +80,8 @@ def to_train_config(cfg: DictConfig | TrainConfig) -> TrainConfig:
     return OmegaConf.to_object(cfg)
 
 
-
 # --- forked warmup-stable-decay plans (loopscale/forks.py) -------------------------------------------
+
 
 @dataclass(frozen=True)
 class Branch:
@@ -121,11 +131,15 @@ def plan_forks(cfg: TrainConfig) -> ForkPlan:
     if budget.mode != "forks":
         raise ValueError(f"plan_forks needs budget.mode=forks, got {budget.mode!r}")
     if optim.optimizer == "muonh" and optim.transfer == "published":  # lr ~ D^-0.32: one per branch, no shared parent
-        raise ValueError("budget.mode=forks needs lrs that do not depend on D, and optim.transfer='published' "
-                         "scales the MuonH lr with each run's D: use optim.transfer=none (explicit lrs) for forks")
+        raise ValueError(
+            "budget.mode=forks needs lrs that do not depend on D, and optim.transfer='published' "
+            "scales the MuonH lr with each run's D: use optim.transfer=none (explicit lrs) for forks"
+        )
     if optim.schedule != "wsd":
-        raise ValueError(f"budget.mode=forks needs optim.schedule=wsd (use optim=wsd), got {optim.schedule!r}: "
-                         "a branch is a warmup-stable-decay run whose stable part is shared")
+        raise ValueError(
+            f"budget.mode=forks needs optim.schedule=wsd (use optim=wsd), got {optim.schedule!r}: "
+            "a branch is a warmup-stable-decay run whose stable part is shared"
+        )
     F = accounting.flops_per_token(cfg.model)
     batch_tokens = budget.batch_size * cfg.model.seq_len
     points = []  # (tag, C_budget, steps)
@@ -142,8 +156,10 @@ def plan_forks(cfg: TrainConfig) -> ForkPlan:
     for tag, C, steps in points:
         fork = wsd_decay_start(steps, optim.decay_frac)
         if fork < max(1, n_warmup):
-            raise ValueError(f"fork point {tag} ({steps} steps) would fork at step {fork}, before the end of the "
-                             f"{n_warmup}-step warmup (or at step 0): lower optim.decay_frac or warmup, or drop it")
+            raise ValueError(
+                f"fork point {tag} ({steps} steps) would fork at step {fork}, before the end of the "
+                f"{n_warmup}-step warmup (or at step 0): lower optim.decay_frac or warmup, or drop it"
+            )
         branches.append(Branch(tag=tag, C_budget=C, steps=steps, fork_step=fork, D=steps * batch_tokens))
     return ForkPlan(F=F, batch_tokens=batch_tokens, warmup_steps=n_warmup, branches=tuple(branches))
 
@@ -167,5 +183,6 @@ def branch_config(cfg: TrainConfig, plan: ForkPlan, branch: Branch) -> TrainConf
     else:
         budget = dataclasses.replace(cfg.budget, mode="tokens", tokens=branch.D)
     optim = dataclasses.replace(cfg.optim, warmup_steps=plan.warmup_steps)
-    return dataclasses.replace(cfg, budget=budget, optim=optim, run_name=branch_name(cfg, branch),
-                               point=f"{branch.tag}-d{cfg.model.d_model}")
+    return dataclasses.replace(
+        cfg, budget=budget, optim=optim, run_name=branch_name(cfg, branch), point=f"{branch.tag}-d{cfg.model.d_model}"
+    )

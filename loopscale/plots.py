@@ -24,8 +24,8 @@ and in notebooks alike.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Iterable, Mapping
 
 import numpy as np
 import pandas as pd
@@ -176,11 +176,9 @@ def law_line(group: pd.DataFrame, fit: FitResult, n_points: int = 60) -> tuple[n
     g = group.sort_values("N").drop_duplicates("N")
     log_n = np.log(g["N"].to_numpy(dtype=float))
     grid = np.linspace(log_n.min(), log_n.max(), n_points)
-    cols = {c: np.exp(np.interp(grid, log_n, np.log(g[c].to_numpy(dtype=float))))
-            for c in ("N_once", "D") if c in g}
+    cols = {c: np.exp(np.interp(grid, log_n, np.log(g[c].to_numpy(dtype=float)))) for c in ("N_once", "D") if c in g}
     rec = g["N_rec"].to_numpy(dtype=float)
-    cols["N_rec"] = np.exp(np.interp(grid, log_n, np.log(rec))) if (rec > 0).all() else np.interp(
-        grid, log_n, rec)
+    cols["N_rec"] = np.exp(np.interp(grid, log_n, np.log(rec))) if (rec > 0).all() else np.interp(grid, log_n, rec)
     cols["N"], cols["r"] = np.exp(grid), np.full(n_points, float(g["r"].iloc[0]))
     return np.exp(grid), predict_loss(fit.law, fit.params, cols)
 
@@ -249,8 +247,11 @@ def collapse(table: pd.DataFrame, fit) -> Figure:
     phi_hat = _phi(fit, "collapse")
     p = fit.params
     colours = r_colours(table["r"])
-    panels = [(phi_hat, f"fitted phi = {phi_hat:.3f}"), (0.0, "phi = 0: a loop is worth one block"),
-              (1.0, "phi = 1: a loop is worth r blocks")]
+    panels = [
+        (phi_hat, f"fitted phi = {phi_hat:.3f}"),
+        (0.0, "phi = 0: a loop is worth one block"),
+        (1.0, "phi = 1: a loop is worth r blocks"),
+    ]
     fig, axes = _grid(3, size=(4.4, 3.8))
     for ax, (phi, title) in zip(axes, panels):
         x, y = collapse_coordinates(table, fit, phi)
@@ -258,8 +259,7 @@ def collapse(table: pd.DataFrame, fit) -> Figure:
             rows = table["r"].to_numpy(dtype=float) == r
             ax.scatter(x[rows], y[rows], color=colours[r], s=14, label=f"r = {r:g}", zorder=3)
         line = np.geomspace(x.min(), x.max(), 100)
-        ax.plot(line, p["E"] + p["A"] * line ** -p["alpha"], color="black", lw=1.2,
-                label="E + A N_eff^-alpha")
+        ax.plot(line, p["E"] + p["A"] * line ** -p["alpha"], color="black", lw=1.2, label="E + A N_eff^-alpha")
         ax.set_xscale("log")
         ax.set_xlabel("N_eff = N_once + r^phi N_rec")
         ax.set_ylabel("L - B D^-beta")
@@ -288,8 +288,13 @@ def phi_profile(fit) -> Figure:
             ax_p.axhline(prof["threshold"], color="C3", ls="--", lw=1, label="95% threshold")
         lo, hi = (prof.get("interval") or [None, None])[:2]
         if lo is not None or hi is not None:
-            ax_p.axvspan(grid.min() if lo is None else lo, grid.max() if hi is None else hi,
-                         color="C3", alpha=0.12, label="95% profile interval")
+            ax_p.axvspan(
+                grid.min() if lo is None else lo,
+                grid.max() if hi is None else hi,
+                color="C3",
+                alpha=0.12,
+                label="95% profile interval",
+            )
         ax_p.axvline(phi_hat, color="black", lw=1, label=f"phi_hat = {phi_hat:.3f}")
         thr = prof.get("threshold")
         if thr:  # zoom on the interval: the crossings matter, not the far walls of the valley
@@ -480,8 +485,10 @@ def recipe_fit(fit, recipe: str) -> FitResult:
     fit = load_fit(fit)
     j = fit.joint or {}
     if fit.law != "looped-joint" or recipe not in j.get("recipes", []):
-        raise ValueError(f"recipe_fit needs a looped-joint fit with recipe {recipe!r}; got a {fit.law!r} fit "
-                         f"with recipes {j.get('recipes')}")
+        raise ValueError(
+            f"recipe_fit needs a looped-joint fit with recipe {recipe!r}; got a {fit.law!r} fit "
+            f"with recipes {j.get('recipes')}"
+        )
     rename = {f"phi[{recipe}]": "phi"}
     dense = ("E", "A", "alpha", "B", "beta")
     params = {k: fit.params[k] for k in dense} | {"phi": fit.params[f"phi[{recipe}]"]}
@@ -490,11 +497,23 @@ def recipe_fit(fit, recipe: str) -> FitResult:
     if fit.bootstrap:
         cols = fit.bootstrap.get("params", {})
         boot = dict(fit.bootstrap, params={rename.get(k, k): v for k, v in cols.items() if k in dense or k in rename})
-    return FitResult(law="looped", params=params, objective=fit.objective, grad_norm=fit.grad_norm,
-                     n_starts=fit.n_starts, n_refined=fit.n_refined, n_best_basin=fit.n_best_basin,
-                     settings=fit.settings, seed=fit.seed, n_rows=fit.n_rows, ci95=ci95, bootstrap=boot,
-                     warnings=list(fit.warnings), residual_rms_log=fit.residual_rms_log,
-                     group={"column": j.get("column"), "value": recipe, "shared_r1": True})
+    return FitResult(
+        law="looped",
+        params=params,
+        objective=fit.objective,
+        grad_norm=fit.grad_norm,
+        n_starts=fit.n_starts,
+        n_refined=fit.n_refined,
+        n_best_basin=fit.n_best_basin,
+        settings=fit.settings,
+        seed=fit.seed,
+        n_rows=fit.n_rows,
+        ci95=ci95,
+        bootstrap=boot,
+        warnings=list(fit.warnings),
+        residual_rms_log=fit.residual_rms_log,
+        group={"column": j.get("column"), "value": recipe, "shared_r1": True},
+    )
 
 
 def joint_delta_phi(fit) -> Figure:
@@ -515,8 +534,11 @@ def joint_delta_phi(fit) -> Figure:
     ax_v.set_ylabel("phi (joint fit)")
     ax_v.set_title("phi by recipe, shared dense law (95% CI)")
     others = [g for g in recipes if g != ref]
-    styles = (("bootstrap_ci", "joint: bootstrap", "C0", -0.15), ("profile_interval", "joint: profile", "C2", 0.0),
-              ("separate", "separate fits", "C3", 0.15))
+    styles = (
+        ("bootstrap_ci", "joint: bootstrap", "C0", -0.15),
+        ("profile_interval", "joint: profile", "C2", 0.0),
+        ("separate", "separate fits", "C3", 0.15),
+    )
     for x, g in enumerate(others):
         d = j["delta_phi"][g]
         for key, label, colour, dx in styles:
@@ -526,8 +548,7 @@ def joint_delta_phi(fit) -> Figure:
                 continue
             lo, hi = (ci or [None, None])[:2]
             yerr = None if lo is None or hi is None else [[est - lo], [hi - est]]
-            ax_d.errorbar([x + dx], [est], yerr=yerr, fmt="o", capsize=4, color=colour,
-                          label=label if x == 0 else None)
+            ax_d.errorbar([x + dx], [est], yerr=yerr, fmt="o", capsize=4, color=colour, label=label if x == 0 else None)
     ax_d.axhline(0, color="black", lw=0.8)
     ax_d.set_xticks(range(len(others)), others)
     ax_d.set_ylabel(f"phi - phi({ref})")

@@ -30,13 +30,16 @@ def dense_rows(probe_rows: list[dict[str, Any]], baseline_dir: Path) -> list[dic
         raise ValueError(f"--dense {baseline_dir} is not a directory")
     own = sum(1 for row in probe_rows if row.get("r") == 1)
     if own:
-        raise ValueError(f"the sweep already has {own} r = 1 runs; --dense adds another sweep's r = 1 runs "
-                         "only to a probe that has none")
+        raise ValueError(
+            f"the sweep already has {own} r = 1 runs; --dense adds another sweep's r = 1 runs "
+            "only to a probe that has none"
+        )
     rows, _ = collect(baseline_dir)
     dense = [dict(row, **{DENSE_COLUMN: str(baseline_dir)}) for row in rows if row.get("r") == 1]
     if not dense:
-        raise ValueError(f"--dense {baseline_dir} has no finished r = 1 runs (`loopscale status {baseline_dir}` "
-                         "lists its runs)")
+        raise ValueError(
+            f"--dense {baseline_dir} has no finished r = 1 runs (`loopscale status {baseline_dir}` lists its runs)"
+        )
     return dense
 
 
@@ -58,4 +61,5 @@ def check_dense_rows(table, law: str, allow_no_dense: bool = False) -> None:
     raise ValueError(
         f"no r = 1 runs in the table (r = {', '.join(f'{r:g}' for r in sorted(table['r'].unique()))}): a probe "
         "sweep trains no dense runs, so its fit needs the baseline's; collect with `loopscale collect "
-        "PROBE_DIR --dense BASELINE_DIR`, or pass --allow-no-dense to fit without r = 1 on purpose")
+        "PROBE_DIR --dense BASELINE_DIR`, or pass --allow-no-dense to fit without r = 1 on purpose"
+    )

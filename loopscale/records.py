@@ -10,8 +10,9 @@ from __future__ import annotations
 import json
 import platform
 import subprocess
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from loopscale.atomic import write_json_atomic  # noqa: F401  (run.json is written with it)
 
@@ -20,9 +21,28 @@ RUN_FILE = "run.json"
 PARENT_FILE = "fork_parent.json"
 # Columns of the runs table, in order; the first block is what `loopscale fit` reads by default.
 TABLE_COLUMNS = [
-    "r", "N_once", "N_rec", "N", "D", "C", "L",
-    "variant", "F", "width", "depth", "n_rec", "bptt_k", "injection", "C_budget", "steps", "seed",
-    "tokens_per_s", "wall_time_s", "parent", "run_name", "run_dir",
+    "r",
+    "N_once",
+    "N_rec",
+    "N",
+    "D",
+    "C",
+    "L",
+    "variant",
+    "F",
+    "width",
+    "depth",
+    "n_rec",
+    "bptt_k",
+    "injection",
+    "C_budget",
+    "steps",
+    "seed",
+    "tokens_per_s",
+    "wall_time_s",
+    "parent",
+    "run_name",
+    "run_dir",
 ]
 # Columns of the list of runs that are not done (collect's second result).
 PROBLEM_COLUMNS = ["run_dir", "status", "reason", "step"]
@@ -49,22 +69,29 @@ def git_commit(repo: Path | None = None) -> str | None:
     repository's .venv) is not a checkout, so nothing there is taken for the code's commit."""
     repo = Path(repo or Path(__file__).resolve().parents[1]).resolve()
     try:
-        top = subprocess.run(["git", "rev-parse", "--show-toplevel"], cwd=repo, capture_output=True, text=True,
-                             timeout=10)
+        top = subprocess.run(
+            ["git", "rev-parse", "--show-toplevel"], cwd=repo, capture_output=True, text=True, timeout=10
+        )
         if top.returncode != 0 or Path(top.stdout.strip()).resolve() != repo:
             return None
         sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True, timeout=10)
         if sha.returncode != 0:
             return None
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=repo,
-                               capture_output=True, text=True, timeout=10)
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=repo,
+            capture_output=True,
+            text=True,
+            timeout=10,
+        )
         return sha.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
     except (OSError, subprocess.TimeoutExpired):
         return None
 
 
-def library_versions(names: Iterable[str] = ("torch", "lightning", "hydra-core", "numpy", "datasets",
-                                              "tokenizers", "loopscale")) -> dict[str, str]:
+def library_versions(
+    names: Iterable[str] = ("torch", "lightning", "hydra-core", "numpy", "datasets", "tokenizers", "loopscale"),
+) -> dict[str, str]:
     from importlib.metadata import PackageNotFoundError, version
 
     out = {"python": platform.python_version()}
@@ -99,13 +126,26 @@ def collect(sweep_dir: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]
         record = read_record(run_dir)
         if record is None:
             has_ckpt = (run_dir / "checkpoints" / "last.ckpt").exists()
-            problems.append({"run_dir": str(run_dir), "status": "incomplete",
-                             "reason": "checkpoint but no run.json (killed or running)" if has_ckpt
-                             else "started but no checkpoint and no run.json", "step": None})
+            problems.append(
+                {
+                    "run_dir": str(run_dir),
+                    "status": "incomplete",
+                    "reason": "checkpoint but no run.json (killed or running)"
+                    if has_ckpt
+                    else "started but no checkpoint and no run.json",
+                    "step": None,
+                }
+            )
             continue
         if record.get("status") != "done":
-            problems.append({"run_dir": str(run_dir), "status": record.get("status"),
-                             "reason": record.get("reason") or "", "step": record.get("step")})
+            problems.append(
+                {
+                    "run_dir": str(run_dir),
+                    "status": record.get("status"),
+                    "reason": record.get("reason") or "",
+                    "step": record.get("step"),
+                }
+            )
             continue
         row = {col: record.get(col) for col in TABLE_COLUMNS}
         row["run_dir"] = str(run_dir)

@@ -12,8 +12,9 @@ nothing is fitted or recomputed here beyond formatting (and 4^phi, to say what p
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -33,7 +34,7 @@ RUN_COLUMNS = ("variant", "r", "width", "C_budget", "C", "N_once", "N_rec", "N",
 CAPTIONS = {
     "iso_flop": "iso-FLOP curves: loss vs N at each budget, one colour per r; lines are the fitted law.",
     "collapse": "Collapse: L - B D^-beta vs N_eff at the fitted phi, phi = 0 and phi = 1. All r on one "
-                "curve at the fitted phi is the visual test of the law.",
+    "curve at the fitted phi is the visual test of the law.",
     "phi_profile": "The objective profiled in phi with its 95% interval, and the bootstrap replicates of phi.",
     "residuals": "Residuals log L - log L_hat by r and by budget; free multipliers k_r against r^phi.",
     "delta_phi": "phi across recipe variants, and its difference from the first, with 95% intervals.",
@@ -54,6 +55,7 @@ def fmt(x: Any, digits: int = 4) -> str:
 
 def markdown_table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
     """A GitHub-flavoured Markdown table; cells are formatted with `fmt` and '|' escaped."""
+
     def cell(v):
         return fmt(v).replace("|", "\\|").replace("\n", " ")
 
@@ -79,17 +81,33 @@ def law_section(fit: FitResult) -> str:
     if group.get("column"):
         out += [f"Fitted on the {fit.n_rows} runs with {group['column']} = {group.get('value')}.", ""]
     params = parameter_table(fit)
-    out.append(markdown_table(["parameter", "estimate", "95% CI"], [
-        (row.parameter, row.estimate,
-         "" if np.isnan(row.ci95_low) else f"[{fmt(row.ci95_low)}, {fmt(row.ci95_high)}]")
-        for row in params.itertuples()]))
+    out.append(
+        markdown_table(
+            ["parameter", "estimate", "95% CI"],
+            [
+                (
+                    row.parameter,
+                    row.estimate,
+                    "" if np.isnan(row.ci95_low) else f"[{fmt(row.ci95_low)}, {fmt(row.ci95_high)}]",
+                )
+                for row in params.itertuples()
+            ],
+        )
+    )
     n_boot = (fit.bootstrap or {}).get("n_replicates")
-    out += ["", f"Intervals: percentile bootstrap over {n_boot} replicates." if n_boot
-            else "Intervals: none (the fit was not bootstrapped)."]
+    out += [
+        "",
+        f"Intervals: percentile bootstrap over {n_boot} replicates."
+        if n_boot
+        else "Intervals: none (the fit was not bootstrapped).",
+    ]
     if "phi" in fit.params:
         phi = fit.params["phi"]
-        out += ["", f"phi = {phi:.3f}: looping the recurrent block r times is worth r^phi unique copies of "
-                    f"it, e.g. {4 ** phi:.2f} at r = 4 (phi = 1 would be 4, phi = 0 would be 1)."]
+        out += [
+            "",
+            f"phi = {phi:.3f}: looping the recurrent block r times is worth r^phi unique copies of "
+            f"it, e.g. {4**phi:.2f} at r = 4 (phi = 1 would be 4, phi = 0 would be 1).",
+        ]
     out += ["", *quality_lines(fit)]
     if fit.joint:
         out += ["", joint_section(fit)]
@@ -108,11 +126,21 @@ def delta_phi_table(fit) -> pd.DataFrame:
         prof = [np.nan if v is None else v for v in (d.get("profile_interval") or [np.nan, np.nan])]
         sep = d.get("separate") or {}
         sep_ci = sep.get("ci") or [np.nan, np.nan]
-        rows.append({"recipe": g, "delta_phi": d["estimate"], "joint_ci95_low": boot[0], "joint_ci95_high": boot[1],
-                     "profile_low": prof[0], "profile_high": prof[1], "lr_p_value": d["lr_test"]["p_value"],
-                     "separate_delta_phi": sep.get("delta", np.nan), "separate_ci95_low": sep_ci[0],
-                     "separate_ci95_high": sep_ci[1],
-                     "width_ratio": (boot[1] - boot[0]) / (sep_ci[1] - sep_ci[0])})
+        rows.append(
+            {
+                "recipe": g,
+                "delta_phi": d["estimate"],
+                "joint_ci95_low": boot[0],
+                "joint_ci95_high": boot[1],
+                "profile_low": prof[0],
+                "profile_high": prof[1],
+                "lr_p_value": d["lr_test"]["p_value"],
+                "separate_delta_phi": sep.get("delta", np.nan),
+                "separate_ci95_low": sep_ci[0],
+                "separate_ci95_high": sep_ci[1],
+                "width_ratio": (boot[1] - boot[0]) / (sep_ci[1] - sep_ci[0]),
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -122,34 +150,67 @@ def joint_section(fit) -> str:
     j = fit.joint
     ref = j["reference"]
     runs = ", ".join(f"{k}: {v}" for k, v in j.get("n_rows_by_recipe", {}).items())
-    out = ["### delta-phi across recipes (joint fit)", "",
-           f"One law over the recipes in `{j['column']}` ({runs} runs): E, A, alpha, B, beta shared, one phi "
-           f"per recipe; delta-phi = phi[recipe] - phi[{ref}].", ""]
+    out = [
+        "### delta-phi across recipes (joint fit)",
+        "",
+        f"One law over the recipes in `{j['column']}` ({runs} runs): E, A, alpha, B, beta shared, one phi "
+        f"per recipe; delta-phi = phi[recipe] - phi[{ref}].",
+        "",
+    ]
     t = delta_phi_table(fit)
 
     def interval(lo, hi):
         return "" if np.isnan(lo) and np.isnan(hi) else f"[{fmt(lo) or 'open'}, {fmt(hi) or 'open'}]"
 
-    out.append(markdown_table(
-        ["recipe", "delta-phi", "joint bootstrap 95% CI", "joint profile 95%", "LR p (delta-phi = 0)",
-         "separate fits", "separate 95% CI", "CI width joint / separate"],
-        [(r.recipe, r.delta_phi, interval(r.joint_ci95_low, r.joint_ci95_high), interval(r.profile_low, r.profile_high),
-          fmt(r.lr_p_value, 3), r.separate_delta_phi, interval(r.separate_ci95_low, r.separate_ci95_high),
-          fmt(r.width_ratio, 3)) for r in t.itertuples()]))
+    out.append(
+        markdown_table(
+            [
+                "recipe",
+                "delta-phi",
+                "joint bootstrap 95% CI",
+                "joint profile 95%",
+                "LR p (delta-phi = 0)",
+                "separate fits",
+                "separate 95% CI",
+                "CI width joint / separate",
+            ],
+            [
+                (
+                    r.recipe,
+                    r.delta_phi,
+                    interval(r.joint_ci95_low, r.joint_ci95_high),
+                    interval(r.profile_low, r.profile_high),
+                    fmt(r.lr_p_value, 3),
+                    r.separate_delta_phi,
+                    interval(r.separate_ci95_low, r.separate_ci95_high),
+                    fmt(r.width_ratio, 3),
+                )
+                for r in t.itertuples()
+            ],
+        )
+    )
     chk = j.get("shared_check")
     if chk:
-        verdict = ("the recipes do NOT share the dense model: treat the joint delta-phi with care"
-                   if chk["p_value"] < 0.05 else "consistent with one shared dense model")
-        out += ["", f"- shared-parameter check: joint fit vs the separate fits, robust LR statistic "
-                    f"{fmt(chk['statistic'], 3)} on {chk['df']} df, p = {fmt(chk['p_value'], 3)}: {verdict}."]
+        verdict = (
+            "the recipes do NOT share the dense model: treat the joint delta-phi with care"
+            if chk["p_value"] < 0.05
+            else "consistent with one shared dense model"
+        )
+        out += [
+            "",
+            f"- shared-parameter check: joint fit vs the separate fits, robust LR statistic "
+            f"{fmt(chk['statistic'], 3)} on {chk['df']} df, p = {fmt(chk['p_value'], 3)}: {verdict}.",
+        ]
     return "\n".join(out)
 
 
 def quality_lines(fit: FitResult) -> list[str]:
     """Bullet points on how far the fit can be trusted, from what the fitter recorded."""
-    lines = [f"- objective (sum of Huber residuals) {fmt(fit.objective)}, gradient norm at the optimum "
-             f"{fmt(fit.grad_norm, 2)}; {fit.n_best_basin} of {fit.n_refined} refined starts reached the "
-             f"best optimum ({fit.n_starts} screened); {fit.n_rows} runs."]
+    lines = [
+        f"- objective (sum of Huber residuals) {fmt(fit.objective)}, gradient norm at the optimum "
+        f"{fmt(fit.grad_norm, 2)}; {fit.n_best_basin} of {fit.n_refined} refined starts reached the "
+        f"best optimum ({fit.n_starts} screened); {fit.n_rows} runs."
+    ]
     if fit.residual_rms_log is not None:
         lines.append(f"- RMS residual in log L: {fmt(fit.residual_rms_log, 3)}.")
     prof = fit.profile_phi or {}
@@ -158,9 +219,11 @@ def quality_lines(fit: FitResult) -> list[str]:
         lines.append(f"- profile interval for phi (95%): [{fmt(lo) or 'below grid'}, {fmt(hi) or 'above grid'}].")
     hold = fit.holdout or {}
     if "mean_abs_rel_error" in hold:
-        lines.append(f"- holdout: refit without the largest budget (C = {fmt(hold.get('held_out_budget'))}); "
-                     f"on its {hold.get('n_holdout')} runs the mean |relative error| is "
-                     f"{100 * hold['mean_abs_rel_error']:.2f}% (max {100 * hold['max_abs_rel_error']:.2f}%).")
+        lines.append(
+            f"- holdout: refit without the largest budget (C = {fmt(hold.get('held_out_budget'))}); "
+            f"on its {hold.get('n_holdout')} runs the mean |relative error| is "
+            f"{100 * hold['mean_abs_rel_error']:.2f}% (max {100 * hold['max_abs_rel_error']:.2f}%)."
+        )
     lines += [f"- warning: {w}" for w in fit.warnings or []]
     return lines
 
@@ -184,8 +247,10 @@ def runs_section(table: pd.DataFrame) -> str:
     t = t.sort_values(["_budget", "r", "N"] if "N" in t else ["_budget", "r"], kind="stable")
     header = f"## Runs\n\n{len(t)} finished runs; r in {{{', '.join(fmt(v) for v in sorted(t['r'].unique()))}}}"
     if "C" in table:
-        header += f"; {t['_budget'].nunique()} compute budgets from {fmt(t['_budget'].min())} to " \
-                  f"{fmt(t['_budget'].max())} FLOPs"
+        header += (
+            f"; {t['_budget'].nunique()} compute budgets from {fmt(t['_budget'].min())} to "
+            f"{fmt(t['_budget'].max())} FLOPs"
+        )
     return header + ".\n\n" + markdown_table(cols, t[cols].itertuples(index=False))
 
 
@@ -201,20 +266,30 @@ def problems_section(problems: Sequence[dict], out_dir: Path) -> str:
         except ValueError:
             pass
         rows.append((run_dir, p.get("status", ""), p.get("reason", "")))
-    return (f"## Failed or missing runs\n\n{len(rows)} run(s) did not finish and are not in the table:\n\n"
-            + markdown_table(["run", "status", "reason"], rows))
+    return (
+        f"## Failed or missing runs\n\n{len(rows)} run(s) did not finish and are not in the table:\n\n"
+        + markdown_table(["run", "status", "reason"], rows)
+    )
 
 
-def build_report(table: pd.DataFrame, fit=None, figures: Sequence[Path] = (), out_dir=".",
-                 problems: Sequence[dict] | None = None, title: str = "loopscale report") -> str:
+def build_report(
+    table: pd.DataFrame,
+    fit=None,
+    figures: Sequence[Path] = (),
+    out_dir=".",
+    problems: Sequence[dict] | None = None,
+    title: str = "loopscale report",
+) -> str:
     """The report as Markdown text (figure links relative to out_dir)."""
     out_dir = Path(out_dir)
     parts = [f"# {title}"]
     if fit is not None:
         parts.append(law_section(load_fit(fit)))
     else:
-        parts.append("## Fitted law\n\nNo fit given (`loopscale fit TABLE --out FIT.json`, then "
-                     "`loopscale report ... --fit FIT.json`).")
+        parts.append(
+            "## Fitted law\n\nNo fit given (`loopscale fit TABLE --out FIT.json`, then "
+            "`loopscale report ... --fit FIT.json`)."
+        )
     if figures:
         parts.append(figures_section(figures, out_dir))
     parts.append(runs_section(table))
@@ -223,8 +298,14 @@ def build_report(table: pd.DataFrame, fit=None, figures: Sequence[Path] = (), ou
     return "\n\n".join(parts) + "\n"
 
 
-def write_report(table: pd.DataFrame, fit=None, figures: Sequence[Path] = (), out_path="report.md",
-                 problems: Sequence[dict] | None = None, title: str = "loopscale report") -> Path:
+def write_report(
+    table: pd.DataFrame,
+    fit=None,
+    figures: Sequence[Path] = (),
+    out_path="report.md",
+    problems: Sequence[dict] | None = None,
+    title: str = "loopscale report",
+) -> Path:
     """Write the Markdown report to out_path and return it.
 
     table: the runs table (as `collect` writes it); fit: a FitResult, its JSON dict, a path, or None;

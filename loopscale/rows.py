@@ -21,7 +21,8 @@ first data.val_rows rows of the val split, the same for every run; each rank eva
 
 from __future__ import annotations
 
-from typing import Iterator, Optional
+from collections.abc import Iterator
+from typing import Optional
 
 import numpy as np
 import torch
@@ -37,13 +38,13 @@ IGNORE_INDEX = -100  # torch.nn.functional.cross_entropy's default ignore_index
 def micro_batch_start(k: int, rank: int, world: int, micro: int) -> int:
     """First train row of micro-batch k on rank `rank` (see module docstring)."""
     if min(k, rank) < 0 or not 0 <= rank < world or micro < 1:
-        raise ValueError(f"k={k}, rank={rank}, world={world}, micro={micro}: need k >= 0, 0 <= rank < world, "
-                         f"micro >= 1")
+        raise ValueError(
+            f"k={k}, rank={rank}, world={world}, micro={micro}: need k >= 0, 0 <= rank < world, micro >= 1"
+        )
     return (k * world + rank) * micro
 
 
-def check_rows(n_rows: int, steps: int, batch_rows: int, seq_len: int, allow_repeat: bool,
-               where: str) -> dict:
+def check_rows(n_rows: int, steps: int, batch_rows: int, seq_len: int, allow_repeat: bool, where: str) -> dict:
     """What a run of `steps` optimizer steps of `batch_rows` rows reads from a split of `n_rows` rows.
 
     Raises DataError with the numbers when it needs more rows than there are and allow_repeat is off.
@@ -55,9 +56,16 @@ def check_rows(n_rows: int, steps: int, batch_rows: int, seq_len: int, allow_rep
             f"data: the run needs D = {needed * seq_len:,} tokens = {steps:,} steps x {batch_rows} rows x "
             f"T = {seq_len} = {needed:,} rows, but {where} holds {n_rows:,} train rows "
             f"({n_rows * seq_len:,} tokens, {epochs:.3g} passes needed); lower the budget, use a larger set, "
-            f"or set data.allow_repeat=true")
-    return {"format": "packed", "train_rows": n_rows, "rows_needed": needed, "epochs": epochs,
-            "allow_repeat": allow_repeat, "set": where}
+            f"or set data.allow_repeat=true"
+        )
+    return {
+        "format": "packed",
+        "train_rows": n_rows,
+        "rows_needed": needed,
+        "epochs": epochs,
+        "allow_repeat": allow_repeat,
+        "set": where,
+    }
 
 
 def read_wrapped(split: RowFiles, start: int, n: int) -> tuple[np.ndarray, Optional[np.ndarray]]:
@@ -93,8 +101,9 @@ class PackedTrainStream(IterableDataset):
     so a run that uses the set to its end does reach it) and a later iteration continues from there, so an
     epoch loop can never replay the pass: it gets a DataError instead. check_rows refuses such runs first."""
 
-    def __init__(self, split: RowFiles, micro: int, rank: int = 0, world: int = 1, start: int = 0,
-                 allow_repeat: bool = False):
+    def __init__(
+        self, split: RowFiles, micro: int, rank: int = 0, world: int = 1, start: int = 0, allow_repeat: bool = False
+    ):
         super().__init__()
         self.split, self.micro, self.rank, self.world = split, micro, rank, world
         self.start, self.allow_repeat = start, allow_repeat
@@ -105,8 +114,10 @@ class PackedTrainStream(IterableDataset):
             lo = micro_batch_start(k, self.rank, self.world, self.micro)
             if lo + self.micro > self.split.n_rows and not self.allow_repeat:
                 if k == self.start:
-                    raise DataError(f"data: micro-batch {k} of rank {self.rank} needs rows [{lo}, {lo + self.micro}) "
-                                    f"but the set holds {self.split.n_rows} train rows (data.allow_repeat=false)")
+                    raise DataError(
+                        f"data: micro-batch {k} of rank {self.rank} needs rows [{lo}, {lo + self.micro}) "
+                        f"but the set holds {self.split.n_rows} train rows (data.allow_repeat=false)"
+                    )
                 self.start = k  # iterating again continues here (and fails) instead of replaying the pass
                 return
             yield rows_to_batch(*read_wrapped(self.split, lo, self.micro))
@@ -150,11 +161,13 @@ class PackedDataModule(StepResumableDataModule):
 
     def train_dataloader(self) -> DataLoader:
         rank, world = self.rank_and_world()
-        stream = PackedTrainStream(self.packed.train, self.micro, rank, world, self.resolved_start_step(),
-                                   self.allow_repeat)
+        stream = PackedTrainStream(
+            self.packed.train, self.micro, rank, world, self.resolved_start_step(), self.allow_repeat
+        )
         return DataLoader(stream, batch_size=None, num_workers=0)
 
     def val_dataloader(self) -> DataLoader:
         rank, world = self.rank_and_world()
-        return DataLoader(PackedValRows(self.packed.val, self.val_rows, self.micro, rank, world),
-                          batch_size=None, num_workers=0)
+        return DataLoader(
+            PackedValRows(self.packed.val, self.val_rows, self.micro, rank, world), batch_size=None, num_workers=0
+        )

@@ -25,11 +25,11 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class RunData:
     vocab_size: int  # the tokenizer's vocabulary (the model pads it)
-    prepared: Optional["PreparedData"] = None  # format=windows
-    packed: Optional["PackedSet"] = None  # format=packed
+    prepared: Optional[PreparedData] = None  # format=windows
+    packed: Optional[PackedSet] = None  # format=packed
 
 
-def open_run_data(data: "DataConfig", seq_len: int, progress: bool = True) -> RunData:
+def open_run_data(data: DataConfig, seq_len: int, progress: bool = True) -> RunData:
     """Prepare / pack / locate the run's data (cached); fails before any model is built."""
     if data.format == "windows":
         from loopscale.shards import prepare
@@ -40,32 +40,32 @@ def open_run_data(data: "DataConfig", seq_len: int, progress: bool = True) -> Ru
 
     packed = open_published(data, progress) if data.source == "packed" else pack(data, seq_len, progress)
     if packed.seq_len != seq_len:
-        raise DataError(f"data: the packed set {packed.root} has rows of T + 1 = {packed.seq_len + 1} tokens; "
-                        f"model.seq_len={seq_len} must be {packed.seq_len}")
+        raise DataError(
+            f"data: the packed set {packed.root} has rows of T + 1 = {packed.seq_len + 1} tokens; "
+            f"model.seq_len={seq_len} must be {packed.seq_len}"
+        )
     vocab = packed.vocab_size or data.vocab_size  # the published set has no meta.json: data.vocab_size
     return RunData(vocab_size=vocab, packed=packed)
 
 
-def data_record(run: RunData, data: "DataConfig", steps: int, batch_rows: int, seq_len: int) -> dict:
+def data_record(run: RunData, data: DataConfig, steps: int, batch_rows: int, seq_len: int) -> dict:
     """What the run will read (for run.json); raises DataError when a packed set is too small."""
     if run.packed is None:
         return {"format": "windows", "set": str(run.prepared.root), "train_tokens": run.prepared.n_train_tokens}
     from loopscale.rows import check_rows, val_row_count
 
-    record = check_rows(run.packed.train.n_rows, steps, batch_rows, seq_len, data.allow_repeat,
-                        str(run.packed.root))
+    record = check_rows(run.packed.train.n_rows, steps, batch_rows, seq_len, data.allow_repeat, str(run.packed.root))
     record["val_rows"] = val_row_count(run.packed, data.val_rows)
     record["waste_share"] = run.packed.meta.get("waste_share")
     return record
 
 
-def make_datamodule(run: RunData, data: "DataConfig", seq_len: int, micro: int, seed: int) -> "L.LightningDataModule":
+def make_datamodule(run: RunData, data: DataConfig, seq_len: int, micro: int, seed: int) -> L.LightningDataModule:
     """The DataModule of the run: `micro` sequences per micro-batch on each rank."""
     if run.packed is None:
         from loopscale.data import TokenDataModule
 
-        return TokenDataModule(run.prepared, seq_len=seq_len, batch_size=micro, seed=seed,
-                               val_tokens=data.val_tokens)
+        return TokenDataModule(run.prepared, seq_len=seq_len, batch_size=micro, seed=seed, val_tokens=data.val_tokens)
     from loopscale.rows import PackedDataModule
 
     return PackedDataModule(run.packed, micro, val_rows=data.val_rows, allow_repeat=data.allow_repeat)

@@ -33,16 +33,23 @@ class RunLocked(RuntimeError):
         self.run_dir, self.owner = run_dir, owner
         job = f", SLURM job {owner['slurm_job_id']}" if owner.get("slurm_job_id") else ""
         since = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(owner.get("started", 0)))
-        super().__init__(f"{run_dir} is running elsewhere (host {owner.get('host')}, pid {owner.get('pid')}{job}, "
-                         f"since {since}): not touching it")
+        super().__init__(
+            f"{run_dir} is running elsewhere (host {owner.get('host')}, pid {owner.get('pid')}{job}, "
+            f"since {since}): not touching it"
+        )
 
 
 def _owner_record() -> dict[str, Any]:
     job = os.environ.get("SLURM_JOB_ID")
     if job and os.environ.get("SLURM_ARRAY_JOB_ID"):
         job = f"{os.environ['SLURM_ARRAY_JOB_ID']}_{os.environ.get('SLURM_ARRAY_TASK_ID', '')}"
-    return {"host": socket.gethostname(), "pid": os.getpid(), "slurm_job_id": job, "started": time.time(),
-            "token": secrets.token_hex(8)}
+    return {
+        "host": socket.gethostname(),
+        "pid": os.getpid(),
+        "slurm_job_id": job,
+        "started": time.time(),
+        "token": secrets.token_hex(8),
+    }
 
 
 def _pid_alive(pid: int) -> bool:
@@ -139,7 +146,7 @@ class RunLock:
             self.path.unlink(missing_ok=True)
         self.owner = None
 
-    def __enter__(self) -> "RunLock":
+    def __enter__(self) -> RunLock:
         self.acquire()
         return self
 

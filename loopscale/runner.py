@@ -25,17 +25,43 @@ def _base_record(cfg: TrainConfig, plan: RunPlan, run_dir: Path) -> dict[str, An
 
     m = cfg.model
     return {
-        "status": None, "reason": None, "step": None,
-        "run_name": cfg.run_name, "sweep": cfg.sweep, "run_dir": str(run_dir), "point": cfg.point,
-        "r": m.r, "variant": m.variant, "recipe": m.recipe, "width": m.d_model, "depth": m.l_eff,
-        "n_prelude": m.n_prelude, "n_rec": m.n_rec, "n_coda": m.n_coda, "bptt_k": m.bptt_k,
-        "injection": m.injection, "vocab_size": m.vocab_size, "seq_len": m.seq_len,
-        "N_once": plan.N_once, "N_rec": plan.N_rec, "N": plan.N, "embedding": plan.embedding,
-        "lm_head": plan.lm_head, "F": plan.F, "D": plan.D, "C": plan.C, "C_budget": plan.C_budget,
-        "steps": plan.steps, "batch_tokens": plan.batch_tokens,
-        "L": None, "val_loss": None, "train_loss": None,
-        "seed": cfg.seed, "parent": None,
-        "git_commit": git_commit(), "versions": library_versions(),
+        "status": None,
+        "reason": None,
+        "step": None,
+        "run_name": cfg.run_name,
+        "sweep": cfg.sweep,
+        "run_dir": str(run_dir),
+        "point": cfg.point,
+        "r": m.r,
+        "variant": m.variant,
+        "recipe": m.recipe,
+        "width": m.d_model,
+        "depth": m.l_eff,
+        "n_prelude": m.n_prelude,
+        "n_rec": m.n_rec,
+        "n_coda": m.n_coda,
+        "bptt_k": m.bptt_k,
+        "injection": m.injection,
+        "vocab_size": m.vocab_size,
+        "seq_len": m.seq_len,
+        "N_once": plan.N_once,
+        "N_rec": plan.N_rec,
+        "N": plan.N,
+        "embedding": plan.embedding,
+        "lm_head": plan.lm_head,
+        "F": plan.F,
+        "D": plan.D,
+        "C": plan.C,
+        "C_budget": plan.C_budget,
+        "steps": plan.steps,
+        "batch_tokens": plan.batch_tokens,
+        "L": None,
+        "val_loss": None,
+        "train_loss": None,
+        "seed": cfg.seed,
+        "parent": None,
+        "git_commit": git_commit(),
+        "versions": library_versions(),
         "config": dataclasses.asdict(cfg),
     }
 
@@ -45,9 +71,25 @@ def _print_plan(cfg: TrainConfig, plan: RunPlan, run_dir: Path) -> None:
     log.info(
         "run %s: r=%d (%s, injection=%s, bptt_k=%s) d_model=%d L_eff=%d [p=%d k=%d c=%d] | N_once=%s N_rec=%s "
         "N=%s | F=%.4g FLOPs/token | D=%s tokens = %d steps x %d tokens | C=%.4g FLOPs | dir %s",
-        cfg.run_name, m.r, m.variant, m.injection, m.bptt_k, m.d_model, m.l_eff, m.n_prelude, m.n_rec,
-        m.n_coda, f"{plan.N_once:,}", f"{plan.N_rec:,}", f"{plan.N:,}", plan.F, f"{plan.D:,}", plan.steps,
-        plan.batch_tokens, plan.C, run_dir,
+        cfg.run_name,
+        m.r,
+        m.variant,
+        m.injection,
+        m.bptt_k,
+        m.d_model,
+        m.l_eff,
+        m.n_prelude,
+        m.n_rec,
+        m.n_coda,
+        f"{plan.N_once:,}",
+        f"{plan.N_rec:,}",
+        f"{plan.N:,}",
+        plan.F,
+        f"{plan.D:,}",
+        plan.steps,
+        plan.batch_tokens,
+        plan.C,
+        run_dir,
     )
 
 
@@ -60,10 +102,16 @@ def _loggers(cfg: TrainConfig, run_dir: Path) -> list:
         try:
             from lightning.pytorch.loggers import WandbLogger
 
-            loggers.append(WandbLogger(project=cfg.logger.wandb_project, entity=cfg.logger.wandb_entity,
-                                       name=f"{cfg.sweep}/{cfg.run_name}", save_dir=str(run_dir),
-                                       offline=cfg.logger.wandb_mode == "offline",
-                                       config=dataclasses.asdict(cfg)))
+            loggers.append(
+                WandbLogger(
+                    project=cfg.logger.wandb_project,
+                    entity=cfg.logger.wandb_entity,
+                    name=f"{cfg.sweep}/{cfg.run_name}",
+                    save_dir=str(run_dir),
+                    offline=cfg.logger.wandb_mode == "offline",
+                    config=dataclasses.asdict(cfg),
+                )
+            )
         except Exception as err:  # W&B must never fail a run: the CSV and run.json are the source of truth
             log.warning("W&B logger disabled: %s", err)
     return loggers
@@ -80,9 +128,14 @@ def _callbacks(cfg: TrainConfig, run_dir: Path, fork_steps: list[int]) -> list:
     # the divergence check first: no checkpoint of the same step may save diverged weights
     callbacks = [DivergenceCheck()]
     callbacks += [ForkCheckpoints(run_dir / CHECKPOINT.parent, fork_steps)] if fork_steps else []
-    callbacks.append(AtomicLastCheckpoint(run_dir / CHECKPOINT, every_n_steps=cfg.trainer.ckpt_every_steps,
-                                          every_minutes=cfg.trainer.ckpt_every_minutes,
-                                          time_check_every=cfg.trainer.log_every_steps))
+    callbacks.append(
+        AtomicLastCheckpoint(
+            run_dir / CHECKPOINT,
+            every_n_steps=cfg.trainer.ckpt_every_steps,
+            every_minutes=cfg.trainer.ckpt_every_minutes,
+            time_check_every=cfg.trainer.log_every_steps,
+        )
+    )
     if cfg.trainer.progress:
         callbacks.append(RichProgressBar() if sys.stdout.isatty() else TQDMProgressBar(refresh_rate=50))
     return callbacks
@@ -106,9 +159,14 @@ def _rank_placement(trainer, resumed_from_step: int) -> list[dict[str, Any]]:
 
     import torch.distributed as dist
 
-    mine = {"rank": trainer.global_rank, "node_id": os.environ.get("SLURM_NODEID"),
-            "node": os.environ.get("SLURMD_NODENAME"), "host": socket.gethostname(), "pid": os.getpid(),
-            "resumed_from_step": resumed_from_step}
+    mine = {
+        "rank": trainer.global_rank,
+        "node_id": os.environ.get("SLURM_NODEID"),
+        "node": os.environ.get("SLURMD_NODENAME"),
+        "host": socket.gethostname(),
+        "pid": os.getpid(),
+        "resumed_from_step": resumed_from_step,
+    }
     if trainer.world_size == 1 or not (dist.is_available() and dist.is_initialized()):
         return [mine]
     placement: list[Any] = [None] * trainer.world_size
@@ -149,9 +207,16 @@ def run_dir_lock(run_dir: Path):
     return RunLock(run_dir) if launching_rank() else contextlib.nullcontext()
 
 
-def fit_run(cfg: TrainConfig, run_dir: Path, *, start_ckpt: Path | None = None, fork_steps: list[int] = (),
-            record_file: str = "run.json", validate: bool = True,
-            extra_record: dict[str, Any] | None = None) -> dict[str, Any]:
+def fit_run(
+    cfg: TrainConfig,
+    run_dir: Path,
+    *,
+    start_ckpt: Path | None = None,
+    fork_steps: list[int] = (),
+    record_file: str = "run.json",
+    validate: bool = True,
+    extra_record: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """Train `cfg` in `run_dir` and write its record (run.json unless `record_file` says otherwise).
 
     Resumes from run_dir/checkpoints/last.ckpt when present, else starts from `start_ckpt` when given (a
@@ -170,9 +235,17 @@ def fit_run(cfg: TrainConfig, run_dir: Path, *, start_ckpt: Path | None = None, 
     from loopscale.run_data import data_record, make_datamodule, open_run_data
 
     # what a failure before the plan exists (bad data path, vocab too large, ...) still records
-    record: dict[str, Any] = {"status": None, "reason": None, "step": 0, "run_name": cfg.run_name,
-                              "sweep": cfg.sweep, "run_dir": str(run_dir), "point": cfg.point,
-                              "identity": identity_hash(identity_of(cfg)), **(extra_record or {})}
+    record: dict[str, Any] = {
+        "status": None,
+        "reason": None,
+        "step": 0,
+        "run_name": cfg.run_name,
+        "sweep": cfg.sweep,
+        "run_dir": str(run_dir),
+        "point": cfg.point,
+        "identity": identity_hash(identity_of(cfg)),
+        **(extra_record or {}),
+    }
     trainer = module = None
     started = time.perf_counter()
     try:
@@ -195,22 +268,40 @@ def fit_run(cfg: TrainConfig, run_dir: Path, *, start_ckpt: Path | None = None, 
         batching = device_batching(cfg.budget, cfg.model, cfg.trainer)
         record.update(device_batch=batching.device_batch, grad_accum=batching.grad_accum, world=batching.world)
         datamodule = make_datamodule(run_data, cfg.data, cfg.model.seq_len, batching.device_batch, cfg.seed)
-        module = LoopedLM(cfg.model, cfg.optim, cfg.trainer,
-                          StepAccounting(total_steps=plan.steps, batch_tokens=plan.batch_tokens,
-                                         flops_per_token=plan.F,
-                                         causal_flops_per_token=causal_flops_per_token(cfg.model)))
+        module = LoopedLM(
+            cfg.model,
+            cfg.optim,
+            cfg.trainer,
+            StepAccounting(
+                total_steps=plan.steps,
+                batch_tokens=plan.batch_tokens,
+                flops_per_token=plan.F,
+                causal_flops_per_token=causal_flops_per_token(cfg.model),
+            ),
+        )
         record.update(module.optimizer_record)
         trainer = L.Trainer(
-            accelerator=cfg.trainer.accelerator, devices=cfg.trainer.devices, num_nodes=cfg.trainer.num_nodes,
-            strategy=cfg.trainer.strategy, precision=cfg.trainer.precision,
-            max_steps=plan.steps, max_epochs=-1, accumulate_grad_batches=batching.grad_accum,
-            gradient_clip_val=cfg.optim.grad_clip or None, gradient_clip_algorithm="norm",
+            accelerator=cfg.trainer.accelerator,
+            devices=cfg.trainer.devices,
+            num_nodes=cfg.trainer.num_nodes,
+            strategy=cfg.trainer.strategy,
+            precision=cfg.trainer.precision,
+            max_steps=plan.steps,
+            max_epochs=-1,
+            accumulate_grad_batches=batching.grad_accum,
+            gradient_clip_val=cfg.optim.grad_clip or None,
+            gradient_clip_algorithm="norm",
             # Lightning counts training batches, i.e. micro-batches: val_every_steps counts optimizer steps
             val_check_interval=(cfg.trainer.val_every_steps or plan.steps + 1) * batching.grad_accum,
-            check_val_every_n_epoch=None, num_sanity_val_steps=0,
-            log_every_n_steps=cfg.trainer.log_every_steps, logger=_loggers(cfg, run_dir),
-            callbacks=_callbacks(cfg, run_dir, list(fork_steps)), enable_checkpointing=False,
-            enable_model_summary=False, enable_progress_bar=cfg.trainer.progress, default_root_dir=str(run_dir),
+            check_val_every_n_epoch=None,
+            num_sanity_val_steps=0,
+            log_every_n_steps=cfg.trainer.log_every_steps,
+            logger=_loggers(cfg, run_dir),
+            callbacks=_callbacks(cfg, run_dir, list(fork_steps)),
+            enable_checkpointing=False,
+            enable_model_summary=False,
+            enable_progress_bar=cfg.trainer.progress,
+            default_root_dir=str(run_dir),
             plugins=_plugins(),
             # every rank validates the whole val set (TokenDataModule.val_dataloader says why)
             use_distributed_sampler=False,
@@ -220,16 +311,20 @@ def fit_run(cfg: TrainConfig, run_dir: Path, *, start_ckpt: Path | None = None, 
         # weights_only=True: a checkpoint is tensors and plain containers; unpickling code from a planted
         # file is refused whatever torch's own default (torch < 2.6 defaults to full unpickling)
         hits_before = len(recompile_limit_hits())
-        trainer.fit(module, datamodule=datamodule, ckpt_path=str(resume_from) if resume_from else None,
-                    weights_only=True)
+        trainer.fit(
+            module, datamodule=datamodule, ckpt_path=str(resume_from) if resume_from else None, weights_only=True
+        )
         record["ranks"] = _rank_placement(trainer, module.resumed_from_step)
         val = trainer.validate(module, datamodule=datamodule, verbose=False)[0]["val/loss"] if validate else None
     except Diverged as err:
         record.update(status="diverged", reason=str(err), step=err.step)
         raise
     except BaseException as err:
-        record.update(status="failed", reason=f"{type(err).__name__}: {err}",
-                      step=trainer.global_step if trainer is not None else 0)
+        record.update(
+            status="failed",
+            reason=f"{type(err).__name__}: {err}",
+            step=trainer.global_step if trainer is not None else 0,
+        )
         raise
     else:
         wall = time.perf_counter() - started

@@ -30,14 +30,15 @@ import shutil
 import signal
 import socket
 import time
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterator, Optional
+from typing import TYPE_CHECKING, Optional
 
 import numpy as np
 
 from loopscale.corpus import DataError, load_documents, source_fingerprint
-from loopscale.tokenizer import (eot_id, gpt2_files, load_tokenizer, tokenizer_sha256, train_bpe)
+from loopscale.tokenizer import eot_id, gpt2_files, load_tokenizer, tokenizer_sha256, train_bpe
 
 if TYPE_CHECKING:
     import datasets
@@ -87,12 +88,14 @@ def dtype_for(vocab_size: int, requested: str = "auto") -> type:
         raise DataError(f"token_dtype={requested!r} must be 'auto', 'uint16' or 'uint32'")
     limit = np.iinfo(DTYPES[requested]).max + 1
     if vocab_size > limit:
-        raise DataError(f"vocab_size={vocab_size} does not fit token_dtype={requested!r} "
-                        f"(at most {limit} ids); use token_dtype='uint32' or 'auto'")
+        raise DataError(
+            f"vocab_size={vocab_size} does not fit token_dtype={requested!r} "
+            f"(at most {limit} ids); use token_dtype='uint32' or 'auto'"
+        )
     return DTYPES[requested]
 
 
-def tokenizer_spec(cfg: "DataConfig") -> dict:
+def tokenizer_spec(cfg: DataConfig) -> dict:
     """What identifies the tokenizer before it exists (bpe) or by content (a tokenizer.json file)."""
     if cfg.tokenizer == "bpe":
         return {"kind": "bpe", "vocab_size": cfg.vocab_size}
@@ -110,7 +113,7 @@ def _file_sha256(*paths: Path) -> str:
     return h.hexdigest()
 
 
-def cache_key(cfg: "DataConfig") -> str:
+def cache_key(cfg: DataConfig) -> str:
     """`<source>-<tokenizer>-<12 hex>`: readable prefix, hash of everything that changes the tokens."""
     ident = {
         "format": FORMAT_VERSION,
@@ -120,8 +123,7 @@ def cache_key(cfg: "DataConfig") -> str:
         "token_dtype": cfg.token_dtype,
     }
     digest = hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:12]
-    tok = f"bpe{cfg.vocab_size}" if cfg.tokenizer == "bpe" else \
-        ("gpt2" if cfg.tokenizer == "gpt2" else "file")
+    tok = f"bpe{cfg.vocab_size}" if cfg.tokenizer == "bpe" else ("gpt2" if cfg.tokenizer == "gpt2" else "file")
     return f"{cfg.source}-{tok}-{digest}"
 
 
@@ -155,7 +157,7 @@ def _die_with_parent() -> None:
         pass
 
 
-def _encode_batch(batch: dict, tokenizer: "Tokenizer", eot: Optional[int], dtype: type) -> dict:
+def _encode_batch(batch: dict, tokenizer: Tokenizer, eot: Optional[int], dtype: type) -> dict:
     # runs in datasets.map workers: one row per document -> its ids (+ EOT), stored compactly as `dtype`
     _die_with_parent()
     encodings = tokenizer.encode_batch(batch["text"], add_special_tokens=False)
@@ -164,8 +166,7 @@ def _encode_batch(batch: dict, tokenizer: "Tokenizer", eot: Optional[int], dtype
     return {"ids": ids, "n_tokens": [len(x) for x in ids]}
 
 
-def tokenize(docs: "datasets.Dataset", tok: "Tokenizer", dtype: type, num_proc: int,
-             cache_file: Path) -> "datasets.Dataset":
+def tokenize(docs: datasets.Dataset, tok: Tokenizer, dtype: type, num_proc: int, cache_file: Path) -> datasets.Dataset:
     """Dataset with columns ids (list of token ids) and n_tokens, written to `cache_file` (in staging)."""
     with _fork_quietly(num_proc), _ctrl_c_in_parent_only():
         try:
@@ -239,7 +240,7 @@ def _fork_quietly(num_proc: int) -> Iterator[None]:
 
 
 def _write_chunk(out: np.memmap, start: int, chunk: np.ndarray) -> None:
-    out[start:start + len(chunk)] = chunk
+    out[start : start + len(chunk)] = chunk
 
 
 def reserve(path: Path, n_bytes: int) -> None:
@@ -256,7 +257,7 @@ def reserve(path: Path, n_bytes: int) -> None:
         os.close(fd)
 
 
-def write_shard(path: Path, tokens: "datasets.Dataset", dtype: type, progress: bool = False) -> int:
+def write_shard(path: Path, tokens: datasets.Dataset, dtype: type, progress: bool = False) -> int:
     """Concatenate the `ids` column into a flat memmap at `path`; returns the token count."""
     import pyarrow.compute as pc
     from tqdm.auto import tqdm
@@ -292,9 +293,15 @@ def load_prepared(root: Path | str) -> PreparedData:
     meta = json.loads(meta_path.read_text())
     dtype = DTYPES[meta["dtype"]]
     prepared = PreparedData(
-        root=root, train_path=root / "train.bin", val_path=root / "val.bin",
-        tokenizer_path=root / "tokenizer.json", dtype=dtype, vocab_size=meta["tokenizer"]["vocab_size"],
-        n_train_tokens=meta["n_train_tokens"], n_val_tokens=meta["n_val_tokens"], meta=meta,
+        root=root,
+        train_path=root / "train.bin",
+        val_path=root / "val.bin",
+        tokenizer_path=root / "tokenizer.json",
+        dtype=dtype,
+        vocab_size=meta["tokenizer"]["vocab_size"],
+        n_train_tokens=meta["n_train_tokens"],
+        n_val_tokens=meta["n_val_tokens"],
+        meta=meta,
     )
     itemsize = np.dtype(dtype).itemsize
     for path, n in ((prepared.train_path, prepared.n_train_tokens), (prepared.val_path, prepared.n_val_tokens)):
@@ -311,7 +318,7 @@ def _sweep_dead_staging(data_dir: Path, key: str) -> None:
     """Remove staging folders of this key left by processes on this host that no longer exist."""
     prefix = _staging_prefix(key)
     for d in data_dir.glob(prefix + "*"):
-        pid = d.name[len(prefix):]
+        pid = d.name[len(prefix) :]
         if pid.isdigit() and not _pid_alive(int(pid)):
             shutil.rmtree(d, ignore_errors=True)
 
@@ -338,7 +345,7 @@ def _datasets_progress(enabled: bool) -> Iterator[None]:
         (datasets.enable_progress_bars if was_enabled else datasets.disable_progress_bars)()
 
 
-def prepare(cfg: "DataConfig", progress: bool = True) -> PreparedData:
+def prepare(cfg: DataConfig, progress: bool = True) -> PreparedData:
     """Token shards for `cfg`, from the cache if present, else built (see module docstring).
 
     Raises DataError (a ValueError) naming the field for a missing path, empty corpus, unknown source,
@@ -378,8 +385,10 @@ def prepare(cfg: "DataConfig", progress: bool = True) -> PreparedData:
             # datasets' pool may raise a TimeoutError while it unwinds the Ctrl-C: report the Ctrl-C
             raise KeyboardInterrupt from None
         if _in_chain(err, _is_disk_full):  # one line, not the tokenizer workers' tracebacks
-            raise DataError(f"no space left on the device of data_dir={str(data_dir)!r} while preparing {key}; "
-                            "free space there or point data.data_dir elsewhere (nothing was left behind)") from None
+            raise DataError(
+                f"no space left on the device of data_dir={str(data_dir)!r} while preparing {key}; "
+                "free space there or point data.data_dir elsewhere (nothing was left behind)"
+            ) from None
         raise
     return load_prepared(root)
 
@@ -401,7 +410,7 @@ def _in_chain(err: BaseException | None, test) -> bool:
     return False
 
 
-def _build(cfg: "DataConfig", staging: Path, progress: bool) -> dict:
+def _build(cfg: DataConfig, staging: Path, progress: bool) -> dict:
     """Steps 1-4 into `staging`; returns the meta.json content (without the key)."""
     work = staging / "work"  # datasets' Arrow files; deleted before publishing
     docs = load_documents(cfg, cache_dir=str(work / "hf"))
@@ -428,13 +437,22 @@ def _build(cfg: "DataConfig", staging: Path, progress: bool) -> dict:
         "format": FORMAT_VERSION,
         "source": source_fingerprint(cfg),
         "config": {k: v for k, v in asdict(cfg).items() if k not in ("data_dir", "num_proc", "val_tokens")},
-        "tokenizer": {"spec": tokenizer_spec(cfg), "sha256": tokenizer_sha256(tok), "vocab_size": vocab_size,
-                      "eot_id": eot_id(tok)},
+        "tokenizer": {
+            "spec": tokenizer_spec(cfg),
+            "sha256": tokenizer_sha256(tok),
+            "vocab_size": vocab_size,
+            "eot_id": eot_id(tok),
+        },
         "dtype": np.dtype(dtype).name,
-        "split": {"val_fraction": cfg.val_fraction, "split_seed": cfg.split_seed,
-                  "n_train_documents": len(train_idx), "n_val_documents": len(val_idx),
-                  "val_documents": list(val_docs["name"]) if "name" in val_docs.column_names else
-                  [int(i) for i in val_idx[:1000]]},
+        "split": {
+            "val_fraction": cfg.val_fraction,
+            "split_seed": cfg.split_seed,
+            "n_train_documents": len(train_idx),
+            "n_val_documents": len(val_idx),
+            "val_documents": list(val_docs["name"])
+            if "name" in val_docs.column_names
+            else [int(i) for i in val_idx[:1000]],
+        },
         "n_train_tokens": counts["train"],
         "n_val_tokens": counts["val"],
     }

@@ -69,7 +69,8 @@ def compose_jobs(jobs: list[list[str]]) -> list:
     parser = OverridesParser.create()
     parsed = [parser.parse_overrides(job) for job in jobs]
     varying = {o.key_or_group for job in parsed for o in job} - {
-        o.key_or_group for o in parsed[0] if all(o.input_line in job for job in jobs)}
+        o.key_or_group for o in parsed[0] if all(o.input_line in job for job in jobs)
+    }
     absent = object()
 
     def plain_value(o) -> bool:  # a CHANGE of a leaf that exists in the composed config (not a group)
@@ -103,9 +104,25 @@ def describe(job: Job, limits=None) -> dict[str, Any]:
     plan = plan_with_vocab(cfg, cfg.data.vocab_size)
     batching = device_batching(cfg.budget, cfg.model, cfg.trainer)
     estimate = estimate_job(with_vocab(cfg, cfg.data.vocab_size), limits)
-    return {"run_name": cfg.run_name, "sweep": cfg.sweep, "point": cfg.point, "r": cfg.model.r, "variant": cfg.model.variant,
-            "d_model": cfg.model.d_model, "N_once": plan.N_once, "N_rec": plan.N_rec, "N": plan.N,
-            "C_budget": plan.C_budget, "D": plan.D, "steps": plan.steps, "C": plan.C,
-            "device_batch": batching.device_batch, "grad_accum": batching.grad_accum, "world": batching.world,
-            "gpu_hours": estimate.gpu_hours, "wall_h": estimate.wall_h, "allowed_h": estimate.allowed_h,
-            "fits_limits": estimate.fits}
+    return {
+        "run_name": cfg.run_name,
+        "sweep": cfg.sweep,
+        "point": cfg.point,
+        "r": cfg.model.r,
+        "variant": cfg.model.variant,
+        "d_model": cfg.model.d_model,
+        "N_once": plan.N_once,
+        "N_rec": plan.N_rec,
+        "N": plan.N,
+        "C_budget": plan.C_budget,
+        "D": plan.D,
+        "steps": plan.steps,
+        "C": plan.C,
+        "device_batch": batching.device_batch,
+        "grad_accum": batching.grad_accum,
+        "world": batching.world,
+        "gpu_hours": estimate.gpu_hours,
+        "wall_h": estimate.wall_h,
+        "allowed_h": estimate.allowed_h,
+        "fits_limits": estimate.fits,
+    }

@@ -26,7 +26,7 @@ D = C / (6 (N_once + r N_rec)) (head and attention FLOPs left out).
 
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 import numpy as np
 import pandas as pd
@@ -59,8 +59,9 @@ BASELINE_R = (1, 2, 4, 8)
 PROBE_R = (2, 4, 8)
 
 
-def isodepth_grid(sizes: Mapping[float, tuple[int, ...]], r_values=BASELINE_R,
-                  variant: str = "baseline") -> pd.DataFrame:
+def isodepth_grid(
+    sizes: Mapping[float, tuple[int, ...]], r_values=BASELINE_R, variant: str = "baseline"
+) -> pd.DataFrame:
     """One row per (budget, size, r) with the columns `loopscale collect` writes for the law
     (r, N_once, N_rec, N, D, C, F, C_budget, width, size, variant, run_name); no loss yet."""
     rows = []
@@ -71,22 +72,43 @@ def isodepth_grid(sizes: Mapping[float, tuple[int, ...]], r_values=BASELINE_R,
                 counts = param_counts(cfg)
                 F = flops_per_token(cfg)
                 D, steps = tokens_for_budget(budget, F, BATCH_TOKENS)
-                rows.append({"r": r, "N_once": counts.N_once, "N_rec": counts.N_rec, "N": counts.N,
-                             "D": float(D), "C": D * F, "F": F, "C_budget": budget, "steps": steps,
-                             "width": cfg.d_model, "size": size, "variant": variant,
-                             "run_name": f"{variant}_C{budget:.3g}_s{size}_r{r}"})
+                rows.append(
+                    {
+                        "r": r,
+                        "N_once": counts.N_once,
+                        "N_rec": counts.N_rec,
+                        "N": counts.N,
+                        "D": float(D),
+                        "C": D * F,
+                        "F": F,
+                        "C_budget": budget,
+                        "steps": steps,
+                        "width": cfg.d_model,
+                        "size": size,
+                        "variant": variant,
+                        "run_name": f"{variant}_C{budget:.3g}_s{size}_r{r}",
+                    }
+                )
     return pd.DataFrame(rows)
 
 
 def law_loss(table: pd.DataFrame, params: Mapping[str, float], phi: float) -> np.ndarray:
     """E + A (N_once + r^phi N_rec)^-alpha + B D^-beta per row (the noise-free loss)."""
     n_eff = table["N_once"].to_numpy(float) + table["r"].to_numpy(float) ** phi * table["N_rec"].to_numpy(float)
-    return params["E"] + params["A"] * n_eff ** -params["alpha"] + params["B"] * table["D"].to_numpy(float) ** -params["beta"]
+    return (
+        params["E"]
+        + params["A"] * n_eff ** -params["alpha"]
+        + params["B"] * table["D"].to_numpy(float) ** -params["beta"]
+    )
 
 
-def recipe_sweep(phi: Mapping[str, float] | None = None, seed: int = 0, noise: float = 0.005,
-                 dense: Mapping[str, float] | None = None,
-                 dense_by_recipe: Mapping[str, Mapping[str, float]] | None = None) -> pd.DataFrame:
+def recipe_sweep(
+    phi: Mapping[str, float] | None = None,
+    seed: int = 0,
+    noise: float = 0.005,
+    dense: Mapping[str, float] | None = None,
+    dense_by_recipe: Mapping[str, Mapping[str, float]] | None = None,
+) -> pd.DataFrame:
     """The baseline grid plus one probe grid per other recipe, in one table with a `variant` column.
 
     phi: recipe -> phi_g (default baseline 0.46, tbptt 0.38); the first recipe is the baseline,
@@ -123,8 +145,9 @@ def recipe_tables(sweep: pd.DataFrame, column: str = "variant") -> dict[str, pd.
     return out
 
 
-def evaluation_log_table(n_rows: int, seed: int = 0, noise: float = 0.005,
-                         phi: float = PUBLISHED_PHI["baseline"]) -> pd.DataFrame:
+def evaluation_log_table(
+    n_rows: int, seed: int = 0, noise: float = 0.005, phi: float = PUBLISHED_PHI["baseline"]
+) -> pd.DataFrame:
     """A big runs table like one row per logged evaluation across a sweep: n_rows draws of baseline
     grid runs, each at a fraction u ~ U(0.05, 1) of its tokens (D = u D_final, C = D F), with the
     law's loss and multiplicative noise. For benchmarking the fitter on 10^4-10^6 rows."""
@@ -171,19 +194,18 @@ def published_grid(params: Mapping[str, float] | None = None) -> pd.DataFrame:
     rows = []
     for C in BASELINE_SIZES:
         d_star = optimal_width(C, p)
-        widths = sorted({int(min(2176, max(384, 128 * np.ceil(m * d_star / 128))))
-                         for m in WIDTH_MULTIPLIERS})
+        widths = sorted({int(min(2176, max(384, 128 * np.ceil(m * d_star / 128)))) for m in WIDTH_MULTIPLIERS})
         for d in widths:
             for r in BASELINE_R:
                 n_once, n_rec = split_params(d, r)
                 D = C / (6 * (n_once + r * n_rec))
-                rows.append({"r": r, "N_once": n_once, "N_rec": n_rec, "N": n_once + n_rec,
-                             "D": D, "C": C, "width": d})
+                rows.append({"r": r, "N_once": n_once, "N_rec": n_rec, "N": n_once + n_rec, "D": D, "C": C, "width": d})
     return pd.DataFrame(rows)
 
 
-def published_grid_table(seed: int, noise: float = 0.005, n_rows: int | None = None,
-                         params: Mapping[str, float] | None = None) -> pd.DataFrame:
+def published_grid_table(
+    seed: int, noise: float = 0.005, n_rows: int | None = None, params: Mapping[str, float] | None = None
+) -> pd.DataFrame:
     """The simpler grid with loss L = law * (1 + noise z) (`params` with phi; default TRUE_PARAMS);
     `n_rows` drops random rows (seeded) down to it."""
     p = dict(TRUE_PARAMS if params is None else params)

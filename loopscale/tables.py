@@ -60,8 +60,9 @@ def read_table(path) -> pd.DataFrame:
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise ValueError(f"cannot read {path} as a table: {first}") from None
     if table.columns.duplicated().any():
-        raise ValueError(f"{path}: column(s) {sorted(set(table.columns[table.columns.duplicated()]))} appear "
-                         "more than once")
+        raise ValueError(
+            f"{path}: column(s) {sorted(set(table.columns[table.columns.duplicated()]))} appear more than once"
+        )
     if len(table) == 0:
         raise ValueError(f"{path} has no rows (only a header)")
     return table
@@ -82,8 +83,10 @@ def _check_complete_text(path: Path, csv: bool) -> None:
         f.seek(0)
         head = f.readline()
     if not tail.endswith(b"\n"):
-        raise ValueError(f"{path} is incomplete: its last line has no line ending (a cut write?); "
-                         "write the table again (e.g. rerun `loopscale collect`)")
+        raise ValueError(
+            f"{path} is incomplete: its last line has no line ending (a cut write?); "
+            "write the table again (e.g. rerun `loopscale collect`)"
+        )
     if not csv:
         return
     header = next(csv_module.reader([head.decode("utf-8", "replace")]), [])
@@ -95,8 +98,10 @@ def _check_complete_text(path: Path, csv: bool) -> None:
     if lines and not header_only:
         last = next(csv_module.reader([lines[-1].decode("utf-8", "replace")]), [])
         if len(last) != len(header):
-            raise ValueError(f"{path} is incomplete: its last line has {len(last)} fields, the header "
-                             f"{len(header)} (a cut write?); write the table again")
+            raise ValueError(
+                f"{path} is incomplete: its last line has {len(last)} fields, the header "
+                f"{len(header)} (a cut write?); write the table again"
+            )
 
 
 def required_columns(law: str, has: set[str]) -> list[str]:
@@ -118,8 +123,10 @@ def resolve_columns(raw_columns, columns: ColumnMap) -> tuple[dict[str, str], li
     mapping = columns.as_dict()
     for canon, src in mapping.items():
         if src != canon and src not in present and canon in present:
-            raise ValueError(f"column {src!r} (given by --{_opt(canon)}) is not in the table; it has "
-                             f"{canon!r}, which an explicit mapping does not fall back to")
+            raise ValueError(
+                f"column {src!r} (given by --{_opt(canon)}) is not in the table; it has "
+                f"{canon!r}, which an explicit mapping does not fall back to"
+            )
     used = {canon: src for canon, src in mapping.items() if src in present}
     by_source: dict[str, list[str]] = {}
     for canon, src in used.items():
@@ -127,14 +134,15 @@ def resolve_columns(raw_columns, columns: ColumnMap) -> tuple[dict[str, str], li
     for src, canons in by_source.items():
         if len(canons) > 1:
             explicit = [c for c in canons if mapping[c] != c]
-            raise ValueError(f"ambiguous column mapping: column {src!r} is mapped to "
-                             f"{' and '.join(canons)} (check --{_opt(explicit[0] if explicit else canons[0])})")
+            raise ValueError(
+                f"ambiguous column mapping: column {src!r} is mapped to "
+                f"{' and '.join(canons)} (check --{_opt(explicit[0] if explicit else canons[0])})"
+            )
     for src in used.values():
         if present.count(src) > 1:
             raise ValueError(f"ambiguous table: column {src!r} appears {present.count(src)} times")
     sources = set(used.values())
-    ignored = [canon for canon, src in used.items() if src != canon and canon in present
-               and canon not in sources]
+    ignored = [canon for canon, src in used.items() if src != canon and canon in present and canon not in sources]
     return {src: canon for canon, src in used.items()}, ignored
 
 
@@ -160,25 +168,29 @@ def canonical_table(raw: pd.DataFrame, law: str, columns: ColumnMap | None = Non
     for canon in need:
         if canon not in present:
             hint = {"D": " (or a compute column C to derive D = C / 6N)"}.get(canon, "")
-            raise ValueError(f"missing column {src_of[canon]!r} for {canon}{hint}; "
-                             f"columns are {list(raw.columns)} (map names with --{_opt(canon)})")
+            raise ValueError(
+                f"missing column {src_of[canon]!r} for {canon}{hint}; "
+                f"columns are {list(raw.columns)} (map names with --{_opt(canon)})"
+            )
     for canon in need:
-        if not (pd.api.types.is_numeric_dtype(table[canon]) or pd.api.types.is_object_dtype(table[canon])) \
-                or pd.api.types.is_bool_dtype(table[canon]):
+        if not (
+            pd.api.types.is_numeric_dtype(table[canon]) or pd.api.types.is_object_dtype(table[canon])
+        ) or pd.api.types.is_bool_dtype(table[canon]):
             raise ValueError(f"column {src_of[canon]!r} holds {table[canon].dtype} values, not numbers")
         values = pd.to_numeric(table[canon], errors="coerce").to_numpy(dtype=float)
         bad = ~np.isfinite(values)
         if bad.any():
-            raise ValueError(f"column {src_of[canon]!r} has {int(bad.sum())} missing, non-numeric "
-                             f"or infinite values (rows {_rows(bad)})")
+            raise ValueError(
+                f"column {src_of[canon]!r} has {int(bad.sum())} missing, non-numeric "
+                f"or infinite values (rows {_rows(bad)})"
+            )
         table[canon] = values
         lower_ok = values >= 0 if canon in ("N_once", "N_rec") else values > 0
         if canon == "r":  # a recurrence count: a whole number of passes
             lower_ok = (values >= 1) & (values == np.round(values))
         if not lower_ok.all():
             rule = {"N_once": ">= 0", "N_rec": ">= 0", "r": "a whole number >= 1"}.get(canon, "> 0")
-            raise ValueError(f"column {src_of[canon]!r} must be {rule}; rows {_rows(~lower_ok)} "
-                             "are not")
+            raise ValueError(f"column {src_of[canon]!r} must be {rule}; rows {_rows(~lower_ok)} are not")
     if law != "chinchilla":
         zero = (table["N_once"] + table["N_rec"]) <= 0
         if zero.any():
@@ -192,8 +204,9 @@ def canonical_table(raw: pd.DataFrame, law: str, columns: ColumnMap | None = Non
     if law != "looped-joint":  # a joint table is checked once the recipes' tables are merged
         check_fit_size(table, law)
     table = table.reset_index(drop=True)
-    table.attrs["columns_used"] = {canon: derived.get(canon, src_of[canon]) for canon in
-                                   list(need) + [c for c in derived if c not in need]}
+    table.attrs["columns_used"] = {
+        canon: derived.get(canon, src_of[canon]) for canon in list(need) + [c for c in derived if c not in need]
+    }
     table.attrs["columns_ignored"] = ignored
     return table
 
@@ -203,19 +216,29 @@ def check_fit_size(table: pd.DataFrame, law: str) -> None:
     if law != "chinchilla":
         r_values = np.unique(table["r"].to_numpy(dtype=float))
         if len(r_values) < 2:
-            raise ValueError(f"law {law!r} needs runs at two or more r values to identify phi; "
-                             f"all rows have r = {r_values[0]:g} (use --law chinchilla)")
+            raise ValueError(
+                f"law {law!r} needs runs at two or more r values to identify phi; "
+                f"all rows have r = {r_values[0]:g} (use --law chinchilla)"
+            )
         if law == "looped-free" and 1.0 not in r_values:
             raise ValueError("law 'looped-free' needs r = 1 runs (k_1 = 1 anchors the multipliers)")
     n_params = make_law(law, table["r"] if "r" in table else None).n_params
     if len(table) < 2 * n_params:
-        raise ValueError(f"{len(table)} rows is too few for law {law!r} with {n_params} parameters "
-                         f"(need at least {2 * n_params})")
+        raise ValueError(
+            f"{len(table)} rows is too few for law {law!r} with {n_params} parameters (need at least {2 * n_params})"
+        )
 
 
 def _opt(canon: str) -> str:
-    return {"N_once": "n-once-col", "N_rec": "n-rec-col", "N": "n-col", "D": "d-col",
-            "C": "c-col", "L": "loss-col", "r": "r-col"}[canon]
+    return {
+        "N_once": "n-once-col",
+        "N_rec": "n-rec-col",
+        "N": "n-col",
+        "D": "d-col",
+        "C": "c-col",
+        "L": "loss-col",
+        "r": "r-col",
+    }[canon]
 
 
 def _rows(mask: np.ndarray, limit: int = 5) -> str:

@@ -16,8 +16,9 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import threading
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable, Optional
+from typing import Optional
 
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
@@ -34,15 +35,16 @@ def _byte_level(model: models.Model) -> Tokenizer:
     return tok
 
 
-def train_bpe(texts: Iterable[str], vocab_size: int, length: Optional[int] = None,
-              progress: bool = False) -> Tokenizer:
+def train_bpe(texts: Iterable[str], vocab_size: int, length: Optional[int] = None, progress: bool = False) -> Tokenizer:
     """Byte-level BPE with `vocab_size` entries (EOT + 256 bytes + merges) trained on `texts`.
 
     The result can be smaller than `vocab_size` when the corpus runs out of pairs; use
     `tok.get_vocab_size()` for the real size."""
     if vocab_size < 257 + 1:
-        raise DataError(f"vocab_size={vocab_size} is too small for a byte-level BPE (needs >= 258: "
-                        f"256 bytes + {EOT} + at least one merge)")
+        raise DataError(
+            f"vocab_size={vocab_size} is too small for a byte-level BPE (needs >= 258: "
+            f"256 bytes + {EOT} + at least one merge)"
+        )
     tok = _byte_level(models.BPE())
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size,
@@ -101,8 +103,10 @@ def load_tokenizer(path_or_name: str) -> Tokenizer:
     if path_or_name == "gpt2":
         return gpt2_tokenizer()
     if path_or_name == "bpe":
-        raise DataError("tokenizer='bpe' is trained on a corpus by `loopscale data prepare`; load the "
-                        "tokenizer.json it wrote (PreparedData.tokenizer_path) instead")
+        raise DataError(
+            "tokenizer='bpe' is trained on a corpus by `loopscale data prepare`; load the "
+            "tokenizer.json it wrote (PreparedData.tokenizer_path) instead"
+        )
     path = Path(path_or_name).expanduser()
     if path.is_dir():
         path = path / "tokenizer.json"

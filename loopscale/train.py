@@ -24,9 +24,10 @@ from omegaconf import DictConfig
 from loopscale.config import TrainConfig, register_configs, register_resolvers
 from loopscale.config_dirs import config_dir
 from loopscale.forks import run_forks
+
 # planning and the run itself live below this entry point; re-exported here, where callers always found them
 from loopscale.planning import CHECKPOINT, RunPlan, plan_run, run_dir_of, to_train_config  # noqa: F401
-from loopscale.runner import write_record_or_log, fit_run, launching_rank, run_dir_lock, running_elsewhere
+from loopscale.runner import fit_run, launching_rank, run_dir_lock, running_elsewhere, write_record_or_log
 
 log = logging.getLogger("loopscale.train")
 
@@ -42,8 +43,16 @@ def _record_invalid_config(cfg: DictConfig | TrainConfig, err: ValueError) -> No
         run_dir = Path(cfg.runs_dir) / cfg.sweep / cfg.run_name
     except Exception:  # the run name itself cannot be resolved or is unsafe: there is no run dir to write to
         return
-    write_record_or_log(run_dir / "run.json", {"status": "failed", "reason": f"invalid config: {err}",
-                                               "step": 0, "run_name": str(cfg.run_name), "sweep": str(cfg.sweep)})
+    write_record_or_log(
+        run_dir / "run.json",
+        {
+            "status": "failed",
+            "reason": f"invalid config: {err}",
+            "step": 0,
+            "run_name": str(cfg.run_name),
+            "sweep": str(cfg.sweep),
+        },
+    )
 
 
 def run_training(cfg: DictConfig | TrainConfig) -> dict[str, Any]:

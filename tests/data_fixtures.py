@@ -28,8 +28,7 @@ def offline_env() -> dict:
 
 def run_offline(args: list[str], timeout_s: float = 120) -> subprocess.CompletedProcess:
     """Run `python <args>` in a child with the hub cut off; returns the finished process."""
-    return subprocess.run([sys.executable, *args], env=offline_env(), capture_output=True, text=True,
-                          timeout=timeout_s)
+    return subprocess.run([sys.executable, *args], env=offline_env(), capture_output=True, text=True, timeout=timeout_s)
 
 
 def default_data_dir(base: Path) -> Path:
@@ -58,8 +57,9 @@ def default_prepared(default_cfg):
 
 def small_cfg(data_dir: Path, **overrides) -> DataConfig:
     """A fast real corpus: the first 4 Shakespeare plays, BPE 512, one process."""
-    values = dict(source="shakespeare", max_documents=4, vocab_size=512, val_fraction=0.25, num_proc=1,
-                  data_dir=str(data_dir))
+    values = dict(
+        source="shakespeare", max_documents=4, vocab_size=512, val_fraction=0.25, num_proc=1, data_dir=str(data_dir)
+    )
     values.update(overrides)
     return DataConfig(**values)
 
@@ -71,8 +71,20 @@ def cache_entries(data_dir: Path) -> list[str]:
 
 def pack_offline(data_dir: Path, seq_len: int, *extra: str) -> tuple[Path, str]:
     """`loopscale data pack` in an offline child; returns (the packed folder, the command's stdout)."""
-    proc = run_offline(["-m", "loopscale", "data", "pack", "--data-dir", str(data_dir), "--seq-len", str(seq_len),
-                        "--no-progress", *extra])
+    proc = run_offline(
+        [
+            "-m",
+            "loopscale",
+            "data",
+            "pack",
+            "--data-dir",
+            str(data_dir),
+            "--seq-len",
+            str(seq_len),
+            "--no-progress",
+            *extra,
+        ]
+    )
     assert proc.returncode == 0, proc.stderr
     first = proc.stdout.splitlines()[0]
     assert first.startswith("packed "), proc.stdout

@@ -6,8 +6,8 @@ from __future__ import annotations
 import contextlib
 import os
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
@@ -16,8 +16,9 @@ import pytest
 def small_tmpfs(path: Path, size: str = "4m") -> Iterator[Path]:
     """Mount a tmpfs of `size` at `path` for the block; skip the test when mounting is not allowed."""
     path.mkdir(parents=True, exist_ok=True)
-    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)],
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)], capture_output=True, text=True
+    )
     if proc.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs for a full-disk test (needs root): {proc.stderr.strip()}")
     try:

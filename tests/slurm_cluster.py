@@ -27,9 +27,9 @@ import os
 import shutil
 import subprocess
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable
 
 import pytest
 
@@ -65,9 +65,7 @@ class SlurmCluster:
 
 
 def run_cluster_sh(action: str, *args: str, timeout_s: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        ["bash", str(CLUSTER_SH), action, *args], capture_output=True, text=True, timeout=timeout_s
-    )
+    return subprocess.run(["bash", str(CLUSTER_SH), action, *args], capture_output=True, text=True, timeout=timeout_s)
 
 
 def _unavailable(reason: str) -> None:
@@ -79,9 +77,7 @@ def _unavailable(reason: str) -> None:
 
 def _cluster_info(started_here: bool) -> SlurmCluster:
     # One line for the default partition's node: name, partition (default marked '*'), CPUs, MB.
-    out = subprocess.run(
-        ["sinfo", "-h", "-N", "-o", "%N %P %c %m"], capture_output=True, text=True, check=True
-    ).stdout
+    out = subprocess.run(["sinfo", "-h", "-N", "-o", "%N %P %c %m"], capture_output=True, text=True, check=True).stdout
     for line in out.splitlines():
         node, partition, cpus, mem = line.split()
         if partition.endswith("*"):
@@ -168,9 +164,7 @@ def submit(sbatch_args: list[str], cwd: Path, env: dict[str, str] | None = None)
 def job_records(job_id: str) -> dict[str, dict[str, str]]:
     """`scontrol show job -o` as {job id: fields}; an array job gives one entry per task, keyed
     `<array job id>_<task id>`. Empty when Slurm no longer knows the job."""
-    out = subprocess.run(
-        ["scontrol", "show", "job", "-o", str(job_id)], capture_output=True, text=True, timeout=30
-    )
+    out = subprocess.run(["scontrol", "show", "job", "-o", str(job_id)], capture_output=True, text=True, timeout=30)
     records = {}
     for line in out.stdout.splitlines():
         # Fields are space separated KEY=VALUE; values with spaces (Command, WorkDir) are not needed.

@@ -44,7 +44,7 @@ def test_published_grid_reference_numbers():
     assert param_counts(two).N == 7_377_024 + 14_161_920
 
 
-# ---------------------------------------------------------------------------------------------------- the authors' counts
+# ------------------------------------------------------------------------------------------- the authors' counts
 
 PAPER_SIZES = range(6, 41)  # every size the published grids use (6-34 baseline, up to 40 in the tbptt probe)
 PAPER_VARIANTS = ("baseline", "tbptt", "hyper")
@@ -62,13 +62,24 @@ def authors_counts(size: int, r: int, variant: str) -> dict:
     else:
         prelude_coda, recur = 4 * layer, 16 // r * layer
         inject = r * (2 * 2 + 2 * 2) if variant == "hyper" else 2 * d * d
-    return dict(d=d, layer=layer, prelude_coda=prelude_coda, recur=recur, inject=inject, norms=3 * d,
-                N_once=prelude_coda + inject + 3 * d, N_rec=recur, N=prelude_coda + recur + inject + 3 * d,
-                embedding=32064 * d, lm_head=32064 * d)
+    return dict(
+        d=d,
+        layer=layer,
+        prelude_coda=prelude_coda,
+        recur=recur,
+        inject=inject,
+        norms=3 * d,
+        N_once=prelude_coda + inject + 3 * d,
+        N_rec=recur,
+        N=prelude_coda + recur + inject + 3 * d,
+        embedding=32064 * d,
+        lm_head=32064 * d,
+    )
 
 
 def authors_flops_per_token(size: int, r: int, variant: str) -> float:
-    """docs/design.md, "The published recipe" (Batch): 6 x (prelude + coda + head) + 6 x r x (block + injection) + attention
+    """docs/design.md, "The published recipe" (Batch): 6 x (prelude + coda + head) + 6 x r x (block + injection)
+    + attention
     12 x layers x d x T; a pass without gradient (the first r - ceil(r/2) under tbptt) counts 2x its
     parameters and 4 d T of attention per layer. Hyper-connections count (K^2 + 2K) d per pass."""
     c = authors_counts(size, r, variant)
@@ -93,7 +104,8 @@ def test_paper_preset_equals_the_authors_counts(r, variant):
         got = param_counts(cfg)
         assert cfg.d_model == want["d"]
         assert (got.N_once, got.N_rec, got.N, got.embedding, got.lm_head) == tuple(
-            want[key] for key in ("N_once", "N_rec", "N", "embedding", "lm_head")), (size, r, variant)
+            want[key] for key in ("N_once", "N_rec", "N", "embedding", "lm_head")
+        ), (size, r, variant)
         rel = flops_per_token(cfg) / authors_flops_per_token(size, r, variant) - 1
         worst = max(worst, abs(rel))
         assert abs(rel) < 1e-3, (size, r, variant, rel)
@@ -109,8 +121,9 @@ def test_paper_counts_equal_the_real_modules(size, r, variant):
         model = LoopedTransformer(cfg)
     counts = param_counts(cfg)
     assert counts.N_rec == numel(model.recurrent) == authors_counts(size, r, variant)["N_rec"]
-    assert counts.N_once == numel(model.prelude, model.coda, model.injection, model.embed_norm, model.pass_norm,
-                                  model.final_norm)
+    assert counts.N_once == numel(
+        model.prelude, model.coda, model.injection, model.embed_norm, model.pass_norm, model.final_norm
+    )
     assert counts.embedding == numel(model.embed) and counts.lm_head == numel(model.lm_head)
     assert counts.total == sum(p.numel() for p in model.parameters())
 
@@ -134,8 +147,9 @@ def test_param_counts_equal_module_numel(kw):
     model = LoopedTransformer(cfg)
     counts = param_counts(cfg)
     assert counts.N_rec == numel(model.recurrent)
-    assert counts.N_once == numel(model.prelude, model.coda, model.injection, model.embed_norm, model.pass_norm,
-                                  model.final_norm)
+    assert counts.N_once == numel(
+        model.prelude, model.coda, model.injection, model.embed_norm, model.pass_norm, model.final_norm
+    )
     assert counts.embedding == numel(model.embed)
     assert counts.lm_head == (0 if cfg.tie_embeddings else numel(model.lm_head))
     # nothing is left out: every stored parameter (a tied head once) is in one of the counts
@@ -278,8 +292,22 @@ def test_tokens_for_budget():
 
 def test_accounting_report_keys():
     report = accounting_report(paper_model(6, 2, "tbptt"))
-    for key in ("N_once", "N_rec", "N", "embedding", "lm_head", "flops_per_token", "p", "k", "c", "r", "L_eff",
-                "d_model", "n_head", "vocab"):
+    for key in (
+        "N_once",
+        "N_rec",
+        "N",
+        "embedding",
+        "lm_head",
+        "flops_per_token",
+        "p",
+        "k",
+        "c",
+        "r",
+        "L_eff",
+        "d_model",
+        "n_head",
+        "vocab",
+    ):
         assert key in report
     assert (report["p"], report["k"], report["c"], report["r"], report["L_eff"]) == (2, 8, 2, 2, 20)
     assert (report["bptt_k"], report["variant"]) == (1, "tbptt")

@@ -7,11 +7,11 @@ from __future__ import annotations
 import json
 
 import pytest
+from train_helpers import train_config
 
 from loopscale.batching import device_batching
 from loopscale.cli import main as cli_main
 from loopscale.sweep import expand
-from train_helpers import train_config
 
 PUBLISHED_TOKENS_PER_STEP = 262_144
 
@@ -39,11 +39,15 @@ def test_auto_is_capped_at_the_per_device_share_and_int_and_grad_accum_override(
     cpu = train_config(["model=tiny", "budget.batch_size=16"])
     assert device_batching(cpu.budget, cpu.model, cpu.trainer).grad_accum == 1  # 16 < 32: no accumulation
     b = train_config(["model=tiny", "budget.batch_size=16", "budget.device_batch=4"])
-    assert (device_batching(b.budget, b.model, b.trainer).device_batch,
-            device_batching(b.budget, b.model, b.trainer).grad_accum) == (4, 4)
+    assert (
+        device_batching(b.budget, b.model, b.trainer).device_batch,
+        device_batching(b.budget, b.model, b.trainer).grad_accum,
+    ) == (4, 4)
     g = train_config(["model=tiny", "budget.batch_size=16", "budget.grad_accum=2"])
-    assert (device_batching(g.budget, g.model, g.trainer).device_batch,
-            device_batching(g.budget, g.model, g.trainer).grad_accum) == (8, 2)
+    assert (
+        device_batching(g.budget, g.model, g.trainer).device_batch,
+        device_batching(g.budget, g.model, g.trainer).grad_accum,
+    ) == (8, 2)
     ddp = train_config(["model=tiny", "budget.batch_size=16", "trainer=ddp_cpu"])
     batching = device_batching(ddp.budget, ddp.model, ddp.trainer)
     assert (batching.world, batching.device_batch, batching.grad_accum) == (2, 8, 1)

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 import torch
+from train_helpers import TINY, train_config
 
 from loopscale.compiling import recompile_limit_hits, watch_recompile_limit
 from loopscale.train import run_training
-from train_helpers import TINY, train_config
 
 
 def test_a_recompile_limit_hit_is_detected():
@@ -59,8 +59,9 @@ def test_two_compiled_models_in_one_process_stay_compiled():
     watch_recompile_limit()
     before = len(recompile_limit_hits())
     for r, bptt_k, mode in ((2, 1, "blocks"), (4, None, "model")):
-        cfg = ModelConfig(vocab_size=64, d_model=32, head_dim=16, n_prelude=1, n_coda=1, depth=6, seq_len=16, r=r,
-                          bptt_k=bptt_k)
+        cfg = ModelConfig(
+            vocab_size=64, d_model=32, head_dim=16, n_prelude=1, n_coda=1, depth=6, seq_len=16, r=r, bptt_k=bptt_k
+        )
         model = LoopedTransformer(cfg)
         compile_model(model, mode, backend="eager")
         for autocast in (False, True):
@@ -75,12 +76,19 @@ def test_two_compiled_runs_in_one_process_never_hit_the_recompile_limit(tmp_path
     default limit of 8 per code object the shared Block.forward cache overflowed here."""
     watch_recompile_limit()
     before = len(recompile_limit_hits())
-    common = [*TINY, f"data.data_dir={data_dir}", "budget.tokens=10240", "trainer.val_every_steps=5",
-              "data.val_tokens=1300"]  # 1300 // 65 = 20 windows: a last validation batch of 4 of 16
-    first = run_training(train_config([*common, f"runs_dir={tmp_path / 'a'}", "model.r=2", "model.recipe=tbptt",
-                                       "trainer.compile=blocks"]))
-    second = run_training(train_config([*common, f"runs_dir={tmp_path / 'b'}", "model.r=4",
-                                        "trainer.compile=model"]))
+    common = [
+        *TINY,
+        f"data.data_dir={data_dir}",
+        "budget.tokens=10240",
+        "trainer.val_every_steps=5",
+        "data.val_tokens=1300",
+    ]  # 1300 // 65 = 20 windows: a last validation batch of 4 of 16
+    first = run_training(
+        train_config(
+            [*common, f"runs_dir={tmp_path / 'a'}", "model.r=2", "model.recipe=tbptt", "trainer.compile=blocks"]
+        )
+    )
+    second = run_training(train_config([*common, f"runs_dir={tmp_path / 'b'}", "model.r=4", "trainer.compile=model"]))
     assert recompile_limit_hits()[before:] == []
     assert first["recompile_limit_hits"] == second["recompile_limit_hits"] == 0
     assert first["status"] == second["status"] == "done"

@@ -6,12 +6,11 @@ import copy
 
 import pandas as pd
 import pytest
+from conftest import FIXTURES
 
 from loopscale.conditioning import DEMO_TARGETS, check, conditioning, isoflop_minima
 from loopscale.notebook_inputs import diagnostics_inputs
 from loopscale.plots import load_fit, read_table
-
-from conftest import FIXTURES
 
 PLOTS = FIXTURES / "plots"
 
@@ -21,9 +20,18 @@ def _iso_table(losses: dict[tuple[float, int], float]) -> pd.DataFrame:
 
 
 def test_isoflop_minimum_inside_or_at_the_edge():
-    table = _iso_table({(1e11, 16): 3.80, (1e11, 24): 3.82, (1e11, 32): 3.91,   # minimum at the smallest width
-                        (2e11, 16): 3.72, (2e11, 24): 3.69, (2e11, 32): 3.72,   # minimum inside
-                        (4e11, 24): 3.60, (4e11, 32): 3.59})                    # two widths: never inside
+    table = _iso_table(
+        {
+            (1e11, 16): 3.80,
+            (1e11, 24): 3.82,
+            (1e11, 32): 3.91,  # minimum at the smallest width
+            (2e11, 16): 3.72,
+            (2e11, 24): 3.69,
+            (2e11, 32): 3.72,  # minimum inside
+            (4e11, 24): 3.60,
+            (4e11, 32): 3.59,
+        }
+    )  # two widths: never inside
     minima = {m["budget"]: m for m in isoflop_minima(table)}
     assert minima[1e11]["best_width"] == 16 and not minima[1e11]["inside"]
     assert minima[2e11]["best_width"] == 24 and minima[2e11]["inside"]
@@ -43,15 +51,25 @@ def test_conditioning_of_the_fixture_fit():
 
 
 def test_check_names_each_missed_target():
-    good = {"phi": 0.5, "phi_ci": [0.4, 0.6], "phi_ci_width": 0.2, "n_bootstrap": 200, "E": 1.5,
-            "E_bounds": [4.5e-5, 148.0], "E_inside": True, "n_best_basin": 12, "n_refined": 16,
-            "holdout_mre": 0.01, "isoflop_r1": [{"budget": 1e11, "widths": [16, 24, 32], "best_width": 24,
-                                                 "inside": True}], "isoflop_r1_inside": True,
-            "collapse_rms": {"phi_fit": 0.005, "phi_0": 0.02, "phi_1": 0.03}, "collapse_ratio": 0.25}
+    good = {
+        "phi": 0.5,
+        "phi_ci": [0.4, 0.6],
+        "phi_ci_width": 0.2,
+        "n_bootstrap": 200,
+        "E": 1.5,
+        "E_bounds": [4.5e-5, 148.0],
+        "E_inside": True,
+        "n_best_basin": 12,
+        "n_refined": 16,
+        "holdout_mre": 0.01,
+        "isoflop_r1": [{"budget": 1e11, "widths": [16, 24, 32], "best_width": 24, "inside": True}],
+        "isoflop_r1_inside": True,
+        "collapse_rms": {"phi_fit": 0.005, "phi_0": 0.02, "phi_1": 0.03},
+        "collapse_ratio": 0.25,
+    }
     assert check(good) == []
     bad = copy.deepcopy(good)
-    bad.update(phi_ci_width=0.6, E=4.54e-5, E_inside=False, n_best_basin=3, holdout_mre=0.02,
-               collapse_ratio=0.9)
+    bad.update(phi_ci_width=0.6, E=4.54e-5, E_inside=False, n_best_basin=3, holdout_mre=0.02, collapse_ratio=0.9)
     bad["isoflop_r1"][0].update(best_width=16, inside=False)
     misses = " | ".join(check(bad))
     for words in ("0.600 wide", "sits on its bound", "only 3 of 16", "2.00%", "not inside", "does not tell phi"):

@@ -47,8 +47,12 @@ def test_user_dirs_keep_their_order_and_sit_just_before_the_shipped_configs(tmp_
     path.append("hydra", "pkg://hydra.conf")
     path.append("main", str(config_dir()))
     add_user_dirs(path)
-    assert [e.path for e in path.get_path()] == ["pkg://hydra.conf", f"file://{first}", f"file://{second}",
-                                                 str(config_dir())]
+    assert [e.path for e in path.get_path()] == [
+        "pkg://hydra.conf",
+        f"file://{first}",
+        f"file://{second}",
+        str(config_dir()),
+    ]
 
 
 def test_other_hydra_apps_do_not_see_the_user_dirs(tmp_path, monkeypatch):
@@ -77,17 +81,32 @@ def test_loopscale_train_reads_the_user_dir_from_any_directory(tmp_path):
     (tmp_path / "conf" / "model").mkdir(parents=True)
     (tmp_path / "conf" / "model" / "tiny.yaml").write_text(TINY_96)
     (tmp_path / "empty").mkdir()
-    proc = subprocess.run([sys.executable, "-m", "loopscale.train", "--cfg", "job", "model=tiny"],
-                          cwd=tmp_path / "empty", capture_output=True, text=True, timeout=120,
-                          env={**os.environ, ENV_VAR: str(tmp_path / "conf")})
+    proc = subprocess.run(
+        [sys.executable, "-m", "loopscale.train", "--cfg", "job", "model=tiny"],
+        cwd=tmp_path / "empty",
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, ENV_VAR: str(tmp_path / "conf")},
+    )
     assert proc.returncode == 0, proc.stderr
     assert "  d_model: 96\n" in proc.stdout
 
 
 def _git(cwd: Path, *args: str) -> None:
-    subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True,
-                   env={**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
-                        "GIT_COMMITTER_EMAIL": "t@t"})
+    subprocess.run(
+        ["git", *args],
+        cwd=cwd,
+        check=True,
+        capture_output=True,
+        env={
+            **os.environ,
+            "GIT_AUTHOR_NAME": "t",
+            "GIT_AUTHOR_EMAIL": "t@t",
+            "GIT_COMMITTER_NAME": "t",
+            "GIT_COMMITTER_EMAIL": "t@t",
+        },
+    )
 
 
 def test_git_commit_only_for_the_root_of_a_checkout(tmp_path):

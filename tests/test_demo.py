@@ -8,7 +8,6 @@ import json
 import subprocess
 
 import pandas as pd
-
 from train_helpers import REPO_ROOT
 
 REDUCED = "model.r=1,2,4 point=C6e10_8.5e10-d16,C6e10_8.5e10-d24"
@@ -16,8 +15,9 @@ REDUCED = "model.r=1,2,4 point=C6e10_8.5e10-d16,C6e10_8.5e10-d24"
 
 def _make_demo(out, data_dir):
     args = f"--out {out} --bootstrap 20 --data-dir {data_dir} {REDUCED}"
-    return subprocess.run(["make", "-s", "demo", f"DEMO_ARGS={args}"], cwd=REPO_ROOT, capture_output=True,
-                          text=True, timeout=1200)
+    return subprocess.run(
+        ["make", "-s", "demo", f"DEMO_ARGS={args}"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=1200
+    )
 
 
 def test_make_demo_runs_end_to_end_and_reuses_runs(tmp_path, data_dir):

@@ -8,8 +8,7 @@ import pandas as pd
 import pytest
 from scipy.optimize import minimize_scalar
 
-from loopscale.derived import (compute_optimal, eff_per_cost, equivalent_sizes,
-                               isodepth_once_fraction, parabola_optima)
+from loopscale.derived import compute_optimal, eff_per_cost, equivalent_sizes, isodepth_once_fraction, parabola_optima
 
 
 def test_published_cost_equivalent_example():
@@ -22,8 +21,24 @@ def test_published_cost_equivalent_example():
 
 
 def test_equiv_cli_prints_the_example():
-    out = subprocess.run([sys.executable, "-m", "loopscale", "equiv", "--r", "4", "--n-once", "220e6",
-                          "--n-rec", "190e6", "--phi", "0.46"], capture_output=True, text=True)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "loopscale",
+            "equiv",
+            "--r",
+            "4",
+            "--n-once",
+            "220e6",
+            "--n-rec",
+            "190e6",
+            "--phi",
+            "0.46",
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert out.returncode == 0, out.stderr
     assert "N_eff = N_once + r^phi N_rec = 580M" in out.stdout
     assert "980M" in out.stdout
@@ -41,8 +56,7 @@ def test_compute_optimal_matches_numerical_minimum(r):
         n = np.exp(log_n)
         return params["A"] * (rho * n) ** -params["alpha"] + params["B"] * (C / (6 * n)) ** -params["beta"]
 
-    num = minimize_scalar(loss, bounds=(np.log(1e6), np.log(1e12)), method="bounded",
-                          options={"xatol": 1e-10})
+    num = minimize_scalar(loss, bounds=(np.log(1e6), np.log(1e12)), method="bounded", options={"xatol": 1e-10})
     assert opt.N_cost == pytest.approx(np.exp(num.x), rel=1e-4)
     assert opt.D == pytest.approx(C / (6 * opt.N_cost))
     assert opt.L == pytest.approx(params["E"] + num.fun, rel=1e-9)

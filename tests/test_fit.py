@@ -137,14 +137,26 @@ def test_fit_result_json_round_trip_and_compare(tmp_path, noisy_fit):
     path = tmp_path / "a.json"
     a.write_json(path)
     d = json.loads(path.read_text())
-    for key in ("law", "params", "ci95", "bootstrap", "objective", "grad_norm", "n_starts",
-                "n_best_basin", "settings", "seed", "versions"):
+    for key in (
+        "law",
+        "params",
+        "ci95",
+        "bootstrap",
+        "objective",
+        "grad_norm",
+        "n_starts",
+        "n_best_basin",
+        "settings",
+        "seed",
+        "versions",
+    ):
         assert key in d
     b = F.FitResult.from_json(path)
     assert b.params == a.params and b.ci95 == a.ci95
     shifted = F.FitResult.from_dict(dict(d, params=dict(d["params"], phi=d["params"]["phi"] + 0.1)))
-    shifted.bootstrap = dict(d["bootstrap"], params=dict(
-        d["bootstrap"]["params"], phi=[p + 0.1 for p in d["bootstrap"]["params"]["phi"]]))
+    shifted.bootstrap = dict(
+        d["bootstrap"], params=dict(d["bootstrap"]["params"], phi=[p + 0.1 for p in d["bootstrap"]["params"]["phi"]])
+    )
     out = F.compare_param(b, shifted, "phi")
     assert out["delta"] == pytest.approx(0.1)
     assert out["ci"][0] < 0.1 < out["ci"][1]

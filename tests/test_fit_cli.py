@@ -14,14 +14,24 @@ CHINCHILLA = Path(__file__).resolve().parent / "fixtures" / "chinchilla_svg_extr
 
 
 def loopscale(*args, cwd=None):
-    return subprocess.run([sys.executable, "-m", "loopscale", *map(str, args)], capture_output=True,
-                          text=True, cwd=cwd)
+    return subprocess.run([sys.executable, "-m", "loopscale", *map(str, args)], capture_output=True, text=True, cwd=cwd)
 
 
 def test_fit_end_to_end_with_bootstrap_holdout_and_plot(tmp_path):
     out, png = tmp_path / "fits" / "small.json", tmp_path / "fits" / "small.png"
-    res = loopscale("fit", FIXTURES / "looped_synthetic_small.csv", "--bootstrap", 20, "--cluster", "width",
-                    "--holdout-largest", "--out", out, "--plot", png)
+    res = loopscale(
+        "fit",
+        FIXTURES / "looped_synthetic_small.csv",
+        "--bootstrap",
+        20,
+        "--cluster",
+        "width",
+        "--holdout-largest",
+        "--out",
+        out,
+        "--plot",
+        png,
+    )
     assert res.returncode == 0, res.stderr
     assert "phi" in res.stdout and "95% CI" in res.stdout and "holdout" in res.stdout
     d = json.loads(out.read_text())
@@ -40,8 +50,7 @@ def test_fit_groups_and_compare(tmp_path):
     both = pd.concat([table.assign(variant="base"), table.assign(variant="copy")])
     src = tmp_path / "runs.csv"
     both.to_csv(src, index=False)
-    res = loopscale("fit", src, "--group", "variant", "--bootstrap", 10, "--no-profile",
-                    "--out", tmp_path / "v.json")
+    res = loopscale("fit", src, "--group", "variant", "--bootstrap", 10, "--no-profile", "--out", tmp_path / "v.json")
     assert res.returncode == 0, res.stderr
     a, b = tmp_path / "v.base.json", tmp_path / "v.copy.json"
     assert json.loads(a.read_text())["group"] == {"column": "variant", "value": "base"}
@@ -55,8 +64,20 @@ def test_chinchilla_table_with_column_mapping(tmp_path):
     src = tmp_path / "chin.csv"
     raw.to_csv(src, index=False)
     out = tmp_path / "chin.json"
-    res = loopscale("fit", src, "--law", "chinchilla", "--n-col", "Model Size", "--c-col",
-                    "Training FLOP", "--loss-col", "loss", "--out", out)
+    res = loopscale(
+        "fit",
+        src,
+        "--law",
+        "chinchilla",
+        "--n-col",
+        "Model Size",
+        "--c-col",
+        "Training FLOP",
+        "--loss-col",
+        "loss",
+        "--out",
+        out,
+    )
     assert res.returncode == 0, res.stderr
     d = json.loads(out.read_text())
     assert d["params"]["alpha"] == pytest.approx(0.3473, abs=1e-3)
@@ -131,10 +152,13 @@ def test_explicit_loss_column_wins_over_an_L_column_and_is_recorded(tmp_path):
     assert d["input"]["columns"]["N_once"] == "N_once"
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--loss-col", "nope"], "column 'nope' (given by --loss-col) is not in the table"),
-    (["--loss-col", "D"], "ambiguous column mapping: column 'D' is mapped to D and L"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--loss-col", "nope"], "column 'nope' (given by --loss-col) is not in the table"),
+        (["--loss-col", "D"], "ambiguous column mapping: column 'D' is mapped to D and L"),
+    ],
+)
 def test_ambiguous_or_missing_explicit_mapping_exits_2(tmp_path, args, message):
     src = tmp_path / "runs.csv"
     pd.read_csv(FIXTURES / "looped_synthetic_small.csv").to_csv(src, index=False)

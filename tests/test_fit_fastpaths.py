@@ -35,8 +35,9 @@ def test_analytic_hessian_matches_finite_differences(big, law_name):
     for k in range(law.n_params):
         d = np.zeros(law.n_params)
         d[k] = eps
-        fd[k] = (c @ law.log_predict_jac_hess(theta + d, data)[1]
-                 - c @ law.log_predict_jac_hess(theta - d, data)[1]) / (2 * eps)
+        fd[k] = (
+            c @ law.log_predict_jac_hess(theta + d, data)[1] - c @ law.log_predict_jac_hess(theta - d, data)[1]
+        ) / (2 * eps)
     H = hess(c)
     np.testing.assert_allclose(H, H.T, rtol=0, atol=1e-9 * np.abs(H).max())
     np.testing.assert_allclose(H, fd, rtol=0, atol=1e-6 * np.abs(H).max())

@@ -22,8 +22,7 @@ def test_phi_recovery_and_bootstrap_coverage_over_20_seeds():
         lo, hi = result.ci95["phi"]
         covered += lo <= phi_true <= hi
     err = np.array(estimates) - phi_true
-    print(f"phi-hat mean error {err.mean():+.4f}, RMS {np.sqrt(np.mean(err**2)):.4f}, "
-          f"coverage {covered}/20")
+    print(f"phi-hat mean error {err.mean():+.4f}, RMS {np.sqrt(np.mean(err**2)):.4f}, coverage {covered}/20")
     assert abs(err.mean()) <= 0.015
     assert np.sqrt(np.mean(err**2)) <= 0.045
     assert covered >= 17

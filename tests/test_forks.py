@@ -9,21 +9,27 @@ import math
 
 import pytest
 import torch
+from train_helpers import TINY, train_config
 
 from loopscale.checkpoint import fork_checkpoint_path
 from loopscale.cli import main as cli_main
 from loopscale.config import parse_fork_point
-from loopscale.planning import branch_config, plan_forks
-from loopscale.records import PARENT_FILE
 from loopscale.module import InjectedFailure
-from loopscale.records import collect, read_record
+from loopscale.planning import branch_config, plan_forks
+from loopscale.records import PARENT_FILE, collect, read_record
 from loopscale.train import CHECKPOINT, plan_run, run_dir_of, run_training
-from train_helpers import TINY, train_config
 
 # TINY: 16 x 64 = 1024 tokens per step. Branches of 5, 10 and 15 steps cool down over their last 20%:
 # forks at steps 4, 8, 12; the parent runs 12 steps at constant lr after a 2-step warmup.
-FORKS = [*TINY, "optim=wsd", "budget.mode=forks", "budget.fork_tokens=[5120,10240,15360]", "optim.warmup_steps=2",
-         "run_name=tiny-d64", "trainer.ckpt_every_steps=5"]
+FORKS = [
+    *TINY,
+    "optim=wsd",
+    "budget.mode=forks",
+    "budget.fork_tokens=[5120,10240,15360]",
+    "optim.warmup_steps=2",
+    "run_name=tiny-d64",
+    "trainer.ckpt_every_steps=5",
+]
 
 
 def _cfg(tmp_path, data_dir, *extra, base=FORKS):
@@ -63,8 +69,14 @@ def test_plan_branches_and_cost(tmp_path, data_dir):
     assert (branch.budget.mode, branch.optim.schedule, branch.optim.warmup_steps) == ("tokens", "wsd", 2)
     assert plan_run(branch).steps == 10
     # budgets -> branches via accounting, and the shared warmup is warmup_frac of the shortest branch
-    by_flops = _cfg(tmp_path, data_dir, "budget.fork_tokens=null", "budget.fork_flops=[4e10,2e10]",
-                    "optim.warmup_steps=null", "optim.warmup_frac=0.1")
+    by_flops = _cfg(
+        tmp_path,
+        data_dir,
+        "budget.fork_tokens=null",
+        "budget.fork_flops=[4e10,2e10]",
+        "optim.warmup_steps=null",
+        "optim.warmup_frac=0.1",
+    )
     fp = plan_forks(by_flops)
     assert [b.tag for b in fp.branches] == ["C2e10", "C4e10"]
     for b in fp.branches:
@@ -131,8 +143,13 @@ def test_forked_run_bookkeeping_resume_and_bit_identity(tmp_path, data_dir):
     # an independent wsd run of the 10-step point, stopped at step 8: the parent's fork checkpoint is the
     # same state, bit for bit (same data order, weights, AdamW moments and step)
     middle = branch_config(cfg, plan, plan.branches[1])
-    solo_args = ["budget.mode=tokens", "budget.tokens=10240", "optim.warmup_steps=2", "trainer.ckpt_every_steps=8",
-                 f"run_name={middle.run_name}"]
+    solo_args = [
+        "budget.mode=tokens",
+        "budget.tokens=10240",
+        "optim.warmup_steps=2",
+        "trainer.ckpt_every_steps=8",
+        f"run_name={middle.run_name}",
+    ]
     solo = _cfg(tmp_path / "solo", data_dir, *solo_args, "trainer.fail_at_step=8")
     with pytest.raises(InjectedFailure):
         run_training(solo)
@@ -182,15 +199,35 @@ def test_forked_branch_within_1pct_of_the_recipes_own_run(tmp_path, data_dir, wi
     10%) with the same tokens. Both losses are printed (run with -s)."""
     tokens = FIDELITY_STEPS * 8 * 64
     common = [f"data.data_dir={data_dir}", "trainer.progress=false", "model.r=1", "trainer.ckpt_every_steps=500"]
-    linear = run_training(train_config(["experiment=isodepth_cpu", f"point=C1e12-d{width}", "budget.mode=tokens",
-                                        f"budget.tokens={tokens}", f"runs_dir={tmp_path / 'linear'}", *common]))
-    fork_cfg = train_config(["experiment=isodepth_cpu_wsd", f"point=C1e12-d{width}", "budget.fork_flops=null",
-                             f"budget.fork_tokens=[{tokens}]", f"runs_dir={tmp_path / 'forked'}", *common])
+    linear = run_training(
+        train_config(
+            [
+                "experiment=isodepth_cpu",
+                f"point=C1e12-d{width}",
+                "budget.mode=tokens",
+                f"budget.tokens={tokens}",
+                f"runs_dir={tmp_path / 'linear'}",
+                *common,
+            ]
+        )
+    )
+    fork_cfg = train_config(
+        [
+            "experiment=isodepth_cpu_wsd",
+            f"point=C1e12-d{width}",
+            "budget.fork_flops=null",
+            f"budget.fork_tokens=[{tokens}]",
+            f"runs_dir={tmp_path / 'forked'}",
+            *common,
+        ]
+    )
     (branch,) = run_training(fork_cfg)["branches"]
     assert branch["D"] == linear["D"] == tokens and branch["steps"] == linear["steps"] == FIDELITY_STEPS
     assert branch["fork_step"] == FIDELITY_STEPS * 4 // 5
     assert linear["config"]["optim"]["schedule"] == "linear" and branch["config"]["optim"]["schedule"] == "wsd"
     rel = (branch["L"] - linear["L"]) / linear["L"]
-    print(f"d{width}, {FIDELITY_STEPS} steps: recipe's linear decay L={linear['L']:.4f}, forked branch "
-          f"L={branch['L']:.4f} ({rel:+.2%})")
+    print(
+        f"d{width}, {FIDELITY_STEPS} steps: recipe's linear decay L={linear['L']:.4f}, forked branch "
+        f"L={branch['L']:.4f} ({rel:+.2%})"
+    )
     assert abs(rel) < 0.01

@@ -12,9 +12,23 @@ from train_helpers import REPO_ROOT
 
 def test_gpu_check_smoke_runs_every_section(tmp_path, data_dir):
     out = tmp_path / "gpu_check.json"
-    proc = subprocess.run([sys.executable, str(REPO_ROOT / "benchmarks" / "gpu_check.py"), "--smoke", "--out", str(out),
-                           "--workdir", str(tmp_path), "--data-dir", str(data_dir)],
-                          cwd=tmp_path, capture_output=True, text=True, timeout=900)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(REPO_ROOT / "benchmarks" / "gpu_check.py"),
+            "--smoke",
+            "--out",
+            str(out),
+            "--workdir",
+            str(tmp_path),
+            "--data-dir",
+            str(data_dir),
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert out.exists(), proc.stderr[-3000:]
     sections = json.loads(out.read_text())["sections"]
     assert list(sections) == ["device", "memory", "dtypes", "recompile", "throughput", "optimizer", "resume"]

@@ -6,12 +6,11 @@ import subprocess
 import sys
 
 import numpy as np
-import pandas as pd
 import pytest
 
 from loopscale import fit as F
 from loopscale import synthetic as S
-from loopscale.joint import fit_joint, joint_data, joint_table, shared_parameter_check, separate_fits
+from loopscale.joint import joint_data, joint_table, separate_fits, shared_parameter_check
 from loopscale.laws import make_law
 from loopscale.tables import canonical_table
 
@@ -35,7 +34,7 @@ def test_joint_table_keeps_each_shared_dense_run_once():
     assert set(codes[(table["variant"] == "tbptt").to_numpy()]) == {1}
     # the published shapes: 29 baseline cells x 4 r, 34 probe cells x 3 r, no probe r = 1
     assert (table["r"] == 1).sum() == 29 and ((table["variant"] == "tbptt") & (table["r"] == 1)).sum() == 0
-    assert ((table["variant"] == "tbptt")).sum() == 34 * 3
+    assert (table["variant"] == "tbptt").sum() == 34 * 3
     with pytest.raises(ValueError, match="two or more recipes"):
         joint_table([canonical_table(per_recipe["baseline"], "looped")], "variant")
     with pytest.raises(ValueError, match="r = 1 runs"):
@@ -72,8 +71,10 @@ def test_profile_ends_are_roots_of_the_threshold_crossing():
         _, state = F.fit_law(joint_data(table), make_law("looped-joint", recipes=recipes))
         prof = F.profile_param(state, "dphi[tbptt]")
         lo, hi = prof["interval"]
-        excess = [F.profile_values(state, "dphi[tbptt]", [x])[0].objective - state.best.objective
-                  - prof["threshold"] for x in (lo, hi)]
+        excess = [
+            F.profile_values(state, "dphi[tbptt]", [x])[0].objective - state.best.objective - prof["threshold"]
+            for x in (lo, hi)
+        ]
     assert lo < state.best.theta[6] < hi
     # on a 0.05 grid, linear interpolation would miss the crossing by far more than this
     assert np.abs(excess).max() < 1e-3 * prof["threshold"]
@@ -96,8 +97,7 @@ def test_shared_parameter_check_flags_recipes_with_different_dense_models():
 
 
 def loopscale(*args, cwd=None):
-    return subprocess.run([sys.executable, "-m", "loopscale", *map(str, args)], capture_output=True,
-                          text=True, cwd=cwd)
+    return subprocess.run([sys.executable, "-m", "loopscale", *map(str, args)], capture_output=True, text=True, cwd=cwd)
 
 
 def test_fit_joint_cli_and_compare(tmp_path):
@@ -107,8 +107,9 @@ def test_fit_joint_cli_and_compare(tmp_path):
         paths.append(tmp_path / f"runs_{g}.csv")
         t.to_csv(paths[-1], index=False)
     out = tmp_path / "joint.json"
-    res = loopscale("fit", *paths, "--joint", "variant", "--bootstrap", 40, "--out", out,
-                    "--plot", tmp_path / "joint.png")
+    res = loopscale(
+        "fit", *paths, "--joint", "variant", "--bootstrap", 40, "--out", out, "--plot", tmp_path / "joint.png"
+    )
     assert res.returncode == 0, res.stderr
     assert "phi[tbptt]" in res.stdout and "shared-parameter check" in res.stdout
     d = json.loads(out.read_text())
@@ -140,9 +141,11 @@ def test_fit_joint_cli_bad_input(tmp_path):
     sweep = S.recipe_sweep(seed=0)
     src = tmp_path / "runs.csv"
     sweep.to_csv(src, index=False)
-    cases = [([src, src], "several tables need --joint"),
-             ([src, "--joint", "nope"], "--joint column 'nope'"),
-             ([src, "--joint", "variant", "--law", "chinchilla"], "--joint fits the looped law")]
+    cases = [
+        ([src, src], "several tables need --joint"),
+        ([src, "--joint", "nope"], "--joint column 'nope'"),
+        ([src, "--joint", "variant", "--law", "chinchilla"], "--joint fits the looped law"),
+    ]
     for args, message in cases:
         res = loopscale("fit", *args, "--out", tmp_path / "o.json")
         assert res.returncode == 2 and message in res.stderr, (args, res.stderr)

@@ -4,14 +4,20 @@ cannot finish within its launcher's timeout x (max requeues + 1)."""
 from __future__ import annotations
 
 import pytest
+from train_helpers import train_config
 
 from loopscale.cli import main as cli_main
-from loopscale.launch import (LaunchLimits, estimate_job, launch_limits, launcher_limits_of, limit_warning,
-                              limit_warnings)
+from loopscale.launch import (
+    LaunchLimits,
+    estimate_job,
+    launch_limits,
+    launcher_limits_of,
+    limit_warning,
+    limit_warnings,
+)
 from loopscale.mfu import PEAK_BF16_FLOPS
 from loopscale.sweep import compose
 from loopscale.train import plan_run
-from train_helpers import train_config
 
 # a synthetic plan: the published model at s = 34 with its 32k vocabulary, a compute budget chosen per test
 PAPER = ["model=paper", "model.d_model=2176", "model.vocab_size=32000", "budget=paper", "trainer=gpu"]
@@ -42,13 +48,21 @@ def test_limits_come_from_the_composed_launcher_config():
     hydra = compose(["hydra/launcher=slurm"], return_hydra_config=True).hydra
     limits = launch_limits(hydra)
     assert limits == LaunchLimits(float(hydra.launcher.timeout_min), int(hydra.launcher.max_num_timeout))
-    assert launcher_limits_of(["hydra/launcher=slurm", "hydra.launcher.timeout_min=30", "model.r=1,2"]).timeout_min == 30
+    assert (
+        launcher_limits_of(["hydra/launcher=slurm", "hydra.launcher.timeout_min=30", "model.r=1,2"]).timeout_min == 30
+    )
     assert launch_limits(compose([], return_hydra_config=True).hydra) is None  # Hydra's basic launcher: no limit
 
 
 def test_sweep_and_plan_warn_on_stderr_before_submission(capsys):
-    args = ["experiment=isodepth", "point=C2.15e19-s34,C4.64e17-s6", "model.r=1", "hydra/launcher=slurm",
-            "hydra.launcher.timeout_min=60", "hydra.launcher.max_num_timeout=1"]
+    args = [
+        "experiment=isodepth",
+        "point=C2.15e19-s34,C4.64e17-s6",
+        "model.r=1",
+        "hydra/launcher=slurm",
+        "hydra.launcher.timeout_min=60",
+        "hydra.launcher.max_num_timeout=1",
+    ]
     assert cli_main(["sweep", *args, "--json"]) == 0
     err = capsys.readouterr().err
     assert "baseline-r1-C2.15e19-s34" in err and "C4.64e17-s6" not in err and "1 of 2 jobs" in err

@@ -6,6 +6,7 @@ import subprocess
 import sys
 
 import pytest
+from train_helpers import REPO_ROOT, compose_cfg
 
 from loopscale.launcher import (
     JobLayout,
@@ -16,7 +17,6 @@ from loopscale.launcher import (
     job_layout,
     sweep_layout,
 )
-from train_helpers import REPO_ROOT, compose_cfg
 
 # What loopscale/conf/hydra/launcher/slurm.yaml resolves to for one CPU task on one node.
 PARAMS = {"nodes": 1, "tasks_per_node": 1, "gpus_per_node": None, "cpus_per_task": 8, "mem_gb": None}
@@ -32,12 +32,15 @@ def test_consistent_layout_is_completed_gpus_memory_and_srun_cpus():
     assert check_slurm_params({**PARAMS, "mem_gb": 500}, JobLayout(1, 1, "cpu", 10**6))["mem_gb"] == 500
 
 
-@pytest.mark.parametrize("params, layout, fields", [
-    ({"tasks_per_node": 1}, JobLayout(8, 1, "gpu", None), ["tasks_per_node=1", "trainer.devices=8"]),
-    ({"nodes": 1}, JobLayout(1, 2, "cpu", None), ["nodes=1", "trainer.num_nodes=2"]),
-    ({"gpus_per_node": 4}, JobLayout(1, 1, "gpu", None), ["gpus_per_node=4", "trainer.devices=1"]),
-    ({"gpus_per_node": 1}, JobLayout(1, 1, "cpu", None), ["gpus_per_node=1", "accelerator=cpu"]),
-])
+@pytest.mark.parametrize(
+    "params, layout, fields",
+    [
+        ({"tasks_per_node": 1}, JobLayout(8, 1, "gpu", None), ["tasks_per_node=1", "trainer.devices=8"]),
+        ({"nodes": 1}, JobLayout(1, 2, "cpu", None), ["nodes=1", "trainer.num_nodes=2"]),
+        ({"gpus_per_node": 4}, JobLayout(1, 1, "gpu", None), ["gpus_per_node=4", "trainer.devices=1"]),
+        ({"gpus_per_node": 1}, JobLayout(1, 1, "cpu", None), ["gpus_per_node=1", "accelerator=cpu"]),
+    ],
+)
 def test_a_mismatch_is_an_error_naming_the_fields(params, layout, fields):
     with pytest.raises(LayoutError) as err:
         check_slurm_params({**PARAMS, **params}, layout)
@@ -52,8 +55,9 @@ def test_one_sweep_needs_one_layout_and_takes_the_largest_model():
 
 
 def test_layout_of_the_largest_published_point():
-    cfg = compose_cfg(["experiment=isodepth", "point=C2.15e19-s34", "model.r=1", "trainer=gpu_ddp",
-                       "trainer.num_nodes=2"])
+    cfg = compose_cfg(
+        ["experiment=isodepth", "point=C2.15e19-s34", "model.r=1", "trainer=gpu_ddp", "trainer.num_nodes=2"]
+    )
     layout = job_layout(cfg)
     assert (layout.devices, layout.num_nodes, layout.accelerator) == (8, 2, "gpu")
     assert 1.0e9 < layout.params < 1.3e9  # ~1.14e9 parameters at s = 34, r = 1
@@ -82,9 +86,21 @@ def test_a_contradicting_launcher_override_stops_the_multirun_before_submission(
     """A real multirun: the launcher composes the job, finds tasks_per_node=1 against trainer.devices=8 and
     exits before sbatch is ever called (none is needed for this test)."""
     proc = subprocess.run(
-        [sys.executable, "-m", "loopscale.train", "-m", "trainer=gpu_ddp", "hydra/launcher=slurm",
-         "hydra.launcher.tasks_per_node=1", f"runs_dir={tmp_path}"],
-        cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
+        [
+            sys.executable,
+            "-m",
+            "loopscale.train",
+            "-m",
+            "trainer=gpu_ddp",
+            "hydra/launcher=slurm",
+            "hydra.launcher.tasks_per_node=1",
+            f"runs_dir={tmp_path}",
+        ],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode != 0
     assert "LayoutError" in proc.stderr and "hydra.launcher.tasks_per_node=1 but trainer.devices=8" in proc.stderr
     assert not (tmp_path / "default" / ".submitit").exists()

@@ -35,10 +35,17 @@ def test_n_eff_closed_form():
 
 
 def test_predict_loss_matches_the_formula():
-    table = {"N_once": np.array([1e8, 2e8]), "N_rec": np.array([3e8, 1e8]), "r": np.array([4.0, 2.0]),
-             "D": np.array([1e10, 5e10])}
-    expected = (PARAMS["E"] + PARAMS["A"] * n_eff(table["N_once"], table["N_rec"], table["r"], 0.46)
-                ** -0.2 + PARAMS["B"] * table["D"] ** -0.37)
+    table = {
+        "N_once": np.array([1e8, 2e8]),
+        "N_rec": np.array([3e8, 1e8]),
+        "r": np.array([4.0, 2.0]),
+        "D": np.array([1e10, 5e10]),
+    }
+    expected = (
+        PARAMS["E"]
+        + PARAMS["A"] * n_eff(table["N_once"], table["N_rec"], table["r"], 0.46) ** -0.2
+        + PARAMS["B"] * table["D"] ** -0.37
+    )
     np.testing.assert_allclose(predict_loss("looped", PARAMS, table), expected, rtol=1e-12)
     chin = {k: PARAMS[k] for k in ("E", "A", "alpha", "B", "beta")}
     got = predict_loss("chinchilla", chin, {"N": np.array([1e9]), "C": np.array([6e19])})
@@ -79,9 +86,13 @@ def test_gradient_matches_finite_differences(law_name, loss):
     f, g = objective_and_grad(theta, law, data, loss, weights)
     assert f == pytest.approx(objective(theta, law, data, loss, weights), rel=1e-14)
     h = 1e-6
-    fd = np.array([(objective(theta + h * e, law, data, loss, weights)
-                    - objective(theta - h * e, law, data, loss, weights)) / (2 * h)
-                   for e in np.eye(len(theta))])
+    fd = np.array(
+        [
+            (objective(theta + h * e, law, data, loss, weights) - objective(theta - h * e, law, data, loss, weights))
+            / (2 * h)
+            for e in np.eye(len(theta))
+        ]
+    )
     np.testing.assert_allclose(g, fd, rtol=1e-5, atol=1e-9 * max(1.0, np.abs(fd).max()))
 
 
@@ -115,8 +126,16 @@ def test_unknown_law_is_rejected():
 def test_joint_law_gives_each_recipe_its_phi_and_r1_rows_to_all():
     data = small_data(4)
     law = make_law("looped-joint", recipes=RECIPES)
-    user = {"E": 1.6, "A": 30.0, "alpha": 0.2, "B": 900.0, "beta": 0.37,
-            "phi[baseline]": 0.46, "phi[tbptt]": 0.38, "phi[hyper]": 0.65}
+    user = {
+        "E": 1.6,
+        "A": 30.0,
+        "alpha": 0.2,
+        "B": 900.0,
+        "beta": 0.37,
+        "phi[baseline]": 0.46,
+        "phi[tbptt]": 0.38,
+        "phi[hyper]": 0.65,
+    }
     assert law.user_names == tuple(user)
     assert law.internal_names[5:] == ("phi", "dphi[tbptt]", "dphi[hyper]")
     theta = law.from_user(user)
@@ -127,8 +146,7 @@ def test_joint_law_gives_each_recipe_its_phi_and_r1_rows_to_all():
     np.testing.assert_allclose(np.exp(law.log_predict(theta, data)), expected, rtol=1e-12)
     # an r = 1 row predicts the same whichever recipe it is labelled with
     ones = np.flatnonzero(data.r == 1)
-    relabelled = LawData(data.N_once, data.N_rec, data.r, data.D, data.L,
-                         np.where(data.r == 1, 2, data.recipe))
+    relabelled = LawData(data.N_once, data.N_rec, data.r, data.D, data.L, np.where(data.r == 1, 2, data.recipe))
     np.testing.assert_array_equal(law.log_predict(theta, relabelled)[ones], law.log_predict(theta, data)[ones])
     with pytest.raises(ValueError, match="two or more recipes"):
         make_law("looped-joint", recipes=["baseline"])

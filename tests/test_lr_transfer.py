@@ -9,16 +9,15 @@ import math
 import pytest
 import torch
 from torch import nn
+from train_helpers import train_config
 
 from loopscale import accounting
 from loopscale.config import INJECTIONS, ModelConfig, OptimConfig, TrainerConfig
 from loopscale.lr_transfer import d_ref_tokens, lrs_for, recipe_param_groups
 from loopscale.model import LoopedTransformer
 from loopscale.module import StepAccounting, optimizer_record
-from train_helpers import train_config
 
-MUONH = OptimConfig(optimizer="muonh", lr=0.014, weight_decay=0.0, beta1=0.8, eps=1e-10, warmup_frac=0.0,
-                    grad_clip=0.0)
+MUONH = OptimConfig(optimizer="muonh", lr=0.014, weight_decay=0.0, beta1=0.8, eps=1e-10, warmup_frac=0.0, grad_clip=0.0)
 
 # Reference model, size 10: d = 640, one layer 12 d^2 + 2 d = 4,915,200 + 1,280 = 4,916,480 parameters.
 # r = 1, 0-20-0: 20 layers + 3 norm gains (3 x 640)                       = 98,331,520   -> D_ref x 10
@@ -27,8 +26,11 @@ MUONH = OptimConfig(optimizer="muonh", lr=0.014, weight_decay=0.0, beta1=0.8, ep
 D_REF = {1: 983_315_200, 4: 1_016_083_200}
 
 # (size s, d_model, global batch B in tokens, training tokens D)
-GRID_POINTS = [(6, 384, 262_144, 2_000 * 262_144), (12, 768, 524_288, 3_000 * 524_288),
-               (24, 1536, 131_072, 40_000 * 131_072)]
+GRID_POINTS = [
+    (6, 384, 262_144, 2_000 * 262_144),
+    (12, 768, 524_288, 3_000 * 524_288),
+    (24, 1536, 131_072, 40_000 * 131_072),
+]
 
 
 @pytest.mark.parametrize("r", [1, 4])
@@ -61,8 +63,13 @@ def test_hyper_scalars_get_their_own_lr_and_transfer_none_keeps_the_base_lrs():
     assert math.isclose(got["hyper"], 0.01, rel_tol=1e-12)  # d = 640 and B = 2^18: no factor
     assert math.isclose(got["matrix"], 0.014 * 10**-0.32, rel_tol=1e-12)
     plain = OptimConfig(optimizer="muonh", lr=0.02, weight_decay=0.0, transfer="none")
-    assert lrs_for(cfg, 512, 10_000, plain) == {"matrix": 0.02, "head": 0.004, "embedding": 0.3, "norm": 0.005,
-                                                "hyper": 0.01}
+    assert lrs_for(cfg, 512, 10_000, plain) == {
+        "matrix": 0.02,
+        "head": 0.004,
+        "embedding": 0.3,
+        "norm": 0.005,
+        "hyper": 0.01,
+    }
     with pytest.raises(ValueError, match="D_tokens"):
         lrs_for(cfg, 512, 0, MUONH)
 
@@ -71,9 +78,20 @@ def _tiny(r: int, **kw) -> ModelConfig:
     return ModelConfig(vocab_size=64, d_model=32, head_dim=16, n_prelude=1, n_rec=2, n_coda=1, r=r, seq_len=16, **kw)
 
 
-@pytest.mark.parametrize("r,kw", [(1, {}), (2, {}), (2, {"recipe": "hyper"}), (2, {"tie_embeddings": True}),
-                                  pytest.param(2, {"injection": "concat"}, marks=pytest.mark.skipif(
-                                      "concat" not in INJECTIONS, reason="no concat injection in this model"))])
+@pytest.mark.parametrize(
+    "r,kw",
+    [
+        (1, {}),
+        (2, {}),
+        (2, {"recipe": "hyper"}),
+        (2, {"tie_embeddings": True}),
+        pytest.param(
+            2,
+            {"injection": "concat"},
+            marks=pytest.mark.skipif("concat" not in INJECTIONS, reason="no concat injection in this model"),
+        ),
+    ],
+)
 def test_every_parameter_lands_in_one_group_by_its_role(r, kw):
     model = LoopedTransformer(_tiny(r, **kw))
     groups = recipe_param_groups(model)
@@ -131,17 +149,28 @@ def test_a_parameter_with_no_role_fails_with_its_name():
 def test_optim_muonh_composes_to_the_published_recipe():
     opt = train_config(["optim=muonh"]).optim
     assert (opt.optimizer, opt.lr, opt.lr_head, opt.lr_embedding, opt.lr_norm, opt.lr_hyper) == (
-        "muonh", 0.014, 0.004, 0.3, 0.005, 0.01)
+        "muonh",
+        0.014,
+        0.004,
+        0.3,
+        0.005,
+        0.01,
+    )
     assert (opt.beta1, opt.beta2, opt.eps, opt.weight_decay, opt.grad_clip) == (0.8, 0.95, 1e-10, 0.0, 0.0)
     assert (opt.schedule, opt.warmup_frac, opt.final_lr_frac, opt.momentum) == ("linear", 0.0, 0.1, 0.95)
     assert (opt.transfer, opt.ortho_dtype) == ("published", "auto")
 
 
-@pytest.mark.parametrize("override,field", [("optim.weight_decay=0.1", "weight_decay"),
-                                            ("optim.transfer=mup", "transfer"),
-                                            ("optim.ortho_dtype=fp16", "ortho_dtype"),
-                                            ("optim.optimizer=sgd", "optimizer"),
-                                            ("optim.width_scaling=true", "width_scaling")])
+@pytest.mark.parametrize(
+    "override,field",
+    [
+        ("optim.weight_decay=0.1", "weight_decay"),
+        ("optim.transfer=mup", "transfer"),
+        ("optim.ortho_dtype=fp16", "ortho_dtype"),
+        ("optim.optimizer=sgd", "optimizer"),
+        ("optim.width_scaling=true", "width_scaling"),
+    ],
+)
 def test_bad_muonh_settings_fail_with_the_field_named(override, field):
     with pytest.raises(ValueError, match=field):
         train_config(["optim=muonh", override])

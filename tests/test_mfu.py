@@ -27,8 +27,9 @@ def test_peaks_match_exact_device_names_only(caplog):
     assert len(warnings) == 2 and "NVIDIA H100" in warnings[0] and "Some Future GPU 3000" in warnings[1]
 
 
-@pytest.mark.parametrize("kw", [dict(r=1), dict(r=4), dict(r=4, bptt_k=2), dict(r=4, injection="hyper"),
-                                dict(r=2, injection="additive")])
+@pytest.mark.parametrize(
+    "kw", [dict(r=1), dict(r=4), dict(r=4, bptt_k=2), dict(r=4, injection="hyper"), dict(r=2, injection="additive")]
+)
 def test_causal_flops_count_half_of_the_attention_matmuls(kw):
     cfg = ModelConfig(vocab_size=512, d_model=128, head_dim=64, n_prelude=2, n_coda=2, depth=12, seq_len=256, **kw)
     # F is affine in T and only the attention matmuls depend on T: F(2T) - F(T) is their full share at T

@@ -143,9 +143,10 @@ def test_concat_equals_split_linear():
     linear(idx, idx).backward()
     grad_W = concat.injection.weight.grad
     torch.testing.assert_close(linear.injection.from_e.weight.grad, grad_W[:, : W_e.shape[1]], rtol=1e-4, atol=1e-6)
-    torch.testing.assert_close(linear.injection.from_s.weight.grad, grad_W[:, W_e.shape[1]:], rtol=1e-4, atol=1e-6)
-    torch.testing.assert_close(linear.recurrent[0].mlp.fc.weight.grad, concat.recurrent[0].mlp.fc.weight.grad,
-                               rtol=1e-4, atol=1e-6)
+    torch.testing.assert_close(linear.injection.from_s.weight.grad, grad_W[:, W_e.shape[1] :], rtol=1e-4, atol=1e-6)
+    torch.testing.assert_close(
+        linear.recurrent[0].mlp.fc.weight.grad, concat.recurrent[0].mlp.fc.weight.grad, rtol=1e-4, atol=1e-6
+    )
 
 
 def test_paper_init_statistics():
@@ -169,8 +170,13 @@ def test_paper_init_statistics():
     check(model.lm_head.weight, 1e-3, False, "lm_head")
     for block in (*model.prelude, *model.recurrent, *model.coda):
         q, k, v = block.attn.qkv.weight.chunk(3, dim=0)
-        for name, w in (("q", q), ("k", k), ("v", v), ("attn-out", block.attn.proj.weight),
-                        ("mlp-in", block.mlp.fc.weight)):
+        for name, w in (
+            ("q", q),
+            ("k", k),
+            ("v", v),
+            ("attn-out", block.attn.proj.weight),
+            ("mlp-in", block.mlp.fc.weight),
+        ):
             check(w, 1 / math.sqrt(d), True, name)
         check(block.mlp.proj.weight, 1 / math.sqrt(4 * d), True, "mlp-out")
         assert block.mlp.fc.weight.shape == (4 * d, d)
@@ -212,7 +218,7 @@ def test_paper_r1_is_a_plain_stack():
         assert (cfg.n_prelude, cfg.n_rec, cfg.n_coda, cfg.l_eff, cfg.injection) == (2, 16 // r, 2, 20, "concat")
 
 
-# ---------------------------------------------------------------------------------------------------- truncated backprop
+# --------------------------------------------------------------------------------------------- truncated backprop
 
 
 def reference_loss(model: LoopedTransformer, idx: torch.Tensor, k: int) -> torch.Tensor:
@@ -257,11 +263,22 @@ def perturb(model: LoopedTransformer, seed: int = 3) -> None:
                 p.add_(0.3 * torch.randn(p.shape, generator=g))
 
 
-@pytest.mark.parametrize("injection,r,k", [("linear", 4, 2), ("linear", 4, 1), ("concat", 4, 1), ("additive", 3, 1),
-                                           ("hyper", 4, 2)])
+@pytest.mark.parametrize(
+    "injection,r,k", [("linear", 4, 2), ("linear", 4, 1), ("concat", 4, 1), ("additive", 3, 1), ("hyper", 4, 2)]
+)
 def test_truncated_backprop_matches_hand_unrolled(injection, r, k):
-    cfg = ModelConfig(vocab_size=V, d_model=64, head_dim=32, n_prelude=1, n_rec=2, n_coda=1, r=r, seq_len=T,
-                      injection=injection, bptt_k=k)
+    cfg = ModelConfig(
+        vocab_size=V,
+        d_model=64,
+        head_dim=32,
+        n_prelude=1,
+        n_rec=2,
+        n_coda=1,
+        r=r,
+        seq_len=T,
+        injection=injection,
+        bptt_k=k,
+    )
     model = build(cfg)
     perturb(model)
     idx = batch()

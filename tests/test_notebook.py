@@ -31,8 +31,7 @@ def test_notebook_executes_on_the_fixture(tmp_path, monkeypatch):
     nb = nbformat.read(NOTEBOOK, as_version=4)
     # a probe cell: which Python runs the kernel, and which parameters the notebook saw
     nb.cells.append(nbformat.v4.new_code_cell("import sys; print(sys.prefix); print(COMPARE)"))
-    client = NotebookClient(nb, kernel_name="python3", timeout=120,
-                            resources={"metadata": {"path": str(tmp_path)}})
+    client = NotebookClient(nb, kernel_name="python3", timeout=120, resources={"metadata": {"path": str(tmp_path)}})
     client.execute()  # raises CellExecutionError on any failing cell
 
     outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]

@@ -12,15 +12,15 @@ import shutil
 import subprocess
 import sys
 
-import pytest
 import numpy as np
+import pytest
 from data_fixtures import pack_offline
+from train_helpers import REPO_ROOT, TINY, run_cli, train_config
 
 from loopscale.corpus import DataError
 from loopscale.module import InjectedFailure
 from loopscale.records import read_record
 from loopscale.train import CHECKPOINT, run_dir_of, run_training
-from train_helpers import REPO_ROOT, TINY, run_cli, train_config
 
 # one torch thread: on a shared 2-core machine, default threading made a tiny step 8x slower (measured)
 ONE_THREAD = ["trainer.num_threads=1"]
@@ -39,9 +39,22 @@ def corpus(tmp_path_factory):
 
 
 def _cfg(tmp_path, corpus, *extra):
-    return train_config([*TINY, "data=text", f"data.path={corpus / 'docs.jsonl'}", "data.format=packed",
-                         "data.vocab_size=512", "data.num_proc=1", "data.val_fraction=0.2", "data.val_rows=16",
-                         f"data.data_dir={corpus / 'cache'}", f"runs_dir={tmp_path / 'runs'}", *ONE_THREAD, *extra])
+    return train_config(
+        [
+            *TINY,
+            "data=text",
+            f"data.path={corpus / 'docs.jsonl'}",
+            "data.format=packed",
+            "data.vocab_size=512",
+            "data.num_proc=1",
+            "data.val_fraction=0.2",
+            "data.val_rows=16",
+            f"data.data_dir={corpus / 'cache'}",
+            f"runs_dir={tmp_path / 'runs'}",
+            *ONE_THREAD,
+            *extra,
+        ]
+    )
 
 
 def _train_rows(cfg) -> int:
@@ -89,8 +102,20 @@ def test_packed_run_resumes_to_the_same_loss(tmp_path, corpus):
 def _published_copy(corpus, folder):
     """The corpus packed by `loopscale data pack`, copied into `folder` the way the hub lays it out:
     parquet files under data/, no meta.json."""
-    root, _ = pack_offline(corpus / "cache", 64, "--source", "text", "--path", str(corpus / "docs.jsonl"),
-                           "--vocab-size", "512", "--num-proc", "1", "--val-fraction", "0.2")
+    root, _ = pack_offline(
+        corpus / "cache",
+        64,
+        "--source",
+        "text",
+        "--path",
+        str(corpus / "docs.jsonl"),
+        "--vocab-size",
+        "512",
+        "--num-proc",
+        "1",
+        "--val-fraction",
+        "0.2",
+    )
     published = folder / "data"
     published.mkdir(parents=True)
     for f in root.glob("*.parquet"):
@@ -100,8 +125,18 @@ def _published_copy(corpus, folder):
 
 def test_published_layout_from_a_local_folder_trains(tmp_path, corpus):
     published = _published_copy(corpus, tmp_path / "published")
-    cfg = train_config([*TINY, "data=fineweb_edu_packed", f"data.path={published.parent}", "data.vocab_size=512",
-                        "data.val_rows=8", "budget.tokens=8192", f"runs_dir={tmp_path / 'runs'}", *ONE_THREAD])
+    cfg = train_config(
+        [
+            *TINY,
+            "data=fineweb_edu_packed",
+            f"data.path={published.parent}",
+            "data.vocab_size=512",
+            "data.val_rows=8",
+            "budget.tokens=8192",
+            f"runs_dir={tmp_path / 'runs'}",
+            *ONE_THREAD,
+        ]
+    )
     record = run_training(cfg)
     assert record["status"] == "done" and math.isfinite(record["L"]) and record["step"] == 8
     assert record["vocab_size"] == 512 and record["data"]["val_rows"] == 8
@@ -139,8 +174,14 @@ def test_published_set_without_cache_fails_at_once_in_one_line(tmp_path, offline
 
     if not offline and hub_reachable():
         pytest.skip("the hub is reachable here: without the offline flag the set would be downloaded")
-    proc = subprocess.run([sys.executable, "-c", _TIME_LOCATE], cwd=REPO_ROOT, env=_no_cache_env(tmp_path, offline),
-                          capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-c", _TIME_LOCATE],
+        cwd=REPO_ROOT,
+        env=_no_cache_env(tmp_path, offline),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     print(f"offline={offline}: failed after {out['seconds'] * 1e3:.1f} ms")
@@ -153,8 +194,11 @@ def test_published_set_without_cache_fails_at_once_in_one_line(tmp_path, offline
 
 
 def test_published_set_without_cache_fails_from_the_command_line(tmp_path):
-    proc = run_cli(["data=fineweb_edu_packed", "model=tiny", f"runs_dir={tmp_path / 'runs'}"], cwd=tmp_path,
-                   env=_no_cache_env(tmp_path, offline=True))
+    proc = run_cli(
+        ["data=fineweb_edu_packed", "model=tiny", f"runs_dir={tmp_path / 'runs'}"],
+        cwd=tmp_path,
+        env=_no_cache_env(tmp_path, offline=True),
+    )
     assert proc.returncode != 0
     lines = [ln for ln in proc.stderr.splitlines() if "prepacked-fineweb-edu-llama2-32K-T2048" in ln]
     assert lines and "hf download" in lines[0], proc.stderr[-2000:]
@@ -170,8 +214,19 @@ def test_published_set_from_the_hugging_face_cache_trains_offline(tmp_path, corp
     (repo / "refs" / "main").write_text(commit)
     env = {**_no_cache_env(tmp_path, offline=True), "HF_HOME": str(tmp_path / "hf-home")}
     runs = tmp_path / "runs"
-    proc = run_cli([*TINY, *ONE_THREAD, "data=fineweb_edu_packed", "data.vocab_size=512", "data.val_rows=8",
-                    "budget.tokens=4096", f"runs_dir={runs}"], cwd=tmp_path, env=env)
+    proc = run_cli(
+        [
+            *TINY,
+            *ONE_THREAD,
+            "data=fineweb_edu_packed",
+            "data.vocab_size=512",
+            "data.val_rows=8",
+            "budget.tokens=4096",
+            f"runs_dir={runs}",
+        ],
+        cwd=tmp_path,
+        env=env,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     (record_path,) = runs.glob("*/*/run.json")
     record = json.loads(record_path.read_text())
@@ -198,7 +253,7 @@ def test_final_loss_is_the_mean_over_exactly_the_val_rows(tmp_path, corpus):
     x, y = rows_to_batch(*packed.val.read(0, 29))
     assert (y == IGNORE_INDEX).any()  # this corpus pads some val rows: the weighting matters
     with torch.no_grad():
-        nll = [F.cross_entropy(model(x[i:i + 1], None).float()[0], y[i], reduction="sum") for i in range(29)]
+        nll = [F.cross_entropy(model(x[i : i + 1], None).float()[0], y[i], reduction="sum") for i in range(29)]
     n_targets = (y != IGNORE_INDEX).sum(dim=1)
     mean = float(sum(nll) / n_targets.sum())  # per target token over the 29 rows
     batch_means = [float(sum(nll[lo:hi]) / n_targets[lo:hi].sum()) for lo, hi in ((0, 16), (16, 29))]
@@ -212,10 +267,25 @@ def test_ddp_with_accumulation_trains_one_whole_pass(tmp_path, corpus):
     n_rows = _train_rows(_cfg(tmp_path, corpus))
     steps = n_rows // 16
     runs = tmp_path / "runs"
-    proc = run_cli([*TINY, "data=text", f"data.path={corpus / 'docs.jsonl'}", "data.format=packed",
-                    "data.vocab_size=512", "data.num_proc=1", "data.val_fraction=0.2", "data.val_rows=16",
-                    f"data.data_dir={corpus / 'cache'}", f"runs_dir={runs}", "trainer=ddp_cpu", "budget.grad_accum=2",
-                    f"budget.tokens={steps * 16 * 64}", "trainer.progress=false"], cwd=tmp_path)
+    proc = run_cli(
+        [
+            *TINY,
+            "data=text",
+            f"data.path={corpus / 'docs.jsonl'}",
+            "data.format=packed",
+            "data.vocab_size=512",
+            "data.num_proc=1",
+            "data.val_fraction=0.2",
+            "data.val_rows=16",
+            f"data.data_dir={corpus / 'cache'}",
+            f"runs_dir={runs}",
+            "trainer=ddp_cpu",
+            "budget.grad_accum=2",
+            f"budget.tokens={steps * 16 * 64}",
+            "trainer.progress=false",
+        ],
+        cwd=tmp_path,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     (record_path,) = runs.glob("*/*/run.json")
     record = json.loads(record_path.read_text())

@@ -37,8 +37,9 @@ def test_every_document_appears_once_in_order_with_bos_in_front(max_open_rows):
     by_doc: dict[int, list] = {}
     for p in pieces:
         by_doc.setdefault(p.doc, []).append(p)
-        assert np.array_equal(rows[p.row][p.col:p.col + p.stop - p.start],
-                              np.concatenate([[BOS], docs[p.doc]])[p.start:p.stop])
+        assert np.array_equal(
+            rows[p.row][p.col : p.col + p.stop - p.start], np.concatenate([[BOS], docs[p.doc]])[p.start : p.stop]
+        )
     # the pieces of each row tile it from column 0, so padding can only follow them
     per_row = Counter()
     for p in pieces:
@@ -87,8 +88,12 @@ def test_data_pack_cli_writes_exactly_the_best_fit_rows_of_the_corpus(tmp_path):
     root, out = pack_offline(data_dir, T, *args)
     packed = open_packed(root)
     meta = packed.meta
-    assert sorted(p.name for p in root.iterdir()) == ["meta.json", "tokenizer.json", "train-00000.parquet",
-                                                       "val-00000.parquet"]
+    assert sorted(p.name for p in root.iterdir()) == [
+        "meta.json",
+        "tokenizer.json",
+        "train-00000.parquet",
+        "val-00000.parquet",
+    ]
     assert not [n for n in cache_entries(data_dir) if n.startswith(".tmp-")]  # staging renamed away
     schema = pq.read_schema(root / "train-00000.parquet")
     assert str(schema.field("tokens").type) == "list<element: uint16>"  # GPT-2's 50257 ids fit uint16
@@ -123,8 +128,22 @@ def test_data_pack_cli_writes_exactly_the_best_fit_rows_of_the_corpus(tmp_path):
 def test_pack_cli_errors_are_one_usage_line(tmp_path):
     from data_fixtures import run_offline
 
-    proc = run_offline(["-m", "loopscale", "data", "pack", "--source", "text", "--path", str(tmp_path / "nope"),
-                        "--seq-len", "8", "--data-dir", str(tmp_path / "c")])
+    proc = run_offline(
+        [
+            "-m",
+            "loopscale",
+            "data",
+            "pack",
+            "--source",
+            "text",
+            "--path",
+            str(tmp_path / "nope"),
+            "--seq-len",
+            "8",
+            "--data-dir",
+            str(tmp_path / "c"),
+        ]
+    )
     assert proc.returncode != 0 and "does not exist" in proc.stderr
     assert not (tmp_path / "c").exists() or not [n for n in cache_entries(tmp_path / "c") if n.startswith(".tmp")]
 

@@ -8,13 +8,28 @@ import pytest
 
 from loopscale.accounting import accounting_report, cpu_model, paper_model
 
-KEYS = ("N_once", "N_rec", "N", "embedding", "lm_head", "flops_per_token", "p", "k", "c", "r", "L_eff", "d_model",
-        "n_head", "vocab")
+KEYS = (
+    "N_once",
+    "N_rec",
+    "N",
+    "embedding",
+    "lm_head",
+    "flops_per_token",
+    "p",
+    "k",
+    "c",
+    "r",
+    "L_eff",
+    "d_model",
+    "n_head",
+    "vocab",
+)
 
 
 def params(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "loopscale", "params", *args], capture_output=True, text=True,
-                          timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "loopscale", "params", *args], capture_output=True, text=True, timeout=60
+    )
 
 
 def test_paper_preset_json():
@@ -40,8 +55,23 @@ def test_paper_preset_is_the_published_model(size, r, variant):
 
 
 def test_cpu_preset_with_overrides():
-    out = params("--preset", "cpu", "--d-model", "128", "--r", "4", "--bptt-k", "2", "--mlp", "swiglu",
-                 "--tie-embeddings", "--seq-len", "128", "--vocab-size", "1000")
+    out = params(
+        "--preset",
+        "cpu",
+        "--d-model",
+        "128",
+        "--r",
+        "4",
+        "--bptt-k",
+        "2",
+        "--mlp",
+        "swiglu",
+        "--tie-embeddings",
+        "--seq-len",
+        "128",
+        "--vocab-size",
+        "1000",
+    )
     assert out.returncode == 0, out.stderr
     report = json.loads(out.stdout)
     expected = cpu_model(128, 4, bptt_k=2, mlp="swiglu", tie_embeddings=True, seq_len=128, vocab_size=1000)

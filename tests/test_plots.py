@@ -94,8 +94,12 @@ def test_phi_profile_and_bootstrap(fit, tmp_path):
     fig = plots.phi_profile(fit)
     assert_png(fig, tmp_path / "profile.png")
     texts = figure_text(fig)
-    assert {"profile of the objective in phi", "objective - minimum", "95% profile interval",
-            "95% percentile CI"} <= texts
+    assert {
+        "profile of the objective in phi",
+        "objective - minimum",
+        "95% profile interval",
+        "95% percentile CI",
+    } <= texts
     n = fit.bootstrap["n_replicates"]
     assert f"bootstrap of phi ({n} replicates)" in texts
     hist = fig.axes[1].patches
@@ -115,8 +119,13 @@ def test_residuals_match_the_fitter(table, baseline, fit, tmp_path):
     fig = plots.residuals(table, fit, FIXTURE / "free.baseline.json")
     assert_png(fig, tmp_path / "res.png")
     texts = figure_text(fig)
-    assert {"residuals by r", "residuals by budget", "free multipliers k_r vs r^phi",
-            "log L - log L_hat", "r (recurrences)"} <= texts
+    assert {
+        "residuals by r",
+        "residuals by budget",
+        "free multipliers k_r vs r^phi",
+        "log L - log L_hat",
+        "r (recurrences)",
+    } <= texts
     res = plots.log_residuals(baseline, fit)
     # the fitter's own RMS of its residuals on the same rows: predictions agree
     assert np.sqrt(np.mean(res**2)) == pytest.approx(fit.residual_rms_log, rel=1e-6)
@@ -127,8 +136,9 @@ def test_residuals_match_the_fitter(table, baseline, fit, tmp_path):
     assert "k_r (95% CI)" in [t.get_text() for t in ax_k.get_legend().get_texts()]
     bars = [c for c in ax_k.containers if hasattr(c, "has_yerr") and c.has_yerr]
     segs = bars[0].lines[2][0].get_segments()
-    np.testing.assert_allclose([sorted(s[:, 1]) for s in segs[1:]],
-                               [free.ci95[f"k_{r}"] for r in (2, 4, 8)], rtol=1e-12)
+    np.testing.assert_allclose(
+        [sorted(s[:, 1]) for s in segs[1:]], [free.ci95[f"k_{r}"] for r in (2, 4, 8)], rtol=1e-12
+    )
 
 
 def test_joint_fit_figures(table, tmp_path):
@@ -141,11 +151,14 @@ def test_joint_fit_figures(table, tmp_path):
     base = plots.recipe_fit(joint, "baseline")
     assert base.params["phi"] == joint.params["phi[baseline]"] and base.ci95["phi"] == joint.ci95["phi[baseline]"]
     rows = plots.rows_for_fit(table, base)
-    assert set(rows["variant"]) == {"baseline", "tbptt", "hyper"} and set(rows.loc[rows["variant"] != "baseline", "r"]) == {1}
+    assert set(rows["variant"]) == {"baseline", "tbptt", "hyper"} and set(
+        rows.loc[rows["variant"] != "baseline", "r"]
+    ) == {1}
     # predictions of the joint fit use each row's recipe phi
     tb = table[(table["variant"] == "tbptt") & (table["r"] > 1)]
-    np.testing.assert_allclose(plots.predicted_loss(tb, joint),
-                               plots.predicted_loss(tb, plots.recipe_fit(joint, "tbptt")), rtol=1e-12)
+    np.testing.assert_allclose(
+        plots.predicted_loss(tb, joint), plots.predicted_loss(tb, plots.recipe_fit(joint, "tbptt")), rtol=1e-12
+    )
     assert_png(drawn["delta_phi"], tmp_path / "joint.png")
 
 
@@ -167,8 +180,14 @@ def test_delta_phi_across_variants(fit, tmp_path):
     fig = plots.delta_phi(fits)
     assert_png(fig, tmp_path / "delta.png")
     texts = figure_text(fig)
-    assert {"phi by variant (95% CI)", "delta-phi vs baseline (95% CI)", "phi - phi(baseline)",
-            "baseline", "tbptt", "hyper"} <= texts
+    assert {
+        "phi by variant (95% CI)",
+        "delta-phi vs baseline (95% CI)",
+        "phi - phi(baseline)",
+        "baseline",
+        "tbptt",
+        "hyper",
+    } <= texts
     hyper = plots.load_fit(FIXTURE / "fit.hyper.json")
     drawn = fig.axes[1].containers[-1].lines[0].get_ydata()  # the last error bar: hyper's delta
     assert drawn[0] == pytest.approx(hyper.params["phi"] - fit.params["phi"])
@@ -192,8 +211,9 @@ def test_compute_optimal_minimises_the_law_along_the_family(table, baseline, fit
 
 
 def test_save_all_writes_every_figure(table, fit, tmp_path):
-    paths = plots.save_all(table, fit, tmp_path / "figs", compare=[FIXTURE / "fit.hyper.json"],
-                           free=FIXTURE / "free.baseline.json", dpi=40)
+    paths = plots.save_all(
+        table, fit, tmp_path / "figs", compare=[FIXTURE / "fit.hyper.json"], free=FIXTURE / "free.baseline.json", dpi=40
+    )
     assert [p.stem for p in paths] == list(plots.FIGURE_NAMES)
     assert all(p.read_bytes().startswith(PNG_MAGIC) for p in paths)
     without = plots.figures(table, fit)

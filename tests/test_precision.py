@@ -20,7 +20,9 @@ def block_input_dtypes(cfg: ModelConfig) -> dict[str, set[torch.dtype]]:
     seen: dict[str, set[torch.dtype]] = {}
     for name, module in model.named_modules():
         if isinstance(module, Block):
-            module.register_forward_pre_hook(lambda mod, args, name=name: seen.setdefault(name, set()).add(args[0].dtype))
+            module.register_forward_pre_hook(
+                lambda mod, args, name=name: seen.setdefault(name, set()).add(args[0].dtype)
+            )
     idx = torch.randint(0, VOCAB, (2, T))
     with torch.autocast("cpu", dtype=torch.bfloat16):
         loss = model(idx, idx)
@@ -28,9 +30,18 @@ def block_input_dtypes(cfg: ModelConfig) -> dict[str, set[torch.dtype]]:
     return seen
 
 
-@pytest.mark.parametrize("kw", [dict(r=1), dict(r=4), dict(r=4, bptt_k=2), dict(r=4, injection="hyper"),
-                                dict(r=4, injection="hyper", hyper_dynamic=True), dict(r=4, injection="additive")],
-                         ids=["r1", "linear-r4", "linear-r4-tbptt", "hyper-r4", "hyper-dynamic-r4", "additive-r4"])
+@pytest.mark.parametrize(
+    "kw",
+    [
+        dict(r=1),
+        dict(r=4),
+        dict(r=4, bptt_k=2),
+        dict(r=4, injection="hyper"),
+        dict(r=4, injection="hyper", hyper_dynamic=True),
+        dict(r=4, injection="additive"),
+    ],
+    ids=["r1", "linear-r4", "linear-r4-tbptt", "hyper-r4", "hyper-dynamic-r4", "additive-r4"],
+)
 def test_block_inputs_stay_fp32_under_bf16_autocast(kw):
     cfg = ModelConfig(vocab_size=VOCAB, d_model=64, head_dim=32, n_prelude=1, n_coda=1, depth=6, seq_len=T, **kw)
     seen = block_input_dtypes(cfg)

@@ -22,8 +22,12 @@ from loopscale.records import RUN_FILE, write_json_atomic
 BATCH_TOKENS = 262_144
 # a law in the range of the published fit (phi = 0.46 there)
 LAW = dict(E=1.6, A=300.0, alpha=0.25, B=900.0, beta=0.35, phi=0.5)
-BUDGETS = {4.64e17: [6, 8, 10, 12], 1e18: [6, 8, 10, 12, 14], 2.15e18: [8, 10, 12, 14, 16],
-           4.64e18: [10, 12, 14, 16, 18, 20]}
+BUDGETS = {
+    4.64e17: [6, 8, 10, 12],
+    1e18: [6, 8, 10, 12, 14],
+    2.15e18: [8, 10, 12, 14, 16],
+    4.64e18: [10, 12, 14, 16, 18, 20],
+}
 
 
 def loss(N_once: int, N_rec: int, r: int, D: int) -> float:
@@ -41,12 +45,30 @@ def write_sweep(sweep_dir: Path, variant: str, rs) -> int:
                 counts, F = param_counts(cfg), flops_per_token(cfg)
                 D, steps = tokens_for_budget(C, F, BATCH_TOKENS)
                 name = f"{variant}-r{r}-C{C:.3g}-s{s}"
-                write_json_atomic(sweep_dir / name / RUN_FILE, {
-                    "status": "done", "run_name": name, "r": r, "variant": cfg.variant, "N_once": counts.N_once,
-                    "N_rec": counts.N_rec, "N": counts.N, "D": D, "C": F * D, "C_budget": C, "F": F,
-                    "steps": steps, "width": cfg.d_model, "depth": cfg.l_eff, "n_rec": cfg.n_rec,
-                    "bptt_k": cfg.bptt_k, "injection": cfg.injection, "seed": 0,
-                    "L": loss(counts.N_once, counts.N_rec, r, D)})
+                write_json_atomic(
+                    sweep_dir / name / RUN_FILE,
+                    {
+                        "status": "done",
+                        "run_name": name,
+                        "r": r,
+                        "variant": cfg.variant,
+                        "N_once": counts.N_once,
+                        "N_rec": counts.N_rec,
+                        "N": counts.N,
+                        "D": D,
+                        "C": F * D,
+                        "C_budget": C,
+                        "F": F,
+                        "steps": steps,
+                        "width": cfg.d_model,
+                        "depth": cfg.l_eff,
+                        "n_rec": cfg.n_rec,
+                        "bptt_k": cfg.bptt_k,
+                        "injection": cfg.injection,
+                        "seed": 0,
+                        "L": loss(counts.N_once, counts.N_rec, r, D),
+                    },
+                )
                 n += 1
     return n
 
@@ -101,15 +123,24 @@ def test_fit_refuses_a_probe_table_without_r1_rows(sweeps, tmp_path, capsys):
 
 def test_collect_dense_bad_input(sweeps, tmp_path, capsys):
     # the baseline already has r = 1 runs: adding another sweep's would count them twice
-    assert cli_main(["collect", str(sweeps["baseline"]), "--dense", str(sweeps["baseline"]),
-                     "--out", str(tmp_path / "a.csv")]) == 2
+    assert (
+        cli_main(
+            ["collect", str(sweeps["baseline"]), "--dense", str(sweeps["baseline"]), "--out", str(tmp_path / "a.csv")]
+        )
+        == 2
+    )
     assert "already has" in capsys.readouterr().err
     # a dense sweep with no r = 1 runs
-    assert cli_main(["collect", str(sweeps["probe"]), "--dense", str(sweeps["probe"]),
-                     "--out", str(tmp_path / "b.csv")]) == 2
+    assert (
+        cli_main(["collect", str(sweeps["probe"]), "--dense", str(sweeps["probe"]), "--out", str(tmp_path / "b.csv")])
+        == 2
+    )
     assert "has no finished r = 1 runs" in capsys.readouterr().err
-    assert cli_main(["collect", str(sweeps["probe"]), "--dense", str(tmp_path / "missing"),
-                     "--out", str(tmp_path / "c.csv")]) == 2
+    assert (
+        cli_main(
+            ["collect", str(sweeps["probe"]), "--dense", str(tmp_path / "missing"), "--out", str(tmp_path / "c.csv")]
+        )
+        == 2
+    )
     assert "is not a directory" in capsys.readouterr().err
     assert not any((tmp_path / name).exists() for name in ("a.csv", "b.csv", "c.csv"))
-

@@ -15,10 +15,16 @@ import pytest
 import loopscale
 
 PUBLIC = {
-    "fit_table": "loopscale.fit", "FitResult": "loopscale.fit", "load_fit": "loopscale.fit",
-    "predict_loss": "loopscale.fit", "param_counts": "loopscale.accounting",
-    "flops_per_token": "loopscale.accounting", "ModelConfig": "loopscale.config", "TrainConfig": "loopscale.config",
-    "run_training": "loopscale.train", "collect": "loopscale.records",
+    "fit_table": "loopscale.fit",
+    "FitResult": "loopscale.fit",
+    "load_fit": "loopscale.fit",
+    "predict_loss": "loopscale.fit",
+    "param_counts": "loopscale.accounting",
+    "flops_per_token": "loopscale.accounting",
+    "ModelConfig": "loopscale.config",
+    "TrainConfig": "loopscale.config",
+    "run_training": "loopscale.train",
+    "collect": "loopscale.records",
 }
 
 
@@ -37,8 +43,13 @@ def test_an_unknown_name_is_an_attribute_error():
 
 
 def _modules_after(code: str) -> set[str]:
-    out = subprocess.run([sys.executable, "-c", f"import sys, json\n{code}\nprint(json.dumps(sorted(sys.modules)))"],
-                         capture_output=True, text=True, timeout=120, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-c", f"import sys, json\n{code}\nprint(json.dumps(sorted(sys.modules)))"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    ).stdout
     return set(json.loads(out.splitlines()[-1]))
 
 
@@ -49,9 +60,11 @@ def test_import_loopscale_imports_neither_torch_nor_the_public_modules():
 
 
 def test_the_analysis_names_do_not_import_torch():
-    loaded = _modules_after("import loopscale\nfor n in ('fit_table', 'FitResult', 'load_fit', 'predict_loss', "
-                            "'param_counts', 'flops_per_token', 'ModelConfig', 'TrainConfig', 'collect'): "
-                            "getattr(loopscale, n)")
+    loaded = _modules_after(
+        "import loopscale\nfor n in ('fit_table', 'FitResult', 'load_fit', 'predict_loss', "
+        "'param_counts', 'flops_per_token', 'ModelConfig', 'TrainConfig', 'collect'): "
+        "getattr(loopscale, n)"
+    )
     assert "torch" not in loaded and "loopscale.fit" in loaded
 
 
@@ -60,8 +73,9 @@ TABLE = pd.DataFrame({"r": [1, 2, 4], "N_once": [1e7, 2e7, 2e7], "N_rec": [8e7, 
 
 
 def _fit(tmp_path):
-    fit = loopscale.FitResult(law="looped", params=PARAMS, objective=0.0, grad_norm=0.0, n_starts=1, n_refined=1,
-                              n_best_basin=1, settings={})
+    fit = loopscale.FitResult(
+        law="looped", params=PARAMS, objective=0.0, grad_norm=0.0, n_starts=1, n_refined=1, n_best_basin=1, settings={}
+    )
     path = tmp_path / "fit.json"
     fit.write_json(path)
     return fit, path
@@ -71,8 +85,11 @@ def test_predict_loss_is_the_looped_law_at_the_fit(tmp_path):
     fit, path = _fit(tmp_path)
     p = PARAMS
     # L = E + A (N_once + r^phi N_rec)^(-alpha) + B D^(-beta)
-    expected = (p["E"] + p["A"] * (TABLE.N_once + TABLE.r ** p["phi"] * TABLE.N_rec) ** -p["alpha"]
-                + p["B"] * TABLE.D ** -p["beta"])
+    expected = (
+        p["E"]
+        + p["A"] * (TABLE.N_once + TABLE.r ** p["phi"] * TABLE.N_rec) ** -p["alpha"]
+        + p["B"] * TABLE.D ** -p["beta"]
+    )
     for given in (fit, path, str(path), json.loads(path.read_text())):
         np.testing.assert_allclose(loopscale.predict_loss(given, TABLE), expected, rtol=1e-12)
 

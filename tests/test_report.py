@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from test_plots import FIXTURE, fit, table  # noqa: F401  (the fixture table and fit, shared)
 
 from loopscale import plots, report
 from loopscale.cli import main
 from loopscale.records import write_json_atomic
-from test_plots import FIXTURE, fit, table  # noqa: F401  (the fixture table and fit, shared)
 
 
 def test_write_report_law_cis_figures_and_runs(table, fit, tmp_path):
@@ -47,8 +47,9 @@ def test_report_of_a_joint_fit_shows_delta_phi_next_to_the_separate_fits(table, 
     for row in t.itertuples():
         d = joint.joint["delta_phi"][row.recipe]
         assert row.delta_phi == d["estimate"] and [row.joint_ci95_low, row.joint_ci95_high] == d["bootstrap_ci"]
-        assert row.width_ratio == pytest.approx((d["bootstrap_ci"][1] - d["bootstrap_ci"][0])
-                                                / (d["separate"]["ci"][1] - d["separate"]["ci"][0]))
+        assert row.width_ratio == pytest.approx(
+            (d["bootstrap_ci"][1] - d["bootstrap_ci"][0]) / (d["separate"]["ci"][1] - d["separate"]["ci"][0])
+        )
         assert f"| {row.recipe} | {report.fmt(row.delta_phi)} |" in text
     chk = joint.joint["shared_check"]
     assert f"robust LR statistic {report.fmt(chk['statistic'], 3)} on {chk['df']} df" in text
@@ -81,8 +82,9 @@ def make_sweep(root: Path, table: pd.DataFrame) -> Path:
     for i, row in enumerate(table.to_dict("records")):
         record = {k: (None if pd.isna(v) else v) for k, v in row.items()}
         write_json_atomic(sweep / f"run{i:03d}" / "run.json", {**record, "status": "done"})
-    write_json_atomic(sweep / "run_failed" / "run.json", {"status": "diverged", "reason": "loss is NaN at step 40",
-                                                          "step": 40})
+    write_json_atomic(
+        sweep / "run_failed" / "run.json", {"status": "diverged", "reason": "loss is NaN at step 40", "step": 40}
+    )
     (sweep / "run_killed" / ".hydra").mkdir(parents=True)
     (sweep / "run_killed" / ".hydra" / "config.yaml").write_text("model: {}\n")
     return sweep
@@ -92,8 +94,22 @@ def test_cli_report_on_a_sweep_dir(table, tmp_path, capsys):
     table = table[table["variant"] != "tbptt"]
     sweep = make_sweep(tmp_path, table)
     out = tmp_path / "out" / "report.md"
-    rc = main(["report", str(sweep), "--fit", str(FIXTURE / "fit.baseline.json"), "--free", str(FIXTURE / "free.baseline.json"),
-               "--compare", str(FIXTURE / "fit.tbptt.json"), "--dpi", "40", "--out", str(out)])
+    rc = main(
+        [
+            "report",
+            str(sweep),
+            "--fit",
+            str(FIXTURE / "fit.baseline.json"),
+            "--free",
+            str(FIXTURE / "free.baseline.json"),
+            "--compare",
+            str(FIXTURE / "fit.tbptt.json"),
+            "--dpi",
+            "40",
+            "--out",
+            str(out),
+        ]
+    )
     assert rc == 0 and capsys.readouterr().out.strip() == str(out)
     text = out.read_text()
     assert text.startswith("# loopscale report: sweep\n")
@@ -107,21 +123,35 @@ def test_cli_report_on_a_sweep_dir(table, tmp_path, capsys):
 
 def test_cli_plot_writes_pngs(tmp_path, capsys):
     out = tmp_path / "plots"
-    rc = main(["plot", str(FIXTURE / "runs.csv"), str(FIXTURE / "fit.baseline.json"), "--compare",
-               str(FIXTURE / "fit.tbptt.json"), str(FIXTURE / "fit.hyper.json"), "--dpi", "40",
-               "--out", str(out)])
+    rc = main(
+        [
+            "plot",
+            str(FIXTURE / "runs.csv"),
+            str(FIXTURE / "fit.baseline.json"),
+            "--compare",
+            str(FIXTURE / "fit.tbptt.json"),
+            str(FIXTURE / "fit.hyper.json"),
+            "--dpi",
+            "40",
+            "--out",
+            str(out),
+        ]
+    )
     assert rc == 0
     printed = capsys.readouterr().out.split()
     assert printed == [str(out / f"{n}.png") for n in plots.FIGURE_NAMES]
     assert all((out / f"{n}.png").stat().st_size > 2000 for n in plots.FIGURE_NAMES)
 
 
-@pytest.mark.parametrize("case, message", [
-    ("missing_table", "no such file"),
-    ("no_loss_column", "lacks column(s) L"),
-    ("not_a_fit", "is not a loopscale fit record"),
-    ("free_is_looped", "the free multipliers need a looped-free fit"),
-])
+@pytest.mark.parametrize(
+    "case, message",
+    [
+        ("missing_table", "no such file"),
+        ("no_loss_column", "lacks column(s) L"),
+        ("not_a_fit", "is not a loopscale fit record"),
+        ("free_is_looped", "the free multipliers need a looped-free fit"),
+    ],
+)
 def test_cli_plot_bad_input_writes_nothing(case, message, table, tmp_path, capsys):
     runs, fit, free = FIXTURE / "runs.csv", FIXTURE / "fit.baseline.json", None
     if case == "missing_table":
@@ -148,7 +178,6 @@ def test_cli_report_bad_input_writes_nothing(tmp_path, capsys):
     out = tmp_path / "r" / "report.md"
     assert main(["report", str(empty), "--out", str(out)]) == 2
     assert "holds no runs" in capsys.readouterr().err
-    assert main(["report", str(FIXTURE / "runs.csv"), "--fit", str(tmp_path / "missing.json"),
-                 "--out", str(out)]) == 2
+    assert main(["report", str(FIXTURE / "runs.csv"), "--fit", str(tmp_path / "missing.json"), "--out", str(out)]) == 2
     assert "cannot read fit JSON" in capsys.readouterr().err
     assert not out.parent.exists()

@@ -15,8 +15,15 @@ from data_fixtures import small_packed  # noqa: F401
 from loopscale.checkpoint import AtomicLastCheckpoint
 from loopscale.corpus import DataError
 from loopscale.packed import iter_rows
-from loopscale.rows import (IGNORE_INDEX, PackedDataModule, PackedTrainStream, check_rows, micro_batch_start,
-                            read_wrapped, rows_to_batch)
+from loopscale.rows import (
+    IGNORE_INDEX,
+    PackedDataModule,
+    PackedTrainStream,
+    check_rows,
+    micro_batch_start,
+    read_wrapped,
+    rows_to_batch,
+)
 
 
 def _row_key(x: torch.Tensor, y: torch.Tensor) -> tuple:
@@ -39,8 +46,12 @@ def _first_rows(split, n) -> Counter:
 
 def test_micro_batches_tile_the_rows_over_ranks_and_accumulation():
     world, accum, micro, steps = 2, 2, 3, 5
-    covered = [r for k in range(steps * accum) for rank in range(world)
-               for r in range(micro_batch_start(k, rank, world, micro), micro_batch_start(k, rank, world, micro) + micro)]
+    covered = [
+        r
+        for k in range(steps * accum)
+        for rank in range(world)
+        for r in range(micro_batch_start(k, rank, world, micro), micro_batch_start(k, rank, world, micro) + micro)
+    ]
     assert sorted(covered) == list(range(steps * accum * world * micro))
     with pytest.raises(ValueError, match="rank=2"):
         micro_batch_start(0, 2, 2, 3)
@@ -85,8 +96,10 @@ def test_stream_reads_rows_in_order_and_refuses_to_run_past_the_end(small_packed
         next(iter(tail))  # and a second epoch over it fails instead of replaying the rows
     wrapped = iter(PackedTrainStream(split, micro=5, start=last_k + 1, allow_repeat=True))
     assert torch.equal(next(wrapped)[0], rows_to_batch(*read_wrapped(split, (last_k + 1) * 5, 5))[0])
-    assert np.array_equal(read_wrapped(split, split.n_rows - 2, 4)[0],
-                          np.concatenate([split.read(split.n_rows - 2, 2)[0], split.read(0, 2)[0]]))
+    assert np.array_equal(
+        read_wrapped(split, split.n_rows - 2, 4)[0],
+        np.concatenate([split.read(split.n_rows - 2, 2)[0], split.read(0, 2)[0]]),
+    )
 
 
 def test_val_rows_are_the_first_rows_split_over_ranks(small_packed):
@@ -124,9 +137,18 @@ class _Recorder(L.LightningModule):
 
 
 def _trainer(max_steps, **kw):
-    return L.Trainer(accelerator="cpu", max_steps=max_steps, accumulate_grad_batches=2, limit_val_batches=0,
-                     num_sanity_val_steps=0, logger=False, enable_checkpointing=False, enable_progress_bar=False,
-                     enable_model_summary=False, **kw)
+    return L.Trainer(
+        accelerator="cpu",
+        max_steps=max_steps,
+        accumulate_grad_batches=2,
+        limit_val_batches=0,
+        num_sanity_val_steps=0,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        **kw,
+    )
 
 
 @pytest.mark.slow
@@ -153,11 +175,11 @@ def test_killed_run_resumes_on_exactly_the_rows_it_had_not_trained_on(small_pack
     first = _Recorder(small_packed.vocab_size, fail_at_step=7)
     with pytest.raises(RuntimeError, match="killed"):
         _trainer(steps, callbacks=[AtomicLastCheckpoint(ckpt, every_n_steps=3)]).fit(
-            first, datamodule=PackedDataModule(small_packed, micro=micro))
+            first, datamodule=PackedDataModule(small_packed, micro=micro)
+        )
     second = _Recorder(small_packed.vocab_size)
     _trainer(steps).fit(second, datamodule=PackedDataModule(small_packed, micro=micro), ckpt_path=str(ckpt))
     kept = [row for step, row in first.seen if step < 6]  # trained into the step-6 checkpoint
     assert {step for step, _ in second.seen} == set(range(6, steps))
-    assert Counter(kept) + Counter(row for _, row in second.seen) == _first_rows(small_packed.train,
-                                                                                 steps * 2 * micro)
+    assert Counter(kept) + Counter(row for _, row in second.seen) == _first_rows(small_packed.train, steps * 2 * micro)
     assert len(kept) + len(second.seen) == steps * 2 * micro

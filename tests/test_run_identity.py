@@ -12,12 +12,12 @@ import sys
 import time
 
 import pytest
+from train_helpers import REPO_ROOT, TINY, run_cli, train_config
 
 from loopscale.identity import IDENTITY_FILE, IdentityMismatch, claim, identity_hash, identity_of
 from loopscale.records import read_record
 from loopscale.runlock import LOCK_FILE, STALE_AFTER_S, RunLock, RunLocked
 from loopscale.train import CHECKPOINT, run_dir_of, run_training
-from train_helpers import REPO_ROOT, TINY, run_cli, train_config
 
 SHORT = [*TINY, "budget.tokens=10240", "trainer.ckpt_every_steps=5", "run_name=same"]  # 10 steps
 
@@ -28,8 +28,10 @@ def _cfg(tmp_path, data_dir, *extra):
 
 def _strict_json(path):
     """json.loads that refuses NaN / Infinity (not JSON, though Python writes them by default)."""
+
     def refuse(name):
         raise ValueError(f"{path} holds {name}, which is not JSON")
+
     return json.loads(path.read_text(), parse_constant=refuse)
 
 
@@ -38,9 +40,19 @@ def _strict_json(path):
 
 def test_identity_ignores_what_does_not_change_the_result():
     base = train_config(SHORT)
-    same = train_config([*SHORT, "trainer.progress=true", "trainer.num_threads=1", "trainer.fail_at_step=3",
-                         "runs_dir=/elsewhere", "data.data_dir=/other", "trainer.ckpt_every_steps=7",
-                         "restart=true", "logger=wandb"])
+    same = train_config(
+        [
+            *SHORT,
+            "trainer.progress=true",
+            "trainer.num_threads=1",
+            "trainer.fail_at_step=3",
+            "runs_dir=/elsewhere",
+            "data.data_dir=/other",
+            "trainer.ckpt_every_steps=7",
+            "restart=true",
+            "logger=wandb",
+        ]
+    )
     assert identity_hash(identity_of(base)) == identity_hash(identity_of(same))
     for change in ("budget.tokens=20480", "model.d_model=128", "seed=1", "optim.lr=1e-3", "data.vocab_size=1024"):
         other = train_config([*SHORT, change])
@@ -82,8 +94,9 @@ def test_run_json_from_before_identity_files_is_checked_by_its_config(tmp_path):
     cfg = train_config(SHORT)
     run_dir = tmp_path / "run"
     run_dir.mkdir()
-    (run_dir / "run.json").write_text(json.dumps({"status": "done", "config": json.loads(
-        json.dumps(__import__("dataclasses").asdict(cfg)))}))
+    (run_dir / "run.json").write_text(
+        json.dumps({"status": "done", "config": json.loads(json.dumps(__import__("dataclasses").asdict(cfg)))})
+    )
     claim(run_dir, cfg)  # the same config: accepted, identity.json written
     assert (run_dir / IDENTITY_FILE).is_file()
     (run_dir / IDENTITY_FILE).unlink()
@@ -98,16 +111,31 @@ def test_second_launcher_reports_running_elsewhere_and_touches_nothing(tmp_path,
     cfg = _cfg(tmp_path, data_dir)
     run_dir = run_dir_of(cfg)
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys, time; from loopscale.runlock import RunLock\n"
-         f"with RunLock({str(run_dir)!r}):\n    print('held', flush=True); time.sleep(600)"],
-        stdout=subprocess.PIPE, text=True, cwd=REPO_ROOT)
+        [
+            sys.executable,
+            "-c",
+            "import sys, time; from loopscale.runlock import RunLock\n"
+            f"with RunLock({str(run_dir)!r}):\n    print('held', flush=True); time.sleep(600)",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=REPO_ROOT,
+    )
     try:
         assert holder.stdout.readline().strip() == "held"
         owner = json.loads((run_dir / LOCK_FILE).read_text())
         assert owner["pid"] == holder.pid and owner["host"] == socket.gethostname()
-        proc = run_cli([*SHORT, f"runs_dir={tmp_path / 'runs'}", f"data.data_dir={data_dir}",
-                        "hydra.output_subdir=null", "hydra/job_logging=none", "hydra/hydra_logging=none"],
-                       cwd=tmp_path)
+        proc = run_cli(
+            [
+                *SHORT,
+                f"runs_dir={tmp_path / 'runs'}",
+                f"data.data_dir={data_dir}",
+                "hydra.output_subdir=null",
+                "hydra/job_logging=none",
+                "hydra/hydra_logging=none",
+            ],
+            cwd=tmp_path,
+        )
         assert proc.returncode == 0, proc.stderr[-3000:]
         assert "running elsewhere" in proc.stderr + proc.stdout and f"pid {holder.pid}" in proc.stderr + proc.stdout
         assert sorted(p.name for p in run_dir.iterdir()) == [LOCK_FILE]  # no record, no checkpoint, no identity
@@ -124,8 +152,9 @@ def test_stale_and_live_locks_of_other_hosts(tmp_path):
     run_dir = tmp_path / "run"
     run_dir.mkdir()
     lock = run_dir / LOCK_FILE
-    lock.write_text(json.dumps({"host": "node-that-is-not-this-one", "pid": 1, "slurm_job_id": "77_3",
-                                "started": time.time()}))
+    lock.write_text(
+        json.dumps({"host": "node-that-is-not-this-one", "pid": 1, "slurm_job_id": "77_3", "started": time.time()})
+    )
     with pytest.raises(RunLocked, match="host node-that-is-not-this-one, pid 1, SLURM job 77_3"):
         RunLock(run_dir).acquire()
     old = time.time() - STALE_AFTER_S - 60  # no heartbeat for longer than STALE_AFTER_S: its node is gone
@@ -141,8 +170,17 @@ def test_stale_and_live_locks_of_other_hosts(tmp_path):
 def test_two_launches_of_one_run_train_it_once(tmp_path, data_dir):
     args = [*SHORT, f"runs_dir={tmp_path / 'runs'}", f"data.data_dir={data_dir}"]
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    procs = [subprocess.Popen([sys.executable, "-m", "loopscale.train", *args], cwd=tmp_path, env=env,
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for _ in range(2)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "loopscale.train", *args],
+            cwd=tmp_path,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for _ in range(2)
+    ]
     outs = [p.communicate(timeout=600)[0] for p in procs]
     assert [p.returncode for p in procs] == [0, 0], outs
     run_dir = run_dir_of(_cfg(tmp_path, data_dir))
@@ -154,13 +192,20 @@ def test_two_launches_of_one_run_train_it_once(tmp_path, data_dir):
 # ------------------------------------------------------------------------------------ names and values
 
 
-@pytest.mark.parametrize("override", ["run_name=../../../escape", "run_name=/tmp/abs", "sweep=a/b",
-                                      "point=C1e9-d32-x/../../../../escape2", "run_name=.."])
+@pytest.mark.parametrize(
+    "override",
+    [
+        "run_name=../../../escape",
+        "run_name=/tmp/abs",
+        "sweep=a/b",
+        "point=C1e9-d32-x/../../../../escape2",
+        "run_name=..",
+    ],
+)
 def test_unsafe_names_are_refused_and_write_nothing_outside_runs_dir(tmp_path, data_dir, override):
     runs = tmp_path / "deep" / "runs"
     for hydra_dir in ([], ["hydra.run.dir=" + str(tmp_path / "hydra")]):  # Hydra's own check, then ours
-        proc = run_cli([*SHORT, f"runs_dir={runs}", f"data.data_dir={data_dir}", override, *hydra_dir],
-                       cwd=tmp_path)
+        proc = run_cli([*SHORT, f"runs_dir={runs}", f"data.data_dir={data_dir}", override, *hydra_dir], cwd=tmp_path)
         assert proc.returncode != 0
         assert "is not a safe name" in proc.stderr
     outside = [p for p in tmp_path.rglob("*") if p.is_file() and runs not in p.parents and "hydra" not in p.parts]
@@ -169,9 +214,14 @@ def test_unsafe_names_are_refused_and_write_nothing_outside_runs_dir(tmp_path, d
     assert all(runs / "default" / "same" in p.parents for p in runs.rglob("*") if p.is_file())
 
 
-@pytest.mark.parametrize("override, message", [("optim.lr=nan", "lr=nan must be a finite number"),
-                                                ("optim.lr=inf", "lr=inf must be a finite number"),
-                                                ("seed=-1", r"seed=-1 must be in \[0, 2\*\*32 - 1\]")])
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        ("optim.lr=nan", "lr=nan must be a finite number"),
+        ("optim.lr=inf", "lr=inf must be a finite number"),
+        ("seed=-1", r"seed=-1 must be in \[0, 2\*\*32 - 1\]"),
+    ],
+)
 def test_bad_numbers_fail_validation_with_a_record(tmp_path, data_dir, override, message):
     from train_helpers import compose_cfg
 
@@ -182,10 +232,13 @@ def test_bad_numbers_fail_validation_with_a_record(tmp_path, data_dir, override,
     assert record["status"] == "failed" and "invalid config" in record["reason"]
 
 
-@pytest.mark.parametrize("overrides, message", [
-    (["data.source=text", "data.path=/no/such/corpus.txt"], "does not exist"),
-    (["data.vocab_size=70000", "data.token_dtype=uint16"], "does not fit token_dtype"),
-])
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        (["data.source=text", "data.path=/no/such/corpus.txt"], "does not exist"),
+        (["data.vocab_size=70000", "data.token_dtype=uint16"], "does not fit token_dtype"),
+    ],
+)
 def test_data_failures_before_training_leave_a_failed_record(tmp_path, overrides, message):
     cfg = train_config([*SHORT, f"runs_dir={tmp_path}", f"data.data_dir={tmp_path / 'cache'}", *overrides])
     with pytest.raises(ValueError, match=message):
@@ -237,8 +290,11 @@ def test_a_planted_checkpoint_runs_no_code(tmp_path, data_dir):
     finally:
         del os.environ["PLANTED_MARKER"]
     # TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1 gives torch >= 2.6 the full-unpickling default of torch < 2.6
-    proc = run_cli([*SHORT, f"runs_dir={tmp_path / 'runs'}", f"data.data_dir={data_dir}"], cwd=tmp_path,
-                   env={"TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD": "1"})
+    proc = run_cli(
+        [*SHORT, f"runs_dir={tmp_path / 'runs'}", f"data.data_dir={data_dir}"],
+        cwd=tmp_path,
+        env={"TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD": "1"},
+    )
     assert proc.returncode != 0
     assert not marker.exists(), "the planted checkpoint ran code"
     assert "Weights only load failed" in read_record(run_dir)["reason"]

@@ -44,6 +44,7 @@ def test_branch_lr_equals_parent_lr_before_its_fork(shape):
     parent_total = 400
     for steps in (30, 113, 226, 452):
         fork = wsd_decay_start(steps, 0.2)
-        assert [lr_multiplier(s, steps, branch) for s in range(fork + 1)] == \
-               [lr_multiplier(s, parent_total, parent) for s in range(fork + 1)]
+        assert [lr_multiplier(s, steps, branch) for s in range(fork + 1)] == [
+            lr_multiplier(s, parent_total, parent) for s in range(fork + 1)
+        ]
         assert lr_multiplier(fork + 1, steps, branch) < 1.0

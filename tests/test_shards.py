@@ -9,7 +9,7 @@ import sys
 
 import numpy as np
 import pytest
-from data_fixtures import cache_entries, default_prepared, default_cfg, run_offline, small_cfg  # noqa: F401
+from data_fixtures import cache_entries, default_cfg, default_prepared, run_offline, small_cfg  # noqa: F401
 from tokenizers import Tokenizer, models, pre_tokenizers
 
 import loopscale.shards as shards
@@ -117,8 +117,9 @@ def _big_wordlevel_tokenizer(path, n):
     tok.save(str(path))
 
 
-@pytest.mark.parametrize("case", ["missing path", "empty corpus", "bpe vocab > uint16", "file vocab > uint16",
-                                  "unknown source"])
+@pytest.mark.parametrize(
+    "case", ["missing path", "empty corpus", "bpe vocab > uint16", "file vocab > uint16", "unknown source"]
+)
 def test_bad_input_one_clear_error_and_no_cache_left(tmp_path, case):
     data_dir = tmp_path / "cache"
     if case == "missing path":
@@ -127,14 +128,18 @@ def test_bad_input_one_clear_error_and_no_cache_left(tmp_path, case):
         (tmp_path / "docs").mkdir()
         for i in range(3):
             (tmp_path / "docs" / f"{i}.txt").write_text("\n  \n")
-        cfg, match = DataConfig(source="text", path=str(tmp_path / "docs"), data_dir=str(data_dir)), \
-            "no non-empty documents"
+        cfg, match = (
+            DataConfig(source="text", path=str(tmp_path / "docs"), data_dir=str(data_dir)),
+            "no non-empty documents",
+        )
     elif case == "bpe vocab > uint16":
         cfg, match = small_cfg(data_dir, vocab_size=70_000, token_dtype="uint16"), "vocab_size=70000 does not fit"
     elif case == "file vocab > uint16":
         _big_wordlevel_tokenizer(tmp_path / "big.json", 70_000)
-        cfg, match = small_cfg(data_dir, tokenizer=str(tmp_path / "big.json"), token_dtype="uint16"), \
-            "vocab_size=70000 does not fit"
+        cfg, match = (
+            small_cfg(data_dir, tokenizer=str(tmp_path / "big.json"), token_dtype="uint16"),
+            "vocab_size=70000 does not fit",
+        )
     else:
         cfg, match = small_cfg(data_dir), "source='wiki' is unknown"
         cfg.source = "wiki"  # past DataConfig's own check, as a hand-built config could be
@@ -146,8 +151,22 @@ def test_bad_input_one_clear_error_and_no_cache_left(tmp_path, case):
 
 def test_hub_name_offline_is_one_clear_error_and_leaves_nothing(tmp_path):
     data_dir = tmp_path / "cache"
-    proc = run_offline(["-m", "loopscale", "data", "prepare", "--source", "hf", "--hf-name", "no-org/no-data",
-                        "--data-dir", str(data_dir), "--no-progress"], timeout_s=60)
+    proc = run_offline(
+        [
+            "-m",
+            "loopscale",
+            "data",
+            "prepare",
+            "--source",
+            "hf",
+            "--hf-name",
+            "no-org/no-data",
+            "--data-dir",
+            str(data_dir),
+            "--no-progress",
+        ],
+        timeout_s=60,
+    )
     assert proc.returncode == 2
     assert proc.stderr.strip().count("\n") == 0  # one line
     assert "hf_name='no-org/no-data'" in proc.stderr and "offline" in proc.stderr
@@ -155,8 +174,19 @@ def test_hub_name_offline_is_one_clear_error_and_leaves_nothing(tmp_path):
 
 
 def test_cli_bad_input_exits_2_with_one_line(tmp_path, capsys):
-    rc = cli_main(["data", "prepare", "--source", "text", "--path", str(tmp_path / "x"), "--no-progress",
-                   "--data-dir", str(tmp_path / "cache")])
+    rc = cli_main(
+        [
+            "data",
+            "prepare",
+            "--source",
+            "text",
+            "--path",
+            str(tmp_path / "x"),
+            "--no-progress",
+            "--data-dir",
+            str(tmp_path / "cache"),
+        ]
+    )
     err = capsys.readouterr().err
     assert rc == 2 and err.count("\n") == 1 and "does not exist" in err
     assert cli_main(["data", "prepare", "--val-fraction", "1.5", "--data-dir", str(tmp_path)]) == 2
@@ -189,9 +219,11 @@ def test_failure_mid_write_leaves_no_shard_and_a_rerun_is_complete(tmp_path, mon
 
 def test_sigkill_mid_write_leaves_only_an_ignored_staging_folder(tmp_path):
     cfg = small_cfg(tmp_path)
-    code = ("import os, signal, loopscale.shards as s; from loopscale.config import DataConfig;"
-            "s._write_chunk = lambda *a: os.kill(os.getpid(), signal.SIGKILL);"
-            f"s.prepare(DataConfig(**{cfg.__dict__!r}), progress=False)")
+    code = (
+        "import os, signal, loopscale.shards as s; from loopscale.config import DataConfig;"
+        "s._write_chunk = lambda *a: os.kill(os.getpid(), signal.SIGKILL);"
+        f"s.prepare(DataConfig(**{cfg.__dict__!r}), progress=False)"
+    )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == -signal.SIGKILL
     leftovers = cache_entries(tmp_path)

@@ -15,17 +15,17 @@ import time
 from pathlib import Path
 
 import pytest
-
-from loopscale.config_dirs import config_dir
 from slurm_cluster import (  # noqa: F401  (slurm_cluster is a fixture)
     REPO_ROOT,
-    run_cluster_sh,
     requeue,
+    run_cluster_sh,
     slurm_cluster,
     submit,
     wait_for_file,
     wait_for_jobs,
 )
+
+from loopscale.config_dirs import config_dir
 
 APP = REPO_ROOT / "tests" / "slurm_app" / "app.py"
 TRAIN_SBATCH = REPO_ROOT / "slurm" / "train.sbatch"
@@ -53,9 +53,7 @@ def read_records(out_dir: Path, prefix: str = "result") -> dict[int, dict]:
 
 def run_app(args: list[str], cwd: Path, timeout_s: float = 120) -> tuple[subprocess.CompletedProcess, float]:
     t0 = time.perf_counter()
-    proc = subprocess.run(
-        [sys.executable, str(APP), *args], cwd=cwd, capture_output=True, text=True, timeout=timeout_s
-    )
+    proc = subprocess.run([sys.executable, str(APP), *args], cwd=cwd, capture_output=True, text=True, timeout=timeout_s)
     return proc, time.perf_counter() - t0
 
 
@@ -109,8 +107,9 @@ def test_impossible_request_fails_at_submission(slurm_cluster, tmp_path):
     node lacks: sbatch rejects the array at once and the multirun exits with an error instead of waiting on
     a job that can never start."""
     launcher = [a for a in SLURM_LAUNCHER if not a.startswith("hydra.launcher.gpus_per_node")]
-    proc, seconds = run_app(["-m", f"out_dir={tmp_path}", "x=1,2", "trainer.accelerator=gpu", *launcher],
-                            cwd=tmp_path, timeout_s=60)
+    proc, seconds = run_app(
+        ["-m", f"out_dir={tmp_path}", "x=1,2", "trainer.accelerator=gpu", *launcher], cwd=tmp_path, timeout_s=60
+    )
     assert proc.returncode != 0
     assert "gres" in proc.stderr.lower()
     assert seconds < 30
@@ -156,8 +155,18 @@ def test_train_sbatch_requeue_reruns_with_restart_count(slurm_cluster, tmp_path)
 def test_train_sbatch_refuses_a_layout_the_allocation_contradicts(slurm_cluster, tmp_path):
     """trainer.devices=2 on a 1-task allocation: the template stops before starting any task."""
     env = {**os.environ, "LOOPSCALE_TRAIN": f"{sys.executable} {APP}"}
-    job = submit(["--gpus-per-node=0", "--cpus-per-task=1", "--ntasks-per-node=1", str(TRAIN_SBATCH),
-                  f"out_dir={tmp_path / 'out'}", "trainer.devices=2"], cwd=tmp_path, env=env)
+    job = submit(
+        [
+            "--gpus-per-node=0",
+            "--cpus-per-task=1",
+            "--ntasks-per-node=1",
+            str(TRAIN_SBATCH),
+            f"out_dir={tmp_path / 'out'}",
+            "trainer.devices=2",
+        ],
+        cwd=tmp_path,
+        env=env,
+    )
     assert wait_for_jobs([job], timeout_s=60) == {job: "FAILED"}
     log = (tmp_path / f"slurm-loopscale-{job}.out").read_text()
     assert "trainer.devices=2, but the job has 1 task(s) per node" in log, log

@@ -21,11 +21,11 @@ from slurm_cluster import (  # noqa: F401  (slurm_cluster is a fixture)
     wait_for_file,
     wait_for_jobs,
 )
+from train_helpers import REPO_ROOT, TINY, train_config
 
 from loopscale.checkpoint import newest_checkpoint, prune_hpc_checkpoints
 from loopscale.records import read_record
 from loopscale.shards import prepare
-from train_helpers import REPO_ROOT, TINY, train_config
 
 TRAIN_SBATCH = REPO_ROOT / "slurm" / "train.sbatch"
 # 60 steps of 16 x 64 tokens, last.ckpt every 4 steps: the signal comes after the first one.
@@ -55,13 +55,24 @@ def test_newest_checkpoint_and_pruning(tmp_path):
 
 @pytest.mark.slurm
 @pytest.mark.slow
-def test_sigusr1_under_train_sbatch_saves_requeues_and_resumes_from_the_hpc_checkpoint(slurm_cluster, data_dir,
-                                                                                         tmp_path):
+def test_sigusr1_under_train_sbatch_saves_requeues_and_resumes_from_the_hpc_checkpoint(
+    slurm_cluster, data_dir, tmp_path
+):
     prepare(train_config([*RUN, f"data.data_dir={data_dir}"]).data, progress=False)
     runs = tmp_path / "runs"
     env = {**os.environ, "LOOPSCALE_TRAIN": f"{sys.executable} -m loopscale.train", "PYTHONUNBUFFERED": "1"}
-    job = submit(["--gpus-per-node=0", "--cpus-per-task=1", str(TRAIN_SBATCH), *RUN, f"data.data_dir={data_dir}",
-                  f"runs_dir={runs}"], cwd=tmp_path, env=env)
+    job = submit(
+        [
+            "--gpus-per-node=0",
+            "--cpus-per-task=1",
+            str(TRAIN_SBATCH),
+            *RUN,
+            f"data.data_dir={data_dir}",
+            f"runs_dir={runs}",
+        ],
+        cwd=tmp_path,
+        env=env,
+    )
     last = wait_for_file(runs, "*/*/checkpoints/last.ckpt", timeout_s=300)
     run_dir = last.parent.parent
     time.sleep(1.5)  # a few steps past last.ckpt, so the hpc checkpoint holds steps last.ckpt does not

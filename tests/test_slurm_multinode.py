@@ -31,10 +31,10 @@ from slurm_cluster import (  # noqa: F401  (fixtures)
     wait_for_file,
     wait_for_jobs,
 )
+from train_helpers import REPO_ROOT, TINY, run_cli, train_config
 
 from loopscale.records import TABLE_COLUMNS, read_record
 from loopscale.shards import prepare
-from train_helpers import REPO_ROOT, TINY, run_cli, train_config
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
@@ -68,9 +68,22 @@ def one_process(corpus, tmp_path_factory):
 def submit_two_node_run(corpus: Path, runs: Path, *extra: str) -> str:
     """slurm/train.sbatch on 2 nodes x 1 task; the template passes trainer.devices=1, trainer.num_nodes=2."""
     env = {**os.environ, "LOOPSCALE_TRAIN": f"{sys.executable} -m loopscale.train", "PYTHONUNBUFFERED": "1"}
-    return submit(["--nodes=2", "--ntasks-per-node=1", "--cpus-per-task=1", "--gpus-per-node=0", str(TRAIN_SBATCH),
-                   *RUN, f"data.data_dir={corpus}", f"runs_dir={runs}", "trainer.strategy=ddp", *extra],
-                  cwd=runs.parent, env=env)
+    return submit(
+        [
+            "--nodes=2",
+            "--ntasks-per-node=1",
+            "--cpus-per-task=1",
+            "--gpus-per-node=0",
+            str(TRAIN_SBATCH),
+            *RUN,
+            f"data.data_dir={corpus}",
+            f"runs_dir={runs}",
+            "trainer.strategy=ddp",
+            *extra,
+        ],
+        cwd=runs.parent,
+        env=env,
+    )
 
 
 def assert_ran_on_both_nodes(record: dict, nodes: list[str]) -> None:
@@ -95,12 +108,13 @@ def test_two_node_run_trains_on_both_nodes_to_the_one_process_loss(slurm_two_nod
         assert record[key] == one_process[key], key
     assert record["config"]["budget"]["batch_size"] == one_process["config"]["budget"]["batch_size"] == 16
     assert abs(record["L"] - one_process["L"]) < 1e-4, (record["L"], one_process["L"])
-    print(f"2 nodes x 1 task: L = {record['L']:.6f}, one process {one_process['L']:.6f}; "
-          f"job {time.perf_counter() - started:.1f} s")
+    print(
+        f"2 nodes x 1 task: L = {record['L']:.6f}, one process {one_process['L']:.6f}; "
+        f"job {time.perf_counter() - started:.1f} s"
+    )
 
 
-def test_requeued_two_node_job_resumes_on_both_nodes_to_the_same_loss(slurm_two_nodes, corpus, one_process,
-                                                                       tmp_path):
+def test_requeued_two_node_job_resumes_on_both_nodes_to_the_same_loss(slurm_two_nodes, corpus, one_process, tmp_path):
     runs = tmp_path / "runs"
     job = submit_two_node_run(corpus, runs)
     ckpt = wait_for_file(runs, "*/*/checkpoints/last.ckpt", timeout_s=JOB_TIMEOUT_S)
@@ -117,8 +131,10 @@ def test_requeued_two_node_job_resumes_on_both_nodes_to_the_same_loss(slurm_two_
     assert abs(record["L"] - one_process["L"]) < 1e-4, (record["L"], one_process["L"])
     log = (runs.parent / f"slurm-loopscale-{job}.out").read_text()
     assert "restart 0 on loopscale-n[1-2]" in log and "restart 1 on loopscale-n[1-2]" in log
-    print(f"requeued 2-node job resumed from step {record['resumed_from_step']} on both ranks: "
-          f"L = {record['L']:.6f}, one process {one_process['L']:.6f}")
+    print(
+        f"requeued 2-node job resumed from step {record['resumed_from_step']} on both ranks: "
+        f"L = {record['L']:.6f}, one process {one_process['L']:.6f}"
+    )
 
 
 def test_two_node_sweep_through_the_hydra_launcher_collects(slurm_two_nodes, corpus, tmp_path):
@@ -126,10 +142,27 @@ def test_two_node_sweep_through_the_hydra_launcher_collects(slurm_two_nodes, cor
     trainer.num_nodes and trainer.devices."""
     runs = tmp_path / "runs"
     proc = subprocess.run(
-        [sys.executable, "-m", "loopscale.train", "-m", *RUN, "model.r=1,2", f"data.data_dir={corpus}",
-         f"runs_dir={runs}", "sweep=two_nodes", "trainer.num_nodes=2", "trainer.strategy=ddp", "hydra/launcher=slurm",
-         "hydra.launcher.cpus_per_task=1", "hydra.launcher.timeout_min=10"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=2 * JOB_TIMEOUT_S)
+        [
+            sys.executable,
+            "-m",
+            "loopscale.train",
+            "-m",
+            *RUN,
+            "model.r=1,2",
+            f"data.data_dir={corpus}",
+            f"runs_dir={runs}",
+            "sweep=two_nodes",
+            "trainer.num_nodes=2",
+            "trainer.strategy=ddp",
+            "hydra/launcher=slurm",
+            "hydra.launcher.cpus_per_task=1",
+            "hydra.launcher.timeout_min=10",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=2 * JOB_TIMEOUT_S,
+    )
     assert proc.returncode == 0, proc.stderr[-4000:]
     assert "SLURM layout: 2 node(s) x 1 task(s)" in proc.stdout + proc.stderr
     sweep = runs / "two_nodes"
@@ -138,8 +171,13 @@ def test_two_node_sweep_through_the_hydra_launcher_collects(slurm_two_nodes, cor
     for record in records.values():
         assert record["status"] == "done"
         assert_ran_on_both_nodes(record, slurm_two_nodes)
-    collect = subprocess.run([sys.executable, "-m", "loopscale", "collect", str(sweep)], cwd=REPO_ROOT,
-                             capture_output=True, text=True, timeout=120)
+    collect = subprocess.run(
+        [sys.executable, "-m", "loopscale", "collect", str(sweep)],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert collect.returncode == 0, collect.stderr[-3000:]
     table = pd.read_csv(sweep / "runs.csv")
     assert list(table.columns) == TABLE_COLUMNS and sorted(table.r) == [1, 2]

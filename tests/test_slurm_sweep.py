@@ -18,41 +18,68 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from slurm_cluster import job_records, requeue, slurm_cluster, wait_for_file, wait_for_jobs  # noqa: F401
+from train_helpers import REPO_ROOT, train_config
 
 from loopscale.records import TABLE_COLUMNS, read_record
 from loopscale.shards import prepare
 from loopscale.tables import required_columns
-from train_helpers import REPO_ROOT, train_config
 
 pytestmark = pytest.mark.slurm
 
 SWEEP = "isodepth_cpu"
 # The test node has 2 CPUs and no GPU: one CPU per job (two jobs at a time), torch on one thread.
-SLURM = ["hydra/launcher=slurm", "hydra.launcher.gpus_per_node=0", "hydra.launcher.cpus_per_task=1",
-         "hydra.launcher.timeout_min=10"]
+SLURM = [
+    "hydra/launcher=slurm",
+    "hydra.launcher.gpus_per_node=0",
+    "hydra.launcher.cpus_per_task=1",
+    "hydra.launcher.timeout_min=10",
+]
 # The CPU iso-depth experiment cut to 4 jobs of 23-45 steps (r = 1, 2 at two budgets of width 64), with
 # checkpoints every 5 steps so a requeued job has one to resume from.
-MINI = [f"experiment={SWEEP}", "model.r=1,2", "point=C5e10-d64,C1e11-d64", "trainer.progress=false",
-        "trainer.num_threads=1", "trainer.ckpt_every_steps=5", "data.val_tokens=2048"]
+MINI = [
+    f"experiment={SWEEP}",
+    "model.r=1,2",
+    "point=C5e10-d64,C1e11-d64",
+    "trainer.progress=false",
+    "trainer.num_threads=1",
+    "trainer.ckpt_every_steps=5",
+    "data.val_tokens=2048",
+]
 MULTIRUN_TIMEOUT_S = 300
 FIT_COLUMNS = ["r", "N_once", "N_rec", "N", "D", "C", "L"]
 
 
 def multirun_args(runs_dir: Path, data_dir: Path, partition: str, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "loopscale.train", "-m", *MINI, *SLURM, f"hydra.launcher.partition={partition}",
-            f"runs_dir={runs_dir}", f"data.data_dir={data_dir}", *extra]
+    return [
+        sys.executable,
+        "-m",
+        "loopscale.train",
+        "-m",
+        *MINI,
+        *SLURM,
+        f"hydra.launcher.partition={partition}",
+        f"runs_dir={runs_dir}",
+        f"data.data_dir={data_dir}",
+        *extra,
+    ]
 
 
 def multirun(runs_dir: Path, data_dir: Path, partition: str, *extra: str) -> tuple[subprocess.CompletedProcess, float]:
     started = time.perf_counter()
-    proc = subprocess.run(multirun_args(runs_dir, data_dir, partition, *extra), cwd=runs_dir.parent,
-                          capture_output=True, text=True, timeout=MULTIRUN_TIMEOUT_S)
+    proc = subprocess.run(
+        multirun_args(runs_dir, data_dir, partition, *extra),
+        cwd=runs_dir.parent,
+        capture_output=True,
+        text=True,
+        timeout=MULTIRUN_TIMEOUT_S,
+    )
     return proc, time.perf_counter() - started
 
 
 def loopscale(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "loopscale", *args], cwd=REPO_ROOT, capture_output=True, text=True,
-                          timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "loopscale", *args], cwd=REPO_ROOT, capture_output=True, text=True, timeout=120
+    )
 
 
 def status_counts(sweep_dir: Path) -> dict[str, int]:
@@ -67,8 +94,11 @@ def records(sweep_dir: Path) -> dict[str, dict]:
 
 def array_tasks(sweep_dir: Path) -> list[str]:
     """Slurm job ids (`<array>_<task>`, or `<id>` for a one-job sweep) that submitit made folders for."""
-    return sorted(p.name for p in (sweep_dir / ".submitit").iterdir() if p.name[0].isdigit() and p.is_dir()
-                  and any(p.glob("*_submitted.pkl")))
+    return sorted(
+        p.name
+        for p in (sweep_dir / ".submitit").iterdir()
+        if p.name[0].isdigit() and p.is_dir() and any(p.glob("*_submitted.pkl"))
+    )
 
 
 @pytest.fixture(scope="module")
@@ -90,8 +120,12 @@ def mini_sweep(slurm_cluster, corpus, tmp_path_factory):
 
 def test_mini_sweep_runs_as_a_slurm_array_and_collects_four_rows(mini_sweep, slurm_cluster):
     runs = records(mini_sweep)
-    assert sorted(runs) == ["baseline-r1-C1e11-d64", "baseline-r1-C5e10-d64",
-                            "baseline-r2-C1e11-d64", "baseline-r2-C5e10-d64"]
+    assert sorted(runs) == [
+        "baseline-r1-C1e11-d64",
+        "baseline-r1-C5e10-d64",
+        "baseline-r2-C1e11-d64",
+        "baseline-r2-C5e10-d64",
+    ]
     assert all(r["status"] == "done" and r["step"] == r["steps"] > 0 for r in runs.values())
     # four tasks of one array job, all completed according to Slurm itself
     tasks = array_tasks(mini_sweep)
@@ -146,9 +180,16 @@ def test_requeued_job_resumes_from_its_checkpoint_to_the_same_loss(mini_sweep, c
     submitit reruns the same Hydra job, which resumes from checkpoints/last.ckpt."""
     runs_dir = tmp_path / "runs"
     name = "baseline-r2-C1e11-d64"  # 44 steps; the mini-sweep trained the same config without interruption
-    args = [a for a in multirun_args(runs_dir, corpus, slurm_cluster.partition) if not a.startswith(("model.r=", "point="))]
-    proc = subprocess.Popen([*args, "model.r=2", "point=C1e11-d64"], cwd=tmp_path, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
+    args = [
+        a for a in multirun_args(runs_dir, corpus, slurm_cluster.partition) if not a.startswith(("model.r=", "point="))
+    ]
+    proc = subprocess.Popen(
+        [*args, "model.r=2", "point=C1e11-d64"],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         run_dir = runs_dir / SWEEP / name
         wait_for_file(run_dir / "checkpoints", "last.ckpt", timeout_s=120)
@@ -167,8 +208,10 @@ def test_requeued_job_resumes_from_its_checkpoint_to_the_same_loss(mini_sweep, c
     assert 0 < resumed["resumed_from_step"] < resumed["steps"], resumed["resumed_from_step"]
     assert len(list((run_dir / "metrics").glob("version_*"))) == 2  # one CSV log per attempt
     assert abs(resumed["L"] - straight["L"]) < 1e-5, (resumed["L"], straight["L"])
-    print(f"requeued at step >= 5, resumed from step {resumed['resumed_from_step']}: L = {resumed['L']:.6f} "
-          f"(uninterrupted {straight['L']:.6f})")
+    print(
+        f"requeued at step >= 5, resumed from step {resumed['resumed_from_step']}: L = {resumed['L']:.6f} "
+        f"(uninterrupted {straight['L']:.6f})"
+    )
 
 
 def test_a_failed_job_does_not_stop_the_sweep(corpus, slurm_cluster, tmp_path):
@@ -178,9 +221,16 @@ def test_a_failed_job_does_not_stop_the_sweep(corpus, slurm_cluster, tmp_path):
     broken = runs_dir / SWEEP / "baseline-r1-C5e10-d96" / "checkpoints" / "last.ckpt"
     broken.parent.mkdir(parents=True)
     broken.write_bytes(b"not a checkpoint")
-    args = [a for a in multirun_args(runs_dir, corpus, slurm_cluster.partition) if not a.startswith(("model.r=", "point="))]
-    proc = subprocess.run([*args, "model.r=1", "point=C5e10-d64,C5e10-d96"], cwd=tmp_path, capture_output=True,
-                          text=True, timeout=MULTIRUN_TIMEOUT_S)
+    args = [
+        a for a in multirun_args(runs_dir, corpus, slurm_cluster.partition) if not a.startswith(("model.r=", "point="))
+    ]
+    proc = subprocess.run(
+        [*args, "model.r=1", "point=C5e10-d64,C5e10-d96"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=MULTIRUN_TIMEOUT_S,
+    )
     assert proc.returncode == 0, proc.stderr[-4000:]  # the sweep itself finishes
 
     runs = records(runs_dir / SWEEP)
@@ -204,14 +254,27 @@ def test_forked_sweep_parent_and_branches_as_separate_slurm_jobs(corpus, slurm_c
     the stable parent as one job, then both cooldown branches as two tasks of one array job, each starting
     from the parent's fork checkpoint. The branches are the same points as one job that runs it all."""
     runs_dir = tmp_path / "runs"
-    model = ["experiment=isodepth_cpu_wsd", "model.r=1", "point=C5e10_1e11-d64", "trainer.progress=false",
-             "trainer.num_threads=1", "trainer.ckpt_every_steps=5", "data.val_tokens=2048", f"data.data_dir={corpus}"]
+    model = [
+        "experiment=isodepth_cpu_wsd",
+        "model.r=1",
+        "point=C5e10_1e11-d64",
+        "trainer.progress=false",
+        "trainer.num_threads=1",
+        "trainer.ckpt_every_steps=5",
+        "data.val_tokens=2048",
+        f"data.data_dir={corpus}",
+    ]
     forked = [*model, *SLURM, f"hydra.launcher.partition={slurm_cluster.partition}"]
     sweep_dir = runs_dir / "isodepth_cpu_wsd"
 
     def launch(*extra: str, where: Path = runs_dir) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "loopscale.train", "-m", *forked, f"runs_dir={where}", *extra],
-                              cwd=tmp_path, capture_output=True, text=True, timeout=MULTIRUN_TIMEOUT_S)
+        return subprocess.run(
+            [sys.executable, "-m", "loopscale.train", "-m", *forked, f"runs_dir={where}", *extra],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=MULTIRUN_TIMEOUT_S,
+        )
 
     parent = launch("budget.fork_stage=parent")
     assert parent.returncode == 0, parent.stderr[-4000:]
@@ -232,9 +295,13 @@ def test_forked_sweep_parent_and_branches_as_separate_slurm_jobs(corpus, slurm_c
         assert rec["status"] == "done" and rec["parent"] == str(parent_dir) and 0 < rec["fork_step"] < rec["steps"]
         assert rec["D"] == rec["steps"] * rec["batch_tokens"] and rec["C"] == pytest.approx(rec["F"] * rec["D"])
     # the same model as one local job (parent, then both branches): the same points, to the same loss
-    whole = subprocess.run([sys.executable, "-m", "loopscale.train", *model,
-                            f"runs_dir={tmp_path / 'whole'}"], cwd=tmp_path, capture_output=True, text=True,
-                           timeout=MULTIRUN_TIMEOUT_S)
+    whole = subprocess.run(
+        [sys.executable, "-m", "loopscale.train", *model, f"runs_dir={tmp_path / 'whole'}"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=MULTIRUN_TIMEOUT_S,
+    )
     assert whole.returncode == 0, whole.stderr[-4000:]
     for name, rec in runs.items():
         local = read_record(tmp_path / "whole" / "isodepth_cpu_wsd" / name)

@@ -15,19 +15,31 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
+from loopscale.config_dirs import config_dir
 from loopscale.records import read_record
 from loopscale.sweep import compose, compose_jobs, expand, sweep_overrides
-from loopscale.config_dirs import config_dir
 from loopscale.train import run_dir_of, run_training, to_train_config
 
 EXPERIMENTS = sorted(p.stem for p in (config_dir() / "experiment").glob("*.yaml"))
 PAPER = ["isodepth", "isodepth_tbptt", "isodepth_hyper"]
 RECIPE = {"isodepth": "baseline", "isodepth_tbptt": "tbptt", "isodepth_hyper": "hyper", "isodepth_cpu": "baseline"}
 # The authors' size tables (their released sweep scripts), budget -> sizes s (d_model = 64 s rounded up to 128).
-BASELINE_SIZES = {4.64e17: [6, 8, 10, 12], 1e18: [6, 8, 10, 12, 14], 2.15e18: [8, 10, 12, 14, 16],
-                  4.64e18: [10, 12, 14, 16, 18, 20], 1e19: [12, 16, 18, 20, 24], 2.15e19: [18, 24, 28, 34]}
-TBPTT_SIZES = {4.64e17: [6, 8, 10, 12], 1e18: [6, 8, 10, 12, 14, 16], 2.15e18: [8, 10, 12, 14, 16, 18],
-               4.64e18: [10, 12, 14, 16, 18, 20, 22], 1e19: [12, 16, 18, 20, 24, 28], 2.15e19: [18, 24, 28, 34, 40]}
+BASELINE_SIZES = {
+    4.64e17: [6, 8, 10, 12],
+    1e18: [6, 8, 10, 12, 14],
+    2.15e18: [8, 10, 12, 14, 16],
+    4.64e18: [10, 12, 14, 16, 18, 20],
+    1e19: [12, 16, 18, 20, 24],
+    2.15e19: [18, 24, 28, 34],
+}
+TBPTT_SIZES = {
+    4.64e17: [6, 8, 10, 12],
+    1e18: [6, 8, 10, 12, 14, 16],
+    2.15e18: [8, 10, 12, 14, 16, 18],
+    4.64e18: [10, 12, 14, 16, 18, 20, 22],
+    1e19: [12, 16, 18, 20, 24, 28],
+    2.15e19: [18, 24, 28, 34, 40],
+}
 HYPER_SIZES = {**BASELINE_SIZES, 2.15e18: [8, 10, 12, 14, 16, 18]}
 
 
@@ -36,8 +48,11 @@ def table(sizes: dict, rs) -> set[tuple[float, int, int]]:
 
 
 # (C, s, r) of every job: the baseline trains r in {1, 2, 4, 8}; the probes r in {2, 4, 8} only.
-PUBLISHED = {"isodepth": table(BASELINE_SIZES, (1, 2, 4, 8)), "isodepth_tbptt": table(TBPTT_SIZES, (2, 4, 8)),
-             "isodepth_hyper": table(HYPER_SIZES, (2, 4, 8))}
+PUBLISHED = {
+    "isodepth": table(BASELINE_SIZES, (1, 2, 4, 8)),
+    "isodepth_tbptt": table(TBPTT_SIZES, (2, 4, 8)),
+    "isodepth_hyper": table(HYPER_SIZES, (2, 4, 8)),
+}
 # 29 cells x 4 r; 34 x 3; 30 x 3; the CPU grid: 8 points x 4 r.
 JOBS = {"isodepth": 116, "isodepth_tbptt": 102, "isodepth_hyper": 90, "isodepth_cpu": 32}
 
@@ -57,10 +72,15 @@ def test_experiment_composes_to_a_valid_config(experiment):
         # published packed FineWeb-Edu rows (Llama-2 32k, 32,064-row head, 34,560 val rows), MuonH; a single
         # run of a probe (no -m) is one of its points (r = 2)
         assert cfg.model.r == (1 if experiment == "isodepth" else 2)
-        assert (cfg.model.l_eff, cfg.model.n_prelude, cfg.model.n_coda) == ((20, 0, 0) if cfg.model.r == 1 else (20, 2, 2))
+        assert (cfg.model.l_eff, cfg.model.n_prelude, cfg.model.n_coda) == (
+            (20, 0, 0) if cfg.model.r == 1 else (20, 2, 2)
+        )
         assert cfg.model.seq_len == 2048 and cfg.budget.batch_size * cfg.model.seq_len == 262_144
         assert (cfg.data.source, cfg.data.format, cfg.data.hf_name) == (
-            "packed", "packed", "KristianS7/prepacked-fineweb-edu-llama2-32K-T2048")
+            "packed",
+            "packed",
+            "KristianS7/prepacked-fineweb-edu-llama2-32K-T2048",
+        )
         assert (cfg.data.vocab_size, cfg.data.val_rows, cfg.data.allow_repeat) == (32_064, 34_560, False)
         assert (cfg.optim.optimizer, cfg.model.init, cfg.model.logit_softcap) == ("muonh", "paper", 15.0)
     else:
@@ -137,8 +157,13 @@ def test_multirun_expands_to_the_published_grid(experiment):
 def test_sweep_cli_json_lists_the_authors_points(experiment, repo_root):
     """`loopscale sweep experiment=... --json`: exactly the authors' (C, s, r) jobs, each once; the probes
     list no r = 1 job; steps = round(C / (F x 262,144))."""
-    proc = subprocess.run([sys.executable, "-m", "loopscale", "sweep", f"experiment={experiment}", "--json"],
-                          cwd=repo_root, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-m", "loopscale", "sweep", f"experiment={experiment}", "--json"],
+        cwd=repo_root,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     rows = [json.loads(line) for line in proc.stdout.splitlines()]
     jobs = [(*point_cell(row["point"]), row["r"]) for row in rows]
@@ -160,15 +185,28 @@ def test_model_paper_r1_composes_to_the_plain_stack():
 
 
 def test_sweep_cli_counts_the_published_grid(repo_root):
-    proc = subprocess.run([sys.executable, "-m", "loopscale", "sweep", "experiment=isodepth", "--count"],
-                          cwd=repo_root, capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "loopscale", "sweep", "experiment=isodepth", "--count"],
+        cwd=repo_root,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.strip() == "116"
 
 
 # Shrinks a job to one CPU step: one sequence of 128 tokens, a small vocabulary, a tiny validation set.
-ONE_STEP = ["trainer=cpu", "model.seq_len=128", "budget.batch_size=1", "budget.mode=tokens", "budget.tokens=128",
-            "data.vocab_size=512", "data.val_tokens=256", "trainer.progress=false"]
+ONE_STEP = [
+    "trainer=cpu",
+    "model.seq_len=128",
+    "budget.batch_size=1",
+    "budget.mode=tokens",
+    "budget.tokens=128",
+    "data.vocab_size=512",
+    "data.val_tokens=256",
+    "trainer.progress=false",
+]
 # The paper grid's hub corpus (FineWeb-Edu) is out of reach offline, and its widths (384-2176 at L_eff = 20)
 # are too big for a quick CPU step: these jobs run on the embedded Shakespeare corpus at width 128.
 PAPER_ON_CPU = ["data=shakespeare", "point=C4.64e17-d128"]
@@ -202,20 +240,47 @@ def test_first_step_of_each_experiment_trains(experiment, tmp_path, data_dir):
 def test_local_sweep_collects_into_a_table_the_fitter_accepts(tmp_path, data_dir, repo_root):
     """12 tiny isodepth_cpu runs (r = 1, 2, 4 at four budget/width points, 9-36 steps each) in one process
     with Hydra's basic launcher, collected, then fitted by `loopscale fit` (6 parameters need 12 rows)."""
-    sweep = ["-m", "experiment=isodepth_cpu", "hydra/launcher=basic", "model.r=1,2,4",
-             "point=C2e10-d64,C4e10-d64,C8e10-d64,C8e10-d96", "trainer.progress=false", "data.val_tokens=2048",
-             f"runs_dir={tmp_path / 'runs'}", f"data.data_dir={data_dir}"]
-    proc = subprocess.run([sys.executable, "-m", "loopscale.train", *sweep], cwd=tmp_path, capture_output=True,
-                          text=True, timeout=900)
+    sweep = [
+        "-m",
+        "experiment=isodepth_cpu",
+        "hydra/launcher=basic",
+        "model.r=1,2,4",
+        "point=C2e10-d64,C4e10-d64,C8e10-d64,C8e10-d96",
+        "trainer.progress=false",
+        "data.val_tokens=2048",
+        f"runs_dir={tmp_path / 'runs'}",
+        f"data.data_dir={data_dir}",
+    ]
+    proc = subprocess.run(
+        [sys.executable, "-m", "loopscale.train", *sweep], cwd=tmp_path, capture_output=True, text=True, timeout=900
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     sweep_dir = tmp_path / "runs" / "isodepth_cpu"
-    collect = subprocess.run([sys.executable, "-m", "loopscale", "collect", str(sweep_dir)], cwd=repo_root,
-                             capture_output=True, text=True, timeout=120)
+    collect = subprocess.run(
+        [sys.executable, "-m", "loopscale", "collect", str(sweep_dir)],
+        cwd=repo_root,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert collect.returncode == 0, collect.stderr[-3000:]
     assert "12 finished runs" in collect.stdout
-    fit = subprocess.run([sys.executable, "-m", "loopscale", "fit", str(sweep_dir / "runs.csv"), "--no-profile",
-                          "--out", str(tmp_path / "fit.json")], cwd=repo_root, capture_output=True, text=True,
-                         timeout=300)
+    fit = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "loopscale",
+            "fit",
+            str(sweep_dir / "runs.csv"),
+            "--no-profile",
+            "--out",
+            str(tmp_path / "fit.json"),
+        ],
+        cwd=repo_root,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert fit.returncode == 0, fit.stderr[-3000:]
     result = json.loads((tmp_path / "fit.json").read_text())
     assert result["n_rows"] == 12 and "phi" in json.dumps(result)

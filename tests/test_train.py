@@ -8,13 +8,13 @@ import json
 import math
 
 import pytest
+from train_helpers import LEARN, TINY, run_cli, train_config
 
 from loopscale.data import unigram_entropy_nats
 from loopscale.module import Diverged, InjectedFailure
 from loopscale.records import read_record
 from loopscale.shards import prepare
 from loopscale.train import CHECKPOINT, run_dir_of, run_training
-from train_helpers import LEARN, TINY, run_cli, train_config
 
 
 def _cfg(tmp_path, data_dir, *extra, base=TINY):
@@ -35,8 +35,19 @@ def test_tiny_run_learns_and_records_consistent_numbers(tmp_path, data_dir):
     assert math.isclose(record["C"], record["F"] * record["D"], rel_tol=1e-12)
     assert record["N"] == record["N_once"] + record["N_rec"]
     assert record["step"] == record["steps"]
-    for key in ("r", "variant", "seed", "git_commit", "versions", "wall_time_s", "tokens_per_s", "config",
-                "width", "depth", "train_loss"):
+    for key in (
+        "r",
+        "variant",
+        "seed",
+        "git_commit",
+        "versions",
+        "wall_time_s",
+        "tokens_per_s",
+        "config",
+        "width",
+        "depth",
+        "train_loss",
+    ):
         assert record[key] is not None, key
     # a second start of a finished run is a no-op that returns the same record
     again = run_training(cfg)
@@ -69,7 +80,10 @@ def test_divergence_stops_and_is_recorded(tmp_path, data_dir):
 
 def test_divergence_exits_nonzero_from_the_command_line(tmp_path, data_dir):
     runs = tmp_path / "runs"
-    proc = run_cli([*TINY, f"runs_dir={runs}", f"data.data_dir={data_dir}", "trainer.nan_at_step=3", "budget.tokens=10240"], cwd=tmp_path)
+    proc = run_cli(
+        [*TINY, f"runs_dir={runs}", f"data.data_dir={data_dir}", "trainer.nan_at_step=3", "budget.tokens=10240"],
+        cwd=tmp_path,
+    )
     assert proc.returncode != 0
     (record_path,) = runs.glob("*/*/run.json")
     record = json.loads(record_path.read_text())
@@ -79,8 +93,10 @@ def test_divergence_exits_nonzero_from_the_command_line(tmp_path, data_dir):
 def test_ddp_on_cpu_records_the_same_tokens(tmp_path, data_dir):
     single = run_training(_cfg(tmp_path / "one", data_dir))
     runs = tmp_path / "ddp"
-    proc = run_cli([*TINY, f"runs_dir={runs}", f"data.data_dir={data_dir}", "trainer=ddp_cpu",
-                    "trainer.progress=false"], cwd=tmp_path)
+    proc = run_cli(
+        [*TINY, f"runs_dir={runs}", f"data.data_dir={data_dir}", "trainer=ddp_cpu", "trainer.progress=false"],
+        cwd=tmp_path,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     (record_path,) = runs.glob("*/*/run.json")
     record = json.loads(record_path.read_text())
@@ -102,8 +118,11 @@ def test_wandb_offline_files_only_when_enabled(tmp_path, data_dir):
         f"run_training(train_config(TINY + ['runs_dir={runs}', 'data.data_dir={data_dir}', 'budget.tokens=10240']));"
         "print('WANDB_IMPORTED', 'wandb' in sys.modules)"
     )
-    import subprocess, sys
+    import subprocess
+    import sys
+
     from train_helpers import REPO_ROOT
+
     proc = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "WANDB_IMPORTED False" in proc.stdout
@@ -111,8 +130,9 @@ def test_wandb_offline_files_only_when_enabled(tmp_path, data_dir):
 
 
 def test_invalid_sweep_point_is_recorded_with_its_reason(tmp_path, data_dir):
-    from loopscale.records import collect
     from train_helpers import compose_cfg
+
+    from loopscale.records import collect
 
     # depth 6 with p = c = 1 leaves 4 recurrent layers, which r = 3 does not divide
     cfg = compose_cfg([*TINY, f"runs_dir={tmp_path}", f"data.data_dir={data_dir}", "model.r=3"])

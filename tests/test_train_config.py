@@ -9,18 +9,20 @@ import math
 import pytest
 from hydra.errors import ConfigCompositionException
 from omegaconf import OmegaConf
+from train_helpers import compose_cfg, train_config
 
 from loopscale import accounting
 from loopscale.config import OptimConfig
-from loopscale.schedule import lr_multiplier
 from loopscale.config_dirs import config_dir
+from loopscale.schedule import lr_multiplier
 from loopscale.train import plan_run
-from train_helpers import compose_cfg, train_config
 
 GROUPS = ["model", "data", "optim", "budget", "trainer", "logger"]
 
 
-@pytest.mark.parametrize("group,option", [(g, p.stem) for g in GROUPS for p in sorted((config_dir() / g).glob("*.yaml"))])
+@pytest.mark.parametrize(
+    "group,option", [(g, p.stem) for g in GROUPS for p in sorted((config_dir() / g).glob("*.yaml"))]
+)
 def test_every_group_option_composes_and_validates(group, option):
     overrides = [f"{group}={option}"]
     if (group, option) == ("data", "text"):
@@ -45,9 +47,14 @@ def test_invalid_values_fail_with_the_field_named():
         train_config(["model.r=2", "model.bptt_k=3"])
 
 
-@pytest.mark.parametrize("budget", [["budget.mode=flops", "budget.compute_flops=3e12"],
-                                    ["budget.mode=tokens", "budget.tokens=100000"],
-                                    ["budget.mode=ratio", "budget.tokens_per_param=20"]])
+@pytest.mark.parametrize(
+    "budget",
+    [
+        ["budget.mode=flops", "budget.compute_flops=3e12"],
+        ["budget.mode=tokens", "budget.tokens=100000"],
+        ["budget.mode=ratio", "budget.tokens_per_param=20"],
+    ],
+)
 def test_budget_becomes_whole_batches_of_tokens(budget):
     cfg = train_config(["model=cpu", "model.r=4", *budget])
     plan = plan_run(cfg)
@@ -66,4 +73,3 @@ def test_linear_schedule_warms_up_then_decays_to_the_final_fraction():
     assert lrs[0] == pytest.approx(0.1) and lrs[9] == pytest.approx(1.0)
     assert all(a >= b for a, b in zip(lrs[9:], lrs[10:]))
     assert lrs[-1] == pytest.approx(0.1)
-

@@ -13,16 +13,15 @@ from pathlib import Path
 import lightning as L
 import pytest
 import torch
+from slurm_cluster import slurm_cluster  # noqa: F401  (a fixture)
 from torch.utils.data import DataLoader, IterableDataset
+from train_helpers import TINY, run_cli, train_config
 
 from loopscale.config import with_vocab
 from loopscale.data import TokenDataModule, TrainStream, unigram_entropy_nats
 from loopscale.module import InjectedFailure, LoopedLM, StepAccounting
-from loopscale.records import read_record
 from loopscale.shards import prepare
 from loopscale.train import CHECKPOINT, plan_run, run_dir_of, run_training
-from slurm_cluster import slurm_cluster  # noqa: F401  (a fixture)
-from train_helpers import TINY, run_cli, train_config
 
 # TINY (30 steps of 16 x 64 tokens, d = 64) with the published optimizer at r = 2, so the injection's
 # matrices are MuonH matrices too; one torch thread so runs are reproducible and fair on a shared CPU
@@ -37,15 +36,26 @@ def _cfg(tmp_path, data_dir, *extra, base=MUONH_TINY):
 @pytest.mark.slow
 def test_muonh_trains_a_cpu_grid_model_below_the_unigram_entropy(tmp_path, data_dir):
     # the CPU grid's smallest width at its middle budget (222 steps of 8 x 64 tokens), published lr transfer
-    cfg = train_config(["experiment=isodepth_cpu", "point=C5e11-d64", "model.r=2", "optim=muonh",
-                        "trainer.progress=false", "trainer.num_threads=1", f"runs_dir={tmp_path}",
-                        f"data.data_dir={data_dir}"])
+    cfg = train_config(
+        [
+            "experiment=isodepth_cpu",
+            "point=C5e11-d64",
+            "model.r=2",
+            "optim=muonh",
+            "trainer.progress=false",
+            "trainer.num_threads=1",
+            f"runs_dir={tmp_path}",
+            f"data.data_dir={data_dir}",
+        ]
+    )
     record = run_training(cfg)
     prepared = prepare(cfg.data, progress=False)
     # entropy of the unigram distribution of the TRAINING tokens: the best a context-free model can do on them
     entropy = unigram_entropy_nats(prepared.tokens("train"))
-    print(f"muonh C5e11-d64 r=2: val L = {record['L']:.4f}, train loss {record['train_loss']:.4f}, "
-          f"unigram entropy {entropy:.4f}, lrs {record['lrs']}")
+    print(
+        f"muonh C5e11-d64 r=2: val L = {record['L']:.4f}, train loss {record['train_loss']:.4f}, "
+        f"unigram entropy {entropy:.4f}, lrs {record['lrs']}"
+    )
     assert record["status"] == "done" and record["optimizer"] == "muonh"
     assert record["L"] < entropy and record["train_loss"] < entropy
     assert set(record["lrs"]) == {"matrix", "head", "embedding", "norm"} and record["ortho_dtype"] == "fp32"
@@ -85,8 +95,10 @@ class _GlobalBatches(IterableDataset):
     def __init__(self, prepared, seed: int, rank_batch: int, seq_len: int, world: int):
         super().__init__()
         invariant = "world_size" in inspect.signature(TrainStream).parameters
-        self.streams = [TrainStream(prepared, seed, rank_batch, seq_len, rank=rank,
-                                    **({"world_size": world} if invariant else {})) for rank in range(world)]
+        self.streams = [
+            TrainStream(prepared, seed, rank_batch, seq_len, rank=rank, **({"world_size": world} if invariant else {}))
+            for rank in range(world)
+        ]
 
     def __iter__(self):
         for parts in zip(*self.streams):
@@ -108,14 +120,33 @@ def one_process_reference(cfg, world: int = 2) -> float:
     prepared = prepare(cfg.data, progress=False)
     cfg = with_vocab(cfg, prepared.vocab_size)
     plan = plan_run(cfg)
-    datamodule = _GlobalBatchData(prepared, seq_len=cfg.model.seq_len, batch_size=cfg.budget.batch_size,
-                                  seed=cfg.seed, val_tokens=cfg.data.val_tokens)
+    datamodule = _GlobalBatchData(
+        prepared,
+        seq_len=cfg.model.seq_len,
+        batch_size=cfg.budget.batch_size,
+        seed=cfg.seed,
+        val_tokens=cfg.data.val_tokens,
+    )
     datamodule.world = world
-    module = LoopedLM(cfg.model, cfg.optim, cfg.trainer,
-                      StepAccounting(total_steps=plan.steps, batch_tokens=plan.batch_tokens, flops_per_token=plan.F))
-    trainer = L.Trainer(accelerator="cpu", devices=1, max_steps=plan.steps, max_epochs=-1, logger=False,
-                        enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
-                        num_sanity_val_steps=0, val_check_interval=plan.steps + 1, check_val_every_n_epoch=None)
+    module = LoopedLM(
+        cfg.model,
+        cfg.optim,
+        cfg.trainer,
+        StepAccounting(total_steps=plan.steps, batch_tokens=plan.batch_tokens, flops_per_token=plan.F),
+    )
+    trainer = L.Trainer(
+        accelerator="cpu",
+        devices=1,
+        max_steps=plan.steps,
+        max_epochs=-1,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        num_sanity_val_steps=0,
+        val_check_interval=plan.steps + 1,
+        check_val_every_n_epoch=None,
+    )
     trainer.fit(module, datamodule=datamodule)
     return float(trainer.validate(module, datamodule=datamodule, verbose=False)[0]["val/loss"])
 
@@ -128,8 +159,10 @@ def _only_record(runs: Path) -> dict:
 @pytest.mark.slow
 def test_ddp_on_cpu_matches_one_process_on_the_same_global_batch(tmp_path, data_dir):
     runs = tmp_path / "ddp"
-    proc = run_cli([*MUONH_TINY, f"runs_dir={runs}", f"data.data_dir={data_dir}", "trainer=ddp_cpu",
-                    "trainer.progress=false"], cwd=tmp_path)
+    proc = run_cli(
+        [*MUONH_TINY, f"runs_dir={runs}", f"data.data_dir={data_dir}", "trainer=ddp_cpu", "trainer.progress=false"],
+        cwd=tmp_path,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     ddp = _only_record(runs)
     reference = one_process_reference(_cfg(tmp_path / "one", data_dir))
@@ -144,14 +177,37 @@ def test_ddp_as_a_two_task_slurm_job_matches_one_process(slurm_cluster, tmp_path
     when a node has 2 CPUs, else 1 task on each of 2 nodes (trainer.num_nodes = 2)."""
     prepare(_cfg(tmp_path, data_dir).data, progress=False)  # tokenized once here; the job only reads the cache
     if slurm_cluster.cpus >= 2:
-        shape = ["hydra.launcher.tasks_per_node=2", "hydra.launcher.nodes=1", "trainer.devices=2", "trainer.num_nodes=1"]
+        shape = [
+            "hydra.launcher.tasks_per_node=2",
+            "hydra.launcher.nodes=1",
+            "trainer.devices=2",
+            "trainer.num_nodes=1",
+        ]
     else:
-        shape = ["hydra.launcher.tasks_per_node=1", "hydra.launcher.nodes=2", "trainer.devices=1", "trainer.num_nodes=2"]
+        shape = [
+            "hydra.launcher.tasks_per_node=1",
+            "hydra.launcher.nodes=2",
+            "trainer.devices=1",
+            "trainer.num_nodes=2",
+        ]
     runs = tmp_path / "runs"
-    args = [sys.executable, "-m", "loopscale.train", "-m", *MUONH_TINY, f"runs_dir={runs}", f"data.data_dir={data_dir}",
-            "trainer.strategy=ddp", "trainer.progress=false", "hydra/launcher=slurm", "hydra.launcher.gpus_per_node=0",
-            "hydra.launcher.cpus_per_task=1", "hydra.launcher.timeout_min=10",
-            f"hydra.launcher.partition={slurm_cluster.partition}", *shape]
+    args = [
+        sys.executable,
+        "-m",
+        "loopscale.train",
+        "-m",
+        *MUONH_TINY,
+        f"runs_dir={runs}",
+        f"data.data_dir={data_dir}",
+        "trainer.strategy=ddp",
+        "trainer.progress=false",
+        "hydra/launcher=slurm",
+        "hydra.launcher.gpus_per_node=0",
+        "hydra.launcher.cpus_per_task=1",
+        "hydra.launcher.timeout_min=10",
+        f"hydra.launcher.partition={slurm_cluster.partition}",
+        *shape,
+    ]
     proc = subprocess.run(args, cwd=tmp_path, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-4000:]
     ddp = _only_record(runs)

@@ -7,11 +7,11 @@ from __future__ import annotations
 import csv
 
 import pytest
+from train_helpers import TINY, train_config
 
 from loopscale.module import Diverged, InjectedFailure
 from loopscale.records import read_record
 from loopscale.train import run_dir_of, run_training
-from train_helpers import TINY, train_config
 
 
 def _cfg(tmp_path, data_dir, *extra):
@@ -36,8 +36,14 @@ def test_val_every_steps_counts_optimizer_steps_under_accumulation(tmp_path, dat
 
 
 def test_divergence_is_caught_at_the_next_check_with_its_own_step(tmp_path, data_dir):
-    cfg = _cfg(tmp_path, data_dir, "budget.grad_accum=2", "trainer.nan_at_step=3", "trainer.log_every_steps=5",
-               "trainer.ckpt_every_steps=5")
+    cfg = _cfg(
+        tmp_path,
+        data_dir,
+        "budget.grad_accum=2",
+        "trainer.nan_at_step=3",
+        "trainer.log_every_steps=5",
+        "trainer.ckpt_every_steps=5",
+    )
     with pytest.raises(Diverged):
         run_training(cfg)
     record = read_record(run_dir_of(cfg))

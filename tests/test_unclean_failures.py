@@ -16,17 +16,18 @@ import numpy as np
 import pandas as pd
 import pytest
 from fs_helpers import fill, leftovers, small_tmpfs
+from train_helpers import REPO_ROOT, TINY
 
 from loopscale.records import TABLE_COLUMNS
-from train_helpers import REPO_ROOT, TINY
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 SMALL_TABLE = FIXTURES / "looped_synthetic_small.csv"
 
 
 def loopscale(*args, cwd=None, timeout=600):
-    return subprocess.run([sys.executable, "-m", "loopscale", *map(str, args)], capture_output=True, text=True,
-                          cwd=cwd, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "loopscale", *map(str, args)], capture_output=True, text=True, cwd=cwd, timeout=timeout
+    )
 
 
 # ---------------------------------------------------------------------------------------- tables
@@ -50,8 +51,11 @@ def test_collect_on_a_full_disk_keeps_the_old_table_and_leaves_no_temp_file(tmp_
         first = loopscale("collect", sweep, "--out", out)  # fits: the table as it was
         assert first.returncode == 0, first.stderr
         before = out.read_bytes()
-        (sweep / "run0000" / "run.json").write_text(json.dumps(  # a changed table, on a disk with 4 KB left
-            {**json.loads((sweep / "run0000" / "run.json").read_text()), "L": 99.0}))
+        (sweep / "run0000" / "run.json").write_text(
+            json.dumps(  # a changed table, on a disk with 4 KB left
+                {**json.loads((sweep / "run0000" / "run.json").read_text()), "L": 99.0}
+            )
+        )
         fill(disk, 4096)
         res = loopscale("collect", sweep, "--out", out)
         assert res.returncode == 1
@@ -88,13 +92,16 @@ def _table(tmp_path, name, frame):
     return path
 
 
-@pytest.mark.parametrize("case, message", [
-    ("header_only", "no rows"),
-    ("directory", "is a directory"),
-    ("half_r", "whole number"),
-    ("datetime_D", "datetime64"),
-    ("duplicate_L", "more than once"),
-])
+@pytest.mark.parametrize(
+    "case, message",
+    [
+        ("header_only", "no rows"),
+        ("directory", "is a directory"),
+        ("half_r", "whole number"),
+        ("datetime_D", "datetime64"),
+        ("duplicate_L", "more than once"),
+    ],
+)
 def test_odd_tables_are_one_clear_error(tmp_path, case, message):
     table = pd.read_csv(SMALL_TABLE)
     if case == "header_only":
@@ -148,17 +155,31 @@ def _umask() -> int:
 
 
 def test_full_run_dir_is_one_line_a_failed_record_and_no_partial_checkpoint(tmp_path, data_dir):
-    from loopscale.shards import prepare
     from train_helpers import train_config
+
+    from loopscale.shards import prepare
 
     base = [*TINY, "budget.tokens=10240", "trainer.ckpt_every_steps=5", f"data.data_dir={data_dir}"]
     prepare(train_config(base).data, progress=False)  # the data cache is on the roomy disk
     with small_tmpfs(tmp_path / "disk", "4m") as disk:
         fill(disk, 1_000_000)  # room for the logs and records, not for a ~3 MB checkpoint
-        proc = subprocess.run([sys.executable, "-m", "loopscale.train", *base, f"runs_dir={disk / 'runs'}",
-                               "hydra/job_logging=none", "hydra/hydra_logging=none", "hydra.output_subdir=null"],
-                              capture_output=True, text=True, cwd=tmp_path, timeout=600,
-                              env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "loopscale.train",
+                *base,
+                f"runs_dir={disk / 'runs'}",
+                "hydra/job_logging=none",
+                "hydra/hydra_logging=none",
+                "hydra.output_subdir=null",
+            ],
+            capture_output=True,
+            text=True,
+            cwd=tmp_path,
+            timeout=600,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
         assert proc.returncode == 1, proc.stderr[-3000:]
         last = proc.stderr.strip().splitlines()[-1]
         assert last.startswith("loopscale-train: error: No space left on device"), proc.stderr[-3000:]
@@ -171,12 +192,13 @@ def test_full_run_dir_is_one_line_a_failed_record_and_no_partial_checkpoint(tmp_
 
 def test_shard_space_is_reserved_so_a_full_cache_is_an_error_not_sigbus(tmp_path):
     with small_tmpfs(tmp_path / "disk", "1m") as disk:
-        code = ("import datasets, numpy as np; from pathlib import Path; from loopscale.shards import write_shard\n"
-                "ids = [np.arange(1000, dtype=np.uint16) for _ in range(1000)]\n"  # 2 MB of tokens
-                "ds = datasets.Dataset.from_dict({'ids': ids, 'n_tokens': [1000] * 1000})\n"
-                f"write_shard(Path({str(disk / 'train.bin')!r}), ds, np.uint16)\n")
-        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
-                              cwd=REPO_ROOT)
+        code = (
+            "import datasets, numpy as np; from pathlib import Path; from loopscale.shards import write_shard\n"
+            "ids = [np.arange(1000, dtype=np.uint16) for _ in range(1000)]\n"  # 2 MB of tokens
+            "ds = datasets.Dataset.from_dict({'ids': ids, 'n_tokens': [1000] * 1000})\n"
+            f"write_shard(Path({str(disk / 'train.bin')!r}), ds, np.uint16)\n"
+        )
+        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=REPO_ROOT)
         assert proc.returncode == 1, (proc.returncode, proc.stderr[-2000:])  # not -SIGBUS
         assert "No space left on device" in proc.stderr
 
@@ -184,8 +206,20 @@ def test_shard_space_is_reserved_so_a_full_cache_is_an_error_not_sigbus(tmp_path
 def test_full_data_cache_is_one_line_and_no_staging_left(tmp_path):
     with small_tmpfs(tmp_path / "disk", "4m") as disk:
         fill(disk, 150_000)
-        res = loopscale("data", "prepare", "--max-documents", "4", "--vocab-size", "512", "--num-proc", "2",
-                        "--data-dir", disk / "cache", "--no-progress", timeout=600)
+        res = loopscale(
+            "data",
+            "prepare",
+            "--max-documents",
+            "4",
+            "--vocab-size",
+            "512",
+            "--num-proc",
+            "2",
+            "--data-dir",
+            disk / "cache",
+            "--no-progress",
+            timeout=600,
+        )
         assert res.returncode == 2, res.stderr[-3000:]
         assert res.stderr.count("\n") == 1 and "no space left" in res.stderr, res.stderr[-3000:]
         assert [p.name for p in disk.iterdir()] == ["filler"]  # staging folder and cache dir removed
@@ -205,8 +239,15 @@ def _tree(pid: int) -> list[int]:
 def _ctrl_c_when(args, ready, cwd, timeout_s=300):
     """Start `args` in its own process group, wait until ready(proc, children) holds, send SIGINT to the
     group (what a terminal's Ctrl-C does), and return (exit code, seconds to exit, output, children seen)."""
-    proc = subprocess.Popen(args, cwd=cwd, start_new_session=True, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    proc = subprocess.Popen(
+        args,
+        cwd=cwd,
+        start_new_session=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
     seen: set[int] = set()
     started = time.monotonic()
     while not ready(seen):
@@ -244,9 +285,27 @@ def test_ctrl_c_during_tokenization_stops_every_worker(tmp_path):
     corpus = _big_corpus(tmp_path / "corpus.jsonl")
     cache = tmp_path / "cache"
     rc, waited, out = _ctrl_c_when(
-        [sys.executable, "-m", "loopscale", "data", "prepare", "--source", "text", "--path", str(corpus),
-         "--tokenizer", "gpt2", "--num-proc", "2", "--data-dir", str(cache), "--no-progress"],
-        ready=lambda seen: len(seen) >= 2, cwd=tmp_path)  # the tokenizer's worker processes are up
+        [
+            sys.executable,
+            "-m",
+            "loopscale",
+            "data",
+            "prepare",
+            "--source",
+            "text",
+            "--path",
+            str(corpus),
+            "--tokenizer",
+            "gpt2",
+            "--num-proc",
+            "2",
+            "--data-dir",
+            str(cache),
+            "--no-progress",
+        ],
+        ready=lambda seen: len(seen) >= 2,
+        cwd=tmp_path,
+    )  # the tokenizer's worker processes are up
     assert rc == 130 and out.strip().splitlines()[-1] == "loopscale data: interrupted", out[-3000:]
     assert waited < 10, waited
     assert list(cache.glob(".tmp-*")) == []
@@ -255,9 +314,21 @@ def test_ctrl_c_during_tokenization_stops_every_worker(tmp_path):
 def test_ctrl_c_during_demo_ends_it_and_its_workers(tmp_path):
     cache = tmp_path / "cache"
     rc, waited, out = _ctrl_c_when(
-        [sys.executable, "-m", "loopscale", "demo", "--out", str(tmp_path / "demo"), "--data-dir", str(cache),
-         "model.r=1", "point=C2.5e11-d64"],
-        ready=lambda seen: len(seen) >= 2, cwd=tmp_path)  # preparing the corpus with 2 workers
+        [
+            sys.executable,
+            "-m",
+            "loopscale",
+            "demo",
+            "--out",
+            str(tmp_path / "demo"),
+            "--data-dir",
+            str(cache),
+            "model.r=1",
+            "point=C2.5e11-d64",
+        ],
+        ready=lambda seen: len(seen) >= 2,
+        cwd=tmp_path,
+    )  # preparing the corpus with 2 workers
     assert rc != 0 and waited < 10, (rc, waited, out[-3000:])
     assert "Traceback" not in out, out[-3000:]
     assert list(cache.glob(".tmp-*")) == []
@@ -265,10 +336,23 @@ def test_ctrl_c_during_demo_ends_it_and_its_workers(tmp_path):
 
 def test_ctrl_c_during_demo_training_ends_its_worker_processes_and_the_runs_resume(tmp_path, data_dir):
     out = tmp_path / "demo"
-    args = [sys.executable, "-m", "loopscale", "demo", "--out", str(out), "--data-dir", str(data_dir),
-            "--bootstrap", "0", "model.r=1,2", "point=C6e10-d16"]
+    args = [
+        sys.executable,
+        "-m",
+        "loopscale",
+        "demo",
+        "--out",
+        str(out),
+        "--data-dir",
+        str(data_dir),
+        "--bootstrap",
+        "0",
+        "model.r=1,2",
+        "point=C6e10-d16",
+    ]
     rc, waited, text = _ctrl_c_when(  # both worker processes are up and training has begun
-        args, ready=lambda seen: len(seen) >= 2 and any(out.glob("runs/*/*/metrics")), cwd=tmp_path)
+        args, ready=lambda seen: len(seen) >= 2 and any(out.glob("runs/*/*/metrics")), cwd=tmp_path
+    )
     assert rc != 0 and waited < 10, (rc, waited, text[-3000:])
     assert "Traceback" not in text, text[-3000:]
     assert not list(out.glob("runs/*/*/run.json"))  # nothing recorded as done

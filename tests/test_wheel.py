@@ -21,7 +21,6 @@ from importlib.metadata import version
 from pathlib import Path
 
 import pytest
-
 from conftest import FIXTURES, REPO_ROOT
 
 # What the wheel is built from: the package, the Hydra plugins and what pyproject.toml names.
@@ -35,8 +34,9 @@ def _clean_env(**extra: str) -> dict[str, str]:
 
 
 def _run(args: list, cwd: Path, timeout_s: float = 600, **env: str) -> subprocess.CompletedProcess:
-    proc = subprocess.run([str(a) for a in args], cwd=cwd, capture_output=True, text=True, timeout=timeout_s,
-                          env=_clean_env(**env))
+    proc = subprocess.run(
+        [str(a) for a in args], cwd=cwd, capture_output=True, text=True, timeout=timeout_s, env=_clean_env(**env)
+    )
     assert proc.returncode == 0, f"{args}: exit {proc.returncode}\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
     return proc
 
@@ -55,15 +55,45 @@ def venv(tmp_path_factory) -> Path:
         else:
             shutil.copy2(REPO_ROOT / name, src / name)
     wheels = root / "wheels"
-    _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index", "-q",
-          "-w", wheels, src], cwd=root)
+    _run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "--no-index",
+            "-q",
+            "-w",
+            wheels,
+            src,
+        ],
+        cwd=root,
+    )
     (wheel,) = wheels.glob("loopscale-*.whl")
     venv = root / "venv"
     _run([sys.executable, "-m", "venv", "--without-pip", venv], cwd=root)
-    _run([sys.executable, "-m", "pip", "--python", venv / "bin" / "python", "install", "--no-deps", "--no-index",
-          "-q", wheel], cwd=root)
-    site = Path(_run([venv / "bin" / "python", "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                     cwd=root).stdout.strip())
+    _run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "--python",
+            venv / "bin" / "python",
+            "install",
+            "--no-deps",
+            "--no-index",
+            "-q",
+            wheel,
+        ],
+        cwd=root,
+    )
+    site = Path(
+        _run(
+            [venv / "bin" / "python", "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], cwd=root
+        ).stdout.strip()
+    )
     # the dependencies of this interpreter, after the venv's own site-packages (so the wheel's loopscale wins)
     deps = {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}
     (site / "zz_test_dependencies.pth").write_text("".join(f"{d}\n" for d in sorted(deps)))
@@ -78,10 +108,15 @@ def empty_dir(tmp_path) -> Path:
 
 
 def test_loopscale_comes_from_the_wheel_with_its_configs(venv, empty_dir):
-    out = _run([venv / "bin" / "python", "-c",
-                "import json, loopscale; from loopscale.config_dirs import config_dir; "
-                "print(json.dumps([loopscale.__file__, str(config_dir()), loopscale.__version__]))"],
-               cwd=empty_dir).stdout
+    out = _run(
+        [
+            venv / "bin" / "python",
+            "-c",
+            "import json, loopscale; from loopscale.config_dirs import config_dir; "
+            "print(json.dumps([loopscale.__file__, str(config_dir()), loopscale.__version__]))",
+        ],
+        cwd=empty_dir,
+    ).stdout
     package_file, conf, version = json.loads(out)
     assert Path(package_file).resolve().is_relative_to(venv.resolve())
     assert Path(conf).resolve().is_relative_to(venv.resolve()) and (Path(conf) / "train.yaml").is_file()
@@ -99,11 +134,19 @@ def test_a_user_config_dir_from_an_empty_directory(venv, empty_dir):
     (user / "experiment").mkdir(parents=True)
     (user / "experiment" / "mine.yaml").write_text(
         "# @package _global_\ndefaults:\n  - override /model: tiny\nsweep: mine\n"
-        "hydra:\n  sweeper:\n    params:\n      model.r: 1,2,4\n")
-    out = _run([venv / "bin" / "loopscale", "sweep", "experiment=mine", "--json"], cwd=empty_dir,
-               LOOPSCALE_CONFIG_PATH=str(user)).stdout
+        "hydra:\n  sweeper:\n    params:\n      model.r: 1,2,4\n"
+    )
+    out = _run(
+        [venv / "bin" / "loopscale", "sweep", "experiment=mine", "--json"],
+        cwd=empty_dir,
+        LOOPSCALE_CONFIG_PATH=str(user),
+    ).stdout
     jobs = [json.loads(line) for line in out.splitlines() if line.strip()]
-    assert [(job["sweep"], job["r"], job["d_model"]) for job in jobs] == [("mine", 1, 64), ("mine", 2, 64), ("mine", 4, 64)]
+    assert [(job["sweep"], job["r"], job["d_model"]) for job in jobs] == [
+        ("mine", 1, 64),
+        ("mine", 2, 64),
+        ("mine", 4, 64),
+    ]
 
 
 def test_two_training_steps_from_an_empty_directory(venv, empty_dir):
@@ -111,9 +154,23 @@ def test_two_training_steps_from_an_empty_directory(venv, empty_dir):
     corpus.mkdir()
     for k, section in enumerate((REPO_ROOT / "docs" / "design.md").read_text().split("\n## ")):
         (corpus / f"doc{k}.txt").write_text(section)
-    _run([venv / "bin" / "loopscale-train", "model=tiny", "data=text", f"data.path={corpus}", "data.vocab_size=512",
-          "data.val_tokens=2048", "budget.mode=tokens", "budget.tokens=512", "budget.batch_size=4",
-          "trainer.progress=false", "sweep=wheel", "run_name=two_steps"], cwd=empty_dir)
+    _run(
+        [
+            venv / "bin" / "loopscale-train",
+            "model=tiny",
+            "data=text",
+            f"data.path={corpus}",
+            "data.vocab_size=512",
+            "data.val_tokens=2048",
+            "budget.mode=tokens",
+            "budget.tokens=512",
+            "budget.batch_size=4",
+            "trainer.progress=false",
+            "sweep=wheel",
+            "run_name=two_steps",
+        ],
+        cwd=empty_dir,
+    )
     record = json.loads((empty_dir / "runs" / "wheel" / "two_steps" / "run.json").read_text())
     assert record["status"] == "done" and record["step"] == 2 and record["steps"] == 2
     assert record["L"] is not None and 0 < record["L"] < 10
@@ -123,8 +180,10 @@ def test_two_training_steps_from_an_empty_directory(venv, empty_dir):
 
 def test_fit_from_an_empty_directory(venv, empty_dir):
     shutil.copy2(FIXTURES / "looped_synthetic_small.csv", empty_dir / "runs.csv")
-    _run([venv / "bin" / "loopscale", "fit", "runs.csv", "--no-profile", "--starts", "4", "--out", "fit.json"],
-         cwd=empty_dir)
+    _run(
+        [venv / "bin" / "loopscale", "fit", "runs.csv", "--no-profile", "--starts", "4", "--out", "fit.json"],
+        cwd=empty_dir,
+    )
     fit = json.loads((empty_dir / "fit.json").read_text())
     assert fit["law"] == "looped" and fit["n_rows"] == 56
     assert 0 < fit["params"]["phi"] <= 1.5

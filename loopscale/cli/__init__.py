@@ -50,8 +50,10 @@ def main(argv: list[str] | None = None) -> int:
         if err.errno not in (errno.ENOSPC, errno.EDQUOT, errno.EROFS):
             raise
         # outputs are written atomically (loopscale/atomic.py): what was there before is intact
-        print(f"loopscale {args.command}: error: {err.strerror} ({err.filename or 'output'}); nothing was "
-              "replaced", file=sys.stderr)
+        print(
+            f"loopscale {args.command}: error: {err.strerror} ({err.filename or 'output'}); nothing was replaced",
+            file=sys.stderr,
+        )
         return 1
 
 

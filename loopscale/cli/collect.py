@@ -7,16 +7,29 @@ from pathlib import Path
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("collect", help="gather a sweep's run.json records into runs.csv / runs.parquet",
-                       description="One row per finished run (columns r, N_once, N_rec, N, D, C, L, variant, "
-                                   "F, width, ...) and a list of runs that are missing, failed or diverged.")
+    p = sub.add_parser(
+        "collect",
+        help="gather a sweep's run.json records into runs.csv / runs.parquet",
+        description="One row per finished run (columns r, N_once, N_rec, N, D, C, L, variant, "
+        "F, width, ...) and a list of runs that are missing, failed or diverged.",
+    )
     p.add_argument("sweep_dir", type=Path)
-    p.add_argument("--out", type=Path, default=None, help="table path (.csv; a .parquet is written beside "
-                                                          "it, and the runs not done go to <name>_problems.csv). "
-                                                          "Default: SWEEP_DIR/runs.csv")
-    p.add_argument("--dense", type=Path, default=None, metavar="BASELINE_DIR",
-                   help="a probe sweep (no r = 1 runs): add the finished r = 1 runs of this baseline sweep, "
-                        "marked in the column dense_from, so the looped law has its dense anchor")
+    p.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="table path (.csv; a .parquet is written beside "
+        "it, and the runs not done go to <name>_problems.csv). "
+        "Default: SWEEP_DIR/runs.csv",
+    )
+    p.add_argument(
+        "--dense",
+        type=Path,
+        default=None,
+        metavar="BASELINE_DIR",
+        help="a probe sweep (no r = 1 runs): add the finished r = 1 runs of this baseline sweep, "
+        "marked in the column dense_from, so the looped law has its dense anchor",
+    )
     p.set_defaults(func=run_collect)
     s = sub.add_parser("status", help="counts of done / failed / diverged / incomplete runs in a sweep")
     s.add_argument("sweep_dir", type=Path)
@@ -55,8 +68,10 @@ def run_collect(args: argparse.Namespace) -> int:
     out = args.out or args.sweep_dir / "runs.csv"
     table = runs_table(rows) if args.dense is None else _with_dense(rows, args.dense)
     problems_out = write_runs_table(table, problems, out)
-    print(f"{len(table)} finished runs -> {out} (+ {out.with_suffix('.parquet').name}); "
-          f"{len(problems)} not done -> {problems_out.name}")
+    print(
+        f"{len(table)} finished runs -> {out} (+ {out.with_suffix('.parquet').name}); "
+        f"{len(problems)} not done -> {problems_out.name}"
+    )
     _print_problems(problems)
     return 0
 

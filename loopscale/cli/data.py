@@ -27,12 +27,20 @@ _DEFAULTS = DataConfig()
 def register(subparsers: argparse._SubParsersAction) -> None:
     data = subparsers.add_parser("data", help="prepare token shards for training")
     data_sub = data.add_subparsers(dest="data_command", metavar="ACTION", required=True)
-    p = data_sub.add_parser("prepare", help="tokenize a corpus into cached uint16/uint32 shards",
-                            description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = data_sub.add_parser(
+        "prepare",
+        help="tokenize a corpus into cached uint16/uint32 shards",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     _corpus_arguments(p)
     p.set_defaults(func=run_prepare)
-    p = data_sub.add_parser("pack", help="tokenize and best-fit pack a corpus into parquet rows of T + 1 tokens",
-                            description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = data_sub.add_parser(
+        "pack",
+        help="tokenize and best-fit pack a corpus into parquet rows of T + 1 tokens",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     _corpus_arguments(p)
     p.add_argument("--seq-len", type=int, required=True, help="T: rows hold T + 1 tokens (the model's seq_len)")
     p.set_defaults(func=run_pack)
@@ -92,11 +100,15 @@ def run_pack(args: argparse.Namespace) -> int:
         raise UsageError(str(err)) from err
     meta = packed.meta
     print(f"packed {packed.root}")
-    print(f"  tokenizer   {meta['tokenizer']['name']} (vocab {meta['tokenizer']['vocab_size']}, "
-          f"BOS {meta['tokenizer']['bos_id']}, {meta['dtype']}), rows of T + 1 = {meta['row_len']}")
+    print(
+        f"  tokenizer   {meta['tokenizer']['name']} (vocab {meta['tokenizer']['vocab_size']}, "
+        f"BOS {meta['tokenizer']['bos_id']}, {meta['dtype']}), rows of T + 1 = {meta['row_len']}"
+    )
     for split in ("train", "val"):
         info = meta["splits"][split]
-        print(f"  {split:<5}       {info['rows']:,} rows from {info['documents']:,} documents "
-              f"({info['split_documents']:,} split), {info['tokens']:,} tokens, "
-              f"padding {info['waste_share']:.3%}")
+        print(
+            f"  {split:<5}       {info['rows']:,} rows from {info['documents']:,} documents "
+            f"({info['split_documents']:,} split), {info['tokens']:,} tokens, "
+            f"padding {info['waste_share']:.3%}"
+        )
     return 0

@@ -7,21 +7,29 @@ from pathlib import Path
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("demo", help="prepare data, train the isodepth_cpu_demo sweep, fit phi, plot, report",
-                       description="Runs the iso-depth CPU sweep (16 forked jobs, r in {1,2,4,8} x 4 widths, 44 "
-                                   "points of the law) on the embedded Shakespeare corpus, fits L = E + A (N_once "
-                                   "+ r^phi N_rec)^-alpha + B D^-beta with bootstrap intervals, checks that phi is "
-                                   "well-conditioned, and writes figures, a Markdown report and demo.json. "
-                                   "Rerunning reuses finished runs.")
+    p = sub.add_parser(
+        "demo",
+        help="prepare data, train the isodepth_cpu_demo sweep, fit phi, plot, report",
+        description="Runs the iso-depth CPU sweep (16 forked jobs, r in {1,2,4,8} x 4 widths, 44 "
+        "points of the law) on the embedded Shakespeare corpus, fits L = E + A (N_once "
+        "+ r^phi N_rec)^-alpha + B D^-beta with bootstrap intervals, checks that phi is "
+        "well-conditioned, and writes figures, a Markdown report and demo.json. "
+        "Rerunning reuses finished runs.",
+    )
     p.add_argument("--out", type=Path, default=Path("runs/demo"), help="output directory (default runs/demo)")
     p.add_argument("--bootstrap", type=int, default=200, help="bootstrap replicates for the CIs (default 200)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--workers", type=int, default=0,
-                   help="training processes side by side (default: min(CPUs, 2)); 1 trains in this process")
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=0,
+        help="training processes side by side (default: min(CPUs, 2)); 1 trains in this process",
+    )
     p.add_argument("--threads", type=int, default=0, help="torch threads per training process (default 1)")
     p.add_argument("--data-dir", default=None, help="token cache directory (default data/cache)")
-    p.add_argument("overrides", nargs="*",
-                   help="extra Hydra overrides for the sweep, e.g. model.r=1,2 'point=C2.5e11_3.54e11-d16'")
+    p.add_argument(
+        "overrides", nargs="*", help="extra Hydra overrides for the sweep, e.g. model.r=1,2 'point=C2.5e11_3.54e11-d16'"
+    )
     p.set_defaults(func=run)
 
 
@@ -36,9 +44,17 @@ def run(args: argparse.Namespace) -> int:
     from hydra.errors import HydraException
 
     try:
-        run_demo(DemoSettings(out_dir=args.out, overrides=args.overrides, n_bootstrap=args.bootstrap,
-                              seed=args.seed, data_dir=args.data_dir, workers=args.workers,
-                              threads_per_worker=args.threads))
+        run_demo(
+            DemoSettings(
+                out_dir=args.out,
+                overrides=args.overrides,
+                n_bootstrap=args.bootstrap,
+                seed=args.seed,
+                data_dir=args.data_dir,
+                workers=args.workers,
+                threads_per_worker=args.threads,
+            )
+        )
     except HydraException as err:
         raise UsageError(str(err).splitlines()[0]) from err
     return 0

@@ -22,33 +22,53 @@ from . import UsageError
 
 
 def register(subparsers) -> None:
-    p = subparsers.add_parser("fit", help="fit a scaling law (E, A, alpha, B, beta, phi) to a runs table",
-                              description="Fit a scaling law to a runs table (CSV/Parquet).")
-    p.add_argument("tables", nargs="+", metavar="table",
-                   help="runs table (CSV, .parquet or .jsonl); several only with --joint")
+    p = subparsers.add_parser(
+        "fit",
+        help="fit a scaling law (E, A, alpha, B, beta, phi) to a runs table",
+        description="Fit a scaling law to a runs table (CSV/Parquet).",
+    )
+    p.add_argument(
+        "tables", nargs="+", metavar="table", help="runs table (CSV, .parquet or .jsonl); several only with --joint"
+    )
     p.add_argument("--law", default="looped", choices=["looped", "chinchilla", "looped-free"])
     p.add_argument("--group", metavar="COL", help="fit each value of COL (e.g. variant) separately")
-    p.add_argument("--joint", metavar="COL",
-                   help="one joint fit over the recipes in COL (e.g. variant): shared dense parameters, "
-                        "one phi per recipe, delta-phi vs the first recipe (looped law)")
+    p.add_argument(
+        "--joint",
+        metavar="COL",
+        help="one joint fit over the recipes in COL (e.g. variant): shared dense parameters, "
+        "one phi per recipe, delta-phi vs the first recipe (looped law)",
+    )
     p.add_argument("--bootstrap", type=int, default=0, metavar="N", help="bootstrap replicates")
-    p.add_argument("--cluster", metavar="COL",
-                   help="resample whole clusters: C (compute budgets), width, ... (needs --bootstrap)")
-    p.add_argument("--holdout-largest", action="store_true",
-                   help="refit without the largest compute budget; report errors on it")
+    p.add_argument(
+        "--cluster", metavar="COL", help="resample whole clusters: C (compute budgets), width, ... (needs --bootstrap)"
+    )
+    p.add_argument(
+        "--holdout-largest", action="store_true", help="refit without the largest compute budget; report errors on it"
+    )
     p.add_argument("--no-profile", action="store_true", help="skip the phi profile (looped law)")
-    p.add_argument("--loss", default="huber", choices=["huber", "l2"],
-                   help="huber (default) or l2 = plain least squares on log L")
+    p.add_argument(
+        "--loss", default="huber", choices=["huber", "l2"], help="huber (default) or l2 = plain least squares on log L"
+    )
     p.add_argument("--delta", type=float, default=1e-3, help="Huber threshold in log units")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--starts", type=int, default=16, metavar="K", help="starts refined (default 16)")
     p.add_argument("--out", metavar="PATH", help="write the fit JSON here (e.g. fits/NAME.json)")
     p.add_argument("--plot", metavar="PATH", help="write a predicted-vs-observed figure (PNG)")
-    p.add_argument("--allow-no-dense", action="store_true",
-                   help="fit a looped law on a table with no r = 1 runs (a probe collected without --dense)")
+    p.add_argument(
+        "--allow-no-dense",
+        action="store_true",
+        help="fit a looped law on a table with no r = 1 runs (a probe collected without --dense)",
+    )
     cols = p.add_argument_group("column mapping (defaults: names written by `loopscale collect`)")
-    for opt, canon in (("--r-col", "r"), ("--n-once-col", "N_once"), ("--n-rec-col", "N_rec"),
-                       ("--n-col", "N"), ("--d-col", "D"), ("--c-col", "C"), ("--loss-col", "L")):
+    for opt, canon in (
+        ("--r-col", "r"),
+        ("--n-once-col", "N_once"),
+        ("--n-rec-col", "N_rec"),
+        ("--n-col", "N"),
+        ("--d-col", "D"),
+        ("--c-col", "C"),
+        ("--loss-col", "L"),
+    ):
         cols.add_argument(opt, default=canon, metavar="NAME", help=f"column holding {canon}")
     p.set_defaults(func=run_fit)
 
@@ -66,13 +86,22 @@ def register(subparsers) -> None:
     src = e.add_mutually_exclusive_group(required=True)
     src.add_argument("--phi", type=float, help="recurrence-equivalence exponent")
     src.add_argument("--fit", metavar="JSON", help="take phi (and E, A, B, ... ) from a fit JSON")
-    e.add_argument("--budget", type=float, metavar="C",
-                   help="also print compute-optimal N*, D* at this FLOP budget (needs --fit)")
-    e.add_argument("--flops-per-token", type=float, metavar="F",
-                   help="training FLOPs per token of the looped model (`loopscale params`); with "
-                        "--budget, D = C / F scales F with the model (default F = 6 (N_once + r N_rec))")
-    e.add_argument("--dense-flops-per-token", type=float, metavar="F",
-                   help="the same for the r = 1 model of N_once + N_rec parameters (default 6 N)")
+    e.add_argument(
+        "--budget", type=float, metavar="C", help="also print compute-optimal N*, D* at this FLOP budget (needs --fit)"
+    )
+    e.add_argument(
+        "--flops-per-token",
+        type=float,
+        metavar="F",
+        help="training FLOPs per token of the looped model (`loopscale params`); with "
+        "--budget, D = C / F scales F with the model (default F = 6 (N_once + r N_rec))",
+    )
+    e.add_argument(
+        "--dense-flops-per-token",
+        type=float,
+        metavar="F",
+        help="the same for the r = 1 model of N_once + N_rec parameters (default 6 N)",
+    )
     e.set_defaults(func=run_equiv)
 
 
@@ -94,13 +123,21 @@ def run_fit(args: argparse.Namespace) -> int:
         loss = Loss(args.loss, args.delta)
     except ValueError as err:
         raise UsageError(str(err)) from None
-    columns = ColumnMap(r=args.r_col, N_once=args.n_once_col, N_rec=args.n_rec_col, N=args.n_col,
-                        D=args.d_col, C=args.c_col, L=args.loss_col)
+    columns = ColumnMap(
+        r=args.r_col,
+        N_once=args.n_once_col,
+        N_rec=args.n_rec_col,
+        N=args.n_col,
+        D=args.d_col,
+        C=args.c_col,
+        L=args.loss_col,
+    )
     if args.joint:
         return run_joint_fit(args, loss, columns)
     if len(args.tables) > 1:
-        raise UsageError(f"{len(args.tables)} tables given: several tables need --joint COL "
-                         "(one joint fit over the recipes in COL)")
+        raise UsageError(
+            f"{len(args.tables)} tables given: several tables need --joint COL (one joint fit over the recipes in COL)"
+        )
     args.table = args.tables[0]
     try:
         raw = read_table(args.table)
@@ -108,8 +145,11 @@ def run_fit(args: argparse.Namespace) -> int:
         raise UsageError(str(err)) from None
     if args.group and args.group not in raw.columns:
         raise UsageError(f"--group column {args.group!r} is not in the table {list(raw.columns)}")
-    groups = [(None, raw)] if not args.group else [(g, raw[raw[args.group] == g])
-                                                  for g in sorted(raw[args.group].unique(), key=str)]
+    groups = (
+        [(None, raw)]
+        if not args.group
+        else [(g, raw[raw[args.group] == g]) for g in sorted(raw[args.group].unique(), key=str)]
+    )
     tables = []
     for g, part in groups:
         try:
@@ -125,15 +165,27 @@ def run_fit(args: argparse.Namespace) -> int:
         tables.append((g, table))
 
     out_paths, plot_paths = _output_paths(args, [g for g, _ in tables])
-    input_info = {"path": str(args.table), "sha256": file_sha256(args.table), "n_rows": len(raw),
-                  **column_record(tables[0][1])}
+    input_info = {
+        "path": str(args.table),
+        "sha256": file_sha256(args.table),
+        "n_rows": len(raw),
+        **column_record(tables[0][1]),
+    }
     results = []
     with np.errstate(all="ignore"):
         for g, table in tables:
             try:
-                result = fit_table(table, args.law, loss, seed=args.seed, n_bootstrap=args.bootstrap,
-                                   cluster=args.cluster, holdout=args.holdout_largest,
-                                   profile=not args.no_profile, n_refine=args.starts)
+                result = fit_table(
+                    table,
+                    args.law,
+                    loss,
+                    seed=args.seed,
+                    n_bootstrap=args.bootstrap,
+                    cluster=args.cluster,
+                    holdout=args.holdout_largest,
+                    profile=not args.no_profile,
+                    n_refine=args.starts,
+                )
             except ValueError as err:
                 raise UsageError(str(err)) from None
             result.input = dict(input_info, n_rows_used=len(table))
@@ -150,19 +202,19 @@ def _write(results, out_paths, plot_paths) -> None:
     failed plot leaves no fit.json behind, and a kill mid-write leaves no half file."""
     from ..atomic import atomic_path
 
-    for g, table, result in results:
+    for g, _table, result in results:
         _print_result(result, g)
         if result.joint:
             for line in joint_lines(result.joint):
                 print(line)
-    for (g, table, result), path in zip(results, plot_paths):
+    for (_g, table, result), path in zip(results, plot_paths):
         if path is not None:
             from ..plots import plot_fit  # matplotlib only when a figure is asked for
 
             with atomic_path(path) as tmp:
                 plot_fit(table, result, tmp)
             print(f"wrote {path}")
-    for (g, table, result), path in zip(results, out_paths):
+    for (_g, _table, result), path in zip(results, out_paths):
         if path is not None:
             with atomic_path(path) as tmp:
                 result.write_json(tmp)
@@ -172,8 +224,10 @@ def _write(results, out_paths, plot_paths) -> None:
 def column_record(table) -> dict:
     """What fit.json records about the columns: the source column actually used for each canonical
     one, and the columns an explicit mapping shadowed (`tables.canonical_table` keeps both)."""
-    return {"columns": dict(table.attrs.get("columns_used", {})),
-            "ignored_columns": list(table.attrs.get("columns_ignored", []))}
+    return {
+        "columns": dict(table.attrs.get("columns_used", {})),
+        "ignored_columns": list(table.attrs.get("columns_ignored", [])),
+    }
 
 
 def run_joint_fit(args: argparse.Namespace, loss, columns) -> int:
@@ -196,21 +250,31 @@ def run_joint_fit(args: argparse.Namespace, loss, columns) -> int:
         except ValueError as err:
             raise UsageError(f"{err} ({path})") from None
         tables.append(table)
-        inputs.append({"path": str(path), "sha256": file_sha256(path), "n_rows": len(raw),
-                       **column_record(table)})
+        inputs.append({"path": str(path), "sha256": file_sha256(path), "n_rows": len(raw), **column_record(table)})
     out_paths, plot_paths = _output_paths(args, [None])
     try:
         table, recipes = joint_table(tables, args.joint)
         if args.cluster and args.cluster not in table.columns:
             raise ValueError(f"--cluster column {args.cluster!r} is not in the table")
         with np.errstate(all="ignore"):
-            result = fit_joint(table, args.joint, recipes, loss, seed=args.seed,
-                               n_bootstrap=args.bootstrap, cluster=args.cluster,
-                               profile=not args.no_profile, n_refine=args.starts)
+            result = fit_joint(
+                table,
+                args.joint,
+                recipes,
+                loss,
+                seed=args.seed,
+                n_bootstrap=args.bootstrap,
+                cluster=args.cluster,
+                profile=not args.no_profile,
+                n_refine=args.starts,
+            )
     except ValueError as err:
         raise UsageError(str(err)) from None
-    result.input = {"tables": inputs, "n_rows_used": len(table),
-                    "n_duplicate_rows_dropped": sum(len(t) for t in tables) - len(table)}
+    result.input = {
+        "tables": inputs,
+        "n_rows_used": len(table),
+        "n_duplicate_rows_dropped": sum(len(t) for t in tables) - len(table),
+    }
     _write([(None, table, result)], out_paths, plot_paths)
     return 0
 
@@ -230,22 +294,30 @@ def joint_lines(j: dict) -> list[str]:
             lo, hi = d["profile_interval"]
             lines.append(f"  joint profile 95% interval [{fmt(lo)}, {fmt(hi)}]")
         lr = d["lr_test"]
-        lines.append(f"  LR test of delta phi = 0: statistic {lr['statistic']:.3g} (chi2, 1 df), "
-                     f"p = {lr['p_value']:.3g}")
+        lines.append(
+            f"  LR test of delta phi = 0: statistic {lr['statistic']:.3g} (chi2, 1 df), p = {lr['p_value']:.3g}"
+        )
         sep = d.get("separate")
         if sep:
             if sep.get("ci"):
                 lo, hi = sep["ci"]
-                lines.append(f"  separate fits: delta phi = {sep['delta']:+.4g}, 95% CI [{lo:+.4g}, {hi:+.4g}] "
-                             f"(width {hi - lo:.4g}, {sep['n_replicates']} randomly paired replicates)")
+                lines.append(
+                    f"  separate fits: delta phi = {sep['delta']:+.4g}, 95% CI [{lo:+.4g}, {hi:+.4g}] "
+                    f"(width {hi - lo:.4g}, {sep['n_replicates']} randomly paired replicates)"
+                )
             else:
                 lines.append(f"  separate fits: delta phi = {sep['delta']:+.4g} (no CI without --bootstrap)")
     chk = j.get("shared_check")
     if chk:
-        verdict = "the recipes do NOT share the dense model" if chk["p_value"] < 0.05 else \
-            "consistent with shared dense parameters"
-        lines.append(f"shared-parameter check (joint vs separate fits): LR statistic {chk['statistic']:.3g} "
-                     f"({chk['df']} df), p = {chk['p_value']:.3g}: {verdict}")
+        verdict = (
+            "the recipes do NOT share the dense model"
+            if chk["p_value"] < 0.05
+            else "consistent with shared dense parameters"
+        )
+        lines.append(
+            f"shared-parameter check (joint vs separate fits): LR statistic {chk['statistic']:.3g} "
+            f"({chk['df']} df), p = {chk['p_value']:.3g}: {verdict}"
+        )
     return lines
 
 
@@ -301,10 +373,12 @@ def _print_result(result, group=None) -> None:
         t.add_row(escape(name), f"{value:.6g}", f"[{ci[0]:.4g}, {ci[1]:.4g}]" if ci else "—")
     console = Console()
     console.print(t)
-    lines = [f"rows {result.n_rows}; objective {result.objective:.6g} ({result.settings['loss']}"
-             + (f", delta {result.settings['delta']:g}" if result.settings.get("delta") else "")
-             + f"); |grad| {result.grad_norm:.2e}; {result.n_best_basin} of {result.n_refined} "
-             f"refined starts reached the best optimum ({result.n_starts} screened)"]
+    lines = [
+        f"rows {result.n_rows}; objective {result.objective:.6g} ({result.settings['loss']}"
+        + (f", delta {result.settings['delta']:g}" if result.settings.get("delta") else "")
+        + f"); |grad| {result.grad_norm:.2e}; {result.n_best_basin} of {result.n_refined} "
+        f"refined starts reached the best optimum ({result.n_starts} screened)"
+    ]
     if result.bootstrap:
         how = f"clusters of {result.bootstrap['cluster']}" if result.bootstrap.get("cluster") else "rows"
         lines.append(f"bootstrap: {result.bootstrap['n_replicates']} replicates resampling {how}")
@@ -314,8 +388,10 @@ def _print_result(result, group=None) -> None:
         lines.append(f"phi profile interval (robust LR, 95%): [{fmt(lo)}, {fmt(hi)}]")
     if result.holdout:
         h = result.holdout
-        lines.append(f"holdout (budget {h['held_out_budget']:.3g}, {h['n_holdout']} runs): mean |rel "
-                     f"err| {h['mean_abs_rel_error']:.3%}, max {h['max_abs_rel_error']:.3%}")
+        lines.append(
+            f"holdout (budget {h['held_out_budget']:.3g}, {h['n_holdout']} runs): mean |rel "
+            f"err| {h['mean_abs_rel_error']:.3%}, max {h['max_abs_rel_error']:.3%}"
+        )
     for line in lines:
         console.print(line, highlight=False)
     for w in result.warnings:
@@ -338,8 +414,9 @@ def run_compare(args: argparse.Namespace) -> int:
     a = _load_fit(args.fit_a)
     if args.fit_b is None:
         if not a.joint:
-            raise UsageError(f"{args.fit_a} is not a joint fit (`loopscale fit ... --joint COL`); "
-                             "give two fit JSONs to compare")
+            raise UsageError(
+                f"{args.fit_a} is not a joint fit (`loopscale fit ... --joint COL`); give two fit JSONs to compare"
+            )
         for line in joint_lines(a.joint):
             print(line)
         return 0
@@ -354,8 +431,10 @@ def run_compare(args: argparse.Namespace) -> int:
         print(f"delta {name} = B - A = {out['delta']:+.4g}; 95% CI: n/a (refit both with --bootstrap N)")
     else:
         lo, hi = out["ci"]
-        print(f"delta {name} = B - A = {out['delta']:+.4g}, 95% CI [{lo:+.4g}, {hi:+.4g}] "
-              f"(se {out['se']:.3g}, {out['n_replicates']} paired bootstrap replicates)")
+        print(
+            f"delta {name} = B - A = {out['delta']:+.4g}, 95% CI [{lo:+.4g}, {hi:+.4g}] "
+            f"(se {out['se']:.3g}, {out['n_replicates']} paired bootstrap replicates)"
+        )
     return 0
 
 
@@ -380,16 +459,20 @@ def run_equiv(args: argparse.Namespace) -> int:
             raise UsageError(f"--budget must be > 0; got {args.budget}")
         f = args.n_once / (args.n_once + args.n_rec)
         per_param = {1.0: 6.0, args.r: 6.0}  # F / (N_once + r N_rec) per r: each r's own FLOPs per token
-        for r, F, N in ((1.0, args.dense_flops_per_token, sizes.N_unique),
-                        (args.r, args.flops_per_token, sizes.N_cost)):
+        for r, F, N in (
+            (1.0, args.dense_flops_per_token, sizes.N_unique),
+            (args.r, args.flops_per_token, sizes.N_cost),
+        ):
             if F is not None:
                 if not F > 0:
                     raise UsageError(f"FLOPs per token must be > 0; got {F}")
                 per_param[r] = F / N
         for r, frac in ((1.0, 1.0), (args.r, f)):
             opt = compute_optimal(fit.params, args.budget, r, frac, per_param[r])
-            print(f"  compute-optimal at C = {args.budget:.3g}, r = {r:g}: N_cost* = {_m(opt.N_cost)}, "
-                  f"N_eff* = {_m(opt.N_eff)}, D* = {opt.D:.3g} tokens, L* = {opt.L:.4f}")
+            print(
+                f"  compute-optimal at C = {args.budget:.3g}, r = {r:g}: N_cost* = {_m(opt.N_cost)}, "
+                f"N_eff* = {_m(opt.N_eff)}, D* = {opt.D:.3g} tokens, L* = {opt.L:.4f}"
+            )
     return 0
 
 

@@ -1,7 +1,7 @@
 """`loopscale params`: print the exact accounting of one model (counts, FLOPs/token, layer plan) as JSON.
 
-    loopscale params --preset paper --size 6 --r 2
-    loopscale params --preset cpu --d-model 128 --r 4 --bptt-k 2
+loopscale params --preset paper --size 6 --r 2
+loopscale params --preset cpu --d-model 128 --r 4 --bptt-k 2
 """
 
 from __future__ import annotations
@@ -13,8 +13,17 @@ import json
 from loopscale.cli import UsageError
 
 # optional ModelConfig fields the flags may override after the preset (flag --seq-len -> seq_len, ...)
-OVERRIDES = ("bptt_k", "injection", "hyper_lanes", "hyper_dynamic", "vocab_size", "seq_len", "tie_embeddings",
-             "mlp", "logit_softcap")
+OVERRIDES = (
+    "bptt_k",
+    "injection",
+    "hyper_lanes",
+    "hyper_dynamic",
+    "vocab_size",
+    "seq_len",
+    "tie_embeddings",
+    "mlp",
+    "logit_softcap",
+)
 
 
 def register(subparsers) -> None:
@@ -23,8 +32,12 @@ def register(subparsers) -> None:
         help="print N_once, N_rec, N, FLOPs/token and the layer plan of one model as JSON",
         description="Exact parameter and FLOP accounting of one looped transformer (no model is built).",
     )
-    p.add_argument("--preset", choices=("paper", "cpu"), default="cpu",
-                   help="paper: the published grid (L_eff 20, d = 64*size); cpu: the small grid (L_eff 12)")
+    p.add_argument(
+        "--preset",
+        choices=("paper", "cpu"),
+        default="cpu",
+        help="paper: the published grid (L_eff 20, d = 64*size); cpu: the small grid (L_eff 12)",
+    )
     p.add_argument("--size", type=int, default=None, help="paper preset: s, with d_model = 64*s rounded up to 128")
     p.add_argument("--d-model", type=int, default=None, help="cpu preset: width (default 128)")
     p.add_argument("--r", type=int, default=1, help="recurrence count (default 1)")

@@ -11,10 +11,13 @@ import argparse
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("plan", help="compute of a grid: forked WSD plan vs independent runs (dry run)",
-                       description="Expand `loopscale-train -m OVERRIDES` and print, per job and in total, the "
-                                   "training FLOPs of its points trained as independent runs and as forked "
-                                   "warmup-stable-decay branches (budget.mode=forks), and their ratio.")
+    p = sub.add_parser(
+        "plan",
+        help="compute of a grid: forked WSD plan vs independent runs (dry run)",
+        description="Expand `loopscale-train -m OVERRIDES` and print, per job and in total, the "
+        "training FLOPs of its points trained as independent runs and as forked "
+        "warmup-stable-decay branches (budget.mode=forks), and their ratio.",
+    )
     p.add_argument("overrides", nargs="*", help="Hydra overrides, e.g. experiment=isodepth_cpu_wsd")
     p.add_argument("--json", action="store_true", help="print one JSON line per job and one for the total")
     p.set_defaults(func=run)
@@ -35,18 +38,39 @@ def plan_rows(overrides: list[str]) -> list[dict]:
         cfg = with_vocab(job.cfg, job.cfg.data.vocab_size)
         if cfg.budget.mode == "forks":
             fp = plan_forks(cfg)
-            rows.append({"run_name": cfg.run_name, "r": cfg.model.r, "d_model": cfg.model.d_model,
-                         "points": len(fp.branches), "steps": [b.steps for b in fp.branches],
-                         "fork_steps": [b.fork_step for b in fp.branches],
-                         "C_independent": fp.C_independent, "C_forked": fp.C_forked})
+            rows.append(
+                {
+                    "run_name": cfg.run_name,
+                    "r": cfg.model.r,
+                    "d_model": cfg.model.d_model,
+                    "points": len(fp.branches),
+                    "steps": [b.steps for b in fp.branches],
+                    "fork_steps": [b.fork_step for b in fp.branches],
+                    "C_independent": fp.C_independent,
+                    "C_forked": fp.C_forked,
+                }
+            )
         else:
             plan = plan_run(cfg)
-            rows.append({"run_name": cfg.run_name, "r": cfg.model.r, "d_model": cfg.model.d_model, "points": 1,
-                         "steps": [plan.steps], "fork_steps": [],
-                         "C_independent": plan.C, "C_forked": plan.C})
+            rows.append(
+                {
+                    "run_name": cfg.run_name,
+                    "r": cfg.model.r,
+                    "d_model": cfg.model.d_model,
+                    "points": 1,
+                    "steps": [plan.steps],
+                    "fork_steps": [],
+                    "C_independent": plan.C,
+                    "C_forked": plan.C,
+                }
+            )
         estimate = estimate_job(cfg, limits, C=rows[-1]["C_forked"])
-        rows[-1].update(gpu_hours=estimate.gpu_hours, wall_h=estimate.wall_h, allowed_h=estimate.allowed_h,
-                        fits_limits=estimate.fits)
+        rows[-1].update(
+            gpu_hours=estimate.gpu_hours,
+            wall_h=estimate.wall_h,
+            allowed_h=estimate.allowed_h,
+            fits_limits=estimate.fits,
+        )
     return rows
 
 
@@ -64,29 +88,56 @@ def run(args: argparse.Namespace) -> int:
         rows = plan_rows(args.overrides)
     except (HydraException, ValueError) as err:
         raise UsageError(str(err).splitlines()[0]) from err
-    total = {"jobs": len(rows), "points": sum(r["points"] for r in rows),
-             "C_independent": sum(r["C_independent"] for r in rows), "C_forked": sum(r["C_forked"] for r in rows)}
+    total = {
+        "jobs": len(rows),
+        "points": sum(r["points"] for r in rows),
+        "C_independent": sum(r["C_independent"] for r in rows),
+        "C_forked": sum(r["C_forked"] for r in rows),
+    }
     total["ratio"] = total["C_independent"] / total["C_forked"]
     total["gpu_hours"] = sum(r["gpu_hours"] for r in rows)
     for r in rows:
         if not r["fits_limits"]:
-            print(f"WARNING: job {r['run_name']} needs ~{r['wall_h']:.1f} h but the launcher allows "
-                  f"{r['allowed_h']:.1f} h (timeout x (max requeues + 1), less requeue losses)", file=sys.stderr)
+            print(
+                f"WARNING: job {r['run_name']} needs ~{r['wall_h']:.1f} h but the launcher allows "
+                f"{r['allowed_h']:.1f} h (timeout x (max requeues + 1), less requeue losses)",
+                file=sys.stderr,
+            )
     if args.json:
         for row in rows:
             print(json.dumps(row))
         print(json.dumps({"total": total}))
         return 0
     table = Table(title=f"{total['jobs']} jobs, {total['points']} points")
-    for col in ("run_name", "r", "d_model", "points", "steps", "fork at", "C independent", "C forked", "ratio",
-                "GPU h"):
+    for col in (
+        "run_name",
+        "r",
+        "d_model",
+        "points",
+        "steps",
+        "fork at",
+        "C independent",
+        "C forked",
+        "ratio",
+        "GPU h",
+    ):
         table.add_column(col, justify="left" if col == "run_name" else "right")
     for r in rows:
-        table.add_row(r["run_name"], str(r["r"]), str(r["d_model"]), str(r["points"]),
-                      ",".join(map(str, r["steps"])), ",".join(map(str, r["fork_steps"])) or "-",
-                      f"{r['C_independent']:.4g}", f"{r['C_forked']:.4g}", f"{r['C_independent'] / r['C_forked']:.2f}x",
-                      f"{r['gpu_hours']:.1f}" + ("" if r["fits_limits"] else " !"))
+        table.add_row(
+            r["run_name"],
+            str(r["r"]),
+            str(r["d_model"]),
+            str(r["points"]),
+            ",".join(map(str, r["steps"])),
+            ",".join(map(str, r["fork_steps"])) or "-",
+            f"{r['C_independent']:.4g}",
+            f"{r['C_forked']:.4g}",
+            f"{r['C_independent'] / r['C_forked']:.2f}x",
+            f"{r['gpu_hours']:.1f}" + ("" if r["fits_limits"] else " !"),
+        )
     Console(width=max(Console().width, 140)).print(table)
-    print(f"total training compute: independent {total['C_independent']:.4g} FLOPs, forked {total['C_forked']:.4g} "
-          f"FLOPs: {total['ratio']:.2f}x cheaper; ~{total['gpu_hours']:.0f} GPU hours at the assumed MFU")
+    print(
+        f"total training compute: independent {total['C_independent']:.4g} FLOPs, forked {total['C_forked']:.4g} "
+        f"FLOPs: {total['ratio']:.2f}x cheaper; ~{total['gpu_hours']:.0f} GPU hours at the assumed MFU"
+    )
     return 0

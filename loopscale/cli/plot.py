@@ -36,18 +36,23 @@ def register(subparsers) -> None:
     r.add_argument("source", help="sweep directory (its run.json records are collected) or a runs table")
     r.add_argument("--fit", default=None, help="fit JSON from `loopscale fit --out` (figures need it)")
     _figure_options(r)
-    r.add_argument("--figures", default=None,
-                   help="directory for the figures (default: a 'figures' folder beside the report)")
+    r.add_argument(
+        "--figures", default=None, help="directory for the figures (default: a 'figures' folder beside the report)"
+    )
     r.add_argument("--title", default=None, help="report title (default: from the source name)")
     r.add_argument("--out", required=True, help="the Markdown file to write")
     r.set_defaults(func=run_report)
 
 
 def _figure_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--compare", nargs="+", default=[], metavar="FIT.json",
-                   help="fits of other recipe variants, for the delta-phi figure")
-    p.add_argument("--free", default=None, metavar="FREE.json",
-                   help="a looped-free fit, for the k_r vs r^phi panel")
+    p.add_argument(
+        "--compare",
+        nargs="+",
+        default=[],
+        metavar="FIT.json",
+        help="fits of other recipe variants, for the delta-phi figure",
+    )
+    p.add_argument("--free", default=None, metavar="FREE.json", help="a looped-free fit, for the k_r vs r^phi panel")
     p.add_argument("--dpi", type=int, default=110, help="PNG resolution (default 110)")
 
 

@@ -6,14 +6,20 @@ import argparse
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("sweep", help="dry run: list the jobs of a Hydra multirun and their N, D, C",
-                       description="Expand `loopscale-train -m OVERRIDES` without launching anything: one row "
-                                   "per job with its run name, r, width, N_once, N_rec, D, steps, device batch x "
-                                   "accumulation and estimated GPU hours; warns (stderr) about jobs that cannot "
-                                   "finish within the launcher's timeout x (max requeues + 1).")
+    p = sub.add_parser(
+        "sweep",
+        help="dry run: list the jobs of a Hydra multirun and their N, D, C",
+        description="Expand `loopscale-train -m OVERRIDES` without launching anything: one row "
+        "per job with its run name, r, width, N_once, N_rec, D, steps, device batch x "
+        "accumulation and estimated GPU hours; warns (stderr) about jobs that cannot "
+        "finish within the launcher's timeout x (max requeues + 1).",
+    )
     p.add_argument("overrides", nargs="*", help="Hydra overrides, e.g. experiment=isodepth model.r=1,2")
-    p.add_argument("--count", action="store_true",
-                   help="print only the number of jobs (fast: expands the grid without composing each job)")
+    p.add_argument(
+        "--count",
+        action="store_true",
+        help="print only the number of jobs (fast: expands the grid without composing each job)",
+    )
     p.add_argument("--json", action="store_true", help="print the jobs as JSON lines")
     p.set_defaults(func=run)
 
@@ -51,9 +57,18 @@ def run(args: argparse.Namespace) -> int:
         table.add_column(col, justify="left" if col in ("run_name", "variant") else "right")
     for row in rows:
         # batch: world x device batch x accumulation (sequences per optimizer step)
-        table.add_row(row["run_name"], str(row["r"]), row["variant"], str(row["d_model"]), f"{row['N_once']:,}",
-                      f"{row['N_rec']:,}", f"{row['D']:.3g}", f"{row['steps']:,}", f"{row['C']:.3g}",
-                      f"{row['world']}x{row['device_batch']}x{row['grad_accum']}",
-                      f"{row['gpu_hours']:.1f}" + ("" if row["fits_limits"] else " !"))
+        table.add_row(
+            row["run_name"],
+            str(row["r"]),
+            row["variant"],
+            str(row["d_model"]),
+            f"{row['N_once']:,}",
+            f"{row['N_rec']:,}",
+            f"{row['D']:.3g}",
+            f"{row['steps']:,}",
+            f"{row['C']:.3g}",
+            f"{row['world']}x{row['device_batch']}x{row['grad_accum']}",
+            f"{row['gpu_hours']:.1f}" + ("" if row["fits_limits"] else " !"),
+        )
     Console(width=max(Console().width, 140)).print(table)
     return 0
