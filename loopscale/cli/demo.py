@@ -57,4 +57,6 @@ def run(args: argparse.Namespace) -> int:
         )
     except HydraException as err:
         raise UsageError(str(err).splitlines()[0]) from err
+    except ValueError as err:  # loopscale's own input errors (too few runs to fit, a bad sweep point, ...)
+        raise UsageError(f"demo: {err}") from err
     return 0
