@@ -1,8 +1,8 @@
 """The main job, end to end on this machine: `loopscale demo` (what `make demo` runs).
 
     prepare the default corpus -> train the isodepth_cpu_demo sweep (16 forked jobs: r in {1, 2, 4, 8} x 4
-    widths, 2-3 budgets each: 44 points) on a pool of worker processes (loopscale/local_workers.py) -> collect runs.csv
-    -> fit the looped law with a bootstrap, its phi profile and a held-out budget, plus the looped-free
+    widths, 2-3 budgets each: 44 points) on a pool of worker processes (loopscale/local_workers.py) ->
+    collect runs.csv -> fit the looped law with a bootstrap, its phi profile and a held-out budget, plus the looped-free
     diagnostic -> figures -> report.md -> demo.json (stage times, training FLOP/s and the conditioning
     numbers of loopscale/conditioning.py), all under one output directory (runs/demo/).
 
@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -81,39 +82,31 @@ def _summary(cfg, record: dict) -> str:
     return f"{cfg.run_name:<22} {len(losses)} point{'s' * (len(losses) != 1)}, {span}"
 
 
+@contextmanager
+def _timed(stage_s: dict[str, float], name: str):
+    t0 = time.perf_counter()
+    yield
+    stage_s[name] = time.perf_counter() - t0
+
+
 def run_demo(settings: DemoSettings, console=None) -> DemoOutputs:
+    """Every stage of the module docstring, in order; returns where each output went."""
     from rich.console import Console
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-        TimeRemainingColumn,
-    )
 
     from loopscale import plots
-    from loopscale.atomic import atomic_path
-    from loopscale.conditioning import check, conditioning
-    from loopscale.fit import file_sha256, fit_table
-    from loopscale.local_workers import train_in_workers
-    from loopscale.records import collect, is_finished, runs_table, write_runs_table
     from loopscale.report import write_report
     from loopscale.shards import prepare
     from loopscale.sweep import expand
-    from loopscale.tables import canonical_table
-    from loopscale.train import run_dir_of
 
     console = console or Console()
     started = time.perf_counter()
     stage_s: dict[str, float] = {}
     out = Path(settings.out_dir)
-    runs_dir = out / "runs"
     workers = settings.workers or min(os.cpu_count() or 1, 2)
     threads = settings.threads_per_worker or 1
     overrides = [
         f"experiment={EXPERIMENT}",
-        f"runs_dir={runs_dir}",
+        f"runs_dir={out / 'runs'}",
         "trainer.progress=false",
         f"trainer.num_threads={threads}",
         *([f"data.data_dir={settings.data_dir}"] if settings.data_dir else []),
@@ -121,122 +114,37 @@ def run_demo(settings: DemoSettings, console=None) -> DemoOutputs:
     ]
     jobs = expand(overrides)
     console.rule(f"[bold]loopscale demo[/]: {len(jobs)} jobs of experiment={EXPERIMENT} -> {out}")
-
     console.print("[1/5] preparing the default corpus (cached after the first call)")
-    t0 = time.perf_counter()
-    vocab_size = prepare(jobs[0].cfg.data, progress=True).vocab_size
-    stage_s["data"] = time.perf_counter() - t0
-
-    todo = [job.cfg for job in jobs if not is_finished(run_dir_of(job.cfg))]
-    todo = [cfg for cfg in todo if not _forks_finished(cfg)]
-    todo.sort(key=lambda cfg: -_job_tokens(cfg, vocab_size))  # longest first (local_workers.py)
-    console.print(
-        f"[2/5] training {len(todo)} of {len(jobs)} jobs on {workers} worker process"
-        f"{'es' * (workers != 1)} x {threads} thread{'s' * (threads != 1)} (finished jobs are reused)"
-    )
-    t0 = time.perf_counter()
-    columns = [
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        TimeRemainingColumn(),
-    ]
-    with Progress(*columns, console=console) as progress:
-        task = progress.add_task("jobs", total=len(todo))
-        for cfg, record, wall_s in train_in_workers(todo, workers, threads):
-            if record.get("status") not in ("done", None) and not record.get("branches"):
-                progress.console.print(f"  {cfg.run_name:<22} {record['status']}: {record.get('reason')}")
-            else:
-                progress.console.print(f"  {_summary(cfg, record)}  ({wall_s:.0f} s)")
-            progress.advance(task)
-    stage_s["train"] = time.perf_counter() - t0
-    train_flops = sum(_job_flops(cfg, vocab_size) for cfg in todo)
-
+    with _timed(stage_s, "data"):
+        vocab_size = prepare(jobs[0].cfg.data, progress=True).vocab_size
+    with _timed(stage_s, "train"):
+        trained = _train(jobs, vocab_size, workers, threads, console)
     console.print("[3/5] collecting the runs table")
-    t0 = time.perf_counter()
-    sweep_dir = runs_dir / jobs[0].cfg.sweep
-    rows, problems = collect(sweep_dir)
-    table = runs_table(rows)
-    runs_csv = out / "runs.csv"
-    write_runs_table(table, problems, runs_csv)
-    stage_s["collect"] = time.perf_counter() - t0
-
-    console.print(
-        f"[4/5] fitting the looped law ({settings.n_bootstrap} bootstrap replicates, phi profile, "
-        "largest budget held out)"
-    )
-    t0 = time.perf_counter()
-    input_info = {"path": str(runs_csv), "sha256": file_sha256(runs_csv), "n_rows": len(table)}
-    looped_table = canonical_table(table, "looped")
-    try:
-        fit = fit_table(looped_table, law="looped", seed=settings.seed, n_bootstrap=settings.n_bootstrap, holdout=True)
-    except ValueError as err:  # a reduced demo may have too few runs outside the largest budget
-        console.print(f"  no holdout check: {err}")
-        fit = fit_table(looped_table, law="looped", seed=settings.seed, n_bootstrap=settings.n_bootstrap)
-    fit.input = dict(input_info, n_rows_used=len(looped_table))
-    fit_path = out / "fit.json"
-    with atomic_path(fit_path) as tmp:
-        fit.write_json(tmp)
-    fit_free_path = None
-    try:
-        free = fit_table(canonical_table(table, "looped-free"), law="looped-free", seed=settings.seed)
-        free.input = dict(input_info)
-        fit_free_path = out / "fit_free.json"
-        with atomic_path(fit_free_path) as tmp:
-            free.write_json(tmp)
-    except ValueError as err:  # e.g. no r = 1 runs in a reduced demo: the diagnostic is skipped, not faked
-        console.print(f"  looped-free diagnostic skipped: {err}")
-        free = None
-    stage_s["fit"] = time.perf_counter() - t0
-
+    with _timed(stage_s, "collect"):
+        table, problems, runs_csv = _collect(out, out / "runs" / jobs[0].cfg.sweep)
+    with _timed(stage_s, "fit"):
+        fit, fit_path, free, fit_free_path = _fit(table, runs_csv, out, settings, console)
     console.print("[5/5] figures and report")
-    t0 = time.perf_counter()
-    figures = plots.save_all(table, fit, out / "figures", free=free)
-    report = write_report(
-        table,
-        fit,
-        figures,
-        out / "report.md",
-        problems=problems,
-        title="loopscale demo: iso-depth looped transformers on Shakespeare (CPU)",
-    )
-    stage_s["figures_report"] = time.perf_counter() - t0
-    wall = time.perf_counter() - started
-    cond = conditioning(looped_table, fit)
-    misses = check(cond)
+    with _timed(stage_s, "figures_report"):
+        figures = plots.save_all(table, fit, out / "figures", free=free)
+        title = "loopscale demo: iso-depth looped transformers on Shakespeare (CPU)"
+        report = write_report(table, fit, figures, out / "report.md", problems=problems, title=title)
+    train_flops = sum(_job_flops(cfg, vocab_size) for cfg in trained)
     summary = {
         "experiment": EXPERIMENT,
         "overrides": settings.overrides,
         "n_jobs": len(jobs),
-        "n_trained": len(todo),
+        "n_trained": len(trained),
         "n_runs": len(table),
         "workers": workers,
         "threads_per_worker": threads,
-        "wall_time_s": wall,
+        "wall_time_s": time.perf_counter() - started,
         "stage_s": stage_s,
         "train_flops": train_flops,
-        "train_flops_per_s": train_flops / stage_s["train"] if todo else None,
-        "conditioning": cond,
-        "conditioning_misses": misses,
+        "train_flops_per_s": train_flops / stage_s["train"] if trained else None,
     }
-    demo_json = out / "demo.json"
-    with atomic_path(demo_json) as tmp:
-        tmp.write_text(json.dumps(summary, indent=2, default=float) + "\n")
-
-    phi = fit.params["phi"]
-    ci = (fit.ci95 or {}).get("phi")
-    ci_text = f" (95% CI {ci[0]:.2f} to {ci[1]:.2f})" if ci else ""
-    console.rule("[bold green]done")
-    console.print(
-        f"phi = {phi:.3f}{ci_text} from {len(table)} runs; {len(todo)} jobs trained now, {wall / 60:.1f} min in all"
-    )
-    if misses:
-        console.print("[yellow]conditioning: not a well-conditioned measurement here:[/]\n  " + "\n  ".join(misses))
-    else:
-        console.print(
-            "[green]conditioning: every target met[/] (phi interval, E, basins, holdout, iso-FLOP minima, collapse)"
-        )
+    demo_json = _write_summary(summary, table, fit, out / "demo.json")
+    _print_result(summary, fit, console)
     console.print(
         f"report:  {report}\nfit:     {fit_path}\ntable:   {runs_csv}\nfigures: {out / 'figures'}\nsummary: {demo_json}"
     )
@@ -247,10 +155,120 @@ def run_demo(settings: DemoSettings, console=None) -> DemoOutputs:
         figures=figures,
         report=report,
         n_runs=len(table),
-        n_trained=len(todo),
-        wall_time_s=wall,
+        n_trained=len(trained),
+        wall_time_s=summary["wall_time_s"],
         summary=demo_json,
     )
+
+
+def _train(jobs, vocab_size: int, workers: int, threads: int, console) -> list:
+    """Train the jobs not finished yet on the worker pool, longest first; returns their configs."""
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    from loopscale.local_workers import train_in_workers
+    from loopscale.records import is_finished
+    from loopscale.train import run_dir_of
+
+    todo = [job.cfg for job in jobs if not is_finished(run_dir_of(job.cfg)) and not _forks_finished(job.cfg)]
+    todo.sort(key=lambda cfg: -_job_tokens(cfg, vocab_size))  # longest first (local_workers.py)
+    console.print(
+        f"[2/5] training {len(todo)} of {len(jobs)} jobs on {workers} worker process"
+        f"{'es' * (workers != 1)} x {threads} thread{'s' * (threads != 1)} (finished jobs are reused)"
+    )
+    columns = [TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()]
+    with Progress(*columns, TimeRemainingColumn(), console=console) as progress:
+        task = progress.add_task("jobs", total=len(todo))
+        for cfg, record, wall_s in train_in_workers(todo, workers, threads):
+            if record.get("status") not in ("done", None) and not record.get("branches"):
+                progress.console.print(f"  {cfg.run_name:<22} {record['status']}: {record.get('reason')}")
+            else:
+                progress.console.print(f"  {_summary(cfg, record)}  ({wall_s:.0f} s)")
+            progress.advance(task)
+    return todo
+
+
+def _collect(out: Path, sweep_dir: Path):
+    """`loopscale collect SWEEP_DIR --out OUT/runs.csv`: the table, the runs not done, the table's path."""
+    from loopscale.records import collect, runs_table, write_runs_table
+
+    rows, problems = collect(sweep_dir)
+    table = runs_table(rows)
+    runs_csv = out / "runs.csv"
+    write_runs_table(table, problems, runs_csv)
+    return table, problems, runs_csv
+
+
+def _fit(table, runs_csv: Path, out: Path, settings: DemoSettings, console):
+    """`loopscale fit runs.csv --bootstrap N --holdout-largest` and the looped-free diagnostic, each
+    recorded with its input's path, hash and size; returns (fit, its path, free fit or None, its path)."""
+    from loopscale.atomic import atomic_path
+    from loopscale.fit import file_sha256, fit_table
+    from loopscale.tables import canonical_table
+
+    console.print(
+        f"[4/5] fitting the looped law ({settings.n_bootstrap} bootstrap replicates, phi profile, "
+        "largest budget held out)"
+    )
+    input_info = {"path": str(runs_csv), "sha256": file_sha256(runs_csv), "n_rows": len(table)}
+    looped_table = canonical_table(table, "looped")
+    fit_args = dict(law="looped", seed=settings.seed, n_bootstrap=settings.n_bootstrap)
+    try:
+        fit = fit_table(looped_table, holdout=True, **fit_args)
+    except ValueError as err:  # a reduced demo may have too few runs outside the largest budget
+        console.print(f"  no holdout check: {err}")
+        fit = fit_table(looped_table, **fit_args)
+    fit.input = dict(input_info, n_rows_used=len(looped_table))
+    fit_path = out / "fit.json"
+    with atomic_path(fit_path) as tmp:
+        fit.write_json(tmp)
+    try:
+        free = fit_table(canonical_table(table, "looped-free"), law="looped-free", seed=settings.seed)
+    except ValueError as err:  # e.g. no r = 1 runs in a reduced demo: the diagnostic is skipped, not faked
+        console.print(f"  looped-free diagnostic skipped: {err}")
+        return fit, fit_path, None, None
+    free.input = dict(input_info)
+    free_path = out / "fit_free.json"
+    with atomic_path(free_path) as tmp:
+        free.write_json(tmp)
+    return fit, fit_path, free, free_path
+
+
+def _write_summary(summary: dict, table, fit, path: Path) -> Path:
+    """demo.json: the summary plus the conditioning numbers of the looped fit and the targets it misses."""
+    from loopscale.atomic import atomic_path
+    from loopscale.conditioning import check, conditioning
+    from loopscale.tables import canonical_table
+
+    summary["conditioning"] = conditioning(canonical_table(table, "looped"), fit)
+    summary["conditioning_misses"] = check(summary["conditioning"])
+    with atomic_path(path) as tmp:
+        tmp.write_text(json.dumps(summary, indent=2, default=float) + "\n")
+    return path
+
+
+def _print_result(summary: dict, fit, console) -> None:
+    phi = fit.params["phi"]
+    ci = (fit.ci95 or {}).get("phi")
+    ci_text = f" (95% CI {ci[0]:.2f} to {ci[1]:.2f})" if ci else ""
+    console.rule("[bold green]done")
+    console.print(
+        f"phi = {phi:.3f}{ci_text} from {summary['n_runs']} runs; {summary['n_trained']} jobs trained now, "
+        f"{summary['wall_time_s'] / 60:.1f} min in all"
+    )
+    misses = summary["conditioning_misses"]
+    if misses:
+        console.print("[yellow]conditioning: not a well-conditioned measurement here:[/]\n  " + "\n  ".join(misses))
+    else:
+        console.print(
+            "[green]conditioning: every target met[/] (phi interval, E, basins, holdout, iso-FLOP minima, collapse)"
+        )
 
 
 def _forks_finished(cfg) -> bool:
