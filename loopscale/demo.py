@@ -82,6 +82,12 @@ def _summary(cfg, record: dict) -> str:
     return f"{cfg.run_name:<22} {len(losses)} point{'s' * (len(losses) != 1)}, {span}"
 
 
+def _overrides(settings: DemoSettings, runs_dir: Path, threads: int) -> list[str]:
+    data = [f"data.data_dir={settings.data_dir}"] if settings.data_dir else []
+    progress = ["trainer.progress=false", f"trainer.num_threads={threads}"]
+    return [f"experiment={EXPERIMENT}", f"runs_dir={runs_dir}", *progress, *data, *settings.overrides]
+
+
 @contextmanager
 def _timed(stage_s: dict[str, float], name: str):
     t0 = time.perf_counter()
@@ -104,15 +110,7 @@ def run_demo(settings: DemoSettings, console=None) -> DemoOutputs:
     out = Path(settings.out_dir)
     workers = settings.workers or min(os.cpu_count() or 1, 2)
     threads = settings.threads_per_worker or 1
-    overrides = [
-        f"experiment={EXPERIMENT}",
-        f"runs_dir={out / 'runs'}",
-        "trainer.progress=false",
-        f"trainer.num_threads={threads}",
-        *([f"data.data_dir={settings.data_dir}"] if settings.data_dir else []),
-        *settings.overrides,
-    ]
-    jobs = expand(overrides)
+    jobs = expand(_overrides(settings, out / "runs", threads))
     console.rule(f"[bold]loopscale demo[/]: {len(jobs)} jobs of experiment={EXPERIMENT} -> {out}")
     console.print("[1/5] preparing the default corpus (cached after the first call)")
     with _timed(stage_s, "data"):

@@ -35,6 +35,7 @@ from loopscale.config import TrainConfig, with_vocab
 from loopscale.planning import (
     CHECKPOINT,
     Branch,
+    ForkPlan,
     branch_config,
     branch_name,
     parent_config,
@@ -56,7 +57,6 @@ def run_forks(cfg: TrainConfig) -> dict[str, Any]:
     last.ckpt, the parent is (re)run only while some wanted branch has neither a checkpoint of its own nor
     its fork checkpoint. A failed or diverged branch is recorded and the others still run; the first such
     error is raised at the end."""
-    from loopscale.checkpoint import fork_checkpoint_path
     from loopscale.identity import IdentityMismatch, claim
     from loopscale.runlock import RunLocked
     from loopscale.shards import prepare
@@ -66,28 +66,17 @@ def run_forks(cfg: TrainConfig) -> dict[str, Any]:
     plan = plan_forks(cfg)
     parent_dir = run_dir_of(cfg)
     stage = cfg.budget.fork_stage
-    tags = [b.tag for b in plan.branches]
-    if stage == "all":
-        wanted = list(plan.branches)
-    elif stage == "parent":
-        wanted = []
-    elif stage in tags:
-        wanted = [plan.branches[tags.index(stage)]]
-    else:
-        raise ValueError(f"budget.fork_stage={stage!r}: choose 'all', 'parent' or a branch tag: {', '.join(tags)}")
-
+    wanted = _wanted_branches(plan, stage)
     # the parent dir must hold this model's parent (loopscale/identity.py); each branch dir is checked
-    # when its turn comes, below
+    # when its turn comes (_run_branch)
     parent_cfg = parent_config(cfg, plan)
     if launching_rank():
         claim(parent_dir, parent_cfg, restart=cfg.restart, record_file=PARENT_FILE)
 
-    def fork_ckpt(branch: Branch) -> Path:
-        return fork_checkpoint_path(parent_dir / CHECKPOINT.parent, branch.fork_step)
-
     def needs_fork(branch: Branch) -> bool:
         branch_dir = run_dir_of(branch_config(cfg, plan, branch))
-        return not (is_finished(branch_dir) or (branch_dir / CHECKPOINT).exists() or fork_ckpt(branch).exists())
+        done = is_finished(branch_dir) or (branch_dir / CHECKPOINT).exists()
+        return not (done or _fork_ckpt(parent_dir, branch).exists())
 
     parent_record = read_record(parent_dir, PARENT_FILE)
     parent_done = parent_record is not None and parent_record.get("status") == "done"
@@ -96,66 +85,22 @@ def run_forks(cfg: TrainConfig) -> dict[str, Any]:
         if parent_done:
             raise FileNotFoundError(
                 f"{parent_dir} finished but fork checkpoints are gone: "
-                f"{', '.join(str(fork_ckpt(b)) for b in missing)}; delete {PARENT_FILE} to redo it"
+                f"{', '.join(str(_fork_ckpt(parent_dir, b)) for b in missing)}; delete {PARENT_FILE} to redo it"
             )
         if stage not in ("all", "parent"):
             raise FileNotFoundError(
-                f"branch {stage} needs {fork_ckpt(missing[0])}: run budget.fork_stage=parent "
+                f"branch {stage} needs {_fork_ckpt(parent_dir, missing[0])}: run budget.fork_stage=parent "
                 "first (e.g. as the SLURM job this one depends on)"
             )
-        assert plan_run(parent_cfg).steps == plan.parent_steps
-        log.info(
-            "stable parent %s: %d steps (warmup %d), forks at %s",
-            parent_dir,
-            plan.parent_steps,
-            plan.warmup_steps,
-            plan.fork_steps,
-        )
         try:
-            with run_dir_lock(parent_dir):
-                parent_record = fit_run(
-                    parent_cfg,
-                    parent_dir,
-                    fork_steps=plan.fork_steps,
-                    record_file=PARENT_FILE,
-                    validate=False,
-                    extra_record={
-                        "role": "stable-parent",
-                        "fork_steps": plan.fork_steps,
-                        "branches": [branch_name(cfg, b) for b in plan.branches],
-                        "C_independent": plan.C_independent,
-                        "C_forked": plan.C_forked,
-                    },
-                )
+            parent_record = _train_parent(cfg, plan, parent_cfg, parent_dir)
         except RunLocked as err:  # another job trains this parent: its branches are that job's
             return running_elsewhere(err, parent_dir)
     records, first_error = [], None
     for branch in wanted:
-        branch_cfg = branch_config(cfg, plan, branch)
-        branch_dir = run_dir_of(branch_cfg)
-        assert plan_run(branch_cfg).steps == branch.steps
+        branch_dir = run_dir_of(branch_config(cfg, plan, branch))
         try:
-            with run_dir_lock(branch_dir):
-                if launching_rank():
-                    claim(branch_dir, branch_cfg, restart=cfg.restart)
-                if is_finished(branch_dir):
-                    records.append(read_record(branch_dir))
-                    continue
-                log.info(
-                    "branch %s: from %s, cooldown steps %d..%d",
-                    branch_dir,
-                    fork_ckpt(branch).name,
-                    branch.fork_step,
-                    branch.steps,
-                )
-                records.append(
-                    fit_run(
-                        branch_cfg,
-                        branch_dir,
-                        start_ckpt=fork_ckpt(branch),
-                        extra_record={"parent": str(parent_dir), "fork_step": branch.fork_step, "role": "branch"},
-                    )
-                )
+            records.append(_run_branch(cfg, plan, branch, parent_dir))
         except RunLocked as err:
             records.append(running_elsewhere(err, branch_dir))
         except IdentityMismatch as err:  # another config's branch: not touched, not ours to report as done
@@ -168,3 +113,69 @@ def run_forks(cfg: TrainConfig) -> dict[str, Any]:
     if first_error is not None:
         raise first_error
     return {**(parent_record or {}), "branches": records}
+
+
+def _wanted_branches(plan: ForkPlan, stage: str) -> list[Branch]:
+    """The branches budget.fork_stage asks for: all, none (the parent alone) or the one with that tag."""
+    tags = [b.tag for b in plan.branches]
+    if stage == "all":
+        return list(plan.branches)
+    if stage == "parent":
+        return []
+    if stage in tags:
+        return [plan.branches[tags.index(stage)]]
+    raise ValueError(f"budget.fork_stage={stage!r}: choose 'all', 'parent' or a branch tag: {', '.join(tags)}")
+
+
+def _fork_ckpt(parent_dir: Path, branch: Branch) -> Path:
+    from loopscale.checkpoint import fork_checkpoint_path
+
+    return fork_checkpoint_path(parent_dir / CHECKPOINT.parent, branch.fork_step)
+
+
+def _train_parent(cfg: TrainConfig, plan: ForkPlan, parent_cfg: TrainConfig, parent_dir: Path) -> dict[str, Any]:
+    """The stable parent under its lock, keeping a checkpoint at every fork step (RunLocked propagates)."""
+
+    assert plan_run(parent_cfg).steps == plan.parent_steps
+    log.info(
+        "stable parent %s: %d steps (warmup %d), forks at %s",
+        parent_dir,
+        plan.parent_steps,
+        plan.warmup_steps,
+        plan.fork_steps,
+    )
+    summary = {
+        "role": "stable-parent",
+        "fork_steps": plan.fork_steps,
+        "branches": [branch_name(cfg, b) for b in plan.branches],
+        "C_independent": plan.C_independent,
+        "C_forked": plan.C_forked,
+    }
+    with run_dir_lock(parent_dir):
+        return fit_run(
+            parent_cfg,
+            parent_dir,
+            fork_steps=plan.fork_steps,
+            record_file=PARENT_FILE,
+            validate=False,
+            extra_record=summary,
+        )
+
+
+def _run_branch(cfg: TrainConfig, plan: ForkPlan, branch: Branch, parent_dir: Path) -> dict[str, Any]:
+    """One branch under its own lock: its record if finished, else trained from its fork checkpoint (or
+    resumed from its own last.ckpt). RunLocked, IdentityMismatch and training errors propagate."""
+    from loopscale.identity import claim
+
+    branch_cfg = branch_config(cfg, plan, branch)
+    branch_dir = run_dir_of(branch_cfg)
+    assert plan_run(branch_cfg).steps == branch.steps
+    with run_dir_lock(branch_dir):
+        if launching_rank():
+            claim(branch_dir, branch_cfg, restart=cfg.restart)
+        if is_finished(branch_dir):
+            return read_record(branch_dir)
+        start = _fork_ckpt(parent_dir, branch)
+        log.info("branch %s: from %s, cooldown steps %d..%d", branch_dir, start.name, branch.fork_step, branch.steps)
+        extra = {"parent": str(parent_dir), "fork_step": branch.fork_step, "role": "branch"}
+        return fit_run(branch_cfg, branch_dir, start_ckpt=start, extra_record=extra)

@@ -222,7 +222,11 @@ def fit_run(
     Resumes from run_dir/checkpoints/last.ckpt when present, else starts from `start_ckpt` when given (a
     forked branch: the parent's weights, optimizer and global step), else from scratch. `fork_steps`: keep
     a checkpoint after each of these optimizer steps (a stable parent). `validate=False` skips the final
-    validation (the record's L stays None)."""
+    validation (the record's L stays None).
+
+    Longer than 60 lines on purpose: every step from opening the data to the final record sits inside one
+    try block, so any failure (bad data, divergence, a full disk, Ctrl-C) writes the same failure record
+    with what was known at that point; split into helpers, each would need its own copy of that handling."""
     import lightning as L
     import torch
 

@@ -22,6 +22,8 @@ from . import UsageError
 
 
 def register(subparsers) -> None:
+    """The `fit` options: one add_argument per flag, a flat list that reads as the CLI's reference (hence
+    over 60 lines)."""
     p = subparsers.add_parser(
         "fit",
         help="fit a scaling law (E, A, alpha, B, beta, phi) to a runs table",
