@@ -95,7 +95,8 @@ def run_demo(settings: DemoSettings, console=None) -> DemoOutputs:
     from loopscale import plots
     from loopscale.atomic import atomic_path
     from loopscale.conditioning import check, conditioning
-    from loopscale.fit import file_sha256, fit_table
+    from loopscale.fit import fit_table
+    from loopscale.fit_result import file_sha256
     from loopscale.local_workers import train_in_workers
     from loopscale.records import collect, is_finished, runs_table, write_runs_table
     from loopscale.report import write_report
