@@ -32,7 +32,7 @@ DEMO_TARGETS = {
 def isoflop_minima(table: pd.DataFrame, r: int = 1) -> list[dict[str, Any]]:
     """Per compute budget, the width of the lowest loss among this r's runs and whether it lies strictly
     inside the widths sampled at that budget (so the curve brackets its minimum)."""
-    from loopscale.fit import budget_column
+    from loopscale.tables import budget_column
 
     rows = table[table["r"].to_numpy(dtype=float) == r].copy()
     rows["budget"] = budget_column(rows) if len(rows) else []
@@ -57,7 +57,7 @@ def conditioning(table: pd.DataFrame, fit) -> dict[str, Any]:
     phi_ci_width, n_bootstrap, E, E_bounds, E_inside, n_best_basin, n_refined, holdout_mre,
     isoflop_r1 (per budget: see `isoflop_minima`), isoflop_r1_inside, collapse_rms (at phi_fit, 0, 1),
     collapse_ratio (at the fit over the smaller of phi = 0 and phi = 1)."""
-    from loopscale.fit import BOUNDS
+    from loopscale.fit_bounds import BOUNDS
     from loopscale.plots import collapse_spread, load_fit, rows_for_fit
 
     fit = load_fit(fit)
@@ -68,7 +68,7 @@ def conditioning(table: pd.DataFrame, fit) -> dict[str, Any]:
     ci = (fit.ci95 or {}).get("phi")
     lo, hi = (float(np.exp(b)) for b in BOUNDS["e"])
     log_e = np.log(fit.params["E"])
-    # "on the bound" with the fitter's own tolerance for exponents (fit._boundary_notes)
+    # "on the bound" with the fitter's own tolerance for exponents (optimize._boundary_notes)
     E_inside = bool(BOUNDS["e"][0] + 1e-6 < log_e < BOUNDS["e"][1] - 1e-6)
     spreads = {
         "phi_fit": collapse_spread(rows, fit, phi),

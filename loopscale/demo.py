@@ -207,7 +207,8 @@ def _fit(table, runs_csv: Path, out: Path, settings: DemoSettings, console):
     """`loopscale fit runs.csv --bootstrap N --holdout-largest` and the looped-free diagnostic, each
     recorded with its input's path, hash and size; returns (fit, its path, free fit or None, its path)."""
     from loopscale.atomic import atomic_path
-    from loopscale.fit import file_sha256, fit_table
+    from loopscale.fit import fit_table
+    from loopscale.fit_result import file_sha256
     from loopscale.tables import canonical_table
 
     console.print(

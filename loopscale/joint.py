@@ -12,8 +12,8 @@ fits them together: an r = 1 run appears once and belongs to every recipe (1^phi
 - delta-phi_g = phi_g - phi_ref with (a) a bootstrap that resamples runs once per replicate across
   recipes (a shared r = 1 run is drawn once, for all recipes at once), (b) a profile interval on
   delta-phi (the fit's internal coordinate dphi[g], ends by root-finding) and (c) a robust
-  likelihood-ratio test of delta-phi = 0 with its p-value (`fit.lr_test`);
-- the same comparison from separate fits (each recipe with the r = 1 runs, `fit.compare_param`),
+  likelihood-ratio test of delta-phi = 0 with its p-value (`uncertainty.lr_test`);
+- the same comparison from separate fits (each recipe with the r = 1 runs, `fit_result.compare_param`),
   reported next to it;
 - a check that the recipes do share the dense model: the joint fit against the separate fits as a
   likelihood-ratio test on the same data (`shared_parameter_check`).
@@ -28,22 +28,13 @@ import numpy as np
 import pandas as pd
 from scipy.stats import chi2
 
-from .fit import (
-    FitResult,
-    Loss,
-    bootstrap,
-    budget_clusters,
-    budget_column,
-    compare_param,
-    fit_law,
-    lr_test,
-    percentile_ci,
-    profile_param,
-    profile_threshold,
-    refine,
-    versions,
-)
+from .fit_result import FitResult, compare_param, versions
+from .fit_result import recipe_phi as recipe_phi  # its home before the fit split
 from .laws import LawData, law_data_from_table, make_law
+from .objective import Loss
+from .optimize import fit_law, refine
+from .tables import budget_clusters, budget_column
+from .uncertainty import bootstrap, lr_test, percentile_ci, profile_param, profile_threshold
 
 RECIPE_CODE = "_recipe_code"  # column added to the joint table: index into the recipe list
 LAW_INPUTS = ("N_once", "N_rec", "r", "D", "L")
@@ -92,18 +83,6 @@ def joint_table(tables: Sequence[pd.DataFrame], column: str) -> tuple[pd.DataFra
     codes = {g: i for i, g in enumerate(recipes)}
     table[RECIPE_CODE] = [codes[g] if g else 0 for g in label]
     return table, recipes
-
-
-def recipe_phi(table: pd.DataFrame, params: dict, column: str) -> np.ndarray:
-    """phi per row of a runs table under a joint fit's params: phi[<recipe>] of the row's recipe on
-    looped rows; on r = 1 rows (where r^phi = 1) the reference recipe's, which changes nothing."""
-    names = [k[4:-1] for k in params if k.startswith("phi[")]
-    r = table["r"].to_numpy(dtype=float)
-    labels = table[column].astype(str).to_numpy() if column in table else np.full(len(table), names[0])
-    unknown = sorted(set(labels[r > 1]) - set(names))
-    if unknown:
-        raise ValueError(f"the joint fit has no phi for {column} = {unknown} (its recipes: {names})")
-    return np.array([params[f"phi[{g}]"] if rv > 1 else params[f"phi[{names[0]}]"] for g, rv in zip(labels, r)])
 
 
 def joint_data(table: pd.DataFrame) -> LawData:

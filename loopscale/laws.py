@@ -23,7 +23,8 @@ the user-facing names are ``phi[<recipe>]``. Rows carry an integer recipe code (
 User-facing parameters are dicts keyed by the names in the literature (``E, A, alpha, B, beta, phi,
 k_2, k_4, ...``). The optimiser works on an internal vector in log coordinates
 (``e, a, alpha, b, beta, phi`` or ``log_k_<r>``); `Law.to_user` / `Law.from_user` convert, and the
-order of that vector is private to `fit.py` and this module.
+order of that vector is private to the fitter (`objective`, `starts`, `optimize`, `uncertainty`,
+`fit_bounds`) and this module.
 
 Data arrays (`LawData`) hold the logs of the inputs once, so each objective evaluation costs a few
 vector operations.
@@ -274,7 +275,7 @@ class Law:
         sum_k w_k (grad t_k)(grad t_k)^T - J J^T + w_1 d^2 t_1 (the softmax weights w as in
         `log_predict_and_jac`). Only t_1 is curved, through phi: with p = r^phi N_rec / N_eff and
         s = d log N_eff / d phi = p ln r, d^2 t_1 / (d alpha d phi) = -s and d^2 t_1 / d phi^2 =
-        -alpha ds/dphi = -alpha s (ln r - s). Used by the exact-Newton solver of `fit.newton`.
+        -alpha ds/dphi = -alpha s (ln r - s). Used by the exact-Newton solver of `optimize.newton`.
         """
         if not self.has_hessian:
             raise NotImplementedError(f"no analytic Hessian for law {self.name!r}")

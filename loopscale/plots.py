@@ -34,8 +34,9 @@ from matplotlib.ticker import NullFormatter
 
 from .atomic import atomic_path
 from .derived import optimal_size
-from .fit import FitResult, budget_clusters, budget_column, compare_param, load_fit
+from .fit_result import FitResult, compare_param, load_fit, recipe_phi
 from .laws import compute_from_tokens, cost_params, n_eff, predict_loss, tokens_from_compute
+from .tables import budget_clusters, budget_column
 from .tables import read_table as read_any_table
 
 # Columns a looped-law figure reads; `read_table` checks for them.
@@ -116,11 +117,9 @@ def budgets(table: pd.DataFrame) -> np.ndarray:
 
 def predicted_loss(table: pd.DataFrame, fit: FitResult) -> np.ndarray:
     """L_hat per row of the table at the fitted parameters (only the numeric law inputs are passed).
-    A joint fit takes each row's phi from its recipe (`joint.recipe_phi`)."""
+    A joint fit takes each row's phi from its recipe (`fit_result.recipe_phi`)."""
     cols = {c: table[c].to_numpy(dtype=float) for c in LAW_INPUTS if c in table}
     if fit.law == "looped-joint":
-        from .joint import recipe_phi
-
         phi = recipe_phi(table, fit.params, (fit.joint or {}).get("column", "variant"))
         p = fit.params
         n = cols["N_once"] + cols["r"] ** phi * cols["N_rec"]

@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from .atomic import write_text_atomic
-from .fit import FitResult
+from .fit_result import FitResult
 from .plots import budgets, load_fit
 
 LAW_TEXT = {

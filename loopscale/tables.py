@@ -8,7 +8,8 @@ for the chinchilla law and D = C / (6 (N_once + r N_rec)) for the looped laws (t
 the looped model, 6 FLOPs per parameter pass per token).
 
 Every problem is a ValueError whose message names the column and the rows, so the CLI can print it
-as one line.
+as one line. `budget_column` and `budget_clusters` give each run's compute budget and its group label,
+the one rule by which the fitter's cluster bootstrap and holdout, the figures and the report group runs.
 """
 
 from __future__ import annotations
@@ -245,3 +246,19 @@ def _rows(mask: np.ndarray, limit: int = 5) -> str:
     idx = np.flatnonzero(mask)
     shown = ", ".join(str(i) for i in idx[:limit])
     return shown + (f", ... ({len(idx)} in all)" if len(idx) > limit else "")
+
+
+def budget_clusters(C: np.ndarray) -> np.ndarray:
+    """Cluster label per row: the compute budget rounded to 3 significant digits."""
+    C = np.asarray(C, dtype=float)
+    return np.array([float(f"{c:.3g}") for c in C])
+
+
+def budget_column(table) -> np.ndarray:
+    """The compute budget each run was given: `C_budget` where a sweep recorded it (the spent C scatters
+    around it by batch rounding, so grouping by C would split one budget), else the spent C."""
+    C = table["C"].to_numpy(dtype=float)
+    if "C_budget" in table.columns:
+        asked = pd.to_numeric(table["C_budget"], errors="coerce").to_numpy(dtype=float)
+        C = np.where(np.isfinite(asked) & (asked > 0), asked, C)
+    return C

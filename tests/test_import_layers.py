@@ -5,6 +5,9 @@ sees every module whether or not anything imports it."""
 from __future__ import annotations
 
 import ast
+import json
+import subprocess
+import sys
 from pathlib import Path
 
 import loopscale
@@ -125,3 +128,43 @@ def test_planning_sits_below_training():
     below = {"loopscale.planning", "loopscale.config", "loopscale.accounting", "loopscale.schedule"}
     for name in below:
         assert not graph[name] & {"loopscale.train", "loopscale.runner", "loopscale.forks", "loopscale.sweep"}, name
+
+
+# What reads a fit record (figures, report, conditioning numbers) and what fits one.
+FIT_READERS = ("loopscale.plots", "loopscale.report", "loopscale.conditioning", "loopscale.fit_result")
+OPTIMISER = {"loopscale.fit", "loopscale.objective", "loopscale.starts", "loopscale.optimize", "loopscale.uncertainty"}
+
+
+def reachable(graph: dict[str, set[str]], start: str) -> set[str]:
+    seen, todo = set(), [start]
+    while todo:
+        for nxt in graph[todo.pop()] - seen:
+            seen.add(nxt)
+            todo.append(nxt)
+    return seen
+
+
+def test_the_fit_modules_form_layers():
+    """record and box below the objective, below the starts, below the optimiser, below the uncertainty
+    steps, below fit_table: each imports only from the layers under it (deferred imports counted)."""
+    graph = import_graph(module_level_only=False)
+    layers = ["fit_bounds", "fit_result", "objective", "starts", "optimize", "uncertainty", "fit"]
+    for i, name in enumerate(layers):
+        above = {f"loopscale.{m}" for m in layers[i + 1 :]}
+        assert not reachable(graph, f"loopscale.{name}") & above, name
+
+
+def test_reading_a_fit_never_reaches_the_optimiser():
+    """Plots, the report and the conditioning numbers read fit records without the fitter: no import of
+    theirs, deferred ones included, leads to the optimiser modules (or to joint.py, which fits)."""
+    graph = import_graph(module_level_only=False)
+    for name in FIT_READERS:
+        assert not reachable(graph, name) & (OPTIMISER | {"loopscale.joint"}), name
+
+
+def test_importing_the_readers_loads_neither_the_optimiser_nor_scipy_optimize():
+    code = f"import sys, json\nimport {', '.join(FIT_READERS)}\nprint(json.dumps(sorted(sys.modules)))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    loaded = set(json.loads(out.stdout.splitlines()[-1]))
+    assert set(FIT_READERS) <= loaded  # the import did run
+    assert not loaded & (OPTIMISER | {"loopscale.joint", "scipy.optimize"})

@@ -111,7 +111,9 @@ def register(subparsers) -> None:
 def run_fit(args: argparse.Namespace) -> int:
     import numpy as np
 
-    from ..fit import Loss, file_sha256, fit_table
+    from ..fit import fit_table
+    from ..fit_result import file_sha256
+    from ..objective import Loss
     from ..probes import check_dense_rows
     from ..tables import ColumnMap, canonical_table, read_table
 
@@ -236,7 +238,7 @@ def run_joint_fit(args: argparse.Namespace, loss, columns) -> int:
     """`fit T1 T2 ... --joint COL`: one joint law over the recipes in COL (`loopscale.joint`)."""
     import numpy as np
 
-    from ..fit import file_sha256
+    from ..fit_result import file_sha256
     from ..joint import fit_joint, joint_table
     from ..tables import canonical_table, read_table
 
@@ -402,7 +404,7 @@ def _print_result(result, group=None) -> None:
 
 # ----------------------------------------------------------------------------------------------
 def _load_fit(path: str):
-    from ..fit import FitResult
+    from ..fit_result import FitResult
 
     try:
         return FitResult.from_json(path)
@@ -411,7 +413,7 @@ def _load_fit(path: str):
 
 
 def run_compare(args: argparse.Namespace) -> int:
-    from ..fit import compare_param
+    from ..fit_result import compare_param
 
     a = _load_fit(args.fit_a)
     if args.fit_b is None:
