@@ -94,6 +94,11 @@ class AtomicLastCheckpoint(Callback):
         self._saved_at = time.monotonic()
 
     def _save(self, trainer) -> None:
+        if trainer.received_sigterm:
+            # SLURM is requeueing or cancelling the job: the hpc checkpoint Lightning just saved on SIGUSR1
+            # (or the last save) is what the rerun resumes from; a new last.ckpt now would prune that one
+            # and spend the seconds of grace before the kill writing gigabytes
+            return
         save_atomic(trainer, self.path)
         self._saved_at = time.monotonic()
         if trainer.is_global_zero:  # the hpc checkpoints Lightning saved on SIGUSR1 are older now
