@@ -13,7 +13,9 @@ from loopscale.accounting import paper_model
 from loopscale.config import ModelConfig
 from loopscale.model import ConcatInjection, LoopedTransformer, param_groups
 
-B, T, V = 2, 32, 200  # T and V are tiny_model's seq_len and vocab_size
+B = 2
+_TINY = tiny_model(1)
+T, V = _TINY.seq_len, _TINY.vocab_size  # batch() feeds tiny_model's shapes
 
 
 def build(cfg: ModelConfig, seed: int = 0) -> LoopedTransformer:
