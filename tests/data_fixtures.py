@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from train_helpers import run_loopscale
 
 from loopscale.config import DataConfig
 
@@ -27,7 +28,8 @@ def offline_env() -> dict:
 
 
 def run_offline(args: list[str], timeout_s: float = 120) -> subprocess.CompletedProcess:
-    """Run `python <args>` in a child with the hub cut off; returns the finished process."""
+    """Run `python <args>` (a `-c` snippet) in a child with the hub cut off; returns the finished process.
+    The loopscale CLI itself runs through train_helpers.run_loopscale with env=OFFLINE_ENV."""
     return subprocess.run([sys.executable, *args], env=offline_env(), capture_output=True, text=True, timeout=timeout_s)
 
 
@@ -36,7 +38,9 @@ def default_data_dir(base: Path) -> Path:
     key = str(base)
     if key not in _prepared_dirs:
         data_dir = base / "default-corpus"
-        proc = run_offline(["-m", "loopscale", "data", "prepare", "--data-dir", str(data_dir), "--no-progress"])
+        proc = run_loopscale(
+            ["data", "prepare", "--data-dir", data_dir, "--no-progress"], timeout_s=120, env=OFFLINE_ENV
+        )
         assert proc.returncode == 0, proc.stderr
         _prepared_dirs[key] = data_dir
     return _prepared_dirs[key]
@@ -71,19 +75,10 @@ def cache_entries(data_dir: Path) -> list[str]:
 
 def pack_offline(data_dir: Path, seq_len: int, *extra: str) -> tuple[Path, str]:
     """`loopscale data pack` in an offline child; returns (the packed folder, the command's stdout)."""
-    proc = run_offline(
-        [
-            "-m",
-            "loopscale",
-            "data",
-            "pack",
-            "--data-dir",
-            str(data_dir),
-            "--seq-len",
-            str(seq_len),
-            "--no-progress",
-            *extra,
-        ]
+    proc = run_loopscale(
+        ["data", "pack", "--data-dir", data_dir, "--seq-len", seq_len, "--no-progress", *extra],
+        timeout_s=120,
+        env=OFFLINE_ENV,
     )
     assert proc.returncode == 0, proc.stderr
     first = proc.stdout.splitlines()[0]

@@ -7,6 +7,7 @@ import pytest
 import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
+from train_helpers import tiny_model
 
 from loopscale.accounting import (
     accounting_report,
@@ -17,17 +18,11 @@ from loopscale.accounting import (
     param_counts,
     tokens_for_budget,
 )
-from loopscale.config import ModelConfig
 from loopscale.model import LoopedTransformer
 
 
 def numel(*modules) -> int:
     return sum(p.numel() for m in modules if m is not None for p in m.parameters())
-
-
-def tiny(r: int, **overrides) -> ModelConfig:
-    """The CPU grid (L_eff = 12) shrunk to d = 64 with a small vocabulary, for building models fast."""
-    return cpu_model(64, r, **{"vocab_size": 200, "seq_len": 32, **overrides})
 
 
 # ---------------------------------------------------------------------------------------------------- counts
@@ -143,7 +138,7 @@ def count_grid():
 @pytest.mark.parametrize("kw", list(count_grid()), ids=lambda kw: "-".join(str(v) for v in kw.values()))
 def test_param_counts_equal_module_numel(kw):
     r = kw.pop("r")
-    cfg = tiny(r, hyper_lanes=3 if kw["hyper_dynamic"] else 2, **kw)
+    cfg = tiny_model(r, hyper_lanes=3 if kw["hyper_dynamic"] else 2, **kw)
     model = LoopedTransformer(cfg)
     counts = param_counts(cfg)
     assert counts.N_rec == numel(model.recurrent)
@@ -179,8 +174,7 @@ def test_flops_per_token_matches_flop_counter(kw):
     kernel is invisible to FlopCounterMode; math counts full T x T attention, 12 d T per layer pass with
     gradient). The issue asks for 3%; the accounting is exact, so the check is exact."""
     kw = dict(kw)
-    d, r, variant = kw.pop("d_model", 64), kw.pop("r"), kw.pop("variant", "baseline")
-    cfg = cpu_model(d, r, variant, **{"vocab_size": 200, "seq_len": 32, **kw})
+    cfg = tiny_model(kw.pop("r"), **kw)
     model = LoopedTransformer(cfg)
     B = 2
     idx = torch.randint(0, cfg.vocab_size, (B, cfg.seq_len))

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from train_helpers import TINY, train_config
+from train_helpers import TINY, tiny_model, train_config
 
 from loopscale.compiling import recompile_limit_hits, watch_recompile_limit
 from loopscale.train import run_training
@@ -53,14 +53,13 @@ def test_two_compiled_models_in_one_process_stay_compiled():
     backprop), a partial batch, two models with different compile modes. Dynamo's eager backend keeps its
     caching and limits without code generation (the slow test below runs the real thing)."""
     from loopscale.compiling import compile_model
-    from loopscale.config import ModelConfig
     from loopscale.model import LoopedTransformer
 
     watch_recompile_limit()
     before = len(recompile_limit_hits())
     for r, bptt_k, mode in ((2, 1, "blocks"), (4, None, "model")):
-        cfg = ModelConfig(
-            vocab_size=64, d_model=32, head_dim=16, n_prelude=1, n_coda=1, depth=6, seq_len=16, r=r, bptt_k=bptt_k
+        cfg = tiny_model(
+            r, d_model=32, head_dim=16, vocab_size=64, seq_len=16, n_prelude=1, n_coda=1, depth=6, bptt_k=bptt_k
         )
         model = LoopedTransformer(cfg)
         compile_model(model, mode, backend="eager")

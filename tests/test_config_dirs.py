@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from hydra._internal.config_search_path_impl import ConfigSearchPathImpl
+from train_helpers import run_loopscale
 
 import loopscale
 from loopscale.config_dirs import ENV_VAR, add_user_dirs, config_dir, user_config_dirs
@@ -81,13 +81,12 @@ def test_loopscale_train_reads_the_user_dir_from_any_directory(tmp_path):
     (tmp_path / "conf" / "model").mkdir(parents=True)
     (tmp_path / "conf" / "model" / "tiny.yaml").write_text(TINY_96)
     (tmp_path / "empty").mkdir()
-    proc = subprocess.run(
-        [sys.executable, "-m", "loopscale.train", "--cfg", "job", "model=tiny"],
+    proc = run_loopscale(
+        ["--cfg", "job", "model=tiny"],
         cwd=tmp_path / "empty",
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, ENV_VAR: str(tmp_path / "conf")},
+        timeout_s=120,
+        env={ENV_VAR: str(tmp_path / "conf")},
+        module="loopscale.train",
     )
     assert proc.returncode == 0, proc.stderr
     assert "  d_model: 96\n" in proc.stdout

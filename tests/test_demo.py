@@ -8,7 +8,7 @@ import json
 import subprocess
 
 import pandas as pd
-from train_helpers import REPO_ROOT
+from conftest import REPO_ROOT
 
 REDUCED = "model.r=1,2,4 point=C6e10_8.5e10-d16,C6e10_8.5e10-d24"
 

@@ -1,12 +1,10 @@
 """Derived quantities: equivalent sizes (the published example), compute optima, parabola optima."""
 
-import subprocess
-import sys
-
 import numpy as np
 import pandas as pd
 import pytest
 from scipy.optimize import minimize_scalar
+from train_helpers import run_loopscale
 
 from loopscale.derived import compute_optimal, eff_per_cost, equivalent_sizes, isodepth_once_fraction, parabola_optima
 
@@ -21,11 +19,8 @@ def test_published_cost_equivalent_example():
 
 
 def test_equiv_cli_prints_the_example():
-    out = subprocess.run(
+    out = run_loopscale(
         [
-            sys.executable,
-            "-m",
-            "loopscale",
             "equiv",
             "--r",
             "4",
@@ -36,8 +31,6 @@ def test_equiv_cli_prints_the_example():
             "--phi",
             "0.46",
         ],
-        capture_output=True,
-        text=True,
     )
     assert out.returncode == 0, out.stderr
     assert "N_eff = N_once + r^phi N_rec = 580M" in out.stdout

@@ -7,7 +7,7 @@ import json
 import subprocess
 import sys
 
-from train_helpers import REPO_ROOT
+from conftest import REPO_ROOT
 
 
 def test_gpu_check_smoke_runs_every_section(tmp_path, data_dir):

@@ -2,11 +2,10 @@
 the profile ends, and `loopscale fit --joint` / `compare` end to end."""
 
 import json
-import subprocess
-import sys
 
 import numpy as np
 import pytest
+from train_helpers import run_loopscale
 
 from loopscale import fit as F
 from loopscale import synthetic as S
@@ -97,7 +96,7 @@ def test_shared_parameter_check_flags_recipes_with_different_dense_models():
 
 
 def loopscale(*args, cwd=None):
-    return subprocess.run([sys.executable, "-m", "loopscale", *map(str, args)], capture_output=True, text=True, cwd=cwd)
+    return run_loopscale(args, cwd=cwd)
 
 
 def test_fit_joint_cli_and_compare(tmp_path):

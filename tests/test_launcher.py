@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
-from train_helpers import REPO_ROOT, compose_cfg
+from conftest import REPO_ROOT
+from train_helpers import compose_cfg, run_loopscale
 
 from loopscale.launcher import (
     JobLayout,
@@ -85,11 +83,8 @@ def test_gpu_ddp_trainer_and_slurm_launcher_agree_by_construction():
 def test_a_contradicting_launcher_override_stops_the_multirun_before_submission(tmp_path):
     """A real multirun: the launcher composes the job, finds tasks_per_node=1 against trainer.devices=8 and
     exits before sbatch is ever called (none is needed for this test)."""
-    proc = subprocess.run(
+    proc = run_loopscale(
         [
-            sys.executable,
-            "-m",
-            "loopscale.train",
             "-m",
             "trainer=gpu_ddp",
             "hydra/launcher=slurm",
@@ -97,9 +92,8 @@ def test_a_contradicting_launcher_override_stops_the_multirun_before_submission(
             f"runs_dir={tmp_path}",
         ],
         cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
+        timeout_s=300,
+        module="loopscale.train",
     )
     assert proc.returncode != 0
     assert "LayoutError" in proc.stderr and "hydra.launcher.tasks_per_node=1 but trainer.devices=8" in proc.stderr

@@ -9,7 +9,7 @@ import math
 import pytest
 import torch
 from torch import nn
-from train_helpers import train_config
+from train_helpers import tiny_model, train_config
 
 from loopscale import accounting
 from loopscale.config import INJECTIONS, ModelConfig, OptimConfig, TrainerConfig
@@ -75,7 +75,10 @@ def test_hyper_scalars_get_their_own_lr_and_transfer_none_keeps_the_base_lrs():
 
 
 def _tiny(r: int, **kw) -> ModelConfig:
-    return ModelConfig(vocab_size=64, d_model=32, head_dim=16, n_prelude=1, n_rec=2, n_coda=1, r=r, seq_len=16, **kw)
+    """tiny_model at half width, vocabulary and context, with p = c = 1 and k = 2 (fewer parameters to sort)."""
+    return tiny_model(
+        r, d_model=32, head_dim=16, vocab_size=64, seq_len=16, n_prelude=1, n_rec=2, n_coda=1, depth=None, **kw
+    )
 
 
 @pytest.mark.parametrize(

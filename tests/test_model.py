@@ -7,16 +7,15 @@ import math
 import pytest
 import torch
 from torch.autograd.graph import saved_tensors_hooks
+from train_helpers import tiny_model
 
-from loopscale.accounting import cpu_model, paper_model
+from loopscale.accounting import paper_model
 from loopscale.config import ModelConfig
 from loopscale.model import ConcatInjection, LoopedTransformer, param_groups
 
-B, T, V = 2, 32, 200
-
-
-def tiny(r: int, variant: str = "baseline", **overrides) -> ModelConfig:
-    return cpu_model(64, r, variant, **{"vocab_size": V, "seq_len": T, **overrides})
+B = 2
+_TINY = tiny_model(1)
+T, V = _TINY.seq_len, _TINY.vocab_size  # batch() feeds tiny_model's shapes
 
 
 def build(cfg: ModelConfig, seed: int = 0) -> LoopedTransformer:
@@ -60,7 +59,7 @@ def recurrent_inputs(model: LoopedTransformer, idx: torch.Tensor) -> list[torch.
 
 @pytest.mark.parametrize("variant", ["baseline", "tbptt", "hyper"])
 def test_forward_contract(variant):
-    cfg = tiny(4, variant, vocab_size=130)  # padded to 192
+    cfg = tiny_model(4, variant, vocab_size=130)  # padded to 192
     model = build(cfg)
     idx = torch.randint(0, 130, (B, T))
     logits = model(idx)
@@ -76,7 +75,7 @@ def test_forward_contract(variant):
 
 def test_causal():
     """Changing token t leaves every logit before t unchanged (looped and hyper paths alike)."""
-    for cfg in (tiny(2), tiny(4, "hyper", hyper_dynamic=True)):
+    for cfg in (tiny_model(2), tiny_model(4, "hyper", hyper_dynamic=True)):
         model = build(cfg).eval()
         idx = batch()
         other = idx.clone()
@@ -88,7 +87,7 @@ def test_causal():
 
 
 def test_tied_head_and_softcap():
-    cfg = tiny(2, tie_embeddings=True, logit_softcap=2.0)
+    cfg = tiny_model(2, tie_embeddings=True, logit_softcap=2.0)
     model = build(cfg)
     assert model.lm_head is None
     with torch.no_grad():
@@ -102,7 +101,7 @@ def test_tied_head_and_softcap():
 
 def test_linear_injection_starts_as_identity_on_e():
     """W = [I | 0] at init, so every pass of the linear model sees u = e, the prelude output."""
-    model = build(tiny(4))
+    model = build(tiny_model(4))
     idx = batch()
     with torch.no_grad():
         e = prelude_out(model, idx)
@@ -113,7 +112,7 @@ def test_linear_injection_starts_as_identity_on_e():
 def test_concat_injection_is_one_matrix_initialised_I_0():
     """The published injection: one bias-free [d, 2d] matrix on [e; s], exactly [I | 0] at init, so every
     pass sees u = e (s_0 = e)."""
-    model = build(tiny(4, injection="concat"))
+    model = build(tiny_model(4, injection="concat"))
     d = model.cfg.d_model
     assert isinstance(model.injection, ConcatInjection) and model.injection.bias is None
     assert [(n, tuple(p.shape)) for n, p in model.injection.named_parameters()] == [("weight", (d, 2 * d))]
@@ -130,9 +129,9 @@ def test_concat_injection_is_one_matrix_initialised_I_0():
 def test_concat_equals_split_linear():
     """concat u = W [e; s] and the split linear u = W_e e + W_s s are the same map: with W = [W_e | W_s] the
     two models give the same logits and the same gradients (at init, and here off it: W perturbed)."""
-    concat = build(tiny(4, injection="concat"))
+    concat = build(tiny_model(4, injection="concat"))
     perturb(concat)
-    linear = LoopedTransformer(tiny(4, injection="linear"))
+    linear = LoopedTransformer(tiny_model(4, injection="linear"))
     state = {k: v for k, v in concat.state_dict().items() if not k.startswith("injection.")}
     W_e, W_s = concat.injection.weight.detach().chunk(2, dim=1)
     state.update({"injection.from_e.weight": W_e, "injection.from_s.weight": W_s})
@@ -188,7 +187,7 @@ def test_paper_init_statistics():
 
 def test_gpt2_init_is_still_available():
     """init=gpt2 (the default of the CPU grid): N(0, 0.02), residual writes scaled by 1/sqrt(2 L_eff)."""
-    model = build(tiny(2, init_std=0.02))
+    model = build(tiny_model(2, init_std=0.02))
     assert model.cfg.init == "gpt2"
     assert model.embed.weight.std().item() == pytest.approx(0.02, rel=0.02)
     assert model.prelude[0].mlp.proj.weight.std().item() == pytest.approx(0.02 / math.sqrt(24), rel=0.02)
@@ -267,18 +266,7 @@ def perturb(model: LoopedTransformer, seed: int = 3) -> None:
     "injection,r,k", [("linear", 4, 2), ("linear", 4, 1), ("concat", 4, 1), ("additive", 3, 1), ("hyper", 4, 2)]
 )
 def test_truncated_backprop_matches_hand_unrolled(injection, r, k):
-    cfg = ModelConfig(
-        vocab_size=V,
-        d_model=64,
-        head_dim=32,
-        n_prelude=1,
-        n_rec=2,
-        n_coda=1,
-        r=r,
-        seq_len=T,
-        injection=injection,
-        bptt_k=k,
-    )
+    cfg = tiny_model(r, n_prelude=1, n_rec=2, n_coda=1, depth=None, injection=injection, bptt_k=k)
     model = build(cfg)
     perturb(model)
     idx = batch()
@@ -314,7 +302,7 @@ def saved_bytes(model: LoopedTransformer, idx: torch.Tensor) -> int:
 
 def test_truncated_backprop_saves_less_activation_memory():
     idx = batch()
-    sizes = [saved_bytes(build(tiny(4, bptt_k=k)), idx) for k in (4, 3, 2, 1)]
+    sizes = [saved_bytes(build(tiny_model(4, bptt_k=k)), idx) for k in (4, 3, 2, 1)]
     assert sizes == sorted(sizes, reverse=True) and len(set(sizes)) == 4
     # 3 of the 4 passes (6 of 12 layer passes, the half in the loop) no longer store activations
     assert sizes[-1] < 0.7 * sizes[0]
@@ -329,7 +317,7 @@ def test_hyper_static_at_init_closed_form():
     gets K * (e + s_1 + ... + s_r). Checked for K = 2 and 3 against that computation with the model's
     own blocks."""
     for K in (2, 3):
-        model = build(tiny(4, injection="hyper", hyper_lanes=K))
+        model = build(tiny_model(4, injection="hyper", hyper_lanes=K))
         idx = batch()
         with torch.no_grad():
             running = prelude_out(model, idx)
@@ -342,8 +330,8 @@ def test_hyper_static_at_init_closed_form():
 def test_hyper_r2_block_inputs_equal_additive_at_init():
     """At r = 2 the closed form above gives block inputs e and e + s_1, exactly the additive model's
     (u = s + e with s_0 = 0). Same weights, same inputs to the recurrent block in both passes."""
-    hyper = build(tiny(2, injection="hyper"))
-    additive = LoopedTransformer(tiny(2, injection="additive"))
+    hyper = build(tiny_model(2, injection="hyper"))
+    additive = LoopedTransformer(tiny_model(2, injection="additive"))
     additive.load_state_dict(hyper.state_dict(), strict=False)  # everything but the lane scalars
     idx = batch()
     got, want = recurrent_inputs(hyper, idx), recurrent_inputs(additive, idx)
@@ -355,8 +343,8 @@ def test_hyper_r2_block_inputs_equal_additive_at_init():
 def test_hyper_dynamic_equals_static_at_init():
     """The dynamic corrections are tanh(norm(lanes) @ W_dyn) with W_dyn = 0 at init: output unchanged.
     Once W_dyn moves, the outputs differ."""
-    static = build(tiny(4, "hyper"))
-    dynamic = LoopedTransformer(tiny(4, "hyper", hyper_dynamic=True))
+    static = build(tiny_model(4, "hyper"))
+    dynamic = LoopedTransformer(tiny_model(4, "hyper", hyper_dynamic=True))
     missing = dynamic.load_state_dict(static.state_dict(), strict=False).missing_keys
     assert sorted(missing) == ["injection.W_dyn", "injection.dyn_scale"]
     idx = batch()
@@ -371,7 +359,7 @@ def test_hyper_dynamic_equals_static_at_init():
 
 @pytest.mark.parametrize("kw", [dict(variant="hyper", hyper_dynamic=True), dict(tie_embeddings=True)])
 def test_param_groups(kw):
-    model = build(tiny(4, **kw))
+    model = build(tiny_model(4, **kw))
     groups = param_groups(model, weight_decay=0.1)
     by_name = {g["name"]: g for g in groups}
     listed = [id(p) for g in groups for p in g["params"]]
@@ -391,7 +379,7 @@ def test_param_groups(kw):
 @pytest.mark.slow
 def test_compile_blocks_same_output():
     """torch.compile per layer (30-60 s on CPU): same loss as eager, and the state_dict keys are unchanged."""
-    model = build(tiny(2))
+    model = build(tiny_model(2))
     idx = batch()
     eager = model(idx, idx).item()
     keys = list(model.state_dict())

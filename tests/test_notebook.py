@@ -3,14 +3,13 @@ on a real kernel (the `python3` kernelspec that ipykernel installs into the venv
 and fits, with its parameters overridden through the environment as a user would."""
 
 import sys
-from pathlib import Path
 
 import nbformat
+from conftest import FIXTURES, REPO_ROOT
 from nbclient import NotebookClient
 
-REPO = Path(__file__).resolve().parents[1]
-NOTEBOOK = REPO / "notebooks" / "phi_diagnostics.ipynb"
-FIXTURE = REPO / "tests" / "fixtures" / "plots"
+NOTEBOOK = REPO_ROOT / "notebooks" / "phi_diagnostics.ipynb"
+FIXTURE = FIXTURES / "plots"
 
 
 def test_notebook_is_committed_without_outputs():

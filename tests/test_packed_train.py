@@ -14,8 +14,9 @@ import sys
 
 import numpy as np
 import pytest
+from conftest import REPO_ROOT
 from data_fixtures import pack_offline
-from train_helpers import REPO_ROOT, TINY, run_cli, train_config
+from train_helpers import TINY, run_loopscale, train_config
 
 from loopscale.corpus import DataError
 from loopscale.module import InjectedFailure
@@ -194,10 +195,11 @@ def test_published_set_without_cache_fails_at_once_in_one_line(tmp_path, offline
 
 
 def test_published_set_without_cache_fails_from_the_command_line(tmp_path):
-    proc = run_cli(
+    proc = run_loopscale(
         ["data=fineweb_edu_packed", "model=tiny", f"runs_dir={tmp_path / 'runs'}"],
         cwd=tmp_path,
         env=_no_cache_env(tmp_path, offline=True),
+        module="loopscale.train",
     )
     assert proc.returncode != 0
     lines = [ln for ln in proc.stderr.splitlines() if "prepacked-fineweb-edu-llama2-32K-T2048" in ln]
@@ -214,7 +216,7 @@ def test_published_set_from_the_hugging_face_cache_trains_offline(tmp_path, corp
     (repo / "refs" / "main").write_text(commit)
     env = {**_no_cache_env(tmp_path, offline=True), "HF_HOME": str(tmp_path / "hf-home")}
     runs = tmp_path / "runs"
-    proc = run_cli(
+    proc = run_loopscale(
         [
             *TINY,
             *ONE_THREAD,
@@ -226,6 +228,7 @@ def test_published_set_from_the_hugging_face_cache_trains_offline(tmp_path, corp
         ],
         cwd=tmp_path,
         env=env,
+        module="loopscale.train",
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     (record_path,) = runs.glob("*/*/run.json")
@@ -267,7 +270,7 @@ def test_ddp_with_accumulation_trains_one_whole_pass(tmp_path, corpus):
     n_rows = _train_rows(_cfg(tmp_path, corpus))
     steps = n_rows // 16
     runs = tmp_path / "runs"
-    proc = run_cli(
+    proc = run_loopscale(
         [
             *TINY,
             "data=text",
@@ -285,6 +288,7 @@ def test_ddp_with_accumulation_trains_one_whole_pass(tmp_path, corpus):
             "trainer.progress=false",
         ],
         cwd=tmp_path,
+        module="loopscale.train",
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     (record_path,) = runs.glob("*/*/run.json")

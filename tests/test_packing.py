@@ -126,12 +126,11 @@ def test_data_pack_cli_writes_exactly_the_best_fit_rows_of_the_corpus(tmp_path):
 
 
 def test_pack_cli_errors_are_one_usage_line(tmp_path):
-    from data_fixtures import run_offline
+    from data_fixtures import OFFLINE_ENV
+    from train_helpers import run_loopscale
 
-    proc = run_offline(
+    proc = run_loopscale(
         [
-            "-m",
-            "loopscale",
             "data",
             "pack",
             "--source",
@@ -142,7 +141,9 @@ def test_pack_cli_errors_are_one_usage_line(tmp_path):
             "8",
             "--data-dir",
             str(tmp_path / "c"),
-        ]
+        ],
+        timeout_s=120,
+        env=OFFLINE_ENV,
     )
     assert proc.returncode != 0 and "does not exist" in proc.stderr
     assert not (tmp_path / "c").exists() or not [n for n in cache_entries(tmp_path / "c") if n.startswith(".tmp")]

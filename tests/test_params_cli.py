@@ -2,9 +2,9 @@
 
 import json
 import subprocess
-import sys
 
 import pytest
+from train_helpers import run_loopscale
 
 from loopscale.accounting import accounting_report, cpu_model, paper_model
 
@@ -27,9 +27,7 @@ KEYS = (
 
 
 def params(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "loopscale", "params", *args], capture_output=True, text=True, timeout=60
-    )
+    return run_loopscale(["params", *args], timeout_s=60)
 
 
 def test_paper_preset_json():

@@ -8,12 +8,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import FIXTURES
 
 from loopscale import plots
 from loopscale.fit import fit_law
 from loopscale.laws import law_data_from_table, predict_loss
 
-FIXTURE = Path(__file__).resolve().parent / "fixtures" / "plots"
+FIXTURE = FIXTURES / "plots"
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 

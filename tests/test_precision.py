@@ -6,11 +6,17 @@ from __future__ import annotations
 
 import pytest
 import torch
+from train_helpers import tiny_model
 
 from loopscale.config import ModelConfig
 from loopscale.model import Block, LoopedTransformer
 
 VOCAB, T = 128, 16
+
+
+def _small(r: int, **kw) -> ModelConfig:
+    """tiny_model with one prelude and one coda layer around a 6-layer effective depth."""
+    return tiny_model(r, vocab_size=VOCAB, seq_len=T, n_prelude=1, n_coda=1, depth=6, **kw)
 
 
 def block_input_dtypes(cfg: ModelConfig) -> dict[str, set[torch.dtype]]:
@@ -43,7 +49,7 @@ def block_input_dtypes(cfg: ModelConfig) -> dict[str, set[torch.dtype]]:
     ids=["r1", "linear-r4", "linear-r4-tbptt", "hyper-r4", "hyper-dynamic-r4", "additive-r4"],
 )
 def test_block_inputs_stay_fp32_under_bf16_autocast(kw):
-    cfg = ModelConfig(vocab_size=VOCAB, d_model=64, head_dim=32, n_prelude=1, n_coda=1, depth=6, seq_len=T, **kw)
+    cfg = _small(**kw)
     seen = block_input_dtypes(cfg)
     assert {"prelude.0", "recurrent.0", "coda.0"} <= seen.keys()
     assert all(dtypes == {torch.float32} for dtypes in seen.values()), seen
@@ -52,7 +58,7 @@ def test_block_inputs_stay_fp32_under_bf16_autocast(kw):
 def test_matmuls_run_in_bf16_under_autocast():
     """The other half of the contract: autocast is in effect inside the blocks (so the fp32 stream is not
     bought by running everything in fp32)."""
-    cfg = ModelConfig(vocab_size=VOCAB, d_model=64, head_dim=32, n_prelude=1, n_coda=1, depth=6, seq_len=T, r=4)
+    cfg = _small(r=4)
     model = LoopedTransformer(cfg)
     out_dtypes = []
     model.recurrent[0].attn.qkv.register_forward_hook(lambda mod, args, out: out_dtypes.append(out.dtype))

@@ -12,7 +12,8 @@ import sys
 import time
 
 import pytest
-from train_helpers import REPO_ROOT, TINY, run_cli, train_config
+from conftest import REPO_ROOT
+from train_helpers import TINY, run_loopscale, train_config
 
 from loopscale.identity import IDENTITY_FILE, IdentityMismatch, claim, identity_hash, identity_of
 from loopscale.records import read_record
@@ -125,7 +126,7 @@ def test_second_launcher_reports_running_elsewhere_and_touches_nothing(tmp_path,
         assert holder.stdout.readline().strip() == "held"
         owner = json.loads((run_dir / LOCK_FILE).read_text())
         assert owner["pid"] == holder.pid and owner["host"] == socket.gethostname()
-        proc = run_cli(
+        proc = run_loopscale(
             [
                 *SHORT,
                 f"runs_dir={tmp_path / 'runs'}",
@@ -135,6 +136,7 @@ def test_second_launcher_reports_running_elsewhere_and_touches_nothing(tmp_path,
                 "hydra/hydra_logging=none",
             ],
             cwd=tmp_path,
+            module="loopscale.train",
         )
         assert proc.returncode == 0, proc.stderr[-3000:]
         assert "running elsewhere" in proc.stderr + proc.stdout and f"pid {holder.pid}" in proc.stderr + proc.stdout
@@ -205,7 +207,11 @@ def test_two_launches_of_one_run_train_it_once(tmp_path, data_dir):
 def test_unsafe_names_are_refused_and_write_nothing_outside_runs_dir(tmp_path, data_dir, override):
     runs = tmp_path / "deep" / "runs"
     for hydra_dir in ([], ["hydra.run.dir=" + str(tmp_path / "hydra")]):  # Hydra's own check, then ours
-        proc = run_cli([*SHORT, f"runs_dir={runs}", f"data.data_dir={data_dir}", override, *hydra_dir], cwd=tmp_path)
+        proc = run_loopscale(
+            [*SHORT, f"runs_dir={runs}", f"data.data_dir={data_dir}", override, *hydra_dir],
+            cwd=tmp_path,
+            module="loopscale.train",
+        )
         assert proc.returncode != 0
         assert "is not a safe name" in proc.stderr
     outside = [p for p in tmp_path.rglob("*") if p.is_file() and runs not in p.parents and "hydra" not in p.parts]
@@ -290,10 +296,11 @@ def test_a_planted_checkpoint_runs_no_code(tmp_path, data_dir):
     finally:
         del os.environ["PLANTED_MARKER"]
     # TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1 gives torch >= 2.6 the full-unpickling default of torch < 2.6
-    proc = run_cli(
+    proc = run_loopscale(
         [*SHORT, f"runs_dir={tmp_path / 'runs'}", f"data.data_dir={data_dir}"],
         cwd=tmp_path,
         env={"TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD": "1"},
+        module="loopscale.train",
     )
     assert proc.returncode != 0
     assert not marker.exists(), "the planted checkpoint ran code"

@@ -9,8 +9,9 @@ import sys
 
 import numpy as np
 import pytest
-from data_fixtures import cache_entries, default_cfg, default_prepared, run_offline, small_cfg  # noqa: F401
+from data_fixtures import OFFLINE_ENV, cache_entries, default_cfg, default_prepared, small_cfg  # noqa: F401
 from tokenizers import Tokenizer, models, pre_tokenizers
+from train_helpers import run_loopscale
 
 import loopscale.shards as shards
 from loopscale.cli import main as cli_main
@@ -151,10 +152,8 @@ def test_bad_input_one_clear_error_and_no_cache_left(tmp_path, case):
 
 def test_hub_name_offline_is_one_clear_error_and_leaves_nothing(tmp_path):
     data_dir = tmp_path / "cache"
-    proc = run_offline(
+    proc = run_loopscale(
         [
-            "-m",
-            "loopscale",
             "data",
             "prepare",
             "--source",
@@ -166,6 +165,7 @@ def test_hub_name_offline_is_one_clear_error_and_leaves_nothing(tmp_path):
             "--no-progress",
         ],
         timeout_s=60,
+        env=OFFLINE_ENV,
     )
     assert proc.returncode == 2
     assert proc.stderr.strip().count("\n") == 0  # one line

@@ -15,8 +15,8 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import REPO_ROOT
 from slurm_cluster import (  # noqa: F401  (slurm_cluster is a fixture)
-    REPO_ROOT,
     requeue,
     run_cluster_sh,
     slurm_cluster,

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import REPO_ROOT
 from slurm_cluster import (  # noqa: F401  (slurm_cluster is a fixture)
     job_records,
     slurm_cluster,
@@ -21,7 +22,7 @@ from slurm_cluster import (  # noqa: F401  (slurm_cluster is a fixture)
     wait_for_file,
     wait_for_jobs,
 )
-from train_helpers import REPO_ROOT, TINY, train_config
+from train_helpers import TINY, train_config
 
 from loopscale.checkpoint import newest_checkpoint, prune_hpc_checkpoints
 from loopscale.records import read_record

@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pandas as pd
 import pytest
+from conftest import REPO_ROOT
 from slurm_cluster import (  # noqa: F401  (fixtures)
     job_records,
     requeue,
@@ -31,7 +31,7 @@ from slurm_cluster import (  # noqa: F401  (fixtures)
     wait_for_file,
     wait_for_jobs,
 )
-from train_helpers import REPO_ROOT, TINY, run_cli, train_config
+from train_helpers import TINY, run_loopscale, train_config
 
 from loopscale.records import TABLE_COLUMNS, read_record
 from loopscale.shards import prepare
@@ -60,7 +60,9 @@ def corpus(data_dir):
 def one_process(corpus, tmp_path_factory):
     """The reference: the same run in one process, no SLURM."""
     runs = tmp_path_factory.mktemp("one_process") / "runs"
-    proc = run_cli([*RUN, f"data.data_dir={corpus}", f"runs_dir={runs}"], cwd=runs.parent)
+    proc = run_loopscale(
+        [*RUN, f"data.data_dir={corpus}", f"runs_dir={runs}"], cwd=runs.parent, module="loopscale.train"
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return read_record(_one_run_dir(runs))
 
@@ -141,11 +143,8 @@ def test_two_node_sweep_through_the_hydra_launcher_collects(slurm_two_nodes, cor
     """Two jobs (r = 1, 2), each over both nodes: the launcher takes nodes = 2 and 1 task per node from
     trainer.num_nodes and trainer.devices."""
     runs = tmp_path / "runs"
-    proc = subprocess.run(
+    proc = run_loopscale(
         [
-            sys.executable,
-            "-m",
-            "loopscale.train",
             "-m",
             *RUN,
             "model.r=1,2",
@@ -159,9 +158,8 @@ def test_two_node_sweep_through_the_hydra_launcher_collects(slurm_two_nodes, cor
             "hydra.launcher.timeout_min=10",
         ],
         cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=2 * JOB_TIMEOUT_S,
+        timeout_s=2 * JOB_TIMEOUT_S,
+        module="loopscale.train",
     )
     assert proc.returncode == 0, proc.stderr[-4000:]
     assert "SLURM layout: 2 node(s) x 1 task(s)" in proc.stdout + proc.stderr
@@ -171,13 +169,7 @@ def test_two_node_sweep_through_the_hydra_launcher_collects(slurm_two_nodes, cor
     for record in records.values():
         assert record["status"] == "done"
         assert_ran_on_both_nodes(record, slurm_two_nodes)
-    collect = subprocess.run(
-        [sys.executable, "-m", "loopscale", "collect", str(sweep)],
-        cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    collect = run_loopscale(["collect", sweep], cwd=REPO_ROOT, timeout_s=120)
     assert collect.returncode == 0, collect.stderr[-3000:]
     table = pd.read_csv(sweep / "runs.csv")
     assert list(table.columns) == TABLE_COLUMNS and sorted(table.r) == [1, 2]

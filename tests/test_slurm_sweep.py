@@ -17,8 +17,9 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from conftest import REPO_ROOT
 from slurm_cluster import job_records, requeue, slurm_cluster, wait_for_file, wait_for_jobs  # noqa: F401
-from train_helpers import REPO_ROOT, train_config
+from train_helpers import run_loopscale, train_config
 
 from loopscale.records import TABLE_COLUMNS, read_record
 from loopscale.shards import prepare
@@ -50,10 +51,8 @@ FIT_COLUMNS = ["r", "N_once", "N_rec", "N", "D", "C", "L"]
 
 
 def multirun_args(runs_dir: Path, data_dir: Path, partition: str, *extra: str) -> list[str]:
+    """The arguments of `loopscale-train -m` for the mini-sweep on SLURM."""
     return [
-        sys.executable,
-        "-m",
-        "loopscale.train",
         "-m",
         *MINI,
         *SLURM,
@@ -66,20 +65,17 @@ def multirun_args(runs_dir: Path, data_dir: Path, partition: str, *extra: str) -
 
 def multirun(runs_dir: Path, data_dir: Path, partition: str, *extra: str) -> tuple[subprocess.CompletedProcess, float]:
     started = time.perf_counter()
-    proc = subprocess.run(
+    proc = run_loopscale(
         multirun_args(runs_dir, data_dir, partition, *extra),
         cwd=runs_dir.parent,
-        capture_output=True,
-        text=True,
-        timeout=MULTIRUN_TIMEOUT_S,
+        timeout_s=MULTIRUN_TIMEOUT_S,
+        module="loopscale.train",
     )
     return proc, time.perf_counter() - started
 
 
 def loopscale(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "loopscale", *args], cwd=REPO_ROOT, capture_output=True, text=True, timeout=120
-    )
+    return run_loopscale(args, cwd=REPO_ROOT, timeout_s=120)
 
 
 def status_counts(sweep_dir: Path) -> dict[str, int]:
@@ -183,8 +179,8 @@ def test_requeued_job_resumes_from_its_checkpoint_to_the_same_loss(mini_sweep, c
     args = [
         a for a in multirun_args(runs_dir, corpus, slurm_cluster.partition) if not a.startswith(("model.r=", "point="))
     ]
-    proc = subprocess.Popen(
-        [*args, "model.r=2", "point=C1e11-d64"],
+    proc = subprocess.Popen(  # Popen: the job is requeued while this multirun waits on it
+        [sys.executable, "-m", "loopscale.train", *args, "model.r=2", "point=C1e11-d64"],
         cwd=tmp_path,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -224,12 +220,11 @@ def test_a_failed_job_does_not_stop_the_sweep(corpus, slurm_cluster, tmp_path):
     args = [
         a for a in multirun_args(runs_dir, corpus, slurm_cluster.partition) if not a.startswith(("model.r=", "point="))
     ]
-    proc = subprocess.run(
+    proc = run_loopscale(
         [*args, "model.r=1", "point=C5e10-d64,C5e10-d96"],
         cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=MULTIRUN_TIMEOUT_S,
+        timeout_s=MULTIRUN_TIMEOUT_S,
+        module="loopscale.train",
     )
     assert proc.returncode == 0, proc.stderr[-4000:]  # the sweep itself finishes
 
@@ -268,12 +263,11 @@ def test_forked_sweep_parent_and_branches_as_separate_slurm_jobs(corpus, slurm_c
     sweep_dir = runs_dir / "isodepth_cpu_wsd"
 
     def launch(*extra: str, where: Path = runs_dir) -> subprocess.CompletedProcess:
-        return subprocess.run(
-            [sys.executable, "-m", "loopscale.train", "-m", *forked, f"runs_dir={where}", *extra],
+        return run_loopscale(
+            ["-m", *forked, f"runs_dir={where}", *extra],
             cwd=tmp_path,
-            capture_output=True,
-            text=True,
-            timeout=MULTIRUN_TIMEOUT_S,
+            timeout_s=MULTIRUN_TIMEOUT_S,
+            module="loopscale.train",
         )
 
     parent = launch("budget.fork_stage=parent")
@@ -295,12 +289,8 @@ def test_forked_sweep_parent_and_branches_as_separate_slurm_jobs(corpus, slurm_c
         assert rec["status"] == "done" and rec["parent"] == str(parent_dir) and 0 < rec["fork_step"] < rec["steps"]
         assert rec["D"] == rec["steps"] * rec["batch_tokens"] and rec["C"] == pytest.approx(rec["F"] * rec["D"])
     # the same model as one local job (parent, then both branches): the same points, to the same loss
-    whole = subprocess.run(
-        [sys.executable, "-m", "loopscale.train", *model, f"runs_dir={tmp_path / 'whole'}"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=MULTIRUN_TIMEOUT_S,
+    whole = run_loopscale(
+        [*model, f"runs_dir={tmp_path / 'whole'}"], cwd=tmp_path, timeout_s=MULTIRUN_TIMEOUT_S, module="loopscale.train"
     )
     assert whole.returncode == 0, whole.stderr[-4000:]
     for name, rec in runs.items():

@@ -7,13 +7,12 @@ from __future__ import annotations
 
 import json
 import math
-import subprocess
-import sys
 from collections import Counter
 from pathlib import Path
 
 import pytest
 from omegaconf import OmegaConf
+from train_helpers import run_loopscale
 
 from loopscale.config_dirs import config_dir
 from loopscale.records import read_record
@@ -157,13 +156,7 @@ def test_multirun_expands_to_the_published_grid(experiment):
 def test_sweep_cli_json_lists_the_authors_points(experiment, repo_root):
     """`loopscale sweep experiment=... --json`: exactly the authors' (C, s, r) jobs, each once; the probes
     list no r = 1 job; steps = round(C / (F x 262,144))."""
-    proc = subprocess.run(
-        [sys.executable, "-m", "loopscale", "sweep", f"experiment={experiment}", "--json"],
-        cwd=repo_root,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    proc = run_loopscale(["sweep", f"experiment={experiment}", "--json"], cwd=repo_root, timeout_s=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     rows = [json.loads(line) for line in proc.stdout.splitlines()]
     jobs = [(*point_cell(row["point"]), row["r"]) for row in rows]
@@ -185,13 +178,7 @@ def test_model_paper_r1_composes_to_the_plain_stack():
 
 
 def test_sweep_cli_counts_the_published_grid(repo_root):
-    proc = subprocess.run(
-        [sys.executable, "-m", "loopscale", "sweep", "experiment=isodepth", "--count"],
-        cwd=repo_root,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    proc = run_loopscale(["sweep", "experiment=isodepth", "--count"], cwd=repo_root, timeout_s=120)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.strip() == "116"
 
@@ -251,35 +238,14 @@ def test_local_sweep_collects_into_a_table_the_fitter_accepts(tmp_path, data_dir
         f"runs_dir={tmp_path / 'runs'}",
         f"data.data_dir={data_dir}",
     ]
-    proc = subprocess.run(
-        [sys.executable, "-m", "loopscale.train", *sweep], cwd=tmp_path, capture_output=True, text=True, timeout=900
-    )
+    proc = run_loopscale(sweep, cwd=tmp_path, timeout_s=900, module="loopscale.train")
     assert proc.returncode == 0, proc.stderr[-3000:]
     sweep_dir = tmp_path / "runs" / "isodepth_cpu"
-    collect = subprocess.run(
-        [sys.executable, "-m", "loopscale", "collect", str(sweep_dir)],
-        cwd=repo_root,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    collect = run_loopscale(["collect", sweep_dir], cwd=repo_root, timeout_s=120)
     assert collect.returncode == 0, collect.stderr[-3000:]
     assert "12 finished runs" in collect.stdout
-    fit = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "loopscale",
-            "fit",
-            str(sweep_dir / "runs.csv"),
-            "--no-profile",
-            "--out",
-            str(tmp_path / "fit.json"),
-        ],
-        cwd=repo_root,
-        capture_output=True,
-        text=True,
-        timeout=300,
+    fit = run_loopscale(
+        ["fit", sweep_dir / "runs.csv", "--no-profile", "--out", tmp_path / "fit.json"], cwd=repo_root, timeout_s=300
     )
     assert fit.returncode == 0, fit.stderr[-3000:]
     result = json.loads((tmp_path / "fit.json").read_text())

@@ -8,7 +8,7 @@ import json
 import math
 
 import pytest
-from train_helpers import LEARN, TINY, run_cli, train_config
+from train_helpers import LEARN, TINY, run_loopscale, train_config
 
 from loopscale.data import unigram_entropy_nats
 from loopscale.module import Diverged, InjectedFailure
@@ -80,9 +80,10 @@ def test_divergence_stops_and_is_recorded(tmp_path, data_dir):
 
 def test_divergence_exits_nonzero_from_the_command_line(tmp_path, data_dir):
     runs = tmp_path / "runs"
-    proc = run_cli(
+    proc = run_loopscale(
         [*TINY, f"runs_dir={runs}", f"data.data_dir={data_dir}", "trainer.nan_at_step=3", "budget.tokens=10240"],
         cwd=tmp_path,
+        module="loopscale.train",
     )
     assert proc.returncode != 0
     (record_path,) = runs.glob("*/*/run.json")
@@ -93,9 +94,10 @@ def test_divergence_exits_nonzero_from_the_command_line(tmp_path, data_dir):
 def test_ddp_on_cpu_records_the_same_tokens(tmp_path, data_dir):
     single = run_training(_cfg(tmp_path / "one", data_dir))
     runs = tmp_path / "ddp"
-    proc = run_cli(
+    proc = run_loopscale(
         [*TINY, f"runs_dir={runs}", f"data.data_dir={data_dir}", "trainer=ddp_cpu", "trainer.progress=false"],
         cwd=tmp_path,
+        module="loopscale.train",
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     (record_path,) = runs.glob("*/*/run.json")
@@ -121,7 +123,7 @@ def test_wandb_offline_files_only_when_enabled(tmp_path, data_dir):
     import subprocess
     import sys
 
-    from train_helpers import REPO_ROOT
+    from conftest import REPO_ROOT
 
     proc = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import inspect
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import lightning as L
@@ -15,7 +13,7 @@ import pytest
 import torch
 from slurm_cluster import slurm_cluster  # noqa: F401  (a fixture)
 from torch.utils.data import DataLoader, IterableDataset
-from train_helpers import TINY, run_cli, train_config
+from train_helpers import TINY, run_loopscale, train_config
 
 from loopscale.config import with_vocab
 from loopscale.data import TokenDataModule, TrainStream, unigram_entropy_nats
@@ -159,9 +157,10 @@ def _only_record(runs: Path) -> dict:
 @pytest.mark.slow
 def test_ddp_on_cpu_matches_one_process_on_the_same_global_batch(tmp_path, data_dir):
     runs = tmp_path / "ddp"
-    proc = run_cli(
+    proc = run_loopscale(
         [*MUONH_TINY, f"runs_dir={runs}", f"data.data_dir={data_dir}", "trainer=ddp_cpu", "trainer.progress=false"],
         cwd=tmp_path,
+        module="loopscale.train",
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     ddp = _only_record(runs)
@@ -192,9 +191,6 @@ def test_ddp_as_a_two_task_slurm_job_matches_one_process(slurm_cluster, tmp_path
         ]
     runs = tmp_path / "runs"
     args = [
-        sys.executable,
-        "-m",
-        "loopscale.train",
         "-m",
         *MUONH_TINY,
         f"runs_dir={runs}",
@@ -208,7 +204,7 @@ def test_ddp_as_a_two_task_slurm_job_matches_one_process(slurm_cluster, tmp_path
         f"hydra.launcher.partition={slurm_cluster.partition}",
         *shape,
     ]
-    proc = subprocess.run(args, cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    proc = run_loopscale(args, cwd=tmp_path, timeout_s=600, module="loopscale.train")
     assert proc.returncode == 0, proc.stderr[-4000:]
     ddp = _only_record(runs)
     assert ddp["status"] == "done", ddp.get("reason")

@@ -15,19 +15,17 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import FIXTURES, REPO_ROOT
 from fs_helpers import fill, leftovers, small_tmpfs
-from train_helpers import REPO_ROOT, TINY
+from train_helpers import TINY, run_loopscale
 
 from loopscale.records import TABLE_COLUMNS
 
-FIXTURES = Path(__file__).resolve().parent / "fixtures"
 SMALL_TABLE = FIXTURES / "looped_synthetic_small.csv"
 
 
 def loopscale(*args, cwd=None, timeout=600):
-    return subprocess.run(
-        [sys.executable, "-m", "loopscale", *map(str, args)], capture_output=True, text=True, cwd=cwd, timeout=timeout
-    )
+    return run_loopscale(args, cwd=cwd, timeout_s=timeout)
 
 
 # ---------------------------------------------------------------------------------------- tables
@@ -163,22 +161,17 @@ def test_full_run_dir_is_one_line_a_failed_record_and_no_partial_checkpoint(tmp_
     prepare(train_config(base).data, progress=False)  # the data cache is on the roomy disk
     with small_tmpfs(tmp_path / "disk", "4m") as disk:
         fill(disk, 1_000_000)  # room for the logs and records, not for a ~3 MB checkpoint
-        proc = subprocess.run(
+        proc = run_loopscale(
             [
-                sys.executable,
-                "-m",
-                "loopscale.train",
                 *base,
                 f"runs_dir={disk / 'runs'}",
                 "hydra/job_logging=none",
                 "hydra/hydra_logging=none",
                 "hydra.output_subdir=null",
             ],
-            capture_output=True,
-            text=True,
             cwd=tmp_path,
-            timeout=600,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            timeout_s=600,
+            module="loopscale.train",
         )
         assert proc.returncode == 1, proc.stderr[-3000:]
         last = proc.stderr.strip().splitlines()[-1]
@@ -345,10 +338,7 @@ def test_ctrl_c_during_demo_ends_it_and_its_workers(tmp_path):
 
 def test_ctrl_c_during_demo_training_ends_its_worker_processes_and_the_runs_resume(tmp_path, data_dir):
     out = tmp_path / "demo"
-    args = [
-        sys.executable,
-        "-m",
-        "loopscale",
+    demo = [
         "demo",
         "--out",
         str(out),
@@ -360,12 +350,14 @@ def test_ctrl_c_during_demo_training_ends_its_worker_processes_and_the_runs_resu
         "point=C6e10-d16",
     ]
     rc, waited, text = _ctrl_c_when(  # both worker processes are up and training has begun
-        args, ready=lambda seen: len(seen) >= 2 and any(out.glob("runs/*/*/metrics")), cwd=tmp_path
+        [sys.executable, "-m", "loopscale", *demo],
+        ready=lambda seen: len(seen) >= 2 and any(out.glob("runs/*/*/metrics")),
+        cwd=tmp_path,
     )
     assert rc != 0 and waited < 10, (rc, waited, text[-3000:])
     assert "Traceback" not in text, text[-3000:]
     assert not list(out.glob("runs/*/*/run.json"))  # nothing recorded as done
-    again = subprocess.run(args, cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    again = run_loopscale(demo, cwd=tmp_path, timeout_s=600)
     # the interrupted runs finish; two runs are too few for the law, which the demo says in one line
     assert len(pd.read_csv(out / "runs.csv")) == 2, again.stdout[-3000:] + again.stderr[-3000:]
     assert again.returncode == 2 and "Traceback" not in again.stderr, again.stderr[-3000:]

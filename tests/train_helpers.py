@@ -1,4 +1,5 @@
-"""Compose training configs exactly as `loopscale-train` does (Hydra compose API over loopscale/conf/)."""
+"""Shared test helpers: compose training configs exactly as `loopscale-train` does (Hydra compose API over
+loopscale/conf/), the one tiny model config, and the one way to run loopscale's command lines in a subprocess."""
 
 from __future__ import annotations
 
@@ -9,10 +10,9 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
-from loopscale.config import TrainConfig
+from loopscale.accounting import cpu_model
+from loopscale.config import ModelConfig, TrainConfig
 from loopscale.sweep import compose
-
-REPO_ROOT = Path(__file__).resolve().parents[1]
 
 # A tiny, fast CPU run on the default corpus: 30 steps of 16 x 64 tokens, checkpoints every 10 steps.
 TINY = [
@@ -36,11 +36,26 @@ def train_config(overrides: list[str]) -> TrainConfig:
     return OmegaConf.to_object(compose_cfg(overrides))
 
 
-def run_cli(args: list[str], cwd: Path, timeout_s: int = 600, env: dict | None = None) -> subprocess.CompletedProcess:
-    """`python -m loopscale.train ARGS` in a subprocess, the way a user or a SLURM job runs it."""
+def tiny_model(r: int, variant: str = "baseline", d_model: int = 64, **overrides) -> ModelConfig:
+    """The CPU grid (L_eff = 12, p = c = 2) shrunk to d = 64 with a 200-token vocabulary and T = 32, for
+    building models fast in-process. `overrides` are any other ModelConfig fields. (Training runs through
+    Hydra use the override list TINY instead.)"""
+    return cpu_model(d_model, r, variant, **{"vocab_size": 200, "seq_len": 32, **overrides})
+
+
+def run_loopscale(
+    args: list,
+    cwd: Path | None = None,
+    timeout_s: int = 600,
+    env: dict | None = None,
+    module: str = "loopscale",
+) -> subprocess.CompletedProcess:
+    """`python -m MODULE ARGS` with the current interpreter in a subprocess, the way a user or a SLURM job runs
+    it (module "loopscale" for the `loopscale` CLI, "loopscale.train" for `loopscale-train`). `env` entries are
+    added to this process's environment; output is unbuffered so a timeout still shows what was printed."""
     full_env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
     return subprocess.run(
-        [sys.executable, "-m", "loopscale.train", *args],
+        [sys.executable, "-m", module, *map(str, args)],
         cwd=cwd,
         capture_output=True,
         text=True,
