@@ -189,44 +189,43 @@ class Law:
         return np.array(theta)
 
     # -- prediction ----------------------------------------------------------------------------
+    def log_multiplier(self, thetas: np.ndarray, data: LawData):
+        """log m (M, rows) in N_eff = N_once + m N_rec, and d(log m)/d(extra params) as (rows, P - 5).
+
+        m is r^phi (looped), r^(phi + dphi[g]) on recipe g's rows (looped-joint) or a free k_r per r
+        (looped-free; m = 1 on r = 1 rows); chinchilla has no extra parameter and m = 1.
+        """
+        M, n = len(thetas), len(data)
+        if self.name == "chinchilla":
+            return np.zeros((M, n)), np.empty((n, 0))
+        if self.name == "looped-free":
+            log_m = np.zeros((M, n))
+            dlogm = np.zeros((n, len(self.r_values)))
+            for j, r in enumerate(self.r_values):
+                log_m[:, data.r == r] = thetas[:, 5 + j : 6 + j]
+                dlogm[data.r == r, j] = 1.0
+            return log_m, dlogm
+        if self.name == "looped":
+            return thetas[:, 5:6] * data.log_r, data.log_r[:, None]
+        if data.recipe is None:  # looped-joint: phi_g = phi + dphi[g], dphi of the reference recipe = 0
+            raise ValueError("law 'looped-joint' needs a recipe code per row (LawData.recipe)")
+        dphi = np.concatenate([np.zeros((M, 1)), thetas[:, 6:]], axis=1)
+        dlogm = np.stack([data.log_r] + [data.log_r * (data.recipe == g) for g in range(1, len(self.recipes))], 1)
+        return (thetas[:, 5:6] + dphi[:, data.recipe]) * data.log_r, dlogm
+
     def log_n_eff_batch(self, thetas: np.ndarray, data: LawData, jac: bool = True):
         """log N_eff (M, rows) for parameter vectors thetas (M, P) and, if jac, d(log N_eff)/d(extra
         params) as (M, rows, P - 5) (None otherwise)."""
-        M, n = len(thetas), len(data)
-        if self.name == "chinchilla":
-            log_n = np.broadcast_to(np.log(data.N_once + data.N_rec), (M, n))
-            return log_n, (np.empty((M, n, 0)) if jac else None)
-        if self.name == "looped-free":
-            log_k = np.zeros((M, n))
-            onehot = np.zeros((n, len(self.r_values)))
-            for j, r in enumerate(self.r_values):
-                log_k[:, data.r == r] = thetas[:, 5 + j : 6 + j]
-                onehot[data.r == r, j] = 1.0
-            scaled_rec = np.exp(log_k) * data.N_rec  # k_r N_rec
-            total_n = data.N_once + scaled_rec
-            # d log N_eff / d log k_r = k_r N_rec / N_eff on the rows with that r
-            dlogn = (scaled_rec / total_n)[:, :, None] * onehot[None, :, :] if jac else None
-            return np.log(total_n), dlogn
-        if self.name == "looped":
-            phi_rows = thetas[:, 5:6]
-        else:  # looped-joint: phi_g = phi + dphi[g] per row, dphi of the reference recipe = 0
-            if data.recipe is None:
-                raise ValueError("law 'looped-joint' needs a recipe code per row (LawData.recipe)")
-            dphi = np.concatenate([np.zeros((M, 1)), thetas[:, 6:]], axis=1)
-            phi_rows = thetas[:, 5:6] + dphi[:, data.recipe]
-        scaled_rec = np.exp(phi_rows * data.log_r) * data.N_rec  # r^phi N_rec
+        if self.name == "chinchilla":  # N_eff = N: no multiplier to apply
+            log_n = np.broadcast_to(np.log(data.N_once + data.N_rec), (len(thetas), len(data)))
+            return log_n, (np.empty((len(thetas), len(data), 0)) if jac else None)
+        log_m, dlogm = self.log_multiplier(thetas, data)
+        scaled_rec = np.exp(log_m) * data.N_rec  # m N_rec
         total_n = data.N_once + scaled_rec
         if not jac:
             return np.log(total_n), None
-        # d log N_eff / d phi = r^phi ln(r) N_rec / N_eff (for phi and for each dphi on its recipe's rows)
-        s = scaled_rec * data.log_r / total_n
-        if self.name == "looped":
-            return np.log(total_n), s[:, :, None]
-        dlogn = np.empty((M, n, len(self.recipes)))
-        dlogn[:, :, 0] = s
-        for g in range(1, len(self.recipes)):
-            dlogn[:, :, g] = s * (data.recipe == g)
-        return np.log(total_n), dlogn
+        # d log N_eff / d theta_j = m N_rec (d log m / d theta_j) / N_eff
+        return np.log(total_n), scaled_rec[:, :, None] * dlogm[None, :, :] / total_n[:, :, None]
 
     def log_n_eff_and_grad(self, theta: np.ndarray, data: LawData):
         """log N_eff per row and d(log N_eff)/d(extra params) as a (rows, n_extra) array."""
