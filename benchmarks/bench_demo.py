@@ -56,41 +56,14 @@ def _train_steps(args: tuple[int, int, str]) -> float:
     import torch
 
     torch.set_num_threads(threads)
-    from omegaconf import OmegaConf
+    from step_timing import step_times
 
-    from loopscale.config import with_vocab
-    from loopscale.data import batch_at
-    from loopscale.module import LoopedLM, StepAccounting
-    from loopscale.shards import prepare
-    from loopscale.sweep import compose
-    from loopscale.train import plan_run
+    from loopscale.config_dirs import train_config
 
-    cfg = OmegaConf.to_object(
-        compose(
-            [
-                "experiment=isodepth_cpu_demo",
-                "model.d_model=32",
-                "model.r=1",
-                "budget.mode=tokens",
-                "budget.tokens=1024000",
-                f"data.data_dir={data_dir}",
-            ]
-        )
-    )
-    prepared = prepare(cfg.data, progress=False)
-    cfg = with_vocab(cfg, prepared.vocab_size)
-    plan = plan_run(cfg)
-    module = LoopedLM(cfg.model, cfg.optim, cfg.trainer, StepAccounting(plan.steps, plan.batch_tokens, plan.F))
-    optimizer = module.configure_optimizers()["optimizer"]
-    t0 = 0.0
-    for step in range(steps + 3):
-        if step == 3:  # after warm-up steps
-            t0 = time.perf_counter()
-        x, y = batch_at(prepared, step, 0, 0, cfg.budget.batch_size, cfg.model.seq_len)
-        module.model(x, y).backward()
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-    return steps * plan.batch_tokens / (time.perf_counter() - t0)
+    overrides = ["model.d_model=32", "model.r=1", "budget.mode=tokens", "budget.tokens=1024000"]
+    cfg = train_config(["experiment=isodepth_cpu_demo", *overrides, f"data.data_dir={data_dir}"])
+    fwd_bwd_s, opt_s, batch_tokens = step_times(cfg, steps)
+    return batch_tokens / (fwd_bwd_s + opt_s)
 
 
 def workers_vs_threads(data_dir: str, steps: int = 30) -> tuple[float, float]:

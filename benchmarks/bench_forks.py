@@ -31,7 +31,7 @@ INDEPENDENT, FORKED = "isodepth_cpu", "isodepth_cpu_wsd"
 
 
 def accounting_summary() -> None:
-    from loopscale.cli.plan import plan_rows
+    from loopscale.sweep import plan_rows
 
     for exp in (INDEPENDENT, FORKED):
         rows = plan_rows([f"experiment={exp}"])
@@ -139,13 +139,11 @@ def fidelity_by_length(out: Path, widths: list[int], steps: list[int], r: int, f
     grid's configs, 20% linear cooldowns) vs an independent run of the recipe's own schedule (warmup 5%,
     linear decay to 10%) at the same token count. The CPU grid's runs are 29-452 steps long. fork_overrides
     change the forked runs only (e.g. optim.final_lr_frac=0.1); each set trains into its own folder."""
-    from omegaconf import OmegaConf
-
-    from loopscale.sweep import compose
+    from loopscale.config_dirs import train_config
     from loopscale.train import run_training
 
     def cfg(overrides):
-        return OmegaConf.to_object(compose([*overrides, "trainer.progress=false", f"model.r={r}"]))
+        return train_config([*overrides, "trainer.progress=false", f"model.r={r}"])
 
     grid = cfg(["experiment=isodepth_cpu"])
     batch_tokens = grid.budget.batch_size * grid.model.seq_len  # the CPU grid's batch
@@ -190,23 +188,13 @@ def fidelity_by_length(out: Path, widths: list[int], steps: list[int], r: int, f
             )
 
 
-def _cli(argv: list[str]) -> None:
-    """Run a `loopscale` subcommand in this process, its console output discarded (results go to files)."""
-    import contextlib
-    import io
-
-    from loopscale.cli import main as cli_main
-
-    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-        if cli_main(argv) != 0:
-            raise RuntimeError(f"loopscale {' '.join(argv)} failed")
-
-
 def fit_both(runs: Path, points, indep, branches, bootstrap: int, indep_sweep: str, forked_sweep: str) -> None:
     """The runs table of `loopscale collect` + `loopscale fit --bootstrap N` on each sweep's compared points,
     and for the CPU
     grid on the independent grid's own 32 points (what `make demo` fits)."""
+    from loopscale.fit import fit_table
     from loopscale.records import collect, runs_table
+    from loopscale.tables import canonical_table, read_table
 
     out, tables = {}, {}
     fits = [("independent", indep, indep_sweep, points), ("forked", branches, forked_sweep, points)]
@@ -223,7 +211,8 @@ def fit_both(runs: Path, points, indep, branches, bootstrap: int, indep_sweep: s
         table_path = runs / f"bench_forks_{forked_sweep}_{name}.csv"
         table[table["run_dir"].isin(keep)].to_csv(table_path, index=False)
         fit_path = runs / f"bench_forks_{forked_sweep}_{name}_fit.json"
-        _cli(["fit", str(table_path), "--bootstrap", str(bootstrap), "--out", str(fit_path)])
+        # what `loopscale fit TABLE --bootstrap N --out FIT` does: the looped law, bootstrap seed 1, profile
+        fit_table(canonical_table(read_table(table_path), "looped"), n_bootstrap=bootstrap).write_json(fit_path)
         out[name] = json.loads(fit_path.read_text())
     print(f"  fits (looped law, bootstrap {bootstrap}); fit JSON: {runs}/bench_forks_{forked_sweep}_*_fit.json")
     for name, fit in out.items():

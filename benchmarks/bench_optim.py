@@ -17,25 +17,20 @@ with the load, the shares less so.
 from __future__ import annotations
 
 import argparse
-import sys
-import time
 from pathlib import Path
 
 import torch
+from step_timing import step_times
+
+from loopscale.config import with_vocab
+from loopscale.config_dirs import train_config
+from loopscale.data import batch_at
+from loopscale.shards import prepare
+from loopscale.train import run_training
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO_ROOT / "tests"))
-
-from train_helpers import train_config  # noqa: E402
-
-from loopscale.config import with_vocab  # noqa: E402
-from loopscale.data import batch_at  # noqa: E402
-from loopscale.module import LoopedLM, StepAccounting  # noqa: E402
-from loopscale.shards import prepare  # noqa: E402
-from loopscale.train import plan_run, run_training  # noqa: E402
 
 RECIPES = {"adamw": ["optim=adamw"], "muonh": ["optim=muonh"], "muonh-none": ["optim=muonh", "optim.transfer=none"]}
-WARMUP = 3
 
 
 def point_config(point: str, r: int, recipe: str, runs: Path, data_dir: Path):
@@ -51,29 +46,6 @@ def point_config(point: str, r: int, recipe: str, runs: Path, data_dir: Path):
             f"data.data_dir={data_dir}",
         ]
     )
-
-
-def step_times(cfg, steps: int) -> tuple[float, float]:
-    """Seconds per step of forward + backward, and of optimizer.step(), for this config's model."""
-    prepared = prepare(cfg.data, progress=False)
-    cfg = with_vocab(cfg, prepared.vocab_size)
-    plan = plan_run(cfg)
-    torch.manual_seed(0)
-    module = LoopedLM(cfg.model, cfg.optim, cfg.trainer, StepAccounting(plan.steps, plan.batch_tokens, plan.F))
-    optimizer = module.configure_optimizers()["optimizer"]
-    fwd_bwd = opt = 0.0
-    for step in range(WARMUP + steps):
-        x, y = batch_at(prepared, step, 0, 0, cfg.budget.batch_size, cfg.model.seq_len)
-        t0 = time.perf_counter()
-        module.model(x, y).backward()
-        t1 = time.perf_counter()
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-        t2 = time.perf_counter()
-        if step >= WARMUP:
-            fwd_bwd += t1 - t0
-            opt += t2 - t1
-    return fwd_bwd / steps, opt / steps
 
 
 def singular_value_band(cfg, rel_floor: float = 1e-3) -> tuple[float, float, float]:
@@ -143,7 +115,7 @@ def main() -> None:
     for spec in args.points:
         point, r = spec.split(":")
         for recipe in ("adamw", "muonh"):
-            fb, opt = step_times(point_config(point, int(r), recipe, args.runs, args.data_dir), args.time_steps)
+            fb, opt, _ = step_times(point_config(point, int(r), recipe, args.runs, args.data_dir), args.time_steps)
             print(
                 f"{point:16s} {r:>2s} {recipe:>10s} {1e3 * fb:11.1f} {1e3 * opt:8.1f} {opt / (fb + opt):9.1%}",
                 flush=True,

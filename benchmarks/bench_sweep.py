@@ -1,6 +1,6 @@
 """Scheduler overhead: the 4-job `isodepth_cpu` mini-sweep through SLURM vs the same 4 runs in one process.
 
-The same multirun (r = 1, 2 at two budgets of width 64, 23-45 steps each; the mini-sweep of
+The same multirun (r = 1, 2 at two budgets of width 64, 23-45 steps each; the size of the mini-sweep of
 tests/test_slurm_sweep.py) is launched three ways on this machine:
   1. `hydra/launcher=basic`: one process runs the 4 jobs one after the other (imports once);
   2. `hydra/launcher=slurm` with `array_parallelism=1`: a SLURM array job whose tasks run one at a time,
@@ -26,14 +26,41 @@ import tempfile
 import time
 from pathlib import Path
 
+from loopscale.config_dirs import train_config
+from loopscale.shards import prepare
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO_ROOT / "tests"))
+CLUSTER_SH = REPO_ROOT / "slurm" / "cluster.sh"
+SWEEP = "isodepth_cpu"
+MINI = [
+    f"experiment={SWEEP}",
+    "model.r=1,2",
+    "point=C5e10-d64,C1e11-d64",
+    "trainer.progress=false",
+    "trainer.num_threads=1",
+    "data.val_tokens=2048",
+]
+# The node's default partition (partition null), no GPU, one CPU per job.
+SLURM = [
+    "hydra/launcher=slurm",
+    "hydra.launcher.gpus_per_node=0",
+    "hydra.launcher.cpus_per_task=1",
+    "hydra.launcher.timeout_min=10",
+]
+MULTIRUN_TIMEOUT_S = 300
 
-from slurm_cluster import _cluster_info, run_cluster_sh  # noqa: E402
-from test_slurm_sweep import MINI, MULTIRUN_TIMEOUT_S, SLURM, SWEEP  # noqa: E402
-from train_helpers import train_config  # noqa: E402
 
-from loopscale.shards import prepare  # noqa: E402
+def run_cluster_sh(action: str, timeout_s: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run(["bash", str(CLUSTER_SH), action], capture_output=True, text=True, timeout=timeout_s)
+
+
+def default_node() -> tuple[str, int]:
+    """(node name, CPUs) of the default partition's first node, as sinfo lists it (marked '*')."""
+    out = subprocess.run(["sinfo", "-h", "-N", "-o", "%N %P %c"], capture_output=True, text=True, check=True).stdout
+    for node, partition, cpus in (line.split() for line in out.splitlines()):
+        if partition.endswith("*"):
+            return node, int(cpus)
+    raise SystemExit(f"no default partition in sinfo output:\n{out}")
 
 
 def launch(name: str, launcher: list[str], workdir: Path, data_dir: Path) -> dict:
@@ -77,8 +104,8 @@ def main() -> None:
             raise SystemExit(f"could not start the test cluster:\n{start.stderr[-2000:]}")
         started_here = True
     try:
-        cluster = _cluster_info(started_here)
-        slurm = [*SLURM, f"hydra.launcher.partition={cluster.partition}"]
+        node, cpus = default_node()
+        slurm = SLURM
         with tempfile.TemporaryDirectory(prefix="bench_sweep_") as tmp:
             workdir = Path(tmp)
             data_dir = workdir / "data"
@@ -89,15 +116,15 @@ def main() -> None:
                 results.append(
                     launch("slurm, 1 at a time", [*slurm, "hydra.launcher.array_parallelism=1"], workdir, data_dir)
                 )
-            results.append(launch(f"slurm, {cluster.cpus} CPUs", slurm, workdir, data_dir))
+            results.append(launch(f"slurm, {cpus} CPUs", slurm, workdir, data_dir))
     finally:
         if started_here:
             run_cluster_sh("stop")
 
     base = results[0]
     print(
-        f"4-job isodepth_cpu mini-sweep ({base['steps']} steps in all), node {cluster.node} with "
-        f"{cluster.cpus} CPUs, one torch thread per job"
+        f"4-job isodepth_cpu mini-sweep ({base['steps']} steps in all), node {node} with "
+        f"{cpus} CPUs, one torch thread per job"
     )
     print(f"{'launcher':<22}{'wall s':>9}{'train s':>9}{'wall - basic':>14}{'per job':>10}")
     for r in results:

@@ -71,9 +71,9 @@ def conditioning(table: pd.DataFrame, fit) -> dict[str, Any]:
     # "on the bound" with the fitter's own tolerance for exponents (optimize._boundary_notes)
     E_inside = bool(BOUNDS["e"][0] + 1e-6 < log_e < BOUNDS["e"][1] - 1e-6)
     spreads = {
-        "phi_fit": collapse_spread(rows, fit, phi),
-        "phi_0": collapse_spread(rows, fit, 0.0),
-        "phi_1": collapse_spread(rows, fit, 1.0),
+        "phi_fit": collapse_spread(table, fit, phi),  # it picks the fit's rows itself
+        "phi_0": collapse_spread(table, fit, 0.0),
+        "phi_1": collapse_spread(table, fit, 1.0),
     }
     minima = isoflop_minima(rows, r=1)
     return {

@@ -1,5 +1,6 @@
 """Where Hydra finds loopscale's configs: the package's own `loopscale/conf/` (shipped in the wheel) and the
-user's directories from LOOPSCALE_CONFIG_PATH; `compose`, the training config a set of overrides gives.
+user's directories from LOOPSCALE_CONFIG_PATH; `compose` and `train_config`, the training config a set of
+overrides gives (as Hydra's DictConfig, and as the typed TrainConfig).
 
 Every lookup of the shipped configs goes through `config_dir()`, so a checkout, an editable install and a
 wheel find the same files. User directories come from the environment variable LOOPSCALE_CONFIG_PATH
@@ -49,6 +50,13 @@ def compose(overrides: list[str], return_hydra_config: bool = False):
     register_configs()
     with initialize_config_dir(str(config_dir()), version_base=None):
         return hydra_compose("train", overrides=overrides, return_hydra_config=return_hydra_config)
+
+
+def train_config(overrides: list[str]):
+    """The typed TrainConfig of `compose(overrides)`: what a script or a notebook trains or plans with."""
+    from omegaconf import OmegaConf
+
+    return OmegaConf.to_object(compose(overrides))
 
 
 def is_loopscale_main(path: str) -> bool:

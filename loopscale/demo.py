@@ -47,26 +47,27 @@ class DemoOutputs:
     summary: Path  # demo.json: stage times, training FLOP/s, conditioning numbers
 
 
-def _job_tokens(cfg, vocab_size: int) -> int:
-    """Training tokens a job processes (a forked job: the parent plus every cooldown): its share of the
-    wall time, used to hand out the longest jobs first."""
+def _job_plan(cfg, vocab_size: int):
+    """A job's plan: its forks' plan (the parent plus every cooldown) or its single run's."""
     from loopscale.config import with_vocab
     from loopscale.forks import plan_forks
     from loopscale.train import plan_run
 
     cfg = with_vocab(cfg, vocab_size)
-    if cfg.budget.mode == "forks":
-        plan = plan_forks(cfg)
-        return round(plan.C_forked / plan.F)
-    return plan_run(cfg).D
+    return plan_forks(cfg) if cfg.budget.mode == "forks" else plan_run(cfg)
+
+
+def _job_tokens(cfg, vocab_size: int) -> int:
+    """Training tokens a job processes: its share of the wall time, used to hand out the longest jobs
+    first (at these widths a CPU step's time follows its tokens more than its FLOPs)."""
+    plan = _job_plan(cfg, vocab_size)
+    return round(plan.C_forked / plan.F) if cfg.budget.mode == "forks" else plan.D
 
 
 def _job_flops(cfg, vocab_size: int) -> float:
     """Training FLOPs a job spends (eq. C = F x D; forked: the parent plus the cooldowns)."""
-    from loopscale.accounting import flops_per_token
-    from loopscale.config import with_vocab
-
-    return _job_tokens(cfg, vocab_size) * flops_per_token(with_vocab(cfg, vocab_size).model)
+    plan = _job_plan(cfg, vocab_size)
+    return plan.C_forked if cfg.budget.mode == "forks" else plan.C
 
 
 def _summary(cfg, record: dict) -> str:
@@ -103,6 +104,7 @@ def run_demo(settings: DemoSettings, console=None) -> DemoOutputs:
     from loopscale.report import write_report
     from loopscale.shards import prepare
     from loopscale.sweep import expand
+    from loopscale.tables import canonical_table
 
     console = console or Console()
     started = time.perf_counter()
@@ -120,8 +122,9 @@ def run_demo(settings: DemoSettings, console=None) -> DemoOutputs:
     console.print("[3/5] collecting the runs table")
     with _timed(stage_s, "collect"):
         table, problems, runs_csv = _collect(out, out / "runs" / jobs[0].cfg.sweep)
+        looped_table = canonical_table(table, "looped")
     with _timed(stage_s, "fit"):
-        fit, fit_path, free, fit_free_path = _fit(table, runs_csv, out, settings, console)
+        fit, fit_path, free, fit_free_path = _fit(table, looped_table, runs_csv, out, settings, console)
     console.print("[5/5] figures and report")
     with _timed(stage_s, "figures_report"):
         figures = plots.save_all(table, fit, out / "figures", free=free)
@@ -131,17 +134,13 @@ def run_demo(settings: DemoSettings, console=None) -> DemoOutputs:
     summary = {
         "experiment": EXPERIMENT,
         "overrides": settings.overrides,
-        "n_jobs": len(jobs),
-        "n_trained": len(trained),
-        "n_runs": len(table),
-        "workers": workers,
-        "threads_per_worker": threads,
-        "wall_time_s": time.perf_counter() - started,
-        "stage_s": stage_s,
+        **dict(n_jobs=len(jobs), n_trained=len(trained), n_runs=len(table)),
+        **dict(workers=workers, threads_per_worker=threads),
+        **dict(wall_time_s=time.perf_counter() - started, stage_s=stage_s),
         "train_flops": train_flops,
         "train_flops_per_s": train_flops / stage_s["train"] if trained else None,
     }
-    demo_json = _write_summary(summary, table, fit, out / "demo.json")
+    demo_json = _write_summary(summary, looped_table, fit, out / "demo.json")
     _print_result(summary, fit, console)
     console.print(
         f"report:  {report}\nfit:     {fit_path}\ntable:   {runs_csv}\nfigures: {out / 'figures'}\nsummary: {demo_json}"
@@ -203,9 +202,10 @@ def _collect(out: Path, sweep_dir: Path):
     return table, problems, runs_csv
 
 
-def _fit(table, runs_csv: Path, out: Path, settings: DemoSettings, console):
-    """`loopscale fit runs.csv --bootstrap N --holdout-largest` and the looped-free diagnostic, each
-    recorded with its input's path, hash and size; returns (fit, its path, free fit or None, its path)."""
+def _fit(table, looped_table, runs_csv: Path, out: Path, settings: DemoSettings, console):
+    """`loopscale fit runs.csv --bootstrap N --holdout-largest` on the looped law's canonical table and the
+    looped-free diagnostic, each recorded with its input's path, hash and size; returns (fit, its path,
+    free fit or None, its path)."""
     from loopscale.atomic import atomic_path
     from loopscale.fit import fit_table
     from loopscale.fit_result import file_sha256
@@ -216,7 +216,6 @@ def _fit(table, runs_csv: Path, out: Path, settings: DemoSettings, console):
         "largest budget held out)"
     )
     input_info = {"path": str(runs_csv), "sha256": file_sha256(runs_csv), "n_rows": len(table)}
-    looped_table = canonical_table(table, "looped")
     fit_args = dict(law="looped", seed=settings.seed, n_bootstrap=settings.n_bootstrap)
     try:
         fit = fit_table(looped_table, holdout=True, **fit_args)
@@ -239,13 +238,13 @@ def _fit(table, runs_csv: Path, out: Path, settings: DemoSettings, console):
     return fit, fit_path, free, free_path
 
 
-def _write_summary(summary: dict, table, fit, path: Path) -> Path:
-    """demo.json: the summary plus the conditioning numbers of the looped fit and the targets it misses."""
+def _write_summary(summary: dict, looped_table, fit, path: Path) -> Path:
+    """demo.json: the summary plus the conditioning numbers of the looped fit (on the table it was fitted
+    to) and the targets it misses."""
     from loopscale.atomic import atomic_path
     from loopscale.conditioning import check, conditioning
-    from loopscale.tables import canonical_table
 
-    summary["conditioning"] = conditioning(canonical_table(table, "looped"), fit)
+    summary["conditioning"] = conditioning(looped_table, fit)
     summary["conditioning_misses"] = check(summary["conditioning"])
     with atomic_path(path) as tmp:
         tmp.write_text(json.dumps(summary, indent=2, default=float) + "\n")

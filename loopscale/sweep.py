@@ -126,3 +126,52 @@ def describe(job: Job, limits=None) -> dict[str, Any]:
         "allowed_h": estimate.allowed_h,
         "fits_limits": estimate.fits,
     }
+
+
+def plan_rows(overrides: list[str]) -> list[dict]:
+    """One row per job: run_name, points, C_independent, C_forked (FLOPs, from accounting), and its launch
+    estimate (gpu_hours, wall_h, allowed_h, fits_limits: loopscale/launch.py)."""
+    from loopscale.launch import estimate_job, launcher_limits_of
+    from loopscale.planning import plan_forks
+
+    rows = []
+    limits = launcher_limits_of(overrides)
+    for job in expand(overrides):
+        # the tokenizer vocabulary is only known after data prepare; plan with the configured one
+        cfg = with_vocab(job.cfg, job.cfg.data.vocab_size)
+        if cfg.budget.mode == "forks":
+            fp = plan_forks(cfg)
+            rows.append(
+                {
+                    "run_name": cfg.run_name,
+                    "r": cfg.model.r,
+                    "d_model": cfg.model.d_model,
+                    "points": len(fp.branches),
+                    "steps": [b.steps for b in fp.branches],
+                    "fork_steps": [b.fork_step for b in fp.branches],
+                    "C_independent": fp.C_independent,
+                    "C_forked": fp.C_forked,
+                }
+            )
+        else:
+            plan = plan_run(cfg)
+            rows.append(
+                {
+                    "run_name": cfg.run_name,
+                    "r": cfg.model.r,
+                    "d_model": cfg.model.d_model,
+                    "points": 1,
+                    "steps": [plan.steps],
+                    "fork_steps": [],
+                    "C_independent": plan.C,
+                    "C_forked": plan.C,
+                }
+            )
+        estimate = estimate_job(cfg, limits, C=rows[-1]["C_forked"])
+        rows[-1].update(
+            gpu_hours=estimate.gpu_hours,
+            wall_h=estimate.wall_h,
+            allowed_h=estimate.allowed_h,
+            fits_limits=estimate.fits,
+        )
+    return rows

@@ -5,6 +5,8 @@ sees every module whether or not anything imports it."""
 from __future__ import annotations
 
 import ast
+import importlib
+import importlib.util
 import json
 import subprocess
 import sys
@@ -168,3 +170,42 @@ def test_importing_the_readers_loads_neither_the_optimiser_nor_scipy_optimize():
     loaded = set(json.loads(out.stdout.splitlines()[-1]))
     assert set(FIT_READERS) <= loaded  # the import did run
     assert not loaded & (OPTIMISER | {"loopscale.joint", "scipy.optimize"})
+
+
+BENCHMARKS = Path(loopscale.__file__).parents[1] / "benchmarks"
+
+
+def benchmark_imports() -> dict[str, list[tuple[str, str | None]]]:
+    """Per benchmark script, every (module, name) it imports, deferred imports included."""
+    found = {}
+    for path in sorted(BENCHMARKS.glob("*.py")):
+        pairs = []
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            if isinstance(node, ast.Import):
+                pairs += [(alias.name, None) for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                pairs += [(node.module, alias.name) for alias in node.names]
+        found[path.name] = pairs
+    return found
+
+
+def test_benchmarks_import_only_the_package_and_each_other():
+    """Benchmarks measure the installed package: nothing from tests/ (no sys.path into it) or from the
+    command lines, and every loopscale name they import exists (a rename cannot leave one broken)."""
+    imports = benchmark_imports()
+    assert {"bench_demo.py", "bench_optim.py", "step_timing.py"} <= imports.keys()
+    local = {p.stem for p in BENCHMARKS.glob("*.py")}
+    tests_modules = {p.stem for p in (BENCHMARKS.parent / "tests").glob("*.py")}
+    for script, pairs in imports.items():
+        assert '"tests"' not in (BENCHMARKS / script).read_text(), script
+        for module, name in pairs:
+            top = module.split(".")[0]
+            assert top not in tests_modules - local, (script, module)
+            assert not module.startswith("loopscale.cli"), (script, module)
+            if top == "loopscale":
+                imported = importlib.import_module(module)
+                assert name is None or hasattr(imported, name) or importlib.util.find_spec(f"{module}.{name}"), (
+                    script,
+                    module,
+                    name,
+                )

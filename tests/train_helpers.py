@@ -8,11 +8,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from omegaconf import OmegaConf
-
 from loopscale.accounting import cpu_model
-from loopscale.config import ModelConfig, TrainConfig
-from loopscale.sweep import compose
+from loopscale.config import ModelConfig
+from loopscale.config_dirs import compose, train_config
 
 # A tiny, fast CPU run on the default corpus: 30 steps of 16 x 64 tokens, checkpoints every 10 steps.
 TINY = [
@@ -30,10 +28,7 @@ LEARN = [*TINY, "budget.tokens=122880", "trainer.ckpt_every_steps=50"]
 
 
 compose_cfg = compose  # the package's own composition, exactly what loopscale sweep/plan/demo use
-
-
-def train_config(overrides: list[str]) -> TrainConfig:
-    return OmegaConf.to_object(compose_cfg(overrides))
+__all__ = ["LEARN", "TINY", "compose_cfg", "run_loopscale", "tiny_model", "train_config"]
 
 
 def tiny_model(r: int, variant: str = "baseline", d_model: int = 64, **overrides) -> ModelConfig:

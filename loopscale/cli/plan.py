@@ -23,79 +23,45 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def plan_rows(overrides: list[str]) -> list[dict]:
-    """One row per job: run_name, points, C_independent, C_forked (FLOPs, from accounting), and its launch
-    estimate (gpu_hours, wall_h, allowed_h, fits_limits: loopscale/launch.py)."""
-    from loopscale.config import with_vocab
-    from loopscale.launch import estimate_job, launcher_limits_of
-    from loopscale.planning import plan_forks, plan_run
-    from loopscale.sweep import expand
-
-    rows = []
-    limits = launcher_limits_of(overrides)
-    for job in expand(overrides):
-        # the tokenizer vocabulary is only known after data prepare; plan with the configured one
-        cfg = with_vocab(job.cfg, job.cfg.data.vocab_size)
-        if cfg.budget.mode == "forks":
-            fp = plan_forks(cfg)
-            rows.append(
-                {
-                    "run_name": cfg.run_name,
-                    "r": cfg.model.r,
-                    "d_model": cfg.model.d_model,
-                    "points": len(fp.branches),
-                    "steps": [b.steps for b in fp.branches],
-                    "fork_steps": [b.fork_step for b in fp.branches],
-                    "C_independent": fp.C_independent,
-                    "C_forked": fp.C_forked,
-                }
-            )
-        else:
-            plan = plan_run(cfg)
-            rows.append(
-                {
-                    "run_name": cfg.run_name,
-                    "r": cfg.model.r,
-                    "d_model": cfg.model.d_model,
-                    "points": 1,
-                    "steps": [plan.steps],
-                    "fork_steps": [],
-                    "C_independent": plan.C,
-                    "C_forked": plan.C,
-                }
-            )
-        estimate = estimate_job(cfg, limits, C=rows[-1]["C_forked"])
-        rows[-1].update(
-            gpu_hours=estimate.gpu_hours,
-            wall_h=estimate.wall_h,
-            allowed_h=estimate.allowed_h,
-            fits_limits=estimate.fits,
-        )
-    return rows
-
-
 def run(args: argparse.Namespace) -> int:
     import json
-    import sys
 
     from hydra.errors import HydraException
-    from rich.console import Console
-    from rich.table import Table
 
     from loopscale.cli import UsageError
+    from loopscale.sweep import plan_rows
 
     try:
         rows = plan_rows(args.overrides)
     except (HydraException, ValueError) as err:
         raise UsageError(str(err).splitlines()[0]) from err
-    total = {
+    total = totals(rows)
+    _warn_over_limits(rows)
+    if args.json:
+        for row in rows:
+            print(json.dumps(row))
+        print(json.dumps({"total": total}))
+        return 0
+    _print_table(rows, total)
+    return 0
+
+
+def totals(rows: list[dict]) -> dict:
+    """The grid's jobs, points, FLOPs both ways, their ratio and GPU hours."""
+    C_independent, C_forked = sum(r["C_independent"] for r in rows), sum(r["C_forked"] for r in rows)
+    return {
         "jobs": len(rows),
         "points": sum(r["points"] for r in rows),
-        "C_independent": sum(r["C_independent"] for r in rows),
-        "C_forked": sum(r["C_forked"] for r in rows),
+        "C_independent": C_independent,
+        "C_forked": C_forked,
+        "ratio": C_independent / C_forked,
+        "gpu_hours": sum(r["gpu_hours"] for r in rows),
     }
-    total["ratio"] = total["C_independent"] / total["C_forked"]
-    total["gpu_hours"] = sum(r["gpu_hours"] for r in rows)
+
+
+def _warn_over_limits(rows: list[dict]) -> None:
+    import sys
+
     for r in rows:
         if not r["fits_limits"]:
             print(
@@ -103,24 +69,17 @@ def run(args: argparse.Namespace) -> int:
                 f"{r['allowed_h']:.1f} h (timeout x (max requeues + 1), less requeue losses)",
                 file=sys.stderr,
             )
-    if args.json:
-        for row in rows:
-            print(json.dumps(row))
-        print(json.dumps({"total": total}))
-        return 0
+
+
+COLUMNS = ("run_name", "r", "d_model", "points", "steps", "fork at", "C independent", "C forked", "ratio", "GPU h")
+
+
+def _print_table(rows: list[dict], total: dict) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
     table = Table(title=f"{total['jobs']} jobs, {total['points']} points")
-    for col in (
-        "run_name",
-        "r",
-        "d_model",
-        "points",
-        "steps",
-        "fork at",
-        "C independent",
-        "C forked",
-        "ratio",
-        "GPU h",
-    ):
+    for col in COLUMNS:
         table.add_column(col, justify="left" if col == "run_name" else "right")
     for r in rows:
         table.add_row(
@@ -140,4 +99,3 @@ def run(args: argparse.Namespace) -> int:
         f"total training compute: independent {total['C_independent']:.4g} FLOPs, forked {total['C_forked']:.4g} "
         f"FLOPs: {total['ratio']:.2f}x cheaper; ~{total['gpu_hours']:.0f} GPU hours at the assumed MFU"
     )
-    return 0
