@@ -133,7 +133,14 @@ def test_planning_sits_below_training():
 
 
 # What reads a fit record (figures, report, conditioning numbers) and what fits one.
-FIT_READERS = ("loopscale.plots", "loopscale.report", "loopscale.conditioning", "loopscale.fit_result")
+PLOT_MODULES = ("inputs", "layout", "curves", "single_fit", "recipes", "registry")
+FIT_READERS = (
+    "loopscale.plots",
+    *(f"loopscale.plots.{m}" for m in PLOT_MODULES),
+    "loopscale.report",
+    "loopscale.conditioning",
+    "loopscale.fit_result",
+)
 OPTIMISER = {"loopscale.fit", "loopscale.objective", "loopscale.starts", "loopscale.optimize", "loopscale.uncertainty"}
 
 

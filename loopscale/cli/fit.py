@@ -9,16 +9,16 @@ fit      fit a law to a runs table; prints (parameter, estimate, 95% CI), writes
 compare  delta = B - A of a parameter (default phi) of two fit JSONs, CI from their bootstraps;
          given a joint fit, its delta-phi (bootstrap, profile, LR test) next to the separate fits'.
 equiv    N_eff and the cost-equivalent non-looped size of a looped model (and N*, D* at a budget).
+What `fit` prints and writes, and its output paths, are in fit_output.py.
 Heavy imports stay inside the functions so `loopscale --help` is fast.
 """
 
 from __future__ import annotations
 
 import argparse
-import re
-from pathlib import Path
 
 from . import UsageError
+from .fit_output import joint_lines, output_paths, write_results
 
 
 def register(subparsers) -> None:
@@ -109,13 +109,28 @@ def register(subparsers) -> None:
 
 # ----------------------------------------------------------------------------------------------
 def run_fit(args: argparse.Namespace) -> int:
-    import numpy as np
+    """`fit TABLE` (or `fit T1 T2 ... --joint COL`): check the options, read and group the table, fit each
+    group, then print and write the results."""
+    loss, columns = _fit_options(args)
+    if args.joint:
+        return run_joint_fit(args, loss, columns)
+    if len(args.tables) > 1:
+        raise UsageError(
+            f"{len(args.tables)} tables given: several tables need --joint COL (one joint fit over the recipes in COL)"
+        )
+    args.table = args.tables[0]
+    raw, tables = _group_tables(args, columns)
+    out_paths, plot_paths = output_paths(args, [g for g, _ in tables])
+    results = _fit_groups(args, loss, raw, tables)
+    write_results(results, out_paths, plot_paths)
+    return 0
 
-    from ..fit import fit_table
-    from ..fit_result import file_sha256
+
+def _fit_options(args: argparse.Namespace):
+    """The fit's loss (`objective.Loss`) and column mapping (`tables.ColumnMap`), after checking the
+    bootstrap, cluster and starts options."""
     from ..objective import Loss
-    from ..probes import check_dense_rows
-    from ..tables import ColumnMap, canonical_table, read_table
+    from ..tables import ColumnMap
 
     if args.bootstrap < 0:
         raise UsageError(f"--bootstrap must be >= 0; got {args.bootstrap}")
@@ -136,13 +151,15 @@ def run_fit(args: argparse.Namespace) -> int:
         C=args.c_col,
         L=args.loss_col,
     )
-    if args.joint:
-        return run_joint_fit(args, loss, columns)
-    if len(args.tables) > 1:
-        raise UsageError(
-            f"{len(args.tables)} tables given: several tables need --joint COL (one joint fit over the recipes in COL)"
-        )
-    args.table = args.tables[0]
+    return loss, columns
+
+
+def _group_tables(args: argparse.Namespace, columns) -> tuple:
+    """(the table as read, [(group value, canonical table)]): one entry with value None without --group.
+    Each group is checked here, before any fitting: its columns, its r = 1 runs, its --cluster column."""
+    from ..probes import check_dense_rows
+    from ..tables import canonical_table, read_table
+
     try:
         raw = read_table(args.table)
     except ValueError as err:
@@ -167,8 +184,17 @@ def run_fit(args: argparse.Namespace) -> int:
         if args.cluster and args.bootstrap and table[args.cluster].nunique() < 3:
             raise UsageError(f"--cluster column {args.cluster!r} has fewer than 3 distinct values")
         tables.append((g, table))
+    return raw, tables
 
-    out_paths, plot_paths = _output_paths(args, [g for g, _ in tables])
+
+def _fit_groups(args: argparse.Namespace, loss, raw, tables: list) -> list:
+    """[(group value, table, FitResult)]: `fit_table` on each group, each result recording its input
+    (the file's path and hash, its rows, the columns used) and its group."""
+    import numpy as np
+
+    from ..fit import fit_table
+    from ..fit_result import file_sha256
+
     input_info = {
         "path": str(args.table),
         "sha256": file_sha256(args.table),
@@ -196,33 +222,7 @@ def run_fit(args: argparse.Namespace) -> int:
             if g is not None:
                 result.group = {"column": args.group, "value": _plain(g)}
             results.append((g, table, result))
-
-    _write(results, out_paths, plot_paths)
-    return 0
-
-
-def _write(results, out_paths, plot_paths) -> None:
-    """Print each fit, then write figures first and each JSON last, atomically (loopscale/atomic.py): a
-    failed plot leaves no fit.json behind, and a kill mid-write leaves no half file."""
-    from ..atomic import atomic_path
-
-    for g, _table, result in results:
-        _print_result(result, g)
-        if result.joint:
-            for line in joint_lines(result.joint):
-                print(line)
-    for (_g, table, result), path in zip(results, plot_paths):
-        if path is not None:
-            from ..plots import plot_fit  # matplotlib only when a figure is asked for
-
-            with atomic_path(path) as tmp:
-                plot_fit(table, result, tmp)
-            print(f"wrote {path}")
-    for (_g, _table, result), path in zip(results, out_paths):
-        if path is not None:
-            with atomic_path(path) as tmp:
-                result.write_json(tmp)
-            print(f"wrote {path}")
+    return results
 
 
 def column_record(table) -> dict:
@@ -255,7 +255,7 @@ def run_joint_fit(args: argparse.Namespace, loss, columns) -> int:
             raise UsageError(f"{err} ({path})") from None
         tables.append(table)
         inputs.append({"path": str(path), "sha256": file_sha256(path), "n_rows": len(raw), **column_record(table)})
-    out_paths, plot_paths = _output_paths(args, [None])
+    out_paths, plot_paths = output_paths(args, [None])
     try:
         table, recipes = joint_table(tables, args.joint)
         if args.cluster and args.cluster not in table.columns:
@@ -279,127 +279,12 @@ def run_joint_fit(args: argparse.Namespace, loss, columns) -> int:
         "n_rows_used": len(table),
         "n_duplicate_rows_dropped": sum(len(t) for t in tables) - len(table),
     }
-    _write([(None, table, result)], out_paths, plot_paths)
+    write_results([(None, table, result)], out_paths, plot_paths)
     return 0
-
-
-def joint_lines(j: dict) -> list[str]:
-    """Plain-text lines for a joint fit's delta-phi (joint vs separate) and shared-parameter check."""
-    fmt = lambda v: "open" if v is None else f"{v:+.4g}"  # noqa: E731
-    lines = []
-    ref = j["reference"]
-    for g, d in j["delta_phi"].items():
-        head = f"delta phi = phi[{g}] - phi[{ref}] = {d['estimate']:+.4g}"
-        if d.get("bootstrap_ci"):
-            lo, hi = d["bootstrap_ci"]
-            head += f"; joint bootstrap 95% CI [{lo:+.4g}, {hi:+.4g}] (width {hi - lo:.4g}, se {d['se']:.3g})"
-        lines.append(head)
-        if d.get("profile_interval"):
-            lo, hi = d["profile_interval"]
-            lines.append(f"  joint profile 95% interval [{fmt(lo)}, {fmt(hi)}]")
-        lr = d["lr_test"]
-        lines.append(
-            f"  LR test of delta phi = 0: statistic {lr['statistic']:.3g} (chi2, 1 df), p = {lr['p_value']:.3g}"
-        )
-        sep = d.get("separate")
-        if sep:
-            if sep.get("ci"):
-                lo, hi = sep["ci"]
-                lines.append(
-                    f"  separate fits: delta phi = {sep['delta']:+.4g}, 95% CI [{lo:+.4g}, {hi:+.4g}] "
-                    f"(width {hi - lo:.4g}, {sep['n_replicates']} randomly paired replicates)"
-                )
-            else:
-                lines.append(f"  separate fits: delta phi = {sep['delta']:+.4g} (no CI without --bootstrap)")
-    chk = j.get("shared_check")
-    if chk:
-        verdict = (
-            "the recipes do NOT share the dense model"
-            if chk["p_value"] < 0.05
-            else "consistent with shared dense parameters"
-        )
-        lines.append(
-            f"shared-parameter check (joint vs separate fits): LR statistic {chk['statistic']:.3g} "
-            f"({chk['df']} df), p = {chk['p_value']:.3g}: {verdict}"
-        )
-    return lines
-
-
-def _output_paths(args: argparse.Namespace, groups: list) -> tuple[list, list]:
-    """--out and --plot for each fit (one per group; [None] for a single fit), checked writable before any
-    fitting starts, so an unwritable path fails in a second rather than after the whole fit."""
-    out_paths = _out_paths(args.out, groups) if args.out else [None] * len(groups)
-    plot_paths = _out_paths(args.plot, groups) if args.plot else [None] * len(groups)
-    _check_writable(out_paths, "--out")
-    _check_writable(plot_paths, "--plot")
-    return out_paths, plot_paths
-
-
-def _check_writable(paths: list, what: str) -> None:
-    from ..atomic import check_writable
-
-    for path in paths:
-        if path is not None:
-            try:
-                check_writable(path, what)
-            except ValueError as err:
-                raise UsageError(str(err)) from None
-
-
-def _out_paths(path: str, groups: list) -> list[Path]:
-    """PATH for a single fit; PATH with .<group> before the suffix per group."""
-    base = Path(path)
-    if groups == [None]:
-        return [base]
-    return [base.with_name(f"{base.stem}.{_safe(g)}{base.suffix}") for g in groups]
-
-
-def _safe(value) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]+", "_", str(value)) or "group"
 
 
 def _plain(value):
     return value.item() if hasattr(value, "item") else value
-
-
-def _print_result(result, group=None) -> None:
-    from rich.console import Console
-    from rich.markup import escape
-    from rich.table import Table
-
-    title = f"{result.law} fit" + (f" — {result.group['column']} = {group}" if group is not None else "")
-    t = Table(title=title)
-    t.add_column("parameter")
-    t.add_column("estimate", justify="right")
-    t.add_column("95% CI", justify="right")
-    for name, value in result.params.items():
-        ci = result.ci95.get(name)
-        t.add_row(escape(name), f"{value:.6g}", f"[{ci[0]:.4g}, {ci[1]:.4g}]" if ci else "—")
-    console = Console()
-    console.print(t)
-    lines = [
-        f"rows {result.n_rows}; objective {result.objective:.6g} ({result.settings['loss']}"
-        + (f", delta {result.settings['delta']:g}" if result.settings.get("delta") else "")
-        + f"); |grad| {result.grad_norm:.2e}; {result.n_best_basin} of {result.n_refined} "
-        f"refined starts reached the best optimum ({result.n_starts} screened)"
-    ]
-    if result.bootstrap:
-        how = f"clusters of {result.bootstrap['cluster']}" if result.bootstrap.get("cluster") else "rows"
-        lines.append(f"bootstrap: {result.bootstrap['n_replicates']} replicates resampling {how}")
-    if result.profile_phi:
-        lo, hi = result.profile_phi["interval"]
-        fmt = lambda v: "open" if v is None else f"{v:.4g}"  # noqa: E731
-        lines.append(f"phi profile interval (robust LR, 95%): [{fmt(lo)}, {fmt(hi)}]")
-    if result.holdout:
-        h = result.holdout
-        lines.append(
-            f"holdout (budget {h['held_out_budget']:.3g}, {h['n_holdout']} runs): mean |rel "
-            f"err| {h['mean_abs_rel_error']:.3%}, max {h['max_abs_rel_error']:.3%}"
-        )
-    for line in lines:
-        console.print(line, highlight=False)
-    for w in result.warnings:
-        console.print(f"[yellow]warning:[/yellow] {w}", highlight=False)
 
 
 # ----------------------------------------------------------------------------------------------

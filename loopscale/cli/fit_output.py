@@ -1,0 +1,150 @@
+"""What `loopscale fit` prints and writes: the parameter table of each fit, a joint fit's delta-phi lines
+(`loopscale compare` prints them too), and the output paths (--out, --plot; one per group), checked
+writable before any fitting and written atomically after it."""
+
+from __future__ import annotations
+
+import argparse
+import re
+from pathlib import Path
+
+from . import UsageError
+
+
+def write_results(results, out_paths, plot_paths) -> None:
+    """Print each fit, then write figures first and each JSON last, atomically (loopscale/atomic.py): a
+    failed plot leaves no fit.json behind, and a kill mid-write leaves no half file."""
+    from ..atomic import atomic_path
+
+    for g, _table, result in results:
+        print_result(result, g)
+        if result.joint:
+            for line in joint_lines(result.joint):
+                print(line)
+    for (_g, table, result), path in zip(results, plot_paths):
+        if path is not None:
+            from ..plots import plot_fit  # matplotlib only when a figure is asked for
+
+            with atomic_path(path) as tmp:
+                plot_fit(table, result, tmp)
+            print(f"wrote {path}")
+    for (_g, _table, result), path in zip(results, out_paths):
+        if path is not None:
+            with atomic_path(path) as tmp:
+                result.write_json(tmp)
+            print(f"wrote {path}")
+
+
+def joint_lines(j: dict) -> list[str]:
+    """Plain-text lines for a joint fit's delta-phi (joint vs separate) and shared-parameter check."""
+    fmt = lambda v: "open" if v is None else f"{v:+.4g}"  # noqa: E731
+    lines = []
+    ref = j["reference"]
+    for g, d in j["delta_phi"].items():
+        head = f"delta phi = phi[{g}] - phi[{ref}] = {d['estimate']:+.4g}"
+        if d.get("bootstrap_ci"):
+            lo, hi = d["bootstrap_ci"]
+            head += f"; joint bootstrap 95% CI [{lo:+.4g}, {hi:+.4g}] (width {hi - lo:.4g}, se {d['se']:.3g})"
+        lines.append(head)
+        if d.get("profile_interval"):
+            lo, hi = d["profile_interval"]
+            lines.append(f"  joint profile 95% interval [{fmt(lo)}, {fmt(hi)}]")
+        lr = d["lr_test"]
+        lines.append(
+            f"  LR test of delta phi = 0: statistic {lr['statistic']:.3g} (chi2, 1 df), p = {lr['p_value']:.3g}"
+        )
+        sep = d.get("separate")
+        if sep:
+            if sep.get("ci"):
+                lo, hi = sep["ci"]
+                lines.append(
+                    f"  separate fits: delta phi = {sep['delta']:+.4g}, 95% CI [{lo:+.4g}, {hi:+.4g}] "
+                    f"(width {hi - lo:.4g}, {sep['n_replicates']} randomly paired replicates)"
+                )
+            else:
+                lines.append(f"  separate fits: delta phi = {sep['delta']:+.4g} (no CI without --bootstrap)")
+    chk = j.get("shared_check")
+    if chk:
+        verdict = (
+            "the recipes do NOT share the dense model"
+            if chk["p_value"] < 0.05
+            else "consistent with shared dense parameters"
+        )
+        lines.append(
+            f"shared-parameter check (joint vs separate fits): LR statistic {chk['statistic']:.3g} "
+            f"({chk['df']} df), p = {chk['p_value']:.3g}: {verdict}"
+        )
+    return lines
+
+
+def output_paths(args: argparse.Namespace, groups: list) -> tuple[list, list]:
+    """--out and --plot for each fit (one per group; [None] for a single fit), checked writable before any
+    fitting starts, so an unwritable path fails in a second rather than after the whole fit."""
+    out_paths = _out_paths(args.out, groups) if args.out else [None] * len(groups)
+    plot_paths = _out_paths(args.plot, groups) if args.plot else [None] * len(groups)
+    _check_writable(out_paths, "--out")
+    _check_writable(plot_paths, "--plot")
+    return out_paths, plot_paths
+
+
+def _check_writable(paths: list, what: str) -> None:
+    from ..atomic import check_writable
+
+    for path in paths:
+        if path is not None:
+            try:
+                check_writable(path, what)
+            except ValueError as err:
+                raise UsageError(str(err)) from None
+
+
+def _out_paths(path: str, groups: list) -> list[Path]:
+    """PATH for a single fit; PATH with .<group> before the suffix per group."""
+    base = Path(path)
+    if groups == [None]:
+        return [base]
+    return [base.with_name(f"{base.stem}.{_safe(g)}{base.suffix}") for g in groups]
+
+
+def _safe(value) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", str(value)) or "group"
+
+
+def print_result(result, group=None) -> None:
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    title = f"{result.law} fit" + (f" — {result.group['column']} = {group}" if group is not None else "")
+    t = Table(title=title)
+    t.add_column("parameter")
+    t.add_column("estimate", justify="right")
+    t.add_column("95% CI", justify="right")
+    for name, value in result.params.items():
+        ci = result.ci95.get(name)
+        t.add_row(escape(name), f"{value:.6g}", f"[{ci[0]:.4g}, {ci[1]:.4g}]" if ci else "—")
+    console = Console()
+    console.print(t)
+    lines = [
+        f"rows {result.n_rows}; objective {result.objective:.6g} ({result.settings['loss']}"
+        + (f", delta {result.settings['delta']:g}" if result.settings.get("delta") else "")
+        + f"); |grad| {result.grad_norm:.2e}; {result.n_best_basin} of {result.n_refined} "
+        f"refined starts reached the best optimum ({result.n_starts} screened)"
+    ]
+    if result.bootstrap:
+        how = f"clusters of {result.bootstrap['cluster']}" if result.bootstrap.get("cluster") else "rows"
+        lines.append(f"bootstrap: {result.bootstrap['n_replicates']} replicates resampling {how}")
+    if result.profile_phi:
+        lo, hi = result.profile_phi["interval"]
+        fmt = lambda v: "open" if v is None else f"{v:.4g}"  # noqa: E731
+        lines.append(f"phi profile interval (robust LR, 95%): [{fmt(lo)}, {fmt(hi)}]")
+    if result.holdout:
+        h = result.holdout
+        lines.append(
+            f"holdout (budget {h['held_out_budget']:.3g}, {h['n_holdout']} runs): mean |rel "
+            f"err| {h['mean_abs_rel_error']:.3%}, max {h['max_abs_rel_error']:.3%}"
+        )
+    for line in lines:
+        console.print(line, highlight=False)
+    for w in result.warnings:
+        console.print(f"[yellow]warning:[/yellow] {w}", highlight=False)

@@ -1,0 +1,70 @@
+"""The numbers behind the figures, from the fitted law alone: the law along an iso-FLOP curve, the
+collapse coordinates and their spread, and the compute-optimal N*, D* per r. Nothing here draws."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ..derived import optimal_size
+from ..fit_result import FitResult, load_fit
+from ..laws import n_eff, predict_loss
+from .inputs import rows_for_fit
+
+
+def law_line(group: pd.DataFrame, fit: FitResult, n_points: int = 60) -> tuple[np.ndarray, np.ndarray]:
+    """The fitted law along one iso-FLOP curve (runs with one budget and one r).
+
+    Between the runs, N_once, N_rec and D are interpolated in log N from the runs themselves (the
+    architecture family fixes how they move with width), so the line needs no accounting model.
+    """
+    g = group.sort_values("N").drop_duplicates("N")
+    log_n = np.log(g["N"].to_numpy(dtype=float))
+    grid = np.linspace(log_n.min(), log_n.max(), n_points)
+    cols = {c: np.exp(np.interp(grid, log_n, np.log(g[c].to_numpy(dtype=float)))) for c in ("N_once", "D") if c in g}
+    rec = g["N_rec"].to_numpy(dtype=float)
+    cols["N_rec"] = np.exp(np.interp(grid, log_n, np.log(rec))) if (rec > 0).all() else np.interp(grid, log_n, rec)
+    cols["N"], cols["r"] = np.exp(grid), np.full(n_points, float(g["r"].iloc[0]))
+    return np.exp(grid), predict_loss(fit.law, fit.params, cols)
+
+
+def collapse_coordinates(table: pd.DataFrame, fit: FitResult, phi: float):
+    """(N_eff at this phi, L - B D^-beta): with the data term removed, the law says every run lies
+    on the single curve E + A N_eff^-alpha, whatever its r, if phi is right."""
+    p = fit.params
+    x = n_eff(table["N_once"], table["N_rec"], table["r"], phi)
+    y = table["L"].to_numpy(dtype=float) - p["B"] * table["D"].to_numpy(dtype=float) ** -p["beta"]
+    return np.asarray(x, dtype=float), y
+
+
+def collapse_spread(table: pd.DataFrame, fit, phi: float) -> float:
+    """RMS relative distance of the collapsed runs from E + A N_eff^-alpha at this phi.
+
+    The number behind the collapse figure: smallest near the fitted phi when the law holds.
+    """
+    fit = load_fit(fit)
+    table = rows_for_fit(table, fit)
+    p = fit.params
+    x, y = collapse_coordinates(table, fit, phi)
+    curve = p["E"] + p["A"] * x ** -p["alpha"]
+    return float(np.sqrt(np.mean(((y - curve) / curve) ** 2)))
+
+
+def compute_optimal_curve(table: pd.DataFrame, fit: FitResult, r: float, C: np.ndarray):
+    """(N*, D*) at budgets C for models with r recurrences, from the fitted law.
+
+    At fixed r the architecture family fixes N_eff = c N and the training cost per token F = f N
+    (c, f: medians over that r's runs). With D = C / F the law is
+    L(N) = E + A (c N)^-alpha + B (C / (f N))^-beta; setting dL/dN = 0 gives the closed form
+        N* = (alpha A c^-alpha / (beta B))^(1/(alpha+beta)) * (C / f)^(beta/(alpha+beta)),
+        D* = C / (f N*).
+    """
+    p = fit.params
+    g = table[table["r"].to_numpy(dtype=float) == r]
+    N = g["N"].to_numpy(dtype=float)
+    F = g["C"].to_numpy(dtype=float) / g["D"].to_numpy(dtype=float)
+    c = float(np.median(n_eff(g["N_once"], g["N_rec"], g["r"], p.get("phi", 1.0)) / N))
+    f = float(np.median(F / N))
+    C = np.asarray(C, dtype=float)
+    N_star = optimal_size(p, C, c, f)
+    return N_star, C / (f * N_star)
