@@ -6,6 +6,7 @@ never imports torch; PEP 562):
     fit_table, FitResult, load_fit, predict_loss     fit a runs table, read a fit JSON, the law's predictions
     param_counts, flops_per_token                    exact N_once / N_rec / N and training FLOPs per token
     ModelConfig, TrainConfig                         the validated config dataclasses
+    train_config                                     the TrainConfig of a list of Hydra overrides
     run_training, collect                            train one run; gather a sweep's run.json records
 """
 
@@ -20,13 +21,14 @@ except PackageNotFoundError:  # imported from a source tree that was never insta
 # public name -> the module that defines it
 _PUBLIC = {
     "fit_table": "loopscale.fit",
-    "FitResult": "loopscale.fit",
-    "load_fit": "loopscale.fit",
+    "FitResult": "loopscale.fit_result",  # reading a fit never loads the optimiser
+    "load_fit": "loopscale.fit_result",
     "predict_loss": "loopscale.fit",
     "param_counts": "loopscale.accounting",
     "flops_per_token": "loopscale.accounting",
     "ModelConfig": "loopscale.config",
     "TrainConfig": "loopscale.config",
+    "train_config": "loopscale.config_dirs",
     "run_training": "loopscale.train",
     "collect": "loopscale.records",
 }

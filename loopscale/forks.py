@@ -57,7 +57,7 @@ def run_forks(cfg: TrainConfig) -> dict[str, Any]:
     last.ckpt, the parent is (re)run only while some wanted branch has neither a checkpoint of its own nor
     its fork checkpoint. A failed or diverged branch is recorded and the others still run; the first such
     error is raised at the end."""
-    from loopscale.identity import IdentityMismatch, claim
+    from loopscale.identity import claim
     from loopscale.runlock import RunLocked
     from loopscale.shards import prepare
 
@@ -96,6 +96,18 @@ def run_forks(cfg: TrainConfig) -> dict[str, Any]:
             parent_record = _train_parent(cfg, plan, parent_cfg, parent_dir)
         except RunLocked as err:  # another job trains this parent: its branches are that job's
             return running_elsewhere(err, parent_dir)
+    records, first_error = _run_branches(cfg, plan, wanted, parent_dir)
+    if first_error is not None:
+        raise first_error
+    return {**(parent_record or {}), "branches": records}
+
+
+def _run_branches(cfg: TrainConfig, plan: ForkPlan, wanted: list[Branch], parent_dir):
+    """Each wanted branch in turn: its record (or the lock holder's, when another job trains it), and the
+    first error of a branch that failed or belongs to another config (the others still run)."""
+    from loopscale.identity import IdentityMismatch
+    from loopscale.runlock import RunLocked
+
     records, first_error = [], None
     for branch in wanted:
         branch_dir = run_dir_of(branch_config(cfg, plan, branch))
@@ -110,9 +122,7 @@ def run_forks(cfg: TrainConfig) -> dict[str, Any]:
             log.error("branch %s failed: %s", branch_dir, err)
             first_error = first_error or err
             records.append(read_record(branch_dir))
-    if first_error is not None:
-        raise first_error
-    return {**(parent_record or {}), "branches": records}
+    return records, first_error
 
 
 def _wanted_branches(plan: ForkPlan, stage: str) -> list[Branch]:

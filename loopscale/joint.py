@@ -133,31 +133,9 @@ def fit_joint(
     labels = _cluster_labels(table, cluster) if n_bootstrap else None
     result, state = fit_law(data, law, loss, seed, n_refine)
     ref = recipes[0]
-    deltas: dict[str, dict[str, Any]] = {}
     if n_bootstrap > 0:
-        boot = bootstrap(state, n_bootstrap, seed=seed + 1, clusters=labels)
-        boot["cluster"] = cluster
-        cols = boot["params"]
-        for g in recipes[1:]:
-            cols[f"delta_phi[{g}]"] = (np.asarray(cols[f"phi[{g}]"]) - np.asarray(cols[f"phi[{ref}]"])).tolist()
-        result.bootstrap = boot
-        result.ci95 = percentile_ci(cols, level)
-    for g in recipes[1:]:
-        name = f"dphi[{g}]"
-        entry: dict[str, Any] = {"estimate": result.params[f"phi[{g}]"] - result.params[f"phi[{ref}]"]}
-        if result.bootstrap:
-            reps = np.asarray(result.bootstrap["params"][f"delta_phi[{g}]"])
-            entry.update(
-                bootstrap_ci=result.ci95[f"delta_phi[{g}]"], se=float(np.std(reps, ddof=1)), n_replicates=len(reps)
-            )
-        if profile:
-            prof = profile_param(state, name)
-            entry["profile_interval"] = prof["interval"]
-            entry["profile"] = {"x": prof["x"], "objective": prof["objective"], "threshold": prof["threshold"]}
-            if "warning" in prof:
-                result.warnings.append(f"delta-phi[{g}]: {prof['warning']}")
-        entry["lr_test"] = lr_test(state, name, 0.0)
-        deltas[g] = entry
+        _attach_bootstrap(result, state, recipes, n_bootstrap, seed + 1, labels, cluster, level)
+    deltas = {g: _delta_phi(result, state, ref, g, profile) for g in recipes[1:]}
     joint: dict[str, Any] = {
         "column": column,
         "recipes": list(recipes),
@@ -176,6 +154,38 @@ def fit_joint(
     result.settings.update({"n_bootstrap": n_bootstrap, "cluster": cluster, "law": law.name, "joint_column": column})
     result.versions = versions()
     return result
+
+
+def _attach_bootstrap(result, state, recipes, n_bootstrap, seed, labels, cluster, level) -> None:
+    """The joint fit's bootstrap (seed `seed`), with delta_phi[g] = phi[g] - phi[reference] per replicate,
+    and its percentile CIs, on `result`."""
+    boot = bootstrap(state, n_bootstrap, seed=seed, clusters=labels)
+    boot["cluster"] = cluster
+    cols = boot["params"]
+    for g in recipes[1:]:
+        cols[f"delta_phi[{g}]"] = (np.asarray(cols[f"phi[{g}]"]) - np.asarray(cols[f"phi[{recipes[0]}]"])).tolist()
+    result.bootstrap = boot
+    result.ci95 = percentile_ci(cols, level)
+
+
+def _delta_phi(result, state, ref: str, g: str, profile: bool) -> dict[str, Any]:
+    """delta-phi of recipe g against the reference: estimate, bootstrap CI and se (when bootstrapped),
+    profile interval (with `profile`; its warning goes to result.warnings) and the LR test of dphi = 0."""
+    name = f"dphi[{g}]"
+    entry: dict[str, Any] = {"estimate": result.params[f"phi[{g}]"] - result.params[f"phi[{ref}]"]}
+    if result.bootstrap:
+        reps = np.asarray(result.bootstrap["params"][f"delta_phi[{g}]"])
+        entry.update(
+            bootstrap_ci=result.ci95[f"delta_phi[{g}]"], se=float(np.std(reps, ddof=1)), n_replicates=len(reps)
+        )
+    if profile:
+        prof = profile_param(state, name)
+        entry["profile_interval"] = prof["interval"]
+        entry["profile"] = {"x": prof["x"], "objective": prof["objective"], "threshold": prof["threshold"]}
+        if "warning" in prof:
+            result.warnings.append(f"delta-phi[{g}]: {prof['warning']}")
+    entry["lr_test"] = lr_test(state, name, 0.0)
+    return entry
 
 
 def _rows_by_recipe(table: pd.DataFrame, recipes: Sequence[str]) -> dict[str, int]:

@@ -173,6 +173,30 @@ def canonical_table(raw: pd.DataFrame, law: str, columns: ColumnMap | None = Non
                 f"missing column {src_of[canon]!r} for {canon}{hint}; "
                 f"columns are {list(raw.columns)} (map names with --{_opt(canon)})"
             )
+    _check_values(table, need, src_of)
+    if law != "chinchilla":
+        zero = (table["N_once"] + table["N_rec"]) <= 0
+        if zero.any():
+            raise ValueError(f"N_once + N_rec must be > 0; rows {_rows(zero.to_numpy())} are not")
+    cost_N = table["N"] if law == "chinchilla" else cost_params(table["N_once"], table["N_rec"], table["r"])
+    if "D" not in need:
+        table["D"] = tokens_from_compute(table["C"], cost_N)
+        derived["D"] = "C / (6 N)" if law == "chinchilla" else "C / (6 (N_once + r N_rec))"
+    if "C" not in table.columns:
+        table["C"] = compute_from_tokens(table["D"], cost_N)
+    if law != "looped-joint":  # a joint table is checked once the recipes' tables are merged
+        check_fit_size(table, law)
+    table = table.reset_index(drop=True)
+    table.attrs["columns_used"] = {
+        canon: derived.get(canon, src_of[canon]) for canon in list(need) + [c for c in derived if c not in need]
+    }
+    table.attrs["columns_ignored"] = ignored
+    return table
+
+
+def _check_values(table: pd.DataFrame, need, src_of: dict[str, str]) -> None:
+    """Each column the law reads holds finite numbers within its range (N_once, N_rec >= 0; r a whole
+    number >= 1; the rest > 0), converted to float in place; a ValueError names the column and rows."""
     for canon in need:
         if not (
             pd.api.types.is_numeric_dtype(table[canon]) or pd.api.types.is_object_dtype(table[canon])
@@ -192,24 +216,6 @@ def canonical_table(raw: pd.DataFrame, law: str, columns: ColumnMap | None = Non
         if not lower_ok.all():
             rule = {"N_once": ">= 0", "N_rec": ">= 0", "r": "a whole number >= 1"}.get(canon, "> 0")
             raise ValueError(f"column {src_of[canon]!r} must be {rule}; rows {_rows(~lower_ok)} are not")
-    if law != "chinchilla":
-        zero = (table["N_once"] + table["N_rec"]) <= 0
-        if zero.any():
-            raise ValueError(f"N_once + N_rec must be > 0; rows {_rows(zero.to_numpy())} are not")
-    cost_N = table["N"] if law == "chinchilla" else cost_params(table["N_once"], table["N_rec"], table["r"])
-    if "D" not in need:
-        table["D"] = tokens_from_compute(table["C"], cost_N)
-        derived["D"] = "C / (6 N)" if law == "chinchilla" else "C / (6 (N_once + r N_rec))"
-    if "C" not in table.columns:
-        table["C"] = compute_from_tokens(table["D"], cost_N)
-    if law != "looped-joint":  # a joint table is checked once the recipes' tables are merged
-        check_fit_size(table, law)
-    table = table.reset_index(drop=True)
-    table.attrs["columns_used"] = {
-        canon: derived.get(canon, src_of[canon]) for canon in list(need) + [c for c in derived if c not in need]
-    }
-    table.attrs["columns_ignored"] = ignored
-    return table
 
 
 def check_fit_size(table: pd.DataFrame, law: str) -> None:

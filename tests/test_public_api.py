@@ -16,13 +16,14 @@ import loopscale
 
 PUBLIC = {
     "fit_table": "loopscale.fit",
-    "FitResult": "loopscale.fit",
-    "load_fit": "loopscale.fit",
+    "FitResult": "loopscale.fit_result",
+    "load_fit": "loopscale.fit_result",
     "predict_loss": "loopscale.fit",
     "param_counts": "loopscale.accounting",
     "flops_per_token": "loopscale.accounting",
     "ModelConfig": "loopscale.config",
     "TrainConfig": "loopscale.config",
+    "train_config": "loopscale.config_dirs",
     "run_training": "loopscale.train",
     "collect": "loopscale.records",
 }
@@ -66,6 +67,18 @@ def test_the_analysis_names_do_not_import_torch():
         "getattr(loopscale, n)"
     )
     assert "torch" not in loaded and "loopscale.fit" in loaded
+
+
+def test_reading_a_fit_loads_neither_the_optimiser_nor_torch():
+    loaded = _modules_after("import loopscale\nloopscale.load_fit, loopscale.FitResult")
+    assert "loopscale.fit_result" in loaded
+    assert not {"loopscale.fit", "loopscale.optimize", "scipy.optimize", "torch"} & loaded
+
+
+def test_train_config_is_the_composed_typed_config():
+    cfg = loopscale.train_config(["experiment=isodepth_cpu_demo", "model.r=4"])
+    assert isinstance(cfg, loopscale.TrainConfig)
+    assert (cfg.model.r, cfg.model.n_rec, cfg.sweep) == (4, 2, "isodepth_cpu_demo")
 
 
 PARAMS = {"E": 1.7, "A": 400.0, "alpha": 0.34, "B": 410.0, "beta": 0.28, "phi": 0.6}

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from ..fit_result import FitResult, load_fit, recipe_phi
-from ..laws import compute_from_tokens, cost_params, predict_loss, tokens_from_compute
+from ..laws import compute_from_tokens, cost_params, n_eff, predict_loss, tokens_from_compute
 from ..tables import budget_clusters, budget_column
 from ..tables import read_table as read_any_table
 
@@ -93,7 +93,7 @@ def predicted_loss(table: pd.DataFrame, fit: FitResult) -> np.ndarray:
     if fit.law == "looped-joint":
         phi = recipe_phi(table, fit.params, (fit.joint or {}).get("column", "variant"))
         p = fit.params
-        n = cols["N_once"] + cols["r"] ** phi * cols["N_rec"]
+        n = n_eff(cols["N_once"], cols["N_rec"], cols["r"], phi)  # phi per row
         return p["E"] + p["A"] * n ** -p["alpha"] + p["B"] * cols["D"] ** -p["beta"]
     return predict_loss(fit.law, fit.params, cols)
 
