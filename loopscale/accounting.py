@@ -47,7 +47,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from loopscale.config import RECIPES, ModelConfig, _check_choice, layer_plan, paper_width  # noqa: F401 (re-exported)
+from loopscale.config import RECIPES, ModelConfig, layer_plan, paper_width  # noqa: F401 (re-exported)
+from loopscale.config_checks import check_choice
 
 # The presets' shapes live in the model configs training composes (loopscale/conf/model/{paper,cpu}.yaml,
 # read by `model_preset`); only what those leave to the tokenizer is fixed here.
@@ -202,7 +203,7 @@ def tokens_for_budget(compute_flops: float, flops_per_token: float, batch_tokens
 def _recipe(variant: str) -> str:
     """The variant name is ModelConfig's recipe: baseline (the looped injection for r > 1, passthrough at
     r = 1), tbptt (bptt_k = ceil(r / 2)) or hyper (K = 2 lanes for r > 1)."""
-    _check_choice("variant", variant, RECIPES)
+    check_choice("variant", variant, RECIPES)
     return variant
 
 

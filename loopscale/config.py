@@ -4,182 +4,42 @@ Every dataclass here validates itself in `__post_init__` and raises `ValueError`
 allowed values, so a bad sweep point fails at start, not an hour into training. `register_configs()` puts
 the schema into Hydra's ConfigStore so YAML under `loopscale/conf/` is type-checked against it.
 
-Names follow the literature: d_model, n_layer; r = recurrence count; p / k / c = prelude / recurrent-block
-/ coda depth in layers, so effective depth L_eff = p + k * r + c (docs/design.md, "Iso-depth").
+The model's config lives in model_config.py (ModelConfig, the iso-depth layer plan), the run and point
+names and the OmegaConf resolvers in naming.py, the field checks in config_checks.py; every name is also
+importable from here.
 """
 
 from __future__ import annotations
 
-import math
-import re
 from dataclasses import dataclass, field, replace
 from typing import Any, Optional
 
-INJECTIONS = ("linear", "additive", "passthrough", "hyper", "concat")
-LOOPED_INJECTIONS = ("linear", "concat", "additive", "passthrough")  # what injection="auto" may pick for r > 1
-INITS = ("gpt2", "paper")
-DENSE_LAYOUTS = ("same", "plain")
-RECIPES = ("baseline", "tbptt", "hyper")
-MLPS = ("relu2", "swiglu")
-VOCAB_MULTIPLE = 64  # the model pads its vocabulary to this multiple (tensor-core friendly shapes)
+from loopscale.config_checks import check_choice, check_finite, check_positive
+from loopscale.model_config import (  # noqa: F401 (re-exported)
+    DENSE_LAYOUTS,
+    INITS,
+    INJECTIONS,
+    LOOPED_INJECTIONS,
+    MLPS,
+    RECIPES,
+    VOCAB_MULTIPLE,
+    ModelConfig,
+    layer_plan,
+    pad_vocab,
+)
+from loopscale.naming import (  # noqa: F401 (re-exported)
+    NAME_PATTERN,
+    _parse_point,
+    _safe_name,
+    budget_tag,
+    check_name,
+    paper_width,
+    parse_fork_point,
+    register_resolvers,
+)
 
-
-def _check_choice(name: str, value: Any, allowed: tuple) -> None:
-    if value not in allowed:
-        raise ValueError(f"{name}={value!r} is not allowed; choose one of {', '.join(map(repr, allowed))}")
-
-
-def _check_positive(name: str, value: Any) -> None:
-    if value is None or not math.isfinite(value) or value <= 0:  # NaN <= 0 is False: test finiteness too
-        raise ValueError(f"{name}={value!r} must be a finite number > 0")
-
-
-def _check_finite(name: str, value: Any) -> None:
-    if value is None or not math.isfinite(value):
-        raise ValueError(f"{name}={value!r} must be a finite number")
-
-
-# Run, sweep and point names become path components under runs_dir: letters, digits and . _ , = + -,
-# starting with a letter, digit or _, and no '..' (so no name can climb out of runs_dir or be absolute).
-NAME_PATTERN = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.,=+-]{0,199}")
-
-
-def check_name(field_name: str, value: Any) -> None:
-    """ValueError unless `value` is a safe single path component (see NAME_PATTERN)."""
-    if not isinstance(value, str) or not NAME_PATTERN.fullmatch(value) or ".." in value:
-        raise ValueError(
-            f"{field_name}={value!r} is not a safe name: use 1-200 letters, digits and . _ , = + - "
-            "(starting with a letter, digit or _), no '/' and no '..'"
-        )
-
-
-def pad_vocab(vocab_size: int, multiple: int = VOCAB_MULTIPLE) -> int:
-    """Smallest multiple of `multiple` that holds `vocab_size` tokens."""
-    return -(-vocab_size // multiple) * multiple
-
-
-def layer_plan(l_eff: int, r: int, n_prelude: int = 2, n_coda: int = 2) -> tuple[int, int, int]:
-    """(p, k, c) with p + k * r + c = l_eff (iso-depth, docs/design.md): the recurrent block gets the depth
-    left after prelude and coda. The one place the plan is computed: ModelConfig(depth=...) calls it."""
-    if r < 1:
-        raise ValueError(f"r={r!r} must be >= 1")
-    if n_prelude < 0 or n_coda < 0:
-        raise ValueError(f"n_prelude={n_prelude!r} and n_coda={n_coda!r} must be >= 0")
-    rec_depth = l_eff - n_prelude - n_coda
-    if rec_depth < 1:
-        raise ValueError(f"l_eff={l_eff} leaves no recurrent layers after n_prelude={n_prelude} and n_coda={n_coda}")
-    if rec_depth % r != 0:
-        allowed = [d for d in range(1, rec_depth + 1) if rec_depth % d == 0]
-        raise ValueError(
-            f"l_eff - n_prelude - n_coda = {l_eff} - {n_prelude} - {n_coda} = {rec_depth} is not divisible "
-            f"by r={r}; allowed r for this depth: {', '.join(map(str, allowed))}"
-        )
-    return n_prelude, rec_depth // r, n_coda
-
-
-@dataclass
-class ModelConfig:
-    """One looped transformer. Embedding -> RMSNorm -> prelude (p layers, once) -> recurrent block
-    (k layers, r times, with injection of the prelude output e) -> coda (c layers, once) -> RMSNorm -> head."""
-
-    vocab_size: int = 2048  # tokenizer vocabulary; the model uses padded_vocab_size
-    d_model: int = 128
-    head_dim: int = 64  # n_head = d_model // head_dim
-    n_prelude: int = 2  # p
-    n_rec: int = 8  # k, layers in the recurrent block
-    n_coda: int = 2  # c
-    r: int = 1  # recurrence count: passes through the recurrent block
-    # auto (passthrough at r = 1, else looped_injection) | linear | concat | additive | passthrough | hyper
-    injection: str = "auto"
-    bptt_k: Optional[int] = None  # truncated backprop: only the last k of r passes get gradient; None = all
-    hyper_lanes: int = 2  # K, residual lanes for injection="hyper"
-    hyper_dynamic: bool = False  # input-dependent tanh corrections (Zhu et al. 2024), zero-initialised
-    mlp: str = "relu2"  # relu2 (hidden = mlp_ratio * d) | swiglu (hidden = 2/3 * mlp_ratio * d, rounded)
-    mlp_ratio: int = 4
-    seq_len: int = 256  # T, the context length (also the RoPE table length)
-    tie_embeddings: bool = False
-    logit_softcap: Optional[float] = None  # soft-cap c: logits -> c * tanh(logits / c)
-    rope_base: float = 10000.0
-    norm_eps: float = 1e-6
-    init_std: float = 0.02  # init="gpt2" only
-    # gpt2: N(0, init_std) matrices, residual writes scaled by 1/sqrt(2 L_eff), as GPT-2.
-    # paper: the published init (embedding N(0, 1), head N(0, 1e-3), block matrices uniform with
-    # std 1/sqrt(fan_in)); see loopscale/model.py
-    init: str = "gpt2"
-    # The injection injection="auto" resolves to for r > 1 (baseline / tbptt recipes): linear (two d x d
-    # matrices W_e e + W_s s) | concat (one Linear(2d -> d) on [e; s], the published form) | additive | passthrough
-    looped_injection: str = "linear"
-    # The layout at r = 1: same (p, k, c as for r > 1, e.g. 2-16-2) | plain (one stack of p + k + c layers,
-    # no prelude or coda: the published 0-20-0). Resolved in __post_init__; r > 1 is never changed.
-    dense_layout: str = "same"
-    # Sweep conveniences, resolved in __post_init__ so the model code only sees concrete values:
-    depth: Optional[int] = None  # target L_eff; when set, n_rec = (depth - p - c) / r (iso-depth)
-    recipe: str = "baseline"  # baseline | tbptt (bptt_k = ceil(r/2)) | hyper (K lanes) — applied when r > 1
-
-    def __post_init__(self) -> None:
-        _check_choice("recipe", self.recipe, RECIPES)
-        _check_choice("init", self.init, INITS)
-        _check_choice("looped_injection", self.looped_injection, LOOPED_INJECTIONS)
-        _check_choice("dense_layout", self.dense_layout, DENSE_LAYOUTS)
-        _check_positive("r", self.r)
-        if self.r == 1 and self.dense_layout == "plain":
-            # one plain stack: the prelude and coda layers join the block (idempotent, so replace() is safe)
-            if self.depth is None:
-                self.n_rec += self.n_prelude + self.n_coda
-            self.n_prelude = self.n_coda = 0
-        if self.depth is not None:
-            self.n_rec = layer_plan(self.depth, self.r, self.n_prelude, self.n_coda)[1]
-        if self.r > 1 and self.recipe == "tbptt" and self.bptt_k is None:
-            self.bptt_k = -(-self.r // 2)  # ceil(r / 2), the published probe
-        if self.r > 1 and self.recipe == "hyper" and self.injection == "auto":
-            self.injection = "hyper"
-        if self.injection == "auto":
-            self.injection = "passthrough" if self.r == 1 else self.looped_injection
-        for name in ("vocab_size", "d_model", "head_dim", "n_rec", "r", "seq_len", "mlp_ratio"):
-            _check_positive(name, getattr(self, name))
-        for name in ("n_prelude", "n_coda"):
-            if getattr(self, name) < 0:
-                raise ValueError(f"{name}={getattr(self, name)!r} must be >= 0")
-        _check_choice("injection", self.injection, INJECTIONS)
-        _check_choice("mlp", self.mlp, MLPS)
-        if self.d_model % self.head_dim != 0:
-            raise ValueError(f"d_model={self.d_model} must be a multiple of head_dim={self.head_dim}")
-        if self.head_dim % 2 != 0:
-            raise ValueError(f"head_dim={self.head_dim} must be even (RoPE rotates pairs)")
-        if self.bptt_k is not None and not (1 <= self.bptt_k <= self.r):
-            raise ValueError(f"bptt_k={self.bptt_k!r} must be between 1 and r={self.r} (or None for full backprop)")
-        if self.injection == "hyper":
-            if self.r == 1:
-                raise ValueError(
-                    "injection='hyper' needs r > 1; allowed for r = 1: 'passthrough', 'linear', 'concat', 'additive'"
-                )
-            _check_positive("hyper_lanes", self.hyper_lanes)
-        if self.hyper_dynamic and self.injection != "hyper":
-            raise ValueError("hyper_dynamic=True needs injection='hyper'")
-        if self.logit_softcap is not None:
-            _check_positive("logit_softcap", self.logit_softcap)
-
-    @property
-    def n_head(self) -> int:
-        return self.d_model // self.head_dim
-
-    @property
-    def padded_vocab_size(self) -> int:
-        return pad_vocab(self.vocab_size)
-
-    @property
-    def l_eff(self) -> int:
-        """Layer passes per token: p + k * r + c."""
-        return self.n_prelude + self.n_rec * self.r + self.n_coda
-
-    @property
-    def variant(self) -> str:
-        """Recipe name used in run names and the runs table: baseline | tbptt | hyper."""
-        if self.injection == "hyper":
-            return "hyper"
-        if self.bptt_k is not None and self.bptt_k < self.r:
-            return "tbptt"
-        return "baseline"
+# The checks' names from when they were defined here (older callers import them from loopscale.config).
+_check_choice, _check_positive, _check_finite = check_choice, check_positive, check_finite
 
 
 @dataclass
@@ -210,8 +70,8 @@ class DataConfig:
     allow_repeat: bool = False  # packed: wrap around (a second epoch) when D needs more rows than the set holds
 
     def __post_init__(self) -> None:
-        _check_choice("source", self.source, ("shakespeare", "text", "hf", "packed"))
-        _check_choice("format", self.format, ("windows", "packed"))
+        check_choice("source", self.source, ("shakespeare", "text", "hf", "packed"))
+        check_choice("format", self.format, ("windows", "packed"))
         if self.source == "packed":
             if self.format != "packed":
                 raise ValueError("source='packed' reads a packed-rows set; it needs format='packed'")
@@ -221,17 +81,17 @@ class DataConfig:
                     "or hf_name (a hub dataset repo of them)"
                 )
         if self.val_rows is not None:
-            _check_positive("val_rows", self.val_rows)
+            check_positive("val_rows", self.val_rows)
         if self.source == "text" and not self.path:
             raise ValueError("source='text' needs path (a .txt/.jsonl/.parquet file or folder)")
         if self.source == "hf" and not self.hf_name:
             raise ValueError("source='hf' needs hf_name (a hub dataset name)")
-        _check_positive("vocab_size", self.vocab_size)
-        _check_positive("val_tokens", self.val_tokens)
-        _check_positive("num_proc", self.num_proc)
-        _check_choice("token_dtype", self.token_dtype, ("auto", "uint16", "uint32"))
+        check_positive("vocab_size", self.vocab_size)
+        check_positive("val_tokens", self.val_tokens)
+        check_positive("num_proc", self.num_proc)
+        check_choice("token_dtype", self.token_dtype, ("auto", "uint16", "uint32"))
         if self.max_documents is not None:
-            _check_positive("max_documents", self.max_documents)
+            check_positive("max_documents", self.max_documents)
         if not 0.0 < self.val_fraction < 1.0:
             raise ValueError(f"val_fraction={self.val_fraction!r} must be in (0, 1)")
 
@@ -278,11 +138,11 @@ class OptimConfig:
     transfer_ref_batch_tokens: int = 262144  # B_ref = 2^18 tokens per step
 
     def __post_init__(self) -> None:
-        _check_positive("lr", self.lr)
+        check_positive("lr", self.lr)
         for name in ("weight_decay", "beta1", "beta2", "eps", "grad_clip"):
-            _check_finite(name, getattr(self, name))
-        _check_choice("schedule", self.schedule, SCHEDULES)
-        _check_choice("decay_shape", self.decay_shape, ("linear", "sqrt"))
+            check_finite(name, getattr(self, name))
+        check_choice("schedule", self.schedule, SCHEDULES)
+        check_choice("decay_shape", self.decay_shape, ("linear", "sqrt"))
         for name in ("warmup_frac", "final_lr_frac", "decay_frac"):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise ValueError(f"{name}={getattr(self, name)!r} must be in [0, 1]")
@@ -290,9 +150,9 @@ class OptimConfig:
             raise ValueError(f"grad_clip={self.grad_clip!r} must be >= 0")
         if self.warmup_steps is not None and self.warmup_steps < 0:
             raise ValueError(f"warmup_steps={self.warmup_steps!r} must be >= 0 (or None to use warmup_frac)")
-        _check_choice("optimizer", self.optimizer, OPTIMIZERS)
-        _check_choice("ortho_dtype", self.ortho_dtype, ("auto", "bf16", "fp32"))
-        _check_choice("transfer", self.transfer, ("published", "none"))
+        check_choice("optimizer", self.optimizer, OPTIMIZERS)
+        check_choice("ortho_dtype", self.ortho_dtype, ("auto", "bf16", "fp32"))
+        check_choice("transfer", self.transfer, ("published", "none"))
         for name in (
             "lr_head",
             "lr_embedding",
@@ -301,7 +161,7 @@ class OptimConfig:
             "transfer_ref_size",
             "transfer_ref_batch_tokens",
         ):
-            _check_positive(name, getattr(self, name))
+            check_positive(name, getattr(self, name))
         if not 0.0 <= self.momentum < 1.0:
             raise ValueError(f"momentum={self.momentum!r} must be in [0, 1)")
         if self.optimizer == "muonh":
@@ -343,7 +203,7 @@ class BudgetConfig:
     grad_accum: Optional[int] = None  # set instead of device_batch to fix the accumulation; None: derived
 
     def __post_init__(self) -> None:
-        _check_choice("mode", self.mode, BUDGET_MODES)
+        check_choice("mode", self.mode, BUDGET_MODES)
         if self.mode == "forks":
             given = [name for name in ("fork_flops", "fork_tokens") if getattr(self, name)]
             if len(given) != 1:
@@ -356,14 +216,14 @@ class BudgetConfig:
                 raise ValueError(f"{given[0]}={list(values)!r}: every entry must be > 0")
         else:
             needed = {"flops": "compute_flops", "tokens": "tokens", "ratio": "tokens_per_param"}[self.mode]
-            _check_positive(needed, getattr(self, needed))
-        _check_positive("batch_size", self.batch_size)
+            check_positive(needed, getattr(self, needed))
+        check_positive("batch_size", self.batch_size)
         if self.device_batch != "auto" and (
             isinstance(self.device_batch, bool) or not isinstance(self.device_batch, int) or self.device_batch <= 0
         ):
             raise ValueError(f"device_batch={self.device_batch!r} must be 'auto' or an int > 0")
         if self.grad_accum is not None:
-            _check_positive("grad_accum", self.grad_accum)
+            check_positive("grad_accum", self.grad_accum)
 
 
 @dataclass
@@ -394,12 +254,12 @@ class TrainerConfig:
     nan_at_step: Optional[int] = None
 
     def __post_init__(self) -> None:
-        _check_choice("strategy", self.strategy, ("auto", "ddp", "ddp_spawn"))
-        _check_positive("num_nodes", self.num_nodes)
-        _check_choice("precision", self.precision, ("32-true", "bf16-mixed", "16-mixed", "bf16-true"))
-        _check_positive("devices", self.devices)
-        _check_positive("ckpt_every_steps", self.ckpt_every_steps)
-        _check_positive("log_every_steps", self.log_every_steps)
+        check_choice("strategy", self.strategy, ("auto", "ddp", "ddp_spawn"))
+        check_positive("num_nodes", self.num_nodes)
+        check_choice("precision", self.precision, ("32-true", "bf16-mixed", "16-mixed", "bf16-true"))
+        check_positive("devices", self.devices)
+        check_positive("ckpt_every_steps", self.ckpt_every_steps)
+        check_positive("log_every_steps", self.log_every_steps)
         compile_modes = {
             False: False,
             "false": False,
@@ -431,7 +291,7 @@ class LoggerConfig:
     wandb_entity: Optional[str] = None
 
     def __post_init__(self) -> None:
-        _check_choice("wandb_mode", self.wandb_mode, ("offline", "online"))
+        check_choice("wandb_mode", self.wandb_mode, ("offline", "online"))
 
 
 @dataclass
@@ -489,74 +349,3 @@ def register_configs() -> None:
         ("logger", LoggerConfig),
     ):
         cs.store(group=group, name=f"{group}_schema", node=node)
-
-
-def _parse_point(point: str) -> dict[str, float]:
-    """A sweep grid point label like 'C1e18-s10' (budget 1e18 FLOPs, paper size s=10) or 'C3e13-d128'
-    (budget 3e13 FLOPs, d_model 128): one string per (budget, width) pair, so a Hydra sweep over points
-    maps budgets to their own widths instead of taking a full cross product."""
-    parts = dict((item[0], item[1:]) for item in str(point).split("-") if item)
-    if "C" not in parts or not ({"s", "d"} & parts.keys()):
-        raise ValueError(
-            f"point={point!r} must look like 'C1e18-s10' (budget, paper size) or 'C3e13-d128' (budget, d_model)"
-        )
-    out = {"C": float(parts["C"])}
-    if "s" in parts:
-        out["d_model"] = paper_width(int(parts["s"]))
-    else:
-        out["d_model"] = int(parts["d"])
-    return out
-
-
-def paper_width(size: int) -> int:
-    """The published grid's width for size s: d = 64 * s rounded up to a multiple of 128."""
-    return -(-64 * size // 128) * 128
-
-
-def budget_tag(mode: str, compute_flops: Any, tokens: Any, tokens_per_param: Any) -> str:
-    """Short, deterministic budget label for run names: C1e+18 -> 'C1e18', tokens -> 'D2e6', ratio -> 'R20'."""
-
-    def short(x: Any) -> str:
-        return f"{float(x):.3g}".replace("e+", "e").replace("e0", "e")
-
-    if mode == "flops":
-        return f"C{short(compute_flops)}"
-    if mode == "tokens":
-        return f"D{short(tokens)}"
-    if mode == "forks":  # one job trains several budgets (loopscale/forks.py names each branch itself)
-        return "forks"
-    return f"R{short(tokens_per_param)}"
-
-
-def _safe_name(field_name: str, value: Any) -> str:
-    check_name(field_name, str(value))
-    return str(value)
-
-
-def parse_fork_point(point: str) -> tuple[list[float], int]:
-    """A forked grid point 'C2.5e11_5e11_1e12-d64' -> ([2.5e11, 5e11, 1e12] FLOPs, d_model 64): one model
-    (width) and the budgets its branches stop at, '_'-separated (',' would split a Hydra sweep)."""
-    parts = dict((item[0], item[1:]) for item in str(point).split("-") if item)
-    try:
-        budgets = [float(x) for x in parts["C"].split("_")]
-        width = int(parts["d"])
-    except (KeyError, ValueError):
-        raise ValueError(f"fork point {point!r} must look like 'C2.5e11_5e11_1e12-d64' (budgets, d_model)") from None
-    return budgets, width
-
-
-def register_resolvers() -> None:
-    """OmegaConf resolvers used by loopscale/conf/*.yaml (`${ls.point_flops:${point}}` etc.)."""
-    from omegaconf import OmegaConf
-
-    for name, fn in (
-        ("ls.point_flops", lambda p: _parse_point(p)["C"]),
-        ("ls.point_width", lambda p: _parse_point(p)["d_model"]),
-        ("ls.budget_tag", budget_tag),
-        ("ls.ceil_half", lambda r: -(-int(r) // 2)),
-        ("ls.safe_name", _safe_name),
-        ("ls.fork_flops", lambda p: parse_fork_point(p)[0]),  # loopscale/conf/grid/cpu_wsd.yaml
-        ("ls.fork_width", lambda p: parse_fork_point(p)[1]),
-    ):
-        if not OmegaConf.has_resolver(name):
-            OmegaConf.register_new_resolver(name, fn)

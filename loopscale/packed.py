@@ -15,21 +15,18 @@ the metadata, T from the first row.
 shards are split at their end-of-document tokens, each document gets a BOS in front, and the documents are
 best-fit packed (packing.py). Rows are written in a fixed shuffled order (seeded by data.split_seed) so a
 prefix of the rows -- what a shorter run reads -- is a sample of the whole corpus, not its first documents.
-Writes are staged in `<data_dir>/.tmp-<key>-<host>-<pid>` and published by one rename, like shards.py.
+Writes are staged in `<data_dir>/.tmp-<key>-<host>-<pid>` and published by one rename, like shards.py
+(staging.py).
 
-`locate_published(cfg)` finds a published set: data.path (a local folder) first, else the Hugging Face
-cache, else -- only when the hub is reachable -- downloads it once into that cache. Offline with no copy it
-fails at once with one line naming what to download.
+`open_published(cfg)` opens the published set wherever published.py finds it (data.path, the Hugging Face
+cache, or a download into that cache).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import os
 import shutil
-import socket
-import threading
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,6 +35,15 @@ from typing import TYPE_CHECKING, Optional
 import numpy as np
 
 from loopscale.corpus import DataError, source_fingerprint
+from loopscale.published import (  # noqa: F401 (re-exported: they were defined here)
+    HUB_HOST,
+    HUB_PROBE_S,
+    hub_cache_dir,
+    hub_offline_flag,
+    hub_reachable,
+    locate_published,
+)
+from loopscale.staging import publish, staging_folder
 
 if TYPE_CHECKING:
     from loopscale.config import DataConfig
@@ -50,8 +56,6 @@ ROWS_PER_FILE = 65536  # rows per parquet file (the published set: ~ this order)
 ROWS_PER_GROUP = 1024  # rows per row group: the reader decodes one group at a time
 MAX_OPEN_ROWS = 1024  # best-fit window (packing.py)
 BOS_CANDIDATES = ("<s>", "<|bos|>", "<|begin_of_text|>", "[CLS]")  # else the end-of-document token
-HUB_HOST = ("huggingface.co", 443)
-HUB_PROBE_S = 0.5  # longest wait to learn whether the hub answers at all
 
 
 # ------------------------------------------------------------------------------------------ reading rows
@@ -333,8 +337,8 @@ def pack_key(prepared: PreparedData, seq_len: int, seed: int) -> str:
 
 def pack(cfg: DataConfig, seq_len: int, progress: bool = True) -> PackedSet:
     """The packed set of `cfg`'s corpus and tokenizer at context T = seq_len, from the cache or built."""
-    from loopscale.shards import _staging_prefix, _sweep_dead_staging, prepare
-    from loopscale.tokenizer import load_tokenizer, tokenizer_sha256
+    from loopscale.shards import prepare
+    from loopscale.tokenizer import load_tokenizer
 
     if seq_len < 1:
         raise DataError(f"seq_len={seq_len} must be >= 1")
@@ -351,134 +355,70 @@ def pack(cfg: DataConfig, seq_len: int, progress: bool = True) -> PackedSet:
         )
     tok = load_tokenizer(str(prepared.tokenizer_path))
     bos = bos_id_of(tok)
-    _sweep_dead_staging(data_dir, key)
-    staging = data_dir / f"{_staging_prefix(key)}{os.getpid()}"
-    shutil.rmtree(staging, ignore_errors=True)
-    (staging / "work").mkdir(parents=True)
-    try:
-        splits = {
-            split: pack_split(
-                np.asarray(prepared.tokens(split)),
-                prepared.eot_id,
-                bos,
-                seq_len + 1,
-                prepared.dtype,
-                staging / "work",
-                split,
-                cfg.split_seed,
-                staging,
-                progress,
-            )
-            for split in ("train", "val")
-        }
-        shutil.rmtree(staging / "work")
+    with staging_folder(data_dir, key) as staging:  # removed again if anything below raises
+        splits = _pack_splits(prepared, bos, seq_len + 1, cfg.split_seed, staging, progress)
         shutil.copy(prepared.tokenizer_path, staging / "tokenizer.json")
-        meta = {
-            "format": FORMAT,
-            "version": FORMAT_VERSION,
-            "key": key,
-            "seq_len": seq_len,
-            "row_len": seq_len + 1,
-            "dtype": np.dtype(prepared.dtype).name,
-            "tokenizer": {
-                "name": cfg.tokenizer,
-                "vocab_size": prepared.vocab_size,
-                "bos_id": bos,
-                "pad_id": bos,
-                "eot_id": prepared.eot_id,
-                "sha256": tokenizer_sha256(tok),
-            },
-            "rows": {s: v["rows"] for s, v in splits.items()},
-            "tokens": {s: v["tokens"] for s, v in splits.items()},
-            "waste_share": {s: v["waste_share"] for s, v in splits.items()},
-            "splits": splits,
-            "source": source_fingerprint(cfg),
-            "prepared": prepared.root.name,
-            "packing": {"method": "bos-best-fit", "max_open_rows": MAX_OPEN_ROWS, "order_seed": cfg.split_seed},
-        }
-        (staging / META_FILE).write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
-        try:
-            os.rename(staging, root)  # atomic publish
-        except OSError:
-            if not (root / META_FILE).is_file():  # not "another process published it first"
-                raise
-            shutil.rmtree(staging, ignore_errors=True)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
+        publish(staging, root, _pack_meta(cfg, prepared, key, seq_len, tok, bos, splits), META_FILE)
     return open_packed(root)
+
+
+def _pack_splits(prepared: PreparedData, bos: int, row_len: int, seed: int, staging: Path, progress: bool) -> dict:
+    """Pack both splits into `staging` (their scratch rows in staging/work, deleted after); their counts."""
+    work = staging / "work"
+    work.mkdir()
+    splits = {
+        split: pack_split(
+            np.asarray(prepared.tokens(split)),
+            prepared.eot_id,
+            bos,
+            row_len,
+            prepared.dtype,
+            work,
+            split,
+            seed,
+            staging,
+            progress,
+        )
+        for split in ("train", "val")
+    }
+    shutil.rmtree(work)
+    return splits
+
+
+def _pack_meta(cfg: DataConfig, prepared: PreparedData, key: str, seq_len: int, tok, bos: int, splits: dict) -> dict:
+    """meta.json of a packed set built here: the format, T, the tokenizer and the counts of each split."""
+    from loopscale.tokenizer import tokenizer_sha256
+
+    return {
+        "format": FORMAT,
+        "version": FORMAT_VERSION,
+        "key": key,
+        "seq_len": seq_len,
+        "row_len": seq_len + 1,
+        "dtype": np.dtype(prepared.dtype).name,
+        "tokenizer": {
+            "name": cfg.tokenizer,
+            "vocab_size": prepared.vocab_size,
+            "bos_id": bos,
+            "pad_id": bos,
+            "eot_id": prepared.eot_id,
+            "sha256": tokenizer_sha256(tok),
+        },
+        "rows": {s: v["rows"] for s, v in splits.items()},
+        "tokens": {s: v["tokens"] for s, v in splits.items()},
+        "waste_share": {s: v["waste_share"] for s, v in splits.items()},
+        "splits": splits,
+        "source": source_fingerprint(cfg),
+        "prepared": prepared.root.name,
+        "packing": {"method": "bos-best-fit", "max_open_rows": MAX_OPEN_ROWS, "order_seed": cfg.split_seed},
+    }
 
 
 # --------------------------------------------------------------------------------------- the published set
 
 
-def hub_offline_flag() -> bool:
-    """HF_HUB_OFFLINE / HF_DATASETS_OFFLINE set: never touch the network (read without importing datasets,
-    which costs ~1 s)."""
-    return any(
-        (os.environ.get(v) or "").upper() in ("1", "ON", "YES", "TRUE")
-        for v in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE")
-    )
-
-
-def hub_reachable(timeout_s: float = HUB_PROBE_S) -> bool:
-    """Whether a TCP connection to the hub opens within `timeout_s` (name lookup included, which can
-    hang without DNS: it runs in a daemon thread we stop waiting for)."""
-    result = []
-
-    def probe() -> None:
-        try:
-            socket.create_connection(HUB_HOST, timeout=timeout_s).close()
-            result.append(True)
-        except OSError:
-            result.append(False)
-
-    thread = threading.Thread(target=probe, daemon=True)
-    thread.start()
-    thread.join(timeout_s)
-    return bool(result and result[0])
-
-
-def hub_cache_dir() -> Path:
-    """The Hugging Face hub cache, resolved from the environment the way huggingface_hub does (whose
-    import alone takes ~0.2-0.5 s, too slow for the offline fast path)."""
-    home = os.path.expanduser(
-        os.getenv("HF_HOME", os.path.join(os.getenv("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "huggingface"))
-    )
-    legacy = os.getenv("HUGGINGFACE_HUB_CACHE", os.path.join(home, "hub"))
-    return Path(os.path.expandvars(os.path.expanduser(os.getenv("HF_HUB_CACHE", legacy))))
-
-
-def locate_published(cfg: DataConfig, progress: bool = True) -> Path:
-    """The folder holding the packed set: data.path, else the HF cache, else a download into the cache."""
-    if cfg.path:
-        return Path(cfg.path).expanduser()
-    patterns = ["*.parquet", "*.json"]
-    cache = hub_cache_dir()
-    if (cache / f"datasets--{cfg.hf_name.replace('/', '--')}").is_dir():  # something is cached: ask the hub lib
-        from huggingface_hub import snapshot_download
-
-        try:
-            return Path(
-                snapshot_download(cfg.hf_name, repo_type="dataset", local_files_only=True, allow_patterns=patterns)
-            )
-        except Exception:  # huggingface_hub: LocalEntryNotFoundError (no complete snapshot)
-            pass
-    if hub_offline_flag() or not hub_reachable():
-        why = "HF_HUB_OFFLINE is set" if hub_offline_flag() else "the hub is unreachable"
-        raise DataError(
-            f"data: the packed set {cfg.hf_name} is not in the Hugging Face cache ({cache}) "
-            f"and {why}; download it with `hf download {cfg.hf_name} --repo-type dataset` "
-            f"or set data.path=<folder with train-*.parquet and val-*.parquet>"
-        )
-    if not progress:
-        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-    from huggingface_hub import snapshot_download
-
-    return Path(snapshot_download(cfg.hf_name, repo_type="dataset", allow_patterns=patterns))
-
-
 def open_published(cfg: DataConfig, progress: bool = True) -> PackedSet:
+    """The published packed set, found (or downloaded) by published.py."""
     return open_packed(locate_published(cfg, progress))
 
 

@@ -8,9 +8,9 @@
   4. write `train.bin` / `val.bin` (uint16 if every id fits, else uint32), `tokenizer.json`, `meta.json`.
 
 Everything is written into a private staging folder `<data_dir>/.tmp-<key>-<host>-<pid>` which is renamed
-to `<data_dir>/<key>` only when complete. A rename is atomic, so a killed prepare never leaves a folder that
-looks finished; a failed one removes its staging folder, and leftovers of dead processes are swept on the
-next call. A second call with the same config finds `<data_dir>/<key>/meta.json` and returns at once.
+to `<data_dir>/<key>` only when complete (staging.py). A rename is atomic, so a killed prepare never leaves a
+folder that looks finished; a failed one removes its staging folder, and leftovers of dead processes are swept
+on the next call. A second call with the same config finds `<data_dir>/<key>/meta.json` and returns at once.
 
 Layout of a finished cache entry:
     <data_dir>/<source>-<tokenizer>-<hash>/
@@ -28,7 +28,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
@@ -38,6 +37,7 @@ from typing import TYPE_CHECKING, Optional
 import numpy as np
 
 from loopscale.corpus import DataError, load_documents, source_fingerprint
+from loopscale.staging import publish, staging_folder
 from loopscale.tokenizer import eot_id, gpt2_files, load_tokenizer, tokenizer_sha256, train_bpe
 
 if TYPE_CHECKING:
@@ -310,29 +310,6 @@ def load_prepared(root: Path | str) -> PreparedData:
     return prepared
 
 
-def _staging_prefix(key: str) -> str:
-    return f".tmp-{key}-{socket.gethostname()}-"
-
-
-def _sweep_dead_staging(data_dir: Path, key: str) -> None:
-    """Remove staging folders of this key left by processes on this host that no longer exist."""
-    prefix = _staging_prefix(key)
-    for d in data_dir.glob(prefix + "*"):
-        pid = d.name[len(prefix) :]
-        if pid.isdigit() and not _pid_alive(int(pid)):
-            shutil.rmtree(d, ignore_errors=True)
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 @contextlib.contextmanager
 def _datasets_progress(enabled: bool) -> Iterator[None]:
     import datasets
@@ -362,23 +339,12 @@ def prepare(cfg: DataConfig, progress: bool = True) -> PreparedData:
 
     created_data_dir = not data_dir.exists()
     data_dir.mkdir(parents=True, exist_ok=True)
-    _sweep_dead_staging(data_dir, key)
-    staging = data_dir / f"{_staging_prefix(key)}{os.getpid()}"
-    shutil.rmtree(staging, ignore_errors=True)
-    staging.mkdir()
     try:
-        with _datasets_progress(progress):
-            meta = _build(cfg, staging, progress)
-        meta["key"] = key
-        (staging / "meta.json").write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
-        try:
-            os.rename(staging, root)  # atomic publish
-        except OSError:
-            if not (root / "meta.json").is_file():  # not "another process published it first"
-                raise
-            shutil.rmtree(staging, ignore_errors=True)
+        with staging_folder(data_dir, key) as staging:  # removed again if anything below raises
+            with _datasets_progress(progress):
+                meta = _build(cfg, staging, progress)
+            publish(staging, root, {**meta, "key": key})
     except BaseException as err:
-        shutil.rmtree(staging, ignore_errors=True)
         if created_data_dir and not any(data_dir.iterdir()):
             data_dir.rmdir()  # we created it for nothing
         if _in_chain(err, lambda e: isinstance(e, KeyboardInterrupt)):
