@@ -32,6 +32,7 @@ import numpy as np
 import pandas as pd
 
 from .accounting import flops_per_token, paper_model, param_counts, tokens_for_budget
+from .laws import cost_params, tokens_from_compute
 
 # Dense parameters near the published fit (alpha ~ 0.20, beta ~ 0.37, E ~ 1.57 nats); A and B put
 # the compute-optimal size inside the published grid.
@@ -198,7 +199,7 @@ def published_grid(params: Mapping[str, float] | None = None) -> pd.DataFrame:
         for d in widths:
             for r in BASELINE_R:
                 n_once, n_rec = split_params(d, r)
-                D = C / (6 * (n_once + r * n_rec))
+                D = tokens_from_compute(C, cost_params(n_once, n_rec, r))
                 rows.append({"r": r, "N_once": n_once, "N_rec": n_rec, "N": n_once + n_rec, "D": D, "C": C, "width": d})
     return pd.DataFrame(rows)
 
