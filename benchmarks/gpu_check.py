@@ -39,14 +39,14 @@ from omegaconf import OmegaConf
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from loopscale.accounting import flops_per_token  # noqa: E402
+from loopscale.accounting import PAPER_DATA, data_vocab, flops_per_token  # noqa: E402
 from loopscale.compiling import compile_model, recompile_limit_hits, watch_recompile_limit  # noqa: E402
 from loopscale.config import TrainConfig, paper_width  # noqa: E402
 from loopscale.mfu import causal_flops_per_token, peak_flops  # noqa: E402
 from loopscale.model import Block, LoopedTransformer, param_groups  # noqa: E402
 from loopscale.sweep import compose  # noqa: E402
 
-PAPER_VOCAB = 32064
+PAPER_VOCAB = data_vocab(PAPER_DATA)  # 32,064: what `data=fineweb_edu_packed` trains the model with
 GIB = 2**30
 
 

@@ -50,10 +50,10 @@ from dataclasses import asdict, dataclass
 from loopscale.config import RECIPES, ModelConfig, layer_plan, paper_width  # noqa: F401 (re-exported)
 from loopscale.config_checks import check_choice
 
-# The presets' shapes live in the model configs training composes (loopscale/conf/model/{paper,cpu}.yaml,
-# read by `model_preset`); only what those leave to the tokenizer is fixed here.
-PAPER_VOCAB = 32064  # the published tokenizer's 32,001 tokens padded to a multiple of 64
-CPU_VOCAB = 2048  # the default corpus's BPE (loopscale/conf/data/shakespeare.yaml)
+# The presets come from the configs training composes: the shape from loopscale/conf/model/<preset>.yaml, the
+# vocabulary from the data the preset trains on (conf/data/<data>.yaml; `model_preset`).
+PAPER_DATA = "fineweb_edu_packed"  # the published set: Llama-2 32k ids, 32,064 embedding rows
+CPU_DATA = "shakespeare"  # the default corpus (train.yaml's data default)
 SWIGLU_MULTIPLE = 64  # SwiGLU hidden width is rounded to this multiple
 
 
@@ -207,17 +207,27 @@ def _recipe(variant: str) -> str:
     return variant
 
 
-def model_preset(name: str, **fields) -> ModelConfig:
-    """The model of loopscale/conf/model/<name>.yaml, exactly what `model=<name>` composes for training,
-    with `fields` replaced (validated once, at the end)."""
+def _shipped_config(group: str, name: str) -> dict:
+    """The fields of loopscale/conf/<group>/<name>.yaml, the file `<group>=<name>` composes for training."""
     from omegaconf import OmegaConf
 
     from loopscale.config_dirs import config_dir
 
-    path = config_dir() / "model" / f"{name}.yaml"
+    path = config_dir() / group / f"{name}.yaml"
     if not path.is_file():
-        raise ValueError(f"no model preset {name!r}: {path} does not exist")
-    return ModelConfig(**{**OmegaConf.to_container(OmegaConf.load(path)), **fields})
+        raise ValueError(f"no {group} preset {name!r}: {path} does not exist")
+    return OmegaConf.to_container(OmegaConf.load(path))
+
+
+def data_vocab(data: str) -> int:
+    """The vocabulary of conf/data/<data>.yaml: what training sets the model's vocab_size to at run time."""
+    return int(_shipped_config("data", data)["vocab_size"])
+
+
+def model_preset(name: str, data: str, **fields) -> ModelConfig:
+    """The model `model=<name> data=<data>` trains: the shape of conf/model/<name>.yaml with the
+    vocabulary of conf/data/<data>.yaml, then `fields` replaced (validated once, at the end)."""
+    return ModelConfig(**{**_shipped_config("model", name), "vocab_size": data_vocab(data), **fields})
 
 
 def paper_model(size: int, r: int, variant: str = "baseline") -> ModelConfig:
@@ -226,15 +236,13 @@ def paper_model(size: int, r: int, variant: str = "baseline") -> ModelConfig:
     2 + 16/r x r + 2 with the concat injection."""
     if size < 1:
         raise ValueError(f"size={size!r} must be >= 1")
-    return model_preset("paper", vocab_size=PAPER_VOCAB, d_model=paper_width(size), r=r, recipe=_recipe(variant))
+    return model_preset("paper", PAPER_DATA, d_model=paper_width(size), r=r, recipe=_recipe(variant))
 
 
 def cpu_model(d_model: int = 128, r: int = 1, variant: str = "baseline", **overrides) -> ModelConfig:
     """The CPU model (loopscale/conf/model/cpu.yaml: L_eff = 12, p = c = 2, k = 8 / r) at this width with
     the default corpus's vocabulary. `overrides` are any other ModelConfig fields."""
-    return model_preset(
-        "cpu", **{"vocab_size": CPU_VOCAB, "d_model": d_model, "r": r, "recipe": _recipe(variant), **overrides}
-    )
+    return model_preset("cpu", CPU_DATA, **{"d_model": d_model, "r": r, "recipe": _recipe(variant), **overrides})
 
 
 def accounting_report(cfg: ModelConfig) -> dict:

@@ -18,6 +18,8 @@ from loopscale.accounting import (
     param_counts,
     tokens_for_budget,
 )
+from loopscale.config import with_vocab
+from loopscale.config_dirs import train_config
 from loopscale.model import LoopedTransformer
 
 
@@ -252,6 +254,24 @@ def test_presets(r):
     assert (hyper.injection, hyper.hyper_lanes) == (("passthrough", 2) if r == 1 else ("hyper", 2))
     small = cpu_model(128, r, bptt_k=1)
     assert (small.l_eff, small.n_rec, small.vocab_size, small.bptt_k) == (12, 8 // r, 2048, 1)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "preset"),
+    [
+        ([], lambda: cpu_model()),  # train.yaml's defaults: model=cpu, data=shakespeare
+        (["model.r=4", "model.d_model=64"], lambda: cpu_model(64, 4)),
+        (["experiment=isodepth", "model.r=2", "model.d_model=384"], lambda: paper_model(6, 2)),
+        (["experiment=isodepth_tbptt", "model.r=8", "model.d_model=768"], lambda: paper_model(12, 8, "tbptt")),
+    ],
+)
+def test_presets_are_the_models_training_composes(overrides, preset):
+    """`loopscale params --preset ...` and the run: one model, to the last field (vocab from the data config,
+    as training sets it from the tokenizer), so the reported F is the F the run is charged."""
+    cfg = train_config(overrides)
+    trained = with_vocab(cfg, cfg.data.vocab_size).model
+    assert trained == preset()
+    assert flops_per_token(trained) == flops_per_token(preset())
 
 
 def test_bad_configs_name_field_and_allowed_values():
