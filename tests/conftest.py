@@ -8,6 +8,7 @@ import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = REPO_ROOT / "tests" / "fixtures"
+CHINCHILLA = FIXTURES / "chinchilla_svg_extracted.csv"  # Hoffmann et al. points, provenance in fixtures/README.md
 
 # tests/ on sys.path so test modules can import helper modules that live beside them.
 sys.path.insert(0, str(Path(__file__).resolve().parent))

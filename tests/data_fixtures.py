@@ -8,13 +8,11 @@ open the result in-process through `prepare(cfg)`, which must find it in the cac
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from train_helpers import run_loopscale
+from train_helpers import run_loopscale, run_python
 
 from loopscale.config import DataConfig
 
@@ -23,14 +21,10 @@ OFFLINE_ENV = {"HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1", "TOKENIZERS_PA
 _prepared_dirs: dict[str, Path] = {}  # one preparation per session even if several modules use the fixture
 
 
-def offline_env() -> dict:
-    return {**os.environ, **OFFLINE_ENV}
-
-
 def run_offline(args: list[str], timeout_s: float = 120) -> subprocess.CompletedProcess:
     """Run `python <args>` (a `-c` snippet) in a child with the hub cut off; returns the finished process.
     The loopscale CLI itself runs through train_helpers.run_loopscale with env=OFFLINE_ENV."""
-    return subprocess.run([sys.executable, *args], env=offline_env(), capture_output=True, text=True, timeout=timeout_s)
+    return run_python(args, env=OFFLINE_ENV, timeout_s=timeout_s)
 
 
 def default_data_dir(base: Path) -> Path:

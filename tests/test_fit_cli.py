@@ -1,20 +1,16 @@
 """`loopscale fit` / `compare` end to end, and every bad-input case (exit 2, one line, no output)."""
 
 import json
-import subprocess
-import sys
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
-
-FIXTURES = Path(__file__).resolve().parent / "fixtures"
-CHINCHILLA = Path(__file__).resolve().parent / "fixtures" / "chinchilla_svg_extracted.csv"
+from conftest import CHINCHILLA, FIXTURES
+from train_helpers import run_loopscale
 
 
 def loopscale(*args, cwd=None):
-    return subprocess.run([sys.executable, "-m", "loopscale", *map(str, args)], capture_output=True, text=True, cwd=cwd)
+    return run_loopscale(list(args), cwd=cwd)
 
 
 def test_fit_end_to_end_with_bootstrap_holdout_and_plot(tmp_path):

@@ -4,30 +4,26 @@ section runs at tiny sizes and passes its own checks, and the JSON it writes hol
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 from conftest import REPO_ROOT
+from train_helpers import run_python
 
 
 def test_gpu_check_smoke_runs_every_section(tmp_path, data_dir):
     out = tmp_path / "gpu_check.json"
-    proc = subprocess.run(
+    proc = run_python(
         [
-            sys.executable,
-            str(REPO_ROOT / "benchmarks" / "gpu_check.py"),
+            REPO_ROOT / "benchmarks" / "gpu_check.py",
             "--smoke",
             "--out",
-            str(out),
+            out,
             "--workdir",
-            str(tmp_path),
+            tmp_path,
             "--data-dir",
-            str(data_dir),
+            data_dir,
         ],
         cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=900,
+        timeout_s=900,
     )
     assert out.exists(), proc.stderr[-3000:]
     sections = json.loads(out.read_text())["sections"]

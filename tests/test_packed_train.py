@@ -7,16 +7,13 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import shutil
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 from conftest import REPO_ROOT
 from data_fixtures import pack_offline
-from train_helpers import TINY, run_loopscale, train_config
+from train_helpers import TINY, run_loopscale, run_python, train_config
 
 from loopscale.corpus import DataError
 from loopscale.module import InjectedFailure
@@ -161,12 +158,12 @@ print(json.dumps(out))
 """
 
 
+HF_VARIABLES = ("HF_",)  # dropped from a child's environment, so only what _no_cache_env sets is seen
+
+
 def _no_cache_env(tmp_path, offline: bool) -> dict:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("HF_")}
-    env["HF_HOME"] = str(tmp_path / "empty-hf-home")  # an empty Hugging Face cache
-    if offline:
-        env["HF_HUB_OFFLINE"] = "1"
-    return env
+    """An empty Hugging Face cache, and the hub cut off when `offline` (pass drop_env=HF_VARIABLES too)."""
+    return {"HF_HOME": str(tmp_path / "empty-hf-home"), **({"HF_HUB_OFFLINE": "1"} if offline else {})}
 
 
 @pytest.mark.parametrize("offline", [True, False])
@@ -175,13 +172,8 @@ def test_published_set_without_cache_fails_at_once_in_one_line(tmp_path, offline
 
     if not offline and hub_reachable():
         pytest.skip("the hub is reachable here: without the offline flag the set would be downloaded")
-    proc = subprocess.run(
-        [sys.executable, "-c", _TIME_LOCATE],
-        cwd=REPO_ROOT,
-        env=_no_cache_env(tmp_path, offline),
-        capture_output=True,
-        text=True,
-        timeout=300,
+    proc = run_python(
+        ["-c", _TIME_LOCATE], cwd=REPO_ROOT, env=_no_cache_env(tmp_path, offline), drop_env=HF_VARIABLES, timeout_s=300
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -199,6 +191,7 @@ def test_published_set_without_cache_fails_from_the_command_line(tmp_path):
         ["data=fineweb_edu_packed", "model=tiny", f"runs_dir={tmp_path / 'runs'}"],
         cwd=tmp_path,
         env=_no_cache_env(tmp_path, offline=True),
+        drop_env=HF_VARIABLES,
         module="loopscale.train",
     )
     assert proc.returncode != 0
@@ -228,6 +221,7 @@ def test_published_set_from_the_hugging_face_cache_trains_offline(tmp_path, corp
         ],
         cwd=tmp_path,
         env=env,
+        drop_env=HF_VARIABLES,
         module="loopscale.train",
     )
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import importlib
 import json
-import subprocess
-import sys
 
 import numpy as np
 import pandas as pd
 import pytest
+from train_helpers import modules_loaded_by
 
 import loopscale
 
@@ -43,25 +42,14 @@ def test_an_unknown_name_is_an_attribute_error():
     assert laws.__name__ == "loopscale.laws"
 
 
-def _modules_after(code: str) -> set[str]:
-    out = subprocess.run(
-        [sys.executable, "-c", f"import sys, json\n{code}\nprint(json.dumps(sorted(sys.modules)))"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
-    ).stdout
-    return set(json.loads(out.splitlines()[-1]))
-
-
 def test_import_loopscale_imports_neither_torch_nor_the_public_modules():
-    loaded = _modules_after("import loopscale")
+    loaded = modules_loaded_by("import loopscale")
     assert "torch" not in loaded and "lightning" not in loaded
     assert not {"loopscale.fit", "loopscale.train", "scipy"} & loaded
 
 
 def test_the_analysis_names_do_not_import_torch():
-    loaded = _modules_after(
+    loaded = modules_loaded_by(
         "import loopscale\nfor n in ('fit_table', 'FitResult', 'load_fit', 'predict_loss', "
         "'param_counts', 'flops_per_token', 'ModelConfig', 'TrainConfig', 'collect'): "
         "getattr(loopscale, n)"
@@ -70,7 +58,7 @@ def test_the_analysis_names_do_not_import_torch():
 
 
 def test_reading_a_fit_loads_neither_the_optimiser_nor_torch():
-    loaded = _modules_after("import loopscale\nloopscale.load_fit, loopscale.FitResult")
+    loaded = modules_loaded_by("import loopscale\nloopscale.load_fit, loopscale.FitResult")
     assert "loopscale.fit_result" in loaded
     assert not {"loopscale.fit", "loopscale.optimize", "scipy.optimize", "torch"} & loaded
 

@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 from data_fixtures import OFFLINE_ENV, cache_entries, default_cfg, default_prepared, small_cfg  # noqa: F401
 from tokenizers import Tokenizer, models, pre_tokenizers
-from train_helpers import run_loopscale
+from train_helpers import run_loopscale, run_python
 
 import loopscale.shards as shards
 from loopscale.cli import main as cli_main
@@ -224,7 +222,7 @@ def test_sigkill_mid_write_leaves_only_an_ignored_staging_folder(tmp_path):
         "s._write_chunk = lambda *a: os.kill(os.getpid(), signal.SIGKILL);"
         f"s.prepare(DataConfig(**{cfg.__dict__!r}), progress=False)"
     )
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    proc = run_python(["-c", code], timeout_s=120)
     assert proc.returncode == -signal.SIGKILL
     leftovers = cache_entries(tmp_path)
     assert len(leftovers) == 1 and leftovers[0].startswith(".tmp-")  # never a name prepare() would open

@@ -24,6 +24,7 @@ from slurm_cluster import (  # noqa: F401  (slurm_cluster is a fixture)
     wait_for_file,
     wait_for_jobs,
 )
+from train_helpers import run_python
 
 from loopscale.config_dirs import config_dir
 
@@ -53,7 +54,7 @@ def read_records(out_dir: Path, prefix: str = "result") -> dict[int, dict]:
 
 def run_app(args: list[str], cwd: Path, timeout_s: float = 120) -> tuple[subprocess.CompletedProcess, float]:
     t0 = time.perf_counter()
-    proc = subprocess.run([sys.executable, str(APP), *args], cwd=cwd, capture_output=True, text=True, timeout=timeout_s)
+    proc = run_python([APP, *args], cwd=cwd, timeout_s=timeout_s)
     return proc, time.perf_counter() - t0
 
 

@@ -120,12 +120,10 @@ def test_wandb_offline_files_only_when_enabled(tmp_path, data_dir):
         f"run_training(train_config(TINY + ['runs_dir={runs}', 'data.data_dir={data_dir}', 'budget.tokens=10240']));"
         "print('WANDB_IMPORTED', 'wandb' in sys.modules)"
     )
-    import subprocess
-    import sys
-
     from conftest import REPO_ROOT
+    from train_helpers import run_python
 
-    proc = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True, timeout=600)
+    proc = run_python(["-c", code], cwd=REPO_ROOT, timeout_s=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "WANDB_IMPORTED False" in proc.stdout
     assert not list(runs.rglob("wandb"))

@@ -17,7 +17,7 @@ import pandas as pd
 import pytest
 from conftest import FIXTURES, REPO_ROOT
 from fs_helpers import fill, leftovers, small_tmpfs
-from train_helpers import TINY, run_loopscale
+from train_helpers import TINY, run_loopscale, run_python
 
 from loopscale.records import TABLE_COLUMNS
 
@@ -191,7 +191,7 @@ def test_shard_space_is_reserved_so_a_full_cache_is_an_error_not_sigbus(tmp_path
             "ds = datasets.Dataset.from_dict({'ids': ids, 'n_tokens': [1000] * 1000})\n"
             f"write_shard(Path({str(disk / 'train.bin')!r}), ds, np.uint16)\n"
         )
-        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=REPO_ROOT)
+        proc = run_python(["-c", code], cwd=REPO_ROOT, timeout_s=300)
         assert proc.returncode == 1, (proc.returncode, proc.stderr[-2000:])  # not -SIGBUS
         assert "No space left on device" in proc.stderr
 
