@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from conftest import REPO_ROOT
 from train_helpers import run_python
 
 
+@pytest.mark.slow  # 45 s; every section of the prepared GPU check at toy size
 def test_gpu_check_smoke_runs_every_section(tmp_path, data_dir):
     out = tmp_path / "gpu_check.json"
     proc = run_python(

@@ -244,6 +244,7 @@ def test_a_failed_job_does_not_stop_the_sweep(corpus, slurm_cluster, tmp_path):
     print(f"failed job recorded as: {failed['reason'][:160]}")
 
 
+@pytest.mark.slow  # 63 s; plain SLURM sweeps stay in the default suite
 def test_forked_sweep_parent_and_branches_as_separate_slurm_jobs(corpus, slurm_cluster, tmp_path):
     """A forked WSD model (experiment=isodepth_cpu_wsd, budgets 5e10 and 1e11 at width 64) split over Slurm:
     the stable parent as one job, then both cooldown branches as two tasks of one array job, each starting
