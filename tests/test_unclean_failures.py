@@ -336,7 +336,6 @@ def test_ctrl_c_during_demo_ends_it_and_its_workers(tmp_path):
     assert list(cache.glob(".tmp-*")) == []
 
 
-@pytest.mark.slow  # 55 s; Ctrl-C of the demo stays in the default suite
 def test_ctrl_c_during_demo_training_ends_its_worker_processes_and_the_runs_resume(tmp_path, data_dir):
     out = tmp_path / "demo"
     demo = [
