@@ -61,7 +61,7 @@ def test_matmuls_run_in_bf16_under_autocast():
     cfg = _small(r=4)
     model = LoopedTransformer(cfg)
     out_dtypes = []
-    model.recurrent[0].attn.qkv.register_forward_hook(lambda mod, args, out: out_dtypes.append(out.dtype))
+    model.recurrent[0].attn.q.register_forward_hook(lambda mod, args, out: out_dtypes.append(out.dtype))
     with torch.autocast("cpu", dtype=torch.bfloat16):
         model(torch.randint(0, VOCAB, (2, T)))
     assert out_dtypes and set(out_dtypes) == {torch.bfloat16}
