@@ -84,9 +84,10 @@ class CausalSelfAttention(nn.Module):
         B, T, d = x.shape
         heads = (B, T, self.n_head, self.head_dim)
         q, k, v = self.q(x).view(heads), self.k(x).view(heads), self.v(x).view(heads)  # each [B, T, H, hd]
-        # QK-norm: parameter-free RMS norm over the head dim keeps attention logits bounded
-        q = apply_rope(F.rms_norm(q, (self.head_dim,), eps=self.eps), cos, sin)
-        k = apply_rope(F.rms_norm(k, (self.head_dim,), eps=self.eps), cos, sin)
+        # QK-norm: parameter-free RMS norm over the head dim keeps attention logits bounded. After the rotation,
+        # as published: the two commute exactly only when cos^2 + sin^2 = 1, which bf16 tables do not keep
+        q = F.rms_norm(apply_rope(q, cos, sin), (self.head_dim,), eps=self.eps)
+        k = F.rms_norm(apply_rope(k, cos, sin), (self.head_dim,), eps=self.eps)
         y = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal=True)
         return self.proj(y.transpose(1, 2).reshape(B, T, d))  # [B, H, T, hd] -> [B, T, d]
 

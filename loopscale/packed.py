@@ -55,6 +55,7 @@ META_FILE = "meta.json"
 ROWS_PER_FILE = 65536  # rows per parquet file (the published set: ~ this order)
 ROWS_PER_GROUP = 1024  # rows per row group: the reader decodes one group at a time
 MAX_OPEN_ROWS = 1024  # best-fit window (packing.py)
+PUBLISHED_BUFFER_DOCS = 1000  # the published packing's document buffer (packing.pack_rows_cropped)
 BOS_CANDIDATES = ("<s>", "<|bos|>", "<|begin_of_text|>", "[CLS]")  # else the end-of-document token
 
 
@@ -283,11 +284,13 @@ def pack_split(
     seed: int,
     out_dir: Path,
     progress: bool = False,
+    packing: str = "best_fit",
 ) -> dict:
-    """Best-fit pack one flat shard into `out_dir/<split>-*.parquet`; returns its counts for meta.json."""
+    """Pack one flat shard into `out_dir/<split>-*.parquet` (data.packing: best_fit, or published: full rows,
+    documents cropped); returns its counts for meta.json."""
     from tqdm.auto import tqdm
 
-    from loopscale.packing import PackStats, pack_rows
+    from loopscale.packing import PackStats, pack_rows, pack_rows_cropped
 
     stats = PackStats()
     raw = work / f"{split}.rows"  # rows in packing order, padded: [n_rows, row_len] of dtype
@@ -298,7 +301,12 @@ def pack_split(
     ):
         row_buf = np.full(row_len, bos, dtype=dtype)
         done = 0
-        for row in pack_rows(documents_of(tokens, eot), row_len, bos, MAX_OPEN_ROWS, stats=stats):
+        documents = documents_of(tokens, eot)
+        if packing == "published":
+            packed_rows = pack_rows_cropped(documents, row_len, bos, PUBLISHED_BUFFER_DOCS, stats=stats)
+        else:
+            packed_rows = pack_rows(documents, row_len, bos, MAX_OPEN_ROWS, stats=stats)
+        for row in packed_rows:
             row_buf[:] = bos  # padding: the BOS id, masked by the reader through n_tokens
             row_buf[: len(row)] = row
             f.write(row_buf.tobytes())
@@ -318,11 +326,12 @@ def pack_split(
         "documents": stats.n_documents,
         "split_documents": stats.n_split_documents,
         "waste_share": stats.waste_share,
+        "kept_share": stats.kept_share,
         "files": files,
     }
 
 
-def pack_key(prepared: PreparedData, seq_len: int, seed: int) -> str:
+def pack_key(prepared: PreparedData, seq_len: int, seed: int, packing: str = "best_fit") -> str:
     ident = {
         "format": FORMAT_VERSION,
         "prepared": prepared.meta.get("key", prepared.root.name),
@@ -331,6 +340,8 @@ def pack_key(prepared: PreparedData, seq_len: int, seed: int) -> str:
         "seed": seed,
         "max_open_rows": MAX_OPEN_ROWS,
     }
+    if packing != "best_fit":  # best fit keeps the key it always had, so existing caches stay valid
+        ident.update(packing=packing, buffer_docs=PUBLISHED_BUFFER_DOCS)
     digest = hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:8]
     return f"{prepared.root.name}-packed-T{seq_len}-{digest}"
 
@@ -344,7 +355,7 @@ def pack(cfg: DataConfig, seq_len: int, progress: bool = True) -> PackedSet:
         raise DataError(f"seq_len={seq_len} must be >= 1")
     prepared = prepare(cfg, progress=progress)
     data_dir = prepared.root.parent
-    key = pack_key(prepared, seq_len, cfg.split_seed)
+    key = pack_key(prepared, seq_len, cfg.split_seed, cfg.packing)
     root = data_dir / key
     if (root / META_FILE).is_file():
         return open_packed(root)
@@ -356,13 +367,15 @@ def pack(cfg: DataConfig, seq_len: int, progress: bool = True) -> PackedSet:
     tok = load_tokenizer(str(prepared.tokenizer_path))
     bos = bos_id_of(tok)
     with staging_folder(data_dir, key) as staging:  # removed again if anything below raises
-        splits = _pack_splits(prepared, bos, seq_len + 1, cfg.split_seed, staging, progress)
+        splits = _pack_splits(prepared, bos, seq_len + 1, cfg, staging, progress)
         shutil.copy(prepared.tokenizer_path, staging / "tokenizer.json")
         publish(staging, root, _pack_meta(cfg, prepared, key, seq_len, tok, bos, splits), META_FILE)
     return open_packed(root)
 
 
-def _pack_splits(prepared: PreparedData, bos: int, row_len: int, seed: int, staging: Path, progress: bool) -> dict:
+def _pack_splits(
+    prepared: PreparedData, bos: int, row_len: int, cfg: DataConfig, staging: Path, progress: bool
+) -> dict:
     """Pack both splits into `staging` (their scratch rows in staging/work, deleted after); their counts."""
     work = staging / "work"
     work.mkdir()
@@ -375,9 +388,10 @@ def _pack_splits(prepared: PreparedData, bos: int, row_len: int, seed: int, stag
             prepared.dtype,
             work,
             split,
-            seed,
+            cfg.split_seed,
             staging,
             progress,
+            cfg.packing,
         )
         for split in ("train", "val")
     }
@@ -410,7 +424,11 @@ def _pack_meta(cfg: DataConfig, prepared: PreparedData, key: str, seq_len: int, 
         "splits": splits,
         "source": source_fingerprint(cfg),
         "prepared": prepared.root.name,
-        "packing": {"method": "bos-best-fit", "max_open_rows": MAX_OPEN_ROWS, "order_seed": cfg.split_seed},
+        "packing": (
+            {"method": "bos-best-fit", "max_open_rows": MAX_OPEN_ROWS, "order_seed": cfg.split_seed}
+            if cfg.packing == "best_fit"
+            else {"method": "published", "buffer_docs": PUBLISHED_BUFFER_DOCS, "order_seed": cfg.split_seed}
+        ),
     }
 
 
