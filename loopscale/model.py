@@ -46,6 +46,8 @@ class RMSNorm(nn.Module):
         self.weight = nn.Parameter(torch.ones(d))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.dtype != self.weight.dtype:  # a bf16 stream (precision=published): normalise, then scale, as published
+            return F.rms_norm(x, (x.shape[-1],), eps=self.eps) * self.weight
         return F.rms_norm(x, (x.shape[-1],), self.weight, self.eps)
 
 
