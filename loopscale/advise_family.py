@@ -206,9 +206,8 @@ def mismatches(family: Family, shapes: Sequence[Sequence[float]], tol: float = M
         if r > 1:
             close = close and abs(family.value("N_rec", r, d) - n_rec) <= tol * max(n_rec, 1.0)
         if not close:
-            bad.append(
-                f"r = {r}, N_once + N_rec = {n_unique:.4g} (nearest width d = {d:g} has {family.value('N_unique', r, d):.4g})"
-            )
+            nearest = float(family.value("N_unique", r, d))
+            bad.append(f"r = {r}, N_once + N_rec = {n_unique:.4g} (nearest width d = {d:g} has {nearest:.4g})")
     return bad
 
 

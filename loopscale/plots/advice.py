@@ -40,10 +40,8 @@ def advice_figure(advice) -> Figure:
     cons, family = record["constraints"], record["family"]
     n_reps = record["best"]["n_replicates"]
     band = f"bands: {record['level']:.0%} of {n_reps} bootstrap replicates" if n_reps else "no bootstrap replicates"
-    fig.suptitle(
-        f"predicted loss at C = {cons['compute_flops']:.3g} FLOPs, family {family['name']} ({family['variant']}); {band}",
-        fontsize=10,
-    )
+    where = f"family {family['name']} ({family['variant']})"
+    fig.suptitle(f"predicted loss at C = {cons['compute_flops']:.3g} FLOPs, {where}; {band}", fontsize=10)
     return fig
 
 
