@@ -154,15 +154,19 @@ def width_domain(family: Family, r: int, cons: Constraints) -> Domain | str:
     binding = min(limits, key=limits.get)
     hi = limits[binding]
     if hi < lo:
-        smallest = {q: float(family.value(q, r, lo)) for q in ("N_unique", "F_infer")}
-        why = {
-            "max_unique_params": f"the smallest model (d = {lo:g}) has {smallest['N_unique']:.4g} unique parameters",
-            "max_inference_flops": f"the smallest model (d = {lo:g}) needs {smallest['F_infer']:.4g} FLOPs per token",
-            "inference_tokens": f"serving {cons.inference_tokens:.4g} tokens on the smallest model (d = {lo:g}) "
-            f"costs {cons.inference_tokens * smallest['F_infer']:.4g} FLOPs, more than C",
-        }[binding]
-        return f"r = {r}: no width meets {binding}: {why}"
+        return f"r = {r}: no width meets {binding}: {_too_big(family, r, cons, binding)}"
     return Domain(lo, hi, binding)
+
+
+def _too_big(family: Family, r: int, cons: Constraints, binding: str) -> str:
+    """What the smallest model (one head wide) costs against the constraint it breaks."""
+    d = family.width_step
+    if binding == "max_unique_params":
+        return f"the smallest model (d = {d:g}) has {float(family.value('N_unique', r, d)):.4g} unique parameters"
+    served = float(family.value("F_infer", r, d))
+    if binding == "max_inference_flops":
+        return f"the smallest model (d = {d:g}) needs {served:.4g} FLOPs per token"
+    return f"serving {cons.inference_tokens:.4g} tokens on the smallest model (d = {d:g}) costs more than C"
 
 
 def continuous_optimum(sets: LawSets, family: Family, r: int, cons: Constraints, domain: Domain) -> np.ndarray:

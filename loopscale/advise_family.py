@@ -46,6 +46,7 @@ class Family:
     experiment: str | None = None
     variant: str = "baseline"
     size_unit: int | None = None
+    width_ceiling: float | None = None  # the search's largest width; default width_step x MAX_WIDTH_STEPS
 
     @property
     def r_values(self) -> tuple[int, ...]:
@@ -53,7 +54,7 @@ class Family:
 
     @property
     def max_width(self) -> float:
-        return float(self.width_step * MAX_WIDTH_STEPS)
+        return float(self.width_ceiling or self.width_step * MAX_WIDTH_STEPS)
 
     def coeffs(self, quantity: str, r: int) -> np.ndarray:
         if r not in self.polys:
@@ -184,7 +185,7 @@ def power_law_family(
         }
         for r in r_values
     }
-    return Family("power-law", polys, width_step, batch_tokens=1)
+    return Family("power-law", polys, width_step, batch_tokens=1, width_ceiling=1e9)
 
 
 # ----------------------------------------------------------------------------------------------------

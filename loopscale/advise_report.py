@@ -255,6 +255,8 @@ def _range_warnings(fit: FitResult, cons: Constraints, best: dict | None) -> lis
         )
     if best is not None:
         for key, name in (("N_unique", "N"), ("D_tokens", "D")):
+            if name not in data:
+                continue
             lo, hi = data[name]
             value = best[key]
             if not lo / 1.01 <= value <= hi * 1.01:
@@ -280,7 +282,8 @@ def _curves(point, reps, family: Family, per_r: list[dict], cons: Constraints, l
         if reps is not None:
             tail = 100 * (1 - level) / 2
             band = loss(reps, family, r, widths[None, :], cons)
-            curve["L_lo"], curve["L_hi"] = np.percentile(band, [tail, 100 - tail], axis=0)
+            with np.errstate(invalid="ignore"):  # inf where serving leaves no training budget (eq. 2')
+                curve["L_lo"], curve["L_hi"] = np.percentile(band, [tail, 100 - tail], axis=0)
         out[r] = curve
     return out
 
