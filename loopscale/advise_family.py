@@ -128,13 +128,21 @@ def experiment_family(
 ) -> Family:
     """The model `loopscale-train experiment=EXPERIMENT model.recipe=VARIANT OVERRIDES` trains, at every
     width and each r in r_values (ValueError naming the r the layer plan does not allow)."""
+    from hydra.errors import HydraException
     from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
 
     from .config_dirs import compose
     from .model_config import ModelConfig
 
-    composed = compose([f"experiment={experiment}", f"model.recipe={variant}", *overrides])
-    fields = OmegaConf.to_container(composed.model, resolve=True)
+    try:
+        composed = compose([f"experiment={experiment}", f"model.recipe={variant}", *overrides])
+        fields = OmegaConf.to_container(composed.model, resolve=True)
+    except (HydraException, OmegaConfBaseException) as err:
+        first = str(err).strip().splitlines()[0]
+        raise ValueError(
+            f"family {name!r}: cannot compose experiment={experiment} {' '.join(overrides)}: {first}"
+        ) from None
     fields["vocab_size"] = int(composed.data.vocab_size)  # what the run sets from its tokenizer
     step = int(fields["head_dim"])
     polys = {}

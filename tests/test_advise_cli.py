@@ -87,6 +87,8 @@ def test_a_tight_cap_and_the_inference_options(fit_path, capsys):
         (dict(params=TRUTH, shapes=[[1, 5000.0, 20000.0]]), [], "match none of the families"),
         (dict(params=TRUTH), ["--max-unique-params", "1e5"], "no r meets the constraints"),
         (dict(params=TRUTH), ["--r", "3"], "cannot loop r = 3"),
+        (dict(params=TRUTH), ["--family", "custom", "--experiment", "nope"], "cannot compose experiment=nope"),
+        (dict(params=TRUTH), ["--family", "custom"], "--family custom needs --experiment"),
     ],
 )
 def test_bad_input_is_one_line_exit_2_and_nothing_written(fit_path, tmp_path, capsys, kw, argv, message):
@@ -95,6 +97,16 @@ def test_bad_input_is_one_line_exit_2_and_nothing_written(fit_path, tmp_path, ca
     rc, out, err = run(capsys, fit, "--compute", "1e20", *argv, "--json", out_json, "--plot", out_png)
     assert rc == 2 and message in err and len(err.strip().splitlines()) == 1 and out == ""
     assert not out_json.exists() and not out_png.exists()
+
+
+def test_a_custom_family_is_any_experiment_with_overrides(fit_path, capsys):
+    fit = fit_path(params=TRUTH, replicates=replicates())
+    argv = ["--compute", "1e19", "--r", "1,2,4", "--family", "custom", "--experiment", "isodepth"]
+    rc, plain, err = run(capsys, fit, *argv)
+    assert rc == 0, err
+    rc, deeper, err = run(capsys, fit, *argv, "--override", "model.depth=36")  # L_eff 36: 2 + 32/r x r + 2
+    assert rc == 0 and "family custom" in deeper
+    assert plain.splitlines()[2] != deeper.splitlines()[2]  # a deeper family advises another r = 1 model
 
 
 def test_a_chinchilla_fit_and_a_fit_without_replicates_give_point_estimates(fit_path, capsys):
