@@ -268,6 +268,17 @@ def test_the_fit_records_its_model_shapes_and_ranges(published_fit):
     assert family.name == "paper" and "reproduces every fitted model" in notes[0]
 
 
+def test_data_summary_of_a_dense_table_is_one_r1_shape_per_size():
+    import pandas as pd
+
+    from loopscale.fit_result import data_summary
+
+    table = pd.DataFrame({"N": [1e8, 1e8, 4e8], "D": [2e9, 4e9, 8e9], "C": [1.2e18, 2.4e18, 1.9e19]})
+    summary = data_summary(table)
+    assert summary["shapes"] == [[1.0, 1e8, 0.0], [1.0, 4e8, 0.0]]
+    assert summary["N"] == [1e8, 4e8] and summary["D"] == [2e9, 8e9] and summary["C"] == [1.2e18, 1.9e19]
+
+
 # ----------------------------------------------------------------------------------------------------
 # a fitted synthetic sweep with a known law (ground truth)
 
