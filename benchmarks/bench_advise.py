@@ -9,9 +9,10 @@ The recipe is the demo's (experiment=isodepth_cpu_demo: its model preset, MuonH 
 ordinary run of that recipe at budget C (budget=cpu, budget.compute_flops=C), one run per seed, on the
 demo's worker pool (two processes x one thread). Printed per point: the predicted loss with the interval of the
 fit's bootstrap replicates (for that very model), the trained losses, their mean and standard deviation; then
-whether the advised model's mean lies inside its predicted interval and whether it is worse than a neighbour
-by more than the noise (twice the standard error of the difference of two means, from the pooled seed
-standard deviation). Needs the demo's fit: run `make demo` first. Numbers are wall-clock on this machine.
+whether the advised model's mean lies inside its predicted interval (the fit's, and that interval widened by
+twice the standard error of a mean of the seeds: the law predicts the expected loss) and whether it is worse
+than a neighbour by more than the noise (twice the standard error of the difference of two means, from the
+pooled seed standard deviation). Needs the demo's fit: run `make demo` first. Numbers are wall-clock on this machine.
 """
 
 from __future__ import annotations
@@ -108,6 +109,9 @@ def verdict(rows: list[dict], n_seeds: int) -> dict:
     advised = next(row for row in rows if row["label"] == "advised")
     lo, hi = advised["interval"] or (np.nan, np.nan)
     out = {"pooled_seed_sd": pooled_sd, "se_difference": se_diff, "inside_interval": bool(lo <= advised["mean"] <= hi)}
+    # the law predicts the expected loss; a mean of n seeds scatters around it by sd / sqrt(n) on top
+    se_mean = pooled_sd / np.sqrt(n_seeds)
+    out["inside_interval_widened_by_2_se_of_the_mean"] = bool(lo - 2 * se_mean <= advised["mean"] <= hi + 2 * se_mean)
     for row in rows:
         if row["label"] != "advised":
             diff = advised["mean"] - row["mean"]
