@@ -265,5 +265,6 @@ def resolve_family(
     first = shapes[0]
     raise ValueError(
         f"the fit's models (e.g. r = {int(first[0])}, N = {first[1] + first[2]:.4g}) match none of the families "
-        f"{', '.join(FAMILY_EXPERIMENTS)}: pass --family custom --experiment NAME"
+        f"{', '.join(FAMILY_EXPERIMENTS)} ({variant}): pass --variant for a recipe probe's fit, or --family custom "
+        "--experiment NAME"
     )

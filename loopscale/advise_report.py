@@ -356,6 +356,11 @@ def advise_from_fit(
     if variant is None:
         variant = (recipe or "baseline") if fit.law == "looped-joint" else fit_variant(fit)
     fam, notes = resolve_family(shapes, r_values, family, variant, experiment, overrides)
+    unseen = sorted(set(r_values) - {int(s[0]) for s in shapes}) if shapes else []
+    if unseen:
+        notes.append(
+            f"r = {', '.join(map(str, unseen))} not in the fitted runs: the law's r-dependence is extrapolated"
+        )
     advice = advise_fit(fit, cons, fam, r_values, recipe, level)
     advice.record["warnings"] = notes + advice.record["warnings"]
     return advice

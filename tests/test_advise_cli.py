@@ -68,8 +68,8 @@ def test_a_tight_cap_and_the_inference_options(fit_path, capsys):
     fit = fit_path(params=TRUTH, replicates=replicates(), shapes=paper_shapes())
     rc, out, _ = run(capsys, fit, "--compute", "1e20", "--max-unique-params", "5e7", "--r", "1,4")
     assert rc == 0 and "max_unique_params" in out and "best: r = 4" in out
-    rc, out, _ = run(capsys, fit, "--compute", "1e20", "--inference-tokens", "1e11")
-    assert rc == 0 and "lifetime cost" in out
+    rc, out, _ = run(capsys, fit, "--compute", "1e20", "--inference-tokens", "1e11", "--r", "1,16")
+    assert rc == 0 and "lifetime cost" in out and "r = 16 not in the fitted runs" in out
     with pytest.raises(SystemExit) as exc:  # argparse: the two serving constraints exclude each other
         main(["advise", str(fit), "--compute", "1e20", "--max-inference-flops", "1e9", "--inference-tokens", "1e9"])
     assert exc.value.code == 2
