@@ -189,9 +189,7 @@ def flops_per_token(cfg: ModelConfig) -> float:
     n_grad = grad_passes(cfg)
     n_nograd = cfg.r - n_grad
     gains = 2 * cfg.d_model  # the two pre-norm gains of one layer
-    gain_uses = (
-        6 * ((cfg.n_prelude + cfg.n_coda) * gains + n_grad * cfg.n_rec * gains) + 2 * n_nograd * cfg.n_rec * gains
-    )
+    gain_uses = 6 * ((cfg.n_prelude + cfg.n_coda) * gains + n_grad * cfg.n_rec * gains) + 2 * n_nograd * cfg.n_rec * gains
     write_in = 6 * cfg.r * cfg.hyper_lanes * cfg.d_model if cfg.injection == "hyper" else 0  # hyper: full backprop
     return matmul_flops_per_token(cfg) + gain_uses + write_in
 

@@ -246,13 +246,7 @@ def test_presets(r):
     for s in (6, 7, 34):
         cfg = paper_model(s, r)
         assert cfg.d_model % 128 == 0 and 64 * s <= cfg.d_model < 64 * s + 128
-        assert (cfg.head_dim, cfg.l_eff, cfg.vocab_size, cfg.padded_vocab_size, cfg.seq_len) == (
-            128,
-            20,
-            32001,
-            32064,
-            2048,
-        )
+        assert (cfg.head_dim, cfg.l_eff, cfg.vocab_size, cfg.padded_vocab_size, cfg.seq_len) == (128, 20, 32001, 32064, 2048)
         # r = 1: the plain 0-20-0 stack; r > 1: 2 + 16/r x r + 2 with the concat injection
         assert (cfg.n_prelude, cfg.n_rec, cfg.n_coda) == ((0, 20, 0) if r == 1 else (2, 16 // r, 2))
         assert cfg.injection == ("passthrough" if r == 1 else "concat") and cfg.bptt_k is None
