@@ -35,7 +35,7 @@ def head_logits(x: torch.Tensor, weight: torch.Tensor, vocab_size: int, softcap:
 def _chunk_sum_and_grads(xc, weight, tc, vocab_size, softcap, want_x, want_w):
     """Summed loss of one chunk (xc [n, d], tc [n]) and its gradients wrt xc and the weight (None when not
     wanted): a small graph built and differentiated here, under the caller's autocast."""
-    with torch.enable_grad():
+    with torch.set_grad_enabled(want_x or want_w):
         x_leaf = xc.detach().requires_grad_(want_x)
         w_leaf = weight.detach().requires_grad_(want_w)
         loss = F.cross_entropy(
@@ -86,4 +86,12 @@ def chunked_head_loss(
 ) -> torch.Tensor:
     """Mean cross-entropy (nats) of the head on x [B, T, d] against targets [B, T] (ignore_index -100), the
     same value as F.cross_entropy(head_logits(x, ...)), with at most `chunk` tokens' logits alive at once."""
-    return _ChunkedHeadLoss.apply(x.flatten(0, 1), weight, targets.flatten(), vocab_size, softcap, chunk)
+    x, targets = x.flatten(0, 1), targets.flatten()  # [N, d], [N]
+    if torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad):
+        return _ChunkedHeadLoss.apply(x, weight, targets, vocab_size, softcap, chunk)
+    # no_grad / inference_mode (validation): the chunks' losses only
+    total = sum(
+        _chunk_sum_and_grads(x[i : i + chunk], weight, targets[i : i + chunk], vocab_size, softcap, False, False)[0]
+        for i in range(0, x.shape[0], chunk)
+    )
+    return total / (targets != IGNORE_INDEX).sum()

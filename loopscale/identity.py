@@ -42,6 +42,8 @@ NOT_IDENTITY = frozenset(
         "trainer.log_every_steps",
         "trainer.ckpt_every_steps",
         "trainer.val_every_steps",
+        "trainer.val_subset",
+        "trainer.check_limits",
         "trainer.fail_at_step",
         "trainer.nan_at_step",
         "logger",

@@ -31,6 +31,8 @@ from typing import Any
 
 from omegaconf import DictConfig, open_dict
 
+from loopscale.batching import GPU_ACCELERATORS
+
 log = logging.getLogger(__name__)
 
 # Host memory per task besides the checkpoint: Python, torch, Lightning and the CUDA runtime's host side
@@ -39,7 +41,6 @@ HOST_BASE_GB_PER_TASK = 4.0
 # A resume reads the checkpoint (fp32 weights + AdamW's two moments: 12 bytes per parameter) into host
 # memory, and torch.load holds it while the state dicts are copied: budget twice that per task.
 CHECKPOINT_BYTES_PER_PARAM = 12
-GPU_ACCELERATORS = ("gpu", "cuda")
 
 
 class LayoutError(ValueError):

@@ -233,6 +233,8 @@ class LoopedLM(L.LightningModule):
             sync_dist=True,
             batch_size=int((y != -100).sum()),
         )
+        # how many sequences this validation read on this rank: the subset inside fit, all at the end
+        self.log("val/sequences", float(x.shape[0]), on_step=False, on_epoch=True, reduce_fx="sum")
         return loss
 
     # -- optimizer ----------------------------------------------------------------------------------------

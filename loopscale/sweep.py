@@ -102,7 +102,7 @@ def describe(job: Job, limits=None) -> dict[str, Any]:
 
     cfg = job.cfg
     plan = plan_with_vocab(cfg, cfg.data.vocab_size)
-    batching = device_batching(cfg.budget, cfg.model, cfg.trainer)
+    batching = device_batching(cfg.budget, cfg.model, cfg.trainer, cfg.optim.optimizer)
     estimate = estimate_job(with_vocab(cfg, cfg.data.vocab_size), limits)
     return {
         "run_name": cfg.run_name,

@@ -63,3 +63,11 @@ def test_no_grad_gives_the_loss_only():
         loss = chunked_head_loss(x, w, targets, 50, 15.0, chunk=4)
     assert loss.grad_fn is None
     assert loss.item() == pytest.approx(_reference(x, w, targets, 50, 15.0).item(), rel=1e-5)
+
+
+def test_inference_mode_gives_the_loss_only():
+    """Lightning validates under torch.inference_mode: the loss without any graph."""
+    x, w, targets = _inputs()
+    with torch.inference_mode():
+        loss = chunked_head_loss(x, w, targets, 50, 15.0, chunk=4)
+    assert loss.item() == pytest.approx(_reference(x, w, targets, 50, 15.0).item(), rel=1e-5)
