@@ -240,6 +240,9 @@ class TrainerConfig:
     strategy: str = "auto"
     precision: str = "32-true"  # 32-true | bf16-mixed
     compile: Any = False  # false | blocks (true means blocks) | model
+    # torch.compile backend: inductor (code generation); eager / aot_eager keep Dynamo's graphs, guards and
+    # limits without generating code (quick checks of the compiled path on CPU, e.g. gpu_check --smoke)
+    compile_backend: str = "inductor"
     val_every_steps: int = 0  # optimizer steps between validations; 0: only the final validation
     # share of the final validation set the intermediate validations read (its first rows / windows); the
     # final validation reads all of it, once (loopscale/validation.py)
@@ -277,6 +280,7 @@ class TrainerConfig:
         if not isinstance(self.compile, (bool, str)) or self.compile not in compile_modes:
             raise ValueError(f"compile={self.compile!r} is not allowed; choose one of false, 'blocks', 'model'")
         self.compile = compile_modes[self.compile]
+        check_choice("compile_backend", self.compile_backend, ("inductor", "eager", "aot_eager"))
         if self.val_every_steps < 0 or self.ckpt_every_minutes < 0:
             raise ValueError(
                 f"val_every_steps={self.val_every_steps!r} and ckpt_every_minutes="

@@ -44,6 +44,7 @@ NOT_IDENTITY = frozenset(
         "trainer.val_every_steps",
         "trainer.val_subset",
         "trainer.check_limits",
+        "trainer.compile_backend",
         "trainer.fail_at_step",
         "trainer.nan_at_step",
         "logger",

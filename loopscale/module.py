@@ -103,7 +103,7 @@ class LoopedLM(L.LightningModule):
         self.accounting = accounting
         self.optimizer_record = optimizer_record(model_cfg, optim, trainer_cfg, accounting)
         self.model = LoopedTransformer(model_cfg)
-        compile_model(self.model, trainer_cfg.compile)
+        compile_model(self.model, trainer_cfg.compile, backend=trainer_cfg.compile_backend)
         self._peak_flops = None
         self.tokens_trained = 0  # by this process's fit (a resumed run starts at 0)
         self.resumed_from_step = 0
