@@ -211,7 +211,10 @@ def run_point(check: Check, name: str) -> dict[str, Any]:
         "recompile_limit_hits": record.get("recompile_limit_hits"),
         "wall_s": record.get("wall_time_s"),
     }
-    memory_ok = measured is None or abs(measured / predicted - 1) <= MEMORY_TOLERANCE
+    # within the model's tolerance, and inside the card's usable memory
+    memory_ok = measured is None or (
+        abs(measured / predicted - 1) <= MEMORY_TOLERANCE and measured <= usable_memory(check.card)
+    )
     compiled_ok = out["compiled_graphs"] > 0 and out["graph_breaks"] == 0 and out["recompile_limit_hits"] == 0
     out["ok"] = record["status"] == "done" and memory_ok and compiled_ok and out["tokens_per_s"] is not None
     return out

@@ -9,6 +9,8 @@ import torch.nn.functional as F
 
 from loopscale.head_loss import chunked_head_loss, head_logits
 
+pytestmark = pytest.mark.torch_floor  # the head's numerics on the lowest supported torch too
+
 
 def _inputs(seed=0, B=3, T=10, d=16, V_pad=64):
     g = torch.Generator().manual_seed(seed)
