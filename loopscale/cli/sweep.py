@@ -29,8 +29,6 @@ def run(args: argparse.Namespace) -> int:
     import json
 
     from hydra.errors import HydraException
-    from rich.console import Console
-    from rich.table import Table
 
     from loopscale.cli import UsageError
     from loopscale.config import with_vocab
@@ -53,6 +51,14 @@ def run(args: argparse.Namespace) -> int:
         for row in rows:
             print(json.dumps(row))
         return 0
+    _print_table(rows)
+    return 0
+
+
+def _print_table(rows: list[dict]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
     table = Table(title=f"{len(rows)} jobs")
     columns = (
         "run_name",
@@ -87,4 +93,3 @@ def run(args: argparse.Namespace) -> int:
             f"{row['gpu_hours']:.1f}" + ("" if row["fits_limits"] else " !"),
         )
     Console(width=max(Console().width, 140)).print(table)
-    return 0
