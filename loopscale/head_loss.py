@@ -19,7 +19,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-HEAD_CHUNK_TOKENS = 4096  # tokens per chunk: transient ~20 V bytes a token, ~2.6 GB at V = 32,001
+from loopscale.memory import HEAD_CHUNK_TOKENS  # sized there: the chunk's transient is part of the peak
+
 IGNORE_INDEX = -100  # packed rows mark their padding with it (loopscale/rows.py)
 
 

@@ -42,11 +42,13 @@ from dataclasses import dataclass
 
 from loopscale.accounting import block_matrix_params, grad_passes, injection_params, mlp_hidden, param_counts
 from loopscale.config import ModelConfig
-from loopscale.head_loss import HEAD_CHUNK_TOKENS
 
 MIB = 2**20
 GIB = 2**30
 MARGIN = 0.10  # share of a card's memory kept free: context, workspaces, allocator fragmentation
+# tokens per chunk of the head + loss (loopscale/head_loss.py): its transient is ~2 V_pad + 20 V bytes a token,
+# ~2.6 GB at V = 32,001, small next to the activations of a device batch, and the head matmul stays large
+HEAD_CHUNK_TOKENS = 4096
 BACKWARD_BYTES_PER_D = 32  # one layer's backward working set per token, in units of d bytes (an estimate)
 # Total memory per card in MiB, as nvidia-smi reports it, keyed like loopscale/mfu.py's peaks.
 CARD_MEMORY_MIB = {
