@@ -1,7 +1,8 @@
 """loopscale's Hydra launchers (loopscale/conf/hydra/launcher/{slurm,local}.yaml): hydra-submitit-launcher's, with
 the job layout taken from the trainer config and checked before submission, and GPU jobs predicted not to fit
 their device's memory or (SLURM) their time limits refused before sbatch (loopscale/launch.py). Hydra
-instantiates launchers only from its `hydra_plugins` namespace, hence this module; the rules live in loopscale/launcher.py."""
+instantiates launchers only from its `hydra_plugins` namespace, hence this module; the rules live in
+loopscale/launcher.py."""
 
 from __future__ import annotations
 
