@@ -8,7 +8,13 @@ EXTRAS ?= cpu,dev
 PYTEST_ARGS ?=
 DEMO_ARGS ?=
 
-.PHONY: install demo test test-slow test-all lint bench clean
+# The lowest torch loopscale supports (pyproject.toml): `make test-torch-floor` runs the compile and training
+# smoke tests (pytest -m torch_floor) in a venv of its own with it. PyPI has no CPU-only build of it, so its
+# CUDA build comes with its CUDA libraries (~2.6 GB download; README "Tests and benchmarks" has the cost).
+TORCH_FLOOR ?= 2.11.0
+FLOOR_VENV ?= .venv-torch-floor
+
+.PHONY: install demo test test-slow test-all test-torch-floor lint bench gpu-bundle clean
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -35,8 +41,23 @@ test-slow: install
 test-all: install
 	$(BIN)/pytest $(PYTEST_ARGS)
 
+$(FLOOR_VENV)/bin/.installed: pyproject.toml
+	$(PYTHON) -m venv $(FLOOR_VENV)
+	$(FLOOR_VENV)/bin/pip install --quiet --upgrade pip
+	$(FLOOR_VENV)/bin/pip install --quiet torch==$(TORCH_FLOOR)
+	$(FLOOR_VENV)/bin/pip install --quiet -e '.[dev]'
+	$(FLOOR_VENV)/bin/python -c "import torch; assert torch.__version__.startswith('$(TORCH_FLOOR)'), torch.__version__"
+	touch $@
+
+test-torch-floor: $(FLOOR_VENV)/bin/.installed
+	$(FLOOR_VENV)/bin/pytest -m torch_floor $(PYTEST_ARGS)
+
+# wheels benchmarks/gpu_check.py needs on a GPU node without network, into .whl/ (benchmarks/gpu_bundle.sh)
+gpu-bundle:
+	PYTHON=$(PYTHON) bash benchmarks/gpu_bundle.sh
+
 bench: install
 	for b in benchmarks/bench_*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
 
 clean:
-	rm -rf $(VENV) .pytest_cache
+	rm -rf $(VENV) $(FLOOR_VENV) .pytest_cache .whl

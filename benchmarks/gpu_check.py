@@ -1,455 +1,343 @@
-"""The first-GPU-run check: one prepared script that says whether loopscale's published runs will fit, train
-at the expected precision and speed, and survive a kill. Offline (the embedded corpus; synthetic tokens for
-the model-only sections), under 8 minutes on one H100/H200-class GPU.
+"""The first-GPU-run check: one prepared command (<= 6 min on one H100/H200) that says whether the published
+sweep will fit, train at the expected speed, stay compiled and survive a kill, by running production itself.
 
-    python benchmarks/gpu_check.py --out gpu_check.json          # on the GPU machine
-    python benchmarks/gpu_check.py --smoke --out smoke.json      # tiny sizes on CPU (run by the test suite)
+    python benchmarks/gpu_check.py --out gpu_check.json             # on the GPU node (README: the bundle)
+    python benchmarks/gpu_check.py --smoke --out smoke.json         # tiny sizes on CPU (in the test suite)
 
-Sections (each guarded: one failure is recorded and the others still run; a summary table at the end):
-  device      device name, its bf16 peak (loopscale/mfu.py; unknown -> no MFU)
-  memory      peak memory of a train step + validation at (s16, B32), (s28, B16), (s34, B8) for r = 1 and
-              r = 8 truncated, and whether (s6, B128) would fit (extrapolated from B = 8 and 16, not tried)
-  dtypes      the dtypes each Block receives under autocast for r = 1, linear r = 4, hyper r = 4
-  recompile   compiled graphs and recompile-limit hits over train -> partial validation -> train, and a
-              second model (whole-model compile) in the same process
-  throughput  tokens/s and MFU (accounting F and causal F) at (s6, B32) and (s22, B16) for r = 1 and 8,
-              with FlopCounterMode's count against F
-  optimizer   the optimizer's share of a step (MuonH when loopscale.muonh exists, else AdamW, said so)
-  resume      an end-to-end `model=paper trainer=gpu` run with grad_accum 2, killed at step 7, resumed
+Offline: the data is a synthetic packed set in the published format (rows of 2049 ids < 32,001, written
+here), so nothing is downloaded and no corpus package is needed. Sections, each written to --out as soon as
+it ends (a kill at a command's time limit keeps what was done):
+
+  device      the card, its bf16 peak and memory, torch / Python versions; an unknown card fails
+  grid        every job of the three published grids (baseline, tbptt, hyper: 308) planned for this card:
+              its device batch (budget.device_batch=auto) x accumulation = 262,144 tokens per step, and its
+              predicted peak (loopscale/memory.py) within the card's usable memory; one that does not fit fails
+  production  the heaviest grid point of each device-batch class (s16 hyper r8 at 32, s28 hyper r8 at 16,
+              s34 r1 at 8), each a real `loopscale-train` run in its own process: trainer=gpu (bf16, compiled
+              as configured), MuonH, gradient accumulation, through Lightning; measured peak memory against the
+              model (within 15%), tokens/s and MFU (accounting F and causal F) once compiled, compiled graphs,
+              graph breaks and recompile-limit hits (an eager fall back fails)
+  resume      a MuonH run on packed rows killed at step 7, resumed from its step-5 checkpoint, against the same
+              run uninterrupted (runs before production, whose points take the time left of --budget-s)
 Exit status 0 when every section passed its checks.
 """
 
 from __future__ import annotations
 
 import argparse
-import gc
-import importlib.util
 import json
+import subprocess
 import sys
 import tempfile
 import time
 import traceback
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import torch
-from omegaconf import OmegaConf
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from loopscale.accounting import PAPER_DATA, data_vocab, flops_per_token  # noqa: E402
-from loopscale.compiling import compile_model, recompile_limit_hits, watch_recompile_limit  # noqa: E402
-from loopscale.config import TrainConfig, paper_width  # noqa: E402
-from loopscale.mfu import causal_flops_per_token, peak_flops  # noqa: E402
-from loopscale.model import Block, LoopedTransformer, param_groups  # noqa: E402
-from loopscale.sweep import compose  # noqa: E402
+from loopscale.config_dirs import compose  # noqa: E402
+from loopscale.memory import CARD_MEMORY_MIB, GIB, estimate_memory, usable_memory  # noqa: E402
+from loopscale.mfu import peak_flops  # noqa: E402
 
-PAPER_VOCAB = data_vocab(PAPER_DATA)  # 32,064: what `data=fineweb_edu_packed` trains the model with
-GIB = 2**30
+GRIDS = ("isodepth", "isodepth_tbptt", "isodepth_hyper")
+STEP_TOKENS = 262_144
+# (name, experiment, point, r): the heaviest published point of each device-batch class (32, 16, 8)
+POINTS = (
+    ("s16-hyper-r8", "isodepth_hyper", "C2.15e18-s16", 8),
+    ("s28-hyper-r8", "isodepth_hyper", "C2.15e19-s28", 8),
+    ("s34-r1", "isodepth", "C2.15e19-s34", 1),
+)
+TRAIN_STEPS = 4  # the first compiles; tokens/s and MFU: the median of steps 3 and 4 (step 2 is the first timed)
+MEMORY_TOLERANCE = 0.15
+# smoke: the published layout at a CPU size (L_eff = 20, p = c = 2), bf16 autocast, Dynamo without code generation
+SMOKE = (
+    "model.d_model=64",
+    "model.head_dim=16",
+    "model.seq_len=32",
+    "trainer.accelerator=cpu",
+    "trainer.compile_backend=aot_eager",
+    "budget.batch_size=8",
+    "budget.device_batch=4",
+    "data.vocab_size=512",
+)
 
 
 class Check:
-    """Shared state of one run: the device, the sizes (full or smoke), the autocast dtype."""
+    """One run's settings: smoke or not, where it writes, the synthetic data, the card it plans for."""
 
-    def __init__(self, smoke: bool, workdir: Path, compile_backend: str, data_dir: Path | None = None):
-        self.smoke = smoke
-        self.workdir = workdir
-        self.data_dir = data_dir or workdir / "data"
-        # a small model for the sections about behaviour rather than size (dtypes, recompiles)
-        self.small = () if smoke else ("model.d_model=128", "model.head_dim=64", "model.seq_len=256")
-        self.device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-        self.cuda = self.device.type == "cuda"
-        self.backend = compile_backend
-        self.peak = peak_flops(torch.cuda.get_device_name()) if self.cuda else None
+    def __init__(self, smoke: bool, workdir: Path):
+        self.smoke, self.workdir = smoke, workdir
+        self.cuda = torch.cuda.is_available() and not smoke
+        self.name = torch.cuda.get_device_name() if self.cuda else "cpu"
+        self.card = self.name if self.name in CARD_MEMORY_MIB else "NVIDIA H100 80GB HBM3"
+        self.seq_len = 32 if smoke else 2048
+        self.data = workdir / "data"
 
-    def config(
-        self, size: int, r: int, tbptt: bool = False, injection: str | None = None, extra: tuple[str, ...] = ()
-    ) -> TrainConfig:
-        """The published model at size s (smoke: width 64, T = 64, the same layout and r)."""
-        overrides = ["model=paper", f"model.r={r}", f"model.vocab_size={256 if self.smoke else PAPER_VOCAB}"]
-        overrides += ["model.recipe=tbptt"] if tbptt else []
-        overrides += [f"model.injection={injection}"] if injection else []
-        if self.smoke:  # L_eff = 10 (p = c = 1, 8 recurrent layers: r = 1, 2, 4, 8 all divide it)
-            overrides += [
-                "model.d_model=32",
-                "model.head_dim=16",
-                "model.seq_len=32",
-                "model.depth=10",
-                "model.n_prelude=1",
-                "model.n_coda=1",
-            ]
-        else:
-            overrides += [f"model.d_model={paper_width(size)}"]
-        return OmegaConf.to_object(compose([*overrides, *extra]))
-
-    def batch(self, B: int) -> int:
-        return max(2, B // 16) if self.smoke else B
-
-    def tokens(self, cfg: TrainConfig, B: int) -> tuple[torch.Tensor, torch.Tensor]:
-        g = torch.Generator().manual_seed(0)
-        idx = torch.randint(0, cfg.model.vocab_size, (B, cfg.model.seq_len + 1), generator=g).to(self.device)
-        return idx[:, :-1], idx[:, 1:]
-
-    def autocast(self):
-        return torch.autocast(self.device.type, dtype=torch.bfloat16)
-
-    def sync(self) -> None:
-        if self.cuda:
-            torch.cuda.synchronize()
-
-    def free(self) -> None:
-        gc.collect()
-        if self.cuda:
-            torch.cuda.empty_cache()
+    def overrides(self, experiment: str, point: str, r: int, *extra: str) -> list[str]:
+        return [
+            f"experiment={experiment}",
+            f"point={point}",
+            f"model.r={r}",
+            f"data.path={self.data}",
+            "data.val_rows=16",
+            f"trainer.plan_device={self.card}",
+            "trainer.progress=false",
+            "trainer.val_every_steps=0",
+            "sweep=gpu_check",
+            *(SMOKE if self.smoke else ()),
+            *extra,
+        ]
 
 
-def _train_step(check: Check, model, opt, x, y) -> torch.Tensor:
-    with check.autocast():
-        loss = model(x, y)
-    loss.backward()
-    opt.step()
-    opt.zero_grad(set_to_none=True)
-    return loss.detach()
+def write_packed_set(root: Path, seq_len: int, rows: int = 2048, vocab: int = 32001) -> None:
+    """A packed set in the published format (train-/val-*.parquet, one `tokens` list<uint16> of T + 1 ids per
+    row): random ids, so the loss stays near log V; enough rows for every run here."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
 
-
-def _adamw(model) -> torch.optim.Optimizer:
-    return torch.optim.AdamW(param_groups(model, 0.0), lr=1e-4)
+    root.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(0)
+    for split, n in (("train", rows), ("val", 64)):
+        ids = rng.integers(0, vocab, size=(n, seq_len + 1), dtype=np.uint16)
+        column = pa.FixedSizeListArray.from_arrays(pa.array(ids.ravel()), seq_len + 1).cast(pa.list_(pa.uint16()))
+        pq.write_table(pa.table({"tokens": column}), root / f"{split}-00000.parquet", row_group_size=256)
 
 
 # ------------------------------------------------------------------------------------------------ sections
 def section_device(check: Check) -> dict[str, Any]:
-    name = torch.cuda.get_device_name() if check.cuda else "cpu"
-    out = {"device": name, "peak_bf16_flops": check.peak, "torch": torch.__version__}
+    out = {
+        "device": check.name,
+        "torch": torch.__version__,
+        "python": sys.version.split()[0],
+        "plan_device": check.card,
+    }
     if check.cuda:
         out["memory_gib"] = torch.cuda.get_device_properties(0).total_memory / GIB
-    out["ok"] = check.peak is not None or not check.cuda  # a GPU without a known peak logs no MFU
+        out["peak_bf16_flops"] = peak_flops(check.name)
+        out["ok"] = out["peak_bf16_flops"] is not None and check.name in CARD_MEMORY_MIB
+    else:
+        out["ok"] = True
     return out
 
 
-def _peak_memory_gib(check: Check, cfg: TrainConfig, B: int) -> float | None:
-    """Peak allocated memory of one train step (bf16 autocast, AdamW) then a validation forward at batch B."""
-    if check.cuda:
-        check.free()
-        torch.cuda.reset_peak_memory_stats()
-    model = LoopedTransformer(cfg.model).to(check.device)
-    opt = _adamw(model)
-    x, y = check.tokens(cfg, B)
-    _train_step(check, model, opt, x, y)
-    model.eval()
-    with torch.no_grad(), check.autocast():
-        model(x, y)
-    check.sync()
-    peak = torch.cuda.max_memory_allocated() / GIB if check.cuda else None
-    del model, opt
-    check.free()
-    return peak
+def section_grid(check: Check) -> dict[str, Any]:
+    from loopscale.batching import device_batching
+    from loopscale.config import with_vocab
+    from loopscale.sweep import expand
 
-
-def section_memory(check: Check) -> dict[str, Any]:
-    rows, ok = [], True
-    for size, B in ((16, 32), (28, 16), (34, 8)):
-        for r, tbptt in ((1, False), (8, True)):
-            cfg = check.config(size, r, tbptt)
-            label = f"s{size} B{B} r{r}{' tbptt' if tbptt else ''}"
-            try:
-                rows.append({"point": label, "peak_gib": _peak_memory_gib(check, cfg, check.batch(B))})
-            except torch.cuda.OutOfMemoryError:
-                ok = False
-                rows.append({"point": label, "peak_gib": "OOM"})
-                check.free()
-    # (s6, B128): extrapolated from B = 8 and 16 (memory is affine in B), not tried: an OOM can wedge the run
-    cfg = check.config(6, 1)
-    small, large = _peak_memory_gib(check, cfg, check.batch(8)), _peak_memory_gib(check, cfg, check.batch(16))
-    estimate = None
-    if small is not None:
-        estimate = large + (large - small) / 8 * (128 - 16)
-    total = torch.cuda.get_device_properties(0).total_memory / GIB if check.cuda else None
-    s6 = {"point": "s6 B128 r1 (estimated)", "peak_gib": estimate, "fits": None if total is None else estimate < total}
+    heaviest, problems, jobs = {}, [], 0
+    for experiment in GRIDS:
+        for job in expand([f"experiment={experiment}", f"trainer.plan_device={check.card}"]):
+            cfg = with_vocab(job.cfg, job.cfg.data.vocab_size)
+            b = device_batching(cfg.budget, cfg.model, cfg.trainer, cfg.optim.optimizer)
+            peak = estimate_memory(cfg.model, b.device_batch, cfg.trainer.compile, cfg.optim.optimizer).peak
+            jobs += 1
+            if b.world * b.device_batch * b.grad_accum * cfg.model.seq_len != STEP_TOKENS:
+                problems.append(f"{cfg.run_name}: {b} is not {STEP_TOKENS} tokens per step")
+            if peak > usable_memory(check.card):
+                problems.append(f"{cfg.run_name}: predicted {peak / GIB:.1f} GiB at device batch {b.device_batch}")
+            if peak > heaviest.get(b.device_batch, ("", 0))[1]:
+                heaviest[b.device_batch] = (cfg.run_name, peak)
     return {
-        "rows": rows,
-        "s6_B128": s6,
-        "device_gib": total,
-        "ok": ok and (s6["fits"] is not True or check.smoke),
-    }  # B = 128 must NOT fit: that was the bug
+        "jobs": jobs,
+        "card": check.card,
+        "usable_gib": usable_memory(check.card) / GIB,
+        "heaviest": {str(k): {"run": n, "predicted_gib": p / GIB} for k, (n, p) in sorted(heaviest.items())},
+        "problems": problems,
+        "ok": not problems and jobs == 308,
+    }
 
 
-def section_dtypes(check: Check) -> dict[str, Any]:
-    out, ok = {}, True
-    for label, (r, injection) in {"r1": (1, None), "linear r4": (4, "linear"), "hyper r4": (4, "hyper")}.items():
-        cfg = check.config(6, r, injection=injection, extra=check.small)
-        model = LoopedTransformer(cfg.model).to(check.device)
-        seen: set[str] = set()
-        for module in model.modules():
-            if isinstance(module, Block):
-                module.register_forward_pre_hook(lambda mod, args, seen=seen: seen.add(str(args[0].dtype)))
-        x, y = check.tokens(cfg, 2)
-        with check.autocast():
-            model(x, y).backward()
-        out[label] = sorted(seen)
-        ok &= seen == {"torch.float32"}
-        del model
-    return {**out, "ok": ok}
+def _steady(metrics: list[dict], key: str) -> float | None:
+    """The median of a logged per-step value after the first log (which includes the compile)."""
+    values = sorted(float(row[key]) for row in metrics[1:] if row.get(key) not in (None, ""))
+    return values[len(values) // 2] if values else None
 
 
-def _unique_graphs() -> int:
+def run_point(check: Check, name: str) -> dict[str, Any]:
+    """One production point trained in this process (the parent runs each in a fresh one on CUDA)."""
+    import csv
+
     from torch._dynamo.utils import counters
 
-    return int(counters["stats"]["unique_graphs"])
+    from loopscale.batching import device_batching
+    from loopscale.config import with_vocab
+    from loopscale.planning import run_dir_of, to_train_config
+    from loopscale.runner import fit_run
 
-
-def section_recompile(check: Check) -> dict[str, Any]:
-    """Train -> validation with a partial batch -> train for a blocks-compiled truncated-backprop model, then
-    the same for a second, whole-model-compiled model: graphs compiled and limit hits. Dynamo's backend is
-    "eager": its caching, guards and limits are those of any backend, without minutes of code generation."""
-    watch_recompile_limit()
-    hits_before, graphs_before = len(recompile_limit_hits()), _unique_graphs()
-    phases = {}
-    for name, (r, tbptt, mode) in {"first": (2, True, "blocks"), "second": (4, False, "model")}.items():
-        cfg = check.config(6, r, tbptt, extra=check.small)
-        model = LoopedTransformer(cfg.model).to(check.device)
-        compile_model(model, mode, backend="eager")
-        opt = _adamw(model)
-        B = 4
-        x, y = check.tokens(cfg, B)
-        start = time.perf_counter()
-        _train_step(check, model, opt, x, y)
-        model.eval()
-        with torch.no_grad(), check.autocast():
-            model(x, y)
-            model(x[: B - 1], y[: B - 1])  # the partial last validation batch
-        model.train()
-        _train_step(check, model, opt, x, y)
-        check.sync()
-        phases[name] = {
-            "compile": mode,
-            "r": r,
-            "tbptt": tbptt,
-            "graphs": _unique_graphs() - graphs_before,
-            "seconds": time.perf_counter() - start,
-        }
-        graphs_before = _unique_graphs()
-        del model, opt
-        check.free()
-    hits = recompile_limit_hits()[hits_before:]
-    return {**phases, "limit_hits": hits, "ok": not hits}
-
-
-def _flop_counter_flops(check: Check, cfg: TrainConfig) -> float:
-    """FlopCounterMode's count of one forward + backward at batch 1, per token."""
-    from torch.utils.flop_counter import FlopCounterMode
-
-    model = LoopedTransformer(cfg.model).to(check.device)
-    x, y = check.tokens(cfg, 1)
-    with FlopCounterMode(display=False) as counter:
-        with check.autocast():
-            loss = model(x, y)
-        loss.backward()
-    del model
-    return counter.get_total_flops() / cfg.model.seq_len
-
-
-def section_throughput(check: Check) -> dict[str, Any]:
-    steps, warmup = (2, 1) if check.smoke else (6, 3)
-    rows = []
-    for size, B in ((6, 32), (22, 16)):
-        for r in (1, 8):
-            cfg = check.config(size, r)
-            F, F_causal = flops_per_token(cfg.model), causal_flops_per_token(cfg.model)
-            counted = _flop_counter_flops(check, cfg)
-            model = LoopedTransformer(cfg.model).to(check.device)
-            compile_model(model, "blocks", backend=check.backend)
-            opt = _adamw(model)
-            x, y = check.tokens(cfg, check.batch(B))
-            for _ in range(warmup):
-                _train_step(check, model, opt, x, y)
-            check.sync()
-            start = time.perf_counter()
-            for _ in range(steps):
-                _train_step(check, model, opt, x, y)
-            check.sync()
-            tokens_per_s = steps * x.numel() / (time.perf_counter() - start)
-            row = {
-                "point": f"s{size} B{B} r{r}",
-                "tokens_per_s": tokens_per_s,
-                "F": F,
-                "F_causal": F_causal,
-                "flop_counter_per_token": counted,
-                "flop_counter_over_F": counted / F,
-            }
-            if check.peak:
-                row["mfu"] = tokens_per_s * F / check.peak
-                row["mfu_causal"] = tokens_per_s * F_causal / check.peak
-            rows.append(row)
-            del model, opt
-            check.free()
-    return {"rows": rows, "compile": "blocks", "ok": True}
-
-
-def section_optimizer(check: Check) -> dict[str, Any]:
-    from loopscale.module import LoopedLM, StepAccounting
-
-    steps = 2 if check.smoke else 5
-    from loopscale.config_dirs import config_dir
-
-    # both the optimizer and its config group (optim=muonh) of this checkout
-    muonh = importlib.util.find_spec("loopscale.muonh") is not None and (config_dir() / "optim" / "muonh.yaml").exists()
-    # the GPU trainer's settings (MuonH picks its orthogonalisation dtype from them), uncompiled: the optimizer
-    # step is what is timed
-    trainer = ("trainer=gpu", "trainer.compile=false") if check.cuda else ()
-    cfg = check.config(6, 1, extra=(*trainer, *(("optim=muonh",) if muonh else ())))
-    B = check.batch(32)
-    accounting = StepAccounting(total_steps=1000, batch_tokens=B * cfg.model.seq_len, flops_per_token=1.0)
-    module = LoopedLM(cfg.model, cfg.optim, cfg.trainer, accounting).to(check.device)
-    opt = module.configure_optimizers()["optimizer"]
-    x, y = check.tokens(cfg, B)
-    fwd_bwd_s = opt_s = 0.0
-    for step in range(steps + 1):
-        check.sync()
-        t0 = time.perf_counter()
-        with check.autocast():
-            loss = module.model(x, y)
-        loss.backward()
-        check.sync()
-        t1 = time.perf_counter()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        check.sync()
-        if step:  # the first step builds optimizer state
-            fwd_bwd_s += t1 - t0
-            opt_s += time.perf_counter() - t1
-    name = type(opt).__name__
-    return {
-        "optimizer": name,
-        "muonh_available": muonh,
-        "note": None if muonh else "loopscale.muonh / optim=muonh not in this checkout: timed AdamW instead",
-        "step_s": (fwd_bwd_s + opt_s) / steps,
-        "optimizer_share": opt_s / (fwd_bwd_s + opt_s),
-        "ok": True,
+    _, experiment, point, r = next(p for p in POINTS if p[0] == name)
+    batch = 8 if check.smoke else 128
+    steps_tokens = f"budget.tokens={TRAIN_STEPS * batch * check.seq_len}"
+    cfg = compose(
+        check.overrides(
+            experiment,
+            point,
+            r,
+            "budget.mode=tokens",
+            steps_tokens,
+            f"run_name={name}",
+            f"runs_dir={check.workdir / 'runs'}",
+            "trainer.log_every_steps=1",
+        )
+    )
+    train_cfg = to_train_config(cfg)
+    if check.cuda:
+        torch.cuda.reset_peak_memory_stats()
+    # the runner's fit without its final validation (a second compile, not what is measured here)
+    record = fit_run(train_cfg, run_dir_of(train_cfg), validate=False)
+    train_cfg = with_vocab(train_cfg, train_cfg.data.vocab_size)
+    b = device_batching(train_cfg.budget, train_cfg.model, train_cfg.trainer, "muonh")
+    predicted = estimate_memory(train_cfg.model, b.device_batch, train_cfg.trainer.compile, "muonh", check.cuda).peak
+    measured = torch.cuda.max_memory_allocated() if check.cuda else None
+    (metrics_file,) = Path(record["run_dir"]).glob("metrics/version_*/metrics.csv")
+    metrics = [row for row in csv.DictReader(metrics_file.open()) if row.get("perf/tokens_per_s")]
+    out = {
+        "point": name,
+        "status": record["status"],
+        "device_batch": record["device_batch"],
+        "grad_accum": record["grad_accum"],
+        "predicted_gib": predicted / GIB,
+        "measured_gib": None if measured is None else measured / GIB,
+        "tokens_per_s": _steady(metrics, "perf/tokens_per_s"),
+        "mfu": _steady(metrics, "perf/mfu"),
+        "mfu_causal": _steady(metrics, "perf/mfu_causal"),
+        "compiled_graphs": int(counters["stats"]["unique_graphs"]),
+        "graph_breaks": int(sum(counters["graph_break"].values())),
+        "recompile_limit_hits": record.get("recompile_limit_hits"),
+        "wall_s": record.get("wall_time_s"),
     }
+    # within the model's tolerance, and inside the card's usable memory
+    memory_ok = measured is None or (
+        abs(measured / predicted - 1) <= MEMORY_TOLERANCE and measured <= usable_memory(check.card)
+    )
+    compiled_ok = out["compiled_graphs"] > 0 and out["graph_breaks"] == 0 and out["recompile_limit_hits"] == 0
+    out["ok"] = record["status"] == "done" and memory_ok and compiled_ok and out["tokens_per_s"] is not None
+    return out
+
+
+def section_production(check: Check, budget_s: float, started: float, save) -> dict[str, Any]:
+    rows = []
+    for name, *_ in POINTS:
+        left = budget_s - (time.perf_counter() - started)
+        if check.cuda and left < 60:
+            rows.append({"point": name, "ok": False, "error": f"skipped: {left:.0f} s of the time budget left"})
+            continue
+        try:
+            rows.append(_isolated_point(check, name, left) if check.cuda else run_point(check, name))
+        except Exception:
+            rows.append({"point": name, "ok": False, "error": traceback.format_exc()[-3000:]})
+        save({"rows": rows, "ok": False})  # what is done so far, in case the next point is killed
+    return {"rows": rows, "ok": all(row["ok"] for row in rows)}
+
+
+def _isolated_point(check: Check, name: str, timeout_s: float) -> dict[str, Any]:
+    """The point in a fresh process: its own CUDA peak and Dynamo state, and a hang cannot take the rest."""
+    out = check.workdir / f"point-{name}.json"
+    cmd = [sys.executable, __file__, "--point", name, "--workdir", str(check.workdir), "--out", str(out)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
+    if not out.exists():
+        return {"point": name, "ok": False, "error": (proc.stderr or proc.stdout)[-3000:]}
+    return json.loads(out.read_text())
 
 
 def section_resume(check: Check) -> dict[str, Any]:
     from loopscale.module import InjectedFailure
     from loopscale.train import run_training
 
-    runs = check.workdir / "runs"
-    if check.smoke:
-        base = ["model=tiny", "trainer=cpu", "budget.batch_size=8", f"budget.tokens={10 * 8 * 64}"]
-    else:
-        base = ["model=paper", "trainer=gpu", "budget.batch_size=16", f"budget.tokens={10 * 16 * 2048}"]
-    overrides = [
-        *base,
-        "budget.mode=tokens",
-        "budget.grad_accum=2",
-        "trainer.ckpt_every_steps=5",
-        "trainer.progress=false",
-        "data.val_tokens=16384",
-        f"runs_dir={runs}",
-        f"data.data_dir={check.data_dir}",
-    ]
-    start = time.perf_counter()
+    batch = ("budget.batch_size=8", "budget.device_batch=4") if not check.smoke else ()
+    common = check.overrides(
+        "isodepth", "C4.64e17-s6", 2, "trainer.compile=false", "budget.mode=tokens",
+        f"budget.tokens={10 * 8 * check.seq_len}", "trainer.ckpt_every_steps=5", "run_name=resume", *batch,
+    )  # fmt: skip
     killed = False
     try:
-        run_training(compose([*overrides, "trainer.fail_at_step=7"]))
+        run_training(compose([*common, f"runs_dir={check.workdir / 'resume'}", "trainer.fail_at_step=7"]))
     except InjectedFailure:
         killed = True
-    record = run_training(compose(overrides))
+    resumed = run_training(compose([*common, f"runs_dir={check.workdir / 'resume'}"]))
+    straight = run_training(compose([*common, f"runs_dir={check.workdir / 'straight'}"]))
     return {
         "killed_at_step_7": killed,
-        "resumed_from_step": record["resumed_from_step"],
-        "status": record["status"],
-        "L": record["L"],
-        "grad_accum": record.get("grad_accum"),
-        "device_batch": record.get("device_batch"),
-        "seconds": time.perf_counter() - start,
-        "ok": killed and record["status"] == "done" and record["resumed_from_step"] == 5,
+        "resumed_from_step": resumed["resumed_from_step"],
+        "grad_accum": resumed["grad_accum"],
+        "optimizer": resumed["optimizer"],
+        "L_resumed": resumed["L"],
+        "L_uninterrupted": straight["L"],
+        "ok": killed
+        and resumed["status"] == "done"
+        and resumed["resumed_from_step"] == 5
+        and resumed["optimizer"] == "muonh"
+        and abs(resumed["L"] - straight["L"]) <= 1e-2 * straight["L"],
     }
-
-
-SECTIONS: dict[str, Callable[[Check], dict[str, Any]]] = {
-    "device": section_device,
-    "memory": section_memory,
-    "dtypes": section_dtypes,
-    "recompile": section_recompile,
-    "throughput": section_throughput,
-    "optimizer": section_optimizer,
-    "resume": section_resume,
-}
 
 
 def _summary(name: str, result: dict[str, Any]) -> str:
     if "error" in result:
-        return result["error"].splitlines()[-1][:100]
-    if name == "device":
-        return f"{result['device']}, peak {result['peak_bf16_flops']}"
-    if name == "memory":
-        cells = ", ".join(
-            f"{r['point']}: {r['peak_gib'] if not isinstance(r['peak_gib'], float) else round(r['peak_gib'], 1)}"
-            for r in result["rows"]
+        return result["error"].strip().splitlines()[-1][:100]
+    if name == "grid":
+        return f"{result['jobs']} jobs on {result['card']}: " + ", ".join(
+            f"B{k} {v['run']} {v['predicted_gib']:.1f} GiB" for k, v in result["heaviest"].items()
         )
-        return f"{cells}; s6 B128 est {result['s6_B128']['peak_gib']} fits={result['s6_B128']['fits']}"
-    if name == "dtypes":
-        return ", ".join(f"{k}: {v}" for k, v in result.items() if k not in ("ok", "seconds"))
-    if name == "recompile":
-        return (
-            f"graphs {result['first']['graphs']} + {result['second']['graphs']}, limit hits {len(result['limit_hits'])}"
-        )
-    if name == "throughput":
+    if name == "production":
         return "; ".join(
-            f"{r['point']} {r['tokens_per_s']:,.0f} tok/s mfu {r.get('mfu', float('nan')):.2f}"
-            f"/{r.get('mfu_causal', float('nan')):.2f} FC/F {r['flop_counter_over_F']:.3f}"
+            f"{r['point']} {r.get('measured_gib') or 0:.1f}/{r.get('predicted_gib') or 0:.1f} GiB "
+            f"{r.get('tokens_per_s') or 0:,.0f} tok/s mfu {r.get('mfu') or 0:.2f}"
+            if "error" not in r
+            else r["point"]
             for r in result["rows"]
         )
-    if name == "optimizer":
-        return f"{result['optimizer']} {100 * result['optimizer_share']:.1f}% of a {result['step_s'] * 1e3:.0f} ms step"
     if name == "resume":
-        return f"killed {result['killed_at_step_7']}, resumed from {result['resumed_from_step']}, {result['status']}"
-    return ""
+        resumed, straight = result["L_resumed"], result["L_uninterrupted"]
+        return f"resumed from {result['resumed_from_step']}, L {resumed:.4f} vs {straight:.4f} uninterrupted"
+    return f"{result.get('device')} torch {result.get('torch')}"
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--smoke", action="store_true", help="tiny sizes (CPU): checks the script itself")
-    parser.add_argument("--out", type=Path, help="write the results as JSON here")
-    parser.add_argument("--sections", default=",".join(SECTIONS), help=f"comma-separated subset of {list(SECTIONS)}")
-    parser.add_argument(
-        "--compile-backend",
-        default=None,
-        help="torch.compile backend (default inductor; eager in --smoke: same Dynamo caching, no code generation)",
-    )
-    parser.add_argument("--workdir", type=Path, default=None, help="runs of the resume section (default: a temp dir)")
-    parser.add_argument(
-        "--data-dir",
-        type=Path,
-        default=None,
-        help="data cache of the resume section (default: WORKDIR/data; the embedded corpus is tokenized there once)",
-    )
+    parser.add_argument("--smoke", action="store_true", help="tiny sizes on CPU: checks the script itself")
+    parser.add_argument("--out", type=Path, help="write the results as JSON here (after every section)")
+    parser.add_argument("--workdir", type=Path, default=None, help="runs and synthetic data (default: a temp dir)")
+    parser.add_argument("--budget-s", type=float, default=330.0, help="skip production points past this many seconds")
+    parser.add_argument("--point", help=argparse.SUPPRESS)  # internal: one production point in this process
     args = parser.parse_args(argv)
-    unknown = set(args.sections.split(",")) - SECTIONS.keys()
-    if unknown:
-        parser.error(f"unknown sections {sorted(unknown)}; choose from {list(SECTIONS)}")
-    backend = args.compile_backend or ("eager" if args.smoke else "inductor")
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="gpu_check-"))
-    check = Check(args.smoke, workdir, backend, args.data_dir)
-    results: dict[str, dict[str, Any]] = {}
-    for name in args.sections.split(","):
-        start = time.perf_counter()
+    check = Check(args.smoke, workdir)
+    if args.point:
+        args.out.write_text(json.dumps(run_point(check, args.point), default=str))
+        return 0
+    write_packed_set(check.data, check.seq_len, vocab=512 if args.smoke else 32001)
+    started, results = time.perf_counter(), {}
+
+    def save(partial: dict | None = None, name: str = "production") -> None:
+        if args.out:
+            snapshot = {**results, **({name: partial} if partial else {})}
+            args.out.write_text(json.dumps({"smoke": args.smoke, "sections": snapshot}, indent=2, default=str))
+
+    sections = {
+        "device": lambda: section_device(check),
+        "grid": lambda: section_grid(check),
+        "resume": lambda: section_resume(check),  # before production, which takes what time is left
+        "production": lambda: section_production(check, args.budget_s, started, save),
+    }
+    for name, section in sections.items():
         print(f"== {name}", flush=True)
+        t0 = time.perf_counter()
         try:
-            result = SECTIONS[name](check)
+            result = section()
         except Exception:  # one section's failure must not stop the others
             result = {"ok": False, "error": traceback.format_exc()}
             print(result["error"], file=sys.stderr, flush=True)
-        result.setdefault("seconds", time.perf_counter() - start)
-        results[name] = result
-        print(json.dumps(result, default=str), flush=True)
+        results[name] = {**result, "seconds": time.perf_counter() - t0}
+        print(json.dumps(results[name], default=str), flush=True)
+        save()
     print(f"\n{'section':<11} {'ok':<4} {'s':>6}  summary")
     for name, result in results.items():
         print(f"{name:<11} {'yes' if result['ok'] else 'NO':<4} {result['seconds']:>6.1f}  {_summary(name, result)}")
-    if args.out:
-        args.out.write_text(json.dumps({"smoke": args.smoke, "sections": results}, indent=2, default=str))
     return 0 if all(r["ok"] for r in results.values()) else 1
 
 

@@ -1,6 +1,8 @@
 """loopscale's Hydra launchers (loopscale/conf/hydra/launcher/{slurm,local}.yaml): hydra-submitit-launcher's, with
-the job layout taken from the trainer config and checked before submission. Hydra instantiates launchers
-only from its `hydra_plugins` namespace, hence this module; the rules live in loopscale/launcher.py."""
+the job layout taken from the trainer config and checked before submission, and GPU jobs predicted not to fit
+their device's memory or (SLURM) their time limits refused before sbatch (loopscale/launch.py). Hydra
+instantiates launchers only from its `hydra_plugins` namespace, hence this module; the rules live in
+loopscale/launcher.py."""
 
 from __future__ import annotations
 
@@ -11,7 +13,17 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 from hydra_plugins.hydra_submitit_launcher.submitit_launcher import LocalLauncher, SlurmLauncher
-from loopscale.launcher import GPU_ACCELERATORS, LayoutError, check_slurm_params, compose_layouts, gpu_blocks
+from loopscale.launch import LaunchLimits
+from loopscale.launcher import (
+    GPU_ACCELERATORS,
+    LayoutError,
+    check_slurm_params,
+    compose_jobs,
+    gpu_blocks,
+    job_layout,
+    refuse_over_limits,
+    sweep_layout,
+)
 
 log = logging.getLogger("loopscale.launcher")
 
@@ -21,7 +33,10 @@ class CheckedSlurmLauncher(SlurmLauncher):
     srun --cpus-per-task) before the array is submitted."""
 
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int):
-        self.params = check_slurm_params(self.params, compose_layouts(self, job_overrides))
+        jobs = compose_jobs(self, job_overrides)
+        self.params = check_slurm_params(self.params, sweep_layout([job_layout(job) for job in jobs]))
+        # memory and time: a job that would die out of memory or time out for good is not submitted
+        refuse_over_limits(jobs, LaunchLimits(float(self.params["timeout_min"]), int(self.params["max_num_timeout"])))
         log.info(
             "SLURM layout: %d node(s) x %d task(s), %s GPU(s) per node, %s CPUs per task, mem_gb=%s per node",
             self.params["nodes"],
@@ -39,7 +54,9 @@ class GpuSlotLocalLauncher(LocalLauncher):
     runs with CUDA_VISIBLE_DEVICES set to it. CPU runs launch as submitit_local does, without GPUs."""
 
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int):
-        layout = compose_layouts(self, job_overrides)
+        jobs = compose_jobs(self, job_overrides)
+        layout = sweep_layout([job_layout(job) for job in jobs])
+        refuse_over_limits(jobs, None)  # memory only: a local job's time limit is the user's own
         if layout.num_nodes != 1 or self.params.get("tasks_per_node", 1) != 1:
             raise LayoutError(
                 "the local launcher runs one process per job on this machine (Lightning starts the "

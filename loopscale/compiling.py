@@ -4,9 +4,15 @@ TorchDynamo caches compiled graphs per code object: every Block shares the cache
 whole model that of `LoopedTransformer.forward`. One truncated-backprop run already fills it with variants
 (with / without grad, fp32 / bf16 autocast, train / eval, the partial last validation batch), another model
 in the same process adds its own, and at torch's default limit of 8 entries Dynamo stops compiling that
-code and runs it eagerly, logging one warning. Here every compiled unit gets a limit sized for the variants
-a process can meet (RECOMPILE_LIMIT), and every hit of any limit is counted (`recompile_limit_hits`) so a run
-can report it instead of quietly training at eager speed.
+code and runs it eagerly, logging one warning. Here the process's limit is raised to one sized for the
+variants a process can meet (RECOMPILE_LIMIT), and every hit of any limit is counted (`recompile_limit_hits`)
+so a run can report it instead of quietly training at eager speed.
+
+Only what the lowest supported torch (pyproject.toml) has is called: `torch.compile` / `nn.Module.compile`
+take fullgraph, dynamic, backend, mode, options and disable there (a `recompile_limit` keyword exists only
+from torch 2.13), so the limit is set on `torch._dynamo.config` instead, under whichever name this torch has.
+Shapes are compiled static (dynamic=False): a new shape (the partial last validation batch) gets a graph of
+its own instead of turning the training graph into a slower one over symbolic sizes.
 
 Modes (trainer.compile): False (eager), "blocks" (each layer compiled, the loop over passes stays in
 Python: one small graph per variant, shared by all layers), "model" (the whole forward, the loop unrolled:
@@ -21,7 +27,8 @@ import logging
 from torch import nn
 
 # Per compiled unit: 2 grad modes x 2 precisions x train / eval x a partial batch x a few model shapes in a
-# process (benchmarks, sweeps run in-process), with room to spare; torch's own default is 8.
+# process (benchmarks, sweeps run in-process), with room to spare; torch's own default is 8. Process-wide:
+# Dynamo has one such setting, not one per function.
 RECOMPILE_LIMIT = 64
 COMPILE_MODES = (False, "blocks", "model")
 _DYNAMO_LOGGER = "torch._dynamo.convert_frame"  # where Dynamo logs "hit config.recompile_limit"
@@ -54,6 +61,18 @@ def recompile_limit_hits() -> list[str]:
     return list(_hits.messages)
 
 
+def raise_recompile_limit(limit: int = RECOMPILE_LIMIT) -> int:
+    """Dynamo's per-code-object recompile limit raised to at least `limit` for this process (never lowered);
+    returns the limit now in force. `recompile_limit` is the name from torch 2.6 on, `cache_size_limit`
+    before."""
+    import torch._dynamo
+
+    config = torch._dynamo.config
+    name = "recompile_limit" if hasattr(config, "recompile_limit") else "cache_size_limit"
+    setattr(config, name, max(int(getattr(config, name)), limit))
+    return getattr(config, name)
+
+
 def compile_model(model: nn.Module, mode, recompile_limit: int = RECOMPILE_LIMIT, backend: str = "inductor") -> None:
     """Compile `model` (a LoopedTransformer) in place: mode False | "blocks" | "model" (trainer.compile).
     State-dict keys are unchanged (nn.Module.compile, not a wrapper module). backend="eager" keeps Dynamo's
@@ -63,6 +82,7 @@ def compile_model(model: nn.Module, mode, recompile_limit: int = RECOMPILE_LIMIT
     if not mode:
         return
     watch_recompile_limit()
+    raise_recompile_limit(recompile_limit)
     units = [model] if mode == "model" else [*model.prelude, *model.recurrent, *model.coda]
     for unit in units:
-        unit.compile(recompile_limit=recompile_limit, backend=backend)
+        unit.compile(backend=backend, dynamic=False)  # only torch 2.11's keywords (module docstring)

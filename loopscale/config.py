@@ -244,12 +244,20 @@ class TrainerConfig:
     strategy: str = "auto"
     precision: str = "32-true"  # 32-true | bf16-mixed
     compile: Any = False  # false | blocks (true means blocks) | model
+    # torch.compile backend: inductor (code generation); eager / aot_eager keep Dynamo's graphs, guards and
+    # limits without generating code (quick checks of the compiled path on CPU, e.g. gpu_check --smoke)
+    compile_backend: str = "inductor"
     val_every_steps: int = 0  # optimizer steps between validations; 0: only the final validation
+    # share of the final validation set the intermediate validations read (its first rows / windows); the
+    # final validation reads all of it, once (loopscale/validation.py)
+    val_subset: float = 0.05
     ckpt_every_steps: int = 50
     ckpt_every_minutes: float = 0.0  # also checkpoint when this much wall time passed since the last; 0: off
     # Launch estimates (loopscale/launch.py): GPU hours = F x D / (assumed_mfu x peak bf16 FLOP/s).
     assumed_mfu: float = 0.4
     plan_device: str = "NVIDIA H100 80GB HBM3"  # the device launch estimates assume (a name in loopscale/mfu.py)
+    # refuse at submission a GPU job predicted not to fit plan_device's memory or the launcher's time limits
+    check_limits: bool = True
     log_every_steps: int = 10
     progress: bool = True
     num_threads: int = 0  # torch intra-op threads on CPU; 0 leaves torch's default
@@ -276,6 +284,7 @@ class TrainerConfig:
         if not isinstance(self.compile, (bool, str)) or self.compile not in compile_modes:
             raise ValueError(f"compile={self.compile!r} is not allowed; choose one of false, 'blocks', 'model'")
         self.compile = compile_modes[self.compile]
+        check_choice("compile_backend", self.compile_backend, ("inductor", "eager", "aot_eager"))
         if self.val_every_steps < 0 or self.ckpt_every_minutes < 0:
             raise ValueError(
                 f"val_every_steps={self.val_every_steps!r} and ckpt_every_minutes="
@@ -283,6 +292,8 @@ class TrainerConfig:
             )
         if not 0.0 < self.assumed_mfu <= 1.0:
             raise ValueError(f"assumed_mfu={self.assumed_mfu!r} must be in (0, 1]")
+        if not 0.0 < self.val_subset <= 1.0:
+            raise ValueError(f"val_subset={self.val_subset!r} must be in (0, 1] (a share of the final validation set)")
 
 
 @dataclass

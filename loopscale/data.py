@@ -13,7 +13,8 @@ it. No state is carried from one batch to the next, so resuming needs nothing bu
 (see TokenDataModule).
 
 Validation is a FIXED set: the first val_tokens // (T + 1) non-overlapping windows of the val shard, the
-same for every run on the same prepared data, so val losses are comparable across a sweep.
+same for every run on the same prepared data, so val losses are comparable across a sweep; validations
+inside fit read its first trainer.val_subset share (loopscale/validation.py).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from typing import Optional, Union
 import lightning as L
 import numpy as np
 import torch
-from torch.utils.data import DataLoader, Dataset, IterableDataset
+from torch.utils.data import DataLoader, Dataset, IterableDataset, Subset
 
 from loopscale.shards import PreparedData
 
@@ -160,6 +161,16 @@ class StepResumableDataModule(L.LightningDataModule):
     def __init__(self):
         super().__init__()
         self.start_step: Optional[int] = None
+        self.val_subset = 1.0  # share of the val set read by validations inside fit (trainer.val_subset)
+
+    def validation_count(self, final: int) -> int:
+        """Sequences the next validation reads of a val set of `final`: all of it in trainer.validate (the
+        final validation), its first val_subset share inside fit (loopscale/validation.py)."""
+        from loopscale.validation import subset_count
+
+        trainer = getattr(self, "trainer", None)
+        fitting = trainer is not None and trainer.state.fn == "fit"
+        return subset_count(final, self.val_subset) if fitting else final
 
     def set_start_step(self, step: int) -> None:
         """Index of the first batch the next train_dataloader() yields (batches, not optimizer steps)."""
@@ -213,6 +224,7 @@ class TokenDataModule(StepResumableDataModule):
 
     def val_dataloader(self) -> DataLoader:
         windows = ValWindows(self.prepared.tokens("val"), self.val_tokens, self.seq_len)
+        windows = Subset(windows, range(self.validation_count(len(windows))))  # the first windows, in order
         _, world = self.rank_and_world()
         trainer = getattr(self, "trainer", None)
         if world > 1 and getattr(getattr(trainer, "_accelerator_connector", None), "use_distributed_sampler", False):

@@ -31,6 +31,8 @@ from typing import Any
 
 from omegaconf import DictConfig, open_dict
 
+from loopscale.batching import GPU_ACCELERATORS
+
 log = logging.getLogger(__name__)
 
 # Host memory per task besides the checkpoint: Python, torch, Lightning and the CUDA runtime's host side
@@ -39,7 +41,6 @@ HOST_BASE_GB_PER_TASK = 4.0
 # A resume reads the checkpoint (fp32 weights + AdamW's two moments: 12 bytes per parameter) into host
 # memory, and torch.load holds it while the state dicts are copied: budget twice that per task.
 CHECKPOINT_BYTES_PER_PARAM = 12
-GPU_ACCELERATORS = ("gpu", "cuda")
 
 
 class LayoutError(ValueError):
@@ -137,13 +138,38 @@ def check_slurm_params(params: dict[str, Any], layout: JobLayout) -> dict[str, A
     return out
 
 
-def compose_layouts(launcher, job_overrides: Sequence[Sequence[str]]) -> JobLayout:
-    """The sweep's layout: every job composed as the launcher will run it (~0.1 s a job)."""
-    layouts = []
-    for overrides in job_overrides:
-        job_cfg = launcher.hydra_context.config_loader.load_sweep_config(launcher.config, list(overrides))
-        layouts.append(job_layout(job_cfg))
-    return sweep_layout(layouts)
+def compose_jobs(launcher, job_overrides: Sequence[Sequence[str]]) -> list[DictConfig]:
+    """Every job composed as the launcher will run it (~0.1 s a job)."""
+    loader = launcher.hydra_context.config_loader
+    return [loader.load_sweep_config(launcher.config, list(overrides)) for overrides in job_overrides]
+
+
+class LaunchRefused(ValueError):
+    """Jobs predicted not to fit their device's memory or not to finish within the launcher's time limits."""
+
+
+def refuse_over_limits(job_cfgs: Sequence[DictConfig], limits) -> None:
+    """Raise LaunchRefused, before anything is submitted, when a loopscale job of the sweep is predicted not
+    to fit trainer.plan_device or not to finish within `limits` (a launch.LaunchLimits, or None), naming
+    each job's numbers and the overrides that let it through (loopscale/launch.py)."""
+    from loopscale.config import with_vocab
+    from loopscale.launch import launch_problems
+    from loopscale.planning import to_train_config
+
+    problems = []
+    for job_cfg in job_cfgs:
+        if "model" not in job_cfg or "budget" not in job_cfg:
+            continue  # not a loopscale run (the test app)
+        cfg = copy.deepcopy(job_cfg)
+        with open_dict(cfg):
+            cfg.pop("hydra", None)
+        train_cfg = to_train_config(cfg)
+        problems += launch_problems(with_vocab(train_cfg, train_cfg.data.vocab_size), limits)
+    if problems:
+        raise LaunchRefused(
+            f"refused before submission ({len(problems)} problem(s) in {len(job_cfgs)} jobs):\n  "
+            + "\n  ".join(problems)
+        )
 
 
 def gpu_blocks(n_gpus: int, devices: int) -> list[tuple[int, ...]]:

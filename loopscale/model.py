@@ -34,6 +34,7 @@ from torch import nn
 
 from loopscale.accounting import check_trainable, grad_passes, mlp_hidden
 from loopscale.config import ModelConfig
+from loopscale.head_loss import chunked_head_loss, head_logits
 from loopscale.hyper import HyperConnections
 
 
@@ -283,15 +284,12 @@ class LoopedTransformer(nn.Module):
             raise ValueError(f"sequence length {T} exceeds seq_len={self.cfg.seq_len}")
         e = self._layers(self.prelude, self.embed_norm(self.embed(idx)), T)  # [B, T, d]
         x = self._layers(self.coda, self._loop(e, T), T)
-        x = self.final_norm(x)
-        logits = self.lm_head(x) if self.lm_head is not None else F.linear(x, self.embed.weight)  # [B, T, V_pad]
-        logits = logits[..., : self.cfg.vocab_size].float()  # [B, T, V], fp32 for the soft-cap and the loss
-        if self.cfg.logit_softcap is not None:
-            c = self.cfg.logit_softcap
-            logits = c * torch.tanh(logits / c)
-        if targets is None:
-            return logits
-        return F.cross_entropy(logits.flatten(0, 1), targets.flatten())
+        x = self.final_norm(x)  # [B, T, d]
+        weight = self.lm_head.weight if self.lm_head is not None else self.embed.weight  # [V_pad, d]
+        if targets is None:  # [B, T, V] fp32, soft-capped
+            return head_logits(x, weight, self.cfg.vocab_size, self.cfg.logit_softcap)
+        # the same numerics a chunk of tokens at a time: no [B, T, V] logits kept for backward (head_loss.py)
+        return chunked_head_loss(x, weight, targets, self.cfg.vocab_size, self.cfg.logit_softcap)
 
 
 def param_groups(model: LoopedTransformer, weight_decay: float) -> list[dict]:

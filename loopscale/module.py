@@ -103,7 +103,7 @@ class LoopedLM(L.LightningModule):
         self.accounting = accounting
         self.optimizer_record = optimizer_record(model_cfg, optim, trainer_cfg, accounting)
         self.model = LoopedTransformer(model_cfg)
-        compile_model(self.model, trainer_cfg.compile)
+        compile_model(self.model, trainer_cfg.compile, backend=trainer_cfg.compile_backend)
         self._peak_flops = None
         self.tokens_trained = 0  # by this process's fit (a resumed run starts at 0)
         self.resumed_from_step = 0
@@ -233,6 +233,8 @@ class LoopedLM(L.LightningModule):
             sync_dist=True,
             batch_size=int((y != -100).sum()),
         )
+        # how many sequences this validation read on this rank: the subset inside fit, all at the end
+        self.log("val/sequences", float(x.shape[0]), on_step=False, on_epoch=True, reduce_fx="sum")
         return loss
 
     # -- optimizer ----------------------------------------------------------------------------------------

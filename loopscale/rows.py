@@ -169,5 +169,7 @@ class PackedDataModule(StepResumableDataModule):
     def val_dataloader(self) -> DataLoader:
         rank, world = self.rank_and_world()
         return DataLoader(
-            PackedValRows(self.packed.val, self.val_rows, self.micro, rank, world), batch_size=None, num_workers=0
+            PackedValRows(self.packed.val, self.validation_count(self.val_rows), self.micro, rank, world),
+            batch_size=None,
+            num_workers=0,
         )

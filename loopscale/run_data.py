@@ -60,12 +60,18 @@ def data_record(run: RunData, data: DataConfig, steps: int, batch_rows: int, seq
     return record
 
 
-def make_datamodule(run: RunData, data: DataConfig, seq_len: int, micro: int, seed: int) -> L.LightningDataModule:
-    """The DataModule of the run: `micro` sequences per micro-batch on each rank."""
+def make_datamodule(
+    run: RunData, data: DataConfig, seq_len: int, micro: int, seed: int, val_subset: float = 1.0
+) -> L.LightningDataModule:
+    """The DataModule of the run: `micro` sequences per micro-batch on each rank; validations inside fit read
+    the first `val_subset` share of the val set (trainer.val_subset), the final one all of it."""
     if run.packed is None:
         from loopscale.data import TokenDataModule
 
-        return TokenDataModule(run.prepared, seq_len=seq_len, batch_size=micro, seed=seed, val_tokens=data.val_tokens)
-    from loopscale.rows import PackedDataModule
+        module = TokenDataModule(run.prepared, seq_len=seq_len, batch_size=micro, seed=seed, val_tokens=data.val_tokens)
+    else:
+        from loopscale.rows import PackedDataModule
 
-    return PackedDataModule(run.packed, micro, val_rows=data.val_rows, allow_repeat=data.allow_repeat)
+        module = PackedDataModule(run.packed, micro, val_rows=data.val_rows, allow_repeat=data.allow_repeat)
+    module.val_subset = val_subset
+    return module

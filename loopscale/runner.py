@@ -123,11 +123,12 @@ def _callbacks(cfg: TrainConfig, run_dir: Path, fork_steps: list[int]) -> list:
 
     from loopscale.checkpoint import AtomicLastCheckpoint, ForkCheckpoints
     from loopscale.module import DivergenceCheck
+    from loopscale.validation import SkipFinalStepValidation
 
     # fork checkpoints first: a kill between the two saves at a fork step then never leaves last.ckpt past
     # a fork that was not written
     # the divergence check first: no checkpoint of the same step may save diverged weights
-    callbacks = [DivergenceCheck()]
+    callbacks = [DivergenceCheck(), SkipFinalStepValidation()]
     callbacks += [ForkCheckpoints(run_dir / CHECKPOINT.parent, fork_steps)] if fork_steps else []
     callbacks.append(
         AtomicLastCheckpoint(
@@ -270,9 +271,12 @@ def fit_run(
         record["data"] = data_record(run_data, cfg.data, plan.steps, cfg.budget.batch_size, cfg.model.seq_len)
 
         # device batch and accumulation from one place (loopscale/batching.py); an error when they do not divide
-        batching = device_batching(cfg.budget, cfg.model, cfg.trainer)
+        batching = device_batching(cfg.budget, cfg.model, cfg.trainer, cfg.optim.optimizer)
         record.update(device_batch=batching.device_batch, grad_accum=batching.grad_accum, world=batching.world)
-        datamodule = make_datamodule(run_data, cfg.data, cfg.model.seq_len, batching.device_batch, cfg.seed)
+        record["memory_predicted"] = predicted_memory(cfg, batching)
+        datamodule = make_datamodule(
+            run_data, cfg.data, cfg.model.seq_len, batching.device_batch, cfg.seed, cfg.trainer.val_subset
+        )
         module = LoopedLM(
             cfg.model,
             cfg.optim,
@@ -350,6 +354,23 @@ def fit_run(
         if (trainer is None or trainer.is_global_zero) and record["status"] is not None:
             record.setdefault("wall_time_s", time.perf_counter() - started)
             write_record_or_log(run_dir / record_file, record)
+
+
+def predicted_memory(cfg: TrainConfig, batching) -> dict[str, Any] | None:
+    """The memory model's peak per device for a GPU run (loopscale/memory.py), in bytes; None on CPU."""
+    from loopscale.batching import on_gpu
+    from loopscale.memory import estimate_memory, usable_memory
+
+    if not on_gpu(cfg.trainer):
+        return None
+    estimate = estimate_memory(
+        cfg.model, batching.device_batch, cfg.trainer.compile, cfg.optim.optimizer, True, batching.world
+    )
+    return {
+        **estimate.as_dict(),
+        "plan_device": cfg.trainer.plan_device,
+        "usable": usable_memory(cfg.trainer.plan_device),
+    }
 
 
 def _record_recompile_limit_hits(cfg: TrainConfig, record: dict[str, Any], since: int) -> None:

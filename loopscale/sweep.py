@@ -97,13 +97,18 @@ def plan_with_vocab(cfg: TrainConfig, vocab_size: int) -> RunPlan:
 def describe(job: Job, limits=None) -> dict[str, Any]:
     """One job's row: its plan, its device batch and accumulation, and its launch estimate (loopscale/launch.py)
     against `limits` (a launch.LaunchLimits, or None when the launcher has no time limit)."""
-    from loopscale.batching import device_batching
+    from loopscale.batching import device_batching, on_gpu
     from loopscale.launch import estimate_job
+    from loopscale.memory import GIB, estimate_memory, usable_memory
 
-    cfg = job.cfg
-    plan = plan_with_vocab(cfg, cfg.data.vocab_size)
-    batching = device_batching(cfg.budget, cfg.model, cfg.trainer)
-    estimate = estimate_job(with_vocab(cfg, cfg.data.vocab_size), limits)
+    cfg = with_vocab(job.cfg, job.cfg.data.vocab_size)
+    plan = plan_run(cfg)
+    batching = device_batching(cfg.budget, cfg.model, cfg.trainer, cfg.optim.optimizer)
+    estimate = estimate_job(cfg, limits)
+    memory = estimate_memory(
+        cfg.model, batching.device_batch, cfg.trainer.compile, cfg.optim.optimizer, True, batching.world
+    )
+    usable = usable_memory(cfg.trainer.plan_device) if on_gpu(cfg.trainer) else None
     return {
         "run_name": cfg.run_name,
         "sweep": cfg.sweep,
@@ -125,6 +130,11 @@ def describe(job: Job, limits=None) -> dict[str, Any]:
         "wall_h": estimate.wall_h,
         "allowed_h": estimate.allowed_h,
         "fits_limits": estimate.fits,
+        # predicted peak per device (loopscale/memory.py) against trainer.plan_device's usable memory (GPU runs)
+        "plan_device": cfg.trainer.plan_device,
+        "peak_gib": memory.peak / GIB,
+        "usable_gib": None if usable is None else usable / GIB,
+        "fits_memory": usable is None or memory.peak <= usable,
     }
 
 

@@ -10,6 +10,33 @@ from train_helpers import TINY, tiny_model, train_config
 from loopscale.compiling import recompile_limit_hits, watch_recompile_limit
 from loopscale.train import run_training
 
+pytestmark = pytest.mark.torch_floor  # `make test-torch-floor` runs these on the lowest supported torch too
+
+# what torch.compile / nn.Module.compile accept in torch 2.11, the lowest supported torch (pyproject.toml)
+TORCH_2_11_COMPILE_KEYWORDS = {"fullgraph", "dynamic", "backend", "mode", "options", "disable"}
+
+
+@pytest.fixture
+def torch_2_11_compile(monkeypatch):
+    """torch.compile and nn.Module.compile refusing every keyword torch 2.11 does not have, as it would."""
+    real_compile, real_module_compile = torch.compile, torch.nn.Module.compile
+
+    def check(kwargs):
+        extra = set(kwargs) - TORCH_2_11_COMPILE_KEYWORDS
+        if extra:
+            raise TypeError(f"compile() got an unexpected keyword argument {sorted(extra)[0]!r}")
+
+    def compile_(model=None, **kwargs):
+        check(kwargs)
+        return real_compile(model, **kwargs)
+
+    def module_compile(self, *args, **kwargs):
+        check(kwargs)
+        return real_module_compile(self, *args, **kwargs)
+
+    monkeypatch.setattr(torch, "compile", compile_)
+    monkeypatch.setattr(torch.nn.Module, "compile", module_compile)
+
 
 def test_a_recompile_limit_hit_is_detected():
     watch_recompile_limit()
@@ -18,11 +45,32 @@ def test_a_recompile_limit_hit_is_detected():
     def double(x):
         return 2 * x
 
-    compiled = torch.compile(double, backend="eager", recompile_limit=1)
-    compiled(torch.ones(2))
-    compiled(torch.ones(2, dtype=torch.float64))  # a second variant: over the limit of 1, runs eagerly
+    compiled = torch.compile(double, backend="eager")
+    with torch._dynamo.config.patch(recompile_limit=1):  # torch 2.11 has no recompile_limit keyword
+        compiled(torch.ones(2))
+        compiled(torch.ones(2, dtype=torch.float64))  # a second variant: over the limit of 1, runs eagerly
     hits = recompile_limit_hits()[before:]
     assert len(hits) == 1 and "double" in hits[0]
+
+
+@pytest.mark.parametrize("mode", ["blocks", "model"])
+def test_compiled_training_uses_only_torch_2_11_compile_keywords(mode, torch_2_11_compile, tmp_path, data_dir):
+    """compile=blocks and compile=model build and train with torch.compile restricted to torch 2.11's keywords
+    (Dynamo's aot_eager backend: the graphs without code generation; the slow test below compiles for real)."""
+    record = run_training(
+        train_config(
+            [
+                *TINY,
+                f"data.data_dir={data_dir}",
+                f"runs_dir={tmp_path}",
+                "budget.tokens=3072",  # 3 steps
+                "data.val_tokens=1040",  # one validation batch
+                f"trainer.compile={mode}",
+                "trainer.compile_backend=aot_eager",
+            ]
+        )
+    )
+    assert record["status"] == "done" and record["recompile_limit_hits"] == 0
 
 
 def test_invalid_compile_mode_is_rejected():

@@ -11,8 +11,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="dry run: list the jobs of a Hydra multirun and their N, D, C",
         description="Expand `loopscale-train -m OVERRIDES` without launching anything: one row "
         "per job with its run name, r, width, N_once, N_rec, D, steps, device batch x "
-        "accumulation and estimated GPU hours; warns (stderr) about jobs that cannot "
-        "finish within the launcher's timeout x (max requeues + 1).",
+        "accumulation, predicted peak memory per device (loopscale/memory.py) and estimated GPU hours; "
+        "warns (stderr) about GPU jobs that would not fit trainer.plan_device or cannot finish within the "
+        "launcher's timeout x (max requeues + 1): the SLURM launcher refuses those.",
     )
     p.add_argument("overrides", nargs="*", help="Hydra overrides, e.g. experiment=isodepth model.r=1,2")
     p.add_argument(
@@ -28,8 +29,6 @@ def run(args: argparse.Namespace) -> int:
     import json
 
     from hydra.errors import HydraException
-    from rich.console import Console
-    from rich.table import Table
 
     from loopscale.cli import UsageError
     from loopscale.config import with_vocab
@@ -52,8 +51,30 @@ def run(args: argparse.Namespace) -> int:
         for row in rows:
             print(json.dumps(row))
         return 0
+    _print_table(rows)
+    return 0
+
+
+def _print_table(rows: list[dict]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
     table = Table(title=f"{len(rows)} jobs")
-    for col in ("run_name", "r", "variant", "d_model", "N_once", "N_rec", "D", "steps", "C", "batch", "GPU h"):
+    columns = (
+        "run_name",
+        "r",
+        "variant",
+        "d_model",
+        "N_once",
+        "N_rec",
+        "D",
+        "steps",
+        "C",
+        "batch",
+        "peak GiB",
+        "GPU h",
+    )
+    for col in columns:
         table.add_column(col, justify="left" if col in ("run_name", "variant") else "right")
     for row in rows:
         # batch: world x device batch x accumulation (sequences per optimizer step)
@@ -68,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
             f"{row['steps']:,}",
             f"{row['C']:.3g}",
             f"{row['world']}x{row['device_batch']}x{row['grad_accum']}",
+            f"{row['peak_gib']:.1f}" + ("" if row["fits_memory"] else " !"),
             f"{row['gpu_hours']:.1f}" + ("" if row["fits_limits"] else " !"),
         )
     Console(width=max(Console().width, 140)).print(table)
-    return 0
