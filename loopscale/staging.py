@@ -9,6 +9,7 @@ leftovers of dead processes on this host are swept the next time the same key is
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import shutil
@@ -65,3 +66,33 @@ def publish(staging: Path, root: Path, meta: dict, meta_file: str = "meta.json")
         if not (root / meta_file).is_file():  # not "another process published it first"
             raise
         shutil.rmtree(staging, ignore_errors=True)
+
+
+CONTENT_KEY = "content_sha256"  # in meta.json: the hash of the folder's data files (a run's data identity)
+
+
+def content_sha256(files: list[Path]) -> str:
+    """sha256 over the files' names and bytes, in the given order: what identifies a cache folder's data
+    (read in 8 MB blocks, so any size streams)."""
+    h = hashlib.sha256()
+    for path in files:
+        h.update(path.name.encode() + b"\0")
+        with open(path, "rb") as f:
+            for block in iter(lambda: f.read(8 << 20), b""):
+                h.update(block)
+    return h.hexdigest()
+
+
+def ensure_content_hash(root: Path, meta: dict, files: list[Path], meta_file: str = "meta.json") -> str:
+    """meta[CONTENT_KEY], computed once for a folder built before the hash was recorded and written back
+    into its meta.json (atomically; a read-only cache just recomputes it next time)."""
+    if isinstance(meta.get(CONTENT_KEY), str):
+        return meta[CONTENT_KEY]
+    from loopscale.atomic import write_text_atomic
+
+    meta[CONTENT_KEY] = content_sha256(files)
+    try:
+        write_text_atomic(root / meta_file, json.dumps(meta, indent=2, sort_keys=True) + "\n")
+    except OSError:
+        pass
+    return meta[CONTENT_KEY]

@@ -220,6 +220,8 @@ def _check_values(table: pd.DataFrame, need, src_of: dict[str, str]) -> None:
 
 def check_fit_size(table: pd.DataFrame, law: str) -> None:
     """Enough rows (twice the parameter count) and, for looped laws, at least two r values."""
+    if len(table) == 0:
+        raise ValueError(f"the table has no rows to fit with law {law!r}")
     if law != "chinchilla":
         r_values = np.unique(table["r"].to_numpy(dtype=float))
         if len(r_values) < 2:
