@@ -111,17 +111,46 @@ def _only_text(ds: datasets.Dataset, column: str) -> datasets.Dataset:
     return ds.cast_column("text", datasets.Value("string"))
 
 
+def _check_utf8(path: Path) -> None:
+    """DataError naming `path` unless it is UTF-8 text (datasets would fail deep inside its builder with a
+    message that names no file)."""
+    import codecs
+
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    done = 0
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(8 << 20), b""):
+            try:
+                decoder.decode(block)
+            except UnicodeDecodeError as err:
+                raise DataError(
+                    f"{path} is not UTF-8 text (byte {done + err.start}): convert it, or move it out of the corpus"
+                ) from None
+            done += len(block)
+    try:
+        decoder.decode(b"", final=True)
+    except UnicodeDecodeError:
+        raise DataError(f"{path} is not UTF-8 text (it ends inside a character)") from None
+
+
 def _load_text(cfg: DataConfig, cache_dir: Optional[str]) -> datasets.Dataset:
     import datasets
 
     files = _text_files(cfg.path)
+    for f in files:
+        if TEXT_SUFFIXES[f.suffix] in ("text", "json"):
+            _check_utf8(f)
     parts = []
     for builder in sorted(set(TEXT_SUFFIXES.values())):  # one load per file kind, in a fixed order
         group = [str(f) for f in files if TEXT_SUFFIXES[f.suffix] == builder]
         if not group:
             continue
         extra = {"sample_by": "document"} if builder == "text" else {}  # a .txt file is one document
-        ds = datasets.load_dataset(builder, data_files=group, split="train", cache_dir=cache_dir, **extra)
+        try:
+            ds = datasets.load_dataset(builder, data_files=group, split="train", cache_dir=cache_dir, **extra)
+        except Exception as err:  # a malformed .jsonl / .parquet: name the files, not datasets' internals
+            cause = err.__cause__ or err
+            raise DataError(f"cannot read {', '.join(group[:3])} as {builder}: {str(cause).splitlines()[0]}") from err
         column = "text" if builder == "text" else cfg.text_column
         if column not in ds.column_names:
             raise DataError(f"text_column={column!r} is not in {group[0]} (columns: {ds.column_names})")

@@ -349,7 +349,7 @@ def pack_key(prepared: PreparedData, seq_len: int, seed: int) -> str:
 
 def pack(cfg: DataConfig, seq_len: int, progress: bool = True) -> PackedSet:
     """The packed set of `cfg`'s corpus and tokenizer at context T = seq_len, from the cache or built."""
-    from loopscale.shards import prepare
+    from loopscale.shards import _is_disk_full, prepare
     from loopscale.tokenizer import load_tokenizer
 
     if seq_len < 1:
@@ -367,13 +367,19 @@ def pack(cfg: DataConfig, seq_len: int, progress: bool = True) -> PackedSet:
         )
     tok = load_tokenizer(str(prepared.tokenizer_path))
     bos = bos_id_of(tok)
-    with staging_folder(data_dir, key) as staging:  # removed again if anything below raises
-        splits = _pack_splits(prepared, bos, seq_len + 1, cfg.split_seed, staging, progress)
-        shutil.copy(prepared.tokenizer_path, staging / "tokenizer.json")
-        meta = _pack_meta(cfg, prepared, key, seq_len, tok, bos, splits)
-        names = ["tokenizer.json", *splits["train"]["files"], *splits["val"]["files"]]
-        meta[CONTENT_KEY] = content_sha256([staging / name for name in names])
-        publish(staging, root, meta, META_FILE)
+    try:
+        with staging_folder(data_dir, key) as staging:  # removed again if anything below raises
+            splits = _pack_splits(prepared, bos, seq_len + 1, cfg.split_seed, staging, progress)
+            shutil.copy(prepared.tokenizer_path, staging / "tokenizer.json")
+            meta = _pack_meta(cfg, prepared, key, seq_len, tok, bos, splits)
+            names = ["tokenizer.json", *splits["train"]["files"], *splits["val"]["files"]]
+            meta[CONTENT_KEY] = content_sha256([staging / name for name in names])
+            publish(staging, root, meta, META_FILE)
+    except OSError as err:  # the same one line (and exit code) as `data prepare` on a full disk
+        if not _is_disk_full(err):
+            raise
+        where = f"data_dir={str(data_dir)!r} while packing {key}"
+        raise DataError(f"no space left on the device of {where}; free space there (nothing was left behind)") from None
     return open_packed(root)
 
 

@@ -24,7 +24,7 @@ from hydra.errors import CompactHydraException
 from omegaconf import DictConfig
 
 from loopscale.config import TrainConfig, register_configs, register_resolvers
-from loopscale.config_dirs import config_dir, save_job_config
+from loopscale.config_dirs import config_dir, save_job_config, user_config_dirs
 from loopscale.forks import run_forks
 from loopscale.identity import IdentityMismatch
 
@@ -113,8 +113,18 @@ class RunFailed(CompactHydraException):
     one line (the first such run's) and exit code 1; a compact Hydra error prints no traceback."""
 
 
+def main() -> None:
+    """`loopscale-train`: Hydra's app below. A LOOPSCALE_CONFIG_PATH that names no directory is one line
+    here, because Hydra reads its search path before its own error reporting starts."""
+    try:
+        user_config_dirs()
+    except NotADirectoryError as err:
+        raise SystemExit(f"loopscale-train: error: {err}") from None
+    hydra_main()
+
+
 @hydra.main(version_base=None, config_path=str(config_dir()), config_name="train")
-def main(cfg: DictConfig) -> float | None:
+def hydra_main(cfg: DictConfig) -> float | None:
     """Hydra task function. Alone, a failed run exits 1 with one line; in a multirun it is recorded, the
     sweep goes on, and the sweep exits 1 at the end (RunFailed). Ctrl-C exits 130 and SIGTERM 143, each
     recorded in run.json as interrupted / terminated (loopscale/signals.py); a multirun stops there."""

@@ -44,7 +44,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args.func(args) or 0)
     except UsageError as err:
-        print(f"loopscale {args.command}: error: {err}", file=sys.stderr)
+        lines = str(err).splitlines() or [""]  # one line: config errors carry OmegaConf's key report below
+        print(f"loopscale {args.command}: error: {lines[0]}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:  # Ctrl-C: workers are stopped where they were started; one line, no traceback
         print(f"loopscale {args.command}: interrupted", file=sys.stderr)
