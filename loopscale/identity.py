@@ -104,15 +104,23 @@ def read_identity_file(run_dir: Path) -> dict[str, Any] | None:
     return content
 
 
+def _record_fields(path: Path) -> dict[str, Any]:
+    """A run's record as a dict; {} when there is none or it is not one (records.py, which builds on this
+    module, reports such records; here they only count as holding nothing)."""
+    try:
+        record = None if path.is_symlink() else json.loads(path.read_bytes().decode("utf-8"))
+    except (OSError, ValueError):
+        record = None
+    return record if isinstance(record, dict) else {}
+
+
 def stored_identity(run_dir: Path, record_file: str = "run.json") -> dict[str, Any] | None:
     """The identity the run dir was trained with: identity.json, else the config in its record (runs from
     before identity.json), else None (nothing trained there yet, or a record without a config)."""
-    from loopscale.records import read_record_or_none
-
     content = read_identity_file(run_dir)
     if content is not None:
         return content["identity"]
-    config = (read_record_or_none(Path(run_dir) / record_file) or {}).get("config")
+    config = _record_fields(Path(run_dir) / record_file).get("config")
     return identity_of(config) if isinstance(config, dict) else None
 
 
@@ -175,10 +183,7 @@ def trained_anything(run_dir: Path, record_file: str = "run.json") -> bool:
     checkpoints = Path(run_dir) / "checkpoints"
     if checkpoints.is_dir() and any(checkpoints.iterdir()):
         return True
-    from loopscale.records import read_record_or_none
-
-    record = read_record_or_none(Path(run_dir) / record_file) or {}
-    return record.get("status") in ("done", "diverged")
+    return _record_fields(Path(run_dir) / record_file).get("status") in ("done", "diverged")
 
 
 def claim(
