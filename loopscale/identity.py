@@ -2,13 +2,15 @@
 
 The identity of a run is its resolved config (TrainConfig as a dict) without the fields that do not change
 what is trained: where it is written (runs_dir, sweep, run_name, data.data_dir), its labels (point), how it
-is watched (progress bars, logging and checkpoint intervals, the W&B logger), how fast it runs
-(num_threads, num_proc), which part of a forked job runs (budget.fork_stage), the test-only fault
-injection, restart itself, and model.vocab_size (set from the tokenizer, which data.* already fixes).
-Every other field counts, including any field added to the config later.
+is watched (progress bars, logging, validation and checkpoint intervals in steps or minutes, the W&B
+logger), how fast it runs (num_threads, num_proc), what launch estimates assume (assumed_mfu,
+plan_device), which part of a forked job runs (budget.fork_stage), the test-only fault injection, restart
+itself, and model.vocab_size (set from the tokenizer, which data.* already fixes). Every other field counts,
+including any field added to the config later; and so does DATA_FIELD, the content hash of the data the
+run reads (run_data.data_identity), so a run never resumes on a corpus or packed set that changed.
 
 `identity.json` in the run dir holds the identity and its hash, written before training starts; run.json
-repeats the hash. A relaunch with a different identity raises IdentityMismatch naming the fields; with
+repeats the hash (records.record_problem checks that it does). A relaunch with a different identity raises IdentityMismatch naming the fields; with
 restart=true the run's files are deleted and it starts over (see README, "Changing a run's config").
 """
 
