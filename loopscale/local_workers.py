@@ -157,12 +157,12 @@ def train_in_workers(
         initargs=(threads_per_worker, os.getpid()),
     )
     try:
-        futures = [pool.submit(train_one, cfg) for cfg in cfgs]
+        futures = {pool.submit(train_one, cfg): cfg for cfg in cfgs}
         for future in as_completed(futures):
             try:
                 outcome = future.result()
-            except BrokenProcessPool:
-                raise JobFailed("?", "failed", "a worker process died (killed, or out of memory?)") from None
+            except BrokenProcessPool:  # its worker died without a word (killed, or out of memory?)
+                raise JobFailed(futures[future].run_name, "failed", "its worker process died") from None
             yield _checked(outcome)
     except BaseException:  # a failed job, Ctrl-C, SIGTERM, or the consumer stopped early: end every worker now
         stop_workers(list((pool._processes or {}).values()))

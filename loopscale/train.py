@@ -140,7 +140,8 @@ def hydra_main(cfg: DictConfig) -> float | None:
         if _in_multirun():
             written = "nothing written" if isinstance(err, IdentityMismatch) else "recorded in its run.json"
             log.error("run failed (%s; the sweep goes on): %s", written, err)
-            raise RunFailed(f"loopscale-train: a run of this sweep failed ({written}): {line or err}") from None
+            first = (line or str(err) or type(err).__name__).splitlines()[0]
+            raise RunFailed(f"loopscale-train: a run of this sweep failed ({written}): {first}") from None
         if line is not None:  # the user can fix it; a traceback would only bury the one line that matters
             raise SystemExit(f"loopscale-train: error: {line}") from None
         raise

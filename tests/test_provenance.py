@@ -53,6 +53,10 @@ def test_a_refused_relaunch_leaves_the_runs_hydra_config_alone(tmp_path, data_di
     refused = _train_cli(tmp_path, data_dir, "run_name=r", "budget.tokens=10240")
     assert refused.returncode == 1 and "holds a run of another config" in refused.stderr, refused.stderr[-3000:]
     assert {p.name: p.read_bytes() for p in saved.iterdir()} == before
+    # the same refusal inside a sweep: the log and the exit code say nothing was written, not "recorded"
+    swept = _train_cli(tmp_path, data_dir, "-m", "run_name=r", "budget.tokens=10240")
+    assert swept.returncode == 1 and "failed (nothing written)" in swept.stderr, swept.stderr[-3000:]
+    assert {p.name: p.read_bytes() for p in saved.iterdir()} == before
 
 
 def test_a_seed_sweep_with_the_default_run_name_trains_every_seed(tmp_path, data_dir):
