@@ -15,32 +15,32 @@ Parameter accounting (docs/design.md, "Parameter accounting"):
     N       = N_once + N_rec                               (no token embedding, no LM head)
     embedding = V_pad * d;  lm_head = V_pad * d untied, 0 tied (the head FLOPs still count)
 
-FLOPs per token (`flops_per_token`), the 6N convention made exact for this model. Counted: every matrix
-multiply, at 2 FLOPs per multiply-add forward and 2x that again backward (6x in all) when it runs with
-gradient, 2x when it runs under `torch.no_grad()` (truncated backprop):
+FLOPs per token. Two counts, both per token of one forward + backward:
+`matmul_flops_per_token` counts every matrix multiply, at 2 FLOPs per multiply-add forward and 2x that again
+backward (6x in all) when it runs with gradient, 2x when it runs under `torch.no_grad()` (truncated backprop):
     - prelude and coda layers (always with gradient), k recurrent layers in each of the r passes;
     - attention scores and values, full (not causal-halved) T x T: 4 d T forward per layer pass, so
       12 d T with gradient and 4 d T without — what SDPA's math backend executes;
     - the concat injection (published): u = W [e; s], a 2d -> d matmul in every pass, the first included
-      (s_0 = e): 2 d^2 multiply-adds per pass, 6x with gradient and 2x without, as the authors count it;
+      (s_0 = e): 2 d^2 multiply-adds per pass, 6x with gradient and 2x without;
     - the linear injection: u = W_e e + W_s s, with W_e e computed once per forward (e does not change
       across passes) and W_s s once per pass;
       under truncation the first pass with gradient gets a detached s, so its W_s s backward skips the
       input gradient (4x instead of 6x);
-    - hyper-connection mixing per pass: the alpha read-out, K d multiply-adds (6x or 2x with the pass),
-      and the lane mix M lanes, K^2 d (always 6x: the lanes stay in the autograd graph so the prelude
-      keeps its gradient); the dynamic variant adds the projection of the normalised lanes, K d (K + 2)
-      multiply-adds per pass, always 6x;
+    - hyper-connection mixing per pass: the alpha read-out, K d multiply-adds, and the lane mix M lanes,
+      K^2 d; the dynamic variant adds the projection of the normalised lanes, K d (K + 2) multiply-adds per
+      pass, always 6x (the lanes stay in the autograd graph);
     - the LM head, 6 V_pad d (also when tied to the embedding).
-Not counted (elementwise or lookups, as FlopCounterMode does not count them either): the embedding lookup,
-RMSNorms and QK-norm, RoPE, softmax and masking, ReLU^2 / SiLU, residual adds, the hyper beta write-in
-(beta (x) s, K d products), tanh soft-capping and the dynamic tanh, the cross-entropy, and the optimizer.
 On every configuration the tests try this equals FlopCounterMode's count under SDPA's math backend.
 
-The published code's own count (6 x (prelude + coda + head) + (6 or 2) x per pass (block + injection)
-+ attention 12 (or 4) x d x T per layer pass) also multiplies the RMSNorm gains (2 d per layer) and, for
-hyper-connections, counts (K^2 + 2 K) d per pass: at the paper sizes these differ from this count by less
-than 0.05% (tests/test_accounting.py compares every size 6-40, r in {1, 2, 4, 8} and each recipe).
+`flops_per_token` (F: steps, C = F D, MFU) is the published code's count, so that a budget C gives every run
+the authors' step count: the matmuls above plus the parameters that multiply elementwise, at the same 6x / 2x
+per use as the matrices — the two RMSNorm gains of every layer pass (2 d) and, per hyper-connection pass,
+the beta write-in (beta (x) s, K d), which makes the hyper mixing (K^2 + 2 K) d per pass as published. The
+three stream norms (embed_norm, pass_norm, final_norm) are not counted, as published. F exceeds the matmul
+count by ~0.02% at the paper sizes.
+Not counted in either (elementwise or lookups): the embedding lookup, QK-norm, RoPE, softmax and masking,
+ReLU^2 / SiLU, residual adds, tanh soft-capping and the dynamic tanh, the cross-entropy, and the optimizer.
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ from loopscale.config_checks import check_choice
 
 # The presets come from the configs training composes: the shape from loopscale/conf/model/<preset>.yaml, the
 # vocabulary from the data the preset trains on (conf/data/<data>.yaml; `model_preset`).
-PAPER_DATA = "fineweb_edu_packed"  # the published set: Llama-2 32k ids, 32,064 embedding rows
+PAPER_DATA = "fineweb_edu_packed"  # the published set: 32,001 ids, padded to 32,064 embedding rows
 CPU_DATA = "shakespeare"  # the default corpus (train.yaml's data default)
 SWIGLU_MULTIPLE = 64  # SwiGLU hidden width is rounded to this multiple
 
@@ -144,7 +144,7 @@ def check_trainable(cfg: ModelConfig) -> None:
     s_0, which truncated backprop detaches."""
     if cfg.injection == "passthrough" and cfg.bptt_k is not None and cfg.bptt_k < cfg.r:
         raise ValueError(
-            f"bptt_k={cfg.bptt_k} < r={cfg.r} needs injection 'linear', 'additive' or 'hyper'; with "
+            f"bptt_k={cfg.bptt_k} < r={cfg.r} needs injection 'linear', 'concat' or 'additive'; with "
             "'passthrough' the prelude would get no gradient"
         )
 
@@ -154,8 +154,8 @@ def grad_passes(cfg: ModelConfig) -> int:
     return cfg.r if cfg.bptt_k is None else cfg.bptt_k
 
 
-def flops_per_token(cfg: ModelConfig) -> float:
-    """Training FLOPs per token of one forward + backward (see the module docstring for what counts)."""
+def matmul_flops_per_token(cfg: ModelConfig) -> float:
+    """FLOPs per token of the matrix multiplies of one forward + backward (see the module docstring)."""
     check_trainable(cfg)
     d, T, K = cfg.d_model, cfg.seq_len, cfg.hyper_lanes
     n_grad = grad_passes(cfg)
@@ -181,6 +181,19 @@ def flops_per_token(cfg: ModelConfig) -> float:
     # 2 FLOPs per multiply-add forward; backward doubles it twice over (input and weight gradients)
     total = 6 * (once_macs + always_macs + n_grad * pass_macs) + 2 * n_nograd * pass_macs - skipped_flops
     return float(total)
+
+
+def flops_per_token(cfg: ModelConfig) -> float:
+    """F, training FLOPs per token in the published convention: the matmuls plus the norm gains of every layer
+    pass and the hyper beta write-in, each at 6x with gradient and 2x without (see the module docstring)."""
+    n_grad = grad_passes(cfg)
+    n_nograd = cfg.r - n_grad
+    gains = 2 * cfg.d_model  # the two pre-norm gains of one layer
+    gain_uses = (
+        6 * ((cfg.n_prelude + cfg.n_coda) * gains + n_grad * cfg.n_rec * gains) + 2 * n_nograd * cfg.n_rec * gains
+    )
+    write_in = 6 * cfg.r * cfg.hyper_lanes * cfg.d_model if cfg.injection == "hyper" else 0  # hyper: full backprop
+    return matmul_flops_per_token(cfg) + gain_uses + write_in
 
 
 def tokens_for_budget(compute_flops: float, flops_per_token: float, batch_tokens: int) -> tuple[int, int]:

@@ -68,10 +68,14 @@ class DataConfig:
     format: str = "windows"  # windows | packed
     val_rows: Optional[int] = None  # packed: the first val_rows rows of the val split (published: 34560); None = all
     allow_repeat: bool = False  # packed: wrap around (a second epoch) when D needs more rows than the set holds
+    # How `data pack` fills rows: best_fit (every token kept, a row's free end padded and masked) or published
+    # (every row full, documents cropped, as the published set was built; loopscale/packing.py)
+    packing: str = "best_fit"
 
     def __post_init__(self) -> None:
         check_choice("source", self.source, ("shakespeare", "text", "hf", "packed"))
         check_choice("format", self.format, ("windows", "packed"))
+        check_choice("packing", self.packing, ("best_fit", "published"))
         if self.source == "packed":
             if self.format != "packed":
                 raise ValueError("source='packed' reads a packed-rows set; it needs format='packed'")

@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 
 from .fit_bounds import BOUNDS, DPHI_BOUNDS, LOG_K_BOUNDS, bounds_for
-from .fit_result import FitResult, compare_param, file_sha256, load_fit, predict_loss, versions
+from .fit_result import FitResult, compare_param, data_summary, file_sha256, load_fit, predict_loss, versions
 from .objective import (
     CHUNK_ELEMENTS,
     DEFAULT_DELTA,
@@ -91,6 +91,7 @@ __all__ = [
     "chunk_size",
     "classic_grid",
     "compare_param",
+    "data_summary",
     "file_sha256",
     "fit_law",
     "fit_table",
@@ -165,4 +166,5 @@ def fit_table(
         result.holdout = holdout_largest(data, budget_column(table), law, loss, seed, n_refine)
     result.settings.update({"n_bootstrap": n_bootstrap, "cluster": cluster, "law": law, "holdout_largest": holdout})
     result.versions = versions()
+    result.data = data_summary(table)
     return result

@@ -30,7 +30,8 @@ class FitResult:
     "n_replicates", "cluster"} when run), profile_phi ({"phi", "objective", "interval", "threshold",
     ...} when computed), holdout (when run), objective, grad_norm, n_starts (screened), n_refined,
     n_best_basin, settings, seed, input (path, sha256, n_rows, columns), versions, warnings, group,
-    joint (`loopscale.joint`: recipes, delta_phi per recipe, shared_check, separate fits).
+    joint (`loopscale.joint`: recipes, delta_phi per recipe, shared_check, separate fits), data (the fitted
+    rows' model shapes and ranges, `data_summary`; absent from records written before it existed).
     """
 
     law: str
@@ -53,6 +54,7 @@ class FitResult:
     group: dict[str, Any] | None = None
     residual_rms_log: float | None = None
     joint: dict[str, Any] | None = None  # looped-joint: recipes, delta-phi tests, shared-parameter check
+    data: dict[str, Any] | None = None  # what was fitted: model shapes (r, N_once, N_rec), ranges of N, D, C
 
     def to_json_dict(self) -> dict[str, Any]:
         return _jsonable(asdict(self))
@@ -97,6 +99,22 @@ def predict_loss(fit, table) -> np.ndarray:
 
     fit = load_fit(fit)
     return law_prediction(fit.law, fit.params, table)
+
+
+def data_summary(table) -> dict[str, Any]:
+    """What a fit saw, for readers that must know its model family and range (`loopscale advise`): the
+    distinct model shapes [r, N_once, N_rec] of the rows and the [min, max] of N = N_once + N_rec, D
+    (tokens) and C (FLOPs) when the table has them. `table`: a canonical runs table (`tables.canonical_table`)."""
+    cols = {k: np.asarray(table[k], dtype=float) for k in ("r", "N_once", "N_rec", "N", "D", "C") if k in table}
+    if "N_once" not in cols:  # a chinchilla table: one dense model per row
+        cols.update(r=np.ones_like(cols["N"]), N_once=cols["N"], N_rec=np.zeros_like(cols["N"]))
+    shapes = np.unique(np.stack([cols["r"], cols["N_once"], cols["N_rec"]], axis=1), axis=0)
+    n_unique = cols["N_once"] + cols["N_rec"]
+    out: dict[str, Any] = {"shapes": shapes.tolist(), "N": [float(n_unique.min()), float(n_unique.max())]}
+    for name in ("D", "C"):
+        if name in cols:
+            out[name] = [float(cols[name].min()), float(cols[name].max())]
+    return out
 
 
 def _jsonable(x):

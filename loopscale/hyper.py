@@ -24,6 +24,8 @@ gradient. norm is a parameter-free RMSNorm.
 
 from __future__ import annotations
 
+import contextlib
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -34,10 +36,12 @@ DYNAMIC_SCALE_INIT = 0.01
 class HyperConnections(nn.Module):
     """Per-pass lane coefficients and the read-out / update that use them."""
 
-    def __init__(self, d_model: int, r: int, n_lanes: int, dynamic: bool = False, eps: float = 1e-6):
+    def __init__(
+        self, d_model: int, r: int, n_lanes: int, dynamic: bool = False, eps: float = 1e-6, fp32_lanes: bool = True
+    ):
         super().__init__()
         K = n_lanes
-        self.K, self.eps = K, eps
+        self.K, self.eps, self.fp32_lanes = K, eps, fp32_lanes
         self.alpha = nn.Parameter(F.one_hot(torch.arange(r) % K, K).float())  # [r, K]
         self.M = nn.Parameter(torch.eye(K).repeat(r, 1, 1))  # [r, K, K]
         self.beta = nn.Parameter(torch.ones(r, K))  # [r, K]
@@ -59,18 +63,20 @@ class HyperConnections(nn.Module):
         s_a, s_b, s_m = self.dyn_scale[i]
         return alpha + s_a * z[..., 0], M + s_m * z[..., 2:], beta + s_b * z[..., 1]
 
-    # The lanes are the residual stream: read and update run in the lanes' dtype (fp32 under bf16 autocast,
-    # as the single stream at r = 1), not autocast's bf16; the K-wide mixes are too small to matter for speed.
-    @staticmethod
-    def read(lanes: torch.Tensor, alpha: torch.Tensor) -> torch.Tensor:
+    # The lanes are the residual stream: with fp32_lanes (model.precision=fp32_stream) read and update run in
+    # the lanes' dtype (fp32 under bf16 autocast, as the single stream at r = 1), not autocast's bf16; the K-wide
+    # mixes are too small to matter for speed. Without it (precision=published) autocast decides, as published.
+    def _mixing(self, lanes: torch.Tensor):
+        return torch.autocast(lanes.device.type, enabled=False) if self.fp32_lanes else contextlib.nullcontext()
+
+    def read(self, lanes: torch.Tensor, alpha: torch.Tensor) -> torch.Tensor:
         """u = sum_n alpha[n] lane_n: [B, T, K, d] -> [B, T, d]."""
-        with torch.autocast(lanes.device.type, enabled=False):
+        with self._mixing(lanes):
             return (alpha.unsqueeze(-2).to(lanes.dtype) @ lanes).squeeze(-2)  # [.., 1, K] @ [B, T, K, d]
 
-    @staticmethod
-    def update(lanes: torch.Tensor, s: torch.Tensor, M: torch.Tensor, beta: torch.Tensor) -> torch.Tensor:
+    def update(self, lanes: torch.Tensor, s: torch.Tensor, M: torch.Tensor, beta: torch.Tensor) -> torch.Tensor:
         """lane_n <- sum_m M[n, m] lane_m + beta[n] s: [B, T, K, d] -> [B, T, K, d]."""
-        with torch.autocast(lanes.device.type, enabled=False):
+        with self._mixing(lanes):
             dtype = lanes.dtype
             return M.to(dtype) @ lanes + beta.unsqueeze(-1).to(dtype) * s.unsqueeze(-2).to(dtype)
 

@@ -7,14 +7,17 @@ Groups, by the role of the module a parameter belongs to:
     norm       1-D gains (RMSNorm weights)                (AdamW)
     hyper      every hyper-connection scalar, injection.* when the injection is HyperConnections (AdamW)
 
-Learning rates (`lrs_for`), with B the global tokens per step and D the run's training tokens:
-    matrix     lr x (B / B_ref)^0.558 x (D / D_ref)^-0.32
-    AdamW      lr_<group> x (d / d_ref)^-0.5 x (B / B_ref)^0.558
+Learning rates (`lrs_for`), with B the global tokens per step and D the run's target tokens (C / F before
+rounding to whole batches, as the published code takes it; RunPlan.D_target):
+    matrix           lr x (B / B_ref)^0.558 x (D / D_ref)^-0.32
+    head, embedding  lr_<group> x (d / d_ref)^-0.5 x (B / B_ref)^0.558
+    norm, hyper      lr_<group> x (d / d_ref)^-0.5                     (the batch factor is not applied)
 with B_ref = 2^18, d_ref = 640 (the paper width of the reference size 10), and D_ref = 10 x the effective
 parameters of the reference model: prelude + coda + norms + r x (recurrent block + injection), embeddings
-excluded, for size 10 with the run's r, in the 0-20-0 layout at r = 1 and the 2-4-2 layout otherwise (as the
-authors' code builds it: at r = 2 or 8 the reference is not the run's own layout). Base lrs: matrix 0.014,
-head 0.004, embedding 0.3, norm 0.005, hyper 0.01 (loopscale/conf/optim/muonh.yaml).
+excluded, for size 10 with the run's r, in the 0-20-0 layout at r = 1 and the 2-4-2 layout with the concat
+injection otherwise, whatever the run's recipe (as the authors' code builds it: at r = 2 or 8 the reference
+is not the run's own layout, and a hyper run's reference has the concat matrix, not lanes). Base lrs: matrix
+0.014, head 0.004, embedding 0.3, norm 0.005, hyper 0.01 (loopscale/conf/optim/muonh.yaml).
 
 `optim.transfer=none` uses the base lrs as given: for CPU toy models, whose batch and D are thousands of
 times below the reference's, the published transfer extrapolates far outside where it was fitted.
@@ -79,8 +82,9 @@ def recipe_param_groups(model: nn.Module) -> dict[str, list[nn.Parameter]]:
 
 
 def reference_model(cfg: ModelConfig, ref_size: int = 10) -> ModelConfig:
-    """The model D_ref is measured on: paper size `ref_size` with the run's r and injection; 0-20-0 at
-    r = 1, 2-4-2 otherwise. Vocabulary and context do not matter (embeddings and attention are not counted)."""
+    """The model D_ref is measured on: paper size `ref_size` with the run's r; 0-20-0 at r = 1, 2-4-2 with the
+    concat injection otherwise (for every recipe, as published). Vocabulary and context do not matter
+    (embeddings and attention are not counted)."""
     paper = accounting.paper_model(ref_size, 1)
     common = dict(
         vocab_size=paper.vocab_size,
@@ -93,16 +97,7 @@ def reference_model(cfg: ModelConfig, ref_size: int = 10) -> ModelConfig:
     if cfg.r == 1:
         return ModelConfig(**common, n_prelude=0, n_rec=REF_PLAIN_DEPTH, n_coda=0, r=1, injection="passthrough")
     p, k, c = REF_LAYOUT
-    return ModelConfig(
-        **common,
-        n_prelude=p,
-        n_rec=k,
-        n_coda=c,
-        r=cfg.r,
-        injection=cfg.injection,
-        hyper_lanes=cfg.hyper_lanes,
-        hyper_dynamic=cfg.hyper_dynamic,
-    )
+    return ModelConfig(**common, n_prelude=p, n_rec=k, n_coda=c, r=cfg.r, injection="concat")
 
 
 def effective_params(cfg: ModelConfig) -> int:
@@ -137,7 +132,14 @@ def lrs_for(cfg: ModelConfig, batch_tokens: int, D_tokens: int, optim: OptimConf
     batch = (batch_tokens / optim.transfer_ref_batch_tokens) ** BATCH_EXPONENT
     width = (cfg.d_model / paper_width(optim.transfer_ref_size)) ** WIDTH_EXPONENT
     data = (D_tokens / d_ref_tokens(cfg, optim.transfer_ref_size)) ** DATA_EXPONENT
-    return {group: lr * batch * (data if group == MATRIX else width) for group, lr in base.items()}
+    factors = {
+        MATRIX: batch * data,
+        HEAD: width * batch,
+        EMBEDDING: width * batch,
+        NORM: width,  # published: the norm and hyper lrs are scaled with width only
+        HYPER: width,
+    }
+    return {group: lr * factors[group] for group, lr in base.items()}
 
 
 def adamw_lrs(cfg: ModelConfig, optim: OptimConfig) -> dict[str, float]:

@@ -13,7 +13,7 @@
 Layers are pre-norm: x + attn(norm(x)), then x + mlp(norm(x)); attention is causal SDPA with RoPE and a
 parameter-free QK-norm; no biases anywhere. Truncated backprop (cfg.bptt_k): the first r - bptt_k passes
 run their block under torch.no_grad(), so they store no activations; e still reaches the loss through the
-injection of the last bptt_k passes (for hyper, the lane update stays in the graph for the same reason).
+injection of the last bptt_k passes. Hyper-connections refuse truncation (model_config.py), as published.
 
 Init (cfg.init): `gpt2` draws matrices from N(0, init_std) with the residual writes scaled by 1/sqrt(2 L_eff);
 `paper` is the published recipe: embedding N(0, 1), untied head N(0, 1e-3), every block matrix uniform with
@@ -46,36 +46,50 @@ class RMSNorm(nn.Module):
         self.weight = nn.Parameter(torch.ones(d))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.dtype != self.weight.dtype:  # a bf16 stream (precision=published): normalise, then scale, as published
+            return F.rms_norm(x, (x.shape[-1],), eps=self.eps) * self.weight
         return F.rms_norm(x, (x.shape[-1],), self.weight, self.eps)
 
 
-def rope_tables(seq_len: int, head_dim: int, base: float) -> tuple[torch.Tensor, torch.Tensor]:
-    """cos, sin of the rotary angles t * base^(-2j / head_dim): each [T, head_dim / 2]."""
+def rope_tables(
+    seq_len: int, head_dim: int, base: float, dtype: torch.dtype = torch.float32
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos, sin of the rotary angles t * base^(-2j / head_dim): each [T, head_dim / 2], computed in fp32 and
+    stored in `dtype` (bf16 under model.precision=published, as the published code keeps them)."""
     inv_freq = base ** (-torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim)
     angles = torch.outer(torch.arange(seq_len, dtype=torch.float32), inv_freq)
-    return angles.cos(), angles.sin()
+    return angles.cos().to(dtype), angles.sin().to(dtype)
 
 
 def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """Rotate pairs (x1, x2) = halves of the head dim by the position angle. x: [B, T, H, hd]."""
+    """Rotate pairs (x1, x2) = halves of the head dim by minus the position angle, the published code's sign:
+    (x1 cos + x2 sin, x2 cos - x1 sin). x: [B, T, H, hd]. The sign is a convention (q.k still depends on
+    the position difference only); keeping the published one lets its weights load unchanged."""
     x1, x2 = x.chunk(2, dim=-1)
     cos, sin = cos[:, None, :].to(x.dtype), sin[:, None, :].to(x.dtype)  # [T, 1, hd/2], over heads; bf16 stays bf16
-    return torch.cat((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1)
+    return torch.cat((x1 * cos + x2 * sin, x2 * cos - x1 * sin), dim=-1)
 
 
 class CausalSelfAttention(nn.Module):
+    """q, k and v are three d x d matrices, as published: MuonH orthogonalises each one and holds each on its
+    own sphere (one fused [3d, d] matrix would be a different optimizer step)."""
+
     def __init__(self, cfg: ModelConfig):
         super().__init__()
         self.n_head, self.head_dim, self.eps = cfg.n_head, cfg.head_dim, cfg.norm_eps
-        self.qkv = nn.Linear(cfg.d_model, 3 * cfg.d_model, bias=False)
+        self.q = nn.Linear(cfg.d_model, cfg.d_model, bias=False)
+        self.k = nn.Linear(cfg.d_model, cfg.d_model, bias=False)
+        self.v = nn.Linear(cfg.d_model, cfg.d_model, bias=False)
         self.proj = nn.Linear(cfg.d_model, cfg.d_model, bias=False)
 
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
         B, T, d = x.shape
-        q, k, v = self.qkv(x).view(B, T, 3, self.n_head, self.head_dim).unbind(2)  # each [B, T, H, hd]
-        # QK-norm: parameter-free RMS norm over the head dim keeps attention logits bounded
-        q = apply_rope(F.rms_norm(q, (self.head_dim,), eps=self.eps), cos, sin)
-        k = apply_rope(F.rms_norm(k, (self.head_dim,), eps=self.eps), cos, sin)
+        heads = (B, T, self.n_head, self.head_dim)
+        q, k, v = self.q(x).view(heads), self.k(x).view(heads), self.v(x).view(heads)  # each [B, T, H, hd]
+        # QK-norm: parameter-free RMS norm over the head dim keeps attention logits bounded. After the rotation,
+        # as published: the two commute exactly only when cos^2 + sin^2 = 1, which bf16 tables do not keep
+        q = F.rms_norm(apply_rope(q, cos, sin), (self.head_dim,), eps=self.eps)
+        k = F.rms_norm(apply_rope(k, cos, sin), (self.head_dim,), eps=self.eps)
         y = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal=True)
         return self.proj(y.transpose(1, 2).reshape(B, T, d))  # [B, H, T, hd] -> [B, T, d]
 
@@ -162,14 +176,17 @@ class LoopedTransformer(nn.Module):
         elif cfg.injection == "concat":
             self.injection = ConcatInjection(d)
         elif cfg.injection == "hyper":
-            self.injection = HyperConnections(d, cfg.r, cfg.hyper_lanes, cfg.hyper_dynamic, cfg.norm_eps)
+            self.injection = HyperConnections(
+                d, cfg.r, cfg.hyper_lanes, cfg.hyper_dynamic, cfg.norm_eps, fp32_lanes=cfg.precision == "fp32_stream"
+            )
         else:
             self.injection = None  # additive, passthrough: no parameters
         self.pass_norm = RMSNorm(d, cfg.norm_eps)
         self.coda = nn.ModuleList(Block(cfg) for _ in range(cfg.n_coda))
         self.final_norm = RMSNorm(d, cfg.norm_eps)
         self.lm_head = None if cfg.tie_embeddings else nn.Linear(d, V, bias=False)
-        cos, sin = rope_tables(cfg.seq_len, cfg.head_dim, cfg.rope_base)
+        rope_dtype = torch.bfloat16 if cfg.precision == "published" else torch.float32
+        cos, sin = rope_tables(cfg.seq_len, cfg.head_dim, cfg.rope_base, rope_dtype)
         self.register_buffer("rope_cos", cos, persistent=False)  # [T, hd/2], not a parameter
         self.register_buffer("rope_sin", sin, persistent=False)
         self._init_weights()
@@ -199,7 +216,8 @@ class LoopedTransformer(nn.Module):
         if self.lm_head is not None:
             nn.init.normal_(self.lm_head.weight, mean=0.0, std=1e-3)
         for block in (*self.prelude, *self.recurrent, *self.coda):
-            for linear in (block.attn.qkv, block.attn.proj, block.mlp.fc, block.mlp.proj):
+            attn, mlp = block.attn, block.mlp
+            for linear in (attn.q, attn.k, attn.v, attn.proj, mlp.fc, mlp.proj):
                 uniform_std_(linear.weight, 1 / math.sqrt(linear.in_features))
 
     # ------------------------------------------------------------------------------------------------
@@ -234,14 +252,15 @@ class LoopedTransformer(nn.Module):
             return hc.merge(lanes)
         e_proj = self.injection.from_e(e) if mode == "linear" else None  # W_e e, once per forward
         s = torch.zeros_like(e) if mode == "additive" else e  # s_0
+        # matmul outputs are bf16 under autocast; with fp32_stream the injection's output is the residual stream
+        # and stays in e's dtype (fp32) as at r = 1, so precision does not change with r. published: as it comes.
+        dtype = e.dtype if self.cfg.precision == "fp32_stream" else None
         for i in range(r):
             with torch.set_grad_enabled(grad_on and i >= first_grad_pass):
-                # matmul outputs are bf16 under autocast; the sum is the residual stream and stays in e's
-                # dtype (fp32) as at r = 1, so precision does not change with r
                 if mode == "concat":
-                    u = self.injection(e, s).to(e.dtype)  # W [e; s], the full 2d -> d matmul on every pass
+                    u = self.injection(e, s).to(dtype)  # W [e; s], the full 2d -> d matmul on every pass
                 elif mode == "linear":
-                    u = e_proj.to(e.dtype) + self.injection.from_s(s).to(e.dtype)
+                    u = e_proj.to(dtype) + self.injection.from_s(s).to(dtype)
                 elif mode == "additive":
                     u = s + e
                 else:  # passthrough
@@ -249,21 +268,30 @@ class LoopedTransformer(nn.Module):
                 s = self._pass(u, T)
         return s
 
+    def store_published_dtypes(self) -> None:
+        """model.precision=published on CUDA: the embedding is stored (and stepped) in bf16, as the published
+        code does. Called once the model is on its device; a no-op otherwise."""
+        if self.cfg.precision == "published" and self.embed.weight.device.type == "cuda":
+            self.embed.to(torch.bfloat16)
+
     def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None) -> torch.Tensor:
-        """idx [B, T] -> logits [B, T, V_padded], or the mean cross-entropy (nats) against targets [B, T]."""
+        """idx [B, T] -> fp32 logits over the true vocabulary [B, T, V], or the mean cross-entropy (nats)
+        against targets [B, T]. The head has V_padded rows for the matmul's shape; the padded rows are cut
+        before the soft-cap and the softmax, so they never take probability mass (as published)."""
         B, T = idx.shape
         if T > self.cfg.seq_len:
             raise ValueError(f"sequence length {T} exceeds seq_len={self.cfg.seq_len}")
         e = self._layers(self.prelude, self.embed_norm(self.embed(idx)), T)  # [B, T, d]
         x = self._layers(self.coda, self._loop(e, T), T)
         x = self.final_norm(x)
-        logits = self.lm_head(x) if self.lm_head is not None else F.linear(x, self.embed.weight)  # [B, T, V]
+        logits = self.lm_head(x) if self.lm_head is not None else F.linear(x, self.embed.weight)  # [B, T, V_pad]
+        logits = logits[..., : self.cfg.vocab_size].float()  # [B, T, V], fp32 for the soft-cap and the loss
         if self.cfg.logit_softcap is not None:
             c = self.cfg.logit_softcap
             logits = c * torch.tanh(logits / c)
         if targets is None:
             return logits
-        return F.cross_entropy(logits.float().flatten(0, 1), targets.flatten())
+        return F.cross_entropy(logits.flatten(0, 1), targets.flatten())
 
 
 def param_groups(model: LoopedTransformer, weight_decay: float) -> list[dict]:

@@ -19,6 +19,7 @@ INITS = ("gpt2", "paper")
 DENSE_LAYOUTS = ("same", "plain")
 RECIPES = ("baseline", "tbptt", "hyper")
 MLPS = ("relu2", "swiglu")
+PRECISIONS = ("fp32_stream", "published")
 VOCAB_MULTIPLE = 64  # the model pads its vocabulary to this multiple (tensor-core friendly shapes)
 
 
@@ -71,6 +72,12 @@ class ModelConfig:
     rope_base: float = 10000.0
     norm_eps: float = 1e-6
     init_std: float = 0.02  # init="gpt2" only
+    # Dtypes under bf16 autocast (docs/design.md, "Precision"). fp32_stream: the residual stream, the injection's
+    # output and the hyper lanes stay fp32 at every r, as the single stream at r = 1 (so r does not change the
+    # stream's precision). published: the published code's dtypes: RoPE tables stored in bf16, the stream in
+    # autocast's dtype from the injection on, the embedding stored in bf16 on CUDA. Logits, soft-cap and loss
+    # are fp32 in both.
+    precision: str = "fp32_stream"
     # gpt2: N(0, init_std) matrices, residual writes scaled by 1/sqrt(2 L_eff), as GPT-2.
     # paper: the published init (embedding N(0, 1), head N(0, 1e-3), block matrices uniform with
     # std 1/sqrt(fan_in)); see loopscale/model.py
@@ -111,6 +118,7 @@ class ModelConfig:
                 raise ValueError(f"{name}={getattr(self, name)!r} must be >= 0")
         check_choice("injection", self.injection, INJECTIONS)
         check_choice("mlp", self.mlp, MLPS)
+        check_choice("precision", self.precision, PRECISIONS)
         if self.d_model % self.head_dim != 0:
             raise ValueError(f"d_model={self.d_model} must be a multiple of head_dim={self.head_dim}")
         if self.head_dim % 2 != 0:
@@ -122,7 +130,15 @@ class ModelConfig:
                 raise ValueError(
                     "injection='hyper' needs r > 1; allowed for r = 1: 'passthrough', 'linear', 'concat', 'additive'"
                 )
-            check_positive("hyper_lanes", self.hyper_lanes)
+            # the published code's refusals: one lane is the plain loop with extra scalars, and a truncated pass
+            # would leave its step-specific lane coefficients without gradient
+            if self.hyper_lanes < 2:
+                raise ValueError(f"hyper_lanes={self.hyper_lanes!r}: hyper-connections need at least 2 lanes")
+            if self.bptt_k is not None and self.bptt_k < self.r:
+                raise ValueError(
+                    f"injection='hyper' needs full backprop (bptt_k={self.bptt_k} < r={self.r}): the lane "
+                    "coefficients of the truncated passes would never get a gradient"
+                )
         if self.hyper_dynamic and self.injection != "hyper":
             raise ValueError("hyper_dynamic=True needs injection='hyper'")
         if self.logit_softcap is not None:

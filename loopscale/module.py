@@ -49,6 +49,7 @@ class StepAccounting:
     batch_tokens: int  # global tokens per optimizer step
     flops_per_token: float  # F, eq. in docs/design.md, "FLOPs per token"
     causal_flops_per_token: float = float("nan")  # F with half the attention matmuls (loopscale/mfu.py)
+    target_tokens: int | None = None  # D for the lr transfer (RunPlan.D_target); None: total_steps x batch_tokens
 
 
 def device_type(accelerator: str) -> str:
@@ -70,7 +71,7 @@ def optimizer_record(
             "optim.optimizer='muonh' needs whole matrices for its orthogonalisation, and "
             "trainer.strategy='fsdp' shards them; use trainer.strategy='ddp' (or optim=adamw)"
         )
-    D_tokens = accounting.total_steps * accounting.batch_tokens
+    D_tokens = accounting.target_tokens or accounting.total_steps * accounting.batch_tokens
     return {
         "optimizer": "muonh",
         "lrs": lrs_for(model_cfg, accounting.batch_tokens, D_tokens, optim),
@@ -210,6 +211,9 @@ class LoopedLM(L.LightningModule):
                     on_epoch=False,
                 )
         self._mark = (now, self.tokens_trained)
+
+    def on_fit_start(self):
+        self.model.store_published_dtypes()  # model.precision=published on CUDA: the embedding in bf16
 
     def on_train_start(self):
         self._peak_flops = peak_flops_per_device()

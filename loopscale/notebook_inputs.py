@@ -4,7 +4,8 @@ After `make demo` the notebook shows the user's own result: runs/demo/runs.csv w
 fit_free.json. Without a demo it falls back to the test fixtures (a published-shaped synthetic sweep with
 three recipe variants and a joint fit), so it always runs. LOOPSCALE_TABLE, LOOPSCALE_FIT,
 LOOPSCALE_COMPARE (comma-separated fits), LOOPSCALE_FREE and LOOPSCALE_JOINT override any of them; an empty
-value turns an optional one off.
+value turns an optional one off. LOOPSCALE_ADVISE_COMPUTE (FLOPs) and LOOPSCALE_ADVISE_MAX_PARAMS (unique
+parameters) set the budget of the advice section (default: the table's largest budget, no cap).
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ from pathlib import Path
 
 
 def diagnostics_inputs(root: str | Path = "..", env: Mapping[str, str] | None = None) -> dict:
-    """{"source", "table", "fit", "compare" (list), "free", "joint"} for a notebook in root/notebooks."""
+    """{"source", "table", "fit", "compare" (list), "free", "joint", "advise_compute", "advise_max_params"
+    (floats or None)} for a notebook in root/notebooks."""
     env = os.environ if env is None else env
     root = Path(root)
     demo = root / "runs" / "demo"
@@ -50,4 +52,8 @@ def diagnostics_inputs(root: str | Path = "..", env: Mapping[str, str] | None = 
         "compare": [p for p in chosen["compare"].split(",") if p],
         "free": chosen["free"] or None,
         "joint": chosen["joint"] or None,
+        **{k: float(env[f"LOOPSCALE_{k.upper()}"]) if env.get(f"LOOPSCALE_{k.upper()}") else None for k in ADVICE_KEYS},
     }
+
+
+ADVICE_KEYS = ("advise_compute", "advise_max_params")

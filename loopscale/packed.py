@@ -27,7 +27,7 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Optional
 import numpy as np
 
 from loopscale.corpus import DataError, source_fingerprint
+from loopscale.packing import documents_of  # noqa: F401 (re-exported: it was defined here)
 from loopscale.published import (  # noqa: F401 (re-exported: they were defined here)
     HUB_HOST,
     HUB_PROBE_S,
@@ -56,6 +57,7 @@ META_FILE = "meta.json"
 ROWS_PER_FILE = 65536  # rows per parquet file (the published set: ~ this order)
 ROWS_PER_GROUP = 1024  # rows per row group: the reader decodes one group at a time
 MAX_OPEN_ROWS = 1024  # best-fit window (packing.py)
+PUBLISHED_BUFFER_DOCS = 1000  # the published packing's document buffer (packing.pack_rows_cropped)
 BOS_CANDIDATES = ("<s>", "<|bos|>", "<|begin_of_text|>", "[CLS]")  # else the end-of-document token
 
 
@@ -234,23 +236,6 @@ def bos_id_of(tokenizer) -> int:
     return eot
 
 
-def documents_of(tokens: np.ndarray, eot: int, chunk: int = 1 << 24) -> Iterator[np.ndarray]:
-    """The documents of a flat shard (each followed by `eot`, shards.py), without their EOT; read in
-    chunks so a memmap of any size streams."""
-    carry = np.zeros(0, dtype=tokens.dtype)
-    for lo in range(0, len(tokens), chunk):
-        block = np.concatenate([carry, tokens[lo : lo + chunk]])
-        ends = np.flatnonzero(block == eot)
-        start = 0
-        for end in ends:
-            if end > start:  # an empty document (EOT right after EOT) has nothing to pack
-                yield block[start:end]
-            start = end + 1
-        carry = block[start:]
-    if len(carry):
-        yield carry
-
-
 def _row_table(rows: np.ndarray, n_tokens: np.ndarray):
     import pyarrow as pa
 
@@ -295,11 +280,13 @@ def pack_split(
     seed: int,
     out_dir: Path,
     progress: bool = False,
+    packing: str = "best_fit",
 ) -> dict:
-    """Best-fit pack one flat shard into `out_dir/<split>-*.parquet`; returns its counts for meta.json."""
+    """Pack one flat shard into `out_dir/<split>-*.parquet` (data.packing: best_fit, or published: full rows,
+    documents cropped); returns its counts for meta.json."""
     from tqdm.auto import tqdm
 
-    from loopscale.packing import PackStats, pack_rows
+    from loopscale.packing import PackStats, pack_rows, pack_rows_cropped
 
     stats = PackStats()
     raw = work / f"{split}.rows"  # rows in packing order, padded: [n_rows, row_len] of dtype
@@ -310,7 +297,12 @@ def pack_split(
     ):
         row_buf = np.full(row_len, bos, dtype=dtype)
         done = 0
-        for row in pack_rows(documents_of(tokens, eot), row_len, bos, MAX_OPEN_ROWS, stats=stats):
+        documents = documents_of(tokens, eot)
+        if packing == "published":
+            packed_rows = pack_rows_cropped(documents, row_len, bos, PUBLISHED_BUFFER_DOCS, stats=stats)
+        else:
+            packed_rows = pack_rows(documents, row_len, bos, MAX_OPEN_ROWS, stats=stats)
+        for row in packed_rows:
             row_buf[:] = bos  # padding: the BOS id, masked by the reader through n_tokens
             row_buf[: len(row)] = row
             f.write(row_buf.tobytes())
@@ -330,11 +322,12 @@ def pack_split(
         "documents": stats.n_documents,
         "split_documents": stats.n_split_documents,
         "waste_share": stats.waste_share,
+        "kept_share": stats.kept_share,
         "files": files,
     }
 
 
-def pack_key(prepared: PreparedData, seq_len: int, seed: int) -> str:
+def pack_key(prepared: PreparedData, seq_len: int, seed: int, packing: str = "best_fit") -> str:
     ident = {
         "format": FORMAT_VERSION,
         "prepared": prepared.meta.get("key", prepared.root.name),
@@ -343,20 +336,23 @@ def pack_key(prepared: PreparedData, seq_len: int, seed: int) -> str:
         "seed": seed,
         "max_open_rows": MAX_OPEN_ROWS,
     }
+    if packing != "best_fit":  # best fit keeps the key it always had, so existing caches stay valid
+        ident.update(packing=packing, buffer_docs=PUBLISHED_BUFFER_DOCS)
     digest = hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:8]
     return f"{prepared.root.name}-packed-T{seq_len}-{digest}"
 
 
 def pack(cfg: DataConfig, seq_len: int, progress: bool = True) -> PackedSet:
     """The packed set of `cfg`'s corpus and tokenizer at context T = seq_len, from the cache or built."""
-    from loopscale.shards import _is_disk_full, prepare
+    from loopscale.shards import prepare
+    from loopscale.staging import full_disk_as_data_error
     from loopscale.tokenizer import load_tokenizer
 
     if seq_len < 1:
         raise DataError(f"seq_len={seq_len} must be >= 1")
     prepared = prepare(cfg, progress=progress)
     data_dir = prepared.root.parent
-    key = pack_key(prepared, seq_len, cfg.split_seed)
+    key = pack_key(prepared, seq_len, cfg.split_seed, cfg.packing)
     root = data_dir / key
     if (root / META_FILE).is_file():
         return open_packed(root)
@@ -367,23 +363,20 @@ def pack(cfg: DataConfig, seq_len: int, progress: bool = True) -> PackedSet:
         )
     tok = load_tokenizer(str(prepared.tokenizer_path))
     bos = bos_id_of(tok)
-    try:
-        with staging_folder(data_dir, key) as staging:  # removed again if anything below raises
-            splits = _pack_splits(prepared, bos, seq_len + 1, cfg.split_seed, staging, progress)
-            shutil.copy(prepared.tokenizer_path, staging / "tokenizer.json")
-            meta = _pack_meta(cfg, prepared, key, seq_len, tok, bos, splits)
-            names = ["tokenizer.json", *splits["train"]["files"], *splits["val"]["files"]]
-            meta[CONTENT_KEY] = content_sha256([staging / name for name in names])
-            publish(staging, root, meta, META_FILE)
-    except OSError as err:  # the same one line (and exit code) as `data prepare` on a full disk
-        if not _is_disk_full(err):
-            raise
-        where = f"data_dir={str(data_dir)!r} while packing {key}"
-        raise DataError(f"no space left on the device of {where}; free space there (nothing was left behind)") from None
+    # the staging folder is removed again if anything below raises; a full disk is one line, as in `data prepare`
+    with full_disk_as_data_error(data_dir, f"packing {key}"), staging_folder(data_dir, key) as staging:
+        splits = _pack_splits(prepared, bos, seq_len + 1, cfg, staging, progress)
+        shutil.copy(prepared.tokenizer_path, staging / "tokenizer.json")
+        meta = _pack_meta(cfg, prepared, key, seq_len, tok, bos, splits)
+        names = ["tokenizer.json", *splits["train"]["files"], *splits["val"]["files"]]
+        meta[CONTENT_KEY] = content_sha256([staging / name for name in names])
+        publish(staging, root, meta, META_FILE)
     return open_packed(root)
 
 
-def _pack_splits(prepared: PreparedData, bos: int, row_len: int, seed: int, staging: Path, progress: bool) -> dict:
+def _pack_splits(
+    prepared: PreparedData, bos: int, row_len: int, cfg: DataConfig, staging: Path, progress: bool
+) -> dict:
     """Pack both splits into `staging` (their scratch rows in staging/work, deleted after); their counts."""
     work = staging / "work"
     work.mkdir()
@@ -396,9 +389,10 @@ def _pack_splits(prepared: PreparedData, bos: int, row_len: int, seed: int, stag
             prepared.dtype,
             work,
             split,
-            seed,
+            cfg.split_seed,
             staging,
             progress,
+            cfg.packing,
         )
         for split in ("train", "val")
     }
@@ -431,7 +425,11 @@ def _pack_meta(cfg: DataConfig, prepared: PreparedData, key: str, seq_len: int, 
         "splits": splits,
         "source": source_fingerprint(cfg),
         "prepared": prepared.root.name,
-        "packing": {"method": "bos-best-fit", "max_open_rows": MAX_OPEN_ROWS, "order_seed": cfg.split_seed},
+        "packing": (
+            {"method": "bos-best-fit", "max_open_rows": MAX_OPEN_ROWS, "order_seed": cfg.split_seed}
+            if cfg.packing == "best_fit"
+            else {"method": "published", "buffer_docs": PUBLISHED_BUFFER_DOCS, "order_seed": cfg.split_seed}
+        ),
     }
 
 

@@ -1,4 +1,6 @@
-"""BOS-prepended best-fit packing of documents into rows of T + 1 tokens (a pure function).
+"""BOS-prepended packing of documents into rows of T + 1 tokens (pure functions): best fit with padding, which
+keeps every token (`pack_rows`, the default), and the published packing, which fills every row and crops
+documents (`pack_rows_cropped`, at the end of this file).
 
 Each document becomes the sequence [BOS] + its tokens. A sequence longer than a row is cut into full rows
 of T + 1 tokens, in order, which are emitted at once; what is left (the tail, shorter than a row) is
@@ -34,7 +36,13 @@ class PackStats:
     n_rows: int = 0
     n_tokens: int = 0  # real tokens placed, BOS included
     n_pad: int = 0  # padding tokens at row ends
-    n_split_documents: int = 0  # documents longer than a row, cut into several pieces
+    n_split_documents: int = 0  # documents longer than a row, cut into several pieces (cropped: published)
+    n_input: int = 0  # tokens offered, BOS included (published packing: n_input - n_tokens were dropped)
+
+    @property
+    def kept_share(self) -> float:
+        """Share of the offered tokens that landed in a row (1 for best fit, which drops nothing)."""
+        return self.n_tokens / self.n_input if self.n_input else 1.0
 
     @property
     def waste_share(self) -> float:
@@ -88,6 +96,7 @@ class _Packer:
     def add(self, doc: int, seq: np.ndarray) -> Iterator[np.ndarray]:
         """Place one [BOS] + tokens sequence; yields the rows this closes."""
         self.stats.n_documents += 1
+        self.stats.n_input += len(seq)
         n_full = len(seq) // self.row_len
         if n_full and len(seq) > self.row_len:
             self.stats.n_split_documents += 1
@@ -151,3 +160,75 @@ def pack_rows(
     yield from packer.finish()
     if pieces is not None:
         pieces.extend(packer.pieces)
+
+
+# ----------------------------------------------------------------------------------------------------
+# the published packing: every row full, documents cropped
+
+
+def pack_rows_cropped(
+    documents: Iterable[np.ndarray],
+    row_len: int,
+    bos_id: int,
+    buffer_docs: int = 1000,
+    stats: Optional[PackStats] = None,
+) -> Iterator[np.ndarray]:
+    """Yield full rows of exactly row_len tokens, packed as the published set was (`--packing published`).
+
+    A buffer holds up to `buffer_docs` whole [BOS] + tokens sequences, topped up in document order before each
+    row. A row is filled by taking, again and again, the longest buffered sequence that still fits whole (the
+    earliest buffered among equal lengths); when none fits, the shortest one (the earliest among equals) is
+    cropped to the space left and the rest of it is dropped. No padding; a final row the buffer cannot fill is
+    dropped. stats.n_tokens counts the tokens kept, stats.n_pad stays 0, stats.n_split_documents counts the
+    cropped documents; the dropped tokens are n_input - n_tokens (PackStats.kept_share)."""
+    if row_len < 2:
+        raise ValueError(f"row_len={row_len} must be >= 2 (T + 1 with T >= 1)")
+    if buffer_docs < 1:
+        raise ValueError(f"buffer_docs={buffer_docs} must be >= 1")
+    stats = stats if stats is not None else PackStats()
+    docs = iter(documents)
+    buffer: list[tuple[int, int]] = []  # sorted (length, -arrival): the last entry of a length is its earliest
+    seqs: dict[int, np.ndarray] = {}
+    arrival = 0
+    while True:
+        while len(buffer) < buffer_docs and (tokens := next(docs, None)) is not None:
+            seq = np.concatenate([[bos_id], np.asarray(tokens, dtype=np.int64)])
+            stats.n_documents += 1
+            stats.n_input += len(seq)
+            bisect.insort(buffer, (len(seq), -arrival))
+            seqs[arrival] = seq
+            arrival += 1
+        if not buffer:
+            return
+        parts, space = [], row_len
+        while space and buffer:
+            at = bisect.bisect_right(buffer, (space, 1)) - 1  # the longest that fits whole, earliest first
+            if at < 0:  # none fits: crop the shortest, the earliest of that length
+                at = bisect.bisect_right(buffer, (buffer[0][0], 1)) - 1
+                stats.n_split_documents += 1
+            _, neg = buffer.pop(at)
+            piece = seqs.pop(-neg)[:space]
+            parts.append(piece)
+            space -= len(piece)
+        if space:  # the buffer ran dry before the row was full: drop it, as published
+            return
+        stats.n_rows += 1
+        stats.n_tokens += row_len
+        yield np.concatenate(parts)
+
+
+def documents_of(tokens: np.ndarray, eot: int, chunk: int = 1 << 24) -> Iterator[np.ndarray]:
+    """The documents of a flat shard (each followed by `eot`, shards.py), without their EOT; read in
+    chunks so a memmap of any size streams."""
+    carry = np.zeros(0, dtype=tokens.dtype)
+    for lo in range(0, len(tokens), chunk):
+        block = np.concatenate([carry, tokens[lo : lo + chunk]])
+        ends = np.flatnonzero(block == eot)
+        start = 0
+        for end in ends:
+            if end > start:  # an empty document (EOT right after EOT) has nothing to pack
+                yield block[start:end]
+            start = end + 1
+        carry = block[start:]
+    if len(carry):
+        yield carry

@@ -37,6 +37,9 @@ class RunPlan:
     C_budget: float | None  # the budget asked for (flops mode)
     steps: int
     batch_tokens: int
+    # the D of the lr transfer: in flops mode the tokens C / F before rounding to whole batches (int(C / F), as
+    # the published code takes it), else D
+    D_target: int
 
 
 def plan_run(cfg: TrainConfig) -> RunPlan:
@@ -49,10 +52,12 @@ def plan_run(cfg: TrainConfig) -> RunPlan:
     batch_tokens = cfg.budget.batch_size * cfg.model.seq_len
     if budget.mode == "flops":
         D, steps = accounting.tokens_for_budget(budget.compute_flops, F, batch_tokens)
+        D_target = int(budget.compute_flops / F)
     else:
         wanted = budget.tokens if budget.mode == "tokens" else budget.tokens_per_param * counts.N
         steps = max(1, round(wanted / batch_tokens))
         D = steps * batch_tokens
+        D_target = D
     return RunPlan(
         N_once=counts.N_once,
         N_rec=counts.N_rec,
@@ -65,6 +70,7 @@ def plan_run(cfg: TrainConfig) -> RunPlan:
         C_budget=budget.compute_flops if budget.mode == "flops" else None,
         steps=steps,
         batch_tokens=batch_tokens,
+        D_target=D_target,
     )
 
 

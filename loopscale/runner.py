@@ -44,7 +44,8 @@ def _base_record(cfg: TrainConfig, plan: RunPlan, run_dir: Path) -> dict[str, An
         "n_coda": m.n_coda,
         "bptt_k": m.bptt_k,
         "injection": m.injection,
-        "vocab_size": m.vocab_size,
+        "vocab_size": m.vocab_size,  # the true vocabulary: the softmax runs over these ids
+        "vocab_padded": m.padded_vocab_size,  # rows of the embedding and head (the matmul's shape)
         "seq_len": m.seq_len,
         "N_once": plan.N_once,
         "N_rec": plan.N_rec,
@@ -291,6 +292,7 @@ def _fit_run(
                 batch_tokens=plan.batch_tokens,
                 flops_per_token=plan.F,
                 causal_flops_per_token=causal_flops_per_token(cfg.model),
+                target_tokens=plan.D_target,
             ),
         )
         record.update(module.optimizer_record)

@@ -27,9 +27,12 @@ def lr_multiplier(step: int, total_steps: int, optim: OptimConfig, decay_start: 
     """Multiplier of the peak lr for optimizer step `step` (0-based) of `total_steps`.
 
     The warmup is optim.warmup_steps steps when set, else warmup_frac x total_steps.
-    linear:   ramp 0 -> 1 over the warmup, then straight down to final_lr_frac at the last step.
-    wsd:      ramp, hold at 1, then cool down to final_lr_frac over the last decay_frac of the steps
-              (or from `decay_start` when a forked branch gives it), linearly or as 1 - sqrt(progress).
+    linear:   ramp 0 -> 1 over the warmup, then straight down towards final_lr_frac, which it would reach at
+              step total_steps (one past the last): 1 - (1 - final) (step - warmup) / (total - warmup), the
+              published schedule (1 - 0.9 i / steps with no warmup).
+    wsd:      ramp, hold at 1, then cool down towards final_lr_frac over the last decay_frac of the steps
+              (or from `decay_start` when a forked branch gives it), linearly or as 1 - sqrt(progress), with
+              the same end as linear.
     constant: ramp, then hold.
     """
     n_warmup = warmup_steps(total_steps, optim.warmup_frac, optim.warmup_steps)
@@ -39,7 +42,7 @@ def lr_multiplier(step: int, total_steps: int, optim: OptimConfig, decay_start: 
     if optim.schedule == "constant":
         return 1.0
     if optim.schedule == "linear":
-        span = max(1, total_steps - 1 - n_warmup)
+        span = max(1, total_steps - n_warmup)
         progress = min(1.0, (step - n_warmup) / span)
         return 1.0 - (1.0 - final) * progress
     # wsd
@@ -48,7 +51,7 @@ def lr_multiplier(step: int, total_steps: int, optim: OptimConfig, decay_start: 
     decay_start = max(decay_start, n_warmup)
     if step < decay_start:
         return 1.0
-    span = max(1, total_steps - 1 - decay_start)
+    span = max(1, total_steps - decay_start)
     progress = min(1.0, (step - decay_start) / span)
     shape = math.sqrt(progress) if optim.decay_shape == "sqrt" else progress
     return 1.0 - (1.0 - final) * shape

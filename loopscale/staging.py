@@ -9,6 +9,7 @@ leftovers of dead processes on this host are swept the next time the same key is
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import json
 import os
@@ -96,3 +97,20 @@ def ensure_content_hash(root: Path, meta: dict, files: list[Path], meta_file: st
     except OSError:
         pass
     return meta[CONTENT_KEY]
+
+
+@contextlib.contextmanager
+def full_disk_as_data_error(data_dir: Path, what: str) -> Iterator[None]:
+    """A full disk while `what` (building a cache folder in `data_dir`) becomes one DataError line; the
+    staging folder is gone by then (staging_folder removes it)."""
+    from loopscale.corpus import DataError
+
+    try:
+        yield
+    except OSError as err:
+        if err.errno not in (errno.ENOSPC, errno.EDQUOT):
+            raise
+        raise DataError(
+            f"no space left on the device of data_dir={str(data_dir)!r} while {what}; free space there or "
+            "point data.data_dir elsewhere (nothing was left behind)"
+        ) from None

@@ -45,7 +45,7 @@ def test_lrs_equal_the_published_formulas(size, d, B, D, r):
         "matrix": 0.014 * batch * (D / D_REF[r]) ** -0.32,
         "head": 0.004 * width * batch,
         "embedding": 0.3 * width * batch,
-        "norm": 0.005 * width * batch,
+        "norm": 0.005 * width,  # published: no batch factor on the norm (and hyper) lrs
     }
     got = lrs_for(cfg, B, D, MUONH)
     assert got.keys() == expected.keys()
@@ -55,10 +55,9 @@ def test_lrs_equal_the_published_formulas(size, d, B, D, r):
 
 def test_hyper_scalars_get_their_own_lr_and_transfer_none_keeps_the_base_lrs():
     cfg = accounting.paper_model(10, 4, "hyper")
-    # the reference has the run's injection: 2-4-2 with hyper lanes instead of the linear matrix, whose
-    # r (K^2 + 2 K) = 4 x 8 scalars count r times (r x (block + injection))
-    d_ref = 10 * (19_667_840 + 4 * 19_665_920 + 4 * 32)
-    assert d_ref_tokens(cfg) == d_ref
+    # the reference is the published one for every looped recipe: 2-4-2 with the concat matrix, not hyper lanes
+    d_ref = D_REF[4]
+    assert d_ref_tokens(cfg) == d_ref == d_ref_tokens(accounting.paper_model(10, 4))
     got = lrs_for(cfg, 2**18, 10 * d_ref, MUONH)
     assert math.isclose(got["hyper"], 0.01, rel_tol=1e-12)  # d = 640 and B = 2^18: no factor
     assert math.isclose(got["matrix"], 0.014 * 10**-0.32, rel_tol=1e-12)

@@ -36,13 +36,14 @@ def test_notebook_executes_on_the_fixture(tmp_path, monkeypatch):
     outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
     assert not [o for o in outputs if o.output_type == "error"]
     images = [o for o in outputs if "image/png" in o.get("data", {})]
-    # collapse, profile, residuals, iso-FLOP, compute-optimal, delta-phi, joint delta-phi
-    assert len(images) == 7
+    # collapse, profile, residuals, iso-FLOP, compute-optimal, advice, delta-phi, joint delta-phi
+    assert len(images) == 8
     html = "".join(o.get("data", {}).get("text/html", "") for o in outputs)
     assert "phi" in html and "ci95_low" in html  # the parameter table rendered
     assert "width_ratio" in html and "lr_p_value" in html  # the joint fit's delta-phi table
     markdown = "".join(o.get("data", {}).get("text/markdown", "") for o in outputs)
     assert "shared-parameter check" in markdown
+    assert "best: r = " in markdown and "break-even at C = " in markdown  # the advice section
     probe = "".join(o.get("text", "") for o in nb.cells[-1].outputs).split("\n")
     assert probe[0] == sys.prefix  # the kernel is this venv's Python
     assert probe[1] == repr([str(FIXTURE / "fit.hyper.json")])

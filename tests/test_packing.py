@@ -14,7 +14,7 @@ from data_fixtures import cache_entries, pack_offline
 from loopscale.config import DataConfig
 from loopscale.corpus import load_documents
 from loopscale.packed import iter_rows, open_packed
-from loopscale.packing import PackStats, pack_rows
+from loopscale.packing import PackStats, pack_rows, pack_rows_cropped
 from loopscale.shards import split_documents
 from loopscale.tokenizer import load_tokenizer
 
@@ -123,6 +123,35 @@ def test_data_pack_cli_writes_exactly_the_best_fit_rows_of_the_corpus(tmp_path):
     first = packed.train.read(0, 5)[0]
     again, _ = pack_offline(data_dir, T, *args)  # cache hit: the same folder, not rebuilt
     assert again == root and np.array_equal(open_packed(again).train.read(0, 5)[0], first)
+
+
+def test_data_pack_published_fills_every_row_and_records_the_method(tmp_path):
+    """`data pack --packing published`: every row full (no padding), the same rows as pack_rows_cropped of the
+    train documents, a set of its own beside the best-fit one, and meta.json saying how it was packed."""
+    corpus = tmp_path / "docs.jsonl"
+    _text_corpus(corpus)
+    data_dir, T = tmp_path / "cache", 64
+    args = ["--source", "text", "--path", str(corpus), "--tokenizer", "gpt2", "--num-proc", "1"]
+    root, out = pack_offline(data_dir, T, *args, "--packing", "published")
+    best_fit_root, _ = pack_offline(data_dir, T, *args)
+    assert root != best_fit_root
+    packed = open_packed(root)
+    assert packed.meta["packing"]["method"] == "published"
+    assert open_packed(best_fit_root).meta["packing"]["method"] == "bos-best-fit"
+    cfg = DataConfig(source="text", path=str(corpus), tokenizer="gpt2")
+    docs = load_documents(cfg)
+    train_idx, _ = split_documents(len(docs), cfg.val_fraction, cfg.split_seed)
+    tok = load_tokenizer("gpt2")
+    ids = [np.asarray(e.ids) for e in tok.encode_batch([docs[int(i)]["text"] for i in train_idx])]
+    stats = PackStats()
+    expected = Counter(tuple(r.tolist()) for r in pack_rows_cropped(ids, T + 1, 50256, 1000, stats))
+    written = Counter()
+    for tokens, n_tokens in iter_rows(packed.train, 100):
+        assert (n_tokens == T + 1).all()  # every row full
+        written.update(tuple(row.tolist()) for row in tokens)
+    assert written == expected and stats.n_pad == 0
+    assert packed.meta["splits"]["train"]["kept_share"] == pytest.approx(stats.kept_share) and stats.kept_share < 1
+    assert f"kept {stats.kept_share:.1%} of the tokens" in out
 
 
 def test_pack_cli_errors_are_one_usage_line(tmp_path):

@@ -16,7 +16,7 @@ VOCAB, T = 128, 16
 
 def _small(r: int, **kw) -> ModelConfig:
     """tiny_model with one prelude and one coda layer around a 6-layer effective depth."""
-    return tiny_model(r, vocab_size=VOCAB, seq_len=T, n_prelude=1, n_coda=1, depth=6, **kw)
+    return tiny_model(r, **{"vocab_size": VOCAB, "seq_len": T, "n_prelude": 1, "n_coda": 1, "depth": 6, **kw})
 
 
 def block_input_dtypes(cfg: ModelConfig) -> dict[str, set[torch.dtype]]:
@@ -61,7 +61,33 @@ def test_matmuls_run_in_bf16_under_autocast():
     cfg = _small(r=4)
     model = LoopedTransformer(cfg)
     out_dtypes = []
-    model.recurrent[0].attn.qkv.register_forward_hook(lambda mod, args, out: out_dtypes.append(out.dtype))
+    model.recurrent[0].attn.q.register_forward_hook(lambda mod, args, out: out_dtypes.append(out.dtype))
     with torch.autocast("cpu", dtype=torch.bfloat16):
         model(torch.randint(0, VOCAB, (2, T)))
     assert out_dtypes and set(out_dtypes) == {torch.bfloat16}
+
+
+def test_logits_and_loss_are_fp32_over_the_true_vocabulary_under_autocast():
+    """As published: the head's matmul runs in bf16, then the logits are cut to the true vocabulary and
+    soft-capped in fp32 (bf16 tanh near the cap loses the ordering of large logits)."""
+    cfg = _small(r=2, vocab_size=100, logit_softcap=15.0)  # padded to 128
+    model = LoopedTransformer(cfg)
+    idx = torch.randint(0, 100, (2, T))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        logits = model(idx)
+        loss = model(idx, idx)
+    assert logits.dtype == torch.float32 and logits.shape[-1] == 100
+    assert loss.dtype == torch.float32
+
+
+@pytest.mark.parametrize("injection", ["concat", "hyper"])
+def test_published_precision_keeps_the_published_dtypes(injection):
+    """model.precision=published: the recurrent block's input (the injection's output, or the hyper read-out)
+    comes in autocast's bf16, the prelude still gets the fp32 embedding stream, and the RoPE tables are bf16."""
+    cfg = _small(r=4, injection=injection, precision="published")
+    seen = block_input_dtypes(cfg)
+    assert seen["prelude.0"] == {torch.float32}
+    assert seen["recurrent.0"] == {torch.bfloat16}
+    assert LoopedTransformer(cfg).rope_cos.dtype == torch.bfloat16
+    default = block_input_dtypes(_small(r=4, injection=injection))
+    assert default["recurrent.0"] == {torch.float32}

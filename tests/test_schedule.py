@@ -27,11 +27,22 @@ def test_wsd_cooldown_shape_and_endpoints():
     assert start == 40
     mult = [lr_multiplier(s, total, opt) for s in range(total)]
     assert mult[4] == 1.0 and mult[39] == 1.0 and mult[start] == 1.0  # cooldown starts at the peak
-    assert mult[-1] == 0.0  # ... and ends at final_lr_frac on the last step
-    # linear: 1 - progress, progress = (s - start) / (total - 1 - start)
-    assert mult[45] == pytest.approx(1 - 5 / 9)
+    # ... and would reach final_lr_frac at step `total`, one past the last (the published end): the last step
+    # runs at 1 / 10 of the peak here. linear: 1 - progress, progress = (s - start) / (total - start)
+    assert mult[-1] == pytest.approx(1 / 10)
+    assert mult[45] == pytest.approx(1 - 5 / 10)
     sqrt_opt = OptimConfig(schedule="wsd", warmup_steps=5, decay_frac=0.2, final_lr_frac=0.0, decay_shape="sqrt")
-    assert lr_multiplier(45, total, sqrt_opt) == pytest.approx(1 - math.sqrt(5 / 9))
+    assert lr_multiplier(45, total, sqrt_opt) == pytest.approx(1 - math.sqrt(5 / 10))
+
+
+@pytest.mark.parametrize("steps", [1, 2, 7, 1000, 3761])
+def test_linear_schedule_is_the_published_one(steps):
+    """optim=muonh's schedule: no warmup, multiplier 1 - 0.9 i / steps at step i (the published code's
+    linear warmdown to 0.1 over the whole run), exactly."""
+    opt = OptimConfig(schedule="linear", warmup_frac=0.0, final_lr_frac=0.1)
+    for i in sorted({0, 1, steps // 2, steps - 2, steps - 1} - {-1}):
+        if 0 <= i < steps:
+            assert lr_multiplier(i, steps, opt) == pytest.approx(1 - 0.9 * i / steps, rel=1e-12, abs=0)
 
 
 @pytest.mark.parametrize("shape", ["linear", "sqrt"])

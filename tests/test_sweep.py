@@ -80,7 +80,8 @@ def test_experiment_composes_to_a_valid_config(experiment):
             "packed",
             "KristianS7/prepacked-fineweb-edu-llama2-32K-T2048",
         )
-        assert (cfg.data.vocab_size, cfg.data.val_rows, cfg.data.allow_repeat) == (32_064, 34_560, False)
+        # the published vocabulary, 32,001 ids; the model pads its embedding and head to 32,064 rows
+        assert (cfg.data.vocab_size, cfg.data.val_rows, cfg.data.allow_repeat) == (32_001, 34_560, False)
         assert (cfg.optim.optimizer, cfg.model.init, cfg.model.logit_softcap) == ("muonh", "paper", 15.0)
     else:
         assert (cfg.model.l_eff, cfg.model.n_prelude, cfg.model.n_coda) == (12, 2, 2)

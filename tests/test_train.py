@@ -35,6 +35,8 @@ def test_tiny_run_learns_and_records_consistent_numbers(tmp_path, data_dir):
     assert math.isclose(record["C"], record["F"] * record["D"], rel_tol=1e-12)
     assert record["N"] == record["N_once"] + record["N_rec"]
     assert record["step"] == record["steps"]
+    # the true vocabulary (the softmax's) and the padded one (the embedding's and head's rows)
+    assert record["vocab_padded"] == -(-record["vocab_size"] // 64) * 64 == record["embedding"] // record["width"]
     for key in (
         "r",
         "variant",

@@ -72,4 +72,6 @@ def test_linear_schedule_warms_up_then_decays_to_the_final_fraction():
     lrs = [lr_multiplier(s, 100, optim) for s in range(100)]
     assert lrs[0] == pytest.approx(0.1) and lrs[9] == pytest.approx(1.0)
     assert all(a >= b for a, b in zip(lrs[9:], lrs[10:]))
-    assert lrs[-1] == pytest.approx(0.1)
+    # after the 10-step warmup the multiplier is 1 - 0.9 (s - 10) / 90: it would reach 0.1 at step 100, one
+    # past the last, as the published schedule does, so the last step runs at 0.1 + 0.9 / 90
+    assert lrs[10] == pytest.approx(1.0) and lrs[-1] == pytest.approx(0.1 + 0.9 / 90)

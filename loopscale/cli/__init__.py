@@ -14,7 +14,7 @@ import importlib
 import sys
 
 # Module names under loopscale.cli, in the order they appear in --help.
-SUBCOMMANDS = ["params", "data", "sweep", "collect", "fit", "plot", "plan", "demo"]
+SUBCOMMANDS = ["params", "data", "sweep", "collect", "fit", "advise", "plot", "plan", "demo"]
 
 
 class UsageError(Exception):

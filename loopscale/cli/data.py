@@ -1,6 +1,7 @@
 """`loopscale data prepare`: tokenize a corpus into cached token shards (loopscale/shards.py).
-`loopscale data pack`: the same, then BOS-prepended best-fit packing into parquet rows of T + 1 tokens
-(loopscale/packed.py), the format the published runs read.
+`loopscale data pack`: the same, then BOS-prepended packing into parquet rows of T + 1 tokens (loopscale/packed.py),
+the format the published runs read: best fit with padding (every token kept) or, with --packing published, full
+rows with documents cropped, as the published set was packed.
 
     loopscale data prepare                                  # Shakespeare, byte-level BPE 2048
     loopscale data prepare --source text --path notes/ --tokenizer gpt2
@@ -8,6 +9,7 @@
         --streaming --max-documents 100000 --vocab-size 32768
 
     loopscale data pack --seq-len 256                       # Shakespeare packed for T = 256
+    loopscale data pack --seq-len 256 --packing published   # full rows, documents cropped (as published)
     loopscale data pack --source text --path notes/ --tokenizer path/to/tokenizer.json --seq-len 2048
 
 Prints where the shards (rows) are and their counts. A second run with the same options is instant.
@@ -43,6 +45,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     _corpus_arguments(p)
     p.add_argument("--seq-len", type=int, required=True, help="T: rows hold T + 1 tokens (the model's seq_len)")
+    p.add_argument(
+        "--packing",
+        choices=["best_fit", "published"],
+        default=_DEFAULTS.packing,
+        help="best_fit: every token kept, row ends padded (default); published: every row full, documents "
+        "cropped, as the published set was packed",
+    )
     p.set_defaults(func=run_pack)
 
 
@@ -109,6 +118,6 @@ def run_pack(args: argparse.Namespace) -> int:
         print(
             f"  {split:<5}       {info['rows']:,} rows from {info['documents']:,} documents "
             f"({info['split_documents']:,} split), {info['tokens']:,} tokens, "
-            f"padding {info['waste_share']:.3%}"
+            f"padding {info['waste_share']:.3%}, kept {info.get('kept_share', 1.0):.1%} of the tokens"
         )
     return 0

@@ -17,6 +17,7 @@ Figures (each function returns a matplotlib Figure; `save_all` writes them as PN
     delta_phi        phi per recipe variant and its difference from the first, with 95% intervals
                      (for a joint fit, `joint_delta_phi`: the joint delta-phi next to the separate fits')
     compute_optimal  N* and D* vs C for each r, with the best run at each budget
+    advice_figure    `loopscale advise`: loss vs unique parameters at a budget per r, constraints, the choice
 
 The modules, bottom to top:
     inputs      the runs table and the fit's numbers per row (read_table, rows_for_fit, predicted_loss, ...)
@@ -25,12 +26,14 @@ The modules, bottom to top:
     single_fit  the figures of one fit
     recipes     the figures that compare recipes (delta_phi, joint_delta_phi) and recipe_fit
     registry    which figures apply (figures, FIGURE_NAMES) and writing them (save_all, plot_fit)
+    advice      the figure of `loopscale advise` (from an Advice, not from a runs table)
 Every public name is re-exported here, so `from loopscale.plots import X` reaches all of them.
 """
 
 from __future__ import annotations
 
 from ..fit_result import FitResult, load_fit
+from .advice import advice_figure
 from .curves import collapse_coordinates, collapse_spread, compute_optimal_curve, law_line
 from .inputs import (
     LAW_INPUTS,
@@ -54,6 +57,7 @@ __all__ = [
     "LAW_INPUTS",
     "REQUIRED_COLUMNS",
     "FitResult",
+    "advice_figure",
     "as_looped_table",
     "budgets",
     "collapse",
