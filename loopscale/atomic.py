@@ -25,20 +25,43 @@ FILE_MODE = 0o666  # before the umask, as open() creates files (0644 under the u
 
 
 @contextlib.contextmanager
-def atomic_path(path: Path | str) -> Iterator[Path]:
-    """Yield a temporary path beside `path`; on a clean exit move it onto `path`, else delete it."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.stem}.{secrets.token_hex(4)}.tmp{path.suffix}")
-    # created here with the umask applied (mkstemp would make it 0600); writers reopen it by name
-    os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE))
-    try:
+def atomic_path(path: Path | str, follow_symlinks: bool = False) -> Iterator[Path]:
+    """Yield a temporary path beside `path`; on a clean exit move it onto `path`, else delete it.
+
+    A symlink at `path` is replaced by the file unless `follow_symlinks`, which writes its target instead
+    (what a user expects of a `--out` they linked themselves; never for files in a shared runs dir, where a
+    planted link would redirect the write)."""
+    path = Path(os.path.realpath(path)) if follow_symlinks else Path(path)
+    with _temporary(path) as tmp:
         yield tmp
         _fsync(tmp)
         os.replace(tmp, path)
-    except BaseException:
+
+
+@contextlib.contextmanager
+def atomic_paths(*paths: Path | str) -> Iterator[list[Path]]:
+    """Several outputs replaced together or not at all: yield a temporary path beside each; when the block
+    ends cleanly and every temporary file is on disk, rename each onto its destination (renames need no
+    space, so a full disk fails before any destination changes); otherwise delete them all."""
+    with contextlib.ExitStack() as stack:
+        temps = [stack.enter_context(_temporary(Path(p))) for p in paths]
+        yield temps
+        for tmp in temps:
+            _fsync(tmp)
+        for tmp, path in zip(temps, paths):
+            os.replace(tmp, path)
+
+
+@contextlib.contextmanager
+def _temporary(path: Path) -> Iterator[Path]:
+    """A fresh temporary file beside `path`, removed on the way out unless it was renamed."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.stem}.{secrets.token_hex(4)}.tmp{path.suffix}")
+    os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE))
+    try:
+        yield tmp
+    finally:
         tmp.unlink(missing_ok=True)
-        raise
 
 
 def _fsync(path: Path) -> None:

@@ -74,3 +74,25 @@ def add_user_dirs(search_path) -> None:
         return
     for user_dir in user_config_dirs():
         search_path.prepend(provider=ENV_VAR, path=f"file://{user_dir}", anchor=SearchPathQuery(provider="main"))
+
+
+def save_job_config(run_dir: Path, task_cfg) -> None:
+    """Write what Hydra writes into a job's `.hydra/` (config.yaml, hydra.yaml, overrides.yaml), but only
+    once the launch has claimed the run dir: train.yaml turns Hydra's own early write off
+    (hydra.output_subdir: null), so a refused relaunch (another config, running elsewhere) leaves the run's
+    record of what it trains untouched. Nothing outside a Hydra job (the demo, a notebook)."""
+    from hydra.core.hydra_config import HydraConfig
+    from omegaconf import DictConfig, OmegaConf
+
+    from loopscale.atomic import write_text_atomic
+
+    if not (isinstance(task_cfg, DictConfig) and HydraConfig.initialized()):
+        return
+    hydra_cfg = HydraConfig.get()
+    folder = Path(run_dir) / ".hydra"
+    for name, node in (
+        ("config.yaml", task_cfg),
+        ("hydra.yaml", OmegaConf.create({"hydra": hydra_cfg})),
+        ("overrides.yaml", hydra_cfg.overrides.task),
+    ):
+        write_text_atomic(folder / name, OmegaConf.to_yaml(node))

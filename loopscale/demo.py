@@ -182,6 +182,8 @@ def _train(jobs, vocab_size: int, workers: int, threads: int, console) -> list:
     columns = [TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()]
     with Progress(*columns, TimeRemainingColumn(), console=console) as progress:
         task = progress.add_task("jobs", total=len(todo))
+        # a failed or diverged job stops the pool and the demo (local_workers.JobFailed), as it should:
+        # a fit without it would be a fit of another grid
         for cfg, record, wall_s in train_in_workers(todo, workers, threads):
             if record.get("status") not in ("done", None) and not record.get("branches"):
                 progress.console.print(f"  {cfg.run_name:<22} {record['status']}: {record.get('reason')}")
@@ -196,6 +198,8 @@ def _collect(out: Path, sweep_dir: Path):
     from loopscale.records import collect, runs_table, write_runs_table
 
     rows, problems = collect(sweep_dir)
+    if not rows:
+        raise ValueError(f"no finished runs to fit in {sweep_dir} ({len(problems)} not done)")
     table = runs_table(rows)
     runs_csv = out / "runs.csv"
     write_runs_table(table, problems, runs_csv)

@@ -50,7 +50,7 @@ from .optimize import (
     same_basin,
 )
 from .starts import SCREEN_ROWS, classic_grid, projected_starts, screen_starts, screen_subsample
-from .tables import budget_clusters, budget_column
+from .tables import budget_clusters, budget_column, table_warnings
 from .uncertainty import (
     CHI2_1_95,
     bootstrap,
@@ -143,6 +143,7 @@ def fit_table(
     loss = loss or Loss()
     data = law_data_from_table(table, law)
     result, state = fit_law(data, law, loss, seed, n_refine)
+    result.warnings.extend(table_warnings(table, law))  # repeated rows, impossible magnitudes
     if n_bootstrap > 0:
         labels = None
         if cluster is not None:

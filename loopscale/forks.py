@@ -43,26 +43,29 @@ from loopscale.planning import (
     plan_run,
     run_dir_of,
 )
-from loopscale.records import PARENT_FILE, is_finished, read_record
+from loopscale.records import PARENT_FILE, RUN_FILE, is_finished, read_record, read_record_or_none
 from loopscale.runner import fit_run, launching_rank, run_dir_lock, running_elsewhere
 
 log = logging.getLogger("loopscale.forks")
 
 
-def run_forks(cfg: TrainConfig) -> dict[str, Any]:
+def run_forks(cfg: TrainConfig, task_cfg=None) -> dict[str, Any]:
     """Run (or resume, or skip) the parent and the branches of one model that cfg.budget.fork_stage asks
     for; return the parent's record with the branches' records under "branches".
 
     Resumable at every stage: a finished branch is skipped, an interrupted one resumes from its own
     last.ckpt, the parent is (re)run only while some wanted branch has neither a checkpoint of its own nor
     its fork checkpoint. A failed or diverged branch is recorded and the others still run; the first such
-    error is raised at the end."""
-    from loopscale.identity import claim
+    error is raised at the end. `task_cfg`: Hydra's composed config, saved into the parent dir's .hydra/
+    once that dir is claimed."""
+    from loopscale.config_dirs import save_job_config
+    from loopscale.identity import DATA_FIELD, claim
+    from loopscale.run_data import open_run_data
     from loopscale.runlock import RunLocked
-    from loopscale.shards import prepare
 
-    prepared = prepare(cfg.data, progress=cfg.trainer.progress)
-    cfg = with_vocab(cfg, prepared.vocab_size)
+    run_data = open_run_data(cfg.data, cfg.model.seq_len, progress=cfg.trainer.progress)
+    cfg = with_vocab(cfg, run_data.vocab_size)
+    data = {DATA_FIELD: run_data.content_sha256}  # every claim below: the same config on the same data
     plan = plan_forks(cfg)
     parent_dir = run_dir_of(cfg)
     stage = cfg.budget.fork_stage
@@ -71,14 +74,15 @@ def run_forks(cfg: TrainConfig) -> dict[str, Any]:
     # when its turn comes (_run_branch)
     parent_cfg = parent_config(cfg, plan)
     if launching_rank():
-        claim(parent_dir, parent_cfg, restart=cfg.restart, record_file=PARENT_FILE)
+        claim(parent_dir, parent_cfg, restart=cfg.restart, record_file=PARENT_FILE, data=data)
+        save_job_config(parent_dir, task_cfg)
 
     def needs_fork(branch: Branch) -> bool:
         branch_dir = run_dir_of(branch_config(cfg, plan, branch))
         done = is_finished(branch_dir) or (branch_dir / CHECKPOINT).exists()
         return not (done or _fork_ckpt(parent_dir, branch).exists())
 
-    parent_record = read_record(parent_dir, PARENT_FILE)
+    parent_record = read_record_or_none(parent_dir / PARENT_FILE)  # a garbage record: the parent resumes
     parent_done = parent_record is not None and parent_record.get("status") == "done"
     missing = [b for b in wanted if needs_fork(b)]
     if stage == "parent" or missing:
@@ -96,13 +100,13 @@ def run_forks(cfg: TrainConfig) -> dict[str, Any]:
             parent_record = _train_parent(cfg, plan, parent_cfg, parent_dir)
         except RunLocked as err:  # another job trains this parent: its branches are that job's
             return running_elsewhere(err, parent_dir)
-    records, first_error = _run_branches(cfg, plan, wanted, parent_dir)
+    records, first_error = _run_branches(cfg, plan, wanted, parent_dir, data)
     if first_error is not None:
         raise first_error
     return {**(parent_record or {}), "branches": records}
 
 
-def _run_branches(cfg: TrainConfig, plan: ForkPlan, wanted: list[Branch], parent_dir):
+def _run_branches(cfg: TrainConfig, plan: ForkPlan, wanted: list[Branch], parent_dir, data: dict):
     """Each wanted branch in turn: its record (or the lock holder's, when another job trains it), and the
     first error of a branch that failed or belongs to another config (the others still run)."""
     from loopscale.identity import IdentityMismatch
@@ -112,7 +116,7 @@ def _run_branches(cfg: TrainConfig, plan: ForkPlan, wanted: list[Branch], parent
     for branch in wanted:
         branch_dir = run_dir_of(branch_config(cfg, plan, branch))
         try:
-            records.append(_run_branch(cfg, plan, branch, parent_dir))
+            records.append(_run_branch(cfg, plan, branch, parent_dir, data))
         except RunLocked as err:
             records.append(running_elsewhere(err, branch_dir))
         except IdentityMismatch as err:  # another config's branch: not touched, not ours to report as done
@@ -121,7 +125,7 @@ def _run_branches(cfg: TrainConfig, plan: ForkPlan, wanted: list[Branch], parent
         except Exception as err:  # recorded in the branch's run.json by fit_run; the other branches go on
             log.error("branch %s failed: %s", branch_dir, err)
             first_error = first_error or err
-            records.append(read_record(branch_dir))
+            records.append(read_record_or_none(branch_dir / RUN_FILE))
     return records, first_error
 
 
@@ -172,7 +176,7 @@ def _train_parent(cfg: TrainConfig, plan: ForkPlan, parent_cfg: TrainConfig, par
         )
 
 
-def _run_branch(cfg: TrainConfig, plan: ForkPlan, branch: Branch, parent_dir: Path) -> dict[str, Any]:
+def _run_branch(cfg: TrainConfig, plan: ForkPlan, branch: Branch, parent_dir: Path, data: dict) -> dict[str, Any]:
     """One branch under its own lock: its record if finished, else trained from its fork checkpoint (or
     resumed from its own last.ckpt). RunLocked, IdentityMismatch and training errors propagate."""
     from loopscale.identity import claim
@@ -182,7 +186,7 @@ def _run_branch(cfg: TrainConfig, plan: ForkPlan, branch: Branch, parent_dir: Pa
     assert plan_run(branch_cfg).steps == branch.steps
     with run_dir_lock(branch_dir):
         if launching_rank():
-            claim(branch_dir, branch_cfg, restart=cfg.restart)
+            claim(branch_dir, branch_cfg, restart=cfg.restart, data=data)
         if is_finished(branch_dir):
             return read_record(branch_dir)
         start = _fork_ckpt(parent_dir, branch)

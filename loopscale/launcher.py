@@ -25,8 +25,10 @@ from __future__ import annotations
 import copy
 import logging
 import math
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig, open_dict
@@ -138,8 +140,36 @@ def check_slurm_params(params: dict[str, Any], layout: JobLayout) -> dict[str, A
     return out
 
 
+class UnsafeSubmititFolder(ValueError):
+    """submitit's folder could be written by another user, who could then run code as the submitting one."""
+
+
+def check_submitit_folder(folder: Any) -> None:
+    """submitit unpickles the job files in its folder at every job start and requeue: a folder (or a folder
+    above it) that another user may write lets that user run code as you. Refuse one that is group- or
+    world-writable without the sticky bit, or owned by someone else; create the folder itself private
+    (0700). The default (launcher/*.yaml) is ~/.loopscale/submitit, outside the shared runs dir."""
+    if not folder:
+        return
+    parts = Path(str(folder)).expanduser().parts
+    base = Path(*parts[: next((i for i, p in enumerate(parts) if "%" in p), len(parts))])
+    base.mkdir(mode=0o700, parents=True, exist_ok=True)
+    for path in (base, *base.resolve().parents):
+        st = path.stat()
+        shared = st.st_mode & 0o022 and not st.st_mode & 0o1000
+        if shared or st.st_uid not in (os.getuid(), 0):
+            who = "others can write it" if shared else f"it belongs to uid {st.st_uid}"
+            raise UnsafeSubmititFolder(
+                f"hydra.launcher.submitit_folder={folder}: {path} is not private ({who}), and submitit runs "
+                "the job files it finds there; use a folder only you can write (the default is "
+                "~/.loopscale/submitit, or set LOOPSCALE_SUBMITIT_DIR)"
+            )
+
+
 def compose_jobs(launcher, job_overrides: Sequence[Sequence[str]]) -> list[DictConfig]:
-    """Every job composed as the launcher will run it (~0.1 s a job)."""
+    """Every job composed as the launcher will run it (~0.1 s a job). Checks the submitit folder first
+    (check_submitit_folder)."""
+    check_submitit_folder(launcher.params.get("submitit_folder"))
     loader = launcher.hydra_context.config_loader
     return [loader.load_sweep_config(launcher.config, list(overrides)) for overrides in job_overrides]
 

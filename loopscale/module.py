@@ -31,7 +31,10 @@ class Diverged(RuntimeError):
 
     def __init__(self, step: int, loss: float):
         super().__init__(f"non-finite training loss {loss} at step {step}")
-        self.step = step
+        self.step, self.loss = step, loss
+
+    def __reduce__(self):  # pickled by worker pools: rebuilt from its own arguments, not from the message
+        return type(self), (self.step, self.loss)
 
 
 class InjectedFailure(RuntimeError):

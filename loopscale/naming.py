@@ -58,6 +58,12 @@ def budget_tag(mode: str, compute_flops: Any, tokens: Any, tokens_per_param: Any
     return f"R{short(tokens_per_param)}"
 
 
+def seed_tag(seed: Any) -> str:
+    """The run-name suffix of a seed: '' for seed 0 (run names from before seeds were named stay valid),
+    '-seed<N>' otherwise, so runs that differ only in their seed never share a run dir."""
+    return "" if int(seed) == 0 else f"-seed{int(seed)}"
+
+
 def _safe_name(field_name: str, value: Any) -> str:
     check_name(field_name, str(value))
     return str(value)
@@ -84,6 +90,7 @@ def register_resolvers() -> None:
         ("ls.point_width", lambda p: _parse_point(p)["d_model"]),
         ("ls.budget_tag", budget_tag),
         ("ls.ceil_half", lambda r: -(-int(r) // 2)),
+        ("ls.seed_tag", seed_tag),
         ("ls.safe_name", _safe_name),
         ("ls.fork_flops", lambda p: parse_fork_point(p)[0]),  # loopscale/conf/grid/cpu_wsd.yaml
         ("ls.fork_width", lambda p: parse_fork_point(p)[1]),

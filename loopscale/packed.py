@@ -27,7 +27,7 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
@@ -35,15 +35,17 @@ from typing import TYPE_CHECKING, Optional
 import numpy as np
 
 from loopscale.corpus import DataError, source_fingerprint
+from loopscale.packing import documents_of  # noqa: F401 (re-exported: it was defined here)
 from loopscale.published import (  # noqa: F401 (re-exported: they were defined here)
     HUB_HOST,
     HUB_PROBE_S,
+    footer_sha256,
     hub_cache_dir,
     hub_offline_flag,
     hub_reachable,
     locate_published,
 )
-from loopscale.staging import publish, staging_folder
+from loopscale.staging import CONTENT_KEY, content_sha256, ensure_content_hash, publish, staging_folder
 
 if TYPE_CHECKING:
     from loopscale.config import DataConfig
@@ -169,6 +171,12 @@ class PackedSet:
     def vocab_size(self) -> Optional[int]:
         return self.meta.get("tokenizer", {}).get("vocab_size")
 
+    @property
+    def content_sha256(self) -> str:
+        """What identifies the rows a run reads (its data identity): the hash of a set built here (every
+        file's bytes), or of the published set's parquet footers (open_packed)."""
+        return self.meta[CONTENT_KEY]
+
     def split(self, name: str) -> RowFiles:
         if name not in ("train", "val"):
             raise ValueError(f"split={name!r} must be 'train' or 'val'")
@@ -200,6 +208,11 @@ def open_packed(root: Path | str) -> PackedSet:
             raise DataError(
                 f"{root}: {split} holds {rows.n_rows} rows, {META_FILE} says {expected}; delete {root} and pack again"
             )
+    content = [root / "tokenizer.json", *files["train"], *files["val"]]
+    if meta.get("format") == FORMAT and content[0].is_file():  # built here: hash every byte, once
+        ensure_content_hash(root, meta, content, META_FILE)
+    else:  # the published set (hundreds of GB, not ours to write into): its footers, which hold every
+        meta = {**meta, CONTENT_KEY: footer_sha256([*files["train"], *files["val"]])}  # row group's stats
     return PackedSet(root=root, meta=meta, train=train, val=val)
 
 
@@ -221,23 +234,6 @@ def bos_id_of(tokenizer) -> int:
             "end-of-document token; packing needs one to mark where documents start"
         )
     return eot
-
-
-def documents_of(tokens: np.ndarray, eot: int, chunk: int = 1 << 24) -> Iterator[np.ndarray]:
-    """The documents of a flat shard (each followed by `eot`, shards.py), without their EOT; read in
-    chunks so a memmap of any size streams."""
-    carry = np.zeros(0, dtype=tokens.dtype)
-    for lo in range(0, len(tokens), chunk):
-        block = np.concatenate([carry, tokens[lo : lo + chunk]])
-        ends = np.flatnonzero(block == eot)
-        start = 0
-        for end in ends:
-            if end > start:  # an empty document (EOT right after EOT) has nothing to pack
-                yield block[start:end]
-            start = end + 1
-        carry = block[start:]
-    if len(carry):
-        yield carry
 
 
 def _row_table(rows: np.ndarray, n_tokens: np.ndarray):
@@ -349,6 +345,7 @@ def pack_key(prepared: PreparedData, seq_len: int, seed: int, packing: str = "be
 def pack(cfg: DataConfig, seq_len: int, progress: bool = True) -> PackedSet:
     """The packed set of `cfg`'s corpus and tokenizer at context T = seq_len, from the cache or built."""
     from loopscale.shards import prepare
+    from loopscale.staging import full_disk_as_data_error
     from loopscale.tokenizer import load_tokenizer
 
     if seq_len < 1:
@@ -366,10 +363,14 @@ def pack(cfg: DataConfig, seq_len: int, progress: bool = True) -> PackedSet:
         )
     tok = load_tokenizer(str(prepared.tokenizer_path))
     bos = bos_id_of(tok)
-    with staging_folder(data_dir, key) as staging:  # removed again if anything below raises
+    # the staging folder is removed again if anything below raises; a full disk is one line, as in `data prepare`
+    with full_disk_as_data_error(data_dir, f"packing {key}"), staging_folder(data_dir, key) as staging:
         splits = _pack_splits(prepared, bos, seq_len + 1, cfg, staging, progress)
         shutil.copy(prepared.tokenizer_path, staging / "tokenizer.json")
-        publish(staging, root, _pack_meta(cfg, prepared, key, seq_len, tok, bos, splits), META_FILE)
+        meta = _pack_meta(cfg, prepared, key, seq_len, tok, bos, splits)
+        names = ["tokenizer.json", *splits["train"]["files"], *splits["val"]["files"]]
+        meta[CONTENT_KEY] = content_sha256([staging / name for name in names])
+        publish(staging, root, meta, META_FILE)
     return open_packed(root)
 
 

@@ -215,3 +215,20 @@ def pack_rows_cropped(
         stats.n_rows += 1
         stats.n_tokens += row_len
         yield np.concatenate(parts)
+
+
+def documents_of(tokens: np.ndarray, eot: int, chunk: int = 1 << 24) -> Iterator[np.ndarray]:
+    """The documents of a flat shard (each followed by `eot`, shards.py), without their EOT; read in
+    chunks so a memmap of any size streams."""
+    carry = np.zeros(0, dtype=tokens.dtype)
+    for lo in range(0, len(tokens), chunk):
+        block = np.concatenate([carry, tokens[lo : lo + chunk]])
+        ends = np.flatnonzero(block == eot)
+        start = 0
+        for end in ends:
+            if end > start:  # an empty document (EOT right after EOT) has nothing to pack
+                yield block[start:end]
+            start = end + 1
+        carry = block[start:]
+    if len(carry):
+        yield carry

@@ -7,6 +7,7 @@ one line naming what to download. Reading the folder is packed.py's (`open_publi
 
 from __future__ import annotations
 
+import hashlib
 import os
 import socket
 import threading
@@ -86,3 +87,18 @@ def locate_published(cfg: DataConfig, progress: bool = True) -> Path:
     from huggingface_hub import snapshot_download
 
     return Path(snapshot_download(cfg.hf_name, repo_type="dataset", allow_patterns=patterns))
+
+
+def footer_sha256(files: list[Path]) -> str:
+    """sha256 over each parquet file's name, size and footer (schema, row groups with their sizes, offsets
+    and statistics): a change to any row group changes it, and it costs one small read per file."""
+    h = hashlib.sha256()
+    for path in files:
+        size = path.stat().st_size
+        with open(path, "rb") as f:
+            f.seek(max(0, size - 8))
+            tail = f.read(8)
+            footer_len = int.from_bytes(tail[:4], "little") if len(tail) == 8 and tail[4:] == b"PAR1" else 0
+            f.seek(max(0, size - 8 - footer_len))
+            h.update(f"{path.name}\0{size}\0".encode() + f.read())
+    return h.hexdigest()

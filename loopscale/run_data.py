@@ -28,6 +28,24 @@ class RunData:
     prepared: Optional[PreparedData] = None  # format=windows
     packed: Optional[PackedSet] = None  # format=packed
 
+    @property
+    def content_sha256(self) -> str:
+        """The data's content hash: part of the run's identity (identity.DATA_FIELD), so a run never resumes
+        on data that changed under it (a corpus edited, a cache rebuilt from other text)."""
+        return (self.packed or self.prepared).content_sha256
+
+
+def data_identity(data: DataConfig, seq_len: int, progress: bool = True) -> dict[str, str] | None:
+    """{identity.DATA_FIELD: content hash} of the data a run of this config reads (prepared / packed as
+    training will, cached), or None when it cannot be opened: the run then fails in fit_run, which records
+    why."""
+    from loopscale.identity import DATA_FIELD
+
+    try:
+        return {DATA_FIELD: open_run_data(data, seq_len, progress).content_sha256}
+    except Exception:
+        return None
+
 
 def open_run_data(data: DataConfig, seq_len: int, progress: bool = True) -> RunData:
     """Prepare / pack / locate the run's data (cached); fails before any model is built."""
@@ -51,10 +69,16 @@ def open_run_data(data: DataConfig, seq_len: int, progress: bool = True) -> RunD
 def data_record(run: RunData, data: DataConfig, steps: int, batch_rows: int, seq_len: int) -> dict:
     """What the run will read (for run.json); raises DataError when a packed set is too small."""
     if run.packed is None:
-        return {"format": "windows", "set": str(run.prepared.root), "train_tokens": run.prepared.n_train_tokens}
+        return {
+            "format": "windows",
+            "set": str(run.prepared.root),
+            "content_sha256": run.content_sha256,
+            "train_tokens": run.prepared.n_train_tokens,
+        }
     from loopscale.rows import check_rows, val_row_count
 
     record = check_rows(run.packed.train.n_rows, steps, batch_rows, seq_len, data.allow_repeat, str(run.packed.root))
+    record["content_sha256"] = run.content_sha256
     record["val_rows"] = val_row_count(run.packed, data.val_rows)
     record["waste_share"] = run.packed.meta.get("waste_share")
     return record

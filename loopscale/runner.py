@@ -16,8 +16,10 @@ from typing import Any
 
 from loopscale.config import TrainConfig, with_vocab
 from loopscale.planning import CHECKPOINT, RunPlan, plan_run
+from loopscale.signals import Terminated, stop_status, training_signals
 
 log = logging.getLogger("loopscale.train")  # the training log, whichever entry point trains
+STOP_REASONS = {"interrupted": "interrupted (Ctrl-C / SIGINT)", "terminated": "terminated (SIGTERM)"}
 
 
 def _base_record(cfg: TrainConfig, plan: RunPlan, run_dir: Path) -> dict[str, Any]:
@@ -209,7 +211,14 @@ def run_dir_lock(run_dir: Path):
     return RunLock(run_dir) if launching_rank() else contextlib.nullcontext()
 
 
-def fit_run(
+def fit_run(cfg: TrainConfig, run_dir: Path, **kwargs) -> dict[str, Any]:
+    """Train `cfg` in `run_dir` and write its record (keyword arguments: `_fit_run`'s). Ctrl-C and SIGTERM
+    stop it at once with a record saying "interrupted" / "terminated" (signals.py)."""
+    with training_signals():
+        return _fit_run(cfg, run_dir, **kwargs)
+
+
+def _fit_run(
     cfg: TrainConfig,
     run_dir: Path,
     *,
@@ -235,7 +244,7 @@ def fit_run(
     from loopscale.batching import device_batching
     from loopscale.checkpoint import newest_checkpoint
     from loopscale.compiling import recompile_limit_hits
-    from loopscale.identity import identity_hash, identity_of
+    from loopscale.identity import identity_hash, identity_of, stored_hash
     from loopscale.mfu import causal_flops_per_token
     from loopscale.module import Diverged, LoopedLM, StepAccounting
     from loopscale.run_data import data_record, make_datamodule, open_run_data
@@ -249,7 +258,8 @@ def fit_run(
         "sweep": cfg.sweep,
         "run_dir": str(run_dir),
         "point": cfg.point,
-        "identity": identity_hash(identity_of(cfg)),
+        # identity.json's hash (the config and its data's content hash; identity.py), which the record repeats
+        "identity": stored_hash(run_dir) or identity_hash(identity_of(cfg)),
         **(extra_record or {}),
     }
     trainer = module = None
@@ -330,11 +340,11 @@ def fit_run(
         record.update(status="diverged", reason=str(err), step=err.step)
         raise
     except BaseException as err:
-        record.update(
-            status="failed",
-            reason=f"{type(err).__name__}: {err}",
-            step=trainer.global_step if trainer is not None else 0,
-        )
+        stopped = stop_status(err)  # Ctrl-C or SIGTERM: said as such, not as a failure (signals.py)
+        reason = STOP_REASONS.get(stopped) or f"{type(err).__name__}: {err}"
+        record.update(status=stopped or "failed", reason=reason, step=trainer.global_step if trainer is not None else 0)
+        if stopped == "terminated" and not isinstance(err, Terminated):
+            raise Terminated() from err  # Lightning's own SIGTERMException exits 0
         raise
     else:
         wall = time.perf_counter() - started

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Optional
 import numpy as np
 
 from loopscale.corpus import DataError, load_documents, source_fingerprint
-from loopscale.staging import publish, staging_folder
+from loopscale.staging import CONTENT_KEY, content_sha256, ensure_content_hash, publish, staging_folder
 from loopscale.tokenizer import eot_id, gpt2_files, load_tokenizer, tokenizer_sha256, train_bpe
 
 if TYPE_CHECKING:
@@ -75,6 +75,11 @@ class PreparedData:
     @property
     def eot_id(self) -> Optional[int]:
         return self.meta["tokenizer"]["eot_id"]
+
+    @property
+    def content_sha256(self) -> str:
+        """The hash of the tokenizer and both token files: what a run trained on (its data identity)."""
+        return self.meta[CONTENT_KEY]
 
 
 # ------------------------------------------------------------------------------------------- dtype and key
@@ -307,7 +312,12 @@ def load_prepared(root: Path | str) -> PreparedData:
     for path, n in ((prepared.train_path, prepared.n_train_tokens), (prepared.val_path, prepared.n_val_tokens)):
         if not path.is_file() or path.stat().st_size != n * itemsize:
             raise DataError(f"{path} does not match {meta_path} ({n} tokens); delete {root} and prepare again")
+    ensure_content_hash(root, meta, _content_files(root))  # cache entries from before the hash get it now
     return prepared
+
+
+def _content_files(root: Path) -> list[Path]:
+    return [root / "tokenizer.json", root / "train.bin", root / "val.bin"]
 
 
 @contextlib.contextmanager
@@ -343,6 +353,7 @@ def prepare(cfg: DataConfig, progress: bool = True) -> PreparedData:
         with staging_folder(data_dir, key) as staging:  # removed again if anything below raises
             with _datasets_progress(progress):
                 meta = _build(cfg, staging, progress)
+            meta[CONTENT_KEY] = content_sha256(_content_files(staging))
             publish(staging, root, {**meta, "key": key})
     except BaseException as err:
         if created_data_dir and not any(data_dir.iterdir()):

@@ -9,6 +9,8 @@ leftovers of dead processes on this host are swept the next time the same key is
 from __future__ import annotations
 
 import contextlib
+import errno
+import hashlib
 import json
 import os
 import shutil
@@ -65,3 +67,50 @@ def publish(staging: Path, root: Path, meta: dict, meta_file: str = "meta.json")
         if not (root / meta_file).is_file():  # not "another process published it first"
             raise
         shutil.rmtree(staging, ignore_errors=True)
+
+
+CONTENT_KEY = "content_sha256"  # in meta.json: the hash of the folder's data files (a run's data identity)
+
+
+def content_sha256(files: list[Path]) -> str:
+    """sha256 over the files' names and bytes, in the given order: what identifies a cache folder's data
+    (read in 8 MB blocks, so any size streams)."""
+    h = hashlib.sha256()
+    for path in files:
+        h.update(path.name.encode() + b"\0")
+        with open(path, "rb") as f:
+            for block in iter(lambda: f.read(8 << 20), b""):
+                h.update(block)
+    return h.hexdigest()
+
+
+def ensure_content_hash(root: Path, meta: dict, files: list[Path], meta_file: str = "meta.json") -> str:
+    """meta[CONTENT_KEY], computed once for a folder built before the hash was recorded and written back
+    into its meta.json (atomically; a read-only cache just recomputes it next time)."""
+    if isinstance(meta.get(CONTENT_KEY), str):
+        return meta[CONTENT_KEY]
+    from loopscale.atomic import write_text_atomic
+
+    meta[CONTENT_KEY] = content_sha256(files)
+    try:
+        write_text_atomic(root / meta_file, json.dumps(meta, indent=2, sort_keys=True) + "\n")
+    except OSError:
+        pass
+    return meta[CONTENT_KEY]
+
+
+@contextlib.contextmanager
+def full_disk_as_data_error(data_dir: Path, what: str) -> Iterator[None]:
+    """A full disk while `what` (building a cache folder in `data_dir`) becomes one DataError line; the
+    staging folder is gone by then (staging_folder removes it)."""
+    from loopscale.corpus import DataError
+
+    try:
+        yield
+    except OSError as err:
+        if err.errno not in (errno.ENOSPC, errno.EDQUOT):
+            raise
+        raise DataError(
+            f"no space left on the device of data_dir={str(data_dir)!r} while {what}; free space there or "
+            "point data.data_dir elsewhere (nothing was left behind)"
+        ) from None

@@ -34,7 +34,9 @@ def sweep_overrides(overrides: list[str]) -> list[list[str]]:
     # compose once without the sweep overrides (Hydra refuses those outside -m) to read the grid
     fixed = [o.input_line for o in given if not o.is_sweep_override()]
     hydra_cfg = compose(fixed, return_hydra_config=True).hydra
-    params = OmegaConf.to_container(hydra_cfg.sweeper.params or {}, resolve=False)
+    # an experiment's grid; none without an experiment (to_container refuses a plain {}: not a config)
+    grid_params = hydra_cfg.sweeper.params
+    params = {} if grid_params is None else OmegaConf.to_container(grid_params, resolve=False)
     # command-line overrides win over the sweeper params of the same key
     keys = {o.key_or_group for o in given}
     grid = [f"{k}={' '.join(str(v).split())}" for k, v in params.items() if k not in keys]

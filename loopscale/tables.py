@@ -54,7 +54,7 @@ def read_table(path) -> pd.DataFrame:
         if suffix in (".parquet", ".pq"):
             table = pd.read_parquet(path)
         elif suffix == ".jsonl":
-            table = pd.read_json(path, lines=True)
+            table = _read_jsonl(path)
         else:
             table = pd.read_csv(path)
     except Exception as err:  # pandas raises many types; the user needs one line
@@ -67,6 +67,31 @@ def read_table(path) -> pd.DataFrame:
     if len(table) == 0:
         raise ValueError(f"{path} has no rows (only a header)")
     return table
+
+
+def _read_jsonl(path: Path) -> pd.DataFrame:
+    """JSON lines, one object per line; a key given twice in one object is refused (json and pandas would
+    silently keep the last value)."""
+    import json
+
+    def no_repeats(pairs):
+        keys = [k for k, _ in pairs]
+        repeated = sorted({k for k in keys if keys.count(k) > 1})
+        if repeated:
+            raise ValueError(f"key(s) {repeated} appear more than once in one object")
+        return dict(pairs)
+
+    rows = []
+    with open(path, encoding="utf-8") as f:
+        for n, line in enumerate(f, 1):
+            if line.strip():
+                try:
+                    rows.append(json.loads(line, object_pairs_hook=no_repeats))
+                except ValueError as err:
+                    raise ValueError(f"line {n}: {err}") from None
+    if any(not isinstance(row, dict) for row in rows):
+        raise ValueError("every line must be a JSON object")
+    return pd.DataFrame.from_records(rows)
 
 
 def _check_complete_text(path: Path, csv: bool) -> None:
@@ -112,7 +137,18 @@ def required_columns(law: str, has: set[str]) -> list[str]:
     return size + tokens + ["L"]
 
 
-def resolve_columns(raw_columns, columns: ColumnMap) -> tuple[dict[str, str], list[str]]:
+def law_columns(law: str | None, raw_columns, columns: ColumnMap) -> set[str]:
+    """The canonical columns `law` can read from a table with these columns: the chinchilla law reads N (or
+    N_once + N_rec when there is no N), D or C, and L; the looped laws r, N_once, N_rec, D or C, and L.
+    Mappings of the others are not looked at (so `--law chinchilla --n-col N_once` is not ambiguous)."""
+    if law is None:
+        return set(ColumnMap.__dataclass_fields__)
+    if law == "chinchilla":
+        return {"N", "D", "C", "L"} | (set() if columns.N in set(raw_columns) else {"N_once", "N_rec"})
+    return {"r", "N_once", "N_rec", "D", "C", "L"}
+
+
+def resolve_columns(raw_columns, columns: ColumnMap, law: str | None = None) -> tuple[dict[str, str], list[str]]:
     """{source: canonical} renames for a table, and the columns an explicit mapping shadows.
 
     An explicit mapping wins: with `--loss-col loss` the table's own `L` column (if any) is ignored,
@@ -121,7 +157,8 @@ def resolve_columns(raw_columns, columns: ColumnMap) -> tuple[dict[str, str], li
     mapped to two quantities; a column name that appears twice in the table (which one to fit?).
     """
     present = list(raw_columns)
-    mapping = columns.as_dict()
+    wanted = law_columns(law, present, columns)
+    mapping = {canon: src for canon, src in columns.as_dict().items() if canon in wanted}
     for canon, src in mapping.items():
         if src != canon and src not in present and canon in present:
             raise ValueError(
@@ -155,7 +192,7 @@ def canonical_table(raw: pd.DataFrame, law: str, columns: ColumnMap | None = Non
     columns an explicit mapping shadowed: what fit.json records.
     """
     columns = columns or ColumnMap()
-    mapping, ignored = resolve_columns(raw.columns, columns)
+    mapping, ignored = resolve_columns(raw.columns, columns, law)
     table = raw.drop(columns=ignored).rename(columns=mapping)
     table = table.loc[:, ~table.columns.duplicated()].copy()  # the columns the fit reads are unique
     present = set(table.columns)
@@ -220,6 +257,8 @@ def _check_values(table: pd.DataFrame, need, src_of: dict[str, str]) -> None:
 
 def check_fit_size(table: pd.DataFrame, law: str) -> None:
     """Enough rows (twice the parameter count) and, for looped laws, at least two r values."""
+    if len(table) == 0:
+        raise ValueError(f"the table has no rows to fit with law {law!r}")
     if law != "chinchilla":
         r_values = np.unique(table["r"].to_numpy(dtype=float))
         if len(r_values) < 2:
@@ -234,6 +273,32 @@ def check_fit_size(table: pd.DataFrame, law: str) -> None:
         raise ValueError(
             f"{len(table)} rows is too few for law {law!r} with {n_params} parameters (need at least {2 * n_params})"
         )
+
+
+MAX_PLAUSIBLE = {"L": 100.0, "N_once": 1e30, "N_rec": 1e30, "N": 1e30, "D": 1e30, "C": 1e40}
+
+
+def table_warnings(table: pd.DataFrame, law: str) -> list[str]:
+    """What the fit should say about a canonical table it accepted: rows that repeat another row's point
+    and loss exactly (a copied run counts twice and narrows every interval), and values far outside any
+    real run (a loss of 1e300 nats, 1e308 parameters), which the fit's arithmetic does not survive."""
+    point = ["N", "D", "L"] if law == "chinchilla" else ["r", "N_once", "N_rec", "D", "L"]
+    out = []
+    repeated = table.duplicated(subset=[c for c in point if c in table.columns], keep="first").to_numpy()
+    if repeated.any():
+        out.append(
+            f"{int(repeated.sum())} rows repeat another row's {', '.join(point)} exactly (rows {_rows(repeated)}): "
+            "a duplicated run counts twice and narrows every interval; drop the copies"
+        )
+    for col, limit in MAX_PLAUSIBLE.items():
+        if col in table.columns:
+            big = table[col].to_numpy(dtype=float) > limit
+            if big.any():
+                out.append(
+                    f"column {col} reaches {table[col].max():.3g} (rows {_rows(big)}), beyond {limit:g}: not a "
+                    f"real run's {'loss in nats' if col == 'L' else 'size'}; the fit's numbers mean nothing"
+                )
+    return out
 
 
 def _opt(canon: str) -> str:

@@ -26,6 +26,15 @@ def repo_root() -> Path:
     return REPO_ROOT
 
 
+@pytest.fixture(scope="session", autouse=True)
+def submitit_dir(tmp_path_factory) -> Path:
+    """submitit's folder for every launcher the tests start (LOOPSCALE_SUBMITIT_DIR, read by
+    conf/hydra/launcher/*.yaml): a private tmp dir, not the user's ~/.loopscale/submitit."""
+    folder = tmp_path_factory.mktemp("submitit")
+    os.environ.setdefault("LOOPSCALE_SUBMITIT_DIR", str(folder))
+    return folder
+
+
 @pytest.fixture(scope="session")
 def data_dir(tmp_path_factory) -> Path:
     """One data cache for the whole session: the default corpus is tokenized once and reused."""

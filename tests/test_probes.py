@@ -50,6 +50,7 @@ def write_sweep(sweep_dir: Path, variant: str, rs) -> int:
                     {
                         "status": "done",
                         "run_name": name,
+                        "identity": f"{n:016x}",  # what loopscale-train records (records.record_problem)
                         "r": r,
                         "variant": cfg.variant,
                         "N_once": counts.N_once,

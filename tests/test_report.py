@@ -81,7 +81,10 @@ def make_sweep(root: Path, table: pd.DataFrame) -> Path:
     sweep = root / "sweep"
     for i, row in enumerate(table.to_dict("records")):
         record = {k: (None if pd.isna(v) else v) for k, v in row.items()}
-        write_json_atomic(sweep / f"run{i:03d}" / "run.json", {**record, "status": "done"})
+        name = f"run{i:03d}"  # a record names its run dir and carries an identity, as training writes it
+        write_json_atomic(
+            sweep / name / "run.json", {**record, "status": "done", "run_name": name, "identity": f"{i:016x}"}
+        )
     write_json_atomic(
         sweep / "run_failed" / "run.json", {"status": "diverged", "reason": "loss is NaN at step 40", "step": 40}
     )

@@ -40,6 +40,9 @@ SLURM_LAUNCHER = [
     "hydra.launcher.gpus_per_node=0",
     "hydra.launcher.cpus_per_task=1",
     "hydra.launcher.timeout_min=5",
+    # submitit's files beside the sweep (a private tmp dir here), where the tests read them; by default they
+    # go to ~/.loopscale/submitit, outside a shared runs dir (slurm.yaml)
+    "hydra.launcher.submitit_folder=${hydra.sweep.dir}/.submitit/%j",
 ]
 
 
@@ -88,7 +91,7 @@ def test_hydra_submitit_multirun_is_one_array_job(slurm_cluster, tmp_path):
     assert all(r["host"] == slurm_cluster.node for r in records.values())
     array_id = slurm[0]["SLURM_ARRAY_JOB_ID"]
     assert set(wait_for_jobs([array_id], timeout_s=30).values()) == {"COMPLETED"}
-    # submitit keeps its scripts, logs and result pickles under the sweep dir (slurm.yaml).
+    # submitit keeps its scripts, logs and result pickles in its folder (here the sweep dir, SLURM_LAUNCHER).
     assert (out / "hydra" / "multirun" / ".submitit" / f"{array_id}_0").is_dir()
     # srun gets --cpus-per-task (Slurm 22.05's srun does not inherit it from sbatch)
     (script,) = (out / "hydra" / "multirun" / ".submitit").rglob("*_submission.sh")

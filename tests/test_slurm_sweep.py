@@ -34,6 +34,8 @@ SLURM = [
     "hydra.launcher.gpus_per_node=0",
     "hydra.launcher.cpus_per_task=1",
     "hydra.launcher.timeout_min=10",
+    # submitit's files beside the sweep (a private tmp dir here), where the tests read its logs
+    "hydra.launcher.submitit_folder=${hydra.sweep.dir}/.submitit/%j",
 ]
 # The CPU iso-depth experiment cut to 4 jobs of 23-45 steps (r = 1, 2 at two budgets of width 64), with
 # checkpoints every 5 steps so a requeued job has one to resume from.
@@ -47,6 +49,7 @@ MINI = [
     "data.val_tokens=2048",
 ]
 MULTIRUN_TIMEOUT_S = 300
+NONE = {s: 0 for s in ("done", "failed", "diverged", "interrupted", "terminated", "incomplete")}  # `status` counts
 FIT_COLUMNS = ["r", "N_once", "N_rec", "N", "D", "C", "L"]
 
 
@@ -145,7 +148,7 @@ def test_mini_sweep_runs_as_a_slurm_array_and_collects_four_rows(mini_sweep, slu
     assert fit.returncode != 0 and "4 rows is too few" in fit.stderr, fit.stderr[-2000:]
 
     assert pd.read_csv(mini_sweep / "runs_problems.csv").empty
-    assert status_counts(mini_sweep) == {"done": 4, "failed": 0, "diverged": 0, "incomplete": 0}
+    assert status_counts(mini_sweep) == {**NONE, "done": 4}
 
 
 def test_relaunching_the_sweep_trains_nothing(mini_sweep, corpus, slurm_cluster):
@@ -226,7 +229,8 @@ def test_a_failed_job_does_not_stop_the_sweep(corpus, slurm_cluster, tmp_path):
         timeout_s=MULTIRUN_TIMEOUT_S,
         module="loopscale.train",
     )
-    assert proc.returncode == 0, proc.stderr[-4000:]  # the sweep itself finishes
+    # the sweep runs both jobs, then says one failed: exit 1 (a sweep whose runs fail never exits 0)
+    assert proc.returncode == 1 and "a run of this sweep failed" in proc.stderr, proc.stderr[-4000:]
 
     runs = records(runs_dir / SWEEP)
     assert runs["baseline-r1-C5e10-d64"]["status"] == "done"
@@ -240,7 +244,7 @@ def test_a_failed_job_does_not_stop_the_sweep(corpus, slurm_cluster, tmp_path):
     (problem,) = pd.read_csv(runs_dir / SWEEP / "runs_problems.csv").to_dict("records")
     assert Path(problem["run_dir"]).name == "baseline-r1-C5e10-d96"
     assert (problem["status"], problem["reason"]) == ("failed", failed["reason"])
-    assert status_counts(runs_dir / SWEEP) == {"done": 1, "failed": 1, "diverged": 0, "incomplete": 0}
+    assert status_counts(runs_dir / SWEEP) == {**NONE, "done": 1, "failed": 1}
     print(f"failed job recorded as: {failed['reason'][:160]}")
 
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -17,6 +16,7 @@ import pandas as pd
 import pytest
 from conftest import FIXTURES, REPO_ROOT
 from fs_helpers import fill, leftovers, small_tmpfs
+from proc_helpers import finish, orphans, signal_group, start, wait_until
 from train_helpers import TINY, run_loopscale, run_python
 
 from loopscale.records import TABLE_COLUMNS
@@ -37,7 +37,8 @@ def _sweep_with_runs(root: Path, n: int) -> Path:
         run = sweep / f"run{i:04d}"
         run.mkdir(parents=True)
         record = {col: 1.0 + i for col in TABLE_COLUMNS}
-        record.update(status="done", variant="baseline", run_name=run.name)
+        record.update(status="done", variant="baseline", run_name=run.name, injection=None, parent=None)
+        record.update(run_dir=str(run), identity=f"{i:016x}")
         (run / "run.json").write_text(json.dumps(record))
     return sweep
 
@@ -221,57 +222,16 @@ def test_full_data_cache_is_one_line_and_no_staging_left(tmp_path):
 # ---------------------------------------------------------------------------------------- Ctrl-C
 
 
-def _tree(pid: int) -> list[int]:
-    try:
-        kids = [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
-    except FileNotFoundError:
-        return []
-    return [k for c in kids for k in [c, *_tree(c)]]
-
-
-def _running(pid: int) -> bool:
-    """The process exists and is not a zombie (an exited child that its new parent, init, has not reaped
-    yet holds no resources: multiprocessing's resource tracker ends that way once its owner is gone)."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except (FileNotFoundError, ProcessLookupError):
-        return False
-
-
 def _ctrl_c_when(args, ready, cwd, timeout_s=300):
-    """Start `args` in its own process group, wait until ready(proc, children) holds, send SIGINT to the
-    group (what a terminal's Ctrl-C does), and return (exit code, seconds to exit, output, children seen)."""
-    proc = subprocess.Popen(
-        args,
-        cwd=cwd,
-        start_new_session=True,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-    )
-    seen: set[int] = set()
-    started = time.monotonic()
-    while not ready(seen):
-        seen |= set(_tree(proc.pid))
-        assert proc.poll() is None, proc.stdout.read()[-3000:]
-        assert time.monotonic() - started < timeout_s, "never got ready"
-        time.sleep(0.2)
-    os.killpg(proc.pid, signal.SIGINT)
-    sent = time.monotonic()
-    try:
-        out, _ = proc.communicate(timeout=60)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        out, _ = proc.communicate()
-        pytest.fail(f"still running 60 s after Ctrl-C: {out[-2000:]}")
-    waited = time.monotonic() - sent
-    time.sleep(1.0)
-    orphans = [pid for pid in seen if _running(pid)]
-    for pid in orphans:
-        os.kill(pid, signal.SIGKILL)
-    assert orphans == [], f"workers left running after Ctrl-C: {orphans}"
-    return proc.returncode, waited, out
+    """Start `args` in its own process group, wait until ready(children seen) holds, send SIGINT to the
+    group (what a terminal's Ctrl-C does), and return (exit code, seconds to exit, output); fails if any
+    process it started outlives it."""
+    proc = start(args, cwd)
+    seen = wait_until(proc, ready, timeout_s)
+    rc, waited, out = finish(proc, signal_group(proc, signal.SIGINT), timeout_s=60)
+    left = orphans(seen)
+    assert left == [], f"workers left running after Ctrl-C: {left}"
+    return rc, waited, out
 
 
 def _big_corpus(path: Path) -> Path:
@@ -356,7 +316,8 @@ def test_ctrl_c_during_demo_training_ends_its_worker_processes_and_the_runs_resu
     )
     assert rc != 0 and waited < 10, (rc, waited, text[-3000:])
     assert "Traceback" not in text, text[-3000:]
-    assert not list(out.glob("runs/*/*/run.json"))  # nothing recorded as done
+    records = [json.loads(p.read_text()) for p in out.glob("runs/*/*/*.json") if p.name != "identity.json"]
+    assert records and {r["status"] for r in records} == {"terminated"}, records  # the stopped workers say so
     again = run_loopscale(demo, cwd=tmp_path, timeout_s=600)
     # the interrupted runs finish; two runs are too few for the law, which the demo says in one line
     assert len(pd.read_csv(out / "runs.csv")) == 2, again.stdout[-3000:] + again.stderr[-3000:]

@@ -38,14 +38,21 @@ def main(argv: list[str] | None = None) -> int:
     if getattr(args, "func", None) is None:
         parser.print_help()
         return 2
+    from loopscale.signals import EXIT_INTERRUPTED, EXIT_TERMINATED, Terminated, raise_on_sigterm
+
+    raise_on_sigterm()  # SIGTERM unwinds like Ctrl-C: temporary files are removed, workers stopped
     try:
         return int(args.func(args) or 0)
     except UsageError as err:
-        print(f"loopscale {args.command}: error: {err}", file=sys.stderr)
+        lines = str(err).splitlines() or [""]  # one line: config errors carry OmegaConf's key report below
+        print(f"loopscale {args.command}: error: {lines[0]}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:  # Ctrl-C: workers are stopped where they were started; one line, no traceback
         print(f"loopscale {args.command}: interrupted", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
+    except Terminated:
+        print(f"loopscale {args.command}: terminated", file=sys.stderr)
+        return EXIT_TERMINATED
     except OSError as err:
         if err.errno not in (errno.ENOSPC, errno.EDQUOT, errno.EROFS):
             raise

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 
@@ -56,13 +57,13 @@ def _print_problems(problems) -> None:
     for col in ("run", "status", "step", "reason"):
         table.add_column(col)
     for p in problems:
-        table.add_row(Path(p["run_dir"]).name, p["status"], str(p.get("step") or ""), p["reason"][:200])
+        table.add_row(Path(p["run_dir"]).name, str(p["status"]), str(p.get("step") or ""), str(p["reason"])[:200])
     console = Console(stderr=True)
     Console(stderr=True, width=max(console.width, 160)).print(table)
 
 
 def run_collect(args: argparse.Namespace) -> int:
-    from loopscale.records import runs_table, write_runs_table
+    from loopscale.records import duplicate_points, runs_table, write_runs_table
 
     rows, problems = _collect(args.sweep_dir)
     out = args.out or args.sweep_dir / "runs.csv"
@@ -73,6 +74,8 @@ def run_collect(args: argparse.Namespace) -> int:
         f"{len(problems)} not done -> {problems_out.name}"
     )
     _print_problems(problems)
+    for line in duplicate_points(rows):  # distinct runs with one point and loss: counted twice by a fit
+        print(f"warning: {line}", file=sys.stderr)
     return 0
 
 
@@ -88,7 +91,7 @@ def _with_dense(rows, baseline_dir: Path):
     return probe_table(rows, dense)
 
 
-STATUS_ORDER = ("done", "failed", "diverged", "incomplete")
+STATUS_ORDER = ("done", "failed", "diverged", "interrupted", "terminated", "incomplete")
 
 
 def run_status(args: argparse.Namespace) -> int:
@@ -99,14 +102,15 @@ def run_status(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     rows, problems = _collect(args.sweep_dir)
-    counts = Counter({"done": len(rows)}) + Counter(p["status"] for p in problems)
+    counts = Counter({"done": len(rows)}) + Counter(str(p["status"]) for p in problems)
+    statuses = [*STATUS_ORDER, *sorted(set(counts) - set(STATUS_ORDER))]  # unreadable, copy, ...
     if args.json:
-        print(json.dumps({"counts": {s: counts.get(s, 0) for s in STATUS_ORDER}, "problems": problems}))
+        print(json.dumps({"counts": {s: counts.get(s, 0) for s in statuses}, "problems": problems}))
         return 0
     table = Table(title=str(args.sweep_dir))
     table.add_column("status")
     table.add_column("runs", justify="right")
-    for status in STATUS_ORDER:
+    for status in statuses:
         table.add_row(status, str(counts.get(status, 0)))
     Console().print(table)
     _print_problems(problems)

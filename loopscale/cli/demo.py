@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 
@@ -43,6 +44,8 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--workers {args.workers} and --threads {args.threads} must be >= 0 (0: the default)")
     from hydra.errors import HydraException
 
+    from loopscale.local_workers import JobFailed
+
     try:
         run_demo(
             DemoSettings(
@@ -55,6 +58,9 @@ def run(args: argparse.Namespace) -> int:
                 threads_per_worker=args.threads,
             )
         )
+    except JobFailed as err:  # the demo stops at a failed or diverged job: one line, exit 1
+        print(f"loopscale demo: error: {err}; the other jobs were stopped and resume on the next call", file=sys.stderr)
+        return 1
     except HydraException as err:
         raise UsageError(str(err).splitlines()[0]) from err
     except ValueError as err:  # loopscale's own input errors (too few runs to fit, a bad sweep point, ...)

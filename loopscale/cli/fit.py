@@ -166,6 +166,9 @@ def _group_tables(args: argparse.Namespace, columns) -> tuple:
         raise UsageError(str(err)) from None
     if args.group and args.group not in raw.columns:
         raise UsageError(f"--group column {args.group!r} is not in the table {list(raw.columns)}")
+    if args.group and raw[args.group].isna().any():
+        rows = [int(i) for i in raw.index[raw[args.group].isna()][:5]]
+        raise UsageError(f"--group column {args.group!r} is empty in rows {rows}: give every row a group")
     groups = (
         [(None, raw)]
         if not args.group

@@ -5,6 +5,7 @@ writable before any fitting and written atomically after it."""
 from __future__ import annotations
 
 import argparse
+import os
 import re
 from pathlib import Path
 
@@ -25,12 +26,12 @@ def write_results(results, out_paths, plot_paths) -> None:
         if path is not None:
             from ..plots import plot_fit  # matplotlib only when a figure is asked for
 
-            with atomic_path(path) as tmp:
+            with atomic_path(path, follow_symlinks=True) as tmp:  # a linked --plot keeps its link
                 plot_fit(table, result, tmp)
             print(f"wrote {path}")
     for (_g, _table, result), path in zip(results, out_paths):
         if path is not None:
-            with atomic_path(path) as tmp:
+            with atomic_path(path, follow_symlinks=True) as tmp:
                 result.write_json(tmp)
             print(f"wrote {path}")
 
@@ -78,13 +79,55 @@ def joint_lines(j: dict) -> list[str]:
 
 
 def output_paths(args: argparse.Namespace, groups: list) -> tuple[list, list]:
-    """--out and --plot for each fit (one per group; [None] for a single fit), checked writable before any
-    fitting starts, so an unwritable path fails in a second rather than after the whole fit."""
-    out_paths = _out_paths(args.out, groups) if args.out else [None] * len(groups)
-    plot_paths = _out_paths(args.plot, groups) if args.plot else [None] * len(groups)
+    """--out and --plot for each fit (one per group; [None] for a single fit), checked before any fitting
+    starts, so a bad path fails in a second rather than after the whole fit: writable, --plot's format one
+    matplotlib writes, no path that is an input table or another output (two groups whose values give one
+    file name included)."""
+    out_paths = _out_paths(args.out, groups, "--out") if args.out else [None] * len(groups)
+    plot_paths = _out_paths(args.plot, groups, "--plot") if args.plot else [None] * len(groups)
+    _check_distinct(out_paths, plot_paths, args.tables)
     _check_writable(out_paths, "--out")
     _check_writable(plot_paths, "--plot")
+    if args.plot:
+        _check_plot_format(Path(args.plot))
     return out_paths, plot_paths
+
+
+def _check_plot_format(path: Path) -> None:
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    formats = FigureCanvasBase.get_supported_filetypes()
+    fmt = path.suffix.lower().lstrip(".")
+    if fmt not in formats:
+        raise UsageError(
+            f"--plot {path}: {'.' + fmt if fmt else 'no suffix'} is not a figure format; use one of "
+            + ", ".join(f".{f}" for f in sorted(formats))
+        )
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    """Whether two paths name one file (through links, or two names of one file)."""
+    if os.path.realpath(a) == os.path.realpath(b):
+        return True
+    try:
+        return os.path.samefile(a, b)
+    except OSError:  # one of them does not exist yet
+        return False
+
+
+def _check_distinct(out_paths: list, plot_paths: list, tables: list) -> None:
+    """No output may overwrite an input table or another output."""
+    outputs = [(p, "--out") for p in out_paths if p is not None] + [(p, "--plot") for p in plot_paths if p is not None]
+    for path, what in outputs:
+        for table in tables:
+            if _same_file(path, Path(table)):
+                raise UsageError(
+                    f"{what} {path} is the input table {table}: it would be overwritten; give another path"
+                )
+    for i, (path, what) in enumerate(outputs):
+        for other, other_what in outputs[:i]:
+            if _same_file(path, other):
+                raise UsageError(f"{other_what} and {what} both write {path}; give them different paths")
 
 
 def _check_writable(paths: list, what: str) -> None:
@@ -93,17 +136,28 @@ def _check_writable(paths: list, what: str) -> None:
     for path in paths:
         if path is not None:
             try:
-                check_writable(path, what)
+                check_writable(os.path.realpath(path), what)  # where a linked path really writes
             except ValueError as err:
                 raise UsageError(str(err)) from None
 
 
-def _out_paths(path: str, groups: list) -> list[Path]:
-    """PATH for a single fit; PATH with .<group> before the suffix per group."""
+def _out_paths(path: str, groups: list, what: str) -> list[Path]:
+    """PATH for a single fit; PATH with .<group> before the suffix per group (UsageError when two groups'
+    values give one file name, which would overwrite each other)."""
     base = Path(path)
     if groups == [None]:
         return [base]
-    return [base.with_name(f"{base.stem}.{_safe(g)}{base.suffix}") for g in groups]
+    paths, seen = [], {}
+    for g in groups:
+        name = f"{base.stem}.{_safe(g)}{base.suffix}"
+        if name in seen:
+            raise UsageError(
+                f"{what}: groups {seen[name]!r} and {g!r} would both write {base.with_name(name)} (their "
+                "values differ only in characters a file name cannot hold); rename one in the table"
+            )
+        seen[name] = g
+        paths.append(base.with_name(name))
+    return paths
 
 
 def _safe(value) -> str:

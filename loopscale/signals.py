@@ -1,0 +1,100 @@
+"""SIGINT and SIGTERM as exceptions, so a stopped run says so in its record and in its exit code.
+
+Exit codes follow the shell's convention, 128 + the signal: Ctrl-C (SIGINT) 130, SIGTERM (kill, timeout,
+a scheduler's cancel) 143. Two things stand in the way without this module:
+- by default SIGTERM kills the process on the spot: no record, no clean-up of temporary files;
+- Lightning turns a KeyboardInterrupt inside `trainer.fit` into `sys.exit(1)`, and its own SIGTERM handler
+  into a `SIGTERMException` (a SystemExit with code 0) at the next step.
+So: `raise_on_sigterm()` makes SIGTERM raise Terminated (a SystemExit with code 143) in the main thread, and
+`training_signals()` does that and makes SIGINT raise Interrupted (which Lightning does not recognise, so it
+passes through) around a training run, giving back a KeyboardInterrupt to the caller. A handler someone else
+installed (submitit's, a worker pool's SIG_IGN for SIGINT) is left alone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import threading
+from collections.abc import Iterator
+
+EXIT_INTERRUPTED = 128 + signal.SIGINT  # 130
+EXIT_TERMINATED = 128 + signal.SIGTERM  # 143
+
+
+class Terminated(SystemExit):
+    """SIGTERM arrived: unwinds like SystemExit (clean-up runs) and exits 143."""
+
+    def __init__(self, code: int = EXIT_TERMINATED):
+        super().__init__(code)
+
+
+class Interrupted(BaseException):
+    """Ctrl-C during training (training_signals): not a KeyboardInterrupt, which Lightning would swallow."""
+
+
+def _raise_terminated(signum, frame) -> None:
+    raise Terminated()
+
+
+def _raise_interrupted(signum, frame) -> None:
+    raise Interrupted()
+
+
+def _in_main_thread() -> bool:
+    return threading.current_thread() is threading.main_thread()
+
+
+def raise_on_sigterm() -> None:
+    """From now on SIGTERM raises Terminated, unless this is not the main thread or another handler owns
+    SIGTERM (submitit bypasses it on purpose: Slurm sends it to every job it requeues)."""
+    if _in_main_thread() and signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, None, _raise_terminated):
+        signal.signal(signal.SIGTERM, _raise_terminated)
+
+
+@contextlib.contextmanager
+def training_signals() -> Iterator[None]:
+    """Within the block, SIGTERM raises Terminated and Ctrl-C raises Interrupted (each only where the
+    default handler is in place); an Interrupted leaves the block as KeyboardInterrupt. Handlers are
+    restored after."""
+    previous = {}
+    if _in_main_thread():
+        for signum, ours, default in (
+            (signal.SIGTERM, _raise_terminated, (signal.SIG_DFL, None, _raise_terminated)),
+            (signal.SIGINT, _raise_interrupted, (signal.default_int_handler,)),
+        ):
+            current = signal.getsignal(signum)
+            if current in default:
+                previous[signum] = current
+                signal.signal(signum, ours)
+    try:
+        yield
+    except Interrupted:
+        raise KeyboardInterrupt from None
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+def stop_status(err: BaseException) -> str | None:
+    """'interrupted' / 'terminated' for an exception a signal raised (ours, or Lightning's
+    SIGTERMException), else None."""
+    if isinstance(err, (Interrupted, KeyboardInterrupt)):
+        return "interrupted"
+    if isinstance(err, Terminated) or type(err).__name__ == "SIGTERMException":
+        return "terminated"
+    return None
+
+
+def die_with_parent(signum: int, parent_pid: int) -> None:
+    """Ask Linux to send this process `signum` when its parent dies (prctl PR_SET_PDEATHSIG), so a worker
+    never outlives a parent killed with SIGKILL; `parent_pid` closes the race with a parent already gone."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(signum), 0, 0, 0)  # 1 = PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # not Linux: the parent's own clean-up is all there is
+        return
+    if os.getppid() != parent_pid:
+        os.kill(os.getpid(), signum)

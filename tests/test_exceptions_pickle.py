@@ -1,0 +1,76 @@
+"""Every exception loopscale defines crosses a process boundary intact (worker pools, submitit): it pickles
+and unpickles to the same type, message and fields. `Diverged` once did not (its message was its only
+pickled argument), which killed the demo pool's result thread and hung `loopscale demo` forever."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import pickle
+import pkgutil
+from pathlib import Path
+
+import pytest
+
+import loopscale
+
+# One instance of each exception type, built as the code raises it. A new exception type must be added
+# here: test_every_exception_type_is_covered finds the ones that are missing.
+SAMPLES = {
+    "loopscale.module.Diverged": lambda m: m.Diverged(3, float("nan")),
+    "loopscale.module.InjectedFailure": lambda m: m.InjectedFailure("trainer.fail_at_step=7 reached"),
+    "loopscale.runlock.RunLocked": lambda m: m.RunLocked(
+        Path("runs/x/y"), {"host": "n1", "pid": 12, "slurm_job_id": "7_1", "started": 1.0}
+    ),
+    "loopscale.launcher.LayoutError": lambda m: m.LayoutError("hydra.launcher.nodes=2 but trainer.num_nodes=1"),
+    "loopscale.launcher.UnsafeSubmititFolder": lambda m: m.UnsafeSubmititFolder("/shared is not private"),
+    "loopscale.signals.Terminated": lambda m: m.Terminated(),
+    "loopscale.signals.Interrupted": lambda m: m.Interrupted(),
+    "loopscale.cli.UsageError": lambda m: m.UsageError("--bootstrap must be >= 0"),
+    "loopscale.local_workers.JobFailed": lambda m: m.JobFailed("r1", "diverged", "nan at step 3", "runs/r1/run.json"),
+    "loopscale.identity.IdentityMismatch": lambda m: m.IdentityMismatch("runs/x holds a run of another config"),
+    "loopscale.corpus.DataError": lambda m: m.DataError("path='x' does not exist"),
+    "loopscale.records.BadRecord": lambda m: m.BadRecord("runs/x/run.json is not valid JSON"),
+    "loopscale.train.RunFailed": lambda m: m.RunFailed("loopscale-train: a run of this sweep failed"),
+    "hydra_plugins.loopscale_searchpath.ConfigPathError": lambda m: m.ConfigPathError("LOOPSCALE_CONFIG_PATH ..."),
+}
+
+
+def _modules():
+    names = [m.name for m in pkgutil.walk_packages(loopscale.__path__, "loopscale.") if not m.name.endswith("__main__")]
+    return [importlib.import_module(n) for n in [*names, "hydra_plugins.loopscale_searchpath"]]
+
+
+def _defined_exceptions() -> set[str]:
+    found = set()
+    for module in _modules():
+        for _, obj in inspect.getmembers(module, inspect.isclass):
+            if issubclass(obj, BaseException) and obj.__module__ == module.__name__:
+                found.add(f"{obj.__module__}.{obj.__qualname__}")
+    return found
+
+
+def test_every_exception_type_is_covered():
+    assert _defined_exceptions() - set(SAMPLES) == set(), "add a sample of each new exception type to SAMPLES"
+
+
+@pytest.mark.parametrize("name", sorted(SAMPLES))
+def test_exception_pickles_and_unpickles(name):
+    module_name, cls_name = name.rsplit(".", 1)
+    module = importlib.import_module(module_name)
+    err = SAMPLES[name](module)
+    assert type(err).__name__ == cls_name
+    back = pickle.loads(pickle.dumps(err))
+    assert type(back) is type(err) and str(back) == str(err) and back.args == err.args
+    assert vars(back).keys() == vars(err).keys() and _nan_equal(back, err)
+
+
+def _nan_equal(a, b) -> bool:
+    """Fields equal, NaN included (Diverged keeps the non-finite loss it saw)."""
+    import math
+
+    for key in vars(b):
+        x, y = getattr(a, key), getattr(b, key)
+        if not (x == y or (isinstance(x, float) and math.isnan(x) and math.isnan(y))):
+            return False
+    return True
