@@ -29,8 +29,8 @@ EXPERIMENT = "isodepth_cpu_demo"
 
 def advice_points(fit, compute: float, cap: float | None):
     """(the advice, [(label, r, width)] for the advised model and its neighbours) at budget `compute`."""
-    from loopscale.advise import Constraints
-    from loopscale.advise_report import advice_table, advise_from_fit, summary_lines
+    from loopscale.analysis.advise import Constraints
+    from loopscale.analysis.advise_report import advice_table, advise_from_fit, summary_lines
 
     advice = advise_from_fit(fit, Constraints(compute, max_unique_params=cap), family="demo")
     print(advice_table(advice).drop(columns=["N_unique_interval", "D_interval"]).to_string(index=False))
@@ -43,16 +43,16 @@ def advice_points(fit, compute: float, cap: float | None):
 
 
 def _fits(fit, point, cap: float) -> bool:
-    from loopscale.advise_family import named_family
+    from loopscale.analysis.advise_family import named_family
 
     return float(named_family("demo", [point[1]]).value("N_unique", point[1], point[2])) <= cap
 
 
 def predicted(fit, r: int, width: int, compute: float, level: float = 0.95):
     """(L at the point estimate, [lo, hi] over the bootstrap replicates) of the model (r, width) at C."""
-    from loopscale.advise import Constraints, loss
-    from loopscale.advise_family import named_family
-    from loopscale.advise_report import fit_law_sets
+    from loopscale.analysis.advise import Constraints, loss
+    from loopscale.analysis.advise_family import named_family
+    from loopscale.analysis.advise_report import fit_law_sets
 
     family = named_family("demo", [r])
     point, reps, _ = fit_law_sets(fit, [r])
@@ -66,7 +66,7 @@ def predicted(fit, r: int, width: int, compute: float, level: float = 0.95):
 
 def run_configs(points, seeds, compute: float, out: Path):
     """One ordinary run of the demo's recipe per (point, seed) at budget C."""
-    from loopscale.config_dirs import train_config
+    from loopscale.config.dirs import train_config
 
     cfgs = []
     for label, r, width in points:
@@ -89,7 +89,7 @@ def run_configs(points, seeds, compute: float, out: Path):
 
 
 def train(cfgs, workers: int) -> dict:
-    from loopscale.local_workers import train_in_workers
+    from loopscale.launch.local_workers import train_in_workers
 
     by_name = {cfg.run_name: key for key, cfg in cfgs}
     losses = {}
@@ -121,7 +121,7 @@ def verdict(rows: list[dict], n_seeds: int) -> dict:
 
 
 def main() -> None:
-    from loopscale.fit_result import load_fit
+    from loopscale.fit.result import load_fit
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--fit", default="runs/demo/fit.json")

@@ -5,7 +5,7 @@ Measures, in one run on this machine:
      (cached) second call;
   2. the training loader (TokenDataModule.train_dataloader) at the CPU preset: batches/s and tokens/s;
   3. the reference: one optimizer step (forward + backward + AdamW) of a small model at the same batch:
-     loopscale.model.LoopedTransformer with d_model=128 and 4 layers, the cheapest model the CPU grid
+     loopscale.model.transformer.LoopedTransformer with d_model=128 and 4 layers, the cheapest model the CPU grid
      would train.
   4. `loopscale data pack` of the same corpus at T = seq_len (prepare cached): packing tokens/s, padding;
   5. the packed-rows reader (PackedDataModule.train_dataloader): rows/s and its share of the step above;
@@ -26,12 +26,13 @@ from pathlib import Path
 
 import torch
 
-from loopscale.config import DataConfig, ModelConfig
-from loopscale.data import TokenDataModule, batch_at
-from loopscale.model import LoopedTransformer
-from loopscale.packed import open_packed, pack, write_rows
-from loopscale.rows import PackedDataModule
-from loopscale.shards import PreparedData, prepare
+from loopscale.config.model import ModelConfig
+from loopscale.config.schema import DataConfig
+from loopscale.data.packed_reader import PackedDataModule
+from loopscale.data.packed_set import open_packed, pack, write_rows
+from loopscale.data.shards import PreparedData, prepare
+from loopscale.data.windows import TokenDataModule, batch_at
+from loopscale.model.transformer import LoopedTransformer
 
 LOADER_BUDGET = 0.05  # a batch may cost at most this fraction of a training step
 READER_BUDGET = 0.01  # the packed-rows reader: at most 1% of a step

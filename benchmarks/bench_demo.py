@@ -1,5 +1,5 @@
 """The demo's wall time by stage, its training FLOP/s against this machine's matmul peak, and whether its
-phi is a measurement (the conditioning numbers of loopscale/conditioning.py against the demo's targets).
+phi is a measurement (the conditioning numbers of loopscale/analysis/conditioning.py against the demo's targets).
 
     .venv/bin/python benchmarks/bench_demo.py [--out runs/bench_demo] [--reuse] [--skip-workers]
         [--data-dir DIR] [-- extra demo overrides]
@@ -58,7 +58,7 @@ def _train_steps(args: tuple[int, int, str]) -> float:
     torch.set_num_threads(threads)
     from step_timing import step_times
 
-    from loopscale.config_dirs import train_config
+    from loopscale.config.dirs import train_config
 
     overrides = ["model.d_model=32", "model.r=1", "budget.mode=tokens", "budget.tokens=1024000"]
     cfg = train_config(["experiment=isodepth_cpu_demo", *overrides, f"data.data_dir={data_dir}"])

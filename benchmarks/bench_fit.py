@@ -6,7 +6,7 @@ Default run, three parts:
      and default tolerances from classic-grid starts, on a reduced start set, extrapolated to 729
      starts). Targets: fit < 2 s, fit + 1000 replicates < 20 s.
   2. joint law: the published-shaped baseline grid plus the truncated-backprop probe (218 runs,
-     `loopscale.synthetic.recipe_sweep`), the joint multi-start fit and 1000 bootstrap replicates.
+     `loopscale.fit.synthetic.recipe_sweep`), the joint multi-start fit and 1000 bootstrap replicates.
      Target: <= 30 s. Also times the rest of `fit --joint` (delta-phi profile and LR test, the
      separate fits and the shared-parameter check) without bootstrap.
   3. memory: `fit_table` (multi-start fit + phi profile, what `loopscale fit` runs by default) on
@@ -31,11 +31,11 @@ import time
 import numpy as np
 from scipy.optimize import minimize
 
-from loopscale import fit as F
-from loopscale import synthetic as S
-from loopscale.joint import fit_joint, joint_data, joint_table
-from loopscale.laws import law_data_from_table, make_law
-from loopscale.tables import canonical_table
+from loopscale.fit import fit_table as F
+from loopscale.fit import synthetic as S
+from loopscale.fit.joint import fit_joint, joint_data, joint_table
+from loopscale.fit.laws import law_data_from_table, make_law
+from loopscale.fit.tables import canonical_table
 
 
 class Clock:

@@ -31,7 +31,7 @@ INDEPENDENT, FORKED = "isodepth_cpu", "isodepth_cpu_wsd"
 
 
 def accounting_summary() -> None:
-    from loopscale.sweep import plan_rows
+    from loopscale.launch.sweep import plan_rows
 
     for exp in (INDEPENDENT, FORKED):
         rows = plan_rows([f"experiment={exp}"])
@@ -58,8 +58,8 @@ def accounting_summary() -> None:
 
 def forked_grid_points(overrides: list[str]) -> list[str]:
     """The forked grid's branch points as independent-grid points ('C3.5e11-d64'), from its jobs' configs."""
-    from loopscale.config import budget_tag
-    from loopscale.sweep import expand
+    from loopscale.config.naming import budget_tag
+    from loopscale.launch.sweep import expand
 
     points = {
         f"{budget_tag('flops', C, None, None)}-d{job.cfg.model.d_model}"
@@ -71,7 +71,7 @@ def forked_grid_points(overrides: list[str]) -> list[str]:
 
 def independent_grid_keys() -> set[str]:
     """Run names of the independent CPU grid's own 32 points (loopscale/conf/grid/cpu.yaml)."""
-    from loopscale.sweep import expand
+    from loopscale.launch.sweep import expand
 
     return {job.cfg.run_name for job in expand([f"experiment={INDEPENDENT}"])}
 
@@ -139,8 +139,8 @@ def fidelity_by_length(out: Path, widths: list[int], steps: list[int], r: int, f
     grid's configs, 20% linear cooldowns) vs an independent run of the recipe's own schedule (warmup 5%,
     linear decay to 10%) at the same token count. The CPU grid's runs are 29-452 steps long. fork_overrides
     change the forked runs only (e.g. optim.final_lr_frac=0.1); each set trains into its own folder."""
-    from loopscale.config_dirs import train_config
-    from loopscale.train import run_training
+    from loopscale.config.dirs import train_config
+    from loopscale.train.entry import run_training
 
     def cfg(overrides):
         return train_config([*overrides, "trainer.progress=false", f"model.r={r}"])
@@ -192,9 +192,9 @@ def fit_both(runs: Path, points, indep, branches, bootstrap: int, indep_sweep: s
     """The runs table of `loopscale collect` + `loopscale fit --bootstrap N` on each sweep's compared points,
     and for the CPU
     grid on the independent grid's own 32 points (what `make demo` fits)."""
-    from loopscale.fit import fit_table
-    from loopscale.records import collect, runs_table
-    from loopscale.tables import canonical_table, read_table
+    from loopscale.fit.fit_table import fit_table
+    from loopscale.fit.tables import canonical_table, read_table
+    from loopscale.train.records import collect, runs_table
 
     out, tables = {}, {}
     fits = [("independent", indep, indep_sweep, points), ("forked", branches, forked_sweep, points)]
@@ -291,7 +291,7 @@ def main() -> int:
                 [
                     sys.executable,
                     "-m",
-                    "loopscale.train",
+                    "loopscale.train.entry",
                     "-m",
                     f"experiment={exp}",
                     "hydra/launcher=basic",

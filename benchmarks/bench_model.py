@@ -24,8 +24,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from loopscale.accounting import cpu_model, flops_per_token
-from loopscale.model import LoopedTransformer
+from loopscale.model.accounting import cpu_model, flops_per_token
+from loopscale.model.transformer import LoopedTransformer
 
 # ---------------------------------------------------------------------------------------------------- reference GPT
 

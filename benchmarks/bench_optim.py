@@ -22,11 +22,11 @@ from pathlib import Path
 import torch
 from step_timing import step_times
 
-from loopscale.config import with_vocab
-from loopscale.config_dirs import train_config
-from loopscale.data import batch_at
-from loopscale.shards import prepare
-from loopscale.train import run_training
+from loopscale.config.dirs import train_config
+from loopscale.config.schema import with_vocab
+from loopscale.data.shards import prepare
+from loopscale.data.windows import batch_at
+from loopscale.train.entry import run_training
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -52,9 +52,9 @@ def singular_value_band(cfg, rel_floor: float = 1e-3) -> tuple[float, float, flo
     """Over every MuonH matrix of this model at its first gradient: the band [min, max] of the singular
     values of the orthogonalised gradient (before the rescale), counting those whose input singular value is
     at least rel_floor x the matrix's largest, and the share of all singular values below that floor."""
-    from loopscale.lr_transfer import MATRIX, recipe_param_groups
-    from loopscale.model import LoopedTransformer
-    from loopscale.muonh import polar_express
+    from loopscale.model.transformer import LoopedTransformer
+    from loopscale.train.optim.lr_transfer import MATRIX, recipe_param_groups
+    from loopscale.train.optim.muonh import polar_express
 
     prepared = prepare(cfg.data, progress=False)
     cfg = with_vocab(cfg, prepared.vocab_size)

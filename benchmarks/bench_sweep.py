@@ -26,8 +26,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from loopscale.config_dirs import train_config
-from loopscale.shards import prepare
+from loopscale.config.dirs import train_config
+from loopscale.data.shards import prepare
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 CLUSTER_SH = REPO_ROOT / "slurm" / "cluster.sh"
@@ -68,7 +68,7 @@ def launch(name: str, launcher: list[str], workdir: Path, data_dir: Path) -> dic
     args = [
         sys.executable,
         "-m",
-        "loopscale.train",
+        "loopscale.train.entry",
         "-m",
         *MINI,
         *launcher,

@@ -5,7 +5,7 @@ at r = 1, 2, 4, 8 on the iso-depth CPU grid (d = 128, L_eff = 12, T = 128, batch
     .venv/bin/python benchmarks/bench_train.py [--steps 24] [--repeats 2]
 
 Both sides: forward + cross-entropy, backward, grad-norm clipping at 1.0, AdamW (same param groups), the lr
-schedule, one step per batch, batches from loopscale.data.batch_at. Times exclude the first 4 steps (warm-up).
+schedule, one step per batch, batches from loopscale.data.windows.batch_at. Times exclude the first 4 steps (warm-up).
 Target: Lightning within 5% of the bare loop.
 """
 
@@ -17,12 +17,13 @@ import time
 import lightning as L
 import torch
 
-from loopscale.config import DataConfig, ModelConfig, OptimConfig, TrainerConfig
-from loopscale.data import TokenDataModule, batch_at
-from loopscale.model import LoopedTransformer, param_groups
-from loopscale.module import LoopedLM, StepAccounting
-from loopscale.schedule import lr_multiplier
-from loopscale.shards import prepare
+from loopscale.config.model import ModelConfig
+from loopscale.config.schema import DataConfig, OptimConfig, TrainerConfig
+from loopscale.data.shards import prepare
+from loopscale.data.windows import TokenDataModule, batch_at
+from loopscale.model.transformer import LoopedTransformer, param_groups
+from loopscale.train.lightning_module import LoopedLM, StepAccounting
+from loopscale.train.optim.schedule import lr_multiplier
 
 WARMUP_STEPS = 4
 SEQ_LEN, BATCH = 128, 16

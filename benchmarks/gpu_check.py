@@ -11,7 +11,7 @@ it ends (a kill at a command's time limit keeps what was done):
   device      the card, its bf16 peak and memory, torch / Python versions; an unknown card fails
   grid        every job of the three published grids (baseline, tbptt, hyper: 308) planned for this card:
               its device batch (budget.device_batch=auto) x accumulation = 262,144 tokens per step, and its
-              predicted peak (loopscale/memory.py) within the card's usable memory; one that does not fit fails
+              predicted peak (loopscale/model/memory.py) within the card's usable memory; one that does not fit fails
   production  the heaviest grid point of each device-batch class (s16 hyper r8 at 32, s28 hyper r8 at 16,
               s34 r1 at 8), each a real `loopscale-train` run in its own process: trainer=gpu (bf16, compiled
               as configured), MuonH, gradient accumulation, through Lightning; measured peak memory against the
@@ -39,9 +39,9 @@ import torch
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from loopscale.config_dirs import compose  # noqa: E402
-from loopscale.memory import CARD_MEMORY_MIB, GIB, estimate_memory, usable_memory  # noqa: E402
-from loopscale.mfu import peak_flops  # noqa: E402
+from loopscale.config.dirs import compose  # noqa: E402
+from loopscale.model.memory import CARD_MEMORY_MIB, GIB, estimate_memory, usable_memory  # noqa: E402
+from loopscale.train.mfu import peak_flops  # noqa: E402
 
 GRIDS = ("isodepth", "isodepth_tbptt", "isodepth_hyper")
 STEP_TOKENS = 262_144
@@ -126,9 +126,9 @@ def section_device(check: Check) -> dict[str, Any]:
 
 
 def section_grid(check: Check) -> dict[str, Any]:
-    from loopscale.batching import device_batching
-    from loopscale.config import with_vocab
-    from loopscale.sweep import expand
+    from loopscale.config.schema import with_vocab
+    from loopscale.launch.sweep import expand
+    from loopscale.train.batching import device_batching
 
     heaviest, problems, jobs = {}, [], 0
     for experiment in GRIDS:
@@ -165,10 +165,10 @@ def run_point(check: Check, name: str) -> dict[str, Any]:
 
     from torch._dynamo.utils import counters
 
-    from loopscale.batching import device_batching
-    from loopscale.config import with_vocab
-    from loopscale.planning import run_dir_of, to_train_config
-    from loopscale.runner import fit_run
+    from loopscale.config.schema import with_vocab
+    from loopscale.train.batching import device_batching
+    from loopscale.train.plan import run_dir_of, to_train_config
+    from loopscale.train.runner import fit_run
 
     _, experiment, point, r = next(p for p in POINTS if p[0] == name)
     batch = 8 if check.smoke else 128
@@ -246,8 +246,8 @@ def _isolated_point(check: Check, name: str, timeout_s: float) -> dict[str, Any]
 
 
 def section_resume(check: Check) -> dict[str, Any]:
-    from loopscale.module import InjectedFailure
-    from loopscale.train import run_training
+    from loopscale.train.entry import run_training
+    from loopscale.train.lightning_module import InjectedFailure
 
     batch = ("budget.batch_size=8", "budget.device_batch=4") if not check.smoke else ()
     common = check.overrides(

@@ -2,7 +2,7 @@
 the one step timer of bench_optim.py (MuonH's share of the step) and bench_demo.py (processes vs threads).
 
 The step is the one Lightning runs (LoopedLM's model and its configured optimizer) on the deterministic
-batches of loopscale.data.batch_at, driven by hand so nothing but the step is timed; the first `warmup`
+batches of loopscale.data.windows.batch_at, driven by hand so nothing but the step is timed; the first `warmup`
 steps (allocator, lazy init) are left out.
 """
 
@@ -12,11 +12,11 @@ import time
 
 import torch
 
-from loopscale.config import with_vocab
-from loopscale.data import batch_at
-from loopscale.module import LoopedLM, StepAccounting
-from loopscale.shards import prepare
-from loopscale.train import plan_run
+from loopscale.config.schema import with_vocab
+from loopscale.data.shards import prepare
+from loopscale.data.windows import batch_at
+from loopscale.train.lightning_module import LoopedLM, StepAccounting
+from loopscale.train.plan import plan_run
 
 WARMUP_STEPS = 3
 

@@ -1,8 +1,8 @@
 """loopscale's Hydra launchers (loopscale/conf/hydra/launcher/{slurm,local}.yaml): hydra-submitit-launcher's, with
 the job layout taken from the trainer config and checked before submission, and GPU jobs predicted not to fit
-their device's memory or (SLURM) their time limits refused before sbatch (loopscale/launch.py). Hydra
+their device's memory or (SLURM) their time limits refused before sbatch (loopscale/launch/estimate.py). Hydra
 instantiates launchers only from its `hydra_plugins` namespace, hence this module; the rules live in
-loopscale/launcher.py."""
+loopscale/launch/launchers.py."""
 
 from __future__ import annotations
 
@@ -13,9 +13,8 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 from hydra_plugins.hydra_submitit_launcher.submitit_launcher import LocalLauncher, SlurmLauncher
-from loopscale.launch import LaunchLimits
-from loopscale.launcher import (
-    GPU_ACCELERATORS,
+from loopscale.launch.estimate import LaunchLimits
+from loopscale.launch.launchers import (
     LayoutError,
     check_slurm_params,
     compose_jobs,
@@ -24,8 +23,9 @@ from loopscale.launcher import (
     refuse_over_limits,
     sweep_layout,
 )
+from loopscale.train.batching import GPU_ACCELERATORS
 
-log = logging.getLogger("loopscale.launcher")
+log = logging.getLogger("loopscale.launch.launchers")
 
 
 class CheckedSlurmLauncher(SlurmLauncher):

@@ -1,6 +1,6 @@
 """LOOPSCALE_CONFIG_PATH for every loopscale entry point (loopscale-train, sweep, plan, demo): Hydra applies
 search path plugins only from its `hydra_plugins` namespace, hence this module; the rule lives in
-loopscale/config_dirs.py."""
+loopscale/config/dirs.py."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from hydra.core.config_search_path import ConfigSearchPath
 from hydra.errors import CompactHydraException
 from hydra.plugins.search_path_plugin import SearchPathPlugin
 
-from loopscale.config_dirs import add_user_dirs
+from loopscale.config.dirs import add_user_dirs
 
 
 class ConfigPathError(CompactHydraException):

@@ -20,17 +20,17 @@ except PackageNotFoundError:  # imported from a source tree that was never insta
 
 # public name -> the module that defines it
 _PUBLIC = {
-    "fit_table": "loopscale.fit",
-    "FitResult": "loopscale.fit_result",  # reading a fit never loads the optimiser
-    "load_fit": "loopscale.fit_result",
-    "predict_loss": "loopscale.fit",
-    "param_counts": "loopscale.accounting",
-    "flops_per_token": "loopscale.accounting",
-    "ModelConfig": "loopscale.config",
-    "TrainConfig": "loopscale.config",
-    "train_config": "loopscale.config_dirs",
-    "run_training": "loopscale.train",
-    "collect": "loopscale.records",
+    "fit_table": "loopscale.fit.fit_table",
+    "FitResult": "loopscale.fit.result",  # reading a fit never loads the optimiser
+    "load_fit": "loopscale.fit.result",
+    "predict_loss": "loopscale.fit.result",
+    "param_counts": "loopscale.model.accounting",
+    "flops_per_token": "loopscale.model.accounting",
+    "ModelConfig": "loopscale.config.model",
+    "TrainConfig": "loopscale.config.schema",
+    "train_config": "loopscale.config.dirs",
+    "run_training": "loopscale.train.entry",
+    "collect": "loopscale.train.records",
 }
 
 __all__ = ["__version__", *_PUBLIC]

@@ -1,10 +1,10 @@
 """The main job, end to end on this machine: `loopscale demo` (what `make demo` runs).
 
     prepare the default corpus -> train the isodepth_cpu_demo sweep (16 forked jobs: r in {1, 2, 4, 8} x 4
-    widths, 2-3 budgets each: 44 points) on a pool of worker processes (loopscale/local_workers.py) ->
+    widths, 2-3 budgets each: 44 points) on a pool of worker processes (loopscale/launch/local_workers.py) ->
     collect runs.csv -> fit the looped law with a bootstrap, its phi profile and a held-out budget, plus the looped-free
     diagnostic -> figures -> report.md -> demo.json (stage times, training FLOP/s and the conditioning
-    numbers of loopscale/conditioning.py), all under one output directory (runs/demo/).
+    numbers of loopscale/analysis/conditioning.py), all under one output directory (runs/demo/).
 
 Every stage reuses what an earlier call finished: finished runs are skipped (their run.json says done), an
 interrupted run resumes from its checkpoint. Nothing here computes a result of its own: it calls the same
@@ -49,9 +49,8 @@ class DemoOutputs:
 
 def _job_plan(cfg, vocab_size: int):
     """A job's plan: its forks' plan (the parent plus every cooldown) or its single run's."""
-    from loopscale.config import with_vocab
-    from loopscale.forks import plan_forks
-    from loopscale.train import plan_run
+    from loopscale.config.schema import with_vocab
+    from loopscale.train.plan import plan_forks, plan_run
 
     cfg = with_vocab(cfg, vocab_size)
     return plan_forks(cfg) if cfg.budget.mode == "forks" else plan_run(cfg)
@@ -101,10 +100,10 @@ def run_demo(settings: DemoSettings, console=None) -> DemoOutputs:
     from rich.console import Console
 
     from loopscale import plots
-    from loopscale.report import write_report
-    from loopscale.shards import prepare
-    from loopscale.sweep import expand
-    from loopscale.tables import canonical_table
+    from loopscale.analysis.report import write_report
+    from loopscale.data.shards import prepare
+    from loopscale.fit.tables import canonical_table
+    from loopscale.launch.sweep import expand
 
     console = console or Console()
     started = time.perf_counter()
@@ -169,9 +168,9 @@ def _train(jobs, vocab_size: int, workers: int, threads: int, console) -> list:
         TimeRemainingColumn,
     )
 
-    from loopscale.local_workers import train_in_workers
-    from loopscale.records import is_finished
-    from loopscale.train import run_dir_of
+    from loopscale.launch.local_workers import train_in_workers
+    from loopscale.train.plan import run_dir_of
+    from loopscale.train.records import is_finished
 
     todo = [job.cfg for job in jobs if not is_finished(run_dir_of(job.cfg)) and not _forks_finished(job.cfg)]
     todo.sort(key=lambda cfg: -_job_tokens(cfg, vocab_size))  # longest first (local_workers.py)
@@ -195,7 +194,7 @@ def _train(jobs, vocab_size: int, workers: int, threads: int, console) -> list:
 
 def _collect(out: Path, sweep_dir: Path):
     """`loopscale collect SWEEP_DIR --out OUT/runs.csv`: the table, the runs not done, the table's path."""
-    from loopscale.records import collect, runs_table, write_runs_table
+    from loopscale.train.records import collect, runs_table, write_runs_table
 
     rows, problems = collect(sweep_dir)
     if not rows:
@@ -211,9 +210,9 @@ def _fit(table, looped_table, runs_csv: Path, out: Path, settings: DemoSettings,
     looped-free diagnostic, each recorded with its input's path, hash and size; returns (fit, its path,
     free fit or None, its path)."""
     from loopscale.atomic import atomic_path
-    from loopscale.fit import fit_table
-    from loopscale.fit_result import file_sha256
-    from loopscale.tables import canonical_table
+    from loopscale.fit.fit_table import fit_table
+    from loopscale.fit.result import file_sha256
+    from loopscale.fit.tables import canonical_table
 
     console.print(
         f"[4/5] fitting the looped law ({settings.n_bootstrap} bootstrap replicates, phi profile, "
@@ -245,8 +244,8 @@ def _fit(table, looped_table, runs_csv: Path, out: Path, settings: DemoSettings,
 def _write_summary(summary: dict, looped_table, fit, path: Path) -> Path:
     """demo.json: the summary plus the conditioning numbers of the looped fit (on the table it was fitted
     to) and the targets it misses."""
+    from loopscale.analysis.conditioning import check, conditioning
     from loopscale.atomic import atomic_path
-    from loopscale.conditioning import check, conditioning
 
     summary["conditioning"] = conditioning(looped_table, fit)
     summary["conditioning_misses"] = check(summary["conditioning"])
@@ -277,9 +276,8 @@ def _forks_finished(cfg) -> bool:
     """A forked job is done when every branch has its run.json (the parent writes none)."""
     if cfg.budget.mode != "forks":
         return False
-    from loopscale.forks import branch_config, plan_forks
-    from loopscale.records import is_finished
-    from loopscale.train import run_dir_of
+    from loopscale.train.plan import branch_config, plan_forks, run_dir_of
+    from loopscale.train.records import is_finished
 
     plan = plan_forks(cfg)
     return all(is_finished(run_dir_of(branch_config(cfg, plan, b))) for b in plan.branches)

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from train_helpers import run_loopscale, run_python
 
-from loopscale.config import DataConfig
+from loopscale.config.schema import DataConfig
 
 OFFLINE_ENV = {"HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
 
@@ -48,7 +48,7 @@ def default_cfg(tmp_path_factory) -> DataConfig:
 
 @pytest.fixture(scope="session")
 def default_prepared(default_cfg):
-    from loopscale.shards import prepare
+    from loopscale.data.shards import prepare
 
     return prepare(default_cfg, progress=False)
 
@@ -86,7 +86,7 @@ SMALL_PACK = ["--max-documents", "3", "--vocab-size", "512", "--val-fraction", "
 @pytest.fixture(scope="session")
 def small_packed(tmp_path_factory):
     """A small packed set (3 Shakespeare plays, BPE 512, T = 32), built offline through the CLI."""
-    from loopscale.packed import open_packed
+    from loopscale.data.packed_set import open_packed
 
     root, _ = pack_offline(tmp_path_factory.mktemp("small_packed"), 32, *SMALL_PACK)
     return open_packed(root)

@@ -1,4 +1,4 @@
-"""loopscale.accounting: exact counts against the built modules, FLOPs against FlopCounterMode, the
+"""loopscale.model.accounting: exact counts against the built modules, FLOPs against FlopCounterMode, the
 published reference numbers, iso-depth invariants, presets and config validation."""
 
 import math
@@ -9,19 +9,19 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 from train_helpers import tiny_model
 
-from loopscale.accounting import (
+from loopscale.config.dirs import train_config
+from loopscale.config.model import layer_plan
+from loopscale.config.schema import with_vocab
+from loopscale.model.accounting import (
     accounting_report,
     cpu_model,
     flops_per_token,
-    layer_plan,
     matmul_flops_per_token,
     paper_model,
     param_counts,
     tokens_for_budget,
 )
-from loopscale.config import with_vocab
-from loopscale.config_dirs import train_config
-from loopscale.model import LoopedTransformer
+from loopscale.model.transformer import LoopedTransformer
 
 
 def numel(*modules) -> int:

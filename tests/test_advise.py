@@ -1,4 +1,4 @@
-"""`loopscale advise`'s optimiser against closed forms and ground truth (loopscale/advise.py, advise_family.py,
+"""`loopscale advise`'s optimiser against closed forms and ground truth (loopscale/analysis/advise.py, advise_family.py,
 advise_report.py).
 
 Closed forms, on the power-law family (N_unique = c d^2, a share f run once, F = 6 (N_once + r N_rec)):
@@ -21,12 +21,12 @@ import functools
 import numpy as np
 import pytest
 
-from loopscale.accounting import flops_per_token, model_preset, param_counts
-from loopscale.advise import Constraints, continuous_optimum, looped_sets, snapped_optimum, width_domain
-from loopscale.advise_family import mismatches, named_family, power_law_family, resolve_family
-from loopscale.advise_report import advise_fit, advise_from_fit, fit_law_sets
-from loopscale.derived import optimal_size
-from loopscale.fit_result import FitResult
+from loopscale.analysis.advise import Constraints, continuous_optimum, looped_sets, snapped_optimum, width_domain
+from loopscale.analysis.advise_family import mismatches, named_family, power_law_family, resolve_family
+from loopscale.analysis.advise_report import advise_fit, advise_from_fit, fit_law_sets
+from loopscale.fit.derived import optimal_size
+from loopscale.fit.result import FitResult
+from loopscale.model.accounting import flops_per_token, model_preset, param_counts
 
 TRUTH = {"E": 1.57, "A": 28.0, "alpha": 0.20, "B": 916.0, "beta": 0.37, "phi": 0.46}  # synthetic.TRUE_PARAMS
 F_ONCE = 0.2
@@ -271,7 +271,7 @@ def test_the_fit_records_its_model_shapes_and_ranges(published_fit):
 def test_data_summary_of_a_dense_table_is_one_r1_shape_per_size():
     import pandas as pd
 
-    from loopscale.fit_result import data_summary
+    from loopscale.fit.result import data_summary
 
     table = pd.DataFrame({"N": [1e8, 1e8, 4e8], "D": [2e9, 4e9, 8e9], "C": [1.2e18, 2.4e18, 1.9e19]})
     summary = data_summary(table)
@@ -286,9 +286,9 @@ def test_data_summary_of_a_dense_table_is_one_r1_shape_per_size():
 @pytest.fixture(scope="module")
 def published_fit():
     """`fit_table` on the published baseline grid (116 runs, 0.5% noise) drawn from TRUTH, 100 replicates."""
-    from loopscale.fit import fit_table
-    from loopscale.synthetic import recipe_sweep
-    from loopscale.tables import canonical_table
+    from loopscale.fit.fit_table import fit_table
+    from loopscale.fit.synthetic import recipe_sweep
+    from loopscale.fit.tables import canonical_table
 
     table = recipe_sweep(phi={"baseline": TRUTH["phi"]}, seed=3)
     return fit_table(canonical_table(table, "looped"), law="looped", seed=0, n_bootstrap=100, profile=False)

@@ -17,12 +17,13 @@ import pytest
 import torch
 from conftest import FIXTURES
 
-from loopscale.config import ModelConfig, OptimConfig, TrainerConfig, with_vocab
-from loopscale.lr_transfer import lrs_for
-from loopscale.module import LoopedLM, StepAccounting
-from loopscale.packing import PackStats, pack_rows_cropped
-from loopscale.planning import plan_run
-from loopscale.sweep import expand
+from loopscale.config.model import ModelConfig
+from loopscale.config.schema import OptimConfig, TrainerConfig, with_vocab
+from loopscale.data.packing import PackStats, pack_rows_cropped
+from loopscale.launch.sweep import expand
+from loopscale.train.lightning_module import LoopedLM, StepAccounting
+from loopscale.train.optim.lr_transfer import lrs_for
+from loopscale.train.plan import plan_run
 
 AUTHORS = FIXTURES / "authors"
 CASES = ["plain_r1", "concat_r2", "tbptt_r4", "hyper_r2"]

@@ -1,4 +1,4 @@
-"""Device batch and gradient accumulation: derived per run in one place (loopscale/batching.py), the published
+"""Device batch and gradient accumulation: derived per run in one place (loopscale/train/batching.py), the published
 rule on every point of the published grid, clear errors when the numbers do not divide, and shown by
 `loopscale sweep --json`."""
 
@@ -9,9 +9,9 @@ import json
 import pytest
 from train_helpers import train_config
 
-from loopscale.batching import device_batching
 from loopscale.cli import main as cli_main
-from loopscale.sweep import expand
+from loopscale.launch.sweep import expand
+from loopscale.train.batching import device_batching
 
 PUBLISHED_TOKENS_PER_STEP = 262_144
 

@@ -15,7 +15,7 @@ from fs_helpers import leftovers, small_tmpfs
 from proc_helpers import finish, start, wait_until
 from train_helpers import run_loopscale
 
-from loopscale.records import TABLE_COLUMNS, collect
+from loopscale.train.records import TABLE_COLUMNS, collect
 
 
 def _record(name: str, i: int) -> dict:

@@ -1,5 +1,5 @@
 """torch.compile never falls back to eager silently: every compiled unit has a recompile limit sized for the
-variants one process meets, and every limit hit is counted and reported (loopscale/compiling.py)."""
+variants one process meets, and every limit hit is counted and reported (loopscale/train/compiling.py)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import pytest
 import torch
 from train_helpers import TINY, tiny_model, train_config
 
-from loopscale.compiling import recompile_limit_hits, watch_recompile_limit
-from loopscale.train import run_training
+from loopscale.train.compiling import recompile_limit_hits, watch_recompile_limit
+from loopscale.train.entry import run_training
 
 pytestmark = pytest.mark.torch_floor  # `make test-torch-floor` runs these on the lowest supported torch too
 
@@ -100,8 +100,8 @@ def test_two_compiled_models_in_one_process_stay_compiled():
     """Every variant a process meets: fp32 and bf16, train and eval, with and without grad (truncated
     backprop), a partial batch, two models with different compile modes. Dynamo's eager backend keeps its
     caching and limits without code generation (the slow test below runs the real thing)."""
-    from loopscale.compiling import compile_model
-    from loopscale.model import LoopedTransformer
+    from loopscale.model.transformer import LoopedTransformer
+    from loopscale.train.compiling import compile_model
 
     watch_recompile_limit()
     before = len(recompile_limit_hits())

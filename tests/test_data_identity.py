@@ -11,12 +11,13 @@ from dataclasses import replace
 import pytest
 from train_helpers import TINY, run_loopscale, train_config
 
-from loopscale.config import DataConfig
-from loopscale.corpus import shakespeare_dir
-from loopscale.identity import DATA_FIELD, IDENTITY_FILE, IdentityMismatch
-from loopscale.records import read_record
-from loopscale.shards import cache_key
-from loopscale.train import CHECKPOINT, run_dir_of, run_training
+from loopscale.config.schema import DataConfig
+from loopscale.data.corpus import shakespeare_dir
+from loopscale.data.shards import cache_key
+from loopscale.train.entry import run_training
+from loopscale.train.identity import DATA_FIELD, IDENTITY_FILE, IdentityMismatch
+from loopscale.train.plan import CHECKPOINT, run_dir_of
+from loopscale.train.records import read_record
 
 SHORT = [*TINY, "budget.tokens=10240", "trainer.ckpt_every_steps=5", "run_name=r", "data.vocab_size=512"]
 
@@ -79,7 +80,7 @@ def test_the_relaunch_as_a_user_sees_it_is_one_line(tmp_path, corpus):
     with open(next(corpus.glob("*.txt")), "a") as f:
         f.write("appended\n")
     args = [*SHORT, f"runs_dir={tmp_path / 'runs'}", "data.source=text", f"data.path={corpus}"]
-    proc = run_loopscale([*args, f"data.data_dir={tmp_path / 'cache'}"], cwd=tmp_path, module="loopscale.train")
+    proc = run_loopscale([*args, f"data.data_dir={tmp_path / 'cache'}"], cwd=tmp_path, module="loopscale.train.entry")
     assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
     last = proc.stderr.strip().splitlines()[-1]
     assert last.startswith("loopscale-train: error:") and DATA_FIELD in last and "restart=true" in last

@@ -11,9 +11,15 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-from data_fixtures import default_cfg, default_prepared  # noqa: F401
 
-from loopscale.data import TokenDataModule, TrainStream, batch_at, micro_batch_at, unigram_entropy_nats, window_offsets
+from loopscale.data.windows import (
+    TokenDataModule,
+    TrainStream,
+    batch_at,
+    micro_batch_at,
+    unigram_entropy_nats,
+    window_offsets,
+)
 
 B, T = 4, 32
 

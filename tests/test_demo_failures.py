@@ -76,7 +76,7 @@ def test_a_demo_with_nothing_finished_to_fit_says_so(tmp_path, data_dir):
     out = tmp_path / "demo"
     sweep = out / "runs" / "isodepth_cpu_demo"
     code = (
-        "import sys, time; from loopscale.runlock import RunLock\n"
+        "import sys, time; from loopscale.train.lock import RunLock\n"
         f"locks = [RunLock({str(sweep)!r} + '/' + n) for n in ('baseline-r1-d16', 'baseline-r2-d16')]\n"
         "[lock.acquire() for lock in locks]; print('held', flush=True); time.sleep(600)"
     )

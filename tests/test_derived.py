@@ -6,7 +6,13 @@ import pytest
 from scipy.optimize import minimize_scalar
 from train_helpers import run_loopscale
 
-from loopscale.derived import compute_optimal, eff_per_cost, equivalent_sizes, isodepth_once_fraction, parabola_optima
+from loopscale.fit.derived import (
+    compute_optimal,
+    eff_per_cost,
+    equivalent_sizes,
+    isodepth_once_fraction,
+    parabola_optima,
+)
 
 
 def test_published_cost_equivalent_example():
@@ -78,7 +84,7 @@ def test_parabola_optima_find_the_vertex():
 
 @pytest.mark.parametrize("r, variant", [(1, "baseline"), (4, "baseline"), (4, "tbptt")])
 def test_compute_optimal_uses_each_models_flops_per_token(r, variant):
-    from loopscale.accounting import flops_per_token, paper_model, param_counts
+    from loopscale.model.accounting import flops_per_token, paper_model, param_counts
 
     params = {"E": 1.57, "A": 28.0, "alpha": 0.20, "B": 916.0, "beta": 0.37, "phi": 0.46}
     cfg = paper_model(16, r, variant)

@@ -17,21 +17,23 @@ import loopscale
 # One instance of each exception type, built as the code raises it. A new exception type must be added
 # here: test_every_exception_type_is_covered finds the ones that are missing.
 SAMPLES = {
-    "loopscale.module.Diverged": lambda m: m.Diverged(3, float("nan")),
-    "loopscale.module.InjectedFailure": lambda m: m.InjectedFailure("trainer.fail_at_step=7 reached"),
-    "loopscale.runlock.RunLocked": lambda m: m.RunLocked(
+    "loopscale.train.lightning_module.Diverged": lambda m: m.Diverged(3, float("nan")),
+    "loopscale.train.lightning_module.InjectedFailure": lambda m: m.InjectedFailure("trainer.fail_at_step=7 reached"),
+    "loopscale.train.lock.RunLocked": lambda m: m.RunLocked(
         Path("runs/x/y"), {"host": "n1", "pid": 12, "slurm_job_id": "7_1", "started": 1.0}
     ),
-    "loopscale.launcher.LayoutError": lambda m: m.LayoutError("hydra.launcher.nodes=2 but trainer.num_nodes=1"),
-    "loopscale.launcher.UnsafeSubmititFolder": lambda m: m.UnsafeSubmititFolder("/shared is not private"),
+    "loopscale.launch.launchers.LayoutError": lambda m: m.LayoutError("hydra.launcher.nodes=2 but trainer.num_nodes=1"),
+    "loopscale.launch.launchers.UnsafeSubmititFolder": lambda m: m.UnsafeSubmititFolder("/shared is not private"),
     "loopscale.signals.Terminated": lambda m: m.Terminated(),
     "loopscale.signals.Interrupted": lambda m: m.Interrupted(),
     "loopscale.cli.UsageError": lambda m: m.UsageError("--bootstrap must be >= 0"),
-    "loopscale.local_workers.JobFailed": lambda m: m.JobFailed("r1", "diverged", "nan at step 3", "runs/r1/run.json"),
-    "loopscale.identity.IdentityMismatch": lambda m: m.IdentityMismatch("runs/x holds a run of another config"),
-    "loopscale.corpus.DataError": lambda m: m.DataError("path='x' does not exist"),
-    "loopscale.records.BadRecord": lambda m: m.BadRecord("runs/x/run.json is not valid JSON"),
-    "loopscale.train.RunFailed": lambda m: m.RunFailed("loopscale-train: a run of this sweep failed"),
+    "loopscale.launch.local_workers.JobFailed": lambda m: m.JobFailed(
+        "r1", "diverged", "nan at step 3", "runs/r1/run.json"
+    ),
+    "loopscale.train.identity.IdentityMismatch": lambda m: m.IdentityMismatch("runs/x holds a run of another config"),
+    "loopscale.data.corpus.DataError": lambda m: m.DataError("path='x' does not exist"),
+    "loopscale.train.records.BadRecord": lambda m: m.BadRecord("runs/x/run.json is not valid JSON"),
+    "loopscale.train.entry.RunFailed": lambda m: m.RunFailed("loopscale-train: a run of this sweep failed"),
     "hydra_plugins.loopscale_searchpath.ConfigPathError": lambda m: m.ConfigPathError("LOOPSCALE_CONFIG_PATH ..."),
 }
 

@@ -8,10 +8,10 @@ import pandas as pd
 import pytest
 from conftest import CHINCHILLA
 
-from loopscale import fit as F
-from loopscale.laws import law_data_from_table, make_law
-from loopscale.synthetic import TRUE_PARAMS, law_loss, published_grid, published_grid_table
-from loopscale.tables import canonical_table
+from loopscale.fit import fit_table as F
+from loopscale.fit.laws import law_data_from_table, make_law
+from loopscale.fit.synthetic import TRUE_PARAMS, law_loss, published_grid, published_grid_table
+from loopscale.fit.tables import canonical_table
 
 CHINCHILLA_SHA256 = "193478df4e90f040016431996c45682659306840ecdadf83cfb9cd5ca0aa1b30"
 HOFFMANN = {"E": 1.69, "A": 406.4, "B": 410.7, "alpha": 0.34, "beta": 0.28}

@@ -5,10 +5,10 @@ import numpy as np
 import pytest
 from scipy.optimize import brentq
 
-from loopscale import fit as F
-from loopscale import synthetic as S
-from loopscale.laws import law_data_from_table, make_law
-from loopscale.tables import canonical_table
+from loopscale.fit import fit_table as F
+from loopscale.fit import synthetic as S
+from loopscale.fit.laws import law_data_from_table, make_law
+from loopscale.fit.tables import canonical_table
 
 
 @pytest.fixture(scope="module")

@@ -3,9 +3,9 @@
 import numpy as np
 import pytest
 
-from loopscale import fit as F
-from loopscale.synthetic import TRUE_PARAMS, published_grid_table
-from loopscale.tables import canonical_table
+from loopscale.fit import fit_table as F
+from loopscale.fit.synthetic import TRUE_PARAMS, published_grid_table
+from loopscale.fit.tables import canonical_table
 
 SEEDS = range(100, 120)
 

@@ -11,13 +11,13 @@ import pytest
 import torch
 from train_helpers import TINY, train_config
 
-from loopscale.checkpoint import fork_checkpoint_path
 from loopscale.cli import main as cli_main
-from loopscale.config import parse_fork_point
-from loopscale.module import InjectedFailure
-from loopscale.planning import branch_config, plan_forks
-from loopscale.records import PARENT_FILE, collect, read_record
-from loopscale.train import CHECKPOINT, plan_run, run_dir_of, run_training
+from loopscale.config.naming import parse_fork_point
+from loopscale.train.checkpoint import fork_checkpoint_path
+from loopscale.train.entry import run_training
+from loopscale.train.lightning_module import InjectedFailure
+from loopscale.train.plan import CHECKPOINT, branch_config, plan_forks, plan_run, run_dir_of
+from loopscale.train.records import PARENT_FILE, collect, read_record
 
 # TINY: 16 x 64 = 1024 tokens per step. Branches of 5, 10 and 15 steps cool down over their last 20%:
 # forks at steps 4, 8, 12; the parent runs 12 steps at constant lr after a 2-step warmup.

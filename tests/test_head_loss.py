@@ -1,4 +1,4 @@
-"""The chunked head + cross-entropy (loopscale/head_loss.py): the published loss and gradients, with no
+"""The chunked head + cross-entropy (loopscale/model/head_loss.py): the published loss and gradients, with no
 [B, T, V] logits kept for backward."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from loopscale.head_loss import chunked_head_loss, head_logits
+from loopscale.model.head_loss import chunked_head_loss, head_logits
 
 pytestmark = pytest.mark.torch_floor  # the head's numerics on the lowest supported torch too
 

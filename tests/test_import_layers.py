@@ -1,12 +1,17 @@
-"""loopscale's modules form layers (issue 17): no import cycle, neither among the imports a module runs when
-it is loaded nor counting the imports deferred into functions. Read from the source with ast, so the test
-sees every module whether or not anything imports it."""
+"""loopscale's layers: the declared contract (pyproject.toml [tool.importlinter]: the stages, the fit's inner
+layers, what may not reach the optimiser or the trainer) holds, checked by import-linter with deferred imports
+counted; and no import cycle, neither among the imports a module runs when it is loaded nor counting the imports
+deferred into functions (read from the source with ast, so the test sees every module whether or not anything
+imports it)."""
 
 from __future__ import annotations
 
 import ast
 import importlib
 import importlib.util
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 from train_helpers import modules_loaded_by
@@ -103,10 +108,10 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
 
 def test_the_walk_sees_the_package():
     graph = import_graph(module_level_only=False)
-    assert {"loopscale.train", "loopscale.planning", "loopscale.cli.fit", "loopscale.cli"} <= graph.keys()
-    assert "loopscale.planning" in graph["loopscale.forks"]
+    assert {"loopscale.train.entry", "loopscale.train.plan", "loopscale.cli.fit", "loopscale.cli"} <= graph.keys()
+    assert "loopscale.train.plan" in graph["loopscale.train.forks"]
     assert "loopscale.cli" in graph["loopscale.cli.fit"]  # `from . import UsageError`
-    assert "loopscale.laws" in graph["loopscale.tables"]  # `from .laws import make_law`
+    assert "loopscale.fit.laws" in graph["loopscale.fit.tables"]  # `from .laws import make_law`
 
 
 def test_find_cycle_finds_one():
@@ -124,24 +129,22 @@ def test_no_cycle_counting_imports_inside_functions():
     assert find_cycle(import_graph(module_level_only=False)) is None
 
 
-def test_planning_sits_below_training():
-    graph = import_graph(module_level_only=False)
-    below = {"loopscale.planning", "loopscale.config", "loopscale.accounting", "loopscale.schedule"}
-    below |= {"loopscale.model_config", "loopscale.naming", "loopscale.config_checks"}  # config.py's parts
-    for name in below:
-        assert not graph[name] & {"loopscale.train", "loopscale.runner", "loopscale.forks", "loopscale.sweep"}, name
-
-
 # What reads a fit record (figures, report, conditioning numbers) and what fits one.
 PLOT_MODULES = ("inputs", "layout", "curves", "single_fit", "recipes", "registry")
 FIT_READERS = (
     "loopscale.plots",
     *(f"loopscale.plots.{m}" for m in PLOT_MODULES),
-    "loopscale.report",
-    "loopscale.conditioning",
-    "loopscale.fit_result",
+    "loopscale.analysis.report",
+    "loopscale.analysis.conditioning",
+    "loopscale.fit.result",
 )
-OPTIMISER = {"loopscale.fit", "loopscale.objective", "loopscale.starts", "loopscale.optimize", "loopscale.uncertainty"}
+OPTIMISER = {
+    "loopscale.fit.fit_table",
+    "loopscale.fit.objective",
+    "loopscale.fit.starts",
+    "loopscale.fit.optimize",
+    "loopscale.fit.uncertainty",
+}
 
 
 def reachable(graph: dict[str, set[str]], start: str) -> set[str]:
@@ -153,28 +156,35 @@ def reachable(graph: dict[str, set[str]], start: str) -> set[str]:
     return seen
 
 
-def test_the_fit_modules_form_layers():
-    """record and box below the objective, below the starts, below the optimiser, below the uncertainty
-    steps, below fit_table: each imports only from the layers under it (deferred imports counted)."""
-    graph = import_graph(module_level_only=False)
-    layers = ["fit_bounds", "fit_result", "objective", "starts", "optimize", "uncertainty", "fit"]
-    for i, name in enumerate(layers):
-        above = {f"loopscale.{m}" for m in layers[i + 1 :]}
-        assert not reachable(graph, f"loopscale.{name}") & above, name
+def lint_imports(root: Path, env_path: Path | None = None) -> subprocess.CompletedProcess:
+    """import-linter over the package found first on sys.path (env_path, else the installed one), with the
+    contract of `root`/pyproject.toml."""
+    env = {"PATH": str(Path(sys.executable).parent), **({"PYTHONPATH": str(env_path)} if env_path else {})}
+    lint = Path(sys.executable).parent / "lint-imports"
+    return subprocess.run([str(lint), "--no-cache"], cwd=root, capture_output=True, text=True, env=env, timeout=300)
 
 
-def test_reading_a_fit_never_reaches_the_optimiser():
-    """Plots, the report and the conditioning numbers read fit records without the fitter: no import of
-    theirs, deferred ones included, leads to the optimiser modules (or to joint.py, which fits)."""
-    graph = import_graph(module_level_only=False)
-    for name in FIT_READERS:
-        assert not reachable(graph, name) & (OPTIMISER | {"loopscale.joint"}), name
+def test_the_declared_layers_hold():
+    proc = lint_imports(PACKAGE.parent)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert "0 broken" in proc.stdout and "loopscale stages KEPT" in proc.stdout
+
+
+def test_an_arrow_against_the_layers_breaks_the_contract(tmp_path):
+    """The contract is not vacuous: a copy of the package whose config layer imports the CLI breaks it."""
+    shutil.copytree(PACKAGE, tmp_path / "loopscale", ignore=shutil.ignore_patterns("__pycache__", "conf"))
+    shutil.copy(PACKAGE.parent / "pyproject.toml", tmp_path / "pyproject.toml")
+    checks = tmp_path / "loopscale" / "config" / "checks.py"
+    checks.write_text(checks.read_text() + "\n\ndef _arrow():\n    import loopscale.cli  # noqa\n")
+    proc = lint_imports(tmp_path, env_path=tmp_path)
+    assert proc.returncode != 0
+    assert "loopscale.config is not allowed to import loopscale.cli" in proc.stdout
 
 
 def test_importing_the_readers_loads_neither_the_optimiser_nor_scipy_optimize():
     loaded = modules_loaded_by(f"import {', '.join(FIT_READERS)}")
     assert set(FIT_READERS) <= loaded  # the import did run
-    assert not loaded & (OPTIMISER | {"loopscale.joint", "scipy.optimize"})
+    assert not loaded & (OPTIMISER | {"loopscale.fit.joint", "scipy.optimize"})
 
 
 BENCHMARKS = Path(loopscale.__file__).parents[1] / "benchmarks"

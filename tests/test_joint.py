@@ -7,11 +7,11 @@ import numpy as np
 import pytest
 from train_helpers import run_loopscale
 
-from loopscale import fit as F
-from loopscale import synthetic as S
-from loopscale.joint import joint_data, joint_table, separate_fits, shared_parameter_check
-from loopscale.laws import make_law
-from loopscale.tables import canonical_table
+from loopscale.fit import fit_table as F
+from loopscale.fit import synthetic as S
+from loopscale.fit.joint import joint_data, joint_table, separate_fits, shared_parameter_check
+from loopscale.fit.laws import make_law
+from loopscale.fit.tables import canonical_table
 
 TRUTH = {**S.TRUE_DENSE, "phi[baseline]": 0.46, "phi[tbptt]": 0.38}
 

@@ -1,12 +1,12 @@
 """Joint delta-phi on synthetic ground truth shaped like the published baseline grid and the
-truncated-backprop probe (`loopscale.synthetic`), 20 fixed seeds (slow)."""
+truncated-backprop probe (`loopscale.fit.synthetic`), 20 fixed seeds (slow)."""
 
 import numpy as np
 import pytest
 
-from loopscale import synthetic as S
-from loopscale.joint import fit_joint, joint_table
-from loopscale.tables import canonical_table
+from loopscale.fit import synthetic as S
+from loopscale.fit.joint import fit_joint, joint_table
+from loopscale.fit.tables import canonical_table
 
 SEEDS = range(20)
 N_BOOTSTRAP = 200

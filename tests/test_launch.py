@@ -10,7 +10,8 @@ import pytest
 from train_helpers import train_config
 
 from loopscale.cli import main as cli_main
-from loopscale.launch import (
+from loopscale.config.dirs import compose
+from loopscale.launch.estimate import (
     LaunchLimits,
     estimate_job,
     eval_flops_per_token,
@@ -20,9 +21,8 @@ from loopscale.launch import (
     limit_warning,
     limit_warnings,
 )
-from loopscale.mfu import PEAK_BF16_FLOPS
-from loopscale.sweep import compose
-from loopscale.train import plan_run
+from loopscale.train.mfu import PEAK_BF16_FLOPS
+from loopscale.train.plan import plan_run
 
 # a synthetic plan: the published model at s = 34 with its 32k vocabulary, a compute budget chosen per test
 PAPER = ["model=paper", "model.d_model=2176", "model.vocab_size=32000", "budget=paper", "trainer=gpu"]

@@ -1,4 +1,4 @@
-"""The launchers' layout: from the trainer config, checked before submission (loopscale/launcher.py)."""
+"""The launchers' layout: from the trainer config, checked before submission (loopscale/launch/launchers.py)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 from conftest import REPO_ROOT
 from train_helpers import compose_cfg, run_loopscale
 
-from loopscale.launcher import (
+from loopscale.launch.launchers import (
     JobLayout,
     LayoutError,
     check_slurm_params,
@@ -93,7 +93,7 @@ def test_a_contradicting_launcher_override_stops_the_multirun_before_submission(
         ],
         cwd=REPO_ROOT,
         timeout_s=300,
-        module="loopscale.train",
+        module="loopscale.train.entry",
     )
     assert proc.returncode != 0
     assert "LayoutError" in proc.stderr and "hydra.launcher.tasks_per_node=1 but trainer.devices=8" in proc.stderr

@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from loopscale.fit import Loss, objective, objective_and_grad
-from loopscale.laws import Law, LawData, law_data_from_table, make_law, n_eff, predict_loss
+from loopscale.fit.fit_table import Loss, objective, objective_and_grad
+from loopscale.fit.laws import Law, LawData, law_data_from_table, make_law, n_eff, predict_loss
 
 PARAMS = {"E": 1.57, "A": 28.0, "alpha": 0.20, "B": 916.0, "beta": 0.37, "phi": 0.46}
 

@@ -1,4 +1,4 @@
-"""The published recipe's parameter groups and learning rates (loopscale/lr_transfer.py), and optim=muonh's
+"""The published recipe's parameter groups and learning rates (loopscale/train/optim/lr_transfer.py), and optim=muonh's
 configuration: lrs equal the published formulas worked out by hand, every parameter lands in one group by its
 module's role (for both injection forms), and bad combinations fail with the field named."""
 
@@ -11,11 +11,12 @@ import torch
 from torch import nn
 from train_helpers import tiny_model, train_config
 
-from loopscale import accounting
-from loopscale.config import INJECTIONS, ModelConfig, OptimConfig, TrainerConfig
-from loopscale.lr_transfer import d_ref_tokens, lrs_for, recipe_param_groups
-from loopscale.model import LoopedTransformer
-from loopscale.module import StepAccounting, optimizer_record
+from loopscale.config.model import INJECTIONS, ModelConfig
+from loopscale.config.schema import OptimConfig, TrainerConfig
+from loopscale.model import accounting
+from loopscale.model.transformer import LoopedTransformer
+from loopscale.train.lightning_module import StepAccounting, optimizer_record
+from loopscale.train.optim.lr_transfer import d_ref_tokens, lrs_for, recipe_param_groups
 
 MUONH = OptimConfig(optimizer="muonh", lr=0.014, weight_decay=0.0, beta1=0.8, eps=1e-10, warmup_frac=0.0, grad_clip=0.0)
 
@@ -184,7 +185,7 @@ def test_fsdp_and_forks_with_published_transfer_are_clear_errors():
         optimizer_record(_tiny(2), MUONH, TrainerConfig(strategy="fsdp"), acc)
     rec = optimizer_record(_tiny(2), MUONH, TrainerConfig(), acc)
     assert rec["optimizer"] == "muonh" and rec["ortho_dtype"] == "fp32" and set(rec["lrs"]) >= {"matrix", "norm"}
-    from loopscale.planning import plan_forks
+    from loopscale.train.plan import plan_forks
 
     cfg = train_config(["optim=muonh", "optim.schedule=wsd", "budget=forks", "run_name=forks"])
     with pytest.raises(ValueError, match="transfer"):

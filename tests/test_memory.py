@@ -1,4 +1,4 @@
-"""The memory model (loopscale/memory.py) against what really happens on CPU: the activations autograd keeps
+"""The memory model (loopscale/model/memory.py) against what really happens on CPU: the activations autograd keeps
 (saved-tensor hooks, bf16 autocast, eager and compiled) at three sizes and two recipes, the optimizer state a
 real MuonH step allocates; and device_batch=auto on the cards of the published grid."""
 
@@ -11,14 +11,14 @@ import pytest
 import torch
 from train_helpers import train_config
 
-from loopscale.accounting import paper_model
-from loopscale.batching import device_batching
-from loopscale.compiling import compile_model
-from loopscale.config import with_vocab
-from loopscale.lr_transfer import MATRIX, recipe_param_groups
-from loopscale.memory import GIB, activation_bytes, estimate_memory, state_bytes, usable_memory
-from loopscale.model import LoopedTransformer
-from loopscale.muonh import MuonH
+from loopscale.config.schema import with_vocab
+from loopscale.model.accounting import paper_model
+from loopscale.model.memory import GIB, activation_bytes, estimate_memory, state_bytes, usable_memory
+from loopscale.model.transformer import LoopedTransformer
+from loopscale.train.batching import device_batching
+from loopscale.train.compiling import compile_model
+from loopscale.train.optim.lr_transfer import MATRIX, recipe_param_groups
+from loopscale.train.optim.muonh import MuonH
 
 
 def kept_for_backward(model: torch.nn.Module, x: torch.Tensor) -> int:

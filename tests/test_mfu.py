@@ -8,9 +8,9 @@ from dataclasses import replace
 
 import pytest
 
-from loopscale.accounting import flops_per_token
-from loopscale.config import ModelConfig
-from loopscale.mfu import PEAK_BF16_FLOPS, causal_flops_per_token, mfu, peak_flops
+from loopscale.config.model import ModelConfig
+from loopscale.model.accounting import flops_per_token
+from loopscale.train.mfu import PEAK_BF16_FLOPS, causal_flops_per_token, mfu, peak_flops
 
 
 def test_peaks_match_exact_device_names_only(caplog):
@@ -19,7 +19,7 @@ def test_peaks_match_exact_device_names_only(caplog):
     assert peak_flops("NVIDIA H100 NVL") < peak_flops("NVIDIA H100 80GB HBM3")
     assert peak_flops("nvidia  h200") == peak_flops("NVIDIA H200")  # case and spacing do not matter
     assert peak_flops("NVIDIA H200 NVL") < peak_flops("NVIDIA H200")
-    with caplog.at_level(logging.WARNING, logger="loopscale.mfu"):
+    with caplog.at_level(logging.WARNING, logger="loopscale.train.mfu"):
         assert peak_flops("NVIDIA H100") is None  # a bare family name: which card? no guess
         assert peak_flops("NVIDIA H100") is None
         assert peak_flops("Some Future GPU 3000") is None

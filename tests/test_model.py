@@ -1,4 +1,4 @@
-"""loopscale.model: forward contract, injection inits (split linear and the published concat), the published
+"""loopscale.model.transformer: forward contract, injection inits (split linear and the published concat), the published
 init and soft-cap, truncated backprop (gradients and memory), hyper-connection identities at init, AdamW
 parameter groups."""
 
@@ -9,9 +9,9 @@ import torch
 from torch.autograd.graph import saved_tensors_hooks
 from train_helpers import tiny_model
 
-from loopscale.accounting import paper_model
-from loopscale.config import ModelConfig
-from loopscale.model import ConcatInjection, LoopedTransformer, param_groups
+from loopscale.config.model import ModelConfig
+from loopscale.model.accounting import paper_model
+from loopscale.model.transformer import ConcatInjection, LoopedTransformer, param_groups
 
 B = 2
 _TINY = tiny_model(1)

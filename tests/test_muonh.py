@@ -1,4 +1,4 @@
-"""MuonH (loopscale/muonh.py) against the published update: norms kept on the hyperball, a near-orthogonal
+"""MuonH (loopscale/train/optim/muonh.py) against the published update: norms kept on the hyperball, a near-orthogonal
 update, a step equal to an independent plain-torch reference, a zero matrix that stays finite, the AdamW
 groups equal to torch.optim.AdamW, and a state that survives state_dict / load_state_dict exactly."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from loopscale.muonh import TORCH_DTYPES, MuonH, polar_express, resolve_ortho_dtype
+from loopscale.train.optim.muonh import TORCH_DTYPES, MuonH, polar_express, resolve_ortho_dtype
 
 # The published Polar Express coefficients, typed here from the recipe (not imported), for the reference.
 COEFFS = [

@@ -24,7 +24,7 @@ def test_a_sweep_without_an_experiment_lists_its_jobs(tmp_path):
 
 @pytest.mark.parametrize(
     "command, module, code",
-    [(["sweep", "--count"], "loopscale", 2), (["--cfg", "job"], "loopscale.train", 1)],
+    [(["sweep", "--count"], "loopscale", 2), (["--cfg", "job"], "loopscale.train.entry", 1)],
 )
 def test_a_config_path_that_is_not_a_directory_is_one_line(tmp_path, command, module, code):
     env = {"LOOPSCALE_CONFIG_PATH": str(tmp_path / "missing")}

@@ -15,10 +15,11 @@ from conftest import REPO_ROOT
 from data_fixtures import pack_offline
 from train_helpers import TINY, run_loopscale, run_python, train_config
 
-from loopscale.corpus import DataError
-from loopscale.module import InjectedFailure
-from loopscale.records import read_record
-from loopscale.train import CHECKPOINT, run_dir_of, run_training
+from loopscale.data.corpus import DataError
+from loopscale.train.entry import run_training
+from loopscale.train.lightning_module import InjectedFailure
+from loopscale.train.plan import CHECKPOINT, run_dir_of
+from loopscale.train.records import read_record
 
 # one torch thread: on a shared 2-core machine, default threading made a tiny step 8x slower (measured)
 ONE_THREAD = ["trainer.num_threads=1"]
@@ -56,7 +57,7 @@ def _cfg(tmp_path, corpus, *extra):
 
 
 def _train_rows(cfg) -> int:
-    from loopscale.packed import pack
+    from loopscale.data.packed_set import pack
 
     return pack(cfg.data, cfg.model.seq_len, progress=False).train.n_rows
 
@@ -146,7 +147,7 @@ import json, sys, time
 sys.path.insert(0, 'tests')
 from train_helpers import train_config
 cfg = train_config(['data=fineweb_edu_packed', 'model=paper'])
-from loopscale.run_data import open_run_data
+from loopscale.data.run_data import open_run_data
 start = time.perf_counter()
 try:
     open_run_data(cfg.data, cfg.model.seq_len, progress=False)
@@ -168,7 +169,7 @@ def _no_cache_env(tmp_path, offline: bool) -> dict:
 
 @pytest.mark.parametrize("offline", [True, False])
 def test_published_set_without_cache_fails_at_once_in_one_line(tmp_path, offline):
-    from loopscale.packed import hub_reachable
+    from loopscale.data.published import hub_reachable
 
     if not offline and hub_reachable():
         pytest.skip("the hub is reachable here: without the offline flag the set would be downloaded")
@@ -192,7 +193,7 @@ def test_published_set_without_cache_fails_from_the_command_line(tmp_path):
         cwd=tmp_path,
         env=_no_cache_env(tmp_path, offline=True),
         drop_env=HF_VARIABLES,
-        module="loopscale.train",
+        module="loopscale.train.entry",
     )
     assert proc.returncode != 0
     lines = [ln for ln in proc.stderr.splitlines() if "prepacked-fineweb-edu-llama2-32K-T2048" in ln]
@@ -222,7 +223,7 @@ def test_published_set_from_the_hugging_face_cache_trains_offline(tmp_path, corp
         cwd=tmp_path,
         env=env,
         drop_env=HF_VARIABLES,
-        module="loopscale.train",
+        module="loopscale.train.entry",
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     (record_path,) = runs.glob("*/*/run.json")
@@ -235,10 +236,10 @@ def test_final_loss_is_the_mean_over_exactly_the_val_rows(tmp_path, corpus):
     import torch
     import torch.nn.functional as F
 
-    from loopscale.config import with_vocab
-    from loopscale.model import LoopedTransformer
-    from loopscale.packed import pack
-    from loopscale.rows import IGNORE_INDEX, rows_to_batch
+    from loopscale.config.schema import with_vocab
+    from loopscale.data.packed_reader import IGNORE_INDEX, rows_to_batch
+    from loopscale.data.packed_set import pack
+    from loopscale.model.transformer import LoopedTransformer
 
     cfg = _cfg(tmp_path, corpus, "budget.tokens=4096", "data.val_rows=29")  # batches of 16 and 13 rows
     record = run_training(cfg)
@@ -282,7 +283,7 @@ def test_ddp_with_accumulation_trains_one_whole_pass(tmp_path, corpus):
             "trainer.progress=false",
         ],
         cwd=tmp_path,
-        module="loopscale.train",
+        module="loopscale.train.entry",
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     (record_path,) = runs.glob("*/*/run.json")

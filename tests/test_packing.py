@@ -11,12 +11,12 @@ import pyarrow.parquet as pq
 import pytest
 from data_fixtures import cache_entries, pack_offline
 
-from loopscale.config import DataConfig
-from loopscale.corpus import load_documents
-from loopscale.packed import iter_rows, open_packed
-from loopscale.packing import PackStats, pack_rows, pack_rows_cropped
-from loopscale.shards import split_documents
-from loopscale.tokenizer import load_tokenizer
+from loopscale.config.schema import DataConfig
+from loopscale.data.corpus import load_documents
+from loopscale.data.packed_set import iter_rows, open_packed
+from loopscale.data.packing import PackStats, pack_rows, pack_rows_cropped
+from loopscale.data.shards import split_documents
+from loopscale.data.tokenizer import load_tokenizer
 
 BOS = 7
 
@@ -179,7 +179,7 @@ def test_pack_cli_errors_are_one_usage_line(tmp_path):
 
 
 def test_rows_of_a_large_vocabulary_are_stored_as_uint32(tmp_path):
-    from loopscale.packed import RowFiles, write_rows
+    from loopscale.data.packed_set import RowFiles, write_rows
 
     rows = np.array([[70000, 1, 2], [3, 4, 65536]], dtype=np.uint32)  # ids past uint16
     write_rows(tmp_path, "train", rows, np.array([3, 2], dtype=np.int32), np.array([1, 0]))

@@ -6,7 +6,7 @@ import subprocess
 import pytest
 from train_helpers import run_loopscale
 
-from loopscale.accounting import accounting_report, cpu_model, paper_model
+from loopscale.model.accounting import accounting_report, cpu_model, paper_model
 
 
 def params(*args: str) -> subprocess.CompletedProcess:

@@ -11,8 +11,8 @@ import pytest
 from conftest import FIXTURES
 
 from loopscale import plots
-from loopscale.fit import fit_law
-from loopscale.laws import law_data_from_table, predict_loss
+from loopscale.fit.fit_table import fit_law
+from loopscale.fit.laws import law_data_from_table, predict_loss
 
 FIXTURE = FIXTURES / "plots"
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -263,7 +263,7 @@ def test_load_fit_rejects_non_fit_json(tmp_path):
 def test_fixture_is_the_looped_law_table(table, baseline):
     """The fixture table has the columns `collect` writes, three variants, budgets shaped like the
     published sweep."""
-    from loopscale.records import TABLE_COLUMNS
+    from loopscale.train.records import TABLE_COLUMNS
 
     raw = pd.read_csv(FIXTURE / "runs.csv")
     assert list(raw.columns) == TABLE_COLUMNS

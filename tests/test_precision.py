@@ -8,8 +8,8 @@ import pytest
 import torch
 from train_helpers import tiny_model
 
-from loopscale.config import ModelConfig
-from loopscale.model import Block, LoopedTransformer
+from loopscale.config.model import ModelConfig
+from loopscale.model.transformer import Block, LoopedTransformer
 
 VOCAB, T = 128, 16
 

@@ -3,7 +3,7 @@ dense_from) and the looped fit of the result recovers the law; a probe table wit
 `loopscale fit` with a message naming the fix, unless --allow-no-dense.
 
 The sweeps here are run.json records written for the published grid's points (accounting from
-loopscale.accounting, losses from a known law), since training 200 published-size models is out of reach
+loopscale.model.accounting, losses from a known law), since training 200 published-size models is out of reach
 on this machine; collecting real trained sweeps is covered by test_sweep.py and test_slurm_sweep.py.
 """
 
@@ -15,9 +15,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from loopscale.accounting import flops_per_token, paper_model, param_counts, tokens_for_budget
+from loopscale.atomic import write_json_atomic
 from loopscale.cli import main as cli_main
-from loopscale.records import RUN_FILE, write_json_atomic
+from loopscale.model.accounting import flops_per_token, paper_model, param_counts, tokens_for_budget
+from loopscale.train.records import RUN_FILE
 
 BATCH_TOKENS = 262_144
 # a law in the range of the published fit (phi = 0.46 there)

@@ -12,10 +12,11 @@ from pathlib import Path
 import pytest
 from train_helpers import TINY, compose_cfg, run_loopscale, train_config
 
-from loopscale.identity import IDENTITY_FILE, claim, identity_hash, identity_of
-from loopscale.launcher import UnsafeSubmititFolder, check_submitit_folder
-from loopscale.records import read_record
-from loopscale.train import run_dir_of, run_training
+from loopscale.launch.launchers import UnsafeSubmititFolder, check_submitit_folder
+from loopscale.train.entry import run_training
+from loopscale.train.identity import IDENTITY_FILE, claim, identity_hash, identity_of
+from loopscale.train.plan import run_dir_of
+from loopscale.train.records import read_record
 
 SHORT = [*TINY, "budget.tokens=5120", "trainer.ckpt_every_steps=5"]
 
@@ -41,7 +42,9 @@ def test_a_run_dir_from_before_still_resumes_with_a_wall_time_checkpoint(tmp_pat
 def _train_cli(tmp_path, data_dir, *extra):
     flags = [a for a in extra if a.startswith("-")]
     args = [*flags, *SHORT, f"runs_dir={tmp_path / 'runs'}", f"data.data_dir={data_dir}"]
-    return run_loopscale([*args, *(a for a in extra if not a.startswith("-"))], cwd=tmp_path, module="loopscale.train")
+    return run_loopscale(
+        [*args, *(a for a in extra if not a.startswith("-"))], cwd=tmp_path, module="loopscale.train.entry"
+    )
 
 
 def test_a_refused_relaunch_leaves_the_runs_hydra_config_alone(tmp_path, data_dir):

@@ -14,17 +14,17 @@ from train_helpers import modules_loaded_by
 import loopscale
 
 PUBLIC = {
-    "fit_table": "loopscale.fit",
-    "FitResult": "loopscale.fit_result",
-    "load_fit": "loopscale.fit_result",
-    "predict_loss": "loopscale.fit",
-    "param_counts": "loopscale.accounting",
-    "flops_per_token": "loopscale.accounting",
-    "ModelConfig": "loopscale.config",
-    "TrainConfig": "loopscale.config",
-    "train_config": "loopscale.config_dirs",
-    "run_training": "loopscale.train",
-    "collect": "loopscale.records",
+    "fit_table": "loopscale.fit.fit_table",
+    "FitResult": "loopscale.fit.result",
+    "load_fit": "loopscale.fit.result",
+    "predict_loss": "loopscale.fit.fit_table",
+    "param_counts": "loopscale.model.accounting",
+    "flops_per_token": "loopscale.model.accounting",
+    "ModelConfig": "loopscale.config.schema",
+    "TrainConfig": "loopscale.config.schema",
+    "train_config": "loopscale.config.dirs",
+    "run_training": "loopscale.train.entry",
+    "collect": "loopscale.train.records",
 }
 
 
@@ -37,15 +37,15 @@ def test_each_public_name_is_the_library_object(name):
 def test_an_unknown_name_is_an_attribute_error():
     with pytest.raises(AttributeError, match="no attribute 'fit_tabel'"):
         loopscale.fit_tabel  # noqa: B018
-    from loopscale import laws  # submodules still import through `from loopscale import ...`
+    from loopscale.fit import laws  # submodules still import through `from loopscale import ...`
 
-    assert laws.__name__ == "loopscale.laws"
+    assert laws.__name__ == "loopscale.fit.laws"
 
 
 def test_import_loopscale_imports_neither_torch_nor_the_public_modules():
     loaded = modules_loaded_by("import loopscale")
     assert "torch" not in loaded and "lightning" not in loaded
-    assert not {"loopscale.fit", "loopscale.train", "scipy"} & loaded
+    assert not {"loopscale.fit.fit_table", "loopscale.train.entry", "scipy"} & loaded
 
 
 def test_the_analysis_names_do_not_import_torch():
@@ -54,13 +54,13 @@ def test_the_analysis_names_do_not_import_torch():
         "'param_counts', 'flops_per_token', 'ModelConfig', 'TrainConfig', 'collect'): "
         "getattr(loopscale, n)"
     )
-    assert "torch" not in loaded and "loopscale.fit" in loaded
+    assert "torch" not in loaded and "loopscale.fit.fit_table" in loaded
 
 
 def test_reading_a_fit_loads_neither_the_optimiser_nor_torch():
     loaded = modules_loaded_by("import loopscale\nloopscale.load_fit, loopscale.FitResult")
-    assert "loopscale.fit_result" in loaded
-    assert not {"loopscale.fit", "loopscale.optimize", "scipy.optimize", "torch"} & loaded
+    assert "loopscale.fit.result" in loaded
+    assert not {"loopscale.fit.fit_table", "loopscale.fit.optimize", "scipy.optimize", "torch"} & loaded
 
 
 def test_train_config_is_the_composed_typed_config():

@@ -1,4 +1,4 @@
-"""loopscale.report and the `loopscale plot` / `loopscale report` subcommands, on the fixture table and
+"""loopscale.analysis.report and the `loopscale plot` / `loopscale report` subcommands, on the fixture table and
 its real fits (tests/fixtures/plots), and on a sweep directory of run.json records collected for real."""
 
 import re
@@ -6,11 +6,12 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from test_plots import FIXTURE, fit, table  # noqa: F401  (the fixture table and fit, shared)
+from test_plots import FIXTURE  # noqa: F401  (the fixture table and fit, shared)
 
-from loopscale import plots, report
+from loopscale import plots
+from loopscale.analysis import report
+from loopscale.atomic import write_json_atomic
 from loopscale.cli import main
-from loopscale.records import write_json_atomic
 
 
 def test_write_report_law_cis_figures_and_runs(table, fit, tmp_path):

@@ -10,12 +10,9 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-from data_fixtures import small_packed  # noqa: F401
 
-from loopscale.checkpoint import AtomicLastCheckpoint
-from loopscale.corpus import DataError
-from loopscale.packed import iter_rows
-from loopscale.rows import (
+from loopscale.data.corpus import DataError
+from loopscale.data.packed_reader import (
     IGNORE_INDEX,
     PackedDataModule,
     PackedTrainStream,
@@ -24,6 +21,8 @@ from loopscale.rows import (
     read_wrapped,
     rows_to_batch,
 )
+from loopscale.data.packed_set import iter_rows
+from loopscale.train.checkpoint import AtomicLastCheckpoint
 
 
 def _row_key(x: torch.Tensor, y: torch.Tensor) -> tuple:

@@ -15,10 +15,11 @@ import pytest
 from conftest import REPO_ROOT
 from train_helpers import TINY, run_loopscale, train_config
 
-from loopscale.identity import IDENTITY_FILE, IdentityMismatch, claim, identity_hash, identity_of
-from loopscale.records import read_record
-from loopscale.runlock import LOCK_FILE, STALE_AFTER_S, RunLock, RunLocked
-from loopscale.train import CHECKPOINT, run_dir_of, run_training
+from loopscale.train.entry import run_training
+from loopscale.train.identity import IDENTITY_FILE, IdentityMismatch, claim, identity_hash, identity_of
+from loopscale.train.lock import LOCK_FILE, STALE_AFTER_S, RunLock, RunLocked
+from loopscale.train.plan import CHECKPOINT, run_dir_of
+from loopscale.train.records import read_record
 
 SHORT = [*TINY, "budget.tokens=10240", "trainer.ckpt_every_steps=5", "run_name=same"]  # 10 steps
 
@@ -115,7 +116,7 @@ def test_second_launcher_reports_running_elsewhere_and_touches_nothing(tmp_path,
         [
             sys.executable,
             "-c",
-            "import sys, time; from loopscale.runlock import RunLock\n"
+            "import sys, time; from loopscale.train.lock import RunLock\n"
             f"with RunLock({str(run_dir)!r}):\n    print('held', flush=True); time.sleep(600)",
         ],
         stdout=subprocess.PIPE,
@@ -136,7 +137,7 @@ def test_second_launcher_reports_running_elsewhere_and_touches_nothing(tmp_path,
                 "hydra/hydra_logging=none",
             ],
             cwd=tmp_path,
-            module="loopscale.train",
+            module="loopscale.train.entry",
         )
         assert proc.returncode == 0, proc.stderr[-3000:]
         assert "running elsewhere" in proc.stderr + proc.stdout and f"pid {holder.pid}" in proc.stderr + proc.stdout
@@ -174,7 +175,7 @@ def test_two_launches_of_one_run_train_it_once(tmp_path, data_dir):
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     procs = [
         subprocess.Popen(
-            [sys.executable, "-m", "loopscale.train", *args],
+            [sys.executable, "-m", "loopscale.train.entry", *args],
             cwd=tmp_path,
             env=env,
             stdout=subprocess.PIPE,
@@ -210,7 +211,7 @@ def test_unsafe_names_are_refused_and_write_nothing_outside_runs_dir(tmp_path, d
         proc = run_loopscale(
             [*SHORT, f"runs_dir={runs}", f"data.data_dir={data_dir}", override, *hydra_dir],
             cwd=tmp_path,
-            module="loopscale.train",
+            module="loopscale.train.entry",
         )
         assert proc.returncode != 0
         assert "is not a safe name" in proc.stderr
@@ -300,7 +301,7 @@ def test_a_planted_checkpoint_runs_no_code(tmp_path, data_dir):
         [*SHORT, f"runs_dir={tmp_path / 'runs'}", f"data.data_dir={data_dir}"],
         cwd=tmp_path,
         env={"TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD": "1"},
-        module="loopscale.train",
+        module="loopscale.train.entry",
     )
     assert proc.returncode != 0
     assert not marker.exists(), "the planted checkpoint ran code"

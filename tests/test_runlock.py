@@ -14,8 +14,8 @@ import time
 import pytest
 from train_helpers import TINY, run_loopscale
 
-from loopscale.records import read_record
-from loopscale.runlock import GARBAGE_GRACE_S, LOCK_FILE, STALE_AFTER_S, RunLock, RunLocked, stale_reason
+from loopscale.train.lock import GARBAGE_GRACE_S, LOCK_FILE, STALE_AFTER_S, RunLock, RunLocked, stale_reason
+from loopscale.train.records import read_record
 
 
 def _plant(run_dir, owner: dict | None = None, age_s: float = 0.0, raw: bytes | None = None):
@@ -110,7 +110,7 @@ def test_loopscale_train_takes_over_a_lock_whose_pid_was_reused(tmp_path, data_d
     runs = tmp_path / "runs"
     args = [*TINY, "budget.tokens=5120", f"runs_dir={runs}", f"data.data_dir={data_dir}", "run_name=r"]
     _plant(runs / "default" / "r", _owner(other_process.pid, pid_start=1), age_s=30)
-    proc = run_loopscale(args, cwd=tmp_path, module="loopscale.train")
+    proc = run_loopscale(args, cwd=tmp_path, module="loopscale.train.entry")
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "running elsewhere" not in proc.stderr + proc.stdout
     assert read_record(runs / "default" / "r")["status"] == "done"

@@ -7,8 +7,8 @@ import math
 
 import pytest
 
-from loopscale.config import OptimConfig
-from loopscale.schedule import lr_multiplier, warmup_steps, wsd_decay_start
+from loopscale.config.schema import OptimConfig
+from loopscale.train.optim.schedule import lr_multiplier, warmup_steps, wsd_decay_start
 
 
 def test_warmup_steps_absolute_overrides_fraction():

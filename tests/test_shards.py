@@ -7,16 +7,16 @@ import signal
 
 import numpy as np
 import pytest
-from data_fixtures import OFFLINE_ENV, cache_entries, default_cfg, default_prepared, small_cfg  # noqa: F401
+from data_fixtures import OFFLINE_ENV, cache_entries, small_cfg  # noqa: F401
 from tokenizers import Tokenizer, models, pre_tokenizers
 from train_helpers import run_loopscale, run_python
 
-import loopscale.shards as shards
+import loopscale.data.shards as shards
 from loopscale.cli import main as cli_main
-from loopscale.config import DataConfig
-from loopscale.corpus import DataError, load_documents
-from loopscale.shards import dtype_for, load_prepared, prepare, split_documents
-from loopscale.tokenizer import EOT, load_tokenizer
+from loopscale.config.schema import DataConfig
+from loopscale.data.corpus import DataError, load_documents
+from loopscale.data.shards import dtype_for, load_prepared, prepare, split_documents
+from loopscale.data.tokenizer import EOT, load_tokenizer
 
 
 def _split_at_eot(tokens: np.ndarray, eot: int) -> list[np.ndarray]:
@@ -218,7 +218,7 @@ def test_failure_mid_write_leaves_no_shard_and_a_rerun_is_complete(tmp_path, mon
 def test_sigkill_mid_write_leaves_only_an_ignored_staging_folder(tmp_path):
     cfg = small_cfg(tmp_path)
     code = (
-        "import os, signal, loopscale.shards as s; from loopscale.config import DataConfig;"
+        "import os, signal, loopscale.data.shards as s; from loopscale.config.schema import DataConfig;"
         "s._write_chunk = lambda *a: os.kill(os.getpid(), signal.SIGKILL);"
         f"s.prepare(DataConfig(**{cfg.__dict__!r}), progress=False)"
     )

@@ -10,7 +10,7 @@ import signal
 from proc_helpers import finish, orphans, signal_group, start_loopscale, wait_until
 from train_helpers import TINY, run_loopscale
 
-from loopscale.records import read_record
+from loopscale.train.records import read_record
 
 # long enough to be training when the signal comes (~2000 steps), checkpoints every 5 steps
 LONG = [*TINY, "budget.tokens=2048000", "trainer.ckpt_every_steps=5"]
@@ -20,7 +20,7 @@ def _train(tmp_path, data_dir, *extra):
     flags = [a for a in extra if a.startswith("-")]  # Hydra's flags (-m) before the overrides
     args = [*flags, *LONG, f"runs_dir={tmp_path / 'runs'}", f"data.data_dir={data_dir}"]
     args += [a for a in extra if not a.startswith("-")]
-    return start_loopscale(args, tmp_path, module="loopscale.train")
+    return start_loopscale(args, tmp_path, module="loopscale.train.entry")
 
 
 def _signal_while_training(proc, run_dir, signum):
@@ -74,7 +74,7 @@ def test_a_sweep_whose_runs_fail_exits_1_after_running_them_all(tmp_path, data_d
         f"runs_dir={tmp_path / 'runs'}",
         f"data.data_dir={data_dir}",
     ]
-    proc = run_loopscale(args, cwd=tmp_path, module="loopscale.train")
+    proc = run_loopscale(args, cwd=tmp_path, module="loopscale.train.entry")
     assert proc.returncode == 1, proc.stderr[-3000:]
     assert "a run of this sweep failed (recorded in its run.json)" in proc.stderr, proc.stderr[-3000:]
     records = [json.loads(p.read_text()) for p in (tmp_path / "runs" / "default").glob("*/run.json")]

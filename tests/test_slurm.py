@@ -19,14 +19,13 @@ from conftest import REPO_ROOT
 from slurm_cluster import (  # noqa: F401  (slurm_cluster is a fixture)
     requeue,
     run_cluster_sh,
-    slurm_cluster,
     submit,
     wait_for_file,
     wait_for_jobs,
 )
 from train_helpers import run_python
 
-from loopscale.config_dirs import config_dir
+from loopscale.config.dirs import config_dir
 
 APP = REPO_ROOT / "tests" / "slurm_app" / "app.py"
 TRAIN_SBATCH = REPO_ROOT / "slurm" / "train.sbatch"

@@ -16,7 +16,6 @@ import torch
 from conftest import REPO_ROOT
 from slurm_cluster import (  # noqa: F401  (slurm_cluster is a fixture)
     job_records,
-    slurm_cluster,
     start_when_pending,
     submit,
     wait_for_file,
@@ -24,9 +23,9 @@ from slurm_cluster import (  # noqa: F401  (slurm_cluster is a fixture)
 )
 from train_helpers import TINY, train_config
 
-from loopscale.checkpoint import newest_checkpoint, prune_hpc_checkpoints
-from loopscale.records import read_record
-from loopscale.shards import prepare
+from loopscale.data.shards import prepare
+from loopscale.train.checkpoint import newest_checkpoint, prune_hpc_checkpoints
+from loopscale.train.records import read_record
 
 TRAIN_SBATCH = REPO_ROOT / "slurm" / "train.sbatch"
 # 60 steps of 16 x 64 tokens, last.ckpt every 4 steps: the signal comes after the first one.
@@ -61,7 +60,7 @@ def test_sigusr1_under_train_sbatch_saves_requeues_and_resumes_from_the_hpc_chec
 ):
     prepare(train_config([*RUN, f"data.data_dir={data_dir}"]).data, progress=False)
     runs = tmp_path / "runs"
-    env = {**os.environ, "LOOPSCALE_TRAIN": f"{sys.executable} -m loopscale.train", "PYTHONUNBUFFERED": "1"}
+    env = {**os.environ, "LOOPSCALE_TRAIN": f"{sys.executable} -m loopscale.train.entry", "PYTHONUNBUFFERED": "1"}
     job = submit(
         [
             "--gpus-per-node=0",

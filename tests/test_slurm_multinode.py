@@ -25,16 +25,14 @@ from conftest import REPO_ROOT
 from slurm_cluster import (  # noqa: F401  (fixtures)
     job_records,
     requeue,
-    slurm_cluster,
-    slurm_two_nodes,
     submit,
     wait_for_file,
     wait_for_jobs,
 )
 from train_helpers import TINY, run_loopscale, train_config
 
-from loopscale.records import TABLE_COLUMNS, read_record
-from loopscale.shards import prepare
+from loopscale.data.shards import prepare
+from loopscale.train.records import TABLE_COLUMNS, read_record
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
@@ -61,7 +59,7 @@ def one_process(corpus, tmp_path_factory):
     """The reference: the same run in one process, no SLURM."""
     runs = tmp_path_factory.mktemp("one_process") / "runs"
     proc = run_loopscale(
-        [*RUN, f"data.data_dir={corpus}", f"runs_dir={runs}"], cwd=runs.parent, module="loopscale.train"
+        [*RUN, f"data.data_dir={corpus}", f"runs_dir={runs}"], cwd=runs.parent, module="loopscale.train.entry"
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return read_record(_one_run_dir(runs))
@@ -69,7 +67,7 @@ def one_process(corpus, tmp_path_factory):
 
 def submit_two_node_run(corpus: Path, runs: Path, *extra: str) -> str:
     """slurm/train.sbatch on 2 nodes x 1 task; the template passes trainer.devices=1, trainer.num_nodes=2."""
-    env = {**os.environ, "LOOPSCALE_TRAIN": f"{sys.executable} -m loopscale.train", "PYTHONUNBUFFERED": "1"}
+    env = {**os.environ, "LOOPSCALE_TRAIN": f"{sys.executable} -m loopscale.train.entry", "PYTHONUNBUFFERED": "1"}
     return submit(
         [
             "--nodes=2",
@@ -159,7 +157,7 @@ def test_two_node_sweep_through_the_hydra_launcher_collects(slurm_two_nodes, cor
         ],
         cwd=tmp_path,
         timeout_s=2 * JOB_TIMEOUT_S,
-        module="loopscale.train",
+        module="loopscale.train.entry",
     )
     assert proc.returncode == 0, proc.stderr[-4000:]
     assert "SLURM layout: 2 node(s) x 1 task(s)" in proc.stdout + proc.stderr

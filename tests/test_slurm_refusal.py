@@ -8,7 +8,6 @@ import re
 from pathlib import Path
 
 import pytest
-from slurm_cluster import slurm_cluster  # noqa: F401  (a fixture)
 from train_helpers import run_loopscale
 
 pytestmark = pytest.mark.slurm
@@ -30,7 +29,7 @@ def submit(tmp_path: Path, partition: str, *extra: str):
         f"runs_dir={tmp_path / 'runs'}",
         *extra,
     ]
-    return run_loopscale(args, cwd=tmp_path, timeout_s=120, module="loopscale.train")
+    return run_loopscale(args, cwd=tmp_path, timeout_s=120, module="loopscale.train.entry")
 
 
 def submitted(tmp_path: Path) -> bool:

@@ -18,12 +18,12 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from conftest import REPO_ROOT
-from slurm_cluster import job_records, requeue, slurm_cluster, wait_for_file, wait_for_jobs  # noqa: F401
+from slurm_cluster import job_records, requeue, wait_for_file, wait_for_jobs  # noqa: F401
 from train_helpers import run_loopscale, train_config
 
-from loopscale.records import TABLE_COLUMNS, read_record
-from loopscale.shards import prepare
-from loopscale.tables import required_columns
+from loopscale.data.shards import prepare
+from loopscale.fit.tables import required_columns
+from loopscale.train.records import TABLE_COLUMNS, read_record
 
 pytestmark = pytest.mark.slurm
 
@@ -72,7 +72,7 @@ def multirun(runs_dir: Path, data_dir: Path, partition: str, *extra: str) -> tup
         multirun_args(runs_dir, data_dir, partition, *extra),
         cwd=runs_dir.parent,
         timeout_s=MULTIRUN_TIMEOUT_S,
-        module="loopscale.train",
+        module="loopscale.train.entry",
     )
     return proc, time.perf_counter() - started
 
@@ -183,7 +183,7 @@ def test_requeued_job_resumes_from_its_checkpoint_to_the_same_loss(mini_sweep, c
         a for a in multirun_args(runs_dir, corpus, slurm_cluster.partition) if not a.startswith(("model.r=", "point="))
     ]
     proc = subprocess.Popen(  # Popen: the job is requeued while this multirun waits on it
-        [sys.executable, "-m", "loopscale.train", *args, "model.r=2", "point=C1e11-d64"],
+        [sys.executable, "-m", "loopscale.train.entry", *args, "model.r=2", "point=C1e11-d64"],
         cwd=tmp_path,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -227,7 +227,7 @@ def test_a_failed_job_does_not_stop_the_sweep(corpus, slurm_cluster, tmp_path):
         [*args, "model.r=1", "point=C5e10-d64,C5e10-d96"],
         cwd=tmp_path,
         timeout_s=MULTIRUN_TIMEOUT_S,
-        module="loopscale.train",
+        module="loopscale.train.entry",
     )
     # the sweep runs both jobs, then says one failed: exit 1 (a sweep whose runs fail never exits 0)
     assert proc.returncode == 1 and "a run of this sweep failed" in proc.stderr, proc.stderr[-4000:]
@@ -272,7 +272,7 @@ def test_forked_sweep_parent_and_branches_as_separate_slurm_jobs(corpus, slurm_c
             ["-m", *forked, f"runs_dir={where}", *extra],
             cwd=tmp_path,
             timeout_s=MULTIRUN_TIMEOUT_S,
-            module="loopscale.train",
+            module="loopscale.train.entry",
         )
 
     parent = launch("budget.fork_stage=parent")
@@ -295,7 +295,10 @@ def test_forked_sweep_parent_and_branches_as_separate_slurm_jobs(corpus, slurm_c
         assert rec["D"] == rec["steps"] * rec["batch_tokens"] and rec["C"] == pytest.approx(rec["F"] * rec["D"])
     # the same model as one local job (parent, then both branches): the same points, to the same loss
     whole = run_loopscale(
-        [*model, f"runs_dir={tmp_path / 'whole'}"], cwd=tmp_path, timeout_s=MULTIRUN_TIMEOUT_S, module="loopscale.train"
+        [*model, f"runs_dir={tmp_path / 'whole'}"],
+        cwd=tmp_path,
+        timeout_s=MULTIRUN_TIMEOUT_S,
+        module="loopscale.train.entry",
     )
     assert whole.returncode == 0, whole.stderr[-4000:]
     for name, rec in runs.items():

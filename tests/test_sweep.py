@@ -14,10 +14,11 @@ import pytest
 from omegaconf import OmegaConf
 from train_helpers import run_loopscale
 
-from loopscale.config_dirs import config_dir
-from loopscale.records import read_record
-from loopscale.sweep import compose, compose_jobs, expand, sweep_overrides
-from loopscale.train import run_dir_of, run_training, to_train_config
+from loopscale.config.dirs import compose, config_dir
+from loopscale.launch.sweep import compose_jobs, expand, sweep_overrides
+from loopscale.train.entry import run_training
+from loopscale.train.plan import run_dir_of, to_train_config
+from loopscale.train.records import read_record
 
 EXPERIMENTS = sorted(p.stem for p in (config_dir() / "experiment").glob("*.yaml"))
 PAPER = ["isodepth", "isodepth_tbptt", "isodepth_hyper"]
@@ -239,7 +240,7 @@ def test_local_sweep_collects_into_a_table_the_fitter_accepts(tmp_path, data_dir
         f"runs_dir={tmp_path / 'runs'}",
         f"data.data_dir={data_dir}",
     ]
-    proc = run_loopscale(sweep, cwd=tmp_path, timeout_s=900, module="loopscale.train")
+    proc = run_loopscale(sweep, cwd=tmp_path, timeout_s=900, module="loopscale.train.entry")
     assert proc.returncode == 0, proc.stderr[-3000:]
     sweep_dir = tmp_path / "runs" / "isodepth_cpu"
     collect = run_loopscale(["collect", sweep_dir], cwd=repo_root, timeout_s=120)

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from tokenizers import Tokenizer, models
 
-from loopscale.config import DataConfig
-from loopscale.corpus import DataError, load_documents
-from loopscale.tokenizer import EOT, eot_id, gpt2_tokenizer, load_tokenizer, tokenizer_sha256, train_bpe
+from loopscale.config.schema import DataConfig
+from loopscale.data.corpus import DataError, load_documents
+from loopscale.data.tokenizer import EOT, eot_id, gpt2_tokenizer, load_tokenizer, tokenizer_sha256, train_bpe
 
 UNICODE = "naïve café — 日本語 🎭\ttabs  and   spaces\n"
 

@@ -10,11 +10,12 @@ import math
 import pytest
 from train_helpers import LEARN, TINY, run_loopscale, train_config
 
-from loopscale.data import unigram_entropy_nats
-from loopscale.module import Diverged, InjectedFailure
-from loopscale.records import read_record
-from loopscale.shards import prepare
-from loopscale.train import CHECKPOINT, run_dir_of, run_training
+from loopscale.data.shards import prepare
+from loopscale.data.windows import unigram_entropy_nats
+from loopscale.train.entry import run_training
+from loopscale.train.lightning_module import Diverged, InjectedFailure
+from loopscale.train.plan import CHECKPOINT, run_dir_of
+from loopscale.train.records import read_record
 
 
 def _cfg(tmp_path, data_dir, *extra, base=TINY):
@@ -85,7 +86,7 @@ def test_divergence_exits_nonzero_from_the_command_line(tmp_path, data_dir):
     proc = run_loopscale(
         [*TINY, f"runs_dir={runs}", f"data.data_dir={data_dir}", "trainer.nan_at_step=3", "budget.tokens=10240"],
         cwd=tmp_path,
-        module="loopscale.train",
+        module="loopscale.train.entry",
     )
     assert proc.returncode != 0
     (record_path,) = runs.glob("*/*/run.json")
@@ -99,7 +100,7 @@ def test_ddp_on_cpu_records_the_same_tokens(tmp_path, data_dir):
     proc = run_loopscale(
         [*TINY, f"runs_dir={runs}", f"data.data_dir={data_dir}", "trainer=ddp_cpu", "trainer.progress=false"],
         cwd=tmp_path,
-        module="loopscale.train",
+        module="loopscale.train.entry",
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     (record_path,) = runs.glob("*/*/run.json")
@@ -117,7 +118,7 @@ def test_wandb_offline_files_only_when_enabled(tmp_path, data_dir):
     # with the logger off, wandb is never imported (checked in a fresh interpreter)
     runs = tmp_path / "nowandb"
     code = (
-        "import sys; from loopscale.train import run_training; sys.path.insert(0, 'tests');"
+        "import sys; from loopscale.train.entry import run_training; sys.path.insert(0, 'tests');"
         "from train_helpers import TINY, train_config;"
         f"run_training(train_config(TINY + ['runs_dir={runs}', 'data.data_dir={data_dir}', 'budget.tokens=10240']));"
         "print('WANDB_IMPORTED', 'wandb' in sys.modules)"
@@ -134,7 +135,7 @@ def test_wandb_offline_files_only_when_enabled(tmp_path, data_dir):
 def test_invalid_sweep_point_is_recorded_with_its_reason(tmp_path, data_dir):
     from train_helpers import compose_cfg
 
-    from loopscale.records import collect
+    from loopscale.train.records import collect
 
     # depth 6 with p = c = 1 leaves 4 recurrent layers, which r = 3 does not divide
     cfg = compose_cfg([*TINY, f"runs_dir={tmp_path}", f"data.data_dir={data_dir}", "model.r=3"])

@@ -11,11 +11,11 @@ from hydra.errors import ConfigCompositionException
 from omegaconf import OmegaConf
 from train_helpers import compose_cfg, train_config
 
-from loopscale import accounting
-from loopscale.config import OptimConfig
-from loopscale.config_dirs import config_dir
-from loopscale.schedule import lr_multiplier
-from loopscale.train import plan_run
+from loopscale.config.dirs import config_dir
+from loopscale.config.schema import OptimConfig
+from loopscale.model import accounting
+from loopscale.train.optim.schedule import lr_multiplier
+from loopscale.train.plan import plan_run
 
 GROUPS = ["model", "data", "optim", "budget", "trainer", "logger"]
 

@@ -11,15 +11,15 @@ from pathlib import Path
 import lightning as L
 import pytest
 import torch
-from slurm_cluster import slurm_cluster  # noqa: F401  (a fixture)
 from torch.utils.data import DataLoader, IterableDataset
 from train_helpers import TINY, run_loopscale, train_config
 
-from loopscale.config import with_vocab
-from loopscale.data import TokenDataModule, TrainStream, unigram_entropy_nats
-from loopscale.module import InjectedFailure, LoopedLM, StepAccounting
-from loopscale.shards import prepare
-from loopscale.train import CHECKPOINT, plan_run, run_dir_of, run_training
+from loopscale.config.schema import with_vocab
+from loopscale.data.shards import prepare
+from loopscale.data.windows import TokenDataModule, TrainStream, unigram_entropy_nats
+from loopscale.train.entry import run_training
+from loopscale.train.lightning_module import InjectedFailure, LoopedLM, StepAccounting
+from loopscale.train.plan import CHECKPOINT, plan_run, run_dir_of
 
 # TINY (30 steps of 16 x 64 tokens, d = 64) with the published optimizer at r = 2, so the injection's
 # matrices are MuonH matrices too; one torch thread so runs are reproducible and fair on a shared CPU
@@ -113,7 +113,7 @@ class _GlobalBatchData(TokenDataModule):
 
 def one_process_reference(cfg, world: int = 2) -> float:
     """Val loss of `cfg` trained in one process on the global batches `world` ranks would see (the same
-    seeding order as loopscale.runner.fit_run, so the same initial weights)."""
+    seeding order as loopscale.train.runner.fit_run, so the same initial weights)."""
     L.seed_everything(cfg.seed, workers=True, verbose=False)
     prepared = prepare(cfg.data, progress=False)
     cfg = with_vocab(cfg, prepared.vocab_size)
@@ -160,7 +160,7 @@ def test_ddp_on_cpu_matches_one_process_on_the_same_global_batch(tmp_path, data_
     proc = run_loopscale(
         [*MUONH_TINY, f"runs_dir={runs}", f"data.data_dir={data_dir}", "trainer=ddp_cpu", "trainer.progress=false"],
         cwd=tmp_path,
-        module="loopscale.train",
+        module="loopscale.train.entry",
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     ddp = _only_record(runs)
@@ -204,7 +204,7 @@ def test_ddp_as_a_two_task_slurm_job_matches_one_process(slurm_cluster, tmp_path
         f"hydra.launcher.partition={slurm_cluster.partition}",
         *shape,
     ]
-    proc = run_loopscale(args, cwd=tmp_path, timeout_s=600, module="loopscale.train")
+    proc = run_loopscale(args, cwd=tmp_path, timeout_s=600, module="loopscale.train.entry")
     assert proc.returncode == 0, proc.stderr[-4000:]
     ddp = _only_record(runs)
     assert ddp["status"] == "done", ddp.get("reason")

@@ -9,9 +9,10 @@ import csv
 import pytest
 from train_helpers import TINY, train_config
 
-from loopscale.module import Diverged, InjectedFailure
-from loopscale.records import read_record
-from loopscale.train import run_dir_of, run_training
+from loopscale.train.entry import run_training
+from loopscale.train.lightning_module import Diverged, InjectedFailure
+from loopscale.train.plan import run_dir_of
+from loopscale.train.records import read_record
 
 
 def _cfg(tmp_path, data_dir, *extra):
@@ -26,7 +27,7 @@ def _val_steps(run_dir) -> list[int]:
 
 def test_val_every_steps_counts_optimizer_steps_under_accumulation(tmp_path, data_dir):
     # 30 optimizer steps of 16 sequences, each 2 micro-batches of 8: validation after steps 10 and 20, then the
-    # final one at 30 (once: Lightning's own at the last step is dropped, loopscale/validation.py)
+    # final one at 30 (once: Lightning's own at the last step is dropped, loopscale/data/validation.py)
     cfg = _cfg(tmp_path, data_dir, "budget.grad_accum=2", "trainer.val_every_steps=10")
     record = run_training(cfg)
     assert record["status"] == "done" and record["step"] == 30

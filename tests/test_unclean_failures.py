@@ -19,7 +19,7 @@ from fs_helpers import fill, leftovers, small_tmpfs
 from proc_helpers import finish, orphans, signal_group, start, wait_until
 from train_helpers import TINY, run_loopscale, run_python
 
-from loopscale.records import TABLE_COLUMNS
+from loopscale.train.records import TABLE_COLUMNS
 
 SMALL_TABLE = FIXTURES / "looped_synthetic_small.csv"
 
@@ -156,7 +156,7 @@ def _umask() -> int:
 def test_full_run_dir_is_one_line_a_failed_record_and_no_partial_checkpoint(tmp_path, data_dir):
     from train_helpers import train_config
 
-    from loopscale.shards import prepare
+    from loopscale.data.shards import prepare
 
     base = [*TINY, "budget.tokens=10240", "trainer.ckpt_every_steps=5", f"data.data_dir={data_dir}"]
     prepare(train_config(base).data, progress=False)  # the data cache is on the roomy disk
@@ -172,7 +172,7 @@ def test_full_run_dir_is_one_line_a_failed_record_and_no_partial_checkpoint(tmp_
             ],
             cwd=tmp_path,
             timeout_s=600,
-            module="loopscale.train",
+            module="loopscale.train.entry",
         )
         assert proc.returncode == 1, proc.stderr[-3000:]
         last = proc.stderr.strip().splitlines()[-1]
@@ -187,7 +187,7 @@ def test_full_run_dir_is_one_line_a_failed_record_and_no_partial_checkpoint(tmp_
 def test_shard_space_is_reserved_so_a_full_cache_is_an_error_not_sigbus(tmp_path):
     with small_tmpfs(tmp_path / "disk", "1m") as disk:
         code = (
-            "import datasets, numpy as np; from pathlib import Path; from loopscale.shards import write_shard\n"
+            "import datasets, numpy as np; from pathlib import Path; from loopscale.data.shards import write_shard\n"
             "ids = [np.arange(1000, dtype=np.uint16) for _ in range(1000)]\n"  # 2 MB of tokens
             "ds = datasets.Dataset.from_dict({'ids': ids, 'n_tokens': [1000] * 1000})\n"
             f"write_shard(Path({str(disk / 'train.bin')!r}), ds, np.uint16)\n"

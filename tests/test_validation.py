@@ -1,4 +1,4 @@
-"""Validation that costs what it should (loopscale/validation.py): intermediate validations read a fixed
+"""Validation that costs what it should (loopscale/data/validation.py): intermediate validations read a fixed
 subset of the final set, the final validation reads all of it, once, also when the run's steps are a
 multiple of the interval."""
 
@@ -7,8 +7,8 @@ from __future__ import annotations
 import pandas as pd
 from train_helpers import TINY, train_config
 
-from loopscale.train import run_training
-from loopscale.validation import intermediate_validations, subset_count
+from loopscale.data.validation import intermediate_validations, subset_count
+from loopscale.train.entry import run_training
 
 
 def test_subset_and_count_of_intermediate_validations():

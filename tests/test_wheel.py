@@ -112,7 +112,7 @@ def test_loopscale_comes_from_the_wheel_with_its_configs(venv, empty_dir):
         [
             venv / "bin" / "python",
             "-c",
-            "import json, loopscale; from loopscale.config_dirs import config_dir; "
+            "import json, loopscale; from loopscale.config.dirs import config_dir; "
             "print(json.dumps([loopscale.__file__, str(config_dir()), loopscale.__version__]))",
         ],
         cwd=empty_dir,

@@ -10,9 +10,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from loopscale.accounting import cpu_model
-from loopscale.config import ModelConfig
-from loopscale.config_dirs import compose, train_config
+from loopscale.config.dirs import compose, train_config
+from loopscale.config.model import ModelConfig
+from loopscale.model.accounting import cpu_model
 
 # A tiny, fast CPU run on the default corpus: 30 steps of 16 x 64 tokens, checkpoints every 10 steps.
 TINY = [
@@ -80,7 +80,7 @@ def run_loopscale(
     drop_env: tuple[str, ...] = (),
 ) -> subprocess.CompletedProcess:
     """`python -m MODULE ARGS`, the way a user or a SLURM job runs it (module "loopscale" for the `loopscale`
-    CLI, "loopscale.train" for `loopscale-train`); `env` and `drop_env` as in run_python."""
+    CLI, "loopscale.train.entry" for `loopscale-train`); `env` and `drop_env` as in run_python."""
     return run_python(["-m", module, *args], cwd=cwd, timeout_s=timeout_s, env=env, drop_env=drop_env)
 
 

@@ -4,8 +4,9 @@
     loopscale advise fits/baseline.json --compute 1e20 --max-unique-params 1e8 --json advice.json --plot advice.png
     loopscale advise runs/demo/fit.json --compute 5e11 --family demo --inference-tokens 1e8
 
-The math lives in loopscale/advise.py (the optimiser), loopscale/advise_family.py (the model family) and
-loopscale/advise_report.py (replicates, verdict, break-even); this module parses and prints. Everything is
+The math lives in loopscale/analysis/advise.py (the optimiser), loopscale/analysis/advise_family.py (the model
+family) and
+loopscale/analysis/advise_report.py (replicates, verdict, break-even); this module parses and prints. Everything is
 computed (and the figure drawn) before anything is written, so bad input writes nothing.
 """
 
@@ -86,9 +87,9 @@ def _check_outputs(args) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from loopscale.advise import Constraints
-    from loopscale.advise_report import advise_from_fit
-    from loopscale.fit_result import load_fit
+    from loopscale.analysis.advise import Constraints
+    from loopscale.analysis.advise_report import advise_from_fit
+    from loopscale.fit.result import load_fit
 
     _check_outputs(args)
     try:
@@ -129,7 +130,7 @@ def _span(interval) -> str:
 
 def render(advice) -> list[str]:
     """The terminal table: one row per r, then the verdict, the break-even and the notes."""
-    from loopscale.advise_report import advice_table, summary_lines
+    from loopscale.analysis.advise_report import advice_table, summary_lines
 
     record = advice.record
     cons, fam = record["constraints"], record["family"]

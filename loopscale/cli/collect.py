@@ -40,7 +40,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _collect(sweep_dir: Path):
     from loopscale.cli import UsageError
-    from loopscale.records import collect
+    from loopscale.train.records import collect
 
     if not sweep_dir.is_dir():
         raise UsageError(f"{sweep_dir} is not a directory")
@@ -63,7 +63,7 @@ def _print_problems(problems) -> None:
 
 
 def run_collect(args: argparse.Namespace) -> int:
-    from loopscale.records import duplicate_points, runs_table, write_runs_table
+    from loopscale.train.records import duplicate_points, runs_table, write_runs_table
 
     rows, problems = _collect(args.sweep_dir)
     out = args.out or args.sweep_dir / "runs.csv"
@@ -80,8 +80,8 @@ def run_collect(args: argparse.Namespace) -> int:
 
 
 def _with_dense(rows, baseline_dir: Path):
+    from loopscale.analysis.probes import dense_rows, probe_table
     from loopscale.cli import UsageError
-    from loopscale.probes import dense_rows, probe_table
 
     try:
         dense = dense_rows(rows, baseline_dir)

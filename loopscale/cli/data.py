@@ -1,5 +1,6 @@
-"""`loopscale data prepare`: tokenize a corpus into cached token shards (loopscale/shards.py).
-`loopscale data pack`: the same, then BOS-prepended packing into parquet rows of T + 1 tokens (loopscale/packed.py),
+"""`loopscale data prepare`: tokenize a corpus into cached token shards (loopscale/data/shards.py).
+`loopscale data pack`: the same, then BOS-prepended packing into parquet rows of T + 1 tokens
+(loopscale/data/packed_set.py),
 the format the published runs read: best fit with padding (every token kept) or, with --packing published, full
 rows with documents cropped, as the published set was packed.
 
@@ -21,7 +22,7 @@ import argparse
 import dataclasses
 
 from loopscale.cli import UsageError
-from loopscale.config import DataConfig
+from loopscale.config.schema import DataConfig
 
 _DEFAULTS = DataConfig()
 
@@ -85,7 +86,7 @@ def config_from_args(args: argparse.Namespace) -> DataConfig:
 
 def run_prepare(args: argparse.Namespace) -> int:
     cfg = config_from_args(args)
-    from loopscale.shards import prepare  # heavy: datasets, tokenizers
+    from loopscale.data.shards import prepare  # heavy: datasets, tokenizers
 
     try:
         prepared = prepare(cfg, progress=not args.no_progress)
@@ -101,7 +102,7 @@ def run_prepare(args: argparse.Namespace) -> int:
 
 def run_pack(args: argparse.Namespace) -> int:
     cfg = config_from_args(args)
-    from loopscale.packed import pack  # heavy: datasets, tokenizers, pyarrow
+    from loopscale.data.packed_set import pack  # heavy: datasets, tokenizers, pyarrow
 
     try:
         packed = pack(cfg, args.seq_len, progress=not args.no_progress)

@@ -44,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--workers {args.workers} and --threads {args.threads} must be >= 0 (0: the default)")
     from hydra.errors import HydraException
 
-    from loopscale.local_workers import JobFailed
+    from loopscale.launch.local_workers import JobFailed
 
     try:
         run_demo(

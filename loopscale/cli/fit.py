@@ -5,7 +5,7 @@ fit      fit a law to a runs table; prints (parameter, estimate, 95% CI), writes
          a predicted-vs-observed figure (`loopscale.plots.plot_fit`).
          `fit runs.csv runs_tbptt.csv ... --joint variant` fits one joint law over the recipes in
          column `variant` (shared E, A, alpha, B, beta; one phi per recipe; the r = 1 runs shared and
-         kept once), with delta-phi tests and the shared-parameter check (`loopscale.joint`).
+         kept once), with delta-phi tests and the shared-parameter check (`loopscale.fit.joint`).
 compare  delta = B - A of a parameter (default phi) of two fit JSONs, CI from their bootstraps;
          given a joint fit, its delta-phi (bootstrap, profile, LR test) next to the separate fits'.
 equiv    N_eff and the cost-equivalent non-looped size of a looped model (and N*, D* at a budget).
@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import argparse
 
-from . import UsageError
+from loopscale.cli import UsageError
+
 from .fit_output import joint_lines, output_paths, write_results
 
 
@@ -129,8 +130,8 @@ def run_fit(args: argparse.Namespace) -> int:
 def _fit_options(args: argparse.Namespace):
     """The fit's loss (`objective.Loss`) and column mapping (`tables.ColumnMap`), after checking the
     bootstrap, cluster and starts options."""
-    from ..objective import Loss
-    from ..tables import ColumnMap
+    from loopscale.fit.objective import Loss
+    from loopscale.fit.tables import ColumnMap
 
     if args.bootstrap < 0:
         raise UsageError(f"--bootstrap must be >= 0; got {args.bootstrap}")
@@ -157,8 +158,8 @@ def _fit_options(args: argparse.Namespace):
 def _group_tables(args: argparse.Namespace, columns) -> tuple:
     """(the table as read, [(group value, canonical table)]): one entry with value None without --group.
     Each group is checked here, before any fitting: its columns, its r = 1 runs, its --cluster column."""
-    from ..probes import check_dense_rows
-    from ..tables import canonical_table, read_table
+    from loopscale.analysis.probes import check_dense_rows
+    from loopscale.fit.tables import canonical_table, read_table
 
     try:
         raw = read_table(args.table)
@@ -195,8 +196,8 @@ def _fit_groups(args: argparse.Namespace, loss, raw, tables: list) -> list:
     (the file's path and hash, its rows, the columns used) and its group."""
     import numpy as np
 
-    from ..fit import fit_table
-    from ..fit_result import file_sha256
+    from loopscale.fit.fit_table import fit_table
+    from loopscale.fit.result import file_sha256
 
     input_info = {
         "path": str(args.table),
@@ -238,12 +239,12 @@ def column_record(table) -> dict:
 
 
 def run_joint_fit(args: argparse.Namespace, loss, columns) -> int:
-    """`fit T1 T2 ... --joint COL`: one joint law over the recipes in COL (`loopscale.joint`)."""
+    """`fit T1 T2 ... --joint COL`: one joint law over the recipes in COL (`loopscale.fit.joint`)."""
     import numpy as np
 
-    from ..fit_result import file_sha256
-    from ..joint import fit_joint, joint_table
-    from ..tables import canonical_table, read_table
+    from loopscale.fit.joint import fit_joint, joint_table
+    from loopscale.fit.result import file_sha256
+    from loopscale.fit.tables import canonical_table, read_table
 
     if args.law != "looped":
         raise UsageError(f"--joint fits the looped law (one phi per recipe); got --law {args.law}")
@@ -292,7 +293,7 @@ def _plain(value):
 
 # ----------------------------------------------------------------------------------------------
 def _load_fit(path: str):
-    from ..fit_result import FitResult
+    from loopscale.fit.result import FitResult
 
     try:
         return FitResult.from_json(path)
@@ -301,7 +302,7 @@ def _load_fit(path: str):
 
 
 def run_compare(args: argparse.Namespace) -> int:
-    from ..fit_result import compare_param
+    from loopscale.fit.result import compare_param
 
     a = _load_fit(args.fit_a)
     if args.fit_b is None:
@@ -331,7 +332,7 @@ def run_compare(args: argparse.Namespace) -> int:
 
 
 def run_equiv(args: argparse.Namespace) -> int:
-    from ..derived import compute_optimal, equivalent_sizes
+    from loopscale.fit.derived import compute_optimal, equivalent_sizes
 
     fit = _load_fit(args.fit) if args.fit else None
     if fit is not None and "phi" not in fit.params:

@@ -9,13 +9,13 @@ import os
 import re
 from pathlib import Path
 
-from . import UsageError
+from loopscale.cli import UsageError
 
 
 def write_results(results, out_paths, plot_paths) -> None:
     """Print each fit, then write figures first and each JSON last, atomically (loopscale/atomic.py): a
     failed plot leaves no fit.json behind, and a kill mid-write leaves no half file."""
-    from ..atomic import atomic_path
+    from loopscale.atomic import atomic_path
 
     for g, _table, result in results:
         print_result(result, g)
@@ -24,7 +24,7 @@ def write_results(results, out_paths, plot_paths) -> None:
                 print(line)
     for (_g, table, result), path in zip(results, plot_paths):
         if path is not None:
-            from ..plots import plot_fit  # matplotlib only when a figure is asked for
+            from loopscale.plots import plot_fit  # matplotlib only when a figure is asked for
 
             with atomic_path(path, follow_symlinks=True) as tmp:  # a linked --plot keeps its link
                 plot_fit(table, result, tmp)
@@ -131,7 +131,7 @@ def _check_distinct(out_paths: list, plot_paths: list, tables: list) -> None:
 
 
 def _check_writable(paths: list, what: str) -> None:
-    from ..atomic import check_writable
+    from loopscale.atomic import check_writable
 
     for path in paths:
         if path is not None:

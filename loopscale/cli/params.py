@@ -56,7 +56,7 @@ def register(subparsers) -> None:
 
 def build_config(args: argparse.Namespace):
     """The ModelConfig the flags describe; ValueError (naming the field) on a bad value."""
-    from loopscale.accounting import cpu_model, paper_model
+    from loopscale.model.accounting import cpu_model, paper_model
 
     overrides = {name: getattr(args, name) for name in OVERRIDES if getattr(args, name) is not None}
     if args.preset == "paper":
@@ -70,7 +70,7 @@ def build_config(args: argparse.Namespace):
 
 
 def run(args: argparse.Namespace) -> int:
-    from loopscale.accounting import accounting_report
+    from loopscale.model.accounting import accounting_report
 
     try:
         report = accounting_report(build_config(args))

@@ -1,7 +1,7 @@
 """`loopscale plan OVERRIDES...`: training compute of a grid, forked (budget.mode=forks) vs independent runs.
 
 For each job of the multirun (as `loopscale sweep` expands it): a forked job's points cost
-F (D_parent + sum_i cooldown tokens_i) together, against F sum_i D_i as separate runs (loopscale/forks.py);
+F (D_parent + sum_i cooldown tokens_i) together, against F sum_i D_i as separate runs (loopscale/train/forks.py);
 any other job is one point at its own C = F x D either way. Accounting only; nothing is trained.
 """
 
@@ -29,7 +29,7 @@ def run(args: argparse.Namespace) -> int:
     from hydra.errors import HydraException
 
     from loopscale.cli import UsageError
-    from loopscale.sweep import plan_rows
+    from loopscale.launch.sweep import plan_rows
 
     try:
         rows = plan_rows(args.overrides)

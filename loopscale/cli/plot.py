@@ -124,7 +124,7 @@ def read_source(source: Path):
     import pandas as pd
 
     from loopscale.plots import as_looped_table
-    from loopscale.records import TABLE_COLUMNS, collect
+    from loopscale.train.records import TABLE_COLUMNS, collect
 
     if source.is_dir():
         rows, problems = collect(source)
@@ -143,7 +143,7 @@ def read_source(source: Path):
 
 
 def run_report(args: argparse.Namespace) -> int:
-    from loopscale.report import write_report
+    from loopscale.analysis.report import write_report
 
     _check_dpi(args.dpi)
     out_path = Path(args.out)

@@ -11,7 +11,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="dry run: list the jobs of a Hydra multirun and their N, D, C",
         description="Expand `loopscale-train -m OVERRIDES` without launching anything: one row "
         "per job with its run name, r, width, N_once, N_rec, D, steps, device batch x "
-        "accumulation, predicted peak memory per device (loopscale/memory.py) and estimated GPU hours; "
+        "accumulation, predicted peak memory per device (loopscale/model/memory.py) and estimated GPU hours; "
         "warns (stderr) about GPU jobs that would not fit trainer.plan_device or cannot finish within the "
         "launcher's timeout x (max requeues + 1): the SLURM launcher refuses those.",
     )
@@ -31,9 +31,9 @@ def run(args: argparse.Namespace) -> int:
     from hydra.errors import HydraException
 
     from loopscale.cli import UsageError
-    from loopscale.config import with_vocab
-    from loopscale.launch import launcher_limits_of, print_limit_warnings
-    from loopscale.sweep import describe, expand, sweep_overrides
+    from loopscale.config.schema import with_vocab
+    from loopscale.launch.estimate import launcher_limits_of, print_limit_warnings
+    from loopscale.launch.sweep import describe, expand, sweep_overrides
 
     try:
         if args.count:

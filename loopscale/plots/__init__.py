@@ -32,7 +32,8 @@ Every public name is re-exported here, so `from loopscale.plots import X` reache
 
 from __future__ import annotations
 
-from ..fit_result import FitResult, load_fit
+from loopscale.fit.result import FitResult, load_fit
+
 from .advice import advice_figure
 from .curves import collapse_coordinates, collapse_spread, compute_optimal_curve, law_line
 from .inputs import (

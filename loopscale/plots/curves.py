@@ -6,9 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..derived import optimal_size
-from ..fit_result import FitResult, load_fit
-from ..laws import n_eff, predict_loss
+from loopscale.fit.derived import optimal_size
+from loopscale.fit.laws import n_eff, predict_loss
+from loopscale.fit.result import FitResult, load_fit
+
 from .inputs import rows_for_fit
 
 

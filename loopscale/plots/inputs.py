@@ -9,10 +9,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..fit_result import FitResult, load_fit, recipe_phi
-from ..laws import compute_from_tokens, cost_params, n_eff, predict_loss, tokens_from_compute
-from ..tables import budget_clusters, budget_column
-from ..tables import read_table as read_any_table
+from loopscale.fit.laws import compute_from_tokens, cost_params, n_eff, predict_loss, tokens_from_compute
+from loopscale.fit.result import FitResult, load_fit, recipe_phi
+from loopscale.fit.tables import budget_clusters, budget_column
+from loopscale.fit.tables import read_table as read_any_table
 
 # Columns a looped-law figure reads; `read_table` checks for them.
 REQUIRED_COLUMNS = ("N_once", "N_rec", "r", "D", "L")

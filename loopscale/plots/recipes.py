@@ -10,7 +10,8 @@ from pathlib import Path
 import numpy as np
 from matplotlib.figure import Figure
 
-from ..fit_result import FitResult, compare_param, load_fit
+from loopscale.fit.result import FitResult, compare_param, load_fit
+
 from .inputs import fit_label, looped_phi
 from .layout import explain_empty, panel_grid
 

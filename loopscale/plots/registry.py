@@ -10,8 +10,9 @@ from pathlib import Path
 import pandas as pd
 from matplotlib.figure import Figure
 
-from ..atomic import atomic_path
-from ..fit_result import load_fit
+from loopscale.atomic import atomic_path
+from loopscale.fit.result import load_fit
+
 from .recipes import delta_phi, joint_delta_phi, recipe_fit
 from .single_fit import collapse, compute_optimal, iso_flop, phi_profile, predicted_vs_observed, residuals
 

@@ -15,7 +15,8 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.ticker import NullFormatter
 
-from ..fit_result import FitResult, load_fit
+from loopscale.fit.result import FitResult, load_fit
+
 from .curves import collapse_coordinates, collapse_spread, compute_optimal_curve, law_line
 from .inputs import budgets, free_multipliers, log_residuals, looped_phi, predicted_loss, rows_for_fit
 from .layout import explain_empty, panel_grid, r_colours

@@ -1,0 +1,242 @@
+"""Which r, which width, how many tokens: the loss-minimising model of a family under a compute, memory and
+inference budget, for many law parameter sets at once (docs/design.md, "Advice"). Pure numpy.
+
+For recurrence r the family fixes N_once(d), N_rec(d), the training FLOPs per token F(d) and the forward
+FLOPs per token F_infer(d) as quadratics in the width d (`loopscale.analysis.advise_family`). The predicted loss is
+the fitted law (docs/design.md, "The science"):
+
+    L(d) = E + A n(d)^-alpha + B D(d)^-beta,   n(d) = N_once(d) + m_r N_rec(d)     (m_r = r^phi)   (1)
+
+with the tokens set by the compute budget C. Loss falls with D, so the training budget binds:
+
+    F(d) D = C                         ->  D(d) = C / F(d)                                            (2)
+    F(d) D + F_infer(d) T_inf = C      ->  D(d) = (C - F_infer(d) T_inf) / F(d)   (lifetime cost, T_inf
+                                                      tokens served at 2 N_active = F_infer FLOPs each) (2')
+
+The other constraints bound the width: unique parameters N_once(d) + N_rec(d) <= M and F_infer(d) <= I
+(each quantity increases with d, so each is d <= its root), and d >= one head. Over that interval the
+continuous optimum is found on a log-width grid and refined by bisection on the analytic slope
+
+    dL/dln d = -alpha A n^-alpha d n'/n + beta B D^-beta d (F'/F + T_inf F_infer'/(C - T_inf F_infer))   (3)
+
+to machine precision (64 halvings of a bracket two grid cells wide); a slope of one sign across the bracket
+puts the optimum on the bound (a binding constraint). L is unimodal in d along these families, so the best
+valid width (a multiple of the family's width step) is the better of the two around the continuous optimum:
+that is the snapped advice. Capping the unique parameters at M then gives L*_r(M) = L(min(d*_r, d_r(M))),
+which makes the break-even cap (the M below which some r > 1 beats r = 1) a one-dimensional root.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from loopscale.analysis.advise_family import Family
+
+N_GRID = 512  # log-width grid of the global search
+N_BISECT = 64  # halvings of the bracket around the best grid point
+N_BREAK_GRID = 128  # log-M grid of the break-even search
+
+
+@dataclass(frozen=True)
+class Constraints:
+    """compute_flops: training FLOPs C (with inference_tokens: the lifetime budget, eq. 2');
+    max_unique_params: M; max_inference_flops: I per token; inference_tokens: T_inf served."""
+
+    compute_flops: float
+    max_unique_params: float | None = None
+    max_inference_flops: float | None = None
+    inference_tokens: float | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("compute_flops", "max_unique_params", "max_inference_flops", "inference_tokens"):
+            value = getattr(self, name)
+            if value is not None and not (np.isfinite(value) and value > 0):
+                raise ValueError(f"{name} must be a positive number; got {value!r}")
+
+    def without_cap(self) -> Constraints:
+        return replace(self, max_unique_params=None)
+
+
+@dataclass(frozen=True)
+class LawSets:
+    """Law parameters as arrays with one entry per parameter set (a point estimate, or the bootstrap
+    replicates); multiplier[r] is m_r of eq. 1 (r^phi for the looped law, 1 at r = 1)."""
+
+    E: np.ndarray
+    A: np.ndarray
+    alpha: np.ndarray
+    B: np.ndarray
+    beta: np.ndarray
+    multiplier: Mapping[int, np.ndarray] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return len(self.E)
+
+    def column(self, name: str) -> np.ndarray:
+        return np.asarray(getattr(self, name), dtype=float)[:, None]
+
+
+def looped_sets(params: Mapping[str, Sequence[float]], r_values: Sequence[int]) -> LawSets:
+    """LawSets from arrays of E, A, alpha, B, beta, phi (the looped law: m_r = r^phi)."""
+    arr = {k: np.atleast_1d(np.asarray(params[k], dtype=float)) for k in ("E", "A", "alpha", "B", "beta", "phi")}
+    mult = {int(r): np.power(float(r), arr["phi"]) for r in r_values}
+    return LawSets(arr["E"], arr["A"], arr["alpha"], arr["B"], arr["beta"], mult)
+
+
+# ----------------------------------------------------------------------------------------------------
+# the loss along a family (eqs. 1-3)
+
+
+def tokens(family: Family, r: int, d, cons: Constraints):
+    """D(d) of eq. 2 (or 2' with inference tokens); <= 0 where serving alone spends the budget."""
+    spend = cons.compute_flops
+    if cons.inference_tokens:
+        spend = spend - cons.inference_tokens * family.value("F_infer", r, d)
+    return spend / family.value("F", r, d)
+
+
+def loss(sets: LawSets, family: Family, r: int, d, cons: Constraints) -> np.ndarray:
+    """L(d) of eq. 1 for every parameter set (rows) at widths d (broadcast against (sets, 1)); inf where D <= 0."""
+    d = np.asarray(d, dtype=float)
+    n = family.value("N_once", r, d) + sets.multiplier[r][:, None] * family.value("N_rec", r, d)
+    D = tokens(family, r, d, cons)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        data_term = np.where(D > 0, sets.column("B") * np.abs(D) ** -sets.column("beta"), np.inf)
+    return sets.column("E") + sets.column("A") * n ** -sets.column("alpha") + data_term
+
+
+def loss_slope(sets: LawSets, family: Family, r: int, d, cons: Constraints) -> np.ndarray:
+    """dL / d ln d of eq. 3, same shapes as `loss`."""
+    d = np.asarray(d, dtype=float)
+    m = sets.multiplier[r][:, None]
+    n = family.value("N_once", r, d) + m * family.value("N_rec", r, d)
+    dn = family.slope("N_once", r, d) + m * family.slope("N_rec", r, d)
+    log_slope_D = family.slope("F", r, d) / family.value("F", r, d)  # -(d ln D / dd), eq. 2
+    if cons.inference_tokens:
+        served = cons.inference_tokens * family.value("F_infer", r, d)
+        log_slope_D = log_slope_D + cons.inference_tokens * family.slope("F_infer", r, d) / (
+            cons.compute_flops - served
+        )
+    D = tokens(family, r, d, cons)
+    alpha, beta = sets.column("alpha"), sets.column("beta")
+    model_term = -alpha * sets.column("A") * n**-alpha * d * dn / n
+    return model_term + beta * sets.column("B") * np.abs(D) ** -beta * d * log_slope_D
+
+
+# ----------------------------------------------------------------------------------------------------
+# the optimum per r
+
+
+@dataclass(frozen=True)
+class Domain:
+    """The widths [lo, hi] that meet the constraints at one r; `binding` names the constraint that sets hi
+    (max_unique_params, max_inference_flops, inference_tokens or the search ceiling)."""
+
+    lo: float
+    hi: float
+    binding: str
+
+
+def width_domain(family: Family, r: int, cons: Constraints) -> Domain | str:
+    """The feasible widths of eq. 2 under the constraints, or a one-line reason why there are none."""
+    lo = float(family.width_step)
+    limits = {"search_ceiling": family.max_width}
+    if cons.max_unique_params is not None:
+        limits["max_unique_params"] = float(family.width_for("N_unique", r, cons.max_unique_params))
+    if cons.max_inference_flops is not None:
+        limits["max_inference_flops"] = float(family.width_for("F_infer", r, cons.max_inference_flops))
+    if cons.inference_tokens is not None:  # D > 0 in eq. 2': serving must leave some budget for training
+        limits["inference_tokens"] = float(family.width_for("F_infer", r, cons.compute_flops / cons.inference_tokens))
+        limits["inference_tokens"] *= 1 - 1e-9
+    binding = min(limits, key=limits.get)
+    hi = limits[binding]
+    if hi < lo:
+        return f"r = {r}: no width meets {binding}: {_too_big(family, r, cons, binding)}"
+    return Domain(lo, hi, binding)
+
+
+def _too_big(family: Family, r: int, cons: Constraints, binding: str) -> str:
+    """What the smallest model (one head wide) costs against the constraint it breaks."""
+    d = family.width_step
+    if binding == "max_unique_params":
+        return f"the smallest model (d = {d:g}) has {float(family.value('N_unique', r, d)):.4g} unique parameters"
+    served = float(family.value("F_infer", r, d))
+    if binding == "max_inference_flops":
+        return f"the smallest model (d = {d:g}) needs {served:.4g} FLOPs per token"
+    return f"serving {cons.inference_tokens:.4g} tokens on the smallest model (d = {d:g}) costs more than C"
+
+
+def continuous_optimum(sets: LawSets, family: Family, r: int, cons: Constraints, domain: Domain) -> np.ndarray:
+    """d* per parameter set minimising eq. 1 over [domain.lo, domain.hi]: the best point of a log grid, then
+    bisection of the slope (eq. 3) over the two cells around it (a bound when the slope keeps one sign)."""
+    x = np.linspace(np.log(domain.lo), np.log(domain.hi), N_GRID)
+    best = np.argmin(loss(sets, family, r, np.exp(x)[None, :], cons), axis=1)
+    lo, hi = x[np.maximum(best - 1, 0)], x[np.minimum(best + 1, N_GRID - 1)]
+    for _ in range(N_BISECT):
+        mid = 0.5 * (lo + hi)
+        rising = loss_slope(sets, family, r, np.exp(mid)[:, None], cons)[:, 0] > 0
+        hi, lo = np.where(rising, mid, hi), np.where(rising, lo, mid)
+    return np.exp(0.5 * (lo + hi))
+
+
+def snapped_optimum(sets: LawSets, family: Family, r: int, cons: Constraints, domain: Domain, d_star: np.ndarray):
+    """(d, L) per parameter set at the best valid width: the better of the multiples of the width step just
+    below and above d*, kept inside the domain (L is unimodal in d). (None, None) when no valid width fits."""
+    step = family.width_step
+    first, last = step * np.ceil(domain.lo / step), step * np.floor(domain.hi / step)
+    if first > last:
+        return None, None
+    below = np.clip(step * np.floor(d_star / step), first, last)
+    above = np.clip(below + step, first, last)
+    candidates = np.stack([below, above], axis=1)
+    losses = loss(sets, family, r, candidates, cons)
+    pick = np.argmin(losses, axis=1)
+    rows = np.arange(len(sets))
+    return candidates[rows, pick], losses[rows, pick]
+
+
+# ----------------------------------------------------------------------------------------------------
+# break-even memory budget
+
+
+def capped_loss(sets: LawSets, family: Family, r: int, cons: Constraints, d_free: np.ndarray, cap) -> np.ndarray:
+    """L*_r(M): the optimum under a unique-parameter cap M per set, L(min(d*_r, d_r(M))) (unimodal L);
+    inf where even the smallest width exceeds the cap."""
+    d_cap = family.width_for("N_unique", r, cap)
+    d = np.minimum(d_free, d_cap)
+    out = loss(sets, family, r, d[:, None], cons)[:, 0]
+    return np.where(d_cap >= family.width_step, out, np.inf)
+
+
+def break_even(
+    sets: LawSets, family: Family, cons: Constraints, d_free: Mapping[int, np.ndarray], looped: Sequence[int]
+) -> np.ndarray:
+    """Per parameter set, the cap M_be on unique parameters below which the best of the `looped` r beats
+    r = 1 at budget C (the other constraints kept): the largest root of
+        Delta(M) = L*_1(M) - min_r L*_r(M)
+    on a log-M grid from the smallest r = 1 model to twice the largest free optimum, refined by bisection.
+    inf where looping wins at every cap (also without one), nan where it never wins. d_free[r]: the
+    optimum widths without a cap (`continuous_optimum` under cons.without_cap())."""
+    lo = float(family.value("N_unique", 1, family.width_step))
+    hi = 2 * max(float(np.max(family.value("N_unique", r, d_free[r]))) for r in [1, *looped])
+    grid = np.geomspace(lo, max(hi, 2 * lo), N_BREAK_GRID)
+
+    def delta(cap):  # cap: (sets,)
+        best_looped = np.min([capped_loss(sets, family, r, cons, d_free[r], cap) for r in looped], axis=0)
+        return capped_loss(sets, family, 1, cons, d_free[1], cap) - best_looped
+
+    wins = np.stack([delta(np.full(len(sets), m)) > 0 for m in grid], axis=1)
+    out = np.full(len(sets), np.nan)
+    out[wins[:, -1]] = np.inf
+    crossing = wins.any(axis=1) & ~wins[:, -1]
+    last = np.where(crossing, N_BREAK_GRID - 1 - np.argmax(wins[:, ::-1], axis=1), 0)
+    low, high = np.log(grid[last]), np.log(grid[np.minimum(last + 1, N_BREAK_GRID - 1)])
+    for _ in range(N_BISECT):
+        mid = 0.5 * (low + high)
+        looping = delta(np.exp(mid)) > 0
+        low, high = np.where(looping, mid, low), np.where(looping, high, mid)
+    out[crossing] = np.exp(0.5 * (low + high))[crossing]
+    return out

@@ -1,0 +1,99 @@
+"""Where Hydra finds loopscale's configs: the package's own `loopscale/conf/` (shipped in the wheel) and the
+user's directories from LOOPSCALE_CONFIG_PATH; `compose` and `train_config`, the training config a set of
+overrides gives (as Hydra's DictConfig, and as the typed TrainConfig).
+
+Every lookup of the shipped configs goes through `config_dir()`, so a checkout, an editable install and a
+wheel find the same files. User directories come from the environment variable LOOPSCALE_CONFIG_PATH
+(directories separated like PATH, by os.pathsep); Hydra searches them BEFORE the package's own configs
+(hydra_plugins/loopscale_searchpath.py), so a user file both adds options (experiment/my_grid.yaml) and
+replaces a shipped one of the same name (hydra/launcher/slurm.yaml with the site's partition). Hydra's own
+`hydra.searchpath=[file:///abs/dir]` override also works; it only adds, searched after the shipped configs.
+"""
+
+from __future__ import annotations
+
+import os
+from importlib.resources import files
+from pathlib import Path
+
+ENV_VAR = "LOOPSCALE_CONFIG_PATH"
+
+
+def config_dir() -> Path:
+    """The directory of the shipped configs (train.yaml and the groups model/, data/, ..., experiment/)."""
+    return Path(str(files("loopscale") / "conf"))
+
+
+def user_config_dirs(environ: dict[str, str] | None = None) -> list[Path]:
+    """The user's config directories from LOOPSCALE_CONFIG_PATH, in order; an entry that is not a
+    directory is an error that names it (Hydra would otherwise skip it with a warning)."""
+    value = (os.environ if environ is None else environ).get(ENV_VAR, "")
+    dirs = [Path(entry).expanduser().resolve() for entry in value.split(os.pathsep) if entry.strip()]
+    missing = [str(d) for d in dirs if not d.is_dir()]
+    if missing:
+        raise NotADirectoryError(
+            f"{ENV_VAR} names {', '.join(missing)}, which is not a directory; set it to "
+            f"config directories separated by {os.pathsep!r}"
+        )
+    return dirs
+
+
+def compose(overrides: list[str], return_hydra_config: bool = False):
+    """The training config `loopscale-train OVERRIDES` would run (a DictConfig), composed from the shipped
+    configs and the user's (Hydra's compose API; the schema and the `ls.*` resolvers registered first)."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+
+    from loopscale.config.naming import register_resolvers
+    from loopscale.config.schema import register_configs
+
+    register_resolvers()
+    register_configs()
+    with initialize_config_dir(str(config_dir()), version_base=None):
+        return hydra_compose("train", overrides=overrides, return_hydra_config=return_hydra_config)
+
+
+def train_config(overrides: list[str]):
+    """The typed TrainConfig of `compose(overrides)`: what a script or a notebook trains or plans with."""
+    from omegaconf import OmegaConf
+
+    return OmegaConf.to_object(compose(overrides))
+
+
+def is_loopscale_main(path: str) -> bool:
+    """Whether a Hydra search path entry (a plain path or file://path) is the shipped config directory."""
+    return Path(path.removeprefix("file://")).resolve() == config_dir().resolve()
+
+
+def add_user_dirs(search_path) -> None:
+    """Put the user's directories just before the shipped configs in a Hydra ConfigSearchPath (first match
+    wins, so a user file replaces the shipped one of the same name). Other Hydra apps are left alone."""
+    from hydra.core.config_search_path import SearchPathQuery
+
+    mains = [e.path for e in search_path.get_path() if e.provider == "main"]
+    if not any(is_loopscale_main(p) for p in mains):
+        return
+    for user_dir in user_config_dirs():
+        search_path.prepend(provider=ENV_VAR, path=f"file://{user_dir}", anchor=SearchPathQuery(provider="main"))
+
+
+def save_job_config(run_dir: Path, task_cfg) -> None:
+    """Write what Hydra writes into a job's `.hydra/` (config.yaml, hydra.yaml, overrides.yaml), but only
+    once the launch has claimed the run dir: train.yaml turns Hydra's own early write off
+    (hydra.output_subdir: null), so a refused relaunch (another config, running elsewhere) leaves the run's
+    record of what it trains untouched. Nothing outside a Hydra job (the demo, a notebook)."""
+    from hydra.core.hydra_config import HydraConfig
+    from omegaconf import DictConfig, OmegaConf
+
+    from loopscale.atomic import write_text_atomic
+
+    if not (isinstance(task_cfg, DictConfig) and HydraConfig.initialized()):
+        return
+    hydra_cfg = HydraConfig.get()
+    folder = Path(run_dir) / ".hydra"
+    for name, node in (
+        ("config.yaml", task_cfg),
+        ("hydra.yaml", OmegaConf.create({"hydra": hydra_cfg})),
+        ("overrides.yaml", hydra_cfg.overrides.task),
+    ):
+        write_text_atomic(folder / name, OmegaConf.to_yaml(node))

@@ -1,0 +1,167 @@
+"""The model's typed configuration: ModelConfig, the iso-depth layer plan and the vocabulary padding.
+
+Names follow the literature: d_model, n_layer; r = recurrence count; p / k / c = prelude / recurrent-block
+/ coda depth in layers, so effective depth L_eff = p + k * r + c (docs/design.md, "Iso-depth").
+ModelConfig resolves the sweep conveniences (depth, recipe, injection="auto", dense_layout) in
+`__post_init__`, so the model code only sees concrete values. Importable from loopscale.config.schema too.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+from loopscale.config.checks import check_choice, check_positive
+
+INJECTIONS = ("linear", "additive", "passthrough", "hyper", "concat")
+LOOPED_INJECTIONS = ("linear", "concat", "additive", "passthrough")  # what injection="auto" may pick for r > 1
+INITS = ("gpt2", "paper")
+DENSE_LAYOUTS = ("same", "plain")
+RECIPES = ("baseline", "tbptt", "hyper")
+MLPS = ("relu2", "swiglu")
+PRECISIONS = ("fp32_stream", "published")
+VOCAB_MULTIPLE = 64  # the model pads its vocabulary to this multiple (tensor-core friendly shapes)
+
+
+def pad_vocab(vocab_size: int, multiple: int = VOCAB_MULTIPLE) -> int:
+    """Smallest multiple of `multiple` that holds `vocab_size` tokens."""
+    return -(-vocab_size // multiple) * multiple
+
+
+def layer_plan(l_eff: int, r: int, n_prelude: int = 2, n_coda: int = 2) -> tuple[int, int, int]:
+    """(p, k, c) with p + k * r + c = l_eff (iso-depth, docs/design.md): the recurrent block gets the depth
+    left after prelude and coda. The one place the plan is computed: ModelConfig(depth=...) calls it."""
+    if r < 1:
+        raise ValueError(f"r={r!r} must be >= 1")
+    if n_prelude < 0 or n_coda < 0:
+        raise ValueError(f"n_prelude={n_prelude!r} and n_coda={n_coda!r} must be >= 0")
+    rec_depth = l_eff - n_prelude - n_coda
+    if rec_depth < 1:
+        raise ValueError(f"l_eff={l_eff} leaves no recurrent layers after n_prelude={n_prelude} and n_coda={n_coda}")
+    if rec_depth % r != 0:
+        allowed = [d for d in range(1, rec_depth + 1) if rec_depth % d == 0]
+        raise ValueError(
+            f"l_eff - n_prelude - n_coda = {l_eff} - {n_prelude} - {n_coda} = {rec_depth} is not divisible "
+            f"by r={r}; allowed r for this depth: {', '.join(map(str, allowed))}"
+        )
+    return n_prelude, rec_depth // r, n_coda
+
+
+@dataclass
+class ModelConfig:
+    """One looped transformer. Embedding -> RMSNorm -> prelude (p layers, once) -> recurrent block
+    (k layers, r times, with injection of the prelude output e) -> coda (c layers, once) -> RMSNorm -> head."""
+
+    vocab_size: int = 2048  # tokenizer vocabulary; the model uses padded_vocab_size
+    d_model: int = 128
+    head_dim: int = 64  # n_head = d_model // head_dim
+    n_prelude: int = 2  # p
+    n_rec: int = 8  # k, layers in the recurrent block
+    n_coda: int = 2  # c
+    r: int = 1  # recurrence count: passes through the recurrent block
+    # auto (passthrough at r = 1, else looped_injection) | linear | concat | additive | passthrough | hyper
+    injection: str = "auto"
+    bptt_k: Optional[int] = None  # truncated backprop: only the last k of r passes get gradient; None = all
+    hyper_lanes: int = 2  # K, residual lanes for injection="hyper"
+    hyper_dynamic: bool = False  # input-dependent tanh corrections (Zhu et al. 2024), zero-initialised
+    mlp: str = "relu2"  # relu2 (hidden = mlp_ratio * d) | swiglu (hidden = 2/3 * mlp_ratio * d, rounded)
+    mlp_ratio: int = 4
+    seq_len: int = 256  # T, the context length (also the RoPE table length)
+    tie_embeddings: bool = False
+    logit_softcap: Optional[float] = None  # soft-cap c: logits -> c * tanh(logits / c)
+    rope_base: float = 10000.0
+    norm_eps: float = 1e-6
+    init_std: float = 0.02  # init="gpt2" only
+    # Dtypes under bf16 autocast (docs/design.md, "Precision"). fp32_stream: the residual stream, the injection's
+    # output and the hyper lanes stay fp32 at every r, as the single stream at r = 1 (so r does not change the
+    # stream's precision). published: the published code's dtypes: RoPE tables stored in bf16, the stream in
+    # autocast's dtype from the injection on, the embedding stored in bf16 on CUDA. Logits, soft-cap and loss
+    # are fp32 in both.
+    precision: str = "fp32_stream"
+    # gpt2: N(0, init_std) matrices, residual writes scaled by 1/sqrt(2 L_eff), as GPT-2.
+    # paper: the published init (embedding N(0, 1), head N(0, 1e-3), block matrices uniform with
+    # std 1/sqrt(fan_in)); see loopscale/model/transformer.py
+    init: str = "gpt2"
+    # The injection injection="auto" resolves to for r > 1 (baseline / tbptt recipes): linear (two d x d
+    # matrices W_e e + W_s s) | concat (one Linear(2d -> d) on [e; s], the published form) | additive | passthrough
+    looped_injection: str = "linear"
+    # The layout at r = 1: same (p, k, c as for r > 1, e.g. 2-16-2) | plain (one stack of p + k + c layers,
+    # no prelude or coda: the published 0-20-0). Resolved in __post_init__; r > 1 is never changed.
+    dense_layout: str = "same"
+    # Sweep conveniences, resolved in __post_init__ so the model code only sees concrete values:
+    depth: Optional[int] = None  # target L_eff; when set, n_rec = (depth - p - c) / r (iso-depth)
+    recipe: str = "baseline"  # baseline | tbptt (bptt_k = ceil(r/2)) | hyper (K lanes) — applied when r > 1
+
+    def __post_init__(self) -> None:
+        check_choice("recipe", self.recipe, RECIPES)
+        check_choice("init", self.init, INITS)
+        check_choice("looped_injection", self.looped_injection, LOOPED_INJECTIONS)
+        check_choice("dense_layout", self.dense_layout, DENSE_LAYOUTS)
+        check_positive("r", self.r)
+        if self.r == 1 and self.dense_layout == "plain":
+            # one plain stack: the prelude and coda layers join the block (idempotent, so replace() is safe)
+            if self.depth is None:
+                self.n_rec += self.n_prelude + self.n_coda
+            self.n_prelude = self.n_coda = 0
+        if self.depth is not None:
+            self.n_rec = layer_plan(self.depth, self.r, self.n_prelude, self.n_coda)[1]
+        if self.r > 1 and self.recipe == "tbptt" and self.bptt_k is None:
+            self.bptt_k = -(-self.r // 2)  # ceil(r / 2), the published probe
+        if self.r > 1 and self.recipe == "hyper" and self.injection == "auto":
+            self.injection = "hyper"
+        if self.injection == "auto":
+            self.injection = "passthrough" if self.r == 1 else self.looped_injection
+        for name in ("vocab_size", "d_model", "head_dim", "n_rec", "r", "seq_len", "mlp_ratio"):
+            check_positive(name, getattr(self, name))
+        for name in ("n_prelude", "n_coda"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name}={getattr(self, name)!r} must be >= 0")
+        check_choice("injection", self.injection, INJECTIONS)
+        check_choice("mlp", self.mlp, MLPS)
+        check_choice("precision", self.precision, PRECISIONS)
+        if self.d_model % self.head_dim != 0:
+            raise ValueError(f"d_model={self.d_model} must be a multiple of head_dim={self.head_dim}")
+        if self.head_dim % 2 != 0:
+            raise ValueError(f"head_dim={self.head_dim} must be even (RoPE rotates pairs)")
+        if self.bptt_k is not None and not (1 <= self.bptt_k <= self.r):
+            raise ValueError(f"bptt_k={self.bptt_k!r} must be between 1 and r={self.r} (or None for full backprop)")
+        if self.injection == "hyper":
+            if self.r == 1:
+                raise ValueError(
+                    "injection='hyper' needs r > 1; allowed for r = 1: 'passthrough', 'linear', 'concat', 'additive'"
+                )
+            # the published code's refusals: one lane is the plain loop with extra scalars, and a truncated pass
+            # would leave its step-specific lane coefficients without gradient
+            if self.hyper_lanes < 2:
+                raise ValueError(f"hyper_lanes={self.hyper_lanes!r}: hyper-connections need at least 2 lanes")
+            if self.bptt_k is not None and self.bptt_k < self.r:
+                raise ValueError(
+                    f"injection='hyper' needs full backprop (bptt_k={self.bptt_k} < r={self.r}): the lane "
+                    "coefficients of the truncated passes would never get a gradient"
+                )
+        if self.hyper_dynamic and self.injection != "hyper":
+            raise ValueError("hyper_dynamic=True needs injection='hyper'")
+        if self.logit_softcap is not None:
+            check_positive("logit_softcap", self.logit_softcap)
+
+    @property
+    def n_head(self) -> int:
+        return self.d_model // self.head_dim
+
+    @property
+    def padded_vocab_size(self) -> int:
+        return pad_vocab(self.vocab_size)
+
+    @property
+    def l_eff(self) -> int:
+        """Layer passes per token: p + k * r + c."""
+        return self.n_prelude + self.n_rec * self.r + self.n_coda
+
+    @property
+    def variant(self) -> str:
+        """Recipe name used in run names and the runs table: baseline | tbptt | hyper."""
+        if self.injection == "hyper":
+            return "hyper"
+        if self.bptt_k is not None and self.bptt_k < self.r:
+            return "tbptt"
+        return "baseline"

@@ -1,0 +1,270 @@
+"""One joint fit over several recipes: shared dense parameters, one phi per recipe, and delta-phi.
+
+Recipes such as truncated backprop or hyper-connections change only the looped model: their r = 1
+runs are the baseline's, and E, A, alpha, B, beta describe the same dense model. Fitting each recipe
+alone re-estimates the dense part from the same r = 1 runs every time, and a delta-phi from two such
+fits carries both fits' dense noise. The joint law (`laws.Law("looped-joint")`)
+
+    L = E + A (N_once + r^phi_g N_rec)^-alpha + B D^-beta,   g = the run's recipe
+
+fits them together: an r = 1 run appears once and belongs to every recipe (1^phi_g = 1). From it:
+
+- delta-phi_g = phi_g - phi_ref with (a) a bootstrap that resamples runs once per replicate across
+  recipes (a shared r = 1 run is drawn once, for all recipes at once), (b) a profile interval on
+  delta-phi (the fit's internal coordinate dphi[g], ends by root-finding) and (c) a robust
+  likelihood-ratio test of delta-phi = 0 with its p-value (`uncertainty.lr_test`);
+- the same comparison from separate fits (each recipe with the r = 1 runs, `fit_result.compare_param`),
+  reported next to it;
+- a check that the recipes do share the dense model: the joint fit against the separate fits as a
+  likelihood-ratio test on the same data (`shared_parameter_check`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from scipy.stats import chi2
+
+from loopscale.fit.laws import LawData, law_data_from_table, make_law
+from loopscale.fit.objective import Loss
+from loopscale.fit.optimize import fit_law, refine
+from loopscale.fit.result import FitResult, compare_param, versions
+from loopscale.fit.result import recipe_phi as recipe_phi  # its home before the fit split
+from loopscale.fit.tables import budget_clusters, budget_column
+from loopscale.fit.uncertainty import bootstrap, lr_test, percentile_ci, profile_param, profile_threshold
+
+RECIPE_CODE = "_recipe_code"  # column added to the joint table: index into the recipe list
+LAW_INPUTS = ("N_once", "N_rec", "r", "D", "L")
+
+
+def joint_table(tables: Sequence[pd.DataFrame], column: str) -> tuple[pd.DataFrame, tuple[str, ...]]:
+    """Several canonical runs tables -> one table with each run once, and the recipe names.
+
+    The recipe of a looped run (r > 1) is its value in `column`; r = 1 runs are the shared dense
+    runs whatever their label. A run found in several tables (the baseline's r = 1 runs repeat in
+    every probe's table) is kept once: runs are the same when their law inputs (N_once, N_rec, r,
+    D, L) are equal, and, for r > 1, their recipe too. Recipes are ordered by first appearance
+    (the first is the reference, usually the baseline). Raises ValueError for a missing column,
+    unlabelled looped runs, fewer than two recipes or no r = 1 runs.
+    """
+    parts = []
+    for i, t in enumerate(tables):
+        looped = t["r"].to_numpy(dtype=float) > 1
+        if column not in t.columns:
+            raise ValueError(f"--joint column {column!r} is not in table {i + 1} {list(t.columns)}")
+        if t.loc[looped, column].isna().any():
+            raise ValueError(
+                f"--joint column {column!r} is empty on {int(t.loc[looped, column].isna().sum())} "
+                f"looped (r > 1) rows of table {i + 1}"
+            )
+        parts.append(t)
+    table = pd.concat(parts, ignore_index=True)
+    looped = table["r"].to_numpy(dtype=float) > 1
+    label = np.where(looped, table[column].astype(str), "")
+    key = table[list(LAW_INPUTS)].astype(float).assign(_label=label)
+    keep = ~key.duplicated().to_numpy()
+    table, looped, label = table[keep].reset_index(drop=True), looped[keep], label[keep]
+    recipes = tuple(dict.fromkeys(label[looped]))
+    if len(recipes) < 2:
+        raise ValueError(
+            f"a joint fit needs looped runs of two or more recipes in column {column!r}; found {list(recipes)}"
+        )
+    if not (~looped).any():
+        raise ValueError("a joint fit needs r = 1 runs (the dense runs the recipes share); none found")
+    n_params = 5 + len(recipes)
+    if len(table) < 2 * n_params:
+        raise ValueError(
+            f"{len(table)} distinct runs is too few for a joint fit of {len(recipes)} recipes "
+            f"with {n_params} parameters (need at least {2 * n_params})"
+        )
+    codes = {g: i for i, g in enumerate(recipes)}
+    table[RECIPE_CODE] = [codes[g] if g else 0 for g in label]
+    return table, recipes
+
+
+def joint_data(table: pd.DataFrame) -> LawData:
+    """LawData of a `joint_table` with its recipe codes."""
+    d = law_data_from_table(table, "looped")
+    return LawData(d.N_once, d.N_rec, d.r, d.D, d.L, table[RECIPE_CODE].to_numpy())
+
+
+def recipe_rows(table: pd.DataFrame, code: int) -> np.ndarray:
+    """Rows of one recipe's separate fit: the shared r = 1 runs and the recipe's looped runs."""
+    return (table["r"].to_numpy(dtype=float) == 1) | (table[RECIPE_CODE].to_numpy() == code)
+
+
+def _cluster_labels(table: pd.DataFrame, cluster: str | None):
+    if cluster is None:
+        return None
+    if cluster not in table.columns:
+        raise ValueError(f"cluster column {cluster!r} is not in the table")
+    labels = budget_clusters(budget_column(table)) if cluster == "C" else table[cluster].to_numpy()
+    if len(np.unique(labels)) < 3:
+        raise ValueError(f"cluster column {cluster!r} has fewer than 3 distinct values")
+    return labels
+
+
+def fit_joint(
+    table: pd.DataFrame,
+    column: str,
+    recipes: Sequence[str],
+    loss: Loss | None = None,
+    seed: int = 0,
+    n_bootstrap: int = 0,
+    cluster: str | None = None,
+    profile: bool = True,
+    n_refine: int = 16,
+    separate: bool = True,
+    level: float = 0.95,
+) -> FitResult:
+    """Fit the joint law to a `joint_table` and attach delta-phi and the shared-parameter check.
+
+    The result's params are E, A, alpha, B, beta and phi[<recipe>]; `result.joint` holds the recipes,
+    delta_phi per non-reference recipe (estimate; bootstrap CI and se; profile interval; LR test of
+    delta-phi = 0), the separate fits and their delta-phi comparison (with `separate`), and the
+    shared-parameter check. Bootstrap seeds are seed + 1 (joint) and seed + 2 + i (separate fit i).
+    """
+    loss = loss or Loss()
+    law = make_law("looped-joint", recipes=recipes)
+    data = joint_data(table)
+    labels = _cluster_labels(table, cluster) if n_bootstrap else None
+    result, state = fit_law(data, law, loss, seed, n_refine)
+    ref = recipes[0]
+    if n_bootstrap > 0:
+        _attach_bootstrap(result, state, recipes, n_bootstrap, seed + 1, labels, cluster, level)
+    deltas = {g: _delta_phi(result, state, ref, g, profile) for g in recipes[1:]}
+    joint: dict[str, Any] = {
+        "column": column,
+        "recipes": list(recipes),
+        "reference": ref,
+        "delta_phi": deltas,
+        "n_rows_by_recipe": _rows_by_recipe(table, recipes),
+    }
+    if separate:
+        sep = separate_fits(table, recipes, loss, seed, n_bootstrap, cluster, n_refine)
+        joint["separate"] = {g: _summary(f) for g, (f, _) in sep.items()}
+        for g in recipes[1:]:
+            cmp = compare_param(sep[ref][0], sep[g][0], "phi", level, seed)
+            deltas[g]["separate"] = {k: cmp.get(k) for k in ("delta", "ci", "se", "n_replicates")}
+        joint["shared_check"] = shared_parameter_check(state, table, sep)
+    result.joint = joint
+    result.settings.update({"n_bootstrap": n_bootstrap, "cluster": cluster, "law": law.name, "joint_column": column})
+    result.versions = versions()
+    return result
+
+
+def _attach_bootstrap(result, state, recipes, n_bootstrap, seed, labels, cluster, level) -> None:
+    """The joint fit's bootstrap (seed `seed`), with delta_phi[g] = phi[g] - phi[reference] per replicate,
+    and its percentile CIs, on `result`."""
+    boot = bootstrap(state, n_bootstrap, seed=seed, clusters=labels)
+    boot["cluster"] = cluster
+    cols = boot["params"]
+    for g in recipes[1:]:
+        cols[f"delta_phi[{g}]"] = (np.asarray(cols[f"phi[{g}]"]) - np.asarray(cols[f"phi[{recipes[0]}]"])).tolist()
+    result.bootstrap = boot
+    result.ci95 = percentile_ci(cols, level)
+
+
+def _delta_phi(result, state, ref: str, g: str, profile: bool) -> dict[str, Any]:
+    """delta-phi of recipe g against the reference: estimate, bootstrap CI and se (when bootstrapped),
+    profile interval (with `profile`; its warning goes to result.warnings) and the LR test of dphi = 0."""
+    name = f"dphi[{g}]"
+    entry: dict[str, Any] = {"estimate": result.params[f"phi[{g}]"] - result.params[f"phi[{ref}]"]}
+    if result.bootstrap:
+        reps = np.asarray(result.bootstrap["params"][f"delta_phi[{g}]"])
+        entry.update(
+            bootstrap_ci=result.ci95[f"delta_phi[{g}]"], se=float(np.std(reps, ddof=1)), n_replicates=len(reps)
+        )
+    if profile:
+        prof = profile_param(state, name)
+        entry["profile_interval"] = prof["interval"]
+        entry["profile"] = {"x": prof["x"], "objective": prof["objective"], "threshold": prof["threshold"]}
+        if "warning" in prof:
+            result.warnings.append(f"delta-phi[{g}]: {prof['warning']}")
+    entry["lr_test"] = lr_test(state, name, 0.0)
+    return entry
+
+
+def _rows_by_recipe(table: pd.DataFrame, recipes: Sequence[str]) -> dict[str, int]:
+    looped = table["r"].to_numpy(dtype=float) > 1
+    out = {"shared r = 1": int((~looped).sum())}
+    for i, g in enumerate(recipes):
+        out[g] = int((looped & (table[RECIPE_CODE].to_numpy() == i)).sum())
+    return out
+
+
+def separate_fits(
+    table: pd.DataFrame,
+    recipes: Sequence[str],
+    loss: Loss,
+    seed: int = 0,
+    n_bootstrap: int = 0,
+    cluster: str | None = None,
+    n_refine: int = 16,
+):
+    """{recipe: (FitResult, FitState)}: the looped law fitted to each recipe with the r = 1 runs."""
+    out = {}
+    for i, g in enumerate(recipes):
+        part = table[recipe_rows(table, i)].reset_index(drop=True)
+        result, state = fit_law(law_data_from_table(part, "looped"), "looped", loss, seed, n_refine)
+        if n_bootstrap > 0:
+            boot = bootstrap(state, n_bootstrap, seed=seed + 2 + i, clusters=_cluster_labels(part, cluster))
+            boot["cluster"] = cluster
+            result.bootstrap, result.ci95 = boot, percentile_ci(boot["params"])
+        out[g] = (result, state)
+    return out
+
+
+def _summary(result: FitResult) -> dict[str, Any]:
+    return {
+        "params": result.params,
+        "ci95": result.ci95,
+        "objective": result.objective,
+        "n_rows": result.n_rows,
+        "n_best_basin": result.n_best_basin,
+        "n_refined": result.n_refined,
+        "warnings": result.warnings,
+    }
+
+
+def shared_parameter_check(state, table: pd.DataFrame, separate: dict) -> dict[str, Any]:
+    """Do the recipes share E, A, alpha, B, beta? A robust likelihood-ratio test on the same data.
+
+    The separate fits see the shared r = 1 runs once each, so the data both models are scored on
+    is the recipes' tables stacked: each r = 1 run counted once per recipe (weight K), each looped
+    run once. The joint law is refitted with those weights (restricted model: one dense part) and
+    compared with the sum of the separate fits' objectives (unrestricted: one dense part per
+    recipe, 5 (K - 1) more parameters). Statistic T = 2 Delta mean(psi') / mean(psi^2), psi at the
+    separate fits' residuals, asymptotically chi-square with 5 (K - 1) degrees of freedom; a small
+    p-value says the recipes do not share the dense model, and the joint delta-phi is then suspect.
+    """
+    law, data, loss = state.law, state.data, state.loss
+    K = len(law.recipes)
+    weights = np.where(data.r == 1, float(K), 1.0)
+    starts = [state.best.theta]
+    ref_theta = separate[law.recipes[0]][1].best.theta
+    starts.append(
+        np.concatenate([ref_theta[:6], [s.best.theta[5] - ref_theta[5] for _, s in list(separate.values())[1:]]])
+    )
+    restricted = min((refine(s, law, data, loss, weights) for s in starts), key=lambda r: r.objective)
+    f_sep = float(sum(s.best.objective for _, s in separate.values()))
+    psi2, dpsi, n = 0.0, 0.0, 0
+    for _, s in separate.values():
+        _, stats = profile_threshold(s)
+        m = len(s.data)
+        psi2, dpsi, n = psi2 + stats["mean_psi_sq"] * m, dpsi + stats["mean_psi_prime"] * m, n + m
+    gap = max(0.0, restricted.objective - f_sep)
+    T = 2 * gap * (dpsi / n) / (psi2 / n)
+    df = 5 * (K - 1)
+    return {
+        "objective_joint": restricted.objective,
+        "objective_separate_sum": f_sep,
+        "statistic": float(T),
+        "df": df,
+        "p_value": float(chi2.sf(T, df)),
+        "method": "robust LR (Schrader-Hettmansperger): joint law vs separate fits on the stacked "
+        "recipe tables (r = 1 runs weighted by the number of recipes)",
+    }

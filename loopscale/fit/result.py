@@ -1,0 +1,188 @@
+"""The record of one fitted law, and what reads it without the optimiser.
+
+`FitResult` is what `loopscale fit` writes as JSON (docs/design.md, "Fitting"): the law, its parameters,
+the optimiser's diagnostics and, when they were run, the bootstrap replicates, the phi profile and the
+held-out check. Plots, the report and the conditioning numbers read such records; so do `predict_loss`
+(the fitted law at the stored parameters), `recipe_phi` (each row's phi under a joint fit) and
+`compare_param` (a difference between two fits from their stored bootstrap replicates). Nothing here fits
+anything, so reading a record never imports the optimiser (`loopscale.fit.optimize`) or scipy.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+
+@dataclass
+class FitResult:
+    """One fitted law. JSON keys (stable; plots and `compare` read them):
+
+    law, params (name -> estimate: E, A, alpha, B, beta, phi / k_<r>), ci95 (name -> [low, high]
+    when bootstrapped), bootstrap ({"params": {name: [replicates]}, "objective": [...],
+    "n_replicates", "cluster"} when run), profile_phi ({"phi", "objective", "interval", "threshold",
+    ...} when computed), holdout (when run), objective, grad_norm, n_starts (screened), n_refined,
+    n_best_basin, settings, seed, input (path, sha256, n_rows, columns), versions, warnings, group,
+    joint (`loopscale.fit.joint`: recipes, delta_phi per recipe, shared_check, separate fits), data (the fitted
+    rows' model shapes and ranges, `data_summary`; absent from records written before it existed).
+    """
+
+    law: str
+    params: dict[str, float]
+    objective: float
+    grad_norm: float
+    n_starts: int
+    n_refined: int
+    n_best_basin: int
+    settings: dict[str, Any]
+    seed: int | None = None
+    n_rows: int = 0
+    ci95: dict[str, list[float]] = field(default_factory=dict)
+    bootstrap: dict[str, Any] | None = None
+    profile_phi: dict[str, Any] | None = None
+    holdout: dict[str, Any] | None = None
+    input: dict[str, Any] = field(default_factory=dict)
+    versions: dict[str, str] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+    group: dict[str, Any] | None = None
+    residual_rms_log: float | None = None
+    joint: dict[str, Any] | None = None  # looped-joint: recipes, delta-phi tests, shared-parameter check
+    data: dict[str, Any] | None = None  # what was fitted: model shapes (r, N_once, N_rec), ranges of N, D, C
+
+    def to_json_dict(self) -> dict[str, Any]:
+        return _jsonable(asdict(self))
+
+    def write_json(self, path) -> None:
+        Path(path).write_text(json.dumps(self.to_json_dict(), indent=2) + "\n")
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> FitResult:
+        known = {f for f in cls.__dataclass_fields__}
+        return cls(**{k: v for k, v in d.items() if k in known})
+
+    @classmethod
+    def from_json(cls, path) -> FitResult:
+        return cls.from_dict(json.loads(Path(path).read_text()))
+
+
+def load_fit(fit) -> FitResult:
+    """A FitResult from a FitResult, the dict of its JSON, or a path to that JSON."""
+    if isinstance(fit, FitResult):
+        return fit
+    if isinstance(fit, Mapping):
+        d = dict(fit)
+    else:
+        path = Path(fit)
+        try:
+            d = json.loads(path.read_text())
+        except (OSError, ValueError) as err:
+            raise ValueError(f"cannot read fit JSON {path}: {err}") from err
+    if not isinstance(d, dict) or "law" not in d or "params" not in d:
+        raise ValueError(
+            f"{fit if not isinstance(fit, Mapping) else 'fit'} is not a loopscale fit record (needs 'law' and 'params')"
+        )
+    return FitResult.from_dict(d)
+
+
+def predict_loss(fit, table) -> np.ndarray:
+    """The fitted law's loss L_hat for each row of `table` (a DataFrame or dict of arrays with the columns
+    the law reads, e.g. r, N_once, N_rec, D): `laws.predict_loss` at the fit's parameters. `fit` is a
+    FitResult, the dict of its JSON or a path to that JSON."""
+    from loopscale.fit.laws import predict_loss as law_prediction
+
+    fit = load_fit(fit)
+    return law_prediction(fit.law, fit.params, table)
+
+
+def data_summary(table) -> dict[str, Any]:
+    """What a fit saw, for readers that must know its model family and range (`loopscale advise`): the
+    distinct model shapes [r, N_once, N_rec] of the rows and the [min, max] of N = N_once + N_rec, D
+    (tokens) and C (FLOPs) when the table has them. `table`: a canonical runs table (`tables.canonical_table`)."""
+    cols = {k: np.asarray(table[k], dtype=float) for k in ("r", "N_once", "N_rec", "N", "D", "C") if k in table}
+    if "N_once" not in cols:  # a chinchilla table: one dense model per row
+        cols.update(r=np.ones_like(cols["N"]), N_once=cols["N"], N_rec=np.zeros_like(cols["N"]))
+    shapes = np.unique(np.stack([cols["r"], cols["N_once"], cols["N_rec"]], axis=1), axis=0)
+    n_unique = cols["N_once"] + cols["N_rec"]
+    out: dict[str, Any] = {"shapes": shapes.tolist(), "N": [float(n_unique.min()), float(n_unique.max())]}
+    for name in ("D", "C"):
+        if name in cols:
+            out[name] = [float(cols[name].min()), float(cols[name].max())]
+    return out
+
+
+def _jsonable(x):
+    if isinstance(x, dict):
+        return {str(k): _jsonable(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_jsonable(v) for v in x]
+    if isinstance(x, np.ndarray):
+        return _jsonable(x.tolist())
+    if isinstance(x, (np.floating, float)):
+        return float(x) if np.isfinite(x) else None
+    if isinstance(x, np.integer):
+        return int(x)
+    return x
+
+
+def versions() -> dict[str, str]:
+    from loopscale.provenance import library_versions
+
+    return library_versions(("numpy", "scipy", "pandas", "loopscale"))
+
+
+def file_sha256(path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def recipe_phi(table: pd.DataFrame, params: dict, column: str) -> np.ndarray:
+    """phi per row of a runs table under a joint fit's params: phi[<recipe>] of the row's recipe on
+    looped rows; on r = 1 rows (where r^phi = 1) the reference recipe's, which changes nothing."""
+    names = [k[4:-1] for k in params if k.startswith("phi[")]
+    r = table["r"].to_numpy(dtype=float)
+    labels = table[column].astype(str).to_numpy() if column in table else np.full(len(table), names[0])
+    unknown = sorted(set(labels[r > 1]) - set(names))
+    if unknown:
+        raise ValueError(f"the joint fit has no phi for {column} = {unknown} (its recipes: {names})")
+    return np.array([params[f"phi[{g}]"] if rv > 1 else params[f"phi[{names[0]}]"] for g, rv in zip(labels, r)])
+
+
+def compare_param(a: FitResult, b: FitResult, name: str = "phi", level: float = 0.95, seed: int = 0) -> dict[str, Any]:
+    """delta = b.name - a.name with a percentile CI from the two fits' bootstrap replicates.
+
+    The fits are of different data (e.g. recipe variants), so their replicates are independent;
+    delta replicates pair them at random (the shorter set sets the count).
+    """
+    for label, f in (("first", a), ("second", b)):
+        if name not in f.params:
+            raise ValueError(f"{label} fit ({f.law}) has no parameter {name!r}")
+    out: dict[str, Any] = {
+        "param": name,
+        "a": a.params[name],
+        "b": b.params[name],
+        "delta": b.params[name] - a.params[name],
+        "ci": None,
+    }
+    reps = []
+    for f in (a, b):
+        cols = (f.bootstrap or {}).get("params", {})
+        reps.append(np.asarray(cols.get(name, []), dtype=float))
+    if min(len(reps[0]), len(reps[1])) >= 2:
+        rng = np.random.default_rng(seed)
+        k = min(len(reps[0]), len(reps[1]))
+        d = rng.permutation(reps[1])[:k] - rng.permutation(reps[0])[:k]
+        tail = 100 * (1 - level) / 2
+        out["ci"] = [float(np.percentile(d, tail)), float(np.percentile(d, 100 - tail))]
+        out["se"] = float(np.std(d, ddof=1))
+        out["n_replicates"] = k
+    return out

@@ -1,0 +1,335 @@
+"""Reading and validating a runs table, with column mapping for tables written by other tools.
+
+Canonical columns (the names `loopscale collect` writes): ``r``, ``N_once``, ``N_rec``, ``N``,
+``D`` (tokens), ``C`` (training FLOPs), ``L`` (loss); optional ``variant``, ``width``, ``seed``,
+``run_dir`` and anything else are kept as they are. `ColumnMap` renames external columns to these
+(e.g. ``N="Model Size", C="Training FLOP", L="loss"``). When there is no D column, D = C / (6 N)
+for the chinchilla law and D = C / (6 (N_once + r N_rec)) for the looped laws (the training cost of
+the looped model, 6 FLOPs per parameter pass per token).
+
+Every problem is a ValueError whose message names the column and the rows, so the CLI can print it
+as one line. `budget_column` and `budget_clusters` give each run's compute budget and its group label,
+the one rule by which the fitter's cluster bootstrap and holdout, the figures and the report group runs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from loopscale.fit.laws import compute_from_tokens, cost_params, make_law, tokens_from_compute
+
+
+@dataclass(frozen=True)
+class ColumnMap:
+    """Name in the input table of each canonical column."""
+
+    r: str = "r"
+    N_once: str = "N_once"
+    N_rec: str = "N_rec"
+    N: str = "N"
+    D: str = "D"
+    C: str = "C"
+    L: str = "L"
+
+    def as_dict(self) -> dict[str, str]:
+        return asdict(self)
+
+
+def read_table(path) -> pd.DataFrame:
+    """CSV (default), Parquet (.parquet/.pq) or JSON lines (.jsonl); ValueError if unreadable, truncated
+    (a text table whose last line is cut), header-only, or with a column name given twice."""
+    path = Path(path)
+    if path.is_dir():
+        raise ValueError(f"cannot read {path}: it is a directory, not a table file")
+    if not path.is_file():
+        raise ValueError(f"cannot read {path}: no such file")
+    suffix = path.suffix.lower()
+    if suffix not in (".parquet", ".pq"):
+        _check_complete_text(path, csv=suffix != ".jsonl")
+    try:
+        if suffix in (".parquet", ".pq"):
+            table = pd.read_parquet(path)
+        elif suffix == ".jsonl":
+            table = _read_jsonl(path)
+        else:
+            table = pd.read_csv(path)
+    except Exception as err:  # pandas raises many types; the user needs one line
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise ValueError(f"cannot read {path} as a table: {first}") from None
+    if table.columns.duplicated().any():
+        raise ValueError(
+            f"{path}: column(s) {sorted(set(table.columns[table.columns.duplicated()]))} appear more than once"
+        )
+    if len(table) == 0:
+        raise ValueError(f"{path} has no rows (only a header)")
+    return table
+
+
+def _read_jsonl(path: Path) -> pd.DataFrame:
+    """JSON lines, one object per line; a key given twice in one object is refused (json and pandas would
+    silently keep the last value)."""
+    import json
+
+    def no_repeats(pairs):
+        keys = [k for k, _ in pairs]
+        repeated = sorted({k for k in keys if keys.count(k) > 1})
+        if repeated:
+            raise ValueError(f"key(s) {repeated} appear more than once in one object")
+        return dict(pairs)
+
+    rows = []
+    with open(path, encoding="utf-8") as f:
+        for n, line in enumerate(f, 1):
+            if line.strip():
+                try:
+                    rows.append(json.loads(line, object_pairs_hook=no_repeats))
+                except ValueError as err:
+                    raise ValueError(f"line {n}: {err}") from None
+    if any(not isinstance(row, dict) for row in rows):
+        raise ValueError("every line must be a JSON object")
+    return pd.DataFrame.from_records(rows)
+
+
+def _check_complete_text(path: Path, csv: bool) -> None:
+    """A text table cut by a full disk or a kill mid-write ends without a newline, or (CSV) its last line
+    has fewer fields than the header; pandas would read the cut row as data. Also rejects a CSV header
+    that names a column twice (pandas silently renames the second to NAME.1)."""
+    import csv as csv_module
+
+    size = path.stat().st_size
+    if size == 0:
+        return  # pandas reports the empty file
+    with open(path, "rb") as f:
+        f.seek(max(0, size - 65536))
+        tail = f.read()
+        f.seek(0)
+        head = f.readline()
+    if not tail.endswith(b"\n"):
+        raise ValueError(
+            f"{path} is incomplete: its last line has no line ending (a cut write?); "
+            "write the table again (e.g. rerun `loopscale collect`)"
+        )
+    if not csv:
+        return
+    header = next(csv_module.reader([head.decode("utf-8", "replace")]), [])
+    dups = sorted({name for name in header if header.count(name) > 1})
+    if dups:
+        raise ValueError(f"{path}: column(s) {dups} appear more than once in the header")
+    lines = tail.rstrip(b"\r\n").splitlines()
+    header_only = size <= len(tail) and len(lines) == 1
+    if lines and not header_only:
+        last = next(csv_module.reader([lines[-1].decode("utf-8", "replace")]), [])
+        if len(last) != len(header):
+            raise ValueError(
+                f"{path} is incomplete: its last line has {len(last)} fields, the header "
+                f"{len(header)} (a cut write?); write the table again"
+            )
+
+
+def required_columns(law: str, has: set[str]) -> list[str]:
+    """Canonical columns a law needs, given which canonical columns are present."""
+    size = ["N"] if law == "chinchilla" else ["N_once", "N_rec", "r"]
+    tokens = ["D"] if "D" in has or "C" not in has else ["C"]
+    return size + tokens + ["L"]
+
+
+def law_columns(law: str | None, raw_columns, columns: ColumnMap) -> set[str]:
+    """The canonical columns `law` can read from a table with these columns: the chinchilla law reads N (or
+    N_once + N_rec when there is no N), D or C, and L; the looped laws r, N_once, N_rec, D or C, and L.
+    Mappings of the others are not looked at (so `--law chinchilla --n-col N_once` is not ambiguous)."""
+    if law is None:
+        return set(ColumnMap.__dataclass_fields__)
+    if law == "chinchilla":
+        return {"N", "D", "C", "L"} | (set() if columns.N in set(raw_columns) else {"N_once", "N_rec"})
+    return {"r", "N_once", "N_rec", "D", "C", "L"}
+
+
+def resolve_columns(raw_columns, columns: ColumnMap, law: str | None = None) -> tuple[dict[str, str], list[str]]:
+    """{source: canonical} renames for a table, and the columns an explicit mapping shadows.
+
+    An explicit mapping wins: with `--loss-col loss` the table's own `L` column (if any) is ignored,
+    not fitted. Errors (ValueError): an explicitly named column that is absent while the default one
+    is present (the fit would silently use the column the user did not name); one source column
+    mapped to two quantities; a column name that appears twice in the table (which one to fit?).
+    """
+    present = list(raw_columns)
+    wanted = law_columns(law, present, columns)
+    mapping = {canon: src for canon, src in columns.as_dict().items() if canon in wanted}
+    for canon, src in mapping.items():
+        if src != canon and src not in present and canon in present:
+            raise ValueError(
+                f"column {src!r} (given by --{_opt(canon)}) is not in the table; it has "
+                f"{canon!r}, which an explicit mapping does not fall back to"
+            )
+    used = {canon: src for canon, src in mapping.items() if src in present}
+    by_source: dict[str, list[str]] = {}
+    for canon, src in used.items():
+        by_source.setdefault(src, []).append(canon)
+    for src, canons in by_source.items():
+        if len(canons) > 1:
+            explicit = [c for c in canons if mapping[c] != c]
+            raise ValueError(
+                f"ambiguous column mapping: column {src!r} is mapped to "
+                f"{' and '.join(canons)} (check --{_opt(explicit[0] if explicit else canons[0])})"
+            )
+    for src in used.values():
+        if present.count(src) > 1:
+            raise ValueError(f"ambiguous table: column {src!r} appears {present.count(src)} times")
+    sources = set(used.values())
+    ignored = [canon for canon, src in used.items() if src != canon and canon in present and canon not in sources]
+    return {src: canon for canon, src in used.items()}, ignored
+
+
+def canonical_table(raw: pd.DataFrame, law: str, columns: ColumnMap | None = None) -> pd.DataFrame:
+    """Rename mapped columns, check them, and add D (from C) when missing. Raises ValueError.
+
+    The returned table's `attrs["columns_used"]` maps each canonical column the law reads to the
+    source column it came from (or how it was derived), and `attrs["columns_ignored"]` lists the
+    columns an explicit mapping shadowed: what fit.json records.
+    """
+    columns = columns or ColumnMap()
+    mapping, ignored = resolve_columns(raw.columns, columns, law)
+    table = raw.drop(columns=ignored).rename(columns=mapping)
+    table = table.loc[:, ~table.columns.duplicated()].copy()  # the columns the fit reads are unique
+    present = set(table.columns)
+    derived = {}
+    if law == "chinchilla" and "N" not in present and {"N_once", "N_rec"} <= present:
+        table["N"] = table["N_once"] + table["N_rec"]
+        present.add("N")
+        derived["N"] = "N_once + N_rec"
+    need = required_columns(law, present)
+    src_of = columns.as_dict()
+    for canon in need:
+        if canon not in present:
+            hint = {"D": " (or a compute column C to derive D = C / 6N)"}.get(canon, "")
+            raise ValueError(
+                f"missing column {src_of[canon]!r} for {canon}{hint}; "
+                f"columns are {list(raw.columns)} (map names with --{_opt(canon)})"
+            )
+    _check_values(table, need, src_of)
+    if law != "chinchilla":
+        zero = (table["N_once"] + table["N_rec"]) <= 0
+        if zero.any():
+            raise ValueError(f"N_once + N_rec must be > 0; rows {_rows(zero.to_numpy())} are not")
+    cost_N = table["N"] if law == "chinchilla" else cost_params(table["N_once"], table["N_rec"], table["r"])
+    if "D" not in need:
+        table["D"] = tokens_from_compute(table["C"], cost_N)
+        derived["D"] = "C / (6 N)" if law == "chinchilla" else "C / (6 (N_once + r N_rec))"
+    if "C" not in table.columns:
+        table["C"] = compute_from_tokens(table["D"], cost_N)
+    if law != "looped-joint":  # a joint table is checked once the recipes' tables are merged
+        check_fit_size(table, law)
+    table = table.reset_index(drop=True)
+    table.attrs["columns_used"] = {
+        canon: derived.get(canon, src_of[canon]) for canon in list(need) + [c for c in derived if c not in need]
+    }
+    table.attrs["columns_ignored"] = ignored
+    return table
+
+
+def _check_values(table: pd.DataFrame, need, src_of: dict[str, str]) -> None:
+    """Each column the law reads holds finite numbers within its range (N_once, N_rec >= 0; r a whole
+    number >= 1; the rest > 0), converted to float in place; a ValueError names the column and rows."""
+    for canon in need:
+        if not (
+            pd.api.types.is_numeric_dtype(table[canon]) or pd.api.types.is_object_dtype(table[canon])
+        ) or pd.api.types.is_bool_dtype(table[canon]):
+            raise ValueError(f"column {src_of[canon]!r} holds {table[canon].dtype} values, not numbers")
+        values = pd.to_numeric(table[canon], errors="coerce").to_numpy(dtype=float)
+        bad = ~np.isfinite(values)
+        if bad.any():
+            raise ValueError(
+                f"column {src_of[canon]!r} has {int(bad.sum())} missing, non-numeric "
+                f"or infinite values (rows {_rows(bad)})"
+            )
+        table[canon] = values
+        lower_ok = values >= 0 if canon in ("N_once", "N_rec") else values > 0
+        if canon == "r":  # a recurrence count: a whole number of passes
+            lower_ok = (values >= 1) & (values == np.round(values))
+        if not lower_ok.all():
+            rule = {"N_once": ">= 0", "N_rec": ">= 0", "r": "a whole number >= 1"}.get(canon, "> 0")
+            raise ValueError(f"column {src_of[canon]!r} must be {rule}; rows {_rows(~lower_ok)} are not")
+
+
+def check_fit_size(table: pd.DataFrame, law: str) -> None:
+    """Enough rows (twice the parameter count) and, for looped laws, at least two r values."""
+    if len(table) == 0:
+        raise ValueError(f"the table has no rows to fit with law {law!r}")
+    if law != "chinchilla":
+        r_values = np.unique(table["r"].to_numpy(dtype=float))
+        if len(r_values) < 2:
+            raise ValueError(
+                f"law {law!r} needs runs at two or more r values to identify phi; "
+                f"all rows have r = {r_values[0]:g} (use --law chinchilla)"
+            )
+        if law == "looped-free" and 1.0 not in r_values:
+            raise ValueError("law 'looped-free' needs r = 1 runs (k_1 = 1 anchors the multipliers)")
+    n_params = make_law(law, table["r"] if "r" in table else None).n_params
+    if len(table) < 2 * n_params:
+        raise ValueError(
+            f"{len(table)} rows is too few for law {law!r} with {n_params} parameters (need at least {2 * n_params})"
+        )
+
+
+MAX_PLAUSIBLE = {"L": 100.0, "N_once": 1e30, "N_rec": 1e30, "N": 1e30, "D": 1e30, "C": 1e40}
+
+
+def table_warnings(table: pd.DataFrame, law: str) -> list[str]:
+    """What the fit should say about a canonical table it accepted: rows that repeat another row's point
+    and loss exactly (a copied run counts twice and narrows every interval), and values far outside any
+    real run (a loss of 1e300 nats, 1e308 parameters), which the fit's arithmetic does not survive."""
+    point = ["N", "D", "L"] if law == "chinchilla" else ["r", "N_once", "N_rec", "D", "L"]
+    out = []
+    repeated = table.duplicated(subset=[c for c in point if c in table.columns], keep="first").to_numpy()
+    if repeated.any():
+        out.append(
+            f"{int(repeated.sum())} rows repeat another row's {', '.join(point)} exactly (rows {_rows(repeated)}): "
+            "a duplicated run counts twice and narrows every interval; drop the copies"
+        )
+    for col, limit in MAX_PLAUSIBLE.items():
+        if col in table.columns:
+            big = table[col].to_numpy(dtype=float) > limit
+            if big.any():
+                out.append(
+                    f"column {col} reaches {table[col].max():.3g} (rows {_rows(big)}), beyond {limit:g}: not a "
+                    f"real run's {'loss in nats' if col == 'L' else 'size'}; the fit's numbers mean nothing"
+                )
+    return out
+
+
+def _opt(canon: str) -> str:
+    return {
+        "N_once": "n-once-col",
+        "N_rec": "n-rec-col",
+        "N": "n-col",
+        "D": "d-col",
+        "C": "c-col",
+        "L": "loss-col",
+        "r": "r-col",
+    }[canon]
+
+
+def _rows(mask: np.ndarray, limit: int = 5) -> str:
+    idx = np.flatnonzero(mask)
+    shown = ", ".join(str(i) for i in idx[:limit])
+    return shown + (f", ... ({len(idx)} in all)" if len(idx) > limit else "")
+
+
+def budget_clusters(C: np.ndarray) -> np.ndarray:
+    """Cluster label per row: the compute budget rounded to 3 significant digits."""
+    C = np.asarray(C, dtype=float)
+    return np.array([float(f"{c:.3g}") for c in C])
+
+
+def budget_column(table) -> np.ndarray:
+    """The compute budget each run was given: `C_budget` where a sweep recorded it (the spent C scatters
+    around it by batch rounding, so grouping by C would split one budget), else the spent C."""
+    C = table["C"].to_numpy(dtype=float)
+    if "C_budget" in table.columns:
+        asked = pd.to_numeric(table["C_budget"], errors="coerce").to_numpy(dtype=float)
+        C = np.where(np.isfinite(asked) & (asked > 0), asked, C)
+    return C

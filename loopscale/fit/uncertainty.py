@@ -1,0 +1,347 @@
+"""Uncertainty of a fitted law: bootstrap, profile intervals, likelihood-ratio tests, a held-out budget.
+
+Each step continues from a fit's `loopscale.fit.optimize.FitState` (docs/design.md, "Fitting"):
+- `bootstrap`: refits on resampled rows, or on resampled clusters (whole compute budgets or widths),
+  each replicate warm-started and solved in one batched LM pass, then polished by L-BFGS-B; intervals
+  by `percentile_ci`;
+- `profile_param` / `profile_phi`: the objective minimised over the other parameters along one
+  coordinate, with a robust likelihood-ratio interval (Schrader & Hettmansperger 1980) whose ends are
+  found by root-finding; `lr_test` is the same statistic as a test of one value;
+- `holdout_largest`: the law refit without the largest compute budget, and its error there.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from loopscale.fit.bounds import bounds_for
+from loopscale.fit.laws import Law, LawData, make_law
+from loopscale.fit.objective import Loss, chunk_size
+from loopscale.fit.optimize import BASIN_ABS_TOL, FitState, Refined, fit_law, lm_batch, newton, refine
+from loopscale.fit.tables import budget_clusters
+
+
+# ----------------------------------------------------------------------------------------------
+# Bootstrap
+# ----------------------------------------------------------------------------------------------
+def bootstrap(
+    state: FitState, n_replicates: int, seed: int = 0, clusters=None, n_starts: int = 3, polish: bool = True
+) -> dict[str, Any]:
+    """Refit on resampled data; returns {"params": {name: [...]}, "objective": [...], ...}.
+
+    Rows are resampled with replacement (as integer weights on the objective), or, with `clusters`
+    (one label per row), whole clusters are resampled: e.g. compute budgets or widths. Each
+    replicate is refit from the full-data optimum (warm start) plus the best `n_starts - 1`
+    screened starts (batched `lm_batch`), the lowest objective is kept and, with `polish`, refined
+    by L-BFGS-B to the same tolerances as the main fit.
+    """
+    law, data, loss = state.law, state.data, state.loss
+    rng = np.random.default_rng(seed)
+    n = len(data)
+    starts = [state.best.theta] + _distinct_starts(state.starts, n_starts - 1)
+    if clusters is not None:
+        labels, inverse = np.unique(np.asarray(clusters), return_inverse=True)
+
+    def weights_of_replicate() -> np.ndarray:
+        if clusters is None:
+            return np.bincount(rng.integers(0, n, n), minlength=n).astype(float)
+        counts = np.bincount(rng.integers(0, len(labels), len(labels)), minlength=len(labels))
+        return counts[inverse].astype(float)
+
+    S = len(starts)
+    # Replicates x starts in one batched LM pass, in chunks (weights drawn per chunk, in replicate
+    # order) so memory stays bounded on big tables.
+    thetas = np.empty((n_replicates, law.n_params))
+    objectives = np.empty(n_replicates)
+    chunk = max(1, chunk_size(n, 3 * law.n_params + 8, cap=4096) // S)
+    for lo in range(0, n_replicates, chunk):
+        Wc = np.array([weights_of_replicate() for _ in range(min(chunk, n_replicates - lo))])
+        th, fv = lm_batch(law, data, loss, np.tile(np.array(starts), (len(Wc), 1)), np.repeat(Wc, S, axis=0))
+        best = np.argmin(fv.reshape(len(Wc), S), axis=1)
+        for j, b in enumerate(best):
+            r = refine(th[j * S + b], law, data, loss, Wc[j]) if polish else None
+            thetas[lo + j] = th[j * S + b] if r is None else r.theta
+            objectives[lo + j] = fv[j * S + b] if r is None else r.objective
+    user = [law.to_user(t) for t in thetas]
+    columns = {name: [u[name] for u in user] for name in law.user_names}
+    return {
+        "params": columns,
+        "objective": objectives,
+        "n_replicates": n_replicates,
+        "cluster": None if clusters is None else "custom",
+        "seed": seed,
+        "n_starts_per_replicate": len(starts),
+    }
+
+
+def _distinct_starts(starts: np.ndarray, k: int) -> list[np.ndarray]:
+    """The k best exponent-projected starts (the first family in `screen_starts` order).
+
+    They sit near the optimum for their exponents, so a replicate converges from them in a few
+    dozen LM steps; classic-grid corners take hundreds and almost never win on a replicate.
+    """
+    if k <= 0 or len(starts) == 0:
+        return []
+    return [starts[i] for i in range(min(k, len(starts) - len(starts) // 2))]
+
+
+def percentile_ci(columns: dict[str, list[float]], level: float = 0.95) -> dict[str, list[float]]:
+    """Percentile bootstrap interval per parameter."""
+    tail = 100 * (1 - level) / 2
+    return {k: [float(np.percentile(v, tail)), float(np.percentile(v, 100 - tail))] for k, v in columns.items()}
+
+
+# ----------------------------------------------------------------------------------------------
+# Profiles and likelihood-ratio tests
+# ----------------------------------------------------------------------------------------------
+CHI2_1_95 = 3.841458820694124  # 95% quantile of chi-square with 1 degree of freedom
+
+
+def profile_threshold(state: FitState) -> tuple[float, dict[str, float]]:
+    """Objective increase that bounds the 95% profile interval for one parameter.
+
+    Robust likelihood-ratio test for M-estimators (Schrader & Hettmansperger 1980): the statistic
+    2 * Delta(sum rho) * mean(psi') / mean(psi^2) is asymptotically chi-square(1). So the interval
+    is {phi : Delta <= chi2_1(0.95) / 2 * mean(psi^2) / mean(psi')}, with psi, psi' evaluated at
+    the residuals of the full fit. For plain least squares this is the usual Delta <= 1.92 sigma^2.
+    """
+    res = state.law.log_predict(state.best.theta, state.data) - state.data.log_L
+    m_psi2 = float(np.mean(state.loss.psi(res) ** 2))
+    m_dpsi = float(np.mean(state.loss.psi_prime(res)))
+    if m_dpsi == 0:  # no residual inside +-delta: fall back to the least-squares scale
+        m_psi2, m_dpsi = float(np.mean(res**2)), 1.0
+    thr = 0.5 * CHI2_1_95 * m_psi2 / m_dpsi
+    return thr, {"mean_psi_sq": m_psi2, "mean_psi_prime": m_dpsi}
+
+
+def profile_value(state: FitState, name: str, value: float, theta0=None) -> Refined:
+    """The objective minimised over every other parameter with internal coordinate `name` held at
+    `value` (L-BFGS-B with that coordinate's bounds pinned), from theta0 (default: the optimum)."""
+    law = state.law
+    i = law.internal_names.index(name)
+    theta = np.array(state.best.theta if theta0 is None else theta0, dtype=float)
+    theta[i] = value
+    bounds = bounds_for(law)
+    bounds[i] = (value, value)
+    return refine(theta, law, state.data, state.loss, bounds=bounds)
+
+
+def profile_solve(state: FitState, name: str, value: float, theta0) -> Refined:
+    """`profile_value` from theta0 after a fast pre-solve with the coordinate held at `value`:
+    exact Newton (`newton`) where the law has an analytic Hessian, else the batched LM."""
+    law = state.law
+    fixed = np.array([n == name for n in law.internal_names])
+    theta = np.array(theta0, dtype=float)
+    theta[fixed] = value
+    if law.has_hessian:
+        theta, _ = newton(law, state.data, state.loss, theta, fixed=fixed)
+    else:
+        theta = lm_batch(law, state.data, state.loss, theta[None, :], fixed=fixed)[0][0]
+    return profile_value(state, name, value, theta)
+
+
+def profile_values(state: FitState, name: str, values, thetas=None) -> list[Refined]:
+    """`profile_value` at several values, each by `profile_solve` from its theta (default: the
+    optimum), so every point meets the fit's L-BFGS-B tolerances."""
+    values = np.atleast_1d(np.asarray(values, dtype=float))
+    starts = [state.best.theta] * len(values) if thetas is None else list(thetas)
+    return [profile_solve(state, name, x, theta) for x, theta in zip(values, starts)]
+
+
+def _walk_profile(state: FitState, name: str, grid: np.ndarray, centre: int) -> list[Refined]:
+    """The profile on `grid`, solved outward from grid[centre] (started at the optimum): each point
+    starts from the straight-line extrapolation of its two solved neighbours towards it, which is
+    close (the path theta(x) is smooth), so Newton needs a few steps per point."""
+    solved: list[Refined | None] = [None] * len(grid)
+    solved[centre] = profile_solve(state, name, grid[centre], state.best.theta)
+    for step in (-1, 1):
+        for j in range(centre + step, len(grid) if step > 0 else -1, step):
+            near = solved[j - step].theta
+            start = near
+            if 0 <= j - 2 * step < len(grid) and solved[j - 2 * step] is not None:
+                far = solved[j - 2 * step].theta
+                slope = (near - far) / (grid[j - step] - grid[j - 2 * step])
+                start = near + slope * (grid[j] - grid[j - step])
+            solved[j] = profile_solve(state, name, grid[j], start)
+    return solved
+
+
+def _threshold_crossing(
+    state: FitState,
+    name: str,
+    level: float,
+    inside: tuple[float, Refined],
+    outside: tuple[float, Refined],
+    xtol: float,
+    max_iter: int = 60,
+) -> float:
+    """The x between a solved point inside (profile <= level) and one outside (> level) where the
+    profile crosses `level`.
+
+    The profile's slope is free: at a profile point the other coordinates are optimal, so
+    d profile / dx is the objective's partial derivative in x there (envelope theorem), i.e. the
+    gradient L-BFGS-B reports. With values and slopes at both ends of the bracket, the next guess
+    is the crossing of the cubic Hermite interpolant (exact for a quadratic profile, so the first
+    guess is already close), and the bracket shrinks around the crossing; a guess outside the
+    bracket falls back to bisection. Each evaluation starts from the straight line between the
+    bracket's solutions. Stops when a guess moves less than xtol / 10 or the bracket is narrower
+    than xtol.
+    """
+    i = state.law.internal_names.index(name)
+    (x_in, r_in), (x_out, r_out) = inside, outside
+    x_prev = np.inf
+    for _ in range(max_iter):
+        x = _hermite_crossing(x_in, r_in.objective - level, r_in.grad[i], x_out, r_out.objective - level, r_out.grad[i])
+        if abs(x - x_prev) < 0.1 * xtol or abs(x_out - x_in) < xtol:
+            return float(x)
+        u = (x - x_in) / (x_out - x_in)
+        r = profile_solve(state, name, x, (1 - u) * r_in.theta + u * r_out.theta)
+        if r.objective <= level:
+            x_in, r_in = x, r
+        else:
+            x_out, r_out = x, r
+        x_prev = x
+    return float(x)
+
+
+def _hermite_crossing(x0: float, g0: float, d0: float, x1: float, g1: float, d1: float) -> float:
+    """A zero strictly between x0 and x1 of the cubic with values g and slopes d at both ends
+    (g0 <= 0 < g1), or the midpoint where the cubic has none there."""
+    h = x1 - x0
+    # p(t) on t in [0, 1] in the Hermite basis, expanded into powers of t
+    coef = [2 * g0 + h * d0 - 2 * g1 + h * d1, -3 * g0 - 2 * h * d0 + 3 * g1 - h * d1, h * d0, g0]
+    roots = np.roots(coef) if np.all(np.isfinite(coef)) else np.array([])
+    t = roots.real[(np.abs(roots.imag) < 1e-12) & (roots.real > 0) & (roots.real < 1)]
+    if len(t) == 0:
+        return x0 + 0.5 * h
+    secant = g0 / (g0 - g1)
+    return float(x0 + h * t[np.argmin(np.abs(t - secant))])
+
+
+def profile_param(
+    state: FitState, name: str = "phi", half_width: float = 0.5, n_points: int = 21, xtol: float = 1e-6
+) -> dict[str, Any]:
+    """Profile of the objective in one internal coordinate (phi, or dphi[<recipe>] of a joint law),
+    and its 95% interval.
+
+    The grid (for the figure) is solved outward from the optimum (`_walk_profile`), each point
+    polished by L-BFGS-B. The interval ends are the roots of profile(x) - f_min - threshold between
+    the last grid point inside and the first outside, to `xtol`, by `_threshold_crossing`. Returns
+    {"x", "objective", "interval", "threshold", "method", ...}.
+    """
+    law, data, best = state.law, state.data, state.best
+    i = law.internal_names.index(name)
+    lo_b, hi_b = bounds_for(law)[i]
+    x_hat = best.theta[i]
+    grid = np.unique(np.clip(np.linspace(x_hat - half_width, x_hat + half_width, n_points), lo_b, hi_b))
+    centre = int(np.argmin(np.abs(grid - x_hat)))
+    solved = _walk_profile(state, name, grid, centre)
+    values = np.array([r.objective for r in solved])
+    thr, stats = profile_threshold(state)
+    f_min = min(best.objective, float(values.min()))
+    ends = []
+    for step in (-1, 1):
+        j = centre
+        while 0 <= j + step < len(grid) and values[j + step] - f_min <= thr:
+            j += step
+        k = j + step
+        if not 0 <= k < len(grid):
+            ends.append(None)  # still inside at the grid's end: the interval is open on this side
+            continue
+        ends.append(_threshold_crossing(state, name, f_min + thr, (grid[j], solved[j]), (grid[k], solved[k]), xtol))
+    out = {
+        "x": grid.tolist(),
+        "objective": values.tolist(),
+        "interval": ends,
+        "threshold": thr,
+        "method": "robust LR (Schrader-Hettmansperger), chi2_1 95%; ends by root-finding on the "
+        "profile (cubic Hermite steps from values and slopes, bracketed)",
+        "param": name,
+        **stats,
+    }
+    if values.min() < best.objective * (1 - 1e-6) - BASIN_ABS_TOL * len(data):
+        out["warning"] = "profile found a lower objective than the fit: the fit missed the optimum"
+    return out
+
+
+def profile_phi(state: FitState, half_width: float = 0.5, n_points: int = 21) -> dict[str, Any]:
+    """Objective minimised over the other parameters on a phi grid around phi_hat, and its interval.
+
+    Returns {"phi", "objective", "interval", "threshold", "method", ...} (see `profile_param`).
+    """
+    if state.law.name != "looped":
+        raise ValueError(f"the phi profile needs the looped law; got {state.law.name!r}")
+    out = profile_param(state, "phi", half_width, n_points)
+    out["phi"] = out.pop("x")
+    return out
+
+
+def lr_test(state: FitState, name: str, value: float = 0.0) -> dict[str, float]:
+    """Robust likelihood-ratio test of internal coordinate `name` = value (e.g. dphi = 0).
+
+    Statistic T = 2 (f_restricted - f_min) mean(psi') / mean(psi^2) (Schrader & Hettmansperger
+    1980; the least-squares LR statistic when rho is 0.5 x^2), asymptotically chi-square(1); the
+    restricted fit starts from the optimum with the coordinate moved to `value`, after a batched
+    LM pass.
+    """
+    from scipy.stats import chi2
+
+    restricted = profile_values(state, name, [value])[0]
+    _, stats = profile_threshold(state)
+    gap = max(0.0, restricted.objective - state.best.objective)
+    T = 2 * gap * stats["mean_psi_prime"] / stats["mean_psi_sq"]
+    return {
+        "value": value,
+        "objective_restricted": restricted.objective,
+        "statistic": float(T),
+        "df": 1,
+        "p_value": float(chi2.sf(T, 1)),
+    }
+
+
+# ----------------------------------------------------------------------------------------------
+# Holdout
+# ----------------------------------------------------------------------------------------------
+def holdout_largest(
+    data: LawData, C: np.ndarray, law_name: str, loss: Loss, seed: int = 0, n_refine: int = 16
+) -> dict[str, Any]:
+    """Refit without the largest compute budget; report the error on the held-out runs.
+
+    Budgets are grouped by `budget_clusters`. Errors are relative: L_hat / L - 1.
+    """
+    clusters = budget_clusters(C)
+    largest = clusters.max()
+    test = clusters == largest
+    train = ~test
+    law = make_law(law_name, data.r)
+    n_min = 2 * law.n_params
+    if train.sum() < n_min:
+        raise ValueError(f"holdout leaves {int(train.sum())} rows, fewer than {n_min}")
+    result, _ = fit_law(data.subset(train), law_name, loss, seed, n_refine)
+    pred = _predict_user(law_name, result.params, data.subset(test))
+    obs = data.L[test]
+    rel = pred / obs - 1
+    return {
+        "held_out_budget": float(largest),
+        "n_train": int(train.sum()),
+        "n_holdout": int(test.sum()),
+        "params": result.params,
+        "rows": np.flatnonzero(test).tolist(),
+        "observed": obs.tolist(),
+        "predicted": pred.tolist(),
+        "rel_error": rel.tolist(),
+        "mean_abs_rel_error": float(np.mean(np.abs(rel))),
+        "max_abs_rel_error": float(np.max(np.abs(rel))),
+        "mean_rel_error": float(np.mean(rel)),
+    }
+
+
+def _predict_user(law_name: str, params: dict, data: LawData) -> np.ndarray:
+    law = (
+        make_law(law_name, data.r)
+        if law_name != "looped-free"
+        else Law(law_name, tuple(float(k[2:]) for k in params if k.startswith("k_")))
+    )
+    return np.exp(law.log_predict(law.from_user(params), data))

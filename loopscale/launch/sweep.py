@@ -1,0 +1,190 @@
+"""Expand a Hydra multirun without launching it: the job list of an experiment, and each job's plan.
+
+`hydra.sweeper.params` in an experiment config holds the grid (r x (budget, width) points); this module
+runs the same expansion Hydra's basic sweeper does, so `loopscale sweep experiment=isodepth` lists exactly
+the jobs `loopscale-train -m experiment=isodepth` would launch (116 for the published grid).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from omegaconf import OmegaConf
+
+from loopscale.config.dirs import compose
+from loopscale.config.schema import TrainConfig, with_vocab
+from loopscale.train.plan import RunPlan, plan_run
+
+
+@dataclass(frozen=True)
+class Job:
+    overrides: list[str]  # the job's own overrides (after the command line's)
+    cfg: TrainConfig
+
+
+def sweep_overrides(overrides: list[str]) -> list[list[str]]:
+    """Each job's full override list, in Hydra's order: the sweeper params' cross product, with any
+    comma-separated command-line override (e.g. model.r=1,2) taking part like in `-m`."""
+    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    parser = OverridesParser.create()
+    given = parser.parse_overrides(overrides)
+    # compose once without the sweep overrides (Hydra refuses those outside -m) to read the grid
+    fixed = [o.input_line for o in given if not o.is_sweep_override()]
+    hydra_cfg = compose(fixed, return_hydra_config=True).hydra
+    # an experiment's grid; none without an experiment (to_container refuses a plain {}: not a config)
+    grid_params = hydra_cfg.sweeper.params
+    params = {} if grid_params is None else OmegaConf.to_container(grid_params, resolve=False)
+    # command-line overrides win over the sweeper params of the same key
+    keys = {o.key_or_group for o in given}
+    grid = [f"{k}={' '.join(str(v).split())}" for k, v in params.items() if k not in keys]
+    parsed = parser.parse_overrides([*grid, *overrides])
+    (batch,) = BasicSweeper.split_arguments(parsed, max_batch_size=None)
+    return [list(job) for job in batch]
+
+
+def expand(overrides: list[str]) -> list[Job]:
+    """Every job of the multirun with its validated config, in launch order."""
+    jobs = sweep_overrides(overrides)
+    return [Job(job, OmegaConf.to_object(cfg)) for job, cfg in zip(jobs, compose_jobs(jobs))]
+
+
+def compose_jobs(jobs: list[list[str]]) -> list:
+    """Each job's composed config (a DictConfig, as `compose(job)` returns it).
+
+    A full Hydra composition costs ~0.1 s, which makes the 116-job paper grid slow to list. Jobs that
+    differ only in plain values (model.r=4, point=C1e18-s10) share their defaults list, so the first job
+    is composed and each other job applies its own values to a copy with Hydra's override code: the
+    result is what composing it would give. A sweep over config groups (model=tiny,cpu), or one that adds
+    or deletes keys, is composed job by job."""
+    import copy
+
+    from hydra._internal.config_loader_impl import ConfigLoaderImpl
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.core.override_parser.types import OverrideType
+
+    if not jobs:
+        return []
+    first = compose(jobs[0])
+    parser = OverridesParser.create()
+    parsed = [parser.parse_overrides(job) for job in jobs]
+    varying = {o.key_or_group for job in parsed for o in job} - {
+        o.key_or_group for o in parsed[0] if all(o.input_line in job for job in jobs)
+    }
+    absent = object()
+
+    def plain_value(o) -> bool:  # a CHANGE of a leaf that exists in the composed config (not a group)
+        if o.type != OverrideType.CHANGE or o.package is not None or isinstance(o.value(), (dict, list)):
+            return False
+        node = OmegaConf.select(first, o.key_or_group, default=absent)
+        return node is not absent and not OmegaConf.is_config(node)
+
+    if not all(plain_value(o) for job in parsed for o in job if o.key_or_group in varying):
+        return [first, *(compose(job) for job in jobs[1:])]
+    out = [first]
+    for job in parsed[1:]:
+        cfg = copy.deepcopy(first)
+        ConfigLoaderImpl._apply_overrides_to_config([o for o in job if o.key_or_group in varying], cfg)
+        out.append(cfg)
+    return out
+
+
+def plan_with_vocab(cfg: TrainConfig, vocab_size: int) -> RunPlan:
+    """The run's plan for a given tokenizer vocabulary (the real one is only known after data prepare)."""
+    return plan_run(with_vocab(cfg, vocab_size))
+
+
+def describe(job: Job, limits=None) -> dict[str, Any]:
+    """One job's row: its plan, its device batch and accumulation, and its launch estimate
+    (loopscale/launch/estimate.py)
+    against `limits` (a launch.LaunchLimits, or None when the launcher has no time limit)."""
+    from loopscale.launch.estimate import estimate_job
+    from loopscale.model.memory import GIB, estimate_memory, usable_memory
+    from loopscale.train.batching import device_batching, on_gpu
+
+    cfg = with_vocab(job.cfg, job.cfg.data.vocab_size)
+    plan = plan_run(cfg)
+    batching = device_batching(cfg.budget, cfg.model, cfg.trainer, cfg.optim.optimizer)
+    estimate = estimate_job(cfg, limits)
+    memory = estimate_memory(
+        cfg.model, batching.device_batch, cfg.trainer.compile, cfg.optim.optimizer, True, batching.world
+    )
+    usable = usable_memory(cfg.trainer.plan_device) if on_gpu(cfg.trainer) else None
+    return {
+        "run_name": cfg.run_name,
+        "sweep": cfg.sweep,
+        "point": cfg.point,
+        "r": cfg.model.r,
+        "variant": cfg.model.variant,
+        "d_model": cfg.model.d_model,
+        "N_once": plan.N_once,
+        "N_rec": plan.N_rec,
+        "N": plan.N,
+        "C_budget": plan.C_budget,
+        "D": plan.D,
+        "steps": plan.steps,
+        "C": plan.C,
+        "device_batch": batching.device_batch,
+        "grad_accum": batching.grad_accum,
+        "world": batching.world,
+        "gpu_hours": estimate.gpu_hours,
+        "wall_h": estimate.wall_h,
+        "allowed_h": estimate.allowed_h,
+        "fits_limits": estimate.fits,
+        # predicted peak per device (loopscale/model/memory.py) against trainer.plan_device's usable memory (GPU runs)
+        "plan_device": cfg.trainer.plan_device,
+        "peak_gib": memory.peak / GIB,
+        "usable_gib": None if usable is None else usable / GIB,
+        "fits_memory": usable is None or memory.peak <= usable,
+    }
+
+
+def plan_rows(overrides: list[str]) -> list[dict]:
+    """One row per job: run_name, points, C_independent, C_forked (FLOPs, from accounting), and its launch
+    estimate (gpu_hours, wall_h, allowed_h, fits_limits: loopscale/launch/estimate.py)."""
+    from loopscale.launch.estimate import estimate_job, launcher_limits_of
+    from loopscale.train.plan import plan_forks
+
+    rows = []
+    limits = launcher_limits_of(overrides)
+    for job in expand(overrides):
+        # the tokenizer vocabulary is only known after data prepare; plan with the configured one
+        cfg = with_vocab(job.cfg, job.cfg.data.vocab_size)
+        if cfg.budget.mode == "forks":
+            fp = plan_forks(cfg)
+            rows.append(
+                {
+                    "run_name": cfg.run_name,
+                    "r": cfg.model.r,
+                    "d_model": cfg.model.d_model,
+                    "points": len(fp.branches),
+                    "steps": [b.steps for b in fp.branches],
+                    "fork_steps": [b.fork_step for b in fp.branches],
+                    "C_independent": fp.C_independent,
+                    "C_forked": fp.C_forked,
+                }
+            )
+        else:
+            plan = plan_run(cfg)
+            rows.append(
+                {
+                    "run_name": cfg.run_name,
+                    "r": cfg.model.r,
+                    "d_model": cfg.model.d_model,
+                    "points": 1,
+                    "steps": [plan.steps],
+                    "fork_steps": [],
+                    "C_independent": plan.C,
+                    "C_forked": plan.C,
+                }
+            )
+        estimate = estimate_job(cfg, limits, C=rows[-1]["C_forked"])
+        rows[-1].update(
+            gpu_hours=estimate.gpu_hours,
+            wall_h=estimate.wall_h,
+            allowed_h=estimate.allowed_h,
+            fits_limits=estimate.fits,
+        )
+    return rows

@@ -1,0 +1,287 @@
+"""Exact parameter and FLOP accounting for the looped transformer, from a config alone.
+
+Pure functions, no torch: the fitted law L(N_once, N_rec, r, D) is only as good as these counts, so each
+one mirrors a module of `loopscale.model.transformer` and the tests check them against `sum(p.numel())` of the built
+modules and against `torch.utils.flop_counter.FlopCounterMode` on a real forward + backward.
+
+Parameter accounting (docs/design.md, "Parameter accounting"):
+    block   = attention 4 d^2 (qkv 3 d^2 + out d^2, no biases; QK-norm has no weights)
+              + MLP (ReLU^2: 2 * 4 d * d = 8 d^2; SwiGLU: 3 * d * h)
+              + 2 d (the two pre-norm RMSNorm gains)
+    N_rec   = k * block                                    (the recurrent block, stored once, run r times)
+    N_once  = (p + c) * block + injection + 3 d            (embed_norm, pass_norm, final_norm)
+              injection: linear and concat 2 d^2 (W = [W_e | W_s], [d, 2d]); additive / passthrough 0;
+                         hyper r * (K^2 + 2 K) scalars (+ r * (d * (K + 2) + 3) for the dynamic variant)
+    N       = N_once + N_rec                               (no token embedding, no LM head)
+    embedding = V_pad * d;  lm_head = V_pad * d untied, 0 tied (the head FLOPs still count)
+
+FLOPs per token. Two counts, both per token of one forward + backward:
+`matmul_flops_per_token` counts every matrix multiply, at 2 FLOPs per multiply-add forward and 2x that again
+backward (6x in all) when it runs with gradient, 2x when it runs under `torch.no_grad()` (truncated backprop):
+    - prelude and coda layers (always with gradient), k recurrent layers in each of the r passes;
+    - attention scores and values, full (not causal-halved) T x T: 4 d T forward per layer pass, so
+      12 d T with gradient and 4 d T without — what SDPA's math backend executes;
+    - the concat injection (published): u = W [e; s], a 2d -> d matmul in every pass, the first included
+      (s_0 = e): 2 d^2 multiply-adds per pass, 6x with gradient and 2x without;
+    - the linear injection: u = W_e e + W_s s, with W_e e computed once per forward (e does not change
+      across passes) and W_s s once per pass;
+      under truncation the first pass with gradient gets a detached s, so its W_s s backward skips the
+      input gradient (4x instead of 6x);
+    - hyper-connection mixing per pass: the alpha read-out, K d multiply-adds, and the lane mix M lanes,
+      K^2 d; the dynamic variant adds the projection of the normalised lanes, K d (K + 2) multiply-adds per
+      pass, always 6x (the lanes stay in the autograd graph);
+    - the LM head, 6 V_pad d (also when tied to the embedding).
+On every configuration the tests try this equals FlopCounterMode's count under SDPA's math backend.
+
+`flops_per_token` (F: steps, C = F D, MFU) is the published code's count, so that a budget C gives every run
+the authors' step count: the matmuls above plus the parameters that multiply elementwise, at the same 6x / 2x
+per use as the matrices — the two RMSNorm gains of every layer pass (2 d) and, per hyper-connection pass,
+the beta write-in (beta (x) s, K d), which makes the hyper mixing (K^2 + 2 K) d per pass as published. The
+three stream norms (embed_norm, pass_norm, final_norm) are not counted, as published. F exceeds the matmul
+count by ~0.02% at the paper sizes.
+Not counted in either (elementwise or lookups): the embedding lookup, QK-norm, RoPE, softmax and masking,
+ReLU^2 / SiLU, residual adds, tanh soft-capping and the dynamic tanh, the cross-entropy, and the optimizer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from loopscale.config.checks import check_choice
+from loopscale.config.model import RECIPES, ModelConfig
+from loopscale.config.naming import paper_width  # noqa: F401 (re-exported)
+
+# The presets come from the configs training composes: the shape from loopscale/conf/model/<preset>.yaml, the
+# vocabulary from the data the preset trains on (conf/data/<data>.yaml; `model_preset`).
+PAPER_DATA = "fineweb_edu_packed"  # the published set: 32,001 ids, padded to 32,064 embedding rows
+CPU_DATA = "shakespeare"  # the default corpus (train.yaml's data default)
+SWIGLU_MULTIPLE = 64  # SwiGLU hidden width is rounded to this multiple
+
+
+# ----------------------------------------------------------------------------------------------------
+# iso-depth layer plan
+
+
+# ----------------------------------------------------------------------------------------------------
+# parameters
+
+
+def mlp_hidden(cfg: ModelConfig) -> int:
+    """MLP hidden width h. ReLU^2: mlp_ratio * d. SwiGLU: 2/3 of that (so 3 d h ~ 8 d^2 at ratio 4),
+    rounded to the nearest multiple of 64."""
+    if cfg.mlp == "relu2":
+        return cfg.mlp_ratio * cfg.d_model
+    h = 2 * cfg.mlp_ratio * cfg.d_model / 3
+    return max(SWIGLU_MULTIPLE, SWIGLU_MULTIPLE * round(h / SWIGLU_MULTIPLE))
+
+
+def _mlp_matrix_params(cfg: ModelConfig) -> int:
+    h = mlp_hidden(cfg)
+    # ReLU^2: fc [h, d] + proj [d, h]; SwiGLU: fc [2h, d] (gate and up fused) + proj [d, h]
+    return (2 if cfg.mlp == "relu2" else 3) * cfg.d_model * h
+
+
+def block_matrix_params(cfg: ModelConfig) -> int:
+    """Weights of one transformer layer that take part in matrix multiplies (no norm gains)."""
+    return 4 * cfg.d_model**2 + _mlp_matrix_params(cfg)
+
+
+def block_params(cfg: ModelConfig) -> int:
+    """One pre-norm layer: attention + MLP matrices + two RMSNorm gains (12 d^2 + 2 d for ReLU^2)."""
+    return block_matrix_params(cfg) + 2 * cfg.d_model
+
+
+def injection_params(cfg: ModelConfig) -> int:
+    d, K = cfg.d_model, cfg.hyper_lanes
+    if cfg.injection in ("linear", "concat"):
+        return 2 * d * d  # W = [W_e | W_s], [d, 2d]
+    if cfg.injection == "hyper":
+        static = cfg.r * (K * K + 2 * K)  # per pass: alpha [K], M [K, K], beta [K]
+        dynamic = cfg.r * (d * (K + 2) + 3) if cfg.hyper_dynamic else 0  # W_dyn [d, K + 2], 3 scales
+        return static + dynamic
+    return 0  # additive, passthrough
+
+
+@dataclass(frozen=True)
+class ParamCounts:
+    """Parameter counts of one model. N = N_once + N_rec excludes embedding and LM head."""
+
+    N_once: int
+    N_rec: int
+    N: int
+    embedding: int
+    lm_head: int
+
+    @property
+    def total(self) -> int:
+        """Every stored parameter (tied head counted once)."""
+        return self.N + self.embedding + self.lm_head
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def param_counts(cfg: ModelConfig) -> ParamCounts:
+    block = block_params(cfg)
+    n_rec = cfg.n_rec * block
+    norms = 3 * cfg.d_model  # embed_norm, pass_norm, final_norm
+    n_once = (cfg.n_prelude + cfg.n_coda) * block + injection_params(cfg) + norms
+    embedding = cfg.padded_vocab_size * cfg.d_model
+    return ParamCounts(
+        N_once=n_once,
+        N_rec=n_rec,
+        N=n_once + n_rec,
+        embedding=embedding,
+        lm_head=0 if cfg.tie_embeddings else embedding,
+    )
+
+
+# ----------------------------------------------------------------------------------------------------
+# FLOPs
+
+
+def check_trainable(cfg: ModelConfig) -> None:
+    """Reject configs whose prelude would get no gradient: passthrough (u = s) carries e only through
+    s_0, which truncated backprop detaches."""
+    if cfg.injection == "passthrough" and cfg.bptt_k is not None and cfg.bptt_k < cfg.r:
+        raise ValueError(
+            f"bptt_k={cfg.bptt_k} < r={cfg.r} needs injection 'linear', 'concat' or 'additive'; with "
+            "'passthrough' the prelude would get no gradient"
+        )
+
+
+def grad_passes(cfg: ModelConfig) -> int:
+    """How many of the r passes run with gradient (the last bptt_k, or all)."""
+    return cfg.r if cfg.bptt_k is None else cfg.bptt_k
+
+
+def matmul_flops_per_token(cfg: ModelConfig) -> float:
+    """FLOPs per token of the matrix multiplies of one forward + backward (see the module docstring)."""
+    check_trainable(cfg)
+    d, T, K = cfg.d_model, cfg.seq_len, cfg.hyper_lanes
+    n_grad = grad_passes(cfg)
+    n_nograd = cfg.r - n_grad
+    # multiply-adds per token of one layer: weights + attention (QK^T and AV, 2 * T * d)
+    layer_macs = block_matrix_params(cfg) + 2 * T * d
+    once_macs = (cfg.n_prelude + cfg.n_coda) * layer_macs + cfg.padded_vocab_size * d  # + LM head
+    pass_macs = cfg.n_rec * layer_macs
+    always_macs = 0  # run once or per pass, but always inside the autograd graph
+    skipped_flops = 0  # backward work that autograd does not do
+    if cfg.injection == "concat":
+        pass_macs += 2 * d * d  # W [e; s] in every pass; the input gradient is always taken (e needs it)
+    elif cfg.injection == "linear":
+        pass_macs += d * d  # W_s s
+        always_macs += d * d  # W_e e, once
+        if n_nograd > 0:
+            skipped_flops = 2 * d * d  # first pass with gradient: s is detached, no input gradient for W_s s
+    elif cfg.injection == "hyper":
+        pass_macs += K * d  # alpha read-out
+        always_macs += cfg.r * K * K * d  # lane mix M lanes
+        if cfg.hyper_dynamic:
+            always_macs += cfg.r * K * d * (K + 2)  # normalised lanes @ W_dyn
+    # 2 FLOPs per multiply-add forward; backward doubles it twice over (input and weight gradients)
+    total = 6 * (once_macs + always_macs + n_grad * pass_macs) + 2 * n_nograd * pass_macs - skipped_flops
+    return float(total)
+
+
+def flops_per_token(cfg: ModelConfig) -> float:
+    """F, training FLOPs per token in the published convention: the matmuls plus the norm gains of every layer
+    pass and the hyper beta write-in, each at 6x with gradient and 2x without (see the module docstring)."""
+    n_grad = grad_passes(cfg)
+    n_nograd = cfg.r - n_grad
+    gains = 2 * cfg.d_model  # the two pre-norm gains of one layer
+    gain_uses = (
+        6 * ((cfg.n_prelude + cfg.n_coda) * gains + n_grad * cfg.n_rec * gains) + 2 * n_nograd * cfg.n_rec * gains
+    )
+    write_in = 6 * cfg.r * cfg.hyper_lanes * cfg.d_model if cfg.injection == "hyper" else 0  # hyper: full backprop
+    return matmul_flops_per_token(cfg) + gain_uses + write_in
+
+
+def tokens_for_budget(compute_flops: float, flops_per_token: float, batch_tokens: int) -> tuple[int, int]:
+    """(D_tokens, steps) for a compute budget C: D = C / F rounded to whole batches, at least one step."""
+    for name, value in (
+        ("compute_flops", compute_flops),
+        ("flops_per_token", flops_per_token),
+        ("batch_tokens", batch_tokens),
+    ):
+        if not value > 0:
+            raise ValueError(f"{name}={value!r} must be > 0")
+    steps = max(1, round(compute_flops / flops_per_token / batch_tokens))
+    return steps * batch_tokens, steps
+
+
+# ----------------------------------------------------------------------------------------------------
+# presets
+
+
+def _recipe(variant: str) -> str:
+    """The variant name is ModelConfig's recipe: baseline (the looped injection for r > 1, passthrough at
+    r = 1), tbptt (bptt_k = ceil(r / 2)) or hyper (K = 2 lanes for r > 1)."""
+    check_choice("variant", variant, RECIPES)
+    return variant
+
+
+def _shipped_config(group: str, name: str) -> dict:
+    """The fields of loopscale/conf/<group>/<name>.yaml, the file `<group>=<name>` composes for training."""
+    from omegaconf import OmegaConf
+
+    from loopscale.config.dirs import config_dir
+
+    path = config_dir() / group / f"{name}.yaml"
+    if not path.is_file():
+        raise ValueError(f"no {group} preset {name!r}: {path} does not exist")
+    return OmegaConf.to_container(OmegaConf.load(path))
+
+
+def data_vocab(data: str) -> int:
+    """The vocabulary of conf/data/<data>.yaml: what training sets the model's vocab_size to at run time."""
+    return int(_shipped_config("data", data)["vocab_size"])
+
+
+def model_preset(name: str, data: str, **fields) -> ModelConfig:
+    """The model `model=<name> data=<data>` trains: the shape of conf/model/<name>.yaml with the
+    vocabulary of conf/data/<data>.yaml, then `fields` replaced (validated once, at the end)."""
+    return ModelConfig(**{**_shipped_config("model", name), "vocab_size": data_vocab(data), **fields})
+
+
+def paper_model(size: int, r: int, variant: str = "baseline") -> ModelConfig:
+    """The published model at size s (loopscale/conf/model/paper.yaml) with d = 64 * s rounded up to a
+    multiple of 128 and the published vocabulary: L_eff = 20, r = 1 a plain 0-20-0 stack, r > 1
+    2 + 16/r x r + 2 with the concat injection."""
+    if size < 1:
+        raise ValueError(f"size={size!r} must be >= 1")
+    return model_preset("paper", PAPER_DATA, d_model=paper_width(size), r=r, recipe=_recipe(variant))
+
+
+def cpu_model(d_model: int = 128, r: int = 1, variant: str = "baseline", **overrides) -> ModelConfig:
+    """The CPU model (loopscale/conf/model/cpu.yaml: L_eff = 12, p = c = 2, k = 8 / r) at this width with
+    the default corpus's vocabulary. `overrides` are any other ModelConfig fields."""
+    return model_preset("cpu", CPU_DATA, **{"d_model": d_model, "r": r, "recipe": _recipe(variant), **overrides})
+
+
+def accounting_report(cfg: ModelConfig) -> dict:
+    """What `loopscale params` prints: counts, FLOPs per token and the layer plan of one model."""
+    return {
+        **param_counts(cfg).as_dict(),
+        "flops_per_token": flops_per_token(cfg),
+        "p": cfg.n_prelude,
+        "k": cfg.n_rec,
+        "c": cfg.n_coda,
+        "r": cfg.r,
+        "L_eff": cfg.l_eff,
+        "d_model": cfg.d_model,
+        "n_head": cfg.n_head,
+        "head_dim": cfg.head_dim,
+        "vocab": cfg.vocab_size,
+        "vocab_padded": cfg.padded_vocab_size,
+        "seq_len": cfg.seq_len,
+        "mlp": cfg.mlp,
+        "injection": cfg.injection,
+        "hyper_lanes": cfg.hyper_lanes if cfg.injection == "hyper" else None,
+        "hyper_dynamic": cfg.hyper_dynamic,
+        "bptt_k": cfg.bptt_k,
+        "variant": cfg.variant,
+        "tie_embeddings": cfg.tie_embeddings,
+        "logit_softcap": cfg.logit_softcap,
+        "init": cfg.init,
+    }

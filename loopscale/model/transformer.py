@@ -1,0 +1,310 @@
+"""The looped (depth-recurrent) transformer of docs/design.md, "The looped model".
+
+    idx -> embed -> embed_norm -> prelude (p layers, once) = e
+        -> r passes of the recurrent block (k layers), each fed by the injection of e:
+               concat       u = W [e; s], one Linear(2d -> d), W = [I | 0] at init, s_0 = e (published)
+               linear       u = W_e e + W_s s, the same map split in two d x d matrices (W_e e once)
+               additive     u = s + e, s_0 = 0 (so the first pass sees e, as in every mode)
+               passthrough  u = s, s_0 = e (the r = 1 model)
+               hyper        K residual lanes (loopscale/model/hyper.py)
+           and closed by s = pass_norm(block(u))
+        -> coda (c layers, once) -> final_norm -> lm_head (or the tied embedding) -> logits
+
+Layers are pre-norm: x + attn(norm(x)), then x + mlp(norm(x)); attention is causal SDPA with RoPE and a
+parameter-free QK-norm; no biases anywhere. Truncated backprop (cfg.bptt_k): the first r - bptt_k passes
+run their block under torch.no_grad(), so they store no activations; e still reaches the loss through the
+injection of the last bptt_k passes. Hyper-connections refuse truncation (model_config.py), as published.
+
+Init (cfg.init): `gpt2` draws matrices from N(0, init_std) with the residual writes scaled by 1/sqrt(2 L_eff);
+`paper` is the published recipe: embedding N(0, 1), untied head N(0, 1e-3), every block matrix uniform with
+std 1/sqrt(fan_in) (q, k, v, attention-out and MLP-in 1/sqrt(d), MLP-out 1/sqrt(4d)), so MuonH starts from
+nonzero norms. Both keep norm gains at 1 and the injection / hyper lanes at their identity init.
+
+Module names match loopscale.model.accounting: N_rec = recurrent, N_once = prelude + coda + injection +
+embed_norm + pass_norm + final_norm, embedding = embed, lm_head = lm_head (None when tied).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from loopscale.config.model import ModelConfig
+from loopscale.model.accounting import check_trainable, grad_passes, mlp_hidden
+from loopscale.model.head_loss import chunked_head_loss, head_logits
+from loopscale.model.hyper import HyperConnections
+
+
+class RMSNorm(nn.Module):
+    """x / rms(x) * g, with a learned gain g of size d."""
+
+    def __init__(self, d: int, eps: float):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(d))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.dtype != self.weight.dtype:  # a bf16 stream (precision=published): normalise, then scale, as published
+            return F.rms_norm(x, (x.shape[-1],), eps=self.eps) * self.weight
+        return F.rms_norm(x, (x.shape[-1],), self.weight, self.eps)
+
+
+def rope_tables(
+    seq_len: int, head_dim: int, base: float, dtype: torch.dtype = torch.float32
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos, sin of the rotary angles t * base^(-2j / head_dim): each [T, head_dim / 2], computed in fp32 and
+    stored in `dtype` (bf16 under model.precision=published, as the published code keeps them)."""
+    inv_freq = base ** (-torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim)
+    angles = torch.outer(torch.arange(seq_len, dtype=torch.float32), inv_freq)
+    return angles.cos().to(dtype), angles.sin().to(dtype)
+
+
+def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """Rotate pairs (x1, x2) = halves of the head dim by minus the position angle, the published code's sign:
+    (x1 cos + x2 sin, x2 cos - x1 sin). x: [B, T, H, hd]. The sign is a convention (q.k still depends on
+    the position difference only); keeping the published one lets its weights load unchanged."""
+    x1, x2 = x.chunk(2, dim=-1)
+    cos, sin = cos[:, None, :].to(x.dtype), sin[:, None, :].to(x.dtype)  # [T, 1, hd/2], over heads; bf16 stays bf16
+    return torch.cat((x1 * cos + x2 * sin, x2 * cos - x1 * sin), dim=-1)
+
+
+class CausalSelfAttention(nn.Module):
+    """q, k and v are three d x d matrices, as published: MuonH orthogonalises each one and holds each on its
+    own sphere (one fused [3d, d] matrix would be a different optimizer step)."""
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.n_head, self.head_dim, self.eps = cfg.n_head, cfg.head_dim, cfg.norm_eps
+        self.q = nn.Linear(cfg.d_model, cfg.d_model, bias=False)
+        self.k = nn.Linear(cfg.d_model, cfg.d_model, bias=False)
+        self.v = nn.Linear(cfg.d_model, cfg.d_model, bias=False)
+        self.proj = nn.Linear(cfg.d_model, cfg.d_model, bias=False)
+
+    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+        B, T, d = x.shape
+        heads = (B, T, self.n_head, self.head_dim)
+        q, k, v = self.q(x).view(heads), self.k(x).view(heads), self.v(x).view(heads)  # each [B, T, H, hd]
+        # QK-norm: parameter-free RMS norm over the head dim keeps attention logits bounded. After the rotation,
+        # as published: the two commute exactly only when cos^2 + sin^2 = 1, which bf16 tables do not keep
+        q = F.rms_norm(apply_rope(q, cos, sin), (self.head_dim,), eps=self.eps)
+        k = F.rms_norm(apply_rope(k, cos, sin), (self.head_dim,), eps=self.eps)
+        y = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal=True)
+        return self.proj(y.transpose(1, 2).reshape(B, T, d))  # [B, H, T, hd] -> [B, T, d]
+
+
+class MLP(nn.Module):
+    """ReLU^2 (proj(relu(fc x)^2)) or SwiGLU (proj(silu(gate x) * up x)); hidden width from accounting."""
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.swiglu = cfg.mlp == "swiglu"
+        h = mlp_hidden(cfg)
+        self.fc = nn.Linear(cfg.d_model, (2 if self.swiglu else 1) * h, bias=False)
+        self.proj = nn.Linear(h, cfg.d_model, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.swiglu:
+            gate, up = self.fc(x).chunk(2, dim=-1)
+            return self.proj(F.silu(gate) * up)
+        return self.proj(F.relu(self.fc(x)).square())
+
+
+class Block(nn.Module):
+    """One pre-norm transformer layer: 12 d^2 + 2 d parameters with the ReLU^2 MLP."""
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.attn_norm = RMSNorm(cfg.d_model, cfg.norm_eps)
+        self.attn = CausalSelfAttention(cfg)
+        self.mlp_norm = RMSNorm(cfg.d_model, cfg.norm_eps)
+        self.mlp = MLP(cfg)
+
+    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+        x = x + self.attn(self.attn_norm(x), cos, sin)
+        return x + self.mlp(self.mlp_norm(x))
+
+
+class LinearInjection(nn.Module):
+    """u = W [e; s] with W = [W_e | W_s] ([d, 2d]) split in two so W_e e is computed once per forward."""
+
+    def __init__(self, d_model: int):
+        super().__init__()
+        self.from_e = nn.Linear(d_model, d_model, bias=False)  # W_e, init I
+        self.from_s = nn.Linear(d_model, d_model, bias=False)  # W_s, init 0
+
+    def reset_parameters(self) -> None:
+        nn.init.eye_(self.from_e.weight)
+        nn.init.zeros_(self.from_s.weight)
+
+
+class ConcatInjection(nn.Linear):
+    """u = W [e; s]: one bias-free Linear(2d -> d) on the concatenation, W = [I | 0] at init so u = e.
+    The published form; MuonH sees one [d, 2d] matrix (split in two, the W_s half would start at norm 0)."""
+
+    def __init__(self, d_model: int):
+        super().__init__(2 * d_model, d_model, bias=False)
+
+    def reset_parameters(self) -> None:
+        with torch.no_grad():
+            self.weight.zero_()
+            self.weight[:, : self.out_features].copy_(torch.eye(self.out_features))
+
+    def forward(self, e: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
+        return super().forward(torch.cat((e, s), dim=-1))
+
+
+def uniform_std_(weight: torch.Tensor, std: float) -> None:
+    """U(-a, a) with a = sqrt(3) std, the uniform law of standard deviation std (no outliers)."""
+    a = math.sqrt(3.0) * std
+    nn.init.uniform_(weight, -a, a)
+
+
+class LoopedTransformer(nn.Module):
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        check_trainable(cfg)
+        self.cfg = cfg
+        d, V = cfg.d_model, cfg.padded_vocab_size
+        self.embed = nn.Embedding(V, d)
+        self.embed_norm = RMSNorm(d, cfg.norm_eps)
+        self.prelude = nn.ModuleList(Block(cfg) for _ in range(cfg.n_prelude))
+        self.recurrent = nn.ModuleList(Block(cfg) for _ in range(cfg.n_rec))
+        if cfg.injection == "linear":
+            self.injection = LinearInjection(d)
+        elif cfg.injection == "concat":
+            self.injection = ConcatInjection(d)
+        elif cfg.injection == "hyper":
+            self.injection = HyperConnections(
+                d, cfg.r, cfg.hyper_lanes, cfg.hyper_dynamic, cfg.norm_eps, fp32_lanes=cfg.precision == "fp32_stream"
+            )
+        else:
+            self.injection = None  # additive, passthrough: no parameters
+        self.pass_norm = RMSNorm(d, cfg.norm_eps)
+        self.coda = nn.ModuleList(Block(cfg) for _ in range(cfg.n_coda))
+        self.final_norm = RMSNorm(d, cfg.norm_eps)
+        self.lm_head = None if cfg.tie_embeddings else nn.Linear(d, V, bias=False)
+        rope_dtype = torch.bfloat16 if cfg.precision == "published" else torch.float32
+        cos, sin = rope_tables(cfg.seq_len, cfg.head_dim, cfg.rope_base, rope_dtype)
+        self.register_buffer("rope_cos", cos, persistent=False)  # [T, hd/2], not a parameter
+        self.register_buffer("rope_sin", sin, persistent=False)
+        self._init_weights()
+
+    def _init_weights(self) -> None:
+        if self.cfg.init == "paper":
+            self._init_paper()
+        else:
+            self._init_gpt2()
+        if isinstance(self.injection, (LinearInjection, ConcatInjection)):
+            self.injection.reset_parameters()  # [I | 0]: u = e on every pass at init
+
+    def _init_gpt2(self) -> None:
+        """N(0, init_std) for matrices; output projections (the residual writes) scaled by 1/sqrt(2 L_eff)
+        as in GPT-2, since L_eff layer passes add to the stream; injection and hyper keep their identity init."""
+        std = self.cfg.init_std
+        for name, p in self.named_parameters():
+            if p.dim() < 2 or name.startswith("injection."):
+                continue
+            scale = 1 / math.sqrt(2 * self.cfg.l_eff) if name.endswith("proj.weight") else 1.0
+            nn.init.normal_(p, mean=0.0, std=std * scale)
+
+    def _init_paper(self) -> None:
+        """The published init: embedding N(0, 1), head N(0, 1e-3); each block matrix uniform with std
+        1/sqrt(fan_in): 1/sqrt(d) for q, k, v, attention-out and MLP-in, 1/sqrt(4d) for MLP-out (ReLU^2)."""
+        nn.init.normal_(self.embed.weight, mean=0.0, std=1.0)
+        if self.lm_head is not None:
+            nn.init.normal_(self.lm_head.weight, mean=0.0, std=1e-3)
+        for block in (*self.prelude, *self.recurrent, *self.coda):
+            attn, mlp = block.attn, block.mlp
+            for linear in (attn.q, attn.k, attn.v, attn.proj, mlp.fc, mlp.proj):
+                uniform_std_(linear.weight, 1 / math.sqrt(linear.in_features))
+
+    # ------------------------------------------------------------------------------------------------
+    def compile_blocks(self) -> None:
+        """torch.compile each layer on its own; the loop over passes stays in Python (for GPU runs)."""
+        for block in (*self.prelude, *self.recurrent, *self.coda):
+            block.compile()
+
+    def _layers(self, blocks: nn.ModuleList, x: torch.Tensor, T: int) -> torch.Tensor:
+        cos, sin = self.rope_cos[:T], self.rope_sin[:T]
+        for block in blocks:
+            x = block(x, cos, sin)
+        return x
+
+    def _pass(self, u: torch.Tensor, T: int) -> torch.Tensor:
+        """One pass of the recurrent block, closed by the pass norm: s = RMSNorm(block(u))."""
+        return self.pass_norm(self._layers(self.recurrent, u, T))
+
+    def _loop(self, e: torch.Tensor, T: int) -> torch.Tensor:
+        """r passes of the recurrent block fed by e; returns the coda input [B, T, d]."""
+        r, mode = self.cfg.r, self.cfg.injection
+        first_grad_pass = r - grad_passes(self.cfg)
+        grad_on = torch.is_grad_enabled()
+        if mode == "hyper":
+            hc = self.injection
+            lanes = hc.init_lanes(e)  # [B, T, K, d]
+            for i in range(r):
+                alpha, M, beta = hc.coefficients(lanes, i)
+                with torch.set_grad_enabled(grad_on and i >= first_grad_pass):
+                    s = self._pass(hc.read(lanes, alpha), T)
+                lanes = hc.update(lanes, s, M, beta)  # in the graph even after a no-grad pass: carries e
+            return hc.merge(lanes)
+        e_proj = self.injection.from_e(e) if mode == "linear" else None  # W_e e, once per forward
+        s = torch.zeros_like(e) if mode == "additive" else e  # s_0
+        # matmul outputs are bf16 under autocast; with fp32_stream the injection's output is the residual stream
+        # and stays in e's dtype (fp32) as at r = 1, so precision does not change with r. published: as it comes.
+        dtype = e.dtype if self.cfg.precision == "fp32_stream" else None
+        for i in range(r):
+            with torch.set_grad_enabled(grad_on and i >= first_grad_pass):
+                if mode == "concat":
+                    u = self.injection(e, s).to(dtype)  # W [e; s], the full 2d -> d matmul on every pass
+                elif mode == "linear":
+                    u = e_proj.to(dtype) + self.injection.from_s(s).to(dtype)
+                elif mode == "additive":
+                    u = s + e
+                else:  # passthrough
+                    u = s
+                s = self._pass(u, T)
+        return s
+
+    def store_published_dtypes(self) -> None:
+        """model.precision=published on CUDA: the embedding is stored (and stepped) in bf16, as the published
+        code does. Called once the model is on its device; a no-op otherwise."""
+        if self.cfg.precision == "published" and self.embed.weight.device.type == "cuda":
+            self.embed.to(torch.bfloat16)
+
+    def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None) -> torch.Tensor:
+        """idx [B, T] -> fp32 logits over the true vocabulary [B, T, V], or the mean cross-entropy (nats)
+        against targets [B, T]. The head has V_padded rows for the matmul's shape; the padded rows are cut
+        before the soft-cap and the softmax, so they never take probability mass (as published)."""
+        B, T = idx.shape
+        if T > self.cfg.seq_len:
+            raise ValueError(f"sequence length {T} exceeds seq_len={self.cfg.seq_len}")
+        e = self._layers(self.prelude, self.embed_norm(self.embed(idx)), T)  # [B, T, d]
+        x = self._layers(self.coda, self._loop(e, T), T)
+        x = self.final_norm(x)  # [B, T, d]
+        weight = self.lm_head.weight if self.lm_head is not None else self.embed.weight  # [V_pad, d]
+        if targets is None:  # [B, T, V] fp32, soft-capped
+            return head_logits(x, weight, self.cfg.vocab_size, self.cfg.logit_softcap)
+        # the same numerics a chunk of tokens at a time: no [B, T, V] logits kept for backward (head_loss.py)
+        return chunked_head_loss(x, weight, targets, self.cfg.vocab_size, self.cfg.logit_softcap)
+
+
+def param_groups(model: LoopedTransformer, weight_decay: float) -> list[dict]:
+    """AdamW groups: decay on weight matrices; none on norm gains, embeddings, hyper-connection
+    coefficients (all of `injection` when it is HyperConnections) and any other 1-D parameter."""
+    groups = {"decay": [], "no_decay": [], "hyper": []}
+    hyper = isinstance(model.injection, HyperConnections)
+    for name, p in model.named_parameters():  # a tied head is the embedding: listed once
+        if not p.requires_grad:
+            continue
+        if hyper and name.startswith("injection."):
+            groups["hyper"].append(p)
+        elif p.dim() < 2 or name.startswith("embed."):
+            groups["no_decay"].append(p)
+        else:
+            groups["decay"].append(p)
+    decay = {"decay": weight_decay, "no_decay": 0.0, "hyper": 0.0}
+    return [{"name": k, "params": v, "weight_decay": decay[k]} for k, v in groups.items() if v]

@@ -1,0 +1,5 @@
+"""`python -m loopscale.train`: the same as `loopscale-train`."""
+
+from loopscale.train.entry import main
+
+main()

@@ -1,0 +1,174 @@
+"""`loopscale-train`: one Hydra command turns a compute budget into a finished, recorded run.
+
+    loopscale-train                                   # the CPU default: model=cpu, budget=cpu, data=shakespeare
+    loopscale-train model.r=4 model.recipe=tbptt budget.compute_flops=1e14
+    loopscale-train -m experiment=isodepth_cpu        # a sweep (Hydra multirun), see loopscale/conf/experiment/
+
+Flow: compose config -> prepare tokens (cached) -> plan (N_once, N_rec, F, D, steps from accounting) ->
+Lightning fit (resuming from checkpoints/last.ckpt when present) -> final validation -> run.json.
+A run whose run.json says done is not redone; a failed or diverged run is recorded with its reason.
+budget.mode=forks (loopscale/train/forks.py): one stable-lr parent per model, then a cooldown branch per point.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import sys
+import warnings
+from pathlib import Path
+from typing import Any
+
+import hydra
+from hydra.errors import CompactHydraException
+from omegaconf import DictConfig
+
+from loopscale.config.dirs import config_dir, save_job_config, user_config_dirs
+from loopscale.config.naming import register_resolvers
+from loopscale.config.schema import TrainConfig, register_configs
+from loopscale.signals import EXIT_INTERRUPTED, EXIT_TERMINATED, Terminated, raise_on_sigterm
+from loopscale.train.forks import run_forks
+from loopscale.train.identity import IdentityMismatch
+
+# planning and the run itself live below this entry point; re-exported here, where callers always found them
+from loopscale.train.plan import run_dir_of, to_train_config  # noqa: F401
+from loopscale.train.runner import fit_run, launching_rank, run_dir_lock, running_elsewhere, write_record_or_log
+
+log = logging.getLogger("loopscale.train.entry")
+
+
+def _record_invalid_config(cfg: DictConfig | TrainConfig, err: ValueError) -> None:
+    from loopscale.config.naming import check_name
+
+    if not isinstance(cfg, DictConfig):
+        return
+    try:
+        check_name("sweep", cfg.sweep)
+        check_name("run_name", cfg.run_name)  # an unsafe name has no run dir of its own to write to
+        run_dir = Path(cfg.runs_dir) / cfg.sweep / cfg.run_name
+    except Exception:  # the run name itself cannot be resolved or is unsafe: there is no run dir to write to
+        return
+    write_record_or_log(
+        run_dir / "run.json",
+        {
+            "status": "failed",
+            "reason": f"invalid config: {err}",
+            "step": 0,
+            "run_name": str(cfg.run_name),
+            "sweep": str(cfg.sweep),
+        },
+    )
+
+
+def run_training(cfg: DictConfig | TrainConfig) -> dict[str, Any]:
+    """Train (or resume, or skip) the run described by `cfg`; return its run.json record.
+
+    budget.mode=forks trains a stable parent and its cooldown branches instead (loopscale/train/forks.py) and
+    returns the parent's record with the branches' records under "branches"."""
+    from loopscale.train.identity import claim, data_identity
+    from loopscale.train.lock import RunLocked
+    from loopscale.train.records import is_finished, read_record
+
+    task_cfg = cfg  # Hydra's composed config, saved into the run dir's .hydra/ once the dir is claimed
+    try:
+        cfg = to_train_config(cfg)
+    except ValueError as err:  # an invalid sweep point: record why, so `collect` can say so
+        _record_invalid_config(cfg, err)
+        raise
+    if cfg.budget.mode == "forks":
+        return run_forks(cfg, task_cfg=task_cfg)
+    run_dir = run_dir_of(cfg)
+    try:
+        with run_dir_lock(run_dir):  # one process per run dir, across nodes (loopscale/train/lock.py)
+            if launching_rank():  # resume or skip only a run of this same config on the same data
+                data = data_identity(cfg.data, cfg.model.seq_len, progress=cfg.trainer.progress)
+                claim(run_dir, cfg, restart=cfg.restart, data=data)
+                save_job_config(run_dir, task_cfg)
+            if is_finished(run_dir):
+                record = read_record(run_dir)
+                log.info("run %s already finished (L=%.4f): nothing to do", run_dir, record["L"])
+                return record
+            return fit_run(cfg, run_dir)
+    except RunLocked as err:
+        return running_elsewhere(err, run_dir)
+
+
+def _in_multirun() -> bool:
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
+    return HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
+
+
+register_resolvers()
+register_configs()
+# Lightning warns on every run when `srun` is installed but the run is not a SLURM job step, and
+# advertises a cloud logger on every Trainer: neither says anything about the run.
+warnings.filterwarnings("ignore", message="The `srun` command is available")
+logging.getLogger("lightning.pytorch.utilities.rank_zero").addFilter(lambda r: "litlogger" not in r.getMessage())
+
+
+class RunFailed(CompactHydraException):
+    """A run of a multirun failed or was refused. Hydra runs the sweep's other jobs, then ends with this
+    one line (the first such run's) and exit code 1; a compact Hydra error prints no traceback."""
+
+
+def main() -> None:
+    """`loopscale-train`: Hydra's app below. A LOOPSCALE_CONFIG_PATH that names no directory is one line
+    here, because Hydra reads its search path before its own error reporting starts."""
+    try:
+        user_config_dirs()
+    except NotADirectoryError as err:
+        raise SystemExit(f"loopscale-train: error: {err}") from None
+    hydra_main()
+
+
+@hydra.main(version_base=None, config_path=str(config_dir()), config_name="train")
+def hydra_main(cfg: DictConfig) -> float | None:
+    """Hydra task function. Alone, a failed run exits 1 with one line; in a multirun it is recorded, the
+    sweep goes on, and the sweep exits 1 at the end (RunFailed). Ctrl-C exits 130 and SIGTERM 143, each
+    recorded in run.json as interrupted / terminated (loopscale/signals.py); a multirun stops there."""
+    raise_on_sigterm()
+    try:
+        record = run_training(cfg)
+    except KeyboardInterrupt:
+        _exit_stopped("interrupted", EXIT_INTERRUPTED)
+    except Terminated:
+        _exit_stopped("terminated", EXIT_TERMINATED)
+    except Exception as err:
+        line = user_error_line(err)
+        if _in_multirun():
+            written = "nothing written" if isinstance(err, IdentityMismatch) else "recorded in its run.json"
+            log.error("run failed (%s; the sweep goes on): %s", written, err)
+            first = (line or str(err) or type(err).__name__).splitlines()[0]
+            raise RunFailed(f"loopscale-train: a run of this sweep failed ({written}): {first}") from None
+        if line is not None:  # the user can fix it; a traceback would only bury the one line that matters
+            raise SystemExit(f"loopscale-train: error: {line}") from None
+        raise
+    return record["L"]  # None for a forked job (its points are the branches' run.json)
+
+
+def _exit_stopped(what: str, code: int) -> None:
+    """One line and the signal's exit code; in a multirun this stops the whole sweep, as the user asked."""
+    print(f"loopscale-train: {what}", file=sys.stderr, flush=True)
+    raise SystemExit(code) from None
+
+
+DISK_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES)
+
+
+def user_error_line(err: BaseException) -> str | None:
+    """One line for errors the user fixes outside the code (a full disk, a bad data path, a run dir that
+    holds another config), else None."""
+    from loopscale.data.corpus import DataError
+
+    if isinstance(err, OSError) and err.errno in DISK_ERRNOS:
+        where = f" ({err.filename})" if err.filename else ""
+        return f"{err.strerror or err}{where}; failure recorded in run.json where the disk allowed it"
+    if isinstance(err, (DataError, IdentityMismatch)):
+        return str(err)
+    return None
+
+
+if __name__ == "__main__":
+    main()

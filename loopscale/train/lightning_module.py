@@ -1,0 +1,273 @@
+"""The LightningModule around LoopedTransformer: loss, the optimizer (AdamW, or MuonH with AdamW groups), the lr
+schedule, and the metrics a scaling-law run needs (nats per token, tokens and FLOPs spent, lr, grad norm,
+throughput, MFU on GPU).
+
+The model itself (loopscale/model/transformer.py) knows nothing about Lightning; this file knows nothing about Hydra.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+
+import lightning as L
+import torch
+from lightning.pytorch.callbacks import Callback
+
+from loopscale.config.model import ModelConfig
+from loopscale.config.schema import OptimConfig, TrainerConfig
+from loopscale.model.transformer import LoopedTransformer, param_groups
+from loopscale.train.compiling import compile_model
+from loopscale.train.mfu import mfu, peak_flops
+from loopscale.train.optim.lr_transfer import MATRIX, adamw_lrs, lrs_for, recipe_param_groups
+from loopscale.train.optim.muonh import MuonH, resolve_ortho_dtype
+from loopscale.train.optim.schedule import lr_multiplier
+
+log = logging.getLogger("loopscale.train.entry")
+
+
+class Diverged(RuntimeError):
+    """The training loss became non-finite; the run stops and is recorded as diverged."""
+
+    def __init__(self, step: int, loss: float):
+        super().__init__(f"non-finite training loss {loss} at step {step}")
+        self.step, self.loss = step, loss
+
+    def __reduce__(self):  # pickled by worker pools: rebuilt from its own arguments, not from the message
+        return type(self), (self.step, self.loss)
+
+
+class InjectedFailure(RuntimeError):
+    """Raised by trainer.fail_at_step: lets tests kill a run mid-way and resume it."""
+
+
+@dataclass(frozen=True)
+class StepAccounting:
+    """What one optimizer step costs, from accounting (not measured): used for the logged counters."""
+
+    total_steps: int
+    batch_tokens: int  # global tokens per optimizer step
+    flops_per_token: float  # F, eq. in docs/design.md, "FLOPs per token"
+    causal_flops_per_token: float = float("nan")  # F with half the attention matmuls (loopscale/train/mfu.py)
+    target_tokens: int | None = None  # D for the lr transfer (RunPlan.D_target); None: total_steps x batch_tokens
+
+
+def device_type(accelerator: str) -> str:
+    """'cuda' or 'cpu': where a trainer.accelerator setting puts the model (auto: CUDA when there is one)."""
+    if accelerator in ("gpu", "cuda") or (accelerator == "auto" and torch.cuda.is_available()):
+        return "cuda"
+    return "cpu"
+
+
+def optimizer_record(
+    model_cfg: ModelConfig, optim: OptimConfig, trainer_cfg: TrainerConfig, accounting: StepAccounting
+) -> dict:
+    """What run.json records about the optimizer: its name, every group's peak lr and, for MuonH, the
+    orthogonalisation dtype. The same values configure_optimizers uses."""
+    if optim.optimizer == "adamw":
+        return {"optimizer": "adamw", "lrs": adamw_lrs(model_cfg, optim)}
+    if trainer_cfg.strategy == "fsdp":
+        raise ValueError(
+            "optim.optimizer='muonh' needs whole matrices for its orthogonalisation, and "
+            "trainer.strategy='fsdp' shards them; use trainer.strategy='ddp' (or optim=adamw)"
+        )
+    D_tokens = accounting.target_tokens or accounting.total_steps * accounting.batch_tokens
+    return {
+        "optimizer": "muonh",
+        "lrs": lrs_for(model_cfg, accounting.batch_tokens, D_tokens, optim),
+        "ortho_dtype": resolve_ortho_dtype(optim.ortho_dtype, device_type(trainer_cfg.accelerator)),
+    }
+
+
+def peak_flops_per_device() -> float | None:
+    """This process's CUDA device's dense bf16 peak (loopscale/train/mfu.py), None on CPU or an unknown device."""
+    if not torch.cuda.is_available():
+        return None
+    return peak_flops(torch.cuda.get_device_name())
+
+
+class DivergenceCheck(Callback):
+    """Raises Diverged at the end of an optimizer step whose loss check is due (LoopedLM.check_due). It must
+    come first among the callbacks: a checkpoint callback of the same step then never saves diverged weights."""
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+        if pl_module.check_due():
+            pl_module.raise_if_diverged()
+
+
+class LoopedLM(L.LightningModule):
+    def __init__(
+        self, model_cfg: ModelConfig, optim: OptimConfig, trainer_cfg: TrainerConfig, accounting: StepAccounting
+    ):
+        super().__init__()
+        self.model_cfg = model_cfg
+        self.optim_cfg = optim
+        self.trainer_cfg = trainer_cfg
+        self.accounting = accounting
+        self.optimizer_record = optimizer_record(model_cfg, optim, trainer_cfg, accounting)
+        self.model = LoopedTransformer(model_cfg)
+        compile_model(self.model, trainer_cfg.compile, backend=trainer_cfg.compile_backend)
+        self._peak_flops = None
+        self.tokens_trained = 0  # by this process's fit (a resumed run starts at 0)
+        self.resumed_from_step = 0
+        # On-device state, read on the host only at log steps (a .item() per micro-batch stalls the GPU queue)
+        self._last_loss: torch.Tensor | None = None
+        self._first_nonfinite_step: torch.Tensor | None = None  # -1 while every loss was finite
+        self._mark: tuple[float, int] | None = None  # (time, tokens_trained) at the last throughput log
+        self._steps_seen = -1  # the global step whose end was last handled
+
+    @property
+    def last_train_loss(self) -> float:
+        return float("nan") if self._last_loss is None else float(self._last_loss)
+
+    # -- training ---------------------------------------------------------------------------------------
+    def _log_now(self) -> bool:
+        """True on the micro-batches whose metrics Lightning will write (every log_every_steps optimizer steps):
+        Python numbers logged on other micro-batches would each cost a host-to-device copy and a sync."""
+        return self.trainer._logger_connector.should_update_logs
+
+    def training_step(self, batch, batch_idx):
+        x, y = batch  # [B, T], [B, T]
+        step = self.global_step
+        if self.trainer_cfg.fail_at_step is not None and step == self.trainer_cfg.fail_at_step:
+            raise InjectedFailure(f"trainer.fail_at_step={step}")
+        loss = self.model(x, y)
+        if self.trainer_cfg.nan_at_step is not None and step == self.trainer_cfg.nan_at_step:
+            loss = loss * float("nan")
+        detached = loss.detach()
+        if self._first_nonfinite_step is None:
+            self._first_nonfinite_step = torch.full((), -1, dtype=torch.long, device=detached.device)
+        # remember the first step with a non-finite loss, on the device (no sync); checked at log steps
+        bad = ~torch.isfinite(detached) & (self._first_nonfinite_step < 0)
+        self._first_nonfinite_step = torch.where(bad, step, self._first_nonfinite_step)
+        self._last_loss = detached
+        if self._log_now():
+            tokens_seen = (step + 1) * self.accounting.batch_tokens
+            self.log("train/loss", detached, prog_bar=True, on_step=True, on_epoch=False)
+            self.log("train/tokens", float(tokens_seen), on_step=True, on_epoch=False)
+            self.log("train/flops", tokens_seen * self.accounting.flops_per_token, on_step=True, on_epoch=False)
+            self.log("train/lr", self.lr_schedulers().get_last_lr()[0], on_step=True, on_epoch=False)
+        return loss
+
+    def check_due(self) -> bool:
+        """Whether this micro-batch ends an optimizer step whose divergence check is due: every
+        log_every_steps and ckpt_every_steps steps (before a checkpoint can save the weights) and the last."""
+        step = self.global_step
+        if step == self._steps_seen:  # inside an accumulation, or this step was handled
+            return False
+        every = (self.trainer_cfg.log_every_steps, self.trainer_cfg.ckpt_every_steps)
+        return any(step % n == 0 for n in every) or step >= self.trainer.max_steps
+
+    def raise_if_diverged(self) -> None:
+        """One host sync: raise Diverged if any loss since the start was non-finite (on every rank together,
+        or the others would hang in the next all-reduce)."""
+        if self._first_nonfinite_step is None:
+            return
+        first = int(self._first_nonfinite_step)
+        diverged = first >= 0
+        if self.trainer.world_size > 1:
+            diverged = bool(self.trainer.strategy.reduce_boolean_decision(diverged, all=False))
+        if diverged:
+            raise Diverged(first if first >= 0 else self.global_step, float("nan"))
+
+    def on_before_optimizer_step(self, optimizer):
+        # Lightning calls this before clipping, so this is the raw global norm; one fused norm per tensor list
+        if not self._log_now():
+            return
+        grads = [p.grad for p in self.parameters() if p.grad is not None]
+        if grads:
+            norm = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads)))
+            self.log("train/grad_norm", norm, on_step=True, on_epoch=False)
+
+    def on_train_batch_end(self, outputs, batch, batch_idx):
+        self.tokens_trained += batch[0].numel() * self.trainer.world_size
+        step = self.global_step
+        if step == self._steps_seen:  # inside an accumulation: a step's tokens arrive over grad_accum micro-batches
+            return
+        self._steps_seen = step
+        if not self._log_now():
+            return
+        # throughput over the steps since the last log, measured after a sync (one per log step) so the
+        # interval is the device's work, not how far ahead the host queued it
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+        now = time.perf_counter()
+        if self._mark is not None:
+            then, tokens_then = self._mark
+            tokens_per_s = (self.tokens_trained - tokens_then) / max(now - then, 1e-9)
+            self.log("perf/tokens_per_s", tokens_per_s, prog_bar=True, on_step=True, on_epoch=False)
+            if self._peak_flops:
+                world = self.trainer.world_size
+                self.log(
+                    "perf/mfu",
+                    mfu(tokens_per_s, self.accounting.flops_per_token, self._peak_flops, world),
+                    on_step=True,
+                    on_epoch=False,
+                )
+                self.log(
+                    "perf/mfu_causal",
+                    mfu(tokens_per_s, self.accounting.causal_flops_per_token, self._peak_flops, world),
+                    on_step=True,
+                    on_epoch=False,
+                )
+        self._mark = (now, self.tokens_trained)
+
+    def on_fit_start(self):
+        self.model.store_published_dtypes()  # model.precision=published on CUDA: the embedding in bf16
+
+    def on_train_start(self):
+        self._peak_flops = peak_flops_per_device()
+        self._mark = None
+        self._steps_seen = self.global_step
+        self.resumed_from_step = self.global_step
+
+    # -- validation -------------------------------------------------------------------------------------
+    def validation_step(self, batch, batch_idx):
+        x, y = batch
+        loss = self.model(x, y)
+        # weight each batch by its real targets (packed rows mask their padding with -100, the loss's
+        # ignore_index), so the epoch value is the mean loss per target token over exactly the val rows
+        self.log(
+            "val/loss",
+            loss,
+            prog_bar=True,
+            on_step=False,
+            on_epoch=True,
+            sync_dist=True,
+            batch_size=int((y != -100).sum()),
+        )
+        # how many sequences this validation read on this rank: the subset inside fit, all at the end
+        self.log("val/sequences", float(x.shape[0]), on_step=False, on_epoch=True, reduce_fx="sum")
+        return loss
+
+    # -- optimizer ----------------------------------------------------------------------------------------
+    def configure_optimizers(self):
+        opt = self.optim_cfg
+        lrs = self.optimizer_record["lrs"]
+        if opt.optimizer == "muonh":
+            # one Optimizer for the whole model (MuonH on matrices, AdamW groups inside it), so Lightning's
+            # automatic optimization, gradient accumulation, checkpoints and the LambdaLR below work as for AdamW
+            groups = [
+                {"name": name, "params": params, "lr": lrs[name], "adamw": name != MATRIX}
+                for name, params in recipe_param_groups(self.model).items()
+            ]
+            optimizer = MuonH(
+                groups,
+                momentum=opt.momentum,
+                ortho_dtype=self.optimizer_record["ortho_dtype"],
+                betas=(opt.beta1, opt.beta2),
+                eps=opt.eps,
+                weight_decay=0.0,
+            )
+        else:
+            groups = [{**group, "lr": lrs[group["name"]]} for group in param_groups(self.model, opt.weight_decay)]
+            optimizer = torch.optim.AdamW(groups, lr=opt.lr, betas=(opt.beta1, opt.beta2), eps=opt.eps)
+        log.info(
+            "optimizer %s: peak lrs %s",
+            opt.optimizer,
+            ", ".join(f"{g['name']}={g['lr']:.4g}" for g in optimizer.param_groups),
+        )
+        total = self.accounting.total_steps
+        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: lr_multiplier(step, total, opt))
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}

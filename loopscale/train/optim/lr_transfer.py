@@ -1,0 +1,151 @@
+"""The published recipe's parameter groups and learning rates (docs/design.md, "The published recipe").
+
+Groups, by the role of the module a parameter belongs to:
+    matrix     every 2-D weight of the prelude, recurrent and coda blocks and of the injection (MuonH)
+    head       lm_head.*                                  (AdamW)
+    embedding  embed.* (also the head when it is tied)    (AdamW)
+    norm       1-D gains (RMSNorm weights)                (AdamW)
+    hyper      every hyper-connection scalar, injection.* when the injection is HyperConnections (AdamW)
+
+Learning rates (`lrs_for`), with B the global tokens per step and D the run's target tokens (C / F before
+rounding to whole batches, as the published code takes it; RunPlan.D_target):
+    matrix           lr x (B / B_ref)^0.558 x (D / D_ref)^-0.32
+    head, embedding  lr_<group> x (d / d_ref)^-0.5 x (B / B_ref)^0.558
+    norm, hyper      lr_<group> x (d / d_ref)^-0.5                     (the batch factor is not applied)
+with B_ref = 2^18, d_ref = 640 (the paper width of the reference size 10), and D_ref = 10 x the effective
+parameters of the reference model: prelude + coda + norms + r x (recurrent block + injection), embeddings
+excluded, for size 10 with the run's r, in the 0-20-0 layout at r = 1 and the 2-4-2 layout with the concat
+injection otherwise, whatever the run's recipe (as the authors' code builds it: at r = 2 or 8 the reference
+is not the run's own layout, and a hyper run's reference has the concat matrix, not lanes). Base lrs: matrix
+0.014, head 0.004, embedding 0.3, norm 0.005, hyper 0.01 (loopscale/conf/optim/muonh.yaml).
+
+`optim.transfer=none` uses the base lrs as given: for CPU toy models, whose batch and D are thousands of
+times below the reference's, the published transfer extrapolates far outside where it was fitted.
+"""
+
+from __future__ import annotations
+
+from torch import nn
+
+from loopscale.config.model import ModelConfig
+from loopscale.config.naming import paper_width
+from loopscale.config.schema import OptimConfig
+from loopscale.model import accounting
+from loopscale.model.hyper import HyperConnections
+
+MATRIX, HEAD, EMBEDDING, NORM, HYPER = "matrix", "head", "embedding", "norm", "hyper"
+BLOCK_PREFIXES = ("prelude.", "recurrent.", "coda.", "injection.")
+BATCH_EXPONENT = 0.558  # lr ~ B^0.558
+DATA_EXPONENT = -0.32  # matrix lr ~ (D / D_ref)^-0.32
+WIDTH_EXPONENT = -0.5  # AdamW lrs ~ (d / d_ref)^-0.5
+D_REF_TOKENS_PER_PARAM = 10  # D_ref = 10 x effective parameters of the reference model
+REF_LAYOUT = (2, 4, 2)  # (p, k, c) of the reference model for r > 1
+REF_PLAIN_DEPTH = 20  # r = 1: a plain 20-layer stack (0-20-0)
+
+
+# ----------------------------------------------------------------------------------------------------
+# parameter groups
+
+
+def param_role(name: str, param: nn.Parameter, hyper_injection: bool) -> str:
+    """The recipe's group of one named parameter of LoopedTransformer (see the module docstring).
+
+    Works for either injection form: two d x d matrices (from_e / from_s) or one Linear(2d -> d), since both
+    are 2-D weights under `injection.`."""
+    if name.startswith("lm_head."):
+        return HEAD
+    if name.startswith("embed."):
+        return EMBEDDING
+    if name.startswith("injection.") and hyper_injection:
+        return HYPER  # alpha [r, K] and M [r, K, K] are "2-D or more" but are mixing scalars, not matrices
+    if param.dim() == 1:
+        return NORM
+    if param.dim() == 2 and name.startswith(BLOCK_PREFIXES):
+        return MATRIX
+    raise ValueError(
+        f"parameter {name!r} of shape {tuple(param.shape)} has no group in the MuonH recipe: "
+        f"groups are 2-D matrices under {', '.join(BLOCK_PREFIXES)}, lm_head., embed., 1-D norm "
+        "gains and hyper-connection scalars"
+    )
+
+
+def recipe_param_groups(model: nn.Module) -> dict[str, list[nn.Parameter]]:
+    """{group: parameters} of a LoopedTransformer, matrix first; empty groups left out."""
+    hyper = isinstance(getattr(model, "injection", None), HyperConnections)
+    groups: dict[str, list[nn.Parameter]] = {MATRIX: [], HEAD: [], EMBEDDING: [], NORM: [], HYPER: []}
+    for name, p in model.named_parameters():  # a tied head is the embedding: listed once
+        if p.requires_grad:
+            groups[param_role(name, p, hyper)].append(p)
+    return {k: v for k, v in groups.items() if v}
+
+
+# ----------------------------------------------------------------------------------------------------
+# learning rates
+
+
+def reference_model(cfg: ModelConfig, ref_size: int = 10) -> ModelConfig:
+    """The model D_ref is measured on: paper size `ref_size` with the run's r; 0-20-0 at r = 1, 2-4-2 with the
+    concat injection otherwise (for every recipe, as published). Vocabulary and context do not matter
+    (embeddings and attention are not counted)."""
+    paper = accounting.paper_model(ref_size, 1)
+    common = dict(
+        vocab_size=paper.vocab_size,
+        d_model=paper.d_model,
+        head_dim=paper.head_dim,
+        seq_len=paper.seq_len,
+        mlp=cfg.mlp,
+        mlp_ratio=cfg.mlp_ratio,
+    )
+    if cfg.r == 1:
+        return ModelConfig(**common, n_prelude=0, n_rec=REF_PLAIN_DEPTH, n_coda=0, r=1, injection="passthrough")
+    p, k, c = REF_LAYOUT
+    return ModelConfig(**common, n_prelude=p, n_rec=k, n_coda=c, r=cfg.r, injection="concat")
+
+
+def effective_params(cfg: ModelConfig) -> int:
+    """prelude + coda + norms + r x (recurrent block + injection), embeddings excluded: N_once counts the
+    injection once, so it gets r - 1 more passes here."""
+    counts = accounting.param_counts(cfg)
+    return counts.N_once + (cfg.r - 1) * accounting.injection_params(cfg) + cfg.r * counts.N_rec
+
+
+def d_ref_tokens(cfg: ModelConfig, ref_size: int = 10) -> float:
+    return D_REF_TOKENS_PER_PARAM * effective_params(reference_model(cfg, ref_size))
+
+
+def lrs_for(cfg: ModelConfig, batch_tokens: int, D_tokens: int, optim: OptimConfig) -> dict[str, float]:
+    """Peak lr of every group this model has (the schedule multiplies them all alike)."""
+    for name, value in (("batch_tokens", batch_tokens), ("D_tokens", D_tokens)):
+        if not value > 0:
+            raise ValueError(f"{name}={value!r} must be > 0")
+    base = {
+        MATRIX: optim.lr,
+        HEAD: optim.lr_head,
+        EMBEDDING: optim.lr_embedding,
+        NORM: optim.lr_norm,
+        HYPER: optim.lr_hyper,
+    }
+    if cfg.tie_embeddings:
+        del base[HEAD]
+    if cfg.injection != "hyper":
+        del base[HYPER]
+    if optim.transfer == "none":
+        return base
+    batch = (batch_tokens / optim.transfer_ref_batch_tokens) ** BATCH_EXPONENT
+    width = (cfg.d_model / paper_width(optim.transfer_ref_size)) ** WIDTH_EXPONENT
+    data = (D_tokens / d_ref_tokens(cfg, optim.transfer_ref_size)) ** DATA_EXPONENT
+    factors = {
+        MATRIX: batch * data,
+        HEAD: width * batch,
+        EMBEDDING: width * batch,
+        NORM: width,  # published: the norm and hyper lrs are scaled with width only
+        HYPER: width,
+    }
+    return {group: lr * factors[group] for group, lr in base.items()}
+
+
+def adamw_lrs(cfg: ModelConfig, optim: OptimConfig) -> dict[str, float]:
+    """The plain AdamW recipe's lrs by loopscale.model.transformer.param_groups name: muP width scaling, when asked, of
+    the decayed matrices (none are decayed when weight_decay = 0, so then nothing is scaled)."""
+    scale = optim.base_width / cfg.d_model if optim.width_scaling and optim.weight_decay > 0 else 1.0
+    return {"decay": optim.lr * scale, "no_decay": optim.lr, "hyper": optim.lr}

@@ -1,0 +1,195 @@
+"""Planning a run before anything is built: what a budget means in tokens and steps for one model
+(RunPlan, plan_run; docs/design.md, "Parameter accounting"), where the run lives (run_dir_of), and how a
+budget.mode=forks job splits into a stable parent and cooldown branches (ForkPlan, plan_forks; the method is
+described in loopscale/train/forks.py, which runs it). Pure functions over TrainConfig: no torch, no Lightning, so
+`loopscale sweep` / `plan` and the launcher's estimates plan exactly what training will run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+
+from omegaconf import DictConfig, OmegaConf
+
+from loopscale.config.naming import budget_tag
+from loopscale.config.schema import TrainConfig
+from loopscale.model import accounting
+from loopscale.train.optim.schedule import warmup_steps as schedule_warmup_steps
+from loopscale.train.optim.schedule import wsd_decay_start
+
+CHECKPOINT = Path("checkpoints") / "last.ckpt"
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """Everything the budget implies for one model, computed before training (docs/design.md,
+    "Parameter accounting")."""
+
+    N_once: int
+    N_rec: int
+    N: int
+    embedding: int
+    lm_head: int
+    F: float  # training FLOPs per token
+    D: int  # training tokens, whole batches
+    C: float  # F * D, the compute actually spent
+    C_budget: float | None  # the budget asked for (flops mode)
+    steps: int
+    batch_tokens: int
+    # the D of the lr transfer: in flops mode the tokens C / F before rounding to whole batches (int(C / F), as
+    # the published code takes it), else D
+    D_target: int
+
+
+def plan_run(cfg: TrainConfig) -> RunPlan:
+    """Turn the budget into tokens and steps for this model and batch (pure; no model is built)."""
+    budget = cfg.budget
+    if budget.mode == "forks":  # the job's own training is the stable parent; its branches: plan_forks
+        return plan_run(parent_config(cfg, plan_forks(cfg)))
+    counts = accounting.param_counts(cfg.model)
+    F = accounting.flops_per_token(cfg.model)
+    batch_tokens = cfg.budget.batch_size * cfg.model.seq_len
+    if budget.mode == "flops":
+        D, steps = accounting.tokens_for_budget(budget.compute_flops, F, batch_tokens)
+        D_target = int(budget.compute_flops / F)
+    else:
+        wanted = budget.tokens if budget.mode == "tokens" else budget.tokens_per_param * counts.N
+        steps = max(1, round(wanted / batch_tokens))
+        D = steps * batch_tokens
+        D_target = D
+    return RunPlan(
+        N_once=counts.N_once,
+        N_rec=counts.N_rec,
+        N=counts.N,
+        embedding=counts.embedding,
+        lm_head=counts.lm_head,
+        F=F,
+        D=D,
+        C=F * D,
+        C_budget=budget.compute_flops if budget.mode == "flops" else None,
+        steps=steps,
+        batch_tokens=batch_tokens,
+        D_target=D_target,
+    )
+
+
+def run_dir_of(cfg: TrainConfig) -> Path:
+    """runs_dir/sweep/run_name: where the run's checkpoints, metrics and run.json live."""
+    return Path(cfg.runs_dir) / cfg.sweep / cfg.run_name
+
+
+def to_train_config(cfg: DictConfig | TrainConfig) -> TrainConfig:
+    """Resolve interpolations and build the validated dataclasses (their __post_init__ checks run here)."""
+    if isinstance(cfg, TrainConfig):
+        return cfg
+    return OmegaConf.to_object(cfg)
+
+
+# --- forked warmup-stable-decay plans (loopscale/train/forks.py) -------------------------------------------
+
+
+@dataclass(frozen=True)
+class Branch:
+    tag: str  # C2.5e11 | D1.2e5: the budget label of this point
+    C_budget: float | None  # the budget asked for (fork_flops), else None
+    steps: int  # the branch's total optimizer steps (stable part + cooldown)
+    fork_step: int  # s_i: the parent step it starts from = first cooldown step
+    D: int  # training tokens of the branch, cooldown included
+
+    @property
+    def cooldown_steps(self) -> int:
+        return self.steps - self.fork_step
+
+
+@dataclass(frozen=True)
+class ForkPlan:
+    """One model's forked plan (pure accounting; nothing is trained)."""
+
+    F: float  # training FLOPs per token
+    batch_tokens: int
+    warmup_steps: int  # shared by the parent and every branch
+    branches: tuple[Branch, ...]  # in increasing steps
+
+    @property
+    def parent_steps(self) -> int:
+        return max(b.fork_step for b in self.branches)
+
+    @property
+    def fork_steps(self) -> list[int]:
+        return sorted({b.fork_step for b in self.branches})
+
+    @property
+    def C_independent(self) -> float:
+        """FLOPs of training every point as its own run: F sum_i D_i."""
+        return self.F * sum(b.D for b in self.branches)
+
+    @property
+    def C_forked(self) -> float:
+        """FLOPs of the forked plan: F (D_parent + sum_i cooldown tokens_i)."""
+        steps = self.parent_steps + sum(b.cooldown_steps for b in self.branches)
+        return self.F * steps * self.batch_tokens
+
+
+def plan_forks(cfg: TrainConfig) -> ForkPlan:
+    """The branches of a budget.mode=forks config (vocab_size as given; run_forks sets the real one)."""
+    budget, optim = cfg.budget, cfg.optim
+    if budget.mode != "forks":
+        raise ValueError(f"plan_forks needs budget.mode=forks, got {budget.mode!r}")
+    if optim.optimizer == "muonh" and optim.transfer == "published":  # lr ~ D^-0.32: one per branch, no shared parent
+        raise ValueError(
+            "budget.mode=forks needs lrs that do not depend on D, and optim.transfer='published' "
+            "scales the MuonH lr with each run's D: use optim.transfer=none (explicit lrs) for forks"
+        )
+    if optim.schedule != "wsd":
+        raise ValueError(
+            f"budget.mode=forks needs optim.schedule=wsd (use optim=wsd), got {optim.schedule!r}: "
+            "a branch is a warmup-stable-decay run whose stable part is shared"
+        )
+    F = accounting.flops_per_token(cfg.model)
+    batch_tokens = budget.batch_size * cfg.model.seq_len
+    points = []  # (tag, C_budget, steps)
+    if budget.fork_flops:
+        for C in sorted(set(budget.fork_flops)):
+            points.append((budget_tag("flops", C, None, None), C, accounting.tokens_for_budget(C, F, batch_tokens)[1]))
+    else:
+        for D in sorted(set(budget.fork_tokens)):
+            points.append((budget_tag("tokens", None, D, None), None, max(1, round(D / batch_tokens))))
+    # warmup in absolute steps, shared by all branches: warmup_frac of the SHORTEST branch unless given
+    shortest = min(steps for _, _, steps in points)
+    n_warmup = schedule_warmup_steps(shortest, optim.warmup_frac, optim.warmup_steps)
+    branches = []
+    for tag, C, steps in points:
+        fork = wsd_decay_start(steps, optim.decay_frac)
+        if fork < max(1, n_warmup):
+            raise ValueError(
+                f"fork point {tag} ({steps} steps) would fork at step {fork}, before the end of the "
+                f"{n_warmup}-step warmup (or at step 0): lower optim.decay_frac or warmup, or drop it"
+            )
+        branches.append(Branch(tag=tag, C_budget=C, steps=steps, fork_step=fork, D=steps * batch_tokens))
+    return ForkPlan(F=F, batch_tokens=batch_tokens, warmup_steps=n_warmup, branches=tuple(branches))
+
+
+def parent_config(cfg: TrainConfig, plan: ForkPlan) -> TrainConfig:
+    """The stable parent: warmup then constant peak lr for max_i s_i steps (a `tokens` run)."""
+    budget = dataclasses.replace(cfg.budget, mode="tokens", tokens=plan.parent_steps * plan.batch_tokens)
+    optim = dataclasses.replace(cfg.optim, schedule="constant", warmup_steps=plan.warmup_steps)
+    return dataclasses.replace(cfg, budget=budget, optim=optim)
+
+
+def branch_name(cfg: TrainConfig, branch: Branch) -> str:
+    return f"{cfg.run_name}-{branch.tag}"
+
+
+def branch_config(cfg: TrainConfig, plan: ForkPlan, branch: Branch) -> TrainConfig:
+    """Branch i as an ordinary wsd run of steps_i steps with the shared warmup (what an independent run of
+    the same point would be); run_forks starts it from the parent's fork checkpoint instead of from scratch."""
+    if branch.C_budget is not None:
+        budget = dataclasses.replace(cfg.budget, mode="flops", compute_flops=branch.C_budget)
+    else:
+        budget = dataclasses.replace(cfg.budget, mode="tokens", tokens=branch.D)
+    optim = dataclasses.replace(cfg.optim, warmup_steps=plan.warmup_steps)
+    return dataclasses.replace(
+        cfg, budget=budget, optim=optim, run_name=branch_name(cfg, branch), point=f"{branch.tag}-d{cfg.model.d_model}"
+    )

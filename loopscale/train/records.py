@@ -1,0 +1,263 @@
+"""run.json: the one record a run leaves behind, and `collect`, which turns a sweep's records into the runs
+table the fitter reads. Outputs come from the code that knows the values; nothing here greps logs.
+
+A run directory holds: run.json (written atomically when the run ends: done / failed / diverged),
+checkpoints/last.ckpt, metrics.csv (the CSV logger), .hydra/ (the composed config).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger("loopscale.train.records")
+
+RUN_FILE = "run.json"
+# The record of a forked sweep's stable parent (loopscale/train/forks.py): not a point of the law, so not run.json.
+PARENT_FILE = "fork_parent.json"
+# Columns of the runs table, in order; the first block is what `loopscale fit` reads by default.
+TABLE_COLUMNS = [
+    "r",
+    "N_once",
+    "N_rec",
+    "N",
+    "D",
+    "C",
+    "L",
+    "variant",
+    "F",
+    "width",
+    "depth",
+    "n_rec",
+    "bptt_k",
+    "injection",
+    "C_budget",
+    "steps",
+    "seed",
+    "tokens_per_s",
+    "wall_time_s",
+    "parent",
+    "run_name",
+    "run_dir",
+]
+# Columns of the list of runs that are not done (collect's second result).
+PROBLEM_COLUMNS = ["run_dir", "status", "reason", "step"]
+
+
+class BadRecord(ValueError):
+    """A record file that is not a run record: cut, not JSON, not UTF-8, not a JSON object, or a link."""
+
+
+def load_record(path: Path) -> dict[str, Any]:
+    """The record at `path`; BadRecord (naming the file and what is wrong) when it is not one. A symlink is
+    refused, not followed: a record pointing at another file is not this run's."""
+    path = Path(path)
+    if path.is_symlink():
+        raise BadRecord(f"{path} is a link to {os.readlink(path)}, not a record")
+    try:
+        text = path.read_bytes().decode("utf-8")
+        record = json.loads(text)
+    except UnicodeDecodeError:
+        raise BadRecord(f"{path} is not UTF-8 text") from None
+    except ValueError as err:
+        raise BadRecord(f"{path} is not valid JSON (cut by a full disk or a kill?): {err}") from None
+    except OSError as err:
+        raise BadRecord(f"cannot read {path}: {err.strerror or err}") from None
+    if not isinstance(record, dict):
+        raise BadRecord(f"{path} holds a JSON {type(record).__name__}, not a record (an object)")
+    return record
+
+
+def read_record(run_dir: Path, name: str = RUN_FILE) -> dict[str, Any] | None:
+    """The run's record (run.json, or `name` such as PARENT_FILE), or None when there is none yet;
+    BadRecord when the file is not a record."""
+    path = Path(run_dir) / name
+    if not os.path.lexists(path):
+        return None
+    return load_record(path)
+
+
+def read_record_or_none(path: Path) -> dict[str, Any] | None:
+    """The record at `path`, or None when it is missing or not a record."""
+    try:
+        return load_record(path) if os.path.lexists(path) else None
+    except BadRecord:
+        return None
+
+
+def is_finished(run_dir: Path) -> bool:
+    """The run dir holds a done record that belongs to it (record_problem): only such a run is skipped."""
+    record = read_record_or_none(Path(run_dir) / RUN_FILE)
+    if record is None or record.get("status") != "done":
+        return False
+    problem = record_problem(Path(run_dir), record)
+    if problem is not None:
+        log.warning("%s: not taken as finished: %s", run_dir, problem)
+    return problem is None
+
+
+# what a done record must hold for the table: these columns as numbers (NUMERIC_REQUIRED finite ones, the
+# others numbers or null), these as strings or null
+NUMERIC_REQUIRED = ("r", "N_once", "N_rec", "N", "D", "C", "L")
+NUMERIC_OPTIONAL = (
+    "F",
+    "width",
+    "depth",
+    "n_rec",
+    "bptt_k",
+    "C_budget",
+    "steps",
+    "seed",
+    "tokens_per_s",
+    "wall_time_s",
+)
+TEXT_COLUMNS = ("variant", "injection", "parent", "run_name")
+RUN_MARKERS = (RUN_FILE, PARENT_FILE)  # and .hydra/config.yaml, checkpoints/last.ckpt (find_run_dirs)
+
+
+def record_problem(run_dir: Path, record: dict[str, Any]) -> str | None:
+    """Why a done record cannot be trusted as this run dir's, or None. It must name this folder's run (a
+    copy `run005.bak` names run005), and match the dir's identity.json (loopscale/train/identity.py) by its
+    identity hash or, for records from before the hash, its config; with no identity.json it must at least
+    carry one of them (what loopscale-train writes). Its table columns must hold numbers / strings."""
+    from loopscale.train.identity import identity_file_problem
+
+    name = record.get("run_name")
+    if name is not None and name != run_dir.name:
+        return f"its record is run {name!r}'s, not {run_dir.name!r}'s (a copy, or a record moved here?)"
+    problem = identity_file_problem(run_dir, record)
+    if problem is not None:
+        return problem
+    for col in NUMERIC_REQUIRED + NUMERIC_OPTIONAL:
+        value = record.get(col)
+        number = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if not (number and math.isfinite(value)) and (col in NUMERIC_REQUIRED or value is not None):
+            return f"its {col} is {value!r}, not a finite number"
+    for col in TEXT_COLUMNS:
+        if record.get(col) is not None and not isinstance(record[col], str):
+            return f"its {col} is {record[col]!r}, not text"
+    return None
+
+
+def find_run_dirs(sweep_dir: Path) -> list[Path]:
+    """Every run directory below a sweep: those with a run.json, a fork parent's record, a checkpoint or a
+    composed Hydra config. Symlinked folders are followed (a run moved to scratch and linked back is still
+    the sweep's), each real folder once."""
+    dirs, seen = [], set()
+    for root, subdirs, files in os.walk(sweep_dir, followlinks=True):
+        real = os.path.realpath(root)
+        if real in seen:  # reached again through a link (or a link cycle): not walked twice
+            subdirs[:] = []
+            continue
+        seen.add(real)
+        subdirs.sort()
+        here = Path(root)
+        if any(m in files for m in RUN_MARKERS) or (here / ".hydra" / "config.yaml").is_file():
+            dirs.append(here)
+        elif (here / "checkpoints" / "last.ckpt").is_file():
+            dirs.append(here)
+        if here.name == ".hydra" or here.name == "checkpoints":
+            subdirs[:] = []
+    return sorted(dirs)
+
+
+def _problem(run_dir: Path, status: str, reason: str, step=None) -> dict[str, Any]:
+    return {"run_dir": str(run_dir), "status": status, "reason": reason, "step": step}
+
+
+def _incomplete(run_dir: Path) -> dict[str, Any]:
+    if (run_dir / "checkpoints" / "last.ckpt").exists():
+        return _problem(run_dir, "incomplete", "checkpoint but no run.json (killed or running)")
+    return _problem(run_dir, "incomplete", "started but no checkpoint and no run.json")
+
+
+def _read_point(run_dir: Path) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+    """(row, None) for a run dir holding a trusted done record, else (None, its problem), or (None, None)
+    for a forked sweep's finished stable parent (its branches are the points)."""
+    name = PARENT_FILE if os.path.lexists(run_dir / PARENT_FILE) else RUN_FILE
+    try:
+        record = read_record(run_dir, name)
+    except BadRecord as err:
+        return None, _problem(run_dir, "unreadable", str(err))
+    if record is None:
+        return None, _incomplete(run_dir)
+    role = "stable parent: " if name == PARENT_FILE else ""
+    if record.get("status") != "done":
+        status = record.get("status") if isinstance(record.get("status"), str) else "unreadable"
+        return None, _problem(run_dir, status, role + str(record.get("reason") or ""), record.get("step"))
+    if name == PARENT_FILE:
+        return None, None
+    problem = record_problem(run_dir, record)
+    if problem is not None:
+        return None, _problem(run_dir, "inconsistent", problem, record.get("step"))
+    row = {col: record.get(col) for col in TABLE_COLUMNS}
+    row["run_dir"] = str(run_dir)
+    row["identity"] = record.get("identity")
+    return row, None
+
+
+def collect(sweep_dir: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Return (rows of finished runs, problems) for a sweep directory.
+
+    A problem is a run that is not a point of the table: {'run_dir', 'status', 'reason', 'step'} with status
+    failed / diverged / interrupted / terminated (its record says so), incomplete (a checkpoint or config
+    but no record: still running, killed, or never finished), unreadable (a record that is not one: cut, not
+    JSON, a link), inconsistent (a done record that is not this dir's: record_problem) or copy (the same
+    run as another dir's: same identity and run name). One bad record never stops the others."""
+    rows, problems, first_of = [], [], {}
+    for run_dir in find_run_dirs(sweep_dir):
+        row, problem = _read_point(run_dir)
+        if problem is not None:
+            problems.append(problem)
+        if row is None:
+            continue
+        key = (row.pop("identity"), row["run_name"])
+        if key[0] is not None and key in first_of:
+            problems.append(_problem(run_dir, "copy", f"the same run as {first_of[key]} (same identity and name)"))
+            continue
+        first_of[key] = run_dir
+        rows.append(row)
+    return rows, problems
+
+
+def duplicate_points(rows: list[dict[str, Any]]) -> list[str]:
+    """Rows whose point of the law and loss repeat another row's exactly (variant, r, N_once, N_rec, D, L):
+    counted twice they narrow every interval. One line per repeated point, naming its runs."""
+    groups: dict[tuple, list[str]] = {}
+    for row in rows:
+        key = tuple(row.get(c) for c in ("variant", "r", "N_once", "N_rec", "D", "L"))
+        groups.setdefault(key, []).append(str(row.get("run_dir")))
+    return [
+        f"r={key[1]} N_once={key[2]} N_rec={key[3]} D={key[4]} L={key[5]} appears {len(dirs)} times: {', '.join(dirs)}"
+        for key, dirs in groups.items()
+        if len(dirs) > 1
+    ]
+
+
+def runs_table(rows: list[dict[str, Any]]):
+    """The runs table the fitter reads: TABLE_COLUMNS in order, sorted by variant, r, C, N."""
+    import pandas as pd
+
+    return pd.DataFrame(rows, columns=TABLE_COLUMNS).sort_values(["variant", "r", "C", "N"], kind="stable")
+
+
+def write_runs_table(table, problems: list[dict[str, Any]], out: Path) -> Path:
+    """What `loopscale collect` writes: `out` (.csv), a .parquet beside it and <name>_problems.csv with the
+    runs not done. All three are written to temporary files first and renamed into place only when all
+    three are complete: they are replaced together or not at all. Returns the problems file."""
+    import pandas as pd
+
+    from loopscale.atomic import atomic_paths
+
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    problems_out = out.with_name(f"{out.stem}_problems.csv")
+    with atomic_paths(out, out.with_suffix(".parquet"), problems_out) as (csv_tmp, parquet_tmp, problems_tmp):
+        table.to_csv(csv_tmp, index=False)
+        table.to_parquet(parquet_tmp, index=False)
+        pd.DataFrame(problems, columns=PROBLEM_COLUMNS).to_csv(problems_tmp, index=False)
+    return problems_out
