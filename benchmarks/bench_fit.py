@@ -89,7 +89,7 @@ def bench_single(replicates: int, naive_starts: int) -> None:
 def bench_joint(replicates: int) -> None:
     sweep = S.recipe_sweep(seed=0)
     tables = [canonical_table(t, "looped-joint") for t in S.recipe_tables(sweep).values()]
-    table, recipes = joint_table(tables, "variant")
+    table, recipes = joint_table(tables, "recipe")
     data = joint_data(table)
     law = make_law("looped-joint", recipes=recipes)
     with Clock() as fit_t:
@@ -105,7 +105,7 @@ def bench_joint(replicates: int) -> None:
         f"{np.percentile(d, 97.5):+.4f}]"
     )
     with Clock() as rest_t:
-        fit_joint(table, "variant", recipes)
+        fit_joint(table, "recipe", recipes)
     print(
         f"[joint] fit --joint without bootstrap (joint fit, delta-phi profile + LR test, separate fits, "
         f"shared-parameter check): {rest_t.wall:.2f} s (CPU {rest_t.cpu:.2f} s)"

@@ -168,7 +168,7 @@ def run_point(check: Check, name: str) -> dict[str, Any]:
     from loopscale.config.schema import with_vocab
     from loopscale.train.batching import device_batching
     from loopscale.train.plan import run_dir_of, to_train_config
-    from loopscale.train.runner import fit_run
+    from loopscale.train.runner import train_run
 
     _, experiment, point, r = next(p for p in POINTS if p[0] == name)
     batch = 8 if check.smoke else 128
@@ -189,7 +189,7 @@ def run_point(check: Check, name: str) -> dict[str, Any]:
     if check.cuda:
         torch.cuda.reset_peak_memory_stats()
     # the runner's fit without its final validation (a second compile, not what is measured here)
-    record = fit_run(train_cfg, run_dir_of(train_cfg), validate=False)
+    record = train_run(train_cfg, run_dir_of(train_cfg), validate=False)
     train_cfg = with_vocab(train_cfg, train_cfg.data.vocab_size)
     b = device_batching(train_cfg.budget, train_cfg.model, train_cfg.trainer, "muonh")
     predicted = estimate_memory(train_cfg.model, b.device_batch, train_cfg.trainer.compile, "muonh", check.cuda).peak

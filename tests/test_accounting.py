@@ -45,10 +45,10 @@ def test_published_grid_reference_numbers():
 # ------------------------------------------------------------------------------------------- the authors' counts
 
 PAPER_SIZES = range(6, 41)  # every size the published grids use (6-34 baseline, up to 40 in the tbptt probe)
-PAPER_VARIANTS = ("baseline", "tbptt", "hyper")
+PAPER_RECIPES = ("baseline", "tbptt", "hyper")
 
 
-def authors_counts(size: int, r: int, variant: str) -> dict:
+def authors_counts(size: int, r: int, recipe: str) -> dict:
     """The published code's parameter groups, written out from its layout: d = 128 ceil(64 s / 128); a layer
     is q, k, v, out (4 d^2) + ReLU^2 MLP 4d (8 d^2) + two RMSNorm gains; r = 1 is 20 layers, r > 1 is 2 + 16/r
     + 2 layers; injection [d, 2d] (baseline, tbptt) or per pass alpha [2], M [2, 2], beta [2] (hyper, K = 2);
@@ -59,7 +59,7 @@ def authors_counts(size: int, r: int, variant: str) -> dict:
         prelude_coda, recur, inject = 0, 20 * layer, 0
     else:
         prelude_coda, recur = 4 * layer, 16 // r * layer
-        inject = r * (2 * 2 + 2 * 2) if variant == "hyper" else 2 * d * d
+        inject = r * (2 * 2 + 2 * 2) if recipe == "hyper" else 2 * d * d
     return dict(
         d=d,
         layer=layer,
@@ -75,47 +75,47 @@ def authors_counts(size: int, r: int, variant: str) -> dict:
     )
 
 
-def authors_flops_per_token(size: int, r: int, variant: str) -> float:
+def authors_flops_per_token(size: int, r: int, recipe: str) -> float:
     """docs/design.md, "The published recipe" (Batch): 6 x (prelude + coda + head) + 6 x r x (block + injection)
     + attention 12 x layers x d x T, where a layer's parameters include its two norm gains; a pass without
     gradient (the first r - ceil(r/2) under tbptt) counts 2x its parameters and 4 d T of attention per layer.
     Hyper-connections count (K^2 + 2K) d per pass."""
-    c = authors_counts(size, r, variant)
+    c = authors_counts(size, r, recipe)
     d, T = c["d"], 2048
-    k = math.ceil(r / 2) if variant == "tbptt" and r > 1 else r
-    per_pass = c["recur"] + ((2 * 2 + 2 * 2) * d if variant == "hyper" and r > 1 else c["inject"])
+    k = math.ceil(r / 2) if recipe == "tbptt" and r > 1 else r
+    per_pass = c["recur"] + ((2 * 2 + 2 * 2) * d if recipe == "hyper" and r > 1 else c["inject"])
     layers_once, layers_per_pass = (0, 20) if r == 1 else (4, 16 // r)
     weights = 6 * (c["prelude_coda"] + c["lm_head"]) + (6 * k + 2 * (r - k)) * per_pass
     attention = (12 * layers_once + (12 * k + 4 * (r - k)) * layers_per_pass) * d * T
     return weights + attention
 
 
-@pytest.mark.parametrize("variant", PAPER_VARIANTS)
+@pytest.mark.parametrize("recipe", PAPER_RECIPES)
 @pytest.mark.parametrize("r", [1, 2, 4, 8])
-def test_paper_preset_equals_the_authors_counts(r, variant):
+def test_paper_preset_equals_the_authors_counts(r, recipe):
     """`--preset paper` for every size 6-40: N_once, N_rec, N, embedding and head exactly the authors' counts,
     and F exactly their formula (so a budget gives every run their step count)."""
     for size in PAPER_SIZES:
-        cfg, want = paper_model(size, r, variant), authors_counts(size, r, variant)
+        cfg, want = paper_model(size, r, recipe), authors_counts(size, r, recipe)
         got = param_counts(cfg)
         assert cfg.d_model == want["d"]
         assert (got.N_once, got.N_rec, got.N, got.embedding, got.lm_head) == tuple(
             want[key] for key in ("N_once", "N_rec", "N", "embedding", "lm_head")
-        ), (size, r, variant)
-        assert flops_per_token(cfg) == authors_flops_per_token(size, r, variant), (size, r, variant)
+        ), (size, r, recipe)
+        assert flops_per_token(cfg) == authors_flops_per_token(size, r, recipe), (size, r, recipe)
         # what the matmuls execute is a little less: the norm gains and the hyper write-in are elementwise
         assert 0 < 1 - matmul_flops_per_token(cfg) / flops_per_token(cfg) < 1e-3
 
 
-@pytest.mark.parametrize("variant", PAPER_VARIANTS)
+@pytest.mark.parametrize("recipe", PAPER_RECIPES)
 @pytest.mark.parametrize("size,r", [(6, 1), (6, 2), (20, 4), (40, 8), (34, 1)])
-def test_paper_counts_equal_the_real_modules(size, r, variant):
+def test_paper_counts_equal_the_real_modules(size, r, recipe):
     """The accounting against sum(p.numel()) of the built published model (on the meta device: shapes only)."""
-    cfg = paper_model(size, r, variant)
+    cfg = paper_model(size, r, recipe)
     with torch.device("meta"):
         model = LoopedTransformer(cfg)
     counts = param_counts(cfg)
-    assert counts.N_rec == numel(model.recurrent) == authors_counts(size, r, variant)["N_rec"]
+    assert counts.N_rec == numel(model.recurrent) == authors_counts(size, r, recipe)["N_rec"]
     assert counts.N_once == numel(
         model.prelude, model.coda, model.injection, model.embed_norm, model.pass_norm, model.final_norm
     )
@@ -158,12 +158,12 @@ FLOP_CASES = [
     dict(r=1),
     dict(r=2),
     dict(r=2, d_model=128, seq_len=64),
-    dict(r=4, variant="tbptt"),  # bptt_k = 2
+    dict(r=4, recipe="tbptt"),  # bptt_k = 2
     dict(r=4, injection="concat"),
     dict(r=8, injection="concat", bptt_k=3),  # the first pass with gradient gets a detached s
     dict(r=8, bptt_k=1, injection="additive"),
-    dict(r=4, variant="hyper"),
-    dict(r=4, variant="hyper", hyper_dynamic=True),
+    dict(r=4, recipe="hyper"),
+    dict(r=4, injection="hyper", hyper_dynamic=True),
     dict(r=8, mlp="swiglu", tie_embeddings=True, logit_softcap=30.0),
 ]
 
@@ -294,8 +294,21 @@ def test_bad_configs_name_field_and_allowed_values():
         cpu_model(128, 2, injection="sum")
     with pytest.raises(ValueError, match=r"injection='hyper' needs r > 1; allowed for r = 1: 'passthrough'"):
         cpu_model(128, 1, injection="hyper")
-    with pytest.raises(ValueError, match=r"variant='deq' is not allowed; choose one of 'baseline', 'tbptt', 'hyper'"):
-        paper_model(6, 2, "deq")
+    with pytest.raises(ValueError, match=r"recipe='a/b' is not a safe name"):
+        paper_model(6, 2, "a/b")
+    # a published recipe's name must describe the model; a name of one's own labels any design
+    with pytest.raises(ValueError, match=r"model.recipe='baseline', but the model's fields .* describe the 'tbptt'"):
+        cpu_model(128, 4, "baseline", bptt_k=2)
+    with pytest.raises(ValueError, match=r"describe a design of its own: set model.recipe=<a name for your design>"):
+        cpu_model(128, 4, "baseline", injection="additive")
+    assert cpu_model(128, 4, "additive_s_plus_e", injection="additive").recipe == "additive_s_plus_e"
+    # recipe=auto (the default) labels a model by its fields: never a published name it is not
+    assert [cpu_model(128, 4, **kw).recipe for kw in ({}, {"bptt_k": 2}, {"injection": "additive"})] == [
+        "baseline",
+        "tbptt",
+        "additive",
+    ]
+    assert cpu_model(128, 4, injection="hyper", hyper_dynamic=True).recipe == "hyper-dynamic"
     passthrough_truncated = cpu_model(128, 2, injection="passthrough", bptt_k=1)
     with pytest.raises(ValueError, match=r"bptt_k=1 < r=2 needs injection 'linear', 'concat' or 'additive'"):
         flops_per_token(passthrough_truncated)
@@ -338,5 +351,5 @@ def test_accounting_report_keys():
     ):
         assert key in report
     assert (report["p"], report["k"], report["c"], report["r"], report["L_eff"]) == (2, 8, 2, 2, 20)
-    assert (report["bptt_k"], report["variant"]) == (1, "tbptt")
+    assert (report["bptt_k"], report["recipe"]) == (1, "tbptt")
     assert report["N"] == report["N_once"] + report["N_rec"]

@@ -143,29 +143,29 @@ def test_inference_cap_and_lifetime_cost_against_a_brute_force_search():
 
 
 @functools.lru_cache
-def paper_model_at(r, variant="baseline"):
-    return model_preset("paper", "fineweb_edu_packed", r=r, recipe=variant)
+def paper_model_at(r, recipe="baseline"):
+    return model_preset("paper", "fineweb_edu_packed", r=r, recipe=recipe)
 
 
-def paper_counts(d, r, variant="baseline"):
-    cfg = dataclasses.replace(paper_model_at(r, variant), d_model=int(d))
+def paper_counts(d, r, recipe="baseline"):
+    cfg = dataclasses.replace(paper_model_at(r, recipe), d_model=int(d))
     counts = param_counts(cfg)
     return counts.N_once, counts.N_rec, flops_per_token(cfg)
 
 
-@pytest.mark.parametrize("variant", ["baseline", "tbptt", "hyper"])
-def test_family_polynomials_equal_the_accounting_at_every_width(variant):
-    r_values = (1, 2, 4, 8) if variant != "hyper" else (2, 4, 8)
-    family = named_family("paper", r_values, variant)
+@pytest.mark.parametrize("recipe", ["baseline", "tbptt", "hyper"])
+def test_family_polynomials_equal_the_accounting_at_every_width(recipe):
+    r_values = (1, 2, 4, 8) if recipe != "hyper" else (2, 4, 8)
+    family = named_family("paper", r_values, recipe)
     for r in r_values:
         for d in (128, 640, 1152, 2176, 4096):
-            n_once, n_rec, F = paper_counts(d, r, variant)
+            n_once, n_rec, F = paper_counts(d, r, recipe)
             assert (family.value("N_once", r, d), family.value("N_rec", r, d)) == (n_once, n_rec)
             assert family.value("F", r, d) == pytest.approx(F, rel=1e-13)
             full = flops_per_token(dataclasses.replace(paper_model_at(r), d_model=d))  # full backprop
-            if variant == "tbptt" and r > 1:
+            if recipe == "tbptt" and r > 1:
                 assert family.value("F", r, d) < full  # truncated passes cost 2x, not 6x
-            assert family.value("F_infer", r, d) == pytest.approx((full if variant == "tbptt" else F) / 3, rel=1e-13)
+            assert family.value("F_infer", r, d) == pytest.approx((full if recipe == "tbptt" else F) / 3, rel=1e-13)
 
 
 @pytest.mark.parametrize("C", [1e19, 1e20, 1e21])

@@ -20,7 +20,7 @@ from loopscale.train.records import TABLE_COLUMNS, collect
 
 def _record(name: str, i: int) -> dict:
     record = {col: float(10 + i) for col in TABLE_COLUMNS}
-    record.update(r=1 + i % 2, status="done", variant="baseline", run_name=name, injection=None, parent=None)
+    record.update(r=1 + i % 2, status="done", recipe="baseline", run_name=name, injection=None, parent=None)
     return {**record, "run_dir": name, "identity": f"{i:016x}"}
 
 

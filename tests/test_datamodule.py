@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+from data_fixtures import default_cfg, default_prepared  # noqa: F401 (pytest fixtures)
 
 from loopscale.data.windows import (
     TokenDataModule,

@@ -82,12 +82,12 @@ def test_parabola_optima_find_the_vertex():
     assert np.isnan(out.loc[4, "N_opt"])
 
 
-@pytest.mark.parametrize("r, variant", [(1, "baseline"), (4, "baseline"), (4, "tbptt")])
-def test_compute_optimal_uses_each_models_flops_per_token(r, variant):
+@pytest.mark.parametrize("r, recipe", [(1, "baseline"), (4, "baseline"), (4, "tbptt")])
+def test_compute_optimal_uses_each_models_flops_per_token(r, recipe):
     from loopscale.model.accounting import flops_per_token, paper_model, param_counts
 
     params = {"E": 1.57, "A": 28.0, "alpha": 0.20, "B": 916.0, "beta": 0.37, "phi": 0.46}
-    cfg = paper_model(16, r, variant)
+    cfg = paper_model(16, r, recipe)
     counts = param_counts(cfg)
     n_cost = counts.N_once + r * counts.N_rec
     f = flops_per_token(cfg) / n_cost  # exact FLOPs per cost-counted parameter (head, attention, bptt)

@@ -43,13 +43,13 @@ def test_fit_end_to_end_with_bootstrap_holdout_and_plot(tmp_path):
 
 def test_fit_groups_and_compare(tmp_path):
     table = pd.read_csv(FIXTURES / "looped_synthetic_small.csv")
-    both = pd.concat([table.assign(variant="base"), table.assign(variant="copy")])
+    both = pd.concat([table.assign(recipe="base"), table.assign(recipe="copy")])
     src = tmp_path / "runs.csv"
     both.to_csv(src, index=False)
-    res = loopscale("fit", src, "--group", "variant", "--bootstrap", 10, "--no-profile", "--out", tmp_path / "v.json")
+    res = loopscale("fit", src, "--group", "recipe", "--bootstrap", 10, "--no-profile", "--out", tmp_path / "v.json")
     assert res.returncode == 0, res.stderr
     a, b = tmp_path / "v.base.json", tmp_path / "v.copy.json"
-    assert json.loads(a.read_text())["group"] == {"column": "variant", "value": "base"}
+    assert json.loads(a.read_text())["group"] == {"column": "recipe", "value": "base"}
     cmp = loopscale("compare", a, b)
     assert cmp.returncode == 0, cmp.stderr
     assert "delta phi = B - A = +0" in cmp.stdout and "95% CI" in cmp.stdout

@@ -57,18 +57,18 @@ def test_out_through_a_symlink_writes_its_target_and_keeps_the_link(tmp_path):
 
 def test_group_values_that_name_one_file_are_refused_before_the_fit(tmp_path):
     raw = pd.read_csv(SMALL)
-    raw["variant"] = np.where((np.arange(len(raw)) // 4) % 2 == 0, "a/b", "a_b")  # every r in both groups
+    raw["recipe"] = np.where((np.arange(len(raw)) // 4) % 2 == 0, "a/b", "a_b")  # every r in both groups
     raw.to_csv(tmp_path / "t.csv", index=False)
-    res = fit(tmp_path / "t.csv", "--no-profile", "--group", "variant", "--out", tmp_path / "f.json", cwd=tmp_path)
+    res = fit(tmp_path / "t.csv", "--no-profile", "--group", "recipe", "--out", tmp_path / "f.json", cwd=tmp_path)
     assert res.returncode == 2 and "would both write" in res.stderr and "f.a_b.json" in res.stderr, res.stderr
     assert list(tmp_path.glob("f.*")) == []
 
 
 def test_a_row_without_a_group_value_is_one_line(tmp_path):
     raw = pd.read_csv(SMALL)
-    raw["variant"] = ["baseline"] * (len(raw) - 1) + [None]
+    raw["recipe"] = ["baseline"] * (len(raw) - 1) + [None]
     raw.to_csv(tmp_path / "t.csv", index=False)
-    res = fit(tmp_path / "t.csv", "--no-profile", "--group", "variant", cwd=tmp_path)
+    res = fit(tmp_path / "t.csv", "--no-profile", "--group", "recipe", cwd=tmp_path)
     assert res.returncode == 2 and res.stderr.count("\n") == 1 and "is empty in rows [55]" in res.stderr, res.stderr
 
 

@@ -18,7 +18,7 @@ TRUTH = {**S.TRUE_DENSE, "phi[baseline]": 0.46, "phi[tbptt]": 0.38}
 
 def merged(sweep):
     tables = [canonical_table(t, "looped-joint") for t in S.recipe_tables(sweep).values()]
-    return joint_table(tables, "variant")
+    return joint_table(tables, "recipe")
 
 
 def test_joint_table_keeps_each_shared_dense_run_once():
@@ -30,16 +30,16 @@ def test_joint_table_keeps_each_shared_dense_run_once():
     assert recipes == ("baseline", "tbptt")
     assert len(table) == len(sweep) == sum(len(t) for t in per_recipe.values()) - n_dense
     codes = table["_recipe_code"].to_numpy()
-    assert set(codes[(table["variant"] == "tbptt").to_numpy()]) == {1}
+    assert set(codes[(table["recipe"] == "tbptt").to_numpy()]) == {1}
     # the published shapes: 29 baseline cells x 4 r, 34 probe cells x 3 r, no probe r = 1
-    assert (table["r"] == 1).sum() == 29 and ((table["variant"] == "tbptt") & (table["r"] == 1)).sum() == 0
-    assert (table["variant"] == "tbptt").sum() == 34 * 3
+    assert (table["r"] == 1).sum() == 29 and ((table["recipe"] == "tbptt") & (table["r"] == 1)).sum() == 0
+    assert (table["recipe"] == "tbptt").sum() == 34 * 3
     with pytest.raises(ValueError, match="two or more recipes"):
-        joint_table([canonical_table(per_recipe["baseline"], "looped")], "variant")
+        joint_table([canonical_table(per_recipe["baseline"], "looped")], "recipe")
     with pytest.raises(ValueError, match="r = 1 runs"):
-        joint_table([canonical_table(sweep[sweep["r"] > 1], "looped")], "variant")
-    with pytest.raises(ValueError, match="'recipe' is not in table"):
-        joint_table([canonical_table(sweep, "looped")], "recipe")
+        joint_table([canonical_table(sweep[sweep["r"] > 1], "looped")], "recipe")
+    with pytest.raises(ValueError, match="'design' is not in table"):
+        joint_table([canonical_table(sweep, "looped")], "design")
 
 
 def test_noise_free_joint_fit_is_exact_and_reads_as_converged():
@@ -55,7 +55,7 @@ def test_noise_free_joint_fit_is_exact_and_reads_as_converged():
 
 def test_noise_free_single_recipe_fit_is_exact_and_reads_as_converged():
     sweep = S.recipe_sweep(seed=0, noise=0.0)
-    table = canonical_table(sweep[sweep["variant"] == "baseline"], "looped")
+    table = canonical_table(sweep[sweep["recipe"] == "baseline"], "looped")
     with np.errstate(all="ignore"):
         result = F.fit_table(table, "looped")
     assert result.objective < 1e-20 and not result.warnings
@@ -107,7 +107,7 @@ def test_fit_joint_cli_and_compare(tmp_path):
         t.to_csv(paths[-1], index=False)
     out = tmp_path / "joint.json"
     res = loopscale(
-        "fit", *paths, "--joint", "variant", "--bootstrap", 40, "--out", out, "--plot", tmp_path / "joint.png"
+        "fit", *paths, "--joint", "recipe", "--bootstrap", 40, "--out", out, "--plot", tmp_path / "joint.png"
     )
     assert res.returncode == 0, res.stderr
     assert "phi[tbptt]" in res.stdout and "shared-parameter check" in res.stdout
@@ -130,7 +130,7 @@ def test_fit_joint_cli_and_compare(tmp_path):
     # one table with both recipes gives the same fit as the two tables
     both = tmp_path / "all.csv"
     sweep.to_csv(both, index=False)
-    res = loopscale("fit", both, "--joint", "variant", "--no-profile", "--out", tmp_path / "one.json")
+    res = loopscale("fit", both, "--joint", "recipe", "--no-profile", "--out", tmp_path / "one.json")
     assert res.returncode == 0, res.stderr
     one = json.loads((tmp_path / "one.json").read_text())
     assert one["params"] == pytest.approx(d["params"], rel=1e-6)
@@ -143,7 +143,7 @@ def test_fit_joint_cli_bad_input(tmp_path):
     cases = [
         ([src, src], "several tables need --joint"),
         ([src, "--joint", "nope"], "--joint column 'nope'"),
-        ([src, "--joint", "variant", "--law", "chinchilla"], "--joint fits the looped law"),
+        ([src, "--joint", "recipe", "--law", "chinchilla"], "--joint fits the looped law"),
     ]
     for args, message in cases:
         res = loopscale("fit", *args, "--out", tmp_path / "o.json")

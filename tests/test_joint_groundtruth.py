@@ -14,9 +14,9 @@ N_BOOTSTRAP = 200
 
 def joint_fit_of(sweep, seed, n_bootstrap=N_BOOTSTRAP, profile=True):
     tables = [canonical_table(t, "looped") for t in S.recipe_tables(sweep).values()]
-    table, recipes = joint_table(tables, "variant")
+    table, recipes = joint_table(tables, "recipe")
     with np.errstate(all="ignore"):
-        return fit_joint(table, "variant", recipes, seed=seed, n_bootstrap=n_bootstrap, profile=profile)
+        return fit_joint(table, "recipe", recipes, seed=seed, n_bootstrap=n_bootstrap, profile=profile)
 
 
 @pytest.mark.slow

@@ -43,18 +43,18 @@ def kept_for_backward(model: torch.nn.Module, x: torch.Tensor) -> int:
     return sum(storages.values())
 
 
-def small_paper_model(size_d: int, r: int, variant: str):
+def small_paper_model(size_d: int, r: int, recipe: str):
     """The published layout (L_eff = 20, p = c = 2) at a CPU-sized width, T and vocabulary."""
-    return dataclasses.replace(paper_model(6, r, variant), d_model=size_d, head_dim=16, seq_len=32, vocab_size=300)
+    return dataclasses.replace(paper_model(6, r, recipe), d_model=size_d, head_dim=16, seq_len=32, vocab_size=300)
 
 
 @pytest.mark.parametrize("compile_mode", [False, "blocks"])
-@pytest.mark.parametrize("variant", ["baseline", "hyper"])
+@pytest.mark.parametrize("recipe", ["baseline", "hyper"])
 @pytest.mark.parametrize("d", [32, 64, 96])
-def test_activations_match_the_saved_tensors_within_15_percent(d, variant, compile_mode):
+def test_activations_match_the_saved_tensors_within_15_percent(d, recipe, compile_mode):
     """Compiled with Dynamo's aot_eager backend: the same forward / backward partition as Inductor's (measured
     equal per layer here) without code generation."""
-    cfg = small_paper_model(d, 4, variant)
+    cfg = small_paper_model(d, 4, recipe)
     model = LoopedTransformer(cfg)
     if compile_mode:
         compile_model(model, compile_mode, backend="aot_eager")
@@ -62,13 +62,13 @@ def test_activations_match_the_saved_tensors_within_15_percent(d, variant, compi
     kept_for_backward(model, x)  # the first call compiles
     measured = kept_for_backward(model, x)
     predicted = activation_bytes(cfg, 2, compile_mode)
-    print(f"d={d} {variant} compile={compile_mode}: measured {measured:,} predicted {predicted:,} bytes")
+    print(f"d={d} {recipe} compile={compile_mode}: measured {measured:,} predicted {predicted:,} bytes")
     assert predicted == pytest.approx(measured, rel=0.15)
 
 
-@pytest.mark.parametrize("variant", ["baseline", "tbptt", "hyper"])
-def test_weights_grads_and_optimizer_state_are_what_muonh_allocates(variant):
-    cfg = small_paper_model(32, 4, variant)
+@pytest.mark.parametrize("recipe", ["baseline", "tbptt", "hyper"])
+def test_weights_grads_and_optimizer_state_are_what_muonh_allocates(recipe):
+    cfg = small_paper_model(32, 4, recipe)
     model = LoopedTransformer(cfg)
     groups = [
         {"name": name, "params": params, "lr": 1e-3, "adamw": name != MATRIX}

@@ -57,9 +57,9 @@ def recurrent_inputs(model: LoopedTransformer, idx: torch.Tensor) -> list[torch.
 # ---------------------------------------------------------------------------------------------------- contract
 
 
-@pytest.mark.parametrize("variant", ["baseline", "tbptt", "hyper"])
-def test_forward_contract(variant):
-    cfg = tiny_model(4, variant, vocab_size=130)  # padded to 192
+@pytest.mark.parametrize("recipe", ["baseline", "tbptt", "hyper"])
+def test_forward_contract(recipe):
+    cfg = tiny_model(4, recipe, vocab_size=130)  # padded to 192
     model = build(cfg)
     idx = torch.randint(0, 130, (B, T))
     logits = model(idx)
@@ -91,7 +91,7 @@ def test_padded_vocabulary_rows_never_enter_the_softmax():
 
 def test_causal():
     """Changing token t leaves every logit before t unchanged (looped and hyper paths alike)."""
-    for cfg in (tiny_model(2), tiny_model(4, "hyper", hyper_dynamic=True)):
+    for cfg in (tiny_model(2), tiny_model(4, injection="hyper", hyper_dynamic=True)):
         model = build(cfg).eval()
         idx = batch()
         other = idx.clone()
@@ -344,7 +344,7 @@ def test_hyper_dynamic_equals_static_at_init():
     """The dynamic corrections are tanh(norm(lanes) @ W_dyn) with W_dyn = 0 at init: output unchanged.
     Once W_dyn moves, the outputs differ."""
     static = build(tiny_model(4, "hyper"))
-    dynamic = LoopedTransformer(tiny_model(4, "hyper", hyper_dynamic=True))
+    dynamic = LoopedTransformer(tiny_model(4, injection="hyper", hyper_dynamic=True))
     missing = dynamic.load_state_dict(static.state_dict(), strict=False).missing_keys
     assert sorted(missing) == ["injection.W_dyn", "injection.dyn_scale"]
     idx = batch()
@@ -357,7 +357,7 @@ def test_hyper_dynamic_equals_static_at_init():
 # ---------------------------------------------------------------------------------------------------- optimizer groups
 
 
-@pytest.mark.parametrize("kw", [dict(variant="hyper", hyper_dynamic=True), dict(tie_embeddings=True)])
+@pytest.mark.parametrize("kw", [dict(injection="hyper", hyper_dynamic=True), dict(tie_embeddings=True)])
 def test_param_groups(kw):
     model = build(tiny_model(4, **kw))
     groups = param_groups(model, weight_decay=0.1)

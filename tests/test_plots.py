@@ -30,7 +30,7 @@ def fit():
 
 @pytest.fixture(scope="module")
 def baseline(table, fit):
-    """The rows the baseline fit was made on (`loopscale fit --group variant`)."""
+    """The rows the baseline fit was made on (`loopscale fit --group recipe`)."""
     return plots.rows_for_fit(table, fit)
 
 
@@ -87,7 +87,7 @@ def test_collapse_three_panels_and_tightest_at_fitted_phi(table, baseline, fit, 
     assert has(texts, "phi = 0") and has(texts, "phi = 1")
     spread = {phi: plots.collapse_spread(table, fit, phi) for phi in (fit.params["phi"], 0.0, 1.0)}
     assert spread[fit.params["phi"]] < 0.5 * min(spread[0.0], spread[1.0])
-    # every run of the fitted variant (and only those) is drawn in every panel
+    # every run of the fitted recipe (and only those) is drawn in every panel
     assert sum(len(c.get_offsets()) for c in fig.axes[0].collections) == len(baseline) < len(table)
 
 
@@ -152,11 +152,11 @@ def test_joint_fit_figures(table, tmp_path):
     base = plots.recipe_fit(joint, "baseline")
     assert base.params["phi"] == joint.params["phi[baseline]"] and base.ci95["phi"] == joint.ci95["phi[baseline]"]
     rows = plots.rows_for_fit(table, base)
-    assert set(rows["variant"]) == {"baseline", "tbptt", "hyper"} and set(
-        rows.loc[rows["variant"] != "baseline", "r"]
+    assert set(rows["recipe"]) == {"baseline", "tbptt", "hyper"} and set(
+        rows.loc[rows["recipe"] != "baseline", "r"]
     ) == {1}
     # predictions of the joint fit use each row's recipe phi
-    tb = table[(table["variant"] == "tbptt") & (table["r"] > 1)]
+    tb = table[(table["recipe"] == "tbptt") & (table["r"] > 1)]
     np.testing.assert_allclose(
         plots.predicted_loss(tb, joint), plots.predicted_loss(tb, plots.recipe_fit(joint, "tbptt")), rtol=1e-12
     )
@@ -176,13 +176,13 @@ def test_residuals_without_free_fit_says_so(table, fit):
     assert has(texts, "no looped-free fit given")
 
 
-def test_delta_phi_across_variants(fit, tmp_path):
+def test_delta_phi_across_recipes(fit, tmp_path):
     fits = [fit, FIXTURE / "fit.tbptt.json", FIXTURE / "fit.hyper.json"]
     fig = plots.delta_phi(fits)
     assert_png(fig, tmp_path / "delta.png")
     texts = figure_text(fig)
     assert {
-        "phi by variant (95% CI)",
+        "phi by recipe (95% CI)",
         "delta-phi vs baseline (95% CI)",
         "phi - phi(baseline)",
         "baseline",
@@ -261,24 +261,24 @@ def test_load_fit_rejects_non_fit_json(tmp_path):
 
 
 def test_fixture_is_the_looped_law_table(table, baseline):
-    """The fixture table has the columns `collect` writes, three variants, budgets shaped like the
+    """The fixture table has the columns `collect` writes, three recipes, budgets shaped like the
     published sweep."""
     from loopscale.train.records import TABLE_COLUMNS
 
     raw = pd.read_csv(FIXTURE / "runs.csv")
     assert list(raw.columns) == TABLE_COLUMNS
-    assert table.groupby("variant").size().to_dict() == {"baseline": 72, "hyper": 72, "tbptt": 72}
+    assert table.groupby("recipe").size().to_dict() == {"baseline": 72, "hyper": 72, "tbptt": 72}
     assert sorted(baseline["r"].unique()) == [1, 2, 4, 8]
     assert baseline["C_budget"].nunique() == 6
 
 
 def test_rows_for_fit_follows_the_fit_group(table, fit):
     hyper = plots.load_fit(FIXTURE / "fit.hyper.json")
-    assert hyper.group == {"column": "variant", "value": "hyper"}
+    assert hyper.group == {"column": "recipe", "value": "hyper"}
     rows = plots.rows_for_fit(table, hyper)
-    assert set(rows["variant"]) == {"hyper"} and len(rows) == hyper.input["n_rows_used"]
-    with pytest.raises(ValueError, match="no column 'variant'"):
-        plots.rows_for_fit(table.drop(columns=["variant"]), hyper)
+    assert set(rows["recipe"]) == {"hyper"} and len(rows) == hyper.input["n_rows_used"]
+    with pytest.raises(ValueError, match="no column 'recipe'"):
+        plots.rows_for_fit(table.drop(columns=["recipe"]), hyper)
     ungrouped = plots.load_fit({**fit.to_json_dict(), "group": None})
     assert len(plots.rows_for_fit(table, ungrouped)) == len(table)
 

@@ -36,16 +36,16 @@ def loss(N_once: int, N_rec: int, r: int, D: int) -> float:
     return LAW["E"] + LAW["A"] * n_eff ** -LAW["alpha"] + LAW["B"] * D ** -LAW["beta"]
 
 
-def write_sweep(sweep_dir: Path, variant: str, rs) -> int:
+def write_sweep(sweep_dir: Path, recipe: str, rs) -> int:
     """One done run.json per (budget, size, r) of the grid above, as `loopscale-train` writes it."""
     n = 0
     for C, sizes in BUDGETS.items():
         for s in sizes:
             for r in rs:
-                cfg = paper_model(s, r, variant)
+                cfg = paper_model(s, r, recipe)
                 counts, F = param_counts(cfg), flops_per_token(cfg)
                 D, steps = tokens_for_budget(C, F, BATCH_TOKENS)
-                name = f"{variant}-r{r}-C{C:.3g}-s{s}"
+                name = f"{recipe}-r{r}-C{C:.3g}-s{s}"
                 write_json_atomic(
                     sweep_dir / name / RUN_FILE,
                     {
@@ -53,7 +53,7 @@ def write_sweep(sweep_dir: Path, variant: str, rs) -> int:
                         "run_name": name,
                         "identity": f"{n:016x}",  # what loopscale-train records (records.record_problem)
                         "r": r,
-                        "variant": cfg.variant,
+                        "recipe": cfg.recipe,
                         "N_once": counts.N_once,
                         "N_rec": counts.N_rec,
                         "N": counts.N,
@@ -95,7 +95,7 @@ def test_collect_dense_adds_the_baselines_r1_rows_and_the_fit_uses_them(sweeps, 
     assert len(dense) == N_CELLS and set(dense["dense_from"]) == {str(sweeps["baseline"])}
     assert set(dense["run_dir"].map(lambda p: Path(p).parent)) == {sweeps["baseline"]}
     assert table.loc[table["r"] > 1, "dense_from"].isna().all()
-    assert set(table.loc[table["r"] > 1, "variant"]) == {"tbptt"}
+    assert set(table.loc[table["r"] > 1, "recipe"]) == {"tbptt"}
     assert (table["dense_from"].notna() == (table["r"] == 1)).all()
 
     fit_json = tmp_path / "fit.json"

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from test_plots import FIXTURE  # noqa: F401  (the fixture table and fit, shared)
+from test_plots import FIXTURE, fit, table  # noqa: F401 (pytest fixtures)
 
 from loopscale import plots
 from loopscale.analysis import report
@@ -20,7 +20,7 @@ def test_write_report_law_cis_figures_and_runs(table, fit, tmp_path):
     text = out.read_text()
     assert text.startswith("# demo\n")
     assert "`L = E + A (N_once + r^phi N_rec)^-alpha + B D^-beta`" in text
-    assert "Fitted on the 72 runs with variant = baseline." in text
+    assert "Fitted on the 72 runs with recipe = baseline." in text
     for name, (lo, hi) in fit.ci95.items():
         row = f"| {name} | {report.fmt(fit.params[name])} | [{report.fmt(lo)}, {report.fmt(hi)}] |"
         assert row in text
@@ -34,7 +34,7 @@ def test_write_report_law_cis_figures_and_runs(table, fit, tmp_path):
     assert all((out.parent / link).is_file() and not Path(link).is_absolute() for _, link in links)
     assert f"{len(table)} finished runs; r in {{1, 2, 4, 8}}; 6 compute budgets" in text
     run_rows = [line for line in text.splitlines() if line.startswith(("| baseline |", "| hyper |"))]
-    assert len(run_rows) == 144  # the sweep's runs, every variant
+    assert len(run_rows) == 144  # the sweep's runs, every recipe
     assert "Failed or missing runs" not in text  # a bare table says nothing about missing runs
 
 
@@ -95,7 +95,7 @@ def make_sweep(root: Path, table: pd.DataFrame) -> Path:
 
 
 def test_cli_report_on_a_sweep_dir(table, tmp_path, capsys):
-    table = table[table["variant"] != "tbptt"]
+    table = table[table["recipe"] != "tbptt"]
     sweep = make_sweep(tmp_path, table)
     out = tmp_path / "out" / "report.md"
     rc = main(

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+from data_fixtures import small_packed  # noqa: F401 (pytest fixtures)
 
 from loopscale.data.corpus import DataError
 from loopscale.data.packed_reader import (

@@ -7,7 +7,7 @@ import signal
 
 import numpy as np
 import pytest
-from data_fixtures import OFFLINE_ENV, cache_entries, small_cfg  # noqa: F401
+from data_fixtures import OFFLINE_ENV, cache_entries, default_cfg, default_prepared, small_cfg  # noqa: F401 (pytest fixtures)
 from tokenizers import Tokenizer, models, pre_tokenizers
 from train_helpers import run_loopscale, run_python
 

@@ -16,13 +16,7 @@ from pathlib import Path
 
 import pytest
 from conftest import REPO_ROOT
-from slurm_cluster import (  # noqa: F401  (slurm_cluster is a fixture)
-    requeue,
-    run_cluster_sh,
-    submit,
-    wait_for_file,
-    wait_for_jobs,
-)
+from slurm_cluster import requeue, run_cluster_sh, slurm_cluster, submit, wait_for_file, wait_for_jobs  # noqa: F401 (pytest fixtures)
 from train_helpers import run_python
 
 from loopscale.config.dirs import config_dir

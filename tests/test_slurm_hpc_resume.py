@@ -14,13 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 from conftest import REPO_ROOT
-from slurm_cluster import (  # noqa: F401  (slurm_cluster is a fixture)
-    job_records,
-    start_when_pending,
-    submit,
-    wait_for_file,
-    wait_for_jobs,
-)
+from slurm_cluster import job_records, slurm_cluster, start_when_pending, submit, wait_for_file, wait_for_jobs  # noqa: F401 (pytest fixtures)
 from train_helpers import TINY, train_config
 
 from loopscale.data.shards import prepare

@@ -22,13 +22,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from conftest import REPO_ROOT
-from slurm_cluster import (  # noqa: F401  (fixtures)
-    job_records,
-    requeue,
-    submit,
-    wait_for_file,
-    wait_for_jobs,
-)
+from slurm_cluster import job_records, requeue, slurm_cluster, slurm_two_nodes, submit, wait_for_file, wait_for_jobs  # noqa: F401 (pytest fixtures)
 from train_helpers import TINY, run_loopscale, train_config
 
 from loopscale.data.shards import prepare

@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 
 import pytest
+from slurm_cluster import slurm_cluster  # noqa: F401 (pytest fixtures)
 from train_helpers import run_loopscale
 
 pytestmark = pytest.mark.slurm

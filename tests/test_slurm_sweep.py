@@ -18,7 +18,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from conftest import REPO_ROOT
-from slurm_cluster import job_records, requeue, wait_for_file, wait_for_jobs  # noqa: F401
+from slurm_cluster import job_records, requeue, slurm_cluster, wait_for_file, wait_for_jobs  # noqa: F401 (pytest fixtures)
 from train_helpers import run_loopscale, train_config
 
 from loopscale.data.shards import prepare

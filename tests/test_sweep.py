@@ -146,12 +146,12 @@ def test_multirun_expands_to_the_published_grid(experiment):
 
     looped = [cfg.model for cfg in cfgs if cfg.model.r > 1]
     if experiment == "isodepth_tbptt":
-        assert all(m.bptt_k == math.ceil(m.r / 2) and m.variant == "tbptt" for m in looped)
+        assert all(m.bptt_k == math.ceil(m.r / 2) and m.recipe == "tbptt" for m in looped)
     elif experiment == "isodepth_hyper":
-        assert all(m.injection == "hyper" and m.hyper_lanes == 2 and m.variant == "hyper" for m in looped)
+        assert all(m.injection == "hyper" and m.hyper_lanes == 2 and m.recipe == "hyper" for m in looped)
     else:
         injection = "concat" if experiment in PAPER else "linear"
-        assert all(m.injection == injection and m.variant == "baseline" for m in looped)
+        assert all(m.injection == injection and m.recipe == "baseline" for m in looped)
 
 
 @pytest.mark.parametrize("experiment", PAPER)
@@ -218,7 +218,7 @@ def test_first_step_of_each_experiment_trains(experiment, tmp_path, data_dir):
         assert record["status"] == "done" and record["step"] == record["steps"] == 1, record
         assert math.isfinite(record["L"])
         assert record["depth"] == cfg.model.l_eff and record["r"] == cfg.model.r
-        assert record["variant"] == (RECIPE[experiment] if cfg.model.r > 1 else "baseline") == cfg.model.variant
+        assert record["recipe"] == (RECIPE[experiment] if cfg.model.r > 1 else "baseline") == cfg.model.recipe
         if experiment == "isodepth_tbptt" and cfg.model.r > 1:
             assert record["bptt_k"] == math.ceil(cfg.model.r / 2)
         if experiment == "isodepth_hyper" and cfg.model.r > 1:

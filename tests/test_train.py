@@ -40,7 +40,7 @@ def test_tiny_run_learns_and_records_consistent_numbers(tmp_path, data_dir):
     assert record["vocab_padded"] == -(-record["vocab_size"] // 64) * 64 == record["embedding"] // record["width"]
     for key in (
         "r",
-        "variant",
+        "recipe",
         "seed",
         "git_commit",
         "versions",

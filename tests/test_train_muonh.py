@@ -11,6 +11,7 @@ from pathlib import Path
 import lightning as L
 import pytest
 import torch
+from slurm_cluster import slurm_cluster  # noqa: F401 (pytest fixtures)
 from torch.utils.data import DataLoader, IterableDataset
 from train_helpers import TINY, run_loopscale, train_config
 
@@ -113,7 +114,7 @@ class _GlobalBatchData(TokenDataModule):
 
 def one_process_reference(cfg, world: int = 2) -> float:
     """Val loss of `cfg` trained in one process on the global batches `world` ranks would see (the same
-    seeding order as loopscale.train.runner.fit_run, so the same initial weights)."""
+    seeding order as loopscale.train.runner.train_run, so the same initial weights)."""
     L.seed_everything(cfg.seed, workers=True, verbose=False)
     prepared = prepare(cfg.data, progress=False)
     cfg = with_vocab(cfg, prepared.vocab_size)

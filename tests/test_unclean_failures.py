@@ -37,7 +37,7 @@ def _sweep_with_runs(root: Path, n: int) -> Path:
         run = sweep / f"run{i:04d}"
         run.mkdir(parents=True)
         record = {col: 1.0 + i for col in TABLE_COLUMNS}
-        record.update(status="done", variant="baseline", run_name=run.name, injection=None, parent=None)
+        record.update(status="done", recipe="baseline", run_name=run.name, injection=None, parent=None)
         record.update(run_dir=str(run), identity=f"{i:016x}")
         (run / "run.json").write_text(json.dumps(record))
     return sweep

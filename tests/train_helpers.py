@@ -42,11 +42,11 @@ __all__ = [
 ]
 
 
-def tiny_model(r: int, variant: str = "baseline", d_model: int = 64, **overrides) -> ModelConfig:
+def tiny_model(r: int, recipe: str = "auto", d_model: int = 64, **overrides) -> ModelConfig:
     """The CPU grid (L_eff = 12, p = c = 2) shrunk to d = 64 with a 200-token vocabulary and T = 32, for
     building models fast in-process. `overrides` are any other ModelConfig fields. (Training runs through
     Hydra use the override list TINY instead.)"""
-    return cpu_model(d_model, r, variant, **{"vocab_size": 200, "seq_len": 32, **overrides})
+    return cpu_model(d_model, r, recipe, **{"vocab_size": 200, "seq_len": 32, **overrides})
 
 
 def run_python(

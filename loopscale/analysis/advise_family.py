@@ -44,7 +44,7 @@ class Family:
     width_step: int
     batch_tokens: int
     experiment: str | None = None
-    variant: str = "baseline"
+    recipe: str = "baseline"
     size_unit: int | None = None
     width_ceiling: float | None = None  # the search's largest width; default width_step x MAX_WIDTH_STEPS
 
@@ -86,7 +86,7 @@ class Family:
 
     def describe(self) -> dict:
         out = {"name": self.name, "width_step": self.width_step, "batch_tokens": self.batch_tokens}
-        return {**out, "experiment": self.experiment, "variant": self.variant, "r_values": list(self.r_values)}
+        return {**out, "experiment": self.experiment, "recipe": self.recipe, "r_values": list(self.r_values)}
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -114,7 +114,7 @@ def accounting_quantities(cfg) -> dict[str, float]:
     from loopscale.model.accounting import flops_per_token, param_counts
 
     counts = param_counts(cfg)
-    full = replace(cfg, recipe="baseline", bptt_k=None) if cfg.variant == "tbptt" else cfg
+    full = replace(cfg, recipe="baseline", bptt_k=None) if cfg.recipe == "tbptt" else cfg
     return {
         "N_once": counts.N_once,
         "N_rec": counts.N_rec,
@@ -124,9 +124,9 @@ def accounting_quantities(cfg) -> dict[str, float]:
 
 
 def experiment_family(
-    name: str, experiment: str, r_values: Sequence[int], variant: str = "baseline", overrides: Sequence[str] = ()
+    name: str, experiment: str, r_values: Sequence[int], recipe: str = "baseline", overrides: Sequence[str] = ()
 ) -> Family:
-    """The model `loopscale-train experiment=EXPERIMENT model.recipe=VARIANT OVERRIDES` trains, at every
+    """The model `loopscale-train experiment=EXPERIMENT model.recipe=RECIPE OVERRIDES` trains, at every
     width and each r in r_values (ValueError naming the r the layer plan does not allow)."""
     from hydra.errors import HydraException
     from omegaconf import OmegaConf
@@ -136,7 +136,7 @@ def experiment_family(
     from loopscale.config.model import ModelConfig
 
     try:
-        composed = compose([f"experiment={experiment}", f"model.recipe={variant}", *overrides])
+        composed = compose([f"experiment={experiment}", f"model.recipe={recipe}", *overrides])
         fields = OmegaConf.to_container(composed.model, resolve=True)
     except (HydraException, OmegaConfBaseException) as err:
         first = str(err).strip().splitlines()[0]
@@ -155,13 +155,13 @@ def experiment_family(
             lambda d, r=r: accounting_quantities(ModelConfig(**{**fields, "d_model": d, "r": r})), step
         )
     batch_tokens = int(composed.budget.batch_size) * int(fields["seq_len"])
-    return Family(name, polys, step, batch_tokens, experiment, variant, 64 if experiment == "isodepth" else None)
+    return Family(name, polys, step, batch_tokens, experiment, recipe, 64 if experiment == "isodepth" else None)
 
 
 def named_family(
     name: str,
     r_values: Sequence[int],
-    variant: str = "baseline",
+    recipe: str = "baseline",
     experiment: str | None = None,
     overrides: Sequence[str] = (),
 ) -> Family:
@@ -169,12 +169,12 @@ def named_family(
     if name == "custom":
         if not experiment:
             raise ValueError("--family custom needs --experiment NAME (a config under conf/experiment/)")
-        return experiment_family(name, experiment, r_values, variant, overrides)
+        return experiment_family(name, experiment, r_values, recipe, overrides)
     if name not in FAMILY_EXPERIMENTS:
         raise ValueError(f"unknown family {name!r}; choose from {', '.join([*FAMILY_EXPERIMENTS, 'custom'])}")
     if experiment or overrides:
         raise ValueError(f"--experiment and --override go with --family custom, not --family {name}")
-    return experiment_family(name, FAMILY_EXPERIMENTS[name], r_values, variant)
+    return experiment_family(name, FAMILY_EXPERIMENTS[name], r_values, recipe)
 
 
 def power_law_family(
@@ -220,12 +220,12 @@ def mismatches(family: Family, shapes: Sequence[Sequence[float]], tol: float = M
     return bad
 
 
-def fit_variant(fit) -> str:
-    """The recipe a fit was made for: its group's value when grouped by variant, else baseline."""
+def fit_recipe(fit) -> str:
+    """The recipe a fit was made for: its group's value when grouped by recipe, else baseline."""
     from loopscale.config.model import RECIPES
 
     group = fit.group or {}
-    value = str(group.get("value")) if group.get("column") == "variant" else "baseline"
+    value = str(group.get("value")) if group.get("column") == "recipe" else "baseline"
     return value if value in RECIPES else "baseline"
 
 
@@ -233,7 +233,7 @@ def resolve_family(
     shapes: Sequence[Sequence[float]] | None,
     r_values: Sequence[int],
     name: str = "auto",
-    variant: str = "baseline",
+    recipe: str = "baseline",
     experiment: str | None = None,
     overrides: Sequence[str] = (),
 ) -> tuple[Family, list[str]]:
@@ -244,9 +244,9 @@ def resolve_family(
     wanted = sorted({*map(int, r_values), *fitted_r})
     if name == "auto" and not shapes:
         note = "the fit records no model shapes (written before loopscale recorded them): assuming --family paper"
-        return named_family("paper", wanted, variant), [note]
+        return named_family("paper", wanted, recipe), [note]
     if name != "auto":
-        family = named_family(name, wanted, variant, experiment, overrides)
+        family = named_family(name, wanted, recipe, experiment, overrides)
         bad = mismatches(family, shapes) if shapes else []
         if bad:
             raise ValueError(f"--family {name} does not match the fit: its widths give no model with {bad[0]}")
@@ -254,7 +254,7 @@ def resolve_family(
     errors = []
     for candidate in FAMILY_EXPERIMENTS:
         try:
-            family = named_family(candidate, wanted, variant)
+            family = named_family(candidate, wanted, recipe)
         except ValueError as err:  # e.g. an r this family's depth cannot loop
             errors.append(err)
             continue
@@ -265,6 +265,6 @@ def resolve_family(
     first = shapes[0]
     raise ValueError(
         f"the fit's models (e.g. r = {int(first[0])}, N = {first[1] + first[2]:.4g}) match none of the families "
-        f"{', '.join(FAMILY_EXPERIMENTS)} ({variant}): pass --variant for a recipe probe's fit, or --family custom "
+        f"{', '.join(FAMILY_EXPERIMENTS)} ({recipe}): pass --recipe for a recipe probe's fit, or --family custom "
         "--experiment NAME"
     )

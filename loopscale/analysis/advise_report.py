@@ -27,7 +27,7 @@ from loopscale.analysis.advise import (
     snapped_optimum,
     width_domain,
 )
-from loopscale.analysis.advise_family import Family, fit_variant, resolve_family
+from loopscale.analysis.advise_family import Family, fit_recipe, resolve_family
 from loopscale.fit.result import FitResult, _jsonable, load_fit
 
 BASE = ("E", "A", "alpha", "B", "beta")
@@ -348,7 +348,6 @@ def advise_from_fit(
     r_values: Sequence[int] | None = None,
     family: str = "auto",
     table=None,
-    variant: str | None = None,
     experiment: str | None = None,
     overrides: Sequence[str] = (),
     recipe: str | None = None,
@@ -361,9 +360,8 @@ def advise_from_fit(
     fit = load_fit(fit)
     shapes = (fit.data or {}).get("shapes") or (data_summary(table)["shapes"] if table is not None else None)
     r_values = list(r_values) if r_values else default_r_values(fit, shapes)
-    if variant is None:
-        variant = (recipe or "baseline") if fit.law == "looped-joint" else fit_variant(fit)
-    fam, notes = resolve_family(shapes, r_values, family, variant, experiment, overrides)
+    family_recipe = recipe or ("baseline" if fit.law == "looped-joint" else fit_recipe(fit))
+    fam, notes = resolve_family(shapes, r_values, family, family_recipe, experiment, overrides)
     unseen = sorted(set(r_values) - {int(s[0]) for s in shapes}) if shapes else []
     if unseen:
         notes.append(

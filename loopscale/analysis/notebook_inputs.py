@@ -2,7 +2,7 @@
 
 After `make demo` the notebook shows the user's own result: runs/demo/runs.csv with its fit.json and
 fit_free.json. Without a demo it falls back to the test fixtures (a published-shaped synthetic sweep with
-three recipe variants and a joint fit), so it always runs. LOOPSCALE_TABLE, LOOPSCALE_FIT,
+three recipes and a joint fit), so it always runs. LOOPSCALE_TABLE, LOOPSCALE_FIT,
 LOOPSCALE_COMPARE (comma-separated fits), LOOPSCALE_FREE and LOOPSCALE_JOINT override any of them; an empty
 value turns an optional one off. LOOPSCALE_ADVISE_COMPUTE (FLOPs) and LOOPSCALE_ADVISE_MAX_PARAMS (unique
 parameters) set the budget of the advice section (default: the table's largest budget, no cap).

@@ -30,14 +30,14 @@ LAW_TEXT = {
     "looped-joint": "L = E + A (N_once + r^phi_g N_rec)^-alpha + B D^-beta   (g: the run's recipe)",
 }
 # Runs-table columns shown in the report, in order (those the table has).
-RUN_COLUMNS = ("variant", "r", "width", "C_budget", "C", "N_once", "N_rec", "N", "D", "L", "steps", "seed")
+RUN_COLUMNS = ("recipe", "r", "width", "C_budget", "C", "N_once", "N_rec", "N", "D", "L", "steps", "seed")
 CAPTIONS = {
     "iso_flop": "iso-FLOP curves: loss vs N at each budget, one colour per r; lines are the fitted law.",
     "collapse": "Collapse: L - B D^-beta vs N_eff at the fitted phi, phi = 0 and phi = 1. All r on one "
     "curve at the fitted phi is the visual test of the law.",
     "phi_profile": "The objective profiled in phi with its 95% interval, and the bootstrap replicates of phi.",
     "residuals": "Residuals log L - log L_hat by r and by budget; free multipliers k_r against r^phi.",
-    "delta_phi": "phi across recipe variants, and its difference from the first, with 95% intervals.",
+    "delta_phi": "phi across recipes, and its difference from the first, with 95% intervals.",
     "compute_optimal": "Compute-optimal N* and D* vs C for each r (lines), with the best run at each budget.",
 }
 

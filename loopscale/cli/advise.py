@@ -43,9 +43,11 @@ def register(subparsers) -> None:
     p.add_argument("--experiment", default=None, help="--family custom: the experiment whose model is the family")
     p.add_argument("--override", action="append", default=[], help="--family custom: a Hydra override (repeatable)")
     p.add_argument(
-        "--variant", default=None, help="recipe of the family: baseline | tbptt | hyper (default: the fit's)"
+        "--recipe",
+        default=None,
+        help="the recipe to advise on: the family's (baseline | tbptt | hyper) and, for a looped-joint fit, whose phi "
+        "to use (default: the fit's; a joint fit's reference)",
     )
-    p.add_argument("--recipe", default=None, help="looped-joint fit: the recipe whose phi to use (default: reference)")
     p.add_argument("--level", type=float, default=0.95, help="interval level (default 0.95)")
     p.add_argument("--json", default=None, metavar="PATH", help="write the advice as JSON")
     p.add_argument("--plot", default=None, metavar="PATH", help="write the figure as PNG")
@@ -96,7 +98,7 @@ def run(args: argparse.Namespace) -> int:
         fit = load_fit(args.fit)
         cons = Constraints(args.compute, args.max_unique_params, args.max_inference_flops, args.inference_tokens)
         advice = advise_from_fit(
-            fit, cons, args.r, args.family, None, args.variant, args.experiment, args.override, args.recipe, args.level
+            fit, cons, args.r, args.family, None, args.experiment, args.override, args.recipe, args.level
         )
     except ValueError as err:
         raise UsageError(str(err)) from err
@@ -140,7 +142,7 @@ def render(advice) -> list[str]:
     ) + (f", lifetime cost with {cons['inference_tokens']:.3g} tokens served" if cons["inference_tokens"] else "")
     lines = [
         f"advice for C = {cons['compute_flops']:.3g} FLOPs, unique-parameter cap {cap}{serving}; family {fam['name']} "
-        f"({fam['variant']}, widths in steps of {fam['width_step']}); fit {record['fit']['law']}",
+        f"({fam['recipe']}, widths in steps of {fam['width_step']}); fit {record['fit']['law']}",
         f"{'':1} {'r':>2} {'d_model':>7} {'N_unique':>9} {'N_eff':>9} {'D tokens':>9} {'D/N':>6} {'L':>7} "
         f"{'L interval':>18} {'N_unique interval':>20} {'D interval':>20} {'best':>5} binding",
     ]

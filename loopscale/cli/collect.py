@@ -11,7 +11,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "collect",
         help="gather a sweep's run.json records into runs.csv / runs.parquet",
-        description="One row per finished run (columns r, N_once, N_rec, N, D, C, L, variant, "
+        description="One row per finished run (columns r, N_once, N_rec, N, D, C, L, recipe, "
         "F, width, ...) and a list of runs that are missing, failed or diverged.",
     )
     p.add_argument("sweep_dir", type=Path)

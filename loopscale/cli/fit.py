@@ -3,8 +3,8 @@
 fit      fit a law to a runs table; prints (parameter, estimate, 95% CI), writes a FitResult JSON
          (`--out`; with `--group COL` one file per group, `NAME.<group>.json`) and, with `--plot`,
          a predicted-vs-observed figure (`loopscale.plots.plot_fit`).
-         `fit runs.csv runs_tbptt.csv ... --joint variant` fits one joint law over the recipes in
-         column `variant` (shared E, A, alpha, B, beta; one phi per recipe; the r = 1 runs shared and
+         `fit runs.csv runs_tbptt.csv ... --joint recipe` fits one joint law over the recipes in
+         column `recipe` (shared E, A, alpha, B, beta; one phi per recipe; the r = 1 runs shared and
          kept once), with delta-phi tests and the shared-parameter check (`loopscale.fit.joint`).
 compare  delta = B - A of a parameter (default phi) of two fit JSONs, CI from their bootstraps;
          given a joint fit, its delta-phi (bootstrap, profile, LR test) next to the separate fits'.
@@ -34,11 +34,11 @@ def register(subparsers) -> None:
         "tables", nargs="+", metavar="table", help="runs table (CSV, .parquet or .jsonl); several only with --joint"
     )
     p.add_argument("--law", default="looped", choices=["looped", "chinchilla", "looped-free"])
-    p.add_argument("--group", metavar="COL", help="fit each value of COL (e.g. variant) separately")
+    p.add_argument("--group", metavar="COL", help="fit each value of COL (e.g. recipe) separately")
     p.add_argument(
         "--joint",
         metavar="COL",
-        help="one joint fit over the recipes in COL (e.g. variant): shared dense parameters, "
+        help="one joint fit over the recipes in COL (e.g. recipe): shared dense parameters, "
         "one phi per recipe, delta-phi vs the first recipe (looped law)",
     )
     p.add_argument("--bootstrap", type=int, default=0, metavar="N", help="bootstrap replicates")

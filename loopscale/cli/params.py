@@ -41,7 +41,12 @@ def register(subparsers) -> None:
     p.add_argument("--size", type=int, default=None, help="paper preset: s, with d_model = 64*s rounded up to 128")
     p.add_argument("--d-model", type=int, default=None, help="cpu preset: width (default 128)")
     p.add_argument("--r", type=int, default=1, help="recurrence count (default 1)")
-    p.add_argument("--variant", default="baseline", help="baseline | tbptt | hyper (default baseline)")
+    p.add_argument(
+        "--recipe",
+        default="auto",
+        help="baseline | tbptt | hyper, or a name of your own for a design set by other options (default: the "
+        "recipe the options describe)",
+    )
     p.add_argument("--bptt-k", type=int, default=None, help="truncated backprop: passes with gradient")
     p.add_argument("--injection", default=None, help="linear | additive | passthrough | hyper")
     p.add_argument("--hyper-lanes", type=int, default=None, help="K, lanes for injection=hyper")
@@ -62,11 +67,11 @@ def build_config(args: argparse.Namespace):
     if args.preset == "paper":
         if args.d_model is not None:
             raise ValueError("--d-model applies to --preset cpu; the paper preset sets d_model from --size")
-        cfg = paper_model(6 if args.size is None else args.size, args.r, args.variant)
+        cfg = paper_model(6 if args.size is None else args.size, args.r, args.recipe)
         return dataclasses.replace(cfg, **overrides)  # validates the result again
     if args.size is not None:
         raise ValueError("--size applies to --preset paper; use --d-model with --preset cpu")
-    return cpu_model(128 if args.d_model is None else args.d_model, args.r, args.variant, **overrides)
+    return cpu_model(128 if args.d_model is None else args.d_model, args.r, args.recipe, **overrides)
 
 
 def run(args: argparse.Namespace) -> int:

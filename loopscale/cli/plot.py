@@ -50,7 +50,7 @@ def _figure_options(p: argparse.ArgumentParser) -> None:
         nargs="+",
         default=[],
         metavar="FIT.json",
-        help="fits of other recipe variants, for the delta-phi figure",
+        help="fits of other recipes, for the delta-phi figure",
     )
     p.add_argument("--free", default=None, metavar="FREE.json", help="a looped-free fit, for the k_r vs r^phi panel")
     p.add_argument("--dpi", type=int, default=110, help="PNG resolution (default 110)")

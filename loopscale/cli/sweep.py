@@ -63,7 +63,7 @@ def _print_table(rows: list[dict]) -> None:
     columns = (
         "run_name",
         "r",
-        "variant",
+        "recipe",
         "d_model",
         "N_once",
         "N_rec",
@@ -75,13 +75,13 @@ def _print_table(rows: list[dict]) -> None:
         "GPU h",
     )
     for col in columns:
-        table.add_column(col, justify="left" if col in ("run_name", "variant") else "right")
+        table.add_column(col, justify="left" if col in ("run_name", "recipe") else "right")
     for row in rows:
         # batch: world x device batch x accumulation (sequences per optimizer step)
         table.add_row(
             row["run_name"],
             str(row["r"]),
-            row["variant"],
+            row["recipe"],
             str(row["d_model"]),
             f"{row['N_once']:,}",
             f"{row['N_rec']:,}",

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from loopscale.config.checks import check_choice, check_positive
+from loopscale.config.naming import check_name
 
 INJECTIONS = ("linear", "additive", "passthrough", "hyper", "concat")
 LOOPED_INJECTIONS = ("linear", "concat", "additive", "passthrough")  # what injection="auto" may pick for r > 1
@@ -90,10 +91,15 @@ class ModelConfig:
     dense_layout: str = "same"
     # Sweep conveniences, resolved in __post_init__ so the model code only sees concrete values:
     depth: Optional[int] = None  # target L_eff; when set, n_rec = (depth - p - c) / r (iso-depth)
-    recipe: str = "baseline"  # baseline | tbptt (bptt_k = ceil(r/2)) | hyper (K lanes) — applied when r > 1
+    # The design's label, in run names, runs tables, joint fits and figures: a published recipe, whose conventions
+    # are applied when r > 1 — baseline (the looped injection, full backprop), tbptt (bptt_k = ceil(r/2)),
+    # hyper (K lanes) — or a name of your own for a design the other fields define (e.g. my_additive).
+    # auto: the published recipe the fields describe, else a name made from them (e.g. additive, hyper-dynamic)
+    recipe: str = "auto"
 
     def __post_init__(self) -> None:
-        check_choice("recipe", self.recipe, RECIPES)
+        if self.recipe != "auto":
+            check_name("recipe", self.recipe)
         check_choice("init", self.init, INITS)
         check_choice("looped_injection", self.looped_injection, LOOPED_INJECTIONS)
         check_choice("dense_layout", self.dense_layout, DENSE_LAYOUTS)
@@ -143,6 +149,9 @@ class ModelConfig:
             raise ValueError("hyper_dynamic=True needs injection='hyper'")
         if self.logit_softcap is not None:
             check_positive("logit_softcap", self.logit_softcap)
+        if self.recipe == "auto":
+            self.recipe = recipe_of_fields(self) or design_name(self) if self.r > 1 else "baseline"
+        check_recipe_label(self)
 
     @property
     def n_head(self) -> int:
@@ -157,11 +166,39 @@ class ModelConfig:
         """Layer passes per token: p + k * r + c."""
         return self.n_prelude + self.n_rec * self.r + self.n_coda
 
-    @property
-    def variant(self) -> str:
-        """Recipe name used in run names and the runs table: baseline | tbptt | hyper."""
-        if self.injection == "hyper":
-            return "hyper"
-        if self.bptt_k is not None and self.bptt_k < self.r:
-            return "tbptt"
-        return "baseline"
+
+def recipe_of_fields(cfg: ModelConfig) -> str:
+    """The published recipe the model's fields describe at r > 1: hyper (hyper-connection lanes), tbptt
+    (truncated backprop, a published injection), baseline (a published injection, full backprop), or '' for
+    a design of its own (another injection, or dynamic lanes)."""
+    if cfg.injection == "hyper":
+        return "" if cfg.hyper_dynamic else "hyper"
+    if cfg.injection not in ("linear", "concat"):
+        return ""
+    return "tbptt" if cfg.bptt_k is not None and cfg.bptt_k < cfg.r else "baseline"
+
+
+def design_name(cfg: ModelConfig) -> str:
+    """The label recipe=auto gives a design of its own: its injection, then what sets it apart."""
+    parts = [cfg.injection]
+    if cfg.bptt_k is not None and cfg.bptt_k < cfg.r:
+        parts.append(f"bptt{cfg.bptt_k}")
+    if cfg.hyper_dynamic:
+        parts.append("dynamic")
+    return "-".join(parts)
+
+
+def check_recipe_label(cfg: ModelConfig) -> None:
+    """A published recipe's name must describe the model (at r > 1; at r = 1 every recipe is the same dense
+    model): otherwise a design set up by its fields alone would be labelled, tabled and fitted as that recipe.
+    A name of your own is always accepted."""
+    if cfg.r == 1 or cfg.recipe not in RECIPES:
+        return
+    described = recipe_of_fields(cfg)
+    if described != cfg.recipe:
+        what = f"the '{described}' recipe" if described else "a design of its own"
+        raise ValueError(
+            f"model.recipe={cfg.recipe!r}, but the model's fields (injection={cfg.injection!r}, bptt_k={cfg.bptt_k}, "
+            f"r={cfg.r}, hyper_dynamic={cfg.hyper_dynamic}) describe {what}: set model.recipe="
+            f"{described or '<a name for your design>'} (a name of your own labels it in run names, tables and fits)"
+        )

@@ -81,6 +81,17 @@ def parse_fork_point(point: str) -> tuple[list[float], int]:
     return budgets, width
 
 
+def recipe_label(model: Any) -> str:
+    """`${ls.recipe:${model}}`: the recipe label the model node resolves to (model.recipe, or for recipe=auto
+    the published recipe its fields describe, else a name made from them; loopscale/config/model.py)."""
+    from omegaconf import OmegaConf
+
+    from loopscale.config.model import ModelConfig
+
+    fields = OmegaConf.to_container(model, resolve=True) if OmegaConf.is_config(model) else dict(model)
+    return ModelConfig(**fields).recipe
+
+
 def register_resolvers() -> None:
     """OmegaConf resolvers used by loopscale/conf/*.yaml (`${ls.point_flops:${point}}` etc.)."""
     from omegaconf import OmegaConf
@@ -91,6 +102,7 @@ def register_resolvers() -> None:
         ("ls.budget_tag", budget_tag),
         ("ls.ceil_half", lambda r: -(-int(r) // 2)),
         ("ls.seed_tag", seed_tag),
+        ("ls.recipe", recipe_label),
         ("ls.safe_name", _safe_name),
         ("ls.fork_flops", lambda p: parse_fork_point(p)[0]),  # loopscale/conf/grid/cpu_wsd.yaml
         ("ls.fork_width", lambda p: parse_fork_point(p)[1]),

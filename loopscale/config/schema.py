@@ -334,6 +334,7 @@ def register_configs() -> None:
     # default r = 1; put "auto" back so a sweep over r resolves it per run (in OmegaConf.to_object).
     schema = OmegaConf.structured(TrainConfig)
     schema.model.injection = "auto"
+    schema.model.recipe = "auto"
     cs.store(name="train_schema", node=schema)
     for group, node in (
         ("model", ModelConfig),

@@ -160,7 +160,7 @@ def recipe_phi(table: pd.DataFrame, params: dict, column: str) -> np.ndarray:
 def compare_param(a: FitResult, b: FitResult, name: str = "phi", level: float = 0.95, seed: int = 0) -> dict[str, Any]:
     """delta = b.name - a.name with a percentile CI from the two fits' bootstrap replicates.
 
-    The fits are of different data (e.g. recipe variants), so their replicates are independent;
+    The fits are of different data (e.g. recipes), so their replicates are independent;
     delta replicates pair them at random (the shorter set sets the count).
     """
     for label, f in (("first", a), ("second", b)):

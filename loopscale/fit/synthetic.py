@@ -61,15 +61,15 @@ PROBE_R = (2, 4, 8)
 
 
 def isodepth_grid(
-    sizes: Mapping[float, tuple[int, ...]], r_values=BASELINE_R, variant: str = "baseline"
+    sizes: Mapping[float, tuple[int, ...]], r_values=BASELINE_R, recipe: str = "baseline"
 ) -> pd.DataFrame:
     """One row per (budget, size, r) with the columns `loopscale collect` writes for the law
-    (r, N_once, N_rec, N, D, C, F, C_budget, width, size, variant, run_name); no loss yet."""
+    (r, N_once, N_rec, N, D, C, F, C_budget, width, size, recipe, run_name); no loss yet."""
     rows = []
     for budget, size_list in sizes.items():
         for size in size_list:
             for r in r_values:
-                cfg = paper_model(size, r, variant if r > 1 else "baseline")
+                cfg = paper_model(size, r, recipe if r > 1 else "baseline")
                 counts = param_counts(cfg)
                 F = flops_per_token(cfg)
                 D, steps = tokens_for_budget(budget, F, BATCH_TOKENS)
@@ -86,8 +86,8 @@ def isodepth_grid(
                         "steps": steps,
                         "width": cfg.d_model,
                         "size": size,
-                        "variant": variant,
-                        "run_name": f"{variant}_C{budget:.3g}_s{size}_r{r}",
+                        "recipe": recipe,
+                        "run_name": f"{recipe}_C{budget:.3g}_s{size}_r{r}",
                     }
                 )
     return pd.DataFrame(rows)
@@ -110,7 +110,7 @@ def recipe_sweep(
     dense: Mapping[str, float] | None = None,
     dense_by_recipe: Mapping[str, Mapping[str, float]] | None = None,
 ) -> pd.DataFrame:
-    """The baseline grid plus one probe grid per other recipe, in one table with a `variant` column.
+    """The baseline grid plus one probe grid per other recipe, in one table with a `recipe` column.
 
     phi: recipe -> phi_g (default baseline 0.46, tbptt 0.38); the first recipe is the baseline,
     trained at r in {1, 2, 4, 8} on `BASELINE_SIZES`; every other recipe at r in {2, 4, 8} on
@@ -126,7 +126,7 @@ def recipe_sweep(
     table = pd.concat(parts, ignore_index=True)
     L = np.empty(len(table))
     for g in recipes:
-        rows = (table["variant"] == g).to_numpy()
+        rows = (table["recipe"] == g).to_numpy()
         params = {**dense, **(dense_by_recipe or {}).get(g, {})} if g != recipes[0] else dense
         L[rows] = law_loss(table[rows], params, phi[g])
     rng = np.random.default_rng(seed)
@@ -135,7 +135,7 @@ def recipe_sweep(
     return table
 
 
-def recipe_tables(sweep: pd.DataFrame, column: str = "variant") -> dict[str, pd.DataFrame]:
+def recipe_tables(sweep: pd.DataFrame, column: str = "recipe") -> dict[str, pd.DataFrame]:
     """One runs table per recipe as a probe's collect writes it: the recipe's own runs plus the
     baseline's r = 1 runs (the same dense runs repeated in every table)."""
     dense = sweep[sweep["r"] == 1]

@@ -1,7 +1,7 @@
 """Reading and validating a runs table, with column mapping for tables written by other tools.
 
 Canonical columns (the names `loopscale collect` writes): ``r``, ``N_once``, ``N_rec``, ``N``,
-``D`` (tokens), ``C`` (training FLOPs), ``L`` (loss); optional ``variant``, ``width``, ``seed``,
+``D`` (tokens), ``C`` (training FLOPs), ``L`` (loss); optional ``recipe``, ``width``, ``seed``,
 ``run_dir`` and anything else are kept as they are. `ColumnMap` renames external columns to these
 (e.g. ``N="Model Size", C="Training FLOP", L="loss"``). When there is no D column, D = C / (6 N)
 for the chinchilla law and D = C / (6 (N_once + r N_rec)) for the looped laws (the training cost of
@@ -66,6 +66,8 @@ def read_table(path) -> pd.DataFrame:
         )
     if len(table) == 0:
         raise ValueError(f"{path} has no rows (only a header)")
+    if "variant" in table.columns and "recipe" not in table.columns:
+        table = table.rename(columns={"variant": "recipe"})  # runs tables before 0.2 named the recipe `variant`
     return table
 
 

@@ -117,7 +117,7 @@ def describe(job: Job, limits=None) -> dict[str, Any]:
         "sweep": cfg.sweep,
         "point": cfg.point,
         "r": cfg.model.r,
-        "variant": cfg.model.variant,
+        "recipe": cfg.model.recipe,
         "d_model": cfg.model.d_model,
         "N_once": plan.N_once,
         "N_rec": plan.N_rec,

@@ -47,8 +47,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from loopscale.config.checks import check_choice
-from loopscale.config.model import RECIPES, ModelConfig
+from loopscale.config.model import ModelConfig
 from loopscale.config.naming import paper_width  # noqa: F401 (re-exported)
 
 # The presets come from the configs training composes: the shape from loopscale/conf/model/<preset>.yaml, the
@@ -214,13 +213,6 @@ def tokens_for_budget(compute_flops: float, flops_per_token: float, batch_tokens
 # presets
 
 
-def _recipe(variant: str) -> str:
-    """The variant name is ModelConfig's recipe: baseline (the looped injection for r > 1, passthrough at
-    r = 1), tbptt (bptt_k = ceil(r / 2)) or hyper (K = 2 lanes for r > 1)."""
-    check_choice("variant", variant, RECIPES)
-    return variant
-
-
 def _shipped_config(group: str, name: str) -> dict:
     """The fields of loopscale/conf/<group>/<name>.yaml, the file `<group>=<name>` composes for training."""
     from omegaconf import OmegaConf
@@ -244,19 +236,19 @@ def model_preset(name: str, data: str, **fields) -> ModelConfig:
     return ModelConfig(**{**_shipped_config("model", name), "vocab_size": data_vocab(data), **fields})
 
 
-def paper_model(size: int, r: int, variant: str = "baseline") -> ModelConfig:
+def paper_model(size: int, r: int, recipe: str = "baseline") -> ModelConfig:
     """The published model at size s (loopscale/conf/model/paper.yaml) with d = 64 * s rounded up to a
     multiple of 128 and the published vocabulary: L_eff = 20, r = 1 a plain 0-20-0 stack, r > 1
     2 + 16/r x r + 2 with the concat injection."""
     if size < 1:
         raise ValueError(f"size={size!r} must be >= 1")
-    return model_preset("paper", PAPER_DATA, d_model=paper_width(size), r=r, recipe=_recipe(variant))
+    return model_preset("paper", PAPER_DATA, d_model=paper_width(size), r=r, recipe=recipe)
 
 
-def cpu_model(d_model: int = 128, r: int = 1, variant: str = "baseline", **overrides) -> ModelConfig:
+def cpu_model(d_model: int = 128, r: int = 1, recipe: str = "auto", **overrides) -> ModelConfig:
     """The CPU model (loopscale/conf/model/cpu.yaml: L_eff = 12, p = c = 2, k = 8 / r) at this width with
     the default corpus's vocabulary. `overrides` are any other ModelConfig fields."""
-    return model_preset("cpu", CPU_DATA, **{"d_model": d_model, "r": r, "recipe": _recipe(variant), **overrides})
+    return model_preset("cpu", CPU_DATA, **{"d_model": d_model, "r": r, "recipe": recipe, **overrides})
 
 
 def accounting_report(cfg: ModelConfig) -> dict:
@@ -280,7 +272,7 @@ def accounting_report(cfg: ModelConfig) -> dict:
         "hyper_lanes": cfg.hyper_lanes if cfg.injection == "hyper" else None,
         "hyper_dynamic": cfg.hyper_dynamic,
         "bptt_k": cfg.bptt_k,
-        "variant": cfg.variant,
+        "recipe": cfg.recipe,
         "tie_embeddings": cfg.tie_embeddings,
         "logit_softcap": cfg.logit_softcap,
         "init": cfg.init,

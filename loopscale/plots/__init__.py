@@ -14,7 +14,7 @@ Figures (each function returns a matplotlib Figure; `save_all` writes them as PN
     phi_profile      the objective profiled in phi with its interval; bootstrap histogram of phi
     residuals        log L - log L_hat by r and by budget; free multipliers k_r against r^phi
                      (and `predicted_vs_observed`, the figure `loopscale fit --plot` writes)
-    delta_phi        phi per recipe variant and its difference from the first, with 95% intervals
+    delta_phi        phi per recipe and its difference from the first, with 95% intervals
                      (for a joint fit, `joint_delta_phi`: the joint delta-phi next to the separate fits')
     compute_optimal  N* and D* vs C for each r, with the best run at each budget
     advice_figure    `loopscale advise`: loss vs unique parameters at a budget per r, constraints, the choice

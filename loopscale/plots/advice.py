@@ -40,7 +40,7 @@ def advice_figure(advice) -> Figure:
     cons, family = record["constraints"], record["family"]
     n_reps = record["best"]["n_replicates"]
     band = f"bands: {record['level']:.0%} of {n_reps} bootstrap replicates" if n_reps else "no bootstrap replicates"
-    where = f"family {family['name']} ({family['variant']})"
+    where = f"family {family['name']} ({family['recipe']})"
     fig.suptitle(f"predicted loss at C = {cons['compute_flops']:.3g} FLOPs, {where}; {band}", fontsize=10)
     return fig
 

@@ -56,7 +56,7 @@ def as_looped_table(table: pd.DataFrame, source: str = "runs table") -> pd.DataF
 
 
 def fit_label(fit: FitResult, default: str = "fit") -> str:
-    """A short name for a fit: its group value (`loopscale fit --group variant` fits one variant per
+    """A short name for a fit: its group value (`loopscale fit --group recipe` fits one recipe per
     file), else `default`."""
     group = fit.group or {}
     return str(group["value"]) if group.get("value") is not None else default
@@ -64,7 +64,7 @@ def fit_label(fit: FitResult, default: str = "fit") -> str:
 
 def rows_for_fit(table: pd.DataFrame, fit: FitResult) -> pd.DataFrame:
     """The rows a fit was made on: with `--group COL` a fit covers the rows where COL equals its
-    value, so a sweep's whole table can be drawn against one variant's fit."""
+    value, so a sweep's whole table can be drawn against one recipe's fit."""
     group = fit.group or {}
     col = group.get("column")
     if col is None:
@@ -91,7 +91,7 @@ def predicted_loss(table: pd.DataFrame, fit: FitResult) -> np.ndarray:
     A joint fit takes each row's phi from its recipe (`fit_result.recipe_phi`)."""
     cols = {c: table[c].to_numpy(dtype=float) for c in LAW_INPUTS if c in table}
     if fit.law == "looped-joint":
-        phi = recipe_phi(table, fit.params, (fit.joint or {}).get("column", "variant"))
+        phi = recipe_phi(table, fit.params, (fit.joint or {}).get("column", "recipe"))
         p = fit.params
         n = n_eff(cols["N_once"], cols["N_rec"], cols["r"], phi)  # phi per row
         return p["E"] + p["A"] * n ** -p["alpha"] + p["B"] * cols["D"] ** -p["beta"]

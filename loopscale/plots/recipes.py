@@ -1,4 +1,4 @@
-"""Figures that compare recipe variants: phi and delta-phi across separate fits (`delta_phi`), and a
+"""Figures that compare recipes: phi and delta-phi across separate fits (`delta_phi`), and a
 joint fit's recipes (`joint_delta_phi`, with `recipe_fit`: one recipe's view of a joint fit as a
 looped-law fit, which every single-fit figure then draws as is)."""
 
@@ -17,10 +17,10 @@ from .layout import explain_empty, panel_grid
 
 
 def delta_phi(fits) -> Figure:
-    """phi per recipe variant with its 95% CI, and phi - phi_first with a bootstrap CI.
+    """phi per recipe with its 95% CI, and phi - phi_first with a bootstrap CI.
 
     `fits`: a mapping label -> fit (FitResult, dict or path), or a sequence of fits (labelled by
-    their variant). The first is the reference (the baseline recipe).
+    their recipe). The first is the reference (the baseline recipe).
     """
     named = _named_fits(fits)
     if len(named) < 1:
@@ -34,9 +34,9 @@ def delta_phi(fits) -> Figure:
         yerr = None if ci is None else [[phi - ci[0]], [ci[1] - phi]]
         ax_v.errorbar([x], [phi], yerr=yerr, fmt="o", capsize=4, color=f"C{x % 10}")
     ax_v.set_xticks(xs, labels)
-    ax_v.set_xlabel("variant")
+    ax_v.set_xlabel("recipe")
     ax_v.set_ylabel("phi")
-    ax_v.set_title("phi by variant (95% CI)")
+    ax_v.set_title("phi by recipe (95% CI)")
     base_label, base = labels[0], named[labels[0]]
     others = labels[1:]
     if others:
@@ -48,11 +48,11 @@ def delta_phi(fits) -> Figure:
         ax_d.axhline(0, color="black", lw=0.8)
         ax_d.set_xticks(range(len(others)), others)
     else:
-        explain_empty(ax_d, "one fit only: pass the other variants' fits to compare")
-    ax_d.set_xlabel("variant")
+        explain_empty(ax_d, "one fit only: pass the other recipes' fits to compare")
+    ax_d.set_xlabel("recipe")
     ax_d.set_ylabel(f"phi - phi({base_label})")
     ax_d.set_title(f"delta-phi vs {base_label} (95% CI)")
-    fig.suptitle("recurrence-equivalence exponent across recipe variants")
+    fig.suptitle("recurrence-equivalence exponent across recipes")
     return fig
 
 

@@ -32,7 +32,7 @@ from loopscale.train.identity import IdentityMismatch
 
 # planning and the run itself live below this entry point; re-exported here, where callers always found them
 from loopscale.train.plan import run_dir_of, to_train_config  # noqa: F401
-from loopscale.train.runner import fit_run, launching_rank, run_dir_lock, running_elsewhere, write_record_or_log
+from loopscale.train.runner import launching_rank, run_dir_lock, running_elsewhere, train_run, write_record_or_log
 
 log = logging.getLogger("loopscale.train.entry")
 
@@ -88,7 +88,7 @@ def run_training(cfg: DictConfig | TrainConfig) -> dict[str, Any]:
                 record = read_record(run_dir)
                 log.info("run %s already finished (L=%.4f): nothing to do", run_dir, record["L"])
                 return record
-            return fit_run(cfg, run_dir)
+            return train_run(cfg, run_dir)
     except RunLocked as err:
         return running_elsewhere(err, run_dir)
 

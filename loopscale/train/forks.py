@@ -44,7 +44,7 @@ from loopscale.train.plan import (
     run_dir_of,
 )
 from loopscale.train.records import PARENT_FILE, RUN_FILE, is_finished, read_record, read_record_or_none
-from loopscale.train.runner import fit_run, launching_rank, run_dir_lock, running_elsewhere
+from loopscale.train.runner import launching_rank, run_dir_lock, running_elsewhere, train_run
 
 log = logging.getLogger("loopscale.train.forks")
 
@@ -122,7 +122,7 @@ def _run_branches(cfg: TrainConfig, plan: ForkPlan, wanted: list[Branch], parent
         except IdentityMismatch as err:  # another config's branch: not touched, not ours to report as done
             log.error("branch %s: %s", branch_dir, err)
             first_error = first_error or err
-        except Exception as err:  # recorded in the branch's run.json by fit_run; the other branches go on
+        except Exception as err:  # recorded in the branch's run.json by train_run; the other branches go on
             log.error("branch %s failed: %s", branch_dir, err)
             first_error = first_error or err
             records.append(read_record_or_none(branch_dir / RUN_FILE))
@@ -166,7 +166,7 @@ def _train_parent(cfg: TrainConfig, plan: ForkPlan, parent_cfg: TrainConfig, par
         "C_forked": plan.C_forked,
     }
     with run_dir_lock(parent_dir):
-        return fit_run(
+        return train_run(
             parent_cfg,
             parent_dir,
             fork_steps=plan.fork_steps,
@@ -192,4 +192,4 @@ def _run_branch(cfg: TrainConfig, plan: ForkPlan, branch: Branch, parent_dir: Pa
         start = _fork_ckpt(parent_dir, branch)
         log.info("branch %s: from %s, cooldown steps %d..%d", branch_dir, start.name, branch.fork_step, branch.steps)
         extra = {"parent": str(parent_dir), "fork_step": branch.fork_step, "role": "branch"}
-        return fit_run(branch_cfg, branch_dir, start_ckpt=start, extra_record=extra)
+        return train_run(branch_cfg, branch_dir, start_ckpt=start, extra_record=extra)

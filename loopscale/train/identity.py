@@ -242,7 +242,7 @@ def claim(
 
 def data_identity(data: DataConfig, seq_len: int, progress: bool = True) -> dict[str, str] | None:
     """{identity.DATA_FIELD: content hash} of the data a run of this config reads (prepared / packed as
-    training will, cached), or None when it cannot be opened: the run then fails in fit_run, which records
+    training will, cached), or None when it cannot be opened: the run then fails in train_run, which records
     why."""
     from loopscale.data.run_data import open_run_data
 

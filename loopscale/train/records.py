@@ -28,7 +28,7 @@ TABLE_COLUMNS = [
     "D",
     "C",
     "L",
-    "variant",
+    "recipe",
     "F",
     "width",
     "depth",
@@ -115,7 +115,7 @@ NUMERIC_OPTIONAL = (
     "tokens_per_s",
     "wall_time_s",
 )
-TEXT_COLUMNS = ("variant", "injection", "parent", "run_name")
+TEXT_COLUMNS = ("recipe", "injection", "parent", "run_name")
 RUN_MARKERS = (RUN_FILE, PARENT_FILE)  # and .hydra/config.yaml, checkpoints/last.ckpt (find_run_dirs)
 
 
@@ -225,11 +225,11 @@ def collect(sweep_dir: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]
 
 
 def duplicate_points(rows: list[dict[str, Any]]) -> list[str]:
-    """Rows whose point of the law and loss repeat another row's exactly (variant, r, N_once, N_rec, D, L):
+    """Rows whose point of the law and loss repeat another row's exactly (recipe, r, N_once, N_rec, D, L):
     counted twice they narrow every interval. One line per repeated point, naming its runs."""
     groups: dict[tuple, list[str]] = {}
     for row in rows:
-        key = tuple(row.get(c) for c in ("variant", "r", "N_once", "N_rec", "D", "L"))
+        key = tuple(row.get(c) for c in ("recipe", "r", "N_once", "N_rec", "D", "L"))
         groups.setdefault(key, []).append(str(row.get("run_dir")))
     return [
         f"r={key[1]} N_once={key[2]} N_rec={key[3]} D={key[4]} L={key[5]} appears {len(dirs)} times: {', '.join(dirs)}"
@@ -239,10 +239,10 @@ def duplicate_points(rows: list[dict[str, Any]]) -> list[str]:
 
 
 def runs_table(rows: list[dict[str, Any]]):
-    """The runs table the fitter reads: TABLE_COLUMNS in order, sorted by variant, r, C, N."""
+    """The runs table the fitter reads: TABLE_COLUMNS in order, sorted by recipe, r, C, N."""
     import pandas as pd
 
-    return pd.DataFrame(rows, columns=TABLE_COLUMNS).sort_values(["variant", "r", "C", "N"], kind="stable")
+    return pd.DataFrame(rows, columns=TABLE_COLUMNS).sort_values(["recipe", "r", "C", "N"], kind="stable")
 
 
 def write_runs_table(table, problems: list[dict[str, Any]], out: Path) -> Path:

@@ -1,4 +1,4 @@
-"""Train one run in its run dir and write its record: `fit_run` (Lightning fit, resuming from
+"""Train one run in its run dir and write its record: `train_run` (Lightning fit, resuming from
 checkpoints/last.ckpt, final validation, run.json), and the run dir's lock. Below both entry points: plain
 runs (loopscale/train/entry.py) and forked runs' parents and branches (loopscale/train/forks.py) train through here.
 """
@@ -35,7 +35,6 @@ def _base_record(cfg: TrainConfig, plan: RunPlan, run_dir: Path) -> dict[str, An
         "run_dir": str(run_dir),
         "point": cfg.point,
         "r": m.r,
-        "variant": m.variant,
         "recipe": m.recipe,
         "width": m.d_model,
         "depth": m.l_eff,
@@ -76,7 +75,7 @@ def _print_plan(cfg: TrainConfig, plan: RunPlan, run_dir: Path) -> None:
         "N=%s | F=%.4g FLOPs/token | D=%s tokens = %d steps x %d tokens | C=%.4g FLOPs | dir %s",
         cfg.run_name,
         m.r,
-        m.variant,
+        m.recipe,
         m.injection,
         m.bptt_k,
         m.d_model,
@@ -211,7 +210,7 @@ def run_dir_lock(run_dir: Path):
     return RunLock(run_dir) if launching_rank() else contextlib.nullcontext()
 
 
-def fit_run(cfg: TrainConfig, run_dir: Path, **kwargs) -> dict[str, Any]:
+def train_run(cfg: TrainConfig, run_dir: Path, **kwargs) -> dict[str, Any]:
     """Train `cfg` in `run_dir` and write its record (keyword arguments: `_fit_run`'s). Ctrl-C and SIGTERM
     stop it at once with a record saying "interrupted" / "terminated" (signals.py)."""
     with training_signals():
