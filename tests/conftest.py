@@ -1,17 +1,26 @@
-"""Shared test setup. Tests run on CPU with small shapes; nothing here reaches a network."""
+"""Shared test setup. Tests run on CPU with small shapes; nothing here reaches a network.
+
+Three tiers, one folder each (the folder marks every test in it: `-m unit`, `-m integration`, `-m system`):
+- tests/unit/: one module's behaviour in this process, no prepared corpus, no child process
+  (`make test-unit`, under 3 minutes);
+- tests/integration/: the stages together in this process: the prepared corpus, training runs through
+  run_training, the `loopscale` command through `loopscale.cli.main(argv)` (the `cli` fixture);
+- tests/system/: the programs as a user or a scheduler runs them: child processes, signals, the SLURM test
+  cluster, the wheel, DDP over processes, and one smoke run of each command.
+`slow` marks the long checks of any tier (`make test-slow`); the default suite (`make test`) is the rest.
+
+Shared fixtures and helpers live in the package tests/support/ (on sys.path through pytest's `pythonpath`
+setting in pyproject.toml). Its plugin modules below provide the fixtures; tests import only helpers.
+"""
 
 import os
-import sys
 from pathlib import Path
 
 import pytest
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-FIXTURES = REPO_ROOT / "tests" / "fixtures"
-CHINCHILLA = FIXTURES / "chinchilla_svg_extracted.csv"  # Hoffmann et al. points, provenance in fixtures/README.md
+from support.paths import REPO_ROOT
 
-# tests/ on sys.path so test modules can import helper modules that live beside them.
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+pytest_plugins = ["support.corpus", "support.slurm", "support.fit_fixtures"]
 
 # No test may reach the HF hub or W&B servers.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -19,6 +28,17 @@ os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("WANDB_MODE", "offline")
 os.environ.setdefault("WANDB_SILENT", "true")
 os.environ.setdefault("MPLBACKEND", "Agg")
+
+TIERS = ("unit", "integration", "system")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Every test gets the marker of its tier, the folder it lives in."""
+    tests = REPO_ROOT / "tests"
+    for item in items:
+        path = Path(item.path)
+        if path.is_relative_to(tests) and path.relative_to(tests).parts[0] in TIERS:
+            item.add_marker(path.relative_to(tests).parts[0])
 
 
 @pytest.fixture(scope="session")
@@ -33,9 +53,3 @@ def submitit_dir(tmp_path_factory) -> Path:
     folder = tmp_path_factory.mktemp("submitit")
     os.environ.setdefault("LOOPSCALE_SUBMITIT_DIR", str(folder))
     return folder
-
-
-@pytest.fixture(scope="session")
-def data_dir(tmp_path_factory) -> Path:
-    """One data cache for the whole session: the default corpus is tokenized once and reused."""
-    return tmp_path_factory.mktemp("data_cache")

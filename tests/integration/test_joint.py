@@ -1,0 +1,155 @@
+"""The joint law over recipes: merging recipe tables, exact recovery, the shared-parameter check,
+the profile ends, and `loopscale fit --joint` / `compare` end to end."""
+
+import json
+
+import numpy as np
+import pytest
+
+from loopscale.fit import fit_table as F
+from loopscale.fit import synthetic as S
+from loopscale.fit.joint import joint_data, joint_table, separate_fits, shared_parameter_check
+from loopscale.fit.laws import make_law
+from loopscale.fit.tables import canonical_table
+from support.procs import run_loopscale
+
+TRUTH = {**S.TRUE_DENSE, "phi[baseline]": 0.46, "phi[tbptt]": 0.38}
+
+
+def merged(sweep):
+    tables = [canonical_table(t, "looped-joint") for t in S.recipe_tables(sweep).values()]
+    return joint_table(tables, "recipe")
+
+
+def test_joint_table_keeps_each_shared_dense_run_once():
+    sweep = S.recipe_sweep(seed=0)
+    per_recipe = S.recipe_tables(sweep)
+    n_dense = int((sweep["r"] == 1).sum())
+    assert all(int((t["r"] == 1).sum()) == n_dense for t in per_recipe.values())
+    table, recipes = merged(sweep)
+    assert recipes == ("baseline", "tbptt")
+    assert len(table) == len(sweep) == sum(len(t) for t in per_recipe.values()) - n_dense
+    codes = table["_recipe_code"].to_numpy()
+    assert set(codes[(table["recipe"] == "tbptt").to_numpy()]) == {1}
+    # the published shapes: 29 baseline cells x 4 r, 34 probe cells x 3 r, no probe r = 1
+    assert (table["r"] == 1).sum() == 29 and ((table["recipe"] == "tbptt") & (table["r"] == 1)).sum() == 0
+    assert (table["recipe"] == "tbptt").sum() == 34 * 3
+    with pytest.raises(ValueError, match="two or more recipes"):
+        joint_table([canonical_table(per_recipe["baseline"], "looped")], "recipe")
+    with pytest.raises(ValueError, match="r = 1 runs"):
+        joint_table([canonical_table(sweep[sweep["r"] > 1], "looped")], "recipe")
+    with pytest.raises(ValueError, match="'design' is not in table"):
+        joint_table([canonical_table(sweep, "looped")], "design")
+
+
+def test_noise_free_joint_fit_is_exact_and_reads_as_converged():
+    table, recipes = merged(S.recipe_sweep(seed=0, noise=0.0))
+    with np.errstate(all="ignore"):
+        result, _ = F.fit_law(joint_data(table), make_law("looped-joint", recipes=recipes))
+    assert result.objective < 1e-20
+    assert result.n_best_basin >= 0.5 * result.n_refined
+    assert not [w for w in result.warnings if "refined starts" in w]
+    for name, value in TRUTH.items():
+        assert result.params[name] == pytest.approx(value, rel=1e-9), name
+
+
+def test_noise_free_single_recipe_fit_is_exact_and_reads_as_converged():
+    sweep = S.recipe_sweep(seed=0, noise=0.0)
+    table = canonical_table(sweep[sweep["recipe"] == "baseline"], "looped")
+    with np.errstate(all="ignore"):
+        result = F.fit_table(table, "looped")
+    assert result.objective < 1e-20 and not result.warnings
+    for name in S.TRUE_DENSE:
+        assert result.params[name] == pytest.approx(S.TRUE_DENSE[name], rel=1e-9), name
+    assert result.params["phi"] == pytest.approx(0.46, rel=1e-9)
+
+
+def test_profile_ends_are_roots_of_the_threshold_crossing():
+    table, recipes = merged(S.recipe_sweep(seed=5))
+    with np.errstate(all="ignore"):
+        _, state = F.fit_law(joint_data(table), make_law("looped-joint", recipes=recipes))
+        prof = F.profile_param(state, "dphi[tbptt]")
+        lo, hi = prof["interval"]
+        excess = [
+            F.profile_values(state, "dphi[tbptt]", [x])[0].objective - state.best.objective - prof["threshold"]
+            for x in (lo, hi)
+        ]
+    assert lo < state.best.theta[6] < hi
+    # on a 0.05 grid, linear interpolation would miss the crossing by far more than this
+    assert np.abs(excess).max() < 1e-3 * prof["threshold"]
+    grid = np.array(prof["x"])
+    assert not np.any(np.isclose(grid, lo)) and not np.any(np.isclose(grid, hi))
+
+
+def test_shared_parameter_check_flags_recipes_with_different_dense_models():
+    shared = S.recipe_sweep(seed=2)
+    apart = S.recipe_sweep(seed=2, dense_by_recipe={"tbptt": {"alpha": 0.26, "A": 45.0, "E": 1.50}})
+    p = {}
+    for name, sweep in (("shared", shared), ("apart", apart)):
+        table, recipes = merged(sweep)
+        with np.errstate(all="ignore"):
+            _, state = F.fit_law(joint_data(table), make_law("looped-joint", recipes=recipes))
+            sep = separate_fits(table, recipes, F.Loss())
+            p[name] = shared_parameter_check(state, table, sep)["p_value"]
+    assert p["apart"] < 1e-3
+    assert p["shared"] > 0.05
+
+
+def loopscale(*args, cwd=None):
+    return run_loopscale(args, cwd=cwd)
+
+
+def test_fit_joint_cli_and_compare(tmp_path):
+    sweep = S.recipe_sweep(seed=4)
+    paths = []
+    for g, t in S.recipe_tables(sweep).items():
+        paths.append(tmp_path / f"runs_{g}.csv")
+        t.to_csv(paths[-1], index=False)
+    out = tmp_path / "joint.json"
+    res = loopscale(
+        "fit", *paths, "--joint", "recipe", "--bootstrap", 40, "--out", out, "--plot", tmp_path / "joint.png"
+    )
+    assert res.returncode == 0, res.stderr
+    assert "phi[tbptt]" in res.stdout and "shared-parameter check" in res.stdout
+    d = json.loads(out.read_text())
+    assert d["law"] == "looped-joint"
+    assert set(d["params"]) == {"E", "A", "alpha", "B", "beta", "phi[baseline]", "phi[tbptt]"}
+    assert d["input"]["n_duplicate_rows_dropped"] == 29 and d["input"]["n_rows_used"] == len(sweep)
+    assert [t["columns"]["L"] for t in d["input"]["tables"]] == ["L", "L"]
+    delta = d["joint"]["delta_phi"]["tbptt"]
+    lo, hi = delta["bootstrap_ci"]
+    assert lo < delta["estimate"] < hi and len(d["bootstrap"]["params"]["delta_phi[tbptt]"]) == 40
+    assert delta["profile_interval"][0] < delta["estimate"] < delta["profile_interval"][1]
+    assert 0 <= delta["lr_test"]["p_value"] <= 1 and delta["separate"]["ci"] is not None
+    assert d["joint"]["shared_check"]["df"] == 5
+    assert (tmp_path / "joint.png").stat().st_size > 1000
+    cmp = loopscale("compare", out)
+    assert cmp.returncode == 0, cmp.stderr
+    assert "joint bootstrap 95% CI" in cmp.stdout and "separate fits: delta phi" in cmp.stdout
+    assert "LR test of delta phi = 0" in cmp.stdout
+    # one table with both recipes gives the same fit as the two tables
+    both = tmp_path / "all.csv"
+    sweep.to_csv(both, index=False)
+    res = loopscale("fit", both, "--joint", "recipe", "--no-profile", "--out", tmp_path / "one.json")
+    assert res.returncode == 0, res.stderr
+    one = json.loads((tmp_path / "one.json").read_text())
+    assert one["params"] == pytest.approx(d["params"], rel=1e-6)
+
+
+def test_fit_joint_cli_bad_input(tmp_path):
+    sweep = S.recipe_sweep(seed=0)
+    src = tmp_path / "runs.csv"
+    sweep.to_csv(src, index=False)
+    cases = [
+        ([src, src], "several tables need --joint"),
+        ([src, "--joint", "nope"], "--joint column 'nope'"),
+        ([src, "--joint", "recipe", "--law", "chinchilla"], "--joint fits the looped law"),
+    ]
+    for args, message in cases:
+        res = loopscale("fit", *args, "--out", tmp_path / "o.json")
+        assert res.returncode == 2 and message in res.stderr, (args, res.stderr)
+        assert not (tmp_path / "o.json").exists()
+    single = tmp_path / "single.json"
+    loopscale("fit", src, "--no-profile", "--out", single)
+    res = loopscale("compare", single)
+    assert res.returncode == 2 and "not a joint fit" in res.stderr

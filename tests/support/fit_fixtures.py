@@ -1,0 +1,28 @@
+"""The committed fit fixture (tests/fixtures/plots: a looped-law runs table and REAL fits of it, made by
+make_fixture.py), as fixtures for the figure, report and notebook tests (a pytest plugin: tests/conftest.py
+registers it). Module-scoped: every test module reads its own copy."""
+
+from __future__ import annotations
+
+import pytest
+
+from loopscale import plots
+from support.paths import FIXTURES
+
+PLOTS_FIXTURE = FIXTURES / "plots"
+
+
+@pytest.fixture(scope="module")
+def table():
+    return plots.read_table(PLOTS_FIXTURE / "runs.csv")
+
+
+@pytest.fixture(scope="module")
+def fit():
+    return plots.load_fit(PLOTS_FIXTURE / "fit.baseline.json")
+
+
+@pytest.fixture(scope="module")
+def baseline(table, fit):
+    """The rows the baseline fit was made on (`loopscale fit --group recipe`)."""
+    return plots.rows_for_fit(table, fit)

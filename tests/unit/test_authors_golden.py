@@ -1,0 +1,188 @@
+"""The published recipe, number for number against the authors' released code (fixtures in tests/fixtures/authors/,
+made by make_authors_fixtures.py from their commit; provenance in each file and in its README).
+
+Golden models: the authors' initial weights load into loopscale's LoopedTransformer through an explicit name map;
+loopscale must reproduce their logits over the true vocabulary, their loss, and every parameter after 3 steps of
+MuonH + AdamW built by loopscale's own optimizer path (LoopedLM.configure_optimizers, one MuonH sphere per
+q, k, v matrix). Published grids: every point's step count, F and peak lrs equal the authors'.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+
+import pytest
+import torch
+
+from loopscale.config.model import ModelConfig
+from loopscale.config.schema import OptimConfig, TrainerConfig, with_vocab
+from loopscale.data.packing import PackStats, pack_rows_cropped
+from loopscale.launch.sweep import expand
+from loopscale.train.lightning_module import LoopedLM, StepAccounting
+from loopscale.train.optim.lr_transfer import lrs_for
+from loopscale.train.plan import plan_run
+from support.paths import FIXTURES
+
+AUTHORS = FIXTURES / "authors"
+CASES = ["plain_r1", "concat_r2", "tbptt_r4", "hyper_r2"]
+INJECTIONS = {"passthrough": "passthrough", "inject_init_prelude": "concat", "hyperconnect": "hyper"}
+
+# the authors' parameter names -> loopscale's, applied in order
+NAME_MAP = [
+    (r"^transformer\.wte\.", "embed."),
+    (r"^transformer\.recur\.", "recurrent."),
+    (r"^transformer\.(prelude|coda)\.", r"\1."),
+    (r"\.n1\.", ".attn_norm."),
+    (r"\.n3\.", ".mlp_norm."),
+    (r"\.attn\.c_(q|k|v)\.", r".attn.\1."),
+    (r"\.attn\.c_proj\.", ".attn.proj."),
+    (r"\.mlp\.c_fc\.", ".mlp.fc."),
+    (r"\.mlp\.c_proj\.", ".mlp.proj."),
+    (r"^inject\.weight$", "injection.weight"),
+    (r"^lane_alpha$", "injection.alpha"),
+    (r"^lane_mixing$", "injection.M"),
+    (r"^lane_beta$", "injection.beta"),
+    (r"^norm_emb\.", "embed_norm."),
+    (r"^norm_recur\.", "pass_norm."),
+    (r"^norm_final\.", "final_norm."),
+]
+
+
+def loopscale_name(authors_name: str) -> str:
+    name = authors_name
+    for pattern, replacement in NAME_MAP:
+        name = re.sub(pattern, replacement, name)
+    return name
+
+
+def load_case(name: str) -> dict:
+    return torch.load(AUTHORS / f"golden_{name}.pt", weights_only=True)
+
+
+def model_config(case: dict) -> ModelConfig:
+    c = case["config"]
+    return ModelConfig(
+        vocab_size=c["vocab"],
+        d_model=c["width"],
+        head_dim=c["width"] // c["heads"],
+        n_prelude=c["p"],
+        n_rec=c["k"],
+        n_coda=c["c"],
+        r=c["r"],
+        injection=INJECTIONS[c["injection"]],
+        bptt_k=None if c["bptt_k"] == c["r"] else c["bptt_k"],
+        hyper_lanes=2,
+        seq_len=c["T"],
+        logit_softcap=15.0,
+        init="paper",
+        precision="published",  # their RoPE tables are bf16 values even in fp32
+    )
+
+
+def loopscale_module(case: dict) -> LoopedLM:
+    """loopscale's LightningModule with the authors' initial weights, and its optimizer at the fixture's lrs."""
+    lrs = case["lrs"]
+    optim = OptimConfig(
+        optimizer="muonh",
+        lr=lrs["matrix"],
+        lr_head=lrs["head"],
+        lr_embedding=lrs["embedding"],
+        lr_norm=lrs["norm"],
+        lr_hyper=lrs["hyper"],
+        transfer="none",
+        weight_decay=0.0,
+        beta1=0.8,
+        beta2=0.95,
+        eps=1e-10,
+        warmup_frac=0.0,
+        grad_clip=0.0,
+        ortho_dtype="fp32",
+    )
+    module = LoopedLM(model_config(case), optim, TrainerConfig(), StepAccounting(10, 32, 1.0))
+    weights = {loopscale_name(k): v for k, v in case["initial"].items()}
+    assert weights.keys() == module.model.state_dict().keys()
+    module.model.load_state_dict(weights, strict=True)
+    return module
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_logits_loss_and_three_steps_equal_the_authors(name):
+    case = load_case(name)
+    module = loopscale_module(case)
+    model = module.model
+    with torch.no_grad():
+        logits = model(case["idx"])
+        loss = model(case["idx"], case["targets"])
+    assert logits.shape == case["logits"].shape  # the true vocabulary (250), not the padded 256
+    assert (logits - case["logits"]).abs().max() <= 1e-4
+    assert abs(loss.item() - case["loss"].item()) <= 1e-5
+    optimizer = module.configure_optimizers()["optimizer"]
+    for x, y in case["batches"]:
+        model(x, y).backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+    after = model.state_dict()
+    for authors_name, want in case["after"].items():
+        got, start = after[loopscale_name(authors_name)], case["initial"][authors_name]
+        update = (want - start).norm()
+        assert update > 0, authors_name
+        assert (got - want).norm() <= 1e-3 * update, (authors_name, ((got - want).norm() / update).item())
+
+
+def test_q_k_v_are_held_on_their_own_spheres():
+    """MuonH keeps each of q, k and v at its own initial Frobenius norm (one fused matrix would hold only the
+    sum of their squares)."""
+    module = loopscale_module(load_case("concat_r2"))
+    model = module.model
+    attn = model.recurrent[0].attn
+    norms = [w.norm().item() for w in (attn.q.weight, attn.k.weight, attn.v.weight)]
+    optimizer = module.configure_optimizers()["optimizer"]
+    for x, y in load_case("concat_r2")["batches"]:
+        model(x, y).backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+    for w, norm in zip((attn.q.weight, attn.k.weight, attn.v.weight), norms):
+        assert w.norm().item() == pytest.approx(norm, rel=1e-5)
+
+
+def test_published_packing_equals_the_authors():
+    """`--packing published`: the same full rows, in the same order, as the published packer on 400 documents."""
+    case = json.loads((AUTHORS / "packing.json").read_text())
+    stats = PackStats()
+    docs = [d[1:] for d in case["documents"]]  # the fixture's documents start with their BOS
+    rows = [row.tolist() for row in pack_rows_cropped(docs, case["row_len"], case["bos"], case["buffer_docs"], stats)]
+    assert rows == case["rows"]
+    assert stats.n_rows == len(rows) and stats.n_pad == 0 and stats.n_tokens == len(rows) * case["row_len"]
+    assert stats.n_input == sum(len(d) for d in case["documents"]) and 0.5 < stats.kept_share < 1
+
+
+# ---------------------------------------------------------------------------------------------------- the grids
+
+EXPERIMENTS = {"baseline": "isodepth", "tbptt": "isodepth_tbptt", "hyper": "isodepth_hyper"}
+
+
+def test_every_published_grid_point_equals_the_authors():
+    """All 116 + 102 + 90 points: the same (recipe, r, budget, size) set, the step count equal, F within 0.1%
+    (equal here), and every group's peak lr equal within 1e-6 relative."""
+    want = {
+        (p["recipe"], p["r"], p["C"], p["d_model"]): p
+        for p in json.loads((AUTHORS / "published_grid.json").read_text())["points"]
+    }
+    got = {}
+    for recipe, experiment in EXPERIMENTS.items():
+        for job in expand([f"experiment={experiment}"]):
+            cfg = with_vocab(job.cfg, job.cfg.data.vocab_size)  # what training sets once the data is open
+            got[(recipe, cfg.model.r, cfg.budget.compute_flops, cfg.model.d_model)] = cfg
+    assert len(want) == 308 and got.keys() == want.keys()
+    for key, cfg in got.items():
+        point = want[key]
+        plan = plan_run(cfg)
+        assert plan.steps == point["steps"], key
+        assert math.isclose(plan.F, point["F"], rel_tol=1e-3) and plan.F == point["F"], key
+        assert plan.D_target == point["target_tokens"], key
+        lrs = lrs_for(cfg.model, plan.batch_tokens, plan.D_target, cfg.optim)
+        assert lrs.keys() == point["lrs"].keys(), key
+        for group, lr in point["lrs"].items():
+            assert math.isclose(lrs[group], lr, rel_tol=1e-6), (key, group, lrs[group], lr)

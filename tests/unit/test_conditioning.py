@@ -1,0 +1,93 @@
+"""loopscale/analysis/conditioning.py: the numbers that say whether a fitted phi is a measurement."""
+
+from __future__ import annotations
+
+import copy
+
+import pandas as pd
+import pytest
+
+from loopscale.analysis.conditioning import DEMO_TARGETS, check, conditioning, isoflop_minima
+from loopscale.analysis.notebook_inputs import diagnostics_inputs
+from loopscale.plots import load_fit, read_table
+from support.paths import FIXTURES
+
+PLOTS = FIXTURES / "plots"
+
+
+def _iso_table(losses: dict[tuple[float, int], float]) -> pd.DataFrame:
+    return pd.DataFrame([{"r": 1, "C": C, "C_budget": C, "width": w, "L": L} for (C, w), L in losses.items()])
+
+
+def test_isoflop_minimum_inside_or_at_the_edge():
+    table = _iso_table(
+        {
+            (1e11, 16): 3.80,
+            (1e11, 24): 3.82,
+            (1e11, 32): 3.91,  # minimum at the smallest width
+            (2e11, 16): 3.72,
+            (2e11, 24): 3.69,
+            (2e11, 32): 3.72,  # minimum inside
+            (4e11, 24): 3.60,
+            (4e11, 32): 3.59,
+        }
+    )  # two widths: never inside
+    minima = {m["budget"]: m for m in isoflop_minima(table)}
+    assert minima[1e11]["best_width"] == 16 and not minima[1e11]["inside"]
+    assert minima[2e11]["best_width"] == 24 and minima[2e11]["inside"]
+    assert minima[4e11]["best_width"] == 32 and not minima[4e11]["inside"]
+    assert isoflop_minima(table, r=2) == []
+
+
+def test_conditioning_of_the_fixture_fit():
+    table, fit = read_table(PLOTS / "runs.csv"), load_fit(PLOTS / "fit.baseline.json")
+    cond = conditioning(table, fit)
+    assert cond["phi"] == fit.params["phi"]
+    assert cond["phi_ci_width"] == pytest.approx(fit.ci95["phi"][1] - fit.ci95["phi"][0])
+    # synthetic runs of the law itself: the fitted phi collapses them far better than 0 or 1
+    rms = cond["collapse_rms"]
+    assert rms["phi_fit"] < 0.5 * min(rms["phi_0"], rms["phi_1"]) and cond["collapse_ratio"] < 0.5
+    assert cond["E_inside"] and cond["E_bounds"][0] < cond["E"] < cond["E_bounds"][1]
+
+
+def test_check_names_each_missed_target():
+    good = {
+        "phi": 0.5,
+        "phi_ci": [0.4, 0.6],
+        "phi_ci_width": 0.2,
+        "n_bootstrap": 200,
+        "E": 1.5,
+        "E_bounds": [4.5e-5, 148.0],
+        "E_inside": True,
+        "n_best_basin": 12,
+        "n_refined": 16,
+        "holdout_mre": 0.01,
+        "isoflop_r1": [{"budget": 1e11, "widths": [16, 24, 32], "best_width": 24, "inside": True}],
+        "isoflop_r1_inside": True,
+        "collapse_rms": {"phi_fit": 0.005, "phi_0": 0.02, "phi_1": 0.03},
+        "collapse_ratio": 0.25,
+    }
+    assert check(good) == []
+    bad = copy.deepcopy(good)
+    bad.update(phi_ci_width=0.6, E=4.54e-5, E_inside=False, n_best_basin=3, holdout_mre=0.02, collapse_ratio=0.9)
+    bad["isoflop_r1"][0].update(best_width=16, inside=False)
+    misses = " | ".join(check(bad))
+    for words in ("0.600 wide", "sits on its bound", "only 3 of 16", "2.00%", "not inside", "does not tell phi"):
+        assert words in misses
+    few = dict(good, n_bootstrap=DEMO_TARGETS["min_bootstrap"] - 1)
+    assert "bootstrap" in check(few)[0]
+
+
+def test_notebook_inputs_prefer_the_demo_then_the_environment(tmp_path):
+    fixtures = diagnostics_inputs(tmp_path, env={})
+    assert fixtures["table"].endswith("tests/fixtures/plots/runs.csv") and len(fixtures["compare"]) == 2
+    demo = tmp_path / "runs" / "demo"
+    demo.mkdir(parents=True)
+    (demo / "runs.csv").write_text("r\n1\n")
+    (demo / "fit.json").write_text("{}")
+    own = diagnostics_inputs(tmp_path, env={})
+    assert own["table"] == str(demo / "runs.csv") and own["fit"] == str(demo / "fit.json")
+    assert own["compare"] == [] and own["free"] is None and own["joint"] is None and "demo" in own["source"]
+    env = diagnostics_inputs(tmp_path, env={"LOOPSCALE_FIT": "x.json", "LOOPSCALE_COMPARE": "a.json,b.json"})
+    assert env["fit"] == "x.json" and env["compare"] == ["a.json", "b.json"]
+    assert env["table"] == str(demo / "runs.csv")

@@ -1,0 +1,107 @@
+"""Derived quantities: equivalent sizes (the published example), compute optima, parabola optima."""
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy.optimize import minimize_scalar
+
+from loopscale.fit.derived import (
+    compute_optimal,
+    eff_per_cost,
+    equivalent_sizes,
+    isodepth_once_fraction,
+    parabola_optima,
+)
+from support.procs import run_loopscale
+
+
+def test_published_cost_equivalent_example():
+    s = equivalent_sizes(r=4, N_once=220e6, N_rec=190e6, phi=0.46)
+    assert s.N_unique == pytest.approx(410e6)
+    assert s.N_eff == pytest.approx(580e6, rel=0.01)  # matches a 580M non-looped model in loss
+    assert s.N_cost == pytest.approx(1e9, rel=0.03)  # at the training cost of a ~1B model
+    with pytest.raises(ValueError, match="r >= 1"):
+        equivalent_sizes(r=0.5, N_once=1, N_rec=1, phi=0.5)
+
+
+def test_equiv_cli_prints_the_example():
+    out = run_loopscale(
+        [
+            "equiv",
+            "--r",
+            "4",
+            "--n-once",
+            "220e6",
+            "--n-rec",
+            "190e6",
+            "--phi",
+            "0.46",
+        ],
+    )
+    assert out.returncode == 0, out.stderr
+    assert "N_eff = N_once + r^phi N_rec = 580M" in out.stdout
+    assert "980M" in out.stdout
+
+
+@pytest.mark.parametrize("r", [1, 4])
+def test_compute_optimal_matches_numerical_minimum(r):
+    params = {"E": 1.57, "A": 28.0, "alpha": 0.20, "B": 916.0, "beta": 0.37, "phi": 0.46}
+    C = 1e19
+    f = isodepth_once_fraction(r)
+    opt = compute_optimal(params, C, r, f)
+    rho = eff_per_cost(r, params["phi"], f)
+
+    def loss(log_n):
+        n = np.exp(log_n)
+        return params["A"] * (rho * n) ** -params["alpha"] + params["B"] * (C / (6 * n)) ** -params["beta"]
+
+    num = minimize_scalar(loss, bounds=(np.log(1e6), np.log(1e12)), method="bounded", options={"xatol": 1e-10})
+    assert opt.N_cost == pytest.approx(np.exp(num.x), rel=1e-4)
+    assert opt.D == pytest.approx(C / (6 * opt.N_cost))
+    assert opt.L == pytest.approx(params["E"] + num.fun, rel=1e-9)
+
+
+def test_isodepth_fraction_and_eff_per_cost():
+    assert isodepth_once_fraction(4) == pytest.approx(4 / 8)
+    assert eff_per_cost(8, 1.0, 0.3) == pytest.approx(1.0)  # phi = 1: loops worth their cost
+    assert eff_per_cost(8, 0.0, 0.5) == pytest.approx(1.0 / 4.5)
+
+
+def test_parabola_optima_find_the_vertex():
+    logn = np.log([1e8, 2e8, 4e8, 8e8, 1.6e9])
+    rows = []
+    for r, x0 in ((1, np.log(4e8)), (2, np.log(3e8))):
+        for x in logn:
+            rows.append({"r": r, "C": 1e19, "N": np.exp(x), "L": 2.0 + 0.05 * (x - x0) ** 2})
+    rows.append({"r": 4, "C": 1e19, "N": 1e8, "L": 3.0})  # too few points: NaN
+    out = parabola_optima(pd.DataFrame(rows)).set_index("r")
+    assert out.loc[1, "N_opt"] == pytest.approx(4e8, rel=1e-8)
+    assert out.loc[2, "N_opt"] == pytest.approx(3e8, rel=1e-8)
+    assert out.loc[1, "L_opt"] == pytest.approx(2.0)
+    assert bool(out.loc[1, "inside"])
+    assert np.isnan(out.loc[4, "N_opt"])
+
+
+@pytest.mark.parametrize("r, recipe", [(1, "baseline"), (4, "baseline"), (4, "tbptt")])
+def test_compute_optimal_uses_each_models_flops_per_token(r, recipe):
+    from loopscale.model.accounting import flops_per_token, paper_model, param_counts
+
+    params = {"E": 1.57, "A": 28.0, "alpha": 0.20, "B": 916.0, "beta": 0.37, "phi": 0.46}
+    cfg = paper_model(16, r, recipe)
+    counts = param_counts(cfg)
+    n_cost = counts.N_once + r * counts.N_rec
+    f = flops_per_token(cfg) / n_cost  # exact FLOPs per cost-counted parameter (head, attention, bptt)
+    assert abs(f - 6) > 0.3  # not the 6 N estimate
+    once = counts.N_once / counts.N
+    C = 1e19
+    opt = compute_optimal(params, C, r, once, flops_per_param=f)
+    rho = eff_per_cost(r, params["phi"], once) if r != 1 else 1.0
+
+    def loss(log_n):
+        n = np.exp(log_n)
+        return params["A"] * (rho * n) ** -params["alpha"] + params["B"] * (C / (f * n)) ** -params["beta"]
+
+    num = minimize_scalar(loss, bounds=(np.log(1e6), np.log(1e12)), method="bounded", options={"xatol": 1e-10})
+    assert opt.N_cost == pytest.approx(np.exp(num.x), rel=1e-4)
+    assert opt.D == pytest.approx(C / (f * opt.N_cost))
+    assert opt.N_cost != pytest.approx(compute_optimal(params, C, r, once).N_cost, rel=1e-2)

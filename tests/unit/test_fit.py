@@ -1,0 +1,171 @@
+"""The fitter on the Chinchilla reference points and on synthetic looped data with known truth."""
+
+import hashlib
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from loopscale.fit import fit_table as F
+from loopscale.fit.laws import law_data_from_table, make_law
+from loopscale.fit.synthetic import TRUE_PARAMS, law_loss, published_grid, published_grid_table
+from loopscale.fit.tables import canonical_table
+from support.paths import CHINCHILLA
+
+CHINCHILLA_SHA256 = "193478df4e90f040016431996c45682659306840ecdadf83cfb9cd5ca0aa1b30"
+HOFFMANN = {"E": 1.69, "A": 406.4, "B": 410.7, "alpha": 0.34, "beta": 0.28}
+
+
+@pytest.fixture(scope="module")
+def chinchilla_data():
+    # the committed copy must be the published extraction, byte for byte (tests/fixtures/README.md)
+    assert hashlib.sha256(CHINCHILLA.read_bytes()).hexdigest() == CHINCHILLA_SHA256
+    raw = pd.read_csv(CHINCHILLA)
+    raw = raw.sort_values("loss").iloc[:-5]  # drop the 5 highest losses -> 240 rows
+    table = pd.DataFrame({"N": raw["Model Size"], "C": raw["Training FLOP"], "L": raw["loss"]})
+    assert len(table) == 240
+    return law_data_from_table(table, "chinchilla")
+
+
+@pytest.mark.parametrize("seed", [0, 1, 7])
+def test_chinchilla_reference_fit(chinchilla_data, seed):
+    with np.errstate(all="ignore"):
+        result, _ = F.fit_law(chinchilla_data, "chinchilla", seed=seed)
+    p = result.params
+    assert p["alpha"] == pytest.approx(0.3473, abs=1e-3)
+    assert p["beta"] == pytest.approx(0.3672, abs=1e-3)
+    assert p["E"] == pytest.approx(1.8172, abs=2e-3)
+    assert result.objective <= 1.0184e-3
+    assert result.grad_norm < 1e-6
+    assert result.n_best_basin >= 2
+
+
+def test_hoffmann_published_values_score_worse(chinchilla_data):
+    law = make_law("chinchilla")
+    with np.errstate(all="ignore"):
+        best, _ = F.fit_law(chinchilla_data, "chinchilla")
+    hoffmann = F.objective(law.from_user(HOFFMANN), law, chinchilla_data, F.Loss())
+    assert hoffmann > 2 * best.objective
+
+
+@pytest.fixture(scope="module")
+def exact_table():
+    """Noise-free published-shaped grid: the optimum is the truth with objective ~0."""
+    table = published_grid()
+    table["L"] = law_loss(table, TRUE_PARAMS, TRUE_PARAMS["phi"])
+    return canonical_table(table, "looped")
+
+
+def test_noise_free_looped_data_recovers_the_truth(exact_table):
+    with np.errstate(all="ignore"):
+        result = F.fit_table(exact_table, "looped", profile=False)
+    for name, value in TRUE_PARAMS.items():
+        assert result.params[name] == pytest.approx(value, rel=2e-3), name
+    assert result.objective < 1e-10
+
+
+def test_looped_free_multipliers_follow_r_to_the_phi(exact_table):
+    with np.errstate(all="ignore"):
+        result = F.fit_table(exact_table, "looped-free", profile=False)
+    for r in (2, 4, 8):
+        assert result.params[f"k_{r}"] == pytest.approx(r ** TRUE_PARAMS["phi"], rel=5e-3)
+
+
+@pytest.fixture(scope="module")
+def noisy_fit():
+    table = canonical_table(published_grid_table(seed=3, n_rows=107), "looped")
+    data = law_data_from_table(table, "looped")
+    with np.errstate(all="ignore"):
+        result, state = F.fit_law(data, "looped", seed=0)
+    return table, data, result, state
+
+
+def test_batched_lm_reaches_the_lbfgsb_optimum_on_a_replicate(noisy_fit):
+    _, data, _, state = noisy_fit
+    rng = np.random.default_rng(11)
+    weights = np.bincount(rng.integers(0, len(data), len(data)), minlength=len(data)).astype(float)
+    with np.errstate(all="ignore"):
+        direct = F.refine(state.best.theta, state.law, data, state.loss, weights)
+        thetas, f = F.lm_batch(state.law, data, state.loss, state.best.theta[None, :], weights[None, :])
+    assert f[0] == pytest.approx(direct.objective, rel=1e-7)
+    np.testing.assert_allclose(thetas[0][2], direct.theta[2], atol=1e-4)  # alpha
+
+
+def test_bootstrap_row_and_cluster_resampling(noisy_fit):
+    table, _, result, state = noisy_fit
+    with np.errstate(all="ignore"):
+        rows = F.bootstrap(state, 40, seed=1)
+        clusters = F.bootstrap(state, 40, seed=1, clusters=F.budget_clusters(table["C"]))
+    for boot in (rows, clusters):
+        phis = np.array(boot["params"]["phi"])
+        assert len(phis) == 40 and np.all(np.isfinite(phis))
+        lo, hi = F.percentile_ci(boot["params"])["phi"]
+        assert lo < result.params["phi"] < hi
+        assert hi - lo > 0.01  # real spread, not 40 copies of the fit
+    # resampling six budgets is coarser than resampling 107 rows: wider spread
+    assert np.std(clusters["params"]["phi"]) > 0.5 * np.std(rows["params"]["phi"])
+
+
+def test_profile_is_minimal_at_phi_hat_and_gives_an_interval(noisy_fit):
+    _, _, result, state = noisy_fit
+    with np.errstate(all="ignore"):
+        prof = F.profile_phi(state, half_width=0.3, n_points=25)
+    phi = np.array(prof["phi"])
+    obj = np.array(prof["objective"])
+    assert np.all(obj >= result.objective * (1 - 1e-9))
+    assert abs(phi[np.argmin(obj)] - result.params["phi"]) <= 0.3 / 12 + 1e-9
+    lo, hi = prof["interval"]
+    assert lo < result.params["phi"] < hi
+    assert prof["threshold"] > 0 and "warning" not in prof
+
+
+def test_holdout_on_noise_free_data_extrapolates_exactly(exact_table):
+    data = law_data_from_table(exact_table, "looped")
+    with np.errstate(all="ignore"):
+        h = F.holdout_largest(data, exact_table["C"].to_numpy(), "looped", F.Loss())
+    assert h["held_out_budget"] == pytest.approx(2.15e19)
+    assert h["n_holdout"] == int((exact_table["C"] == 2.15e19).sum())
+    assert h["max_abs_rel_error"] < 1e-3
+
+
+def test_fit_result_json_round_trip_and_compare(tmp_path, noisy_fit):
+    table, *_ = noisy_fit
+    with np.errstate(all="ignore"):
+        a = F.fit_table(table, "looped", n_bootstrap=30, seed=0, profile=False)
+    path = tmp_path / "a.json"
+    a.write_json(path)
+    d = json.loads(path.read_text())
+    for key in (
+        "law",
+        "params",
+        "ci95",
+        "bootstrap",
+        "objective",
+        "grad_norm",
+        "n_starts",
+        "n_best_basin",
+        "settings",
+        "seed",
+        "versions",
+    ):
+        assert key in d
+    b = F.FitResult.from_json(path)
+    assert b.params == a.params and b.ci95 == a.ci95
+    shifted = F.FitResult.from_dict(dict(d, params=dict(d["params"], phi=d["params"]["phi"] + 0.1)))
+    shifted.bootstrap = dict(
+        d["bootstrap"], params=dict(d["bootstrap"]["params"], phi=[p + 0.1 for p in d["bootstrap"]["params"]["phi"]])
+    )
+    out = F.compare_param(b, shifted, "phi")
+    assert out["delta"] == pytest.approx(0.1)
+    assert out["ci"][0] < 0.1 < out["ci"][1]
+
+
+def test_l2_loss_and_bad_delta(noisy_fit):
+    _, data, huber, _ = noisy_fit
+    with np.errstate(all="ignore"):
+        l2, _ = F.fit_law(data, "looped", F.Loss("l2"))
+    assert l2.params["phi"] != huber.params["phi"]
+    assert abs(l2.params["phi"] - huber.params["phi"]) < 0.1
+    with pytest.raises(ValueError, match="delta"):
+        F.Loss("huber", 0.0)
