@@ -33,10 +33,13 @@ TIERS = ("unit", "integration", "system")
 
 
 def pytest_collection_modifyitems(config, items):
-    """Every test gets the marker of its tier, the folder it lives in."""
+    """Every test gets the marker of its tier: the folder it lives in, unless the test names its tier itself
+    (`@pytest.mark.system` on a test that starts a process, kept in an integration module of its topic)."""
     tests = REPO_ROOT / "tests"
     for item in items:
         path = Path(item.path)
+        if any(item.get_closest_marker(tier) for tier in TIERS):
+            continue  # marked by hand: a test of another tier kept beside the tests of its topic
         if path.is_relative_to(tests) and path.relative_to(tests).parts[0] in TIERS:
             item.add_marker(path.relative_to(tests).parts[0])
 

@@ -1,6 +1,7 @@
 """`collect` sees every run once: it follows symlinked run dirs, reports copies and repeated points, lists
 records it cannot read or trust as problem runs (one bad run.json never breaks the table), and replaces
-runs.csv / runs.parquet / _problems.csv together or not at all. Real files, real processes."""
+runs.csv / runs.parquet / _problems.csv together or not at all. Real files; the command in-process
+(support.cli.run_cli), and as a real process where a signal reaches it."""
 
 from __future__ import annotations
 
@@ -13,8 +14,9 @@ import pandas as pd
 import pytest
 
 from loopscale.train.records import TABLE_COLUMNS, collect
+from support.cli import run_cli
 from support.fs import leftovers, small_tmpfs
-from support.procs import finish, run_loopscale, start, wait_until
+from support.procs import finish, start, wait_until
 
 
 def _record(name: str, i: int) -> dict:
@@ -86,12 +88,12 @@ def test_a_bad_record_is_a_problem_run_and_the_others_are_collected(tmp_path, co
         bad.write_text(json.dumps({k: v for k, v in _record("run003", 3).items() if k != "identity"}))
     else:
         bad.write_bytes(content)
-    res = run_loopscale(["collect", sweep], cwd=tmp_path)
+    res = run_cli(["collect", sweep], cwd=tmp_path)
     assert res.returncode == 0 and "Traceback" not in res.stderr, res.stderr[-3000:]
     assert len(pd.read_csv(sweep / "runs.csv")) == 3 and len(pd.read_parquet(sweep / "runs.parquet")) == 3
     problems = pd.read_csv(sweep / "runs_problems.csv")
     assert list(problems["status"]) == [status] and says in problems["reason"][0], problems.to_dict("records")
-    status_res = run_loopscale(["status", sweep, "--json"], cwd=tmp_path)
+    status_res = run_cli(["status", sweep, "--json"], cwd=tmp_path)
     assert status_res.returncode == 0 and json.loads(status_res.stdout)["counts"][status] == 1
 
 
@@ -100,7 +102,7 @@ def test_collect_warns_about_repeated_points(tmp_path):
     twin = {**_record("run000", 0), "run_name": "twin", "identity": "e" * 16}  # another run, the same point
     (sweep / "twin").mkdir()
     (sweep / "twin" / "run.json").write_text(json.dumps(twin))
-    res = run_loopscale(["collect", sweep], cwd=tmp_path)
+    res = run_cli(["collect", sweep], cwd=tmp_path)
     assert res.returncode == 0 and "appears 2 times" in res.stderr and "twin" in res.stderr, res.stderr
 
 
@@ -111,7 +113,7 @@ def _outputs(sweep):
 def test_a_full_disk_replaces_none_of_the_three_outputs(tmp_path):
     sweep = _sweep(tmp_path, 300)
     with small_tmpfs(tmp_path / "disk", "1m") as disk:
-        first = run_loopscale(["collect", sweep, "--out", disk / "runs.csv"], cwd=tmp_path)
+        first = run_cli(["collect", sweep, "--out", disk / "runs.csv"], cwd=tmp_path)
         assert first.returncode == 0, first.stderr
         before = _outputs(disk)
         (sweep / "run000" / "run.json").write_text(json.dumps({**_record("run000", 0), "L": 99.0}))
@@ -119,16 +121,17 @@ def test_a_full_disk_replaces_none_of_the_three_outputs(tmp_path):
         # room for a new runs.csv but not for the parquet beside it (what left a new CSV with a stale
         # parquet before)
         (disk / "filler").write_bytes(b"\0" * (free - len(before["runs.csv"]) - 8192))
-        res = run_loopscale(["collect", sweep, "--out", disk / "runs.csv"], cwd=tmp_path)
+        res = run_cli(["collect", sweep, "--out", disk / "runs.csv"], cwd=tmp_path)
         assert res.returncode == 1 and "nothing was replaced" in res.stderr, res.stderr[-2000:]
         assert _outputs(disk) == before and leftovers(disk) == []
 
 
+@pytest.mark.system
 def test_sigterm_while_collect_writes_leaves_no_temporary_file(tmp_path):
     """SIGTERM arrives while collect writes its outputs (a hook pauses it there, after the CSV's temporary
     file is complete): it exits 143 and leaves the old outputs and no temporary file."""
     sweep = _sweep(tmp_path, 3)
-    assert run_loopscale(["collect", sweep], cwd=tmp_path).returncode == 0
+    assert run_cli(["collect", sweep], cwd=tmp_path).returncode == 0
     before = _outputs(sweep)
     (sweep / "run000" / "run.json").write_text(json.dumps({**_record("run000", 0), "L": 99.0}))
     flag = tmp_path / "writing"

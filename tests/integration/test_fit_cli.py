@@ -1,4 +1,5 @@
-"""`loopscale fit` / `compare` end to end, and every bad-input case (exit 2, one line, no output)."""
+"""`loopscale fit` / `compare` end to end, and every bad-input case (exit 2, one line, no output). In-process
+(support.cli.run_cli); tests/system/test_commands.py runs each command once as a child process."""
 
 import json
 
@@ -6,12 +7,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from support.cli import run_cli
 from support.paths import CHINCHILLA, FIXTURES
-from support.procs import run_loopscale
 
 
 def loopscale(*args, cwd=None):
-    return run_loopscale(list(args), cwd=cwd)
+    return run_cli(list(args), cwd=cwd)
 
 
 def test_fit_end_to_end_with_bootstrap_holdout_and_plot(tmp_path):

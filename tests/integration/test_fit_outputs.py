@@ -1,7 +1,8 @@
 """`loopscale fit` checks where it writes before it fits (never the input table, a figure format matplotlib
 writes, no two groups or outputs onto one file, a link kept as a link), refuses rows without a group, and
 warns about what it cannot trust in a table it fits (repeated rows, impossible magnitudes); tables in
-JSON lines may not repeat a key. Each case through the real command line."""
+JSON lines may not repeat a key. Each case through the command's own entry point, loopscale.cli.main, in this
+process (support.cli.run_cli)."""
 
 from __future__ import annotations
 
@@ -10,14 +11,14 @@ import json
 import numpy as np
 import pandas as pd
 
+from support.cli import run_cli
 from support.paths import FIXTURES
-from support.procs import run_loopscale
 
 SMALL = FIXTURES / "looped_synthetic_small.csv"
 
 
 def fit(*args, cwd):
-    return run_loopscale(["fit", *map(str, args)], cwd=cwd, timeout_s=300)
+    return run_cli(["fit", *map(str, args)], cwd=cwd)
 
 
 def _copy(tmp_path, name="runs.csv"):

@@ -11,7 +11,7 @@ from loopscale.fit import synthetic as S
 from loopscale.fit.joint import joint_data, joint_table, separate_fits, shared_parameter_check
 from loopscale.fit.laws import make_law
 from loopscale.fit.tables import canonical_table
-from support.procs import run_loopscale
+from support.cli import run_cli
 
 TRUTH = {**S.TRUE_DENSE, "phi[baseline]": 0.46, "phi[tbptt]": 0.38}
 
@@ -96,7 +96,7 @@ def test_shared_parameter_check_flags_recipes_with_different_dense_models():
 
 
 def loopscale(*args, cwd=None):
-    return run_loopscale(args, cwd=cwd)
+    return run_cli(args, cwd=cwd)
 
 
 def test_fit_joint_cli_and_compare(tmp_path):

@@ -8,7 +8,6 @@ import json
 import os
 import signal
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -16,6 +15,8 @@ import pandas as pd
 import pytest
 
 from loopscale.train.records import TABLE_COLUMNS
+from support.cli import run_cli
+from support.corpus import cache_entries
 from support.fs import fill, leftovers, small_tmpfs
 from support.paths import FIXTURES, REPO_ROOT
 from support.procs import finish, orphans, run_loopscale, run_python, signal_group, start, wait_until
@@ -24,8 +25,9 @@ from support.train import TINY
 SMALL_TABLE = FIXTURES / "looped_synthetic_small.csv"
 
 
-def loopscale(*args, cwd=None, timeout=600):
-    return run_loopscale(args, cwd=cwd, timeout_s=timeout)
+def loopscale(*args, cwd=None):
+    """`loopscale ARGS` in this process (support.cli.run_cli); Ctrl-C and a full run dir need real processes."""
+    return run_cli(args, cwd=cwd)
 
 
 # ---------------------------------------------------------------------------------------- tables
@@ -127,11 +129,10 @@ def test_unwritable_out_fails_before_the_fit(tmp_path):
     blocker = tmp_path / "a_file"
     blocker.write_text("not a directory\n")
     for flag in ("--out", "--plot"):
-        started = time.perf_counter()
         res = loopscale("fit", SMALL_TABLE, "--bootstrap", 50, flag, blocker / "fit.out")
         assert res.returncode == 2 and "not writable" in res.stderr and flag in res.stderr
         assert "parameter" not in res.stdout  # no fit was printed: it never ran
-        assert time.perf_counter() - started < 60
+        assert res.stdout == "" and sorted(p.name for p in tmp_path.iterdir()) == ["a_file"]  # nothing written
 
 
 def test_fit_json_and_figure_are_published_whole(tmp_path):
@@ -153,6 +154,7 @@ def _umask() -> int:
 # ------------------------------------------------------------------------------------ full disks
 
 
+@pytest.mark.system
 def test_full_run_dir_is_one_line_a_failed_record_and_no_partial_checkpoint(tmp_path, data_dir):
     from loopscale.data.shards import prepare
     from support.train import train_config
@@ -183,6 +185,7 @@ def test_full_run_dir_is_one_line_a_failed_record_and_no_partial_checkpoint(tmp_
         assert record["status"] == "failed" and "No space left on device" in record["reason"]
 
 
+@pytest.mark.system  # a SIGBUS would end the test process itself
 def test_shard_space_is_reserved_so_a_full_cache_is_an_error_not_sigbus(tmp_path):
     with small_tmpfs(tmp_path / "disk", "1m") as disk:
         code = (
@@ -211,7 +214,6 @@ def test_full_data_cache_is_one_line_and_no_staging_left(tmp_path):
             "--data-dir",
             disk / "cache",
             "--no-progress",
-            timeout=600,
         )
         assert res.returncode == 2, res.stderr[-3000:]
         assert res.stderr.count("\n") == 1 and "no space left" in res.stderr, res.stderr[-3000:]
@@ -224,7 +226,8 @@ def test_full_data_cache_is_one_line_and_no_staging_left(tmp_path):
 def _ctrl_c_when(args, ready, cwd, timeout_s=300):
     """Start `args` in its own process group, wait until ready(children seen) holds, send SIGINT to the
     group (what a terminal's Ctrl-C does), and return (exit code, seconds to exit, output); fails if any
-    process it started outlives it."""
+    process it started outlives it, or if it is still running 60 s after the signal (a hang, not a speed
+    check: what shows that it stopped at once is the work it left undone, which each test checks)."""
     proc = start(args, cwd)
     seen = wait_until(proc, ready, timeout_s)
     rc, waited, out = finish(proc, signal_group(proc, signal.SIGINT), timeout_s=60)
@@ -242,6 +245,7 @@ def _big_corpus(path: Path) -> Path:
     return path
 
 
+@pytest.mark.system
 def test_ctrl_c_during_tokenization_stops_every_worker(tmp_path):
     corpus = _big_corpus(tmp_path / "corpus.jsonl")
     cache = tmp_path / "cache"
@@ -268,10 +272,12 @@ def test_ctrl_c_during_tokenization_stops_every_worker(tmp_path):
         cwd=tmp_path,
     )  # the tokenizer's worker processes are up
     assert rc == 130 and out.strip().splitlines()[-1] == "loopscale data: interrupted", out[-3000:]
-    assert waited < 10, waited
+    print(f"exit {waited:.2f} s after SIGINT")
     assert list(cache.glob(".tmp-*")) == []
+    assert cache_entries(cache) == [], cache_entries(cache)  # stopped where it was: no tokenized corpus
 
 
+@pytest.mark.system
 def test_ctrl_c_during_demo_ends_it_and_its_workers(tmp_path):
     cache = tmp_path / "cache"
     rc, waited, out = _ctrl_c_when(
@@ -290,11 +296,14 @@ def test_ctrl_c_during_demo_ends_it_and_its_workers(tmp_path):
         ready=lambda seen: len(seen) >= 2,
         cwd=tmp_path,
     )  # preparing the corpus with 2 workers
-    assert rc != 0 and waited < 10, (rc, waited, out[-3000:])
+    assert rc != 0, (rc, out[-3000:])
+    print(f"exit {waited:.2f} s after SIGINT")
     assert "Traceback" not in out, out[-3000:]
     assert list(cache.glob(".tmp-*")) == []
+    assert cache_entries(cache) == [] and not list((tmp_path / "demo").rglob("run.json"))  # no corpus, no run
 
 
+@pytest.mark.system
 def test_ctrl_c_during_demo_training_ends_its_worker_processes_and_the_runs_resume(tmp_path, data_dir):
     out = tmp_path / "demo"
     demo = [
@@ -313,10 +322,12 @@ def test_ctrl_c_during_demo_training_ends_its_worker_processes_and_the_runs_resu
         ready=lambda seen: len(seen) >= 2 and any(out.glob("runs/*/*/metrics")),
         cwd=tmp_path,
     )
-    assert rc != 0 and waited < 10, (rc, waited, text[-3000:])
+    assert rc != 0, (rc, text[-3000:])
+    print(f"exit {waited:.2f} s after SIGINT")
     assert "Traceback" not in text, text[-3000:]
     records = [json.loads(p.read_text()) for p in out.glob("runs/*/*/*.json") if p.name != "identity.json"]
     assert records and {r["status"] for r in records} == {"terminated"}, records  # the stopped workers say so
+    assert not (out / "runs.csv").exists()  # the demo ended there: nothing collected, nothing fitted
     again = run_loopscale(demo, cwd=tmp_path, timeout_s=600)
     # the interrupted runs finish; two runs are too few for the law, which the demo says in one line
     assert len(pd.read_csv(out / "runs.csv")) == 2, again.stdout[-3000:] + again.stderr[-3000:]

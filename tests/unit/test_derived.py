@@ -12,7 +12,7 @@ from loopscale.fit.derived import (
     isodepth_once_fraction,
     parabola_optima,
 )
-from support.procs import run_loopscale
+from support.cli import run_cli
 
 
 def test_published_cost_equivalent_example():
@@ -25,7 +25,7 @@ def test_published_cost_equivalent_example():
 
 
 def test_equiv_cli_prints_the_example():
-    out = run_loopscale(
+    out = run_cli(
         [
             "equiv",
             "--r",

@@ -1,16 +1,16 @@
-"""`loopscale params`: JSON on stdout for good input, exit 2 with one line on stderr for bad input."""
+"""`loopscale params`: JSON on stdout for good input, exit 2 with one line on stderr for bad input. In-process
+(support.cli.run_cli); tests/system/test_commands.py runs the command once as a child process."""
 
 import json
-import subprocess
 
 import pytest
 
 from loopscale.model.accounting import accounting_report, cpu_model, paper_model
-from support.procs import run_loopscale
+from support.cli import CliResult, run_cli
 
 
-def params(*args: str) -> subprocess.CompletedProcess:
-    return run_loopscale(["params", *args], timeout_s=60)
+def params(*args: str) -> CliResult:
+    return run_cli(["params", *args])
 
 
 def test_paper_preset_json():
