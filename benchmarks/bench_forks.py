@@ -7,6 +7,7 @@ the fitted phi, for the same (r, width, budget) points.
     .venv/bin/python benchmarks/bench_forks.py --runs runs/forks3 --train \
         'point=C6e11_8e11_1e12-d64,C6e11_8e11_1e12-d96,C6e11_8e11_1e12-d128' --fork-override optim.decay_frac=0.1
     .venv/bin/python benchmarks/bench_forks.py --fidelity OUT_DIR  # forked vs linear-decay loss by run length
+    .venv/bin/python benchmarks/bench_forks.py --fidelity OUT_DIR --steps 2000 --max-rel-diff 0.01  # `make bench`
     .venv/bin/python benchmarks/bench_forks.py --runs RUNS_DIR --sweeps isodepth_cpu_long isodepth_cpu_long_wsd
 
 RUNS_DIR holds the two sweeps `loopscale-train -m experiment=isodepth_cpu` (independent, the recipe's own
@@ -134,11 +135,14 @@ def measured_summary(runs: Path, bootstrap: int, indep_sweep: str = INDEPENDENT,
     fit_both(runs, points, indep, branches, bootstrap, indep_sweep, forked_sweep)
 
 
-def fidelity_by_length(out: Path, widths: list[int], steps: list[int], r: int, fork_overrides: list[str]) -> None:
+def fidelity_by_length(
+    out: Path, widths: list[int], steps: list[int], r: int, fork_overrides: list[str]
+) -> list[tuple[int, int, float]]:
     """Fidelity against run length: per width, ONE forked parent with a branch at each of `steps` (the CPU
     grid's configs, 20% linear cooldowns) vs an independent run of the recipe's own schedule (warmup 5%,
     linear decay to 10%) at the same token count. The CPU grid's runs are 29-452 steps long. fork_overrides
-    change the forked runs only (e.g. optim.final_lr_frac=0.1); each set trains into its own folder."""
+    change the forked runs only (e.g. optim.final_lr_frac=0.1); each set trains into its own folder.
+    Returns (width, steps, relative loss difference forked vs linear) per comparison."""
     from loopscale.config.dirs import train_config
     from loopscale.train.entry import run_training
 
@@ -154,6 +158,7 @@ def fidelity_by_length(out: Path, widths: list[int], steps: list[int], r: int, f
         f"run, same tokens), in {out}:"
     )
     print(f"  {'d':>4} {'steps':>6} {'L linear':>9} {'L forked':>9} {'rel diff':>9} {'wall linear':>12}")
+    rows = []
     for width in widths:
         fork = cfg(
             [
@@ -181,11 +186,13 @@ def fidelity_by_length(out: Path, widths: list[int], steps: list[int], r: int, f
             )
             assert linear["D"] == branch["D"] and linear["steps"] == branch["steps"] == s
             rel = (branch["L"] - linear["L"]) / linear["L"]
+            rows.append((width, s, rel))
             print(
                 f"  {width:>4} {s:>6} {linear['L']:>9.4f} {branch['L']:>9.4f} {rel:>+9.2%} "
                 f"{linear['wall_time_s']:>11.0f}s",
                 flush=True,
             )
+    return rows
 
 
 def fit_both(runs: Path, points, indep, branches, bootstrap: int, indep_sweep: str, forked_sweep: str) -> None:
@@ -272,11 +279,22 @@ def main() -> int:
         metavar="KEY=VALUE",
         help="an override for the forked runs only (--train, --fidelity), e.g. optim.decay_frac=0.1",
     )
+    parser.add_argument(
+        "--max-rel-diff",
+        type=float,
+        default=None,
+        help="with --fidelity: exit 1 if a branch of the longest run length is further than this from the "
+        "linear-decay run (relative loss; `make bench` asks 0.01 at 2000 steps)",
+    )
     parser.add_argument("overrides", nargs="*", help="Hydra overrides for --train, e.g. model.r=1,2")
     args = parser.parse_args()
     accounting_summary()
     if args.fidelity is not None:
-        fidelity_by_length(args.fidelity, args.widths, args.steps, args.r, args.fork_override)
+        rows = fidelity_by_length(args.fidelity, args.widths, args.steps, args.r, args.fork_override)
+        longest = [(w, s, rel) for w, s, rel in rows if s == max(args.steps)]
+        if args.max_rel_diff is not None and any(abs(rel) >= args.max_rel_diff for _, _, rel in longest):
+            print(f"  FAILED: a forked branch at {max(args.steps)} steps is {args.max_rel_diff:.0%} or more off")
+            return 1
     if args.runs is None:
         return 0
     if args.train:

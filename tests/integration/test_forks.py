@@ -185,49 +185,8 @@ def test_plan_cli_prints_forked_vs_independent_compute(capsys):
     assert total["C_independent"] == pytest.approx(3.359e13, rel=1e-3)
 
 
-# Fidelity needs runs long enough for the schedule not to matter: holding the peak lr for 80% of the steps
-# beats the recipe's linear decay by 2.6% at 250 steps and 1.1% at 500-1000 steps, 0.3% at 2000 (d64, r=1;
-# benchmarks/bench_forks.py --fidelity). The CPU grid's own runs are 29-452 steps long.
-FIDELITY_STEPS = 2000
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("width", [64, 96])
-def test_forked_branch_within_1pct_of_the_recipes_own_run(tmp_path, data_dir, width):
-    """The CPU grid's configs at r = 1 and 2000 steps of 8 x 64 tokens: a branch cooled down (last 20%, linear
-    to 0) from a stable parent vs an independent run of the recipe's own schedule (warmup 5%, linear decay to
-    10%) with the same tokens. Both losses are printed (run with -s)."""
-    tokens = FIDELITY_STEPS * 8 * 64
-    common = [f"data.data_dir={data_dir}", "trainer.progress=false", "model.r=1", "trainer.ckpt_every_steps=500"]
-    linear = run_training(
-        train_config(
-            [
-                "experiment=isodepth_cpu",
-                f"point=C1e12-d{width}",
-                "budget.mode=tokens",
-                f"budget.tokens={tokens}",
-                f"runs_dir={tmp_path / 'linear'}",
-                *common,
-            ]
-        )
-    )
-    fork_cfg = train_config(
-        [
-            "experiment=isodepth_cpu_wsd",
-            f"point=C1e12-d{width}",
-            "budget.fork_flops=null",
-            f"budget.fork_tokens=[{tokens}]",
-            f"runs_dir={tmp_path / 'forked'}",
-            *common,
-        ]
-    )
-    (branch,) = run_training(fork_cfg)["branches"]
-    assert branch["D"] == linear["D"] == tokens and branch["steps"] == linear["steps"] == FIDELITY_STEPS
-    assert branch["fork_step"] == FIDELITY_STEPS * 4 // 5
-    assert linear["config"]["optim"]["schedule"] == "linear" and branch["config"]["optim"]["schedule"] == "wsd"
-    rel = (branch["L"] - linear["L"]) / linear["L"]
-    print(
-        f"d{width}, {FIDELITY_STEPS} steps: recipe's linear decay L={linear['L']:.4f}, forked branch "
-        f"L={branch['L']:.4f} ({rel:+.2%})"
-    )
-    assert abs(rel) < 0.01
+# How close a forked branch's loss comes to the recipe's own run is a property of the schedules measured at a
+# run length, not of this code (whose forks are checked above: bookkeeping, resume, and the stable part bit
+# for bit the independent run's): holding the peak lr for 80% of the steps beats the recipe's linear decay by
+# 2.6% at 250 steps and 1.1% at 500-1000 steps, 0.3% at 2000 (d64, r=1). `make bench` measures it at 2000
+# steps for d64 and d96 and fails above 1% (benchmarks/bench_forks.py --fidelity ... --max-rel-diff 0.01).
