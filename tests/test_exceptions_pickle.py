@@ -24,6 +24,7 @@ SAMPLES = {
     ),
     "loopscale.launch.launchers.LayoutError": lambda m: m.LayoutError("hydra.launcher.nodes=2 but trainer.num_nodes=1"),
     "loopscale.launch.launchers.UnsafeSubmititFolder": lambda m: m.UnsafeSubmititFolder("/shared is not private"),
+    "loopscale.launch.launchers.LaunchRefused": lambda m: m.LaunchRefused("refused before submission (1 problem(s))"),
     "loopscale.signals.Terminated": lambda m: m.Terminated(),
     "loopscale.signals.Interrupted": lambda m: m.Interrupted(),
     "loopscale.cli.UsageError": lambda m: m.UsageError("--bootstrap must be >= 0"),
