@@ -101,7 +101,7 @@ def run_demo(settings: DemoSettings, console=None) -> DemoOutputs:
 
     from loopscale import plots
     from loopscale.analysis.report import write_report
-    from loopscale.data.shards import prepare
+    from loopscale.data.run_data import open_run_data
     from loopscale.fit.tables import canonical_table
     from loopscale.launch.sweep import expand
 
@@ -115,7 +115,8 @@ def run_demo(settings: DemoSettings, console=None) -> DemoOutputs:
     console.rule(f"[bold]loopscale demo[/]: {len(jobs)} jobs of experiment={EXPERIMENT} -> {out}")
     console.print("[1/5] preparing the default corpus (cached after the first call)")
     with _timed(stage_s, "data"):
-        vocab_size = prepare(jobs[0].cfg.data, progress=True).vocab_size
+        first = jobs[0].cfg  # the same data for every job: opened as training will open it (any data.format)
+        vocab_size = open_run_data(first.data, first.model.seq_len, progress=True).vocab_size
     with _timed(stage_s, "train"):
         trained = _train(jobs, vocab_size, workers, threads, console)
     console.print("[3/5] collecting the runs table")

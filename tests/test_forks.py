@@ -231,3 +231,12 @@ def test_forked_branch_within_1pct_of_the_recipes_own_run(tmp_path, data_dir, wi
         f"L={branch['L']:.4f} ({rel:+.2%})"
     )
     assert abs(rel) < 0.01
+
+
+def test_a_forked_job_trains_on_packed_rows(tmp_path, data_dir):
+    """budget=forks reads its data through the one way in (open_run_data), so the packed format works as for a
+    plain run: the parent and its branches train on the embedded corpus packed into rows of T + 1 tokens."""
+    out = run_training(_cfg(tmp_path, data_dir, "data=shakespeare_packed", "budget.fork_tokens=[5120,10240]"))
+    branches = out["branches"]
+    assert [b["status"] for b in branches] == ["done", "done"] and [b["steps"] for b in branches] == [5, 10]
+    assert all(b["data"]["format"] == "packed" and math.isfinite(b["L"]) for b in branches)
