@@ -17,10 +17,11 @@ from lightning.pytorch.callbacks import Callback
 
 from loopscale.config.model import ModelConfig
 from loopscale.config.schema import OptimConfig, TrainerConfig
-from loopscale.model.transformer import LoopedTransformer, param_groups
+from loopscale.model.transformer import LoopedTransformer
 from loopscale.train.compiling import compile_model
 from loopscale.train.mfu import mfu, peak_flops
-from loopscale.train.optim.lr_transfer import MATRIX, adamw_lrs, lrs_for, recipe_param_groups
+from loopscale.train.optim.groups import MATRIX, adamw_param_groups, recipe_param_groups
+from loopscale.train.optim.lr_transfer import adamw_lrs, lrs_for
 from loopscale.train.optim.muonh import MuonH, resolve_ortho_dtype
 from loopscale.train.optim.schedule import lr_multiplier
 
@@ -261,7 +262,7 @@ class LoopedLM(L.LightningModule):
                 weight_decay=0.0,
             )
         else:
-            groups = [{**group, "lr": lrs[group["name"]]} for group in param_groups(self.model, opt.weight_decay)]
+            groups = [{**group, "lr": lrs[group["name"]]} for group in adamw_param_groups(self.model, opt.weight_decay)]
             optimizer = torch.optim.AdamW(groups, lr=opt.lr, betas=(opt.beta1, opt.beta2), eps=opt.eps)
         log.info(
             "optimizer %s: peak lrs %s",
