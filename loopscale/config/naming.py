@@ -89,7 +89,10 @@ def recipe_label(model: Any) -> str:
     from loopscale.config.model import ModelConfig
 
     fields = OmegaConf.to_container(model, resolve=True) if OmegaConf.is_config(model) else dict(model)
-    return ModelConfig(**fields).recipe
+    try:
+        return ModelConfig(**fields).recipe
+    except (TypeError, ValueError):  # an invalid model: the run fails on it and records why, under this name
+        return str(fields.get("recipe"))
 
 
 def register_resolvers() -> None:

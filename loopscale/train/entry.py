@@ -32,7 +32,8 @@ from loopscale.train.identity import IdentityMismatch
 
 # planning and the run itself live below this entry point; re-exported here, where callers always found them
 from loopscale.train.plan import run_dir_of, to_train_config  # noqa: F401
-from loopscale.train.runner import launching_rank, run_dir_lock, running_elsewhere, train_run, write_record_or_log
+from loopscale.train.run_record import write_record_or_log
+from loopscale.train.runner import launching_rank, run_dir_lock, running_elsewhere, train_run
 
 log = logging.getLogger("loopscale.train.entry")
 
