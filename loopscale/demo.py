@@ -20,6 +20,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from loopscale.errors import InputError
+
 EXPERIMENT = "isodepth_cpu_demo"
 
 
@@ -199,7 +201,7 @@ def _collect(out: Path, sweep_dir: Path):
 
     rows, problems = collect(sweep_dir)
     if not rows:
-        raise ValueError(f"no finished runs to fit in {sweep_dir} ({len(problems)} not done)")
+        raise InputError(f"no finished runs to fit in {sweep_dir} ({len(problems)} not done)")
     table = runs_table(rows)
     runs_csv = out / "runs.csv"
     write_runs_table(table, problems, runs_csv)

@@ -17,6 +17,7 @@ from lightning.pytorch.callbacks import Callback
 
 from loopscale.config.model import ModelConfig
 from loopscale.config.schema import OptimConfig, TrainerConfig
+from loopscale.errors import ConfigError
 from loopscale.model.transformer import LoopedTransformer
 from loopscale.train.compiling import compile_model
 from loopscale.train.mfu import mfu, peak_flops
@@ -69,7 +70,7 @@ def optimizer_record(
     if optim.optimizer == "adamw":
         return {"optimizer": "adamw", "lrs": adamw_lrs(model_cfg, optim)}
     if trainer_cfg.strategy == "fsdp":
-        raise ValueError(
+        raise ConfigError(
             "optim.optimizer='muonh' needs whole matrices for its orthogonalisation, and "
             "trainer.strategy='fsdp' shards them; use trainer.strategy='ddp' (or optim=adamw)"
         )

@@ -23,6 +23,7 @@ from __future__ import annotations
 from loopscale.config.model import ModelConfig
 from loopscale.config.naming import paper_width
 from loopscale.config.schema import OptimConfig
+from loopscale.errors import ConfigError
 from loopscale.model import accounting
 from loopscale.train.optim.groups import EMBEDDING, HEAD, HYPER, MATRIX, NORM
 
@@ -72,7 +73,7 @@ def lrs_for(cfg: ModelConfig, batch_tokens: int, D_tokens: int, optim: OptimConf
     """Peak lr of every group this model has (the schedule multiplies them all alike)."""
     for name, value in (("batch_tokens", batch_tokens), ("D_tokens", D_tokens)):
         if not value > 0:
-            raise ValueError(f"{name}={value!r} must be > 0")
+            raise ConfigError(f"{name}={value!r} must be > 0")
     base = {
         MATRIX: optim.lr,
         HEAD: optim.lr_head,
