@@ -1,7 +1,7 @@
 """Typed configuration schema.
 
-Every dataclass here validates itself in `__post_init__` and raises `ConfigError` (a ValueError) naming the field and the
-allowed values, so a bad sweep point fails at start, not an hour into training. `register_configs()` puts
+Every dataclass here validates itself in `__post_init__` and raises `ConfigError` (a ValueError) naming the field
+and the allowed values, so a bad sweep point fails at start, not an hour into training. `register_configs()` puts
 the schema into Hydra's ConfigStore so YAML under `loopscale/conf/` is type-checked against it.
 
 The model's config lives in model_config.py (ModelConfig, the iso-depth layer plan), the run and point
