@@ -117,8 +117,7 @@ def run_demo(settings: DemoSettings, console=None) -> DemoOutputs:
     console.rule(f"[bold]loopscale demo[/]: {len(jobs)} jobs of experiment={EXPERIMENT} -> {out}")
     console.print("[1/5] preparing the default corpus (cached after the first call)")
     with _timed(stage_s, "data"):
-        first = jobs[0].cfg  # the same data for every job: opened as training will open it (any data.format)
-        vocab_size = open_run_data(first.data, first.model.seq_len, progress=True).vocab_size
+        vocab_size = open_run_data(jobs[0].cfg.data, jobs[0].cfg.model.seq_len, progress=True).vocab_size
     with _timed(stage_s, "train"):
         trained = _train(jobs, vocab_size, workers, threads, console)
     console.print("[3/5] collecting the runs table")

@@ -232,7 +232,6 @@ def build_training(cfg: TrainConfig, run_dir: Path, fork_steps: list[int], recor
     """Open the data, plan the run, build the module and the Trainer; `record` learns each fact as it is
     known (the plan, the data, the batch split, the predicted memory, the optimizer), so a failure part-way
     is recorded with what was known."""
-    import lightning as L
 
     from loopscale.data.run_data import data_record, make_datamodule, open_run_data
     from loopscale.train.batching import device_batching
@@ -262,7 +261,14 @@ def build_training(cfg: TrainConfig, run_dir: Path, fork_steps: list[int], recor
     )
     module = LoopedLM(cfg.model, cfg.optim, cfg.trainer, accounting)
     record.update(module.optimizer_record)
-    trainer = L.Trainer(
+    return Built(cfg, plan, datamodule, module, _trainer(cfg, run_dir, plan, batching, fork_steps))
+
+
+def _trainer(cfg: TrainConfig, run_dir: Path, plan: RunPlan, batching, fork_steps: list[int]):
+    """The Lightning Trainer of one run: steps, accumulation, precision, validation cadence, loggers, callbacks."""
+    import lightning as L
+
+    return L.Trainer(
         accelerator=cfg.trainer.accelerator,
         devices=cfg.trainer.devices,
         num_nodes=cfg.trainer.num_nodes,
@@ -288,7 +294,6 @@ def build_training(cfg: TrainConfig, run_dir: Path, fork_steps: list[int], recor
         # every rank validates the whole val set (TokenDataModule.val_dataloader says why)
         use_distributed_sampler=False,
     )
-    return Built(cfg, plan, datamodule, module, trainer)
 
 
 def predicted_memory(cfg: TrainConfig, batching) -> dict[str, Any] | None:
