@@ -53,7 +53,7 @@ def singular_value_band(cfg, rel_floor: float = 1e-3) -> tuple[float, float, flo
     values of the orthogonalised gradient (before the rescale), counting those whose input singular value is
     at least rel_floor x the matrix's largest, and the share of all singular values below that floor."""
     from loopscale.model.transformer import LoopedTransformer
-    from loopscale.train.optim.lr_transfer import MATRIX, recipe_param_groups
+    from loopscale.train.optim.groups import MATRIX, recipe_param_groups
     from loopscale.train.optim.muonh import polar_express
 
     prepared = prepare(cfg.data, progress=False)

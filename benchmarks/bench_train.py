@@ -21,8 +21,9 @@ from loopscale.config.model import ModelConfig
 from loopscale.config.schema import DataConfig, OptimConfig, TrainerConfig
 from loopscale.data.shards import prepare
 from loopscale.data.windows import TokenDataModule, batch_at
-from loopscale.model.transformer import LoopedTransformer, param_groups
+from loopscale.model.transformer import LoopedTransformer
 from loopscale.train.lightning_module import LoopedLM, StepAccounting
+from loopscale.train.optim.groups import adamw_param_groups
 from loopscale.train.optim.schedule import lr_multiplier
 
 WARMUP_STEPS = 4
@@ -51,7 +52,9 @@ def tokens_per_s(times: list[float]) -> float:
 def bare_loop(cfg: ModelConfig, tokens, steps: int, optim: OptimConfig) -> float:
     torch.manual_seed(0)
     model = LoopedTransformer(cfg)
-    opt = torch.optim.AdamW(param_groups(model, optim.weight_decay), lr=optim.lr, betas=(optim.beta1, optim.beta2))
+    opt = torch.optim.AdamW(
+        adamw_param_groups(model, optim.weight_decay), lr=optim.lr, betas=(optim.beta1, optim.beta2)
+    )
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: lr_multiplier(s, steps, optim))
     times = []
     for step in range(steps):

@@ -21,6 +21,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from loopscale.errors import InputError
+
 FILE_MODE = 0o666  # before the umask, as open() creates files (0644 under the usual umask 022)
 
 
@@ -99,11 +101,11 @@ def check_writable(path: Path | str, what: str) -> None:
     so an unwritable --out fails at once instead of after the fit. Creates the parent folders."""
     path = Path(path)
     if path.is_dir():
-        raise ValueError(f"{what} {path} is a directory; give a file name")
+        raise InputError(f"{what} {path} is a directory; give a file name")
     probe = path.with_name(f".{path.name}.{secrets.token_hex(4)}.check")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE))
         probe.unlink()
     except OSError as err:
-        raise ValueError(f"{what} {path} is not writable: {err.strerror or err}") from None
+        raise InputError(f"{what} {path} is not writable: {err.strerror or err}") from None

@@ -20,6 +20,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from loopscale.errors import InputError
+
 EXPERIMENT = "isodepth_cpu_demo"
 
 
@@ -101,7 +103,7 @@ def run_demo(settings: DemoSettings, console=None) -> DemoOutputs:
 
     from loopscale import plots
     from loopscale.analysis.report import write_report
-    from loopscale.data.shards import prepare
+    from loopscale.data.run_data import open_run_data
     from loopscale.fit.tables import canonical_table
     from loopscale.launch.sweep import expand
 
@@ -115,7 +117,7 @@ def run_demo(settings: DemoSettings, console=None) -> DemoOutputs:
     console.rule(f"[bold]loopscale demo[/]: {len(jobs)} jobs of experiment={EXPERIMENT} -> {out}")
     console.print("[1/5] preparing the default corpus (cached after the first call)")
     with _timed(stage_s, "data"):
-        vocab_size = prepare(jobs[0].cfg.data, progress=True).vocab_size
+        vocab_size = open_run_data(jobs[0].cfg.data, jobs[0].cfg.model.seq_len, progress=True).vocab_size
     with _timed(stage_s, "train"):
         trained = _train(jobs, vocab_size, workers, threads, console)
     console.print("[3/5] collecting the runs table")
@@ -198,7 +200,7 @@ def _collect(out: Path, sweep_dir: Path):
 
     rows, problems = collect(sweep_dir)
     if not rows:
-        raise ValueError(f"no finished runs to fit in {sweep_dir} ({len(problems)} not done)")
+        raise InputError(f"no finished runs to fit in {sweep_dir} ({len(problems)} not done)")
     table = runs_table(rows)
     runs_csv = out / "runs.csv"
     write_runs_table(table, problems, runs_csv)

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from loopscale.analysis.advise_family import Family
+from loopscale.errors import InputError
 
 N_GRID = 512  # log-width grid of the global search
 N_BISECT = 64  # halvings of the bracket around the best grid point
@@ -54,7 +55,7 @@ class Constraints:
         for name in ("compute_flops", "max_unique_params", "max_inference_flops", "inference_tokens"):
             value = getattr(self, name)
             if value is not None and not (np.isfinite(value) and value > 0):
-                raise ValueError(f"{name} must be a positive number; got {value!r}")
+                raise InputError(f"{name} must be a positive number; got {value!r}")
 
     def without_cap(self) -> Constraints:
         return replace(self, max_unique_params=None)

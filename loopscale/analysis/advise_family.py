@@ -26,6 +26,8 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from loopscale.errors import InputError
+
 QUANTITIES = ("N_once", "N_rec", "F", "F_infer")  # the polynomials; N_unique = N_once + N_rec
 FAMILY_EXPERIMENTS = {"paper": "isodepth", "demo": "isodepth_cpu_demo", "cpu": "isodepth_cpu"}
 MATCH_TOLERANCE = 0.02  # relative: a fit's model counts as this family's when a valid width is this close
@@ -58,7 +60,7 @@ class Family:
 
     def coeffs(self, quantity: str, r: int) -> np.ndarray:
         if r not in self.polys:
-            raise ValueError(f"family {self.name!r} has no r = {r} (built for r in {list(self.r_values)})")
+            raise InputError(f"family {self.name!r} has no r = {r} (built for r in {list(self.r_values)})")
         if quantity == "N_unique":
             return np.add(self.polys[r]["N_once"], self.polys[r]["N_rec"])
         return np.asarray(self.polys[r][quantity], dtype=float)
@@ -104,7 +106,7 @@ def interpolate(quantities_at: Callable[[int], Mapping[str, float]], width_step:
     exact = quantities_at(probe)
     for q, (c0, c1, c2) in out.items():
         if abs(c0 + c1 * probe + c2 * probe**2 - exact[q]) > 1e-9 * max(1.0, abs(exact[q])):
-            raise ValueError(f"{q} of this model family is not a quadratic in the width (e.g. a rounded MLP width)")
+            raise InputError(f"{q} of this model family is not a quadratic in the width (e.g. a rounded MLP width)")
     return out
 
 
@@ -140,7 +142,7 @@ def experiment_family(
         fields = OmegaConf.to_container(composed.model, resolve=True)
     except (HydraException, OmegaConfBaseException) as err:
         first = str(err).strip().splitlines()[0]
-        raise ValueError(
+        raise InputError(
             f"family {name!r}: cannot compose experiment={experiment} {' '.join(overrides)}: {first}"
         ) from None
     fields["vocab_size"] = int(composed.data.vocab_size)  # what the run sets from its tokenizer
@@ -150,7 +152,7 @@ def experiment_family(
         try:
             ModelConfig(**{**fields, "d_model": step, "r": r})
         except ValueError as err:
-            raise ValueError(f"family {name!r} (experiment={experiment}) cannot loop r = {r}: {err}") from None
+            raise InputError(f"family {name!r} (experiment={experiment}) cannot loop r = {r}: {err}") from None
         polys[r] = interpolate(
             lambda d, r=r: accounting_quantities(ModelConfig(**{**fields, "d_model": d, "r": r})), step
         )
@@ -168,12 +170,12 @@ def named_family(
     """paper | demo | cpu (their experiments, FAMILY_EXPERIMENTS) or custom (`experiment` + `overrides`)."""
     if name == "custom":
         if not experiment:
-            raise ValueError("--family custom needs --experiment NAME (a config under conf/experiment/)")
+            raise InputError("--family custom needs --experiment NAME (a config under conf/experiment/)")
         return experiment_family(name, experiment, r_values, recipe, overrides)
     if name not in FAMILY_EXPERIMENTS:
-        raise ValueError(f"unknown family {name!r}; choose from {', '.join([*FAMILY_EXPERIMENTS, 'custom'])}")
+        raise InputError(f"unknown family {name!r}; choose from {', '.join([*FAMILY_EXPERIMENTS, 'custom'])}")
     if experiment or overrides:
-        raise ValueError(f"--experiment and --override go with --family custom, not --family {name}")
+        raise InputError(f"--experiment and --override go with --family custom, not --family {name}")
     return experiment_family(name, FAMILY_EXPERIMENTS[name], r_values, recipe)
 
 
@@ -249,7 +251,7 @@ def resolve_family(
         family = named_family(name, wanted, recipe, experiment, overrides)
         bad = mismatches(family, shapes) if shapes else []
         if bad:
-            raise ValueError(f"--family {name} does not match the fit: its widths give no model with {bad[0]}")
+            raise InputError(f"--family {name} does not match the fit: its widths give no model with {bad[0]}")
         return family, ([] if shapes else [f"the fit records no model shapes: --family {name} taken as given"])
     errors = []
     for candidate in FAMILY_EXPERIMENTS:
@@ -263,7 +265,7 @@ def resolve_family(
     if len(errors) == len(FAMILY_EXPERIMENTS):
         raise errors[0]
     first = shapes[0]
-    raise ValueError(
+    raise InputError(
         f"the fit's models (e.g. r = {int(first[0])}, N = {first[1] + first[2]:.4g}) match none of the families "
         f"{', '.join(FAMILY_EXPERIMENTS)} ({recipe}): pass --recipe for a recipe probe's fit, or --family custom "
         "--experiment NAME"

@@ -28,6 +28,7 @@ from loopscale.analysis.advise import (
     width_domain,
 )
 from loopscale.analysis.advise_family import Family, fit_recipe, resolve_family
+from loopscale.errors import InputError
 from loopscale.fit.result import FitResult, _jsonable, load_fit
 
 BASE = ("E", "A", "alpha", "B", "beta")
@@ -57,24 +58,24 @@ def check_law(fit: FitResult, r_values: Sequence[int], recipe: str | None) -> st
     """The recipe a joint fit is read for; ValueError when the law cannot advise these r."""
     if fit.law == "chinchilla":
         if any(r != 1 for r in r_values):
-            raise ValueError(
+            raise InputError(
                 "a chinchilla fit has no phi, so it cannot say what a recurrence is worth: only r = 1 can be "
                 "advised (pass --r 1), or fit the looped law (loopscale fit --law looped)"
             )
     elif fit.law == "looped-free":
         have = sorted(int(float(k[2:])) for k in fit.params if k.startswith("k_"))
         if any(r != 1 and r not in have for r in r_values):
-            raise ValueError(f"the looped-free fit has a multiplier k_r for r in {have} only: pass --r among 1,{have}")
+            raise InputError(f"the looped-free fit has a multiplier k_r for r in {have} only: pass --r among 1,{have}")
     elif fit.law == "looped-joint":
         recipes = [k[4:-1] for k in fit.params if k.startswith("phi[")]
         recipe = recipe or recipes[0]
         if recipe not in recipes:
-            raise ValueError(f"the joint fit has no recipe {recipe!r}; its recipes: {', '.join(recipes)}")
+            raise InputError(f"the joint fit has no recipe {recipe!r}; its recipes: {', '.join(recipes)}")
         return recipe
     elif fit.law != "looped":
-        raise ValueError(f"cannot advise from a {fit.law!r} fit")
+        raise InputError(f"cannot advise from a {fit.law!r} fit")
     if recipe and fit.law != "looped-joint":
-        raise ValueError("--recipe applies to a looped-joint fit")
+        raise InputError("--recipe applies to a looped-joint fit")
     return None
 
 
@@ -306,7 +307,7 @@ def advise_fit(
     solved = [_per_r(point, reps, family, r, cons, level) for r in r_values]
     per_r = [rec for rec, _ in solved]
     if not any(rec["feasible"] for rec in per_r):
-        raise ValueError("no r meets the constraints: " + "; ".join(rec["reason"] for rec in per_r))
+        raise InputError("no r meets the constraints: " + "; ".join(rec["reason"] for rec in per_r))
     rep_L = {rec["r"]: sol["L"] for rec, sol in solved if sol is not None}
     best = _best(per_r, rep_L, level)
     best_model = next(rec["advised"] for rec in per_r if rec["r"] == best["r"])

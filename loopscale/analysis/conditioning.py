@@ -19,6 +19,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from loopscale.errors import InputError
+
 # The demo's targets (issue 15): what a two-core, 15-minute sweep must reach to call its phi measured.
 DEMO_TARGETS = {
     "phi_ci_width_max": 0.35,
@@ -62,7 +64,7 @@ def conditioning(table: pd.DataFrame, fit) -> dict[str, Any]:
 
     fit = load_fit(fit)
     if fit.law != "looped":
-        raise ValueError(f"conditioning needs a fit of the looped law; got {fit.law!r}")
+        raise InputError(f"conditioning needs a fit of the looped law; got {fit.law!r}")
     rows = rows_for_fit(table, fit)
     phi = fit.params["phi"]
     ci = (fit.ci95 or {}).get("phi")

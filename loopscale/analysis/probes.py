@@ -16,6 +16,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from loopscale.errors import InputError
+
 DENSE_COLUMN = "dense_from"  # in the runs table: the sweep dir an r = 1 row was borrowed from, else empty
 
 
@@ -27,17 +29,17 @@ def dense_rows(probe_rows: list[dict[str, Any]], baseline_dir: Path) -> list[dic
 
     baseline_dir = Path(baseline_dir)
     if not baseline_dir.is_dir():
-        raise ValueError(f"--dense {baseline_dir} is not a directory")
+        raise InputError(f"--dense {baseline_dir} is not a directory")
     own = sum(1 for row in probe_rows if row.get("r") == 1)
     if own:
-        raise ValueError(
+        raise InputError(
             f"the sweep already has {own} r = 1 runs; --dense adds another sweep's r = 1 runs "
             "only to a probe that has none"
         )
     rows, _ = collect(baseline_dir)
     dense = [dict(row, **{DENSE_COLUMN: str(baseline_dir)}) for row in rows if row.get("r") == 1]
     if not dense:
-        raise ValueError(
+        raise InputError(
             f"--dense {baseline_dir} has no finished r = 1 runs (`loopscale status {baseline_dir}` lists its runs)"
         )
     return dense
@@ -58,7 +60,7 @@ def check_dense_rows(table, law: str, allow_no_dense: bool = False) -> None:
     `table` has the canonical column `r`; the Chinchilla law does not use r and is never refused."""
     if law == "chinchilla" or allow_no_dense or (table["r"] == 1).any():
         return
-    raise ValueError(
+    raise InputError(
         f"no r = 1 runs in the table (r = {', '.join(f'{r:g}' for r in sorted(table['r'].unique()))}): a probe "
         "sweep trains no dense runs, so its fit needs the baseline's; collect with `loopscale collect "
         "PROBE_DIR --dense BASELINE_DIR`, or pass --allow-no-dense to fit without r = 1 on purpose"

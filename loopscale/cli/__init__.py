@@ -9,16 +9,17 @@ level and defer heavy imports (torch, lightning, scipy) into their `func`, so `l
 from __future__ import annotations
 
 import argparse
-import errno
 import importlib
 import sys
+
+from loopscale.errors import LoopscaleError, user_error
 
 # Module names under loopscale.cli, in the order they appear in --help.
 SUBCOMMANDS = ["params", "data", "sweep", "collect", "fit", "advise", "plot", "plan", "demo"]
 
 
-class UsageError(Exception):
-    """Bad user input: reported as one line on stderr with exit code 2, nothing written."""
+class UsageError(LoopscaleError):
+    """Bad command-line input: reported as one line on stderr with exit code 2, nothing written."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -43,25 +44,20 @@ def main(argv: list[str] | None = None) -> int:
     raise_on_sigterm()  # SIGTERM unwinds like Ctrl-C: temporary files are removed, workers stopped
     try:
         return int(args.func(args) or 0)
-    except UsageError as err:
-        lines = str(err).splitlines() or [""]  # one line: config errors carry OmegaConf's key report below
-        print(f"loopscale {args.command}: error: {lines[0]}", file=sys.stderr)
-        return 2
+    except Exception as err:  # the user's to fix (loopscale/errors.py): one line, no traceback
+        found = user_error(err)
+        if found is None:
+            raise
+        # outputs are written atomically (loopscale/atomic.py): on a full disk what was there before is intact
+        tail = "; nothing was replaced" if found.disk else ""
+        print(f"loopscale {args.command}: error: {found.line}{tail}", file=sys.stderr)
+        return found.exit_code
     except KeyboardInterrupt:  # Ctrl-C: workers are stopped where they were started; one line, no traceback
         print(f"loopscale {args.command}: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
     except Terminated:
         print(f"loopscale {args.command}: terminated", file=sys.stderr)
         return EXIT_TERMINATED
-    except OSError as err:
-        if err.errno not in (errno.ENOSPC, errno.EDQUOT, errno.EROFS):
-            raise
-        # outputs are written atomically (loopscale/atomic.py): what was there before is intact
-        print(
-            f"loopscale {args.command}: error: {err.strerror} ({err.filename or 'output'}); nothing was replaced",
-            file=sys.stderr,
-        )
-        return 1
 
 
 if __name__ == "__main__":

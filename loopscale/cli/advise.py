@@ -94,14 +94,11 @@ def run(args: argparse.Namespace) -> int:
     from loopscale.fit.result import load_fit
 
     _check_outputs(args)
-    try:
-        fit = load_fit(args.fit)
-        cons = Constraints(args.compute, args.max_unique_params, args.max_inference_flops, args.inference_tokens)
-        advice = advise_from_fit(
-            fit, cons, args.r, args.family, None, args.experiment, args.override, args.recipe, args.level
-        )
-    except ValueError as err:
-        raise UsageError(str(err)) from err
+    fit = load_fit(args.fit)
+    cons = Constraints(args.compute, args.max_unique_params, args.max_inference_flops, args.inference_tokens)
+    advice = advise_from_fit(
+        fit, cons, args.r, args.family, None, args.experiment, args.override, args.recipe, args.level
+    )
     advice.record["fit"]["input"] = str(args.fit)
     figure = None
     if args.plot:

@@ -81,12 +81,8 @@ def run_collect(args: argparse.Namespace) -> int:
 
 def _with_dense(rows, baseline_dir: Path):
     from loopscale.analysis.probes import dense_rows, probe_table
-    from loopscale.cli import UsageError
 
-    try:
-        dense = dense_rows(rows, baseline_dir)
-    except ValueError as err:
-        raise UsageError(str(err)) from None
+    dense = dense_rows(rows, baseline_dir)
     print(f"+ {len(dense)} r = 1 runs from {baseline_dir} (column dense_from)")
     return probe_table(rows, dense)
 

@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 
-from loopscale.cli import UsageError
 from loopscale.config.schema import DataConfig
 
 _DEFAULTS = DataConfig()
@@ -78,20 +77,14 @@ def _corpus_arguments(p: argparse.ArgumentParser) -> None:
 def config_from_args(args: argparse.Namespace) -> DataConfig:
     fields = {f.name for f in dataclasses.fields(DataConfig)}
     values = {k: v for k, v in vars(args).items() if k in fields and v is not None}
-    try:
-        return DataConfig(**values)
-    except ValueError as err:
-        raise UsageError(str(err)) from err
+    return DataConfig(**values)
 
 
 def run_prepare(args: argparse.Namespace) -> int:
     cfg = config_from_args(args)
     from loopscale.data.shards import prepare  # heavy: datasets, tokenizers
 
-    try:
-        prepared = prepare(cfg, progress=not args.no_progress)
-    except ValueError as err:  # DataError and friends: bad path, empty corpus, offline hub, ...
-        raise UsageError(str(err)) from err
+    prepared = prepare(cfg, progress=not args.no_progress)  # a DataError is one line (loopscale/errors.py)
     split = prepared.meta["split"]
     print(f"prepared {prepared.root}")
     print(f"  tokenizer   {prepared.tokenizer_path} (vocab {prepared.vocab_size}, {prepared.meta['dtype']})")
@@ -104,10 +97,7 @@ def run_pack(args: argparse.Namespace) -> int:
     cfg = config_from_args(args)
     from loopscale.data.packed_set import pack  # heavy: datasets, tokenizers, pyarrow
 
-    try:
-        packed = pack(cfg, args.seq_len, progress=not args.no_progress)
-    except ValueError as err:
-        raise UsageError(str(err)) from err
+    packed = pack(cfg, args.seq_len, progress=not args.no_progress)
     meta = packed.meta
     print(f"packed {packed.root}")
     print(

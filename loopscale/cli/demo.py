@@ -63,6 +63,4 @@ def run(args: argparse.Namespace) -> int:
         return 1
     except HydraException as err:
         raise UsageError(str(err).splitlines()[0]) from err
-    except ValueError as err:  # loopscale's own input errors (too few runs to fit, a bad sweep point, ...)
-        raise UsageError(f"demo: {err}") from err
     return 0

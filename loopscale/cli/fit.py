@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 
 from loopscale.cli import UsageError
+from loopscale.errors import LoopscaleError
 
 from .fit_output import joint_lines, output_paths, write_results
 
@@ -139,10 +140,7 @@ def _fit_options(args: argparse.Namespace):
         raise UsageError("--cluster needs --bootstrap N (N > 0)")
     if args.starts < 1:
         raise UsageError(f"--starts must be >= 1; got {args.starts}")
-    try:
-        loss = Loss(args.loss, args.delta)
-    except ValueError as err:
-        raise UsageError(str(err)) from None
+    loss = Loss(args.loss, args.delta)
     columns = ColumnMap(
         r=args.r_col,
         N_once=args.n_once_col,
@@ -161,10 +159,7 @@ def _group_tables(args: argparse.Namespace, columns) -> tuple:
     from loopscale.analysis.probes import check_dense_rows
     from loopscale.fit.tables import canonical_table, read_table
 
-    try:
-        raw = read_table(args.table)
-    except ValueError as err:
-        raise UsageError(str(err)) from None
+    raw = read_table(args.table)
     if args.group and args.group not in raw.columns:
         raise UsageError(f"--group column {args.group!r} is not in the table {list(raw.columns)}")
     if args.group and raw[args.group].isna().any():
@@ -180,7 +175,7 @@ def _group_tables(args: argparse.Namespace, columns) -> tuple:
         try:
             table = canonical_table(part.reset_index(drop=True), args.law, columns)
             check_dense_rows(table, args.law, args.allow_no_dense)  # a probe without the baseline's r = 1 runs
-        except ValueError as err:
+        except LoopscaleError as err:  # said with the group it came from
             where = f" (group {args.group}={g})" if g is not None else ""
             raise UsageError(f"{err}{where}") from None
         if args.cluster and args.cluster not in table.columns:
@@ -208,20 +203,17 @@ def _fit_groups(args: argparse.Namespace, loss, raw, tables: list) -> list:
     results = []
     with np.errstate(all="ignore"):
         for g, table in tables:
-            try:
-                result = fit_table(
-                    table,
-                    args.law,
-                    loss,
-                    seed=args.seed,
-                    n_bootstrap=args.bootstrap,
-                    cluster=args.cluster,
-                    holdout=args.holdout_largest,
-                    profile=not args.no_profile,
-                    n_refine=args.starts,
-                )
-            except ValueError as err:
-                raise UsageError(str(err)) from None
+            result = fit_table(
+                table,
+                args.law,
+                loss,
+                seed=args.seed,
+                n_bootstrap=args.bootstrap,
+                cluster=args.cluster,
+                holdout=args.holdout_largest,
+                profile=not args.no_profile,
+                n_refine=args.starts,
+            )
             result.input = dict(input_info, n_rows_used=len(table))
             if g is not None:
                 result.group = {"column": args.group, "value": _plain(g)}
@@ -255,29 +247,26 @@ def run_joint_fit(args: argparse.Namespace, loss, columns) -> int:
         try:
             raw = read_table(path)
             table = canonical_table(raw, "looped-joint", columns)
-        except ValueError as err:
+        except LoopscaleError as err:  # said with the table it came from
             raise UsageError(f"{err} ({path})") from None
         tables.append(table)
         inputs.append({"path": str(path), "sha256": file_sha256(path), "n_rows": len(raw), **column_record(table)})
     out_paths, plot_paths = output_paths(args, [None])
-    try:
-        table, recipes = joint_table(tables, args.joint)
-        if args.cluster and args.cluster not in table.columns:
-            raise ValueError(f"--cluster column {args.cluster!r} is not in the table")
-        with np.errstate(all="ignore"):
-            result = fit_joint(
-                table,
-                args.joint,
-                recipes,
-                loss,
-                seed=args.seed,
-                n_bootstrap=args.bootstrap,
-                cluster=args.cluster,
-                profile=not args.no_profile,
-                n_refine=args.starts,
-            )
-    except ValueError as err:
-        raise UsageError(str(err)) from None
+    table, recipes = joint_table(tables, args.joint)
+    if args.cluster and args.cluster not in table.columns:
+        raise UsageError(f"--cluster column {args.cluster!r} is not in the table")
+    with np.errstate(all="ignore"):
+        result = fit_joint(
+            table,
+            args.joint,
+            recipes,
+            loss,
+            seed=args.seed,
+            n_bootstrap=args.bootstrap,
+            cluster=args.cluster,
+            profile=not args.no_profile,
+            n_refine=args.starts,
+        )
     result.input = {
         "tables": inputs,
         "n_rows_used": len(table),
@@ -314,10 +303,7 @@ def run_compare(args: argparse.Namespace) -> int:
             print(line)
         return 0
     b = _load_fit(args.fit_b)
-    try:
-        out = compare_param(a, b, args.param, seed=args.seed)
-    except ValueError as err:
-        raise UsageError(str(err)) from None
+    out = compare_param(a, b, args.param, seed=args.seed)
     name = args.param
     print(f"{name}: A = {out['a']:.4g} ({args.fit_a}), B = {out['b']:.4g} ({args.fit_b})")
     if out["ci"] is None:
@@ -340,10 +326,7 @@ def run_equiv(args: argparse.Namespace) -> int:
     phi = fit.params["phi"] if fit is not None else args.phi
     if args.budget is not None and fit is None:
         raise UsageError("--budget needs --fit (E, A, alpha, B, beta come from the fit)")
-    try:
-        sizes = equivalent_sizes(args.r, args.n_once, args.n_rec, phi)
-    except ValueError as err:
-        raise UsageError(str(err)) from None
+    sizes = equivalent_sizes(args.r, args.n_once, args.n_rec, phi)
     print(f"r = {sizes.r:g}, phi = {phi:.4g}: unique parameters N_once + N_rec = {_m(sizes.N_unique)}")
     print(f"  N_eff = N_once + r^phi N_rec = {_m(sizes.N_eff)}: the non-looped size with the same loss")
     print(f"  N_once + r N_rec = {_m(sizes.N_cost)}: the non-looped size with the same training cost")

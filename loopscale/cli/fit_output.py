@@ -135,10 +135,7 @@ def _check_writable(paths: list, what: str) -> None:
 
     for path in paths:
         if path is not None:
-            try:
-                check_writable(os.path.realpath(path), what)  # where a linked path really writes
-            except ValueError as err:
-                raise UsageError(str(err)) from None
+            check_writable(os.path.realpath(path), what)  # where a linked path really writes
 
 
 def _out_paths(path: str, groups: list, what: str) -> list[Path]:

@@ -66,20 +66,17 @@ def build_config(args: argparse.Namespace):
     overrides = {name: getattr(args, name) for name in OVERRIDES if getattr(args, name) is not None}
     if args.preset == "paper":
         if args.d_model is not None:
-            raise ValueError("--d-model applies to --preset cpu; the paper preset sets d_model from --size")
+            raise UsageError("--d-model applies to --preset cpu; the paper preset sets d_model from --size")
         cfg = paper_model(6 if args.size is None else args.size, args.r, args.recipe)
         return dataclasses.replace(cfg, **overrides)  # validates the result again
     if args.size is not None:
-        raise ValueError("--size applies to --preset paper; use --d-model with --preset cpu")
+        raise UsageError("--size applies to --preset paper; use --d-model with --preset cpu")
     return cpu_model(128 if args.d_model is None else args.d_model, args.r, args.recipe, **overrides)
 
 
 def run(args: argparse.Namespace) -> int:
     from loopscale.model.accounting import accounting_report
 
-    try:
-        report = accounting_report(build_config(args))
-    except ValueError as err:
-        raise UsageError(str(err)) from err
+    report = accounting_report(build_config(args))
     print(json.dumps(report, indent=2))
     return 0

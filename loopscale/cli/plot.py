@@ -60,14 +60,11 @@ def _load_fits(args):
     """(fit, compare fits, free fit) with a UsageError naming the bad file."""
     from loopscale.plots import free_multipliers, load_fit
 
-    try:
-        fit = load_fit(args.fit) if args.fit else None
-        compare = [load_fit(path) for path in args.compare]
-        free = load_fit(args.free) if args.free else None
-        if free is not None:
-            free_multipliers(free)  # checks it is a looped-free fit
-    except ValueError as err:
-        raise UsageError(str(err)) from err
+    fit = load_fit(args.fit) if args.fit else None
+    compare = [load_fit(path) for path in args.compare]
+    free = load_fit(args.free) if args.free else None
+    if free is not None:
+        free_multipliers(free)  # checks it is a looped-free fit
     if compare and fit is None:
         raise UsageError("--compare needs --fit")
     for f in ([fit] if fit is not None else []) + compare:
@@ -99,10 +96,7 @@ def _check_dpi(dpi: int) -> None:
 def _read_table(path):
     from loopscale.plots import read_table
 
-    try:
-        return read_table(path)
-    except ValueError as err:
-        raise UsageError(str(err)) from err
+    return read_table(path)
 
 
 def run_plot(args: argparse.Namespace) -> int:
@@ -132,10 +126,7 @@ def read_source(source: Path):
             raise UsageError(f"{source} holds no runs (no run.json, checkpoint or Hydra config below it)")
         table = pd.DataFrame(rows, columns=TABLE_COLUMNS)
         if rows:
-            try:
-                table = as_looped_table(table, source=f"runs collected from {source}")
-            except ValueError as err:
-                raise UsageError(str(err)) from err
+            table = as_looped_table(table, source=f"runs collected from {source}")
         return table, problems
     if not source.exists():
         raise UsageError(f"{source} does not exist")

@@ -13,6 +13,7 @@ from typing import Optional
 
 from loopscale.config.checks import check_choice, check_positive
 from loopscale.config.naming import check_name
+from loopscale.errors import ConfigError
 
 INJECTIONS = ("linear", "additive", "passthrough", "hyper", "concat")
 LOOPED_INJECTIONS = ("linear", "concat", "additive", "passthrough")  # what injection="auto" may pick for r > 1
@@ -33,15 +34,15 @@ def layer_plan(l_eff: int, r: int, n_prelude: int = 2, n_coda: int = 2) -> tuple
     """(p, k, c) with p + k * r + c = l_eff (iso-depth, docs/design.md): the recurrent block gets the depth
     left after prelude and coda. The one place the plan is computed: ModelConfig(depth=...) calls it."""
     if r < 1:
-        raise ValueError(f"r={r!r} must be >= 1")
+        raise ConfigError(f"r={r!r} must be >= 1")
     if n_prelude < 0 or n_coda < 0:
-        raise ValueError(f"n_prelude={n_prelude!r} and n_coda={n_coda!r} must be >= 0")
+        raise ConfigError(f"n_prelude={n_prelude!r} and n_coda={n_coda!r} must be >= 0")
     rec_depth = l_eff - n_prelude - n_coda
     if rec_depth < 1:
-        raise ValueError(f"l_eff={l_eff} leaves no recurrent layers after n_prelude={n_prelude} and n_coda={n_coda}")
+        raise ConfigError(f"l_eff={l_eff} leaves no recurrent layers after n_prelude={n_prelude} and n_coda={n_coda}")
     if rec_depth % r != 0:
         allowed = [d for d in range(1, rec_depth + 1) if rec_depth % d == 0]
-        raise ValueError(
+        raise ConfigError(
             f"l_eff - n_prelude - n_coda = {l_eff} - {n_prelude} - {n_coda} = {rec_depth} is not divisible "
             f"by r={r}; allowed r for this depth: {', '.join(map(str, allowed))}"
         )
@@ -121,32 +122,32 @@ class ModelConfig:
             check_positive(name, getattr(self, name))
         for name in ("n_prelude", "n_coda"):
             if getattr(self, name) < 0:
-                raise ValueError(f"{name}={getattr(self, name)!r} must be >= 0")
+                raise ConfigError(f"{name}={getattr(self, name)!r} must be >= 0")
         check_choice("injection", self.injection, INJECTIONS)
         check_choice("mlp", self.mlp, MLPS)
         check_choice("precision", self.precision, PRECISIONS)
         if self.d_model % self.head_dim != 0:
-            raise ValueError(f"d_model={self.d_model} must be a multiple of head_dim={self.head_dim}")
+            raise ConfigError(f"d_model={self.d_model} must be a multiple of head_dim={self.head_dim}")
         if self.head_dim % 2 != 0:
-            raise ValueError(f"head_dim={self.head_dim} must be even (RoPE rotates pairs)")
+            raise ConfigError(f"head_dim={self.head_dim} must be even (RoPE rotates pairs)")
         if self.bptt_k is not None and not (1 <= self.bptt_k <= self.r):
-            raise ValueError(f"bptt_k={self.bptt_k!r} must be between 1 and r={self.r} (or None for full backprop)")
+            raise ConfigError(f"bptt_k={self.bptt_k!r} must be between 1 and r={self.r} (or None for full backprop)")
         if self.injection == "hyper":
             if self.r == 1:
-                raise ValueError(
+                raise ConfigError(
                     "injection='hyper' needs r > 1; allowed for r = 1: 'passthrough', 'linear', 'concat', 'additive'"
                 )
             # the published code's refusals: one lane is the plain loop with extra scalars, and a truncated pass
             # would leave its step-specific lane coefficients without gradient
             if self.hyper_lanes < 2:
-                raise ValueError(f"hyper_lanes={self.hyper_lanes!r}: hyper-connections need at least 2 lanes")
+                raise ConfigError(f"hyper_lanes={self.hyper_lanes!r}: hyper-connections need at least 2 lanes")
             if self.bptt_k is not None and self.bptt_k < self.r:
-                raise ValueError(
+                raise ConfigError(
                     f"injection='hyper' needs full backprop (bptt_k={self.bptt_k} < r={self.r}): the lane "
                     "coefficients of the truncated passes would never get a gradient"
                 )
         if self.hyper_dynamic and self.injection != "hyper":
-            raise ValueError("hyper_dynamic=True needs injection='hyper'")
+            raise ConfigError("hyper_dynamic=True needs injection='hyper'")
         if self.logit_softcap is not None:
             check_positive("logit_softcap", self.logit_softcap)
         if self.recipe == "auto":
@@ -197,7 +198,7 @@ def check_recipe_label(cfg: ModelConfig) -> None:
     described = recipe_of_fields(cfg)
     if described != cfg.recipe:
         what = f"the '{described}' recipe" if described else "a design of its own"
-        raise ValueError(
+        raise ConfigError(
             f"model.recipe={cfg.recipe!r}, but the model's fields (injection={cfg.injection!r}, bptt_k={cfg.bptt_k}, "
             f"r={cfg.r}, hyper_dynamic={cfg.hyper_dynamic}) describe {what}: set model.recipe="
             f"{described or '<a name for your design>'} (a name of your own labels it in run names, tables and fits)"

@@ -7,6 +7,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from loopscale.errors import ConfigError
+
 # Run, sweep and point names become path components under runs_dir: letters, digits and . _ , = + -,
 # starting with a letter, digit or _, and no '..' (so no name can climb out of runs_dir or be absolute).
 NAME_PATTERN = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.,=+-]{0,199}")
@@ -15,7 +17,7 @@ NAME_PATTERN = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.,=+-]{0,199}")
 def check_name(field_name: str, value: Any) -> None:
     """ValueError unless `value` is a safe single path component (see NAME_PATTERN)."""
     if not isinstance(value, str) or not NAME_PATTERN.fullmatch(value) or ".." in value:
-        raise ValueError(
+        raise ConfigError(
             f"{field_name}={value!r} is not a safe name: use 1-200 letters, digits and . _ , = + - "
             "(starting with a letter, digit or _), no '/' and no '..'"
         )
@@ -27,7 +29,7 @@ def _parse_point(point: str) -> dict[str, float]:
     maps budgets to their own widths instead of taking a full cross product."""
     parts = dict((item[0], item[1:]) for item in str(point).split("-") if item)
     if "C" not in parts or not ({"s", "d"} & parts.keys()):
-        raise ValueError(
+        raise ConfigError(
             f"point={point!r} must look like 'C1e18-s10' (budget, paper size) or 'C3e13-d128' (budget, d_model)"
         )
     out = {"C": float(parts["C"])}
@@ -77,7 +79,7 @@ def parse_fork_point(point: str) -> tuple[list[float], int]:
         budgets = [float(x) for x in parts["C"].split("_")]
         width = int(parts["d"])
     except (KeyError, ValueError):
-        raise ValueError(f"fork point {point!r} must look like 'C2.5e11_5e11_1e12-d64' (budgets, d_model)") from None
+        raise ConfigError(f"fork point {point!r} must look like 'C2.5e11_5e11_1e12-d64' (budgets, d_model)") from None
     return budgets, width
 
 
@@ -89,7 +91,10 @@ def recipe_label(model: Any) -> str:
     from loopscale.config.model import ModelConfig
 
     fields = OmegaConf.to_container(model, resolve=True) if OmegaConf.is_config(model) else dict(model)
-    return ModelConfig(**fields).recipe
+    try:
+        return ModelConfig(**fields).recipe
+    except (TypeError, ValueError):  # an invalid model: the run fails on it and records why, under this name
+        return str(fields.get("recipe"))
 
 
 def register_resolvers() -> None:

@@ -1,7 +1,7 @@
 """Typed configuration schema.
 
-Every dataclass here validates itself in `__post_init__` and raises `ValueError` naming the field and the
-allowed values, so a bad sweep point fails at start, not an hour into training. `register_configs()` puts
+Every dataclass here validates itself in `__post_init__` and raises `ConfigError` (a ValueError) naming the field
+and the allowed values, so a bad sweep point fails at start, not an hour into training. `register_configs()` puts
 the schema into Hydra's ConfigStore so YAML under `loopscale/conf/` is type-checked against it.
 
 The model's config lives in model_config.py (ModelConfig, the iso-depth layer plan), the run and point
@@ -17,6 +17,7 @@ from typing import Any, Optional
 from loopscale.config.checks import check_choice, check_finite, check_positive
 from loopscale.config.model import ModelConfig
 from loopscale.config.naming import check_name
+from loopscale.errors import ConfigError
 
 # The checks' names from when they were defined here (older callers import them from loopscale.config.schema).
 _check_choice, _check_positive, _check_finite = check_choice, check_positive, check_finite
@@ -58,18 +59,18 @@ class DataConfig:
         check_choice("packing", self.packing, ("best_fit", "published"))
         if self.source == "packed":
             if self.format != "packed":
-                raise ValueError("source='packed' reads a packed-rows set; it needs format='packed'")
+                raise ConfigError("source='packed' reads a packed-rows set; it needs format='packed'")
             if not (self.path or self.hf_name):
-                raise ValueError(
+                raise ConfigError(
                     "source='packed' needs path (a folder of train-*.parquet / val-*.parquet) "
                     "or hf_name (a hub dataset repo of them)"
                 )
         if self.val_rows is not None:
             check_positive("val_rows", self.val_rows)
         if self.source == "text" and not self.path:
-            raise ValueError("source='text' needs path (a .txt/.jsonl/.parquet file or folder)")
+            raise ConfigError("source='text' needs path (a .txt/.jsonl/.parquet file or folder)")
         if self.source == "hf" and not self.hf_name:
-            raise ValueError("source='hf' needs hf_name (a hub dataset name)")
+            raise ConfigError("source='hf' needs hf_name (a hub dataset name)")
         check_positive("vocab_size", self.vocab_size)
         check_positive("val_tokens", self.val_tokens)
         check_positive("num_proc", self.num_proc)
@@ -77,7 +78,7 @@ class DataConfig:
         if self.max_documents is not None:
             check_positive("max_documents", self.max_documents)
         if not 0.0 < self.val_fraction < 1.0:
-            raise ValueError(f"val_fraction={self.val_fraction!r} must be in (0, 1)")
+            raise ConfigError(f"val_fraction={self.val_fraction!r} must be in (0, 1)")
 
 
 SCHEDULES = ("linear", "wsd", "constant")
@@ -129,11 +130,11 @@ class OptimConfig:
         check_choice("decay_shape", self.decay_shape, ("linear", "sqrt"))
         for name in ("warmup_frac", "final_lr_frac", "decay_frac"):
             if not 0.0 <= getattr(self, name) <= 1.0:
-                raise ValueError(f"{name}={getattr(self, name)!r} must be in [0, 1]")
+                raise ConfigError(f"{name}={getattr(self, name)!r} must be in [0, 1]")
         if self.grad_clip < 0:
-            raise ValueError(f"grad_clip={self.grad_clip!r} must be >= 0")
+            raise ConfigError(f"grad_clip={self.grad_clip!r} must be >= 0")
         if self.warmup_steps is not None and self.warmup_steps < 0:
-            raise ValueError(f"warmup_steps={self.warmup_steps!r} must be >= 0 (or None to use warmup_frac)")
+            raise ConfigError(f"warmup_steps={self.warmup_steps!r} must be >= 0 (or None to use warmup_frac)")
         check_choice("optimizer", self.optimizer, OPTIMIZERS)
         check_choice("ortho_dtype", self.ortho_dtype, ("auto", "bf16", "fp32"))
         check_choice("transfer", self.transfer, ("published", "none"))
@@ -147,14 +148,14 @@ class OptimConfig:
         ):
             check_positive(name, getattr(self, name))
         if not 0.0 <= self.momentum < 1.0:
-            raise ValueError(f"momentum={self.momentum!r} must be in [0, 1)")
+            raise ConfigError(f"momentum={self.momentum!r} must be in [0, 1)")
         if self.optimizer == "muonh":
             # the hyperball fixes every matrix's norm and the recipe has no decay anywhere; muP width scaling is
             # AdamW's rule, the recipe transfers lrs by optim.transfer instead
             if self.weight_decay != 0:
-                raise ValueError(f"weight_decay={self.weight_decay!r}: optimizer='muonh' has no weight decay; set 0")
+                raise ConfigError(f"weight_decay={self.weight_decay!r}: optimizer='muonh' has no weight decay; set 0")
             if self.width_scaling:
-                raise ValueError(
+                raise ConfigError(
                     "width_scaling=True is AdamW's muP rule; optimizer='muonh' scales lrs by "
                     "transfer='published' (or use transfer='none' with explicit lrs)"
                 )
@@ -191,13 +192,13 @@ class BudgetConfig:
         if self.mode == "forks":
             given = [name for name in ("fork_flops", "fork_tokens") if getattr(self, name)]
             if len(given) != 1:
-                raise ValueError(
+                raise ConfigError(
                     "budget.mode=forks needs exactly one of fork_flops (budgets) or fork_tokens "
                     f"(token counts) as a non-empty list; got {given or 'neither'}"
                 )
             values = getattr(self, given[0])
             if any(v is None or v <= 0 for v in values):
-                raise ValueError(f"{given[0]}={list(values)!r}: every entry must be > 0")
+                raise ConfigError(f"{given[0]}={list(values)!r}: every entry must be > 0")
         else:
             needed = {"flops": "compute_flops", "tokens": "tokens", "ratio": "tokens_per_param"}[self.mode]
             check_positive(needed, getattr(self, needed))
@@ -205,7 +206,7 @@ class BudgetConfig:
         if self.device_batch != "auto" and (
             isinstance(self.device_batch, bool) or not isinstance(self.device_batch, int) or self.device_batch <= 0
         ):
-            raise ValueError(f"device_batch={self.device_batch!r} must be 'auto' or an int > 0")
+            raise ConfigError(f"device_batch={self.device_batch!r} must be 'auto' or an int > 0")
         if self.grad_accum is not None:
             check_positive("grad_accum", self.grad_accum)
 
@@ -262,18 +263,18 @@ class TrainerConfig:
             "model": "model",
         }
         if not isinstance(self.compile, (bool, str)) or self.compile not in compile_modes:
-            raise ValueError(f"compile={self.compile!r} is not allowed; choose one of false, 'blocks', 'model'")
+            raise ConfigError(f"compile={self.compile!r} is not allowed; choose one of false, 'blocks', 'model'")
         self.compile = compile_modes[self.compile]
         check_choice("compile_backend", self.compile_backend, ("inductor", "eager", "aot_eager"))
         if self.val_every_steps < 0 or self.ckpt_every_minutes < 0:
-            raise ValueError(
+            raise ConfigError(
                 f"val_every_steps={self.val_every_steps!r} and ckpt_every_minutes="
                 f"{self.ckpt_every_minutes!r} must be >= 0"
             )
         if not 0.0 < self.assumed_mfu <= 1.0:
-            raise ValueError(f"assumed_mfu={self.assumed_mfu!r} must be in (0, 1]")
+            raise ConfigError(f"assumed_mfu={self.assumed_mfu!r} must be in (0, 1]")
         if not 0.0 < self.val_subset <= 1.0:
-            raise ValueError(f"val_subset={self.val_subset!r} must be in (0, 1] (a share of the final validation set)")
+            raise ConfigError(f"val_subset={self.val_subset!r} must be in (0, 1] (a share of the final validation set)")
 
 
 @dataclass
@@ -312,7 +313,7 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         if not 0 <= self.seed < 2**32:  # what numpy and Lightning accept as a seed
-            raise ValueError(f"seed={self.seed!r} must be in [0, 2**32 - 1]")
+            raise ConfigError(f"seed={self.seed!r} must be in [0, 2**32 - 1]")
         check_name("sweep", self.sweep)
         check_name("run_name", self.run_name)
         if self.point is not None:

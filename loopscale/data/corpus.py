@@ -24,6 +24,7 @@ import os
 import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
+from loopscale.errors import InputError
 
 if TYPE_CHECKING:  # `datasets` costs ~1 s to import; keep `import loopscale.data.corpus` cheap
     import datasets
@@ -33,7 +34,7 @@ if TYPE_CHECKING:  # `datasets` costs ~1 s to import; keep `import loopscale.dat
 TEXT_SUFFIXES = {".txt": "text", ".jsonl": "json", ".json": "json", ".parquet": "parquet"}
 
 
-class DataError(ValueError):
+class DataError(InputError):
     """A data source, tokenizer or cache problem the user can fix; the message names the field/value."""
 
 

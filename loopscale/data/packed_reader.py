@@ -28,6 +28,7 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, IterableDataset
 
+from loopscale.errors import InputError
 from loopscale.data.corpus import DataError
 from loopscale.data.windows import StepResumableDataModule
 from loopscale.data.packed_set import PackedSet, RowFiles
@@ -38,7 +39,7 @@ IGNORE_INDEX = -100  # torch.nn.functional.cross_entropy's default ignore_index
 def micro_batch_start(k: int, rank: int, world: int, micro: int) -> int:
     """First train row of micro-batch k on rank `rank` (see module docstring)."""
     if min(k, rank) < 0 or not 0 <= rank < world or micro < 1:
-        raise ValueError(
+        raise InputError(
             f"k={k}, rank={rank}, world={world}, micro={micro}: need k >= 0, 0 <= rank < world, micro >= 1"
         )
     return (k * world + rank) * micro
@@ -155,7 +156,7 @@ class PackedDataModule(StepResumableDataModule):
     def __init__(self, packed: PackedSet, micro: int, val_rows: Optional[int] = None, allow_repeat: bool = False):
         super().__init__()
         if micro < 1:
-            raise ValueError(f"micro={micro} must be >= 1")
+            raise InputError(f"micro={micro} must be >= 1")
         self.packed, self.micro, self.allow_repeat = packed, micro, allow_repeat
         self.val_rows = val_row_count(packed, val_rows)
 

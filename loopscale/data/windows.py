@@ -28,6 +28,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset, IterableDataset, Subset
 
 from loopscale.data.shards import PreparedData
+from loopscale.errors import InputError
 
 TokenSource = Union[PreparedData, np.ndarray]
 
@@ -40,7 +41,7 @@ def window_offsets(n_tokens: int, step: int, rank: int, seed: int, batch_size: i
     """Start offsets [B] of the windows for (seed, step, rank), uniform over every full window."""
     n_starts = n_tokens - seq_len  # a window of seq_len + 1 tokens may start at 0 .. n_tokens - seq_len - 1
     if n_starts < 1:
-        raise ValueError(f"seq_len={seq_len} needs at least {seq_len + 1} tokens; the shard has {n_tokens}")
+        raise InputError(f"seq_len={seq_len} needs at least {seq_len + 1} tokens; the shard has {n_tokens}")
     if min(step, rank, seed) < 0:
         raise ValueError(f"step={step}, rank={rank}, seed={seed} must all be >= 0")
     rng = np.random.default_rng([seed, step, rank])  # SeedSequence of the triple: independent streams

@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import pandas as pd
 
+from loopscale.errors import InputError
 from loopscale.fit.laws import n_eff
 
 
@@ -46,7 +47,7 @@ class EquivalentSizes:
 def equivalent_sizes(r: float, N_once: float, N_rec: float, phi: float) -> EquivalentSizes:
     """N_unique, N_eff and N_cost of a looped model with r recurrences at exponent phi."""
     if r < 1 or N_once < 0 or N_rec < 0 or N_once + N_rec <= 0:
-        raise ValueError(
+        raise InputError(
             f"need r >= 1, N_once >= 0, N_rec >= 0, N_once + N_rec > 0; got r={r}, N_once={N_once}, N_rec={N_rec}"
         )
     return EquivalentSizes(
@@ -109,7 +110,7 @@ def compute_optimal(
     `once_fraction` is N_once / (N_once + N_rec) (see `isodepth_once_fraction`).
     """
     if not flops_per_param > 0:
-        raise ValueError(f"flops_per_param must be > 0; got {flops_per_param}")
+        raise InputError(f"flops_per_param must be > 0; got {flops_per_param}")
     E, A, B = params["E"], params["A"], params["B"]
     alpha, beta = params["alpha"], params["beta"]
     phi = params.get("phi", 1.0)

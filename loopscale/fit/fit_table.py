@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from loopscale.errors import InputError
 from loopscale.fit.bounds import BOUNDS, DPHI_BOUNDS, LOG_K_BOUNDS, bounds_for
 from loopscale.fit.objective import (
     CHUNK_ELEMENTS,
@@ -148,10 +149,10 @@ def fit_table(
         labels = None
         if cluster is not None:
             if cluster not in table.columns:
-                raise ValueError(f"cluster column {cluster!r} is not in the table")
+                raise InputError(f"cluster column {cluster!r} is not in the table")
             labels = budget_clusters(budget_column(table)) if cluster == "C" else table[cluster].to_numpy()
             if len(np.unique(labels)) < 3:
-                raise ValueError(f"cluster column {cluster!r} has fewer than 3 distinct values")
+                raise InputError(f"cluster column {cluster!r} has fewer than 3 distinct values")
         boot = bootstrap(state, n_bootstrap, seed=seed + 1, clusters=labels)
         boot["cluster"] = cluster
         result.bootstrap = boot

@@ -28,6 +28,7 @@ import numpy as np
 import pandas as pd
 from scipy.stats import chi2
 
+from loopscale.errors import InputError
 from loopscale.fit.laws import LawData, law_data_from_table, make_law
 from loopscale.fit.objective import Loss
 from loopscale.fit.optimize import fit_law, refine
@@ -54,9 +55,9 @@ def joint_table(tables: Sequence[pd.DataFrame], column: str) -> tuple[pd.DataFra
     for i, t in enumerate(tables):
         looped = t["r"].to_numpy(dtype=float) > 1
         if column not in t.columns:
-            raise ValueError(f"--joint column {column!r} is not in table {i + 1} {list(t.columns)}")
+            raise InputError(f"--joint column {column!r} is not in table {i + 1} {list(t.columns)}")
         if t.loc[looped, column].isna().any():
-            raise ValueError(
+            raise InputError(
                 f"--joint column {column!r} is empty on {int(t.loc[looped, column].isna().sum())} "
                 f"looped (r > 1) rows of table {i + 1}"
             )
@@ -69,14 +70,14 @@ def joint_table(tables: Sequence[pd.DataFrame], column: str) -> tuple[pd.DataFra
     table, looped, label = table[keep].reset_index(drop=True), looped[keep], label[keep]
     recipes = tuple(dict.fromkeys(label[looped]))
     if len(recipes) < 2:
-        raise ValueError(
+        raise InputError(
             f"a joint fit needs looped runs of two or more recipes in column {column!r}; found {list(recipes)}"
         )
     if not (~looped).any():
-        raise ValueError("a joint fit needs r = 1 runs (the dense runs the recipes share); none found")
+        raise InputError("a joint fit needs r = 1 runs (the dense runs the recipes share); none found")
     n_params = 5 + len(recipes)
     if len(table) < 2 * n_params:
-        raise ValueError(
+        raise InputError(
             f"{len(table)} distinct runs is too few for a joint fit of {len(recipes)} recipes "
             f"with {n_params} parameters (need at least {2 * n_params})"
         )
@@ -100,10 +101,10 @@ def _cluster_labels(table: pd.DataFrame, cluster: str | None):
     if cluster is None:
         return None
     if cluster not in table.columns:
-        raise ValueError(f"cluster column {cluster!r} is not in the table")
+        raise InputError(f"cluster column {cluster!r} is not in the table")
     labels = budget_clusters(budget_column(table)) if cluster == "C" else table[cluster].to_numpy()
     if len(np.unique(labels)) < 3:
-        raise ValueError(f"cluster column {cluster!r} has fewer than 3 distinct values")
+        raise InputError(f"cluster column {cluster!r} has fewer than 3 distinct values")
     return labels
 
 

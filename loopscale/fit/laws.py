@@ -37,6 +37,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from loopscale.errors import InputError
+
 LAW_NAMES = ("chinchilla", "looped", "looped-free", "looped-joint")
 
 # Internal coordinates shared by every law, in vector order.
@@ -115,11 +117,11 @@ class Law:
 
     def __post_init__(self) -> None:
         if self.name not in LAW_NAMES:
-            raise ValueError(f"law must be one of {', '.join(LAW_NAMES)}; got {self.name!r}")
+            raise InputError(f"law must be one of {', '.join(LAW_NAMES)}; got {self.name!r}")
         if self.name == "looped-joint" and len(self.recipes) < 2:
-            raise ValueError(f"law 'looped-joint' needs two or more recipes; got {list(self.recipes)}")
+            raise InputError(f"law 'looped-joint' needs two or more recipes; got {list(self.recipes)}")
         if len(set(self.recipes)) != len(self.recipes):
-            raise ValueError(f"recipe names must be distinct; got {list(self.recipes)}")
+            raise InputError(f"recipe names must be distinct; got {list(self.recipes)}")
 
     # -- parameter names ---------------------------------------------------------------------
     def _names(self, base: tuple[str, ...], k_prefix: str) -> tuple[str, ...]:
@@ -168,7 +170,7 @@ class Law:
         if self.name == "looped-joint":
             missing = [k for k in self.user_names if k not in params]
             if missing:
-                raise ValueError(f"law {self.name!r} needs parameter {missing[0]!r}; got {sorted(params)}")
+                raise InputError(f"law {self.name!r} needs parameter {missing[0]!r}; got {sorted(params)}")
             phis = [float(params[f"phi[{g}]"]) for g in self.recipes]
             base = Law("looped").from_user({**params, "phi": phis[0]})
             return np.concatenate([base, np.array(phis[1:]) - phis[0]])
@@ -181,10 +183,10 @@ class Law:
             else:
                 key, transform = name, float
             if key not in params:
-                raise ValueError(f"law {self.name!r} needs parameter {key!r}; got {sorted(params)}")
+                raise InputError(f"law {self.name!r} needs parameter {key!r}; got {sorted(params)}")
             value = float(params[key])
             if transform is np.log and not value > 0:
-                raise ValueError(f"parameter {key} must be > 0 for law {self.name!r}; got {value}")
+                raise InputError(f"parameter {key} must be > 0 for law {self.name!r}; got {value}")
             theta.append(transform(value))
         return np.array(theta)
 
@@ -208,7 +210,7 @@ class Law:
         if self.name == "looped":
             return thetas[:, 5:6] * data.log_r, data.log_r[:, None]
         if data.recipe is None:  # looped-joint: phi_g = phi + dphi[g], dphi of the reference recipe = 0
-            raise ValueError("law 'looped-joint' needs a recipe code per row (LawData.recipe)")
+            raise InputError("law 'looped-joint' needs a recipe code per row (LawData.recipe)")
         dphi = np.concatenate([np.zeros((M, 1)), thetas[:, 6:]], axis=1)
         dlogm = np.stack([data.log_r] + [data.log_r * (data.recipe == g) for g in range(1, len(self.recipes))], 1)
         return (thetas[:, 5:6] + dphi[:, data.recipe]) * data.log_r, dlogm
@@ -362,12 +364,12 @@ def law_data_from_table(table, law: str | Law) -> LawData:
         elif "N_once" in cols and "N_rec" in cols:
             N = cols["N_once"] + cols["N_rec"]
         else:
-            raise ValueError("chinchilla law needs column 'N' (or 'N_once' and 'N_rec')")
+            raise InputError("chinchilla law needs column 'N' (or 'N_once' and 'N_rec')")
         D = cols["D"] if "D" in cols else _tokens_from_compute(cols, N)
         return LawData(N, np.zeros_like(N), np.ones_like(N), D, L)
     for need in ("N_once", "N_rec", "r"):
         if need not in cols:
-            raise ValueError(f"law {law_name!r} needs column {need!r}")
+            raise InputError(f"law {law_name!r} needs column {need!r}")
     cost_N = cost_params(cols["N_once"], cols["N_rec"], cols["r"])
     D = cols["D"] if "D" in cols else _tokens_from_compute(cols, cost_N)
     return LawData(cols["N_once"], cols["N_rec"], cols["r"], D, L)
@@ -399,7 +401,7 @@ def compute_from_tokens(D, cost_N):
 
 def _tokens_from_compute(cols: dict, cost_N: np.ndarray) -> np.ndarray:
     if "C" not in cols:
-        raise ValueError("need column 'D' (tokens) or 'C' (training FLOPs) to get D")
+        raise InputError("need column 'D' (tokens) or 'C' (training FLOPs) to get D")
     return tokens_from_compute(cols["C"], cost_N)
 
 
@@ -410,7 +412,7 @@ def make_law(name: str, r=None, recipes=()) -> Law:
         return Law(name, recipes=tuple(str(g) for g in recipes))
     if name == "looped-free":
         if r is None:
-            raise ValueError("looped-free needs the r values of the data")
+            raise InputError("looped-free needs the r values of the data")
         values = tuple(float(v) for v in np.unique(np.asarray(r, dtype=float)) if v != 1.0)
         return Law(name, values)
     return Law(name)

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from loopscale.errors import InputError
 from loopscale.fit.laws import Law, LawData
 
 DEFAULT_DELTA = 1e-3
@@ -32,9 +33,9 @@ class Loss:
 
     def __post_init__(self) -> None:
         if self.kind not in ("huber", "l2"):
-            raise ValueError(f"loss must be 'huber' or 'l2'; got {self.kind!r}")
+            raise InputError(f"loss must be 'huber' or 'l2'; got {self.kind!r}")
         if self.kind == "huber" and not (np.isfinite(self.delta) and self.delta > 0):
-            raise ValueError(
+            raise InputError(
                 f"Huber delta must be a finite number > 0; got {self.delta} (use loss 'l2' for plain least squares)"
             )
 

@@ -20,6 +20,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from loopscale.errors import InputError
+
 
 @dataclass
 class FitResult:
@@ -83,9 +85,9 @@ def load_fit(fit) -> FitResult:
         try:
             d = json.loads(path.read_text())
         except (OSError, ValueError) as err:
-            raise ValueError(f"cannot read fit JSON {path}: {err}") from err
+            raise InputError(f"cannot read fit JSON {path}: {err}") from err
     if not isinstance(d, dict) or "law" not in d or "params" not in d:
-        raise ValueError(
+        raise InputError(
             f"{fit if not isinstance(fit, Mapping) else 'fit'} is not a loopscale fit record (needs 'law' and 'params')"
         )
     return FitResult.from_dict(d)
@@ -153,7 +155,7 @@ def recipe_phi(table: pd.DataFrame, params: dict, column: str) -> np.ndarray:
     labels = table[column].astype(str).to_numpy() if column in table else np.full(len(table), names[0])
     unknown = sorted(set(labels[r > 1]) - set(names))
     if unknown:
-        raise ValueError(f"the joint fit has no phi for {column} = {unknown} (its recipes: {names})")
+        raise InputError(f"the joint fit has no phi for {column} = {unknown} (its recipes: {names})")
     return np.array([params[f"phi[{g}]"] if rv > 1 else params[f"phi[{names[0]}]"] for g, rv in zip(labels, r)])
 
 
@@ -165,7 +167,7 @@ def compare_param(a: FitResult, b: FitResult, name: str = "phi", level: float = 
     """
     for label, f in (("first", a), ("second", b)):
         if name not in f.params:
-            raise ValueError(f"{label} fit ({f.law}) has no parameter {name!r}")
+            raise InputError(f"{label} fit ({f.law}) has no parameter {name!r}")
     out: dict[str, Any] = {
         "param": name,
         "a": a.params[name],

@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from loopscale.errors import InputError
 from loopscale.fit.laws import compute_from_tokens, cost_params, make_law, tokens_from_compute
 
 
@@ -44,9 +45,9 @@ def read_table(path) -> pd.DataFrame:
     (a text table whose last line is cut), header-only, or with a column name given twice."""
     path = Path(path)
     if path.is_dir():
-        raise ValueError(f"cannot read {path}: it is a directory, not a table file")
+        raise InputError(f"cannot read {path}: it is a directory, not a table file")
     if not path.is_file():
-        raise ValueError(f"cannot read {path}: no such file")
+        raise InputError(f"cannot read {path}: no such file")
     suffix = path.suffix.lower()
     if suffix not in (".parquet", ".pq"):
         _check_complete_text(path, csv=suffix != ".jsonl")
@@ -59,13 +60,13 @@ def read_table(path) -> pd.DataFrame:
             table = pd.read_csv(path)
     except Exception as err:  # pandas raises many types; the user needs one line
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise ValueError(f"cannot read {path} as a table: {first}") from None
+        raise InputError(f"cannot read {path} as a table: {first}") from None
     if table.columns.duplicated().any():
-        raise ValueError(
+        raise InputError(
             f"{path}: column(s) {sorted(set(table.columns[table.columns.duplicated()]))} appear more than once"
         )
     if len(table) == 0:
-        raise ValueError(f"{path} has no rows (only a header)")
+        raise InputError(f"{path} has no rows (only a header)")
     if "variant" in table.columns and "recipe" not in table.columns:
         table = table.rename(columns={"variant": "recipe"})  # runs tables before 0.2 named the recipe `variant`
     return table
@@ -80,7 +81,7 @@ def _read_jsonl(path: Path) -> pd.DataFrame:
         keys = [k for k, _ in pairs]
         repeated = sorted({k for k in keys if keys.count(k) > 1})
         if repeated:
-            raise ValueError(f"key(s) {repeated} appear more than once in one object")
+            raise InputError(f"key(s) {repeated} appear more than once in one object")
         return dict(pairs)
 
     rows = []
@@ -90,9 +91,9 @@ def _read_jsonl(path: Path) -> pd.DataFrame:
                 try:
                     rows.append(json.loads(line, object_pairs_hook=no_repeats))
                 except ValueError as err:
-                    raise ValueError(f"line {n}: {err}") from None
+                    raise InputError(f"line {n}: {err}") from None
     if any(not isinstance(row, dict) for row in rows):
-        raise ValueError("every line must be a JSON object")
+        raise InputError("every line must be a JSON object")
     return pd.DataFrame.from_records(rows)
 
 
@@ -111,7 +112,7 @@ def _check_complete_text(path: Path, csv: bool) -> None:
         f.seek(0)
         head = f.readline()
     if not tail.endswith(b"\n"):
-        raise ValueError(
+        raise InputError(
             f"{path} is incomplete: its last line has no line ending (a cut write?); "
             "write the table again (e.g. rerun `loopscale collect`)"
         )
@@ -120,13 +121,13 @@ def _check_complete_text(path: Path, csv: bool) -> None:
     header = next(csv_module.reader([head.decode("utf-8", "replace")]), [])
     dups = sorted({name for name in header if header.count(name) > 1})
     if dups:
-        raise ValueError(f"{path}: column(s) {dups} appear more than once in the header")
+        raise InputError(f"{path}: column(s) {dups} appear more than once in the header")
     lines = tail.rstrip(b"\r\n").splitlines()
     header_only = size <= len(tail) and len(lines) == 1
     if lines and not header_only:
         last = next(csv_module.reader([lines[-1].decode("utf-8", "replace")]), [])
         if len(last) != len(header):
-            raise ValueError(
+            raise InputError(
                 f"{path} is incomplete: its last line has {len(last)} fields, the header "
                 f"{len(header)} (a cut write?); write the table again"
             )
@@ -163,7 +164,7 @@ def resolve_columns(raw_columns, columns: ColumnMap, law: str | None = None) -> 
     mapping = {canon: src for canon, src in columns.as_dict().items() if canon in wanted}
     for canon, src in mapping.items():
         if src != canon and src not in present and canon in present:
-            raise ValueError(
+            raise InputError(
                 f"column {src!r} (given by --{_opt(canon)}) is not in the table; it has "
                 f"{canon!r}, which an explicit mapping does not fall back to"
             )
@@ -174,13 +175,13 @@ def resolve_columns(raw_columns, columns: ColumnMap, law: str | None = None) -> 
     for src, canons in by_source.items():
         if len(canons) > 1:
             explicit = [c for c in canons if mapping[c] != c]
-            raise ValueError(
+            raise InputError(
                 f"ambiguous column mapping: column {src!r} is mapped to "
                 f"{' and '.join(canons)} (check --{_opt(explicit[0] if explicit else canons[0])})"
             )
     for src in used.values():
         if present.count(src) > 1:
-            raise ValueError(f"ambiguous table: column {src!r} appears {present.count(src)} times")
+            raise InputError(f"ambiguous table: column {src!r} appears {present.count(src)} times")
     sources = set(used.values())
     ignored = [canon for canon, src in used.items() if src != canon and canon in present and canon not in sources]
     return {src: canon for canon, src in used.items()}, ignored
@@ -208,7 +209,7 @@ def canonical_table(raw: pd.DataFrame, law: str, columns: ColumnMap | None = Non
     for canon in need:
         if canon not in present:
             hint = {"D": " (or a compute column C to derive D = C / 6N)"}.get(canon, "")
-            raise ValueError(
+            raise InputError(
                 f"missing column {src_of[canon]!r} for {canon}{hint}; "
                 f"columns are {list(raw.columns)} (map names with --{_opt(canon)})"
             )
@@ -216,7 +217,7 @@ def canonical_table(raw: pd.DataFrame, law: str, columns: ColumnMap | None = Non
     if law != "chinchilla":
         zero = (table["N_once"] + table["N_rec"]) <= 0
         if zero.any():
-            raise ValueError(f"N_once + N_rec must be > 0; rows {_rows(zero.to_numpy())} are not")
+            raise InputError(f"N_once + N_rec must be > 0; rows {_rows(zero.to_numpy())} are not")
     cost_N = table["N"] if law == "chinchilla" else cost_params(table["N_once"], table["N_rec"], table["r"])
     if "D" not in need:
         table["D"] = tokens_from_compute(table["C"], cost_N)
@@ -240,11 +241,11 @@ def _check_values(table: pd.DataFrame, need, src_of: dict[str, str]) -> None:
         if not (
             pd.api.types.is_numeric_dtype(table[canon]) or pd.api.types.is_object_dtype(table[canon])
         ) or pd.api.types.is_bool_dtype(table[canon]):
-            raise ValueError(f"column {src_of[canon]!r} holds {table[canon].dtype} values, not numbers")
+            raise InputError(f"column {src_of[canon]!r} holds {table[canon].dtype} values, not numbers")
         values = pd.to_numeric(table[canon], errors="coerce").to_numpy(dtype=float)
         bad = ~np.isfinite(values)
         if bad.any():
-            raise ValueError(
+            raise InputError(
                 f"column {src_of[canon]!r} has {int(bad.sum())} missing, non-numeric "
                 f"or infinite values (rows {_rows(bad)})"
             )
@@ -254,25 +255,25 @@ def _check_values(table: pd.DataFrame, need, src_of: dict[str, str]) -> None:
             lower_ok = (values >= 1) & (values == np.round(values))
         if not lower_ok.all():
             rule = {"N_once": ">= 0", "N_rec": ">= 0", "r": "a whole number >= 1"}.get(canon, "> 0")
-            raise ValueError(f"column {src_of[canon]!r} must be {rule}; rows {_rows(~lower_ok)} are not")
+            raise InputError(f"column {src_of[canon]!r} must be {rule}; rows {_rows(~lower_ok)} are not")
 
 
 def check_fit_size(table: pd.DataFrame, law: str) -> None:
     """Enough rows (twice the parameter count) and, for looped laws, at least two r values."""
     if len(table) == 0:
-        raise ValueError(f"the table has no rows to fit with law {law!r}")
+        raise InputError(f"the table has no rows to fit with law {law!r}")
     if law != "chinchilla":
         r_values = np.unique(table["r"].to_numpy(dtype=float))
         if len(r_values) < 2:
-            raise ValueError(
+            raise InputError(
                 f"law {law!r} needs runs at two or more r values to identify phi; "
                 f"all rows have r = {r_values[0]:g} (use --law chinchilla)"
             )
         if law == "looped-free" and 1.0 not in r_values:
-            raise ValueError("law 'looped-free' needs r = 1 runs (k_1 = 1 anchors the multipliers)")
+            raise InputError("law 'looped-free' needs r = 1 runs (k_1 = 1 anchors the multipliers)")
     n_params = make_law(law, table["r"] if "r" in table else None).n_params
     if len(table) < 2 * n_params:
-        raise ValueError(
+        raise InputError(
             f"{len(table)} rows is too few for law {law!r} with {n_params} parameters (need at least {2 * n_params})"
         )
 

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from loopscale.errors import InputError
 from loopscale.fit.bounds import bounds_for
 from loopscale.fit.laws import Law, LawData, make_law
 from loopscale.fit.objective import Loss, chunk_size
@@ -272,7 +273,7 @@ def profile_phi(state: FitState, half_width: float = 0.5, n_points: int = 21) ->
     Returns {"phi", "objective", "interval", "threshold", "method", ...} (see `profile_param`).
     """
     if state.law.name != "looped":
-        raise ValueError(f"the phi profile needs the looped law; got {state.law.name!r}")
+        raise InputError(f"the phi profile needs the looped law; got {state.law.name!r}")
     out = profile_param(state, "phi", half_width, n_points)
     out["phi"] = out.pop("x")
     return out
@@ -318,7 +319,7 @@ def holdout_largest(
     law = make_law(law_name, data.r)
     n_min = 2 * law.n_params
     if train.sum() < n_min:
-        raise ValueError(f"holdout leaves {int(train.sum())} rows, fewer than {n_min}")
+        raise InputError(f"holdout leaves {int(train.sum())} rows, fewer than {n_min}")
     result, _ = fit_law(data.subset(train), law_name, loss, seed, n_refine)
     pred = _predict_user(law_name, result.params, data.subset(test))
     obs = data.L[test]

@@ -31,6 +31,7 @@ from typing import Any
 
 from loopscale.config.model import ModelConfig
 from loopscale.config.schema import TrainConfig
+from loopscale.errors import ConfigError
 from loopscale.model.accounting import block_matrix_params, injection_params
 from loopscale.train.mfu import peak_flops
 
@@ -112,7 +113,7 @@ def estimate_job(cfg: TrainConfig, limits: LaunchLimits | None, C: float | None 
 
     peak = peak_flops(cfg.trainer.plan_device)
     if peak is None:
-        raise ValueError(
+        raise ConfigError(
             f"trainer.plan_device={cfg.trainer.plan_device!r} has no known bf16 peak; use one of the "
             "names in loopscale/train/mfu.py PEAK_BF16_FLOPS"
         )

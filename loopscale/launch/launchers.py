@@ -33,6 +33,7 @@ from typing import Any
 
 from omegaconf import DictConfig, open_dict
 
+from loopscale.errors import ConfigError
 from loopscale.train.batching import GPU_ACCELERATORS
 
 log = logging.getLogger(__name__)
@@ -45,7 +46,7 @@ HOST_BASE_GB_PER_TASK = 4.0
 CHECKPOINT_BYTES_PER_PARAM = 12
 
 
-class LayoutError(ValueError):
+class LayoutError(ConfigError):
     """A job's trainer layout (devices, num_nodes, accelerator) does not match the launcher's request."""
 
 
@@ -140,7 +141,7 @@ def check_slurm_params(params: dict[str, Any], layout: JobLayout) -> dict[str, A
     return out
 
 
-class UnsafeSubmititFolder(ValueError):
+class UnsafeSubmititFolder(ConfigError):
     """submitit's folder could be written by another user, who could then run code as the submitting one."""
 
 
@@ -174,7 +175,7 @@ def compose_jobs(launcher, job_overrides: Sequence[Sequence[str]]) -> list[DictC
     return [loader.load_sweep_config(launcher.config, list(overrides)) for overrides in job_overrides]
 
 
-class LaunchRefused(ValueError):
+class LaunchRefused(ConfigError):
     """Jobs predicted not to fit their device's memory or not to finish within the launcher's time limits."""
 
 

@@ -49,6 +49,7 @@ from dataclasses import asdict, dataclass
 
 from loopscale.config.model import ModelConfig
 from loopscale.config.naming import paper_width  # noqa: F401 (re-exported)
+from loopscale.errors import ConfigError
 
 # The presets come from the configs training composes: the shape from loopscale/conf/model/<preset>.yaml, the
 # vocabulary from the data the preset trains on (conf/data/<data>.yaml; `model_preset`).
@@ -143,7 +144,7 @@ def check_trainable(cfg: ModelConfig) -> None:
     """Reject configs whose prelude would get no gradient: passthrough (u = s) carries e only through
     s_0, which truncated backprop detaches."""
     if cfg.injection == "passthrough" and cfg.bptt_k is not None and cfg.bptt_k < cfg.r:
-        raise ValueError(
+        raise ConfigError(
             f"bptt_k={cfg.bptt_k} < r={cfg.r} needs injection 'linear', 'concat' or 'additive'; with "
             "'passthrough' the prelude would get no gradient"
         )
@@ -204,7 +205,7 @@ def tokens_for_budget(compute_flops: float, flops_per_token: float, batch_tokens
         ("batch_tokens", batch_tokens),
     ):
         if not value > 0:
-            raise ValueError(f"{name}={value!r} must be > 0")
+            raise ConfigError(f"{name}={value!r} must be > 0")
     steps = max(1, round(compute_flops / flops_per_token / batch_tokens))
     return steps * batch_tokens, steps
 
@@ -221,7 +222,7 @@ def _shipped_config(group: str, name: str) -> dict:
 
     path = config_dir() / group / f"{name}.yaml"
     if not path.is_file():
-        raise ValueError(f"no {group} preset {name!r}: {path} does not exist")
+        raise ConfigError(f"no {group} preset {name!r}: {path} does not exist")
     return OmegaConf.to_container(OmegaConf.load(path))
 
 
@@ -241,7 +242,7 @@ def paper_model(size: int, r: int, recipe: str = "baseline") -> ModelConfig:
     multiple of 128 and the published vocabulary: L_eff = 20, r = 1 a plain 0-20-0 stack, r > 1
     2 + 16/r x r + 2 with the concat injection."""
     if size < 1:
-        raise ValueError(f"size={size!r} must be >= 1")
+        raise ConfigError(f"size={size!r} must be >= 1")
     return model_preset("paper", PAPER_DATA, d_model=paper_width(size), r=r, recipe=recipe)
 
 

@@ -50,9 +50,24 @@ class HyperConnections(nn.Module):
             self.W_dyn = nn.Parameter(torch.zeros(r, d_model, K + 2))  # [r, d, K + 2]
             self.dyn_scale = nn.Parameter(torch.full((r, 3), DYNAMIC_SCALE_INIT))  # [r, 3]: s_a, s_b, s_m
 
-    def init_lanes(self, e: torch.Tensor) -> torch.Tensor:
-        """[B, T, d] -> [B, T, K, d], every lane a copy of e."""
-        return e.unsqueeze(-2).expand(*e.shape[:-1], self.K, e.shape[-1])
+    # the injection interface (loopscale/model/injection.py); the state is (lanes, M, beta of the pass read last)
+    def start(self, e: torch.Tensor):
+        """[B, T, d] -> lanes [B, T, K, d], every lane a copy of e."""
+        return e.unsqueeze(-2).expand(*e.shape[:-1], self.K, e.shape[-1]), None, None
+
+    def read(self, state, e: torch.Tensor, i: int):
+        """The block input of pass i from the lanes; keeps the pass's M and beta for the update."""
+        lanes = state[0]
+        alpha, M, beta = self.coefficients(lanes, i)
+        return self._read(lanes, alpha), (lanes, M, beta)
+
+    def update(self, state, s: torch.Tensor, i: int):
+        lanes, M, beta = state
+        return self._update(lanes, s, M, beta), None, None
+
+    def finish(self, state) -> torch.Tensor:
+        """After the loop: sum of the lanes, [B, T, K, d] -> [B, T, d]."""
+        return state[0].sum(-2)
 
     def coefficients(self, lanes: torch.Tensor, i: int):
         """alpha, M, beta of pass i: [K], [K, K], [K] (static) or [B, T, K], [B, T, K, K], [B, T, K]."""
@@ -69,18 +84,13 @@ class HyperConnections(nn.Module):
     def _mixing(self, lanes: torch.Tensor):
         return torch.autocast(lanes.device.type, enabled=False) if self.fp32_lanes else contextlib.nullcontext()
 
-    def read(self, lanes: torch.Tensor, alpha: torch.Tensor) -> torch.Tensor:
+    def _read(self, lanes: torch.Tensor, alpha: torch.Tensor) -> torch.Tensor:
         """u = sum_n alpha[n] lane_n: [B, T, K, d] -> [B, T, d]."""
         with self._mixing(lanes):
             return (alpha.unsqueeze(-2).to(lanes.dtype) @ lanes).squeeze(-2)  # [.., 1, K] @ [B, T, K, d]
 
-    def update(self, lanes: torch.Tensor, s: torch.Tensor, M: torch.Tensor, beta: torch.Tensor) -> torch.Tensor:
+    def _update(self, lanes: torch.Tensor, s: torch.Tensor, M: torch.Tensor, beta: torch.Tensor) -> torch.Tensor:
         """lane_n <- sum_m M[n, m] lane_m + beta[n] s: [B, T, K, d] -> [B, T, K, d]."""
         with self._mixing(lanes):
             dtype = lanes.dtype
             return M.to(dtype) @ lanes + beta.unsqueeze(-1).to(dtype) * s.unsqueeze(-2).to(dtype)
-
-    @staticmethod
-    def merge(lanes: torch.Tensor) -> torch.Tensor:
-        """After the loop: sum of the lanes, [B, T, K, d] -> [B, T, d]."""
-        return lanes.sum(-2)

@@ -41,6 +41,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from loopscale.config.model import ModelConfig
+from loopscale.errors import ConfigError
 from loopscale.model.accounting import block_matrix_params, grad_passes, injection_params, mlp_hidden, param_counts
 
 MIB = 2**20
@@ -92,7 +93,7 @@ def card_memory(card: str) -> int:
     for name, mib in CARD_MEMORY_MIB.items():
         if name.casefold() == wanted:
             return mib * MIB
-    raise ValueError(f"no memory size known for card {card!r}; known: {', '.join(CARD_MEMORY_MIB)}")
+    raise ConfigError(f"no memory size known for card {card!r}; known: {', '.join(CARD_MEMORY_MIB)}")
 
 
 def usable_memory(card: str) -> int:

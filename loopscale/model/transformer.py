@@ -35,7 +35,7 @@ from torch import nn
 from loopscale.config.model import ModelConfig
 from loopscale.model.accounting import check_trainable, grad_passes, mlp_hidden
 from loopscale.model.head_loss import chunked_head_loss, head_logits
-from loopscale.model.hyper import HyperConnections
+from loopscale.model.injection import ConcatInjection, LinearInjection, make_injection
 
 
 class RMSNorm(nn.Module):
@@ -127,35 +127,6 @@ class Block(nn.Module):
         return x + self.mlp(self.mlp_norm(x))
 
 
-class LinearInjection(nn.Module):
-    """u = W [e; s] with W = [W_e | W_s] ([d, 2d]) split in two so W_e e is computed once per forward."""
-
-    def __init__(self, d_model: int):
-        super().__init__()
-        self.from_e = nn.Linear(d_model, d_model, bias=False)  # W_e, init I
-        self.from_s = nn.Linear(d_model, d_model, bias=False)  # W_s, init 0
-
-    def reset_parameters(self) -> None:
-        nn.init.eye_(self.from_e.weight)
-        nn.init.zeros_(self.from_s.weight)
-
-
-class ConcatInjection(nn.Linear):
-    """u = W [e; s]: one bias-free Linear(2d -> d) on the concatenation, W = [I | 0] at init so u = e.
-    The published form; MuonH sees one [d, 2d] matrix (split in two, the W_s half would start at norm 0)."""
-
-    def __init__(self, d_model: int):
-        super().__init__(2 * d_model, d_model, bias=False)
-
-    def reset_parameters(self) -> None:
-        with torch.no_grad():
-            self.weight.zero_()
-            self.weight[:, : self.out_features].copy_(torch.eye(self.out_features))
-
-    def forward(self, e: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
-        return super().forward(torch.cat((e, s), dim=-1))
-
-
 def uniform_std_(weight: torch.Tensor, std: float) -> None:
     """U(-a, a) with a = sqrt(3) std, the uniform law of standard deviation std (no outliers)."""
     a = math.sqrt(3.0) * std
@@ -172,16 +143,7 @@ class LoopedTransformer(nn.Module):
         self.embed_norm = RMSNorm(d, cfg.norm_eps)
         self.prelude = nn.ModuleList(Block(cfg) for _ in range(cfg.n_prelude))
         self.recurrent = nn.ModuleList(Block(cfg) for _ in range(cfg.n_rec))
-        if cfg.injection == "linear":
-            self.injection = LinearInjection(d)
-        elif cfg.injection == "concat":
-            self.injection = ConcatInjection(d)
-        elif cfg.injection == "hyper":
-            self.injection = HyperConnections(
-                d, cfg.r, cfg.hyper_lanes, cfg.hyper_dynamic, cfg.norm_eps, fp32_lanes=cfg.precision == "fp32_stream"
-            )
-        else:
-            self.injection = None  # additive, passthrough: no parameters
+        self.injection = make_injection(cfg)  # start / read / update / finish (loopscale/model/injection.py)
         self.pass_norm = RMSNorm(d, cfg.norm_eps)
         self.coda = nn.ModuleList(Block(cfg) for _ in range(cfg.n_coda))
         self.final_norm = RMSNorm(d, cfg.norm_eps)
@@ -238,36 +200,21 @@ class LoopedTransformer(nn.Module):
         return self.pass_norm(self._layers(self.recurrent, u, T))
 
     def _loop(self, e: torch.Tensor, T: int) -> torch.Tensor:
-        """r passes of the recurrent block fed by e; returns the coda input [B, T, d]."""
-        r, mode = self.cfg.r, self.cfg.injection
-        first_grad_pass = r - grad_passes(self.cfg)
+        """r passes of the recurrent block fed by e through the injection; returns the coda input [B, T, d].
+        A pass before the last bptt_k runs its injection read and its block under no_grad (truncated backprop)."""
+        first_grad_pass = self.cfg.r - grad_passes(self.cfg)
         grad_on = torch.is_grad_enabled()
-        if mode == "hyper":
-            hc = self.injection
-            lanes = hc.init_lanes(e)  # [B, T, K, d]
-            for i in range(r):
-                alpha, M, beta = hc.coefficients(lanes, i)
-                with torch.set_grad_enabled(grad_on and i >= first_grad_pass):
-                    s = self._pass(hc.read(lanes, alpha), T)
-                lanes = hc.update(lanes, s, M, beta)  # in the graph even after a no-grad pass: carries e
-            return hc.merge(lanes)
-        e_proj = self.injection.from_e(e) if mode == "linear" else None  # W_e e, once per forward
-        s = torch.zeros_like(e) if mode == "additive" else e  # s_0
+        inj = self.injection
         # matmul outputs are bf16 under autocast; with fp32_stream the injection's output is the residual stream
         # and stays in e's dtype (fp32) as at r = 1, so precision does not change with r. published: as it comes.
-        dtype = e.dtype if self.cfg.precision == "fp32_stream" else None
-        for i in range(r):
+        fp32_stream = self.cfg.precision == "fp32_stream"
+        state = inj.start(e)
+        for i in range(self.cfg.r):
             with torch.set_grad_enabled(grad_on and i >= first_grad_pass):
-                if mode == "concat":
-                    u = self.injection(e, s).to(dtype)  # W [e; s], the full 2d -> d matmul on every pass
-                elif mode == "linear":
-                    u = e_proj.to(dtype) + self.injection.from_s(s).to(dtype)
-                elif mode == "additive":
-                    u = s + e
-                else:  # passthrough
-                    u = s
-                s = self._pass(u, T)
-        return s
+                u, state = inj.read(state, e, i)
+                s = self._pass(u.to(e.dtype) if fp32_stream else u, T)
+            state = inj.update(state, s, i)  # in the graph: the state carries e to the passes with gradient
+        return inj.finish(state)
 
     def store_published_dtypes(self) -> None:
         """model.precision=published on CUDA: the embedding is stored (and stepped) in bf16, as the published
@@ -290,21 +237,3 @@ class LoopedTransformer(nn.Module):
             return head_logits(x, weight, self.cfg.vocab_size, self.cfg.logit_softcap)
         # the same numerics a chunk of tokens at a time: no [B, T, V] logits kept for backward (head_loss.py)
         return chunked_head_loss(x, weight, targets, self.cfg.vocab_size, self.cfg.logit_softcap)
-
-
-def param_groups(model: LoopedTransformer, weight_decay: float) -> list[dict]:
-    """AdamW groups: decay on weight matrices; none on norm gains, embeddings, hyper-connection
-    coefficients (all of `injection` when it is HyperConnections) and any other 1-D parameter."""
-    groups = {"decay": [], "no_decay": [], "hyper": []}
-    hyper = isinstance(model.injection, HyperConnections)
-    for name, p in model.named_parameters():  # a tied head is the embedding: listed once
-        if not p.requires_grad:
-            continue
-        if hyper and name.startswith("injection."):
-            groups["hyper"].append(p)
-        elif p.dim() < 2 or name.startswith("embed."):
-            groups["no_decay"].append(p)
-        else:
-            groups["decay"].append(p)
-    decay = {"decay": weight_decay, "no_decay": 0.0, "hyper": 0.0}
-    return [{"name": k, "params": v, "weight_decay": decay[k]} for k, v in groups.items() if v]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from loopscale.errors import InputError
 from loopscale.fit.laws import compute_from_tokens, cost_params, n_eff, predict_loss, tokens_from_compute
 from loopscale.fit.result import FitResult, load_fit, recipe_phi
 from loopscale.fit.tables import budget_clusters, budget_column
@@ -40,14 +41,14 @@ def as_looped_table(table: pd.DataFrame, source: str = "runs table") -> pd.DataF
         t["D"] = tokens_from_compute(t["C"], cost_params(t["N_once"], t["N_rec"], t["r"]))
     missing = [c for c in REQUIRED_COLUMNS if c not in t]
     if missing:
-        raise ValueError(f"{source} lacks column(s) {', '.join(missing)}")
+        raise InputError(f"{source} lacks column(s) {', '.join(missing)}")
     if len(t) == 0:
-        raise ValueError(f"{source} has no rows")
+        raise InputError(f"{source} has no rows")
     for col in REQUIRED_COLUMNS:
         t[col] = pd.to_numeric(t[col], errors="coerce")
     bad = ~np.isfinite(t[list(REQUIRED_COLUMNS)].to_numpy(dtype=float)).all(axis=1)
     if bad.any():
-        raise ValueError(f"{source} has {int(bad.sum())} row(s) with missing or non-numeric law inputs")
+        raise InputError(f"{source} has {int(bad.sum())} row(s) with missing or non-numeric law inputs")
     if "N" not in t:
         t["N"] = t["N_once"] + t["N_rec"]
     if "C" not in t:
@@ -70,13 +71,13 @@ def rows_for_fit(table: pd.DataFrame, fit: FitResult) -> pd.DataFrame:
     if col is None:
         return table
     if col not in table:
-        raise ValueError(f"the fit is for {col} = {group.get('value')!r} but the table has no column {col!r}")
+        raise InputError(f"the fit is for {col} = {group.get('value')!r} but the table has no column {col!r}")
     mask = table[col].astype(str) == str(group.get("value"))
     if group.get("shared_r1"):  # a recipe of a joint fit: its runs and the shared r = 1 runs
         mask |= table["r"].to_numpy(dtype=float) == 1
     rows = table[mask]
     if len(rows) == 0:
-        raise ValueError(f"the table has no rows with {col} = {group.get('value')!r} (the fit's group)")
+        raise InputError(f"the table has no rows with {col} = {group.get('value')!r} (the fit's group)")
     return rows.reset_index(drop=True)
 
 
@@ -106,7 +107,7 @@ def log_residuals(table: pd.DataFrame, fit: FitResult) -> np.ndarray:
 def looped_phi(fit: FitResult, figure: str) -> float:
     """The fitted phi, or a ValueError naming the figure that needs it (a chinchilla fit has none)."""
     if "phi" not in fit.params:
-        raise ValueError(f"the {figure} figure needs a looped fit with phi; this fit is {fit.law!r}")
+        raise InputError(f"the {figure} figure needs a looped fit with phi; this fit is {fit.law!r}")
     return float(fit.params["phi"])
 
 
@@ -114,6 +115,6 @@ def free_multipliers(free) -> dict[float, float]:
     """{r: k_r} from a looped-free fit, with k_1 = 1 (N_eff = N_once + k_r N_rec)."""
     free = load_fit(free)
     if free.law != "looped-free":
-        raise ValueError(f"the free multipliers need a looped-free fit; this fit is {free.law!r}")
+        raise InputError(f"the free multipliers need a looped-free fit; this fit is {free.law!r}")
     k = {float(name[2:]): float(v) for name, v in free.params.items() if name.startswith("k_")}
     return {1.0: 1.0, **k}

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 from matplotlib.figure import Figure
 
+from loopscale.errors import InputError
 from loopscale.fit.result import FitResult, compare_param, load_fit
 
 from .inputs import fit_label, looped_phi
@@ -24,7 +25,7 @@ def delta_phi(fits) -> Figure:
     """
     named = _named_fits(fits)
     if len(named) < 1:
-        raise ValueError("delta_phi needs at least one fit")
+        raise InputError("delta_phi needs at least one fit")
     labels = list(named)
     phis = [looped_phi(f, "delta-phi") for f in named.values()]
     fig, (ax_v, ax_d) = panel_grid(2, size=(4.8, 3.6))
@@ -74,7 +75,7 @@ def recipe_fit(fit, recipe: str) -> FitResult:
     fit = load_fit(fit)
     j = fit.joint or {}
     if fit.law != "looped-joint" or recipe not in j.get("recipes", []):
-        raise ValueError(
+        raise InputError(
             f"recipe_fit needs a looped-joint fit with recipe {recipe!r}; got a {fit.law!r} fit "
             f"with recipes {j.get('recipes')}"
         )
@@ -111,7 +112,7 @@ def joint_delta_phi(fit) -> Figure:
     fit = load_fit(fit)
     j = fit.joint or {}
     if fit.law != "looped-joint":
-        raise ValueError(f"joint_delta_phi needs a looped-joint fit; this fit is {fit.law!r}")
+        raise InputError(f"joint_delta_phi needs a looped-joint fit; this fit is {fit.law!r}")
     recipes, ref = j["recipes"], j["reference"]
     fig, (ax_v, ax_d) = panel_grid(2, size=(4.8, 3.6))
     for x, g in enumerate(recipes):

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 from loopscale.config.model import ModelConfig
 from loopscale.config.schema import BudgetConfig, TrainerConfig
+from loopscale.errors import ConfigError
 
 # (smallest size s, device batch in sequences): the published rule, largest size first
 PUBLISHED_DEVICE_BATCH = ((30, 8), (18, 16), (0, 32))
@@ -83,19 +84,19 @@ def device_batching(
     world = trainer.devices * trainer.num_nodes
     per_process, rest = divmod(budget.batch_size, world)
     if rest or per_process == 0:
-        raise ValueError(
+        raise ConfigError(
             f"budget.batch_size={budget.batch_size} sequences must be a multiple of the world size "
             f"devices x num_nodes = {world}"
         )
     if budget.grad_accum is not None:
         if budget.device_batch != "auto":
-            raise ValueError(
+            raise ConfigError(
                 f"set one of budget.device_batch={budget.device_batch!r} and "
                 f"budget.grad_accum={budget.grad_accum}, not both"
             )
         device_batch, rest = divmod(per_process, budget.grad_accum)
         if rest or device_batch == 0:
-            raise ValueError(
+            raise ConfigError(
                 f"budget.batch_size={budget.batch_size} sequences do not split into world {world} x "
                 f"budget.grad_accum={budget.grad_accum} equal device batches"
             )
@@ -106,7 +107,7 @@ def device_batching(
         device_batch = int(budget.device_batch)
     grad_accum, rest = divmod(per_process, device_batch)
     if rest or grad_accum == 0:
-        raise ValueError(
+        raise ConfigError(
             f"budget.batch_size={budget.batch_size} sequences x T={model.seq_len} = "
             f"{budget.batch_size * model.seq_len} tokens per step do not divide into world {world} x device batch "
             f"{device_batch} x T={model.seq_len} = {world * device_batch * model.seq_len} tokens per micro-batch; "

@@ -26,6 +26,8 @@ import logging
 
 from torch import nn
 
+from loopscale.errors import ConfigError
+
 # Per compiled unit: 2 grad modes x 2 precisions x train / eval x a partial batch x a few model shapes in a
 # process (benchmarks, sweeps run in-process), with room to spare; torch's own default is 8. Process-wide:
 # Dynamo has one such setting, not one per function.
@@ -78,7 +80,7 @@ def compile_model(model: nn.Module, mode, recompile_limit: int = RECOMPILE_LIMIT
     State-dict keys are unchanged (nn.Module.compile, not a wrapper module). backend="eager" keeps Dynamo's
     tracing and caching without code generation (quick checks of the caching on CPU)."""
     if mode not in COMPILE_MODES:
-        raise ValueError(f"compile={mode!r} is not allowed; choose one of false, 'blocks', 'model'")
+        raise ConfigError(f"compile={mode!r} is not allowed; choose one of false, 'blocks', 'model'")
     if not mode:
         return
     watch_recompile_limit()

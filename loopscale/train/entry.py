@@ -12,7 +12,6 @@ budget.mode=forks (loopscale/train/forks.py): one stable-lr parent per model, th
 
 from __future__ import annotations
 
-import errno
 import logging
 import sys
 import warnings
@@ -26,13 +25,15 @@ from omegaconf import DictConfig
 from loopscale.config.dirs import config_dir, save_job_config, user_config_dirs
 from loopscale.config.naming import register_resolvers
 from loopscale.config.schema import TrainConfig, register_configs
+from loopscale.errors import user_error
 from loopscale.signals import EXIT_INTERRUPTED, EXIT_TERMINATED, Terminated, raise_on_sigterm
 from loopscale.train.forks import run_forks
 from loopscale.train.identity import IdentityMismatch
 
 # planning and the run itself live below this entry point; re-exported here, where callers always found them
 from loopscale.train.plan import run_dir_of, to_train_config  # noqa: F401
-from loopscale.train.runner import launching_rank, run_dir_lock, running_elsewhere, train_run, write_record_or_log
+from loopscale.train.run_record import write_record_or_log
+from loopscale.train.runner import launching_rank, run_dir_lock, running_elsewhere, train_run
 
 log = logging.getLogger("loopscale.train.entry")
 
@@ -136,7 +137,8 @@ def hydra_main(cfg: DictConfig) -> float | None:
     except Terminated:
         _exit_stopped("terminated", EXIT_TERMINATED)
     except Exception as err:
-        line = user_error_line(err)
+        found = user_error(err)
+        line = None if found is None else found.line + (DISK_TAIL if found.disk else "")
         if _in_multirun():
             written = "nothing written" if isinstance(err, IdentityMismatch) else "recorded in its run.json"
             log.error("run failed (%s; the sweep goes on): %s", written, err)
@@ -154,20 +156,7 @@ def _exit_stopped(what: str, code: int) -> None:
     raise SystemExit(code) from None
 
 
-DISK_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES)
-
-
-def user_error_line(err: BaseException) -> str | None:
-    """One line for errors the user fixes outside the code (a full disk, a bad data path, a run dir that
-    holds another config), else None."""
-    from loopscale.data.corpus import DataError
-
-    if isinstance(err, OSError) and err.errno in DISK_ERRNOS:
-        where = f" ({err.filename})" if err.filename else ""
-        return f"{err.strerror or err}{where}; failure recorded in run.json where the disk allowed it"
-    if isinstance(err, (DataError, IdentityMismatch)):
-        return str(err)
-    return None
+DISK_TAIL = "; failure recorded in run.json where the disk allowed it"
 
 
 if __name__ == "__main__":

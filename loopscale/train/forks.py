@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from loopscale.config.schema import TrainConfig, with_vocab
+from loopscale.errors import ConfigError
 from loopscale.train.plan import (
     CHECKPOINT,
     Branch,
@@ -138,7 +139,7 @@ def _wanted_branches(plan: ForkPlan, stage: str) -> list[Branch]:
         return []
     if stage in tags:
         return [plan.branches[tags.index(stage)]]
-    raise ValueError(f"budget.fork_stage={stage!r}: choose 'all', 'parent' or a branch tag: {', '.join(tags)}")
+    raise ConfigError(f"budget.fork_stage={stage!r}: choose 'all', 'parent' or a branch tag: {', '.join(tags)}")
 
 
 def _fork_ckpt(parent_dir: Path, branch: Branch) -> Path:

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from loopscale.config.schema import DataConfig
+from loopscale.errors import ConfigError
 
 log = logging.getLogger("loopscale.train.identity")
 
@@ -66,7 +67,7 @@ KEEP_ON_RESTART = frozenset({".hydra", ".lock"})
 KEEP_SUFFIX_ON_RESTART = ".log"
 
 
-class IdentityMismatch(ValueError):
+class IdentityMismatch(ConfigError):
     """The run dir holds a run of another config."""
 
 

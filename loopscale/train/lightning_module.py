@@ -17,10 +17,12 @@ from lightning.pytorch.callbacks import Callback
 
 from loopscale.config.model import ModelConfig
 from loopscale.config.schema import OptimConfig, TrainerConfig
-from loopscale.model.transformer import LoopedTransformer, param_groups
+from loopscale.errors import ConfigError
+from loopscale.model.transformer import LoopedTransformer
 from loopscale.train.compiling import compile_model
 from loopscale.train.mfu import mfu, peak_flops
-from loopscale.train.optim.lr_transfer import MATRIX, adamw_lrs, lrs_for, recipe_param_groups
+from loopscale.train.optim.groups import MATRIX, adamw_param_groups, recipe_param_groups
+from loopscale.train.optim.lr_transfer import adamw_lrs, lrs_for
 from loopscale.train.optim.muonh import MuonH, resolve_ortho_dtype
 from loopscale.train.optim.schedule import lr_multiplier
 
@@ -68,7 +70,7 @@ def optimizer_record(
     if optim.optimizer == "adamw":
         return {"optimizer": "adamw", "lrs": adamw_lrs(model_cfg, optim)}
     if trainer_cfg.strategy == "fsdp":
-        raise ValueError(
+        raise ConfigError(
             "optim.optimizer='muonh' needs whole matrices for its orthogonalisation, and "
             "trainer.strategy='fsdp' shards them; use trainer.strategy='ddp' (or optim=adamw)"
         )
@@ -261,7 +263,7 @@ class LoopedLM(L.LightningModule):
                 weight_decay=0.0,
             )
         else:
-            groups = [{**group, "lr": lrs[group["name"]]} for group in param_groups(self.model, opt.weight_decay)]
+            groups = [{**group, "lr": lrs[group["name"]]} for group in adamw_param_groups(self.model, opt.weight_decay)]
             optimizer = torch.optim.AdamW(groups, lr=opt.lr, betas=(opt.beta1, opt.beta2), eps=opt.eps)
         log.info(
             "optimizer %s: peak lrs %s",

@@ -15,6 +15,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from loopscale.config.naming import budget_tag
 from loopscale.config.schema import TrainConfig
+from loopscale.errors import ConfigError
 from loopscale.model import accounting
 from loopscale.train.optim.schedule import warmup_steps as schedule_warmup_steps
 from loopscale.train.optim.schedule import wsd_decay_start
@@ -136,14 +137,14 @@ def plan_forks(cfg: TrainConfig) -> ForkPlan:
     """The branches of a budget.mode=forks config (vocab_size as given; run_forks sets the real one)."""
     budget, optim = cfg.budget, cfg.optim
     if budget.mode != "forks":
-        raise ValueError(f"plan_forks needs budget.mode=forks, got {budget.mode!r}")
+        raise ConfigError(f"plan_forks needs budget.mode=forks, got {budget.mode!r}")
     if optim.optimizer == "muonh" and optim.transfer == "published":  # lr ~ D^-0.32: one per branch, no shared parent
-        raise ValueError(
+        raise ConfigError(
             "budget.mode=forks needs lrs that do not depend on D, and optim.transfer='published' "
             "scales the MuonH lr with each run's D: use optim.transfer=none (explicit lrs) for forks"
         )
     if optim.schedule != "wsd":
-        raise ValueError(
+        raise ConfigError(
             f"budget.mode=forks needs optim.schedule=wsd (use optim=wsd), got {optim.schedule!r}: "
             "a branch is a warmup-stable-decay run whose stable part is shared"
         )
@@ -163,7 +164,7 @@ def plan_forks(cfg: TrainConfig) -> ForkPlan:
     for tag, C, steps in points:
         fork = wsd_decay_start(steps, optim.decay_frac)
         if fork < max(1, n_warmup):
-            raise ValueError(
+            raise ConfigError(
                 f"fork point {tag} ({steps} steps) would fork at step {fork}, before the end of the "
                 f"{n_warmup}-step warmup (or at step 0): lower optim.decay_frac or warmup, or drop it"
             )

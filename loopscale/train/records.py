@@ -14,6 +14,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+from loopscale.errors import InputError
+
 log = logging.getLogger("loopscale.train.records")
 
 RUN_FILE = "run.json"
@@ -48,7 +50,7 @@ TABLE_COLUMNS = [
 PROBLEM_COLUMNS = ["run_dir", "status", "reason", "step"]
 
 
-class BadRecord(ValueError):
+class BadRecord(InputError):
     """A record file that is not a run record: cut, not JSON, not UTF-8, not a JSON object, or a link."""
 
 

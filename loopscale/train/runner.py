@@ -7,65 +7,17 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import math
 import os
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 from loopscale.config.schema import TrainConfig, with_vocab
-from loopscale.signals import Terminated, stop_status, training_signals
+from loopscale.signals import training_signals
 from loopscale.train.plan import CHECKPOINT, RunPlan, plan_run
+from loopscale.train.run_record import RecordedRun, first_record, plan_record, record_recompile_limit_hits
 
 log = logging.getLogger("loopscale.train.entry")  # the training log, whichever entry point trains
-STOP_REASONS = {"interrupted": "interrupted (Ctrl-C / SIGINT)", "terminated": "terminated (SIGTERM)"}
-
-
-def _base_record(cfg: TrainConfig, plan: RunPlan, run_dir: Path) -> dict[str, Any]:
-    from loopscale.provenance import git_commit, library_versions
-
-    m = cfg.model
-    return {
-        "status": None,
-        "reason": None,
-        "step": None,
-        "run_name": cfg.run_name,
-        "sweep": cfg.sweep,
-        "run_dir": str(run_dir),
-        "point": cfg.point,
-        "r": m.r,
-        "recipe": m.recipe,
-        "width": m.d_model,
-        "depth": m.l_eff,
-        "n_prelude": m.n_prelude,
-        "n_rec": m.n_rec,
-        "n_coda": m.n_coda,
-        "bptt_k": m.bptt_k,
-        "injection": m.injection,
-        "vocab_size": m.vocab_size,  # the true vocabulary: the softmax runs over these ids
-        "vocab_padded": m.padded_vocab_size,  # rows of the embedding and head (the matmul's shape)
-        "seq_len": m.seq_len,
-        "N_once": plan.N_once,
-        "N_rec": plan.N_rec,
-        "N": plan.N,
-        "embedding": plan.embedding,
-        "lm_head": plan.lm_head,
-        "F": plan.F,
-        "D": plan.D,
-        "C": plan.C,
-        "C_budget": plan.C_budget,
-        "steps": plan.steps,
-        "batch_tokens": plan.batch_tokens,
-        "L": None,
-        "val_loss": None,
-        "train_loss": None,
-        "seed": cfg.seed,
-        "parent": None,
-        "git_commit": git_commit(),
-        "versions": library_versions(),
-        "config": dataclasses.asdict(cfg),
-    }
 
 
 def _print_plan(cfg: TrainConfig, plan: RunPlan, run_dir: Path) -> None:
@@ -177,16 +129,6 @@ def _rank_placement(trainer, resumed_from_step: int) -> list[dict[str, Any]]:
     return placement
 
 
-def write_record_or_log(path: Path, record: dict[str, Any]) -> None:
-    """Write a failure record; when even that fails (a full disk), say so without hiding the first error."""
-    from loopscale.atomic import write_json_atomic
-
-    try:
-        write_json_atomic(path, record)
-    except OSError as err:
-        log.error("could not write %s: %s", path, err)
-
-
 def running_elsewhere(err: Exception, run_dir: Path) -> dict[str, Any]:
     """The result of a launch that found its run dir locked by a live process: it trains nothing."""
     log.warning("%s", err)
@@ -232,137 +174,126 @@ def _fit_run(
     Resumes from run_dir/checkpoints/last.ckpt when present, else starts from `start_ckpt` when given (a
     forked branch: the parent's weights, optimizer and global step), else from scratch. `fork_steps`: keep
     a checkpoint after each of these optimizer steps (a stable parent). `validate=False` skips the final
-    validation (the record's L stays None).
-
-    Longer than 60 lines on purpose: every step from opening the data to the final record sits inside one
-    try block, so any failure (bad data, divergence, a full disk, Ctrl-C) writes the same failure record
-    with what was known at that point; split into helpers, each would need its own copy of that handling."""
+    validation (the record's L stays None). Whatever fails (bad data, divergence, a full disk, Ctrl-C), the
+    record says so with what was known at that point (run_record.RecordedRun)."""
     import lightning as L
-    import torch
+
+    from loopscale.train.checkpoint import newest_checkpoint
+    from loopscale.train.compiling import recompile_limit_hits
+
+    with RecordedRun(run_dir, record_file, first_record(cfg, run_dir, extra_record)) as run:
+        _set_threads(cfg)
+        L.seed_everything(cfg.seed, workers=True, verbose=False)
+        built = build_training(cfg, run_dir, list(fork_steps), run.record)
+        run.trainer = built.trainer
+        # last.ckpt, or the hpc checkpoint Lightning saved on SIGUSR1 (slurm/train.sbatch) when that is newer
+        resume_from = newest_checkpoint(run_dir / CHECKPOINT, run_dir) or start_ckpt
+        hits_before = len(recompile_limit_hits())
+        # weights_only=True: a checkpoint is tensors and plain containers; unpickling code from a planted
+        # file is refused whatever torch's own default (torch < 2.6 defaults to full unpickling)
+        built.trainer.fit(
+            built.module,
+            datamodule=built.datamodule,
+            ckpt_path=str(resume_from) if resume_from else None,
+            weights_only=True,
+        )
+        run.record["ranks"] = _rank_placement(built.trainer, built.module.resumed_from_step)
+        val = None
+        if validate:
+            val = built.trainer.validate(built.module, datamodule=built.datamodule, verbose=False)[0]["val/loss"]
+        run.finish(built.module, built.plan.batch_tokens, val)
+        record_recompile_limit_hits(built.cfg, run.record, since=hits_before)
+    return run.record
+
+
+def _set_threads(cfg: TrainConfig) -> None:
+    if cfg.trainer.num_threads > 0:
+        import torch
+
+        torch.set_num_threads(cfg.trainer.num_threads)
+        # Lightning's DDP launcher resets torch's threads to (CPUs / processes per node) unless
+        # OMP_NUM_THREADS is set, even for srun-started ranks: measured ~10x slower 2-node steps here.
+        os.environ["OMP_NUM_THREADS"] = str(cfg.trainer.num_threads)
+
+
+@dataclasses.dataclass
+class Built:
+    """What build_training makes for one run: the config with the data's vocabulary, its plan, the data, the
+    LightningModule and the Trainer."""
+
+    cfg: TrainConfig
+    plan: RunPlan
+    datamodule: Any
+    module: Any
+    trainer: Any
+
+
+def build_training(cfg: TrainConfig, run_dir: Path, fork_steps: list[int], record: dict[str, Any]) -> Built:
+    """Open the data, plan the run, build the module and the Trainer; `record` learns each fact as it is
+    known (the plan, the data, the batch split, the predicted memory, the optimizer), so a failure part-way
+    is recorded with what was known."""
 
     from loopscale.data.run_data import data_record, make_datamodule, open_run_data
     from loopscale.train.batching import device_batching
-    from loopscale.train.checkpoint import newest_checkpoint
-    from loopscale.train.compiling import recompile_limit_hits
-    from loopscale.train.identity import identity_hash, identity_of, stored_hash
-    from loopscale.train.lightning_module import Diverged, LoopedLM, StepAccounting
+    from loopscale.train.lightning_module import LoopedLM, StepAccounting
     from loopscale.train.mfu import causal_flops_per_token
 
-    # what a failure before the plan exists (bad data path, vocab too large, ...) still records
-    record: dict[str, Any] = {
-        "status": None,
-        "reason": None,
-        "step": 0,
-        "run_name": cfg.run_name,
-        "sweep": cfg.sweep,
-        "run_dir": str(run_dir),
-        "point": cfg.point,
-        # identity.json's hash (the config and its data's content hash; identity.py), which the record repeats
-        "identity": stored_hash(run_dir) or identity_hash(identity_of(cfg)),
-        **(extra_record or {}),
-    }
-    trainer = module = None
-    started = time.perf_counter()
-    try:
-        if cfg.trainer.num_threads > 0:
-            torch.set_num_threads(cfg.trainer.num_threads)
-            # Lightning's DDP launcher resets torch's threads to (CPUs / processes per node) unless
-            # OMP_NUM_THREADS is set, even for srun-started ranks: measured ~10x slower 2-node steps here.
-            os.environ["OMP_NUM_THREADS"] = str(cfg.trainer.num_threads)
-        L.seed_everything(cfg.seed, workers=True, verbose=False)
+    run_data = open_run_data(cfg.data, cfg.model.seq_len, progress=cfg.trainer.progress)
+    cfg = with_vocab(cfg, run_data.vocab_size)
+    plan = plan_run(cfg)
+    _print_plan(cfg, plan, run_dir)
+    record.update({**plan_record(cfg, plan, run_dir), **record, "status": None})
+    # a packed set too small for D fails here, before any training (data.allow_repeat lifts it)
+    record["data"] = data_record(run_data, cfg.data, plan.steps, cfg.budget.batch_size, cfg.model.seq_len)
+    # device batch and accumulation from one place (loopscale/train/batching.py); an error when they do not divide
+    batching = device_batching(cfg.budget, cfg.model, cfg.trainer, cfg.optim.optimizer)
+    record.update(device_batch=batching.device_batch, grad_accum=batching.grad_accum, world=batching.world)
+    record["memory_predicted"] = predicted_memory(cfg, batching)
+    datamodule = make_datamodule(
+        run_data, cfg.data, cfg.model.seq_len, batching.device_batch, cfg.seed, cfg.trainer.val_subset
+    )
+    accounting = StepAccounting(
+        total_steps=plan.steps,
+        batch_tokens=plan.batch_tokens,
+        flops_per_token=plan.F,
+        causal_flops_per_token=causal_flops_per_token(cfg.model),
+        target_tokens=plan.D_target,
+    )
+    module = LoopedLM(cfg.model, cfg.optim, cfg.trainer, accounting)
+    record.update(module.optimizer_record)
+    return Built(cfg, plan, datamodule, module, _trainer(cfg, run_dir, plan, batching, fork_steps))
 
-        run_data = open_run_data(cfg.data, cfg.model.seq_len, progress=cfg.trainer.progress)
-        cfg = with_vocab(cfg, run_data.vocab_size)
-        plan = plan_run(cfg)
-        _print_plan(cfg, plan, run_dir)
-        record = {**_base_record(cfg, plan, run_dir), **record, "status": None}
-        # a packed set too small for D fails here, before any training (data.allow_repeat lifts it)
-        record["data"] = data_record(run_data, cfg.data, plan.steps, cfg.budget.batch_size, cfg.model.seq_len)
 
-        # device batch and accumulation from one place (loopscale/train/batching.py); an error when they do not divide
-        batching = device_batching(cfg.budget, cfg.model, cfg.trainer, cfg.optim.optimizer)
-        record.update(device_batch=batching.device_batch, grad_accum=batching.grad_accum, world=batching.world)
-        record["memory_predicted"] = predicted_memory(cfg, batching)
-        datamodule = make_datamodule(
-            run_data, cfg.data, cfg.model.seq_len, batching.device_batch, cfg.seed, cfg.trainer.val_subset
-        )
-        module = LoopedLM(
-            cfg.model,
-            cfg.optim,
-            cfg.trainer,
-            StepAccounting(
-                total_steps=plan.steps,
-                batch_tokens=plan.batch_tokens,
-                flops_per_token=plan.F,
-                causal_flops_per_token=causal_flops_per_token(cfg.model),
-                target_tokens=plan.D_target,
-            ),
-        )
-        record.update(module.optimizer_record)
-        trainer = L.Trainer(
-            accelerator=cfg.trainer.accelerator,
-            devices=cfg.trainer.devices,
-            num_nodes=cfg.trainer.num_nodes,
-            strategy=cfg.trainer.strategy,
-            precision=cfg.trainer.precision,
-            max_steps=plan.steps,
-            max_epochs=-1,
-            accumulate_grad_batches=batching.grad_accum,
-            gradient_clip_val=cfg.optim.grad_clip or None,
-            gradient_clip_algorithm="norm",
-            # Lightning counts training batches, i.e. micro-batches: val_every_steps counts optimizer steps
-            val_check_interval=(cfg.trainer.val_every_steps or plan.steps + 1) * batching.grad_accum,
-            check_val_every_n_epoch=None,
-            num_sanity_val_steps=0,
-            log_every_n_steps=cfg.trainer.log_every_steps,
-            logger=_loggers(cfg, run_dir),
-            callbacks=_callbacks(cfg, run_dir, list(fork_steps)),
-            enable_checkpointing=False,
-            enable_model_summary=False,
-            enable_progress_bar=cfg.trainer.progress,
-            default_root_dir=str(run_dir),
-            plugins=_plugins(),
-            # every rank validates the whole val set (TokenDataModule.val_dataloader says why)
-            use_distributed_sampler=False,
-        )
-        # last.ckpt, or the hpc checkpoint Lightning saved on SIGUSR1 (slurm/train.sbatch) when that is newer
-        resume_from = newest_checkpoint(run_dir / CHECKPOINT, run_dir) or start_ckpt
-        # weights_only=True: a checkpoint is tensors and plain containers; unpickling code from a planted
-        # file is refused whatever torch's own default (torch < 2.6 defaults to full unpickling)
-        hits_before = len(recompile_limit_hits())
-        trainer.fit(
-            module, datamodule=datamodule, ckpt_path=str(resume_from) if resume_from else None, weights_only=True
-        )
-        record["ranks"] = _rank_placement(trainer, module.resumed_from_step)
-        val = trainer.validate(module, datamodule=datamodule, verbose=False)[0]["val/loss"] if validate else None
-    except Diverged as err:
-        record.update(status="diverged", reason=str(err), step=err.step)
-        raise
-    except BaseException as err:
-        stopped = stop_status(err)  # Ctrl-C or SIGTERM: said as such, not as a failure (signals.py)
-        reason = STOP_REASONS.get(stopped) or f"{type(err).__name__}: {err}"
-        record.update(status=stopped or "failed", reason=reason, step=trainer.global_step if trainer is not None else 0)
-        if stopped == "terminated" and not isinstance(err, Terminated):
-            raise Terminated() from err  # Lightning's own SIGTERMException exits 0
-        raise
-    else:
-        wall = time.perf_counter() - started
-        val = None if val is None else float(val)
-        # steps this process trained; the rest came from the checkpoint it resumed (or forked) from. A resume
-        # after the last step (killed in the final validation) trains none and leaves train_loss unknown.
-        steps_trained = module.tokens_trained // plan.batch_tokens
-        train_loss = module.last_train_loss if math.isfinite(module.last_train_loss) else None
-        record.update(status="done", step=trainer.global_step, L=val, val_loss=val, train_loss=train_loss)
-        record["wall_time_s"] = wall
-        # whole-run throughput of this process (a resumed run counts only what it trained itself)
-        record["tokens_per_s"] = module.tokens_trained / wall if wall > 0 and module.tokens_trained else None
-        record["resumed_from_step"] = trainer.global_step - steps_trained
-        _record_recompile_limit_hits(cfg, record, since=hits_before)
-        return record
-    finally:
-        if (trainer is None or trainer.is_global_zero) and record["status"] is not None:
-            record.setdefault("wall_time_s", time.perf_counter() - started)
-            write_record_or_log(run_dir / record_file, record)
+def _trainer(cfg: TrainConfig, run_dir: Path, plan: RunPlan, batching, fork_steps: list[int]):
+    """The Lightning Trainer of one run: steps, accumulation, precision, validation cadence, loggers, callbacks."""
+    import lightning as L
+
+    return L.Trainer(
+        accelerator=cfg.trainer.accelerator,
+        devices=cfg.trainer.devices,
+        num_nodes=cfg.trainer.num_nodes,
+        strategy=cfg.trainer.strategy,
+        precision=cfg.trainer.precision,
+        max_steps=plan.steps,
+        max_epochs=-1,
+        accumulate_grad_batches=batching.grad_accum,
+        gradient_clip_val=cfg.optim.grad_clip or None,
+        gradient_clip_algorithm="norm",
+        # Lightning counts training batches, i.e. micro-batches: val_every_steps counts optimizer steps
+        val_check_interval=(cfg.trainer.val_every_steps or plan.steps + 1) * batching.grad_accum,
+        check_val_every_n_epoch=None,
+        num_sanity_val_steps=0,
+        log_every_n_steps=cfg.trainer.log_every_steps,
+        logger=_loggers(cfg, run_dir),
+        callbacks=_callbacks(cfg, run_dir, fork_steps),
+        enable_checkpointing=False,
+        enable_model_summary=False,
+        enable_progress_bar=cfg.trainer.progress,
+        default_root_dir=str(run_dir),
+        plugins=_plugins(),
+        # every rank validates the whole val set (TokenDataModule.val_dataloader says why)
+        use_distributed_sampler=False,
+    )
 
 
 def predicted_memory(cfg: TrainConfig, batching) -> dict[str, Any] | None:
@@ -380,16 +311,3 @@ def predicted_memory(cfg: TrainConfig, batching) -> dict[str, Any] | None:
         "plan_device": cfg.trainer.plan_device,
         "usable": usable_memory(cfg.trainer.plan_device),
     }
-
-
-def _record_recompile_limit_hits(cfg: TrainConfig, record: dict[str, Any], since: int) -> None:
-    """A compiled run that fell back to eager trained at eager speed: say so in the log and in run.json
-    (the process's hits after the first `since`, i.e. during this run)."""
-    if not cfg.trainer.compile:
-        return
-    from loopscale.train.compiling import recompile_limit_hits
-
-    hits = recompile_limit_hits()[since:]
-    record["recompile_limit_hits"] = len(hits)
-    for message in hits:
-        log.error("compiled code fell back to eager: %s", message)

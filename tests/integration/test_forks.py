@@ -190,3 +190,12 @@ def test_plan_cli_prints_forked_vs_independent_compute(capsys):
 # for bit the independent run's): holding the peak lr for 80% of the steps beats the recipe's linear decay by
 # 2.6% at 250 steps and 1.1% at 500-1000 steps, 0.3% at 2000 (d64, r=1). `make bench` measures it at 2000
 # steps for d64 and d96 and fails above 1% (benchmarks/bench_forks.py --fidelity ... --max-rel-diff 0.01).
+
+
+def test_a_forked_job_trains_on_packed_rows(tmp_path, data_dir):
+    """budget=forks reads its data through the one way in (open_run_data), so the packed format works as for a
+    plain run: the parent and its branches train on the embedded corpus packed into rows of T + 1 tokens."""
+    out = run_training(_cfg(tmp_path, data_dir, "data=shakespeare_packed", "budget.fork_tokens=[5120,10240]"))
+    branches = out["branches"]
+    assert [b["status"] for b in branches] == ["done", "done"] and [b["steps"] for b in branches] == [5, 10]
+    assert all(b["data"]["format"] == "packed" and math.isfinite(b["L"]) for b in branches)

@@ -28,6 +28,8 @@ def submit(tmp_path: Path, partition: str, *extra: str):
         "hydra.launcher.timeout_min=60",
         "hydra.launcher.max_num_timeout=1",
         f"runs_dir={tmp_path / 'runs'}",
+        # submitit's files beside the sweep (a private tmp dir), where `submitted` looks for them
+        "hydra.launcher.submitit_folder=${hydra.sweep.dir}/.submitit/%j",
         *extra,
     ]
     return run_loopscale(args, cwd=tmp_path, timeout_s=120, module="loopscale.train.entry")

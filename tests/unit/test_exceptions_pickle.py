@@ -17,6 +17,9 @@ import loopscale
 # One instance of each exception type, built as the code raises it. A new exception type must be added
 # here: test_every_exception_type_is_covered finds the ones that are missing.
 SAMPLES = {
+    "loopscale.errors.LoopscaleError": lambda m: m.LoopscaleError("something the user fixes"),
+    "loopscale.errors.ConfigError": lambda m: m.ConfigError("r=3 is not allowed"),
+    "loopscale.errors.InputError": lambda m: m.InputError("cannot read runs.csv"),
     "loopscale.train.lightning_module.Diverged": lambda m: m.Diverged(3, float("nan")),
     "loopscale.train.lightning_module.InjectedFailure": lambda m: m.InjectedFailure("trainer.fail_at_step=7 reached"),
     "loopscale.train.lock.RunLocked": lambda m: m.RunLocked(
@@ -24,6 +27,7 @@ SAMPLES = {
     ),
     "loopscale.launch.launchers.LayoutError": lambda m: m.LayoutError("hydra.launcher.nodes=2 but trainer.num_nodes=1"),
     "loopscale.launch.launchers.UnsafeSubmititFolder": lambda m: m.UnsafeSubmititFolder("/shared is not private"),
+    "loopscale.launch.launchers.LaunchRefused": lambda m: m.LaunchRefused("refused before submission (1 problem(s))"),
     "loopscale.signals.Terminated": lambda m: m.Terminated(),
     "loopscale.signals.Interrupted": lambda m: m.Interrupted(),
     "loopscale.cli.UsageError": lambda m: m.UsageError("--bootstrap must be >= 0"),
@@ -76,3 +80,23 @@ def _nan_equal(a, b) -> bool:
         if not (x == y or (isinstance(x, float) and math.isnan(x) and math.isnan(y))):
             return False
     return True
+
+
+def test_every_user_fixable_error_is_a_loopscale_error():
+    """One base for what the user fixes: each of these is reported as one line by every entry point
+    (loopscale/errors.py), and stays a ValueError for callers that catch that."""
+    from loopscale.cli import UsageError
+    from loopscale.data.corpus import DataError
+    from loopscale.errors import ConfigError, InputError, LoopscaleError, user_error
+    from loopscale.launch.launchers import LaunchRefused, LayoutError, UnsafeSubmititFolder
+    from loopscale.train.identity import IdentityMismatch
+    from loopscale.train.records import BadRecord
+
+    for cls in (DataError, IdentityMismatch, LayoutError, UnsafeSubmititFolder, LaunchRefused, BadRecord, UsageError):
+        assert issubclass(cls, LoopscaleError), cls
+    assert all(issubclass(c, ValueError) for c in (ConfigError, InputError, DataError, IdentityMismatch))
+    found = user_error(ConfigError("model.r=3 is not allowed\n  (full key: model.r)"))
+    assert (found.line, found.exit_code, found.disk) == ("model.r=3 is not allowed", 2, False)
+    full = user_error(OSError(28, "No space left on device", "/runs/x"))
+    assert (full.line, full.exit_code, full.disk) == ("No space left on device (/runs/x)", 1, True)
+    assert user_error(RuntimeError("a bug")) is None and user_error(KeyError("x")) is None

@@ -15,7 +15,8 @@ from loopscale.config.schema import OptimConfig, TrainerConfig
 from loopscale.model import accounting
 from loopscale.model.transformer import LoopedTransformer
 from loopscale.train.lightning_module import StepAccounting, optimizer_record
-from loopscale.train.optim.lr_transfer import d_ref_tokens, lrs_for, recipe_param_groups
+from loopscale.train.optim.groups import recipe_param_groups
+from loopscale.train.optim.lr_transfer import d_ref_tokens, lrs_for
 from support.train import tiny_model, train_config
 
 MUONH = OptimConfig(optimizer="muonh", lr=0.014, weight_decay=0.0, beta1=0.8, eps=1e-10, warmup_frac=0.0, grad_clip=0.0)

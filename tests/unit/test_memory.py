@@ -16,7 +16,7 @@ from loopscale.model.memory import GIB, activation_bytes, estimate_memory, state
 from loopscale.model.transformer import LoopedTransformer
 from loopscale.train.batching import device_batching
 from loopscale.train.compiling import compile_model
-from loopscale.train.optim.lr_transfer import MATRIX, recipe_param_groups
+from loopscale.train.optim.groups import MATRIX, recipe_param_groups
 from loopscale.train.optim.muonh import MuonH
 from support.train import train_config
 

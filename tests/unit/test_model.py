@@ -10,7 +10,9 @@ from torch.autograd.graph import saved_tensors_hooks
 
 from loopscale.config.model import ModelConfig
 from loopscale.model.accounting import paper_model
-from loopscale.model.transformer import ConcatInjection, LoopedTransformer, param_groups
+from loopscale.model.injection import ConcatInjection, Passthrough
+from loopscale.model.transformer import LoopedTransformer
+from loopscale.train.optim.groups import adamw_param_groups
 from support.train import tiny_model
 
 B = 2
@@ -227,7 +229,8 @@ def test_paper_softcap_is_15_tanh():
 def test_paper_r1_is_a_plain_stack():
     """model=paper at r = 1: 0 prelude, 20 layers, 0 coda, no injection; r > 1: 2 + 16/r x r + 2."""
     dense = build(ModelConfig(**{**paper_model(6, 1).__dict__, "vocab_size": V, "seq_len": T}))
-    assert (len(dense.prelude), len(dense.recurrent), len(dense.coda), dense.injection) == (0, 20, 0, None)
+    assert (len(dense.prelude), len(dense.recurrent), len(dense.coda)) == (0, 20, 0)
+    assert isinstance(dense.injection, Passthrough) and not list(dense.injection.parameters())
     for r in (2, 4, 8):
         cfg = paper_model(6, r)
         assert (cfg.n_prelude, cfg.n_rec, cfg.n_coda, cfg.l_eff, cfg.injection) == (2, 16 // r, 2, 20, "concat")
@@ -360,7 +363,7 @@ def test_hyper_dynamic_equals_static_at_init():
 @pytest.mark.parametrize("kw", [dict(injection="hyper", hyper_dynamic=True), dict(tie_embeddings=True)])
 def test_param_groups(kw):
     model = build(tiny_model(4, **kw))
-    groups = param_groups(model, weight_decay=0.1)
+    groups = adamw_param_groups(model, weight_decay=0.1)
     by_name = {g["name"]: g for g in groups}
     listed = [id(p) for g in groups for p in g["params"]]
     assert sorted(listed) == sorted(id(p) for p in model.parameters())  # each parameter exactly once

@@ -1,11 +1,6 @@
-"""The published recipe's parameter groups and learning rates (docs/design.md, "The published recipe").
+"""The published recipe's learning rates (docs/design.md, "The published recipe").
 
-Groups, by the role of the module a parameter belongs to:
-    matrix     every 2-D weight of the prelude, recurrent and coda blocks and of the injection (MuonH)
-    head       lm_head.*                                  (AdamW)
-    embedding  embed.* (also the head when it is tied)    (AdamW)
-    norm       1-D gains (RMSNorm weights)                (AdamW)
-    hyper      every hyper-connection scalar, injection.* when the injection is HyperConnections (AdamW)
+The groups (matrix, head, embedding, norm, hyper) are defined in loopscale/train/optim/groups.py.
 
 Learning rates (`lrs_for`), with B the global tokens per step and D the run's target tokens (C / F before
 rounding to whole batches, as the published code takes it; RunPlan.D_target):
@@ -25,58 +20,19 @@ times below the reference's, the published transfer extrapolates far outside whe
 
 from __future__ import annotations
 
-from torch import nn
-
 from loopscale.config.model import ModelConfig
 from loopscale.config.naming import paper_width
 from loopscale.config.schema import OptimConfig
+from loopscale.errors import ConfigError
 from loopscale.model import accounting
-from loopscale.model.hyper import HyperConnections
+from loopscale.train.optim.groups import EMBEDDING, HEAD, HYPER, MATRIX, NORM
 
-MATRIX, HEAD, EMBEDDING, NORM, HYPER = "matrix", "head", "embedding", "norm", "hyper"
-BLOCK_PREFIXES = ("prelude.", "recurrent.", "coda.", "injection.")
 BATCH_EXPONENT = 0.558  # lr ~ B^0.558
 DATA_EXPONENT = -0.32  # matrix lr ~ (D / D_ref)^-0.32
 WIDTH_EXPONENT = -0.5  # AdamW lrs ~ (d / d_ref)^-0.5
 D_REF_TOKENS_PER_PARAM = 10  # D_ref = 10 x effective parameters of the reference model
 REF_LAYOUT = (2, 4, 2)  # (p, k, c) of the reference model for r > 1
 REF_PLAIN_DEPTH = 20  # r = 1: a plain 20-layer stack (0-20-0)
-
-
-# ----------------------------------------------------------------------------------------------------
-# parameter groups
-
-
-def param_role(name: str, param: nn.Parameter, hyper_injection: bool) -> str:
-    """The recipe's group of one named parameter of LoopedTransformer (see the module docstring).
-
-    Works for either injection form: two d x d matrices (from_e / from_s) or one Linear(2d -> d), since both
-    are 2-D weights under `injection.`."""
-    if name.startswith("lm_head."):
-        return HEAD
-    if name.startswith("embed."):
-        return EMBEDDING
-    if name.startswith("injection.") and hyper_injection:
-        return HYPER  # alpha [r, K] and M [r, K, K] are "2-D or more" but are mixing scalars, not matrices
-    if param.dim() == 1:
-        return NORM
-    if param.dim() == 2 and name.startswith(BLOCK_PREFIXES):
-        return MATRIX
-    raise ValueError(
-        f"parameter {name!r} of shape {tuple(param.shape)} has no group in the MuonH recipe: "
-        f"groups are 2-D matrices under {', '.join(BLOCK_PREFIXES)}, lm_head., embed., 1-D norm "
-        "gains and hyper-connection scalars"
-    )
-
-
-def recipe_param_groups(model: nn.Module) -> dict[str, list[nn.Parameter]]:
-    """{group: parameters} of a LoopedTransformer, matrix first; empty groups left out."""
-    hyper = isinstance(getattr(model, "injection", None), HyperConnections)
-    groups: dict[str, list[nn.Parameter]] = {MATRIX: [], HEAD: [], EMBEDDING: [], NORM: [], HYPER: []}
-    for name, p in model.named_parameters():  # a tied head is the embedding: listed once
-        if p.requires_grad:
-            groups[param_role(name, p, hyper)].append(p)
-    return {k: v for k, v in groups.items() if v}
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -117,7 +73,7 @@ def lrs_for(cfg: ModelConfig, batch_tokens: int, D_tokens: int, optim: OptimConf
     """Peak lr of every group this model has (the schedule multiplies them all alike)."""
     for name, value in (("batch_tokens", batch_tokens), ("D_tokens", D_tokens)):
         if not value > 0:
-            raise ValueError(f"{name}={value!r} must be > 0")
+            raise ConfigError(f"{name}={value!r} must be > 0")
     base = {
         MATRIX: optim.lr,
         HEAD: optim.lr_head,

@@ -31,6 +31,8 @@ from __future__ import annotations
 import torch
 from torch.optim.adamw import adamw as adamw_step
 
+from loopscale.errors import ConfigError
+
 # Polar Express coefficients (a, b, c) of the five iterations, as published (docs/design.md).
 POLAR_EXPRESS_COEFFS = (
     (8.156554524902461, -22.48329292557795, 15.878769915207462),
@@ -51,7 +53,7 @@ TORCH_DTYPES = {"bf16": torch.bfloat16, "fp32": torch.float32}
 def resolve_ortho_dtype(option: str, device_type: str) -> str:
     """optim.ortho_dtype -> 'bf16' | 'fp32': auto is bf16 on CUDA (as published) and fp32 elsewhere."""
     if option not in ORTHO_DTYPES:
-        raise ValueError(f"ortho_dtype={option!r} is not allowed; choose one of {', '.join(map(repr, ORTHO_DTYPES))}")
+        raise ConfigError(f"ortho_dtype={option!r} is not allowed; choose one of {', '.join(map(repr, ORTHO_DTYPES))}")
     if option == "auto":
         return "bf16" if device_type == "cuda" else "fp32"
     return option

@@ -1,0 +1,161 @@
+"""The record of one training attempt (run.json, or parent.json for a forked job's stable parent), written
+whatever happens: the facts known when a run starts, those its plan adds, and how it ended — done with its loss,
+or diverged / interrupted / terminated / failed with the step it reached and why.
+
+    with RecordedRun(run_dir, "run.json", first_record(cfg, run_dir)) as run:
+        ...                        # the body adds to run.record and sets run.trainer once it exists
+        run.finish(module, batch_tokens, val_loss)
+
+Only the process of global rank 0 writes (every rank of a DDP run holds the same record).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+import time
+from pathlib import Path
+from typing import Any
+
+from loopscale.config.schema import TrainConfig
+from loopscale.signals import Terminated, stop_status
+from loopscale.train.plan import RunPlan
+
+log = logging.getLogger("loopscale.train.entry")
+STOP_REASONS = {"interrupted": "interrupted (Ctrl-C / SIGINT)", "terminated": "terminated (SIGTERM)"}
+
+
+def first_record(cfg: TrainConfig, run_dir: Path, extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    """What a failure before the plan exists (a bad data path, a vocabulary too large, ...) still records."""
+    from loopscale.train.identity import identity_hash, identity_of, stored_hash
+
+    return {
+        "status": None,
+        "reason": None,
+        "step": 0,
+        "run_name": cfg.run_name,
+        "sweep": cfg.sweep,
+        "run_dir": str(run_dir),
+        "point": cfg.point,
+        # identity.json's hash (the config and its data's content hash; identity.py), which the record repeats
+        "identity": stored_hash(run_dir) or identity_hash(identity_of(cfg)),
+        **(extra or {}),
+    }
+
+
+def plan_record(cfg: TrainConfig, plan: RunPlan, run_dir: Path) -> dict[str, Any]:
+    from loopscale.provenance import git_commit, library_versions
+
+    m = cfg.model
+    return {
+        "status": None,
+        "reason": None,
+        "step": None,
+        "run_name": cfg.run_name,
+        "sweep": cfg.sweep,
+        "run_dir": str(run_dir),
+        "point": cfg.point,
+        "r": m.r,
+        "recipe": m.recipe,
+        "width": m.d_model,
+        "depth": m.l_eff,
+        "n_prelude": m.n_prelude,
+        "n_rec": m.n_rec,
+        "n_coda": m.n_coda,
+        "bptt_k": m.bptt_k,
+        "injection": m.injection,
+        "vocab_size": m.vocab_size,  # the true vocabulary: the softmax runs over these ids
+        "vocab_padded": m.padded_vocab_size,  # rows of the embedding and head (the matmul's shape)
+        "seq_len": m.seq_len,
+        "N_once": plan.N_once,
+        "N_rec": plan.N_rec,
+        "N": plan.N,
+        "embedding": plan.embedding,
+        "lm_head": plan.lm_head,
+        "F": plan.F,
+        "D": plan.D,
+        "C": plan.C,
+        "C_budget": plan.C_budget,
+        "steps": plan.steps,
+        "batch_tokens": plan.batch_tokens,
+        "L": None,
+        "val_loss": None,
+        "train_loss": None,
+        "seed": cfg.seed,
+        "parent": None,
+        "git_commit": git_commit(),
+        "versions": library_versions(),
+        "config": dataclasses.asdict(cfg),
+    }
+
+
+class RecordedRun:
+    """Context manager around one training attempt: on an exception the record says diverged, interrupted,
+    terminated or failed (with the trainer's step) and the exception goes on; the record is written on the way
+    out in every case once it has a status."""
+
+    def __init__(self, run_dir: Path, record_file: str, record: dict[str, Any]):
+        self.path = run_dir / record_file
+        self.record = record
+        self.trainer = None
+        self.started = time.perf_counter()
+
+    def __enter__(self) -> RecordedRun:
+        return self
+
+    def __exit__(self, exc_type, err, tb) -> bool:
+        from loopscale.train.lightning_module import Diverged
+
+        try:
+            if isinstance(err, Diverged):
+                self.record.update(status="diverged", reason=str(err), step=err.step)
+            elif err is not None:
+                stopped = stop_status(err)  # Ctrl-C or SIGTERM: said as such, not as a failure (signals.py)
+                step = self.trainer.global_step if self.trainer is not None else 0
+                reason = STOP_REASONS.get(stopped) or f"{type(err).__name__}: {err}"
+                self.record.update(status=stopped or "failed", reason=reason, step=step)
+                if stopped == "terminated" and not isinstance(err, Terminated):
+                    raise Terminated() from err  # Lightning's own SIGTERMException exits 0
+        finally:
+            if (self.trainer is None or self.trainer.is_global_zero) and self.record["status"] is not None:
+                self.record.setdefault("wall_time_s", time.perf_counter() - self.started)
+                write_record_or_log(self.path, self.record)
+        return False
+
+    def finish(self, module, batch_tokens: int, val) -> None:
+        """The record of a run that trained to its end: its loss, steps and throughput."""
+        wall = time.perf_counter() - self.started
+        val = None if val is None else float(val)
+        # steps this process trained; the rest came from the checkpoint it resumed (or forked) from. A resume
+        # after the last step (killed in the final validation) trains none and leaves train_loss unknown.
+        steps_trained = module.tokens_trained // batch_tokens
+        train_loss = module.last_train_loss if math.isfinite(module.last_train_loss) else None
+        step = self.trainer.global_step
+        self.record.update(status="done", step=step, L=val, val_loss=val, train_loss=train_loss, wall_time_s=wall)
+        # whole-run throughput of this process (a resumed run counts only what it trained itself)
+        self.record["tokens_per_s"] = module.tokens_trained / wall if wall > 0 and module.tokens_trained else None
+        self.record["resumed_from_step"] = step - steps_trained
+
+
+def write_record_or_log(path: Path, record: dict[str, Any]) -> None:
+    """Write a failure record; when even that fails (a full disk), say so without hiding the first error."""
+    from loopscale.atomic import write_json_atomic
+
+    try:
+        write_json_atomic(path, record)
+    except OSError as err:
+        log.error("could not write %s: %s", path, err)
+
+
+def record_recompile_limit_hits(cfg: TrainConfig, record: dict[str, Any], since: int) -> None:
+    """A compiled run that fell back to eager trained at eager speed: say so in the log and in run.json
+    (the process's hits after the first `since`, i.e. during this run)."""
+    if not cfg.trainer.compile:
+        return
+    from loopscale.train.compiling import recompile_limit_hits
+
+    hits = recompile_limit_hits()[since:]
+    record["recompile_limit_hits"] = len(hits)
+    for message in hits:
+        log.error("compiled code fell back to eager: %s", message)
