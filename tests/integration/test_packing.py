@@ -155,10 +155,9 @@ def test_data_pack_published_fills_every_row_and_records_the_method(tmp_path):
 
 
 def test_pack_cli_errors_are_one_usage_line(tmp_path):
-    from support.corpus import OFFLINE_ENV
-    from support.procs import run_loopscale
+    from support.cli import run_cli
 
-    proc = run_loopscale(
+    proc = run_cli(
         [
             "data",
             "pack",
@@ -171,8 +170,6 @@ def test_pack_cli_errors_are_one_usage_line(tmp_path):
             "--data-dir",
             str(tmp_path / "c"),
         ],
-        timeout_s=120,
-        env=OFFLINE_ENV,
     )
     assert proc.returncode != 0 and "does not exist" in proc.stderr
     assert not (tmp_path / "c").exists() or not [n for n in cache_entries(tmp_path / "c") if n.startswith(".tmp")]

@@ -48,6 +48,7 @@ def _train_cli(tmp_path, data_dir, *extra):
     )
 
 
+@pytest.mark.system
 def test_a_refused_relaunch_leaves_the_runs_hydra_config_alone(tmp_path, data_dir):
     first = _train_cli(tmp_path, data_dir, "run_name=r")
     assert first.returncode == 0, first.stderr[-3000:]
@@ -63,6 +64,7 @@ def test_a_refused_relaunch_leaves_the_runs_hydra_config_alone(tmp_path, data_di
     assert {p.name: p.read_bytes() for p in saved.iterdir()} == before
 
 
+@pytest.mark.system
 def test_a_seed_sweep_with_the_default_run_name_trains_every_seed(tmp_path, data_dir):
     proc = _train_cli(tmp_path, data_dir, "-m", "seed=0,1,2")
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -110,6 +110,7 @@ def test_run_json_from_before_identity_files_is_checked_by_its_config(tmp_path):
 # ------------------------------------------------------------------------------------------- the lock
 
 
+@pytest.mark.system
 def test_second_launcher_reports_running_elsewhere_and_touches_nothing(tmp_path, data_dir):
     cfg = _cfg(tmp_path, data_dir)
     run_dir = run_dir_of(cfg)
@@ -170,6 +171,7 @@ def test_stale_and_live_locks_of_other_hosts(tmp_path):
     assert not lock.exists()
 
 
+@pytest.mark.system
 @pytest.mark.slow
 def test_two_launches_of_one_run_train_it_once(tmp_path, data_dir):
     args = [*SHORT, f"runs_dir={tmp_path / 'runs'}", f"data.data_dir={data_dir}"]
@@ -196,6 +198,7 @@ def test_two_launches_of_one_run_train_it_once(tmp_path, data_dir):
 # ------------------------------------------------------------------------------------ names and values
 
 
+@pytest.mark.system
 @pytest.mark.parametrize(
     "override",
     [
@@ -286,6 +289,7 @@ class _Planted:
         return (os.system, (f"touch {os.environ['PLANTED_MARKER']}",))
 
 
+@pytest.mark.system
 def test_a_planted_checkpoint_runs_no_code(tmp_path, data_dir):
     cfg = _cfg(tmp_path, data_dir)
     run_dir = run_dir_of(cfg)

@@ -53,12 +53,14 @@ def test_a_lock_naming_this_very_process_is_stale(tmp_path):
     _takes_over(tmp_path / "run")
 
 
+@pytest.mark.system
 def test_a_reused_pid_is_told_apart_by_its_start_time(tmp_path, other_process):
     lock = _plant(tmp_path / "run", _owner(other_process.pid, pid_start=1))  # the pid's old life started at tick 1
     assert "another process" in stale_reason(lock, json.loads(lock.read_text()))
     _takes_over(tmp_path / "run")
 
 
+@pytest.mark.system
 def test_a_live_pid_goes_stale_by_heartbeat_age_on_this_host_too(tmp_path, other_process):
     run_dir = tmp_path / "run"
     _plant(run_dir, _owner(other_process.pid))  # no start time recorded: only the heartbeat can tell
@@ -105,6 +107,7 @@ def test_a_lock_being_written_right_now_is_not_broken(tmp_path):
         RunLock(tmp_path / "run").acquire()
 
 
+@pytest.mark.system
 def test_loopscale_train_takes_over_a_lock_whose_pid_was_reused(tmp_path, data_dir, other_process):
     """The probe as a user meets it: a sweep relaunched after a restart found a same-host lock whose pid is
     alive (another process now) and said "running elsewhere" on every relaunch, forever."""

@@ -15,8 +15,9 @@ from loopscale.config.schema import DataConfig
 from loopscale.data.corpus import DataError, load_documents
 from loopscale.data.shards import dtype_for, load_prepared, prepare, split_documents
 from loopscale.data.tokenizer import EOT, load_tokenizer
-from support.corpus import OFFLINE_ENV, cache_entries, small_cfg
-from support.procs import run_loopscale, run_python
+from support.cli import run_cli
+from support.corpus import cache_entries, small_cfg
+from support.procs import run_python
 
 
 def _split_at_eot(tokens: np.ndarray, eot: int) -> list[np.ndarray]:
@@ -150,7 +151,7 @@ def test_bad_input_one_clear_error_and_no_cache_left(tmp_path, case):
 
 def test_hub_name_offline_is_one_clear_error_and_leaves_nothing(tmp_path):
     data_dir = tmp_path / "cache"
-    proc = run_loopscale(
+    proc = run_cli(
         [
             "data",
             "prepare",
@@ -162,8 +163,6 @@ def test_hub_name_offline_is_one_clear_error_and_leaves_nothing(tmp_path):
             str(data_dir),
             "--no-progress",
         ],
-        timeout_s=60,
-        env=OFFLINE_ENV,
     )
     assert proc.returncode == 2
     assert proc.stderr.strip().count("\n") == 0  # one line
@@ -215,6 +214,7 @@ def test_failure_mid_write_leaves_no_shard_and_a_rerun_is_complete(tmp_path, mon
     assert load_prepared(p.root).n_train_tokens == len(p.tokens("train")) > 0
 
 
+@pytest.mark.system
 def test_sigkill_mid_write_leaves_only_an_ignored_staging_folder(tmp_path):
     cfg = small_cfg(tmp_path)
     code = (

@@ -18,6 +18,7 @@ from loopscale.launch.sweep import compose_jobs, expand, sweep_overrides
 from loopscale.train.entry import run_training
 from loopscale.train.plan import run_dir_of, to_train_config
 from loopscale.train.records import read_record
+from support.cli import run_cli
 from support.procs import run_loopscale
 
 EXPERIMENTS = sorted(p.stem for p in (config_dir() / "experiment").glob("*.yaml"))
@@ -158,7 +159,7 @@ def test_multirun_expands_to_the_published_grid(experiment):
 def test_sweep_cli_json_lists_the_authors_points(experiment, repo_root):
     """`loopscale sweep experiment=... --json`: exactly the authors' (C, s, r) jobs, each once; the probes
     list no r = 1 job; steps = round(C / (F x 262,144))."""
-    proc = run_loopscale(["sweep", f"experiment={experiment}", "--json"], cwd=repo_root, timeout_s=300)
+    proc = run_cli(["sweep", f"experiment={experiment}", "--json"], cwd=repo_root)
     assert proc.returncode == 0, proc.stderr[-3000:]
     rows = [json.loads(line) for line in proc.stdout.splitlines()]
     jobs = [(*point_cell(row["point"]), row["r"]) for row in rows]
@@ -180,7 +181,7 @@ def test_model_paper_r1_composes_to_the_plain_stack():
 
 
 def test_sweep_cli_counts_the_published_grid(repo_root):
-    proc = run_loopscale(["sweep", "experiment=isodepth", "--count"], cwd=repo_root, timeout_s=120)
+    proc = run_cli(["sweep", "experiment=isodepth", "--count"], cwd=repo_root)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.strip() == "116"
 
@@ -226,6 +227,7 @@ def test_first_step_of_each_experiment_trains(experiment, tmp_path, data_dir):
 
 
 @pytest.mark.slow
+@pytest.mark.system  # the pipeline as a user runs it: loopscale-train -m, collect, fit
 def test_local_sweep_collects_into_a_table_the_fitter_accepts(tmp_path, data_dir, repo_root):
     """12 tiny isodepth_cpu runs (r = 1, 2, 4 at four budget/width points, 9-36 steps each) in one process
     with Hydra's basic launcher, collected, then fitted by `loopscale fit` (6 parameters need 12 rows)."""

@@ -82,6 +82,7 @@ def test_divergence_stops_and_is_recorded(tmp_path, data_dir):
     assert "non-finite" in record["reason"]
 
 
+@pytest.mark.system
 def test_divergence_exits_nonzero_from_the_command_line(tmp_path, data_dir):
     runs = tmp_path / "runs"
     proc = run_loopscale(
@@ -95,6 +96,7 @@ def test_divergence_exits_nonzero_from_the_command_line(tmp_path, data_dir):
     assert record["status"] == "diverged" and record["step"] == 3
 
 
+@pytest.mark.system
 def test_ddp_on_cpu_records_the_same_tokens(tmp_path, data_dir):
     single = run_training(_cfg(tmp_path / "one", data_dir))
     runs = tmp_path / "ddp"
@@ -112,6 +114,7 @@ def test_ddp_on_cpu_records_the_same_tokens(tmp_path, data_dir):
     assert math.isfinite(record["L"])
 
 
+@pytest.mark.system
 def test_wandb_offline_files_only_when_enabled(tmp_path, data_dir):
     cfg = _cfg(tmp_path / "w", data_dir, "logger=wandb", "budget.tokens=10240")
     run_training(cfg)

@@ -155,6 +155,7 @@ def _only_record(runs: Path) -> dict:
     return json.loads(record_path.read_text())
 
 
+@pytest.mark.system
 @pytest.mark.slow
 def test_ddp_on_cpu_matches_one_process_on_the_same_global_batch(tmp_path, data_dir):
     runs = tmp_path / "ddp"
@@ -171,6 +172,7 @@ def test_ddp_on_cpu_matches_one_process_on_the_same_global_batch(tmp_path, data_
     assert abs(ddp["L"] - reference) < DDP_LOSS_TOL
 
 
+@pytest.mark.system
 @pytest.mark.slurm
 def test_ddp_as_a_two_task_slurm_job_matches_one_process(slurm_cluster, tmp_path, data_dir):
     """One training run as a real 2-task SLURM job (hydra-submitit-launcher, gloo): 2 tasks on one node

@@ -4,7 +4,7 @@ Fixtures:
 - `data_dir` (session): the one data cache of the session, with the default corpus (Shakespeare, BPE 2048)
   already prepared in it. Training tests pass it as `data.data_dir`, so the corpus is tokenized once.
 - `default_cfg` / `default_prepared` (session): that corpus's DataConfig and its opened token shards.
-- `small_packed` (session): a small packed set (3 plays, BPE 512, T = 32).
+- `small_packed` (session): a small packed set (3 plays, BPE 512, T = 32), packed in-process.
 
 The default corpus is prepared by `python -m loopscale data prepare` in a child process whose environment
 cuts the hub off (HF_DATASETS_OFFLINE=1, HF_HUB_OFFLINE=1), because `datasets` reads those variables when it
@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from loopscale.config.schema import DataConfig
+from support.cli import run_cli
 from support.procs import run_loopscale, run_python
 
 OFFLINE_ENV = {"HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
@@ -68,12 +69,9 @@ def cache_entries(data_dir: Path) -> list[str]:
 
 
 def pack_offline(data_dir: Path, seq_len: int, *extra: str) -> tuple[Path, str]:
-    """`loopscale data pack` in an offline child; returns (the packed folder, the command's stdout)."""
-    proc = run_loopscale(
-        ["data", "pack", "--data-dir", data_dir, "--seq-len", seq_len, "--no-progress", *extra],
-        timeout_s=120,
-        env=OFFLINE_ENV,
-    )
+    """`loopscale data pack` in this process, whose hub is cut off since tests/conftest.py set the offline
+    variables before anything imported `datasets`; returns (the packed folder, the command's stdout)."""
+    proc = run_cli(["data", "pack", "--data-dir", data_dir, "--seq-len", seq_len, "--no-progress", *extra])
     assert proc.returncode == 0, proc.stderr
     first = proc.stdout.splitlines()[0]
     assert first.startswith("packed "), proc.stdout

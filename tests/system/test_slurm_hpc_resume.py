@@ -30,6 +30,15 @@ def _step(ckpt: Path) -> int:
     return torch.load(ckpt, map_location="cpu", weights_only=False)["global_step"]
 
 
+def _wait_for_step(ckpt: Path, step: int, timeout_s: float = 300) -> None:
+    """Poll until the checkpoint at `ckpt` (replaced atomically as training goes) is at `step` or later."""
+    deadline = time.monotonic() + timeout_s
+    while _step(ckpt) < step:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{ckpt} not at step {step} after {timeout_s} s")
+        time.sleep(0.2)
+
+
 def test_newest_checkpoint_and_pruning(tmp_path):
     last = tmp_path / "checkpoints" / "last.ckpt"
     assert newest_checkpoint(last, tmp_path) is None
@@ -69,7 +78,7 @@ def test_sigusr1_under_train_sbatch_saves_requeues_and_resumes_from_the_hpc_chec
     )
     last = wait_for_file(runs, "*/*/checkpoints/last.ckpt", timeout_s=300)
     run_dir = last.parent.parent
-    time.sleep(1.5)  # a few steps past last.ckpt, so the hpc checkpoint holds steps last.ckpt does not
+    _wait_for_step(last, 8)  # training well under way (two last.ckpt written), not only started
     subprocess.run(["scancel", "--signal=USR1", job], check=True, timeout=30)  # to the srun step's tasks
     # Lightning saves the hpc checkpoint and requeues the job itself; the rerun would wait ~2 minutes
     start_when_pending(job, timeout_s=120)

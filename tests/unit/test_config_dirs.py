@@ -80,6 +80,7 @@ def test_hydra_searchpath_adds_options_too(tmp_path):
     assert cfg.sweep == "from_searchpath"
 
 
+@pytest.mark.system
 def test_loopscale_train_reads_the_user_dir_from_any_directory(tmp_path):
     (tmp_path / "conf" / "model").mkdir(parents=True)
     (tmp_path / "conf" / "model" / "tiny.yaml").write_text(TINY_96)

@@ -81,6 +81,7 @@ def test_gpu_ddp_trainer_and_slurm_launcher_agree_by_construction():
     assert local._target_ == "hydra_plugins.loopscale_launchers.GpuSlotLocalLauncher" and local.gpus_per_node is None
 
 
+@pytest.mark.system
 def test_a_contradicting_launcher_override_stops_the_multirun_before_submission(tmp_path):
     """A real multirun: the launcher composes the job, finds tasks_per_node=1 against trainer.devices=8 and
     exits before sbatch is ever called (none is needed for this test)."""
