@@ -1,16 +1,22 @@
 """Shared test setup. Tests run on CPU with small shapes; nothing here reaches a network.
 
-Three tiers, one folder each (the folder marks every test in it: `-m unit`, `-m integration`, `-m system`):
-- tests/unit/: one module's behaviour in this process, no prepared corpus, no child process
-  (`make test-unit`, under 3 minutes);
-- tests/integration/: the stages together in this process: the prepared corpus, training runs through
-  run_training, the `loopscale` command through `loopscale.cli.main(argv)` (the `cli` fixture);
+Three tiers, one folder each; the folder marks every test in it (`-m unit`, `-m integration`, `-m system`):
+- tests/unit/: one module's behaviour in this process: no prepared corpus, no training run, no loopscale
+  child process (a fresh interpreter only where what an import loads is the point). `make test-unit`, under
+  3 minutes on two cores.
+- tests/integration/: the stages together in this process: the prepared corpus, training through
+  run_training, the `loopscale` command through loopscale.cli.main (support.cli.run_cli).
 - tests/system/: the programs as a user or a scheduler runs them: child processes, signals, the SLURM test
-  cluster, the wheel, DDP over processes, and one smoke run of each command.
+  cluster, the wheel, DDP over processes, one smoke run of each command (test_commands.py). A test that
+  starts a process but belongs beside the in-process tests of its topic stays there, marked
+  `@pytest.mark.system`.
 `slow` marks the long checks of any tier (`make test-slow`); the default suite (`make test`) is the rest.
 
-Shared fixtures and helpers live in the package tests/support/ (on sys.path through pytest's `pythonpath`
-setting in pyproject.toml). Its plugin modules below provide the fixtures; tests import only helpers.
+Fixtures and helpers live in the package tests/support/ (importable as `support`: pyproject.toml's pytest
+`pythonpath`). Its plugin modules, named in `pytest_plugins` below, provide the fixtures (data_dir,
+default_cfg, default_prepared, small_packed; slurm_cluster, slurm_two_nodes; table, fit, baseline): tests
+name them as arguments and never import them. Helpers (TINY, run_cli, run_loopscale, small_tmpfs, ...) are
+imported from their module.
 """
 
 import os
