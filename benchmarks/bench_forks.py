@@ -71,7 +71,7 @@ def forked_grid_points(overrides: list[str]) -> list[str]:
 
 
 def independent_grid_keys() -> set[str]:
-    """Run names of the independent CPU grid's own 32 points (loopscale/conf/grid/cpu.yaml)."""
+    """Run names of the independent CPU grid's own 32 points (sweeps/grid/cpu.yaml)."""
     from loopscale.launch.sweep import expand
 
     return {job.cfg.run_name for job in expand([f"experiment={INDEPENDENT}"])}

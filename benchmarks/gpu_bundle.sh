@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `make gpu-bundle`: the wheels benchmarks/gpu_check.py needs on a GPU node without network (a Python 3.12
 # image with torch; benchmarks/gpu_bundle.txt says what it lacks), into the git-ignored .whl/, checked to fit the
-# 64 MiB that may travel with the working tree. On the node (README, "The device check"):
+# 64 MiB that may travel with the working tree. On the node (docs/operations.md, "The device check"):
 #   python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl
 #   PYTHONPATH=/tmp/site python3 benchmarks/gpu_check.py --out gpu_check.json
 set -euo pipefail

@@ -170,7 +170,10 @@ def named_family(
     """paper | demo | cpu (their experiments, FAMILY_EXPERIMENTS) or custom (`experiment` + `overrides`)."""
     if name == "custom":
         if not experiment:
-            raise InputError("--family custom needs --experiment NAME (a config under conf/experiment/)")
+            raise InputError(
+                "--family custom needs --experiment NAME (a config under sweeps/experiment/ or in your "
+                "LOOPSCALE_CONFIG_PATH)"
+            )
         return experiment_family(name, experiment, r_values, recipe, overrides)
     if name not in FAMILY_EXPERIMENTS:
         raise InputError(f"unknown family {name!r}; choose from {', '.join([*FAMILY_EXPERIMENTS, 'custom'])}")

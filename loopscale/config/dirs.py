@@ -1,9 +1,11 @@
-"""Where Hydra finds loopscale's configs: the package's own `loopscale/conf/` (shipped in the wheel) and the
-user's directories from LOOPSCALE_CONFIG_PATH; `compose` and `train_config`, the training config a set of
-overrides gives (as Hydra's DictConfig, and as the typed TrainConfig).
+"""Where Hydra finds loopscale's configs: the package's own `loopscale/conf/` (train.yaml and the menu of
+groups), the sweep designs in the repository's top-level `sweeps/` (experiment/, grid/; the package
+`loopscale.sweeps` once installed), and the user's directories from LOOPSCALE_CONFIG_PATH; `compose` and
+`train_config`, the training config a set of overrides gives (as Hydra's DictConfig, and as the typed
+TrainConfig).
 
-Every lookup of the shipped configs goes through `config_dir()`, so a checkout, an editable install and a
-wheel find the same files. User directories come from the environment variable LOOPSCALE_CONFIG_PATH
+Every lookup of the shipped configs goes through `config_dir()` and `sweeps_dir()`, so a checkout, an editable
+install and a wheel find the same files. User directories come from the environment variable LOOPSCALE_CONFIG_PATH
 (directories separated like PATH, by os.pathsep); Hydra searches them BEFORE the package's own configs
 (hydra_plugins/loopscale_searchpath.py), so a user file both adds options (experiment/my_grid.yaml) and
 replaces a shipped one of the same name (hydra/launcher/slurm.yaml with the site's partition). Hydra's own
@@ -20,8 +22,22 @@ ENV_VAR = "LOOPSCALE_CONFIG_PATH"
 
 
 def config_dir() -> Path:
-    """The directory of the shipped configs (train.yaml and the groups model/, data/, ..., experiment/)."""
+    """The directory of the shipped configs (train.yaml and the groups model/, data/, optim/, ...)."""
     return Path(str(files("loopscale") / "conf"))
+
+
+def sweeps_dir() -> Path:
+    """The directory of the sweep designs (experiment/, grid/): the repository's `sweeps/`, installed as the
+    package loopscale.sweeps."""
+    return Path(str(files("loopscale.sweeps")))
+
+
+SWEEP_GROUPS = ("experiment", "grid")
+
+
+def group_dir(group: str) -> Path:
+    """Where the shipped options of a config group live: sweeps/ for experiment and grid, else conf/."""
+    return (sweeps_dir() if group.split("/")[0] in SWEEP_GROUPS else config_dir()) / group
 
 
 def user_config_dirs(environ: dict[str, str] | None = None) -> list[Path]:
@@ -67,12 +83,16 @@ def is_loopscale_main(path: str) -> bool:
 
 def add_user_dirs(search_path) -> None:
     """Put the user's directories just before the shipped configs in a Hydra ConfigSearchPath (first match
-    wins, so a user file replaces the shipped one of the same name). Other Hydra apps are left alone."""
+    wins, so a user file replaces the shipped one of the same name), and the sweep designs just after them.
+    Other Hydra apps are left alone."""
     from hydra.core.config_search_path import SearchPathQuery
 
     mains = [e.path for e in search_path.get_path() if e.provider == "main"]
     if not any(is_loopscale_main(p) for p in mains):
         return
+    search_path.append(
+        provider="loopscale-sweeps", path=f"file://{sweeps_dir()}", anchor=SearchPathQuery(provider="main")
+    )
     for user_dir in user_config_dirs():
         search_path.prepend(provider=ENV_VAR, path=f"file://{user_dir}", anchor=SearchPathQuery(provider="main"))
 

@@ -109,7 +109,7 @@ def register_resolvers() -> None:
         ("ls.seed_tag", seed_tag),
         ("ls.recipe", recipe_label),
         ("ls.safe_name", _safe_name),
-        ("ls.fork_flops", lambda p: parse_fork_point(p)[0]),  # loopscale/conf/grid/cpu_wsd.yaml
+        ("ls.fork_flops", lambda p: parse_fork_point(p)[0]),  # sweeps/grid/cpu_wsd.yaml
         ("ls.fork_width", lambda p: parse_fork_point(p)[1]),
     ):
         if not OmegaConf.has_resolver(name):

@@ -2,7 +2,7 @@
 
     loopscale-train                                   # the CPU default: model=cpu, budget=cpu, data=shakespeare
     loopscale-train model.r=4 model.recipe=tbptt budget.compute_flops=1e14
-    loopscale-train -m experiment=isodepth_cpu        # a sweep (Hydra multirun), see loopscale/conf/experiment/
+    loopscale-train -m experiment=isodepth_cpu        # a sweep (Hydra multirun), see sweeps/experiment/
 
 Flow: compose config -> prepare tokens (cached) -> plan (N_once, N_rec, F, D, steps from accounting) ->
 Lightning fit (resuming from checkpoints/last.ckpt when present) -> final validation -> run.json.

@@ -18,7 +18,7 @@ Cost (accounting, eq. C = F x D):  independent = F sum_i D_i;  forked = F (D_par
 with D_parent = max_i s_i x batch tokens. Per model the saving is about sum_i D_i / ((1 - c) max_i D_i +
 c sum_i D_i) for cooldown fraction c, which never exceeds sum_i D_i / max_i D_i: token counts a factor 2
 apart save at most 1.75x whatever c (1.52x at c = 0.2); 2x needs closer counts, e.g. five a factor sqrt(2)
-apart (2.06x at c = 0.2, loopscale/conf/grid/cpu_wsd.yaml). The parent writes fork_parent.json, never run.json, so
+apart (2.06x at c = 0.2, sweeps/grid/cpu_wsd.yaml). The parent writes fork_parent.json, never run.json, so
 `collect` does not take it for a point of the law.
 
 Layout: runs_dir/sweep/<run_name>/ is the parent (and the Hydra job dir); branch i is the sibling

@@ -12,7 +12,7 @@ run reads (run_data.data_identity), so a run never resumes on a corpus or packed
 `identity.json` in the run dir holds the identity and its hash, written before training starts; run.json
 repeats the hash (records.record_problem checks that it does). A relaunch with a different identity
 raises IdentityMismatch naming the fields; with restart=true the run's files are deleted and it starts over
-(see README, "Relaunching safely").
+(docs/operations.md, "Relaunching safely").
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The experiment configs under loopscale/conf/experiment/: each composes, each expands (like `loopscale-train -m`
+"""The experiment configs under sweeps/experiment/: each composes, each expands (like `loopscale-train -m`
 would, without launching) to its published number of jobs with distinct, deterministic run directories,
 and each one's jobs really train (first step, shrunk to this CPU). No SLURM here: see test_slurm_sweep.py.
 """
@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from loopscale.config.dirs import compose, config_dir
+from loopscale.config.dirs import compose, group_dir
 from loopscale.launch.sweep import compose_jobs, expand, sweep_overrides
 from loopscale.train.entry import run_training
 from loopscale.train.plan import run_dir_of, to_train_config
@@ -21,7 +21,7 @@ from loopscale.train.records import read_record
 from support.cli import run_cli
 from support.procs import run_loopscale
 
-EXPERIMENTS = sorted(p.stem for p in (config_dir() / "experiment").glob("*.yaml"))
+EXPERIMENTS = sorted(p.stem for p in group_dir("experiment").glob("*.yaml"))
 PAPER = ["isodepth", "isodepth_tbptt", "isodepth_hyper"]
 RECIPE = {"isodepth": "baseline", "isodepth_tbptt": "tbptt", "isodepth_hyper": "hyper", "isodepth_cpu": "baseline"}
 # The authors' size tables (their released sweep scripts), budget -> sizes s (d_model = 64 s rounded up to 128).

@@ -25,7 +25,7 @@ import pytest
 from support.paths import FIXTURES, REPO_ROOT
 
 # What the wheel is built from: the package, the Hydra plugins and what pyproject.toml names.
-WHEEL_SOURCES = ("pyproject.toml", "README.md", "LICENSE", "loopscale", "hydra_plugins")
+WHEEL_SOURCES = ("pyproject.toml", "README.md", "LICENSE", "loopscale", "hydra_plugins", "sweeps")
 
 
 def _clean_env(**extra: str) -> dict[str, str]:
@@ -126,8 +126,42 @@ def test_loopscale_comes_from_the_wheel_with_its_configs(venv, empty_dir):
 
 
 def test_sweep_count_from_an_empty_directory(venv, empty_dir):
+    """The sweep designs (the repository's top-level sweeps/) ship as loopscale.sweeps and are found."""
     out = _run([venv / "bin" / "loopscale", "sweep", "experiment=isodepth", "--count"], cwd=empty_dir).stdout
-    assert out.strip() == "116"  # the published grid (loopscale/conf/grid/paper.yaml)
+    assert out.strip() == "116"  # the published grid (sweeps/grid/paper.yaml)
+    out = _run([venv / "bin" / "loopscale", "sweep", "experiment=isodepth_cpu_demo", "--count"], cwd=empty_dir).stdout
+    assert out.strip() == "16"  # the demo's forked jobs (sweeps/grid/cpu_demo.yaml)
+    where = _run(
+        [venv / "bin" / "python", "-c", "from loopscale.config.dirs import sweeps_dir; print(sweeps_dir())"],
+        cwd=empty_dir,
+    ).stdout.strip()
+    assert (
+        Path(where).resolve().is_relative_to(venv.resolve())
+        and (Path(where) / "experiment" / "isodepth.yaml").is_file()
+    )
+
+
+def test_the_editable_install_reads_the_checkouts_sweeps():
+    """In the development install (make install: pip install -e), the sweep designs are the checkout's own
+    sweeps/ folder, so an edit there is what the next sweep runs."""
+    from loopscale.config.dirs import sweeps_dir, train_config
+
+    assert sweeps_dir().resolve() == (REPO_ROOT / "sweeps").resolve()
+    assert train_config(["experiment=isodepth_hyper", "model.r=4"]).run_name == "hyper-r4-C1e18-s10"
+
+
+def test_every_package_of_the_tree_is_listed_for_the_wheel():
+    """pyproject.toml names every package (setuptools packages): each folder of Python or YAML files under
+    loopscale/ and sweeps/, so nothing is left out of the wheel."""
+    import tomllib
+
+    listed = set(tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    found = {"hydra_plugins"}
+    for root, prefix in ((REPO_ROOT / "loopscale", "loopscale"), (REPO_ROOT / "sweeps", "loopscale.sweeps")):
+        for folder in [root, *(p for p in root.rglob("*") if p.is_dir() and p.name != "__pycache__")]:
+            if any(folder.rglob("*.py")) or any(folder.rglob("*.yaml")):  # a folder on the way to such files too
+                found.add(".".join([prefix, *folder.relative_to(root).parts]))
+    assert listed == found
 
 
 def test_a_user_config_dir_from_an_empty_directory(venv, empty_dir):

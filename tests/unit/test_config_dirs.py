@@ -12,7 +12,7 @@ from hydra._internal.config_search_path_impl import ConfigSearchPathImpl
 from hydra.errors import CompactHydraException
 
 import loopscale
-from loopscale.config.dirs import ENV_VAR, add_user_dirs, compose, config_dir, user_config_dirs
+from loopscale.config.dirs import ENV_VAR, add_user_dirs, compose, config_dir, group_dir, sweeps_dir, user_config_dirs
 from loopscale.provenance import git_commit
 from support.procs import run_loopscale
 
@@ -23,8 +23,12 @@ def test_config_dir_is_inside_the_package_and_holds_every_group():
     conf = config_dir()
     assert conf.parent == Path(loopscale.__file__).parent
     assert (conf / "train.yaml").is_file()
-    for group in ("model", "data", "optim", "budget", "trainer", "logger", "experiment", "grid", "hydra/launcher"):
+    for group in ("model", "data", "optim", "budget", "trainer", "logger", "hydra/launcher"):
         assert list((conf / group).glob("*.yaml")), group
+    # the sweep designs live in the top-level sweeps/ (the package loopscale.sweeps once installed)
+    for group in ("experiment", "grid"):
+        assert group_dir(group) == sweeps_dir() / group and list(group_dir(group).glob("*.yaml")), group
+    assert not (conf / "experiment").exists() and not (conf / "grid").exists()
 
 
 def test_a_user_dir_adds_an_experiment_and_replaces_a_shipped_file(tmp_path, monkeypatch):
@@ -40,6 +44,7 @@ def test_a_user_dir_adds_an_experiment_and_replaces_a_shipped_file(tmp_path, mon
 
 
 def test_user_dirs_keep_their_order_and_sit_just_before_the_shipped_configs(tmp_path, monkeypatch):
+    """User dirs, then the shipped configs, then the sweep designs (first match wins)."""
     first, second = tmp_path / "a", tmp_path / "b"
     first.mkdir(), second.mkdir()
     monkeypatch.setenv(ENV_VAR, f"{first}{os.pathsep}{second}")
@@ -52,6 +57,7 @@ def test_user_dirs_keep_their_order_and_sit_just_before_the_shipped_configs(tmp_
         f"file://{first}",
         f"file://{second}",
         str(config_dir()),
+        f"file://{sweeps_dir()}",
     ]
 
 
