@@ -1,7 +1,7 @@
 """Scheduler overhead: the 4-job `isodepth_cpu` mini-sweep through SLURM vs the same 4 runs in one process.
 
 The same multirun (r = 1, 2 at two budgets of width 64, 23-45 steps each; the size of the mini-sweep of
-tests/test_slurm_sweep.py) is launched three ways on this machine:
+tests/system/test_slurm_sweep.py) is launched three ways on this machine:
   1. `hydra/launcher=basic`: one process runs the 4 jobs one after the other (imports once);
   2. `hydra/launcher=slurm` with `array_parallelism=1`: a SLURM array job whose tasks run one at a time,
      so the difference from (1) is the scheduler's cost (sbatch, job start, a fresh Python and torch /

@@ -2,7 +2,7 @@
 files, install it into a fresh venv outside the repository, and from an empty directory count a sweep's
 jobs, train two steps and fit a table.
 
-21-33 s on this 2-core machine (measured: `pytest tests/test_wheel.py`, idle vs busy), so it stays in the
+21-33 s on this 2-core machine (measured: `pytest tests/system/test_wheel.py`, idle vs busy), so it stays in the
 default suite.
 Offline and without re-downloading torch: the venv gets the wheel alone (`pip install --no-deps`), and a
 .pth file makes the dependencies already installed for this interpreter importable. A .pth file's lines

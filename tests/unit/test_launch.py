@@ -1,6 +1,6 @@
 """Launch estimates: GPU hours from training and validation FLOPs at an assumed MFU, plus compile; a message
 naming the overrides for a GPU job that cannot finish within its launcher's timeout x (max requeues + 1) or
-does not fit its plan device's memory (the SLURM launcher refuses it: tests/test_slurm_refusal.py)."""
+does not fit its plan device's memory (the SLURM launcher refuses it: tests/system/test_slurm_refusal.py)."""
 
 from __future__ import annotations
 

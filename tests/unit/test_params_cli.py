@@ -18,7 +18,7 @@ def test_paper_preset_json():
     assert out.returncode == 0, out.stderr
     report = json.loads(out.stdout)
     assert (report["N_once"], report["N_rec"]) == (7_377_024, 14_161_920)
-    # the same report as the library's (whose keys tests/test_accounting.py checks)
+    # the same report as the library's (whose keys tests/unit/test_accounting.py checks)
     assert report == json.loads(json.dumps(accounting_report(paper_model(6, 2))))
 
 
