@@ -1,7 +1,7 @@
 """The first-GPU-run check: one prepared command (<= 6 min on one H100/H200) that says whether the published
 sweep will fit, train at the expected speed, stay compiled and survive a kill, by running production itself.
 
-    python benchmarks/gpu_check.py --out gpu_check.json             # on the GPU node (docs/operations.md: the GPU bundle)
+    python benchmarks/gpu_check.py --out gpu_check.json             # on the GPU node (docs/operations.md)
     python benchmarks/gpu_check.py --smoke --out smoke.json         # tiny sizes on CPU (in the test suite)
 
 Offline: the data is a synthetic packed set in the published format (rows of 2049 ids < 32,001, written
