@@ -60,7 +60,7 @@ def compose(overrides: list[str], return_hydra_config: bool = False):
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
 
-    from loopscale.config.naming import register_resolvers
+    from loopscale.config.resolvers import register_resolvers
     from loopscale.config.schema import register_configs
 
     register_resolvers()

@@ -48,7 +48,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from loopscale.config.model import ModelConfig
-from loopscale.config.naming import paper_width  # noqa: F401 (re-exported)
+from loopscale.config.naming import paper_width
 from loopscale.errors import ConfigError
 
 # The presets come from the configs training composes: the shape from loopscale/conf/model/<preset>.yaml, the

@@ -23,7 +23,7 @@ from hydra.errors import CompactHydraException
 from omegaconf import DictConfig
 
 from loopscale.config.dirs import config_dir, save_job_config, user_config_dirs
-from loopscale.config.naming import register_resolvers
+from loopscale.config.resolvers import register_resolvers
 from loopscale.config.schema import TrainConfig, register_configs
 from loopscale.errors import user_error
 from loopscale.signals import EXIT_INTERRUPTED, EXIT_TERMINATED, Terminated, raise_on_sigterm

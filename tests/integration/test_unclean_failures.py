@@ -333,5 +333,5 @@ def test_ctrl_c_during_demo_training_ends_its_worker_processes_and_the_runs_resu
     assert len(pd.read_csv(out / "runs.csv")) == 2, again.stdout[-3000:] + again.stderr[-3000:]
     assert again.returncode == 2 and "Traceback" not in again.stderr, again.stderr[-3000:]
     assert again.stderr.strip().splitlines()[-1] == (
-        "loopscale demo: error: demo: 2 rows is too few for law 'looped' with 6 parameters (need at least 12)"
+        "loopscale demo: error: 2 rows is too few for law 'looped' with 6 parameters (need at least 12)"
     )

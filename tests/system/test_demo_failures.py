@@ -87,4 +87,4 @@ def test_a_demo_with_nothing_finished_to_fit_says_so(tmp_path, data_dir):
         holder.kill()
         holder.wait()
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
-    assert proc.stderr.strip().splitlines()[-1].startswith("loopscale demo: error: demo: no finished runs to fit")
+    assert proc.stderr.strip().splitlines()[-1].startswith("loopscale demo: error: no finished runs to fit")
