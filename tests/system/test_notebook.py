@@ -9,6 +9,7 @@ import shutil
 import sys
 
 import nbformat
+import pytest
 
 from support.paths import FIXTURES, REPO_ROOT
 
@@ -79,3 +80,17 @@ def test_notebook_runs_on_the_users_sweep_from_where_they_stand(tmp_path, monkey
     write_notebook(done, tmp_path / "report.html")
     page = (tmp_path / "report.html").read_text()
     assert page.count('src="data:image/png;base64,') == 8 and "showing your data" in page
+
+
+def test_a_failing_cell_is_named_and_the_notebook_up_to_it_written(tmp_path, monkeypatch):
+    from loopscale.cli.notebook import NotebookFailed
+
+    nb = nbformat.v4.new_notebook(
+        cells=[nbformat.v4.new_code_cell("print('before')"), nbformat.v4.new_code_cell("1 / 0")]
+    )
+    nbformat.write(nb, tmp_path / "broken.ipynb")
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(NotebookFailed, match=r"cell 1 \(.+\) failed: ZeroDivisionError: division by zero; .*out.ipynb"):
+        _command(["--notebook", "broken.ipynb", "--out", "out.ipynb"])
+    done = nbformat.read(tmp_path / "out.ipynb", as_version=4)
+    assert done.cells[0].outputs[0]["text"] == "before\n" and done.cells[1].outputs[0]["ename"] == "ZeroDivisionError"
