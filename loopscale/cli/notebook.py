@@ -138,7 +138,12 @@ def execute(notebook: Path, env: dict[str, str], timeout_s: float):
 
     nb = nbformat.read(notebook, as_version=4)
     client = NotebookClient(
-        nb, kernel_name="python3", timeout=timeout_s, resources={"metadata": {"path": str(notebook.parent)}}
+        nb,
+        kernel_name="python3",
+        timeout=timeout_s,
+        resources={"metadata": {"path": str(notebook.parent)}},
+        # the kernel's own warnings (ipykernel 7 warns on every local TCP kernel) are not the user's; errors stay
+        extra_arguments=["--IPKernelApp.log_level=ERROR"],
     )
     try:
         client.execute(env=env)
