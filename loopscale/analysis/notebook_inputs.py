@@ -69,8 +69,11 @@ def _defaults(root: Path, base: Path | None, given: Mapping[str, str]) -> dict[s
     """The inputs before the LOOPSCALE_* values in `given` override them (already resolved paths)."""
     if given.get("runs") or given.get("table"):
         # the user's own table: nothing of the demo's or the fixtures' fills its gaps
-        table = given.get("table") or str(Path(given.get("runs") or ".") / "runs.csv")
-        runs = Path(given["runs"]) if given.get("runs") else Path(table).parent
+        runs = Path(given["runs"]) if given.get("runs") else None
+        if runs is not None and runs.is_file():  # a runs table named where a sweep dir was expected
+            runs, given = runs.parent, {**given, "table": given.get("table") or str(runs)}
+        table = given.get("table") or str((runs or Path(".")) / "runs.csv")
+        runs = runs or Path(table).parent
         fit = runs / "fit.json"
         free = runs / "fit_free.json"
         return {

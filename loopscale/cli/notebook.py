@@ -49,22 +49,41 @@ def register(subparsers) -> None:
         "writes it with every output. With no inputs: the demo's runs/demo, else the test fixtures.",
     )
     p.add_argument(
-        "runs_dir", nargs="?", default=None, help="sweep directory holding runs.csv (and fit.json, fit_free.json)"
+        "runs_dir",
+        nargs="?",
+        default=None,
+        metavar="RUNS_DIR",
+        help="sweep directory holding runs.csv (and fit.json, fit_free.json)",
     )
-    p.add_argument("--table", default=None, help="runs table (default: RUNS_DIR/runs.csv)")
-    p.add_argument("--fit", default=None, help="fit JSON (default: fit.json beside the table)")
-    p.add_argument("--free", default=None, help="looped-free fit JSON (default: fit_free.json beside the table)")
-    p.add_argument("--compare", nargs="+", default=None, help="fit JSONs of other recipes (delta-phi)")
-    p.add_argument("--joint", default=None, help="joint fit JSON over recipes")
-    p.add_argument("--advise-compute", default=None, help="the advice's budget in FLOPs (default: the largest)")
-    p.add_argument("--advise-max-params", default=None, help="the advice's cap on unique parameters")
+    p.add_argument("--table", default=None, metavar="RUNS.csv", help="runs table (default: RUNS_DIR/runs.csv)")
+    p.add_argument("--fit", default=None, metavar="FIT.json", help="fit JSON (default: fit.json beside the table)")
+    p.add_argument(
+        "--free",
+        default=None,
+        metavar="FREE.json",
+        help="looped-free fit JSON (default: fit_free.json beside the table)",
+    )
+    p.add_argument(
+        "--compare", nargs="+", default=None, metavar="FIT.json", help="fit JSONs of other recipes (delta-phi)"
+    )
+    p.add_argument("--joint", default=None, metavar="JOINT.json", help="joint fit JSON over recipes")
+    p.add_argument(
+        "--advise-compute", default=None, metavar="FLOPS", help="the advice's budget in FLOPs (default: the largest)"
+    )
+    p.add_argument("--advise-max-params", default=None, metavar="PARAMS", help="the advice's cap on unique parameters")
     p.add_argument(
         "--out",
         type=Path,
         default=None,
         help="report.html or report.ipynb (default: phi_diagnostics.html in RUNS_DIR, else here)",
     )
-    p.add_argument("--notebook", type=Path, default=None, help="the notebook to run (default: the checkout's)")
+    p.add_argument(
+        "--notebook",
+        type=Path,
+        default=None,
+        metavar="NOTEBOOK.ipynb",
+        help="the notebook to run (default: the checkout's)",
+    )
     p.add_argument("--timeout-s", type=float, default=600.0, help="the longest one cell may run (default 600)")
     p.set_defaults(func=run_notebook)
 

@@ -40,6 +40,9 @@ def test_relative_paths_resolve_from_where_the_user_stands(tmp_path):
     env = {"PWD": "/nowhere", "LOOPSCALE_CWD": str(tmp_path / "work" / "x"), "LOOPSCALE_RUNS": "../runs/mine"}
     got = diagnostics_inputs(REPO_ROOT, env=env)
     assert got["table"] == str(mine / "runs.csv") and missing_inputs(got) == []
+    # a runs table where the sweep dir was expected: its folder is the sweep dir
+    env["LOOPSCALE_RUNS"] = "../runs/mine/runs.csv"
+    assert diagnostics_inputs(REPO_ROOT, env=env)["fit"] == str(mine / "fit.json")
 
 
 def test_the_banner_says_test_fixtures_only_when_it_shows_them(tmp_path):
