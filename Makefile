@@ -30,6 +30,14 @@ install: $(BIN)/.installed
 demo: install
 	$(BIN)/loopscale demo $(DEMO_ARGS)
 
+# notebooks/phi_diagnostics.ipynb executed on your sweep into an HTML page with every output, e.g.
+# `make notebook NOTEBOOK_ARGS="runs/mine --fit fits/mine.json --out mine.html"` (`loopscale notebook --help`);
+# with no arguments: the demo's runs/demo, else the test fixtures, into ./phi_diagnostics.html
+NOTEBOOK_ARGS ?=
+.PHONY: notebook
+notebook: install
+	$(BIN)/loopscale notebook $(NOTEBOOK_ARGS)
+
 # Tests in three tiers, one folder each (tests/conftest.py): tests/unit (in-process, no corpus, no child
 # process), tests/integration (corpus, training and the CLI's main in-process), tests/system (processes,
 # signals, SLURM, the wheel). `slow` marks the long checks of any tier.

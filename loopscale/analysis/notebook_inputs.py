@@ -1,11 +1,21 @@
-"""Which table and fits `notebooks/phi_diagnostics.ipynb` opens.
+"""Which table and fits `notebooks/phi_diagnostics.ipynb` opens, and the banner that says so.
 
-After `make demo` the notebook shows the user's own result: runs/demo/runs.csv with its fit.json and
-fit_free.json. Without a demo it falls back to the test fixtures (a published-shaped synthetic sweep with
-three recipes and a joint fit), so it always runs. LOOPSCALE_TABLE, LOOPSCALE_FIT,
-LOOPSCALE_COMPARE (comma-separated fits), LOOPSCALE_FREE and LOOPSCALE_JOINT override any of them; an empty
-value turns an optional one off. LOOPSCALE_ADVISE_COMPUTE (FLOPs) and LOOPSCALE_ADVISE_MAX_PARAMS (unique
-parameters) set the budget of the advice section (default: the table's largest budget, no cap).
+The variables (each also a `loopscale notebook` option; docs/operations.md, "The phi notebook"):
+
+    LOOPSCALE_RUNS       a sweep directory: its runs.csv (`loopscale collect`), fit.json and fit_free.json
+    LOOPSCALE_TABLE      the runs table (default: LOOPSCALE_RUNS/runs.csv)
+    LOOPSCALE_FIT        the fit JSON (default: fit.json in LOOPSCALE_RUNS or beside the table)
+    LOOPSCALE_FREE       an optional looped-free fit (default: fit_free.json beside the table, when there)
+    LOOPSCALE_COMPARE    optional fits of other recipes, comma-separated (delta-phi)
+    LOOPSCALE_JOINT      an optional joint fit over recipes
+    LOOPSCALE_ADVISE_COMPUTE, LOOPSCALE_ADVISE_MAX_PARAMS   the advice's budget (FLOPs) and unique-parameter cap
+    LOOPSCALE_CWD        where relative paths start (default: the shell's PWD, which a kernel inherits)
+
+With none of the data variables set, the notebook shows the demo's runs (runs/demo after `make demo`, looked
+for where the user stands, then in the checkout) or else the test fixtures, so it always runs. An empty value
+turns an optional input off. Relative paths resolve from where the user started Jupyter or `loopscale
+notebook` (LOOPSCALE_CWD, else PWD): a kernel's own working directory is the notebook's folder, which is
+never what a user means by `runs/mine`.
 """
 
 from __future__ import annotations
@@ -14,46 +24,137 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
+from loopscale.errors import InputError
 
-def diagnostics_inputs(root: str | Path = "..", env: Mapping[str, str] | None = None) -> dict:
-    """{"source", "table", "fit", "compare" (list), "free", "joint", "advise_compute", "advise_max_params"
-    (floats or None)} for a notebook in root/notebooks."""
-    env = os.environ if env is None else env
-    root = Path(root)
-    demo = root / "runs" / "demo"
-    fixtures = root / "tests" / "fixtures" / "plots"
-    if (demo / "runs.csv").exists() and (demo / "fit.json").exists():
-        free = demo / "fit_free.json"
-        defaults = {
-            "source": f"the demo's own runs ({demo})",
-            "table": demo / "runs.csv",
-            "fit": demo / "fit.json",
+# the source checkout (the notebook, runs/demo of `make demo`, tests/fixtures) when loopscale is installed
+# editable from it
+CHECKOUT = Path(__file__).resolve().parents[2]
+DATA_KEYS = ("runs", "table", "fit", "free", "compare", "joint")
+ADVICE_KEYS = ("advise_compute", "advise_max_params")
+
+
+def env_name(key: str) -> str:
+    return f"LOOPSCALE_{key.upper()}"
+
+
+def user_dir(env: Mapping[str, str]) -> Path | None:
+    """Where the user stands: LOOPSCALE_CWD, else the shell's PWD; None leaves relative paths to the process's
+    own working directory (a plain Python process, where that is the same place)."""
+    where = env.get("LOOPSCALE_CWD") or env.get("PWD")
+    return Path(where) if where else None
+
+
+def _resolve(path: str | Path, base: Path | None) -> str:
+    path = Path(path).expanduser()
+    # normpath, not resolve: "../mine" from /a/b reads /a/mine, and a symlinked folder keeps its name
+    return str(path if base is None or path.is_absolute() else Path(os.path.normpath(base / path)))
+
+
+def _demo_dir(root: Path, base: Path | None) -> Path | None:
+    """runs/demo with a table and a fit: where the user stands first, then in the checkout."""
+    for where in ([base] if base else []) + [root]:
+        demo = where / "runs" / "demo"
+        if (demo / "runs.csv").exists() and (demo / "fit.json").exists():
+            return demo
+    return None
+
+
+def _beside(table: str, name: str) -> str:
+    """`name` in the table's folder when it exists there, else "" (not given)."""
+    path = Path(table).parent / name
+    return str(path) if path.exists() else ""
+
+
+def _defaults(root: Path, base: Path | None, given: Mapping[str, str]) -> dict[str, str]:
+    """The inputs before the LOOPSCALE_* values in `given` override them (already resolved paths)."""
+    if given.get("runs") or given.get("table"):
+        # the user's own table: nothing of the demo's or the fixtures' fills its gaps
+        runs = Path(given["runs"]) if given.get("runs") else None
+        if runs is not None and runs.is_file():  # a runs table named where a sweep dir was expected
+            runs, given = runs.parent, {**given, "table": given.get("table") or str(runs)}
+        table = given.get("table") or str((runs or Path(".")) / "runs.csv")
+        runs = runs or Path(table).parent
+        fit = runs / "fit.json"
+        free = runs / "fit_free.json"
+        return {
+            "table": table,
+            "fit": str(fit) if fit.exists() else "",
+            "free": str(free) if free.exists() else "",
             "compare": "",
-            "free": free if free.exists() else "",
             "joint": "",
         }
-    else:
-        defaults = {
-            "source": f"the test fixtures ({fixtures}); run `make demo` to see your own",
-            "table": fixtures / "runs.csv",
-            "fit": fixtures / "fit.baseline.json",
-            "compare": f"{fixtures / 'fit.tbptt.json'},{fixtures / 'fit.hyper.json'}",
-            "free": fixtures / "free.baseline.json",
-            "joint": fixtures / "fit.joint.json",
-        }
-    keys = ("table", "fit", "compare", "free", "joint")
-    chosen = {k: str(env.get(f"LOOPSCALE_{k.upper()}", defaults[k])) for k in keys}
-    if any(f"LOOPSCALE_{k.upper()}" in env for k in keys):
-        defaults["source"] = "LOOPSCALE_* environment variables, " + defaults["source"]
+    demo = _demo_dir(root, base)
+    if demo is not None:
+        table = str(demo / "runs.csv")
+        return {"table": table, "fit": str(demo / "fit.json"), "free": _beside(table, "fit_free.json")}
+    fixtures = root / "tests" / "fixtures" / "plots"
     return {
-        "source": defaults["source"],
+        "table": str(fixtures / "runs.csv"),
+        "fit": str(fixtures / "fit.baseline.json"),
+        "compare": f"{fixtures / 'fit.tbptt.json'},{fixtures / 'fit.hyper.json'}",
+        "free": str(fixtures / "free.baseline.json"),
+        "joint": str(fixtures / "fit.joint.json"),
+    }
+
+
+def source_line(inputs: Mapping, root: str | Path | None = None) -> str:
+    """What the notebook shows, in words: "the test fixtures" only when every input shown is one of them."""
+    root = Path(root) if root is not None else CHECKOUT
+    fixtures = (root / "tests" / "fixtures" / "plots").resolve()
+    shown = [inputs["table"], inputs["fit"], *inputs["compare"], inputs["free"], inputs["joint"]]
+    shown = [Path(p) for p in shown if p]
+    from_fixtures = [p.resolve().is_relative_to(fixtures) for p in shown]
+    files = f"table {inputs['table']}, fit {inputs['fit']}"
+    if all(from_fixtures):
+        return f"the test fixtures ({files}); set LOOPSCALE_RUNS or run `make demo` to see your own"
+    if Path(inputs["table"]).parent.name == "demo" and Path(inputs["fit"]).parent.name == "demo":
+        return f"the demo's own runs ({files})"
+    mixed = " mixed with the test fixtures" if any(from_fixtures) else ""
+    return f"your data{mixed} ({files})"
+
+
+def diagnostics_inputs(root: str | Path | None = None, env: Mapping[str, str] | None = None) -> dict:
+    """{"source", "table", "fit", "compare" (list), "free", "joint", "advise_compute", "advise_max_params"
+    (floats or None)}. `root`: where runs/demo and tests/fixtures are looked for (default: the checkout);
+    `env`: the LOOPSCALE_* values (default: the environment)."""
+    env = os.environ if env is None else env
+    root = Path(root) if root is not None else CHECKOUT
+    base = user_dir(env)
+    # an empty value stays empty (turns an optional input off); a set path resolves from where the user stands
+    given = {
+        k: ",".join(_resolve(p, base) for p in env[env_name(k)].split(",") if p)
+        for k in DATA_KEYS
+        if env_name(k) in env
+    }
+    chosen = {**{"compare": "", "joint": "", "free": ""}, **_defaults(root, base, given), **given}
+    inputs = {
         "table": chosen["table"],
         "fit": chosen["fit"],
         "compare": [p for p in chosen["compare"].split(",") if p],
         "free": chosen["free"] or None,
         "joint": chosen["joint"] or None,
-        **{k: float(env[f"LOOPSCALE_{k.upper()}"]) if env.get(f"LOOPSCALE_{k.upper()}") else None for k in ADVICE_KEYS},
+        **{k: _number(env, k) for k in ADVICE_KEYS},
     }
+    return {"source": source_line(inputs, root), **inputs}
 
 
-ADVICE_KEYS = ("advise_compute", "advise_max_params")
+def _number(env: Mapping[str, str], key: str) -> float | None:
+    value = env.get(env_name(key))
+    if not value:
+        return None
+    try:
+        return float(value)
+    except ValueError:
+        raise InputError(f"{env_name(key)}={value!r} is not a number") from None
+
+
+def missing_inputs(inputs: Mapping) -> list[str]:
+    """The inputs the notebook would fail to open, as lines naming the variable to set; empty when all exist."""
+    problems = []
+    if not inputs["fit"]:
+        problems.append(f"no fit JSON beside {inputs['table']}: set LOOPSCALE_FIT (loopscale notebook --fit)")
+    for key in ("table", "fit", "free", "joint"):
+        if inputs[key] and not Path(inputs[key]).is_file():
+            problems.append(f"{env_name(key)}: {inputs[key]} does not exist")
+    problems += [f"LOOPSCALE_COMPARE: {p} does not exist" for p in inputs["compare"] if not Path(p).is_file()]
+    return problems

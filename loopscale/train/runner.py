@@ -5,6 +5,7 @@ runs (loopscale/train/entry.py) and forked runs' parents and branches (loopscale
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import os
@@ -47,6 +48,20 @@ def _print_plan(cfg: TrainConfig, plan: RunPlan, run_dir: Path) -> None:
     )
 
 
+# What a W&B run's summary carries: enough to draw a scaling plot in the W&B UI (L against N or C, by r and recipe)
+WANDB_SUMMARY_KEYS = ("N_once", "N_rec", "N", "F", "D", "C", "L", "r", "recipe", "status", "steps")
+
+
+def wandb_tags(cfg: TrainConfig) -> list[str]:
+    """The W&B tags of a run: its recipe and r, as `recipe:<label>` and `r:<r>` (filters in the W&B UI)."""
+    return [f"recipe:{cfg.model.recipe}", f"r:{cfg.model.r}"]
+
+
+def wandb_summary(record: dict[str, Any]) -> dict[str, Any]:
+    """The run summary from the run's record (run.json): the accounting, the final loss L, r and recipe."""
+    return {key: record.get(key) for key in WANDB_SUMMARY_KEYS}
+
+
 def _loggers(cfg: TrainConfig, run_dir: Path) -> list:
     from lightning.pytorch.loggers import CSVLogger
 
@@ -61,6 +76,9 @@ def _loggers(cfg: TrainConfig, run_dir: Path) -> list:
                     project=cfg.logger.wandb_project,
                     entity=cfg.logger.wandb_entity,
                     name=f"{cfg.sweep}/{cfg.run_name}",
+                    # one group per sweep, so the W&B UI groups and plots a sweep's runs together
+                    group=cfg.sweep,
+                    tags=wandb_tags(cfg),
                     save_dir=str(run_dir),
                     offline=cfg.logger.wandb_mode == "offline",
                     config=dataclasses.asdict(cfg),
@@ -69,6 +87,36 @@ def _loggers(cfg: TrainConfig, run_dir: Path) -> list:
         except Exception as err:  # W&B must never fail a run: the CSV and run.json are the source of truth
             log.warning("W&B logger disabled: %s", err)
     return loggers
+
+
+@contextlib.contextmanager
+def _wandb_closed(run: RecordedRun):
+    """On the way out, whatever the outcome: the record's numbers into the W&B run summary, the W&B run
+    finished (_close_wandb)."""
+    try:
+        yield
+    finally:
+        _close_wandb(run.trainer, run.record)
+
+
+def _close_wandb(trainer, record: dict[str, Any]) -> None:
+    """Write the record's numbers into the W&B run summary and finish the W&B run.
+
+    Finishing matters beyond flushing: Lightning's WandbLogger adopts any W&B run still open in the process,
+    so without it every later run of an in-process sweep (hydra/launcher=basic) would log into the first."""
+    from lightning.pytorch.loggers import WandbLogger
+
+    if trainer is None or not trainer.is_global_zero:
+        return
+    for logger in trainer.loggers:
+        if not isinstance(logger, WandbLogger):
+            continue
+        try:
+            experiment = logger.experiment
+            experiment.summary.update(wandb_summary(record))
+            experiment.finish(exit_code=0 if record.get("status") == "done" else 1)
+        except Exception as err:  # W&B must never fail a run (see _loggers)
+            log.warning("W&B run summary not written: %s", err)
 
 
 def _callbacks(cfg: TrainConfig, run_dir: Path, fork_steps: list[int]) -> list:
@@ -181,7 +229,9 @@ def _fit_run(
     from loopscale.train.checkpoint import newest_checkpoint
     from loopscale.train.compiling import recompile_limit_hits
 
-    with RecordedRun(run_dir, record_file, first_record(cfg, run_dir, extra_record)) as run:
+    run = RecordedRun(run_dir, record_file, first_record(cfg, run_dir, extra_record))
+    # the W&B run closes after RecordedRun's exit has made the record final (a failure's status included)
+    with _wandb_closed(run), run:
         _set_threads(cfg)
         L.seed_everything(cfg.seed, workers=True, verbose=False)
         built = build_training(cfg, run_dir, list(fork_steps), run.record)

@@ -1,0 +1,194 @@
+"""`loopscale notebook`: run notebooks/phi_diagnostics.ipynb on your sweep into an HTML page (or a notebook)
+with every output.
+
+    loopscale notebook runs/mine          # runs.csv, fit.json there -> runs/mine/phi_diagnostics.html
+    loopscale notebook runs/mine --fit fits/mine.json --out report.ipynb
+    loopscale notebook --table a.csv --fit a.json --compare b.json --joint joint.json
+
+Each option is the LOOPSCALE_* variable the notebook reads (loopscale/analysis/notebook_inputs.py); relative
+paths resolve from where the command runs. Every input is checked before the kernel starts. The notebook
+runs on a real kernel of this Python (nbclient + ipykernel, the `notebook` extra); HTML needs nbconvert.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+from loopscale.errors import InputError, LoopscaleError
+
+NOTEBOOK_NAME = "phi_diagnostics.ipynb"
+FORMATS = (".html", ".ipynb")
+# option -> the variable the notebook reads
+OPTION_VARIABLES = {
+    "table": "LOOPSCALE_TABLE",
+    "fit": "LOOPSCALE_FIT",
+    "free": "LOOPSCALE_FREE",
+    "joint": "LOOPSCALE_JOINT",
+    "advise_compute": "LOOPSCALE_ADVISE_COMPUTE",
+    "advise_max_params": "LOOPSCALE_ADVISE_MAX_PARAMS",
+}
+
+
+class NotebookFailed(LoopscaleError):
+    """A cell raised: the notebook up to that cell was written, and the line names the cell and the error."""
+
+    exit_code = 1
+
+
+class MissingExtra(LoopscaleError):
+    """nbclient / ipykernel / nbconvert are not installed."""
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(
+        "notebook",
+        help="run the phi diagnostics notebook on a sweep into an HTML page (or .ipynb) with its outputs",
+        description="Executes notebooks/phi_diagnostics.ipynb on a real kernel with the given table and fits and "
+        "writes it with every output. With no inputs: the demo's runs/demo, else the test fixtures.",
+    )
+    p.add_argument(
+        "runs_dir",
+        nargs="?",
+        default=None,
+        metavar="RUNS_DIR",
+        help="sweep directory holding runs.csv (and fit.json, fit_free.json)",
+    )
+    p.add_argument("--table", default=None, metavar="RUNS.csv", help="runs table (default: RUNS_DIR/runs.csv)")
+    p.add_argument("--fit", default=None, metavar="FIT.json", help="fit JSON (default: fit.json beside the table)")
+    p.add_argument(
+        "--free",
+        default=None,
+        metavar="FREE.json",
+        help="looped-free fit JSON (default: fit_free.json beside the table)",
+    )
+    p.add_argument(
+        "--compare", nargs="+", default=None, metavar="FIT.json", help="fit JSONs of other recipes (delta-phi)"
+    )
+    p.add_argument("--joint", default=None, metavar="JOINT.json", help="joint fit JSON over recipes")
+    p.add_argument(
+        "--advise-compute", default=None, metavar="FLOPS", help="the advice's budget in FLOPs (default: the largest)"
+    )
+    p.add_argument("--advise-max-params", default=None, metavar="PARAMS", help="the advice's cap on unique parameters")
+    p.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="report.html or report.ipynb (default: phi_diagnostics.html in RUNS_DIR, else here)",
+    )
+    p.add_argument(
+        "--notebook",
+        type=Path,
+        default=None,
+        metavar="NOTEBOOK.ipynb",
+        help="the notebook to run (default: the checkout's)",
+    )
+    p.add_argument("--timeout-s", type=float, default=600.0, help="the longest one cell may run (default 600)")
+    p.set_defaults(func=run_notebook)
+
+
+def notebook_env(args, cwd: Path, env: dict[str, str]) -> dict[str, str]:
+    """The kernel's environment: `env` with the options as LOOPSCALE_* variables and LOOPSCALE_CWD = `cwd` (an
+    option not given leaves the variable as the environment has it)."""
+    out = {**env, "LOOPSCALE_CWD": str(cwd)}
+    if args.runs_dir is not None:
+        out["LOOPSCALE_RUNS"] = str(args.runs_dir)
+    for option, variable in OPTION_VARIABLES.items():
+        if getattr(args, option) is not None:
+            out[variable] = str(getattr(args, option))
+    if args.compare is not None:
+        out["LOOPSCALE_COMPARE"] = ",".join(args.compare)
+    return out
+
+
+def default_out(args, cwd: Path) -> Path:
+    return Path(os.path.normpath(cwd / (args.runs_dir or "."))) / "phi_diagnostics.html"
+
+
+def run_notebook(args) -> int:
+    from loopscale.analysis.notebook_inputs import CHECKOUT, diagnostics_inputs, missing_inputs
+
+    cwd = Path.cwd()
+    out = Path(os.path.normpath(cwd / args.out)) if args.out else default_out(args, cwd)
+    if out.suffix not in FORMATS:
+        raise InputError(f"--out {out}: write .html or .ipynb")
+    notebook = cwd / args.notebook if args.notebook else CHECKOUT / "notebooks" / NOTEBOOK_NAME
+    if not notebook.is_file():
+        raise InputError(f"no notebook at {notebook} (it ships with the source checkout; --notebook PATH)")
+    _check_extras(html=out.suffix == ".html")
+    env = notebook_env(args, cwd, dict(os.environ))
+    # the same choice the notebook's first cell makes, so a missing input stops here, before a kernel starts
+    inputs = diagnostics_inputs(env=env)
+    problems = missing_inputs(inputs)
+    if problems:
+        raise InputError("; ".join(problems))
+    from loopscale.atomic import check_writable
+
+    check_writable(out, "--out")
+    print(f"loopscale notebook: showing {inputs['source']}", flush=True)
+    started = time.perf_counter()
+    executed, failure = execute(notebook, env, args.timeout_s)
+    write_notebook(executed, out)
+    took_s = time.perf_counter() - started
+    if failure is not None:
+        raise NotebookFailed(f"{failure}; the notebook up to that cell is in {out}")
+    print(f"loopscale notebook: wrote {out} ({took_s:.1f} s)")
+    return 0
+
+
+def _check_extras(html: bool) -> None:
+    import importlib.util
+
+    needed = ["nbformat", "nbclient", "ipykernel"] + (["nbconvert"] if html else [])
+    missing = [name for name in needed if importlib.util.find_spec(name) is None]
+    if missing:
+        raise MissingExtra(f"loopscale notebook needs {', '.join(missing)}: pip install -e '.[notebook]'")
+
+
+def execute(notebook: Path, env: dict[str, str], timeout_s: float):
+    """(the executed notebook, None) or (the notebook up to the failing cell, "cell N (id) failed: ...").
+
+    The kernel runs in the notebook's own folder, as Jupyter starts it: the inputs are resolved from
+    LOOPSCALE_CWD, never from the kernel's working directory."""
+    import nbformat
+    from nbclient import NotebookClient
+    from nbclient.exceptions import CellExecutionError
+
+    nb = nbformat.read(notebook, as_version=4)
+    client = NotebookClient(
+        nb,
+        kernel_name="python3",
+        timeout=timeout_s,
+        resources={"metadata": {"path": str(notebook.parent)}},
+        # the kernel's own warnings (ipykernel 7 warns on every local TCP kernel) are not the user's; errors stay
+        extra_arguments=["--IPKernelApp.log_level=ERROR"],
+    )
+    try:
+        client.execute(env=env)
+    except CellExecutionError as err:
+        return nb, _failed_cell(nb, err)
+    return nb, None
+
+
+def _failed_cell(nb, err) -> str:
+    for index, cell in enumerate(nb.cells):
+        for output in cell.get("outputs", []):
+            if output.get("output_type") == "error":
+                return f"cell {index} ({cell.get('id')}) failed: {output.get('ename')}: {output.get('evalue')}"
+    return f"a cell failed: {str(err).strip().splitlines()[-1] if str(err).strip() else type(err).__name__}"
+
+
+def write_notebook(nb, out: Path) -> None:
+    """The executed notebook as .ipynb, or as one self-contained HTML page (figures inline)."""
+    import nbformat
+
+    from loopscale.atomic import write_text_atomic
+
+    if out.suffix == ".ipynb":
+        write_text_atomic(out, nbformat.writes(nb))
+        return
+    from nbconvert import HTMLExporter
+
+    html, _ = HTMLExporter().from_notebook_node(nb)
+    write_text_atomic(out, html)
