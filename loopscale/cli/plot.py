@@ -2,6 +2,7 @@
 
     loopscale plot runs.csv fits/baseline.json --compare fits/tbptt.json fits/hyper.json \
         --free fits/free.json --out plots/
+    loopscale plot runs/isodepth/runs.csv runs/isodepth_tbptt/runs.csv fits/joint.json --out plots/joint/
     loopscale plot chinchilla.csv fits/chinchilla.json --columns "N=Model Size,C=Training FLOP,L=loss" \
         --drop-top-k 5 --out plots/
     loopscale report runs/isodepth_cpu --fit fits/baseline.json --out runs/isodepth_cpu/report.md
@@ -30,7 +31,13 @@ def register(subparsers) -> None:
         help="write the diagnostic figures (iso-FLOP, collapse, phi profile, residuals, ...) as PNG and PDF",
         description="Diagnostic figures of a fitted law from a runs table and a fit JSON (no fitting).",
     )
-    p.add_argument("table", help="runs table (CSV, Parquet or JSON lines, as `loopscale collect` writes it)")
+    p.add_argument(
+        "tables",
+        nargs="+",
+        metavar="table",
+        help="runs table (CSV, Parquet or JSON lines, as `loopscale collect` writes it); several are read as "
+        "one (a joint fit's recipe tables, as `fit T1 T2 --joint` read them)",
+    )
     p.add_argument("fit", help="fit JSON from `loopscale fit --out`")
     _figure_options(p)
     p.add_argument("--out", required=True, help="directory for the figures (PNG and PDF)")
@@ -172,10 +179,14 @@ def run_plot(args: argparse.Namespace) -> int:
     if out_dir.exists() and not out_dir.is_dir():
         raise UsageError(f"--out {out_dir} exists and is not a directory")
     columns = parse_columns(args.columns)
-    if not Path(args.table).is_file():  # said before the fit is read: the first argument is the first problem
-        _read_table(args.table)
+    for path in args.tables:
+        if not Path(path).is_file():  # said before the fit is read: the first argument is the first problem
+            _read_table(path)
     fit, compare, free = _load_fits(args)
-    table = _read_table(args.table, columns, fit.law, args.drop_top_k)
+    table, _ = merge_sources([(_read_table(t, columns, fit.law, args.drop_top_k), None) for t in args.tables])
+    if fit.law == "looped-joint":
+        extra = joint_recorded_tables(fit, table, Path(args.fit), args.drop_top_k)
+        table = merge_sources([(table, None), *extra])[0] if extra else table
     paths = _save(_draw(table, fit, compare, free), out_dir, args.dpi)
     for path in paths:
         print(path)

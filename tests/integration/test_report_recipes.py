@@ -182,3 +182,28 @@ def test_chinchilla_table_through_a_column_mapping(tmp_path):
     # without the mapping the table lacks the columns: one line naming the mapping option
     res = run_cli(["plot", CHINCHILLA, fit, "--out", tmp_path / "bad"])
     assert res.returncode == 2 and "missing column 'N'" in res.stderr and "map names with --columns" in res.stderr
+
+
+def test_plot_takes_the_recipe_tables_of_a_joint_fit(recipe_tables, tmp_path):
+    out = tmp_path / "plots"
+    res = run_cli(["plot", *recipe_tables, JOINT, "--dpi", "40", "--out", out])
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.split() == [str(out / f"{n}.{ext}") for n in plots.FIGURE_NAMES for ext in ("png", "pdf")]
+
+
+def test_joint_report_on_a_sweep_directory(tmp_path):
+    """The new recipe's sweep as training leaves it (a run.json per run), the baseline from the fit's record."""
+    raw = pd.read_csv(FIXTURE / "runs.csv")
+    mine = raw[(raw["recipe"] == "hyper") & (raw["r"] > 1)]
+    for i, row in enumerate(mine.to_dict("records")):
+        record = {k: (None if pd.isna(v) else v) for k, v in row.items()}
+        name = f"run{i:03d}"
+        path = tmp_path / "sweep" / name / "run.json"
+        path.parent.mkdir(parents=True)
+        path.write_text(json.dumps({**record, "status": "done", "run_name": name, "identity": f"{i:016x}"}))
+    out = tmp_path / "mine.md"
+    res = run_cli(["report", tmp_path / "sweep", "--fit", JOINT, "--out", out])
+    assert res.returncode == 0, res.stderr
+    text = out.read_text()
+    assert text.count("| hyper | 8 |") == 20 and "| tbptt | 8 |" in text
+    assert "None: every run found in the sweep finished." in text
