@@ -291,28 +291,45 @@ def verdict_line(cond: dict) -> str:
     return f"verdict: {verdict}"
 
 
+def _check_cell(v) -> str:
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(fmt(x) for x in v) + "]"
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    return fmt(v)
+
+
+def conditioning_rows(cond: dict) -> list[tuple[str, str, str, bool]]:
+    """(name, target, value, ok) of each check in a fit's conditioning block."""
+    checks = [c for c in cond.get("checks") or [] if isinstance(c, dict)]
+    return [
+        (str(c.get("name", "")), _check_cell(c.get("target")), _check_cell(c.get("value")), bool(c.get("ok")))
+        for c in checks
+    ]
+
+
 def conditioning_section(cond: dict | None) -> str:
     """The fit's conditioning checks as a table and its verdict line ("" when the record has none)."""
     if not cond:
         return ""
-
-    def cell(v):
-        if isinstance(v, (list, tuple)):
-            return "[" + ", ".join(fmt(x) for x in v) + "]"
-        if isinstance(v, bool):
-            return "yes" if v else "no"
-        return fmt(v)
-
-    checks = [c for c in cond.get("checks") or [] if isinstance(c, dict)]
+    rows = conditioning_rows(cond)
     out = ["## Can the fit be trusted?", ""]
-    if checks:
-        rows = [
-            (c.get("name", ""), cell(c.get("target")), cell(c.get("value")), "ok" if c.get("ok") else "**FAILS**")
-            for c in checks
-        ]
-        out += [markdown_table(["check", "target", "value", "result"], rows), ""]
+    if rows:
+        cells = [(name, target, value, "ok" if ok else "**FAILS**") for name, target, value, ok in rows]
+        out += [markdown_table(["check", "target", "value", "result"], cells), ""]
     out.append(f"**{verdict_line(cond)}**")
     return "\n".join(out)
+
+
+def conditioning_lines(cond: dict | None) -> list[str]:
+    """The checks as an aligned plain-text table and the verdict line, for the terminal ([] without a block)."""
+    if not cond:
+        return []
+    rows = [("check", "target", "value", "result")]
+    rows += [(name, target, value, "ok" if ok else "FAILS") for name, target, value, ok in conditioning_rows(cond)]
+    widths = [max(len(row[i]) for row in rows) for i in range(4)]
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows] if len(rows) > 1 else []
+    return [*lines, verdict_line(cond)]
 
 
 def published_section(fit: FitResult, table: pd.DataFrame | None = None) -> str:

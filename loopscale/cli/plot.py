@@ -299,7 +299,7 @@ def read_conditioning(fit_path) -> dict | None:
 
 
 def run_report(args: argparse.Namespace) -> int:
-    from loopscale.analysis.report import verdict_line, write_report
+    from loopscale.analysis.report import conditioning_lines, write_report
 
     _check_dpi(args.dpi)
     out_path = Path(args.out)
@@ -338,6 +338,6 @@ def run_report(args: argparse.Namespace) -> int:
         drop_top_k=args.drop_top_k,
     )
     print(out_path)
-    if cond:
-        print(verdict_line(cond))
+    for line in conditioning_lines(cond):  # the checks and, last, the verdict line
+        print(line)
     return 0

@@ -140,7 +140,9 @@ def test_report_prints_the_conditioning_verdict(tmp_path):
     fit.write_text(json.dumps(d))
     res = run_cli(["report", FIXTURE / "runs.csv", "--fit", fit, "--out", tmp_path / "r.md"])
     assert res.returncode == 0, res.stderr
-    assert res.stdout.splitlines()[-1] == "verdict: not measured: r = 1 iso-FLOP minima on the edge of the width grid"
+    lines = res.stdout.splitlines()
+    assert lines[-1] == "verdict: not measured: r = 1 iso-FLOP minima on the edge of the width grid"
+    assert lines[1].split() == ["check", "target", "value", "result"] and lines[3].endswith("4 of 6  FAILS")
     text = (tmp_path / "r.md").read_text()
     assert "| check | target | value | result |" in text
     assert "| E off its lower bound | > 1.05 | 1.43 | ok |" in text
