@@ -70,6 +70,7 @@ def delta_phi(fits) -> Figure:
         yerr = None if ci is None else [[phi - ci[0]], [ci[1] - phi]]
         ax_v.errorbar([x], [phi], yerr=yerr, fmt="o", capsize=4, color=f"C{x % 10}")
     ax_v.set_xticks(range(len(names)), names)
+    ax_v.set_xlim(-0.5, len(names) - 0.5)  # the end points away from the frame
     ax_v.set_xlabel("recipe")
     ax_v.set_ylabel(labels.PHI)
     ax_v.set_title(r"$\phi$ by recipe (95% CI)")
@@ -83,6 +84,7 @@ def delta_phi(fits) -> Figure:
             ax_d.errorbar([x], [cmp["delta"]], yerr=yerr, fmt="o", capsize=4, color=f"C{(x + 1) % 10}")
         ax_d.axhline(0, color="black", lw=0.8)
         ax_d.set_xticks(range(len(names) - 1), names[1:])
+        ax_d.set_xlim(-0.5, len(names) - 1.5)
         ax_d.set_xlabel("recipe")
         ax_d.set_ylabel(f"$\\phi - \\phi$({base_name})")
         ax_d.set_title(f"$\\Delta\\phi$ vs {base_name} (95% CI)")
@@ -105,6 +107,7 @@ def joint_delta_phi(fit) -> Figure:
         yerr = None if ci is None else [[phi - ci[0]], [ci[1] - phi]]
         ax_v.errorbar([x], [phi], yerr=yerr, fmt="o", capsize=4, color=f"C{x % 10}")
     ax_v.set_xticks(range(len(recipes)), recipes)
+    ax_v.set_xlim(-0.5, len(recipes) - 0.5)
     ax_v.set_ylabel(r"$\phi$ (joint fit)")
     ax_v.set_title("$\\phi$ by recipe, shared dense law (95% CI)")
     others = [g for g in recipes if g != ref]
@@ -125,6 +128,7 @@ def joint_delta_phi(fit) -> Figure:
             ax_d.errorbar([x + dx], [est], yerr=yerr, fmt="o", capsize=4, color=colour, label=label if x == 0 else None)
     ax_d.axhline(0, color="black", lw=0.8)
     ax_d.set_xticks(range(len(others)), others)
+    ax_d.set_xlim(-0.5, len(others) - 0.5)
     ax_d.set_ylabel(f"$\\phi - \\phi$({ref})")
     ax_d.set_title(f"$\\Delta\\phi$ vs {ref} (95% intervals)")
     ax_d.legend(fontsize=8)
