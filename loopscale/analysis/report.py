@@ -367,6 +367,8 @@ def published_section(fit: FitResult, table: pd.DataFrame | None = None) -> str:
 def runs_section(table: pd.DataFrame, drop_top_k: int = 0) -> str:
     """The runs, sorted by budget, r and size (drop_top_k: how many highest-loss rows were left out)."""
     cols = [c for c in RUN_COLUMNS if c in table and table[c].notna().any()]
+    if len(table) and "N_rec" in table and (table["N_rec"] == 0).all() and (table["r"] == 1).all():
+        cols = [c for c in cols if c not in ("r", "N_once", "N_rec")]  # a plain (chinchilla) table: N is all
     if len(table) == 0:
         return "## Runs\n\nNo finished runs."
     t = table.assign(_budget=budgets(table) if "C" in table else 0.0)

@@ -178,6 +178,7 @@ def test_chinchilla_table_through_a_column_mapping(tmp_path):
     res = run_cli(["report", CHINCHILLA, "--fit", fit, *columns, "--drop-top-k", "5", "--out", out])
     assert res.returncode == 0, res.stderr
     text = out.read_text()
+    assert "| C | N | D | L |" in text  # no r, N_once, N_rec columns the table never had
     assert "240 finished runs" in text and "the 5 highest-loss rows were left out (--drop-top-k 5)" in text
     assert "### Published parameters" in text and "quoted, not fitted here" in text
     assert "| alpha |" in text and "| 0.34 | 0.3478 |" in text and "| 410.7 | 2085 |" in text
