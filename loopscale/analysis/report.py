@@ -32,13 +32,24 @@ LAW_TEXT = {
 # Runs-table columns shown in the report, in order (those the table has).
 RUN_COLUMNS = ("recipe", "r", "width", "C_budget", "C", "N_once", "N_rec", "N", "D", "L", "steps", "seed")
 CAPTIONS = {
-    "iso_flop": "iso-FLOP curves: loss vs N at each budget, one colour per r; lines are the fitted law.",
-    "collapse": "Collapse: L - B D^-beta vs N_eff at the fitted phi, phi = 0 and phi = 1. All r on one "
-    "curve at the fitted phi is the visual test of the law.",
-    "phi_profile": "The objective profiled in phi with its 95% interval, and the bootstrap replicates of phi.",
-    "residuals": "Residuals log L - log L_hat by r and by budget; free multipliers k_r against r^phi.",
+    "iso_flop": "iso-FLOP curves: loss vs N at each budget (budgets binned into at most 9 panels), a colour per r "
+    "and a marker per recipe; lines are the fitted law.",
+    "collapse": "Collapse: L - B D^-beta vs N_eff at the fitted phi (a joint fit: each recipe at its own phi), "
+    "phi = 0 and phi = 1. All r on one curve at the fitted phi is the visual test of the law.",
+    "phi_profile": "The objective profiled in phi (a joint fit: in delta-phi per recipe) with its 95% interval, "
+    "and the bootstrap replicates.",
+    "residuals": "Residuals log L - log L_hat by r and by budget (and free multipliers k_r against r^phi, given a "
+    "looped-free fit).",
     "delta_phi": "phi across recipes, and its difference from the first, with 95% intervals.",
     "compute_optimal": "Compute-optimal N* and D* vs C for each r (lines), with the best run at each budget.",
+}
+# Published Chinchilla-law parameters (L = E + A N^-alpha + B D^-beta, N parameters, D tokens, L nats/token),
+# quoted from the papers, not fitted here: Hoffmann et al. 2022 ("Training Compute-Optimal Large Language
+# Models"), Approach 3, eq. 10; Besiroglu et al. 2024 ("Chinchilla Scaling: A replication attempt", Epoch AI),
+# their refit of Approach 3 on the points extracted from Hoffmann et al.'s Figure 4, 5 highest losses dropped.
+PUBLISHED_CHINCHILLA = {
+    "Hoffmann et al. 2022 (Approach 3)": {"E": 1.69, "A": 406.4, "B": 410.7, "alpha": 0.34, "beta": 0.28},
+    "Besiroglu et al. 2024 (replication)": {"E": 1.82, "A": 482.01, "B": 2085.43, "alpha": 0.3478, "beta": 0.3658},
 }
 
 
@@ -228,19 +239,136 @@ def quality_lines(fit: FitResult) -> list[str]:
     return lines
 
 
+def figure_name(path: Path) -> str:
+    """The figure a file holds (FIGURE name), with a report's prefix stripped (report_iso_flop -> iso_flop)."""
+    stem = Path(path).stem
+    return next((name for name in CAPTIONS if stem == name or stem.endswith(f"_{name}")), stem)
+
+
 def figures_section(figures: Sequence[Path], out_dir: Path) -> str:
-    """Each figure as a relative image link (so the report and its figures can move together)."""
+    """Each PNG figure as a relative image link (so the report and its figures can move together), with a
+    link to its PDF when one was written."""
     out = ["## Figures", ""]
-    for path in figures:
-        path = Path(path)
-        rel = Path(os.path.relpath(path.resolve(), out_dir.resolve())).as_posix()
-        out += [f"![{path.stem}]({rel})", "", CAPTIONS.get(path.stem, path.stem), ""]
+    paths = [Path(p) for p in figures]
+    pdfs = {p.with_suffix("") for p in paths if p.suffix.lower() == ".pdf"}
+
+    def rel(path: Path) -> str:
+        return Path(os.path.relpath(path.resolve(), out_dir.resolve())).as_posix()
+
+    for path in paths:
+        if path.suffix.lower() == ".pdf" and path.with_suffix(".png") in paths:
+            continue  # linked under its PNG
+        caption = CAPTIONS.get(figure_name(path), path.stem)
+        if path.with_suffix("") in pdfs and path.suffix.lower() != ".pdf":
+            caption += f" ([PDF]({rel(path.with_suffix('.pdf'))}))"
+        out += [f"![{path.stem}]({rel(path)})", "", caption, ""]
     return "\n".join(out).rstrip()
 
 
-def runs_section(table: pd.DataFrame) -> str:
-    """The runs, sorted by budget, r and size."""
+def fit_conditioning(fit) -> dict | None:
+    """The "conditioning" block of a fit record ({"checks": [{"name", "target", "value", "ok"}], "verdict",
+    "measured"}), from a FitResult that carries it, the JSON's dict, or the JSON's path; None without one."""
+    if fit is None:
+        return None
+    if isinstance(fit, FitResult):
+        cond = getattr(fit, "conditioning", None)
+    elif isinstance(fit, dict):
+        cond = fit.get("conditioning")
+    else:
+        try:
+            import json
+
+            raw = json.loads(Path(fit).read_text())
+        except (OSError, ValueError, TypeError):
+            return None
+        cond = raw.get("conditioning") if isinstance(raw, dict) else None
+    return cond if isinstance(cond, dict) else None
+
+
+def verdict_line(cond: dict) -> str:
+    """The one line that says whether the fit measured what it reports."""
+    verdict = str(cond.get("verdict") or ("measured" if cond.get("measured") else "not measured"))
+    return f"verdict: {verdict}"
+
+
+def _check_cell(v) -> str:
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(fmt(x) for x in v) + "]"
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    return fmt(v)
+
+
+def conditioning_rows(cond: dict) -> list[tuple[str, str, str, bool]]:
+    """(name, target, value, ok) of each check in a fit's conditioning block."""
+    checks = [c for c in cond.get("checks") or [] if isinstance(c, dict)]
+    return [
+        (str(c.get("name", "")), _check_cell(c.get("target")), _check_cell(c.get("value")), bool(c.get("ok")))
+        for c in checks
+    ]
+
+
+def conditioning_section(cond: dict | None) -> str:
+    """The fit's conditioning checks as a table and its verdict line ("" when the record has none)."""
+    if not cond:
+        return ""
+    rows = conditioning_rows(cond)
+    out = ["## Can the fit be trusted?", ""]
+    if rows:
+        cells = [(name, target, value, "ok" if ok else "**FAILS**") for name, target, value, ok in rows]
+        out += [markdown_table(["check", "target", "value", "result"], cells), ""]
+    out.append(f"**{verdict_line(cond)}**")
+    return "\n".join(out)
+
+
+def conditioning_lines(cond: dict | None) -> list[str]:
+    """The checks as an aligned plain-text table and the verdict line, for the terminal ([] without a block)."""
+    if not cond:
+        return []
+    rows = [("check", "target", "value", "result")]
+    rows += [(name, target, value, "ok" if ok else "FAILS") for name, target, value, ok in conditioning_rows(cond)]
+    widths = [max(len(row[i]) for row in rows) for i in range(4)]
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows] if len(rows) > 1 else []
+    return [*lines, verdict_line(cond)]
+
+
+def published_section(fit: FitResult, table: pd.DataFrame | None = None) -> str:
+    """A chinchilla fit next to the published parameters (PUBLISHED_CHINCHILLA: quoted, not refitted), with
+    each parameter set's RMS of log L - log L_hat on the runs of this report."""
+    if fit.law != "chinchilla":
+        return ""
+    from loopscale.fit.laws import predict_loss
+
+    names = ("E", "A", "B", "alpha", "beta")
+    sets = {"this fit": {k: fit.params.get(k, np.nan) for k in names}, **PUBLISHED_CHINCHILLA}
+    headers = ["parameter", "this fit", *[f"{k} (published)" for k in PUBLISHED_CHINCHILLA]]
+    rows = [(k, *[v[k] for v in sets.values()]) for k in names]
+    if table is not None and len(table) and {"N", "D", "L"} <= set(table.columns):
+        cols = {c: table[c].to_numpy(dtype=float) for c in ("N", "D")}
+        L = table["L"].to_numpy(dtype=float)
+        rms = [
+            float(np.sqrt(np.mean((np.log(L) - np.log(predict_loss("chinchilla", v, cols))) ** 2)))
+            for v in sets.values()
+        ]
+        rows.append((f"RMS log residual on these {len(L)} runs", *rms))
+    return "\n".join(
+        [
+            "### Published parameters",
+            "",
+            "The published columns are the papers' own figures (Hoffmann et al. 2022, Approach 3; Besiroglu et "
+            "al. 2024, their replication on the points of Hoffmann et al.'s Figure 4 with the 5 highest losses "
+            "dropped), quoted, not fitted here.",
+            "",
+            markdown_table(headers, rows),
+        ]
+    )
+
+
+def runs_section(table: pd.DataFrame, drop_top_k: int = 0) -> str:
+    """The runs, sorted by budget, r and size (drop_top_k: how many highest-loss rows were left out)."""
     cols = [c for c in RUN_COLUMNS if c in table and table[c].notna().any()]
+    if len(table) and "N_rec" in table and (table["N_rec"] == 0).all() and (table["r"] == 1).all():
+        cols = [c for c in cols if c not in ("r", "N_once", "N_rec")]  # a plain (chinchilla) table: N is all
     if len(table) == 0:
         return "## Runs\n\nNo finished runs."
     t = table.assign(_budget=budgets(table) if "C" in table else 0.0)
@@ -251,6 +379,8 @@ def runs_section(table: pd.DataFrame) -> str:
             f"; {t['_budget'].nunique()} compute budgets from {fmt(t['_budget'].min())} to "
             f"{fmt(t['_budget'].max())} FLOPs"
         )
+    if drop_top_k:
+        header += f"; the {drop_top_k} highest-loss rows were left out (--drop-top-k {drop_top_k})"
     return header + ".\n\n" + markdown_table(cols, t[cols].itertuples(index=False))
 
 
@@ -279,12 +409,19 @@ def build_report(
     out_dir=".",
     problems: Sequence[dict] | None = None,
     title: str = "loopscale report",
+    conditioning: dict | None = None,
+    drop_top_k: int = 0,
 ) -> str:
-    """The report as Markdown text (figure links relative to out_dir)."""
+    """The report as Markdown text (figure links relative to out_dir). conditioning: the fit JSON's
+    "conditioning" block (default: read from `fit` when it carries one); drop_top_k: how many highest-loss
+    rows the table was read without (said in the report)."""
     out_dir = Path(out_dir)
     parts = [f"# {title}"]
     if fit is not None:
-        parts.append(law_section(load_fit(fit)))
+        cond = conditioning if conditioning is not None else fit_conditioning(fit)
+        fit = load_fit(fit)
+        parts.append(law_section(fit))
+        parts += [s for s in (published_section(fit, table), conditioning_section(cond)) if s]
     else:
         parts.append(
             "## Fitted law\n\nNo fit given (`loopscale fit TABLE --out FIT.json`, then "
@@ -292,7 +429,7 @@ def build_report(
         )
     if figures:
         parts.append(figures_section(figures, out_dir))
-    parts.append(runs_section(table))
+    parts.append(runs_section(table, drop_top_k))
     if problems is not None:
         parts.append(problems_section(problems, out_dir))
     return "\n\n".join(parts) + "\n"
@@ -305,14 +442,17 @@ def write_report(
     out_path="report.md",
     problems: Sequence[dict] | None = None,
     title: str = "loopscale report",
+    conditioning: dict | None = None,
+    drop_top_k: int = 0,
 ) -> Path:
     """Write the Markdown report to out_path and return it.
 
     table: the runs table (as `collect` writes it); fit: a FitResult, its JSON dict, a path, or None;
-    figures: PNG paths (e.g. from `plots.save_all`), linked relative to the report; problems: the
-    second value of `records.collect(sweep_dir)` (None: the section is left out, as for a bare table).
+    figures: figure paths (e.g. from `plots.save_all`: PNG and PDF), linked relative to the report; problems:
+    the second value of `records.collect(sweep_dir)` (None: the section is left out, as for a bare table);
+    conditioning, drop_top_k: as `build_report`.
     """
     out_path = Path(out_path)
-    text = build_report(table, fit, figures, out_path.parent, problems, title)
+    text = build_report(table, fit, figures, out_path.parent, problems, title, conditioning, drop_top_k)
     write_text_atomic(out_path, text)
     return out_path

@@ -2,42 +2,64 @@
 
     loopscale plot runs.csv fits/baseline.json --compare fits/tbptt.json fits/hyper.json \
         --free fits/free.json --out plots/
+    loopscale plot runs/isodepth/runs.csv runs/isodepth_tbptt/runs.csv fits/joint.json --out plots/joint/
+    loopscale plot chinchilla.csv fits/chinchilla.json --columns "N=Model Size,C=Training FLOP,L=loss" \
+        --drop-top-k 5 --out plots/
     loopscale report runs/isodepth_cpu --fit fits/baseline.json --out runs/isodepth_cpu/report.md
+    loopscale report runs/baseline runs/mine --fit fits/joint.json --out reports/joint.md
 
 Both read what `loopscale collect` and `loopscale fit --out` wrote; neither fits anything. Every input
-is read and every figure drawn before anything is written, so bad input writes nothing.
+is read and every figure drawn before anything is written, so bad input writes nothing. Figures are
+written as PNG (--dpi, default 200) and PDF; a report's figures are named after the report
+(`reports/figures/joint_iso_flop.png`), so two reports in one folder keep their own figures.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import re
 from pathlib import Path
 
 from loopscale.cli import UsageError
+from loopscale.errors import InputError
 
 
 def register(subparsers) -> None:
     p = subparsers.add_parser(
         "plot",
-        help="write the diagnostic figures (iso-FLOP, collapse, phi profile, residuals, ...) as PNG",
+        help="write the diagnostic figures (iso-FLOP, collapse, phi profile, residuals, ...) as PNG and PDF",
         description="Diagnostic figures of a fitted law from a runs table and a fit JSON (no fitting).",
     )
-    p.add_argument("table", help="runs table (CSV or Parquet, as `loopscale collect` writes it)")
+    p.add_argument(
+        "tables",
+        nargs="+",
+        metavar="table",
+        help="runs table (CSV, Parquet or JSON lines, as `loopscale collect` writes it); several are read as "
+        "one (a joint fit's recipe tables, as `fit T1 T2 --joint` read them)",
+    )
     p.add_argument("fit", help="fit JSON from `loopscale fit --out`")
     _figure_options(p)
-    p.add_argument("--out", required=True, help="directory for the PNG files")
+    p.add_argument("--out", required=True, help="directory for the figures (PNG and PDF)")
     p.set_defaults(func=run_plot)
 
     r = subparsers.add_parser(
         "report",
         help="write a short Markdown report of a sweep: fitted law with CIs, figures, runs, failures",
-        description="A Markdown report of a sweep directory (collected here) or a runs table.",
+        description="A Markdown report of sweep directories (collected here) or runs tables. Several sources "
+        "are read as one table (a joint fit's recipe tables as `fit T1 T2 --joint` read them); a joint fit "
+        "whose recipes the sources lack reads the tables it recorded.",
     )
-    r.add_argument("source", help="sweep directory (its run.json records are collected) or a runs table")
+    r.add_argument(
+        "sources", nargs="+", metavar="source", help="sweep directory (its run.json records are collected) or table"
+    )
     r.add_argument("--fit", default=None, help="fit JSON from `loopscale fit --out` (figures need it)")
     _figure_options(r)
     r.add_argument(
-        "--figures", default=None, help="directory for the figures (default: a 'figures' folder beside the report)"
+        "--figures",
+        default=None,
+        help="directory for the figures (default: a 'figures' folder beside the report); each file is "
+        "named <report name>_<figure>.png/.pdf",
     )
     r.add_argument("--title", default=None, help="report title (default: from the source name)")
     r.add_argument("--out", required=True, help="the Markdown file to write")
@@ -45,6 +67,8 @@ def register(subparsers) -> None:
 
 
 def _figure_options(p: argparse.ArgumentParser) -> None:
+    from loopscale.plots import DPI
+
     p.add_argument(
         "--compare",
         nargs="+",
@@ -53,7 +77,43 @@ def _figure_options(p: argparse.ArgumentParser) -> None:
         help="fits of other recipes, for the delta-phi figure",
     )
     p.add_argument("--free", default=None, metavar="FREE.json", help="a looped-free fit, for the k_r vs r^phi panel")
-    p.add_argument("--dpi", type=int, default=110, help="PNG resolution (default 110)")
+    p.add_argument("--dpi", type=int, default=DPI, help=f"PNG resolution (default {DPI}); a PDF is written too")
+    p.add_argument(
+        "--columns",
+        default=None,
+        metavar="MAP",
+        help="column mapping for a table written by another tool, CANON=column pairs separated by commas, "
+        "e.g. 'N=Model Size,C=Training FLOP,L=loss' (CANON: r, N_once, N_rec, N, D, C, L); only the "
+        "columns the fit's law reads are needed (a chinchilla fit: N, D or C, L)",
+    )
+    p.add_argument(
+        "--drop-top-k",
+        type=int,
+        default=0,
+        metavar="K",
+        help="leave out the K highest-loss rows of each table (as Besiroglu et al. 2024 did with the "
+        "Chinchilla points); give the K the fit was made with",
+    )
+
+
+def parse_columns(text: str | None):
+    """A ColumnMap from 'N=Model Size,C=Training FLOP,L=loss' (None: no mapping), or a UsageError."""
+    from loopscale.fit.tables import ColumnMap
+
+    if text is None:
+        return None
+    known = list(ColumnMap.__dataclass_fields__)
+    pairs = {}
+    for item in (part.strip() for part in text.split(",")):
+        canon, eq, column = (x.strip() for x in item.partition("="))
+        if not eq or not canon or not column:
+            raise UsageError(f"--columns: {item!r} is not CANON=column (e.g. N=params)")
+        if canon not in known:
+            raise UsageError(f"--columns: {canon!r} is not one of {', '.join(known)}")
+        if canon in pairs:
+            raise UsageError(f"--columns: {canon} is mapped twice")
+        pairs[canon] = column
+    return ColumnMap(**pairs)
 
 
 def _load_fits(args):
@@ -61,16 +121,27 @@ def _load_fits(args):
     from loopscale.plots import free_multipliers, load_fit
 
     fit = load_fit(args.fit) if args.fit else None
-    compare = [load_fit(path) for path in args.compare]
+    compare = {path: load_fit(path) for path in args.compare}
     free = load_fit(args.free) if args.free else None
     if free is not None:
         free_multipliers(free)  # checks it is a looped-free fit
     if compare and fit is None:
         raise UsageError("--compare needs --fit")
-    for f in ([fit] if fit is not None else []) + compare:
+    for f in ([fit] if fit is not None else []) + list(compare.values()):
         if compare and "phi" not in f.params:
             raise UsageError(f"--compare needs looped fits with phi; got a {f.law!r} fit")
-    return fit, compare, free
+    return fit, _named(compare), free
+
+
+def _named(compare: dict) -> dict:
+    """The --compare fits by the name their legend shows: their recipe, else the file's stem."""
+    from loopscale.plots import fit_name
+
+    out = {}
+    for path, f in compare.items():
+        name = fit_name(f, Path(path).stem)
+        out[name if name not in out else f"{name} ({Path(path).stem})"] = f
+    return out
 
 
 def _draw(table, fit, compare, free):
@@ -82,21 +153,24 @@ def _draw(table, fit, compare, free):
         raise UsageError(f"cannot draw the figures: {err}") from err
 
 
-def _save(drawn, out_dir: Path, dpi: int) -> list[Path]:
-    from loopscale.plots import save_figures
-
-    return save_figures(drawn, out_dir, dpi)
-
-
 def _check_dpi(dpi: int) -> None:
     if not 10 <= dpi <= 1000:
         raise UsageError(f"--dpi must be between 10 and 1000; got {dpi}")
 
 
-def _read_table(path):
+def _read_table(path, columns=None, law=None, drop_top_k: int = 0):
+    """A table file read for the figures: mapped and checked for the fit's law when a mapping is given or the
+    law reads no looped columns (chinchilla), then without its drop_top_k highest losses."""
+    from loopscale.fit.tables import drop_top_k as drop_highest
     from loopscale.plots import read_table
 
-    return read_table(path)
+    canonical = columns is not None or law == "chinchilla"
+    try:
+        table = read_table(path, columns, law if canonical else None)
+    except InputError as err:  # `fit`'s mapping options are --n-col etc.; here it is --columns
+        hint = "map names with --columns, e.g. --columns 'N=Model Size,C=Training FLOP,L=loss'"
+        raise InputError(re.sub(r"map names with --[a-z-]+", hint, str(err))) from None
+    return drop_highest(table, drop_top_k)
 
 
 def run_plot(args: argparse.Namespace) -> int:
@@ -104,19 +178,33 @@ def run_plot(args: argparse.Namespace) -> int:
     out_dir = Path(args.out)
     if out_dir.exists() and not out_dir.is_dir():
         raise UsageError(f"--out {out_dir} exists and is not a directory")
-    table = _read_table(args.table)
+    columns = parse_columns(args.columns)
+    for path in args.tables:
+        if not Path(path).is_file():  # said before the fit is read: the first argument is the first problem
+            _read_table(path)
     fit, compare, free = _load_fits(args)
+    table, _ = merge_sources([(_read_table(t, columns, fit.law, args.drop_top_k), None) for t in args.tables])
+    if fit.law == "looped-joint":
+        extra = joint_recorded_tables(fit, table, Path(args.fit), args.drop_top_k)
+        table = merge_sources([(table, None), *extra])[0] if extra else table
     paths = _save(_draw(table, fit, compare, free), out_dir, args.dpi)
     for path in paths:
         print(path)
     return 0
 
 
-def read_source(source: Path):
+def _save(drawn, out_dir: Path, dpi: int, prefix: str = "") -> list[Path]:
+    from loopscale.plots import save_figures
+
+    return save_figures(drawn, out_dir, dpi, prefix=prefix)
+
+
+def read_source(source: Path, columns=None, law=None, drop_top_k: int = 0):
     """(table, problems): a sweep directory is collected (problems = unfinished runs); a table file
     is read as is (problems = None: a bare table says nothing about missing runs)."""
     import pandas as pd
 
+    from loopscale.fit.tables import drop_top_k as drop_highest
     from loopscale.plots import as_looped_table
     from loopscale.train.records import TABLE_COLUMNS, collect
 
@@ -126,31 +214,130 @@ def read_source(source: Path):
             raise UsageError(f"{source} holds no runs (no run.json, checkpoint or Hydra config below it)")
         table = pd.DataFrame(rows, columns=TABLE_COLUMNS)
         if rows:
-            table = as_looped_table(table, source=f"runs collected from {source}")
+            table = drop_highest(as_looped_table(table, source=f"runs collected from {source}"), drop_top_k)
         return table, problems
     if not source.exists():
         raise UsageError(f"{source} does not exist")
-    return _read_table(source), None
+    return _read_table(source, columns, law, drop_top_k), None
+
+
+def merge_sources(parts):
+    """(table, problems) of several sources read as one: a run found in several (the baseline's r = 1 runs
+    in every recipe's table) is kept once, as `fit T1 T2 --joint` keeps it: same law inputs and, for r > 1,
+    the same recipe. problems: every sweep's unfinished runs (None when every source is a bare table)."""
+    import numpy as np
+    import pandas as pd
+
+    tables = [t for t, _ in parts if len(t)]
+    problems = None if all(p is None for _, p in parts) else [x for _, p in parts for x in (p or [])]
+    if len(parts) == 1:
+        return parts[0][0], problems
+    if not tables:
+        return parts[0][0], problems
+    table = pd.concat(tables, ignore_index=True)
+    key_cols = [c for c in ("N_once", "N_rec", "r", "D", "L") if c in table]
+    key = table[key_cols].astype(float)
+    if "recipe" in table:
+        looped = table["r"].to_numpy(dtype=float) > 1
+        key = key.assign(_recipe=np.where(looped, table["recipe"].astype(str), ""))
+    return table[~key.duplicated().to_numpy()].reset_index(drop=True), problems
+
+
+def joint_recorded_tables(fit, table, fit_path: Path, drop_top_k: int = 0) -> list:
+    """The tables a joint fit recorded (`fit T1 T2 --joint`), read with the column mapping it recorded, for
+    the recipes the given sources lack; [] when none is missing. A UsageError names a recipe still missing."""
+    from loopscale.errors import LoopscaleError
+    from loopscale.fit.tables import ColumnMap
+
+    j = fit.joint or {}
+    col = j.get("column") or "recipe"
+
+    def missing(t):
+        have = set() if col not in t else set(t.loc[t["r"].to_numpy(dtype=float) > 1, col].astype(str))
+        return [g for g in j.get("recipes", []) if g not in have]
+
+    lacking = missing(table)
+    if not lacking:
+        return []
+    found = []
+    for record in (fit.input or {}).get("tables", []):
+        where = [Path(record.get("path", "")), fit_path.parent / record.get("path", "")]
+        path = next((p for p in where if p.name and p.is_file()), None)
+        if path is None:
+            continue
+        fields = set(ColumnMap.__dataclass_fields__)
+        mapping = {c: s for c, s in (record.get("columns") or {}).items() if c in fields and "(" not in s}
+        try:
+            found.append((_read_table(path, ColumnMap(**mapping), "looped-joint", drop_top_k), None))
+        except (LoopscaleError, ValueError, OSError) as err:  # a recorded table that changed since the fit
+            raise UsageError(f"cannot read {path}, a table the joint fit recorded: {err}") from None
+    still = missing(merge_sources([(table, None), *found])[0]) if found else lacking
+    if still:
+        raise UsageError(
+            f"the joint fit covers recipes {', '.join(j.get('recipes', []))}, but the runs given have no looped "
+            f"runs of {', '.join(still)} (nor do the tables the fit recorded): give its sweep or table too, "
+            "e.g. `loopscale report runs/baseline runs/mine --fit joint.json`"
+        )
+    return found
+
+
+def report_prefix(out_path: Path) -> str:
+    """The figure-file prefix of a report: its file name without the suffix (report.md -> 'report_')."""
+    return f"{out_path.stem}_"
+
+
+def read_conditioning(fit_path) -> dict | None:
+    """The fit JSON's "conditioning" block (checks and verdict), or None when it has none."""
+    if fit_path is None:
+        return None
+    try:
+        raw = json.loads(Path(fit_path).read_text())
+    except (OSError, ValueError):
+        return None  # load_fit has already said what is wrong with the file
+    cond = raw.get("conditioning") if isinstance(raw, dict) else None
+    return cond if isinstance(cond, dict) else None
 
 
 def run_report(args: argparse.Namespace) -> int:
-    from loopscale.analysis.report import write_report
+    from loopscale.analysis.report import conditioning_lines, write_report
 
     _check_dpi(args.dpi)
     out_path = Path(args.out)
     if out_path.is_dir():
         raise UsageError(f"--out {out_path} is a directory; give the Markdown file to write")
-    source = Path(args.source)
-    table, problems = read_source(source)
+    columns = parse_columns(args.columns)
+    for source in args.sources:
+        if not Path(source).exists():
+            raise UsageError(f"{source} does not exist")
     fit, compare, free = _load_fits(args)
+    law = fit.law if fit is not None else None
+    parts = [read_source(Path(s), columns, law, args.drop_top_k) for s in args.sources]
+    table, problems = merge_sources(parts)
+    extra = []
+    if fit is not None and fit.law == "looped-joint" and len(table):
+        extra = joint_recorded_tables(fit, table, Path(args.fit), args.drop_top_k)
+        table, problems = merge_sources([(table, problems), *extra]) if extra else (table, problems)
     drawn = {}
     if fit is not None:
         if len(table) == 0:
-            raise UsageError(f"{source} has no finished runs to draw the fit against")
+            raise UsageError(f"{', '.join(args.sources)} has no finished runs to draw the fit against")
         drawn = _draw(table, fit, compare, free)
     figures_dir = Path(args.figures) if args.figures else out_path.parent / "figures"
-    paths = _save(drawn, figures_dir, args.dpi) if drawn else []
-    title = args.title or f"loopscale report: {source.resolve().name}"
-    write_report(table, fit, paths, out_path, problems=problems, title=title)
+    paths = _save(drawn, figures_dir, args.dpi, report_prefix(out_path)) if drawn else []
+    names = [Path(s).resolve().name for s in args.sources]
+    title = args.title or f"loopscale report: {' + '.join(names)}"
+    cond = read_conditioning(args.fit)
+    write_report(
+        table,
+        fit,
+        paths,
+        out_path,
+        problems=problems,
+        title=title,
+        conditioning=cond,
+        drop_top_k=args.drop_top_k,
+    )
     print(out_path)
+    for line in conditioning_lines(cond):  # the checks and, last, the verdict line
+        print(line)
     return 0

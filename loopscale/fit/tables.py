@@ -336,3 +336,24 @@ def budget_column(table) -> np.ndarray:
         asked = pd.to_numeric(table["C_budget"], errors="coerce").to_numpy(dtype=float)
         C = np.where(np.isfinite(asked) & (asked > 0), asked, C)
     return C
+
+
+def drop_top_k(table: pd.DataFrame, k: int, loss: str = "L") -> pd.DataFrame:
+    """The table without its k highest-loss rows (ties broken by row order), as Besiroglu et al. 2024 did
+    with the Chinchilla points: the worst-trained, smallest runs sit far above the law and pull the fit.
+    k = 0 returns the table as it is; k < 0 or k >= the number of rows is an InputError."""
+    if k == 0:
+        return table
+    if k < 0:
+        raise InputError(f"--drop-top-k must be >= 0; got {k}")
+    if k >= len(table):
+        raise InputError(f"--drop-top-k {k} would drop every row of a {len(table)}-row table")
+    if loss not in table.columns:
+        raise InputError(f"--drop-top-k needs the loss column {loss!r}; columns are {list(table.columns)}")
+    values = pd.to_numeric(table[loss], errors="coerce").to_numpy(dtype=float)
+    order = np.argsort(-np.nan_to_num(values, nan=-np.inf), kind="stable")  # highest first; NaN never dropped
+    keep = np.ones(len(table), dtype=bool)
+    keep[order[:k]] = False
+    out = table[keep].reset_index(drop=True)
+    out.attrs = dict(table.attrs, rows_dropped_top_k=int(k))
+    return out

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import numpy as np
 from matplotlib.figure import Figure
-from matplotlib.ticker import NullFormatter
 
-from .layout import r_colours
+import loopscale.plots.labels as labels  # the module, not the package: no import cycle
+
+from .layout import log_axis, r_colours
 
 
 def advice_figure(advice) -> Figure:
@@ -22,26 +23,27 @@ def advice_figure(advice) -> Figure:
     fig = Figure(figsize=(7.6, 5.0), layout="constrained")
     ax = fig.subplots()
     for r, curve in sorted(curves.items()):
-        _draw_curve(ax, curve, colours[float(r)], f"r = {r}")
+        _draw_curve(ax, curve, colours[float(r)], f"$r = {r}$")
     for rec in record["per_r"]:
         if rec["feasible"]:
             m = rec["advised"]
             ax.scatter(m["N_unique"], m["L"], color=colours[float(rec["r"])], s=30, zorder=4, edgecolor="black", lw=0.5)
     best = next(rec for rec in record["per_r"] if rec["r"] == record["best"]["r"])["advised"]
-    label = f"advised: r = {record['best']['r']}, d = {best['d_model']:g}, D = {best['D_tokens']:.3g} tokens"
+    label = (
+        f"advised: $r = {record['best']['r']}$, $d = {best['d_model']:g}$, $D$ = {labels.sci(best['D_tokens'])} tokens"
+    )
     ax.scatter(best["N_unique"], best["L"], marker="*", s=260, color="gold", edgecolor="black", zorder=5, label=label)
     _constraint_lines(ax, record)
-    ax.set_xscale("log")
-    ax.xaxis.set_minor_formatter(NullFormatter())
+    log_axis(ax, "x")
     ax.set_ylim(*_y_limits(record, curves))
-    ax.set_xlabel("unique parameters N_once + N_rec (non-embedding)")
-    ax.set_ylabel("predicted loss L")
+    ax.set_xlabel(r"unique parameters $N_\mathrm{once} + N_\mathrm{rec}$ (non-embedding)")
+    ax.set_ylabel(labels.PRED_LOSS)
     ax.legend(fontsize=8, loc="upper right")
     cons, family = record["constraints"], record["family"]
     n_reps = record["best"]["n_replicates"]
     band = f"bands: {record['level']:.0%} of {n_reps} bootstrap replicates" if n_reps else "no bootstrap replicates"
     where = f"family {family['name']} ({family['recipe']})"
-    fig.suptitle(f"predicted loss at C = {cons['compute_flops']:.3g} FLOPs, {where}; {band}", fontsize=10)
+    fig.suptitle(f"predicted loss at $C$ = {labels.sci(cons['compute_flops'])} FLOPs, {where}; {band}", fontsize=10)
     return fig
 
 
@@ -59,13 +61,15 @@ def _draw_curve(ax, curve: dict, colour, label: str) -> None:
 def _constraint_lines(ax, record: dict) -> None:
     cap = record["constraints"].get("max_unique_params")
     if cap:
-        ax.axvline(cap, color="black", ls="--", lw=1.0, label=f"unique-parameter cap {cap:.3g}")
+        ax.axvline(cap, color="black", ls="--", lw=1.0, label=f"unique-parameter cap {labels.sci(cap)}")
     be = (record.get("break_even") or {}).get("overall")
     if be and be.get("M"):
         lo, hi = (be.get("interval") or [None, None])[:2]
         if lo and hi:
             ax.axvspan(lo, hi, color="grey", alpha=0.12, lw=0)
-        ax.axvline(be["M"], color="grey", ls="-.", lw=1.0, label=f"break-even {be['M']:.3g}: looping wins left of it")
+        ax.axvline(
+            be["M"], color="grey", ls="-.", lw=1.0, label=f"break-even {labels.sci(be['M'])}: looping wins left of it"
+        )
     if record["constraints"].get("max_inference_flops") or record["constraints"].get("inference_tokens"):
         ax.plot([], [], color="grey", ls=":", label="dotted: beyond the inference limit")
 

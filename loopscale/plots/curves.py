@@ -13,18 +13,29 @@ from loopscale.fit.result import FitResult, load_fit
 from .inputs import rows_for_fit
 
 
-def law_line(group: pd.DataFrame, fit: FitResult, n_points: int = 60) -> tuple[np.ndarray, np.ndarray]:
-    """The fitted law along one iso-FLOP curve (runs with one budget and one r).
+def law_line(group: pd.DataFrame, fit: FitResult, n_points: int = 60, C: float | None = None):
+    """(N, L) of the fitted law along one iso-FLOP curve (runs of one r, at one budget or, given C, near it).
 
     Between the runs, N_once, N_rec and D are interpolated in log N from the runs themselves (the
-    architecture family fixes how they move with width), so the line needs no accounting model.
+    architecture family fixes how they move with width), so the line needs no accounting model. Given a
+    budget C (runs binned over several budgets), D = C / F with the training FLOPs per token F = C / D of
+    the runs interpolated the same way: the law at exactly C.
     """
     g = group.sort_values("N").drop_duplicates("N")
     log_n = np.log(g["N"].to_numpy(dtype=float))
     grid = np.linspace(log_n.min(), log_n.max(), n_points)
-    cols = {c: np.exp(np.interp(grid, log_n, np.log(g[c].to_numpy(dtype=float)))) for c in ("N_once", "D") if c in g}
-    rec = g["N_rec"].to_numpy(dtype=float)
-    cols["N_rec"] = np.exp(np.interp(grid, log_n, np.log(rec))) if (rec > 0).all() else np.interp(grid, log_n, rec)
+
+    def along(values):
+        values = np.asarray(values, dtype=float)
+        if (values > 0).all():
+            return np.exp(np.interp(grid, log_n, np.log(values)))
+        return np.interp(grid, log_n, values)
+
+    cols = {"N_once": along(g["N_once"]), "N_rec": along(g["N_rec"])}
+    if C is None:
+        cols["D"] = along(g["D"])
+    else:
+        cols["D"] = C / along(g["C"].to_numpy(dtype=float) / g["D"].to_numpy(dtype=float))
     cols["N"], cols["r"] = np.exp(grid), np.full(n_points, float(g["r"].iloc[0]))
     return np.exp(grid), predict_loss(fit.law, fit.params, cols)
 

@@ -12,7 +12,7 @@ import pandas as pd
 from loopscale.errors import InputError
 from loopscale.fit.laws import compute_from_tokens, cost_params, n_eff, predict_loss, tokens_from_compute
 from loopscale.fit.result import FitResult, load_fit, recipe_phi
-from loopscale.fit.tables import budget_clusters, budget_column
+from loopscale.fit.tables import ColumnMap, budget_clusters, budget_column, canonical_table
 from loopscale.fit.tables import read_table as read_any_table
 
 # Columns a looped-law figure reads; `read_table` checks for them.
@@ -20,13 +20,20 @@ REQUIRED_COLUMNS = ("N_once", "N_rec", "r", "D", "L")
 LAW_INPUTS = ("N_once", "N_rec", "N", "r", "D", "C")
 
 
-def read_table(path) -> pd.DataFrame:
-    """A runs table from CSV or Parquet, with the looped-law columns present and numeric.
+def read_table(path, columns: ColumnMap | None = None, law: str | None = None) -> pd.DataFrame:
+    """A runs table from CSV, Parquet or JSON lines, with the looped-law columns present and numeric.
 
     A plain Chinchilla table (N, D or C, L, no r) is accepted too: it is a looped table with r = 1,
-    N_once = N and N_rec = 0, for which every N_eff equals N.
+    N_once = N and N_rec = 0, for which every N_eff equals N. Given a column mapping (`fit`'s --n-col,
+    --c-col, --loss-col, ...) or the fit's law, the columns that law reads are renamed and checked as
+    `loopscale fit` does (`tables.canonical_table`): a chinchilla fit needs no N_once, N_rec or r.
     """
     table = read_any_table(path)  # CSV, Parquet or JSON lines; ValueError naming the file
+    if columns is not None or law is not None:
+        try:
+            table = canonical_table(table, law or "looped", columns)
+        except InputError as err:
+            raise InputError(f"{path}: {err}") from None
     return as_looped_table(table, source=str(path))
 
 

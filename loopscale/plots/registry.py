@@ -1,10 +1,10 @@
 """Which figures a fit gets, and writing them: `figures` draws every one that applies, `save_all` and
-`save_figures` write them as PNG, `plot_fit` writes the one `loopscale fit --plot` asks for. Every PNG
-is written atomically (loopscale/atomic.py)."""
+`save_figures` write each as PNG (DPI dots per inch) and PDF, `plot_fit` writes the one `loopscale fit
+--plot` asks for. Every file is written atomically (loopscale/atomic.py)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import pandas as pd
@@ -13,53 +13,70 @@ from matplotlib.figure import Figure
 from loopscale.atomic import atomic_path
 from loopscale.fit.result import load_fit
 
-from .recipes import delta_phi, joint_delta_phi, recipe_fit
-from .single_fit import collapse, compute_optimal, iso_flop, phi_profile, predicted_vs_observed, residuals
+from .isoflop import iso_flop
+from .recipes import delta_phi, delta_phi_profile, fit_name, has_delta_phi_evidence, joint_delta_phi
+from .single_fit import collapse, compute_optimal, has_phi_evidence, phi_profile, predicted_vs_observed, residuals
 
 FIGURE_NAMES = ("iso_flop", "collapse", "phi_profile", "residuals", "delta_phi", "compute_optimal")
+DPI = 200  # PNG resolution: print quality
+FORMATS = ("png", "pdf")  # every figure as a bitmap for the report and a vector file for a paper
 
 
 def figures(table: pd.DataFrame, fit, compare=(), free=None) -> dict[str, Figure]:
-    """Every figure that applies: phi figures need a looped fit, delta-phi needs `compare` fits.
-    A joint fit draws the single-law figures for its reference recipe (`recipe_fit`) and its own
-    delta-phi figure (`joint_delta_phi`)."""
+    """Every figure that applies: phi figures need a looped or joint fit (phi_profile only when the record
+    has a profile or bootstrap replicates), delta-phi needs `compare` fits (a sequence, or a mapping name ->
+    fit) or a joint fit. A joint fit is drawn recipe by recipe (`views`), its delta-phi figures from the
+    joint fit's own tests."""
     fit = load_fit(fit)
-    if fit.law == "looped-joint":
-        out = figures(table, recipe_fit(fit, fit.joint["reference"]), (), free)
-        out["delta_phi"] = joint_delta_phi(fit)
-        return {name: out[name] for name in FIGURE_NAMES if name in out}
     out = {"iso_flop": iso_flop(table, fit), "residuals": residuals(table, fit, free)}
-    if "phi" in fit.params:
+    if fit.law == "looped-joint":
         out["collapse"] = collapse(table, fit)
-        out["phi_profile"] = phi_profile(fit)
-        out["compute_optimal"] = compute_optimal(table, fit)
+        if has_delta_phi_evidence(fit):
+            out["phi_profile"] = delta_phi_profile(fit)
+        out["delta_phi"] = joint_delta_phi(fit)
+    elif "phi" in fit.params:
+        out["collapse"] = collapse(table, fit)
+        if has_phi_evidence(fit):
+            out["phi_profile"] = phi_profile(fit)
         if compare:
-            out["delta_phi"] = delta_phi([fit, *compare])
+            named = isinstance(compare, Mapping)
+            out["delta_phi"] = delta_phi({fit_name(fit, "fit"): fit, **compare} if named else [fit, *compare])
+    if fit.law != "looped-free":
+        out["compute_optimal"] = compute_optimal(table, fit)
     return {name: out[name] for name in FIGURE_NAMES if name in out}
 
 
-def save_all(table: pd.DataFrame, fit, out_dir, compare=(), free=None, dpi: int = 110) -> list[Path]:
-    """Write every figure that applies as out_dir/<name>.png; return the paths in FIGURE_NAMES order."""
+def save_all(
+    table: pd.DataFrame, fit, out_dir, compare=(), free=None, dpi: int = DPI, formats: Sequence[str] = FORMATS
+) -> list[Path]:
+    """Write every figure that applies as out_dir/<name>.<format>; return the paths (figures in
+    FIGURE_NAMES order, each in `formats` order)."""
     drawn = figures(table, fit, compare, free)  # draw everything before writing anything
-    return save_figures(drawn, out_dir, dpi)
+    return save_figures(drawn, out_dir, dpi, formats)
 
 
-def save_figures(drawn: Mapping[str, Figure], out_dir, dpi: int = 110) -> list[Path]:
-    """Write each figure as out_dir/<name>.png; return the paths in the mapping's order."""
+def save_figures(
+    drawn: Mapping[str, Figure], out_dir, dpi: int = DPI, formats: Sequence[str] = FORMATS, prefix: str = ""
+) -> list[Path]:
+    """Write each figure as out_dir/<prefix><name>.<format> (PNG at `dpi`); return the paths in the mapping's
+    order, each figure's formats in `formats` order."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = []
     for name, fig in drawn.items():
-        path = out_dir / f"{name}.png"
-        with atomic_path(path) as tmp:  # never a cut PNG (loopscale/atomic.py)
-            fig.savefig(tmp, dpi=dpi)
-        paths.append(path)
+        for fmt in formats:
+            path = out_dir / f"{prefix}{name}.{fmt}"
+            with atomic_path(path) as tmp:  # never a cut file (loopscale/atomic.py)
+                fig.savefig(tmp, dpi=dpi, format=fmt)
+            paths.append(path)
     return paths
 
 
-def plot_fit(table: pd.DataFrame, fit, path, dpi: int = 110) -> Path:
-    """Write `predicted_vs_observed` to path (what `loopscale fit --plot PATH` calls)."""
+def plot_fit(table: pd.DataFrame, fit, path, dpi: int = DPI) -> Path:
+    """Write `predicted_vs_observed` to path, in the format its suffix names (what `loopscale fit --plot
+    PATH` calls). A plain table (no r column: a chinchilla fit) is drawn as one r = 1 series."""
     path = Path(path)
+    fig = predicted_vs_observed(table, fit)
     with atomic_path(path) as tmp:
-        predicted_vs_observed(table, fit).savefig(tmp, dpi=dpi)
+        fig.savefig(tmp, dpi=dpi, format=path.suffix.lstrip(".").lower() or "png")
     return path

@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 
 from loopscale import plots
+from loopscale.plots import labels
 from loopscale.fit.fit_table import fit_law
 from loopscale.fit.laws import law_data_from_table, predict_loss
 from support.paths import FIXTURES
@@ -28,6 +29,8 @@ def figure_text(fig) -> set[str]:
         if legend is not None:
             out |= {t.get_text() for t in legend.get_texts()}
         out |= {t.get_text() for t in ax.texts}
+    for legend in fig.legends:  # the figure-level legend (a colour per r, a marker per recipe)
+        out |= {t.get_text() for t in legend.get_texts()}
     return {t for t in out if t}
 
 
@@ -48,8 +51,9 @@ def test_iso_flop_one_panel_per_requested_budget(table, fit, tmp_path):
     # the spent C scatters by +-1% around C_budget; panels follow the 6 requested budgets
     assert table["C"].nunique() > 6
     titles = sorted(ax.get_title() for ax in fig.axes if ax.get_visible())
-    assert len(titles) == 6 and "C = 4.64e+17 FLOPs" in titles
-    assert {"N (non-embedding parameters)", "loss L", "r = 1", "r = 8"} <= texts
+    assert len(titles) == 6 and r"$C$ = $4.64\times10^{17}$ FLOPs" in titles
+    assert {labels.N, labels.LOSS, "$r = 1$", "$r = 8$"} <= texts
+    assert "nats/token" in labels.LOSS and "FLOPs" in labels.BUDGET
     assert fig.axes[0].get_xscale() == "log"
 
 
@@ -66,9 +70,9 @@ def test_collapse_three_panels_and_tightest_at_fitted_phi(table, baseline, fit, 
     fig = plots.collapse(table, fit)
     assert_png(fig, tmp_path / "collapse.png")
     texts = figure_text(fig)
-    assert {"N_eff = N_once + r^phi N_rec", "L - B D^-beta", "E + A N_eff^-alpha"} <= texts
-    assert has(texts, f"fitted phi = {fit.params['phi']:.3f}")
-    assert has(texts, "phi = 0") and has(texts, "phi = 1")
+    assert {labels.N_EFF, labels.COLLAPSED, labels.LAW_CURVE} <= texts
+    assert has(texts, f"fitted $\\hat{{\\phi}} = {fit.params['phi']:.3f}$")
+    assert has(texts, r"$\phi = 0$") and has(texts, r"$\phi = 1$")
     spread = {phi: plots.collapse_spread(table, fit, phi) for phi in (fit.params["phi"], 0.0, 1.0)}
     assert spread[fit.params["phi"]] < 0.5 * min(spread[0.0], spread[1.0])
     # every run of the fitted recipe (and only those) is drawn in every panel
@@ -80,13 +84,13 @@ def test_phi_profile_and_bootstrap(fit, tmp_path):
     assert_png(fig, tmp_path / "profile.png")
     texts = figure_text(fig)
     assert {
-        "profile of the objective in phi",
-        "objective - minimum",
+        r"profile of the objective in $\phi$",
+        labels.OBJECTIVE,
         "95% profile interval",
         "95% percentile CI",
     } <= texts
     n = fit.bootstrap["n_replicates"]
-    assert f"bootstrap of phi ({n} replicates)" in texts
+    assert f"bootstrap of $\\phi$ ({n} replicates)" in texts
     hist = fig.axes[1].patches
     assert sum(p.get_height() for p in hist) == n
 
@@ -96,8 +100,8 @@ def test_phi_profile_says_what_is_missing(fit, tmp_path):
     fig = plots.phi_profile(bare)
     assert_png(fig, tmp_path / "bare.png")
     texts = figure_text(fig)
-    assert "this fit JSON has no phi profile" in texts
-    assert "this fit JSON has no bootstrap replicates" in texts
+    assert "this fit JSON has no phi profile and no bootstrap replicates" in texts
+    assert len(fig.axes) == 1  # one panel that says why, not two empty ones
 
 
 def test_residuals_match_the_fitter(table, baseline, fit, tmp_path):
@@ -105,20 +109,20 @@ def test_residuals_match_the_fitter(table, baseline, fit, tmp_path):
     assert_png(fig, tmp_path / "res.png")
     texts = figure_text(fig)
     assert {
-        "residuals by r",
+        "residuals by $r$",
         "residuals by budget",
-        "free multipliers k_r vs r^phi",
-        "log L - log L_hat",
-        "r (recurrences)",
+        r"free multipliers $k_r$ vs $r^{\phi}$",
+        labels.RESIDUAL,
+        labels.R,
     } <= texts
     res = plots.log_residuals(baseline, fit)
     # the fitter's own RMS of its residuals on the same rows: predictions agree
     assert np.sqrt(np.mean(res**2)) == pytest.approx(fit.residual_rms_log, rel=1e-6)
-    assert has(texts, f"phi = {fit.params['phi']:.3f}")
+    assert has(texts, f"\\phi = {fit.params['phi']:.3f}")
     # the free fit was bootstrapped: each k_r is drawn with its 95% interval
     free = plots.load_fit(FIXTURE / "free.baseline.json")
     ax_k = fig.axes[2]
-    assert "k_r (95% CI)" in [t.get_text() for t in ax_k.get_legend().get_texts()]
+    assert "$k_r$ (95% CI)" in [t.get_text() for t in ax_k.get_legend().get_texts()]
     bars = [c for c in ax_k.containers if hasattr(c, "has_yerr") and c.has_yerr]
     segs = bars[0].lines[2][0].get_segments()
     np.testing.assert_allclose(
@@ -155,9 +159,10 @@ def test_free_multipliers(fit):
         plots.free_multipliers(fit)
 
 
-def test_residuals_without_free_fit_says_so(table, fit):
-    texts = figure_text(plots.residuals(table, fit))
-    assert has(texts, "no looped-free fit given")
+def test_residuals_without_free_fit_has_no_empty_panel(table, fit):
+    fig = plots.residuals(table, fit)
+    assert len(fig.axes) == 2  # no third panel left empty for the k_r of a looped-free fit not given
+    assert all(ax.collections for ax in fig.axes)
 
 
 def test_delta_phi_across_recipes(fit, tmp_path):
@@ -166,9 +171,9 @@ def test_delta_phi_across_recipes(fit, tmp_path):
     assert_png(fig, tmp_path / "delta.png")
     texts = figure_text(fig)
     assert {
-        "phi by recipe (95% CI)",
-        "delta-phi vs baseline (95% CI)",
-        "phi - phi(baseline)",
+        r"$\phi$ by recipe (95% CI)",
+        r"$\Delta\phi$ vs baseline (95% CI)",
+        r"$\phi - \phi$(baseline)",
         "baseline",
         "tbptt",
         "hyper",
@@ -182,7 +187,7 @@ def test_compute_optimal_minimises_the_law_along_the_family(table, baseline, fit
     fig = plots.compute_optimal(table, fit)
     assert_png(fig, tmp_path / "opt.png")
     texts = figure_text(fig)
-    assert {"N* (non-embedding parameters)", "D* (training tokens)", "compute C (FLOPs)"} <= texts
+    assert {labels.N_STAR, labels.D_STAR, labels.COMPUTE} <= texts
     r, C = 4.0, 3e18
     N_star, D_star = plots.compute_optimal_curve(baseline, fit, r, np.array([C]))
     g = baseline[baseline["r"] == r]
@@ -199,8 +204,10 @@ def test_save_all_writes_every_figure(table, fit, tmp_path):
     paths = plots.save_all(
         table, fit, tmp_path / "figs", compare=[FIXTURE / "fit.hyper.json"], free=FIXTURE / "free.baseline.json", dpi=40
     )
-    assert [p.stem for p in paths] == list(plots.FIGURE_NAMES)
-    assert all(p.read_bytes().startswith(PNG_MAGIC) for p in paths)
+    assert [p.stem for p in paths[::2]] == list(plots.FIGURE_NAMES)
+    assert [p.suffix for p in paths] == [".png", ".pdf"] * len(plots.FIGURE_NAMES)
+    assert all(p.read_bytes().startswith(PNG_MAGIC) for p in paths[::2])
+    assert all(p.read_bytes().startswith(b"%PDF") for p in paths[1::2])
     without = plots.figures(table, fit)
     assert list(without) == [n for n in plots.FIGURE_NAMES if n != "delta_phi"]
 
@@ -213,7 +220,10 @@ def test_plain_chinchilla_table_gets_the_figures_that_apply(baseline, tmp_path):
     assert (t["r"] == 1).all() and (t["N_rec"] == 0).all()
     result, _ = fit_law(law_data_from_table(plain, "chinchilla"), "chinchilla", n_refine=4)
     paths = plots.save_all(t, result, tmp_path / "figs", dpi=40)
-    assert [p.stem for p in paths] == ["iso_flop", "residuals"]
+    assert [p.name for p in paths] == ["iso_flop.png", "iso_flop.pdf", "residuals.png", "residuals.pdf"] + [
+        "compute_optimal.png",
+        "compute_optimal.pdf",
+    ]
     with pytest.raises(ValueError, match="needs a looped fit"):
         plots.collapse(t, result)
 
@@ -271,5 +281,5 @@ def test_plot_fit_predicted_vs_observed(table, fit, tmp_path):
     path = plots.plot_fit(table, fit, tmp_path / "fit.png", dpi=40)
     assert path.read_bytes().startswith(PNG_MAGIC)
     fig = plots.predicted_vs_observed(table, fit)
-    assert {"observed L", "predicted L_hat", "r = 8"} <= figure_text(fig)
+    assert {labels.OBS_LOSS, labels.PRED_LOSS, "$r = 8$"} <= figure_text(fig)
     assert sum(len(c.get_offsets()) for c in fig.axes[0].collections) == 72

@@ -30,7 +30,8 @@ def test_write_report_law_cis_figures_and_runs(table, fit, tmp_path):
     assert "holdout: refit without the largest budget" in text
     # every figure is linked relative to the report and the link resolves
     links = re.findall(r"!\[(\w+)\]\(([^)]+)\)", text)
-    assert [name for name, _ in links] == [p.stem for p in figs]
+    assert [name for name, _ in links] == [p.stem for p in figs if p.suffix == ".png"]
+    assert all(f"([PDF](figures/{p.stem}.pdf))" in text for p in figs)
     assert all((out.parent / link).is_file() and not Path(link).is_absolute() for _, link in links)
     assert f"{len(table)} finished runs; r in {{1, 2, 4, 8}}; 6 compute budgets" in text
     run_rows = [line for line in text.splitlines() if line.startswith(("| baseline |", "| hyper |"))]
@@ -122,7 +123,7 @@ def test_cli_report_on_a_sweep_dir(table, tmp_path, capsys):
     assert "| ../sweep/run_failed | diverged | loss is NaN at step 40 |" in text
     assert "| ../sweep/run_killed | incomplete |" in text
     figs = sorted(p.name for p in (out.parent / "figures").iterdir())
-    assert figs == sorted(f"{n}.png" for n in plots.FIGURE_NAMES)
+    assert figs == sorted(f"report_{n}.{ext}" for n in plots.FIGURE_NAMES for ext in ("png", "pdf"))
 
 
 def test_cli_plot_writes_pngs(tmp_path, capsys):
@@ -143,7 +144,7 @@ def test_cli_plot_writes_pngs(tmp_path, capsys):
     )
     assert rc == 0
     printed = capsys.readouterr().out.split()
-    assert printed == [str(out / f"{n}.png") for n in plots.FIGURE_NAMES]
+    assert printed == [str(out / f"{n}.{ext}") for n in plots.FIGURE_NAMES for ext in ("png", "pdf")]
     assert all((out / f"{n}.png").stat().st_size > 2000 for n in plots.FIGURE_NAMES)
 
 

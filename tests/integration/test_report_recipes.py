@@ -1,0 +1,212 @@
+"""`loopscale report` and `loopscale plot` on what a recipe comparison and a public table give them (issue 29,
+items 6 and 9): a joint fit's report from the recipe tables as `fit T1 T2 --joint` read them (no merged
+table), its figures drawn recipe by recipe, two reports in one folder, the fit's conditioning verdict, a
+separate-fit delta-phi figure named by recipe, and the Chinchilla points through a column mapping with the
+5 highest losses dropped, next to the published parameters."""
+
+import json
+import re
+import shutil
+
+import pandas as pd
+import pytest
+from PIL import Image
+
+from loopscale import plots
+from loopscale.fit.tables import drop_top_k
+from support.cli import run_cli
+from support.fit_fixtures import PLOTS_FIXTURE as FIXTURE
+from support.paths import CHINCHILLA
+
+RECIPES = ("baseline", "tbptt", "hyper")
+JOINT = FIXTURE / "fit.joint.json"
+
+
+@pytest.fixture()
+def recipe_tables(tmp_path):
+    """One table per recipe, each with the baseline's r = 1 runs, as each recipe's sweep collects them."""
+    raw = pd.read_csv(FIXTURE / "runs.csv")
+    dense = raw[(raw["recipe"] == "baseline") & (raw["r"] == 1)]
+    paths = []
+    for g in RECIPES:
+        path = tmp_path / f"{g}.csv"
+        pd.concat([dense, raw[(raw["recipe"] == g) & (raw["r"] > 1)]]).to_csv(path, index=False)
+        paths.append(path)
+    return paths
+
+
+def figure_text(fig) -> set[str]:
+    out = {ax.get_title() for ax in fig.axes} | {t.get_text() for t in fig.texts}
+    for legend in fig.legends + [ax.get_legend() for ax in fig.axes if ax.get_legend()]:
+        out |= {t.get_text() for t in legend.get_texts()}
+    for ax in fig.axes:
+        out |= {t.get_text() for t in ax.get_xticklabels()}
+    return out
+
+
+def test_joint_report_from_the_recipe_tables(recipe_tables, tmp_path):
+    out = tmp_path / "reports" / "joint.md"
+    res = run_cli(["report", *recipe_tables, "--fit", JOINT, "--out", out])
+    assert res.returncode == 0, res.stderr
+    text = out.read_text()
+    assert "### delta-phi across recipes (joint fit)" in text
+    names = sorted(p.name for p in (out.parent / "figures").iterdir())
+    assert names == sorted(f"joint_{n}.{ext}" for n in plots.FIGURE_NAMES for ext in ("png", "pdf"))
+    for name in plots.FIGURE_NAMES:
+        assert min(Image.open(out.parent / "figures" / f"joint_{name}.png").info["dpi"]) >= 199.9
+    # the report's runs: every recipe's looped runs, the shared r = 1 runs once
+    assert "| baseline | 1 |" in text and text.count("| tbptt | 8 |") == 17 and text.count("| baseline | 1 |") == 13
+
+    # what the figures show: the rows read from the three tables, drawn recipe by recipe
+    table = pd.concat([pd.read_csv(p) for p in recipe_tables]).drop_duplicates().reset_index(drop=True)
+    table = plots.as_looped_table(table)
+    joint = plots.load_fit(JOINT)
+    collapse = plots.collapse(table, joint)
+    titles = [ax.get_title().splitlines()[0] for ax in collapse.axes]
+    for g in RECIPES:  # one panel per recipe at its own phi, not the baseline's phi for all
+        assert f"{g}: $\\hat{{\\phi}} = {joint.params[f'phi[{g}]']:.3f}$" in titles
+    assert len(collapse.axes) == len(RECIPES) + 2
+    assert set(RECIPES) <= figure_text(collapse)  # the legend names the recipes (a marker each)
+    iso = plots.iso_flop(table, joint)
+    markers = {c.get_paths()[0].vertices.shape[0] for ax in iso.axes for c in ax.collections if len(c.get_offsets())}
+    assert len(markers) >= 3 and set(RECIPES) <= figure_text(iso)  # recipes apart by marker, r by colour
+    profile = plots.figures(table, joint)["phi_profile"]
+    assert [len(ax.lines) > 0 or len(ax.patches) > 0 for ax in profile.axes] == [True, True]  # drawn, not empty
+    assert {"tbptt", "hyper"} <= figure_text(profile)
+
+
+def test_joint_report_reads_the_tables_the_fit_recorded(recipe_tables, tmp_path):
+    """Given only the new recipe's table, the report reads the rest from the tables the joint fit recorded
+    (fixture: runs.csv beside the fit); where those are gone, it says which recipe is missing."""
+    out = tmp_path / "hyper.md"
+    res = run_cli(["report", recipe_tables[2], "--fit", JOINT, "--out", out])
+    assert res.returncode == 0, res.stderr
+    assert "| tbptt | 8 |" in out.read_text()
+    moved = tmp_path / "elsewhere" / "joint.json"
+    moved.parent.mkdir()
+    shutil.copy(JOINT, moved)
+    res = run_cli(["report", recipe_tables[2], "--fit", moved, "--out", tmp_path / "x.md"])
+    assert res.returncode == 2 and "no looped runs of baseline, tbptt" in res.stderr
+    assert "Traceback" not in res.stderr and not (tmp_path / "x.md").exists()
+
+
+def test_two_reports_in_one_folder_keep_their_figures(tmp_path):
+    runs = FIXTURE / "runs.csv"
+    a, b = tmp_path / "baseline.md", tmp_path / "hyper.md"
+    assert run_cli(["report", runs, "--fit", FIXTURE / "fit.baseline.json", "--out", a]).returncode == 0
+    assert run_cli(["report", runs, "--fit", FIXTURE / "fit.hyper.json", "--out", b]).returncode == 0
+    for report, other in ((a, b), (b, a)):
+        links = re.findall(r"!\[\w+\]\(([^)]+)\)", report.read_text())
+        assert len(links) == 5 and all(f"figures/{report.stem}_" in link for link in links)
+        assert all((tmp_path / link).is_file() for link in links)
+        assert f"{other.stem}_" not in report.read_text()
+    # each report's collapse is its own fit's
+    assert (tmp_path / "figures/baseline_collapse.png").read_bytes() != (
+        tmp_path / "figures/hyper_collapse.png"
+    ).read_bytes()
+
+
+def test_separate_fits_are_named_by_recipe(recipe_tables, tmp_path):
+    """Fits made on one recipe's table (no --group) are named by the recipe of their looped runs, not
+    'fit 1', 'fit 2'."""
+    fits = []
+    for g, path in zip(RECIPES, recipe_tables):
+        d = json.loads((FIXTURE / f"fit.{g}.json").read_text())
+        d["group"], d["input"] = None, {**d["input"], "path": str(path)}
+        fits.append(plots.load_fit(d))
+    table = plots.read_table(FIXTURE / "runs.csv")
+    fig = plots.figures(table[table["recipe"] == "baseline"], fits[0], fits[1:])["delta_phi"]
+    assert [t.get_text() for t in fig.axes[0].get_xticklabels()] == list(RECIPES)
+    assert [t.get_text() for t in fig.axes[1].get_xticklabels()] == ["tbptt", "hyper"]
+    assert r"$\phi - \phi$(baseline)" == fig.axes[1].get_ylabel()
+
+
+def test_report_prints_the_conditioning_verdict(tmp_path):
+    d = json.loads((FIXTURE / "fit.baseline.json").read_text())
+    d["conditioning"] = {
+        "checks": [
+            {"name": "E off its lower bound", "target": "> 1.05", "value": 1.43, "ok": True},
+            {
+                "name": "r = 1 iso-FLOP minima inside the widths",
+                "target": "all budgets",
+                "value": "4 of 6",
+                "ok": False,
+            },
+        ],
+        "verdict": "not measured: r = 1 iso-FLOP minima on the edge of the width grid",
+        "measured": False,
+    }
+    fit = tmp_path / "fit.json"
+    fit.write_text(json.dumps(d))
+    res = run_cli(["report", FIXTURE / "runs.csv", "--fit", fit, "--out", tmp_path / "r.md"])
+    assert res.returncode == 0, res.stderr
+    lines = res.stdout.splitlines()
+    assert lines[-1] == "verdict: not measured: r = 1 iso-FLOP minima on the edge of the width grid"
+    assert lines[1].split() == ["check", "target", "value", "result"] and lines[3].endswith("4 of 6  FAILS")
+    text = (tmp_path / "r.md").read_text()
+    assert "| check | target | value | result |" in text
+    assert "| E off its lower bound | > 1.05 | 1.43 | ok |" in text
+    assert "| r = 1 iso-FLOP minima inside the widths | all budgets | 4 of 6 | **FAILS** |" in text
+    assert "**verdict: not measured: r = 1 iso-FLOP minima on the edge of the width grid**" in text
+    # a fit JSON without the block: no section, no verdict, no error
+    res = run_cli(["report", FIXTURE / "runs.csv", "--fit", FIXTURE / "fit.baseline.json", "--out", tmp_path / "s.md"])
+    assert res.returncode == 0 and "verdict" not in res.stdout
+    assert "Can the fit be trusted?" not in (tmp_path / "s.md").read_text()
+
+
+def test_chinchilla_table_through_a_column_mapping(tmp_path):
+    """`fit` on the Chinchilla points (5 highest losses dropped), then `plot` and `report` on the raw table
+    with --columns and --drop-top-k 5: no N_once, N_rec or r asked for, at most 9 iso-FLOP panels, the
+    published parameters next to the fit's."""
+    columns = ["--columns", "N=Model Size,C=Training FLOP,L=loss"]
+    kept = tmp_path / "chinchilla_240.csv"
+    drop_top_k(pd.read_csv(CHINCHILLA), 5, loss="loss").to_csv(kept, index=False)
+    fit = tmp_path / "chinchilla.json"
+    res = run_cli(
+        ["fit", kept, "--law", "chinchilla", "--n-col", "Model Size", "--c-col", "Training FLOP"]
+        + ["--loss-col", "loss", "--starts", "4", "--out", fit]
+    )
+    assert res.returncode == 0, res.stderr
+    res = run_cli(["plot", CHINCHILLA, fit, *columns, "--drop-top-k", "5", "--out", tmp_path / "plots"])
+    assert res.returncode == 0, res.stderr
+    assert {p.name for p in (tmp_path / "plots").iterdir()} == {
+        f"{n}.{ext}" for n in ("iso_flop", "residuals", "compute_optimal") for ext in ("png", "pdf")
+    }
+    width, height = Image.open(tmp_path / "plots" / "iso_flop.png").size
+    assert height < 2500  # 3 rows of panels at 200 dpi, not one per budget
+    out = tmp_path / "chinchilla.md"
+    res = run_cli(["report", CHINCHILLA, "--fit", fit, *columns, "--drop-top-k", "5", "--out", out])
+    assert res.returncode == 0, res.stderr
+    text = out.read_text()
+    assert "| C | N | D | L |" in text  # no r, N_once, N_rec columns the table never had
+    assert "240 finished runs" in text and "the 5 highest-loss rows were left out (--drop-top-k 5)" in text
+    assert "### Published parameters" in text and "quoted, not fitted here" in text
+    assert "| alpha |" in text and "| 0.34 | 0.3478 |" in text and "| 410.7 | 2085 |" in text
+    # without the mapping the table lacks the columns: one line naming the mapping option
+    res = run_cli(["plot", CHINCHILLA, fit, "--out", tmp_path / "bad"])
+    assert res.returncode == 2 and "missing column 'N'" in res.stderr and "map names with --columns" in res.stderr
+
+
+def test_plot_takes_the_recipe_tables_of_a_joint_fit(recipe_tables, tmp_path):
+    out = tmp_path / "plots"
+    res = run_cli(["plot", *recipe_tables, JOINT, "--dpi", "40", "--out", out])
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.split() == [str(out / f"{n}.{ext}") for n in plots.FIGURE_NAMES for ext in ("png", "pdf")]
+
+
+def test_joint_report_on_a_sweep_directory(tmp_path):
+    """The new recipe's sweep as training leaves it (a run.json per run), the baseline from the fit's record."""
+    raw = pd.read_csv(FIXTURE / "runs.csv")
+    mine = raw[(raw["recipe"] == "hyper") & (raw["r"] > 1)]
+    for i, row in enumerate(mine.to_dict("records")):
+        record = {k: (None if pd.isna(v) else v) for k, v in row.items()}
+        name = f"run{i:03d}"
+        path = tmp_path / "sweep" / name / "run.json"
+        path.parent.mkdir(parents=True)
+        path.write_text(json.dumps({**record, "status": "done", "run_name": name, "identity": f"{i:016x}"}))
+    out = tmp_path / "mine.md"
+    res = run_cli(["report", tmp_path / "sweep", "--fit", JOINT, "--out", out])
+    assert res.returncode == 0, res.stderr
+    text = out.read_text()
+    assert text.count("| hyper | 8 |") == 20 and "| tbptt | 8 |" in text
+    assert "None: every run found in the sweep finished." in text
