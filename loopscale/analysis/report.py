@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from loopscale.analysis.published_laws import published_comparison
 from loopscale.atomic import write_text_atomic
 from loopscale.fit.result import FitResult
 from loopscale.plots import budgets, load_fit
@@ -42,14 +43,6 @@ CAPTIONS = {
     "looped-free fit).",
     "delta_phi": "phi across recipes, and its difference from the first, with 95% intervals.",
     "compute_optimal": "Compute-optimal N* and D* vs C for each r (lines), with the best run at each budget.",
-}
-# Published Chinchilla-law parameters (L = E + A N^-alpha + B D^-beta, N parameters, D tokens, L nats/token),
-# quoted from the papers, not fitted here: Hoffmann et al. 2022 ("Training Compute-Optimal Large Language
-# Models"), Approach 3, eq. 10; Besiroglu et al. 2024 ("Chinchilla Scaling: A replication attempt", Epoch AI),
-# their refit of Approach 3 on the points extracted from Hoffmann et al.'s Figure 4, 5 highest losses dropped.
-PUBLISHED_CHINCHILLA = {
-    "Hoffmann et al. 2022 (Approach 3)": {"E": 1.69, "A": 406.4, "B": 410.7, "alpha": 0.34, "beta": 0.28},
-    "Besiroglu et al. 2024 (replication)": {"E": 1.82, "A": 482.01, "B": 2085.43, "alpha": 0.3478, "beta": 0.3658},
 }
 
 
@@ -333,24 +326,11 @@ def conditioning_lines(cond: dict | None) -> list[str]:
 
 
 def published_section(fit: FitResult, table: pd.DataFrame | None = None) -> str:
-    """A chinchilla fit next to the published parameters (PUBLISHED_CHINCHILLA: quoted, not refitted), with
-    each parameter set's RMS of log L - log L_hat on the runs of this report."""
+    """A chinchilla fit next to the published parameters (analysis/published_laws.py: quoted, not refitted),
+    with each parameter set's RMS log residual on the runs of this report."""
     if fit.law != "chinchilla":
         return ""
-    from loopscale.fit.laws import predict_loss
-
-    names = ("E", "A", "B", "alpha", "beta")
-    sets = {"this fit": {k: fit.params.get(k, np.nan) for k in names}, **PUBLISHED_CHINCHILLA}
-    headers = ["parameter", "this fit", *[f"{k} (published)" for k in PUBLISHED_CHINCHILLA]]
-    rows = [(k, *[v[k] for v in sets.values()]) for k in names]
-    if table is not None and len(table) and {"N", "D", "L"} <= set(table.columns):
-        cols = {c: table[c].to_numpy(dtype=float) for c in ("N", "D")}
-        L = table["L"].to_numpy(dtype=float)
-        rms = [
-            float(np.sqrt(np.mean((np.log(L) - np.log(predict_loss("chinchilla", v, cols))) ** 2)))
-            for v in sets.values()
-        ]
-        rows.append((f"RMS log residual on these {len(L)} runs", *rms))
+    headers, rows = published_comparison(fit.params, table)
     return "\n".join(
         [
             "### Published parameters",
