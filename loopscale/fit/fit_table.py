@@ -47,6 +47,7 @@ from loopscale.fit.optimize import (
     refine,
     same_basin,
 )
+from loopscale.fit.resample import on_one_blas_thread
 from loopscale.fit.result import FitResult, compare_param, data_summary, file_sha256, load_fit, predict_loss, versions
 from loopscale.fit.starts import SCREEN_ROWS, classic_grid, projected_starts, screen_starts, screen_subsample
 from loopscale.fit.tables import budget_clusters, budget_column, check_clusters, cluster_labels, table_warnings
@@ -138,6 +139,7 @@ def check_fit_inputs(table, law: str, n_bootstrap: int = 0, cluster: str | None 
     return labels
 
 
+@on_one_blas_thread
 def fit_table(
     table,
     law: str = "looped",

@@ -32,6 +32,7 @@ from loopscale.errors import InputError
 from loopscale.fit.laws import LawData, law_data_from_table, make_law
 from loopscale.fit.objective import Loss
 from loopscale.fit.optimize import adopt_optimum, fit_law, refine
+from loopscale.fit.resample import on_one_blas_thread
 from loopscale.fit.result import FitResult, compare_param, versions
 from loopscale.fit.result import recipe_phi as recipe_phi  # its home before the fit split
 from loopscale.fit.tables import check_clusters, cluster_labels
@@ -111,6 +112,7 @@ def check_joint_inputs(table: pd.DataFrame, recipes: Sequence[str], n_bootstrap:
     return labels
 
 
+@on_one_blas_thread
 def fit_joint(
     table: pd.DataFrame,
     column: str,

@@ -14,6 +14,8 @@ lasts over PROGRESS_DELAY_S.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import os
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from typing import Any, TextIO
@@ -23,7 +25,7 @@ import numpy as np
 from loopscale.errors import InputError
 from loopscale.fit.laws import Law, LawData
 from loopscale.fit.objective import Loss, chunk_size
-from loopscale.fit.optimize import FitState, lm_batch, refine
+from loopscale.fit.optimize import FitState, lm_batch, newton, refine
 
 REPLICATES_PER_TASK = 16  # replicates per chunk: a worker's unit of work, and the progress bar's step
 PROGRESS_DELAY_S = 1.0  # a bootstrap shorter than this draws no progress bar
@@ -120,10 +122,35 @@ def solve_chunk(problem: tuple, task: tuple) -> tuple[np.ndarray, np.ndarray]:
     best = np.argmin(fv.reshape(size, S), axis=1)
     thetas, objectives = np.empty((size, law.n_params)), np.empty(size)
     for j, b in enumerate(best):
-        r = refine(th[j * S + b], law, data, loss, W[j]) if polish else None
+        # exact Newton first (quadratic convergence): L-BFGS-B alone crawls for hundreds of steps along a
+        # replicate's flat valleys; from Newton's point it only confirms the tolerances
+        theta = newton(law, data, loss, th[j * S + b], weights=W[j])[0] if polish and law.has_hessian else th[j * S + b]
+        r = refine(theta, law, data, loss, W[j]) if polish else None
         thetas[j] = th[j * S + b] if r is None else r.theta
         objectives[j] = fv[j * S + b] if r is None else r.objective
     return thetas, objectives
+
+
+def one_blas_thread():
+    """A context in which BLAS runs on one thread (threadpoolctl, where installed; else a no-op). The fit's
+    matrices are tiny (parameters x rows): a threaded BLAS spends its time waking threads, which on a busy
+    machine, or beside the other worker processes, costs several times the work itself."""
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:  # an optional speed-up: the numbers are the same either way
+        return contextlib.nullcontext()
+    return threadpool_limits(limits=1, user_api="blas")
+
+
+def on_one_blas_thread(fn):
+    """`fn` run inside `one_blas_thread` (`fit_table`, `fit_joint`: every solve of a fit is tiny)."""
+
+    @functools.wraps(fn)
+    def wrapped(*args, **kwargs):
+        with one_blas_thread():
+            return fn(*args, **kwargs)
+
+    return wrapped
 
 
 _WORKER_PROBLEM: tuple | None = None  # the problem a worker process solves chunks of (set once per worker)
@@ -132,6 +159,7 @@ _WORKER_PROBLEM: tuple | None = None  # the problem a worker process solves chun
 def _set_worker_problem(problem: tuple) -> None:
     global _WORKER_PROBLEM
     _WORKER_PROBLEM = problem
+    one_blas_thread().__enter__()  # for the worker's life: it only solves chunks
 
 
 def _solve_in_worker(task: tuple) -> tuple[np.ndarray, np.ndarray]:
@@ -158,9 +186,10 @@ def _run_tasks(problem: tuple, tasks: list, jobs: int, progress: TextIO | None, 
     out: list = [None] * len(tasks)
     try:
         if jobs <= 1 or len(tasks) <= 1:
-            for i, task in enumerate(tasks):
-                out[i] = solve_chunk(problem, task)
-                bar.update(task[2])
+            with one_blas_thread():
+                for i, task in enumerate(tasks):
+                    out[i] = solve_chunk(problem, task)
+                    bar.update(task[2])
             return out
         pool = ProcessPoolExecutor(
             max_workers=min(jobs, len(tasks)), initializer=_set_worker_problem, initargs=(problem,)
