@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import signal
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from typing import Any, TextIO
 
@@ -159,6 +160,8 @@ _WORKER_PROBLEM: tuple | None = None  # the problem a worker process solves chun
 def _set_worker_problem(problem: tuple) -> None:
     global _WORKER_PROBLEM
     _WORKER_PROBLEM = problem
+    # Ctrl-C reaches the whole process group: the parent stops the pool (`_run_tasks`), a worker says nothing
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     one_blas_thread().__enter__()  # for the worker's life: it only solves chunks
 
 

@@ -106,7 +106,7 @@ def _interval_check(name: str, fit: FitResult, key: str, forked: bool, profile=N
     )
 
 
-def _isoflop_check(name: str, table: pd.DataFrame, r_values) -> dict[str, Any] | None:
+def _isoflop_check(name: str, table: pd.DataFrame, r_values, label: str = "") -> dict[str, Any] | None:
     """Every iso-FLOP curve (per r in r_values, per budget with three sizes or more) has its minimum inside;
     None when no budget has three sizes (the table does not allow the check)."""
     curves = [(r, m) for r in r_values for m in isoflop_minima(table, r) if len(m["widths"]) >= 3]
@@ -118,7 +118,8 @@ def _isoflop_check(name: str, table: pd.DataFrame, r_values) -> dict[str, Any] |
         "every minimum inside the sampled sizes",
         f"{len(curves) - len(outside)} of {len(curves)} curves",
         not outside,
-        f"iso-FLOP minimum on the edge of the sizes ({', '.join(outside[:3])}{', ...' if len(outside) > 3 else ''})",
+        f"{label}iso-FLOP minimum on the edge of the sizes ({', '.join(outside[:3])}"
+        f"{', ...' if len(outside) > 3 else ''})",
     )
 
 
@@ -178,7 +179,7 @@ def joint_checks(table: pd.DataFrame, fit, recipe_codes: np.ndarray) -> dict[str
     r = table["r"].to_numpy(dtype=float)
     for i, g in enumerate(recipes):
         mine = table[((recipe_codes == i) & (r > 1)) | ((r == 1) & (i == 0))]
-        iso = _isoflop_check(f"iso-FLOP minima inside the grid ({g})", mine, sorted(set(mine["r"])))
+        iso = _isoflop_check(f"iso-FLOP minima inside the grid ({g})", mine, sorted(set(mine["r"])), f"{g}: ")
         if iso is not None:
             checks.append(iso)
     forked = is_forked(table)
