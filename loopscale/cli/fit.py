@@ -278,6 +278,8 @@ def run_joint_fit(args: argparse.Namespace, loss, columns) -> int:
         raise UsageError(f"--joint fits the looped law (one phi per recipe); got --law {args.law}")
     if args.group:
         raise UsageError("--joint and --group exclude each other (--joint fits the groups together)")
+    if args.holdout_largest:  # refused, not ignored: the user would read a holdout that was never run
+        raise UsageError("--holdout-largest is not available with --joint (fit each recipe alone with --group)")
     tables, inputs = [], []
     for path in args.tables:
         try:

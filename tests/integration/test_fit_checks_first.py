@@ -88,6 +88,14 @@ def test_joint_recipe_with_too_few_clusters_fails_before_any_solve(tmp_path, sol
     assert solves == []
 
 
+def test_joint_with_holdout_is_refused_not_ignored(tmp_path, solves):
+    src = tmp_path / "runs.csv"
+    S.small_recipe_sweep(seed=0).to_csv(src, index=False)
+    res = fit(src, "--joint", "recipe", "--holdout-largest", "--out", tmp_path / "o.json")
+    assert res.returncode == 2 and "--holdout-largest is not available with --joint" in res.stderr
+    assert solves == [] and not (tmp_path / "o.json").exists()
+
+
 def test_chinchilla_fit_with_a_plot_needs_no_r_column(tmp_path):
     out, png = tmp_path / "chin.json", tmp_path / "chin.png"
     res = fit(
