@@ -3,7 +3,7 @@
 `bootstrap` refits the law on resampled data (rows, or whole clusters: compute budgets, widths, the parent
 run of forked branches) from a fit's `loopscale.fit.optimize.FitState`. Each replicate is warm-started from
 the full-data optimum plus a few screened starts, solved in one batched LM pass with the other replicates
-of its chunk, and polished by L-BFGS-B to the main fit's tolerances.
+of its chunk, and polished by exact Newton steps, then L-BFGS-B to the main fit's tolerances.
 
 Reproducible whatever the number of processes (`jobs`): the replicates are cut into chunks whose size
 depends only on the table (never on `jobs`); chunk k draws its resampling weights from its own generator,
@@ -40,7 +40,7 @@ def resolve_jobs(jobs: int | None) -> int:
         except AttributeError:  # not on Linux
             return max(1, os.cpu_count() or 1)
     if jobs < 0:
-        raise InputError(f"--jobs must be >= 1 (0: every core); got {jobs}")
+        raise InputError(f"--jobs must be >= 1, or 0 for every core; got {jobs}")
     return int(jobs)
 
 
@@ -60,8 +60,9 @@ def bootstrap(
     Rows are resampled with replacement (as integer weights on the objective), or, with `clusters`
     (one label per row), whole clusters are resampled. Each replicate is refit from the full-data
     optimum (warm start) plus the best `n_starts - 1` screened starts (batched `lm_batch`), the lowest
-    objective is kept and, with `polish`, refined by L-BFGS-B to the same tolerances as the main fit.
-    jobs: worker processes (1: this process); progress: the stream for the progress bar (None: none).
+    objective is kept and, with `polish`, refined by exact Newton (`optimize.newton`) and then L-BFGS-B to
+    the same tolerances as the main fit. jobs: worker processes (1: this process); progress: the stream
+    for the progress bar (None: none).
     """
     law, data, loss = state.law, state.data, state.loss
     starts = np.array([state.best.theta] + _distinct_starts(state.starts, n_starts - 1))
@@ -111,7 +112,7 @@ def chunk_weights(seed: int, k: int, size: int, n_rows: int, inverse, n_labels: 
 
 def solve_chunk(problem: tuple, task: tuple) -> tuple[np.ndarray, np.ndarray]:
     """(thetas, objectives) of one chunk's replicates: every replicate from every start in one batched LM
-    pass, the best start kept per replicate, then polished by L-BFGS-B (`refine`)."""
+    pass, the best start kept per replicate, then polished by `newton` and L-BFGS-B (`refine`)."""
     law, data, loss, starts, inverse, n_labels, polish = problem
     law: Law
     data: LawData
