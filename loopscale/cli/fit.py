@@ -1,13 +1,16 @@
 """`loopscale fit`, `loopscale compare` and `loopscale equiv`.
 
-fit      fit a law to a runs table; prints (parameter, estimate, 95% CI), writes a FitResult JSON
-         (`--out`; with `--group COL` one file per group, `NAME.<group>.json`) and, with `--plot`,
-         a predicted-vs-observed figure (`loopscale.plots.plot_fit`).
+fit      fit a law to a runs table; prints (parameter, estimate, 95% CI) and the conditioning checks with
+         their verdict ("phi measured" / "not measured: ..."), writes a FitResult JSON (`--out`; with
+         `--group COL` one file per group, `NAME.<group>.json`) and then, with `--plot`, a
+         predicted-vs-observed figure (`loopscale.plots.plot_fit`). Every data-dependent precondition is
+         checked before the first solve; bootstrap replicates run over `--jobs` worker processes.
          `fit runs.csv runs_tbptt.csv ... --joint recipe` fits one joint law over the recipes in
          column `recipe` (shared E, A, alpha, B, beta; one phi per recipe; the r = 1 runs shared and
          kept once), with delta-phi tests and the shared-parameter check (`loopscale.fit.joint`).
 compare  delta = B - A of a parameter (default phi) of two fit JSONs, CI from their bootstraps;
-         given a joint fit, its delta-phi (bootstrap, profile, LR test) next to the separate fits'.
+         given a joint fit, its delta-phi (bootstrap, profile, LR test) next to the separate fits'; both
+         end in the verdict ("Δφ measured" / "not measured: ...").
 equiv    N_eff and the cost-equivalent non-looped size of a looped model (and N*, D* at a budget).
 What `fit` prints and writes, and its output paths, are in fit_output.py.
 Heavy imports stay inside the functions so `loopscale --help` is fast.
