@@ -9,6 +9,10 @@ Default run, three parts:
      `loopscale.fit.synthetic.recipe_sweep`), the joint multi-start fit and 1000 bootstrap replicates.
      Target: <= 30 s. Also times the rest of `fit --joint` (delta-phi profile and LR test, the
      separate fits and the shared-parameter check) without bootstrap.
+  2b. CPU-sized joint fit: `fit --joint --bootstrap 200` as the CLI runs it (joint fit and bootstrap, profile,
+     LR test, separate fits with their bootstraps, shared-parameter check) on 30 runs
+     (`synthetic.small_recipe_sweep`), with every core (--jobs, the default) and with --jobs 1 as the
+     reference, which must give identical replicates. Target: <= 20 s on an idle 2-core machine.
   3. memory: `fit_table` (multi-start fit + phi profile, what `loopscale fit` runs by default) on
      tables of --rows rows (`synthetic.evaluation_log_table`), each in a fresh subprocess that
      reports its wall time, CPU time and peak RSS. Targets: 100k rows <= 60 s and <= 2 GB; 1M rows
@@ -16,7 +20,7 @@ Default run, three parts:
 Wall times count other jobs on a shared machine; CPU times do not (the load average is printed).
 
     .venv/bin/python benchmarks/bench_fit.py [--replicates 1000] [--naive-starts 6]
-        [--rows 10000 100000 1000000] [--skip single joint memory]
+        [--rows 10000 100000 1000000] [--skip single joint cpu-joint memory] [--cpu-replicates 200] [--jobs N]
 """
 
 from __future__ import annotations
@@ -42,11 +46,17 @@ class Clock:
     """Wall and CPU seconds of a block."""
 
     def __enter__(self):
-        self.t0, self.c0 = time.perf_counter(), time.process_time()
+        self.t0, self.c0, self.k0 = time.perf_counter(), time.process_time(), _children_cpu()
         return self
 
     def __exit__(self, *exc):
         self.wall, self.cpu = time.perf_counter() - self.t0, time.process_time() - self.c0
+        self.children_cpu = _children_cpu() - self.k0  # worker processes (--jobs), once they have ended
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def bench_single(replicates: int, naive_starts: int) -> None:
@@ -112,6 +122,38 @@ def bench_joint(replicates: int) -> None:
     )
 
 
+def bench_cpu_joint(replicates: int, jobs: int | None) -> None:
+    """`fit --joint --bootstrap N` on a CPU-sized comparison (30 runs, `synthetic.small_recipe_sweep`): the
+    joint fit, its bootstrap, the delta-phi profile and LR test, both separate fits with their bootstraps and
+    the shared-parameter check. Timed with every core (`--jobs`, the CLI's default) and, as the reference in
+    the same run, in one process (--jobs 1); the two must give the same numbers."""
+    from loopscale.fit.resample import resolve_jobs
+
+    sweep = S.small_recipe_sweep(seed=0)
+    table, recipes = joint_table([canonical_table(sweep, "looped-joint")], "recipe")
+    jobs = resolve_jobs(jobs)
+    runs = {}
+    for n_jobs in (1, jobs):
+        with Clock() as t:
+            result = fit_joint(table, "recipe", recipes, n_bootstrap=replicates, jobs=n_jobs)
+        runs[n_jobs] = (t, result)
+        d = result.joint["delta_phi"][recipes[1]]
+        print(
+            f"[cpu joint] rows {len(table)}; fit --joint --bootstrap {replicates} --jobs {n_jobs}: {t.wall:.2f} s "
+            f"(target <= 20 s on an idle 2-core machine; CPU {t.cpu:.2f} s here + {t.children_cpu:.2f} s in "
+            f"workers); delta-phi "
+            f"{d['estimate']:+.4f}, 95% CI [{d['bootstrap_ci'][0]:+.4f}, {d['bootstrap_ci'][1]:+.4f}]; "
+            f"{result.conditioning['verdict']}",
+            flush=True,
+        )
+    (t1, r1), (tn, rn) = runs[1], runs[jobs]
+    same = r1.bootstrap["params"] == rn.bootstrap["params"] and r1.joint["separate"] == rn.joint["separate"]
+    print(
+        f"[cpu joint] --jobs {jobs} vs --jobs 1: {t1.wall / tn.wall:.2f}x faster; replicates "
+        f"{'identical' if same else 'DIFFERENT'}"
+    )
+
+
 def memory_child(n_rows: int) -> None:
     """One table size in this (fresh) process: time and peak RSS of `fit_table`."""
     table = canonical_table(S.evaluation_log_table(n_rows, seed=0), "looped")
@@ -132,7 +174,9 @@ def main() -> None:
     ap.add_argument("--replicates", type=int, default=1000)
     ap.add_argument("--naive-starts", type=int, default=6)
     ap.add_argument("--rows", type=int, nargs="*", default=[10_000, 100_000, 1_000_000])
-    ap.add_argument("--skip", nargs="*", default=[], choices=["single", "joint", "memory"])
+    ap.add_argument("--skip", nargs="*", default=[], choices=["single", "joint", "cpu-joint", "memory"])
+    ap.add_argument("--cpu-replicates", type=int, default=200, help="replicates of the CPU-sized joint fit")
+    ap.add_argument("--jobs", type=int, default=None, help="worker processes (default: every core)")
     ap.add_argument("--memory-child", type=int, help=argparse.SUPPRESS)
     args = ap.parse_args()
     np.seterr(all="ignore")
@@ -142,6 +186,8 @@ def main() -> None:
     print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
     if "single" not in args.skip:
         bench_single(args.replicates, args.naive_starts)
+    if "cpu-joint" not in args.skip:
+        bench_cpu_joint(args.cpu_replicates, args.jobs)
     if "joint" not in args.skip:
         bench_joint(args.replicates)
     if "memory" not in args.skip:

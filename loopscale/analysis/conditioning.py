@@ -8,8 +8,9 @@ the optimum it extrapolates); and the collapse tells phi apart: the runs, with t
 on one curve E + A N_eff^-alpha at the fitted phi clearly better than at phi = 0 and at phi = 1.
 
 `conditioning(table, fit)` computes them all; `check(cond, targets)` compares them with targets (the demo's
-are DEMO_TARGETS) and returns the failures in words. Both are pure: the demo, `benchmarks/bench_demo.py`
-and the report print the same numbers.
+are DEMO_TARGETS) and returns the failures in words. `verdict(table, fit)` is the shorter set every fit
+record carries (`loopscale.fit.verdict`: "phi measured" or "not measured: ..."). All are pure: the demo,
+`benchmarks/bench_demo.py` and the report print the same numbers.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ import numpy as np
 import pandas as pd
 
 from loopscale.errors import InputError
+from loopscale.fit.result import load_fit
+from loopscale.fit.verdict import isoflop_minima as isoflop_minima  # the one rule, shared with every fit
 
 # The demo's targets (issue 15): what a two-core, 15-minute sweep must reach to call its phi measured.
 DEMO_TARGETS = {
@@ -31,27 +34,20 @@ DEMO_TARGETS = {
 }
 
 
-def isoflop_minima(table: pd.DataFrame, r: int = 1) -> list[dict[str, Any]]:
-    """Per compute budget, the width of the lowest loss among this r's runs and whether it lies strictly
-    inside the widths sampled at that budget (so the curve brackets its minimum)."""
-    from loopscale.fit.tables import budget_column
+def verdict(table: pd.DataFrame, fit) -> dict[str, Any]:
+    """The record's "conditioning" ({"checks", "verdict", "measured"}, `loopscale.fit.verdict`): as stored
+    by `loopscale fit`, or computed from the table for a record written before fits carried it (a joint
+    fit's needs the joint table's recipe codes: refit it)."""
+    from loopscale.fit.verdict import fit_checks
 
-    rows = table[table["r"].to_numpy(dtype=float) == r].copy()
-    rows["budget"] = budget_column(rows) if len(rows) else []
-    out = []
-    for budget, group in rows.groupby("budget"):
-        group = group.sort_values("width")
-        widths = group["width"].to_numpy(dtype=float)
-        best = float(widths[int(np.argmin(group["L"].to_numpy(dtype=float)))])
-        out.append(
-            {
-                "budget": float(budget),
-                "widths": widths.tolist(),
-                "best_width": best,
-                "inside": bool(len(widths) >= 3 and widths[0] < best < widths[-1]),
-            }
-        )
-    return out
+    fit = load_fit(fit)
+    if fit.conditioning:
+        return fit.conditioning
+    if fit.law == "looped-joint":
+        raise InputError("this joint fit record has no conditioning checks: refit it (`loopscale fit --joint`)")
+    from loopscale.plots import rows_for_fit
+
+    return fit_checks(rows_for_fit(table, fit), fit)
 
 
 def conditioning(table: pd.DataFrame, fit) -> dict[str, Any]:
@@ -60,7 +56,7 @@ def conditioning(table: pd.DataFrame, fit) -> dict[str, Any]:
     isoflop_r1 (per budget: see `isoflop_minima`), isoflop_r1_inside, collapse_rms (at phi_fit, 0, 1),
     collapse_ratio (at the fit over the smaller of phi = 0 and phi = 1)."""
     from loopscale.fit.bounds import BOUNDS
-    from loopscale.plots import collapse_spread, load_fit, rows_for_fit
+    from loopscale.plots import collapse_spread, rows_for_fit
 
     fit = load_fit(fit)
     if fit.law != "looped":

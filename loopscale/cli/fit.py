@@ -1,13 +1,16 @@
 """`loopscale fit`, `loopscale compare` and `loopscale equiv`.
 
-fit      fit a law to a runs table; prints (parameter, estimate, 95% CI), writes a FitResult JSON
-         (`--out`; with `--group COL` one file per group, `NAME.<group>.json`) and, with `--plot`,
-         a predicted-vs-observed figure (`loopscale.plots.plot_fit`).
+fit      fit a law to a runs table; prints (parameter, estimate, 95% CI) and the conditioning checks with
+         their verdict ("phi measured" / "not measured: ..."), writes a FitResult JSON (`--out`; with
+         `--group COL` one file per group, `NAME.<group>.json`) and then, with `--plot`, a
+         predicted-vs-observed figure (`loopscale.plots.plot_fit`). Every data-dependent precondition is
+         checked before the first solve; bootstrap replicates run over `--jobs` worker processes.
          `fit runs.csv runs_tbptt.csv ... --joint recipe` fits one joint law over the recipes in
          column `recipe` (shared E, A, alpha, B, beta; one phi per recipe; the r = 1 runs shared and
          kept once), with delta-phi tests and the shared-parameter check (`loopscale.fit.joint`).
 compare  delta = B - A of a parameter (default phi) of two fit JSONs, CI from their bootstraps;
-         given a joint fit, its delta-phi (bootstrap, profile, LR test) next to the separate fits'.
+         given a joint fit, its delta-phi (bootstrap, profile, LR test) next to the separate fits'; both
+         end in the verdict ("Δφ measured" / "not measured: ...").
 equiv    N_eff and the cost-equivalent non-looped size of a looped model (and N*, D* at a budget).
 What `fit` prints and writes, and its output paths, are in fit_output.py.
 Heavy imports stay inside the functions so `loopscale --help` is fast.
@@ -20,7 +23,7 @@ import argparse
 from loopscale.cli import UsageError
 from loopscale.errors import LoopscaleError
 
-from .fit_output import joint_lines, output_paths, write_results
+from .fit_output import compare_verdict, conditioning_lines, figure_table, joint_lines, output_paths, write_results
 
 
 def register(subparsers) -> None:
@@ -44,10 +47,28 @@ def register(subparsers) -> None:
     )
     p.add_argument("--bootstrap", type=int, default=0, metavar="N", help="bootstrap replicates")
     p.add_argument(
-        "--cluster", metavar="COL", help="resample whole clusters: C (compute budgets), width, ... (needs --bootstrap)"
+        "--cluster",
+        metavar="COL",
+        help="what the bootstrap resamples: whole clusters of rows that share COL: C (compute budgets), parent "
+        "(the forked run each branch came from: the default when the table has forked branches, whose shared "
+        "stable phase makes them one draw), width or any column; rows: single runs (the default otherwise)",
+    )
+    p.add_argument(
+        "--jobs",
+        type=int,
+        default=None,
+        metavar="N",
+        help="worker processes for the bootstrap replicates (default: every core; the results are the same for any N)",
     )
     p.add_argument(
         "--holdout-largest", action="store_true", help="refit without the largest compute budget; report errors on it"
+    )
+    p.add_argument(
+        "--drop-top-k",
+        type=int,
+        default=0,
+        metavar="K",
+        help="leave out the K highest-loss rows of each table before fitting (as Besiroglu et al. 2024 did)",
     )
     p.add_argument("--no-profile", action="store_true", help="skip the phi profile (looped law)")
     p.add_argument(
@@ -111,8 +132,9 @@ def register(subparsers) -> None:
 
 # ----------------------------------------------------------------------------------------------
 def run_fit(args: argparse.Namespace) -> int:
-    """`fit TABLE` (or `fit T1 T2 ... --joint COL`): check the options, read and group the table, fit each
-    group, then print and write the results."""
+    """`fit TABLE` (or `fit T1 T2 ... --joint COL`): check the options and every data-dependent precondition
+    (the groups' tables, --cluster, --holdout-largest, the figures' columns) before the first solve, fit
+    each group, then print and write the results (each fit JSON before any figure)."""
     loss, columns = _fit_options(args)
     if args.joint:
         return run_joint_fit(args, loss, columns)
@@ -123,23 +145,25 @@ def run_fit(args: argparse.Namespace) -> int:
     args.table = args.tables[0]
     raw, tables = _group_tables(args, columns)
     out_paths, plot_paths = output_paths(args, [g for g, _ in tables])
+    figures = [figure_table(table, path) for (_, table), path in zip(tables, plot_paths)]
     results = _fit_groups(args, loss, raw, tables)
-    write_results(results, out_paths, plot_paths)
-    return 0
+    return write_results(results, out_paths, plot_paths, figures)
 
 
 def _fit_options(args: argparse.Namespace):
     """The fit's loss (`objective.Loss`) and column mapping (`tables.ColumnMap`), after checking the
-    bootstrap, cluster and starts options."""
+    bootstrap, cluster, jobs and starts options."""
     from loopscale.fit.objective import Loss
+    from loopscale.fit.resample import resolve_jobs
     from loopscale.fit.tables import ColumnMap
 
     if args.bootstrap < 0:
         raise UsageError(f"--bootstrap must be >= 0; got {args.bootstrap}")
-    if args.cluster and args.bootstrap == 0:
+    if args.cluster and args.cluster != "rows" and args.bootstrap == 0:
         raise UsageError("--cluster needs --bootstrap N (N > 0)")
     if args.starts < 1:
         raise UsageError(f"--starts must be >= 1; got {args.starts}")
+    args.jobs = resolve_jobs(args.jobs)
     loss = Loss(args.loss, args.delta)
     columns = ColumnMap(
         r=args.r_col,
@@ -153,13 +177,34 @@ def _fit_options(args: argparse.Namespace):
     return loss, columns
 
 
+def bootstrap_cluster(args: argparse.Namespace, table) -> str | None:
+    """What the bootstrap resamples: --cluster COL; "rows" is None (single runs); without --cluster, a
+    forked sweep's parent runs (its branches share their parent's stable phase), else runs."""
+    from loopscale.fit.tables import PARENT_COLUMN, is_forked
+
+    if args.cluster == "rows":
+        return None
+    if args.cluster is None and args.bootstrap and is_forked(table):
+        return PARENT_COLUMN
+    return args.cluster
+
+
+def _progress_stream():
+    """Where bootstrap progress bars go: stderr when it is a terminal, nowhere otherwise (logs, tests)."""
+    import sys
+
+    return sys.stderr if sys.stderr.isatty() else None
+
+
 def _group_tables(args: argparse.Namespace, columns) -> tuple:
     """(the table as read, [(group value, canonical table)]): one entry with value None without --group.
-    Each group is checked here, before any fitting: its columns, its r = 1 runs, its --cluster column."""
+    Each group is checked here, before any fitting: its columns, its r = 1 runs, its --cluster labels and
+    the rows --holdout-largest leaves (`fit_table.check_fit_inputs`)."""
     from loopscale.analysis.probes import check_dense_rows
-    from loopscale.fit.tables import canonical_table, read_table
+    from loopscale.fit.fit_table import check_fit_inputs
+    from loopscale.fit.tables import canonical_table, drop_top_k, read_table
 
-    raw = read_table(args.table)
+    raw = drop_top_k(read_table(args.table), args.drop_top_k, loss=columns.L)
     if args.group and args.group not in raw.columns:
         raise UsageError(f"--group column {args.group!r} is not in the table {list(raw.columns)}")
     if args.group and raw[args.group].isna().any():
@@ -170,18 +215,16 @@ def _group_tables(args: argparse.Namespace, columns) -> tuple:
         if not args.group
         else [(g, raw[raw[args.group] == g]) for g in sorted(raw[args.group].unique(), key=str)]
     )
+    args.cluster = bootstrap_cluster(args, raw)
     tables = []
     for g, part in groups:
         try:
             table = canonical_table(part.reset_index(drop=True), args.law, columns)
             check_dense_rows(table, args.law, args.allow_no_dense)  # a probe without the baseline's r = 1 runs
+            check_fit_inputs(table, args.law, args.bootstrap, args.cluster, args.holdout_largest)
         except LoopscaleError as err:  # said with the group it came from
             where = f" (group {args.group}={g})" if g is not None else ""
             raise UsageError(f"{err}{where}") from None
-        if args.cluster and args.cluster not in table.columns:
-            raise UsageError(f"--cluster column {args.cluster!r} is not in the table")
-        if args.cluster and args.bootstrap and table[args.cluster].nunique() < 3:
-            raise UsageError(f"--cluster column {args.cluster!r} has fewer than 3 distinct values")
         tables.append((g, table))
     return raw, tables
 
@@ -213,6 +256,8 @@ def _fit_groups(args: argparse.Namespace, loss, raw, tables: list) -> list:
                 holdout=args.holdout_largest,
                 profile=not args.no_profile,
                 n_refine=args.starts,
+                jobs=args.jobs,
+                progress=_progress_stream(),
             )
             result.input = dict(input_info, n_rows_used=len(table))
             if g is not None:
@@ -231,21 +276,24 @@ def column_record(table) -> dict:
 
 
 def run_joint_fit(args: argparse.Namespace, loss, columns) -> int:
-    """`fit T1 T2 ... --joint COL`: one joint law over the recipes in COL (`loopscale.fit.joint`)."""
+    """`fit T1 T2 ... --joint COL`: one joint law over the recipes in COL (`loopscale.fit.joint`), its
+    preconditions (--cluster on the joint table and on each recipe's rows, the figure) checked first."""
     import numpy as np
 
-    from loopscale.fit.joint import fit_joint, joint_table
+    from loopscale.fit.joint import check_joint_inputs, fit_joint, joint_table
     from loopscale.fit.result import file_sha256
-    from loopscale.fit.tables import canonical_table, read_table
+    from loopscale.fit.tables import canonical_table, drop_top_k, read_table
 
     if args.law != "looped":
         raise UsageError(f"--joint fits the looped law (one phi per recipe); got --law {args.law}")
     if args.group:
         raise UsageError("--joint and --group exclude each other (--joint fits the groups together)")
+    if args.holdout_largest:  # refused, not ignored: the user would read a holdout that was never run
+        raise UsageError("--holdout-largest is not available with --joint (fit each recipe alone with --group)")
     tables, inputs = [], []
     for path in args.tables:
         try:
-            raw = read_table(path)
+            raw = drop_top_k(read_table(path), args.drop_top_k, loss=columns.L)
             table = canonical_table(raw, "looped-joint", columns)
         except LoopscaleError as err:  # said with the table it came from
             raise UsageError(f"{err} ({path})") from None
@@ -253,8 +301,9 @@ def run_joint_fit(args: argparse.Namespace, loss, columns) -> int:
         inputs.append({"path": str(path), "sha256": file_sha256(path), "n_rows": len(raw), **column_record(table)})
     out_paths, plot_paths = output_paths(args, [None])
     table, recipes = joint_table(tables, args.joint)
-    if args.cluster and args.cluster not in table.columns:
-        raise UsageError(f"--cluster column {args.cluster!r} is not in the table")
+    args.cluster = bootstrap_cluster(args, table)
+    check_joint_inputs(table, recipes, args.bootstrap, args.cluster)
+    figures = [figure_table(table, plot_paths[0])]
     with np.errstate(all="ignore"):
         result = fit_joint(
             table,
@@ -266,14 +315,15 @@ def run_joint_fit(args: argparse.Namespace, loss, columns) -> int:
             cluster=args.cluster,
             profile=not args.no_profile,
             n_refine=args.starts,
+            jobs=args.jobs,
+            progress=_progress_stream(),
         )
     result.input = {
         "tables": inputs,
         "n_rows_used": len(table),
         "n_duplicate_rows_dropped": sum(len(t) for t in tables) - len(table),
     }
-    write_results([(None, table, result)], out_paths, plot_paths)
-    return 0
+    return write_results([(None, table, result)], out_paths, plot_paths, figures)
 
 
 def _plain(value):
@@ -299,7 +349,7 @@ def run_compare(args: argparse.Namespace) -> int:
             raise UsageError(
                 f"{args.fit_a} is not a joint fit (`loopscale fit ... --joint COL`); give two fit JSONs to compare"
             )
-        for line in joint_lines(a.joint):
+        for line in joint_lines(a.joint) + conditioning_lines(a.conditioning):
             print(line)
         return 0
     b = _load_fit(args.fit_b)
@@ -314,6 +364,8 @@ def run_compare(args: argparse.Namespace) -> int:
             f"delta {name} = B - A = {out['delta']:+.4g}, 95% CI [{lo:+.4g}, {hi:+.4g}] "
             f"(se {out['se']:.3g}, {out['n_replicates']} paired bootstrap replicates)"
         )
+    for line in compare_verdict({args.fit_a: a, args.fit_b: b}, name):
+        print(line)
     return 0
 
 

@@ -1,6 +1,7 @@
-"""What `loopscale fit` prints and writes: the parameter table of each fit, a joint fit's delta-phi lines
-(`loopscale compare` prints them too), and the output paths (--out, --plot; one per group), checked
-writable before any fitting and written atomically after it."""
+"""What `loopscale fit` prints and writes: the parameter table of each fit, a joint fit's delta-phi lines and
+every fit's conditioning checks with their verdict (`loopscale compare` prints them too), and the output
+paths (--out, --plot; one per group), checked writable before any fitting and written atomically after it,
+each fit JSON before any figure."""
 
 from __future__ import annotations
 
@@ -10,30 +11,86 @@ import re
 from pathlib import Path
 
 from loopscale.cli import UsageError
+from loopscale.errors import LoopscaleError
 
 
-def write_results(results, out_paths, plot_paths) -> None:
-    """Print each fit, then write figures first and each JSON last, atomically (loopscale/atomic.py): a
-    failed plot leaves no fit.json behind, and a kill mid-write leaves no half file."""
+class FigureFailed(LoopscaleError):
+    """A figure failed after its fit JSON was written: one line naming the figure and the JSON, exit 1."""
+
+    exit_code = 1
+
+
+def write_results(results, out_paths, plot_paths, figures=None) -> int:
+    """Print each fit with its conditioning, write each fit JSON (atomically, loopscale/atomic.py: a kill
+    mid-write leaves no half file), then the figures: a figure that fails leaves the JSONs and says which
+    figure failed (FigureFailed, exit 1). `figures`: the table each figure draws (`figure_table`)."""
     from loopscale.atomic import atomic_path
 
+    figures = figures or [table for _g, table, _r in results]
     for g, _table, result in results:
         print_result(result, g)
         if result.joint:
             for line in joint_lines(result.joint):
                 print(line)
-    for (_g, table, result), path in zip(results, plot_paths):
-        if path is not None:
-            from loopscale.plots import plot_fit  # matplotlib only when a figure is asked for
-
-            with atomic_path(path, follow_symlinks=True) as tmp:  # a linked --plot keeps its link
-                plot_fit(table, result, tmp)
-            print(f"wrote {path}")
+        for line in conditioning_lines(result.conditioning):
+            print(line)
+    written = []
     for (_g, _table, result), path in zip(results, out_paths):
         if path is not None:
             with atomic_path(path, follow_symlinks=True) as tmp:
                 result.write_json(tmp)
             print(f"wrote {path}")
+            written.append(str(path))
+    for (_g, _table, result), path, table in zip(results, plot_paths, figures):
+        if path is not None:
+            from loopscale.plots import plot_fit  # matplotlib only when a figure is asked for
+
+            try:
+                with atomic_path(path, follow_symlinks=True) as tmp:  # a linked --plot keeps its link
+                    plot_fit(table, result, tmp)
+            except Exception as err:  # the fit is kept whatever the figure does
+                kept = f"the fit is written: {', '.join(written)}" if written else "no fit JSON was asked for (--out)"
+                why = str(err).strip().splitlines()[0] if str(err).strip() else ""
+                raise FigureFailed(
+                    f"the predicted-vs-observed figure {path} failed ({type(err).__name__}: {why}); {kept}"
+                ) from None
+            print(f"wrote {path}")
+    return 0
+
+
+def figure_table(table, plot_path):
+    """The table the --plot figure draws, checked before any fitting: the looped-law columns every figure
+    reads, filled in for a table without them (a chinchilla table is r = 1, N_once = N, N_rec = 0:
+    `plots.inputs.as_looped_table`); None without --plot."""
+    if plot_path is None:
+        return None
+    from loopscale.plots.inputs import as_looped_table
+
+    return as_looped_table(table, source="the table (for --plot)")
+
+
+def conditioning_lines(cond: dict | None) -> list[str]:
+    """The conditioning checks of a fit record (`loopscale.fit.verdict`), ending in the one-line verdict."""
+    if not cond:
+        return ["not measured: the fit record has no conditioning checks (fitted before they existed: refit)"]
+    lines = ["conditioning:"]
+    for c in cond["checks"]:
+        value = c["value"] if isinstance(c["value"], str) else f"{c['value']:.4g}"
+        lines.append(f"  {'ok  ' if c['ok'] else 'FAIL'}  {c['name']}: {value} (target {c['target']})")
+    return lines + [cond["verdict"]]
+
+
+def compare_verdict(fits: dict, name: str) -> list[str]:
+    """The conditioning of both fits `compare` reads, and one verdict on their difference: measured when
+    both fits' are."""
+    lines, reasons = [], []
+    for path, fit in fits.items():
+        cond = fit.conditioning
+        lines.append(f"{path}: {cond['verdict'] if cond else 'no conditioning checks (fitted before they existed)'}")
+        if not cond or not cond["measured"]:
+            reasons.append(f"{path}: " + (cond["verdict"].removeprefix("not measured: ") if cond else "not checked"))
+    symbol = "Δφ" if name == "phi" else f"delta {name}"
+    return lines + [f"{symbol} measured" if not reasons else "not measured: " + "; ".join(reasons)]
 
 
 def joint_lines(j: dict) -> list[str]:
@@ -198,4 +255,4 @@ def print_result(result, group=None) -> None:
     for line in lines:
         console.print(line, highlight=False)
     for w in result.warnings:
-        console.print(f"[yellow]warning:[/yellow] {w}", highlight=False)
+        console.print(f"[yellow]warning:[/yellow] {escape(w)}", highlight=False, soft_wrap=True)

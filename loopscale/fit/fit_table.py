@@ -19,9 +19,6 @@ still importable from it (`from loopscale import fit as F; F.bootstrap(...)`).
 
 from __future__ import annotations
 
-import numpy as np
-
-from loopscale.errors import InputError
 from loopscale.fit.bounds import BOUNDS, DPHI_BOUNDS, LOG_K_BOUNDS, bounds_for
 from loopscale.fit.objective import (
     CHUNK_ELEMENTS,
@@ -42,6 +39,7 @@ from loopscale.fit.optimize import (
     SMALL_BASIN_SHARE,
     FitState,
     Refined,
+    adopt_optimum,
     fit_law,
     lm_batch,
     multistart,
@@ -49,22 +47,26 @@ from loopscale.fit.optimize import (
     refine,
     same_basin,
 )
+from loopscale.fit.resample import on_one_blas_thread
 from loopscale.fit.result import FitResult, compare_param, data_summary, file_sha256, load_fit, predict_loss, versions
 from loopscale.fit.starts import SCREEN_ROWS, classic_grid, projected_starts, screen_starts, screen_subsample
-from loopscale.fit.tables import budget_clusters, budget_column, table_warnings
+from loopscale.fit.tables import budget_clusters, budget_column, check_clusters, cluster_labels, table_warnings
 from loopscale.fit.uncertainty import (
     CHI2_1_95,
     bootstrap,
     holdout_largest,
+    holdout_train_rows,
     lr_test,
     percentile_ci,
     profile_param,
     profile_phi,
+    profile_refit,
     profile_solve,
     profile_threshold,
     profile_value,
     profile_values,
 )
+from loopscale.fit.verdict import fit_checks
 
 __all__ = [
     "BASIN_ABS_TOL",
@@ -87,6 +89,7 @@ __all__ = [
     "batch_objective",
     "bootstrap",
     "bounds_for",
+    "check_fit_inputs",
     "budget_clusters",
     "budget_column",
     "chunk_size",
@@ -122,6 +125,21 @@ __all__ = [
 ]
 
 
+def check_fit_inputs(table, law: str, n_bootstrap: int = 0, cluster: str | None = None, holdout: bool = False):
+    """Every precondition of `fit_table` that depends on the data, checked before the first solve (a bad
+    --cluster or --holdout-largest fails in a second, not after the fit): the cluster labels (None
+    without a clustered bootstrap), at least MIN_CLUSTERS of them, and enough rows below the largest
+    budget for the holdout refit. Raises InputError (one line)."""
+    labels = None
+    if n_bootstrap > 0 and cluster is not None:
+        labels = cluster_labels(table, cluster)
+        check_clusters(labels, cluster)
+    if holdout:
+        holdout_train_rows(budget_column(table), law, table["r"] if "r" in table.columns else None)
+    return labels
+
+
+@on_one_blas_thread
 def fit_table(
     table,
     law: str = "looped",
@@ -132,40 +150,50 @@ def fit_table(
     holdout: bool = False,
     profile: bool | None = None,
     n_refine: int = 16,
+    jobs: int = 1,
+    progress=None,
 ) -> FitResult:
-    """Fit a canonical runs table (see `loopscale.fit.tables`) and attach the uncertainty steps.
+    """Fit a canonical runs table (see `loopscale.fit.tables`) and attach the uncertainty steps and the
+    conditioning checks (`loopscale.fit.verdict`).
 
-    cluster: None (resample rows), "C" (whole compute budgets, grouped by `budget_clusters`) or
-    any other column (e.g. "width"). profile defaults to True for the looped law. The bootstrap
-    uses seed + 1 and the holdout refit uses seed, so results are reproducible from `seed`.
+    cluster: None (resample rows), "C" (whole compute budgets, grouped by `budget_clusters`), "parent"
+    (the forked run of each branch) or any other column (e.g. "width"). profile defaults to True for the
+    looped law; a profile that finds a lower objective than the multi-start moves the fit there
+    (`profile_refit`, said in the warnings) before the bootstrap starts from it. The bootstrap uses
+    seed + 1 and the holdout refit uses seed, so results are reproducible from `seed` (whatever `jobs`,
+    the bootstrap's worker processes; `progress`: the stream for its progress bar).
     """
     from loopscale.fit.laws import law_data_from_table
 
     loss = loss or Loss()
+    labels = check_fit_inputs(table, law, n_bootstrap, cluster, holdout)
     data = law_data_from_table(table, law)
     result, state = fit_law(data, law, loss, seed, n_refine)
     result.warnings.extend(table_warnings(table, law))  # repeated rows, impossible magnitudes
-    if n_bootstrap > 0:
-        labels = None
-        if cluster is not None:
-            if cluster not in table.columns:
-                raise InputError(f"cluster column {cluster!r} is not in the table")
-            labels = budget_clusters(budget_column(table)) if cluster == "C" else table[cluster].to_numpy()
-            if len(np.unique(labels)) < 3:
-                raise InputError(f"cluster column {cluster!r} has fewer than 3 distinct values")
-        boot = bootstrap(state, n_bootstrap, seed=seed + 1, clusters=labels)
-        boot["cluster"] = cluster
-        result.bootstrap = boot
-        result.ci95 = percentile_ci(boot["params"])
     if profile is None:
         profile = law == "looped"
     if profile and law == "looped":
-        result.profile_phi = profile_phi(state)
+        old = result.objective
+        result.profile_phi, better = profile_refit(state, "phi")
+        result.profile_phi["phi"] = result.profile_phi.pop("x")
+        if better is not None:
+            note = (
+                f"the phi profile found a lower objective than the multi-start ({better.objective:.8g} < "
+                f"{old:.8g}): refitted from the profile's lowest point (phi {result.params['phi']:.4g} -> "
+                f"{state.law.to_user(better.theta)['phi']:.4g})"
+            )
+            state = adopt_optimum(result, state, better, note)
         if "warning" in result.profile_phi:
             result.warnings.append(result.profile_phi["warning"])
+    if n_bootstrap > 0:
+        boot = bootstrap(state, n_bootstrap, seed=seed + 1, clusters=labels, jobs=jobs, progress=progress)
+        boot["cluster"] = cluster
+        result.bootstrap = boot
+        result.ci95 = percentile_ci(boot["params"])
     if holdout:
         result.holdout = holdout_largest(data, budget_column(table), law, loss, seed, n_refine)
     result.settings.update({"n_bootstrap": n_bootstrap, "cluster": cluster, "law": law, "holdout_largest": holdout})
     result.versions = versions()
     result.data = data_summary(table)
+    result.conditioning = fit_checks(table, result)
     return result

@@ -31,11 +31,13 @@ from scipy.stats import chi2
 from loopscale.errors import InputError
 from loopscale.fit.laws import LawData, law_data_from_table, make_law
 from loopscale.fit.objective import Loss
-from loopscale.fit.optimize import fit_law, refine
+from loopscale.fit.optimize import adopt_optimum, fit_law, refine
+from loopscale.fit.resample import on_one_blas_thread
 from loopscale.fit.result import FitResult, compare_param, versions
 from loopscale.fit.result import recipe_phi as recipe_phi  # its home before the fit split
-from loopscale.fit.tables import budget_clusters, budget_column
-from loopscale.fit.uncertainty import bootstrap, lr_test, percentile_ci, profile_param, profile_threshold
+from loopscale.fit.tables import check_clusters, cluster_labels
+from loopscale.fit.uncertainty import bootstrap, lr_test, percentile_ci, profile_refit, profile_threshold
+from loopscale.fit.verdict import joint_checks
 
 RECIPE_CODE = "_recipe_code"  # column added to the joint table: index into the recipe list
 LAW_INPUTS = ("N_once", "N_rec", "r", "D", "L")
@@ -97,17 +99,20 @@ def recipe_rows(table: pd.DataFrame, code: int) -> np.ndarray:
     return (table["r"].to_numpy(dtype=float) == 1) | (table[RECIPE_CODE].to_numpy() == code)
 
 
-def _cluster_labels(table: pd.DataFrame, cluster: str | None):
-    if cluster is None:
+def check_joint_inputs(table: pd.DataFrame, recipes: Sequence[str], n_bootstrap: int, cluster: str | None):
+    """The joint fit's data-dependent preconditions, before the first solve: with a clustered bootstrap,
+    the cluster labels of the joint table and of each recipe's separate fit (its runs and the shared r = 1
+    runs), each with at least MIN_CLUSTERS clusters. Returns the joint table's labels (None: rows)."""
+    if not n_bootstrap or cluster is None:
         return None
-    if cluster not in table.columns:
-        raise InputError(f"cluster column {cluster!r} is not in the table")
-    labels = budget_clusters(budget_column(table)) if cluster == "C" else table[cluster].to_numpy()
-    if len(np.unique(labels)) < 3:
-        raise InputError(f"cluster column {cluster!r} has fewer than 3 distinct values")
+    labels = cluster_labels(table, cluster)
+    check_clusters(labels, cluster)
+    for i, g in enumerate(recipes):
+        check_clusters(labels[recipe_rows(table, i)], cluster, f" in recipe {g}'s rows (its separate fit)")
     return labels
 
 
+@on_one_blas_thread
 def fit_joint(
     table: pd.DataFrame,
     column: str,
@@ -120,23 +125,29 @@ def fit_joint(
     n_refine: int = 16,
     separate: bool = True,
     level: float = 0.95,
+    jobs: int = 1,
+    progress=None,
 ) -> FitResult:
-    """Fit the joint law to a `joint_table` and attach delta-phi and the shared-parameter check.
+    """Fit the joint law to a `joint_table` and attach delta-phi, the shared-parameter check and the
+    conditioning checks (`loopscale.fit.verdict.joint_checks`).
 
     The result's params are E, A, alpha, B, beta and phi[<recipe>]; `result.joint` holds the recipes,
     delta_phi per non-reference recipe (estimate; bootstrap CI and se; profile interval; LR test of
     delta-phi = 0), the separate fits and their delta-phi comparison (with `separate`), and the
-    shared-parameter check. Bootstrap seeds are seed + 1 (joint) and seed + 2 + i (separate fit i).
+    shared-parameter check. A delta-phi profile below the fit moves the fit there first (`_profiles`).
+    Bootstrap seeds are seed + 1 (joint) and seed + 2 + i (separate fit i); `jobs` worker processes and
+    the `progress` stream as in `resample.bootstrap`.
     """
     loss = loss or Loss()
     law = make_law("looped-joint", recipes=recipes)
     data = joint_data(table)
-    labels = _cluster_labels(table, cluster) if n_bootstrap else None
+    labels = check_joint_inputs(table, recipes, n_bootstrap, cluster)
     result, state = fit_law(data, law, loss, seed, n_refine)
     ref = recipes[0]
+    profiles, state = _profiles(result, state, recipes, profile)
     if n_bootstrap > 0:
-        _attach_bootstrap(result, state, recipes, n_bootstrap, seed + 1, labels, cluster, level)
-    deltas = {g: _delta_phi(result, state, ref, g, profile) for g in recipes[1:]}
+        _attach_bootstrap(result, state, recipes, n_bootstrap, seed + 1, labels, cluster, level, jobs, progress)
+    deltas = {g: _delta_phi(result, state, ref, g, profiles.get(g)) for g in recipes[1:]}
     joint: dict[str, Any] = {
         "column": column,
         "recipes": list(recipes),
@@ -145,7 +156,7 @@ def fit_joint(
         "n_rows_by_recipe": _rows_by_recipe(table, recipes),
     }
     if separate:
-        sep = separate_fits(table, recipes, loss, seed, n_bootstrap, cluster, n_refine)
+        sep = separate_fits(table, recipes, loss, seed, n_bootstrap, cluster, n_refine, jobs, progress)
         joint["separate"] = {g: _summary(f) for g, (f, _) in sep.items()}
         for g in recipes[1:]:
             cmp = compare_param(sep[ref][0], sep[g][0], "phi", level, seed)
@@ -154,13 +165,38 @@ def fit_joint(
     result.joint = joint
     result.settings.update({"n_bootstrap": n_bootstrap, "cluster": cluster, "law": law.name, "joint_column": column})
     result.versions = versions()
+    result.conditioning = joint_checks(table, result, table[RECIPE_CODE].to_numpy())
     return result
 
 
-def _attach_bootstrap(result, state, recipes, n_bootstrap, seed, labels, cluster, level) -> None:
+def _profiles(result, state, recipes, profile: bool, max_passes: int = 3):
+    """({recipe: its delta-phi profile}, state): each non-reference recipe's dphi profile (`profile_refit`);
+    when one finds a lower objective the fit moves there (`adopt_optimum`, said in the warnings) and every
+    profile is drawn again around the new optimum."""
+    if not profile:
+        return {}, state
+    for _ in range(max_passes):
+        out, any_moved = {}, False
+        for g in recipes[1:]:
+            out[g], moved = profile_refit(state, f"dphi[{g}]")
+            if moved is not None:
+                note = (
+                    f"the delta-phi[{g}] profile found a lower objective than the multi-start "
+                    f"({moved.objective:.8g} < {state.best.objective:.8g}): refitted from the profile's lowest point"
+                )
+                state, any_moved = adopt_optimum(result, state, moved, note), True
+        if not any_moved:  # every profile drawn around the final optimum
+            break
+    for g, prof in out.items():
+        if "warning" in prof:
+            result.warnings.append(f"delta-phi[{g}]: {prof['warning']}")
+    return out, state
+
+
+def _attach_bootstrap(result, state, recipes, n_bootstrap, seed, labels, cluster, level, jobs=1, progress=None):
     """The joint fit's bootstrap (seed `seed`), with delta_phi[g] = phi[g] - phi[reference] per replicate,
     and its percentile CIs, on `result`."""
-    boot = bootstrap(state, n_bootstrap, seed=seed, clusters=labels)
+    boot = bootstrap(state, n_bootstrap, seed=seed, clusters=labels, jobs=jobs, progress=progress, label="joint fit")
     boot["cluster"] = cluster
     cols = boot["params"]
     for g in recipes[1:]:
@@ -169,9 +205,9 @@ def _attach_bootstrap(result, state, recipes, n_bootstrap, seed, labels, cluster
     result.ci95 = percentile_ci(cols, level)
 
 
-def _delta_phi(result, state, ref: str, g: str, profile: bool) -> dict[str, Any]:
+def _delta_phi(result, state, ref: str, g: str, prof: dict | None) -> dict[str, Any]:
     """delta-phi of recipe g against the reference: estimate, bootstrap CI and se (when bootstrapped),
-    profile interval (with `profile`; its warning goes to result.warnings) and the LR test of dphi = 0."""
+    profile interval (when profiled: `prof`) and the LR test of dphi = 0."""
     name = f"dphi[{g}]"
     entry: dict[str, Any] = {"estimate": result.params[f"phi[{g}]"] - result.params[f"phi[{ref}]"]}
     if result.bootstrap:
@@ -179,12 +215,9 @@ def _delta_phi(result, state, ref: str, g: str, profile: bool) -> dict[str, Any]
         entry.update(
             bootstrap_ci=result.ci95[f"delta_phi[{g}]"], se=float(np.std(reps, ddof=1)), n_replicates=len(reps)
         )
-    if profile:
-        prof = profile_param(state, name)
+    if prof is not None:
         entry["profile_interval"] = prof["interval"]
         entry["profile"] = {"x": prof["x"], "objective": prof["objective"], "threshold": prof["threshold"]}
-        if "warning" in prof:
-            result.warnings.append(f"delta-phi[{g}]: {prof['warning']}")
     entry["lr_test"] = lr_test(state, name, 0.0)
     return entry
 
@@ -205,6 +238,8 @@ def separate_fits(
     n_bootstrap: int = 0,
     cluster: str | None = None,
     n_refine: int = 16,
+    jobs: int = 1,
+    progress=None,
 ):
     """{recipe: (FitResult, FitState)}: the looped law fitted to each recipe with the r = 1 runs."""
     out = {}
@@ -212,7 +247,8 @@ def separate_fits(
         part = table[recipe_rows(table, i)].reset_index(drop=True)
         result, state = fit_law(law_data_from_table(part, "looped"), "looped", loss, seed, n_refine)
         if n_bootstrap > 0:
-            boot = bootstrap(state, n_bootstrap, seed=seed + 2 + i, clusters=_cluster_labels(part, cluster))
+            labels = None if cluster is None else cluster_labels(part, cluster)
+            boot = bootstrap(state, n_bootstrap, seed + 2 + i, labels, jobs=jobs, progress=progress, label=f"{g} alone")
             boot["cluster"] = cluster
             result.bootstrap, result.ci95 = boot, percentile_ci(boot["params"])
         out[g] = (result, state)

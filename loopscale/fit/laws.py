@@ -266,7 +266,7 @@ class Law:
     @property
     def has_hessian(self) -> bool:
         """Whether `log_predict_jac_hess` covers this law (its N_eff has simple second derivatives)."""
-        return self.name in ("chinchilla", "looped")
+        return True  # every law's log multiplier is linear in its extra parameters (see log_predict_jac_hess)
 
     def log_predict_jac_hess(self, theta: np.ndarray, data: LawData):
         """log L_hat (rows,), J (rows, P; a column-major view) and a function
@@ -274,9 +274,10 @@ class Law:
 
         log L_hat = LSE(t) with t = (a - alpha log N_eff, b - beta log D, e), so its Hessian is
         sum_k w_k (grad t_k)(grad t_k)^T - J J^T + w_1 d^2 t_1 (the softmax weights w as in
-        `log_predict_and_jac`). Only t_1 is curved, through phi: with p = r^phi N_rec / N_eff and
-        s = d log N_eff / d phi = p ln r, d^2 t_1 / (d alpha d phi) = -s and d^2 t_1 / d phi^2 =
-        -alpha ds/dphi = -alpha s (ln r - s). Used by the exact-Newton solver of `optimize.newton`.
+        `log_predict_and_jac`). Only t_1 is curved, through the extras x (phi; phi and dphi[g]; log k_r), in
+        which log m is linear: with p = m N_rec / N_eff, d log N_eff / dx_j = p dlogm_j, so
+        d^2 t_1 / (d alpha dx_j) = -p dlogm_j and d^2 t_1 / (dx_j dx_k) = -alpha p (1 - p) dlogm_j dlogm_k
+        (the looped law: -alpha s (ln r - s), s = p ln r). Used by the exact-Newton solver of `optimize.newton`.
         """
         if not self.has_hessian:
             raise NotImplementedError(f"no analytic Hessian for law {self.name!r}")
@@ -285,17 +286,19 @@ class Law:
         log_n, dlogn = self.log_n_eff_batch(theta[None, :], data)
         log_n = log_n[0]
         log_pred, (w1, w2, w3) = _lse_and_weights(a - alpha * log_n, b - beta * data.log_D, e)
-        # grad t_1 over (a, alpha[, phi]) and grad t_2 over (b, beta); t_3 = e has gradient 1 on e
-        g1 = [np.ones_like(log_n), -log_n]
-        s = None
-        if self.name == "looped":
-            s = dlogn[0, :, 0]
-            g1.append(-alpha * s)
+        # grad t_1 over (a, alpha, extras) and grad t_2 over (b, beta); t_3 = e has gradient 1 on e
+        n_extra = self.n_params - 5
+        dn = dlogn[0]  # (rows, extras): d log N_eff / d extra = p d log m / d extra, p = m N_rec / N_eff
+        g1 = [np.ones_like(log_n), -log_n] + [-alpha * dn[:, j] for j in range(n_extra)]
+        if n_extra:
+            log_m, dlogm = self.log_multiplier(theta[None, :], data)
+            scaled = np.exp(log_m[0]) * data.N_rec
+            p_rec = scaled / (data.N_once + scaled)
         # Parameter-major arrays (P, rows): the Gram products below are single (P, rows) x (rows, P)
         # BLAS calls, several times faster than on row-major (rows, P) arrays. Plain dot products go
         # through einsum: a threaded BLAS dot on a busy machine burns CPU time waiting for threads.
         G1, G2 = np.array(g1), np.array([np.ones_like(log_n), -data.log_D])
-        i1 = [1, 2] + ([5] if s is not None else [])
+        i1 = [1, 2] + list(range(5, self.n_params))
         JT = np.empty((self.n_params, len(data)))
         JT[0] = w3
         JT[i1] = w1 * G1
@@ -307,11 +310,11 @@ class Law:
             cw1 = c * w1
             H[np.ix_(i1, i1)] += (G1 * cw1) @ G1.T
             H[3:5, 3:5] += (G2 * (c * w2)) @ G2.T
-            if s is not None:
-                cross = -np.einsum("n,n->", cw1, s)
-                H[2, 5] += cross
-                H[5, 2] += cross
-                H[5, 5] -= alpha * np.einsum("n,n->", cw1, s * (data.log_r - s))
+            if n_extra:  # log m is linear in the extras, so d2 log N_eff = p (1 - p) dlogm dlogm^T
+                cross = -np.einsum("n,nj->j", cw1, dn)
+                H[2, 5:] += cross
+                H[5:, 2] += cross
+                H[5:, 5:] -= alpha * (dlogm.T * (cw1 * p_rec * (1 - p_rec))) @ dlogm
             return H
 
         return log_pred, JT.T, hess

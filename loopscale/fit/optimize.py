@@ -13,7 +13,7 @@ and `n_best_basin` counts refined starts that ended at the same optimum (`same_b
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 from scipy.optimize import minimize
@@ -316,6 +316,7 @@ class FitState:
     loss: Loss
     best: Refined
     starts: np.ndarray  # screened starts that were refined (best first per family)
+    refined: list = field(default_factory=list)  # every refined start (Refined), to count the best basin
 
 
 def fit_law(
@@ -345,15 +346,8 @@ def fit_law(
     else:
         starts, n_screened = screen_starts(law, data, loss, n_refine, rng)
     best, refined = multistart(law, data, loss, starts)
-    n_basin = sum(same_basin(r, best, law, len(data)) for r in refined)
+    n_basin, notes = _optimum_notes(best, refined, law, len(data))
     res = law.log_predict(best.theta, data) - data.log_L
-    notes = []
-    if n_basin / len(refined) < SMALL_BASIN_SHARE:
-        notes.append(
-            f"only {n_basin} of {len(refined)} refined starts reached the best optimum: "
-            "the objective has competing minima; treat the estimate with care"
-        )
-    notes += _boundary_notes(best.theta, law)
     result = FitResult(
         law=law.name,
         params=law.to_user(best.theta),
@@ -374,7 +368,34 @@ def fit_law(
         warnings=notes,
         residual_rms_log=float(np.sqrt(np.mean(res**2))),
     )
-    return result, FitState(law, data, loss, best, starts)
+    return result, FitState(law, data, loss, best, starts, refined)
+
+
+def _optimum_notes(best: Refined, refined: list, law: Law, n_rows: int) -> tuple[int, list[str]]:
+    """(refined starts in the best basin, the warnings about the optimum: few starts reached it, an
+    exponent on its bound)."""
+    n_basin = sum(same_basin(r, best, law, n_rows) for r in refined)
+    notes = []
+    if n_basin / len(refined) < SMALL_BASIN_SHARE:
+        notes.append(
+            f"only {n_basin} of {len(refined)} refined starts reached the best optimum: "
+            "the objective has competing minima; treat the estimate with care"
+        )
+    return n_basin, notes + _boundary_notes(best.theta, law)
+
+
+def adopt_optimum(result: FitResult, state: FitState, best: Refined, note: str) -> FitState:
+    """A lower optimum found after the multi-start (by a profile): `result` (in place) and the returned
+    state take it; the warnings about the old optimum are replaced by the new one's, and `note` says why."""
+    law, data = state.law, state.data
+    _, old_notes = _optimum_notes(state.best, state.refined, law, len(data))
+    n_basin, notes = _optimum_notes(best, state.refined, law, len(data))
+    res = law.log_predict(best.theta, data) - data.log_L
+    result.params = law.to_user(best.theta)
+    result.objective, result.grad_norm, result.n_best_basin = best.objective, best.grad_norm, n_basin
+    result.residual_rms_log = float(np.sqrt(np.mean(res**2)))
+    result.warnings = [w for w in result.warnings if w not in old_notes] + notes + [note]
+    return replace(state, best=best)
 
 
 def _boundary_notes(theta, law: Law) -> list[str]:

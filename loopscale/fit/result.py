@@ -33,8 +33,8 @@ class FitResult:
     ...} when computed), holdout (when run), objective, grad_norm, n_starts (screened), n_refined,
     n_best_basin, settings, seed, input (path, sha256, n_rows, columns), versions, warnings, group,
     joint (`loopscale.fit.joint`: recipes, delta_phi per recipe, shared_check, separate fits), data (the fitted
-    rows' model shapes and ranges, `data_summary`; absent from records written before it existed).
-    """
+    rows' model shapes and ranges, `data_summary`; absent from records written before it existed),
+    conditioning (the checks that say whether phi / delta-phi is measured, `loopscale.fit.verdict`)."""
 
     law: str
     params: dict[str, float]
@@ -57,6 +57,9 @@ class FitResult:
     residual_rms_log: float | None = None
     joint: dict[str, Any] | None = None  # looped-joint: recipes, delta-phi tests, shared-parameter check
     data: dict[str, Any] | None = None  # what was fitted: model shapes (r, N_once, N_rec), ranges of N, D, C
+    # is phi (delta-phi) measured? {"checks": [{"name", "target", "value", "ok"}], "verdict", "measured"}
+    # (`loopscale.fit.verdict`; absent from records written before it existed)
+    conditioning: dict[str, Any] | None = None
 
     def to_json_dict(self) -> dict[str, Any]:
         return _jsonable(asdict(self))

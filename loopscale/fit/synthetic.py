@@ -135,6 +135,24 @@ def recipe_sweep(
     return table
 
 
+CPU_SIZES = {4.64e17: (6, 8, 10), 1e18: (8, 10, 12)}  # a reduced grid: two budgets, three sizes each
+
+
+def small_recipe_sweep(seed: int = 0, noise: float = 0.005, recipe: str = "additive", phi: float = 0.38):
+    """A CPU-sized recipe comparison (30 runs): the baseline at r in {1, 2, 4} and one other recipe at
+    r in {2, 4}, on `CPU_SIZES`, with the shared dense law `TRUE_DENSE` (what `benchmarks/bench_fit.py`
+    times a `fit --joint --bootstrap 200` on)."""
+    parts = [isodepth_grid(CPU_SIZES, (1, 2, 4), "baseline"), isodepth_grid(CPU_SIZES, (2, 4), recipe)]
+    table = pd.concat(parts, ignore_index=True)
+    phis = np.where(table["recipe"] == "baseline", PUBLISHED_PHI["baseline"], phi)
+    n_eff = table["N_once"].to_numpy(float) + table["r"].to_numpy(float) ** phis * table["N_rec"].to_numpy(float)
+    p = TRUE_DENSE
+    L = p["E"] + p["A"] * n_eff ** -p["alpha"] + p["B"] * table["D"].to_numpy(float) ** -p["beta"]
+    table["L"] = L * (1 + noise * np.random.default_rng(seed).standard_normal(len(table)))
+    table["seed"] = seed
+    return table
+
+
 def recipe_tables(sweep: pd.DataFrame, column: str = "recipe") -> dict[str, pd.DataFrame]:
     """One runs table per recipe as a probe's collect writes it: the recipe's own runs plus the
     baseline's r = 1 runs (the same dense runs repeated in every table)."""

@@ -357,3 +357,50 @@ def drop_top_k(table: pd.DataFrame, k: int, loss: str = "L") -> pd.DataFrame:
     out = table[keep].reset_index(drop=True)
     out.attrs = dict(table.attrs, rows_dropped_top_k=int(k))
     return out
+
+
+# The runs table's column naming a forked branch's parent run (loopscale/train/forks.py): branches of one
+# parent share its stable phase, so they are one draw, not independent runs.
+PARENT_COLUMN = "parent"
+MIN_CLUSTERS = 3  # fewer clusters than this give a bootstrap with nothing to resample
+
+
+def is_forked(table) -> bool:
+    """Whether some row is a branch of a forked run (a non-empty `parent`)."""
+    if PARENT_COLUMN not in table.columns:
+        return False
+    parent = table[PARENT_COLUMN]
+    return bool((parent.notna() & (parent.astype(str).str.strip() != "")).any())
+
+
+def cluster_labels(table, cluster: str) -> np.ndarray:
+    """The bootstrap's cluster label per row for `--cluster COL`: "C" groups rows by compute budget
+    (`budget_clusters`), "parent" by the forked run a branch came from (a row without a parent, e.g. an
+    unforked run, is a cluster of its own), any other column by its value. InputError (one line) for a
+    missing column or empty values."""
+    if cluster == "C":
+        return budget_clusters(budget_column(table))
+    if cluster not in table.columns:
+        raise InputError(f"--cluster column {cluster!r} is not in the table (columns: {list(table.columns)})")
+    values = table[cluster]
+    if cluster == PARENT_COLUMN:
+        own = table["run_dir"] if "run_dir" in table.columns else pd.Series(np.arange(len(table)), index=table.index)
+        present = values.notna() & (values.astype(str).str.strip() != "")
+        return np.where(present, "parent " + values.astype(str), "run " + own.astype(str)).astype(str)
+    empty = values.isna().to_numpy()
+    if empty.any():
+        raise InputError(
+            f"--cluster column {cluster!r} is empty in rows {_rows(empty)}: give every row a cluster, "
+            "or resample rows (--cluster rows)"
+        )
+    return values.astype(str).to_numpy()
+
+
+def check_clusters(labels: np.ndarray, cluster: str, where: str = "") -> None:
+    """InputError unless the labels name at least MIN_CLUSTERS clusters (`where`: e.g. " in recipe X")."""
+    n = len(np.unique(labels))
+    if n < MIN_CLUSTERS:
+        raise InputError(
+            f"--cluster {cluster}: {n} cluster{'s' if n != 1 else ''}{where}, too few to resample "
+            f"(need at least {MIN_CLUSTERS}); choose another column or resample rows (--cluster rows)"
+        )

@@ -1,9 +1,8 @@
 """Uncertainty of a fitted law: bootstrap, profile intervals, likelihood-ratio tests, a held-out budget.
 
 Each step continues from a fit's `loopscale.fit.optimize.FitState` (docs/design.md, "Fitting"):
-- `bootstrap`: refits on resampled rows, or on resampled clusters (whole compute budgets or widths),
-  each replicate warm-started and solved in one batched LM pass, then polished by L-BFGS-B; intervals
-  by `percentile_ci`;
+- `bootstrap` (`loopscale.fit.resample`): refits on resampled rows or clusters, over worker processes;
+  intervals by `percentile_ci`;
 - `profile_param` / `profile_phi`: the objective minimised over the other parameters along one
   coordinate, with a robust likelihood-ratio interval (Schrader & Hettmansperger 1980) whose ends are
   found by root-finding; `lr_test` is the same statistic as a test of one value;
@@ -19,73 +18,10 @@ import numpy as np
 from loopscale.errors import InputError
 from loopscale.fit.bounds import bounds_for
 from loopscale.fit.laws import Law, LawData, make_law
-from loopscale.fit.objective import Loss, chunk_size
+from loopscale.fit.objective import Loss
 from loopscale.fit.optimize import BASIN_ABS_TOL, FitState, Refined, fit_law, lm_batch, newton, refine
+from loopscale.fit.resample import bootstrap as bootstrap  # its home before the split
 from loopscale.fit.tables import budget_clusters
-
-
-# ----------------------------------------------------------------------------------------------
-# Bootstrap
-# ----------------------------------------------------------------------------------------------
-def bootstrap(
-    state: FitState, n_replicates: int, seed: int = 0, clusters=None, n_starts: int = 3, polish: bool = True
-) -> dict[str, Any]:
-    """Refit on resampled data; returns {"params": {name: [...]}, "objective": [...], ...}.
-
-    Rows are resampled with replacement (as integer weights on the objective), or, with `clusters`
-    (one label per row), whole clusters are resampled: e.g. compute budgets or widths. Each
-    replicate is refit from the full-data optimum (warm start) plus the best `n_starts - 1`
-    screened starts (batched `lm_batch`), the lowest objective is kept and, with `polish`, refined
-    by L-BFGS-B to the same tolerances as the main fit.
-    """
-    law, data, loss = state.law, state.data, state.loss
-    rng = np.random.default_rng(seed)
-    n = len(data)
-    starts = [state.best.theta] + _distinct_starts(state.starts, n_starts - 1)
-    if clusters is not None:
-        labels, inverse = np.unique(np.asarray(clusters), return_inverse=True)
-
-    def weights_of_replicate() -> np.ndarray:
-        if clusters is None:
-            return np.bincount(rng.integers(0, n, n), minlength=n).astype(float)
-        counts = np.bincount(rng.integers(0, len(labels), len(labels)), minlength=len(labels))
-        return counts[inverse].astype(float)
-
-    S = len(starts)
-    # Replicates x starts in one batched LM pass, in chunks (weights drawn per chunk, in replicate
-    # order) so memory stays bounded on big tables.
-    thetas = np.empty((n_replicates, law.n_params))
-    objectives = np.empty(n_replicates)
-    chunk = max(1, chunk_size(n, 3 * law.n_params + 8, cap=4096) // S)
-    for lo in range(0, n_replicates, chunk):
-        Wc = np.array([weights_of_replicate() for _ in range(min(chunk, n_replicates - lo))])
-        th, fv = lm_batch(law, data, loss, np.tile(np.array(starts), (len(Wc), 1)), np.repeat(Wc, S, axis=0))
-        best = np.argmin(fv.reshape(len(Wc), S), axis=1)
-        for j, b in enumerate(best):
-            r = refine(th[j * S + b], law, data, loss, Wc[j]) if polish else None
-            thetas[lo + j] = th[j * S + b] if r is None else r.theta
-            objectives[lo + j] = fv[j * S + b] if r is None else r.objective
-    user = [law.to_user(t) for t in thetas]
-    columns = {name: [u[name] for u in user] for name in law.user_names}
-    return {
-        "params": columns,
-        "objective": objectives,
-        "n_replicates": n_replicates,
-        "cluster": None if clusters is None else "custom",
-        "seed": seed,
-        "n_starts_per_replicate": len(starts),
-    }
-
-
-def _distinct_starts(starts: np.ndarray, k: int) -> list[np.ndarray]:
-    """The k best exponent-projected starts (the first family in `screen_starts` order).
-
-    They sit near the optimum for their exponents, so a replicate converges from them in a few
-    dozen LM steps; classic-grid corners take hundreds and almost never win on a replicate.
-    """
-    if k <= 0 or len(starts) == 0:
-        return []
-    return [starts[i] for i in range(min(k, len(starts) - len(starts) // 2))]
 
 
 def percentile_ci(columns: dict[str, list[float]], level: float = 0.95) -> dict[str, list[float]]:
@@ -224,13 +160,41 @@ def _hermite_crossing(x0: float, g0: float, d0: float, x1: float, g1: float, d1:
 def profile_param(
     state: FitState, name: str = "phi", half_width: float = 0.5, n_points: int = 21, xtol: float = 1e-6
 ) -> dict[str, Any]:
+    """The profile of the objective in one internal coordinate and its 95% interval (`_profile`)."""
+    return _profile(state, name, half_width, n_points, xtol)[0]
+
+
+def profile_refit(
+    state: FitState, name: str = "phi", half_width: float = 0.5, n_points: int = 21, max_refits: int = 3
+) -> tuple[dict[str, Any], Refined | None]:
+    """`profile_param`, and a better optimum when the profile walked below the fit: (profile, None) when
+    it did not; (profile around the new optimum, the new optimum) when it did. The lowest profile point
+    is refined with every coordinate free (`refine`); the profile is drawn again around the result,
+    up to `max_refits` times. A profile still below the fit after that keeps its "warning"."""
+    best = None
+    for _ in range(max_refits + 1):
+        out, lowest = _profile(state, name, half_width, n_points)
+        if "warning" not in out:
+            break
+        moved = refine(lowest.theta, state.law, state.data, state.loss)
+        if not moved.objective < state.best.objective:
+            break
+        out.pop("warning")
+        best = moved
+        state = FitState(state.law, state.data, state.loss, moved, state.starts, state.refined)
+    return out, best
+
+
+def _profile(
+    state: FitState, name: str = "phi", half_width: float = 0.5, n_points: int = 21, xtol: float = 1e-6
+) -> tuple[dict[str, Any], Refined]:
     """Profile of the objective in one internal coordinate (phi, or dphi[<recipe>] of a joint law),
     and its 95% interval.
 
     The grid (for the figure) is solved outward from the optimum (`_walk_profile`), each point
     polished by L-BFGS-B. The interval ends are the roots of profile(x) - f_min - threshold between
     the last grid point inside and the first outside, to `xtol`, by `_threshold_crossing`. Returns
-    {"x", "objective", "interval", "threshold", "method", ...}.
+    ({"x", "objective", "interval", "threshold", "method", ...}, the lowest solved point).
     """
     law, data, best = state.law, state.data, state.best
     i = law.internal_names.index(name)
@@ -264,7 +228,7 @@ def profile_param(
     }
     if values.min() < best.objective * (1 - 1e-6) - BASIN_ABS_TOL * len(data):
         out["warning"] = "profile found a lower objective than the fit: the fit missed the optimum"
-    return out
+    return out, solved[int(np.argmin(values))]
 
 
 def profile_phi(state: FitState, half_width: float = 0.5, n_points: int = 21) -> dict[str, Any]:
@@ -312,14 +276,9 @@ def holdout_largest(
 
     Budgets are grouped by `budget_clusters`. Errors are relative: L_hat / L - 1.
     """
-    clusters = budget_clusters(C)
-    largest = clusters.max()
-    test = clusters == largest
-    train = ~test
-    law = make_law(law_name, data.r)
-    n_min = 2 * law.n_params
-    if train.sum() < n_min:
-        raise InputError(f"holdout leaves {int(train.sum())} rows, fewer than {n_min}")
+    train = holdout_train_rows(C, law_name, data.r)
+    test = ~train
+    largest = budget_clusters(C).max()
     result, _ = fit_law(data.subset(train), law_name, loss, seed, n_refine)
     pred = _predict_user(law_name, result.params, data.subset(test))
     obs = data.L[test]
@@ -337,6 +296,21 @@ def holdout_largest(
         "max_abs_rel_error": float(np.max(np.abs(rel))),
         "mean_rel_error": float(np.mean(rel)),
     }
+
+
+def holdout_train_rows(C, law_name: str, r=None) -> np.ndarray:
+    """The rows `holdout_largest` fits on (all but the largest compute budget, grouped by
+    `budget_clusters`); InputError when they are fewer than twice the law's parameters. Pure and cheap:
+    `fit_table` and the CLI call it before the first solve."""
+    clusters = budget_clusters(C)
+    train = clusters != clusters.max()
+    n_min = 2 * make_law(law_name, r).n_params
+    if train.sum() < n_min:
+        raise InputError(
+            f"--holdout-largest leaves {int(train.sum())} rows, fewer than {n_min} (twice the law's "
+            f"{n_min // 2} parameters) below the largest budget {clusters.max():.3g}"
+        )
+    return train
 
 
 def _predict_user(law_name: str, params: dict, data: LawData) -> np.ndarray:

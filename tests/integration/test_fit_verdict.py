@@ -1,0 +1,125 @@
+"""One verdict everywhere (issue 29, item 2): every fit JSON carries its conditioning checks
+({"checks": [{"name", "target", "value", "ok"}], "verdict", "measured"}), `fit` and `compare` print them and
+end in one line ("phi measured" / "Δφ measured" or "not measured: <reasons>"), joint fits have their own
+(per-recipe phi, iso-FLOP minima per recipe, the delta-phi interval), and a forked sweep is bootstrapped by
+parent job unless told otherwise. Through loopscale.cli.main in this process (support.cli.run_cli)."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+
+from loopscale.fit import synthetic as S
+from support.cli import run_cli
+from support.paths import FIXTURES
+
+SMALL = FIXTURES / "looped_synthetic_small.csv"
+
+
+def loopscale(*args):
+    return run_cli([str(a) for a in args])
+
+
+def _last_line(text: str) -> str:
+    return text.strip().splitlines()[-1]
+
+
+def _check_schema(cond: dict) -> None:
+    assert set(cond) == {"checks", "verdict", "measured"}
+    for c in cond["checks"]:
+        assert set(c) == {"name", "target", "value", "ok"}
+        assert isinstance(c["name"], str) and isinstance(c["target"], str) and isinstance(c["ok"], bool)
+        assert isinstance(c["value"], (int, float, str))
+    assert cond["measured"] == all(c["ok"] for c in cond["checks"])
+
+
+def test_a_well_conditioned_fit_says_phi_measured_in_the_json_fit_and_compare(tmp_path):
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    for out, seed in ((a, 0), (b, 1)):
+        res = loopscale("fit", SMALL, "--bootstrap", 30, "--seed", seed, "--out", out)
+        assert res.returncode == 0, res.stderr
+    cond = json.loads(a.read_text())["conditioning"]
+    _check_schema(cond)
+    names = [c["name"] for c in cond["checks"]]
+    assert names == ["E off its bounds", "phi off its bounds", "phi interval width", "iso-FLOP minima inside the grid"]
+    assert cond["verdict"] == "phi measured" and cond["measured"]
+    assert "conditioning:" in res.stdout and "phi measured" in res.stdout
+    cmp = loopscale("compare", a, b)
+    assert cmp.returncode == 0, cmp.stderr
+    assert _last_line(cmp.stdout) == "Δφ measured"
+
+
+def test_E_on_its_bound_and_an_iso_flop_minimum_on_the_edge_are_not_measured(tmp_path):
+    table = pd.read_csv(SMALL)
+    table["L"] = table["L"] - 1.65  # below the law's floor: the fit pins E to its lower bound
+    table = table[~((table.C == table.C.min()) & (table.width == 384))]  # 640 becomes the edge at 4.64e17
+    src, out = tmp_path / "runs.csv", tmp_path / "fit.json"
+    table.to_csv(src, index=False)
+    res = loopscale("fit", src, "--no-profile", "--out", out)
+    assert res.returncode == 0, res.stderr
+    cond = json.loads(out.read_text())["conditioning"]
+    _check_schema(cond)
+    failed = {c["name"] for c in cond["checks"] if not c["ok"]}
+    assert {"E off its bounds", "iso-FLOP minima inside the grid", "phi interval width"} <= failed
+    assert cond["verdict"].startswith("not measured: ") and "on its lower bound" in cond["verdict"]
+    assert "iso-FLOP minimum on the edge" in cond["verdict"] and "no interval for phi" in cond["verdict"]
+    assert _last_line(res.stdout.split("wrote")[0]) == cond["verdict"]  # the verdict ends what fit prints
+    cmp = loopscale("compare", out, out)
+    assert _last_line(cmp.stdout).startswith("not measured: ") and "lower bound" in _last_line(cmp.stdout)
+
+
+def test_a_joint_fit_carries_the_joint_checks_and_compare_prints_them(tmp_path):
+    src, out = tmp_path / "runs.csv", tmp_path / "joint.json"
+    S.small_recipe_sweep(seed=0).to_csv(src, index=False)
+    res = loopscale("fit", src, "--joint", "recipe", "--bootstrap", 30, "--out", out)
+    assert res.returncode == 0, res.stderr
+    cond = json.loads(out.read_text())["conditioning"]
+    _check_schema(cond)
+    names = [c["name"] for c in cond["checks"]]
+    for name in (
+        "E off its bounds",
+        "phi[baseline] off its bounds",
+        "phi[additive] off its bounds",
+        "Δφ[additive] off its bounds",
+        "iso-FLOP minima inside the grid (baseline)",
+        "iso-FLOP minima inside the grid (additive)",
+        "Δφ[additive] interval width",
+    ):
+        assert name in names
+    assert cond["verdict"] in ("Δφ measured",) or cond["verdict"].startswith("not measured: ")
+    assert cond["verdict"] in res.stdout
+    cmp = loopscale("compare", out)
+    assert cmp.returncode == 0 and _last_line(cmp.stdout) == cond["verdict"]
+
+
+@pytest.fixture
+def forked(tmp_path):
+    """The small table as a forked sweep: one parent run per model (r, width), a branch per budget."""
+    table = pd.read_csv(SMALL)
+    table["parent"] = "runs/sweep/r" + table.r.astype(str) + "-w" + table.width.astype(str)
+    src = tmp_path / "forked.csv"
+    table.to_csv(src, index=False)
+    return src
+
+
+def test_a_forked_sweep_is_bootstrapped_by_parent_job_by_default(tmp_path, forked):
+    out = tmp_path / "fit.json"
+    res = loopscale("fit", forked, "--bootstrap", 30, "--no-profile", "--out", out)
+    assert res.returncode == 0, res.stderr
+    d = json.loads(out.read_text())
+    assert d["bootstrap"]["cluster"] == "parent" and d["settings"]["cluster"] == "parent"
+    assert "resampling clusters of parent" in res.stdout
+    width = next(c for c in d["conditioning"]["checks"] if c["name"] == "phi interval width")
+    assert width["ok"] and "parent" in width["target"]
+
+
+def test_a_forked_sweep_resampled_by_rows_is_not_measured(tmp_path, forked):
+    out = tmp_path / "fit.json"
+    res = loopscale("fit", forked, "--bootstrap", 30, "--cluster", "rows", "--no-profile", "--out", out)
+    assert res.returncode == 0, res.stderr
+    d = json.loads(out.read_text())
+    assert d["bootstrap"]["cluster"] is None
+    assert not d["conditioning"]["measured"]
+    assert "treats forked branches as independent runs" in d["conditioning"]["verdict"]
