@@ -119,6 +119,11 @@ NUMERIC_OPTIONAL = (
 )
 TEXT_COLUMNS = ("recipe", "injection", "parent", "run_name")
 RUN_MARKERS = (RUN_FILE, PARENT_FILE)  # and .hydra/config.yaml, checkpoints/last.ckpt (find_run_dirs)
+# Where the outputs of an earlier config of a run dir go when another config claims it (set_aside_replaced):
+# not a run of this sweep, so find_run_dirs does not walk it.
+REPLACED_DIR = ".replaced"
+# What stays when a run dir changes config: the new identity, Hydra's record of this launch, logs, the lock.
+KEPT_ON_REPLACE = frozenset({"identity.json", ".hydra", ".lock", REPLACED_DIR})
 
 
 def record_problem(run_dir: Path, record: dict[str, Any]) -> str | None:
@@ -162,9 +167,30 @@ def find_run_dirs(sweep_dir: Path) -> list[Path]:
             dirs.append(here)
         elif (here / "checkpoints" / "last.ckpt").is_file():
             dirs.append(here)
-        if here.name == ".hydra" or here.name == "checkpoints":
+        if here.name in (".hydra", "checkpoints"):
             subdirs[:] = []
+        subdirs[:] = [d for d in subdirs if d != REPLACED_DIR]
     return sorted(dirs)
+
+
+def set_aside_replaced(run_dir: Path, old_identity: str) -> Path | None:
+    """Another config has just claimed `run_dir` (its earlier config trained nothing worth keeping: no
+    checkpoint): move what the earlier attempt left (its record, metrics/version_*, W&B files) into
+    .replaced/<old_identity>/, so the new run's curve and record are not read together with the old ones.
+    Returns that folder, or None when there was nothing to move."""
+    run_dir = Path(run_dir)
+    entries = [e for e in run_dir.iterdir() if e.name not in KEPT_ON_REPLACE and not e.name.endswith(".log")]
+    if not entries:
+        return None
+    aside = run_dir / REPLACED_DIR / old_identity
+    aside.mkdir(parents=True, exist_ok=True)
+    for entry in entries:
+        target = aside / entry.name
+        if os.path.lexists(target):  # the same old config replaced twice: keep the latest attempt's
+            target = aside / f"{entry.name}.{len(list(aside.iterdir()))}"
+        os.replace(entry, target)
+    log.warning("%s: claimed by another config; the earlier config's outputs moved to %s", run_dir, aside)
+    return aside
 
 
 def _problem(run_dir: Path, status: str, reason: str, step=None) -> dict[str, Any]:
