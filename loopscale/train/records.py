@@ -206,11 +206,19 @@ def _incomplete(run_dir: Path) -> dict[str, Any]:
 def _read_point(run_dir: Path) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
     """(row, None) for a run dir holding a trusted done record, else (None, its problem), or (None, None)
     for a forked sweep's finished stable parent (its branches are the points)."""
+    from loopscale.train.lock import lock_state
+
     name = PARENT_FILE if os.path.lexists(run_dir / PARENT_FILE) else RUN_FILE
     try:
         record = read_record(run_dir, name)
     except BadRecord as err:
         return None, _problem(run_dir, "unreadable", str(err))
+    held = lock_state(run_dir)
+    if held is not None and (record is None or record.get("status") != "done"):
+        # a process trains here now (a resumed run: its old record says how the last attempt ended), or the
+        # one that did died without a record: running / stale, from the lock's holder and heartbeat
+        step = None if record is None else record.get("step")
+        return None, _problem(run_dir, held[0], held[1], step)
     if record is None:
         return None, _incomplete(run_dir)
     role = "stable parent: " if name == PARENT_FILE else ""
@@ -232,7 +240,8 @@ def collect(sweep_dir: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]
     """Return (rows of finished runs, problems) for a sweep directory.
 
     A problem is a run that is not a point of the table: {'run_dir', 'status', 'reason', 'step'} with status
-    failed / diverged / interrupted / terminated (its record says so), incomplete (a checkpoint or config
+    running (a live process holds its lock), stale (its lock's holder died: lock.lock_state), failed /
+    diverged / interrupted / terminated (its record says so), incomplete (a checkpoint or config
     but no record: still running, killed, or never finished), unreadable (a record that is not one: cut, not
     JSON, a link), inconsistent (a done record that is not this dir's: record_problem) or copy (the same
     run as another dir's: same identity and run name). One bad record never stops the others."""
