@@ -132,6 +132,7 @@ def hydra_main(cfg: DictConfig) -> float | None:
     sweep goes on, and the sweep exits 1 at the end (RunFailed). Ctrl-C exits 130 and SIGTERM 143, each
     recorded in run.json as interrupted / terminated (loopscale/signals.py); a multirun stops there."""
     raise_on_sigterm()
+    lightning_logs_once()
     try:
         record = run_training(cfg)
     except KeyboardInterrupt:
@@ -150,6 +151,23 @@ def hydra_main(cfg: DictConfig) -> float | None:
             raise SystemExit(f"loopscale-train: error: {line}") from None
         raise
     return record["L"]  # None for a forked job (its points are the branches' run.json)
+
+
+def lightning_logs_once() -> None:
+    """Lightning's top-level logger ("lightning") has a console handler of its own ("INFO: GPU available:
+    ..."), and its records also reach the root logger, to which Hydra gives a console and a file handler:
+    every Lightning line came out twice. With the root logger set up, Lightning's own console handlers go
+    and its loggers propagate, so each line is printed once and still reaches the job's log file."""
+    import lightning  # noqa: F401  (its import adds the handler: remove it after)
+
+    if not logging.getLogger().handlers:
+        return
+    for name in ("lightning", "lightning.pytorch", "lightning.fabric"):
+        logger = logging.getLogger(name)
+        for handler in list(logger.handlers):
+            if type(handler) is logging.StreamHandler:  # a console handler, not a file one
+                logger.removeHandler(handler)
+        logger.propagate = True
 
 
 def _exit_stopped(what: str, code: int) -> None:
