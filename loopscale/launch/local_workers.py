@@ -118,12 +118,14 @@ def _init_worker(threads: int, parent_pid: int, interrupt=None) -> None:
 def _stop_worker(signum, frame) -> None:
     """SIGTERM in a worker: the parent's Ctrl-C (the pool's interrupt flag set) raises signals.Interrupted,
     which a run records as "interrupted" (a KeyboardInterrupt would be turned into sys.exit(1) by Lightning);
-    otherwise Terminated, recorded as "terminated". Between jobs the worker just ends."""
+    otherwise Terminated, recorded as "terminated". Between jobs the worker just exits."""
     from loopscale.signals import Interrupted, Terminated
 
     interrupted = _INTERRUPT is not None and _INTERRUPT.is_set()
-    if not _IN_JOB:
-        raise SystemExit(EXIT_INTERRUPTED if interrupted else 143)
+    if not _IN_JOB:  # nothing to record: end now (an exception here could land in some object's __del__)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(EXIT_INTERRUPTED if interrupted else 143)
     raise Interrupted() if interrupted else Terminated()
 
 
