@@ -19,10 +19,16 @@ FLOOR_VENV ?= .venv-torch-floor
 # Where `make bench` trains its measurements (the fork-fidelity runs).
 BENCH_OUT ?= .bench
 
+# Says what it does: the first install downloads torch and Lightning (a few minutes); pip lists what it fetches.
 $(BIN)/.installed: pyproject.toml
+	@echo "make install: creating the virtual environment $(VENV) with $(PYTHON)"
 	$(PYTHON) -m venv $(VENV)
+	@echo "make install: upgrading pip"
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[$(EXTRAS)]'
+	@echo "make install: installing loopscale (editable) with the extras [$(EXTRAS)]: torch, Lightning, Hydra, scipy, ..."
+	@echo "make install: the first time this downloads ~1 GB and takes a few minutes; pip shows each package"
+	$(BIN)/pip install -e '.[$(EXTRAS)]'
+	@echo "make install: done; the commands are in $(BIN) (loopscale, loopscale-train)"
 	touch $@
 
 install: $(BIN)/.installed

@@ -1,8 +1,9 @@
-"""loopscale's Hydra launchers (loopscale/conf/hydra/launcher/{slurm,local}.yaml): hydra-submitit-launcher's, with
-the job layout taken from the trainer config and checked before submission, and GPU jobs predicted not to fit
-their device's memory or (SLURM) their time limits refused before sbatch (loopscale/launch/estimate.py). Hydra
+"""loopscale's Hydra launchers (loopscale/conf/hydra/launcher/{slurm,local,local_pool}.yaml). local_pool: the
+worker pool of loopscale/launch/pool_launcher.py. slurm and local: hydra-submitit-launcher's, with the job
+layout taken from the trainer config and checked before submission, and GPU jobs predicted not to fit their
+device's memory or (SLURM) their time limits refused before sbatch (loopscale/launch/estimate.py). Hydra
 instantiates launchers only from its `hydra_plugins` namespace, hence this module; the rules live in
-loopscale/launch/launchers.py."""
+loopscale/launch/launchers.py and loopscale/launch/pool_launcher.py."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ import logging
 import queue
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+
+from hydra.plugins.launcher import Launcher
 
 from hydra_plugins.hydra_submitit_launcher.submitit_launcher import LocalLauncher, SlurmLauncher
 from loopscale.launch.estimate import LaunchLimits
@@ -91,3 +94,22 @@ class GpuSlotLocalLauncher(LocalLauncher):
         )
         with ThreadPoolExecutor(max_workers=len(blocks)) as pool:
             return list(pool.map(run_one, range(len(job_overrides))))
+
+
+class LocalPoolLauncher(Launcher):
+    """hydra/launcher=local_pool (loopscale/conf/hydra/launcher/local_pool.yaml): the jobs of a multirun on a
+    pool of `workers` processes x `threads_per_worker` torch threads (null: from the core count), with one
+    progress bar and ETA over the sweep (loopscale/launch/pool_launcher.py)."""
+
+    def __init__(self, workers: int | None = None, threads_per_worker: int | None = None, progress: bool = True):
+        super().__init__()
+        self.workers, self.threads_per_worker, self.progress = workers, threads_per_worker, progress
+        self.config = self.hydra_context = self.task_function = None
+
+    def setup(self, *, hydra_context, task_function, config) -> None:
+        self.config, self.hydra_context, self.task_function = config, hydra_context, task_function
+
+    def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int):
+        from loopscale.launch.pool_launcher import launch_in_pool
+
+        return launch_in_pool(self, job_overrides, initial_job_idx)

@@ -44,6 +44,8 @@ def main(argv: list[str] | None = None) -> int:
     raise_on_sigterm()  # SIGTERM unwinds like Ctrl-C: temporary files are removed, workers stopped
     try:
         return int(args.func(args) or 0)
+    except BrokenPipeError:  # `loopscale params | head`: the reader left; end quietly, as `yes | head` does
+        return _reader_gone()
     except Exception as err:  # the user's to fix (loopscale/errors.py): one line, no traceback
         found = user_error(err)
         if found is None:
@@ -58,6 +60,23 @@ def main(argv: list[str] | None = None) -> int:
     except Terminated:
         print(f"loopscale {args.command}: terminated", file=sys.stderr)
         return EXIT_TERMINATED
+
+
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE: what a shell reports for a writer whose reader went away
+
+
+def _reader_gone() -> int:
+    """stdout's reader closed the pipe: point stdout at /dev/null so the interpreter's last flush cannot
+    fail again (Python would print "Exception ignored ... BrokenPipeError"), and exit like a writer killed by
+    SIGPIPE."""
+    import os
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):  # not a real file (captured in-process): nothing to flush
+        pass
+    return EXIT_BROKEN_PIPE
 
 
 if __name__ == "__main__":

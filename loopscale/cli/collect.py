@@ -32,7 +32,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         "marked in the column dense_from, so the looped law has its dense anchor",
     )
     p.set_defaults(func=run_collect)
-    s = sub.add_parser("status", help="counts of done / failed / diverged / incomplete runs in a sweep")
+    s = sub.add_parser(
+        "status",
+        help="counts of done / running / stale / failed / diverged / incomplete runs in a sweep",
+        description="running: a live process holds the run's lock and beats its heartbeat; stale: the process "
+        "that held it is gone (its pid, on this host) or silent (no heartbeat for 10 min, on any host).",
+    )
     s.add_argument("sweep_dir", type=Path)
     s.add_argument("--json", action="store_true", help="print the counts and the runs not done as JSON")
     s.set_defaults(func=run_status)
@@ -87,7 +92,7 @@ def _with_dense(rows, baseline_dir: Path):
     return probe_table(rows, dense)
 
 
-STATUS_ORDER = ("done", "failed", "diverged", "interrupted", "terminated", "incomplete")
+STATUS_ORDER = ("done", "running", "stale", "failed", "diverged", "interrupted", "terminated", "incomplete")
 
 
 def run_status(args: argparse.Namespace) -> int:

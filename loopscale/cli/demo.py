@@ -42,6 +42,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--bootstrap {args.bootstrap} must be >= 0")
     if args.workers < 0 or args.threads < 0:
         raise UsageError(f"--workers {args.workers} and --threads {args.threads} must be >= 0 (0: the default)")
+    refuse_other_experiment(args.overrides)
     from hydra.errors import HydraException
 
     from loopscale.launch.local_workers import JobFailed
@@ -64,3 +65,20 @@ def run(args: argparse.Namespace) -> int:
     except HydraException as err:
         raise UsageError(str(err).splitlines()[0]) from err
     return 0
+
+
+def refuse_other_experiment(overrides: list[str]) -> None:
+    """The demo trains, fits and reports isodepth_cpu_demo only (its grid, its title, its checks); an
+    `experiment=X` among its overrides would be silently outvoted, so it is refused with the command that
+    runs experiment X on the same worker pool."""
+    from loopscale.cli import UsageError
+
+    for override in overrides:
+        key, _, value = override.partition("=")
+        key = key.lstrip("+~")
+        if key == "experiment" or key.startswith("experiment@"):
+            raise UsageError(
+                f"{override}: the demo trains experiment=isodepth_cpu_demo only; for your own experiment run "
+                f"`loopscale-train -m experiment={value or 'X'} hydra/launcher=local_pool`, then "
+                "`loopscale collect`, `loopscale fit` and `loopscale report` (docs/operations.md)"
+            )

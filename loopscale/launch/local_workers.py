@@ -11,28 +11,52 @@ Nothing hangs and nothing is left behind:
   unpickle in the parent); the pool then stops and JobFailed names the job, whose run.json says why;
 - a worker that dies (killed, out of memory) breaks the pool at once (concurrent.futures notices), also
   JobFailed;
-- Ctrl-C: workers ignore SIGINT; SIGTERM to the parent raises Terminated there (signals.py). Either way
-  the parent sends its workers SIGTERM: each records its run as "terminated" and exits within a moment
-  (SIGKILL after STOP_GRACE_S). A worker whose parent dies without that (SIGKILL) gets SIGTERM from the
-  kernel (PR_SET_PDEATHSIG). A stopped run resumes from its checkpoint on the next call.
+- Ctrl-C: workers ignore SIGINT (a terminal sends it to the whole process group); the parent raises
+  KeyboardInterrupt, sets the pool's "interrupted" flag and sends each worker SIGTERM, which the worker then
+  raises as an interrupt: its run is recorded "interrupted", as in a single process. SIGTERM to the parent
+  raises Terminated there (signals.py) and its workers record "terminated". Each worker exits within a
+  moment (SIGKILL after STOP_GRACE_S). A worker whose parent dies without that (SIGKILL) gets SIGTERM from
+  the kernel (PR_SET_PDEATHSIG). A stopped run resumes from its checkpoint on the next call.
+
+`run_in_workers` is the pool for any picklable job function (the Hydra launcher hydra/launcher=local_pool
+runs Hydra jobs on it: loopscale/launch/pool_launcher.py); `train_in_workers` trains TrainConfigs on it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import os
 import signal
 import sys
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from loopscale.config.schema import TrainConfig
 
 STOP_GRACE_S = 10.0  # a worker told to stop writes its record and exits well within this, even under load
+EXIT_INTERRUPTED = 130  # 128 + SIGINT (loopscale/signals.py)
+Item = TypeVar("Item")
+
+# In a worker process: the pool's "interrupted" flag (set by the parent on Ctrl-C before it sends SIGTERM)
+# and whether a job is running (a stop between jobs just ends the worker).
+_INTERRUPT = None
+_IN_JOB = False
+
+
+class WorkerDied(RuntimeError):
+    """A worker process ended without a result (killed, out of memory): the pool is broken."""
+
+    def __init__(self, label: str):
+        self.label = label
+        super().__init__(f"the worker process of job {label} died")
+
+    def __reduce__(self):
+        return type(self), (self.label,)
 
 
 class JobFailed(RuntimeError):
@@ -76,10 +100,13 @@ def quiet_lightning() -> None:
     warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\)")
 
 
-def _init_worker(threads: int, parent_pid: int) -> None:
+def _init_worker(threads: int, parent_pid: int, interrupt=None) -> None:
+    global _INTERRUPT
     from loopscale.signals import die_with_parent
 
+    _INTERRUPT = interrupt
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent owns Ctrl-C (module docstring)
+    signal.signal(signal.SIGTERM, _stop_worker)  # left in place by signals.training_signals (not the default)
     die_with_parent(signal.SIGTERM, parent_pid)
     os.environ["OMP_NUM_THREADS"] = str(threads)
     import torch
@@ -88,10 +115,41 @@ def _init_worker(threads: int, parent_pid: int) -> None:
     quiet_lightning()
 
 
+def _stop_worker(signum, frame) -> None:
+    """SIGTERM in a worker: the parent's Ctrl-C (the pool's interrupt flag set) raises signals.Interrupted,
+    which a run records as "interrupted" (a KeyboardInterrupt would be turned into sys.exit(1) by Lightning);
+    otherwise Terminated, recorded as "terminated". Between jobs the worker just exits."""
+    from loopscale.signals import Interrupted, Terminated
+
+    interrupted = _INTERRUPT is not None and _INTERRUPT.is_set()
+    if not _IN_JOB:  # nothing to record: end now (an exception here could land in some object's __del__)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(EXIT_INTERRUPTED if interrupted else 143)
+    raise Interrupted() if interrupted else Terminated()
+
+
+def _job_in_worker(fn: Callable[[Any], Any], item: Any) -> Any:
+    """`fn(item)` in a worker; a stop signal (or SystemExit) ends the worker process once the job's record is
+    written, instead of handing it the next job (the pool would catch the exit and go on)."""
+    global _IN_JOB
+    from loopscale.signals import Interrupted
+
+    _IN_JOB = True
+    try:
+        return fn(item)
+    except (SystemExit, KeyboardInterrupt, Interrupted) as stop:
+        code = stop.code if isinstance(stop, SystemExit) and isinstance(stop.code, int) else EXIT_INTERRUPTED
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    finally:
+        _IN_JOB = False
+
+
 def train_one(cfg: TrainConfig) -> JobOutcome:
     """`run_training(cfg)` as a JobOutcome: a finished run is skipped, not retrained; an error becomes the
-    outcome's status and reason. In a worker, SIGTERM ends the process once the run's record is written
-    (the pool would otherwise catch the exit and hand the worker its next job)."""
+    outcome's status and reason (a stop signal is not an error: it propagates)."""
     from loopscale.train.entry import run_training
     from loopscale.train.identity import IdentityMismatch
     from loopscale.train.lightning_module import Diverged
@@ -99,12 +157,6 @@ def train_one(cfg: TrainConfig) -> JobOutcome:
     started = time.perf_counter()
     try:
         record = run_training(cfg)
-    except SystemExit as stop:
-        if multiprocessing.parent_process() is None:
-            raise
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(stop.code if isinstance(stop.code, int) else 1)
     except Exception as err:
         kind = {Diverged: "diverged", IdentityMismatch: "refused"}
         status = next((v for t, v in kind.items() if isinstance(err, t)), "failed")
@@ -145,30 +197,60 @@ def train_in_workers(
     workers <= 1 trains in this process, in the given order. Jobs are handed out in the given order, so
     put the longest first (the last job to start then ends close to the others). The first job that fails
     stops the pool (JobFailed); so do Ctrl-C, SIGTERM and a consumer that stops early."""
-    from loopscale.signals import raise_on_sigterm
-
     cfgs = list(cfgs)
-    raise_on_sigterm()  # SIGTERM to this process unwinds through the clean-up below
     if workers <= 1 or len(cfgs) <= 1:
         quiet_lightning()
-        for cfg in cfgs:
-            yield _checked(train_one(cfg))
+    results = run_in_workers(train_one, cfgs, workers, threads_per_worker, label=lambda c: c.run_name)
+    try:
+        with contextlib.closing(results):  # a failed job or an early stop ends the pool's workers at once
+            for _, outcome in results:
+                yield _checked(outcome)
+    except WorkerDied as err:  # its worker died without a word (killed, or out of memory?)
+        raise JobFailed(err.label, "failed", "its worker process died") from None
+
+
+def run_in_workers(
+    fn: Callable[[Item], Any],
+    items: Iterable[Item],
+    workers: int,
+    threads_per_worker: int = 1,
+    label: Callable[[Item], str] = str,
+) -> Iterator[tuple[Item, Any]]:
+    """Yield (item, fn(item)) per item as each finishes, in completion order, `fn` (a module-level function
+    returning plain data) running in `workers` spawned processes of `threads_per_worker` torch threads each.
+
+    workers <= 1 (or one item) runs in this process, in the given order. Items are handed out in the given
+    order. A worker that dies raises WorkerDied (named by `label(item)`); Ctrl-C, SIGTERM, an exception of
+    the consumer or a consumer that stops early end every worker (module docstring) and go on."""
+    from loopscale.signals import raise_on_sigterm
+
+    items = list(items)
+    raise_on_sigterm()  # SIGTERM to this process unwinds through the clean-up below
+    if workers <= 1 or len(items) <= 1:
+        for item in items:
+            yield item, fn(item)
         return
+    context = multiprocessing.get_context("spawn")
+    interrupt = context.Event()
     pool = ProcessPoolExecutor(
-        min(workers, len(cfgs)),
-        mp_context=multiprocessing.get_context("spawn"),
+        min(workers, len(items)),
+        mp_context=context,
         initializer=_init_worker,
-        initargs=(threads_per_worker, os.getpid()),
+        initargs=(threads_per_worker, os.getpid(), interrupt),
     )
     try:
-        futures = {pool.submit(train_one, cfg): cfg for cfg in cfgs}
+        futures = {pool.submit(_job_in_worker, fn, item): item for item in items}
         for future in as_completed(futures):
             try:
-                outcome = future.result()
-            except BrokenProcessPool:  # its worker died without a word (killed, or out of memory?)
-                raise JobFailed(futures[future].run_name, "failed", "its worker process died") from None
-            yield _checked(outcome)
-    except BaseException:  # a failed job, Ctrl-C, SIGTERM, or the consumer stopped early: end every worker now
+                result = future.result()
+            except BrokenProcessPool:
+                raise WorkerDied(label(futures[future])) from None
+            yield futures[future], result
+    except KeyboardInterrupt:  # Ctrl-C: the workers record their runs as interrupted (module docstring)
+        interrupt.set()
+        stop_workers(list((pool._processes or {}).values()))
+        raise
+    except BaseException:  # a failed job, SIGTERM, or the consumer stopped early: end every worker now
         stop_workers(list((pool._processes or {}).values()))
         raise
     finally:

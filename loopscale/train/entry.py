@@ -66,9 +66,9 @@ def run_training(cfg: DictConfig | TrainConfig) -> dict[str, Any]:
 
     budget.mode=forks trains a stable parent and its cooldown branches instead (loopscale/train/forks.py) and
     returns the parent's record with the branches' records under "branches"."""
-    from loopscale.train.identity import claim, data_identity
+    from loopscale.train.identity import claim, data_identity, stored_hash
     from loopscale.train.lock import RunLocked
-    from loopscale.train.records import is_finished, read_record
+    from loopscale.train.records import is_finished, read_record, set_aside_replaced
 
     task_cfg = cfg  # Hydra's composed config, saved into the run dir's .hydra/ once the dir is claimed
     try:
@@ -83,7 +83,9 @@ def run_training(cfg: DictConfig | TrainConfig) -> dict[str, Any]:
         with run_dir_lock(run_dir):  # one process per run dir, across nodes (loopscale/train/lock.py)
             if launching_rank():  # resume or skip only a run of this same config on the same data
                 data = data_identity(cfg.data, cfg.model.seq_len, progress=cfg.trainer.progress)
-                claim(run_dir, cfg, restart=cfg.restart, data=data)
+                before = stored_hash(run_dir)
+                if claim(run_dir, cfg, restart=cfg.restart, data=data) != before and before is not None:
+                    set_aside_replaced(run_dir, before)  # another config: the old record and metrics go
                 save_job_config(run_dir, task_cfg)
             if is_finished(run_dir):
                 record = read_record(run_dir)
@@ -130,6 +132,7 @@ def hydra_main(cfg: DictConfig) -> float | None:
     sweep goes on, and the sweep exits 1 at the end (RunFailed). Ctrl-C exits 130 and SIGTERM 143, each
     recorded in run.json as interrupted / terminated (loopscale/signals.py); a multirun stops there."""
     raise_on_sigterm()
+    lightning_logs_once()
     try:
         record = run_training(cfg)
     except KeyboardInterrupt:
@@ -148,6 +151,23 @@ def hydra_main(cfg: DictConfig) -> float | None:
             raise SystemExit(f"loopscale-train: error: {line}") from None
         raise
     return record["L"]  # None for a forked job (its points are the branches' run.json)
+
+
+def lightning_logs_once() -> None:
+    """Lightning's top-level logger ("lightning") has a console handler of its own ("INFO: GPU available:
+    ..."), and its records also reach the root logger, to which Hydra gives a console and a file handler:
+    every Lightning line came out twice. With the root logger set up, Lightning's own console handlers go
+    and its loggers propagate, so each line is printed once and still reaches the job's log file."""
+    import lightning  # noqa: F401  (its import adds the handler: remove it after)
+
+    if not logging.getLogger().handlers:
+        return
+    for name in ("lightning", "lightning.pytorch", "lightning.fabric"):
+        logger = logging.getLogger(name)
+        for handler in list(logger.handlers):
+            if type(handler) is logging.StreamHandler:  # a console handler, not a file one
+                logger.removeHandler(handler)
+        logger.propagate = True
 
 
 def _exit_stopped(what: str, code: int) -> None:

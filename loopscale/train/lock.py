@@ -164,6 +164,26 @@ def is_stale(path: Path, owner: dict[str, Any], now: float | None = None) -> boo
     return stale_reason(path, owner, now) is not None
 
 
+def lock_state(run_dir: Path | str, now: float | None = None) -> tuple[str, str] | None:
+    """What the run dir's lock says about the process that trains it: ("running", who and its last
+    heartbeat) while the holder lives, ("stale", why it is dead: stale_reason) when it left the lock behind,
+    None when there is no lock (no one trains there; a finished or failed run releases its lock)."""
+    path = Path(run_dir) / LOCK_FILE
+    owner = _read_owner(path)
+    if owner is None:
+        return None
+    now = now or time.time()
+    reason = stale_reason(path, owner, now)
+    if reason == "gone":
+        return None
+    who = f"host {owner.get('host')}, pid {owner.get('pid')}" if owner else "a lock file that is not a record"
+    age = _heartbeat_age(path, now)
+    beat = "" if age is None else f", last heartbeat {max(age, 0.0):.0f} s ago"
+    if reason is None:
+        return "running", f"held by {who}{beat}"
+    return "stale", f"its lock ({who}{beat}) is stale: {reason}"
+
+
 class RunLock:
     """`with RunLock(run_dir):` holds the run dir for this process (raises RunLocked if someone else does)."""
 

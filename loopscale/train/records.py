@@ -119,6 +119,11 @@ NUMERIC_OPTIONAL = (
 )
 TEXT_COLUMNS = ("recipe", "injection", "parent", "run_name")
 RUN_MARKERS = (RUN_FILE, PARENT_FILE)  # and .hydra/config.yaml, checkpoints/last.ckpt (find_run_dirs)
+# Where the outputs of an earlier config of a run dir go when another config claims it (set_aside_replaced):
+# not a run of this sweep, so find_run_dirs does not walk it.
+REPLACED_DIR = ".replaced"
+# What stays when a run dir changes config: the new identity, Hydra's record of this launch, logs, the lock.
+KEPT_ON_REPLACE = frozenset({"identity.json", ".hydra", ".lock", REPLACED_DIR})
 
 
 def record_problem(run_dir: Path, record: dict[str, Any]) -> str | None:
@@ -162,9 +167,30 @@ def find_run_dirs(sweep_dir: Path) -> list[Path]:
             dirs.append(here)
         elif (here / "checkpoints" / "last.ckpt").is_file():
             dirs.append(here)
-        if here.name == ".hydra" or here.name == "checkpoints":
+        if here.name in (".hydra", "checkpoints"):
             subdirs[:] = []
+        subdirs[:] = [d for d in subdirs if d != REPLACED_DIR]
     return sorted(dirs)
+
+
+def set_aside_replaced(run_dir: Path, old_identity: str) -> Path | None:
+    """Another config has just claimed `run_dir` (its earlier config trained nothing worth keeping: no
+    checkpoint): move what the earlier attempt left (its record, metrics/version_*, W&B files) into
+    .replaced/<old_identity>/, so the new run's curve and record are not read together with the old ones.
+    Returns that folder, or None when there was nothing to move."""
+    run_dir = Path(run_dir)
+    entries = [e for e in run_dir.iterdir() if e.name not in KEPT_ON_REPLACE and not e.name.endswith(".log")]
+    if not entries:
+        return None
+    aside = run_dir / REPLACED_DIR / old_identity
+    aside.mkdir(parents=True, exist_ok=True)
+    for entry in entries:
+        target = aside / entry.name
+        if os.path.lexists(target):  # the same old config replaced twice: keep the latest attempt's
+            target = aside / f"{entry.name}.{len(list(aside.iterdir()))}"
+        os.replace(entry, target)
+    log.warning("%s: claimed by another config; the earlier config's outputs moved to %s", run_dir, aside)
+    return aside
 
 
 def _problem(run_dir: Path, status: str, reason: str, step=None) -> dict[str, Any]:
@@ -180,11 +206,19 @@ def _incomplete(run_dir: Path) -> dict[str, Any]:
 def _read_point(run_dir: Path) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
     """(row, None) for a run dir holding a trusted done record, else (None, its problem), or (None, None)
     for a forked sweep's finished stable parent (its branches are the points)."""
+    from loopscale.train.lock import lock_state
+
     name = PARENT_FILE if os.path.lexists(run_dir / PARENT_FILE) else RUN_FILE
     try:
         record = read_record(run_dir, name)
     except BadRecord as err:
         return None, _problem(run_dir, "unreadable", str(err))
+    held = lock_state(run_dir)
+    if held is not None and (record is None or record.get("status") != "done"):
+        # a process trains here now (a resumed run: its old record says how the last attempt ended), or the
+        # one that did died without a record: running / stale, from the lock's holder and heartbeat
+        step = None if record is None else record.get("step")
+        return None, _problem(run_dir, held[0], held[1], step)
     if record is None:
         return None, _incomplete(run_dir)
     role = "stable parent: " if name == PARENT_FILE else ""
@@ -206,7 +240,8 @@ def collect(sweep_dir: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]
     """Return (rows of finished runs, problems) for a sweep directory.
 
     A problem is a run that is not a point of the table: {'run_dir', 'status', 'reason', 'step'} with status
-    failed / diverged / interrupted / terminated (its record says so), incomplete (a checkpoint or config
+    running (a live process holds its lock), stale (its lock's holder died: lock.lock_state), failed /
+    diverged / interrupted / terminated (its record says so), incomplete (a checkpoint or config
     but no record: still running, killed, or never finished), unreadable (a record that is not one: cut, not
     JSON, a link), inconsistent (a done record that is not this dir's: record_problem) or copy (the same
     run as another dir's: same identity and run name). One bad record never stops the others."""

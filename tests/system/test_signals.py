@@ -79,3 +79,15 @@ def test_a_sweep_whose_runs_fail_exits_1_after_running_them_all(tmp_path, data_d
     assert "a run of this sweep failed (recorded in its run.json)" in proc.stderr, proc.stderr[-3000:]
     records = [json.loads(p.read_text()) for p in (tmp_path / "runs" / "default").glob("*/run.json")]
     assert sorted(r["status"] for r in records) == ["diverged", "diverged"]  # both ran, both recorded
+
+
+def test_ctrl_c_stops_a_basic_sweep_and_the_record_says_interrupted(tmp_path, data_dir):
+    """Issue 29 (11): Ctrl-C in a sequential sweep (hydra/launcher=basic: the jobs run in this process) was
+    recorded as failed "SystemExit: 1" (Lightning's own exit on a KeyboardInterrupt); it is interrupted, the
+    sweep exits 130 and its second run never starts."""
+    proc = _train(tmp_path, data_dir, "-m", "hydra/launcher=basic", "seed=0,1")
+    sweep = tmp_path / "runs" / "default"
+    rc, _, out = _signal_while_training(proc, next_run_dir(sweep, proc), signal.SIGINT)
+    records = [json.loads(p.read_text()) for p in sweep.glob("*/run.json")]
+    assert [(r["status"], r["reason"]) for r in records] == [("interrupted", "interrupted (Ctrl-C / SIGINT)")], records
+    assert rc == 130 and "Traceback" not in out, out[-3000:]
