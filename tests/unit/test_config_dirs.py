@@ -132,3 +132,27 @@ def test_git_commit_only_for_the_root_of_a_checkout(tmp_path):
     assert git_commit(repo / "site-packages") is None
     (repo / "f.txt").write_text("changed")
     assert git_commit(repo) == f"{sha}+dirty"
+
+
+def test_a_design_defined_in_config_alone_is_named_by_its_own_recipe(tmp_path, monkeypatch):
+    """Issue 29, item 3: an experiment of one's own that only sets model fields (the additive injection) was
+    run, tabled and fitted as `baseline` (runs baseline-r2-d16); now recipe=auto labels it by its fields, a
+    label of one's own is kept, and a published label on other fields is refused."""
+    from hydra.errors import ConfigCompositionException
+
+    from loopscale.launch.sweep import expand
+
+    (tmp_path / "experiment").mkdir()
+    design = "# @package _global_\ndefaults:\n  - /grid: cpu_demo\nsweep: mine\nmodel:\n  injection: additive\n"
+    (tmp_path / "experiment" / "mine.yaml").write_text(design)
+    monkeypatch.setenv(ENV_VAR, str(tmp_path))
+    point = "point=C2.5e11_3.54e11-d16"
+    jobs = expand(["experiment=mine", "model.r=1,2", point])
+    assert [(job.cfg.model.recipe, job.cfg.run_name) for job in jobs] == [
+        ("baseline", "baseline-r1-d16"),  # r = 1 is the same dense model for every recipe
+        ("additive", "additive-r2-d16"),
+    ]
+    (mine,) = expand(["experiment=mine", "model.r=2", "model.recipe=s_plus_e", point])
+    assert (mine.cfg.model.recipe, mine.cfg.run_name) == ("s_plus_e", "s_plus_e-r2-d16")
+    with pytest.raises((ValueError, ConfigCompositionException), match="describe a design of its own"):
+        expand(["experiment=mine", "model.r=2", "model.recipe=baseline", point])
