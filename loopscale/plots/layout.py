@@ -100,3 +100,18 @@ def log_axis(ax, which: str = "x", base: int = 10) -> None:
     axis.set_minor_locator(LogLocator(base=10, subs=np.arange(2, 10), numticks=12))
     axis.set_major_formatter(SparseLogFormatter())
     axis.set_minor_formatter(SparseLogFormatter())
+
+
+def scaled_y_label(ax, label: str) -> None:
+    """Label the y axis with its common power of ten ("objective - minimum (x 10^-5)") instead of
+    matplotlib's offset text, which sits above the axes where a panel title covers it. Call after set_ylim."""
+    from matplotlib.ticker import FuncFormatter
+
+    top = max(abs(v) for v in ax.get_ylim())
+    power = int(np.floor(np.log10(top))) if top > 0 and np.isfinite(top) else 0
+    if -2 <= power <= 3:  # plain numbers read fine
+        ax.set_ylabel(label)
+        return
+    scale = 10.0**power
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v / scale:g}"))
+    ax.set_ylabel(rf"{label} ($\times 10^{{{power}}}$)")

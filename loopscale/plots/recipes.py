@@ -16,7 +16,7 @@ from loopscale.fit.result import FitResult, compare_param, load_fit
 from loopscale.fit.tables import read_table as read_any_table
 
 from .inputs import fit_label, looped_phi
-from .layout import explain_empty, panel_grid
+from .layout import explain_empty, panel_grid, scaled_y_label
 
 
 def fit_name(fit: FitResult, default: str) -> str:
@@ -195,5 +195,5 @@ def _profile_panel(ax, profiles: dict, d: dict, colour: dict) -> None:
     ax.axvline(0, color="black", lw=0.8)
     ax.legend(fontsize=8)
     ax.set_xlabel(labels.DELTA_PHI)
-    ax.set_ylabel(labels.OBJECTIVE)
+    scaled_y_label(ax, labels.OBJECTIVE)
     ax.set_title(r"profile of the objective in $\Delta\phi$ (shaded: 95%)")

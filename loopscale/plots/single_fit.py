@@ -22,7 +22,7 @@ from loopscale.fit.result import FitResult, load_fit
 
 from .curves import collapse_coordinates, compute_optimal_curve
 from .inputs import as_looped_table, budgets, free_multipliers, log_residuals, looped_phi, predicted_loss
-from .layout import explain_empty, log_axis, panel_grid, r_colours, style_legend
+from .layout import explain_empty, log_axis, panel_grid, r_colours, scaled_y_label, style_legend
 from .views import DENSE, all_rows, view_styles, views
 
 
@@ -145,7 +145,7 @@ def _draw_profile(ax, prof: dict, phi_hat: float) -> None:
         ax.set_ylim(0, min(8 * thr, np.nanmax(obj - np.nanmin(obj))) * 1.05 or 8 * thr)
     ax.legend(fontsize=8)
     ax.set_xlabel(labels.PHI)
-    ax.set_ylabel(labels.OBJECTIVE)
+    scaled_y_label(ax, labels.OBJECTIVE)
     ax.set_title(r"profile of the objective in $\phi$")
 
 
