@@ -137,7 +137,7 @@ def launch_in_pool(launcher, job_overrides: Sequence[Sequence[str]], initial_job
         jobs = _job_configs(launcher, job_overrides, initial_job_idx, threads)
         refuse_over_limits(jobs, None)  # memory only (GPU runs): a local job's time limit is the user's own
     except LoopscaleError as err:  # the user's to fix: Hydra prints a compact error as one line
-        raise PoolRefused(str(err)) from None
+        raise CompactHydraException(str(err)) from None
     tokens = [job_tokens(job) for job in jobs]
     order = sorted(range(len(jobs)), key=lambda i: -tokens[i])
     state = Singleton.get_state()
@@ -209,15 +209,6 @@ class JobResult:
     error: str = ""  # the failed job's exception, as one text
 
 
-class PoolRefused(CompactHydraException):
-    """The pool's settings or a job's predicted memory are wrong: nothing launched, one line."""
-
-
-class PoolJobFailed(CompactHydraException):
-    """A job of the pool failed (its run.json says why): Hydra reports the first one after the sweep, in one
-    line, as it does for the basic launcher."""
-
-
 def _run_indexed(item: tuple[int, bytes]) -> JobResult:
     """run_hydra_job on (index, payload) as a JobResult; an error becomes the result, so one job cannot
     stop the pool (loopscale-train's task function records a failed run and raises RunFailed)."""
@@ -239,7 +230,8 @@ def _job_return(result: JobResult, job: DictConfig):
 
     if result.completed:
         return JobReturn(status=JobStatus.COMPLETED, _return_value=result.value, hydra_cfg=job)
-    return JobReturn(status=JobStatus.FAILED, _return_value=PoolJobFailed(result.error), hydra_cfg=job)
+    # Hydra raises the first failed job's return value after the sweep; a compact error prints one line
+    return JobReturn(status=JobStatus.FAILED, _return_value=CompactHydraException(result.error), hydra_cfg=job)
 
 
 def _run_name(job: DictConfig) -> str:
