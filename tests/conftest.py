@@ -62,3 +62,12 @@ def submitit_dir(tmp_path_factory) -> Path:
     folder = tmp_path_factory.mktemp("submitit")
     os.environ.setdefault("LOOPSCALE_SUBMITIT_DIR", str(folder))
     return folder
+
+
+@pytest.fixture(scope="session", autouse=True)
+def throughput_cache_dir(tmp_path_factory) -> Path:
+    """The CPU throughput probe's cache for every `plan` / `sweep` the tests run (LOOPSCALE_CACHE, read by
+    loopscale/launch/throughput.py): a session tmp dir, not the user's ~/.cache/loopscale."""
+    folder = tmp_path_factory.mktemp("loopscale_cache")
+    os.environ["LOOPSCALE_CACHE"] = str(folder)
+    return folder

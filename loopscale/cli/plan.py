@@ -2,7 +2,9 @@
 
 For each job of the multirun (as `loopscale sweep` expands it): a forked job's points cost
 F (D_parent + sum_i cooldown tokens_i) together, against F sum_i D_i as separate runs (loopscale/train/forks.py);
-any other job is one point at its own C = F x D either way. Accounting only; nothing is trained.
+any other job is one point at its own C = F x D either way. Accounting, plus for CPU jobs a short measured
+throughput probe of each model shape (loopscale/launch/throughput.py, cached per machine) for the CPU wall
+time; nothing is trained.
 """
 
 from __future__ import annotations
@@ -20,7 +22,18 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("overrides", nargs="*", help="Hydra overrides, e.g. experiment=isodepth_cpu_wsd")
     p.add_argument("--json", action="store_true", help="print one JSON line per job and one for the total")
+    add_probe_argument(p)
     p.set_defaults(func=run)
+
+
+def add_probe_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--no-probe",
+        dest="probe",
+        action="store_false",
+        help="skip the CPU throughput probe (a few training steps of each CPU job's model on this machine, "
+        "~0.5 s per model shape, cached in $LOOPSCALE_CACHE or ~/.cache/loopscale) and its CPU hours",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -32,7 +45,7 @@ def run(args: argparse.Namespace) -> int:
     from loopscale.launch.sweep import plan_rows
 
     try:
-        rows = plan_rows(args.overrides)
+        rows = plan_rows(args.overrides, probe=args.probe)
     except (HydraException, ValueError) as err:
         raise UsageError(str(err).splitlines()[0]) from err
     total = totals(rows)
@@ -47,8 +60,15 @@ def run(args: argparse.Namespace) -> int:
 
 
 def totals(rows: list[dict]) -> dict:
-    """The grid's jobs, points, FLOPs both ways, their ratio and GPU hours."""
+    """The grid's jobs, points, FLOPs both ways, their ratio, GPU hours and (probed CPU jobs) CPU hours, with
+    the wall time on the local pool (hydra/launcher=local_pool: one job per worker, cores // threads workers)."""
+    from loopscale.launch.pool_launcher import cpu_cores
+
     C_independent, C_forked = sum(r["C_independent"] for r in rows), sum(r["C_forked"] for r in rows)
+    cpu = [r for r in rows if r.get("cpu_hours") is not None]
+    cpu_hours = sum(r["cpu_hours"] for r in cpu) if cpu else None
+    threads = max((r["cpu_threads"] for r in cpu), default=1)
+    workers = max(1, min(cpu_cores() // threads, len(cpu))) if cpu else None
     return {
         "jobs": len(rows),
         "points": sum(r["points"] for r in rows),
@@ -56,6 +76,11 @@ def totals(rows: list[dict]) -> dict:
         "C_forked": C_forked,
         "ratio": C_independent / C_forked,
         "gpu_hours": sum(r["gpu_hours"] for r in rows),
+        "cpu_hours": cpu_hours,
+        "cpu_pool_workers": workers,
+        # the pool's wall time if its workers kept the probe's per-process speed (they share memory bandwidth)
+        "cpu_pool_wall_h": None if cpu_hours is None else cpu_hours / workers,
+        "probe_s": sum(r.get("probe_s") or 0.0 for r in rows),
     }
 
 
@@ -71,10 +96,26 @@ def _warn_over_limits(rows: list[dict]) -> None:
             )
 
 
-COLUMNS = ("run_name", "r", "d_model", "points", "steps", "fork at", "C independent", "C forked", "ratio", "GPU h")
+COLUMNS = (
+    "run_name",
+    "r",
+    "d_model",
+    "points",
+    "steps",
+    "longest",
+    "C independent",
+    "C forked",
+    "ratio",
+    "GPU h",
+    "CPU tok/s",
+    "CPU h",
+)
 
 
 def _print_table(rows: list[dict], total: dict) -> None:
+    """One row per job, every cell one number: steps = the optimizer steps the job trains (a forked job: its
+    parent to the last fork plus each cooldown), longest = its longest point's steps (the JSON lists each
+    point's steps and fork step)."""
     from rich.console import Console
     from rich.table import Table
 
@@ -87,15 +128,33 @@ def _print_table(rows: list[dict], total: dict) -> None:
             str(r["r"]),
             str(r["d_model"]),
             str(r["points"]),
-            ",".join(map(str, r["steps"])),
-            ",".join(map(str, r["fork_steps"])) or "-",
+            str(r["steps_trained"]),
+            str(max(r["steps"])),
             f"{r['C_independent']:.4g}",
             f"{r['C_forked']:.4g}",
-            f"{r['C_independent'] / r['C_forked']:.2f}x",
+            f"{r['C_independent'] / r['C_forked']:.2f}",
             f"{r['gpu_hours']:.1f}" + ("" if r["fits_limits"] else " !"),
+            "-" if r.get("cpu_tokens_per_s") is None else f"{r['cpu_tokens_per_s']:.0f}",
+            "-" if r.get("cpu_hours") is None else f"{r['cpu_hours']:.3g}",
         )
     Console(width=max(Console().width, 140)).print(table)
     print(
         f"total training compute: independent {total['C_independent']:.4g} FLOPs, forked {total['C_forked']:.4g} "
-        f"FLOPs: {total['ratio']:.2f}x cheaper; ~{total['gpu_hours']:.0f} GPU hours at the assumed MFU"
+        f"FLOPs: {total['ratio']:.2f}x cheaper; ~{total['gpu_hours']:.3g} GPU hours at the assumed MFU"
     )
+    print(cpu_line(total))
+
+
+def cpu_line(total: dict) -> str:
+    """The CPU estimate in one line (loopscale plan and loopscale sweep)."""
+    if total["cpu_hours"] is None:
+        return "CPU time: no CPU jobs probed (GPU trainers, or --no-probe)"
+    return (
+        f"CPU time: ~{_duration(total['cpu_hours'])} in one process at the probed speed (probe "
+        f"{total['probe_s']:.1f} s, cached per machine); ~{_duration(total['cpu_pool_wall_h'])} wall on "
+        f"hydra/launcher=local_pool with {total['cpu_pool_workers']} worker(s)"
+    )
+
+
+def _duration(hours: float) -> str:
+    return f"{hours * 60:.0f} min" if hours < 1 else f"{hours:.1f} h"

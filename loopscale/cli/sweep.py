@@ -10,8 +10,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         "sweep",
         help="dry run: list the jobs of a Hydra multirun and their N, D, C",
         description="Expand `loopscale-train -m OVERRIDES` without launching anything: one row "
-        "per job with its run name, r, width, N_once, N_rec, D, steps, device batch x "
-        "accumulation, predicted peak memory per device (loopscale/model/memory.py) and estimated GPU hours; "
+        "per job with its run name, r, width, N_once, N_rec, points, D, steps and C (a forked job's own: its "
+        "parent and every cooldown), device batch x accumulation, predicted peak memory per device "
+        "(loopscale/model/memory.py), estimated GPU hours and, for CPU jobs, CPU hours from a measured "
+        "throughput probe; "
         "warns (stderr) about GPU jobs that would not fit trainer.plan_device or cannot finish within the "
         "launcher's timeout x (max requeues + 1): the SLURM launcher refuses those.",
     )
@@ -22,6 +24,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="print only the number of jobs (fast: expands the grid without composing each job)",
     )
     p.add_argument("--json", action="store_true", help="print the jobs as JSON lines")
+    from loopscale.cli.plan import add_probe_argument
+
+    add_probe_argument(p)
     p.set_defaults(func=run)
 
 
@@ -43,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
             return 0
         jobs = expand(args.overrides)
         limits = launcher_limits_of(args.overrides)
-        rows = [describe(job, limits) for job in jobs]
+        rows = [describe(job, limits, probe=args.probe) for job in jobs]
     except (HydraException, ValueError) as err:
         raise UsageError(str(err).splitlines()[0]) from err
     print_limit_warnings([with_vocab(job.cfg, job.cfg.data.vocab_size) for job in jobs], limits)
@@ -52,7 +57,22 @@ def run(args: argparse.Namespace) -> int:
             print(json.dumps(row))
         return 0
     _print_table(rows)
+    from loopscale.cli.plan import cpu_line
+
+    print(cpu_line(_cpu_total(rows)))
     return 0
+
+
+def _cpu_total(rows: list[dict]) -> dict:
+    from loopscale.launch.pool_launcher import cpu_cores
+
+    cpu = [r for r in rows if r.get("cpu_hours") is not None]
+    if not cpu:
+        return {"cpu_hours": None}
+    hours = sum(r["cpu_hours"] for r in cpu)
+    workers = max(1, min(cpu_cores() // max(r["cpu_threads"] for r in cpu), len(cpu)))
+    probe_s = sum(r["probe_s"] for r in rows)
+    return {"cpu_hours": hours, "cpu_pool_workers": workers, "cpu_pool_wall_h": hours / workers, "probe_s": probe_s}
 
 
 def _print_table(rows: list[dict]) -> None:
@@ -67,29 +87,34 @@ def _print_table(rows: list[dict]) -> None:
         "d_model",
         "N_once",
         "N_rec",
+        "points",
         "D",
         "steps",
         "C",
         "batch",
         "peak GiB",
         "GPU h",
+        "CPU h",
     )
     for col in columns:
         table.add_column(col, justify="left" if col in ("run_name", "recipe") else "right")
     for row in rows:
+        # a forked job's points, D, steps and C are its own: the parent to its last fork plus every cooldown
         # batch: world x device batch x accumulation (sequences per optimizer step)
         table.add_row(
             row["run_name"],
             str(row["r"]),
             row["recipe"],
             str(row["d_model"]),
-            f"{row['N_once']:,}",
-            f"{row['N_rec']:,}",
+            str(row["N_once"]),
+            str(row["N_rec"]),
+            str(row["points"]),
             f"{row['D']:.3g}",
-            f"{row['steps']:,}",
+            str(row["steps"]),
             f"{row['C']:.3g}",
             f"{row['world']}x{row['device_batch']}x{row['grad_accum']}",
             f"{row['peak_gib']:.1f}" + ("" if row["fits_memory"] else " !"),
             f"{row['gpu_hours']:.1f}" + ("" if row["fits_limits"] else " !"),
+            "-" if row.get("cpu_hours") is None else f"{row['cpu_hours']:.3g}",
         )
     Console(width=max(Console().width, 140)).print(table)

@@ -48,17 +48,6 @@ _INTERRUPT = None
 _IN_JOB = False
 
 
-class WorkerDied(RuntimeError):
-    """A worker process ended without a result (killed, out of memory): the pool is broken."""
-
-    def __init__(self, label: str):
-        self.label = label
-        super().__init__(f"the worker process of job {label} died")
-
-    def __reduce__(self):
-        return type(self), (self.label,)
-
-
 class JobFailed(RuntimeError):
     """A job of the pool failed, diverged or was refused; the pool has stopped."""
 
@@ -201,12 +190,9 @@ def train_in_workers(
     if workers <= 1 or len(cfgs) <= 1:
         quiet_lightning()
     results = run_in_workers(train_one, cfgs, workers, threads_per_worker, label=lambda c: c.run_name)
-    try:
-        with contextlib.closing(results):  # a failed job or an early stop ends the pool's workers at once
-            for _, outcome in results:
-                yield _checked(outcome)
-    except WorkerDied as err:  # its worker died without a word (killed, or out of memory?)
-        raise JobFailed(err.label, "failed", "its worker process died") from None
+    with contextlib.closing(results):  # a failed job or an early stop ends the pool's workers at once
+        for _, outcome in results:
+            yield _checked(outcome)
 
 
 def run_in_workers(
@@ -220,7 +206,7 @@ def run_in_workers(
     returning plain data) running in `workers` spawned processes of `threads_per_worker` torch threads each.
 
     workers <= 1 (or one item) runs in this process, in the given order. Items are handed out in the given
-    order. A worker that dies raises WorkerDied (named by `label(item)`); Ctrl-C, SIGTERM, an exception of
+    order. A worker that dies raises JobFailed (named by `label(item)`); Ctrl-C, SIGTERM, an exception of
     the consumer or a consumer that stops early end every worker (module docstring) and go on."""
     from loopscale.signals import raise_on_sigterm
 
@@ -243,8 +229,8 @@ def run_in_workers(
         for future in as_completed(futures):
             try:
                 result = future.result()
-            except BrokenProcessPool:
-                raise WorkerDied(label(futures[future])) from None
+            except BrokenProcessPool:  # its worker died without a word (killed, or out of memory?)
+                raise JobFailed(label(futures[future]), "failed", "its worker process died") from None
             yield futures[future], result
     except KeyboardInterrupt:  # Ctrl-C: the workers record their runs as interrupted (module docstring)
         interrupt.set()

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from hydra.errors import CompactHydraException
-from omegaconf import DictConfig, open_dict
+from omegaconf import DictConfig, OmegaConf, open_dict
 
 log = logging.getLogger("loopscale.launch.pool_launcher")
 
@@ -122,15 +122,22 @@ def launch_in_pool(launcher, job_overrides: Sequence[Sequence[str]], initial_job
     from hydra.core.singleton import Singleton
     from hydra.core.utils import configure_log, setup_globals
 
+    from loopscale.errors import LoopscaleError
     from loopscale.launch.launchers import refuse_over_limits
     from loopscale.signals import EXIT_INTERRUPTED, Terminated
 
     setup_globals()
     configure_log(launcher.config.hydra.hydra_logging, launcher.config.hydra.verbose)
     Path(str(launcher.config.hydra.sweep.dir)).mkdir(parents=True, exist_ok=True)
-    workers, threads = pool_size(launcher.workers, launcher.threads_per_worker, len(job_overrides), cpu_cores())
-    jobs = _job_configs(launcher, job_overrides, initial_job_idx, threads)
-    refuse_over_limits(jobs, None)  # memory only (GPU runs): a local job's time limit is the user's own
+    # unset threads_per_worker: the jobs' own trainer.num_threads when the sweep sets it, else 1
+    job_threads = int(OmegaConf.select(launcher.config, "trainer.num_threads", default=0) or 0)
+    threads_per_worker = launcher.threads_per_worker or job_threads or None
+    try:
+        workers, threads = pool_size(launcher.workers, threads_per_worker, len(job_overrides), cpu_cores())
+        jobs = _job_configs(launcher, job_overrides, initial_job_idx, threads)
+        refuse_over_limits(jobs, None)  # memory only (GPU runs): a local job's time limit is the user's own
+    except LoopscaleError as err:  # the user's to fix: Hydra prints a compact error as one line
+        raise CompactHydraException(str(err)) from None
     tokens = [job_tokens(job) for job in jobs]
     order = sorted(range(len(jobs)), key=lambda i: -tokens[i])
     state = Singleton.get_state()
@@ -202,11 +209,6 @@ class JobResult:
     error: str = ""  # the failed job's exception, as one text
 
 
-class PoolJobFailed(CompactHydraException):
-    """A job of the pool failed (its run.json says why): Hydra reports the first one after the sweep, in one
-    line, as it does for the basic launcher."""
-
-
 def _run_indexed(item: tuple[int, bytes]) -> JobResult:
     """run_hydra_job on (index, payload) as a JobResult; an error becomes the result, so one job cannot
     stop the pool (loopscale-train's task function records a failed run and raises RunFailed)."""
@@ -228,7 +230,8 @@ def _job_return(result: JobResult, job: DictConfig):
 
     if result.completed:
         return JobReturn(status=JobStatus.COMPLETED, _return_value=result.value, hydra_cfg=job)
-    return JobReturn(status=JobStatus.FAILED, _return_value=PoolJobFailed(result.error), hydra_cfg=job)
+    # Hydra raises the first failed job's return value after the sweep; a compact error prints one line
+    return JobReturn(status=JobStatus.FAILED, _return_value=CompactHydraException(result.error), hydra_cfg=job)
 
 
 def _run_name(job: DictConfig) -> str:

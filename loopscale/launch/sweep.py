@@ -96,16 +96,53 @@ def plan_with_vocab(cfg: TrainConfig, vocab_size: int) -> RunPlan:
     return plan_run(with_vocab(cfg, vocab_size))
 
 
-def describe(job: Job, limits=None) -> dict[str, Any]:
-    """One job's row: its plan, its device batch and accumulation, and its launch estimate
-    (loopscale/launch/estimate.py)
-    against `limits` (a launch.LaunchLimits, or None when the launcher has no time limit)."""
+def job_work(cfg: TrainConfig) -> dict[str, Any]:
+    """What the job itself trains (a forked job: its stable parent and every cooldown branch, not the
+    parent's plan alone): points, tokens D, optimizer steps and FLOPs C."""
+    from loopscale.train.plan import plan_forks
+
+    if cfg.budget.mode == "forks":
+        fp = plan_forks(cfg)
+        tokens = round(fp.C_forked / fp.F)
+        batch_tokens = plan_run(cfg).batch_tokens
+        return {"points": len(fp.branches), "D": tokens, "steps": round(tokens / batch_tokens), "C": fp.C_forked}
+    plan = plan_run(cfg)
+    return {"points": 1, "D": plan.D, "steps": plan.steps, "C": plan.C}
+
+
+def cpu_estimate(cfg: TrainConfig, tokens: int, device_batch: int, probe: bool) -> dict[str, Any]:
+    """A CPU job's measured tokens/s (loopscale/launch/throughput.py, cached per machine) and its CPU wall
+    hours at the job's torch threads (trainer.num_threads, 0: one, as on the local pool); None for GPU jobs
+    or without the probe."""
+    from loopscale.train.batching import on_gpu
+
+    threads = cfg.trainer.num_threads or 1
+    none = {"cpu_threads": threads, "cpu_tokens_per_s": None, "cpu_hours": None, "probe_s": 0.0, "probe_cached": None}
+    if not probe or on_gpu(cfg.trainer):
+        return none
+    from loopscale.launch.throughput import cpu_throughput
+
+    measured = cpu_throughput(cfg, device_batch, threads)
+    return {
+        "cpu_threads": threads,
+        "cpu_tokens_per_s": measured.tokens_per_s,
+        "cpu_hours": tokens / measured.tokens_per_s / 3600,
+        "probe_s": measured.probe_s,
+        "probe_cached": measured.cached,
+    }
+
+
+def describe(job: Job, limits=None, probe: bool = False) -> dict[str, Any]:
+    """One job's row: what it trains (a forked job's own points, tokens, steps and C: job_work), its device
+    batch and accumulation, its launch estimate against `limits` (a launch.LaunchLimits, or None when the
+    launcher has no time limit; loopscale/launch/estimate.py) and, with `probe`, its CPU hours."""
     from loopscale.launch.estimate import estimate_job
     from loopscale.model.memory import GIB, estimate_memory, usable_memory
     from loopscale.train.batching import device_batching, on_gpu
 
     cfg = with_vocab(job.cfg, job.cfg.data.vocab_size)
     plan = plan_run(cfg)
+    work = job_work(cfg)
     batching = device_batching(cfg.budget, cfg.model, cfg.trainer, cfg.optim.optimizer)
     estimate = estimate_job(cfg, limits)
     memory = estimate_memory(
@@ -123,9 +160,7 @@ def describe(job: Job, limits=None) -> dict[str, Any]:
         "N_rec": plan.N_rec,
         "N": plan.N,
         "C_budget": plan.C_budget,
-        "D": plan.D,
-        "steps": plan.steps,
-        "C": plan.C,
+        **work,
         "device_batch": batching.device_batch,
         "grad_accum": batching.grad_accum,
         "world": batching.world,
@@ -138,13 +173,16 @@ def describe(job: Job, limits=None) -> dict[str, Any]:
         "peak_gib": memory.peak / GIB,
         "usable_gib": None if usable is None else usable / GIB,
         "fits_memory": usable is None or memory.peak <= usable,
+        **cpu_estimate(cfg, work["D"], batching.device_batch, probe),
     }
 
 
-def plan_rows(overrides: list[str]) -> list[dict]:
-    """One row per job: run_name, points, C_independent, C_forked (FLOPs, from accounting), and its launch
-    estimate (gpu_hours, wall_h, allowed_h, fits_limits: loopscale/launch/estimate.py)."""
+def plan_rows(overrides: list[str], probe: bool = False) -> list[dict]:
+    """One row per job: run_name, points, C_independent, C_forked (FLOPs, from accounting), its launch
+    estimate (gpu_hours, wall_h, allowed_h, fits_limits: loopscale/launch/estimate.py) and, with `probe`,
+    its measured CPU tokens/s and hours (cpu_estimate)."""
     from loopscale.launch.estimate import estimate_job, launcher_limits_of
+    from loopscale.train.batching import device_batching
     from loopscale.train.plan import plan_forks
 
     rows = []
@@ -152,39 +190,33 @@ def plan_rows(overrides: list[str]) -> list[dict]:
     for job in expand(overrides):
         # the tokenizer vocabulary is only known after data prepare; plan with the configured one
         cfg = with_vocab(job.cfg, job.cfg.data.vocab_size)
+        work = job_work(cfg)
         if cfg.budget.mode == "forks":
             fp = plan_forks(cfg)
-            rows.append(
-                {
-                    "run_name": cfg.run_name,
-                    "r": cfg.model.r,
-                    "d_model": cfg.model.d_model,
-                    "points": len(fp.branches),
-                    "steps": [b.steps for b in fp.branches],
-                    "fork_steps": [b.fork_step for b in fp.branches],
-                    "C_independent": fp.C_independent,
-                    "C_forked": fp.C_forked,
-                }
-            )
+            steps, fork_steps = [b.steps for b in fp.branches], [b.fork_step for b in fp.branches]
+            C_independent = fp.C_independent
         else:
-            plan = plan_run(cfg)
-            rows.append(
-                {
-                    "run_name": cfg.run_name,
-                    "r": cfg.model.r,
-                    "d_model": cfg.model.d_model,
-                    "points": 1,
-                    "steps": [plan.steps],
-                    "fork_steps": [],
-                    "C_independent": plan.C,
-                    "C_forked": plan.C,
-                }
-            )
-        estimate = estimate_job(cfg, limits, C=rows[-1]["C_forked"])
-        rows[-1].update(
+            steps, fork_steps, C_independent = [work["steps"]], [], work["C"]
+        row = {
+            "run_name": cfg.run_name,
+            "r": cfg.model.r,
+            "d_model": cfg.model.d_model,
+            "points": work["points"],
+            "steps": steps,  # each point's (branch's) optimizer steps
+            "fork_steps": fork_steps,
+            "steps_trained": work["steps"],  # what the job trains: the parent to its last fork + each cooldown
+            "tokens": work["D"],
+            "C_independent": C_independent,
+            "C_forked": work["C"],
+        }
+        estimate = estimate_job(cfg, limits, C=work["C"])
+        row.update(
             gpu_hours=estimate.gpu_hours,
             wall_h=estimate.wall_h,
             allowed_h=estimate.allowed_h,
             fits_limits=estimate.fits,
         )
+        batching = device_batching(cfg.budget, cfg.model, cfg.trainer, cfg.optim.optimizer)
+        row.update(cpu_estimate(cfg, work["D"], batching.device_batch, probe))
+        rows.append(row)
     return rows

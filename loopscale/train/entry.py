@@ -66,9 +66,9 @@ def run_training(cfg: DictConfig | TrainConfig) -> dict[str, Any]:
 
     budget.mode=forks trains a stable parent and its cooldown branches instead (loopscale/train/forks.py) and
     returns the parent's record with the branches' records under "branches"."""
-    from loopscale.train.identity import claim, data_identity, stored_hash
+    from loopscale.train.identity import data_identity
     from loopscale.train.lock import RunLocked
-    from loopscale.train.records import is_finished, read_record, set_aside_replaced
+    from loopscale.train.records import claim_run_dir, is_finished, read_record
 
     task_cfg = cfg  # Hydra's composed config, saved into the run dir's .hydra/ once the dir is claimed
     try:
@@ -83,9 +83,8 @@ def run_training(cfg: DictConfig | TrainConfig) -> dict[str, Any]:
         with run_dir_lock(run_dir):  # one process per run dir, across nodes (loopscale/train/lock.py)
             if launching_rank():  # resume or skip only a run of this same config on the same data
                 data = data_identity(cfg.data, cfg.model.seq_len, progress=cfg.trainer.progress)
-                before = stored_hash(run_dir)
-                if claim(run_dir, cfg, restart=cfg.restart, data=data) != before and before is not None:
-                    set_aside_replaced(run_dir, before)  # another config: the old record and metrics go
+                # another config's run that trained nothing is taken over, its record and metrics set aside
+                claim_run_dir(run_dir, cfg, restart=cfg.restart, data=data)
                 save_job_config(run_dir, task_cfg)
             if is_finished(run_dir):
                 record = read_record(run_dir)

@@ -61,8 +61,9 @@ def run_forks(cfg: TrainConfig, task_cfg=None) -> dict[str, Any]:
     once that dir is claimed."""
     from loopscale.config.dirs import save_job_config
     from loopscale.data.run_data import open_run_data
-    from loopscale.train.identity import DATA_FIELD, claim
+    from loopscale.train.identity import DATA_FIELD
     from loopscale.train.lock import RunLocked
+    from loopscale.train.records import claim_run_dir
 
     run_data = open_run_data(cfg.data, cfg.model.seq_len, progress=cfg.trainer.progress)
     cfg = with_vocab(cfg, run_data.vocab_size)
@@ -75,7 +76,7 @@ def run_forks(cfg: TrainConfig, task_cfg=None) -> dict[str, Any]:
     # when its turn comes (_run_branch)
     parent_cfg = parent_config(cfg, plan)
     if launching_rank():
-        claim(parent_dir, parent_cfg, restart=cfg.restart, record_file=PARENT_FILE, data=data)
+        claim_run_dir(parent_dir, parent_cfg, restart=cfg.restart, record_file=PARENT_FILE, data=data)
         save_job_config(parent_dir, task_cfg)
 
     def needs_fork(branch: Branch) -> bool:
@@ -180,14 +181,14 @@ def _train_parent(cfg: TrainConfig, plan: ForkPlan, parent_cfg: TrainConfig, par
 def _run_branch(cfg: TrainConfig, plan: ForkPlan, branch: Branch, parent_dir: Path, data: dict) -> dict[str, Any]:
     """One branch under its own lock: its record if finished, else trained from its fork checkpoint (or
     resumed from its own last.ckpt). RunLocked, IdentityMismatch and training errors propagate."""
-    from loopscale.train.identity import claim
+    from loopscale.train.records import claim_run_dir
 
     branch_cfg = branch_config(cfg, plan, branch)
     branch_dir = run_dir_of(branch_cfg)
     assert plan_run(branch_cfg).steps == branch.steps
     with run_dir_lock(branch_dir):
         if launching_rank():
-            claim(branch_dir, branch_cfg, restart=cfg.restart, data=data)
+            claim_run_dir(branch_dir, branch_cfg, restart=cfg.restart, data=data)
         if is_finished(branch_dir):
             return read_record(branch_dir)
         start = _fork_ckpt(parent_dir, branch)

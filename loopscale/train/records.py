@@ -193,6 +193,18 @@ def set_aside_replaced(run_dir: Path, old_identity: str) -> Path | None:
     return aside
 
 
+def claim_run_dir(run_dir: Path, config: Any, **kwargs: Any) -> str:
+    """identity.claim(run_dir, config, **kwargs), and when another config has just taken the dir over, the
+    earlier config's outputs moved aside (set_aside_replaced). Returns the identity hash."""
+    from loopscale.train.identity import claim, stored_hash
+
+    before = stored_hash(run_dir)
+    digest = claim(run_dir, config, **kwargs)
+    if before is not None and digest != before:
+        set_aside_replaced(run_dir, before)
+    return digest
+
+
 def _problem(run_dir: Path, status: str, reason: str, step=None) -> dict[str, Any]:
     return {"run_dir": str(run_dir), "status": status, "reason": reason, "step": step}
 

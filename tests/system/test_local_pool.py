@@ -61,3 +61,12 @@ def test_ctrl_c_stops_the_pool_and_records_interrupted(tmp_path, data_dir):
     for record in records.values():
         assert (record["status"], record["reason"]) == ("interrupted", "interrupted (Ctrl-C / SIGINT)"), record
         assert 0 < record["step"] < record["steps"]
+
+
+def test_a_pool_of_no_workers_is_refused_in_one_line(tmp_path, data_dir):
+    proc = run_loopscale(
+        _args(tmp_path, data_dir, "hydra.launcher.workers=0", "seed=0,1"), cwd=tmp_path, module="loopscale.train.entry"
+    )
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    assert proc.stderr.startswith("hydra.launcher.workers=0 and hydra.launcher.threads_per_worker=1 must be >= 1")
+    assert list((tmp_path / "runs").rglob("identity.json")) == []  # no run launched
