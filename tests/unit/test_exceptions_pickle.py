@@ -38,6 +38,9 @@ SAMPLES = {
     "loopscale.data.corpus.DataError": lambda m: m.DataError("path='x' does not exist"),
     "loopscale.train.records.BadRecord": lambda m: m.BadRecord("runs/x/run.json is not valid JSON"),
     "loopscale.train.entry.RunFailed": lambda m: m.RunFailed("loopscale-train: a run of this sweep failed"),
+    "loopscale.cli.notebook.NotebookFailed": lambda m: m.NotebookFailed("cell 7 (collapse) raised ValueError: x"),
+    "loopscale.cli.notebook.MissingExtra": lambda m: m.MissingExtra("nbclient is not installed"),
+    "loopscale.cli.fit_output.FigureFailed": lambda m: m.FigureFailed("figure collapse failed; fit.json kept"),
     "hydra_plugins.loopscale_searchpath.ConfigPathError": lambda m: m.ConfigPathError("LOOPSCALE_CONFIG_PATH ..."),
 }
 
