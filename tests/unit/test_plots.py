@@ -10,9 +10,9 @@ import pandas as pd
 import pytest
 
 from loopscale import plots
-from loopscale.plots import labels
 from loopscale.fit.fit_table import fit_law
 from loopscale.fit.laws import law_data_from_table, predict_loss
+from loopscale.plots import labels
 from support.paths import FIXTURES
 
 FIXTURE = FIXTURES / "plots"  # what the fixtures `table`, `fit` and `baseline` read (support/fit_fixtures.py)
