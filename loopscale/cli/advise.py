@@ -50,8 +50,8 @@ def register(subparsers) -> None:
     )
     p.add_argument("--level", type=float, default=0.95, help="interval level (default 0.95)")
     p.add_argument("--json", default=None, metavar="PATH", help="write the advice as JSON")
-    p.add_argument("--plot", default=None, metavar="PATH", help="write the figure as PNG")
-    p.add_argument("--dpi", type=int, default=110, help="PNG resolution (default 110)")
+    p.add_argument("--plot", default=None, metavar="PATH", help="write the figure as PNG (and a PDF beside it)")
+    p.add_argument("--dpi", type=int, default=200, help="PNG resolution (default 200); a PDF is written beside it")
     p.set_defaults(func=run)
 
 
@@ -117,10 +117,11 @@ def _write(advice, figure, args) -> None:
         with atomic_path(Path(args.json)) as tmp:
             tmp.write_text(json.dumps(advice.record, indent=2) + "\n")
         print(f"wrote {args.json}")
-    if figure is not None:
-        with atomic_path(Path(args.plot)) as tmp:
-            figure.savefig(tmp, dpi=args.dpi, format="png")
-        print(f"wrote {args.plot}")
+    if figure is not None:  # a PNG for the screen, a PDF beside it for a paper (as every loopscale figure)
+        for path, fmt in ((Path(args.plot), "png"), (Path(args.plot).with_suffix(".pdf"), "pdf")):
+            with atomic_path(path) as tmp:
+                figure.savefig(tmp, dpi=args.dpi, format=fmt)
+            print(f"wrote {path}")
 
 
 def _span(interval) -> str:

@@ -60,6 +60,10 @@ def test_advise_prints_the_table_and_writes_json_and_png(fit_path, tmp_path, cap
     assert [rec["r"] for rec in record["per_r"]] == list(R_ALL)
     assert record["best"]["r"] == 1 and record["best"]["n_replicates"] == 40
     assert (tmp_path / "a.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert (tmp_path / "a.pdf").read_bytes()[:5] == b"%PDF-"  # a vector copy for a paper, like every figure
+    from PIL import Image
+
+    assert Image.open(tmp_path / "a.png").info["dpi"][0] >= 199.9
     advised = record["per_r"][0]["advised"]
     assert advised["d_model"] % 128 == 0 and advised["steps"] == round(advised["D_tokens"] / 262144)
 
