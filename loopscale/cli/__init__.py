@@ -43,7 +43,9 @@ def main(argv: list[str] | None = None) -> int:
 
     raise_on_sigterm()  # SIGTERM unwinds like Ctrl-C: temporary files are removed, workers stopped
     try:
-        return int(args.func(args) or 0)
+        code = int(args.func(args) or 0)
+        sys.stdout.flush()  # what is still buffered goes now, while a closed pipe is still caught below
+        return code
     except BrokenPipeError:  # `loopscale params | head`: the reader left; end quietly, as `yes | head` does
         return _reader_gone()
     except Exception as err:  # the user's to fix (loopscale/errors.py): one line, no traceback

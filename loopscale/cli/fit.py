@@ -68,7 +68,8 @@ def register(subparsers) -> None:
         type=int,
         default=0,
         metavar="K",
-        help="leave out the K highest-loss rows of each table before fitting (as Besiroglu et al. 2024 did)",
+        help="leave out the K highest-loss rows before fitting (with --joint: of the merged table), as "
+        "Besiroglu et al. 2024 did",
     )
     p.add_argument("--no-profile", action="store_true", help="skip the phi profile (looped law)")
     p.add_argument(
@@ -293,7 +294,7 @@ def run_joint_fit(args: argparse.Namespace, loss, columns) -> int:
     tables, inputs = [], []
     for path in args.tables:
         try:
-            raw = drop_top_k(read_table(path), args.drop_top_k, loss=columns.L)
+            raw = read_table(path)
             table = canonical_table(raw, "looped-joint", columns)
         except LoopscaleError as err:  # said with the table it came from
             raise UsageError(f"{err} ({path})") from None
@@ -301,6 +302,8 @@ def run_joint_fit(args: argparse.Namespace, loss, columns) -> int:
         inputs.append({"path": str(path), "sha256": file_sha256(path), "n_rows": len(raw), **column_record(table)})
     out_paths, plot_paths = output_paths(args, [None])
     table, recipes = joint_table(tables, args.joint)
+    n_duplicates = sum(len(t) for t in tables) - len(table)
+    table = drop_top_k(table, args.drop_top_k)  # of the merged table: a run shared by two tables counts once
     args.cluster = bootstrap_cluster(args, table)
     check_joint_inputs(table, recipes, args.bootstrap, args.cluster)
     figures = [figure_table(table, plot_paths[0])]
@@ -321,7 +324,7 @@ def run_joint_fit(args: argparse.Namespace, loss, columns) -> int:
     result.input = {
         "tables": inputs,
         "n_rows_used": len(table),
-        "n_duplicate_rows_dropped": sum(len(t) for t in tables) - len(table),
+        "n_duplicate_rows_dropped": n_duplicates,
     }
     return write_results([(None, table, result)], out_paths, plot_paths, figures)
 

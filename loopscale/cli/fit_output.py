@@ -75,7 +75,8 @@ def conditioning_lines(cond: dict | None) -> list[str]:
         return ["not measured: the fit record has no conditioning checks (fitted before they existed: refit)"]
     lines = ["conditioning:"]
     for c in cond["checks"]:
-        value = c["value"] if isinstance(c["value"], str) else f"{c['value']:.4g}"
+        value = c["value"]
+        value = "n/a" if value is None else value if isinstance(value, str) else f"{value:.4g}"
         lines.append(f"  {'ok  ' if c['ok'] else 'FAIL'}  {c['name']}: {value} (target {c['target']})")
     return lines + [cond["verdict"]]
 

@@ -62,13 +62,7 @@ def run(args: argparse.Namespace) -> int:
 def totals(rows: list[dict]) -> dict:
     """The grid's jobs, points, FLOPs both ways, their ratio, GPU hours and (probed CPU jobs) CPU hours, with
     the wall time on the local pool (hydra/launcher=local_pool: one job per worker, cores // threads workers)."""
-    from loopscale.launch.pool_launcher import cpu_cores
-
     C_independent, C_forked = sum(r["C_independent"] for r in rows), sum(r["C_forked"] for r in rows)
-    cpu = [r for r in rows if r.get("cpu_hours") is not None]
-    cpu_hours = sum(r["cpu_hours"] for r in cpu) if cpu else None
-    threads = max((r["cpu_threads"] for r in cpu), default=1)
-    workers = max(1, min(cpu_cores() // threads, len(cpu))) if cpu else None
     return {
         "jobs": len(rows),
         "points": sum(r["points"] for r in rows),
@@ -76,12 +70,25 @@ def totals(rows: list[dict]) -> dict:
         "C_forked": C_forked,
         "ratio": C_independent / C_forked,
         "gpu_hours": sum(r["gpu_hours"] for r in rows),
-        "cpu_hours": cpu_hours,
-        "cpu_pool_workers": workers,
-        # the pool's wall time if its workers kept the probe's per-process speed (they share memory bandwidth)
-        "cpu_pool_wall_h": None if cpu_hours is None else cpu_hours / workers,
-        "probe_s": sum(r.get("probe_s") or 0.0 for r in rows),
+        **cpu_totals(rows),
     }
+
+
+def cpu_totals(rows: list[dict]) -> dict:
+    """The probed CPU jobs' hours in one process, and the wall time on the local pool (hydra/launcher=local_pool:
+    one job per worker, cores // threads workers): the hours shared out, but never less than the longest job,
+    which no worker can split. It assumes the workers keep the probe's per-process speed (they share memory
+    bandwidth, so it is a lower bound)."""
+    from loopscale.launch.pool_launcher import cpu_cores
+
+    cpu = [r for r in rows if r.get("cpu_hours") is not None]
+    probe_s = sum(r.get("probe_s") or 0.0 for r in rows)
+    if not cpu:
+        return {"cpu_hours": None, "cpu_pool_workers": None, "cpu_pool_wall_h": None, "probe_s": probe_s}
+    hours = sum(r["cpu_hours"] for r in cpu)
+    workers = max(1, min(cpu_cores() // max(r["cpu_threads"] for r in cpu), len(cpu)))
+    wall_h = max(hours / workers, max(r["cpu_hours"] for r in cpu))
+    return {"cpu_hours": hours, "cpu_pool_workers": workers, "cpu_pool_wall_h": wall_h, "probe_s": probe_s}
 
 
 def _warn_over_limits(rows: list[dict]) -> None:

@@ -17,7 +17,6 @@ written as PNG (--dpi, default 200) and PDF; a report's figures are named after 
 from __future__ import annotations
 
 import argparse
-import json
 import re
 from pathlib import Path
 
@@ -66,9 +65,11 @@ def register(subparsers) -> None:
     r.set_defaults(func=run_report)
 
 
-def _figure_options(p: argparse.ArgumentParser) -> None:
-    from loopscale.plots import DPI
+# loopscale/plots/registry.py DPI, written out: building the parser must not import matplotlib (`--help` stays fast)
+DPI = 200
 
+
+def _figure_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--compare",
         nargs="+",
@@ -91,7 +92,7 @@ def _figure_options(p: argparse.ArgumentParser) -> None:
         type=int,
         default=0,
         metavar="K",
-        help="leave out the K highest-loss rows of each table (as Besiroglu et al. 2024 did with the "
+        help="leave out the K highest-loss rows of the tables read as one (as Besiroglu et al. 2024 did with the "
         "Chinchilla points); give the K the fit was made with",
     )
 
@@ -158,10 +159,9 @@ def _check_dpi(dpi: int) -> None:
         raise UsageError(f"--dpi must be between 10 and 1000; got {dpi}")
 
 
-def _read_table(path, columns=None, law=None, drop_top_k: int = 0):
+def _read_table(path, columns=None, law=None):
     """A table file read for the figures: mapped and checked for the fit's law when a mapping is given or the
-    law reads no looped columns (chinchilla), then without its drop_top_k highest losses."""
-    from loopscale.fit.tables import drop_top_k as drop_highest
+    law reads no looped columns (chinchilla)."""
     from loopscale.plots import read_table
 
     canonical = columns is not None or law == "chinchilla"
@@ -170,7 +170,15 @@ def _read_table(path, columns=None, law=None, drop_top_k: int = 0):
     except InputError as err:  # `fit`'s mapping options are --n-col etc.; here it is --columns
         hint = "map names with --columns, e.g. --columns 'N=Model Size,C=Training FLOP,L=loss'"
         raise InputError(re.sub(r"map names with --[a-z-]+", hint, str(err))) from None
-    return drop_highest(table, drop_top_k)
+    return table
+
+
+def _drop_top_k(table, k: int):
+    """The merged table without its k highest losses: the rows `fit --drop-top-k k` left out of the same
+    tables (one merged table, so a run shared by several sources is counted once)."""
+    from loopscale.fit.tables import drop_top_k
+
+    return drop_top_k(table, k)
 
 
 def run_plot(args: argparse.Namespace) -> int:
@@ -183,10 +191,11 @@ def run_plot(args: argparse.Namespace) -> int:
         if not Path(path).is_file():  # said before the fit is read: the first argument is the first problem
             _read_table(path)
     fit, compare, free = _load_fits(args)
-    table, _ = merge_sources([(_read_table(t, columns, fit.law, args.drop_top_k), None) for t in args.tables])
+    table, _ = merge_sources([(_read_table(t, columns, fit.law), None) for t in args.tables])
     if fit.law == "looped-joint":
-        extra = joint_recorded_tables(fit, table, Path(args.fit), args.drop_top_k)
+        extra = joint_recorded_tables(fit, table, Path(args.fit))
         table = merge_sources([(table, None), *extra])[0] if extra else table
+    table = _drop_top_k(table, args.drop_top_k)
     paths = _save(_draw(table, fit, compare, free), out_dir, args.dpi)
     for path in paths:
         print(path)
@@ -199,12 +208,11 @@ def _save(drawn, out_dir: Path, dpi: int, prefix: str = "") -> list[Path]:
     return save_figures(drawn, out_dir, dpi, prefix=prefix)
 
 
-def read_source(source: Path, columns=None, law=None, drop_top_k: int = 0):
+def read_source(source: Path, columns=None, law=None):
     """(table, problems): a sweep directory is collected (problems = unfinished runs); a table file
     is read as is (problems = None: a bare table says nothing about missing runs)."""
     import pandas as pd
 
-    from loopscale.fit.tables import drop_top_k as drop_highest
     from loopscale.plots import as_looped_table
     from loopscale.train.records import TABLE_COLUMNS, collect
 
@@ -214,11 +222,11 @@ def read_source(source: Path, columns=None, law=None, drop_top_k: int = 0):
             raise UsageError(f"{source} holds no runs (no run.json, checkpoint or Hydra config below it)")
         table = pd.DataFrame(rows, columns=TABLE_COLUMNS)
         if rows:
-            table = drop_highest(as_looped_table(table, source=f"runs collected from {source}"), drop_top_k)
+            table = as_looped_table(table, source=f"runs collected from {source}")
         return table, problems
     if not source.exists():
         raise UsageError(f"{source} does not exist")
-    return _read_table(source, columns, law, drop_top_k), None
+    return _read_table(source, columns, law), None
 
 
 def merge_sources(parts):
@@ -243,7 +251,7 @@ def merge_sources(parts):
     return table[~key.duplicated().to_numpy()].reset_index(drop=True), problems
 
 
-def joint_recorded_tables(fit, table, fit_path: Path, drop_top_k: int = 0) -> list:
+def joint_recorded_tables(fit, table, fit_path: Path) -> list:
     """The tables a joint fit recorded (`fit T1 T2 --joint`), read with the column mapping it recorded, for
     the recipes the given sources lack; [] when none is missing. A UsageError names a recipe still missing."""
     from loopscale.errors import LoopscaleError
@@ -268,7 +276,7 @@ def joint_recorded_tables(fit, table, fit_path: Path, drop_top_k: int = 0) -> li
         fields = set(ColumnMap.__dataclass_fields__)
         mapping = {c: s for c, s in (record.get("columns") or {}).items() if c in fields and "(" not in s}
         try:
-            found.append((_read_table(path, ColumnMap(**mapping), "looped-joint", drop_top_k), None))
+            found.append((_read_table(path, ColumnMap(**mapping), "looped-joint"), None))
         except (LoopscaleError, ValueError, OSError) as err:  # a recorded table that changed since the fit
             raise UsageError(f"cannot read {path}, a table the joint fit recorded: {err}") from None
     still = missing(merge_sources([(table, None), *found])[0]) if found else lacking
@@ -286,16 +294,22 @@ def report_prefix(out_path: Path) -> str:
     return f"{out_path.stem}_"
 
 
-def read_conditioning(fit_path) -> dict | None:
-    """The fit JSON's "conditioning" block (checks and verdict), or None when it has none."""
-    if fit_path is None:
+def _conditioning(table, fit) -> dict | None:
+    """The fit's verdict (analysis/conditioning.py `verdict`): as the record stores it, or computed from the
+    table for a looped fit written before fits carried it; a record it cannot be computed for says so."""
+    if fit is None:
         return None
+    from loopscale.analysis.conditioning import verdict
+
     try:
-        raw = json.loads(Path(fit_path).read_text())
-    except (OSError, ValueError):
-        return None  # load_fit has already said what is wrong with the file
-    cond = raw.get("conditioning") if isinstance(raw, dict) else None
-    return cond if isinstance(cond, dict) else None
+        return verdict(table, fit)
+    except (InputError, KeyError, ValueError) as err:
+        why = str(err).splitlines()[0] if str(err) else type(err).__name__
+        return {
+            "checks": [],
+            "verdict": f"not measured: {why}" if isinstance(err, InputError) else f"not measured: no checks ({why})",
+            "measured": False,
+        }
 
 
 def run_report(args: argparse.Namespace) -> int:
@@ -311,12 +325,14 @@ def run_report(args: argparse.Namespace) -> int:
             raise UsageError(f"{source} does not exist")
     fit, compare, free = _load_fits(args)
     law = fit.law if fit is not None else None
-    parts = [read_source(Path(s), columns, law, args.drop_top_k) for s in args.sources]
+    parts = [read_source(Path(s), columns, law) for s in args.sources]
     table, problems = merge_sources(parts)
     extra = []
     if fit is not None and fit.law == "looped-joint" and len(table):
-        extra = joint_recorded_tables(fit, table, Path(args.fit), args.drop_top_k)
+        extra = joint_recorded_tables(fit, table, Path(args.fit))
         table, problems = merge_sources([(table, problems), *extra]) if extra else (table, problems)
+    if len(table):
+        table = _drop_top_k(table, args.drop_top_k)
     drawn = {}
     if fit is not None:
         if len(table) == 0:
@@ -326,7 +342,7 @@ def run_report(args: argparse.Namespace) -> int:
     paths = _save(drawn, figures_dir, args.dpi, report_prefix(out_path)) if drawn else []
     names = [Path(s).resolve().name for s in args.sources]
     title = args.title or f"loopscale report: {' + '.join(names)}"
-    cond = read_conditioning(args.fit)
+    cond = _conditioning(table, fit)
     write_report(
         table,
         fit,

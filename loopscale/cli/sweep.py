@@ -57,22 +57,10 @@ def run(args: argparse.Namespace) -> int:
             print(json.dumps(row))
         return 0
     _print_table(rows)
-    from loopscale.cli.plan import cpu_line
+    from loopscale.cli.plan import cpu_line, cpu_totals
 
-    print(cpu_line(_cpu_total(rows)))
+    print(cpu_line(cpu_totals(rows)))
     return 0
-
-
-def _cpu_total(rows: list[dict]) -> dict:
-    from loopscale.launch.pool_launcher import cpu_cores
-
-    cpu = [r for r in rows if r.get("cpu_hours") is not None]
-    if not cpu:
-        return {"cpu_hours": None}
-    hours = sum(r["cpu_hours"] for r in cpu)
-    workers = max(1, min(cpu_cores() // max(r["cpu_threads"] for r in cpu), len(cpu)))
-    probe_s = sum(r["probe_s"] for r in rows)
-    return {"cpu_hours": hours, "cpu_pool_workers": workers, "cpu_pool_wall_h": hours / workers, "probe_s": probe_s}
 
 
 def _print_table(rows: list[dict]) -> None:

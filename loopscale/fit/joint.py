@@ -187,6 +187,11 @@ def _profiles(result, state, recipes, profile: bool, max_passes: int = 3):
                 state, any_moved = adopt_optimum(result, state, moved, note), True
         if not any_moved:  # every profile drawn around the final optimum
             break
+    else:  # the last pass still moved the optimum: profiles drawn before that move are around an older one
+        result.warnings.append(
+            f"delta-phi profiles: the optimum still moved on the last of {max_passes} passes; a profile drawn "
+            "before that move is centred on an earlier optimum"
+        )
     for g, prof in out.items():
         if "warning" in prof:
             result.warnings.append(f"delta-phi[{g}]: {prof['warning']}")

@@ -172,16 +172,16 @@ def profile_refit(
     is refined with every coordinate free (`refine`); the profile is drawn again around the result,
     up to `max_refits` times. A profile still below the fit after that keeps its "warning"."""
     best = None
-    for _ in range(max_refits + 1):
-        out, lowest = _profile(state, name, half_width, n_points)
+    out, lowest = _profile(state, name, half_width, n_points)
+    for _ in range(max_refits):
         if "warning" not in out:
             break
         moved = refine(lowest.theta, state.law, state.data, state.loss)
         if not moved.objective < state.best.objective:
             break
-        out.pop("warning")
         best = moved
         state = FitState(state.law, state.data, state.loss, moved, state.starts, state.refined)
+        out, lowest = _profile(state, name, half_width, n_points)  # the returned profile is always drawn here
     return out, best
 
 

@@ -17,6 +17,7 @@ is in hydra_plugins/loopscale_launchers.py (Hydra instantiates launchers only fr
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import logging
 import os
@@ -187,13 +188,17 @@ def _run_with_progress(launcher, jobs, order, payloads, tokens, workers, threads
         bar = progress.add_task(f"0/{len(jobs)} jobs", total=sum(tokens))
         pending = [(i, payloads[i]) for i in order]
         label = lambda item: _run_name(jobs[item[0]])  # noqa: E731
-        for (i, _), ret in run_in_workers(_run_indexed, pending, workers, threads, label=label):
-            ret = _job_return(ret, jobs[i])
-            results[i] = ret
-            done += 1
-            progress.advance(bar, tokens[i])
-            progress.update(bar, description=f"{done}/{len(jobs)} jobs")
-            progress.console.print(f"  {_run_name(jobs[i]):<28} {_outcome(ret)}")
+        with contextlib.closing(run_in_workers(_run_indexed, pending, workers, threads, label=label)) as finished:
+            try:
+                for (i, _), ret in finished:
+                    ret = _job_return(ret, jobs[i])
+                    results[i] = ret
+                    done += 1
+                    progress.advance(bar, tokens[i])
+                    progress.update(bar, description=f"{done}/{len(jobs)} jobs")
+                    progress.console.print(f"  {_run_name(jobs[i]):<28} {_outcome(ret)}")
+            except KeyboardInterrupt:  # Ctrl-C while this loop, not the pool, ran: the pool's own Ctrl-C path
+                finished.throw(KeyboardInterrupt())  # (runs recorded interrupted), which raises it on
     wall_s = time.perf_counter() - started
     log.info("local pool: %d job(s) in %.1f s (%d worker(s) x %d thread(s))", len(jobs), wall_s, workers, threads)
     return results

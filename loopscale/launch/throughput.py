@@ -34,6 +34,9 @@ class Throughput:
     cached: bool
 
 
+_MEASURED: dict[tuple[str, str], float] = {}  # this process's measurements by (cache file, key hash)
+
+
 def cache_dir() -> Path:
     """$LOOPSCALE_CACHE, else ~/.cache/loopscale (XDG_CACHE_HOME respected)."""
     if os.environ.get("LOOPSCALE_CACHE"):
@@ -105,7 +108,13 @@ def cpu_throughput(cfg: TrainConfig, device_batch: int, threads: int, use_cache:
 
     key = probe_key(cfg, device_batch, threads)
     digest = _key_hash(key)
-    path = cache_dir() / CACHE_FILE
+    try:
+        path = cache_dir() / CACHE_FILE
+    except (RuntimeError, KeyError):  # no home directory (a container's anonymous user): nothing on disk
+        path, use_cache = None, False
+    memo = (str(path), digest)
+    if memo in _MEASURED:  # measured earlier in this process (an unwritable cache must not mean re-measuring)
+        return Throughput(_MEASURED[memo], 0.0, True)
     cache = _read_cache(path) if use_cache else {}
     hit = cache.get(digest)
     if isinstance(hit, dict) and isinstance(hit.get("tokens_per_s"), (int, float)):
@@ -113,6 +122,7 @@ def cpu_throughput(cfg: TrainConfig, device_batch: int, threads: int, use_cache:
     started = time.perf_counter()
     tokens_per_s = measure_tokens_per_s(cfg, device_batch, threads)
     probe_s = time.perf_counter() - started
+    _MEASURED[memo] = tokens_per_s
     if use_cache:
         cache = _read_cache(path)  # another plan may have added entries meanwhile
         cache[digest] = {"tokens_per_s": tokens_per_s, "probe_s": probe_s, "measured": time.time(), "key": key}

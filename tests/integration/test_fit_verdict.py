@@ -123,3 +123,52 @@ def test_a_forked_sweep_resampled_by_rows_is_not_measured(tmp_path, forked):
     assert d["bootstrap"]["cluster"] is None
     assert not d["conditioning"]["measured"]
     assert "treats forked branches as independent runs" in d["conditioning"]["verdict"]
+
+
+def test_a_check_without_a_value_prints_as_n_a():
+    """A NaN check value (a bootstrap whose interval could not be formed) is stored as null in the JSON;
+    reading the record back prints it, it does not stop `compare` with a format error."""
+    from loopscale.cli.fit_output import conditioning_lines
+
+    cond = {
+        "checks": [{"name": "phi interval width", "target": "<= 0.35 wide", "value": None, "ok": False}],
+        "verdict": "not measured: phi's interval could not be formed",
+        "measured": False,
+    }
+    assert conditioning_lines(cond) == [
+        "conditioning:",
+        "  FAIL  phi interval width: n/a (target <= 0.35 wide)",
+        "not measured: phi's interval could not be formed",
+    ]
+
+
+def test_report_gives_a_verdict_for_a_record_written_before_the_checks(tmp_path):
+    """`report` on a fit JSON without a conditioning block computes the checks from the table (as the notebook
+    does) instead of saying nothing; a joint record it cannot compute them for says to refit."""
+    plots = FIXTURES / "plots"
+    res = loopscale("report", plots / "runs.csv", "--fit", plots / "fit.baseline.json", "--out", tmp_path / "r.md")
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert _last_line(res.stdout).startswith("verdict: ") and "iso-FLOP minima inside the grid" in res.stdout
+    assert "## Can the fit be trusted?" in (tmp_path / "r.md").read_text()
+    res = loopscale("report", plots / "runs.csv", "--fit", plots / "fit.joint.json", "--out", tmp_path / "j.md")
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert _last_line(res.stdout) == (
+        "verdict: not measured: this joint fit record has no conditioning checks: refit it (`loopscale fit --joint`)"
+    )
+
+
+def test_joint_drop_top_k_counts_a_shared_run_once(tmp_path):
+    """`fit T1 T2 --joint recipe --drop-top-k K` leaves out the K highest losses of the merged table: the
+    r = 1 runs both recipe tables hold are one row each, so the result is the same however the runs are split
+    into tables (each table's own top K would leave out between K and 2K rows)."""
+    table = S.small_recipe_sweep(seed=0)
+    dense = table[table["r"] == 1]
+    base, other = tmp_path / "base.csv", tmp_path / "other.csv"
+    table[table["recipe"] == "baseline"].to_csv(base, index=False)
+    pd.concat([dense, table[(table["recipe"] != "baseline") & (table["r"] > 1)]]).to_csv(other, index=False)
+    out = tmp_path / "joint.json"
+    res = loopscale("fit", base, other, "--joint", "recipe", "--drop-top-k", 2, "--no-profile", "--out", out)
+    assert res.returncode == 0, res.stderr[-3000:]
+    record = json.loads(out.read_text())
+    assert record["input"]["n_duplicate_rows_dropped"] == len(dense)
+    assert record["input"]["n_rows_used"] == len(table) - 2

@@ -98,3 +98,18 @@ def test_plot_and_report(tmp_path):
     report = tmp_path / "report.md"
     loopscale("report", PLOTS / "runs.csv", "--fit", PLOTS / "fit.baseline.json", "--out", report, cwd=tmp_path)
     assert report.read_text().startswith("#")
+
+
+def test_help_loads_no_heavy_library():
+    """Building the parser (every `loopscale` command, `--help` included) imports no figure, table or tensor
+    library: a subcommand's options must not pull matplotlib in (they did: `plot`'s --dpi default)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\nfrom loopscale.cli import main\ntry:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
+        "print(sorted(m for m in ('matplotlib', 'pandas', 'scipy', 'torch') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.strip().splitlines()[-1] == "[]"

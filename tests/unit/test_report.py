@@ -115,7 +115,8 @@ def test_cli_report_on_a_sweep_dir(table, tmp_path, capsys):
             str(out),
         ]
     )
-    assert rc == 0 and capsys.readouterr().out.strip() == str(out)
+    printed = capsys.readouterr().out.splitlines()
+    assert rc == 0 and printed[0] == str(out) and printed[-1].startswith("verdict: ")  # the path, then the verdict
     text = out.read_text()
     assert text.startswith("# loopscale report: sweep\n")
     assert f"{len(table)} finished runs" in text
