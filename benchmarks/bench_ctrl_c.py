@@ -8,7 +8,7 @@ run: `loopscale demo` (2 jobs: model.r=1,2 point=C6e10-d16, --bootstrap 0) start
 in its own process group; once both worker processes are up and training has begun (a metrics folder
 exists), SIGINT goes to the group, as a terminal's Ctrl-C does. A run passes when the demo exits with 130
 and the one line "loopscale demo: interrupted" (no traceback) within MAX_EXIT_S, no process it started is
-still running after that, and every record its workers left says "terminated". Prints each run and then the
+still running after that, and every record its workers left says "interrupted". Prints each run and then the
 pass count and the exit-time statistics (seconds from SIGINT to the demo's exit).
 """
 
@@ -116,7 +116,7 @@ def one_run(out: Path, data_dir: Path) -> dict:
         *(["traceback"] if "Traceback" in text else []),
         *([f"exit {exit_s:.1f} s"] if exit_s > MAX_EXIT_S else []),
         *([f"{len(left)} processes left {GRACE_S:g} s after the exit: {names}"] if left else []),
-        *([f"records {statuses}"] if statuses != ["terminated"] else []),
+        *([f"records {statuses}"] if statuses != ["interrupted"] else []),
     ]
     return {"ok": not problems, "why": "; ".join(problems), "exit_s": exit_s, "ready_s": sent - started}
 

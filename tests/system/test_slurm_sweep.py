@@ -50,7 +50,9 @@ MINI = [
     "data.val_tokens=2048",
 ]
 MULTIRUN_TIMEOUT_S = 300
-NONE = {s: 0 for s in ("done", "failed", "diverged", "interrupted", "terminated", "incomplete")}  # `status` counts
+NONE = {
+    s: 0 for s in ("done", "failed", "diverged", "interrupted", "terminated", "incomplete", "running", "stale")
+}  # `status` counts
 FIT_COLUMNS = ["r", "N_once", "N_rec", "N", "D", "C", "L"]
 
 
