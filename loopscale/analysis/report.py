@@ -258,26 +258,6 @@ def figures_section(figures: Sequence[Path], out_dir: Path) -> str:
     return "\n".join(out).rstrip()
 
 
-def fit_conditioning(fit) -> dict | None:
-    """The "conditioning" block of a fit record ({"checks": [{"name", "target", "value", "ok"}], "verdict",
-    "measured"}), from a FitResult that carries it, the JSON's dict, or the JSON's path; None without one."""
-    if fit is None:
-        return None
-    if isinstance(fit, FitResult):
-        cond = getattr(fit, "conditioning", None)
-    elif isinstance(fit, dict):
-        cond = fit.get("conditioning")
-    else:
-        try:
-            import json
-
-            raw = json.loads(Path(fit).read_text())
-        except (OSError, ValueError, TypeError):
-            return None
-        cond = raw.get("conditioning") if isinstance(raw, dict) else None
-    return cond if isinstance(cond, dict) else None
-
-
 def verdict_line(cond: dict) -> str:
     """The one line that says whether the fit measured what it reports."""
     verdict = str(cond.get("verdict") or ("measured" if cond.get("measured") else "not measured"))
@@ -398,8 +378,8 @@ def build_report(
     out_dir = Path(out_dir)
     parts = [f"# {title}"]
     if fit is not None:
-        cond = conditioning if conditioning is not None else fit_conditioning(fit)
         fit = load_fit(fit)
+        cond = conditioning if conditioning is not None else fit.conditioning
         parts.append(law_section(fit))
         parts += [s for s in (published_section(fit, table), conditioning_section(cond)) if s]
     else:

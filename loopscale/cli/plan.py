@@ -79,14 +79,14 @@ def cpu_totals(rows: list[dict]) -> dict:
     one job per worker, cores // threads workers): the hours shared out, but never less than the longest job,
     which no worker can split. It assumes the workers keep the probe's per-process speed (they share memory
     bandwidth, so it is a lower bound)."""
-    from loopscale.launch.pool_launcher import cpu_cores
+    from loopscale.machine import usable_cores
 
     cpu = [r for r in rows if r.get("cpu_hours") is not None]
     probe_s = sum(r.get("probe_s") or 0.0 for r in rows)
     if not cpu:
         return {"cpu_hours": None, "cpu_pool_workers": None, "cpu_pool_wall_h": None, "probe_s": probe_s}
     hours = sum(r["cpu_hours"] for r in cpu)
-    workers = max(1, min(cpu_cores() // max(r["cpu_threads"] for r in cpu), len(cpu)))
+    workers = max(1, min(usable_cores() // max(r["cpu_threads"] for r in cpu), len(cpu)))
     wall_h = max(hours / workers, max(r["cpu_hours"] for r in cpu))
     return {"cpu_hours": hours, "cpu_pool_workers": workers, "cpu_pool_wall_h": wall_h, "probe_s": probe_s}
 

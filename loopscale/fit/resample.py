@@ -15,7 +15,6 @@ lasts over PROGRESS_DELAY_S.
 from __future__ import annotations
 
 import functools
-import os
 import signal
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from typing import Any, TextIO
@@ -26,6 +25,7 @@ from loopscale.errors import InputError
 from loopscale.fit.laws import Law, LawData
 from loopscale.fit.objective import Loss, chunk_size
 from loopscale.fit.optimize import FitState, lm_batch, newton, refine
+from loopscale.machine import usable_cores
 
 REPLICATES_PER_TASK = 16  # replicates per chunk: a worker's unit of work, and the progress bar's step
 PROGRESS_DELAY_S = 1.0  # a bootstrap shorter than this draws no progress bar
@@ -34,10 +34,7 @@ PROGRESS_DELAY_S = 1.0  # a bootstrap shorter than this draws no progress bar
 def resolve_jobs(jobs: int | None) -> int:
     """Worker processes for `--jobs N`: N, or every core this process may use when None or 0."""
     if jobs is None or jobs == 0:
-        try:
-            return max(1, len(os.sched_getaffinity(0)))
-        except AttributeError:  # not on Linux
-            return max(1, os.cpu_count() or 1)
+        return usable_cores()
     if jobs < 0:
         raise InputError(f"--jobs must be >= 1, or 0 for every core; got {jobs}")
     return int(jobs)

@@ -20,7 +20,6 @@ from __future__ import annotations
 import contextlib
 import copy
 import logging
-import os
 import sys
 import time
 from collections.abc import Sequence
@@ -31,15 +30,9 @@ from typing import Any
 from hydra.errors import CompactHydraException
 from omegaconf import DictConfig, OmegaConf, open_dict
 
+from loopscale.machine import usable_cores
+
 log = logging.getLogger("loopscale.launch.pool_launcher")
-
-
-def cpu_cores() -> int:
-    """Cores this process may run on (its affinity mask: a SLURM allocation or taskset), else all."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        return os.cpu_count() or 1
 
 
 def pool_size(workers: int | None, threads_per_worker: int | None, n_jobs: int, cores: int) -> tuple[int, int]:
@@ -134,7 +127,7 @@ def launch_in_pool(launcher, job_overrides: Sequence[Sequence[str]], initial_job
     job_threads = int(OmegaConf.select(launcher.config, "trainer.num_threads", default=0) or 0)
     threads_per_worker = launcher.threads_per_worker or job_threads or None
     try:
-        workers, threads = pool_size(launcher.workers, threads_per_worker, len(job_overrides), cpu_cores())
+        workers, threads = pool_size(launcher.workers, threads_per_worker, len(job_overrides), usable_cores())
         jobs = _job_configs(launcher, job_overrides, initial_job_idx, threads)
         refuse_over_limits(jobs, None)  # memory only (GPU runs): a local job's time limit is the user's own
     except LoopscaleError as err:  # the user's to fix: Hydra prints a compact error as one line
@@ -148,7 +141,7 @@ def launch_in_pool(launcher, job_overrides: Sequence[Sequence[str]], initial_job
         len(jobs),
         workers,
         threads,
-        cpu_cores(),
+        usable_cores(),
     )
     try:
         return _run_with_progress(launcher, jobs, order, payloads, tokens, workers, threads)

@@ -69,13 +69,13 @@ def test_the_pools_wall_time_is_never_shorter_than_its_longest_job():
     """Jobs cannot be split between workers: one long job and many short ones take at least the long one's
     hours, not the hours shared out (cli/plan.cpu_totals, used by both plan and sweep)."""
     from loopscale.cli.plan import cpu_totals
-    from loopscale.launch.pool_launcher import cpu_cores
+    from loopscale.machine import usable_cores
 
     rows = [{"cpu_hours": 10.0, "cpu_threads": 1, "probe_s": 1.0}] + [
         {"cpu_hours": 0.1, "cpu_threads": 1, "probe_s": 0.5} for _ in range(7)
     ]
     total = cpu_totals(rows)
     assert total["cpu_hours"] == pytest.approx(10.7) and total["probe_s"] == pytest.approx(4.5)
-    assert total["cpu_pool_workers"] == max(1, min(cpu_cores(), 8))
+    assert total["cpu_pool_workers"] == max(1, min(usable_cores(), 8))
     assert total["cpu_pool_wall_h"] == pytest.approx(max(10.0, 10.7 / total["cpu_pool_workers"]))
     assert cpu_totals([{"cpu_hours": None, "probe_s": None}])["cpu_pool_wall_h"] is None

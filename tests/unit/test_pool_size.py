@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from loopscale.errors import ConfigError
-from loopscale.launch.pool_launcher import cpu_cores, pool_size
+from loopscale.launch.pool_launcher import pool_size
+from loopscale.machine import usable_cores
 
 
 @pytest.mark.parametrize(
@@ -29,5 +30,5 @@ def test_pool_size_refuses_nonsense(workers, threads):
         pool_size(workers, threads, 4, 8)
 
 
-def test_cpu_cores_is_this_process_s_affinity():
-    assert 1 <= cpu_cores() <= 4096
+def test_usable_cores_is_this_process_s_affinity():
+    assert 1 <= usable_cores() <= 4096
