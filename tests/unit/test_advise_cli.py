@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from test_advise import R_ALL, TRUTH, make_fit
 
-from loopscale.analysis.advise_family import named_family
+from loopscale.analysis.advise.family import named_family
 from loopscale.cli import main
 
 BASE = {k: TRUTH[k] for k in ("E", "A", "alpha", "B", "beta")}

@@ -1,0 +1,82 @@
+"""Which model family a fit was made for: the family whose valid widths reproduce every model shape the fit
+record holds (`FitResult.data["shapes"]`, [r, N_once, N_rec] per fitted model), and a named family refused
+when they do not (docs/design.md, "Advice").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from loopscale.analysis.advise.family import FAMILY_EXPERIMENTS, Family, named_family
+from loopscale.config.model import RECIPES
+from loopscale.errors import InputError
+
+MATCH_TOLERANCE = 0.02  # relative: a fit's model counts as this family's when a valid width is this close
+
+
+def mismatches(family: Family, shapes: Sequence[Sequence[float]], tol: float = MATCH_TOLERANCE) -> list[str]:
+    """The fitted model shapes [r, N_once, N_rec] no valid width of `family` reproduces (N_once + N_rec and,
+    for r > 1, N_rec within `tol`; at r = 1 the split does not enter the law). Empty when it matches."""
+    bad = []
+    for r, n_once, n_rec in shapes:
+        r = int(r)
+        n_unique = n_once + n_rec
+        if r not in family.polys:
+            bad.append(f"r = {r} (the family has r in {list(family.r_values)})")
+            continue
+        d = family.width_step * max(1, round(float(family.width_for("N_unique", r, n_unique)) / family.width_step))
+        close = abs(family.value("N_unique", r, d) - n_unique) <= tol * n_unique
+        if r > 1:
+            close = close and abs(family.value("N_rec", r, d) - n_rec) <= tol * max(n_rec, 1.0)
+        if not close:
+            nearest = float(family.value("N_unique", r, d))
+            bad.append(f"r = {r}, N_once + N_rec = {n_unique:.4g} (nearest width d = {d:g} has {nearest:.4g})")
+    return bad
+
+
+def fit_recipe(fit) -> str:
+    """The recipe a fit was made for: its group's value when grouped by recipe, else baseline."""
+    group = fit.group or {}
+    value = str(group.get("value")) if group.get("column") == "recipe" else "baseline"
+    return value if value in RECIPES else "baseline"
+
+
+def resolve_family(
+    shapes: Sequence[Sequence[float]] | None,
+    r_values: Sequence[int],
+    name: str = "auto",
+    recipe: str = "baseline",
+    experiment: str | None = None,
+    overrides: Sequence[str] = (),
+) -> tuple[Family, list[str]]:
+    """(family, notes). `auto`: the first of paper, demo, cpu whose widths reproduce every fitted shape
+    (paper with a note when the fit records no shapes). A named family that does not reproduce the shapes
+    is a ValueError naming the first models it misses."""
+    fitted_r = sorted({int(s[0]) for s in shapes}) if shapes else []
+    wanted = sorted({*map(int, r_values), *fitted_r})
+    if name == "auto" and not shapes:
+        note = "the fit records no model shapes (written before loopscale recorded them): assuming --family paper"
+        return named_family("paper", wanted, recipe), [note]
+    if name != "auto":
+        family = named_family(name, wanted, recipe, experiment, overrides)
+        bad = mismatches(family, shapes) if shapes else []
+        if bad:
+            raise InputError(f"--family {name} does not match the fit: its widths give no model with {bad[0]}")
+        return family, ([] if shapes else [f"the fit records no model shapes: --family {name} taken as given"])
+    errors = []
+    for candidate in FAMILY_EXPERIMENTS:
+        try:
+            family = named_family(candidate, wanted, recipe)
+        except ValueError as err:  # e.g. an r this family's depth cannot loop
+            errors.append(err)
+            continue
+        if not mismatches(family, shapes):
+            return family, [f"family {candidate} (experiment={family.experiment}) reproduces every fitted model"]
+    if len(errors) == len(FAMILY_EXPERIMENTS):
+        raise errors[0]
+    first = shapes[0]
+    raise InputError(
+        f"the fit's models (e.g. r = {int(first[0])}, N = {first[1] + first[2]:.4g}) match none of the families "
+        f"{', '.join(FAMILY_EXPERIMENTS)} ({recipe}): pass --recipe for a recipe probe's fit, or --family custom "
+        "--experiment NAME"
+    )
