@@ -50,9 +50,9 @@ def _fits(fit, point, cap: float) -> bool:
 
 def predicted(fit, r: int, width: int, compute: float, level: float = 0.95):
     """(L at the point estimate, [lo, hi] over the bootstrap replicates) of the model (r, width) at C."""
-    from loopscale.analysis.advise.optimum import Constraints, loss
     from loopscale.analysis.advise.family import named_family
     from loopscale.analysis.advise.law_sets import fit_law_sets
+    from loopscale.analysis.advise.optimum import Constraints, loss
 
     family = named_family("demo", [r])
     point, reps, _ = fit_law_sets(fit, [r])

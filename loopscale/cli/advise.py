@@ -18,6 +18,7 @@ import math
 from pathlib import Path
 
 from loopscale.cli import UsageError
+from loopscale.cli.plot import DPI, _check_dpi
 
 FAMILIES = ("auto", "paper", "demo", "cpu", "custom")
 
@@ -38,20 +39,28 @@ def register(subparsers) -> None:
     serving.add_argument(
         "--inference-tokens", type=_positive, default=None, help="T_inf: C is the lifetime cost F D + 2 N_active T_inf"
     )
-    p.add_argument("--r", type=_r_list, default=None, help="comma-separated r (default: the fit's r)")
+    p.add_argument(
+        "--r",
+        type=_r_list,
+        default=None,
+        help="comma-separated r (default: the r the fit saw; others are extrapolated)",
+    )
     p.add_argument("--family", choices=FAMILIES, default="auto", help="model family (default: the one the fit matches)")
     p.add_argument("--experiment", default=None, help="--family custom: the experiment whose model is the family")
     p.add_argument("--override", action="append", default=[], help="--family custom: a Hydra override (repeatable)")
     p.add_argument(
         "--recipe",
         default=None,
-        help="the recipe to advise on: the family's (baseline | tbptt | hyper) and, for a looped-joint fit, whose phi "
-        "to use (default: the fit's; a joint fit's reference)",
+        help="the recipe to advise on: the family's model.recipe (baseline | tbptt | hyper; with --family custom "
+        "default the experiment's own) and, for a looped-joint fit, whose phi and fitted models to use (default: "
+        "the fit's group, a joint fit's reference, else baseline)",
     )
     p.add_argument("--level", type=float, default=0.95, help="interval level (default 0.95)")
     p.add_argument("--json", default=None, metavar="PATH", help="write the advice as JSON")
     p.add_argument("--plot", default=None, metavar="PATH", help="write the figure as PNG (and a PDF beside it)")
-    p.add_argument("--dpi", type=int, default=200, help="PNG resolution (default 200); a PDF is written beside it")
+    p.add_argument(
+        "--dpi", type=int, default=DPI, help=f"PNG resolution, 10-1000 (default {DPI}); a PDF is written beside it"
+    )
     p.set_defaults(func=run)
 
 
@@ -76,6 +85,7 @@ def _r_list(text: str) -> list[int]:
 
 
 def _check_outputs(args) -> None:
+    _check_dpi(args.dpi)  # as `plot` and `report` do, before anything is computed or written
     if not 0.5 <= args.level < 1:
         raise UsageError(f"--level must be in [0.5, 1); got {args.level}")
     for flag in ("json", "plot"):

@@ -106,8 +106,16 @@ def test_break_even_cap_is_the_closed_form_where_both_caps_bind():
     assert M_be < optimal_size(TRUTH, C, rho, 6 * kappa) and M_be < optimal_size(TRUTH, C, 1.0, 6.0)  # both bind
     advice = advise(make_fit(TRUTH), compute_flops=C, family=power_law_family([1, r], F_ONCE), r_values=[1, r])
     assert advice.record["break_even"]["overall"]["M"] == pytest.approx(M_be, rel=1e-9)
-    below = advise(make_fit(TRUTH), compute_flops=C, max_unique_params=0.8 * M_be, family=power_law_family([1, r]), r_values=[1, r])
-    above = advise(make_fit(TRUTH), compute_flops=C, max_unique_params=1.25 * M_be, family=power_law_family([1, r]), r_values=[1, r])
+    below = advise(
+        make_fit(TRUTH), compute_flops=C, max_unique_params=0.8 * M_be, family=power_law_family([1, r]), r_values=[1, r]
+    )
+    above = advise(
+        make_fit(TRUTH),
+        compute_flops=C,
+        max_unique_params=1.25 * M_be,
+        family=power_law_family([1, r]),
+        r_values=[1, r],
+    )
     assert below.record["best"]["r"] == r and above.record["best"]["r"] == 1
 
 

@@ -23,9 +23,10 @@ import numpy as np
 from loopscale.analysis.advise.break_even import break_even_record
 from loopscale.analysis.advise.curves import advice_curves
 from loopscale.analysis.advise.family import Family
-from loopscale.analysis.advise.law_sets import LawSets, default_r_values, family_recipe, fit_law_sets
-from loopscale.analysis.advise.matching import fit_recipe, resolve_family
+from loopscale.analysis.advise.law_sets import LawSets, advised_recipe, default_r_values, fit_law_sets, fit_shapes
+from loopscale.analysis.advise.matching import resolve_family
 from loopscale.analysis.advise.optimum import Constraints, loss, solve, tokens
+from loopscale.analysis.advise.record_checks import check_record
 from loopscale.errors import InputError
 from loopscale.fit.result import FitResult, _jsonable, data_summary, load_fit
 
@@ -103,6 +104,11 @@ def _best(per_r: list[dict], rep_L: dict[int, np.ndarray], level: float) -> dict
     feasible = [rec for rec in per_r if rec["feasible"]]
     best = min(feasible, key=lambda rec: rec["advised"]["L"])["r"]
     out = {"r": best, "n_replicates": 0, "within_noise": [], "share": None}
+    if len(feasible) == 1:  # nothing to compare: no "every other r is worse"
+        only = "the only r advised" if len(per_r) == 1 else "the only r that meets the constraints"
+        out["verdict"] = f"r = {best}: {only}, so no comparison between r"
+        out["n_replicates"] = len(rep_L.get(best, ()))
+        return out
     if not rep_L:
         out["verdict"] = f"r = {best} (point estimate; no bootstrap replicates, so no statement about the noise)"
         return out
@@ -126,6 +132,19 @@ def _best(per_r: list[dict], rep_L: dict[int, np.ndarray], level: float) -> dict
     else:
         out["verdict"] = f"r = {best}: {share}; every other r is worse beyond the noise ({level:.0%})"
     return out
+
+
+def _hedge(fit: FitResult, best: dict) -> list[str]:
+    """State the fit's verdict (`loopscale.fit.verdict`) with the advice: a fit whose phi (delta-phi) is not
+    measured cannot tell the r apart, so the best r is marked tentative. Returns the warnings to add."""
+    conditioning = fit.conditioning or {}
+    verdict, measured = conditioning.get("verdict"), conditioning.get("measured")
+    if verdict is None:
+        return ["the fit records no verdict (written before loopscale recorded it): whether phi is measured is unknown"]
+    if measured is False:
+        best["verdict"] = f"tentative (the fit is not measured): {best['verdict']}"
+        return [f"the fit's verdict is '{verdict}': its phi is not a measurement, so neither is the choice of r"]
+    return []
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -163,6 +182,7 @@ def _advice(fit: FitResult, cons: Constraints, family: Family, r_values: Sequenc
         raise InputError("no r meets the constraints: " + "; ".join(rec["reason"] for rec in per_r))
     rep_L = {rec["r"]: sol["L"] for rec, sol in solved if sol is not None}
     best = _best(per_r, rep_L, level)
+    hedges = _hedge(fit, best)
     best_model = next(rec["advised"] for rec in per_r if rec["r"] == best["r"])
     notes = (
         []
@@ -174,14 +194,21 @@ def _advice(fit: FitResult, cons: Constraints, family: Family, r_values: Sequenc
             f"an optimum reached the search ceiling (d = {family.max_width:g}): the law has no interior optimum"
         )
     record = {
-        "fit": {"law": fit.law, "recipe": recipe, "input": (fit.input or {}).get("path"), "params": fit.params},
+        "fit": {
+            "law": fit.law,
+            "recipe": recipe,
+            "input": (fit.input or {}).get("path"),
+            "params": fit.params,
+            "verdict": (fit.conditioning or {}).get("verdict"),
+            "measured": (fit.conditioning or {}).get("measured"),
+        },
         "family": family.describe(),
         "constraints": {k: getattr(cons, k) for k in cons.__dataclass_fields__},
         "level": level,
         "per_r": per_r,
         "best": best,
         "break_even": break_even_record(point, reps, family, cons, r_values, level),
-        "warnings": notes + _range_warnings(fit, cons, best_model),
+        "warnings": hedges + notes + _range_warnings(fit, cons, best_model),
     }
     return Advice(_jsonable(record), advice_curves(point, reps, family, per_r, cons, level))
 
@@ -213,12 +240,14 @@ def advise(
     cons = Constraints(compute_flops, max_unique_params, max_inference_flops, inference_tokens)
     source = fit
     fit = load_fit(fit)
-    shapes = (fit.data or {}).get("shapes") or (data_summary(table)["shapes"] if table is not None else None)
+    check_record(fit)
+    advised = advised_recipe(fit, recipe)
+    shapes = fit_shapes(fit, advised) or (data_summary(table)["shapes"] if table is not None else None)
     r_values = sorted({int(r) for r in r_values}) if r_values else default_r_values(fit, shapes)
     notes = []
-    if not isinstance(family, Family):
-        wanted_recipe = family_recipe(fit, recipe) or fit_recipe(fit)
-        family, notes = resolve_family(shapes, r_values, family, wanted_recipe, experiment, overrides)
+    if not isinstance(family, Family):  # custom: the experiment's own recipe unless --recipe names one
+        family_recipe = recipe if family == "custom" else advised
+        family, notes = resolve_family(shapes, r_values, family, family_recipe, experiment, overrides)
         unseen = sorted(set(r_values) - {int(s[0]) for s in shapes}) if shapes else []
         if unseen:
             notes.append(

@@ -81,11 +81,7 @@ class Family:
 
     def width_for(self, quantity: str, r: int, target):
         """The width d > 0 at which the (increasing) quantity equals `target`: the positive root."""
-        c0, c1, c2 = self.coeffs(quantity, r)
-        rhs = np.asarray(target, dtype=float) - c0
-        if c2 == 0:
-            return rhs / c1
-        return 2 * rhs / (c1 + np.sqrt(c1 * c1 + 4 * c2 * np.maximum(rhs, 0.0)))  # stable form of the root
+        return positive_root(self.coeffs(quantity, r), target)
 
     def size_of(self, d: float) -> float | None:
         return None if self.size_unit is None else float(d) / self.size_unit
@@ -93,6 +89,15 @@ class Family:
     def describe(self) -> dict:
         out = {"name": self.name, "width_step": self.width_step, "batch_tokens": self.batch_tokens}
         return {**out, "experiment": self.experiment, "recipe": self.recipe, "r_values": list(self.r_values)}
+
+
+def positive_root(coeffs, target):
+    """The d > 0 at which the increasing quadratic c0 + c1 d + c2 d^2 equals `target`."""
+    c0, c1, c2 = coeffs
+    rhs = np.asarray(target, dtype=float) - c0
+    if c2 == 0:
+        return rhs / c1
+    return 2 * rhs / (c1 + np.sqrt(c1 * c1 + 4 * c2 * np.maximum(rhs, 0.0)))  # stable form of the root
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -128,12 +133,18 @@ def accounting_quantities(cfg) -> dict[str, float]:
 
 
 def experiment_family(
-    name: str, experiment: str, r_values: Sequence[int], recipe: str = "baseline", overrides: Sequence[str] = ()
+    name: str,
+    experiment: str,
+    r_values: Sequence[int],
+    recipe: str | None = "baseline",
+    overrides: Sequence[str] = (),
 ) -> Family:
     """The model `loopscale-train experiment=EXPERIMENT model.recipe=RECIPE OVERRIDES` trains, at every
-    width and each r in r_values (ValueError naming the r the layer plan does not allow)."""
+    width and each r in r_values (ValueError naming the r the layer plan does not allow). recipe None: the
+    experiment's own (a recipe probe's experiment sets its recipe and its fields, e.g. hyper_lanes)."""
+    pinned = [f"model.recipe={recipe}"] if recipe else []
     try:
-        composed = compose([f"experiment={experiment}", f"model.recipe={recipe}", *overrides])
+        composed = compose([f"experiment={experiment}", *pinned, *overrides])
         fields = OmegaConf.to_container(composed.model, resolve=True)
     except (HydraException, OmegaConfBaseException) as err:
         first = str(err).strip().splitlines()[0]
@@ -152,17 +163,19 @@ def experiment_family(
             lambda d, r=r: accounting_quantities(ModelConfig(**{**fields, "d_model": d, "r": r})), step
         )
     batch_tokens = int(composed.budget.batch_size) * int(fields["seq_len"])
+    recipe = ModelConfig(**{**fields, "d_model": step, "r": max(polys)}).recipe  # "auto" resolved to its label
     return Family(name, polys, step, batch_tokens, experiment, recipe, 64 if experiment == "isodepth" else None)
 
 
 def named_family(
     name: str,
     r_values: Sequence[int],
-    recipe: str = "baseline",
+    recipe: str | None = "baseline",
     experiment: str | None = None,
     overrides: Sequence[str] = (),
 ) -> Family:
-    """paper | demo | cpu (their experiments, FAMILY_EXPERIMENTS) or custom (`experiment` + `overrides`)."""
+    """paper | demo | cpu (their experiments, FAMILY_EXPERIMENTS) or custom (`experiment` + `overrides`;
+    recipe None keeps the experiment's own)."""
     if name == "custom":
         if not experiment:
             raise InputError(

@@ -1,6 +1,10 @@
 """Which model family a fit was made for: the family whose valid widths reproduce every model shape the fit
 record holds (`FitResult.data["shapes"]`, [r, N_once, N_rec] per fitted model), and a named family refused
 when they do not (docs/design.md, "Advice").
+
+A family reproduces a shape when one of its valid widths has exactly that shape's unique parameters (and,
+for r > 1, its recurrent ones): the counts are the accounting's integers, so a loose match would let any
+dense (r = 1) model of one depth pass for another depth's at some width.
 """
 
 from __future__ import annotations
@@ -11,7 +15,7 @@ from loopscale.analysis.advise.family import FAMILY_EXPERIMENTS, Family, named_f
 from loopscale.config.model import RECIPES
 from loopscale.errors import InputError
 
-MATCH_TOLERANCE = 0.02  # relative: a fit's model counts as this family's when a valid width is this close
+MATCH_TOLERANCE = 1e-6  # relative: the accounting's integer counts, up to a table's float round trip
 
 
 def mismatches(family: Family, shapes: Sequence[Sequence[float]], tol: float = MATCH_TOLERANCE) -> list[str]:
@@ -34,26 +38,25 @@ def mismatches(family: Family, shapes: Sequence[Sequence[float]], tol: float = M
     return bad
 
 
-def fit_recipe(fit) -> str:
-    """The recipe a fit was made for: its group's value when grouped by recipe, else baseline."""
-    group = fit.group or {}
-    value = str(group.get("value")) if group.get("column") == "recipe" else "baseline"
-    return value if value in RECIPES else "baseline"
-
-
 def resolve_family(
     shapes: Sequence[Sequence[float]] | None,
     r_values: Sequence[int],
     name: str = "auto",
-    recipe: str = "baseline",
+    recipe: str | None = "baseline",
     experiment: str | None = None,
     overrides: Sequence[str] = (),
 ) -> tuple[Family, list[str]]:
     """(family, notes). `auto`: the first of paper, demo, cpu whose widths reproduce every fitted shape
     (paper with a note when the fit records no shapes). A named family that does not reproduce the shapes
-    is a ValueError naming the first models it misses."""
+    is an InputError naming the first model it misses. `recipe`: the family's model.recipe, a published
+    one (RECIPES) except for custom, where None keeps the experiment's own."""
     fitted_r = sorted({int(s[0]) for s in shapes}) if shapes else []
     wanted = sorted({*map(int, r_values), *fitted_r})
+    if name != "custom" and recipe not in RECIPES:
+        raise InputError(
+            f"recipe {recipe!r} is not a published recipe ({', '.join(RECIPES)}): its models are those of its own "
+            "experiment: pass --family custom --experiment NAME"
+        )
     if name == "auto" and not shapes:
         note = "the fit records no model shapes (written before loopscale recorded them): assuming --family paper"
         return named_family("paper", wanted, recipe), [note]
@@ -63,20 +66,21 @@ def resolve_family(
         if bad:
             raise InputError(f"--family {name} does not match the fit: its widths give no model with {bad[0]}")
         return family, ([] if shapes else [f"the fit records no model shapes: --family {name} taken as given"])
-    errors = []
+    errors, missed = [], []
     for candidate in FAMILY_EXPERIMENTS:
         try:
             family = named_family(candidate, wanted, recipe)
         except ValueError as err:  # e.g. an r this family's depth cannot loop
             errors.append(err)
             continue
-        if not mismatches(family, shapes):
+        bad = mismatches(family, shapes)
+        if not bad:
             return family, [f"family {candidate} (experiment={family.experiment}) reproduces every fitted model"]
+        missed.append(f"{candidate} has no model with {bad[0]}")
     if len(errors) == len(FAMILY_EXPERIMENTS):
         raise errors[0]
-    first = shapes[0]
     raise InputError(
-        f"the fit's models (e.g. r = {int(first[0])}, N = {first[1] + first[2]:.4g}) match none of the families "
-        f"{', '.join(FAMILY_EXPERIMENTS)} ({recipe}): pass --recipe for a recipe probe's fit, or --family custom "
-        "--experiment NAME"
+        f"the fit's models match none of the families {', '.join(FAMILY_EXPERIMENTS)} ({recipe}; e.g. "
+        f"{missed[0]}): pass --recipe for a recipe probe's fit "
+        f"({', '.join(RECIPES)}), or --family custom --experiment NAME (the experiment it was trained with)"
     )

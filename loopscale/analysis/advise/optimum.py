@@ -31,12 +31,13 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from loopscale.analysis.advise.family import Family
+from loopscale.analysis.advise.family import Family, positive_root
 from loopscale.analysis.advise.law_sets import LawSets
 from loopscale.errors import InputError
 
 N_GRID = 512  # log-width grid of the global search
 N_BISECT = 64  # halvings of the bracket around the best grid point
+CHUNK_SETS = 2048  # parameter sets searched at once: each grid array is CHUNK_SETS x N_GRID floats (8 MiB)
 
 
 @dataclass(frozen=True)
@@ -106,7 +107,8 @@ def loss_slope(sets: LawSets, family: Family, r: int, d, cons: Constraints) -> n
 @dataclass(frozen=True)
 class Domain:
     """The widths [lo, hi] that meet the constraints at one r; `binding` names the constraint that sets hi
-    (max_unique_params, max_inference_flops, inference_tokens or the search ceiling)."""
+    (max_unique_params, max_inference_flops, one_step: at least one optimizer step of training after
+    serving, or the search ceiling)."""
 
     lo: float
     hi: float
@@ -121,9 +123,11 @@ def width_domain(family: Family, r: int, cons: Constraints) -> Domain | str:
         limits["max_unique_params"] = float(family.width_for("N_unique", r, cons.max_unique_params))
     if cons.max_inference_flops is not None:
         limits["max_inference_flops"] = float(family.width_for("F_infer", r, cons.max_inference_flops))
-    if cons.inference_tokens is not None:  # D > 0 in eq. 2': serving must leave some budget for training
-        limits["inference_tokens"] = float(family.width_for("F_infer", r, cons.compute_flops / cons.inference_tokens))
-        limits["inference_tokens"] *= 1 - 1e-9
+    # D >= one optimizer step in eq. 2 / 2': b F(d) + T_inf F_infer(d) <= C (b tokens per step)
+    one_step = family.batch_tokens * family.coeffs("F", r) + (cons.inference_tokens or 0.0) * family.coeffs(
+        "F_infer", r
+    )
+    limits["one_step"] = float(positive_root(one_step, cons.compute_flops))
     binding = min(limits, key=limits.get)
     hi = limits[binding]
     if hi < lo:
@@ -139,12 +143,21 @@ def _too_big(family: Family, r: int, cons: Constraints, binding: str) -> str:
     served = float(family.value("F_infer", r, d))
     if binding == "max_inference_flops":
         return f"the smallest model (d = {d:g}) needs {served:.4g} FLOPs per token"
-    return f"serving {cons.inference_tokens:.4g} tokens on the smallest model (d = {d:g}) costs more than C"
+    step_flops = family.batch_tokens * float(family.value("F", r, d))
+    serving = f" after serving {cons.inference_tokens:.4g} tokens" if cons.inference_tokens else ""
+    return (
+        f"C = {cons.compute_flops:.4g} FLOPs does not buy one optimizer step ({family.batch_tokens} tokens, "
+        f"{step_flops:.4g} FLOPs) of the smallest model (d = {d:g}){serving}"
+    )
 
 
 def continuous_optimum(sets: LawSets, family: Family, r: int, cons: Constraints, domain: Domain) -> np.ndarray:
     """d* per parameter set minimising eq. 1 over [domain.lo, domain.hi]: the best point of a log grid, then
-    bisection of the slope (eq. 3) over the two cells around it (a bound when the slope keeps one sign)."""
+    bisection of the slope (eq. 3) over the two cells around it (a bound when the slope keeps one sign).
+    Many sets (bootstrap replicates) are searched CHUNK_SETS at a time, so memory stays bounded."""
+    if len(sets) > CHUNK_SETS:
+        chunks = (sets.take(slice(i, i + CHUNK_SETS)) for i in range(0, len(sets), CHUNK_SETS))
+        return np.concatenate([continuous_optimum(chunk, family, r, cons, domain) for chunk in chunks])
     x = np.linspace(np.log(domain.lo), np.log(domain.hi), N_GRID)
     best = np.argmin(loss(sets, family, r, np.exp(x)[None, :], cons), axis=1)
     lo, hi = x[np.maximum(best - 1, 0)], x[np.minimum(best + 1, N_GRID - 1)]

@@ -42,9 +42,9 @@ def advice_table(advice: Advice) -> pd.DataFrame:
 
 
 def summary_lines(advice: Advice) -> list[str]:
-    """The verdict, the break-even and the warnings as sentences."""
+    """The fit's verdict, the best r, the break-even and the warnings as sentences."""
     record = advice.record
-    lines = [f"best: {record['best']['verdict']}"]
+    lines = [f"fit: {record['fit'].get('verdict') or 'no verdict recorded'}", f"best: {record['best']['verdict']}"]
     be = record.get("break_even")
     if be:
         lines.append(_break_even_line(be, "overall", f"r in {be['looped']}"))
@@ -61,9 +61,16 @@ def _break_even_line(be: dict, key: str, what: str) -> str:
     else:
         head = f"break-even at C = {C:.3g}: below {entry['M']:.3g} unique parameters {what} beats r = 1"
     if "interval" in entry:
-        lo, hi = entry["interval"]
-        hi_text = "unbounded" if hi is None else f"{hi:.3g}"
-        head += f" ({be['level']:.0%} interval over the replicates: {lo:.3g} to {hi_text})"
+        lo, hi = entry["interval"]  # 0: r = 1 never beaten in that replicate; None: looping always wins
+        if hi == 0:
+            head += f" (r = 1 is never beaten in {entry['share_never']:.0%} of the replicates)"
+        elif lo is None:
+            head += f" ({what} beats r = 1 at every cap in {entry['share_always']:.0%} of the replicates)"
+        else:
+            lo_text, hi_text = (
+                "never beaten" if v == 0 else "unbounded" if v is None else f"{v:.3g}" for v in (lo, hi)
+            )
+            head += f" ({be['level']:.0%} interval over the replicates: {lo_text} to {hi_text})"
     return head
 
 
