@@ -297,15 +297,18 @@ class StepProbe(Callback):
 
 def _compile_stats() -> dict[str, Any]:
     """Dynamo's own timers and counters for this process: compile seconds (forward frames + backward,
-    calculate_time_spent's total_wall_time, where this torch has it), graphs, graph breaks."""
+    calculate_time_spent's total_wall_time, where this torch has it), graphs, graph breaks, and the compile
+    caches' hits and misses (a warm run must hit: Inductor's FX graph cache, AOTAutograd's cache)."""
     from torch._dynamo import utils
 
     spent = utils.calculate_time_spent() if hasattr(utils, "calculate_time_spent") else {}
+    caches = {f"{group}/{k}": v for group in ("inductor", "aot_autograd") for k, v in utils.counters[group].items()}
     return {
         "compile_s": round(spent.get("total_wall_time", 0.0), 2) if spent else None,
         "compile_phases_s": {k: round(v, 2) for k, v in spent.items() if v >= 0.01},
         "compiled_graphs": int(utils.counters["stats"]["unique_graphs"]),
         "graph_breaks": int(sum(utils.counters["graph_break"].values())),
+        "cache_counters": {k: v for k, v in caches.items() if "cache" in k},
     }
 
 
@@ -316,8 +319,12 @@ def load_compile_cache(path: Path | None) -> dict[str, Any]:
     if not hasattr(torch.compiler, "load_cache_artifacts"):
         return {"cache": "cold", "cache_note": f"torch {torch.__version__} has no load_cache_artifacts"}
     info = torch.compiler.load_cache_artifacts(zlib.decompress(path.read_bytes()))
-    loaded = {k: len(v) for k, v in vars(info).items() if isinstance(v, list)} if info is not None else {}
-    return {"cache": "warm", "cache_loaded": {"file": path.name, "mib": _mib(path.stat().st_size), **loaded}}
+    return {"cache": "warm", "cache_loaded": {"file": path.name, "mib": _mib(path.stat().st_size), **_counts(info)}}
+
+
+def _counts(info) -> dict[str, dict[str, int]]:
+    """torch's CacheInfo as {artifact type: how many} (inductor, aot_autograd, autotune, ...)."""
+    return {"artifacts": {k: len(v) for k, v in getattr(info, "artifacts", {}).items()}}
 
 
 def save_compile_cache(path: Path) -> dict[str, Any]:
@@ -328,7 +335,8 @@ def save_compile_cache(path: Path) -> dict[str, Any]:
     if artifacts is None:  # nothing cacheable (a backend without code generation: aot_eager, eager)
         return {"cache_saved": None}
     path.write_bytes(zlib.compress(artifacts[0], 6))
-    return {"cache_saved": {"file": path.name, "mib": _mib(path.stat().st_size), "raw_mib": _mib(len(artifacts[0]))}}
+    saved = {"file": path.name, "mib": _mib(path.stat().st_size), "raw_mib": _mib(len(artifacts[0]))}
+    return {"cache_saved": {**saved, **_counts(artifacts[1])}}
 
 
 def _mib(n: int) -> float:
@@ -659,6 +667,7 @@ def section_warm(check: Check, args, results: Results, production: dict | None) 
                 "point": point.name,
                 "status": row.get("status"),
                 "cache_loaded": row.get("cache_loaded"),
+                "cache_counters": row.get("cache_counters"),
                 "compile_s": {"cold": before.get("compile_s"), "warm": row.get("compile_s")},
                 "first_step_s": {"cold": before.get("first_step_s"), "warm": row.get("first_step_s")},
                 "time_to_first_step_s": {
