@@ -91,7 +91,7 @@ H100, H200 = "NVIDIA H100 80GB HBM3", "NVIDIA H200"  # the plan's card, and the 
 STEPS = 5  # optimizer steps per production point: the first compiles, the second settles, 3..5 are steady
 STEADY_FROM = 3  # first step (1-based) counted as steady
 # Time on the GPU (seconds): the whole call's deadline, one point's cap, and what production leaves for grid
-DEADLINE_S = 450.0
+DEADLINE_S = 400.0
 POINT_CAP_S = 180.0
 WARM_CAP_S = 75.0
 RESUME_CAP_S = 120.0
@@ -129,6 +129,7 @@ class Check:
             f"model.r={r}",
             f"data.path={self.data}",
             "data.val_rows=16",
+            "data.allow_repeat=true",  # any --steps: the rows are random ids, a second pass reads the same
             f"trainer.plan_device={H100}",  # the plan under test: the published device batches on an H100
             f"trainer.compile_backend={self.backend}",
             "trainer.progress=false",
@@ -346,8 +347,6 @@ def _mib(n: int) -> float:
 def run_point(check: Check, point: Point, args, save) -> dict[str, Any]:
     """One production point trained in this process (a child of the check): STEPS optimizer steps (or
     --steps), through the runner's Trainer without its checkpoint callback."""
-    from torch._dynamo.utils import counters  # noqa: F401 (Dynamo's counters start with its import)
-
     from loopscale.config.schema import with_vocab
     from loopscale.train.batching import device_batching
     from loopscale.train.checkpoint import AtomicLastCheckpoint
@@ -357,6 +356,7 @@ def run_point(check: Check, point: Point, args, save) -> dict[str, Any]:
     from loopscale.train.runner import build_training
 
     report: dict[str, Any] = {"point": point.name, "why": point.why, "status": "starting"}
+    save(report)
     report.update(load_compile_cache(args.load_cache))
     base = to_train_config(compose(check.overrides(point.experiment, point.point, point.r)))
     base = with_vocab(base, base.data.vocab_size)
@@ -372,7 +372,8 @@ def run_point(check: Check, point: Point, args, save) -> dict[str, Any]:
     report.update(
         run=cfg.run_name, d_model=m.d_model, n_layer=m.l_eff, r=m.r, compile=cfg.trainer.compile,
         backend=cfg.trainer.compile_backend, device_batch=b.device_batch, grad_accum=batch // b.device_batch,
-        steps=args.steps, tokens_per_step=batch * check.seq_len,
+        steps=args.steps, tokens_per_step=batch * check.seq_len, flops_per_token=built.plan.F,
+        causal_flops_per_token=causal_flops_per_token(m),
     )  # fmt: skip
     probe = StepProbe(
         report, lambda: save(_finish(report, probe, cfg, b.device_batch, args)), check.cuda, args.spawned_at
@@ -383,8 +384,6 @@ def run_point(check: Check, point: Point, args, save) -> dict[str, Any]:
     built.trainer.fit(built.module, datamodule=built.datamodule)
     report["status"] = "done"
     report["recompile_limit_hits"] = len(recompile_limit_hits())
-    report["flops_per_token"] = built.plan.F
-    report["causal_flops_per_token"] = causal_flops_per_token(m)
     if args.save_cache:
         report.update(save_compile_cache(args.save_cache))
     return _finish(report, probe, cfg, b.device_batch, args)
@@ -448,7 +447,10 @@ def memory_terms(cfg, device_batch: int, measured: dict[str, int], cuda: bool) -
             "usable_gib": _gib(usable),
             "headroom_allocated_gib": _gib(usable - peak_alloc) if peak_alloc is not None else None,
             "headroom_reserved_gib": _gib(usable - peak_res) if peak_res is not None else None,
+            # reserved on the roomier H200 bounds an H100's from above (its allocator frees its cache only on
+            # a failed allocation), allocated from below: ok is the safe verdict, ok_allocated the hopeful one
             "ok": (peak_res <= usable) if peak_res is not None else None,
+            "ok_allocated": (peak_alloc <= usable) if peak_alloc is not None else None,
         }
     d_tokens = cfg.model.d_model * device_batch * cfg.model.seq_len
     return {
@@ -566,7 +568,11 @@ def run_child(check: Check, args, kind: str, name: str, cap_s: float, extra: lis
     cmd += ["--backend", check.backend, *(f"--set={o}" for o in check.extra), *extra]
     started = time.perf_counter()
     with log.open("w") as log_file:
-        proc = subprocess.Popen(cmd, stdout=log_file, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        # its own process group (not a new session: whatever runs the check ends the group with it);
+        # process_group needs no preexec_fn, which is unsafe once Inductor's compile threads run here
+        group = {"process_group": 0} if sys.version_info >= (3, 11) else {"preexec_fn": os.setpgrp}
+        proc = subprocess.Popen(cmd, stdout=log_file, stderr=subprocess.STDOUT, env=env, **group)
+        _children.add(proc.pid)
         timed_out, last_read = False, started
         while proc.poll() is None:
             time.sleep(0.5)
@@ -577,6 +583,7 @@ def run_child(check: Check, args, kind: str, name: str, cap_s: float, extra: lis
             elif time.perf_counter() - last_read > 5 and out.exists():
                 last_read = time.perf_counter()
                 progress(_read(out))
+    _children.discard(proc.pid)
     result = {"point": name, **_read(out), "wall_s": round(time.perf_counter() - started, 1)}
     if timed_out:
         result.update(status="timeout", ok=False, error=f"killed after its cap of {cap_s:.0f} s")
@@ -585,6 +592,19 @@ def run_child(check: Check, args, kind: str, name: str, cap_s: float, extra: lis
     if not result.get("ok"):
         result["log_tail"] = _tail(log)
     return result
+
+
+_children: set[int] = set()  # the process groups of running children
+
+
+def _stop(signum, frame) -> None:
+    """SIGTERM / SIGINT of the check: its children's groups end with it (the JSON so far is on disk)."""
+    for pid in _children:
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    raise SystemExit(128 + signum)
 
 
 def _read(path: Path) -> dict:
@@ -698,15 +718,29 @@ def _summary(name: str, result: dict[str, Any]) -> str:
         peak = result.get("measured_bf16_flops") or 0
         return f"{result.get('device')} torch {result.get('torch')}, matmul {peak / 1e12:.0f} TFLOP/s"
     if name == "grid":
-        return f"{result.get('jobs')} jobs on the H100, calibrated: {result.get('calibrated')}"
+        over = (result.get("calibrated") or {}).get("jobs_over_usable")
+        return f"{result.get('jobs')} jobs on the H100" + (f", {len(over)} over it calibrated" if over else "")
     if name == "resume":
         resumed, straight = result.get("L_resumed"), result.get("L_uninterrupted")
         return f"resumed from {result.get('resumed_from_step')}, L {resumed} vs {straight} uninterrupted"
-    rows = result.get("rows", [])
-    return "; ".join(
-        f"{r['point']} {r.get('status')}"
-        + (f" {r.get('tokens_per_s') or 0:,.0f} tok/s" if name == "production" else "")
-        for r in rows
+    if name == "warm":
+        return "; ".join(f"{r['point']} {r.get('status')} compile {r.get('compile_s')} s" for r in result["rows"])
+    return "; ".join(_point_summary(r) for r in result.get("rows", []))
+
+
+def _point_summary(row: dict) -> str:
+    """One production point in a line: status, tokens/s, MFU, peak reserved / predicted, the H100 verdict."""
+    memory, mfu = row.get("memory") or {}, (row.get("mfu") or {}).get("datasheet")
+    reserved = memory.get("peak_reserved_gib")
+    fits = ((memory.get("fits") or {}).get(H100) or {}).get("ok")
+    return (
+        f"{row['point']} {row.get('status')} {row.get('tokens_per_s') or 0:,.0f} tok/s"
+        + (f" MFU {mfu:.2f}" if mfu else "")
+        + (
+            f" {reserved:.1f}/{memory.get('predicted_peak_gib'):.1f} GiB, H100 {'fits' if fits else 'NO'}"
+            if reserved
+            else ""
+        )
     )
 
 
@@ -767,6 +801,7 @@ def child_main(args) -> int:
             save(run_point(check, point, args, save))
     except BaseException as err:
         save({**report, "status": "failed", "ok": False, "error": traceback.format_exc()[-3000:]})
+        traceback.print_exc()  # into the log, whose tail the parent keeps
         raise SystemExit(1) from err
     return 0
 
@@ -775,7 +810,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.child:
         return child_main(args)
-    args.started = time.perf_counter()
+    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGINT, _stop)
+    args.started = time.perf_counter() - (time.time() - SPAWNED_AT)  # the deadline counts the imports too
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="gpu_check-"))
     check = Check(args.smoke, workdir, args.backend, tuple(args.set))
     gpu = check.cuda
