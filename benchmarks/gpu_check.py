@@ -800,7 +800,13 @@ def child_main(args) -> int:
             point = next(p for p in POINTS if p.name == args.name)
             save(run_point(check, point, args, save))
     except BaseException as err:
-        save({**report, "status": "failed", "ok": False, "error": traceback.format_exc()[-3000:]})
+        failed = {**report, "status": "failed", "ok": False, "error": traceback.format_exc()[-3000:]}
+        if check.cuda:  # an out-of-memory error: how far it got
+            failed["peak_at_failure_gib"] = {
+                "allocated": _gib(torch.cuda.max_memory_allocated()),
+                "reserved": _gib(torch.cuda.max_memory_reserved()),
+            }
+        save(failed)
         traceback.print_exc()  # into the log, whose tail the parent keeps
         raise SystemExit(1) from err
     return 0
