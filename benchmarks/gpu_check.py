@@ -1,5 +1,6 @@
-"""The first-GPU-run check: one prepared command (<= 6 min on one H100/H200, 480 s call) that says whether the
-published sweep fits, trains at the expected speed and stays compiled, by running production itself.
+"""The first-GPU-run check: one prepared command (a 360 s deadline on one H200: 6 min; a 480 s call)
+that says whether the published sweep fits, trains at the expected speed and stays compiled, by running
+production itself.
 
     python benchmarks/gpu_check.py --out $OUT/gpu_check.json --save-compile-cache $OUT    # the GPU node
     python benchmarks/gpu_check.py --sections production --points s28-hyper-r8 \\
@@ -91,7 +92,7 @@ H100, H200 = "NVIDIA H100 80GB HBM3", "NVIDIA H200"  # the plan's card, and the 
 STEPS = 5  # optimizer steps per production point: the first compiles, the second settles, 3..5 are steady
 STEADY_FROM = 3  # first step (1-based) counted as steady
 # Time on the GPU (seconds): the whole call's deadline, one point's cap, and what production leaves for grid
-DEADLINE_S = 400.0
+DEADLINE_S = 360.0
 POINT_CAP_S = 180.0
 WARM_CAP_S = 75.0
 RESUME_CAP_S = 120.0
