@@ -44,7 +44,7 @@ def _gpu_check(bare, tmp_path, *args, timeout_s: float = 1200):
     return proc, json.loads(out.read_text())["sections"]
 
 
-@pytest.mark.slow  # ~4 min here: the grid plan, three production points and the resume check at toy size
+@pytest.mark.slow  # 9 min at load 13 on 2 cores: the grid, three production children, the resume check (toy size)
 def test_gpu_check_smoke_runs_every_section_from_the_bare_tree(bare, tmp_path):
     proc, sections = _gpu_check(bare, tmp_path)
     assert list(sections) == ["device", "production", "grid", "warm", "resume"]
@@ -71,7 +71,7 @@ def test_gpu_check_smoke_runs_every_section_from_the_bare_tree(bare, tmp_path):
     assert "section" in proc.stdout and "resume" in proc.stdout.split("section")[-1]
 
 
-@pytest.mark.slow  # ~1 min: a point that trains far past its cap
+@pytest.mark.slow  # 80 s: a point that trains far past its 60 s cap
 def test_a_point_past_its_cap_is_killed_and_keeps_what_it_measured(bare, tmp_path):
     proc, sections = _gpu_check(
         bare, tmp_path, "--sections", "production", "--points", "s34-r1", "--steps", "100000", "--point-cap-s", "60"
@@ -85,7 +85,7 @@ def test_a_point_past_its_cap_is_killed_and_keeps_what_it_measured(bare, tmp_pat
     assert len(row.get("step_s", [])) == row.get("steps_done", 0)
 
 
-@pytest.mark.slow  # ~3 min: Inductor compiles a toy block on CPU twice (cold, then warm from the saved cache)
+@pytest.mark.slow  # 4-5 min: Inductor compiles a toy block on CPU twice (cold, then warm from the saved cache)
 def test_the_saved_compile_cache_is_loaded_by_a_fresh_process(bare, tmp_path):
     cache = tmp_path / "out"
     proc, sections = _gpu_check(
