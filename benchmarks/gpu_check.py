@@ -747,14 +747,14 @@ def _point_summary(row: dict) -> str:
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    names = lambda text, allowed: [n for n in text.split(",") if n and _known(n, allowed)]  # noqa: E731
     parser.add_argument("--smoke", action="store_true", help="tiny sizes on CPU: checks the script itself")
     parser.add_argument("--out", type=Path, help="the results as JSON, rewritten as they arrive")
     parser.add_argument("--workdir", type=Path, default=None, help="runs and synthetic data (default: a temp dir)")
-    parser.add_argument("--sections", type=lambda t: names(t, SECTIONS), default=list(SECTIONS),
+    point_names = [p.name for p in POINTS]
+    parser.add_argument("--sections", type=_names(SECTIONS), default=list(SECTIONS),
                         help=f"comma-separated, of {','.join(SECTIONS)} (device always runs)")  # fmt: skip
-    parser.add_argument("--points", type=lambda t: names(t, [p.name for p in POINTS]),
-                        default=[p.name for p in POINTS], help="comma-separated production points")  # fmt: skip
+    parser.add_argument("--points", type=_names(point_names), default=point_names,
+                        help=f"comma-separated, of {','.join(point_names)}")  # fmt: skip
     parser.add_argument(
         "--deadline-s", type=float, default=None, help=f"the whole check's time (GPU: {DEADLINE_S:.0f})"
     )
@@ -779,10 +779,17 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
-def _known(name: str, allowed) -> bool:
-    if name not in allowed:
-        raise argparse.ArgumentTypeError(f"{name!r} is not one of {', '.join(allowed)}")
-    return True
+def _names(allowed):
+    """An argparse type: a comma-separated list of names from `allowed` (an unknown one is a usage error)."""
+
+    def parse(text: str) -> list[str]:
+        names = [n for n in text.split(",") if n]
+        unknown = [n for n in names if n not in allowed]
+        if unknown:
+            raise argparse.ArgumentTypeError(f"{', '.join(unknown)}: not one of {', '.join(allowed)}")
+        return names
+
+    return parse
 
 
 def child_main(args) -> int:
