@@ -37,7 +37,13 @@ def register(subparsers) -> None:
     p.add_argument(
         "tables", nargs="+", metavar="table", help="runs table (CSV, .parquet or .jsonl); several only with --joint"
     )
-    p.add_argument("--law", default="looped", choices=["looped", "chinchilla", "looped-free"])
+    p.add_argument(
+        "--law",
+        default="looped",
+        choices=LawChoices(),
+        metavar="LAW",
+        help="the law to fit: %(choices)s (default %(default)s; with --joint: one phi per recipe)",
+    )
     p.add_argument("--group", metavar="COL", help="fit each value of COL (e.g. recipe) separately")
     p.add_argument(
         "--joint",
@@ -129,6 +135,22 @@ def register(subparsers) -> None:
         help="the same for the r = 1 model of N_once + N_rec parameters (default 6 N)",
     )
     e.set_defaults(func=run_equiv)
+
+
+class LawChoices:
+    """The laws `--law` takes (`loopscale.fit.laws.single_laws`), read from the registry only when argparse
+    checks a value or prints them, so building the parser (`loopscale --help`) loads no law, nor numpy."""
+
+    def _names(self) -> tuple[str, ...]:
+        from loopscale.fit.laws import single_laws
+
+        return single_laws()
+
+    def __iter__(self):
+        return iter(self._names())
+
+    def __contains__(self, name) -> bool:
+        return name in self._names()
 
 
 # ----------------------------------------------------------------------------------------------
@@ -282,11 +304,14 @@ def run_joint_fit(args: argparse.Namespace, loss, columns) -> int:
     import numpy as np
 
     from loopscale.fit.joint import check_joint_inputs, fit_joint, joint_table
+    from loopscale.fit.laws import law_names, per_recipe_form
     from loopscale.fit.result import file_sha256
     from loopscale.fit.tables import canonical_table, drop_top_k, read_table
 
-    if args.law != "looped":
-        raise UsageError(f"--joint fits the looped law (one phi per recipe); got --law {args.law}")
+    joint_law = per_recipe_form(args.law)
+    if joint_law is None:
+        forms = [n for n in law_names() if per_recipe_form(n) is not None]
+        raise UsageError(f"--joint fits the {' or '.join(forms)} law (one phi per recipe); got --law {args.law}")
     if args.group:
         raise UsageError("--joint and --group exclude each other (--joint fits the groups together)")
     if args.holdout_largest:  # refused, not ignored: the user would read a holdout that was never run
@@ -295,7 +320,7 @@ def run_joint_fit(args: argparse.Namespace, loss, columns) -> int:
     for path in args.tables:
         try:
             raw = read_table(path)
-            table = canonical_table(raw, "looped-joint", columns)
+            table = canonical_table(raw, joint_law.name, columns)
         except LoopscaleError as err:  # said with the table it came from
             raise UsageError(f"{err} ({path})") from None
         tables.append(table)
@@ -320,6 +345,7 @@ def run_joint_fit(args: argparse.Namespace, loss, columns) -> int:
             n_refine=args.starts,
             jobs=args.jobs,
             progress=_progress_stream(),
+            law_name=joint_law.name,
         )
     result.input = {
         "tables": inputs,

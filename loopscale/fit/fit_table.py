@@ -20,6 +20,7 @@ still importable from it (`from loopscale import fit as F; F.bootstrap(...)`).
 from __future__ import annotations
 
 from loopscale.fit.bounds import BOUNDS, DPHI_BOUNDS, LOG_K_BOUNDS, bounds_for
+from loopscale.fit.laws import law_data_from_table
 from loopscale.fit.objective import (
     CHUNK_ELEMENTS,
     DEFAULT_DELTA,
@@ -157,30 +158,29 @@ def fit_table(
     conditioning checks (`loopscale.fit.verdict`).
 
     cluster: None (resample rows), "C" (whole compute budgets, grouped by `budget_clusters`), "parent"
-    (the forked run of each branch) or any other column (e.g. "width"). profile defaults to True for the
-    looped law; a profile that finds a lower objective than the multi-start moves the fit there
-    (`profile_refit`, said in the warnings) before the bootstrap starts from it. The bootstrap uses
-    seed + 1 and the holdout refit uses seed, so results are reproducible from `seed` (whatever `jobs`,
-    the bootstrap's worker processes; `progress`: the stream for its progress bar).
+    (the forked run of each branch) or any other column (e.g. "width"). profile defaults to True for a law
+    with a `profile_param` (the looped law's phi); a profile that finds a lower objective than the
+    multi-start moves the fit there (`profile_refit`, said in the warnings) before the bootstrap starts from
+    it. The bootstrap uses seed + 1 and the holdout refit uses seed, so results are reproducible from `seed`
+    (whatever `jobs`, the bootstrap's worker processes; `progress`: the stream for its progress bar).
     """
-    from loopscale.fit.laws import law_data_from_table
-
     loss = loss or Loss()
     labels = check_fit_inputs(table, law, n_bootstrap, cluster, holdout)
     data = law_data_from_table(table, law)
     result, state = fit_law(data, law, loss, seed, n_refine)
     result.warnings.extend(table_warnings(table, law))  # repeated rows, impossible magnitudes
+    name = state.law.profile_param  # the coordinate the record's `profile_phi` holds (phi), or None
     if profile is None:
-        profile = law == "looped"
-    if profile and law == "looped":
+        profile = name is not None
+    if profile and name is not None:
         old = result.objective
-        result.profile_phi, better = profile_refit(state, "phi")
-        result.profile_phi["phi"] = result.profile_phi.pop("x")
+        result.profile_phi, better = profile_refit(state, name)
+        result.profile_phi[name] = result.profile_phi.pop("x")
         if better is not None:
             note = (
-                f"the phi profile found a lower objective than the multi-start ({better.objective:.8g} < "
-                f"{old:.8g}): refitted from the profile's lowest point (phi {result.params['phi']:.4g} -> "
-                f"{state.law.to_user(better.theta)['phi']:.4g})"
+                f"the {name} profile found a lower objective than the multi-start ({better.objective:.8g} < "
+                f"{old:.8g}): refitted from the profile's lowest point ({name} {result.params[name]:.4g} -> "
+                f"{state.law.to_user(better.theta)[name]:.4g})"
             )
             state = adopt_optimum(result, state, better, note)
         if "warning" in result.profile_phi:

@@ -120,7 +120,7 @@ def test_tokens_from_compute_use_the_training_cost():
 
 def test_unknown_law_is_rejected():
     with pytest.raises(ValueError, match="law must be one of"):
-        Law("kaplan")
+        make_law("kaplan")
 
 
 def test_joint_law_gives_each_recipe_its_phi_and_r1_rows_to_all():
