@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from loopscale.errors import InputError
-from loopscale.fit.laws import law_class
+from loopscale.fit.laws.registry import law_class
 from loopscale.fit.result import load_fit
 from loopscale.fit.verdict import isoflop_minima as isoflop_minima  # the one rule, shared with every fit
 

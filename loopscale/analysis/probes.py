@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from loopscale.errors import InputError
-from loopscale.fit.laws import law_class
+from loopscale.fit.laws.registry import law_class
 
 DENSE_COLUMN = "dense_from"  # in the runs table: the sweep dir an r = 1 row was borrowed from, else empty
 

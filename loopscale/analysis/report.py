@@ -21,7 +21,7 @@ import pandas as pd
 
 from loopscale.analysis.published_laws import published_comparison
 from loopscale.atomic import write_text_atomic
-from loopscale.fit.laws import find_law
+from loopscale.fit.laws.registry import find_law
 from loopscale.fit.result import FitResult
 from loopscale.plots import budgets, load_fit
 

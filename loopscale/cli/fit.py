@@ -142,7 +142,7 @@ class LawChoices:
     checks a value or prints them, so building the parser (`loopscale --help`) loads no law, nor numpy."""
 
     def _names(self) -> tuple[str, ...]:
-        from loopscale.fit.laws import single_laws
+        from loopscale.fit.laws.registry import single_laws
 
         return single_laws()
 
@@ -304,7 +304,7 @@ def run_joint_fit(args: argparse.Namespace, loss, columns) -> int:
     import numpy as np
 
     from loopscale.fit.joint import check_joint_inputs, fit_joint, joint_table
-    from loopscale.fit.laws import law_names, per_recipe_form
+    from loopscale.fit.laws.registry import law_names, per_recipe_form
     from loopscale.fit.result import file_sha256
     from loopscale.fit.tables import canonical_table, drop_top_k, read_table
 

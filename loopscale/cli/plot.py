@@ -162,7 +162,7 @@ def _check_dpi(dpi: int) -> None:
 def _read_table(path, columns=None, law=None):
     """A table file read for the figures: mapped and checked for the fit's law when a mapping is given or the
     law reads no looped columns (`Law.dense`: chinchilla)."""
-    from loopscale.fit.laws import find_law
+    from loopscale.fit.laws.registry import find_law
     from loopscale.plots import read_table
 
     known = find_law(law) if law is not None else None
@@ -177,7 +177,7 @@ def _read_table(path, columns=None, law=None):
 
 def _per_recipe(fit) -> bool:
     """Whether the fit is of a per-recipe law (`Law.per_recipe`: a joint fit, whose recipes' tables it recorded)."""
-    from loopscale.fit.laws import find_law
+    from loopscale.fit.laws.registry import find_law
 
     law = find_law(fit.law)
     return law is not None and law.per_recipe

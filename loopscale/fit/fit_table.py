@@ -20,7 +20,7 @@ still importable from it (`from loopscale import fit as F; F.bootstrap(...)`).
 from __future__ import annotations
 
 from loopscale.fit.bounds import BOUNDS, DPHI_BOUNDS, LOG_K_BOUNDS, bounds_for
-from loopscale.fit.laws import law_data_from_table
+from loopscale.fit.laws.registry import law_data_from_table
 from loopscale.fit.objective import (
     CHUNK_ELEMENTS,
     DEFAULT_DELTA,

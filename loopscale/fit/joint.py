@@ -29,9 +29,10 @@ import pandas as pd
 from scipy.stats import chi2
 
 from loopscale.errors import InputError
-from loopscale.fit.laws import LawData, law_data_from_table, make_law
+from loopscale.fit.laws.form import LawData
 from loopscale.fit.laws.looped_joint import RECIPE_CODE
 from loopscale.fit.laws.looped_joint import recipe_phi as recipe_phi  # its home before the law registry
+from loopscale.fit.laws.registry import law_data_from_table, make_law
 from loopscale.fit.objective import Loss
 from loopscale.fit.optimize import adopt_optimum, fit_law, refine
 from loopscale.fit.resample import on_one_blas_thread

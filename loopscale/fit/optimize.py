@@ -19,7 +19,8 @@ import numpy as np
 from scipy.optimize import minimize
 
 from loopscale.fit.bounds import bounds_for, clip_to_bounds
-from loopscale.fit.laws import Law, LawData, make_law
+from loopscale.fit.laws.form import Law, LawData
+from loopscale.fit.laws.registry import make_law
 from loopscale.fit.objective import Loss, chunk_size, objective, objective_and_grad, objective_grad_hess
 from loopscale.fit.result import FitResult
 from loopscale.fit.starts import SCREEN_ROWS, screen_starts, screen_subsample

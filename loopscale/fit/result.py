@@ -97,9 +97,9 @@ def load_fit(fit) -> FitResult:
 
 def predict_loss(fit, table) -> np.ndarray:
     """The fitted law's loss L_hat for each row of `table` (a DataFrame or dict of arrays with the columns
-    the law reads, e.g. r, N_once, N_rec, D): `laws.predict_loss` at the fit's parameters. `fit` is a
+    the law reads, e.g. r, N_once, N_rec, D): `laws.registry.predict_loss` at the fit's parameters. `fit` is a
     FitResult, the dict of its JSON or a path to that JSON."""
-    from loopscale.fit.laws import predict_loss as law_prediction
+    from loopscale.fit.laws.registry import predict_loss as law_prediction
 
     fit = load_fit(fit)
     return law_prediction(fit.law, fit.params, table, (fit.joint or {}).get("column", "recipe"))

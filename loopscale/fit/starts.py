@@ -18,7 +18,7 @@ import itertools
 import numpy as np
 
 from loopscale.fit.bounds import clip_to_bounds
-from loopscale.fit.laws import Law, LawData
+from loopscale.fit.laws.form import Law, LawData
 from loopscale.fit.objective import Loss, batch_objective, chunk_size
 
 # Tables with more rows than this (e.g. one row per logged evaluation, 10^5-10^6 rows) screen their

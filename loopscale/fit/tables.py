@@ -22,7 +22,8 @@ import numpy as np
 import pandas as pd
 
 from loopscale.errors import InputError
-from loopscale.fit.laws import compute_from_tokens, law_class, make_law, tokens_from_compute
+from loopscale.fit.laws.form import compute_from_tokens, tokens_from_compute
+from loopscale.fit.laws.registry import law_class, make_law
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,8 @@ import numpy as np
 
 from loopscale.errors import InputError
 from loopscale.fit.bounds import bounds_for
-from loopscale.fit.laws import LawData, make_law
+from loopscale.fit.laws.form import LawData
+from loopscale.fit.laws.registry import make_law
 from loopscale.fit.objective import Loss
 from loopscale.fit.optimize import BASIN_ABS_TOL, FitState, Refined, fit_law, lm_batch, newton, refine
 from loopscale.fit.resample import bootstrap as bootstrap  # its home before the split

@@ -7,7 +7,8 @@ import numpy as np
 import pandas as pd
 
 from loopscale.fit.derived import optimal_size
-from loopscale.fit.laws import n_eff, predict_loss
+from loopscale.fit.laws.form import n_eff
+from loopscale.fit.laws.registry import law_class, predict_loss
 from loopscale.fit.result import FitResult, load_fit
 
 from .inputs import rows_for_fit
@@ -65,8 +66,9 @@ def collapse_spread(table: pd.DataFrame, fit, phi: float) -> float:
 def compute_optimal_curve(table: pd.DataFrame, fit: FitResult, r: float, C: np.ndarray):
     """(N*, D*) at budgets C for models with r recurrences, from the fitted law.
 
-    At fixed r the architecture family fixes N_eff = c N and the training cost per token F = f N
-    (c, f: medians over that r's runs). With D = C / F the law is
+    At fixed r the architecture family fixes N_eff = N_once + m_r N_rec = c N (m_r: the law's multiplier,
+    `Law.multiplier`) and the training cost per token F = f N (c, f: medians over that r's runs). With
+    D = C / F the law is
     L(N) = E + A (c N)^-alpha + B (C / (f N))^-beta; setting dL/dN = 0 gives the closed form
         N* = (alpha A c^-alpha / (beta B))^(1/(alpha+beta)) * (C / f)^(beta/(alpha+beta)),
         D* = C / (f N*).
@@ -75,7 +77,8 @@ def compute_optimal_curve(table: pd.DataFrame, fit: FitResult, r: float, C: np.n
     g = table[table["r"].to_numpy(dtype=float) == r]
     N = g["N"].to_numpy(dtype=float)
     F = g["C"].to_numpy(dtype=float) / g["D"].to_numpy(dtype=float)
-    c = float(np.median(n_eff(g["N_once"], g["N_rec"], g["r"], p.get("phi", 1.0)) / N))
+    m = law_class(fit.law).from_params(p).multiplier(p, r)
+    c = float(np.median((g["N_once"].to_numpy(dtype=float) + m * g["N_rec"].to_numpy(dtype=float)) / N))
     f = float(np.median(F / N))
     C = np.asarray(C, dtype=float)
     N_star = optimal_size(p, C, c, f)

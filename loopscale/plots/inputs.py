@@ -1,7 +1,7 @@
 """What a figure reads: the runs table (looped-law columns checked and filled in), the rows a fit covers,
 and the numbers the fit record gives per row (L_hat, log residuals, compute budget, phi, k_r).
 
-Nothing here draws or fits: the fitted law is `laws.predict_loss` at the stored parameters.
+Nothing here draws or fits: the fitted law is `Law.predict_table` at the stored parameters.
 """
 
 from __future__ import annotations
@@ -10,7 +10,8 @@ import numpy as np
 import pandas as pd
 
 from loopscale.errors import InputError
-from loopscale.fit.laws import compute_from_tokens, cost_params, law_class, tokens_from_compute
+from loopscale.fit.laws.form import compute_from_tokens, cost_params, tokens_from_compute
+from loopscale.fit.laws.registry import law_class
 from loopscale.fit.result import FitResult, load_fit
 from loopscale.fit.tables import ColumnMap, budget_clusters, budget_column, canonical_table
 from loopscale.fit.tables import read_table as read_any_table

@@ -12,7 +12,7 @@ from matplotlib.figure import Figure
 
 import loopscale.plots.labels as labels  # the module, not the package: no import cycle
 from loopscale.errors import InputError, LoopscaleError
-from loopscale.fit.laws import law_class
+from loopscale.fit.laws.registry import law_class
 from loopscale.fit.result import FitResult, compare_param, load_fit
 from loopscale.fit.tables import read_table as read_any_table
 

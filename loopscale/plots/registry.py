@@ -11,7 +11,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from loopscale.atomic import atomic_path
-from loopscale.fit.laws import law_class
+from loopscale.fit.laws.registry import law_class
 from loopscale.fit.result import load_fit
 
 from .isoflop import iso_flop

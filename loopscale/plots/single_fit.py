@@ -18,7 +18,7 @@ from matplotlib.lines import Line2D
 
 import loopscale.plots.labels as labels  # the module, not the package: no import cycle
 from loopscale.errors import InputError
-from loopscale.fit.laws import law_class, law_names
+from loopscale.fit.laws.registry import law_class, law_names
 from loopscale.fit.result import FitResult, load_fit
 
 from .curves import collapse_coordinates, compute_optimal_curve

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from loopscale.errors import InputError
-from loopscale.fit.laws import law_class
+from loopscale.fit.laws.registry import law_class
 from loopscale.fit.result import FitResult, load_fit
 
 from .inputs import rows_for_fit

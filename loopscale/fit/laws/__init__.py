@@ -8,9 +8,9 @@
 - one module per law: `chinchilla.py` (N_eff = N), `looped.py` (N_once + r^phi N_rec), `looped_free.py`
   (N_once + k_r N_rec), `looped_joint.py` (N_once + r^phi_g N_rec, one phi per recipe).
 
-Every other module in this folder is loaded below, so adding a law is adding its module (and its test): it
-defines a `form.Law` subclass decorated with `registry.register` (docs/architecture.md, "How to add a law").
-This package's names are the fit's public vocabulary for laws; nothing else re-exports them.
+Importing anything from this package loads every other module in this folder (below), so adding a law is
+adding its module (and its test): a `form.Law` subclass decorated with `registry.register`
+(docs/architecture.md, "How to add a law"). Names are imported from the module that defines them.
 """
 
 from __future__ import annotations
@@ -18,47 +18,7 @@ from __future__ import annotations
 import importlib
 import pkgutil
 
-from loopscale.fit.laws.form import (
-    FLOPS_PER_PARAM_TOKEN,
-    Law,
-    LawData,
-    compute_from_tokens,
-    cost_params,
-    n_eff,
-    tokens_from_compute,
-)
-from loopscale.fit.laws.registry import (
-    find_law,
-    law_class,
-    law_data_from_table,
-    law_names,
-    make_law,
-    per_recipe_form,
-    predict_loss,
-    register,
-    single_laws,
-)
-
-__all__ = [
-    "FLOPS_PER_PARAM_TOKEN",
-    "Law",
-    "LawData",
-    "compute_from_tokens",
-    "cost_params",
-    "find_law",
-    "law_class",
-    "law_data_from_table",
-    "law_names",
-    "make_law",
-    "n_eff",
-    "per_recipe_form",
-    "predict_loss",
-    "register",
-    "single_laws",
-    "tokens_from_compute",
-]
-
-_MACHINERY = {"form", "lse", "registry"}  # the modules above; every other module here is a law
+_MACHINERY = {"form", "lse", "registry"}  # every other module here is a law
 
 for _module in pkgutil.iter_modules(__path__):
     if _module.name not in _MACHINERY:

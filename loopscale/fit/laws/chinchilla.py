@@ -56,12 +56,8 @@ class Chinchilla(Law):
         return LawData(N, np.zeros_like(N), np.ones_like(N), D, cols.get("L"))
 
     def multiplier(self, params, r: float, recipe: str | None = None) -> np.ndarray:
-        """m = 1 at r = 1, the only r a dense law speaks for."""
-        if r != 1:
-            raise InputError(
-                "a chinchilla fit has no phi, so it cannot say what a recurrence is worth: only r = 1 can be "
-                "advised (pass --r 1), or fit the looped law (loopscale fit --law looped)"
-            )
+        """m = 1: N_eff = N_once + N_rec, the unique parameters, whatever r (the law says nothing about what a
+        recurrence is worth, so it advises r = 1 only: `dense`)."""
         return np.ones_like(np.asarray(params["E"], dtype=float))
 
     def log_n_eff_batch(self, thetas: np.ndarray, data: LawData, jac: bool = True):

@@ -292,7 +292,8 @@ class Law:
 
     # -- prediction ----------------------------------------------------------------------------------
     def log_multiplier(self, thetas: np.ndarray, data: LawData):
-        """log m (M, rows) in N_eff = N_once + m N_rec, and d(log m)/d(extras) as (rows, P - 5)."""
+        """log m (M, rows) in N_eff = N_once + m N_rec, and d(log m)/d(extras): (rows, P - 5) when log m is
+        linear in the extras (the same for every theta; what `has_hessian` needs), else (M, rows, P - 5)."""
         raise NotImplementedError(f"law {self.name!r} defines no multiplier")
 
     def log_n_eff_batch(self, thetas: np.ndarray, data: LawData, jac: bool = True):
@@ -303,8 +304,9 @@ class Law:
         total_n = data.N_once + scaled_rec
         if not jac:
             return np.log(total_n), None
+        dlogm = dlogm if dlogm.ndim == 3 else dlogm[None, :, :]
         # d log N_eff / d theta_j = m N_rec (d log m / d theta_j) / N_eff
-        return np.log(total_n), scaled_rec[:, :, None] * dlogm[None, :, :] / total_n[:, :, None]
+        return np.log(total_n), scaled_rec[:, :, None] * dlogm / total_n[:, :, None]
 
     def log_predict_batch(self, thetas: np.ndarray, data: LawData) -> np.ndarray:
         """log L_hat for many parameter vectors at once: thetas (M, n_params) -> (M, rows).
