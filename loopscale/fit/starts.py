@@ -123,7 +123,7 @@ def screen_starts(law: Law, data: LawData, loss: Loss, n_refine: int, rng: np.ra
     classic = classic_grid(law)
     lo, hi = classic.min(axis=0), classic.max(axis=0)
     random_pts = lo + (hi - lo) * rng.random((n_random, classic.shape[1]))
-    family1 = np.vstack([classic, random_pts])
+    family1 = clip_to_bounds(np.vstack([classic, random_pts]), law)  # a law may narrow its box (pin E)
     family2 = clip_to_bounds(projected_starts(law, data), law)
     f1 = batch_objective(family1, law, data, loss)
     f2 = batch_objective(family2, law, data, loss)

@@ -213,15 +213,15 @@ def canonical_table(raw: pd.DataFrame, law: str, columns: ColumnMap | None = Non
             present.add(canon)
             derived[canon] = " + ".join(parts)
     need = required_columns(law, present)
-    src_of = columns.as_dict()
+    src_of = {**{c: c for c in need}, **columns.as_dict()}  # a law's own column (N_pass) is read by its name
     for canon in need:
         if canon not in present:
             hint = {"D": " (or a compute column C to derive D = C / 6N)"}.get(canon, "")
+            how = f"map names with --{_opt(canon)}" if canon in ColumnMap.__dataclass_fields__ else "law " + law
             raise InputError(
-                f"missing column {src_of[canon]!r} for {canon}{hint}; "
-                f"columns are {list(raw.columns)} (map names with --{_opt(canon)})"
+                f"missing column {src_of[canon]!r} for {canon}{hint}; columns are {list(raw.columns)} ({how})"
             )
-    _check_values(table, need, src_of)
+    _check_values(table, need, src_of, cls.zero_allowed)
     invalid = cls.invalid_rows(table)  # e.g. N_once + N_rec > 0
     if invalid is not None and invalid[0].any():
         raise InputError(f"{invalid[1]}; rows {_rows(invalid[0])} are not")
@@ -242,9 +242,10 @@ def canonical_table(raw: pd.DataFrame, law: str, columns: ColumnMap | None = Non
     return table
 
 
-def _check_values(table: pd.DataFrame, need, src_of: dict[str, str]) -> None:
-    """Each column the law reads holds finite numbers within its range (N_once, N_rec >= 0; r a whole
-    number >= 1; the rest > 0), converted to float in place; a ValueError names the column and rows."""
+def _check_values(table: pd.DataFrame, need, src_of: dict[str, str], zero_allowed=("N_once", "N_rec")) -> None:
+    """Each column the law reads holds finite numbers within its range (the law's `zero_allowed`, e.g. N_once,
+    N_rec, >= 0; r a whole number >= 1; the rest > 0), converted to float in place; a ValueError names the
+    column and rows."""
     for canon in need:
         if not (
             pd.api.types.is_numeric_dtype(table[canon]) or pd.api.types.is_object_dtype(table[canon])
@@ -258,11 +259,11 @@ def _check_values(table: pd.DataFrame, need, src_of: dict[str, str]) -> None:
                 f"or infinite values (rows {_rows(bad)})"
             )
         table[canon] = values
-        lower_ok = values >= 0 if canon in ("N_once", "N_rec") else values > 0
+        lower_ok = values >= 0 if canon in zero_allowed else values > 0
         if canon == "r":  # a recurrence count: a whole number of passes
             lower_ok = (values >= 1) & (values == np.round(values))
         if not lower_ok.all():
-            rule = {"N_once": ">= 0", "N_rec": ">= 0", "r": "a whole number >= 1"}.get(canon, "> 0")
+            rule = ">= 0" if canon in zero_allowed else "a whole number >= 1" if canon == "r" else "> 0"
             raise InputError(f"column {src_of[canon]!r} must be {rule}; rows {_rows(~lower_ok)} are not")
 
 

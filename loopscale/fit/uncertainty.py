@@ -17,7 +17,7 @@ import numpy as np
 
 from loopscale.errors import InputError
 from loopscale.fit.bounds import bounds_for
-from loopscale.fit.laws.form import LawData
+from loopscale.fit.laws.form import Law, LawData
 from loopscale.fit.laws.registry import make_law
 from loopscale.fit.objective import Loss
 from loopscale.fit.optimize import BASIN_ABS_TOL, FitState, Refined, fit_law, lm_batch, newton, refine
@@ -271,13 +271,14 @@ def lr_test(state: FitState, name: str, value: float = 0.0) -> dict[str, float]:
 # Holdout
 # ----------------------------------------------------------------------------------------------
 def holdout_largest(
-    data: LawData, C: np.ndarray, law_name: str, loss: Loss, seed: int = 0, n_refine: int = 16
+    data: LawData, C: np.ndarray, law_name: str | Law, loss: Loss, seed: int = 0, n_refine: int = 16
 ) -> dict[str, Any]:
     """Refit without the largest compute budget; report the error on the held-out runs.
 
-    Budgets are grouped by `budget_clusters`. Errors are relative: L_hat / L - 1.
+    Budgets are grouped by `budget_clusters`. Errors are relative: L_hat / L - 1. law_name: a law's name, or
+    a law instance (refitted as it is).
     """
-    train = holdout_train_rows(C, law_name, data.r)
+    train = holdout_train_rows(C, law_name.name if isinstance(law_name, Law) else law_name, data.r)
     test = ~train
     largest = budget_clusters(C).max()
     result, state = fit_law(data.subset(train), law_name, loss, seed, n_refine)

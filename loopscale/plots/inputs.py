@@ -101,7 +101,8 @@ def predicted_loss(table: pd.DataFrame, fit: FitResult) -> np.ndarray:
     law = law_class(fit.law)
     if law.per_recipe:
         return law.predict_table(fit.params, table, (fit.joint or {}).get("column", "recipe"))
-    return law.predict_table(fit.params, {c: table[c].to_numpy(dtype=float) for c in LAW_INPUTS if c in table})
+    inputs = dict.fromkeys([*LAW_INPUTS, *law.size_columns])  # and a law's own (N_pass)
+    return law.predict_table(fit.params, {c: table[c].to_numpy(dtype=float) for c in inputs if c in table})
 
 
 def log_residuals(table: pd.DataFrame, fit: FitResult) -> np.ndarray:

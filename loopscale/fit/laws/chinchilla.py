@@ -22,7 +22,6 @@ from loopscale.fit.laws.registry import register
 class Chinchilla(Law):
     name = "chinchilla"
     formula = "L = E + A N^-alpha + B D^-beta"
-    summary = "dense models: N_eff = N"
     size_columns = ("N",)
     derivable = {"N": ("N_once", "N_rec")}
     point_columns = ("N", "D", "L")

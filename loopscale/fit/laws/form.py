@@ -139,9 +139,10 @@ class Law:
     """A law form (the base of every registered law): what it has and needs, its parameters, its prediction.
 
     Class attributes (the capabilities every reader asks; a law module sets those that differ):
-    name, formula (the report's one line), summary (`fit --law` help); size_columns (the canonical columns it
+    name, formula (the report's one line); size_columns (the canonical columns it
     reads besides D or C and L), derivable ({column: parts}: a column it may sum from others when the table
-    lacks it), point_columns (what makes two rows the same run: `tables.table_warnings`); dense (N_eff = N: no
+    lacks it), point_columns (what makes two rows the same run: `tables.table_warnings`), zero_allowed (size
+    columns that may hold 0), cost_formula (the N of C = 6 N D, as recorded); dense (N_eff = N: no
     r; published Chinchilla laws compare with it); per_recipe (one exponent per recipe, rows carry a recipe
     code: fitted by `fit --joint`) and recipe_law (the law each recipe's separate fit uses);
     per_r_multipliers (a free multiplier per r: the k_r figure panel); profile_param (the internal coordinate
@@ -155,10 +156,10 @@ class Law:
 
     name: ClassVar[str] = ""
     formula: ClassVar[str] = ""
-    summary: ClassVar[str] = ""
     size_columns: ClassVar[tuple[str, ...]] = ("N_once", "N_rec", "r")
     derivable: ClassVar[Mapping[str, tuple[str, ...]]] = {}
     point_columns: ClassVar[tuple[str, ...]] = ("r", "N_once", "N_rec", "D", "L")
+    zero_allowed: ClassVar[tuple[str, ...]] = ("N_once", "N_rec")  # size columns that may be 0 (others > 0)
     cost_formula: ClassVar[str] = "N_once + r N_rec"  # the N of C = 6 N D, as `canonical_table` records it
     dense: ClassVar[bool] = False
     per_recipe: ClassVar[bool] = False
@@ -225,6 +226,20 @@ class Law:
         """m_r in N_eff = N_once + m_r N_rec at user parameters (arrays: one entry per replicate) for r, and
         for a per-recipe law the recipe; InputError when the law has no m for this r."""
         raise InputError(f"law {self.name!r} gives no multiplier m_r for r = {r:g}")
+
+    def effective_size(self, params: Mapping[str, float], cols, recipe: str | None = None) -> np.ndarray:
+        """N_eff per row of a table (or dict of arrays with D or C) at user parameters: `n_once` + m_r N_rec
+        with the m_r of each row's r (`multiplier`). The collapse and compute-optimal figures read it."""
+        data = self.data_from_table(cols)
+        m = np.empty_like(data.r)
+        for value in np.unique(data.r):
+            m[data.r == value] = self.multiplier(params, float(value), recipe)
+        return self.n_once(data) + m * data.N_rec
+
+    def n_once(self, data: LawData) -> np.ndarray:
+        """The part of N_eff = n_once + m N_rec that no parameter scales: N_once (a law with a per-pass class
+        adds it here, from `LawData.extra`)."""
+        return data.N_once
 
     # -- parameter names ---------------------------------------------------------------------------
     def extra_internal_names(self) -> tuple[str, ...]:
@@ -301,7 +316,7 @@ class Law:
         params) as (M, rows, P - 5) (None otherwise)."""
         log_m, dlogm = self.log_multiplier(thetas, data)
         scaled_rec = np.exp(log_m) * data.N_rec  # m N_rec
-        total_n = data.N_once + scaled_rec
+        total_n = self.n_once(data) + scaled_rec
         if not jac:
             return np.log(total_n), None
         dlogm = dlogm if dlogm.ndim == 3 else dlogm[None, :, :]

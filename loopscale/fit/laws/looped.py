@@ -22,7 +22,6 @@ from loopscale.fit.laws.registry import register
 class Looped(Law):
     name = "looped"
     formula = "L = E + A (N_once + r^phi N_rec)^-alpha + B D^-beta"
-    summary = "N_eff = N_once + r^phi N_rec: one phi for every r"
     profile_param = "phi"
 
     def extra_internal_names(self) -> tuple[str, ...]:

@@ -27,7 +27,6 @@ class LoopedFree(Law):
 
     name = "looped-free"
     formula = "L = E + A (N_once + k_r N_rec)^-alpha + B D^-beta   (k_1 = 1)"
-    summary = "N_eff = N_once + k_r N_rec: a free multiplier per r (is k_r = r^phi?)"
     per_r_multipliers = True
     compute_optimal = False  # k_r says nothing between or beyond the r it was fitted at
     warm_start = Looped.name

@@ -33,7 +33,6 @@ class LoopedJoint(Law):
 
     name = "looped-joint"
     formula = "L = E + A (N_once + r^phi_g N_rec)^-alpha + B D^-beta   (g: the run's recipe)"
-    summary = "N_eff = N_once + r^phi_g N_rec: one phi per recipe, the dense part shared (fit --joint)"
     per_recipe = True
     recipe_law = Looped.name
 

@@ -39,7 +39,7 @@ def lse_jac_hess(law, theta: np.ndarray, data):
     if n_extra:
         log_m, dlogm = law.log_multiplier(theta[None, :], data)
         scaled = np.exp(log_m[0]) * data.N_rec
-        p_rec = scaled / (data.N_once + scaled)
+        p_rec = scaled / (law.n_once(data) + scaled)
     # Parameter-major arrays (P, rows): the Gram products below are single (P, rows) x (rows, P)
     # BLAS calls, several times faster than on row-major (rows, P) arrays. Plain dot products go
     # through einsum: a threaded BLAS dot on a busy machine burns CPU time waiting for threads.
