@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from loopscale.errors import InputError
-from loopscale.fit.laws.registry import law_class
+from loopscale.fit.laws.registry import find_law
 from loopscale.fit.result import load_fit
 from loopscale.fit.verdict import isoflop_minima as isoflop_minima  # the one rule, shared with every fit
 
@@ -44,7 +44,8 @@ def verdict(table: pd.DataFrame, fit) -> dict[str, Any]:
     fit = load_fit(fit)
     if fit.conditioning:
         return fit.conditioning
-    if law_class(fit.law).per_recipe:
+    law = find_law(fit.law)
+    if law is not None and law.per_recipe:
         raise InputError("this joint fit record has no conditioning checks: refit it (`loopscale fit --joint`)")
     from loopscale.plots import rows_for_fit
 

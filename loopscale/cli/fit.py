@@ -138,7 +138,7 @@ def register(subparsers) -> None:
 
 
 class LawChoices:
-    """The laws `--law` takes (`loopscale.fit.laws.single_laws`), read from the registry only when argparse
+    """The laws `--law` takes (`loopscale.fit.laws.registry.single_laws`), read from the registry when argparse
     checks a value or prints them, so building the parser (`loopscale --help`) loads no law, nor numpy."""
 
     def _names(self) -> tuple[str, ...]:
