@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from loopscale.errors import InputError
+from loopscale.fit.laws.registry import find_law
 from loopscale.fit.result import load_fit
 from loopscale.fit.verdict import isoflop_minima as isoflop_minima  # the one rule, shared with every fit
 
@@ -36,14 +37,15 @@ DEMO_TARGETS = {
 
 def verdict(table: pd.DataFrame, fit) -> dict[str, Any]:
     """The record's "conditioning" ({"checks", "verdict", "measured"}, `loopscale.fit.verdict`): as stored
-    by `loopscale fit`, or computed from the table for a record written before fits carried it (a joint
+    by `loopscale fit`, or computed from the table for a record written before fits carried it (a per-recipe
     fit's needs the joint table's recipe codes: refit it)."""
     from loopscale.fit.verdict import fit_checks
 
     fit = load_fit(fit)
     if fit.conditioning:
         return fit.conditioning
-    if fit.law == "looped-joint":
+    law = find_law(fit.law)
+    if law is not None and law.per_recipe:
         raise InputError("this joint fit record has no conditioning checks: refit it (`loopscale fit --joint`)")
     from loopscale.plots import rows_for_fit
 
@@ -59,7 +61,7 @@ def conditioning(table: pd.DataFrame, fit) -> dict[str, Any]:
     from loopscale.plots import collapse_spread, rows_for_fit
 
     fit = load_fit(fit)
-    if fit.law != "looped":
+    if "phi" not in fit.params:  # one phi for every r (the looped law); a joint fit has one per recipe
         raise InputError(f"conditioning needs a fit of the looped law; got {fit.law!r}")
     rows = rows_for_fit(table, fit)
     phi = fit.params["phi"]

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from loopscale.errors import InputError
+from loopscale.fit.laws.registry import law_class
 
 DENSE_COLUMN = "dense_from"  # in the runs table: the sweep dir an r = 1 row was borrowed from, else empty
 
@@ -57,8 +58,9 @@ def probe_table(rows: list[dict[str, Any]], dense: list[dict[str, Any]]):
 
 def check_dense_rows(table, law: str, allow_no_dense: bool = False) -> None:
     """Refuse a fit of the looped laws on a table with no r = 1 row (a probe collected without --dense).
-    `table` has the canonical column `r`; the Chinchilla law does not use r and is never refused."""
-    if law == "chinchilla" or allow_no_dense or (table["r"] == 1).any():
+    `table` has the canonical column `r`; a dense law (`Law.dense`: chinchilla) does not use r and is never
+    refused."""
+    if law_class(law).dense or allow_no_dense or (table["r"] == 1).any():
         return
     raise InputError(
         f"no r = 1 runs in the table (r = {', '.join(f'{r:g}' for r in sorted(table['r'].unique()))}): a probe "

@@ -21,7 +21,7 @@ PUBLISHED_CHINCHILLA = {
 def published_comparison(params: dict[str, float], table: pd.DataFrame | None = None) -> tuple[list[str], list[tuple]]:
     """Headers and rows: E, A, B, alpha, beta of `params` (a chinchilla fit) beside each published set, then, when
     the table has N, D and L, each set's RMS of log L - log L_hat over its rows."""
-    from loopscale.fit.laws import predict_loss
+    from loopscale.fit.laws.registry import predict_loss
 
     names = ("E", "A", "B", "alpha", "beta")
     sets: dict[str, dict[str, Any]] = {"this fit": {k: params.get(k, np.nan) for k in names}, **PUBLISHED_CHINCHILLA}

@@ -21,15 +21,10 @@ import pandas as pd
 
 from loopscale.analysis.published_laws import published_comparison
 from loopscale.atomic import write_text_atomic
+from loopscale.fit.laws.registry import find_law
 from loopscale.fit.result import FitResult
 from loopscale.plots import budgets, load_fit
 
-LAW_TEXT = {
-    "looped": "L = E + A (N_once + r^phi N_rec)^-alpha + B D^-beta",
-    "looped-free": "L = E + A (N_once + k_r N_rec)^-alpha + B D^-beta   (k_1 = 1)",
-    "chinchilla": "L = E + A N^-alpha + B D^-beta",
-    "looped-joint": "L = E + A (N_once + r^phi_g N_rec)^-alpha + B D^-beta   (g: the run's recipe)",
-}
 # Runs-table columns shown in the report, in order (those the table has).
 RUN_COLUMNS = ("recipe", "r", "width", "C_budget", "C", "N_once", "N_rec", "N", "D", "L", "steps", "seed")
 CAPTIONS = {
@@ -79,8 +74,10 @@ def parameter_table(fit) -> pd.DataFrame:
 
 
 def law_section(fit: FitResult) -> str:
-    """The fitted law: formula, parameter table with CIs, what phi means, and how far to trust it."""
-    out = ["## Fitted law", "", f"`{LAW_TEXT.get(fit.law, fit.law)}`", ""]
+    """The fitted law: formula (`Law.formula`; the law's name for a law this process does not know), parameter
+    table with CIs, what phi means, and how far to trust it."""
+    law = find_law(fit.law)
+    out = ["## Fitted law", "", f"`{law.formula if law is not None else fit.law}`", ""]
     group = fit.group or {}
     if group.get("column"):
         out += [f"Fitted on the {fit.n_rows} runs with {group['column']} = {group.get('value')}.", ""]
@@ -306,9 +303,11 @@ def conditioning_lines(cond: dict | None) -> list[str]:
 
 
 def published_section(fit: FitResult, table: pd.DataFrame | None = None) -> str:
-    """A chinchilla fit next to the published parameters (analysis/published_laws.py: quoted, not refitted),
-    with each parameter set's RMS log residual on the runs of this report."""
-    if fit.law != "chinchilla":
+    """A fit of a dense law (`Law.dense`: the chinchilla law) next to the published parameters
+    (analysis/published_laws.py: quoted, not refitted), with each parameter set's RMS log residual on the runs
+    of this report."""
+    law = find_law(fit.law)
+    if law is None or not law.dense:
         return ""
     headers, rows = published_comparison(fit.params, table)
     return "\n".join(

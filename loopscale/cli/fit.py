@@ -1,4 +1,4 @@
-"""`loopscale fit`, `loopscale compare` and `loopscale equiv`.
+"""`loopscale fit` and `loopscale compare` (`equiv` is cli/equiv.py).
 
 fit      fit a law to a runs table; prints (parameter, estimate, 95% CI) and the conditioning checks with
          their verdict ("phi measured" / "not measured: ..."), writes a FitResult JSON (`--out`; with
@@ -11,7 +11,6 @@ fit      fit a law to a runs table; prints (parameter, estimate, 95% CI) and the
 compare  delta = B - A of a parameter (default phi) of two fit JSONs, CI from their bootstraps;
          given a joint fit, its delta-phi (bootstrap, profile, LR test) next to the separate fits'; both
          end in the verdict ("Δφ measured" / "not measured: ...").
-equiv    N_eff and the cost-equivalent non-looped size of a looped model (and N*, D* at a budget).
 What `fit` prints and writes, and its output paths, are in fit_output.py.
 Heavy imports stay inside the functions so `loopscale --help` is fast.
 """
@@ -37,7 +36,13 @@ def register(subparsers) -> None:
     p.add_argument(
         "tables", nargs="+", metavar="table", help="runs table (CSV, .parquet or .jsonl); several only with --joint"
     )
-    p.add_argument("--law", default="looped", choices=["looped", "chinchilla", "looped-free"])
+    p.add_argument(
+        "--law",
+        default="looped",
+        choices=LawChoices(),
+        metavar="LAW",
+        help="the law to fit: %(choices)s (default %(default)s; with --joint: one phi per recipe)",
+    )
     p.add_argument("--group", metavar="COL", help="fit each value of COL (e.g. recipe) separately")
     p.add_argument(
         "--joint",
@@ -105,30 +110,21 @@ def register(subparsers) -> None:
     c.add_argument("--seed", type=int, default=0, help="seed for pairing bootstrap replicates")
     c.set_defaults(func=run_compare)
 
-    e = subparsers.add_parser("equiv", help="equivalent non-looped sizes of a looped model")
-    e.add_argument("--r", type=float, required=True, help="recurrences")
-    e.add_argument("--n-once", type=float, required=True, help="parameters run once (e.g. 220e6)")
-    e.add_argument("--n-rec", type=float, required=True, help="recurrent-block parameters")
-    src = e.add_mutually_exclusive_group(required=True)
-    src.add_argument("--phi", type=float, help="recurrence-equivalence exponent")
-    src.add_argument("--fit", metavar="JSON", help="take phi (and E, A, B, ... ) from a fit JSON")
-    e.add_argument(
-        "--budget", type=float, metavar="C", help="also print compute-optimal N*, D* at this FLOP budget (needs --fit)"
-    )
-    e.add_argument(
-        "--flops-per-token",
-        type=float,
-        metavar="F",
-        help="training FLOPs per token of the looped model (`loopscale params`); with "
-        "--budget, D = C / F scales F with the model (default F = 6 (N_once + r N_rec))",
-    )
-    e.add_argument(
-        "--dense-flops-per-token",
-        type=float,
-        metavar="F",
-        help="the same for the r = 1 model of N_once + N_rec parameters (default 6 N)",
-    )
-    e.set_defaults(func=run_equiv)
+
+class LawChoices:
+    """The laws `--law` takes (`loopscale.fit.laws.registry.single_laws`), read from the registry when argparse
+    checks a value or prints them, so building the parser (`loopscale --help`) loads no law, nor numpy."""
+
+    def _names(self) -> tuple[str, ...]:
+        from loopscale.fit.laws.registry import single_laws
+
+        return single_laws()
+
+    def __iter__(self):
+        return iter(self._names())
+
+    def __contains__(self, name) -> bool:
+        return name in self._names()
 
 
 # ----------------------------------------------------------------------------------------------
@@ -282,11 +278,14 @@ def run_joint_fit(args: argparse.Namespace, loss, columns) -> int:
     import numpy as np
 
     from loopscale.fit.joint import check_joint_inputs, fit_joint, joint_table
+    from loopscale.fit.laws.registry import law_names, per_recipe_form
     from loopscale.fit.result import file_sha256
     from loopscale.fit.tables import canonical_table, drop_top_k, read_table
 
-    if args.law != "looped":
-        raise UsageError(f"--joint fits the looped law (one phi per recipe); got --law {args.law}")
+    joint_law = per_recipe_form(args.law)
+    if joint_law is None:
+        forms = [n for n in law_names() if per_recipe_form(n) is not None]
+        raise UsageError(f"--joint fits the {' or '.join(forms)} law (one phi per recipe); got --law {args.law}")
     if args.group:
         raise UsageError("--joint and --group exclude each other (--joint fits the groups together)")
     if args.holdout_largest:  # refused, not ignored: the user would read a holdout that was never run
@@ -295,7 +294,7 @@ def run_joint_fit(args: argparse.Namespace, loss, columns) -> int:
     for path in args.tables:
         try:
             raw = read_table(path)
-            table = canonical_table(raw, "looped-joint", columns)
+            table = canonical_table(raw, joint_law.name, columns)
         except LoopscaleError as err:  # said with the table it came from
             raise UsageError(f"{err} ({path})") from None
         tables.append(table)
@@ -320,6 +319,7 @@ def run_joint_fit(args: argparse.Namespace, loss, columns) -> int:
             n_refine=args.starts,
             jobs=args.jobs,
             progress=_progress_stream(),
+            law_name=joint_law.name,
         )
     result.input = {
         "tables": inputs,
@@ -372,65 +372,3 @@ def run_compare(args: argparse.Namespace) -> int:
     for line in compare_verdict({args.fit_a: a, args.fit_b: b}, name):
         print(line)
     return 0
-
-
-def run_equiv(args: argparse.Namespace) -> int:
-    from loopscale.fit.derived import compute_optimal, equivalent_sizes
-
-    _check_equiv_numbers(args)
-    fit = _load_fit(args.fit) if args.fit else None
-    if fit is not None and "phi" not in fit.params:
-        raise UsageError(f"{args.fit} has no phi (law {fit.law}); fit with --law looped")
-    if fit is not None:  # every parameter a finite number inside the fitter's box, as `advise` reads them
-        from loopscale.analysis.advise.record_checks import check_record
-
-        check_record(fit)
-    phi = fit.params["phi"] if fit is not None else args.phi
-    if args.budget is not None and fit is None:
-        raise UsageError("--budget needs --fit (E, A, alpha, B, beta come from the fit)")
-    sizes = equivalent_sizes(args.r, args.n_once, args.n_rec, phi)
-    print(f"r = {sizes.r:g}, phi = {phi:.4g}: unique parameters N_once + N_rec = {_m(sizes.N_unique)}")
-    print(f"  N_eff = N_once + r^phi N_rec = {_m(sizes.N_eff)}: the non-looped size with the same loss")
-    print(f"  N_once + r N_rec = {_m(sizes.N_cost)}: the non-looped size with the same training cost")
-    if args.budget is not None:
-        if args.budget <= 0:
-            raise UsageError(f"--budget must be > 0; got {args.budget}")
-        f = args.n_once / (args.n_once + args.n_rec)
-        per_param = {1.0: 6.0, args.r: 6.0}  # F / (N_once + r N_rec) per r: each r's own FLOPs per token
-        for r, F, N in (
-            (1.0, args.dense_flops_per_token, sizes.N_unique),
-            (args.r, args.flops_per_token, sizes.N_cost),
-        ):
-            if F is not None:
-                if not F > 0:
-                    raise UsageError(f"FLOPs per token must be > 0; got {F}")
-                per_param[r] = F / N
-        for r, frac in ((1.0, 1.0), (args.r, f)):
-            opt = compute_optimal(fit.params, args.budget, r, frac, per_param[r])
-            print(
-                f"  compute-optimal at C = {args.budget:.3g}, r = {r:g}: N_cost* = {_m(opt.N_cost)}, "
-                f"N_eff* = {_m(opt.N_eff)}, D* = {opt.D:.3g} tokens, L* = {opt.L:.4f}"
-            )
-    return 0
-
-
-def _check_equiv_numbers(args: argparse.Namespace) -> None:
-    """Every number `equiv` is given finite and of its sign: r >= 1, N_once, N_rec >= 0 (not both 0), phi
-    finite (a NaN would print N_eff = nanM)."""
-    import math
-
-    for flag, value in (("--r", args.r), ("--n-once", args.n_once), ("--n-rec", args.n_rec), ("--phi", args.phi)):
-        if value is not None and not math.isfinite(value):
-            raise UsageError(f"{flag} must be a finite number; got {value}")
-    if args.r < 1:
-        raise UsageError(f"--r must be >= 1; got {args.r:g}")
-    if args.n_once < 0 or args.n_rec < 0 or args.n_once + args.n_rec <= 0:
-        raise UsageError(f"--n-once and --n-rec must be >= 0, not both 0; got {args.n_once:g}, {args.n_rec:g}")
-    positive = {"--budget": args.budget, "--flops-per-token": args.flops_per_token}
-    for flag, value in {**positive, "--dense-flops-per-token": args.dense_flops_per_token}.items():
-        if value is not None and not (math.isfinite(value) and value > 0):
-            raise UsageError(f"{flag} must be a positive number; got {value}")
-
-
-def _m(n: float) -> str:
-    return f"{n / 1e9:.3g}B" if n >= 1e9 else f"{n / 1e6:.3g}M"

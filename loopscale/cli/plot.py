@@ -161,16 +161,26 @@ def _check_dpi(dpi: int) -> None:
 
 def _read_table(path, columns=None, law=None):
     """A table file read for the figures: mapped and checked for the fit's law when a mapping is given or the
-    law reads no looped columns (chinchilla)."""
+    law reads no looped columns (`Law.dense`: chinchilla)."""
+    from loopscale.fit.laws.registry import find_law
     from loopscale.plots import read_table
 
-    canonical = columns is not None or law == "chinchilla"
+    known = find_law(law) if law is not None else None
+    canonical = columns is not None or (known is not None and known.dense)
     try:
         table = read_table(path, columns, law if canonical else None)
     except InputError as err:  # `fit`'s mapping options are --n-col etc.; here it is --columns
         hint = "map names with --columns, e.g. --columns 'N=Model Size,C=Training FLOP,L=loss'"
         raise InputError(re.sub(r"map names with --[a-z-]+", hint, str(err))) from None
     return table
+
+
+def _per_recipe(fit) -> bool:
+    """Whether the fit is of a per-recipe law (`Law.per_recipe`: a joint fit, whose recipes' tables it recorded)."""
+    from loopscale.fit.laws.registry import find_law
+
+    law = find_law(fit.law)
+    return law is not None and law.per_recipe
 
 
 def _drop_top_k(table, k: int):
@@ -192,7 +202,7 @@ def run_plot(args: argparse.Namespace) -> int:
             _read_table(path)
     fit, compare, free = _load_fits(args)
     table, _ = merge_sources([(_read_table(t, columns, fit.law), None) for t in args.tables])
-    if fit.law == "looped-joint":
+    if _per_recipe(fit):
         extra = joint_recorded_tables(fit, table, Path(args.fit))
         table = merge_sources([(table, None), *extra])[0] if extra else table
     table = _drop_top_k(table, args.drop_top_k)
@@ -276,7 +286,7 @@ def joint_recorded_tables(fit, table, fit_path: Path) -> list:
         fields = set(ColumnMap.__dataclass_fields__)
         mapping = {c: s for c, s in (record.get("columns") or {}).items() if c in fields and "(" not in s}
         try:
-            found.append((_read_table(path, ColumnMap(**mapping), "looped-joint"), None))
+            found.append((_read_table(path, ColumnMap(**mapping), fit.law), None))
         except (LoopscaleError, ValueError, OSError) as err:  # a recorded table that changed since the fit
             raise UsageError(f"cannot read {path}, a table the joint fit recorded: {err}") from None
     still = missing(merge_sources([(table, None), *found])[0]) if found else lacking
@@ -328,7 +338,7 @@ def run_report(args: argparse.Namespace) -> int:
     parts = [read_source(Path(s), columns, law) for s in args.sources]
     table, problems = merge_sources(parts)
     extra = []
-    if fit is not None and fit.law == "looped-joint" and len(table):
+    if fit is not None and _per_recipe(fit) and len(table):
         extra = joint_recorded_tables(fit, table, Path(args.fit))
         table, problems = merge_sources([(table, problems), *extra]) if extra else (table, problems)
     if len(table):

@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from loopscale.errors import InputError
-from loopscale.fit.laws import n_eff
+from loopscale.fit.laws.form import n_eff
 
 
 def training_cost_size(N_once, N_rec, r):

@@ -20,6 +20,8 @@ still importable from it (`from loopscale import fit as F; F.bootstrap(...)`).
 from __future__ import annotations
 
 from loopscale.fit.bounds import BOUNDS, DPHI_BOUNDS, LOG_K_BOUNDS, bounds_for
+from loopscale.fit.laws.form import Law
+from loopscale.fit.laws.registry import law_data_from_table
 from loopscale.fit.objective import (
     CHUNK_ELEMENTS,
     DEFAULT_DELTA,
@@ -142,7 +144,7 @@ def check_fit_inputs(table, law: str, n_bootstrap: int = 0, cluster: str | None 
 @on_one_blas_thread
 def fit_table(
     table,
-    law: str = "looped",
+    law: str | Law = "looped",
     loss: Loss | None = None,
     seed: int = 0,
     n_bootstrap: int = 0,
@@ -154,33 +156,34 @@ def fit_table(
     progress=None,
 ) -> FitResult:
     """Fit a canonical runs table (see `loopscale.fit.tables`) and attach the uncertainty steps and the
-    conditioning checks (`loopscale.fit.verdict`).
+    conditioning checks (`loopscale.fit.verdict`). law: a registered law's name, or a law instance (one
+    built with options of its own, e.g. a pinned E), which the fit, its bootstrap and its holdout use as it is.
 
     cluster: None (resample rows), "C" (whole compute budgets, grouped by `budget_clusters`), "parent"
-    (the forked run of each branch) or any other column (e.g. "width"). profile defaults to True for the
-    looped law; a profile that finds a lower objective than the multi-start moves the fit there
-    (`profile_refit`, said in the warnings) before the bootstrap starts from it. The bootstrap uses
-    seed + 1 and the holdout refit uses seed, so results are reproducible from `seed` (whatever `jobs`,
-    the bootstrap's worker processes; `progress`: the stream for its progress bar).
+    (the forked run of each branch) or any other column (e.g. "width"). profile defaults to True for a law
+    with a `profile_param` (the looped law's phi); a profile that finds a lower objective than the
+    multi-start moves the fit there (`profile_refit`, said in the warnings) before the bootstrap starts from
+    it. The bootstrap uses seed + 1 and the holdout refit uses seed, so results are reproducible from `seed`
+    (whatever `jobs`, the bootstrap's worker processes; `progress`: the stream for its progress bar).
     """
-    from loopscale.fit.laws import law_data_from_table
-
     loss = loss or Loss()
-    labels = check_fit_inputs(table, law, n_bootstrap, cluster, holdout)
+    name = law.name if isinstance(law, Law) else law
+    labels = check_fit_inputs(table, name, n_bootstrap, cluster, holdout)
     data = law_data_from_table(table, law)
     result, state = fit_law(data, law, loss, seed, n_refine)
-    result.warnings.extend(table_warnings(table, law))  # repeated rows, impossible magnitudes
+    result.warnings.extend(table_warnings(table, name))  # repeated rows, impossible magnitudes
+    param = state.law.profile_param  # the coordinate the record's `profile_phi` holds (phi), or None
     if profile is None:
-        profile = law == "looped"
-    if profile and law == "looped":
+        profile = param is not None
+    if profile and param is not None:
         old = result.objective
-        result.profile_phi, better = profile_refit(state, "phi")
-        result.profile_phi["phi"] = result.profile_phi.pop("x")
+        result.profile_phi, better = profile_refit(state, param)
+        result.profile_phi[param] = result.profile_phi.pop("x")
         if better is not None:
             note = (
-                f"the phi profile found a lower objective than the multi-start ({better.objective:.8g} < "
-                f"{old:.8g}): refitted from the profile's lowest point (phi {result.params['phi']:.4g} -> "
-                f"{state.law.to_user(better.theta)['phi']:.4g})"
+                f"the {param} profile found a lower objective than the multi-start ({better.objective:.8g} < "
+                f"{old:.8g}): refitted from the profile's lowest point ({param} {result.params[param]:.4g} -> "
+                f"{state.law.to_user(better.theta)[param]:.4g})"
             )
             state = adopt_optimum(result, state, better, note)
         if "warning" in result.profile_phi:
@@ -192,7 +195,7 @@ def fit_table(
         result.ci95 = percentile_ci(boot["params"])
     if holdout:
         result.holdout = holdout_largest(data, budget_column(table), law, loss, seed, n_refine)
-    result.settings.update({"n_bootstrap": n_bootstrap, "cluster": cluster, "law": law, "holdout_largest": holdout})
+    result.settings.update({"n_bootstrap": n_bootstrap, "cluster": cluster, "law": name, "holdout_largest": holdout})
     result.versions = versions()
     result.data = data_summary(table)
     result.conditioning = fit_checks(table, result)

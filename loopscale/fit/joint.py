@@ -3,7 +3,7 @@
 Recipes such as truncated backprop or hyper-connections change only the looped model: their r = 1
 runs are the baseline's, and E, A, alpha, B, beta describe the same dense model. Fitting each recipe
 alone re-estimates the dense part from the same r = 1 runs every time, and a delta-phi from two such
-fits carries both fits' dense noise. The joint law (`laws.Law("looped-joint")`)
+fits carries both fits' dense noise. The joint law (`loopscale.fit.laws.looped_joint`)
 
     L = E + A (N_once + r^phi_g N_rec)^-alpha + B D^-beta,   g = the run's recipe
 
@@ -29,17 +29,18 @@ import pandas as pd
 from scipy.stats import chi2
 
 from loopscale.errors import InputError
-from loopscale.fit.laws import LawData, law_data_from_table, make_law
+from loopscale.fit.laws.form import LawData
+from loopscale.fit.laws.looped_joint import RECIPE_CODE
+from loopscale.fit.laws.looped_joint import recipe_phi as recipe_phi  # its home before the law registry
+from loopscale.fit.laws.registry import law_data_from_table, make_law
 from loopscale.fit.objective import Loss
 from loopscale.fit.optimize import adopt_optimum, fit_law, refine
 from loopscale.fit.resample import on_one_blas_thread
 from loopscale.fit.result import FitResult, compare_param, data_summary, versions
-from loopscale.fit.result import recipe_phi as recipe_phi  # its home before the fit split
 from loopscale.fit.tables import check_clusters, cluster_labels
 from loopscale.fit.uncertainty import bootstrap, lr_test, percentile_ci, profile_refit, profile_threshold
 from loopscale.fit.verdict import joint_checks
 
-RECIPE_CODE = "_recipe_code"  # column added to the joint table: index into the recipe list
 LAW_INPUTS = ("N_once", "N_rec", "r", "D", "L")
 
 
@@ -88,10 +89,9 @@ def joint_table(tables: Sequence[pd.DataFrame], column: str) -> tuple[pd.DataFra
     return table, recipes
 
 
-def joint_data(table: pd.DataFrame) -> LawData:
-    """LawData of a `joint_table` with its recipe codes."""
-    d = law_data_from_table(table, "looped")
-    return LawData(d.N_once, d.N_rec, d.r, d.D, d.L, table[RECIPE_CODE].to_numpy())
+def joint_data(table: pd.DataFrame, law: str = "looped-joint") -> LawData:
+    """LawData of a `joint_table` with its recipe codes (the RECIPE_CODE column), for the per-recipe `law`."""
+    return law_data_from_table(table, law)
 
 
 def recipe_rows(table: pd.DataFrame, code: int) -> np.ndarray:
@@ -127,8 +127,9 @@ def fit_joint(
     level: float = 0.95,
     jobs: int = 1,
     progress=None,
+    law_name: str = "looped-joint",
 ) -> FitResult:
-    """Fit the joint law to a `joint_table` and attach delta-phi, the shared-parameter check and the
+    """Fit the per-recipe law `law_name` to a `joint_table` and attach delta-phi, the shared-parameter check and the
     conditioning checks (`loopscale.fit.verdict.joint_checks`).
 
     The result's params are E, A, alpha, B, beta and phi[<recipe>]; `result.joint` holds the recipes,
@@ -136,11 +137,11 @@ def fit_joint(
     delta-phi = 0), the separate fits and their delta-phi comparison (with `separate`), and the
     shared-parameter check. A delta-phi profile below the fit moves the fit there first (`_profiles`).
     Bootstrap seeds are seed + 1 (joint) and seed + 2 + i (separate fit i); `jobs` worker processes and
-    the `progress` stream as in `resample.bootstrap`.
+    the `progress` stream as in `resample.bootstrap`. The separate fits use the law's `recipe_law`.
     """
     loss = loss or Loss()
-    law = make_law("looped-joint", recipes=recipes)
-    data = joint_data(table)
+    law = make_law(law_name, recipes=recipes)
+    data = joint_data(table, law_name)
     labels = check_joint_inputs(table, recipes, n_bootstrap, cluster)
     result, state = fit_law(data, law, loss, seed, n_refine)
     ref = recipes[0]
@@ -156,7 +157,7 @@ def fit_joint(
         "n_rows_by_recipe": _rows_by_recipe(table, recipes),
     }
     if separate:
-        sep = separate_fits(table, recipes, loss, seed, n_bootstrap, cluster, n_refine, jobs, progress)
+        sep = separate_fits(table, recipes, loss, seed, n_bootstrap, cluster, n_refine, jobs, progress, law.recipe_law)
         joint["separate"] = {g: _summary(f) for g, (f, _) in sep.items()}
         for g in recipes[1:]:
             cmp = compare_param(sep[ref][0], sep[g][0], "phi", level, seed)
@@ -249,12 +250,14 @@ def separate_fits(
     n_refine: int = 16,
     jobs: int = 1,
     progress=None,
+    law: str = "looped",
 ):
-    """{recipe: (FitResult, FitState)}: the looped law fitted to each recipe with the r = 1 runs."""
+    """{recipe: (FitResult, FitState)}: `law` (the joint law's `recipe_law`) fitted to each recipe with the r = 1
+    runs."""
     out = {}
     for i, g in enumerate(recipes):
         part = table[recipe_rows(table, i)].reset_index(drop=True)
-        result, state = fit_law(law_data_from_table(part, "looped"), "looped", loss, seed, n_refine)
+        result, state = fit_law(law_data_from_table(part, law), law, loss, seed, n_refine)
         if n_bootstrap > 0:
             labels = None if cluster is None else cluster_labels(part, cluster)
             boot = bootstrap(state, n_bootstrap, seed + 2 + i, labels, jobs=jobs, progress=progress, label=f"{g} alone")

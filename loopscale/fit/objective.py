@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from loopscale.errors import InputError
-from loopscale.fit.laws import Law, LawData
+from loopscale.fit.laws.form import Law, LawData
 
 DEFAULT_DELTA = 1e-3
 # Elements (rows x starts x ...) one vectorised pass may hold: bounds memory on big tables

@@ -19,7 +19,8 @@ import numpy as np
 from scipy.optimize import minimize
 
 from loopscale.fit.bounds import bounds_for, clip_to_bounds
-from loopscale.fit.laws import Law, LawData, make_law
+from loopscale.fit.laws.form import Law, LawData
+from loopscale.fit.laws.registry import make_law
 from loopscale.fit.objective import Loss, chunk_size, objective, objective_and_grad, objective_grad_hess
 from loopscale.fit.result import FitResult
 from loopscale.fit.starts import SCREEN_ROWS, screen_starts, screen_subsample
@@ -324,25 +325,17 @@ def fit_law(
 ) -> tuple[FitResult, FitState]:
     """Fit one law to data with the global multi-start strategy. Returns (result, state).
 
-    looped-free starts from the looped fit with k_r = r^phi_hat, k_r = 1 and k_r = r. A
-    looped-joint law is passed as a `Law` (it carries its recipe names).
+    A law with a `warm_start` law (looped-free: the looped law) starts from that law's optimum
+    (`Law.warm_starts`: k_r = r^phi_hat, k_r = 1 and k_r = r) instead of screening starts. A per-recipe law
+    is passed as a `Law` (it carries its recipe names).
     """
     loss = loss or Loss()
     law = law_name if isinstance(law_name, Law) else make_law(law_name, data.r)
     rng = np.random.default_rng(seed)
-    if law.name == "looped-free":
-        looped_result, looped_state = fit_law(data, "looped", loss, seed, n_refine)
-        base = looped_state.best.theta
-        log_r = np.log(np.array(law.r_values))
-        starts = np.array(
-            [
-                np.concatenate([base[:5], base[5] * log_r]),
-                np.concatenate([base[:5], 0.0 * log_r]),
-                np.concatenate([base[:5], 1.0 * log_r]),
-            ]
-        )
-        starts = clip_to_bounds(starts, law)
-        n_screened = looped_result.n_starts + len(starts)
+    if law.warm_start is not None:
+        base_result, base_state = fit_law(data, law.warm_start, loss, seed, n_refine)
+        starts = clip_to_bounds(law.warm_starts(base_state.best.theta), law)
+        n_screened = base_result.n_starts + len(starts)
     else:
         starts, n_screened = screen_starts(law, data, loss, n_refine, rng)
     best, refined = multistart(law, data, loss, starts)

@@ -22,7 +22,7 @@ from typing import Any, TextIO
 import numpy as np
 
 from loopscale.errors import InputError
-from loopscale.fit.laws import Law, LawData
+from loopscale.fit.laws.form import Law, LawData
 from loopscale.fit.objective import Loss, chunk_size
 from loopscale.fit.optimize import FitState, lm_batch, newton, refine
 from loopscale.machine import usable_cores

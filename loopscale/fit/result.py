@@ -3,9 +3,9 @@
 `FitResult` is what `loopscale fit` writes as JSON (docs/design.md, "Fitting"): the law, its parameters,
 the optimiser's diagnostics and, when they were run, the bootstrap replicates, the phi profile and the
 held-out check. Plots, the report and the conditioning numbers read such records; so do `predict_loss`
-(the fitted law at the stored parameters), `recipe_phi` (each row's phi under a joint fit) and
-`compare_param` (a difference between two fits from their stored bootstrap replicates). Nothing here fits
-anything, so reading a record never imports the optimiser (`loopscale.fit.optimize`) or scipy.
+(the fitted law at the stored parameters) and `compare_param` (a difference between two fits from their
+stored bootstrap replicates). Nothing here fits anything, so reading a record never imports the optimiser
+(`loopscale.fit.optimize`) or scipy.
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 from loopscale.errors import InputError
 
@@ -124,12 +123,12 @@ def read_fit_json(path) -> Any:
 
 def predict_loss(fit, table) -> np.ndarray:
     """The fitted law's loss L_hat for each row of `table` (a DataFrame or dict of arrays with the columns
-    the law reads, e.g. r, N_once, N_rec, D): `laws.predict_loss` at the fit's parameters. `fit` is a
+    the law reads, e.g. r, N_once, N_rec, D): `laws.registry.predict_loss` at the fit's parameters. `fit` is a
     FitResult, the dict of its JSON or a path to that JSON."""
-    from loopscale.fit.laws import predict_loss as law_prediction
+    from loopscale.fit.laws.registry import predict_loss as law_prediction
 
     fit = load_fit(fit)
-    return law_prediction(fit.law, fit.params, table)
+    return law_prediction(fit.law, fit.params, table, (fit.joint or {}).get("column", "recipe"))
 
 
 def data_summary(table) -> dict[str, Any]:
@@ -174,18 +173,6 @@ def file_sha256(path) -> str:
         for block in iter(lambda: fh.read(1 << 20), b""):
             h.update(block)
     return h.hexdigest()
-
-
-def recipe_phi(table: pd.DataFrame, params: dict, column: str) -> np.ndarray:
-    """phi per row of a runs table under a joint fit's params: phi[<recipe>] of the row's recipe on
-    looped rows; on r = 1 rows (where r^phi = 1) the reference recipe's, which changes nothing."""
-    names = [k[4:-1] for k in params if k.startswith("phi[")]
-    r = table["r"].to_numpy(dtype=float)
-    labels = table[column].astype(str).to_numpy() if column in table else np.full(len(table), names[0])
-    unknown = sorted(set(labels[r > 1]) - set(names))
-    if unknown:
-        raise InputError(f"the joint fit has no phi for {column} = {unknown} (its recipes: {names})")
-    return np.array([params[f"phi[{g}]"] if rv > 1 else params[f"phi[{names[0]}]"] for g, rv in zip(labels, r)])
 
 
 def compare_param(a: FitResult, b: FitResult, name: str = "phi", level: float = 0.95, seed: int = 0) -> dict[str, Any]:

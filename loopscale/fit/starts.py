@@ -18,7 +18,7 @@ import itertools
 import numpy as np
 
 from loopscale.fit.bounds import clip_to_bounds
-from loopscale.fit.laws import Law, LawData
+from loopscale.fit.laws.form import Law, LawData
 from loopscale.fit.objective import Loss, batch_objective, chunk_size
 
 # Tables with more rows than this (e.g. one row per logged evaluation, 10^5-10^6 rows) screen their
@@ -28,22 +28,9 @@ from loopscale.fit.objective import Loss, batch_objective, chunk_size
 SCREEN_ROWS = 1024
 
 
-def _phi_axes(law: Law, values: np.ndarray) -> list[np.ndarray]:
-    """Grid axes of the law's exponents beyond (alpha, beta): phi for looped; for looped-joint phi of
-    the reference and dphi for the others, so the grid covers every recipe's phi in `values`
-    (fewer values per recipe as recipes add up, to keep the product small)."""
-    if law.name == "looped":
-        return [values]
-    if law.name != "looped-joint":
-        return []
-    k = len(law.recipes)
-    per = values if k <= 2 else np.linspace(values.min(), values.max(), max(3, int(round(49 ** (1 / k)))))
-    deltas = np.unique(np.round((per[:, None] - per[None, :]).ravel(), 12))
-    return [per] + [deltas] * (k - 1)
-
-
 def classic_grid(law: Law) -> np.ndarray:
-    """The classic grid (Hoffmann et al.; Besiroglu et al.), extended with phi in {0, 0.5, 1}."""
+    """The classic grid (Hoffmann et al.; Besiroglu et al.), extended by the law's own axes
+    (`Law.classic_axes`: phi in {0, 0.5, 1} for the looped laws)."""
     axes = [
         np.linspace(-1, 1, 5),
         np.arange(0, 30, 5.0),
@@ -51,29 +38,23 @@ def classic_grid(law: Law) -> np.ndarray:
         np.arange(0, 30, 5.0),
         np.linspace(0, 2, 5),
     ]
-    axes += _phi_axes(law, np.array([0.0, 0.5, 1.0]))[:1]
-    grid = np.array(list(itertools.product(*axes)), dtype=float)
-    if law.name == "looped-joint":  # every recipe starts at the shared phi; projected starts spread them
-        grid = np.hstack([grid, np.zeros((len(grid), len(law.recipes) - 1))])
-    return grid
+    return np.array(list(itertools.product(*axes, *law.classic_axes())), dtype=float)
 
 
 def projected_starts(law: Law, data: LawData, n_exponent: int = 16) -> np.ndarray:
     """Exponent-grid starts with the best non-negative (E, A, B) solved in closed form.
 
-    For fixed (alpha, beta, phi) the prediction E + A X + B Y (X = N_eff^-alpha, Y = D^-beta) is
-    linear in (E, A, B); minimising sum ((pred - L) / L)^2, which approximates the log residual, is
-    a 3-variable NNLS. Its solution is the best feasible least-squares solution over the 7 supports
-    (subsets of {E, A, B}), so we solve all 7 for every exponent triple in one batched pass. The
-    exponent grid goes through in chunks (`chunk_size`), so memory does not grow with rows x starts.
+    For fixed exponents (alpha, beta and the law's own, `Law.projected_axes`: phi, ...) the prediction
+    E + A X + B Y (X = N_eff^-alpha, Y = D^-beta) is linear in (E, A, B); minimising
+    sum ((pred - L) / L)^2, which approximates the log residual, is a 3-variable NNLS. Its solution is the
+    best feasible least-squares solution over the 7 supports (subsets of {E, A, B}), so we solve all 7 for
+    every exponent combination in one batched pass. The exponent grid goes through in chunks (`chunk_size`),
+    so memory does not grow with rows x starts.
     """
     alphas = np.linspace(0.05, 1.2, n_exponent)
     betas = np.linspace(0.05, 1.2, n_exponent)
-    phi_axes = _phi_axes(law, np.linspace(0.0, 1.2, 7))
-    grid = np.array(list(itertools.product(alphas, betas, *phi_axes)))
-    if law.name == "looped-joint":  # keep combinations whose every recipe phi lies in [0, 1.2]
-        phis = grid[:, 2:3] + np.hstack([np.zeros((len(grid), 1)), grid[:, 3:]])
-        grid = grid[np.all((phis >= -1e-9) & (phis <= 1.2 + 1e-9), axis=1)]
+    extra_axes = law.projected_axes(np.linspace(0.0, 1.2, 7))  # the law's exponents: phi, dphi, ...
+    grid = law.keep_projected(np.array(list(itertools.product(alphas, betas, *extra_axes))))
     w = 1.0 / data.L**2  # relative-error weights
     Y = np.exp(-betas[:, None] * data.log_D)  # (n_exponent, n): D^-beta for each beta on the grid
     G = np.empty((len(grid), 3, 3))
@@ -142,7 +123,7 @@ def screen_starts(law: Law, data: LawData, loss: Loss, n_refine: int, rng: np.ra
     classic = classic_grid(law)
     lo, hi = classic.min(axis=0), classic.max(axis=0)
     random_pts = lo + (hi - lo) * rng.random((n_random, classic.shape[1]))
-    family1 = np.vstack([classic, random_pts])
+    family1 = clip_to_bounds(np.vstack([classic, random_pts]), law)  # a law may narrow its box (pin E)
     family2 = clip_to_bounds(projected_starts(law, data), law)
     f1 = batch_objective(family1, law, data, loss)
     f2 = batch_objective(family2, law, data, loss)

@@ -31,7 +31,7 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
-from loopscale.fit.laws import cost_params, tokens_from_compute
+from loopscale.fit.laws.form import cost_params, tokens_from_compute
 from loopscale.model.accounting import flops_per_token, paper_model, param_counts, tokens_for_budget
 
 # Dense parameters near the published fit (alpha ~ 0.20, beta ~ 0.37, E ~ 1.57 nats); A and B put

@@ -3,9 +3,10 @@
 Canonical columns (the names `loopscale collect` writes): ``r``, ``N_once``, ``N_rec``, ``N``,
 ``D`` (tokens), ``C`` (training FLOPs), ``L`` (loss); optional ``recipe``, ``width``, ``seed``,
 ``run_dir`` and anything else are kept as they are. `ColumnMap` renames external columns to these
-(e.g. ``N="Model Size", C="Training FLOP", L="loss"``). When there is no D column, D = C / (6 N)
-for the chinchilla law and D = C / (6 (N_once + r N_rec)) for the looped laws (the training cost of
-the looped model, 6 FLOPs per parameter pass per token).
+(e.g. ``N="Model Size", C="Training FLOP", L="loss"``). Which columns a law reads, and the N of C = 6 N D
+with which D is derived when there is no D column, the law says (`loopscale.fit.laws.form.Law`: D = C / (6 N)
+for the chinchilla law, D = C / (6 (N_once + r N_rec)) for the looped laws, the training cost of the looped
+model, 6 FLOPs per parameter pass per token).
 
 Every problem is a ValueError whose message names the column and the rows, so the CLI can print it
 as one line. `budget_column` and `budget_clusters` give each run's compute budget and its group label,
@@ -21,7 +22,8 @@ import numpy as np
 import pandas as pd
 
 from loopscale.errors import InputError
-from loopscale.fit.laws import compute_from_tokens, cost_params, make_law, tokens_from_compute
+from loopscale.fit.laws.form import compute_from_tokens, tokens_from_compute
+from loopscale.fit.laws.registry import law_class, make_law
 
 
 @dataclass(frozen=True)
@@ -135,20 +137,24 @@ def _check_complete_text(path: Path, csv: bool) -> None:
 
 def required_columns(law: str, has: set[str]) -> list[str]:
     """Canonical columns a law needs, given which canonical columns are present."""
-    size = ["N"] if law == "chinchilla" else ["N_once", "N_rec", "r"]
+    size = list(law_class(law).size_columns)
     tokens = ["D"] if "D" in has or "C" not in has else ["C"]
     return size + tokens + ["L"]
 
 
 def law_columns(law: str | None, raw_columns, columns: ColumnMap) -> set[str]:
-    """The canonical columns `law` can read from a table with these columns: the chinchilla law reads N (or
-    N_once + N_rec when there is no N), D or C, and L; the looped laws r, N_once, N_rec, D or C, and L.
-    Mappings of the others are not looked at (so `--law chinchilla --n-col N_once` is not ambiguous)."""
+    """The canonical columns `law` can read from a table with these columns: its size columns (the chinchilla
+    law N, or N_once + N_rec when the table has no N: `Law.derivable`; the looped laws r, N_once, N_rec), D or
+    C, and L. Mappings of the others are not looked at (so `--law chinchilla --n-col N_once` is not ambiguous)."""
     if law is None:
         return set(ColumnMap.__dataclass_fields__)
-    if law == "chinchilla":
-        return {"N", "D", "C", "L"} | (set() if columns.N in set(raw_columns) else {"N_once", "N_rec"})
-    return {"r", "N_once", "N_rec", "D", "C", "L"}
+    cls = law_class(law)
+    wanted = set(cls.size_columns) | {"D", "C", "L"}
+    source = columns.as_dict()
+    for canon, parts in cls.derivable.items():
+        if source[canon] not in set(raw_columns):
+            wanted |= set(parts)
+    return wanted
 
 
 def resolve_columns(raw_columns, columns: ColumnMap, law: str | None = None) -> tuple[dict[str, str], list[str]]:
@@ -200,31 +206,33 @@ def canonical_table(raw: pd.DataFrame, law: str, columns: ColumnMap | None = Non
     table = table.loc[:, ~table.columns.duplicated()].copy()  # the columns the fit reads are unique
     present = set(table.columns)
     derived = {}
-    if law == "chinchilla" and "N" not in present and {"N_once", "N_rec"} <= present:
-        table["N"] = table["N_once"] + table["N_rec"]
-        present.add("N")
-        derived["N"] = "N_once + N_rec"
+    cls = law_class(law)
+    for canon, parts in cls.derivable.items():  # e.g. the chinchilla law's N = N_once + N_rec
+        if canon not in present and set(parts) <= present:
+            table[canon] = sum(table[p] for p in parts)
+            present.add(canon)
+            derived[canon] = " + ".join(parts)
     need = required_columns(law, present)
-    src_of = columns.as_dict()
+    src_of = {**{c: c for c in need}, **columns.as_dict()}  # a law's own column (N_pass) is read by its name
     for canon in need:
         if canon not in present:
             hint = {"D": " (or a compute column C to derive D = C / 6N)"}.get(canon, "")
+            how = f"map names with --{_opt(canon)}" if canon in ColumnMap.__dataclass_fields__ else "law " + law
             raise InputError(
-                f"missing column {src_of[canon]!r} for {canon}{hint}; "
-                f"columns are {list(raw.columns)} (map names with --{_opt(canon)})"
+                f"missing column {src_of[canon]!r} for {canon}{hint}; columns are {list(raw.columns)} ({how})"
             )
-    _check_values(table, need, src_of)
-    if law != "chinchilla":
-        zero = (table["N_once"] + table["N_rec"]) <= 0
-        if zero.any():
-            raise InputError(f"N_once + N_rec must be > 0; rows {_rows(zero.to_numpy())} are not")
-    cost_N = table["N"] if law == "chinchilla" else cost_params(table["N_once"], table["N_rec"], table["r"])
+    _check_values(table, need, src_of, cls.zero_allowed)
+    invalid = cls.invalid_rows(table)  # e.g. N_once + N_rec > 0
+    if invalid is not None and invalid[0].any():
+        raise InputError(f"{invalid[1]}; rows {_rows(invalid[0])} are not")
+    cost_N = cls.cost_params(table)
     if "D" not in need:
         table["D"] = tokens_from_compute(table["C"], cost_N)
-        derived["D"] = "C / (6 N)" if law == "chinchilla" else "C / (6 (N_once + r N_rec))"
+        cost = cls.cost_formula if " " not in cls.cost_formula else f"({cls.cost_formula})"
+        derived["D"] = f"C / (6 {cost})"
     if "C" not in table.columns:
         table["C"] = compute_from_tokens(table["D"], cost_N)
-    if law != "looped-joint":  # a joint table is checked once the recipes' tables are merged
+    if not cls.per_recipe:  # a joint table is checked once the recipes' tables are merged
         check_fit_size(table, law)
     table = table.reset_index(drop=True)
     table.attrs["columns_used"] = {
@@ -234,9 +242,10 @@ def canonical_table(raw: pd.DataFrame, law: str, columns: ColumnMap | None = Non
     return table
 
 
-def _check_values(table: pd.DataFrame, need, src_of: dict[str, str]) -> None:
-    """Each column the law reads holds finite numbers within its range (N_once, N_rec >= 0; r a whole
-    number >= 1; the rest > 0), converted to float in place; a ValueError names the column and rows."""
+def _check_values(table: pd.DataFrame, need, src_of: dict[str, str], zero_allowed=("N_once", "N_rec")) -> None:
+    """Each column the law reads holds finite numbers within its range (the law's `zero_allowed`, e.g. N_once,
+    N_rec, >= 0; r a whole number >= 1; the rest > 0), converted to float in place; a ValueError names the
+    column and rows."""
     for canon in need:
         if not (
             pd.api.types.is_numeric_dtype(table[canon]) or pd.api.types.is_object_dtype(table[canon])
@@ -250,27 +259,20 @@ def _check_values(table: pd.DataFrame, need, src_of: dict[str, str]) -> None:
                 f"or infinite values (rows {_rows(bad)})"
             )
         table[canon] = values
-        lower_ok = values >= 0 if canon in ("N_once", "N_rec") else values > 0
+        lower_ok = values >= 0 if canon in zero_allowed else values > 0
         if canon == "r":  # a recurrence count: a whole number of passes
             lower_ok = (values >= 1) & (values == np.round(values))
         if not lower_ok.all():
-            rule = {"N_once": ">= 0", "N_rec": ">= 0", "r": "a whole number >= 1"}.get(canon, "> 0")
+            rule = ">= 0" if canon in zero_allowed else "a whole number >= 1" if canon == "r" else "> 0"
             raise InputError(f"column {src_of[canon]!r} must be {rule}; rows {_rows(~lower_ok)} are not")
 
 
 def check_fit_size(table: pd.DataFrame, law: str) -> None:
-    """Enough rows (twice the parameter count) and, for looped laws, at least two r values."""
+    """Enough rows (twice the parameter count) and what the law needs to be identified (`Law.check_table`:
+    the looped laws two r values or more, looped-free r = 1 runs)."""
     if len(table) == 0:
         raise InputError(f"the table has no rows to fit with law {law!r}")
-    if law != "chinchilla":
-        r_values = np.unique(table["r"].to_numpy(dtype=float))
-        if len(r_values) < 2:
-            raise InputError(
-                f"law {law!r} needs runs at two or more r values to identify phi; "
-                f"all rows have r = {r_values[0]:g} (use --law chinchilla)"
-            )
-        if law == "looped-free" and 1.0 not in r_values:
-            raise InputError("law 'looped-free' needs r = 1 runs (k_1 = 1 anchors the multipliers)")
+    law_class(law).check_table(table)
     n_params = make_law(law, table["r"] if "r" in table else None).n_params
     if len(table) < 2 * n_params:
         raise InputError(
@@ -285,7 +287,7 @@ def table_warnings(table: pd.DataFrame, law: str) -> list[str]:
     """What the fit should say about a canonical table it accepted: rows that repeat another row's point
     and loss exactly (a copied run counts twice and narrows every interval), and values far outside any
     real run (a loss of 1e300 nats, 1e308 parameters), which the fit's arithmetic does not survive."""
-    point = ["N", "D", "L"] if law == "chinchilla" else ["r", "N_once", "N_rec", "D", "L"]
+    point = list(law_class(law).point_columns)
     out = []
     repeated = table.duplicated(subset=[c for c in point if c in table.columns], keep="first").to_numpy()
     if repeated.any():

@@ -17,7 +17,8 @@ import numpy as np
 
 from loopscale.errors import InputError
 from loopscale.fit.bounds import bounds_for
-from loopscale.fit.laws import Law, LawData, make_law
+from loopscale.fit.laws.form import Law, LawData
+from loopscale.fit.laws.registry import make_law
 from loopscale.fit.objective import Loss
 from loopscale.fit.optimize import BASIN_ABS_TOL, FitState, Refined, fit_law, lm_batch, newton, refine
 from loopscale.fit.resample import bootstrap as bootstrap  # its home before the split
@@ -236,8 +237,8 @@ def profile_phi(state: FitState, half_width: float = 0.5, n_points: int = 21) ->
 
     Returns {"phi", "objective", "interval", "threshold", "method", ...} (see `profile_param`).
     """
-    if state.law.name != "looped":
-        raise InputError(f"the phi profile needs the looped law; got {state.law.name!r}")
+    if state.law.profile_param != "phi":
+        raise InputError(f"the phi profile needs a law with one phi (the looped law); got {state.law.name!r}")
     out = profile_param(state, "phi", half_width, n_points)
     out["phi"] = out.pop("x")
     return out
@@ -270,17 +271,18 @@ def lr_test(state: FitState, name: str, value: float = 0.0) -> dict[str, float]:
 # Holdout
 # ----------------------------------------------------------------------------------------------
 def holdout_largest(
-    data: LawData, C: np.ndarray, law_name: str, loss: Loss, seed: int = 0, n_refine: int = 16
+    data: LawData, C: np.ndarray, law_name: str | Law, loss: Loss, seed: int = 0, n_refine: int = 16
 ) -> dict[str, Any]:
     """Refit without the largest compute budget; report the error on the held-out runs.
 
-    Budgets are grouped by `budget_clusters`. Errors are relative: L_hat / L - 1.
+    Budgets are grouped by `budget_clusters`. Errors are relative: L_hat / L - 1. law_name: a law's name, or
+    a law instance (refitted as it is).
     """
-    train = holdout_train_rows(C, law_name, data.r)
+    train = holdout_train_rows(C, law_name.name if isinstance(law_name, Law) else law_name, data.r)
     test = ~train
     largest = budget_clusters(C).max()
-    result, _ = fit_law(data.subset(train), law_name, loss, seed, n_refine)
-    pred = _predict_user(law_name, result.params, data.subset(test))
+    result, state = fit_law(data.subset(train), law_name, loss, seed, n_refine)
+    pred = np.exp(state.law.log_predict(state.law.from_user(result.params), data.subset(test)))
     obs = data.L[test]
     rel = pred / obs - 1
     return {
@@ -311,12 +313,3 @@ def holdout_train_rows(C, law_name: str, r=None) -> np.ndarray:
             f"{n_min // 2} parameters) below the largest budget {clusters.max():.3g}"
         )
     return train
-
-
-def _predict_user(law_name: str, params: dict, data: LawData) -> np.ndarray:
-    law = (
-        make_law(law_name, data.r)
-        if law_name != "looped-free"
-        else Law(law_name, tuple(float(k[2:]) for k in params if k.startswith("k_")))
-    )
-    return np.exp(law.log_predict(law.from_user(params), data))

@@ -6,7 +6,7 @@ The law under test (docs/design.md):
 
 Every figure is drawn from what `loopscale collect` wrote (the runs table) and what `loopscale fit`
 wrote (the fit JSON, with its bootstrap replicates and phi profile). Nothing here fits anything:
-fitted lines are `laws.predict_loss` at the stored parameters, intervals are the stored ones.
+fitted lines are `laws.registry.predict_loss` at the stored parameters, intervals are the stored ones.
 
 Figures (each function returns a matplotlib Figure; `save_all` writes them as PNG at 200 dpi and PDF):
     iso_flop         loss vs N per compute budget (binned into at most 9 panels), a colour per r, a marker

@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 
 from loopscale.fit.derived import optimal_size
-from loopscale.fit.laws import n_eff, predict_loss
+from loopscale.fit.laws.registry import law_class, predict_loss
 from loopscale.fit.result import FitResult, load_fit
 
 from .inputs import rows_for_fit
@@ -31,7 +31,8 @@ def law_line(group: pd.DataFrame, fit: FitResult, n_points: int = 60, C: float |
             return np.exp(np.interp(grid, log_n, np.log(values)))
         return np.interp(grid, log_n, values)
 
-    cols = {"N_once": along(g["N_once"]), "N_rec": along(g["N_rec"])}
+    sizes = dict.fromkeys(["N_once", "N_rec", *law_class(fit.law).size_columns])  # and a law's own (N_pass)
+    cols = {c: along(g[c]) for c in sizes if c not in ("N", "r")}
     if C is None:
         cols["D"] = along(g["D"])
     else:
@@ -42,9 +43,9 @@ def law_line(group: pd.DataFrame, fit: FitResult, n_points: int = 60, C: float |
 
 def collapse_coordinates(table: pd.DataFrame, fit: FitResult, phi: float):
     """(N_eff at this phi, L - B D^-beta): with the data term removed, the law says every run lies
-    on the single curve E + A N_eff^-alpha, whatever its r, if phi is right."""
+    on the single curve E + A N_eff^-alpha, whatever its r, if phi is right (`Law.effective_size`)."""
     p = fit.params
-    x = n_eff(table["N_once"], table["N_rec"], table["r"], phi)
+    x = law_class(fit.law).from_params(p).effective_size({**p, "phi": phi}, table)
     y = table["L"].to_numpy(dtype=float) - p["B"] * table["D"].to_numpy(dtype=float) ** -p["beta"]
     return np.asarray(x, dtype=float), y
 
@@ -65,8 +66,8 @@ def collapse_spread(table: pd.DataFrame, fit, phi: float) -> float:
 def compute_optimal_curve(table: pd.DataFrame, fit: FitResult, r: float, C: np.ndarray):
     """(N*, D*) at budgets C for models with r recurrences, from the fitted law.
 
-    At fixed r the architecture family fixes N_eff = c N and the training cost per token F = f N
-    (c, f: medians over that r's runs). With D = C / F the law is
+    At fixed r the architecture family fixes N_eff = c N (`Law.effective_size`: N_once + m_r N_rec) and the
+    training cost per token F = f N (c, f: medians over that r's runs). With D = C / F the law is
     L(N) = E + A (c N)^-alpha + B (C / (f N))^-beta; setting dL/dN = 0 gives the closed form
         N* = (alpha A c^-alpha / (beta B))^(1/(alpha+beta)) * (C / f)^(beta/(alpha+beta)),
         D* = C / (f N*).
@@ -75,7 +76,7 @@ def compute_optimal_curve(table: pd.DataFrame, fit: FitResult, r: float, C: np.n
     g = table[table["r"].to_numpy(dtype=float) == r]
     N = g["N"].to_numpy(dtype=float)
     F = g["C"].to_numpy(dtype=float) / g["D"].to_numpy(dtype=float)
-    c = float(np.median(n_eff(g["N_once"], g["N_rec"], g["r"], p.get("phi", 1.0)) / N))
+    c = float(np.median(law_class(fit.law).from_params(p).effective_size(p, g) / N))
     f = float(np.median(F / N))
     C = np.asarray(C, dtype=float)
     N_star = optimal_size(p, C, c, f)

@@ -1,7 +1,7 @@
 """What a figure reads: the runs table (looped-law columns checked and filled in), the rows a fit covers,
 and the numbers the fit record gives per row (L_hat, log residuals, compute budget, phi, k_r).
 
-Nothing here draws or fits: the fitted law is `laws.predict_loss` at the stored parameters.
+Nothing here draws or fits: the fitted law is `Law.predict_table` at the stored parameters.
 """
 
 from __future__ import annotations
@@ -10,8 +10,9 @@ import numpy as np
 import pandas as pd
 
 from loopscale.errors import InputError
-from loopscale.fit.laws import compute_from_tokens, cost_params, n_eff, predict_loss, tokens_from_compute
-from loopscale.fit.result import FitResult, load_fit, recipe_phi
+from loopscale.fit.laws.form import compute_from_tokens, cost_params, tokens_from_compute
+from loopscale.fit.laws.registry import law_class
+from loopscale.fit.result import FitResult, load_fit
 from loopscale.fit.tables import ColumnMap, budget_clusters, budget_column, canonical_table
 from loopscale.fit.tables import read_table as read_any_table
 
@@ -95,15 +96,13 @@ def budgets(table: pd.DataFrame) -> np.ndarray:
 
 
 def predicted_loss(table: pd.DataFrame, fit: FitResult) -> np.ndarray:
-    """L_hat per row of the table at the fitted parameters (only the numeric law inputs are passed).
-    A joint fit takes each row's phi from its recipe (`fit_result.recipe_phi`)."""
-    cols = {c: table[c].to_numpy(dtype=float) for c in LAW_INPUTS if c in table}
-    if fit.law == "looped-joint":
-        phi = recipe_phi(table, fit.params, (fit.joint or {}).get("column", "recipe"))
-        p = fit.params
-        n = n_eff(cols["N_once"], cols["N_rec"], cols["r"], phi)  # phi per row
-        return p["E"] + p["A"] * n ** -p["alpha"] + p["B"] * cols["D"] ** -p["beta"]
-    return predict_loss(fit.law, fit.params, cols)
+    """L_hat per row of the table at the fitted parameters (`Law.predict_table`: only the numeric law inputs
+    are read; a per-recipe fit takes each row's recipe from the fit's recipe column)."""
+    law = law_class(fit.law)
+    if law.per_recipe:
+        return law.predict_table(fit.params, table, (fit.joint or {}).get("column", "recipe"))
+    inputs = dict.fromkeys([*LAW_INPUTS, *law.size_columns])  # and a law's own (N_pass)
+    return law.predict_table(fit.params, {c: table[c].to_numpy(dtype=float) for c in inputs if c in table})
 
 
 def log_residuals(table: pd.DataFrame, fit: FitResult) -> np.ndarray:
@@ -119,9 +118,10 @@ def looped_phi(fit: FitResult, figure: str) -> float:
 
 
 def free_multipliers(free) -> dict[float, float]:
-    """{r: k_r} from a looped-free fit, with k_1 = 1 (N_eff = N_once + k_r N_rec)."""
+    """{r: k_r} from a fit of a law with a free multiplier per r (looped-free), with k_1 = 1
+    (N_eff = N_once + k_r N_rec)."""
     free = load_fit(free)
-    if free.law != "looped-free":
+    if not law_class(free.law).per_r_multipliers:
         raise InputError(f"the free multipliers need a looped-free fit; this fit is {free.law!r}")
     k = {float(name[2:]): float(v) for name, v in free.params.items() if name.startswith("k_")}
     return {1.0: 1.0, **k}

@@ -12,6 +12,7 @@ from matplotlib.figure import Figure
 
 import loopscale.plots.labels as labels  # the module, not the package: no import cycle
 from loopscale.errors import InputError, LoopscaleError
+from loopscale.fit.laws.registry import law_class
 from loopscale.fit.result import FitResult, compare_param, load_fit
 from loopscale.fit.tables import read_table as read_any_table
 
@@ -97,8 +98,8 @@ def joint_delta_phi(fit) -> Figure:
     the joint fit (bootstrap CI and profile interval) next to the separate fits' comparison."""
     fit = load_fit(fit)
     j = fit.joint or {}
-    if fit.law != "looped-joint":
-        raise InputError(f"joint_delta_phi needs a looped-joint fit; this fit is {fit.law!r}")
+    if not law_class(fit.law).per_recipe:
+        raise InputError(f"joint_delta_phi needs a joint fit (one phi per recipe); this fit is {fit.law!r}")
     recipes, ref = j["recipes"], j["reference"]
     fig, (ax_v, ax_d) = panel_grid(2, size=(4.8, 3.6))
     for x, g in enumerate(recipes):
@@ -150,8 +151,8 @@ def delta_phi_profile(fit) -> Figure:
     threshold of the 95% interval, and the bootstrap replicates of delta-phi; a panel for each the record has."""
     fit = load_fit(fit)
     j = fit.joint or {}
-    if fit.law != "looped-joint":
-        raise InputError(f"delta_phi_profile needs a looped-joint fit; this fit is {fit.law!r}")
+    if not law_class(fit.law).per_recipe:
+        raise InputError(f"delta_phi_profile needs a joint fit (one phi per recipe); this fit is {fit.law!r}")
     d = j.get("delta_phi", {})
     profiles = {g: v["profile"] for g, v in d.items() if (v.get("profile") or {}).get("x")}
     boot = (fit.bootstrap or {}).get("params", {})

@@ -11,6 +11,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from loopscale.atomic import atomic_path
+from loopscale.fit.laws.registry import law_class
 from loopscale.fit.result import load_fit
 
 from .isoflop import iso_flop
@@ -23,13 +24,14 @@ FORMATS = ("png", "pdf")  # every figure as a bitmap for the report and a vector
 
 
 def figures(table: pd.DataFrame, fit, compare=(), free=None) -> dict[str, Figure]:
-    """Every figure that applies: phi figures need a looped or joint fit (phi_profile only when the record
-    has a profile or bootstrap replicates), delta-phi needs `compare` fits (a sequence, or a mapping name ->
-    fit) or a joint fit. A joint fit is drawn recipe by recipe (`views`), its delta-phi figures from the
-    joint fit's own tests."""
+    """Every figure that applies (the fit's law says which: `Law.per_recipe`, `Law.compute_optimal`): phi
+    figures need a fit with phi or a joint fit (phi_profile only when the record has a profile or bootstrap
+    replicates), delta-phi needs `compare` fits (a sequence, or a mapping name -> fit) or a joint fit. A joint
+    fit is drawn recipe by recipe (`views`), its delta-phi figures from the joint fit's own tests."""
     fit = load_fit(fit)
+    law = law_class(fit.law)
     out = {"iso_flop": iso_flop(table, fit), "residuals": residuals(table, fit, free)}
-    if fit.law == "looped-joint":
+    if law.per_recipe:
         out["collapse"] = collapse(table, fit)
         if has_delta_phi_evidence(fit):
             out["phi_profile"] = delta_phi_profile(fit)
@@ -41,7 +43,7 @@ def figures(table: pd.DataFrame, fit, compare=(), free=None) -> dict[str, Figure
         if compare:
             named = isinstance(compare, Mapping)
             out["delta_phi"] = delta_phi({fit_name(fit, "fit"): fit, **compare} if named else [fit, *compare])
-    if fit.law != "looped-free":
+    if law.compute_optimal:
         out["compute_optimal"] = compute_optimal(table, fit)
     return {name: out[name] for name in FIGURE_NAMES if name in out}
 

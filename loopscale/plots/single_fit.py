@@ -18,6 +18,7 @@ from matplotlib.lines import Line2D
 
 import loopscale.plots.labels as labels  # the module, not the package: no import cycle
 from loopscale.errors import InputError
+from loopscale.fit.laws.registry import law_class, law_names
 from loopscale.fit.result import FitResult, load_fit
 
 from .curves import collapse_coordinates, compute_optimal_curve
@@ -36,10 +37,11 @@ def collapse(table: pd.DataFrame, fit) -> Figure:
     All r on one curve at the fitted phi (and visibly apart at 0 and 1) is the visual test of the law.
     """
     fit = load_fit(fit)
-    if fit.law != "looped-joint":
+    per_recipe = law_class(fit.law).per_recipe
+    if not per_recipe:
         looped_phi(fit, "collapse")
     vs = views(table, fit)
-    if fit.law == "looped-joint":
+    if per_recipe:
         dense = [v for v in vs if v.label == DENSE]
         fitted = [
             (f"{v.label}: {labels.phi_text(v.fit.params['phi'])}", [(u, v.fit.params["phi"]) for u in dense + [v]])
@@ -207,7 +209,7 @@ def _draw_multipliers(ax, k: dict[float, float], free: FitResult, phi: float | N
         hi = np.array([ks[0]] + [c[1] for c in ci[1:]])
         ax.errorbar(rs, ks, yerr=[ks - lo, hi - ks], fmt="o", color="C0", label="$k_r$ (95% CI)")
     else:
-        ax.plot(rs, ks, "o", color="C0", label="$k_r$ (looped-free fit)")
+        ax.plot(rs, ks, "o", color="C0", label=f"$k_r$ ({free.law} fit)")
     line = np.geomspace(1, rs.max(), 50)
     if phi is not None:
         law = labels.phi_text(phi, r"\phi")
@@ -251,8 +253,9 @@ def compute_optimal(table: pd.DataFrame, fit) -> Figure:
     """N* and D* vs C for each r (lines: the fitted law, one line style per recipe), with the lowest-loss
     run of each (r, budget) as points: an empirical check of the predicted allocation."""
     fit = load_fit(fit)
-    if fit.law == "looped-free":
-        raise InputError("the compute-optimal figure needs a looped, joint or chinchilla fit; this fit is looped-free")
+    if not law_class(fit.law).compute_optimal:
+        able = ", ".join(n for n in law_names() if law_class(n).compute_optimal)
+        raise InputError(f"the compute-optimal figure needs a fit of one of the laws {able}; this fit is {fit.law}")
     vs = views(table, fit)
     t = all_rows(vs)
     colours = r_colours(t["r"])

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from loopscale.errors import InputError
+from loopscale.fit.laws.registry import law_class
 from loopscale.fit.result import FitResult, load_fit
 
 from .inputs import rows_for_fit
@@ -42,7 +43,7 @@ def views(table: pd.DataFrame, fit) -> list[View]:
     the recipe column among its rows (one view with label None when there is one value or no column)."""
     fit = load_fit(fit)
     col = recipe_column(table, fit)
-    if fit.law == "looped-joint":
+    if law_class(fit.law).per_recipe:
         j = fit.joint or {}
         looped = table["r"].to_numpy(dtype=float) > 1
         parts = [(DENSE, table[~looped], recipe_fit(fit, j["reference"]))]
@@ -71,12 +72,13 @@ def all_rows(vs: list[View]) -> pd.DataFrame:
 
 
 def recipe_fit(fit, recipe: str) -> FitResult:
-    """One recipe's view of a joint fit, as a looped-law FitResult: the shared E, A, alpha, B, beta
-    with phi = phi[recipe] (its interval and bootstrap replicates too), covering the recipe's runs
-    and the shared r = 1 runs. Every single-law figure then draws it as is."""
+    """One recipe's view of a joint fit, as a FitResult of the joint law's `recipe_law` (the looped law): the
+    shared E, A, alpha, B, beta with phi = phi[recipe] (its interval and bootstrap replicates too), covering
+    the recipe's runs and the shared r = 1 runs. Every single-law figure then draws it as is."""
     fit = load_fit(fit)
     j = fit.joint or {}
-    if fit.law != "looped-joint" or recipe not in j.get("recipes", []):
+    law = law_class(fit.law)
+    if not law.per_recipe or recipe not in j.get("recipes", []):
         raise InputError(
             f"recipe_fit needs a looped-joint fit with recipe {recipe!r}; got a {fit.law!r} fit "
             f"with recipes {j.get('recipes')}"
@@ -90,7 +92,7 @@ def recipe_fit(fit, recipe: str) -> FitResult:
         cols = fit.bootstrap.get("params", {})
         boot = dict(fit.bootstrap, params={rename.get(k, k): v for k, v in cols.items() if k in dense or k in rename})
     return FitResult(
-        law="looped",
+        law=law.recipe_law,
         params=params,
         objective=fit.objective,
         grad_norm=fit.grad_norm,
@@ -110,4 +112,4 @@ def recipe_fit(fit, recipe: str) -> FitResult:
 
 def is_looped(fit: FitResult) -> bool:
     """Whether the fit has a phi to draw (a looped fit, or a joint fit with one phi per recipe)."""
-    return "phi" in fit.params or fit.law == "looped-joint"
+    return "phi" in fit.params or law_class(fit.law).per_recipe

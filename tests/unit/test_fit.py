@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from loopscale.fit import fit_table as F
-from loopscale.fit.laws import law_data_from_table, make_law
+from loopscale.fit.laws.registry import law_data_from_table, make_law
 from loopscale.fit.synthetic import TRUE_PARAMS, law_loss, published_grid, published_grid_table
 from loopscale.fit.tables import canonical_table
 from support.paths import CHINCHILLA

@@ -7,7 +7,7 @@ from scipy.optimize import brentq
 
 from loopscale.fit import fit_table as F
 from loopscale.fit import synthetic as S
-from loopscale.fit.laws import law_data_from_table, make_law
+from loopscale.fit.laws.registry import law_data_from_table, make_law
 from loopscale.fit.tables import canonical_table
 
 

@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 from loopscale.fit import resample
-from loopscale.fit.laws import law_data_from_table
+from loopscale.fit.laws.registry import law_data_from_table
 from loopscale.fit.optimize import fit_law
 from loopscale.fit.tables import canonical_table
 from support.cli import run_cli

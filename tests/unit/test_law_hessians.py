@@ -1,4 +1,4 @@
-"""The analytic Hessian of every law (loopscale/fit/laws.py, `log_predict_jac_hess`) against central finite
+"""The analytic Hessian of every law (loopscale/fit/laws/lse.py, `Law.log_predict_jac_hess`) against central finite
 differences of the analytic gradient: the joint and free laws' too, which the bootstrap's Newton polish
 (loopscale/fit/resample.py) and the joint profiles now use."""
 
@@ -9,7 +9,7 @@ import pytest
 
 from loopscale.fit import synthetic as S
 from loopscale.fit.joint import joint_data, joint_table
-from loopscale.fit.laws import law_data_from_table, make_law
+from loopscale.fit.laws.registry import law_data_from_table, make_law
 from loopscale.fit.objective import Loss, objective_and_grad, objective_grad_hess
 from loopscale.fit.tables import canonical_table
 

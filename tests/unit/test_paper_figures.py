@@ -94,7 +94,7 @@ def test_chinchilla_iso_flop_is_nine_panels_without_looped_columns(tmp_path):
     t = drop_top_k(plots.read_table(CHINCHILLA, CHIN_COLUMNS, "chinchilla"), 5)
     assert len(t) == 240 and plots.budgets(t).size == 240 and np.unique(plots.budgets(t)).size > 200
     from loopscale.fit.fit_table import fit_law
-    from loopscale.fit.laws import law_data_from_table
+    from loopscale.fit.laws.registry import law_data_from_table
 
     result, _ = fit_law(law_data_from_table(t, "chinchilla"), "chinchilla", n_refine=4)
     fig = plots.iso_flop(t, result)

@@ -11,7 +11,7 @@ import pytest
 
 from loopscale import plots
 from loopscale.fit.fit_table import fit_law
-from loopscale.fit.laws import law_data_from_table, predict_loss
+from loopscale.fit.laws.registry import law_data_from_table, predict_loss
 from loopscale.plots import labels
 from support.paths import FIXTURES
 
