@@ -290,9 +290,15 @@ def test_bad_configs_name_field_and_allowed_values():
         paper_model(6, 3)
     with pytest.raises(ValueError, match=r"bptt_k=3 must be between 1 and r=2"):
         cpu_model(128, 2, bptt_k=3)
-    with pytest.raises(ValueError, match=r"injection='sum' is not allowed; choose one of 'linear', 'additive'"):
+    with pytest.raises(
+        ValueError,
+        match=r"injection='sum' is not allowed; choose one of 'additive', 'concat', 'hyper', 'linear', 'passthrough'",
+    ):
         cpu_model(128, 2, injection="sum")
-    with pytest.raises(ValueError, match=r"injection='hyper' needs r > 1; allowed for r = 1: 'passthrough'"):
+    with pytest.raises(
+        ValueError,
+        match=r"injection='hyper' needs r > 1; allowed for r = 1: 'additive', 'concat', 'linear', 'passthrough'$",
+    ):
         cpu_model(128, 1, injection="hyper")
     with pytest.raises(ValueError, match=r"recipe='a/b' is not a safe name"):
         paper_model(6, 2, "a/b")
@@ -310,9 +316,11 @@ def test_bad_configs_name_field_and_allowed_values():
     ]
     assert cpu_model(128, 4, injection="hyper", hyper_dynamic=True).recipe == "hyper-dynamic"
     passthrough_truncated = cpu_model(128, 2, injection="passthrough", bptt_k=1)
-    with pytest.raises(ValueError, match=r"bptt_k=1 < r=2 needs injection 'linear', 'concat' or 'additive'"):
+    with pytest.raises(
+        ValueError, match=r"bptt_k=1 < r=2 needs injection 'additive', 'concat' or 'linear'; with 'passthrough'"
+    ):
         flops_per_token(passthrough_truncated)
-    with pytest.raises(ValueError, match="needs injection 'linear'"):
+    with pytest.raises(ValueError, match="needs injection 'additive'"):
         LoopedTransformer(passthrough_truncated)
     # the published code's refusals: hyper-connections with truncated backprop, or with a single lane
     with pytest.raises(ValueError, match=r"injection='hyper' needs full backprop \(bptt_k=2 < r=4\)"):
