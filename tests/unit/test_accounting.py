@@ -11,6 +11,7 @@ from torch.utils.flop_counter import FlopCounterMode
 from loopscale.config.dirs import train_config
 from loopscale.config.model import layer_plan
 from loopscale.config.schema import with_vocab
+from loopscale.injections.registry import forms as injection_forms
 from loopscale.model.accounting import (
     accounting_report,
     cpu_model,
@@ -124,11 +125,15 @@ def test_paper_counts_equal_the_real_modules(size, r, recipe):
 
 
 def count_grid():
-    """Every r in {1,2,4,8} x injection (hyper static and dynamic for r > 1) x tied/untied x relu2/swiglu."""
+    """Every r in {1,2,4,8} x registered injection form (lanes static and dynamic where it has them, r > 1 where
+    it needs a loop) x tied/untied x relu2/swiglu."""
     for r in (1, 2, 4, 8):
-        modes = [("passthrough", False), ("linear", False), ("concat", False), ("additive", False)]
-        if r > 1:
-            modes += [("hyper", False), ("hyper", True)]
+        modes = [
+            (name, dynamic)
+            for name, form in injection_forms().items()
+            if r > 1 or not form.needs_loop
+            for dynamic in ((False, True) if form.uses_lanes else (False,))
+        ]
         for injection, dynamic in modes:
             for tie in (False, True):
                 for mlp in ("relu2", "swiglu"):
