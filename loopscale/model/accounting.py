@@ -34,9 +34,8 @@ On every configuration the tests try this equals FlopCounterMode's count under S
 the authors' step count: the matmuls above plus the parameters that multiply elementwise, at the same 6x / 2x
 per use as the matrices — the two RMSNorm gains of every layer pass (2 d) and the injection's
 (`elementwise_flops_per_token` of its form: per hyper-connection pass the beta write-in, beta (x) s, K d, which
-makes the hyper mixing (K^2 + 2 K) d per pass as published). The
-three stream norms (embed_norm, pass_norm, final_norm) are not counted, as published. F exceeds the matmul
-count by ~0.02% at the paper sizes.
+makes the hyper mixing (K^2 + 2 K) d per pass as published). The three stream norms (embed_norm, pass_norm,
+final_norm) are not counted, as published. F exceeds the matmul count by ~0.02% at the paper sizes.
 Not counted in either (elementwise or lookups): the embedding lookup, QK-norm, RoPE, softmax and masking,
 ReLU^2 / SiLU, residual adds, tanh soft-capping and the dynamic tanh, the cross-entropy, and the optimizer.
 """

@@ -18,8 +18,9 @@ from torch.utils.flop_counter import FlopCounterMode
 import loopscale
 from loopscale import injections
 from loopscale.config.model import ModelConfig
+from loopscale.errors import ConfigError
 from loopscale.injections import registry
-from loopscale.injections.form import N_ONCE, N_REC
+from loopscale.injections.form import N_ONCE, N_PASS, N_REC, SCALAR, InjectionForm, Param
 from loopscale.model.accounting import (
     accounting_report,
     cpu_model,
@@ -39,7 +40,7 @@ from support.train import tiny_model
 PACKAGE = Path(loopscale.__file__).parent
 DOCS = PACKAGE.parent / "docs" / "architecture.md"
 B = 2  # sequences in the checks' batch
-MEMORY_OVER = 0.3  # the memory model may over-count a form's own bytes by this share (hyper's lane copies: 18%)
+MEMORY_OVER = 0.3  # the memory model may over-count a form's own bytes per token by this share (hyper here: <= 14%)
 
 
 def numel(*modules) -> int:
@@ -178,6 +179,23 @@ def test_a_form_file_must_name_its_form(tmp_path, monkeypatch):
     finally:
         sys.modules.pop("loopscale.injections.gates", None)
         registry.forms.cache_clear()
+
+
+class PerPassForm(InjectionForm):
+    """A loop-index embedding's parameters (one row of [r, d] per pass): the third accounting class."""
+
+    name = "per_pass"
+
+    def params(self, cfg):
+        return (Param("index", (cfg.r, cfg.d_model), SCALAR, N_PASS),)
+
+
+def test_parameters_used_once_per_pass_are_refused_until_the_law_takes_them(monkeypatch):
+    monkeypatch.setitem(registry.forms(), "per_pass", PerPassForm())
+    cfg = tiny_model(4, injection="per_pass")
+    assert PerPassForm().counts(cfg) == {N_ONCE: 0, N_REC: 0, N_PASS: 4 * 64}
+    with pytest.raises(ConfigError, match=r"injection='per_pass' has parameters used once per pass \(N_pass\)"):
+        param_counts(cfg)
 
 
 # ---------------------------------------------------------------------------------- no name outside its form
