@@ -3,9 +3,7 @@ enters every pass unweighted."""
 
 from __future__ import annotations
 
-import functools
-
-from loopscale.injections.form import InjectionForm, SingleStream
+from loopscale.injections.form import InjectionForm, SingleStream, module_class
 
 
 class AdditiveForm(InjectionForm):
@@ -18,7 +16,7 @@ class AdditiveForm(InjectionForm):
 FORM = AdditiveForm()
 
 
-@functools.cache
+@module_class("Additive")
 def additive_module():
     import torch  # on first use: the spec above is read without torch (config, accounting, --help)
 
@@ -35,3 +33,6 @@ def additive_module():
             """No parameters."""
 
     return Additive
+
+
+__getattr__ = additive_module.find  # Additive, defined on first use, for pickle

@@ -7,9 +7,7 @@ it), so a pass under no_grad costs 2x its multiply-adds and one with gradient 6x
 
 from __future__ import annotations
 
-import functools
-
-from loopscale.injections.form import InjectionForm, Param, SingleStream, pass_flops, truncated
+from loopscale.injections.form import InjectionForm, Param, SingleStream, module_class, pass_flops, truncated
 
 
 class ConcatForm(InjectionForm):
@@ -34,7 +32,7 @@ class ConcatForm(InjectionForm):
 FORM = ConcatForm()
 
 
-@functools.cache
+@module_class("ConcatInjection")
 def concat_module():
     import torch  # on first use: the spec above is read without torch (config, accounting, --help)
 
@@ -53,3 +51,6 @@ def concat_module():
             return self(torch.cat((e, s), dim=-1)), s  # the full 2d -> d matmul on every pass
 
     return ConcatInjection
+
+
+__getattr__ = concat_module.find  # ConcatInjection, defined on first use, for pickle

@@ -25,12 +25,15 @@ The module has the four methods the loop drives (loopscale/model/transformer.py)
     x = inj.finish(state)                the coda's input
     inj.reset_parameters()               its init, after the model's own (which leaves `injection.*` alone)
 
-A form's module is defined on first use inside a cached function of its file, so that `import torch` runs only
-when a model is built: the config, the accounting, `loopscale params` and `--help` read the spec above it.
+A form's module class is defined on first use inside a function of its file decorated with `module_class`, so
+that `import torch` runs only when a model is built: the config, the accounting, `loopscale params` and `--help`
+read the spec above it. The file's `__getattr__ = <that function>.find` makes the class an attribute of the file,
+where pickle looks for it (trainer.strategy=ddp_spawn sends the model to its workers).
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -135,6 +138,30 @@ class InjectionForm:
         for p in self.params(cfg):
             found[p.counts_in] += p.numel
         return found
+
+
+def module_class(name: str):
+    """Decorate the function that defines a form's module class `name` (importing torch there): it runs once, on
+    first use, and its class is `<form file>.<name>` for pickle through the file's `__getattr__ = <function>.find`."""
+
+    def decorate(define):
+        @functools.cache
+        def defined():
+            cls = define()
+            if cls.__name__ != name:
+                raise TypeError(f"{define.__module__}.{define.__name__} defines {cls.__name__}, not {name}")
+            cls.__qualname__ = name  # not "<function>.<locals>.<name>": pickle finds it as an attribute of the file
+            return cls
+
+        def find(attribute: str):
+            if attribute == name:
+                return defined()
+            raise AttributeError(f"module {define.__module__!r} has no attribute {attribute!r}")
+
+        defined.find = find
+        return defined
+
+    return decorate
 
 
 class SingleStream:

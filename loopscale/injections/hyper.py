@@ -31,10 +31,9 @@ always with gradient; F adds the beta write-in K d, as published, so the mixing 
 from __future__ import annotations
 
 import contextlib
-import functools
 
 from loopscale.errors import ConfigError
-from loopscale.injections.form import SCALAR, InjectionForm, Param, pass_flops, truncated
+from loopscale.injections.form import SCALAR, InjectionForm, Param, module_class, pass_flops, truncated
 
 DYNAMIC_SCALE_INIT = 0.01
 
@@ -86,7 +85,7 @@ class HyperForm(InjectionForm):
 FORM = HyperForm()
 
 
-@functools.cache
+@module_class("HyperConnections")
 def hyper_module():
     """The module class; longer than 60 lines because it holds the whole class, defined here so that the form
     above is read without torch."""
@@ -166,3 +165,6 @@ def hyper_module():
                 return M.to(dtype) @ lanes + beta.unsqueeze(-1).to(dtype) * s.unsqueeze(-2).to(dtype)
 
     return HyperConnections
+
+
+__getattr__ = hyper_module.find  # HyperConnections, defined on first use, for pickle

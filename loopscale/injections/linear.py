@@ -8,9 +8,7 @@ backprop the first pass with gradient reads a detached s, so its W_s s backward 
 
 from __future__ import annotations
 
-import functools
-
-from loopscale.injections.form import InjectionForm, Param, pass_flops, truncated
+from loopscale.injections.form import InjectionForm, Param, module_class, pass_flops, truncated
 
 
 class LinearForm(InjectionForm):
@@ -38,7 +36,7 @@ class LinearForm(InjectionForm):
 FORM = LinearForm()
 
 
-@functools.cache
+@module_class("LinearInjection")
 def linear_module():
     import torch  # on first use: the spec above is read without torch (config, accounting, --help)
 
@@ -68,3 +66,6 @@ def linear_module():
             return state[1]
 
     return LinearInjection
+
+
+__getattr__ = linear_module.find  # LinearInjection, defined on first use, for pickle

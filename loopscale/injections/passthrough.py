@@ -7,9 +7,7 @@ cut off, so the prelude would get no gradient (refused by accounting.check_train
 
 from __future__ import annotations
 
-import functools
-
-from loopscale.injections.form import InjectionForm, SingleStream
+from loopscale.injections.form import InjectionForm, SingleStream, module_class
 
 
 class PassthroughForm(InjectionForm):
@@ -23,7 +21,7 @@ class PassthroughForm(InjectionForm):
 FORM = PassthroughForm()
 
 
-@functools.cache
+@module_class("Passthrough")
 def passthrough_module():
     import torch  # on first use: the spec above is read without torch (config, accounting, --help)
 
@@ -37,3 +35,6 @@ def passthrough_module():
             """No parameters."""
 
     return Passthrough
+
+
+__getattr__ = passthrough_module.find  # Passthrough, defined on first use, for pickle

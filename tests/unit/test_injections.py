@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import json
+import pickle
 import re
 import sys
 from pathlib import Path
@@ -80,6 +81,11 @@ def assert_parity(cfg: ModelConfig) -> None:
         model(idx, idx).backward()
     assert matmul_flops_per_token(cfg) == counter.get_total_flops() / (B * cfg.seq_len)
     assert all(p.grad is not None and p.grad.isfinite().all() for p in model.injection.parameters())
+    # the module pickles (trainer.strategy=ddp_spawn sends the model to its workers) as the same class
+    restored = pickle.loads(pickle.dumps(model.injection))
+    assert (
+        type(restored) is type(model.injection) and restored.state_dict().keys() == model.injection.state_dict().keys()
+    )
     assert_memory_covers(cfg, model)
     # optimizer: one MuonH step allocates the state the memory model predicts from the form's groups
     model.zero_grad()

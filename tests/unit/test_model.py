@@ -9,8 +9,8 @@ import torch
 from torch.autograd.graph import saved_tensors_hooks
 
 from loopscale.config.model import ModelConfig
-from loopscale.injections.concat import concat_module
-from loopscale.injections.passthrough import passthrough_module
+from loopscale.injections.concat import ConcatInjection
+from loopscale.injections.passthrough import Passthrough
 from loopscale.model.accounting import paper_model
 from loopscale.model.transformer import LoopedTransformer
 from loopscale.train.optim.groups import adamw_param_groups
@@ -133,7 +133,7 @@ def test_concat_injection_is_one_matrix_initialised_I_0():
     pass sees u = e (s_0 = e)."""
     model = build(tiny_model(4, injection="concat"))
     d = model.cfg.d_model
-    assert isinstance(model.injection, concat_module()) and model.injection.bias is None
+    assert isinstance(model.injection, ConcatInjection) and model.injection.bias is None
     assert [(n, tuple(p.shape)) for n, p in model.injection.named_parameters()] == [("weight", (d, 2 * d))]
     assert torch.equal(model.injection.weight, torch.cat((torch.eye(d), torch.zeros(d, d)), dim=1))
     idx = batch()
@@ -231,7 +231,7 @@ def test_paper_r1_is_a_plain_stack():
     """model=paper at r = 1: 0 prelude, 20 layers, 0 coda, no injection; r > 1: 2 + 16/r x r + 2."""
     dense = build(ModelConfig(**{**paper_model(6, 1).__dict__, "vocab_size": V, "seq_len": T}))
     assert (len(dense.prelude), len(dense.recurrent), len(dense.coda)) == (0, 20, 0)
-    assert isinstance(dense.injection, passthrough_module()) and not list(dense.injection.parameters())
+    assert isinstance(dense.injection, Passthrough) and not list(dense.injection.parameters())
     for r in (2, 4, 8):
         cfg = paper_model(6, r)
         assert (cfg.n_prelude, cfg.n_rec, cfg.n_coda, cfg.l_eff, cfg.injection) == (2, 16 // r, 2, 20, "concat")
