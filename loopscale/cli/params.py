@@ -11,6 +11,7 @@ import dataclasses
 import json
 
 from loopscale.cli import UsageError
+from loopscale.injections.registry import names as injection_names
 
 # optional ModelConfig fields the flags may override after the preset (flag --seq-len -> seq_len, ...)
 OVERRIDES = (
@@ -48,7 +49,7 @@ def register(subparsers) -> None:
         "recipe the options describe)",
     )
     p.add_argument("--bptt-k", type=int, default=None, help="truncated backprop: passes with gradient")
-    p.add_argument("--injection", default=None, help="linear | additive | passthrough | hyper")
+    p.add_argument("--injection", default=None, help=" | ".join(injection_names()) + " (loopscale/injections/)")
     p.add_argument("--hyper-lanes", type=int, default=None, help="K, lanes for injection=hyper")
     p.add_argument("--hyper-dynamic", action="store_true", default=None, help="dynamic hyper-connections")
     p.add_argument("--vocab-size", type=int, default=None)

@@ -14,9 +14,10 @@ from typing import Optional
 from loopscale.config.checks import check_choice, check_positive
 from loopscale.config.naming import check_name
 from loopscale.errors import ConfigError
+from loopscale.injections.registry import form as injection_form
+from loopscale.injections.registry import form_for_recipe, names
 
-INJECTIONS = ("linear", "additive", "passthrough", "hyper", "concat")
-LOOPED_INJECTIONS = ("linear", "concat", "additive", "passthrough")  # what injection="auto" may pick for r > 1
+DENSE_INJECTION = "passthrough"  # what injection="auto" is at r = 1: u = s, no parameters
 INITS = ("gpt2", "paper")
 DENSE_LAYOUTS = ("same", "plain")
 RECIPES = ("baseline", "tbptt", "hyper")
@@ -61,7 +62,8 @@ class ModelConfig:
     n_rec: int = 8  # k, layers in the recurrent block
     n_coda: int = 2  # c
     r: int = 1  # recurrence count: passes through the recurrent block
-    # auto (passthrough at r = 1, else looped_injection) | linear | concat | additive | passthrough | hyper
+    # auto (passthrough at r = 1, else looped_injection) or a form of loopscale/injections/: additive | concat |
+    # hyper | linear | passthrough | ...
     injection: str = "auto"
     bptt_k: Optional[int] = None  # truncated backprop: only the last k of r passes get gradient; None = all
     hyper_lanes: int = 2  # K, residual lanes for injection="hyper"
@@ -102,7 +104,7 @@ class ModelConfig:
         if self.recipe != "auto":
             check_name("recipe", self.recipe)
         check_choice("init", self.init, INITS)
-        check_choice("looped_injection", self.looped_injection, LOOPED_INJECTIONS)
+        check_choice("looped_injection", self.looped_injection, names(looped_injection=True))
         check_choice("dense_layout", self.dense_layout, DENSE_LAYOUTS)
         check_positive("r", self.r)
         if self.r == 1 and self.dense_layout == "plain":
@@ -114,16 +116,14 @@ class ModelConfig:
             self.n_rec = layer_plan(self.depth, self.r, self.n_prelude, self.n_coda)[1]
         if self.r > 1 and self.recipe == "tbptt" and self.bptt_k is None:
             self.bptt_k = -(-self.r // 2)  # ceil(r / 2), the published probe
-        if self.r > 1 and self.recipe == "hyper" and self.injection == "auto":
-            self.injection = "hyper"
-        if self.injection == "auto":
-            self.injection = "passthrough" if self.r == 1 else self.looped_injection
+        if self.injection == "auto":  # a published recipe may pick its form (hyper), else the looped injection
+            self.injection = DENSE_INJECTION if self.r == 1 else form_for_recipe(self.recipe) or self.looped_injection
         for name in ("vocab_size", "d_model", "head_dim", "n_rec", "r", "seq_len", "mlp_ratio"):
             check_positive(name, getattr(self, name))
         for name in ("n_prelude", "n_coda"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"{name}={getattr(self, name)!r} must be >= 0")
-        check_choice("injection", self.injection, INJECTIONS)
+        form = injection_form(self.injection)
         check_choice("mlp", self.mlp, MLPS)
         check_choice("precision", self.precision, PRECISIONS)
         if self.d_model % self.head_dim != 0:
@@ -132,22 +132,12 @@ class ModelConfig:
             raise ConfigError(f"head_dim={self.head_dim} must be even (RoPE rotates pairs)")
         if self.bptt_k is not None and not (1 <= self.bptt_k <= self.r):
             raise ConfigError(f"bptt_k={self.bptt_k!r} must be between 1 and r={self.r} (or None for full backprop)")
-        if self.injection == "hyper":
-            if self.r == 1:
-                raise ConfigError(
-                    "injection='hyper' needs r > 1; allowed for r = 1: 'passthrough', 'linear', 'concat', 'additive'"
-                )
-            # the published code's refusals: one lane is the plain loop with extra scalars, and a truncated pass
-            # would leave its step-specific lane coefficients without gradient
-            if self.hyper_lanes < 2:
-                raise ConfigError(f"hyper_lanes={self.hyper_lanes!r}: hyper-connections need at least 2 lanes")
-            if self.bptt_k is not None and self.bptt_k < self.r:
-                raise ConfigError(
-                    f"injection='hyper' needs full backprop (bptt_k={self.bptt_k} < r={self.r}): the lane "
-                    "coefficients of the truncated passes would never get a gradient"
-                )
-        if self.hyper_dynamic and self.injection != "hyper":
-            raise ConfigError("hyper_dynamic=True needs injection='hyper'")
+        if form.needs_loop and self.r == 1:
+            allowed = ", ".join(map(repr, names(needs_loop=False)))
+            raise ConfigError(f"injection={self.injection!r} needs r > 1; allowed for r = 1: {allowed}")
+        form.check(self)  # the form's own refusals (hyper: one lane, truncated backprop)
+        if self.hyper_dynamic and not form.uses_lanes:
+            raise ConfigError(f"hyper_dynamic=True needs injection={' or '.join(map(repr, names(uses_lanes=True)))}")
         if self.logit_softcap is not None:
             check_positive("logit_softcap", self.logit_softcap)
         if self.recipe == "auto":
@@ -169,14 +159,10 @@ class ModelConfig:
 
 
 def recipe_of_fields(cfg: ModelConfig) -> str:
-    """The published recipe the model's fields describe at r > 1: hyper (hyper-connection lanes), tbptt
-    (truncated backprop, a published injection), baseline (a published injection, full backprop), or '' for
-    a design of its own (another injection, or dynamic lanes)."""
-    if cfg.injection == "hyper":
-        return "" if cfg.hyper_dynamic else "hyper"
-    if cfg.injection not in ("linear", "concat"):
-        return ""
-    return "tbptt" if cfg.bptt_k is not None and cfg.bptt_k < cfg.r else "baseline"
+    """The published recipe the model's fields describe at r > 1, as its injection form says: hyper
+    (hyper-connection lanes), tbptt (truncated backprop, a published injection), baseline (a published injection,
+    full backprop), or '' for a design of its own (another injection, or dynamic lanes)."""
+    return injection_form(cfg.injection).describes(cfg)
 
 
 def design_name(cfg: ModelConfig) -> str:

@@ -32,7 +32,8 @@ from typing import Any
 from loopscale.config.model import ModelConfig
 from loopscale.config.schema import TrainConfig
 from loopscale.errors import ConfigError
-from loopscale.model.accounting import block_matrix_params, injection_params
+from loopscale.injections.registry import form as injection_form
+from loopscale.model.accounting import block_matrix_params
 from loopscale.train.mfu import peak_flops
 
 RESTART_S = 300.0  # per requeue besides compiling: queue-to-start, imports, data open, checkpoint load
@@ -92,8 +93,8 @@ def eval_flops_per_token(m: ModelConfig) -> float:
     layer passes' matmuls and T x T attention, the injection in every pass, the head."""
     layer_passes = m.n_prelude + m.n_coda + m.n_rec * m.r
     layer = block_matrix_params(m) + 2 * m.seq_len * m.d_model
-    injection = injection_params(m) if m.injection in ("concat", "linear") else 0
-    return 2.0 * (layer_passes * layer + m.r * injection + m.padded_vocab_size * m.d_model)
+    injection = injection_form(m.injection).forward_flops_per_token(m)
+    return 2.0 * (layer_passes * layer + m.padded_vocab_size * m.d_model) + injection
 
 
 def validation_tokens(cfg: TrainConfig, steps: int) -> int:

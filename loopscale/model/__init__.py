@@ -1,3 +1,3 @@
-"""The looped transformer (transformer.py, hyper.py, head_loss.py) and its exact accounting: parameters and
-FLOPs (accounting.py), bytes per device (memory.py). Knows nothing of Lightning, data or launching; imports
-config only."""
+"""The looped transformer (transformer.py, head_loss.py) and its exact accounting: parameters and FLOPs
+(accounting.py), bytes per device (memory.py). Knows nothing of Lightning, data or launching; imports config and
+the injection forms (loopscale/injections/) only."""

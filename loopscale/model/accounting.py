@@ -10,7 +10,8 @@ Parameter accounting (docs/design.md, "Parameter accounting"):
               + 2 d (the two pre-norm RMSNorm gains)
     N_rec   = k * block                                    (the recurrent block, stored once, run r times)
     N_once  = (p + c) * block + injection + 3 d            (embed_norm, pass_norm, final_norm)
-              injection: linear and concat 2 d^2 (W = [W_e | W_s], [d, 2d]); additive / passthrough 0;
+              injection: the parameters its form declares (loopscale/injections/), each in N_once or N_rec:
+                         linear and concat 2 d^2 (W = [W_e | W_s], [d, 2d]); additive / passthrough 0;
                          hyper r * (K^2 + 2 K) scalars (+ r * (d * (K + 2) + 3) for the dynamic variant)
     N       = N_once + N_rec                               (no token embedding, no LM head)
     embedding = V_pad * d;  lm_head = V_pad * d untied, 0 tied (the head FLOPs still count)
@@ -21,24 +22,20 @@ backward (6x in all) when it runs with gradient, 2x when it runs under `torch.no
     - prelude and coda layers (always with gradient), k recurrent layers in each of the r passes;
     - attention scores and values, full (not causal-halved) T x T: 4 d T forward per layer pass, so
       12 d T with gradient and 4 d T without — what SDPA's math backend executes;
-    - the concat injection (published): u = W [e; s], a 2d -> d matmul in every pass, the first included
-      (s_0 = e): 2 d^2 multiply-adds per pass, 6x with gradient and 2x without;
-    - the linear injection: u = W_e e + W_s s, with W_e e computed once per forward (e does not change
-      across passes) and W_s s once per pass;
-      under truncation the first pass with gradient gets a detached s, so its W_s s backward skips the
-      input gradient (4x instead of 6x);
-    - hyper-connection mixing per pass: the alpha read-out, K d multiply-adds, and the lane mix M lanes,
-      K^2 d; the dynamic variant adds the projection of the normalised lanes, K d (K + 2) multiply-adds per
-      pass, always 6x (the lanes stay in the autograd graph);
+    - the injection's own matmuls, as its form counts them (`matmul_flops_per_token` of loopscale/injections/):
+      concat (published) u = W [e; s], 2 d^2 multiply-adds per pass, the first included (s_0 = e); linear W_e e
+      once per forward and W_s s per pass (under truncation the first pass with gradient skips W_s s's input
+      gradient, 4x instead of 6x); hyper the alpha read-out K d a pass and the lane mix K^2 d (+ the dynamic
+      projection K d (K + 2)), always 6x (the lanes stay in the autograd graph);
     - the LM head, 6 V_pad d (also when tied to the embedding).
 On every configuration the tests try this equals FlopCounterMode's count under SDPA's math backend.
 
 `flops_per_token` (F: steps, C = F D, MFU) is the published code's count, so that a budget C gives every run
 the authors' step count: the matmuls above plus the parameters that multiply elementwise, at the same 6x / 2x
-per use as the matrices — the two RMSNorm gains of every layer pass (2 d) and, per hyper-connection pass,
-the beta write-in (beta (x) s, K d), which makes the hyper mixing (K^2 + 2 K) d per pass as published. The
-three stream norms (embed_norm, pass_norm, final_norm) are not counted, as published. F exceeds the matmul
-count by ~0.02% at the paper sizes.
+per use as the matrices — the two RMSNorm gains of every layer pass (2 d) and the injection's
+(`elementwise_flops_per_token` of its form: per hyper-connection pass the beta write-in, beta (x) s, K d, which
+makes the hyper mixing (K^2 + 2 K) d per pass as published). The three stream norms (embed_norm, pass_norm,
+final_norm) are not counted, as published. F exceeds the matmul count by ~0.02% at the paper sizes.
 Not counted in either (elementwise or lookups): the embedding lookup, QK-norm, RoPE, softmax and masking,
 ReLU^2 / SiLU, residual adds, tanh soft-capping and the dynamic tanh, the cross-entropy, and the optimizer.
 """
@@ -50,6 +47,9 @@ from dataclasses import asdict, dataclass
 from loopscale.config.model import ModelConfig
 from loopscale.config.naming import paper_width
 from loopscale.errors import ConfigError
+from loopscale.injections.form import N_ONCE, N_PASS, N_REC
+from loopscale.injections.registry import form as injection_form
+from loopscale.injections.registry import names as injection_names
 
 # The presets come from the configs training composes: the shape from loopscale/conf/model/<preset>.yaml, the
 # vocabulary from the data the preset trains on (conf/data/<data>.yaml; `model_preset`).
@@ -92,14 +92,17 @@ def block_params(cfg: ModelConfig) -> int:
 
 
 def injection_params(cfg: ModelConfig) -> int:
-    d, K = cfg.d_model, cfg.hyper_lanes
-    if cfg.injection in ("linear", "concat"):
-        return 2 * d * d  # W = [W_e | W_s], [d, 2d]
-    if cfg.injection == "hyper":
-        static = cfg.r * (K * K + 2 * K)  # per pass: alpha [K], M [K, K], beta [K]
-        dynamic = cfg.r * (d * (K + 2) + 3) if cfg.hyper_dynamic else 0  # W_dyn [d, K + 2], 3 scales
-        return static + dynamic
-    return 0  # additive, passthrough
+    """Every parameter of the injection, whatever its accounting class."""
+    return sum(injection_form(cfg.injection).counts(cfg).values())
+
+
+def injection_counts(cfg: ModelConfig) -> dict[str, int]:
+    """The injection's parameters by accounting class. N_pass (a slice used in one pass only) has no place in the
+    law yet (docs/design.md, "Parameter accounting"): refused rather than miscounted."""
+    counts = injection_form(cfg.injection).counts(cfg)
+    if counts[N_PASS]:
+        raise ConfigError(f"injection={cfg.injection!r} has parameters used once per pass (N_pass): not yet counted")
+    return counts
 
 
 @dataclass(frozen=True)
@@ -123,9 +126,10 @@ class ParamCounts:
 
 def param_counts(cfg: ModelConfig) -> ParamCounts:
     block = block_params(cfg)
-    n_rec = cfg.n_rec * block
+    injection = injection_counts(cfg)
+    n_rec = cfg.n_rec * block + injection[N_REC]
     norms = 3 * cfg.d_model  # embed_norm, pass_norm, final_norm
-    n_once = (cfg.n_prelude + cfg.n_coda) * block + injection_params(cfg) + norms
+    n_once = (cfg.n_prelude + cfg.n_coda) * block + injection[N_ONCE] + norms
     embedding = cfg.padded_vocab_size * cfg.d_model
     return ParamCounts(
         N_once=n_once,
@@ -141,12 +145,13 @@ def param_counts(cfg: ModelConfig) -> ParamCounts:
 
 
 def check_trainable(cfg: ModelConfig) -> None:
-    """Reject configs whose prelude would get no gradient: passthrough (u = s) carries e only through
-    s_0, which truncated backprop detaches."""
-    if cfg.injection == "passthrough" and cfg.bptt_k is not None and cfg.bptt_k < cfg.r:
+    """Reject configs whose prelude would get no gradient: a form that is not truncatable (passthrough, u = s)
+    carries e only through s_0, which truncated backprop detaches."""
+    if not injection_form(cfg.injection).truncatable and cfg.bptt_k is not None and cfg.bptt_k < cfg.r:
+        *others, last = map(repr, injection_names(truncatable=True))
         raise ConfigError(
-            f"bptt_k={cfg.bptt_k} < r={cfg.r} needs injection 'linear', 'concat' or 'additive'; with "
-            "'passthrough' the prelude would get no gradient"
+            f"bptt_k={cfg.bptt_k} < r={cfg.r} needs injection {', '.join(others)} or {last}; with "
+            f"{cfg.injection!r} the prelude would get no gradient"
         )
 
 
@@ -158,43 +163,29 @@ def grad_passes(cfg: ModelConfig) -> int:
 def matmul_flops_per_token(cfg: ModelConfig) -> float:
     """FLOPs per token of the matrix multiplies of one forward + backward (see the module docstring)."""
     check_trainable(cfg)
-    d, T, K = cfg.d_model, cfg.seq_len, cfg.hyper_lanes
+    d, T = cfg.d_model, cfg.seq_len
     n_grad = grad_passes(cfg)
     n_nograd = cfg.r - n_grad
     # multiply-adds per token of one layer: weights + attention (QK^T and AV, 2 * T * d)
     layer_macs = block_matrix_params(cfg) + 2 * T * d
     once_macs = (cfg.n_prelude + cfg.n_coda) * layer_macs + cfg.padded_vocab_size * d  # + LM head
     pass_macs = cfg.n_rec * layer_macs
-    always_macs = 0  # run once or per pass, but always inside the autograd graph
-    skipped_flops = 0  # backward work that autograd does not do
-    if cfg.injection == "concat":
-        pass_macs += 2 * d * d  # W [e; s] in every pass; the input gradient is always taken (e needs it)
-    elif cfg.injection == "linear":
-        pass_macs += d * d  # W_s s
-        always_macs += d * d  # W_e e, once
-        if n_nograd > 0:
-            skipped_flops = 2 * d * d  # first pass with gradient: s is detached, no input gradient for W_s s
-    elif cfg.injection == "hyper":
-        pass_macs += K * d  # alpha read-out
-        always_macs += cfg.r * K * K * d  # lane mix M lanes
-        if cfg.hyper_dynamic:
-            always_macs += cfg.r * K * d * (K + 2)  # normalised lanes @ W_dyn
+    injection = injection_form(cfg.injection).matmul_flops_per_token(cfg, n_grad)
     # 2 FLOPs per multiply-add forward; backward doubles it twice over (input and weight gradients)
-    total = 6 * (once_macs + always_macs + n_grad * pass_macs) + 2 * n_nograd * pass_macs - skipped_flops
-    return float(total)
+    return float(6 * (once_macs + n_grad * pass_macs) + 2 * n_nograd * pass_macs + injection)
 
 
 def flops_per_token(cfg: ModelConfig) -> float:
     """F, training FLOPs per token in the published convention: the matmuls plus the norm gains of every layer
-    pass and the hyper beta write-in, each at 6x with gradient and 2x without (see the module docstring)."""
+    pass and the injection's elementwise parameters, each at 6x with gradient and 2x without (module docstring)."""
     n_grad = grad_passes(cfg)
     n_nograd = cfg.r - n_grad
     gains = 2 * cfg.d_model  # the two pre-norm gains of one layer
     gain_uses = (
         6 * ((cfg.n_prelude + cfg.n_coda) * gains + n_grad * cfg.n_rec * gains) + 2 * n_nograd * cfg.n_rec * gains
     )
-    write_in = 6 * cfg.r * cfg.hyper_lanes * cfg.d_model if cfg.injection == "hyper" else 0  # hyper: full backprop
-    return matmul_flops_per_token(cfg) + gain_uses + write_in
+    injection = injection_form(cfg.injection).elementwise_flops_per_token(cfg, n_grad)  # hyper: the write-in
+    return matmul_flops_per_token(cfg) + gain_uses + injection
 
 
 def tokens_for_budget(compute_flops: float, flops_per_token: float, batch_tokens: int) -> tuple[int, int]:
@@ -270,7 +261,7 @@ def accounting_report(cfg: ModelConfig) -> dict:
         "seq_len": cfg.seq_len,
         "mlp": cfg.mlp,
         "injection": cfg.injection,
-        "hyper_lanes": cfg.hyper_lanes if cfg.injection == "hyper" else None,
+        "hyper_lanes": cfg.hyper_lanes if injection_form(cfg.injection).uses_lanes else None,
         "hyper_dynamic": cfg.hyper_dynamic,
         "bptt_k": cfg.bptt_k,
         "recipe": cfg.recipe,

@@ -8,8 +8,9 @@ All in bytes; tokens n = device batch x T. The terms:
 - weights and gradients: fp32 (4 bytes a parameter); under model.precision=published on CUDA the embedding
   is stored and stepped in bf16 (2 bytes). Gradients persist over the accumulation's micro-batches, and
   DDP keeps a copy of them in its buckets (world > 1).
-- optimizer: MuonH keeps one fp32 momentum per matrix element; its AdamW groups (embedding, head, norms,
-  hyper scalars) and plain AdamW keep two moments in the parameter's dtype.
+- optimizer: MuonH keeps one fp32 momentum per matrix element (the blocks' and the injection's matrix-group
+  parameters); its AdamW groups (embedding, head, norms, the injection's scalars) and plain AdamW keep two
+  moments in the parameter's dtype.
 - activations: what autograd keeps for backward under bf16 autocast, counted tensor by tensor (the
   CPU test measures the same with saved-tensor hooks and finds it equal):
   * per layer pass with gradient, per token: compiled (Inductor's partition) the fp32 residual input 4d;
@@ -22,10 +23,11 @@ All in bytes; tokens n = device batch x T. The terms:
   * the RoPE tables cast to bf16 (per pass: 4 copies of [T, hd/2] eager, 2 compiled);
   * the weights cast to bf16 (2 bytes per matrix element): once per forward eager (autocast caches the cast
     of a leaf) and for a whole compiled model, once per layer PASS when each layer is its own graph
-    (compile=blocks: every call casts again);
-  * per pass with gradient: the pass norm (fp32 input and output, 8d + 4) and the injection's bf16 input
-    (concat: [e; s], 4d; linear: s, 2d, and e once); hyper lanes: (2r - 1) saved copies of the K fp32 lanes
-    and r fp32 pass outputs; the embedding's int64 ids, the embedding and final norms (8d + 4 each);
+    (compile=blocks: every call casts again); the injection's as its form says (`weight_copy_bytes`);
+  * per pass with gradient: the pass norm (fp32 input and output, 8d + 4); what the injection's form saves
+    (`saved_bytes_per_token` in loopscale/injections/: concat its bf16 input [e; s], 4d a pass; linear s, 2d
+    a pass, and e once; hyper (2r - 1) saved copies of the K fp32 lanes and r fp32 pass outputs); the
+    embedding's int64 ids, the embedding and final norms (8d + 4 each);
   * the head (loopscale/model/head_loss.py): one fp32 gradient per token (4d) and the weight's (4 V_pad d).
 - transient: the larger of one head chunk's logits and their gradients (~2 V_pad + 20 V bytes a token of
   the chunk) and the working set of one layer's backward (BACKWARD_BYTES_PER_D x d a token; measured by
@@ -42,7 +44,8 @@ from dataclasses import dataclass
 
 from loopscale.config.model import ModelConfig
 from loopscale.errors import ConfigError
-from loopscale.model.accounting import block_matrix_params, grad_passes, injection_params, mlp_hidden, param_counts
+from loopscale.injections.registry import form as injection_form
+from loopscale.model.accounting import block_matrix_params, grad_passes, mlp_hidden, param_counts
 
 MIB = 2**20
 GIB = 2**30
@@ -120,26 +123,18 @@ def _rope_bytes(cfg: ModelConfig, passes: int, mode) -> int:
 
 def _weight_copy_bytes(cfg: ModelConfig, mode) -> int:
     """bf16 copies of the matrices kept for backward (compile=blocks: one per layer pass)."""
-    unique_layers = cfg.n_prelude + cfg.n_rec + cfg.n_coda
-    injection = injection_params(cfg) if cfg.injection in ("concat", "linear") else 0
-    layers = unique_layers
+    layers = cfg.n_prelude + cfg.n_rec + cfg.n_coda
     if mode == "blocks":
         layers = cfg.n_prelude + cfg.n_coda + cfg.n_rec * grad_passes(cfg)
-    return 2 * (block_matrix_params(cfg) * layers + injection)
+    return 2 * block_matrix_params(cfg) * layers + injection_form(cfg.injection).weight_copy_bytes(cfg)
 
 
 def _pass_bytes(cfg: ModelConfig, tokens: int) -> int:
-    """Per token, over all passes with gradient: pass norms and the injection's saved input."""
-    d, passes, K = cfg.d_model, grad_passes(cfg), cfg.hyper_lanes
-    per_pass = 8 * d + 4  # pass_norm: fp32 input and normalised output, rstd
-    if cfg.injection == "concat":
-        per_pass += 4 * d  # bf16 [e; s]
-    elif cfg.injection == "linear":
-        per_pass += 2 * d  # bf16 s (and e once, below)
-    total = per_pass * passes + (2 * d if cfg.injection == "linear" else 0)
-    if cfg.injection == "hyper":
-        total += (2 * cfg.r - 1) * 4 * K * d + cfg.r * 4 * d  # lanes read / updated, beta x s
-    return total * tokens
+    """Over all passes with gradient: pass norms and what the injection saves."""
+    passes = grad_passes(cfg)
+    pass_norm = 8 * cfg.d_model + 4  # fp32 input and normalised output, rstd
+    injection = injection_form(cfg.injection).saved_bytes_per_token(cfg, passes)
+    return (pass_norm * passes + injection) * tokens
 
 
 def activation_bytes(cfg: ModelConfig, device_batch: int, compile_mode=False) -> int:
@@ -169,7 +164,7 @@ def state_bytes(cfg: ModelConfig, optimizer: str, cuda: bool, world: int = 1) ->
     grads = weights * (2 if world > 1 else 1)
     if optimizer == "muonh":
         matrices = block_matrix_params(cfg) * (cfg.n_prelude + cfg.n_rec + cfg.n_coda)
-        matrices += injection_params(cfg) if cfg.injection in ("concat", "linear") else 0
+        matrices += injection_form(cfg.injection).matrix_params(cfg)
         adamw = weights - 4 * matrices  # the AdamW groups' bytes: two moments each
         return weights, grads, 4 * matrices + 2 * adamw
     return weights, grads, 2 * weights

@@ -1,24 +1,26 @@
 """The looped (depth-recurrent) transformer of docs/design.md, "The looped model".
 
     idx -> embed -> embed_norm -> prelude (p layers, once) = e
-        -> r passes of the recurrent block (k layers), each fed by the injection of e:
+        -> r passes of the recurrent block (k layers), each fed by the injection of e, a form of
+           loopscale/injections/ driven through start / read / update / finish (the loop never asks which):
                concat       u = W [e; s], one Linear(2d -> d), W = [I | 0] at init, s_0 = e (published)
                linear       u = W_e e + W_s s, the same map split in two d x d matrices (W_e e once)
                additive     u = s + e, s_0 = 0 (so the first pass sees e, as in every mode)
                passthrough  u = s, s_0 = e (the r = 1 model)
-               hyper        K residual lanes (loopscale/model/hyper.py)
+               hyper        K residual lanes
            and closed by s = pass_norm(block(u))
         -> coda (c layers, once) -> final_norm -> lm_head (or the tied embedding) -> logits
 
 Layers are pre-norm: x + attn(norm(x)), then x + mlp(norm(x)); attention is causal SDPA with RoPE and a
 parameter-free QK-norm; no biases anywhere. Truncated backprop (cfg.bptt_k): the first r - bptt_k passes
 run their block under torch.no_grad(), so they store no activations; e still reaches the loss through the
-injection of the last bptt_k passes. Hyper-connections refuse truncation (model_config.py), as published.
+injection of the last bptt_k passes. Hyper-connections refuse truncation (their form), as published.
 
 Init (cfg.init): `gpt2` draws matrices from N(0, init_std) with the residual writes scaled by 1/sqrt(2 L_eff);
 `paper` is the published recipe: embedding N(0, 1), untied head N(0, 1e-3), every block matrix uniform with
 std 1/sqrt(fan_in) (q, k, v, attention-out and MLP-in 1/sqrt(d), MLP-out 1/sqrt(4d)), so MuonH starts from
-nonzero norms. Both keep norm gains at 1 and the injection / hyper lanes at their identity init.
+nonzero norms. Both keep norm gains at 1 and leave `injection.*` to its form's reset_parameters (the identity
+init of every form here: u = e on the first pass).
 
 Module names match loopscale.model.accounting: N_rec = recurrent, N_once = prelude + coda + injection +
 embed_norm + pass_norm + final_norm, embedding = embed, lm_head = lm_head (None when tied).
@@ -33,9 +35,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from loopscale.config.model import ModelConfig
+from loopscale.injections.registry import form as injection_form
 from loopscale.model.accounting import check_trainable, grad_passes, mlp_hidden
 from loopscale.model.head_loss import chunked_head_loss, head_logits
-from loopscale.model.injection import ConcatInjection, LinearInjection, make_injection
 
 
 class RMSNorm(nn.Module):
@@ -143,7 +145,7 @@ class LoopedTransformer(nn.Module):
         self.embed_norm = RMSNorm(d, cfg.norm_eps)
         self.prelude = nn.ModuleList(Block(cfg) for _ in range(cfg.n_prelude))
         self.recurrent = nn.ModuleList(Block(cfg) for _ in range(cfg.n_rec))
-        self.injection = make_injection(cfg)  # start / read / update / finish (loopscale/model/injection.py)
+        self.injection = injection_form(cfg.injection).build(cfg)  # start / read / update / finish (injections/form.py)
         self.pass_norm = RMSNorm(d, cfg.norm_eps)
         self.coda = nn.ModuleList(Block(cfg) for _ in range(cfg.n_coda))
         self.final_norm = RMSNorm(d, cfg.norm_eps)
@@ -159,12 +161,11 @@ class LoopedTransformer(nn.Module):
             self._init_paper()
         else:
             self._init_gpt2()
-        if isinstance(self.injection, (LinearInjection, ConcatInjection)):
-            self.injection.reset_parameters()  # [I | 0]: u = e on every pass at init
+        self.injection.reset_parameters()  # the form's own init (linear and concat [I | 0]: u = e on every pass)
 
     def _init_gpt2(self) -> None:
         """N(0, init_std) for matrices; output projections (the residual writes) scaled by 1/sqrt(2 L_eff)
-        as in GPT-2, since L_eff layer passes add to the stream; injection and hyper keep their identity init."""
+        as in GPT-2, since L_eff layer passes add to the stream; the injection is left to its form's init."""
         std = self.cfg.init_std
         for name, p in self.named_parameters():
             if p.dim() < 2 or name.startswith("injection."):

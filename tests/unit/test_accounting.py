@@ -11,6 +11,7 @@ from torch.utils.flop_counter import FlopCounterMode
 from loopscale.config.dirs import train_config
 from loopscale.config.model import layer_plan
 from loopscale.config.schema import with_vocab
+from loopscale.injections.registry import forms as injection_forms
 from loopscale.model.accounting import (
     accounting_report,
     cpu_model,
@@ -124,11 +125,15 @@ def test_paper_counts_equal_the_real_modules(size, r, recipe):
 
 
 def count_grid():
-    """Every r in {1,2,4,8} x injection (hyper static and dynamic for r > 1) x tied/untied x relu2/swiglu."""
+    """Every r in {1,2,4,8} x registered injection form (lanes static and dynamic where it has them, r > 1 where
+    it needs a loop) x tied/untied x relu2/swiglu."""
     for r in (1, 2, 4, 8):
-        modes = [("passthrough", False), ("linear", False), ("concat", False), ("additive", False)]
-        if r > 1:
-            modes += [("hyper", False), ("hyper", True)]
+        modes = [
+            (name, dynamic)
+            for name, form in injection_forms().items()
+            if r > 1 or not form.needs_loop
+            for dynamic in ((False, True) if form.uses_lanes else (False,))
+        ]
         for injection, dynamic in modes:
             for tie in (False, True):
                 for mlp in ("relu2", "swiglu"):
@@ -290,9 +295,15 @@ def test_bad_configs_name_field_and_allowed_values():
         paper_model(6, 3)
     with pytest.raises(ValueError, match=r"bptt_k=3 must be between 1 and r=2"):
         cpu_model(128, 2, bptt_k=3)
-    with pytest.raises(ValueError, match=r"injection='sum' is not allowed; choose one of 'linear', 'additive'"):
+    with pytest.raises(
+        ValueError,
+        match=r"injection='sum' is not allowed; choose one of 'additive', 'concat', 'hyper', 'linear', 'passthrough'",
+    ):
         cpu_model(128, 2, injection="sum")
-    with pytest.raises(ValueError, match=r"injection='hyper' needs r > 1; allowed for r = 1: 'passthrough'"):
+    with pytest.raises(
+        ValueError,
+        match=r"injection='hyper' needs r > 1; allowed for r = 1: 'additive', 'concat', 'linear', 'passthrough'$",
+    ):
         cpu_model(128, 1, injection="hyper")
     with pytest.raises(ValueError, match=r"recipe='a/b' is not a safe name"):
         paper_model(6, 2, "a/b")
@@ -310,9 +321,11 @@ def test_bad_configs_name_field_and_allowed_values():
     ]
     assert cpu_model(128, 4, injection="hyper", hyper_dynamic=True).recipe == "hyper-dynamic"
     passthrough_truncated = cpu_model(128, 2, injection="passthrough", bptt_k=1)
-    with pytest.raises(ValueError, match=r"bptt_k=1 < r=2 needs injection 'linear', 'concat' or 'additive'"):
+    with pytest.raises(
+        ValueError, match=r"bptt_k=1 < r=2 needs injection 'additive', 'concat' or 'linear'; with 'passthrough'"
+    ):
         flops_per_token(passthrough_truncated)
-    with pytest.raises(ValueError, match="needs injection 'linear'"):
+    with pytest.raises(ValueError, match="needs injection 'additive'"):
         LoopedTransformer(passthrough_truncated)
     # the published code's refusals: hyper-connections with truncated backprop, or with a single lane
     with pytest.raises(ValueError, match=r"injection='hyper' needs full backprop \(bptt_k=2 < r=4\)"):

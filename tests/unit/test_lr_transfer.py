@@ -10,7 +10,7 @@ import pytest
 import torch
 from torch import nn
 
-from loopscale.config.model import INJECTIONS, ModelConfig
+from loopscale.config.model import ModelConfig
 from loopscale.config.schema import OptimConfig, TrainerConfig
 from loopscale.model import accounting
 from loopscale.model.transformer import LoopedTransformer
@@ -89,11 +89,7 @@ def _tiny(r: int, **kw) -> ModelConfig:
         (2, {}),
         (2, {"recipe": "hyper"}),
         (2, {"tie_embeddings": True}),
-        pytest.param(
-            2,
-            {"injection": "concat"},
-            marks=pytest.mark.skipif("concat" not in INJECTIONS, reason="no concat injection in this model"),
-        ),
+        (2, {"injection": "concat"}),
     ],
 )
 def test_every_parameter_lands_in_one_group_by_its_role(r, kw):

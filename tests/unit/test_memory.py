@@ -5,7 +5,6 @@ real MuonH step allocates; and device_batch=auto on the cards of the published g
 from __future__ import annotations
 
 import dataclasses
-import weakref
 
 import pytest
 import torch
@@ -18,29 +17,8 @@ from loopscale.train.batching import device_batching
 from loopscale.train.compiling import compile_model
 from loopscale.train.optim.groups import MATRIX, recipe_param_groups
 from loopscale.train.optim.muonh import MuonH
+from support.saved import kept_for_backward
 from support.train import train_config
-
-
-def kept_for_backward(model: torch.nn.Module, x: torch.Tensor) -> int:
-    """Bytes of the tensors autograd still holds after model(x, x) (bf16 autocast), each storage once and
-    parameters left out (they are weights, not activations). Tensors saved by graphs that were freed inside
-    the forward (the head's chunks) are gone by then and do not count."""
-    params = {p.untyped_storage().data_ptr() for p in model.parameters()}
-    refs = []
-
-    def pack(t):
-        refs.append(weakref.ref(t))
-        return t
-
-    with torch.autocast("cpu", dtype=torch.bfloat16), torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        loss = model(x, x)
-    storages = {}
-    for ref in refs:
-        t = ref()
-        if t is not None and t.untyped_storage().data_ptr() not in params:
-            storages[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
-    del loss
-    return sum(storages.values())
 
 
 def small_paper_model(size_d: int, r: int, recipe: str):

@@ -9,8 +9,9 @@ import torch
 from torch.autograd.graph import saved_tensors_hooks
 
 from loopscale.config.model import ModelConfig
+from loopscale.injections.concat import ConcatInjection
+from loopscale.injections.passthrough import Passthrough
 from loopscale.model.accounting import paper_model
-from loopscale.model.injection import ConcatInjection, Passthrough
 from loopscale.model.transformer import LoopedTransformer
 from loopscale.train.optim.groups import adamw_param_groups
 from support.train import tiny_model

@@ -1,36 +1,47 @@
 """Every optimizer's parameter groups, by the role of the module a parameter belongs to (one place for both recipes).
 
 optim=muonh (the published recipe; lr_transfer.py gives each group's lr):
-    matrix     every 2-D weight of the prelude, recurrent and coda blocks and of the injection (MuonH)
+    matrix     every 2-D weight of the prelude, recurrent and coda blocks; the injection's matrix-group ones (MuonH)
     head       lm_head.*                                  (AdamW)
     embedding  embed.* (also the head when it is tied)    (AdamW)
-    norm       1-D gains (RMSNorm weights)                (AdamW)
-    hyper      every hyper-connection scalar, injection.* when the injection is HyperConnections (AdamW)
-optim=adamw: decay (weight matrices), no_decay (norm gains, embeddings, other 1-D parameters) and hyper
-(hyper-connection scalars, never decayed).
+    norm       1-D gains (RMSNorm weights); the injection's norm-group ones (AdamW)
+    hyper      the injection's scalar-group parameters: the hyper-connection coefficients, ... (AdamW)
+optim=adamw: decay (weight matrices), no_decay (norm gains, embeddings, other 1-D parameters) and hyper (the
+injection's scalars, never decayed).
+The injection's parameters are in the group its form declares (loopscale/injections/, `Param.group`): alpha
+[r, K] and M [r, K, K] of hyper-connections are "2-D or more" but are mixing scalars, not matrices.
 """
 
 from __future__ import annotations
 
 from torch import nn
 
-from loopscale.model.hyper import HyperConnections
+from loopscale.injections import form as forms
+from loopscale.injections.registry import form as injection_form
 
 MATRIX, HEAD, EMBEDDING, NORM, HYPER = "matrix", "head", "embedding", "norm", "hyper"
 BLOCK_PREFIXES = ("prelude.", "recurrent.", "coda.", "injection.")
+RECIPE_GROUP = {forms.MATRIX: MATRIX, forms.SCALAR: HYPER, forms.NORM: NORM}  # a form's group -> MuonH recipe's
 
 
-def param_role(name: str, param: nn.Parameter, hyper_injection: bool) -> str:
-    """The recipe's group of one named parameter of LoopedTransformer (see the module docstring).
+def injection_groups(model: nn.Module) -> dict[str, str]:
+    """{`injection.<name>`: form group} of a LoopedTransformer's injection, from its config's form; empty for a
+    model without a config (its 2-D `injection.*` weights are matrices)."""
+    cfg = getattr(model, "cfg", None)
+    if cfg is None:
+        return {}
+    return {f"injection.{p.name}": p.group for p in injection_form(cfg.injection).params(cfg)}
 
-    Works for either injection form: two d x d matrices (from_e / from_s) or one Linear(2d -> d), since both
-    are 2-D weights under `injection.`."""
+
+def param_role(name: str, param: nn.Parameter, injection: dict[str, str]) -> str:
+    """The recipe's group of one named parameter of LoopedTransformer (see the module docstring); `injection`
+    maps the injection's parameters to their form groups (`injection_groups`)."""
     if name.startswith("lm_head."):
         return HEAD
     if name.startswith("embed."):
         return EMBEDDING
-    if name.startswith("injection.") and hyper_injection:
-        return HYPER  # alpha [r, K] and M [r, K, K] are "2-D or more" but are mixing scalars, not matrices
+    if name in injection:
+        return RECIPE_GROUP[injection[name]]
     if param.dim() == 1:
         return NORM
     if param.dim() == 2 and name.startswith(BLOCK_PREFIXES):
@@ -44,23 +55,23 @@ def param_role(name: str, param: nn.Parameter, hyper_injection: bool) -> str:
 
 def recipe_param_groups(model: nn.Module) -> dict[str, list[nn.Parameter]]:
     """{group: parameters} of a LoopedTransformer, matrix first; empty groups left out."""
-    hyper = isinstance(getattr(model, "injection", None), HyperConnections)
+    injection = injection_groups(model)
     groups: dict[str, list[nn.Parameter]] = {MATRIX: [], HEAD: [], EMBEDDING: [], NORM: [], HYPER: []}
     for name, p in model.named_parameters():  # a tied head is the embedding: listed once
         if p.requires_grad:
-            groups[param_role(name, p, hyper)].append(p)
+            groups[param_role(name, p, injection)].append(p)
     return {k: v for k, v in groups.items() if v}
 
 
 def adamw_param_groups(model: nn.Module, weight_decay: float) -> list[dict]:
-    """AdamW groups: decay on weight matrices; none on norm gains, embeddings, hyper-connection
-    coefficients (all of `injection` when it is HyperConnections) and any other 1-D parameter."""
+    """AdamW groups: decay on weight matrices; none on norm gains, embeddings, the injection's scalars
+    (hyper-connection coefficients) and any other 1-D parameter."""
     groups = {"decay": [], "no_decay": [], "hyper": []}
-    hyper = isinstance(model.injection, HyperConnections)
+    injection = injection_groups(model)
     for name, p in model.named_parameters():  # a tied head is the embedding: listed once
         if not p.requires_grad:
             continue
-        if hyper and name.startswith("injection."):
+        if injection.get(name) == forms.SCALAR:
             groups["hyper"].append(p)
         elif p.dim() < 2 or name.startswith("embed."):
             groups["no_decay"].append(p)

@@ -24,6 +24,8 @@ from loopscale.config.model import ModelConfig
 from loopscale.config.naming import paper_width
 from loopscale.config.schema import OptimConfig
 from loopscale.errors import ConfigError
+from loopscale.injections.form import SCALAR
+from loopscale.injections.registry import form as injection_form
 from loopscale.model import accounting
 from loopscale.train.optim.groups import EMBEDDING, HEAD, HYPER, MATRIX, NORM
 
@@ -83,7 +85,7 @@ def lrs_for(cfg: ModelConfig, batch_tokens: int, D_tokens: int, optim: OptimConf
     }
     if cfg.tie_embeddings:
         del base[HEAD]
-    if cfg.injection != "hyper":
+    if SCALAR not in {p.group for p in injection_form(cfg.injection).params(cfg)}:  # HYPER: the injection's scalars
         del base[HYPER]
     if optim.transfer == "none":
         return base

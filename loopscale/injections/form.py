@@ -1,0 +1,177 @@
+"""What loopscale knows about one injection form, from a ModelConfig alone and without torch.
+
+A form is one module of loopscale/injections/ named after it, with `FORM = <an InjectionForm>` (registry.py finds
+it; docs/architecture.md, "How to add a loop design", builds one). The spec states, for the config `cfg`:
+
+    params(cfg)                             its parameters: name under `injection.`, shape, group, class
+    matmul_flops_per_token(cfg, n_grad)     its matrix multiplies in one forward + backward (FlopCounterMode's count)
+    elementwise_flops_per_token(cfg, n_grad)  its parameters that multiply elementwise: in F, not in the matmuls
+    forward_flops_per_token(cfg)            one forward (the launch estimate's validation cost)
+    saved_bytes_per_token(cfg, n_grad)      activations autograd keeps for its backward (the memory model)
+    weight_copy_bytes(cfg)                  bf16 copies of its weights that autocast keeps for backward
+    check(cfg)                              a ConfigError for a model it cannot train
+    describes(cfg)                          the published recipe the model's fields describe ('' for none)
+    build(cfg)                              its nn.Module
+
+with n_grad the passes run with gradient (the last bptt_k of r, or all). FLOPs follow docs/design.md, "FLOPs per
+token": 2 per multiply-add forward, 4 more backward, so a multiply in a pass with gradient costs 6x its
+multiply-adds and one in a pass under no_grad (truncated backprop) 2x (`pass_flops`).
+
+The module has the four methods the loop drives (loopscale/model/transformer.py) and its init:
+
+    state = inj.start(e)                 before the first pass
+    u, state = inj.read(state, e, i)     the block input of pass i (0-based; under no_grad in a truncated pass)
+    state = inj.update(state, s, i)      after the pass, s = RMSNorm(block(u)); always in the autograd graph
+    x = inj.finish(state)                the coda's input
+    inj.reset_parameters()               its init, after the model's own (which leaves `injection.*` alone)
+
+A form's module class is defined on first use inside a function of its file decorated with `module_class`, so
+that `import torch` runs only when a model is built: the config, the accounting, `loopscale params` and `--help`
+read the spec above it. The file's `__getattr__ = <that function>.find` makes the class an attribute of the file,
+where pickle looks for it (trainer.strategy=ddp_spawn sends the model to its workers).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass
+
+# Where a parameter counts in the law L(N_once, N_rec, r, D) (docs/design.md, "Parameter accounting"):
+N_ONCE = "N_once"  # counted once, whether it acts once or in every pass (the published injection counts here)
+N_REC = "N_rec"  # with the recurrent block: its r passes make it worth r^phi
+N_PASS = "N_pass"  # a slice used in one pass only (per-pass adapters); the law does not take it yet
+ACCOUNTING_CLASSES = (N_ONCE, N_REC, N_PASS)
+
+# The optimizer group of a parameter (loopscale/train/optim/groups.py). optim=muonh: matrix -> MuonH, scalar -> AdamW
+# at lr_hyper, norm -> AdamW at lr_norm. optim=adamw: matrix -> weight-decayed, scalar and norm -> never decayed.
+MATRIX = "matrix"
+SCALAR = "scalar"
+NORM = "norm"
+GROUPS = (MATRIX, SCALAR, NORM)
+
+
+@dataclass(frozen=True)
+class Param:
+    """One parameter of a form's module: `name` as in module.named_parameters() (the model's is `injection.<name>`)."""
+
+    name: str
+    shape: tuple[int, ...]
+    group: str = MATRIX
+    counts_in: str = N_ONCE
+
+    def __post_init__(self) -> None:
+        if self.group not in GROUPS or self.counts_in not in ACCOUNTING_CLASSES:
+            raise ValueError(
+                f"Param {self.name!r}: group must be one of {GROUPS}, counts_in one of {ACCOUNTING_CLASSES}"
+            )
+
+    @property
+    def numel(self) -> int:
+        return math.prod(self.shape)
+
+
+def pass_flops(cfg, n_grad: int, macs: int) -> int:
+    """FLOPs of `macs` multiply-adds a token run in every pass: 6x in the n_grad passes with gradient, 2x in the
+    r - n_grad passes under no_grad."""
+    return (6 * n_grad + 2 * (cfg.r - n_grad)) * macs
+
+
+def truncated(cfg) -> bool:
+    """Truncated backprop: fewer than r passes with gradient."""
+    return cfg.bptt_k is not None and cfg.bptt_k < cfg.r
+
+
+class InjectionForm:
+    """The torch-free spec of one form; a form overrides what differs from these defaults (no parameters, no
+    FLOPs, nothing saved)."""
+
+    name: str = ""
+    # states read by the config (loopscale/config/model.py) and the accounting
+    needs_loop = False  # refused at r = 1
+    truncatable = True  # trains under bptt_k < r: e reaches the passes with gradient through read()
+    uses_lanes = False  # reads model.hyper_lanes and model.hyper_dynamic
+    looped_injection = True  # model.looped_injection may name it: what injection=auto becomes at r > 1
+    recipe = ""  # model.recipe=<this> with injection=auto picks this form at r > 1
+
+    def params(self, cfg) -> tuple[Param, ...]:
+        return ()
+
+    def matmul_flops_per_token(self, cfg, n_grad: int) -> int:
+        return 0
+
+    def elementwise_flops_per_token(self, cfg, n_grad: int) -> int:
+        """Parameters that multiply elementwise, counted like the norm gains in F (the published convention:
+        6x a use with gradient, 2x without); FlopCounterMode does not see them."""
+        return 0
+
+    def forward_flops_per_token(self, cfg) -> int:
+        """One forward, every pass: the launch estimate's convention counts each matrix-group parameter once a
+        pass (exact for concat; linear's W_e e runs once, so it counts (r - 1) d^2 multiply-adds too many)."""
+        return 2 * cfg.r * self.matrix_params(cfg)
+
+    def saved_bytes_per_token(self, cfg, n_grad: int) -> int:
+        return 0
+
+    def weight_copy_bytes(self, cfg) -> int:
+        """The bf16 copy autocast makes of each matrix for its matmul, kept for backward once per forward."""
+        return 2 * self.matrix_params(cfg)
+
+    def check(self, cfg) -> None:
+        """Raise ConfigError for a config this form cannot train (called by ModelConfig after its own checks)."""
+
+    def describes(self, cfg) -> str:
+        """The published recipe (baseline, tbptt, hyper) a model with this form describes at r > 1; '' for a
+        design of its own."""
+        return ""
+
+    def build(self, cfg):
+        raise NotImplementedError(f"injection form {self.name!r} defines no module (build)")
+
+    # ------------------------------------------------------------------------------------------------
+    def matrix_params(self, cfg) -> int:
+        return sum(p.numel for p in self.params(cfg) if p.group == MATRIX)
+
+    def counts(self, cfg) -> dict[str, int]:
+        """Parameters per accounting class."""
+        found = dict.fromkeys(ACCOUNTING_CLASSES, 0)
+        for p in self.params(cfg):
+            found[p.counts_in] += p.numel
+        return found
+
+
+def module_class(name: str):
+    """Decorate the function that defines a form's module class `name` (importing torch there): it runs once, on
+    first use, and its class is `<form file>.<name>` for pickle through the file's `__getattr__ = <function>.find`."""
+
+    def decorate(define):
+        @functools.cache
+        def defined():
+            cls = define()
+            if cls.__name__ != name:
+                raise TypeError(f"{define.__module__}.{define.__name__} defines {cls.__name__}, not {name}")
+            cls.__qualname__ = name  # not "<function>.<locals>.<name>": pickle finds it as an attribute of the file
+            return cls
+
+        def find(attribute: str):
+            if attribute == name:
+                return defined()
+            raise AttributeError(f"module {define.__module__!r} has no attribute {attribute!r}")
+
+        defined.find = find
+        return defined
+
+    return decorate
+
+
+class SingleStream:
+    """start / update / finish of a form whose state is the stream s itself (s_0 = e): a mixin for its module."""
+
+    def start(self, e):
+        return e
+
+    def update(self, state, s, i: int):
+        return s
+
+    def finish(self, s):
+        return s
