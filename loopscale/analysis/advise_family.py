@@ -22,7 +22,7 @@ a family whose widths cannot produce them.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -113,15 +113,14 @@ def interpolate(quantities_at: Callable[[int], Mapping[str, float]], width_step:
 def accounting_quantities(cfg) -> dict[str, float]:
     """N_once, N_rec, F (training FLOPs per token) and F_infer (forward FLOPs per token: F / 3 of the model
     with full backprop, where every use counts 6x) of one ModelConfig, from `loopscale.model.accounting`."""
-    from loopscale.model.accounting import flops_per_token, param_counts
+    from loopscale.model.accounting import flops_per_token, inference_flops_per_token, param_counts
 
     counts = param_counts(cfg)
-    full = replace(cfg, recipe="baseline", bptt_k=None) if cfg.recipe == "tbptt" else cfg
     return {
         "N_once": counts.N_once,
         "N_rec": counts.N_rec,
         "F": flops_per_token(cfg),
-        "F_infer": flops_per_token(full) / 3,
+        "F_infer": inference_flops_per_token(cfg),
     }
 
 
