@@ -154,13 +154,12 @@ def limit_warning(estimate: JobEstimate, limits: LaunchLimits, cfg: TrainConfig)
 def memory_problem(cfg: TrainConfig) -> str | None:
     """A one-line message for a GPU job whose predicted peak does not fit trainer.plan_device, else None."""
     from loopscale.model.memory import GIB, MARGIN, estimate_memory, usable_memory
-    from loopscale.train.batching import candidate_device_batches, device_batching, on_gpu
+    from loopscale.train.batching import candidate_device_batches, on_gpu, split_and_memory
 
     if not on_gpu(cfg.trainer):
         return None
-    batching = device_batching(cfg.budget, cfg.model, cfg.trainer, cfg.optim.optimizer)
+    batching, peak = split_and_memory(cfg.budget, cfg.model, cfg.trainer, cfg.optim.optimizer)
     world = batching.world
-    peak = estimate_memory(cfg.model, batching.device_batch, cfg.trainer.compile, cfg.optim.optimizer, True, world)
     usable = usable_memory(cfg.trainer.plan_device)
     if peak.peak <= usable:
         return None

@@ -22,8 +22,8 @@ from loopscale.config.naming import budget_tag
 from loopscale.config.schema import TrainConfig
 from loopscale.errors import ConfigError
 from loopscale.model import accounting
-from loopscale.model.memory import MemoryEstimate, estimate_memory, usable_memory
-from loopscale.train.batching import Batching, device_batching, on_gpu
+from loopscale.model.memory import MemoryEstimate, usable_memory
+from loopscale.train.batching import Batching, split_and_memory
 from loopscale.train.optim.schedule import warmup_steps as schedule_warmup_steps
 from loopscale.train.optim.schedule import wsd_decay_start
 
@@ -111,13 +111,8 @@ def plan_training(cfg: TrainConfig, run: RunPlan | None = None) -> TrainingPlan:
     from loopscale.train.optim.lr_transfer import peak_lrs
 
     run = plan_run(cfg) if run is None else run
-    batching = device_batching(cfg.budget, cfg.model, cfg.trainer, cfg.optim.optimizer)
-    memory = usable = None
-    if on_gpu(cfg.trainer):
-        memory = estimate_memory(
-            cfg.model, batching.device_batch, cfg.trainer.compile, cfg.optim.optimizer, True, batching.world
-        )
-        usable = usable_memory(cfg.trainer.plan_device)
+    batching, memory = split_and_memory(cfg.budget, cfg.model, cfg.trainer, cfg.optim.optimizer)
+    usable = usable_memory(cfg.trainer.plan_device) if memory is not None else None
     # D_target is 0 when C < F (less than one token): the lr transfer then takes the tokens trained, D
     lrs = peak_lrs(cfg.model, cfg.optim, run.batch_tokens, run.D_target or run.D)
     return TrainingPlan(run=run, batching=batching, memory=memory, usable_memory=usable, lrs=lrs)
