@@ -18,13 +18,16 @@ from loopscale.train.optim.lr_transfer import adamw_lrs, lrs_for
 from loopscale.train.plan import plan_run, plan_training
 from support.train import TINY, train_config
 
-# a published GPU point with the published transfer (MuonH): the lrs depend on B, d and D_target
-PAPER_GPU = ["experiment=isodepth", "point=C2.15e18-s16", "model.r=4"]
+# a published GPU point with the published transfer (MuonH): the lrs depend on B, d and D_target; its device
+# batch is the published 32 on an H100 and a halving of it on a 40 GB A100 (tests/unit/test_memory.py)
+PAPER_GPU = ["experiment=isodepth_hyper", "point=C2.15e18-s16", "model.r=8"]
 
 
-def test_a_gpu_plan_holds_the_split_the_memory_and_the_lrs_of_its_rules():
-    cfg = with_vocab(train_config(PAPER_GPU), 32001)
+@pytest.mark.parametrize("card", ["NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-40GB"])
+def test_a_gpu_plan_holds_the_split_the_memory_and_the_lrs_of_its_rules(card):
+    cfg = with_vocab(train_config([*PAPER_GPU, f"trainer.plan_device={card}"]), 32001)
     plan = plan_training(cfg)
+    assert (plan.batching.device_batch == 32) == (card == "NVIDIA H100 80GB HBM3")
     assert plan.run == plan_run(cfg)
     assert plan.run.F_causal == accounting.causal_flops_per_token(cfg.model) < plan.run.F
     assert plan.batching == device_batching(cfg.budget, cfg.model, cfg.trainer, cfg.optim.optimizer)
