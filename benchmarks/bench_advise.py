@@ -29,10 +29,10 @@ EXPERIMENT = "isodepth_cpu_demo"
 
 def advice_points(fit, compute: float, cap: float | None):
     """(the advice, [(label, r, width)] for the advised model and its neighbours) at budget `compute`."""
-    from loopscale.analysis.advise import Constraints
-    from loopscale.analysis.advise_report import advice_table, advise_from_fit, summary_lines
+    from loopscale.analysis.advise.advice import advise
+    from loopscale.analysis.advise.text import advice_table, summary_lines
 
-    advice = advise_from_fit(fit, Constraints(compute, max_unique_params=cap), family="demo")
+    advice = advise(fit, compute_flops=compute, max_unique_params=cap, family="demo")
     print(advice_table(advice).drop(columns=["N_unique_interval", "D_interval"]).to_string(index=False))
     print("\n".join(summary_lines(advice)))
     best = advice.record["best"]["r"]
@@ -43,16 +43,16 @@ def advice_points(fit, compute: float, cap: float | None):
 
 
 def _fits(fit, point, cap: float) -> bool:
-    from loopscale.analysis.advise_family import named_family
+    from loopscale.analysis.advise.family import named_family
 
     return float(named_family("demo", [point[1]]).value("N_unique", point[1], point[2])) <= cap
 
 
 def predicted(fit, r: int, width: int, compute: float, level: float = 0.95):
     """(L at the point estimate, [lo, hi] over the bootstrap replicates) of the model (r, width) at C."""
-    from loopscale.analysis.advise import Constraints, loss
-    from loopscale.analysis.advise_family import named_family
-    from loopscale.analysis.advise_report import fit_law_sets
+    from loopscale.analysis.advise.family import named_family
+    from loopscale.analysis.advise.law_sets import fit_law_sets
+    from loopscale.analysis.advise.optimum import Constraints, loss
 
     family = named_family("demo", [r])
     point, reps, _ = fit_law_sets(fit, [r])

@@ -3,7 +3,7 @@
 # image with torch; benchmarks/gpu_bundle.txt says what it lacks), into the git-ignored .whl/, checked to fit the
 # 64 MiB that may travel with the working tree. On the node (docs/operations.md, "The device check"):
 #   python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl
-#   PYTHONPATH=/tmp/site python3 benchmarks/gpu_check.py --out gpu_check.json
+#   PYTHONPATH=/tmp/site python3 benchmarks/gpu_check.py --out $OUT/gpu_check.json --save-compile-cache $OUT
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}

@@ -4,10 +4,10 @@
     loopscale advise fits/baseline.json --compute 1e20 --max-unique-params 1e8 --json advice.json --plot advice.png
     loopscale advise runs/demo/fit.json --compute 5e11 --family demo --inference-tokens 1e8
 
-The math lives in loopscale/analysis/advise.py (the optimiser), loopscale/analysis/advise_family.py (the model
-family) and
-loopscale/analysis/advise_report.py (replicates, verdict, break-even); this module parses and prints. Everything is
-computed (and the figure drawn) before anything is written, so bad input writes nothing.
+The advice is `loopscale.analysis.advise.advice.advise` (the package loopscale/analysis/advise/: the model
+family, the optimiser, the replicates, verdict and break-even, the lines shown); this module parses, prints
+and writes. Everything is computed (and the figure drawn) before anything is written, so bad input writes
+nothing.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import math
 from pathlib import Path
 
 from loopscale.cli import UsageError
+from loopscale.cli.plot import DPI, _check_dpi
 
 FAMILIES = ("auto", "paper", "demo", "cpu", "custom")
 
@@ -38,20 +39,28 @@ def register(subparsers) -> None:
     serving.add_argument(
         "--inference-tokens", type=_positive, default=None, help="T_inf: C is the lifetime cost F D + 2 N_active T_inf"
     )
-    p.add_argument("--r", type=_r_list, default=None, help="comma-separated r (default: the fit's r)")
+    p.add_argument(
+        "--r",
+        type=_r_list,
+        default=None,
+        help="comma-separated r (default: the r the fit saw; others are extrapolated)",
+    )
     p.add_argument("--family", choices=FAMILIES, default="auto", help="model family (default: the one the fit matches)")
     p.add_argument("--experiment", default=None, help="--family custom: the experiment whose model is the family")
     p.add_argument("--override", action="append", default=[], help="--family custom: a Hydra override (repeatable)")
     p.add_argument(
         "--recipe",
         default=None,
-        help="the recipe to advise on: the family's (baseline | tbptt | hyper) and, for a looped-joint fit, whose phi "
-        "to use (default: the fit's; a joint fit's reference)",
+        help="the recipe to advise on: the family's model.recipe (baseline | tbptt | hyper; with --family custom "
+        "default the experiment's own) and, for a looped-joint fit, whose phi and fitted models to use (default: "
+        "the fit's group, a joint fit's reference, else baseline)",
     )
     p.add_argument("--level", type=float, default=0.95, help="interval level (default 0.95)")
     p.add_argument("--json", default=None, metavar="PATH", help="write the advice as JSON")
     p.add_argument("--plot", default=None, metavar="PATH", help="write the figure as PNG (and a PDF beside it)")
-    p.add_argument("--dpi", type=int, default=200, help="PNG resolution (default 200); a PDF is written beside it")
+    p.add_argument(
+        "--dpi", type=int, default=DPI, help=f"PNG resolution, 10-1000 (default {DPI}); a PDF is written beside it"
+    )
     p.set_defaults(func=run)
 
 
@@ -76,6 +85,7 @@ def _r_list(text: str) -> list[int]:
 
 
 def _check_outputs(args) -> None:
+    _check_dpi(args.dpi)  # as `plot` and `report` do, before anything is computed or written
     if not 0.5 <= args.level < 1:
         raise UsageError(f"--level must be in [0.5, 1); got {args.level}")
     for flag in ("json", "plot"):
@@ -89,17 +99,23 @@ def _check_outputs(args) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from loopscale.analysis.advise import Constraints
-    from loopscale.analysis.advise_report import advise_from_fit
-    from loopscale.fit.result import load_fit
+    from loopscale.analysis.advise.advice import advise
+    from loopscale.analysis.advise.text import render
 
     _check_outputs(args)
-    fit = load_fit(args.fit)
-    cons = Constraints(args.compute, args.max_unique_params, args.max_inference_flops, args.inference_tokens)
-    advice = advise_from_fit(
-        fit, cons, args.r, args.family, None, args.experiment, args.override, args.recipe, args.level
+    advice = advise(
+        args.fit,
+        compute_flops=args.compute,
+        max_unique_params=args.max_unique_params,
+        max_inference_flops=args.max_inference_flops,
+        inference_tokens=args.inference_tokens,
+        r_values=args.r,
+        family=args.family,
+        recipe=args.recipe,
+        experiment=args.experiment,
+        overrides=args.override,
+        level=args.level,
     )
-    advice.record["fit"]["input"] = str(args.fit)
     figure = None
     if args.plot:
         from loopscale.plots import advice_figure
@@ -122,39 +138,3 @@ def _write(advice, figure, args) -> None:
             with atomic_path(path) as tmp:
                 figure.savefig(tmp, dpi=args.dpi, format=fmt)
             print(f"wrote {path}")
-
-
-def _span(interval) -> str:
-    return "-" if not interval else f"[{interval[0]:.4g}, {interval[1]:.4g}]"
-
-
-def render(advice) -> list[str]:
-    """The terminal table: one row per r, then the verdict, the break-even and the notes."""
-    from loopscale.analysis.advise_report import advice_table, summary_lines
-
-    record = advice.record
-    cons, fam = record["constraints"], record["family"]
-    cap = f"{cons['max_unique_params']:.3g}" if cons["max_unique_params"] else "none"
-    serving = (
-        f", inference <= {cons['max_inference_flops']:.3g} FLOPs/token" if cons["max_inference_flops"] else ""
-    ) + (f", lifetime cost with {cons['inference_tokens']:.3g} tokens served" if cons["inference_tokens"] else "")
-    lines = [
-        f"advice for C = {cons['compute_flops']:.3g} FLOPs, unique-parameter cap {cap}{serving}; family {fam['name']} "
-        f"({fam['recipe']}, widths in steps of {fam['width_step']}); fit {record['fit']['law']}",
-        f"{'':1} {'r':>2} {'d_model':>7} {'N_unique':>9} {'N_eff':>9} {'D tokens':>9} {'D/N':>6} {'L':>7} "
-        f"{'L interval':>18} {'N_unique interval':>20} {'D interval':>20} {'best':>5} binding",
-    ]
-    for row in advice_table(advice).to_dict("records"):
-        if "d_model" not in row or row["d_model"] != row["d_model"]:  # infeasible r: its reason
-            lines.append(f"  {row['r']:>2} {row['note']}")
-            continue
-        share = (
-            "-" if row["share_best"] is None or row["share_best"] != row["share_best"] else f"{row['share_best']:.0%}"
-        )
-        lines.append(
-            f"{'*' if row['note'] == 'best' else ' '} {row['r']:>2} {row['d_model']:>7g} {row['N_unique']:>9.3g} "
-            f"{row['N_eff']:>9.3g} {row['D_tokens']:>9.3g} {row['tokens_per_param']:>6.3g} {row['L']:>7.4f} "
-            f"{_span(row['L_interval']):>18} {_span(row['N_unique_interval']):>20} {_span(row['D_interval']):>20} "
-            f"{share:>5} {row['binding'] or '-'}"
-        )
-    return lines + summary_lines(advice)

@@ -339,6 +339,8 @@ def _load_fit(path: str):
 
     try:
         return FitResult.from_json(path)
+    except LoopscaleError:  # already one line naming the file (`result.read_fit_json`)
+        raise
     except (OSError, ValueError, TypeError) as err:
         raise UsageError(f"cannot read fit JSON {path}: {str(err).splitlines()[0]}") from None
 
@@ -375,9 +377,14 @@ def run_compare(args: argparse.Namespace) -> int:
 def run_equiv(args: argparse.Namespace) -> int:
     from loopscale.fit.derived import compute_optimal, equivalent_sizes
 
+    _check_equiv_numbers(args)
     fit = _load_fit(args.fit) if args.fit else None
     if fit is not None and "phi" not in fit.params:
         raise UsageError(f"{args.fit} has no phi (law {fit.law}); fit with --law looped")
+    if fit is not None:  # every parameter a finite number inside the fitter's box, as `advise` reads them
+        from loopscale.analysis.advise.record_checks import check_record
+
+        check_record(fit)
     phi = fit.params["phi"] if fit is not None else args.phi
     if args.budget is not None and fit is None:
         raise UsageError("--budget needs --fit (E, A, alpha, B, beta come from the fit)")
@@ -405,6 +412,24 @@ def run_equiv(args: argparse.Namespace) -> int:
                 f"N_eff* = {_m(opt.N_eff)}, D* = {opt.D:.3g} tokens, L* = {opt.L:.4f}"
             )
     return 0
+
+
+def _check_equiv_numbers(args: argparse.Namespace) -> None:
+    """Every number `equiv` is given finite and of its sign: r >= 1, N_once, N_rec >= 0 (not both 0), phi
+    finite (a NaN would print N_eff = nanM)."""
+    import math
+
+    for flag, value in (("--r", args.r), ("--n-once", args.n_once), ("--n-rec", args.n_rec), ("--phi", args.phi)):
+        if value is not None and not math.isfinite(value):
+            raise UsageError(f"{flag} must be a finite number; got {value}")
+    if args.r < 1:
+        raise UsageError(f"--r must be >= 1; got {args.r:g}")
+    if args.n_once < 0 or args.n_rec < 0 or args.n_once + args.n_rec <= 0:
+        raise UsageError(f"--n-once and --n-rec must be >= 0, not both 0; got {args.n_once:g}, {args.n_rec:g}")
+    positive = {"--budget": args.budget, "--flops-per-token": args.flops_per_token}
+    for flag, value in {**positive, "--dense-flops-per-token": args.dense_flops_per_token}.items():
+        if value is not None and not (math.isfinite(value) and value > 0):
+            raise UsageError(f"{flag} must be a positive number; got {value}")
 
 
 def _m(n: float) -> str:

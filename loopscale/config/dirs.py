@@ -4,7 +4,8 @@ groups), the sweep designs in the repository's top-level `sweeps/` (experiment/,
 `train_config`, the training config a set of overrides gives (as Hydra's DictConfig, and as the typed
 TrainConfig).
 
-Every lookup of the shipped configs goes through `config_dir()` and `sweeps_dir()`, so a checkout, an editable
+Every lookup of the shipped configs goes through `config_dir()` and `sweeps_dir()`, one rule from the imported
+package's directory, so a plain checkout on sys.path (no install: the GPU node's copy of the tree), an editable
 install and a wheel find the same files. User directories come from the environment variable LOOPSCALE_CONFIG_PATH
 (directories separated like PATH, by os.pathsep); Hydra searches them BEFORE the package's own configs
 (hydra_plugins/loopscale_searchpath.py), so a user file both adds options (experiment/my_grid.yaml) and
@@ -21,15 +22,24 @@ from pathlib import Path
 ENV_VAR = "LOOPSCALE_CONFIG_PATH"
 
 
+def package_dir() -> Path:
+    """The directory of the imported loopscale package (a checkout's loopscale/, or site-packages/loopscale)."""
+    return Path(str(files("loopscale")))
+
+
 def config_dir() -> Path:
     """The directory of the shipped configs (train.yaml and the groups model/, data/, optim/, ...)."""
-    return Path(str(files("loopscale") / "conf"))
+    return package_dir() / "conf"
 
 
 def sweeps_dir() -> Path:
-    """The directory of the sweep designs (experiment/, grid/): the repository's `sweeps/`, installed as the
-    package loopscale.sweeps."""
-    return Path(str(files("loopscale.sweeps")))
+    """The directory of the sweep designs (experiment/, grid/), found from the package directory alone: the
+    wheel installs the repository's `sweeps/` inside the package (loopscale/sweeps/, pyproject.toml's
+    package-dir), a checkout has it beside the package (an editable install and a plain checkout on sys.path
+    import the checkout's loopscale/). No import of `loopscale.sweeps`: that package exists only through an
+    install's mapping, and a tree on sys.path has none."""
+    inside = package_dir() / "sweeps"
+    return inside if inside.is_dir() else package_dir().parent / "sweeps"
 
 
 SWEEP_GROUPS = ("experiment", "grid")

@@ -33,7 +33,7 @@ from loopscale.fit.laws import LawData, law_data_from_table, make_law
 from loopscale.fit.objective import Loss
 from loopscale.fit.optimize import adopt_optimum, fit_law, refine
 from loopscale.fit.resample import on_one_blas_thread
-from loopscale.fit.result import FitResult, compare_param, versions
+from loopscale.fit.result import FitResult, compare_param, data_summary, versions
 from loopscale.fit.result import recipe_phi as recipe_phi  # its home before the fit split
 from loopscale.fit.tables import check_clusters, cluster_labels
 from loopscale.fit.uncertainty import bootstrap, lr_test, percentile_ci, profile_refit, profile_threshold
@@ -166,6 +166,10 @@ def fit_joint(
     result.settings.update({"n_bootstrap": n_bootstrap, "cluster": cluster, "law": law.name, "joint_column": column})
     result.versions = versions()
     result.conditioning = joint_checks(table, result, table[RECIPE_CODE].to_numpy())
+    result.data = data_summary(table)  # the models and ranges fitted, as a single fit records them (advise reads)
+    result.data["shapes_by_recipe"] = {
+        g: data_summary(table[recipe_rows(table, i)])["shapes"] for i, g in enumerate(recipes)
+    }
     return result
 
 

@@ -22,6 +22,9 @@ import pandas as pd
 
 from loopscale.errors import InputError
 
+MAX_FIT_BYTES = 64 * 2**20  # a fit JSON larger than this is refused unread (read_fit_json)
+MAX_FIT_VALUES = 4_000_000  # ... and one with more JSON values than this, before parsing
+
 
 @dataclass
 class FitResult:
@@ -33,7 +36,8 @@ class FitResult:
     ...} when computed), holdout (when run), objective, grad_norm, n_starts (screened), n_refined,
     n_best_basin, settings, seed, input (path, sha256, n_rows, columns), versions, warnings, group,
     joint (`loopscale.fit.joint`: recipes, delta_phi per recipe, shared_check, separate fits), data (the fitted
-    rows' model shapes and ranges, `data_summary`; absent from records written before it existed),
+    rows' model shapes and ranges, `data_summary`; a joint fit's also each recipe's shapes, "shapes_by_recipe";
+    absent from records written before it existed),
     conditioning (the checks that say whether phi / delta-phi is measured, `loopscale.fit.verdict`)."""
 
     law: str
@@ -74,26 +78,48 @@ class FitResult:
 
     @classmethod
     def from_json(cls, path) -> FitResult:
-        return cls.from_dict(json.loads(Path(path).read_text()))
+        return cls.from_dict(read_fit_json(path))
 
 
 def load_fit(fit) -> FitResult:
-    """A FitResult from a FitResult, the dict of its JSON, or a path to that JSON."""
+    """A FitResult from a FitResult, the dict of its JSON, or a path to that JSON (read within the limits of
+    `read_fit_json`)."""
     if isinstance(fit, FitResult):
         return fit
-    if isinstance(fit, Mapping):
-        d = dict(fit)
-    else:
-        path = Path(fit)
-        try:
-            d = json.loads(path.read_text())
-        except (OSError, ValueError) as err:
-            raise InputError(f"cannot read fit JSON {path}: {err}") from err
+    d = dict(fit) if isinstance(fit, Mapping) else read_fit_json(fit)
     if not isinstance(d, dict) or "law" not in d or "params" not in d:
         raise InputError(
             f"{fit if not isinstance(fit, Mapping) else 'fit'} is not a loopscale fit record (needs 'law' and 'params')"
         )
     return FitResult.from_dict(d)
+
+
+def read_fit_json(path) -> Any:
+    """The parsed JSON of a fit record, refused in one line (InputError) when it is beyond what a fit record
+    holds, before it can exhaust memory: a file over MAX_FIT_BYTES, over MAX_FIT_VALUES JSON values (counted
+    as separators and brackets, an upper bound, before parsing: parsed values cost up to ~70 bytes each), or
+    nested deeper than the parser's recursion limit. A fit with 100,000 bootstrap replicates of a joint law
+    is ~25 MB and ~1.2 million values, within both."""
+    path = Path(path)
+    try:
+        size = path.stat().st_size
+        if size > MAX_FIT_BYTES:
+            raise InputError(
+                f"{path} is {size / 2**20:.0f} MiB: a fit record holds at most {MAX_FIT_BYTES / 2**20:.0f} MiB "
+                "(refit with fewer bootstrap replicates)"
+            )
+        raw = path.read_bytes()
+    except OSError as err:
+        raise InputError(f"cannot read fit JSON {path}: {err}") from err
+    n_values = raw.count(b",") + raw.count(b"[") + raw.count(b"{")
+    if n_values > MAX_FIT_VALUES:
+        raise InputError(f"{path} holds ~{n_values:,} JSON values: a fit record holds at most {MAX_FIT_VALUES:,}")
+    try:
+        return json.loads(raw)
+    except RecursionError:
+        raise InputError(f"cannot read fit JSON {path}: nested too deep for a fit record") from None
+    except ValueError as err:
+        raise InputError(f"cannot read fit JSON {path}: {err}") from err
 
 
 def predict_loss(fit, table) -> np.ndarray:

@@ -3,7 +3,7 @@
 One curve per r (the fitted law along the model family, D = C / F per width), its band (the bootstrap
 replicates' interval of the loss of each model), the constraint lines (the unique-parameter cap; the part of
 a curve beyond an inference limit is dotted), the break-even cap with its interval, each r's advised model
-and the chosen one. Drawn from `loopscale.analysis.advise_report.Advice`; nothing is computed here.
+and the chosen one. Drawn from `loopscale.analysis.advise.advice.Advice`; nothing is computed here.
 """
 
 from __future__ import annotations

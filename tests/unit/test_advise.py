@@ -1,5 +1,4 @@
-"""`loopscale advise`'s optimiser against closed forms and ground truth (loopscale/analysis/advise.py, advise_family.py,
-advise_report.py).
+"""`loopscale advise`'s optimiser against closed forms and ground truth (the package loopscale/analysis/advise/).
 
 Closed forms, on the power-law family (N_unique = c d^2, a share f run once, F = 6 (N_once + r N_rec)):
 - r = 1 is Chinchilla's problem: N* = G (C / 6)^(beta / (alpha + beta)), G = (alpha A / (beta B))^(1 / (alpha + beta)),
@@ -21,9 +20,11 @@ import functools
 import numpy as np
 import pytest
 
-from loopscale.analysis.advise import Constraints, continuous_optimum, looped_sets, snapped_optimum, width_domain
-from loopscale.analysis.advise_family import mismatches, named_family, power_law_family, resolve_family
-from loopscale.analysis.advise_report import advise_fit, advise_from_fit, fit_law_sets
+from loopscale.analysis.advise.advice import advise
+from loopscale.analysis.advise.family import named_family, power_law_family
+from loopscale.analysis.advise.law_sets import fit_law_sets, looped_sets
+from loopscale.analysis.advise.matching import mismatches, resolve_family
+from loopscale.analysis.advise.optimum import Constraints, continuous_optimum, snapped_optimum, width_domain
 from loopscale.fit.derived import optimal_size
 from loopscale.fit.result import FitResult
 from loopscale.model.accounting import flops_per_token, model_preset, param_counts
@@ -87,7 +88,7 @@ def test_binding_memory_cap_gives_the_capped_closed_form():
     free = optimal_size(TRUTH, C, rho, 6 * kappa)
     M = free / 7  # well below the free optimum: the cap binds
     fit = make_fit(TRUTH)
-    advice = advise_fit(fit, Constraints(C, max_unique_params=M), family, [r])
+    advice = advise(fit, compute_flops=C, max_unique_params=M, family=family, r_values=[r])
     rec = advice.record["per_r"][0]
     assert rec["binding"] == "max_unique_params"
     assert rec["continuous"]["N_unique"] == pytest.approx(M, rel=1e-10)
@@ -103,10 +104,18 @@ def test_break_even_cap_is_the_closed_form_where_both_caps_bind():
     kappa, rho = kappa_rho(r)
     M_be = (TRUTH["A"] * (1 - rho**-a) / (TRUTH["B"] * (6 / C) ** b * (kappa**b - 1))) ** (1 / (a + b))
     assert M_be < optimal_size(TRUTH, C, rho, 6 * kappa) and M_be < optimal_size(TRUTH, C, 1.0, 6.0)  # both bind
-    advice = advise_fit(make_fit(TRUTH), Constraints(C), power_law_family([1, r], F_ONCE), [1, r])
+    advice = advise(make_fit(TRUTH), compute_flops=C, family=power_law_family([1, r], F_ONCE), r_values=[1, r])
     assert advice.record["break_even"]["overall"]["M"] == pytest.approx(M_be, rel=1e-9)
-    below = advise_fit(make_fit(TRUTH), Constraints(C, max_unique_params=0.8 * M_be), power_law_family([1, r]), [1, r])
-    above = advise_fit(make_fit(TRUTH), Constraints(C, max_unique_params=1.25 * M_be), power_law_family([1, r]), [1, r])
+    below = advise(
+        make_fit(TRUTH), compute_flops=C, max_unique_params=0.8 * M_be, family=power_law_family([1, r]), r_values=[1, r]
+    )
+    above = advise(
+        make_fit(TRUTH),
+        compute_flops=C,
+        max_unique_params=1.25 * M_be,
+        family=power_law_family([1, r]),
+        r_values=[1, r],
+    )
     assert below.record["best"]["r"] == r and above.record["best"]["r"] == 1
 
 
@@ -171,7 +180,7 @@ def test_family_polynomials_equal_the_accounting_at_every_width(recipe):
 @pytest.mark.parametrize("C", [1e19, 1e20, 1e21])
 def test_paper_advice_is_the_best_valid_width_of_an_exhaustive_search(C):
     family = named_family("paper", R_ALL)
-    advice = advise_fit(make_fit(TRUTH), Constraints(C), family, R_ALL)
+    advice = advise(make_fit(TRUTH), compute_flops=C, family=family, r_values=R_ALL)
     widths = np.arange(128, 16384 + 1, 128)
     for rec in advice.record["per_r"]:
         r = rec["r"]
@@ -216,14 +225,14 @@ def test_families_recognise_the_models_a_fit_was_made_for():
 
 def test_free_and_joint_laws_give_the_looped_advice_at_equal_multipliers():
     family = named_family("paper", R_ALL)
-    cons = Constraints(1e20, max_unique_params=2e8)
-    looped = advise_fit(make_fit(TRUTH), cons, family, R_ALL).record
+    cons = dict(compute_flops=1e20, max_unique_params=2e8, family=family, r_values=R_ALL)
+    looped = advise(make_fit(TRUTH), **cons).record
     base = {k: TRUTH[k] for k in ("E", "A", "alpha", "B", "beta")}
     free = {**base, **{f"k_{r}": r ** TRUTH["phi"] for r in (2, 4, 8)}}
     joint = {**base, "phi[baseline]": 0.9, "phi[tbptt]": TRUTH["phi"]}
     for other in (
-        advise_fit(make_fit(free, law="looped-free"), cons, family, R_ALL).record,
-        advise_fit(make_fit(joint, law="looped-joint"), cons, family, R_ALL, recipe="tbptt").record,
+        advise(make_fit(free, law="looped-free"), **cons).record,
+        advise(make_fit(joint, law="looped-joint"), **cons, recipe="tbptt").record,
     ):
         assert [x["advised"]["L"] for x in other["per_r"]] == pytest.approx(
             [x["advised"]["L"] for x in looped["per_r"]], rel=1e-12
@@ -233,14 +242,14 @@ def test_free_and_joint_laws_give_the_looped_advice_at_equal_multipliers():
 def test_a_chinchilla_fit_advises_r1_only():
     base = {k: TRUTH[k] for k in ("E", "A", "alpha", "B", "beta")}
     fit = make_fit(base, law="chinchilla")
-    record = advise_fit(fit, Constraints(1e20), named_family("paper", [1]), [1]).record
+    record = advise(fit, compute_flops=1e20, family=named_family("paper", [1]), r_values=[1]).record
     assert record["best"]["r"] == 1
     with pytest.raises(ValueError, match="only r = 1 can be advised"):
         fit_law_sets(fit, [1, 4])
 
 
 def test_without_replicates_the_advice_is_point_estimates_only():
-    record = advise_fit(make_fit(TRUTH), Constraints(1e20), named_family("paper", R_ALL), R_ALL).record
+    record = advise(make_fit(TRUTH), compute_flops=1e20, family=named_family("paper", R_ALL), r_values=R_ALL).record
     assert record["best"]["share"] is None and "no statement about the noise" in record["best"]["verdict"]
     assert all(rec["advised"]["L_interval"] is None and "replicates" not in rec for rec in record["per_r"])
     assert any("point estimates only" in w for w in record["warnings"])
@@ -249,11 +258,11 @@ def test_without_replicates_the_advice_is_point_estimates_only():
 def test_impossible_constraints_name_every_r():
     family = named_family("paper", R_ALL)
     with pytest.raises(ValueError, match="no r meets the constraints.*r = 1.*r = 8"):
-        advise_fit(make_fit(TRUTH), Constraints(1e20, max_unique_params=1e5), family, R_ALL)
+        advise(make_fit(TRUTH), compute_flops=1e20, max_unique_params=1e5, family=family, r_values=R_ALL)
     # one head wide (d = 128), r = 1 has 20 unique layers, r = 8 has 2 + 2 + 2 and the injection
     smallest = {r: float(family.value("N_unique", r, 128)) for r in R_ALL}
     assert smallest[8] < 2e6 < smallest[1]
-    part = advise_fit(make_fit(TRUTH), Constraints(1e20, max_unique_params=2e6), family, R_ALL).record
+    part = advise(make_fit(TRUTH), compute_flops=1e20, max_unique_params=2e6, family=family, r_values=R_ALL).record
     by_r = {rec["r"]: rec for rec in part["per_r"]}
     assert by_r[8]["feasible"] and by_r[8]["advised"]["N_unique"] <= 2e6 and part["best"]["r"] > 1
     assert not by_r[1]["feasible"] and f"(d = 128) has {smallest[1]:.4g} unique parameters" in by_r[1]["reason"]
@@ -295,19 +304,19 @@ def published_fit():
 
 
 def test_published_fit_at_1e20_advises_r1_and_a_tight_cap_advises_looping(published_fit):
-    free = advise_from_fit(published_fit, Constraints(1e20)).record
+    free = advise(published_fit, compute_flops=1e20).record
     assert free["best"]["r"] == 1 and free["best"]["share"]["1"] >= 0.95 and not free["best"]["within_noise"]
     assert any("extrapolates" in w for w in free["warnings"])  # 1e20 is beyond the largest fitted budget
     N_star = free["per_r"][0]["advised"]["N_unique"]
-    capped = advise_from_fit(published_fit, Constraints(1e20, max_unique_params=N_star / 20)).record
+    capped = advise(published_fit, compute_flops=1e20, max_unique_params=N_star / 20).record
     assert capped["best"]["r"] > 1 and capped["best"]["share"]["1"] == 0
 
 
 def test_the_truths_advice_lies_inside_the_fits_intervals(published_fit):
     C = 1e19  # inside the fitted budgets
     family = named_family("paper", R_ALL)
-    truth = advise_fit(make_fit(TRUTH), Constraints(C), family, R_ALL).record
-    fitted = advise_fit(published_fit, Constraints(C), family, R_ALL).record
+    truth = advise(make_fit(TRUTH), compute_flops=C, family=family, r_values=R_ALL).record
+    fitted = advise(published_fit, compute_flops=C, family=family, r_values=R_ALL).record
     for true, est in zip(truth["per_r"], fitted["per_r"]):
         lo, hi = est["replicates"]["N_unique"]
         assert lo <= true["advised"]["N_unique"] <= hi

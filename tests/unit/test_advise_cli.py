@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from test_advise import R_ALL, TRUTH, make_fit
 
-from loopscale.analysis.advise_family import named_family
+from loopscale.analysis.advise.family import named_family
 from loopscale.cli import main
 
 BASE = {k: TRUTH[k] for k in ("E", "A", "alpha", "B", "beta")}
@@ -116,5 +116,7 @@ def test_a_custom_family_is_any_experiment_with_overrides(fit_path, capsys):
 def test_a_chinchilla_fit_and_a_fit_without_replicates_give_point_estimates(fit_path, capsys):
     rc, out, err = run(capsys, fit_path(params=BASE, law="chinchilla"), "--compute", "1e20")
     assert rc == 0, err
-    assert "best: r = 1 (point estimate; no bootstrap replicates" in out
+    assert "best: r = 1: the only r advised, so no comparison between r" in out  # one r: nothing is "worse"
     assert "point estimates only" in out and "assuming --family paper" in out
+    rc, out, err = run(capsys, fit_path(params=TRUTH), "--compute", "1e20")
+    assert rc == 0 and "best: r = 1 (point estimate; no bootstrap replicates" in out

@@ -14,9 +14,8 @@ tokens per optimizer step.
 Families: `paper` (experiment=isodepth: L_eff = 20, r = 1 a plain 0-20-0 stack), `cpu`
 (experiment=isodepth_cpu), `demo` (experiment=isodepth_cpu_demo, what `loopscale demo` fits), `custom` (any
 experiment plus Hydra overrides), and `power_law_family` (N_unique = c d^2 with a fixed share run once and
-F = 6 (N_once + r N_rec): the closed-form family the tests check the optimiser against). `resolve_family`
-picks the one a fit was made for from the model shapes the fit record holds (`FitResult.data`) and refuses
-a family whose widths cannot produce them.
+F = 6 (N_once + r N_rec): the closed-form family the tests check the optimiser against). Which family a fit
+was made for is `loopscale.analysis.advise.matching`.
 """
 
 from __future__ import annotations
@@ -25,12 +24,17 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+from hydra.errors import HydraException
+from omegaconf import OmegaConf
+from omegaconf.errors import OmegaConfBaseException
 
+from loopscale.config.dirs import compose
+from loopscale.config.model import ModelConfig
 from loopscale.errors import InputError
+from loopscale.model.accounting import flops_per_token, inference_flops_per_token, param_counts
 
 QUANTITIES = ("N_once", "N_rec", "F", "F_infer")  # the polynomials; N_unique = N_once + N_rec
 FAMILY_EXPERIMENTS = {"paper": "isodepth", "demo": "isodepth_cpu_demo", "cpu": "isodepth_cpu"}
-MATCH_TOLERANCE = 0.02  # relative: a fit's model counts as this family's when a valid width is this close
 MAX_WIDTH_STEPS = 2**14  # the search ceiling, in width steps
 
 
@@ -77,11 +81,7 @@ class Family:
 
     def width_for(self, quantity: str, r: int, target):
         """The width d > 0 at which the (increasing) quantity equals `target`: the positive root."""
-        c0, c1, c2 = self.coeffs(quantity, r)
-        rhs = np.asarray(target, dtype=float) - c0
-        if c2 == 0:
-            return rhs / c1
-        return 2 * rhs / (c1 + np.sqrt(c1 * c1 + 4 * c2 * np.maximum(rhs, 0.0)))  # stable form of the root
+        return positive_root(self.coeffs(quantity, r), target)
 
     def size_of(self, d: float) -> float | None:
         return None if self.size_unit is None else float(d) / self.size_unit
@@ -89,6 +89,15 @@ class Family:
     def describe(self) -> dict:
         out = {"name": self.name, "width_step": self.width_step, "batch_tokens": self.batch_tokens}
         return {**out, "experiment": self.experiment, "recipe": self.recipe, "r_values": list(self.r_values)}
+
+
+def positive_root(coeffs, target):
+    """The d > 0 at which the increasing quadratic c0 + c1 d + c2 d^2 equals `target`."""
+    c0, c1, c2 = coeffs
+    rhs = np.asarray(target, dtype=float) - c0
+    if c2 == 0:
+        return rhs / c1
+    return 2 * rhs / (c1 + np.sqrt(c1 * c1 + 4 * c2 * np.maximum(rhs, 0.0)))  # stable form of the root
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -113,8 +122,6 @@ def interpolate(quantities_at: Callable[[int], Mapping[str, float]], width_step:
 def accounting_quantities(cfg) -> dict[str, float]:
     """N_once, N_rec, F (training FLOPs per token) and F_infer (forward FLOPs per token: F / 3 of the model
     with full backprop, where every use counts 6x) of one ModelConfig, from `loopscale.model.accounting`."""
-    from loopscale.model.accounting import flops_per_token, inference_flops_per_token, param_counts
-
     counts = param_counts(cfg)
     return {
         "N_once": counts.N_once,
@@ -125,19 +132,18 @@ def accounting_quantities(cfg) -> dict[str, float]:
 
 
 def experiment_family(
-    name: str, experiment: str, r_values: Sequence[int], recipe: str = "baseline", overrides: Sequence[str] = ()
+    name: str,
+    experiment: str,
+    r_values: Sequence[int],
+    recipe: str | None = "baseline",
+    overrides: Sequence[str] = (),
 ) -> Family:
     """The model `loopscale-train experiment=EXPERIMENT model.recipe=RECIPE OVERRIDES` trains, at every
-    width and each r in r_values (ValueError naming the r the layer plan does not allow)."""
-    from hydra.errors import HydraException
-    from omegaconf import OmegaConf
-    from omegaconf.errors import OmegaConfBaseException
-
-    from loopscale.config.dirs import compose
-    from loopscale.config.model import ModelConfig
-
+    width and each r in r_values (ValueError naming the r the layer plan does not allow). recipe None: the
+    experiment's own (a recipe probe's experiment sets its recipe and its fields, e.g. hyper_lanes)."""
+    pinned = [f"model.recipe={recipe}"] if recipe else []
     try:
-        composed = compose([f"experiment={experiment}", f"model.recipe={recipe}", *overrides])
+        composed = compose([f"experiment={experiment}", *pinned, *overrides])
         fields = OmegaConf.to_container(composed.model, resolve=True)
     except (HydraException, OmegaConfBaseException) as err:
         first = str(err).strip().splitlines()[0]
@@ -156,17 +162,19 @@ def experiment_family(
             lambda d, r=r: accounting_quantities(ModelConfig(**{**fields, "d_model": d, "r": r})), step
         )
     batch_tokens = int(composed.budget.batch_size) * int(fields["seq_len"])
+    recipe = ModelConfig(**{**fields, "d_model": step, "r": max(polys)}).recipe  # "auto" resolved to its label
     return Family(name, polys, step, batch_tokens, experiment, recipe, 64 if experiment == "isodepth" else None)
 
 
 def named_family(
     name: str,
     r_values: Sequence[int],
-    recipe: str = "baseline",
+    recipe: str | None = "baseline",
     experiment: str | None = None,
     overrides: Sequence[str] = (),
 ) -> Family:
-    """paper | demo | cpu (their experiments, FAMILY_EXPERIMENTS) or custom (`experiment` + `overrides`)."""
+    """paper | demo | cpu (their experiments, FAMILY_EXPERIMENTS) or custom (`experiment` + `overrides`;
+    recipe None keeps the experiment's own)."""
     if name == "custom":
         if not experiment:
             raise InputError(
@@ -198,77 +206,3 @@ def power_law_family(
         for r in r_values
     }
     return Family("power-law", polys, width_step, batch_tokens=1, width_ceiling=1e9)
-
-
-# ----------------------------------------------------------------------------------------------------
-# which family a fit was made for
-
-
-def mismatches(family: Family, shapes: Sequence[Sequence[float]], tol: float = MATCH_TOLERANCE) -> list[str]:
-    """The fitted model shapes [r, N_once, N_rec] no valid width of `family` reproduces (N_once + N_rec and,
-    for r > 1, N_rec within `tol`; at r = 1 the split does not enter the law). Empty when it matches."""
-    bad = []
-    for r, n_once, n_rec in shapes:
-        r = int(r)
-        n_unique = n_once + n_rec
-        if r not in family.polys:
-            bad.append(f"r = {r} (the family has r in {list(family.r_values)})")
-            continue
-        d = family.width_step * max(1, round(float(family.width_for("N_unique", r, n_unique)) / family.width_step))
-        close = abs(family.value("N_unique", r, d) - n_unique) <= tol * n_unique
-        if r > 1:
-            close = close and abs(family.value("N_rec", r, d) - n_rec) <= tol * max(n_rec, 1.0)
-        if not close:
-            nearest = float(family.value("N_unique", r, d))
-            bad.append(f"r = {r}, N_once + N_rec = {n_unique:.4g} (nearest width d = {d:g} has {nearest:.4g})")
-    return bad
-
-
-def fit_recipe(fit) -> str:
-    """The recipe a fit was made for: its group's value when grouped by recipe, else baseline."""
-    from loopscale.config.model import RECIPES
-
-    group = fit.group or {}
-    value = str(group.get("value")) if group.get("column") == "recipe" else "baseline"
-    return value if value in RECIPES else "baseline"
-
-
-def resolve_family(
-    shapes: Sequence[Sequence[float]] | None,
-    r_values: Sequence[int],
-    name: str = "auto",
-    recipe: str = "baseline",
-    experiment: str | None = None,
-    overrides: Sequence[str] = (),
-) -> tuple[Family, list[str]]:
-    """(family, notes). `auto`: the first of paper, demo, cpu whose widths reproduce every fitted shape
-    (paper with a note when the fit records no shapes). A named family that does not reproduce the shapes
-    is a ValueError naming the first models it misses."""
-    fitted_r = sorted({int(s[0]) for s in shapes}) if shapes else []
-    wanted = sorted({*map(int, r_values), *fitted_r})
-    if name == "auto" and not shapes:
-        note = "the fit records no model shapes (written before loopscale recorded them): assuming --family paper"
-        return named_family("paper", wanted, recipe), [note]
-    if name != "auto":
-        family = named_family(name, wanted, recipe, experiment, overrides)
-        bad = mismatches(family, shapes) if shapes else []
-        if bad:
-            raise InputError(f"--family {name} does not match the fit: its widths give no model with {bad[0]}")
-        return family, ([] if shapes else [f"the fit records no model shapes: --family {name} taken as given"])
-    errors = []
-    for candidate in FAMILY_EXPERIMENTS:
-        try:
-            family = named_family(candidate, wanted, recipe)
-        except ValueError as err:  # e.g. an r this family's depth cannot loop
-            errors.append(err)
-            continue
-        if not mismatches(family, shapes):
-            return family, [f"family {candidate} (experiment={family.experiment}) reproduces every fitted model"]
-    if len(errors) == len(FAMILY_EXPERIMENTS):
-        raise errors[0]
-    first = shapes[0]
-    raise InputError(
-        f"the fit's models (e.g. r = {int(first[0])}, N = {first[1] + first[2]:.4g}) match none of the families "
-        f"{', '.join(FAMILY_EXPERIMENTS)} ({recipe}): pass --recipe for a recipe probe's fit, or --family custom "
-        "--experiment NAME"
-    )

@@ -2,7 +2,7 @@
 inference budget, for many law parameter sets at once (docs/design.md, "Advice"). Pure numpy.
 
 For recurrence r the family fixes N_once(d), N_rec(d), the training FLOPs per token F(d) and the forward
-FLOPs per token F_infer(d) as quadratics in the width d (`loopscale.analysis.advise_family`). The predicted loss is
+FLOPs per token F_infer(d) as quadratics in the width d (`loopscale.analysis.advise.family`). The predicted loss is
 the fitted law (docs/design.md, "The science"):
 
     L(d) = E + A n(d)^-alpha + B D(d)^-beta,   n(d) = N_once(d) + m_r N_rec(d)     (m_r = r^phi)   (1)
@@ -22,23 +22,22 @@ continuous optimum is found on a log-width grid and refined by bisection on the 
 to machine precision (64 halvings of a bracket two grid cells wide); a slope of one sign across the bracket
 puts the optimum on the bound (a binding constraint). L is unimodal in d along these families, so the best
 valid width (a multiple of the family's width step) is the better of the two around the continuous optimum:
-that is the snapped advice. Capping the unique parameters at M then gives L*_r(M) = L(min(d*_r, d_r(M))),
-which makes the break-even cap (the M below which some r > 1 beats r = 1) a one-dimensional root.
+that is the snapped advice. Everything here is vectorised over parameter sets (the rows of `LawSets`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 
-from loopscale.analysis.advise_family import Family
+from loopscale.analysis.advise.family import Family, positive_root
+from loopscale.analysis.advise.law_sets import LawSets
 from loopscale.errors import InputError
 
 N_GRID = 512  # log-width grid of the global search
 N_BISECT = 64  # halvings of the bracket around the best grid point
-N_BREAK_GRID = 128  # log-M grid of the break-even search
+CHUNK_SETS = 2048  # parameter sets searched at once: each grid array is CHUNK_SETS x N_GRID floats (8 MiB)
 
 
 @dataclass(frozen=True)
@@ -59,32 +58,6 @@ class Constraints:
 
     def without_cap(self) -> Constraints:
         return replace(self, max_unique_params=None)
-
-
-@dataclass(frozen=True)
-class LawSets:
-    """Law parameters as arrays with one entry per parameter set (a point estimate, or the bootstrap
-    replicates); multiplier[r] is m_r of eq. 1 (r^phi for the looped law, 1 at r = 1)."""
-
-    E: np.ndarray
-    A: np.ndarray
-    alpha: np.ndarray
-    B: np.ndarray
-    beta: np.ndarray
-    multiplier: Mapping[int, np.ndarray] = field(default_factory=dict)
-
-    def __len__(self) -> int:
-        return len(self.E)
-
-    def column(self, name: str) -> np.ndarray:
-        return np.asarray(getattr(self, name), dtype=float)[:, None]
-
-
-def looped_sets(params: Mapping[str, Sequence[float]], r_values: Sequence[int]) -> LawSets:
-    """LawSets from arrays of E, A, alpha, B, beta, phi (the looped law: m_r = r^phi)."""
-    arr = {k: np.atleast_1d(np.asarray(params[k], dtype=float)) for k in ("E", "A", "alpha", "B", "beta", "phi")}
-    mult = {int(r): np.power(float(r), arr["phi"]) for r in r_values}
-    return LawSets(arr["E"], arr["A"], arr["alpha"], arr["B"], arr["beta"], mult)
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -134,7 +107,8 @@ def loss_slope(sets: LawSets, family: Family, r: int, d, cons: Constraints) -> n
 @dataclass(frozen=True)
 class Domain:
     """The widths [lo, hi] that meet the constraints at one r; `binding` names the constraint that sets hi
-    (max_unique_params, max_inference_flops, inference_tokens or the search ceiling)."""
+    (max_unique_params, max_inference_flops, one_step: at least one optimizer step of training after
+    serving, or the search ceiling)."""
 
     lo: float
     hi: float
@@ -149,9 +123,11 @@ def width_domain(family: Family, r: int, cons: Constraints) -> Domain | str:
         limits["max_unique_params"] = float(family.width_for("N_unique", r, cons.max_unique_params))
     if cons.max_inference_flops is not None:
         limits["max_inference_flops"] = float(family.width_for("F_infer", r, cons.max_inference_flops))
-    if cons.inference_tokens is not None:  # D > 0 in eq. 2': serving must leave some budget for training
-        limits["inference_tokens"] = float(family.width_for("F_infer", r, cons.compute_flops / cons.inference_tokens))
-        limits["inference_tokens"] *= 1 - 1e-9
+    # D >= one optimizer step in eq. 2 / 2': b F(d) + T_inf F_infer(d) <= C (b tokens per step)
+    one_step = family.batch_tokens * family.coeffs("F", r) + (cons.inference_tokens or 0.0) * family.coeffs(
+        "F_infer", r
+    )
+    limits["one_step"] = float(positive_root(one_step, cons.compute_flops))
     binding = min(limits, key=limits.get)
     hi = limits[binding]
     if hi < lo:
@@ -167,12 +143,21 @@ def _too_big(family: Family, r: int, cons: Constraints, binding: str) -> str:
     served = float(family.value("F_infer", r, d))
     if binding == "max_inference_flops":
         return f"the smallest model (d = {d:g}) needs {served:.4g} FLOPs per token"
-    return f"serving {cons.inference_tokens:.4g} tokens on the smallest model (d = {d:g}) costs more than C"
+    step_flops = family.batch_tokens * float(family.value("F", r, d))
+    serving = f" after serving {cons.inference_tokens:.4g} tokens" if cons.inference_tokens else ""
+    return (
+        f"C = {cons.compute_flops:.4g} FLOPs does not buy one optimizer step ({family.batch_tokens} tokens, "
+        f"{step_flops:.4g} FLOPs) of the smallest model (d = {d:g}){serving}"
+    )
 
 
 def continuous_optimum(sets: LawSets, family: Family, r: int, cons: Constraints, domain: Domain) -> np.ndarray:
     """d* per parameter set minimising eq. 1 over [domain.lo, domain.hi]: the best point of a log grid, then
-    bisection of the slope (eq. 3) over the two cells around it (a bound when the slope keeps one sign)."""
+    bisection of the slope (eq. 3) over the two cells around it (a bound when the slope keeps one sign).
+    Many sets (bootstrap replicates) are searched CHUNK_SETS at a time, so memory stays bounded."""
+    if len(sets) > CHUNK_SETS:
+        chunks = (sets.take(slice(i, i + CHUNK_SETS)) for i in range(0, len(sets), CHUNK_SETS))
+        return np.concatenate([continuous_optimum(chunk, family, r, cons, domain) for chunk in chunks])
     x = np.linspace(np.log(domain.lo), np.log(domain.hi), N_GRID)
     best = np.argmin(loss(sets, family, r, np.exp(x)[None, :], cons), axis=1)
     lo, hi = x[np.maximum(best - 1, 0)], x[np.minimum(best + 1, N_GRID - 1)]
@@ -199,45 +184,13 @@ def snapped_optimum(sets: LawSets, family: Family, r: int, cons: Constraints, do
     return candidates[rows, pick], losses[rows, pick]
 
 
-# ----------------------------------------------------------------------------------------------------
-# break-even memory budget
-
-
-def capped_loss(sets: LawSets, family: Family, r: int, cons: Constraints, d_free: np.ndarray, cap) -> np.ndarray:
-    """L*_r(M): the optimum under a unique-parameter cap M per set, L(min(d*_r, d_r(M))) (unimodal L);
-    inf where even the smallest width exceeds the cap."""
-    d_cap = family.width_for("N_unique", r, cap)
-    d = np.minimum(d_free, d_cap)
-    out = loss(sets, family, r, d[:, None], cons)[:, 0]
-    return np.where(d_cap >= family.width_step, out, np.inf)
-
-
-def break_even(
-    sets: LawSets, family: Family, cons: Constraints, d_free: Mapping[int, np.ndarray], looped: Sequence[int]
-) -> np.ndarray:
-    """Per parameter set, the cap M_be on unique parameters below which the best of the `looped` r beats
-    r = 1 at budget C (the other constraints kept): the largest root of
-        Delta(M) = L*_1(M) - min_r L*_r(M)
-    on a log-M grid from the smallest r = 1 model to twice the largest free optimum, refined by bisection.
-    inf where looping wins at every cap (also without one), nan where it never wins. d_free[r]: the
-    optimum widths without a cap (`continuous_optimum` under cons.without_cap())."""
-    lo = float(family.value("N_unique", 1, family.width_step))
-    hi = 2 * max(float(np.max(family.value("N_unique", r, d_free[r]))) for r in [1, *looped])
-    grid = np.geomspace(lo, max(hi, 2 * lo), N_BREAK_GRID)
-
-    def delta(cap):  # cap: (sets,)
-        best_looped = np.min([capped_loss(sets, family, r, cons, d_free[r], cap) for r in looped], axis=0)
-        return capped_loss(sets, family, 1, cons, d_free[1], cap) - best_looped
-
-    wins = np.stack([delta(np.full(len(sets), m)) > 0 for m in grid], axis=1)
-    out = np.full(len(sets), np.nan)
-    out[wins[:, -1]] = np.inf
-    crossing = wins.any(axis=1) & ~wins[:, -1]
-    last = np.where(crossing, N_BREAK_GRID - 1 - np.argmax(wins[:, ::-1], axis=1), 0)
-    low, high = np.log(grid[last]), np.log(grid[np.minimum(last + 1, N_BREAK_GRID - 1)])
-    for _ in range(N_BISECT):
-        mid = 0.5 * (low + high)
-        looping = delta(np.exp(mid)) > 0
-        low, high = np.where(looping, mid, low), np.where(looping, high, mid)
-    out[crossing] = np.exp(0.5 * (low + high))[crossing]
-    return out
+def solve(sets: LawSets, family: Family, r: int, cons: Constraints):
+    """(domain, d*, d_snapped, L_snapped) for every set, or a one-line reason why r is infeasible."""
+    domain = width_domain(family, r, cons)
+    if isinstance(domain, str):
+        return domain
+    d_star = continuous_optimum(sets, family, r, cons, domain)
+    d_snap, L_snap = snapped_optimum(sets, family, r, cons, domain, d_star)
+    if d_snap is None:
+        return f"r = {r}: no multiple of {family.width_step} lies between widths {domain.lo:.4g} and {domain.hi:.4g}"
+    return domain, d_star, d_snap, L_snap
