@@ -18,13 +18,14 @@ import lightning as L
 import torch
 
 from loopscale.config.model import ModelConfig
-from loopscale.config.schema import DataConfig, OptimConfig, TrainerConfig
+from loopscale.config.schema import BudgetConfig, DataConfig, OptimConfig, TrainConfig, TrainerConfig
 from loopscale.data.shards import prepare
 from loopscale.data.windows import TokenDataModule, batch_at
 from loopscale.model.transformer import LoopedTransformer
-from loopscale.train.lightning_module import LoopedLM, StepAccounting
+from loopscale.train.lightning_module import LoopedLM
 from loopscale.train.optim.groups import adamw_param_groups
 from loopscale.train.optim.schedule import lr_multiplier
+from loopscale.train.plan import plan_training
 
 WARMUP_STEPS = 4
 SEQ_LEN, BATCH = 128, 16
@@ -71,12 +72,9 @@ def bare_loop(cfg: ModelConfig, tokens, steps: int, optim: OptimConfig) -> float
 
 def lightning_loop(cfg: ModelConfig, prepared, steps: int, optim: OptimConfig) -> float:
     torch.manual_seed(0)
-    module = LoopedLM(
-        cfg,
-        optim,
-        TrainerConfig(progress=False),
-        StepAccounting(total_steps=steps, batch_tokens=BATCH * SEQ_LEN, flops_per_token=1.0),
-    )
+    budget = BudgetConfig(mode="tokens", tokens=steps * BATCH * SEQ_LEN, batch_size=BATCH)
+    train_cfg = TrainConfig(model=cfg, optim=optim, budget=budget, trainer=TrainerConfig(progress=False))
+    module = LoopedLM(cfg, optim, train_cfg.trainer, plan_training(train_cfg))
     timer = StepTimes()
     trainer = L.Trainer(
         accelerator="cpu",

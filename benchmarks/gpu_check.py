@@ -352,8 +352,8 @@ def run_point(check: Check, point: Point, args, save) -> dict[str, Any]:
     from loopscale.train.batching import device_batching
     from loopscale.train.checkpoint import AtomicLastCheckpoint
     from loopscale.train.compiling import recompile_limit_hits
-    from loopscale.train.mfu import causal_flops_per_token
     from loopscale.train.plan import run_dir_of, to_train_config
+    from loopscale.train.records import RunRecord
     from loopscale.train.runner import build_training
 
     report: dict[str, Any] = {"point": point.name, "why": point.why, "status": "starting"}
@@ -368,13 +368,13 @@ def run_point(check: Check, point: Point, args, save) -> dict[str, Any]:
     extra += [f"budget.tokens={args.steps * batch * check.seq_len}", f"runs_dir={check.workdir / 'runs'}"]
     cfg = to_train_config(compose(check.overrides(point.experiment, point.point, point.r, *extra)))
     run_dir = run_dir_of(cfg) / f"{args.child}-{int(SPAWNED_AT)}"
-    built = build_training(cfg, run_dir, [], {})
+    built = build_training(cfg, run_dir, [], RunRecord())
     cfg, m = built.cfg, built.cfg.model
     report.update(
         run=cfg.run_name, d_model=m.d_model, n_layer=m.l_eff, r=m.r, compile=cfg.trainer.compile,
         backend=cfg.trainer.compile_backend, device_batch=b.device_batch, grad_accum=batch // b.device_batch,
-        steps=args.steps, tokens_per_step=batch * check.seq_len, flops_per_token=built.plan.F,
-        causal_flops_per_token=causal_flops_per_token(m),
+        steps=args.steps, tokens_per_step=batch * check.seq_len, flops_per_token=built.plan.run.F,
+        causal_flops_per_token=built.plan.run.F_causal,
     )  # fmt: skip
     probe = StepProbe(
         report, lambda: save(_finish(report, probe, cfg, b.device_batch, args)), check.cuda, args.spawned_at

@@ -15,8 +15,8 @@ import torch
 from loopscale.config.schema import with_vocab
 from loopscale.data.shards import prepare
 from loopscale.data.windows import batch_at
-from loopscale.train.lightning_module import LoopedLM, StepAccounting
-from loopscale.train.plan import plan_run
+from loopscale.train.lightning_module import LoopedLM
+from loopscale.train.plan import plan_training
 
 WARMUP_STEPS = 3
 
@@ -26,9 +26,9 @@ def step_times(cfg, steps: int, warmup: int = WARMUP_STEPS) -> tuple[float, floa
     `warmup`, and the tokens of one step (batch_size x seq_len)."""
     prepared = prepare(cfg.data, progress=False)
     cfg = with_vocab(cfg, prepared.vocab_size)
-    plan = plan_run(cfg)
+    plan = plan_training(cfg)
     torch.manual_seed(0)
-    module = LoopedLM(cfg.model, cfg.optim, cfg.trainer, StepAccounting(plan.steps, plan.batch_tokens, plan.F))
+    module = LoopedLM(cfg.model, cfg.optim, cfg.trainer, plan)
     optimizer = module.configure_optimizers()["optimizer"]
     fwd_bwd_s = opt_s = 0.0
     for step in range(warmup + steps):
@@ -42,4 +42,4 @@ def step_times(cfg, steps: int, warmup: int = WARMUP_STEPS) -> tuple[float, floa
         if step >= warmup:
             fwd_bwd_s += t1 - t0
             opt_s += t2 - t1
-    return fwd_bwd_s / steps, opt_s / steps, plan.batch_tokens
+    return fwd_bwd_s / steps, opt_s / steps, plan.run.batch_tokens

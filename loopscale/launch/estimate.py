@@ -3,8 +3,8 @@
 Time. A job's compute is its training C = F x D (its plan; for a forked job the parent plus every cooldown
 branch) plus its validation: every trainer.val_every_steps steps a forward over the intermediate subset
 (trainer.val_subset of the final set), and once at the end a forward over the whole final set (data.val_rows
-packed rows, or data.val_tokens of windows), each token at eval_flops_per_token. At an assumed model-FLOPs
-utilisation u (trainer.assumed_mfu) on `world` devices of dense bf16 peak P (trainer.plan_device,
+packed rows, or data.val_tokens of windows), each token at accounting.eval_flops_per_token. At an assumed
+model-FLOPs utilisation u (trainer.assumed_mfu) on `world` devices of dense bf16 peak P (trainer.plan_device,
 loopscale/train/mfu.py), plus COMPILE_S[trainer.compile] for torch.compile:
 
     device hours = (C_train + C_val) / (u P) / 3600,      wall time = (C_train + C_val) / (u P world) + compile
@@ -29,11 +29,9 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from loopscale.config.model import ModelConfig
 from loopscale.config.schema import TrainConfig
 from loopscale.errors import ConfigError
-from loopscale.injections.registry import form as injection_form
-from loopscale.model.accounting import block_matrix_params
+from loopscale.model.accounting import eval_flops_per_token
 from loopscale.train.mfu import peak_flops
 
 RESTART_S = 300.0  # per requeue besides compiling: queue-to-start, imports, data open, checkpoint load
@@ -86,15 +84,6 @@ def job_compute_flops(cfg: TrainConfig) -> float:
 
         return plan_forks(cfg).C_forked
     return plan_run(cfg).C
-
-
-def eval_flops_per_token(m: ModelConfig) -> float:
-    """Forward-only FLOPs per token (validation: every pass without gradient, 2 FLOPs a multiply-add): the
-    layer passes' matmuls and T x T attention, the injection in every pass, the head."""
-    layer_passes = m.n_prelude + m.n_coda + m.n_rec * m.r
-    layer = block_matrix_params(m) + 2 * m.seq_len * m.d_model
-    injection = injection_form(m.injection).forward_flops_per_token(m)
-    return 2.0 * (layer_passes * layer + m.padded_vocab_size * m.d_model) + injection
 
 
 def validation_tokens(cfg: TrainConfig, steps: int) -> int:
@@ -165,13 +154,12 @@ def limit_warning(estimate: JobEstimate, limits: LaunchLimits, cfg: TrainConfig)
 def memory_problem(cfg: TrainConfig) -> str | None:
     """A one-line message for a GPU job whose predicted peak does not fit trainer.plan_device, else None."""
     from loopscale.model.memory import GIB, MARGIN, estimate_memory, usable_memory
-    from loopscale.train.batching import candidate_device_batches, device_batching, on_gpu
+    from loopscale.train.batching import candidate_device_batches, on_gpu, split_and_memory
 
     if not on_gpu(cfg.trainer):
         return None
-    batching = device_batching(cfg.budget, cfg.model, cfg.trainer, cfg.optim.optimizer)
+    batching, peak = split_and_memory(cfg.budget, cfg.model, cfg.trainer, cfg.optim.optimizer)
     world = batching.world
-    peak = estimate_memory(cfg.model, batching.device_batch, cfg.trainer.compile, cfg.optim.optimizer, True, world)
     usable = usable_memory(cfg.trainer.plan_device)
     if peak.peak <= usable:
         return None

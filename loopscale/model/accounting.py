@@ -38,10 +38,19 @@ makes the hyper mixing (K^2 + 2 K) d per pass as published). The three stream no
 final_norm) are not counted, as published. F exceeds the matmul count by ~0.02% at the paper sizes.
 Not counted in either (elementwise or lookups): the embedding lookup, QK-norm, RoPE, softmax and masking,
 ReLU^2 / SiLU, residual adds, tanh soft-capping and the dynamic tanh, the cross-entropy, and the optimizer.
+
+Every other FLOPs count of loopscale is here too, each from the same terms:
+    - `causal_flops_per_token`: F with half of the T x T attention matmuls (`attention_flops_per_token`), what a
+      causal kernel executes: MFU's second numerator (loopscale/train/mfu.py);
+    - `eval_flops_per_token`: one forward with every pass under no_grad, 2 FLOPs a multiply-add (validation, in
+      the launch estimates of loopscale/launch/estimate.py);
+    - `inference_flops_per_token`: serving one token, F / 3 of the same model trained with full backprop (every
+      use counts 6x there): the 2 N_active of the lifetime cost in `loopscale advise`.
 """
 
 from __future__ import annotations
 
+import copy
 from dataclasses import asdict, dataclass
 
 from loopscale.config.model import ModelConfig
@@ -199,6 +208,42 @@ def tokens_for_budget(compute_flops: float, flops_per_token: float, batch_tokens
             raise ConfigError(f"{name}={value!r} must be > 0")
     steps = max(1, round(compute_flops / flops_per_token / batch_tokens))
     return steps * batch_tokens, steps
+
+
+# ----------------------------------------------------------------------------------------------------
+# FLOPs of other uses: MFU's causal count, validation, serving
+
+
+def attention_flops_per_token(cfg: ModelConfig) -> float:
+    """The T x T attention matmuls' share of F (scores and values, 4 d T per layer pass forward; x3 for a
+    pass with gradient, x1 for a pass under no_grad), as accounting counts them."""
+    with_grad = cfg.n_prelude + cfg.n_coda + cfg.n_rec * grad_passes(cfg)
+    without_grad = cfg.n_rec * (cfg.r - grad_passes(cfg))
+    return 4 * cfg.d_model * cfg.seq_len * (3 * with_grad + without_grad)
+
+
+def causal_flops_per_token(cfg: ModelConfig) -> float:
+    """F with half of the attention matmuls: what a causal attention kernel executes."""
+    return flops_per_token(cfg) - attention_flops_per_token(cfg) / 2
+
+
+def eval_flops_per_token(m: ModelConfig) -> float:
+    """Forward-only FLOPs per token (validation: every pass without gradient, 2 FLOPs a multiply-add): the
+    layer passes' matmuls and T x T attention, the injection in every pass, the head."""
+    layer_passes = m.n_prelude + m.n_coda + m.n_rec * m.r
+    layer = block_matrix_params(m) + 2 * m.seq_len * m.d_model
+    injection = injection_form(m.injection).forward_flops_per_token(m)
+    return 2.0 * (layer_passes * layer + m.padded_vocab_size * m.d_model) + injection
+
+
+def inference_flops_per_token(cfg: ModelConfig) -> float:
+    """Serving one token: F / 3 of the same model trained with full backprop, where every use counts 6x (the
+    2 N_active of a lifetime cost F D + 2 N_active T_inf). Truncated backprop changes training, not serving."""
+    full = copy.copy(cfg)
+    # set on a copy, not dataclasses.replace: a label such as recipe=tbptt would no longer describe the fields,
+    # and accounting reads only the shape
+    full.bptt_k = None
+    return flops_per_token(full) / 3
 
 
 # ----------------------------------------------------------------------------------------------------

@@ -11,7 +11,8 @@ budget.device_batch=auto on a GPU trainer takes the largest published-compatible
 one, or it halved until it fits) whose predicted peak (loopscale/model/memory.py) fits trainer.plan_device's usable
 memory; on CPU it takes the published one. Either way it is capped at each process's share of the batch.
 
-Everything that needs the split (training, `loopscale sweep`, run.json) asks `device_batching` here.
+Everything that needs the split (`loopscale sweep`, the launch checks) asks `device_batching` here; a run's
+plan asks `split_and_memory`, which also gives the predicted memory at that split, worked out once.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from dataclasses import dataclass
 from loopscale.config.model import ModelConfig
 from loopscale.config.schema import BudgetConfig, TrainerConfig
 from loopscale.errors import ConfigError
+from loopscale.model.memory import MemoryEstimate, estimate_memory, usable_memory
 
 # (smallest size s, device batch in sequences): the published rule, largest size first
 PUBLISHED_DEVICE_BATCH = ((30, 8), (18, 16), (0, 32))
@@ -56,26 +58,34 @@ def candidate_device_batches(model: ModelConfig, per_process: int) -> list[int]:
     return candidates
 
 
-def auto_device_batch(model: ModelConfig, trainer: TrainerConfig, per_process: int, optimizer: str) -> int:
+def auto_device_batch(
+    model: ModelConfig, trainer: TrainerConfig, per_process: int, optimizer: str
+) -> tuple[int, MemoryEstimate | None]:
     """budget.device_batch=auto (module docstring): the largest candidate predicted to fit the plan device
-    on a GPU trainer (the smallest when none does: the launch check then refuses the job); the published
-    one on CPU."""
-    from loopscale.model.memory import estimate_memory, usable_memory
-
+    on a GPU trainer (the smallest when none does: the launch check then refuses the job), with its predicted
+    memory; the published one on CPU, with None."""
     candidates = candidate_device_batches(model, per_process)
     if not on_gpu(trainer):
-        return candidates[0]
+        return candidates[0], None
     usable, world = usable_memory(trainer.plan_device), trainer.devices * trainer.num_nodes
     for device_batch in candidates:
-        if estimate_memory(model, device_batch, trainer.compile, optimizer, True, world).peak <= usable:
-            return device_batch
-    return candidates[-1]
+        estimate = estimate_memory(model, device_batch, trainer.compile, optimizer, True, world)
+        if estimate.peak <= usable or device_batch == candidates[-1]:
+            return device_batch, estimate
 
 
 def device_batching(
     budget: BudgetConfig, model: ModelConfig, trainer: TrainerConfig, optimizer: str = "adamw"
 ) -> Batching:
-    """The split of budget.batch_size into world x device_batch x grad_accum.
+    """The split of budget.batch_size into world x device_batch x grad_accum (`split_and_memory`)."""
+    return split_and_memory(budget, model, trainer, optimizer)[0]
+
+
+def split_and_memory(
+    budget: BudgetConfig, model: ModelConfig, trainer: TrainerConfig, optimizer: str = "adamw"
+) -> tuple[Batching, MemoryEstimate | None]:
+    """The split of budget.batch_size into world x device_batch x grad_accum, and the predicted memory per
+    device at that device batch on a GPU trainer (None on CPU), worked out once.
 
     budget.device_batch='auto' takes `auto_device_batch` (`optimizer`, optim.optimizer, sizes its state:
     AdamW's, the default, is the larger); an int sets it; budget.grad_accum (when set) fixes the
@@ -100,9 +110,11 @@ def device_batching(
                 f"budget.batch_size={budget.batch_size} sequences do not split into world {world} x "
                 f"budget.grad_accum={budget.grad_accum} equal device batches"
             )
-        return Batching(world, device_batch, budget.grad_accum, budget.batch_size)
+        batching = Batching(world, device_batch, budget.grad_accum, budget.batch_size)
+        return batching, _memory(model, trainer, optimizer, batching)
+    memory = None
     if budget.device_batch == "auto":
-        device_batch = auto_device_batch(model, trainer, per_process, optimizer)
+        device_batch, memory = auto_device_batch(model, trainer, per_process, optimizer)
     else:
         device_batch = int(budget.device_batch)
     grad_accum, rest = divmod(per_process, device_batch)
@@ -113,4 +125,12 @@ def device_batching(
             f"{device_batch} x T={model.seq_len} = {world * device_batch * model.seq_len} tokens per micro-batch; "
             f"set budget.device_batch to a divisor of {per_process} (or budget.grad_accum)"
         )
-    return Batching(world, device_batch, grad_accum, budget.batch_size)
+    batching = Batching(world, device_batch, grad_accum, budget.batch_size)
+    return batching, memory or _memory(model, trainer, optimizer, batching)
+
+
+def _memory(model: ModelConfig, trainer: TrainerConfig, optimizer: str, batching: Batching) -> MemoryEstimate | None:
+    """The predicted memory per device of a GPU trainer at this split (loopscale/model/memory.py), None on CPU."""
+    if not on_gpu(trainer):
+        return None
+    return estimate_memory(model, batching.device_batch, trainer.compile, optimizer, True, batching.world)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass
 
 import lightning as L
 import torch
@@ -22,9 +21,9 @@ from loopscale.model.transformer import LoopedTransformer
 from loopscale.train.compiling import compile_model
 from loopscale.train.mfu import mfu, peak_flops
 from loopscale.train.optim.groups import MATRIX, adamw_param_groups, recipe_param_groups
-from loopscale.train.optim.lr_transfer import adamw_lrs, lrs_for
 from loopscale.train.optim.muonh import MuonH, resolve_ortho_dtype
 from loopscale.train.optim.schedule import lr_multiplier
+from loopscale.train.plan import TrainingPlan
 
 log = logging.getLogger("loopscale.train.entry")
 
@@ -44,17 +43,6 @@ class InjectedFailure(RuntimeError):
     """Raised by trainer.fail_at_step: lets tests kill a run mid-way and resume it."""
 
 
-@dataclass(frozen=True)
-class StepAccounting:
-    """What one optimizer step costs, from accounting (not measured): used for the logged counters."""
-
-    total_steps: int
-    batch_tokens: int  # global tokens per optimizer step
-    flops_per_token: float  # F, eq. in docs/design.md, "FLOPs per token"
-    causal_flops_per_token: float = float("nan")  # F with half the attention matmuls (loopscale/train/mfu.py)
-    target_tokens: int | None = None  # D for the lr transfer (RunPlan.D_target); None: total_steps x batch_tokens
-
-
 def device_type(accelerator: str) -> str:
     """'cuda' or 'cpu': where a trainer.accelerator setting puts the model (auto: CUDA when there is one)."""
     if accelerator in ("gpu", "cuda") or (accelerator == "auto" and torch.cuda.is_available()):
@@ -62,22 +50,19 @@ def device_type(accelerator: str) -> str:
     return "cpu"
 
 
-def optimizer_record(
-    model_cfg: ModelConfig, optim: OptimConfig, trainer_cfg: TrainerConfig, accounting: StepAccounting
-) -> dict:
-    """What run.json records about the optimizer: its name, every group's peak lr and, for MuonH, the
-    orthogonalisation dtype. The same values configure_optimizers uses."""
+def optimizer_record(optim: OptimConfig, trainer_cfg: TrainerConfig, lrs: dict[str, float]) -> dict:
+    """What run.json records about the optimizer: its name, every group's peak lr (the plan's) and, for MuonH,
+    the orthogonalisation dtype. The same values configure_optimizers uses."""
     if optim.optimizer == "adamw":
-        return {"optimizer": "adamw", "lrs": adamw_lrs(model_cfg, optim)}
+        return {"optimizer": "adamw", "lrs": lrs}
     if trainer_cfg.strategy == "fsdp":
         raise ConfigError(
             "optim.optimizer='muonh' needs whole matrices for its orthogonalisation, and "
             "trainer.strategy='fsdp' shards them; use trainer.strategy='ddp' (or optim=adamw)"
         )
-    D_tokens = accounting.target_tokens or accounting.total_steps * accounting.batch_tokens
     return {
         "optimizer": "muonh",
-        "lrs": lrs_for(model_cfg, accounting.batch_tokens, D_tokens, optim),
+        "lrs": lrs,
         "ortho_dtype": resolve_ortho_dtype(optim.ortho_dtype, device_type(trainer_cfg.accelerator)),
     }
 
@@ -99,15 +84,16 @@ class DivergenceCheck(Callback):
 
 
 class LoopedLM(L.LightningModule):
-    def __init__(
-        self, model_cfg: ModelConfig, optim: OptimConfig, trainer_cfg: TrainerConfig, accounting: StepAccounting
-    ):
+    """`plan`: the run's TrainingPlan (loopscale/train/plan.py): steps, tokens per step, F and the causal F for the
+    logged counters and MFU, the peak lrs; nothing here recomputes them from the config."""
+
+    def __init__(self, model_cfg: ModelConfig, optim: OptimConfig, trainer_cfg: TrainerConfig, plan: TrainingPlan):
         super().__init__()
         self.model_cfg = model_cfg
         self.optim_cfg = optim
         self.trainer_cfg = trainer_cfg
-        self.accounting = accounting
-        self.optimizer_record = optimizer_record(model_cfg, optim, trainer_cfg, accounting)
+        self.plan = plan
+        self.optimizer_record = optimizer_record(optim, trainer_cfg, plan.lrs)
         self.model = LoopedTransformer(model_cfg)
         compile_model(self.model, trainer_cfg.compile, backend=trainer_cfg.compile_backend)
         self._peak_flops = None
@@ -145,10 +131,10 @@ class LoopedLM(L.LightningModule):
         self._first_nonfinite_step = torch.where(bad, step, self._first_nonfinite_step)
         self._last_loss = detached
         if self._log_now():
-            tokens_seen = (step + 1) * self.accounting.batch_tokens
+            tokens_seen = (step + 1) * self.plan.run.batch_tokens
             self.log("train/loss", detached, prog_bar=True, on_step=True, on_epoch=False)
             self.log("train/tokens", float(tokens_seen), on_step=True, on_epoch=False)
-            self.log("train/flops", tokens_seen * self.accounting.flops_per_token, on_step=True, on_epoch=False)
+            self.log("train/flops", tokens_seen * self.plan.run.F, on_step=True, on_epoch=False)
             self.log("train/lr", self.lr_schedulers().get_last_lr()[0], on_step=True, on_epoch=False)
         return loss
 
@@ -203,13 +189,13 @@ class LoopedLM(L.LightningModule):
                 world = self.trainer.world_size
                 self.log(
                     "perf/mfu",
-                    mfu(tokens_per_s, self.accounting.flops_per_token, self._peak_flops, world),
+                    mfu(tokens_per_s, self.plan.run.F, self._peak_flops, world),
                     on_step=True,
                     on_epoch=False,
                 )
                 self.log(
                     "perf/mfu_causal",
-                    mfu(tokens_per_s, self.accounting.causal_flops_per_token, self._peak_flops, world),
+                    mfu(tokens_per_s, self.plan.run.F_causal, self._peak_flops, world),
                     on_step=True,
                     on_epoch=False,
                 )
@@ -270,6 +256,6 @@ class LoopedLM(L.LightningModule):
             opt.optimizer,
             ", ".join(f"{g['name']}={g['lr']:.4g}" for g in optimizer.param_groups),
         )
-        total = self.accounting.total_steps
+        total = self.plan.run.steps
         scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: lr_multiplier(step, total, opt))
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}

@@ -1,8 +1,9 @@
 """Model-FLOPs utilisation: achieved FLOP/s over the device's dense bf16 peak.
 
-Two numerators: F from accounting (full T x T attention, as the scaling law counts compute) and the causal
-F, which counts half of the attention score and value matmuls: a causal kernel (flash / memory-efficient
-SDPA) skips the masked half, so F overstates the work done (x1.25 at s = 6, T = 2048).
+Two numerators, both counted in loopscale/model/accounting.py and handed over by the run's plan (RunPlan.F,
+RunPlan.F_causal): F (full T x T attention, as the scaling law counts compute) and the causal F, which counts
+half of the attention score and value matmuls: a causal kernel (flash / memory-efficient SDPA) skips the masked
+half, so F overstates the work done (x1.25 at s = 6, T = 2048).
 
 The peak is looked up by the exact CUDA device name: "H100" alone would give a PCIe card (756 TFLOP/s) the
 SXM figure (989). An unknown name gives no MFU and one warning.
@@ -11,9 +12,6 @@ SXM figure (989). An unknown name gives no MFU and one warning.
 from __future__ import annotations
 
 import logging
-
-from loopscale.config.model import ModelConfig
-from loopscale.model.accounting import flops_per_token, grad_passes
 
 log = logging.getLogger("loopscale.train.mfu")
 
@@ -50,19 +48,6 @@ def peak_flops(device_name: str) -> float | None:
             "no bf16 peak known for device %r: MFU is not logged (known: %s)", device_name, ", ".join(PEAK_BF16_FLOPS)
         )
     return None
-
-
-def attention_flops_per_token(cfg: ModelConfig) -> float:
-    """The T x T attention matmuls' share of F (scores and values, 4 d T per layer pass forward; x3 for a
-    pass with gradient, x1 for a pass under no_grad), as accounting counts them."""
-    with_grad = cfg.n_prelude + cfg.n_coda + cfg.n_rec * grad_passes(cfg)
-    without_grad = cfg.n_rec * (cfg.r - grad_passes(cfg))
-    return 4 * cfg.d_model * cfg.seq_len * (3 * with_grad + without_grad)
-
-
-def causal_flops_per_token(cfg: ModelConfig) -> float:
-    """F with half of the attention matmuls: what a causal attention kernel executes."""
-    return flops_per_token(cfg) - attention_flops_per_token(cfg) / 2
 
 
 def mfu(tokens_per_s: float, flops_per_token: float, peak_flops_per_device: float, world: int) -> float:

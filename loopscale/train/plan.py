@@ -1,8 +1,13 @@
 """Planning a run before anything is built: what a budget means in tokens and steps for one model
-(RunPlan, plan_run; docs/design.md, "Parameter accounting"), where the run lives (run_dir_of), and how a
-budget.mode=forks job splits into a stable parent and cooldown branches (ForkPlan, plan_forks; the method is
-described in loopscale/train/forks.py, which runs it). Pure functions over TrainConfig: no torch, no Lightning, so
-`loopscale sweep` / `plan` and the launcher's estimates plan exactly what training will run.
+(RunPlan, plan_run; docs/design.md, "Parameter accounting"), what training it derives from its config
+(TrainingPlan, plan_training: the device split, the predicted memory, the peak lrs), where the run lives
+(run_dir_of), and how a budget.mode=forks job splits into a stable parent and cooldown branches (ForkPlan,
+plan_forks; the method is described in loopscale/train/forks.py, which runs it). Pure functions over
+TrainConfig: no Lightning, and no torch up to plan_training's lrs, so `loopscale sweep` / `plan` and the
+launcher's estimates plan exactly what training will run.
+
+A run's derived numbers are computed here once and passed on as the plan: the LightningModule, the Trainer and
+the run's record read them from it and never recompute them from the config.
 """
 
 from __future__ import annotations
@@ -17,6 +22,8 @@ from loopscale.config.naming import budget_tag
 from loopscale.config.schema import TrainConfig
 from loopscale.errors import ConfigError
 from loopscale.model import accounting
+from loopscale.model.memory import MemoryEstimate, usable_memory
+from loopscale.train.batching import Batching, split_and_memory
 from loopscale.train.optim.schedule import warmup_steps as schedule_warmup_steps
 from loopscale.train.optim.schedule import wsd_decay_start
 
@@ -34,6 +41,7 @@ class RunPlan:
     embedding: int
     lm_head: int
     F: float  # training FLOPs per token
+    F_causal: float  # F with half the attention matmuls, what a causal kernel executes (the second MFU)
     D: int  # training tokens, whole batches
     C: float  # F * D, the compute actually spent
     C_budget: float | None  # the budget asked for (flops mode)
@@ -67,6 +75,7 @@ def plan_run(cfg: TrainConfig) -> RunPlan:
         embedding=counts.embedding,
         lm_head=counts.lm_head,
         F=F,
+        F_causal=accounting.causal_flops_per_token(cfg.model),
         D=D,
         C=F * D,
         C_budget=budget.compute_flops if budget.mode == "flops" else None,
@@ -74,6 +83,39 @@ def plan_run(cfg: TrainConfig) -> RunPlan:
         batch_tokens=batch_tokens,
         D_target=D_target,
     )
+
+
+@dataclass(frozen=True)
+class TrainingPlan:
+    """What training one run derives from its config, computed once (plan_training) and passed as the plan to
+    the LightningModule, the Trainer and the run's record."""
+
+    run: RunPlan  # N_once, N_rec, N, F, F_causal, D, C, steps, batch tokens, D_target
+    batching: Batching  # world x device batch x gradient accumulation (loopscale/train/batching.py)
+    memory: MemoryEstimate | None  # the predicted peak per device of a GPU run (loopscale/model/memory.py); None on CPU
+    usable_memory: int | None  # what the plan device may allocate (GPU runs)
+    lrs: dict[str, float]  # the peak lr of every optimizer group (loopscale/train/optim/lr_transfer.py)
+
+    def memory_record(self, plan_device: str) -> dict | None:
+        """The predicted memory as run.json records it: the estimate's terms and peak, the device, its usable bytes."""
+        if self.memory is None:
+            return None
+        return {**self.memory.as_dict(), "plan_device": plan_device, "usable": self.usable_memory}
+
+
+def plan_training(cfg: TrainConfig, run: RunPlan | None = None) -> TrainingPlan:
+    """The run's plan (`run`, else plan_run(cfg)) with the split over devices, the predicted memory of a GPU
+    run at that device batch, and the peak lrs at the plan's batch tokens and D_target. Raises ConfigError
+    when the batch does not split over the devices (batching.device_batching)."""
+    # deferred: lr_transfer reads the group names from loopscale/train/optim/groups.py, which imports torch
+    from loopscale.train.optim.lr_transfer import peak_lrs
+
+    run = plan_run(cfg) if run is None else run
+    batching, memory = split_and_memory(cfg.budget, cfg.model, cfg.trainer, cfg.optim.optimizer)
+    usable = usable_memory(cfg.trainer.plan_device) if memory is not None else None
+    # D_target is 0 when C < F (less than one token): the lr transfer then takes the tokens trained, D
+    lrs = peak_lrs(cfg.model, cfg.optim, run.batch_tokens, run.D_target or run.D)
+    return TrainingPlan(run=run, batching=batching, memory=memory, usable_memory=usable, lrs=lrs)
 
 
 def run_dir_of(cfg: TrainConfig) -> Path:

@@ -1,5 +1,6 @@
-"""run.json: the one record a run leaves behind, and `collect`, which turns a sweep's records into the runs
-table the fitter reads. Outputs come from the code that knows the values; nothing here greps logs.
+"""run.json: the one record a run leaves behind (RunRecord, its type), and `collect`, which turns a sweep's
+records into the runs table the fitter reads. Outputs come from the code that knows the values; nothing here
+greps logs.
 
 A run directory holds: run.json (written atomically when the run ends: done / failed / diverged),
 checkpoints/last.ckpt, metrics.csv (the CSV logger), .hydra/ (the composed config).
@@ -7,10 +8,12 @@ checkpoints/last.ckpt, metrics.csv (the CSV logger), .hydra/ (the composed confi
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import math
 import os
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +51,138 @@ TABLE_COLUMNS = [
 ]
 # Columns of the list of runs that are not done (collect's second result).
 PROBLEM_COLUMNS = ["run_dir", "status", "reason", "step"]
+
+
+# The keys a record holds as soon as it is started (null when unknown), and those it holds once the run is planned
+# (null until known: L before the final validation, bptt_k under full backprop, C_budget outside flops mode, a
+# plain run's parent, ...). A forked run's own keys (FORK_KEYS) come right after the start, when it has them.
+START_KEYS = ("status", "reason", "step", "run_name", "sweep", "run_dir", "point", "identity")
+FORK_KEYS = ("parent", "fork_step", "role", "fork_steps", "branches", "C_independent", "C_forked")
+PLAN_KEYS = (
+    *("r", "recipe", "width", "depth", "n_prelude", "n_rec", "n_coda", "bptt_k", "injection"),
+    *("vocab_size", "vocab_padded", "seq_len", "N_once", "N_rec", "N", "embedding", "lm_head"),
+    *("F", "D", "C", "C_budget", "steps", "batch_tokens", "L", "val_loss", "train_loss", "seed", "parent"),
+    *("git_commit", "versions", "config"),
+)
+
+
+@dataclass
+class RunRecord:
+    """One training attempt's record, run.json (or fork_parent.json): filled as facts become known
+    (loopscale/train/run_record.py) and read by `collect`. Its JSON is one flat object, a key per field, written
+    in the order the facts are learnt (to_json_dict): START_KEYS always; FORK_KEYS when set; PLAN_KEYS once the
+    run is planned (N known); memory_predicted once the device split is known; tokens_per_s once finished; every
+    other key when known (not None). Keys this version does not know are kept in `extra` and written last."""
+
+    # started (what a failure before the plan still says)
+    status: str | None = None  # done | failed | diverged | interrupted | terminated; None while running
+    reason: str | None = None  # why it did not finish
+    step: int | None = None  # the optimizer step reached
+    run_name: str | None = None
+    sweep: str | None = None
+    run_dir: str | None = None
+    point: str | None = None  # the grid point label, C<budget>-d<width>
+    identity: str | None = None  # identity.json's hash (loopscale/train/identity.py)
+    # forked sweeps (loopscale/train/forks.py): a branch's parent and fork step, a stable parent's summary
+    parent: str | None = None  # a forked branch: its stable parent's run dir
+    fork_step: int | None = None
+    role: str | None = None  # stable-parent | branch
+    fork_steps: list[int] | None = None
+    branches: list[str] | None = None
+    C_independent: float | None = None
+    C_forked: float | None = None
+    # planned: the model, its accounting and the budget (RunPlan), the outcome, provenance
+    r: int | None = None
+    recipe: str | None = None
+    width: int | None = None  # d_model
+    depth: int | None = None  # L_eff = p + k r + c
+    n_prelude: int | None = None
+    n_rec: int | None = None
+    n_coda: int | None = None
+    bptt_k: int | None = None
+    injection: str | None = None
+    vocab_size: int | None = None  # the true vocabulary: the softmax runs over these ids
+    vocab_padded: int | None = None  # rows of the embedding and head (the matmul's shape)
+    seq_len: int | None = None
+    N_once: int | None = None
+    N_rec: int | None = None
+    N: int | None = None
+    embedding: int | None = None
+    lm_head: int | None = None
+    F: float | None = None  # training FLOPs per token
+    D: int | None = None  # training tokens
+    C: float | None = None  # F x D
+    C_budget: float | None = None  # the budget asked for (flops mode)
+    steps: int | None = None
+    batch_tokens: int | None = None
+    L: float | None = None  # the final validation loss, nats per token: the law's L
+    val_loss: float | None = None
+    train_loss: float | None = None
+    seed: int | None = None
+    git_commit: str | None = None
+    versions: dict[str, str] | None = None
+    config: dict[str, Any] | None = None  # the whole TrainConfig
+    # training: the data read, the device split, the predicted memory, the optimizer
+    data: dict[str, Any] | None = None
+    device_batch: int | None = None
+    grad_accum: int | None = None
+    world: int | None = None
+    memory_predicted: dict[str, Any] | None = None  # GPU runs; null on CPU
+    optimizer: str | None = None
+    lrs: dict[str, float] | None = None
+    ortho_dtype: str | None = None  # MuonH only
+    ranks: list[dict[str, Any]] | None = None  # where each rank ran
+    # how it ended
+    wall_time_s: float | None = None
+    tokens_per_s: float | None = None  # null when this process trained no tokens
+    resumed_from_step: int | None = None
+    recompile_limit_hits: int | None = None  # compiled runs
+    extra: dict[str, Any] = field(default_factory=dict)  # keys this version does not know
+
+    def update(self, **values: Any) -> None:
+        """Set these keys (unknown ones into `extra`)."""
+        for key, value in values.items():
+            if key in _FIELDS:
+                setattr(self, key, value)
+            else:
+                self.extra[key] = value
+
+    def to_json_dict(self) -> dict[str, Any]:
+        """The record as run.json holds it (the rule in the class docstring). `parent` is a fork key when set
+        and a plan key (null for a plain run) otherwise, where the record learns it."""
+        out = {key: getattr(self, key) for key in START_KEYS}
+        out.update({key: getattr(self, key) for key in FORK_KEYS if getattr(self, key) is not None})
+        if self.N is not None:
+            out.update({key: getattr(self, key) for key in PLAN_KEYS if key not in out})
+        reached = {
+            "memory_predicted": self.device_batch is not None,
+            "tokens_per_s": self.resumed_from_step is not None,
+        }
+        for key in _LATER_KEYS:
+            if getattr(self, key) is not None or reached.get(key, False):
+                out[key] = getattr(self, key)
+        return {**out, **self.extra}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> RunRecord:
+        """A record from its JSON object, whatever version wrote it: unknown keys go to `extra`. Values are not
+        checked here (record_problem says whether a done record can be trusted)."""
+        record = cls()
+        record.update(**d)
+        return record
+
+    @classmethod
+    def from_json(cls, path: Path) -> RunRecord:
+        """The record in the file at `path` (load_record's checks: BadRecord when it is not one)."""
+        return cls.from_dict(load_record(path))
+
+    def table_row(self) -> dict[str, Any]:
+        """The runs table's columns (TABLE_COLUMNS) of this record."""
+        return {col: getattr(self, col) for col in TABLE_COLUMNS}
+
+
+_FIELDS = tuple(f.name for f in dataclasses.fields(RunRecord) if f.name != "extra")
+_LATER_KEYS = tuple(k for k in _FIELDS if k not in (*START_KEYS, *FORK_KEYS, *PLAN_KEYS))  # learnt in training
 
 
 class BadRecord(InputError):
@@ -242,9 +377,10 @@ def _read_point(run_dir: Path) -> tuple[dict[str, Any] | None, dict[str, Any] | 
     problem = record_problem(run_dir, record)
     if problem is not None:
         return None, _problem(run_dir, "inconsistent", problem, record.get("step"))
-    row = {col: record.get(col) for col in TABLE_COLUMNS}
+    typed = RunRecord.from_dict(record)
+    row = typed.table_row()
     row["run_dir"] = str(run_dir)
-    row["identity"] = record.get("identity")
+    row["identity"] = typed.identity
     return row, None
 
 

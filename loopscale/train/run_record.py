@@ -3,10 +3,11 @@ whatever happens: the facts known when a run starts, those its plan adds, and ho
 or diverged / interrupted / terminated / failed with the step it reached and why.
 
     with RecordedRun(run_dir, "run.json", first_record(cfg, run_dir)) as run:
-        ...                        # the body adds to run.record and sets run.trainer once it exists
+        ...                        # the body fills run.record and sets run.trainer once it exists
         run.finish(module, batch_tokens, val_loss)
 
-Only the process of global rank 0 writes (every rank of a DDP run holds the same record).
+The record is a RunRecord (loopscale/train/records.py: its fields, its JSON). Only the process of global rank 0
+writes (every rank of a DDP run holds the same record).
 """
 
 from __future__ import annotations
@@ -21,73 +22,65 @@ from typing import Any
 from loopscale.config.schema import TrainConfig
 from loopscale.signals import Terminated, stop_status
 from loopscale.train.plan import RunPlan
+from loopscale.train.records import RunRecord
 
 log = logging.getLogger("loopscale.train.entry")
 STOP_REASONS = {"interrupted": "interrupted (Ctrl-C / SIGINT)", "terminated": "terminated (SIGTERM)"}
 
 
-def first_record(cfg: TrainConfig, run_dir: Path, extra: dict[str, Any] | None = None) -> dict[str, Any]:
-    """What a failure before the plan exists (a bad data path, a vocabulary too large, ...) still records."""
+def first_record(cfg: TrainConfig, run_dir: Path, extra: dict[str, Any] | None = None) -> RunRecord:
+    """What a failure before the plan exists (a bad data path, a vocabulary too large, ...) still records;
+    `extra`: what the caller adds (a forked branch's parent and fork step, a stable parent's summary)."""
     from loopscale.train.identity import identity_hash, identity_of, stored_hash
 
-    return {
-        "status": None,
-        "reason": None,
-        "step": 0,
-        "run_name": cfg.run_name,
-        "sweep": cfg.sweep,
-        "run_dir": str(run_dir),
-        "point": cfg.point,
+    record = RunRecord(
+        step=0,
+        run_name=cfg.run_name,
+        sweep=cfg.sweep,
+        run_dir=str(run_dir),
+        point=cfg.point,
         # identity.json's hash (the config and its data's content hash; identity.py), which the record repeats
-        "identity": stored_hash(run_dir) or identity_hash(identity_of(cfg)),
-        **(extra or {}),
-    }
+        identity=stored_hash(run_dir) or identity_hash(identity_of(cfg)),
+    )
+    record.update(**(extra or {}))
+    return record
 
 
-def plan_record(cfg: TrainConfig, plan: RunPlan, run_dir: Path) -> dict[str, Any]:
+def record_plan(record: RunRecord, cfg: TrainConfig, plan: RunPlan) -> None:
+    """The planned run into its record: the model, its accounting and budget (the plan's), the seed and
+    provenance. The outcome (L, val_loss, train_loss) stays unknown; a forked branch keeps its parent."""
     from loopscale.provenance import git_commit, library_versions
 
     m = cfg.model
-    return {
-        "status": None,
-        "reason": None,
-        "step": None,
-        "run_name": cfg.run_name,
-        "sweep": cfg.sweep,
-        "run_dir": str(run_dir),
-        "point": cfg.point,
-        "r": m.r,
-        "recipe": m.recipe,
-        "width": m.d_model,
-        "depth": m.l_eff,
-        "n_prelude": m.n_prelude,
-        "n_rec": m.n_rec,
-        "n_coda": m.n_coda,
-        "bptt_k": m.bptt_k,
-        "injection": m.injection,
-        "vocab_size": m.vocab_size,  # the true vocabulary: the softmax runs over these ids
-        "vocab_padded": m.padded_vocab_size,  # rows of the embedding and head (the matmul's shape)
-        "seq_len": m.seq_len,
-        "N_once": plan.N_once,
-        "N_rec": plan.N_rec,
-        "N": plan.N,
-        "embedding": plan.embedding,
-        "lm_head": plan.lm_head,
-        "F": plan.F,
-        "D": plan.D,
-        "C": plan.C,
-        "C_budget": plan.C_budget,
-        "steps": plan.steps,
-        "batch_tokens": plan.batch_tokens,
-        "L": None,
-        "val_loss": None,
-        "train_loss": None,
-        "seed": cfg.seed,
-        "parent": None,
-        "git_commit": git_commit(),
-        "versions": library_versions(),
-        "config": dataclasses.asdict(cfg),
-    }
+    record.update(
+        r=m.r,
+        recipe=m.recipe,
+        width=m.d_model,
+        depth=m.l_eff,
+        n_prelude=m.n_prelude,
+        n_rec=m.n_rec,
+        n_coda=m.n_coda,
+        bptt_k=m.bptt_k,
+        injection=m.injection,
+        vocab_size=m.vocab_size,
+        vocab_padded=m.padded_vocab_size,
+        seq_len=m.seq_len,
+        N_once=plan.N_once,
+        N_rec=plan.N_rec,
+        N=plan.N,
+        embedding=plan.embedding,
+        lm_head=plan.lm_head,
+        F=plan.F,
+        D=plan.D,
+        C=plan.C,
+        C_budget=plan.C_budget,
+        steps=plan.steps,
+        batch_tokens=plan.batch_tokens,
+        seed=cfg.seed,
+        git_commit=git_commit(),
+        versions=library_versions(),
+        config=dataclasses.asdict(cfg),
+    )
 
 
 class RecordedRun:
@@ -95,7 +88,7 @@ class RecordedRun:
     terminated or failed (with the trainer's step) and the exception goes on; the record is written on the way
     out in every case once it has a status."""
 
-    def __init__(self, run_dir: Path, record_file: str, record: dict[str, Any]):
+    def __init__(self, run_dir: Path, record_file: str, record: RunRecord):
         self.path = run_dir / record_file
         self.record = record
         self.trainer = None
@@ -118,8 +111,9 @@ class RecordedRun:
                 if stopped == "terminated" and not isinstance(err, Terminated):
                     raise Terminated() from err  # Lightning's own SIGTERMException exits 0
         finally:
-            if (self.trainer is None or self.trainer.is_global_zero) and self.record["status"] is not None:
-                self.record.setdefault("wall_time_s", time.perf_counter() - self.started)
+            if (self.trainer is None or self.trainer.is_global_zero) and self.record.status is not None:
+                if self.record.wall_time_s is None:
+                    self.record.wall_time_s = time.perf_counter() - self.started
                 write_record_or_log(self.path, self.record)
         return False
 
@@ -134,21 +128,22 @@ class RecordedRun:
         step = self.trainer.global_step
         self.record.update(status="done", step=step, L=val, val_loss=val, train_loss=train_loss, wall_time_s=wall)
         # whole-run throughput of this process (a resumed run counts only what it trained itself)
-        self.record["tokens_per_s"] = module.tokens_trained / wall if wall > 0 and module.tokens_trained else None
-        self.record["resumed_from_step"] = step - steps_trained
+        self.record.tokens_per_s = module.tokens_trained / wall if wall > 0 and module.tokens_trained else None
+        self.record.resumed_from_step = step - steps_trained
 
 
-def write_record_or_log(path: Path, record: dict[str, Any]) -> None:
-    """Write a failure record; when even that fails (a full disk), say so without hiding the first error."""
+def write_record_or_log(path: Path, record: RunRecord | dict[str, Any]) -> None:
+    """Write a record (a RunRecord, or the JSON object of one); when even that fails (a full disk), say so
+    without hiding the first error."""
     from loopscale.atomic import write_json_atomic
 
     try:
-        write_json_atomic(path, record)
+        write_json_atomic(path, record.to_json_dict() if isinstance(record, RunRecord) else record)
     except OSError as err:
         log.error("could not write %s: %s", path, err)
 
 
-def record_recompile_limit_hits(cfg: TrainConfig, record: dict[str, Any], since: int) -> None:
+def record_recompile_limit_hits(cfg: TrainConfig, record: RunRecord, since: int) -> None:
     """A compiled run that fell back to eager trained at eager speed: say so in the log and in run.json
     (the process's hits after the first `since`, i.e. during this run)."""
     if not cfg.trainer.compile:
@@ -156,6 +151,6 @@ def record_recompile_limit_hits(cfg: TrainConfig, record: dict[str, Any], since:
     from loopscale.train.compiling import recompile_limit_hits
 
     hits = recompile_limit_hits()[since:]
-    record["recompile_limit_hits"] = len(hits)
+    record.recompile_limit_hits = len(hits)
     for message in hits:
         log.error("compiled code fell back to eager: %s", message)

@@ -15,8 +15,9 @@ from typing import Any
 
 from loopscale.config.schema import TrainConfig, with_vocab
 from loopscale.signals import training_signals
-from loopscale.train.plan import CHECKPOINT, RunPlan, plan_run
-from loopscale.train.run_record import RecordedRun, first_record, plan_record, record_recompile_limit_hits
+from loopscale.train.plan import CHECKPOINT, RunPlan, TrainingPlan, plan_run, plan_training
+from loopscale.train.records import RunRecord
+from loopscale.train.run_record import RecordedRun, first_record, record_plan, record_recompile_limit_hits
 
 log = logging.getLogger("loopscale.train.entry")  # the training log, whichever entry point trains
 
@@ -57,9 +58,9 @@ def wandb_tags(cfg: TrainConfig) -> list[str]:
     return [f"recipe:{cfg.model.recipe}", f"r:{cfg.model.r}"]
 
 
-def wandb_summary(record: dict[str, Any]) -> dict[str, Any]:
+def wandb_summary(record: RunRecord) -> dict[str, Any]:
     """The run summary from the run's record (run.json): the accounting, the final loss L, r and recipe."""
-    return {key: record.get(key) for key in WANDB_SUMMARY_KEYS}
+    return {key: getattr(record, key) for key in WANDB_SUMMARY_KEYS}
 
 
 def _loggers(cfg: TrainConfig, run_dir: Path) -> list:
@@ -99,7 +100,7 @@ def _wandb_closed(run: RecordedRun):
         _close_wandb(run.trainer, run.record)
 
 
-def _close_wandb(trainer, record: dict[str, Any]) -> None:
+def _close_wandb(trainer, record: RunRecord) -> None:
     """Write the record's numbers into the W&B run summary and finish the W&B run.
 
     Finishing matters beyond flushing: Lightning's WandbLogger adopts any W&B run still open in the process,
@@ -114,7 +115,7 @@ def _close_wandb(trainer, record: dict[str, Any]) -> None:
         try:
             experiment = logger.experiment
             experiment.summary.update(wandb_summary(record))
-            experiment.finish(exit_code=0 if record.get("status") == "done" else 1)
+            experiment.finish(exit_code=0 if record.status == "done" else 1)
         except Exception as err:  # W&B must never fail a run (see _loggers)
             log.warning("W&B run summary not written: %s", err)
 
@@ -247,13 +248,13 @@ def _fit_run(
             ckpt_path=str(resume_from) if resume_from else None,
             weights_only=True,
         )
-        run.record["ranks"] = _rank_placement(built.trainer, built.module.resumed_from_step)
+        run.record.ranks = _rank_placement(built.trainer, built.module.resumed_from_step)
         val = None
         if validate:
             val = built.trainer.validate(built.module, datamodule=built.datamodule, verbose=False)[0]["val/loss"]
-        run.finish(built.module, built.plan.batch_tokens, val)
+        run.finish(built.module, built.plan.run.batch_tokens, val)
         record_recompile_limit_hits(built.cfg, run.record, since=hits_before)
-    return run.record
+    return run.record.to_json_dict()
 
 
 def _set_threads(cfg: TrainConfig) -> None:
@@ -272,51 +273,47 @@ class Built:
     LightningModule and the Trainer."""
 
     cfg: TrainConfig
-    plan: RunPlan
+    plan: TrainingPlan
     datamodule: Any
     module: Any
     trainer: Any
 
 
-def build_training(cfg: TrainConfig, run_dir: Path, fork_steps: list[int], record: dict[str, Any]) -> Built:
+def build_training(cfg: TrainConfig, run_dir: Path, fork_steps: list[int], record: RunRecord) -> Built:
     """Open the data, plan the run, build the module and the Trainer; `record` learns each fact as it is
     known (the plan, the data, the batch split, the predicted memory, the optimizer), so a failure part-way
-    is recorded with what was known."""
+    is recorded with what was known. The plan is worked out once here and handed on: nothing below recomputes
+    it from the config."""
 
     from loopscale.data.run_data import data_record, make_datamodule, open_run_data
-    from loopscale.train.batching import device_batching
-    from loopscale.train.lightning_module import LoopedLM, StepAccounting
-    from loopscale.train.mfu import causal_flops_per_token
+    from loopscale.train.lightning_module import LoopedLM
 
     run_data = open_run_data(cfg.data, cfg.model.seq_len, progress=cfg.trainer.progress)
     cfg = with_vocab(cfg, run_data.vocab_size)
-    plan = plan_run(cfg)
-    _print_plan(cfg, plan, run_dir)
-    record.update({**plan_record(cfg, plan, run_dir), **record, "status": None})
+    run_plan = plan_run(cfg)
+    _print_plan(cfg, run_plan, run_dir)
+    record_plan(record, cfg, run_plan)
     # a packed set too small for D fails here, before any training (data.allow_repeat lifts it)
-    record["data"] = data_record(run_data, cfg.data, plan.steps, cfg.budget.batch_size, cfg.model.seq_len)
-    # device batch and accumulation from one place (loopscale/train/batching.py); an error when they do not divide
-    batching = device_batching(cfg.budget, cfg.model, cfg.trainer, cfg.optim.optimizer)
+    record.data = data_record(run_data, cfg.data, run_plan.steps, cfg.budget.batch_size, cfg.model.seq_len)
+    # device batch and accumulation (loopscale/train/batching.py; an error when they do not divide), the predicted
+    # memory and the peak lrs
+    plan = plan_training(cfg, run_plan)
+    batching = plan.batching
     record.update(device_batch=batching.device_batch, grad_accum=batching.grad_accum, world=batching.world)
-    record["memory_predicted"] = predicted_memory(cfg, batching)
+    record.memory_predicted = plan.memory_record(cfg.trainer.plan_device)
     datamodule = make_datamodule(
         run_data, cfg.data, cfg.model.seq_len, batching.device_batch, cfg.seed, cfg.trainer.val_subset
     )
-    accounting = StepAccounting(
-        total_steps=plan.steps,
-        batch_tokens=plan.batch_tokens,
-        flops_per_token=plan.F,
-        causal_flops_per_token=causal_flops_per_token(cfg.model),
-        target_tokens=plan.D_target,
-    )
-    module = LoopedLM(cfg.model, cfg.optim, cfg.trainer, accounting)
-    record.update(module.optimizer_record)
-    return Built(cfg, plan, datamodule, module, _trainer(cfg, run_dir, plan, batching, fork_steps))
+    module = LoopedLM(cfg.model, cfg.optim, cfg.trainer, plan)
+    record.update(**module.optimizer_record)
+    return Built(cfg, plan, datamodule, module, _trainer(cfg, run_dir, plan, fork_steps))
 
 
-def _trainer(cfg: TrainConfig, run_dir: Path, plan: RunPlan, batching, fork_steps: list[int]):
+def _trainer(cfg: TrainConfig, run_dir: Path, plan: TrainingPlan, fork_steps: list[int]):
     """The Lightning Trainer of one run: steps, accumulation, precision, validation cadence, loggers, callbacks."""
     import lightning as L
+
+    steps, grad_accum = plan.run.steps, plan.batching.grad_accum
 
     return L.Trainer(
         accelerator=cfg.trainer.accelerator,
@@ -324,13 +321,13 @@ def _trainer(cfg: TrainConfig, run_dir: Path, plan: RunPlan, batching, fork_step
         num_nodes=cfg.trainer.num_nodes,
         strategy=cfg.trainer.strategy,
         precision=cfg.trainer.precision,
-        max_steps=plan.steps,
+        max_steps=steps,
         max_epochs=-1,
-        accumulate_grad_batches=batching.grad_accum,
+        accumulate_grad_batches=grad_accum,
         gradient_clip_val=cfg.optim.grad_clip or None,
         gradient_clip_algorithm="norm",
         # Lightning counts training batches, i.e. micro-batches: val_every_steps counts optimizer steps
-        val_check_interval=(cfg.trainer.val_every_steps or plan.steps + 1) * batching.grad_accum,
+        val_check_interval=(cfg.trainer.val_every_steps or steps + 1) * grad_accum,
         check_val_every_n_epoch=None,
         num_sanity_val_steps=0,
         log_every_n_steps=cfg.trainer.log_every_steps,
@@ -344,20 +341,3 @@ def _trainer(cfg: TrainConfig, run_dir: Path, plan: RunPlan, batching, fork_step
         # every rank validates the whole val set (TokenDataModule.val_dataloader says why)
         use_distributed_sampler=False,
     )
-
-
-def predicted_memory(cfg: TrainConfig, batching) -> dict[str, Any] | None:
-    """The memory model's peak per device for a GPU run (loopscale/model/memory.py), in bytes; None on CPU."""
-    from loopscale.model.memory import estimate_memory, usable_memory
-    from loopscale.train.batching import on_gpu
-
-    if not on_gpu(cfg.trainer):
-        return None
-    estimate = estimate_memory(
-        cfg.model, batching.device_batch, cfg.trainer.compile, cfg.optim.optimizer, True, batching.world
-    )
-    return {
-        **estimate.as_dict(),
-        "plan_device": cfg.trainer.plan_device,
-        "usable": usable_memory(cfg.trainer.plan_device),
-    }

@@ -17,8 +17,8 @@ from loopscale.config.schema import with_vocab
 from loopscale.data.shards import prepare
 from loopscale.data.windows import TokenDataModule, TrainStream, unigram_entropy_nats
 from loopscale.train.entry import run_training
-from loopscale.train.lightning_module import InjectedFailure, LoopedLM, StepAccounting
-from loopscale.train.plan import CHECKPOINT, plan_run, run_dir_of
+from loopscale.train.lightning_module import InjectedFailure, LoopedLM
+from loopscale.train.plan import CHECKPOINT, plan_run, plan_training, run_dir_of
 from support.procs import run_loopscale
 from support.train import TINY, train_config
 
@@ -127,12 +127,7 @@ def one_process_reference(cfg, world: int = 2) -> float:
         val_tokens=cfg.data.val_tokens,
     )
     datamodule.world = world
-    module = LoopedLM(
-        cfg.model,
-        cfg.optim,
-        cfg.trainer,
-        StepAccounting(total_steps=plan.steps, batch_tokens=plan.batch_tokens, flops_per_token=plan.F),
-    )
+    module = LoopedLM(cfg.model, cfg.optim, cfg.trainer, plan_training(cfg, plan))
     trainer = L.Trainer(
         accelerator="cpu",
         devices=1,

@@ -17,12 +17,11 @@ import pytest
 import torch
 
 from loopscale.config.model import ModelConfig
-from loopscale.config.schema import OptimConfig, TrainerConfig, with_vocab
+from loopscale.config.schema import BudgetConfig, OptimConfig, TrainConfig, with_vocab
 from loopscale.data.packing import PackStats, pack_rows_cropped
 from loopscale.launch.sweep import expand
-from loopscale.train.lightning_module import LoopedLM, StepAccounting
-from loopscale.train.optim.lr_transfer import lrs_for
-from loopscale.train.plan import plan_run
+from loopscale.train.lightning_module import LoopedLM
+from loopscale.train.plan import plan_run, plan_training
 from support.paths import FIXTURES
 
 AUTHORS = FIXTURES / "authors"
@@ -100,7 +99,13 @@ def loopscale_module(case: dict) -> LoopedLM:
         grad_clip=0.0,
         ortho_dtype="fp32",
     )
-    module = LoopedLM(model_config(case), optim, TrainerConfig(), StepAccounting(10, 32, 1.0))
+    # a 10-step plan of one sequence per step: the lr schedule's length; the lrs are the fixture's (transfer=none)
+    model = model_config(case)
+    budget = BudgetConfig(mode="tokens", tokens=10 * model.seq_len, batch_size=1)
+    cfg = TrainConfig(model=model, optim=optim, budget=budget)
+    plan = plan_training(cfg)
+    assert plan.run.steps == 10
+    module = LoopedLM(cfg.model, cfg.optim, cfg.trainer, plan)
     weights = {loopscale_name(k): v for k, v in case["initial"].items()}
     assert weights.keys() == module.model.state_dict().keys()
     module.model.load_state_dict(weights, strict=True)
@@ -182,7 +187,7 @@ def test_every_published_grid_point_equals_the_authors():
         assert plan.steps == point["steps"], key
         assert math.isclose(plan.F, point["F"], rel_tol=1e-3) and plan.F == point["F"], key
         assert plan.D_target == point["target_tokens"], key
-        lrs = lrs_for(cfg.model, plan.batch_tokens, plan.D_target, cfg.optim)
+        lrs = plan_training(cfg, plan).lrs  # the lrs the run's plan hands to training
         assert lrs.keys() == point["lrs"].keys(), key
         for group, lr in point["lrs"].items():
             assert math.isclose(lrs[group], lr, rel_tol=1e-6), (key, group, lrs[group], lr)

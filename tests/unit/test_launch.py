@@ -13,13 +13,13 @@ from loopscale.config.dirs import compose
 from loopscale.launch.estimate import (
     LaunchLimits,
     estimate_job,
-    eval_flops_per_token,
     launch_limits,
     launch_problems,
     launcher_limits_of,
     limit_warning,
     limit_warnings,
 )
+from loopscale.model.accounting import eval_flops_per_token
 from loopscale.train.mfu import PEAK_BF16_FLOPS
 from loopscale.train.plan import plan_run
 from support.train import train_config

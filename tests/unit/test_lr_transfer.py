@@ -14,7 +14,7 @@ from loopscale.config.model import ModelConfig
 from loopscale.config.schema import OptimConfig, TrainerConfig
 from loopscale.model import accounting
 from loopscale.model.transformer import LoopedTransformer
-from loopscale.train.lightning_module import StepAccounting, optimizer_record
+from loopscale.train.lightning_module import optimizer_record
 from loopscale.train.optim.groups import recipe_param_groups
 from loopscale.train.optim.lr_transfer import d_ref_tokens, lrs_for
 from support.train import tiny_model, train_config
@@ -177,11 +177,11 @@ def test_bad_muonh_settings_fail_with_the_field_named(override, field):
 
 
 def test_fsdp_and_forks_with_published_transfer_are_clear_errors():
-    acc = StepAccounting(total_steps=10, batch_tokens=1024, flops_per_token=1.0)
+    lrs = lrs_for(_tiny(2), 1024, 10 * 1024, MUONH)
     with pytest.raises(ValueError, match="fsdp"):
-        optimizer_record(_tiny(2), MUONH, TrainerConfig(strategy="fsdp"), acc)
-    rec = optimizer_record(_tiny(2), MUONH, TrainerConfig(), acc)
-    assert rec["optimizer"] == "muonh" and rec["ortho_dtype"] == "fp32" and set(rec["lrs"]) >= {"matrix", "norm"}
+        optimizer_record(MUONH, TrainerConfig(strategy="fsdp"), lrs)
+    rec = optimizer_record(MUONH, TrainerConfig(), lrs)
+    assert rec["optimizer"] == "muonh" and rec["ortho_dtype"] == "fp32" and rec["lrs"] == lrs
     from loopscale.train.plan import plan_forks
 
     cfg = train_config(["optim=muonh", "optim.schedule=wsd", "budget=forks", "run_name=forks"])

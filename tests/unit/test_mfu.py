@@ -9,8 +9,8 @@ from dataclasses import replace
 import pytest
 
 from loopscale.config.model import ModelConfig
-from loopscale.model.accounting import flops_per_token
-from loopscale.train.mfu import PEAK_BF16_FLOPS, causal_flops_per_token, mfu, peak_flops
+from loopscale.model.accounting import causal_flops_per_token, flops_per_token
+from loopscale.train.mfu import PEAK_BF16_FLOPS, mfu, peak_flops
 
 
 def test_peaks_match_exact_device_names_only(caplog):

@@ -21,7 +21,7 @@ was made for is `loopscale.analysis.advise.matching`.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 from hydra.errors import HydraException
@@ -31,7 +31,7 @@ from omegaconf.errors import OmegaConfBaseException
 from loopscale.config.dirs import compose
 from loopscale.config.model import ModelConfig
 from loopscale.errors import InputError
-from loopscale.model.accounting import flops_per_token, param_counts
+from loopscale.model.accounting import flops_per_token, inference_flops_per_token, param_counts
 
 QUANTITIES = ("N_once", "N_rec", "F", "F_infer")  # the polynomials; N_unique = N_once + N_rec
 FAMILY_EXPERIMENTS = {"paper": "isodepth", "demo": "isodepth_cpu_demo", "cpu": "isodepth_cpu"}
@@ -123,12 +123,11 @@ def accounting_quantities(cfg) -> dict[str, float]:
     """N_once, N_rec, F (training FLOPs per token) and F_infer (forward FLOPs per token: F / 3 of the model
     with full backprop, where every use counts 6x) of one ModelConfig, from `loopscale.model.accounting`."""
     counts = param_counts(cfg)
-    full = replace(cfg, recipe="baseline", bptt_k=None) if cfg.recipe == "tbptt" else cfg
     return {
         "N_once": counts.N_once,
         "N_rec": counts.N_rec,
         "F": flops_per_token(cfg),
-        "F_infer": flops_per_token(full) / 3,
+        "F_infer": inference_flops_per_token(cfg),
     }
 
 

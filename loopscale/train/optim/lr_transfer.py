@@ -1,4 +1,5 @@
-"""The published recipe's learning rates (docs/design.md, "The published recipe").
+"""The published recipe's learning rates (docs/design.md, "The published recipe"); a run's are worked out once,
+by its plan (`peak_lrs` from loopscale/train/plan.py's plan_training).
 
 The groups (matrix, head, embedding, norm, hyper) are defined in loopscale/train/optim/groups.py.
 
@@ -107,3 +108,11 @@ def adamw_lrs(cfg: ModelConfig, optim: OptimConfig) -> dict[str, float]:
     the decayed matrices (none are decayed when weight_decay = 0, so then nothing is scaled)."""
     scale = optim.base_width / cfg.d_model if optim.width_scaling and optim.weight_decay > 0 else 1.0
     return {"decay": optim.lr * scale, "no_decay": optim.lr, "hyper": optim.lr}
+
+
+def peak_lrs(cfg: ModelConfig, optim: OptimConfig, batch_tokens: int, D_tokens: int) -> dict[str, float]:
+    """The peak lr of every parameter group of optim.optimizer: MuonH's recipe groups (`lrs_for`, at the global
+    tokens per step and the run's target tokens) or plain AdamW's (`adamw_lrs`)."""
+    if optim.optimizer == "adamw":
+        return adamw_lrs(cfg, optim)
+    return lrs_for(cfg, batch_tokens, D_tokens, optim)
