@@ -6,17 +6,24 @@ runs side by side, one thread each, do twice the work (benchmarks/bench_demo.py 
 workers are started once (spawn: no state inherited from the parent) and each trains whole jobs with the
 same `run_training` as `loopscale-train`, so records, locks, resume and forks behave exactly as there.
 
-Nothing hangs and nothing is left behind:
+The pool is a few lines of our own rather than concurrent.futures' ProcessPoolExecutor, because that one
+breaks as a whole when one worker dies (every pending and running job fails with BrokenProcessPool, and it
+cannot tell which job the dead worker held). Here each worker has its own pipe and is handed one job at a
+time, so the parent always knows which job a worker holds. Nothing hangs and nothing is left behind:
 - a job that fails or diverges comes back as a plain outcome (strings, not its exception, which might not
-  unpickle in the parent); the pool then stops and JobFailed names the job, whose run.json says why;
-- a worker that dies (killed, out of memory) breaks the pool at once (concurrent.futures notices), also
-  JobFailed;
+  unpickle in the parent);
+- a worker that dies during a job (killed, out of memory, SIGTERM sent to it alone) comes back as that job's
+  WorkerDied; a new worker takes its place and the other jobs go on (record_dead_worker writes the run's
+  record when the worker could not). `train_in_workers` (the demo) then stops with JobFailed naming the job;
+  the Hydra launcher (pool_launcher.py) records it and goes on;
 - Ctrl-C: workers ignore SIGINT (a terminal sends it to the whole process group); the parent raises
   KeyboardInterrupt, sets the pool's "interrupted" flag and sends each worker SIGTERM, which the worker then
   raises as an interrupt: its run is recorded "interrupted", as in a single process. SIGTERM to the parent
   raises Terminated there (signals.py) and its workers record "terminated". Each worker exits within a
   moment (SIGKILL after STOP_GRACE_S). A worker whose parent dies without that (SIGKILL) gets SIGTERM from
   the kernel (PR_SET_PDEATHSIG). A stopped run resumes from its checkpoint on the next call.
+- progress: each worker reports the tokens its run trains, batch by batch (loopscale/train/step_progress.py),
+  into shared memory the parent reads for its bar and ETA (`tick`).
 
 `run_in_workers` is the pool for any picklable job function (the Hydra launcher hydra/launcher=local_pool
 runs Hydra jobs on it: loopscale/launch/pool_launcher.py); `train_in_workers` trains TrainConfigs on it.
@@ -30,10 +37,11 @@ import os
 import signal
 import sys
 import time
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import ProcessPoolExecutor, as_completed
-from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
+from multiprocessing.connection import wait
+from pathlib import Path
 from typing import Any, TypeVar
 
 from loopscale.config.schema import TrainConfig
@@ -172,7 +180,70 @@ def _failure_record(cfg: TrainConfig) -> str | None:
     return None
 
 
-def _checked(outcome: JobOutcome) -> tuple[TrainConfig, dict[str, Any], float]:
+@dataclass(frozen=True)
+class WorkerDied:
+    """In place of a job's result: the worker process running it ended during the job, by a signal (SIGKILL,
+    the kernel's out-of-memory killer) or by a stop signal to it alone (SIGTERM: exit 143, its run recorded
+    "terminated")."""
+
+    pid: int
+    exitcode: int | None
+
+    @property
+    def how(self) -> str:
+        if self.exitcode is not None and self.exitcode < 0:
+            with contextlib.suppress(ValueError):
+                return f"killed by {signal.Signals(-self.exitcode).name}"
+        if self.exitcode is not None and self.exitcode > 128:
+            with contextlib.suppress(ValueError):
+                return f"stopped by {signal.Signals(self.exitcode - 128).name} (exit {self.exitcode})"
+        return f"exited with code {self.exitcode}"
+
+    @property
+    def reason(self) -> str:
+        return f"its worker process (pid {self.pid}) died: {self.how}"
+
+
+def record_dead_worker(cfg: TrainConfig, died: WorkerDied) -> tuple[str, str | None]:
+    """(status, record path) of the run a dead worker held. A worker that could write its record on the way
+    out (SIGTERM: "terminated") left it; one killed outright left its lock and no record: the lock is deleted
+    (its holder is gone for certain) and the record written here says failed, and why."""
+    from loopscale.atomic import write_json_atomic
+    from loopscale.train.identity import stored_hash
+    from loopscale.train.lock import release_dead_holder
+    from loopscale.train.plan import run_dir_of
+    from loopscale.train.records import PARENT_FILE, RUN_FILE, read_record_or_none
+
+    run_dir = run_dir_of(cfg)
+    dirs = [run_dir] + (sorted(run_dir.parent.glob(f"{run_dir.name}-*")) if cfg.budget.mode == "forks" else [])
+    held = [d for d in dirs if release_dead_holder(d, died.pid)]
+    for where in held:
+        name = PARENT_FILE if cfg.budget.mode == "forks" and where == run_dir else RUN_FILE
+        path = where / name
+        before = read_record_or_none(path) or {}
+        record = {
+            **before,
+            "status": "failed",
+            "reason": died.reason,
+            "run_name": before.get("run_name", where.name),
+            "sweep": cfg.sweep,
+            "run_dir": str(where),
+            "identity": stored_hash(where) or before.get("identity"),
+        }
+        try:
+            write_json_atomic(path, record)
+        except OSError:  # a full disk: the line still names the job; its lock is gone, so it resumes
+            return "failed", None
+        return "failed", str(path)
+    written = _failure_record(cfg)
+    status = (read_record_or_none(Path(written)) or {}).get("status", "failed") if written else "failed"
+    return status, written
+
+
+def _checked(outcome: JobOutcome | WorkerDied, cfg: TrainConfig) -> tuple[TrainConfig, dict[str, Any], float]:
+    if isinstance(outcome, WorkerDied):
+        status, record = record_dead_worker(cfg, outcome)
+        raise JobFailed(cfg.run_name, status, outcome.reason, record)
     if outcome.status != "done":
         raise JobFailed(outcome.cfg.run_name, outcome.status, outcome.reason, outcome.failure_record)
     return outcome.cfg, outcome.record, outcome.wall_s
@@ -185,14 +256,18 @@ def train_in_workers(
 
     workers <= 1 trains in this process, in the given order. Jobs are handed out in the given order, so
     put the longest first (the last job to start then ends close to the others). The first job that fails
-    stops the pool (JobFailed); so do Ctrl-C, SIGTERM and a consumer that stops early."""
+    (or whose worker dies) stops the pool (JobFailed naming it); so do Ctrl-C, SIGTERM and a consumer that
+    stops early."""
     cfgs = list(cfgs)
     if workers <= 1 or len(cfgs) <= 1:
         quiet_lightning()
-    results = run_in_workers(train_one, cfgs, workers, threads_per_worker, label=lambda c: c.run_name)
+    results = run_in_workers(train_one, cfgs, workers, threads_per_worker)
     with contextlib.closing(results):  # a failed job or an early stop ends the pool's workers at once
-        for _, outcome in results:
-            yield _checked(outcome)
+        for cfg, outcome in results:
+            yield _checked(outcome, cfg)
+
+
+TICK_S = 0.5  # how often the consumer's `tick` sees the workers' progress
 
 
 def run_in_workers(
@@ -200,47 +275,178 @@ def run_in_workers(
     items: Iterable[Item],
     workers: int,
     threads_per_worker: int = 1,
-    label: Callable[[Item], str] = str,
+    tick: Callable[[list[float], list[int]], None] | None = None,
 ) -> Iterator[tuple[Item, Any]]:
     """Yield (item, fn(item)) per item as each finishes, in completion order, `fn` (a module-level function
     returning plain data) running in `workers` spawned processes of `threads_per_worker` torch threads each.
+    A job whose worker dies yields (item, WorkerDied) and a new worker takes the dead one's place.
 
     workers <= 1 (or one item) runs in this process, in the given order. Items are handed out in the given
-    order. A worker that dies raises JobFailed (named by `label(item)`); Ctrl-C, SIGTERM, an exception of
-    the consumer or a consumer that stops early end every worker (module docstring) and go on."""
+    order. `tick(tokens, running)` is called every TICK_S or so with the tokens each item's run has trained
+    so far (loopscale/train/step_progress.py) and the indices of the items running now. Ctrl-C, SIGTERM, an
+    exception of the consumer or a consumer that stops early end every worker (module docstring) and go on."""
     from loopscale.signals import raise_on_sigterm
 
     items = list(items)
     raise_on_sigterm()  # SIGTERM to this process unwinds through the clean-up below
     if workers <= 1 or len(items) <= 1:
-        for item in items:
-            yield item, fn(item)
+        yield from _in_process(fn, items, tick)
         return
     context = multiprocessing.get_context("spawn")
     interrupt = context.Event()
-    pool = ProcessPoolExecutor(
-        min(workers, len(items)),
-        mp_context=context,
-        initializer=_init_worker,
-        initargs=(threads_per_worker, os.getpid(), interrupt),
-    )
+    trained = context.Array("d", len(items), lock=False)  # tokens per item; each written by one worker at a time
+    pending = deque(range(len(items)))
+    running: dict[int, _Worker] = {}  # by item index
+
+    def start() -> _Worker:
+        ours, theirs = context.Pipe()
+        args = (theirs, fn, threads_per_worker, os.getpid(), interrupt, trained)
+        proc = context.Process(target=_worker_main, args=args, name="loopscale-pool-worker")
+        proc.start()
+        theirs.close()
+        return _Worker(proc, ours)
+
+    def hand_out(worker: _Worker) -> None:
+        index = pending.popleft()
+        try:
+            worker.conn.send((index, items[index]))
+        except OSError:  # it died between its last result and this job: a new one takes the job
+            worker.proc.join()
+            worker = start()
+            worker.conn.send((index, items[index]))
+        worker.index = index
+        running[index] = worker
+
+    idle = [start() for _ in range(min(workers, len(items)))]
     try:
-        futures = {pool.submit(_job_in_worker, fn, item): item for item in items}
-        for future in as_completed(futures):
-            try:
-                result = future.result()
-            except BrokenProcessPool:  # its worker died without a word (killed, or out of memory?)
-                raise JobFailed(label(futures[future]), "failed", "its worker process died") from None
-            yield futures[future], result
+        while idle and pending:
+            hand_out(idle.pop())
+        while running:
+            ready = set(wait([w.conn for w in running.values()] + [w.proc.sentinel for w in running.values()], TICK_S))
+            if tick is not None:
+                tick(list(trained), list(running))
+            for index, worker in list(running.items()):
+                if worker.conn not in ready and worker.proc.sentinel not in ready:
+                    continue
+                del running[index]
+                result = worker.receive()
+                if isinstance(result, WorkerDied):
+                    worker = start() if pending else None  # the dead worker's place, for the next job
+                elif isinstance(result, _Raised):
+                    raise result.error
+                if worker is not None and pending:
+                    hand_out(worker)
+                elif worker is not None:
+                    idle.append(worker)
+                yield items[index], result
     except KeyboardInterrupt:  # Ctrl-C: the workers record their runs as interrupted (module docstring)
         interrupt.set()
-        stop_workers(list((pool._processes or {}).values()))
+        stop_workers([w.proc for w in (*running.values(), *idle)])
         raise
     except BaseException:  # a failed job, SIGTERM, or the consumer stopped early: end every worker now
-        stop_workers(list((pool._processes or {}).values()))
+        stop_workers([w.proc for w in (*running.values(), *idle)])
         raise
     finally:
-        pool.shutdown(wait=True, cancel_futures=True)
+        _close(list(running.values()) + idle)
+
+
+def _in_process(fn: Callable[[Item], Any], items: list, tick) -> Iterator[tuple[Item, Any]]:
+    """The pool of one: each item in this process, its progress reported to `tick` as it trains."""
+    from loopscale.train.step_progress import report_to
+
+    trained = [0.0] * len(items)
+    last = [0.0]
+
+    def sink(index: int, tokens: int) -> None:
+        trained[index] += tokens
+        if tick is not None and time.monotonic() - last[0] >= TICK_S:
+            last[0] = time.monotonic()
+            tick(list(trained), [index])
+
+    try:
+        for index, item in enumerate(items):
+            report_to(lambda tokens, i=index: sink(i, tokens))
+            result = fn(item)
+            report_to(None)
+            yield item, result
+    finally:
+        report_to(None)
+
+
+@dataclass
+class _Worker:
+    proc: Any  # a multiprocessing Process
+    conn: Any  # the parent's end of its pipe
+    index: int | None = None  # the item it runs
+
+    def receive(self) -> Any:
+        """The job's result, or WorkerDied when the process ended without sending one."""
+        try:
+            if self.conn.poll():
+                return self.conn.recv()[1]
+        except (EOFError, OSError):  # the pipe closed under it: the process is gone
+            pass
+        self.proc.join()
+        self.conn.close()
+        return WorkerDied(self.proc.pid, self.proc.exitcode)
+
+
+@dataclass(frozen=True)
+class _Raised:
+    """`fn` itself raised (a bug: job functions return their failures): the parent raises it again."""
+
+    error: BaseException
+
+
+def _worker_main(conn, fn, threads: int, parent_pid: int, interrupt, trained) -> None:
+    """A worker: jobs from its pipe, one at a time, each result sent back, until the pipe says None."""
+    from loopscale.train.step_progress import report_to
+
+    _init_worker(threads, parent_pid, interrupt)
+    while True:
+        try:
+            message = conn.recv()
+        except (EOFError, OSError):  # the parent is gone
+            return
+        if message is None:
+            return
+        index, item = message
+        trained[index] = 0.0  # a job's tokens count from its own start
+
+        def sink(tokens: int, index: int = index) -> None:
+            trained[index] += tokens
+
+        report_to(sink)
+        try:
+            result = _job_in_worker(fn, item)
+        except Exception as err:
+            result = _Raised(_picklable(err))
+        finally:
+            report_to(None)
+        conn.send((index, result))
+
+
+def _picklable(err: Exception) -> BaseException:
+    import pickle
+
+    try:
+        pickle.loads(pickle.dumps(err))
+    except Exception:
+        return RuntimeError(f"{type(err).__name__}: {err}")
+    return err
+
+
+def _close(workers: list[_Worker], grace_s: float = STOP_GRACE_S) -> None:
+    """Tell idle workers to end, and wait for every worker (SIGTERM, then SIGKILL, to one that stays)."""
+    for w in workers:
+        with contextlib.suppress(OSError, ValueError):
+            w.conn.send(None)
+    deadline = time.monotonic() + grace_s
+    for w in workers:
+        w.proc.join(max(0.0, deadline - time.monotonic()))
+    stop_workers([w.proc for w in workers])
+    for w in workers:
+        w.conn.close()
 
 
 def stop_workers(procs: list, grace_s: float = STOP_GRACE_S) -> None:

@@ -125,6 +125,7 @@ def _callbacks(cfg: TrainConfig, run_dir: Path, fork_steps: list[int]) -> list:
     from loopscale.data.validation import SkipFinalStepValidation
     from loopscale.train.checkpoint import AtomicLastCheckpoint, ForkCheckpoints
     from loopscale.train.lightning_module import DivergenceCheck
+    from loopscale.train.step_progress import progress_callbacks
 
     # fork checkpoints first: a kill between the two saves at a fork step then never leaves last.ckpt past
     # a fork that was not written
@@ -141,7 +142,7 @@ def _callbacks(cfg: TrainConfig, run_dir: Path, fork_steps: list[int]) -> list:
     )
     if cfg.trainer.progress:
         callbacks.append(RichProgressBar() if sys.stdout.isatty() else TQDMProgressBar(refresh_rate=50))
-    return callbacks
+    return callbacks + progress_callbacks()  # a pool worker's sweep bar (loopscale/train/step_progress.py)
 
 
 def _plugins() -> list:
