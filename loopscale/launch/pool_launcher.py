@@ -33,6 +33,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 from loopscale.machine import usable_cores
 
 log = logging.getLogger("loopscale.launch.pool_launcher")
+FAILED_PREFIX = "loopscale-train: a run of this sweep failed "  # loopscale-train's RunFailed line (train/entry.py)
 
 
 def pool_size(workers: Any, threads_per_worker: Any, n_jobs: int, cores: int) -> tuple[int, int]:
@@ -45,9 +46,10 @@ def pool_size(workers: Any, threads_per_worker: Any, n_jobs: int, cores: int) ->
         return value is None or (isinstance(value, int) and not isinstance(value, bool) and value >= 1)
 
     if not (whole(workers) and whole(threads_per_worker)):
+        shown = 1 if threads_per_worker is None else threads_per_worker
         raise ConfigError(
-            f"hydra.launcher.workers={workers} and hydra.launcher.threads_per_worker={threads_per_worker} "
-            "must be whole numbers >= 1 (or null: from the core count)"
+            f"hydra.launcher.workers={workers} and hydra.launcher.threads_per_worker={shown} must be >= 1 "
+            "(whole numbers, or null: from the core count)"
         )
     threads = threads_per_worker or 1
     workers = workers or max(1, cores // threads)
@@ -212,7 +214,8 @@ def _run_with_progress(launcher, jobs, order, payloads, tokens, workers, threads
                     eta.finish(order.index(i))
                     done = sum(r is not None for r in results)
                     progress.update(bar, description=f"{done}/{len(jobs)} jobs")
-                    progress.console.print(f"  {_run_name(jobs[i]):<28} {_outcome(result)}")
+                    line = f"  {_run_name(jobs[i]):<28} {_outcome(result, _run_name(jobs[i]))}"
+                    progress.console.print(line, soft_wrap=True, highlight=False)
             except KeyboardInterrupt:  # Ctrl-C while this loop, not the pool, ran: the pool's own Ctrl-C path
                 finished.throw(KeyboardInterrupt())  # (runs recorded interrupted), which raises it on
     wall_s = time.perf_counter() - started
@@ -281,14 +284,18 @@ def _run_indexed(item: tuple[int, bytes]) -> JobResult:
     stop the pool (loopscale-train's task function records a failed run and raises RunFailed)."""
     try:
         ret = run_hydra_job(item[1])
-    except Exception as err:  # Hydra's own set-up failed for this job
-        return JobResult(False, error=f"{type(err).__name__}: {err}")
+    except Exception as err:  # Hydra's own set-up failed for this job (an unsafe run name, a read-only dir)
+        from loopscale.errors import user_error
+
+        found = user_error(err)
+        line = found.line if found is not None else f"{type(err).__name__}: {err}".splitlines()[0]
+        return JobResult(False, error=f"{FAILED_PREFIX}(nothing recorded): {line}")
     from hydra.core.utils import JobStatus
 
     if ret.status == JobStatus.COMPLETED:
         plain = ret._return_value if isinstance(ret._return_value, (int, float, str, type(None))) else None
-        entry = sys.modules.get("loopscale.train.entry")  # loaded when the task is loopscale-train's
-        return JobResult(True, plain, outcome=entry.last_outcome() if entry is not None else None)
+        runner = sys.modules.get("loopscale.train.runner")  # loaded when the task is loopscale-train's
+        return JobResult(True, plain, outcome=runner.last_outcome() if runner is not None else None)
     err = ret._return_value
     return JobResult(False, error=str(err) or type(err).__name__)
 
@@ -302,9 +309,7 @@ def _dead_worker_result(job: DictConfig, died) -> JobResult:
     if job_tokens(job) is not None and "model" in job:
         _, record = record_dead_worker(_train_config(job), died)
     written = f"recorded in {record}" if record else "nothing recorded"
-    return JobResult(
-        False, error=f"loopscale-train: a run of this sweep failed ({written}): {_run_name(job)}: {died.reason}"
-    )
+    return JobResult(False, error=f"{FAILED_PREFIX}({written}): {_run_name(job)}: {died.reason}")
 
 
 def _job_return(result: JobResult, job: DictConfig):
@@ -313,7 +318,13 @@ def _job_return(result: JobResult, job: DictConfig):
     if result.completed:
         return JobReturn(status=JobStatus.COMPLETED, _return_value=result.value, hydra_cfg=job)
     # Hydra raises the first failed job's return value after the sweep; a compact error prints one line
-    return JobReturn(status=JobStatus.FAILED, _return_value=CompactHydraException(result.error), hydra_cfg=job)
+    error = CompactHydraException(result.error)
+    return JobReturn(status=JobStatus.FAILED, _return_value=error, hydra_cfg=job, overrides=_overrides(job))
+
+
+def _overrides(job: DictConfig) -> list[str]:
+    """The job's overrides, for Hydra's "Error executing job with overrides: ..." line."""
+    return list(OmegaConf.select(job, "hydra.overrides.task", default=None) or [])
 
 
 def _elsewhere_fails(results: list, outcomes: list, jobs: list) -> list:
@@ -340,10 +351,13 @@ def _run_name(job: DictConfig) -> str:
     return str(job.get("run_name", job.hydra.job.get("override_dirname") or job.hydra.job.num))
 
 
-def _outcome(result: JobResult) -> str:
-    """A finished job's line: trained, skipped or running elsewhere (loopscale-train says which), or failed."""
+def _outcome(result: JobResult, name: str) -> str:
+    """A finished job's line: trained, skipped or running elsewhere (loopscale-train says which), or failed
+    (where it is recorded, and why: the sweep's last line repeats the first failure's with its run name)."""
     if not result.completed:
-        return f"failed: {result.error.splitlines()[0] if result.error else 'no reason given'}"
+        line = result.error.splitlines()[0] if result.error else "no reason given"
+        line = line.removeprefix(FAILED_PREFIX).replace(f"): {name}: ", "): ", 1)
+        return line if line.startswith("(") else f"failed: {line}"
     loss = f", L = {result.value:.4f}" if isinstance(result.value, float) else ""
     if result.outcome == "running elsewhere":
         return "running elsewhere (not trained here)"

@@ -35,7 +35,7 @@ from loopscale.train.identity import IdentityMismatch
 # planning and the run itself live below this entry point; re-exported here, where callers always found them
 from loopscale.train.plan import run_dir_of, to_train_config  # noqa: F401
 from loopscale.train.run_record import write_record_or_log
-from loopscale.train.runner import launching_rank, run_dir_lock, running_elsewhere, train_run
+from loopscale.train.runner import launching_rank, note_outcome, run_dir_lock, running_elsewhere, train_run
 
 log = logging.getLogger("loopscale.train.entry")
 
@@ -72,8 +72,7 @@ def run_training(cfg: DictConfig | TrainConfig) -> dict[str, Any]:
     from loopscale.train.lock import RunLocked
     from loopscale.train.records import claim_run_dir, is_finished, read_record
 
-    global _LAST_OUTCOME
-    _LAST_OUTCOME = None
+    note_outcome(None)
     task_cfg = cfg  # Hydra's composed config, saved into the run dir's .hydra/ once the dir is claimed
     try:
         cfg = to_train_config(cfg)
@@ -93,21 +92,12 @@ def run_training(cfg: DictConfig | TrainConfig) -> dict[str, Any]:
             if is_finished(run_dir):
                 record = read_record(run_dir)
                 log.info("run %s already finished (L=%.4f): nothing to do", run_dir, record["L"])
-                _LAST_OUTCOME = "skipped (done)"
+                note_outcome("skipped (done)")
                 return record
             return train_run(cfg, run_dir)
     except RunLocked as err:
-        _LAST_OUTCOME = "running elsewhere"
+        note_outcome("running elsewhere")
         return running_elsewhere(err, run_dir)
-
-
-# How this process's last run_training call ended when it trained nothing: "skipped (done)" or "running
-# elsewhere" (None: it trained, or failed). A pool worker reads it to tell the sweep (pool_launcher.py).
-_LAST_OUTCOME: str | None = None
-
-
-def last_outcome() -> str | None:
-    return _LAST_OUTCOME
 
 
 def _in_multirun() -> bool:
@@ -148,7 +138,8 @@ def main() -> None:
 @contextlib.contextmanager
 def _disk_errors_in_one_line():
     """A read-only, full or denied runs dir met in Hydra's own code (the job's log file, its run dir,
-    multirun.yaml), before loopscale-train's task runs, as one line and exit 1 instead of Hydra's traceback.
+    multirun.yaml), before loopscale-train's task runs, as one line and exit 1 instead of Hydra's traceback;
+    loopscale's own compact errors (a sweep's failed run, a launcher's refusal) as their line alone, exit 1.
     Hydra hands an error back only under HYDRA_FULL_ERROR, so that is set for the call; any other error is
     then reported by Hydra's own reporting, as without it. A user who set HYDRA_FULL_ERROR gets Hydra's."""
     import os
@@ -164,6 +155,9 @@ def _disk_errors_in_one_line():
         disk = _disk_error(err)
         if disk is not None:
             print(f"loopscale-train: error: {disk}", file=sys.stderr)
+            raise SystemExit(1) from None
+        if isinstance(err, CompactHydraException) and str(err).startswith("loopscale-train: "):
+            print(str(err), file=sys.stderr)  # loopscale's own line (a sweep's failed run, a refusal): alone
             raise SystemExit(1) from None
         from hydra._internal.utils import run_and_report
 
