@@ -154,7 +154,7 @@ def _draw(table, fit, compare, free):
         raise UsageError(f"cannot draw the figures: {err}") from err
 
 
-def _check_dpi(dpi: int) -> None:
+def check_dpi(dpi: int) -> None:
     if not 10 <= dpi <= 1000:
         raise UsageError(f"--dpi must be between 10 and 1000; got {dpi}")
 
@@ -182,7 +182,7 @@ def _drop_top_k(table, k: int):
 
 
 def run_plot(args: argparse.Namespace) -> int:
-    _check_dpi(args.dpi)
+    check_dpi(args.dpi)
     out_dir = Path(args.out)
     if out_dir.exists() and not out_dir.is_dir():
         raise UsageError(f"--out {out_dir} exists and is not a directory")
@@ -315,7 +315,7 @@ def _conditioning(table, fit) -> dict | None:
 def run_report(args: argparse.Namespace) -> int:
     from loopscale.analysis.report import conditioning_lines, write_report
 
-    _check_dpi(args.dpi)
+    check_dpi(args.dpi)
     out_path = Path(args.out)
     if out_path.is_dir():
         raise UsageError(f"--out {out_path} is a directory; give the Markdown file to write")
