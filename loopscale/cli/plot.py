@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import re
+import sys
 from pathlib import Path
 
 from loopscale.cli import UsageError
@@ -313,7 +314,7 @@ def _conditioning(table, fit) -> dict | None:
 
 
 def run_report(args: argparse.Namespace) -> int:
-    from loopscale.analysis.report import conditioning_lines, write_report
+    from loopscale.analysis.report import conditioning_lines, input_warning, write_report
 
     check_dpi(args.dpi)
     out_path = Path(args.out)
@@ -343,6 +344,7 @@ def run_report(args: argparse.Namespace) -> int:
     names = [Path(s).resolve().name for s in args.sources]
     title = args.title or f"loopscale report: {' + '.join(names)}"
     cond = _conditioning(table, fit)
+    warning = input_warning(fit, [Path(s) for s in args.sources]) if fit is not None else None
     write_report(
         table,
         fit,
@@ -352,7 +354,10 @@ def run_report(args: argparse.Namespace) -> int:
         title=title,
         conditioning=cond,
         drop_top_k=args.drop_top_k,
+        warnings=[warning] if warning else [],
     )
+    if warning:
+        print(f"warning: {warning}", file=sys.stderr)
     print(out_path)
     for line in conditioning_lines(cond):  # the checks and, last, the verdict line
         print(line)
