@@ -69,6 +69,8 @@ def pool_plan(overrides: list[str]) -> tuple[list[str], PoolPlan]:
     threads_per_worker as given (with hydra/launcher=local_pool), else the pool's defaults from the core count
     (launch/pool_launcher.pool_size, the pool's own rule); threads set each job's trainer.num_threads, as the
     pool does."""
+    import os
+
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from omegaconf import OmegaConf
 
@@ -87,7 +89,8 @@ def pool_plan(overrides: list[str]) -> tuple[list[str], PoolPlan]:
         job_threads = OmegaConf.select(cfg, "trainer.num_threads", default=None)
         threads = job_threads if isinstance(job_threads, int) and job_threads > 0 else None
     workers, threads = pool_size(workers, threads, len(sweep_overrides(overrides)), usable_cores())
-    return [*overrides, f"trainer.num_threads={threads}"], PoolPlan(workers, threads)
+    load = os.getloadavg()[0]  # before the probes' own processes add to it
+    return [*overrides, f"trainer.num_threads={threads}"], PoolPlan(workers, threads, load=load)
 
 
 def _contention(pool: PoolPlan, probe: bool):
@@ -102,14 +105,24 @@ def _measured(pool: PoolPlan, rows: list[dict], overrides: list[str]) -> PoolPla
     """The pool with what the probes measured: a worker's start, the core share, the first tokenizing."""
     import dataclasses
 
-    from loopscale.launch.throughput import core_share, worker_start_s
-    from loopscale.launch.wall_time import tokenize_cpu_s
+    from loopscale.launch.throughput import core_share, probe_shares, worker_start_s
+    from loopscale.launch.wall_time import expected_share, tokenize_cpu_s
+    from loopscale.machine import usable_cores
 
     if not any(r.get("cpu_hours") is not None for r in rows):
         return pool
-    start_s = worker_start_s(pool.threads)
-    share = core_share() or 1.0
-    return dataclasses.replace(pool, start_s=start_s, core_share=share, tokenize_s=tokenize_cpu_s(overrides) / share)
+    for row, probed_share in zip([r for r in rows if r.get("cpu_hours") is not None], probe_shares()):
+        row["cpu_core_share"] = probed_share  # the share its tokens/s was measured at (one probe per CPU job)
+    start_s, start_share = worker_start_s(pool.threads)
+    probed = core_share() or 1.0  # what the probes got, for the second they ran (or when they were cached)
+    share = expected_share(pool.load, pool.workers, pool.threads, usable_cores())
+    return dataclasses.replace(
+        pool,
+        start_s=start_s * start_share / share,  # wall seconds at the share they were measured at, at the sweep's
+        core_share=share,
+        speed_scale=probed / share,
+        tokenize_s=tokenize_cpu_s(overrides) / share,
+    )
 
 
 def totals(rows: list[dict], pool: PoolPlan | None = None) -> dict:
@@ -142,7 +155,9 @@ def cpu_totals(rows: list[dict], pool: PoolPlan | None = None) -> dict:
     if pool is None:
         threads = max(r["cpu_threads"] for r in cpu)
         pool = PoolPlan(max(1, min(usable_cores() // threads, len(cpu))), threads)
-    wall_s = pool_wall_s([r["cpu_hours"] * 3600 for r in cpu], [r["points"] for r in cpu], pool)
+    # each job's probed hours at the share its probe got, as at the share the sweep will get
+    scales = [r["cpu_core_share"] / pool.core_share if r.get("cpu_core_share") else pool.speed_scale for r in cpu]
+    wall_s = pool_wall_s([r["cpu_hours"] * 3600 * k for r, k in zip(cpu, scales)], [r["points"] for r in cpu], pool)
     return {
         "cpu_hours": hours,
         "cpu_pool_workers": pool.workers,
@@ -152,6 +167,7 @@ def cpu_totals(rows: list[dict], pool: PoolPlan | None = None) -> dict:
         "core_share": pool.core_share,
         "worker_start_s": pool.start_s,
         "tokenize_s": pool.tokenize_s,
+        "load": pool.load,
     }
 
 
@@ -228,7 +244,8 @@ def cpu_line(total: dict) -> str:
         f"{total['probe_s']:.1f} s, cached in {cache_dir() / CACHE_FILE}); ~{_duration(total['cpu_pool_wall_h'])} "
         f"wall on hydra/launcher=local_pool with {total['cpu_pool_workers']} worker(s) x "
         f"{total.get('cpu_pool_threads') or 1} thread(s) (a worker's start ~{total.get('worker_start_s') or 0:.0f} s"
-        f"{tokenize}, at {(total.get('core_share') or 1) * 100:.0f}% of a core per process now)"
+        f"{tokenize}; at load {total.get('load') or 0:.1f}, {(total.get('core_share') or 1) * 100:.0f}% of a core "
+        "per process)"
     )
 
 

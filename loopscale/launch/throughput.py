@@ -11,8 +11,9 @@ workers - 1 other processes train a model too, as the pool's other workers will 
 workers share the cores with everything else running there), and those processes' start (spawn, torch,
 Lightning, Hydra, loopscale) is timed as a worker's start. A measurement is cached per machine, in
 $LOOPSCALE_CACHE or ~/.cache/loopscale (throughput.json), keyed by host name, torch version, threads, the
-processes around it and the model's shape and batch, with the load average it was taken at: a later plan
-reuses it while the machine's load is about the same (LOAD_TOLERANCE), and measures again when it is not.
+processes around it and the model's shape and batch, with the core share it got (CPU seconds per wall
+second): tokens/s and share were measured together, so a later plan scales the cached numbers to its own load
+(loopscale/launch/wall_time.py) instead of measuring again.
 """
 
 from __future__ import annotations
@@ -33,9 +34,6 @@ from loopscale.config.schema import TrainConfig
 
 PROBE_STEPS = 3  # timed optimizer steps after one warm-up: ~0.1-2 s for the CPU grids' shapes
 CACHE_FILE = "throughput.json"
-# A cached measurement stands while the 1-minute load average is within this of the one it was taken at
-# (absolute, or relative to that load, whichever is larger): on a shared machine the load sets the speed.
-LOAD_TOLERANCE = (1.0, 0.25)
 
 
 @dataclass(frozen=True)
@@ -47,6 +45,11 @@ class Throughput:
 
 
 _SHARES: list[float] = []  # the core share of every probe this process measured or read (core_share)
+
+
+def probe_shares() -> list[float]:
+    """The core share of each probe this process measured or read, in the order they were asked for."""
+    return list(_SHARES)
 
 
 def core_share() -> float | None:
@@ -167,21 +170,9 @@ def measure(cfg: TrainConfig, device_batch: int, threads: int, steps: int = PROB
         quiet.setLevel(level)
 
 
-def _load() -> float:
-    return os.getloadavg()[0]
-
-
-def _same_load(then: Any, now: float) -> bool:
-    """A cached measurement taken at load `then` stands at load `now` (LOAD_TOLERANCE)."""
-    if not isinstance(then, (int, float)):
-        return False
-    absolute, relative = LOAD_TOLERANCE
-    return abs(now - then) <= max(absolute, relative * then)
-
-
 def cpu_throughput(cfg: TrainConfig, device_batch: int, threads: int, use_cache: bool = True) -> Throughput:
-    """The job's CPU tokens/s: from the machine's cache (taken at about this load), else measured now, inside
-    the pool's contention when pool_contention is active (and cached)."""
+    """The job's CPU tokens/s and the core share it was measured at: from the machine's cache, else measured now,
+    inside the pool's contention when pool_contention is active (and cached)."""
     key = {**probe_key(cfg, device_batch, threads), "processes": _CONTENTION.workers}
     digest = _key_hash(key)
     path, use_cache = _cache_path(use_cache)
@@ -192,17 +183,16 @@ def cpu_throughput(cfg: TrainConfig, device_batch: int, threads: int, use_cache:
         return Throughput(tokens_per_s, 0.0, True, share)
     hit = (_read_cache(path) if use_cache else {}).get(digest)
     numbers = isinstance(hit, dict) and all(isinstance(hit.get(k), (int, float)) for k in ("tokens_per_s", "share"))
-    if numbers and _same_load(hit.get("load"), _load()):
+    if numbers:
         _SHARES.append(float(hit["share"]))
         return Throughput(float(hit["tokens_per_s"]), 0.0, True, float(hit["share"]))
-    load = _load()  # before this process's own busy workers add to it
     _CONTENTION.start()
     started = time.perf_counter()
     tokens_per_s, share = measure(cfg, device_batch, threads)
     probe_s = time.perf_counter() - started
     _MEASURED[memo] = (tokens_per_s, share)
     _SHARES.append(share)
-    entry = {"tokens_per_s": tokens_per_s, "share": share, "probe_s": probe_s, "measured": time.time(), "load": load}
+    entry = {"tokens_per_s": tokens_per_s, "share": share, "probe_s": probe_s, "measured": time.time()}
     _cache_put(path, use_cache, digest, {**entry, "key": key})
     return Throughput(tokens_per_s, probe_s, False, share)
 
@@ -228,10 +218,11 @@ def _cache_put(path: Path | None, use_cache: bool, digest: str, entry: dict[str,
         pass
 
 
-def worker_start_s(threads: int, use_cache: bool = True) -> float:
-    """Seconds a pool worker takes to start (spawn; torch, Lightning, Hydra and loopscale imported; a model
-    built), measured as the pool's other processes start (so under the same load), cached like a probe (at
-    about the same load). With one worker, one such process is started and timed alone."""
+def worker_start_s(threads: int, use_cache: bool = True) -> tuple[float, float]:
+    """(seconds a pool worker takes to start: spawn; torch, Lightning, Hydra and loopscale imported; a model
+    built and stepped once, the core share the probes got meanwhile): measured as the pool's other processes
+    start, so under the same load, and cached like a probe. With one worker, one such process is started and
+    timed alone."""
     import torch
 
     key = {"host": socket.gethostname(), "torch": torch.__version__, "threads": threads, "worker_start": True}
@@ -239,12 +230,12 @@ def worker_start_s(threads: int, use_cache: bool = True) -> float:
     digest = _key_hash(key)
     path, use_cache = _cache_path(use_cache)
     hit = (_read_cache(path) if use_cache else {}).get(digest)
-    if isinstance(hit, dict) and isinstance(hit.get("start_s"), (int, float)) and _same_load(hit.get("load"), _load()):
-        return float(hit["start_s"])
-    load = _load()
+    if isinstance(hit, dict) and all(isinstance(hit.get(k), (int, float)) for k in ("start_s", "share")):
+        return float(hit["start_s"]), float(hit["share"])
     _CONTENTION.start()
-    _cache_put(path, use_cache, digest, {"start_s": _CONTENTION.start_s, "load": load, "key": key})
-    return _CONTENTION.start_s
+    share = core_share() or 1.0
+    _cache_put(path, use_cache, digest, {"start_s": _CONTENTION.start_s, "share": share, "key": key})
+    return _CONTENTION.start_s, share
 
 
 class _Contention:

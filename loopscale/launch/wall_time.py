@@ -43,14 +43,23 @@ class PoolPlan:
 
     workers: int
     threads: int
-    start_s: float = 0.0  # a worker's start (spawn, imports), measured under the pool's contention
-    core_share: float = 1.0  # CPU seconds a process gets per wall second now, with the pool's processes busy
+    start_s: float = 0.0  # a worker's start (spawn, imports), at the expected core share
+    core_share: float = 1.0  # CPU seconds each of the pool's processes will get per wall second (expected_share)
     tokenize_s: float = 0.0  # the first preparation of a corpus not in the data cache yet (each worker's)
+    speed_scale: float = 1.0  # the probes' core share / core_share: their wall times scaled to the sweep's
+    load: float = 0.0  # the 1-minute load average when the plan started
+
+
+def expected_share(load: float, workers: int, threads: int, cores: int) -> float:
+    """The core share each of the pool's processes will get: the machine's cores over everything that will
+    want one, the 1-minute load average before the plan (the other users' work, smoothed over a minute, so a
+    better guide to the next minutes than the probe's own second) plus the pool's workers x threads."""
+    return min(1.0, cores / max(float(cores), load + workers * threads))
 
 
 def job_wall_s(train_s: float, points: int, pool: PoolPlan) -> float:
-    """One job on a worker: its training at the probed (contended) speed, plus its own set-up and each point's
-    validation at the core share the machine gives now."""
+    """One job on a worker: its training (`train_s`: the probed, contended speed, at the pool's core share),
+    plus its own set-up and each point's validation at that share."""
     return train_s + (JOB_SETUP_CPU_S + POINT_CPU_S * points) / pool.core_share
 
 
