@@ -186,7 +186,7 @@ def _run_with_progress(launcher, jobs, order, payloads, tokens, workers, threads
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from loopscale.launch.local_workers import WorkerDied, run_in_workers
+    from loopscale.launch.worker_pool import WorkerDied, run_in_workers
 
     results: list[Any] = [None] * len(jobs)
     outcomes: list[str | None] = [None] * len(jobs)  # "running elsewhere", "skipped (done)" (JobResult.outcome)

@@ -119,12 +119,12 @@ def test_runs_held_elsewhere_are_said_to_be_and_the_sweep_does_not_exit_0(tmp_pa
 def test_the_workers_report_their_steps_before_their_jobs_end(tmp_path, data_dir):
     """The bar and ETA read the tokens each worker's run has trained (step_progress): seen rising while
     the jobs still run, on spawned workers."""
-    from loopscale.launch.local_workers import run_in_workers, train_one
+    from loopscale.launch.local_workers import train_one
+    from loopscale.launch.worker_pool import run_in_workers
     from support.train import train_config
 
     cfgs = [
-        train_config([*TINY, f"seed={s}", f"runs_dir={tmp_path / 'runs'}", f"data.data_dir={data_dir}"])
-        for s in (0, 1)
+        train_config([*TINY, f"seed={s}", f"runs_dir={tmp_path / 'runs'}", f"data.data_dir={data_dir}"]) for s in (0, 1)
     ]
     ticks = []
     finished_at = {}
