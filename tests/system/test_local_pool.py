@@ -35,14 +35,21 @@ def test_a_tiny_sweep_on_the_pool(tmp_path, data_dir):
         assert (run_dir / ".hydra" / "config.yaml").is_file() and (run_dir / "entry.log").is_file()
 
 
-def test_failed_runs_are_recorded_and_the_sweep_exits_1(tmp_path, data_dir):
-    args = _args(tmp_path, data_dir, "budget.tokens=5120", "model.r=1,2", "trainer.nan_at_step=2")
+def test_a_failed_run_is_recorded_and_the_others_go_on_then_the_sweep_exits_1(tmp_path, data_dir):
+    """8 jobs on 2 workers: the 4 longest (handed out first) diverge at step 2, while the 4 one-step jobs are
+    still waiting; each failure is recorded and every waiting job is still trained (a pool that stopped, or
+    stopped handing out jobs, at the first failure would leave healthy runs untrained with the same exit 1)."""
+    args = _args(tmp_path, data_dir, "budget.tokens=1024,5120", "seed=0,1,2,3", "trainer.nan_at_step=2")
     proc = run_loopscale(args, cwd=tmp_path, module="loopscale.train.entry")
     assert proc.returncode == 1, proc.stderr[-3000:]
     assert "a run of this sweep failed (recorded in its run.json)" in proc.stderr, proc.stderr[-3000:]
     assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
-    statuses = [r["status"] for r in _records(tmp_path / "runs" / "default").values()]
-    assert statuses == ["diverged", "diverged"]  # both ran, both recorded
+    records = _records(tmp_path / "runs" / "default")
+    statuses = {name: r["status"] for name, r in records.items()}
+    assert sorted(statuses.values()) == ["diverged"] * 4 + ["done"] * 4, statuses
+    for name, record in records.items():  # the long runs diverged, every short one finished
+        assert record["status"] == ("diverged" if record["D"] > 1024 else "done"), (name, record)
+    assert "8/8 jobs" in proc.stdout + proc.stderr
 
 
 def test_ctrl_c_stops_the_pool_and_records_interrupted(tmp_path, data_dir):
