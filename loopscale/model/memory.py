@@ -25,7 +25,8 @@ All in bytes; tokens n = device batch x T. The terms:
     (compile=blocks: every call casts again);
   * per pass with gradient: the pass norm (fp32 input and output, 8d + 4) and the injection's bf16 input
     (concat: [e; s], 4d; linear: s, 2d, and e once); hyper lanes: (2r - 1) saved copies of the K fp32 lanes
-    and r fp32 pass outputs; the embedding's int64 ids, the embedding and final norms (8d + 4 each);
+    (the first as K views of e's one storage) and r fp32 pass outputs; the embedding's int64 ids, the
+    embedding and final norms (8d + 4 each);
   * the head (loopscale/model/head_loss.py): one fp32 gradient per token (4d) and the weight's (4 V_pad d).
 - transient: the larger of one head chunk's logits and their gradients (~2 V_pad + 20 V bytes a token of
   the chunk) and the working set of one layer's backward (BACKWARD_BYTES_PER_D x d a token; measured by
@@ -138,7 +139,8 @@ def _pass_bytes(cfg: ModelConfig, tokens: int) -> int:
         per_pass += 2 * d  # bf16 s (and e once, below)
     total = per_pass * passes + (2 * d if cfg.injection == "linear" else 0)
     if cfg.injection == "hyper":
-        total += (2 * cfg.r - 1) * 4 * K * d + cfg.r * 4 * d  # lanes read / updated, beta x s
+        # lanes read / updated, beta x s; the first pass reads the lanes as K views of e: one d-wide storage
+        total += ((2 * cfg.r - 1) * K - (K - 1)) * 4 * d + cfg.r * 4 * d
     return total * tokens
 
 
