@@ -1,12 +1,17 @@
 """hydra/launcher=local_pool (loopscale/launch/pool_launcher.py): a multirun on a pool of worker processes,
 as a user runs it (`loopscale-train -m ... hydra/launcher=local_pool`): every run trained and recorded as
 loopscale-train records it, one progress line per job, failed runs recorded while the others go on (exit 1),
-and Ctrl-C (a real SIGINT to the process group) recorded as "interrupted", not "failed", in every worker."""
+Ctrl-C (a real SIGINT to the process group) recorded as "interrupted", not "failed", in every worker, SIGTERM
+recorded as "terminated" (exit 143), no worker left behind when the launcher is killed outright, the longest
+job handed out first and the workers' threads from trainer.num_threads when threads_per_worker is unset."""
 
 from __future__ import annotations
 
 import json
 import signal
+import time
+
+import pytest
 
 from support.procs import finish, orphans, run_loopscale, signal_group, start_loopscale, wait_until
 from support.train import TINY
@@ -68,6 +73,53 @@ def test_ctrl_c_stops_the_pool_and_records_interrupted(tmp_path, data_dir):
     for record in records.values():
         assert (record["status"], record["reason"]) == ("interrupted", "interrupted (Ctrl-C / SIGINT)"), record
         assert 0 < record["step"] < record["steps"]
+
+
+def test_sigterm_records_terminated_and_exits_143_with_the_longest_job_first(tmp_path, data_dir):
+    """SIGTERM to the launching process alone (`kill PID`, a scheduler's cancel): the running job records
+    "terminated" and the sweep exits 143, its worker gone. One worker, threads_per_worker unset: it takes the
+    sweep's trainer.num_threads (2), and the job of more tokens is handed out first (the bar's weights)."""
+    args = [
+        "-m",
+        "hydra/launcher=local_pool",
+        "hydra.launcher.workers=1",
+        *TINY,
+        f"runs_dir={tmp_path / 'runs'}",
+        f"data.data_dir={data_dir}",
+        "trainer.num_threads=2",
+        "budget.tokens=1024000,2048000",
+        "trainer.ckpt_every_steps=5",
+    ]
+    proc = start_loopscale(args, tmp_path, module="loopscale.train.entry")
+    sweep = tmp_path / "runs" / "default"
+    seen = wait_until(proc, lambda _: any(sweep.glob("*/checkpoints/last.ckpt")))  # the first job training
+    proc.send_signal(signal.SIGTERM)
+    rc, _, out = finish(proc, time.monotonic())
+    assert rc == 143 and "Traceback" not in out, out[-3000:]
+    assert "loopscale-train: terminated" in out and "2 job(s) on 1 worker process(es) x 2 thread(s)" in out, out
+    assert orphans(seen) == []
+    records = _records(sweep)
+    assert len(records) == 1, records  # the other job never started
+    ((name, record),) = records.items()
+    assert record["D"] == 2048000 and (record["status"], record["reason"]) == ("terminated", "terminated (SIGTERM)")
+    assert 0 < record["step"] < record["steps"]
+    assert "num_threads: 2" in (sweep / name / ".hydra" / "config.yaml").read_text()
+
+
+@pytest.mark.slow  # ~30 s; the default suite checks the same worker set-up under `loopscale demo` (test_demo_failures)
+def test_the_workers_end_when_the_pool_is_killed_outright(tmp_path, data_dir):
+    """SIGKILL to the launching process: nothing of it runs to clean up, yet no worker is left training (the
+    kernel sends them SIGTERM when their parent dies: PR_SET_PDEATHSIG)."""
+    proc = start_loopscale(
+        _args(tmp_path, data_dir, "seed=0,1", "budget.tokens=2048000", "trainer.ckpt_every_steps=5"),
+        tmp_path,
+        module="loopscale.train.entry",
+    )
+    sweep = tmp_path / "runs" / "default"
+    seen = wait_until(proc, lambda _: len(list(sweep.glob("*/metrics"))) == 2)  # both workers training
+    proc.kill()
+    proc.wait()
+    assert len(seen - {proc.pid}) >= 2 and orphans(seen - {proc.pid}) == []
 
 
 def test_a_pool_of_no_workers_is_refused_in_one_line(tmp_path, data_dir):

@@ -48,3 +48,16 @@ def test_usable_cores_is_the_affinity_mask_not_the_machine():
         assert proc.returncode == 0, proc.stderr[-3000:]
         assert proc.stdout.split() == [str(len(pinned))] * 2
     assert usable_cores() == len(cores)  # this process: its own mask
+
+
+def test_a_jobs_share_of_the_eta_is_its_training_tokens():
+    """The pool's bar advances by each job's training tokens and hands out the longest first: a plain run's
+    tokens, and for a forked job its parent's and every cooldown's (the demo's d16 r = 1 job: 1,127,424
+    tokens, what `loopscale sweep` shows for it), not one unit per job."""
+    from loopscale.launch.pool_launcher import job_tokens
+    from support.train import TINY, compose_cfg
+
+    assert job_tokens(compose_cfg(TINY)) == 30720
+    assert job_tokens(compose_cfg([*TINY, "budget.tokens=5120"])) == 5120
+    demo_d16 = compose_cfg(["experiment=isodepth_cpu_demo", "model.r=1", "point=C2.5e11_3.54e11-d16"])
+    assert job_tokens(demo_d16) == 1_127_424
