@@ -41,6 +41,7 @@ def test_chunks_draw_their_own_weights_whole_clusters_at_a_time():
     assert np.all(w[:, 0] == w[:, 1]) and np.all(w[:, 2] == w[:, 3]) and np.all(w[:, 3] == w[:, 4])
     assert np.array_equal(w, resample.chunk_weights(5, 2, 8, 7, inverse, 4))  # its own generator: (seed, chunk)
     assert not np.array_equal(w, resample.chunk_weights(5, 3, 8, 7, inverse, 4))
+    assert not np.array_equal(w, resample.chunk_weights(6, 2, 8, 7, inverse, 4))  # --seed draws other replicates
     rows = resample.chunk_weights(0, 0, 4, 10, None, 0)
     assert np.all(rows.sum(axis=1) == 10)
 
