@@ -16,10 +16,11 @@ first mutation) and PYTHONDONTWRITEBYTECODE=1 (no stale bytecode of a file mutat
 
 Per mutation: `caught` (a named test failed), `SURVIVED` (they all passed: the suite does not guard the
 promise), `stale` (the snippet is not in the file, or not once: the code moved; update the snippet),
-`broken` (pytest did not run the tests: a collection error or no test of that name; fix the entry) or
-`timeout`. The clean copy is checked first: every named test must pass on it, or nothing is measured. Prints
-each mutation as it finishes, then caught / applied, the survivors and the stale snippets; `--json PATH`
-writes the same. Exit 0 when every applied mutation was caught and none is stale or broken, else 1.
+`broken` (pytest did not run the tests: a collection error, no test of that name, or every one skipped, e.g.
+the full-disk tests without root; or a named test fails on the clean copy, so the mutation cannot be measured)
+or `timeout`. The clean copy is checked first: every named test runs on it once. Prints each mutation as it
+finishes, then caught / applied, the survivors and the stale snippets; `--json PATH` writes the same. Exit 0
+when every mutation was caught (none survived, none stale or broken), else 1.
 
 When code moves (a refactor), update `old` / `new` of the entries it names; when a promise lands, add its
 mutation. Keep snippets short and about behaviour (a comparison, a constant, a call), so they survive edits
@@ -494,9 +495,12 @@ def snippet_problem(root: Path, m: Mutation) -> str | None:
     return None
 
 
-def run_tests(copy: Path, tests: tuple[str, ...], timeout_s: float, extra: list[str]) -> tuple[int | None, str]:
+def run_tests(
+    copy: Path, tests: tuple[str, ...], timeout_s: float, extra: list[str], first_failure_stops: bool = True
+) -> tuple[int | None, str]:
     """(pytest's exit code or None on timeout, its output) for `tests` in the copy."""
-    cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "--no-header", *extra, *tests]
+    stop = ["-x"] if first_failure_stops else []
+    cmd = [sys.executable, "-m", "pytest", *stop, "-q", "-p", "no:cacheprovider", "--no-header", *extra, *tests]
     proc = subprocess.Popen(
         cmd,
         cwd=copy,
@@ -514,9 +518,18 @@ def run_tests(copy: Path, tests: tuple[str, ...], timeout_s: float, extra: list[
         return None, proc.communicate()[0]
 
 
+def failures(output: str) -> list[str]:
+    """The node ids pytest's summary lists as failed or in error."""
+    return re.findall(r"^(?:FAILED|ERROR) (\S+)", output, re.MULTILINE)
+
+
 def first_failure(output: str) -> str:
-    found = re.search(r"^(?:FAILED|ERROR) (\S+)", output, re.MULTILINE)
-    return found.group(1) if found else ""
+    return next(iter(failures(output)), "")
+
+
+def covers(target: str, node: str) -> bool:
+    """Whether the test `node` is one of the target's (a file, or a test with its parameters)."""
+    return node == target or node.startswith((target + "::", target + "["))
 
 
 def run_mutation(copy: Path, m: Mutation, timeout_s: float, extra: list[str]) -> dict:
@@ -531,8 +544,11 @@ def run_mutation(copy: Path, m: Mutation, timeout_s: float, extra: list[str]) ->
         rc, output = run_tests(copy, m.tests, timeout_s, extra)
     finally:
         path.write_text(original)
+    if rc == 0 and not re.search(r"\b\d+ passed\b", output):  # every named test skipped (no root, no SLURM?)
+        rc = "skipped"
     verdict, detail = {
         0: ("SURVIVED", "every named test passed"),
+        "skipped": ("broken", "every named test skipped: " + output.strip().splitlines()[-1]),
         1: ("caught", first_failure(output)),
         None: ("timeout", f"still running after {timeout_s:.0f} s"),
     }.get(rc, ("broken", f"pytest exit {rc}: {output.strip().splitlines()[-1] if output.strip() else ''}"))
@@ -578,16 +594,30 @@ def main(argv: list[str] | None = None) -> int:
     results: list[dict] = []
     try:
         check_imports(copy)
+        failing: list[str] = []  # tests that fail on the clean copy: their mutations cannot be measured
         if not args.no_baseline:
             tests = tuple(dict.fromkeys(t for m in wanted if snippet_problem(copy, m) is None for t in m.tests))
             started = time.monotonic()
-            rc, output = run_tests(copy, tests, args.timeout_s * 2, args.pytest_args)
-            print(f"clean copy: {len(tests)} test targets, pytest exit {rc} in {time.monotonic() - started:.0f} s")
-            if rc != 0:
+            rc, output = run_tests(copy, tests, args.timeout_s * 3, args.pytest_args, first_failure_stops=False)
+            failing = failures(output)
+            summary = output.strip().splitlines()[-1] if output.strip() else ""
+            print(f"clean copy: {len(tests)} test targets in {time.monotonic() - started:.0f} s: {summary}")
+            if rc not in (0, 1) or (rc == 1 and not failing):
                 print(output[-5000:])
-                raise SystemExit("mutations: the named tests fail on the unmutated tree; nothing measured")
+                raise SystemExit("mutations: the named tests do not run on the unmutated tree; nothing measured")
+            for node in failing:
+                print(f"clean copy: {node} FAILS without a mutation: its mutations are not measured")
         for i, m in enumerate(wanted, 1):
-            result = run_mutation(copy, m, args.timeout_s, args.pytest_args)
+            unmeasurable = [n for n in failing if any(covers(t, n) for t in m.tests)]
+            if unmeasurable:
+                result = {
+                    "id": m.id,
+                    "verdict": "broken",
+                    "detail": f"fails unmutated: {unmeasurable[0]}",
+                    "seconds": 0.0,
+                }
+            else:
+                result = run_mutation(copy, m, args.timeout_s, args.pytest_args)
             results.append({**result, "file": m.file, "promise": m.promise})
             line = f"[{i:>2}/{len(wanted)}] {m.id:<44} {result['verdict']:<8} {result['seconds']:6.1f} s"
             print(f"{line}  {result['detail']}", flush=True)
