@@ -66,7 +66,7 @@ POOL = "loopscale/launch/pool_launcher.py"
 WORKERS = "loopscale/launch/local_workers.py"
 T_POOL = "tests/system/test_local_pool.py"
 T_POOL_FAILED = T_POOL + "::test_a_failed_run_is_recorded_and_the_others_go_on_then_the_sweep_exits_1"
-T_POOL_SIGTERM = T_POOL + "::test_sigterm_records_terminated_and_exits_143_with_the_longest_job_first"
+T_POOL_SIGTERM = T_POOL + "::test_sigterm_records_terminated_and_exits_143_with_the_longest_jobs_first"
 T_RESAMPLE = "tests/unit/test_fit_resample.py"
 T_JOBS = (
     T_RESAMPLE + "::test_jobs_runs_the_replicates_in_that_many_worker_processes_and_by_default_on_every_usable_core"

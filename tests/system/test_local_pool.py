@@ -75,35 +75,36 @@ def test_ctrl_c_stops_the_pool_and_records_interrupted(tmp_path, data_dir):
         assert 0 < record["step"] < record["steps"]
 
 
-def test_sigterm_records_terminated_and_exits_143_with_the_longest_job_first(tmp_path, data_dir):
-    """SIGTERM to the launching process alone (`kill PID`, a scheduler's cancel): the running job records
-    "terminated" and the sweep exits 143, its worker gone. One worker, threads_per_worker unset: it takes the
-    sweep's trainer.num_threads (2), and the job of more tokens is handed out first (the bar's weights)."""
+def test_sigterm_records_terminated_and_exits_143_with_the_longest_jobs_first(tmp_path, data_dir):
+    """SIGTERM to the launching process alone (`kill PID`, a scheduler's cancel): each worker's run records
+    "terminated" and the sweep exits 143, no worker left. Two workers, threads_per_worker unset: they take the
+    sweep's trainer.num_threads (2); of three jobs the two of most tokens are handed out first (the bar's
+    weights), so the shortest never starts."""
     args = [
         "-m",
         "hydra/launcher=local_pool",
-        "hydra.launcher.workers=1",
+        "hydra.launcher.workers=2",
         *TINY,
         f"runs_dir={tmp_path / 'runs'}",
         f"data.data_dir={data_dir}",
         "trainer.num_threads=2",
-        "budget.tokens=1024000,2048000",
+        "budget.tokens=1024000,3072000,2048000",
         "trainer.ckpt_every_steps=5",
     ]
     proc = start_loopscale(args, tmp_path, module="loopscale.train.entry")
     sweep = tmp_path / "runs" / "default"
-    seen = wait_until(proc, lambda _: any(sweep.glob("*/checkpoints/last.ckpt")))  # the first job training
+    seen = wait_until(proc, lambda _: len(list(sweep.glob("*/checkpoints/last.ckpt"))) == 2)  # both training
     proc.send_signal(signal.SIGTERM)
     rc, _, out = finish(proc, time.monotonic())
     assert rc == 143 and "Traceback" not in out, out[-3000:]
-    assert "loopscale-train: terminated" in out and "2 job(s) on 1 worker process(es) x 2 thread(s)" in out, out
-    assert orphans(seen) == []
+    assert "loopscale-train: terminated" in out and "3 job(s) on 2 worker process(es) x 2 thread(s)" in out, out
+    assert len(seen - {proc.pid}) >= 2 and orphans(seen) == []
     records = _records(sweep)
-    assert len(records) == 1, records  # the other job never started
-    ((name, record),) = records.items()
-    assert record["D"] == 2048000 and (record["status"], record["reason"]) == ("terminated", "terminated (SIGTERM)")
-    assert 0 < record["step"] < record["steps"]
-    assert "num_threads: 2" in (sweep / name / ".hydra" / "config.yaml").read_text()
+    assert sorted(r["D"] for r in records.values()) == [2048000, 3072000], records  # the shortest never started
+    for name, record in records.items():
+        assert (record["status"], record["reason"]) == ("terminated", "terminated (SIGTERM)"), record
+        assert 0 < record["step"] < record["steps"]
+        assert "num_threads: 2" in (sweep / name / ".hydra" / "config.yaml").read_text()
 
 
 @pytest.mark.slow  # ~30 s; the default suite checks the same worker set-up under `loopscale demo` (test_demo_failures)
