@@ -467,13 +467,14 @@ def test_env(copy: Path) -> dict[str, str]:
 
 
 def check_imports(copy: Path) -> None:
-    """The copy's loopscale and Hydra plugins are what a test (and a child it starts) imports."""
+    """The copy's loopscale and Hydra plugins are what a test and a child it starts (from another folder)
+    import."""
     code = (
         "import loopscale, loopscale.fit.verdict as v, hydra_plugins.loopscale_launchers as h; "
         "print(v.__file__); print(h.__file__)"
     )
     proc = subprocess.run(
-        [sys.executable, "-c", code], cwd=copy / "tests", env=test_env(copy), capture_output=True, text=True
+        [sys.executable, "-c", code], cwd=copy.parent, env=test_env(copy), capture_output=True, text=True
     )
     paths = proc.stdout.split()
     if proc.returncode != 0 or len(paths) != 2 or not all(Path(p).is_relative_to(copy) for p in paths):
