@@ -265,8 +265,8 @@ def _two_camps(phi_point: float, camps: tuple[float, float], n: int = 40) -> Fit
 def test_a_close_call_is_within_the_noise_and_says_so():
     """Under a 1e8 cap at 1e20 FLOPs, looping once more loses at phi = 0 and wins at phi = 1: replicates split
     between the two make r = 1 and r = 2 each best in half of them, so the advice names both."""
-    family, cons = named_family("paper", (1, 2)), Constraints(1e20, max_unique_params=1e8)
-    record = advise_fit(_two_camps(1.0, (0.0, 1.0)), cons, family, (1, 2)).record
+    cons = dict(compute_flops=1e20, max_unique_params=1e8, family=named_family("paper", (1, 2)), r_values=(1, 2))
+    record = advise(_two_camps(1.0, (0.0, 1.0)), **cons).record
     best = record["best"]
     assert best["r"] == 2 and best["within_noise"] == [1] and best["n_replicates"] == 40
     assert best["share"] == {"1": 0.5, "2": 0.5}
@@ -274,7 +274,7 @@ def test_a_close_call_is_within_the_noise_and_says_so():
     lo, hi = next(rec for rec in record["per_r"] if rec["r"] == 1)["replicates"]["L_minus_best"]
     assert lo < 0 < hi  # r = 1 is better than r = 2 in some replicates, worse in others
     # the same fit with every replicate at phi = 1: r = 2 wins each, r = 1 is worse beyond the noise
-    clear = advise_fit(_two_camps(1.0, (1.0, 1.0)), cons, family, (1, 2)).record["best"]
+    clear = advise(_two_camps(1.0, (1.0, 1.0)), **cons).record["best"]
     assert clear["within_noise"] == []
     assert clear["verdict"] == "r = 2: best in 100% of 40 replicates; every other r is worse beyond the noise (95%)"
 
