@@ -111,12 +111,14 @@ def _job_configs(launcher, job_overrides: Sequence[Sequence[str]], initial_job_i
 
 
 def launch_in_pool(launcher, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> list:
-    """The launcher's `launch`: every job on the pool, longest first; returns their JobReturns in order."""
+    """The launcher's `launch`: every job on the pool, longest first (each model's first job before its others:
+    loopscale/launch/compile_order.py); returns their JobReturns in order."""
     import cloudpickle
     from hydra.core.singleton import Singleton
     from hydra.core.utils import configure_log, setup_globals
 
     from loopscale.errors import LoopscaleError
+    from loopscale.launch.compile_order import schedule_hydra_jobs
     from loopscale.launch.launchers import refuse_over_limits
     from loopscale.signals import EXIT_INTERRUPTED, Terminated
 
@@ -133,7 +135,8 @@ def launch_in_pool(launcher, job_overrides: Sequence[Sequence[str]], initial_job
     except LoopscaleError as err:  # the user's to fix: Hydra prints a compact error as one line
         raise CompactHydraException(str(err)) from None
     tokens = [job_tokens(job) for job in jobs]
-    order = sorted(range(len(jobs)), key=lambda i: -tokens[i])
+    # longest first, the first job of each model before its others (seeds...), trainer.compile=auto resolved
+    order = schedule_hydra_jobs(jobs, tokens)
     state = Singleton.get_state()
     payloads = {i: cloudpickle.dumps((launcher.hydra_context, launcher.task_function, jobs[i], state)) for i in order}
     log.info(

@@ -5,8 +5,8 @@ The probe builds the job's LoopedTransformer, and times PROBE_STEPS forward + ba
 random tokens at the job's device batch and sequence length (after one untimed warm-up step), with the
 job's torch threads: tokens/s of the model step alone (data loading, logging and validation are extra, a
 few percent for these shapes). It is cached per machine, in $LOOPSCALE_CACHE or ~/.cache/loopscale
-(throughput.json), keyed by host name, torch version, threads and the model's shape and batch: a second plan
-of the same grid measures nothing.
+(throughput.json; loopscale/cache_home.py), keyed by host name, torch version, threads and the model's shape
+and batch: a second plan of the same grid measures nothing.
 """
 
 from __future__ import annotations
@@ -14,13 +14,13 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import os
 import socket
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from loopscale.cache_home import cache_dir
 from loopscale.config.schema import TrainConfig
 
 PROBE_STEPS = 3  # timed optimizer steps after one warm-up: ~0.1-2 s for the CPU grids' shapes
@@ -35,14 +35,6 @@ class Throughput:
 
 
 _MEASURED: dict[tuple[str, str], float] = {}  # this process's measurements by (cache file, key hash)
-
-
-def cache_dir() -> Path:
-    """$LOOPSCALE_CACHE, else ~/.cache/loopscale (XDG_CACHE_HOME respected)."""
-    if os.environ.get("LOOPSCALE_CACHE"):
-        return Path(os.environ["LOOPSCALE_CACHE"]).expanduser()
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base) / "loopscale"
 
 
 def probe_key(cfg: TrainConfig, device_batch: int, threads: int) -> dict[str, Any]:
