@@ -49,9 +49,29 @@ def job_steps(cfg: TrainConfig) -> tuple[int, float]:
     return plan.steps, plan.F
 
 
-def compile_choices(cfgs: list[TrainConfig], order: list[int]) -> dict[int, CompileChoice]:
+def measured_eager_s(cfgs: list[TrainConfig], tokens: list[int]) -> list[float | None]:
+    """Each CPU job's eager seconds (its tokens at the throughput probe's tokens/s, loopscale/launch/throughput.py:
+    measured once per model shape and machine, then cached); None for GPU jobs and jobs not set to auto."""
+    from loopscale.launch.throughput import cpu_throughput
+    from loopscale.train.batching import device_batching, on_gpu
+
+    out: list[float | None] = []
+    for cfg, n in zip(cfgs, tokens):
+        if cfg.trainer.compile != "auto" or on_gpu(cfg.trainer):
+            out.append(None)
+            continue
+        cfg = with_vocab(cfg, cfg.data.vocab_size)
+        batching = device_batching(cfg.budget, cfg.model, cfg.trainer, cfg.optim.optimizer)
+        out.append(n / cpu_throughput(cfg, batching.device_batch, cfg.trainer.num_threads or 1).tokens_per_s)
+    return out
+
+
+def compile_choices(
+    cfgs: list[TrainConfig], order: list[int], eager_s: list[float | None] | None = None
+) -> dict[int, CompileChoice]:
     """trainer.compile=auto resolved for each CPU job (index into cfgs) when the jobs start in `order`; jobs
-    with another trainer.compile, or on GPUs, are left out (they keep theirs)."""
+    with another trainer.compile, or on GPUs, are left out (they keep theirs). eager_s: each job's eager
+    seconds where a throughput probe measured them (`measured_eager_s`), else from its FLOPs."""
     from loopscale.train.batching import on_gpu
 
     auto = [i for i in order if cfgs[i].trainer.compile == "auto" and not on_gpu(cfgs[i].trainer)]
@@ -60,7 +80,9 @@ def compile_choices(cfgs: list[TrainConfig], order: list[int]) -> dict[int, Comp
         steps, F = job_steps(cfgs[i])
         step_tokens = cfgs[i].budget.batch_size * cfgs[i].model.seq_len
         keys.append(graph_key(cfgs[i]))
-        savings.append(saving_s(steps, eager_step_s_from_flops(step_tokens, F)))
+        measured = None if eager_s is None else eager_s[i]
+        step_s = eager_step_s_from_flops(step_tokens, F) if measured is None else measured / max(1, steps)
+        savings.append(saving_s(steps, step_s))
         warm.append(is_warm(compile_key(cfgs[i].model, COMPILED_MODE, cfgs[i].trainer.compile_backend)))
     return dict(zip(auto, choose_for_sweep(keys, savings, warm)))
 
@@ -70,7 +92,7 @@ def schedule(cfgs: list[TrainConfig], tokens: list[int]) -> list[TrainConfig]:
     import dataclasses
 
     order = compile_first_order([graph_key(cfg) for cfg in cfgs], tokens)
-    choices = compile_choices(cfgs, order)
+    choices = compile_choices(cfgs, order, measured_eager_s(cfgs, tokens))
     out = []
     for i in order:
         cfg = cfgs[i]
@@ -102,8 +124,55 @@ def schedule_hydra_jobs(jobs: list, tokens: list[int]) -> list[int]:
     keys = [f"job {i}" if cfg is None else graph_key(cfg) for i, cfg in enumerate(cfgs)]
     order = compile_first_order(keys, tokens)
     loopscale_jobs = [i for i in order if cfgs[i] is not None]
-    choices = compile_choices([cfgs[i] for i in loopscale_jobs], list(range(len(loopscale_jobs))))
+    ordered = [cfgs[i] for i in loopscale_jobs]
+    eager_s = measured_eager_s(ordered, [tokens[i] for i in loopscale_jobs])
+    choices = compile_choices(ordered, list(range(len(loopscale_jobs))), eager_s)
     for position, choice in choices.items():
         with open_dict(jobs[loopscale_jobs[position]]):
             jobs[loopscale_jobs[position]].trainer.compile = choice.compile
     return order
+
+
+def compile_column(cfgs: list[TrainConfig], tokens: list[int], eager_s: list[float | None]) -> list[dict]:
+    """Per job (in the given order) what `plan` / `sweep` show of its compile: `compile` (the label: 'compiles',
+    'cached', 'eager', or an explicit trainer.compile) and `compile_s` (what the rule
+    charges it), as the local pool would start the jobs (schedule); eager_s as for compile_choices."""
+    order = compile_first_order([graph_key(cfg) for cfg in cfgs], tokens)
+    choices = compile_choices(cfgs, order, eager_s)
+    out = []
+    for i, cfg in enumerate(cfgs):
+        if i in choices:
+            out.append({"compile": choices[i].label, "compile_s": choices[i].compile_s})
+        else:
+            mode = cfg.trainer.compile
+            out.append({"compile": mode if mode else "eager", "compile_s": None})
+    return out
+
+
+def seed_cost(rows: list[dict]) -> dict | None:
+    """What the seeds of a sweep cost (rows of `plan` / `sweep` with seed, compile and cpu_hours): the seeds,
+    jobs per seed, and the CPU hours of the first seed and of each further one, a compiled job counted at
+    1 / SPEEDUP of its probed eager hours plus its compile; None for a sweep of one seed."""
+    from loopscale.train.compile_choice import SPEEDUP
+
+    seeds = sorted({row["seed"] for row in rows})
+    if len(seeds) < 2:
+        return None
+
+    def hours(row: dict) -> float | None:
+        if row.get("cpu_hours") is None:
+            return None
+        compiled = not str(row["compile"]).startswith("eager")
+        return row["cpu_hours"] / SPEEDUP + (row.get("compile_s") or 0.0) / 3600 if compiled else row["cpu_hours"]
+
+    per_seed = {}
+    for seed in seeds:
+        got = [hours(row) for row in rows if row["seed"] == seed]
+        per_seed[seed] = None if any(h is None for h in got) else sum(got)
+    later = [per_seed[s] for s in seeds[1:]]
+    return {
+        "seeds": seeds,
+        "jobs_per_seed": len(rows) // len(seeds),
+        "first_seed_cpu_h": per_seed[seeds[0]],
+        "further_seed_cpu_h": None if any(h is None for h in later) else sum(later) / len(later),
+    }

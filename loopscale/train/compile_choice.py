@@ -37,10 +37,10 @@ class CompileChoice:
 
     @property
     def label(self) -> str:
-        """'model (cached)', 'model (compiles)' or 'eager', for plan / sweep tables."""
+        """'compiles' (cold), 'cached' (compiled from the cache) or 'eager', for plan / sweep tables."""
         if not self.compile:
             return "eager"
-        return f"{self.compile} ({'cached' if self.warm else 'compiles'})"
+        return "cached" if self.warm else "compiles"
 
 
 def eager_step_s_from_flops(step_tokens: int, flops_per_token: float) -> float:

@@ -20,6 +20,7 @@ from loopscale.config.model import ModelConfig
 from loopscale.config.schema import OptimConfig, TrainerConfig, with_vocab
 from loopscale.data.packing import PackStats, pack_rows_cropped
 from loopscale.launch.sweep import expand
+from loopscale.train.compiling import compile_model
 from loopscale.train.lightning_module import LoopedLM, StepAccounting
 from loopscale.train.optim.groups import MATRIX
 from loopscale.train.optim.lr_transfer import lrs_for
@@ -111,9 +112,22 @@ def loopscale_module(case: dict, ortho_dtype: str = "fp32") -> LoopedLM:
 
 @pytest.mark.parametrize("name", CASES)
 def test_logits_loss_and_three_steps_equal_the_authors(name):
+    check_against_the_authors(name, compiled=False)
+
+
+@pytest.mark.slow
+def test_the_compiled_model_equals_the_authors_too():
+    """The same checks with the whole model compiled by Inductor (trainer.compile=model, what compile=auto
+    picks on CPU): equal within the same fp32 tolerances. Minutes: a cold compile of three graphs."""
+    check_against_the_authors("concat_r2", compiled=True)
+
+
+def check_against_the_authors(name: str, compiled: bool) -> None:
     case = load_case(name)
     module = loopscale_module(case)
     model = module.model
+    if compiled:
+        compile_model(model, "model")
     with torch.no_grad():
         logits = model(case["idx"])
         loss = model(case["idx"], case["targets"])

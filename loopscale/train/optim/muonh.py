@@ -91,14 +91,22 @@ def polar_express(g: torch.Tensor, dtype: torch.dtype = torch.float32, published
         x = g.float()
         x = (x / (NORM_SAFETY * torch.linalg.matrix_norm(x, keepdim=True) + NORM_EPS)).to(dtype)
     tall = g.shape[-2] > g.shape[-1]
+    if published:  # the published operations, one by one
+        for a, b, c in POLAR_EXPRESS_COEFFS:
+            if tall:
+                A = x.mT @ x
+                x = a * x + x @ (b * A + c * (A @ A))
+            else:
+                A = x @ x.mT
+                x = a * x + (b * A + c * (A @ A)) @ x
+        return x
+    # the same iteration with each scaled product fused into one kernel: b A + c A A and a X + B X (or X B)
+    x3 = x.reshape(-1, *x.shape[-2:])
     for a, b, c in POLAR_EXPRESS_COEFFS:
-        if tall:
-            A = x.mT @ x
-            x = a * x + x @ (b * A + c * (A @ A))
-        else:
-            A = x @ x.mT
-            x = a * x + (b * A + c * (A @ A)) @ x
-    return x
+        A = torch.bmm(x3.mT, x3) if tall else torch.bmm(x3, x3.mT)
+        B = torch.baddbmm(A, A, A, beta=b, alpha=c)
+        x3 = torch.baddbmm(x3, x3, B, beta=a) if tall else torch.baddbmm(x3, B, x3, beta=a)
+    return x3.reshape(x.shape)
 
 
 def hyperball_step_(

@@ -1,0 +1,137 @@
+"""Compiled CPU training with the compiled-graph cache against eager, on (a reduced) demo grid: training tokens/s
+with the compile included, the cost of a cold and of a cached compile, and what two more seeds cost.
+
+    .venv/bin/python benchmarks/bench_compile.py [--points C2.5e11-d16 C2.5e11-d24] [--r 4] [--repeats 2] \
+        [--out .bench/compile]
+
+Each measurement is one `loopscale-train -m experiment=isodepth_cpu_demo ... hydra/launcher=local_pool` (two
+single-thread worker processes, as the demo trains), timed from start to exit, in a runs folder of its own:
+
+    eager       trainer.compile=false, seed 0
+    cold        trainer.compile=model, seed 0, an empty graph cache ($LOOPSCALE_CACHE of its own)
+    warm        trainer.compile=model, seed 0, the cache `cold` filled
+    seeds       trainer.compile=auto, seeds 0, 1, 2, the cache `cold` filled (the sweep compiles what pays)
+    seeds-cold  trainer.compile=auto, seeds 0, 1, 2, an empty cache (the first seed of each shape compiles)
+
+eager and warm are alternated `--repeats` times (a shared machine's drift hits both) and the best of each kept.
+Printed: wall seconds, training tokens/s (every job's tokens over the wall time: start-up, compile, validation
+and records included), warm / eager, seeds / eager, and the first-step compile time of each shape read from the
+cache folders' timings; with the load average before and after. The demo grid in full:
+`--points C2.5e11_3.54e11-d16 C2.5e11_3.54e11_5e11-d24 C2.5e11_3.54e11_5e11-d32 C2.5e11_3.54e11_5e11-d48 --r 1 2 4 8`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from loopscale.launch.sweep import expand, job_work
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+TRAIN = str(Path(sys.executable).parent / "loopscale-train")
+
+
+def overrides(args, compile_mode, seeds: str, runs: Path) -> list[str]:
+    return [
+        "experiment=isodepth_cpu_demo",
+        f"point={','.join(args.points)}",
+        f"model.r={','.join(map(str, args.r))}",
+        f"seed={seeds}",
+        f"trainer.compile={compile_mode}",
+        f"runs_dir={runs}",
+        "hydra/launcher=local_pool",
+        f"hydra.launcher.workers={args.workers}",
+        f"hydra.sweep.dir={runs}/multirun",
+    ]
+
+
+def timed_run(args, name: str, compile_mode, seeds: str, cache: Path) -> float:
+    runs = args.out / "runs" / name
+    shutil.rmtree(runs, ignore_errors=True)
+    env = {**os.environ, "LOOPSCALE_CACHE": str(cache), "OMP_NUM_THREADS": "1"}
+    started = time.perf_counter()
+    done = subprocess.run([TRAIN, "-m", *overrides(args, compile_mode, seeds, runs)], env=env, cwd=REPO_ROOT)
+    wall_s = time.perf_counter() - started
+    if done.returncode != 0:
+        raise SystemExit(f"{name}: loopscale-train exited {done.returncode}")
+    return wall_s
+
+
+FIRST_STEP = """
+import sys, time, torch
+from loopscale.launch.sweep import expand
+from loopscale.model.transformer import LoopedTransformer
+from loopscale.train.compiling import compile_model
+torch.set_num_threads(1)
+cfg = expand(sys.argv[1:])[0].cfg
+model = LoopedTransformer(cfg.model)
+x = torch.randint(0, cfg.model.vocab_size, (cfg.budget.batch_size, cfg.model.seq_len))
+started = time.perf_counter()
+compile_model(model, "model")
+model(x, x).backward()
+print(time.perf_counter() - started)
+"""
+
+
+def first_step_s(point: str, r: int, cache: Path) -> float:
+    """Seconds of the first compiled training step (forward + backward) of one shape in a new process: the
+    compile, from `cache` (its graphs there: a cache hit)."""
+    env = {**os.environ, "LOOPSCALE_CACHE": str(cache), "OMP_NUM_THREADS": "1"}
+    cmd = [sys.executable, "-c", FIRST_STEP, "experiment=isodepth_cpu_demo", f"point={point}", f"model.r={r}"]
+    out = subprocess.run(cmd, env=env, cwd=REPO_ROOT, capture_output=True, text=True, check=True)
+    return float(out.stdout.strip().splitlines()[-1])
+
+
+def tokens_of(args, seeds: str) -> int:
+    jobs = expand(overrides(args, False, seeds, args.out / "runs" / "plan")[:5])
+    return sum(job_work(job.cfg)["D"] for job in jobs)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--points", nargs="+", default=["C2.5e11-d16", "C2.5e11-d24"])
+    parser.add_argument("--r", type=int, nargs="+", default=[4])
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--out", type=Path, default=Path(".bench/compile"))
+    parser.add_argument("--skip-seeds", action="store_true")
+    args = parser.parse_args()
+    args.out = args.out.resolve()
+    warm_cache, cold_cache = args.out / "cache-warm", args.out / "cache-cold"
+    shutil.rmtree(warm_cache, ignore_errors=True)
+    one, three = tokens_of(args, "0"), tokens_of(args, "0,1,2")
+    print(f"grid: points {args.points} x r {args.r}, {args.workers} workers; load average {os.getloadavg()[0]:.2f}")
+    wall = {"cold": timed_run(args, "cold", "model", "0", warm_cache)}
+    eager, warm = [], []
+    for i in range(args.repeats):
+        eager.append(timed_run(args, f"eager{i}", False, "0", warm_cache))
+        warm.append(timed_run(args, f"warm{i}", "model", "0", warm_cache))
+    wall["eager"], wall["warm"] = min(eager), min(warm)
+    if not args.skip_seeds:
+        wall["seeds"] = timed_run(args, "seeds", "auto", "0,1,2", warm_cache)
+        shutil.rmtree(cold_cache, ignore_errors=True)
+        wall["seeds-cold"] = timed_run(args, "seeds-cold", "auto", "0,1,2", cold_cache)
+    print(f"{'run':>11} {'wall s':>8} {'tokens/s':>9} {'vs eager':>9}")
+    for name, seconds in wall.items():
+        tokens = three if name.startswith("seeds") else one
+        speed = tokens / seconds
+        ratio = (
+            f"{seconds / wall['eager']:.2f}x wall"
+            if name.startswith("seeds")
+            else f"{speed * wall['eager'] / one:.2f}x"
+        )
+        print(f"{name:>11} {seconds:8.1f} {speed:9.0f} {ratio:>9}")
+    print(f"eager runs {[round(s, 1) for s in eager]}, warm runs {[round(s, 1) for s in warm]}")
+    for point in args.points:
+        for r in args.r:
+            print(f"{point} r={r}: first compiled step from the warm cache {first_step_s(point, r, warm_cache):.1f} s")
+    print(f"load average after: {os.getloadavg()[0]:.2f}")
+
+
+if __name__ == "__main__":
+    main()
