@@ -71,6 +71,25 @@ def test_compiled_training_uses_only_torch_2_11_compile_keywords(mode, torch_2_1
         )
     )
     assert record["status"] == "done" and record["recompile_limit_hits"] == 0
+    assert record["compile"] == mode
+
+
+def test_auto_trains_a_short_cpu_run_eagerly_and_records_it(tmp_path, data_dir):
+    """trainer.compile=auto (trainer=cpu's default): three steps never pay for a compile; run.json says what the
+    run trained with."""
+    record = run_training(
+        train_config(
+            [
+                *TINY,
+                f"data.data_dir={data_dir}",
+                f"runs_dir={tmp_path}",
+                "budget.tokens=3072",
+                "data.val_tokens=1040",
+                "trainer.compile=auto",
+            ]
+        )
+    )
+    assert record["status"] == "done" and record["compile"] is False
 
 
 def test_invalid_compile_mode_is_rejected():

@@ -101,3 +101,27 @@ def test_a_seed_sweep_starts_every_models_first_seed_first():
     assert [c.seed for c in started[:2]] == [0, 0] and {c.model.d_model for c in started[:2]} == {16, 48}
     assert started[0].model.d_model == (16 if tokens[0] > tokens[3] else 48)
     assert all(c.trainer.compile in (False, "model") for c in started)
+
+
+def test_auto_compiles_a_long_cpu_job_and_not_a_short_one(tmp_path, monkeypatch):
+    """trainer.compile=auto in one process (compiling.resolve_compile): a job whose saving pays for a cold
+    compile compiles, a short one stays eager, a cached one needs less; GPUs compile; explicit modes stay."""
+    from loopscale.train.compile_choice import EAGER_CPU_FLOPS, SPEEDUP
+    from loopscale.train.compiling import resolve_compile
+
+    monkeypatch.setenv("LOOPSCALE_CACHE", str(tmp_path))
+    step_tokens, F = 1024, 1e6
+    step_s = step_tokens * F / EAGER_CPU_FLOPS
+    steps_paying = int(COLD_COMPILE_S / (step_s * (1 - 1 / SPEEDUP))) + 10  # just over the cold compile
+    model = dataclasses.replace(MODEL, d_model=32)  # a key no other test compiles in this process
+
+    def resolve(steps, device="cpu", mode="auto"):
+        return resolve_compile(mode, model, steps, step_tokens, F, "inductor", device)
+
+    assert resolve(steps_paying) == COMPILED_MODE
+    assert resolve(steps_paying // 4) is False
+    (graph_dir(compile_key(model, COMPILED_MODE)) / "fxgraph" / "ab").mkdir(parents=True)  # cached now
+    assert resolve(steps_paying // 4) == COMPILED_MODE  # a cached compile costs only WARM_COMPILE_S
+    assert resolve(1) is False
+    assert resolve(1, device="cuda") == COMPILED_MODE
+    assert resolve(1, mode="blocks") == "blocks" and resolve(10**9, mode=False) is False
