@@ -14,6 +14,9 @@ single-thread worker processes, as the demo trains), timed from start to exit, i
     seeds-cold  trainer.compile=auto, seeds 0, 1, 2, an empty cache (the first seed of each shape compiles)
 
 eager and warm are alternated `--repeats` times (a shared machine's drift hits both) and the best of each kept.
+On a loaded machine the wall times of whole sweeps move with the other jobs' load; `--interleaved N` measures
+instead, per shape in one process, the first compiled step (cold cache, then warm) and N eager and N compiled
+training steps interleaved, and predicts the jobs' training time both ways from their step counts.
 Printed: wall seconds, training tokens/s (every job's tokens over the wall time: start-up, compile, validation
 and records included), warm / eager, seeds / eager, and the first-step compile time of each shape read from the
 cache folders' timings; with the load average before and after. The demo grid in full:
@@ -62,6 +65,40 @@ def timed_run(args, name: str, compile_mode, seeds: str, cache: Path) -> float:
     return wall_s
 
 
+STEPS = """
+import json, statistics, sys, time, torch
+from loopscale.launch.sweep import expand
+from loopscale.launch.compile_order import job_steps
+from loopscale.train.lightning_module import LoopedLM, StepAccounting
+torch.set_num_threads(1)
+cfg = expand(sys.argv[2:])[0].cfg
+n = int(sys.argv[1])
+steps, F = job_steps(cfg)
+x = torch.randint(0, cfg.model.vocab_size, (cfg.budget.batch_size, cfg.model.seq_len))
+sides = {}
+for mode in ("model", False):
+    torch.manual_seed(0)
+    trainer = type(cfg.trainer)(compile=mode)
+    module = LoopedLM(cfg.model, cfg.optim, trainer, StepAccounting(steps, x.numel(), F))
+    sides[mode] = (module.model, module.configure_optimizers()["optimizer"])
+def step(mode):
+    model, opt = sides[mode]
+    t0 = time.perf_counter()
+    model(x, x).backward()
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+    return time.perf_counter() - t0
+first = step("model")  # the compile (the cache's graphs, when it holds them) and the first step
+step(False)
+times = {"model": [], False: []}
+for i in range(2 * n):
+    for mode in (("model", False) if i % 2 == 0 else (False, "model")):
+        times[mode].append(step(mode))
+print(json.dumps(dict(first_s=first, compiled_s=statistics.median(times["model"][2:]),
+                      eager_s=statistics.median(times[False][2:]), steps=steps)))
+"""
+
+
 FIRST_STEP = """
 import sys, time, torch
 from loopscale.launch.sweep import expand
@@ -87,6 +124,49 @@ def first_step_s(point: str, r: int, cache: Path) -> float:
     return float(out.stdout.strip().splitlines()[-1])
 
 
+def interleaved(point: str, r: int, cache: Path, n: int) -> dict:
+    """One shape in a new process: the first compiled step from `cache` (compile included), then eager and
+    compiled training steps (forward + backward + MuonH) interleaved, their medians, and the job's steps."""
+    import json
+
+    env = {**os.environ, "LOOPSCALE_CACHE": str(cache), "OMP_NUM_THREADS": "1"}
+    cmd = [sys.executable, "-c", STEPS, str(n), "experiment=isodepth_cpu_demo", f"point={point}", f"model.r={r}"]
+    out = subprocess.run(cmd, env=env, cwd=REPO_ROOT, capture_output=True, text=True)
+    if out.returncode != 0:
+        raise SystemExit(out.stderr[-2000:])
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def steps_table(args) -> None:
+    """--interleaved: per shape, a cold then a warm process (module docstring); the grid's predicted training
+    time eager vs compiled from the cache (job steps x step time, + the warm first step)."""
+    cache = args.out / "cache-interleaved"
+    shutil.rmtree(cache, ignore_errors=True)
+    print(
+        f"{'shape':>28} {'cold 1st s':>10} {'warm 1st s':>10} {'eager ms':>9} {'compiled ms':>11} {'x':>5} {'steps':>6}"
+    )
+    eager_s = compiled_s = 0.0
+    for point in args.points:
+        for r in args.r:
+            cold = interleaved(point, r, cache, args.interleaved)
+            warm = interleaved(point, r, cache, args.interleaved)
+            eager_ms, compiled_ms = (
+                1e3 * min(cold["eager_s"], warm["eager_s"]),
+                1e3 * min(cold["compiled_s"], warm["compiled_s"]),
+            )
+            eager_s += warm["steps"] * eager_ms / 1e3
+            compiled_s += warm["first_s"] + (warm["steps"] - 1) * compiled_ms / 1e3
+            print(
+                f"{point + ' r=' + str(r):>28} {cold['first_s']:10.1f} {warm['first_s']:10.1f} {eager_ms:9.1f} "
+                f"{compiled_ms:11.1f} {eager_ms / compiled_ms:5.2f} {warm['steps']:6d}",
+                flush=True,
+            )
+    print(
+        f"training steps of these jobs: eager {eager_s:.0f} s, compiled from the cache {compiled_s:.0f} s "
+        f"(first steps included): {eager_s / compiled_s:.2f}x tokens/s; load average {os.getloadavg()[0]:.2f}"
+    )
+
+
 def tokens_of(args, seeds: str) -> int:
     jobs = expand(overrides(args, False, seeds, args.out / "runs" / "plan")[:5])
     return sum(job_work(job.cfg)["D"] for job in jobs)
@@ -100,8 +180,17 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--out", type=Path, default=Path(".bench/compile"))
     parser.add_argument("--skip-seeds", action="store_true")
+    parser.add_argument(
+        "--interleaved",
+        type=int,
+        default=0,
+        metavar="N",
+        help="instead: per shape, N eager and N compiled steps interleaved in one process (cold, then warm cache)",
+    )
     args = parser.parse_args()
     args.out = args.out.resolve()
+    if args.interleaved:
+        return steps_table(args)
     warm_cache, cold_cache = args.out / "cache-warm", args.out / "cache-cold"
     shutil.rmtree(warm_cache, ignore_errors=True)
     one, three = tokens_of(args, "0"), tokens_of(args, "0,1,2")

@@ -2,7 +2,7 @@
 optimizer step (MuonH on the matrices, AdamW on the rest), one torch thread, their architecture.
 
     .venv/bin/python benchmarks/bench_vs_authors.py --authors /path/to/looped-lm-scaling \
-        [--widths 64 128] [--steps 10] [--repeats 3] [--arithmetic fp32 bf16] [--compiled]
+        [--widths 64 128] [--steps 10] [--repeats 3] [--arithmetic fp32 bf16] [--modes eager ours-compiled]
 
 The authors' code is read from --authors (a checkout of kschwethelm/looped-lm-scaling); nothing in loopscale
 needs it. Their config: the published layout 2-4-2 at r = 4 with the concat injection ("inject_init_prelude"),
@@ -14,14 +14,15 @@ Arithmetic (`--arithmetic`): `bf16` is the published optimizer: their MuonAdamW 
 orthogonalisation in bf16) against loopscale's under model.precision=published, optim.ortho_dtype=bf16 (the
 same arithmetic, bit for bit: tests/unit/test_authors_golden.py). `fp32` orthogonalises in fp32 on both sides
 (theirs with `Tensor.bfloat16` made a float32 cast during the step, as the golden fixtures were made; ours is
-loopscale's CPU default, optim.ortho_dtype=auto -> fp32). Eager on both sides (their torch.compile off through
-TORCHDYNAMO_DISABLE, as their own tests run on CPU); `--compiled` adds a row per width with their step as their
-base_train.py runs it (torch.compile of the model, their compiled fused optimizer steps) against loopscale's
-trainer.compile=model with its eager optimizer, compile time left out (it goes to Inductor's cache).
+loopscale's CPU default, optim.ortho_dtype=auto -> fp32). Modes (`--modes`): `eager` on both sides (their
+torch.compile off through TORCHDYNAMO_DISABLE, as their own tests run on CPU); `ours-compiled`: loopscale's model
+compiled (trainer.compile=model, what compile=auto trains a long CPU run with) against theirs eager;
+`both-compiled`: their step as their base_train.py runs it (torch.compile of the model, their compiled fused
+optimizer steps) against ours compiled. Compile time is left out (warm-up steps; it goes to Inductor's cache).
 
-Each measurement runs in a fresh process, sides alternated `--repeats` times so a shared machine's drifts hit
-both; the best of each side is kept. Printed: tokens/s per side, ours / theirs, and each side's optimizer
-share of the step.
+Each measurement is one process holding both sides, their steps interleaved (one of each in turn) so a shared
+machine's load hits both alike; `--repeats` processes, the best of each side kept. Printed: tokens/s per side,
+ours / theirs, and each side's forward + backward and optimizer milliseconds per step.
 """
 
 from __future__ import annotations
@@ -106,27 +107,32 @@ def loopscale_module(d: int, arithmetic: str, compiled: bool):
     return LoopedLM(cfg, optim, trainer, StepAccounting(100, BATCH * T, 1.0))
 
 
-def measure(side: str, d: int, arithmetic: str, compiled: bool, authors: str, steps: int) -> dict:
-    """One side's tokens/s and optimizer share, in this process (run by main() in a child)."""
+def build(side: str, d: int, arithmetic: str, compiled: bool, authors: str):
+    """(model, optimizer, parameters, optimizer-step context) of one side."""
     import contextlib
 
     import torch
 
-    torch.set_num_threads(1)
     if side == "authors":
         theirs = authors_model(authors, d)
         model = torch.compile(theirs) if compiled else theirs
         optimizer = theirs.setup_optimizer(
             unembedding_lr=LRS["head"], embedding_lr=LRS["embedding"], matrix_lr=LRS["matrix"], d_ref=d
         )
-        params = list(theirs.parameters())
-    else:
-        module = loopscale_module(d, arithmetic, compiled)
-        model, optimizer = module.model, module.configure_optimizers()["optimizer"]
-        params = list(model.parameters())
+        patch = fp32_orthogonalisation if arithmetic == "fp32" else contextlib.nullcontext
+        return model, optimizer, list(theirs.parameters()), patch
+    module = loopscale_module(d, arithmetic, compiled)
+    return module.model, module.configure_optimizers()["optimizer"], list(module.model.parameters()), None
+
+
+def fp32_orthogonalisation():
+    """The golden fixtures' patch of their optimizer: their bf16 cast made a float32 one."""
+    import contextlib
+
+    import torch
 
     @contextlib.contextmanager
-    def fp32_orthogonalisation():  # the golden fixtures' patch: their bf16 cast made a float32 one
+    def patched():
         original = torch.Tensor.bfloat16
         torch.Tensor.bfloat16 = lambda self, *args, **kwargs: self.float()
         try:
@@ -134,29 +140,47 @@ def measure(side: str, d: int, arithmetic: str, compiled: bool, authors: str, st
         finally:
             torch.Tensor.bfloat16 = original
 
-    patch = fp32_orthogonalisation if side == "authors" and arithmetic == "fp32" else contextlib.nullcontext
+    return patched()
+
+
+def measure(d: int, arithmetic: str, mode: str, authors: str, steps: int) -> dict:
+    """Both sides' tokens/s, forward + backward and optimizer ms, in this process (run by main() in a child):
+    their steps interleaved (one of each in turn, the first side alternating) so the machine's load hits both."""
+    import contextlib
+
+    import torch
+
+    torch.set_num_threads(1)
+    compiled = {"loopscale": mode in ("ours-compiled", "both-compiled"), "authors": mode == "both-compiled"}
+    sides = {side: build(side, d, arithmetic, compiled[side], authors) for side in ("loopscale", "authors")}
     g = torch.Generator().manual_seed(1)
     batches = [
         (torch.randint(0, VOCAB, (BATCH, T), generator=g), torch.randint(0, VOCAB, (BATCH, T), generator=g))
         for _ in range(WARMUP_STEPS + steps)
     ]
-    fwd_bwd_s = opt_s = 0.0
+    spent = {side: [0.0, 0.0] for side in sides}
     for step, (x, y) in enumerate(batches):
-        t0 = time.perf_counter()
-        model(x, y).backward()
-        t1 = time.perf_counter()
-        with patch():
-            optimizer.step()
-        for p in params:
-            p.grad = None
-        t2 = time.perf_counter()
-        if step >= WARMUP_STEPS:
-            fwd_bwd_s += t1 - t0
-            opt_s += t2 - t1
+        turn = list(sides) if step % 2 == 0 else list(reversed(sides))
+        for side in turn:
+            model, optimizer, params, patch = sides[side]
+            t0 = time.perf_counter()
+            model(x, y).backward()
+            t1 = time.perf_counter()
+            with (patch or contextlib.nullcontext)():
+                optimizer.step()
+            for p in params:
+                p.grad = None
+            t2 = time.perf_counter()
+            if step >= WARMUP_STEPS:
+                spent[side][0] += t1 - t0
+                spent[side][1] += t2 - t1
     return {
-        "tokens_per_s": steps * BATCH * T / (fwd_bwd_s + opt_s),
-        "fwd_bwd_ms": 1e3 * fwd_bwd_s / steps,
-        "opt_ms": 1e3 * opt_s / steps,
+        side: {
+            "tokens_per_s": steps * BATCH * T / (fwd_bwd_s + opt_s),
+            "fwd_bwd_ms": 1e3 * fwd_bwd_s / steps,
+            "opt_ms": 1e3 * opt_s / steps,
+        }
+        for side, (fwd_bwd_s, opt_s) in spent.items()
     }
 
 
@@ -167,7 +191,7 @@ def child(args: argparse.Namespace) -> None:
 
 def run_child(spec: dict, args: argparse.Namespace) -> dict:
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    if not spec["compiled"]:
+    if spec["mode"] == "eager":
         env["TORCHDYNAMO_DISABLE"] = "1"  # their optimizer's torch.compile off: eager on both sides
     cmd = [sys.executable, __file__, "--authors", args.authors, "--steps", str(args.steps), "--child", json.dumps(spec)]
     out = subprocess.run(cmd, env=env, capture_output=True, text=True)
@@ -188,30 +212,36 @@ def main() -> None:
     parser.add_argument("--arithmetic", nargs="+", default=["fp32", "bf16"], choices=["fp32", "bf16"])
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--compiled", action="store_true", help="also both sides compiled (minutes per shape cold)")
+    parser.add_argument(
+        "--modes",
+        nargs="+",
+        default=["eager"],
+        choices=["eager", "ours-compiled", "both-compiled"],
+        help="eager: both eager; ours-compiled: loopscale's model compiled (what trainer.compile=auto trains a long "
+        "CPU run with), theirs eager; both-compiled: their base_train.py's torch.compile too (minutes cold)",
+    )
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         return child(args)
     print(
         f"1 thread, layout {LAYOUT}, head dim {HEAD_DIM}, T = {T}, batch {BATCH}, vocab {VOCAB}, {args.steps} steps "
-        f"after {WARMUP_STEPS}, best of {args.repeats} alternated processes; load average {os.getloadavg()[0]:.2f}"
+        f"after {WARMUP_STEPS}, both sides' steps interleaved in one process, best of {args.repeats} processes; "
+        f"load average {os.getloadavg()[0]:.2f}"
     )
     print(
-        f"{'d':>4} {'arith':>5} {'mode':>8} {'ours tok/s':>11} {'theirs tok/s':>13} {'ours/theirs':>11} "
+        f"{'d':>4} {'arith':>5} {'mode':>13} {'ours tok/s':>11} {'theirs tok/s':>13} {'ours/theirs':>11} "
         f"{'fwd+bwd ms ours/theirs':>23} {'opt ms ours/theirs':>19}"
     )
-    rows = [(d, a, False) for d in args.widths for a in args.arithmetic]
-    rows += [(d, "bf16", True) for d in args.widths] if args.compiled else []
-    for d, arithmetic, compiled in rows:
+    rows = [(d, a, mode) for mode in args.modes for d in args.widths for a in args.arithmetic]
+    for d, arithmetic, mode in rows:
         best = {"loopscale": None, "authors": None}
         for _ in range(args.repeats):
-            for side in best:
-                got = run_child(dict(side=side, d=d, arithmetic=arithmetic, compiled=compiled), args)
-                best[side] = got if best[side] is None else best_of(best[side], got)
+            got = run_child(dict(d=d, arithmetic=arithmetic, mode=mode), args)
+            best = {side: got[side] if best[side] is None else best_of(best[side], got[side]) for side in best}
         ours, theirs = best["loopscale"], best["authors"]
         print(
-            f"{d:>4} {arithmetic:>5} {'compiled' if compiled else 'eager':>8} {ours['tokens_per_s']:>11,.0f} "
+            f"{d:>4} {arithmetic:>5} {mode:>13} {ours['tokens_per_s']:>11,.0f} "
             f"{theirs['tokens_per_s']:>13,.0f} {ours['tokens_per_s'] / theirs['tokens_per_s']:>11.2f} "
             f"{ours['fwd_bwd_ms']:>11.1f} / {theirs['fwd_bwd_ms']:<9.1f} "
             f"{ours['opt_ms']:>8.1f} / {theirs['opt_ms']:<8.1f}",
