@@ -23,9 +23,16 @@ from loopscale.train.compile_choice import (
 )
 
 
+def job_key(cfg: TrainConfig) -> dict:
+    """The job's compiled-graph key (compile_cache.compile_key, whole-model compile) for its model as training
+    builds it: with the data's vocabulary (what the tokenizer has; the planners' assumption)."""
+    model = with_vocab(cfg, cfg.data.vocab_size).model
+    return compile_key(model, COMPILED_MODE, cfg.trainer.compile_backend)
+
+
 def graph_key(cfg: TrainConfig) -> str:
-    """The job's compiled-graph key (compile_cache.compile_key of its model, whole-model compile)."""
-    return key_hash(compile_key(cfg.model, COMPILED_MODE, cfg.trainer.compile_backend))
+    """job_key's hash: jobs with equal ones load each other's graphs."""
+    return key_hash(job_key(cfg))
 
 
 def compile_first_order(keys: list[str], tokens: list[int]) -> list[int]:
@@ -83,7 +90,7 @@ def compile_choices(
         measured = None if eager_s is None else eager_s[i]
         step_s = eager_step_s_from_flops(step_tokens, F) if measured is None else measured / max(1, steps)
         savings.append(saving_s(steps, step_s))
-        warm.append(is_warm(compile_key(cfgs[i].model, COMPILED_MODE, cfgs[i].trainer.compile_backend)))
+        warm.append(is_warm(job_key(cfgs[i])))
     return dict(zip(auto, choose_for_sweep(keys, savings, warm)))
 
 

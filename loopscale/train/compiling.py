@@ -124,8 +124,7 @@ def compile_model(model: nn.Module, mode, recompile_limit: int = RECOMPILE_LIMIT
     if hasattr(model, "cfg"):
         key = compile_key(model.cfg, mode, backend)
         _compiled_here.add(key_hash(key))
-        if backend == "inductor":
-            activate(key)
+        activate(key)  # other backends than inductor write nothing there but key.json
     watch_recompile_limit()
     raise_recompile_limit(recompile_limit)
     units = [model] if mode == "model" else [*model.prelude, *model.recurrent, *model.coda]
