@@ -16,7 +16,8 @@ single-thread worker processes, as the demo trains), timed from start to exit, i
 eager and warm are alternated `--repeats` times (a shared machine's drift hits both) and the best of each kept.
 On a loaded machine the wall times of whole sweeps move with the other jobs' load; `--interleaved N` measures
 instead, per shape in one process, the first compiled step (cold cache, then warm) and N eager and N compiled
-training steps interleaved, and predicts the jobs' training time both ways from their step counts.
+training steps interleaved, and predicts the jobs' training time both ways from their step counts; with
+`--baseline DIR` (the code before this change) also that code's eager steps, in processes alternated with these.
 Printed: wall seconds, training tokens/s (every job's tokens over the wall time: start-up, compile, validation
 and records included), warm / eager, seeds / eager, and the first-step compile time of each shape read from the
 cache folders' timings; with the load average before and after. The demo grid in full:
@@ -67,16 +68,19 @@ def timed_run(args, name: str, compile_mode, seeds: str, cache: Path) -> float:
 
 STEPS = """
 import json, statistics, sys, time, torch
-from loopscale.launch.sweep import expand
-from loopscale.launch.compile_order import job_steps
+from loopscale.config.schema import with_vocab
+from loopscale.launch.sweep import expand, job_work
 from loopscale.train.lightning_module import LoopedLM, StepAccounting
+from loopscale.train.plan import plan_run
 torch.set_num_threads(1)
-cfg = expand(sys.argv[2:])[0].cfg
-n = int(sys.argv[1])
-steps, F = job_steps(cfg)
+n, modes = int(sys.argv[1]), ("model", False) if sys.argv[2] == "both" else (False,)
+cfg = expand(sys.argv[3:])[0].cfg
+cfg = with_vocab(cfg, cfg.data.vocab_size)  # the model training builds (the tokenizer's vocabulary)
+F = plan_run(cfg).F
+steps = round(job_work(cfg)["D"] / (cfg.budget.batch_size * cfg.model.seq_len))
 x = torch.randint(0, cfg.model.vocab_size, (cfg.budget.batch_size, cfg.model.seq_len))
 sides = {}
-for mode in ("model", False):
+for mode in modes:
     torch.manual_seed(0)
     trainer = type(cfg.trainer)(compile=mode)
     module = LoopedLM(cfg.model, cfg.optim, trainer, StepAccounting(steps, x.numel(), F))
@@ -88,14 +92,16 @@ def step(mode):
     opt.step()
     opt.zero_grad(set_to_none=True)
     return time.perf_counter() - t0
-first = step("model")  # the compile (the cache's graphs, when it holds them) and the first step
+first = step("model") if "model" in sides else None  # the compile (from the cache when it holds the graphs)
 step(False)
-times = {"model": [], False: []}
+times = {mode: [] for mode in modes}
 for i in range(2 * n):
-    for mode in (("model", False) if i % 2 == 0 else (False, "model")):
+    for mode in (modes if i % 2 == 0 else modes[::-1]):
         times[mode].append(step(mode))
-print(json.dumps(dict(first_s=first, compiled_s=statistics.median(times["model"][2:]),
-                      eager_s=statistics.median(times[False][2:]), steps=steps)))
+out = dict(first_s=first, eager_s=statistics.median(times[False][2:]), steps=steps)
+if "model" in sides:
+    out["compiled_s"] = statistics.median(times["model"][2:])
+print(json.dumps(out))
 """
 
 
@@ -105,7 +111,9 @@ from loopscale.launch.sweep import expand
 from loopscale.model.transformer import LoopedTransformer
 from loopscale.train.compiling import compile_model
 torch.set_num_threads(1)
+from loopscale.config.schema import with_vocab
 cfg = expand(sys.argv[1:])[0].cfg
+cfg = with_vocab(cfg, cfg.data.vocab_size)  # the model training builds (the tokenizer's vocabulary)
 model = LoopedTransformer(cfg.model)
 x = torch.randint(0, cfg.model.vocab_size, (cfg.budget.batch_size, cfg.model.seq_len))
 started = time.perf_counter()
@@ -124,46 +132,58 @@ def first_step_s(point: str, r: int, cache: Path) -> float:
     return float(out.stdout.strip().splitlines()[-1])
 
 
-def interleaved(point: str, r: int, cache: Path, n: int) -> dict:
+def interleaved(point: str, r: int, cache: Path, n: int, baseline: Path | None = None) -> dict:
     """One shape in a new process: the first compiled step from `cache` (compile included), then eager and
-    compiled training steps (forward + backward + MuonH) interleaved, their medians, and the job's steps."""
+    compiled training steps (forward + backward + MuonH) interleaved, their medians, and the job's steps. With
+    `baseline` (a source tree of loopscale before this change): its eager steps only, that code imported."""
     import json
 
     env = {**os.environ, "LOOPSCALE_CACHE": str(cache), "OMP_NUM_THREADS": "1"}
-    cmd = [sys.executable, "-c", STEPS, str(n), "experiment=isodepth_cpu_demo", f"point={point}", f"model.r={r}"]
-    out = subprocess.run(cmd, env=env, cwd=REPO_ROOT, capture_output=True, text=True)
+    if baseline is not None:
+        env["PYTHONPATH"] = str(baseline)
+    shape = ["experiment=isodepth_cpu_demo", f"point={point}", f"model.r={r}"]
+    cmd = [sys.executable, "-c", STEPS, str(n), "eager" if baseline else "both", *shape]
+    out = subprocess.run(cmd, env=env, cwd=baseline or REPO_ROOT, capture_output=True, text=True)
     if out.returncode != 0:
         raise SystemExit(out.stderr[-2000:])
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def steps_table(args) -> None:
-    """--interleaved: per shape, a cold then a warm process (module docstring); the grid's predicted training
-    time eager vs compiled from the cache (job steps x step time, + the warm first step)."""
+    """--interleaved: per shape, a cold then a warm process of this code (module docstring), each followed by a
+    process of --baseline's code (eager); the jobs' predicted training time: eager (this code, and the
+    baseline's) against compiled from the cache (job steps x step time, + the warm first step)."""
     cache = args.out / "cache-interleaved"
     shutil.rmtree(cache, ignore_errors=True)
     print(
-        f"{'shape':>28} {'cold 1st s':>10} {'warm 1st s':>10} {'eager ms':>9} {'compiled ms':>11} {'x':>5} {'steps':>6}"
+        f"{'shape':>28} {'cold 1st s':>10} {'warm 1st s':>10} {'base ms':>8} {'eager ms':>9} {'compiled ms':>11} "
+        f"{'steps':>6}"
     )
-    eager_s = compiled_s = 0.0
+    total = {"base": 0.0, "eager": 0.0, "compiled": 0.0}
     for point in args.points:
         for r in args.r:
-            cold = interleaved(point, r, cache, args.interleaved)
-            warm = interleaved(point, r, cache, args.interleaved)
-            eager_ms, compiled_ms = (
-                1e3 * min(cold["eager_s"], warm["eager_s"]),
-                1e3 * min(cold["compiled_s"], warm["compiled_s"]),
-            )
-            eager_s += warm["steps"] * eager_ms / 1e3
-            compiled_s += warm["first_s"] + (warm["steps"] - 1) * compiled_ms / 1e3
+            runs, base = [], []
+            for _ in range(2):  # cold, then warm; the baseline after each (alternated processes)
+                runs.append(interleaved(point, r, cache, args.interleaved))
+                if args.baseline:
+                    base.append(interleaved(point, r, cache, args.interleaved, args.baseline))
+            cold, warm = runs
+            eager_ms = 1e3 * min(run["eager_s"] for run in runs)
+            compiled_ms = 1e3 * min(run["compiled_s"] for run in runs)
+            base_ms = 1e3 * min(run["eager_s"] for run in base) if base else float("nan")
+            total["base"] += warm["steps"] * base_ms / 1e3
+            total["eager"] += warm["steps"] * eager_ms / 1e3
+            total["compiled"] += warm["first_s"] + (warm["steps"] - 1) * compiled_ms / 1e3
             print(
-                f"{point + ' r=' + str(r):>28} {cold['first_s']:10.1f} {warm['first_s']:10.1f} {eager_ms:9.1f} "
-                f"{compiled_ms:11.1f} {eager_ms / compiled_ms:5.2f} {warm['steps']:6d}",
+                f"{point + ' r=' + str(r):>28} {cold['first_s']:10.1f} {warm['first_s']:10.1f} {base_ms:8.1f} "
+                f"{eager_ms:9.1f} {compiled_ms:11.1f} {warm['steps']:6d}",
                 flush=True,
             )
     print(
-        f"training steps of these jobs: eager {eager_s:.0f} s, compiled from the cache {compiled_s:.0f} s "
-        f"(first steps included): {eager_s / compiled_s:.2f}x tokens/s; load average {os.getloadavg()[0]:.2f}"
+        f"training steps of these jobs: baseline eager {total['base']:.0f} s, eager {total['eager']:.0f} s, "
+        f"compiled from the cache {total['compiled']:.0f} s (first steps included): tokens/s "
+        f"{total['base'] / total['compiled']:.2f}x the baseline's, {total['eager'] / total['compiled']:.2f}x "
+        f"this code's eager; load average {os.getloadavg()[0]:.2f}"
     )
 
 
@@ -186,6 +206,12 @@ def main() -> None:
         default=0,
         metavar="N",
         help="instead: per shape, N eager and N compiled steps interleaved in one process (cold, then warm cache)",
+    )
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        help="with --interleaved: a source tree of loopscale before this change (its loopscale/ and sweeps/, e.g. "
+        "`git archive f644981 loopscale sweeps hydra_plugins | tar -x -C DIR`), timed eagerly beside",
     )
     args = parser.parse_args()
     args.out = args.out.resolve()
