@@ -200,6 +200,8 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--out", type=Path, default=Path(".bench/compile"))
     parser.add_argument("--skip-seeds", action="store_true")
+    parser.add_argument("--skip-seeds-cold", action="store_true")
+    parser.add_argument("--reuse-cache", action="store_true", help="keep --out's warm cache (no cold run)")
     parser.add_argument(
         "--interleaved",
         type=int,
@@ -218,10 +220,12 @@ def main() -> None:
     if args.interleaved:
         return steps_table(args)
     warm_cache, cold_cache = args.out / "cache-warm", args.out / "cache-cold"
-    shutil.rmtree(warm_cache, ignore_errors=True)
     one, three = tokens_of(args, "0"), tokens_of(args, "0,1,2")
     print(f"grid: points {args.points} x r {args.r}, {args.workers} workers; load average {os.getloadavg()[0]:.2f}")
-    wall = {"cold": timed_run(args, "cold", "model", "0", warm_cache)}
+    wall = {}
+    if not args.reuse_cache:
+        shutil.rmtree(warm_cache, ignore_errors=True)
+        wall["cold"] = timed_run(args, "cold", "model", "0", warm_cache)
     eager, warm = [], []
     for i in range(args.repeats):
         eager.append(timed_run(args, f"eager{i}", False, "0", warm_cache))
@@ -229,6 +233,7 @@ def main() -> None:
     wall["eager"], wall["warm"] = min(eager), min(warm)
     if not args.skip_seeds:
         wall["seeds"] = timed_run(args, "seeds", "auto", "0,1,2", warm_cache)
+    if not args.skip_seeds and not args.skip_seeds_cold:
         shutil.rmtree(cold_cache, ignore_errors=True)
         wall["seeds-cold"] = timed_run(args, "seeds-cold", "auto", "0,1,2", cold_cache)
     print(f"{'run':>11} {'wall s':>8} {'tokens/s':>9} {'vs eager':>9}")
