@@ -21,10 +21,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+# Measured (docs/results.md, "Compiled CPU training"): compiled / eager step 1.22-1.56 at d = 16-48, r = 1-8;
+# first compiled step 69 s (d16 r4, load < 7) to 82-450 s (load 5-12) cold, 3-21 s from the cache.
 SPEEDUP = 1.4  # compiled / eager training-step tokens/s (fwd + bwd + MuonH step)
 COLD_COMPILE_S = 120.0  # the first compile of a whole demo-sized model (training graphs), one thread
 WARM_COMPILE_S = 15.0  # the same graphs loaded from the cache (Dynamo still traces the model)
-EAGER_CPU_FLOPS = 7e9  # one thread's eager training FLOP/s at the demo widths (for jobs no probe measured)
+EAGER_CPU_FLOPS = 4e9  # one thread's eager training FLOP/s at the demo widths (3.7e9 at d16 r4, quiet)
 COMPILED_MODE = "model"  # what auto compiles: the whole model (the loop unrolled), as the published runs
 
 
