@@ -17,7 +17,8 @@ eager and warm are alternated `--repeats` times (a shared machine's drift hits b
 On a loaded machine the wall times of whole sweeps move with the other jobs' load; `--interleaved N` measures
 instead, per shape in one process, the first compiled step (cold cache, then warm) and N eager and N compiled
 training steps interleaved, and predicts the jobs' training time both ways from their step counts; with
-`--baseline DIR` (the code before this change) also that code's eager steps, in processes alternated with these.
+`--baseline DIR` (the code before this change) a third side in the same process: the same eager model stepped
+by that code's MuonH (the model's code did not change).
 Printed: wall seconds, training tokens/s (every job's tokens over the wall time: start-up, compile, validation
 and records included), warm / eager, seeds / eager, and the first-step compile time of each shape read from the
 cache folders' timings; with the load average before and after. The demo grid in full:
@@ -67,41 +68,51 @@ def timed_run(args, name: str, compile_mode, seeds: str, cache: Path) -> float:
 
 
 STEPS = """
-import json, statistics, sys, time, torch
+import importlib.util, json, statistics, sys, time, torch
 from loopscale.config.schema import with_vocab
 from loopscale.launch.sweep import expand, job_work
 from loopscale.train.lightning_module import LoopedLM, StepAccounting
+from loopscale.train.optim.groups import MATRIX, recipe_param_groups
 from loopscale.train.plan import plan_run
 torch.set_num_threads(1)
-n, modes = int(sys.argv[1]), ("model", False) if sys.argv[2] == "both" else (False,)
+n, old_muonh = int(sys.argv[1]), sys.argv[2]
 cfg = expand(sys.argv[3:])[0].cfg
 cfg = with_vocab(cfg, cfg.data.vocab_size)  # the model training builds (the tokenizer's vocabulary)
 F = plan_run(cfg).F
 steps = round(job_work(cfg)["D"] / (cfg.budget.batch_size * cfg.model.seq_len))
 x = torch.randint(0, cfg.model.vocab_size, (cfg.budget.batch_size, cfg.model.seq_len))
 sides = {}
-for mode in modes:
+for side in ("compiled", "eager") + (("baseline",) if old_muonh else ()):
     torch.manual_seed(0)
-    trainer = type(cfg.trainer)(compile=mode)
+    trainer = type(cfg.trainer)(compile="model" if side == "compiled" else False)
     module = LoopedLM(cfg.model, cfg.optim, trainer, StepAccounting(steps, x.numel(), F))
-    sides[mode] = (module.model, module.configure_optimizers()["optimizer"])
-def step(mode):
-    model, opt = sides[mode]
+    optimizer = module.configure_optimizers()["optimizer"]
+    if side == "baseline":  # the same model eagerly with the MuonH before this change (its file, loaded by path)
+        spec = importlib.util.spec_from_file_location("old_muonh", old_muonh)
+        old = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(old)
+        groups = [dict(g) for g in optimizer.param_groups]
+        for g in groups:
+            g.pop("arithmetic", None)
+        optimizer = old.MuonH(groups)
+    sides[side] = (module.model, optimizer)
+def step(side):
+    model, opt = sides[side]
     t0 = time.perf_counter()
     model(x, x).backward()
     opt.step()
     opt.zero_grad(set_to_none=True)
     return time.perf_counter() - t0
-first = step("model") if "model" in sides else None  # the compile (from the cache when it holds the graphs)
-step(False)
-times = {mode: [] for mode in modes}
+first = step("compiled")  # the compile (from the cache when it holds the graphs) and the first step
+order = [side for side in sides if side != "compiled"]
+for side in order:
+    step(side)
+order = ["compiled"] + order
+times = {side: [] for side in sides}
 for i in range(2 * n):
-    for mode in (modes if i % 2 == 0 else modes[::-1]):
-        times[mode].append(step(mode))
-out = dict(first_s=first, eager_s=statistics.median(times[False][2:]), steps=steps)
-if "model" in sides:
-    out["compiled_s"] = statistics.median(times["model"][2:])
-print(json.dumps(out))
+    for side in (order if i % 2 == 0 else order[::-1]):
+        times[side].append(step(side))
+print(json.dumps(dict(first_s=first, steps=steps, **{s + "_s": statistics.median(t[2:]) for s, t in times.items()})))
 """
 
 
@@ -133,28 +144,29 @@ def first_step_s(point: str, r: int, cache: Path) -> float:
 
 
 def interleaved(point: str, r: int, cache: Path, n: int, baseline: Path | None = None) -> dict:
-    """One shape in a new process: the first compiled step from `cache` (compile included), then eager and
-    compiled training steps (forward + backward + MuonH) interleaved, their medians, and the job's steps. With
-    `baseline` (a source tree of loopscale before this change): its eager steps only, that code imported."""
+    """One shape in a new process: the first compiled step from `cache` (compile included), then compiled and
+    eager training steps (forward + backward + MuonH) interleaved, their medians, and the job's steps. With
+    `baseline` (a source tree of loopscale before this change): a third side, the same eager model stepped by
+    that tree's MuonH (the model's code is the same), interleaved too."""
     import json
 
     env = {**os.environ, "LOOPSCALE_CACHE": str(cache), "OMP_NUM_THREADS": "1"}
-    if baseline is not None:
-        env["PYTHONPATH"] = str(baseline)
+    old_muonh = str(baseline / "loopscale/train/optim/muonh.py") if baseline else ""
     shape = ["experiment=isodepth_cpu_demo", f"point={point}", f"model.r={r}"]
-    cmd = [sys.executable, "-c", STEPS, str(n), "eager" if baseline else "both", *shape]
-    out = subprocess.run(cmd, env=env, cwd=baseline or REPO_ROOT, capture_output=True, text=True)
+    cmd = [sys.executable, "-c", STEPS, str(n), old_muonh, *shape]
+    out = subprocess.run(cmd, env=env, cwd=REPO_ROOT, capture_output=True, text=True)
     if out.returncode != 0:
         raise SystemExit(out.stderr[-2000:])
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def steps_table(args) -> None:
-    """--interleaved: per shape, a cold then a warm process of this code (module docstring), each followed by a
-    process of --baseline's code (eager); the jobs' predicted training time: eager (this code, and the
-    baseline's) against compiled from the cache (job steps x step time, + the warm first step)."""
+    """--interleaved: per shape, a cold then a warm process (module docstring); the jobs' predicted training
+    time: eager (this code; with --baseline, the code before this change) against compiled from the cache (job
+    steps x step time, + the warm first step)."""
     cache = args.out / "cache-interleaved"
-    shutil.rmtree(cache, ignore_errors=True)
+    if not args.reuse_cache:
+        shutil.rmtree(cache, ignore_errors=True)
     print(
         f"{'shape':>28} {'cold 1st s':>10} {'warm 1st s':>10} {'base ms':>8} {'eager ms':>9} {'compiled ms':>11} "
         f"{'steps':>6}"
@@ -162,21 +174,16 @@ def steps_table(args) -> None:
     total = {"base": 0.0, "eager": 0.0, "compiled": 0.0}
     for point in args.points:
         for r in args.r:
-            runs, base = [], []
-            for _ in range(2):  # cold, then warm; the baseline after each (alternated processes)
-                runs.append(interleaved(point, r, cache, args.interleaved))
-                if args.baseline:
-                    base.append(interleaved(point, r, cache, args.interleaved, args.baseline))
+            runs = [interleaved(point, r, cache, args.interleaved, args.baseline) for _ in range(2)]
             cold, warm = runs
-            eager_ms = 1e3 * min(run["eager_s"] for run in runs)
-            compiled_ms = 1e3 * min(run["compiled_s"] for run in runs)
-            base_ms = 1e3 * min(run["eager_s"] for run in base) if base else float("nan")
-            total["base"] += warm["steps"] * base_ms / 1e3
-            total["eager"] += warm["steps"] * eager_ms / 1e3
-            total["compiled"] += warm["first_s"] + (warm["steps"] - 1) * compiled_ms / 1e3
+            ms = {side: 1e3 * min(run.get(f"{side}_s", float("nan")) for run in runs) for side in total}
+            ms["base"] = 1e3 * min(run.get("baseline_s", float("nan")) for run in runs)
+            total["base"] += warm["steps"] * ms["base"] / 1e3
+            total["eager"] += warm["steps"] * ms["eager"] / 1e3
+            total["compiled"] += warm["first_s"] + (warm["steps"] - 1) * ms["compiled"] / 1e3
             print(
-                f"{point + ' r=' + str(r):>28} {cold['first_s']:10.1f} {warm['first_s']:10.1f} {base_ms:8.1f} "
-                f"{eager_ms:9.1f} {compiled_ms:11.1f} {warm['steps']:6d}",
+                f"{point + ' r=' + str(r):>28} {cold['first_s']:10.1f} {warm['first_s']:10.1f} {ms['base']:8.1f} "
+                f"{ms['eager']:9.1f} {ms['compiled']:11.1f} {warm['steps']:6d}",
                 flush=True,
             )
     print(
@@ -212,8 +219,8 @@ def main() -> None:
     parser.add_argument(
         "--baseline",
         type=Path,
-        help="with --interleaved: a source tree of loopscale before this change (its loopscale/ and sweeps/, e.g. "
-        "`git archive f644981 loopscale sweeps hydra_plugins | tar -x -C DIR`), timed eagerly beside",
+        help="with --interleaved: a source tree of loopscale before this change (e.g. `git archive f644981 loopscale "
+        "| tar -x -C DIR`); its MuonH steps the same eager model as a third side",
     )
     args = parser.parse_args()
     args.out = args.out.resolve()
