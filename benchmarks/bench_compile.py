@@ -81,6 +81,7 @@ cfg = with_vocab(cfg, cfg.data.vocab_size)  # the model training builds (the tok
 F = plan_run(cfg).F
 steps = round(job_work(cfg)["D"] / (cfg.budget.batch_size * cfg.model.seq_len))
 x = torch.randint(0, cfg.model.vocab_size, (cfg.budget.batch_size, cfg.model.seq_len))
+y = torch.randint(0, cfg.model.vocab_size, x.shape)  # not x itself: an aliased input is another graph
 sides = {}
 for side in ("compiled", "eager") + (("baseline",) if old_muonh else ()):
     torch.manual_seed(0)
@@ -99,7 +100,7 @@ for side in ("compiled", "eager") + (("baseline",) if old_muonh else ()):
 def step(side):
     model, opt = sides[side]
     t0 = time.perf_counter()
-    model(x, x).backward()
+    model(x, y).backward()
     opt.step()
     opt.zero_grad(set_to_none=True)
     return time.perf_counter() - t0
@@ -127,9 +128,10 @@ cfg = expand(sys.argv[1:])[0].cfg
 cfg = with_vocab(cfg, cfg.data.vocab_size)  # the model training builds (the tokenizer's vocabulary)
 model = LoopedTransformer(cfg.model)
 x = torch.randint(0, cfg.model.vocab_size, (cfg.budget.batch_size, cfg.model.seq_len))
+y = torch.randint(0, cfg.model.vocab_size, x.shape)  # not x itself: an aliased input is another graph
 started = time.perf_counter()
 compile_model(model, "model")
-model(x, x).backward()
+model(x, y).backward()
 print(time.perf_counter() - started)
 """
 
