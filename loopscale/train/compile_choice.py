@@ -13,7 +13,7 @@ only its own saving. eager_step_s comes from the CPU throughput probe where one 
 
 The constants were measured on this project's CPU (AMD EPYC, one torch thread per process, the demo's
 shapes d = 16-48, T = 64, batch 16, whole-model compile; benchmarks/bench_compile.py and docs/results.md,
-"Compiled CPU training"); they are deliberately cautious: a wrong "eager" costs some speed, a wrong "compile"
+issue 37's section); they are deliberately cautious: a wrong "eager" costs some speed, a wrong "compile"
 can cost a short job most of its time.
 """
 
@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-# Measured (docs/results.md, "Compiled CPU training"): compiled / eager step 1.22-1.56 at d = 16-48, r = 1-8;
+# Measured (docs/results.md, issue 37's section): compiled / eager step 1.22-1.73 at d = 16-48, r = 1-8;
 # first compiled step 69 s (d16 r4, load < 7) to 82-450 s (load 5-12) cold, 3-21 s from the cache.
 SPEEDUP = 1.4  # compiled / eager training-step tokens/s (fwd + bwd + MuonH step)
 COLD_COMPILE_S = 120.0  # the first compile of a whole demo-sized model (training graphs), one thread
