@@ -11,7 +11,13 @@ import os
 import re
 from pathlib import Path
 
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from loopscale.atomic import atomic_path, check_writable
 from loopscale.cli import UsageError
+from loopscale.cli.arguments import check_dpi
 from loopscale.errors import LoopscaleError
 
 
@@ -25,8 +31,6 @@ def write_results(results, out_paths, plot_paths, figures=None, dpi: int = 200) 
     """Print each fit with its conditioning, write each fit JSON (atomically, loopscale/atomic.py: a kill
     mid-write leaves no half file), then the figures: a figure that fails leaves the JSONs and says which
     figure failed (FigureFailed, exit 1). `figures`: the table each figure draws (`figure_table`)."""
-    from loopscale.atomic import atomic_path
-
     figures = figures or [table for _g, table, _r in results]
     for g, _table, result in results:
         print_result(result, g)
@@ -145,8 +149,6 @@ def output_paths(args: argparse.Namespace, groups: list) -> tuple[list, list]:
     starts, so a bad path fails in a second rather than after the whole fit: writable, --plot's format one
     matplotlib writes, no path that is an input table or another output (two groups whose values give one
     file name included)."""
-    from loopscale.cli.plot import check_dpi
-
     out_paths = _out_paths(args.out, groups, "--out") if args.out else [None] * len(groups)
     plot_paths = _out_paths(args.plot, groups, "--plot") if args.plot else [None] * len(groups)
     if args.plot:
@@ -203,8 +205,6 @@ def _check_distinct(out_paths: list, plot_paths: list, tables: list) -> None:
 
 
 def _check_writable(paths: list, what: str) -> None:
-    from loopscale.atomic import check_writable
-
     for path in paths:
         if path is not None:
             check_writable(os.path.realpath(path), what)  # where a linked path really writes
@@ -234,10 +234,6 @@ def _safe(value) -> str:
 
 
 def print_result(result, group=None) -> None:
-    from rich.console import Console
-    from rich.markup import escape
-    from rich.table import Table
-
     title = f"{result.law} fit" + (f" — {result.group['column']} = {group}" if group is not None else "")
     t = Table(title=title)
     t.add_column("parameter")
