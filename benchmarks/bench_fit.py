@@ -39,7 +39,7 @@ from loopscale.fit import fit_table as F
 from loopscale.fit import synthetic as S
 from loopscale.fit.joint import fit_joint, joint_data, joint_table
 from loopscale.fit.laws.registry import law_data_from_table, make_law
-from loopscale.fit.tables import canonical_table
+from loopscale.fit.runs_table import canonical_table
 
 
 class Clock:

@@ -104,7 +104,7 @@ def run_demo(settings: DemoSettings, console=None) -> DemoOutputs:
     from loopscale import plots
     from loopscale.analysis.report import write_report
     from loopscale.data.run_data import open_run_data
-    from loopscale.fit.tables import canonical_table
+    from loopscale.fit.runs_table import canonical_table
     from loopscale.launch.sweep import expand
 
     console = console or Console()
@@ -172,7 +172,7 @@ def _train(jobs, vocab_size: int, workers: int, threads: int, console) -> list:
 
     from loopscale.launch.local_workers import train_in_workers
     from loopscale.train.plan import run_dir_of
-    from loopscale.train.records import is_finished
+    from loopscale.train.run_json import is_finished
 
     todo = [job.cfg for job in jobs if not is_finished(run_dir_of(job.cfg)) and not _forks_finished(job.cfg)]
     todo.sort(key=lambda cfg: -_job_tokens(cfg, vocab_size))  # longest first (local_workers.py)
@@ -196,7 +196,7 @@ def _train(jobs, vocab_size: int, workers: int, threads: int, console) -> list:
 
 def _collect(out: Path, sweep_dir: Path):
     """`loopscale collect SWEEP_DIR --out OUT/runs.csv`: the table, the runs not done, the table's path."""
-    from loopscale.train.records import collect, runs_table, write_runs_table
+    from loopscale.train.collect import collect, runs_table, write_runs_table
 
     rows, problems = collect(sweep_dir)
     if not rows:
@@ -214,7 +214,7 @@ def _fit(table, looped_table, runs_csv: Path, out: Path, settings: DemoSettings,
     from loopscale.atomic import atomic_path
     from loopscale.fit.fit_table import fit_table
     from loopscale.fit.result import file_sha256
-    from loopscale.fit.tables import canonical_table
+    from loopscale.fit.runs_table import canonical_table
 
     console.print(
         f"[4/5] fitting the looped law ({settings.n_bootstrap} bootstrap replicates, phi profile, "
@@ -279,7 +279,7 @@ def _forks_finished(cfg) -> bool:
     if cfg.budget.mode != "forks":
         return False
     from loopscale.train.plan import branch_config, plan_forks, run_dir_of
-    from loopscale.train.records import is_finished
+    from loopscale.train.run_json import is_finished
 
     plan = plan_forks(cfg)
     return all(is_finished(run_dir_of(branch_config(cfg, plan, b))) for b in plan.branches)

@@ -434,7 +434,7 @@ def write_report(
 
     table: the runs table (as `collect` writes it); fit: a FitResult, its JSON dict, a path, or None;
     figures: figure paths (e.g. from `plots.save_all`: PNG and PDF), linked relative to the report; problems:
-    the second value of `records.collect(sweep_dir)` (None: the section is left out, as for a bare table);
+    the second value of `collect.collect(sweep_dir)` (None: the section is left out, as for a bare table);
     conditioning, drop_top_k, warnings: as `build_report`.
     """
     out_path = Path(out_path)

@@ -13,7 +13,7 @@ from rich.table import Table
 
 from loopscale.analysis.probes import dense_rows, probe_table
 from loopscale.cli import COMMANDS, UsageError
-from loopscale.train.records import collect, duplicate_points, runs_table, write_runs_table
+from loopscale.train.collect import collect, duplicate_points, runs_table, write_runs_table
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -1,6 +1,6 @@
 """`loopscale data prepare`: tokenize a corpus into cached token shards (loopscale/data/shards.py).
 `loopscale data pack`: the same, then BOS-prepended packing into parquet rows of T + 1 tokens
-(loopscale/data/packed_set.py),
+(loopscale/data/packed_parquet.py),
 the format the published runs read: best fit with padding (every token kept) or, with --packing published, full
 rows with documents cropped, as the published set was packed.
 
@@ -23,7 +23,7 @@ import dataclasses
 
 from loopscale.cli import COMMANDS
 from loopscale.config.schema import DataConfig
-from loopscale.data.packed_set import pack
+from loopscale.data.packed_parquet import pack
 from loopscale.data.shards import prepare
 
 _DEFAULTS = DataConfig()

@@ -32,7 +32,7 @@ from loopscale.fit.laws.registry import law_names, per_recipe_form, single_laws
 from loopscale.fit.objective import Loss
 from loopscale.fit.resample import resolve_jobs
 from loopscale.fit.result import compare_param, file_sha256
-from loopscale.fit.tables import PARENT_COLUMN, ColumnMap, canonical_table, drop_top_k, is_forked, read_table
+from loopscale.fit.runs_table import PARENT_COLUMN, ColumnMap, canonical_table, drop_top_k, is_forked, read_table
 
 from .fit_output import compare_verdict, conditioning_lines, figure_table, joint_lines, output_paths, write_results
 
@@ -263,7 +263,7 @@ def _fit_groups(args: argparse.Namespace, loss, raw, tables: list) -> list:
 
 def column_record(table) -> dict:
     """What fit.json records about the columns: the source column actually used for each canonical
-    one, and the columns an explicit mapping shadowed (`tables.canonical_table` keeps both)."""
+    one, and the columns an explicit mapping shadowed (`runs_table.canonical_table` keeps both)."""
     return {
         "columns": dict(table.attrs.get("columns_used", {})),
         "ignored_columns": list(table.attrs.get("columns_ignored", [])),

@@ -44,13 +44,13 @@ class DataConfig:
     num_proc: int = 2
     val_tokens: int = 65536  # size of the fixed validation set
     # How training reads the tokens: windows (random windows of the token shards, loopscale/data/windows.py) or
-    # packed (BOS-prepended best-fit rows of T + 1 tokens, each read once; loopscale/data/packed_set.py, rows.py).
+    # packed (BOS-prepended best-fit rows of T + 1 tokens, each read once; loopscale/data/packed_parquet.py, rows.py).
     # source=packed reads a ready packed set: data.path (a local folder) or hf_name (a hub dataset repo).
     format: str = "windows"  # windows | packed
     val_rows: Optional[int] = None  # packed: the first val_rows rows of the val split (published: 34560); None = all
     allow_repeat: bool = False  # packed: wrap around (a second epoch) when D needs more rows than the set holds
     # How `data pack` fills rows: best_fit (every token kept, a row's free end padded and masked) or published
-    # (every row full, documents cropped, as the published set was built; loopscale/data/packing.py)
+    # (every row full, documents cropped, as the published set was built; loopscale/data/document_packing.py)
     packing: str = "best_fit"
 
     def __post_init__(self) -> None:

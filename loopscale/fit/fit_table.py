@@ -51,8 +51,8 @@ from loopscale.fit.optimize import (
 )
 from loopscale.fit.resample import on_one_blas_thread
 from loopscale.fit.result import FitResult, compare_param, data_summary, file_sha256, load_fit, predict_loss, versions
+from loopscale.fit.runs_table import budget_clusters, budget_column, check_clusters, cluster_labels, table_warnings
 from loopscale.fit.starts import SCREEN_ROWS, classic_grid, projected_starts, screen_starts, screen_subsample
-from loopscale.fit.tables import budget_clusters, budget_column, check_clusters, cluster_labels, table_warnings
 from loopscale.fit.uncertainty import (
     CHI2_1_95,
     bootstrap,
@@ -155,7 +155,7 @@ def fit_table(
     jobs: int = 1,
     progress=None,
 ) -> FitResult:
-    """Fit a canonical runs table (see `loopscale.fit.tables`) and attach the uncertainty steps and the
+    """Fit a canonical runs table (see `loopscale.fit.runs_table`) and attach the uncertainty steps and the
     conditioning checks (`loopscale.fit.verdict`). law: a registered law's name, or a law instance (one
     built with options of its own, e.g. a pinned E), which the fit, its bootstrap and its holdout use as it is.
 

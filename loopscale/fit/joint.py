@@ -37,7 +37,7 @@ from loopscale.fit.objective import Loss
 from loopscale.fit.optimize import adopt_optimum, fit_law, refine
 from loopscale.fit.resample import on_one_blas_thread
 from loopscale.fit.result import FitResult, compare_param, data_summary, versions
-from loopscale.fit.tables import check_clusters, cluster_labels
+from loopscale.fit.runs_table import check_clusters, cluster_labels
 from loopscale.fit.uncertainty import bootstrap, lr_test, percentile_ci, profile_refit, profile_threshold
 from loopscale.fit.verdict import joint_checks
 

@@ -134,7 +134,7 @@ def predict_loss(fit, table) -> np.ndarray:
 def data_summary(table) -> dict[str, Any]:
     """What a fit saw, for readers that must know its model family and range (`loopscale advise`): the
     distinct model shapes [r, N_once, N_rec] of the rows and the [min, max] of N = N_once + N_rec, D
-    (tokens) and C (FLOPs) when the table has them. `table`: a canonical runs table (`tables.canonical_table`)."""
+    (tokens) and C (FLOPs) when the table has them. `table`: a canonical runs table (`runs_table.canonical_table`)."""
     cols = {k: np.asarray(table[k], dtype=float) for k in ("r", "N_once", "N_rec", "N", "D", "C") if k in table}
     if "N_once" not in cols:  # a chinchilla table: one dense model per row
         cols.update(r=np.ones_like(cols["N"]), N_once=cols["N"], N_rec=np.zeros_like(cols["N"]))

@@ -22,7 +22,7 @@ from loopscale.fit.laws.registry import make_law
 from loopscale.fit.objective import Loss
 from loopscale.fit.optimize import BASIN_ABS_TOL, FitState, Refined, fit_law, lm_batch, newton, refine
 from loopscale.fit.resample import bootstrap as bootstrap  # its home before the split
-from loopscale.fit.tables import budget_clusters
+from loopscale.fit.runs_table import budget_clusters
 
 
 def percentile_ci(columns: dict[str, list[float]], level: float = 0.95) -> dict[str, list[float]]:

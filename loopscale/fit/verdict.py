@@ -23,7 +23,7 @@ import pandas as pd
 
 from loopscale.fit.bounds import BOUNDS, DPHI_BOUNDS
 from loopscale.fit.result import FitResult, load_fit
-from loopscale.fit.tables import PARENT_COLUMN, budget_column, is_forked
+from loopscale.fit.runs_table import PARENT_COLUMN, budget_column, is_forked
 
 PHI_CI_WIDTH_MAX = 0.35  # the demo's target (issue 15): wider and phi = 0.46 is not told from 0.2 or 0.7
 HOLDOUT_MRE_MAX = 0.015  # mean |relative error| on the held-out largest budget

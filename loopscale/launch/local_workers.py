@@ -71,7 +71,7 @@ def _failure_record(cfg: TrainConfig) -> str | None:
     """The record that says why a job failed: its run.json, or for a forked job the parent's record or a
     branch's run.json that is not done."""
     from loopscale.train.plan import run_dir_of
-    from loopscale.train.records import PARENT_FILE, RUN_FILE, read_record_or_none
+    from loopscale.train.run_json import PARENT_FILE, RUN_FILE, read_record_or_none
 
     run_dir = run_dir_of(cfg)
     candidates = [run_dir / RUN_FILE, run_dir / PARENT_FILE]
@@ -92,7 +92,7 @@ def record_dead_worker(cfg: TrainConfig, died: WorkerDied) -> tuple[str, str | N
     from loopscale.train.identity import stored_hash
     from loopscale.train.lock import release_dead_holder
     from loopscale.train.plan import run_dir_of
-    from loopscale.train.records import PARENT_FILE, RUN_FILE, read_record_or_none
+    from loopscale.train.run_json import PARENT_FILE, RUN_FILE, read_record_or_none
 
     run_dir = run_dir_of(cfg)
     dirs = [run_dir] + (sorted(run_dir.parent.glob(f"{run_dir.name}-*")) if cfg.budget.mode == "forks" else [])

@@ -34,7 +34,7 @@ from loopscale.train.identity import IdentityMismatch
 
 # planning and the run itself live below this entry point; re-exported here, where callers always found them
 from loopscale.train.plan import run_dir_of, to_train_config  # noqa: F401
-from loopscale.train.run_record import write_record_or_log
+from loopscale.train.recording import write_record_or_log
 from loopscale.train.runner import launching_rank, note_outcome, run_dir_lock, running_elsewhere, train_run
 
 log = logging.getLogger("loopscale.train.entry")
@@ -70,7 +70,7 @@ def run_training(cfg: DictConfig | TrainConfig) -> dict[str, Any]:
     returns the parent's record with the branches' records under "branches"."""
     from loopscale.train.identity import data_identity
     from loopscale.train.lock import RunLocked
-    from loopscale.train.records import claim_run_dir, is_finished, read_record
+    from loopscale.train.run_json import claim_run_dir, is_finished, read_record
 
     note_outcome(None)
     task_cfg = cfg  # Hydra's composed config, saved into the run dir's .hydra/ once the dir is claimed

@@ -44,7 +44,7 @@ from loopscale.train.plan import (
     plan_run,
     run_dir_of,
 )
-from loopscale.train.records import PARENT_FILE, RUN_FILE, is_finished, read_record, read_record_or_none
+from loopscale.train.run_json import PARENT_FILE, RUN_FILE, is_finished, read_record, read_record_or_none
 from loopscale.train.runner import launching_rank, run_dir_lock, running_elsewhere, train_run
 
 log = logging.getLogger("loopscale.train.forks")
@@ -63,7 +63,7 @@ def run_forks(cfg: TrainConfig, task_cfg=None) -> dict[str, Any]:
     from loopscale.data.run_data import open_run_data
     from loopscale.train.identity import DATA_FIELD
     from loopscale.train.lock import RunLocked
-    from loopscale.train.records import claim_run_dir
+    from loopscale.train.run_json import claim_run_dir
 
     run_data = open_run_data(cfg.data, cfg.model.seq_len, progress=cfg.trainer.progress)
     cfg = with_vocab(cfg, run_data.vocab_size)
@@ -181,7 +181,7 @@ def _train_parent(cfg: TrainConfig, plan: ForkPlan, parent_cfg: TrainConfig, par
 def _run_branch(cfg: TrainConfig, plan: ForkPlan, branch: Branch, parent_dir: Path, data: dict) -> dict[str, Any]:
     """One branch under its own lock: its record if finished, else trained from its fork checkpoint (or
     resumed from its own last.ckpt). RunLocked, IdentityMismatch and training errors propagate."""
-    from loopscale.train.records import claim_run_dir
+    from loopscale.train.run_json import claim_run_dir
 
     branch_cfg = branch_config(cfg, plan, branch)
     branch_dir = run_dir_of(branch_cfg)

@@ -10,7 +10,7 @@ including any field added to the config later; and so does DATA_FIELD, the conte
 run reads (run_data.data_identity), so a run never resumes on a corpus or packed set that changed.
 
 `identity.json` in the run dir holds the identity and its hash, written before training starts; run.json
-repeats the hash (records.record_problem checks that it does). A relaunch with a different identity
+repeats the hash (run_json.record_problem checks that it does). A relaunch with a different identity
 raises IdentityMismatch naming the fields; with restart=true the run's files are deleted and it starts over
 (docs/operations.md, "Relaunching safely").
 """
@@ -114,7 +114,7 @@ def read_identity_file(run_dir: Path) -> dict[str, Any] | None:
 
 
 def _record_fields(path: Path) -> dict[str, Any]:
-    """A run's record as a dict; {} when there is none or it is not one (records.py, which builds on this
+    """A run's record as a dict; {} when there is none or it is not one (run_json.py, which builds on this
     module, reports such records; here they only count as holding nothing)."""
     try:
         record = None if path.is_symlink() else json.loads(path.read_bytes().decode("utf-8"))
@@ -143,7 +143,7 @@ def stored_hash(run_dir: Path) -> str | None:
 
 
 def identity_file_problem(run_dir: Path, record: dict[str, Any]) -> str | None:
-    """Why a done `record` does not belong to the run dir's identity, or None (records.record_problem)."""
+    """Why a done `record` does not belong to the run dir's identity, or None (run_json.record_problem)."""
     try:
         content = read_identity_file(run_dir)
     except IdentityMismatch as err:

@@ -16,8 +16,8 @@ from typing import Any
 from loopscale.config.schema import TrainConfig, with_vocab
 from loopscale.signals import training_signals
 from loopscale.train.plan import CHECKPOINT, RunPlan, TrainingPlan, plan_run, plan_training
-from loopscale.train.records import RunRecord
-from loopscale.train.run_record import RecordedRun, first_record, record_plan, record_recompile_limit_hits
+from loopscale.train.recording import RecordedRun, first_record, record_plan, record_recompile_limit_hits
+from loopscale.train.run_json import RunRecord
 
 log = logging.getLogger("loopscale.train.entry")  # the training log, whichever entry point trains
 

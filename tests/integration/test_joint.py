@@ -10,7 +10,7 @@ from loopscale.fit import fit_table as F
 from loopscale.fit import synthetic as S
 from loopscale.fit.joint import joint_data, joint_table, separate_fits, shared_parameter_check
 from loopscale.fit.laws.registry import make_law
-from loopscale.fit.tables import canonical_table
+from loopscale.fit.runs_table import canonical_table
 from support.cli import run_cli
 
 TRUTH = {**S.TRUE_DENSE, "phi[baseline]": 0.46, "phi[tbptt]": 0.38}

@@ -13,7 +13,7 @@ import pytest
 from PIL import Image
 
 from loopscale import plots
-from loopscale.fit.tables import drop_top_k
+from loopscale.fit.runs_table import drop_top_k
 from support.cli import run_cli
 from support.fit_fixtures import PLOTS_FIXTURE as FIXTURE
 from support.paths import CHINCHILLA

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from loopscale.train.records import TABLE_COLUMNS
+from loopscale.train.run_json import TABLE_COLUMNS
 from support.corpus import SMALL_PACK
 from support.paths import FIXTURES
 from support.procs import run_loopscale

@@ -9,8 +9,8 @@ import pytest
 
 from loopscale.fit import fit_table as F
 from loopscale.fit.laws.registry import law_data_from_table, make_law
+from loopscale.fit.runs_table import canonical_table
 from loopscale.fit.synthetic import TRUE_PARAMS, law_loss, published_grid, published_grid_table
-from loopscale.fit.tables import canonical_table
 from support.paths import CHINCHILLA
 
 CHINCHILLA_SHA256 = "193478df4e90f040016431996c45682659306840ecdadf83cfb9cd5ca0aa1b30"

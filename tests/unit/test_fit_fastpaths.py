@@ -8,7 +8,7 @@ from scipy.optimize import brentq
 from loopscale.fit import fit_table as F
 from loopscale.fit import synthetic as S
 from loopscale.fit.laws.registry import law_data_from_table, make_law
-from loopscale.fit.tables import canonical_table
+from loopscale.fit.runs_table import canonical_table
 
 
 @pytest.fixture(scope="module")

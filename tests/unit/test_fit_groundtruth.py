@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 from loopscale.fit import fit_table as F
+from loopscale.fit.runs_table import canonical_table
 from loopscale.fit.synthetic import TRUE_PARAMS, published_grid_table
-from loopscale.fit.tables import canonical_table
 
 SEEDS = range(100, 120)
 

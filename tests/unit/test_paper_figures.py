@@ -13,7 +13,7 @@ from PIL import Image
 
 from loopscale import plots
 from loopscale.errors import InputError
-from loopscale.fit.tables import ColumnMap, drop_top_k
+from loopscale.fit.runs_table import ColumnMap, drop_top_k
 from support.fit_fixtures import PLOTS_FIXTURE as FIXTURE
 from support.paths import CHINCHILLA
 

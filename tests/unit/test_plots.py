@@ -255,7 +255,7 @@ def test_load_fit_rejects_non_fit_json(tmp_path):
 def test_fixture_is_the_looped_law_table(table, baseline):
     """The fixture table has the columns `collect` writes, three recipes, budgets shaped like the
     published sweep."""
-    from loopscale.train.records import TABLE_COLUMNS
+    from loopscale.train.run_json import TABLE_COLUMNS
 
     raw = pd.read_csv(FIXTURE / "runs.csv")
     assert list(raw.columns) == TABLE_COLUMNS

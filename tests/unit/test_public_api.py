@@ -24,7 +24,7 @@ PUBLIC = {
     "TrainConfig": "loopscale.config.schema",
     "train_config": "loopscale.config.dirs",
     "run_training": "loopscale.train.entry",
-    "collect": "loopscale.train.records",
+    "collect": "loopscale.train.collect",
 }
 
 

@@ -6,7 +6,7 @@ or diverged / interrupted / terminated / failed with the step it reached and why
         ...                        # the body fills run.record and sets run.trainer once it exists
         run.finish(module, batch_tokens, val_loss)
 
-The record is a RunRecord (loopscale/train/records.py: its fields, its JSON). Only the process of global rank 0
+The record is a RunRecord (loopscale/train/run_json.py: its fields, its JSON). Only the process of global rank 0
 writes (every rank of a DDP run holds the same record).
 """
 
@@ -22,7 +22,7 @@ from typing import Any
 from loopscale.config.schema import TrainConfig
 from loopscale.signals import Terminated, stop_status
 from loopscale.train.plan import RunPlan
-from loopscale.train.records import RunRecord
+from loopscale.train.run_json import RunRecord
 
 log = logging.getLogger("loopscale.train.entry")
 STOP_REASONS = {"interrupted": "interrupted (Ctrl-C / SIGINT)", "terminated": "terminated (SIGTERM)"}

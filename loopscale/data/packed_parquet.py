@@ -13,7 +13,7 @@ the metadata, T from the first row.
 
 `pack(cfg, seq_len)` builds a set from any corpus and tokenizer `prepare` (shards.py) handles: the token
 shards are split at their end-of-document tokens, each document gets a BOS in front, and the documents are
-best-fit packed (packing.py). Rows are written in a fixed shuffled order (seeded by data.split_seed) so a
+best-fit packed (document_packing.py). Rows are written in a fixed shuffled order (seeded by data.split_seed) so a
 prefix of the rows -- what a shorter run reads -- is a sample of the whole corpus, not its first documents.
 Writes are staged in `<data_dir>/.tmp-<key>-<host>-<pid>` and published by one rename, like shards.py
 (staging.py).
@@ -35,8 +35,11 @@ from typing import TYPE_CHECKING, Optional
 import numpy as np
 
 from loopscale.data.corpus import DataError, source_fingerprint
-from loopscale.data.packing import documents_of  # noqa: F401 (re-exported: it was defined here)
-from loopscale.data.published import HUB_HOST, HUB_PROBE_S, footer_sha256, hub_cache_dir, hub_offline_flag, hub_reachable, locate_published
+from loopscale.data.document_packing import documents_of  # noqa: F401 (re-exported: it was defined here)
+from loopscale.data.published import (
+    footer_sha256,
+    locate_published,
+)
 from loopscale.data.staging import CONTENT_KEY, content_sha256, ensure_content_hash, publish, staging_folder
 
 if TYPE_CHECKING:
@@ -48,8 +51,8 @@ FORMAT_VERSION = 1  # bump when packing or the layout changes: old packed caches
 META_FILE = "meta.json"
 ROWS_PER_FILE = 65536  # rows per parquet file (the published set: ~ this order)
 ROWS_PER_GROUP = 1024  # rows per row group: the reader decodes one group at a time
-MAX_OPEN_ROWS = 1024  # best-fit window (packing.py)
-PUBLISHED_BUFFER_DOCS = 1000  # the published packing's document buffer (packing.pack_rows_cropped)
+MAX_OPEN_ROWS = 1024  # best-fit window (document_packing.py)
+PUBLISHED_BUFFER_DOCS = 1000  # the published packing's document buffer (document_packing.pack_rows_cropped)
 BOS_CANDIDATES = ("<s>", "<|bos|>", "<|begin_of_text|>", "[CLS]")  # else the end-of-document token
 
 
@@ -278,7 +281,7 @@ def pack_split(
     documents cropped); returns its counts for meta.json."""
     from tqdm.auto import tqdm
 
-    from loopscale.data.packing import PackStats, pack_rows, pack_rows_cropped
+    from loopscale.data.document_packing import PackStats, pack_rows, pack_rows_cropped
 
     stats = PackStats()
     raw = work / f"{split}.rows"  # rows in packing order, padded: [n_rows, row_len] of dtype
