@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from loopscale.errors import InputError
+from loopscale.plots.registry import save_all
 
 EXPERIMENT = "isodepth_cpu_demo"
 
@@ -101,7 +102,6 @@ def run_demo(settings: DemoSettings, console=None) -> DemoOutputs:
     """Every stage of the module docstring, in order; returns where each output went."""
     from rich.console import Console
 
-    from loopscale import plots
     from loopscale.analysis.report import write_report
     from loopscale.data.run_data import open_run_data
     from loopscale.fit.runs_table import canonical_table
@@ -128,7 +128,7 @@ def run_demo(settings: DemoSettings, console=None) -> DemoOutputs:
         fit, fit_path, free, fit_free_path = _fit(table, looped_table, runs_csv, out, settings, console)
     console.print("[5/5] figures and report")
     with _timed(stage_s, "figures_report"):
-        figures = plots.save_all(table, fit, out / "figures", free=free)
+        figures = save_all(table, fit, out / "figures", free=free)
         title = "loopscale demo: iso-depth looped transformers on Shakespeare (CPU)"
         report = write_report(table, fit, figures, out / "report.md", problems=problems, title=title)
     train_flops = sum(_job_flops(cfg, vocab_size) for cfg in trained)

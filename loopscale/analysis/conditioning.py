@@ -23,7 +23,7 @@ import pandas as pd
 from loopscale.errors import InputError
 from loopscale.fit.laws.registry import find_law
 from loopscale.fit.result import load_fit
-from loopscale.fit.verdict import isoflop_minima as isoflop_minima  # the one rule, shared with every fit
+from loopscale.fit.verdict import isoflop_minima  # the one rule, shared with every fit
 
 # The demo's targets (issue 15): what a two-core, 15-minute sweep must reach to call its phi measured.
 DEMO_TARGETS = {
@@ -47,7 +47,7 @@ def verdict(table: pd.DataFrame, fit) -> dict[str, Any]:
     law = find_law(fit.law)
     if law is not None and law.per_recipe:
         raise InputError("this joint fit record has no conditioning checks: refit it (`loopscale fit --joint`)")
-    from loopscale.plots import rows_for_fit
+    from loopscale.plots.inputs import rows_for_fit
 
     return fit_checks(rows_for_fit(table, fit), fit)
 
@@ -58,7 +58,8 @@ def conditioning(table: pd.DataFrame, fit) -> dict[str, Any]:
     isoflop_r1 (per budget: see `isoflop_minima`), isoflop_r1_inside, collapse_rms (at phi_fit, 0, 1),
     collapse_ratio (at the fit over the smaller of phi = 0 and phi = 1)."""
     from loopscale.fit.bounds import BOUNDS
-    from loopscale.plots import collapse_spread, rows_for_fit
+    from loopscale.plots.curves import collapse_spread
+    from loopscale.plots.inputs import rows_for_fit
 
     fit = load_fit(fit)
     if "phi" not in fit.params:  # one phi for every r (the looped law); a joint fit has one per recipe

@@ -175,7 +175,8 @@ def missing_inputs(inputs: Mapping) -> list[str]:
 
 def _unreadable(key: str, path: str) -> str | None:
     """Why the notebook could not read `path` as its `key` input (plots.read_table, load_fit), or None."""
-    from loopscale.plots import load_fit, read_table
+    from loopscale.fit.result import load_fit
+    from loopscale.plots.inputs import read_table
 
     try:
         if key == "table":

@@ -22,8 +22,8 @@ import pandas as pd
 from loopscale.analysis.published_laws import published_comparison
 from loopscale.atomic import write_text_atomic
 from loopscale.fit.laws.registry import find_law
-from loopscale.fit.result import FitResult
-from loopscale.plots import budgets, load_fit
+from loopscale.fit.result import FitResult, load_fit
+from loopscale.plots.inputs import budgets
 
 # Runs-table columns shown in the report, in order (those the table has).
 RUN_COLUMNS = ("recipe", "r", "width", "C_budget", "C", "N_once", "N_rec", "N", "D", "L", "steps", "seed")

@@ -3,7 +3,7 @@
 fit      fit a law to a runs table; prints (parameter, estimate, 95% CI) and the conditioning checks with
          their verdict ("phi measured" / "not measured: ..."), writes a FitResult JSON (`--out`; with
          `--group COL` one file per group, `NAME.<group>.json`) and then, with `--plot`, a
-         predicted-vs-observed figure (`loopscale.plots.plot_fit`). Every data-dependent precondition is
+         predicted-vs-observed figure (`loopscale.plots.registry.plot_fit`). Every data-dependent precondition is
          checked before the first solve; bootstrap replicates run over `--jobs` worker processes.
          `fit runs.csv runs_tbptt.csv ... --joint recipe` fits one joint law over the recipes in
          column `recipe` (shared E, A, alpha, B, beta; one phi per recipe; the r = 1 runs shared and

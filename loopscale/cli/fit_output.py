@@ -48,7 +48,7 @@ def write_results(results, out_paths, plot_paths, figures=None, dpi: int = 200) 
             written.append(str(path))
     for (_g, _table, result), path, table in zip(results, plot_paths, figures):
         if path is not None:
-            from loopscale.plots import figure_files, plot_fit  # matplotlib only when a figure is asked for
+            from loopscale.plots.registry import figure_files, plot_fit
 
             files = figure_files(path)
             try:

@@ -30,8 +30,11 @@ from loopscale.cli import COMMANDS, UsageError
 from loopscale.cli.arguments import DPI, check_dpi
 from loopscale.errors import InputError, LoopscaleError
 from loopscale.fit.laws.registry import find_law
+from loopscale.fit.result import load_fit
 from loopscale.fit.runs_table import ColumnMap, drop_top_k
-from loopscale.plots import as_looped_table, figures, fit_name, free_multipliers, load_fit, read_table, save_figures
+from loopscale.plots.inputs import as_looped_table, free_multipliers, read_table
+from loopscale.plots.recipes import fit_name
+from loopscale.plots.registry import figures, save_figures
 from loopscale.train.collect import collect
 from loopscale.train.run_json import TABLE_COLUMNS
 

@@ -21,7 +21,6 @@ from loopscale.fit.laws.form import Law, LawData
 from loopscale.fit.laws.registry import make_law
 from loopscale.fit.objective import Loss
 from loopscale.fit.optimize import BASIN_ABS_TOL, FitState, Refined, fit_law, lm_batch, newton, refine
-from loopscale.fit.resample import bootstrap as bootstrap  # its home before the split
 from loopscale.fit.runs_table import budget_clusters
 
 
