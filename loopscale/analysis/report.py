@@ -22,7 +22,7 @@ import pandas as pd
 from loopscale.analysis.published_laws import published_comparison
 from loopscale.atomic import write_text_atomic
 from loopscale.fit.laws.registry import find_law
-from loopscale.fit.result import FitResult, load_fit
+from loopscale.fit.result import FitResult, file_sha256, load_fit
 from loopscale.plots.inputs import budgets
 
 # Runs-table columns shown in the report, in order (those the table has).
@@ -366,8 +366,6 @@ def input_warning(fit, sources: Sequence[Path]) -> str | None:
     was fitted on (`input`: path and sha256; a joint fit, each of its tables); the report reads `sources`
     (tables, or sweep dirs, whose table is the runs.csv `collect` writes there). Matched by content (sha256),
     so a table moved or renamed since still matches; a fit that records no input is not judged."""
-    from loopscale.fit.result import file_sha256
-
     fit = load_fit(fit)
     record = fit.input or {}
     recorded = [t for t in (record.get("tables") or [record]) if isinstance(t, dict) and t.get("sha256")]

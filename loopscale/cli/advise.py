@@ -118,7 +118,7 @@ def run(args: argparse.Namespace) -> int:
     )
     figure = None
     if args.plot:
-        from loopscale.plots.advice import advice_figure
+        from loopscale.plots.advice import advice_figure  # matplotlib: only with --plot
 
         figure = advice_figure(advice)
     print("\n".join(render(advice)))

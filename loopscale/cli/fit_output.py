@@ -19,6 +19,7 @@ from loopscale.atomic import atomic_path, check_writable
 from loopscale.cli import UsageError
 from loopscale.cli.arguments import check_dpi
 from loopscale.errors import LoopscaleError
+from loopscale.plots.inputs import as_looped_table
 
 
 class FigureFailed(LoopscaleError):
@@ -48,7 +49,7 @@ def write_results(results, out_paths, plot_paths, figures=None, dpi: int = 200) 
             written.append(str(path))
     for (_g, _table, result), path, table in zip(results, plot_paths, figures):
         if path is not None:
-            from loopscale.plots.registry import figure_files, plot_fit
+            from loopscale.plots.registry import figure_files, plot_fit  # matplotlib: only when --plot draws
 
             files = figure_files(path)
             try:
@@ -72,8 +73,6 @@ def figure_table(table, plot_path):
     `plots.inputs.as_looped_table`); None without --plot."""
     if plot_path is None:
         return None
-    from loopscale.plots.inputs import as_looped_table
-
     return as_looped_table(table, source="the table (for --plot)")
 
 
@@ -162,13 +161,13 @@ def output_paths(args: argparse.Namespace, groups: list) -> tuple[list, list]:
 
 
 def _figure_files(path: Path) -> list[Path]:
-    from loopscale.plots.registry import figure_files
+    from loopscale.plots.registry import figure_files  # matplotlib: only with --plot
 
     return figure_files(path)
 
 
 def _check_plot_format(path: Path) -> None:
-    from matplotlib.backend_bases import FigureCanvasBase
+    from matplotlib.backend_bases import FigureCanvasBase  # matplotlib: only with --plot
 
     formats = FigureCanvasBase.get_supported_filetypes()
     fmt = path.suffix.lower().lstrip(".")

@@ -1,12 +1,12 @@
 """Typed configuration schema.
 
 Every dataclass here validates itself in `__post_init__` and raises `ConfigError` (a ValueError) naming the field
-and the allowed values, so a bad sweep point fails at start, not an hour into training. `register_configs()` puts
+and the allowed values, so a bad sweep point fails at start, not an hour into training. `dirs.register_configs()` puts
 the schema into Hydra's ConfigStore so YAML under `loopscale/conf/` is type-checked against it.
 
-The model's config lives in model_config.py (ModelConfig, the iso-depth layer plan), the run and point
-names and the OmegaConf resolvers in naming.py, the field checks in config_checks.py; every name is also
-importable from here.
+The model's config lives in model.py (ModelConfig, the iso-depth layer plan), the run and point names in
+naming.py, the OmegaConf resolvers in resolvers.py, the field checks in checks.py; import each name from its
+module.
 """
 
 from __future__ import annotations
@@ -323,26 +323,3 @@ class TrainConfig:
 def with_vocab(cfg: TrainConfig, vocab_size: int) -> TrainConfig:
     """`cfg` with the model's vocabulary set to the tokenizer's (known only once the data is prepared)."""
     return replace(cfg, model=replace(cfg.model, vocab_size=vocab_size))
-
-
-def register_configs() -> None:
-    """Register the schema with Hydra so every YAML under loopscale/conf/ is type-checked against it."""
-    from hydra.core.config_store import ConfigStore
-    from omegaconf import OmegaConf
-
-    cs = ConfigStore.instance()
-    # Building the node instantiates ModelConfig(), whose __post_init__ resolves injection="auto" for the
-    # default r = 1; put "auto" back so a sweep over r resolves it per run (in OmegaConf.to_object).
-    schema = OmegaConf.structured(TrainConfig)
-    schema.model.injection = "auto"
-    schema.model.recipe = "auto"
-    cs.store(name="train_schema", node=schema)
-    for group, node in (
-        ("model", ModelConfig),
-        ("data", DataConfig),
-        ("optim", OptimConfig),
-        ("budget", BudgetConfig),
-        ("trainer", TrainerConfig),
-        ("logger", LoggerConfig),
-    ):
-        cs.store(group=group, name=f"{group}_schema", node=node)

@@ -28,19 +28,38 @@ import hashlib
 import json
 import shutil
 from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+from tqdm.auto import tqdm
 
 from loopscale.data.corpus import DataError, source_fingerprint
-from loopscale.data.document_packing import documents_of  # noqa: F401 (re-exported: it was defined here)
+from loopscale.data.document_packing import (
+    PackStats,
+    documents_of,  # noqa: F401 (re-exported: it was defined here)
+    pack_rows,
+    pack_rows_cropped,
+)
 from loopscale.data.published import (
     footer_sha256,
     locate_published,
 )
-from loopscale.data.staging import CONTENT_KEY, content_sha256, ensure_content_hash, publish, staging_folder
+from loopscale.data.shards import prepare
+from loopscale.data.staging import (
+    CONTENT_KEY,
+    content_sha256,
+    ensure_content_hash,
+    full_disk_as_data_error,
+    publish,
+    staging_folder,
+)
+from loopscale.data.tokenizer import eot_id, load_tokenizer, tokenizer_sha256
 
 if TYPE_CHECKING:
     from loopscale.config.schema import DataConfig
@@ -68,8 +87,6 @@ class RowFiles:
     or threads (DDP spawn, DataLoader workers)."""
 
     def __init__(self, files: list[Path], row_len: Optional[int] = None):
-        import pyarrow.parquet as pq
-
         if not files:
             raise DataError("a packed split needs at least one parquet file")
         self.files = [Path(f) for f in files]
@@ -103,17 +120,12 @@ class RowFiles:
         self._cache = (gi, tokens, n_tokens)
         if len(self.groups) > 1:
             if self._pool is None:
-                from concurrent.futures import ThreadPoolExecutor
-
                 self._pool = ThreadPoolExecutor(1, thread_name_prefix="packed-rows")
             nxt = (gi + 1) % len(self.groups)  # in order; after the last group a second pass starts at 0
             self._prefetch = (nxt, self._pool.submit(self._decode, nxt))
         return tokens, n_tokens
 
     def _decode(self, gi: int) -> tuple[np.ndarray, Optional[np.ndarray]]:
-        import pyarrow.compute as pc
-        import pyarrow.parquet as pq
-
         fi, g, n = self.groups[gi]
         columns = ["tokens", "n_tokens"] if self.has_n_tokens else ["tokens"]
         table = pq.ParquetFile(self.files[fi]).read_row_group(g, columns=columns)
@@ -216,8 +228,6 @@ def open_packed(root: Path | str) -> PackedSet:
 
 def bos_id_of(tokenizer) -> int:
     """The id put in front of every document: the tokenizer's BOS, else its end-of-document token."""
-    from loopscale.data.tokenizer import eot_id
-
     for name in BOS_CANDIDATES:
         idx = tokenizer.token_to_id(name)
         if idx is not None:
@@ -232,8 +242,6 @@ def bos_id_of(tokenizer) -> int:
 
 
 def _row_table(rows: np.ndarray, n_tokens: np.ndarray):
-    import pyarrow as pa
-
     n, width = rows.shape
     offsets = pa.array(np.arange(0, (n + 1) * width, width, dtype=np.int32))
     tokens = pa.ListArray.from_arrays(offsets, pa.array(rows.reshape(-1)))
@@ -244,9 +252,6 @@ def write_rows(
     out_dir: Path, split: str, rows: np.ndarray, n_tokens: np.ndarray, order: np.ndarray, progress: bool = False
 ) -> list[str]:
     """Write rows[order] as `<split>-00000.parquet`, ... (ROWS_PER_FILE rows each); returns the names."""
-    import pyarrow.parquet as pq
-    from tqdm.auto import tqdm
-
     names = []
     with tqdm(total=len(order), unit="row", desc=f"write {split}", disable=not progress) as bar:
         for fi, lo in enumerate(range(0, len(order), ROWS_PER_FILE)):
@@ -279,10 +284,6 @@ def pack_split(
 ) -> dict:
     """Pack one flat shard into `out_dir/<split>-*.parquet` (data.packing: best_fit, or published: full rows,
     documents cropped); returns its counts for meta.json."""
-    from tqdm.auto import tqdm
-
-    from loopscale.data.document_packing import PackStats, pack_rows, pack_rows_cropped
-
     stats = PackStats()
     raw = work / f"{split}.rows"  # rows in packing order, padded: [n_rows, row_len] of dtype
     counts = []
@@ -339,10 +340,6 @@ def pack_key(prepared: PreparedData, seq_len: int, seed: int, packing: str = "be
 
 def pack(cfg: DataConfig, seq_len: int, progress: bool = True) -> PackedSet:
     """The packed set of `cfg`'s corpus and tokenizer at context T = seq_len, from the cache or built."""
-    from loopscale.data.shards import prepare
-    from loopscale.data.staging import full_disk_as_data_error
-    from loopscale.data.tokenizer import load_tokenizer
-
     if seq_len < 1:
         raise DataError(f"seq_len={seq_len} must be >= 1")
     prepared = prepare(cfg, progress=progress)
@@ -397,8 +394,6 @@ def _pack_splits(
 
 def _pack_meta(cfg: DataConfig, prepared: PreparedData, key: str, seq_len: int, tok, bos: int, splits: dict) -> dict:
     """meta.json of a packed set built here: the format, T, the tokenizer and the counts of each split."""
-    from loopscale.data.tokenizer import tokenizer_sha256
-
     return {
         "format": FORMAT,
         "version": FORMAT_VERSION,

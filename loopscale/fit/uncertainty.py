@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from scipy.stats import chi2
 
 from loopscale.errors import InputError
 from loopscale.fit.bounds import bounds_for
@@ -251,8 +252,6 @@ def lr_test(state: FitState, name: str, value: float = 0.0) -> dict[str, float]:
     restricted fit starts from the optimum with the coordinate moved to `value`, after a batched
     LM pass.
     """
-    from scipy.stats import chi2
-
     restricted = profile_values(state, name, [value])[0]
     _, stats = profile_threshold(state)
     gap = max(0.0, restricted.objective - state.best.objective)

@@ -26,7 +26,9 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from loopscale.config.schema import DataConfig
+from loopscale.atomic import write_json_atomic
+from loopscale.config.schema import DataConfig, TrainConfig
+from loopscale.data.run_data import open_run_data
 from loopscale.errors import ConfigError
 
 log = logging.getLogger("loopscale.train.identity")
@@ -169,8 +171,6 @@ def comparable(old: dict[str, Any], new: dict[str, Any]) -> tuple[dict[str, Any]
     """(old, new) without the fields that a code change added or removed: a field the run dir does not
     know counts only when this launch sets it away from its default; a field the code no longer has is
     not compared. So updating loopscale does not orphan every run dir, while a real change still shows."""
-    from loopscale.config.schema import TrainConfig
-
     defaults = identity_of(TrainConfig())
     old = {k: v for k, v in old.items() if k in new}
     # a field no config has (the data's content hash) counts only when the run dir recorded it too
@@ -204,8 +204,6 @@ def claim(
     Nothing there yet: writes identity.json. The same identity: nothing to do (the caller resumes or skips).
     Another identity: IdentityMismatch naming the differing fields, unless `restart`, which deletes the
     run's files (all but KEEP_ON_RESTART) and claims the dir afresh."""
-    from loopscale.atomic import write_json_atomic
-
     run_dir = Path(run_dir)
     identity = {**identity_of(config), **(data or {})}
     digest = identity_hash(identity)
@@ -245,8 +243,6 @@ def data_identity(data: DataConfig, seq_len: int, progress: bool = True) -> dict
     """{identity.DATA_FIELD: content hash} of the data a run of this config reads (prepared / packed as
     training will, cached), or None when it cannot be opened: the run then fails in train_run, which records
     why."""
-    from loopscale.data.run_data import open_run_data
-
     try:
         return {DATA_FIELD: open_run_data(data, seq_len, progress).content_sha256}
     except Exception:

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from loopscale.errors import InputError
+from loopscale.train.identity import claim, identity_file_problem, stored_hash
 
 log = logging.getLogger("loopscale.train.run_json")
 
@@ -264,8 +265,6 @@ def record_problem(run_dir: Path, record: dict[str, Any]) -> str | None:
     copy `run005.bak` names run005), and match the dir's identity.json (loopscale/train/identity.py) by its
     identity hash or, for records from before the hash, its config; with no identity.json it must at least
     carry one of them (what loopscale-train writes). Its table columns must hold numbers / strings."""
-    from loopscale.train.identity import identity_file_problem
-
     name = record.get("run_name")
     if name is not None and name != run_dir.name:
         return f"its record is run {name!r}'s, not {run_dir.name!r}'s (a copy, or a record moved here?)"
@@ -306,8 +305,6 @@ def set_aside_replaced(run_dir: Path, old_identity: str) -> Path | None:
 def claim_run_dir(run_dir: Path, config: Any, **kwargs: Any) -> str:
     """identity.claim(run_dir, config, **kwargs), and when another config has just taken the dir over, the
     earlier config's outputs moved aside (set_aside_replaced). Returns the identity hash."""
-    from loopscale.train.identity import claim, stored_hash
-
     before = stored_hash(run_dir)
     digest = claim(run_dir, config, **kwargs)
     if before is not None and digest != before:

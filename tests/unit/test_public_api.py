@@ -20,7 +20,7 @@ PUBLIC = {
     "predict_loss": "loopscale.fit.result",
     "param_counts": "loopscale.model.accounting",
     "flops_per_token": "loopscale.model.accounting",
-    "ModelConfig": "loopscale.config.schema",
+    "ModelConfig": "loopscale.config.model",
     "TrainConfig": "loopscale.config.schema",
     "train_config": "loopscale.config.dirs",
     "run_training": "loopscale.train.entry",
