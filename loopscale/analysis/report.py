@@ -23,6 +23,7 @@ from loopscale.analysis.published_laws import published_comparison
 from loopscale.atomic import write_text_atomic
 from loopscale.fit.laws.registry import find_law
 from loopscale.fit.result import FitResult, file_sha256, load_fit
+from loopscale.fit.verdict import shared_check_verdict
 from loopscale.plots.inputs import budgets
 
 # Runs-table columns shown in the report, in order (those the table has).
@@ -192,11 +193,7 @@ def joint_section(fit) -> str:
     )
     chk = j.get("shared_check")
     if chk:
-        verdict = (
-            "the recipes do NOT share the dense model: treat the joint delta-phi with care"
-            if chk["p_value"] < 0.05
-            else "consistent with one shared dense model"
-        )
+        verdict = shared_check_verdict(chk)
         out += [
             "",
             f"- shared-parameter check: joint fit vs the separate fits, robust LR statistic "

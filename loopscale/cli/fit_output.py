@@ -19,6 +19,7 @@ from loopscale.atomic import atomic_path, check_writable
 from loopscale.cli import UsageError
 from loopscale.cli.arguments import check_dpi
 from loopscale.errors import LoopscaleError
+from loopscale.fit.verdict import shared_check_verdict
 from loopscale.plots.inputs import as_looped_table
 
 
@@ -131,11 +132,7 @@ def joint_lines(j: dict) -> list[str]:
                 lines.append(f"  separate fits: delta phi = {sep['delta']:+.4g} (no CI without --bootstrap)")
     chk = j.get("shared_check")
     if chk:
-        verdict = (
-            "the recipes do NOT share the dense model"
-            if chk["p_value"] < 0.05
-            else "consistent with shared dense parameters"
-        )
+        verdict = shared_check_verdict(chk)
         lines.append(
             f"shared-parameter check (joint vs separate fits): LR statistic {chk['statistic']:.3g} "
             f"({chk['df']} df), p = {chk['p_value']:.3g}: {verdict}"

@@ -146,6 +146,17 @@ def verdict_of(checks: list[dict[str, Any]], subject: str) -> dict[str, Any]:
     }
 
 
+SHARED_CHECK_LEVEL = 0.05  # below this p-value the joint fit's shared-parameter LR test rejects sharing
+
+
+def shared_check_verdict(check: dict[str, Any]) -> str:
+    """The verdict of a joint fit's shared-parameter check (the joint fit against the separate fits, a robust LR
+    test: `joint.shared_check`), in the one wording `fit --joint` and the report print."""
+    if check["p_value"] < SHARED_CHECK_LEVEL:
+        return "the recipes do NOT share the dense model: treat the joint delta-phi with care"
+    return "consistent with one shared dense model"
+
+
 def fit_checks(table: pd.DataFrame, fit) -> dict[str, Any]:
     """The conditioning of one fit (any law) on its canonical table: E and phi off their bounds, phi's
     interval width, the iso-FLOP minima, the holdout error when computed."""

@@ -10,7 +10,9 @@ import pytest
 from loopscale.analysis import report
 from loopscale.atomic import write_json_atomic
 from loopscale.cli import main
+from loopscale.cli.fit_output import joint_lines
 from loopscale.fit.result import load_fit
+from loopscale.fit.verdict import shared_check_verdict
 from loopscale.plots.registry import FIGURE_NAMES, save_all
 from support.fit_fixtures import PLOTS_FIXTURE as FIXTURE
 
@@ -58,6 +60,18 @@ def test_report_of_a_joint_fit_shows_delta_phi_next_to_the_separate_fits(table, 
     assert f"robust LR statistic {report.fmt(chk['statistic'], 3)} on {chk['df']} df" in text
     for name in ("phi[baseline]", "phi[tbptt]", "phi[hyper]"):
         assert f"| {name} | {report.fmt(joint.params[name])} |" in text
+
+
+@pytest.mark.parametrize("p_value", [0.01, 0.5])
+def test_the_shared_check_verdict_is_worded_once(p_value):
+    """The report and `fit --joint`'s terminal lines print the same verdict of the shared-parameter check, from
+    one renderer (fit/verdict.py), and it follows the check's p-value."""
+    joint = load_fit(FIXTURE / "fit.joint.json")
+    joint.joint["shared_check"] = {**joint.joint["shared_check"], "p_value": p_value}
+    verdict = shared_check_verdict(joint.joint["shared_check"])
+    assert ("NOT share" in verdict) == (p_value < 0.05)
+    assert f"{verdict}." in report.joint_section(joint)
+    assert joint_lines(joint.joint)[-1].endswith(f": {verdict}")
 
 
 def test_report_without_fit_lists_runs_only(table, tmp_path):
