@@ -12,7 +12,6 @@ compare  delta = B - A of a parameter (default phi) of two fit JSONs, CI from th
          given a joint fit, its delta-phi (bootstrap, profile, LR test) next to the separate fits'; both
          end in the verdict ("Δφ measured" / "not measured: ...").
 What `fit` prints and writes, and its output paths, are in fit_output.py.
-Heavy imports stay inside the functions so `loopscale --help` is fast.
 """
 
 from __future__ import annotations
@@ -129,8 +128,8 @@ def register(subparsers) -> None:
 
 
 class LawChoices:
-    """The laws `--law` takes (`loopscale.fit.laws.registry.single_laws`), read from the registry when argparse
-    checks a value or prints them, so building the parser (`loopscale --help`) loads no law, nor numpy."""
+    """The laws `--law` takes (`loopscale.fit.laws.registry.single_laws`), read from the registry each time
+    argparse checks a value or prints them, so a law registered after the parser was built is taken too."""
 
     def _names(self) -> tuple[str, ...]:
         return single_laws()

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import hydra
+import lightning  # noqa: F401  (its import adds the console handler that lightning_logs_once removes)
 from hydra._internal.utils import get_args_parser, run_and_report
 from hydra.core.hydra_config import HydraConfig
 from hydra.core.override_parser.overrides_parser import OverridesParser

@@ -108,8 +108,6 @@ def plan_training(cfg: TrainConfig, run: RunPlan | None = None) -> TrainingPlan:
     """The run's plan (`run`, else plan_run(cfg)) with the split over devices, the predicted memory of a GPU
     run at that device batch, and the peak lrs at the plan's batch tokens and D_target. Raises ConfigError
     when the batch does not split over the devices (batching.device_batching)."""
-    # deferred: lr_transfer reads the group names from loopscale/train/optim/groups.py, which imports torch
-
     run = plan_run(cfg) if run is None else run
     batching, memory = split_and_memory(cfg.budget, cfg.model, cfg.trainer, cfg.optim.optimizer)
     usable = usable_memory(cfg.trainer.plan_device) if memory is not None else None

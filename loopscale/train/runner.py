@@ -230,7 +230,7 @@ def _fit_run(
     forked branch: the parent's weights, optimizer and global step), else from scratch. `fork_steps`: keep
     a checkpoint after each of these optimizer steps (a stable parent). `validate=False` skips the final
     validation (the record's L stays None). Whatever fails (bad data, divergence, a full disk, Ctrl-C), the
-    record says so with what was known at that point (run_record.RecordedRun)."""
+    record says so with what was known at that point (recording.RecordedRun)."""
     run = RecordedRun(run_dir, record_file, first_record(cfg, run_dir, extra_record))
     # the W&B run closes after RecordedRun's exit has made the record final (a failure's status included)
     with _wandb_closed(run), run:
