@@ -39,7 +39,7 @@ from loopscale.config.schema import TrainConfig
 from loopscale.errors import InputError
 from loopscale.model.accounting import cpu_model
 from loopscale.signals import die_with_parent
-from loopscale.train.plan import plan_run
+from loopscale.train.plan import plan_training
 
 PROBE_STEPS = 3  # timed optimizer steps after one warm-up: ~0.1-2 s for the CPU grids' shapes
 CACHE_FILE = "throughput.json"
@@ -127,14 +127,10 @@ def _read_cache(path: Path) -> dict[str, Any]:
 
 def _job_optimizer(cfg: TrainConfig, model_cfg, device_batch: int):
     """The run's own model and optimizer (LoopedLM's configure_optimizers: MuonH or AdamW groups and lrs)."""
-    from loopscale.train.lightning_module import (
-        LoopedLM,
-        StepAccounting,
-    )  # torch: only when a probe runs (a cached measurement, `sweep` and `plan` stay torch-free)
+    # torch: only when a probe runs (a cached measurement, `sweep` and `plan` stay torch-free)
+    from loopscale.train.lightning_module import LoopedLM
 
-    plan = plan_run(cfg)
-    accounting = StepAccounting(plan.steps, plan.batch_tokens, plan.F, target_tokens=plan.D_target)
-    module = LoopedLM(model_cfg, cfg.optim, cfg.trainer, accounting)
+    module = LoopedLM(model_cfg, cfg.optim, cfg.trainer, plan_training(cfg))  # the plan, as training builds it
     return module.model, module.configure_optimizers()["optimizer"]
 
 
