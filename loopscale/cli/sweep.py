@@ -3,12 +3,23 @@
 from __future__ import annotations
 
 import argparse
+import json
+
+from hydra.errors import HydraException
+from rich.console import Console
+from rich.table import Table
+
+from loopscale.cli import COMMANDS, UsageError
+from loopscale.cli.plan import add_probe_argument, cpu_line, cpu_totals, seed_line
+from loopscale.config.schema import with_vocab
+from loopscale.launch.estimate import launcher_limits_of, print_limit_warnings
+from loopscale.launch.sweep import describe, expand, sweep_overrides, with_compile
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "sweep",
-        help="dry run: list the jobs of a Hydra multirun and their N, D, C",
+        help=COMMANDS["sweep"].help,
         description="Expand `loopscale-train -m OVERRIDES` without launching anything: one row "
         "per job with its run name, r, width, N_once, N_rec, points, D, steps and C (a forked job's own: its "
         "parent and every cooldown), device batch x accumulation, predicted peak memory per device "
@@ -25,22 +36,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="print only the number of jobs (fast: expands the grid without composing each job)",
     )
     p.add_argument("--json", action="store_true", help="print the jobs as JSON lines")
-    from loopscale.cli.plan import add_probe_argument
 
     add_probe_argument(p)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    import json
-
-    from hydra.errors import HydraException
-
-    from loopscale.cli import UsageError
-    from loopscale.config.schema import with_vocab
-    from loopscale.launch.estimate import launcher_limits_of, print_limit_warnings
-    from loopscale.launch.sweep import describe, expand, sweep_overrides, with_compile
-
     try:
         if args.count:
             # The launcher starts one job per override list; composing all of them (~0.1 s each with Hydra)
@@ -58,7 +59,6 @@ def run(args: argparse.Namespace) -> int:
             print(json.dumps(row))
         return 0
     _print_table(rows)
-    from loopscale.cli.plan import cpu_line, cpu_totals, seed_line
 
     print(cpu_line(cpu_totals(rows)))
     line = seed_line(rows)
@@ -68,9 +68,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _print_table(rows: list[dict]) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
     table = Table(title=f"{len(rows)} jobs")
     columns = (
         "run_name",

@@ -12,15 +12,24 @@ jobs together pay for it; jobs with an explicit trainer.compile keep it.
 
 from __future__ import annotations
 
+import copy
+import dataclasses
+
+from omegaconf import DictConfig, open_dict
+
 from loopscale.config.schema import TrainConfig, with_vocab
+from loopscale.launch.throughput import cpu_throughput
+from loopscale.train.batching import device_batching, on_gpu
 from loopscale.train.compile_cache import compile_key, is_warm, key_hash
 from loopscale.train.compile_choice import (
     COMPILED_MODE,
+    SPEEDUP,
     CompileChoice,
     choose_for_sweep,
     eager_step_s_from_flops,
     saving_s,
 )
+from loopscale.train.plan import plan_forks, plan_run, to_train_config
 
 
 def job_key(cfg: TrainConfig) -> dict:
@@ -47,7 +56,6 @@ def compile_first_order(keys: list[str], tokens: list[int]) -> list[int]:
 
 def job_steps(cfg: TrainConfig) -> tuple[int, float]:
     """(optimizer steps the job trains, FLOPs per token): a forked job's parent and every cooldown."""
-    from loopscale.train.plan import plan_forks, plan_run
 
     cfg = with_vocab(cfg, cfg.data.vocab_size)
     plan = plan_run(cfg)
@@ -59,8 +67,6 @@ def job_steps(cfg: TrainConfig) -> tuple[int, float]:
 def measured_eager_s(cfgs: list[TrainConfig], tokens: list[int]) -> list[float | None]:
     """Each CPU job's eager seconds (its tokens at the throughput probe's tokens/s, loopscale/launch/throughput.py:
     measured once per model shape and machine, then cached); None for GPU jobs and jobs not set to auto."""
-    from loopscale.launch.throughput import cpu_throughput
-    from loopscale.train.batching import device_batching, on_gpu
 
     out: list[float | None] = []
     for cfg, n in zip(cfgs, tokens):
@@ -79,7 +85,6 @@ def compile_choices(
     """trainer.compile=auto resolved for each CPU job (index into cfgs) when the jobs start in `order`; jobs
     with another trainer.compile, or on GPUs, are left out (they keep theirs). eager_s: each job's eager
     seconds where a throughput probe measured them (`measured_eager_s`), else from its FLOPs."""
-    from loopscale.train.batching import on_gpu
 
     auto = [i for i in order if cfgs[i].trainer.compile == "auto" and not on_gpu(cfgs[i].trainer)]
     keys, savings, warm = [], [], []
@@ -96,7 +101,6 @@ def compile_choices(
 
 def schedule(cfgs: list[TrainConfig], tokens: list[int]) -> list[TrainConfig]:
     """The jobs in start order (compile_first_order), trainer.compile=auto resolved in each (compile_choices)."""
-    import dataclasses
 
     order = compile_first_order([graph_key(cfg) for cfg in cfgs], tokens)
     choices = compile_choices(cfgs, order, measured_eager_s(cfgs, tokens))
@@ -113,11 +117,6 @@ def schedule_hydra_jobs(jobs: list, tokens: list[int | None]) -> list[int]:
     """The local pool's start order of Hydra job configs (DictConfigs; loopscale/launch/pool_launcher.py), with
     trainer.compile=auto resolved in each loopscale job's config (a job of another task keeps its config and
     its place by length)."""
-    import copy
-
-    from omegaconf import DictConfig, open_dict
-
-    from loopscale.train.plan import to_train_config
 
     cfgs: list[TrainConfig | None] = []
     for job, job_tokens in zip(jobs, tokens):
@@ -162,7 +161,6 @@ def seed_cost(rows: list[dict]) -> dict | None:
     """What the seeds of a sweep cost (rows of `plan` / `sweep` with seed, compile and cpu_hours): the seeds,
     jobs per seed, and the CPU hours of the first seed and of each further one, a compiled job counted at
     1 / SPEEDUP of its probed eager hours plus its compile; None for a sweep of one seed."""
-    from loopscale.train.compile_choice import SPEEDUP
 
     seeds = sorted({row["seed"] for row in rows})
     if len(seeds) < 2:

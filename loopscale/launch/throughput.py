@@ -22,16 +22,24 @@ import contextlib
 import dataclasses
 import hashlib
 import json
+import logging
+import multiprocessing
 import os
+import signal
 import socket
+import statistics
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from loopscale.atomic import write_json_atomic
 from loopscale.cache_home import cache_dir
 from loopscale.config.schema import TrainConfig
+from loopscale.model.accounting import cpu_model
+from loopscale.signals import die_with_parent
+from loopscale.train.plan import plan_training
 
 PROBE_STEPS = 3  # timed optimizer steps after one warm-up: ~0.1-2 s for the CPU grids' shapes
 CACHE_FILE = "throughput.json"
@@ -56,8 +64,6 @@ def probe_shares() -> list[float]:
 def core_share() -> float | None:
     """The median core share of this process's probes (CPU seconds per wall second): what any CPU-bound
     work of the pool (a job's set-up, tokenizing) gets of a core now; None before any probe."""
-    import statistics
-
     return statistics.median(_SHARES) if _SHARES else None
 
 
@@ -66,7 +72,7 @@ _MEASURED: dict[tuple[str, str], tuple[float, float]] = {}  # this process's mea
 
 def probe_key(cfg: TrainConfig, device_batch: int, threads: int) -> dict[str, Any]:
     """What a measurement depends on: the machine, torch, threads, the model's shape and the batch."""
-    import torch
+    import torch  # torch: only when a probe runs (a cached measurement, `sweep` and `plan` stay torch-free)
 
     return {
         "host": socket.gethostname(),
@@ -93,8 +99,8 @@ def _read_cache(path: Path) -> dict[str, Any]:
 
 def _job_optimizer(cfg: TrainConfig, model_cfg, device_batch: int):
     """The run's own model and optimizer (LoopedLM's configure_optimizers: MuonH or AdamW groups and lrs)."""
+    # torch: only when a probe runs (a cached measurement, `sweep` and `plan` stay torch-free)
     from loopscale.train.lightning_module import LoopedLM
-    from loopscale.train.plan import plan_training
 
     module = LoopedLM(model_cfg, cfg.optim, cfg.trainer, plan_training(dataclasses.replace(cfg, model=model_cfg)))
     return module.model, module.configure_optimizers()["optimizer"]
@@ -107,9 +113,7 @@ def measure_tokens_per_s(cfg: TrainConfig, device_batch: int, threads: int, step
 
 def measure(cfg: TrainConfig, device_batch: int, threads: int, steps: int = PROBE_STEPS) -> tuple[float, float]:
     """(tokens per second, core share: CPU seconds per wall second per thread) of `steps` training steps."""
-    import logging
-
-    import torch
+    import torch  # torch: only when a probe runs (a cached measurement, `sweep` and `plan` stay torch-free)
 
     previous = torch.get_num_threads()
     torch.set_num_threads(threads)
@@ -174,8 +178,6 @@ def _cache_path(use_cache: bool) -> tuple[Path | None, bool]:
 
 
 def _cache_put(path: Path | None, use_cache: bool, digest: str, entry: dict[str, Any]) -> None:
-    from loopscale.atomic import write_json_atomic
-
     if not use_cache:
         return
     cache = _read_cache(path)  # another plan may have added entries meanwhile
@@ -192,7 +194,7 @@ def worker_start_s(threads: int, use_cache: bool = True) -> tuple[float, float]:
     built and stepped once, the core share the probes got meanwhile): measured as the pool's other processes
     start, so under the same load, and cached like a probe. With one worker, one such process is started and
     timed alone."""
-    import torch
+    import torch  # torch: only when a probe runs (a cached measurement, `sweep` and `plan` stay torch-free)
 
     key = {"host": socket.gethostname(), "torch": torch.__version__, "threads": threads, "worker_start": True}
     key["processes"] = _CONTENTION.workers
@@ -218,8 +220,6 @@ class _Contention:
         self.start_s = 0.0
 
     def start(self) -> None:
-        import multiprocessing
-
         if self.procs or self.stop is not None:
             return
         context = multiprocessing.get_context("spawn")
@@ -272,16 +272,12 @@ def pool_contention(workers: int, threads: int) -> Iterator[None]:
 def _busy(ready, stop, threads: int, parent_pid: int) -> None:
     """A stand-in for one of the pool's other workers: what a worker imports, then training steps of a small
     model until `stop` is set (or its parent is gone)."""
-    import signal
-
-    from loopscale.signals import die_with_parent
-
     die_with_parent(signal.SIGTERM, parent_pid)
     os.environ["OMP_NUM_THREADS"] = str(threads)
+    # in the stand-in process, what a pool worker imports at its start:
     import torch
 
     import loopscale.train.entry  # noqa: F401  (Lightning, Hydra, the runner: a worker's start)
-    from loopscale.model.accounting import cpu_model
     from loopscale.model.transformer import LoopedTransformer
 
     torch.set_num_threads(threads)

@@ -27,12 +27,14 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import importlib.metadata
 import json
 import os
 import platform
 from pathlib import Path
 from typing import Any
 
+from loopscale.atomic import write_json_atomic
 from loopscale.cache_home import cache_dir
 
 GRAPHS_DIR = "compile"
@@ -44,10 +46,8 @@ INDUCTOR_ENTRIES = ("fxgraph", "aotautograd")  # Inductor's folders of cached gr
 def compile_key(model_cfg, mode, backend: str = "inductor", torch_version: str | None = None) -> dict[str, Any]:
     """What decides a run's compiled graphs (module docstring): the model's config (a ModelConfig), the compile
     mode and backend, torch's version (this torch's unless given), Python's version and the machine."""
-    if torch_version is None:
-        import torch
-
-        torch_version = torch.__version__
+    if torch_version is None:  # the installed torch's own version string, read without importing torch
+        torch_version = importlib.metadata.version("torch")
     return {
         "model": dataclasses.asdict(model_cfg),
         "compile": mode,
@@ -77,8 +77,6 @@ def activate(key: dict[str, Any], root: Path | None = None) -> Path | None:
     """Point this process's Inductor caches at the key's folder (created, with key.json); returns it, or None
     when the loopscale cache cannot be written (no home, a read-only one): Inductor then uses its own temporary
     folder, and the run compiles as it would without loopscale's cache."""
-    from loopscale.atomic import write_json_atomic
-
     try:
         folder = graph_dir(key, root)
         folder.mkdir(parents=True, exist_ok=True)
@@ -94,6 +92,7 @@ def activate(key: dict[str, Any], root: Path | None = None) -> Path | None:
 def _enable_inductor_caches() -> None:
     """The FX graph and AOTAutograd caches on (their default in torch 2.11+; set so a user's config cannot have
     them off unnoticed), each only where this torch has the switch."""
+    # torch: only when a run compiles (`sweep` / `plan` read the cache's keys torch-free)
     import torch._functorch.config as functorch_config
     import torch._inductor.config as inductor_config
 

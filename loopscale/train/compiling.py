@@ -32,6 +32,7 @@ import contextlib
 import logging
 
 import torch
+import torch._dynamo
 from torch import nn
 
 from loopscale.errors import ConfigError
@@ -78,8 +79,6 @@ def raise_recompile_limit(limit: int = RECOMPILE_LIMIT) -> int:
     """Dynamo's per-code-object recompile limit raised to at least `limit` for this process (never lowered);
     returns the limit now in force. `recompile_limit` is the name from torch 2.6 on, `cache_size_limit`
     before."""
-    import torch._dynamo
-
     config = torch._dynamo.config
     name = "recompile_limit" if hasattr(config, "recompile_limit") else "cache_size_limit"
     setattr(config, name, max(int(getattr(config, name)), limit))

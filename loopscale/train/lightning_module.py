@@ -74,6 +74,17 @@ def peak_flops_per_device() -> float | None:
     return peak_flops(torch.cuda.get_device_name())
 
 
+class SkipFinalStepValidation(Callback):
+    """Lightning's in-fit validation at the last optimizer step is dropped: the runner's final validation of
+    the whole set follows it. The training epoch loop's own skip flag (what Lightning sets after a resume
+    mid-interval) is raised at the end of the last step's last micro-batch, before the loop checks it."""
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+        epoch_loop = trainer.fit_loop.epoch_loop
+        if trainer.global_step >= trainer.max_steps and hasattr(epoch_loop, "_skip_next_val"):
+            epoch_loop._skip_next_val = True
+
+
 class DivergenceCheck(Callback):
     """Raises Diverged at the end of an optimizer step whose loss check is due (LoopedLM.check_due). It must
     come first among the callbacks: a checkpoint callback of the same step then never saves diverged weights."""

@@ -17,7 +17,7 @@ from loopscale.train.entry import run_training
 from loopscale.train.identity import IDENTITY_FILE, IdentityMismatch, claim, identity_hash, identity_of
 from loopscale.train.lock import LOCK_FILE, STALE_AFTER_S, RunLock, RunLocked
 from loopscale.train.plan import CHECKPOINT, run_dir_of
-from loopscale.train.records import read_record
+from loopscale.train.run_json import read_record
 from support.paths import REPO_ROOT
 from support.procs import run_loopscale
 from support.train import TINY, train_config

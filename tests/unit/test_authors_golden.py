@@ -18,7 +18,7 @@ import torch
 
 from loopscale.config.model import ModelConfig
 from loopscale.config.schema import BudgetConfig, OptimConfig, TrainConfig, with_vocab
-from loopscale.data.packing import PackStats, pack_rows_cropped
+from loopscale.data.document_packing import PackStats, pack_rows_cropped
 from loopscale.launch.sweep import expand
 from loopscale.train.compiling import compile_model
 from loopscale.train.lightning_module import LoopedLM
