@@ -122,7 +122,7 @@ def test_a_failed_figure_leaves_the_fit_json_and_names_the_figure(tmp_path, monk
     """A figure that raises (here: a drawing bug, injected; the fit itself is real) leaves the fit JSON."""
     import loopscale.plots as plots
 
-    def broken(table, fit, path):
+    def broken(table, fit, paths, dpi=200):
         raise KeyError("r")
 
     monkeypatch.setattr(plots, "plot_fit", broken)
