@@ -41,6 +41,10 @@ NO_SEED_STATEMENT = (
     "no seed repeats: the seed sigma is not measured, the fit is unweighted and its intervals omit seed "
     "noise (they see only the scatter of single runs about the law, seed noise and misfit together)"
 )
+IDENTICAL_SEEDS_STATEMENT = (
+    "seed repeats with identical losses: no seed noise to measure, the fit is unweighted and its intervals "
+    "omit seed noise"
+)
 NOISE_MODES = ("auto", "off")
 # Inner stage of the two-stage bootstrap: a drawn point keeps its seeds. Resampling them as well counts the
 # seed variance twice (it is already in the points' scatter): measured in benchmarks/bench_calibration.py.
@@ -117,6 +121,8 @@ def noise_block(table: pd.DataFrame, nf: NoiseFit, inner: str | None = None, wei
         block.update(
             model=None,
             statement=NO_SEED_STATEMENT
+            if not nf.reps.has_repeats
+            else IDENTICAL_SEEDS_STATEMENT
             if nf.model is None
             else "noise model off (--noise off): the fit is unweighted and its intervals omit seed noise",
         )

@@ -32,6 +32,8 @@ SIGMA_RULE = (
     f"within-point deviations, n = pooled degrees of freedom); a model other than constant must beat the "
     f"constant by {AICC_MARGIN:g}"
 )
+# A pooled sigma of log L below this is rounding, not noise (replicates that train deterministically)
+MIN_SIGMA_LOG = 1e-9
 MIN_TREND_VALUES = 3  # a log-linear sigma needs replicated points at this many distinct C (N) values
 
 
@@ -149,7 +151,7 @@ def sigma_candidates(table: pd.DataFrame, reps: Replicates, log_L: np.ndarray | 
     replicate losses (no sigma to measure). log_L defaults to log of the table's L."""
     log_L = np.log(table["L"].to_numpy(dtype=float)) if log_L is None else np.asarray(log_L, dtype=float)
     ss, df = within_point(log_L, reps)
-    if df.sum() <= 0 or ss.sum() <= 0:
+    if df.sum() <= 0 or ss.sum() <= MIN_SIGMA_LOG**2 * df.sum():
         return []
     pooled = float(np.sqrt(ss.sum() / df.sum()))
     dof = int(df.sum())

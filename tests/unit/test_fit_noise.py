@@ -206,3 +206,9 @@ def test_a_joint_fit_with_seeds_weights_both_recipes_and_bootstraps_in_two_stage
     d = fit.joint["delta_phi"]["other"]
     lo, hi = d["profile_interval"]
     assert lo < -0.15 < hi
+
+
+def test_seed_repeats_with_identical_losses_are_said_not_measured():
+    table = published(sigma=0.0)  # deterministic training: every seed gives the same loss
+    fit = fit_table(table, profile=False)
+    assert fit.noise["model"] is None and "identical losses" in fit.noise["statement"]
