@@ -22,7 +22,7 @@ its seeds), "boot resample" (its seeds drawn again with replacement, --inner-res
 likelihood-ratio interval on the seed-sigma scale), and "off boot" / "off profile" (noise model off).
 
     .venv/bin/python benchmarks/bench_calibration.py [--sweeps 200] [--bootstrap 100] [--jobs 0]
-        [--scenarios published mixed demo] [--skip-off] [--inner-resample]
+        [--scenarios published mixed demo] [--skip-off] [--inner-resample] [--fits phi dphi]
 
 Runs one sweep per worker process (--jobs, 0 = every core); wall time and the load average are printed.
 """
@@ -91,7 +91,7 @@ def _excludes_zero(interval) -> float:
 
 def run_sweep(task: tuple) -> list[dict]:
     """Every method's numbers on sweep k of a scenario: one dict per (fit kind, method)."""
-    name, k, n_boot, methods = task
+    name, k, n_boot, methods, fits = task
     out = []
     with np.errstate(all="ignore"):
         # single fit: phi
@@ -108,6 +108,8 @@ def run_sweep(task: tuple) -> list[dict]:
             if noise == "auto" and method == methods[0]:
                 ratio = fit.noise["sigma_log"] / float(np.sqrt(np.mean(np.square(sigma_true))))
                 out.append({"scenario": name, "fit": "sigma", "method": fit.noise["model"]["kind"], "ratio": ratio})
+        if "dphi" not in fits:
+            return out
         # joint fit: delta-phi, true value DELTA_PHI_TRUE
         table, _, _, cluster = scenario(name, k, joint=True)
         jt, recipes = joint_table([table], "recipe")
@@ -158,8 +160,8 @@ def coverage_table(rows: list[dict]) -> pd.DataFrame:
     table = cov.pivot_table(index=["scenario", "method"], columns="fit", values="covers", aggfunc="mean") * 100
     real = cov[cov["fit"] == "dphi"].groupby(["scenario", "method"])["real"].mean() * 100
     n = cov[cov["fit"] == "phi"].groupby(["scenario", "method"])["covers"].count()
-    out = table[["phi", "dphi"]].rename(columns={"phi": "phi cover %", "dphi": "dphi cover %"})
-    out["false real %"] = real
+    out = table.reindex(columns=["phi", "dphi"]).rename(columns={"phi": "phi cover %", "dphi": "dphi cover %"})
+    out["false real %"] = real.reindex(out.index)
     out["sweeps"] = n
     return out.round(1)
 
@@ -184,10 +186,11 @@ def main(argv=None) -> int:
     p.add_argument("--scenarios", nargs="+", default=["published", "mixed", "demo"])
     p.add_argument("--skip-off", action="store_true", help="leave out the noise-off comparison")
     p.add_argument("--inner-resample", action="store_true", help="also the bootstrap that resamples seeds")
+    p.add_argument("--fits", nargs="+", default=["phi", "dphi"], help="phi (single fits) and/or dphi (joint fits)")
     args = p.parse_args(argv)
     methods = ["keep"] + (["resample"] if args.inner_resample else []) + ([] if args.skip_off else ["off"])
     jobs = resolve_jobs(args.jobs)
-    tasks = [(name, k, args.bootstrap, methods) for name in args.scenarios for k in range(args.sweeps)]
+    tasks = [(name, k, args.bootstrap, methods, args.fits) for name in args.scenarios for k in range(args.sweeps)]
     t0 = time.perf_counter()
     rows: list[dict] = []
     with ProcessPoolExecutor(max_workers=jobs) as pool:
