@@ -16,7 +16,7 @@ Scenarios (designs from loopscale/fit/synthetic.py):
               sigma falling with the budget (0.008 at the smallest, 0.004 at the largest: the rule must find it)
   demo        the CPU demo's forked design (44 points from 16 jobs; joint: plus a recipe's r in {2, 4, 8}),
               3 seeds = 3 parent jobs per (r, width); half of the variance a per-parent offset that all of a
-              parent's branches share, half each branch's own; the bootstrap's outer clusters are the models
+              parent's branches share, half each branch's own; the bootstrap's outer clusters are the parents
 Methods: "boot keep" (the default: two-stage bootstrap, outer clusters with replacement, a drawn point keeps
 its seeds), "boot resample" (its seeds drawn again with replacement, --inner-resample), "profile" (the robust
 likelihood-ratio interval on the seed-sigma scale), and "off boot" / "off profile" (noise model off).

@@ -31,7 +31,7 @@ from loopscale.fit.seed_sigma import (
     sigma_candidates,
     within_point,
 )
-from loopscale.fit.tables import PARENT_COLUMN, SEED_COLUMN
+from loopscale.fit.tables import PARENT_COLUMN, SEED_COLUMN, is_forked
 from loopscale.fit.two_stage import Hierarchy, hierarchy
 
 # Huber threshold on standardised residuals z = (log L_hat - log L) / sigma: 1.345 gives 95% efficiency at
@@ -184,12 +184,22 @@ def noise_setup(
     if noise == "off" or nf.model is None:
         return nf, data, loss
     std_loss = Loss(loss.kind, STANDARDISED_DELTA) if loss.kind == "huber" else loss
-    return nf, replace(data, sigma=nf.row_sigma), std_loss
+    return nf, replace(data, sigma=nf.row_sigma, noise_group=draw_groups(table)), std_loss
+
+
+def draw_groups(table: pd.DataFrame) -> np.ndarray | None:
+    """Integer labels of the rows that share one draw of seed noise: a forked sweep's parent job (a row without a
+    parent is its own draw); None for an unforked table (every row its own run)."""
+    if not is_forked(table):
+        return None
+    parent = table[PARENT_COLUMN]
+    present = (parent.notna() & (parent.astype(str).str.strip() != "")).to_numpy()
+    label = np.where(present, "parent " + parent.astype(str).to_numpy(), "row " + np.arange(len(table)).astype(str))
+    return pd.Series(label).factorize()[0]
 
 
 def seed_hierarchy(table: pd.DataFrame, reps: Replicates, cluster: str | None, labels, inner: str) -> Hierarchy:
-    """The two-stage bootstrap of a weighted fit (`noise.hierarchy`): outer clusters are the --cluster labels,
-    except a forked sweep's parents (the CLI's default), which are the seeds of their model: then the outer
-    clusters are the models (points)."""
-    outer = None if cluster in (None, PARENT_COLUMN) else labels
-    return hierarchy(table, reps, outer, inner)
+    """The two-stage bootstrap of a weighted fit (`two_stage.hierarchy`): outer clusters are the points, or the
+    --cluster labels when given; a forked sweep's default, its parents, are its seeds (each parent with all its
+    branches: measured better calibrated than its models as clusters, docs/results.md, "Calibration")."""
+    return hierarchy(table, reps, None if cluster is None else labels, inner)

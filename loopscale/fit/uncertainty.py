@@ -49,7 +49,9 @@ def profile_threshold(state: FitState) -> tuple[float, dict[str, float]]:
     With a seed sigma (`LawData.sigma`) the residuals are standardised and the scale is known: the moments are
     those of z ~ N(0, 1) (`noise.huber_moments`; Delta <= 1.92 x 0.865 for Huber at 1.345, a likelihood
     interval), times the scale factor S^2 = sum psi(z)^2 / ((n - p) E psi^2) when it exceeds 1 (residuals
-    wider than seed noise: the law misses the points; the Particle Data Group's scale factor).
+    wider than seed noise: the law misses the points; the Particle Data Group's scale factor). Rows that share
+    one draw (`LawData.noise_group`: a forked sweep's parent) are summed before squaring (a cluster-robust score
+    variance), so branches that move together widen the interval as one draw.
     """
     if state.data.sigma is not None:
         return _standardised_threshold(state)
@@ -67,7 +69,10 @@ def _standardised_threshold(state: FitState) -> tuple[float, dict[str, float]]:
     z = residuals(state.law.log_predict(state.best.theta, state.data), state.data)
     e_psi2, e_dpsi = huber_moments(state.loss.kind, state.loss.delta)
     dof = max(1, len(z) - state.law.n_params)
-    s2 = float(np.sum(state.loss.psi(z) ** 2) / (dof * e_psi2))
+    psi = state.loss.psi(z)
+    if state.data.noise_group is not None:  # rows of one draw (a parent's branches): their scores add first
+        psi = np.bincount(state.data.noise_group, weights=psi)
+    s2 = float(np.sum(psi**2) / (dof * e_psi2))
     m_psi2 = e_psi2 * max(1.0, s2)
     thr = 0.5 * CHI2_1_95 * m_psi2 / e_dpsi
     return thr, {"mean_psi_sq": m_psi2, "mean_psi_prime": e_dpsi, "scale_factor_sq": s2}

@@ -63,6 +63,7 @@ class LawData:
     recipe: np.ndarray | None = None
     extra: Mapping[str, np.ndarray] = field(default_factory=dict)
     sigma: np.ndarray | None = None
+    noise_group: np.ndarray | None = None
     log_r: np.ndarray = field(init=False, repr=False)
     log_D: np.ndarray = field(init=False, repr=False)
     log_L: np.ndarray | None = field(init=False, repr=False)
@@ -97,6 +98,7 @@ class LawData:
             None if self.recipe is None else self.recipe[mask],
             {k: v[mask] for k, v in self.extra.items()},
             None if self.sigma is None else self.sigma[mask],
+            None if self.noise_group is None else self.noise_group[mask],
         )
 
 
