@@ -191,22 +191,7 @@ def fit_table(
     weighted = data.sigma is not None
     result, state = fit_law(data, law, loss, seed, n_refine)
     result.warnings.extend(table_warnings(table, name))  # repeated rows, impossible magnitudes
-    param = state.law.profile_param  # the coordinate the record's `profile_phi` holds (phi), or None
-    if profile is None:
-        profile = param is not None
-    if profile and param is not None:
-        old = result.objective
-        result.profile_phi, better = profile_refit(state, param)
-        result.profile_phi[param] = result.profile_phi.pop("x")
-        if better is not None:
-            note = (
-                f"the {param} profile found a lower objective than the multi-start ({better.objective:.8g} < "
-                f"{old:.8g}): refitted from the profile's lowest point ({param} {result.params[param]:.4g} -> "
-                f"{state.law.to_user(better.theta)[param]:.4g})"
-            )
-            state = adopt_optimum(result, state, better, note)
-        if "warning" in result.profile_phi:
-            result.warnings.append(result.profile_phi["warning"])
+    state = _attach_profile(result, state, profile)
     if n_bootstrap > 0:
         two_stage = seed_hierarchy(table, nf.reps, cluster, labels, inner) if weighted else None
         flat = None if weighted else labels
@@ -220,7 +205,30 @@ def fit_table(
     result.versions = versions()
     result.data = data_summary(table)
     result.conditioning = fit_checks(table, result)
-    result.noise = noise_block(table, nf, inner if weighted and n_bootstrap > 0 else None, weighted=noise != "off")
-    if weighted:
-        result.noise["lack_of_fit"] = profile_threshold(state)[1]["scale_factor_sq"]
+    lack_of_fit = profile_threshold(state)[1]["scale_factor_sq"] if weighted else None
+    result.noise = noise_block(table, nf, inner if weighted and n_bootstrap > 0 else None, noise != "off", lack_of_fit)
     return result
+
+
+def _attach_profile(result: FitResult, state, profile: bool | None):
+    """The profile of the law's `profile_param` (phi) on `result` (default: when the law has one), and the state
+    to continue from: a profile that finds a lower objective than the multi-start moves the fit there
+    (`profile_refit`, said in the warnings)."""
+    param = state.law.profile_param  # the coordinate the record's `profile_phi` holds (phi), or None
+    if profile is None:
+        profile = param is not None
+    if not (profile and param is not None):
+        return state
+    old = result.objective
+    result.profile_phi, better = profile_refit(state, param)
+    result.profile_phi[param] = result.profile_phi.pop("x")
+    if better is not None:
+        note = (
+            f"the {param} profile found a lower objective than the multi-start ({better.objective:.8g} < "
+            f"{old:.8g}): refitted from the profile's lowest point ({param} {result.params[param]:.4g} -> "
+            f"{state.law.to_user(better.theta)[param]:.4g})"
+        )
+        state = adopt_optimum(result, state, better, note)
+    if "warning" in result.profile_phi:
+        result.warnings.append(result.profile_phi["warning"])
+    return state

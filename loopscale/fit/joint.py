@@ -70,8 +70,11 @@ class SeedNoise:
         reps = replicate_groups(table, self.seed_column, RECIPE_CODE)
         return seed_hierarchy(table, reps, self.cluster, labels, self.inner)
 
-    def inner_used(self, n_bootstrap: int) -> str | None:
-        return self.inner if self.weighted and n_bootstrap > 0 else None
+    def record(self, table: pd.DataFrame, state, n_bootstrap: int, noise: str) -> dict[str, Any]:
+        """The fit record's noise block (`noise.noise_block`), with S^2 of the profile threshold when weighted."""
+        lack_of_fit = profile_threshold(state)[1]["scale_factor_sq"] if self.weighted else None
+        inner = self.inner if self.weighted and n_bootstrap > 0 else None
+        return noise_block(table, self.nf, inner, noise != "off", lack_of_fit)
 
 
 def joint_table(tables: Sequence[pd.DataFrame], column: str) -> tuple[pd.DataFrame, tuple[str, ...]]:
@@ -171,9 +174,7 @@ def fit_joint(
     shared-parameter check. A delta-phi profile below the fit moves the fit there first (`_profiles`).
     Bootstrap seeds are seed + 1 (joint) and seed + 2 + i (separate fit i); `jobs` worker processes and
     the `progress` stream as in `resample.bootstrap`. The separate fits use the law's `recipe_law`.
-    Seeds as in `fit_table.fit_table` (noise, seed_column, inner): a point is its law inputs and, for looped
-    rows, its recipe; the separate fits use the joint table's seed sigma.
-    """
+    Seeds as in `fit_table.fit_table` (noise, seed_column, inner); the separate fits use the joint sigma."""
     loss = loss or Loss()
     law = make_law(law_name, recipes=recipes)
     labels = check_joint_inputs(table, recipes, n_bootstrap, cluster)
@@ -183,11 +184,8 @@ def fit_joint(
     ref = recipes[0]
     profiles, state = _profiles(result, state, recipes, profile)
     if n_bootstrap > 0:
-        two_stage = seeds.hierarchy(table, labels)
-        flat = None if two_stage is not None else labels
-        _attach_bootstrap(
-            result, state, recipes, n_bootstrap, seed + 1, flat, cluster, level, jobs, progress, two_stage
-        )
+        boot_args = (n_bootstrap, seed + 1, labels, cluster, level, jobs, progress, seeds.hierarchy(table, labels))
+        _attach_bootstrap(result, state, recipes, *boot_args)
     deltas = {g: _delta_phi(result, state, ref, g, profiles.get(g)) for g in recipes[1:]}
     joint: dict[str, Any] = {
         "column": column,
@@ -200,23 +198,31 @@ def fit_joint(
         sep = separate_fits(
             table, recipes, loss, seed, n_bootstrap, cluster, n_refine, jobs, progress, law.recipe_law, seeds
         )
-        joint["separate"] = {g: _summary(f) for g, (f, _) in sep.items()}
-        for g in recipes[1:]:
-            cmp = compare_param(sep[ref][0], sep[g][0], "phi", level, seed)
-            deltas[g]["separate"] = {k: cmp.get(k) for k in ("delta", "ci", "se", "n_replicates")}
-        joint["shared_check"] = shared_parameter_check(state, table, sep)
+        _attach_separate(joint, sep, state, table, level, seed)
     result.joint = joint
     result.settings.update({"n_bootstrap": n_bootstrap, "cluster": cluster, "law": law.name, "joint_column": column})
     result.versions = versions()
     result.conditioning = joint_checks(table, result, table[RECIPE_CODE].to_numpy())
-    result.noise = noise_block(table, nf, seeds.inner_used(n_bootstrap), weighted=noise != "off")
-    if seeds.weighted:
-        result.noise["lack_of_fit"] = profile_threshold(state)[1]["scale_factor_sq"]
-    result.data = data_summary(table)  # the models and ranges fitted, as a single fit records them (advise reads)
-    result.data["shapes_by_recipe"] = {
-        g: data_summary(table[recipe_rows(table, i)])["shapes"] for i, g in enumerate(recipes)
-    }
+    result.noise = seeds.record(table, state, n_bootstrap, noise)
+    result.data = _joint_summary(table, recipes)
     return result
+
+
+def _joint_summary(table: pd.DataFrame, recipes: Sequence[str]) -> dict[str, Any]:
+    """The models and ranges fitted, as a single fit records them (advise reads), and each recipe's shapes."""
+    out = data_summary(table)
+    out["shapes_by_recipe"] = {g: data_summary(table[recipe_rows(table, i)])["shapes"] for i, g in enumerate(recipes)}
+    return out
+
+
+def _attach_separate(joint: dict, sep: dict, state, table: pd.DataFrame, level: float, seed: int) -> None:
+    """The separate fits' summaries, their delta-phi beside each joint one, and the shared-parameter check."""
+    ref = joint["reference"]
+    joint["separate"] = {g: _summary(f) for g, (f, _) in sep.items()}
+    for g in joint["recipes"][1:]:
+        cmp = compare_param(sep[ref][0], sep[g][0], "phi", level, seed)
+        joint["delta_phi"][g]["separate"] = {k: cmp.get(k) for k in ("delta", "ci", "se", "n_replicates")}
+    joint["shared_check"] = shared_parameter_check(state, table, sep)
 
 
 def _profiles(result, state, recipes, profile: bool, max_passes: int = 3):
@@ -251,8 +257,9 @@ def _profiles(result, state, recipes, profile: bool, max_passes: int = 3):
 def _attach_bootstrap(
     result, state, recipes, n_bootstrap, seed, labels, cluster, level, jobs=1, progress=None, two_stage=None
 ):
-    """The joint fit's bootstrap (seed `seed`; `two_stage`: over points and seeds, `noise.Hierarchy`), with
-    delta_phi[g] = phi[g] - phi[reference] per replicate, and its percentile CIs, on `result`."""
+    """The joint fit's bootstrap (seed `seed`; `two_stage`: over points and seeds, `noise.Hierarchy`, instead of
+    the cluster `labels`), with delta_phi[g] = phi[g] - phi[reference] per replicate, and its percentile CIs."""
+    labels = None if two_stage is not None else labels
     boot = bootstrap(
         state, n_bootstrap, seed, labels, jobs=jobs, progress=progress, label="joint fit", hierarchy=two_stage
     )

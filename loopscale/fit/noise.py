@@ -112,7 +112,9 @@ def per_r_summary(table: pd.DataFrame, nf: NoiseFit) -> dict[str, dict[str, Any]
     return out
 
 
-def noise_block(table: pd.DataFrame, nf: NoiseFit, inner: str | None = None, weighted: bool = True) -> dict[str, Any]:
+def noise_block(
+    table: pd.DataFrame, nf: NoiseFit, inner: str | None = None, weighted: bool = True, lack_of_fit=None
+) -> dict[str, Any]:
     """The fit record's `noise` block: replicates, the sigma model (kind, parameters, AICc of every candidate,
     the rule), sigma per r, how the fit and its bootstrap used it, and the statement when it is not measured.
     weighted: whether the fit's residuals were standardised by it (False: `--noise off`)."""
@@ -142,6 +144,7 @@ def noise_block(table: pd.DataFrame, nf: NoiseFit, inner: str | None = None, wei
         if inner is None
         else f"two-stage: outer clusters with replacement, each point's seeds {_INNER_TEXT[inner]}",
         statement=None,
+        lack_of_fit=lack_of_fit,
     )
     return block
 

@@ -2,7 +2,8 @@
 drawn cluster each point's seeds kept whole ("keep", the default: Ren et al. 2010, resample the highest level
 only) or drawn again with replacement ("resample", which counts the seed variance twice: it is already in the
 points' scatter). Outer clusters: the points (in a forked sweep the models, whose parents are their seeds), or
-the `--cluster` column's values (`noise.seed_hierarchy`: a forked sweep's parents). `loopscale.fit.resample.bootstrap` draws its replicates' weights from `Hierarchy`.
+the `--cluster` column's values (`noise.seed_hierarchy`: a forked sweep's parents).
+`loopscale.fit.resample.bootstrap` draws its replicates' weights from `Hierarchy`.
 """
 
 from __future__ import annotations
