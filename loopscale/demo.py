@@ -170,12 +170,14 @@ def _train(jobs, vocab_size: int, workers: int, threads: int, console) -> list:
         TimeRemainingColumn,
     )
 
+    from loopscale.launch.compile_order import schedule
     from loopscale.launch.local_workers import train_in_workers
     from loopscale.train.plan import run_dir_of
     from loopscale.train.records import is_finished
 
     todo = [job.cfg for job in jobs if not is_finished(run_dir_of(job.cfg)) and not _forks_finished(job.cfg)]
-    todo.sort(key=lambda cfg: -_job_tokens(cfg, vocab_size))  # longest first (local_workers.py)
+    # longest first (local_workers.py), each model's first job before its other seeds (the compiled-graph cache)
+    todo = schedule(todo, [_job_tokens(cfg, vocab_size) for cfg in todo])
     console.print(
         f"[2/5] training {len(todo)} of {len(jobs)} jobs on {workers} worker process"
         f"{'es' * (workers != 1)} x {threads} thread{'s' * (threads != 1)} (finished jobs are reused)"

@@ -196,6 +196,7 @@ COLUMNS = (
     "GPU h",
     "CPU tok/s",
     "CPU h",
+    "compile",
 )
 
 
@@ -223,6 +224,7 @@ def _print_table(rows: list[dict], total: dict) -> None:
             f"{r['gpu_hours']:.1f}" + ("" if r["fits_limits"] else " !"),
             "-" if r.get("cpu_tokens_per_s") is None else f"{r['cpu_tokens_per_s']:.0f}",
             "-" if r.get("cpu_hours") is None else f"{r['cpu_hours']:.3g}",
+            str(r["compile"]),
         )
     Console(width=max(Console().width, 140)).print(table)
     print(
@@ -230,6 +232,26 @@ def _print_table(rows: list[dict], total: dict) -> None:
         f"FLOPs: {total['ratio']:.2f}x cheaper; ~{total['gpu_hours']:.3g} GPU hours at the assumed MFU"
     )
     print(cpu_line(total))
+    line = seed_line(rows)
+    if line:
+        print(line)
+
+
+def seed_line(rows: list[dict]) -> str | None:
+    """What the seeds cost, in one line (loopscale plan and sweep; loopscale/launch/compile_order.seed_cost)."""
+    from loopscale.launch.compile_order import seed_cost
+
+    cost = seed_cost(rows)
+    if cost is None:
+        return None
+    seeds = ", ".join(map(str, cost["seeds"]))
+    if cost["further_seed_cpu_h"] is None:
+        return f"seeds {seeds}: {cost['jobs_per_seed']} jobs each (CPU hours: not probed)"
+    return (
+        f"seeds {seeds}: {cost['jobs_per_seed']} jobs each; the first seed ~{_duration(cost['first_seed_cpu_h'])} "
+        f"CPU, each further seed ~{_duration(cost['further_seed_cpu_h'])} (its models loaded from the compiled-graph "
+        f"cache where compiled)"
+    )
 
 
 def cpu_line(total: dict) -> str:

@@ -13,7 +13,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "per job with its run name, r, width, N_once, N_rec, points, D, steps and C (a forked job's own: its "
         "parent and every cooldown), device batch x accumulation, predicted peak memory per device "
         "(loopscale/model/memory.py), estimated GPU hours and, for CPU jobs, CPU hours from a measured "
-        "throughput probe; "
+        "throughput probe and whether the job compiles (trainer.compile=auto: each model once, when its jobs pay for "
+        "it; 'cached' when its graphs are in the cache); with several seeds, what each further seed costs; "
         "warns (stderr) about GPU jobs that would not fit trainer.plan_device or cannot finish within the "
         "launcher's timeout x (max requeues + 1): the SLURM launcher refuses those.",
     )
@@ -38,7 +39,7 @@ def run(args: argparse.Namespace) -> int:
     from loopscale.cli import UsageError
     from loopscale.config.schema import with_vocab
     from loopscale.launch.estimate import launcher_limits_of, print_limit_warnings
-    from loopscale.launch.sweep import describe, expand, sweep_overrides
+    from loopscale.launch.sweep import describe, expand, sweep_overrides, with_compile
 
     try:
         if args.count:
@@ -48,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
             return 0
         jobs = expand(args.overrides)
         limits = launcher_limits_of(args.overrides)
-        rows = [describe(job, limits, probe=args.probe) for job in jobs]
+        rows = with_compile([describe(job, limits, probe=args.probe) for job in jobs], [job.cfg for job in jobs], "D")
     except (HydraException, ValueError) as err:
         raise UsageError(str(err).splitlines()[0]) from err
     print_limit_warnings([with_vocab(job.cfg, job.cfg.data.vocab_size) for job in jobs], limits)
@@ -57,9 +58,12 @@ def run(args: argparse.Namespace) -> int:
             print(json.dumps(row))
         return 0
     _print_table(rows)
-    from loopscale.cli.plan import cpu_line, cpu_totals
+    from loopscale.cli.plan import cpu_line, cpu_totals, seed_line
 
     print(cpu_line(cpu_totals(rows)))
+    line = seed_line(rows)
+    if line:
+        print(line)
     return 0
 
 
@@ -83,6 +87,7 @@ def _print_table(rows: list[dict]) -> None:
         "peak GiB",
         "GPU h",
         "CPU h",
+        "compile",
     )
     for col in columns:
         table.add_column(col, justify="left" if col in ("run_name", "recipe") else "right")
@@ -104,5 +109,6 @@ def _print_table(rows: list[dict]) -> None:
             f"{row['peak_gib']:.1f}" + ("" if row["fits_memory"] else " !"),
             f"{row['gpu_hours']:.1f}" + ("" if row["fits_limits"] else " !"),
             "-" if row.get("cpu_hours") is None else f"{row['cpu_hours']:.3g}",
+            str(row["compile"]),
         )
     Console(width=max(Console().width, 140)).print(table)

@@ -224,7 +224,9 @@ class TrainerConfig:
     # (optim.grad_clip), and every model of the published grid fits one GPU with DDP.
     strategy: str = "auto"
     precision: str = "32-true"  # 32-true | bf16-mixed
-    compile: Any = False  # false | blocks (true means blocks) | model
+    # false | blocks (true means blocks) | model | auto (on CPU: model when it pays for its compile, counting the
+    # compiled-graph cache; loopscale/train/compile_choice.py)
+    compile: Any = False
     # torch.compile backend: inductor (code generation); eager / aot_eager keep Dynamo's graphs, guards and
     # limits without generating code (quick checks of the compiled path on CPU, e.g. gpu_check --smoke)
     compile_backend: str = "inductor"
@@ -261,9 +263,12 @@ class TrainerConfig:
             "true": "blocks",
             "blocks": "blocks",
             "model": "model",
+            "auto": "auto",
         }
         if not isinstance(self.compile, (bool, str)) or self.compile not in compile_modes:
-            raise ConfigError(f"compile={self.compile!r} is not allowed; choose one of false, 'blocks', 'model'")
+            raise ConfigError(
+                f"compile={self.compile!r} is not allowed; choose one of false, 'blocks', 'model', 'auto'"
+            )
         self.compile = compile_modes[self.compile]
         check_choice("compile_backend", self.compile_backend, ("inductor", "eager", "aot_eager"))
         if self.val_every_steps < 0 or self.ckpt_every_minutes < 0:

@@ -37,7 +37,8 @@ from loopscale.train.mfu import peak_flops
 RESTART_S = 300.0  # per requeue besides compiling: queue-to-start, imports, data open, checkpoint load
 # torch.compile per attempt (estimates for one GPU node; benchmarks/gpu_check.py measures them):
 # blocks: one graph per layer shape and variant; model: the whole unrolled forward and backward
-COMPILE_S = {False: 0.0, "blocks": 180.0, "model": 600.0}
+# auto: "model" on GPUs (loopscale/train/compiling.py), at most that on CPU
+COMPILE_S = {False: 0.0, "blocks": 180.0, "model": 600.0, "auto": 600.0}
 
 
 @dataclass(frozen=True)

@@ -128,12 +128,14 @@ def _job_configs(launcher, job_overrides: Sequence[Sequence[str]], initial_job_i
 
 
 def launch_in_pool(launcher, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> list:
-    """The launcher's `launch`: every job on the pool, longest first; returns their JobReturns in order."""
+    """The launcher's `launch`: every job on the pool, longest first (each model's first job before its others:
+    loopscale/launch/compile_order.py); returns their JobReturns in order."""
     import cloudpickle
     from hydra.core.singleton import Singleton
     from hydra.core.utils import configure_log, setup_globals
 
     from loopscale.errors import LoopscaleError
+    from loopscale.launch.compile_order import schedule_hydra_jobs
     from loopscale.launch.launchers import refuse_over_limits
     from loopscale.signals import EXIT_INTERRUPTED, Terminated
 
@@ -160,8 +162,9 @@ def launch_in_pool(launcher, job_overrides: Sequence[Sequence[str]], initial_job
         if found is None:
             raise
         raise CompactHydraException(f"loopscale-train: error: {found.line}") from None
-    tokens = [1 if t is None else t for t in tokens]
-    order = sorted(range(len(jobs)), key=lambda i: -tokens[i])
+    # longest first, the first job of each model before its others (seeds...), trainer.compile=auto resolved;
+    # an invalid job (no tokens: it runs only to record why) is scheduled as the shortest
+    order = schedule_hydra_jobs(jobs, tokens)
     state = Singleton.get_state()
     payloads = {i: cloudpickle.dumps((launcher.hydra_context, launcher.task_function, jobs[i], state)) for i in order}
     log.info(

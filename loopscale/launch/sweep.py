@@ -151,6 +151,7 @@ def describe(job: Job, limits=None, probe: bool = False) -> dict[str, Any]:
     usable = usable_memory(cfg.trainer.plan_device) if on_gpu(cfg.trainer) else None
     return {
         "run_name": cfg.run_name,
+        "seed": cfg.seed,
         "sweep": cfg.sweep,
         "point": cfg.point,
         "r": cfg.model.r,
@@ -177,6 +178,16 @@ def describe(job: Job, limits=None, probe: bool = False) -> dict[str, Any]:
     }
 
 
+def with_compile(rows: list[dict], cfgs: list[TrainConfig], tokens_key: str) -> list[dict]:
+    """The rows with each job's compile choice (`compile`, `compile_s`) as the local pool would start the sweep:
+    each model compiled once, by its first job, when its jobs pay for it (loopscale/launch/compile_order.py)."""
+    from loopscale.launch.compile_order import compile_column
+
+    eager_s = [None if row.get("cpu_hours") is None else 3600 * row["cpu_hours"] for row in rows]
+    column = compile_column(cfgs, [row[tokens_key] for row in rows], eager_s)
+    return [{**row, **extra} for row, extra in zip(rows, column)]
+
+
 def plan_rows(overrides: list[str], probe: bool = False) -> list[dict]:
     """One row per job: run_name, points, C_independent, C_forked (FLOPs, from accounting), its launch
     estimate (gpu_hours, wall_h, allowed_h, fits_limits: loopscale/launch/estimate.py) and, with `probe`,
@@ -187,7 +198,8 @@ def plan_rows(overrides: list[str], probe: bool = False) -> list[dict]:
 
     rows = []
     limits = launcher_limits_of(overrides)
-    for job in expand(overrides):
+    jobs = expand(overrides)
+    for job in jobs:
         # the tokenizer vocabulary is only known after data prepare; plan with the configured one
         cfg = with_vocab(job.cfg, job.cfg.data.vocab_size)
         work = job_work(cfg)
@@ -199,6 +211,7 @@ def plan_rows(overrides: list[str], probe: bool = False) -> list[dict]:
             steps, fork_steps, C_independent = [work["steps"]], [], work["C"]
         row = {
             "run_name": cfg.run_name,
+            "seed": cfg.seed,
             "r": cfg.model.r,
             "d_model": cfg.model.d_model,
             "points": work["points"],
@@ -219,4 +232,4 @@ def plan_rows(overrides: list[str], probe: bool = False) -> list[dict]:
         batching = device_batching(cfg.budget, cfg.model, cfg.trainer, cfg.optim.optimizer)
         row.update(cpu_estimate(cfg, work["D"], batching.device_batch, probe))
         rows.append(row)
-    return rows
+    return with_compile(rows, [job.cfg for job in jobs], "tokens")

@@ -6,14 +6,14 @@ times PROBE_STEPS forward + backward + optimizer steps on random tokens at the j
 length (after one untimed warm-up step), with the job's torch threads: tokens/s of the model step alone
 (data loading, Lightning's loop, logging and validation are extra; `loopscale plan` adds them).
 
-Measured under the pool's own conditions: inside `pool_contention(workers, threads)`, a probe runs while
-workers - 1 other processes train a model too, as the pool's other workers will (on a 2-core machine two
-workers share the cores with everything else running there), and those processes' start (spawn, torch,
-Lightning, Hydra, loopscale) is timed as a worker's start. A measurement is cached per machine, in
-$LOOPSCALE_CACHE or ~/.cache/loopscale (throughput.json), keyed by host name, torch version, threads, the
-processes around it and the model's shape and batch, with the core share it got (CPU seconds per wall
-second): tokens/s and share were measured together, so a later plan scales the cached numbers to its own load
-(loopscale/launch/wall_time.py) instead of measuring again.
+Measured under the pool's own conditions: inside `pool_contention(workers, threads)`, a probe runs while workers -
+1 other processes train a model too, as the pool's other workers will (on a 2-core machine two workers share the
+cores with everything else running there), and those processes' start (spawn, torch, Lightning, Hydra, loopscale)
+is timed as a worker's start. A measurement is cached per machine, in $LOOPSCALE_CACHE or ~/.cache/loopscale
+(throughput.json; loopscale/cache_home.py), keyed by host name, torch version, threads, the processes around it and
+the model's shape and batch, with the core share it got (CPU seconds per wall second): tokens/s and share were
+measured together, so a later plan scales the cached numbers to its own load (loopscale/launch/wall_time.py)
+instead of measuring again.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from loopscale.cache_home import cache_dir
 from loopscale.config.schema import TrainConfig
 
 PROBE_STEPS = 3  # timed optimizer steps after one warm-up: ~0.1-2 s for the CPU grids' shapes
@@ -63,36 +64,6 @@ def core_share() -> float | None:
 _MEASURED: dict[tuple[str, str], tuple[float, float]] = {}  # this process's measurements by (cache file, key hash)
 
 
-def cache_dir() -> Path:
-    """$LOOPSCALE_CACHE, else ~/.cache/loopscale (XDG_CACHE_HOME respected). A LOOPSCALE_CACHE that does not
-    exist yet is created (with its parents, like the default); one that is not a directory this user can
-    write (a file, /proc) is refused with InputError, rather than measured again on every plan while the
-    output says "cached"."""
-    if os.environ.get("LOOPSCALE_CACHE"):
-        return _usable(Path(os.environ["LOOPSCALE_CACHE"]).expanduser())
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base) / "loopscale"
-
-
-def _usable(folder: Path) -> Path:
-    from loopscale.errors import InputError
-
-    if folder.exists() and not folder.is_dir():
-        raise InputError(f"LOOPSCALE_CACHE={folder} is a file, not a folder for the throughput cache")
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-    except OSError as err:  # a file on the way, or a read-only or special file system
-        raise InputError(f"LOOPSCALE_CACHE={folder}: cannot be the throughput cache folder ({err.strerror})") from None
-    probe = folder / f".{CACHE_FILE}.{os.getpid()}.writable"
-    try:
-        probe.touch()
-        probe.unlink()
-    except OSError as err:
-        why = err.strerror or type(err).__name__
-        raise InputError(f"LOOPSCALE_CACHE={folder}: cannot write the throughput cache there ({why})") from None
-    return folder
-
-
 def probe_key(cfg: TrainConfig, device_batch: int, threads: int) -> dict[str, Any]:
     """What a measurement depends on: the machine, torch, threads, the model's shape and the batch."""
     import torch
@@ -122,12 +93,10 @@ def _read_cache(path: Path) -> dict[str, Any]:
 
 def _job_optimizer(cfg: TrainConfig, model_cfg, device_batch: int):
     """The run's own model and optimizer (LoopedLM's configure_optimizers: MuonH or AdamW groups and lrs)."""
-    from loopscale.train.lightning_module import LoopedLM, StepAccounting
-    from loopscale.train.plan import plan_run
+    from loopscale.train.lightning_module import LoopedLM
+    from loopscale.train.plan import plan_training
 
-    plan = plan_run(cfg)
-    accounting = StepAccounting(plan.steps, plan.batch_tokens, plan.F, target_tokens=plan.D_target)
-    module = LoopedLM(model_cfg, cfg.optim, cfg.trainer, accounting)
+    module = LoopedLM(model_cfg, cfg.optim, cfg.trainer, plan_training(dataclasses.replace(cfg, model=model_cfg)))
     return module.model, module.configure_optimizers()["optimizer"]
 
 

@@ -3,9 +3,11 @@
 The identity of a run is its resolved config (TrainConfig as a dict) without the fields that do not change
 what is trained: where it is written (runs_dir, sweep, run_name, data.data_dir), its labels (point), how it
 is watched (progress bars, logging, validation and checkpoint intervals in steps or minutes, the W&B
-logger), how fast it runs (num_threads, num_proc), what launch estimates assume (assumed_mfu,
-plan_device), which part of a forked job runs (budget.fork_stage), the test-only fault injection, restart
-itself, and model.vocab_size (set from the tokenizer, which data.* already fixes). Every other field counts,
+logger), how fast it runs (num_threads, num_proc, compile: a compiled step equals the eager one to fp32
+rounding, and trainer.compile=auto may choose differently on a relaunch once the graph cache is warm), what
+launch estimates assume (assumed_mfu, plan_device), which part of a forked job runs (budget.fork_stage), the
+test-only fault injection, restart itself, and model.vocab_size (set from the tokenizer, which data.* already
+fixes). Every other field counts,
 including any field added to the config later; and so does DATA_FIELD, the content hash of the data the
 run reads (run_data.data_identity), so a run never resumes on a corpus or packed set that changed.
 
@@ -52,6 +54,7 @@ NOT_IDENTITY = frozenset(
         "trainer.val_every_steps",
         "trainer.val_subset",
         "trainer.check_limits",
+        "trainer.compile",
         "trainer.compile_backend",
         "trainer.assumed_mfu",
         "trainer.plan_device",

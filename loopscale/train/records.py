@@ -131,6 +131,7 @@ class RunRecord:
     optimizer: str | None = None
     lrs: dict[str, float] | None = None
     ortho_dtype: str | None = None  # MuonH only
+    compile: str | bool | None = None  # what trainer.compile (auto: resolved) trained with
     ranks: list[dict[str, Any]] | None = None  # where each rank ran
     # how it ended
     wall_time_s: float | None = None

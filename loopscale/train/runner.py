@@ -328,6 +328,7 @@ def build_training(cfg: TrainConfig, run_dir: Path, fork_steps: list[int], recor
     )
     module = LoopedLM(cfg.model, cfg.optim, cfg.trainer, plan)
     record.update(**module.optimizer_record)
+    record.compile = module.compile_mode  # what trainer.compile (auto: resolved) trained with
     return Built(cfg, plan, datamodule, module, _trainer(cfg, run_dir, plan, fork_steps))
 
 

@@ -48,6 +48,7 @@ def test_identity_ignores_what_does_not_change_the_result():
             *SHORT,
             "trainer.progress=true",
             "trainer.num_threads=1",
+            "trainer.compile=model",  # how fast, not what: compile=auto may choose otherwise on a relaunch
             "trainer.fail_at_step=3",
             "runs_dir=/elsewhere",
             "data.data_dir=/other",
