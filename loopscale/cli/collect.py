@@ -13,6 +13,7 @@ from rich.table import Table
 
 from loopscale.analysis.probes import dense_rows, probe_table
 from loopscale.cli import COMMANDS, UsageError
+from loopscale.fit.replicates import replicate_groups, seed_count_line
 from loopscale.train.collect import collect, duplicate_points, runs_table, write_runs_table
 
 
@@ -80,7 +81,9 @@ def run_collect(args: argparse.Namespace) -> int:
         f"{len(problems)} not done -> {problems_out.name}"
     )
     _print_problems(problems)
-    for line in duplicate_points(rows):  # distinct runs with one point and loss: counted twice by a fit
+    if len(table):
+        print(seed_count_line(replicate_groups(table)))  # seeds are replicates: `fit` measures their noise
+    for line in duplicate_points(rows):  # one run (point and seed) counted twice by a fit
         print(f"warning: {line}", file=sys.stderr)
     return 0
 

@@ -19,6 +19,7 @@ from loopscale.atomic import atomic_path, check_writable
 from loopscale.cli import UsageError
 from loopscale.cli.arguments import check_dpi
 from loopscale.errors import LoopscaleError
+from loopscale.fit.noise_text import noise_lines
 from loopscale.fit.verdict import shared_check_verdict
 from loopscale.plots.inputs import as_looped_table
 
@@ -261,5 +262,7 @@ def print_result(result, group=None) -> None:
         )
     for line in lines:
         console.print(line, highlight=False)
+    for line in noise_lines(result.noise):  # the seed sigma, or that the intervals omit seed noise
+        console.print(escape(line), highlight=False, soft_wrap=True)
     for w in result.warnings:
         console.print(f"[yellow]warning:[/yellow] {escape(w)}", highlight=False, soft_wrap=True)

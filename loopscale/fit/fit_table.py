@@ -21,16 +21,18 @@ from __future__ import annotations
 
 from loopscale.fit.laws.form import Law
 from loopscale.fit.laws.registry import law_data_from_table
+from loopscale.fit.noise import DEFAULT_INNER, noise_block, noise_setup, seed_hierarchy
 from loopscale.fit.objective import Loss
 from loopscale.fit.optimize import adopt_optimum, fit_law
 from loopscale.fit.resample import bootstrap, on_one_blas_thread
 from loopscale.fit.result import FitResult, data_summary, versions
-from loopscale.fit.runs_table import budget_column, check_clusters, cluster_labels, table_warnings
+from loopscale.fit.runs_table import SEED_COLUMN, budget_column, check_clusters, cluster_labels, table_warnings
 from loopscale.fit.uncertainty import (
     holdout_largest,
     holdout_train_rows,
     percentile_ci,
     profile_refit,
+    profile_threshold,
 )
 from loopscale.fit.verdict import fit_checks
 
@@ -62,6 +64,9 @@ def fit_table(
     n_refine: int = 16,
     jobs: int = 1,
     progress=None,
+    noise: str = "auto",
+    seed_column: str | None = SEED_COLUMN,
+    inner: str = DEFAULT_INNER,
 ) -> FitResult:
     """Fit a canonical runs table (see `loopscale.fit.runs_table`) and attach the uncertainty steps and the
     conditioning checks (`loopscale.fit.verdict`). law: a registered law's name, or a law instance (one
@@ -73,31 +78,26 @@ def fit_table(
     multi-start moves the fit there (`profile_refit`, said in the warnings) before the bootstrap starts from
     it. The bootstrap uses seed + 1 and the holdout refit uses seed, so results are reproducible from `seed`
     (whatever `jobs`, the bootstrap's worker processes; `progress`: the stream for its progress bar).
+
+    Seeds (`loopscale.fit.noise`): rows of one point (r, N_once, N_rec, D, recipe) with different
+    `seed_column` values are replicates. With seed repeats and noise "auto" the seed sigma of log L is
+    estimated (`noise.SIGMA_RULE`), the residuals are standardised by it (Huber on z), the profile threshold
+    is on that scale and the bootstrap is two-stage (`seed_hierarchy`; `inner`: "keep" or "resample" each
+    drawn point's seeds). Without seed repeats, or with noise "off", the fit is today's and the record's
+    `noise` block says that its intervals omit seed noise.
     """
     loss = loss or Loss()
     name = law.name if isinstance(law, Law) else law
     labels = check_fit_inputs(table, name, n_bootstrap, cluster, holdout)
-    data = law_data_from_table(table, law)
+    nf, data, loss = noise_setup(table, law_data_from_table(table, law), loss, noise, seed_column)
+    weighted = data.sigma is not None
     result, state = fit_law(data, law, loss, seed, n_refine)
     result.warnings.extend(table_warnings(table, name))  # repeated rows, impossible magnitudes
-    param = state.law.profile_param  # the coordinate the record's `profile_phi` holds (phi), or None
-    if profile is None:
-        profile = param is not None
-    if profile and param is not None:
-        old = result.objective
-        result.profile_phi, better = profile_refit(state, param)
-        result.profile_phi[param] = result.profile_phi.pop("x")
-        if better is not None:
-            note = (
-                f"the {param} profile found a lower objective than the multi-start ({better.objective:.8g} < "
-                f"{old:.8g}): refitted from the profile's lowest point ({param} {result.params[param]:.4g} -> "
-                f"{state.law.to_user(better.theta)[param]:.4g})"
-            )
-            state = adopt_optimum(result, state, better, note)
-        if "warning" in result.profile_phi:
-            result.warnings.append(result.profile_phi["warning"])
+    state = _attach_profile(result, state, profile)
     if n_bootstrap > 0:
-        boot = bootstrap(state, n_bootstrap, seed=seed + 1, clusters=labels, jobs=jobs, progress=progress)
+        two_stage = seed_hierarchy(table, nf.reps, cluster, labels, inner) if weighted else None
+        flat = None if weighted else labels
+        boot = bootstrap(state, n_bootstrap, seed + 1, flat, jobs=jobs, progress=progress, hierarchy=two_stage)
         boot["cluster"] = cluster
         result.bootstrap = boot
         result.ci95 = percentile_ci(boot["params"])
@@ -107,4 +107,30 @@ def fit_table(
     result.versions = versions()
     result.data = data_summary(table)
     result.conditioning = fit_checks(table, result)
+    lack_of_fit = profile_threshold(state)[1]["scale_factor_sq"] if weighted else None
+    result.noise = noise_block(table, nf, inner if weighted and n_bootstrap > 0 else None, noise != "off", lack_of_fit)
     return result
+
+
+def _attach_profile(result: FitResult, state, profile: bool | None):
+    """The profile of the law's `profile_param` (phi) on `result` (default: when the law has one), and the state
+    to continue from: a profile that finds a lower objective than the multi-start moves the fit there
+    (`profile_refit`, said in the warnings)."""
+    param = state.law.profile_param  # the coordinate the record's `profile_phi` holds (phi), or None
+    if profile is None:
+        profile = param is not None
+    if not (profile and param is not None):
+        return state
+    old = result.objective
+    result.profile_phi, better = profile_refit(state, param)
+    result.profile_phi[param] = result.profile_phi.pop("x")
+    if better is not None:
+        note = (
+            f"the {param} profile found a lower objective than the multi-start ({better.objective:.8g} < "
+            f"{old:.8g}): refitted from the profile's lowest point ({param} {result.params[param]:.4g} -> "
+            f"{state.law.to_user(better.theta)[param]:.4g})"
+        )
+        state = adopt_optimum(result, state, better, note)
+    if "warning" in result.profile_phi:
+        result.warnings.append(result.profile_phi["warning"])
+    return state
