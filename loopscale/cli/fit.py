@@ -10,7 +10,8 @@ fit      fit a law to a runs table; prints (parameter, estimate, 95% CI) and the
          kept once), with delta-phi tests and the shared-parameter check (`loopscale.fit.joint`).
 compare  delta = B - A of a parameter (default phi) of two fit JSONs, CI from their bootstraps;
          given a joint fit, its delta-phi (bootstrap, profile, LR test) next to the separate fits'; both
-         end in the verdict ("Δφ measured" / "not measured: ...").
+         end in one answer (`loopscale.fit.verdict.delta_answer`): real, no difference detected, or not
+         measured with the design's minimum detectable delta-phi.
 What `fit` prints and writes, and its output paths, are in fit_output.py.
 Heavy imports stay inside the functions so `loopscale --help` is fast.
 """
@@ -22,7 +23,7 @@ import argparse
 from loopscale.cli import UsageError
 from loopscale.errors import LoopscaleError
 
-from .fit_output import compare_verdict, conditioning_lines, figure_table, joint_lines, output_paths, write_results
+from .fit_output import figure_table, joint_lines, output_paths, write_results
 
 
 def register(subparsers) -> None:
@@ -351,7 +352,11 @@ def _load_fit(path: str):
 
 
 def run_compare(args: argparse.Namespace) -> int:
+    """`compare A B`: delta = B - A of a parameter with its paired-bootstrap interval, and one answer on it
+    (`verdict.compare_conditioning`); `compare JOINT`: a joint fit's delta-phi lines and its verdict. Both
+    printed by the one renderer of every verdict (`verdict.verdict_lines`)."""
     from loopscale.fit.result import compare_param
+    from loopscale.fit.verdict import compare_conditioning, verdict_lines
 
     a = _load_fit(args.fit_a)
     if args.fit_b is None:
@@ -359,7 +364,7 @@ def run_compare(args: argparse.Namespace) -> int:
             raise UsageError(
                 f"{args.fit_a} is not a joint fit (`loopscale fit ... --joint COL`); give two fit JSONs to compare"
             )
-        for line in joint_lines(a.joint) + conditioning_lines(a.conditioning):
+        for line in joint_lines(a.joint) + verdict_lines(a.conditioning):
             print(line)
         return 0
     b = _load_fit(args.fit_b)
@@ -374,6 +379,6 @@ def run_compare(args: argparse.Namespace) -> int:
             f"delta {name} = B - A = {out['delta']:+.4g}, 95% CI [{lo:+.4g}, {hi:+.4g}] "
             f"(se {out['se']:.3g}, {out['n_replicates']} paired bootstrap replicates)"
         )
-    for line in compare_verdict({args.fit_a: a, args.fit_b: b}, name):
+    for line in verdict_lines(compare_conditioning({args.fit_a: a, args.fit_b: b}, out)):
         print(line)
     return 0
