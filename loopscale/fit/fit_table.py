@@ -19,9 +19,20 @@ still importable from it (`from loopscale import fit as F; F.bootstrap(...)`).
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+from loopscale.errors import InputError
 from loopscale.fit.bounds import BOUNDS, DPHI_BOUNDS, LOG_K_BOUNDS, bounds_for
-from loopscale.fit.laws.form import Law
+from loopscale.fit.laws.form import Law, LawData
 from loopscale.fit.laws.registry import law_data_from_table
+from loopscale.fit.noise import (
+    RECIPE_COLUMN,
+    SEED_COLUMN,
+    STANDARDISED_DELTA,
+    hierarchy,
+    noise_block,
+    noise_fit,
+)
 from loopscale.fit.objective import (
     CHUNK_ELEMENTS,
     DEFAULT_DELTA,
@@ -52,7 +63,14 @@ from loopscale.fit.optimize import (
 from loopscale.fit.resample import on_one_blas_thread
 from loopscale.fit.result import FitResult, compare_param, data_summary, file_sha256, load_fit, predict_loss, versions
 from loopscale.fit.starts import SCREEN_ROWS, classic_grid, projected_starts, screen_starts, screen_subsample
-from loopscale.fit.tables import budget_clusters, budget_column, check_clusters, cluster_labels, table_warnings
+from loopscale.fit.tables import (
+    PARENT_COLUMN,
+    budget_clusters,
+    budget_column,
+    check_clusters,
+    cluster_labels,
+    table_warnings,
+)
 from loopscale.fit.uncertainty import (
     CHI2_1_95,
     bootstrap,
@@ -127,6 +145,12 @@ __all__ = [
 ]
 
 
+NOISE_MODES = ("auto", "off")
+# Inner stage of the two-stage bootstrap: a drawn point keeps its seeds. Resampling them as well counts the
+# seed variance twice (it is already in the points' scatter): measured in benchmarks/bench_calibration.py.
+DEFAULT_INNER = "keep"
+
+
 def check_fit_inputs(table, law: str, n_bootstrap: int = 0, cluster: str | None = None, holdout: bool = False):
     """Every precondition of `fit_table` that depends on the data, checked before the first solve (a bad
     --cluster or --holdout-largest fails in a second, not after the fit): the cluster labels (None
@@ -139,6 +163,34 @@ def check_fit_inputs(table, law: str, n_bootstrap: int = 0, cluster: str | None 
     if holdout:
         holdout_train_rows(budget_column(table), law, table["r"] if "r" in table.columns else None)
     return labels
+
+
+def noise_setup(
+    table,
+    data: LawData,
+    loss: Loss,
+    noise: str = "auto",
+    seed_column: str | None = SEED_COLUMN,
+    recipe_column: str | None = RECIPE_COLUMN,
+):
+    """(NoiseFit, data, loss) for a fit: the table's seed noise (`noise.noise_fit`) and, when it measures a
+    sigma and `noise` is "auto", the data with each row's sigma of log L and the loss on standardised
+    residuals (Huber at `STANDARDISED_DELTA`, or l2); otherwise data and loss as given ("off": today's fit)."""
+    if noise not in NOISE_MODES:
+        raise InputError(f"noise must be one of {NOISE_MODES}; got {noise!r}")
+    nf = noise_fit(table, seed_column, recipe_column)
+    if noise == "off" or nf.model is None:
+        return nf, data, loss
+    std_loss = Loss(loss.kind, STANDARDISED_DELTA) if loss.kind == "huber" else loss
+    return nf, replace(data, sigma=nf.row_sigma), std_loss
+
+
+def seed_hierarchy(table, nf, cluster: str | None, labels, inner: str):
+    """The two-stage bootstrap of a weighted fit (`noise.hierarchy`): outer clusters are the --cluster labels,
+    except a forked sweep's parents (the CLI's default), which are the seeds of their model: then the outer
+    clusters are the models (points)."""
+    outer = None if cluster in (None, PARENT_COLUMN) else labels
+    return hierarchy(table, nf.reps, outer, inner)
 
 
 @on_one_blas_thread
@@ -154,6 +206,9 @@ def fit_table(
     n_refine: int = 16,
     jobs: int = 1,
     progress=None,
+    noise: str = "auto",
+    seed_column: str | None = SEED_COLUMN,
+    inner: str = DEFAULT_INNER,
 ) -> FitResult:
     """Fit a canonical runs table (see `loopscale.fit.tables`) and attach the uncertainty steps and the
     conditioning checks (`loopscale.fit.verdict`). law: a registered law's name, or a law instance (one
@@ -165,11 +220,19 @@ def fit_table(
     multi-start moves the fit there (`profile_refit`, said in the warnings) before the bootstrap starts from
     it. The bootstrap uses seed + 1 and the holdout refit uses seed, so results are reproducible from `seed`
     (whatever `jobs`, the bootstrap's worker processes; `progress`: the stream for its progress bar).
+
+    Seeds (`loopscale.fit.noise`): rows of one point (r, N_once, N_rec, D, recipe) with different
+    `seed_column` values are replicates. With seed repeats and noise "auto" the seed sigma of log L is
+    estimated (`noise.SIGMA_RULE`), the residuals are standardised by it (Huber on z), the profile threshold
+    is on that scale and the bootstrap is two-stage (`seed_hierarchy`; `inner`: "keep" or "resample" each
+    drawn point's seeds). Without seed repeats, or with noise "off", the fit is today's and the record's
+    `noise` block says that its intervals omit seed noise.
     """
     loss = loss or Loss()
     name = law.name if isinstance(law, Law) else law
     labels = check_fit_inputs(table, name, n_bootstrap, cluster, holdout)
-    data = law_data_from_table(table, law)
+    nf, data, loss = noise_setup(table, law_data_from_table(table, law), loss, noise, seed_column)
+    weighted = data.sigma is not None
     result, state = fit_law(data, law, loss, seed, n_refine)
     result.warnings.extend(table_warnings(table, name))  # repeated rows, impossible magnitudes
     param = state.law.profile_param  # the coordinate the record's `profile_phi` holds (phi), or None
@@ -189,7 +252,9 @@ def fit_table(
         if "warning" in result.profile_phi:
             result.warnings.append(result.profile_phi["warning"])
     if n_bootstrap > 0:
-        boot = bootstrap(state, n_bootstrap, seed=seed + 1, clusters=labels, jobs=jobs, progress=progress)
+        two_stage = seed_hierarchy(table, nf, cluster, labels, inner) if weighted else None
+        flat = None if weighted else labels
+        boot = bootstrap(state, n_bootstrap, seed + 1, flat, jobs=jobs, progress=progress, hierarchy=two_stage)
         boot["cluster"] = cluster
         result.bootstrap = boot
         result.ci95 = percentile_ci(boot["params"])
@@ -199,4 +264,7 @@ def fit_table(
     result.versions = versions()
     result.data = data_summary(table)
     result.conditioning = fit_checks(table, result)
+    result.noise = noise_block(table, nf, inner if weighted and n_bootstrap > 0 else None, weighted=noise != "off")
+    if weighted:
+        result.noise["lack_of_fit"] = profile_threshold(state)[1]["scale_factor_sq"]
     return result

@@ -23,6 +23,7 @@ import numpy as np
 
 from loopscale.errors import InputError
 from loopscale.fit.laws.form import Law, LawData
+from loopscale.fit.noise import Hierarchy
 from loopscale.fit.objective import Loss, chunk_size
 from loopscale.fit.optimize import FitState, lm_batch, newton, refine
 from loopscale.machine import usable_cores
@@ -50,6 +51,7 @@ def bootstrap(
     jobs: int = 1,
     progress: TextIO | None = None,
     label: str = "bootstrap",
+    hierarchy: Hierarchy | None = None,
 ) -> dict[str, Any]:
     """Refit on resampled data; returns {"params": {name: [...]}, "objective": [...], ...}.
 
@@ -58,7 +60,8 @@ def bootstrap(
     optimum (warm start) plus the best `n_starts - 1` screened starts (batched `lm_batch`), the lowest
     objective is kept and, with `polish`, refined by exact Newton (`optimize.newton`) and then L-BFGS-B to
     the same tolerances as the main fit. jobs: worker processes (1: this process); progress: the stream
-    for the progress bar (None: none).
+    for the progress bar (None: none). hierarchy: a two-stage bootstrap over points and seeds
+    (`loopscale.fit.noise.Hierarchy`, for a table with seed repeats) instead of rows or `clusters`.
     """
     law, data, loss = state.law, state.data, state.loss
     starts = np.array([state.best.theta] + _distinct_starts(state.starts, n_starts - 1))
@@ -66,7 +69,7 @@ def bootstrap(
     if clusters is not None:
         labels, inverse = np.unique(np.asarray(clusters), return_inverse=True)
         n_labels = len(labels)
-    problem = (law, data, loss, starts, inverse, n_labels, polish)
+    problem = (law, data, loss, starts, inverse, n_labels, polish, hierarchy)
     # chunks bounded in memory (replicates x starts x rows) and small enough to spread over workers
     per_task = max(1, min(REPLICATES_PER_TASK, chunk_size(len(data), 3 * law.n_params + 8, cap=4096) // len(starts)))
     tasks = [(seed, k, min(per_task, n_replicates - lo)) for k, lo in enumerate(range(0, n_replicates, per_task))]
@@ -74,6 +77,7 @@ def bootstrap(
     thetas = np.vstack([t for t, _ in solved]) if solved else np.empty((0, law.n_params))
     objectives = np.concatenate([f for _, f in solved]) if solved else np.empty(0)
     user = [law.to_user(t) for t in thetas]
+    two_stage = {} if hierarchy is None else {"two_stage": hierarchy.inner}  # records without seeds: as before
     return {
         "params": {name: [u[name] for u in user] for name in law.user_names},
         "objective": objectives,
@@ -82,6 +86,7 @@ def bootstrap(
         "seed": seed,
         "n_starts_per_replicate": len(starts),
         "replicates_per_task": per_task,
+        **two_stage,
     }
 
 
@@ -96,10 +101,13 @@ def _distinct_starts(starts: np.ndarray, k: int) -> list[np.ndarray]:
     return [starts[i] for i in range(min(k, len(starts) - len(starts) // 2))]
 
 
-def chunk_weights(seed: int, k: int, size: int, n_rows: int, inverse, n_labels: int) -> np.ndarray:
+def chunk_weights(seed: int, k: int, size: int, n_rows: int, inverse, n_labels: int, hierarchy=None) -> np.ndarray:
     """The resampling weights (size, n_rows) of chunk k: rows drawn with replacement, or clusters drawn with
-    replacement and each row weighted by its cluster's count. Its own generator, seeded by (seed, k)."""
+    replacement and each row weighted by its cluster's count, or a two-stage draw (`Hierarchy.weights`). Its
+    own generator, seeded by (seed, k)."""
     rng = np.random.default_rng([seed, k])
+    if hierarchy is not None:
+        return hierarchy.weights(rng, size)
     if inverse is None:
         return np.array([np.bincount(rng.integers(0, n_rows, n_rows), minlength=n_rows) for _ in range(size)], float)
     counts = np.array([np.bincount(rng.integers(0, n_labels, n_labels), minlength=n_labels) for _ in range(size)])
@@ -109,12 +117,12 @@ def chunk_weights(seed: int, k: int, size: int, n_rows: int, inverse, n_labels: 
 def solve_chunk(problem: tuple, task: tuple) -> tuple[np.ndarray, np.ndarray]:
     """(thetas, objectives) of one chunk's replicates: every replicate from every start in one batched LM
     pass, the best start kept per replicate, then polished by `newton` and L-BFGS-B (`refine`)."""
-    law, data, loss, starts, inverse, n_labels, polish = problem
+    law, data, loss, starts, inverse, n_labels, polish, hierarchy = problem
     law: Law
     data: LawData
     loss: Loss
     seed, k, size = task
-    W = chunk_weights(seed, k, size, len(data), inverse, n_labels)
+    W = chunk_weights(seed, k, size, len(data), inverse, n_labels, hierarchy)
     S = len(starts)
     th, fv = lm_batch(law, data, loss, np.tile(starts, (size, 1)), np.repeat(W, S, axis=0))
     best = np.argmin(fv.reshape(size, S), axis=1)

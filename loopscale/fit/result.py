@@ -37,7 +37,8 @@ class FitResult:
     joint (`loopscale.fit.joint`: recipes, delta_phi per recipe, shared_check, separate fits), data (the fitted
     rows' model shapes and ranges, `data_summary`; a joint fit's also each recipe's shapes, "shapes_by_recipe";
     absent from records written before it existed),
-    conditioning (the checks that say whether phi / delta-phi is measured, `loopscale.fit.verdict`)."""
+    conditioning (the checks that say whether phi / delta-phi is measured, `loopscale.fit.verdict`), noise (the
+    seed noise model: `loopscale.fit.noise.noise_block`)."""
 
     law: str
     params: dict[str, float]
@@ -63,6 +64,9 @@ class FitResult:
     # is phi (delta-phi) measured? {"checks": [{"name", "target", "value", "ok"}], "verdict", "measured"}
     # (`loopscale.fit.verdict`; absent from records written before it existed)
     conditioning: dict[str, Any] | None = None
+    # the seed noise (`loopscale.fit.noise.noise_block`): replicates, the sigma model of log L and sigma per r,
+    # how the fit used it; without seed repeats its `statement` says the intervals omit seed noise
+    noise: dict[str, Any] | None = None
 
     def to_json_dict(self) -> dict[str, Any]:
         return _jsonable(asdict(self))

@@ -50,7 +50,9 @@ class LawData:
     N as N_once and zeros as N_rec). r: recurrences (1 for chinchilla). D: training tokens. L: loss
     (may be None when only predicting). recipe: integer recipe code per row for a per-recipe law
     (index into its recipes; any code on r = 1 rows, where it has no effect), else None. extra: any other
-    column a law reads (by name, one entry per row), kept through `subset`.
+    column a law reads (by name, one entry per row), kept through `subset`. sigma: each row's noise scale in
+    log L (the seed sigma, `loopscale.fit.noise`): the objective's residuals are divided by it; None (no
+    measured noise) leaves them in log units.
     """
 
     N_once: np.ndarray
@@ -60,6 +62,7 @@ class LawData:
     L: np.ndarray | None = None
     recipe: np.ndarray | None = None
     extra: Mapping[str, np.ndarray] = field(default_factory=dict)
+    sigma: np.ndarray | None = None
     log_r: np.ndarray = field(init=False, repr=False)
     log_D: np.ndarray = field(init=False, repr=False)
     log_L: np.ndarray | None = field(init=False, repr=False)
@@ -72,6 +75,8 @@ class LawData:
         if self.recipe is not None:
             object.__setattr__(self, "recipe", np.asarray(self.recipe, dtype=np.intp))
         object.__setattr__(self, "extra", {k: np.asarray(v, dtype=float) for k, v in self.extra.items()})
+        if self.sigma is not None:
+            object.__setattr__(self, "sigma", np.asarray(self.sigma, dtype=float))
         if self.L is not None:
             object.__setattr__(self, "L", np.asarray(self.L, dtype=float))
             object.__setattr__(self, "log_L", np.log(self.L))
@@ -91,6 +96,7 @@ class LawData:
             None if self.L is None else self.L[mask],
             None if self.recipe is None else self.recipe[mask],
             {k: v[mask] for k, v in self.extra.items()},
+            None if self.sigma is None else self.sigma[mask],
         )
 
 
