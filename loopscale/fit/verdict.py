@@ -392,7 +392,7 @@ def compare_conditioning(fits: dict[str, FitResult], cmp: dict[str, Any]) -> dic
                 blocking.append(f"{path}: " + cond["verdict"].removeprefix("not measured: "))
         else:
             blocking += [
-                f"{path}: {c['name']} fails ({_cell(c.get('value'))})"
+                f"{path}: {c['name']} fails ({_cell(c.get('value'))}; target {_cell(c.get('target'))})"
                 for c in cond["checks"]
                 if not c["ok"] and c["protects"] in BLOCKING and not c["name"].endswith(WIDTH_CHECK)
             ]
