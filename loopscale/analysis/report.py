@@ -23,7 +23,7 @@ from loopscale.analysis.published_laws import published_comparison
 from loopscale.atomic import write_text_atomic
 from loopscale.fit.laws.registry import find_law
 from loopscale.fit.result import FitResult
-from loopscale.fit.verdict import closing_lines, verdict_lines, verdict_rows
+from loopscale.fit.verdict_render import closing_lines, verdict_lines, verdict_rows
 from loopscale.plots import budgets, load_fit
 
 # Runs-table columns shown in the report, in order (those the table has).

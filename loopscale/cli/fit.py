@@ -356,7 +356,8 @@ def run_compare(args: argparse.Namespace) -> int:
     (`verdict.compare_conditioning`); `compare JOINT`: a joint fit's delta-phi lines and its verdict. Both
     printed by the one renderer of every verdict (`verdict.verdict_lines`)."""
     from loopscale.fit.result import compare_param
-    from loopscale.fit.verdict import compare_conditioning, verdict_lines
+    from loopscale.fit.verdict import compare_conditioning
+    from loopscale.fit.verdict_render import verdict_lines
 
     a = _load_fit(args.fit_a)
     if args.fit_b is None:

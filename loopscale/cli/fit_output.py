@@ -27,7 +27,7 @@ def write_results(results, out_paths, plot_paths, figures=None, dpi: int = 200) 
     mid-write leaves no half file), then the figures: a figure that fails leaves the JSONs and says which
     figure failed (FigureFailed, exit 1). `figures`: the table each figure draws (`figure_table`)."""
     from loopscale.atomic import atomic_path
-    from loopscale.fit.verdict import verdict_lines  # pandas: not at the top (`loopscale --help` stays light)
+    from loopscale.fit.verdict_render import verdict_lines  # pandas: not at the top (`loopscale --help` stays light)
 
     figures = figures or [table for _g, table, _r in results]
     for g, _table, result in results:

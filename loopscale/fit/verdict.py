@@ -6,8 +6,8 @@ and the one renderer of both.
     "conditioning": {"checks": [{"name", "protects", "target", "value", "ok"}, ...], "warnings": [str],
                      "verdict": str, "measured": bool, "noise": {...}, "delta_phi": {recipe: answer} (joint)}
 
-and `loopscale fit`, `compare`, `report` and the notebook print it with `verdict_lines` (Markdown:
-`verdict_rows` and `closing_lines`, the same content). Each check earns its place by what it protects
+and `loopscale fit`, `compare`, `report` and the notebook print it with `verdict_render.verdict_lines` (Markdown:
+`verdict_rows` and `closing_lines` there, the same content). Each check earns its place by what it protects
 (docs/design.md, "The verdict"):
 
 - "phi identified": E and phi (each recipe's phi, each delta-phi) off the bounds of the fitter's box (a parameter
@@ -392,7 +392,7 @@ def compare_conditioning(fits: dict[str, FitResult], cmp: dict[str, Any]) -> dic
                 blocking.append(f"{path}: " + cond["verdict"].removeprefix("not measured: "))
         else:
             blocking += [
-                f"{path}: {c['name']} fails ({_cell(c.get('value'))}; target {_cell(c.get('target'))})"
+                f"{path}: {c['name']} fails ({shown_value(c.get('value'))}; target {shown_value(c.get('target'))})"
                 for c in cond["checks"]
                 if not c["ok"] and c["protects"] in BLOCKING and not c["name"].endswith(WIDTH_CHECK)
             ]
@@ -417,52 +417,12 @@ def compare_conditioning(fits: dict[str, FitResult], cmp: dict[str, Any]) -> dic
     }
 
 
-# ----------------------------------------------------------------------------------------------
-# The one renderer: plain lines (fit, compare, report's terminal, the notebook) and Markdown rows
-# ----------------------------------------------------------------------------------------------
-def _cell(value) -> str:
+def shown_value(value) -> str:
+    """A check's value or target as text: n/a, the string, a list, or 4 significant digits."""
     if value is None:
         return "n/a"
     if isinstance(value, str):
         return value
     if isinstance(value, (list, tuple)):
-        return "[" + ", ".join(_cell(v) for v in value) + "]"
+        return "[" + ", ".join(shown_value(v) for v in value) + "]"
     return f"{value:.4g}"
-
-
-def verdict_rows(cond: dict) -> list[tuple[str, str, str, str, str]]:
-    """(status, protects, name, value, target) per check: status "ok", "FAIL" (blocks the measurement) or
-    "warn" (an extrapolation check: a warning). A record from before the checks said what they protect has
-    every failure blocking."""
-    rows = []
-    for c in cond.get("checks") or []:
-        if not isinstance(c, dict):
-            continue
-        protects = str(c.get("protects") or "")
-        status = "ok" if c.get("ok") else ("warn" if protects and protects not in BLOCKING else "FAIL")
-        rows.append((status, protects, str(c.get("name", "")), _cell(c.get("value")), _cell(c.get("target"))))
-    return rows
-
-
-def closing_lines(cond: dict) -> list[str]:
-    """The lines after the checks: each warning, each delta-phi's MDE (with the formula), and last the verdict."""
-    lines = [f"warning: {w}" for w in cond.get("warnings") or []]
-    answers = cond.get("delta_phi") or {}
-    for g, a in answers.items():
-        if a.get("mde") is not None:
-            lines.append(
-                f"minimum detectable |Δφ{'' if g == 'phi' else f'[{g}]'}| of this design: {a['mde']:.3f} "
-                f"(80% power, 5% two-sided: {MDE_FACTOR:.2f} x se {a['se']:.3g} from the {a['source']})"
-            )
-    return [*lines, str(cond.get("verdict") or ("measured" if cond.get("measured") else "not measured"))]
-
-
-def verdict_lines(cond: dict | None) -> list[str]:
-    """A fit record's conditioning as plain text: one line per check, the warnings and MDEs, the verdict last."""
-    if not cond:
-        return ["not measured: the fit record has no conditioning checks (fitted before they existed: refit)"]
-    lines = ["conditioning:"]
-    for status, protects, name, value, target in verdict_rows(cond):
-        where = f"[{protects}] " if protects else ""
-        lines.append(f"  {status:<4}  {where}{name}: {value} (target {target})")
-    return lines + closing_lines(cond)

@@ -172,7 +172,7 @@ def test_a_forked_sweep_resampled_by_rows_is_not_measured(tmp_path, forked):
 def test_a_check_without_a_value_prints_as_n_a():
     """A NaN check value (a bootstrap whose interval could not be formed) is stored as null in the JSON;
     reading the record back prints it, it does not stop `compare` with a format error."""
-    from loopscale.fit.verdict import verdict_lines
+    from loopscale.fit.verdict_render import verdict_lines
 
     cond = {
         "checks": [

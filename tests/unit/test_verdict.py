@@ -28,9 +28,9 @@ from loopscale.fit.verdict import (
     fit_checks,
     isoflop_minima,
     joint_checks,
-    verdict_lines,
     verdict_of,
 )
+from loopscale.fit.verdict_render import verdict_lines
 
 WIDTHS = (16, 24, 32)
 BUDGETS = (1e10, 2e10)
