@@ -58,6 +58,7 @@ def register(subparsers) -> None:
     )
     p.add_argument("--candidate", default="", metavar="OVERRIDES", help="the second recipe's overrides, for its cost")
     p.add_argument("--sims", type=int, default=200, help="simulated sweeps per design (default 200)")
+    p.add_argument("--no-menu", action="store_true", help="the design as given only (no designs beside it)")
     p.add_argument("--full", action="store_true", help="fit every sweep with the full multi-start (slow)")
     p.add_argument("--jobs", type=int, default=None, metavar="N", help="worker processes (default: every core)")
     p.add_argument("--seed", type=int, default=0, help="seed of the simulations (reproducible for any --jobs)")
@@ -127,10 +128,10 @@ def power_record(args: argparse.Namespace, truth) -> dict:
     from loopscale.fit.power import mde_formula
 
     progress = sys.stderr if sys.stderr.isatty() else None
-    designs = _menu(args)
+    designs = _menu(args)[:1] if args.no_menu else _menu(args)
     out = []
-    for name, spec in designs:
-        out.append(_evaluate(args, truth, name, spec, progress))
+    for name, structure, spec in designs:
+        out.append(_evaluate(args, truth, name, structure, spec, progress))
     record = {
         "pilot": {
             "source": args.fit or "stated (--law)",
@@ -148,17 +149,24 @@ def power_record(args: argparse.Namespace, truth) -> dict:
     return record
 
 
-def _menu(args) -> list[tuple[str, dict]]:
-    """(name, spec) of each design: spec {"overrides"} or {"table", "seeds"}."""
+def _menu(args) -> list[tuple[str, str, dict]]:
+    """(name, structure, spec) of each design: spec {"overrides"} or {"table", "seeds"}; structure: its points
+    without the seeds ("as given" for the design with more seeds)."""
     from loopscale.launch.design import candidate_designs, n_seeds, with_seeds
 
     if args.table:
         k = args.seeds or _table_seeds(args.table)
-        return [(f"{s} seeds" if s != k else "as given", {"table": args.table, "seeds": s}) for s in (k, 2 * k, 4 * k)]
+        return [
+            ("as given" if s == k else f"{s} seeds", "as given", {"table": args.table, "seeds": s})
+            for s in (k, 2 * k, 4 * k)
+        ]
     overrides = list(args.overrides)
     if args.seeds is not None and args.seeds != n_seeds(overrides):
         overrides = with_seeds(overrides, args.seeds)
-    return [(name, {"overrides": ov}) for name, ov in candidate_designs(overrides)]
+    return [
+        (name, "as given" if name.endswith(" seeds") else name, {"overrides": ov})
+        for name, ov in candidate_designs(overrides)
+    ]
 
 
 def _table_seeds(path) -> int:
@@ -213,7 +221,7 @@ def _cost(args, spec: dict) -> dict:
     return out
 
 
-def _evaluate(args, truth, name: str, spec: dict, progress) -> dict:
+def _evaluate(args, truth, name: str, structure: str, spec: dict, progress) -> dict:
     """One design: its points, cost and simulated precision."""
     from loopscale.fit.power import simulate_design
 
@@ -231,7 +239,8 @@ def _evaluate(args, truth, name: str, spec: dict, progress) -> dict:
     )
     return {
         "name": name,
-        **{k: v for k, v in spec.items()},
+        "structure": structure,
+        **spec,
         "seeds": seeds,
         "n_runs": int(len(design)),
         "n_points": int(len(design) // max(seeds, 1)),
@@ -242,9 +251,10 @@ def _evaluate(args, truth, name: str, spec: dict, progress) -> dict:
 
 
 def _recommend(args, truth, designs: list[dict], progress) -> dict:
-    """The cheapest design (FLOPs with the second recipe) that detects |delta-phi| >= --detect: per design of
-    the menu at its seeds, the seeds that bring its MDE to the target (se ~ 1 / sqrt(seeds)) and their cost;
-    the cheapest is then simulated at those seeds, one seed more while its simulated MDE misses the target."""
+    """The cheapest design (FLOPs with the second recipe) that detects |delta-phi| >= --detect. Per design of
+    the menu, the seeds that bring its MDE to the target at se ~ 1 / sqrt(seeds), never fewer than it has (a
+    design with fewer seeds is another entry of the menu), and their cost; the cheapest is simulated at those
+    seeds (unless the menu holds it), one seed more while its simulated MDE misses the target (three tries)."""
     from loopscale.fit.power import seeds_needed
     from loopscale.launch.design import with_seeds
 
@@ -253,8 +263,9 @@ def _recommend(args, truth, designs: list[dict], progress) -> dict:
     for d in designs:
         k = seeds_needed(d["delta_phi"]["se"], d["seeds"], target, MAX_SEEDS)
         if k is not None:
-            scale = k / d["seeds"]
-            options.append({"from": d["name"], "seeds": k, "flops": d["cost"]["flops_with_candidate"] * scale})
+            k = max(k, d["seeds"])
+            flops = d["cost"]["flops_with_candidate"] * k / d["seeds"]
+            options.append({"from": d["name"], "structure": d["structure"], "seeds": k, "flops": flops})
     if not options:
         return {
             "detect": target,
@@ -264,12 +275,13 @@ def _recommend(args, truth, designs: list[dict], progress) -> dict:
     best = min(options, key=lambda o: o["flops"])
     base = next(d for d in designs if d["name"] == best["from"])
     for k in range(best["seeds"], min(best["seeds"] + 3, MAX_SEEDS + 1)):
-        spec = (
-            {"overrides": with_seeds(base["overrides"], k)}
-            if "overrides" in base
-            else {"table": base["table"], "seeds": k}
-        )
-        found = _evaluate(args, truth, f"{best['from']}, {k} seeds", spec, progress)
+        known = [d for d in designs if d["structure"] == best["structure"] and d["seeds"] == k]
+        if known:
+            found = known[0]
+        else:
+            spec = {"overrides": with_seeds(base["overrides"], k)} if "overrides" in base else {**base, "seeds": k}
+            spec = {key: spec[key] for key in ("overrides", "table", "seeds") if key in spec}
+            found = _evaluate(args, truth, f"{best['structure']}, {k} seeds", best["structure"], spec, progress)
         if found["delta_phi"]["mde"] <= target:
             break
     return {"detect": target, "options": options, "recommended": found, "reached": found["delta_phi"]["mde"] <= target}

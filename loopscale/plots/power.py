@@ -27,7 +27,7 @@ def power_figure(record: dict) -> Figure:
         if rec:
             x, y = rec["cost"]["flops_with_candidate"], rec["delta_phi"]["mde"]
             ax.scatter([x], [y], marker="*", s=160, color="tab:red", zorder=4, label=f"recommended: {rec['name']}")
-        ax.legend(fontsize=8, loc="upper right")
+        ax.legend(fontsize=8, loc="best")
     ax.set_xscale("log")
     ax.set_xlabel("training compute of the comparison, $C$ (FLOPs)")
     ax.set_ylabel("minimum detectable $|\\Delta\\varphi|$ (80% power)")
