@@ -22,6 +22,7 @@ import pandas as pd
 from loopscale.analysis.published_laws import published_comparison
 from loopscale.atomic import write_text_atomic
 from loopscale.fit.laws.registry import find_law
+from loopscale.fit.noise_text import noise_lines
 from loopscale.fit.result import FitResult
 from loopscale.fit.verdict_render import closing_lines, verdict_lines, verdict_rows
 from loopscale.plots import budgets, load_fit
@@ -226,6 +227,8 @@ def quality_lines(fit: FitResult) -> list[str]:
             f"on its {hold.get('n_holdout')} runs the mean |relative error| is "
             f"{100 * hold['mean_abs_rel_error']:.2f}% (max {100 * hold['max_abs_rel_error']:.2f}%)."
         )
+    noise = noise_lines(fit.noise)  # the seed sigma and how the fit used it, or that intervals omit seed noise
+    lines += [f"- {line}" if not line.startswith(" ") else f"  - {line.strip()}" for line in noise]
     lines += [f"- warning: {w}" for w in fit.warnings or []]
     return lines
 

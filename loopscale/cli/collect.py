@@ -68,6 +68,7 @@ def _print_problems(problems) -> None:
 
 
 def run_collect(args: argparse.Namespace) -> int:
+    from loopscale.fit.replicates import replicate_groups, seed_count_line
     from loopscale.train.records import duplicate_points, runs_table, write_runs_table
 
     rows, problems = _collect(args.sweep_dir)
@@ -79,7 +80,9 @@ def run_collect(args: argparse.Namespace) -> int:
         f"{len(problems)} not done -> {problems_out.name}"
     )
     _print_problems(problems)
-    for line in duplicate_points(rows):  # distinct runs with one point and loss: counted twice by a fit
+    if len(table):
+        print(seed_count_line(replicate_groups(table)))  # seeds are replicates: `fit` measures their noise
+    for line in duplicate_points(rows):  # one run (point and seed) counted twice by a fit
         print(f"warning: {line}", file=sys.stderr)
     return 0
 

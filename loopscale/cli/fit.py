@@ -79,6 +79,25 @@ def register(subparsers) -> None:
     )
     p.add_argument("--no-profile", action="store_true", help="skip the phi profile (looped law)")
     p.add_argument(
+        "--noise",
+        default="auto",
+        choices=["auto", "off"],
+        help="auto (default): with seed repeats, measure the seed sigma of log L, weight the fit by it and "
+        "bootstrap points and seeds; off: the unweighted fit (its intervals omit seed noise)",
+    )
+    p.add_argument(
+        "--seed-col",
+        default="seed",
+        metavar="NAME",
+        help="column naming each run's seed: rows of one point with different seeds are replicates (default seed)",
+    )
+    p.add_argument(
+        "--seed-bootstrap",
+        default="keep",
+        choices=["keep", "resample"],
+        help="two-stage bootstrap: a drawn point keeps its seeds (default) or draws them again",
+    )
+    p.add_argument(
         "--loss", default="huber", choices=["huber", "l2"], help="huber (default) or l2 = plain least squares on log L"
     )
     p.add_argument("--delta", type=float, default=1e-3, help="Huber threshold in log units")
@@ -192,6 +211,17 @@ def bootstrap_cluster(args: argparse.Namespace, table) -> str | None:
     return args.cluster
 
 
+def check_seed_column(args: argparse.Namespace, columns, where: str = "the table") -> None:
+    """--seed-col NAME names a column of the table (the default `seed` may be absent: no seeds, no replicates)."""
+    if args.seed_col != "seed" and args.seed_col not in columns:
+        raise UsageError(f"--seed-col {args.seed_col!r} is not a column of {where} {list(columns)}")
+
+
+def _noise_options(args: argparse.Namespace) -> dict:
+    """The seed-noise keywords of `fit_table` / `fit_joint` from --noise, --seed-col and --seed-bootstrap."""
+    return {"noise": args.noise, "seed_column": args.seed_col, "inner": args.seed_bootstrap}
+
+
 def _progress_stream():
     """Where bootstrap progress bars go: stderr when it is a terminal, nowhere otherwise (logs, tests)."""
     import sys
@@ -208,6 +238,7 @@ def _group_tables(args: argparse.Namespace, columns) -> tuple:
     from loopscale.fit.tables import canonical_table, drop_top_k, read_table
 
     raw = drop_top_k(read_table(args.table), args.drop_top_k, loss=columns.L)
+    check_seed_column(args, raw.columns)
     if args.group and args.group not in raw.columns:
         raise UsageError(f"--group column {args.group!r} is not in the table {list(raw.columns)}")
     if args.group and raw[args.group].isna().any():
@@ -261,6 +292,7 @@ def _fit_groups(args: argparse.Namespace, loss, raw, tables: list) -> list:
                 n_refine=args.starts,
                 jobs=args.jobs,
                 progress=_progress_stream(),
+                **_noise_options(args),
             )
             result.input = dict(input_info, n_rows_used=len(table))
             if g is not None:
@@ -300,6 +332,7 @@ def run_joint_fit(args: argparse.Namespace, loss, columns) -> int:
     for path in args.tables:
         try:
             raw = read_table(path)
+            check_seed_column(args, raw.columns, str(path))
             table = canonical_table(raw, joint_law.name, columns)
         except LoopscaleError as err:  # said with the table it came from
             raise UsageError(f"{err} ({path})") from None
@@ -326,6 +359,7 @@ def run_joint_fit(args: argparse.Namespace, loss, columns) -> int:
             jobs=args.jobs,
             progress=_progress_stream(),
             law_name=joint_law.name,
+            **_noise_options(args),
         )
     result.input = {
         "tables": inputs,

@@ -215,6 +215,8 @@ def print_result(result, group=None) -> None:
     from rich.markup import escape
     from rich.table import Table
 
+    from loopscale.fit.noise_text import noise_lines
+
     title = f"{result.law} fit" + (f" — {result.group['column']} = {group}" if group is not None else "")
     t = Table(title=title)
     t.add_column("parameter")
@@ -246,5 +248,7 @@ def print_result(result, group=None) -> None:
         )
     for line in lines:
         console.print(line, highlight=False)
+    for line in noise_lines(result.noise):  # the seed sigma, or that the intervals omit seed noise
+        console.print(escape(line), highlight=False, soft_wrap=True)
     for w in result.warnings:
         console.print(f"[yellow]warning:[/yellow] {escape(w)}", highlight=False, soft_wrap=True)

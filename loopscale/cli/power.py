@@ -170,7 +170,7 @@ def _menu(args) -> list[tuple[str, str, dict]]:
 
 
 def _table_seeds(path) -> int:
-    from loopscale.fit.noise import replicate_groups
+    from loopscale.fit.replicates import replicate_groups
     from loopscale.fit.tables import canonical_table, read_table
 
     table = canonical_table(read_table(path), "looped")
@@ -185,7 +185,7 @@ def _design(spec: dict):
 
     if "overrides" in spec:
         return design_points(spec["overrides"]), n_seeds(spec["overrides"])
-    from loopscale.fit.noise import replicate_groups
+    from loopscale.fit.replicates import replicate_groups
     from loopscale.fit.tables import canonical_table, read_table
 
     table = canonical_table(read_table(spec["table"]), "looped")

@@ -19,20 +19,10 @@ still importable from it (`from loopscale import fit as F; F.bootstrap(...)`).
 
 from __future__ import annotations
 
-from dataclasses import replace
-
-from loopscale.errors import InputError
 from loopscale.fit.bounds import BOUNDS, DPHI_BOUNDS, LOG_K_BOUNDS, bounds_for
-from loopscale.fit.laws.form import Law, LawData
+from loopscale.fit.laws.form import Law
 from loopscale.fit.laws.registry import law_data_from_table
-from loopscale.fit.noise import (
-    RECIPE_COLUMN,
-    SEED_COLUMN,
-    STANDARDISED_DELTA,
-    hierarchy,
-    noise_block,
-    noise_fit,
-)
+from loopscale.fit.noise import DEFAULT_INNER, noise_block, noise_setup, seed_hierarchy
 from loopscale.fit.objective import (
     CHUNK_ELEMENTS,
     DEFAULT_DELTA,
@@ -64,7 +54,7 @@ from loopscale.fit.resample import on_one_blas_thread
 from loopscale.fit.result import FitResult, compare_param, data_summary, file_sha256, load_fit, predict_loss, versions
 from loopscale.fit.starts import SCREEN_ROWS, classic_grid, projected_starts, screen_starts, screen_subsample
 from loopscale.fit.tables import (
-    PARENT_COLUMN,
+    SEED_COLUMN,
     budget_clusters,
     budget_column,
     check_clusters,
@@ -145,12 +135,6 @@ __all__ = [
 ]
 
 
-NOISE_MODES = ("auto", "off")
-# Inner stage of the two-stage bootstrap: a drawn point keeps its seeds. Resampling them as well counts the
-# seed variance twice (it is already in the points' scatter): measured in benchmarks/bench_calibration.py.
-DEFAULT_INNER = "keep"
-
-
 def check_fit_inputs(table, law: str, n_bootstrap: int = 0, cluster: str | None = None, holdout: bool = False):
     """Every precondition of `fit_table` that depends on the data, checked before the first solve (a bad
     --cluster or --holdout-largest fails in a second, not after the fit): the cluster labels (None
@@ -163,34 +147,6 @@ def check_fit_inputs(table, law: str, n_bootstrap: int = 0, cluster: str | None 
     if holdout:
         holdout_train_rows(budget_column(table), law, table["r"] if "r" in table.columns else None)
     return labels
-
-
-def noise_setup(
-    table,
-    data: LawData,
-    loss: Loss,
-    noise: str = "auto",
-    seed_column: str | None = SEED_COLUMN,
-    recipe_column: str | None = RECIPE_COLUMN,
-):
-    """(NoiseFit, data, loss) for a fit: the table's seed noise (`noise.noise_fit`) and, when it measures a
-    sigma and `noise` is "auto", the data with each row's sigma of log L and the loss on standardised
-    residuals (Huber at `STANDARDISED_DELTA`, or l2); otherwise data and loss as given ("off": today's fit)."""
-    if noise not in NOISE_MODES:
-        raise InputError(f"noise must be one of {NOISE_MODES}; got {noise!r}")
-    nf = noise_fit(table, seed_column, recipe_column)
-    if noise == "off" or nf.model is None:
-        return nf, data, loss
-    std_loss = Loss(loss.kind, STANDARDISED_DELTA) if loss.kind == "huber" else loss
-    return nf, replace(data, sigma=nf.row_sigma), std_loss
-
-
-def seed_hierarchy(table, nf, cluster: str | None, labels, inner: str):
-    """The two-stage bootstrap of a weighted fit (`noise.hierarchy`): outer clusters are the --cluster labels,
-    except a forked sweep's parents (the CLI's default), which are the seeds of their model: then the outer
-    clusters are the models (points)."""
-    outer = None if cluster in (None, PARENT_COLUMN) else labels
-    return hierarchy(table, nf.reps, outer, inner)
 
 
 @on_one_blas_thread
@@ -252,7 +208,7 @@ def fit_table(
         if "warning" in result.profile_phi:
             result.warnings.append(result.profile_phi["warning"])
     if n_bootstrap > 0:
-        two_stage = seed_hierarchy(table, nf, cluster, labels, inner) if weighted else None
+        two_stage = seed_hierarchy(table, nf.reps, cluster, labels, inner) if weighted else None
         flat = None if weighted else labels
         boot = bootstrap(state, n_bootstrap, seed + 1, flat, jobs=jobs, progress=progress, hierarchy=two_stage)
         boot["cluster"] = cluster

@@ -11,7 +11,7 @@ n_sims sweeps of the design,
 
 (rho: the share of a run's noise that the branches of one forked job share, as `synthetic.seeded_sweep` draws
 it; each seed is its own parent), and fits each as `loopscale fit` does: the table's noise model first
-(`fit_table.noise_setup`: with seed repeats the seed sigma is estimated and the residuals standardised by it),
+(`noise.noise_setup`: with seed repeats the seed sigma is estimated and the residuals standardised by it),
 then the fitter's fast path, the bootstrap replicate's (`resample.solve_chunk`): one batched Levenberg-Marquardt
 pass from the truth (the noise-free optimum) and the best screened starts, exact Newton, tight L-BFGS-B (`full`:
 the multi-start of `fit_law` instead, ~10x slower). Two fits per
@@ -39,10 +39,10 @@ import pandas as pd
 
 from loopscale.errors import InputError
 from loopscale.fit.bounds import clip_to_bounds
-from loopscale.fit.fit_table import noise_setup
 from loopscale.fit.laws.form import Law
 from loopscale.fit.laws.looped_joint import RECIPE_CODE
 from loopscale.fit.laws.registry import law_data_from_table, make_law
+from loopscale.fit.noise import noise_setup
 from loopscale.fit.objective import Loss
 from loopscale.fit.optimize import fit_law, lm_batch, newton, refine
 from loopscale.fit.resample import on_one_blas_thread, run_tasks

@@ -23,9 +23,9 @@ import numpy as np
 
 from loopscale.errors import InputError
 from loopscale.fit.laws.form import Law, LawData
-from loopscale.fit.noise import Hierarchy
 from loopscale.fit.objective import Loss, chunk_size
 from loopscale.fit.optimize import FitState, lm_batch, newton, refine
+from loopscale.fit.two_stage import Hierarchy
 from loopscale.machine import usable_cores
 
 REPLICATES_PER_TASK = 16  # replicates per chunk: a worker's unit of work, and the progress bar's step

@@ -422,15 +422,16 @@ def collect(sweep_dir: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]
 
 
 def duplicate_points(rows: list[dict[str, Any]]) -> list[str]:
-    """Rows whose point of the law and loss repeat another row's exactly (recipe, r, N_once, N_rec, D, L):
-    counted twice they narrow every interval. One line per repeated point, naming its runs."""
+    """Rows that are one run counted twice: one point of the law (recipe, r, N_once, N_rec, D) and one seed (without
+    a seed: one loss); a point's other seeds are replicates (`fit.noise`). One line per repeat, naming its runs."""
     groups: dict[tuple, list[str]] = {}
     for row in rows:
-        key = tuple(row.get(c) for c in ("recipe", "r", "N_once", "N_rec", "D", "L"))
+        same = ("seed", row["seed"]) if row.get("seed") is not None else ("L", row.get("L"))
+        key = tuple(row.get(c) for c in ("recipe", "r", "N_once", "N_rec", "D")) + same
         groups.setdefault(key, []).append(str(row.get("run_dir")))
     return [
-        f"r={key[1]} N_once={key[2]} N_rec={key[3]} D={key[4]} L={key[5]} appears {len(dirs)} times: {', '.join(dirs)}"
-        for key, dirs in groups.items()
+        f"r={k[1]} N_once={k[2]} N_rec={k[3]} D={k[4]} {k[5]}={k[6]} appears {len(dirs)} times: {', '.join(dirs)}"
+        for k, dirs in groups.items()
         if len(dirs) > 1
     ]
 
