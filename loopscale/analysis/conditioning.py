@@ -120,7 +120,8 @@ def check(cond: dict[str, Any], targets: dict[str, float] = DEMO_TARGETS) -> lis
     for m in outside:
         misses.append(
             f"budget {m['budget']:.3g}: the r = 1 minimum (width {m['best_width']:g}) is not inside "
-            f"the sampled widths {m['widths']}, beyond the noise"
+            f"the sampled widths {m['widths']}"
+            + (", beyond the noise" if len(m["widths"]) >= 3 else " (fewer than three: never bracketed)")
         )
     if cond["collapse_ratio"] > targets["collapse_ratio_max"]:
         rms = cond["collapse_rms"]
