@@ -25,6 +25,7 @@ from loopscale.fit.laws.registry import find_law
 from loopscale.fit.noise_text import noise_lines
 from loopscale.fit.result import FitResult, file_sha256, load_fit
 from loopscale.fit.verdict import shared_check_verdict
+from loopscale.fit.verdict_render import closing_lines, verdict_lines, verdict_rows
 from loopscale.plots.inputs import budgets
 
 # Runs-table columns shown in the report, in order (those the table has).
@@ -255,51 +256,33 @@ def figures_section(figures: Sequence[Path], out_dir: Path) -> str:
     return "\n".join(out).rstrip()
 
 
-def verdict_line(cond: dict) -> str:
-    """The one line that says whether the fit measured what it reports."""
-    verdict = str(cond.get("verdict") or ("measured" if cond.get("measured") else "not measured"))
-    return f"verdict: {verdict}"
-
-
-def _check_cell(v) -> str:
-    if isinstance(v, (list, tuple)):
-        return "[" + ", ".join(fmt(x) for x in v) + "]"
-    if isinstance(v, bool):
-        return "yes" if v else "no"
-    return fmt(v)
-
-
-def conditioning_rows(cond: dict) -> list[tuple[str, str, str, bool]]:
-    """(name, target, value, ok) of each check in a fit's conditioning block."""
-    checks = [c for c in cond.get("checks") or [] if isinstance(c, dict)]
-    return [
-        (str(c.get("name", "")), _check_cell(c.get("target")), _check_cell(c.get("value")), bool(c.get("ok")))
-        for c in checks
-    ]
-
-
 def conditioning_section(cond: dict | None) -> str:
-    """The fit's conditioning checks as a table and its verdict line ("" when the record has none)."""
+    """The fit's conditioning as Markdown: the checks as a table (with what each protects), then the warnings,
+    the minimum detectable delta-phi and the verdict, the same content `loopscale fit` prints
+    (`loopscale.fit.verdict`: `verdict_rows`, `closing_lines`); "" when the record has none."""
     if not cond:
         return ""
-    rows = conditioning_rows(cond)
+    rows = verdict_rows(cond)
     out = ["## Can the fit be trusted?", ""]
     if rows:
-        cells = [(name, target, value, "ok" if ok else "**FAILS**") for name, target, value, ok in rows]
-        out += [markdown_table(["check", "target", "value", "result"], cells), ""]
-    out.append(f"**{verdict_line(cond)}**")
+        cells = [
+            (name, protects, target, value, {"ok": "ok", "warn": "warning"}.get(status, "**FAILS**"))
+            for status, protects, name, value, target in rows
+        ]
+        out += [markdown_table(["check", "protects", "target", "value", "result"], cells), ""]
+    *notes, verdict = closing_lines(cond)
+    out += [f"- {line}" for line in notes] + ([""] if notes else [])
+    out.append(f"**verdict: {verdict}**")
     return "\n".join(out)
 
 
 def conditioning_lines(cond: dict | None) -> list[str]:
-    """The checks as an aligned plain-text table and the verdict line, for the terminal ([] without a block)."""
+    """The conditioning for the terminal (`loopscale report`): `verdict.verdict_lines`, the verdict last ([]
+    without a block)."""
     if not cond:
         return []
-    rows = [("check", "target", "value", "result")]
-    rows += [(name, target, value, "ok" if ok else "FAILS") for name, target, value, ok in conditioning_rows(cond)]
-    widths = [max(len(row[i]) for row in rows) for i in range(4)]
-    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows] if len(rows) > 1 else []
-    return [*lines, verdict_line(cond)]
+    *lines, verdict = verdict_lines(cond)
+    return [*lines, f"verdict: {verdict}"]
 
 
 def published_section(fit: FitResult, table: pd.DataFrame | None = None) -> str:

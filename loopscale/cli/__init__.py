@@ -34,6 +34,9 @@ COMMANDS = {
     "fit": Command("fit", "fit a scaling law (E, A, alpha, B, beta, phi) to a runs table"),
     "compare": Command("fit", "delta-phi between two fits with a bootstrap CI"),
     "equiv": Command("equiv", "equivalent non-looped sizes of a looped model"),
+    "power": Command(
+        "power", "how many runs: phi's and delta-phi's precision of a sweep design, the cheapest design for a target"
+    ),
     "advise": Command(
         "advise", "the best r, width and tokens under a compute / memory / inference budget, with intervals"
     ),

@@ -10,7 +10,8 @@ fit      fit a law to a runs table; prints (parameter, estimate, 95% CI) and the
          kept once), with delta-phi tests and the shared-parameter check (`loopscale.fit.joint`).
 compare  delta = B - A of a parameter (default phi) of two fit JSONs, CI from their bootstraps;
          given a joint fit, its delta-phi (bootstrap, profile, LR test) next to the separate fits'; both
-         end in the verdict ("Δφ measured" / "not measured: ...").
+         end in one answer (`loopscale.fit.verdict.delta_answer`): real, no difference detected, or not
+         measured with the design's minimum detectable delta-phi.
 What `fit` prints and writes, and its output paths, are in fit_output.py.
 """
 
@@ -32,8 +33,10 @@ from loopscale.fit.objective import Loss
 from loopscale.fit.resample import resolve_jobs
 from loopscale.fit.result import compare_param, file_sha256
 from loopscale.fit.runs_table import PARENT_COLUMN, ColumnMap, canonical_table, drop_top_k, is_forked, read_table
+from loopscale.fit.verdict import compare_conditioning
+from loopscale.fit.verdict_render import verdict_lines
 
-from .fit_output import compare_verdict, conditioning_lines, figure_table, joint_lines, output_paths, write_results
+from .fit_output import figure_table, joint_lines, output_paths, write_results
 
 
 def register(subparsers) -> None:
@@ -359,13 +362,16 @@ def _plain(value):
 
 # ----------------------------------------------------------------------------------------------
 def run_compare(args: argparse.Namespace) -> int:
+    """`compare A B`: delta = B - A of a parameter with its paired-bootstrap interval, and one answer on it
+    (`verdict.compare_conditioning`); `compare JOINT`: a joint fit's delta-phi lines and its verdict. Both
+    printed by the one renderer of every verdict (`verdict.verdict_lines`)."""
     a = read_fit_arg(args.fit_a)
     if args.fit_b is None:
         if not a.joint:
             raise UsageError(
                 f"{args.fit_a} is not a joint fit (`loopscale fit ... --joint COL`); give two fit JSONs to compare"
             )
-        for line in joint_lines(a.joint) + conditioning_lines(a.conditioning):
+        for line in joint_lines(a.joint) + verdict_lines(a.conditioning):
             print(line)
         return 0
     b = read_fit_arg(args.fit_b)
@@ -380,6 +386,6 @@ def run_compare(args: argparse.Namespace) -> int:
             f"delta {name} = B - A = {out['delta']:+.4g}, 95% CI [{lo:+.4g}, {hi:+.4g}] "
             f"(se {out['se']:.3g}, {out['n_replicates']} paired bootstrap replicates)"
         )
-    for line in compare_verdict({args.fit_a: a, args.fit_b: b}, name):
+    for line in verdict_lines(compare_conditioning({args.fit_a: a, args.fit_b: b}, out)):
         print(line)
     return 0

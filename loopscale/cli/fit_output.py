@@ -1,5 +1,6 @@
 """What `loopscale fit` prints and writes: the parameter table of each fit, a joint fit's delta-phi lines and
-every fit's conditioning checks with their verdict (`loopscale compare` prints them too), and the output
+every fit's conditioning checks with their verdict (`loopscale.fit.verdict.verdict_lines`, the one renderer
+`compare`, `report` and the notebook use too), and the output
 paths (--out, --plot; one per group), checked writable before any fitting and written atomically after it,
 each fit JSON before any figure."""
 
@@ -21,6 +22,7 @@ from loopscale.cli.arguments import check_dpi
 from loopscale.errors import LoopscaleError
 from loopscale.fit.noise_text import noise_lines
 from loopscale.fit.verdict import shared_check_verdict
+from loopscale.fit.verdict_render import verdict_lines
 from loopscale.plots.inputs import as_looped_table
 
 
@@ -40,7 +42,7 @@ def write_results(results, out_paths, plot_paths, figures=None, dpi: int = 200) 
         if result.joint:
             for line in joint_lines(result.joint):
                 print(line)
-        for line in conditioning_lines(result.conditioning):
+        for line in verdict_lines(result.conditioning):
             print(line)
     written = []
     for (_g, _table, result), path in zip(results, out_paths):
@@ -76,31 +78,6 @@ def figure_table(table, plot_path):
     if plot_path is None:
         return None
     return as_looped_table(table, source="the table (for --plot)")
-
-
-def conditioning_lines(cond: dict | None) -> list[str]:
-    """The conditioning checks of a fit record (`loopscale.fit.verdict`), ending in the one-line verdict."""
-    if not cond:
-        return ["not measured: the fit record has no conditioning checks (fitted before they existed: refit)"]
-    lines = ["conditioning:"]
-    for c in cond["checks"]:
-        value = c["value"]
-        value = "n/a" if value is None else value if isinstance(value, str) else f"{value:.4g}"
-        lines.append(f"  {'ok  ' if c['ok'] else 'FAIL'}  {c['name']}: {value} (target {c['target']})")
-    return lines + [cond["verdict"]]
-
-
-def compare_verdict(fits: dict, name: str) -> list[str]:
-    """The conditioning of both fits `compare` reads, and one verdict on their difference: measured when
-    both fits' are."""
-    lines, reasons = [], []
-    for path, fit in fits.items():
-        cond = fit.conditioning
-        lines.append(f"{path}: {cond['verdict'] if cond else 'no conditioning checks (fitted before they existed)'}")
-        if not cond or not cond["measured"]:
-            reasons.append(f"{path}: " + (cond["verdict"].removeprefix("not measured: ") if cond else "not checked"))
-    symbol = "Δφ" if name == "phi" else f"delta {name}"
-    return lines + [f"{symbol} measured" if not reasons else "not measured: " + "; ".join(reasons)]
 
 
 def joint_lines(j: dict) -> list[str]:

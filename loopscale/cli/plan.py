@@ -58,13 +58,9 @@ def add_probe_argument(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     try:
-        overrides, pool = pool_plan(args.overrides)
-        with _contention(pool, args.probe):  # probes measured as the pool's workers will run (throughput.py)
-            rows = plan_rows(overrides, probe=args.probe)
-            pool = _measured(pool, rows, overrides)
+        rows, total = plan_totals(args.overrides, args.probe)
     except (HydraException, ValueError) as err:
         raise UsageError(str(err).splitlines()[0]) from err
-    total = totals(rows, pool)
     _warn_over_limits(rows)
     if args.json:
         for row in rows:
@@ -73,6 +69,23 @@ def run(args: argparse.Namespace) -> int:
         return 0
     _print_table(rows, total)
     return 0
+
+
+def plan_totals(overrides: list[str], probe: bool = True) -> tuple[list[dict], dict]:
+    """(one row per job, the totals) of a multirun on the local pool: FLOPs both ways, GPU hours and, with the
+    probe, CPU hours and the pool's wall time (what `loopscale plan` prints)."""
+    rows, pool = pool_rows(overrides, probe)
+    return rows, totals(rows, pool)
+
+
+def pool_rows(overrides: list[str], probe: bool = True) -> tuple[list[dict], PoolPlan]:
+    """(one row per job, the local pool with what its probes measured): `totals(rows, pool)` of any set of these
+    rows is their cost (`loopscale power` prices a design with a second recipe's copy of its looped jobs)."""
+    overrides, pool = pool_plan(overrides)
+    with _contention(pool, probe):  # probes measured as the pool's workers will run (throughput.py)
+        rows = plan_rows(overrides, probe=probe)
+        pool = _measured(pool, rows, overrides)
+    return rows, pool
 
 
 def pool_plan(overrides: list[str]) -> tuple[list[str], PoolPlan]:

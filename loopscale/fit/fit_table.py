@@ -106,9 +106,9 @@ def fit_table(
     result.settings.update({"n_bootstrap": n_bootstrap, "cluster": cluster, "law": name, "holdout_largest": holdout})
     result.versions = versions()
     result.data = data_summary(table)
-    result.conditioning = fit_checks(table, result)
     lack_of_fit = profile_threshold(state)[1]["scale_factor_sq"] if weighted else None
     result.noise = noise_block(table, nf, inner if weighted and n_bootstrap > 0 else None, noise != "off", lack_of_fit)
+    result.conditioning = fit_checks(table, result)  # after the noise block: the checks are judged against it
     return result
 
 

@@ -202,8 +202,8 @@ def fit_joint(
     result.joint = joint
     result.settings.update({"n_bootstrap": n_bootstrap, "cluster": cluster, "law": law.name, "joint_column": column})
     result.versions = versions()
-    result.conditioning = joint_checks(table, result, table[RECIPE_CODE].to_numpy())
     result.noise = seeds.record(table, state, n_bootstrap, noise)
+    result.conditioning = joint_checks(table, result, table[RECIPE_CODE].to_numpy())  # judged against the noise
     result.data = _joint_summary(table, recipes)
     return result
 

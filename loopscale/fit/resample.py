@@ -75,7 +75,7 @@ def bootstrap(
     # chunks bounded in memory (replicates x starts x rows) and small enough to spread over workers
     per_task = max(1, min(REPLICATES_PER_TASK, chunk_size(len(data), 3 * law.n_params + 8, cap=4096) // len(starts)))
     tasks = [(seed, k, min(per_task, n_replicates - lo)) for k, lo in enumerate(range(0, n_replicates, per_task))]
-    solved = _run_tasks(problem, tasks, jobs, progress, label)
+    solved = run_tasks(problem, tasks, jobs, progress, label)
     thetas = np.vstack([t for t, _ in solved]) if solved else np.empty((0, law.n_params))
     objectives = np.concatenate([f for _, f in solved]) if solved else np.empty(0)
     user = [law.to_user(t) for t in thetas]
@@ -157,29 +157,40 @@ def on_one_blas_thread(fn):
     return wrapped
 
 
-_WORKER_PROBLEM: tuple | None = None  # the problem a worker process solves chunks of (set once per worker)
+_WORKER_PROBLEM: tuple | None = None  # (solver, problem) a worker process solves chunks of (set once per worker)
 
 
-def _set_worker_problem(problem: tuple) -> None:
+def _set_worker_problem(solve, problem: tuple) -> None:
     global _WORKER_PROBLEM
-    _WORKER_PROBLEM = problem
-    # Ctrl-C reaches the whole process group: the parent stops the pool (`_run_tasks`), a worker says nothing
+    _WORKER_PROBLEM = (solve, problem)
+    # Ctrl-C reaches the whole process group: the parent stops the pool (`run_tasks`), a worker says nothing
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     one_blas_thread().__enter__()  # for the worker's life: it only solves chunks
 
 
-def _solve_in_worker(task: tuple) -> tuple[np.ndarray, np.ndarray]:
-    return solve_chunk(_WORKER_PROBLEM, task)
+def _solve_in_worker(task: tuple):
+    solve, problem = _WORKER_PROBLEM
+    return solve(problem, task)
 
 
-def _run_tasks(problem: tuple, tasks: list, jobs: int, progress: TextIO | None, label: str) -> list:
-    """Each task's `solve_chunk`, in task order: here when jobs is 1 (or one task), else over `jobs`
-    worker processes that receive the problem once. The bar advances as chunks finish."""
+def run_tasks(
+    problem: tuple,
+    tasks: list,
+    jobs: int,
+    progress: TextIO | None,
+    label: str,
+    solve=solve_chunk,
+    unit: str = "replicate",
+) -> list:
+    """Each task's `solve(problem, task)` (a module-level function: workers receive it by name), in task order:
+    here when jobs is 1 (or one task), else over `jobs` worker processes that receive the problem once. A task's
+    third item is its size: the bar (in `unit`s) advances by it as chunks finish. The bootstrap's replicates and
+    `loopscale power`'s simulated sweeps (`loopscale.fit.power`) run here."""
     total = sum(t[2] for t in tasks)
     bar = tqdm(
         total=total,
         desc=label,
-        unit="replicate",
+        unit=unit,
         file=progress,
         disable=progress is None,
         delay=PROGRESS_DELAY_S,
@@ -192,11 +203,11 @@ def _run_tasks(problem: tuple, tasks: list, jobs: int, progress: TextIO | None, 
         if jobs <= 1 or len(tasks) <= 1:
             with one_blas_thread():
                 for i, task in enumerate(tasks):
-                    out[i] = solve_chunk(problem, task)
+                    out[i] = solve(problem, task)
                     bar.update(task[2])
             return out
         pool = ProcessPoolExecutor(
-            max_workers=min(jobs, len(tasks)), initializer=_set_worker_problem, initargs=(problem,)
+            max_workers=min(jobs, len(tasks)), initializer=_set_worker_problem, initargs=(solve, problem)
         )
         try:
             futures = {pool.submit(_solve_in_worker, task): i for i, task in enumerate(tasks)}

@@ -55,8 +55,8 @@ def test_conditioning_of_the_fixture_fit():
 def test_check_names_each_missed_target():
     good = {
         "phi": 0.5,
-        "phi_ci": [0.4, 0.6],
-        "phi_ci_width": 0.2,
+        "phi_ci": [0.44, 0.56],
+        "phi_ci_width": 0.12,
         "n_bootstrap": 200,
         "E": 1.5,
         "E_bounds": [4.5e-5, 148.0],
