@@ -135,7 +135,7 @@ def launch_in_pool(launcher, job_overrides: Sequence[Sequence[str]], initial_job
 
     from loopscale.errors import LoopscaleError
     from loopscale.launch.launchers import refuse_over_limits
-    from loopscale.signals import EXIT_INTERRUPTED, Terminated
+    from loopscale.signals import EXIT_INTERRUPTED, EXIT_TERMINATED, Terminated
 
     setup_globals()
     configure_log(launcher.config.hydra.hydra_logging, launcher.config.hydra.verbose)
@@ -176,9 +176,9 @@ def launch_in_pool(launcher, job_overrides: Sequence[Sequence[str]], initial_job
     except KeyboardInterrupt:
         print("loopscale-train: interrupted (the runs record it and resume on the next launch)", file=sys.stderr)
         raise SystemExit(EXIT_INTERRUPTED) from None
-    except Terminated:
+    except Terminated:  # a SystemExit of its own, so loopscale-train's main does not say it again
         print("loopscale-train: terminated", file=sys.stderr, flush=True)
-        raise
+        raise SystemExit(EXIT_TERMINATED) from None
     return _elsewhere_fails(results, outcomes, jobs)
 
 

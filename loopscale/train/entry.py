@@ -122,17 +122,25 @@ class RunFailed(CompactHydraException):
 
 def main() -> None:
     """`loopscale-train`: Hydra's app below. A LOOPSCALE_CONFIG_PATH that names no directory is one line
-    here, because Hydra reads its search path before its own error reporting starts."""
+    here, because Hydra reads its search path before its own error reporting starts. Ctrl-C and SIGTERM
+    are one line and 130 / 143 from the start, also before a run or a sweep's pool has begun (Hydra composing
+    the config, a launcher planning its jobs): nothing is recorded then, as nothing has started."""
+    raise_on_sigterm()
     try:
-        user_config_dirs()
-        check_name_overrides(sys.argv[1:])
-    except NotADirectoryError as err:
-        raise SystemExit(f"loopscale-train: error: {err}") from None
-    except ConfigError as err:
-        print(f"loopscale-train: error: {err}", file=sys.stderr)
-        raise SystemExit(err.exit_code) from None
-    with _disk_errors_in_one_line():
-        hydra_main()
+        try:
+            user_config_dirs()
+            check_name_overrides(sys.argv[1:])
+        except NotADirectoryError as err:
+            raise SystemExit(f"loopscale-train: error: {err}") from None
+        except ConfigError as err:
+            print(f"loopscale-train: error: {err}", file=sys.stderr)
+            raise SystemExit(err.exit_code) from None
+        with _disk_errors_in_one_line():
+            hydra_main()
+    except KeyboardInterrupt:
+        _exit_stopped("interrupted", EXIT_INTERRUPTED)
+    except Terminated:
+        _exit_stopped("terminated", EXIT_TERMINATED)
 
 
 @contextlib.contextmanager
