@@ -135,6 +135,21 @@ def sigint_at_default() -> Iterator[None]:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
+_STOP_LINE_IN_PARENT = False  # set in a pool's worker: the pool's parent says the stop for the whole sweep
+
+
+def stop_line_in_parent() -> None:
+    """From now on this process (a pool's worker) leaves the one line of a Ctrl-C / SIGTERM to its parent,
+    which says it once for every worker; the runs here still record how they were stopped."""
+    global _STOP_LINE_IN_PARENT
+    _STOP_LINE_IN_PARENT = True
+
+
+def says_its_stop() -> bool:
+    """Whether this process prints its own Ctrl-C / SIGTERM line (not a pool's worker)."""
+    return not _STOP_LINE_IN_PARENT
+
+
 def unblock_sigint() -> None:
     """SIGINT as a process started inside `stops_held` should have it, once its handler is set."""
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})

@@ -35,6 +35,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from multiprocessing import resource_tracker
 from multiprocessing.connection import wait
 from typing import Any, TypeVar
 
@@ -67,12 +68,13 @@ def quiet_lightning() -> None:
 
 def _init_worker(threads: int, parent_pid: int, interrupt=None) -> None:
     global _INTERRUPT
-    from loopscale.signals import die_with_parent, unblock_sigint
+    from loopscale.signals import die_with_parent, stop_line_in_parent, unblock_sigint
 
     _INTERRUPT = interrupt
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent owns Ctrl-C (module docstring)
     signal.signal(signal.SIGTERM, _stop_worker)  # left in place by signals.training_signals (not the default)
     unblock_sigint()  # blocked since the spawn (signals.stops_held); a Ctrl-C held back is dropped: ignored
+    stop_line_in_parent()  # one line for the sweep, the parent's, not one per worker
     die_with_parent(signal.SIGTERM, parent_pid)
     os.environ["OMP_NUM_THREADS"] = str(threads)
     import torch
@@ -193,6 +195,9 @@ def run_in_workers(
         worker.index = index
         running[index] = worker
 
+    # multiprocessing starts its resource tracker on the first spawn and unblocks SIGINT after: now, before
+    # a worker is spawned with SIGINT blocked (stops_held), or that first worker would start without it
+    resource_tracker.ensure_running()
     try:
         for _ in range(min(workers, len(items))):
             idle.append(start())

@@ -28,7 +28,7 @@ from loopscale.config.dirs import config_dir, save_job_config, user_config_dirs
 from loopscale.config.resolvers import register_resolvers
 from loopscale.config.schema import TrainConfig, register_configs
 from loopscale.errors import ConfigError, user_error
-from loopscale.signals import EXIT_INTERRUPTED, EXIT_TERMINATED, Terminated, raise_on_sigterm
+from loopscale.signals import EXIT_INTERRUPTED, EXIT_TERMINATED, Terminated, raise_on_sigterm, says_its_stop
 from loopscale.train.forks import run_forks
 from loopscale.train.identity import IdentityMismatch
 
@@ -271,8 +271,10 @@ def lightning_logs_once() -> None:
 
 
 def _exit_stopped(what: str, code: int) -> None:
-    """One line and the signal's exit code; in a multirun this stops the whole sweep, as the user asked."""
-    print(f"loopscale-train: {what}", file=sys.stderr, flush=True)
+    """One line and the signal's exit code; in a multirun this stops the whole sweep, as the user asked. In a
+    local pool's worker the pool says the line, once for the sweep (signals.stop_line_in_parent)."""
+    if says_its_stop():
+        print(f"loopscale-train: {what}", file=sys.stderr, flush=True)
     raise SystemExit(code) from None
 
 
