@@ -93,28 +93,32 @@ def stop_status(err: BaseException) -> str | None:
 @contextlib.contextmanager
 def stops_held() -> Iterator[None]:
     """Ctrl-C and SIGTERM held back for the block and raised at its end, as they would have been: what the
-    block starts (a worker process) is on its caller's books before a stop unwinds. SIGINT is blocked
-    (pthread_sigmask): a process spawned inside inherits the mask, so a terminal's Ctrl-C, which reaches the
-    whole process group, cannot interrupt its start-up either (it unblocks once its own handlers are in:
-    `unblock_sigint`). SIGTERM is only deferred at the Python level (a handler that notes it): a process
-    started inside keeps SIGTERM's default, so stopping it while it starts ends it at once. Outside the main
-    thread, where Python delivers no signals, the block runs as is."""
+    block starts (a worker process) is on its caller's books before a stop unwinds. Each signal that has a
+    Python handler gets one that only notes it (a mask alone would not do: the kernel hands a process's
+    signal to any thread that does not block it, and Python then runs the handler in the main thread anyway);
+    a noted signal is raised again through the restored handler at the end. SIGINT is also blocked
+    (pthread_sigmask), for what is spawned inside: the child inherits the mask, so a terminal's Ctrl-C, which
+    reaches the whole process group, cannot interrupt its start-up (it unblocks once its own handlers are in:
+    `unblock_sigint`). SIGTERM is not blocked: a process started inside keeps its default, so stopping it
+    while it starts ends it at once. Outside the main thread, where Python delivers no signals, the block
+    runs as is."""
     if not _in_main_thread():
         yield
         return
-    noted = []
-    previous = signal.getsignal(signal.SIGTERM)
-    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
-    if previous not in (signal.SIG_IGN, None):
-        signal.signal(signal.SIGTERM, lambda signum, frame: noted.append(signum))
+    noted: list[int] = []
+    handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    handlers = {s: h for s, h in handlers.items() if callable(h)}  # not SIG_IGN / SIG_DFL / a C handler
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    for signum in handlers:
+        signal.signal(signum, lambda got, frame: noted.append(got))
     try:
         yield
     finally:
-        if previous not in (signal.SIG_IGN, None):
-            signal.signal(signal.SIGTERM, previous)
-        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)  # a Ctrl-C held back is raised here
-        if noted:
-            signal.raise_signal(signal.SIGTERM)  # through the handler now in place, as if it arrived now
+        for signum, handler in handlers.items():
+            signal.signal(signum, handler)
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)  # a Ctrl-C the kernel kept pending comes now
+        for signum in dict.fromkeys(noted):  # through the handler now in place, as if it arrived now
+            signal.raise_signal(signum)
 
 
 @contextlib.contextmanager
