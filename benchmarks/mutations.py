@@ -312,7 +312,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "record-of-a-copy-trusted",
-        "loopscale/train/records.py",
+        "loopscale/train/run_json.py",
         "    if name is not None and name != run_dir.name:",
         "    if False:",
         (T_COLLECT + "::test_a_copied_run_dir_is_a_problem_not_a_second_row",),
@@ -320,7 +320,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "collect-ignores-linked-runs",
-        "loopscale/train/records.py",
+        "loopscale/train/collect.py",
         "os.walk(sweep_dir, followlinks=True)",
         "os.walk(sweep_dir, followlinks=False)",
         (T_COLLECT + "::test_a_run_moved_to_scratch_and_linked_back_is_collected",),

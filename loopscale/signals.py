@@ -17,6 +17,7 @@ signals back while a worker process starts, so its parent has it on record befor
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import signal
 import threading
@@ -163,8 +164,6 @@ def die_with_parent(signum: int, parent_pid: int) -> None:
     """Ask Linux to send this process `signum` when its parent dies (prctl PR_SET_PDEATHSIG), so a worker
     never outlives a parent killed with SIGKILL; `parent_pid` closes the race with a parent already gone."""
     try:
-        import ctypes
-
         ctypes.CDLL(None, use_errno=True).prctl(1, int(signum), 0, 0, 0)  # 1 = PR_SET_PDEATHSIG
     except (OSError, AttributeError):  # not Linux: the parent's own clean-up is all there is
         return

@@ -21,9 +21,15 @@ import numpy as np
 import pandas as pd
 
 from loopscale.errors import InputError
+from loopscale.fit.bounds import BOUNDS
 from loopscale.fit.laws.registry import find_law
 from loopscale.fit.result import load_fit
-from loopscale.fit.verdict import isoflop_minima as isoflop_minima  # the one rule, shared with every fit
+from loopscale.fit.verdict import (
+    fit_checks,
+    isoflop_minima,  # the one rule, shared with every fit
+)
+from loopscale.plots.curves import collapse_spread
+from loopscale.plots.inputs import rows_for_fit
 
 # The demo's targets (issue 15): what a two-core, 15-minute sweep must reach to call its phi measured.
 DEMO_TARGETS = {
@@ -39,15 +45,12 @@ def verdict(table: pd.DataFrame, fit) -> dict[str, Any]:
     """The record's "conditioning" ({"checks", "verdict", "measured"}, `loopscale.fit.verdict`): as stored
     by `loopscale fit`, or computed from the table for a record written before fits carried it (a per-recipe
     fit's needs the joint table's recipe codes: refit it)."""
-    from loopscale.fit.verdict import fit_checks
-
     fit = load_fit(fit)
     if fit.conditioning:
         return fit.conditioning
     law = find_law(fit.law)
     if law is not None and law.per_recipe:
         raise InputError("this joint fit record has no conditioning checks: refit it (`loopscale fit --joint`)")
-    from loopscale.plots import rows_for_fit
 
     return fit_checks(rows_for_fit(table, fit), fit)
 
@@ -57,9 +60,6 @@ def conditioning(table: pd.DataFrame, fit) -> dict[str, Any]:
     phi_ci_width, n_bootstrap, E, E_bounds, E_inside, n_best_basin, n_refined, holdout_mre,
     isoflop_r1 (per budget: see `isoflop_minima`), isoflop_r1_inside, collapse_rms (at phi_fit, 0, 1),
     collapse_ratio (at the fit over the smaller of phi = 0 and phi = 1)."""
-    from loopscale.fit.bounds import BOUNDS
-    from loopscale.plots import collapse_spread, rows_for_fit
-
     fit = load_fit(fit)
     if "phi" not in fit.params:  # one phi for every r (the looped law); a joint fit has one per recipe
         raise InputError(f"conditioning needs a fit of the looped law; got {fit.law!r}")

@@ -22,8 +22,9 @@ import pandas as pd
 from loopscale.analysis.published_laws import published_comparison
 from loopscale.atomic import write_text_atomic
 from loopscale.fit.laws.registry import find_law
-from loopscale.fit.result import FitResult
-from loopscale.plots import budgets, load_fit
+from loopscale.fit.result import FitResult, file_sha256, load_fit
+from loopscale.fit.verdict import shared_check_verdict
+from loopscale.plots.inputs import budgets
 
 # Runs-table columns shown in the report, in order (those the table has).
 RUN_COLUMNS = ("recipe", "r", "width", "C_budget", "C", "N_once", "N_rec", "N", "D", "L", "steps", "seed")
@@ -192,11 +193,7 @@ def joint_section(fit) -> str:
     )
     chk = j.get("shared_check")
     if chk:
-        verdict = (
-            "the recipes do NOT share the dense model: treat the joint delta-phi with care"
-            if chk["p_value"] < 0.05
-            else "consistent with one shared dense model"
-        )
+        verdict = shared_check_verdict(chk)
         out += [
             "",
             f"- shared-parameter check: joint fit vs the separate fits, robust LR statistic "
@@ -366,8 +363,6 @@ def input_warning(fit, sources: Sequence[Path]) -> str | None:
     was fitted on (`input`: path and sha256; a joint fit, each of its tables); the report reads `sources`
     (tables, or sweep dirs, whose table is the runs.csv `collect` writes there). Matched by content (sha256),
     so a table moved or renamed since still matches; a fit that records no input is not judged."""
-    from loopscale.fit.result import file_sha256
-
     fit = load_fit(fit)
     record = fit.input or {}
     recorded = [t for t in (record.get("tables") or [record]) if isinstance(t, dict) and t.get("sha256")]
@@ -434,7 +429,7 @@ def write_report(
 
     table: the runs table (as `collect` writes it); fit: a FitResult, its JSON dict, a path, or None;
     figures: figure paths (e.g. from `plots.save_all`: PNG and PDF), linked relative to the report; problems:
-    the second value of `records.collect(sweep_dir)` (None: the section is left out, as for a bare table);
+    the second value of `collect.collect(sweep_dir)` (None: the section is left out, as for a bare table);
     conditioning, drop_top_k, warnings: as `build_report`.
     """
     out_path = Path(out_path)

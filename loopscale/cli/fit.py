@@ -3,7 +3,7 @@
 fit      fit a law to a runs table; prints (parameter, estimate, 95% CI) and the conditioning checks with
          their verdict ("phi measured" / "not measured: ..."), writes a FitResult JSON (`--out`; with
          `--group COL` one file per group, `NAME.<group>.json`) and then, with `--plot`, a
-         predicted-vs-observed figure (`loopscale.plots.plot_fit`). Every data-dependent precondition is
+         predicted-vs-observed figure (`loopscale.plots.registry.plot_fit`). Every data-dependent precondition is
          checked before the first solve; bootstrap replicates run over `--jobs` worker processes.
          `fit runs.csv runs_tbptt.csv ... --joint recipe` fits one joint law over the recipes in
          column `recipe` (shared E, A, alpha, B, beta; one phi per recipe; the r = 1 runs shared and
@@ -12,15 +12,26 @@ compare  delta = B - A of a parameter (default phi) of two fit JSONs, CI from th
          given a joint fit, its delta-phi (bootstrap, profile, LR test) next to the separate fits'; both
          end in the verdict ("Δφ measured" / "not measured: ...").
 What `fit` prints and writes, and its output paths, are in fit_output.py.
-Heavy imports stay inside the functions so `loopscale --help` is fast.
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 
-from loopscale.cli import UsageError
+import numpy as np
+
+from loopscale.analysis.probes import check_dense_rows
+from loopscale.cli import COMMANDS, UsageError
+from loopscale.cli.arguments import read_fit_arg
 from loopscale.errors import LoopscaleError
+from loopscale.fit.fit_table import check_fit_inputs, fit_table
+from loopscale.fit.joint import check_joint_inputs, fit_joint, joint_table
+from loopscale.fit.laws.registry import law_names, per_recipe_form, single_laws
+from loopscale.fit.objective import Loss
+from loopscale.fit.resample import resolve_jobs
+from loopscale.fit.result import compare_param, file_sha256
+from loopscale.fit.runs_table import PARENT_COLUMN, ColumnMap, canonical_table, drop_top_k, is_forked, read_table
 
 from .fit_output import compare_verdict, conditioning_lines, figure_table, joint_lines, output_paths, write_results
 
@@ -30,7 +41,7 @@ def register(subparsers) -> None:
     over 60 lines)."""
     p = subparsers.add_parser(
         "fit",
-        help="fit a scaling law (E, A, alpha, B, beta, phi) to a runs table",
+        help=COMMANDS["fit"].help,
         description="Fit a scaling law to a runs table (CSV/Parquet).",
     )
     p.add_argument(
@@ -108,7 +119,7 @@ def register(subparsers) -> None:
         cols.add_argument(opt, default=canon, metavar="NAME", help=f"column holding {canon}")
     p.set_defaults(func=run_fit)
 
-    c = subparsers.add_parser("compare", help="delta-phi between two fits with a bootstrap CI")
+    c = subparsers.add_parser("compare", help=COMMANDS["compare"].help)
     c.add_argument("fit_a", help="first fit JSON (A), or a joint fit (`fit --joint`) alone")
     c.add_argument("fit_b", nargs="?", help="second fit JSON (B); delta = B - A")
     c.add_argument("--param", default="phi", help="parameter to compare (default phi)")
@@ -117,12 +128,10 @@ def register(subparsers) -> None:
 
 
 class LawChoices:
-    """The laws `--law` takes (`loopscale.fit.laws.registry.single_laws`), read from the registry when argparse
-    checks a value or prints them, so building the parser (`loopscale --help`) loads no law, nor numpy."""
+    """The laws `--law` takes (`loopscale.fit.laws.registry.single_laws`), read from the registry each time
+    argparse checks a value or prints them, so a law registered after the parser was built is taken too."""
 
     def _names(self) -> tuple[str, ...]:
-        from loopscale.fit.laws.registry import single_laws
-
         return single_laws()
 
     def __iter__(self):
@@ -155,10 +164,6 @@ def run_fit(args: argparse.Namespace) -> int:
 def _fit_options(args: argparse.Namespace):
     """The fit's loss (`objective.Loss`) and column mapping (`tables.ColumnMap`), after checking the
     bootstrap, cluster, jobs and starts options."""
-    from loopscale.fit.objective import Loss
-    from loopscale.fit.resample import resolve_jobs
-    from loopscale.fit.tables import ColumnMap
-
     if args.bootstrap < 0:
         raise UsageError(f"--bootstrap must be >= 0; got {args.bootstrap}")
     if args.cluster and args.cluster != "rows" and args.bootstrap == 0:
@@ -182,8 +187,6 @@ def _fit_options(args: argparse.Namespace):
 def bootstrap_cluster(args: argparse.Namespace, table) -> str | None:
     """What the bootstrap resamples: --cluster COL; "rows" is None (single runs); without --cluster, a
     forked sweep's parent runs (its branches share their parent's stable phase), else runs."""
-    from loopscale.fit.tables import PARENT_COLUMN, is_forked
-
     if args.cluster == "rows":
         return None
     if args.cluster is None and args.bootstrap and is_forked(table):
@@ -193,8 +196,6 @@ def bootstrap_cluster(args: argparse.Namespace, table) -> str | None:
 
 def _progress_stream():
     """Where bootstrap progress bars go: stderr when it is a terminal, nowhere otherwise (logs, tests)."""
-    import sys
-
     return sys.stderr if sys.stderr.isatty() else None
 
 
@@ -202,10 +203,6 @@ def _group_tables(args: argparse.Namespace, columns) -> tuple:
     """(the table as read, [(group value, canonical table)]): one entry with value None without --group.
     Each group is checked here, before any fitting: its columns, its r = 1 runs, its --cluster labels and
     the rows --holdout-largest leaves (`fit_table.check_fit_inputs`)."""
-    from loopscale.analysis.probes import check_dense_rows
-    from loopscale.fit.fit_table import check_fit_inputs
-    from loopscale.fit.tables import canonical_table, drop_top_k, read_table
-
     raw = drop_top_k(read_table(args.table), args.drop_top_k, loss=columns.L)
     if args.group and args.group not in raw.columns:
         raise UsageError(f"--group column {args.group!r} is not in the table {list(raw.columns)}")
@@ -234,11 +231,6 @@ def _group_tables(args: argparse.Namespace, columns) -> tuple:
 def _fit_groups(args: argparse.Namespace, loss, raw, tables: list) -> list:
     """[(group value, table, FitResult)]: `fit_table` on each group, each result recording its input
     (the file's path and hash, its rows, the columns used) and its group."""
-    import numpy as np
-
-    from loopscale.fit.fit_table import fit_table
-    from loopscale.fit.result import file_sha256
-
     input_info = {
         "path": str(args.table),
         "sha256": file_sha256(args.table),
@@ -270,7 +262,7 @@ def _fit_groups(args: argparse.Namespace, loss, raw, tables: list) -> list:
 
 def column_record(table) -> dict:
     """What fit.json records about the columns: the source column actually used for each canonical
-    one, and the columns an explicit mapping shadowed (`tables.canonical_table` keeps both)."""
+    one, and the columns an explicit mapping shadowed (`runs_table.canonical_table` keeps both)."""
     return {
         "columns": dict(table.attrs.get("columns_used", {})),
         "ignored_columns": list(table.attrs.get("columns_ignored", [])),
@@ -280,13 +272,6 @@ def column_record(table) -> dict:
 def run_joint_fit(args: argparse.Namespace, loss, columns) -> int:
     """`fit T1 T2 ... --joint COL`: one joint law over the recipes in COL (`loopscale.fit.joint`), its
     preconditions (--cluster on the joint table and on each recipe's rows, the figure) checked first."""
-    import numpy as np
-
-    from loopscale.fit.joint import check_joint_inputs, fit_joint, joint_table
-    from loopscale.fit.laws.registry import law_names, per_recipe_form
-    from loopscale.fit.result import file_sha256
-    from loopscale.fit.tables import canonical_table, drop_top_k, read_table
-
     joint_law = per_recipe_form(args.law)
     if joint_law is None:
         forms = [n for n in law_names() if per_recipe_form(n) is not None]
@@ -339,21 +324,8 @@ def _plain(value):
 
 
 # ----------------------------------------------------------------------------------------------
-def _load_fit(path: str):
-    from loopscale.fit.result import FitResult
-
-    try:
-        return FitResult.from_json(path)
-    except LoopscaleError:  # already one line naming the file (`result.read_fit_json`)
-        raise
-    except (OSError, ValueError, TypeError) as err:
-        raise UsageError(f"cannot read fit JSON {path}: {str(err).splitlines()[0]}") from None
-
-
 def run_compare(args: argparse.Namespace) -> int:
-    from loopscale.fit.result import compare_param
-
-    a = _load_fit(args.fit_a)
+    a = read_fit_arg(args.fit_a)
     if args.fit_b is None:
         if not a.joint:
             raise UsageError(
@@ -362,7 +334,7 @@ def run_compare(args: argparse.Namespace) -> int:
         for line in joint_lines(a.joint) + conditioning_lines(a.conditioning):
             print(line)
         return 0
-    b = _load_fit(args.fit_b)
+    b = read_fit_arg(args.fit_b)
     out = compare_param(a, b, args.param, seed=args.seed)
     name = args.param
     print(f"{name}: A = {out['a']:.4g} ({args.fit_a}), B = {out['b']:.4g} ({args.fit_b})")

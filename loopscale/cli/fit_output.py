@@ -11,8 +11,16 @@ import os
 import re
 from pathlib import Path
 
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from loopscale.atomic import atomic_path, check_writable
 from loopscale.cli import UsageError
+from loopscale.cli.arguments import check_dpi
 from loopscale.errors import LoopscaleError
+from loopscale.fit.verdict import shared_check_verdict
+from loopscale.plots.inputs import as_looped_table
 
 
 class FigureFailed(LoopscaleError):
@@ -25,8 +33,6 @@ def write_results(results, out_paths, plot_paths, figures=None, dpi: int = 200) 
     """Print each fit with its conditioning, write each fit JSON (atomically, loopscale/atomic.py: a kill
     mid-write leaves no half file), then the figures: a figure that fails leaves the JSONs and says which
     figure failed (FigureFailed, exit 1). `figures`: the table each figure draws (`figure_table`)."""
-    from loopscale.atomic import atomic_path
-
     figures = figures or [table for _g, table, _r in results]
     for g, _table, result in results:
         print_result(result, g)
@@ -44,7 +50,7 @@ def write_results(results, out_paths, plot_paths, figures=None, dpi: int = 200) 
             written.append(str(path))
     for (_g, _table, result), path, table in zip(results, plot_paths, figures):
         if path is not None:
-            from loopscale.plots import figure_files, plot_fit  # matplotlib only when a figure is asked for
+            from loopscale.plots.registry import figure_files, plot_fit  # matplotlib: only when --plot draws
 
             files = figure_files(path)
             try:
@@ -68,8 +74,6 @@ def figure_table(table, plot_path):
     `plots.inputs.as_looped_table`); None without --plot."""
     if plot_path is None:
         return None
-    from loopscale.plots.inputs import as_looped_table
-
     return as_looped_table(table, source="the table (for --plot)")
 
 
@@ -128,11 +132,7 @@ def joint_lines(j: dict) -> list[str]:
                 lines.append(f"  separate fits: delta phi = {sep['delta']:+.4g} (no CI without --bootstrap)")
     chk = j.get("shared_check")
     if chk:
-        verdict = (
-            "the recipes do NOT share the dense model"
-            if chk["p_value"] < 0.05
-            else "consistent with shared dense parameters"
-        )
+        verdict = shared_check_verdict(chk)
         lines.append(
             f"shared-parameter check (joint vs separate fits): LR statistic {chk['statistic']:.3g} "
             f"({chk['df']} df), p = {chk['p_value']:.3g}: {verdict}"
@@ -145,8 +145,6 @@ def output_paths(args: argparse.Namespace, groups: list) -> tuple[list, list]:
     starts, so a bad path fails in a second rather than after the whole fit: writable, --plot's format one
     matplotlib writes, no path that is an input table or another output (two groups whose values give one
     file name included)."""
-    from loopscale.cli.plot import check_dpi
-
     out_paths = _out_paths(args.out, groups, "--out") if args.out else [None] * len(groups)
     plot_paths = _out_paths(args.plot, groups, "--plot") if args.plot else [None] * len(groups)
     if args.plot:
@@ -160,13 +158,13 @@ def output_paths(args: argparse.Namespace, groups: list) -> tuple[list, list]:
 
 
 def _figure_files(path: Path) -> list[Path]:
-    from loopscale.plots.registry import figure_files
+    from loopscale.plots.registry import figure_files  # matplotlib: only with --plot
 
     return figure_files(path)
 
 
 def _check_plot_format(path: Path) -> None:
-    from matplotlib.backend_bases import FigureCanvasBase
+    from matplotlib.backend_bases import FigureCanvasBase  # matplotlib: only with --plot
 
     formats = FigureCanvasBase.get_supported_filetypes()
     fmt = path.suffix.lower().lstrip(".")
@@ -203,8 +201,6 @@ def _check_distinct(out_paths: list, plot_paths: list, tables: list) -> None:
 
 
 def _check_writable(paths: list, what: str) -> None:
-    from loopscale.atomic import check_writable
-
     for path in paths:
         if path is not None:
             check_writable(os.path.realpath(path), what)  # where a linked path really writes
@@ -234,10 +230,6 @@ def _safe(value) -> str:
 
 
 def print_result(result, group=None) -> None:
-    from rich.console import Console
-    from rich.markup import escape
-    from rich.table import Table
-
     title = f"{result.law} fit" + (f" — {result.group['column']} = {group}" if group is not None else "")
     t = Table(title=title)
     t.add_column("parameter")

@@ -10,8 +10,9 @@ import argparse
 import dataclasses
 import json
 
-from loopscale.cli import UsageError
+from loopscale.cli import COMMANDS, UsageError
 from loopscale.injections.registry import names as injection_names
+from loopscale.model.accounting import accounting_report, cpu_model, paper_model
 
 # optional ModelConfig fields the flags may override after the preset (flag --seq-len -> seq_len, ...)
 OVERRIDES = (
@@ -30,7 +31,7 @@ OVERRIDES = (
 def register(subparsers) -> None:
     p = subparsers.add_parser(
         "params",
-        help="print N_once, N_rec, N, FLOPs/token and the layer plan of one model as JSON",
+        help=COMMANDS["params"].help,
         description="Exact parameter and FLOP accounting of one looped transformer (no model is built).",
     )
     p.add_argument(
@@ -62,8 +63,6 @@ def register(subparsers) -> None:
 
 def build_config(args: argparse.Namespace):
     """The ModelConfig the flags describe; ValueError (naming the field) on a bad value."""
-    from loopscale.model.accounting import cpu_model, paper_model
-
     overrides = {name: getattr(args, name) for name in OVERRIDES if getattr(args, name) is not None}
     if args.preset == "paper":
         if args.d_model is not None:
@@ -76,8 +75,6 @@ def build_config(args: argparse.Namespace):
 
 
 def run(args: argparse.Namespace) -> int:
-    from loopscale.model.accounting import accounting_report
-
     report = accounting_report(build_config(args))
     print(json.dumps(report, indent=2))
     return 0

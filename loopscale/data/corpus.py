@@ -18,12 +18,15 @@ name) so the token cache in `shards.py` is invalidated when the text changes.
 
 from __future__ import annotations
 
+import codecs
+import hashlib
 import importlib.metadata
 import importlib.util
 import os
 import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
+
 from loopscale.errors import InputError
 
 if TYPE_CHECKING:  # `datasets` costs ~1 s to import; keep `import loopscale.data.corpus` cheap
@@ -78,7 +81,7 @@ def _shakespeare_files() -> list[Path]:
 
 
 def _load_shakespeare() -> datasets.Dataset:
-    import datasets
+    import datasets  # ~3 s to import: only when a corpus is read (run_data, collect and plan load this module without it)
 
     files = _shakespeare_files()
     texts = [strip_markdown(f.read_text(encoding="utf-8")) for f in files]
@@ -104,7 +107,7 @@ def _text_files(path: str) -> list[Path]:
 
 def _only_text(ds: datasets.Dataset, column: str) -> datasets.Dataset:
     """Just the text, as column `text` of type string (parquet gives large_string, which won't concatenate)."""
-    import datasets
+    import datasets  # ~3 s to import: only when a corpus is read (run_data, collect and plan load this module without it)
 
     ds = ds.select_columns([column])
     if column != "text":
@@ -115,8 +118,6 @@ def _only_text(ds: datasets.Dataset, column: str) -> datasets.Dataset:
 def _check_utf8(path: Path) -> None:
     """DataError naming `path` unless it is UTF-8 text (datasets would fail deep inside its builder with a
     message that names no file)."""
-    import codecs
-
     decoder = codecs.getincrementaldecoder("utf-8")()
     done = 0
     with open(path, "rb") as f:
@@ -135,7 +136,7 @@ def _check_utf8(path: Path) -> None:
 
 
 def _load_text(cfg: DataConfig, cache_dir: Optional[str]) -> datasets.Dataset:
-    import datasets
+    import datasets  # ~3 s to import: only when a corpus is read (run_data, collect and plan load this module without it)
 
     files = _text_files(cfg.path)
     for f in files:
@@ -164,14 +165,14 @@ def _load_text(cfg: DataConfig, cache_dir: Optional[str]) -> datasets.Dataset:
 
 def hub_offline() -> bool:
     """True when the user has cut the hub off (either variable datasets/huggingface_hub honour)."""
-    import datasets.config
+    import datasets.config  # ~3 s to import: only when a corpus is read (run_data, collect and plan load this module without it)
 
     flags = (os.environ.get("HF_DATASETS_OFFLINE"), os.environ.get("HF_HUB_OFFLINE"))
     return datasets.config.HF_HUB_OFFLINE or any(f and f.upper() in ("1", "ON", "YES", "TRUE") for f in flags)
 
 
 def _load_hub(cfg: DataConfig) -> datasets.Dataset:
-    import datasets
+    import datasets  # ~3 s to import: only when a corpus is read (run_data, collect and plan load this module without it)
 
     where = f"hf_name={cfg.hf_name!r} (config={cfg.hf_config!r}, split={cfg.hf_split!r})"
     try:
@@ -236,8 +237,6 @@ _HASHES: dict[tuple, str] = {}  # (path, size, mtime, ctime, inode) -> sha256: e
 def file_sha256(path: Path) -> str:
     """The sha256 of a corpus file's bytes: the token cache follows the text itself, not its mtime (a file
     edited in place with its mtime kept, or copied with a new one, is judged by what it holds)."""
-    import hashlib
-
     st = path.stat()
     key = (str(path.resolve()), st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)  # ctime: no one can set it back
     if key not in _HASHES:

@@ -14,6 +14,8 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from huggingface_hub import snapshot_download
+
 from loopscale.data.corpus import DataError
 
 if TYPE_CHECKING:
@@ -67,8 +69,6 @@ def locate_published(cfg: DataConfig, progress: bool = True) -> Path:
     patterns = ["*.parquet", "*.json"]
     cache = hub_cache_dir()
     if (cache / f"datasets--{cfg.hf_name.replace('/', '--')}").is_dir():  # something is cached: ask the hub lib
-        from huggingface_hub import snapshot_download
-
         try:
             return Path(
                 snapshot_download(cfg.hf_name, repo_type="dataset", local_files_only=True, allow_patterns=patterns)
@@ -84,7 +84,6 @@ def locate_published(cfg: DataConfig, progress: bool = True) -> Path:
         )
     if not progress:
         os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-    from huggingface_hub import snapshot_download
 
     return Path(snapshot_download(cfg.hf_name, repo_type="dataset", allow_patterns=patterns))
 

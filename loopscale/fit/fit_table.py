@@ -13,118 +13,26 @@ The method, one module per step:
 - `loopscale.fit.result`: the record (`FitResult`, its JSON) and what reads it without the optimiser;
   `loopscale.fit.bounds`: the box the search stays in.
 
-Here: `fit_table`, which runs them in order on one table. Every name this module held before the split is
-still importable from it (`from loopscale import fit as F; F.bootstrap(...)`).
+Here: `fit_table`, which runs them in order on one table. Each of the names above is imported from the module
+that defines it.
 """
 
 from __future__ import annotations
 
-from loopscale.fit.bounds import BOUNDS, DPHI_BOUNDS, LOG_K_BOUNDS, bounds_for
 from loopscale.fit.laws.form import Law
 from loopscale.fit.laws.registry import law_data_from_table
-from loopscale.fit.objective import (
-    CHUNK_ELEMENTS,
-    DEFAULT_DELTA,
-    Loss,
-    batch_objective,
-    chunk_size,
-    objective,
-    objective_and_grad,
-    objective_grad_hess,
-)
-from loopscale.fit.optimize import (
-    BASIN_ABS_TOL,
-    BASIN_REL_TOL,
-    EXPONENT_TOL,
-    FINISH_RATIO,
-    LBFGSB_OPTIONS,
-    SMALL_BASIN_SHARE,
-    FitState,
-    Refined,
-    adopt_optimum,
-    fit_law,
-    lm_batch,
-    multistart,
-    newton,
-    refine,
-    same_basin,
-)
-from loopscale.fit.resample import on_one_blas_thread
-from loopscale.fit.result import FitResult, compare_param, data_summary, file_sha256, load_fit, predict_loss, versions
-from loopscale.fit.starts import SCREEN_ROWS, classic_grid, projected_starts, screen_starts, screen_subsample
-from loopscale.fit.tables import budget_clusters, budget_column, check_clusters, cluster_labels, table_warnings
+from loopscale.fit.objective import Loss
+from loopscale.fit.optimize import adopt_optimum, fit_law
+from loopscale.fit.resample import bootstrap, on_one_blas_thread
+from loopscale.fit.result import FitResult, data_summary, versions
+from loopscale.fit.runs_table import budget_column, check_clusters, cluster_labels, table_warnings
 from loopscale.fit.uncertainty import (
-    CHI2_1_95,
-    bootstrap,
     holdout_largest,
     holdout_train_rows,
-    lr_test,
     percentile_ci,
-    profile_param,
-    profile_phi,
     profile_refit,
-    profile_solve,
-    profile_threshold,
-    profile_value,
-    profile_values,
 )
 from loopscale.fit.verdict import fit_checks
-
-__all__ = [
-    "BASIN_ABS_TOL",
-    "BASIN_REL_TOL",
-    "BOUNDS",
-    "CHI2_1_95",
-    "CHUNK_ELEMENTS",
-    "DEFAULT_DELTA",
-    "DPHI_BOUNDS",
-    "EXPONENT_TOL",
-    "FINISH_RATIO",
-    "LBFGSB_OPTIONS",
-    "LOG_K_BOUNDS",
-    "SCREEN_ROWS",
-    "SMALL_BASIN_SHARE",
-    "FitResult",
-    "FitState",
-    "Loss",
-    "Refined",
-    "batch_objective",
-    "bootstrap",
-    "bounds_for",
-    "check_fit_inputs",
-    "budget_clusters",
-    "budget_column",
-    "chunk_size",
-    "classic_grid",
-    "compare_param",
-    "data_summary",
-    "file_sha256",
-    "fit_law",
-    "fit_table",
-    "holdout_largest",
-    "lm_batch",
-    "load_fit",
-    "lr_test",
-    "multistart",
-    "newton",
-    "objective",
-    "objective_and_grad",
-    "objective_grad_hess",
-    "percentile_ci",
-    "predict_loss",
-    "profile_param",
-    "profile_phi",
-    "profile_solve",
-    "profile_threshold",
-    "profile_value",
-    "profile_values",
-    "projected_starts",
-    "refine",
-    "same_basin",
-    "screen_starts",
-    "screen_subsample",
-    "versions",
-]
 
 
 def check_fit_inputs(table, law: str, n_bootstrap: int = 0, cluster: str | None = None, holdout: bool = False):
@@ -155,7 +63,7 @@ def fit_table(
     jobs: int = 1,
     progress=None,
 ) -> FitResult:
-    """Fit a canonical runs table (see `loopscale.fit.tables`) and attach the uncertainty steps and the
+    """Fit a canonical runs table (see `loopscale.fit.runs_table`) and attach the uncertainty steps and the
     conditioning checks (`loopscale.fit.verdict`). law: a registered law's name, or a law instance (one
     built with options of its own, e.g. a pinned E), which the fit, its bootstrap and its holdout use as it is.
 

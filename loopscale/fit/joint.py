@@ -35,10 +35,10 @@ from loopscale.fit.laws.looped_joint import recipe_phi as recipe_phi  # its home
 from loopscale.fit.laws.registry import law_data_from_table, make_law
 from loopscale.fit.objective import Loss
 from loopscale.fit.optimize import adopt_optimum, fit_law, refine
-from loopscale.fit.resample import on_one_blas_thread
+from loopscale.fit.resample import bootstrap, on_one_blas_thread
 from loopscale.fit.result import FitResult, compare_param, data_summary, versions
-from loopscale.fit.tables import check_clusters, cluster_labels
-from loopscale.fit.uncertainty import bootstrap, lr_test, percentile_ci, profile_refit, profile_threshold
+from loopscale.fit.runs_table import check_clusters, cluster_labels
+from loopscale.fit.uncertainty import lr_test, percentile_ci, profile_refit, profile_threshold
 from loopscale.fit.verdict import joint_checks
 
 LAW_INPUTS = ("N_once", "N_rec", "r", "D", "L")

@@ -20,6 +20,8 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from typing import Any, TextIO
 
 import numpy as np
+from threadpoolctl import threadpool_limits
+from tqdm.auto import tqdm
 
 from loopscale.errors import InputError
 from loopscale.fit.laws.form import Law, LawData
@@ -133,8 +135,6 @@ def one_blas_thread():
     """A context in which BLAS runs on one thread (threadpoolctl). The fit's matrices are tiny (parameters x
     rows): a threaded BLAS spends its time waking threads, which on a busy machine, or beside the other worker
     processes, costs several times the work itself; the numbers are the same either way."""
-    from threadpoolctl import threadpool_limits
-
     return threadpool_limits(limits=1, user_api="blas")
 
 
@@ -167,8 +167,6 @@ def _solve_in_worker(task: tuple) -> tuple[np.ndarray, np.ndarray]:
 def _run_tasks(problem: tuple, tasks: list, jobs: int, progress: TextIO | None, label: str) -> list:
     """Each task's `solve_chunk`, in task order: here when jobs is 1 (or one task), else over `jobs`
     worker processes that receive the problem once. The bar advances as chunks finish."""
-    from tqdm.auto import tqdm
-
     total = sum(t[2] for t in tasks)
     bar = tqdm(
         total=total,

@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from scipy.stats import chi2
 
 from loopscale.errors import InputError
 from loopscale.fit.bounds import bounds_for
@@ -21,8 +22,7 @@ from loopscale.fit.laws.form import Law, LawData
 from loopscale.fit.laws.registry import make_law
 from loopscale.fit.objective import Loss
 from loopscale.fit.optimize import BASIN_ABS_TOL, FitState, Refined, fit_law, lm_batch, newton, refine
-from loopscale.fit.resample import bootstrap as bootstrap  # its home before the split
-from loopscale.fit.tables import budget_clusters
+from loopscale.fit.runs_table import budget_clusters
 
 
 def percentile_ci(columns: dict[str, list[float]], level: float = 0.95) -> dict[str, list[float]]:
@@ -252,8 +252,6 @@ def lr_test(state: FitState, name: str, value: float = 0.0) -> dict[str, float]:
     restricted fit starts from the optimum with the coordinate moved to `value`, after a batched
     LM pass.
     """
-    from scipy.stats import chi2
-
     restricted = profile_values(state, name, [value])[0]
     _, stats = profile_threshold(state)
     gap = max(0.0, restricted.objective - state.best.objective)

@@ -23,7 +23,7 @@ import pandas as pd
 
 from loopscale.fit.bounds import BOUNDS, DPHI_BOUNDS
 from loopscale.fit.result import FitResult, load_fit
-from loopscale.fit.tables import PARENT_COLUMN, budget_column, is_forked
+from loopscale.fit.runs_table import PARENT_COLUMN, budget_column, is_forked
 
 PHI_CI_WIDTH_MAX = 0.35  # the demo's target (issue 15): wider and phi = 0.46 is not told from 0.2 or 0.7
 HOLDOUT_MRE_MAX = 0.015  # mean |relative error| on the held-out largest budget
@@ -144,6 +144,17 @@ def verdict_of(checks: list[dict[str, Any]], subject: str) -> dict[str, Any]:
         "verdict": f"{subject} measured" if not reasons else "not measured: " + "; ".join(reasons),
         "measured": not reasons,
     }
+
+
+SHARED_CHECK_LEVEL = 0.05  # below this p-value the joint fit's shared-parameter LR test rejects sharing
+
+
+def shared_check_verdict(check: dict[str, Any]) -> str:
+    """The verdict of a joint fit's shared-parameter check (the joint fit against the separate fits, a robust LR
+    test: `joint.shared_check`), in the one wording `fit --joint` and the report print."""
+    if check["p_value"] < SHARED_CHECK_LEVEL:
+        return "the recipes do NOT share the dense model: treat the joint delta-phi with care"
+    return "consistent with one shared dense model"
 
 
 def fit_checks(table: pd.DataFrame, fit) -> dict[str, Any]:

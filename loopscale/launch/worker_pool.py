@@ -27,17 +27,31 @@ Training jobs on it: loopscale/launch/local_workers.py (the demo) and loopscale/
 from __future__ import annotations
 
 import contextlib
+import logging
 import multiprocessing
 import os
+import pickle
 import signal
 import sys
 import time
+import warnings
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from multiprocessing import resource_tracker
 from multiprocessing.connection import wait
 from typing import Any, TypeVar
+
+from loopscale.signals import (
+    Interrupted,
+    Terminated,
+    die_with_parent,
+    raise_on_sigterm,
+    stop_line_in_parent,
+    stops_held,
+    unblock_sigint,
+)
+from loopscale.train.step_progress import report_to
 
 STOP_GRACE_S = 10.0  # a worker told to stop writes its record and exits well within this, even under load
 EXIT_INTERRUPTED = 130  # 128 + SIGINT (loopscale/signals.py)
@@ -52,9 +66,6 @@ _IN_JOB = False
 def quiet_lightning() -> None:
     """Each run's own INFO lines (GPU available, etc.) would bury a sweep's progress. Lightning sets its
     loggers' levels when imported, so import it first."""
-    import logging
-    import warnings
-
     for name in (
         "lightning",
         "lightning.pytorch",
@@ -68,7 +79,6 @@ def quiet_lightning() -> None:
 
 def _init_worker(threads: int, parent_pid: int, interrupt=None) -> None:
     global _INTERRUPT
-    from loopscale.signals import die_with_parent, stop_line_in_parent, unblock_sigint
 
     _INTERRUPT = interrupt
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent owns Ctrl-C (module docstring)
@@ -77,7 +87,7 @@ def _init_worker(threads: int, parent_pid: int, interrupt=None) -> None:
     stop_line_in_parent()  # one line for the sweep, the parent's, not one per worker
     die_with_parent(signal.SIGTERM, parent_pid)
     os.environ["OMP_NUM_THREADS"] = str(threads)
-    import torch
+    import torch  # in the worker: the pool's parent never loads torch
 
     torch.set_num_threads(threads)
     quiet_lightning()
@@ -87,8 +97,6 @@ def _stop_worker(signum, frame) -> None:
     """SIGTERM in a worker: the parent's Ctrl-C (the pool's interrupt flag set) raises signals.Interrupted,
     which a run records as "interrupted" (a KeyboardInterrupt would be turned into sys.exit(1) by Lightning);
     otherwise Terminated, recorded as "terminated". Between jobs the worker just exits."""
-    from loopscale.signals import Interrupted, Terminated
-
     interrupted = _INTERRUPT is not None and bool(_INTERRUPT.value)
     if not _IN_JOB:  # nothing to record: end now (an exception here could land in some object's __del__)
         sys.stdout.flush()
@@ -101,7 +109,6 @@ def _job_in_worker(fn: Callable[[Any], Any], item: Any) -> Any:
     """`fn(item)` in a worker; a stop signal (or SystemExit) ends the worker process once the job's record is
     written, instead of handing it the next job (the pool would catch the exit and go on)."""
     global _IN_JOB
-    from loopscale.signals import Interrupted
 
     _IN_JOB = True
     try:
@@ -159,8 +166,6 @@ def run_in_workers(
     exception of the consumer or a consumer that stops early end every worker (module docstring) and go on.
     Over 60 lines because starting, handing out and replacing workers share the one try block whose
     clean-up runs on every way out."""
-    from loopscale.signals import raise_on_sigterm, stops_held
-
     items = list(items)
     raise_on_sigterm()  # SIGTERM to this process unwinds through the clean-up below
     if workers <= 1 or len(items) <= 1:
@@ -238,8 +243,6 @@ def run_in_workers(
 
 def _in_process(fn: Callable[[Item], Any], items: list, tick) -> Iterator[tuple[Item, Any]]:
     """The pool of one: each item in this process, its progress reported to `tick` as it trains."""
-    from loopscale.train.step_progress import report_to
-
     trained = [0.0] * len(items)
     last = [0.0]
 
@@ -292,8 +295,6 @@ class _Raised:
 
 def _worker_main(conn, fn, threads: int, parent_pid: int, interrupt, trained) -> None:
     """A worker: jobs from its pipe, one at a time, each result sent back, until the pipe says None."""
-    from loopscale.train.step_progress import report_to
-
     _init_worker(threads, parent_pid, interrupt)
     while True:
         try:
@@ -319,8 +320,6 @@ def _worker_main(conn, fn, threads: int, parent_pid: int, interrupt, trained) ->
 
 
 def _picklable(err: Exception) -> BaseException:
-    import pickle
-
     try:
         pickle.loads(pickle.dumps(err))
     except Exception:

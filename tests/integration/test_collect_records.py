@@ -13,7 +13,8 @@ import sys
 import pandas as pd
 import pytest
 
-from loopscale.train.records import TABLE_COLUMNS, collect
+from loopscale.train.collect import collect
+from loopscale.train.run_json import TABLE_COLUMNS
 from support.cli import run_cli
 from support.fs import leftovers, small_tmpfs
 from support.procs import finish, start, wait_until

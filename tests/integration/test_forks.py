@@ -13,10 +13,11 @@ import torch
 from loopscale.cli import main as cli_main
 from loopscale.config.naming import parse_fork_point
 from loopscale.train.checkpoint import fork_checkpoint_path
+from loopscale.train.collect import collect
 from loopscale.train.entry import run_training
 from loopscale.train.lightning_module import InjectedFailure
 from loopscale.train.plan import CHECKPOINT, branch_config, plan_forks, plan_run, run_dir_of
-from loopscale.train.records import PARENT_FILE, collect, read_record
+from loopscale.train.run_json import PARENT_FILE, read_record
 from support.train import TINY, train_config
 
 # TINY: 16 x 64 = 1024 tokens per step. Branches of 5, 10 and 15 steps cool down over their last 20%:

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from loopscale.train.records import TABLE_COLUMNS
+from loopscale.train.run_json import TABLE_COLUMNS
 from support.cli import run_cli
 from support.corpus import cache_entries
 from support.fs import fill, leftovers, small_tmpfs

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from loopscale.train.records import TABLE_COLUMNS
+from loopscale.train.run_json import TABLE_COLUMNS
 from support.corpus import SMALL_PACK
 from support.paths import FIXTURES
 from support.procs import run_loopscale
@@ -103,8 +103,8 @@ def test_plot_and_report(tmp_path):
 
 
 def test_help_loads_no_heavy_library():
-    """Building the parser (every `loopscale` command, `--help` included) imports no figure, table or tensor
-    library: a subcommand's options must not pull matplotlib in (they did: `plot`'s --dpi default)."""
+    """`loopscale --help` imports no figure, table or tensor library: it imports no command's module at all
+    (loopscale/cli/__init__.py COMMANDS), and a command imports only its own (tests/unit/test_deferred_imports.py)."""
     import subprocess
     import sys
 

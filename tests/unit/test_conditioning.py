@@ -7,9 +7,11 @@ import copy
 import pandas as pd
 import pytest
 
-from loopscale.analysis.conditioning import DEMO_TARGETS, check, conditioning, isoflop_minima
+from loopscale.analysis.conditioning import DEMO_TARGETS, check, conditioning
 from loopscale.analysis.notebook_inputs import diagnostics_inputs
-from loopscale.plots import load_fit, read_table
+from loopscale.fit.result import load_fit
+from loopscale.fit.verdict import isoflop_minima
+from loopscale.plots.inputs import read_table
 from support.paths import FIXTURES
 
 PLOTS = FIXTURES / "plots"

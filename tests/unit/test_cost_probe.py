@@ -75,8 +75,9 @@ def test_plan_table_cells_read_as_numbers(probed):
     assert len(body) == 4
     for line in body:
         cells = [c.strip() for c in line.strip("│").split("│")]
-        for cell in cells[1:]:  # every column but the run name is one number
+        for cell in cells[1:-1]:  # every column but the run name and the compile choice is one number
             float(cell)
+        assert cells[-1] in ("compiles", "cached", "eager")
     assert "CPU time: ~" in res.stdout and "hydra/launcher=local_pool" in res.stdout
 
 
@@ -135,3 +136,18 @@ def test_plan_honours_the_pools_workers_and_threads(probed):
     ]
     res = run_cli(["plan", *d16, *pool], env=probed.env)
     assert "with 1 worker(s) x 2 thread(s)" in res.stdout, res.stdout[-2000:]
+
+
+def test_plan_shows_each_jobs_compile_and_the_cost_of_seeds(tmp_path):
+    """seed=0,1,2 on one model: the first seed compiles for all three or none does (loopscale/launch/
+    compile_order.py); the further seeds cost no more than the first; the table says what a seed costs."""
+    args = [*DEMO_R1, "point=C2.5e11_3.54e11-d16", "seed=0,1,2"]
+    env = {"LOOPSCALE_CACHE": str(tmp_path / "cache")}
+    *rows, _ = _json_lines(run_cli(["plan", *args, "--json"], env=env))
+    assert [r["seed"] for r in rows] == [0, 1, 2]
+    labels = [r["compile"] for r in rows]
+    assert labels in (["compiles", "cached", "cached"], ["eager"] * 3), labels
+    res = run_cli(["plan", *args], env=env)
+    assert res.returncode == 0, res.stderr
+    line = next(line for line in res.stdout.splitlines() if line.startswith("seeds 0, 1, 2:"))
+    assert "1 jobs each" in line and "each further seed ~" in line

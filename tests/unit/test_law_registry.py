@@ -23,7 +23,7 @@ from loopscale.fit.laws import registry
 from loopscale.fit.laws.form import Law
 from loopscale.fit.laws.registry import law_class, law_names, make_law, per_recipe_form, register, single_laws
 from loopscale.fit.objective import Loss, objective, objective_and_grad
-from loopscale.fit.tables import canonical_table
+from loopscale.fit.runs_table import canonical_table
 from support.cli import run_cli
 from support.paths import FIXTURES, REPO_ROOT
 

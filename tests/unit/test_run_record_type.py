@@ -1,4 +1,4 @@
-"""run.json's type, RunRecord (loopscale/train/records.py): a record read from JSON gives back the same JSON object,
+"""run.json's type, RunRecord (loopscale/train/run_json.py): a record read from JSON gives back the same JSON object,
 key order included, whatever wrote it; a record written by training has the keys it has learnt, in the order it
 learnt them, for a plain run, a forked branch and a stable parent; keys it does not know are kept."""
 
@@ -7,8 +7,8 @@ from __future__ import annotations
 import json
 
 from loopscale.train.plan import plan_run
-from loopscale.train.records import PLAN_KEYS, START_KEYS, TABLE_COLUMNS, RunRecord
-from loopscale.train.run_record import first_record, record_plan
+from loopscale.train.recording import first_record, record_plan
+from loopscale.train.run_json import PLAN_KEYS, START_KEYS, TABLE_COLUMNS, RunRecord
 from support.train import TINY, train_config
 
 # a done forked branch as loopscale wrote it before RunRecord existed (config and versions cut short)

@@ -141,7 +141,7 @@ class Law:
     Class attributes (the capabilities every reader asks; a law module sets those that differ):
     name, formula (the report's one line); size_columns (the canonical columns it
     reads besides D or C and L), derivable ({column: parts}: a column it may sum from others when the table
-    lacks it), point_columns (what makes two rows the same run: `tables.table_warnings`), zero_allowed (size
+    lacks it), point_columns (what makes two rows the same run: `runs_table.table_warnings`), zero_allowed (size
     columns that may hold 0), cost_formula (the N of C = 6 N D, as recorded); dense (N_eff = N: no
     r; published Chinchilla laws compare with it); per_recipe (one exponent per recipe, rows carry a recipe
     code: fitted by `fit --joint`) and recipe_law (the law each recipe's separate fit uses);
@@ -184,7 +184,7 @@ class Law:
     # -- the table ----------------------------------------------------------------------------------------
     @classmethod
     def check_table(cls, table) -> None:
-        """InputError when a canonical table cannot identify the law (its size is `tables.check_fit_size`'s):
+        """InputError when a canonical table cannot identify the law (its size is `runs_table.check_fit_size`'s):
         r^phi needs runs at two or more r."""
         r_values = np.unique(table["r"].to_numpy(dtype=float))
         if len(r_values) < 2:

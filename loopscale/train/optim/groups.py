@@ -14,10 +14,13 @@ The injection's parameters are in the group its form declares (loopscale/injecti
 
 from __future__ import annotations
 
-from torch import nn
+from typing import TYPE_CHECKING
 
 from loopscale.injections import form as forms
 from loopscale.injections.registry import form as injection_form
+
+if TYPE_CHECKING:  # annotations only: the group names are read torch-free (lr_transfer, the run plan)
+    from torch import nn
 
 MATRIX, HEAD, EMBEDDING, NORM, HYPER = "matrix", "head", "embedding", "norm", "hyper"
 BLOCK_PREFIXES = ("prelude.", "recurrent.", "coda.", "injection.")

@@ -15,6 +15,8 @@ the one rule by which the fitter's cluster bootstrap and holdout, the figures an
 
 from __future__ import annotations
 
+import csv as csv_module
+import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -77,7 +79,6 @@ def read_table(path) -> pd.DataFrame:
 def _read_jsonl(path: Path) -> pd.DataFrame:
     """JSON lines, one object per line; a key given twice in one object is refused (json and pandas would
     silently keep the last value)."""
-    import json
 
     def no_repeats(pairs):
         keys = [k for k, _ in pairs]
@@ -103,8 +104,6 @@ def _check_complete_text(path: Path, csv: bool) -> None:
     """A text table cut by a full disk or a kill mid-write ends without a newline, or (CSV) its last line
     has fewer fields than the header; pandas would read the cut row as data. Also rejects a CSV header
     that names a column twice (pandas silently renames the second to NAME.1)."""
-    import csv as csv_module
-
     size = path.stat().st_size
     if size == 0:
         return  # pandas reports the empty file
