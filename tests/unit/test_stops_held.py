@@ -60,7 +60,8 @@ def test_sigint_at_default_handles_sigint_only_while_this_process_ignores_it():
         with sigint_at_default():  # a handled signal is reset to the default by exec
             assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
         assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+        signal.signal(signal.SIGINT, signal.default_int_handler)  # a foreground pytest's
+        with sigint_at_default():  # not ignored: left as it is
+            assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
     finally:
         signal.signal(signal.SIGINT, previous)
-    with sigint_at_default():  # not ignored: left as it is
-        assert signal.getsignal(signal.SIGINT) is previous
