@@ -64,6 +64,7 @@ MEMORY = "loopscale/model/memory.py"
 T_MEMORY = "tests/unit/test_memory.py"
 POOL = "loopscale/launch/pool_launcher.py"
 WORKERS = "loopscale/launch/local_workers.py"
+WORKER_POOL = "loopscale/launch/worker_pool.py"
 T_POOL = "tests/system/test_local_pool.py"
 T_POOL_FAILED = T_POOL + "::test_a_failed_run_is_recorded_and_the_others_go_on_then_the_sweep_exits_1"
 T_POOL_SIGTERM = T_POOL + "::test_sigterm_records_terminated_and_exits_143_with_the_longest_jobs_first"
@@ -76,6 +77,7 @@ T_IDENTITY = "tests/integration/test_run_identity.py"
 T_COLLECT = "tests/integration/test_collect_records.py"
 T_CHECKS_FIRST = "tests/integration/test_fit_checks_first.py"
 T_DEMO_FAILURES = "tests/system/test_demo_failures.py"
+T_POOL_STOPS = "tests/system/test_pool_stops.py"
 
 MUTATIONS: tuple[Mutation, ...] = (
     # -- the twelve of issue 35 ------------------------------------------------------------------------
@@ -172,12 +174,9 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "pool-stops-handing-out-jobs",
-        WORKERS,
-        "            try:\n                result = future.result()\n",
-        "            if future.cancelled():\n                continue\n"
-        "            try:\n                result = future.result()\n"
-        '                if getattr(result, "completed", True) is False:\n'
-        "                    for pending in futures:\n                        pending.cancel()\n",
+        WORKER_POOL,
+        "                if worker is not None and pending:\n",
+        '                if worker is not None and pending and getattr(result, "completed", True) is not False:\n',
         (T_POOL_FAILED,),
         "local pool: a failed run is recorded and the other jobs are still trained",
     ),
@@ -286,8 +285,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "pool-zero-workers-accepted",
         POOL,
-        "    if threads < 1 or (workers is not None and workers < 1):",
-        "    if threads < 1:",
+        "value is None or (isinstance(value, int) and not isinstance(value, bool) and value >= 1)",
+        "value is None or (isinstance(value, int) and not isinstance(value, bool) and value >= 0)",
         ("tests/unit/test_pool_size.py::test_pool_size_refuses_nonsense",),
         "local pool: nonsense worker counts refused in one line before any run",
     ),
@@ -371,7 +370,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     # -- the pool's failures and signals ----------------------------------------------------------------
     Mutation(
         "pool-sigterm-recorded-as-interrupted",
-        WORKERS,
+        WORKER_POOL,
         "    raise Interrupted() if interrupted else Terminated()",
         "    raise Interrupted()",
         (T_POOL_SIGTERM,),
@@ -379,15 +378,41 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "pool-ctrl-c-recorded-as-terminated",
-        WORKERS,
-        "        interrupt.set()\n",
+        WORKER_POOL,
+        "        interrupt.value = 1\n",
         "        pass\n",
         (T_POOL + "::test_ctrl_c_stops_the_pool_and_records_interrupted",),
         'Ctrl-C: every worker\'s run records "interrupted", exit 130',
     ),
     Mutation(
+        "pool-ctrl-c-line-per-worker",
+        WORKER_POOL,
+        "    stop_line_in_parent()  # one line for the sweep, the parent's, not one per worker\n",
+        "",
+        (T_POOL + "::test_ctrl_c_stops_the_pool_and_records_interrupted",),
+        "Ctrl-C on the local pool: one line for the sweep (exit 130)",
+    ),
+    Mutation(
+        "ctrl-c-before-the-pool-is-a-traceback",
+        "loopscale/train/entry.py",
+        '    except KeyboardInterrupt:\n        _exit_stopped("interrupted", EXIT_INTERRUPTED)\n'
+        "    except Terminated:\n"
+        '        _exit_stopped("terminated", EXIT_TERMINATED)\n\n\n@contextlib',
+        "    finally:\n        pass\n\n\n@contextlib",
+        (T_POOL_STOPS + "::test_a_stop_while_hydra_plans_the_jobs",),
+        "Ctrl-C before a sweep's runs start: one line, exit 130 (no traceback)",
+    ),
+    Mutation(
+        "test-children-inherit-an-ignored-ctrl-c",
+        "loopscale/signals.py",
+        "    signal.signal(signal.SIGINT, signal.default_int_handler)\n    try:\n        yield\n",
+        "    try:\n        yield\n",
+        (T_POOL_STOPS + "::test_a_stop_while_the_workers_start",),
+        "the tests' Ctrl-C reaches the command they start, also when pytest runs in the background",
+    ),
+    Mutation(
         "workers-outlive-a-killed-parent",
-        WORKERS,
+        WORKER_POOL,
         "    die_with_parent(signal.SIGTERM, parent_pid)\n",
         "    pass\n",
         (T_DEMO_FAILURES + "::test_workers_end_when_the_demo_is_killed_outright",),
@@ -396,8 +421,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "pool-threads-ignore-trainer-num-threads",
         POOL,
-        "launcher.threads_per_worker or job_threads or None",
-        "launcher.threads_per_worker or None",
+        "threads_per_worker = job_threads if isinstance(job_threads, int) and job_threads > 0 else None",
+        "threads_per_worker = None",
         (T_POOL_SIGTERM,),
         "local pool: threads_per_worker unset takes the sweep's trainer.num_threads",
     ),

@@ -43,7 +43,7 @@ from loopscale.launch.local_workers import record_dead_worker
 from loopscale.launch.wall_time import list_schedule_s
 from loopscale.launch.worker_pool import WorkerDied, run_in_workers
 from loopscale.machine import usable_cores
-from loopscale.signals import EXIT_INTERRUPTED, Terminated
+from loopscale.signals import EXIT_INTERRUPTED, EXIT_TERMINATED, Terminated
 from loopscale.train.plan import plan_forks, plan_run, to_train_config
 
 log = logging.getLogger("loopscale.launch.pool_launcher")
@@ -173,9 +173,9 @@ def launch_in_pool(launcher, job_overrides: Sequence[Sequence[str]], initial_job
     except KeyboardInterrupt:
         print("loopscale-train: interrupted (the runs record it and resume on the next launch)", file=sys.stderr)
         raise SystemExit(EXIT_INTERRUPTED) from None
-    except Terminated:
+    except Terminated:  # a SystemExit of its own, so loopscale-train's main does not say it again
         print("loopscale-train: terminated", file=sys.stderr, flush=True)
-        raise
+        raise SystemExit(EXIT_TERMINATED) from None
     return _elsewhere_fails(results, outcomes, jobs)
 
 

@@ -67,7 +67,8 @@ def core_share() -> float | None:
     return statistics.median(_SHARES) if _SHARES else None
 
 
-_MEASURED: dict[tuple[str, str], tuple[float, float]] = {}  # this process's measurements by (cache file, key hash)
+_MEASURED: dict[tuple[str, str], tuple[float, float]] = {}  # this process's measurements by (cache file, key hash):
+# a probe's (tokens/s, share), a worker start's (start_s, share)
 
 
 def probe_key(cfg: TrainConfig, device_batch: int, threads: int) -> dict[str, Any]:
@@ -192,21 +193,27 @@ def _cache_put(path: Path | None, use_cache: bool, digest: str, entry: dict[str,
 def worker_start_s(threads: int, use_cache: bool = True) -> tuple[float, float]:
     """(seconds a pool worker takes to start: spawn; torch, Lightning, Hydra and loopscale imported; a model
     built and stepped once, the core share the probes got meanwhile): measured as the pool's other processes
-    start, so under the same load, and cached like a probe. With one worker, one such process is started and
-    timed alone."""
+    start, so under the same load, and cached per machine like a probe, and in this process. The key is the
+    number of processes that started together (a pool of one or two workers starts one: the same
+    measurement), not `threads`: a start is imports, one step of a tiny model is noise in it. With one worker,
+    one such process is started and timed alone, only when the start is not known yet."""
     import torch  # torch: only when a probe runs (a cached measurement, `sweep` and `plan` stay torch-free)
 
-    key = {"host": socket.gethostname(), "torch": torch.__version__, "threads": threads, "worker_start": True}
-    key["processes"] = _CONTENTION.workers
+    started_together = max(1, _CONTENTION.workers - 1)
+    key = {"host": socket.gethostname(), "torch": torch.__version__, "worker_start": True}
+    key["processes"] = started_together
     digest = _key_hash(key)
     path, use_cache = _cache_path(use_cache)
+    memo = (str(path), digest)
+    if memo in _MEASURED:
+        return _MEASURED[memo]
     hit = (_read_cache(path) if use_cache else {}).get(digest)
     if isinstance(hit, dict) and all(isinstance(hit.get(k), (int, float)) for k in ("start_s", "share")):
         return float(hit["start_s"]), float(hit["share"])
-    _CONTENTION.start()
-    share = core_share() or 1.0
-    _cache_put(path, use_cache, digest, {"start_s": _CONTENTION.start_s, "share": share, "key": key})
-    return _CONTENTION.start_s, share
+    _CONTENTION.start(timing=True)
+    _MEASURED[memo] = (_CONTENTION.start_s, core_share() or 1.0)
+    _cache_put(path, use_cache, digest, {"start_s": _MEASURED[memo][0], "share": _MEASURED[memo][1], "key": key})
+    return _MEASURED[memo]
 
 
 class _Contention:
@@ -219,8 +226,10 @@ class _Contention:
         self.stop = None
         self.start_s = 0.0
 
-    def start(self) -> None:
-        if self.procs or self.stop is not None:
+    def start(self, timing: bool = False) -> None:
+        """Start the other workers' stand-ins (once), timing their start; with one worker there is nothing to
+        keep busy, and one process is started only when `timing` asks for a worker's start."""
+        if self.procs or self.stop is not None or (self.workers <= 1 and not timing):
             return
         context = multiprocessing.get_context("spawn")
         self.stop = context.Event()

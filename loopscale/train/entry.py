@@ -35,7 +35,7 @@ from loopscale.config.naming import check_name
 from loopscale.config.resolvers import register_resolvers
 from loopscale.config.schema import TrainConfig
 from loopscale.errors import ConfigError, user_error
-from loopscale.signals import EXIT_INTERRUPTED, EXIT_TERMINATED, Terminated, raise_on_sigterm
+from loopscale.signals import EXIT_INTERRUPTED, EXIT_TERMINATED, Terminated, raise_on_sigterm, says_its_stop
 from loopscale.train.forks import run_forks
 from loopscale.train.identity import IdentityMismatch, data_identity
 from loopscale.train.lock import RunLocked
@@ -122,17 +122,25 @@ class RunFailed(CompactHydraException):
 
 def main() -> None:
     """`loopscale-train`: Hydra's app below. A LOOPSCALE_CONFIG_PATH that names no directory is one line
-    here, because Hydra reads its search path before its own error reporting starts."""
+    here, because Hydra reads its search path before its own error reporting starts. Ctrl-C and SIGTERM
+    are one line and 130 / 143 from the start, also before a run or a sweep's pool has begun (Hydra composing
+    the config, a launcher planning its jobs): nothing is recorded then, as nothing has started."""
+    raise_on_sigterm()
     try:
-        user_config_dirs()
-        check_name_overrides(sys.argv[1:])
-    except NotADirectoryError as err:
-        raise SystemExit(f"loopscale-train: error: {err}") from None
-    except ConfigError as err:
-        print(f"loopscale-train: error: {err}", file=sys.stderr)
-        raise SystemExit(err.exit_code) from None
-    with _disk_errors_in_one_line():
-        hydra_main()
+        try:
+            user_config_dirs()
+            check_name_overrides(sys.argv[1:])
+        except NotADirectoryError as err:
+            raise SystemExit(f"loopscale-train: error: {err}") from None
+        except ConfigError as err:
+            print(f"loopscale-train: error: {err}", file=sys.stderr)
+            raise SystemExit(err.exit_code) from None
+        with _disk_errors_in_one_line():
+            hydra_main()
+    except KeyboardInterrupt:
+        _exit_stopped("interrupted", EXIT_INTERRUPTED)
+    except Terminated:
+        _exit_stopped("terminated", EXIT_TERMINATED)
 
 
 @contextlib.contextmanager
@@ -253,8 +261,10 @@ def lightning_logs_once() -> None:
 
 
 def _exit_stopped(what: str, code: int) -> None:
-    """One line and the signal's exit code; in a multirun this stops the whole sweep, as the user asked."""
-    print(f"loopscale-train: {what}", file=sys.stderr, flush=True)
+    """One line and the signal's exit code; in a multirun this stops the whole sweep, as the user asked. In a
+    local pool's worker the pool says the line, once for the sweep (signals.stop_line_in_parent)."""
+    if says_its_stop():
+        print(f"loopscale-train: {what}", file=sys.stderr, flush=True)
     raise SystemExit(code) from None
 
 

@@ -51,7 +51,9 @@ def test_sweep_counts_the_published_grid(tmp_path):
 
 
 def test_plan(tmp_path):
-    lines = loopscale("plan", "experiment=isodepth_cpu_wsd", "--json", cwd=tmp_path).stdout.splitlines()
+    # --no-probe: 12 CPU probes and a stand-in worker would be most of this smoke test's time (19 CPU s); the
+    # probes are tests/unit/test_cost_probe.py's (and test_train_one_line.py's plans probe through the CLI)
+    lines = loopscale("plan", "experiment=isodepth_cpu_wsd", "--json", "--no-probe", cwd=tmp_path).stdout.splitlines()
     total = json.loads(lines[-1])["total"]
     assert (total["jobs"], total["points"]) == (12, 60) and len(lines) == 13
 
