@@ -18,7 +18,7 @@ import dataclasses
 from omegaconf import DictConfig, open_dict
 
 from loopscale.config.schema import TrainConfig, with_vocab
-from loopscale.launch.throughput import cpu_throughput
+from loopscale.launch.throughput import cached_throughput
 from loopscale.train.batching import device_batching, on_gpu
 from loopscale.train.compile_cache import compile_key, is_warm, key_hash
 from loopscale.train.compile_choice import (
@@ -45,18 +45,18 @@ def graph_key(cfg: TrainConfig) -> str:
 
 
 def compile_first_order(keys: list[str], tokens: list[int]) -> list[int]:
-    """Job indices in start order: the first job of each key (longest first), then the others (longest first)."""
-    first: dict[str, int] = {}
-    for i, key in enumerate(keys):
-        first.setdefault(key, i)
-    leaders = set(first.values())
+    """Job indices in start order: the longest job of each key (longest first: it compiles the key's graphs),
+    then the others (longest first)."""
     by_length = sorted(range(len(keys)), key=lambda i: -tokens[i])  # stable: ties keep the sweep's order
+    first: dict[str, int] = {}
+    for i in by_length:
+        first.setdefault(keys[i], i)
+    leaders = set(first.values())
     return [i for i in by_length if i in leaders] + [i for i in by_length if i not in leaders]
 
 
 def job_steps(cfg: TrainConfig) -> tuple[int, float]:
     """(optimizer steps the job trains, FLOPs per token): a forked job's parent and every cooldown."""
-
     cfg = with_vocab(cfg, cfg.data.vocab_size)
     plan = plan_run(cfg)
     if cfg.budget.mode == "forks":
@@ -65,8 +65,10 @@ def job_steps(cfg: TrainConfig) -> tuple[int, float]:
 
 
 def measured_eager_s(cfgs: list[TrainConfig], tokens: list[int]) -> list[float | None]:
-    """Each CPU job's eager seconds (its tokens at the throughput probe's tokens/s, loopscale/launch/throughput.py:
-    measured once per model shape and machine, then cached); None for GPU jobs and jobs not set to auto."""
+    """Each CPU job's eager seconds (its tokens at the tokens/s a throughput probe measured for its shape on this
+    machine, loopscale/launch/throughput.py: `plan` and `sweep` measure and cache them); None for GPU jobs, jobs
+    not set to auto and shapes never probed (their choice then reads their FLOPs). Nothing is measured here: the
+    pool's parent starts its sweep without loading torch."""
 
     out: list[float | None] = []
     for cfg, n in zip(cfgs, tokens):
@@ -75,7 +77,8 @@ def measured_eager_s(cfgs: list[TrainConfig], tokens: list[int]) -> list[float |
             continue
         cfg = with_vocab(cfg, cfg.data.vocab_size)
         batching = device_batching(cfg.budget, cfg.model, cfg.trainer, cfg.optim.optimizer)
-        out.append(n / cpu_throughput(cfg, batching.device_batch, cfg.trainer.num_threads or 1).tokens_per_s)
+        known = cached_throughput(cfg, batching.device_batch, cfg.trainer.num_threads or 1)
+        out.append(None if known is None else n / known.tokens_per_s)
     return out
 
 

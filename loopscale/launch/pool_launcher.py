@@ -159,6 +159,7 @@ def launch_in_pool(launcher, job_overrides: Sequence[Sequence[str]], initial_job
     # longest first, the first job of each model before its others (seeds...), trainer.compile=auto resolved;
     # an invalid job (no tokens: it runs only to record why) is scheduled as the shortest
     order = schedule_hydra_jobs(jobs, tokens)
+    tokens = [1 if t is None else t for t in tokens]  # the bar's weight of a job that only records its error
     state = Singleton.get_state()
     payloads = {i: cloudpickle.dumps((launcher.hydra_context, launcher.task_function, jobs[i], state)) for i in order}
     log.info(

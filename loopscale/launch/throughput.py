@@ -144,9 +144,9 @@ def measure(cfg: TrainConfig, device_batch: int, threads: int, steps: int = PROB
         quiet.setLevel(level)
 
 
-def cpu_throughput(cfg: TrainConfig, device_batch: int, threads: int, use_cache: bool = True) -> Throughput:
-    """The job's CPU tokens/s and the core share it was measured at: from the machine's cache, else measured now,
-    inside the pool's contention when pool_contention is active (and cached)."""
+def cached_throughput(cfg: TrainConfig, device_batch: int, threads: int, use_cache: bool = True) -> Throughput | None:
+    """The job's CPU tokens/s as measured before (in this process, or in the machine's cache), or None: nothing is
+    measured. A sweep's start order reads it (`compile_order`), so the pool's parent never loads torch."""
     key = {**probe_key(cfg, device_batch, threads), "processes": _CONTENTION.workers}
     digest = _key_hash(key)
     path, use_cache = _cache_path(use_cache)
@@ -160,6 +160,19 @@ def cpu_throughput(cfg: TrainConfig, device_batch: int, threads: int, use_cache:
     if numbers:
         _SHARES.append(float(hit["share"]))
         return Throughput(float(hit["tokens_per_s"]), 0.0, True, float(hit["share"]))
+    return None
+
+
+def cpu_throughput(cfg: TrainConfig, device_batch: int, threads: int, use_cache: bool = True) -> Throughput:
+    """The job's CPU tokens/s and the core share it was measured at: from the machine's cache, else measured now,
+    inside the pool's contention when pool_contention is active (and cached)."""
+    known = cached_throughput(cfg, device_batch, threads, use_cache)
+    if known is not None:
+        return known
+    key = {**probe_key(cfg, device_batch, threads), "processes": _CONTENTION.workers}
+    digest = _key_hash(key)
+    path, use_cache = _cache_path(use_cache)
+    memo = (str(path), digest)
     _CONTENTION.start()
     started = time.perf_counter()
     tokens_per_s, share = measure(cfg, device_batch, threads)

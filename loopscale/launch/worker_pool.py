@@ -87,6 +87,10 @@ def _init_worker(threads: int, parent_pid: int, interrupt=None) -> None:
     stop_line_in_parent()  # one line for the sweep, the parent's, not one per worker
     die_with_parent(signal.SIGTERM, parent_pid)
     os.environ["OMP_NUM_THREADS"] = str(threads)
+    # Inductor compiles in this process, not in a pool of compile subprocesses: the workers already use every
+    # core, and a worker stopped mid-compile would leave that pool's semaphores behind (a warning after the
+    # sweep's one stop line)
+    os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
     import torch  # in the worker: the pool's parent never loads torch
 
     torch.set_num_threads(threads)

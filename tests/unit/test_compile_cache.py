@@ -79,6 +79,13 @@ def test_the_first_seed_of_each_shape_starts_first():
     assert [keys[i] for i in order[:2]] == ["d48", "d16"]  # every shape's first job before any second one
 
 
+def test_a_shapes_longest_job_compiles_its_graphs():
+    """One model at three budgets (Hydra's order: shortest first): the longest job leads, the others follow it
+    longest first, so a pool stopped early has trained the longest jobs (tests/system/test_local_pool.py)."""
+    assert compile_first_order(["d16"] * 3, [1_024_000, 3_072_000, 2_048_000]) == [1, 2, 0]
+    assert compile_first_order(["a", "b", "a", "b"], [1, 2, 5, 3]) == [2, 3, 1, 0]
+
+
 def test_later_seeds_start_after_every_first_seed():
     """With as many shapes as workers, no two jobs of one shape start together (a cold compile each)."""
     keys = [f"s{i // 3}" for i in range(12)]  # 4 shapes x 3 seeds
