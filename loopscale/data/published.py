@@ -14,8 +14,6 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from huggingface_hub import snapshot_download
-
 from loopscale.data.corpus import DataError
 
 if TYPE_CHECKING:
@@ -68,6 +66,11 @@ def locate_published(cfg: DataConfig, progress: bool = True) -> Path:
         return Path(cfg.path).expanduser()
     patterns = ["*.parquet", "*.json"]
     cache = hub_cache_dir()
+    # the hub library only on the path that asks it for files: its dependencies differ across its versions
+    # (2.x needs httpx2, which the GPU node's image lacks), and a run from data.path or the embedded set never
+    # needs it
+    from huggingface_hub import snapshot_download
+
     if (cache / f"datasets--{cfg.hf_name.replace('/', '--')}").is_dir():  # something is cached: ask the hub lib
         try:
             return Path(
