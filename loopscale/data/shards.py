@@ -35,7 +35,6 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
-import multiprocess
 import numpy as np
 import pyarrow.compute as pc
 from tqdm.auto import tqdm
@@ -217,7 +216,11 @@ def _ctrl_c_in_parent_only() -> Iterator[None]:
 def _stop_workers(grace_s: float = 2.0) -> None:
     """Terminate the worker processes datasets started (it uses the `multiprocess` package), then kill
     any that are still there after `grace_s`."""
-    workers = multiprocess.active_children()  # datasets' worker processes (multiprocess: a dependency of datasets)
+    # multiprocess comes with datasets and is needed only once datasets has started workers; the GPU node's
+    # image has neither, and every loopscale command that does not tokenize imports this module
+    import multiprocess
+
+    workers = multiprocess.active_children()  # datasets' worker processes
     for w in workers:
         w.terminate()
     deadline = time.monotonic() + grace_s
