@@ -33,6 +33,7 @@ import os
 import pickle
 import signal
 import sys
+import threading
 import time
 import warnings
 from collections import deque
@@ -41,6 +42,8 @@ from dataclasses import dataclass
 from multiprocessing import resource_tracker
 from multiprocessing.connection import wait
 from typing import Any, TypeVar
+
+from tqdm import tqdm
 
 from loopscale.signals import (
     Interrupted,
@@ -91,6 +94,11 @@ def _init_worker(threads: int, parent_pid: int, interrupt=None) -> None:
     # core, and a worker stopped mid-compile would leave that pool's semaphores behind (a warning after the
     # sweep's one stop line)
     os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
+    # tqdm's default write lock holds a multiprocessing semaphore, which under this pool's spawn context is
+    # registered with the resource tracker; a worker stopped while it holds one (torch.fx makes a tqdm bar
+    # while compiling) would leave it behind, and the tracker's warning would follow the sweep's stop line.
+    # A worker's bars are its own, so a thread lock does.
+    tqdm.set_lock(threading.RLock())
     import torch  # in the worker: the pool's parent never loads torch
 
     torch.set_num_threads(threads)
