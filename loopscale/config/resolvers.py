@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from loopscale.config.model import ModelConfig
-from loopscale.config.naming import _parse_point, _safe_name, budget_tag, parse_fork_point, seed_tag
+from loopscale.config.naming import _parse_point, _safe_name, budget_tag, lr_tag, parse_fork_point, seed_tag
 
 
 def recipe_label(model: Any) -> str:
@@ -31,6 +31,7 @@ def register_resolvers() -> None:
         ("ls.budget_tag", budget_tag),
         ("ls.ceil_half", lambda r: -(-int(r) // 2)),
         ("ls.seed_tag", seed_tag),
+        ("ls.lr_tag", lr_tag),
         ("ls.recipe", recipe_label),
         ("ls.safe_name", _safe_name),
         ("ls.fork_flops", lambda p: parse_fork_point(p)[0]),  # sweeps/grid/cpu_wsd.yaml

@@ -14,6 +14,7 @@ from omegaconf import OmegaConf
 
 from loopscale.config.dirs import compose
 from loopscale.config.schema import TrainConfig, with_vocab
+from loopscale.launch.lr_grid import LrGrid, lr_grid_jobs
 from loopscale.train.plan import RunPlan, plan_run
 
 
@@ -42,7 +43,9 @@ def sweep_overrides(overrides: list[str]) -> list[list[str]]:
     grid = [f"{k}={' '.join(str(v).split())}" for k, v in params.items() if k not in keys]
     parsed = parser.parse_overrides([*grid, *overrides])
     (batch,) = BasicSweeper.split_arguments(parsed, max_batch_size=None)
-    return [list(job) for job in batch]
+    jobs = [list(job) for job in batch]
+    spec = OmegaConf.select(hydra_cfg, "sweeper.lr_grid")  # hydra/sweeper=lr_grid: its jobs come last, as launched
+    return jobs if spec is None else jobs + lr_grid_jobs(jobs, LrGrid(**OmegaConf.to_container(spec)))
 
 
 def expand(overrides: list[str]) -> list[Job]:
@@ -160,6 +163,7 @@ def describe(job: Job, limits=None, probe: bool = False) -> dict[str, Any]:
         "N_rec": plan.N_rec,
         "N": plan.N,
         "C_budget": plan.C_budget,
+        "lr_scale": cfg.optim.lr_scale,
         **work,
         "device_batch": batching.device_batch,
         "grad_accum": batching.grad_accum,

@@ -48,6 +48,15 @@ TABLE_COLUMNS = [
     "parent",
     "run_name",
     "run_dir",
+    # what `loopscale validate` reads besides the law's columns: an lr grid's multiplier (empty in the grid) and
+    # the shapes its counting conventions recount with (loopscale/fit/validation/conventions.py)
+    "lr_scale",
+    "n_prelude",
+    "n_coda",
+    "seq_len",
+    "vocab_size",
+    "embedding",
+    "lm_head",
 ]
 # Columns of the list of runs that are not done (collect's second result).
 PROBLEM_COLUMNS = ["run_dir", "status", "reason", "step"]
@@ -130,6 +139,7 @@ class RunRecord:
     memory_predicted: dict[str, Any] | None = None  # GPU runs; null on CPU
     optimizer: str | None = None
     lrs: dict[str, float] | None = None
+    lr_scale: float | None = None  # optim.lr_scale of an lr-grid run (loopscale/launch/lr_grid.py); absent at 1
     ortho_dtype: str | None = None  # MuonH only
     ranks: list[dict[str, Any]] | None = None  # where each rank ran
     # how it ended
