@@ -15,7 +15,9 @@ import sys
 from loopscale.errors import LoopscaleError, user_error
 
 # Module names under loopscale.cli, in the order they appear in --help.
-SUBCOMMANDS = ["params", "data", "sweep", "collect", "fit", "equiv", "advise", "plot", "notebook", "plan", "demo"]
+SUBCOMMANDS = [
+    *("params", "data", "sweep", "collect", "fit", "validate", "equiv", "advise", "plot", "notebook", "plan", "demo"),
+]
 
 
 class UsageError(LoopscaleError):

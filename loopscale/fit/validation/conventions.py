@@ -91,6 +91,8 @@ def _passes(table, fill):
 def without_attention(table, fill):
     width, T, p, c, k, r, grad = _passes(table, fill)
     attn = 4 * width * T * (3 * (p + c + k * grad) + k * (r - grad))  # accounting.attention_flops_per_token
+    if not (table["C"].to_numpy(float) > table["D"].to_numpy(float) * attn).all():
+        raise Missing("the table's C does not hold attention's FLOPs (C <= D x attention): nothing to take out")
     return table.assign(C=table["C"] - table["D"] * attn), "C - D x attention (T x T)"
 
 

@@ -1,0 +1,181 @@
+"""`loopscale validate FIT.json [TABLES...]`: does the fitted law hold where it was not fitted?
+
+    loopscale validate fits/baseline.json                        # the table the fit recorded
+    loopscale validate fits/baseline.json runs.csv --out fits/baseline.validate.json --jobs 2
+
+Leave-one-budget-out, leave-one-r-out, rival forms with AICc / BIC, Approach 2, the lr grid (rows with an
+`lr_scale` column, from hydra/sweeper=lr_grid) and the counting conventions, ending in one verdict line
+(loopscale/fit/validation/). Prints the Markdown; `--out X.json` also writes X.md and the held-out figure X.png,
+all three together or none. Every input is checked before the first fit (one line, exit 2, nothing written).
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from loopscale.cli import UsageError
+from loopscale.errors import LoopscaleError
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(
+        "validate",
+        help="out-of-sample checks of a fit: held-out budgets and r, rival forms, the lr confound, conventions",
+        description="Refit the law without each compute budget and without each r > 1 and predict what was left "
+        "out; fit rival forms (a free k_r per r, E pinned, an N x D term, MSE instead of Huber) and score them "
+        "with AICc / BIC; cross-check the r = 1 exponents by Approach 2; read an lr grid; refit under other "
+        "counting conventions. Ends in one verdict line.",
+    )
+    p.add_argument("fit", help="fit JSON from `loopscale fit --out` (a single-table law)")
+    p.add_argument(
+        "tables", nargs="*", help="runs table(s) (CSV, .parquet, .jsonl; several are stacked); default: the fit's own"
+    )
+    p.add_argument("--out", metavar="PATH.json", help="write the record here, and PATH.md and PATH.png beside it")
+    p.add_argument(
+        "--jobs", type=int, default=None, metavar="N", help="worker processes for the folds (default: every core)"
+    )
+    p.add_argument("--starts", type=int, default=16, metavar="K", help="starts refined in each whole-table fit")
+    p.add_argument("--pin-E", type=float, default=None, metavar="E", help="the pinned-E form's E (default: the fit's)")
+    p.add_argument(
+        "--column",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a column the counting conventions read, one value for every row where the table lacks it "
+        "(e.g. seq_len=2048, vocab_size=32001, injection=concat, depth=20)",
+    )
+    p.add_argument("--no-conventions", action="store_true", help="skip the counting conventions")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from loopscale.atomic import atomic_paths, check_writable, json_safe
+    from loopscale.fit.resample import resolve_jobs
+
+    if args.starts < 1:
+        raise UsageError(f"--starts must be >= 1; got {args.starts}")
+    if args.pin_E is not None and not args.pin_E > 0:
+        raise UsageError(f"--pin-E must be > 0; got {args.pin_E}")
+    jobs = resolve_jobs(args.jobs)
+    fill = _columns(args.column)
+    fit = _read_fit(args.fit)
+    table, lr_table, paths = _tables(fit, args.tables)
+    outputs = None
+    if args.out:
+        out = Path(args.out)
+        if out.suffix.lower() != ".json":
+            raise UsageError(f"--out must name a .json file (the .md and .png go beside it); got {out}")
+        outputs = [out, out.with_suffix(".md"), out.with_suffix(".png")]
+        for path in outputs:
+            check_writable(path, "--out")
+    import sys
+
+    from loopscale.fit.validation.run import validate
+    from loopscale.fit.validation.text import markdown
+
+    progress = sys.stderr if sys.stderr.isatty() else None
+    record = validate(
+        table,
+        fit,
+        jobs=jobs,
+        progress=progress,
+        n_refine=args.starts,
+        pin_E=args.pin_E,
+        lr_table=lr_table,
+        conventions=not args.no_conventions,
+        fill=fill,
+    )
+    record["tables"] = [str(p) for p in paths]
+    text = markdown(record)
+    if outputs:
+        import json
+
+        from loopscale.plots.validation import held_out_figure
+
+        figure = held_out_figure(record)  # drawn before anything is written
+        with atomic_paths(*outputs) as (tmp_json, tmp_md, tmp_png):
+            tmp_json.write_text(json.dumps(json_safe(record), indent=2, allow_nan=False) + "\n")
+            tmp_md.write_text(text + "\n")
+            figure.savefig(tmp_png, dpi=150, format="png")
+    print(text)
+    if outputs:
+        print(f"wrote {', '.join(str(p) for p in outputs)}")
+    return 0
+
+
+def _columns(items: list[str]) -> dict:
+    """--column NAME=VALUE pairs: numbers as floats, anything else as text."""
+    out = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep or not name or not value:
+            raise UsageError(f"--column takes NAME=VALUE; got {item!r}")
+        try:
+            out[name] = float(value)
+        except ValueError:
+            out[name] = value
+    return out
+
+
+def _read_fit(path: str):
+    from loopscale.fit.laws.registry import find_law
+    from loopscale.fit.result import FitResult, read_fit_json
+
+    try:
+        raw = read_fit_json(path)
+    except LoopscaleError:
+        raise
+    if not isinstance(raw, dict) or not isinstance(raw.get("params"), dict) or not isinstance(raw.get("law"), str):
+        raise UsageError(f"{path} is not a loopscale fit record (needs 'law' and 'params')")
+    try:
+        fit = FitResult.from_dict(raw)
+    except TypeError as err:
+        raise UsageError(f"{path} is not a loopscale fit record: {err}") from None
+    cls = find_law(fit.law)
+    if cls is None:
+        raise UsageError(f"{path}: law {fit.law!r} is not a law this loopscale knows")
+    if cls.per_recipe:
+        raise UsageError(f"{path} is a joint fit over recipes: validate each recipe's fit (loopscale fit --group COL)")
+    if not isinstance(fit.settings, dict) or not isinstance(fit.input, dict):
+        raise UsageError(f"{path} is not a loopscale fit record (settings and input must be objects)")
+    return fit
+
+
+def _tables(fit, given: list[str]):
+    """(the canonical law table, the canonical lr-grid rows or None, the paths read): the tables given, or the
+    fit's own; the fit's group selected; the columns the fit mapped mapped again; every check the fit makes."""
+    import pandas as pd
+
+    from loopscale.fit.tables import ColumnMap, canonical_table, check_fit_size, read_table
+    from loopscale.fit.validation.lr_confound import lr_rows
+
+    paths = [Path(p) for p in given]
+    if not paths:
+        recorded = fit.input.get("path")
+        if not recorded:
+            raise UsageError("the fit records no table: give the runs table(s) after FIT.json")
+        if not Path(recorded).is_file():
+            raise UsageError(f"the fit's table {recorded} is not there: give the runs table(s) after FIT.json")
+        paths = [Path(recorded)]
+    parts = [read_table(p) for p in paths]
+    raw = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0]
+    group = fit.group or {}
+    if group.get("column"):
+        if group["column"] not in raw.columns:
+            raise UsageError(f"the fit is of group {group['column']}={group['value']!r}, a column the table lacks")
+        raw = raw[raw[group["column"]].astype(str) == str(group["value"])].reset_index(drop=True)
+    used = fit.input.get("columns") or {}
+    mapping = {k: v for k, v in used.items() if k in ColumnMap.__dataclass_fields__ and v in raw.columns}
+    columns = ColumnMap(**mapping)
+    lr = lr_rows(raw)
+    try:
+        table = canonical_table(raw[~lr].reset_index(drop=True), fit.law, columns)
+        check_fit_size(table, fit.law)
+        lr_table = canonical_table(raw[lr].reset_index(drop=True), fit.law, columns) if lr.any() else None
+    except LoopscaleError as err:
+        where = ", ".join(str(p) for p in paths)
+        raise UsageError(f"{err} ({where})") from None
+    if "lr_scale" in raw.columns and lr_table is None:
+        lr_table = table.iloc[:0]
+    return table, lr_table, paths
