@@ -128,15 +128,15 @@ def _read_fit(path: str):
         raise
     if not isinstance(raw, dict) or not isinstance(raw.get("params"), dict) or not isinstance(raw.get("law"), str):
         raise UsageError(f"{path} is not a loopscale fit record (needs 'law' and 'params')")
+    cls = find_law(raw["law"])
+    if cls is None:
+        raise UsageError(f"{path}: law {raw['law']!r} is not a law this loopscale knows")
+    if cls.per_recipe:
+        raise UsageError(f"{path} is a joint fit over recipes: validate each recipe's fit (loopscale fit --group COL)")
     try:
         fit = FitResult.from_dict(raw)
     except TypeError as err:
         raise UsageError(f"{path} is not a loopscale fit record: {err}") from None
-    cls = find_law(fit.law)
-    if cls is None:
-        raise UsageError(f"{path}: law {fit.law!r} is not a law this loopscale knows")
-    if cls.per_recipe:
-        raise UsageError(f"{path} is a joint fit over recipes: validate each recipe's fit (loopscale fit --group COL)")
     if not isinstance(fit.settings, dict) or not isinstance(fit.input, dict):
         raise UsageError(f"{path} is not a loopscale fit record (settings and input must be objects)")
     return fit

@@ -48,7 +48,7 @@ class LrGrid:
     def multipliers(self) -> list[float]:
         """The lr multipliers, smallest first; the middle one is 1."""
         half = (self.points - 1) // 2
-        return [float(self.step) ** k for k in range(-half, half + 1)]
+        return [float(f"{float(self.step) ** k:.12g}") for k in range(-half, half + 1)]  # 0.5, not 0.49999999999999994
 
 
 def split_point(point: str) -> tuple[list[str], list[str]]:

@@ -46,7 +46,7 @@ def best_lr(log_scale: np.ndarray, L: np.ndarray) -> dict[str, Any]:
         return {"best": float(np.exp(best)), "interval": None, "at_edge": True, "L_best": float(y.min()),
                 "reason": "the losses do not curve upwards: the best lr is the grid's lowest loss"}  # fmt: skip
     vertex = -c1 / (2 * c2)
-    at_edge = not x.min() <= vertex <= x.max()
+    at_edge = not x.min() - 1e-9 <= vertex <= x.max() + 1e-9
     inside = float(np.clip(vertex, x.min(), x.max()))
     interval = None
     if cov is not None:
