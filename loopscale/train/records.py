@@ -48,15 +48,8 @@ TABLE_COLUMNS = [
     "parent",
     "run_name",
     "run_dir",
-    # what `loopscale validate` reads besides the law's columns: an lr grid's multiplier (empty in the grid) and
-    # the shapes its counting conventions recount with (loopscale/fit/validation/conventions.py)
-    "lr_scale",
-    "n_prelude",
-    "n_coda",
-    "seq_len",
-    "vocab_size",
-    "embedding",
-    "lm_head",
+    # `loopscale validate`: an lr grid's multiplier (empty in the grid), the shapes its conventions recount with
+    *("lr_scale", "n_prelude", "n_coda", "seq_len", "vocab_size", "embedding", "lm_head"),
 ]
 # Columns of the list of runs that are not done (collect's second result).
 PROBLEM_COLUMNS = ["run_dir", "status", "reason", "step"]
