@@ -23,6 +23,7 @@ from loopscale.analysis.published_laws import published_comparison
 from loopscale.atomic import write_text_atomic
 from loopscale.fit.laws.registry import find_law
 from loopscale.fit.result import FitResult
+from loopscale.fit.validation.text import markdown as validation_markdown
 from loopscale.plots import budgets, load_fit
 
 # Runs-table columns shown in the report, in order (those the table has).
@@ -395,10 +396,12 @@ def build_report(
     conditioning: dict | None = None,
     drop_top_k: int = 0,
     warnings: Sequence[str] = (),
+    validation: dict | None = None,
 ) -> str:
     """The report as Markdown text (figure links relative to out_dir). conditioning: the fit JSON's
     "conditioning" block (default: read from `fit` when it carries one); drop_top_k: how many highest-loss
-    rows the table was read without (said in the report); warnings: lines shown above the law (input_warning)."""
+    rows the table was read without (said in the report); warnings: lines shown above the law (input_warning);
+    validation: a `loopscale validate` record (its section follows the conditioning checks)."""
     out_dir = Path(out_dir)
     parts = [f"# {title}", *(f"> **Warning:** {line}" for line in warnings)]
     if fit is not None:
@@ -406,6 +409,8 @@ def build_report(
         cond = conditioning if conditioning is not None else fit.conditioning
         parts.append(law_section(fit))
         parts += [s for s in (published_section(fit, table), conditioning_section(cond)) if s]
+    if validation is not None:
+        parts.append(validation_markdown(validation, heading="##"))
     else:
         parts.append(
             "## Fitted law\n\nNo fit given (`loopscale fit TABLE --out FIT.json`, then "
@@ -429,15 +434,18 @@ def write_report(
     conditioning: dict | None = None,
     drop_top_k: int = 0,
     warnings: Sequence[str] = (),
+    validation: dict | None = None,
 ) -> Path:
     """Write the Markdown report to out_path and return it.
 
     table: the runs table (as `collect` writes it); fit: a FitResult, its JSON dict, a path, or None;
     figures: figure paths (e.g. from `plots.save_all`: PNG and PDF), linked relative to the report; problems:
     the second value of `records.collect(sweep_dir)` (None: the section is left out, as for a bare table);
-    conditioning, drop_top_k, warnings: as `build_report`.
+    conditioning, drop_top_k, warnings, validation: as `build_report`.
     """
     out_path = Path(out_path)
-    text = build_report(table, fit, figures, out_path.parent, problems, title, conditioning, drop_top_k, warnings)
+    text = build_report(
+        table, fit, figures, out_path.parent, problems, title, conditioning, drop_top_k, warnings, validation
+    )
     write_text_atomic(out_path, text)
     return out_path

@@ -166,3 +166,15 @@ def test_a_convention_recounts_n():
     table = pd.DataFrame({"N_once": [10.0, 20.0], "N_rec": [5.0, 5.0], "width": [4, 8]})
     changed, _ = with_embedding(table, {"vocab_size": 100})
     assert changed["N_once"].tolist() == [10.0 + 2 * 400, 20.0 + 2 * 800]  # embedding and untied head, V x d each
+
+
+def test_the_report_carries_the_validation_section(tmp_path, fit_json):
+    out = tmp_path / "v.json"
+    assert run_cli(["validate", str(fit_json), "--no-conventions", "--jobs", "1", "--out", str(out)]).returncode == 0
+    report = tmp_path / "report.md"
+    res = run_cli(["report", str(EXACT), "--fit", str(fit_json), "--validation", str(out), "--out", str(report)])
+    assert res.returncode == 0, res.stderr
+    text = report.read_text()
+    assert "## Validation of the looped fit" in text and "**Verdict:** the law predicts unseen budgets" in text
+    bad = run_cli(["report", str(EXACT), "--validation", str(fit_json), "--out", str(tmp_path / "r2.md")])
+    assert bad.returncode == 2 and "is not a `loopscale validate` record" in bad.stderr
