@@ -60,7 +60,9 @@ def run(args: argparse.Namespace) -> int:
     jobs = resolve_jobs(args.jobs)
     fill = _columns(args.column)
     fit = _read_fit(args.fit)
-    table, lr_table, paths = _tables(fit, args.tables)
+    from loopscale.fit.validation.inputs import validation_tables
+
+    table, lr_table, paths = validation_tables(fit, args.tables)
     outputs = None
     if args.out:
         out = Path(args.out)
@@ -140,42 +142,3 @@ def _read_fit(path: str):
     if not isinstance(fit.settings, dict) or not isinstance(fit.input, dict):
         raise UsageError(f"{path} is not a loopscale fit record (settings and input must be objects)")
     return fit
-
-
-def _tables(fit, given: list[str]):
-    """(the canonical law table, the canonical lr-grid rows or None, the paths read): the tables given, or the
-    fit's own; the fit's group selected; the columns the fit mapped mapped again; every check the fit makes."""
-    import pandas as pd
-
-    from loopscale.fit.tables import ColumnMap, canonical_table, check_fit_size, read_table
-    from loopscale.fit.validation.lr_confound import lr_rows
-
-    paths = [Path(p) for p in given]
-    if not paths:
-        recorded = fit.input.get("path")
-        if not recorded:
-            raise UsageError("the fit records no table: give the runs table(s) after FIT.json")
-        if not Path(recorded).is_file():
-            raise UsageError(f"the fit's table {recorded} is not there: give the runs table(s) after FIT.json")
-        paths = [Path(recorded)]
-    parts = [read_table(p) for p in paths]
-    raw = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0]
-    group = fit.group or {}
-    if group.get("column"):
-        if group["column"] not in raw.columns:
-            raise UsageError(f"the fit is of group {group['column']}={group['value']!r}, a column the table lacks")
-        raw = raw[raw[group["column"]].astype(str) == str(group["value"])].reset_index(drop=True)
-    used = fit.input.get("columns") or {}
-    mapping = {k: v for k, v in used.items() if k in ColumnMap.__dataclass_fields__ and v in raw.columns}
-    columns = ColumnMap(**mapping)
-    lr = lr_rows(raw)
-    try:
-        table = canonical_table(raw[~lr].reset_index(drop=True), fit.law, columns)
-        check_fit_size(table, fit.law)
-        lr_table = canonical_table(raw[lr].reset_index(drop=True), fit.law, columns) if lr.any() else None
-    except LoopscaleError as err:
-        where = ", ".join(str(p) for p in paths)
-        raise UsageError(f"{err} ({where})") from None
-    if "lr_scale" in raw.columns and lr_table is None:
-        lr_table = table.iloc[:0]
-    return table, lr_table, paths

@@ -1,6 +1,7 @@
 """Does the law hold where it was not fitted? `loopscale validate` (issue 39; DESIGN.md, "Trusting a fitted phi").
 
 One concept per module, read in this order:
+- `inputs.py`: the rows a validation reads (the fit's table and group, the lr grid split off);
 - `scores.py`: held-out errors, free parameters, AICc and BIC of a fitted form;
 - `folds.py`: leave-one-budget-out and leave-one-r-out folds, each with the reason it cannot be done, if any;
 - `forms.py`: the rival forms (the registered laws with a `rival` label, and the law fitted with MSE);
