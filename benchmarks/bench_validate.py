@@ -1,9 +1,10 @@
-"""Benchmark `loopscale validate` on the published grid (tests/fixtures/looped_synthetic_107.csv: the looped law
-drawn on the published sweep's 107 points): every fold (6 budgets, 3 r) and every form (the law, k_r per r, E
-pinned, N x D, MSE), Approach 2 and the counting conventions, with --jobs 1 and --jobs 2, against the reference
-measured in the same process: one `loopscale fit` (multi-start fit + phi profile, `fit_table`). Target: <= 60 s
-with every fold and form on 2 cores. Wall times count other jobs on a shared machine; CPU times do not (the load
-average is printed). The two --jobs runs must give the same record (the fold results' parameters).
+"""Benchmark `loopscale validate` on the published grid: the looped law drawn on the published sweep's 107 points
+(`synthetic.published_grid_table(seed=0, n_rows=107)`, the committed looped_synthetic_107 fixture). Every fold
+(6 budgets, 3 r) and every form (the law, k_r per r, E pinned, N x D, MSE), Approach 2 and the counting
+conventions, with --jobs 1 and --jobs 2, against the reference measured in the same process: one `loopscale fit`
+(multi-start fit + phi profile, `fit_table`). Target: <= 60 s with every fold and form on 2 cores. Wall times
+count other jobs on a shared machine; CPU times do not (the load average is printed). The two --jobs runs must
+give the same fits.
 
     .venv/bin/python benchmarks/bench_validate.py
 """
@@ -14,13 +15,12 @@ import os
 import time
 
 import numpy as np
-import pandas as pd
 
 from loopscale.fit.fit_table import fit_table
+from loopscale.fit.synthetic import published_grid_table
 from loopscale.fit.tables import canonical_table
 from loopscale.fit.validation.run import validate
 
-TABLE = os.path.join(os.path.dirname(__file__), "..", "tests", "fixtures", "looped_synthetic_107.csv")
 FILL = {"vocab_size": 32001, "seq_len": 2048, "injection": "concat", "n_prelude": 2, "n_coda": 2, "depth": 20}
 
 
@@ -31,7 +31,7 @@ def timed(fn):
 
 
 def main() -> None:
-    table = canonical_table(pd.read_csv(TABLE), "looped")
+    table = canonical_table(published_grid_table(seed=0, n_rows=107), "looped")  # the 107-row fixture's table
     print(f"load average before: {os.getloadavg()[0]:.2f}")
     with np.errstate(all="ignore"):
         fit, wall, cpu = timed(lambda: fit_table(table, "looped"))
