@@ -206,7 +206,7 @@ def _group_tables(args: argparse.Namespace, columns) -> tuple:
     from loopscale.fit.fit_table import check_fit_inputs
     from loopscale.fit.tables import canonical_table, drop_top_k, read_table
 
-    raw = drop_top_k(read_table(args.table), args.drop_top_k, loss=columns.L)
+    raw = drop_top_k(without_lr_grid(read_table(args.table)), args.drop_top_k, loss=columns.L)
     if args.group and args.group not in raw.columns:
         raise UsageError(f"--group column {args.group!r} is not in the table {list(raw.columns)}")
     if args.group and raw[args.group].isna().any():
@@ -229,6 +229,21 @@ def _group_tables(args: argparse.Namespace, columns) -> tuple:
             raise UsageError(f"{err}{where}") from None
         tables.append((g, table))
     return raw, tables
+
+
+def without_lr_grid(raw):
+    """The table without an lr grid's runs (lr_scale other than 1: trained off the transferred lr on purpose,
+    hydra/sweeper=lr_grid); a note on stderr says how many were left out (`loopscale validate` reads them)."""
+    import sys
+
+    from loopscale.fit.validation.lr_confound import lr_rows
+
+    lr = lr_rows(raw)
+    if not lr.any():
+        return raw
+    print(f"note: {int(lr.sum())} lr-grid runs (lr_scale != 1) left out of the fit; loopscale validate reads them",
+          file=sys.stderr)  # fmt: skip
+    return raw[~lr].reset_index(drop=True)
 
 
 def _fit_groups(args: argparse.Namespace, loss, raw, tables: list) -> list:

@@ -178,3 +178,16 @@ def test_the_report_carries_the_validation_section(tmp_path, fit_json):
     assert "## Validation of the looped fit" in text and "**Verdict:** the law predicts unseen budgets" in text
     bad = run_cli(["report", str(EXACT), "--validation", str(fit_json), "--out", str(tmp_path / "r2.md")])
     assert bad.returncode == 2 and "is not a `loopscale validate` record" in bad.stderr
+
+
+def test_fit_leaves_the_lr_grid_out_and_validate_reads_it(tmp_path):
+    table = pd.read_csv(EXACT)
+    extra = table[table["C"] == table["C"].min()].head(2).assign(lr_scale=[0.5, 2.0])
+    csv, fit = tmp_path / "runs.csv", tmp_path / "fit.json"
+    pd.concat([table, extra], ignore_index=True).to_csv(csv, index=False)
+    res = run_cli(["fit", str(csv), "--no-profile", "--out", str(fit)])
+    assert res.returncode == 0 and "2 lr-grid runs (lr_scale != 1) left out of the fit" in res.stderr
+    assert json.loads(fit.read_text())["input"]["n_rows_used"] == len(table)
+    res = run_cli(["validate", str(fit), "--no-conventions", "--jobs", "1"])
+    assert res.returncode == 0 and "## The learning-rate confound" in res.stdout
+    assert "1 learning rate(s)" not in res.stdout  # each r has its grid run beside the lr runs

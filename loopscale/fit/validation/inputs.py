@@ -35,9 +35,10 @@ def validation_tables(fit: FitResult, given=()) -> tuple[pd.DataFrame, pd.DataFr
     columns = ColumnMap(**{k: v for k, v in used.items() if k in ColumnMap.__dataclass_fields__ and v in raw.columns})
     lr = lr_rows(raw)
     try:
-        table = canonical_table(raw[~lr].reset_index(drop=True), fit.law, columns)
+        every = canonical_table(raw, fit.law, columns)  # every row checked alike; the lr rows split off after
+        table = every[~lr].reset_index(drop=True)
         check_fit_size(table, fit.law)
-        lr_table = canonical_table(raw[lr].reset_index(drop=True), fit.law, columns) if lr.any() else None
+        lr_table = every[lr].reset_index(drop=True) if lr.any() else None
     except LoopscaleError as err:
         raise InputError(f"{err} ({', '.join(str(p) for p in paths)})") from None
     if LR_COLUMN in raw.columns and lr_table is None:
