@@ -25,6 +25,7 @@ import numpy as np
 
 from loopscale.config.model import ModelConfig
 from loopscale.errors import LoopscaleError
+from loopscale.fit.tables import budget_column
 from loopscale.fit.validation.approach2 import iso_flop_exponent
 from loopscale.fit.validation.forms import Form
 from loopscale.fit.validation.refit import refit
@@ -117,6 +118,8 @@ def convention_table(table, form: Form, params: dict[str, float], interval: dict
     the first row is the table as recorded. starts: the fit's optima the refits start from."""
 
     fill = dict(fill or {})
+    if "C_budget" not in table.columns:  # a FLOPs convention moves C: runs stay grouped by the budget they were given
+        table = table.assign(C_budget=budget_column(table))
     base_a2 = iso_flop_exponent(table, params)
     hw = None if not interval.get("phi_interval") else (interval["phi_interval"][1] - interval["phi_interval"][0]) / 2
     recorded = {
