@@ -409,13 +409,12 @@ def build_report(
         cond = conditioning if conditioning is not None else fit.conditioning
         parts.append(law_section(fit))
         parts += [s for s in (published_section(fit, table), conditioning_section(cond)) if s]
-    if validation is not None:
-        parts.append(validation_markdown(validation, heading="##"))
     else:
         parts.append(
             "## Fitted law\n\nNo fit given (`loopscale fit TABLE --out FIT.json`, then "
             "`loopscale report ... --fit FIT.json`)."
         )
+    parts += [validation_markdown(validation, heading="##")] if validation is not None else []
     if figures:
         parts.append(figures_section(figures, out_dir))
     parts.append(runs_section(table, drop_top_k))

@@ -176,6 +176,7 @@ def test_the_report_carries_the_validation_section(tmp_path, fit_json):
     assert res.returncode == 0, res.stderr
     text = report.read_text()
     assert "## Validation of the looped fit" in text and "**Verdict:** the law predicts unseen budgets" in text
+    assert "No fit given" not in text  # the fit's own section stays
     bad = run_cli(["report", str(EXACT), "--validation", str(fit_json), "--out", str(tmp_path / "r2.md")])
     assert bad.returncode == 2 and "is not a `loopscale validate` record" in bad.stderr
 
