@@ -15,6 +15,7 @@ import loopscale.plots.labels as labels  # the module, not the package: no impor
 from .layout import explain_empty
 
 PANELS = (("budget", "leave one budget out"), ("r", "leave one r out"))
+MAX_LEGEND = 12  # folds named in a panel's legend
 
 
 def held_out_figure(record: dict[str, Any]) -> Figure:
@@ -36,7 +37,9 @@ def held_out_figure(record: dict[str, Any]) -> Figure:
         for colour, r in zip(colours, done):
             label = record["folds"][r["fold"]]["label"]
             err = r["held_out"]["mean_abs_rel_error"]
-            ax.scatter(r["observed"], r["predicted"], color=colour, s=14, label=f"{label}: {err:.2%}")
+            named = len(done) <= MAX_LEGEND or r is done[0]  # a table of many budgets: one colour scale, no list
+            label = f"{label}: {err:.2%}" if len(done) <= MAX_LEGEND else f"{len(done)} folds, {label} first"
+            ax.scatter(r["observed"], r["predicted"], color=colour, s=14, label=label if named else None)
         values = np.concatenate([np.r_[r["observed"], r["predicted"]] for r in done])
         lims = [values.min(), values.max()]
         ax.plot(lims, lims, color="black", ls="--", lw=0.8)

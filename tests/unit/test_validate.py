@@ -192,3 +192,17 @@ def test_fit_leaves_the_lr_grid_out_and_validate_reads_it(tmp_path):
     res = run_cli(["validate", str(fit), "--no-conventions", "--jobs", "1"])
     assert res.returncode == 0 and "## The learning-rate confound" in res.stdout
     assert "1 learning rate(s)" not in res.stdout  # each r has its grid run beside the lr runs
+
+
+def test_a_dense_table_validates_with_the_looped_forms_said_impossible(tmp_path):
+    """A chinchilla fit of the Chinchilla points (N, C, loss under their own names): budgets held out, no r folds,
+    the looped rivals and the conventions each with why they cannot be fitted."""
+    fit = tmp_path / "chin.json"
+    args = ["--law", "chinchilla", "--n-col", "Model Size", "--c-col", "Training FLOP", "--loss-col", "loss"]
+    assert run_cli(["fit", str(FIXTURES / "chinchilla_svg_extracted.csv"), *args, "--out", str(fit)]).returncode == 0
+    res = run_cli(["validate", str(fit), "--jobs", "1", "--out", str(tmp_path / "v.json")])
+    assert res.returncode == 0, res.stderr
+    assert (
+        "no r could be held out" in res.stdout and "| r^phi (the law) | cannot: the table has no column" in res.stdout
+    )
+    assert "nothing to recount" in res.stdout and (tmp_path / "v.png").stat().st_size > 0

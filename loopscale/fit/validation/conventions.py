@@ -122,6 +122,10 @@ def convention_table(table, form: Form, params: dict[str, float], interval: dict
         table = table.assign(C_budget=budget_column(table))
     base_a2 = iso_flop_exponent(table, params)
     hw = None if not interval.get("phi_interval") else (interval["phi_interval"][1] - interval["phi_interval"][0]) / 2
+    if not {"N_once", "N_rec", "r"} <= set(table.columns):
+        why = "the table has no N_once, N_rec and r (a dense law): nothing to recount"
+        return {"rows": [{"convention": name, "reason": why, "flagged": False} for name, _ in CONVENTIONS],
+                "flags": [], "phi_half_width": hw}  # fmt: skip
     recorded = {
         "phi": params.get("phi"),
         "delta_phi": 0.0,

@@ -40,6 +40,10 @@ def forms_for(table, data: LawData, law_name: str, reference: Mapping[str, float
         cls = law_class(name)
         if cls.rival is None or cls is own:
             continue
+        missing = [c for c in cls.size_columns if c not in table.columns]
+        if missing:
+            forms.append(Form(cls.rival, None, loss, reason=f"the table has no column {', '.join(missing)}"))
+            continue
         try:
             cls.check_table(table)
             law = cls.rival_law(data, reference)

@@ -66,6 +66,9 @@ def lr_section(lr_table, table, form: Form, params: dict[str, float], starts) ->
     if len(lr_table) == 0:
         out["reason"] = "the table has no lr-grid runs (run the sweep with hydra/sweeper=lr_grid)"
         return out
+    if "r" not in lr_table.columns or "r" not in table.columns:
+        out["reason"] = "the table has no r column: the lr grid is read per r"
+        return out
     width = "width" if "width" in table.columns and "width" in lr_table.columns else None
     size = (lambda t: t[width].to_numpy(float)) if width else (lambda t: (t["N_once"] + t["N_rec"]).to_numpy(float))
     keys = ["r", *(["recipe"] if "recipe" in lr_table.columns and "recipe" in table.columns else [])]
