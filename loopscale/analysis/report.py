@@ -24,6 +24,7 @@ from loopscale.atomic import write_text_atomic
 from loopscale.fit.laws.registry import find_law
 from loopscale.fit.noise_text import noise_lines
 from loopscale.fit.result import FitResult, file_sha256, load_fit
+from loopscale.fit.validation.text import markdown as validation_markdown
 from loopscale.fit.verdict import shared_check_verdict
 from loopscale.fit.verdict_render import closing_lines, verdict_lines, verdict_rows
 from loopscale.plots.inputs import budgets
@@ -376,10 +377,12 @@ def build_report(
     conditioning: dict | None = None,
     drop_top_k: int = 0,
     warnings: Sequence[str] = (),
+    validation: dict | None = None,
 ) -> str:
     """The report as Markdown text (figure links relative to out_dir). conditioning: the fit JSON's
     "conditioning" block (default: read from `fit` when it carries one); drop_top_k: how many highest-loss
-    rows the table was read without (said in the report); warnings: lines shown above the law (input_warning)."""
+    rows the table was read without (said in the report); warnings: lines shown above the law (input_warning);
+    validation: a `loopscale validate` record (its section follows the conditioning checks)."""
     out_dir = Path(out_dir)
     parts = [f"# {title}", *(f"> **Warning:** {line}" for line in warnings)]
     if fit is not None:
@@ -392,6 +395,7 @@ def build_report(
             "## Fitted law\n\nNo fit given (`loopscale fit TABLE --out FIT.json`, then "
             "`loopscale report ... --fit FIT.json`)."
         )
+    parts += [validation_markdown(validation, heading="##")] if validation is not None else []
     if figures:
         parts.append(figures_section(figures, out_dir))
     parts.append(runs_section(table, drop_top_k))
@@ -410,15 +414,18 @@ def write_report(
     conditioning: dict | None = None,
     drop_top_k: int = 0,
     warnings: Sequence[str] = (),
+    validation: dict | None = None,
 ) -> Path:
     """Write the Markdown report to out_path and return it.
 
     table: the runs table (as `collect` writes it); fit: a FitResult, its JSON dict, a path, or None;
     figures: figure paths (e.g. from `plots.save_all`: PNG and PDF), linked relative to the report; problems:
     the second value of `collect.collect(sweep_dir)` (None: the section is left out, as for a bare table);
-    conditioning, drop_top_k, warnings: as `build_report`.
+    conditioning, drop_top_k, warnings, validation: as `build_report`.
     """
     out_path = Path(out_path)
-    text = build_report(table, fit, figures, out_path.parent, problems, title, conditioning, drop_top_k, warnings)
+    text = build_report(
+        table, fit, figures, out_path.parent, problems, title, conditioning, drop_top_k, warnings, validation
+    )
     write_text_atomic(out_path, text)
     return out_path

@@ -33,6 +33,9 @@ COMMANDS = {
     "status": Command("collect", "counts of done / running / stale / failed / diverged / incomplete runs in a sweep"),
     "fit": Command("fit", "fit a scaling law (E, A, alpha, B, beta, phi) to a runs table"),
     "compare": Command("fit", "delta-phi between two fits with a bootstrap CI"),
+    "validate": Command(
+        "validate", "out-of-sample checks of a fit: held-out budgets and r, rival forms, the lr confound, conventions"
+    ),
     "equiv": Command("equiv", "equivalent non-looped sizes of a looped model"),
     "power": Command(
         "power", "how many runs: phi's and delta-phi's precision of a sweep design, the cheapest design for a target"

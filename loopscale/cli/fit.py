@@ -33,6 +33,7 @@ from loopscale.fit.objective import Loss
 from loopscale.fit.resample import resolve_jobs
 from loopscale.fit.result import compare_param, file_sha256
 from loopscale.fit.runs_table import PARENT_COLUMN, ColumnMap, canonical_table, drop_top_k, is_forked, read_table
+from loopscale.fit.validation.lr_confound import lr_rows
 from loopscale.fit.verdict import compare_conditioning
 from loopscale.fit.verdict_render import verdict_lines
 
@@ -236,7 +237,7 @@ def _group_tables(args: argparse.Namespace, columns) -> tuple:
     """(the table as read, [(group value, canonical table)]): one entry with value None without --group.
     Each group is checked here, before any fitting: its columns, its r = 1 runs, its --cluster labels and
     the rows --holdout-largest leaves (`fit_table.check_fit_inputs`)."""
-    raw = drop_top_k(read_table(args.table), args.drop_top_k, loss=columns.L)
+    raw = drop_top_k(without_lr_grid(read_table(args.table)), args.drop_top_k, loss=columns.L)
     check_seed_column(args, raw.columns)
     if args.group and args.group not in raw.columns:
         raise UsageError(f"--group column {args.group!r} is not in the table {list(raw.columns)}")
@@ -260,6 +261,17 @@ def _group_tables(args: argparse.Namespace, columns) -> tuple:
             raise UsageError(f"{err}{where}") from None
         tables.append((g, table))
     return raw, tables
+
+
+def without_lr_grid(raw):
+    """The table without an lr grid's runs (lr_scale other than 1: trained off the transferred lr on purpose,
+    hydra/sweeper=lr_grid); a note on stderr says how many were left out (`loopscale validate` reads them)."""
+    lr = lr_rows(raw)
+    if not lr.any():
+        return raw
+    print(f"note: {int(lr.sum())} lr-grid runs (lr_scale != 1) left out of the fit; loopscale validate reads them",
+          file=sys.stderr)  # fmt: skip
+    return raw[~lr].reset_index(drop=True)
 
 
 def _fit_groups(args: argparse.Namespace, loss, raw, tables: list) -> list:

@@ -17,6 +17,7 @@ written as PNG (--dpi, default 200) and PDF; a report's figures are named after 
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import sys
 from pathlib import Path
@@ -76,6 +77,9 @@ def register(subparsers) -> None:
         "named <report name>_<figure>.png/.pdf",
     )
     r.add_argument("--title", default=None, help="report title (default: from the source name)")
+    r.add_argument(
+        "--validation", default=None, metavar="V.json", help="a `loopscale validate --out` record: its section"
+    )
     r.add_argument("--out", required=True, help="the Markdown file to write")
     r.set_defaults(func=run_report)
 
@@ -299,6 +303,20 @@ def _conditioning(table, fit) -> dict | None:
         }
 
 
+def _load_validation(path: str | None) -> dict | None:
+    """A `loopscale validate` record, or None without --validation; one line when it is not one."""
+    if path is None:
+        return None
+
+    try:
+        record = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as err:
+        raise UsageError(f"cannot read --validation {path}: {str(err).splitlines()[0]}") from None
+    if not isinstance(record, dict) or not {"verdict", "results", "forms", "folds"} <= record.keys():
+        raise UsageError(f"--validation {path} is not a `loopscale validate` record")
+    return record
+
+
 def run_report(args: argparse.Namespace) -> int:
     check_dpi(args.dpi)
     out_path = Path(args.out)
@@ -309,6 +327,7 @@ def run_report(args: argparse.Namespace) -> int:
         if not Path(source).exists():
             raise UsageError(f"{source} does not exist")
     fit, compare, free = _load_fits(args)
+    validation = _load_validation(args.validation)
     law = fit.law if fit is not None else None
     parts = [read_source(Path(s), columns, law) for s in args.sources]
     table, problems = merge_sources(parts)
@@ -339,6 +358,7 @@ def run_report(args: argparse.Namespace) -> int:
         conditioning=cond,
         drop_top_k=args.drop_top_k,
         warnings=[warning] if warning else [],
+        validation=validation,
     )
     if warning:
         print(f"warning: {warning}", file=sys.stderr)

@@ -121,9 +121,13 @@ class OptimConfig:
     transfer: str = "published"  # published | none
     transfer_ref_size: int = 10  # paper size s of the reference model (d = 640) the lrs were tuned at
     transfer_ref_batch_tokens: int = 262144  # B_ref = 2^18 tokens per step
+    # Every group's peak lr times this (after the transfer): 1 in a sweep's grid, the multipliers of its lr grid
+    # (hydra/sweeper=lr_grid, loopscale/launch/lr_grid.py) elsewhere; run names carry it (`naming.lr_tag`).
+    lr_scale: float = 1.0
 
     def __post_init__(self) -> None:
         check_positive("lr", self.lr)
+        check_positive("lr_scale", self.lr_scale)
         for name in ("weight_decay", "beta1", "beta2", "eps", "grad_clip"):
             check_finite(name, getattr(self, name))
         check_choice("schedule", self.schedule, SCHEDULES)

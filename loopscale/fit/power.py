@@ -45,11 +45,12 @@ from loopscale.fit.laws.registry import law_data_from_table, make_law
 from loopscale.fit.noise import noise_setup
 from loopscale.fit.objective import Loss
 from loopscale.fit.optimize import fit_law, lm_batch, newton, refine
-from loopscale.fit.resample import on_one_blas_thread, run_tasks
+from loopscale.fit.resample import PROGRESS_DELAY_S, on_one_blas_thread
 from loopscale.fit.result import load_fit
 from loopscale.fit.runs_table import PARENT_COLUMN
 from loopscale.fit.starts import screen_starts
 from loopscale.fit.synthetic import law_loss
+from loopscale.fit.task_pool import run_tasks
 from loopscale.fit.verdict import MDE_FACTOR, Z_LEVEL, Z_POWER
 
 DENSE = ("E", "A", "alpha", "B", "beta")
@@ -296,7 +297,19 @@ def simulate_design(
         joint = key == "delta_phi"
         problem = make_problem(design, truth, joint, delta_phi if joint else 0.0, full)
         tasks = [(seed, k, min(SIMS_PER_TASK, n_sims - lo)) for k, lo in enumerate(range(0, n_sims, SIMS_PER_TASK))]
-        est = np.concatenate(run_tasks(problem, tasks, jobs, progress, f"{label}: {key}", solve_sims, "sweep"))
+        est = np.concatenate(
+            run_tasks(
+                solve_sims,
+                problem,
+                tasks,
+                jobs,
+                progress,
+                f"{label}: {key}",
+                "sweep",
+                [t[2] for t in tasks],
+                PROGRESS_DELAY_S,
+            )
+        )
         true_value = delta_phi if joint else truth.params["phi"]
         summary = summarise(est, true_value)
         if joint:

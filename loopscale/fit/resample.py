@@ -15,18 +15,15 @@ lasts over PROGRESS_DELAY_S.
 from __future__ import annotations
 
 import functools
-import signal
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from typing import Any, TextIO
 
 import numpy as np
-from threadpoolctl import threadpool_limits
-from tqdm.auto import tqdm
 
 from loopscale.errors import InputError
 from loopscale.fit.laws.form import Law, LawData
 from loopscale.fit.objective import Loss, chunk_size
 from loopscale.fit.optimize import FitState, lm_batch, newton, refine
+from loopscale.fit.task_pool import one_blas_thread, run_tasks
 from loopscale.fit.two_stage import Hierarchy
 from loopscale.machine import usable_cores
 
@@ -75,7 +72,8 @@ def bootstrap(
     # chunks bounded in memory (replicates x starts x rows) and small enough to spread over workers
     per_task = max(1, min(REPLICATES_PER_TASK, chunk_size(len(data), 3 * law.n_params + 8, cap=4096) // len(starts)))
     tasks = [(seed, k, min(per_task, n_replicates - lo)) for k, lo in enumerate(range(0, n_replicates, per_task))]
-    solved = run_tasks(problem, tasks, jobs, progress, label)
+    sizes = [t[2] for t in tasks]
+    solved = run_tasks(solve_chunk, problem, tasks, jobs, progress, label, "replicate", sizes, PROGRESS_DELAY_S)
     thetas = np.vstack([t for t, _ in solved]) if solved else np.empty((0, law.n_params))
     objectives = np.concatenate([f for _, f in solved]) if solved else np.empty(0)
     user = [law.to_user(t) for t in thetas]
@@ -139,13 +137,6 @@ def solve_chunk(problem: tuple, task: tuple) -> tuple[np.ndarray, np.ndarray]:
     return thetas, objectives
 
 
-def one_blas_thread():
-    """A context in which BLAS runs on one thread (threadpoolctl). The fit's matrices are tiny (parameters x
-    rows): a threaded BLAS spends its time waking threads, which on a busy machine, or beside the other worker
-    processes, costs several times the work itself; the numbers are the same either way."""
-    return threadpool_limits(limits=1, user_api="blas")
-
-
 def on_one_blas_thread(fn):
     """`fn` run inside `one_blas_thread` (`fit_table`, `fit_joint`: every solve of a fit is tiny)."""
 
@@ -155,68 +146,3 @@ def on_one_blas_thread(fn):
             return fn(*args, **kwargs)
 
     return wrapped
-
-
-_WORKER_PROBLEM: tuple | None = None  # (solver, problem) a worker process solves chunks of (set once per worker)
-
-
-def _set_worker_problem(solve, problem: tuple) -> None:
-    global _WORKER_PROBLEM
-    _WORKER_PROBLEM = (solve, problem)
-    # Ctrl-C reaches the whole process group: the parent stops the pool (`run_tasks`), a worker says nothing
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    one_blas_thread().__enter__()  # for the worker's life: it only solves chunks
-
-
-def _solve_in_worker(task: tuple):
-    solve, problem = _WORKER_PROBLEM
-    return solve(problem, task)
-
-
-def run_tasks(
-    problem: tuple,
-    tasks: list,
-    jobs: int,
-    progress: TextIO | None,
-    label: str,
-    solve=solve_chunk,
-    unit: str = "replicate",
-) -> list:
-    """Each task's `solve(problem, task)` (a module-level function: workers receive it by name), in task order:
-    here when jobs is 1 (or one task), else over `jobs` worker processes that receive the problem once. A task's
-    third item is its size: the bar (in `unit`s) advances by it as chunks finish. The bootstrap's replicates and
-    `loopscale power`'s simulated sweeps (`loopscale.fit.power`) run here."""
-    total = sum(t[2] for t in tasks)
-    bar = tqdm(
-        total=total,
-        desc=label,
-        unit=unit,
-        file=progress,
-        disable=progress is None,
-        delay=PROGRESS_DELAY_S,
-        mininterval=0.25,
-        leave=False,
-        dynamic_ncols=True,
-    )
-    out: list = [None] * len(tasks)
-    try:
-        if jobs <= 1 or len(tasks) <= 1:
-            with one_blas_thread():
-                for i, task in enumerate(tasks):
-                    out[i] = solve(problem, task)
-                    bar.update(task[2])
-            return out
-        pool = ProcessPoolExecutor(
-            max_workers=min(jobs, len(tasks)), initializer=_set_worker_problem, initargs=(solve, problem)
-        )
-        try:
-            futures = {pool.submit(_solve_in_worker, task): i for i, task in enumerate(tasks)}
-            for done in as_completed(futures):
-                i = futures[done]
-                out[i] = done.result()
-                bar.update(tasks[i][2])
-        finally:  # on an error or Ctrl-C, chunks not started are dropped rather than waited for
-            pool.shutdown(wait=True, cancel_futures=True)
-        return out
-    finally:
-        bar.close()

@@ -21,6 +21,7 @@ from loopscale.config.dirs import compose
 from loopscale.config.schema import TrainConfig, with_vocab
 from loopscale.launch.compile_order import compile_column
 from loopscale.launch.estimate import estimate_job, launcher_limits_of
+from loopscale.launch.lr_grid import LrGrid, lr_grid_jobs
 from loopscale.launch.throughput import cpu_throughput
 from loopscale.model.memory import GIB, estimate_memory, usable_memory
 from loopscale.train.batching import device_batching, on_gpu
@@ -49,7 +50,9 @@ def sweep_overrides(overrides: list[str]) -> list[list[str]]:
     grid = [f"{k}={' '.join(str(v).split())}" for k, v in params.items() if k not in keys]
     parsed = parser.parse_overrides([*grid, *overrides])
     (batch,) = BasicSweeper.split_arguments(parsed, max_batch_size=None)
-    return [list(job) for job in batch]
+    jobs = [list(job) for job in batch]
+    spec = OmegaConf.select(hydra_cfg, "sweeper.lr_grid")  # hydra/sweeper=lr_grid: its jobs come last, as launched
+    return jobs if spec is None else jobs + lr_grid_jobs(jobs, LrGrid(**OmegaConf.to_container(spec)))
 
 
 def expand(overrides: list[str]) -> list[Job]:
@@ -153,6 +156,7 @@ def describe(job: Job, limits=None, probe: bool = False) -> dict[str, Any]:
         "N_rec": plan.N_rec,
         "N": plan.N,
         "C_budget": plan.C_budget,
+        "lr_scale": cfg.optim.lr_scale,
         **work,
         "device_batch": batching.device_batch,
         "grad_accum": batching.grad_accum,

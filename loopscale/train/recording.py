@@ -82,6 +82,8 @@ def record_plan(record: RunRecord, cfg: TrainConfig, plan: RunPlan) -> None:
         versions=library_versions(),
         config=dataclasses.asdict(cfg),
     )
+    if cfg.optim.lr_scale != 1.0:  # an lr-grid run says so; a grid run's record is as before
+        record.update(lr_scale=cfg.optim.lr_scale)
 
 
 class RecordedRun:

@@ -50,6 +50,8 @@ TABLE_COLUMNS = [
     "parent",
     "run_name",
     "run_dir",
+    # `loopscale validate`: an lr grid's multiplier (empty in the grid), the shapes its conventions recount with
+    *("lr_scale", "n_prelude", "n_coda", "seq_len", "vocab_size", "embedding", "lm_head"),
 ]
 
 
@@ -130,6 +132,7 @@ class RunRecord:
     memory_predicted: dict[str, Any] | None = None  # GPU runs; null on CPU
     optimizer: str | None = None
     lrs: dict[str, float] | None = None
+    lr_scale: float | None = None  # optim.lr_scale of an lr-grid run (loopscale/launch/lr_grid.py); absent at 1
     ortho_dtype: str | None = None  # MuonH only
     compile: str | bool | None = None  # what trainer.compile (auto: resolved) trained with
     ranks: list[dict[str, Any]] | None = None  # where each rank ran

@@ -156,7 +156,8 @@ class Law:
     per_r_multipliers (a free multiplier per r: the k_r figure panel); profile_param (the internal coordinate
     `fit_table` profiles by default, recorded as the fit's `profile_phi`); compute_optimal (N*(C), D*(C) are
     drawn from it); warm_start (a law whose optimum this one starts from instead of screening starts);
-    has_hessian (`log_predict_jac_hess` is exact).
+    has_hessian (`log_predict_jac_hess` is exact); rival (the label under which `loopscale validate` fits
+    this law beside a looped fit as a rival form, None: not one; `rival_law` builds it).
 
     Instances are bound to what a fit of them needs from the data (`bind`: the r values of per-r
     multipliers, the recipes of a per-recipe law) or from a fit record's parameters (`from_params`).
@@ -177,12 +178,19 @@ class Law:
     compute_optimal: ClassVar[bool] = True
     warm_start: ClassVar[str | None] = None
     has_hessian: ClassVar[bool] = True
+    rival: ClassVar[str | None] = None
 
     # -- binding an instance --------------------------------------------------------------------------
     @classmethod
     def bind(cls, r=None, recipes=()) -> Law:
         """The law for a fit to data with these r values (per-r laws) and recipes (per-recipe laws)."""
         return cls()
+
+    @classmethod
+    def rival_law(cls, data: LawData, reference: Mapping[str, float]) -> Law:
+        """The law `loopscale validate` fits as a rival form (`rival`) to `data`, beside a fit whose parameters
+        are `reference` (a law may read them: a pinned E pins the reference's E)."""
+        return cls.bind(r=data.r)
 
     @classmethod
     def from_params(cls, params: Mapping[str, float]) -> Law:
