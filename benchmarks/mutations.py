@@ -58,7 +58,7 @@ class Mutation:
 
 VERDICT = "loopscale/fit/verdict.py"
 T_VERDICT = "tests/unit/test_verdict.py"
-ADVISE = "loopscale/analysis/advise.py"
+ADVISE = "loopscale/analysis/advise/optimum.py"
 T_ADVISE = "tests/unit/test_advise.py"
 MEMORY = "loopscale/model/memory.py"
 T_MEMORY = "tests/unit/test_memory.py"
@@ -91,7 +91,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "advise-within-noise-never",
-        "loopscale/analysis/advise_report.py",
+        "loopscale/analysis/advise/advice.py",
         'out["within_noise"].append(r)',
         "pass",
         (
@@ -118,7 +118,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "joint-dphi-jacobian-unmasked",
-        "loopscale/fit/laws.py",
+        "loopscale/fit/laws/looped_joint.py",
         "data.log_r * (data.recipe == g)",
         "data.log_r",
         ("tests/unit/test_law_hessians.py", "tests/unit/test_joint_groundtruth.py"),
@@ -151,8 +151,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "muonh-without-nesterov",
         "loopscale/train/optim/muonh.py",
-        "g = p.grad.lerp(buf, mu)",
-        "g = buf.clone()",
+        "nesterov = torch._foreach_lerp(grads, bufs, mu)",
+        "nesterov = [b.clone() for b in bufs]",
         (T_GOLDEN,),
         "the published optimizer (MuonH with Nesterov momentum), bit for bit against the authors' code",
     ),
@@ -182,7 +182,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "fit-jobs-ignored",
-        "loopscale/fit/resample.py",
+        "loopscale/fit/task_pool.py",
         "        if jobs <= 1 or len(tasks) <= 1:",
         "        if True:",
         (T_JOBS,),
@@ -260,8 +260,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "fit-profile-lower-point-ignored",
         "loopscale/fit/fit_table.py",
-        "        if better is not None:\n            note = (",
-        "        if False:\n            note = (",
+        "    if better is not None:\n        note = (",
+        "    if False:\n        note = (",
         (T_CHECKS_FIRST + "::test_a_profile_below_the_fit_refits_from_there",),
         "fit: when the phi profile finds a lower objective, the fit moves there",
     ),
@@ -337,8 +337,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "collect-ignores-linked-runs",
         "loopscale/train/collect.py",
-        "os.walk(sweep_dir, followlinks=True)",
-        "os.walk(sweep_dir, followlinks=False)",
+        "_walk(sweep_dir, followlinks=True)",
+        "_walk(sweep_dir, followlinks=False)",
         (T_COLLECT + "::test_a_run_moved_to_scratch_and_linked_back_is_collected",),
         "collect follows symlinked run dirs (a run moved to scratch and linked back)",
     ),
@@ -428,7 +428,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "pool-shortest-job-first",
-        POOL,
+        "loopscale/launch/compile_order.py",
         "key=lambda i: -tokens[i]",
         "key=lambda i: tokens[i]",
         (T_POOL_SIGTERM,),

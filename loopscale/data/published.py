@@ -60,17 +60,21 @@ def hub_cache_dir() -> Path:
     return Path(os.path.expandvars(os.path.expanduser(os.getenv("HF_HUB_CACHE", legacy))))
 
 
+def snapshot_download(*args, **kwargs) -> str:
+    """huggingface_hub.snapshot_download, the hub library imported only when files are asked of it: its
+    dependencies differ across its versions (2.x needs httpx2, which the GPU node's image lacks), and a run from
+    data.path, the embedded set or a refused offline lookup never needs it."""
+    from huggingface_hub import snapshot_download as download  # here, not at the top: see the docstring
+
+    return download(*args, **kwargs)
+
+
 def locate_published(cfg: DataConfig, progress: bool = True) -> Path:
     """The folder holding the packed set: data.path, else the HF cache, else a download into the cache."""
     if cfg.path:
         return Path(cfg.path).expanduser()
     patterns = ["*.parquet", "*.json"]
     cache = hub_cache_dir()
-    # the hub library only on the path that asks it for files: its dependencies differ across its versions
-    # (2.x needs httpx2, which the GPU node's image lacks), and a run from data.path or the embedded set never
-    # needs it
-    from huggingface_hub import snapshot_download
-
     if (cache / f"datasets--{cfg.hf_name.replace('/', '--')}").is_dir():  # something is cached: ask the hub lib
         try:
             return Path(
