@@ -8,7 +8,7 @@ backprop the first pass with gradient reads a detached s, so its W_s s backward 
 
 from __future__ import annotations
 
-from loopscale.injections.form import InjectionForm, Param, module_class, pass_flops, truncated
+from loopscale.injections.form import InjectionForm, Param, module_class, pass_flops
 
 
 class LinearForm(InjectionForm):
@@ -25,9 +25,6 @@ class LinearForm(InjectionForm):
 
     def saved_bytes_per_token(self, cfg, n_grad: int) -> int:
         return 2 * cfg.d_model * (n_grad + 1)  # bf16 s of every pass with gradient, and e once
-
-    def describes(self, cfg) -> str:
-        return "tbptt" if truncated(cfg) else "baseline"
 
     def build(self, cfg):
         return linear_module()(cfg.d_model)
