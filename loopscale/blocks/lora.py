@@ -58,9 +58,9 @@ class LoraForm(BlockForm):
     def saved_bytes_per_token(self, cfg, where: str, n_grad: int) -> int:
         if where != "recurrent":
             return 0
-        # measured (tests/unit/test_blocks.py): per matrix and pass with gradient, autocast's bf16 copy of the
-        # input for A_i and the bf16 rank-wide A_i x for B_i
-        return n_grad * sum(2 * (inp + rank(cfg)) for _, (out, inp) in layer_matrices(cfg))
+        # measured (tests/unit/test_blocks.py), per pass with gradient: autocast's bf16 copy of the fp32 normed input
+        # for the A_i of q, k, v and MLP-in (4 of d; the other two read bf16 already) and the bf16 A_i x of all six
+        return n_grad * (4 * 2 * cfg.d_model + len(layer_matrices(cfg)) * 2 * rank(cfg))
 
     def weight_copy_bytes(self, cfg, where: str) -> int:
         if where != "recurrent":

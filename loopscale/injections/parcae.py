@@ -70,6 +70,11 @@ class ParcaeForm(InjectionForm):
         d = cfg.d_model
         return (8 + 2 + 2 + 4) * d + 8 + 4 * d * n_grad
 
+    def weight_copy_bytes(self, cfg) -> int:
+        # B's bf16 copy, and the fp32 vectors made from dt and A_log once a forward (softplus(dt) twice, exp(A_log),
+        # their product), kept for backward
+        return 2 * cfg.d_model**2 + 4 * 4 * cfg.d_model
+
     def build(self, cfg):
         return parcae_module()(cfg.d_model, cfg.norm_eps, option(cfg, "parcae_state_std", STATE_STD))
 
@@ -84,7 +89,8 @@ def parcae_module():
     F = torch.nn.functional
 
     class ParcaeInjection(torch.nn.Module):
-        """The state is (softplus(dt) (.) B e_n, s): the drive computed once a forward, and the stream."""
+        """The state is (a, softplus(dt) (.) B e_n, s): the decay and the drive computed once a forward, and the
+        stream."""
 
         def __init__(self, d_model: int, eps: float, state_std: float):
             super().__init__()
@@ -112,17 +118,17 @@ def parcae_module():
         def start(self, e):
             e_n = F.rms_norm(e, (e.shape[-1],), self.prelude_norm.weight, self.eps)
             drive = F.softplus(self.dt) * F.linear(e_n, self.B).to(e.dtype)
-            return drive, like_init_state(e, self.state_std)
+            return self.decay(), drive, like_init_state(e, self.state_std)
 
         def read(self, state, e, i: int):
-            drive, s = state
-            return self.decay() * s + drive, state
+            decay, drive, s = state
+            return decay * s + drive, state
 
         def update(self, state, s, i: int):
-            return state[0], s
+            return state[0], state[1], s
 
         def finish(self, state):
-            return state[1]
+            return state[2]
 
         def evaluation_metrics(self) -> dict[str, float]:
             """design/max_decay: the largest decay factor, < 1 by construction (Parcae's get_spectral_norm)."""
