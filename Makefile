@@ -14,7 +14,7 @@ DEMO_ARGS ?=
 TORCH_FLOOR ?= 2.11.0
 FLOOR_VENV ?= .venv-torch-floor
 
-.PHONY: install demo test test-unit test-slow test-all test-torch-floor lint bench gpu-bundle clean
+.PHONY: install demo test test-unit test-slow test-all test-torch-floor lint bench mutations gpu-bundle clean
 
 # Where `make bench` trains its measurements (the fork-fidelity runs).
 BENCH_OUT ?= .bench
@@ -86,6 +86,14 @@ gpu-bundle:
 bench: install
 	for b in benchmarks/bench_*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
 	$(BIN)/python benchmarks/bench_forks.py --fidelity $(BENCH_OUT)/fork-fidelity --steps 2000 --max-rel-diff 0.01
+
+# benchmarks/mutations.py: does the suite guard what the docs promise? Each curated mutation of the code is
+# applied to a scratch copy of the tree and the tests that must catch it run there; prints caught / applied,
+# the survivors and the stale snippets (code that moved). MUTATION_ARGS="--check" only checks the snippets,
+# "--only ID,ID" runs some, "--list" names them all.
+MUTATION_ARGS ?=
+mutations: install
+	$(BIN)/python benchmarks/mutations.py $(MUTATION_ARGS)
 
 clean:
 	rm -rf $(VENV) $(FLOOR_VENV) .pytest_cache .whl $(BENCH_OUT)

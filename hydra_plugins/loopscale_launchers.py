@@ -8,14 +8,17 @@ loopscale/launch/launchers.py and loopscale/launch/pool_launcher.py."""
 from __future__ import annotations
 
 import copy
+import functools
 import logging
 import queue
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
+from hydra.errors import CompactHydraException
 from hydra.plugins.launcher import Launcher
 
 from hydra_plugins.hydra_submitit_launcher.submitit_launcher import LocalLauncher, SlurmLauncher
+from loopscale.errors import LoopscaleError
 from loopscale.launch.estimate import LaunchLimits
 from loopscale.launch.launchers import (
     LayoutError,
@@ -31,10 +34,25 @@ from loopscale.train.batching import GPU_ACCELERATORS
 log = logging.getLogger("loopscale.launch.launchers")
 
 
+def refusals_compact(launch):
+    """A launcher's refusal (an unsafe submitit folder, a layout that cannot work, jobs over their limits) as
+    Hydra's compact error: its message without a traceback, exit 1."""
+
+    @functools.wraps(launch)
+    def checked(self, job_overrides, initial_job_idx):
+        try:
+            return launch(self, job_overrides, initial_job_idx)
+        except LoopscaleError as err:
+            raise CompactHydraException(f"loopscale-train: error: {err}") from None
+
+    return checked
+
+
 class CheckedSlurmLauncher(SlurmLauncher):
     """submitit_slurm, with the sweep's layout checked against the launcher and completed (GPUs, memory,
     srun --cpus-per-task) before the array is submitted."""
 
+    @refusals_compact
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int):
         jobs = compose_jobs(self, job_overrides)
         self.params = check_slurm_params(self.params, sweep_layout([job_layout(job) for job in jobs]))
@@ -56,6 +74,7 @@ class GpuSlotLocalLauncher(LocalLauncher):
     gpus_per_node GPUs (all jobs on GPU 0); here each job waits for a free block of trainer.devices GPUs and
     runs with CUDA_VISIBLE_DEVICES set to it. CPU runs launch as submitit_local does, without GPUs."""
 
+    @refusals_compact
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int):
         jobs = compose_jobs(self, job_overrides)
         layout = sweep_layout([job_layout(job) for job in jobs])

@@ -139,22 +139,49 @@ def diagnostics_inputs(root: str | Path | None = None, env: Mapping[str, str] | 
 
 
 def _number(env: Mapping[str, str], key: str) -> float | None:
+    """A positive, finite number (a budget in FLOPs, a parameter cap), or None when not given."""
+    import math
+
     value = env.get(env_name(key))
     if not value:
         return None
     try:
-        return float(value)
+        number = float(value)
     except ValueError:
         raise InputError(f"{env_name(key)}={value!r} is not a number") from None
+    if not (math.isfinite(number) and number > 0):
+        raise InputError(f"{env_name(key)}={value!r} must be a positive, finite number")
+    return number
 
 
 def missing_inputs(inputs: Mapping) -> list[str]:
-    """The inputs the notebook would fail to open, as lines naming the variable to set; empty when all exist."""
+    """The inputs the notebook would fail to open, as lines naming the variable to set; empty when all can be
+    read: each file exists and is what it should be (the table a runs table with runs, each fit a fit JSON),
+    read here as the notebook's cells read them, so a bad input stops before a kernel starts."""
     problems = []
     if not inputs["fit"]:
         problems.append(f"no fit JSON beside {inputs['table']}: set LOOPSCALE_FIT (loopscale notebook --fit)")
-    for key in ("table", "fit", "free", "joint"):
-        if inputs[key] and not Path(inputs[key]).is_file():
-            problems.append(f"{env_name(key)}: {inputs[key]} does not exist")
-    problems += [f"LOOPSCALE_COMPARE: {p} does not exist" for p in inputs["compare"] if not Path(p).is_file()]
+    files = [(key, inputs[key]) for key in ("table", "fit", "free", "joint") if inputs[key]]
+    files += [("compare", path) for path in inputs["compare"]]
+    for key, path in files:
+        if not Path(path).is_file():
+            problems.append(f"{env_name(key)}: {path} does not exist")
+            continue
+        why = _unreadable(key, path)
+        if why is not None:
+            problems.append(f"{env_name(key)}: {path} {why}")
     return problems
+
+
+def _unreadable(key: str, path: str) -> str | None:
+    """Why the notebook could not read `path` as its `key` input (plots.read_table, load_fit), or None."""
+    from loopscale.plots import load_fit, read_table
+
+    try:
+        if key == "table":
+            return None if len(read_table(path)) else "holds no runs"
+        load_fit(path)
+    except (ValueError, OSError, KeyError, TypeError) as err:  # what a table or fit record that is not one raises
+        first = (str(err).strip().splitlines() or [type(err).__name__])[0]
+        return f"is not a {'runs table' if key == 'table' else 'fit JSON'} ({first})"
+    return None

@@ -361,6 +361,30 @@ def problems_section(problems: Sequence[dict], out_dir: Path) -> str:
     )
 
 
+def input_warning(fit, sources: Sequence[Path]) -> str | None:
+    """A line when the fit was not made from this report's table, else None. The fit records the table it
+    was fitted on (`input`: path and sha256; a joint fit, each of its tables); the report reads `sources`
+    (tables, or sweep dirs, whose table is the runs.csv `collect` writes there). Matched by content (sha256),
+    so a table moved or renamed since still matches; a fit that records no input is not judged."""
+    from loopscale.fit.result import file_sha256
+
+    fit = load_fit(fit)
+    record = fit.input or {}
+    recorded = [t for t in (record.get("tables") or [record]) if isinstance(t, dict) and t.get("sha256")]
+    if not recorded:
+        return None
+    tables = [Path(s) if Path(s).is_file() else Path(s) / "runs.csv" for s in sources]
+    ours = {file_sha256(t) for t in tables if t.is_file()}
+    if ours & {t["sha256"] for t in recorded}:
+        return None
+    theirs = ", ".join(f"{t.get('path')} (sha256 {t['sha256'][:12]})" for t in recorded)
+    mine = ", ".join(str(t) + ("" if t.is_file() else " (none)") for t in tables)
+    return (
+        f"the fit was made from {theirs}, not from this report's table {mine}: its law and verdict may not "
+        "describe these runs (fit this table, or give the fit's own table)"
+    )
+
+
 def build_report(
     table: pd.DataFrame,
     fit=None,
@@ -370,12 +394,13 @@ def build_report(
     title: str = "loopscale report",
     conditioning: dict | None = None,
     drop_top_k: int = 0,
+    warnings: Sequence[str] = (),
 ) -> str:
     """The report as Markdown text (figure links relative to out_dir). conditioning: the fit JSON's
     "conditioning" block (default: read from `fit` when it carries one); drop_top_k: how many highest-loss
-    rows the table was read without (said in the report)."""
+    rows the table was read without (said in the report); warnings: lines shown above the law (input_warning)."""
     out_dir = Path(out_dir)
-    parts = [f"# {title}"]
+    parts = [f"# {title}", *(f"> **Warning:** {line}" for line in warnings)]
     if fit is not None:
         fit = load_fit(fit)
         cond = conditioning if conditioning is not None else fit.conditioning
@@ -403,15 +428,16 @@ def write_report(
     title: str = "loopscale report",
     conditioning: dict | None = None,
     drop_top_k: int = 0,
+    warnings: Sequence[str] = (),
 ) -> Path:
     """Write the Markdown report to out_path and return it.
 
     table: the runs table (as `collect` writes it); fit: a FitResult, its JSON dict, a path, or None;
     figures: figure paths (e.g. from `plots.save_all`: PNG and PDF), linked relative to the report; problems:
     the second value of `records.collect(sweep_dir)` (None: the section is left out, as for a bare table);
-    conditioning, drop_top_k: as `build_report`.
+    conditioning, drop_top_k, warnings: as `build_report`.
     """
     out_path = Path(out_path)
-    text = build_report(table, fit, figures, out_path.parent, problems, title, conditioning, drop_top_k)
+    text = build_report(table, fit, figures, out_path.parent, problems, title, conditioning, drop_top_k, warnings)
     write_text_atomic(out_path, text)
     return out_path

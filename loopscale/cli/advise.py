@@ -18,7 +18,7 @@ import math
 from pathlib import Path
 
 from loopscale.cli import UsageError
-from loopscale.cli.plot import DPI, _check_dpi
+from loopscale.cli.plot import DPI, check_dpi
 
 FAMILIES = ("auto", "paper", "demo", "cpu", "custom")
 
@@ -85,7 +85,7 @@ def _r_list(text: str) -> list[int]:
 
 
 def _check_outputs(args) -> None:
-    _check_dpi(args.dpi)  # as `plot` and `report` do, before anything is computed or written
+    check_dpi(args.dpi)  # as `plot` and `report` do, before anything is computed or written
     if not 0.5 <= args.level < 1:
         raise UsageError(f"--level must be in [0.5, 1); got {args.level}")
     for flag in ("json", "plot"):

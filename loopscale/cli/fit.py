@@ -84,7 +84,12 @@ def register(subparsers) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--starts", type=int, default=16, metavar="K", help="starts refined (default 16)")
     p.add_argument("--out", metavar="PATH", help="write the fit JSON here (e.g. fits/NAME.json)")
-    p.add_argument("--plot", metavar="PATH", help="write a predicted-vs-observed figure (PNG)")
+    p.add_argument(
+        "--plot",
+        metavar="PATH",
+        help="write a predicted-vs-observed figure: PATH, and for a .png or .pdf the other of the two beside it",
+    )
+    p.add_argument("--dpi", type=int, default=200, help="the --plot PNG's resolution (default 200; 10 to 1000)")
     p.add_argument(
         "--allow-no-dense",
         action="store_true",
@@ -144,7 +149,7 @@ def run_fit(args: argparse.Namespace) -> int:
     out_paths, plot_paths = output_paths(args, [g for g, _ in tables])
     figures = [figure_table(table, path) for (_, table), path in zip(tables, plot_paths)]
     results = _fit_groups(args, loss, raw, tables)
-    return write_results(results, out_paths, plot_paths, figures)
+    return write_results(results, out_paths, plot_paths, figures, args.dpi)
 
 
 def _fit_options(args: argparse.Namespace):
@@ -326,7 +331,7 @@ def run_joint_fit(args: argparse.Namespace, loss, columns) -> int:
         "n_rows_used": len(table),
         "n_duplicate_rows_dropped": n_duplicates,
     }
-    return write_results([(None, table, result)], out_paths, plot_paths, figures)
+    return write_results([(None, table, result)], out_paths, plot_paths, figures, args.dpi)
 
 
 def _plain(value):

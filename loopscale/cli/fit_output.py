@@ -6,6 +6,7 @@ each fit JSON before any figure."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import re
 from pathlib import Path
@@ -20,7 +21,7 @@ class FigureFailed(LoopscaleError):
     exit_code = 1
 
 
-def write_results(results, out_paths, plot_paths, figures=None) -> int:
+def write_results(results, out_paths, plot_paths, figures=None, dpi: int = 200) -> int:
     """Print each fit with its conditioning, write each fit JSON (atomically, loopscale/atomic.py: a kill
     mid-write leaves no half file), then the figures: a figure that fails leaves the JSONs and says which
     figure failed (FigureFailed, exit 1). `figures`: the table each figure draws (`figure_table`)."""
@@ -43,18 +44,21 @@ def write_results(results, out_paths, plot_paths, figures=None) -> int:
             written.append(str(path))
     for (_g, _table, result), path, table in zip(results, plot_paths, figures):
         if path is not None:
-            from loopscale.plots import plot_fit  # matplotlib only when a figure is asked for
+            from loopscale.plots import figure_files, plot_fit  # matplotlib only when a figure is asked for
 
+            files = figure_files(path)
             try:
-                with atomic_path(path, follow_symlinks=True) as tmp:  # a linked --plot keeps its link
-                    plot_fit(table, result, tmp)
+                with contextlib.ExitStack() as stack:  # a linked --plot keeps its link
+                    plot_fit(
+                        table, result, [stack.enter_context(atomic_path(f, follow_symlinks=True)) for f in files], dpi
+                    )
             except Exception as err:  # the fit is kept whatever the figure does
                 kept = f"the fit is written: {', '.join(written)}" if written else "no fit JSON was asked for (--out)"
                 why = str(err).strip().splitlines()[0] if str(err).strip() else ""
                 raise FigureFailed(
                     f"the predicted-vs-observed figure {path} failed ({type(err).__name__}: {why}); {kept}"
                 ) from None
-            print(f"wrote {path}")
+            print(f"wrote {' and '.join(map(str, files))}")
     return 0
 
 
@@ -141,14 +145,24 @@ def output_paths(args: argparse.Namespace, groups: list) -> tuple[list, list]:
     starts, so a bad path fails in a second rather than after the whole fit: writable, --plot's format one
     matplotlib writes, no path that is an input table or another output (two groups whose values give one
     file name included)."""
+    from loopscale.cli.plot import check_dpi
+
     out_paths = _out_paths(args.out, groups, "--out") if args.out else [None] * len(groups)
     plot_paths = _out_paths(args.plot, groups, "--plot") if args.plot else [None] * len(groups)
-    _check_distinct(out_paths, plot_paths, args.tables)
-    _check_writable(out_paths, "--out")
-    _check_writable(plot_paths, "--plot")
     if args.plot:
         _check_plot_format(Path(args.plot))
+        check_dpi(args.dpi)
+    plot_files = [f for p in plot_paths if p is not None for f in _figure_files(p)] or [None] * len(groups)
+    _check_distinct(out_paths, plot_files, args.tables)
+    _check_writable(out_paths, "--out")
+    _check_writable(plot_files, "--plot")
     return out_paths, plot_paths
+
+
+def _figure_files(path: Path) -> list[Path]:
+    from loopscale.plots.registry import figure_files
+
+    return figure_files(path)
 
 
 def _check_plot_format(path: Path) -> None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import re
+import sys
 from pathlib import Path
 
 from loopscale.cli import UsageError
@@ -154,7 +155,7 @@ def _draw(table, fit, compare, free):
         raise UsageError(f"cannot draw the figures: {err}") from err
 
 
-def _check_dpi(dpi: int) -> None:
+def check_dpi(dpi: int) -> None:
     if not 10 <= dpi <= 1000:
         raise UsageError(f"--dpi must be between 10 and 1000; got {dpi}")
 
@@ -192,7 +193,7 @@ def _drop_top_k(table, k: int):
 
 
 def run_plot(args: argparse.Namespace) -> int:
-    _check_dpi(args.dpi)
+    check_dpi(args.dpi)
     out_dir = Path(args.out)
     if out_dir.exists() and not out_dir.is_dir():
         raise UsageError(f"--out {out_dir} exists and is not a directory")
@@ -323,9 +324,9 @@ def _conditioning(table, fit) -> dict | None:
 
 
 def run_report(args: argparse.Namespace) -> int:
-    from loopscale.analysis.report import conditioning_lines, write_report
+    from loopscale.analysis.report import conditioning_lines, input_warning, write_report
 
-    _check_dpi(args.dpi)
+    check_dpi(args.dpi)
     out_path = Path(args.out)
     if out_path.is_dir():
         raise UsageError(f"--out {out_path} is a directory; give the Markdown file to write")
@@ -353,6 +354,7 @@ def run_report(args: argparse.Namespace) -> int:
     names = [Path(s).resolve().name for s in args.sources]
     title = args.title or f"loopscale report: {' + '.join(names)}"
     cond = _conditioning(table, fit)
+    warning = input_warning(fit, [Path(s) for s in args.sources]) if fit is not None else None
     write_report(
         table,
         fit,
@@ -362,7 +364,10 @@ def run_report(args: argparse.Namespace) -> int:
         title=title,
         conditioning=cond,
         drop_top_k=args.drop_top_k,
+        warnings=[warning] if warning else [],
     )
+    if warning:
+        print(f"warning: {warning}", file=sys.stderr)
     print(out_path)
     for line in conditioning_lines(cond):  # the checks and, last, the verdict line
         print(line)

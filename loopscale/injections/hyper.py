@@ -62,7 +62,9 @@ class HyperForm(InjectionForm):
 
     def saved_bytes_per_token(self, cfg, n_grad: int) -> int:
         K, d = cfg.hyper_lanes, cfg.d_model
-        return (2 * cfg.r - 1) * 4 * K * d + cfg.r * 4 * d  # fp32 lanes read / updated, the pass outputs for beta
+        # fp32 lanes read / updated and the pass outputs for beta; the first pass reads the lanes as K views of
+        # e's one storage, so K - 1 of those copies are never stored
+        return ((2 * cfg.r - 1) * K - (K - 1)) * 4 * d + cfg.r * 4 * d
 
     def check(self, cfg) -> None:
         if cfg.hyper_lanes < 2:

@@ -33,41 +33,58 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 from loopscale.machine import usable_cores
 
 log = logging.getLogger("loopscale.launch.pool_launcher")
+FAILED_PREFIX = "loopscale-train: a run of this sweep failed "  # loopscale-train's RunFailed line (train/entry.py)
 
 
-def pool_size(workers: int | None, threads_per_worker: int | None, n_jobs: int, cores: int) -> tuple[int, int]:
-    """(workers, threads per worker): unset values from the core count, one torch thread per worker by
-    default (module docstring), never more workers than jobs."""
-    threads = threads_per_worker or 1
-    if threads < 1 or (workers is not None and workers < 1):
-        from loopscale.errors import ConfigError
+def pool_size(workers: Any, threads_per_worker: Any, n_jobs: int, cores: int) -> tuple[int, int]:
+    """(workers, threads per worker): unset (None) values from the core count, one torch thread per worker by
+    default (module docstring), never more workers than jobs. Anything but a whole number >= 1 or None is
+    refused (ConfigError), 0 included: it would otherwise read as unset."""
+    from loopscale.errors import ConfigError
 
+    def whole(value) -> bool:
+        return value is None or (isinstance(value, int) and not isinstance(value, bool) and value >= 1)
+
+    if not (whole(workers) and whole(threads_per_worker)):
+        shown = 1 if threads_per_worker is None else threads_per_worker
         raise ConfigError(
-            f"hydra.launcher.workers={workers} and hydra.launcher.threads_per_worker={threads_per_worker} "
-            "must be >= 1 (or null: from the core count)"
+            f"hydra.launcher.workers={workers} and hydra.launcher.threads_per_worker={shown} must be >= 1 "
+            "(whole numbers, or null: from the core count)"
         )
+    threads = threads_per_worker or 1
     workers = workers or max(1, cores // threads)
     return max(1, min(workers, n_jobs)), threads
 
 
-def job_tokens(job_cfg: DictConfig) -> int:
+def job_tokens(job_cfg: DictConfig) -> int | None:
     """Training tokens a job processes (its parent's and cooldowns' for a forked job): its share of the
     sweep's wall time, for the ETA and to hand out the longest jobs first; 1 for a config that is not a
-    loopscale run (the test app)."""
+    loopscale run (the test app); None for an invalid one (it still runs, to record why it is invalid, as
+    the basic launcher does)."""
     if "model" not in job_cfg or "budget" not in job_cfg:
         return 1
+    from loopscale.train.plan import plan_forks, plan_run
+
+    try:
+        train_cfg = _train_config(job_cfg)
+    except ValueError:
+        return None
+    if train_cfg.budget.mode == "forks":
+        plan = plan_forks(train_cfg)
+        return max(1, round(plan.C_forked / plan.F))
+    return max(1, plan_run(train_cfg).D)
+
+
+def _train_config(job_cfg: DictConfig):
+    """The job's TrainConfig (ValueError for an invalid one), with the configured vocabulary."""
     from loopscale.config.schema import with_vocab
-    from loopscale.train.plan import plan_forks, plan_run, to_train_config
+    from loopscale.train.plan import to_train_config
 
     cfg = copy.deepcopy(job_cfg)
     with open_dict(cfg):
         cfg.pop("hydra", None)
     train_cfg = to_train_config(cfg)
-    train_cfg = with_vocab(train_cfg, train_cfg.data.vocab_size)
-    if train_cfg.budget.mode == "forks":
-        plan = plan_forks(train_cfg)
-        return max(1, round(plan.C_forked / plan.F))
-    return max(1, plan_run(train_cfg).D)
+    return with_vocab(train_cfg, train_cfg.data.vocab_size)
 
 
 def run_hydra_job(payload: bytes):
@@ -122,17 +139,28 @@ def launch_in_pool(launcher, job_overrides: Sequence[Sequence[str]], initial_job
 
     setup_globals()
     configure_log(launcher.config.hydra.hydra_logging, launcher.config.hydra.verbose)
-    Path(str(launcher.config.hydra.sweep.dir)).mkdir(parents=True, exist_ok=True)
-    # unset threads_per_worker: the jobs' own trainer.num_threads when the sweep sets it, else 1
-    job_threads = int(OmegaConf.select(launcher.config, "trainer.num_threads", default=0) or 0)
-    threads_per_worker = launcher.threads_per_worker or job_threads or None
     try:
+        # unset threads_per_worker: the jobs' own trainer.num_threads when the sweep sets it (> 0), else 1
+        threads_per_worker = launcher.threads_per_worker
+        if threads_per_worker is None:
+            job_threads = OmegaConf.select(launcher.config, "trainer.num_threads", default=None)
+            threads_per_worker = job_threads if isinstance(job_threads, int) and job_threads > 0 else None
         workers, threads = pool_size(launcher.workers, threads_per_worker, len(job_overrides), usable_cores())
+        Path(str(launcher.config.hydra.sweep.dir)).mkdir(parents=True, exist_ok=True)
         jobs = _job_configs(launcher, job_overrides, initial_job_idx, threads)
-        refuse_over_limits(jobs, None)  # memory only (GPU runs): a local job's time limit is the user's own
+        tokens = [job_tokens(job) for job in jobs]
+        # memory only (GPU runs): a local job's time limit is the user's own; an invalid job runs to record why
+        refuse_over_limits([job for job, t in zip(jobs, tokens) if t is not None], None)
     except LoopscaleError as err:  # the user's to fix: Hydra prints a compact error as one line
         raise CompactHydraException(str(err)) from None
-    tokens = [job_tokens(job) for job in jobs]
+    except OSError as err:  # a read-only or full runs dir: one line, as loopscale-train says it
+        from loopscale.errors import user_error
+
+        found = user_error(err)
+        if found is None:
+            raise
+        raise CompactHydraException(f"loopscale-train: error: {found.line}") from None
+    tokens = [1 if t is None else t for t in tokens]
     order = sorted(range(len(jobs)), key=lambda i: -tokens[i])
     state = Singleton.get_state()
     payloads = {i: cloudpickle.dumps((launcher.hydra_context, launcher.task_function, jobs[i], state)) for i in order}
@@ -144,57 +172,100 @@ def launch_in_pool(launcher, job_overrides: Sequence[Sequence[str]], initial_job
         usable_cores(),
     )
     try:
-        return _run_with_progress(launcher, jobs, order, payloads, tokens, workers, threads)
+        results, outcomes = _run_with_progress(launcher, jobs, order, payloads, tokens, workers, threads)
     except KeyboardInterrupt:
         print("loopscale-train: interrupted (the runs record it and resume on the next launch)", file=sys.stderr)
         raise SystemExit(EXIT_INTERRUPTED) from None
     except Terminated:
         print("loopscale-train: terminated", file=sys.stderr, flush=True)
         raise
+    return _elsewhere_fails(results, outcomes, jobs)
 
 
 def _run_with_progress(launcher, jobs, order, payloads, tokens, workers, threads) -> list:
     from rich.console import Console
-    from rich.progress import (
-        BarColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-        TimeRemainingColumn,
-    )
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from loopscale.launch.local_workers import run_in_workers
+    from loopscale.launch.worker_pool import WorkerDied, run_in_workers
 
     results: list[Any] = [None] * len(jobs)
+    outcomes: list[str | None] = [None] * len(jobs)  # "running elsewhere", "skipped (done)" (JobResult.outcome)
     console = Console(stderr=True)
-    columns = [
-        TextColumn("{task.description}"),
-        BarColumn(),
-        TimeElapsedColumn(),
-        TextColumn("ETA"),
-        TimeRemainingColumn(),
-    ]
-    done = 0
+    columns = [TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(), TextColumn("ETA {task.fields[eta]}")]
     started = time.perf_counter()
+    eta = SweepEta([tokens[i] for i in order], workers)
     with Progress(*columns, console=console, disable=not launcher.progress) as progress:
-        # the bar advances by each job's training tokens: the ETA weighs a long job more than a short one
-        bar = progress.add_task(f"0/{len(jobs)} jobs", total=sum(tokens))
+        # the bar advances by the tokens each job has trained (its workers report every batch): the ETA weighs
+        # a long job more than a short one, and moves while the first jobs still train
+        bar = progress.add_task(f"0/{len(jobs)} jobs", total=sum(tokens), eta="-:--:--")
+
+        def tick(trained: list[float], running: list[int]) -> None:
+            done_tokens, eta_s = eta.update(trained, running)
+            progress.update(bar, completed=done_tokens, eta=_clock(eta_s))
+
         pending = [(i, payloads[i]) for i in order]
-        label = lambda item: _run_name(jobs[item[0]])  # noqa: E731
-        with contextlib.closing(run_in_workers(_run_indexed, pending, workers, threads, label=label)) as finished:
+        finished = run_in_workers(_run_indexed, pending, workers, threads, tick=tick)
+        with contextlib.closing(finished):
             try:
-                for (i, _), ret in finished:
-                    ret = _job_return(ret, jobs[i])
-                    results[i] = ret
-                    done += 1
-                    progress.advance(bar, tokens[i])
+                for (i, _), result in finished:
+                    if isinstance(result, WorkerDied):
+                        result = _dead_worker_result(jobs[i], result)
+                    results[i], outcomes[i] = _job_return(result, jobs[i]), result.outcome
+                    eta.finish(order.index(i))
+                    done = sum(r is not None for r in results)
                     progress.update(bar, description=f"{done}/{len(jobs)} jobs")
-                    progress.console.print(f"  {_run_name(jobs[i]):<28} {_outcome(ret)}")
+                    line = f"  {_run_name(jobs[i]):<28} {_outcome(result, _run_name(jobs[i]))}"
+                    progress.console.print(line, soft_wrap=True, highlight=False)
             except KeyboardInterrupt:  # Ctrl-C while this loop, not the pool, ran: the pool's own Ctrl-C path
                 finished.throw(KeyboardInterrupt())  # (runs recorded interrupted), which raises it on
     wall_s = time.perf_counter() - started
     log.info("local pool: %d job(s) in %.1f s (%d worker(s) x %d thread(s))", len(jobs), wall_s, workers, threads)
-    return results
+    return results, outcomes
+
+
+class SweepEta:
+    """The bar's position and the ETA from the workers' reported tokens: each running job's remaining tokens
+    and each waiting job's, at the tokens/s a busy worker has managed so far in this sweep (start-up and
+    validation included, since the clock runs from each job's hand-out), scheduled on the workers as the pool
+    hands them out (wall_time.list_schedule_s). Jobs in hand-out order; `trained` as run_in_workers' tick."""
+
+    def __init__(self, tokens: Sequence[int], workers: int):
+        self.tokens, self.workers = list(tokens), workers
+        self.done = [False] * len(tokens)
+        self.busy_s = 0.0  # worker-seconds spent on jobs so far
+        self.trained_total = 0.0  # tokens trained by jobs that ended, and by those running (last tick)
+        self.last: float | None = None
+        self.trained = [0.0] * len(tokens)
+
+    def finish(self, k: int) -> None:
+        self.done[k] = True
+        self.trained[k] = self.tokens[k]
+
+    def update(self, trained: Sequence[float], running: Sequence[int], now: float | None = None):
+        """(tokens done, for the bar; seconds left, None while nothing has trained yet)."""
+        from loopscale.launch.wall_time import list_schedule_s
+
+        now = time.monotonic() if now is None else now
+        if self.last is not None:
+            self.busy_s += (now - self.last) * len(running)
+        self.last = now
+        for k, t in enumerate(trained):
+            if not self.done[k]:
+                self.trained[k] = min(float(t), self.tokens[k])
+        done_tokens = sum(self.trained)
+        if done_tokens <= 0 or self.busy_s <= 0:
+            return done_tokens, None
+        rate = done_tokens / self.busy_s  # tokens per second of one busy worker
+        busy = [(self.tokens[k] - self.trained[k]) / rate for k in running if not self.done[k]]
+        waiting = [self.tokens[k] / rate for k in range(len(self.tokens)) if not self.done[k] and k not in running]
+        return done_tokens, list_schedule_s(waiting, self.workers, busy)
+
+
+def _clock(seconds: float | None) -> str:
+    if seconds is None:
+        return "-:--:--"
+    seconds = round(seconds)
+    return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
 
 
 @dataclass(frozen=True)
@@ -205,6 +276,7 @@ class JobResult:
     completed: bool
     value: Any = None  # the task function's return value when it is plain data (a loss), else None
     error: str = ""  # the failed job's exception, as one text
+    outcome: str | None = None  # "skipped (done)", "running elsewhere" (loopscale-train's jobs), else None
 
 
 def _run_indexed(item: tuple[int, bytes]) -> JobResult:
@@ -212,15 +284,32 @@ def _run_indexed(item: tuple[int, bytes]) -> JobResult:
     stop the pool (loopscale-train's task function records a failed run and raises RunFailed)."""
     try:
         ret = run_hydra_job(item[1])
-    except Exception as err:  # Hydra's own set-up failed for this job
-        return JobResult(False, error=f"{type(err).__name__}: {err}")
+    except Exception as err:  # Hydra's own set-up failed for this job (an unsafe run name, a read-only dir)
+        from loopscale.errors import user_error
+
+        found = user_error(err)
+        line = found.line if found is not None else f"{type(err).__name__}: {err}".splitlines()[0]
+        return JobResult(False, error=f"{FAILED_PREFIX}(nothing recorded): {line}")
     from hydra.core.utils import JobStatus
 
     if ret.status == JobStatus.COMPLETED:
         plain = ret._return_value if isinstance(ret._return_value, (int, float, str, type(None))) else None
-        return JobResult(True, plain)
+        runner = sys.modules.get("loopscale.train.runner")  # loaded when the task is loopscale-train's
+        return JobResult(True, plain, outcome=runner.last_outcome() if runner is not None else None)
     err = ret._return_value
     return JobResult(False, error=str(err) or type(err).__name__)
+
+
+def _dead_worker_result(job: DictConfig, died) -> JobResult:
+    """The JobResult of a job whose worker died: its run's record (written here when the worker could not:
+    local_workers.record_dead_worker) named in one line."""
+    from loopscale.launch.local_workers import record_dead_worker
+
+    record = None
+    if job_tokens(job) is not None and "model" in job:
+        _, record = record_dead_worker(_train_config(job), died)
+    written = f"recorded in {record}" if record else "nothing recorded"
+    return JobResult(False, error=f"{FAILED_PREFIX}({written}): {_run_name(job)}: {died.reason}")
 
 
 def _job_return(result: JobResult, job: DictConfig):
@@ -229,17 +318,47 @@ def _job_return(result: JobResult, job: DictConfig):
     if result.completed:
         return JobReturn(status=JobStatus.COMPLETED, _return_value=result.value, hydra_cfg=job)
     # Hydra raises the first failed job's return value after the sweep; a compact error prints one line
-    return JobReturn(status=JobStatus.FAILED, _return_value=CompactHydraException(result.error), hydra_cfg=job)
+    error = CompactHydraException(result.error)
+    return JobReturn(status=JobStatus.FAILED, _return_value=error, hydra_cfg=job, overrides=_overrides(job))
+
+
+def _overrides(job: DictConfig) -> list[str]:
+    """The job's overrides, for Hydra's "Error executing job with overrides: ..." line."""
+    return list(OmegaConf.select(job, "hydra.overrides.task", default=None) or [])
+
+
+def _elsewhere_fails(results: list, outcomes: list, jobs: list) -> list:
+    """A sweep whose runs are still training elsewhere is not done: when no job failed (whose line Hydra
+    prints), the first such job's return becomes a failure saying so in one line (exit 1)."""
+    from hydra.core.utils import JobReturn, JobStatus
+
+    elsewhere = [i for i, outcome in enumerate(outcomes) if outcome == "running elsewhere"]
+    if not elsewhere or any(r.status == JobStatus.FAILED for r in results):
+        return results
+    names = ", ".join(_run_name(jobs[i]) for i in elsewhere)
+    line = (
+        f"loopscale-train: {len(elsewhere)} run(s) of this sweep are running elsewhere, not done yet: {names} "
+        "(`loopscale status` shows them; relaunch once they end)"
+    )
+    first = elsewhere[0]
+    results[first] = JobReturn(
+        status=JobStatus.FAILED, _return_value=CompactHydraException(line), hydra_cfg=jobs[first]
+    )
+    return results
 
 
 def _run_name(job: DictConfig) -> str:
     return str(job.get("run_name", job.hydra.job.get("override_dirname") or job.hydra.job.num))
 
 
-def _outcome(ret) -> str:
-    from hydra.core.utils import JobStatus
-
-    if ret.status == JobStatus.COMPLETED:
-        value = ret._return_value
-        return f"done, L = {value:.4f}" if isinstance(value, float) else "done"
-    return f"failed: {str(ret._return_value).splitlines()[0]}"
+def _outcome(result: JobResult, name: str) -> str:
+    """A finished job's line: trained, skipped or running elsewhere (loopscale-train says which), or failed
+    (where it is recorded, and why: the sweep's last line repeats the first failure's with its run name)."""
+    if not result.completed:
+        line = result.error.splitlines()[0] if result.error else "no reason given"
+        line = line.removeprefix(FAILED_PREFIX).replace(f"): {name}: ", "): ", 1)
+        return line if line.startswith("(") else f"failed: {line}"
+    loss = f", L = {result.value:.4f}" if isinstance(result.value, float) else ""
+    if result.outcome == "running elsewhere":
+        return "running elsewhere (not trained here)"
+    return f"{result.outcome or 'done'}{loss}"

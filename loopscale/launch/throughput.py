@@ -1,22 +1,31 @@
 """CPU training throughput of a job's actual model, measured on this machine before a sweep is launched
 (`loopscale plan` / `loopscale sweep`), so a CPU grid's wall time is known up front.
 
-The probe builds the job's LoopedTransformer, and times PROBE_STEPS forward + backward + AdamW steps on
-random tokens at the job's device batch and sequence length (after one untimed warm-up step), with the
-job's torch threads: tokens/s of the model step alone (data loading, logging and validation are extra, a
-few percent for these shapes). It is cached per machine, in $LOOPSCALE_CACHE or ~/.cache/loopscale
-(throughput.json), keyed by host name, torch version, threads and the model's shape and batch: a second plan
-of the same grid measures nothing.
+The probe builds the job's LoopedTransformer and its own optimizer (MuonH or AdamW, as the run builds it), and
+times PROBE_STEPS forward + backward + optimizer steps on random tokens at the job's device batch and sequence
+length (after one untimed warm-up step), with the job's torch threads: tokens/s of the model step alone
+(data loading, Lightning's loop, logging and validation are extra; `loopscale plan` adds them).
+
+Measured under the pool's own conditions: inside `pool_contention(workers, threads)`, a probe runs while
+workers - 1 other processes train a model too, as the pool's other workers will (on a 2-core machine two
+workers share the cores with everything else running there), and those processes' start (spawn, torch,
+Lightning, Hydra, loopscale) is timed as a worker's start. A measurement is cached per machine, in
+$LOOPSCALE_CACHE or ~/.cache/loopscale (throughput.json), keyed by host name, torch version, threads, the
+processes around it and the model's shape and batch, with the core share it got (CPU seconds per wall
+second): tokens/s and share were measured together, so a later plan scales the cached numbers to its own load
+(loopscale/launch/wall_time.py) instead of measuring again.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
 import os
 import socket
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,17 +41,56 @@ class Throughput:
     tokens_per_s: float
     probe_s: float  # what the measurement cost (0 when it came from the cache)
     cached: bool
+    core_share: float = 1.0  # CPU seconds per wall second the probe got: below 1 on a busy machine
 
 
-_MEASURED: dict[tuple[str, str], float] = {}  # this process's measurements by (cache file, key hash)
+_SHARES: list[float] = []  # the core share of every probe this process measured or read (core_share)
+
+
+def probe_shares() -> list[float]:
+    """The core share of each probe this process measured or read, in the order they were asked for."""
+    return list(_SHARES)
+
+
+def core_share() -> float | None:
+    """The median core share of this process's probes (CPU seconds per wall second): what any CPU-bound
+    work of the pool (a job's set-up, tokenizing) gets of a core now; None before any probe."""
+    import statistics
+
+    return statistics.median(_SHARES) if _SHARES else None
+
+
+_MEASURED: dict[tuple[str, str], tuple[float, float]] = {}  # this process's measurements by (cache file, key hash)
 
 
 def cache_dir() -> Path:
-    """$LOOPSCALE_CACHE, else ~/.cache/loopscale (XDG_CACHE_HOME respected)."""
+    """$LOOPSCALE_CACHE, else ~/.cache/loopscale (XDG_CACHE_HOME respected). A LOOPSCALE_CACHE that does not
+    exist yet is created (with its parents, like the default); one that is not a directory this user can
+    write (a file, /proc) is refused with InputError, rather than measured again on every plan while the
+    output says "cached"."""
     if os.environ.get("LOOPSCALE_CACHE"):
-        return Path(os.environ["LOOPSCALE_CACHE"]).expanduser()
+        return _usable(Path(os.environ["LOOPSCALE_CACHE"]).expanduser())
     base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
     return Path(base) / "loopscale"
+
+
+def _usable(folder: Path) -> Path:
+    from loopscale.errors import InputError
+
+    if folder.exists() and not folder.is_dir():
+        raise InputError(f"LOOPSCALE_CACHE={folder} is a file, not a folder for the throughput cache")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as err:  # a file on the way, or a read-only or special file system
+        raise InputError(f"LOOPSCALE_CACHE={folder}: cannot be the throughput cache folder ({err.strerror})") from None
+    probe = folder / f".{CACHE_FILE}.{os.getpid()}.writable"
+    try:
+        probe.touch()
+        probe.unlink()
+    except OSError as err:
+        why = err.strerror or type(err).__name__
+        raise InputError(f"LOOPSCALE_CACHE={folder}: cannot write the throughput cache there ({why})") from None
+    return folder
 
 
 def probe_key(cfg: TrainConfig, device_batch: int, threads: int) -> dict[str, Any]:
@@ -72,18 +120,36 @@ def _read_cache(path: Path) -> dict[str, Any]:
     return cache if isinstance(cache, dict) else {}
 
 
-def measure_tokens_per_s(cfg: TrainConfig, device_batch: int, threads: int, steps: int = PROBE_STEPS) -> float:
-    """Tokens per second of `steps` training steps of cfg's model on this CPU (module docstring)."""
-    import torch
+def _job_optimizer(cfg: TrainConfig, model_cfg, device_batch: int):
+    """The run's own model and optimizer (LoopedLM's configure_optimizers: MuonH or AdamW groups and lrs)."""
+    from loopscale.train.lightning_module import LoopedLM, StepAccounting
+    from loopscale.train.plan import plan_run
 
-    from loopscale.model.transformer import LoopedTransformer
+    plan = plan_run(cfg)
+    accounting = StepAccounting(plan.steps, plan.batch_tokens, plan.F, target_tokens=plan.D_target)
+    module = LoopedLM(model_cfg, cfg.optim, cfg.trainer, accounting)
+    return module.model, module.configure_optimizers()["optimizer"]
+
+
+def measure_tokens_per_s(cfg: TrainConfig, device_batch: int, threads: int, steps: int = PROBE_STEPS) -> float:
+    """Tokens per second of `steps` training steps of cfg's model and optimizer on this CPU (module docstring)."""
+    return measure(cfg, device_batch, threads, steps)[0]
+
+
+def measure(cfg: TrainConfig, device_batch: int, threads: int, steps: int = PROBE_STEPS) -> tuple[float, float]:
+    """(tokens per second, core share: CPU seconds per wall second per thread) of `steps` training steps."""
+    import logging
+
+    import torch
 
     previous = torch.get_num_threads()
     torch.set_num_threads(threads)
+    quiet = logging.getLogger("loopscale.train.lightning_module")
+    level = quiet.level
+    quiet.setLevel(logging.WARNING)  # its "optimizer ...: peak lrs" line is the run's, not the probe's
     try:
         torch.manual_seed(0)
-        model = LoopedTransformer(cfg.model)
-        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+        model, optimizer = _job_optimizer(cfg, cfg.model, device_batch)
         shape = (device_batch, cfg.model.seq_len)
         idx = torch.randint(0, cfg.model.vocab_size, shape)
         targets = torch.randint(0, cfg.model.vocab_size, shape)
@@ -94,41 +160,172 @@ def measure_tokens_per_s(cfg: TrainConfig, device_batch: int, threads: int, step
             optimizer.zero_grad(set_to_none=True)
 
         step()  # warm-up: allocations and first-call dispatch
-        started = time.perf_counter()
+        started, cpu_started = time.perf_counter(), time.process_time()
         for _ in range(steps):
             step()
-        return steps * device_batch * cfg.model.seq_len / (time.perf_counter() - started)
+        wall_s, cpu_s = time.perf_counter() - started, time.process_time() - cpu_started
+        return steps * device_batch * cfg.model.seq_len / wall_s, min(1.0, cpu_s / wall_s / threads)
     finally:
         torch.set_num_threads(previous)
+        quiet.setLevel(level)
 
 
 def cpu_throughput(cfg: TrainConfig, device_batch: int, threads: int, use_cache: bool = True) -> Throughput:
-    """The job's CPU tokens/s: from the machine's cache, else measured now (and cached)."""
-    from loopscale.atomic import write_json_atomic
-
-    key = probe_key(cfg, device_batch, threads)
+    """The job's CPU tokens/s and the core share it was measured at: from the machine's cache, else measured now,
+    inside the pool's contention when pool_contention is active (and cached)."""
+    key = {**probe_key(cfg, device_batch, threads), "processes": _CONTENTION.workers}
     digest = _key_hash(key)
-    try:
-        path = cache_dir() / CACHE_FILE
-    except (RuntimeError, KeyError):  # no home directory (a container's anonymous user): nothing on disk
-        path, use_cache = None, False
+    path, use_cache = _cache_path(use_cache)
     memo = (str(path), digest)
     if memo in _MEASURED:  # measured earlier in this process (an unwritable cache must not mean re-measuring)
-        return Throughput(_MEASURED[memo], 0.0, True)
-    cache = _read_cache(path) if use_cache else {}
-    hit = cache.get(digest)
-    if isinstance(hit, dict) and isinstance(hit.get("tokens_per_s"), (int, float)):
-        return Throughput(float(hit["tokens_per_s"]), 0.0, True)
+        tokens_per_s, share = _MEASURED[memo]
+        _SHARES.append(share)
+        return Throughput(tokens_per_s, 0.0, True, share)
+    hit = (_read_cache(path) if use_cache else {}).get(digest)
+    numbers = isinstance(hit, dict) and all(isinstance(hit.get(k), (int, float)) for k in ("tokens_per_s", "share"))
+    if numbers:
+        _SHARES.append(float(hit["share"]))
+        return Throughput(float(hit["tokens_per_s"]), 0.0, True, float(hit["share"]))
+    _CONTENTION.start()
     started = time.perf_counter()
-    tokens_per_s = measure_tokens_per_s(cfg, device_batch, threads)
+    tokens_per_s, share = measure(cfg, device_batch, threads)
     probe_s = time.perf_counter() - started
-    _MEASURED[memo] = tokens_per_s
-    if use_cache:
-        cache = _read_cache(path)  # another plan may have added entries meanwhile
-        cache[digest] = {"tokens_per_s": tokens_per_s, "probe_s": probe_s, "measured": time.time(), "key": key}
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            write_json_atomic(path, cache)
-        except OSError:  # a read-only home: the estimate stands, only the next plan measures again
-            pass
-    return Throughput(tokens_per_s, probe_s, False)
+    _MEASURED[memo] = (tokens_per_s, share)
+    _SHARES.append(share)
+    entry = {"tokens_per_s": tokens_per_s, "share": share, "probe_s": probe_s, "measured": time.time()}
+    _cache_put(path, use_cache, digest, {**entry, "key": key})
+    return Throughput(tokens_per_s, probe_s, False, share)
+
+
+def _cache_path(use_cache: bool) -> tuple[Path | None, bool]:
+    try:
+        return cache_dir() / CACHE_FILE, use_cache
+    except (RuntimeError, KeyError):  # no home directory (a container's anonymous user): nothing on disk
+        return None, False
+
+
+def _cache_put(path: Path | None, use_cache: bool, digest: str, entry: dict[str, Any]) -> None:
+    from loopscale.atomic import write_json_atomic
+
+    if not use_cache:
+        return
+    cache = _read_cache(path)  # another plan may have added entries meanwhile
+    cache[digest] = entry
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_json_atomic(path, cache)
+    except OSError:  # a read-only home: the estimate stands, only the next plan measures again
+        pass
+
+
+def worker_start_s(threads: int, use_cache: bool = True) -> tuple[float, float]:
+    """(seconds a pool worker takes to start: spawn; torch, Lightning, Hydra and loopscale imported; a model
+    built and stepped once, the core share the probes got meanwhile): measured as the pool's other processes
+    start, so under the same load, and cached like a probe. With one worker, one such process is started and
+    timed alone."""
+    import torch
+
+    key = {"host": socket.gethostname(), "torch": torch.__version__, "threads": threads, "worker_start": True}
+    key["processes"] = _CONTENTION.workers
+    digest = _key_hash(key)
+    path, use_cache = _cache_path(use_cache)
+    hit = (_read_cache(path) if use_cache else {}).get(digest)
+    if isinstance(hit, dict) and all(isinstance(hit.get(k), (int, float)) for k in ("start_s", "share")):
+        return float(hit["start_s"]), float(hit["share"])
+    _CONTENTION.start()
+    share = core_share() or 1.0
+    _cache_put(path, use_cache, digest, {"start_s": _CONTENTION.start_s, "share": share, "key": key})
+    return _CONTENTION.start_s, share
+
+
+class _Contention:
+    """The processes that keep the other cores as busy as the pool's other workers will, while a probe runs
+    (pool_contention); started on the first probe that is not a cache hit."""
+
+    def __init__(self):
+        self.workers, self.threads = 1, 1
+        self.procs: list = []
+        self.stop = None
+        self.start_s = 0.0
+
+    def start(self) -> None:
+        import multiprocessing
+
+        if self.procs or self.stop is not None:
+            return
+        context = multiprocessing.get_context("spawn")
+        self.stop = context.Event()
+        if self.workers <= 1:  # nothing to keep busy: one process only to time a worker's start
+            self.stop.set()
+        started = time.perf_counter()
+        ready = []
+        for _ in range(max(1, self.workers - 1)):
+            ours, theirs = context.Pipe(duplex=False)
+            proc = context.Process(target=_busy, args=(theirs, self.stop, self.threads, os.getpid()), daemon=True)
+            proc.start()
+            theirs.close()
+            self.procs.append(proc)
+            ready.append(ours)
+        for conn in ready:  # each says so once it has imported everything and trained a first step
+            try:
+                conn.recv()
+            except EOFError:  # it died: the probe runs with less contention than the pool will have
+                pass
+            conn.close()
+        self.start_s = time.perf_counter() - started
+
+    def close(self) -> None:
+        if self.stop is not None:
+            self.stop.set()
+        for proc in self.procs:
+            proc.join(10)
+            if proc.is_alive():
+                proc.kill()
+                proc.join()
+        self.procs, self.stop = [], None
+
+
+_CONTENTION = _Contention()
+
+
+@contextlib.contextmanager
+def pool_contention(workers: int, threads: int) -> Iterator[None]:
+    """Within the block, probes that are not cache hits run while workers - 1 other processes of `threads`
+    torch threads train a model, as the pool's other workers will (module docstring); they end with it."""
+    _CONTENTION.workers, _CONTENTION.threads = max(1, workers), threads
+    try:
+        yield
+    finally:
+        _CONTENTION.close()
+        _CONTENTION.workers, _CONTENTION.threads = 1, 1
+
+
+def _busy(ready, stop, threads: int, parent_pid: int) -> None:
+    """A stand-in for one of the pool's other workers: what a worker imports, then training steps of a small
+    model until `stop` is set (or its parent is gone)."""
+    import signal
+
+    from loopscale.signals import die_with_parent
+
+    die_with_parent(signal.SIGTERM, parent_pid)
+    os.environ["OMP_NUM_THREADS"] = str(threads)
+    import torch
+
+    import loopscale.train.entry  # noqa: F401  (Lightning, Hydra, the runner: a worker's start)
+    from loopscale.model.accounting import cpu_model
+    from loopscale.model.transformer import LoopedTransformer
+
+    torch.set_num_threads(threads)
+    model_cfg = cpu_model(32, 2, "baseline", vocab_size=512, seq_len=64)
+    model = LoopedTransformer(model_cfg)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    idx = torch.randint(0, 512, (16, 64))
+    first = True
+    while first or not stop.is_set():
+        model(idx, idx).backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        if first:
+            ready.send(True)
+            ready.close()
+            first = False

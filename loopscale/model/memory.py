@@ -26,7 +26,8 @@ All in bytes; tokens n = device batch x T. The terms:
     (compile=blocks: every call casts again); the injection's as its form says (`weight_copy_bytes`);
   * per pass with gradient: the pass norm (fp32 input and output, 8d + 4); what the injection's form saves
     (`saved_bytes_per_token` in loopscale/injections/: concat its bf16 input [e; s], 4d a pass; linear s, 2d
-    a pass, and e once; hyper (2r - 1) saved copies of the K fp32 lanes and r fp32 pass outputs); the
+    a pass, and e once; hyper (2r - 1) saved copies of the K fp32 lanes, the first as K views
+    of e's one storage, and r fp32 pass outputs); the
     embedding's int64 ids, the embedding and final norms (8d + 4 each);
   * the head (loopscale/model/head_loss.py): one fp32 gradient per token (4d) and the weight's (4 V_pad d).
 - transient: the larger of one head chunk's logits and their gradients (~2 V_pad + 20 V bytes a token of

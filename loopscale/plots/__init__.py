@@ -58,7 +58,7 @@ from .inputs import (
 from .isoflop import MAX_PANELS, budget_panels, iso_flop
 from .layout import r_colours
 from .recipes import delta_phi, delta_phi_profile, fit_name, joint_delta_phi, named_fits
-from .registry import DPI, FIGURE_NAMES, FORMATS, figures, plot_fit, save_all, save_figures
+from .registry import DPI, FIGURE_NAMES, FORMATS, figure_files, figures, plot_fit, save_all, save_figures
 from .single_fit import collapse, compute_optimal, phi_profile, predicted_vs_observed, residuals
 from .views import View, recipe_fit, views
 
@@ -95,6 +95,7 @@ __all__ = [
     "log_residuals",
     "phi_profile",
     "plot_fit",
+    "figure_files",
     "predicted_loss",
     "predicted_vs_observed",
     "r_colours",

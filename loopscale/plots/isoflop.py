@@ -15,7 +15,7 @@ from loopscale.fit.result import load_fit
 
 from .curves import law_line
 from .inputs import budgets
-from .layout import log_axis, panel_grid, r_colours, style_legend
+from .layout import log_axis, panel_grid, r_colours, style_legend, suptitle
 from .views import View, all_rows, view_styles, views
 
 MAX_PANELS = 9
@@ -56,7 +56,7 @@ def iso_flop(table: pd.DataFrame, fit, max_panels: int = MAX_PANELS) -> Figure:
     law = Line2D([], [], color="0.35", lw=1.2, label=f"fitted {fit.law} law")
     style_legend(fig, colours, view_styles(vs), extra=[law])
     binned = " (budgets binned)" if any(lo != hi for lo, hi in panels) else ""
-    fig.suptitle(f"iso-FLOP curves{binned}: runs (points) and the fitted {fit.law} law (lines)")
+    suptitle(fig, f"iso-FLOP curves{binned}: runs (points) and the fitted {fit.law} law (lines)")
     return fig
 
 

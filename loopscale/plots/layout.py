@@ -59,7 +59,21 @@ def style_legend(fig: Figure, colours: dict[float, tuple], styles: dict | None =
     if styles and len(styles) > 1:
         handles += [Line2D([], [], color="0.35", marker=m, ls=ls, label=str(g)) for g, (m, ls) in styles.items()]
     handles += list(extra)
-    fig.legend(handles=handles, loc="outside right upper", fontsize=8, frameon=False)
+    # below the panels, in rows as wide as the figure: to their right it shared the top edge with the
+    # suptitle (and covered its end on a one-panel figure) and pressed against the image's right edge
+    columns = max(1, min(len(handles), int(fig.get_figwidth() / LEGEND_ENTRY_IN)))
+    fig.legend(handles=handles, loc="outside lower center", ncols=columns, fontsize=8, frameon=False)
+
+
+LEGEND_ENTRY_IN = 1.1  # width of one legend entry (marker and "r = 8" / a recipe name at 8 pt), inches
+
+
+def suptitle(fig: Figure, text: str, fontsize: float = 12.0) -> None:
+    """The figure's title, wrapped to the figure's width (a one-panel figure is narrower than a long title)."""
+    import textwrap
+
+    chars = max(20, int(fig.get_figwidth() * 72 / (0.55 * fontsize)))  # ~0.55 em per character
+    fig.suptitle("\n".join(textwrap.wrap(text, chars)), fontsize=fontsize)
 
 
 class SparseLogFormatter(Formatter):

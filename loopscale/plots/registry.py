@@ -1,6 +1,6 @@
 """Which figures a fit gets, and writing them: `figures` draws every one that applies, `save_all` and
 `save_figures` write each as PNG (DPI dots per inch) and PDF, `plot_fit` writes the one `loopscale fit
---plot` asks for. Every file is written atomically (loopscale/atomic.py)."""
+--plot` asks for (as PNG and PDF too: figure_files). Every file is written atomically (loopscale/atomic.py)."""
 
 from __future__ import annotations
 
@@ -74,11 +74,22 @@ def save_figures(
     return paths
 
 
-def plot_fit(table: pd.DataFrame, fit, path, dpi: int = DPI) -> Path:
-    """Write `predicted_vs_observed` to path, in the format its suffix names (what `loopscale fit --plot
-    PATH` calls). A plain table (no r column: a chinchilla fit) is drawn as one r = 1 series."""
+def figure_files(path) -> list[Path]:
+    """The files a figure asked for at `path` is written to: a .png or .pdf comes with the other beside it (a
+    bitmap to look at, a vector file for a paper, as every figure of `plot` and `report`); another format
+    (.svg, ...) alone."""
     path = Path(path)
+    companion = {".png": ".pdf", ".pdf": ".png"}.get(path.suffix.lower())
+    return [path] if companion is None else [path, path.with_suffix(companion)]
+
+
+def plot_fit(table: pd.DataFrame, fit, paths, dpi: int = DPI) -> Path:
+    """Write `predicted_vs_observed` to each of `paths` (one path or several), in the format its suffix names
+    (what `loopscale fit --plot PATH` calls, with figure_files(PATH)), PNG at `dpi`. A plain table (no r
+    column: a chinchilla fit) is drawn as one r = 1 series. Returns the first path."""
+    paths = [Path(paths)] if isinstance(paths, (str, Path)) else [Path(p) for p in paths]
     fig = predicted_vs_observed(table, fit)
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, dpi=dpi, format=path.suffix.lstrip(".").lower() or "png")
-    return path
+    for path in paths:
+        with atomic_path(path) as tmp:
+            fig.savefig(tmp, dpi=dpi, format=path.suffix.lstrip(".").lower() or "png")
+    return paths[0]

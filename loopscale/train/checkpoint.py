@@ -15,6 +15,33 @@ from pathlib import Path
 
 from lightning.pytorch.callbacks import Callback
 
+from loopscale.errors import InputError
+
+
+class CheckpointRefused(InputError):
+    """A checkpoint to resume from holds more than tensors and plain containers: unpickling it could run
+    code, so it is not loaded (weights_only=True), whatever torch's own message suggests."""
+
+
+def refused_checkpoint(err: BaseException, path: Path | None) -> CheckpointRefused | None:
+    """CheckpointRefused, saying what loopscale does and what the user can do, when `err` (from loading the
+    checkpoint at `path`) is torch's weights-only refusal, whose own text advises weights_only=False, which
+    loopscale never uses; else None."""
+    import pickle
+
+    chain, seen = err, set()
+    while chain is not None and id(chain) not in seen:
+        seen.add(id(chain))
+        if isinstance(chain, pickle.UnpicklingError) and "weights only load failed" in str(chain).lower():
+            return CheckpointRefused(
+                f"{path} holds more than tensors and plain containers, so loading it could run code: loopscale "
+                "loads checkpoints with weights_only=True only and refused it (nothing of it was loaded). If "
+                "you trust where it came from, it is not a checkpoint loopscale wrote; delete it (or relaunch "
+                "with restart=true) to train this run from scratch"
+            )
+        chain = chain.__cause__ or chain.__context__
+    return None
+
 
 def save_atomic(trainer, path: Path) -> None:
     """Write a full Lightning checkpoint to `path` via a temp file and a rename (all ranks must call it)."""

@@ -12,6 +12,8 @@ budget.mode=forks (loopscale/train/forks.py): one stable-lr parent per model, th
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import logging
 import sys
 import warnings
@@ -25,7 +27,7 @@ from omegaconf import DictConfig
 from loopscale.config.dirs import config_dir, save_job_config, user_config_dirs
 from loopscale.config.resolvers import register_resolvers
 from loopscale.config.schema import TrainConfig, register_configs
-from loopscale.errors import user_error
+from loopscale.errors import ConfigError, user_error
 from loopscale.signals import EXIT_INTERRUPTED, EXIT_TERMINATED, Terminated, raise_on_sigterm
 from loopscale.train.forks import run_forks
 from loopscale.train.identity import IdentityMismatch
@@ -33,7 +35,7 @@ from loopscale.train.identity import IdentityMismatch
 # planning and the run itself live below this entry point; re-exported here, where callers always found them
 from loopscale.train.plan import run_dir_of, to_train_config  # noqa: F401
 from loopscale.train.run_record import write_record_or_log
-from loopscale.train.runner import launching_rank, run_dir_lock, running_elsewhere, train_run
+from loopscale.train.runner import launching_rank, note_outcome, run_dir_lock, running_elsewhere, train_run
 
 log = logging.getLogger("loopscale.train.entry")
 
@@ -70,6 +72,7 @@ def run_training(cfg: DictConfig | TrainConfig) -> dict[str, Any]:
     from loopscale.train.lock import RunLocked
     from loopscale.train.records import claim_run_dir, is_finished, read_record
 
+    note_outcome(None)
     task_cfg = cfg  # Hydra's composed config, saved into the run dir's .hydra/ once the dir is claimed
     try:
         cfg = to_train_config(cfg)
@@ -89,9 +92,11 @@ def run_training(cfg: DictConfig | TrainConfig) -> dict[str, Any]:
             if is_finished(run_dir):
                 record = read_record(run_dir)
                 log.info("run %s already finished (L=%.4f): nothing to do", run_dir, record["L"])
+                note_outcome("skipped (done)")
                 return record
             return train_run(cfg, run_dir)
     except RunLocked as err:
+        note_outcome("running elsewhere")
         return running_elsewhere(err, run_dir)
 
 
@@ -120,9 +125,87 @@ def main() -> None:
     here, because Hydra reads its search path before its own error reporting starts."""
     try:
         user_config_dirs()
+        check_name_overrides(sys.argv[1:])
     except NotADirectoryError as err:
         raise SystemExit(f"loopscale-train: error: {err}") from None
-    hydra_main()
+    except ConfigError as err:
+        print(f"loopscale-train: error: {err}", file=sys.stderr)
+        raise SystemExit(err.exit_code) from None
+    with _disk_errors_in_one_line():
+        hydra_main()
+
+
+@contextlib.contextmanager
+def _disk_errors_in_one_line():
+    """A read-only, full or denied runs dir met in Hydra's own code (the job's log file, its run dir,
+    multirun.yaml), before loopscale-train's task runs, as one line and exit 1 instead of Hydra's traceback;
+    loopscale's own compact errors (a sweep's failed run, a launcher's refusal) as their line alone, exit 1.
+    Hydra hands an error back only under HYDRA_FULL_ERROR, so that is set for the call; any other error is
+    then reported by Hydra's own reporting, as without it. A user who set HYDRA_FULL_ERROR gets Hydra's."""
+    import os
+
+    if os.environ.get("HYDRA_FULL_ERROR"):
+        yield
+        return
+    os.environ["HYDRA_FULL_ERROR"] = "1"
+    try:
+        yield
+    except Exception as err:
+        del os.environ["HYDRA_FULL_ERROR"]
+        disk = _disk_error(err)
+        if disk is not None:
+            print(f"loopscale-train: error: {disk}", file=sys.stderr)
+            raise SystemExit(1) from None
+        if isinstance(err, CompactHydraException) and str(err).startswith("loopscale-train: "):
+            print(str(err), file=sys.stderr)  # loopscale's own line (a sweep's failed run, a refusal): alone
+            raise SystemExit(1) from None
+        from hydra._internal.utils import run_and_report
+
+        run_and_report(functools.partial(_raise, err))  # what Hydra prints without HYDRA_FULL_ERROR, and its exit code
+    finally:
+        os.environ.pop("HYDRA_FULL_ERROR", None)
+
+
+def _disk_error(err: BaseException) -> str | None:
+    """The line of a disk error (errors.user_error) anywhere in the exception's chain: Hydra wraps the log
+    file's OSError in a ValueError."""
+    seen = set()
+    while err is not None and id(err) not in seen:
+        seen.add(id(err))
+        found = user_error(err)
+        if found is not None and found.disk:
+            return found.line
+        err = err.__cause__ or err.__context__
+    return None
+
+
+def _raise(err: BaseException):
+    raise err
+
+
+def check_name_overrides(argv: list[str]) -> None:
+    """ConfigError for a `run_name=` or `sweep=` override (each value of a sweep list) that is not a safe
+    name (config/naming.py). Hydra resolves the run dir from them in its own code, where the refusal breaks
+    its error formatting ("An error occurred during Hydra's exception formatting: AssertionError()" and a
+    traceback), so the names the user typed are checked here, before Hydra starts; a name an experiment
+    config sets is checked by its ls.safe_name resolver."""
+    from hydra._internal.utils import get_args_parser
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    from loopscale.config.naming import check_name
+
+    overrides = get_args_parser().parse_known_args(argv)[0].overrides
+    try:
+        parsed = OverridesParser.create().parse_overrides(overrides)
+    except Exception:  # Hydra reports a malformed override itself, in one line
+        return
+    for override in parsed:
+        if override.key_or_group not in ("run_name", "sweep") or override.is_delete():
+            continue
+        values = override.sweep_string_iterator() if override.is_sweep_override() else [override.value()]
+        for value in values:
+            if isinstance(value, str) and "${" not in value:
+                check_name(override.key_or_group, value)
 
 
 @hydra.main(version_base=None, config_path=str(config_dir()), config_name="train")
@@ -145,11 +228,21 @@ def hydra_main(cfg: DictConfig) -> float | None:
             written = "nothing written" if isinstance(err, IdentityMismatch) else "recorded in its run.json"
             log.error("run failed (%s; the sweep goes on): %s", written, err)
             first = (line or str(err) or type(err).__name__).splitlines()[0]
+            name = _run_name_or_none(cfg)
+            first = first if name is None or name in first else f"{name}: {first}"
             raise RunFailed(f"loopscale-train: a run of this sweep failed ({written}): {first}") from None
         if line is not None:  # the user can fix it; a traceback would only bury the one line that matters
             raise SystemExit(f"loopscale-train: error: {line}") from None
         raise
     return record["L"]  # None for a forked job (its points are the branches' run.json)
+
+
+def _run_name_or_none(cfg: DictConfig) -> str | None:
+    """The job's run name, to say which run of a sweep failed; None when it cannot be resolved."""
+    try:
+        return str(cfg.run_name)
+    except Exception:  # an interpolation that fails is itself the error being reported
+        return None
 
 
 def lightning_logs_once() -> None:

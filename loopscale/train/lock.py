@@ -184,6 +184,18 @@ def lock_state(run_dir: Path | str, now: float | None = None) -> tuple[str, str]
     return "stale", f"its lock ({who}{beat}) is stale: {reason}"
 
 
+def release_dead_holder(run_dir: Path | str, pid: int) -> bool:
+    """Delete the run dir's lock if process `pid` of this host holds it and is gone (a pool worker that was
+    killed: its parent knows it died, so the next launch or `collect` need not judge the lock stale).
+    True when a lock was deleted."""
+    path = Path(run_dir) / LOCK_FILE
+    owner = _read_owner(path)
+    if not owner or owner["pid"] != pid or owner["host"] != socket.gethostname() or _pid_alive(pid):
+        return False
+    path.unlink(missing_ok=True)
+    return True
+
+
 class RunLock:
     """`with RunLock(run_dir):` holds the run dir for this process (raises RunLocked if someone else does)."""
 

@@ -288,24 +288,36 @@ def record_problem(run_dir: Path, record: dict[str, Any]) -> str | None:
 def find_run_dirs(sweep_dir: Path) -> list[Path]:
     """Every run directory below a sweep: those with a run.json, a fork parent's record, a checkpoint or a
     composed Hydra config. Symlinked folders are followed (a run moved to scratch and linked back is still
-    the sweep's), each real folder once."""
+    the sweep's), each real folder once: by its own path when it is also reachable without a link (a link
+    to a run of the sweep, `alias -> run005`, is the duplicate, whichever name sorts first)."""
+    sweep_dir = Path(sweep_dir)
+    base = os.path.realpath(sweep_dir)
+    direct = {os.path.realpath(root) for root, _, _ in _walk(sweep_dir, followlinks=False)}
     dirs, seen = [], set()
-    for root, subdirs, files in os.walk(sweep_dir, followlinks=True):
+    for root, subdirs, files in _walk(sweep_dir, followlinks=True):
         real = os.path.realpath(root)
-        if real in seen:  # reached again through a link (or a link cycle): not walked twice
-            subdirs[:] = []
+        reached_by_link = real != os.path.normpath(os.path.join(base, os.path.relpath(root, sweep_dir)))
+        if real in seen or (reached_by_link and real in direct):  # a link to a folder walked by its own path
+            subdirs[:] = []  # (or a link cycle): not walked twice
             continue
         seen.add(real)
-        subdirs.sort()
         here = Path(root)
         if any(m in files for m in RUN_MARKERS) or (here / ".hydra" / "config.yaml").is_file():
             dirs.append(here)
         elif (here / "checkpoints" / "last.ckpt").is_file():
             dirs.append(here)
-        if here.name in (".hydra", "checkpoints"):
+    return sorted(dirs)
+
+
+def _walk(sweep_dir: Path, followlinks: bool):
+    """os.walk below a sweep, in sorted order, not into a run's .hydra/ or checkpoints/ nor into the folders
+    earlier configs' outputs were set aside in (.replaced/)."""
+    for root, subdirs, files in os.walk(sweep_dir, followlinks=followlinks):
+        subdirs.sort()
+        if Path(root).name in (".hydra", "checkpoints"):
             subdirs[:] = []
         subdirs[:] = [d for d in subdirs if d != REPLACED_DIR]
-    return sorted(dirs)
+        yield root, subdirs, files
 
 
 def set_aside_replaced(run_dir: Path, old_identity: str) -> Path | None:

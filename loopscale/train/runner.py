@@ -126,6 +126,7 @@ def _callbacks(cfg: TrainConfig, run_dir: Path, fork_steps: list[int]) -> list:
     from loopscale.data.validation import SkipFinalStepValidation
     from loopscale.train.checkpoint import AtomicLastCheckpoint, ForkCheckpoints
     from loopscale.train.lightning_module import DivergenceCheck
+    from loopscale.train.step_progress import progress_callbacks
 
     # fork checkpoints first: a kill between the two saves at a fork step then never leaves last.ckpt past
     # a fork that was not written
@@ -142,7 +143,7 @@ def _callbacks(cfg: TrainConfig, run_dir: Path, fork_steps: list[int]) -> list:
     )
     if cfg.trainer.progress:
         callbacks.append(RichProgressBar() if sys.stdout.isatty() else TQDMProgressBar(refresh_rate=50))
-    return callbacks
+    return callbacks + progress_callbacks()  # a pool worker's sweep bar (loopscale/train/step_progress.py)
 
 
 def _plugins() -> list:
@@ -182,6 +183,21 @@ def running_elsewhere(err: Exception, run_dir: Path) -> dict[str, Any]:
     """The result of a launch that found its run dir locked by a live process: it trains nothing."""
     log.warning("%s", err)
     return {"status": "running-elsewhere", "reason": str(err), "run_dir": str(run_dir), "L": None}
+
+
+# How this process's last launch ended when it trained nothing: "skipped (done)" or "running elsewhere"
+# (None: it trained, or failed). A pool worker reads it to tell the sweep (launch/pool_launcher.py). It lives
+# here, not in train/entry.py, which may run as __main__ and reach the worker as a copy (cloudpickle).
+_LAST_OUTCOME: str | None = None
+
+
+def note_outcome(outcome: str | None) -> None:
+    global _LAST_OUTCOME
+    _LAST_OUTCOME = outcome
+
+
+def last_outcome() -> str | None:
+    return _LAST_OUTCOME
 
 
 def launching_rank() -> bool:
@@ -227,7 +243,7 @@ def _fit_run(
     record says so with what was known at that point (run_record.RecordedRun)."""
     import lightning as L
 
-    from loopscale.train.checkpoint import newest_checkpoint
+    from loopscale.train.checkpoint import newest_checkpoint, refused_checkpoint
     from loopscale.train.compiling import recompile_limit_hits
 
     run = RecordedRun(run_dir, record_file, first_record(cfg, run_dir, extra_record))
@@ -242,12 +258,18 @@ def _fit_run(
         hits_before = len(recompile_limit_hits())
         # weights_only=True: a checkpoint is tensors and plain containers; unpickling code from a planted
         # file is refused whatever torch's own default (torch < 2.6 defaults to full unpickling)
-        built.trainer.fit(
-            built.module,
-            datamodule=built.datamodule,
-            ckpt_path=str(resume_from) if resume_from else None,
-            weights_only=True,
-        )
+        try:
+            built.trainer.fit(
+                built.module,
+                datamodule=built.datamodule,
+                ckpt_path=str(resume_from) if resume_from else None,
+                weights_only=True,
+            )
+        except Exception as err:  # torch's refusal of a pickle advises weights_only=False: say ours instead
+            refused = refused_checkpoint(err, resume_from)
+            if refused is None:
+                raise
+            raise refused from None
         run.record.ranks = _rank_placement(built.trainer, built.module.resumed_from_step)
         val = None
         if validate:

@@ -49,6 +49,18 @@ def test_a_run_moved_to_scratch_and_linked_back_is_collected(tmp_path):
     assert sorted(r["run_name"] for r in rows) == ["run000", "run001", "run002", "run003"] and problems == []
 
 
+def test_a_link_to_a_run_of_the_sweep_does_not_hide_the_run(tmp_path):
+    # "alias" sorts before "run001" and a link in a subfolder is met before the folder it points into: the
+    # real folders are still the rows, by their own paths, and the links add nothing
+    sweep = _sweep(tmp_path)
+    (sweep / "alias").symlink_to("run001")
+    (sweep / "a_group").mkdir()
+    (sweep / "a_group" / "run003").symlink_to(sweep / "run003")
+    rows, problems = collect(sweep)
+    assert sorted(r["run_dir"] for r in rows) == [str(sweep / f"run{i:03d}") for i in range(4)]
+    assert problems == []
+
+
 def test_a_copied_run_dir_is_a_problem_not_a_second_row(tmp_path):
     sweep = _sweep(tmp_path)
     shutil.copytree(sweep / "run001", sweep / "run001.bak")

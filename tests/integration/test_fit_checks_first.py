@@ -40,6 +40,21 @@ def fit(*args, cwd=None):
     return run_cli(["fit", *map(str, args)], cwd=cwd)
 
 
+def test_the_solve_counter_counts_the_solves_of_a_fit_that_runs(tmp_path, solves):
+    """The positive control of every `solves == []` below: the same kind of command on valid input counts
+    its solves (the fit and the refit without the largest budget; a joint fit and its separate fits), so
+    zero means none ran."""
+    res = fit(SMALL, "--no-profile", "--holdout-largest", "--out", tmp_path / "o.json")
+    assert res.returncode == 0, res.stderr
+    assert len(solves) == 2
+    joint = tmp_path / "runs.csv"
+    S.small_recipe_sweep(seed=0).to_csv(joint, index=False)
+    solves.clear()
+    res = fit(joint, "--joint", "recipe", "--no-profile", "--out", tmp_path / "j.json")
+    assert res.returncode == 0, res.stderr
+    assert len(solves) == 3  # the joint fit and each recipe's separate fit
+
+
 def test_holdout_that_leaves_too_few_rows_fails_before_any_solve(tmp_path, solves):
     table = pd.read_csv(SMALL)
     small = table[table.C == table.C.min()].iloc[:9]  # 9 rows below the largest budget
@@ -122,7 +137,7 @@ def test_a_failed_figure_leaves_the_fit_json_and_names_the_figure(tmp_path, monk
     """A figure that raises (here: a drawing bug, injected; the fit itself is real) leaves the fit JSON."""
     import loopscale.plots as plots
 
-    def broken(table, fit, path):
+    def broken(table, fit, paths, dpi=200):
         raise KeyError("r")
 
     monkeypatch.setattr(plots, "plot_fit", broken)

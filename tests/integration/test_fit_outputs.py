@@ -47,6 +47,30 @@ def test_a_plot_format_matplotlib_cannot_write_fails_before_the_fit(tmp_path):
     assert "objective" not in res.stdout  # nothing was fitted
 
 
+def test_plot_writes_png_and_pdf_at_the_dpi_asked(tmp_path):
+    """Issue 41 (16): `--plot fig.png` writes fig.png and fig.pdf, the PNG at --dpi; a --dpi outside 10-1000 is
+    refused before the fit, as `plot` and `report` refuse it."""
+    from PIL import Image
+
+    table = _copy(tmp_path)
+    sizes = {}
+    for dpi in (50, 100):
+        png = tmp_path / f"fig{dpi}.png"
+        res = fit(table, "--no-profile", "--plot", png, "--dpi", dpi, cwd=tmp_path)
+        assert res.returncode == 0, res.stderr
+        assert png.read_bytes().startswith(b"\x89PNG") and png.with_suffix(".pdf").read_bytes().startswith(b"%PDF")
+        assert f"wrote {png} and {png.with_suffix('.pdf')}" in res.stdout
+        sizes[dpi] = Image.open(png).size
+    assert sizes[100] == (2 * sizes[50][0], 2 * sizes[50][1])  # pixels scale with the dpi asked
+    res = fit(
+        table, "--no-profile", "--out", tmp_path / "f.json", "--plot", tmp_path / "x.png", "--dpi", 5, cwd=tmp_path
+    )
+    assert (
+        res.returncode == 2 and res.stderr.strip() == "loopscale fit: error: --dpi must be between 10 and 1000; got 5"
+    )
+    assert not (tmp_path / "f.json").exists() and not (tmp_path / "x.png").exists()
+
+
 def test_out_through_a_symlink_writes_its_target_and_keeps_the_link(tmp_path):
     table = _copy(tmp_path)
     (tmp_path / "fits").mkdir()

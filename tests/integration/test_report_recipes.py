@@ -210,3 +210,28 @@ def test_joint_report_on_a_sweep_directory(tmp_path):
     text = out.read_text()
     assert text.count("| hyper | 8 |") == 20 and "| tbptt | 8 |" in text
     assert "None: every run found in the sweep finished." in text
+
+
+def test_a_fit_of_another_table_is_flagged_in_the_report(tmp_path):
+    """Issue 41 (9): the fit records the table it was fitted on (path, sha256); a report on a table with
+    other contents says so, in the report and on stderr, while one on that table (copied elsewhere: the
+    content counts) does not."""
+    table, fit = tmp_path / "runs.csv", tmp_path / "fit.json"
+    shutil.copy(FIXTURE / "runs.csv", table)
+    baseline = pd.read_csv(table)
+    baseline = baseline[baseline["recipe"] == "baseline"]
+    baseline.to_csv(table, index=False)
+    assert run_cli(["fit", table, "--no-profile", "--out", fit]).returncode == 0
+    same, other = tmp_path / "copy.csv", tmp_path / "other.csv"
+    shutil.copy(table, same)
+    baseline.iloc[:-3].to_csv(other, index=False)  # three runs fewer
+    ok = run_cli(["report", same, "--fit", fit, "--out", tmp_path / "same.md", "--dpi", "20"])
+    assert ok.returncode == 0 and "warning" not in ok.stderr, ok.stderr
+    assert "Warning" not in (tmp_path / "same.md").read_text()
+    res = run_cli(["report", other, "--fit", fit, "--out", tmp_path / "other.md", "--dpi", "20"])
+    recorded = json.loads(fit.read_text())["input"]
+    assert res.returncode == 0, res.stderr
+    line = res.stderr.strip().splitlines()[-1]
+    assert line.startswith(f"warning: the fit was made from {recorded['path']} (sha256 {recorded['sha256'][:12]})")
+    assert f"not from this report's table {other}" in line
+    assert f"> **Warning:** {line.removeprefix('warning: ')}" in (tmp_path / "other.md").read_text()

@@ -310,7 +310,11 @@ def test_a_planted_checkpoint_runs_no_code(tmp_path, data_dir):
     )
     assert proc.returncode != 0
     assert not marker.exists(), "the planted checkpoint ran code"
-    assert "Weights only load failed" in read_record(run_dir)["reason"]
+    reason = read_record(run_dir)["reason"]
+    assert reason.startswith(f"CheckpointRefused: {run_dir / CHECKPOINT} holds more than tensors"), reason
+    assert "weights_only=True only and refused it" in reason and "weights_only=False" not in reason, reason
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("loopscale-train: error: ") and "refused it" in last and "Traceback" not in proc.stderr
 
 
 def test_a_field_added_by_a_code_update_does_not_orphan_old_runs(tmp_path):

@@ -63,12 +63,23 @@ def modules_loaded_by(code: str) -> set[str]:
 
 
 def tree(pid: int) -> list[int]:
-    """Every descendant of `pid` (children first), read from /proc."""
+    """Every descendant of `pid` (children first), read from /proc: the children of each of its threads (a
+    pool's manager thread starts workers too)."""
+    kids = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            kids += [int(c) for c in (task / "children").read_text().split()]
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+    return [k for c in dict.fromkeys(kids) for k in [c, *tree(c)]]
+
+
+def cmdline(pid: int) -> list[str]:
+    """A process's command line (empty once it is gone)."""
     try:
-        kids = [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
-    except FileNotFoundError:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")[:-1]
+    except (FileNotFoundError, ProcessLookupError):
         return []
-    return [k for c in kids for k in [c, *tree(c)]]
 
 
 def running(pid: int) -> bool:

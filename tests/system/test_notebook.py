@@ -1,29 +1,22 @@
 """`loopscale notebook`: notebooks/phi_diagnostics.ipynb executed top to bottom on a real kernel (nbclient, the
 `python3` kernelspec of this venv's ipykernel) on a user's sweep given by relative paths from another
-directory, written as a notebook with outputs and as HTML. How it is committed and what it opens:
+directory, through the command line's main: by default one HTML page in the sweep's dir; a failing cell
+named, with the notebook up to it written (.ipynb). How it is committed and what it opens:
 tests/unit/test_notebook_inputs.py."""
 
-import argparse
+import html
 import os
+import re
 import shutil
 import sys
 
 import nbformat
-import pytest
 
+from loopscale.cli import main
 from support.paths import FIXTURES, REPO_ROOT
 
 NOTEBOOK = REPO_ROOT / "notebooks" / "phi_diagnostics.ipynb"
 FIXTURE = FIXTURES / "plots"
-
-
-def _command(argv):
-    from loopscale.cli import notebook
-
-    parser = argparse.ArgumentParser()
-    notebook.register(parser.add_subparsers())
-    args = parser.parse_args(["notebook", *argv])
-    return args.func(args)
 
 
 def test_notebook_runs_on_the_users_sweep_from_where_they_stand(tmp_path, monkeypatch, capsys):
@@ -50,47 +43,41 @@ def test_notebook_runs_on_the_users_sweep_from_where_they_stand(tmp_path, monkey
     monkeypatch.chdir(elsewhere)
     monkeypatch.setenv("PWD", "/somewhere/else")  # a stale PWD: the command's own cwd wins
     argv = ["../runs/mine", "--compare", "../runs/mine/hyper.json", "--joint", "../runs/mine/joint.json"]
-    assert _command([*argv, "--notebook", "../../nbdir/diag.ipynb", "--out", "out/report.ipynb"]) == 0
+    # `loopscale notebook runs/mine ...` as the command line runs it: no --out writes runs/mine/phi_diagnostics.html
+    assert main(["notebook", *argv, "--notebook", "../../nbdir/diag.ipynb"]) == 0  # a failed cell would be rc 1
     printed = capsys.readouterr().out
+    page_path = mine / "phi_diagnostics.html"
     assert f"showing your data (table {mine / 'runs.csv'}, fit {mine / 'fit.json'})" in printed
-    assert f"wrote {elsewhere / 'out' / 'report.ipynb'}" in printed
+    assert f"wrote {page_path}" in printed
+    assert not list(elsewhere.iterdir())  # nothing where the user stands
 
-    done = nbformat.read(elsewhere / "out" / "report.ipynb", as_version=4)
-    outputs = [o for c in done.cells if c.cell_type == "code" for o in c.outputs]
-    assert not [o for o in outputs if o.output_type == "error"]
-    banner = "".join(o.get("text", "") for o in done.cells[1].outputs)
+    page = page_path.read_text()
+    # collapse, profile, residuals, iso-FLOP, compute-optimal, advice, delta-phi, joint delta-phi: inline
+    assert page.count('src="data:image/png;base64,') == 8
+    text = html.unescape(re.sub(r"<[^>]*>", "", page))  # the page's text, as a reader sees it
+    banner = next(line for line in text.splitlines() if line.startswith("showing "))
     assert banner.startswith(f"showing your data (table {mine / 'runs.csv'}") and "fixtures" not in banner
-    images = [o for o in outputs if "image/png" in o.get("data", {})]
-    # collapse, profile, residuals, iso-FLOP, compute-optimal, advice, delta-phi, joint delta-phi
-    assert len(images) == 8
-    html = "".join(o.get("data", {}).get("text/html", "") for o in outputs)
-    assert "phi" in html and "ci95_low" in html  # the parameter table rendered
-    assert "width_ratio" in html and "lr_p_value" in html  # the joint fit's delta-phi table
-    markdown = "".join(o.get("data", {}).get("text/markdown", "") for o in outputs)
-    assert "shared-parameter check" in markdown
-    assert "best: r = " in markdown and "break-even at C = " in markdown  # the advice section
-    probe = "".join(o.get("text", "") for o in done.cells[-1].outputs).split("\n")
+    assert "ci95_low" in text  # the parameter table rendered
+    assert "width_ratio" in text and "lr_p_value" in text  # the joint fit's delta-phi table
+    assert "shared-parameter check" in text
+    assert "best: r = " in text and "break-even at C = " in text  # the advice section
+    probe = text[text.rindex(sys.prefix) :].split("\n")
     assert probe[0] == sys.prefix  # the kernel is this venv's Python
     assert probe[1] == str(tmp_path / "nbdir")  # ... in the notebook's folder, yet the paths were the user's
     assert probe[2] == repr([str(mine / "hyper.json")])
 
-    # the same, as one HTML page with the figures inline
-    from loopscale.cli.notebook import write_notebook
 
-    write_notebook(done, tmp_path / "report.html")
-    page = (tmp_path / "report.html").read_text()
-    assert page.count('src="data:image/png;base64,') == 8 and "showing your data" in page
-
-
-def test_a_failing_cell_is_named_and_the_notebook_up_to_it_written(tmp_path, monkeypatch):
-    from loopscale.cli.notebook import NotebookFailed
-
+def test_a_failing_cell_is_named_and_the_notebook_up_to_it_written(tmp_path, monkeypatch, capsys):
     nb = nbformat.v4.new_notebook(
         cells=[nbformat.v4.new_code_cell("print('before')"), nbformat.v4.new_code_cell("1 / 0")]
     )
     nbformat.write(nb, tmp_path / "broken.ipynb")
     monkeypatch.chdir(tmp_path)
-    with pytest.raises(NotebookFailed, match=r"cell 1 \(.+\) failed: ZeroDivisionError: division by zero; .*out.ipynb"):
-        _command(["--notebook", "broken.ipynb", "--out", "out.ipynb"])
+    rc = main(["notebook", "--notebook", "broken.ipynb", "--out", "out.ipynb"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 1 and len(err) == 1, err
+    assert re.fullmatch(
+        r"loopscale notebook: error: cell 1 \(.+\) failed: ZeroDivisionError: division by zero; .*out\.ipynb.*", err[0]
+    ), err
     done = nbformat.read(tmp_path / "out.ipynb", as_version=4)
     assert done.cells[0].outputs[0]["text"] == "before\n" and done.cells[1].outputs[0]["ename"] == "ZeroDivisionError"

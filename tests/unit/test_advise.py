@@ -255,6 +255,30 @@ def test_without_replicates_the_advice_is_point_estimates_only():
     assert any("point estimates only" in w for w in record["warnings"])
 
 
+def _two_camps(phi_point: float, camps: tuple[float, float], n: int = 40) -> FitResult:
+    """A fit at phi_point whose replicates sit half at one phi, half at another (the rest at the truth)."""
+    reps = {k: [v] * n for k, v in TRUTH.items()}
+    reps["phi"] = [camps[0]] * (n // 2) + [camps[1]] * (n - n // 2)
+    return make_fit({**TRUTH, "phi": phi_point}, reps)
+
+
+def test_a_close_call_is_within_the_noise_and_says_so():
+    """Under a 1e8 cap at 1e20 FLOPs, looping once more loses at phi = 0 and wins at phi = 1: replicates split
+    between the two make r = 1 and r = 2 each best in half of them, so the advice names both."""
+    cons = dict(compute_flops=1e20, max_unique_params=1e8, family=named_family("paper", (1, 2)), r_values=(1, 2))
+    record = advise(_two_camps(1.0, (0.0, 1.0)), **cons).record
+    best = record["best"]
+    assert best["r"] == 2 and best["within_noise"] == [1] and best["n_replicates"] == 40
+    assert best["share"] == {"1": 0.5, "2": 0.5}
+    assert best["verdict"] == "within the noise: r = 2 (best in 50% of 40 replicates) and r = 1 (50%)"
+    lo, hi = next(rec for rec in record["per_r"] if rec["r"] == 1)["replicates"]["L_minus_best"]
+    assert lo < 0 < hi  # r = 1 is better than r = 2 in some replicates, worse in others
+    # the same fit with every replicate at phi = 1: r = 2 wins each, r = 1 is worse beyond the noise
+    clear = advise(_two_camps(1.0, (1.0, 1.0)), **cons).record["best"]
+    assert clear["within_noise"] == []
+    assert clear["verdict"] == "r = 2: best in 100% of 40 replicates; every other r is worse beyond the noise (95%)"
+
+
 def test_impossible_constraints_name_every_r():
     family = named_family("paper", R_ALL)
     with pytest.raises(ValueError, match="no r meets the constraints.*r = 1.*r = 8"):

@@ -120,3 +120,17 @@ def test_a_chinchilla_fit_and_a_fit_without_replicates_give_point_estimates(fit_
     assert "point estimates only" in out and "assuming --family paper" in out
     rc, out, err = run(capsys, fit_path(params=TRUTH), "--compute", "1e20")
     assert rc == 0 and "best: r = 1 (point estimate; no bootstrap replicates" in out
+
+
+def test_a_close_call_prints_within_the_noise(fit_path, tmp_path, capsys):
+    """Replicates split between phi = 0 (r = 1 wins under the cap) and phi = 1 (r = 2 wins): the command says
+    both are within the noise, in its verdict line and its JSON."""
+    reps = {k: [v] * 40 for k, v in TRUTH.items()}
+    reps["phi"] = [0.0] * 20 + [1.0] * 20
+    fit = fit_path(params={**TRUTH, "phi": 1.0}, replicates=reps, shapes=paper_shapes())
+    rc, out, err = run(
+        capsys, fit, "--compute", "1e20", "--max-unique-params", "1e8", "--r", "1,2", "--json", tmp_path / "a.json"
+    )
+    assert rc == 0, err
+    assert "best: within the noise: r = 2 (best in 50% of 40 replicates) and r = 1 (50%)" in out.splitlines(), out
+    assert json.loads((tmp_path / "a.json").read_text())["best"]["within_noise"] == [1]

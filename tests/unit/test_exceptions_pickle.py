@@ -37,6 +37,7 @@ SAMPLES = {
     "loopscale.train.identity.IdentityMismatch": lambda m: m.IdentityMismatch("runs/x holds a run of another config"),
     "loopscale.data.corpus.DataError": lambda m: m.DataError("path='x' does not exist"),
     "loopscale.train.records.BadRecord": lambda m: m.BadRecord("runs/x/run.json is not valid JSON"),
+    "loopscale.train.checkpoint.CheckpointRefused": lambda m: m.CheckpointRefused("last.ckpt holds more than tensors"),
     "loopscale.train.entry.RunFailed": lambda m: m.RunFailed("loopscale-train: a run of this sweep failed"),
     "loopscale.cli.notebook.NotebookFailed": lambda m: m.NotebookFailed("cell 7 (collapse) raised ValueError: x"),
     "loopscale.cli.notebook.MissingExtra": lambda m: m.MissingExtra("nbclient is not installed"),

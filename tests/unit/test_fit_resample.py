@@ -7,6 +7,10 @@ from __future__ import annotations
 
 import io
 import json
+import os
+import subprocess
+import sys
+import time
 
 import numpy as np
 import pandas as pd
@@ -18,6 +22,7 @@ from loopscale.fit.optimize import fit_law
 from loopscale.fit.tables import canonical_table
 from support.cli import run_cli
 from support.paths import FIXTURES
+from support.procs import cmdline, tree
 
 SMALL = FIXTURES / "looped_synthetic_small.csv"
 
@@ -36,6 +41,7 @@ def test_chunks_draw_their_own_weights_whole_clusters_at_a_time():
     assert np.all(w[:, 0] == w[:, 1]) and np.all(w[:, 2] == w[:, 3]) and np.all(w[:, 3] == w[:, 4])
     assert np.array_equal(w, resample.chunk_weights(5, 2, 8, 7, inverse, 4))  # its own generator: (seed, chunk)
     assert not np.array_equal(w, resample.chunk_weights(5, 3, 8, 7, inverse, 4))
+    assert not np.array_equal(w, resample.chunk_weights(6, 2, 8, 7, inverse, 4))  # --seed draws other replicates
     rows = resample.chunk_weights(0, 0, 4, 10, None, 0)
     assert np.all(rows.sum(axis=1) == 10)
 
@@ -76,3 +82,44 @@ def test_fit_jobs_option_writes_the_same_fit(tmp_path):
         assert res.stderr == ""  # no progress bar when stderr is not a terminal
     a, b = (json.loads(p.read_text()) for p in outs)
     assert a["bootstrap"]["params"] == b["bootstrap"]["params"] and a["ci95"] == b["ci95"]
+
+
+def _fit_workers(tmp_path, *options: str, cores: set[int] | None = None) -> tuple[set[int], dict]:
+    """`loopscale fit --bootstrap 160` in a child process (pinned to `cores` when given): the worker processes
+    seen under it while it ran (polled from /proc; multiprocessing's helper processes left out) and its fit."""
+    out = tmp_path / f"fit{len(list(tmp_path.glob('fit*.json')))}.json"
+    args = [sys.executable, "-m", "loopscale", "fit", SMALL, "--bootstrap", "160", "--no-profile", *options]
+    proc = subprocess.Popen(
+        [*map(str, args), "--out", str(out)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        preexec_fn=(lambda: os.sched_setaffinity(0, cores)) if cores else None,
+    )
+    workers: set[int] = set()
+    while proc.poll() is None:
+        for pid in tree(proc.pid):
+            line = " ".join(cmdline(pid))
+            if line and "resource_tracker" not in line and "forkserver" not in line:
+                workers.add(pid)
+        time.sleep(0.01)
+    printed = proc.communicate()[0]
+    assert proc.returncode == 0, printed[-3000:]
+    return workers, json.loads(out.read_text())
+
+
+@pytest.mark.system
+def test_jobs_runs_the_replicates_in_that_many_worker_processes_and_by_default_on_every_usable_core(tmp_path):
+    """Equal numbers for any --jobs would also hold if --jobs were ignored: here the workers are seen. With
+    --jobs 2, two worker processes; by default, one per core of the process's affinity mask (pinned to one
+    core: none, the replicates run in the process itself)."""
+    two, fit_two = _fit_workers(tmp_path, "--jobs", "2")
+    assert len(two) == 2, two
+    alone, fit_alone = _fit_workers(tmp_path, cores={min(os.sched_getaffinity(0))})
+    assert alone == set()
+    assert fit_alone["bootstrap"]["params"] == fit_two["bootstrap"]["params"]
+    cores = os.sched_getaffinity(0)
+    if len(cores) >= 2:  # the default: every usable core (10 chunks of 16 replicates: enough for 10 cores)
+        pinned = set(sorted(cores)[:10])
+        every, _ = _fit_workers(tmp_path, cores=pinned)
+        assert len(every) == len(pinned), (every, pinned)

@@ -98,5 +98,6 @@ def test_a_contradicting_launcher_override_stops_the_multirun_before_submission(
         module="loopscale.train.entry",
     )
     assert proc.returncode != 0
-    assert "LayoutError" in proc.stderr and "hydra.launcher.tasks_per_node=1 but trainer.devices=8" in proc.stderr
+    assert "Traceback" not in proc.stderr and "hydra.launcher.tasks_per_node=1 but trainer.devices=8" in proc.stderr
+    assert proc.stderr.startswith("loopscale-train: error: launcher and trainer disagree: ")  # one line (issue 41)
     assert not (tmp_path / "default" / ".submitit").exists()

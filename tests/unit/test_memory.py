@@ -1,6 +1,7 @@
 """The memory model (loopscale/model/memory.py) against what really happens on CPU: the activations autograd keeps
-(saved-tensor hooks, bf16 autocast, eager and compiled) at three sizes and two recipes, the optimizer state a
-real MuonH step allocates; and device_batch=auto on the cards of the published grid."""
+(saved-tensor hooks, bf16 autocast, eager and compiled) at three sizes and two recipes, to the 0.3% that
+docs/operations.md promises; the head chunk's transient against the allocations the profiler records; the
+optimizer state a real MuonH step allocates; and device_batch=auto on the cards of the published grid."""
 
 from __future__ import annotations
 
@@ -11,7 +12,15 @@ import torch
 
 from loopscale.config.schema import with_vocab
 from loopscale.model.accounting import paper_model
-from loopscale.model.memory import GIB, activation_bytes, estimate_memory, state_bytes, usable_memory
+from loopscale.model.head_loss import chunked_head_loss
+from loopscale.model.memory import (
+    GIB,
+    activation_bytes,
+    estimate_memory,
+    state_bytes,
+    transient_bytes,
+    usable_memory,
+)
 from loopscale.model.transformer import LoopedTransformer
 from loopscale.train.batching import device_batching
 from loopscale.train.compiling import compile_model
@@ -29,7 +38,7 @@ def small_paper_model(size_d: int, r: int, recipe: str):
 @pytest.mark.parametrize("compile_mode", [False, "blocks"])
 @pytest.mark.parametrize("recipe", ["baseline", "hyper"])
 @pytest.mark.parametrize("d", [32, 64, 96])
-def test_activations_match_the_saved_tensors_within_15_percent(d, recipe, compile_mode):
+def test_activations_match_the_saved_tensors_within_0_3_percent(d, recipe, compile_mode):
     """Compiled with Dynamo's aot_eager backend: the same forward / backward partition as Inductor's (measured
     equal per layer here) without code generation."""
     cfg = small_paper_model(d, 4, recipe)
@@ -41,7 +50,43 @@ def test_activations_match_the_saved_tensors_within_15_percent(d, recipe, compil
     measured = kept_for_backward(model, x)
     predicted = activation_bytes(cfg, 2, compile_mode)
     print(f"d={d} {recipe} compile={compile_mode}: measured {measured:,} predicted {predicted:,} bytes")
-    assert predicted == pytest.approx(measured, rel=0.15)
+    assert predicted == pytest.approx(measured, rel=0.003)  # the tolerance docs/operations.md states
+
+
+def allocated_above_the_end(fn) -> tuple[int, int]:
+    """(peak, end): the most CPU bytes `fn()` had allocated at once and what it still held when it returned,
+    from the allocations and frees torch's profiler records (profile_memory), replayed in time order."""
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], profile_memory=True) as prof:
+        fn()
+    events = sorted(
+        (e for e in prof.profiler.kineto_results.events() if e.name() == "[memory]"), key=lambda e: e.start_ns()
+    )
+    live = peak = 0
+    for e in events:  # nbytes < 0 for a free
+        live += e.nbytes()
+        peak = max(peak, live)
+    return peak, live
+
+
+def test_the_head_transient_bounds_what_a_head_chunk_allocates():
+    """The transient term is the head chunk's working set (logits, their fp32 copy, tanh, log-softmax and
+    their gradients: ~2 V_pad + 20 V bytes a chunk token): an upper bound of what the chunked head loss
+    allocates on top of what it keeps, and not a loose one (measured here: 16.3 V a token, the model 22.0 V)."""
+    cfg = dataclasses.replace(small_paper_model(32, 1, "baseline"), vocab_size=3000, seq_len=256)
+    device_batch = 4  # 1,024 tokens: one chunk, and the head's working set larger than a layer's backward
+    generator = torch.Generator().manual_seed(0)
+    x = torch.randn(device_batch, cfg.seq_len, cfg.d_model, generator=generator, requires_grad=True)
+    weight = torch.randn(cfg.padded_vocab_size, cfg.d_model, generator=generator, requires_grad=True)
+    targets = torch.randint(0, cfg.vocab_size, (device_batch, cfg.seq_len), generator=generator)
+
+    def head():
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            chunked_head_loss(x, weight, targets, cfg.vocab_size, cfg.logit_softcap)
+
+    peak, end = allocated_above_the_end(head)
+    measured, predicted = peak - end, transient_bytes(cfg, device_batch)
+    print(f"head transient: measured {measured:,} predicted {predicted:,} bytes")
+    assert measured <= predicted <= 1.5 * measured
 
 
 @pytest.mark.parametrize("recipe", ["baseline", "tbptt", "hyper"])

@@ -112,3 +112,28 @@ def test_the_notebook_is_committed_with_cell_ids_and_without_outputs():
     intro = "".join(raw["cells"][0]["source"])
     for name in ("RUNS", "TABLE", "FIT", "FREE", "COMPARE", "JOINT", "ADVISE_COMPUTE", "ADVISE_MAX_PARAMS", "CWD"):
         assert f"LOOPSCALE_{name}" in intro, name
+
+
+@pytest.mark.parametrize(
+    "argv, says",
+    [
+        (["--table", "empty.csv"], r"LOOPSCALE_TABLE: .*empty.csv is not a runs table \(.*has no rows"),
+        (["--fit", "broken.json"], r"LOOPSCALE_FIT: .*broken.json is not a fit JSON"),
+        (["--fit", "/etc/passwd"], r"LOOPSCALE_FIT: /etc/passwd is not a fit JSON \(cannot read fit JSON"),
+        (["--compare", "broken.json"], r"LOOPSCALE_COMPARE: .*broken.json is not a fit JSON"),
+        (["--advise-compute", "-5"], r"LOOPSCALE_ADVISE_COMPUTE='-5' must be a positive, finite number"),
+        (["--advise-compute", "nan"], r"LOOPSCALE_ADVISE_COMPUTE='nan' must be a positive, finite number"),
+    ],
+)
+def test_an_input_the_notebook_cannot_read_stops_before_a_kernel_starts(tmp_path, monkeypatch, argv, says):
+    """Issue 41 (15): every input is read as the notebook's cells read it, before a kernel starts."""
+    from loopscale.cli import notebook
+
+    monkeypatch.chdir(tmp_path)
+    sweep = _sweep(tmp_path / "mine")
+    (tmp_path / "empty.csv").write_text("r,N_once,N_rec,D,L\n")
+    (tmp_path / "broken.json").write_text('{"law": "looped", "params": 3}')
+    monkeypatch.setattr(notebook, "execute", lambda *a: pytest.fail("a kernel was started"))
+    with pytest.raises(InputError, match=says):
+        _command(["mine", *argv])
+    assert sorted(p.name for p in sweep.iterdir()) == ["fit.json", "runs.csv"]  # nothing written

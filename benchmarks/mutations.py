@@ -1,0 +1,644 @@
+"""Mutation benchmark (issue 35): does a green suite mean what the docs promise? A curated list of
+behaviour-level mutations of the code, each one a promise of README.md or docs/operations.md broken on
+purpose; each is applied to a scratch copy of the tree and the tests that should catch it run against it.
+
+    .venv/bin/python benchmarks/mutations.py                  # every mutation (~30 min on 2 busy cores)
+    .venv/bin/python benchmarks/mutations.py --check          # do the snippets still apply? (seconds)
+    .venv/bin/python benchmarks/mutations.py --only verdict-phi-width-never-fails,pool-stops-handing-out-jobs
+    make mutations MUTATION_ARGS="--only ..."
+
+A mutation is data (MUTATIONS below): an id, the file, an exact snippet of it and its replacement, the tests
+that must fail on it, and the promise it breaks. The scratch copy is the working tree's files (git's tracked
+and untracked-but-not-ignored files) copied to a temporary folder, never the tree itself; the tests run there
+with this venv's Python, `python -m pytest` from the copy, PYTHONPATH pointing at it (so the copy's loopscale,
+not the editable install's, is what the tests and every child process they start import; checked before the
+first mutation) and PYTHONDONTWRITEBYTECODE=1 (no stale bytecode of a file mutated twice in one second).
+
+Per mutation: `caught` (a named test failed), `SURVIVED` (they all passed: the suite does not guard the
+promise), `stale` (the snippet is not in the file, or not once: the code moved; update the snippet),
+`broken` (pytest did not run the tests: a collection error, no test of that name, or every one skipped, e.g.
+the full-disk tests without root; or a named test fails on the clean copy, so the mutation cannot be measured)
+or `timeout`. The clean copy is checked first: every named test runs on it once. Prints each mutation as it
+finishes, then caught / applied, the survivors and the stale snippets; `--json PATH` writes the same. Exit 0
+when every mutation was caught (none survived, none stale or broken), else 1.
+
+When code moves (a refactor), update `old` / `new` of the entries it names; when a promise lands, add its
+mutation. Keep snippets short and about behaviour (a comparison, a constant, a call), so they survive edits
+around them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+TIMEOUT_S = 1200.0  # one mutation's tests; a hang beyond this is reported as a timeout
+
+
+@dataclass(frozen=True)
+class Mutation:
+    id: str
+    file: str  # relative to the repository root
+    old: str  # an exact snippet of the file, found exactly once
+    new: str  # what replaces it
+    tests: tuple[str, ...]  # pytest node ids or files that must fail
+    promise: str  # what a user relies on that this breaks (README.md / docs/operations.md)
+
+
+VERDICT = "loopscale/fit/verdict.py"
+T_VERDICT = "tests/unit/test_verdict.py"
+ADVISE = "loopscale/analysis/advise.py"
+T_ADVISE = "tests/unit/test_advise.py"
+MEMORY = "loopscale/model/memory.py"
+T_MEMORY = "tests/unit/test_memory.py"
+POOL = "loopscale/launch/pool_launcher.py"
+WORKERS = "loopscale/launch/local_workers.py"
+T_POOL = "tests/system/test_local_pool.py"
+T_POOL_FAILED = T_POOL + "::test_a_failed_run_is_recorded_and_the_others_go_on_then_the_sweep_exits_1"
+T_POOL_SIGTERM = T_POOL + "::test_sigterm_records_terminated_and_exits_143_with_the_longest_jobs_first"
+T_RESAMPLE = "tests/unit/test_fit_resample.py"
+T_JOBS = (
+    T_RESAMPLE + "::test_jobs_runs_the_replicates_in_that_many_worker_processes_and_by_default_on_every_usable_core"
+)
+T_GOLDEN = "tests/unit/test_authors_golden.py"
+T_IDENTITY = "tests/integration/test_run_identity.py"
+T_COLLECT = "tests/integration/test_collect_records.py"
+T_CHECKS_FIRST = "tests/integration/test_fit_checks_first.py"
+T_DEMO_FAILURES = "tests/system/test_demo_failures.py"
+
+MUTATIONS: tuple[Mutation, ...] = (
+    # -- the twelve of issue 35 ------------------------------------------------------------------------
+    Mutation(
+        "advise-snaps-below",
+        ADVISE,
+        "candidates = np.stack([below, above], axis=1)",
+        "candidates = np.stack([below, below], axis=1)",
+        (T_ADVISE + "::test_paper_advice_is_the_best_valid_width_of_an_exhaustive_search",),
+        "advise: the advised width is the best valid width (snapped to the better neighbour)",
+    ),
+    Mutation(
+        "advise-within-noise-never",
+        "loopscale/analysis/advise_report.py",
+        'out["within_noise"].append(r)',
+        "pass",
+        (
+            T_ADVISE + "::test_a_close_call_is_within_the_noise_and_says_so",
+            "tests/unit/test_advise_cli.py::test_a_close_call_prints_within_the_noise",
+        ),
+        'advise: the best r with its replicate share, or "within the noise"',
+    ),
+    Mutation(
+        "verdict-joint-isoflop-always-ok",
+        VERDICT,
+        "        if iso is not None:\n            checks.append(iso)",
+        '        if iso is not None:\n            checks.append({**iso, "ok": True})',
+        (T_VERDICT,),
+        "a joint fit's verdict: each recipe's iso-FLOP minima inside the sampled sizes",
+    ),
+    Mutation(
+        "verdict-phi-width-never-fails",
+        VERDICT,
+        "        width <= PHI_CI_WIDTH_MAX,",
+        "        True,",
+        (T_VERDICT,),
+        "the verdict: phi's 95% interval at most 0.35 wide",
+    ),
+    Mutation(
+        "joint-dphi-jacobian-unmasked",
+        "loopscale/fit/laws.py",
+        "data.log_r * (data.recipe == g)",
+        "data.log_r",
+        ("tests/unit/test_law_hessians.py", "tests/unit/test_joint_groundtruth.py"),
+        "a joint fit's delta-phi: the gradient of each recipe's phi on its own rows only",
+    ),
+    Mutation(
+        "memory-activations-plus-12-percent",
+        MEMORY,
+        "    return per_token * tokens\n",
+        "    return int(1.12 * per_token * tokens)\n",
+        (T_MEMORY,),
+        "memory model: activations within 0.3% of what autograd keeps",
+    ),
+    Mutation(
+        "memory-activations-plus-5-percent",
+        MEMORY,
+        "    return per_token * tokens\n",
+        "    return int(1.05 * per_token * tokens)\n",
+        (T_MEMORY,),
+        "memory model: activations within 0.3% of what autograd keeps",
+    ),
+    Mutation(
+        "memory-transient-zero",
+        MEMORY,
+        "    return max(head, BACKWARD_BYTES_PER_D * cfg.d_model * tokens)",
+        "    return 0",
+        (T_MEMORY,),
+        "memory model: the head chunk's transient is part of the peak",
+    ),
+    Mutation(
+        "muonh-without-nesterov",
+        "loopscale/train/optim/muonh.py",
+        "g = p.grad.lerp(buf, mu)",
+        "g = buf.clone()",
+        (T_GOLDEN,),
+        "the published optimizer (MuonH with Nesterov momentum), bit for bit against the authors' code",
+    ),
+    Mutation(
+        "muonh-norm-safety-1.05",
+        "loopscale/train/optim/muonh.py",
+        "NORM_SAFETY = 1.02",
+        "NORM_SAFETY = 1.05",
+        (T_GOLDEN,),
+        "the published optimizer's Polar Express normalisation",
+    ),
+    Mutation(
+        "pool-stops-at-the-first-failure",
+        POOL,
+        "    return JobResult(False, error=str(err) or type(err).__name__)",
+        "    raise RuntimeError(str(err) or type(err).__name__)",
+        (T_POOL_FAILED,),
+        "local pool: a failed run is recorded and the sweep goes on (exit 1 at the end)",
+    ),
+    Mutation(
+        "pool-stops-handing-out-jobs",
+        WORKERS,
+        "            try:\n                result = future.result()\n",
+        "            if future.cancelled():\n                continue\n"
+        "            try:\n                result = future.result()\n"
+        '                if getattr(result, "completed", True) is False:\n'
+        "                    for pending in futures:\n                        pending.cancel()\n",
+        (T_POOL_FAILED,),
+        "local pool: a failed run is recorded and the other jobs are still trained",
+    ),
+    Mutation(
+        "fit-jobs-ignored",
+        "loopscale/fit/resample.py",
+        "        if jobs <= 1 or len(tasks) <= 1:",
+        "        if True:",
+        (T_JOBS,),
+        "fit: bootstrap replicates over --jobs worker processes",
+    ),
+    Mutation(
+        "usable-cores-ignores-affinity",
+        "loopscale/machine.py",
+        "return max(1, len(os.sched_getaffinity(0)))",
+        "return max(1, os.cpu_count() or 1)",
+        (
+            "tests/unit/test_pool_size.py::test_usable_cores_is_the_affinity_mask_not_the_machine",
+            "tests/unit/test_cost_probe.py::test_the_pools_wall_time_is_never_shorter_than_its_longest_job",
+            T_JOBS,
+        ),
+        "every pool uses the cores of the process's affinity mask (a SLURM allocation, taskset)",
+    ),
+    # -- verdicts --------------------------------------------------------------------------------------
+    Mutation(
+        "verdict-bound-never-fails",
+        VERDICT,
+        "        not (low or high),",
+        "        True,",
+        (T_VERDICT, "tests/integration/test_fit_verdict.py"),
+        "the verdict: E and phi off the bounds of the fitter's box",
+    ),
+    Mutation(
+        "verdict-holdout-never-fails",
+        VERDICT,
+        "        mre <= HOLDOUT_MRE_MAX,",
+        "        True,",
+        (T_VERDICT,),
+        "the verdict: the held-out largest budget predicted to 1.5%",
+    ),
+    Mutation(
+        "verdict-forked-rows-bootstrap-accepted",
+        VERDICT,
+        'if forked and not (source == "bootstrap" and boot.get("cluster") == PARENT_COLUMN):',
+        "if False:",
+        (T_VERDICT, "tests/integration/test_fit_verdict.py::test_a_forked_sweep_resampled_by_rows_is_not_measured"),
+        "the verdict: a forked sweep's interval must come from a bootstrap by parent job",
+    ),
+    Mutation(
+        "verdict-edge-minimum-counts-as-inside",
+        VERDICT,
+        "widths[0] < best < widths[-1]",
+        "widths[0] <= best <= widths[-1]",
+        (T_VERDICT, "tests/unit/test_conditioning.py"),
+        "the verdict: each iso-FLOP minimum strictly inside the sampled sizes",
+    ),
+    Mutation(
+        "fit-forked-default-cluster-rows",
+        "loopscale/cli/fit.py",
+        "        return PARENT_COLUMN\n",
+        "        return None\n",
+        ("tests/integration/test_fit_verdict.py::test_a_forked_sweep_is_bootstrapped_by_parent_job_by_default",),
+        "fit: a forked sweep is bootstrapped by parent job by default",
+    ),
+    Mutation(
+        "fit-profile-lower-point-ignored",
+        "loopscale/fit/fit_table.py",
+        "        if better is not None:\n            note = (",
+        "        if False:\n            note = (",
+        (T_CHECKS_FIRST + "::test_a_profile_below_the_fit_refits_from_there",),
+        "fit: when the phi profile finds a lower objective, the fit moves there",
+    ),
+    # -- refusals before work --------------------------------------------------------------------------
+    Mutation(
+        "fit-holdout-too-few-rows-accepted",
+        "loopscale/fit/uncertainty.py",
+        "    if train.sum() < n_min:",
+        "    if False:",
+        (T_CHECKS_FIRST + "::test_holdout_that_leaves_too_few_rows_fails_before_any_solve",),
+        "fit: a --holdout-largest that leaves too few rows fails in one line before any solve",
+    ),
+    Mutation(
+        "fit-out-overwrites-its-input",
+        "loopscale/cli/fit_output.py",
+        "            if _same_file(path, Path(table)):",
+        "            if False:",
+        ("tests/integration/test_fit_outputs.py",),
+        "fit: refuses an --out or --plot that is one of its input tables",
+    ),
+    Mutation(
+        "pool-zero-workers-accepted",
+        POOL,
+        "    if threads < 1 or (workers is not None and workers < 1):",
+        "    if threads < 1:",
+        ("tests/unit/test_pool_size.py::test_pool_size_refuses_nonsense",),
+        "local pool: nonsense worker counts refused in one line before any run",
+    ),
+    # -- resume exactness, identity, locks, records -----------------------------------------------------
+    Mutation(
+        "resume-replays-from-step-0",
+        "loopscale/data/windows.py",
+        "        micro_step = self.start_step\n",
+        "        micro_step = 0\n",
+        (
+            "tests/integration/test_datamodule.py::test_restarted_stream_continues_exactly_and_ranks_differ",
+            "tests/integration/test_datamodule.py::test_lightning_resume_sees_the_batches_an_uninterrupted_run_saw",
+        ),
+        "relaunching resumes interrupted runs exactly where they stopped",
+    ),
+    Mutation(
+        "identity-ignores-the-learning-rate",
+        "loopscale/train/identity.py",
+        '        "trainer.nan_at_step",\n',
+        '        "trainer.nan_at_step",\n        "optim.lr",\n',
+        (T_IDENTITY + "::test_identity_ignores_what_does_not_change_the_result",),
+        "a run dir resumes or is skipped only when the relaunch has the same identity",
+    ),
+    Mutation(
+        "identity-ignores-the-data",
+        "loopscale/train/identity.py",
+        "    identity = {**identity_of(config), **(data or {})}",
+        "    identity = identity_of(config)",
+        ("tests/integration/test_data_identity.py::test_a_run_refuses_to_resume_on_a_changed_corpus",),
+        "a corpus edited after a kill is noticed, not trained on (the data's content hash in the identity)",
+    ),
+    Mutation(
+        "lock-live-owner-taken-over",
+        "loopscale/train/lock.py",
+        "    if abs(age) > STALE_AFTER_S:",
+        "    if abs(age) >= 0:",
+        (T_IDENTITY + "::test_stale_and_live_locks_of_other_hosts",),
+        'one process per run dir: a second launch prints "running elsewhere" and touches nothing',
+    ),
+    Mutation(
+        "record-of-a-copy-trusted",
+        "loopscale/train/records.py",
+        "    if name is not None and name != run_dir.name:",
+        "    if False:",
+        (T_COLLECT + "::test_a_copied_run_dir_is_a_problem_not_a_second_row",),
+        "a record is trusted only where it belongs: a copied run dir is a problem run, not a second row",
+    ),
+    Mutation(
+        "collect-ignores-linked-runs",
+        "loopscale/train/records.py",
+        "os.walk(sweep_dir, followlinks=True)",
+        "os.walk(sweep_dir, followlinks=False)",
+        (T_COLLECT + "::test_a_run_moved_to_scratch_and_linked_back_is_collected",),
+        "collect follows symlinked run dirs (a run moved to scratch and linked back)",
+    ),
+    Mutation(
+        "outputs-written-in-place",
+        "loopscale/atomic.py",
+        "        yield temps\n",
+        "        yield [Path(p) for p in paths]\n        return\n",
+        (T_COLLECT + "::test_a_full_disk_replaces_none_of_the_three_outputs",),
+        "outputs are whole or absent: a full disk leaves the previous files intact",
+    ),
+    # -- advise's constraints -------------------------------------------------------------------------
+    Mutation(
+        "advise-unique-parameter-cap-ignored",
+        ADVISE,
+        "    if cons.max_unique_params is not None:",
+        "    if False:",
+        (T_ADVISE + "::test_binding_memory_cap_gives_the_capped_closed_form",),
+        "advise: the loss-minimising model under --max-unique-params",
+    ),
+    Mutation(
+        "advise-inference-cap-ignored",
+        ADVISE,
+        "    if cons.max_inference_flops is not None:",
+        "    if False:",
+        (T_ADVISE + "::test_inference_cap_and_lifetime_cost_against_a_brute_force_search",),
+        "advise: the loss-minimising model under --max-inference-flops",
+    ),
+    # -- the pool's failures and signals ----------------------------------------------------------------
+    Mutation(
+        "pool-sigterm-recorded-as-interrupted",
+        WORKERS,
+        "    raise Interrupted() if interrupted else Terminated()",
+        "    raise Interrupted()",
+        (T_POOL_SIGTERM,),
+        'SIGTERM: the runs record "terminated", exit 143 (interrupted is Ctrl-C\'s)',
+    ),
+    Mutation(
+        "pool-ctrl-c-recorded-as-terminated",
+        WORKERS,
+        "        interrupt.set()\n",
+        "        pass\n",
+        (T_POOL + "::test_ctrl_c_stops_the_pool_and_records_interrupted",),
+        'Ctrl-C: every worker\'s run records "interrupted", exit 130',
+    ),
+    Mutation(
+        "workers-outlive-a-killed-parent",
+        WORKERS,
+        "    die_with_parent(signal.SIGTERM, parent_pid)\n",
+        "    pass\n",
+        (T_DEMO_FAILURES + "::test_workers_end_when_the_demo_is_killed_outright",),
+        "a pool's workers end when the process that started them is killed outright",
+    ),
+    Mutation(
+        "pool-threads-ignore-trainer-num-threads",
+        POOL,
+        "launcher.threads_per_worker or job_threads or None",
+        "launcher.threads_per_worker or None",
+        (T_POOL_SIGTERM,),
+        "local pool: threads_per_worker unset takes the sweep's trainer.num_threads",
+    ),
+    Mutation(
+        "pool-shortest-job-first",
+        POOL,
+        "key=lambda i: -tokens[i]",
+        "key=lambda i: tokens[i]",
+        (T_POOL_SIGTERM,),
+        "local pool: the longest jobs are handed out first (the ETA weighs jobs by tokens)",
+    ),
+    Mutation(
+        "pool-eta-forked-job-weighs-its-parent-only",
+        POOL,
+        "        return max(1, round(plan.C_forked / plan.F))",
+        "        return max(1, plan_run(train_cfg).D)",
+        ("tests/unit/test_pool_size.py::test_a_jobs_share_of_the_eta_is_its_training_tokens",),
+        "local pool: the ETA weighs a forked job by its parent's and every cooldown's tokens",
+    ),
+    Mutation(
+        "sigterm-exit-code-1",
+        "loopscale/signals.py",
+        "EXIT_TERMINATED = 128 + signal.SIGTERM",
+        "EXIT_TERMINATED = 1",
+        ("tests/system/test_signals.py::test_sigterm_exits_143_and_the_record_says_terminated",),
+        "SIGTERM (kill, a timeout, a scheduler's cancel) exits 143",
+    ),
+    # -- seeds ----------------------------------------------------------------------------------------
+    Mutation(
+        "windows-ignore-the-seed",
+        "loopscale/data/windows.py",
+        "np.random.default_rng([seed, step, rank])",
+        "np.random.default_rng([0, step, rank])",
+        ("tests/integration/test_datamodule.py::test_same_seed_same_batches_and_each_input_matters",),
+        "a run's batches are a function of (seed, step, rank)",
+    ),
+    Mutation(
+        "bootstrap-ignores-the-seed",
+        "loopscale/fit/resample.py",
+        "rng = np.random.default_rng([seed, k])",
+        "rng = np.random.default_rng([0, k])",
+        (T_RESAMPLE + "::test_chunks_draw_their_own_weights_whole_clusters_at_a_time",),
+        "fit: the bootstrap's replicates are set by --seed (the same for any --jobs)",
+    ),
+    Mutation(
+        "seeds-share-a-run-dir",
+        "loopscale/config/naming.py",
+        '    return "" if int(seed) == 0 else f"-seed{int(seed)}"',
+        '    return ""',
+        ("tests/integration/test_provenance.py::test_a_seed_sweep_with_the_default_run_name_trains_every_seed",),
+        "runs that differ only in their seed never share a run dir (-m seed=0,1,2 trains every seed)",
+    ),
+)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# the scratch copy
+
+
+def tree_files(root: Path) -> list[str]:
+    """The working tree's files as git sees them: tracked (and present) plus untracked, not ignored."""
+    out = subprocess.run(
+        ["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"],
+        cwd=root,
+        capture_output=True,
+        check=True,
+    ).stdout.decode()
+    return sorted({f for f in out.split("\0") if f and (root / f).is_file()})
+
+
+def scratch_copy(root: Path, dest: Path) -> Path:
+    for name in tree_files(root):
+        target = dest / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(root / name, target)
+    return dest
+
+
+def test_env(copy: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTEST_ADDOPTS", "PYTHONSTARTUP")}
+    env.update(PYTHONPATH=str(copy), PYTHONDONTWRITEBYTECODE="1", PYTHONUNBUFFERED="1")
+    return env
+
+
+def check_imports(copy: Path) -> None:
+    """The copy's loopscale and Hydra plugins are what a test and a child it starts (from another folder)
+    import."""
+    code = (
+        "import loopscale, loopscale.fit.verdict as v, hydra_plugins.loopscale_launchers as h; "
+        "print(v.__file__); print(h.__file__)"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], cwd=copy.parent, env=test_env(copy), capture_output=True, text=True
+    )
+    paths = proc.stdout.split()
+    if proc.returncode != 0 or len(paths) != 2 or not all(Path(p).is_relative_to(copy) for p in paths):
+        raise SystemExit(f"mutations: the scratch copy is not what gets imported: {proc.stdout}{proc.stderr}")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# one mutation
+
+
+def snippet_problem(root: Path, m: Mutation) -> str | None:
+    """Why the mutation cannot be applied to the tree at `root` (the code moved), or None."""
+    path = root / m.file
+    if not path.is_file():
+        return f"{m.file} is gone"
+    count = path.read_text().count(m.old)
+    if count != 1:
+        return f"its snippet occurs {count} times in {m.file} (needs exactly once)"
+    return None
+
+
+def run_tests(
+    copy: Path, tests: tuple[str, ...], timeout_s: float, extra: list[str], first_failure_stops: bool = True
+) -> tuple[int | None, str]:
+    """(pytest's exit code or None on timeout, its output) for `tests` in the copy."""
+    stop = ["-x"] if first_failure_stops else []
+    cmd = [sys.executable, "-m", "pytest", *stop, "-q", "-p", "no:cacheprovider", "--no-header", *extra, *tests]
+    proc = subprocess.Popen(
+        cmd,
+        cwd=copy,
+        env=test_env(copy),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,  # a timeout kills the tests' own children too
+    )
+    try:
+        out, _ = proc.communicate(timeout=timeout_s)
+        return proc.returncode, out
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        return None, proc.communicate()[0]
+
+
+def failures(output: str) -> list[str]:
+    """The node ids pytest's summary lists as failed or in error."""
+    return re.findall(r"^(?:FAILED|ERROR) (\S+)", output, re.MULTILINE)
+
+
+def first_failure(output: str) -> str:
+    return next(iter(failures(output)), "")
+
+
+def covers(target: str, node: str) -> bool:
+    """Whether the test `node` is one of the target's (a file, or a test with its parameters)."""
+    return node == target or node.startswith((target + "::", target + "["))
+
+
+def run_mutation(copy: Path, m: Mutation, timeout_s: float, extra: list[str]) -> dict:
+    started = time.monotonic()
+    problem = snippet_problem(copy, m)
+    if problem is not None:
+        return {"id": m.id, "verdict": "stale", "detail": problem, "seconds": 0.0}
+    path = copy / m.file
+    original = path.read_text()
+    path.write_text(original.replace(m.old, m.new))
+    try:
+        rc, output = run_tests(copy, m.tests, timeout_s, extra)
+    finally:
+        path.write_text(original)
+    if rc == 0 and not re.search(r"\b\d+ passed\b", output):  # every named test skipped (no root, no SLURM?)
+        rc = "skipped"
+    verdict, detail = {
+        0: ("SURVIVED", "every named test passed"),
+        "skipped": ("broken", "every named test skipped: " + output.strip().splitlines()[-1]),
+        1: ("caught", first_failure(output)),
+        None: ("timeout", f"still running after {timeout_s:.0f} s"),
+    }.get(rc, ("broken", f"pytest exit {rc}: {output.strip().splitlines()[-1] if output.strip() else ''}"))
+    return {"id": m.id, "verdict": verdict, "detail": detail, "seconds": time.monotonic() - started}
+
+
+# ---------------------------------------------------------------------------------------------------------
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--only", default="", help="comma-separated mutation ids (default: all)")
+    parser.add_argument("--check", action="store_true", help="only check that every snippet applies; run nothing")
+    parser.add_argument("--list", action="store_true", help="list the mutations and the promises they break")
+    parser.add_argument("--no-baseline", action="store_true", help="skip running the named tests on the clean copy")
+    parser.add_argument("--timeout-s", type=float, default=TIMEOUT_S, help="per mutation (default %(default)s)")
+    parser.add_argument("--json", type=Path, help="write the results here")
+    parser.add_argument("--keep", action="store_true", help="keep the scratch copy (its path is printed)")
+    parser.add_argument("pytest_args", nargs="*", help="more pytest options, after --")
+    args = parser.parse_args(argv)
+
+    ids = [m.id for m in MUTATIONS]
+    if len(set(ids)) != len(ids):
+        raise SystemExit("mutations: duplicate ids")
+    wanted = [m for m in MUTATIONS if not args.only or m.id in args.only.split(",")]
+    unknown = set(filter(None, args.only.split(","))) - set(ids)
+    if unknown:
+        raise SystemExit(f"mutations: no mutation {sorted(unknown)}")
+    if args.list:
+        for m in wanted:
+            print(f"{m.id:<44} {m.file:<38} {m.promise}")
+        return 0
+    if args.check:
+        stale = [(m.id, p) for m in wanted if (p := snippet_problem(REPO_ROOT, m)) is not None]
+        for mid, problem in stale:
+            print(f"stale  {mid}: {problem}")
+        print(f"{len(wanted) - len(stale)} of {len(wanted)} snippets apply to {REPO_ROOT}")
+        return 1 if stale else 0
+
+    work = Path(tempfile.mkdtemp(prefix="loopscale-mutations-"))
+    copy = scratch_copy(REPO_ROOT, work / "tree")
+    print(f"mutations: {len(wanted)} mutations against a scratch copy of {REPO_ROOT} at {copy}", flush=True)
+    results: list[dict] = []
+    try:
+        check_imports(copy)
+        failing: list[str] = []  # tests that fail on the clean copy: their mutations cannot be measured
+        if not args.no_baseline:
+            tests = tuple(dict.fromkeys(t for m in wanted if snippet_problem(copy, m) is None for t in m.tests))
+            started = time.monotonic()
+            rc, output = run_tests(copy, tests, args.timeout_s * 3, args.pytest_args, first_failure_stops=False)
+            failing = failures(output)
+            summary = output.strip().splitlines()[-1] if output.strip() else ""
+            print(f"clean copy: {len(tests)} test targets in {time.monotonic() - started:.0f} s: {summary}")
+            if rc not in (0, 1) or (rc == 1 and not failing):
+                print(output[-5000:])
+                raise SystemExit("mutations: the named tests do not run on the unmutated tree; nothing measured")
+            for node in failing:
+                print(f"clean copy: {node} FAILS without a mutation: its mutations are not measured")
+        for i, m in enumerate(wanted, 1):
+            unmeasurable = [n for n in failing if any(covers(t, n) for t in m.tests)]
+            if unmeasurable:
+                result = {
+                    "id": m.id,
+                    "verdict": "broken",
+                    "detail": f"fails unmutated: {unmeasurable[0]}",
+                    "seconds": 0.0,
+                }
+            else:
+                result = run_mutation(copy, m, args.timeout_s, args.pytest_args)
+            results.append({**result, "file": m.file, "promise": m.promise})
+            line = f"[{i:>2}/{len(wanted)}] {m.id:<44} {result['verdict']:<8} {result['seconds']:6.1f} s"
+            print(f"{line}  {result['detail']}", flush=True)
+    finally:
+        if args.keep:
+            print(f"mutations: kept the scratch copy {copy}")
+        else:
+            shutil.rmtree(work, ignore_errors=True)
+
+    by = {v: [r for r in results if r["verdict"] == v] for v in ("caught", "SURVIVED", "stale", "broken", "timeout")}
+    applied = len(results) - len(by["stale"])
+    print(f"\ncaught {len(by['caught'])}/{applied} applied mutations ({len(results)} curated)")
+    labels = {"SURVIVED": "survivors", "stale": "stale (the code moved)", "broken": "broken", "timeout": "timed out"}
+    for verdict, label in labels.items():
+        listed = ", ".join(r["id"] for r in by[verdict]) or "none"
+        print(f"{label}: {listed}")
+    if args.json:
+        args.json.write_text(json.dumps({"mutations": [asdict(m) for m in wanted], "results": results}, indent=2))
+    return 0 if len(by["caught"]) == len(results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
