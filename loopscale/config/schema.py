@@ -331,10 +331,11 @@ def register_configs() -> None:
     from omegaconf import OmegaConf
 
     cs = ConfigStore.instance()
-    # Building the node instantiates ModelConfig(), whose __post_init__ resolves injection="auto" for the
-    # default r = 1; put "auto" back so a sweep over r resolves it per run (in OmegaConf.to_object).
+    # Building the node instantiates ModelConfig(), whose __post_init__ resolves injection="auto" (and block) for
+    # the default r = 1; put "auto" back so a sweep over r and recipes resolves them per run (OmegaConf.to_object).
     schema = OmegaConf.structured(TrainConfig)
     schema.model.injection = "auto"
+    schema.model.block = "auto"
     schema.model.recipe = "auto"
     cs.store(name="train_schema", node=schema)
     for group, node in (

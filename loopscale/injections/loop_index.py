@@ -35,7 +35,10 @@ class LoopIndexForm(InjectionForm):
 
     def params(self, cfg) -> tuple[Param, ...]:
         inner = tuple(replace(p, name=f"inner.{p.name}") for p in inner_form(cfg).params(cfg))
-        return (Param("index", (cfg.r, cfg.d_model), SCALAR, N_PASS), *inner)  # own parameters first, as torch lists them
+        return (
+            Param("index", (cfg.r, cfg.d_model), SCALAR, N_PASS),
+            *inner,
+        )  # own parameters first, as torch lists them
 
     def matmul_flops_per_token(self, cfg, n_grad: int) -> int:
         return inner_form(cfg).matmul_flops_per_token(cfg, n_grad)
