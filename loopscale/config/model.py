@@ -151,8 +151,11 @@ class ModelConfig:
             raise ConfigError(f"hyper_dynamic=True needs injection={' or '.join(map(repr, names(uses_lanes=True)))}")
         if self.logit_softcap is not None:
             check_positive("logit_softcap", self.logit_softcap)
+        recipe = recipes.find(self.recipe)
         if self.recipe == "auto":
             self.recipe = recipes.label_of(self) or (design_name(self) if self.r > 1 else "baseline")
+        elif recipe is not None and not recipe.applies(self.r):
+            self.recipe = "baseline"  # the same dense model: one run (one name, one identity) shared by the recipes
         check_recipe_label(self)
 
     @property
