@@ -122,12 +122,10 @@ def _read_cache(path: Path) -> dict[str, Any]:
 
 def _job_optimizer(cfg: TrainConfig, model_cfg, device_batch: int):
     """The run's own model and optimizer (LoopedLM's configure_optimizers: MuonH or AdamW groups and lrs)."""
-    from loopscale.train.lightning_module import LoopedLM, StepAccounting
-    from loopscale.train.plan import plan_run
+    from loopscale.train.lightning_module import LoopedLM
+    from loopscale.train.plan import plan_training
 
-    plan = plan_run(cfg)
-    accounting = StepAccounting(plan.steps, plan.batch_tokens, plan.F, target_tokens=plan.D_target)
-    module = LoopedLM(model_cfg, cfg.optim, cfg.trainer, accounting)
+    module = LoopedLM(model_cfg, cfg.optim, cfg.trainer, plan_training(cfg))  # LoopedLM takes the run's plan
     return module.model, module.configure_optimizers()["optimizer"]
 
 
