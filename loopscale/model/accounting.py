@@ -13,7 +13,9 @@ Parameter accounting (docs/design.md, "Parameter accounting"):
               injection: the parameters its form declares (loopscale/injections/), each in N_once or N_rec:
                          linear and concat 2 d^2 (W = [W_e | W_s], [d, 2d]); additive / passthrough 0;
                          hyper r * (K^2 + 2 K) scalars (+ r * (d * (K + 2) + 3) for the dynamic variant)
-    N       = N_once + N_rec                               (no token embedding, no LM head)
+    N_pass  = the slices used in one pass only (a loop-index embedding, per-pass adapters), declared N_PASS by their
+              injection or block form (loopscale/blocks/: a block form's own parameters count with their layer)
+    N       = N_once + N_pass + N_rec                      (no token embedding, no LM head)
     embedding = V_pad * d;  lm_head = V_pad * d untied, 0 tied (the head FLOPs still count)
 
 FLOPs per token. Two counts, both per token of one forward + backward:

@@ -11,8 +11,9 @@
            and closed by s = pass_norm(block(u))
         -> coda (c layers, once) -> final_norm -> lm_head (or the tied embedding) -> logits
 
-Layers are pre-norm: x + attn(norm(x)), then x + mlp(norm(x)); attention is causal SDPA with RoPE and a
-parameter-free QK-norm; no biases anywhere. Truncated backprop (cfg.bptt_k): the first r - bptt_k passes
+Each layer is its block form's (loopscale/blocks/, model.block): pre-norm x + attn(norm(x)), then x + mlp(norm(x))
+by default, Huginn's sandwich, per-pass adapters, scaled residual writes; the form builds it from the attention,
+MLP and RMSNorm classes here (PARTS). Attention is causal SDPA with RoPE and a parameter-free QK-norm; no biases. Truncated backprop (cfg.bptt_k): the first r - bptt_k passes
 run their block under torch.no_grad(), so they store no activations; e still reaches the loss through the
 injection of the last bptt_k passes. Hyper-connections refuse truncation (their form), as published.
 
@@ -23,7 +24,8 @@ nonzero norms. Both keep norm gains at 1 and leave `injection.*` to its form's r
 init of every form here: u = e on the first pass).
 
 Module names match loopscale.model.accounting: N_rec = recurrent, N_once = prelude + coda + injection +
-embed_norm + pass_norm + final_norm, embedding = embed, lm_head = lm_head (None when tied).
+embed_norm + pass_norm + final_norm, N_pass = the per-pass slices the forms declare (taken out of the others),
+embedding = embed, lm_head = lm_head (None when tied).
 """
 
 from __future__ import annotations

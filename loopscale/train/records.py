@@ -181,9 +181,7 @@ class RunRecord:
     def table_row(self) -> dict[str, Any]:
         """The runs table's columns (TABLE_COLUMNS) of this record; N_pass 0 in a record from before it existed."""
         row = {col: getattr(self, col) for col in TABLE_COLUMNS}
-        if row["N_pass"] is None and self.N_once is not None:
-            row["N_pass"] = 0
-        return row
+        return {**row, "N_pass": 0} if row["N_pass"] is None and self.N_once is not None else row
 
 
 _FIELDS = tuple(f.name for f in dataclasses.fields(RunRecord) if f.name != "extra")
