@@ -13,9 +13,10 @@
 
 Each layer is its block form's (loopscale/blocks/, model.block): pre-norm x + attn(norm(x)), then x + mlp(norm(x))
 by default, Huginn's sandwich, per-pass adapters, scaled residual writes; the form builds it from the attention,
-MLP and RMSNorm classes here (PARTS). Attention is causal SDPA with RoPE and a parameter-free QK-norm; no biases. Truncated backprop (cfg.bptt_k): the first r - bptt_k passes
-run their block under torch.no_grad(), so they store no activations; e still reaches the loss through the
-injection of the last bptt_k passes. Hyper-connections refuse truncation (their form), as published.
+MLP and RMSNorm classes here (PARTS). Attention is causal SDPA with RoPE and a parameter-free QK-norm; no biases.
+Truncated backprop (cfg.bptt_k): the first r - bptt_k passes run their block under torch.no_grad(), so they
+store no activations; e still reaches the loss through the injection of the last bptt_k passes. Hyper-connections
+refuse truncation (their form), as published.
 
 Init (cfg.init): `gpt2` draws matrices from N(0, init_std) with the residual writes scaled by 1/sqrt(2 L_eff);
 `paper` is the published recipe: embedding N(0, 1), untied head N(0, 1e-3), every block matrix uniform with
