@@ -216,14 +216,14 @@ def check_options(cfg: ModelConfig, known: tuple[str, ...]) -> None:
 
 def design_name(cfg: ModelConfig) -> str:
     """The label recipe=auto gives a design of its own: its injection, then what sets it apart (the block when it is
-    not the pre-norm layer, or when the injection alone would name a recipe the model is not: huginn-prenorm)."""
+    not the pre-norm layer, or when the name would otherwise be a recipe's that the model is not: huginn-prenorm)."""
     parts = [cfg.injection]
-    if cfg.block != blocks.DEFAULT or recipes.find(cfg.injection) is not None:
-        parts.append(cfg.block)
     if cfg.bptt_k is not None and cfg.bptt_k < cfg.r:
         parts.append(f"bptt{cfg.bptt_k}")
     if cfg.hyper_dynamic:
         parts.append("dynamic")
+    if cfg.block != blocks.DEFAULT or recipes.find("-".join(parts)) is not None:
+        parts.insert(1, cfg.block)
     return "-".join(parts)
 
 
