@@ -26,6 +26,8 @@ import sys
 import time
 from pathlib import Path
 
+from loopscale.signals import sigint_at_default
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 MAX_EXIT_S = 10.0  # the default suite's Ctrl-C test allows this long
 GRACE_S = 5.0  # a worker's last moments (its exit after the parent's) may end a little after the demo
@@ -70,15 +72,16 @@ def _still_running(pids: set[int], grace_s: float) -> list[int]:
 def _start_demo(out: Path, data_dir: Path) -> subprocess.Popen:
     args = [sys.executable, "-m", "loopscale", "demo", "--out", str(out), "--data-dir", str(data_dir), *DEMO]
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    return subprocess.Popen(
-        args,
-        cwd=out.parent,
-        start_new_session=True,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env=env,
-    )
+    with sigint_at_default():  # as a terminal's foreground job, also when this benchmark runs in the background
+        return subprocess.Popen(
+            args,
+            cwd=out.parent,
+            start_new_session=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env=env,
+        )
 
 
 def one_run(out: Path, data_dir: Path) -> dict:

@@ -28,8 +28,8 @@ import torch
 
 from loopscale.config.model import ModelConfig
 from loopscale.config.schema import DataConfig
-from loopscale.data.packed_reader import PackedDataModule
-from loopscale.data.packed_set import open_packed, pack, write_rows
+from loopscale.data.packed_batches import PackedDataModule
+from loopscale.data.packed_parquet import open_packed, pack, write_rows
 from loopscale.data.shards import PreparedData, prepare
 from loopscale.data.windows import TokenDataModule, batch_at
 from loopscale.model.transformer import LoopedTransformer

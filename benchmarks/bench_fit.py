@@ -35,11 +35,17 @@ import time
 import numpy as np
 from scipy.optimize import minimize
 
-from loopscale.fit import fit_table as F
 from loopscale.fit import synthetic as S
+from loopscale.fit.bounds import bounds_for
+from loopscale.fit.fit_table import fit_table
 from loopscale.fit.joint import fit_joint, joint_data, joint_table
 from loopscale.fit.laws.registry import law_data_from_table, make_law
-from loopscale.fit.tables import canonical_table
+from loopscale.fit.objective import objective
+from loopscale.fit.optimize import fit_law
+from loopscale.fit.resample import bootstrap
+from loopscale.fit.runs_table import canonical_table
+from loopscale.fit.starts import classic_grid
+from loopscale.fit.uncertainty import percentile_ci
 
 
 class Clock:
@@ -63,10 +69,10 @@ def bench_single(replicates: int, naive_starts: int) -> None:
     table = canonical_table(S.published_grid_table(seed=0, n_rows=107), "looped")
     data = law_data_from_table(table, "looped")
     with Clock() as fit_t:
-        result, state = F.fit_law(data, "looped")
+        result, state = fit_law(data, "looped")
     with Clock() as boot_t:
-        boot = F.bootstrap(state, replicates, seed=1)
-    ci = F.percentile_ci(boot["params"])["phi"]
+        boot = bootstrap(state, replicates, seed=1)
+    ci = percentile_ci(boot["params"])["phi"]
     print(
         f"[single] rows {len(data)}; fit: {fit_t.wall:.2f} s (target < 2 s; CPU {fit_t.cpu:.2f} s); "
         f"objective {result.objective:.8g}, |grad| {result.grad_norm:.1e}, {result.n_best_basin}/"
@@ -79,12 +85,12 @@ def bench_single(replicates: int, naive_starts: int) -> None:
         f"phi 95% CI [{ci[0]:.4f}, {ci[1]:.4f}]"
     )
     # Naive baseline: numerical gradients (2-point), default L-BFGS-B tolerances, classic grid.
-    grid = F.classic_grid(state.law)
+    grid = classic_grid(state.law)
     picks = grid[np.linspace(0, len(grid) - 1, naive_starts).astype(int)]
     law, loss = state.law, state.loss
     with Clock() as naive_t:
         naive_best = min(
-            minimize(F.objective, start, args=(law, data, loss), method="L-BFGS-B", bounds=F.bounds_for(law)).fun
+            minimize(objective, start, args=(law, data, loss), method="L-BFGS-B", bounds=bounds_for(law)).fun
             for start in picks
         )
     per_start = naive_t.wall / len(picks)
@@ -103,9 +109,9 @@ def bench_joint(replicates: int) -> None:
     data = joint_data(table)
     law = make_law("looped-joint", recipes=recipes)
     with Clock() as fit_t:
-        result, state = F.fit_law(data, law)
+        result, state = fit_law(data, law)
     with Clock() as boot_t:
-        boot = F.bootstrap(state, replicates, seed=1)
+        boot = bootstrap(state, replicates, seed=1)
     d = np.array(boot["params"]["phi[tbptt]"]) - np.array(boot["params"]["phi[baseline]"])
     print(
         f"[joint] rows {len(data)} ({len(recipes)} recipes); fit {fit_t.wall:.2f} s (CPU {fit_t.cpu:.2f} s), "
@@ -159,7 +165,7 @@ def memory_child(n_rows: int) -> None:
     table = canonical_table(S.evaluation_log_table(n_rows, seed=0), "looped")
     rss_table = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
     with np.errstate(all="ignore"), Clock() as t:
-        result = F.fit_table(table, "looped")
+        result = fit_table(table, "looped")
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # ru_maxrss is in KiB on Linux
     print(
         f"[memory] rows {n_rows}: fit + phi profile {t.wall:.1f} s (CPU {t.cpu:.1f} s); peak RSS "

@@ -200,8 +200,8 @@ def fit_both(runs: Path, points, indep, branches, bootstrap: int, indep_sweep: s
     and for the CPU
     grid on the independent grid's own 32 points (what `make demo` fits)."""
     from loopscale.fit.fit_table import fit_table
-    from loopscale.fit.tables import canonical_table, read_table
-    from loopscale.train.records import collect, runs_table
+    from loopscale.fit.runs_table import canonical_table, read_table
+    from loopscale.train.collect import collect, runs_table
 
     out, tables = {}, {}
     fits = [("independent", indep, indep_sweep, points), ("forked", branches, forked_sweep, points)]

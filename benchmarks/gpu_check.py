@@ -353,7 +353,7 @@ def run_point(check: Check, point: Point, args, save) -> dict[str, Any]:
     from loopscale.train.checkpoint import AtomicLastCheckpoint
     from loopscale.train.compiling import recompile_limit_hits
     from loopscale.train.plan import run_dir_of, to_train_config
-    from loopscale.train.records import RunRecord
+    from loopscale.train.run_json import RunRecord
     from loopscale.train.runner import build_training
 
     report: dict[str, Any] = {"point": point.name, "why": point.why, "status": "starting"}

@@ -30,7 +30,7 @@ _PUBLIC = {
     "TrainConfig": "loopscale.config.schema",
     "train_config": "loopscale.config.dirs",
     "run_training": "loopscale.train.entry",
-    "collect": "loopscale.train.records",
+    "collect": "loopscale.train.collect",
 }
 
 __all__ = ["__version__", *_PUBLIC]

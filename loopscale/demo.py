@@ -20,7 +20,32 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+
+from loopscale.analysis.conditioning import check, conditioning
+from loopscale.analysis.report import write_report
+from loopscale.atomic import atomic_path
+from loopscale.config.schema import with_vocab
+from loopscale.data.run_data import open_run_data
 from loopscale.errors import InputError
+from loopscale.fit.fit_table import fit_table
+from loopscale.fit.result import file_sha256
+from loopscale.fit.runs_table import canonical_table
+from loopscale.launch.compile_order import schedule
+from loopscale.launch.local_workers import train_in_workers
+from loopscale.launch.sweep import expand
+from loopscale.plots.registry import save_all
+from loopscale.train.collect import collect, runs_table, write_runs_table
+from loopscale.train.plan import branch_config, plan_forks, plan_run, run_dir_of
+from loopscale.train.run_json import is_finished
 
 EXPERIMENT = "isodepth_cpu_demo"
 
@@ -51,9 +76,6 @@ class DemoOutputs:
 
 def _job_plan(cfg, vocab_size: int):
     """A job's plan: its forks' plan (the parent plus every cooldown) or its single run's."""
-    from loopscale.config.schema import with_vocab
-    from loopscale.train.plan import plan_forks, plan_run
-
     cfg = with_vocab(cfg, vocab_size)
     return plan_forks(cfg) if cfg.budget.mode == "forks" else plan_run(cfg)
 
@@ -99,14 +121,6 @@ def _timed(stage_s: dict[str, float], name: str):
 
 def run_demo(settings: DemoSettings, console=None) -> DemoOutputs:
     """Every stage of the module docstring, in order; returns where each output went."""
-    from rich.console import Console
-
-    from loopscale import plots
-    from loopscale.analysis.report import write_report
-    from loopscale.data.run_data import open_run_data
-    from loopscale.fit.tables import canonical_table
-    from loopscale.launch.sweep import expand
-
     console = console or Console()
     started = time.perf_counter()
     stage_s: dict[str, float] = {}
@@ -128,7 +142,7 @@ def run_demo(settings: DemoSettings, console=None) -> DemoOutputs:
         fit, fit_path, free, fit_free_path = _fit(table, looped_table, runs_csv, out, settings, console)
     console.print("[5/5] figures and report")
     with _timed(stage_s, "figures_report"):
-        figures = plots.save_all(table, fit, out / "figures", free=free)
+        figures = save_all(table, fit, out / "figures", free=free)
         title = "loopscale demo: iso-depth looped transformers on Shakespeare (CPU)"
         report = write_report(table, fit, figures, out / "report.md", problems=problems, title=title)
     train_flops = sum(_job_flops(cfg, vocab_size) for cfg in trained)
@@ -161,21 +175,9 @@ def run_demo(settings: DemoSettings, console=None) -> DemoOutputs:
 
 def _train(jobs, vocab_size: int, workers: int, threads: int, console) -> list:
     """Train the jobs not finished yet on the worker pool, longest first; returns their configs."""
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-        TimeRemainingColumn,
-    )
-
-    from loopscale.launch.local_workers import train_in_workers
-    from loopscale.train.plan import run_dir_of
-    from loopscale.train.records import is_finished
-
     todo = [job.cfg for job in jobs if not is_finished(run_dir_of(job.cfg)) and not _forks_finished(job.cfg)]
-    todo.sort(key=lambda cfg: -_job_tokens(cfg, vocab_size))  # longest first (local_workers.py)
+    # longest first (local_workers.py), each model's first job before its other seeds (the compiled-graph cache)
+    todo = schedule(todo, [_job_tokens(cfg, vocab_size) for cfg in todo])
     console.print(
         f"[2/5] training {len(todo)} of {len(jobs)} jobs on {workers} worker process"
         f"{'es' * (workers != 1)} x {threads} thread{'s' * (threads != 1)} (finished jobs are reused)"
@@ -196,8 +198,6 @@ def _train(jobs, vocab_size: int, workers: int, threads: int, console) -> list:
 
 def _collect(out: Path, sweep_dir: Path):
     """`loopscale collect SWEEP_DIR --out OUT/runs.csv`: the table, the runs not done, the table's path."""
-    from loopscale.train.records import collect, runs_table, write_runs_table
-
     rows, problems = collect(sweep_dir)
     if not rows:
         raise InputError(f"no finished runs to fit in {sweep_dir} ({len(problems)} not done)")
@@ -211,11 +211,6 @@ def _fit(table, looped_table, runs_csv: Path, out: Path, settings: DemoSettings,
     """`loopscale fit runs.csv --bootstrap N --holdout-largest` on the looped law's canonical table and the
     looped-free diagnostic, each recorded with its input's path, hash and size; returns (fit, its path,
     free fit or None, its path)."""
-    from loopscale.atomic import atomic_path
-    from loopscale.fit.fit_table import fit_table
-    from loopscale.fit.result import file_sha256
-    from loopscale.fit.tables import canonical_table
-
     console.print(
         f"[4/5] fitting the looped law ({settings.n_bootstrap} bootstrap replicates, phi profile, "
         "largest budget held out)"
@@ -246,9 +241,6 @@ def _fit(table, looped_table, runs_csv: Path, out: Path, settings: DemoSettings,
 def _write_summary(summary: dict, looped_table, fit, path: Path) -> Path:
     """demo.json: the summary plus the conditioning numbers of the looped fit (on the table it was fitted
     to) and the targets it misses."""
-    from loopscale.analysis.conditioning import check, conditioning
-    from loopscale.atomic import atomic_path
-
     summary["conditioning"] = conditioning(looped_table, fit)
     summary["conditioning_misses"] = check(summary["conditioning"])
     with atomic_path(path) as tmp:
@@ -278,8 +270,6 @@ def _forks_finished(cfg) -> bool:
     """A forked job is done when every branch has its run.json (the parent writes none)."""
     if cfg.budget.mode != "forks":
         return False
-    from loopscale.train.plan import branch_config, plan_forks, run_dir_of
-    from loopscale.train.records import is_finished
 
     plan = plan_forks(cfg)
     return all(is_finished(run_dir_of(branch_config(cfg, plan, b))) for b in plan.branches)

@@ -5,7 +5,7 @@
       ConfigError       a config value or combination that cannot work (also a ValueError)
       InputError        a table, fit record, file or path the user named that cannot be used (also a ValueError)
     and, built on these: DataError (data/corpus.py), IdentityMismatch (train/identity.py), LayoutError,
-    UnsafeSubmititFolder, LaunchRefused (launch/launchers.py), BadRecord (train/records.py), UsageError (cli).
+    UnsafeSubmititFolder, LaunchRefused (launch/launchers.py), BadRecord (train/run_json.py), UsageError (cli).
 A full or read-only disk or a denied write (OSError ENOSPC, EDQUOT, EROFS, EACCES) is the user's to fix too:
 one line, exit code 1 (outputs are written atomically, so what was there before is intact). `user_error` is
 the one place that decides; the entry points only print. Foundation: imports nothing of loopscale.

@@ -6,6 +6,7 @@ from __future__ import annotations
 import platform
 import subprocess
 from collections.abc import Iterable
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 
@@ -39,8 +40,6 @@ def git_commit(repo: Path | None = None) -> str | None:
 def library_versions(
     names: Iterable[str] = ("torch", "lightning", "hydra-core", "numpy", "datasets", "tokenizers", "loopscale"),
 ) -> dict[str, str]:
-    from importlib.metadata import PackageNotFoundError, version
-
     out = {"python": platform.python_version()}
     for name in names:
         try:

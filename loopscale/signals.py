@@ -8,12 +8,16 @@ a scheduler's cancel) 143. Two things stand in the way without this module:
 So: `raise_on_sigterm()` makes SIGTERM raise Terminated (a SystemExit with code 143) in the main thread, and
 `training_signals()` does that and makes SIGINT raise Interrupted (which Lightning does not recognise, so it
 passes through) around a training run, giving back a KeyboardInterrupt to the caller. A handler someone else
-installed (submitit's, a worker pool's SIG_IGN for SIGINT) is left alone.
+installed (submitit's, a worker pool's SIG_IGN for SIGINT) is left alone, and so is a SIGINT ignored from the
+process's start: a background job of a script (`cmd &` without job control) ignores the terminal's Ctrl-C by
+POSIX rule, and every process it starts inherits that (stop it with SIGTERM). `stops_held()` keeps both
+signals back while a worker process starts, so its parent has it on record before either can unwind.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import signal
 import threading
@@ -87,12 +91,79 @@ def stop_status(err: BaseException) -> str | None:
     return None
 
 
+@contextlib.contextmanager
+def stops_held() -> Iterator[None]:
+    """Ctrl-C and SIGTERM held back for the block and raised at its end, as they would have been: what the
+    block starts (a worker process) is on its caller's books before a stop unwinds. Each signal that has a
+    Python handler gets one that only notes it (a mask alone would not do: the kernel hands a process's
+    signal to any thread that does not block it, and Python then runs the handler in the main thread anyway);
+    a noted signal is raised again through the restored handler at the end. SIGINT is also blocked
+    (pthread_sigmask), for what is spawned inside: the child inherits the mask, so a terminal's Ctrl-C, which
+    reaches the whole process group, cannot interrupt its start-up (it unblocks once its own handlers are in:
+    `unblock_sigint`). SIGTERM is not blocked: a process started inside keeps its default, so stopping it
+    while it starts ends it at once. Outside the main thread, where Python delivers no signals, the block
+    runs as is."""
+    if not _in_main_thread():
+        yield
+        return
+    noted: list[int] = []
+    handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    handlers = {s: h for s, h in handlers.items() if callable(h)}  # not SIG_IGN / SIG_DFL / a C handler
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    for signum in handlers:
+        signal.signal(signum, lambda got, frame: noted.append(got))
+    try:
+        yield
+    finally:
+        for signum, handler in handlers.items():
+            signal.signal(signum, handler)
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)  # a Ctrl-C the kernel kept pending comes now
+        for signum in dict.fromkeys(noted):  # through the handler now in place, as if it arrived now
+            signal.raise_signal(signum)
+
+
+@contextlib.contextmanager
+def sigint_at_default() -> Iterator[None]:
+    """A child process started in the block has SIGINT at its default, as a terminal's foreground job does,
+    even when this process ignores it (a background job of a script: the module docstring). An ignored signal
+    stays ignored across fork and exec, and Python installs no KeyboardInterrupt handler in a process that
+    starts that way; a handled one is reset to the default by exec, so SIGINT is handled here for the moment
+    of the start. For whoever starts a loopscale command to Ctrl-C it (the tests, benchmarks/bench_ctrl_c.py).
+    """
+    if not _in_main_thread() or signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
+        yield  # a child gets the default already (or this thread cannot change handlers)
+        return
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+_STOP_LINE_IN_PARENT = False  # set in a pool's worker: the pool's parent says the stop for the whole sweep
+
+
+def stop_line_in_parent() -> None:
+    """From now on this process (a pool's worker) leaves the one line of a Ctrl-C / SIGTERM to its parent,
+    which says it once for every worker; the runs here still record how they were stopped."""
+    global _STOP_LINE_IN_PARENT
+    _STOP_LINE_IN_PARENT = True
+
+
+def says_its_stop() -> bool:
+    """Whether this process prints its own Ctrl-C / SIGTERM line (not a pool's worker)."""
+    return not _STOP_LINE_IN_PARENT
+
+
+def unblock_sigint() -> None:
+    """SIGINT as a process started inside `stops_held` should have it, once its handler is set."""
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
 def die_with_parent(signum: int, parent_pid: int) -> None:
     """Ask Linux to send this process `signum` when its parent dies (prctl PR_SET_PDEATHSIG), so a worker
     never outlives a parent killed with SIGKILL; `parent_pid` closes the race with a parent already gone."""
     try:
-        import ctypes
-
         ctypes.CDLL(None, use_errno=True).prctl(1, int(signum), 0, 0, 0)  # 1 = PR_SET_PDEATHSIG
     except (OSError, AttributeError):  # not Linux: the parent's own clean-up is all there is
         return

@@ -20,11 +20,14 @@ never what a user means by `runs/mine`.
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping
 from pathlib import Path
 
 from loopscale.errors import InputError
+from loopscale.fit.result import load_fit
+from loopscale.plots.inputs import read_table
 
 # the source checkout (the notebook, runs/demo of `make demo`, tests/fixtures) when loopscale is installed
 # editable from it
@@ -140,8 +143,6 @@ def diagnostics_inputs(root: str | Path | None = None, env: Mapping[str, str] | 
 
 def _number(env: Mapping[str, str], key: str) -> float | None:
     """A positive, finite number (a budget in FLOPs, a parameter cap), or None when not given."""
-    import math
-
     value = env.get(env_name(key))
     if not value:
         return None
@@ -175,8 +176,6 @@ def missing_inputs(inputs: Mapping) -> list[str]:
 
 def _unreadable(key: str, path: str) -> str | None:
     """Why the notebook could not read `path` as its `key` input (plots.read_table, load_fit), or None."""
-    from loopscale.plots import load_fit, read_table
-
     try:
         if key == "table":
             return None if len(read_table(path)) else "holds no runs"

@@ -18,6 +18,7 @@ from typing import Any
 
 from loopscale.errors import InputError
 from loopscale.fit.laws.registry import law_class
+from loopscale.train.collect import collect, runs_table
 
 DENSE_COLUMN = "dense_from"  # in the runs table: the sweep dir an r = 1 row was borrowed from, else empty
 
@@ -26,8 +27,6 @@ def dense_rows(probe_rows: list[dict[str, Any]], baseline_dir: Path) -> list[dic
     """The baseline sweep's finished r = 1 rows, marked `dense_from = baseline_dir`, to append to a probe's
     rows. ValueError when the probe already has r = 1 rows (they would be counted twice) or when the
     baseline has none."""
-    from loopscale.train.records import collect
-
     baseline_dir = Path(baseline_dir)
     if not baseline_dir.is_dir():
         raise InputError(f"--dense {baseline_dir} is not a directory")
@@ -49,8 +48,6 @@ def dense_rows(probe_rows: list[dict[str, Any]], baseline_dir: Path) -> list[dic
 def probe_table(rows: list[dict[str, Any]], dense: list[dict[str, Any]]):
     """The runs table of a probe's rows plus its borrowed dense rows, with the `dense_from` column last
     (empty for the probe's own runs)."""
-    from loopscale.train.records import runs_table
-
     table = runs_table(rows + dense)
     table[DENSE_COLUMN] = table["run_dir"].map({row["run_dir"]: row[DENSE_COLUMN] for row in dense})
     return table

@@ -8,6 +8,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from loopscale.fit.laws.registry import predict_loss
+
 # Published Chinchilla-law parameters (L = E + A N^-alpha + B D^-beta, N parameters, D tokens, L nats/token),
 # quoted from the papers, not fitted here: Hoffmann et al. 2022 ("Training Compute-Optimal Large Language
 # Models"), Approach 3, eq. 10; Besiroglu et al. 2024 ("Chinchilla Scaling: A replication attempt", Epoch AI),
@@ -21,8 +23,6 @@ PUBLISHED_CHINCHILLA = {
 def published_comparison(params: dict[str, float], table: pd.DataFrame | None = None) -> tuple[list[str], list[tuple]]:
     """Headers and rows: E, A, B, alpha, beta of `params` (a chinchilla fit) beside each published set, then, when
     the table has N, D and L, each set's RMS of log L - log L_hat over its rows."""
-    from loopscale.fit.laws.registry import predict_loss
-
     names = ("E", "A", "B", "alpha", "beta")
     sets: dict[str, dict[str, Any]] = {"this fit": {k: params.get(k, np.nan) for k in names}, **PUBLISHED_CHINCHILLA}
     headers = ["parameter", "this fit", *[f"{k} (published)" for k in PUBLISHED_CHINCHILLA]]

@@ -22,8 +22,12 @@ import pandas as pd
 from loopscale.analysis.published_laws import published_comparison
 from loopscale.atomic import write_text_atomic
 from loopscale.fit.laws.registry import find_law
-from loopscale.fit.result import FitResult
-from loopscale.plots import budgets, load_fit
+from loopscale.fit.noise_text import noise_lines
+from loopscale.fit.result import FitResult, file_sha256, load_fit
+from loopscale.fit.validation.text import markdown as validation_markdown
+from loopscale.fit.verdict import shared_check_verdict
+from loopscale.fit.verdict_render import closing_lines, verdict_lines, verdict_rows
+from loopscale.plots.inputs import budgets
 
 # Runs-table columns shown in the report, in order (those the table has).
 RUN_COLUMNS = ("recipe", "r", "width", "C_budget", "C", "N_once", "N_rec", "N", "D", "L", "steps", "seed")
@@ -192,11 +196,7 @@ def joint_section(fit) -> str:
     )
     chk = j.get("shared_check")
     if chk:
-        verdict = (
-            "the recipes do NOT share the dense model: treat the joint delta-phi with care"
-            if chk["p_value"] < 0.05
-            else "consistent with one shared dense model"
-        )
+        verdict = shared_check_verdict(chk)
         out += [
             "",
             f"- shared-parameter check: joint fit vs the separate fits, robust LR statistic "
@@ -225,6 +225,8 @@ def quality_lines(fit: FitResult) -> list[str]:
             f"on its {hold.get('n_holdout')} runs the mean |relative error| is "
             f"{100 * hold['mean_abs_rel_error']:.2f}% (max {100 * hold['max_abs_rel_error']:.2f}%)."
         )
+    noise = noise_lines(fit.noise)  # the seed sigma and how the fit used it, or that intervals omit seed noise
+    lines += [f"- {line}" if not line.startswith(" ") else f"  - {line.strip()}" for line in noise]
     lines += [f"- warning: {w}" for w in fit.warnings or []]
     return lines
 
@@ -255,51 +257,33 @@ def figures_section(figures: Sequence[Path], out_dir: Path) -> str:
     return "\n".join(out).rstrip()
 
 
-def verdict_line(cond: dict) -> str:
-    """The one line that says whether the fit measured what it reports."""
-    verdict = str(cond.get("verdict") or ("measured" if cond.get("measured") else "not measured"))
-    return f"verdict: {verdict}"
-
-
-def _check_cell(v) -> str:
-    if isinstance(v, (list, tuple)):
-        return "[" + ", ".join(fmt(x) for x in v) + "]"
-    if isinstance(v, bool):
-        return "yes" if v else "no"
-    return fmt(v)
-
-
-def conditioning_rows(cond: dict) -> list[tuple[str, str, str, bool]]:
-    """(name, target, value, ok) of each check in a fit's conditioning block."""
-    checks = [c for c in cond.get("checks") or [] if isinstance(c, dict)]
-    return [
-        (str(c.get("name", "")), _check_cell(c.get("target")), _check_cell(c.get("value")), bool(c.get("ok")))
-        for c in checks
-    ]
-
-
 def conditioning_section(cond: dict | None) -> str:
-    """The fit's conditioning checks as a table and its verdict line ("" when the record has none)."""
+    """The fit's conditioning as Markdown: the checks as a table (with what each protects), then the warnings,
+    the minimum detectable delta-phi and the verdict, the same content `loopscale fit` prints
+    (`loopscale.fit.verdict`: `verdict_rows`, `closing_lines`); "" when the record has none."""
     if not cond:
         return ""
-    rows = conditioning_rows(cond)
+    rows = verdict_rows(cond)
     out = ["## Can the fit be trusted?", ""]
     if rows:
-        cells = [(name, target, value, "ok" if ok else "**FAILS**") for name, target, value, ok in rows]
-        out += [markdown_table(["check", "target", "value", "result"], cells), ""]
-    out.append(f"**{verdict_line(cond)}**")
+        cells = [
+            (name, protects, target, value, {"ok": "ok", "warn": "warning"}.get(status, "**FAILS**"))
+            for status, protects, name, value, target in rows
+        ]
+        out += [markdown_table(["check", "protects", "target", "value", "result"], cells), ""]
+    *notes, verdict = closing_lines(cond)
+    out += [f"- {line}" for line in notes] + ([""] if notes else [])
+    out.append(f"**verdict: {verdict}**")
     return "\n".join(out)
 
 
 def conditioning_lines(cond: dict | None) -> list[str]:
-    """The checks as an aligned plain-text table and the verdict line, for the terminal ([] without a block)."""
+    """The conditioning for the terminal (`loopscale report`): `verdict.verdict_lines`, the verdict last ([]
+    without a block)."""
     if not cond:
         return []
-    rows = [("check", "target", "value", "result")]
-    rows += [(name, target, value, "ok" if ok else "FAILS") for name, target, value, ok in conditioning_rows(cond)]
-    widths = [max(len(row[i]) for row in rows) for i in range(4)]
-    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows] if len(rows) > 1 else []
-    return [*lines, verdict_line(cond)]
+    *lines, verdict = verdict_lines(cond)
+    return [*lines, f"verdict: {verdict}"]
 
 
 def published_section(fit: FitResult, table: pd.DataFrame | None = None) -> str:
@@ -366,8 +350,6 @@ def input_warning(fit, sources: Sequence[Path]) -> str | None:
     was fitted on (`input`: path and sha256; a joint fit, each of its tables); the report reads `sources`
     (tables, or sweep dirs, whose table is the runs.csv `collect` writes there). Matched by content (sha256),
     so a table moved or renamed since still matches; a fit that records no input is not judged."""
-    from loopscale.fit.result import file_sha256
-
     fit = load_fit(fit)
     record = fit.input or {}
     recorded = [t for t in (record.get("tables") or [record]) if isinstance(t, dict) and t.get("sha256")]
@@ -395,10 +377,12 @@ def build_report(
     conditioning: dict | None = None,
     drop_top_k: int = 0,
     warnings: Sequence[str] = (),
+    validation: dict | None = None,
 ) -> str:
     """The report as Markdown text (figure links relative to out_dir). conditioning: the fit JSON's
     "conditioning" block (default: read from `fit` when it carries one); drop_top_k: how many highest-loss
-    rows the table was read without (said in the report); warnings: lines shown above the law (input_warning)."""
+    rows the table was read without (said in the report); warnings: lines shown above the law (input_warning);
+    validation: a `loopscale validate` record (its section follows the conditioning checks)."""
     out_dir = Path(out_dir)
     parts = [f"# {title}", *(f"> **Warning:** {line}" for line in warnings)]
     if fit is not None:
@@ -411,6 +395,7 @@ def build_report(
             "## Fitted law\n\nNo fit given (`loopscale fit TABLE --out FIT.json`, then "
             "`loopscale report ... --fit FIT.json`)."
         )
+    parts += [validation_markdown(validation, heading="##")] if validation is not None else []
     if figures:
         parts.append(figures_section(figures, out_dir))
     parts.append(runs_section(table, drop_top_k))
@@ -429,15 +414,18 @@ def write_report(
     conditioning: dict | None = None,
     drop_top_k: int = 0,
     warnings: Sequence[str] = (),
+    validation: dict | None = None,
 ) -> Path:
     """Write the Markdown report to out_path and return it.
 
     table: the runs table (as `collect` writes it); fit: a FitResult, its JSON dict, a path, or None;
     figures: figure paths (e.g. from `plots.save_all`: PNG and PDF), linked relative to the report; problems:
-    the second value of `records.collect(sweep_dir)` (None: the section is left out, as for a bare table);
-    conditioning, drop_top_k, warnings: as `build_report`.
+    the second value of `collect.collect(sweep_dir)` (None: the section is left out, as for a bare table);
+    conditioning, drop_top_k, warnings, validation: as `build_report`.
     """
     out_path = Path(out_path)
-    text = build_report(table, fit, figures, out_path.parent, problems, title, conditioning, drop_top_k, warnings)
+    text = build_report(
+        table, fit, figures, out_path.parent, problems, title, conditioning, drop_top_k, warnings, validation
+    )
     write_text_atomic(out_path, text)
     return out_path

@@ -1,46 +1,90 @@
 """The `loopscale` command: one subcommand per module in this package.
 
-Each module listed in SUBCOMMANDS defines `register(subparsers)`, which adds its parser(s) and sets
-`func` (args -> exit code) with `set_defaults`. Modules here import only argparse-level things at top
-level and defer heavy imports (torch, lightning, scipy) into their `func`, so `loopscale --help` and
-`loopscale fit` stay fast.
+Each module named in COMMANDS defines `register(subparsers)`, which adds its parser(s) (with the help line
+from COMMANDS) and sets `func` (args -> exit code) with `set_defaults`. Only the module of the command being
+run is imported: it loads what that command needs at its top (scipy for `fit`, hydra for `sweep`), and every
+other command is its name and help line, which is all `loopscale --help` prints; so `loopscale --help` loads no
+figure, table or tensor library, and one command never loads another's.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
+from typing import NamedTuple
 
 from loopscale.errors import LoopscaleError, user_error
+from loopscale.signals import EXIT_INTERRUPTED, EXIT_TERMINATED, Terminated, raise_on_sigterm
 
-# Module names under loopscale.cli, in the order they appear in --help.
-SUBCOMMANDS = ["params", "data", "sweep", "collect", "fit", "equiv", "advise", "plot", "notebook", "plan", "demo"]
+
+class Command(NamedTuple):
+    module: str  # the module under loopscale.cli whose register() adds the command's parser
+    help: str  # its line in `loopscale --help`
+
+
+# The commands in the order --help lists them; a module that defines several has them next to each other.
+COMMANDS = {
+    "params": Command("params", "print N_once, N_rec, N, FLOPs/token and the layer plan of one model as JSON"),
+    "data": Command("data", "prepare token shards for training"),
+    "sweep": Command("sweep", "dry run: list the jobs of a Hydra multirun and their N, D, C"),
+    "collect": Command("collect", "gather a sweep's run.json records into runs.csv / runs.parquet"),
+    "status": Command("collect", "counts of done / running / stale / failed / diverged / incomplete runs in a sweep"),
+    "fit": Command("fit", "fit a scaling law (E, A, alpha, B, beta, phi) to a runs table"),
+    "compare": Command("fit", "delta-phi between two fits with a bootstrap CI"),
+    "validate": Command(
+        "validate", "out-of-sample checks of a fit: held-out budgets and r, rival forms, the lr confound, conventions"
+    ),
+    "equiv": Command("equiv", "equivalent non-looped sizes of a looped model"),
+    "power": Command(
+        "power", "how many runs: phi's and delta-phi's precision of a sweep design, the cheapest design for a target"
+    ),
+    "advise": Command(
+        "advise", "the best r, width and tokens under a compute / memory / inference budget, with intervals"
+    ),
+    "plot": Command(
+        "plot", "write the diagnostic figures (iso-FLOP, collapse, phi profile, residuals, ...) as PNG and PDF"
+    ),
+    "report": Command("plot", "write a short Markdown report of a sweep: fitted law with CIs, figures, runs, failures"),
+    "notebook": Command(
+        "notebook", "run the phi diagnostics notebook on a sweep into an HTML page (or .ipynb) with its outputs"
+    ),
+    "plan": Command("plan", "compute of a grid: forked WSD plan vs independent runs (dry run)"),
+    "demo": Command("demo", "prepare data, train the isodepth_cpu_demo sweep, fit phi, plot, report"),
+}
 
 
 class UsageError(LoopscaleError):
     """Bad command-line input: reported as one line on stderr with exit code 2, nothing written."""
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The `loopscale` parser with `command`'s options (its module imported); every other command is its name
+    and help line (None: all of them, what `loopscale --help` prints)."""
     parser = argparse.ArgumentParser(
         prog="loopscale",
         description="Scaling-law experiments for looped (depth-recurrent) transformers.",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in SUBCOMMANDS:
-        importlib.import_module(f"loopscale.cli.{name}").register(sub)
+    wanted = COMMANDS[command].module if command in COMMANDS else None
+    registered = False
+    for name, (module, help_line) in COMMANDS.items():
+        if module != wanted:
+            sub.add_parser(name, help=help_line)
+        elif not registered:  # the module adds all its commands at once, in COMMANDS' order
+            importlib.import_module(f"loopscale.cli.{module}").register(sub)
+            registered = True
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(argv[0] if argv else None)
     args = parser.parse_args(argv)
     if getattr(args, "func", None) is None:
         parser.print_help()
         return 2
-    from loopscale.signals import EXIT_INTERRUPTED, EXIT_TERMINATED, Terminated, raise_on_sigterm
-
     raise_on_sigterm()  # SIGTERM unwinds like Ctrl-C: temporary files are removed, workers stopped
     try:
         code = int(args.func(args) or 0)
@@ -71,8 +115,6 @@ def _reader_gone() -> int:
     """stdout's reader closed the pipe: point stdout at /dev/null so the interpreter's last flush cannot
     fail again (Python would print "Exception ignored ... BrokenPipeError"), and exit like a writer killed by
     SIGPIPE."""
-    import os
-
     try:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())

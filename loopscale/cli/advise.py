@@ -17,8 +17,11 @@ import json
 import math
 from pathlib import Path
 
-from loopscale.cli import UsageError
-from loopscale.cli.plot import DPI, check_dpi
+from loopscale.analysis.advise.advice import advise
+from loopscale.analysis.advise.text import render
+from loopscale.atomic import atomic_path
+from loopscale.cli import COMMANDS, UsageError
+from loopscale.cli.arguments import DPI, check_dpi
 
 FAMILIES = ("auto", "paper", "demo", "cpu", "custom")
 
@@ -26,7 +29,7 @@ FAMILIES = ("auto", "paper", "demo", "cpu", "custom")
 def register(subparsers) -> None:
     p = subparsers.add_parser(
         "advise",
-        help="the best r, width and tokens under a compute / memory / inference budget, with intervals",
+        help=COMMANDS["advise"].help,
         description="For each r, the model of the fit's family and the tokens that minimise the fitted law's "
         "loss under the constraints; the best r (or which are within the noise) from the bootstrap replicates; "
         "the unique-parameter budget below which looping beats r = 1.",
@@ -99,9 +102,6 @@ def _check_outputs(args) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from loopscale.analysis.advise.advice import advise
-    from loopscale.analysis.advise.text import render
-
     _check_outputs(args)
     advice = advise(
         args.fit,
@@ -118,7 +118,7 @@ def run(args: argparse.Namespace) -> int:
     )
     figure = None
     if args.plot:
-        from loopscale.plots import advice_figure
+        from loopscale.plots.advice import advice_figure  # matplotlib: only with --plot
 
         figure = advice_figure(advice)
     print("\n".join(render(advice)))
@@ -127,8 +127,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _write(advice, figure, args) -> None:
-    from loopscale.atomic import atomic_path
-
     if args.json:
         with atomic_path(Path(args.json)) as tmp:
             tmp.write_text(json.dumps(advice.record, indent=2) + "\n")

@@ -3,14 +3,24 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
+from collections import Counter
 from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from loopscale.analysis.probes import dense_rows, probe_table
+from loopscale.cli import COMMANDS, UsageError
+from loopscale.fit.replicates import replicate_groups, seed_count_line
+from loopscale.train.collect import collect, duplicate_points, runs_table, write_runs_table
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "collect",
-        help="gather a sweep's run.json records into runs.csv / runs.parquet",
+        help=COMMANDS["collect"].help,
         description="One row per finished run (columns r, N_once, N_rec, N, D, C, L, recipe, "
         "F, width, ...) and a list of runs that are missing, failed or diverged.",
     )
@@ -34,7 +44,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run_collect)
     s = sub.add_parser(
         "status",
-        help="counts of done / running / stale / failed / diverged / incomplete runs in a sweep",
+        help=COMMANDS["status"].help,
         description="running: a live process holds the run's lock and beats its heartbeat; stale: the process "
         "that held it is gone (its pid, on this host) or silent (no heartbeat for 10 min, on any host).",
     )
@@ -44,18 +54,12 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _collect(sweep_dir: Path):
-    from loopscale.cli import UsageError
-    from loopscale.train.records import collect
-
     if not sweep_dir.is_dir():
         raise UsageError(f"{sweep_dir} is not a directory")
     return collect(sweep_dir)
 
 
 def _print_problems(problems) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
     if not problems:
         return
     table = Table(title=f"{len(problems)} runs not done")
@@ -68,8 +72,6 @@ def _print_problems(problems) -> None:
 
 
 def run_collect(args: argparse.Namespace) -> int:
-    from loopscale.train.records import duplicate_points, runs_table, write_runs_table
-
     rows, problems = _collect(args.sweep_dir)
     out = args.out or args.sweep_dir / "runs.csv"
     table = runs_table(rows) if args.dense is None else _with_dense(rows, args.dense)
@@ -79,14 +81,14 @@ def run_collect(args: argparse.Namespace) -> int:
         f"{len(problems)} not done -> {problems_out.name}"
     )
     _print_problems(problems)
-    for line in duplicate_points(rows):  # distinct runs with one point and loss: counted twice by a fit
+    if len(table):
+        print(seed_count_line(replicate_groups(table)))  # seeds are replicates: `fit` measures their noise
+    for line in duplicate_points(rows):  # one run (point and seed) counted twice by a fit
         print(f"warning: {line}", file=sys.stderr)
     return 0
 
 
 def _with_dense(rows, baseline_dir: Path):
-    from loopscale.analysis.probes import dense_rows, probe_table
-
     dense = dense_rows(rows, baseline_dir)
     print(f"+ {len(dense)} r = 1 runs from {baseline_dir} (column dense_from)")
     return probe_table(rows, dense)
@@ -96,12 +98,6 @@ STATUS_ORDER = ("done", "running", "stale", "failed", "diverged", "interrupted",
 
 
 def run_status(args: argparse.Namespace) -> int:
-    import json
-    from collections import Counter
-
-    from rich.console import Console
-    from rich.table import Table
-
     rows, problems = _collect(args.sweep_dir)
     counts = Counter({"done": len(rows)}) + Counter(str(p["status"]) for p in problems)
     statuses = [*STATUS_ORDER, *sorted(set(counts) - set(STATUS_ORDER))]  # unreadable, copy, ...

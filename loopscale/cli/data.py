@@ -1,6 +1,6 @@
 """`loopscale data prepare`: tokenize a corpus into cached token shards (loopscale/data/shards.py).
 `loopscale data pack`: the same, then BOS-prepended packing into parquet rows of T + 1 tokens
-(loopscale/data/packed_set.py),
+(loopscale/data/packed_parquet.py),
 the format the published runs read: best fit with padding (every token kept) or, with --packing published, full
 rows with documents cropped, as the published set was packed.
 
@@ -21,13 +21,16 @@ from __future__ import annotations
 import argparse
 import dataclasses
 
+from loopscale.cli import COMMANDS
 from loopscale.config.schema import DataConfig
+from loopscale.data.packed_parquet import pack
+from loopscale.data.shards import prepare
 
 _DEFAULTS = DataConfig()
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    data = subparsers.add_parser("data", help="prepare token shards for training")
+    data = subparsers.add_parser("data", help=COMMANDS["data"].help)
     data_sub = data.add_subparsers(dest="data_command", metavar="ACTION", required=True)
     p = data_sub.add_parser(
         "prepare",
@@ -82,7 +85,6 @@ def config_from_args(args: argparse.Namespace) -> DataConfig:
 
 def run_prepare(args: argparse.Namespace) -> int:
     cfg = config_from_args(args)
-    from loopscale.data.shards import prepare  # heavy: datasets, tokenizers
 
     prepared = prepare(cfg, progress=not args.no_progress)  # a DataError is one line (loopscale/errors.py)
     split = prepared.meta["split"]
@@ -95,7 +97,6 @@ def run_prepare(args: argparse.Namespace) -> int:
 
 def run_pack(args: argparse.Namespace) -> int:
     cfg = config_from_args(args)
-    from loopscale.data.packed_set import pack  # heavy: datasets, tokenizers, pyarrow
 
     packed = pack(cfg, args.seq_len, progress=not args.no_progress)
     meta = packed.meta

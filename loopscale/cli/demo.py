@@ -6,11 +6,17 @@ import argparse
 import sys
 from pathlib import Path
 
+from hydra.errors import HydraException
+
+from loopscale.cli import COMMANDS, UsageError
+from loopscale.demo import DemoSettings, run_demo
+from loopscale.launch.local_workers import JobFailed
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "demo",
-        help="prepare data, train the isodepth_cpu_demo sweep, fit phi, plot, report",
+        help=COMMANDS["demo"].help,
         description="Runs the iso-depth CPU sweep (16 forked jobs, r in {1,2,4,8} x 4 widths, 44 "
         "points of the law) on the embedded Shakespeare corpus, fits L = E + A (N_once "
         "+ r^phi N_rec)^-alpha + B D^-beta with bootstrap intervals, checks that phi is "
@@ -35,17 +41,11 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from loopscale.cli import UsageError
-    from loopscale.demo import DemoSettings, run_demo
-
     if args.bootstrap < 0:
         raise UsageError(f"--bootstrap {args.bootstrap} must be >= 0")
     if args.workers < 0 or args.threads < 0:
         raise UsageError(f"--workers {args.workers} and --threads {args.threads} must be >= 0 (0: the default)")
     refuse_other_experiment(args.overrides)
-    from hydra.errors import HydraException
-
-    from loopscale.launch.local_workers import JobFailed
 
     try:
         run_demo(
@@ -71,8 +71,6 @@ def refuse_other_experiment(overrides: list[str]) -> None:
     """The demo trains, fits and reports isodepth_cpu_demo only (its grid, its title, its checks); an
     `experiment=X` among its overrides would be silently outvoted, so it is refused with the command that
     runs experiment X on the same worker pool."""
-    from loopscale.cli import UsageError
-
     for override in overrides:
         key, _, value = override.partition("=")
         key = key.lstrip("+~")

@@ -7,12 +7,14 @@ from __future__ import annotations
 import argparse
 import math
 
-from loopscale.cli import UsageError
-from loopscale.cli.fit import _load_fit
+from loopscale.analysis.advise.record_checks import check_record
+from loopscale.cli import COMMANDS, UsageError
+from loopscale.cli.arguments import read_fit_arg
+from loopscale.fit.derived import compute_optimal, equivalent_sizes
 
 
 def register(subparsers) -> None:
-    e = subparsers.add_parser("equiv", help="equivalent non-looped sizes of a looped model")
+    e = subparsers.add_parser("equiv", help=COMMANDS["equiv"].help)
     e.add_argument("--r", type=float, required=True, help="recurrences")
     e.add_argument("--n-once", type=float, required=True, help="parameters run once (e.g. 220e6)")
     e.add_argument("--n-rec", type=float, required=True, help="recurrent-block parameters")
@@ -39,15 +41,11 @@ def register(subparsers) -> None:
 
 
 def run_equiv(args: argparse.Namespace) -> int:
-    from loopscale.fit.derived import compute_optimal, equivalent_sizes
-
     _check_equiv_numbers(args)
-    fit = _load_fit(args.fit) if args.fit else None
+    fit = read_fit_arg(args.fit) if args.fit else None
     if fit is not None and "phi" not in fit.params:
         raise UsageError(f"{args.fit} has no phi (law {fit.law}); fit with --law looped")
     if fit is not None:  # every parameter a finite number inside the fitter's box, as `advise` reads them
-        from loopscale.analysis.advise.record_checks import check_record
-
         check_record(fit)
     phi = fit.params["phi"] if fit is not None else args.phi
     if args.budget is not None and fit is None:

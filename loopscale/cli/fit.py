@@ -3,26 +3,41 @@
 fit      fit a law to a runs table; prints (parameter, estimate, 95% CI) and the conditioning checks with
          their verdict ("phi measured" / "not measured: ..."), writes a FitResult JSON (`--out`; with
          `--group COL` one file per group, `NAME.<group>.json`) and then, with `--plot`, a
-         predicted-vs-observed figure (`loopscale.plots.plot_fit`). Every data-dependent precondition is
+         predicted-vs-observed figure (`loopscale.plots.registry.plot_fit`). Every data-dependent precondition is
          checked before the first solve; bootstrap replicates run over `--jobs` worker processes.
          `fit runs.csv runs_tbptt.csv ... --joint recipe` fits one joint law over the recipes in
          column `recipe` (shared E, A, alpha, B, beta; one phi per recipe; the r = 1 runs shared and
          kept once), with delta-phi tests and the shared-parameter check (`loopscale.fit.joint`).
 compare  delta = B - A of a parameter (default phi) of two fit JSONs, CI from their bootstraps;
          given a joint fit, its delta-phi (bootstrap, profile, LR test) next to the separate fits'; both
-         end in the verdict ("Δφ measured" / "not measured: ...").
+         end in one answer (`loopscale.fit.verdict.delta_answer`): real, no difference detected, or not
+         measured with the design's minimum detectable delta-phi.
 What `fit` prints and writes, and its output paths, are in fit_output.py.
-Heavy imports stay inside the functions so `loopscale --help` is fast.
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 
-from loopscale.cli import UsageError
+import numpy as np
+
+from loopscale.analysis.probes import check_dense_rows
+from loopscale.cli import COMMANDS, UsageError
+from loopscale.cli.arguments import read_fit_arg
 from loopscale.errors import LoopscaleError
+from loopscale.fit.fit_table import check_fit_inputs, fit_table
+from loopscale.fit.joint import check_joint_inputs, fit_joint, joint_table
+from loopscale.fit.laws.registry import law_names, per_recipe_form, single_laws
+from loopscale.fit.objective import Loss
+from loopscale.fit.resample import resolve_jobs
+from loopscale.fit.result import compare_param, file_sha256
+from loopscale.fit.runs_table import PARENT_COLUMN, ColumnMap, canonical_table, drop_top_k, is_forked, read_table
+from loopscale.fit.validation.lr_confound import lr_rows
+from loopscale.fit.verdict import compare_conditioning
+from loopscale.fit.verdict_render import verdict_lines
 
-from .fit_output import compare_verdict, conditioning_lines, figure_table, joint_lines, output_paths, write_results
+from .fit_output import figure_table, joint_lines, output_paths, write_results
 
 
 def register(subparsers) -> None:
@@ -30,7 +45,7 @@ def register(subparsers) -> None:
     over 60 lines)."""
     p = subparsers.add_parser(
         "fit",
-        help="fit a scaling law (E, A, alpha, B, beta, phi) to a runs table",
+        help=COMMANDS["fit"].help,
         description="Fit a scaling law to a runs table (CSV/Parquet).",
     )
     p.add_argument(
@@ -78,6 +93,25 @@ def register(subparsers) -> None:
     )
     p.add_argument("--no-profile", action="store_true", help="skip the phi profile (looped law)")
     p.add_argument(
+        "--noise",
+        default="auto",
+        choices=["auto", "off"],
+        help="auto (default): with seed repeats, measure the seed sigma of log L, weight the fit by it and "
+        "bootstrap points and seeds; off: the unweighted fit (its intervals omit seed noise)",
+    )
+    p.add_argument(
+        "--seed-col",
+        default="seed",
+        metavar="NAME",
+        help="column naming each run's seed: rows of one point with different seeds are replicates (default seed)",
+    )
+    p.add_argument(
+        "--seed-bootstrap",
+        default="keep",
+        choices=["keep", "resample"],
+        help="two-stage bootstrap: a drawn point keeps its seeds (default) or draws them again",
+    )
+    p.add_argument(
         "--loss", default="huber", choices=["huber", "l2"], help="huber (default) or l2 = plain least squares on log L"
     )
     p.add_argument("--delta", type=float, default=1e-3, help="Huber threshold in log units")
@@ -108,7 +142,7 @@ def register(subparsers) -> None:
         cols.add_argument(opt, default=canon, metavar="NAME", help=f"column holding {canon}")
     p.set_defaults(func=run_fit)
 
-    c = subparsers.add_parser("compare", help="delta-phi between two fits with a bootstrap CI")
+    c = subparsers.add_parser("compare", help=COMMANDS["compare"].help)
     c.add_argument("fit_a", help="first fit JSON (A), or a joint fit (`fit --joint`) alone")
     c.add_argument("fit_b", nargs="?", help="second fit JSON (B); delta = B - A")
     c.add_argument("--param", default="phi", help="parameter to compare (default phi)")
@@ -117,12 +151,10 @@ def register(subparsers) -> None:
 
 
 class LawChoices:
-    """The laws `--law` takes (`loopscale.fit.laws.registry.single_laws`), read from the registry when argparse
-    checks a value or prints them, so building the parser (`loopscale --help`) loads no law, nor numpy."""
+    """The laws `--law` takes (`loopscale.fit.laws.registry.single_laws`), read from the registry each time
+    argparse checks a value or prints them, so a law registered after the parser was built is taken too."""
 
     def _names(self) -> tuple[str, ...]:
-        from loopscale.fit.laws.registry import single_laws
-
         return single_laws()
 
     def __iter__(self):
@@ -155,10 +187,6 @@ def run_fit(args: argparse.Namespace) -> int:
 def _fit_options(args: argparse.Namespace):
     """The fit's loss (`objective.Loss`) and column mapping (`tables.ColumnMap`), after checking the
     bootstrap, cluster, jobs and starts options."""
-    from loopscale.fit.objective import Loss
-    from loopscale.fit.resample import resolve_jobs
-    from loopscale.fit.tables import ColumnMap
-
     if args.bootstrap < 0:
         raise UsageError(f"--bootstrap must be >= 0; got {args.bootstrap}")
     if args.cluster and args.cluster != "rows" and args.bootstrap == 0:
@@ -182,8 +210,6 @@ def _fit_options(args: argparse.Namespace):
 def bootstrap_cluster(args: argparse.Namespace, table) -> str | None:
     """What the bootstrap resamples: --cluster COL; "rows" is None (single runs); without --cluster, a
     forked sweep's parent runs (its branches share their parent's stable phase), else runs."""
-    from loopscale.fit.tables import PARENT_COLUMN, is_forked
-
     if args.cluster == "rows":
         return None
     if args.cluster is None and args.bootstrap and is_forked(table):
@@ -191,10 +217,19 @@ def bootstrap_cluster(args: argparse.Namespace, table) -> str | None:
     return args.cluster
 
 
+def check_seed_column(args: argparse.Namespace, columns, where: str = "the table") -> None:
+    """--seed-col NAME names a column of the table (the default `seed` may be absent: no seeds, no replicates)."""
+    if args.seed_col != "seed" and args.seed_col not in columns:
+        raise UsageError(f"--seed-col {args.seed_col!r} is not a column of {where} {list(columns)}")
+
+
+def _noise_options(args: argparse.Namespace) -> dict:
+    """The seed-noise keywords of `fit_table` / `fit_joint` from --noise, --seed-col and --seed-bootstrap."""
+    return {"noise": args.noise, "seed_column": args.seed_col, "inner": args.seed_bootstrap}
+
+
 def _progress_stream():
     """Where bootstrap progress bars go: stderr when it is a terminal, nowhere otherwise (logs, tests)."""
-    import sys
-
     return sys.stderr if sys.stderr.isatty() else None
 
 
@@ -202,11 +237,8 @@ def _group_tables(args: argparse.Namespace, columns) -> tuple:
     """(the table as read, [(group value, canonical table)]): one entry with value None without --group.
     Each group is checked here, before any fitting: its columns, its r = 1 runs, its --cluster labels and
     the rows --holdout-largest leaves (`fit_table.check_fit_inputs`)."""
-    from loopscale.analysis.probes import check_dense_rows
-    from loopscale.fit.fit_table import check_fit_inputs
-    from loopscale.fit.tables import canonical_table, drop_top_k, read_table
-
-    raw = drop_top_k(read_table(args.table), args.drop_top_k, loss=columns.L)
+    raw = drop_top_k(without_lr_grid(read_table(args.table)), args.drop_top_k, loss=columns.L)
+    check_seed_column(args, raw.columns)
     if args.group and args.group not in raw.columns:
         raise UsageError(f"--group column {args.group!r} is not in the table {list(raw.columns)}")
     if args.group and raw[args.group].isna().any():
@@ -231,14 +263,20 @@ def _group_tables(args: argparse.Namespace, columns) -> tuple:
     return raw, tables
 
 
+def without_lr_grid(raw):
+    """The table without an lr grid's runs (lr_scale other than 1: trained off the transferred lr on purpose,
+    hydra/sweeper=lr_grid); a note on stderr says how many were left out (`loopscale validate` reads them)."""
+    lr = lr_rows(raw)
+    if not lr.any():
+        return raw
+    print(f"note: {int(lr.sum())} lr-grid runs (lr_scale != 1) left out of the fit; loopscale validate reads them",
+          file=sys.stderr)  # fmt: skip
+    return raw[~lr].reset_index(drop=True)
+
+
 def _fit_groups(args: argparse.Namespace, loss, raw, tables: list) -> list:
     """[(group value, table, FitResult)]: `fit_table` on each group, each result recording its input
     (the file's path and hash, its rows, the columns used) and its group."""
-    import numpy as np
-
-    from loopscale.fit.fit_table import fit_table
-    from loopscale.fit.result import file_sha256
-
     input_info = {
         "path": str(args.table),
         "sha256": file_sha256(args.table),
@@ -260,6 +298,7 @@ def _fit_groups(args: argparse.Namespace, loss, raw, tables: list) -> list:
                 n_refine=args.starts,
                 jobs=args.jobs,
                 progress=_progress_stream(),
+                **_noise_options(args),
             )
             result.input = dict(input_info, n_rows_used=len(table))
             if g is not None:
@@ -270,7 +309,7 @@ def _fit_groups(args: argparse.Namespace, loss, raw, tables: list) -> list:
 
 def column_record(table) -> dict:
     """What fit.json records about the columns: the source column actually used for each canonical
-    one, and the columns an explicit mapping shadowed (`tables.canonical_table` keeps both)."""
+    one, and the columns an explicit mapping shadowed (`runs_table.canonical_table` keeps both)."""
     return {
         "columns": dict(table.attrs.get("columns_used", {})),
         "ignored_columns": list(table.attrs.get("columns_ignored", [])),
@@ -280,13 +319,6 @@ def column_record(table) -> dict:
 def run_joint_fit(args: argparse.Namespace, loss, columns) -> int:
     """`fit T1 T2 ... --joint COL`: one joint law over the recipes in COL (`loopscale.fit.joint`), its
     preconditions (--cluster on the joint table and on each recipe's rows, the figure) checked first."""
-    import numpy as np
-
-    from loopscale.fit.joint import check_joint_inputs, fit_joint, joint_table
-    from loopscale.fit.laws.registry import law_names, per_recipe_form
-    from loopscale.fit.result import file_sha256
-    from loopscale.fit.tables import canonical_table, drop_top_k, read_table
-
     joint_law = per_recipe_form(args.law)
     if joint_law is None:
         forms = [n for n in law_names() if per_recipe_form(n) is not None]
@@ -299,6 +331,7 @@ def run_joint_fit(args: argparse.Namespace, loss, columns) -> int:
     for path in args.tables:
         try:
             raw = read_table(path)
+            check_seed_column(args, raw.columns, str(path))
             table = canonical_table(raw, joint_law.name, columns)
         except LoopscaleError as err:  # said with the table it came from
             raise UsageError(f"{err} ({path})") from None
@@ -325,6 +358,7 @@ def run_joint_fit(args: argparse.Namespace, loss, columns) -> int:
             jobs=args.jobs,
             progress=_progress_stream(),
             law_name=joint_law.name,
+            **_noise_options(args),
         )
     result.input = {
         "tables": inputs,
@@ -339,30 +373,20 @@ def _plain(value):
 
 
 # ----------------------------------------------------------------------------------------------
-def _load_fit(path: str):
-    from loopscale.fit.result import FitResult
-
-    try:
-        return FitResult.from_json(path)
-    except LoopscaleError:  # already one line naming the file (`result.read_fit_json`)
-        raise
-    except (OSError, ValueError, TypeError) as err:
-        raise UsageError(f"cannot read fit JSON {path}: {str(err).splitlines()[0]}") from None
-
-
 def run_compare(args: argparse.Namespace) -> int:
-    from loopscale.fit.result import compare_param
-
-    a = _load_fit(args.fit_a)
+    """`compare A B`: delta = B - A of a parameter with its paired-bootstrap interval, and one answer on it
+    (`verdict.compare_conditioning`); `compare JOINT`: a joint fit's delta-phi lines and its verdict. Both
+    printed by the one renderer of every verdict (`verdict.verdict_lines`)."""
+    a = read_fit_arg(args.fit_a)
     if args.fit_b is None:
         if not a.joint:
             raise UsageError(
                 f"{args.fit_a} is not a joint fit (`loopscale fit ... --joint COL`); give two fit JSONs to compare"
             )
-        for line in joint_lines(a.joint) + conditioning_lines(a.conditioning):
+        for line in joint_lines(a.joint) + verdict_lines(a.conditioning):
             print(line)
         return 0
-    b = _load_fit(args.fit_b)
+    b = read_fit_arg(args.fit_b)
     out = compare_param(a, b, args.param, seed=args.seed)
     name = args.param
     print(f"{name}: A = {out['a']:.4g} ({args.fit_a}), B = {out['b']:.4g} ({args.fit_b})")
@@ -374,6 +398,6 @@ def run_compare(args: argparse.Namespace) -> int:
             f"delta {name} = B - A = {out['delta']:+.4g}, 95% CI [{lo:+.4g}, {hi:+.4g}] "
             f"(se {out['se']:.3g}, {out['n_replicates']} paired bootstrap replicates)"
         )
-    for line in compare_verdict({args.fit_a: a, args.fit_b: b}, name):
+    for line in verdict_lines(compare_conditioning({args.fit_a: a, args.fit_b: b}, out)):
         print(line)
     return 0

@@ -1,5 +1,6 @@
 """What `loopscale fit` prints and writes: the parameter table of each fit, a joint fit's delta-phi lines and
-every fit's conditioning checks with their verdict (`loopscale compare` prints them too), and the output
+every fit's conditioning checks with their verdict (`loopscale.fit.verdict.verdict_lines`, the one renderer
+`compare`, `report` and the notebook use too), and the output
 paths (--out, --plot; one per group), checked writable before any fitting and written atomically after it,
 each fit JSON before any figure."""
 
@@ -11,8 +12,18 @@ import os
 import re
 from pathlib import Path
 
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from loopscale.atomic import atomic_path, check_writable
 from loopscale.cli import UsageError
+from loopscale.cli.arguments import check_dpi
 from loopscale.errors import LoopscaleError
+from loopscale.fit.noise_text import noise_lines
+from loopscale.fit.verdict import shared_check_verdict
+from loopscale.fit.verdict_render import verdict_lines
+from loopscale.plots.inputs import as_looped_table
 
 
 class FigureFailed(LoopscaleError):
@@ -25,15 +36,13 @@ def write_results(results, out_paths, plot_paths, figures=None, dpi: int = 200) 
     """Print each fit with its conditioning, write each fit JSON (atomically, loopscale/atomic.py: a kill
     mid-write leaves no half file), then the figures: a figure that fails leaves the JSONs and says which
     figure failed (FigureFailed, exit 1). `figures`: the table each figure draws (`figure_table`)."""
-    from loopscale.atomic import atomic_path
-
     figures = figures or [table for _g, table, _r in results]
     for g, _table, result in results:
         print_result(result, g)
         if result.joint:
             for line in joint_lines(result.joint):
                 print(line)
-        for line in conditioning_lines(result.conditioning):
+        for line in verdict_lines(result.conditioning):
             print(line)
     written = []
     for (_g, _table, result), path in zip(results, out_paths):
@@ -44,7 +53,7 @@ def write_results(results, out_paths, plot_paths, figures=None, dpi: int = 200) 
             written.append(str(path))
     for (_g, _table, result), path, table in zip(results, plot_paths, figures):
         if path is not None:
-            from loopscale.plots import figure_files, plot_fit  # matplotlib only when a figure is asked for
+            from loopscale.plots.registry import figure_files, plot_fit  # matplotlib: only when --plot draws
 
             files = figure_files(path)
             try:
@@ -68,34 +77,7 @@ def figure_table(table, plot_path):
     `plots.inputs.as_looped_table`); None without --plot."""
     if plot_path is None:
         return None
-    from loopscale.plots.inputs import as_looped_table
-
     return as_looped_table(table, source="the table (for --plot)")
-
-
-def conditioning_lines(cond: dict | None) -> list[str]:
-    """The conditioning checks of a fit record (`loopscale.fit.verdict`), ending in the one-line verdict."""
-    if not cond:
-        return ["not measured: the fit record has no conditioning checks (fitted before they existed: refit)"]
-    lines = ["conditioning:"]
-    for c in cond["checks"]:
-        value = c["value"]
-        value = "n/a" if value is None else value if isinstance(value, str) else f"{value:.4g}"
-        lines.append(f"  {'ok  ' if c['ok'] else 'FAIL'}  {c['name']}: {value} (target {c['target']})")
-    return lines + [cond["verdict"]]
-
-
-def compare_verdict(fits: dict, name: str) -> list[str]:
-    """The conditioning of both fits `compare` reads, and one verdict on their difference: measured when
-    both fits' are."""
-    lines, reasons = [], []
-    for path, fit in fits.items():
-        cond = fit.conditioning
-        lines.append(f"{path}: {cond['verdict'] if cond else 'no conditioning checks (fitted before they existed)'}")
-        if not cond or not cond["measured"]:
-            reasons.append(f"{path}: " + (cond["verdict"].removeprefix("not measured: ") if cond else "not checked"))
-    symbol = "Δφ" if name == "phi" else f"delta {name}"
-    return lines + [f"{symbol} measured" if not reasons else "not measured: " + "; ".join(reasons)]
 
 
 def joint_lines(j: dict) -> list[str]:
@@ -128,11 +110,7 @@ def joint_lines(j: dict) -> list[str]:
                 lines.append(f"  separate fits: delta phi = {sep['delta']:+.4g} (no CI without --bootstrap)")
     chk = j.get("shared_check")
     if chk:
-        verdict = (
-            "the recipes do NOT share the dense model"
-            if chk["p_value"] < 0.05
-            else "consistent with shared dense parameters"
-        )
+        verdict = shared_check_verdict(chk)
         lines.append(
             f"shared-parameter check (joint vs separate fits): LR statistic {chk['statistic']:.3g} "
             f"({chk['df']} df), p = {chk['p_value']:.3g}: {verdict}"
@@ -145,8 +123,6 @@ def output_paths(args: argparse.Namespace, groups: list) -> tuple[list, list]:
     starts, so a bad path fails in a second rather than after the whole fit: writable, --plot's format one
     matplotlib writes, no path that is an input table or another output (two groups whose values give one
     file name included)."""
-    from loopscale.cli.plot import check_dpi
-
     out_paths = _out_paths(args.out, groups, "--out") if args.out else [None] * len(groups)
     plot_paths = _out_paths(args.plot, groups, "--plot") if args.plot else [None] * len(groups)
     if args.plot:
@@ -160,13 +136,13 @@ def output_paths(args: argparse.Namespace, groups: list) -> tuple[list, list]:
 
 
 def _figure_files(path: Path) -> list[Path]:
-    from loopscale.plots.registry import figure_files
+    from loopscale.plots.registry import figure_files  # matplotlib: only with --plot
 
     return figure_files(path)
 
 
 def _check_plot_format(path: Path) -> None:
-    from matplotlib.backend_bases import FigureCanvasBase
+    from matplotlib.backend_bases import FigureCanvasBase  # matplotlib: only with --plot
 
     formats = FigureCanvasBase.get_supported_filetypes()
     fmt = path.suffix.lower().lstrip(".")
@@ -203,8 +179,6 @@ def _check_distinct(out_paths: list, plot_paths: list, tables: list) -> None:
 
 
 def _check_writable(paths: list, what: str) -> None:
-    from loopscale.atomic import check_writable
-
     for path in paths:
         if path is not None:
             check_writable(os.path.realpath(path), what)  # where a linked path really writes
@@ -234,10 +208,6 @@ def _safe(value) -> str:
 
 
 def print_result(result, group=None) -> None:
-    from rich.console import Console
-    from rich.markup import escape
-    from rich.table import Table
-
     title = f"{result.law} fit" + (f" — {result.group['column']} = {group}" if group is not None else "")
     t = Table(title=title)
     t.add_column("parameter")
@@ -269,5 +239,7 @@ def print_result(result, group=None) -> None:
         )
     for line in lines:
         console.print(line, highlight=False)
+    for line in noise_lines(result.noise):  # the seed sigma, or that the intervals omit seed noise
+        console.print(escape(line), highlight=False, soft_wrap=True)
     for w in result.warnings:
         console.print(f"[yellow]warning:[/yellow] {escape(w)}", highlight=False, soft_wrap=True)

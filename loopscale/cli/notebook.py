@@ -12,10 +12,19 @@ runs on a real kernel of this Python (nbclient + ipykernel, the `notebook` extra
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import time
 from pathlib import Path
 
+import nbformat
+from nbclient import NotebookClient
+from nbclient.exceptions import CellExecutionError
+from nbconvert import HTMLExporter
+
+from loopscale.analysis.notebook_inputs import CHECKOUT, diagnostics_inputs, missing_inputs
+from loopscale.atomic import check_writable, write_text_atomic
+from loopscale.cli import COMMANDS
 from loopscale.errors import InputError, LoopscaleError
 
 NOTEBOOK_NAME = "phi_diagnostics.ipynb"
@@ -44,7 +53,7 @@ class MissingExtra(LoopscaleError):
 def register(subparsers) -> None:
     p = subparsers.add_parser(
         "notebook",
-        help="run the phi diagnostics notebook on a sweep into an HTML page (or .ipynb) with its outputs",
+        help=COMMANDS["notebook"].help,
         description="Executes notebooks/phi_diagnostics.ipynb on a real kernel with the given table and fits and "
         "writes it with every output. With no inputs: the demo's runs/demo, else the test fixtures.",
     )
@@ -107,8 +116,6 @@ def default_out(args, cwd: Path) -> Path:
 
 
 def run_notebook(args) -> int:
-    from loopscale.analysis.notebook_inputs import CHECKOUT, diagnostics_inputs, missing_inputs
-
     cwd = Path.cwd()
     out = Path(os.path.normpath(cwd / args.out)) if args.out else default_out(args, cwd)
     if out.suffix not in FORMATS:
@@ -123,7 +130,6 @@ def run_notebook(args) -> int:
     problems = missing_inputs(inputs)
     if problems:
         raise InputError("; ".join(problems))
-    from loopscale.atomic import check_writable
 
     check_writable(out, "--out")
     print(f"loopscale notebook: showing {inputs['source']}", flush=True)
@@ -138,8 +144,6 @@ def run_notebook(args) -> int:
 
 
 def _check_extras(html: bool) -> None:
-    import importlib.util
-
     needed = ["nbformat", "nbclient", "ipykernel"] + (["nbconvert"] if html else [])
     missing = [name for name in needed if importlib.util.find_spec(name) is None]
     if missing:
@@ -151,10 +155,6 @@ def execute(notebook: Path, env: dict[str, str], timeout_s: float):
 
     The kernel runs in the notebook's own folder, as Jupyter starts it: the inputs are resolved from
     LOOPSCALE_CWD, never from the kernel's working directory."""
-    import nbformat
-    from nbclient import NotebookClient
-    from nbclient.exceptions import CellExecutionError
-
     nb = nbformat.read(notebook, as_version=4)
     client = NotebookClient(
         nb,
@@ -181,14 +181,9 @@ def _failed_cell(nb, err) -> str:
 
 def write_notebook(nb, out: Path) -> None:
     """The executed notebook as .ipynb, or as one self-contained HTML page (figures inline)."""
-    import nbformat
-
-    from loopscale.atomic import write_text_atomic
-
     if out.suffix == ".ipynb":
         write_text_atomic(out, nbformat.writes(nb))
         return
-    from nbconvert import HTMLExporter
 
     html, _ = HTMLExporter().from_notebook_node(nb)
     write_text_atomic(out, html)

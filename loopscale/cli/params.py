@@ -12,8 +12,9 @@ import dataclasses
 import json
 
 from loopscale.blocks.registry import names as block_names
-from loopscale.cli import UsageError
+from loopscale.cli import COMMANDS, UsageError
 from loopscale.injections.registry import names as injection_names
+from loopscale.model.accounting import accounting_report, cpu_model, paper_model
 from loopscale.recipes.registry import names as recipe_names
 
 # optional ModelConfig fields the flags may override after the preset (flag --seq-len -> seq_len, ...)
@@ -34,7 +35,7 @@ OVERRIDES = (
 def register(subparsers) -> None:
     p = subparsers.add_parser(
         "params",
-        help="print N_once, N_rec, N, FLOPs/token and the layer plan of one model as JSON",
+        help=COMMANDS["params"].help,
         description="Exact parameter and FLOP accounting of one looped transformer (no model is built).",
     )
     p.add_argument(
@@ -74,8 +75,6 @@ def register(subparsers) -> None:
 
 def build_config(args: argparse.Namespace):
     """The ModelConfig the flags describe; ValueError (naming the field) on a bad value."""
-    from loopscale.model.accounting import cpu_model, paper_model
-
     overrides = {name: getattr(args, name) for name in OVERRIDES if getattr(args, name) is not None}
     if args.option:
         overrides["options"] = parse_options(args.option)
@@ -106,8 +105,6 @@ def parse_options(pairs: list[str]) -> dict:
 
 
 def run(args: argparse.Namespace) -> int:
-    from loopscale.model.accounting import accounting_report
-
     report = accounting_report(build_config(args))
     print(json.dumps(report, indent=2))
     return 0

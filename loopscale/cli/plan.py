@@ -10,14 +10,32 @@ time; nothing is trained.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import dataclasses
+import json
+import os
+import sys
 
-from loopscale.launch.wall_time import PoolPlan
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.errors import HydraException
+from omegaconf import OmegaConf
+from rich.console import Console
+from rich.table import Table
+
+from loopscale.cli import COMMANDS, UsageError
+from loopscale.config.dirs import compose
+from loopscale.launch.compile_order import seed_cost
+from loopscale.launch.pool_launcher import pool_size
+from loopscale.launch.sweep import plan_rows, sweep_overrides
+from loopscale.launch.throughput import CACHE_FILE, cache_dir, core_share, pool_contention, probe_shares, worker_start_s
+from loopscale.launch.wall_time import PoolPlan, expected_share, pool_wall_s, tokenize_cpu_s
+from loopscale.machine import usable_cores
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "plan",
-        help="compute of a grid: forked WSD plan vs independent runs (dry run)",
+        help=COMMANDS["plan"].help,
         description="Expand `loopscale-train -m OVERRIDES` and print, per job and in total, the "
         "training FLOPs of its points trained as independent runs and as forked "
         "warmup-stable-decay branches (budget.mode=forks), and their ratio.",
@@ -39,21 +57,10 @@ def add_probe_argument(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import json
-
-    from hydra.errors import HydraException
-
-    from loopscale.cli import UsageError
-    from loopscale.launch.sweep import plan_rows
-
     try:
-        overrides, pool = pool_plan(args.overrides)
-        with _contention(pool, args.probe):  # probes measured as the pool's workers will run (throughput.py)
-            rows = plan_rows(overrides, probe=args.probe)
-            pool = _measured(pool, rows, overrides)
+        rows, total = plan_totals(args.overrides, args.probe)
     except (HydraException, ValueError) as err:
         raise UsageError(str(err).splitlines()[0]) from err
-    total = totals(rows, pool)
     _warn_over_limits(rows)
     if args.json:
         for row in rows:
@@ -64,21 +71,28 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def plan_totals(overrides: list[str], probe: bool = True) -> tuple[list[dict], dict]:
+    """(one row per job, the totals) of a multirun on the local pool: FLOPs both ways, GPU hours and, with the
+    probe, CPU hours and the pool's wall time (what `loopscale plan` prints)."""
+    rows, pool = pool_rows(overrides, probe)
+    return rows, totals(rows, pool)
+
+
+def pool_rows(overrides: list[str], probe: bool = True) -> tuple[list[dict], PoolPlan]:
+    """(one row per job, the local pool with what its probes measured): `totals(rows, pool)` of any set of these
+    rows is their cost (`loopscale power` prices a design with a second recipe's copy of its looped jobs)."""
+    overrides, pool = pool_plan(overrides)
+    with _contention(pool, probe):  # probes measured as the pool's workers will run (throughput.py)
+        rows = plan_rows(overrides, probe=probe)
+        pool = _measured(pool, rows, overrides)
+    return rows, pool
+
+
 def pool_plan(overrides: list[str]) -> tuple[list[str], PoolPlan]:
     """(the overrides the jobs run with on the local pool, its size): hydra.launcher.workers and
     threads_per_worker as given (with hydra/launcher=local_pool), else the pool's defaults from the core count
     (launch/pool_launcher.pool_size, the pool's own rule); threads set each job's trainer.num_threads, as the
     pool does."""
-    import os
-
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-    from omegaconf import OmegaConf
-
-    from loopscale.config.dirs import compose
-    from loopscale.launch.pool_launcher import pool_size
-    from loopscale.launch.sweep import sweep_overrides
-    from loopscale.machine import usable_cores
-
     given = OverridesParser.create().parse_overrides(overrides)
     cfg = compose([o.input_line for o in given if not o.is_sweep_override()], return_hydra_config=True)
     launcher = cfg.hydra.launcher
@@ -94,21 +108,11 @@ def pool_plan(overrides: list[str]) -> tuple[list[str], PoolPlan]:
 
 
 def _contention(pool: PoolPlan, probe: bool):
-    import contextlib
-
-    from loopscale.launch.throughput import pool_contention
-
     return pool_contention(pool.workers, pool.threads) if probe else contextlib.nullcontext()
 
 
 def _measured(pool: PoolPlan, rows: list[dict], overrides: list[str]) -> PoolPlan:
     """The pool with what the probes measured: a worker's start, the core share, the first tokenizing."""
-    import dataclasses
-
-    from loopscale.launch.throughput import core_share, probe_shares, worker_start_s
-    from loopscale.launch.wall_time import expected_share, tokenize_cpu_s
-    from loopscale.machine import usable_cores
-
     if not any(r.get("cpu_hours") is not None for r in rows):
         return pool
     for row, probed_share in zip([r for r in rows if r.get("cpu_hours") is not None], probe_shares()):
@@ -144,9 +148,6 @@ def cpu_totals(rows: list[dict], pool: PoolPlan | None = None) -> dict:
     """The probed CPU jobs' hours in one process, and the sweep's wall time on the local pool
     (hydra/launcher=local_pool) with `pool`'s workers (default: the pool's own default size, nothing
     measured beyond the probes): launch/wall_time.pool_wall_s."""
-    from loopscale.launch.wall_time import pool_wall_s
-    from loopscale.machine import usable_cores
-
     cpu = [r for r in rows if r.get("cpu_hours") is not None]
     probe_s = sum(r.get("probe_s") or 0.0 for r in rows)
     if not cpu:
@@ -172,8 +173,6 @@ def cpu_totals(rows: list[dict], pool: PoolPlan | None = None) -> dict:
 
 
 def _warn_over_limits(rows: list[dict]) -> None:
-    import sys
-
     for r in rows:
         if not r["fits_limits"]:
             print(
@@ -196,6 +195,7 @@ COLUMNS = (
     "GPU h",
     "CPU tok/s",
     "CPU h",
+    "compile",
 )
 
 
@@ -203,9 +203,6 @@ def _print_table(rows: list[dict], total: dict) -> None:
     """One row per job, every cell one number: steps = the optimizer steps the job trains (a forked job: its
     parent to the last fork plus each cooldown), longest = its longest point's steps (the JSON lists each
     point's steps and fork step)."""
-    from rich.console import Console
-    from rich.table import Table
-
     table = Table(title=f"{total['jobs']} jobs, {total['points']} points")
     for col in COLUMNS:
         table.add_column(col, justify="left" if col == "run_name" else "right")
@@ -223,6 +220,7 @@ def _print_table(rows: list[dict], total: dict) -> None:
             f"{r['gpu_hours']:.1f}" + ("" if r["fits_limits"] else " !"),
             "-" if r.get("cpu_tokens_per_s") is None else f"{r['cpu_tokens_per_s']:.0f}",
             "-" if r.get("cpu_hours") is None else f"{r['cpu_hours']:.3g}",
+            str(r["compile"]),
         )
     Console(width=max(Console().width, 140)).print(table)
     print(
@@ -230,13 +228,30 @@ def _print_table(rows: list[dict], total: dict) -> None:
         f"FLOPs: {total['ratio']:.2f}x cheaper; ~{total['gpu_hours']:.3g} GPU hours at the assumed MFU"
     )
     print(cpu_line(total))
+    line = seed_line(rows)
+    if line:
+        print(line)
+
+
+def seed_line(rows: list[dict]) -> str | None:
+    """What the seeds cost, in one line (loopscale plan and sweep; loopscale/launch/compile_order.seed_cost)."""
+    cost = seed_cost(rows)
+    if cost is None:
+        return None
+    seeds = ", ".join(map(str, cost["seeds"]))
+    if cost["further_seed_cpu_h"] is None:
+        return f"seeds {seeds}: {cost['jobs_per_seed']} jobs each (CPU hours: not probed)"
+    return (
+        f"seeds {seeds}: {cost['jobs_per_seed']} jobs each; the first seed ~{_duration(cost['first_seed_cpu_h'])} "
+        f"CPU, each further seed ~{_duration(cost['further_seed_cpu_h'])} (its models loaded from the compiled-graph "
+        f"cache where compiled)"
+    )
 
 
 def cpu_line(total: dict) -> str:
     """The CPU estimate in one line (loopscale plan and loopscale sweep)."""
     if total["cpu_hours"] is None:
         return "CPU time: no CPU jobs probed (GPU trainers, or --no-probe)"
-    from loopscale.launch.throughput import CACHE_FILE, cache_dir
 
     tokenize = f", first tokenizing ~{total['tokenize_s']:.0f} s" if total.get("tokenize_s") else ""
     return (

@@ -17,18 +17,33 @@ written as PNG (--dpi, default 200) and PDF; a report's figures are named after 
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import sys
 from pathlib import Path
 
-from loopscale.cli import UsageError
-from loopscale.errors import InputError
+import numpy as np
+import pandas as pd
+
+from loopscale.analysis.conditioning import verdict
+from loopscale.analysis.report import conditioning_lines, input_warning, write_report
+from loopscale.cli import COMMANDS, UsageError
+from loopscale.cli.arguments import DPI, check_dpi
+from loopscale.errors import InputError, LoopscaleError
+from loopscale.fit.laws.registry import find_law
+from loopscale.fit.result import load_fit
+from loopscale.fit.runs_table import ColumnMap, drop_top_k
+from loopscale.plots.inputs import as_looped_table, free_multipliers, read_table
+from loopscale.plots.recipes import fit_name
+from loopscale.plots.registry import figures, save_figures
+from loopscale.train.collect import collect
+from loopscale.train.run_json import TABLE_COLUMNS
 
 
 def register(subparsers) -> None:
     p = subparsers.add_parser(
         "plot",
-        help="write the diagnostic figures (iso-FLOP, collapse, phi profile, residuals, ...) as PNG and PDF",
+        help=COMMANDS["plot"].help,
         description="Diagnostic figures of a fitted law from a runs table and a fit JSON (no fitting).",
     )
     p.add_argument(
@@ -45,7 +60,7 @@ def register(subparsers) -> None:
 
     r = subparsers.add_parser(
         "report",
-        help="write a short Markdown report of a sweep: fitted law with CIs, figures, runs, failures",
+        help=COMMANDS["report"].help,
         description="A Markdown report of sweep directories (collected here) or runs tables. Several sources "
         "are read as one table (a joint fit's recipe tables as `fit T1 T2 --joint` read them); a joint fit "
         "whose recipes the sources lack reads the tables it recorded.",
@@ -62,12 +77,11 @@ def register(subparsers) -> None:
         "named <report name>_<figure>.png/.pdf",
     )
     r.add_argument("--title", default=None, help="report title (default: from the source name)")
+    r.add_argument(
+        "--validation", default=None, metavar="V.json", help="a `loopscale validate --out` record: its section"
+    )
     r.add_argument("--out", required=True, help="the Markdown file to write")
     r.set_defaults(func=run_report)
-
-
-# loopscale/plots/registry.py DPI, written out: building the parser must not import matplotlib (`--help` stays fast)
-DPI = 200
 
 
 def _figure_options(p: argparse.ArgumentParser) -> None:
@@ -100,8 +114,6 @@ def _figure_options(p: argparse.ArgumentParser) -> None:
 
 def parse_columns(text: str | None):
     """A ColumnMap from 'N=Model Size,C=Training FLOP,L=loss' (None: no mapping), or a UsageError."""
-    from loopscale.fit.tables import ColumnMap
-
     if text is None:
         return None
     known = list(ColumnMap.__dataclass_fields__)
@@ -120,8 +132,6 @@ def parse_columns(text: str | None):
 
 def _load_fits(args):
     """(fit, compare fits, free fit) with a UsageError naming the bad file."""
-    from loopscale.plots import free_multipliers, load_fit
-
     fit = load_fit(args.fit) if args.fit else None
     compare = {path: load_fit(path) for path in args.compare}
     free = load_fit(args.free) if args.free else None
@@ -137,8 +147,6 @@ def _load_fits(args):
 
 def _named(compare: dict) -> dict:
     """The --compare fits by the name their legend shows: their recipe, else the file's stem."""
-    from loopscale.plots import fit_name
-
     out = {}
     for path, f in compare.items():
         name = fit_name(f, Path(path).stem)
@@ -147,25 +155,15 @@ def _named(compare: dict) -> dict:
 
 
 def _draw(table, fit, compare, free):
-    from loopscale.plots import figures
-
     try:
         return figures(table, fit, compare, free)
     except (ValueError, KeyError) as err:
         raise UsageError(f"cannot draw the figures: {err}") from err
 
 
-def check_dpi(dpi: int) -> None:
-    if not 10 <= dpi <= 1000:
-        raise UsageError(f"--dpi must be between 10 and 1000; got {dpi}")
-
-
 def _read_table(path, columns=None, law=None):
     """A table file read for the figures: mapped and checked for the fit's law when a mapping is given or the
     law reads no looped columns (`Law.dense`: chinchilla)."""
-    from loopscale.fit.laws.registry import find_law
-    from loopscale.plots import read_table
-
     known = find_law(law) if law is not None else None
     canonical = columns is not None or (known is not None and known.dense)
     try:
@@ -178,8 +176,6 @@ def _read_table(path, columns=None, law=None):
 
 def _per_recipe(fit) -> bool:
     """Whether the fit is of a per-recipe law (`Law.per_recipe`: a joint fit, whose recipes' tables it recorded)."""
-    from loopscale.fit.laws.registry import find_law
-
     law = find_law(fit.law)
     return law is not None and law.per_recipe
 
@@ -187,8 +183,6 @@ def _per_recipe(fit) -> bool:
 def _drop_top_k(table, k: int):
     """The merged table without its k highest losses: the rows `fit --drop-top-k k` left out of the same
     tables (one merged table, so a run shared by several sources is counted once)."""
-    from loopscale.fit.tables import drop_top_k
-
     return drop_top_k(table, k)
 
 
@@ -214,19 +208,12 @@ def run_plot(args: argparse.Namespace) -> int:
 
 
 def _save(drawn, out_dir: Path, dpi: int, prefix: str = "") -> list[Path]:
-    from loopscale.plots import save_figures
-
     return save_figures(drawn, out_dir, dpi, prefix=prefix)
 
 
 def read_source(source: Path, columns=None, law=None):
     """(table, problems): a sweep directory is collected (problems = unfinished runs); a table file
     is read as is (problems = None: a bare table says nothing about missing runs)."""
-    import pandas as pd
-
-    from loopscale.plots import as_looped_table
-    from loopscale.train.records import TABLE_COLUMNS, collect
-
     if source.is_dir():
         rows, problems = collect(source)
         if not rows and not problems:
@@ -244,9 +231,6 @@ def merge_sources(parts):
     """(table, problems) of several sources read as one: a run found in several (the baseline's r = 1 runs
     in every recipe's table) is kept once, as `fit T1 T2 --joint` keeps it: same law inputs and, for r > 1,
     the same recipe. problems: every sweep's unfinished runs (None when every source is a bare table)."""
-    import numpy as np
-    import pandas as pd
-
     tables = [t for t, _ in parts if len(t)]
     problems = None if all(p is None for _, p in parts) else [x for _, p in parts for x in (p or [])]
     if len(parts) == 1:
@@ -265,9 +249,6 @@ def merge_sources(parts):
 def joint_recorded_tables(fit, table, fit_path: Path) -> list:
     """The tables a joint fit recorded (`fit T1 T2 --joint`), read with the column mapping it recorded, for
     the recipes the given sources lack; [] when none is missing. A UsageError names a recipe still missing."""
-    from loopscale.errors import LoopscaleError
-    from loopscale.fit.tables import ColumnMap
-
     j = fit.joint or {}
     col = j.get("column") or "recipe"
 
@@ -310,7 +291,6 @@ def _conditioning(table, fit) -> dict | None:
     table for a looped fit written before fits carried it; a record it cannot be computed for says so."""
     if fit is None:
         return None
-    from loopscale.analysis.conditioning import verdict
 
     try:
         return verdict(table, fit)
@@ -323,9 +303,21 @@ def _conditioning(table, fit) -> dict | None:
         }
 
 
-def run_report(args: argparse.Namespace) -> int:
-    from loopscale.analysis.report import conditioning_lines, input_warning, write_report
+def _load_validation(path: str | None) -> dict | None:
+    """A `loopscale validate` record, or None without --validation; one line when it is not one."""
+    if path is None:
+        return None
 
+    try:
+        record = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as err:
+        raise UsageError(f"cannot read --validation {path}: {str(err).splitlines()[0]}") from None
+    if not isinstance(record, dict) or not {"verdict", "results", "forms", "folds"} <= record.keys():
+        raise UsageError(f"--validation {path} is not a `loopscale validate` record")
+    return record
+
+
+def run_report(args: argparse.Namespace) -> int:
     check_dpi(args.dpi)
     out_path = Path(args.out)
     if out_path.is_dir():
@@ -335,6 +327,7 @@ def run_report(args: argparse.Namespace) -> int:
         if not Path(source).exists():
             raise UsageError(f"{source} does not exist")
     fit, compare, free = _load_fits(args)
+    validation = _load_validation(args.validation)
     law = fit.law if fit is not None else None
     parts = [read_source(Path(s), columns, law) for s in args.sources]
     table, problems = merge_sources(parts)
@@ -365,6 +358,7 @@ def run_report(args: argparse.Namespace) -> int:
         conditioning=cond,
         drop_top_k=args.drop_top_k,
         warnings=[warning] if warning else [],
+        validation=validation,
     )
     if warning:
         print(f"warning: {warning}", file=sys.stderr)

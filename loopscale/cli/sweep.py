@@ -3,17 +3,29 @@
 from __future__ import annotations
 
 import argparse
+import json
+
+from hydra.errors import HydraException
+from rich.console import Console
+from rich.table import Table
+
+from loopscale.cli import COMMANDS, UsageError
+from loopscale.cli.plan import add_probe_argument, cpu_line, cpu_totals, seed_line
+from loopscale.config.schema import with_vocab
+from loopscale.launch.estimate import launcher_limits_of, print_limit_warnings
+from loopscale.launch.sweep import describe, expand, sweep_overrides, with_compile
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "sweep",
-        help="dry run: list the jobs of a Hydra multirun and their N, D, C",
+        help=COMMANDS["sweep"].help,
         description="Expand `loopscale-train -m OVERRIDES` without launching anything: one row "
         "per job with its run name, r, width, N_once, N_rec, points, D, steps and C (a forked job's own: its "
         "parent and every cooldown), device batch x accumulation, predicted peak memory per device "
         "(loopscale/model/memory.py), estimated GPU hours and, for CPU jobs, CPU hours from a measured "
-        "throughput probe; "
+        "throughput probe and whether the job compiles (trainer.compile=auto: each model once, when its jobs pay for "
+        "it; 'cached' when its graphs are in the cache); with several seeds, what each further seed costs; "
         "warns (stderr) about GPU jobs that would not fit trainer.plan_device or cannot finish within the "
         "launcher's timeout x (max requeues + 1): the SLURM launcher refuses those.",
     )
@@ -24,22 +36,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="print only the number of jobs (fast: expands the grid without composing each job)",
     )
     p.add_argument("--json", action="store_true", help="print the jobs as JSON lines")
-    from loopscale.cli.plan import add_probe_argument
 
     add_probe_argument(p)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    import json
-
-    from hydra.errors import HydraException
-
-    from loopscale.cli import UsageError
-    from loopscale.config.schema import with_vocab
-    from loopscale.launch.estimate import launcher_limits_of, print_limit_warnings
-    from loopscale.launch.sweep import describe, expand, sweep_overrides
-
     try:
         if args.count:
             # The launcher starts one job per override list; composing all of them (~0.1 s each with Hydra)
@@ -48,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
             return 0
         jobs = expand(args.overrides)
         limits = launcher_limits_of(args.overrides)
-        rows = [describe(job, limits, probe=args.probe) for job in jobs]
+        rows = with_compile([describe(job, limits, probe=args.probe) for job in jobs], [job.cfg for job in jobs], "D")
     except (HydraException, ValueError) as err:
         raise UsageError(str(err).splitlines()[0]) from err
     print_limit_warnings([with_vocab(job.cfg, job.cfg.data.vocab_size) for job in jobs], limits)
@@ -57,16 +59,35 @@ def run(args: argparse.Namespace) -> int:
             print(json.dumps(row))
         return 0
     _print_table(rows)
-    from loopscale.cli.plan import cpu_line, cpu_totals
 
     print(cpu_line(cpu_totals(rows)))
+    for line in (seed_line(rows), lr_grid_line(rows)):
+        if line:
+            print(line)
     return 0
 
 
-def _print_table(rows: list[dict]) -> None:
-    from rich.console import Console
-    from rich.table import Table
+def lr_grid_line(rows: list[dict]) -> str | None:
+    """The lr grid's cost (hydra/sweeper=lr_grid: the jobs with optim.lr_scale != 1) against the grid's, or None
+    without one: what the lr-confound check adds to a sweep, said before anything is launched."""
+    extra = [row for row in rows if row["lr_scale"] != 1.0]
+    if not extra:
+        return None
+    grid_flops = sum(row["C"] for row in rows if row["lr_scale"] == 1.0)
+    extra_flops = sum(row["C"] for row in extra)
+    multipliers = sorted({round(row["lr_scale"], 3) for row in extra})
+    budgets = sorted({row["C_budget"] for row in extra if row["C_budget"] is not None})
+    where = f" at C = {', '.join(f'{b:.3g}' for b in budgets)}" if budgets else ""
+    hours = [row.get("cpu_hours") for row in extra]
+    cpu = f", {sum(hours):.3g} CPU h" if hours and all(h is not None for h in hours) else ""
+    share = f"{100 * extra_flops / grid_flops:.1f}% of the grid's {grid_flops:.3g} FLOPs" if grid_flops else "no grid"
+    return (
+        f"lr grid: {len(extra)} extra jobs{where}, lr x {', '.join(f'{m:g}' for m in multipliers)} "
+        f"(x1 is the grid's run): {extra_flops:.3g} FLOPs = {share}{cpu}"
+    )
 
+
+def _print_table(rows: list[dict]) -> None:
     table = Table(title=f"{len(rows)} jobs")
     columns = (
         "run_name",
@@ -83,6 +104,7 @@ def _print_table(rows: list[dict]) -> None:
         "peak GiB",
         "GPU h",
         "CPU h",
+        "compile",
     )
     for col in columns:
         table.add_column(col, justify="left" if col in ("run_name", "recipe") else "right")
@@ -104,5 +126,6 @@ def _print_table(rows: list[dict]) -> None:
             f"{row['peak_gib']:.1f}" + ("" if row["fits_memory"] else " !"),
             f"{row['gpu_hours']:.1f}" + ("" if row["fits_limits"] else " !"),
             "-" if row.get("cpu_hours") is None else f"{row['cpu_hours']:.3g}",
+            str(row["compile"]),
         )
     Console(width=max(Console().width, 140)).print(table)

@@ -19,6 +19,25 @@ import os
 from importlib.resources import files
 from pathlib import Path
 
+from hydra import compose as hydra_compose
+from hydra import initialize_config_dir
+from hydra.core.config_search_path import SearchPathQuery
+from hydra.core.config_store import ConfigStore
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import DictConfig, OmegaConf
+
+from loopscale.atomic import write_text_atomic
+from loopscale.config.model import ModelConfig
+from loopscale.config.resolvers import register_resolvers
+from loopscale.config.schema import (
+    BudgetConfig,
+    DataConfig,
+    LoggerConfig,
+    OptimConfig,
+    TrainConfig,
+    TrainerConfig,
+)
+
 ENV_VAR = "LOOPSCALE_CONFIG_PATH"
 
 
@@ -67,12 +86,6 @@ def user_config_dirs(environ: dict[str, str] | None = None) -> list[Path]:
 def compose(overrides: list[str], return_hydra_config: bool = False):
     """The training config `loopscale-train OVERRIDES` would run (a DictConfig), composed from the shipped
     configs and the user's (Hydra's compose API; the schema and the `ls.*` resolvers registered first)."""
-    from hydra import compose as hydra_compose
-    from hydra import initialize_config_dir
-
-    from loopscale.config.resolvers import register_resolvers
-    from loopscale.config.schema import register_configs
-
     register_resolvers()
     register_configs()
     with initialize_config_dir(str(config_dir()), version_base=None):
@@ -81,8 +94,6 @@ def compose(overrides: list[str], return_hydra_config: bool = False):
 
 def train_config(overrides: list[str]):
     """The typed TrainConfig of `compose(overrides)`: what a script or a notebook trains or plans with."""
-    from omegaconf import OmegaConf
-
     return OmegaConf.to_object(compose(overrides))
 
 
@@ -95,8 +106,6 @@ def add_user_dirs(search_path) -> None:
     """Put the user's directories just before the shipped configs in a Hydra ConfigSearchPath (first match
     wins, so a user file replaces the shipped one of the same name), and the sweep designs just after them.
     Other Hydra apps are left alone."""
-    from hydra.core.config_search_path import SearchPathQuery
-
     mains = [e.path for e in search_path.get_path() if e.provider == "main"]
     if not any(is_loopscale_main(p) for p in mains):
         return
@@ -112,11 +121,6 @@ def save_job_config(run_dir: Path, task_cfg) -> None:
     once the launch has claimed the run dir: train.yaml turns Hydra's own early write off
     (hydra.output_subdir: null), so a refused relaunch (another config, running elsewhere) leaves the run's
     record of what it trains untouched. Nothing outside a Hydra job (the demo, a notebook)."""
-    from hydra.core.hydra_config import HydraConfig
-    from omegaconf import DictConfig, OmegaConf
-
-    from loopscale.atomic import write_text_atomic
-
     if not (isinstance(task_cfg, DictConfig) and HydraConfig.initialized()):
         return
     hydra_cfg = HydraConfig.get()
@@ -127,3 +131,24 @@ def save_job_config(run_dir: Path, task_cfg) -> None:
         ("overrides.yaml", hydra_cfg.overrides.task),
     ):
         write_text_atomic(folder / name, OmegaConf.to_yaml(node))
+
+
+def register_configs() -> None:
+    """Register the schema with Hydra so every YAML under loopscale/conf/ is type-checked against it."""
+    cs = ConfigStore.instance()
+    # Building the node instantiates ModelConfig(), whose __post_init__ resolves injection="auto" (and block) for
+    # the default r = 1; put "auto" back so a sweep over r and recipes resolves them per run (OmegaConf.to_object).
+    schema = OmegaConf.structured(TrainConfig)
+    schema.model.injection = "auto"
+    schema.model.block = "auto"
+    schema.model.recipe = "auto"
+    cs.store(name="train_schema", node=schema)
+    for group, node in (
+        ("model", ModelConfig),
+        ("data", DataConfig),
+        ("optim", OptimConfig),
+        ("budget", BudgetConfig),
+        ("trainer", TrainerConfig),
+        ("logger", LoggerConfig),
+    ):
+        cs.store(group=group, name=f"{group}_schema", node=node)

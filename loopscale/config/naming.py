@@ -66,6 +66,13 @@ def seed_tag(seed: Any) -> str:
     return "" if int(seed) == 0 else f"-seed{int(seed)}"
 
 
+def lr_tag(lr_scale: Any) -> str:
+    """The run-name suffix of an lr grid's multiplier (optim.lr_scale): '' at 1 (every grid run keeps its name),
+    '-lrx0.707' otherwise, so an lr-grid run never shares a run dir with the grid run it varies."""
+    scale = float(lr_scale)
+    return "" if scale == 1.0 else f"-lrx{scale:.3g}"
+
+
 def _safe_name(field_name: str, value: Any) -> str:
     check_name(field_name, str(value))
     return str(value)

@@ -5,15 +5,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from omegaconf import OmegaConf
+
 from loopscale.config.model import ModelConfig
-from loopscale.config.naming import _parse_point, _safe_name, budget_tag, parse_fork_point, seed_tag
+from loopscale.config.naming import _parse_point, _safe_name, budget_tag, lr_tag, parse_fork_point, seed_tag
 
 
 def recipe_label(model: Any) -> str:
     """`${ls.recipe:${model}}`: the recipe label the model node resolves to (model.recipe, or for recipe=auto
     the published recipe its fields describe, else a name made from them; loopscale/config/model.py)."""
-    from omegaconf import OmegaConf
-
     fields = OmegaConf.to_container(model, resolve=True) if OmegaConf.is_config(model) else dict(model)
     try:
         return ModelConfig(**fields).recipe
@@ -23,14 +23,13 @@ def recipe_label(model: Any) -> str:
 
 def register_resolvers() -> None:
     """OmegaConf resolvers used by loopscale/conf/*.yaml (`${ls.point_flops:${point}}` etc.)."""
-    from omegaconf import OmegaConf
-
     for name, fn in (
         ("ls.point_flops", lambda p: _parse_point(p)["C"]),
         ("ls.point_width", lambda p: _parse_point(p)["d_model"]),
         ("ls.budget_tag", budget_tag),
         ("ls.ceil_half", lambda r: -(-int(r) // 2)),
         ("ls.seed_tag", seed_tag),
+        ("ls.lr_tag", lr_tag),
         ("ls.recipe", recipe_label),
         ("ls.safe_name", _safe_name),
         ("ls.fork_flops", lambda p: parse_fork_point(p)[0]),  # sweeps/grid/cpu_wsd.yaml

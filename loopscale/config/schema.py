@@ -1,12 +1,12 @@
 """Typed configuration schema.
 
 Every dataclass here validates itself in `__post_init__` and raises `ConfigError` (a ValueError) naming the field
-and the allowed values, so a bad sweep point fails at start, not an hour into training. `register_configs()` puts
+and the allowed values, so a bad sweep point fails at start, not an hour into training. `dirs.register_configs()` puts
 the schema into Hydra's ConfigStore so YAML under `loopscale/conf/` is type-checked against it.
 
-The model's config lives in model_config.py (ModelConfig, the iso-depth layer plan), the run and point
-names and the OmegaConf resolvers in naming.py, the field checks in config_checks.py; every name is also
-importable from here.
+The model's config lives in model.py (ModelConfig, the iso-depth layer plan), the run and point names in
+naming.py, the OmegaConf resolvers in resolvers.py, the field checks in checks.py; import each name from its
+module.
 """
 
 from __future__ import annotations
@@ -44,13 +44,13 @@ class DataConfig:
     num_proc: int = 2
     val_tokens: int = 65536  # size of the fixed validation set
     # How training reads the tokens: windows (random windows of the token shards, loopscale/data/windows.py) or
-    # packed (BOS-prepended best-fit rows of T + 1 tokens, each read once; loopscale/data/packed_set.py, rows.py).
+    # packed (BOS-prepended best-fit rows of T + 1 tokens, each read once; loopscale/data/packed_parquet.py, rows.py).
     # source=packed reads a ready packed set: data.path (a local folder) or hf_name (a hub dataset repo).
     format: str = "windows"  # windows | packed
     val_rows: Optional[int] = None  # packed: the first val_rows rows of the val split (published: 34560); None = all
     allow_repeat: bool = False  # packed: wrap around (a second epoch) when D needs more rows than the set holds
     # How `data pack` fills rows: best_fit (every token kept, a row's free end padded and masked) or published
-    # (every row full, documents cropped, as the published set was built; loopscale/data/packing.py)
+    # (every row full, documents cropped, as the published set was built; loopscale/data/document_packing.py)
     packing: str = "best_fit"
 
     def __post_init__(self) -> None:
@@ -121,9 +121,13 @@ class OptimConfig:
     transfer: str = "published"  # published | none
     transfer_ref_size: int = 10  # paper size s of the reference model (d = 640) the lrs were tuned at
     transfer_ref_batch_tokens: int = 262144  # B_ref = 2^18 tokens per step
+    # Every group's peak lr times this (after the transfer): 1 in a sweep's grid, the multipliers of its lr grid
+    # (hydra/sweeper=lr_grid, loopscale/launch/lr_grid.py) elsewhere; run names carry it (`naming.lr_tag`).
+    lr_scale: float = 1.0
 
     def __post_init__(self) -> None:
         check_positive("lr", self.lr)
+        check_positive("lr_scale", self.lr_scale)
         for name in ("weight_decay", "beta1", "beta2", "eps", "grad_clip"):
             check_finite(name, getattr(self, name))
         check_choice("schedule", self.schedule, SCHEDULES)
@@ -224,7 +228,9 @@ class TrainerConfig:
     # (optim.grad_clip), and every model of the published grid fits one GPU with DDP.
     strategy: str = "auto"
     precision: str = "32-true"  # 32-true | bf16-mixed
-    compile: Any = False  # false | blocks (true means blocks) | model
+    # false | blocks (true means blocks) | model | auto (on CPU: model when it pays for its compile, counting the
+    # compiled-graph cache; loopscale/train/compile_choice.py)
+    compile: Any = False
     # torch.compile backend: inductor (code generation); eager / aot_eager keep Dynamo's graphs, guards and
     # limits without generating code (quick checks of the compiled path on CPU, e.g. gpu_check --smoke)
     compile_backend: str = "inductor"
@@ -261,9 +267,12 @@ class TrainerConfig:
             "true": "blocks",
             "blocks": "blocks",
             "model": "model",
+            "auto": "auto",
         }
         if not isinstance(self.compile, (bool, str)) or self.compile not in compile_modes:
-            raise ConfigError(f"compile={self.compile!r} is not allowed; choose one of false, 'blocks', 'model'")
+            raise ConfigError(
+                f"compile={self.compile!r} is not allowed; choose one of false, 'blocks', 'model', 'auto'"
+            )
         self.compile = compile_modes[self.compile]
         check_choice("compile_backend", self.compile_backend, ("inductor", "eager", "aot_eager"))
         if self.val_every_steps < 0 or self.ckpt_every_minutes < 0:
@@ -323,27 +332,3 @@ class TrainConfig:
 def with_vocab(cfg: TrainConfig, vocab_size: int) -> TrainConfig:
     """`cfg` with the model's vocabulary set to the tokenizer's (known only once the data is prepared)."""
     return replace(cfg, model=replace(cfg.model, vocab_size=vocab_size))
-
-
-def register_configs() -> None:
-    """Register the schema with Hydra so every YAML under loopscale/conf/ is type-checked against it."""
-    from hydra.core.config_store import ConfigStore
-    from omegaconf import OmegaConf
-
-    cs = ConfigStore.instance()
-    # Building the node instantiates ModelConfig(), whose __post_init__ resolves injection="auto" (and block) for
-    # the default r = 1; put "auto" back so a sweep over r and recipes resolves them per run (OmegaConf.to_object).
-    schema = OmegaConf.structured(TrainConfig)
-    schema.model.injection = "auto"
-    schema.model.block = "auto"
-    schema.model.recipe = "auto"
-    cs.store(name="train_schema", node=schema)
-    for group, node in (
-        ("model", ModelConfig),
-        ("data", DataConfig),
-        ("optim", OptimConfig),
-        ("budget", BudgetConfig),
-        ("trainer", TrainerConfig),
-        ("logger", LoggerConfig),
-    ):
-        cs.store(group=group, name=f"{group}_schema", node=node)

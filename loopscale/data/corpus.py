@@ -18,12 +18,15 @@ name) so the token cache in `shards.py` is invalidated when the text changes.
 
 from __future__ import annotations
 
+import codecs
+import hashlib
 import importlib.metadata
 import importlib.util
 import os
 import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
+
 from loopscale.errors import InputError
 
 if TYPE_CHECKING:  # `datasets` costs ~1 s to import; keep `import loopscale.data.corpus` cheap
@@ -77,8 +80,17 @@ def _shakespeare_files() -> list[Path]:
     return sorted(root.rglob("*.md"), key=lambda p: p.relative_to(root).as_posix())
 
 
+def _datasets():
+    """The `datasets` module, imported on first use: ~3 s to import and absent on the GPU node's image, and only
+    reading a corpus needs it (run_data, collect and plan load this module without it)."""
+    import datasets  # here, not at the top: see the docstring
+    import datasets.config  # noqa: F401  (offline_flag reads datasets.config)
+
+    return datasets
+
+
 def _load_shakespeare() -> datasets.Dataset:
-    import datasets
+    datasets = _datasets()
 
     files = _shakespeare_files()
     texts = [strip_markdown(f.read_text(encoding="utf-8")) for f in files]
@@ -104,7 +116,7 @@ def _text_files(path: str) -> list[Path]:
 
 def _only_text(ds: datasets.Dataset, column: str) -> datasets.Dataset:
     """Just the text, as column `text` of type string (parquet gives large_string, which won't concatenate)."""
-    import datasets
+    datasets = _datasets()
 
     ds = ds.select_columns([column])
     if column != "text":
@@ -115,8 +127,6 @@ def _only_text(ds: datasets.Dataset, column: str) -> datasets.Dataset:
 def _check_utf8(path: Path) -> None:
     """DataError naming `path` unless it is UTF-8 text (datasets would fail deep inside its builder with a
     message that names no file)."""
-    import codecs
-
     decoder = codecs.getincrementaldecoder("utf-8")()
     done = 0
     with open(path, "rb") as f:
@@ -135,7 +145,7 @@ def _check_utf8(path: Path) -> None:
 
 
 def _load_text(cfg: DataConfig, cache_dir: Optional[str]) -> datasets.Dataset:
-    import datasets
+    datasets = _datasets()
 
     files = _text_files(cfg.path)
     for f in files:
@@ -164,14 +174,14 @@ def _load_text(cfg: DataConfig, cache_dir: Optional[str]) -> datasets.Dataset:
 
 def hub_offline() -> bool:
     """True when the user has cut the hub off (either variable datasets/huggingface_hub honour)."""
-    import datasets.config
+    datasets = _datasets()
 
     flags = (os.environ.get("HF_DATASETS_OFFLINE"), os.environ.get("HF_HUB_OFFLINE"))
     return datasets.config.HF_HUB_OFFLINE or any(f and f.upper() in ("1", "ON", "YES", "TRUE") for f in flags)
 
 
 def _load_hub(cfg: DataConfig) -> datasets.Dataset:
-    import datasets
+    datasets = _datasets()
 
     where = f"hf_name={cfg.hf_name!r} (config={cfg.hf_config!r}, split={cfg.hf_split!r})"
     try:
@@ -236,8 +246,6 @@ _HASHES: dict[tuple, str] = {}  # (path, size, mtime, ctime, inode) -> sha256: e
 def file_sha256(path: Path) -> str:
     """The sha256 of a corpus file's bytes: the token cache follows the text itself, not its mtime (a file
     edited in place with its mtime kept, or copied with a new one, is judged by what it holds)."""
-    import hashlib
-
     st = path.stat()
     key = (str(path.resolve()), st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)  # ctime: no one can set it back
     if key not in _HASHES:

@@ -66,9 +66,12 @@ def locate_published(cfg: DataConfig, progress: bool = True) -> Path:
         return Path(cfg.path).expanduser()
     patterns = ["*.parquet", "*.json"]
     cache = hub_cache_dir()
-    if (cache / f"datasets--{cfg.hf_name.replace('/', '--')}").is_dir():  # something is cached: ask the hub lib
-        from huggingface_hub import snapshot_download
+    # the hub library only on the path that asks it for files: its dependencies differ across its versions
+    # (2.x needs httpx2, which the GPU node's image lacks), and a run from data.path or the embedded set never
+    # needs it
+    from huggingface_hub import snapshot_download
 
+    if (cache / f"datasets--{cfg.hf_name.replace('/', '--')}").is_dir():  # something is cached: ask the hub lib
         try:
             return Path(
                 snapshot_download(cfg.hf_name, repo_type="dataset", local_files_only=True, allow_patterns=patterns)
@@ -84,7 +87,6 @@ def locate_published(cfg: DataConfig, progress: bool = True) -> Path:
         )
     if not progress:
         os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-    from huggingface_hub import snapshot_download
 
     return Path(snapshot_download(cfg.hf_name, repo_type="dataset", allow_patterns=patterns))
 

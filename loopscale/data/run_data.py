@@ -13,12 +13,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Optional
 
 from loopscale.data.corpus import DataError
+from loopscale.data.packed_parquet import open_published, pack
+from loopscale.data.shards import prepare
 
 if TYPE_CHECKING:
     import lightning as L
 
     from loopscale.config.schema import DataConfig
-    from loopscale.data.packed_set import PackedSet
+    from loopscale.data.packed_parquet import PackedSet
     from loopscale.data.shards import PreparedData
 
 
@@ -38,11 +40,8 @@ class RunData:
 def open_run_data(data: DataConfig, seq_len: int, progress: bool = True) -> RunData:
     """Prepare / pack / locate the run's data (cached); fails before any model is built."""
     if data.format == "windows":
-        from loopscale.data.shards import prepare
-
         prepared = prepare(data, progress=progress)
         return RunData(vocab_size=prepared.vocab_size, prepared=prepared)
-    from loopscale.data.packed_set import open_published, pack
 
     packed = open_published(data, progress) if data.source == "packed" else pack(data, seq_len, progress)
     if packed.seq_len != seq_len:
@@ -63,7 +62,7 @@ def data_record(run: RunData, data: DataConfig, steps: int, batch_rows: int, seq
             "content_sha256": run.content_sha256,
             "train_tokens": run.prepared.n_train_tokens,
         }
-    from loopscale.data.packed_reader import check_rows, val_row_count
+    from loopscale.data.packed_batches import check_rows, val_row_count  # torch: only when a run opens its data
 
     record = check_rows(run.packed.train.n_rows, steps, batch_rows, seq_len, data.allow_repeat, str(run.packed.root))
     record["content_sha256"] = run.content_sha256
@@ -78,11 +77,11 @@ def make_datamodule(
     """The DataModule of the run: `micro` sequences per micro-batch on each rank; validations inside fit read
     the first `val_subset` share of the val set (trainer.val_subset), the final one all of it."""
     if run.packed is None:
-        from loopscale.data.windows import TokenDataModule
+        from loopscale.data.windows import TokenDataModule  # torch, Lightning: only when a run trains
 
         module = TokenDataModule(run.prepared, seq_len=seq_len, batch_size=micro, seed=seed, val_tokens=data.val_tokens)
     else:
-        from loopscale.data.packed_reader import PackedDataModule
+        from loopscale.data.packed_batches import PackedDataModule  # torch, Lightning: only when a run trains
 
         module = PackedDataModule(run.packed, micro, val_rows=data.val_rows, allow_repeat=data.allow_repeat)
     module.val_subset = val_subset

@@ -22,6 +22,7 @@ Layout of a finished cache entry:
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import errno
 import hashlib
 import json
@@ -35,6 +36,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
 import numpy as np
+import pyarrow.compute as pc
+from tqdm.auto import tqdm
 
 from loopscale.data.corpus import DataError, load_documents, source_fingerprint
 from loopscale.data.staging import CONTENT_KEY, content_sha256, ensure_content_hash, publish, staging_folder
@@ -155,8 +158,6 @@ def _die_with_parent() -> None:
         return
     _PARENT_PID = os.getpid()  # once per worker
     try:
-        import ctypes
-
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)  # 1 = PR_SET_PDEATHSIG
     except (OSError, AttributeError):  # not Linux: the pool's own terminate() is all there is
         pass
@@ -215,11 +216,11 @@ def _ctrl_c_in_parent_only() -> Iterator[None]:
 def _stop_workers(grace_s: float = 2.0) -> None:
     """Terminate the worker processes datasets started (it uses the `multiprocess` package), then kill
     any that are still there after `grace_s`."""
-    try:
-        import multiprocess
-    except ImportError:
-        return
-    workers = multiprocess.active_children()
+    # multiprocess comes with datasets and is needed only once datasets has started workers; the GPU node's
+    # image has neither, and every loopscale command that does not tokenize imports this module
+    import multiprocess
+
+    workers = multiprocess.active_children()  # datasets' worker processes
     for w in workers:
         w.terminate()
     deadline = time.monotonic() + grace_s
@@ -264,9 +265,6 @@ def reserve(path: Path, n_bytes: int) -> None:
 
 def write_shard(path: Path, tokens: datasets.Dataset, dtype: type, progress: bool = False) -> int:
     """Concatenate the `ids` column into a flat memmap at `path`; returns the token count."""
-    import pyarrow.compute as pc
-    from tqdm.auto import tqdm
-
     n_tokens = int(np.sum(tokens.with_format("numpy")["n_tokens"]))
     if n_tokens == 0:
         raise DataError(f"{path.name}: the documents tokenize to zero tokens")
@@ -322,7 +320,7 @@ def _content_files(root: Path) -> list[Path]:
 
 @contextlib.contextmanager
 def _datasets_progress(enabled: bool) -> Iterator[None]:
-    import datasets
+    import datasets  # ~3 s to import: only while a corpus is tokenized
 
     was_enabled = datasets.is_progress_bar_enabled()
     (datasets.enable_progress_bars if enabled else datasets.disable_progress_bars)()

@@ -18,6 +18,9 @@ import socket
 from collections.abc import Iterator
 from pathlib import Path
 
+from loopscale.atomic import write_text_atomic
+from loopscale.data.corpus import DataError
+
 
 def staging_prefix(key: str) -> str:
     return f".tmp-{key}-{socket.gethostname()}-"
@@ -89,7 +92,6 @@ def ensure_content_hash(root: Path, meta: dict, files: list[Path], meta_file: st
     into its meta.json (atomically; a read-only cache just recomputes it next time)."""
     if isinstance(meta.get(CONTENT_KEY), str):
         return meta[CONTENT_KEY]
-    from loopscale.atomic import write_text_atomic
 
     meta[CONTENT_KEY] = content_sha256(files)
     try:
@@ -103,8 +105,6 @@ def ensure_content_hash(root: Path, meta: dict, files: list[Path], meta_file: st
 def full_disk_as_data_error(data_dir: Path, what: str) -> Iterator[None]:
     """A full disk while `what` (building a cache folder in `data_dir`) becomes one DataError line; the
     staging folder is gone by then (staging_folder removes it)."""
-    from loopscale.data.corpus import DataError
-
     try:
         yield
     except OSError as err:

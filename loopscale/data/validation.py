@@ -8,15 +8,15 @@ trainer.val_every_steps steps would cost ~9% of a published run's compute; the i
 same rows in every run and at every step, so curves stay comparable.
 
 Lightning validates inside fit every val_every_steps steps, also when that step is the last; the runner
-then validates the whole set. `SkipFinalStepValidation` drops the intermediate one at the last step, so a
-run whose steps are a multiple of the interval is validated once at its end, not twice.
+then validates the whole set. `SkipFinalStepValidation` (loopscale/train/lightning_module.py, with the run's
+other callbacks: this module stays free of Lightning, so `sweep` and `plan` count validations without it)
+drops the intermediate one at the last step, so a run whose steps are a multiple of the interval is
+validated once at its end, not twice.
 """
 
 from __future__ import annotations
 
 import math
-
-from lightning.pytorch.callbacks import Callback
 
 from loopscale.config.schema import DataConfig
 
@@ -37,14 +37,3 @@ def final_val_sequences(data: DataConfig, seq_len: int) -> int:
 def intermediate_validations(steps: int, every: int) -> int:
     """Intermediate validations of a run of `steps` optimizer steps (none at the last step)."""
     return (steps - 1) // every if every else 0
-
-
-class SkipFinalStepValidation(Callback):
-    """Lightning's in-fit validation at the last optimizer step is dropped: the runner's final validation of
-    the whole set follows it. The training epoch loop's own skip flag (what Lightning sets after a resume
-    mid-interval) is raised at the end of the last step's last micro-batch, before the loop checks it."""
-
-    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
-        epoch_loop = trainer.fit_loop.epoch_loop
-        if trainer.global_step >= trainer.max_steps and hasattr(epoch_loop, "_skip_next_val"):
-            epoch_loop._skip_next_val = True

@@ -28,6 +28,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset, IterableDataset, Subset
 
 from loopscale.data.shards import PreparedData
+from loopscale.data.validation import subset_count
 from loopscale.errors import InputError
 
 TokenSource = Union[PreparedData, np.ndarray]
@@ -167,8 +168,6 @@ class StepResumableDataModule(L.LightningDataModule):
     def validation_count(self, final: int) -> int:
         """Sequences the next validation reads of a val set of `final`: all of it in trainer.validate (the
         final validation), its first val_subset share inside fit (loopscale/data/validation.py)."""
-        from loopscale.data.validation import subset_count
-
         trainer = getattr(self, "trainer", None)
         fitting = trainer is not None and trainer.state.fn == "fit"
         return subset_count(final, self.val_subset) if fitting else final

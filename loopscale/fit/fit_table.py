@@ -13,118 +13,28 @@ The method, one module per step:
 - `loopscale.fit.result`: the record (`FitResult`, its JSON) and what reads it without the optimiser;
   `loopscale.fit.bounds`: the box the search stays in.
 
-Here: `fit_table`, which runs them in order on one table. Every name this module held before the split is
-still importable from it (`from loopscale import fit as F; F.bootstrap(...)`).
+Here: `fit_table`, which runs them in order on one table. Each of the names above is imported from the module
+that defines it.
 """
 
 from __future__ import annotations
 
-from loopscale.fit.bounds import BOUNDS, DPHI_BOUNDS, LOG_K_BOUNDS, bounds_for
 from loopscale.fit.laws.form import Law
 from loopscale.fit.laws.registry import law_data_from_table
-from loopscale.fit.objective import (
-    CHUNK_ELEMENTS,
-    DEFAULT_DELTA,
-    Loss,
-    batch_objective,
-    chunk_size,
-    objective,
-    objective_and_grad,
-    objective_grad_hess,
-)
-from loopscale.fit.optimize import (
-    BASIN_ABS_TOL,
-    BASIN_REL_TOL,
-    EXPONENT_TOL,
-    FINISH_RATIO,
-    LBFGSB_OPTIONS,
-    SMALL_BASIN_SHARE,
-    FitState,
-    Refined,
-    adopt_optimum,
-    fit_law,
-    lm_batch,
-    multistart,
-    newton,
-    refine,
-    same_basin,
-)
-from loopscale.fit.resample import on_one_blas_thread
-from loopscale.fit.result import FitResult, compare_param, data_summary, file_sha256, load_fit, predict_loss, versions
-from loopscale.fit.starts import SCREEN_ROWS, classic_grid, projected_starts, screen_starts, screen_subsample
-from loopscale.fit.tables import budget_clusters, budget_column, check_clusters, cluster_labels, table_warnings
+from loopscale.fit.noise import DEFAULT_INNER, noise_block, noise_setup, seed_hierarchy
+from loopscale.fit.objective import Loss
+from loopscale.fit.optimize import adopt_optimum, fit_law
+from loopscale.fit.resample import bootstrap, on_one_blas_thread
+from loopscale.fit.result import FitResult, data_summary, versions
+from loopscale.fit.runs_table import SEED_COLUMN, budget_column, check_clusters, cluster_labels, table_warnings
 from loopscale.fit.uncertainty import (
-    CHI2_1_95,
-    bootstrap,
     holdout_largest,
     holdout_train_rows,
-    lr_test,
     percentile_ci,
-    profile_param,
-    profile_phi,
     profile_refit,
-    profile_solve,
     profile_threshold,
-    profile_value,
-    profile_values,
 )
 from loopscale.fit.verdict import fit_checks
-
-__all__ = [
-    "BASIN_ABS_TOL",
-    "BASIN_REL_TOL",
-    "BOUNDS",
-    "CHI2_1_95",
-    "CHUNK_ELEMENTS",
-    "DEFAULT_DELTA",
-    "DPHI_BOUNDS",
-    "EXPONENT_TOL",
-    "FINISH_RATIO",
-    "LBFGSB_OPTIONS",
-    "LOG_K_BOUNDS",
-    "SCREEN_ROWS",
-    "SMALL_BASIN_SHARE",
-    "FitResult",
-    "FitState",
-    "Loss",
-    "Refined",
-    "batch_objective",
-    "bootstrap",
-    "bounds_for",
-    "check_fit_inputs",
-    "budget_clusters",
-    "budget_column",
-    "chunk_size",
-    "classic_grid",
-    "compare_param",
-    "data_summary",
-    "file_sha256",
-    "fit_law",
-    "fit_table",
-    "holdout_largest",
-    "lm_batch",
-    "load_fit",
-    "lr_test",
-    "multistart",
-    "newton",
-    "objective",
-    "objective_and_grad",
-    "objective_grad_hess",
-    "percentile_ci",
-    "predict_loss",
-    "profile_param",
-    "profile_phi",
-    "profile_solve",
-    "profile_threshold",
-    "profile_value",
-    "profile_values",
-    "projected_starts",
-    "refine",
-    "same_basin",
-    "screen_starts",
-    "screen_subsample",
-    "versions",
-]
 
 
 def check_fit_inputs(table, law: str, n_bootstrap: int = 0, cluster: str | None = None, holdout: bool = False):
@@ -154,8 +64,11 @@ def fit_table(
     n_refine: int = 16,
     jobs: int = 1,
     progress=None,
+    noise: str = "auto",
+    seed_column: str | None = SEED_COLUMN,
+    inner: str = DEFAULT_INNER,
 ) -> FitResult:
-    """Fit a canonical runs table (see `loopscale.fit.tables`) and attach the uncertainty steps and the
+    """Fit a canonical runs table (see `loopscale.fit.runs_table`) and attach the uncertainty steps and the
     conditioning checks (`loopscale.fit.verdict`). law: a registered law's name, or a law instance (one
     built with options of its own, e.g. a pinned E), which the fit, its bootstrap and its holdout use as it is.
 
@@ -165,31 +78,26 @@ def fit_table(
     multi-start moves the fit there (`profile_refit`, said in the warnings) before the bootstrap starts from
     it. The bootstrap uses seed + 1 and the holdout refit uses seed, so results are reproducible from `seed`
     (whatever `jobs`, the bootstrap's worker processes; `progress`: the stream for its progress bar).
+
+    Seeds (`loopscale.fit.noise`): rows of one point (r, N_once, N_rec, D, recipe) with different
+    `seed_column` values are replicates. With seed repeats and noise "auto" the seed sigma of log L is
+    estimated (`noise.SIGMA_RULE`), the residuals are standardised by it (Huber on z), the profile threshold
+    is on that scale and the bootstrap is two-stage (`seed_hierarchy`; `inner`: "keep" or "resample" each
+    drawn point's seeds). Without seed repeats, or with noise "off", the fit is today's and the record's
+    `noise` block says that its intervals omit seed noise.
     """
     loss = loss or Loss()
     name = law.name if isinstance(law, Law) else law
     labels = check_fit_inputs(table, name, n_bootstrap, cluster, holdout)
-    data = law_data_from_table(table, law)
+    nf, data, loss = noise_setup(table, law_data_from_table(table, law), loss, noise, seed_column)
+    weighted = data.sigma is not None
     result, state = fit_law(data, law, loss, seed, n_refine)
     result.warnings.extend(table_warnings(table, name))  # repeated rows, impossible magnitudes
-    param = state.law.profile_param  # the coordinate the record's `profile_phi` holds (phi), or None
-    if profile is None:
-        profile = param is not None
-    if profile and param is not None:
-        old = result.objective
-        result.profile_phi, better = profile_refit(state, param)
-        result.profile_phi[param] = result.profile_phi.pop("x")
-        if better is not None:
-            note = (
-                f"the {param} profile found a lower objective than the multi-start ({better.objective:.8g} < "
-                f"{old:.8g}): refitted from the profile's lowest point ({param} {result.params[param]:.4g} -> "
-                f"{state.law.to_user(better.theta)[param]:.4g})"
-            )
-            state = adopt_optimum(result, state, better, note)
-        if "warning" in result.profile_phi:
-            result.warnings.append(result.profile_phi["warning"])
+    state = _attach_profile(result, state, profile)
     if n_bootstrap > 0:
-        boot = bootstrap(state, n_bootstrap, seed=seed + 1, clusters=labels, jobs=jobs, progress=progress)
+        two_stage = seed_hierarchy(table, nf.reps, cluster, labels, inner) if weighted else None
+        flat = None if weighted else labels
+        boot = bootstrap(state, n_bootstrap, seed + 1, flat, jobs=jobs, progress=progress, hierarchy=two_stage)
         boot["cluster"] = cluster
         result.bootstrap = boot
         result.ci95 = percentile_ci(boot["params"])
@@ -198,5 +106,31 @@ def fit_table(
     result.settings.update({"n_bootstrap": n_bootstrap, "cluster": cluster, "law": name, "holdout_largest": holdout})
     result.versions = versions()
     result.data = data_summary(table)
-    result.conditioning = fit_checks(table, result)
+    lack_of_fit = profile_threshold(state)[1]["scale_factor_sq"] if weighted else None
+    result.noise = noise_block(table, nf, inner if weighted and n_bootstrap > 0 else None, noise != "off", lack_of_fit)
+    result.conditioning = fit_checks(table, result)  # after the noise block: the checks are judged against it
     return result
+
+
+def _attach_profile(result: FitResult, state, profile: bool | None):
+    """The profile of the law's `profile_param` (phi) on `result` (default: when the law has one), and the state
+    to continue from: a profile that finds a lower objective than the multi-start moves the fit there
+    (`profile_refit`, said in the warnings)."""
+    param = state.law.profile_param  # the coordinate the record's `profile_phi` holds (phi), or None
+    if profile is None:
+        profile = param is not None
+    if not (profile and param is not None):
+        return state
+    old = result.objective
+    result.profile_phi, better = profile_refit(state, param)
+    result.profile_phi[param] = result.profile_phi.pop("x")
+    if better is not None:
+        note = (
+            f"the {param} profile found a lower objective than the multi-start ({better.objective:.8g} < "
+            f"{old:.8g}): refitted from the profile's lowest point ({param} {result.params[param]:.4g} -> "
+            f"{state.law.to_user(better.theta)[param]:.4g})"
+        )
+        state = adopt_optimum(result, state, better, note)
+    if "warning" in result.profile_phi:
+        result.warnings.append(result.profile_phi["warning"])
+    return state

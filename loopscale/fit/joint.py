@@ -22,6 +22,7 @@ fits them together: an r = 1 run appears once and belongs to every recipe (1^phi
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -33,15 +34,47 @@ from loopscale.fit.laws.form import LawData
 from loopscale.fit.laws.looped_joint import RECIPE_CODE
 from loopscale.fit.laws.looped_joint import recipe_phi as recipe_phi  # its home before the law registry
 from loopscale.fit.laws.registry import law_data_from_table, make_law
+from loopscale.fit.noise import DEFAULT_INNER, NoiseFit, noise_block, noise_setup, seed_hierarchy
 from loopscale.fit.objective import Loss
 from loopscale.fit.optimize import adopt_optimum, fit_law, refine
-from loopscale.fit.resample import on_one_blas_thread
+from loopscale.fit.replicates import replicate_groups
+from loopscale.fit.resample import bootstrap, on_one_blas_thread
 from loopscale.fit.result import FitResult, compare_param, data_summary, versions
-from loopscale.fit.tables import check_clusters, cluster_labels
-from loopscale.fit.uncertainty import bootstrap, lr_test, percentile_ci, profile_refit, profile_threshold
+from loopscale.fit.runs_table import SEED_COLUMN, check_clusters, cluster_labels
+from loopscale.fit.two_stage import Hierarchy
+from loopscale.fit.uncertainty import lr_test, percentile_ci, profile_refit, profile_threshold
 from loopscale.fit.verdict import joint_checks
 
 LAW_INPUTS = ("N_once", "N_rec", "r", "D", "L")
+
+
+@dataclass(frozen=True)
+class SeedNoise:
+    """What a joint fit's bootstraps need of the seed noise: the joint table's noise (`noise.NoiseFit`), each
+    row's sigma (None: unweighted), the --cluster, the inner resampling and the seed column."""
+
+    nf: NoiseFit
+    sigma: np.ndarray | None
+    cluster: str | None
+    inner: str
+    seed_column: str | None
+
+    @property
+    def weighted(self) -> bool:
+        return self.sigma is not None
+
+    def hierarchy(self, table: pd.DataFrame, labels) -> Hierarchy | None:
+        """The two-stage bootstrap of `table` (the joint table or a recipe's part), None when unweighted."""
+        if not self.weighted:
+            return None
+        reps = replicate_groups(table, self.seed_column, RECIPE_CODE)
+        return seed_hierarchy(table, reps, self.cluster, labels, self.inner)
+
+    def record(self, table: pd.DataFrame, state, n_bootstrap: int, noise: str) -> dict[str, Any]:
+        """The fit record's noise block (`noise.noise_block`), with S^2 of the profile threshold when weighted."""
+        lack_of_fit = profile_threshold(state)[1]["scale_factor_sq"] if self.weighted else None
+        inner = self.inner if self.weighted and n_bootstrap > 0 else None
+        return noise_block(table, self.nf, inner, noise != "off", lack_of_fit)
 
 
 def joint_table(tables: Sequence[pd.DataFrame], column: str) -> tuple[pd.DataFrame, tuple[str, ...]]:
@@ -128,6 +161,9 @@ def fit_joint(
     jobs: int = 1,
     progress=None,
     law_name: str = "looped-joint",
+    noise: str = "auto",
+    seed_column: str | None = SEED_COLUMN,
+    inner: str = DEFAULT_INNER,
 ) -> FitResult:
     """Fit the per-recipe law `law_name` to a `joint_table` and attach delta-phi, the shared-parameter check and the
     conditioning checks (`loopscale.fit.verdict.joint_checks`).
@@ -138,16 +174,18 @@ def fit_joint(
     shared-parameter check. A delta-phi profile below the fit moves the fit there first (`_profiles`).
     Bootstrap seeds are seed + 1 (joint) and seed + 2 + i (separate fit i); `jobs` worker processes and
     the `progress` stream as in `resample.bootstrap`. The separate fits use the law's `recipe_law`.
-    """
+    Seeds as in `fit_table.fit_table` (noise, seed_column, inner); the separate fits use the joint sigma."""
     loss = loss or Loss()
     law = make_law(law_name, recipes=recipes)
-    data = joint_data(table, law_name)
     labels = check_joint_inputs(table, recipes, n_bootstrap, cluster)
+    nf, data, loss = noise_setup(table, joint_data(table, law_name), loss, noise, seed_column, RECIPE_CODE)
+    seeds = SeedNoise(nf, data.sigma, cluster, inner, seed_column)
     result, state = fit_law(data, law, loss, seed, n_refine)
     ref = recipes[0]
     profiles, state = _profiles(result, state, recipes, profile)
     if n_bootstrap > 0:
-        _attach_bootstrap(result, state, recipes, n_bootstrap, seed + 1, labels, cluster, level, jobs, progress)
+        boot_args = (n_bootstrap, seed + 1, labels, cluster, level, jobs, progress, seeds.hierarchy(table, labels))
+        _attach_bootstrap(result, state, recipes, *boot_args)
     deltas = {g: _delta_phi(result, state, ref, g, profiles.get(g)) for g in recipes[1:]}
     joint: dict[str, Any] = {
         "column": column,
@@ -157,21 +195,34 @@ def fit_joint(
         "n_rows_by_recipe": _rows_by_recipe(table, recipes),
     }
     if separate:
-        sep = separate_fits(table, recipes, loss, seed, n_bootstrap, cluster, n_refine, jobs, progress, law.recipe_law)
-        joint["separate"] = {g: _summary(f) for g, (f, _) in sep.items()}
-        for g in recipes[1:]:
-            cmp = compare_param(sep[ref][0], sep[g][0], "phi", level, seed)
-            deltas[g]["separate"] = {k: cmp.get(k) for k in ("delta", "ci", "se", "n_replicates")}
-        joint["shared_check"] = shared_parameter_check(state, table, sep)
+        sep = separate_fits(
+            table, recipes, loss, seed, n_bootstrap, cluster, n_refine, jobs, progress, law.recipe_law, seeds
+        )
+        _attach_separate(joint, sep, state, table, level, seed)
     result.joint = joint
     result.settings.update({"n_bootstrap": n_bootstrap, "cluster": cluster, "law": law.name, "joint_column": column})
     result.versions = versions()
-    result.conditioning = joint_checks(table, result, table[RECIPE_CODE].to_numpy())
-    result.data = data_summary(table)  # the models and ranges fitted, as a single fit records them (advise reads)
-    result.data["shapes_by_recipe"] = {
-        g: data_summary(table[recipe_rows(table, i)])["shapes"] for i, g in enumerate(recipes)
-    }
+    result.noise = seeds.record(table, state, n_bootstrap, noise)
+    result.conditioning = joint_checks(table, result, table[RECIPE_CODE].to_numpy())  # judged against the noise
+    result.data = _joint_summary(table, recipes)
     return result
+
+
+def _joint_summary(table: pd.DataFrame, recipes: Sequence[str]) -> dict[str, Any]:
+    """The models and ranges fitted, as a single fit records them (advise reads), and each recipe's shapes."""
+    out = data_summary(table)
+    out["shapes_by_recipe"] = {g: data_summary(table[recipe_rows(table, i)])["shapes"] for i, g in enumerate(recipes)}
+    return out
+
+
+def _attach_separate(joint: dict, sep: dict, state, table: pd.DataFrame, level: float, seed: int) -> None:
+    """The separate fits' summaries, their delta-phi beside each joint one, and the shared-parameter check."""
+    ref = joint["reference"]
+    joint["separate"] = {g: _summary(f) for g, (f, _) in sep.items()}
+    for g in joint["recipes"][1:]:
+        cmp = compare_param(sep[ref][0], sep[g][0], "phi", level, seed)
+        joint["delta_phi"][g]["separate"] = {k: cmp.get(k) for k in ("delta", "ci", "se", "n_replicates")}
+    joint["shared_check"] = shared_parameter_check(state, table, sep)
 
 
 def _profiles(result, state, recipes, profile: bool, max_passes: int = 3):
@@ -203,10 +254,15 @@ def _profiles(result, state, recipes, profile: bool, max_passes: int = 3):
     return out, state
 
 
-def _attach_bootstrap(result, state, recipes, n_bootstrap, seed, labels, cluster, level, jobs=1, progress=None):
-    """The joint fit's bootstrap (seed `seed`), with delta_phi[g] = phi[g] - phi[reference] per replicate,
-    and its percentile CIs, on `result`."""
-    boot = bootstrap(state, n_bootstrap, seed=seed, clusters=labels, jobs=jobs, progress=progress, label="joint fit")
+def _attach_bootstrap(
+    result, state, recipes, n_bootstrap, seed, labels, cluster, level, jobs=1, progress=None, two_stage=None
+):
+    """The joint fit's bootstrap (seed `seed`; `two_stage`: over points and seeds, `noise.Hierarchy`, instead of
+    the cluster `labels`), with delta_phi[g] = phi[g] - phi[reference] per replicate, and its percentile CIs."""
+    labels = None if two_stage is not None else labels
+    boot = bootstrap(
+        state, n_bootstrap, seed, labels, jobs=jobs, progress=progress, label="joint fit", hierarchy=two_stage
+    )
     boot["cluster"] = cluster
     cols = boot["params"]
     for g in recipes[1:]:
@@ -251,16 +307,32 @@ def separate_fits(
     jobs: int = 1,
     progress=None,
     law: str = "looped",
+    seeds: SeedNoise | None = None,
 ):
     """{recipe: (FitResult, FitState)}: `law` (the joint law's `recipe_law`) fitted to each recipe with the r = 1
-    runs."""
+    runs; with `seeds` (a weighted joint fit) each on the joint table's seed sigma, bootstrapped in two stages."""
     out = {}
     for i, g in enumerate(recipes):
-        part = table[recipe_rows(table, i)].reset_index(drop=True)
-        result, state = fit_law(law_data_from_table(part, law), law, loss, seed, n_refine)
+        rows = recipe_rows(table, i)
+        part = table[rows].reset_index(drop=True)
+        data = law_data_from_table(part, law)
+        if seeds is not None and seeds.weighted:
+            data = replace(data, sigma=seeds.sigma[rows])
+        result, state = fit_law(data, law, loss, seed, n_refine)
         if n_bootstrap > 0:
             labels = None if cluster is None else cluster_labels(part, cluster)
-            boot = bootstrap(state, n_bootstrap, seed + 2 + i, labels, jobs=jobs, progress=progress, label=f"{g} alone")
+            two_stage = None if seeds is None else seeds.hierarchy(part, labels)
+            labels = None if two_stage is not None else labels
+            boot = bootstrap(
+                state,
+                n_bootstrap,
+                seed + 2 + i,
+                labels,
+                jobs=jobs,
+                progress=progress,
+                label=f"{g} alone",
+                hierarchy=two_stage,
+            )
             boot["cluster"] = cluster
             result.bootstrap, result.ci95 = boot, percentile_ci(boot["params"])
         out[g] = (result, state)

@@ -2,11 +2,14 @@
 
 Hoffmann et al. 2022, eq. 10, fitted in log space (Besiroglu et al. 2024):
 
-    sum_i w_i * rho(log L_hat_i - log L_i),   rho = Huber(delta) (default delta = 1e-3) or 0.5 x^2
+    sum_i w_i * rho(z_i),   z_i = (log L_hat_i - log L_i) / sigma_i,   rho = Huber(delta) or 0.5 x^2
 
-with w_i = 1 for a plain fit and bootstrap counts for a replicate. Here: the loss (`Loss`: rho, its
-derivative psi and psi'), the objective with its analytic gradient (and exact Hessian for laws that have
-one), and the objective at many parameter vectors at once, in chunks of bounded memory (`chunk_size`).
+with w_i = 1 for a plain fit and bootstrap counts for a replicate. sigma_i is 1 (residuals in log units,
+delta = 1e-3 by default) unless the data carry a seed sigma per row (`LawData.sigma`, `loopscale.fit.noise`):
+then z is the standardised residual and delta is on that scale (`noise.STANDARDISED_DELTA`). Here: the
+loss (`Loss`: rho, its derivative psi and psi'), the objective with its analytic gradient (and exact Hessian
+for laws that have one), and the objective at many parameter vectors at once, in chunks of bounded memory
+(`chunk_size`).
 """
 
 from __future__ import annotations
@@ -53,9 +56,21 @@ class Loss:
         return np.ones_like(x) if self.kind == "l2" else (np.abs(x) <= self.delta).astype(float)
 
 
+def residuals(log_pred: np.ndarray, data: LawData) -> np.ndarray:
+    """The objective's residuals: log L_hat - log L, divided by the row's seed sigma when the data carry one
+    (`log_pred`: one row of predictions, or a batch (M, rows))."""
+    res = log_pred - data.log_L
+    return res if data.sigma is None else res / data.sigma
+
+
+def scaled_jacobian(J: np.ndarray, data: LawData) -> np.ndarray:
+    """d residuals / d theta from d log L_hat / d theta (rows x params, or a batch (M, rows, params))."""
+    return J if data.sigma is None else J / data.sigma[:, None]
+
+
 def objective(theta, law: Law, data: LawData, loss: Loss, weights=None) -> float:
-    """Sum of rho(log L_hat - log L), weighted by bootstrap counts when given."""
-    res = law.log_predict(theta, data) - data.log_L
+    """Sum of rho(residual), weighted by bootstrap counts when given."""
+    res = residuals(law.log_predict(theta, data), data)
     r = loss.rho(res)
     return float(r.sum() if weights is None else weights @ r)
 
@@ -63,7 +78,7 @@ def objective(theta, law: Law, data: LawData, loss: Loss, weights=None) -> float
 def objective_and_grad(theta, law: Law, data: LawData, loss: Loss, weights=None):
     """(objective, gradient in internal coordinates): grad = sum_i w_i psi(res_i) d log L_hat_i."""
     log_pred, J = law.log_predict_and_jac(theta, data)
-    res = log_pred - data.log_L
+    res, J = residuals(log_pred, data), scaled_jacobian(J, data)
     rho, psi = loss.rho(res), loss.psi(res)
     if weights is not None:
         rho, psi = weights * rho, weights * psi
@@ -81,7 +96,7 @@ def batch_objective(thetas: np.ndarray, law: Law, data: LawData, loss: Loss, chu
     chunk = chunk or chunk_size(len(data), 4)
     out = np.empty(len(thetas))
     for lo in range(0, len(thetas), chunk):
-        res = law.log_predict_batch(thetas[lo : lo + chunk], data) - data.log_L
+        res = residuals(law.log_predict_batch(thetas[lo : lo + chunk], data), data)
         out[lo : lo + chunk] = loss.rho(res).sum(axis=1)
     return np.where(np.isfinite(out), out, np.inf)
 
@@ -93,12 +108,14 @@ def objective_grad_hess(theta, law: Law, data: LawData, loss: Loss, weights=None
     Exact: H = sum_i w_i [psi'(res_i) J_i J_i^T + psi(res_i) d^2 log L_hat_i], the Gauss-Newton
     part from the rows inside the Huber threshold (psi' = 1 there, 0 outside), the second part the
     model's curvature weighted by psi (`Law.log_predict_jac_hess`). IRLS: sum_i w_i
-    min(1, delta / |res_i|) J_i J_i^T, positive semi-definite and a majoriser (as in `lm_batch`).
+    min(1, delta / |res_i|) J_i J_i^T, positive semi-definite and a majoriser (as in `lm_batch`). With a seed
+    sigma, J and the model's curvature are those of the standardised residual (both divided by sigma_i).
     """
     log_pred, J, hess = law.log_predict_jac_hess(theta, data)
-    res = log_pred - data.log_L
+    res, J = residuals(log_pred, data), scaled_jacobian(J, data)
     rho, psi, dpsi = loss.rho(res), loss.psi(res), loss.psi_prime(res)
     curv = np.ones_like(res) if loss.kind == "l2" else np.minimum(1.0, loss.delta / np.maximum(np.abs(res), 1e-300))
     if weights is not None:
         rho, psi, dpsi, curv = weights * rho, weights * psi, weights * dpsi, weights * curv
-    return (float(rho.sum()), np.einsum("n,np->p", psi, J), (J.T * dpsi) @ J + hess(psi), (J.T * curv) @ J)
+    model_psi = psi if data.sigma is None else psi / data.sigma  # d^2 z_i = d^2 log L_hat_i / sigma_i
+    return (float(rho.sum()), np.einsum("n,np->p", psi, J), (J.T * dpsi) @ J + hess(model_psi), (J.T * curv) @ J)

@@ -21,7 +21,15 @@ from scipy.optimize import minimize
 from loopscale.fit.bounds import bounds_for, clip_to_bounds
 from loopscale.fit.laws.form import Law, LawData
 from loopscale.fit.laws.registry import make_law
-from loopscale.fit.objective import Loss, chunk_size, objective, objective_and_grad, objective_grad_hess
+from loopscale.fit.objective import (
+    Loss,
+    chunk_size,
+    objective,
+    objective_and_grad,
+    objective_grad_hess,
+    residuals,
+    scaled_jacobian,
+)
 from loopscale.fit.result import FitResult
 from loopscale.fit.starts import SCREEN_ROWS, screen_starts, screen_subsample
 
@@ -119,7 +127,7 @@ def _lm_pass(
     lo, hi = np.array(bounds_for(law)).T
     free = np.ones(P, bool) if fixed is None else ~np.asarray(fixed, bool)
     lam = np.full(M, 1e-3)
-    f = (loss.rho(law.log_predict_batch(thetas, data) - data.log_L) * W).sum(axis=1)
+    f = (loss.rho(residuals(law.log_predict_batch(thetas, data), data)) * W).sum(axis=1)
     active = np.isfinite(f)
     eye = np.eye(P)
     for _ in range(max_iter):
@@ -127,8 +135,8 @@ def _lm_pass(
         if len(idx) == 0:
             break
         log_pred, J = law.log_predict_and_jac_batch(thetas[idx], data)
-        J = J * free  # fixed coordinates get no step
-        res = log_pred - data.log_L
+        J = scaled_jacobian(J, data) * free  # fixed coordinates get no step
+        res = residuals(log_pred, data)
         Wi = W[idx]
         g = np.matmul((Wi * loss.psi(res))[:, None, :], J)[:, 0, :]
         if loss.kind == "l2":
@@ -145,7 +153,7 @@ def _lm_pass(
         except np.linalg.LinAlgError:
             step = -np.einsum("mpq,mq->mp", np.linalg.pinv(A), g)
         trial = np.clip(thetas[idx] + step, lo, hi)
-        f_trial = (loss.rho(law.log_predict_batch(trial, data) - data.log_L) * Wi).sum(axis=1)
+        f_trial = (loss.rho(residuals(law.log_predict_batch(trial, data), data)) * Wi).sum(axis=1)
         ok = np.isfinite(f_trial) & (f_trial < f[idx])
         small = ok & (f[idx] - f_trial <= rel_tol * np.abs(f[idx]))
         thetas[idx[ok]] = trial[ok]

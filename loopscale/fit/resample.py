@@ -15,8 +15,6 @@ lasts over PROGRESS_DELAY_S.
 from __future__ import annotations
 
 import functools
-import signal
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from typing import Any, TextIO
 
 import numpy as np
@@ -25,6 +23,8 @@ from loopscale.errors import InputError
 from loopscale.fit.laws.form import Law, LawData
 from loopscale.fit.objective import Loss, chunk_size
 from loopscale.fit.optimize import FitState, lm_batch, newton, refine
+from loopscale.fit.task_pool import one_blas_thread, run_tasks
+from loopscale.fit.two_stage import Hierarchy
 from loopscale.machine import usable_cores
 
 REPLICATES_PER_TASK = 16  # replicates per chunk: a worker's unit of work, and the progress bar's step
@@ -50,6 +50,7 @@ def bootstrap(
     jobs: int = 1,
     progress: TextIO | None = None,
     label: str = "bootstrap",
+    hierarchy: Hierarchy | None = None,
 ) -> dict[str, Any]:
     """Refit on resampled data; returns {"params": {name: [...]}, "objective": [...], ...}.
 
@@ -58,7 +59,8 @@ def bootstrap(
     optimum (warm start) plus the best `n_starts - 1` screened starts (batched `lm_batch`), the lowest
     objective is kept and, with `polish`, refined by exact Newton (`optimize.newton`) and then L-BFGS-B to
     the same tolerances as the main fit. jobs: worker processes (1: this process); progress: the stream
-    for the progress bar (None: none).
+    for the progress bar (None: none). hierarchy: a two-stage bootstrap over points and seeds
+    (`loopscale.fit.noise.Hierarchy`, for a table with seed repeats) instead of rows or `clusters`.
     """
     law, data, loss = state.law, state.data, state.loss
     starts = np.array([state.best.theta] + _distinct_starts(state.starts, n_starts - 1))
@@ -66,14 +68,16 @@ def bootstrap(
     if clusters is not None:
         labels, inverse = np.unique(np.asarray(clusters), return_inverse=True)
         n_labels = len(labels)
-    problem = (law, data, loss, starts, inverse, n_labels, polish)
+    problem = (law, data, loss, starts, inverse, n_labels, polish, hierarchy)
     # chunks bounded in memory (replicates x starts x rows) and small enough to spread over workers
     per_task = max(1, min(REPLICATES_PER_TASK, chunk_size(len(data), 3 * law.n_params + 8, cap=4096) // len(starts)))
     tasks = [(seed, k, min(per_task, n_replicates - lo)) for k, lo in enumerate(range(0, n_replicates, per_task))]
-    solved = _run_tasks(problem, tasks, jobs, progress, label)
+    sizes = [t[2] for t in tasks]
+    solved = run_tasks(solve_chunk, problem, tasks, jobs, progress, label, "replicate", sizes, PROGRESS_DELAY_S)
     thetas = np.vstack([t for t, _ in solved]) if solved else np.empty((0, law.n_params))
     objectives = np.concatenate([f for _, f in solved]) if solved else np.empty(0)
     user = [law.to_user(t) for t in thetas]
+    two_stage = {} if hierarchy is None else {"two_stage": hierarchy.inner}  # records without seeds: as before
     return {
         "params": {name: [u[name] for u in user] for name in law.user_names},
         "objective": objectives,
@@ -82,6 +86,7 @@ def bootstrap(
         "seed": seed,
         "n_starts_per_replicate": len(starts),
         "replicates_per_task": per_task,
+        **two_stage,
     }
 
 
@@ -96,10 +101,13 @@ def _distinct_starts(starts: np.ndarray, k: int) -> list[np.ndarray]:
     return [starts[i] for i in range(min(k, len(starts) - len(starts) // 2))]
 
 
-def chunk_weights(seed: int, k: int, size: int, n_rows: int, inverse, n_labels: int) -> np.ndarray:
+def chunk_weights(seed: int, k: int, size: int, n_rows: int, inverse, n_labels: int, hierarchy=None) -> np.ndarray:
     """The resampling weights (size, n_rows) of chunk k: rows drawn with replacement, or clusters drawn with
-    replacement and each row weighted by its cluster's count. Its own generator, seeded by (seed, k)."""
+    replacement and each row weighted by its cluster's count, or a two-stage draw (`Hierarchy.weights`). Its
+    own generator, seeded by (seed, k)."""
     rng = np.random.default_rng([seed, k])
+    if hierarchy is not None:
+        return hierarchy.weights(rng, size)
     if inverse is None:
         return np.array([np.bincount(rng.integers(0, n_rows, n_rows), minlength=n_rows) for _ in range(size)], float)
     counts = np.array([np.bincount(rng.integers(0, n_labels, n_labels), minlength=n_labels) for _ in range(size)])
@@ -109,12 +117,12 @@ def chunk_weights(seed: int, k: int, size: int, n_rows: int, inverse, n_labels: 
 def solve_chunk(problem: tuple, task: tuple) -> tuple[np.ndarray, np.ndarray]:
     """(thetas, objectives) of one chunk's replicates: every replicate from every start in one batched LM
     pass, the best start kept per replicate, then polished by `newton` and L-BFGS-B (`refine`)."""
-    law, data, loss, starts, inverse, n_labels, polish = problem
+    law, data, loss, starts, inverse, n_labels, polish, hierarchy = problem
     law: Law
     data: LawData
     loss: Loss
     seed, k, size = task
-    W = chunk_weights(seed, k, size, len(data), inverse, n_labels)
+    W = chunk_weights(seed, k, size, len(data), inverse, n_labels, hierarchy)
     S = len(starts)
     th, fv = lm_batch(law, data, loss, np.tile(starts, (size, 1)), np.repeat(W, S, axis=0))
     best = np.argmin(fv.reshape(size, S), axis=1)
@@ -129,15 +137,6 @@ def solve_chunk(problem: tuple, task: tuple) -> tuple[np.ndarray, np.ndarray]:
     return thetas, objectives
 
 
-def one_blas_thread():
-    """A context in which BLAS runs on one thread (threadpoolctl). The fit's matrices are tiny (parameters x
-    rows): a threaded BLAS spends its time waking threads, which on a busy machine, or beside the other worker
-    processes, costs several times the work itself; the numbers are the same either way."""
-    from threadpoolctl import threadpool_limits
-
-    return threadpool_limits(limits=1, user_api="blas")
-
-
 def on_one_blas_thread(fn):
     """`fn` run inside `one_blas_thread` (`fit_table`, `fit_joint`: every solve of a fit is tiny)."""
 
@@ -147,59 +146,3 @@ def on_one_blas_thread(fn):
             return fn(*args, **kwargs)
 
     return wrapped
-
-
-_WORKER_PROBLEM: tuple | None = None  # the problem a worker process solves chunks of (set once per worker)
-
-
-def _set_worker_problem(problem: tuple) -> None:
-    global _WORKER_PROBLEM
-    _WORKER_PROBLEM = problem
-    # Ctrl-C reaches the whole process group: the parent stops the pool (`_run_tasks`), a worker says nothing
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    one_blas_thread().__enter__()  # for the worker's life: it only solves chunks
-
-
-def _solve_in_worker(task: tuple) -> tuple[np.ndarray, np.ndarray]:
-    return solve_chunk(_WORKER_PROBLEM, task)
-
-
-def _run_tasks(problem: tuple, tasks: list, jobs: int, progress: TextIO | None, label: str) -> list:
-    """Each task's `solve_chunk`, in task order: here when jobs is 1 (or one task), else over `jobs`
-    worker processes that receive the problem once. The bar advances as chunks finish."""
-    from tqdm.auto import tqdm
-
-    total = sum(t[2] for t in tasks)
-    bar = tqdm(
-        total=total,
-        desc=label,
-        unit="replicate",
-        file=progress,
-        disable=progress is None,
-        delay=PROGRESS_DELAY_S,
-        mininterval=0.25,
-        leave=False,
-        dynamic_ncols=True,
-    )
-    out: list = [None] * len(tasks)
-    try:
-        if jobs <= 1 or len(tasks) <= 1:
-            with one_blas_thread():
-                for i, task in enumerate(tasks):
-                    out[i] = solve_chunk(problem, task)
-                    bar.update(task[2])
-            return out
-        pool = ProcessPoolExecutor(
-            max_workers=min(jobs, len(tasks)), initializer=_set_worker_problem, initargs=(problem,)
-        )
-        try:
-            futures = {pool.submit(_solve_in_worker, task): i for i, task in enumerate(tasks)}
-            for done in as_completed(futures):
-                i = futures[done]
-                out[i] = done.result()
-                bar.update(tasks[i][2])
-        finally:  # on an error or Ctrl-C, chunks not started are dropped rather than waited for
-            pool.shutdown(wait=True, cancel_futures=True)
-        return out
-    finally:
-        bar.close()

@@ -20,6 +20,8 @@ from typing import Any
 import numpy as np
 
 from loopscale.errors import InputError
+from loopscale.fit.laws.registry import predict_loss as law_prediction
+from loopscale.provenance import library_versions
 
 MAX_FIT_BYTES = 64 * 2**20  # a fit JSON larger than this is refused unread (read_fit_json)
 MAX_FIT_VALUES = 4_000_000  # ... and one with more JSON values than this, before parsing
@@ -37,7 +39,8 @@ class FitResult:
     joint (`loopscale.fit.joint`: recipes, delta_phi per recipe, shared_check, separate fits), data (the fitted
     rows' model shapes and ranges, `data_summary`; a joint fit's also each recipe's shapes, "shapes_by_recipe";
     absent from records written before it existed),
-    conditioning (the checks that say whether phi / delta-phi is measured, `loopscale.fit.verdict`)."""
+    conditioning (the checks that say whether phi / delta-phi is measured, `loopscale.fit.verdict`), noise (the
+    seed noise model: `loopscale.fit.noise.noise_block`)."""
 
     law: str
     params: dict[str, float]
@@ -63,6 +66,9 @@ class FitResult:
     # is phi (delta-phi) measured? {"checks": [{"name", "target", "value", "ok"}], "verdict", "measured"}
     # (`loopscale.fit.verdict`; absent from records written before it existed)
     conditioning: dict[str, Any] | None = None
+    # the seed noise (`loopscale.fit.noise.noise_block`): replicates, the sigma model of log L and sigma per r,
+    # how the fit used it; without seed repeats its `statement` says the intervals omit seed noise
+    noise: dict[str, Any] | None = None
 
     def to_json_dict(self) -> dict[str, Any]:
         return _jsonable(asdict(self))
@@ -125,8 +131,6 @@ def predict_loss(fit, table) -> np.ndarray:
     """The fitted law's loss L_hat for each row of `table` (a DataFrame or dict of arrays with the columns
     the law reads, e.g. r, N_once, N_rec, D): `laws.registry.predict_loss` at the fit's parameters. `fit` is a
     FitResult, the dict of its JSON or a path to that JSON."""
-    from loopscale.fit.laws.registry import predict_loss as law_prediction
-
     fit = load_fit(fit)
     return law_prediction(fit.law, fit.params, table, (fit.joint or {}).get("column", "recipe"))
 
@@ -134,7 +138,7 @@ def predict_loss(fit, table) -> np.ndarray:
 def data_summary(table) -> dict[str, Any]:
     """What a fit saw, for readers that must know its model family and range (`loopscale advise`): the
     distinct model shapes [r, N_once, N_rec] of the rows and the [min, max] of N = N_once + N_rec, D
-    (tokens) and C (FLOPs) when the table has them. `table`: a canonical runs table (`tables.canonical_table`)."""
+    (tokens) and C (FLOPs) when the table has them. `table`: a canonical runs table (`runs_table.canonical_table`)."""
     cols = {k: np.asarray(table[k], dtype=float) for k in ("r", "N_once", "N_rec", "N", "D", "C") if k in table}
     if "N_once" not in cols:  # a chinchilla table: one dense model per row
         cols.update(r=np.ones_like(cols["N"]), N_once=cols["N"], N_rec=np.zeros_like(cols["N"]))
@@ -162,8 +166,6 @@ def _jsonable(x):
 
 
 def versions() -> dict[str, str]:
-    from loopscale.provenance import library_versions
-
     return library_versions(("numpy", "scipy", "pandas", "loopscale"))
 
 

@@ -56,6 +56,8 @@ def projected_starts(law: Law, data: LawData, n_exponent: int = 16) -> np.ndarra
     extra_axes = law.projected_axes(np.linspace(0.0, 1.2, 7))  # the law's exponents: phi, dphi, ...
     grid = law.keep_projected(np.array(list(itertools.product(alphas, betas, *extra_axes))))
     w = 1.0 / data.L**2  # relative-error weights
+    if data.sigma is not None:  # standardised by the seed sigma, as the objective is
+        w = w / data.sigma**2
     Y = np.exp(-betas[:, None] * data.log_D)  # (n_exponent, n): D^-beta for each beta on the grid
     G = np.empty((len(grid), 3, 3))
     h = np.empty((len(grid), 3))

@@ -32,7 +32,7 @@ import numpy as np
 import pandas as pd
 
 from loopscale.fit.laws.form import cost_params, tokens_from_compute
-from loopscale.model.accounting import flops_per_token, paper_model, param_counts, tokens_for_budget
+from loopscale.model.accounting import cpu_model, flops_per_token, paper_model, param_counts, tokens_for_budget
 
 # Dense parameters near the published fit (alpha ~ 0.20, beta ~ 0.37, E ~ 1.57 nats); A and B put
 # the compute-optimal size inside the published grid.
@@ -235,4 +235,108 @@ def published_grid_table(
     if n_rows is not None and n_rows < len(table):
         keep = np.sort(rng.choice(len(table), n_rows, replace=False))
         table = table.iloc[keep].reset_index(drop=True)
+    return table
+
+
+# ----------------------------------------------------------------------------------------------
+# Seed replicates: sweeps whose points were each trained with several seeds (loopscale.fit.noise)
+# ----------------------------------------------------------------------------------------------
+# The CPU demo's design (sweeps/grid/cpu_demo.yaml): r in {1, 2, 4, 8}, L_eff = 10 (1 + 8/r x r + 1), head
+# dim 8, T = 64, a 512-token vocabulary, batches of 16 x 64 tokens; one forked job per (r, width) with a
+# branch per budget (width 16 only the first two): 44 points from 16 jobs.
+DEMO_BUDGETS = {
+    16: (2.5e11, 3.54e11),
+    24: (2.5e11, 3.54e11, 5e11),
+    32: (2.5e11, 3.54e11, 5e11),
+    48: (2.5e11, 3.54e11, 5e11),
+}
+DEMO_BATCH_TOKENS = 16 * 64
+# A dense law near the demo's scale (E ~ 3.3 nats, phi 0.75 measured), whose r = 1 optimum lies inside the
+# demo's widths at its budgets: a stand-in for simulation, not the demo's fit.
+DEMO_DENSE = {"E": 3.3, "A": 50.0, "alpha": 0.45, "B": 60.0, "beta": 0.38}
+DEMO_PHI = 0.75
+
+
+def demo_grid(r_values=BASELINE_R, recipe: str = "baseline") -> pd.DataFrame:
+    """One row per (r, width, budget) of the CPU demo's forked design, with the columns of `isodepth_grid`
+    (width = d_model; no `parent` yet: `seeded_sweep(forked=True)` adds one per job and seed)."""
+    rows = []
+    for width, budgets in DEMO_BUDGETS.items():
+        for r in r_values:
+            cfg = cpu_model(
+                width,
+                r,
+                recipe if r > 1 else "baseline",
+                depth=10,
+                n_prelude=1,
+                n_coda=1,
+                head_dim=8,
+                seq_len=64,
+                vocab_size=512,
+            )
+            counts = param_counts(cfg)
+            F = flops_per_token(cfg)
+            for budget in budgets:
+                D, steps = tokens_for_budget(budget, F, DEMO_BATCH_TOKENS)
+                rows.append(
+                    {
+                        "r": r,
+                        "N_once": counts.N_once,
+                        "N_rec": counts.N_rec,
+                        "N": counts.N,
+                        "D": float(D),
+                        "C": D * F,
+                        "F": F,
+                        "C_budget": budget,
+                        "steps": steps,
+                        "width": width,
+                        "size": width,
+                        "recipe": recipe,
+                        "run_name": f"{recipe}-r{r}-d{width}-C{budget:.3g}",
+                    }
+                )
+    return pd.DataFrame(rows)
+
+
+def seeded_sweep(
+    grid: pd.DataFrame,
+    phi: float | Mapping[str, float],
+    n_seeds=3,
+    sigma_log=0.005,
+    seed: int = 0,
+    dense: Mapping[str, float] | None = None,
+    forked: bool = False,
+    parent_share: float = 1.0,
+) -> pd.DataFrame:
+    """A sweep of `grid` (rows without L: `isodepth_grid`, `demo_grid`, `published_grid`) trained with several
+    seeds per point: each grid row repeated once per seed (column `seed` = 0, 1, ...), with
+    log L = log L_law + eps, eps ~ N(0, sigma^2) (sigma of log L, the quantity `loopscale.fit.noise` estimates).
+
+    phi: one phi, or recipe -> phi (rows by their `recipe`); dense: E, A, alpha, B, beta (TRUE_DENSE).
+    n_seeds: seeds for every point, or one count per grid row (unequal seeds; 1 = no repeat).
+    sigma_log: a number, or a function of the repeated table giving sigma per row (a trend in C or N).
+    forked: each (recipe, r, N_once, N_rec, seed) is one parent job (column `parent`) whose branches are its
+    budgets; a share `parent_share` of the variance is the parent's (one offset for all its branches, as a
+    seed moves a whole training run), the rest each branch's own. seed: the generator's seed.
+    """
+    dense = dict(dense or TRUE_DENSE)
+    counts = np.broadcast_to(np.asarray(n_seeds, dtype=int), (len(grid),))
+    table = grid.loc[grid.index.repeat(counts)].reset_index(drop=True)
+    table["seed"] = np.concatenate([np.arange(k) for k in counts])
+    recipes = table["recipe"].astype(str).to_numpy() if "recipe" in table.columns else np.full(len(table), "")
+    phis = np.array([phi[g] for g in recipes]) if isinstance(phi, Mapping) else np.full(len(table), float(phi))
+    L = np.empty(len(table))
+    for p in np.unique(phis):
+        on = phis == p
+        L[on] = law_loss(table[on], dense, p)
+    sigma = np.broadcast_to(np.asarray(sigma_log(table) if callable(sigma_log) else sigma_log, float), (len(table),))
+    rng = np.random.default_rng(seed)
+    eps = rng.standard_normal(len(table))
+    if forked:
+        job = table[["r", "N_once", "N_rec", "seed"]].astype(str).agg("-".join, axis=1) + "-" + recipes
+        codes, inverse = np.unique(job.to_numpy(), return_inverse=True)
+        table["parent"] = "parent-" + job
+        shared = rng.standard_normal(len(codes))[inverse]
+        eps = np.sqrt(parent_share) * shared + np.sqrt(1 - parent_share) * eps
+    table["L"] = L * np.exp(sigma * eps)
     return table

@@ -14,15 +14,16 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from scipy.stats import chi2
 
 from loopscale.errors import InputError
 from loopscale.fit.bounds import bounds_for
 from loopscale.fit.laws.form import Law, LawData
 from loopscale.fit.laws.registry import make_law
-from loopscale.fit.objective import Loss
+from loopscale.fit.noise import huber_moments
+from loopscale.fit.objective import Loss, residuals
 from loopscale.fit.optimize import BASIN_ABS_TOL, FitState, Refined, fit_law, lm_batch, newton, refine
-from loopscale.fit.resample import bootstrap as bootstrap  # its home before the split
-from loopscale.fit.tables import budget_clusters
+from loopscale.fit.runs_table import budget_clusters
 
 
 def percentile_ci(columns: dict[str, list[float]], level: float = 0.95) -> dict[str, list[float]]:
@@ -44,7 +45,16 @@ def profile_threshold(state: FitState) -> tuple[float, dict[str, float]]:
     2 * Delta(sum rho) * mean(psi') / mean(psi^2) is asymptotically chi-square(1). So the interval
     is {phi : Delta <= chi2_1(0.95) / 2 * mean(psi^2) / mean(psi')}, with psi, psi' evaluated at
     the residuals of the full fit. For plain least squares this is the usual Delta <= 1.92 sigma^2.
+
+    With a seed sigma (`LawData.sigma`) the residuals are standardised and the scale is known: the moments are
+    those of z ~ N(0, 1) (`noise.huber_moments`; Delta <= 1.92 x 0.865 for Huber at 1.345, a likelihood
+    interval), times the scale factor S^2 = sum psi(z)^2 / ((n - p) E psi^2) when it exceeds 1 (residuals
+    wider than seed noise: the law misses the points; the Particle Data Group's scale factor). Rows that share
+    one draw (`LawData.noise_group`: a forked sweep's parent) are summed before squaring (a cluster-robust score
+    variance), so branches that move together widen the interval as one draw.
     """
+    if state.data.sigma is not None:
+        return _standardised_threshold(state)
     res = state.law.log_predict(state.best.theta, state.data) - state.data.log_L
     m_psi2 = float(np.mean(state.loss.psi(res) ** 2))
     m_dpsi = float(np.mean(state.loss.psi_prime(res)))
@@ -52,6 +62,20 @@ def profile_threshold(state: FitState) -> tuple[float, dict[str, float]]:
         m_psi2, m_dpsi = float(np.mean(res**2)), 1.0
     thr = 0.5 * CHI2_1_95 * m_psi2 / m_dpsi
     return thr, {"mean_psi_sq": m_psi2, "mean_psi_prime": m_dpsi}
+
+
+def _standardised_threshold(state: FitState) -> tuple[float, dict[str, float]]:
+    """`profile_threshold` for residuals standardised by a measured seed sigma."""
+    z = residuals(state.law.log_predict(state.best.theta, state.data), state.data)
+    e_psi2, e_dpsi = huber_moments(state.loss.kind, state.loss.delta)
+    dof = max(1, len(z) - state.law.n_params)
+    psi = state.loss.psi(z)
+    if state.data.noise_group is not None:  # rows of one draw (a parent's branches): their scores add first
+        psi = np.bincount(state.data.noise_group, weights=psi)
+    s2 = float(np.sum(psi**2) / (dof * e_psi2))
+    m_psi2 = e_psi2 * max(1.0, s2)
+    thr = 0.5 * CHI2_1_95 * m_psi2 / e_dpsi
+    return thr, {"mean_psi_sq": m_psi2, "mean_psi_prime": e_dpsi, "scale_factor_sq": s2}
 
 
 def profile_value(state: FitState, name: str, value: float, theta0=None) -> Refined:
@@ -252,8 +276,6 @@ def lr_test(state: FitState, name: str, value: float = 0.0) -> dict[str, float]:
     restricted fit starts from the optimum with the coordinate moved to `value`, after a batched
     LM pass.
     """
-    from scipy.stats import chi2
-
     restricted = profile_values(state, name, [value])[0]
     _, stats = profile_threshold(state)
     gap = max(0.0, restricted.objective - state.best.objective)

@@ -26,18 +26,27 @@ trainer.check_limits=false submits anyway.
 from __future__ import annotations
 
 import math
+import sys
 from dataclasses import dataclass
 from typing import Any
 
+from hydra.core.override_parser.overrides_parser import OverridesParser
+
+from loopscale.config.dirs import compose
 from loopscale.config.schema import TrainConfig
+from loopscale.data.validation import final_val_sequences, intermediate_validations, subset_count
 from loopscale.errors import ConfigError
 from loopscale.model.accounting import eval_flops_per_token
+from loopscale.model.memory import GIB, MARGIN, estimate_memory, usable_memory
+from loopscale.train.batching import candidate_device_batches, on_gpu, split_and_memory
 from loopscale.train.mfu import peak_flops
+from loopscale.train.plan import plan_forks, plan_run
 
 RESTART_S = 300.0  # per requeue besides compiling: queue-to-start, imports, data open, checkpoint load
 # torch.compile per attempt (estimates for one GPU node; benchmarks/gpu_check.py measures them):
 # blocks: one graph per layer shape and variant; model: the whole unrolled forward and backward
-COMPILE_S = {False: 0.0, "blocks": 180.0, "model": 600.0}
+# auto: "model" on GPUs (loopscale/train/compiling.py), at most that on CPU
+COMPILE_S = {False: 0.0, "blocks": 180.0, "model": 600.0, "auto": 600.0}
 
 
 @dataclass(frozen=True)
@@ -77,11 +86,7 @@ def launch_limits(hydra_cfg: Any) -> LaunchLimits | None:
 
 def job_compute_flops(cfg: TrainConfig) -> float:
     """Everything the job trains: its run's C, or a forked job's parent + branches."""
-    from loopscale.train.plan import plan_run
-
     if cfg.budget.mode == "forks":
-        from loopscale.train.plan import plan_forks
-
         return plan_forks(cfg).C_forked
     return plan_run(cfg).C
 
@@ -89,8 +94,6 @@ def job_compute_flops(cfg: TrainConfig) -> float:
 def validation_tokens(cfg: TrainConfig, steps: int) -> int:
     """Tokens the job validates on: the intermediate subsets every val_every_steps (not at the last step)
     and the final set once (loopscale/data/validation.py)."""
-    from loopscale.data.validation import final_val_sequences, intermediate_validations, subset_count
-
     final = final_val_sequences(cfg.data, cfg.model.seq_len)
     subset = subset_count(final, cfg.trainer.val_subset)
     return (final + intermediate_validations(steps, cfg.trainer.val_every_steps) * subset) * cfg.model.seq_len
@@ -99,8 +102,6 @@ def validation_tokens(cfg: TrainConfig, steps: int) -> int:
 def estimate_job(cfg: TrainConfig, limits: LaunchLimits | None, C: float | None = None) -> JobEstimate:
     """The job's device hours and wall time (training, validation, compile) at trainer.assumed_mfu on
     trainer.plan_device, and the wall time its launcher allows after requeue losses."""
-    from loopscale.train.plan import plan_run
-
     peak = peak_flops(cfg.trainer.plan_device)
     if peak is None:
         raise ConfigError(
@@ -153,9 +154,6 @@ def limit_warning(estimate: JobEstimate, limits: LaunchLimits, cfg: TrainConfig)
 
 def memory_problem(cfg: TrainConfig) -> str | None:
     """A one-line message for a GPU job whose predicted peak does not fit trainer.plan_device, else None."""
-    from loopscale.model.memory import GIB, MARGIN, estimate_memory, usable_memory
-    from loopscale.train.batching import candidate_device_batches, on_gpu, split_and_memory
-
     if not on_gpu(cfg.trainer):
         return None
     batching, peak = split_and_memory(cfg.budget, cfg.model, cfg.trainer, cfg.optim.optimizer)
@@ -181,8 +179,6 @@ def memory_problem(cfg: TrainConfig) -> str | None:
 def launch_problems(cfg: TrainConfig, limits: LaunchLimits | None) -> list[str]:
     """Why this GPU job should not be submitted under `limits` (time) and its plan device (memory); empty when
     it fits, for CPU jobs, and with trainer.check_limits=false."""
-    from loopscale.train.batching import on_gpu
-
     if not (cfg.trainer.check_limits and on_gpu(cfg.trainer)):
         return []
     problems = [memory_problem(cfg)]
@@ -193,10 +189,6 @@ def launch_problems(cfg: TrainConfig, limits: LaunchLimits | None) -> list[str]:
 
 def launcher_limits_of(overrides: list[str]) -> LaunchLimits | None:
     """The launcher limits a `loopscale-train -m OVERRIDES` would run under (sweep overrides left out)."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
-    from loopscale.config.dirs import compose
-
     given = OverridesParser.create().parse_overrides(overrides)
     fixed = [o.input_line for o in given if not o.is_sweep_override()]
     return launch_limits(compose(fixed, return_hydra_config=True).hydra)
@@ -209,8 +201,6 @@ def limit_warnings(cfgs: list[TrainConfig], limits: LaunchLimits | None) -> list
 
 def print_limit_warnings(cfgs: list[TrainConfig], limits: LaunchLimits | None) -> int:
     """Print each warning of `limit_warnings` to stderr (before anything is submitted); returns their count."""
-    import sys
-
     found = limit_warnings(cfgs, limits)
     for warning in found:
         print(f"WARNING: {warning}", file=sys.stderr)

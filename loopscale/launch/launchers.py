@@ -33,8 +33,11 @@ from typing import Any
 
 from omegaconf import DictConfig, open_dict
 
+from loopscale.config.schema import with_vocab
 from loopscale.errors import ConfigError
+from loopscale.launch.estimate import launch_problems
 from loopscale.train.batching import GPU_ACCELERATORS
+from loopscale.train.plan import plan_run, to_train_config
 
 log = logging.getLogger(__name__)
 
@@ -69,8 +72,6 @@ def job_layout(job_cfg: DictConfig) -> JobLayout:
     trainer = job_cfg.trainer
     params = None
     if "model" in job_cfg and "budget" in job_cfg:  # a loopscale run: its plan knows N
-        from loopscale.train.plan import plan_run, to_train_config
-
         cfg = copy.deepcopy(job_cfg)
         with open_dict(cfg):
             cfg.pop("hydra", None)
@@ -183,10 +184,6 @@ def refuse_over_limits(job_cfgs: Sequence[DictConfig], limits) -> None:
     """Raise LaunchRefused, before anything is submitted, when a loopscale job of the sweep is predicted not
     to fit trainer.plan_device or not to finish within `limits` (a launch.LaunchLimits, or None), naming
     each job's numbers and the overrides that let it through (loopscale/launch/estimate.py)."""
-    from loopscale.config.schema import with_vocab
-    from loopscale.launch.estimate import launch_problems
-    from loopscale.train.plan import to_train_config
-
     problems = []
     for job_cfg in job_cfgs:
         if "model" not in job_cfg or "budget" not in job_cfg:

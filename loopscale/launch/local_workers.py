@@ -20,8 +20,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from loopscale.atomic import write_json_atomic
 from loopscale.config.schema import TrainConfig
 from loopscale.launch.worker_pool import WorkerDied, quiet_lightning, run_in_workers
+from loopscale.train.identity import IdentityMismatch, stored_hash
+from loopscale.train.lock import release_dead_holder
+from loopscale.train.plan import run_dir_of
+from loopscale.train.run_json import PARENT_FILE, RUN_FILE, read_record_or_none
 
 
 class JobFailed(RuntimeError):
@@ -51,8 +56,8 @@ class JobOutcome:
 def train_one(cfg: TrainConfig) -> JobOutcome:
     """`run_training(cfg)` as a JobOutcome: a finished run is skipped, not retrained; an error becomes the
     outcome's status and reason (a stop signal is not an error: it propagates)."""
+    # in the worker process: the pool's parent (demo, the Hydra launcher) never loads torch or Lightning
     from loopscale.train.entry import run_training
-    from loopscale.train.identity import IdentityMismatch
     from loopscale.train.lightning_module import Diverged
 
     started = time.perf_counter()
@@ -70,9 +75,6 @@ def train_one(cfg: TrainConfig) -> JobOutcome:
 def _failure_record(cfg: TrainConfig) -> str | None:
     """The record that says why a job failed: its run.json, or for a forked job the parent's record or a
     branch's run.json that is not done."""
-    from loopscale.train.plan import run_dir_of
-    from loopscale.train.records import PARENT_FILE, RUN_FILE, read_record_or_none
-
     run_dir = run_dir_of(cfg)
     candidates = [run_dir / RUN_FILE, run_dir / PARENT_FILE]
     if cfg.budget.mode == "forks":
@@ -88,12 +90,6 @@ def record_dead_worker(cfg: TrainConfig, died: WorkerDied) -> tuple[str, str | N
     """(status, record path) of the run a dead worker held. A worker that could write its record on the way
     out (SIGTERM: "terminated") left it; one killed outright left its lock and no record: the lock is deleted
     (its holder is gone for certain) and the record written here says failed, and why."""
-    from loopscale.atomic import write_json_atomic
-    from loopscale.train.identity import stored_hash
-    from loopscale.train.lock import release_dead_holder
-    from loopscale.train.plan import run_dir_of
-    from loopscale.train.records import PARENT_FILE, RUN_FILE, read_record_or_none
-
     run_dir = run_dir_of(cfg)
     dirs = [run_dir] + (sorted(run_dir.parent.glob(f"{run_dir.name}-*")) if cfg.budget.mode == "forks" else [])
     held = [d for d in dirs if release_dead_holder(d, died.pid)]

@@ -27,10 +27,24 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import cloudpickle
+from hydra.core.singleton import Singleton
+from hydra.core.utils import JobReturn, JobStatus, configure_log, run_job, setup_globals
 from hydra.errors import CompactHydraException
 from omegaconf import DictConfig, OmegaConf, open_dict
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
+from loopscale.config.schema import with_vocab
+from loopscale.errors import ConfigError, LoopscaleError, user_error
+from loopscale.launch.compile_order import schedule_hydra_jobs
+from loopscale.launch.launchers import refuse_over_limits
+from loopscale.launch.local_workers import record_dead_worker
+from loopscale.launch.wall_time import list_schedule_s
+from loopscale.launch.worker_pool import WorkerDied, run_in_workers
 from loopscale.machine import usable_cores
+from loopscale.signals import EXIT_INTERRUPTED, EXIT_TERMINATED, Terminated
+from loopscale.train.plan import plan_forks, plan_run, to_train_config
 
 log = logging.getLogger("loopscale.launch.pool_launcher")
 FAILED_PREFIX = "loopscale-train: a run of this sweep failed "  # loopscale-train's RunFailed line (train/entry.py)
@@ -40,7 +54,6 @@ def pool_size(workers: Any, threads_per_worker: Any, n_jobs: int, cores: int) ->
     """(workers, threads per worker): unset (None) values from the core count, one torch thread per worker by
     default (module docstring), never more workers than jobs. Anything but a whole number >= 1 or None is
     refused (ConfigError), 0 included: it would otherwise read as unset."""
-    from loopscale.errors import ConfigError
 
     def whole(value) -> bool:
         return value is None or (isinstance(value, int) and not isinstance(value, bool) and value >= 1)
@@ -63,7 +76,6 @@ def job_tokens(job_cfg: DictConfig) -> int | None:
     the basic launcher does)."""
     if "model" not in job_cfg or "budget" not in job_cfg:
         return 1
-    from loopscale.train.plan import plan_forks, plan_run
 
     try:
         train_cfg = _train_config(job_cfg)
@@ -77,9 +89,6 @@ def job_tokens(job_cfg: DictConfig) -> int | None:
 
 def _train_config(job_cfg: DictConfig):
     """The job's TrainConfig (ValueError for an invalid one), with the configured vocabulary."""
-    from loopscale.config.schema import with_vocab
-    from loopscale.train.plan import to_train_config
-
     cfg = copy.deepcopy(job_cfg)
     with open_dict(cfg):
         cfg.pop("hydra", None)
@@ -90,10 +99,6 @@ def _train_config(job_cfg: DictConfig):
 def run_hydra_job(payload: bytes):
     """One Hydra job in a worker, as Hydra's basic launcher runs it; `payload` is the cloudpickled
     (hydra_context, task_function, job config, Hydra's singletons), as submitit sends them."""
-    import cloudpickle
-    from hydra.core.singleton import Singleton
-    from hydra.core.utils import run_job, setup_globals
-
     hydra_context, task_function, sweep_config, singletons = cloudpickle.loads(payload)
     Singleton.set_state(singletons)
     setup_globals()
@@ -128,15 +133,8 @@ def _job_configs(launcher, job_overrides: Sequence[Sequence[str]], initial_job_i
 
 
 def launch_in_pool(launcher, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> list:
-    """The launcher's `launch`: every job on the pool, longest first; returns their JobReturns in order."""
-    import cloudpickle
-    from hydra.core.singleton import Singleton
-    from hydra.core.utils import configure_log, setup_globals
-
-    from loopscale.errors import LoopscaleError
-    from loopscale.launch.launchers import refuse_over_limits
-    from loopscale.signals import EXIT_INTERRUPTED, Terminated
-
+    """The launcher's `launch`: every job on the pool, longest first (each model's first job before its others:
+    loopscale/launch/compile_order.py); returns their JobReturns in order."""
     setup_globals()
     configure_log(launcher.config.hydra.hydra_logging, launcher.config.hydra.verbose)
     try:
@@ -154,14 +152,14 @@ def launch_in_pool(launcher, job_overrides: Sequence[Sequence[str]], initial_job
     except LoopscaleError as err:  # the user's to fix: Hydra prints a compact error as one line
         raise CompactHydraException(str(err)) from None
     except OSError as err:  # a read-only or full runs dir: one line, as loopscale-train says it
-        from loopscale.errors import user_error
-
         found = user_error(err)
         if found is None:
             raise
         raise CompactHydraException(f"loopscale-train: error: {found.line}") from None
-    tokens = [1 if t is None else t for t in tokens]
-    order = sorted(range(len(jobs)), key=lambda i: -tokens[i])
+    # longest first, the first job of each model before its others (seeds...), trainer.compile=auto resolved;
+    # an invalid job (no tokens: it runs only to record why) is scheduled as the shortest
+    order = schedule_hydra_jobs(jobs, tokens)
+    tokens = [1 if t is None else t for t in tokens]  # the bar's weight of a job that only records its error
     state = Singleton.get_state()
     payloads = {i: cloudpickle.dumps((launcher.hydra_context, launcher.task_function, jobs[i], state)) for i in order}
     log.info(
@@ -176,18 +174,13 @@ def launch_in_pool(launcher, job_overrides: Sequence[Sequence[str]], initial_job
     except KeyboardInterrupt:
         print("loopscale-train: interrupted (the runs record it and resume on the next launch)", file=sys.stderr)
         raise SystemExit(EXIT_INTERRUPTED) from None
-    except Terminated:
+    except Terminated:  # a SystemExit of its own, so loopscale-train's main does not say it again
         print("loopscale-train: terminated", file=sys.stderr, flush=True)
-        raise
+        raise SystemExit(EXIT_TERMINATED) from None
     return _elsewhere_fails(results, outcomes, jobs)
 
 
 def _run_with_progress(launcher, jobs, order, payloads, tokens, workers, threads) -> list:
-    from rich.console import Console
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-
-    from loopscale.launch.worker_pool import WorkerDied, run_in_workers
-
     results: list[Any] = [None] * len(jobs)
     outcomes: list[str | None] = [None] * len(jobs)  # "running elsewhere", "skipped (done)" (JobResult.outcome)
     console = Console(stderr=True)
@@ -243,8 +236,6 @@ class SweepEta:
 
     def update(self, trained: Sequence[float], running: Sequence[int], now: float | None = None):
         """(tokens done, for the bar; seconds left, None while nothing has trained yet)."""
-        from loopscale.launch.wall_time import list_schedule_s
-
         now = time.monotonic() if now is None else now
         if self.last is not None:
             self.busy_s += (now - self.last) * len(running)
@@ -285,12 +276,9 @@ def _run_indexed(item: tuple[int, bytes]) -> JobResult:
     try:
         ret = run_hydra_job(item[1])
     except Exception as err:  # Hydra's own set-up failed for this job (an unsafe run name, a read-only dir)
-        from loopscale.errors import user_error
-
         found = user_error(err)
         line = found.line if found is not None else f"{type(err).__name__}: {err}".splitlines()[0]
         return JobResult(False, error=f"{FAILED_PREFIX}(nothing recorded): {line}")
-    from hydra.core.utils import JobStatus
 
     if ret.status == JobStatus.COMPLETED:
         plain = ret._return_value if isinstance(ret._return_value, (int, float, str, type(None))) else None
@@ -303,8 +291,6 @@ def _run_indexed(item: tuple[int, bytes]) -> JobResult:
 def _dead_worker_result(job: DictConfig, died) -> JobResult:
     """The JobResult of a job whose worker died: its run's record (written here when the worker could not:
     local_workers.record_dead_worker) named in one line."""
-    from loopscale.launch.local_workers import record_dead_worker
-
     record = None
     if job_tokens(job) is not None and "model" in job:
         _, record = record_dead_worker(_train_config(job), died)
@@ -313,8 +299,6 @@ def _dead_worker_result(job: DictConfig, died) -> JobResult:
 
 
 def _job_return(result: JobResult, job: DictConfig):
-    from hydra.core.utils import JobReturn, JobStatus
-
     if result.completed:
         return JobReturn(status=JobStatus.COMPLETED, _return_value=result.value, hydra_cfg=job)
     # Hydra raises the first failed job's return value after the sweep; a compact error prints one line
@@ -330,8 +314,6 @@ def _overrides(job: DictConfig) -> list[str]:
 def _elsewhere_fails(results: list, outcomes: list, jobs: list) -> list:
     """A sweep whose runs are still training elsewhere is not done: when no job failed (whose line Hydra
     prints), the first such job's return becomes a failure saying so in one line (exit 1)."""
-    from hydra.core.utils import JobReturn, JobStatus
-
     elsewhere = [i for i, outcome in enumerate(outcomes) if outcome == "running elsewhere"]
     if not elsewhere or any(r.status == JobStatus.FAILED for r in results):
         return results

@@ -7,14 +7,25 @@ the jobs `loopscale-train -m experiment=isodepth` would launch (116 for the publ
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 from typing import Any
 
+from hydra._internal.config_loader_impl import ConfigLoaderImpl
+from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.core.override_parser.types import OverrideType
 from omegaconf import OmegaConf
 
 from loopscale.config.dirs import compose
 from loopscale.config.schema import TrainConfig, with_vocab
-from loopscale.train.plan import RunPlan, plan_run
+from loopscale.launch.compile_order import compile_column
+from loopscale.launch.estimate import estimate_job, launcher_limits_of
+from loopscale.launch.lr_grid import LrGrid, lr_grid_jobs
+from loopscale.launch.throughput import cpu_throughput
+from loopscale.model.memory import GIB, estimate_memory, usable_memory
+from loopscale.train.batching import device_batching, on_gpu
+from loopscale.train.plan import RunPlan, plan_forks, plan_run
 
 
 @dataclass(frozen=True)
@@ -26,9 +37,6 @@ class Job:
 def sweep_overrides(overrides: list[str]) -> list[list[str]]:
     """Each job's full override list, in Hydra's order: the sweeper params' cross product, with any
     comma-separated command-line override (e.g. model.r=1,2) taking part like in `-m`."""
-    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
     parser = OverridesParser.create()
     given = parser.parse_overrides(overrides)
     # compose once without the sweep overrides (Hydra refuses those outside -m) to read the grid
@@ -42,7 +50,9 @@ def sweep_overrides(overrides: list[str]) -> list[list[str]]:
     grid = [f"{k}={' '.join(str(v).split())}" for k, v in params.items() if k not in keys]
     parsed = parser.parse_overrides([*grid, *overrides])
     (batch,) = BasicSweeper.split_arguments(parsed, max_batch_size=None)
-    return [list(job) for job in batch]
+    jobs = [list(job) for job in batch]
+    spec = OmegaConf.select(hydra_cfg, "sweeper.lr_grid")  # hydra/sweeper=lr_grid: its jobs come last, as launched
+    return jobs if spec is None else jobs + lr_grid_jobs(jobs, LrGrid(**OmegaConf.to_container(spec)))
 
 
 def expand(overrides: list[str]) -> list[Job]:
@@ -59,12 +69,6 @@ def compose_jobs(jobs: list[list[str]]) -> list:
     is composed and each other job applies its own values to a copy with Hydra's override code: the
     result is what composing it would give. A sweep over config groups (model=tiny,cpu), or one that adds
     or deletes keys, is composed job by job."""
-    import copy
-
-    from hydra._internal.config_loader_impl import ConfigLoaderImpl
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-    from hydra.core.override_parser.types import OverrideType
-
     if not jobs:
         return []
     first = compose(jobs[0])
@@ -99,8 +103,6 @@ def plan_with_vocab(cfg: TrainConfig, vocab_size: int) -> RunPlan:
 def job_work(cfg: TrainConfig) -> dict[str, Any]:
     """What the job itself trains (a forked job: its stable parent and every cooldown branch, not the
     parent's plan alone): points, tokens D, optimizer steps and FLOPs C."""
-    from loopscale.train.plan import plan_forks
-
     if cfg.budget.mode == "forks":
         fp = plan_forks(cfg)
         tokens = round(fp.C_forked / fp.F)
@@ -114,13 +116,10 @@ def cpu_estimate(cfg: TrainConfig, tokens: int, device_batch: int, probe: bool) 
     """A CPU job's measured tokens/s (loopscale/launch/throughput.py, cached per machine) and its CPU wall
     hours at the job's torch threads (trainer.num_threads, 0: one, as on the local pool); None for GPU jobs
     or without the probe."""
-    from loopscale.train.batching import on_gpu
-
     threads = cfg.trainer.num_threads or 1
     none = {"cpu_threads": threads, "cpu_tokens_per_s": None, "cpu_hours": None, "probe_s": 0.0, "probe_cached": None}
     if not probe or on_gpu(cfg.trainer):
         return none
-    from loopscale.launch.throughput import cpu_throughput
 
     measured = cpu_throughput(cfg, device_batch, threads)
     return {
@@ -136,10 +135,6 @@ def describe(job: Job, limits=None, probe: bool = False) -> dict[str, Any]:
     """One job's row: what it trains (a forked job's own points, tokens, steps and C: job_work), its device
     batch and accumulation, its launch estimate against `limits` (a launch.LaunchLimits, or None when the
     launcher has no time limit; loopscale/launch/estimate.py) and, with `probe`, its CPU hours."""
-    from loopscale.launch.estimate import estimate_job
-    from loopscale.model.memory import GIB, estimate_memory, usable_memory
-    from loopscale.train.batching import device_batching, on_gpu
-
     cfg = with_vocab(job.cfg, job.cfg.data.vocab_size)
     plan = plan_run(cfg)
     work = job_work(cfg)
@@ -151,6 +146,7 @@ def describe(job: Job, limits=None, probe: bool = False) -> dict[str, Any]:
     usable = usable_memory(cfg.trainer.plan_device) if on_gpu(cfg.trainer) else None
     return {
         "run_name": cfg.run_name,
+        "seed": cfg.seed,
         "sweep": cfg.sweep,
         "point": cfg.point,
         "r": cfg.model.r,
@@ -160,6 +156,7 @@ def describe(job: Job, limits=None, probe: bool = False) -> dict[str, Any]:
         "N_rec": plan.N_rec,
         "N": plan.N,
         "C_budget": plan.C_budget,
+        "lr_scale": cfg.optim.lr_scale,
         **work,
         "device_batch": batching.device_batch,
         "grad_accum": batching.grad_accum,
@@ -177,17 +174,22 @@ def describe(job: Job, limits=None, probe: bool = False) -> dict[str, Any]:
     }
 
 
+def with_compile(rows: list[dict], cfgs: list[TrainConfig], tokens_key: str) -> list[dict]:
+    """The rows with each job's compile choice (`compile`, `compile_s`) as the local pool would start the sweep:
+    each model compiled once, by its first job, when its jobs pay for it (loopscale/launch/compile_order.py)."""
+    eager_s = [None if row.get("cpu_hours") is None else 3600 * row["cpu_hours"] for row in rows]
+    column = compile_column(cfgs, [row[tokens_key] for row in rows], eager_s)
+    return [{**row, **extra} for row, extra in zip(rows, column)]
+
+
 def plan_rows(overrides: list[str], probe: bool = False) -> list[dict]:
     """One row per job: run_name, points, C_independent, C_forked (FLOPs, from accounting), its launch
     estimate (gpu_hours, wall_h, allowed_h, fits_limits: loopscale/launch/estimate.py) and, with `probe`,
     its measured CPU tokens/s and hours (cpu_estimate)."""
-    from loopscale.launch.estimate import estimate_job, launcher_limits_of
-    from loopscale.train.batching import device_batching
-    from loopscale.train.plan import plan_forks
-
     rows = []
     limits = launcher_limits_of(overrides)
-    for job in expand(overrides):
+    jobs = expand(overrides)
+    for job in jobs:
         # the tokenizer vocabulary is only known after data prepare; plan with the configured one
         cfg = with_vocab(job.cfg, job.cfg.data.vocab_size)
         work = job_work(cfg)
@@ -199,6 +201,7 @@ def plan_rows(overrides: list[str], probe: bool = False) -> list[dict]:
             steps, fork_steps, C_independent = [work["steps"]], [], work["C"]
         row = {
             "run_name": cfg.run_name,
+            "seed": cfg.seed,
             "r": cfg.model.r,
             "d_model": cfg.model.d_model,
             "points": work["points"],
@@ -219,4 +222,4 @@ def plan_rows(overrides: list[str], probe: bool = False) -> list[dict]:
         batching = device_batching(cfg.budget, cfg.model, cfg.trainer, cfg.optim.optimizer)
         row.update(cpu_estimate(cfg, work["D"], batching.device_batch, probe))
         rows.append(row)
-    return rows
+    return with_compile(rows, [job.cfg for job in jobs], "tokens")

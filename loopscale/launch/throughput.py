@@ -6,14 +6,14 @@ times PROBE_STEPS forward + backward + optimizer steps on random tokens at the j
 length (after one untimed warm-up step), with the job's torch threads: tokens/s of the model step alone
 (data loading, Lightning's loop, logging and validation are extra; `loopscale plan` adds them).
 
-Measured under the pool's own conditions: inside `pool_contention(workers, threads)`, a probe runs while
-workers - 1 other processes train a model too, as the pool's other workers will (on a 2-core machine two
-workers share the cores with everything else running there), and those processes' start (spawn, torch,
-Lightning, Hydra, loopscale) is timed as a worker's start. A measurement is cached per machine, in
-$LOOPSCALE_CACHE or ~/.cache/loopscale (throughput.json), keyed by host name, torch version, threads, the
-processes around it and the model's shape and batch, with the core share it got (CPU seconds per wall
-second): tokens/s and share were measured together, so a later plan scales the cached numbers to its own load
-(loopscale/launch/wall_time.py) instead of measuring again.
+Measured under the pool's own conditions: inside `pool_contention(workers, threads)`, a probe runs while workers -
+1 other processes train a model too, as the pool's other workers will (on a 2-core machine two workers share the
+cores with everything else running there), and those processes' start (spawn, torch, Lightning, Hydra, loopscale)
+is timed as a worker's start. A measurement is cached per machine, in $LOOPSCALE_CACHE or ~/.cache/loopscale
+(throughput.json; loopscale/cache_home.py), keyed by host name, torch version, threads, the processes around it and
+the model's shape and batch, with the core share it got (CPU seconds per wall second): tokens/s and share were
+measured together, so a later plan scales the cached numbers to its own load (loopscale/launch/wall_time.py)
+instead of measuring again.
 """
 
 from __future__ import annotations
@@ -22,15 +22,24 @@ import contextlib
 import dataclasses
 import hashlib
 import json
+import logging
+import multiprocessing
 import os
+import signal
 import socket
+import statistics
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from loopscale.atomic import write_json_atomic
+from loopscale.cache_home import cache_dir
 from loopscale.config.schema import TrainConfig
+from loopscale.model.accounting import cpu_model
+from loopscale.signals import die_with_parent
+from loopscale.train.plan import plan_training
 
 PROBE_STEPS = 3  # timed optimizer steps after one warm-up: ~0.1-2 s for the CPU grids' shapes
 CACHE_FILE = "throughput.json"
@@ -55,47 +64,16 @@ def probe_shares() -> list[float]:
 def core_share() -> float | None:
     """The median core share of this process's probes (CPU seconds per wall second): what any CPU-bound
     work of the pool (a job's set-up, tokenizing) gets of a core now; None before any probe."""
-    import statistics
-
     return statistics.median(_SHARES) if _SHARES else None
 
 
-_MEASURED: dict[tuple[str, str], tuple[float, float]] = {}  # this process's measurements by (cache file, key hash)
-
-
-def cache_dir() -> Path:
-    """$LOOPSCALE_CACHE, else ~/.cache/loopscale (XDG_CACHE_HOME respected). A LOOPSCALE_CACHE that does not
-    exist yet is created (with its parents, like the default); one that is not a directory this user can
-    write (a file, /proc) is refused with InputError, rather than measured again on every plan while the
-    output says "cached"."""
-    if os.environ.get("LOOPSCALE_CACHE"):
-        return _usable(Path(os.environ["LOOPSCALE_CACHE"]).expanduser())
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base) / "loopscale"
-
-
-def _usable(folder: Path) -> Path:
-    from loopscale.errors import InputError
-
-    if folder.exists() and not folder.is_dir():
-        raise InputError(f"LOOPSCALE_CACHE={folder} is a file, not a folder for the throughput cache")
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-    except OSError as err:  # a file on the way, or a read-only or special file system
-        raise InputError(f"LOOPSCALE_CACHE={folder}: cannot be the throughput cache folder ({err.strerror})") from None
-    probe = folder / f".{CACHE_FILE}.{os.getpid()}.writable"
-    try:
-        probe.touch()
-        probe.unlink()
-    except OSError as err:
-        why = err.strerror or type(err).__name__
-        raise InputError(f"LOOPSCALE_CACHE={folder}: cannot write the throughput cache there ({why})") from None
-    return folder
+_MEASURED: dict[tuple[str, str], tuple[float, float]] = {}  # this process's measurements by (cache file, key hash):
+# a probe's (tokens/s, share), a worker start's (start_s, share)
 
 
 def probe_key(cfg: TrainConfig, device_batch: int, threads: int) -> dict[str, Any]:
     """What a measurement depends on: the machine, torch, threads, the model's shape and the batch."""
-    import torch
+    import torch  # torch: only when a probe runs (a cached measurement, `sweep` and `plan` stay torch-free)
 
     return {
         "host": socket.gethostname(),
@@ -122,10 +100,10 @@ def _read_cache(path: Path) -> dict[str, Any]:
 
 def _job_optimizer(cfg: TrainConfig, model_cfg, device_batch: int):
     """The run's own model and optimizer (LoopedLM's configure_optimizers: MuonH or AdamW groups and lrs)."""
+    # torch: only when a probe runs (a cached measurement, `sweep` and `plan` stay torch-free)
     from loopscale.train.lightning_module import LoopedLM
-    from loopscale.train.plan import plan_training
 
-    module = LoopedLM(model_cfg, cfg.optim, cfg.trainer, plan_training(cfg))  # LoopedLM takes the run's plan
+    module = LoopedLM(model_cfg, cfg.optim, cfg.trainer, plan_training(dataclasses.replace(cfg, model=model_cfg)))
     return module.model, module.configure_optimizers()["optimizer"]
 
 
@@ -136,9 +114,7 @@ def measure_tokens_per_s(cfg: TrainConfig, device_batch: int, threads: int, step
 
 def measure(cfg: TrainConfig, device_batch: int, threads: int, steps: int = PROBE_STEPS) -> tuple[float, float]:
     """(tokens per second, core share: CPU seconds per wall second per thread) of `steps` training steps."""
-    import logging
-
-    import torch
+    import torch  # torch: only when a probe runs (a cached measurement, `sweep` and `plan` stay torch-free)
 
     previous = torch.get_num_threads()
     torch.set_num_threads(threads)
@@ -168,9 +144,9 @@ def measure(cfg: TrainConfig, device_batch: int, threads: int, steps: int = PROB
         quiet.setLevel(level)
 
 
-def cpu_throughput(cfg: TrainConfig, device_batch: int, threads: int, use_cache: bool = True) -> Throughput:
-    """The job's CPU tokens/s and the core share it was measured at: from the machine's cache, else measured now,
-    inside the pool's contention when pool_contention is active (and cached)."""
+def cached_throughput(cfg: TrainConfig, device_batch: int, threads: int, use_cache: bool = True) -> Throughput | None:
+    """The job's CPU tokens/s as measured before (in this process, or in the machine's cache), or None: nothing is
+    measured. A sweep's start order reads it (`compile_order`), so the pool's parent never loads torch."""
     key = {**probe_key(cfg, device_batch, threads), "processes": _CONTENTION.workers}
     digest = _key_hash(key)
     path, use_cache = _cache_path(use_cache)
@@ -184,6 +160,19 @@ def cpu_throughput(cfg: TrainConfig, device_batch: int, threads: int, use_cache:
     if numbers:
         _SHARES.append(float(hit["share"]))
         return Throughput(float(hit["tokens_per_s"]), 0.0, True, float(hit["share"]))
+    return None
+
+
+def cpu_throughput(cfg: TrainConfig, device_batch: int, threads: int, use_cache: bool = True) -> Throughput:
+    """The job's CPU tokens/s and the core share it was measured at: from the machine's cache, else measured now,
+    inside the pool's contention when pool_contention is active (and cached)."""
+    known = cached_throughput(cfg, device_batch, threads, use_cache)
+    if known is not None:
+        return known
+    key = {**probe_key(cfg, device_batch, threads), "processes": _CONTENTION.workers}
+    digest = _key_hash(key)
+    path, use_cache = _cache_path(use_cache)
+    memo = (str(path), digest)
     _CONTENTION.start()
     started = time.perf_counter()
     tokens_per_s, share = measure(cfg, device_batch, threads)
@@ -203,8 +192,6 @@ def _cache_path(use_cache: bool) -> tuple[Path | None, bool]:
 
 
 def _cache_put(path: Path | None, use_cache: bool, digest: str, entry: dict[str, Any]) -> None:
-    from loopscale.atomic import write_json_atomic
-
     if not use_cache:
         return
     cache = _read_cache(path)  # another plan may have added entries meanwhile
@@ -219,21 +206,27 @@ def _cache_put(path: Path | None, use_cache: bool, digest: str, entry: dict[str,
 def worker_start_s(threads: int, use_cache: bool = True) -> tuple[float, float]:
     """(seconds a pool worker takes to start: spawn; torch, Lightning, Hydra and loopscale imported; a model
     built and stepped once, the core share the probes got meanwhile): measured as the pool's other processes
-    start, so under the same load, and cached like a probe. With one worker, one such process is started and
-    timed alone."""
-    import torch
+    start, so under the same load, and cached per machine like a probe, and in this process. The key is the
+    number of processes that started together (a pool of one or two workers starts one: the same
+    measurement), not `threads`: a start is imports, one step of a tiny model is noise in it. With one worker,
+    one such process is started and timed alone, only when the start is not known yet."""
+    import torch  # torch: only when a probe runs (a cached measurement, `sweep` and `plan` stay torch-free)
 
-    key = {"host": socket.gethostname(), "torch": torch.__version__, "threads": threads, "worker_start": True}
-    key["processes"] = _CONTENTION.workers
+    started_together = max(1, _CONTENTION.workers - 1)
+    key = {"host": socket.gethostname(), "torch": torch.__version__, "worker_start": True}
+    key["processes"] = started_together
     digest = _key_hash(key)
     path, use_cache = _cache_path(use_cache)
+    memo = (str(path), digest)
+    if memo in _MEASURED:
+        return _MEASURED[memo]
     hit = (_read_cache(path) if use_cache else {}).get(digest)
     if isinstance(hit, dict) and all(isinstance(hit.get(k), (int, float)) for k in ("start_s", "share")):
         return float(hit["start_s"]), float(hit["share"])
-    _CONTENTION.start()
-    share = core_share() or 1.0
-    _cache_put(path, use_cache, digest, {"start_s": _CONTENTION.start_s, "share": share, "key": key})
-    return _CONTENTION.start_s, share
+    _CONTENTION.start(timing=True)
+    _MEASURED[memo] = (_CONTENTION.start_s, core_share() or 1.0)
+    _cache_put(path, use_cache, digest, {"start_s": _MEASURED[memo][0], "share": _MEASURED[memo][1], "key": key})
+    return _MEASURED[memo]
 
 
 class _Contention:
@@ -246,10 +239,10 @@ class _Contention:
         self.stop = None
         self.start_s = 0.0
 
-    def start(self) -> None:
-        import multiprocessing
-
-        if self.procs or self.stop is not None:
+    def start(self, timing: bool = False) -> None:
+        """Start the other workers' stand-ins (once), timing their start; with one worker there is nothing to
+        keep busy, and one process is started only when `timing` asks for a worker's start."""
+        if self.procs or self.stop is not None or (self.workers <= 1 and not timing):
             return
         context = multiprocessing.get_context("spawn")
         self.stop = context.Event()
@@ -301,16 +294,12 @@ def pool_contention(workers: int, threads: int) -> Iterator[None]:
 def _busy(ready, stop, threads: int, parent_pid: int) -> None:
     """A stand-in for one of the pool's other workers: what a worker imports, then training steps of a small
     model until `stop` is set (or its parent is gone)."""
-    import signal
-
-    from loopscale.signals import die_with_parent
-
     die_with_parent(signal.SIGTERM, parent_pid)
     os.environ["OMP_NUM_THREADS"] = str(threads)
+    # in the stand-in process, what a pool worker imports at its start:
     import torch
 
     import loopscale.train.entry  # noqa: F401  (Lightning, Hydra, the runner: a worker's start)
-    from loopscale.model.accounting import cpu_model
     from loopscale.model.transformer import LoopedTransformer
 
     torch.set_num_threads(threads)

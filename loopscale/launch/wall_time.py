@@ -16,6 +16,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from omegaconf import OmegaConf
+
+from loopscale.config.dirs import compose
+from loopscale.data.corpus import _shakespeare_files, _text_files
+from loopscale.data.shards import cache_key
+
 
 def list_schedule_s(durations_s: Sequence[float], workers: int, busy_s: Sequence[float] = ()) -> float:
     """When the last job ends: `durations_s` handed out in order, each to the first of `workers` workers that
@@ -75,12 +81,6 @@ def pool_wall_s(train_s: Sequence[float], points: Sequence[int], pool: PoolPlan)
 def tokenize_cpu_s(overrides: Sequence[str]) -> float:
     """CPU seconds of preparing the sweep's corpus when the data cache does not hold it yet (a local corpus:
     the Shakespeare plays or text files, by size); 0 when it does, or for a hub dataset (not estimated)."""
-    from omegaconf import OmegaConf
-
-    from loopscale.config.dirs import compose
-    from loopscale.data.corpus import _shakespeare_files, _text_files
-    from loopscale.data.shards import cache_key
-
     fixed = [o for o in overrides if "," not in o.split("=", 1)[-1]]  # one job's data: sweeps vary the rest
     data = OmegaConf.to_object(compose(fixed)).data
     if data.format != "windows" or (Path(data.data_dir).expanduser() / cache_key(data) / "meta.json").is_file():

@@ -13,6 +13,10 @@ Nothing hangs and nothing is left behind:
   raises Terminated there (signals.py) and its workers record "terminated". Each worker exits within a
   moment (SIGKILL after STOP_GRACE_S). A worker whose parent dies without that (SIGKILL) gets SIGTERM from
   the kernel (PR_SET_PDEATHSIG). A stopped run resumes from its checkpoint on the next call.
+- a stop at any moment reaches every worker: each is started with both signals held back (signals.
+  stops_held) until it is on the pool's list, which the stop path ends whole; a worker starts with SIGINT
+  blocked, so the group's Ctrl-C cannot interrupt its imports; the "interrupted" flag is a plain shared
+  byte, so no lock a killed process held can block the parent; every wait on a worker has a deadline.
 - progress: each worker reports the tokens its run trains, batch by batch (loopscale/train/step_progress.py),
   into shared memory the parent reads for its bar and ETA (`tick`).
 
@@ -23,16 +27,34 @@ Training jobs on it: loopscale/launch/local_workers.py (the demo) and loopscale/
 from __future__ import annotations
 
 import contextlib
+import logging
 import multiprocessing
 import os
+import pickle
 import signal
 import sys
+import threading
 import time
+import warnings
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from multiprocessing import resource_tracker
 from multiprocessing.connection import wait
 from typing import Any, TypeVar
+
+from tqdm import tqdm
+
+from loopscale.signals import (
+    Interrupted,
+    Terminated,
+    die_with_parent,
+    raise_on_sigterm,
+    stop_line_in_parent,
+    stops_held,
+    unblock_sigint,
+)
+from loopscale.train.step_progress import report_to
 
 STOP_GRACE_S = 10.0  # a worker told to stop writes its record and exits well within this, even under load
 EXIT_INTERRUPTED = 130  # 128 + SIGINT (loopscale/signals.py)
@@ -47,9 +69,6 @@ _IN_JOB = False
 def quiet_lightning() -> None:
     """Each run's own INFO lines (GPU available, etc.) would bury a sweep's progress. Lightning sets its
     loggers' levels when imported, so import it first."""
-    import logging
-    import warnings
-
     for name in (
         "lightning",
         "lightning.pytorch",
@@ -63,14 +82,24 @@ def quiet_lightning() -> None:
 
 def _init_worker(threads: int, parent_pid: int, interrupt=None) -> None:
     global _INTERRUPT
-    from loopscale.signals import die_with_parent
 
     _INTERRUPT = interrupt
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent owns Ctrl-C (module docstring)
     signal.signal(signal.SIGTERM, _stop_worker)  # left in place by signals.training_signals (not the default)
+    unblock_sigint()  # blocked since the spawn (signals.stops_held); a Ctrl-C held back is dropped: ignored
+    stop_line_in_parent()  # one line for the sweep, the parent's, not one per worker
     die_with_parent(signal.SIGTERM, parent_pid)
     os.environ["OMP_NUM_THREADS"] = str(threads)
-    import torch
+    # Inductor compiles in this process, not in a pool of compile subprocesses: the workers already use every
+    # core, and a worker stopped mid-compile would leave that pool's semaphores behind (a warning after the
+    # sweep's one stop line)
+    os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
+    # tqdm's default write lock holds a multiprocessing semaphore, which under this pool's spawn context is
+    # registered with the resource tracker; a worker stopped while it holds one (torch.fx makes a tqdm bar
+    # while compiling) would leave it behind, and the tracker's warning would follow the sweep's stop line.
+    # A worker's bars are its own, so a thread lock does.
+    tqdm.set_lock(threading.RLock())
+    import torch  # in the worker: the pool's parent never loads torch
 
     torch.set_num_threads(threads)
     quiet_lightning()
@@ -80,9 +109,7 @@ def _stop_worker(signum, frame) -> None:
     """SIGTERM in a worker: the parent's Ctrl-C (the pool's interrupt flag set) raises signals.Interrupted,
     which a run records as "interrupted" (a KeyboardInterrupt would be turned into sys.exit(1) by Lightning);
     otherwise Terminated, recorded as "terminated". Between jobs the worker just exits."""
-    from loopscale.signals import Interrupted, Terminated
-
-    interrupted = _INTERRUPT is not None and _INTERRUPT.is_set()
+    interrupted = _INTERRUPT is not None and bool(_INTERRUPT.value)
     if not _IN_JOB:  # nothing to record: end now (an exception here could land in some object's __del__)
         sys.stdout.flush()
         sys.stderr.flush()
@@ -94,7 +121,6 @@ def _job_in_worker(fn: Callable[[Any], Any], item: Any) -> Any:
     """`fn(item)` in a worker; a stop signal (or SystemExit) ends the worker process once the job's record is
     written, instead of handing it the next job (the pool would catch the exit and go on)."""
     global _IN_JOB
-    from loopscale.signals import Interrupted
 
     _IN_JOB = True
     try:
@@ -152,40 +178,46 @@ def run_in_workers(
     exception of the consumer or a consumer that stops early end every worker (module docstring) and go on.
     Over 60 lines because starting, handing out and replacing workers share the one try block whose
     clean-up runs on every way out."""
-    from loopscale.signals import raise_on_sigterm
-
     items = list(items)
     raise_on_sigterm()  # SIGTERM to this process unwinds through the clean-up below
     if workers <= 1 or len(items) <= 1:
         yield from _in_process(fn, items, tick)
         return
     context = multiprocessing.get_context("spawn")
-    interrupt = context.Event()
+    interrupt = context.RawValue("b", 0)  # set on Ctrl-C; a byte, read and written without a lock
     trained = context.Array("d", len(items), lock=False)  # tokens per item; each written by one worker at a time
     pending = deque(range(len(items)))
     running: dict[int, _Worker] = {}  # by item index
+    idle: list[_Worker] = []
+    pool: list[_Worker] = []  # every worker started and not yet ended: what a stop ends
 
     def start() -> _Worker:
         ours, theirs = context.Pipe()
         args = (theirs, fn, threads_per_worker, os.getpid(), interrupt, trained)
         proc = context.Process(target=_worker_main, args=args, name="loopscale-pool-worker")
-        proc.start()
-        theirs.close()
-        return _Worker(proc, ours)
+        with stops_held():  # on the pool's list before a Ctrl-C or SIGTERM can unwind (module docstring)
+            proc.start()
+            pool.append(_Worker(proc, ours))
+            theirs.close()
+        return pool[-1]
 
     def hand_out(worker: _Worker) -> None:
         index = pending.popleft()
         try:
             worker.conn.send((index, items[index]))
         except OSError:  # it died between its last result and this job: a new one takes the job
-            worker.proc.join()
+            _end(worker, pool)
             worker = start()
             worker.conn.send((index, items[index]))
         worker.index = index
         running[index] = worker
 
-    idle = [start() for _ in range(min(workers, len(items)))]
+    # multiprocessing starts its resource tracker on the first spawn and unblocks SIGINT after: now, before
+    # a worker is spawned with SIGINT blocked (stops_held), or that first worker would start without it
+    resource_tracker.ensure_running()
     try:
+        for _ in range(min(workers, len(items))):
+            idle.append(start())
         while idle and pending:
             hand_out(idle.pop())
         while running:
@@ -198,6 +230,7 @@ def run_in_workers(
                 del running[index]
                 result = worker.receive()
                 if isinstance(result, WorkerDied):
+                    _end(worker, pool)
                     worker = start() if pending else None  # the dead worker's place, for the next job
                 elif isinstance(result, _Raised):
                     raise result.error
@@ -207,20 +240,21 @@ def run_in_workers(
                     idle.append(worker)
                 yield items[index], result
     except KeyboardInterrupt:  # Ctrl-C: the workers record their runs as interrupted (module docstring)
-        interrupt.set()
-        stop_workers([w.proc for w in (*running.values(), *idle)])
+        interrupt.value = 1
+        with stops_held():  # a second Ctrl-C waits for the clean-up instead of cutting it short
+            stop_workers([w.proc for w in pool])
         raise
     except BaseException:  # a failed job, SIGTERM, or the consumer stopped early: end every worker now
-        stop_workers([w.proc for w in (*running.values(), *idle)])
+        with stops_held():
+            stop_workers([w.proc for w in pool])
         raise
     finally:
-        _close(list(running.values()) + idle)
+        with stops_held():
+            _close(pool)
 
 
 def _in_process(fn: Callable[[Item], Any], items: list, tick) -> Iterator[tuple[Item, Any]]:
     """The pool of one: each item in this process, its progress reported to `tick` as it trains."""
-    from loopscale.train.step_progress import report_to
-
     trained = [0.0] * len(items)
     last = [0.0]
 
@@ -251,11 +285,17 @@ class _Worker:
         try:
             if self.conn.poll():
                 return self.conn.recv()[1]
-        except (EOFError, OSError):  # the pipe closed under it: the process is gone
+        except (EOFError, OSError):  # the pipe closed under it: the process is gone, or going
             pass
-        self.proc.join()
-        self.conn.close()
+        stop_workers([self.proc])  # ended already, or made to (a deadline, not a wait on its goodwill)
         return WorkerDied(self.proc.pid, self.proc.exitcode)
+
+
+def _end(worker: _Worker, pool: list[_Worker]) -> None:
+    """A worker that is gone (or must go) off the pool's list: its process ended and its pipe closed."""
+    stop_workers([worker.proc])
+    worker.conn.close()
+    pool.remove(worker)
 
 
 @dataclass(frozen=True)
@@ -267,8 +307,6 @@ class _Raised:
 
 def _worker_main(conn, fn, threads: int, parent_pid: int, interrupt, trained) -> None:
     """A worker: jobs from its pipe, one at a time, each result sent back, until the pipe says None."""
-    from loopscale.train.step_progress import report_to
-
     _init_worker(threads, parent_pid, interrupt)
     while True:
         try:
@@ -294,8 +332,6 @@ def _worker_main(conn, fn, threads: int, parent_pid: int, interrupt, trained) ->
 
 
 def _picklable(err: Exception) -> BaseException:
-    import pickle
-
     try:
         pickle.loads(pickle.dumps(err))
     except Exception:

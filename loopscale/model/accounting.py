@@ -55,8 +55,11 @@ from __future__ import annotations
 import copy
 from dataclasses import asdict, dataclass
 
+from omegaconf import OmegaConf
+
 from loopscale.blocks.form import WHERE, layer_passes
 from loopscale.blocks.registry import form as block_form
+from loopscale.config.dirs import config_dir
 from loopscale.config.model import ModelConfig
 from loopscale.config.naming import paper_width
 from loopscale.errors import ConfigError
@@ -264,10 +267,6 @@ def inference_flops_per_token(cfg: ModelConfig) -> float:
 
 def _shipped_config(group: str, name: str) -> dict:
     """The fields of loopscale/conf/<group>/<name>.yaml, the file `<group>=<name>` composes for training."""
-    from omegaconf import OmegaConf
-
-    from loopscale.config.dirs import config_dir
-
     path = config_dir() / group / f"{name}.yaml"
     if not path.is_file():
         raise ConfigError(f"no {group} preset {name!r}: {path} does not exist")

@@ -21,7 +21,7 @@ import torch.nn.functional as F
 
 from loopscale.model.memory import HEAD_CHUNK_TOKENS  # sized there: the chunk's transient is part of the peak
 
-IGNORE_INDEX = -100  # packed rows mark their padding with it (loopscale/data/packed_reader.py)
+IGNORE_INDEX = -100  # packed rows mark their padding with it (loopscale/data/packed_batches.py)
 
 
 def head_logits(x: torch.Tensor, weight: torch.Tensor, vocab_size: int, softcap: float | None) -> torch.Tensor:

@@ -13,8 +13,8 @@ from loopscale.errors import InputError
 from loopscale.fit.laws.form import compute_from_tokens, cost_params, tokens_from_compute
 from loopscale.fit.laws.registry import law_class
 from loopscale.fit.result import FitResult, load_fit
-from loopscale.fit.tables import ColumnMap, budget_clusters, budget_column, canonical_table
-from loopscale.fit.tables import read_table as read_any_table
+from loopscale.fit.runs_table import ColumnMap, budget_clusters, budget_column, canonical_table
+from loopscale.fit.runs_table import read_table as read_any_table
 
 # Columns a looped-law figure reads; `read_table` checks for them.
 REQUIRED_COLUMNS = ("N_once", "N_rec", "r", "D", "L")
@@ -27,7 +27,7 @@ def read_table(path, columns: ColumnMap | None = None, law: str | None = None) -
     A plain Chinchilla table (N, D or C, L, no r) is accepted too: it is a looped table with r = 1,
     N_once = N and N_rec = 0, for which every N_eff equals N. Given a column mapping (`fit`'s --n-col,
     --c-col, --loss-col, ...) or the fit's law, the columns that law reads are renamed and checked as
-    `loopscale fit` does (`tables.canonical_table`): a chinchilla fit needs no N_once, N_rec or r.
+    `loopscale fit` does (`runs_table.canonical_table`): a chinchilla fit needs no N_once, N_rec or r.
     """
     table = read_any_table(path)  # CSV, Parquet or JSON lines; ValueError naming the file
     if columns is not None or law is not None:

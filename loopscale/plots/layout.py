@@ -5,12 +5,14 @@ notebooks alike."""
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Iterable, Sequence
 
 import numpy as np
+from matplotlib import colormaps
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
-from matplotlib.ticker import Formatter, LogLocator
+from matplotlib.ticker import Formatter, FuncFormatter, LogLocator
 
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
 LINESTYLES = ("-", "--", "-.", ":")
@@ -18,8 +20,6 @@ LINESTYLES = ("-", "--", "-.", ":")
 
 def r_colours(r_values: Iterable[float]) -> dict[float, tuple]:
     """One colour per r, stable across figures (matplotlib's tab10 cycle in increasing r)."""
-    from matplotlib import colormaps
-
     cmap = colormaps["tab10"]
     return {r: cmap(i % 10) for i, r in enumerate(sorted(set(float(v) for v in r_values)))}
 
@@ -70,8 +70,6 @@ LEGEND_ENTRY_IN = 1.1  # width of one legend entry (marker and "r = 8" / a recip
 
 def suptitle(fig: Figure, text: str, fontsize: float = 12.0) -> None:
     """The figure's title, wrapped to the figure's width (a one-panel figure is narrower than a long title)."""
-    import textwrap
-
     chars = max(20, int(fig.get_figwidth() * 72 / (0.55 * fontsize)))  # ~0.55 em per character
     fig.suptitle("\n".join(textwrap.wrap(text, chars)), fontsize=fontsize)
 
@@ -119,8 +117,6 @@ def log_axis(ax, which: str = "x", base: int = 10) -> None:
 def scaled_y_label(ax, label: str) -> None:
     """Label the y axis with its common power of ten ("objective - minimum (x 10^-5)") instead of
     matplotlib's offset text, which sits above the axes where a panel title covers it. Call after set_ylim."""
-    from matplotlib.ticker import FuncFormatter
-
     top = max(abs(v) for v in ax.get_ylim())
     power = int(np.floor(np.log10(top))) if top > 0 and np.isfinite(top) else 0
     if -2 <= power <= 3:  # plain numbers read fine

@@ -14,7 +14,7 @@ import loopscale.plots.labels as labels  # the module, not the package: no impor
 from loopscale.errors import InputError, LoopscaleError
 from loopscale.fit.laws.registry import law_class
 from loopscale.fit.result import FitResult, compare_param, load_fit
-from loopscale.fit.tables import read_table as read_any_table
+from loopscale.fit.runs_table import read_table as read_any_table
 
 from .inputs import fit_label, looped_phi
 from .layout import explain_empty, panel_grid, scaled_y_label

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import errno
 import os
+import pickle
 import time
 from pathlib import Path
 
@@ -27,8 +28,6 @@ def refused_checkpoint(err: BaseException, path: Path | None) -> CheckpointRefus
     """CheckpointRefused, saying what loopscale does and what the user can do, when `err` (from loading the
     checkpoint at `path`) is torch's weights-only refusal, whose own text advises weights_only=False, which
     loopscale never uses; else None."""
-    import pickle
-
     chain, seen = err, set()
     while chain is not None and id(chain) not in seen:
         seen.add(id(chain))

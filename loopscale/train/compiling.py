@@ -17,22 +17,33 @@ its own instead of turning the training graph into a slower one over symbolic si
 Modes (trainer.compile): False (eager), "blocks" (each layer compiled, the loop over passes stays in
 Python: one small graph per variant, shared by all layers), "model" (the whole forward, the loop unrolled:
 one graph per variant and r; the published runs compile the whole model, and on this CPU it measured +84%
-tokens/s at d = 64).
+tokens/s at d = 64), "auto" (`resolve_compile`: on CPU "model" when it pays for its compile, by the rule of
+loopscale/train/compile_choice.py, else eager; "model" on GPUs).
+
+Compiled graphs go to loopscale's compiled-graph cache (loopscale/train/compile_cache.py), one folder per model
+and torch, so the next run of the same model (a seed, a branch, a relaunch) loads them instead of compiling.
+On CPU the validation runs eagerly (`eager_on_cpu`): a few no-grad batches (and a partial last one) would each
+need graphs of their own, compiled for longer than they run.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 
+import torch
+import torch._dynamo
 from torch import nn
 
 from loopscale.errors import ConfigError
+from loopscale.train.compile_cache import activate, compile_key, is_warm, key_hash
+from loopscale.train.compile_choice import COMPILED_MODE, choose_compile, eager_step_s_from_flops, saving_s
 
 # Per compiled unit: 2 grad modes x 2 precisions x train / eval x a partial batch x a few model shapes in a
 # process (benchmarks, sweeps run in-process), with room to spare; torch's own default is 8. Process-wide:
 # Dynamo has one such setting, not one per function.
 RECOMPILE_LIMIT = 64
-COMPILE_MODES = (False, "blocks", "model")
+COMPILE_MODES = (False, "blocks", "model")  # what compile_model takes; "auto" is resolved first
 _DYNAMO_LOGGER = "torch._dynamo.convert_frame"  # where Dynamo logs "hit config.recompile_limit"
 
 
@@ -48,6 +59,7 @@ class _LimitHits(logging.Handler):
 
 
 _hits = _LimitHits()
+_compiled_here: set[str] = set()  # graph keys (compile_cache.key_hash) this process compiled a model for
 
 
 def watch_recompile_limit() -> None:
@@ -67,22 +79,51 @@ def raise_recompile_limit(limit: int = RECOMPILE_LIMIT) -> int:
     """Dynamo's per-code-object recompile limit raised to at least `limit` for this process (never lowered);
     returns the limit now in force. `recompile_limit` is the name from torch 2.6 on, `cache_size_limit`
     before."""
-    import torch._dynamo
-
     config = torch._dynamo.config
     name = "recompile_limit" if hasattr(config, "recompile_limit") else "cache_size_limit"
     setattr(config, name, max(int(getattr(config, name)), limit))
     return getattr(config, name)
 
 
+def resolve_compile(
+    mode, model_cfg, steps: int, step_tokens: int, flops_per_token: float, backend: str, device_type: str
+):
+    """trainer.compile as compile_model takes it: "auto" on CPU is COMPILED_MODE when this job alone pays for
+    the compile (its graphs cached or not: loopscale/train/compile_choice.py), else False; "model" elsewhere.
+    A sweep decides with its other jobs of the same model in view and passes the result (compile_order.py)."""
+    if mode != "auto":
+        return mode
+    if device_type != "cpu":
+        return COMPILED_MODE
+    key = compile_key(model_cfg, COMPILED_MODE, backend)
+    if key_hash(key) in _compiled_here:  # a forked branch after its parent: Dynamo holds the graphs in memory
+        return COMPILED_MODE
+    warm = is_warm(key)
+    own = saving_s(steps, eager_step_s_from_flops(step_tokens, flops_per_token))
+    return choose_compile(own, warm).compile
+
+
+def eager_on_cpu(device_type: str):
+    """A context in which compiled code runs eagerly on CPU (validation: module docstring), nothing on GPUs.
+    torch.compiler.set_stance exists from torch 2.6; without it the compiled code runs."""
+    if device_type == "cpu" and hasattr(torch.compiler, "set_stance"):
+        return torch.compiler.set_stance("force_eager")
+    return contextlib.nullcontext()
+
+
 def compile_model(model: nn.Module, mode, recompile_limit: int = RECOMPILE_LIMIT, backend: str = "inductor") -> None:
-    """Compile `model` (a LoopedTransformer) in place: mode False | "blocks" | "model" (trainer.compile).
-    State-dict keys are unchanged (nn.Module.compile, not a wrapper module). backend="eager" keeps Dynamo's
-    tracing and caching without code generation (quick checks of the caching on CPU)."""
+    """Compile `model` (a LoopedTransformer) in place: mode False | "blocks" | "model" (trainer.compile, "auto"
+    resolved by resolve_compile). State-dict keys are unchanged (nn.Module.compile, not a wrapper module).
+    backend="eager" keeps Dynamo's tracing and caching without code generation (quick checks of the caching on
+    CPU); with "inductor" the graphs go to the model's folder of the compiled-graph cache."""
     if mode not in COMPILE_MODES:
-        raise ConfigError(f"compile={mode!r} is not allowed; choose one of false, 'blocks', 'model'")
+        raise ConfigError(f"compile={mode!r} is not allowed; choose one of false, 'blocks', 'model', 'auto'")
     if not mode:
         return
+    if hasattr(model, "cfg"):
+        key = compile_key(model.cfg, mode, backend)
+        _compiled_here.add(key_hash(key))
+        activate(key)  # other backends than inductor write nothing there but key.json
     watch_recompile_limit()
     raise_recompile_limit(recompile_limit)
     units = [model] if mode == "model" else [*model.prelude, *model.recurrent, *model.coda]

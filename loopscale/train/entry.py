@@ -15,34 +15,41 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
+import os
 import sys
 import warnings
 from pathlib import Path
 from typing import Any
 
 import hydra
+import lightning  # noqa: F401  (its import adds the console handler that lightning_logs_once removes)
+from hydra._internal.utils import get_args_parser, run_and_report
+from hydra.core.hydra_config import HydraConfig
+from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.errors import CompactHydraException
+from hydra.types import RunMode
 from omegaconf import DictConfig
 
-from loopscale.config.dirs import config_dir, save_job_config, user_config_dirs
+from loopscale.config.dirs import config_dir, register_configs, save_job_config, user_config_dirs
+from loopscale.config.naming import check_name
 from loopscale.config.resolvers import register_resolvers
-from loopscale.config.schema import TrainConfig, register_configs
+from loopscale.config.schema import TrainConfig
 from loopscale.errors import ConfigError, user_error
-from loopscale.signals import EXIT_INTERRUPTED, EXIT_TERMINATED, Terminated, raise_on_sigterm
+from loopscale.signals import EXIT_INTERRUPTED, EXIT_TERMINATED, Terminated, raise_on_sigterm, says_its_stop
 from loopscale.train.forks import run_forks
-from loopscale.train.identity import IdentityMismatch
+from loopscale.train.identity import IdentityMismatch, data_identity
+from loopscale.train.lock import RunLocked
 
 # planning and the run itself live below this entry point; re-exported here, where callers always found them
 from loopscale.train.plan import run_dir_of, to_train_config  # noqa: F401
-from loopscale.train.run_record import write_record_or_log
+from loopscale.train.recording import write_record_or_log
+from loopscale.train.run_json import claim_run_dir, is_finished, read_record
 from loopscale.train.runner import launching_rank, note_outcome, run_dir_lock, running_elsewhere, train_run
 
 log = logging.getLogger("loopscale.train.entry")
 
 
 def _record_invalid_config(cfg: DictConfig | TrainConfig, err: ValueError) -> None:
-    from loopscale.config.naming import check_name
-
     if not isinstance(cfg, DictConfig):
         return
     try:
@@ -68,10 +75,6 @@ def run_training(cfg: DictConfig | TrainConfig) -> dict[str, Any]:
 
     budget.mode=forks trains a stable parent and its cooldown branches instead (loopscale/train/forks.py) and
     returns the parent's record with the branches' records under "branches"."""
-    from loopscale.train.identity import data_identity
-    from loopscale.train.lock import RunLocked
-    from loopscale.train.records import claim_run_dir, is_finished, read_record
-
     note_outcome(None)
     task_cfg = cfg  # Hydra's composed config, saved into the run dir's .hydra/ once the dir is claimed
     try:
@@ -101,9 +104,6 @@ def run_training(cfg: DictConfig | TrainConfig) -> dict[str, Any]:
 
 
 def _in_multirun() -> bool:
-    from hydra.core.hydra_config import HydraConfig
-    from hydra.types import RunMode
-
     return HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
 
 
@@ -122,17 +122,25 @@ class RunFailed(CompactHydraException):
 
 def main() -> None:
     """`loopscale-train`: Hydra's app below. A LOOPSCALE_CONFIG_PATH that names no directory is one line
-    here, because Hydra reads its search path before its own error reporting starts."""
+    here, because Hydra reads its search path before its own error reporting starts. Ctrl-C and SIGTERM
+    are one line and 130 / 143 from the start, also before a run or a sweep's pool has begun (Hydra composing
+    the config, a launcher planning its jobs): nothing is recorded then, as nothing has started."""
+    raise_on_sigterm()
     try:
-        user_config_dirs()
-        check_name_overrides(sys.argv[1:])
-    except NotADirectoryError as err:
-        raise SystemExit(f"loopscale-train: error: {err}") from None
-    except ConfigError as err:
-        print(f"loopscale-train: error: {err}", file=sys.stderr)
-        raise SystemExit(err.exit_code) from None
-    with _disk_errors_in_one_line():
-        hydra_main()
+        try:
+            user_config_dirs()
+            check_name_overrides(sys.argv[1:])
+        except NotADirectoryError as err:
+            raise SystemExit(f"loopscale-train: error: {err}") from None
+        except ConfigError as err:
+            print(f"loopscale-train: error: {err}", file=sys.stderr)
+            raise SystemExit(err.exit_code) from None
+        with _disk_errors_in_one_line():
+            hydra_main()
+    except KeyboardInterrupt:
+        _exit_stopped("interrupted", EXIT_INTERRUPTED)
+    except Terminated:
+        _exit_stopped("terminated", EXIT_TERMINATED)
 
 
 @contextlib.contextmanager
@@ -142,8 +150,6 @@ def _disk_errors_in_one_line():
     loopscale's own compact errors (a sweep's failed run, a launcher's refusal) as their line alone, exit 1.
     Hydra hands an error back only under HYDRA_FULL_ERROR, so that is set for the call; any other error is
     then reported by Hydra's own reporting, as without it. A user who set HYDRA_FULL_ERROR gets Hydra's."""
-    import os
-
     if os.environ.get("HYDRA_FULL_ERROR"):
         yield
         return
@@ -159,7 +165,6 @@ def _disk_errors_in_one_line():
         if isinstance(err, CompactHydraException) and str(err).startswith("loopscale-train: "):
             print(str(err), file=sys.stderr)  # loopscale's own line (a sweep's failed run, a refusal): alone
             raise SystemExit(1) from None
-        from hydra._internal.utils import run_and_report
 
         run_and_report(functools.partial(_raise, err))  # what Hydra prints without HYDRA_FULL_ERROR, and its exit code
     finally:
@@ -189,11 +194,6 @@ def check_name_overrides(argv: list[str]) -> None:
     its error formatting ("An error occurred during Hydra's exception formatting: AssertionError()" and a
     traceback), so the names the user typed are checked here, before Hydra starts; a name an experiment
     config sets is checked by its ls.safe_name resolver."""
-    from hydra._internal.utils import get_args_parser
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
-    from loopscale.config.naming import check_name
-
     overrides = get_args_parser().parse_known_args(argv)[0].overrides
     try:
         parsed = OverridesParser.create().parse_overrides(overrides)
@@ -250,8 +250,6 @@ def lightning_logs_once() -> None:
     ..."), and its records also reach the root logger, to which Hydra gives a console and a file handler:
     every Lightning line came out twice. With the root logger set up, Lightning's own console handlers go
     and its loggers propagate, so each line is printed once and still reaches the job's log file."""
-    import lightning  # noqa: F401  (its import adds the handler: remove it after)
-
     if not logging.getLogger().handlers:
         return
     for name in ("lightning", "lightning.pytorch", "lightning.fabric"):
@@ -263,8 +261,10 @@ def lightning_logs_once() -> None:
 
 
 def _exit_stopped(what: str, code: int) -> None:
-    """One line and the signal's exit code; in a multirun this stops the whole sweep, as the user asked."""
-    print(f"loopscale-train: {what}", file=sys.stderr, flush=True)
+    """One line and the signal's exit code; in a multirun this stops the whole sweep, as the user asked. In a
+    local pool's worker the pool says the line, once for the sweep (signals.stop_line_in_parent)."""
+    if says_its_stop():
+        print(f"loopscale-train: {what}", file=sys.stderr, flush=True)
     raise SystemExit(code) from None
 
 

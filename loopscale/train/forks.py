@@ -31,8 +31,13 @@ import logging
 from pathlib import Path
 from typing import Any
 
+from loopscale.config.dirs import save_job_config
 from loopscale.config.schema import TrainConfig, with_vocab
+from loopscale.data.run_data import open_run_data
 from loopscale.errors import ConfigError
+from loopscale.train.checkpoint import fork_checkpoint_path
+from loopscale.train.identity import DATA_FIELD, IdentityMismatch
+from loopscale.train.lock import RunLocked
 from loopscale.train.plan import (
     CHECKPOINT,
     Branch,
@@ -44,7 +49,7 @@ from loopscale.train.plan import (
     plan_run,
     run_dir_of,
 )
-from loopscale.train.records import PARENT_FILE, RUN_FILE, is_finished, read_record, read_record_or_none
+from loopscale.train.run_json import PARENT_FILE, RUN_FILE, claim_run_dir, is_finished, read_record, read_record_or_none
 from loopscale.train.runner import launching_rank, run_dir_lock, running_elsewhere, train_run
 
 log = logging.getLogger("loopscale.train.forks")
@@ -59,12 +64,6 @@ def run_forks(cfg: TrainConfig, task_cfg=None) -> dict[str, Any]:
     its fork checkpoint. A failed or diverged branch is recorded and the others still run; the first such
     error is raised at the end. `task_cfg`: Hydra's composed config, saved into the parent dir's .hydra/
     once that dir is claimed."""
-    from loopscale.config.dirs import save_job_config
-    from loopscale.data.run_data import open_run_data
-    from loopscale.train.identity import DATA_FIELD
-    from loopscale.train.lock import RunLocked
-    from loopscale.train.records import claim_run_dir
-
     run_data = open_run_data(cfg.data, cfg.model.seq_len, progress=cfg.trainer.progress)
     cfg = with_vocab(cfg, run_data.vocab_size)
     data = {DATA_FIELD: run_data.content_sha256}  # every claim below: the same config on the same data
@@ -111,9 +110,6 @@ def run_forks(cfg: TrainConfig, task_cfg=None) -> dict[str, Any]:
 def _run_branches(cfg: TrainConfig, plan: ForkPlan, wanted: list[Branch], parent_dir, data: dict):
     """Each wanted branch in turn: its record (or the lock holder's, when another job trains it), and the
     first error of a branch that failed or belongs to another config (the others still run)."""
-    from loopscale.train.identity import IdentityMismatch
-    from loopscale.train.lock import RunLocked
-
     records, first_error = [], None
     for branch in wanted:
         branch_dir = run_dir_of(branch_config(cfg, plan, branch))
@@ -144,8 +140,6 @@ def _wanted_branches(plan: ForkPlan, stage: str) -> list[Branch]:
 
 
 def _fork_ckpt(parent_dir: Path, branch: Branch) -> Path:
-    from loopscale.train.checkpoint import fork_checkpoint_path
-
     return fork_checkpoint_path(parent_dir / CHECKPOINT.parent, branch.fork_step)
 
 
@@ -181,8 +175,6 @@ def _train_parent(cfg: TrainConfig, plan: ForkPlan, parent_cfg: TrainConfig, par
 def _run_branch(cfg: TrainConfig, plan: ForkPlan, branch: Branch, parent_dir: Path, data: dict) -> dict[str, Any]:
     """One branch under its own lock: its record if finished, else trained from its fork checkpoint (or
     resumed from its own last.ckpt). RunLocked, IdentityMismatch and training errors propagate."""
-    from loopscale.train.records import claim_run_dir
-
     branch_cfg = branch_config(cfg, plan, branch)
     branch_dir = run_dir_of(branch_cfg)
     assert plan_run(branch_cfg).steps == branch.steps

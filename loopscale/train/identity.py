@@ -3,14 +3,16 @@
 The identity of a run is its resolved config (TrainConfig as a dict) without the fields that do not change
 what is trained: where it is written (runs_dir, sweep, run_name, data.data_dir), its labels (point), how it
 is watched (progress bars, logging, validation and checkpoint intervals in steps or minutes, the W&B
-logger), how fast it runs (num_threads, num_proc), what launch estimates assume (assumed_mfu,
-plan_device), which part of a forked job runs (budget.fork_stage), the test-only fault injection, restart
-itself, and model.vocab_size (set from the tokenizer, which data.* already fixes). Every other field counts,
+logger), how fast it runs (num_threads, num_proc, compile: a compiled step equals the eager one to fp32
+rounding, and trainer.compile=auto may choose differently on a relaunch once the graph cache is warm), what
+launch estimates assume (assumed_mfu, plan_device), which part of a forked job runs (budget.fork_stage), the
+test-only fault injection, restart itself, and model.vocab_size (set from the tokenizer, which data.* already
+fixes). Every other field counts,
 including any field added to the config later; and so does DATA_FIELD, the content hash of the data the
 run reads (run_data.data_identity), so a run never resumes on a corpus or packed set that changed.
 
 `identity.json` in the run dir holds the identity and its hash, written before training starts; run.json
-repeats the hash (records.record_problem checks that it does). A relaunch with a different identity
+repeats the hash (run_json.record_problem checks that it does). A relaunch with a different identity
 raises IdentityMismatch naming the fields; with restart=true the run's files are deleted and it starts over
 (docs/operations.md, "Relaunching safely").
 """
@@ -26,7 +28,9 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from loopscale.config.schema import DataConfig
+from loopscale.atomic import write_json_atomic
+from loopscale.config.schema import DataConfig, TrainConfig
+from loopscale.data.run_data import open_run_data
 from loopscale.errors import ConfigError
 
 log = logging.getLogger("loopscale.train.identity")
@@ -52,6 +56,7 @@ NOT_IDENTITY = frozenset(
         "trainer.val_every_steps",
         "trainer.val_subset",
         "trainer.check_limits",
+        "trainer.compile",
         "trainer.compile_backend",
         "trainer.assumed_mfu",
         "trainer.plan_device",
@@ -64,8 +69,9 @@ NOT_IDENTITY = frozenset(
 DATA_FIELD = "data.content_sha256"
 # Fields added after runs were recorded, left out of the identity while at the value every earlier run had, so
 # an earlier run dir keeps its hash (tests/unit/test_identity_defaults.py). model.options needs no entry: empty
-# (every earlier design), it adds no key; model.block is the layer every earlier model had.
-ADDED_AT_DEFAULT = {"model.block": "prenorm"}
+# (every earlier design), it adds no key; model.block is the layer every earlier model had; optim.lr_scale 1 is
+# the transferred lr itself (an lr grid, launch/lr_grid.py, moves it).
+ADDED_AT_DEFAULT = {"model.block": "prenorm", "optim.lr_scale": 1.0}
 # files a restart keeps: Hydra's record and log of this very launch, the run's lock (loopscale/train/lock.py)
 KEEP_ON_RESTART = frozenset({".hydra", ".lock"})
 KEEP_SUFFIX_ON_RESTART = ".log"
@@ -119,7 +125,7 @@ def read_identity_file(run_dir: Path) -> dict[str, Any] | None:
 
 
 def _record_fields(path: Path) -> dict[str, Any]:
-    """A run's record as a dict; {} when there is none or it is not one (records.py, which builds on this
+    """A run's record as a dict; {} when there is none or it is not one (run_json.py, which builds on this
     module, reports such records; here they only count as holding nothing)."""
     try:
         record = None if path.is_symlink() else json.loads(path.read_bytes().decode("utf-8"))
@@ -148,7 +154,7 @@ def stored_hash(run_dir: Path) -> str | None:
 
 
 def identity_file_problem(run_dir: Path, record: dict[str, Any]) -> str | None:
-    """Why a done `record` does not belong to the run dir's identity, or None (records.record_problem)."""
+    """Why a done `record` does not belong to the run dir's identity, or None (run_json.record_problem)."""
     try:
         content = read_identity_file(run_dir)
     except IdentityMismatch as err:
@@ -174,8 +180,6 @@ def comparable(old: dict[str, Any], new: dict[str, Any]) -> tuple[dict[str, Any]
     """(old, new) without the fields that a code change added or removed: a field the run dir does not
     know counts only when this launch sets it away from its default; a field the code no longer has is
     not compared. So updating loopscale does not orphan every run dir, while a real change still shows."""
-    from loopscale.config.schema import TrainConfig
-
     defaults = identity_of(TrainConfig())
     old = {k: v for k, v in old.items() if k in new}
     # a field no config has (the data's content hash) counts only when the run dir recorded it too
@@ -209,8 +213,6 @@ def claim(
     Nothing there yet: writes identity.json. The same identity: nothing to do (the caller resumes or skips).
     Another identity: IdentityMismatch naming the differing fields, unless `restart`, which deletes the
     run's files (all but KEEP_ON_RESTART) and claims the dir afresh."""
-    from loopscale.atomic import write_json_atomic
-
     run_dir = Path(run_dir)
     identity = {**identity_of(config), **(data or {})}
     digest = identity_hash(identity)
@@ -250,8 +252,6 @@ def data_identity(data: DataConfig, seq_len: int, progress: bool = True) -> dict
     """{identity.DATA_FIELD: content hash} of the data a run of this config reads (prepared / packed as
     training will, cached), or None when it cannot be opened: the run then fails in train_run, which records
     why."""
-    from loopscale.data.run_data import open_run_data
-
     try:
         return {DATA_FIELD: open_run_data(data, seq_len, progress).content_sha256}
     except Exception:

@@ -18,10 +18,10 @@ from loopscale.config.model import ModelConfig
 from loopscale.config.schema import OptimConfig, TrainerConfig
 from loopscale.errors import ConfigError
 from loopscale.model.transformer import LoopedTransformer
-from loopscale.train.compiling import compile_model
+from loopscale.train.compiling import compile_model, eager_on_cpu, resolve_compile
 from loopscale.train.mfu import mfu, peak_flops
 from loopscale.train.optim.groups import MATRIX, adamw_param_groups, recipe_param_groups
-from loopscale.train.optim.muonh import MuonH, resolve_ortho_dtype
+from loopscale.train.optim.muonh import MuonH, arithmetic_for, resolve_ortho_dtype
 from loopscale.train.optim.schedule import lr_multiplier
 from loopscale.train.plan import TrainingPlan
 
@@ -74,6 +74,17 @@ def peak_flops_per_device() -> float | None:
     return peak_flops(torch.cuda.get_device_name())
 
 
+class SkipFinalStepValidation(Callback):
+    """Lightning's in-fit validation at the last optimizer step is dropped: the runner's final validation of
+    the whole set follows it. The training epoch loop's own skip flag (what Lightning sets after a resume
+    mid-interval) is raised at the end of the last step's last micro-batch, before the loop checks it."""
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+        epoch_loop = trainer.fit_loop.epoch_loop
+        if trainer.global_step >= trainer.max_steps and hasattr(epoch_loop, "_skip_next_val"):
+            epoch_loop._skip_next_val = True
+
+
 class DivergenceCheck(Callback):
     """Raises Diverged at the end of an optimizer step whose loss check is due (LoopedLM.check_due). It must
     come first among the callbacks: a checkpoint callback of the same step then never saves diverged weights."""
@@ -95,7 +106,17 @@ class LoopedLM(L.LightningModule):
         self.plan = plan
         self.optimizer_record = optimizer_record(optim, trainer_cfg, plan.lrs)
         self.model = LoopedTransformer(model_cfg)
-        compile_model(self.model, trainer_cfg.compile, backend=trainer_cfg.compile_backend)
+        self.train_device_type = device_type(trainer_cfg.accelerator)
+        self.compile_mode = resolve_compile(
+            trainer_cfg.compile,
+            model_cfg,
+            plan.run.steps,
+            plan.run.batch_tokens,
+            plan.run.F,
+            trainer_cfg.compile_backend,
+            self.train_device_type,
+        )
+        compile_model(self.model, self.compile_mode, backend=trainer_cfg.compile_backend)
         self._peak_flops = None
         self.tokens_trained = 0  # by this process's fit (a resumed run starts at 0)
         self.resumed_from_step = 0
@@ -213,7 +234,8 @@ class LoopedLM(L.LightningModule):
     # -- validation -------------------------------------------------------------------------------------
     def validation_step(self, batch, batch_idx):
         x, y = batch
-        loss = self.model(x, y)
+        with eager_on_cpu(self.train_device_type):  # a few batches: not worth graphs of their own (compiling.py)
+            loss = self.model(x, y)
         # weight each batch by its real targets (packed rows mask their padding with -100, the loss's
         # ignore_index), so the epoch value is the mean loss per target token over exactly the val rows
         self.log(
@@ -251,6 +273,7 @@ class LoopedLM(L.LightningModule):
                 groups,
                 momentum=opt.momentum,
                 ortho_dtype=self.optimizer_record["ortho_dtype"],
+                arithmetic=arithmetic_for(self.model_cfg.precision),
                 betas=(opt.beta1, opt.beta2),
                 eps=opt.eps,
                 weight_decay=0.0,

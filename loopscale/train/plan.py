@@ -24,6 +24,7 @@ from loopscale.errors import ConfigError
 from loopscale.model import accounting
 from loopscale.model.memory import MemoryEstimate, usable_memory
 from loopscale.train.batching import Batching, split_and_memory
+from loopscale.train.optim.lr_transfer import peak_lrs
 from loopscale.train.optim.schedule import warmup_steps as schedule_warmup_steps
 from loopscale.train.optim.schedule import wsd_decay_start
 
@@ -109,9 +110,6 @@ def plan_training(cfg: TrainConfig, run: RunPlan | None = None) -> TrainingPlan:
     """The run's plan (`run`, else plan_run(cfg)) with the split over devices, the predicted memory of a GPU
     run at that device batch, and the peak lrs at the plan's batch tokens and D_target. Raises ConfigError
     when the batch does not split over the devices (batching.device_batching)."""
-    # deferred: lr_transfer reads the group names from loopscale/train/optim/groups.py, which imports torch
-    from loopscale.train.optim.lr_transfer import peak_lrs
-
     run = plan_run(cfg) if run is None else run
     batching, memory = split_and_memory(cfg.budget, cfg.model, cfg.trainer, cfg.optim.optimizer)
     usable = usable_memory(cfg.trainer.plan_device) if memory is not None else None

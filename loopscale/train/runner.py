@@ -9,15 +9,30 @@ import contextlib
 import dataclasses
 import logging
 import os
+import socket
 import sys
 from pathlib import Path
 from typing import Any
 
+import lightning as L
+import torch
+import torch.distributed as dist
+from lightning.fabric.utilities.rank_zero import rank_zero_only
+from lightning.pytorch.callbacks import RichProgressBar, TQDMProgressBar
+from lightning.pytorch.loggers import CSVLogger, WandbLogger
+from lightning.pytorch.plugins.environments import SLURMEnvironment
+
 from loopscale.config.schema import TrainConfig, with_vocab
+from loopscale.data.run_data import data_record, make_datamodule, open_run_data
 from loopscale.signals import training_signals
+from loopscale.train.checkpoint import AtomicLastCheckpoint, ForkCheckpoints, newest_checkpoint, refused_checkpoint
+from loopscale.train.compiling import recompile_limit_hits
+from loopscale.train.lightning_module import DivergenceCheck, LoopedLM, SkipFinalStepValidation
+from loopscale.train.lock import RunLock
 from loopscale.train.plan import CHECKPOINT, RunPlan, TrainingPlan, plan_run, plan_training
-from loopscale.train.records import RunRecord
-from loopscale.train.run_record import RecordedRun, first_record, record_plan, record_recompile_limit_hits
+from loopscale.train.recording import RecordedRun, first_record, record_plan, record_recompile_limit_hits
+from loopscale.train.run_json import RunRecord
+from loopscale.train.step_progress import progress_callbacks
 
 log = logging.getLogger("loopscale.train.entry")  # the training log, whichever entry point trains
 
@@ -64,14 +79,10 @@ def wandb_summary(record: RunRecord) -> dict[str, Any]:
 
 
 def _loggers(cfg: TrainConfig, run_dir: Path) -> list:
-    from lightning.pytorch.loggers import CSVLogger
-
     # metrics/version_<n>/metrics.csv: one version per attempt, so a resumed run keeps its earlier curve
     loggers = [CSVLogger(save_dir=str(run_dir), name="metrics")]
     if cfg.logger.wandb:
         try:
-            from lightning.pytorch.loggers import WandbLogger
-
             loggers.append(
                 WandbLogger(
                     project=cfg.logger.wandb_project,
@@ -105,8 +116,6 @@ def _close_wandb(trainer, record: RunRecord) -> None:
 
     Finishing matters beyond flushing: Lightning's WandbLogger adopts any W&B run still open in the process,
     so without it every later run of an in-process sweep (hydra/launcher=basic) would log into the first."""
-    from lightning.pytorch.loggers import WandbLogger
-
     if trainer is None or not trainer.is_global_zero:
         return
     for logger in trainer.loggers:
@@ -121,13 +130,6 @@ def _close_wandb(trainer, record: RunRecord) -> None:
 
 
 def _callbacks(cfg: TrainConfig, run_dir: Path, fork_steps: list[int]) -> list:
-    from lightning.pytorch.callbacks import RichProgressBar, TQDMProgressBar
-
-    from loopscale.data.validation import SkipFinalStepValidation
-    from loopscale.train.checkpoint import AtomicLastCheckpoint, ForkCheckpoints
-    from loopscale.train.lightning_module import DivergenceCheck
-    from loopscale.train.step_progress import progress_callbacks
-
     # fork checkpoints first: a kill between the two saves at a fork step then never leaves last.ckpt past
     # a fork that was not written
     # the divergence check first: no checkpoint of the same step may save diverged weights
@@ -150,8 +152,6 @@ def _plugins() -> list:
     """Under submitit on SLURM, submitit owns requeueing (timeouts, preemption): Lightning's own SLURM
     auto-requeue (SIGUSR1 -> scontrol requeue) stays off so a job is never requeued twice. Plain sbatch
     users (slurm/train.sbatch) keep Lightning's behaviour."""
-    from lightning.pytorch.plugins.environments import SLURMEnvironment
-
     if os.environ.get("SUBMITIT_EXECUTOR") == "slurm" and SLURMEnvironment.detect():
         return [SLURMEnvironment(auto_requeue=False)]
     return []
@@ -160,10 +160,6 @@ def _plugins() -> list:
 def _rank_placement(trainer, resumed_from_step: int) -> list[dict[str, Any]]:
     """Where each rank ran and the step it resumed from, gathered from every rank (a collective: all ranks
     call it). SLURM_NODEID / SLURMD_NODENAME are None outside SLURM."""
-    import socket
-
-    import torch.distributed as dist
-
     mine = {
         "rank": trainer.global_rank,
         "node_id": os.environ.get("SLURM_NODEID"),
@@ -203,17 +199,11 @@ def last_outcome() -> str | None:
 def launching_rank() -> bool:
     """True in the process that launched the run; False in the processes Lightning (or srun) starts for
     the other ranks of a multi-device run, which rerun this script and must not take the lock again."""
-    from lightning.fabric.utilities.rank_zero import rank_zero_only
-
     return getattr(rank_zero_only, "rank", 0) == 0
 
 
 def run_dir_lock(run_dir: Path):
     """The run dir's lock in the launching process; nothing in the other ranks' processes."""
-    import contextlib
-
-    from loopscale.train.lock import RunLock
-
     return RunLock(run_dir) if launching_rank() else contextlib.nullcontext()
 
 
@@ -240,12 +230,7 @@ def _fit_run(
     forked branch: the parent's weights, optimizer and global step), else from scratch. `fork_steps`: keep
     a checkpoint after each of these optimizer steps (a stable parent). `validate=False` skips the final
     validation (the record's L stays None). Whatever fails (bad data, divergence, a full disk, Ctrl-C), the
-    record says so with what was known at that point (run_record.RecordedRun)."""
-    import lightning as L
-
-    from loopscale.train.checkpoint import newest_checkpoint, refused_checkpoint
-    from loopscale.train.compiling import recompile_limit_hits
-
+    record says so with what was known at that point (recording.RecordedRun)."""
     run = RecordedRun(run_dir, record_file, first_record(cfg, run_dir, extra_record))
     # the W&B run closes after RecordedRun's exit has made the record final (a failure's status included)
     with _wandb_closed(run), run:
@@ -281,8 +266,6 @@ def _fit_run(
 
 def _set_threads(cfg: TrainConfig) -> None:
     if cfg.trainer.num_threads > 0:
-        import torch
-
         torch.set_num_threads(cfg.trainer.num_threads)
         # Lightning's DDP launcher resets torch's threads to (CPUs / processes per node) unless
         # OMP_NUM_THREADS is set, even for srun-started ranks: measured ~10x slower 2-node steps here.
@@ -307,9 +290,6 @@ def build_training(cfg: TrainConfig, run_dir: Path, fork_steps: list[int], recor
     is recorded with what was known. The plan is worked out once here and handed on: nothing below recomputes
     it from the config."""
 
-    from loopscale.data.run_data import data_record, make_datamodule, open_run_data
-    from loopscale.train.lightning_module import LoopedLM
-
     run_data = open_run_data(cfg.data, cfg.model.seq_len, progress=cfg.trainer.progress)
     cfg = with_vocab(cfg, run_data.vocab_size)
     run_plan = plan_run(cfg)
@@ -328,13 +308,12 @@ def build_training(cfg: TrainConfig, run_dir: Path, fork_steps: list[int], recor
     )
     module = LoopedLM(cfg.model, cfg.optim, cfg.trainer, plan)
     record.update(**module.optimizer_record)
+    record.compile = module.compile_mode  # what trainer.compile (auto: resolved) trained with
     return Built(cfg, plan, datamodule, module, _trainer(cfg, run_dir, plan, fork_steps))
 
 
 def _trainer(cfg: TrainConfig, run_dir: Path, plan: TrainingPlan, fork_steps: list[int]):
     """The Lightning Trainer of one run: steps, accumulation, precision, validation cadence, loggers, callbacks."""
-    import lightning as L
-
     steps, grad_accum = plan.run.steps, plan.batching.grad_accum
 
     return L.Trainer(

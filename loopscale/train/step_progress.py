@@ -21,7 +21,9 @@ def progress_callbacks() -> list:
     (a resumed run reports only what it trains now), else []."""
     if _SINK is None:
         return []
-    from lightning.pytorch.callbacks import Callback
+    from lightning.pytorch.callbacks import (
+        Callback,
+    )  # Lightning: only in a training process (the pool's parent reads the sink)
 
     class TokensReported(Callback):
         def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):

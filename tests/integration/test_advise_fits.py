@@ -22,8 +22,8 @@ FIT = ["--bootstrap", "20", "--no-profile", "--starts", "4"]
 
 @pytest.fixture(scope="module")
 def fits(tmp_path_factory):
-    """Real fits: base (demo, r = 1, 2, 4), edge (its widths >= 40 only: the minima on the grid's edge, not
-    measured), joint (base + a tbptt probe), hyper (the published hyper probe with the baseline's r = 1 runs,
+    """Real fits: base (demo, r = 1, 2, 4), edge (its widths >= 40 only: the minima on the grid's edge, a
+    warning), joint (base + a tbptt probe), hyper (the published hyper probe with the baseline's r = 1 runs,
     fitted alone), toy (a dense 10-layer SwiGLU model within 2% of the demo's ReLU^2 sizes, chinchilla)."""
     where = tmp_path_factory.mktemp("advise_fits")
     base = experiment_rows("isodepth_cpu_demo", DEMO_WIDTHS, DEMO_BUDGETS, [1, 2, 4], 0.5, DEMO, seed=0)
@@ -158,10 +158,26 @@ def test_oversized_or_deeply_nested_fit_jsons_are_refused_in_one_line(fits):
 def test_advise_states_the_fits_verdict_and_hedges_by_it(fits):
     measured = advise(fits, "base.json", "--compute", "1e12")
     assert measured.returncode == 0 and "fit: phi measured" in measured.stdout and "tentative" not in measured.stdout
+    assert "the fit's verdict warns" not in measured.stdout
+    # minima on the grid's edge: a warning for extrapolating N*, D* (what advice does), not a failure of phi
     res = advise(fits, "edge.json", "--compute", "1e12")
-    assert res.returncode == 0 and "fit: not measured: iso-FLOP minimum on the edge" in res.stdout
+    assert res.returncode == 0 and "fit: phi measured" in res.stdout
+    assert (
+        "note: the fit's verdict warns: N*/D* extrapolation not warranted: iso-FLOP minimum on the edge" in res.stdout
+    )
+    # a fit whose phi is not measured: the best r is tentative
+    name = _craft(
+        fits,
+        "wide.json",
+        lambda d: {
+            **d,
+            "conditioning": {**d["conditioning"], "measured": False, "verdict": "not measured: phi's interval is wide"},
+        },
+    )
+    res = advise(fits, name, "--compute", "1e12")
+    assert res.returncode == 0 and "fit: not measured: phi's interval is wide" in res.stdout
     assert "best: tentative (the fit is not measured): r = " in res.stdout
-    rec = record(fits, "edge.json", "--compute", "1e12")
+    rec = record(fits, name, "--compute", "1e12")
     assert rec["fit"]["measured"] is False and rec["best"]["verdict"].startswith("tentative")
 
 

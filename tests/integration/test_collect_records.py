@@ -13,7 +13,8 @@ import sys
 import pandas as pd
 import pytest
 
-from loopscale.train.records import TABLE_COLUMNS, collect
+from loopscale.train.collect import collect
+from loopscale.train.run_json import TABLE_COLUMNS
 from support.cli import run_cli
 from support.fs import leftovers, small_tmpfs
 from support.procs import finish, start, wait_until
@@ -162,3 +163,14 @@ def test_sigterm_while_collect_writes_leaves_no_temporary_file(tmp_path):
     rc, _, out = finish(proc, 0.0)
     assert rc == 143 and out.strip().splitlines()[-1] == "loopscale collect: terminated", out[-2000:]
     assert _outputs(sweep) == before and leftovers(sweep) == []
+
+
+def test_collect_counts_seeds_and_does_not_warn_about_seed_replicates(tmp_path):
+    sweep = _sweep(tmp_path, 2)
+    other_seed = {**_record("run000", 0), "run_name": "seed1", "identity": "d" * 16, "seed": 99.0, "L": 9.5}
+    (sweep / "seed1").mkdir()
+    (sweep / "seed1" / "run.json").write_text(json.dumps(other_seed))
+    res = run_cli(["collect", sweep], cwd=tmp_path)
+    assert res.returncode == 0 and "appears" not in res.stderr, res.stderr
+    assert "2 points: 1 with 1 seed, 1 with 2 seeds" in res.stdout, res.stdout
+    assert sorted(pd.read_csv(sweep / "runs.csv")["seed"]) == [10.0, 11.0, 99.0]

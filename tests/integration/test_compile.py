@@ -71,6 +71,25 @@ def test_compiled_training_uses_only_torch_2_11_compile_keywords(mode, torch_2_1
         )
     )
     assert record["status"] == "done" and record["recompile_limit_hits"] == 0
+    assert record["compile"] == mode
+
+
+def test_auto_trains_a_short_cpu_run_eagerly_and_records_it(tmp_path, data_dir):
+    """trainer.compile=auto (trainer=cpu's default): three steps never pay for a compile; run.json says what the
+    run trained with."""
+    record = run_training(
+        train_config(
+            [
+                *TINY,
+                f"data.data_dir={data_dir}",
+                f"runs_dir={tmp_path}",
+                "budget.tokens=3072",
+                "data.val_tokens=1040",
+                "trainer.compile=auto",
+            ]
+        )
+    )
+    assert record["status"] == "done" and record["compile"] is False
 
 
 def test_invalid_compile_mode_is_rejected():
@@ -139,3 +158,29 @@ def test_two_compiled_runs_in_one_process_never_hit_the_recompile_limit(tmp_path
     assert recompile_limit_hits()[before:] == []
     assert first["recompile_limit_hits"] == second["recompile_limit_hits"] == 0
     assert first["status"] == second["status"] == "done"
+
+
+def test_training_compiles_into_the_folder_the_sweep_planned(tmp_path, data_dir, monkeypatch):
+    """The pool and `plan` decide from a job's graph key before the data is open (compile_order.graph_key);
+    training writes its graphs under the key of the model it really builds (the tokenizer's vocabulary): the
+    two must name the same folder, or a warm cache would never be seen."""
+    from loopscale.cache_home import cache_dir
+    from loopscale.launch.compile_order import graph_key
+    from loopscale.train.compile_cache import GRAPHS_DIR, KEY_FILE
+
+    monkeypatch.setenv("LOOPSCALE_CACHE", str(tmp_path / "cache"))
+    cfg = train_config(
+        [
+            *TINY,
+            f"data.data_dir={data_dir}",
+            f"runs_dir={tmp_path}",
+            "budget.tokens=3072",
+            "data.val_tokens=1040",
+            "trainer.compile=model",
+            "trainer.compile_backend=aot_eager",
+            "model.vocab_size=4096",  # as configured; training takes the tokenizer's (data.vocab_size)
+        ]
+    )
+    assert run_training(cfg)["status"] == "done"
+    folders = list((cache_dir() / GRAPHS_DIR).iterdir())
+    assert [f.name for f in folders] == [graph_key(cfg)] and (folders[0] / KEY_FILE).exists()

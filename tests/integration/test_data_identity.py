@@ -16,7 +16,7 @@ from loopscale.data.shards import cache_key
 from loopscale.train.entry import run_training
 from loopscale.train.identity import DATA_FIELD, IDENTITY_FILE, IdentityMismatch
 from loopscale.train.plan import CHECKPOINT, run_dir_of
-from loopscale.train.records import read_record
+from loopscale.train.run_json import read_record
 from support.procs import run_loopscale
 from support.train import TINY, train_config
 

@@ -135,12 +135,12 @@ def test_chinchilla_fit_with_a_plot_needs_no_r_column(tmp_path):
 
 def test_a_failed_figure_leaves_the_fit_json_and_names_the_figure(tmp_path, monkeypatch):
     """A figure that raises (here: a drawing bug, injected; the fit itself is real) leaves the fit JSON."""
-    import loopscale.plots as plots
+    import loopscale.plots.registry as registry  # where `fit --plot` finds plot_fit when it draws
 
     def broken(table, fit, paths, dpi=200):
         raise KeyError("r")
 
-    monkeypatch.setattr(plots, "plot_fit", broken)
+    monkeypatch.setattr(registry, "plot_fit", broken)
     out, png = tmp_path / "fit.json", tmp_path / "fit.png"
     res = fit(SMALL, "--no-profile", "--out", out, "--plot", png)
     assert res.returncode == 1

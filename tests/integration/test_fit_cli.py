@@ -166,7 +166,7 @@ def test_ambiguous_or_missing_explicit_mapping_exits_2(tmp_path, args, message):
 
 
 def test_a_table_with_a_fitted_column_twice_is_ambiguous():
-    from loopscale.fit.tables import ColumnMap, canonical_table
+    from loopscale.fit.runs_table import ColumnMap, canonical_table
 
     good = pd.read_csv(FIXTURES / "looped_synthetic_small.csv")
     twice = pd.concat([good, good[["L"]] * 1.1], axis=1)  # two columns named L

@@ -13,10 +13,11 @@ import torch
 from loopscale.cli import main as cli_main
 from loopscale.config.naming import parse_fork_point
 from loopscale.train.checkpoint import fork_checkpoint_path
+from loopscale.train.collect import collect
 from loopscale.train.entry import run_training
 from loopscale.train.lightning_module import InjectedFailure
 from loopscale.train.plan import CHECKPOINT, branch_config, plan_forks, plan_run, run_dir_of
-from loopscale.train.records import PARENT_FILE, collect, read_record
+from loopscale.train.run_json import PARENT_FILE, read_record
 from support.train import TINY, train_config
 
 # TINY: 16 x 64 = 1024 tokens per step. Branches of 5, 10 and 15 steps cool down over their last 20%:
@@ -164,7 +165,8 @@ def test_forked_run_bookkeeping_resume_and_bit_identity(tmp_path, data_dir):
 
 
 def test_plan_cli_prints_forked_vs_independent_compute(capsys):
-    assert cli_main(["plan", "experiment=isodepth_cpu_wsd", "--json"]) == 0
+    # --no-probe: the compute is the point here; the CPU probes are test_cost_probe.py's (12 + 32 models)
+    assert cli_main(["plan", "experiment=isodepth_cpu_wsd", "--json", "--no-probe"]) == 0
     lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     rows, total = lines[:-1], lines[-1]["total"]
     assert len(rows) == 12 and total["points"] == 60
@@ -178,7 +180,7 @@ def test_plan_cli_prints_forked_vs_independent_compute(capsys):
         assert row["C_independent"] / row["C_forked"] == pytest.approx(sum(steps) / forked_steps, rel=1e-9)
     assert total["ratio"] >= 2.0
     # the independent CPU grid's 32 points are among the branches: same steps at the same (r, width, budget)
-    assert cli_main(["sweep", "experiment=isodepth_cpu", "--json"]) == 0
+    assert cli_main(["sweep", "experiment=isodepth_cpu", "--json", "--no-probe"]) == 0
     independent = {(j["r"], j["d_model"], j["steps"]) for j in map(json.loads, capsys.readouterr().out.splitlines())}
     forked = {(r["r"], r["d_model"], s) for r in rows for s in r["steps"]}
     assert len(independent) == 32 and independent < forked

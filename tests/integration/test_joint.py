@@ -6,11 +6,14 @@ import json
 import numpy as np
 import pytest
 
-from loopscale.fit import fit_table as F
 from loopscale.fit import synthetic as S
+from loopscale.fit.fit_table import fit_table
 from loopscale.fit.joint import joint_data, joint_table, separate_fits, shared_parameter_check
 from loopscale.fit.laws.registry import make_law
-from loopscale.fit.tables import canonical_table
+from loopscale.fit.objective import Loss
+from loopscale.fit.optimize import fit_law
+from loopscale.fit.runs_table import canonical_table
+from loopscale.fit.uncertainty import profile_param, profile_values
 from support.cli import run_cli
 
 TRUTH = {**S.TRUE_DENSE, "phi[baseline]": 0.46, "phi[tbptt]": 0.38}
@@ -45,7 +48,7 @@ def test_joint_table_keeps_each_shared_dense_run_once():
 def test_noise_free_joint_fit_is_exact_and_reads_as_converged():
     table, recipes = merged(S.recipe_sweep(seed=0, noise=0.0))
     with np.errstate(all="ignore"):
-        result, _ = F.fit_law(joint_data(table), make_law("looped-joint", recipes=recipes))
+        result, _ = fit_law(joint_data(table), make_law("looped-joint", recipes=recipes))
     assert result.objective < 1e-20
     assert result.n_best_basin >= 0.5 * result.n_refined
     assert not [w for w in result.warnings if "refined starts" in w]
@@ -57,7 +60,7 @@ def test_noise_free_single_recipe_fit_is_exact_and_reads_as_converged():
     sweep = S.recipe_sweep(seed=0, noise=0.0)
     table = canonical_table(sweep[sweep["recipe"] == "baseline"], "looped")
     with np.errstate(all="ignore"):
-        result = F.fit_table(table, "looped")
+        result = fit_table(table, "looped")
     assert result.objective < 1e-20 and not result.warnings
     for name in S.TRUE_DENSE:
         assert result.params[name] == pytest.approx(S.TRUE_DENSE[name], rel=1e-9), name
@@ -67,11 +70,11 @@ def test_noise_free_single_recipe_fit_is_exact_and_reads_as_converged():
 def test_profile_ends_are_roots_of_the_threshold_crossing():
     table, recipes = merged(S.recipe_sweep(seed=5))
     with np.errstate(all="ignore"):
-        _, state = F.fit_law(joint_data(table), make_law("looped-joint", recipes=recipes))
-        prof = F.profile_param(state, "dphi[tbptt]")
+        _, state = fit_law(joint_data(table), make_law("looped-joint", recipes=recipes))
+        prof = profile_param(state, "dphi[tbptt]")
         lo, hi = prof["interval"]
         excess = [
-            F.profile_values(state, "dphi[tbptt]", [x])[0].objective - state.best.objective - prof["threshold"]
+            profile_values(state, "dphi[tbptt]", [x])[0].objective - state.best.objective - prof["threshold"]
             for x in (lo, hi)
         ]
     assert lo < state.best.theta[6] < hi
@@ -88,8 +91,8 @@ def test_shared_parameter_check_flags_recipes_with_different_dense_models():
     for name, sweep in (("shared", shared), ("apart", apart)):
         table, recipes = merged(sweep)
         with np.errstate(all="ignore"):
-            _, state = F.fit_law(joint_data(table), make_law("looped-joint", recipes=recipes))
-            sep = separate_fits(table, recipes, F.Loss())
+            _, state = fit_law(joint_data(table), make_law("looped-joint", recipes=recipes))
+            sep = separate_fits(table, recipes, Loss())
             p[name] = shared_parameter_check(state, table, sep)["p_value"]
     assert p["apart"] < 1e-3
     assert p["shared"] > 0.05

@@ -16,7 +16,7 @@ from loopscale.data.corpus import DataError
 from loopscale.train.entry import run_training
 from loopscale.train.lightning_module import InjectedFailure
 from loopscale.train.plan import CHECKPOINT, run_dir_of
-from loopscale.train.records import read_record
+from loopscale.train.run_json import read_record
 from support.corpus import pack_offline
 from support.paths import REPO_ROOT
 from support.procs import run_loopscale, run_python
@@ -58,7 +58,7 @@ def _cfg(tmp_path, corpus, *extra):
 
 
 def _train_rows(cfg) -> int:
-    from loopscale.data.packed_set import pack
+    from loopscale.data.packed_parquet import pack
 
     return pack(cfg.data, cfg.model.seq_len, progress=False).train.n_rows
 
@@ -253,8 +253,8 @@ def test_final_loss_is_the_mean_over_exactly_the_val_rows(tmp_path, corpus):
     import torch.nn.functional as F
 
     from loopscale.config.schema import with_vocab
-    from loopscale.data.packed_reader import IGNORE_INDEX, rows_to_batch
-    from loopscale.data.packed_set import pack
+    from loopscale.data.packed_batches import IGNORE_INDEX, rows_to_batch
+    from loopscale.data.packed_parquet import pack
     from loopscale.model.transformer import LoopedTransformer
 
     cfg = _cfg(tmp_path, corpus, "budget.tokens=4096", "data.val_rows=29")  # batches of 16 and 13 rows

@@ -12,8 +12,8 @@ import pytest
 
 from loopscale.config.schema import DataConfig
 from loopscale.data.corpus import load_documents
-from loopscale.data.packed_set import iter_rows, open_packed
-from loopscale.data.packing import PackStats, pack_rows, pack_rows_cropped
+from loopscale.data.document_packing import PackStats, pack_rows, pack_rows_cropped
+from loopscale.data.packed_parquet import iter_rows, open_packed
 from loopscale.data.shards import split_documents
 from loopscale.data.tokenizer import load_tokenizer
 from support.corpus import cache_entries, pack_offline
@@ -176,7 +176,7 @@ def test_pack_cli_errors_are_one_usage_line(tmp_path):
 
 
 def test_rows_of_a_large_vocabulary_are_stored_as_uint32(tmp_path):
-    from loopscale.data.packed_set import RowFiles, write_rows
+    from loopscale.data.packed_parquet import RowFiles, write_rows
 
     rows = np.array([[70000, 1, 2], [3, 4, 65536]], dtype=np.uint32)  # ids past uint16
     write_rows(tmp_path, "train", rows, np.array([3, 2], dtype=np.int32), np.array([1, 0]))

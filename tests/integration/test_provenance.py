@@ -15,7 +15,7 @@ from loopscale.launch.launchers import UnsafeSubmititFolder, check_submitit_fold
 from loopscale.train.entry import run_training
 from loopscale.train.identity import IDENTITY_FILE, claim, identity_hash, identity_of
 from loopscale.train.plan import run_dir_of
-from loopscale.train.records import read_record
+from loopscale.train.run_json import read_record
 from support.procs import run_loopscale
 from support.train import TINY, compose_cfg, train_config
 

@@ -8,11 +8,12 @@ import csv
 
 import pytest
 
+from loopscale.train.collect import collect
 from loopscale.train.entry import run_training
 from loopscale.train.identity import IDENTITY_FILE
 from loopscale.train.lightning_module import InjectedFailure
 from loopscale.train.plan import run_dir_of
-from loopscale.train.records import collect, read_record
+from loopscale.train.run_json import read_record
 from support.train import TINY, train_config
 
 # 10 steps, a metrics row every step, the first checkpoint at step 8: a failure at step 4 trains "nothing"

@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 
 from loopscale.data.corpus import DataError
-from loopscale.data.packed_reader import (
+from loopscale.data.packed_batches import (
     IGNORE_INDEX,
     PackedDataModule,
     PackedTrainStream,
@@ -21,7 +21,7 @@ from loopscale.data.packed_reader import (
     read_wrapped,
     rows_to_batch,
 )
-from loopscale.data.packed_set import iter_rows
+from loopscale.data.packed_parquet import iter_rows
 from loopscale.train.checkpoint import AtomicLastCheckpoint
 
 

@@ -17,7 +17,7 @@ from loopscale.train.entry import run_training
 from loopscale.train.identity import IDENTITY_FILE, IdentityMismatch, claim, identity_hash, identity_of
 from loopscale.train.lock import LOCK_FILE, STALE_AFTER_S, RunLock, RunLocked
 from loopscale.train.plan import CHECKPOINT, run_dir_of
-from loopscale.train.records import read_record
+from loopscale.train.run_json import read_record
 from support.paths import REPO_ROOT
 from support.procs import run_loopscale
 from support.train import TINY, train_config
@@ -48,6 +48,7 @@ def test_identity_ignores_what_does_not_change_the_result():
             *SHORT,
             "trainer.progress=true",
             "trainer.num_threads=1",
+            "trainer.compile=model",  # how fast, not what: compile=auto may choose otherwise on a relaunch
             "trainer.fail_at_step=3",
             "runs_dir=/elsewhere",
             "data.data_dir=/other",

@@ -14,7 +14,7 @@ import time
 import pytest
 
 from loopscale.train.lock import GARBAGE_GRACE_S, LOCK_FILE, STALE_AFTER_S, RunLock, RunLocked, stale_reason
-from loopscale.train.records import read_record
+from loopscale.train.run_json import read_record
 from support.procs import run_loopscale
 from support.train import TINY
 

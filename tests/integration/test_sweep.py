@@ -17,7 +17,7 @@ from loopscale.config.dirs import compose, group_dir
 from loopscale.launch.sweep import compose_jobs, expand, sweep_overrides
 from loopscale.train.entry import run_training
 from loopscale.train.plan import run_dir_of, to_train_config
-from loopscale.train.records import read_record
+from loopscale.train.run_json import read_record
 from support.cli import run_cli
 from support.procs import run_loopscale
 

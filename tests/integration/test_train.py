@@ -14,7 +14,7 @@ from loopscale.data.windows import unigram_entropy_nats
 from loopscale.train.entry import run_training
 from loopscale.train.lightning_module import Diverged, InjectedFailure
 from loopscale.train.plan import CHECKPOINT, run_dir_of
-from loopscale.train.records import read_record
+from loopscale.train.run_json import read_record
 from support.procs import run_loopscale
 from support.train import LEARN, TINY, train_config
 
@@ -137,7 +137,7 @@ def test_wandb_offline_files_only_when_enabled(tmp_path, data_dir):
 
 
 def test_invalid_sweep_point_is_recorded_with_its_reason(tmp_path, data_dir):
-    from loopscale.train.records import collect
+    from loopscale.train.collect import collect
     from support.train import compose_cfg
 
     # depth 6 with p = c = 1 leaves 4 recurrent layers, which r = 3 does not divide

@@ -11,7 +11,7 @@ import pytest
 from loopscale.train.entry import run_training
 from loopscale.train.lightning_module import Diverged, InjectedFailure
 from loopscale.train.plan import run_dir_of
-from loopscale.train.records import read_record
+from loopscale.train.run_json import read_record
 from support.train import TINY, train_config
 
 

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from loopscale.train.records import TABLE_COLUMNS
+from loopscale.train.run_json import TABLE_COLUMNS
 from support.cli import run_cli
 from support.corpus import cache_entries
 from support.fs import fill, leftovers, small_tmpfs
@@ -128,8 +128,8 @@ def test_odd_tables_are_one_clear_error(tmp_path, case, message):
 def test_unwritable_out_fails_before_the_fit(tmp_path):
     blocker = tmp_path / "a_file"
     blocker.write_text("not a directory\n")
-    for flag in ("--out", "--plot"):
-        res = loopscale("fit", SMALL_TABLE, "--bootstrap", 50, flag, blocker / "fit.out")
+    for flag, name in (("--out", "fit.json"), ("--plot", "fit.png")):  # names that pass the format checks
+        res = loopscale("fit", SMALL_TABLE, "--bootstrap", 50, flag, blocker / name)
         assert res.returncode == 2 and "not writable" in res.stderr and flag in res.stderr
         assert "parameter" not in res.stdout  # no fit was printed: it never ran
         assert res.stdout == "" and sorted(p.name for p in tmp_path.iterdir()) == ["a_file"]  # nothing written

@@ -8,7 +8,7 @@ import pytest
 
 from loopscale.train.entry import run_training
 from loopscale.train.plan import run_dir_of
-from loopscale.train.records import read_record
+from loopscale.train.run_json import read_record
 from support.train import TINY, train_config
 from support.wandb_log import offline_runs, read_offline_run
 

@@ -84,7 +84,7 @@ SMALL_PACK = ["--max-documents", "3", "--vocab-size", "512", "--val-fraction", "
 @pytest.fixture(scope="session")
 def small_packed(tmp_path_factory):
     """A small packed set (3 Shakespeare plays, BPE 512, T = 32), built offline through the CLI."""
-    from loopscale.data.packed_set import open_packed
+    from loopscale.data.packed_parquet import open_packed
 
     root, _ = pack_offline(tmp_path_factory.mktemp("small_packed"), 32, *SMALL_PACK)
     return open_packed(root)

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from loopscale import plots
+from loopscale.fit.result import load_fit
+from loopscale.plots.inputs import read_table, rows_for_fit
 from support.paths import FIXTURES
 
 PLOTS_FIXTURE = FIXTURES / "plots"
@@ -14,15 +15,15 @@ PLOTS_FIXTURE = FIXTURES / "plots"
 
 @pytest.fixture(scope="module")
 def table():
-    return plots.read_table(PLOTS_FIXTURE / "runs.csv")
+    return read_table(PLOTS_FIXTURE / "runs.csv")
 
 
 @pytest.fixture(scope="module")
 def fit():
-    return plots.load_fit(PLOTS_FIXTURE / "fit.baseline.json")
+    return load_fit(PLOTS_FIXTURE / "fit.baseline.json")
 
 
 @pytest.fixture(scope="module")
 def baseline(table, fit):
     """The rows the baseline fit was made on (`loopscale fit --group recipe`)."""
-    return plots.rows_for_fit(table, fit)
+    return rows_for_fit(table, fit)

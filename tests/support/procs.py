@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from loopscale.signals import sigint_at_default
+
 
 def run_python(
     args: list,
@@ -92,16 +94,19 @@ def running(pid: int) -> bool:
 
 
 def start(args: list, cwd: Path, env: dict | None = None) -> subprocess.Popen:
-    """`args` in a new session (its own process group), output merged and captured as text."""
-    return subprocess.Popen(
-        [str(a) for a in args],
-        cwd=cwd,
-        start_new_session=True,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
-    )
+    """`args` in a new session (its own process group), output merged and captured as text, with SIGINT at
+    its default as a terminal's foreground job has it, even when pytest runs as a script's background job
+    (loopscale.signals.sigint_at_default)."""
+    with sigint_at_default():
+        return subprocess.Popen(
+            [str(a) for a in args],
+            cwd=cwd,
+            start_new_session=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
+        )
 
 
 def start_loopscale(args: list, cwd: Path, module: str = "loopscale", env: dict | None = None) -> subprocess.Popen:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from loopscale.train.records import TABLE_COLUMNS
+from loopscale.train.run_json import TABLE_COLUMNS
 from support.corpus import SMALL_PACK
 from support.paths import FIXTURES
 from support.procs import run_loopscale
@@ -51,7 +51,9 @@ def test_sweep_counts_the_published_grid(tmp_path):
 
 
 def test_plan(tmp_path):
-    lines = loopscale("plan", "experiment=isodepth_cpu_wsd", "--json", cwd=tmp_path).stdout.splitlines()
+    # --no-probe: 12 CPU probes and a stand-in worker would be most of this smoke test's time (19 CPU s); the
+    # probes are tests/unit/test_cost_probe.py's (and test_train_one_line.py's plans probe through the CLI)
+    lines = loopscale("plan", "experiment=isodepth_cpu_wsd", "--json", "--no-probe", cwd=tmp_path).stdout.splitlines()
     total = json.loads(lines[-1])["total"]
     assert (total["jobs"], total["points"]) == (12, 60) and len(lines) == 13
 
@@ -101,8 +103,8 @@ def test_plot_and_report(tmp_path):
 
 
 def test_help_loads_no_heavy_library():
-    """Building the parser (every `loopscale` command, `--help` included) imports no figure, table or tensor
-    library: a subcommand's options must not pull matplotlib in (they did: `plot`'s --dpi default)."""
+    """`loopscale --help` imports no figure, table or tensor library: it imports no command's module at all
+    (loopscale/cli/__init__.py COMMANDS), and a command imports only its own (tests/unit/test_deferred_imports.py)."""
     import subprocess
     import sys
 

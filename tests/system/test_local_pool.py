@@ -67,6 +67,7 @@ def test_ctrl_c_stops_the_pool_and_records_interrupted(tmp_path, data_dir):
     seen = wait_until(proc, lambda _: len(list(sweep.glob("*/checkpoints/last.ckpt"))) == 2)  # both training
     rc, _, out = finish(proc, signal_group(proc, signal.SIGINT))
     assert rc == 130 and "Traceback" not in out, out[-3000:]
+    assert out.count("loopscale-train: interrupted") == 1, out[-3000:]  # the sweep's line, none per worker
     assert orphans(seen) == []
     records = _records(sweep)
     assert len(records) == 2, records
@@ -97,7 +98,8 @@ def test_sigterm_records_terminated_and_exits_143_with_the_longest_jobs_first(tm
     proc.send_signal(signal.SIGTERM)
     rc, _, out = finish(proc, time.monotonic())
     assert rc == 143 and "Traceback" not in out, out[-3000:]
-    assert "loopscale-train: terminated" in out and "3 job(s) on 2 worker process(es) x 2 thread(s)" in out, out
+    assert out.count("loopscale-train: terminated") == 1, out[-3000:]  # the sweep's line, none per worker
+    assert "3 job(s) on 2 worker process(es) x 2 thread(s)" in out, out[-3000:]
     assert len(seen - {proc.pid}) >= 2 and orphans(seen) == []
     records = _records(sweep)
     assert sorted(r["D"] for r in records.values()) == [2048000, 3072000], records  # the shortest never started

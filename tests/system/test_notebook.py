@@ -52,14 +52,16 @@ def test_notebook_runs_on_the_users_sweep_from_where_they_stand(tmp_path, monkey
     assert not list(elsewhere.iterdir())  # nothing where the user stands
 
     page = page_path.read_text()
-    # collapse, profile, residuals, iso-FLOP, compute-optimal, advice, delta-phi, joint delta-phi: inline
-    assert page.count('src="data:image/png;base64,') == 8
+    # collapse, profile, residuals, validation's held-out figure, iso-FLOP, compute-optimal, advice, delta-phi,
+    # joint delta-phi: inline
+    assert page.count('src="data:image/png;base64,') == 9
     text = html.unescape(re.sub(r"<[^>]*>", "", page))  # the page's text, as a reader sees it
     banner = next(line for line in text.splitlines() if line.startswith("showing "))
     assert banner.startswith(f"showing your data (table {mine / 'runs.csv'}") and "fixtures" not in banner
     assert "ci95_low" in text  # the parameter table rendered
     assert "width_ratio" in text and "lr_p_value" in text  # the joint fit's delta-phi table
     assert "shared-parameter check" in text
+    assert "Verdict: the law predicts unseen budgets to" in text  # the validation section (loopscale validate)
     assert "best: r = " in text and "break-even at C = " in text  # the advice section
     probe = text[text.rindex(sys.prefix) :].split("\n")
     assert probe[0] == sys.prefix  # the kernel is this venv's Python

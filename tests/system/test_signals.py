@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import signal
 
-from loopscale.train.records import read_record
+from loopscale.train.run_json import read_record
 from support.procs import finish, orphans, run_loopscale, signal_group, start_loopscale, wait_until
 from support.train import TINY
 

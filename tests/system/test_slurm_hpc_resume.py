@@ -16,7 +16,7 @@ import torch
 
 from loopscale.data.shards import prepare
 from loopscale.train.checkpoint import newest_checkpoint, prune_hpc_checkpoints
-from loopscale.train.records import read_record
+from loopscale.train.run_json import read_record
 from support.paths import REPO_ROOT
 from support.slurm import job_records, start_when_pending, submit, wait_for_file, wait_for_jobs
 from support.train import TINY, train_config

@@ -23,7 +23,7 @@ import pandas as pd
 import pytest
 
 from loopscale.data.shards import prepare
-from loopscale.train.records import TABLE_COLUMNS, read_record
+from loopscale.train.run_json import TABLE_COLUMNS, read_record
 from support.paths import REPO_ROOT
 from support.procs import run_loopscale
 from support.slurm import job_records, requeue, submit, wait_for_file, wait_for_jobs

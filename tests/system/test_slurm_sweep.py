@@ -19,8 +19,8 @@ import pandas as pd
 import pytest
 
 from loopscale.data.shards import prepare
-from loopscale.fit.tables import required_columns
-from loopscale.train.records import TABLE_COLUMNS, read_record
+from loopscale.fit.runs_table import required_columns
+from loopscale.train.run_json import TABLE_COLUMNS, read_record
 from support.paths import REPO_ROOT
 from support.procs import run_loopscale
 from support.slurm import job_records, requeue, wait_for_file, wait_for_jobs

@@ -320,8 +320,8 @@ def test_data_summary_of_a_dense_table_is_one_r1_shape_per_size():
 def published_fit():
     """`fit_table` on the published baseline grid (116 runs, 0.5% noise) drawn from TRUTH, 100 replicates."""
     from loopscale.fit.fit_table import fit_table
+    from loopscale.fit.runs_table import canonical_table
     from loopscale.fit.synthetic import recipe_sweep
-    from loopscale.fit.tables import canonical_table
 
     table = recipe_sweep(phi={"baseline": TRUTH["phi"]}, seed=3)
     return fit_table(canonical_table(table, "looped"), law="looped", seed=0, n_bootstrap=100, profile=False)

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 import socket
+from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
@@ -20,20 +22,43 @@ def _json_lines(res):
     return [json.loads(line) for line in res.stdout.splitlines()]
 
 
-def test_plan_probes_cpu_throughput_once_per_machine(tmp_path):
-    env = {"LOOPSCALE_CACHE": str(tmp_path / "cache")}
+@dataclass(frozen=True)
+class Probed:
+    """The module's one real measurement: `plan DEMO_R1 --json` in an empty cache (4 probes under the pool's
+    contention, a worker's start timed), its rows and total, and the cache file as that plan left it."""
+
+    env: dict
+    rows: list
+    total: dict
+    cache: dict
+
+
+@pytest.fixture(scope="module")
+def probed(tmp_path_factory) -> Probed:
+    """Measured once for the module (a probe round starts a process importing Lightning: the slow part);
+    the tests after it read the same cache, as a user's second plan does."""
+    folder = tmp_path_factory.mktemp("probe_cache")
+    env = {"LOOPSCALE_CACHE": str(folder)}
     *rows, total = _json_lines(run_cli(["plan", *DEMO_R1, "--json"], env=env))
+    return Probed(env, rows, total["total"], json.loads((folder / "throughput.json").read_text()))
+
+
+def test_plan_probes_cpu_throughput_once_per_machine(probed):
+    rows, env = probed.rows, probed.env
     assert len(rows) == 4
     for row in rows:
         assert row["cpu_tokens_per_s"] > 0 and row["probe_cached"] is False and row["cpu_threads"] == 1
         assert row["cpu_hours"] == pytest.approx(row["tokens"] / row["cpu_tokens_per_s"] / 3600)
-    assert total["total"]["cpu_hours"] == pytest.approx(sum(r["cpu_hours"] for r in rows))
-    cache = json.loads((tmp_path / "cache" / "throughput.json").read_text())
-    probes = [e for e in cache.values() if "model" in e["key"]]  # and a worker's start, timed once
-    assert len(probes) == 4 and {e["key"]["host"] for e in cache.values()} == {socket.gethostname()}
+    assert probed.total["cpu_hours"] == pytest.approx(sum(r["cpu_hours"] for r in rows))
+    probes = [e for e in probed.cache.values() if "model" in e["key"]]  # and a worker's start, timed once
+    starts = [e for e in probed.cache.values() if e["key"].get("worker_start")]
+    assert len(probes) == 4 and len(starts) == 1 and len(probed.cache) == 5
+    assert {e["key"]["host"] for e in probed.cache.values()} == {socket.gethostname()}
     assert {e["key"]["model"]["d_model"] for e in probes} == {r["d_model"] for r in rows}
     assert all(0 < e["share"] <= 1 for e in probes)
     assert sorted(e["tokens_per_s"] for e in probes) == sorted(r["cpu_tokens_per_s"] for r in rows)
+    start_s = probed.total["worker_start_s"] * probed.total["core_share"] / starts[0]["share"]  # at the sweep's share
+    assert starts[0]["start_s"] == pytest.approx(start_s)
 
     *again, total_again = _json_lines(run_cli(["plan", *DEMO_R1, "--json"], env=env))  # measured nothing
     assert [r["probe_cached"] for r in again] == [True] * 4 and total_again["total"]["probe_s"] == 0
@@ -43,15 +68,16 @@ def test_plan_probes_cpu_throughput_once_per_machine(tmp_path):
     assert {r["cpu_hours"] for r in skipped} == {None}
 
 
-def test_plan_table_cells_read_as_numbers(tmp_path):
-    res = run_cli(["plan", *DEMO_R1], env={"LOOPSCALE_CACHE": str(tmp_path / "cache")})
+def test_plan_table_cells_read_as_numbers(probed):
+    res = run_cli(["plan", *DEMO_R1], env=probed.env)
     assert res.returncode == 0, res.stderr
     body = [line for line in res.stdout.splitlines() if line.startswith("│ baseline-")]
     assert len(body) == 4
     for line in body:
         cells = [c.strip() for c in line.strip("│").split("│")]
-        for cell in cells[1:]:  # every column but the run name is one number
+        for cell in cells[1:-1]:  # every column but the run name and the compile choice is one number
             float(cell)
+        assert cells[-1] in ("compiles", "cached", "eager")
     assert "CPU time: ~" in res.stdout and "hydra/launcher=local_pool" in res.stdout
 
 
@@ -94,11 +120,34 @@ def test_the_pools_wall_time_is_its_list_schedule():
     assert cpu_totals([{"cpu_hours": None, "probe_s": None}])["cpu_pool_wall_h"] is None
 
 
-def test_plan_honours_the_pools_workers_and_threads(tmp_path):
-    env = {"LOOPSCALE_CACHE": str(tmp_path / "cache")}
+def test_plan_honours_the_pools_workers_and_threads(probed):
+    """Probed again at 2 threads (their own cache keys), with the worker's start the module's plan timed: a
+    pool of one worker starts one process, as a pool of two does (one starts beside the plan), so nothing
+    new is started for it."""
     pool = ["hydra/launcher=local_pool", "hydra.launcher.workers=1", "hydra.launcher.threads_per_worker=2"]
-    *rows, total = _json_lines(run_cli(["plan", *DEMO_R1, *pool, "--json"], env=env))
+    d16 = [*DEMO_R1, "point=C2.5e11_3.54e11-d16"]  # one job: a 2-thread probe is slow on a busy 2-core machine
+    *rows, total = _json_lines(run_cli(["plan", *d16, *pool, "--json"], env=probed.env))
     assert total["total"]["cpu_pool_workers"] == 1 and total["total"]["cpu_pool_threads"] == 2
-    assert {r["cpu_threads"] for r in rows} == {2}  # probed at the threads each job will train with
-    res = run_cli(["plan", *DEMO_R1, *pool], env=env)
+    assert [(r["d_model"], r["cpu_threads"]) for r in rows] == [(16, 2)]  # probed at the job's own threads
+    assert [r["probe_cached"] for r in rows] == [False]  # not the module plan's 1-thread number
+    cache = json.loads((Path(probed.env["LOOPSCALE_CACHE"]) / "throughput.json").read_text())
+    assert [e for e in cache.values() if e["key"].get("worker_start")] == [
+        e for e in probed.cache.values() if e["key"].get("worker_start")
+    ]
+    res = run_cli(["plan", *d16, *pool], env=probed.env)
     assert "with 1 worker(s) x 2 thread(s)" in res.stdout, res.stdout[-2000:]
+
+
+def test_plan_shows_each_jobs_compile_and_the_cost_of_seeds(tmp_path):
+    """seed=0,1,2 on one model: the first seed compiles for all three or none does (loopscale/launch/
+    compile_order.py); the further seeds cost no more than the first; the table says what a seed costs."""
+    args = [*DEMO_R1, "point=C2.5e11_3.54e11-d16", "seed=0,1,2"]
+    env = {"LOOPSCALE_CACHE": str(tmp_path / "cache")}
+    *rows, _ = _json_lines(run_cli(["plan", *args, "--json"], env=env))
+    assert [r["seed"] for r in rows] == [0, 1, 2]
+    labels = [r["compile"] for r in rows]
+    assert labels in (["compiles", "cached", "cached"], ["eager"] * 3), labels
+    res = run_cli(["plan", *args], env=env)
+    assert res.returncode == 0, res.stderr
+    line = next(line for line in res.stdout.splitlines() if line.startswith("seeds 0, 1, 2:"))
+    assert "1 jobs each" in line and "each further seed ~" in line

@@ -36,12 +36,13 @@ SAMPLES = {
     ),
     "loopscale.train.identity.IdentityMismatch": lambda m: m.IdentityMismatch("runs/x holds a run of another config"),
     "loopscale.data.corpus.DataError": lambda m: m.DataError("path='x' does not exist"),
-    "loopscale.train.records.BadRecord": lambda m: m.BadRecord("runs/x/run.json is not valid JSON"),
+    "loopscale.train.run_json.BadRecord": lambda m: m.BadRecord("runs/x/run.json is not valid JSON"),
     "loopscale.train.checkpoint.CheckpointRefused": lambda m: m.CheckpointRefused("last.ckpt holds more than tensors"),
     "loopscale.train.entry.RunFailed": lambda m: m.RunFailed("loopscale-train: a run of this sweep failed"),
     "loopscale.cli.notebook.NotebookFailed": lambda m: m.NotebookFailed("cell 7 (collapse) raised ValueError: x"),
     "loopscale.cli.notebook.MissingExtra": lambda m: m.MissingExtra("nbclient is not installed"),
     "loopscale.cli.fit_output.FigureFailed": lambda m: m.FigureFailed("figure collapse failed; fit.json kept"),
+    "loopscale.fit.validation.conventions.Missing": lambda m: m.Missing("the table has no seq_len column"),
     "hydra_plugins.loopscale_searchpath.ConfigPathError": lambda m: m.ConfigPathError("LOOPSCALE_CONFIG_PATH ..."),
 }
 
@@ -94,7 +95,7 @@ def test_every_user_fixable_error_is_a_loopscale_error():
     from loopscale.errors import ConfigError, InputError, LoopscaleError, user_error
     from loopscale.launch.launchers import LaunchRefused, LayoutError, UnsafeSubmititFolder
     from loopscale.train.identity import IdentityMismatch
-    from loopscale.train.records import BadRecord
+    from loopscale.train.run_json import BadRecord
 
     for cls in (DataError, IdentityMismatch, LayoutError, UnsafeSubmititFolder, LaunchRefused, BadRecord, UsageError):
         assert issubclass(cls, LoopscaleError), cls

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from loopscale import plots
+from loopscale.plots.registry import figures
 
 
 def _overlap(a, b) -> bool:
@@ -36,7 +36,7 @@ def _rendered(fig):
 def test_a_figure_legend_hides_no_title_and_no_panel(baseline, fit, name, budgets):
     # one budget: a one-panel iso-FLOP figure, narrower than its suptitle (the report's case)
     kept = sorted(baseline["C_budget"].unique())[:budgets]
-    fig = plots.figures(baseline[baseline["C_budget"].isin(kept)], fit)[name]
+    fig = figures(baseline[baseline["C_budget"].isin(kept)], fit)[name]
     renderer = _rendered(fig)
     (legend,) = fig.legends
     box = legend.get_window_extent(renderer)

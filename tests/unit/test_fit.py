@@ -7,10 +7,15 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from loopscale.fit import fit_table as F
+from loopscale.fit.fit_table import fit_table
 from loopscale.fit.laws.registry import law_data_from_table, make_law
+from loopscale.fit.objective import Loss, objective
+from loopscale.fit.optimize import fit_law, lm_batch, refine
+from loopscale.fit.resample import bootstrap
+from loopscale.fit.result import FitResult, compare_param
+from loopscale.fit.runs_table import budget_clusters, canonical_table
 from loopscale.fit.synthetic import TRUE_PARAMS, law_loss, published_grid, published_grid_table
-from loopscale.fit.tables import canonical_table
+from loopscale.fit.uncertainty import holdout_largest, percentile_ci, profile_phi
 from support.paths import CHINCHILLA
 
 CHINCHILLA_SHA256 = "193478df4e90f040016431996c45682659306840ecdadf83cfb9cd5ca0aa1b30"
@@ -35,7 +40,7 @@ def chinchilla_data():
 @pytest.mark.parametrize("seed", [0, 1, 7])
 def test_chinchilla_reference_fit(chinchilla_data, seed):
     with np.errstate(all="ignore"):
-        result, _ = F.fit_law(chinchilla_data, "chinchilla", seed=seed)
+        result, _ = fit_law(chinchilla_data, "chinchilla", seed=seed)
     p = result.params
     assert p["alpha"] == pytest.approx(0.3473, abs=1e-3)
     assert p["beta"] == pytest.approx(0.3672, abs=1e-3)
@@ -50,21 +55,21 @@ def test_the_chinchilla_fit_agrees_with_besiroglu_et_al(chinchilla_data):
     2024. The exponents and E agree to a tenth of the published standard errors, A and B (whose standard errors
     are 26% and 62%) to a few percent, and their published (rounded) parameters score within 1% of this optimum."""
     with np.errstate(all="ignore"):
-        result, _ = F.fit_law(chinchilla_data, "chinchilla", seed=0)
+        result, _ = fit_law(chinchilla_data, "chinchilla", seed=0)
     p = result.params
     for name in ("E", "alpha", "beta"):
         assert abs(p[name] - BESIROGLU[name]) <= 0.1 * BESIROGLU_SE[name], (name, p[name])
     assert p["A"] == pytest.approx(BESIROGLU["A"], rel=0.02) and p["B"] == pytest.approx(BESIROGLU["B"], rel=0.05)
     law = make_law("chinchilla")
-    published = F.objective(law.from_user(BESIROGLU), law, chinchilla_data, F.Loss())
+    published = objective(law.from_user(BESIROGLU), law, chinchilla_data, Loss())
     assert result.objective <= published <= 1.01 * result.objective  # measured: 0.45% above (rounded figures)
 
 
 def test_hoffmann_published_values_score_worse(chinchilla_data):
     law = make_law("chinchilla")
     with np.errstate(all="ignore"):
-        best, _ = F.fit_law(chinchilla_data, "chinchilla")
-    hoffmann = F.objective(law.from_user(HOFFMANN), law, chinchilla_data, F.Loss())
+        best, _ = fit_law(chinchilla_data, "chinchilla")
+    hoffmann = objective(law.from_user(HOFFMANN), law, chinchilla_data, Loss())
     assert hoffmann > 2 * best.objective
 
 
@@ -78,7 +83,7 @@ def exact_table():
 
 def test_noise_free_looped_data_recovers_the_truth(exact_table):
     with np.errstate(all="ignore"):
-        result = F.fit_table(exact_table, "looped", profile=False)
+        result = fit_table(exact_table, "looped", profile=False)
     for name, value in TRUE_PARAMS.items():
         assert result.params[name] == pytest.approx(value, rel=2e-3), name
     assert result.objective < 1e-10
@@ -86,7 +91,7 @@ def test_noise_free_looped_data_recovers_the_truth(exact_table):
 
 def test_looped_free_multipliers_follow_r_to_the_phi(exact_table):
     with np.errstate(all="ignore"):
-        result = F.fit_table(exact_table, "looped-free", profile=False)
+        result = fit_table(exact_table, "looped-free", profile=False)
     for r in (2, 4, 8):
         assert result.params[f"k_{r}"] == pytest.approx(r ** TRUE_PARAMS["phi"], rel=5e-3)
 
@@ -96,7 +101,7 @@ def noisy_fit():
     table = canonical_table(published_grid_table(seed=3, n_rows=107), "looped")
     data = law_data_from_table(table, "looped")
     with np.errstate(all="ignore"):
-        result, state = F.fit_law(data, "looped", seed=0)
+        result, state = fit_law(data, "looped", seed=0)
     return table, data, result, state
 
 
@@ -105,8 +110,8 @@ def test_batched_lm_reaches_the_lbfgsb_optimum_on_a_replicate(noisy_fit):
     rng = np.random.default_rng(11)
     weights = np.bincount(rng.integers(0, len(data), len(data)), minlength=len(data)).astype(float)
     with np.errstate(all="ignore"):
-        direct = F.refine(state.best.theta, state.law, data, state.loss, weights)
-        thetas, f = F.lm_batch(state.law, data, state.loss, state.best.theta[None, :], weights[None, :])
+        direct = refine(state.best.theta, state.law, data, state.loss, weights)
+        thetas, f = lm_batch(state.law, data, state.loss, state.best.theta[None, :], weights[None, :])
     assert f[0] == pytest.approx(direct.objective, rel=1e-7)
     np.testing.assert_allclose(thetas[0][2], direct.theta[2], atol=1e-4)  # alpha
 
@@ -114,12 +119,12 @@ def test_batched_lm_reaches_the_lbfgsb_optimum_on_a_replicate(noisy_fit):
 def test_bootstrap_row_and_cluster_resampling(noisy_fit):
     table, _, result, state = noisy_fit
     with np.errstate(all="ignore"):
-        rows = F.bootstrap(state, 40, seed=1)
-        clusters = F.bootstrap(state, 40, seed=1, clusters=F.budget_clusters(table["C"]))
+        rows = bootstrap(state, 40, seed=1)
+        clusters = bootstrap(state, 40, seed=1, clusters=budget_clusters(table["C"]))
     for boot in (rows, clusters):
         phis = np.array(boot["params"]["phi"])
         assert len(phis) == 40 and np.all(np.isfinite(phis))
-        lo, hi = F.percentile_ci(boot["params"])["phi"]
+        lo, hi = percentile_ci(boot["params"])["phi"]
         assert lo < result.params["phi"] < hi
         assert hi - lo > 0.01  # real spread, not 40 copies of the fit
     # resampling six budgets is coarser than resampling 107 rows: wider spread
@@ -129,7 +134,7 @@ def test_bootstrap_row_and_cluster_resampling(noisy_fit):
 def test_profile_is_minimal_at_phi_hat_and_gives_an_interval(noisy_fit):
     _, _, result, state = noisy_fit
     with np.errstate(all="ignore"):
-        prof = F.profile_phi(state, half_width=0.3, n_points=25)
+        prof = profile_phi(state, half_width=0.3, n_points=25)
     phi = np.array(prof["phi"])
     obj = np.array(prof["objective"])
     assert np.all(obj >= result.objective * (1 - 1e-9))
@@ -142,7 +147,7 @@ def test_profile_is_minimal_at_phi_hat_and_gives_an_interval(noisy_fit):
 def test_holdout_on_noise_free_data_extrapolates_exactly(exact_table):
     data = law_data_from_table(exact_table, "looped")
     with np.errstate(all="ignore"):
-        h = F.holdout_largest(data, exact_table["C"].to_numpy(), "looped", F.Loss())
+        h = holdout_largest(data, exact_table["C"].to_numpy(), "looped", Loss())
     assert h["held_out_budget"] == pytest.approx(2.15e19)
     assert h["n_holdout"] == int((exact_table["C"] == 2.15e19).sum())
     assert h["max_abs_rel_error"] < 1e-3
@@ -151,7 +156,7 @@ def test_holdout_on_noise_free_data_extrapolates_exactly(exact_table):
 def test_fit_result_json_round_trip_and_compare(tmp_path, noisy_fit):
     table, *_ = noisy_fit
     with np.errstate(all="ignore"):
-        a = F.fit_table(table, "looped", n_bootstrap=30, seed=0, profile=False)
+        a = fit_table(table, "looped", n_bootstrap=30, seed=0, profile=False)
     path = tmp_path / "a.json"
     a.write_json(path)
     d = json.loads(path.read_text())
@@ -169,13 +174,13 @@ def test_fit_result_json_round_trip_and_compare(tmp_path, noisy_fit):
         "versions",
     ):
         assert key in d
-    b = F.FitResult.from_json(path)
+    b = FitResult.from_json(path)
     assert b.params == a.params and b.ci95 == a.ci95
-    shifted = F.FitResult.from_dict(dict(d, params=dict(d["params"], phi=d["params"]["phi"] + 0.1)))
+    shifted = FitResult.from_dict(dict(d, params=dict(d["params"], phi=d["params"]["phi"] + 0.1)))
     shifted.bootstrap = dict(
         d["bootstrap"], params=dict(d["bootstrap"]["params"], phi=[p + 0.1 for p in d["bootstrap"]["params"]["phi"]])
     )
-    out = F.compare_param(b, shifted, "phi")
+    out = compare_param(b, shifted, "phi")
     assert out["delta"] == pytest.approx(0.1)
     assert out["ci"][0] < 0.1 < out["ci"][1]
 
@@ -183,8 +188,8 @@ def test_fit_result_json_round_trip_and_compare(tmp_path, noisy_fit):
 def test_l2_loss_and_bad_delta(noisy_fit):
     _, data, huber, _ = noisy_fit
     with np.errstate(all="ignore"):
-        l2, _ = F.fit_law(data, "looped", F.Loss("l2"))
+        l2, _ = fit_law(data, "looped", Loss("l2"))
     assert l2.params["phi"] != huber.params["phi"]
     assert abs(l2.params["phi"] - huber.params["phi"]) < 0.1
     with pytest.raises(ValueError, match="delta"):
-        F.Loss("huber", 0.0)
+        Loss("huber", 0.0)

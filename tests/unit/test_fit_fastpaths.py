@@ -5,19 +5,23 @@ import numpy as np
 import pytest
 from scipy.optimize import brentq
 
-from loopscale.fit import fit_table as F
 from loopscale.fit import synthetic as S
+from loopscale.fit.fit_table import fit_table
 from loopscale.fit.laws.registry import law_data_from_table, make_law
-from loopscale.fit.tables import canonical_table
+from loopscale.fit.objective import Loss
+from loopscale.fit.optimize import fit_law, lm_batch, multistart, newton, same_basin
+from loopscale.fit.runs_table import canonical_table
+from loopscale.fit.starts import SCREEN_ROWS, screen_starts, screen_subsample
+from loopscale.fit.uncertainty import profile_value
 
 
 @pytest.fixture(scope="module")
 def big():
     """A 3000-row evaluation-log table: over SCREEN_ROWS, so the big-table paths run."""
     table = canonical_table(S.evaluation_log_table(3000, seed=4), "looped")
-    assert len(table) > F.SCREEN_ROWS
+    assert len(table) > SCREEN_ROWS
     with np.errstate(all="ignore"):
-        result = F.fit_table(table, "looped")
+        result = fit_table(table, "looped")
     return table, law_data_from_table(table, "looped"), result
 
 
@@ -45,11 +49,11 @@ def test_analytic_hessian_matches_finite_differences(big, law_name):
 
 def test_newton_reaches_the_lbfgsb_optimum_in_few_steps(big):
     _, data, result = big
-    law, loss = make_law("looped"), F.Loss()
+    law, loss = make_law("looped"), Loss()
     best = law.from_user(result.params)
     start = best + np.array([0.02, -0.05, 0.01, 0.05, -0.005, 0.03])
     with np.errstate(all="ignore"):
-        theta, f = F.newton(law, data, loss, start, max_iter=15)
+        theta, f = newton(law, data, loss, start, max_iter=15)
     assert f == pytest.approx(result.objective, rel=1e-12)
     np.testing.assert_allclose(theta, best, atol=1e-6)
 
@@ -59,20 +63,20 @@ def test_fast_fit_matches_refining_every_start_on_all_rows(big):
     all rows by batched LM and L-BFGS-B (the big-table path before Newton and the triage); (2) every
     raw start refined on all rows, no subsample at all. Unit weights select the plain path."""
     _, data, result = big
-    law, loss = make_law("looped"), F.Loss()
+    law, loss = make_law("looped"), Loss()
     ones = np.ones(len(data))
     with np.errstate(all="ignore"):
-        starts, _ = F.screen_starts(law, data, loss, 16, np.random.default_rng(0))
-        presolved, _ = F.lm_batch(law, F.screen_subsample(data), loss, starts)
-        ref_best, ref_all = F.multistart(law, data, loss, presolved, weights=ones)
-        raw_best, _ = F.multistart(law, data, loss, starts, weights=ones)
-        _, fast_all = F.multistart(law, data, loss, starts)
+        starts, _ = screen_starts(law, data, loss, 16, np.random.default_rng(0))
+        presolved, _ = lm_batch(law, screen_subsample(data), loss, starts)
+        ref_best, ref_all = multistart(law, data, loss, presolved, weights=ones)
+        raw_best, _ = multistart(law, data, loss, starts, weights=ones)
+        _, fast_all = multistart(law, data, loss, starts)
     for ref in (ref_best, raw_best):
         assert result.objective == pytest.approx(ref.objective, rel=1e-12)
         for name, value in law.to_user(ref.theta).items():
             assert result.params[name] == pytest.approx(value, rel=1e-6, abs=1e-9), name
     # the unfinished starts are the ones that end outside the best basin when finished
-    assert result.n_best_basin == sum(F.same_basin(r, ref_best, law, len(data)) for r in ref_all)
+    assert result.n_best_basin == sum(same_basin(r, ref_best, law, len(data)) for r in ref_all)
     unfinished = [r for r in fast_all if r.n_iter == 0 and r.message.startswith("not finished")]
     assert 0 < len(unfinished) == result.n_refined - result.n_best_basin  # the triage ran here
     assert result.grad_norm < 1e-6
@@ -84,14 +88,14 @@ def test_walked_profile_matches_the_slow_profile(big):
     table, data, result = big
     prof = result.profile_phi
     with np.errstate(all="ignore"):
-        _, state = F.fit_law(data, "looped")
+        _, state = fit_law(data, "looped")
         fixed = np.array([n == "phi" for n in state.law.internal_names])
 
         def slow_point(x):
             theta = state.best.theta.copy()
             theta[fixed] = x
-            moved, _ = F.lm_batch(state.law, data, state.loss, theta[None, :], fixed=fixed)
-            return F.profile_value(state, "phi", x, moved[0]).objective
+            moved, _ = lm_batch(state.law, data, state.loss, theta[None, :], fixed=fixed)
+            return profile_value(state, "phi", x, moved[0]).objective
 
         values = np.array([slow_point(x) for x in prof["phi"]])
         np.testing.assert_allclose(prof["objective"], values, rtol=1e-10)

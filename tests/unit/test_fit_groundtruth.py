@@ -3,9 +3,9 @@
 import numpy as np
 import pytest
 
-from loopscale.fit import fit_table as F
+from loopscale.fit.fit_table import fit_table
+from loopscale.fit.runs_table import canonical_table
 from loopscale.fit.synthetic import TRUE_PARAMS, published_grid_table
-from loopscale.fit.tables import canonical_table
 
 SEEDS = range(100, 120)
 
@@ -17,7 +17,7 @@ def test_phi_recovery_and_bootstrap_coverage_over_20_seeds():
     for seed in SEEDS:
         table = canonical_table(published_grid_table(seed, noise=0.005), "looped")
         with np.errstate(all="ignore"):
-            result = F.fit_table(table, "looped", seed=seed, n_bootstrap=200, profile=False)
+            result = fit_table(table, "looped", seed=seed, n_bootstrap=200, profile=False)
         estimates.append(result.params["phi"])
         lo, hi = result.ci95["phi"]
         covered += lo <= phi_true <= hi

@@ -19,7 +19,7 @@ import pytest
 from loopscale.fit import resample
 from loopscale.fit.laws.registry import law_data_from_table
 from loopscale.fit.optimize import fit_law
-from loopscale.fit.tables import canonical_table
+from loopscale.fit.runs_table import canonical_table
 from support.cli import run_cli
 from support.paths import FIXTURES
 from support.procs import cmdline, tree

@@ -110,7 +110,7 @@ def test_the_walk_sees_the_package():
     assert {"loopscale.train.entry", "loopscale.train.plan", "loopscale.cli.fit", "loopscale.cli"} <= graph.keys()
     assert "loopscale.train.plan" in graph["loopscale.train.forks"]
     assert "loopscale.cli" in graph["loopscale.cli.fit"]  # `from . import UsageError`
-    assert "loopscale.fit.laws.registry" in graph["loopscale.fit.tables"]  # `from .laws.registry import make_law`
+    assert "loopscale.fit.laws.registry" in graph["loopscale.fit.runs_table"]  # `from .laws.registry import make_law`
 
 
 def test_find_cycle_finds_one():

@@ -6,7 +6,7 @@ import pytest
 
 from loopscale.fit import synthetic as S
 from loopscale.fit.joint import fit_joint, joint_table
-from loopscale.fit.tables import canonical_table
+from loopscale.fit.runs_table import canonical_table
 
 SEEDS = range(20)
 N_BOOTSTRAP = 200

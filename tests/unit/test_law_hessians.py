@@ -11,7 +11,7 @@ from loopscale.fit import synthetic as S
 from loopscale.fit.joint import joint_data, joint_table
 from loopscale.fit.laws.registry import law_data_from_table, make_law
 from loopscale.fit.objective import Loss, objective_and_grad, objective_grad_hess
-from loopscale.fit.tables import canonical_table
+from loopscale.fit.runs_table import canonical_table
 
 SWEEP = S.small_recipe_sweep(seed=0)
 

@@ -9,7 +9,6 @@ import importlib.util
 import json
 import re
 import sys
-from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -23,7 +22,7 @@ from loopscale.fit.laws import registry
 from loopscale.fit.laws.form import Law
 from loopscale.fit.laws.registry import law_class, law_names, make_law, per_recipe_form, register, single_laws
 from loopscale.fit.objective import Loss, objective, objective_and_grad
-from loopscale.fit.tables import canonical_table
+from loopscale.fit.runs_table import canonical_table
 from support.cli import run_cli
 from support.paths import FIXTURES, REPO_ROOT
 
@@ -143,35 +142,30 @@ def test_a_law_with_a_column_of_its_own_is_one_module(tmp_path):
     assert res.returncode == 2 and "column 'N_pass' must be >= 0" in res.stderr
 
 
-def test_a_law_instance_with_options_of_its_own_fits_as_it_is(monkeypatch):
-    """A law built with an option (E pinned, a box of its own) goes through `fit_table` as an instance."""
-    monkeypatch.setattr(registry, "_LAWS", dict(registry._LAWS))
-    looped = law_class("looped")
-
-    @register
-    @dataclass(frozen=True)
-    class PinnedE(looped):
-        name = "looped-pinned-e"
-        E: float = 1.0
-
-        def bounds(self):
-            return [(np.log(self.E), np.log(self.E)), *super().bounds()[1:]]
-
+def test_a_law_instance_with_options_of_its_own_fits_as_it_is():
+    """A law built with an option (E pinned, a box of its own: the shipped looped-pinned-e) goes through
+    `fit_table` as an instance; without its value it is refused in one line."""
+    PinnedE = law_class("looped-pinned-e")
     table = canonical_table(pd.read_csv(FIXTURE), "looped")
     with np.errstate(all="ignore"):
         free = fit_table(table, "looped")
-        pinned = fit_table(table, PinnedE(E=1.5), n_bootstrap=2, holdout=True, jobs=1)
+        pinned = fit_table(table, PinnedE(E_pinned=1.5), n_bootstrap=2, holdout=True, jobs=1)
     assert pinned.law == "looped-pinned-e" and pinned.settings["law"] == "looped-pinned-e"
     assert pinned.params["E"] == pytest.approx(1.5, rel=1e-12)
     assert pinned.bootstrap["params"]["E"] == pytest.approx([1.5, 1.5], rel=1e-12)
     assert pinned.holdout["params"]["E"] == pytest.approx(1.5, rel=1e-12)
     assert pinned.objective > free.objective  # E is not 1.5 in this table: the free fit does better
+    res = run_cli(["fit", str(FIXTURE), "--law", "looped-pinned-e"])
+    assert res.returncode == 2 and "needs the value of E to pin" in res.stderr and len(res.stderr.splitlines()) == 1
 
 
 def test_fit_help_lists_every_single_law(example_law):
     """`fit --law` takes the registered laws (a joint law through --joint only), the example's included."""
     help_text = "".join(run_cli(["fit", "--help"]).stdout.split())  # argparse wraps lines, at hyphens too
-    assert "thelawtofit:chinchilla,looped,looped-free,looped-linear,looped-pass(defaultlooped;" in help_text
+    assert (
+        "thelawtofit:chinchilla,looped,looped-free,looped-linear,looped-nxd,looped-pass,looped-pinned-e(defaultlooped;"
+        in help_text
+    )
     res = run_cli(["fit", str(FIXTURE), "--law", "looped-joint"])
     assert res.returncode == 2 and "invalid choice: 'looped-joint'" in res.stderr
 
@@ -211,6 +205,8 @@ def test_each_law_predicts_with_the_multiplier_it_states(name, published_sweep):
     dense = {"E": 1.6, "A": 30.0, "alpha": 0.21, "B": 900.0, "beta": 0.36}
     extra = {"looped": {"phi": 0.45}, "looped-free": {"k_2": 1.3, "k_4": 1.9, "k_8": 2.7}, "looped-pass": {"phi": 0.45}}
     extra["looped-joint"] = extra["looped-pass-joint"] = {"phi[baseline]": 0.46, "phi[tbptt]": 0.38}
+    extra["looped-pinned-e"] = {"phi": 0.45}
+    extra["looped-nxd"] = {"phi": 0.45, "gamma": 0.0}  # the N x D term vanishes at gamma = 0
     params = {**dense, **extra.get(name, {})}
     law = cls.from_params(params)
     table = (sweep if cls.per_recipe else sweep[sweep["recipe"] == "baseline"]).reset_index(drop=True)

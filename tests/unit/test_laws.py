@@ -3,9 +3,9 @@
 import numpy as np
 import pytest
 
-from loopscale.fit.fit_table import Loss, objective, objective_and_grad
 from loopscale.fit.laws.form import Law, LawData, n_eff
 from loopscale.fit.laws.registry import law_data_from_table, law_names, make_law, predict_loss
+from loopscale.fit.objective import Loss, objective, objective_and_grad
 
 PARAMS = {"E": 1.57, "A": 28.0, "alpha": 0.20, "B": 916.0, "beta": 0.37, "phi": 0.46}
 

@@ -11,9 +11,13 @@ import pytest
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from PIL import Image
 
-from loopscale import plots
 from loopscale.errors import InputError
-from loopscale.fit.tables import ColumnMap, drop_top_k
+from loopscale.fit.runs_table import ColumnMap, drop_top_k
+from loopscale.plots import labels
+from loopscale.plots.inputs import budgets, read_table
+from loopscale.plots.isoflop import budget_panels, iso_flop
+from loopscale.plots.registry import DPI, figures, save_figures
+from loopscale.plots.single_fit import collapse
 from support.fit_fixtures import PLOTS_FIXTURE as FIXTURE
 from support.paths import CHINCHILLA
 
@@ -21,8 +25,8 @@ CHIN_COLUMNS = ColumnMap(N="Model Size", C="Training FLOP", L="loss")
 
 
 def all_figures(table, fit):
-    drawn = plots.figures(table, fit, [FIXTURE / "fit.tbptt.json"], FIXTURE / "free.baseline.json")
-    joint = plots.figures(table, FIXTURE / "fit.joint.json")
+    drawn = figures(table, fit, [FIXTURE / "fit.tbptt.json"], FIXTURE / "free.baseline.json")
+    joint = figures(table, FIXTURE / "fit.joint.json")
     return {**drawn, **{f"joint_{k}": v for k, v in joint.items()}}
 
 
@@ -48,9 +52,9 @@ def overlapping_ticks(fig) -> list[str]:
 
 
 def test_every_figure_png_200_dpi_and_pdf(table, fit, tmp_path):
-    paths = plots.save_figures(all_figures(table, fit), tmp_path)
+    paths = save_figures(all_figures(table, fit), tmp_path)
     pngs = [p for p in paths if p.suffix == ".png"]
-    assert len(pngs) == 12 and plots.DPI >= 200
+    assert len(pngs) == 12 and DPI >= 200
     for png in pngs:
         dpi = Image.open(png).info["dpi"]
         assert min(dpi) >= 199.9, (png.name, dpi)  # PNG stores dots per metre: 200 reads back as 199.9999
@@ -67,40 +71,40 @@ def test_no_empty_panels_and_no_overlapping_tick_labels(table, fit):
 
 
 def test_labels_are_mathtext_with_units(table, fit):
-    fig = plots.collapse(table, fit)
-    labels = {ax.get_xlabel() for ax in fig.axes} | {ax.get_ylabel() for ax in fig.axes}
-    assert labels == {plots.labels.N_EFF, plots.labels.COLLAPSED}
-    assert r"$N_\mathrm{eff}" in plots.labels.N_EFF and "nats/token" in plots.labels.COLLAPSED
-    iso = plots.iso_flop(table, fit)
+    fig = collapse(table, fit)
+    drawn = {ax.get_xlabel() for ax in fig.axes} | {ax.get_ylabel() for ax in fig.axes}
+    assert drawn == {labels.N_EFF, labels.COLLAPSED}
+    assert r"$N_\mathrm{eff}" in labels.N_EFF and "nats/token" in labels.COLLAPSED
+    iso = iso_flop(table, fit)
     assert {ax.get_ylabel() for ax in iso.axes} == {r"loss $L$ (nats/token)"}
     assert all("FLOPs" in ax.get_title() for ax in iso.axes)
 
 
 def test_budget_panels_at_most_nine_log_spaced():
     C = np.geomspace(1e18, 1e22, 225)
-    panels = plots.budget_panels(C)
+    panels = budget_panels(C)
     assert len(panels) == 9
     assert panels[0][0] == C[0] and panels[-1][1] == C[-1]
     widths = [np.log10(hi / lo) for lo, hi in panels]
     assert max(widths) < 4 / 9 + 1e-9  # each panel spans one ninth of the decades or less
     covered = sum(((C >= lo) & (C <= hi)).sum() for lo, hi in panels)
     assert covered == len(C)  # every budget in exactly one panel
-    assert plots.budget_panels([1e18, 1e19, 1e18]) == [(1e18, 1e18), (1e19, 1e19)]  # few budgets: one panel each
+    assert budget_panels([1e18, 1e19, 1e18]) == [(1e18, 1e18), (1e19, 1e19)]  # few budgets: one panel each
 
 
 def test_chinchilla_iso_flop_is_nine_panels_without_looped_columns(tmp_path):
     raw = pd.read_csv(CHINCHILLA)
     assert not {"N_once", "N_rec", "r"} & set(raw.columns)
-    t = drop_top_k(plots.read_table(CHINCHILLA, CHIN_COLUMNS, "chinchilla"), 5)
-    assert len(t) == 240 and plots.budgets(t).size == 240 and np.unique(plots.budgets(t)).size > 200
-    from loopscale.fit.fit_table import fit_law
+    t = drop_top_k(read_table(CHINCHILLA, CHIN_COLUMNS, "chinchilla"), 5)
+    assert len(t) == 240 and budgets(t).size == 240 and np.unique(budgets(t)).size > 200
     from loopscale.fit.laws.registry import law_data_from_table
+    from loopscale.fit.optimize import fit_law
 
     result, _ = fit_law(law_data_from_table(t, "chinchilla"), "chinchilla", n_refine=4)
-    fig = plots.iso_flop(t, result)
+    fig = iso_flop(t, result)
     assert len(fig.axes) == 9
     assert sum(len(c.get_offsets()) for ax in fig.axes for c in ax.collections if len(c.get_offsets())) >= 240
-    path = plots.save_figures({"iso_flop": fig}, tmp_path, formats=("png",))[0]
+    path = save_figures({"iso_flop": fig}, tmp_path, formats=("png",))[0]
     width, height = Image.open(path).size
     assert height < 2500 and width < 3000  # not 225 panels, 27,676 px tall
     assert overlapping_ticks(fig) == []

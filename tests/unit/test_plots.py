@@ -9,10 +9,17 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from loopscale import plots
-from loopscale.fit.fit_table import fit_law
 from loopscale.fit.laws.registry import law_data_from_table, predict_loss
+from loopscale.fit.optimize import fit_law
+from loopscale.fit.result import load_fit
 from loopscale.plots import labels
+from loopscale.plots.curves import collapse_spread, compute_optimal_curve, law_line
+from loopscale.plots.inputs import free_multipliers, log_residuals, predicted_loss, read_table, rows_for_fit
+from loopscale.plots.isoflop import iso_flop
+from loopscale.plots.recipes import delta_phi
+from loopscale.plots.registry import FIGURE_NAMES, figures, plot_fit, save_all
+from loopscale.plots.single_fit import collapse, compute_optimal, phi_profile, predicted_vs_observed, residuals
+from loopscale.plots.views import recipe_fit
 from support.paths import FIXTURES
 
 FIXTURE = FIXTURES / "plots"  # what the fixtures `table`, `fit` and `baseline` read (support/fit_fixtures.py)
@@ -45,7 +52,7 @@ def has(texts: set[str], fragment: str) -> bool:
 
 
 def test_iso_flop_one_panel_per_requested_budget(table, fit, tmp_path):
-    fig = plots.iso_flop(table, fit)
+    fig = iso_flop(table, fit)
     assert_png(fig, tmp_path / "iso.png")
     texts = figure_text(fig)
     # the spent C scatters by +-1% around C_budget; panels follow the 6 requested budgets
@@ -59,7 +66,7 @@ def test_iso_flop_one_panel_per_requested_budget(table, fit, tmp_path):
 
 def test_law_line_passes_through_the_law_at_the_runs(baseline, fit):
     group = baseline[(baseline["C_budget"] == 1e18) & (baseline["r"] == 4)]
-    x, y = plots.law_line(group, fit, n_points=50)
+    x, y = law_line(group, fit, n_points=50)
     ends = group.sort_values("N").iloc[[0, -1]]
     at_runs = predict_loss("looped", fit.params, {c: ends[c].to_numpy(float) for c in ("N_once", "N_rec", "r", "D")})
     assert x[0] == pytest.approx(ends["N"].iloc[0]) and x[-1] == pytest.approx(ends["N"].iloc[-1])
@@ -67,20 +74,20 @@ def test_law_line_passes_through_the_law_at_the_runs(baseline, fit):
 
 
 def test_collapse_three_panels_and_tightest_at_fitted_phi(table, baseline, fit, tmp_path):
-    fig = plots.collapse(table, fit)
+    fig = collapse(table, fit)
     assert_png(fig, tmp_path / "collapse.png")
     texts = figure_text(fig)
     assert {labels.N_EFF, labels.COLLAPSED, labels.LAW_CURVE} <= texts
     assert has(texts, f"fitted $\\hat{{\\phi}} = {fit.params['phi']:.3f}$")
     assert has(texts, r"$\phi = 0$") and has(texts, r"$\phi = 1$")
-    spread = {phi: plots.collapse_spread(table, fit, phi) for phi in (fit.params["phi"], 0.0, 1.0)}
+    spread = {phi: collapse_spread(table, fit, phi) for phi in (fit.params["phi"], 0.0, 1.0)}
     assert spread[fit.params["phi"]] < 0.5 * min(spread[0.0], spread[1.0])
     # every run of the fitted recipe (and only those) is drawn in every panel
     assert sum(len(c.get_offsets()) for c in fig.axes[0].collections) == len(baseline) < len(table)
 
 
 def test_phi_profile_and_bootstrap(fit, tmp_path):
-    fig = plots.phi_profile(fit)
+    fig = phi_profile(fit)
     assert_png(fig, tmp_path / "profile.png")
     texts = figure_text(fig)
     assert {r"profile of the objective in $\phi$", "95% profile interval", "95% percentile CI"} <= texts
@@ -94,8 +101,8 @@ def test_phi_profile_and_bootstrap(fit, tmp_path):
 
 
 def test_phi_profile_says_what_is_missing(fit, tmp_path):
-    bare = plots.load_fit({**fit.to_json_dict(), "profile_phi": None, "bootstrap": None, "ci95": {}})
-    fig = plots.phi_profile(bare)
+    bare = load_fit({**fit.to_json_dict(), "profile_phi": None, "bootstrap": None, "ci95": {}})
+    fig = phi_profile(bare)
     assert_png(fig, tmp_path / "bare.png")
     texts = figure_text(fig)
     assert "this fit JSON has no phi profile and no bootstrap replicates" in texts
@@ -103,7 +110,7 @@ def test_phi_profile_says_what_is_missing(fit, tmp_path):
 
 
 def test_residuals_match_the_fitter(table, baseline, fit, tmp_path):
-    fig = plots.residuals(table, fit, FIXTURE / "free.baseline.json")
+    fig = residuals(table, fit, FIXTURE / "free.baseline.json")
     assert_png(fig, tmp_path / "res.png")
     texts = figure_text(fig)
     assert {
@@ -113,12 +120,12 @@ def test_residuals_match_the_fitter(table, baseline, fit, tmp_path):
         labels.RESIDUAL,
         labels.R,
     } <= texts
-    res = plots.log_residuals(baseline, fit)
+    res = log_residuals(baseline, fit)
     # the fitter's own RMS of its residuals on the same rows: predictions agree
     assert np.sqrt(np.mean(res**2)) == pytest.approx(fit.residual_rms_log, rel=1e-6)
     assert has(texts, f"\\phi = {fit.params['phi']:.3f}")
     # the free fit was bootstrapped: each k_r is drawn with its 95% interval
-    free = plots.load_fit(FIXTURE / "free.baseline.json")
+    free = load_fit(FIXTURE / "free.baseline.json")
     ax_k = fig.axes[2]
     assert "$k_r$ (95% CI)" in [t.get_text() for t in ax_k.get_legend().get_texts()]
     bars = [c for c in ax_k.containers if hasattr(c, "has_yerr") and c.has_yerr]
@@ -129,43 +136,41 @@ def test_residuals_match_the_fitter(table, baseline, fit, tmp_path):
 
 
 def test_joint_fit_figures(table, tmp_path):
-    joint = plots.load_fit(FIXTURE / "fit.joint.json")
-    drawn = plots.figures(table, joint)
+    joint = load_fit(FIXTURE / "fit.joint.json")
+    drawn = figures(table, joint)
     assert {"iso_flop", "collapse", "phi_profile", "residuals", "delta_phi", "compute_optimal"} == set(drawn)
     texts = figure_text(drawn["delta_phi"])
     assert {"joint: bootstrap", "joint: profile", "separate fits"} <= texts
     assert has(texts, "shared dense parameters: LR p =")
-    base = plots.recipe_fit(joint, "baseline")
+    base = recipe_fit(joint, "baseline")
     assert base.params["phi"] == joint.params["phi[baseline]"] and base.ci95["phi"] == joint.ci95["phi[baseline]"]
-    rows = plots.rows_for_fit(table, base)
+    rows = rows_for_fit(table, base)
     assert set(rows["recipe"]) == {"baseline", "tbptt", "hyper"} and set(
         rows.loc[rows["recipe"] != "baseline", "r"]
     ) == {1}
     # predictions of the joint fit use each row's recipe phi
     tb = table[(table["recipe"] == "tbptt") & (table["r"] > 1)]
-    np.testing.assert_allclose(
-        plots.predicted_loss(tb, joint), plots.predicted_loss(tb, plots.recipe_fit(joint, "tbptt")), rtol=1e-12
-    )
+    np.testing.assert_allclose(predicted_loss(tb, joint), predicted_loss(tb, recipe_fit(joint, "tbptt")), rtol=1e-12)
     assert_png(drawn["delta_phi"], tmp_path / "joint.png")
 
 
 def test_free_multipliers(fit):
-    k = plots.free_multipliers(FIXTURE / "free.baseline.json")
+    k = free_multipliers(FIXTURE / "free.baseline.json")
     assert sorted(k) == [1.0, 2.0, 4.0, 8.0] and k[1.0] == 1.0
     assert k[2.0] < k[4.0] < k[8.0]  # more loops, more worth
     with pytest.raises(ValueError, match="looped-free"):
-        plots.free_multipliers(fit)
+        free_multipliers(fit)
 
 
 def test_residuals_without_free_fit_has_no_empty_panel(table, fit):
-    fig = plots.residuals(table, fit)
+    fig = residuals(table, fit)
     assert len(fig.axes) == 2  # no third panel left empty for the k_r of a looped-free fit not given
     assert all(ax.collections for ax in fig.axes)
 
 
 def test_delta_phi_across_recipes(fit, tmp_path):
     fits = [fit, FIXTURE / "fit.tbptt.json", FIXTURE / "fit.hyper.json"]
-    fig = plots.delta_phi(fits)
+    fig = delta_phi(fits)
     assert_png(fig, tmp_path / "delta.png")
     texts = figure_text(fig)
     assert {
@@ -176,18 +181,18 @@ def test_delta_phi_across_recipes(fit, tmp_path):
         "tbptt",
         "hyper",
     } <= texts
-    hyper = plots.load_fit(FIXTURE / "fit.hyper.json")
+    hyper = load_fit(FIXTURE / "fit.hyper.json")
     drawn = fig.axes[1].containers[-1].lines[0].get_ydata()  # the last error bar: hyper's delta
     assert drawn[0] == pytest.approx(hyper.params["phi"] - fit.params["phi"])
 
 
 def test_compute_optimal_minimises_the_law_along_the_family(table, baseline, fit, tmp_path):
-    fig = plots.compute_optimal(table, fit)
+    fig = compute_optimal(table, fit)
     assert_png(fig, tmp_path / "opt.png")
     texts = figure_text(fig)
     assert {labels.N_STAR, labels.D_STAR, labels.COMPUTE} <= texts
     r, C = 4.0, 3e18
-    N_star, D_star = plots.compute_optimal_curve(baseline, fit, r, np.array([C]))
+    N_star, D_star = compute_optimal_curve(baseline, fit, r, np.array([C]))
     g = baseline[baseline["r"] == r]
     c = np.median((g["N_once"] + r ** fit.params["phi"] * g["N_rec"]) / g["N"])
     f = np.median(g["C"] / g["D"] / g["N"])
@@ -199,63 +204,63 @@ def test_compute_optimal_minimises_the_law_along_the_family(table, baseline, fit
 
 
 def test_save_all_writes_every_figure(table, fit, tmp_path):
-    paths = plots.save_all(
+    paths = save_all(
         table, fit, tmp_path / "figs", compare=[FIXTURE / "fit.hyper.json"], free=FIXTURE / "free.baseline.json", dpi=40
     )
-    assert [p.stem for p in paths[::2]] == list(plots.FIGURE_NAMES)
-    assert [p.suffix for p in paths] == [".png", ".pdf"] * len(plots.FIGURE_NAMES)
+    assert [p.stem for p in paths[::2]] == list(FIGURE_NAMES)
+    assert [p.suffix for p in paths] == [".png", ".pdf"] * len(FIGURE_NAMES)
     assert all(p.read_bytes().startswith(PNG_MAGIC) for p in paths[::2])
     assert all(p.read_bytes().startswith(b"%PDF") for p in paths[1::2])
-    without = plots.figures(table, fit)
-    assert list(without) == [n for n in plots.FIGURE_NAMES if n != "delta_phi"]
+    without = figures(table, fit)
+    assert list(without) == [n for n in FIGURE_NAMES if n != "delta_phi"]
 
 
 def test_plain_chinchilla_table_gets_the_figures_that_apply(baseline, tmp_path):
     plain = baseline[baseline["r"] == 1][["N", "D", "L"]].reset_index(drop=True)
     path = tmp_path / "plain.csv"
     plain.to_csv(path, index=False)
-    t = plots.read_table(path)
+    t = read_table(path)
     assert (t["r"] == 1).all() and (t["N_rec"] == 0).all()
     result, _ = fit_law(law_data_from_table(plain, "chinchilla"), "chinchilla", n_refine=4)
-    paths = plots.save_all(t, result, tmp_path / "figs", dpi=40)
+    paths = save_all(t, result, tmp_path / "figs", dpi=40)
     assert [p.name for p in paths] == ["iso_flop.png", "iso_flop.pdf", "residuals.png", "residuals.pdf"] + [
         "compute_optimal.png",
         "compute_optimal.pdf",
     ]
     with pytest.raises(ValueError, match="needs a looped fit"):
-        plots.collapse(t, result)
+        collapse(t, result)
 
 
 def test_read_table_parquet_and_bad_tables(table, tmp_path):
     pq = tmp_path / "runs.parquet"
     table.to_parquet(pq)
-    assert len(plots.read_table(pq)) == len(table)
+    assert len(read_table(pq)) == len(table)
     with pytest.raises(ValueError, match="no such file"):
-        plots.read_table(tmp_path / "nope.csv")
+        read_table(tmp_path / "nope.csv")
     table.drop(columns=["L"]).to_csv(tmp_path / "noL.csv", index=False)
     with pytest.raises(ValueError, match="lacks column"):
-        plots.read_table(tmp_path / "noL.csv")
+        read_table(tmp_path / "noL.csv")
     bad = table.astype({"L": object})
     bad.loc[3, "L"] = "oops"
     bad.to_csv(tmp_path / "bad.csv", index=False)
     with pytest.raises(ValueError, match="1 row"):
-        plots.read_table(tmp_path / "bad.csv")
+        read_table(tmp_path / "bad.csv")
 
 
 def test_load_fit_rejects_non_fit_json(tmp_path):
     p = tmp_path / "x.json"
     p.write_text('{"hello": 1}')
     with pytest.raises(ValueError, match="not a loopscale fit"):
-        plots.load_fit(p)
+        load_fit(p)
     p.write_text("{not json")
     with pytest.raises(ValueError, match="cannot read fit JSON"):
-        plots.load_fit(p)
+        load_fit(p)
 
 
 def test_fixture_is_the_looped_law_table(table, baseline):
     """The fixture table has the columns `collect` writes, three recipes, budgets shaped like the
     published sweep."""
-    from loopscale.train.records import TABLE_COLUMNS
+    from loopscale.train.run_json import TABLE_COLUMNS
 
     raw = pd.read_csv(FIXTURE / "runs.csv")
     assert list(raw.columns) == TABLE_COLUMNS
@@ -265,19 +270,19 @@ def test_fixture_is_the_looped_law_table(table, baseline):
 
 
 def test_rows_for_fit_follows_the_fit_group(table, fit):
-    hyper = plots.load_fit(FIXTURE / "fit.hyper.json")
+    hyper = load_fit(FIXTURE / "fit.hyper.json")
     assert hyper.group == {"column": "recipe", "value": "hyper"}
-    rows = plots.rows_for_fit(table, hyper)
+    rows = rows_for_fit(table, hyper)
     assert set(rows["recipe"]) == {"hyper"} and len(rows) == hyper.input["n_rows_used"]
     with pytest.raises(ValueError, match="no column 'recipe'"):
-        plots.rows_for_fit(table.drop(columns=["recipe"]), hyper)
-    ungrouped = plots.load_fit({**fit.to_json_dict(), "group": None})
-    assert len(plots.rows_for_fit(table, ungrouped)) == len(table)
+        rows_for_fit(table.drop(columns=["recipe"]), hyper)
+    ungrouped = load_fit({**fit.to_json_dict(), "group": None})
+    assert len(rows_for_fit(table, ungrouped)) == len(table)
 
 
 def test_plot_fit_predicted_vs_observed(table, fit, tmp_path):
-    path = plots.plot_fit(table, fit, tmp_path / "fit.png", dpi=40)
+    path = plot_fit(table, fit, tmp_path / "fit.png", dpi=40)
     assert path.read_bytes().startswith(PNG_MAGIC)
-    fig = plots.predicted_vs_observed(table, fit)
+    fig = predicted_vs_observed(table, fit)
     assert {labels.OBS_LOSS, labels.PRED_LOSS, "$r = 8$"} <= figure_text(fig)
     assert sum(len(c.get_offsets()) for c in fig.axes[0].collections) == 72

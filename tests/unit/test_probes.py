@@ -18,7 +18,7 @@ import pytest
 from loopscale.atomic import write_json_atomic
 from loopscale.cli import main as cli_main
 from loopscale.model.accounting import flops_per_token, paper_model, param_counts, tokens_for_budget
-from loopscale.train.records import RUN_FILE
+from loopscale.train.run_json import RUN_FILE
 
 BATCH_TOKENS = 262_144
 # a law in the range of the published fit (phi = 0.46 there)
@@ -51,7 +51,7 @@ def write_sweep(sweep_dir: Path, recipe: str, rs) -> int:
                     {
                         "status": "done",
                         "run_name": name,
-                        "identity": f"{n:016x}",  # what loopscale-train records (records.record_problem)
+                        "identity": f"{n:016x}",  # what loopscale-train records (run_json.record_problem)
                         "r": r,
                         "recipe": cfg.recipe,
                         "N_once": counts.N_once,

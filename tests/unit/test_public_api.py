@@ -17,14 +17,14 @@ PUBLIC = {
     "fit_table": "loopscale.fit.fit_table",
     "FitResult": "loopscale.fit.result",
     "load_fit": "loopscale.fit.result",
-    "predict_loss": "loopscale.fit.fit_table",
+    "predict_loss": "loopscale.fit.result",
     "param_counts": "loopscale.model.accounting",
     "flops_per_token": "loopscale.model.accounting",
-    "ModelConfig": "loopscale.config.schema",
+    "ModelConfig": "loopscale.config.model",
     "TrainConfig": "loopscale.config.schema",
     "train_config": "loopscale.config.dirs",
     "run_training": "loopscale.train.entry",
-    "collect": "loopscale.train.records",
+    "collect": "loopscale.train.collect",
 }
 
 

@@ -14,7 +14,7 @@ import torch
 from loopscale.config.model import RECIPES
 from loopscale.fit.fit_table import fit_table
 from loopscale.fit.joint import fit_joint, joint_table
-from loopscale.fit.tables import canonical_table
+from loopscale.fit.runs_table import canonical_table
 from loopscale.model.accounting import accounting_report, cpu_model, param_counts
 from loopscale.model.transformer import LoopedTransformer
 from loopscale.recipes import registry

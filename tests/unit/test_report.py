@@ -7,15 +7,18 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from loopscale import plots
 from loopscale.analysis import report
 from loopscale.atomic import write_json_atomic
 from loopscale.cli import main
+from loopscale.cli.fit_output import joint_lines
+from loopscale.fit.result import load_fit
+from loopscale.fit.verdict import shared_check_verdict
+from loopscale.plots.registry import FIGURE_NAMES, save_all
 from support.fit_fixtures import PLOTS_FIXTURE as FIXTURE
 
 
 def test_write_report_law_cis_figures_and_runs(table, fit, tmp_path):
-    figs = plots.save_all(table, fit, tmp_path / "figures", dpi=40)
+    figs = save_all(table, fit, tmp_path / "figures", dpi=40)
     out = report.write_report(table, fit.to_json_dict(), figs, tmp_path / "report.md", title="demo")
     text = out.read_text()
     assert text.startswith("# demo\n")
@@ -40,7 +43,7 @@ def test_write_report_law_cis_figures_and_runs(table, fit, tmp_path):
 
 
 def test_report_of_a_joint_fit_shows_delta_phi_next_to_the_separate_fits(table, tmp_path):
-    joint = plots.load_fit(FIXTURE / "fit.joint.json")
+    joint = load_fit(FIXTURE / "fit.joint.json")
     text = report.build_report(table, joint)
     assert "`L = E + A (N_once + r^phi_g N_rec)^-alpha + B D^-beta   (g: the run's recipe)`" in text
     assert "### delta-phi across recipes (joint fit)" in text
@@ -57,6 +60,18 @@ def test_report_of_a_joint_fit_shows_delta_phi_next_to_the_separate_fits(table, 
     assert f"robust LR statistic {report.fmt(chk['statistic'], 3)} on {chk['df']} df" in text
     for name in ("phi[baseline]", "phi[tbptt]", "phi[hyper]"):
         assert f"| {name} | {report.fmt(joint.params[name])} |" in text
+
+
+@pytest.mark.parametrize("p_value", [0.01, 0.5])
+def test_the_shared_check_verdict_is_worded_once(p_value):
+    """The report and `fit --joint`'s terminal lines print the same verdict of the shared-parameter check, from
+    one renderer (fit/verdict.py), and it follows the check's p-value."""
+    joint = load_fit(FIXTURE / "fit.joint.json")
+    joint.joint["shared_check"] = {**joint.joint["shared_check"], "p_value": p_value}
+    verdict = shared_check_verdict(joint.joint["shared_check"])
+    assert ("NOT share" in verdict) == (p_value < 0.05)
+    assert f"{verdict}." in report.joint_section(joint)
+    assert joint_lines(joint.joint)[-1].endswith(f": {verdict}")
 
 
 def test_report_without_fit_lists_runs_only(table, tmp_path):
@@ -124,7 +139,7 @@ def test_cli_report_on_a_sweep_dir(table, tmp_path, capsys):
     assert "| ../sweep/run_failed | diverged | loss is NaN at step 40 |" in text
     assert "| ../sweep/run_killed | incomplete |" in text
     figs = sorted(p.name for p in (out.parent / "figures").iterdir())
-    assert figs == sorted(f"report_{n}.{ext}" for n in plots.FIGURE_NAMES for ext in ("png", "pdf"))
+    assert figs == sorted(f"report_{n}.{ext}" for n in FIGURE_NAMES for ext in ("png", "pdf"))
 
 
 def test_cli_plot_writes_pngs(tmp_path, capsys):
@@ -145,8 +160,8 @@ def test_cli_plot_writes_pngs(tmp_path, capsys):
     )
     assert rc == 0
     printed = capsys.readouterr().out.split()
-    assert printed == [str(out / f"{n}.{ext}") for n in plots.FIGURE_NAMES for ext in ("png", "pdf")]
-    assert all((out / f"{n}.png").stat().st_size > 2000 for n in plots.FIGURE_NAMES)
+    assert printed == [str(out / f"{n}.{ext}") for n in FIGURE_NAMES for ext in ("png", "pdf")]
+    assert all((out / f"{n}.png").stat().st_size > 2000 for n in FIGURE_NAMES)
 
 
 @pytest.mark.parametrize(

@@ -136,15 +136,21 @@ def _best(per_r: list[dict], rep_L: dict[int, np.ndarray], level: float) -> dict
 
 def _hedge(fit: FitResult, best: dict) -> list[str]:
     """State the fit's verdict (`loopscale.fit.verdict`) with the advice: a fit whose phi (delta-phi) is not
-    measured cannot tell the r apart, so the best r is marked tentative. Returns the warnings to add."""
+    measured cannot tell the r apart, so the best r is marked tentative; the verdict's own warnings (an
+    extrapolation of N*, D* not warranted) are repeated. Returns the warnings to add."""
     conditioning = fit.conditioning or {}
     verdict, measured = conditioning.get("verdict"), conditioning.get("measured")
     if verdict is None:
         return ["the fit records no verdict (written before loopscale recorded it): whether phi is measured is unknown"]
+    # the verdict's warnings (issue 38): N*/D* extrapolation not warranted, which is what the advice does
+    warned = [f"the fit's verdict warns: {w}" for w in conditioning.get("warnings") or []]
     if measured is False:
         best["verdict"] = f"tentative (the fit is not measured): {best['verdict']}"
-        return [f"the fit's verdict is '{verdict}': its phi is not a measurement, so neither is the choice of r"]
-    return []
+        return [
+            f"the fit's verdict is '{verdict}': its phi is not a measurement, so neither is the choice of r",
+            *warned,
+        ]
+    return warned
 
 
 # ----------------------------------------------------------------------------------------------------

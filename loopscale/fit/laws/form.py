@@ -50,7 +50,9 @@ class LawData:
     N as N_once and zeros as N_rec). r: recurrences (1 for chinchilla). D: training tokens. L: loss
     (may be None when only predicting). recipe: integer recipe code per row for a per-recipe law
     (index into its recipes; any code on r = 1 rows, where it has no effect), else None. extra: any other
-    column a law reads (by name, one entry per row), kept through `subset`.
+    column a law reads (by name, one entry per row), kept through `subset`. sigma: each row's noise scale in
+    log L (the seed sigma, `loopscale.fit.noise`): the objective's residuals are divided by it; None (no
+    measured noise) leaves them in log units.
     """
 
     N_once: np.ndarray
@@ -60,6 +62,8 @@ class LawData:
     L: np.ndarray | None = None
     recipe: np.ndarray | None = None
     extra: Mapping[str, np.ndarray] = field(default_factory=dict)
+    sigma: np.ndarray | None = None
+    noise_group: np.ndarray | None = None
     log_r: np.ndarray = field(init=False, repr=False)
     log_D: np.ndarray = field(init=False, repr=False)
     log_L: np.ndarray | None = field(init=False, repr=False)
@@ -72,6 +76,8 @@ class LawData:
         if self.recipe is not None:
             object.__setattr__(self, "recipe", np.asarray(self.recipe, dtype=np.intp))
         object.__setattr__(self, "extra", {k: np.asarray(v, dtype=float) for k, v in self.extra.items()})
+        if self.sigma is not None:
+            object.__setattr__(self, "sigma", np.asarray(self.sigma, dtype=float))
         if self.L is not None:
             object.__setattr__(self, "L", np.asarray(self.L, dtype=float))
             object.__setattr__(self, "log_L", np.log(self.L))
@@ -91,6 +97,8 @@ class LawData:
             None if self.L is None else self.L[mask],
             None if self.recipe is None else self.recipe[mask],
             {k: v[mask] for k, v in self.extra.items()},
+            None if self.sigma is None else self.sigma[mask],
+            None if self.noise_group is None else self.noise_group[mask],
         )
 
 
@@ -141,14 +149,15 @@ class Law:
     Class attributes (the capabilities every reader asks; a law module sets those that differ):
     name, formula (the report's one line); size_columns (the canonical columns it
     reads besides D or C and L), derivable ({column: parts}: a column it may sum from others when the table
-    lacks it), point_columns (what makes two rows the same run: `tables.table_warnings`), zero_allowed (size
+    lacks it), point_columns (what makes two rows the same run: `runs_table.table_warnings`), zero_allowed (size
     columns that may hold 0), cost_formula (the N of C = 6 N D, as recorded); dense (N_eff = N: no
     r; published Chinchilla laws compare with it); per_recipe (one exponent per recipe, rows carry a recipe
     code: fitted by `fit --joint`) and recipe_law (the law each recipe's separate fit uses);
     per_r_multipliers (a free multiplier per r: the k_r figure panel); profile_param (the internal coordinate
     `fit_table` profiles by default, recorded as the fit's `profile_phi`); compute_optimal (N*(C), D*(C) are
     drawn from it); warm_start (a law whose optimum this one starts from instead of screening starts);
-    has_hessian (`log_predict_jac_hess` is exact).
+    has_hessian (`log_predict_jac_hess` is exact); rival (the label under which `loopscale validate` fits
+    this law beside a looped fit as a rival form, None: not one; `rival_law` builds it).
 
     Instances are bound to what a fit of them needs from the data (`bind`: the r values of per-r
     multipliers, the recipes of a per-recipe law) or from a fit record's parameters (`from_params`).
@@ -169,12 +178,19 @@ class Law:
     compute_optimal: ClassVar[bool] = True
     warm_start: ClassVar[str | None] = None
     has_hessian: ClassVar[bool] = True
+    rival: ClassVar[str | None] = None
 
     # -- binding an instance --------------------------------------------------------------------------
     @classmethod
     def bind(cls, r=None, recipes=()) -> Law:
         """The law for a fit to data with these r values (per-r laws) and recipes (per-recipe laws)."""
         return cls()
+
+    @classmethod
+    def rival_law(cls, data: LawData, reference: Mapping[str, float]) -> Law:
+        """The law `loopscale validate` fits as a rival form (`rival`) to `data`, beside a fit whose parameters
+        are `reference` (a law may read them: a pinned E pins the reference's E)."""
+        return cls.bind(r=data.r)
 
     @classmethod
     def from_params(cls, params: Mapping[str, float]) -> Law:
@@ -184,7 +200,7 @@ class Law:
     # -- the table ----------------------------------------------------------------------------------------
     @classmethod
     def check_table(cls, table) -> None:
-        """InputError when a canonical table cannot identify the law (its size is `tables.check_fit_size`'s):
+        """InputError when a canonical table cannot identify the law (its size is `runs_table.check_fit_size`'s):
         r^phi needs runs at two or more r; and a law that does not read N_pass refuses rows with parameters used
         once per pass (per-pass adapters), which it would leave out of N_eff (looped-pass reads them)."""
         if "N_pass" not in cls.size_columns and "N_pass" in table and (table["N_pass"].fillna(0) > 0).any():

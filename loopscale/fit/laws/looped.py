@@ -23,6 +23,7 @@ class Looped(Law):
     name = "looped"
     formula = "L = E + A (N_once + r^phi N_rec)^-alpha + B D^-beta"
     profile_param = "phi"
+    rival = "r^phi (the law)"
 
     def extra_internal_names(self) -> tuple[str, ...]:
         return ("phi",)

@@ -30,6 +30,7 @@ class LoopedFree(Law):
     per_r_multipliers = True
     compute_optimal = False  # k_r says nothing between or beyond the r it was fitted at
     warm_start = Looped.name
+    rival = "k_r per r (free multiplier)"
 
     r_values: tuple[float, ...] = ()
 

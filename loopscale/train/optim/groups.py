@@ -15,11 +15,14 @@ loopscale/blocks/, `Param.group`): alpha [r, K] and M [r, K, K] of hyper-connect
 
 from __future__ import annotations
 
-from torch import nn
+from typing import TYPE_CHECKING
 
 from loopscale.blocks.registry import form as block_form
 from loopscale.injections import form as forms
 from loopscale.injections.registry import form as injection_form
+
+if TYPE_CHECKING:  # annotations only: the group names are read torch-free (lr_transfer, the run plan)
+    from torch import nn
 
 MATRIX, HEAD, EMBEDDING, NORM, HYPER = "matrix", "head", "embedding", "norm", "hyper"
 BLOCK_PREFIXES = ("prelude.", "recurrent.", "coda.", "injection.")

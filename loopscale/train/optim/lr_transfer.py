@@ -117,6 +117,5 @@ def adamw_lrs(cfg: ModelConfig, optim: OptimConfig) -> dict[str, float]:
 def peak_lrs(cfg: ModelConfig, optim: OptimConfig, batch_tokens: int, D_tokens: int) -> dict[str, float]:
     """The peak lr of every parameter group of optim.optimizer: MuonH's recipe groups (`lrs_for`, at the global
     tokens per step and the run's target tokens) or plain AdamW's (`adamw_lrs`)."""
-    if optim.optimizer == "adamw":
-        return adamw_lrs(cfg, optim)
-    return lrs_for(cfg, batch_tokens, D_tokens, optim)
+    lrs = adamw_lrs(cfg, optim) if optim.optimizer == "adamw" else lrs_for(cfg, batch_tokens, D_tokens, optim)
+    return {group: lr * optim.lr_scale for group, lr in lrs.items()}  # an lr grid's multiplier (1 in the grid)

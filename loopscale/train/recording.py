@@ -6,7 +6,7 @@ or diverged / interrupted / terminated / failed with the step it reached and why
         ...                        # the body fills run.record and sets run.trainer once it exists
         run.finish(module, batch_tokens, val_loss)
 
-The record is a RunRecord (loopscale/train/records.py: its fields, its JSON). Only the process of global rank 0
+The record is a RunRecord (loopscale/train/run_json.py: its fields, its JSON). Only the process of global rank 0
 writes (every rank of a DDP run holds the same record).
 """
 
@@ -19,10 +19,15 @@ import time
 from pathlib import Path
 from typing import Any
 
+from loopscale.atomic import write_json_atomic
 from loopscale.config.schema import TrainConfig
+from loopscale.provenance import git_commit, library_versions
 from loopscale.signals import Terminated, stop_status
+from loopscale.train.compiling import recompile_limit_hits
+from loopscale.train.identity import identity_hash, identity_of, stored_hash
+from loopscale.train.lightning_module import Diverged
 from loopscale.train.plan import RunPlan
-from loopscale.train.records import RunRecord
+from loopscale.train.run_json import RunRecord
 
 log = logging.getLogger("loopscale.train.entry")
 STOP_REASONS = {"interrupted": "interrupted (Ctrl-C / SIGINT)", "terminated": "terminated (SIGTERM)"}
@@ -31,8 +36,6 @@ STOP_REASONS = {"interrupted": "interrupted (Ctrl-C / SIGINT)", "terminated": "t
 def first_record(cfg: TrainConfig, run_dir: Path, extra: dict[str, Any] | None = None) -> RunRecord:
     """What a failure before the plan exists (a bad data path, a vocabulary too large, ...) still records;
     `extra`: what the caller adds (a forked branch's parent and fork step, a stable parent's summary)."""
-    from loopscale.train.identity import identity_hash, identity_of, stored_hash
-
     record = RunRecord(
         step=0,
         run_name=cfg.run_name,
@@ -49,8 +52,6 @@ def first_record(cfg: TrainConfig, run_dir: Path, extra: dict[str, Any] | None =
 def record_plan(record: RunRecord, cfg: TrainConfig, plan: RunPlan) -> None:
     """The planned run into its record: the model, its accounting and budget (the plan's), the seed and
     provenance. The outcome (L, val_loss, train_loss) stays unknown; a forked branch keeps its parent."""
-    from loopscale.provenance import git_commit, library_versions
-
     m = cfg.model
     record.update(
         r=m.r,
@@ -82,6 +83,8 @@ def record_plan(record: RunRecord, cfg: TrainConfig, plan: RunPlan) -> None:
         versions=library_versions(),
         config=dataclasses.asdict(cfg),
     )
+    if cfg.optim.lr_scale != 1.0:  # an lr-grid run says so; a grid run's record is as before
+        record.update(lr_scale=cfg.optim.lr_scale)
 
 
 class RecordedRun:
@@ -99,8 +102,6 @@ class RecordedRun:
         return self
 
     def __exit__(self, exc_type, err, tb) -> bool:
-        from loopscale.train.lightning_module import Diverged
-
         try:
             if isinstance(err, Diverged):
                 self.record.update(status="diverged", reason=str(err), step=err.step)
@@ -136,8 +137,6 @@ class RecordedRun:
 def write_record_or_log(path: Path, record: RunRecord | dict[str, Any]) -> None:
     """Write a record (a RunRecord, or the JSON object of one); when even that fails (a full disk), say so
     without hiding the first error."""
-    from loopscale.atomic import write_json_atomic
-
     try:
         write_json_atomic(path, record.to_json_dict() if isinstance(record, RunRecord) else record)
     except OSError as err:
@@ -149,7 +148,6 @@ def record_recompile_limit_hits(cfg: TrainConfig, record: RunRecord, since: int)
     (the process's hits after the first `since`, i.e. during this run)."""
     if not cfg.trainer.compile:
         return
-    from loopscale.train.compiling import recompile_limit_hits
 
     hits = recompile_limit_hits()[since:]
     record.recompile_limit_hits = len(hits)

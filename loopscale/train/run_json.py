@@ -1,6 +1,7 @@
-"""run.json: the one record a run leaves behind (RunRecord, its type), and `collect`, which turns a sweep's
-records into the runs table the fitter reads. Outputs come from the code that knows the values; nothing here
-greps logs.
+"""run.json: the one record a run leaves behind (RunRecord, its type), reading it, and whether a done record is
+this run dir's (record_problem, is_finished; a dir another config claims has the earlier outputs set aside).
+A sweep's records become the runs table in collect.py. Outputs come from the code that knows the values; nothing
+here greps logs.
 
 A run directory holds: run.json (written atomically when the run ends: done / failed / diverged),
 checkpoints/last.ckpt, metrics.csv (the CSV logger), .hydra/ (the composed config).
@@ -18,8 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from loopscale.errors import InputError
+from loopscale.train.identity import claim, identity_file_problem, stored_hash
 
-log = logging.getLogger("loopscale.train.records")
+log = logging.getLogger("loopscale.train.run_json")
 
 RUN_FILE = "run.json"
 # The record of a forked sweep's stable parent (loopscale/train/forks.py): not a point of the law, so not run.json.
@@ -49,9 +51,9 @@ TABLE_COLUMNS = [
     "parent",
     "run_name",
     "run_dir",
+    # `loopscale validate`: an lr grid's multiplier (empty in the grid), the shapes its conventions recount with
+    *("lr_scale", "n_prelude", "n_coda", "seq_len", "vocab_size", "embedding", "lm_head"),
 ]
-# Columns of the list of runs that are not done (collect's second result).
-PROBLEM_COLUMNS = ["run_dir", "status", "reason", "step"]
 
 
 # The keys a record holds as soon as it is started (null when unknown), and those it holds once the run is planned
@@ -70,7 +72,7 @@ PLAN_KEYS = (
 @dataclass
 class RunRecord:
     """One training attempt's record, run.json (or fork_parent.json): filled as facts become known
-    (loopscale/train/run_record.py) and read by `collect`. Its JSON is one flat object, a key per field, written
+    (loopscale/train/recording.py) and read by `collect`. Its JSON is one flat object, a key per field, written
     in the order the facts are learnt (to_json_dict): START_KEYS always; FORK_KEYS when set; PLAN_KEYS once the
     run is planned (N known); memory_predicted once the device split is known; tokens_per_s once finished; every
     other key when known (not None). Keys this version does not know are kept in `extra` and written last."""
@@ -132,7 +134,9 @@ class RunRecord:
     memory_predicted: dict[str, Any] | None = None  # GPU runs; null on CPU
     optimizer: str | None = None
     lrs: dict[str, float] | None = None
+    lr_scale: float | None = None  # optim.lr_scale of an lr-grid run (loopscale/launch/lr_grid.py); absent at 1
     ortho_dtype: str | None = None  # MuonH only
+    compile: str | bool | None = None  # what trainer.compile (auto: resolved) trained with
     ranks: list[dict[str, Any]] | None = None  # where each rank ran
     # how it ended
     wall_time_s: float | None = None
@@ -256,7 +260,6 @@ NUMERIC_OPTIONAL = (
     "wall_time_s",
 )
 TEXT_COLUMNS = ("recipe", "injection", "parent", "run_name")
-RUN_MARKERS = (RUN_FILE, PARENT_FILE)  # and .hydra/config.yaml, checkpoints/last.ckpt (find_run_dirs)
 # Where the outputs of an earlier config of a run dir go when another config claims it (set_aside_replaced):
 # not a run of this sweep, so find_run_dirs does not walk it.
 REPLACED_DIR = ".replaced"
@@ -269,8 +272,6 @@ def record_problem(run_dir: Path, record: dict[str, Any]) -> str | None:
     copy `run005.bak` names run005), and match the dir's identity.json (loopscale/train/identity.py) by its
     identity hash or, for records from before the hash, its config; with no identity.json it must at least
     carry one of them (what loopscale-train writes). Its table columns must hold numbers / strings."""
-    from loopscale.train.identity import identity_file_problem
-
     name = record.get("run_name")
     if name is not None and name != run_dir.name:
         return f"its record is run {name!r}'s, not {run_dir.name!r}'s (a copy, or a record moved here?)"
@@ -286,41 +287,6 @@ def record_problem(run_dir: Path, record: dict[str, Any]) -> str | None:
         if record.get(col) is not None and not isinstance(record[col], str):
             return f"its {col} is {record[col]!r}, not text"
     return None
-
-
-def find_run_dirs(sweep_dir: Path) -> list[Path]:
-    """Every run directory below a sweep: those with a run.json, a fork parent's record, a checkpoint or a
-    composed Hydra config. Symlinked folders are followed (a run moved to scratch and linked back is still
-    the sweep's), each real folder once: by its own path when it is also reachable without a link (a link
-    to a run of the sweep, `alias -> run005`, is the duplicate, whichever name sorts first)."""
-    sweep_dir = Path(sweep_dir)
-    base = os.path.realpath(sweep_dir)
-    direct = {os.path.realpath(root) for root, _, _ in _walk(sweep_dir, followlinks=False)}
-    dirs, seen = [], set()
-    for root, subdirs, files in _walk(sweep_dir, followlinks=True):
-        real = os.path.realpath(root)
-        reached_by_link = real != os.path.normpath(os.path.join(base, os.path.relpath(root, sweep_dir)))
-        if real in seen or (reached_by_link and real in direct):  # a link to a folder walked by its own path
-            subdirs[:] = []  # (or a link cycle): not walked twice
-            continue
-        seen.add(real)
-        here = Path(root)
-        if any(m in files for m in RUN_MARKERS) or (here / ".hydra" / "config.yaml").is_file():
-            dirs.append(here)
-        elif (here / "checkpoints" / "last.ckpt").is_file():
-            dirs.append(here)
-    return sorted(dirs)
-
-
-def _walk(sweep_dir: Path, followlinks: bool):
-    """os.walk below a sweep, in sorted order, not into a run's .hydra/ or checkpoints/ nor into the folders
-    earlier configs' outputs were set aside in (.replaced/)."""
-    for root, subdirs, files in os.walk(sweep_dir, followlinks=followlinks):
-        subdirs.sort()
-        if Path(root).name in (".hydra", "checkpoints"):
-            subdirs[:] = []
-        subdirs[:] = [d for d in subdirs if d != REPLACED_DIR]
-        yield root, subdirs, files
 
 
 def set_aside_replaced(run_dir: Path, old_identity: str) -> Path | None:
@@ -346,118 +312,8 @@ def set_aside_replaced(run_dir: Path, old_identity: str) -> Path | None:
 def claim_run_dir(run_dir: Path, config: Any, **kwargs: Any) -> str:
     """identity.claim(run_dir, config, **kwargs), and when another config has just taken the dir over, the
     earlier config's outputs moved aside (set_aside_replaced). Returns the identity hash."""
-    from loopscale.train.identity import claim, stored_hash
-
     before = stored_hash(run_dir)
     digest = claim(run_dir, config, **kwargs)
     if before is not None and digest != before:
         set_aside_replaced(run_dir, before)
     return digest
-
-
-def _problem(run_dir: Path, status: str, reason: str, step=None) -> dict[str, Any]:
-    return {"run_dir": str(run_dir), "status": status, "reason": reason, "step": step}
-
-
-def _incomplete(run_dir: Path) -> dict[str, Any]:
-    if (run_dir / "checkpoints" / "last.ckpt").exists():
-        return _problem(run_dir, "incomplete", "checkpoint but no run.json (killed or running)")
-    return _problem(run_dir, "incomplete", "started but no checkpoint and no run.json")
-
-
-def _read_point(run_dir: Path) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
-    """(row, None) for a run dir holding a trusted done record, else (None, its problem), or (None, None)
-    for a forked sweep's finished stable parent (its branches are the points)."""
-    from loopscale.train.lock import lock_state
-
-    name = PARENT_FILE if os.path.lexists(run_dir / PARENT_FILE) else RUN_FILE
-    try:
-        record = read_record(run_dir, name)
-    except BadRecord as err:
-        return None, _problem(run_dir, "unreadable", str(err))
-    held = lock_state(run_dir)
-    if held is not None and (record is None or record.get("status") != "done"):
-        # a process trains here now (a resumed run: its old record says how the last attempt ended), or the
-        # one that did died without a record: running / stale, from the lock's holder and heartbeat
-        step = None if record is None else record.get("step")
-        return None, _problem(run_dir, held[0], held[1], step)
-    if record is None:
-        return None, _incomplete(run_dir)
-    role = "stable parent: " if name == PARENT_FILE else ""
-    if record.get("status") != "done":
-        status = record.get("status") if isinstance(record.get("status"), str) else "unreadable"
-        return None, _problem(run_dir, status, role + str(record.get("reason") or ""), record.get("step"))
-    if name == PARENT_FILE:
-        return None, None
-    problem = record_problem(run_dir, record)
-    if problem is not None:
-        return None, _problem(run_dir, "inconsistent", problem, record.get("step"))
-    typed = RunRecord.from_dict(record)
-    row = typed.table_row()
-    row["run_dir"] = str(run_dir)
-    row["identity"] = typed.identity
-    return row, None
-
-
-def collect(sweep_dir: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """Return (rows of finished runs, problems) for a sweep directory.
-
-    A problem is a run that is not a point of the table: {'run_dir', 'status', 'reason', 'step'} with status
-    running (a live process holds its lock), stale (its lock's holder died: lock.lock_state), failed /
-    diverged / interrupted / terminated (its record says so), incomplete (a checkpoint or config
-    but no record: still running, killed, or never finished), unreadable (a record that is not one: cut, not
-    JSON, a link), inconsistent (a done record that is not this dir's: record_problem) or copy (the same
-    run as another dir's: same identity and run name). One bad record never stops the others."""
-    rows, problems, first_of = [], [], {}
-    for run_dir in find_run_dirs(sweep_dir):
-        row, problem = _read_point(run_dir)
-        if problem is not None:
-            problems.append(problem)
-        if row is None:
-            continue
-        key = (row.pop("identity"), row["run_name"])
-        if key[0] is not None and key in first_of:
-            problems.append(_problem(run_dir, "copy", f"the same run as {first_of[key]} (same identity and name)"))
-            continue
-        first_of[key] = run_dir
-        rows.append(row)
-    return rows, problems
-
-
-def duplicate_points(rows: list[dict[str, Any]]) -> list[str]:
-    """Rows whose point of the law and loss repeat another row's exactly (recipe, r, N_once, N_rec, D, L):
-    counted twice they narrow every interval. One line per repeated point, naming its runs."""
-    groups: dict[tuple, list[str]] = {}
-    for row in rows:
-        key = tuple(row.get(c) for c in ("recipe", "r", "N_once", "N_rec", "D", "L"))
-        groups.setdefault(key, []).append(str(row.get("run_dir")))
-    return [
-        f"r={key[1]} N_once={key[2]} N_rec={key[3]} D={key[4]} L={key[5]} appears {len(dirs)} times: {', '.join(dirs)}"
-        for key, dirs in groups.items()
-        if len(dirs) > 1
-    ]
-
-
-def runs_table(rows: list[dict[str, Any]]):
-    """The runs table the fitter reads: TABLE_COLUMNS in order, sorted by recipe, r, C, N."""
-    import pandas as pd
-
-    return pd.DataFrame(rows, columns=TABLE_COLUMNS).sort_values(["recipe", "r", "C", "N"], kind="stable")
-
-
-def write_runs_table(table, problems: list[dict[str, Any]], out: Path) -> Path:
-    """What `loopscale collect` writes: `out` (.csv), a .parquet beside it and <name>_problems.csv with the
-    runs not done. All three are written to temporary files first and renamed into place only when all
-    three are complete: they are replaced together or not at all. Returns the problems file."""
-    import pandas as pd
-
-    from loopscale.atomic import atomic_paths
-
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    problems_out = out.with_name(f"{out.stem}_problems.csv")
-    with atomic_paths(out, out.with_suffix(".parquet"), problems_out) as (csv_tmp, parquet_tmp, problems_tmp):
-        table.to_csv(csv_tmp, index=False)
-        table.to_parquet(parquet_tmp, index=False)
-        pd.DataFrame(problems, columns=PROBLEM_COLUMNS).to_csv(problems_tmp, index=False)
-    return problems_out

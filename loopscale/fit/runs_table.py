@@ -15,6 +15,8 @@ the one rule by which the fitter's cluster bootstrap and holdout, the figures an
 
 from __future__ import annotations
 
+import csv as csv_module
+import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -77,7 +79,6 @@ def read_table(path) -> pd.DataFrame:
 def _read_jsonl(path: Path) -> pd.DataFrame:
     """JSON lines, one object per line; a key given twice in one object is refused (json and pandas would
     silently keep the last value)."""
-    import json
 
     def no_repeats(pairs):
         keys = [k for k, _ in pairs]
@@ -103,8 +104,6 @@ def _check_complete_text(path: Path, csv: bool) -> None:
     """A text table cut by a full disk or a kill mid-write ends without a newline, or (CSV) its last line
     has fewer fields than the header; pandas would read the cut row as data. Also rejects a CSV header
     that names a column twice (pandas silently renames the second to NAME.1)."""
-    import csv as csv_module
-
     size = path.stat().st_size
     if size == 0:
         return  # pandas reports the empty file
@@ -280,12 +279,14 @@ def check_fit_size(table: pd.DataFrame, law: str) -> None:
         )
 
 
+SEED_COLUMN = "seed"  # a run's seed: rows of one point with different seeds are replicates (`fit.noise`)
 MAX_PLAUSIBLE = {"L": 100.0, "N_once": 1e30, "N_rec": 1e30, "N": 1e30, "D": 1e30, "C": 1e40}
 
 
 def table_warnings(table: pd.DataFrame, law: str) -> list[str]:
     """What the fit should say about a canonical table it accepted: rows that repeat another row's point
-    and loss exactly (a copied run counts twice and narrows every interval), and values far outside any
+    and loss exactly (a copied run counts twice and narrows every interval) or its point and seed (one run
+    counted twice; other seeds are replicates), and values far outside any
     real run (a loss of 1e300 nats, 1e308 parameters), which the fit's arithmetic does not survive."""
     point = list(law_class(law).point_columns)
     out = []
@@ -295,6 +296,15 @@ def table_warnings(table: pd.DataFrame, law: str) -> list[str]:
             f"{int(repeated.sum())} rows repeat another row's {', '.join(point)} exactly (rows {_rows(repeated)}): "
             "a duplicated run counts twice and narrows every interval; drop the copies"
         )
+    if SEED_COLUMN in table.columns:  # other seeds of a point are replicates; the same seed twice is one run
+        inputs = [c for c in point if c in table.columns and c != "L"] + [SEED_COLUMN]
+        rerun = table.duplicated(subset=inputs, keep="first").to_numpy() & table[SEED_COLUMN].notna().to_numpy()
+        rerun &= ~repeated
+        if rerun.any():
+            out.append(
+                f"{int(rerun.sum())} rows repeat another row's point and seed (rows {_rows(rerun)}): one seed's run "
+                "counted twice narrows every interval; keep one (other seeds of a point are replicates)"
+            )
     for col, limit in MAX_PLAUSIBLE.items():
         if col in table.columns:
             big = table[col].to_numpy(dtype=float) > limit

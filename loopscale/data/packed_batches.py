@@ -28,10 +28,10 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, IterableDataset
 
-from loopscale.errors import InputError
 from loopscale.data.corpus import DataError
+from loopscale.data.packed_parquet import PackedSet, RowFiles
 from loopscale.data.windows import StepResumableDataModule
-from loopscale.data.packed_set import PackedSet, RowFiles
+from loopscale.errors import InputError
 
 IGNORE_INDEX = -100  # torch.nn.functional.cross_entropy's default ignore_index
 

@@ -11,7 +11,7 @@ open, the fullest open row is closed and the rest of it is padding. So:
 - every token of every document appears exactly once, in document order (a document's full rows come
   before the row holding its tail, and pieces never move once placed);
 - padding only sits at the end of a row: a row is `n_tokens` real tokens followed by `pad_id`s, and the
-  reader masks the targets past `n_tokens` (loopscale/data/packed_reader.py);
+  reader masks the targets past `n_tokens` (loopscale/data/packed_batches.py);
 - waste = padding / (rows x (T + 1)); with many short documents and enough open rows it is a few percent
   or less (measured by `loopscale data pack` and benchmarks/bench_data.py).
 

@@ -13,7 +13,7 @@ the metadata, T from the first row.
 
 `pack(cfg, seq_len)` builds a set from any corpus and tokenizer `prepare` (shards.py) handles: the token
 shards are split at their end-of-document tokens, each document gets a BOS in front, and the documents are
-best-fit packed (packing.py). Rows are written in a fixed shuffled order (seeded by data.split_seed) so a
+best-fit packed (document_packing.py). Rows are written in a fixed shuffled order (seeded by data.split_seed) so a
 prefix of the rows -- what a shorter run reads -- is a sample of the whole corpus, not its first documents.
 Writes are staged in `<data_dir>/.tmp-<key>-<host>-<pid>` and published by one rename, like shards.py
 (staging.py).
@@ -28,16 +28,38 @@ import hashlib
 import json
 import shutil
 from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+from tqdm.auto import tqdm
 
 from loopscale.data.corpus import DataError, source_fingerprint
-from loopscale.data.packing import documents_of  # noqa: F401 (re-exported: it was defined here)
-from loopscale.data.published import HUB_HOST, HUB_PROBE_S, footer_sha256, hub_cache_dir, hub_offline_flag, hub_reachable, locate_published
-from loopscale.data.staging import CONTENT_KEY, content_sha256, ensure_content_hash, publish, staging_folder
+from loopscale.data.document_packing import (
+    PackStats,
+    documents_of,  # noqa: F401 (re-exported: it was defined here)
+    pack_rows,
+    pack_rows_cropped,
+)
+from loopscale.data.published import (
+    footer_sha256,
+    locate_published,
+)
+from loopscale.data.shards import prepare
+from loopscale.data.staging import (
+    CONTENT_KEY,
+    content_sha256,
+    ensure_content_hash,
+    full_disk_as_data_error,
+    publish,
+    staging_folder,
+)
+from loopscale.data.tokenizer import eot_id, load_tokenizer, tokenizer_sha256
 
 if TYPE_CHECKING:
     from loopscale.config.schema import DataConfig
@@ -48,8 +70,8 @@ FORMAT_VERSION = 1  # bump when packing or the layout changes: old packed caches
 META_FILE = "meta.json"
 ROWS_PER_FILE = 65536  # rows per parquet file (the published set: ~ this order)
 ROWS_PER_GROUP = 1024  # rows per row group: the reader decodes one group at a time
-MAX_OPEN_ROWS = 1024  # best-fit window (packing.py)
-PUBLISHED_BUFFER_DOCS = 1000  # the published packing's document buffer (packing.pack_rows_cropped)
+MAX_OPEN_ROWS = 1024  # best-fit window (document_packing.py)
+PUBLISHED_BUFFER_DOCS = 1000  # the published packing's document buffer (document_packing.pack_rows_cropped)
 BOS_CANDIDATES = ("<s>", "<|bos|>", "<|begin_of_text|>", "[CLS]")  # else the end-of-document token
 
 
@@ -65,8 +87,6 @@ class RowFiles:
     or threads (DDP spawn, DataLoader workers)."""
 
     def __init__(self, files: list[Path], row_len: Optional[int] = None):
-        import pyarrow.parquet as pq
-
         if not files:
             raise DataError("a packed split needs at least one parquet file")
         self.files = [Path(f) for f in files]
@@ -100,17 +120,12 @@ class RowFiles:
         self._cache = (gi, tokens, n_tokens)
         if len(self.groups) > 1:
             if self._pool is None:
-                from concurrent.futures import ThreadPoolExecutor
-
                 self._pool = ThreadPoolExecutor(1, thread_name_prefix="packed-rows")
             nxt = (gi + 1) % len(self.groups)  # in order; after the last group a second pass starts at 0
             self._prefetch = (nxt, self._pool.submit(self._decode, nxt))
         return tokens, n_tokens
 
     def _decode(self, gi: int) -> tuple[np.ndarray, Optional[np.ndarray]]:
-        import pyarrow.compute as pc
-        import pyarrow.parquet as pq
-
         fi, g, n = self.groups[gi]
         columns = ["tokens", "n_tokens"] if self.has_n_tokens else ["tokens"]
         table = pq.ParquetFile(self.files[fi]).read_row_group(g, columns=columns)
@@ -213,8 +228,6 @@ def open_packed(root: Path | str) -> PackedSet:
 
 def bos_id_of(tokenizer) -> int:
     """The id put in front of every document: the tokenizer's BOS, else its end-of-document token."""
-    from loopscale.data.tokenizer import eot_id
-
     for name in BOS_CANDIDATES:
         idx = tokenizer.token_to_id(name)
         if idx is not None:
@@ -229,8 +242,6 @@ def bos_id_of(tokenizer) -> int:
 
 
 def _row_table(rows: np.ndarray, n_tokens: np.ndarray):
-    import pyarrow as pa
-
     n, width = rows.shape
     offsets = pa.array(np.arange(0, (n + 1) * width, width, dtype=np.int32))
     tokens = pa.ListArray.from_arrays(offsets, pa.array(rows.reshape(-1)))
@@ -241,9 +252,6 @@ def write_rows(
     out_dir: Path, split: str, rows: np.ndarray, n_tokens: np.ndarray, order: np.ndarray, progress: bool = False
 ) -> list[str]:
     """Write rows[order] as `<split>-00000.parquet`, ... (ROWS_PER_FILE rows each); returns the names."""
-    import pyarrow.parquet as pq
-    from tqdm.auto import tqdm
-
     names = []
     with tqdm(total=len(order), unit="row", desc=f"write {split}", disable=not progress) as bar:
         for fi, lo in enumerate(range(0, len(order), ROWS_PER_FILE)):
@@ -276,10 +284,6 @@ def pack_split(
 ) -> dict:
     """Pack one flat shard into `out_dir/<split>-*.parquet` (data.packing: best_fit, or published: full rows,
     documents cropped); returns its counts for meta.json."""
-    from tqdm.auto import tqdm
-
-    from loopscale.data.packing import PackStats, pack_rows, pack_rows_cropped
-
     stats = PackStats()
     raw = work / f"{split}.rows"  # rows in packing order, padded: [n_rows, row_len] of dtype
     counts = []
@@ -336,10 +340,6 @@ def pack_key(prepared: PreparedData, seq_len: int, seed: int, packing: str = "be
 
 def pack(cfg: DataConfig, seq_len: int, progress: bool = True) -> PackedSet:
     """The packed set of `cfg`'s corpus and tokenizer at context T = seq_len, from the cache or built."""
-    from loopscale.data.shards import prepare
-    from loopscale.data.staging import full_disk_as_data_error
-    from loopscale.data.tokenizer import load_tokenizer
-
     if seq_len < 1:
         raise DataError(f"seq_len={seq_len} must be >= 1")
     prepared = prepare(cfg, progress=progress)
@@ -394,8 +394,6 @@ def _pack_splits(
 
 def _pack_meta(cfg: DataConfig, prepared: PreparedData, key: str, seq_len: int, tok, bos: int, splits: dict) -> dict:
     """meta.json of a packed set built here: the format, T, the tokenizer and the counts of each split."""
-    from loopscale.data.tokenizer import tokenizer_sha256
-
     return {
         "format": FORMAT,
         "version": FORMAT_VERSION,

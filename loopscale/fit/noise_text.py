@@ -1,0 +1,50 @@
+"""A fit record's `noise` block (`loopscale.fit.noise.noise_block`) as lines of text: what `loopscale fit`
+prints and the report lists. Reads the record only (no numpy, no optimiser)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def noise_lines(noise: dict[str, Any] | None) -> list[str]:
+    """The seed noise in a few lines: the replicates, the sigma model of log L with sigma per r, how the fit used
+    it; or the statement that the intervals omit seed noise. [] for a record written before the block existed."""
+    if not noise:
+        return []
+    seeds = ", ".join(
+        f"{n} with {k} seed{'s' if k != '1' else ''}"
+        for k, n in sorted(noise.get("seeds_per_point", {}).items(), key=lambda kv: int(kv[0]))
+    )
+    head = f"seed noise: {noise.get('n_points')} points ({seeds}); {noise.get('dof', 0)} degrees of freedom"
+    if noise.get("model") is None:
+        return [head, f"  {noise['statement']}"]
+    model = noise["model"]
+    params = model["params"]
+    if model["kind"] == "constant":
+        form = f"{params['sigma']:.3g}"
+    elif model["kind"] == "per r":
+        form = ", ".join(f"r={r} {s:.3g}" for r, s in params["sigma_r"].items())
+    else:
+        x = params["covariate"].replace("_", " ")
+        form = f"exp({params['a']:.3g} {params['b']:+.3g} ({x} - {params['x_mean']:.4g}))"
+    lines = [
+        head,
+        f"  sigma of log L: {model['kind']} ({form}; rule: lowest AICc, another model must beat the constant by 2); "
+        f"RMS {noise['sigma_log']:.3g}, i.e. {noise['sigma_L_nats']:.3g} nats of L",
+    ]
+    per_r = [
+        f"r={r} {v['sigma_log']:.3g} ({v['sigma_L_nats']:.3g} nats, {v['n_replicated_points']} of {v['n_points']} "
+        f"points repeated)"
+        if v["sigma_log"] is not None
+        else f"r={r} not repeated (model {v['model_sigma_log']:.3g})"
+        for r, v in noise.get("per_r", {}).items()
+    ]
+    if per_r:
+        lines.append("  per r, pooled from that r's points: " + "; ".join(per_r))
+    used = f"  {noise['weights']}"
+    if noise.get("lack_of_fit") is not None:
+        used += f"; scatter about the law / seed noise S^2 = {noise['lack_of_fit']:.3g}"
+    lines.append(used)
+    if noise.get("bootstrap"):
+        lines.append(f"  bootstrap {noise['bootstrap']}")
+    return lines

@@ -1,0 +1,83 @@
+"""The folds of `loopscale validate`: the whole table, leave-one-budget-out (each compute budget predicted by
+a refit on the others) and leave-one-r-out (each r > 1 predicted by a refit on the other r: does r^phi predict
+an r it has not seen?).
+
+A fold that cannot be done is kept with the reason (`Fold.reason`), so a table with few budgets or few r gets a
+sentence, not a crash. Budgets are grouped as everywhere else (`tables.budget_column`, `budget_clusters`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from loopscale.fit.runs_table import budget_clusters, budget_column
+
+FULL, BUDGET, R = "full", "budget", "r"
+MIN_TRAIN_BUDGETS = 2  # a refit on one budget cannot separate N from D
+
+
+@dataclass(frozen=True)
+class Fold:
+    """kind: FULL, BUDGET or R; label: what is held out ("C = 1e+18", "r = 8", "all rows"); test: the held-out
+    rows (none for FULL); reason: why the fold cannot be done, None when it can."""
+
+    kind: str
+    label: str
+    test: np.ndarray
+    reason: str | None = None
+
+    @property
+    def train(self) -> np.ndarray:
+        return ~self.test
+
+
+def full_fold(n_rows: int) -> Fold:
+    return Fold(FULL, "all rows", np.zeros(n_rows, bool))
+
+
+def budget_folds(table, n_params: int) -> list[Fold]:
+    """One fold per compute budget. Cannot be done when the table has fewer than MIN_TRAIN_BUDGETS + 1
+    budgets, or when the other budgets hold fewer than 2 x n_params rows."""
+    labels = budget_clusters(budget_column(table))
+    budgets = np.unique(labels)
+    if len(budgets) < MIN_TRAIN_BUDGETS + 1:
+        why = (
+            f"the table has {len(budgets)} compute budget(s): leaving one out needs at least "
+            f"{MIN_TRAIN_BUDGETS + 1} (a refit on one budget cannot separate N from D)"
+        )
+        return [Fold(BUDGET, "every budget", np.zeros(len(labels), bool), why)]
+    folds = []
+    for budget in budgets:
+        test = labels == budget
+        n_train = int((~test).sum())
+        why = None
+        if n_train < 2 * n_params:
+            why = f"the other budgets hold {n_train} rows, fewer than {2 * n_params} (twice the law's parameters)"
+        folds.append(Fold(BUDGET, f"C = {budget:.3g}", test, why))
+    return folds
+
+
+def r_folds(table, n_params: int) -> list[Fold]:
+    """One fold per r > 1. Cannot be done without two or more r > 1 beside r = 1 (dropping the only r > 1
+    leaves phi unidentified), without r = 1 runs (they anchor N_eff = N at r = 1), or with too few rows left."""
+    if "r" not in table.columns:
+        return [Fold(R, "every r", np.zeros(len(table), bool), "the table has no r column (a dense law)")]
+    r = table["r"].to_numpy(dtype=float)
+    looped = np.unique(r[r > 1])
+    if len(looped) == 0:
+        return [Fold(R, "every r", np.zeros(len(r), bool), "the table has runs at r = 1 only")]
+    folds = []
+    for value in looped:
+        test = r == value
+        left = np.unique(r[~test])
+        why = None
+        if 1.0 not in left:
+            why = "the table has no r = 1 runs to anchor N_eff = N"
+        elif len(left) < 2:
+            why = f"dropping it leaves runs at r = {', '.join(f'{v:g}' for v in left)} only: phi is not identified"
+        elif int((~test).sum()) < 2 * n_params:
+            why = f"the other r hold {int((~test).sum())} rows, fewer than {2 * n_params}"
+        folds.append(Fold(R, f"r = {value:g}", test, why))
+    return folds

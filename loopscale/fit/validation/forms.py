@@ -1,0 +1,57 @@
+"""The forms `loopscale validate` fits to one table and scores the same way: the fit's own law, every
+registered law with a `rival` label (r^phi, a free k_r per r, E pinned, an N x D term: one module each in
+loopscale/fit/laws/) and the fit's law with plain least squares instead of Huber (a `Loss` option, not a law).
+
+A form that cannot be fitted to this table (its `check_table` refuses it: a per-r form without r = 1 runs, a
+looped form on a dense table) is kept with the reason.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from loopscale.errors import InputError
+from loopscale.fit.laws.form import Law, LawData
+from loopscale.fit.laws.registry import law_class, law_names
+from loopscale.fit.objective import Loss
+
+MSE = Loss("l2")
+
+
+@dataclass(frozen=True)
+class Form:
+    """label: the table's row name; law: the instance fitted (None when it cannot be); loss; reference: the
+    fit's own law with its own loss (what the verdict is about); reason: why it cannot be fitted."""
+
+    label: str
+    law: Law | None
+    loss: Loss
+    reference: bool = False
+    reason: str | None = None
+
+
+def forms_for(table, data: LawData, law_name: str, reference: Mapping[str, float], loss: Loss) -> list[Form]:
+    """The fit's law (first), each rival law other than it, then the fit's law under MSE (when the fit was not
+    already least squares). `reference`: the fit's parameters (a pinned E reads its E)."""
+    own = law_class(law_name)
+    forms = [Form(f"{law_name} (the fit's law)", own.rival_law(data, reference), loss, reference=True)]
+    for name in law_names():
+        cls = law_class(name)
+        if cls.rival is None or cls is own:
+            continue
+        missing = [c for c in cls.size_columns if c not in table.columns]
+        if missing:
+            forms.append(Form(cls.rival, None, loss, reason=f"the table has no column {', '.join(missing)}"))
+            continue
+        try:
+            cls.check_table(table)
+            law = cls.rival_law(data, reference)
+            law.bounds()  # a law that cannot be built for this fit says so here
+        except InputError as err:
+            forms.append(Form(cls.rival, None, loss, reason=str(err)))
+            continue
+        forms.append(Form(cls.rival, law, loss))
+    if loss.kind != MSE.kind:
+        forms.append(Form(f"{law_name}, MSE instead of Huber", own.rival_law(data, reference), MSE))
+    return forms

@@ -1,0 +1,181 @@
+"""`validate`: every form (`forms.py`) fitted on every fold (`folds.py`) of one table, each refit predicting
+its held-out rows, over worker processes with a progress bar; then Approach 2 (`approach2.py`), the lr grid
+(`lr_confound.py`), the counting conventions (`conventions.py`) and the verdict (`verdict.py`).
+
+Each form is first fitted to the whole table by the multi-start fitter (`optimize.fit_law`, no profile or
+bootstrap); then each (form, fold) is one task: the form's law is rebuilt for the fold's training rows
+(`Law.rival_law`: a per-r form gets the r it sees), refitted from the whole table's best optima (the fast path,
+as the bootstrap's replicates are) and asked for its held-out rows. A task that cannot be done (the form
+refuses the fold's rows, or has no prediction at an r it was not fitted at) says why. Results are the same
+whatever `jobs` (every task is deterministic wherever it runs).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, TextIO
+
+import numpy as np
+
+from loopscale.errors import InputError
+from loopscale.fit.bounds import clip_to_bounds
+from loopscale.fit.laws.registry import law_class
+from loopscale.fit.objective import Loss
+from loopscale.fit.optimize import fit_law, multistart
+from loopscale.fit.result import FitResult, versions
+from loopscale.fit.task_pool import run_tasks
+from loopscale.fit.uncertainty import profile_param
+from loopscale.fit.validation.approach2 import iso_flop_exponent
+from loopscale.fit.validation.conventions import convention_table
+from loopscale.fit.validation.folds import Fold, R, budget_folds, full_fold, r_folds
+from loopscale.fit.validation.forms import Form, forms_for
+from loopscale.fit.validation.lr_confound import lr_section
+from loopscale.fit.validation.scores import free_params, held_out_errors, information
+from loopscale.fit.validation.verdict import verdict
+
+
+def validate(
+    table,
+    fit: FitResult,
+    jobs: int = 1,
+    progress: TextIO | None = None,
+    n_refine: int = 16,
+    pin_E: float | None = None,
+    lr_table=None,
+    conventions: bool = True,
+    fill: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The validation record of `fit` (a FitResult of a single-table law) on its canonical `table` (the rows
+    of the law, lr-grid rows removed: they go in `lr_table`). pin_E: the pinned-E form's E (default the fit's);
+    fill: constant columns the counting conventions read where the table lacks them. InputError when the fit
+    is a joint fit or the table cannot be fitted at all."""
+    started = time.perf_counter()
+    cls = law_class(fit.law)
+    if cls.per_recipe:
+        raise InputError(
+            f"{fit.law} is a joint fit over recipes: validate each recipe's own fit (loopscale fit --group recipe)"
+        )
+    loss = Loss(fit.settings.get("loss", "huber"), fit.settings.get("delta") or 1e-3)
+    seed = int(fit.seed or 0)
+    data = cls.data_from_table(table)
+    reference = {**fit.params, **({} if pin_E is None else {"E": float(pin_E)})}
+    forms = forms_for(table, data, fit.law, reference, loss)
+    n_params = forms[0].law.n_params
+    folds = [full_fold(len(table)), *budget_folds(table, n_params)]
+    if not cls.dense:
+        folds += r_folds(table, n_params)
+    problem = (table, data, forms, folds, reference, seed, n_refine)
+    fitted = [i for i, form in enumerate(forms) if form.law is not None]
+    fulls = run_tasks(solve_full, problem, fitted, jobs, progress, "validate: whole table", "fit")
+    full = fulls[0]
+    if not full["ok"]:
+        raise InputError(f"cannot validate: the fit's law cannot be fitted to the whole table: {full['reason']}")
+    tasks = [(r["form"], j, r["starts"]) for r in fulls if r["ok"] for j, f in enumerate(folds) if j and not f.reason]
+    starts = full["starts"]  # the fit's law's best optima: where the conventions and the lr refits start
+    for r in fulls:
+        r.pop("starts", None)
+    results = fulls + run_tasks(solve_fold, problem, tasks, jobs, progress, "validate: folds", "fit")
+    results.sort(key=lambda r: (r["form"], r["fold"]))
+    interval = _phi_interval(fit, table, forms[0], seed, n_refine)
+    record: dict[str, Any] = {
+        "fit": {"law": fit.law, "params": fit.params, "path": fit.input.get("path"), **interval},
+        "n_rows": len(table),
+        "forms": [_form_entry(form) for form in forms],
+        "folds": [{"kind": f.kind, "label": f.label, "n_test": int(f.test.sum()), "reason": f.reason} for f in folds],
+        "results": results,
+        "approach2": iso_flop_exponent(table, full["params"]),
+        "lr_confound": None if lr_table is None else lr_section(lr_table, table, forms[0], full["params"], starts),
+        "conventions": convention_table(table, forms[0], full["params"], interval, starts, fill)
+        if conventions
+        else None,
+    }
+    record["verdict"] = verdict(record)
+    record["jobs"] = jobs
+    record["elapsed_s"] = time.perf_counter() - started
+    record["versions"] = versions()
+    return record
+
+
+def _form_entry(form: Form) -> dict[str, Any]:
+    return {
+        "label": form.label,
+        "law": None if form.law is None else form.law.name,
+        "loss": form.loss.kind,
+        "reference": form.reference,
+        "k": None if form.law is None else free_params(form.law),
+        "reason": form.reason,
+    }
+
+
+def _phi_interval(fit: FitResult, table, form: Form, seed: int, n_refine: int) -> dict[str, Any]:
+    """The 95% interval of phi the shifts are measured against: the fit record's profile interval, else its
+    bootstrap interval, else a profile of a refit here; none for a law without a profiled phi."""
+    profile = (fit.profile_phi or {}).get("interval")
+    if profile and None not in profile:
+        return {"phi_interval": list(profile), "interval_source": "the fit's phi profile"}
+    if "phi" in fit.ci95:
+        return {"phi_interval": list(fit.ci95["phi"]), "interval_source": "the fit's bootstrap"}
+    if form.law.profile_param is None:
+        return {"phi_interval": None, "interval_source": None}
+    _, state = fit_law(form.law.data_from_table(table), form.law, form.loss, seed, n_refine)
+    out = profile_param(state, form.law.profile_param)
+    return {"phi_interval": list(out["interval"]), "interval_source": "a phi profile of the refit"}
+
+
+WARM_STARTS = 3  # a fold's refit starts: the whole table's optimum and its next best refined starts
+
+
+def solve_full(problem: tuple, i: int) -> dict[str, Any]:
+    """Form i fitted to the whole table by the multi-start fitter: the AICc row, and the starts its folds use."""
+    table, data, forms, _folds, _reference, seed, n_refine = problem
+    form: Form = forms[i]
+    out: dict[str, Any] = {"form": i, "fold": 0, "ok": False, "reason": None}
+    try:
+        type(form.law).check_table(table)
+        with np.errstate(all="ignore"):
+            result, state = fit_law(data, form.law, form.loss, seed, n_refine)
+    except InputError as err:
+        return {**out, "reason": str(err)}
+    res = state.law.log_predict(state.best.theta, data) - data.log_L
+    ranked = sorted(state.refined, key=lambda x: x.objective)
+    starts = [state.best.theta] + [x.theta for x in ranked if not np.array_equal(x.theta, state.best.theta)]
+    out.update(ok=True, params=result.params, objective=result.objective, n_train=len(data))
+    out.update(train_rms_log=float(np.sqrt(np.mean(res**2))), information=information(res, free_params(state.law)))
+    out["starts"] = np.array(starts[:WARM_STARTS]).tolist()
+    return out
+
+
+def solve_fold(problem: tuple, task: tuple) -> dict[str, Any]:
+    """Form i refitted on fold j's training rows from the whole table's optima (the fast path: `multistart`
+    from WARM_STARTS starts, no screening), scored on the held-out rows. A per-r form rebound to the r it sees
+    starts from the coordinates it keeps."""
+    table, data, forms, folds, reference, _seed, _n_refine = problem
+    i, j, starts = task
+    form: Form = forms[i]
+    fold: Fold = folds[j]
+    out: dict[str, Any] = {"form": i, "fold": j, "ok": False, "reason": None}
+    cls = type(form.law)
+    train, test = data.subset(fold.train), data.subset(fold.test)
+    try:
+        cls.check_table(table[fold.train].reset_index(drop=True))
+        law = cls.rival_law(train, reference)
+    except InputError as err:
+        return {**out, "reason": str(err)}
+    if fold.kind == R and not cls.dense:  # bound to the training r, a per-r form has no multiplier at the held-out r
+        try:
+            mid = law.to_user(np.mean(law.bounds(), axis=1))
+            for value in np.unique(test.r):
+                law.multiplier(mid, float(value))
+        except InputError:
+            return {**out, "reason": f"the form has no multiplier at {fold.label}, which it was not fitted at"}
+    keep = [form.law.internal_names.index(n) for n in law.internal_names]
+    with np.errstate(all="ignore"):
+        best, _ = multistart(law, train, form.loss, clip_to_bounds(np.array(starts)[:, keep], law))
+    train_res = law.log_predict(best.theta, train) - train.log_L
+    predicted = np.exp(law.log_predict(best.theta, test))
+    out.update(ok=True, params=law.to_user(best.theta), objective=best.objective, n_train=len(train))
+    out["train_rms_log"] = float(np.sqrt(np.mean(train_res**2)))
+    out["held_out"] = held_out_errors(predicted, test.L)
+    out["rows"] = np.flatnonzero(fold.test).tolist()
+    out["predicted"], out["observed"] = predicted.tolist(), test.L.tolist()
+    return out

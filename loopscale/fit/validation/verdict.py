@@ -1,0 +1,121 @@
+"""The flags and the one verdict line of a validation record: "the law predicts unseen budgets to x% and unseen
+r to y%; phi moves by at most z when one r is dropped", and what is flagged:
+
+- a held-out fold whose RMS log error is over RATIO_FLAG times the refit's own residual RMS on its training
+  rows (the noise it was fitted to): the law misses that budget or r beyond its noise;
+- a leave-one-r-out phi that moves by more than the half-width of phi's 95% interval;
+- a per-r multiplier form (`Law.per_r_multipliers`) whose AICc beats the fit's law by more than AICC_FLAG: the
+  r effect is not a power of r (LoopCoder-v2's 2 loops best, 3+ worse, would show here);
+- Approach 2's N*(C) exponent more than 1.96 standard errors from the law's beta / (alpha + beta);
+- the lr grid's best lr moving with r by more than one grid step, and the counting conventions that move phi
+  by more than its half-width (their own sections say which).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from loopscale.fit.laws.registry import find_law
+
+RATIO_FLAG = 2.0
+AICC_FLAG = -4.0  # Burnham & Anderson: a difference over 4 is considerable support for the better model
+Z_95 = 1.959963984540054
+
+
+def fold_rows(record: dict[str, Any], form: int, kind: str) -> list[dict[str, Any]]:
+    """The results of form `form` on the folds of one kind (done or not)."""
+    return [r for r in record["results"] if r["form"] == form and record["folds"][r["fold"]]["kind"] == kind]
+
+
+def full_result(record: dict[str, Any], form: int) -> dict[str, Any] | None:
+    return next(iter(fold_rows(record, form, "full")), None)
+
+
+def delta_aicc(record: dict[str, Any], form: int) -> float | None:
+    """AICc of form `form` minus the fit's law's, on the whole table (None when either has none)."""
+    own, other = full_result(record, 0), full_result(record, form)
+    if not (own and other and own["ok"] and other["ok"]):
+        return None
+    a, b = own["information"]["aicc"], other["information"]["aicc"]
+    return None if a is None or b is None else b - a
+
+
+def half_width(record: dict[str, Any]) -> float | None:
+    interval = record["fit"].get("phi_interval")
+    return None if not interval else (interval[1] - interval[0]) / 2
+
+
+def held_out_summary(record: dict[str, Any], kind: str, flags: list[str]) -> tuple[float, float] | None:
+    """(mean of the folds' mean |error|, worst |error|) of the fit's law over the folds of one kind, None
+    without any; each fold's noise ratio recorded, and flagged above RATIO_FLAG."""
+    done = [r for r in fold_rows(record, 0, kind) if r["ok"]]
+    for r in done:
+        r["noise_ratio"] = ratio = r["held_out"]["rms_log"] / max(r["train_rms_log"], 1e-12)
+        if ratio > RATIO_FLAG:
+            flags.append(
+                f"held out {record['folds'][r['fold']]['label']}: error {r['held_out']['mean_abs_rel_error']:.2%} "
+                f"(bias {r['held_out']['mean_rel_error']:+.2%}) is {ratio:.1f}x the refit's own residuals"
+            )
+    if not done:
+        return None
+    errors = [r["held_out"] for r in done]
+    return float(np.mean([e["mean_abs_rel_error"] for e in errors])), float(max(e["max_abs_rel_error"] for e in errors))
+
+
+def phi_shifts(record: dict[str, Any], flags: list[str]) -> tuple[float, str] | None:
+    """The largest |phi_fold - phi| over the leave-one-r-out folds and its fold; each beyond the interval's
+    half-width flagged."""
+    full = full_result(record, 0)
+    phi_full = full["params"].get("phi") if full and full["ok"] else None
+    hw = half_width(record)
+    shifts = [
+        (abs(r["params"]["phi"] - phi_full), record["folds"][r["fold"]]["label"])
+        for r in fold_rows(record, 0, "r")
+        if r["ok"] and phi_full is not None and "phi" in r["params"]
+    ]
+    for value, label in shifts:
+        if hw is not None and value > hw:
+            flags.append(f"phi moves by {value:.3f} when {label} is dropped (the interval's half-width is {hw:.3f})")
+    return max(shifts) if shifts else None
+
+
+def form_flags(record: dict[str, Any]) -> list[str]:
+    """A per-r multiplier form clearly better by AICc; Approach 2 away from the law's exponent."""
+    flags = []
+    for i, form in enumerate(record["forms"]):
+        cls = find_law(form["law"]) if form["law"] else None
+        d = delta_aicc(record, i)
+        if i and cls is not None and cls.per_r_multipliers and d is not None and d < AICC_FLAG:
+            flags.append(f"{form['label']}: AICc {d:+.1f} against the fit's law: the r effect is not a power of r")
+    a2 = record.get("approach2") or {}
+    if a2.get("a") is not None and a2.get("a_law") is not None and a2.get("a_se"):
+        if abs(a2["a"] - a2["a_law"]) > Z_95 * a2["a_se"]:
+            flags.append(
+                f"Approach 2 gives N* ~ C^{a2['a']:.3f} +- {Z_95 * a2['a_se']:.3f}, the law beta/(alpha+beta) = "
+                f"{a2['a_law']:.3f}"
+            )
+    return flags
+
+
+def verdict(record: dict[str, Any]) -> dict[str, Any]:
+    """{"line", "flags", "holds", "budget_error", "r_error", "phi_shift", "half_width"} (module docstring)."""
+    flags: list[str] = []
+    budget, r = held_out_summary(record, "budget", flags), held_out_summary(record, "r", flags)
+    shift = phi_shifts(record, flags)
+    flags += form_flags(record)
+    flags += (record.get("lr_confound") or {}).get("flags", [])
+    flags += (record.get("conventions") or {}).get("flags", [])
+    hw = half_width(record)
+    line = (
+        "the law predicts unseen budgets to {:.2%} (worst {:.2%})".format(*budget)
+        if budget
+        else ("no budget could be held out")
+    )
+    line += "; unseen r to {:.2%} (worst {:.2%})".format(*r) if r else "; no r could be held out"
+    if shift is not None:
+        line += f"; phi moves by at most {shift[0]:.3f} when one r is dropped ({shift[1]})"
+        line += "" if hw is None else f", against an interval half-width of {hw:.3f}"
+    return {"line": line, "flags": flags, "holds": not flags, "budget_error": budget, "r_error": r,
+            "phi_shift": None if shift is None else shift[0], "half_width": hw}  # fmt: skip

@@ -1,0 +1,165 @@
+"""`collect`: a sweep's run dirs (find_run_dirs) and their records (run.json, run_json.py) turned into the runs
+table the fitter reads, and the list of runs that are not points of it (running, stale, failed, incomplete,
+unreadable, inconsistent, copies), which `loopscale collect` writes beside it.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from loopscale.atomic import atomic_paths
+from loopscale.train.lock import lock_state
+from loopscale.train.run_json import (
+    PARENT_FILE,
+    REPLACED_DIR,
+    RUN_FILE,
+    TABLE_COLUMNS,
+    BadRecord,
+    RunRecord,
+    read_record,
+    record_problem,
+)
+
+# Columns of the list of runs that are not done (collect's second result).
+PROBLEM_COLUMNS = ["run_dir", "status", "reason", "step"]
+RUN_MARKERS = (RUN_FILE, PARENT_FILE)  # and .hydra/config.yaml, checkpoints/last.ckpt (find_run_dirs)
+
+
+def find_run_dirs(sweep_dir: Path) -> list[Path]:
+    """Every run directory below a sweep: those with a run.json, a fork parent's record, a checkpoint or a
+    composed Hydra config. Symlinked folders are followed (a run moved to scratch and linked back is still
+    the sweep's), each real folder once: by its own path when it is also reachable without a link (a link
+    to a run of the sweep, `alias -> run005`, is the duplicate, whichever name sorts first)."""
+    sweep_dir = Path(sweep_dir)
+    base = os.path.realpath(sweep_dir)
+    direct = {os.path.realpath(root) for root, _, _ in _walk(sweep_dir, followlinks=False)}
+    dirs, seen = [], set()
+    for root, subdirs, files in _walk(sweep_dir, followlinks=True):
+        real = os.path.realpath(root)
+        reached_by_link = real != os.path.normpath(os.path.join(base, os.path.relpath(root, sweep_dir)))
+        if real in seen or (reached_by_link and real in direct):  # a link to a folder walked by its own path
+            subdirs[:] = []  # (or a link cycle): not walked twice
+            continue
+        seen.add(real)
+        here = Path(root)
+        if any(m in files for m in RUN_MARKERS) or (here / ".hydra" / "config.yaml").is_file():
+            dirs.append(here)
+        elif (here / "checkpoints" / "last.ckpt").is_file():
+            dirs.append(here)
+    return sorted(dirs)
+
+
+def _walk(sweep_dir: Path, followlinks: bool):
+    """os.walk below a sweep, in sorted order, not into a run's .hydra/ or checkpoints/ nor into the folders
+    earlier configs' outputs were set aside in (.replaced/)."""
+    for root, subdirs, files in os.walk(sweep_dir, followlinks=followlinks):
+        subdirs.sort()
+        if Path(root).name in (".hydra", "checkpoints"):
+            subdirs[:] = []
+        subdirs[:] = [d for d in subdirs if d != REPLACED_DIR]
+        yield root, subdirs, files
+
+
+def _problem(run_dir: Path, status: str, reason: str, step=None) -> dict[str, Any]:
+    return {"run_dir": str(run_dir), "status": status, "reason": reason, "step": step}
+
+
+def _incomplete(run_dir: Path) -> dict[str, Any]:
+    if (run_dir / "checkpoints" / "last.ckpt").exists():
+        return _problem(run_dir, "incomplete", "checkpoint but no run.json (killed or running)")
+    return _problem(run_dir, "incomplete", "started but no checkpoint and no run.json")
+
+
+def _read_point(run_dir: Path) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+    """(row, None) for a run dir holding a trusted done record, else (None, its problem), or (None, None)
+    for a forked sweep's finished stable parent (its branches are the points)."""
+    name = PARENT_FILE if os.path.lexists(run_dir / PARENT_FILE) else RUN_FILE
+    try:
+        record = read_record(run_dir, name)
+    except BadRecord as err:
+        return None, _problem(run_dir, "unreadable", str(err))
+    held = lock_state(run_dir)
+    if held is not None and (record is None or record.get("status") != "done"):
+        # a process trains here now (a resumed run: its old record says how the last attempt ended), or the
+        # one that did died without a record: running / stale, from the lock's holder and heartbeat
+        step = None if record is None else record.get("step")
+        return None, _problem(run_dir, held[0], held[1], step)
+    if record is None:
+        return None, _incomplete(run_dir)
+    role = "stable parent: " if name == PARENT_FILE else ""
+    if record.get("status") != "done":
+        status = record.get("status") if isinstance(record.get("status"), str) else "unreadable"
+        return None, _problem(run_dir, status, role + str(record.get("reason") or ""), record.get("step"))
+    if name == PARENT_FILE:
+        return None, None
+    problem = record_problem(run_dir, record)
+    if problem is not None:
+        return None, _problem(run_dir, "inconsistent", problem, record.get("step"))
+    typed = RunRecord.from_dict(record)
+    row = typed.table_row()
+    row["run_dir"] = str(run_dir)
+    row["identity"] = typed.identity
+    return row, None
+
+
+def collect(sweep_dir: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Return (rows of finished runs, problems) for a sweep directory.
+
+    A problem is a run that is not a point of the table: {'run_dir', 'status', 'reason', 'step'} with status
+    running (a live process holds its lock), stale (its lock's holder died: lock.lock_state), failed /
+    diverged / interrupted / terminated (its record says so), incomplete (a checkpoint or config
+    but no record: still running, killed, or never finished), unreadable (a record that is not one: cut, not
+    JSON, a link), inconsistent (a done record that is not this dir's: record_problem) or copy (the same
+    run as another dir's: same identity and run name). One bad record never stops the others."""
+    rows, problems, first_of = [], [], {}
+    for run_dir in find_run_dirs(sweep_dir):
+        row, problem = _read_point(run_dir)
+        if problem is not None:
+            problems.append(problem)
+        if row is None:
+            continue
+        key = (row.pop("identity"), row["run_name"])
+        if key[0] is not None and key in first_of:
+            problems.append(_problem(run_dir, "copy", f"the same run as {first_of[key]} (same identity and name)"))
+            continue
+        first_of[key] = run_dir
+        rows.append(row)
+    return rows, problems
+
+
+def duplicate_points(rows: list[dict[str, Any]]) -> list[str]:
+    """Rows that are one run counted twice: one point of the law (recipe, r, N_once, N_rec, D) and one seed (without
+    a seed: one loss); a point's other seeds are replicates (`fit.noise`). One line per repeat, naming its runs."""
+    groups: dict[tuple, list[str]] = {}
+    for row in rows:
+        same = ("seed", row["seed"]) if row.get("seed") is not None else ("L", row.get("L"))
+        key = tuple(row.get(c) for c in ("recipe", "r", "N_once", "N_rec", "D")) + same
+        groups.setdefault(key, []).append(str(row.get("run_dir")))
+    return [
+        f"r={k[1]} N_once={k[2]} N_rec={k[3]} D={k[4]} {k[5]}={k[6]} appears {len(dirs)} times: {', '.join(dirs)}"
+        for k, dirs in groups.items()
+        if len(dirs) > 1
+    ]
+
+
+def runs_table(rows: list[dict[str, Any]]):
+    """The runs table the fitter reads: TABLE_COLUMNS in order, sorted by recipe, r, C, N."""
+    return pd.DataFrame(rows, columns=TABLE_COLUMNS).sort_values(["recipe", "r", "C", "N"], kind="stable")
+
+
+def write_runs_table(table, problems: list[dict[str, Any]], out: Path) -> Path:
+    """What `loopscale collect` writes: `out` (.csv), a .parquet beside it and <name>_problems.csv with the
+    runs not done. All three are written to temporary files first and renamed into place only when all
+    three are complete: they are replaced together or not at all. Returns the problems file."""
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    problems_out = out.with_name(f"{out.stem}_problems.csv")
+    with atomic_paths(out, out.with_suffix(".parquet"), problems_out) as (csv_tmp, parquet_tmp, problems_tmp):
+        table.to_csv(csv_tmp, index=False)
+        table.to_parquet(parquet_tmp, index=False)
+        pd.DataFrame(problems, columns=PROBLEM_COLUMNS).to_csv(problems_tmp, index=False)
+    return problems_out

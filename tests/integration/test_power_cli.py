@@ -1,0 +1,55 @@
+"""`loopscale power` end to end (issue 38 item 4): a stated law on the reduced demo's design, the design's cost
+as `loopscale plan` gives it, the JSON, Markdown and figure it writes, and its one-line refusals. Through
+loopscale.cli.main in this process (support.cli.run_cli)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from loopscale.cli.plan import plan_totals
+from support.cli import run_cli
+
+LAW = "E=1.5,A=80,alpha=0.3,B=150,beta=0.3,phi=0.5"  # optima inside the demo's widths (test_advise_fits)
+REDUCED = ["experiment=isodepth_cpu_demo", "model.r=1,2,4", "point=C6e10_8.5e10-d16,C6e10_8.5e10-d24"]
+FAST = ["--sims", "20", "--jobs", "1", "--no-probe", "--no-menu"]
+
+
+def test_power_on_the_reduced_demo_writes_its_record_and_recommends_seeds(tmp_path):
+    out, md, png = tmp_path / "p.json", tmp_path / "p.md", tmp_path / "p.png"
+    argv = ["power", "--law", LAW, "--sigma", "0.003", *REDUCED, *FAST, "--detect", "0.05"]
+    res = run_cli([*argv, "--json", str(out), "--md", str(md), "--plot", str(png)])
+    assert res.returncode == 0, res.stderr[-2000:]
+    record = json.loads(out.read_text())
+    (given,) = record["designs"]
+    assert given["name"] == "as given" and given["n_points"] == 12 and given["seeds"] == 1
+    _, total = plan_totals(REDUCED, probe=False)
+    assert given["cost"]["flops"] == pytest.approx(total["C_forked"]) and given["cost"]["jobs"] == 6
+    assert given["cost"]["jobs_with_candidate"] == 10  # the second recipe trains the r = 2, 4 jobs again
+    dphi = given["delta_phi"]
+    assert dphi["n_sims"] == 20 and dphi["mde"] == pytest.approx(2.8016 * dphi["se"], rel=1e-4)
+    target = record["target"]
+    rec = target["recommended"]
+    assert rec["seeds"] > 1 and rec["n_runs"] == 12 * rec["seeds"]
+    assert target["reached"] == (rec["delta_phi"]["mde"] <= 0.05)
+    assert rec["cost"]["flops"] == pytest.approx(rec["seeds"] * given["cost"]["flops"])  # each seed: every job again
+    text = md.read_text()
+    assert text.startswith("# loopscale power") and "| as given | 12 x 1 |" in text
+    assert f"cheapest design for |Δφ| >= 0.05 at 80% power: **as given, {rec['seeds']} seeds**" in text
+    assert png.exists() and png.with_suffix(".pdf").exists() and text.strip() in res.stdout
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--law", LAW, *REDUCED], "--law needs --sigma"),
+        (["--law", LAW, "--sigma", "0.003"], "give the design"),
+        (["--law", "E=1.5,A=80", "--sigma", "0.003", *REDUCED], "the law needs alpha, B, beta, phi"),
+        (["--law", LAW, "--sigma", "0.003", *REDUCED, "--sims", "5"], "at least 20 simulated sweeps"),
+    ],
+)
+def test_power_refuses_bad_input_in_one_line(tmp_path, argv, message):
+    res = run_cli(["power", *argv, "--json", str(tmp_path / "p.json")])
+    assert res.returncode == 2 and message in res.stderr and len(res.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "p.json").exists()

@@ -1,0 +1,121 @@
+"""loopscale/fit/power.py (issue 38 item 4): the simulated precision of a design against a known answer (the
+linear-Gaussian se of delta-phi, (J^T J)^-1 sigma^2 at the truth), more seeds -> a smaller MDE, a planted
+delta-phi of twice the MDE detected in at least 80% of sweeps, reproducible for any --jobs; the pilot's noise."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from loopscale.fit import synthetic as S
+from loopscale.fit.laws.registry import law_data_from_table
+from loopscale.fit.power import (
+    Truth,
+    comparison_design,
+    make_problem,
+    noise_clusters,
+    power_at,
+    seeds_needed,
+    simulate_design,
+    truth_from_fit,
+)
+from loopscale.fit.result import FitResult
+from loopscale.fit.verdict import MDE_FACTOR, Z_LEVEL
+
+TRUTH = {**S.TRUE_DENSE, "phi": S.PUBLISHED_PHI["baseline"]}
+
+
+def _design(seeds: int) -> pd.DataFrame:
+    """The CPU-sized grid (two budgets, three sizes, r in {1, 2, 4}: 18 points) trained `seeds` times."""
+    grid = S.isodepth_grid(S.CPU_SIZES, (1, 2, 4))
+    design = grid.loc[grid.index.repeat(seeds)].reset_index(drop=True)
+    design["seed"] = np.tile(np.arange(seeds), len(grid))
+    return design
+
+
+def _analytic_se(design: pd.DataFrame, sigma: float) -> float:
+    """se of delta-phi of a least-squares fit in log L with known sigma, linearised at the truth."""
+    problem = make_problem(design, Truth(TRUTH, sigma), joint=True)
+    data = law_data_from_table(problem.table.assign(L=np.exp(problem.log_L)), problem.law)
+    _, J = problem.law.log_predict_and_jac(problem.starts[0], data)
+    cov = sigma**2 * np.linalg.inv(J.T @ J)
+    k = problem.law.internal_names.index("dphi[candidate]")
+    return float(math.sqrt(cov[k, k]))
+
+
+def test_the_simulated_mde_matches_the_linear_gaussian_answer():
+    """At small noise the fit is linear in it: the simulated se of delta-phi is the least-squares se at the
+    truth (the Huber on standardised residuals is 95% efficient at Gaussian noise: se x 1.03), within the
+    Monte Carlo error of 150 sweeps (~6%)."""
+    design, sigma = _design(3), 0.003
+    out = simulate_design(design, Truth(TRUTH, sigma), n_sims=150, seed=1, what=("delta_phi",))
+    expected = _analytic_se(design, sigma)
+    dphi = out["delta_phi"]
+    assert dphi["n_failed"] == 0 and abs(dphi["bias"]) < 0.3 * expected
+    assert 0.85 < dphi["se"] / expected < 1.25
+    assert dphi["mde"] == pytest.approx(MDE_FACTOR * dphi["se"]) and dphi["width95"] == pytest.approx(
+        2 * Z_LEVEL * dphi["se"]
+    )
+
+
+def test_more_seeds_give_a_smaller_mde_and_twice_the_mde_is_detected():
+    truth = Truth(TRUTH, 0.005)
+    two = simulate_design(_design(2), truth, n_sims=60, seed=0, what=("delta_phi",))["delta_phi"]
+    six = simulate_design(_design(6), truth, n_sims=60, seed=0, what=("delta_phi",))["delta_phi"]
+    assert six["mde"] < two["mde"]
+    assert six["mde"] / two["mde"] == pytest.approx(math.sqrt(2 / 6), rel=0.3)  # se ~ 1 / sqrt(seeds)
+    planted = simulate_design(_design(2), truth, n_sims=60, seed=3, delta_phi=2 * two["mde"], what=("delta_phi",))
+    assert planted["delta_phi"]["planted"] == pytest.approx(2 * two["mde"])
+    detected = float(np.mean(np.abs(planted["estimates"]["delta_phi"]) > Z_LEVEL * two["se"]))
+    assert detected >= 0.8  # power at 2 x MDE: ~99.9% for a normal estimate
+    none = simulate_design(_design(2), truth, n_sims=60, seed=4, what=("delta_phi",))["delta_phi"]
+    assert none["detected_share"] <= 0.15  # no true difference: a 5% test rejects in ~5%
+
+
+def test_simulations_are_reproducible_for_any_number_of_workers():
+    truth = Truth(TRUTH, 0.005)
+    one = simulate_design(_design(1), truth, n_sims=20, seed=7, what=("phi",), jobs=1)
+    two = simulate_design(_design(1), truth, n_sims=20, seed=7, what=("phi",), jobs=2)
+    np.testing.assert_array_equal(one["estimates"]["phi"], two["estimates"]["phi"])
+    other = simulate_design(_design(1), truth, n_sims=20, seed=8, what=("phi",), jobs=1)
+    assert not np.array_equal(one["estimates"]["phi"], other["estimates"]["phi"])
+
+
+def test_a_comparison_copies_the_looped_runs_as_new_jobs_and_shares_the_dense_ones():
+    design = _design(2).assign(parent=lambda t: "job-r" + t.r.astype(str) + "-w" + t.width.astype(str))
+    both = comparison_design(design)
+    looped = design[design.r > 1]
+    assert len(both) == len(design) + len(looped)
+    assert (both["recipe"] == "candidate").sum() == len(looped) and set(both.loc[both.r == 1, "recipe"]) == {"baseline"}
+    assert set(both.loc[both.recipe == "candidate", "parent"]) == {p + "@candidate" for p in looped["parent"]}
+    clusters = noise_clusters(both)
+    # one noise draw per (job, seed): branches of a job share it, seeds and the copy's jobs do not
+    assert len(set(clusters)) == both.groupby(["parent", "seed"]).ngroups
+    with pytest.raises(Exception, match="needs r = 1 runs"):
+        comparison_design(design[design.r > 1])
+
+
+def test_power_and_seeds_needed_follow_their_formulas():
+    assert power_at(MDE_FACTOR * 0.05, 0.05) == pytest.approx(0.80, abs=2e-3)
+    assert power_at(0.0, 0.05) == pytest.approx(0.05)
+    assert seeds_needed(0.05, 1, MDE_FACTOR * 0.05) == 1
+    assert seeds_needed(0.05, 1, MDE_FACTOR * 0.025) == 4  # half the MDE: four times the seeds
+    assert seeds_needed(0.05, 2, MDE_FACTOR * 0.05 / 3) == 18
+    assert seeds_needed(0.5, 1, 0.01, max_seeds=64) is None
+
+
+def test_the_pilots_noise_is_stated_measured_or_its_corrected_residual():
+    fit = FitResult("looped", dict(TRUTH), 1e-3, 0.0, 1, 1, 1, {}, n_rows=12, residual_rms_log=0.002)
+    assert truth_from_fit(fit, sigma_log=0.01).sigma_source == "stated (--sigma)"
+    residual = truth_from_fit(fit)
+    assert residual.sigma_log == pytest.approx(0.002 * math.sqrt(12 / 6)) and "residual" in residual.sigma_source
+    fit.noise = {"sigma_log": 0.004}
+    assert truth_from_fit(fit).sigma_log == 0.004 and truth_from_fit(fit).sigma_source == "the pilot's seed repeats"
+    joint = FitResult("looped-joint", {**S.TRUE_DENSE, "phi[a]": 0.4, "phi[b]": 0.5}, 1e-3, 0.0, 1, 1, 1, {})
+    joint.joint, joint.noise = {"reference": "a"}, {"sigma_log": 0.004}
+    assert truth_from_fit(joint).params["phi"] == 0.4
+    with pytest.raises(Exception, match="needs the looped law"):
+        truth_from_fit(FitResult("chinchilla", dict(S.TRUE_DENSE), 1e-3, 0.0, 1, 1, 1, {}))
