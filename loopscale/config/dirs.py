@@ -136,10 +136,11 @@ def save_job_config(run_dir: Path, task_cfg) -> None:
 def register_configs() -> None:
     """Register the schema with Hydra so every YAML under loopscale/conf/ is type-checked against it."""
     cs = ConfigStore.instance()
-    # Building the node instantiates ModelConfig(), whose __post_init__ resolves injection="auto" for the
-    # default r = 1; put "auto" back so a sweep over r resolves it per run (in OmegaConf.to_object).
+    # Building the node instantiates ModelConfig(), whose __post_init__ resolves injection="auto" (and block) for
+    # the default r = 1; put "auto" back so a sweep over r and recipes resolves them per run (OmegaConf.to_object).
     schema = OmegaConf.structured(TrainConfig)
     schema.model.injection = "auto"
+    schema.model.block = "auto"
     schema.model.recipe = "auto"
     cs.store(name="train_schema", node=schema)
     for group, node in (

@@ -8,20 +8,22 @@ ModelConfig resolves the sweep conveniences (depth, recipe, injection="auto", de
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Optional
+from dataclasses import dataclass, field
+from typing import Any, Optional
 
+from loopscale.blocks import registry as blocks
 from loopscale.config.checks import check_choice, check_positive
 from loopscale.config.naming import check_name
 from loopscale.errors import ConfigError
 from loopscale.injections.registry import form as injection_form
-from loopscale.injections.registry import form_for_recipe, names
+from loopscale.injections.registry import names
+from loopscale.recipes import registry as recipes
 
-DENSE_INJECTION = "passthrough"  # what injection="auto" is at r = 1: u = s, no parameters
 INITS = ("gpt2", "paper")
 DENSE_LAYOUTS = ("same", "plain")
-RECIPES = ("baseline", "tbptt", "hyper")
+RECIPES = ("baseline", "tbptt", "hyper")  # the paper's recipes (loopscale/recipes/: published=True)
 MLPS = ("relu2", "swiglu")
+SWIGLU_MULTIPLE = 64  # SwiGLU hidden width is rounded to this multiple
 PRECISIONS = ("fp32_stream", "published")
 VOCAB_MULTIPLE = 64  # the model pads its vocabulary to this multiple (tensor-core friendly shapes)
 
@@ -62,9 +64,16 @@ class ModelConfig:
     n_rec: int = 8  # k, layers in the recurrent block
     n_coda: int = 2  # c
     r: int = 1  # recurrence count: passes through the recurrent block
-    # auto (passthrough at r = 1, else looped_injection) or a form of loopscale/injections/: additive | concat |
-    # hyper | linear | passthrough | ...
+    # auto (the recipe's form; else passthrough at r = 1 and looped_injection at r > 1) or a form of
+    # loopscale/injections/: additive | concat | huginn | hyper | linear | loop_index | parcae | passthrough | ...
     injection: str = "auto"
+    # auto (the recipe's; else prenorm) or a form of loopscale/blocks/: what one layer is (prenorm | sandwich |
+    # lora | scaled_residual). Left out of a run's identity while prenorm (train/identity.py).
+    block: str = "auto"
+    # Options of the injection and block forms (lora_rank, residual_lambda, parcae_state_std): the form's own
+    # default for a key not given, the recipe's defaults under it. Empty for every earlier design, so it adds
+    # nothing to their identity.
+    options: dict[str, Any] = field(default_factory=dict)
     bptt_k: Optional[int] = None  # truncated backprop: only the last k of r passes get gradient; None = all
     hyper_lanes: int = 2  # K, residual lanes for injection="hyper"
     hyper_dynamic: bool = False  # input-dependent tanh corrections (Zhu et al. 2024), zero-initialised
@@ -94,10 +103,11 @@ class ModelConfig:
     dense_layout: str = "same"
     # Sweep conveniences, resolved in __post_init__ so the model code only sees concrete values:
     depth: Optional[int] = None  # target L_eff; when set, n_rec = (depth - p - c) / r (iso-depth)
-    # The design's label, in run names, runs tables, joint fits and figures: a published recipe, whose conventions
-    # are applied when r > 1 — baseline (the looped injection, full backprop), tbptt (bptt_k = ceil(r/2)),
-    # hyper (K lanes) — or a name of your own for a design the other fields define (e.g. my_additive).
-    # auto: the published recipe the fields describe, else a name made from them (e.g. additive, hyper-dynamic)
+    # The design's label, in run names, runs tables, joint fits and figures: a recipe of loopscale/recipes/, whose
+    # conventions are applied when r > 1 (and at r = 1 for a design that changes the dense model) — baseline,
+    # tbptt, hyper (the paper's), parcae, huginn, whole_stack, loop_index, lora, stable_residual — or a name of
+    # your own for a design the other fields define (e.g. my_additive).
+    # auto: the recipe the fields describe, else a name made from them (e.g. additive, hyper-dynamic)
     recipe: str = "auto"
 
     def __post_init__(self) -> None:
@@ -107,23 +117,22 @@ class ModelConfig:
         check_choice("looped_injection", self.looped_injection, names(looped_injection=True))
         check_choice("dense_layout", self.dense_layout, DENSE_LAYOUTS)
         check_positive("r", self.r)
+        self.options = dict(self.options or {})  # a plain dict (Hydra passes a DictConfig)
         if self.r == 1 and self.dense_layout == "plain":
             # one plain stack: the prelude and coda layers join the block (idempotent, so replace() is safe)
             if self.depth is None:
                 self.n_rec += self.n_prelude + self.n_coda
             self.n_prelude = self.n_coda = 0
+        apply_recipe(self, recipes.find(self.recipe))
         if self.depth is not None:
             self.n_rec = layer_plan(self.depth, self.r, self.n_prelude, self.n_coda)[1]
-        if self.r > 1 and self.recipe == "tbptt" and self.bptt_k is None:
-            self.bptt_k = -(-self.r // 2)  # ceil(r / 2), the published probe
-        if self.injection == "auto":  # a published recipe may pick its form (hyper), else the looped injection
-            self.injection = DENSE_INJECTION if self.r == 1 else form_for_recipe(self.recipe) or self.looped_injection
         for name in ("vocab_size", "d_model", "head_dim", "n_rec", "r", "seq_len", "mlp_ratio"):
             check_positive(name, getattr(self, name))
         for name in ("n_prelude", "n_coda"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"{name}={getattr(self, name)!r} must be >= 0")
         form = injection_form(self.injection)
+        block = blocks.form(self.block)
         check_choice("mlp", self.mlp, MLPS)
         check_choice("precision", self.precision, PRECISIONS)
         if self.d_model % self.head_dim != 0:
@@ -136,12 +145,17 @@ class ModelConfig:
             allowed = ", ".join(map(repr, names(needs_loop=False)))
             raise ConfigError(f"injection={self.injection!r} needs r > 1; allowed for r = 1: {allowed}")
         form.check(self)  # the form's own refusals (hyper: one lane, truncated backprop)
+        block.check(self)
+        check_options(self, form.options + block.options)
         if self.hyper_dynamic and not form.uses_lanes:
             raise ConfigError(f"hyper_dynamic=True needs injection={' or '.join(map(repr, names(uses_lanes=True)))}")
         if self.logit_softcap is not None:
             check_positive("logit_softcap", self.logit_softcap)
+        recipe = recipes.find(self.recipe)
         if self.recipe == "auto":
-            self.recipe = recipe_of_fields(self) or design_name(self) if self.r > 1 else "baseline"
+            self.recipe = recipes.label_of(self) or (design_name(self) if self.r > 1 else "baseline")
+        elif recipe is not None and not recipe.applies(self.r):
+            self.recipe = "baseline"  # the same dense model: one run (one name, one identity) shared by the recipes
         check_recipe_label(self)
 
     @property
@@ -157,35 +171,74 @@ class ModelConfig:
         """Layer passes per token: p + k * r + c."""
         return self.n_prelude + self.n_rec * self.r + self.n_coda
 
+    @property
+    def mlp_hidden(self) -> int:
+        """MLP hidden width h. ReLU^2: mlp_ratio * d. SwiGLU: 2/3 of that (so 3 d h ~ 8 d^2 at ratio 4),
+        rounded to the nearest multiple of 64."""
+        if self.mlp == "relu2":
+            return self.mlp_ratio * self.d_model
+        h = 2 * self.mlp_ratio * self.d_model / 3
+        return max(SWIGLU_MULTIPLE, SWIGLU_MULTIPLE * round(h / SWIGLU_MULTIPLE))
 
-def recipe_of_fields(cfg: ModelConfig) -> str:
-    """The published recipe the model's fields describe at r > 1, as its injection form says: hyper
-    (hyper-connection lanes), tbptt (truncated backprop, a published injection), baseline (a published injection,
-    full backprop), or '' for a design of its own (another injection, or dynamic lanes)."""
-    return injection_form(cfg.injection).describes(cfg)
+
+def apply_recipe(cfg: ModelConfig, recipe) -> None:
+    """Resolve injection=auto and block=auto and fill the conventions of `recipe` (a registered Recipe, or None for
+    auto and a name of the user's own) where they shape the model (loopscale/recipes/recipe.py): its forms, its
+    option defaults under the user's, bptt_k = ceil(r/2) when it truncates, p = c = 0 when it loops the whole
+    stack. Idempotent: a resolved config resolves to itself (dataclasses.replace runs this again)."""
+    applies = recipe is not None and recipe.applies(cfg.r)
+    if applies and recipe.whole_stack and (cfg.n_prelude or cfg.n_coda):
+        # the prelude and coda layers leave the model; the block keeps its depth (k = (depth - p - c) / r)
+        if cfg.depth is not None:
+            cfg.depth -= cfg.n_prelude + cfg.n_coda
+        cfg.n_prelude = cfg.n_coda = 0
+    if applies and recipe.truncated and cfg.r > 1 and cfg.bptt_k is None:
+        cfg.bptt_k = -(-cfg.r // 2)  # ceil(r / 2), the published probe
+    if cfg.injection == "auto":
+        fallback = recipes.find("baseline")  # the published looped injection at r > 1, passthrough at r = 1
+        cfg.injection = (recipe if applies else fallback).injection(cfg.r, cfg.looped_injection)
+    if cfg.block == "auto":
+        cfg.block = recipe.block if applies else blocks.DEFAULT
+    if applies:
+        cfg.options = {**recipe.options, **cfg.options}
+
+
+def check_options(cfg: ModelConfig, known: tuple[str, ...]) -> None:
+    """Every key of model.options is one the model's injection or block form reads (a typo is an error)."""
+    unknown = sorted(set(cfg.options) - set(known))
+    if unknown:
+        allowed = ", ".join(known) or "none"
+        raise ConfigError(
+            f"model.options has {', '.join(map(repr, unknown))}, which injection={cfg.injection!r} and "
+            f"block={cfg.block!r} do not read (they read: {allowed})"
+        )
 
 
 def design_name(cfg: ModelConfig) -> str:
-    """The label recipe=auto gives a design of its own: its injection, then what sets it apart."""
+    """The label recipe=auto gives a design of its own: its injection, then what sets it apart (the block when it is
+    not the pre-norm layer, or when the name would otherwise be a recipe's that the model is not: huginn-prenorm)."""
     parts = [cfg.injection]
     if cfg.bptt_k is not None and cfg.bptt_k < cfg.r:
         parts.append(f"bptt{cfg.bptt_k}")
     if cfg.hyper_dynamic:
         parts.append("dynamic")
+    if cfg.block != blocks.DEFAULT or recipes.find("-".join(parts)) is not None:
+        parts.insert(1, cfg.block)
     return "-".join(parts)
 
 
 def check_recipe_label(cfg: ModelConfig) -> None:
-    """A published recipe's name must describe the model (at r > 1; at r = 1 every recipe is the same dense
-    model): otherwise a design set up by its fields alone would be labelled, tabled and fitted as that recipe.
-    A name of your own is always accepted."""
-    if cfg.r == 1 or cfg.recipe not in RECIPES:
+    """A registered recipe's name must describe the model where its conventions apply (at r = 1 every recipe but
+    those with a dense model of their own is the same dense model): otherwise a design set up by its fields alone
+    would be labelled, tabled and fitted as that recipe. A name of your own is always accepted."""
+    recipe = recipes.find(cfg.recipe)
+    if recipe is None:
         return
-    described = recipe_of_fields(cfg)
-    if described != cfg.recipe:
+    why = recipe.mismatch(cfg)
+    if why is not None:
+        described = recipes.label_of(cfg)
         what = f"the '{described}' recipe" if described else "a design of its own"
         raise ConfigError(
-            f"model.recipe={cfg.recipe!r}, but the model's fields (injection={cfg.injection!r}, bptt_k={cfg.bptt_k}, "
-            f"r={cfg.r}, hyper_dynamic={cfg.hyper_dynamic}) describe {what}: set model.recipe="
+            f"model.recipe={cfg.recipe!r}, but the model's fields ({why}) describe {what}: set model.recipe="
             f"{described or '<a name for your design>'} (a name of your own labels it in run names, tables and fits)"
         )

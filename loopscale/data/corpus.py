@@ -80,8 +80,17 @@ def _shakespeare_files() -> list[Path]:
     return sorted(root.rglob("*.md"), key=lambda p: p.relative_to(root).as_posix())
 
 
+def _datasets():
+    """The `datasets` module, imported on first use: ~3 s to import and absent on the GPU node's image, and only
+    reading a corpus needs it (run_data, collect and plan load this module without it)."""
+    import datasets  # here, not at the top: see the docstring
+    import datasets.config  # noqa: F401  (offline_flag reads datasets.config)
+
+    return datasets
+
+
 def _load_shakespeare() -> datasets.Dataset:
-    import datasets  # ~3 s to import: only when a corpus is read (run_data, collect and plan load this module without it)
+    datasets = _datasets()
 
     files = _shakespeare_files()
     texts = [strip_markdown(f.read_text(encoding="utf-8")) for f in files]
@@ -107,7 +116,7 @@ def _text_files(path: str) -> list[Path]:
 
 def _only_text(ds: datasets.Dataset, column: str) -> datasets.Dataset:
     """Just the text, as column `text` of type string (parquet gives large_string, which won't concatenate)."""
-    import datasets  # ~3 s to import: only when a corpus is read (run_data, collect and plan load this module without it)
+    datasets = _datasets()
 
     ds = ds.select_columns([column])
     if column != "text":
@@ -136,7 +145,7 @@ def _check_utf8(path: Path) -> None:
 
 
 def _load_text(cfg: DataConfig, cache_dir: Optional[str]) -> datasets.Dataset:
-    import datasets  # ~3 s to import: only when a corpus is read (run_data, collect and plan load this module without it)
+    datasets = _datasets()
 
     files = _text_files(cfg.path)
     for f in files:
@@ -165,14 +174,14 @@ def _load_text(cfg: DataConfig, cache_dir: Optional[str]) -> datasets.Dataset:
 
 def hub_offline() -> bool:
     """True when the user has cut the hub off (either variable datasets/huggingface_hub honour)."""
-    import datasets.config  # ~3 s to import: only when a corpus is read (run_data, collect and plan load this module without it)
+    datasets = _datasets()
 
     flags = (os.environ.get("HF_DATASETS_OFFLINE"), os.environ.get("HF_HUB_OFFLINE"))
     return datasets.config.HF_HUB_OFFLINE or any(f and f.upper() in ("1", "ON", "YES", "TRUE") for f in flags)
 
 
 def _load_hub(cfg: DataConfig) -> datasets.Dataset:
-    import datasets  # ~3 s to import: only when a corpus is read (run_data, collect and plan load this module without it)
+    datasets = _datasets()
 
     where = f"hf_name={cfg.hf_name!r} (config={cfg.hf_config!r}, split={cfg.hf_split!r})"
     try:

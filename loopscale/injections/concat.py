@@ -7,7 +7,7 @@ it), so a pass under no_grad costs 2x its multiply-adds and one with gradient 6x
 
 from __future__ import annotations
 
-from loopscale.injections.form import InjectionForm, Param, SingleStream, module_class, pass_flops, truncated
+from loopscale.injections.form import InjectionForm, Param, SingleStream, module_class, pass_flops
 
 
 class ConcatForm(InjectionForm):
@@ -21,9 +21,6 @@ class ConcatForm(InjectionForm):
 
     def saved_bytes_per_token(self, cfg, n_grad: int) -> int:
         return 4 * cfg.d_model * n_grad  # bf16 [e; s] of every pass with gradient
-
-    def describes(self, cfg) -> str:
-        return "tbptt" if truncated(cfg) else "baseline"
 
     def build(self, cfg):
         return concat_module()(cfg.d_model)

@@ -10,8 +10,10 @@ it; docs/architecture.md, "How to add a loop design", builds one). The spec stat
     saved_bytes_per_token(cfg, n_grad)      activations autograd keeps for its backward (the memory model)
     weight_copy_bytes(cfg)                  bf16 copies of its weights that autocast keeps for backward
     check(cfg)                              a ConfigError for a model it cannot train
-    describes(cfg)                          the published recipe the model's fields describe ('' for none)
     build(cfg)                              its nn.Module
+
+Options a form reads (a rank, a scale) come from `cfg.options` (ModelConfig.options, {} by default) through
+`option(cfg, key, default)`; which recipe picks a form is the recipe's business (loopscale/recipes/).
 
 with n_grad the passes run with gradient (the last bptt_k of r, or all). FLOPs follow docs/design.md, "FLOPs per
 token": 2 per multiply-add forward, 4 more backward, so a multiply in a pass with gradient costs 6x its
@@ -24,6 +26,7 @@ The module has the four methods the loop drives (loopscale/model/transformer.py)
     state = inj.update(state, s, i)      after the pass, s = RMSNorm(block(u)); always in the autograd graph
     x = inj.finish(state)                the coda's input
     inj.reset_parameters()               its init, after the model's own (which leaves `injection.*` alone)
+    inj.evaluation_metrics()             optional: {name: float} logged at every evaluation (Parcae's decay)
 
 A form's module class is defined on first use inside a function of its file decorated with `module_class`, so
 that `import torch` runs only when a model is built: the config, the accounting, `loopscale params` and `--help`
@@ -40,7 +43,7 @@ from dataclasses import dataclass
 # Where a parameter counts in the law L(N_once, N_rec, r, D) (docs/design.md, "Parameter accounting"):
 N_ONCE = "N_once"  # counted once, whether it acts once or in every pass (the published injection counts here)
 N_REC = "N_rec"  # with the recurrent block: its r passes make it worth r^phi
-N_PASS = "N_pass"  # a slice used in one pass only (per-pass adapters); the law does not take it yet
+N_PASS = "N_pass"  # a slice used in one pass only (per-pass adapters): N_once + N_pass + r^phi N_rec (looped-pass)
 ACCOUNTING_CLASSES = (N_ONCE, N_REC, N_PASS)
 
 # The optimizer group of a parameter (loopscale/train/optim/groups.py). optim=muonh: matrix -> MuonH, scalar -> AdamW
@@ -59,6 +62,9 @@ class Param:
     shape: tuple[int, ...]
     group: str = MATRIX
     counts_in: str = N_ONCE
+    # weight decay under optim=adamw (MuonH decays nothing): only MATRIX parameters are ever decayed, and one
+    # with decay=False is not (Parcae's B: "no weight decay on A_log, dt, B")
+    decay: bool = True
 
     def __post_init__(self) -> None:
         if self.group not in GROUPS or self.counts_in not in ACCOUNTING_CLASSES:
@@ -69,6 +75,17 @@ class Param:
     @property
     def numel(self) -> int:
         return math.prod(self.shape)
+
+    @property
+    def decayed(self) -> bool:
+        """Weight-decayed under optim=adamw: a matrix not marked decay=False."""
+        return self.group == MATRIX and self.decay
+
+
+def option(cfg, key: str, default):
+    """A form option from ModelConfig.options (`model.options.<key>=...`), else `default` (the form's own)."""
+    value = (getattr(cfg, "options", None) or {}).get(key, default)
+    return type(default)(value) if default is not None else value
 
 
 def pass_flops(cfg, n_grad: int, macs: int) -> int:
@@ -92,7 +109,7 @@ class InjectionForm:
     truncatable = True  # trains under bptt_k < r: e reaches the passes with gradient through read()
     uses_lanes = False  # reads model.hyper_lanes and model.hyper_dynamic
     looped_injection = True  # model.looped_injection may name it: what injection=auto becomes at r > 1
-    recipe = ""  # model.recipe=<this> with injection=auto picks this form at r > 1
+    options: tuple[str, ...] = ()  # the keys of ModelConfig.options it reads
 
     def params(self, cfg) -> tuple[Param, ...]:
         return ()
@@ -119,11 +136,6 @@ class InjectionForm:
 
     def check(self, cfg) -> None:
         """Raise ConfigError for a config this form cannot train (called by ModelConfig after its own checks)."""
-
-    def describes(self, cfg) -> str:
-        """The published recipe (baseline, tbptt, hyper) a model with this form describes at r > 1; '' for a
-        design of its own."""
-        return ""
 
     def build(self, cfg):
         raise NotImplementedError(f"injection form {self.name!r} defines no module (build)")
@@ -162,6 +174,16 @@ def module_class(name: str):
         return defined
 
     return decorate
+
+
+def like_init_state(e, std: float):
+    """A random initial state shaped like e: truncated normal, mean 0, `std`, cut at +-3 std ("like-init" of
+    seal-rg/recurrent-pretraining recpre/raven_modeling_minimal.py, initialize_state; Parcae's state_init).
+    Drawn from torch's global RNG in every forward, training and evaluation alike, as there."""
+    import torch  # on first use: this file is read without torch
+
+    x = torch.empty_like(e)
+    return torch.nn.init.trunc_normal_(x, mean=0.0, std=std, a=-3 * std, b=3 * std)
 
 
 class SingleStream:

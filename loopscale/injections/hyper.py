@@ -44,7 +44,6 @@ class HyperForm(InjectionForm):
     truncatable = False
     uses_lanes = True
     looped_injection = False
-    recipe = "hyper"
 
     def params(self, cfg) -> tuple[Param, ...]:
         r, K, d = cfg.r, cfg.hyper_lanes, cfg.d_model
@@ -75,9 +74,6 @@ class HyperForm(InjectionForm):
                 f"injection='hyper' needs full backprop (bptt_k={cfg.bptt_k} < r={cfg.r}): the lane "
                 "coefficients of the truncated passes would never get a gradient"
             )
-
-    def describes(self, cfg) -> str:
-        return "" if cfg.hyper_dynamic else "hyper"
 
     def build(self, cfg):
         fp32_lanes = cfg.precision == "fp32_stream"

@@ -8,7 +8,7 @@ backprop the first pass with gradient reads a detached s, so its W_s s backward 
 
 from __future__ import annotations
 
-from loopscale.injections.form import InjectionForm, Param, module_class, pass_flops, truncated
+from loopscale.injections.form import InjectionForm, Param, module_class, pass_flops
 
 
 class LinearForm(InjectionForm):
@@ -23,11 +23,14 @@ class LinearForm(InjectionForm):
         skipped = 2 * d2 if n_grad < cfg.r else 0  # the input gradient of W_s s in the first pass with gradient
         return 6 * d2 + pass_flops(cfg, n_grad, d2) - skipped  # W_e e once, always with gradient; W_s s per pass
 
+    def weight_copy_bytes(self, cfg) -> int:
+        """W_e's bf16 copy, and W_s's unless the one pass with gradient reads a detached s (bptt_k = 1 < r): its
+        backward then needs no input gradient, so autograd keeps s but not the weight (measured)."""
+        only_detached = cfg.bptt_k == 1 and cfg.r > 1
+        return 2 * cfg.d_model**2 * (1 if only_detached else 2)
+
     def saved_bytes_per_token(self, cfg, n_grad: int) -> int:
         return 2 * cfg.d_model * (n_grad + 1)  # bf16 s of every pass with gradient, and e once
-
-    def describes(self, cfg) -> str:
-        return "tbptt" if truncated(cfg) else "baseline"
 
     def build(self, cfg):
         return linear_module()(cfg.d_model)

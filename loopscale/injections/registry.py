@@ -15,19 +15,26 @@ from loopscale.injections.form import InjectionForm
 NOT_FORMS = frozenset({"form", "registry"})
 
 
+def find_forms(package, spec_type: type, skip: frozenset[str], attribute: str = "FORM") -> dict:
+    """{name: spec} of every module of `package` but `skip`, each named after its spec (`attribute`, an instance
+    of `spec_type`), sorted by name: the rule of every registry of kinds (injections here, blocks in
+    loopscale/blocks/, recipes in loopscale/recipes/)."""
+    found = {}
+    for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda m: m.name):
+        if info.name in skip:
+            continue
+        module = importlib.import_module(f"{package.__name__}.{info.name}")
+        spec = getattr(module, attribute, None)
+        if not isinstance(spec, spec_type) or spec.name != info.name:
+            raise TypeError(f"{module.__name__} must set {attribute} to an {spec_type.__name__} named {info.name!r}")
+        found[info.name] = spec
+    return found
+
+
 @functools.cache
 def forms() -> dict[str, InjectionForm]:
     """{name: form} of every form module, by name."""
-    found = {}
-    for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda m: m.name):
-        if info.name in NOT_FORMS:
-            continue
-        module = importlib.import_module(f"{package.__name__}.{info.name}")
-        spec = getattr(module, "FORM", None)
-        if not isinstance(spec, InjectionForm) or spec.name != info.name:
-            raise TypeError(f"{module.__name__} must set FORM to an InjectionForm named {info.name!r}")
-        found[info.name] = spec
-    return found
+    return find_forms(package, InjectionForm, NOT_FORMS)
 
 
 def names(**states) -> tuple[str, ...]:
@@ -41,8 +48,3 @@ def form(name: str) -> InjectionForm:
     if found is None:
         raise ConfigError(f"injection={name!r} is not allowed; choose one of {', '.join(map(repr, names()))}")
     return found
-
-
-def form_for_recipe(recipe: str) -> str | None:
-    """The form model.recipe=`recipe` picks under injection=auto at r > 1 (hyper -> hyper), or None."""
-    return next((n for n, f in forms().items() if f.recipe and f.recipe == recipe), None)

@@ -13,7 +13,9 @@ Parameter accounting (docs/design.md, "Parameter accounting"):
               injection: the parameters its form declares (loopscale/injections/), each in N_once or N_rec:
                          linear and concat 2 d^2 (W = [W_e | W_s], [d, 2d]); additive / passthrough 0;
                          hyper r * (K^2 + 2 K) scalars (+ r * (d * (K + 2) + 3) for the dynamic variant)
-    N       = N_once + N_rec                               (no token embedding, no LM head)
+    N_pass  = the slices used in one pass only (a loop-index embedding, per-pass adapters), declared N_PASS by their
+              injection or block form (loopscale/blocks/: a block form's own parameters count with their layer)
+    N       = N_once + N_pass + N_rec                      (no token embedding, no LM head)
     embedding = V_pad * d;  lm_head = V_pad * d untied, 0 tied (the head FLOPs still count)
 
 FLOPs per token. Two counts, both per token of one forward + backward:
@@ -55,6 +57,8 @@ from dataclasses import asdict, dataclass
 
 from omegaconf import OmegaConf
 
+from loopscale.blocks.form import WHERE, layer_passes
+from loopscale.blocks.registry import form as block_form
 from loopscale.config.dirs import config_dir
 from loopscale.config.model import ModelConfig
 from loopscale.config.naming import paper_width
@@ -67,11 +71,6 @@ from loopscale.injections.registry import names as injection_names
 # vocabulary from the data the preset trains on (conf/data/<data>.yaml; `model_preset`).
 PAPER_DATA = "fineweb_edu_packed"  # the published set: 32,001 ids, padded to 32,064 embedding rows
 CPU_DATA = "shakespeare"  # the default corpus (train.yaml's data default)
-SWIGLU_MULTIPLE = 64  # SwiGLU hidden width is rounded to this multiple
-
-
-# ----------------------------------------------------------------------------------------------------
-# iso-depth layer plan
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -79,12 +78,8 @@ SWIGLU_MULTIPLE = 64  # SwiGLU hidden width is rounded to this multiple
 
 
 def mlp_hidden(cfg: ModelConfig) -> int:
-    """MLP hidden width h. ReLU^2: mlp_ratio * d. SwiGLU: 2/3 of that (so 3 d h ~ 8 d^2 at ratio 4),
-    rounded to the nearest multiple of 64."""
-    if cfg.mlp == "relu2":
-        return cfg.mlp_ratio * cfg.d_model
-    h = 2 * cfg.mlp_ratio * cfg.d_model / 3
-    return max(SWIGLU_MULTIPLE, SWIGLU_MULTIPLE * round(h / SWIGLU_MULTIPLE))
+    """MLP hidden width h (ModelConfig.mlp_hidden): mlp_ratio * d for ReLU^2, 2/3 of it rounded to 64 for SwiGLU."""
+    return cfg.mlp_hidden
 
 
 def _mlp_matrix_params(cfg: ModelConfig) -> int:
@@ -94,7 +89,7 @@ def _mlp_matrix_params(cfg: ModelConfig) -> int:
 
 
 def block_matrix_params(cfg: ModelConfig) -> int:
-    """Weights of one transformer layer that take part in matrix multiplies (no norm gains)."""
+    """Weights of one transformer layer that take part in matrix multiplies (no norm gains, no adapters)."""
     return 4 * cfg.d_model**2 + _mlp_matrix_params(cfg)
 
 
@@ -109,23 +104,34 @@ def injection_params(cfg: ModelConfig) -> int:
 
 
 def injection_counts(cfg: ModelConfig) -> dict[str, int]:
-    """The injection's parameters by accounting class. N_pass (a slice used in one pass only) has no place in the
-    law yet (docs/design.md, "Parameter accounting"): refused rather than miscounted."""
-    counts = injection_form(cfg.injection).counts(cfg)
-    if counts[N_PASS]:
-        raise ConfigError(f"injection={cfg.injection!r} has parameters used once per pass (N_pass): not yet counted")
-    return counts
+    """The injection's parameters by accounting class (N_once, N_rec, N_pass)."""
+    return injection_form(cfg.injection).counts(cfg)
+
+
+def layer_counts(cfg: ModelConfig, where: str) -> tuple[int, int]:
+    """(parameters that count with the layer, parameters used once per pass) of one layer at `where`: its
+    matrices and its block form's own parameters (norm gains), and the form's N_pass (per-pass adapters)."""
+    own = block_form(cfg.block).params(cfg, where)
+    per_pass = sum(p.numel for p in own if p.counts_in == N_PASS)
+    return block_matrix_params(cfg) + sum(p.numel for p in own) - per_pass, per_pass
+
+
+def layers_at(cfg: ModelConfig) -> dict[str, int]:
+    """Layers of the prelude, the recurrent block and the coda."""
+    return {"prelude": cfg.n_prelude, "recurrent": cfg.n_rec, "coda": cfg.n_coda}
 
 
 @dataclass(frozen=True)
 class ParamCounts:
-    """Parameter counts of one model. N = N_once + N_rec excludes embedding and LM head."""
+    """Parameter counts of one model. N = N_once + N_pass + N_rec excludes embedding and LM head. N_pass: parameters
+    used once per pass (a slice per pass: per-pass adapters, a loop-index embedding), docs/design.md."""
 
     N_once: int
     N_rec: int
     N: int
     embedding: int
     lm_head: int
+    N_pass: int = 0
 
     @property
     def total(self) -> int:
@@ -137,18 +143,21 @@ class ParamCounts:
 
 
 def param_counts(cfg: ModelConfig) -> ParamCounts:
-    block = block_params(cfg)
     injection = injection_counts(cfg)
-    n_rec = cfg.n_rec * block + injection[N_REC]
+    layers = {where: layer_counts(cfg, where) for where in WHERE}
+    n = layers_at(cfg)
+    n_rec = cfg.n_rec * layers["recurrent"][0] + injection[N_REC]
     norms = 3 * cfg.d_model  # embed_norm, pass_norm, final_norm
-    n_once = (cfg.n_prelude + cfg.n_coda) * block + injection[N_ONCE] + norms
+    n_once = n["prelude"] * layers["prelude"][0] + n["coda"] * layers["coda"][0] + injection[N_ONCE] + norms
+    n_pass = sum(n[where] * layers[where][1] for where in WHERE) + injection[N_PASS]
     embedding = cfg.padded_vocab_size * cfg.d_model
     return ParamCounts(
         N_once=n_once,
         N_rec=n_rec,
-        N=n_once + n_rec,
+        N=n_once + n_pass + n_rec,
         embedding=embedding,
         lm_head=0 if cfg.tie_embeddings else embedding,
+        N_pass=n_pass,
     )
 
 
@@ -183,18 +192,19 @@ def matmul_flops_per_token(cfg: ModelConfig) -> float:
     once_macs = (cfg.n_prelude + cfg.n_coda) * layer_macs + cfg.padded_vocab_size * d  # + LM head
     pass_macs = cfg.n_rec * layer_macs
     injection = injection_form(cfg.injection).matmul_flops_per_token(cfg, n_grad)
+    block = block_form(cfg.block)
+    own = sum(n * block.matmul_flops_per_token(cfg, w, layer_passes(cfg, w)[1]) for w, n in layers_at(cfg).items())
     # 2 FLOPs per multiply-add forward; backward doubles it twice over (input and weight gradients)
-    return float(6 * (once_macs + n_grad * pass_macs) + 2 * n_nograd * pass_macs + injection)
+    return float(6 * (once_macs + n_grad * pass_macs) + 2 * n_nograd * pass_macs + injection + own)
 
 
 def flops_per_token(cfg: ModelConfig) -> float:
     """F, training FLOPs per token in the published convention: the matmuls plus the norm gains of every layer
     pass and the injection's elementwise parameters, each at 6x with gradient and 2x without (module docstring)."""
     n_grad = grad_passes(cfg)
-    n_nograd = cfg.r - n_grad
-    gains = 2 * cfg.d_model  # the two pre-norm gains of one layer
-    gain_uses = (
-        6 * ((cfg.n_prelude + cfg.n_coda) * gains + n_grad * cfg.n_rec * gains) + 2 * n_nograd * cfg.n_rec * gains
+    block = block_form(cfg.block)  # the norm gains of every layer pass (pre-norm: two, sandwich: four)
+    gain_uses = sum(
+        n * block.elementwise_flops_per_token(cfg, w, layer_passes(cfg, w)[1]) for w, n in layers_at(cfg).items()
     )
     injection = injection_form(cfg.injection).elementwise_flops_per_token(cfg, n_grad)  # hyper: the write-in
     return matmul_flops_per_token(cfg) + gain_uses + injection
@@ -233,10 +243,12 @@ def causal_flops_per_token(cfg: ModelConfig) -> float:
 def eval_flops_per_token(m: ModelConfig) -> float:
     """Forward-only FLOPs per token (validation: every pass without gradient, 2 FLOPs a multiply-add): the
     layer passes' matmuls and T x T attention, the injection in every pass, the head."""
-    layer_passes = m.n_prelude + m.n_coda + m.n_rec * m.r
+    passes = m.n_prelude + m.n_coda + m.n_rec * m.r
     layer = block_matrix_params(m) + 2 * m.seq_len * m.d_model
     injection = injection_form(m.injection).forward_flops_per_token(m)
-    return 2.0 * (layer_passes * layer + m.padded_vocab_size * m.d_model) + injection
+    block = block_form(m.block)  # its own matmuls (per-pass adapters), a third of a pass with gradient's
+    own = sum(n * block.matmul_flops_per_token(m, w, layer_passes(m, w)[0]) for w, n in layers_at(m).items()) / 3
+    return 2.0 * (passes * layer + m.padded_vocab_size * m.d_model) + injection + own
 
 
 def inference_flops_per_token(cfg: ModelConfig) -> float:
@@ -305,6 +317,8 @@ def accounting_report(cfg: ModelConfig) -> dict:
         "seq_len": cfg.seq_len,
         "mlp": cfg.mlp,
         "injection": cfg.injection,
+        "block": cfg.block,
+        "options": dict(cfg.options),
         "hyper_lanes": cfg.hyper_lanes if injection_form(cfg.injection).uses_lanes else None,
         "hyper_dynamic": cfg.hyper_dynamic,
         "bptt_k": cfg.bptt_k,

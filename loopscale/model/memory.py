@@ -43,10 +43,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from loopscale.blocks.form import layer_passes
+from loopscale.blocks.registry import form as block_form
 from loopscale.config.model import ModelConfig
 from loopscale.errors import ConfigError
+from loopscale.injections.form import MATRIX
 from loopscale.injections.registry import form as injection_form
-from loopscale.model.accounting import block_matrix_params, grad_passes, mlp_hidden, param_counts
+from loopscale.model.accounting import block_matrix_params, grad_passes, layers_at, mlp_hidden, param_counts
 
 MIB = 2**20
 GIB = 2**30
@@ -127,7 +130,18 @@ def _weight_copy_bytes(cfg: ModelConfig, mode) -> int:
     layers = cfg.n_prelude + cfg.n_rec + cfg.n_coda
     if mode == "blocks":
         layers = cfg.n_prelude + cfg.n_coda + cfg.n_rec * grad_passes(cfg)
-    return 2 * block_matrix_params(cfg) * layers + injection_form(cfg.injection).weight_copy_bytes(cfg)
+    block = block_form(cfg.block)
+    own = sum(n * block.weight_copy_bytes(cfg, where) for where, n in layers_at(cfg).items())
+    return 2 * block_matrix_params(cfg) * layers + injection_form(cfg.injection).weight_copy_bytes(cfg) + own
+
+
+def _block_form_bytes(cfg: ModelConfig, tokens: int) -> int:
+    """What the block form's layers keep beyond the pre-norm layer's (sandwich: two more norms; adapters)."""
+    block = block_form(cfg.block)
+    per_token = sum(
+        n * block.saved_bytes_per_token(cfg, where, layer_passes(cfg, where)[1]) for where, n in layers_at(cfg).items()
+    )
+    return per_token * tokens
 
 
 def _pass_bytes(cfg: ModelConfig, tokens: int) -> int:
@@ -151,6 +165,7 @@ def activation_bytes(cfg: ModelConfig, device_batch: int, compile_mode=False) ->
         layers
         + ends
         + _pass_bytes(cfg, tokens)
+        + _block_form_bytes(cfg, tokens)
         + head_weight_grad
         + _rope_bytes(cfg, layer_passes, compile_mode)
         + _weight_copy_bytes(cfg, compile_mode)
@@ -166,6 +181,9 @@ def state_bytes(cfg: ModelConfig, optimizer: str, cuda: bool, world: int = 1) ->
     if optimizer == "muonh":
         matrices = block_matrix_params(cfg) * (cfg.n_prelude + cfg.n_rec + cfg.n_coda)
         matrices += injection_form(cfg.injection).matrix_params(cfg)
+        block = block_form(cfg.block)  # a block form's own matrices (none of today's: adapters are scalars)
+        for where, n in layers_at(cfg).items():
+            matrices += n * sum(p.numel for p in block.params(cfg, where) if p.group == MATRIX)
         adamw = weights - 4 * matrices  # the AdamW groups' bytes: two moments each
         return weights, grads, 4 * matrices + 2 * adamw
     return weights, grads, 2 * weights

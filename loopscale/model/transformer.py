@@ -11,10 +11,12 @@
            and closed by s = pass_norm(block(u))
         -> coda (c layers, once) -> final_norm -> lm_head (or the tied embedding) -> logits
 
-Layers are pre-norm: x + attn(norm(x)), then x + mlp(norm(x)); attention is causal SDPA with RoPE and a
-parameter-free QK-norm; no biases anywhere. Truncated backprop (cfg.bptt_k): the first r - bptt_k passes
-run their block under torch.no_grad(), so they store no activations; e still reaches the loss through the
-injection of the last bptt_k passes. Hyper-connections refuse truncation (their form), as published.
+Each layer is its block form's (loopscale/blocks/, model.block): pre-norm x + attn(norm(x)), then x + mlp(norm(x))
+by default, Huginn's sandwich, per-pass adapters, scaled residual writes; the form builds it from the attention,
+MLP and RMSNorm classes here (PARTS). Attention is causal SDPA with RoPE and a parameter-free QK-norm; no biases.
+Truncated backprop (cfg.bptt_k): the first r - bptt_k passes run their block under torch.no_grad(), so they
+store no activations; e still reaches the loss through the injection of the last bptt_k passes. Hyper-connections
+refuse truncation (their form), as published.
 
 Init (cfg.init): `gpt2` draws matrices from N(0, init_std) with the residual writes scaled by 1/sqrt(2 L_eff);
 `paper` is the published recipe: embedding N(0, 1), untied head N(0, 1e-3), every block matrix uniform with
@@ -23,7 +25,8 @@ nonzero norms. Both keep norm gains at 1 and leave `injection.*` to its form's r
 init of every form here: u = e on the first pass).
 
 Module names match loopscale.model.accounting: N_rec = recurrent, N_once = prelude + coda + injection +
-embed_norm + pass_norm + final_norm, embedding = embed, lm_head = lm_head (None when tied).
+embed_norm + pass_norm + final_norm, N_pass = the per-pass slices the forms declare (taken out of the others),
+embedding = embed, lm_head = lm_head (None when tied).
 """
 
 from __future__ import annotations
@@ -34,6 +37,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from loopscale.blocks.form import LayerParts
+from loopscale.blocks.registry import form as block_form
 from loopscale.config.model import ModelConfig
 from loopscale.injections.registry import form as injection_form
 from loopscale.model.accounting import check_trainable, grad_passes, mlp_hidden
@@ -73,6 +78,12 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.T
     return torch.cat((x1 * cos + x2 * sin, x2 * cos - x1 * sin), dim=-1)
 
 
+def project(linear: nn.Linear, x: torch.Tensor, adapt, name: str) -> torch.Tensor:
+    """linear(x), then `adapt(name, x, y)` when a block form adapts it (per-pass adapters: y + B_i A_i x)."""
+    y = linear(x)
+    return y if adapt is None else adapt(name, x, y)
+
+
 class CausalSelfAttention(nn.Module):
     """q, k and v are three d x d matrices, as published: MuonH orthogonalises each one and holds each on its
     own sphere (one fused [3d, d] matrix would be a different optimizer step)."""
@@ -85,16 +96,16 @@ class CausalSelfAttention(nn.Module):
         self.v = nn.Linear(cfg.d_model, cfg.d_model, bias=False)
         self.proj = nn.Linear(cfg.d_model, cfg.d_model, bias=False)
 
-    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, adapt=None) -> torch.Tensor:
         B, T, d = x.shape
         heads = (B, T, self.n_head, self.head_dim)
-        q, k, v = self.q(x).view(heads), self.k(x).view(heads), self.v(x).view(heads)  # each [B, T, H, hd]
+        q, k, v = (project(getattr(self, n), x, adapt, f"attn.{n}").view(heads) for n in "qkv")  # [B, T, H, hd]
         # QK-norm: parameter-free RMS norm over the head dim keeps attention logits bounded. After the rotation,
         # as published: the two commute exactly only when cos^2 + sin^2 = 1, which bf16 tables do not keep
         q = F.rms_norm(apply_rope(q, cos, sin), (self.head_dim,), eps=self.eps)
         k = F.rms_norm(apply_rope(k, cos, sin), (self.head_dim,), eps=self.eps)
         y = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal=True)
-        return self.proj(y.transpose(1, 2).reshape(B, T, d))  # [B, H, T, hd] -> [B, T, d]
+        return project(self.proj, y.transpose(1, 2).reshape(B, T, d), adapt, "attn.proj")  # [B, H, T, hd] -> [B, T, d]
 
 
 class MLP(nn.Module):
@@ -107,26 +118,16 @@ class MLP(nn.Module):
         self.fc = nn.Linear(cfg.d_model, (2 if self.swiglu else 1) * h, bias=False)
         self.proj = nn.Linear(h, cfg.d_model, bias=False)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, adapt=None) -> torch.Tensor:
+        h = project(self.fc, x, adapt, "mlp.fc")
         if self.swiglu:
-            gate, up = self.fc(x).chunk(2, dim=-1)
-            return self.proj(F.silu(gate) * up)
-        return self.proj(F.relu(self.fc(x)).square())
+            gate, up = h.chunk(2, dim=-1)
+            return project(self.proj, F.silu(gate) * up, adapt, "mlp.proj")
+        return project(self.proj, F.relu(h).square(), adapt, "mlp.proj")
 
 
-class Block(nn.Module):
-    """One pre-norm transformer layer: 12 d^2 + 2 d parameters with the ReLU^2 MLP."""
-
-    def __init__(self, cfg: ModelConfig):
-        super().__init__()
-        self.attn_norm = RMSNorm(cfg.d_model, cfg.norm_eps)
-        self.attn = CausalSelfAttention(cfg)
-        self.mlp_norm = RMSNorm(cfg.d_model, cfg.norm_eps)
-        self.mlp = MLP(cfg)
-
-    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-        x = x + self.attn(self.attn_norm(x), cos, sin)
-        return x + self.mlp(self.mlp_norm(x))
+# what a block form (loopscale/blocks/) builds its layers from
+PARTS = LayerParts(attention=CausalSelfAttention, mlp=MLP, norm=RMSNorm)
 
 
 def uniform_std_(weight: torch.Tensor, std: float) -> None:
@@ -143,11 +144,13 @@ class LoopedTransformer(nn.Module):
         d, V = cfg.d_model, cfg.padded_vocab_size
         self.embed = nn.Embedding(V, d)
         self.embed_norm = RMSNorm(d, cfg.norm_eps)
-        self.prelude = nn.ModuleList(Block(cfg) for _ in range(cfg.n_prelude))
-        self.recurrent = nn.ModuleList(Block(cfg) for _ in range(cfg.n_rec))
+        block = block_form(cfg.block)  # what one layer is: pre-norm, sandwich, per-pass adapters, ...
+        self.prelude = nn.ModuleList(block.build(cfg, "prelude", PARTS) for _ in range(cfg.n_prelude))
+        self.recurrent = nn.ModuleList(block.build(cfg, "recurrent", PARTS) for _ in range(cfg.n_rec))
+        self.pass_indexed = block.uses_pass_index  # its recurrent layers read the pass index
         self.injection = injection_form(cfg.injection).build(cfg)  # start / read / update / finish (injections/form.py)
         self.pass_norm = RMSNorm(d, cfg.norm_eps)
-        self.coda = nn.ModuleList(Block(cfg) for _ in range(cfg.n_coda))
+        self.coda = nn.ModuleList(block.build(cfg, "coda", PARTS) for _ in range(cfg.n_coda))
         self.final_norm = RMSNorm(d, cfg.norm_eps)
         self.lm_head = None if cfg.tie_embeddings else nn.Linear(d, V, bias=False)
         rope_dtype = torch.bfloat16 if cfg.precision == "published" else torch.float32
@@ -162,6 +165,9 @@ class LoopedTransformer(nn.Module):
         else:
             self._init_gpt2()
         self.injection.reset_parameters()  # the form's own init (linear and concat [I | 0]: u = e on every pass)
+        for layer in (*self.prelude, *self.recurrent, *self.coda):  # a block form's own init (adapters: B = 0)
+            if hasattr(layer, "reset_parameters"):
+                layer.reset_parameters()
 
     def _init_gpt2(self) -> None:
         """N(0, init_std) for matrices; output projections (the residual writes) scaled by 1/sqrt(2 L_eff)
@@ -190,15 +196,16 @@ class LoopedTransformer(nn.Module):
         for block in (*self.prelude, *self.recurrent, *self.coda):
             block.compile()
 
-    def _layers(self, blocks: nn.ModuleList, x: torch.Tensor, T: int) -> torch.Tensor:
+    def _layers(self, blocks: nn.ModuleList, x: torch.Tensor, T: int, i: int | None = None) -> torch.Tensor:
+        """The layers in order; the pass index i goes to layers that read it (a block form's uses_pass_index)."""
         cos, sin = self.rope_cos[:T], self.rope_sin[:T]
         for block in blocks:
-            x = block(x, cos, sin)
+            x = block(x, cos, sin) if i is None else block(x, cos, sin, i)
         return x
 
-    def _pass(self, u: torch.Tensor, T: int) -> torch.Tensor:
-        """One pass of the recurrent block, closed by the pass norm: s = RMSNorm(block(u))."""
-        return self.pass_norm(self._layers(self.recurrent, u, T))
+    def _pass(self, u: torch.Tensor, T: int, i: int) -> torch.Tensor:
+        """Pass i of the recurrent block, closed by the pass norm: s = RMSNorm(block(u))."""
+        return self.pass_norm(self._layers(self.recurrent, u, T, i if self.pass_indexed else None))
 
     def _loop(self, e: torch.Tensor, T: int) -> torch.Tensor:
         """r passes of the recurrent block fed by e through the injection; returns the coda input [B, T, d].
@@ -213,9 +220,17 @@ class LoopedTransformer(nn.Module):
         for i in range(self.cfg.r):
             with torch.set_grad_enabled(grad_on and i >= first_grad_pass):
                 u, state = inj.read(state, e, i)
-                s = self._pass(u.to(e.dtype) if fp32_stream else u, T)
+                s = self._pass(u.to(e.dtype) if fp32_stream else u, T, i)
             state = inj.update(state, s, i)  # in the graph: the state carries e to the passes with gradient
         return inj.finish(state)
+
+    def evaluation_metrics(self) -> dict[str, float]:
+        """{name: value} of what the injection and the layers report at an evaluation (`evaluation_metrics` of a
+        form's module: Parcae's largest decay factor), logged under design/<name>."""
+        found = {}
+        for module in (self.injection, *self.prelude, *self.recurrent, *self.coda):
+            found.update(getattr(module, "evaluation_metrics", dict)())
+        return found
 
     def store_published_dtypes(self) -> None:
         """model.precision=published on CUDA: the embedding is stored (and stepped) in bf16, as the published

@@ -67,6 +67,11 @@ NOT_IDENTITY = frozenset(
 )
 # the data's content hash (run_data.data_identity), part of the identity beside the config's fields
 DATA_FIELD = "data.content_sha256"
+# Fields added after runs were recorded, left out of the identity while at the value every earlier run had, so
+# an earlier run dir keeps its hash (tests/unit/test_identity_defaults.py). model.options needs no entry: empty
+# (every earlier design), it adds no key; model.block is the layer every earlier model had; optim.lr_scale 1 is
+# the transferred lr itself (an lr grid, launch/lr_grid.py, moves it).
+ADDED_AT_DEFAULT = {"model.block": "prenorm", "optim.lr_scale": 1.0}
 # files a restart keeps: Hydra's record and log of this very launch, the run's lock (loopscale/train/lock.py)
 KEEP_ON_RESTART = frozenset({".hydra", ".lock"})
 KEEP_SUFFIX_ON_RESTART = ".log"
@@ -92,6 +97,7 @@ def identity_of(config: Any) -> dict[str, Any]:
     flat {dotted field: value} dict."""
     tree = dataclasses.asdict(config) if dataclasses.is_dataclass(config) else config
     flat = _flatten(json.loads(json.dumps(tree, default=str)))  # JSON types: tuples become lists, as on disk
+    flat = {k: v for k, v in flat.items() if k not in ADDED_AT_DEFAULT or ADDED_AT_DEFAULT[k] != v}
     return {k: v for k, v in sorted(flat.items()) if k not in NOT_IDENTITY and k.split(".", 1)[0] not in NOT_IDENTITY}
 
 

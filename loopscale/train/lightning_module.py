@@ -251,6 +251,13 @@ class LoopedLM(L.LightningModule):
         self.log("val/sequences", float(x.shape[0]), on_step=False, on_epoch=True, reduce_fx="sum")
         return loss
 
+    def on_validation_epoch_end(self):
+        """What the model's forms report at every evaluation (`evaluation_metrics` of an injection or block form's
+        module: Parcae's largest decay factor, which must stay < 1), logged as design/<name>. The weights are the
+        same on every rank, so each logs its own value."""
+        for name, value in self.model.evaluation_metrics().items():
+            self.log(f"design/{name}", value, on_step=False, on_epoch=True)
+
     # -- optimizer ----------------------------------------------------------------------------------------
     def configure_optimizers(self):
         opt = self.optim_cfg

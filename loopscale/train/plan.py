@@ -38,7 +38,7 @@ class RunPlan:
 
     N_once: int
     N_rec: int
-    N: int
+    N: int  # N_once + N_pass + N_rec
     embedding: int
     lm_head: int
     F: float  # training FLOPs per token
@@ -51,6 +51,7 @@ class RunPlan:
     # the D of the lr transfer: in flops mode the tokens C / F before rounding to whole batches (int(C / F), as
     # the published code takes it), else D
     D_target: int
+    N_pass: int = 0  # parameters used once per pass (per-pass adapters): docs/design.md, "Parameter accounting"
 
 
 def plan_run(cfg: TrainConfig) -> RunPlan:
@@ -72,6 +73,7 @@ def plan_run(cfg: TrainConfig) -> RunPlan:
     return RunPlan(
         N_once=counts.N_once,
         N_rec=counts.N_rec,
+        N_pass=counts.N_pass,
         N=counts.N,
         embedding=counts.embedding,
         lm_head=counts.lm_head,

@@ -68,6 +68,7 @@ def record_plan(record: RunRecord, cfg: TrainConfig, plan: RunPlan) -> None:
         seq_len=m.seq_len,
         N_once=plan.N_once,
         N_rec=plan.N_rec,
+        N_pass=plan.N_pass,
         N=plan.N,
         embedding=plan.embedding,
         lm_head=plan.lm_head,

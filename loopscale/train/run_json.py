@@ -31,6 +31,7 @@ TABLE_COLUMNS = [
     "r",
     "N_once",
     "N_rec",
+    "N_pass",
     "N",
     "D",
     "C",
@@ -62,7 +63,7 @@ START_KEYS = ("status", "reason", "step", "run_name", "sweep", "run_dir", "point
 FORK_KEYS = ("parent", "fork_step", "role", "fork_steps", "branches", "C_independent", "C_forked")
 PLAN_KEYS = (
     *("r", "recipe", "width", "depth", "n_prelude", "n_rec", "n_coda", "bptt_k", "injection"),
-    *("vocab_size", "vocab_padded", "seq_len", "N_once", "N_rec", "N", "embedding", "lm_head"),
+    *("vocab_size", "vocab_padded", "seq_len", "N_once", "N_rec", "N_pass", "N", "embedding", "lm_head"),
     *("F", "D", "C", "C_budget", "steps", "batch_tokens", "L", "val_loss", "train_loss", "seed", "parent"),
     *("git_commit", "versions", "config"),
 )
@@ -108,6 +109,7 @@ class RunRecord:
     seq_len: int | None = None
     N_once: int | None = None
     N_rec: int | None = None
+    N_pass: int | None = None  # used once per pass (per-pass adapters); absent (0) in records before issue 40
     N: int | None = None
     embedding: int | None = None
     lm_head: int | None = None
@@ -181,8 +183,9 @@ class RunRecord:
         return cls.from_dict(load_record(path))
 
     def table_row(self) -> dict[str, Any]:
-        """The runs table's columns (TABLE_COLUMNS) of this record."""
-        return {col: getattr(self, col) for col in TABLE_COLUMNS}
+        """The runs table's columns (TABLE_COLUMNS) of this record; N_pass 0 in a record from before it existed."""
+        row = {col: getattr(self, col) for col in TABLE_COLUMNS}
+        return {**row, "N_pass": 0} if row["N_pass"] is None and self.N_once is not None else row
 
 
 _FIELDS = tuple(f.name for f in dataclasses.fields(RunRecord) if f.name != "extra")

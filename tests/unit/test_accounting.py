@@ -117,7 +117,7 @@ def test_paper_counts_equal_the_real_modules(size, r, recipe):
         model = LoopedTransformer(cfg)
     counts = param_counts(cfg)
     assert counts.N_rec == numel(model.recurrent) == authors_counts(size, r, recipe)["N_rec"]
-    assert counts.N_once == numel(
+    assert counts.N_once + counts.N_pass == numel(  # the injection's per-pass rows (loop_index) are N_pass
         model.prelude, model.coda, model.injection, model.embed_norm, model.pass_norm, model.final_norm
     )
     assert counts.embedding == numel(model.embed) and counts.lm_head == numel(model.lm_head)
@@ -147,7 +147,7 @@ def test_param_counts_equal_module_numel(kw):
     model = LoopedTransformer(cfg)
     counts = param_counts(cfg)
     assert counts.N_rec == numel(model.recurrent)
-    assert counts.N_once == numel(
+    assert counts.N_once + counts.N_pass == numel(  # the injection's per-pass rows (loop_index) are N_pass
         model.prelude, model.coda, model.injection, model.embed_norm, model.pass_norm, model.final_norm
     )
     assert counts.embedding == numel(model.embed)
@@ -297,12 +297,14 @@ def test_bad_configs_name_field_and_allowed_values():
         cpu_model(128, 2, bptt_k=3)
     with pytest.raises(
         ValueError,
-        match=r"injection='sum' is not allowed; choose one of 'additive', 'concat', 'hyper', 'linear', 'passthrough'",
+        match=r"injection='sum' is not allowed; choose one of 'additive', 'concat', 'huginn', 'hyper', 'linear', "
+        r"'loop_index', 'parcae', 'passthrough'",
     ):
         cpu_model(128, 2, injection="sum")
     with pytest.raises(
         ValueError,
-        match=r"injection='hyper' needs r > 1; allowed for r = 1: 'additive', 'concat', 'linear', 'passthrough'$",
+        match=r"injection='hyper' needs r > 1; allowed for r = 1: 'additive', 'concat', 'huginn', 'linear', "
+        r"'loop_index', 'parcae', 'passthrough'$",
     ):
         cpu_model(128, 1, injection="hyper")
     with pytest.raises(ValueError, match=r"recipe='a/b' is not a safe name"):
@@ -322,7 +324,9 @@ def test_bad_configs_name_field_and_allowed_values():
     assert cpu_model(128, 4, injection="hyper", hyper_dynamic=True).recipe == "hyper-dynamic"
     passthrough_truncated = cpu_model(128, 2, injection="passthrough", bptt_k=1)
     with pytest.raises(
-        ValueError, match=r"bptt_k=1 < r=2 needs injection 'additive', 'concat' or 'linear'; with 'passthrough'"
+        ValueError,
+        match=r"bptt_k=1 < r=2 needs injection 'additive', 'concat', 'huginn', 'linear', 'loop_index' or 'parcae'; "
+        "with 'passthrough'",
     ):
         flops_per_token(passthrough_truncated)
     with pytest.raises(ValueError, match="needs injection 'additive'"):

@@ -6,46 +6,24 @@ from __future__ import annotations
 
 import ast
 import json
-import pickle
 import re
 import sys
 from pathlib import Path
 
 import pytest
-import torch
-from torch.nn.attention import SDPBackend, sdpa_kernel
-from torch.utils.flop_counter import FlopCounterMode
 
 import loopscale
 from loopscale import injections
 from loopscale.config.model import ModelConfig
-from loopscale.errors import ConfigError
 from loopscale.injections import registry
 from loopscale.injections.form import N_ONCE, N_PASS, N_REC, SCALAR, InjectionForm, Param
-from loopscale.model.accounting import (
-    accounting_report,
-    cpu_model,
-    flops_per_token,
-    grad_passes,
-    matmul_flops_per_token,
-    param_counts,
-)
-from loopscale.model.memory import activation_bytes, state_bytes
-from loopscale.model.transformer import LoopedTransformer
-from loopscale.train.optim.groups import MATRIX, recipe_param_groups
-from loopscale.train.optim.muonh import MuonH
+from loopscale.model.accounting import accounting_report, cpu_model, flops_per_token, param_counts
 from support.cli import run_cli
-from support.saved import kept_for_backward
+from support.parity import assert_parity
 from support.train import tiny_model
 
 PACKAGE = Path(loopscale.__file__).parent
 DOCS = PACKAGE.parent / "docs" / "architecture.md"
-B = 2  # sequences in the checks' batch
-MEMORY_OVER = 0.3  # the memory model may over-count a form's own bytes per token by this share (hyper here: <= 14%)
-
-
-def numel(*modules) -> int:
-    return sum(p.numel() for m in modules if m is not None for p in m.parameters())
 
 
 def form_configs(name: str) -> list[ModelConfig]:
@@ -59,61 +37,6 @@ def form_configs(name: str) -> list[ModelConfig]:
         configs.append(tiny_model(4, injection=name, hyper_lanes=3, hyper_dynamic=True))
     configs.append(tiny_model(2, injection=name, tie_embeddings=True, mlp="swiglu"))
     return configs
-
-
-def assert_parity(cfg: ModelConfig) -> None:
-    """The form's spec against its module inside a real model: parameters, FLOPs, memory, optimizer state and
-    gradients (docs/architecture.md, "How to add a loop design")."""
-    form = registry.form(cfg.injection)
-    torch.manual_seed(0)
-    model = LoopedTransformer(cfg)
-    # parameters: the spec's list is the module's, name for name, and the accounting adds them up by class
-    declared = [(p.name, p.shape) for p in form.params(cfg)]
-    assert declared == [(n, tuple(p.shape)) for n, p in model.injection.named_parameters()]
-    counts, own = param_counts(cfg), form.counts(cfg)
-    assert counts.N_rec == numel(model.recurrent) + own[N_REC]
-    norms = (model.embed_norm, model.pass_norm, model.final_norm)
-    assert counts.N_once == numel(model.prelude, model.coda, *norms) + own[N_ONCE]
-    assert counts.total == sum(p.numel() for p in model.parameters())
-    idx = torch.randint(0, cfg.vocab_size, (B, cfg.seq_len), generator=torch.Generator().manual_seed(1))
-    # FLOPs: a forward + backward under SDPA's math backend, every matmul counted (accounting's docstring)
-    with sdpa_kernel(SDPBackend.MATH), FlopCounterMode(display=False) as counter:
-        model(idx, idx).backward()
-    assert matmul_flops_per_token(cfg) == counter.get_total_flops() / (B * cfg.seq_len)
-    assert all(p.grad is not None and p.grad.isfinite().all() for p in model.injection.parameters())
-    # the module pickles (trainer.strategy=ddp_spawn sends the model to its workers) as the same class
-    restored = pickle.loads(pickle.dumps(model.injection))
-    assert (
-        type(restored) is type(model.injection) and restored.state_dict().keys() == model.injection.state_dict().keys()
-    )
-    assert_memory_covers(cfg, model)
-    # optimizer: one MuonH step allocates the state the memory model predicts from the form's groups
-    model.zero_grad()
-    groups = [
-        {"name": g, "params": ps, "lr": 1e-3, "adamw": g != MATRIX} for g, ps in recipe_param_groups(model).items()
-    ]
-    opt = MuonH(groups, momentum=0.95, ortho_dtype="fp32", betas=(0.8, 0.95), eps=1e-10, weight_decay=0.0)
-    model(idx, idx).backward()
-    opt.step()
-    state = [v for s in opt.state.values() for v in s.values() if torch.is_tensor(v) and v.dim() > 0]
-    assert state_bytes(cfg, "muonh", cuda=False)[2] == sum(t.numel() * t.element_size() for t in state)
-
-
-def assert_memory_covers(cfg: ModelConfig, model: LoopedTransformer) -> None:
-    """What autograd keeps (bf16 autocast, eager) at two batch sizes, split into bytes per token (the slope) and
-    bytes per forward (the intercept), against the memory model; outside the injection both are exact at this
-    size. Per token it never under-counts and over-counts at most MEMORY_OVER of the form's own bytes; per
-    forward it may miss a per-pass copy (a slice, a cast) of each parameter that is not a matrix."""
-    form, T = registry.form(cfg.injection), cfg.seq_len
-    ids = {b: torch.randint(0, cfg.vocab_size, (b, T), generator=torch.Generator().manual_seed(b)) for b in (2, 4)}
-    measured = {b: kept_for_backward(model, ids[b]) for b in ids}
-    predicted = {b: activation_bytes(cfg, b, False) for b in ids}
-    slope = {k: (v[4] - v[2]) / (2 * T) for k, v in (("measured", measured), ("predicted", predicted))}
-    own = form.saved_bytes_per_token(cfg, grad_passes(cfg))
-    assert 0 <= slope["predicted"] - slope["measured"] <= MEMORY_OVER * own, (slope, own)
-    intercept = (predicted[2] - 2 * T * slope["predicted"]) - (measured[2] - 2 * T * slope["measured"])
-    not_matrices = sum(p.numel for p in form.params(cfg) if p.group != MATRIX)
-    assert abs(intercept) <= 4 * cfg.r * not_matrices + 64, intercept
 
 
 PARITY_CASES = [cfg for name in registry.names() for cfg in form_configs(name)]
@@ -130,7 +53,8 @@ def test_the_registry_is_the_forms_folder():
     """Every module of loopscale/injections/ but the spec and the registry is a form named after its file."""
     files = {p.stem for p in (PACKAGE / "injections").glob("*.py")} - {"__init__", "form", "registry"}
     assert set(registry.names()) == files >= {"passthrough", "additive", "linear", "concat", "hyper"}
-    assert registry.names(needs_loop=True) == ("hyper",) and "hyper" not in registry.names(looped_injection=True)
+    assert registry.names(needs_loop=True) == ("hyper",)
+    assert not {"hyper", "loop_index"} & set(registry.names(looped_injection=True))
     assert registry.names(truncatable=False) == ("hyper", "passthrough")
 
 
@@ -196,12 +120,13 @@ class PerPassForm(InjectionForm):
         return (Param("index", (cfg.r, cfg.d_model), SCALAR, N_PASS),)
 
 
-def test_parameters_used_once_per_pass_are_refused_until_the_law_takes_them(monkeypatch):
+def test_parameters_used_once_per_pass_count_in_n_pass(monkeypatch):
     monkeypatch.setitem(registry.forms(), "per_pass", PerPassForm())
     cfg = tiny_model(4, injection="per_pass")
     assert PerPassForm().counts(cfg) == {N_ONCE: 0, N_REC: 0, N_PASS: 4 * 64}
-    with pytest.raises(ConfigError, match=r"injection='per_pass' has parameters used once per pass \(N_pass\)"):
-        param_counts(cfg)
+    counts, additive = param_counts(cfg), param_counts(tiny_model(4, injection="additive"))
+    assert (counts.N_pass, counts.N_once, counts.N_rec) == (4 * 64, additive.N_once, additive.N_rec)
+    assert counts.N == counts.N_once + counts.N_pass + counts.N_rec
 
 
 # ---------------------------------------------------------------------------------- no name outside its form

@@ -112,50 +112,11 @@ def test_the_docs_example_through_fit_and_report_commands(example_law, tmp_path)
     assert "report_collapse" not in drawn  # no phi to collapse at
 
 
-PER_PASS_LAW = '''
-"""N_eff = N_once + N_pass + r^phi N_rec: a parameter class used once per pass (issue 40's adapters)."""
-from dataclasses import dataclass
-
-from loopscale.fit.laws.form import LawData
-from loopscale.fit.laws.looped import Looped
-from loopscale.fit.laws.registry import register
-
-
-@register
-@dataclass(frozen=True)
-class LoopedPass(Looped):
-    name = "looped-pass"
-    formula = "L = E + A (N_once + N_pass + r^phi N_rec)^-alpha + B D^-beta"
-    size_columns = ("N_once", "N_pass", "N_rec", "r")
-    point_columns = ("r", "N_once", "N_pass", "N_rec", "D", "L")
-    zero_allowed = ("N_once", "N_pass", "N_rec")
-    cost_formula = "N_once + N_pass + r N_rec"
-
-    @classmethod
-    def cost_params(cls, cols):
-        return cols["N_once"] + cols["N_pass"] + cols["r"] * cols["N_rec"]
-
-    @classmethod
-    def data_from_table(cls, table):
-        d = super().data_from_table(table)
-        return LawData(d.N_once, d.N_rec, d.r, d.D, d.L, extra={"N_pass": table["N_pass"]})
-
-    def n_once(self, data):
-        return data.N_once + data.extra["N_pass"]
-'''
-
-
-def test_a_law_with_a_column_of_its_own_is_one_module(tmp_path, monkeypatch):
-    """A per-pass parameter class N_pass (read from its own column, counted in the training cost, kept through
-    resampling in `LawData.extra`): fitted, held out, and drawn by the report (the law's columns interpolated
-    along the iso-FLOP lines, its N_eff in the collapse and the compute-optimal sizes)."""
-    monkeypatch.setattr(registry, "_LAWS", dict(registry._LAWS))
-    path = tmp_path / "looped_pass_example.py"
-    path.write_text(PER_PASS_LAW)
-    spec = importlib.util.spec_from_file_location("looped_pass_example", path)
-    module = importlib.util.module_from_spec(spec)
-    monkeypatch.setitem(sys.modules, "looped_pass_example", module)
-    spec.loader.exec_module(module)
+def test_a_law_with_a_column_of_its_own_is_one_module(tmp_path):
+    """The per-pass parameter class N_pass (loopscale/fit/laws/looped_pass.py: read from its own column, counted
+    in the training cost, kept through resampling in `LawData.extra`): fitted, held out, and drawn by the report
+    (the law's columns interpolated along the iso-FLOP lines, its N_eff in the collapse and the compute-optimal
+    sizes); the looped law refuses the same table (it has no place for N_pass)."""
     law = law_class("looped-pass")
     table = pd.read_csv(FIXTURE).drop(columns=["D"])  # D from C = 6 (N_once + N_pass + r N_rec) D
     table["N_pass"] = np.where(table["r"] > 1, 0.2 * table["N_rec"], 0.0)
@@ -174,6 +135,8 @@ def test_a_law_with_a_column_of_its_own_is_one_module(tmp_path, monkeypatch):
     assert run_cli(["report", str(csv), "--fit", str(out), "--out", str(report)]).returncode == 0
     drawn = {p.stem for p in (tmp_path / "figures").glob("*.png")}
     assert {"report_iso_flop", "report_collapse", "report_residuals", "report_compute_optimal"} <= drawn
+    res = run_cli(["fit", str(csv), "--law", "looped"])
+    assert res.returncode == 2 and "has no place for parameters used once per pass" in res.stderr
     table.assign(N_pass=-1.0).to_csv(tmp_path / "bad.csv", index=False)
     res = run_cli(["fit", str(tmp_path / "bad.csv"), "--law", "looped-pass"])
     assert res.returncode == 2 and "column 'N_pass' must be >= 0" in res.stderr
@@ -200,7 +163,8 @@ def test_fit_help_lists_every_single_law(example_law):
     """`fit --law` takes the registered laws (a joint law through --joint only), the example's included."""
     help_text = "".join(run_cli(["fit", "--help"]).stdout.split())  # argparse wraps lines, at hyphens too
     assert (
-        "thelawtofit:chinchilla,looped,looped-free,looped-linear,looped-nxd,looped-pinned-e(defaultlooped;" in help_text
+        "thelawtofit:chinchilla,looped,looped-free,looped-linear,looped-nxd,looped-pass,looped-pinned-e(defaultlooped;"
+        in help_text
     )
     res = run_cli(["fit", str(FIXTURE), "--law", "looped-joint"])
     assert res.returncode == 2 and "invalid choice: 'looped-joint'" in res.stderr
@@ -237,10 +201,10 @@ def test_each_law_predicts_with_the_multiplier_it_states(name, published_sweep):
     """L_hat = E + A (N_once + m_r N_rec)^-alpha + B D^-beta with m_r = `Law.multiplier` (what figures and advice
     read), on the published grid's rows of every r."""
     cls = law_class(name)
-    sweep = published_sweep
+    sweep = published_sweep.assign(N_pass=0.0)  # no per-pass parameters in the published recipes
     dense = {"E": 1.6, "A": 30.0, "alpha": 0.21, "B": 900.0, "beta": 0.36}
-    extra = {"looped": {"phi": 0.45}, "looped-free": {"k_2": 1.3, "k_4": 1.9, "k_8": 2.7}}
-    extra["looped-joint"] = {"phi[baseline]": 0.46, "phi[tbptt]": 0.38}
+    extra = {"looped": {"phi": 0.45}, "looped-free": {"k_2": 1.3, "k_4": 1.9, "k_8": 2.7}, "looped-pass": {"phi": 0.45}}
+    extra["looped-joint"] = extra["looped-pass-joint"] = {"phi[baseline]": 0.46, "phi[tbptt]": 0.38}
     extra["looped-pinned-e"] = {"phi": 0.45}
     extra["looped-nxd"] = {"phi": 0.45, "gamma": 0.0}  # the N x D term vanishes at gamma = 0
     params = {**dense, **extra.get(name, {})}

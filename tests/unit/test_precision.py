@@ -7,8 +7,9 @@ from __future__ import annotations
 import pytest
 import torch
 
+from loopscale.blocks.prenorm import prenorm_module
 from loopscale.config.model import ModelConfig
-from loopscale.model.transformer import Block, LoopedTransformer
+from loopscale.model.transformer import LoopedTransformer
 from support.train import tiny_model
 
 VOCAB, T = 128, 16
@@ -25,7 +26,7 @@ def block_input_dtypes(cfg: ModelConfig) -> dict[str, set[torch.dtype]]:
     model = LoopedTransformer(cfg)
     seen: dict[str, set[torch.dtype]] = {}
     for name, module in model.named_modules():
-        if isinstance(module, Block):
+        if isinstance(module, prenorm_module()):
             module.register_forward_pre_hook(
                 lambda mod, args, name=name: seen.setdefault(name, set()).add(args[0].dtype)
             )

@@ -26,7 +26,7 @@ BRANCH = {
     "role": "branch",
     **{"r": 1, "recipe": "baseline", "width": 16, "depth": 10, "n_prelude": 1, "n_rec": 8, "n_coda": 1},
     **{"bptt_k": None, "injection": "passthrough", "vocab_size": 512, "vocab_padded": 512, "seq_len": 64},
-    **{"N_once": 6256, "N_rec": 24832, "N": 31088, "embedding": 8192, "lm_head": 8192, "F": 358272.0},
+    **{"N_once": 6256, "N_rec": 24832, "N_pass": 0, "N": 31088, "embedding": 8192, "lm_head": 8192, "F": 358272.0},
     **{"D": 167936, "C": 60166766592.0, "C_budget": 6e10, "steps": 164, "batch_tokens": 1024},
     **{"L": 3.985203504562378, "val_loss": 3.985203504562378, "train_loss": 4.030503749847412, "seed": 0},
     **{"git_commit": "f644981d2b0211908bda1f1c37dcb855b65bf6b2", "versions": {"torch": "2.13.0+cpu"}},

@@ -201,7 +201,14 @@ class Law:
     @classmethod
     def check_table(cls, table) -> None:
         """InputError when a canonical table cannot identify the law (its size is `runs_table.check_fit_size`'s):
-        r^phi needs runs at two or more r."""
+        r^phi needs runs at two or more r; and a law that does not read N_pass refuses rows with parameters used
+        once per pass (per-pass adapters), which it would leave out of N_eff (looped-pass reads them)."""
+        if "N_pass" not in cls.size_columns and "N_pass" in table and (table["N_pass"].fillna(0) > 0).any():
+            rows = int((table["N_pass"] > 0).sum())
+            raise InputError(
+                f"law {cls.name!r} has no place for parameters used once per pass: {rows} rows have N_pass > 0 "
+                "(use --law looped-pass: N_once + N_pass + r^phi N_rec, docs/design.md)"
+            )
         r_values = np.unique(table["r"].to_numpy(dtype=float))
         if len(r_values) < 2:
             raise InputError(

@@ -5,17 +5,19 @@ optim=muonh (the published recipe; lr_transfer.py gives each group's lr):
     head       lm_head.*                                  (AdamW)
     embedding  embed.* (also the head when it is tied)    (AdamW)
     norm       1-D gains (RMSNorm weights); the injection's norm-group ones (AdamW)
-    hyper      the injection's scalar-group parameters: the hyper-connection coefficients, ... (AdamW)
-optim=adamw: decay (weight matrices), no_decay (norm gains, embeddings, other 1-D parameters) and hyper (the
-injection's scalars, never decayed).
-The injection's parameters are in the group its form declares (loopscale/injections/, `Param.group`): alpha
-[r, K] and M [r, K, K] of hyper-connections are "2-D or more" but are mixing scalars, not matrices.
+    hyper      the forms' scalar-group parameters: the hyper-connection coefficients, per-pass adapters, ... (AdamW)
+optim=adamw: decay (weight matrices), no_decay (norm gains, embeddings, other 1-D parameters, a form's matrix
+declared decay=False: Parcae's B) and hyper (the forms' scalars, never decayed).
+The injection's and the block form's own parameters are in the group their form declares (loopscale/injections/,
+loopscale/blocks/, `Param.group`): alpha [r, K] and M [r, K, K] of hyper-connections and the per-pass adapters
+[r, rank, in] are "2-D or more" but are scalars to the optimizer, not matrices.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from loopscale.blocks.registry import form as block_form
 from loopscale.injections import form as forms
 from loopscale.injections.registry import form as injection_form
 
@@ -27,18 +29,29 @@ BLOCK_PREFIXES = ("prelude.", "recurrent.", "coda.", "injection.")
 RECIPE_GROUP = {forms.MATRIX: MATRIX, forms.SCALAR: HYPER, forms.NORM: NORM}  # a form's group -> MuonH recipe's
 
 
-def injection_groups(model: nn.Module) -> dict[str, str]:
-    """{`injection.<name>`: form group} of a LoopedTransformer's injection, from its config's form; empty for a
-    model without a config (its 2-D `injection.*` weights are matrices)."""
+def form_params(model: nn.Module) -> dict[str, forms.Param]:
+    """{full name: Param} of the parameters the injection form and the block form declare in a LoopedTransformer
+    (`injection.<name>`, `<prelude|recurrent|coda>.<i>.<name>`), from its config; empty for a model without a
+    config (its 2-D `injection.*` weights are matrices)."""
     cfg = getattr(model, "cfg", None)
     if cfg is None:
         return {}
-    return {f"injection.{p.name}": p.group for p in injection_form(cfg.injection).params(cfg)}
+    found = {f"injection.{p.name}": p for p in injection_form(cfg.injection).params(cfg)}
+    block = block_form(cfg.block)
+    for where, layers in (("prelude", cfg.n_prelude), ("recurrent", cfg.n_rec), ("coda", cfg.n_coda)):
+        own = block.params(cfg, where)
+        found.update({f"{where}.{i}.{p.name}": p for i in range(layers) for p in own})
+    return found
+
+
+def form_groups(model: nn.Module) -> dict[str, str]:
+    """{full name: form group} of every parameter a form declares (`form_params`)."""
+    return {name: p.group for name, p in form_params(model).items()}
 
 
 def param_role(name: str, param: nn.Parameter, injection: dict[str, str]) -> str:
     """The recipe's group of one named parameter of LoopedTransformer (see the module docstring); `injection`
-    maps the injection's parameters to their form groups (`injection_groups`)."""
+    maps the forms' parameters to their groups (`form_groups`)."""
     if name.startswith("lm_head."):
         return HEAD
     if name.startswith("embed."):
@@ -58,7 +71,7 @@ def param_role(name: str, param: nn.Parameter, injection: dict[str, str]) -> str
 
 def recipe_param_groups(model: nn.Module) -> dict[str, list[nn.Parameter]]:
     """{group: parameters} of a LoopedTransformer, matrix first; empty groups left out."""
-    injection = injection_groups(model)
+    injection = form_groups(model)
     groups: dict[str, list[nn.Parameter]] = {MATRIX: [], HEAD: [], EMBEDDING: [], NORM: [], HYPER: []}
     for name, p in model.named_parameters():  # a tied head is the embedding: listed once
         if p.requires_grad:
@@ -70,13 +83,14 @@ def adamw_param_groups(model: nn.Module, weight_decay: float) -> list[dict]:
     """AdamW groups: decay on weight matrices; none on norm gains, embeddings, the injection's scalars
     (hyper-connection coefficients) and any other 1-D parameter."""
     groups = {"decay": [], "no_decay": [], "hyper": []}
-    injection = injection_groups(model)
+    declared = form_params(model)
     for name, p in model.named_parameters():  # a tied head is the embedding: listed once
         if not p.requires_grad:
             continue
-        if injection.get(name) == forms.SCALAR:
+        spec = declared.get(name)
+        if spec is not None and spec.group == forms.SCALAR:
             groups["hyper"].append(p)
-        elif p.dim() < 2 or name.startswith("embed."):
+        elif p.dim() < 2 or name.startswith("embed.") or (spec is not None and not spec.decayed):
             groups["no_decay"].append(p)
         else:
             groups["decay"].append(p)

@@ -21,6 +21,8 @@ times below the reference's, the published transfer extrapolates far outside whe
 
 from __future__ import annotations
 
+from loopscale.blocks.form import WHERE
+from loopscale.blocks.registry import form as block_form
 from loopscale.config.model import ModelConfig
 from loopscale.config.naming import paper_width
 from loopscale.config.schema import OptimConfig
@@ -86,7 +88,9 @@ def lrs_for(cfg: ModelConfig, batch_tokens: int, D_tokens: int, optim: OptimConf
     }
     if cfg.tie_embeddings:
         del base[HEAD]
-    if SCALAR not in {p.group for p in injection_form(cfg.injection).params(cfg)}:  # HYPER: the injection's scalars
+    block = block_form(cfg.block)
+    declared = [*injection_form(cfg.injection).params(cfg), *(p for w in WHERE for p in block.params(cfg, w))]
+    if SCALAR not in {p.group for p in declared}:  # HYPER: the forms' scalars (lanes, per-pass adapters, ...)
         del base[HYPER]
     if optim.transfer == "none":
         return base
