@@ -127,7 +127,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "memory-activations-plus-12-percent",
         MEMORY,
-        "    return per_token * tokens\n",
+        "    per_token = (22 * d if compiled else 40 * d) + mlp + 12 * heads + 8\n    return per_token * tokens\n",
+        "    per_token = (22 * d if compiled else 40 * d) + mlp + 12 * heads + 8\n"
         "    return int(1.12 * per_token * tokens)\n",
         (T_MEMORY,),
         "memory model: activations within 0.3% of what autograd keeps",
@@ -135,7 +136,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "memory-activations-plus-5-percent",
         MEMORY,
-        "    return per_token * tokens\n",
+        "    per_token = (22 * d if compiled else 40 * d) + mlp + 12 * heads + 8\n    return per_token * tokens\n",
+        "    per_token = (22 * d if compiled else 40 * d) + mlp + 12 * heads + 8\n"
         "    return int(1.05 * per_token * tokens)\n",
         (T_MEMORY,),
         "memory model: activations within 0.3% of what autograd keeps",
