@@ -197,7 +197,6 @@ MUTATIONS: tuple[Mutation, ...] = (
         "return max(1, os.cpu_count() or 1)",
         (
             "tests/unit/test_pool_size.py::test_usable_cores_is_the_affinity_mask_not_the_machine",
-            "tests/unit/test_cost_probe.py::test_the_pools_wall_time_is_never_shorter_than_its_longest_job",
             T_JOBS,
         ),
         "every pool uses the cores of the process's affinity mask (a SLURM allocation, taskset)",
