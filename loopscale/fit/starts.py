@@ -53,8 +53,7 @@ def projected_starts(law: Law, data: LawData, n_exponent: int = 16) -> np.ndarra
     """
     alphas = np.linspace(0.05, 1.2, n_exponent)
     betas = np.linspace(0.05, 1.2, n_exponent)
-    extra_axes = law.projected_axes(np.linspace(0.0, 1.2, 7))  # the law's exponents: phi, dphi, ...
-    grid = law.keep_projected(np.array(list(itertools.product(alphas, betas, *extra_axes))))
+    grid = law.projected_grid(alphas, betas, np.linspace(0.0, 1.2, 7))  # rows (alpha, beta, phi, dphi, ...)
     w = 1.0 / data.L**2  # relative-error weights
     if data.sigma is not None:  # standardised by the seed sigma, as the objective is
         w = w / data.sigma**2

@@ -56,6 +56,31 @@ def test_noise_free_joint_fit_is_exact_and_reads_as_converged():
         assert result.params[name] == pytest.approx(value, rel=1e-9), name
 
 
+NINE_PHI = {"baseline": 0.46, "tbptt": 0.38, "hyper": 0.5, "parcae": 0.3, "huginn": 0.6, "whole_stack": 0.2}
+NINE_PHI |= {"lora": 0.7, "loop_index": 0.46, "stable_residual": 0.55}
+
+
+def test_nine_recipes_fit_jointly_in_bounded_memory_and_exactly():
+    """Nine recipes (the designs experiment): the product of every recipe's phi axis would screen 3e8 starts
+    (tens of GB, what killed the designs' joint fit); the grid is bounded and the fit still exact."""
+    table, recipes = merged(S.recipe_sweep(phi=NINE_PHI, seed=0, noise=0.0))
+    law = make_law("looped-joint", recipes=recipes)
+    axes = np.linspace(0.05, 1.2, 16), np.linspace(0.05, 1.2, 16), np.linspace(0.0, 1.2, 7)
+    grid = law.projected_grid(*axes)
+    assert grid.shape == (16 * 16 * 243, 11)
+    phis = grid[:, 2:3] + np.hstack([np.zeros((len(grid), 1)), grid[:, 3:]])
+    assert np.unique(phis, axis=0).shape[0] == 243  # distinct combinations, every one in [0, 1.2]
+    assert phis.min() >= -1e-12 and phis.max() <= 1.2 + 1e-12
+    # up to five recipes the grid is today's full product, unchanged
+    five = make_law("looped-joint", recipes=recipes[:5])
+    assert len(five.projected_grid(*axes)) == 16 * 16 * 3**5
+    with np.errstate(all="ignore"):
+        result, _ = fit_law(joint_data(table), law)
+    assert result.objective < 1e-20
+    for name, value in {**S.TRUE_DENSE, **{f"phi[{g}]": v for g, v in NINE_PHI.items()}}.items():
+        assert result.params[name] == pytest.approx(value, rel=1e-7), name
+
+
 def test_noise_free_single_recipe_fit_is_exact_and_reads_as_converged():
     sweep = S.recipe_sweep(seed=0, noise=0.0)
     table = canonical_table(sweep[sweep["recipe"] == "baseline"], "looped")

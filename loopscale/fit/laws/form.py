@@ -25,6 +25,7 @@ name. docs/architecture.md, "How to add a law", has a worked example.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import ClassVar
@@ -323,6 +324,11 @@ class Law:
     def keep_projected(self, grid: np.ndarray) -> np.ndarray:
         """The rows of the projected exponent grid (alpha, beta, extras) worth screening."""
         return grid
+
+    def projected_grid(self, alphas: np.ndarray, betas: np.ndarray, values: np.ndarray) -> np.ndarray:
+        """The projected starts' exponent grid, rows (alpha, beta, extras...): the product of the axes, kept by
+        `keep_projected`. A law with many extras overrides it to keep the grid's size bounded."""
+        return self.keep_projected(np.array(list(itertools.product(alphas, betas, *self.projected_axes(values)))))
 
     def warm_starts(self, theta: np.ndarray) -> np.ndarray:
         """Starts (rows) from the optimum `theta` of the `warm_start` law."""

@@ -12,6 +12,7 @@ the recipe column it names (`recipe_phi`).
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 
 import numpy as np
@@ -22,6 +23,10 @@ from loopscale.fit.bounds import BOUNDS, DPHI_BOUNDS
 from loopscale.fit.laws.form import Law, LawData, n_eff
 from loopscale.fit.laws.looped import Looped
 from loopscale.fit.laws.registry import register
+
+# The projected starts screen at most this many combinations of the recipes' phi (3^5: all of them up to
+# five recipes on the 3-value axis, `LoopedJoint.projected_grid`).
+MAX_PHI_COMBOS = 243
 
 RECIPE_CODE = "_recipe_code"  # column of a joint table (`joint.joint_table`): index into the recipe list
 
@@ -110,6 +115,27 @@ class LoopedJoint(Law):
         """`values`, or fewer of them as recipes add up, to keep the grid's product small."""
         k = len(self.recipes)
         return values if k <= 2 else np.linspace(values.min(), values.max(), max(3, int(round(49 ** (1 / k)))))
+
+    def projected_grid(self, alphas: np.ndarray, betas: np.ndarray, values: np.ndarray) -> np.ndarray:
+        """Up to five recipes: every combination of the recipes' phi (the product of `projected_axes`, kept by
+        `keep_projected`). Beyond, that product grows as 5^k (nine recipes: 3 x 10^8 rows, tens of GB), so the
+        phi combinations are chosen instead: every recipe at one shared phi, each recipe alone moved to every
+        other value, and a seeded sample of the rest, `MAX_PHI_COMBOS` in all (the refinement that follows
+        moves each phi freely; the screen only has to start it in the right basin)."""
+        per = self._per_recipe_axis(values)
+        k = len(self.recipes)
+        if len(per) ** k <= MAX_PHI_COMBOS:
+            return super().projected_grid(alphas, betas, values)
+        shared = np.repeat(per[:, None], k, axis=1)  # (len(per), k): one phi for every recipe
+        alone = [np.where(np.arange(k) == i, v, u) for u in per for i in range(k) for v in per if v != u]
+        rng = np.random.default_rng(0)
+        sample = per[rng.integers(0, len(per), size=(4 * MAX_PHI_COMBOS, k))]
+        candidates = np.vstack([shared, np.array(alone), sample])
+        _, first = np.unique(candidates, axis=0, return_index=True)
+        phis = candidates[np.sort(first)][:MAX_PHI_COMBOS]  # distinct rows in the order above: (combos, k)
+        extras = np.column_stack([phis[:, 0], phis[:, 1:] - phis[:, :1]])  # (phi, dphi[g] = phi_g - phi)
+        ab = np.array(list(itertools.product(alphas, betas)))
+        return np.column_stack([np.repeat(ab, len(extras), axis=0), np.tile(extras, (len(ab), 1))])
 
     def keep_projected(self, grid: np.ndarray) -> np.ndarray:
         """Combinations whose every recipe phi lies in [0, 1.2]."""
