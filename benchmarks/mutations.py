@@ -476,6 +476,22 @@ MUTATIONS: tuple[Mutation, ...] = (
         ("tests/integration/test_provenance.py::test_a_seed_sweep_with_the_default_run_name_trains_every_seed",),
         "runs that differ only in their seed never share a run dir (-m seed=0,1,2 trains every seed)",
     ),
+    Mutation(
+        "stop-behind-a-failed-clean-up-lost",
+        "loopscale/train/entry.py",
+        "        if stop is not None:  # a stop raised inside",
+        "        if False:  # a stop raised inside",
+        ("tests/unit/test_entry_stops.py",),
+        "loopscale-train: a SIGTERM while Hydra plans the sweep is 143 and one line, not omegaconf's AttributeError",
+    ),
+    Mutation(
+        "stops-while-importing-unhandled",
+        "loopscale/train/command.py",
+        "    raise_on_sigterm()\n    try:\n        from loopscale.train import entry",
+        "    try:\n        from loopscale.train import entry",
+        ("tests/system/test_pool_stops.py::test_a_stop_while_the_training_stack_imports",),
+        "loopscale-train: a stop while torch, Lightning and Hydra import is 130 / 143 and one line",
+    ),
 )
 
 

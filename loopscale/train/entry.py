@@ -18,6 +18,7 @@ import logging
 import os
 import sys
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -158,6 +159,9 @@ def _disk_errors_in_one_line():
         yield
     except Exception as err:
         del os.environ["HYDRA_FULL_ERROR"]
+        stop = _stop_in_chain(err)
+        if stop is not None:  # a stop raised inside Hydra's or omegaconf's own clean-up came out as its error
+            raise stop from None
         disk = _disk_error(err)
         if disk is not None:
             print(f"loopscale-train: error: {disk}", file=sys.stderr)
@@ -174,14 +178,27 @@ def _disk_errors_in_one_line():
 def _disk_error(err: BaseException) -> str | None:
     """The line of a disk error (errors.user_error) anywhere in the exception's chain: Hydra wraps the log
     file's OSError in a ValueError."""
+    for link in _chain(err):
+        found = user_error(link)
+        if found is not None and found.disk:
+            return found.line
+    return None
+
+
+def _chain(err: BaseException | None) -> Iterator[BaseException]:
+    """The error, then its cause or context, and theirs (each once)."""
     seen = set()
     while err is not None and id(err) not in seen:
         seen.add(id(err))
-        found = user_error(err)
-        if found is not None and found.disk:
-            return found.line
+        yield err
         err = err.__cause__ or err.__context__
-    return None
+
+
+def _stop_in_chain(err: BaseException) -> BaseException | None:
+    """The Ctrl-C or SIGTERM behind an error, if any. A stop that lands while Hydra's sweeper composes the sweep
+    unwinds through omegaconf's `flag_override`, whose clean-up then fails on the half-restored config (an
+    AttributeError whose context is the stop): the stop is what the user did, and what is reported."""
+    return next((link for link in _chain(err) if isinstance(link, (KeyboardInterrupt, Terminated))), None)
 
 
 def _raise(err: BaseException):

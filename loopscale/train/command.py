@@ -1,0 +1,37 @@
+"""`loopscale-train`'s process entry point: Ctrl-C and SIGTERM are one line and exit 130 / 143 from the first
+moment, also while the training stack (torch, Lightning, Hydra: seconds on a loaded machine) is still being
+imported. `loopscale.train.entry` imports that stack at its top, so a stop that lands in those imports came out
+as a KeyboardInterrupt traceback (or, for SIGTERM, a silent kill) before its handlers existed; this module
+imports only the standard library and `loopscale.signals` before it installs them, then imports the entry."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from loopscale.signals import EXIT_INTERRUPTED, EXIT_TERMINATED, Terminated, raise_on_sigterm
+
+
+def main() -> None:
+    raise_on_sigterm()
+    try:
+        from loopscale.train import entry  # deferred: what a stop may interrupt is exactly this import
+    except KeyboardInterrupt:
+        _stopped("interrupted", EXIT_INTERRUPTED)
+    except Terminated:
+        _stopped("terminated", EXIT_TERMINATED)
+    entry.main()
+
+
+def _stopped(what: str, code: int) -> None:
+    """The line, then exit at once: nothing has started, so nothing needs cleaning up, and a plain SystemExit
+    is not enough. A Ctrl-C that lands in code an import runs through `exec` of a string (dataclasses build
+    their methods that way) sets CPython's "unhandled KeyboardInterrupt" flag even when it is caught, and
+    CPython (3.11) then ends the process by SIGINT instead of with the code (subprocess sees -2, not 130)."""
+    print(f"loopscale-train: {what}", file=sys.stderr, flush=True)
+    sys.stdout.flush()
+    os._exit(code)
+
+
+if __name__ == "__main__":
+    main()
