@@ -7,10 +7,10 @@ its exit code and its one line, with no traceback and no process left?
 Each run launches a 6-job sweep of the tiny model (one seed each, ~2000 steps: nothing finishes) in its own
 process group and sends the stop at a moment drawn uniformly from [0.1, --max-delay-s] seconds after the launch,
 SIGINT to the group (a terminal's Ctrl-C) and SIGTERM to the launching process (`kill PID`) in turn. The
-moments are seeded (--seed) and the same for every module, so `--modules loopscale.train.command
-loopscale.train.entry` measures the console script's module against the heavy entry module (what the console
-script ran before 2026-12-03) on the same moments, on the same machine, in one run. Prints each failure and, per
-module and signal, passes / runs.
+moments are seeded (--seed) and the same for every module, so `--modules loopscale.train loopscale.train.entry`
+measures `python -m loopscale.train` (loopscale-train's own entry, loopscale/train/command.py) against the heavy
+entry module (what the console script ran before 2026-12-03) on the same moments, on the same machine, in one
+run. Prints each failure and, per module and signal, passes / runs.
 """
 
 from __future__ import annotations
@@ -101,7 +101,7 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=30, help="stops per module (SIGINT and SIGTERM in turn)")
     parser.add_argument("--max-delay-s", type=float, default=6.0)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--modules", nargs="+", default=["loopscale.train.command", "loopscale.train.entry"])
+    parser.add_argument("--modules", nargs="+", default=["loopscale.train", "loopscale.train.entry"])
     args = parser.parse_args()
     rng = random.Random(args.seed)
     moments = [rng.uniform(0.1, args.max_delay_s) for _ in range(args.runs)]

@@ -1,5 +1,5 @@
-"""`python -m loopscale.train`: the same as `loopscale-train`."""
+"""`python -m loopscale.train`: the same as `loopscale-train` (its process entry, loopscale/train/command.py)."""
 
-from loopscale.train.entry import main
+from loopscale.train.command import main
 
 main()

@@ -31,7 +31,3 @@ def _stopped(what: str, code: int) -> None:
     print(f"loopscale-train: {what}", file=sys.stderr, flush=True)
     sys.stdout.flush()
     os._exit(code)
-
-
-if __name__ == "__main__":
-    main()

@@ -303,6 +303,7 @@ def test_ctrl_c_during_demo_ends_it_and_its_workers(tmp_path):
     assert cache_entries(cache) == [] and not list((tmp_path / "demo").rglob("run.json"))  # no corpus, no run
 
 
+@pytest.mark.slow  # ~45 s (default suite under 15 min; test_ctrl_c_during_demo_ends_it_and_its_workers stays)
 @pytest.mark.system
 def test_ctrl_c_during_demo_training_ends_its_worker_processes_and_the_runs_resume(tmp_path, data_dir):
     out = tmp_path / "demo"

@@ -8,6 +8,7 @@ import json
 import subprocess
 
 import pandas as pd
+import pytest
 
 from support.paths import REPO_ROOT
 
@@ -21,6 +22,7 @@ def _make_demo(out, data_dir):
     )
 
 
+@pytest.mark.slow  # ~1.5 min: the whole reduced demo twice (issue 35: the default suite stays under 15 min)
 def test_make_demo_runs_end_to_end_and_reuses_runs(tmp_path, data_dir):
     out = tmp_path / "demo"
     proc = _make_demo(out, data_dir)

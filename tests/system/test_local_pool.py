@@ -57,6 +57,7 @@ def test_a_failed_run_is_recorded_and_the_others_go_on_then_the_sweep_exits_1(tm
     assert "8/8 jobs" in proc.stdout + proc.stderr
 
 
+@pytest.mark.slow  # ~50 s (default suite under 15 min; test_pool_stops keeps a Ctrl-C mid-run in it)
 def test_ctrl_c_stops_the_pool_and_records_interrupted(tmp_path, data_dir):
     proc = start_loopscale(
         _args(tmp_path, data_dir, "seed=0,1", "budget.tokens=2048000", "trainer.ckpt_every_steps=5"),
@@ -76,6 +77,7 @@ def test_ctrl_c_stops_the_pool_and_records_interrupted(tmp_path, data_dir):
         assert 0 < record["step"] < record["steps"]
 
 
+@pytest.mark.slow  # ~40 s (default suite under 15 min; test_signals keeps SIGTERM -> 143 in it)
 def test_sigterm_records_terminated_and_exits_143_with_the_longest_jobs_first(tmp_path, data_dir):
     """SIGTERM to the launching process alone (`kill PID`, a scheduler's cancel): each worker's run records
     "terminated" and the sweep exits 143, no worker left. Two workers, threads_per_worker unset: they take the

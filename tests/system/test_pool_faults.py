@@ -39,7 +39,10 @@ def _last_line(out: str) -> str:
     return [line for line in out.strip().splitlines() if line.strip()][-1]
 
 
-@pytest.mark.parametrize("signum, status", [(signal.SIGKILL, "failed"), (signal.SIGTERM, "terminated")])
+@pytest.mark.parametrize(
+    "signum, status",
+    [(signal.SIGKILL, "failed"), pytest.param(signal.SIGTERM, "terminated", marks=pytest.mark.slow)],  # ~45 s each
+)
 def test_a_dead_worker_fails_its_own_job_and_the_sweep_goes_on(tmp_path, data_dir, signum, status):
     # three 120-step jobs on two workers: seed1 is killed while it trains, seed0 must finish and seed2, which
     # was waiting for a worker, must still start and finish on the worker that replaces the dead one
@@ -77,6 +80,7 @@ def test_a_dead_worker_fails_its_own_job_and_the_sweep_goes_on(tmp_path, data_di
         assert any(line.strip().startswith(healthy) and "done, L = " in line for line in out.splitlines()), out
 
 
+@pytest.mark.slow  # ~30 s (default suite under 15 min)
 def test_an_invalid_job_is_recorded_and_the_valid_ones_run_then_a_relaunch_skips_the_done_one(tmp_path, data_dir):
     args = _args(tmp_path, data_dir, "model.d_model=64,65")
     proc = run_loopscale(args, cwd=tmp_path, module="loopscale.train.entry")

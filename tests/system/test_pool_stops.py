@@ -39,7 +39,7 @@ KNOWN_RACE = pytest.mark.xfail(reason="a Ctrl-C inside exec'd code: CPython exit
 def _start(tmp_path, data_dir, *extra):
     args = ["-m", *POOL, *TINY, f"runs_dir={tmp_path / 'runs'}", f"data.data_dir={data_dir}"]
     args += ["trainer.ckpt_every_steps=5", *extra]
-    return start_loopscale(args, tmp_path, module="loopscale.train.command"), tmp_path / "runs" / "default"
+    return start_loopscale(args, tmp_path, module="loopscale.train"), tmp_path / "runs" / "default"
 
 
 def _records(sweep: Path) -> dict[str, dict]:
@@ -80,7 +80,7 @@ def _stop(proc, seen: set[int], signum: int, code: int, word: str, sweep: Path) 
 
 @pytest.mark.parametrize("signum, code, word", STOPS)
 def test_a_stop_while_the_training_stack_imports(tmp_path, data_dir, signum, code, word):
-    """0.3 s after the launch `loopscale-train` (its console script's module, loopscale.train.command) is still
+    """0.3 s after the launch `loopscale-train` (`python -m loopscale.train`: loopscale/train/command.py) is still
     importing torch, Lightning and Hydra (seconds): the stop is one line and its code, not a KeyboardInterrupt
     traceback or a silent kill, and nothing was planned."""
     proc, sweep = _start(tmp_path, data_dir, LONG, "seed=0,1")

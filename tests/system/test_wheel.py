@@ -164,6 +164,7 @@ def test_every_package_of_the_tree_is_listed_for_the_wheel():
     assert listed == found
 
 
+@pytest.mark.slow  # ~1.3 min: a fresh venv from the wheel, then a user config dir (default suite under 15 min)
 def test_a_user_config_dir_from_an_empty_directory(venv, empty_dir):
     user = empty_dir.parent / "my_conf"
     (user / "experiment").mkdir(parents=True)
