@@ -13,7 +13,6 @@ import argparse
 import contextlib
 import dataclasses
 import json
-import os
 import sys
 
 from hydra.core.override_parser.overrides_parser import OverridesParser
@@ -28,7 +27,7 @@ from loopscale.launch.compile_order import seed_cost
 from loopscale.launch.pool_launcher import pool_size
 from loopscale.launch.sweep import plan_rows, sweep_overrides
 from loopscale.launch.throughput import CACHE_FILE, cache_dir, core_share, pool_contention, probe_shares, worker_start_s
-from loopscale.launch.wall_time import PoolPlan, expected_share, pool_wall_s, tokenize_cpu_s
+from loopscale.launch.wall_time import PoolPlan, expected_share, others_load, pool_wall_s, tokenize_cpu_s
 from loopscale.machine import usable_cores
 
 
@@ -103,7 +102,7 @@ def pool_plan(overrides: list[str]) -> tuple[list[str], PoolPlan]:
         job_threads = OmegaConf.select(cfg, "trainer.num_threads", default=None)
         threads = job_threads if isinstance(job_threads, int) and job_threads > 0 else None
     workers, threads = pool_size(workers, threads, len(sweep_overrides(overrides)), usable_cores())
-    load = os.getloadavg()[0]  # before the probes' own processes add to it
+    load = others_load()  # before the probes' own processes add to it
     return [*overrides, f"trainer.num_threads={threads}"], PoolPlan(workers, threads, load=load)
 
 

@@ -12,6 +12,8 @@ busy) plus its own set-up and validation; the sweep adds the workers' start and 
 from __future__ import annotations
 
 import heapq
+import os
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -56,10 +58,40 @@ class PoolPlan:
     load: float = 0.0  # the 1-minute load average when the plan started
 
 
+def others_load(sample_s: float = 0.5) -> float:
+    """What other work loads the machine with as the plan starts: the 1-minute load average, or the CPUs busy over
+    the last `sample_s` when fewer are. The average decays over minutes, so right after a sweep ends it still
+    counts that sweep (1.3 on an idle 2-core machine: a core share of 0.60 where the sweep then got ~1, and an
+    estimate 1.55x the wall time; benchmarks/bench_plan_estimate.py); steady competing work shows in both."""
+    average = os.getloadavg()[0]
+    busy = busy_cpus(sample_s)
+    return average if busy is None else min(average, busy)
+
+
+def busy_cpus(sample_s: float) -> float | None:
+    """How many CPUs were busy (not idle, not waiting on I/O) over the next `sample_s` seconds, from /proc/stat's
+    all-CPU line; None where there is no /proc/stat."""
+    try:
+        before = _cpu_jiffies()
+        time.sleep(sample_s)
+        after = _cpu_jiffies()
+    except (OSError, ValueError, IndexError):
+        return None
+    busy, total = after[0] - before[0], after[1] - before[1]
+    return None if total <= 0 else busy / total * (os.cpu_count() or 1)
+
+
+def _cpu_jiffies() -> tuple[int, int]:
+    """(busy, total) jiffies of all CPUs since boot (fields 4 and 5 of the line: idle and iowait)."""
+    fields = [int(v) for v in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+    return sum(fields) - fields[3] - fields[4], sum(fields)
+
+
 def expected_share(load: float, workers: int, threads: int, cores: int) -> float:
     """The core share each of the pool's processes will get: the machine's cores over everything that will
-    want one, the 1-minute load average before the plan (the other users' work, smoothed over a minute, so a
-    better guide to the next minutes than the probe's own second) plus the pool's workers x threads."""
+    want one, the load before the plan (`others_load`: the other users' work, the 1-minute average unless the
+    CPUs are idler now, a better guide to the next minutes than the probe's own second) plus the pool's workers
+    x threads."""
     return min(1.0, cores / max(float(cores), load + workers * threads))
 
 
