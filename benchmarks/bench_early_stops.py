@@ -26,26 +26,14 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench_ctrl_c import _descendants  # the benchmarks' folder is on sys.path when one runs as a script
+from bench_ctrl_c import _running as _alive
+
 from loopscale.signals import sigint_at_default
 
 SWEEP = ["-m", "hydra/launcher=local_pool", "hydra.launcher.workers=2", "hydra.launcher.threads_per_worker=1"]
 SWEEP += ["model=tiny", "budget.tokens=2048000", "seed=0,1,2,3,4,5", "trainer.progress=false"]
 EXPECTED = {signal.SIGINT: (130, "interrupted"), signal.SIGTERM: (143, "terminated")}
-
-
-def _descendants(pid: int) -> set[int]:
-    try:
-        kids = [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
-    except FileNotFoundError:
-        return set()
-    return {k for c in kids for k in {c, *_descendants(c)}}
-
-
-def _alive(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 def one_stop(module: str, signum: int, delay_s: float, work: Path) -> str | None:
