@@ -14,6 +14,7 @@ the one place that decides; the entry points only print. Foundation: imports not
 from __future__ import annotations
 
 import errno
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 DISK_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES)
@@ -40,16 +41,23 @@ class UserError:
     disk: bool  # a full / read-only disk or a denied write
 
 
+def exception_chain(err: BaseException | None) -> Iterator[BaseException]:
+    """`err`, then the exception it was raised from or during (its cause, else its context), and so on, each
+    once."""
+    seen = set()
+    while err is not None and id(err) not in seen:
+        seen.add(id(err))
+        yield err
+        err = err.__cause__ or err.__context__
+
+
 def user_error(err: BaseException) -> UserError | None:
     """How an entry point reports `err`, or None when it is not the user's to fix (then: a traceback).
     A LoopscaleError anywhere in the exception's chain counts (a resolver's ConfigError arrives wrapped in
     OmegaConf's error); so does an error of Hydra's or OmegaConf's own config handling (a bad override)."""
-    chain, seen = err, set()
-    while chain is not None and id(chain) not in seen:
-        seen.add(id(chain))
-        if isinstance(chain, LoopscaleError):
-            return UserError(_first_line(chain), chain.exit_code, False)
-        chain = chain.__cause__ or chain.__context__
+    for link in exception_chain(err):
+        if isinstance(link, LoopscaleError):
+            return UserError(_first_line(link), link.exit_code, False)
     if type(err).__module__.split(".")[0] in ("omegaconf", "hydra"):
         return UserError(_first_line(err), 2, False)
     if isinstance(err, OSError) and err.errno in DISK_ERRNOS:

@@ -42,6 +42,7 @@ from tqdm.auto import tqdm
 from loopscale.data.corpus import DataError, load_documents, source_fingerprint
 from loopscale.data.staging import CONTENT_KEY, content_sha256, ensure_content_hash, publish, staging_folder
 from loopscale.data.tokenizer import eot_id, gpt2_files, load_tokenizer, tokenizer_sha256, train_bpe
+from loopscale.errors import exception_chain
 
 if TYPE_CHECKING:
     import datasets
@@ -376,13 +377,7 @@ def _is_disk_full(err: BaseException) -> bool:
 
 def _in_chain(err: BaseException | None, test) -> bool:
     """`test` holds for `err` or an exception it was raised from or during (datasets' workers re-raise)."""
-    seen = set()
-    while err is not None and id(err) not in seen:
-        seen.add(id(err))
-        if test(err):
-            return True
-        err = err.__cause__ or err.__context__
-    return False
+    return any(test(link) for link in exception_chain(err))
 
 
 def _build(cfg: DataConfig, staging: Path, progress: bool) -> dict:

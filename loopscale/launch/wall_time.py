@@ -55,7 +55,7 @@ class PoolPlan:
     core_share: float = 1.0  # CPU seconds each of the pool's processes will get per wall second (expected_share)
     tokenize_s: float = 0.0  # the first preparation of a corpus not in the data cache yet (each worker's)
     speed_scale: float = 1.0  # the probes' core share / core_share: their wall times scaled to the sweep's
-    load: float = 0.0  # the 1-minute load average when the plan started
+    load: float = 0.0  # what others loaded the machine with when the plan started (others_load)
 
 
 def others_load(sample_s: float = 0.5) -> float:

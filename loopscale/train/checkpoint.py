@@ -16,7 +16,7 @@ from pathlib import Path
 
 from lightning.pytorch.callbacks import Callback
 
-from loopscale.errors import InputError
+from loopscale.errors import InputError, exception_chain
 
 
 class CheckpointRefused(InputError):
@@ -28,17 +28,14 @@ def refused_checkpoint(err: BaseException, path: Path | None) -> CheckpointRefus
     """CheckpointRefused, saying what loopscale does and what the user can do, when `err` (from loading the
     checkpoint at `path`) is torch's weights-only refusal, whose own text advises weights_only=False, which
     loopscale never uses; else None."""
-    chain, seen = err, set()
-    while chain is not None and id(chain) not in seen:
-        seen.add(id(chain))
-        if isinstance(chain, pickle.UnpicklingError) and "weights only load failed" in str(chain).lower():
+    for link in exception_chain(err):
+        if isinstance(link, pickle.UnpicklingError) and "weights only load failed" in str(link).lower():
             return CheckpointRefused(
                 f"{path} holds more than tensors and plain containers, so loading it could run code: loopscale "
                 "loads checkpoints with weights_only=True only and refused it (nothing of it was loaded). If "
                 "you trust where it came from, it is not a checkpoint loopscale wrote; delete it (or relaunch "
                 "with restart=true) to train this run from scratch"
             )
-        chain = chain.__cause__ or chain.__context__
     return None
 
 

@@ -18,7 +18,6 @@ import logging
 import os
 import sys
 import warnings
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +34,7 @@ from loopscale.config.dirs import config_dir, register_configs, save_job_config,
 from loopscale.config.naming import check_name
 from loopscale.config.resolvers import register_resolvers
 from loopscale.config.schema import TrainConfig
-from loopscale.errors import ConfigError, user_error
+from loopscale.errors import ConfigError, exception_chain, user_error
 from loopscale.signals import EXIT_INTERRUPTED, EXIT_TERMINATED, Terminated, raise_on_sigterm, says_its_stop
 from loopscale.train.forks import run_forks
 from loopscale.train.identity import IdentityMismatch, data_identity
@@ -178,27 +177,18 @@ def _disk_errors_in_one_line():
 def _disk_error(err: BaseException) -> str | None:
     """The line of a disk error (errors.user_error) anywhere in the exception's chain: Hydra wraps the log
     file's OSError in a ValueError."""
-    for link in _chain(err):
+    for link in exception_chain(err):
         found = user_error(link)
         if found is not None and found.disk:
             return found.line
     return None
 
 
-def _chain(err: BaseException | None) -> Iterator[BaseException]:
-    """The error, then its cause or context, and theirs (each once)."""
-    seen = set()
-    while err is not None and id(err) not in seen:
-        seen.add(id(err))
-        yield err
-        err = err.__cause__ or err.__context__
-
-
 def _stop_in_chain(err: BaseException) -> BaseException | None:
     """The Ctrl-C or SIGTERM behind an error, if any. A stop that lands while Hydra's sweeper composes the sweep
     unwinds through omegaconf's `flag_override`, whose clean-up then fails on the half-restored config (an
     AttributeError whose context is the stop): the stop is what the user did, and what is reported."""
-    return next((link for link in _chain(err) if isinstance(link, (KeyboardInterrupt, Terminated))), None)
+    return next((link for link in exception_chain(err) if isinstance(link, (KeyboardInterrupt, Terminated))), None)
 
 
 def _raise(err: BaseException):
