@@ -47,13 +47,17 @@ notebook: install
 # Tests in three tiers, one folder each (tests/conftest.py): tests/unit (in-process, no corpus, no child
 # process), tests/integration (corpus, training and the CLI's main in-process), tests/system (processes,
 # signals, SLURM, the wheel). `slow` marks the long checks of any tier.
+# The suites run on every core (pytest-xdist, at most 4 workers: each one imports torch and prepares its own
+# corpus); the SLURM tests share one worker, the one that starts the test cluster. PYTEST_WORKERS=0: one process.
+PYTEST_WORKERS ?= auto
+XDIST = -n $(PYTEST_WORKERS) --maxprocesses 4 --dist loadgroup
 # test-unit: the unit tier, under 3 minutes on two cores
 test-unit: install
-	$(BIN)/pytest tests/unit -m "unit and not slow" $(PYTEST_ARGS)
+	$(BIN)/pytest tests/unit -m "unit and not slow" $(XDIST) $(PYTEST_ARGS)
 
 # the default suite: every tier but the slow checks
 test: install
-	$(BIN)/pytest -m "not slow" $(PYTEST_ARGS)
+	$(BIN)/pytest -m "not slow" $(XDIST) $(PYTEST_ARGS)
 
 # ruff, configured in pyproject.toml: the format check and the lint rules
 lint: install
@@ -61,10 +65,10 @@ lint: install
 	$(BIN)/ruff check .
 
 test-slow: install
-	$(BIN)/pytest -m "slow" $(PYTEST_ARGS)
+	$(BIN)/pytest -m "slow" $(XDIST) $(PYTEST_ARGS)
 
 test-all: install
-	$(BIN)/pytest $(PYTEST_ARGS)
+	$(BIN)/pytest $(XDIST) $(PYTEST_ARGS)
 
 $(FLOOR_VENV)/bin/.installed: pyproject.toml
 	$(PYTHON) -m venv $(FLOOR_VENV)
