@@ -44,10 +44,6 @@ def pytest_collection_modifyitems(config, items):
     tests = REPO_ROOT / "tests"
     for item in items:
         path = Path(item.path)
-        if item.get_closest_marker("slurm"):
-            # one test cluster per machine (slurm/cluster.sh): under `pytest -n N --dist loadgroup` (make test)
-            # every SLURM test runs in the same worker, whose session starts and stops it
-            item.add_marker(pytest.mark.xdist_group("slurm"))
         if any(item.get_closest_marker(tier) for tier in TIERS):
             continue  # marked by hand: a test of another tier kept beside the tests of its topic
         if path.is_relative_to(tests) and path.relative_to(tests).parts[0] in TIERS:
