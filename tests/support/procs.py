@@ -137,18 +137,20 @@ def finish(proc: subprocess.Popen, sent_at: float, timeout_s: float = 120) -> tu
         masks = signal_masks(proc.pid)  # a signal that was ignored or blocked there says why it went on
         os.killpg(proc.pid, signal.SIGKILL)
         out, _ = proc.communicate()
-        pytest.fail(f"still running {timeout_s} s after the signal ({masks}): {out[-2000:]}")
+        shown = ", ".join(f"{name} {mask:#x}" for name, mask in masks.items()) or "no /proc status"
+        pytest.fail(f"still running {timeout_s} s after the signal ({shown}): {out[-2000:]}")
     return proc.returncode, time.monotonic() - sent_at, out
 
 
-def signal_masks(pid: int) -> str:
-    """The process's ignored, blocked and caught signals as /proc shows them (hex masks, bit n-1 for signal
-    n): SigIgn 0x...2 means SIGINT is ignored there."""
+def signal_masks(pid: int) -> dict[str, int]:
+    """The process's ignored, blocked and caught signals as /proc shows them (SigIgn, SigBlk, SigCgt; bit n-1 for
+    signal n, so SigIgn & 0x2 means SIGINT is ignored there); {} once it is gone."""
     try:
         status = Path(f"/proc/{pid}/status").read_text().splitlines()
-    except OSError:
-        return "no /proc status"
-    return ", ".join(" ".join(line.split()) for line in status if line.startswith(("SigIgn", "SigBlk", "SigCgt")))
+    except (FileNotFoundError, ProcessLookupError):
+        return {}
+    fields = (line.split() for line in status if line.startswith(("SigIgn:", "SigBlk:", "SigCgt:")))
+    return {name.rstrip(":"): int(mask, 16) for name, mask in fields}
 
 
 def signal_group(proc: subprocess.Popen, signum: int) -> float:

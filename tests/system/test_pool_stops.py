@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from support.procs import cmdline, finish, orphans, signal_group, start_loopscale, tree, wait_until
+from support.procs import cmdline, finish, orphans, signal_group, signal_masks, start_loopscale, tree, wait_until
 from support.train import TINY
 
 POOL = ["hydra/launcher=local_pool", "hydra.launcher.workers=2", "hydra.launcher.threads_per_worker=1"]
@@ -53,9 +53,7 @@ def _workers(pids) -> list[int]:
 
 
 def _ignores_sigint(pid: int) -> bool:
-    status = Path(f"/proc/{pid}/status").read_text()
-    ignored = int(next(line.split()[1] for line in status.splitlines() if line.startswith("SigIgn:")), 16)
-    return bool(ignored & (1 << (signal.SIGINT - 1)))
+    return bool(signal_masks(pid)["SigIgn"] & (1 << (signal.SIGINT - 1)))
 
 
 def _stop(proc, seen: set[int], signum: int, code: int, word: str, sweep: Path) -> dict[str, dict]:
