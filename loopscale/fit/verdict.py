@@ -347,6 +347,19 @@ def delta_answer(
     return {**out, "answer": "not measured", "line": line}
 
 
+def _blocking_for(g: str, checks: list[dict], recipes: list[str], ref: str) -> list[str]:
+    """What blocks recipe g's delta-phi: its own failed checks and the shared ones (E, the reference's phi) in
+    full; another recipe's failure too (the recipes share E, A, alpha, B, beta), named, not restated."""
+    own, others = [], []
+    for c in (c for c in checks if not c["ok"] and c["protects"] in BLOCKING):
+        about = next((h for h in recipes if f"[{h}]" in c["name"] or f"({h})" in c["name"]), None)
+        if about in (g, ref, None):
+            own.append(c["_reason"])
+        elif about not in others:
+            others.append(about)
+    return own + [f"the joint fit is not identified because of {', '.join(others)} (see its line)"] * bool(others)
+
+
 def joint_checks(table: pd.DataFrame, fit, recipe_codes: np.ndarray) -> dict[str, Any]:
     """The conditioning of a joint fit: E off its bound, each recipe's phi off its bounds (and its delta-phi
     inside the box), iso-FLOP minima inside per recipe (the reference with the shared r = 1 runs; warnings),
@@ -375,12 +388,12 @@ def joint_checks(table: pd.DataFrame, fit, recipe_codes: np.ndarray) -> dict[str
     for g in recipes[1:]:
         profile = {"interval": deltas.get(g, {}).get("profile_interval")}
         checks += _interval_checks(f"Δφ[{g}]", fit, f"delta_phi[{g}]", forked, profile, width_rule=False)
-    blocking, warnings = _failures(checks)
+    _, warnings = _failures(checks)
     answers = {}
     for g in recipes[1:]:
         ci, source, se = interval_of(fit, f"delta_phi[{g}]", {"interval": deltas.get(g, {}).get("profile_interval")})
         estimate = fit.params[f"phi[{g}]"] - fit.params[f"phi[{ref}]"]
-        answers[g] = delta_answer(estimate, ci, se, source, f"Δφ[{g}]", blocking)
+        answers[g] = delta_answer(estimate, ci, se, source, f"Δφ[{g}]", _blocking_for(g, checks, recipes, ref))
     verdict = "; ".join(a["line"] for a in answers.values()) or "not measured: no second recipe"
     measured = bool(answers) and all(a["answer"] != "not measured" for a in answers.values())
     return _record(checks, verdict, measured, warnings, noise, delta_phi=answers, mde_formula=MDE_FORMULA)
@@ -408,15 +421,8 @@ def compare_conditioning(fits: dict[str, FitResult], cmp: dict[str, Any]) -> dic
                 if not c["ok"] and c["protects"] in BLOCKING and not c["name"].endswith(WIDTH_CHECK)
             ]
         checks += [{**c, "name": f"{path}: {c['name']}"} for c in cond["checks"]]
-    answer = delta_answer(
-        cmp["delta"],
-        cmp.get("ci"),
-        cmp.get("se"),
-        "paired bootstrap",
-        label,
-        blocking,
-        EQUIVALENCE_MAX if name == "phi" else None,
-    )
+    equivalence = EQUIVALENCE_MAX if name == "phi" else None
+    answer = delta_answer(cmp["delta"], cmp.get("ci"), cmp.get("se"), "paired bootstrap", label, blocking, equivalence)
     warnings = [w for fit in fits.values() for w in ((fit.conditioning or {}).get("warnings") or [])]
     return {
         "checks": checks,

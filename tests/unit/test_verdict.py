@@ -346,6 +346,33 @@ def test_a_joint_phi_or_delta_phi_on_its_bound_is_not_measured():
     assert cond["verdict"].startswith("not measured: Δφ[additive] = 3 on its upper bound")
 
 
+def test_one_recipe_on_its_bound_blocks_the_others_by_name_not_by_its_reason():
+    """Three recipes, `hyper`'s phi on its bound: every delta-phi is not measured (the shared dense model is
+    not identified), but only hyper's line carries the bound; additive's line names hyper instead."""
+    base, codes = _joint_table()
+    hyper = _table((2,), None, "hyper")
+    table = pd.concat([base, hyper], ignore_index=True)
+    codes = table["recipe"].map({"baseline": 0, "additive": 1, "hyper": 2}).to_numpy()
+    fit = _joint_fit()
+    fit.params["phi[hyper]"] = 3.0
+    fit.ci95["delta_phi[hyper]"] = [2.0, 3.0]
+    fit.bootstrap["params"]["delta_phi[hyper]"] = [2.0, 3.0]
+    fit.joint["recipes"] = ["baseline", "additive", "hyper"]
+    cond = joint_checks(table, fit, codes)
+    assert _failed(cond) == {"phi[hyper] off its bounds"}
+    additive, hyper_line = cond["delta_phi"]["additive"]["line"], cond["delta_phi"]["hyper"]["line"]
+    assert additive.startswith("not measured: the joint fit is not identified because of hyper (see its line) —")
+    assert "on its upper bound" not in additive
+    assert hyper_line.startswith("not measured: phi[hyper] = 3 on its upper bound — this design detects")
+    assert "because of" not in hyper_line and not cond["measured"]
+    assert cond["verdict"] == f"{additive}; {hyper_line}"
+    # the shared parameter E on its bound is every recipe's own reason
+    fit.params["phi[hyper]"] = 0.8
+    fit.params["E"] = 1e-9
+    cond = joint_checks(table, fit, codes)
+    assert all(a["line"].startswith("not measured: E = 1e-09 on its lower bound") for a in cond["delta_phi"].values())
+
+
 def test_a_wide_or_missing_delta_phi_interval_is_not_measured_with_what_the_design_detects():
     table, codes = _joint_table()
     reps = np.random.default_rng(0).normal(0.05, 0.1, 400)
