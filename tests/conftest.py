@@ -35,6 +35,15 @@ os.environ.setdefault("WANDB_MODE", "offline")
 os.environ.setdefault("WANDB_SILENT", "true")
 os.environ.setdefault("MPLBACKEND", "Agg")
 
+# pytest-xdist workers share the machine's cores: each worker (and every process it starts) gets its share of
+# threads, set before anything imports torch or numpy. OpenMP threads spin while they wait, so two workers of
+# two threads each on two cores made a training test ~4x slower (64 s against 17 s, two at once, measured).
+_WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+if _WORKERS > 1:
+    _SHARE = str(max(1, len(os.sched_getaffinity(0)) // _WORKERS))
+    for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ.setdefault(_var, _SHARE)
+
 TIERS = ("unit", "integration", "system")
 
 
