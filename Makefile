@@ -14,7 +14,7 @@ DEMO_ARGS ?=
 TORCH_FLOOR ?= 2.11.0
 FLOOR_VENV ?= .venv-torch-floor
 
-.PHONY: install demo test test-unit test-slow test-all test-torch-floor lint bench mutations gpu-bundle clean
+.PHONY: install demo test test-unit test-slow test-all install-torch-floor test-torch-floor lint bench mutations gpu-bundle clean
 
 # Where `make bench` trains its measurements (the fork-fidelity runs).
 BENCH_OUT ?= .bench
@@ -85,8 +85,10 @@ $(FLOOR_VENV)/bin/.installed: pyproject.toml
 	$(FLOOR_VENV)/bin/python -c "import torch; assert torch.__version__.startswith('$(TORCH_FLOOR)'), torch.__version__"
 	touch $@
 
-test-torch-floor: $(FLOOR_VENV)/bin/.installed
-	$(FLOOR_VENV)/bin/pytest -m torch_floor $(PYTEST_ARGS)
+install-torch-floor: $(FLOOR_VENV)/bin/.installed
+
+test-torch-floor: install-torch-floor
+	$(FLOOR_VENV)/bin/pytest -m torch_floor $(XDIST) $(PYTEST_ARGS)
 
 # wheels benchmarks/gpu_check.py needs on a GPU node without network, into .whl/ (benchmarks/gpu_bundle.sh)
 gpu-bundle:

@@ -110,9 +110,9 @@ def stops_held() -> Iterator[None]:
     handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
     handlers = {s: h for s, h in handlers.items() if callable(h)}  # not SIG_IGN / SIG_DFL / a C handler
     mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
-    for signum in handlers:
-        signal.signal(signum, lambda got, frame: noted.append(got))
-    try:
+    try:  # a SIGTERM while the handlers go in still finds the mask and the handlers restored
+        for signum in handlers:
+            signal.signal(signum, lambda got, frame: noted.append(got))
         yield
     finally:
         for signum, handler in handlers.items():

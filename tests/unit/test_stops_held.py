@@ -19,11 +19,13 @@ def sigterm_raises():
     """Ctrl-C raises KeyboardInterrupt and SIGTERM Terminated, as in loopscale-train (also when pytest runs as
     a script's background job, which ignores SIGINT)."""
     previous = signal.getsignal(signal.SIGTERM), signal.signal(signal.SIGINT, signal.default_int_handler)
+    mask = signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})  # as a command starts: SIGINT delivered
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     raise_on_sigterm()
     yield
     signal.signal(signal.SIGTERM, previous[0])
     signal.signal(signal.SIGINT, previous[1])
+    signal.pthread_sigmask(signal.SIG_SETMASK, mask)
 
 
 def test_a_ctrl_c_inside_is_raised_at_the_end(sigterm_raises):
