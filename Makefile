@@ -48,21 +48,30 @@ notebook: install
 # process), tests/integration (corpus, training and the CLI's main in-process), tests/system (processes,
 # signals, SLURM, the wheel). `slow` marks the long checks of any tier.
 # The suites run on every core (pytest-xdist, at most 4 workers: each one imports torch and prepares its own
-# corpus), then the SLURM tests in one process: the test cluster is one per machine (slurm/cluster.sh), started
-# and stopped by the session that uses it (xdist's loadgroup cannot keep them on one worker under pytest 9.2,
-# which ignores the group suffix xdist 3.8 writes into item._nodeid). PYTEST_WORKERS=0: one process.
+# corpus) and, beside them, their SLURM tests in one process of its own: the test cluster is one per machine
+# (slurm/cluster.sh), started and stopped by the session that uses it (xdist's loadgroup cannot keep them on one
+# worker under pytest 9.2, which ignores the group suffix xdist 3.8 writes into item._nodeid), and they mostly
+# wait on the cluster. Their output follows the other part's. PYTEST_WORKERS=0: the other part in one process.
 PYTEST_WORKERS ?= auto
 XDIST = -n $(PYTEST_WORKERS) --maxprocesses 4
-# pytest exits 5 when a selection (PYTEST_ARGS="-k ...") leaves no SLURM test: nothing to run is not a failure
-SLURM_ONLY = || [ $$? -eq 5 ]
+# SPLIT(marker expression): its non-SLURM tests under xdist, its SLURM tests beside them; fails when either part
+# fails (pytest's 5, no SLURM test in a selection such as PYTEST_ARGS="-k ...", is no failure)
+define SPLIT
+	@echo 'pytest -m "$(1) and not slurm" $(XDIST) $(PYTEST_ARGS)  (and -m "$(1) and slurm" beside it)'
+	@log=$$(mktemp); \
+	$(BIN)/pytest -m "$(1) and slurm" $(PYTEST_ARGS) >"$$log" 2>&1 & slurm=$$!; \
+	$(BIN)/pytest -m "$(1) and not slurm" $(XDIST) $(PYTEST_ARGS); rc=$$?; \
+	wait $$slurm; src=$$?; echo "== the SLURM tests, run beside the others in one process:"; cat "$$log"; \
+	rm -f "$$log"; if [ $$src -eq 5 ]; then src=0; fi; exit $$(( rc ? rc : src ))
+endef
+
 # test-unit: the unit tier, under 3 minutes on two cores
 test-unit: install
 	$(BIN)/pytest tests/unit -m "unit and not slow" $(XDIST) $(PYTEST_ARGS)
 
 # the default suite: every tier but the slow checks
 test: install
-	$(BIN)/pytest -m "not slow and not slurm" $(XDIST) $(PYTEST_ARGS)
-	$(BIN)/pytest -m "slurm and not slow" $(PYTEST_ARGS) $(SLURM_ONLY)
+	$(call SPLIT,not slow)
 
 # ruff, configured in pyproject.toml: the format check and the lint rules
 lint: install
@@ -70,12 +79,10 @@ lint: install
 	$(BIN)/ruff check .
 
 test-slow: install
-	$(BIN)/pytest -m "slow and not slurm" $(XDIST) $(PYTEST_ARGS)
-	$(BIN)/pytest -m "slow and slurm" $(PYTEST_ARGS) $(SLURM_ONLY)
+	$(call SPLIT,slow)
 
 test-all: install
-	$(BIN)/pytest -m "not slurm" $(XDIST) $(PYTEST_ARGS)
-	$(BIN)/pytest -m "slurm" $(PYTEST_ARGS) $(SLURM_ONLY)
+	$(call SPLIT,(slow or not slow))
 
 $(FLOOR_VENV)/bin/.installed: pyproject.toml
 	$(PYTHON) -m venv $(FLOOR_VENV)

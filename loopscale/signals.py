@@ -107,17 +107,31 @@ def stops_held() -> Iterator[None]:
         yield
         return
     noted: list[int] = []
+    closed = [False]
     handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
     handlers = {s: h for s, h in handlers.items() if callable(h)}  # not SIG_IGN / SIG_DFL / a C handler
+
+    def note(signum: int, frame) -> None:
+        # Python runs a handler in the main thread some bytecodes after the C handler, which may have run in
+        # another thread (one that does not block SIGINT): one that comes after the block closed is handled
+        # as the handler it replaced would handle it, wherever the clean-up below is
+        if closed[0]:
+            handlers[signum](signum, frame)
+        else:
+            noted.append(signum)
+
     mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     try:  # a SIGTERM while the handlers go in still finds the mask and the handlers restored
         for signum in handlers:
-            signal.signal(signum, lambda got, frame: noted.append(got))
+            signal.signal(signum, note)
         yield
     finally:
+        # the mask first (a Ctrl-C the kernel kept pending comes now and is noted), so that a stop raised by a
+        # late handler from here on leaves it restored
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+        closed[0] = True
         for signum, handler in handlers.items():
             signal.signal(signum, handler)
-        signal.pthread_sigmask(signal.SIG_SETMASK, mask)  # a Ctrl-C the kernel kept pending comes now
         for signum in dict.fromkeys(noted):  # through the handler now in place, as if it arrived now
             signal.raise_signal(signum)
 
