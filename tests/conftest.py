@@ -24,6 +24,7 @@ from pathlib import Path
 
 import pytest
 
+from loopscale.machine import usable_cores
 from support.paths import REPO_ROOT
 
 pytest_plugins = ["support.corpus", "support.slurm", "support.fit_fixtures"]
@@ -40,7 +41,7 @@ os.environ.setdefault("MPLBACKEND", "Agg")
 # two threads each on two cores made a training test ~4x slower (64 s against 17 s, two at once, measured).
 _WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
 if _WORKERS > 1:
-    _SHARE = str(max(1, len(os.sched_getaffinity(0)) // _WORKERS))
+    _SHARE = str(max(1, usable_cores() // _WORKERS))
     for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ.setdefault(_var, _SHARE)
 

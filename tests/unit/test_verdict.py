@@ -349,7 +349,7 @@ def test_a_joint_phi_or_delta_phi_on_its_bound_is_not_measured():
 def test_one_recipe_on_its_bound_blocks_the_others_by_name_not_by_its_reason():
     """Three recipes, `hyper`'s phi on its bound: every delta-phi is not measured (the shared dense model is
     not identified), but only hyper's line carries the bound; additive's line names hyper instead."""
-    base, codes = _joint_table()
+    base, _ = _joint_table()
     hyper = _table((2,), None, "hyper")
     table = pd.concat([base, hyper], ignore_index=True)
     codes = table["recipe"].map({"baseline": 0, "additive": 1, "hyper": 2}).to_numpy()
