@@ -23,6 +23,8 @@ import signal
 import threading
 from collections.abc import Iterator
 
+from loopscale.errors import exception_chain
+
 EXIT_INTERRUPTED = 128 + signal.SIGINT  # 130
 EXIT_TERMINATED = 128 + signal.SIGTERM  # 143
 
@@ -89,6 +91,14 @@ def stop_status(err: BaseException) -> str | None:
     if isinstance(err, Terminated) or type(err).__name__ == "SIGTERMException":
         return "terminated"
     return None
+
+
+def stop_behind(err: BaseException) -> BaseException | None:
+    """The Ctrl-C or SIGTERM behind an error, if any. A stop that lands while omegaconf builds a config (Hydra
+    storing its structured configs on import, its sweeper composing the sweep) unwinds through omegaconf's
+    `flag_override`, whose clean-up then fails on the half-built config (an AttributeError whose context is the
+    stop): the stop is what the user did, and what is reported."""
+    return next((link for link in exception_chain(err) if isinstance(link, (KeyboardInterrupt, Terminated))), None)
 
 
 @contextlib.contextmanager

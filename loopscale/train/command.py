@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import sys
 
-from loopscale.signals import EXIT_INTERRUPTED, EXIT_TERMINATED, Terminated, raise_on_sigterm
+from loopscale.signals import EXIT_INTERRUPTED, EXIT_TERMINATED, Terminated, raise_on_sigterm, stop_behind
 
 
 def main() -> None:
@@ -20,6 +20,13 @@ def main() -> None:
         _stopped("interrupted", EXIT_INTERRUPTED)
     except Terminated:
         _stopped("terminated", EXIT_TERMINATED)
+    except Exception as err:  # a stop inside Hydra's import-time config store comes out as omegaconf's error
+        stop = stop_behind(err)
+        if stop is None:
+            raise
+        if isinstance(stop, Terminated):
+            _stopped("terminated", EXIT_TERMINATED)
+        _stopped("interrupted", EXIT_INTERRUPTED)
     entry.main()
 
 

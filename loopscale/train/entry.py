@@ -35,7 +35,14 @@ from loopscale.config.naming import check_name
 from loopscale.config.resolvers import register_resolvers
 from loopscale.config.schema import TrainConfig
 from loopscale.errors import ConfigError, exception_chain, user_error
-from loopscale.signals import EXIT_INTERRUPTED, EXIT_TERMINATED, Terminated, raise_on_sigterm, says_its_stop
+from loopscale.signals import (
+    EXIT_INTERRUPTED,
+    EXIT_TERMINATED,
+    Terminated,
+    raise_on_sigterm,
+    says_its_stop,
+    stop_behind,
+)
 from loopscale.train.forks import run_forks
 from loopscale.train.identity import IdentityMismatch, data_identity
 from loopscale.train.lock import RunLocked
@@ -158,7 +165,7 @@ def _disk_errors_in_one_line():
         yield
     except Exception as err:
         del os.environ["HYDRA_FULL_ERROR"]
-        stop = _stop_in_chain(err)
+        stop = stop_behind(err)
         if stop is not None:  # a stop raised inside Hydra's or omegaconf's own clean-up came out as its error
             raise stop from None
         disk = _disk_error(err)
@@ -182,13 +189,6 @@ def _disk_error(err: BaseException) -> str | None:
         if found is not None and found.disk:
             return found.line
     return None
-
-
-def _stop_in_chain(err: BaseException) -> BaseException | None:
-    """The Ctrl-C or SIGTERM behind an error, if any. A stop that lands while Hydra's sweeper composes the sweep
-    unwinds through omegaconf's `flag_override`, whose clean-up then fails on the half-restored config (an
-    AttributeError whose context is the stop): the stop is what the user did, and what is reported."""
-    return next((link for link in exception_chain(err) if isinstance(link, (KeyboardInterrupt, Terminated))), None)
 
 
 def _raise(err: BaseException):

@@ -25,14 +25,15 @@ STOPS = [
     pytest.param(signal.SIGINT, 130, "interrupted", id="ctrl-c"),
     pytest.param(signal.SIGTERM, 143, "terminated", id="sigterm", marks=pytest.mark.slow),
 ]
-# The two stop races seen in the fresh-clone CI of 2026-12-02 under load are fixed: a SIGTERM raised while Hydra's
-# sweeper composes the sweep unwound through omegaconf's flag_override, whose clean-up then failed (an
-# AttributeError, exit 1) -- entry._stop_in_chain reports the stop behind it; a Ctrl-C in the first seconds landed
-# in the Lightning import, before any handler -- loopscale-train's module is now loopscale.train.command, which
-# installs them first (benchmarks/bench_early_stops.py: 3 of 30 early stops kept the promise before, 40 of 40
-# after). The loop over many moments stays xfail (not strict) for what remains possible: a Ctrl-C that lands in
-# code run through `exec` of a string after the imports makes CPython 3.11 end by SIGINT (rc -2, the line printed,
-# a shell sees 130).
+# The stop races seen in fresh-clone CI runs under load are fixed: a stop raised while omegaconf builds a config
+# (Hydra's sweeper composing the sweep; Hydra's import storing its structured configs, stop 45's CI) unwound
+# through omegaconf's flag_override, whose clean-up then failed (an AttributeError, exit 1) -- signals.stop_behind
+# reports the stop behind it, in loopscale.train.command and in the entry (test_entry_stops.py lands a stop there
+# on purpose); a Ctrl-C in the first seconds landed in the Lightning import, before any handler --
+# loopscale-train's module is now loopscale.train.command, which installs them first
+# (benchmarks/bench_early_stops.py: 3 of 30 early stops kept the promise before, 40 of 40 after). The loop over
+# many moments stays xfail (not strict) for what remains possible: a Ctrl-C that lands in code run through `exec`
+# of a string after the imports makes CPython 3.11 end by SIGINT (rc -2, the line printed, a shell sees 130).
 KNOWN_RACE = pytest.mark.xfail(reason="a Ctrl-C inside exec'd code: CPython exits by SIGINT (rc -2)")
 
 
