@@ -2,7 +2,9 @@
 moment, also while the training stack (torch, Lightning, Hydra: seconds on a loaded machine) is still being
 imported. `loopscale.train.entry` imports that stack at its top, so a stop that lands in those imports came out
 as a KeyboardInterrupt traceback (or, for SIGTERM, a silent kill) before its handlers existed; this module
-imports only the standard library and `loopscale.signals` before it installs them, then imports the entry."""
+imports only the standard library and `loopscale.signals` before it installs them, then refuses what the command
+line alone rules out (loopscale/train/refusals.py: in a second, not after the stack's seconds), then imports the
+entry."""
 
 from __future__ import annotations
 
@@ -15,6 +17,10 @@ from loopscale.signals import EXIT_INTERRUPTED, EXIT_TERMINATED, Terminated, rai
 def main() -> None:
     raise_on_sigterm()
     try:
+        # deferred, as the entry below: a stop may interrupt these imports; a refused launch skips the stack
+        from loopscale.train.refusals import refuse_before_the_stack
+
+        refuse_before_the_stack(sys.argv[1:])
         from loopscale.train import entry  # deferred: what a stop may interrupt is exactly this import
     except KeyboardInterrupt:
         _stopped("interrupted", EXIT_INTERRUPTED)

@@ -23,18 +23,17 @@ from typing import Any
 
 import hydra
 import lightning  # noqa: F401  (its import adds the console handler that lightning_logs_once removes)
-from hydra._internal.utils import get_args_parser, run_and_report
+from hydra._internal.utils import run_and_report
 from hydra.core.hydra_config import HydraConfig
-from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.errors import CompactHydraException
 from hydra.types import RunMode
 from omegaconf import DictConfig
 
-from loopscale.config.dirs import config_dir, register_configs, save_job_config, user_config_dirs
+from loopscale.config.dirs import config_dir, register_configs, save_job_config
 from loopscale.config.naming import check_name
 from loopscale.config.resolvers import register_resolvers
 from loopscale.config.schema import TrainConfig
-from loopscale.errors import ConfigError, exception_chain, user_error
+from loopscale.errors import exception_chain, user_error
 from loopscale.signals import (
     EXIT_INTERRUPTED,
     EXIT_TERMINATED,
@@ -50,6 +49,7 @@ from loopscale.train.lock import RunLocked
 # planning and the run itself live below this entry point; re-exported here, where callers always found them
 from loopscale.train.plan import run_dir_of, to_train_config  # noqa: F401
 from loopscale.train.recording import write_record_or_log
+from loopscale.train.refusals import refuse_before_the_stack
 from loopscale.train.run_json import claim_run_dir, is_finished, read_record
 from loopscale.train.runner import launching_rank, note_outcome, run_dir_lock, running_elsewhere, train_run
 
@@ -134,14 +134,7 @@ def main() -> None:
     the config, a launcher planning its jobs): nothing is recorded then, as nothing has started."""
     raise_on_sigterm()
     try:
-        try:
-            user_config_dirs()
-            check_name_overrides(sys.argv[1:])
-        except NotADirectoryError as err:
-            raise SystemExit(f"loopscale-train: error: {err}") from None
-        except ConfigError as err:
-            print(f"loopscale-train: error: {err}", file=sys.stderr)
-            raise SystemExit(err.exit_code) from None
+        refuse_before_the_stack(sys.argv[1:])
         with _disk_errors_in_one_line():
             hydra_main()
     except KeyboardInterrupt:
@@ -193,26 +186,6 @@ def _disk_error(err: BaseException) -> str | None:
 
 def _raise(err: BaseException):
     raise err
-
-
-def check_name_overrides(argv: list[str]) -> None:
-    """ConfigError for a `run_name=` or `sweep=` override (each value of a sweep list) that is not a safe
-    name (config/naming.py). Hydra resolves the run dir from them in its own code, where the refusal breaks
-    its error formatting ("An error occurred during Hydra's exception formatting: AssertionError()" and a
-    traceback), so the names the user typed are checked here, before Hydra starts; a name an experiment
-    config sets is checked by its ls.safe_name resolver."""
-    overrides = get_args_parser().parse_known_args(argv)[0].overrides
-    try:
-        parsed = OverridesParser.create().parse_overrides(overrides)
-    except Exception:  # Hydra reports a malformed override itself, in one line
-        return
-    for override in parsed:
-        if override.key_or_group not in ("run_name", "sweep") or override.is_delete():
-            continue
-        values = override.sweep_string_iterator() if override.is_sweep_override() else [override.value()]
-        for value in values:
-            if isinstance(value, str) and "${" not in value:
-                check_name(override.key_or_group, value)
 
 
 @hydra.main(version_base=None, config_path=str(config_dir()), config_name="train")

@@ -29,7 +29,7 @@ def test_a_sweep_without_an_experiment_lists_its_jobs(tmp_path):
     "command, module, code",
     [
         (["sweep", "--count"], "loopscale", 2),
-        pytest.param(["--cfg", "job"], "loopscale.train.entry", 1, marks=pytest.mark.system),
+        pytest.param(["--cfg", "job"], "loopscale.train", 1, marks=pytest.mark.system),
     ],
 )
 def test_a_config_path_that_is_not_a_directory_is_one_line(tmp_path, command, module, code):

@@ -216,7 +216,7 @@ def test_unsafe_names_are_refused_and_write_nothing_outside_runs_dir(tmp_path, d
         proc = run_loopscale(
             [*SHORT, f"runs_dir={runs}", f"data.data_dir={data_dir}", override, *hydra_dir],
             cwd=tmp_path,
-            module="loopscale.train.entry",
+            module="loopscale.train",
         )
         assert proc.returncode != 0
         assert "is not a safe name" in proc.stderr

@@ -27,7 +27,7 @@ def test_an_unsafe_name_is_one_line_and_nothing_is_written(tmp_path, data_dir, a
     proc = run_loopscale(
         [*args, *TINY, f"runs_dir={tmp_path / 'runs'}", f"data.data_dir={data_dir}"],
         cwd=tmp_path,
-        module="loopscale.train.entry",
+        module="loopscale.train",
     )
     line = _only_line(proc, 2)
     assert line.startswith("loopscale-train: error: ") and "is not a safe name" in line, line
