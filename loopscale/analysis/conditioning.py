@@ -22,9 +22,10 @@ import pandas as pd
 
 from loopscale.errors import InputError
 from loopscale.fit.bounds import BOUNDS
+from loopscale.fit.isoflop import isoflop_minima
 from loopscale.fit.laws.registry import find_law
 from loopscale.fit.result import load_fit
-from loopscale.fit.verdict import PHI_CI_WIDTH_MAX, fit_checks, isoflop_minima, noise_of
+from loopscale.fit.verdict import PHI_CI_WIDTH_MAX, fit_checks, noise_of
 from loopscale.plots.curves import collapse_spread
 from loopscale.plots.inputs import rows_for_fit
 

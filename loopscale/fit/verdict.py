@@ -16,8 +16,9 @@ and `loopscale fit`, `compare`, `report` and the notebook print it with `verdict
   the published phis (0.38 / 0.46 / 0.65), so that an interval centred on one of them excludes its neighbour.
   (Two versions of the study differ by 0.03: telling those apart needs an interval under 0.06, which no sweep
   here is asked for.)
-- "intervals calibrated": an interval exists and is closed, and a forked sweep's bootstrap resamples whole
-  parent jobs (branches share their parent's stable phase: one draw, not several).
+- "intervals calibrated": an interval exists and is closed (by the data: an end on the fitter's box is open), and
+  a forked sweep's bootstrap resamples whole parent jobs (branches share their parent's stable phase: one draw,
+  not several).
 - "N*/D* extrapolation": each iso-FLOP curve's minimum inside the sizes sampled at its budget, and the held-out
   largest budget predicted, both judged against the noise (`noise_of`): the loss of a size is the mean over its
   seeds, and an edge minimum counts only when it lies below every interior size by more than the noise of the
@@ -45,8 +46,9 @@ import numpy as np
 import pandas as pd
 
 from loopscale.fit.bounds import BOUNDS, DPHI_BOUNDS
+from loopscale.fit.isoflop import Z_LEVEL, isoflop_minima
 from loopscale.fit.result import FitResult, load_fit
-from loopscale.fit.runs_table import PARENT_COLUMN, budget_column, is_forked
+from loopscale.fit.runs_table import PARENT_COLUMN, is_forked
 
 IDENTIFIED, CALIBRATED, EXTRAPOLATION = "phi identified", "intervals calibrated", "N*/D* extrapolation"
 PROTECTS = (IDENTIFIED, CALIBRATED, EXTRAPOLATION)
@@ -57,7 +59,7 @@ SMALLEST_PUBLISHED_GAP = 0.08  # 0.46 - 0.38; also the smallest published |delta
 PHI_CI_WIDTH_MAX = 2 * SMALLEST_PUBLISHED_GAP  # an interval centred on one published phi excludes its neighbour
 EQUIVALENCE_MAX = SMALLEST_PUBLISHED_GAP  # "no difference" only when the interval rules out the smallest effect
 LEVEL, POWER = 0.95, 0.80
-Z_LEVEL, Z_POWER = 1.959963984540054, 0.8416212335729143  # scipy.stats.norm.ppf(0.975), ppf(0.80)
+Z_POWER = 0.8416212335729143  # scipy.stats.norm.ppf(0.80)
 MDE_FACTOR = Z_LEVEL + Z_POWER  # 1.960 + 0.842 = 2.802
 MDE_FORMULA = (
     f"MDE = (z_0.975 + z_0.80) se(Δφ) = {MDE_FACTOR:.2f} se: the |Δφ| a two-sided 5% test detects in 80% of "
@@ -70,7 +72,7 @@ WIDTH_CHECK = "interval width"  # the name suffix of the width rule (a compariso
 
 
 # ----------------------------------------------------------------------------------------------
-# The noise a check is judged against, and the iso-FLOP minima
+# The noise a check is judged against (the iso-FLOP minima: loopscale/fit/isoflop.py)
 # ----------------------------------------------------------------------------------------------
 def noise_of(fit: FitResult) -> dict[str, Any]:
     """The standard deviation of log L a single run scatters by, and where it comes from: the seed sigma the
@@ -84,46 +86,6 @@ def noise_of(fit: FitResult) -> dict[str, Any]:
     if rms is not None and np.isfinite(rms) and rms > 0:
         return {"sigma_log": float(rms), "source": "residual RMS (no seed repeats: seed noise and misfit together)"}
     return {"sigma_log": 0.0, "source": "none"}
-
-
-def isoflop_minima(
-    table: pd.DataFrame, r: int = 1, size: str | None = None, sigma_log: float = 0.0
-) -> list[dict[str, Any]]:
-    """Per compute budget, this r's sizes (`width` where the table has it, else N) with the mean log loss of
-    each over its seeds, the size of the lowest mean, whether it lies strictly inside the sizes sampled at that
-    budget (three or more), and whether an edge minimum is within the noise: below the best interior size by
-    no more than z_0.975 sigma_log sqrt(1/n_edge + 1/n_interior) (sigma_log: one run's noise in log L; 0:
-    strict). `bracketed` is inside or within the noise."""
-    size = size or ("width" if "width" in table.columns else "N")
-    rows = table[table["r"].to_numpy(dtype=float) == r].copy() if "r" in table.columns else table.copy()
-    if not len(rows) or size not in rows.columns:
-        return []
-    rows["budget"] = budget_column(rows)
-    rows["log_L"] = np.log(rows["L"].to_numpy(dtype=float))
-    out = []
-    for budget, group in rows.groupby("budget"):
-        per_size = group.groupby(size)["log_L"].agg(["mean", "count"]).sort_index()
-        widths = per_size.index.to_numpy(dtype=float)
-        means, counts = per_size["mean"].to_numpy(), per_size["count"].to_numpy()
-        k = int(np.argmin(means))
-        inside = bool(len(widths) >= 3 and 0 < k < len(widths) - 1)
-        margin = None
-        if len(widths) >= 3 and not inside:
-            j = 1 + int(np.argmin(means[1:-1]))  # the best interior size
-            margin = float(means[j] - means[k])  # how far the edge lies below it, in log L
-            within = margin <= Z_LEVEL * sigma_log * math.sqrt(1 / counts[k] + 1 / counts[j])
-        out.append(
-            {
-                "budget": float(budget),
-                "widths": widths.tolist(),
-                "n_seeds": counts.tolist(),
-                "best_width": float(widths[k]),
-                "inside": inside,
-                "edge_margin_log": margin,
-                "bracketed": bool(inside or (margin is not None and within)),
-            }
-        )
-    return out
 
 
 # ----------------------------------------------------------------------------------------------
@@ -181,6 +143,10 @@ def _interval_checks(name: str, fit: FitResult, key: str, forked: bool, profile=
                 f"{name} interval", CALIBRATED, target, "open", False, f"{name}'s {source} interval is open on one side"
             )
         ]
+    box = DPHI_BOUNDS if key.startswith("delta_phi") else BOUNDS.get(key.split("[")[0])
+    if box is not None and (ci[0] <= box[0] + ON_BOUND_TOL or ci[1] >= box[1] - ON_BOUND_TOL):
+        why = f"{name}'s {source} interval [{ci[0]:+.3f}, {ci[1]:+.3f}] reaches the fitter's box {box}: open"
+        return [_check(f"{name} interval", CALIBRATED, target, "reaches the box", False, why)]
     if forked and not (source == "bootstrap" and (fit.bootstrap or {}).get("cluster") == PARENT_COLUMN):
         why = f"{name}'s {source} interval treats forked branches as independent runs (--bootstrap N --cluster parent)"
         return [_check(f"{name} interval", CALIBRATED, target, source, False, why)]

@@ -9,8 +9,8 @@ import pytest
 
 from loopscale.analysis.conditioning import DEMO_TARGETS, check, conditioning
 from loopscale.analysis.notebook_inputs import diagnostics_inputs
+from loopscale.fit.isoflop import isoflop_minima
 from loopscale.fit.result import load_fit
-from loopscale.fit.verdict import isoflop_minima
 from loopscale.plots.inputs import read_table
 from support.paths import FIXTURES
 

@@ -16,6 +16,7 @@ import pytest
 from loopscale.analysis.report import conditioning_lines, conditioning_section
 from loopscale.fit import synthetic as S
 from loopscale.fit.fit_table import fit_table
+from loopscale.fit.isoflop import isoflop_minima
 from loopscale.fit.result import FitResult
 from loopscale.fit.verdict import (
     EQUIVALENCE_MAX,
@@ -26,7 +27,6 @@ from loopscale.fit.verdict import (
     compare_conditioning,
     delta_answer,
     fit_checks,
-    isoflop_minima,
     joint_checks,
     verdict_of,
 )
@@ -355,8 +355,8 @@ def test_one_recipe_on_its_bound_blocks_the_others_by_name_not_by_its_reason():
     codes = table["recipe"].map({"baseline": 0, "additive": 1, "hyper": 2}).to_numpy()
     fit = _joint_fit()
     fit.params["phi[hyper]"] = 3.0
-    fit.ci95["delta_phi[hyper]"] = [2.0, 3.0]
-    fit.bootstrap["params"]["delta_phi[hyper]"] = [2.0, 3.0]
+    fit.ci95["delta_phi[hyper]"] = [2.0, 2.9]
+    fit.bootstrap["params"]["delta_phi[hyper]"] = [2.0, 2.9]
     fit.joint["recipes"] = ["baseline", "additive", "hyper"]
     cond = joint_checks(table, fit, codes)
     assert _failed(cond) == {"phi[hyper] off its bounds"}
@@ -387,6 +387,27 @@ def test_a_wide_or_missing_delta_phi_interval_is_not_measured_with_what_the_desi
     fit.bootstrap, fit.ci95 = None, {}
     missing = joint_checks(table, fit, codes)
     assert missing["verdict"].startswith("not measured: no interval for Δφ[additive] (--bootstrap N)")
+
+
+def test_an_interval_that_reaches_the_fitters_box_is_open_not_real():
+    """A bootstrap whose replicates pile up on the box (pair_hyper of the 2026-12-03 design runs: Δφ = +0.996,
+    interval [+0.510, +3.000]) excludes 0 only because the box cuts it off: its size is not measured."""
+    table, codes = _joint_table()
+    boxed = joint_checks(table, _joint_fit(phi_add=1.5, dphi_ci=(0.51, 3.0)), codes)
+    assert _failed(boxed) == {"Δφ[additive] interval"} and not boxed["measured"]
+    assert boxed["delta_phi"]["additive"]["answer"] == "not measured"
+    assert boxed["verdict"].startswith(
+        "not measured: Δφ[additive]'s bootstrap interval [+0.510, +3.000] reaches the fitter's box (-3.0, 3.0): open"
+    )
+    assert joint_checks(table, _joint_fit(phi_add=1.5, dphi_ci=(0.51, 2.99)), codes)["measured"]  # inside: real
+    lower = joint_checks(table, _joint_fit(phi_add=0.4, dphi_ci=(-3.0, -0.05)), codes)
+    assert _failed(lower) == {"Δφ[additive] interval"}
+    # one fit: phi's interval on the edge of phi's box, narrow enough for the width rule
+    single = fit_checks(_table(), _fit(params={**PARAMS, "phi": 2.95}, ci=(2.9, 3.0)))
+    assert _failed(single) == {"phi interval"}
+    assert single["verdict"] == (
+        "not measured: phi's bootstrap interval [+2.900, +3.000] reaches the fitter's box (-1.0, 3.0): open"
+    )
 
 
 def test_a_forked_joint_sweep_needs_its_delta_phi_bootstrapped_by_parent_job():
