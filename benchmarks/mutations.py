@@ -236,7 +236,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "verdict-edge-minimum-never-within-noise",
-        VERDICT,
+        "loopscale/fit/isoflop.py",
         "within = margin <= Z_LEVEL * sigma_log",
         "within = margin < 0 * sigma_log",
         (T_VERDICT,),
@@ -244,7 +244,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "verdict-edge-minimum-counts-as-inside",
-        VERDICT,
+        "loopscale/fit/isoflop.py",
         "0 < k < len(widths) - 1",
         "0 <= k <= len(widths) - 1",
         (T_VERDICT, "tests/unit/test_conditioning.py"),
@@ -487,10 +487,34 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "stops-while-importing-unhandled",
         "loopscale/train/command.py",
-        "    raise_on_sigterm()\n    try:\n        from loopscale.train import entry",
-        "    try:\n        from loopscale.train import entry",
+        "    raise_on_sigterm()\n    try:\n",
+        "    try:\n",
         ("tests/system/test_pool_stops.py::test_a_stop_while_the_training_stack_imports",),
         "loopscale-train: a stop while torch, Lightning and Hydra import is 130 / 143 and one line",
+    ),
+    Mutation(
+        "stop-inside-omegaconf-while-importing-lost",
+        "loopscale/train/command.py",
+        "        stop = stop_behind(err)\n",
+        "        stop = None\n",
+        ("tests/unit/test_entry_stops.py::test_a_stop_inside_omegaconf_while_hydra_imports_is_the_stop",),
+        "loopscale-train: a stop that lands in omegaconf while Hydra's import stores its configs is 130 / 143",
+    ),
+    Mutation(
+        "refusals-after-the-stack",
+        "loopscale/train/command.py",
+        "        refuse_before_the_stack(sys.argv[1:])\n",
+        "",
+        ("tests/unit/test_refusals.py::test_a_refused_launch_never_imports_the_training_stack",),
+        "loopscale-train: an unsafe run name or config path is refused before torch and Lightning import",
+    ),
+    Mutation(
+        "verdict-interval-on-the-box-closed",
+        VERDICT,
+        "    if box is not None and (ci[0] <= box[0] + ON_BOUND_TOL or ci[1] >= box[1] - ON_BOUND_TOL):",
+        "    if False:",
+        (T_VERDICT,),
+        "the verdict: an interval with an end on the fitter's box is open (not measured), never real",
     ),
 )
 
