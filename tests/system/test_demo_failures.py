@@ -56,7 +56,12 @@ def test_workers_end_when_the_demo_is_killed_outright(tmp_path, data_dir):
     seen = wait_until(proc, _when_training(out))
     proc.kill()  # SIGKILL: the demo cleans up nothing; the kernel tells its workers (PR_SET_PDEATHSIG)
     proc.wait()
+    done_at_the_kill = {name for name, r in _records(out).items() if r["status"] == "done"}
     assert orphans(seen - {proc.pid}) == []
+    # a worker left alone would also end, after its job, on its closed pipe: ending is not enough, it must not
+    # have trained on (on a fast machine these jobs finish inside orphans' grace period)
+    done = {name for name, r in _records(out).items() if r["status"] == "done"}
+    assert done == done_at_the_kill, f"trained to the end after the demo was killed: {done - done_at_the_kill}"
 
 
 def test_ctrl_c_with_one_worker_exits_130(tmp_path, data_dir):
