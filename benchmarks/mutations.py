@@ -57,6 +57,7 @@ class Mutation:
 
 
 VERDICT = "loopscale/fit/verdict.py"
+ISOFLOP = "loopscale/fit/isoflop.py"
 T_VERDICT = "tests/unit/test_verdict.py"
 ADVISE = "loopscale/analysis/advise/optimum.py"
 T_ADVISE = "tests/unit/test_advise.py"
@@ -236,7 +237,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "verdict-edge-minimum-never-within-noise",
-        "loopscale/fit/isoflop.py",
+        ISOFLOP,
         "within = margin <= Z_LEVEL * sigma_log",
         "within = margin < 0 * sigma_log",
         (T_VERDICT,),
@@ -244,7 +245,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "verdict-edge-minimum-counts-as-inside",
-        "loopscale/fit/isoflop.py",
+        ISOFLOP,
         "0 < k < len(widths) - 1",
         "0 <= k <= len(widths) - 1",
         (T_VERDICT, "tests/unit/test_conditioning.py"),

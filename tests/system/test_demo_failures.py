@@ -35,6 +35,10 @@ def test_a_diverged_job_ends_the_demo_with_it_recorded(tmp_path, data_dir):
     assert "diverged" in statuses and statuses <= {"diverged", "terminated"}, _records(out)
 
 
+def _done(out) -> set[str]:
+    return {name for name, r in _records(out).items() if r["status"] == "done"}
+
+
 def _when_training(out):
     return lambda seen: len(seen) >= 2 and any(out.glob("runs/*/*/metrics"))
 
@@ -56,11 +60,11 @@ def test_workers_end_when_the_demo_is_killed_outright(tmp_path, data_dir):
     seen = wait_until(proc, _when_training(out))
     proc.kill()  # SIGKILL: the demo cleans up nothing; the kernel tells its workers (PR_SET_PDEATHSIG)
     proc.wait()
-    done_at_the_kill = {name for name, r in _records(out).items() if r["status"] == "done"}
+    done_at_the_kill = _done(out)
     assert orphans(seen - {proc.pid}) == []
     # a worker left alone would also end, after its job, on its closed pipe: ending is not enough, it must not
     # have trained on (on a fast machine these jobs finish inside orphans' grace period)
-    done = {name for name, r in _records(out).items() if r["status"] == "done"}
+    done = _done(out)
     assert done == done_at_the_kill, f"trained to the end after the demo was killed: {done - done_at_the_kill}"
 
 

@@ -33,7 +33,8 @@ def _test_functions(path) -> set[str]:
 
 @pytest.mark.parametrize("mutation", BENCH.MUTATIONS, ids=lambda m: m.id)
 def test_each_mutation_applies_and_names_tests_that_exist(mutation):
-    assert BENCH.snippet_problem(REPO_ROOT, mutation) is None, BENCH.snippet_problem(REPO_ROOT, mutation)
+    problem = BENCH.snippet_problem(REPO_ROOT, mutation)
+    assert problem is None, problem
     assert mutation.tests, "a mutation that names no test measures nothing"
     for node in mutation.tests:
         file, _, name = node.partition("::")
