@@ -22,6 +22,7 @@ from loopscale.analysis.advise.text import render
 from loopscale.atomic import atomic_path
 from loopscale.cli import COMMANDS, UsageError
 from loopscale.cli.arguments import DPI, check_dpi
+from loopscale.plots.registry import write_figure
 
 FAMILIES = ("auto", "paper", "demo", "cpu", "custom")
 
@@ -132,7 +133,5 @@ def _write(advice, figure, args) -> None:
             tmp.write_text(json.dumps(advice.record, indent=2) + "\n")
         print(f"wrote {args.json}")
     if figure is not None:  # a PNG for the screen, a PDF beside it for a paper (as every loopscale figure)
-        for path, fmt in ((Path(args.plot), "png"), (Path(args.plot).with_suffix(".pdf"), "pdf")):
-            with atomic_path(path) as tmp:
-                figure.savefig(tmp, dpi=args.dpi, format=fmt)
+        for path in write_figure(figure, [Path(args.plot), Path(args.plot).with_suffix(".pdf")], args.dpi):
             print(f"wrote {path}")

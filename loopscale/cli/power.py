@@ -25,7 +25,7 @@ import numpy as np
 from hydra.errors import HydraException
 
 from loopscale.analysis.report import markdown_table
-from loopscale.atomic import atomic_path, check_writable, write_text_atomic
+from loopscale.atomic import check_writable, write_text_atomic
 from loopscale.cli import COMMANDS, UsageError
 from loopscale.cli.plan import add_probe_argument, pool_rows, totals
 from loopscale.fit.power import Truth, mde_formula, seeds_needed, simulate_design, truth_from_fit
@@ -34,7 +34,7 @@ from loopscale.fit.resample import resolve_jobs
 from loopscale.fit.runs_table import canonical_table, read_table
 from loopscale.launch.design import candidate_designs, design_points, looped_overrides, n_seeds, with_seeds
 from loopscale.plots.power import power_figure
-from loopscale.plots.registry import figure_files
+from loopscale.plots.registry import figure_files, write_figure
 
 MAX_SEEDS = 64
 
@@ -372,9 +372,7 @@ def _write(args, record: dict, text: str) -> None:
     if args.md:
         write_text_atomic(args.md, text + "\n")
     if figure is not None:  # a PNG for the screen, a PDF beside it for a paper (as every loopscale figure)
-        for path in figure_files(args.plot):
-            with atomic_path(path) as tmp:
-                figure.savefig(tmp, dpi=200, format=path.suffix.lstrip(".").lower() or "png")
+        for path in write_figure(figure, figure_files(args.plot), 200):
             print(f"wrote {path}")
 
 

@@ -66,11 +66,26 @@ def save_figures(
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = []
     for name, fig in drawn.items():
-        for fmt in formats:
-            path = out_dir / f"{prefix}{name}.{fmt}"
-            with atomic_path(path) as tmp:  # never a cut file (loopscale/atomic.py)
-                fig.savefig(tmp, dpi=dpi, format=fmt)
-            paths.append(path)
+        paths += write_figure(fig, [out_dir / f"{prefix}{name}.{fmt}" for fmt in formats], dpi)
+    return paths
+
+
+def write_figure(fig: Figure, paths: Sequence, dpi: int = DPI) -> list[Path]:
+    """Write `fig` to each of `paths` in the format its suffix names (PNG at `dpi`), each atomically (never a cut
+    file: loopscale/atomic.py); return the paths. The constrained layout is solved for the first file only and
+    kept for the others: the solver measures every tick label, half of a report's drawing time when it ran once
+    per format, and the positions it gives are fractions of the figure, the same in every format."""
+    paths = [Path(p) for p in paths]
+    engine = fig.get_layout_engine()
+    try:
+        for i, path in enumerate(paths):
+            with atomic_path(path) as tmp:
+                fig.savefig(tmp, dpi=dpi, format=path.suffix.lstrip(".").lower() or "png")
+            if i == 0 and engine is not None:
+                fig.set_layout_engine("none")  # positions stay where the first file's solve put them
+    finally:
+        if engine is not None:
+            fig.set_layout_engine(engine)
     return paths
 
 
@@ -88,8 +103,4 @@ def plot_fit(table: pd.DataFrame, fit, paths, dpi: int = DPI) -> Path:
     (what `loopscale fit --plot PATH` calls, with figure_files(PATH)), PNG at `dpi`. A plain table (no r
     column: a chinchilla fit) is drawn as one r = 1 series. Returns the first path."""
     paths = [Path(paths)] if isinstance(paths, (str, Path)) else [Path(p) for p in paths]
-    fig = predicted_vs_observed(table, fit)
-    for path in paths:
-        with atomic_path(path) as tmp:
-            fig.savefig(tmp, dpi=dpi, format=path.suffix.lstrip(".").lower() or "png")
-    return paths[0]
+    return write_figure(predicted_vs_observed(table, fit), paths, dpi)[0]

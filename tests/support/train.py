@@ -8,7 +8,10 @@ from loopscale.config.dirs import compose, train_config
 from loopscale.config.model import ModelConfig
 from loopscale.model.accounting import cpu_model
 
-# A tiny, fast CPU run on the default corpus: 30 steps of 16 x 64 tokens, checkpoints every 10 steps.
+# A tiny, fast CPU run on the default corpus: 30 steps of 16 x 64 tokens, checkpoints every 10 steps. Eager:
+# trainer=cpu's compile=auto compiles a tiny job of ~2000 steps (the ones the stop tests start only to stop
+# them), ~30 s before its first step, for nothing those tests check; compiling is test_compile.py's, where a
+# test that wants it says trainer.compile=... after these (the last value of a key wins).
 TINY = [
     "model=tiny",
     "budget.mode=tokens",
@@ -18,6 +21,7 @@ TINY = [
     "trainer.ckpt_every_steps=10",
     "optim.lr=3e-3",
     "data.val_tokens=8192",
+    "trainer.compile=false",
 ]
 # Long enough to learn more than unigram statistics (120 steps; measured val loss ~5.6 vs entropy ~6.0).
 LEARN = [*TINY, "budget.tokens=122880", "trainer.ckpt_every_steps=50"]
