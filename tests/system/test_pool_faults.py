@@ -44,15 +44,15 @@ def _last_line(out: str) -> str:
     [(signal.SIGKILL, "failed"), pytest.param(signal.SIGTERM, "terminated", marks=pytest.mark.slow)],  # ~45 s each
 )
 def test_a_dead_worker_fails_its_own_job_and_the_sweep_goes_on(tmp_path, data_dir, signum, status):
-    # three 120-step jobs on two workers: seed1 is killed while it trains, seed0 must finish and seed2, which
+    # three 60-step jobs on two workers: seed1 is killed while it trains, seed0 must finish and seed2, which
     # was waiting for a worker, must still start and finish on the worker that replaces the dead one
     proc = start_loopscale(
-        _args(tmp_path, data_dir, "seed=0,1,2", "budget.tokens=122880", "trainer.ckpt_every_steps=5"),
+        _args(tmp_path, data_dir, "seed=0,1,2", "budget.tokens=61440", "trainer.ckpt_every_steps=5"),
         tmp_path,
         module="loopscale.train.entry",
     )
     sweep = tmp_path / "runs" / "default"
-    victim = sweep / "baseline-r1-d64-D1.23e5-seed1"
+    victim = sweep / "baseline-r1-d64-D6.14e4-seed1"
     seen = wait_until(proc, lambda _: (victim / "checkpoints" / "last.ckpt").exists() and _lock_pid(victim))
     worker = _lock_pid(victim)
     assert worker in seen and worker != proc.pid  # a worker of the pool holds it, not the launcher
@@ -62,9 +62,9 @@ def test_a_dead_worker_fails_its_own_job_and_the_sweep_goes_on(tmp_path, data_di
     assert orphans(seen - {worker}) == []
     records = _records(sweep)
     assert {name: r["status"] for name, r in records.items()} == {
-        "baseline-r1-d64-D1.23e5": "done",
-        "baseline-r1-d64-D1.23e5-seed1": status,
-        "baseline-r1-d64-D1.23e5-seed2": "done",
+        "baseline-r1-d64-D6.14e4": "done",
+        "baseline-r1-d64-D6.14e4-seed1": status,
+        "baseline-r1-d64-D6.14e4-seed2": "done",
     }, out[-3000:]
     killed = records[victim.name]
     if signum == signal.SIGKILL:  # nothing of its own: the launcher wrote why, and took its dead lock away
@@ -76,7 +76,7 @@ def test_a_dead_worker_fails_its_own_job_and_the_sweep_goes_on(tmp_path, data_di
     assert last.startswith("loopscale-train: a run of this sweep failed (recorded in "), out[-3000:]
     assert f"{victim / 'run.json'}): {victim.name}: its worker process (pid {worker}) died" in last, last
     assert "nothing recorded" not in out
-    for healthy in ("baseline-r1-d64-D1.23e5 ", "baseline-r1-d64-D1.23e5-seed2 "):
+    for healthy in ("baseline-r1-d64-D6.14e4 ", "baseline-r1-d64-D6.14e4-seed2 "):
         assert any(line.strip().startswith(healthy) and "done, L = " in line for line in out.splitlines()), out
 
 
