@@ -201,28 +201,6 @@ def tokens_of(args, seeds: str) -> int:
     return sum(job_work(job.cfg)["D"] for job in jobs)
 
 
-def targets(args, cache: Path, one: int, three: int) -> None:
-    """--targets: three seeds with trainer.compile=auto on an empty cache (what a user's first seeded sweep does:
-    the first seed of each shape compiles when the seeds together pay, the others load its graphs), then one seed
-    eager and one seed compiled from the cache that run filled. Targets (issue 37): warm tokens/s >= 1.4x eager;
-    three seeds <= 2.2x the wall of one eager seed (the demo as it trained when the issue was filed)."""
-    print(f"grid: points {args.points} x r {args.r}, {args.workers} workers; load average {os.getloadavg()[0]:.2f}")
-    shutil.rmtree(cache, ignore_errors=True)
-    wall = {"seeds-cold": timed_run(args, "seeds-cold", "auto", "0,1,2", cache)}
-    print(f"seeds-cold {wall['seeds-cold']:.1f} s; load average {os.getloadavg()[0]:.2f}", flush=True)
-    wall["eager"] = timed_run(args, "eager", False, "0", cache)
-    print(f"eager {wall['eager']:.1f} s; load average {os.getloadavg()[0]:.2f}", flush=True)
-    wall["warm"] = timed_run(args, "warm", "model", "0", cache)
-    print(f"warm {wall['warm']:.1f} s; load average {os.getloadavg()[0]:.2f}", flush=True)
-    warm_speed = (one / wall["warm"]) / (one / wall["eager"])
-    seeds_ratio = wall["seeds-cold"] / wall["eager"]
-    print(
-        f"tokens/s: eager {one / wall['eager']:.0f}, warm {one / wall['warm']:.0f} ({warm_speed:.2f}x eager, target "
-        f">= 1.4); three seeds {three / wall['seeds-cold']:.0f} tokens/s, {seeds_ratio:.2f}x the eager seed's wall "
-        f"(target <= 2.2); load average after {os.getloadavg()[0]:.2f}"
-    )
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--points", nargs="+", default=["C2.5e11-d16", "C2.5e11-d24"])
@@ -233,12 +211,6 @@ def main() -> None:
     parser.add_argument("--skip-seeds", action="store_true")
     parser.add_argument("--skip-seeds-cold", action="store_true")
     parser.add_argument("--reuse-cache", action="store_true", help="keep --out's warm cache (no cold run)")
-    parser.add_argument(
-        "--targets",
-        action="store_true",
-        help="instead: the issue's two demo-grid targets in three runs (seeds-cold fills the cache, then eager and "
-        "warm with one seed)",
-    )
     parser.add_argument(
         "--interleaved",
         type=int,
@@ -258,8 +230,6 @@ def main() -> None:
         return steps_table(args)
     warm_cache, cold_cache = args.out / "cache-warm", args.out / "cache-cold"
     one, three = tokens_of(args, "0"), tokens_of(args, "0,1,2")
-    if args.targets:
-        return targets(args, warm_cache, one, three)
     print(f"grid: points {args.points} x r {args.r}, {args.workers} workers; load average {os.getloadavg()[0]:.2f}")
     wall = {}
     if not args.reuse_cache:
