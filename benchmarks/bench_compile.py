@@ -20,8 +20,8 @@ training steps interleaved, and predicts the jobs' training time both ways from 
 `--baseline DIR` (the code before this change) a third side in the same process: the same eager model stepped
 by that code's MuonH (the model's code did not change).
 Printed: wall seconds, training tokens/s (every job's tokens over the wall time: start-up, compile, validation
-and records included), warm / eager, seeds / eager, and the first-step compile time of each shape read from the
-cache folders' timings; with the load average before and after. The demo grid in full:
+and records included), warm / eager, seeds / eager, and each shape's first compiled step, cold and from the cache
+(`first_steps`); with the load average before and after. The demo grid in full:
 `--points C2.5e11_3.54e11-d16 C2.5e11_3.54e11_5e11-d24 C2.5e11_3.54e11_5e11-d32 C2.5e11_3.54e11_5e11-d48 --r 1 2 4 8`.
 """
 
@@ -211,6 +211,7 @@ def main() -> None:
     parser.add_argument("--skip-seeds", action="store_true")
     parser.add_argument("--skip-seeds-cold", action="store_true")
     parser.add_argument("--reuse-cache", action="store_true", help="keep --out's warm cache (no cold run)")
+    parser.add_argument("--first-steps-only", action="store_true", help="only each shape's first step, cold and hit")
     parser.add_argument(
         "--interleaved",
         type=int,
@@ -228,6 +229,8 @@ def main() -> None:
     args.out = args.out.resolve()
     if args.interleaved:
         return steps_table(args)
+    if args.first_steps_only:
+        return first_steps(args)
     warm_cache, cold_cache = args.out / "cache-warm", args.out / "cache-cold"
     one, three = tokens_of(args, "0"), tokens_of(args, "0,1,2")
     print(f"grid: points {args.points} x r {args.r}, {args.workers} workers; load average {os.getloadavg()[0]:.2f}")
@@ -256,10 +259,21 @@ def main() -> None:
         )
         print(f"{name:>11} {seconds:8.1f} {speed:9.0f} {ratio:>9}")
     print(f"eager runs {[round(s, 1) for s in eager]}, warm runs {[round(s, 1) for s in warm]}")
+    first_steps(args)
+    print(f"load average after: {os.getloadavg()[0]:.2f}")
+
+
+def first_steps(args) -> None:
+    """Per shape, the first compiled step (forward + backward, compile included) in a new process twice against one
+    empty cache of its own: cold, then a cache hit. Its own cache, not the sweeps': this script's step is not a
+    training step (no Lightning, inputs that are not views of one batch), so its graphs are other graphs and the
+    sweeps' cache would only ever miss (it did: 24-37 s "from the cache" on 2026-12-04, the cold compile)."""
+    cache = args.out / "cache-first-step"
     for point in args.points:
         for r in args.r:
-            print(f"{point} r={r}: first compiled step from the warm cache {first_step_s(point, r, warm_cache):.1f} s")
-    print(f"load average after: {os.getloadavg()[0]:.2f}")
+            shutil.rmtree(cache, ignore_errors=True)
+            cold, hit = first_step_s(point, r, cache), first_step_s(point, r, cache)
+            print(f"{point} r={r}: first compiled step {cold:.1f} s cold, {hit:.1f} s from the cache", flush=True)
 
 
 if __name__ == "__main__":
