@@ -517,6 +517,14 @@ MUTATIONS: tuple[Mutation, ...] = (
         (T_VERDICT,),
         "the verdict: an interval with an end on the fitter's box is open (not measured), never real",
     ),
+    Mutation(
+        "figure-layout-left-frozen",
+        "loopscale/plots/registry.py",
+        "        if engine is not None:\n            fig.set_layout_engine(engine)",
+        "        pass",
+        ("tests/unit/test_plots.py::test_write_figure_lays_out_once_and_leaves_the_figure_as_it_was",),
+        "figures: a figure's PNG and PDF share one layout, and the figure keeps its layout engine afterwards",
+    ),
 )
 
 

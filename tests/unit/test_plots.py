@@ -17,7 +17,7 @@ from loopscale.plots.curves import collapse_spread, compute_optimal_curve, law_l
 from loopscale.plots.inputs import free_multipliers, log_residuals, predicted_loss, read_table, rows_for_fit
 from loopscale.plots.isoflop import iso_flop
 from loopscale.plots.recipes import delta_phi
-from loopscale.plots.registry import FIGURE_NAMES, figures, plot_fit, save_all
+from loopscale.plots.registry import FIGURE_NAMES, figures, plot_fit, save_all, write_figure
 from loopscale.plots.single_fit import collapse, compute_optimal, phi_profile, predicted_vs_observed, residuals
 from loopscale.plots.views import recipe_fit
 from support.paths import FIXTURES
@@ -286,3 +286,21 @@ def test_plot_fit_predicted_vs_observed(table, fit, tmp_path):
     fig = predicted_vs_observed(table, fit)
     assert {labels.OBS_LOSS, labels.PRED_LOSS, "$r = 8$"} <= figure_text(fig)
     assert sum(len(c.get_offsets()) for c in fig.axes[0].collections) == 72
+
+
+def test_write_figure_lays_out_once_and_leaves_the_figure_as_it_was(table, fit, tmp_path):
+    """A figure's PNG and PDF share one constrained-layout solve (the PDF keeps the PNG's positions), and the
+    figure keeps its layout engine afterwards: a later draw lays it out again."""
+    fig = collapse(table, fit)
+    engine = fig.get_layout_engine()
+    solves = []
+    solve = engine.execute
+    engine.execute = lambda f: (solves.append(f), solve(f))[1]  # counts the real solver's runs, still runs it
+    png, pdf = write_figure(fig, [tmp_path / "c.png", tmp_path / "c.pdf"], dpi=40)
+    assert len(solves) == 1
+    assert png.read_bytes().startswith(PNG_MAGIC) and pdf.read_bytes().startswith(b"%PDF")
+    assert fig.get_layout_engine() is engine
+    positions = np.array([ax.get_position().bounds for ax in fig.axes])
+    fig.savefig(tmp_path / "again.png", dpi=40)
+    assert len(solves) == 2
+    assert np.allclose([ax.get_position().bounds for ax in fig.axes], positions, atol=1e-9)
