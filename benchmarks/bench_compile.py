@@ -266,7 +266,7 @@ def main() -> None:
 def first_steps(args) -> None:
     """Per shape, the first compiled step (forward + backward, compile included) in a new process twice against one
     empty cache of its own: cold, then a cache hit. Its own cache, not the sweeps': this script's step is not a
-    training step (no Lightning, inputs that are not views of one batch), so its graphs are other graphs and the
+    training step (no Lightning, no optimizer, inputs of its own), its graphs are not the training's and the
     sweeps' cache would only ever miss (it did: 24-37 s "from the cache" on 2026-12-04, the cold compile)."""
     cache = args.out / "cache-first-step"
     for point in args.points:
