@@ -1,6 +1,7 @@
 """Which figures a fit gets, and writing them: `figures` draws every one that applies, `save_all` and
 `save_figures` write each as PNG (DPI dots per inch) and PDF, `plot_fit` writes the one `loopscale fit
---plot` asks for (as PNG and PDF too: figure_files). Every file is written atomically (loopscale/atomic.py)."""
+--plot` asks for (as PNG and PDF too: figure_files), `write_figure` writes one figure to its files (what every
+command that writes a figure calls). Every file is written atomically (loopscale/atomic.py)."""
 
 from __future__ import annotations
 
