@@ -519,7 +519,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "figure-layout-left-frozen",
-        "loopscale/plots/registry.py",
+        "loopscale/plots/files.py",
         "        if engine is not None:\n            fig.set_layout_engine(engine)",
         "        pass",
         ("tests/unit/test_plots.py::test_write_figure_lays_out_once_and_leaves_the_figure_as_it_was",),

@@ -22,7 +22,7 @@ from loopscale.analysis.advise.text import render
 from loopscale.atomic import atomic_path
 from loopscale.cli import COMMANDS, UsageError
 from loopscale.cli.arguments import DPI, check_dpi
-from loopscale.plots.registry import write_figure
+from loopscale.plots.files import write_figure
 
 FAMILIES = ("auto", "paper", "demo", "cpu", "custom")
 

@@ -23,6 +23,7 @@ from loopscale.errors import LoopscaleError
 from loopscale.fit.noise_text import noise_lines
 from loopscale.fit.verdict import shared_check_verdict
 from loopscale.fit.verdict_render import verdict_lines
+from loopscale.plots.files import figure_files
 from loopscale.plots.inputs import as_looped_table
 
 
@@ -53,7 +54,7 @@ def write_results(results, out_paths, plot_paths, figures=None, dpi: int = 200) 
             written.append(str(path))
     for (_g, _table, result), path, table in zip(results, plot_paths, figures):
         if path is not None:
-            from loopscale.plots.registry import figure_files, plot_fit  # matplotlib: only when --plot draws
+            from loopscale.plots.registry import plot_fit  # matplotlib: only when --plot draws
 
             files = figure_files(path)
             try:
@@ -128,17 +129,11 @@ def output_paths(args: argparse.Namespace, groups: list) -> tuple[list, list]:
     if args.plot:
         _check_plot_format(Path(args.plot))
         check_dpi(args.dpi)
-    plot_files = [f for p in plot_paths if p is not None for f in _figure_files(p)] or [None] * len(groups)
+    plot_files = [f for p in plot_paths if p is not None for f in figure_files(p)] or [None] * len(groups)
     _check_distinct(out_paths, plot_files, args.tables)
     _check_writable(out_paths, "--out")
     _check_writable(plot_files, "--plot")
     return out_paths, plot_paths
-
-
-def _figure_files(path: Path) -> list[Path]:
-    from loopscale.plots.registry import figure_files  # matplotlib: only with --plot
-
-    return figure_files(path)
 
 
 def _check_plot_format(path: Path) -> None:

@@ -33,8 +33,8 @@ from loopscale.fit.replicates import replicate_groups
 from loopscale.fit.resample import resolve_jobs
 from loopscale.fit.runs_table import canonical_table, read_table
 from loopscale.launch.design import candidate_designs, design_points, looped_overrides, n_seeds, with_seeds
+from loopscale.plots.files import figure_files, write_figure
 from loopscale.plots.power import power_figure
-from loopscale.plots.registry import figure_files, write_figure
 
 MAX_SEEDS = 64
 

@@ -1,7 +1,7 @@
 """Which figures a fit gets, and writing them: `figures` draws every one that applies, `save_all` and
 `save_figures` write each as PNG (DPI dots per inch) and PDF, `plot_fit` writes the one `loopscale fit
---plot` asks for (as PNG and PDF too: figure_files), `write_figure` writes one figure to its files (what every
-command that writes a figure calls). Every file is written atomically (loopscale/atomic.py)."""
+--plot` asks for (as PNG and PDF too: plots/files.py figure_files); each figure through plots/files.py
+write_figure (atomic files, the layout solved once per figure)."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ from pathlib import Path
 import pandas as pd
 from matplotlib.figure import Figure
 
-from loopscale.atomic import atomic_path
 from loopscale.fit.laws.registry import law_class
 from loopscale.fit.result import load_fit
 
+from .files import write_figure
 from .isoflop import iso_flop
 from .recipes import delta_phi, delta_phi_profile, fit_name, has_delta_phi_evidence, joint_delta_phi
 from .single_fit import collapse, compute_optimal, has_phi_evidence, phi_profile, predicted_vs_observed, residuals
@@ -69,34 +69,6 @@ def save_figures(
     for name, fig in drawn.items():
         paths += write_figure(fig, [out_dir / f"{prefix}{name}.{fmt}" for fmt in formats], dpi)
     return paths
-
-
-def write_figure(fig: Figure, paths: Sequence, dpi: int = DPI) -> list[Path]:
-    """Write `fig` to each of `paths` in the format its suffix names (PNG at `dpi`), each atomically (never a cut
-    file: loopscale/atomic.py); return the paths. The constrained layout is solved for the first file only and
-    kept for the others: the solver measures every tick label, half of a report's drawing time when it ran once
-    per format, and the positions it gives are fractions of the figure, the same in every format."""
-    paths = [Path(p) for p in paths]
-    engine = fig.get_layout_engine()
-    try:
-        for i, path in enumerate(paths):
-            with atomic_path(path) as tmp:
-                fig.savefig(tmp, dpi=dpi, format=path.suffix.lstrip(".").lower() or "png")
-            if i == 0 and engine is not None:
-                fig.set_layout_engine("none")  # positions stay where the first file's solve put them
-    finally:
-        if engine is not None:
-            fig.set_layout_engine(engine)
-    return paths
-
-
-def figure_files(path) -> list[Path]:
-    """The files a figure asked for at `path` is written to: a .png or .pdf comes with the other beside it (a
-    bitmap to look at, a vector file for a paper, as every figure of `plot` and `report`); another format
-    (.svg, ...) alone."""
-    path = Path(path)
-    companion = {".png": ".pdf", ".pdf": ".png"}.get(path.suffix.lower())
-    return [path] if companion is None else [path, path.with_suffix(companion)]
 
 
 def plot_fit(table: pd.DataFrame, fit, paths, dpi: int = DPI) -> Path:

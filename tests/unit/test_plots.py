@@ -14,10 +14,11 @@ from loopscale.fit.optimize import fit_law
 from loopscale.fit.result import load_fit
 from loopscale.plots import labels
 from loopscale.plots.curves import collapse_spread, compute_optimal_curve, law_line
+from loopscale.plots.files import write_figure
 from loopscale.plots.inputs import free_multipliers, log_residuals, predicted_loss, read_table, rows_for_fit
 from loopscale.plots.isoflop import iso_flop
 from loopscale.plots.recipes import delta_phi
-from loopscale.plots.registry import FIGURE_NAMES, figures, plot_fit, save_all, write_figure
+from loopscale.plots.registry import FIGURE_NAMES, figures, plot_fit, save_all
 from loopscale.plots.single_fit import collapse, compute_optimal, phi_profile, predicted_vs_observed, residuals
 from loopscale.plots.views import recipe_fit
 from support.paths import FIXTURES
