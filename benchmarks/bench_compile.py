@@ -12,12 +12,14 @@ single-thread worker processes, as the demo trains), timed from start to exit, i
     warm        trainer.compile=model, seed 0, the cache `cold` filled
     seeds       trainer.compile=auto, seeds 0, 1, 2, the cache `cold` filled (the sweep compiles what pays)
     seeds-cold  trainer.compile=auto, seeds 0, 1, 2, an empty cache (the first seed of each shape compiles)
+    before      with `--baseline DIR`: the code before issue 37 (`git archive f644981 | tar -x -C DIR`) trains the
+                same grid eagerly, as it did then ("today's" of the issue's 1.4x target), alternated with eager and warm
 
 eager and warm are alternated `--repeats` times (a shared machine's drift hits both) and the best of each kept.
 On a loaded machine the wall times of whole sweeps move with the other jobs' load; `--interleaved N` measures
 instead, per shape in one process, the first compiled step (cold cache, then warm) and N eager and N compiled
 training steps interleaved, and predicts the jobs' training time both ways from their step counts; with
-`--baseline DIR` (the code before this change) a third side in the same process: the same eager model stepped
+`--baseline DIR` a third side in the same process: the same eager model stepped
 by that code's MuonH (the model's code did not change).
 Printed: wall seconds, training tokens/s (every job's tokens over the wall time: start-up, compile, validation
 and records included), warm / eager, seeds / eager, and each shape's first compiled step, cold and from the cache
@@ -55,16 +57,37 @@ def overrides(args, compile_mode, seeds: str, runs: Path) -> list[str]:
     ]
 
 
-def timed_run(args, name: str, compile_mode, seeds: str, cache: Path) -> float:
+def timed_run(args, name: str, compile_mode, seeds: str, cache: Path, tree: Path | None = None) -> float:
+    """One sweep from launch to exit; with `tree`, the loopscale in that source tree trains it (the code before
+    a change: its own package first on the path, run from its folder)."""
     runs = args.out / "runs" / name
     shutil.rmtree(runs, ignore_errors=True)
     env = {**os.environ, "LOOPSCALE_CACHE": str(cache), "OMP_NUM_THREADS": "1"}
+    command = [TRAIN, "-m", *overrides(args, compile_mode, seeds, runs)]
+    if tree is not None:
+        env["PYTHONPATH"] = str(tree)
+        command = [sys.executable, "-c", BASELINE_TRAIN, "-m", *overrides(args, compile_mode, seeds, runs)]
     started = time.perf_counter()
-    done = subprocess.run([TRAIN, "-m", *overrides(args, compile_mode, seeds, runs)], env=env, cwd=REPO_ROOT)
+    done = subprocess.run(command, env=env, cwd=tree or REPO_ROOT)
     wall_s = time.perf_counter() - started
     if done.returncode != 0:
         raise SystemExit(f"{name}: loopscale-train exited {done.returncode}")
     return wall_s
+
+
+# the entry point as the code before this change named it (pyproject's loopscale-train at f644981)
+BASELINE_TRAIN = "import sys; from loopscale.train.entry import main; sys.argv[0] = 'loopscale-train'; main()"
+
+
+def baseline_tree(tree: Path) -> Path:
+    """A `git archive` of the code before this change, made importable without an install: its sweep designs
+    (the top-level sweeps/) are the package loopscale.sweeps only once installed, so they are copied there."""
+    tree = tree.resolve()
+    if not (tree / "loopscale" / "train" / "entry.py").is_file():
+        raise SystemExit(f"--baseline {tree}: not a loopscale source tree of that time (no loopscale/train/entry.py)")
+    if not (tree / "loopscale" / "sweeps").exists():
+        shutil.copytree(tree / "sweeps", tree / "loopscale" / "sweeps")
+    return tree
 
 
 STEPS = """
@@ -212,6 +235,7 @@ def main() -> None:
     parser.add_argument("--skip-seeds-cold", action="store_true")
     parser.add_argument("--reuse-cache", action="store_true", help="keep --out's warm cache (no cold run)")
     parser.add_argument("--first-steps-only", action="store_true", help="only each shape's first step, cold and hit")
+    parser.add_argument("--skip-first-steps", action="store_true", help="not each shape's first step, cold and hit")
     parser.add_argument(
         "--interleaved",
         type=int,
@@ -222,8 +246,9 @@ def main() -> None:
     parser.add_argument(
         "--baseline",
         type=Path,
-        help="with --interleaved: a source tree of loopscale before this change (e.g. `git archive f644981 loopscale "
-        "| tar -x -C DIR`); its MuonH steps the same eager model as a third side",
+        help="a source tree of loopscale before this change (`git archive f644981 | tar -x -C DIR`): with "
+        "--interleaved its MuonH steps the same eager model as a third side; else its whole sweep runs eagerly "
+        "beside eager and warm (alternated), and the tokens/s are also given against it",
     )
     args = parser.parse_args()
     args.out = args.out.resolve()
@@ -238,11 +263,16 @@ def main() -> None:
     if not args.reuse_cache:
         shutil.rmtree(warm_cache, ignore_errors=True)
         wall["cold"] = timed_run(args, "cold", "model", "0", warm_cache)
-    eager, warm = [], []
+    eager, warm, before = [], [], []
+    tree = baseline_tree(args.baseline) if args.baseline else None
     for i in range(args.repeats):
+        if tree:
+            before.append(timed_run(args, f"before{i}", False, "0", args.out / "cache-before", tree))
         eager.append(timed_run(args, f"eager{i}", False, "0", warm_cache))
         warm.append(timed_run(args, f"warm{i}", "model", "0", warm_cache))
     wall["eager"], wall["warm"] = min(eager), min(warm)
+    if tree:
+        wall["before"] = min(before)
     if not args.skip_seeds:
         wall["seeds"] = timed_run(args, "seeds", "auto", "0,1,2", warm_cache)
     if not args.skip_seeds and not args.skip_seeds_cold:
@@ -257,9 +287,13 @@ def main() -> None:
             if name.startswith("seeds")
             else f"{speed * wall['eager'] / one:.2f}x"
         )
-        print(f"{name:>11} {seconds:8.1f} {speed:9.0f} {ratio:>9}")
+        against = f" {speed * wall['before'] / one:.2f}x before" if tree and not name.startswith("seeds") else ""
+        print(f"{name:>11} {seconds:8.1f} {speed:9.0f} {ratio:>9}{against}")
     print(f"eager runs {[round(s, 1) for s in eager]}, warm runs {[round(s, 1) for s in warm]}")
-    first_steps(args)
+    if tree:
+        print(f"before ({tree}, eager) runs {[round(s, 1) for s in before]}")
+    if not args.skip_first_steps:
+        first_steps(args)
     print(f"load average after: {os.getloadavg()[0]:.2f}")
 
 

@@ -9,9 +9,13 @@ with respect to x and the head weight are taken right away, inside the forward: 
 the graph, so they are the whole backward up to a factor, d loss. What is kept for backward is one
 gradient per token (x's dtype) and one fp32 gradient of the weight (V_pad x d), whatever the batch.
 
-The FLOPs are those of the unchunked head (the backward matmuls run in the forward, not twice). Under
-torch.compile the function runs eagerly (torch.compiler.disable): a compiled whole model breaks its
-graph once, before the head. Numerics are the published ones; only the order of the fp32 sums differs.
+The gradients are written out (`chunk_loss_and_grads`), not asked of autograd, so the chunk's math is one
+function torch.compile can fuse. The FLOPs are those of the unchunked head (the backward matmuls run in the
+forward, not twice). The chunk loop itself stays outside any graph (torch.compiler.disable: a compiled whole
+model breaks its graph once, before the head); a model trained compiled runs each chunk's math compiled
+(`compiled_chunk`, its own graph), which fuses the head's elementwise work: at the CPU demo's shapes (1024 tokens,
+V = 512) the head's forward + backward took 5.4 -> 2.5 ms (d = 16) and 6.6 -> 3.5 ms (d = 48), against ~33 ms of
+a compiled d = 16 training step. Numerics are the published ones; only the order of the fp32 sums differs.
 """
 
 from __future__ import annotations
@@ -33,36 +37,71 @@ def head_logits(x: torch.Tensor, weight: torch.Tensor, vocab_size: int, softcap:
     return logits
 
 
-def _chunk_sum_and_grads(xc, weight, tc, vocab_size, softcap, want_x, want_w):
-    """Summed loss of one chunk (xc [n, d], tc [n]) and its gradients wrt xc and the weight (None when not
-    wanted): a small graph built and differentiated here, under the caller's autocast."""
-    with torch.set_grad_enabled(want_x or want_w):
-        x_leaf = xc.detach().requires_grad_(want_x)
-        w_leaf = weight.detach().requires_grad_(want_w)
-        loss = F.cross_entropy(
-            head_logits(x_leaf, w_leaf, vocab_size, softcap), tc, reduction="sum", ignore_index=IGNORE_INDEX
-        )
-        wanted = [t for t, want in ((x_leaf, want_x), (w_leaf, want_w)) if want]
-        grads = iter(torch.autograd.grad(loss, wanted)) if wanted else iter(())
-    return loss.detach(), next(grads) if want_x else None, next(grads) if want_w else None
+def chunk_loss_and_grads(xc, weight, tc, vocab_size: int, softcap: float | None, want_x: bool, want_w: bool):
+    """Summed loss of one chunk (xc [n, d], tc [n]) and its gradients with respect to xc and the weight (None when
+    not wanted), written out rather than asked of autograd, so that torch.compile can fuse it (`compiled_chunk`):
+
+        z = x W^T cut to V, fp32;  s = c tanh(z / c);  loss = sum over valid tokens of -log softmax(s)[t]
+        dL/ds = softmax(s) - onehot(t) (0 on ignored tokens);  dL/dz = dL/ds (1 - tanh^2(z / c))
+        dL/dx = dL/dz W[:V];  dL/dW[:V] = dL/dz^T x  (the padded rows get none)
+
+    The three matmuls run under the caller's autocast as autograd would run them (bf16 on a bf16 autocast, dL/dz
+    cast to the logits' dtype first); the rest in fp32. Returns the gradients in the matmuls' dtype."""
+    z = F.linear(xc, weight)[:, :vocab_size]  # [n, V] (bf16 under autocast)
+    logits_dtype = z.dtype
+    s = z.float()
+    del z  # eagerly each intermediate goes as soon as it is used: the chunk's transient is the head's peak
+    if softcap is not None:
+        th = torch.tanh(s / softcap)
+        s = th * softcap
+    valid = tc != IGNORE_INDEX  # [n]
+    safe = torch.where(valid, tc, 0)
+    log_p = torch.log_softmax(s, dim=-1)  # [n, V] fp32
+    del s
+    loss = -(log_p.gather(1, safe[:, None]).squeeze(1) * valid).sum()
+    if not (want_x or want_w):
+        return loss, None, None
+    g = log_p.exp_()  # softmax(s), in log_p's memory
+    g[torch.arange(g.shape[0], device=g.device), safe] -= 1.0
+    g.mul_(valid[:, None])
+    if softcap is not None:
+        g = torch.ops.aten.tanh_backward(g, th)  # g (1 - tanh^2), one kernel eagerly
+        del th
+    g = g.to(logits_dtype)  # [n, V], as autograd hands it to the matmul's backward
+    grad_x = g @ weight[:vocab_size] if want_x else None  # [n, d]
+    grad_w = g.t() @ xc if want_w else None  # [V, d]
+    return loss, grad_x, grad_w
+
+
+# The same function compiled (one per backend, made on first use): a model trained compiled runs its head fused
+# too, as a graph of its own beside the model's (the head is where the model's graph breaks). Static shapes.
+_compiled_chunks: dict[str, object] = {}
+
+
+def compiled_chunk(backend: str):
+    """chunk_loss_and_grads through torch.compile with `backend` (the model's trainer.compile_backend)."""
+    if backend not in _compiled_chunks:
+        _compiled_chunks[backend] = torch.compile(chunk_loss_and_grads, backend=backend, dynamic=False)
+    return _compiled_chunks[backend]
 
 
 class _ChunkedHeadLoss(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, x, weight, targets, vocab_size, softcap, chunk):  # x [N, d], weight [V_pad, d], targets [N]
+    def forward(ctx, x, weight, targets, vocab_size, softcap, chunk, backend):  # x [N, d], weight [V_pad, d]
         want_x, want_w = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
+        math = compiled_chunk(backend) if backend else chunk_loss_and_grads
         ctx.weight_dtype = weight.dtype  # its gradient goes back in its own dtype (bf16 for a bf16 embedding)
         total = torch.zeros((), dtype=torch.float32, device=x.device)
         grad_x = torch.empty_like(x) if want_x else None  # [N, d]
         grad_w = torch.zeros(weight.shape, dtype=torch.float32, device=weight.device) if want_w else None
         for start in range(0, x.shape[0], chunk):
             part = slice(start, start + chunk)
-            loss, gx, gw = _chunk_sum_and_grads(x[part], weight, targets[part], vocab_size, softcap, want_x, want_w)
+            loss, gx, gw = math(x[part], weight, targets[part], vocab_size, softcap, want_x, want_w)
             total += loss
             if want_x:
                 grad_x[part] = gx
             if want_w:
-                grad_w += gw
+                grad_w[:vocab_size] += gw
         n_valid = (targets != IGNORE_INDEX).sum()  # the mean is over real targets, as F.cross_entropy's
         ctx.save_for_backward(grad_x, grad_w, n_valid)
         return total / n_valid
@@ -73,7 +112,7 @@ class _ChunkedHeadLoss(torch.autograd.Function):
         scale = grad_out / n_valid
         gx = None if grad_x is None else grad_x * scale.to(grad_x.dtype)
         gw = None if grad_w is None else (grad_w * scale).to(ctx.weight_dtype)
-        return gx, gw, None, None, None, None
+        return gx, gw, None, None, None, None, None
 
 
 @torch.compiler.disable
@@ -84,15 +123,17 @@ def chunked_head_loss(
     vocab_size: int,
     softcap: float | None,
     chunk: int = HEAD_CHUNK_TOKENS,
+    compile_backend: str | None = None,
 ) -> torch.Tensor:
     """Mean cross-entropy (nats) of the head on x [B, T, d] against targets [B, T] (ignore_index -100), the
-    same value as F.cross_entropy(head_logits(x, ...)), with at most `chunk` tokens' logits alive at once."""
+    same value as F.cross_entropy(head_logits(x, ...)), with at most `chunk` tokens' logits alive at once.
+    compile_backend: each chunk's math through torch.compile with that backend (a model trained compiled)."""
     x, targets = x.flatten(0, 1), targets.flatten()  # [N, d], [N]
     if torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad):
-        return _ChunkedHeadLoss.apply(x, weight, targets, vocab_size, softcap, chunk)
+        return _ChunkedHeadLoss.apply(x, weight, targets, vocab_size, softcap, chunk, compile_backend)
     # no_grad / inference_mode (validation): the chunks' losses only
     total = sum(
-        _chunk_sum_and_grads(x[i : i + chunk], weight, targets[i : i + chunk], vocab_size, softcap, False, False)[0]
+        chunk_loss_and_grads(x[i : i + chunk], weight, targets[i : i + chunk], vocab_size, softcap, False, False)[0]
         for i in range(0, x.shape[0], chunk)
     )
     return total / (targets != IGNORE_INDEX).sum()

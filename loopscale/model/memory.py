@@ -30,7 +30,7 @@ All in bytes; tokens n = device batch x T. The terms:
     of e's one storage, and r fp32 pass outputs); the
     embedding's int64 ids, the embedding and final norms (8d + 4 each);
   * the head (loopscale/model/head_loss.py): one fp32 gradient per token (4d) and the weight's (4 V_pad d).
-- transient: the larger of one head chunk's logits and their gradients (~2 V_pad + 20 V bytes a token of
+- transient: the larger of one head chunk's logits and their gradients (~2 V_pad + 12 V bytes a token of
   the chunk) and the working set of one layer's backward (BACKWARD_BYTES_PER_D x d a token; measured by
   benchmarks/gpu_check.py, not derived).
 
@@ -54,8 +54,8 @@ from loopscale.model.accounting import block_matrix_params, grad_passes, layers_
 MIB = 2**20
 GIB = 2**30
 MARGIN = 0.10  # share of a card's memory kept free: context, workspaces, allocator fragmentation
-# tokens per chunk of the head + loss (loopscale/model/head_loss.py): its transient is ~2 V_pad + 20 V bytes a token,
-# ~2.6 GB at V = 32,001, small next to the activations of a device batch, and the head matmul stays large
+# tokens per chunk of the head + loss (loopscale/model/head_loss.py): its transient is ~2 V_pad + 12 V bytes a token,
+# ~1.8 GB at V = 32,001, small next to the activations of a device batch, and the head matmul stays large
 HEAD_CHUNK_TOKENS = 4096
 BACKWARD_BYTES_PER_D = 32  # one layer's backward working set per token, in units of d bytes (an estimate)
 # Total memory per card in MiB, as nvidia-smi reports it, keyed like loopscale/train/mfu.py's peaks.
@@ -193,7 +193,7 @@ def transient_bytes(cfg: ModelConfig, device_batch: int) -> int:
     """The larger of a head chunk's working set and one layer's backward working set."""
     tokens = device_batch * cfg.seq_len
     chunk = min(HEAD_CHUNK_TOKENS, tokens)
-    head = chunk * (2 * cfg.padded_vocab_size + 20 * cfg.vocab_size)
+    head = chunk * (2 * cfg.padded_vocab_size + 12 * cfg.vocab_size)
     return max(head, BACKWARD_BYTES_PER_D * cfg.d_model * tokens)
 
 

@@ -153,6 +153,7 @@ class LoopedTransformer(nn.Module):
         self.coda = nn.ModuleList(block.build(cfg, "coda", PARTS) for _ in range(cfg.n_coda))
         self.final_norm = RMSNorm(d, cfg.norm_eps)
         self.lm_head = None if cfg.tie_embeddings else nn.Linear(d, V, bias=False)
+        self.head_backend: str | None = None  # compiled: the head's chunk math through torch.compile with it
         rope_dtype = torch.bfloat16 if cfg.precision == "published" else torch.float32
         cos, sin = rope_tables(cfg.seq_len, cfg.head_dim, cfg.rope_base, rope_dtype)
         self.register_buffer("rope_cos", cos, persistent=False)  # [T, hd/2], not a parameter
@@ -252,4 +253,6 @@ class LoopedTransformer(nn.Module):
         if targets is None:  # [B, T, V] fp32, soft-capped
             return head_logits(x, weight, self.cfg.vocab_size, self.cfg.logit_softcap)
         # the same numerics a chunk of tokens at a time: no [B, T, V] logits kept for backward (head_loss.py)
-        return chunked_head_loss(x, weight, targets, self.cfg.vocab_size, self.cfg.logit_softcap)
+        return chunked_head_loss(
+            x, weight, targets, self.cfg.vocab_size, self.cfg.logit_softcap, compile_backend=self.head_backend
+        )

@@ -129,3 +129,5 @@ def compile_model(model: nn.Module, mode, recompile_limit: int = RECOMPILE_LIMIT
     units = [model] if mode == "model" else [*model.prelude, *model.recurrent, *model.coda]
     for unit in units:
         unit.compile(backend=backend, dynamic=False)  # only torch 2.11's keywords (module docstring)
+    if hasattr(model, "head_backend"):
+        model.head_backend = backend  # the head's chunk math, outside the model's graph, compiled too (head_loss.py)

@@ -92,6 +92,21 @@ def test_auto_trains_a_short_cpu_run_eagerly_and_records_it(tmp_path, data_dir):
     assert record["status"] == "done" and record["compile"] is False
 
 
+@pytest.mark.parametrize(("mode", "backend"), [(False, None), ("blocks", "inductor"), ("model", "aot_eager")])
+def test_a_compiled_model_compiles_its_head_with_its_backend(mode, backend):
+    """The head (outside the model's graph) runs its chunk math through torch.compile with the model's backend
+    exactly when the model is compiled; an eager model's head stays eager."""
+    from loopscale.model.transformer import LoopedTransformer
+    from loopscale.train.compiling import compile_model
+
+    model = LoopedTransformer(
+        tiny_model(2, d_model=32, head_dim=16, vocab_size=64, seq_len=16, n_prelude=1, n_coda=1, depth=6)
+    )
+    assert model.head_backend is None
+    compile_model(model, mode, backend=backend or "inductor")
+    assert model.head_backend == backend
+
+
 def test_invalid_compile_mode_is_rejected():
     with pytest.raises(ValueError, match="compile"):
         train_config(["trainer.compile=graph"])
