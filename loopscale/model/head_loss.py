@@ -43,7 +43,7 @@ def chunk_loss_and_grads(xc, weight, tc, vocab_size: int, softcap: float | None,
 
         z = x W^T cut to V, fp32;  s = c tanh(z / c);  loss = sum over valid tokens of -log softmax(s)[t]
         dL/ds = softmax(s) - onehot(t) (0 on ignored tokens);  dL/dz = dL/ds (1 - tanh^2(z / c))
-        dL/dx = dL/dz W[:V];  dL/dW[:V] = dL/dz^T x  (the padded rows get none)
+        dL/dx = dL/dz W;  dL/dW = dL/dz^T x  (dL/dz is 0 on the padded rows: they get no gradient)
 
     The three matmuls run under the caller's autocast as autograd would run them (bf16 on a bf16 autocast, dL/dz
     cast to the logits' dtype first); the rest in fp32. Returns the gradients in the matmuls' dtype."""
@@ -67,9 +67,11 @@ def chunk_loss_and_grads(xc, weight, tc, vocab_size: int, softcap: float | None,
     if softcap is not None:
         g = torch.ops.aten.tanh_backward(g, th)  # g (1 - tanh^2), one kernel eagerly
         del th
-    g = g.to(logits_dtype)  # [n, V], as autograd hands it to the matmul's backward
-    grad_x = g @ weight[:vocab_size] if want_x else None  # [n, d]
-    grad_w = g.t() @ xc if want_w else None  # [V, d]
+    # [n, V_pad] in the logits' dtype, as autograd hands it to the matmul's backward: zero on the padded rows, so
+    # the backward matmuls are the unchunked head's (its FLOPs, model/accounting.py)
+    g = F.pad(g.to(logits_dtype), (0, weight.shape[0] - vocab_size))
+    grad_x = g @ weight if want_x else None  # [n, d]
+    grad_w = g.t() @ xc if want_w else None  # [V_pad, d]
     return loss, grad_x, grad_w
 
 
@@ -101,7 +103,7 @@ class _ChunkedHeadLoss(torch.autograd.Function):
             if want_x:
                 grad_x[part] = gx
             if want_w:
-                grad_w[:vocab_size] += gw
+                grad_w += gw
         n_valid = (targets != IGNORE_INDEX).sum()  # the mean is over real targets, as F.cross_entropy's
         ctx.save_for_backward(grad_x, grad_w, n_valid)
         return total / n_valid
