@@ -61,9 +61,14 @@ def chunk_loss_and_grads(xc, weight, tc, vocab_size: int, softcap: float | None,
     loss = -(log_p.gather(1, safe[:, None]).squeeze(1) * valid).sum()
     if not (want_x or want_w):
         return loss, None, None
-    g = log_p.exp_()  # softmax(s), in log_p's memory
-    g[torch.arange(g.shape[0], device=g.device), safe] -= 1.0
-    g.mul_(valid[:, None])
+    if torch.compiler.is_compiling():  # out of place: Inductor plans the buffers, and an indexed in-place write
+        # before a fused reduction is what its CPU code generator fails on (pytorch/pytorch#196570)
+        target = torch.arange(vocab_size, device=log_p.device)[None, :] == safe[:, None]  # one-hot [n, V]
+        g = (log_p.exp() - target.to(log_p.dtype)) * valid[:, None]
+    else:  # eagerly in place: the chunk's transient stays ~12 V bytes a token (model/memory.py)
+        g = log_p.exp_()  # softmax(s), in log_p's memory
+        g[torch.arange(g.shape[0], device=g.device), safe] -= 1.0
+        g.mul_(valid[:, None])
     if softcap is not None:
         g = torch.ops.aten.tanh_backward(g, th)  # g (1 - tanh^2), one kernel eagerly
         del th
