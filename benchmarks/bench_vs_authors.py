@@ -122,7 +122,17 @@ def build(side: str, d: int, arithmetic: str, compiled: bool, authors: str):
         optimizer = theirs.setup_optimizer(
             unembedding_lr=LRS["head"], embedding_lr=LRS["embedding"], matrix_lr=LRS["matrix"], d_ref=d
         )
-        patch = fp32_orthogonalisation if arithmetic == "fp32" else contextlib.nullcontext
+        orthogonalisation = fp32_orthogonalisation if arithmetic == "fp32" else contextlib.nullcontext
+
+        @contextlib.contextmanager
+        def patch():
+            # eager sides run their optimizer's compiled steps eagerly too (in `ours-compiled`, where Dynamo is on
+            # for our model; released, their compiled Muon step fails on torch 2.13's CPU Inductor,
+            # pytorch/pytorch#196570)
+            stance = contextlib.nullcontext() if compiled else torch.compiler.set_stance("force_eager")
+            with stance, orthogonalisation():
+                yield
+
         return model, optimizer, list(theirs.parameters()), patch
     module = loopscale_module(d, arithmetic, compiled)
     return module.model, module.configure_optimizers()["optimizer"], list(module.model.parameters()), None
