@@ -525,6 +525,25 @@ MUTATIONS: tuple[Mutation, ...] = (
         ("tests/unit/test_plots.py::test_write_figure_lays_out_once_and_leaves_the_figure_as_it_was",),
         "figures: a figure's PNG and PDF share one layout, and the figure keeps its layout engine afterwards",
     ),
+    Mutation(
+        "head-left-eager-when-compiled",
+        "loopscale/train/compiling.py",
+        "        model.head_backend = backend",
+        "        pass",
+        ("tests/integration/test_compile.py::test_a_compiled_model_compiles_its_head_with_its_backend",),
+        "compiled training: a compiled model runs its head's chunk math compiled, with the model's backend",
+    ),
+    Mutation(
+        "head-gradient-misses-the-softcap",
+        "loopscale/model/head_loss.py",
+        "        g = torch.ops.aten.tanh_backward(g, th)",
+        "        g = g",
+        (
+            "tests/unit/test_head_loss.py::test_value_and_gradients_equal_the_unchunked_loss",
+            "tests/unit/test_head_loss.py::test_the_compiled_chunk_math_equals_the_unchunked_loss",
+        ),
+        "the head: the written-out gradients are the soft-capped loss's, eager and compiled",
+    ),
 )
 
 
