@@ -63,12 +63,14 @@ def timed_run(args, name: str, compile_mode, seeds: str, cache: Path, tree: Path
     runs = args.out / "runs" / name
     shutil.rmtree(runs, ignore_errors=True)
     env = {**os.environ, "LOOPSCALE_CACHE": str(cache), "OMP_NUM_THREADS": "1"}
-    command = [TRAIN, "-m", *overrides(args, compile_mode, seeds, runs)]
+    launcher = [TRAIN]
     if tree is not None:
         env["PYTHONPATH"] = str(tree)
-        command = [sys.executable, "-c", BASELINE_TRAIN, "-m", *overrides(args, compile_mode, seeds, runs)]
+        launcher = [sys.executable, "-c", BASELINE_TRAIN]
     started = time.perf_counter()
-    done = subprocess.run(command, env=env, cwd=tree or REPO_ROOT)
+    done = subprocess.run(
+        [*launcher, "-m", *overrides(args, compile_mode, seeds, runs)], env=env, cwd=tree or REPO_ROOT
+    )
     wall_s = time.perf_counter() - started
     if done.returncode != 0:
         raise SystemExit(f"{name}: loopscale-train exited {done.returncode}")

@@ -21,6 +21,8 @@ d = 16 training step. Numerics are the published ones; only the order of the fp3
 
 from __future__ import annotations
 
+import functools
+
 import torch
 import torch.nn.functional as F
 
@@ -81,16 +83,12 @@ def chunk_loss_and_grads(xc, weight, tc, vocab_size: int, softcap: float | None,
     return loss, grad_x, grad_w
 
 
-# The same function compiled (one per backend, made on first use): a model trained compiled runs its head fused
-# too, as a graph of its own beside the model's (the head is where the model's graph breaks). Static shapes.
-_compiled_chunks: dict[str, object] = {}
-
-
+@functools.cache
 def compiled_chunk(backend: str):
-    """chunk_loss_and_grads through torch.compile with `backend` (the model's trainer.compile_backend)."""
-    if backend not in _compiled_chunks:
-        _compiled_chunks[backend] = torch.compile(chunk_loss_and_grads, backend=backend, dynamic=False)
-    return _compiled_chunks[backend]
+    """chunk_loss_and_grads through torch.compile with `backend` (the model's trainer.compile_backend), made once
+    per backend: a model trained compiled runs its head fused too, as a graph of its own beside the model's (the
+    head is where the model's graph breaks). Static shapes, as the model's."""
+    return torch.compile(chunk_loss_and_grads, backend=backend, dynamic=False)
 
 
 class _ChunkedHeadLoss(torch.autograd.Function):
