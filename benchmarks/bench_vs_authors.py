@@ -18,7 +18,10 @@ loopscale's CPU default, optim.ortho_dtype=auto -> fp32). Modes (`--modes`): `ea
 torch.compile off through TORCHDYNAMO_DISABLE, as their own tests run on CPU); `ours-compiled`: loopscale's model
 compiled (trainer.compile=model, what compile=auto trains a long CPU run with) against theirs eager;
 `both-compiled`: their step as their base_train.py runs it (torch.compile of the model, their compiled fused
-optimizer steps) against ours compiled. Compile time is left out (warm-up steps; it goes to Inductor's cache).
+optimizer steps) against ours compiled (on torch 2.13's CPU Inductor their compiled Muon step fails,
+pytorch/pytorch#196570); `models-compiled`: both models compiled, their optimizer's compiled steps run eagerly (the
+nearest to their base_train.py step this torch runs) against ours compiled. Compile time is left out (warm-up
+steps; it goes to Inductor's cache).
 
 Each measurement is one process holding both sides, their steps interleaved (one of each in turn) so a shared
 machine's load hits both alike; `--repeats` processes, the best of each side kept. Printed: tokens/s per side,
@@ -110,8 +113,9 @@ def loopscale_module(d: int, arithmetic: str, compiled: bool):
     return LoopedLM(cfg, optim, trainer, plan)
 
 
-def build(side: str, d: int, arithmetic: str, compiled: bool, authors: str):
-    """(model, optimizer, parameters, optimizer-step context) of one side."""
+def build(side: str, d: int, arithmetic: str, compiled: bool, authors: str, optimizer_compiled: bool = False):
+    """(model, optimizer, parameters, optimizer-step context) of one side; `optimizer_compiled`: their optimizer's
+    own torch.compile'd steps run compiled (else eagerly)."""
     import contextlib
 
     import torch
@@ -126,10 +130,10 @@ def build(side: str, d: int, arithmetic: str, compiled: bool, authors: str):
 
         @contextlib.contextmanager
         def patch():
-            # eager sides run their optimizer's compiled steps eagerly too (in `ours-compiled`, where Dynamo is on
-            # for our model; released, their compiled Muon step fails on torch 2.13's CPU Inductor,
+            # their optimizer's compiled steps run eagerly except in `both-compiled` (Dynamo is on in every mode
+            # but `eager`, for our model; released, their compiled Muon step fails on torch 2.13's CPU Inductor,
             # pytorch/pytorch#196570)
-            stance = contextlib.nullcontext() if compiled else torch.compiler.set_stance("force_eager")
+            stance = contextlib.nullcontext() if optimizer_compiled else torch.compiler.set_stance("force_eager")
             with stance, orthogonalisation():
                 yield
 
@@ -164,8 +168,11 @@ def measure(d: int, arithmetic: str, mode: str, authors: str, steps: int) -> dic
     import torch
 
     torch.set_num_threads(1)
-    compiled = {"loopscale": mode in ("ours-compiled", "both-compiled"), "authors": mode == "both-compiled"}
-    sides = {side: build(side, d, arithmetic, compiled[side], authors) for side in ("loopscale", "authors")}
+    compiled = {"loopscale": mode != "eager", "authors": mode in ("both-compiled", "models-compiled")}
+    sides = {
+        side: build(side, d, arithmetic, compiled[side], authors, optimizer_compiled=mode == "both-compiled")
+        for side in ("loopscale", "authors")
+    }
     g = torch.Generator().manual_seed(1)
     batches = [
         (torch.randint(0, VOCAB, (BATCH, T), generator=g), torch.randint(0, VOCAB, (BATCH, T), generator=g))
@@ -229,9 +236,10 @@ def main() -> None:
         "--modes",
         nargs="+",
         default=["eager"],
-        choices=["eager", "ours-compiled", "both-compiled"],
+        choices=["eager", "ours-compiled", "models-compiled", "both-compiled"],
         help="eager: both eager; ours-compiled: loopscale's model compiled (what trainer.compile=auto trains a long "
-        "CPU run with), theirs eager; both-compiled: their base_train.py's torch.compile too (minutes cold)",
+        "CPU run with), theirs eager; models-compiled: their model compiled too, their optimizer eager; "
+        "both-compiled: their base_train.py's torch.compile of the model and optimizer (minutes cold)",
     )
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()

@@ -544,6 +544,22 @@ MUTATIONS: tuple[Mutation, ...] = (
         ),
         "the head: the written-out gradients are the soft-capped loss's, eager and compiled",
     ),
+    Mutation(
+        "matmul-attention-sees-the-future",
+        "loopscale/model/attention.py",
+        "dtype=q.dtype, device=q.device).triu(1)",
+        "dtype=q.dtype, device=q.device).triu(2)",
+        ("tests/unit/test_attention.py::test_the_matmul_form_is_causal",),
+        "causal attention: the batched-matmul form masks every later position",
+    ),
+    Mutation(
+        "matmul-attention-for-long-sequences",
+        "loopscale/model/attention.py",
+        "        and T <= MATMUL_MAX_T\n",
+        "",
+        ("tests/unit/test_attention.py::test_the_form_taken_by_shape_device_dtype_and_autocast",),
+        "causal attention: SDPA beyond the shapes the matmul form is faster for",
+    ),
 )
 
 

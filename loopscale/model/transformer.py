@@ -13,7 +13,8 @@
 
 Each layer is its block form's (loopscale/blocks/, model.block): pre-norm x + attn(norm(x)), then x + mlp(norm(x))
 by default, Huginn's sandwich, per-pass adapters, scaled residual writes; the form builds it from the attention,
-MLP and RMSNorm classes here (PARTS). Attention is causal SDPA with RoPE and a parameter-free QK-norm; no biases.
+MLP and RMSNorm classes here (PARTS). Attention is causal (loopscale/model/attention.py: SDPA, or three batched
+matmuls for short fp32 sequences with small heads on CPU) with RoPE and a parameter-free QK-norm; no biases.
 Truncated backprop (cfg.bptt_k): the first r - bptt_k passes run their block under torch.no_grad(), so they
 store no activations; e still reaches the loss through the injection of the last bptt_k passes. Hyper-connections
 refuse truncation (their form), as published.
@@ -42,6 +43,7 @@ from loopscale.blocks.registry import form as block_form
 from loopscale.config.model import ModelConfig
 from loopscale.injections.registry import form as injection_form
 from loopscale.model.accounting import check_trainable, grad_passes, mlp_hidden
+from loopscale.model.attention import causal_attention
 from loopscale.model.head_loss import chunked_head_loss, head_logits
 
 
@@ -99,12 +101,14 @@ class CausalSelfAttention(nn.Module):
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, adapt=None) -> torch.Tensor:
         B, T, d = x.shape
         heads = (B, T, self.n_head, self.head_dim)
-        q, k, v = (project(getattr(self, n), x, adapt, f"attn.{n}").view(heads) for n in "qkv")  # [B, T, H, hd]
+        q = project(self.q, x, adapt, "attn.q").view(heads)  # [B, T, H, hd]
+        k = project(self.k, x, adapt, "attn.k").view(heads)
+        v = project(self.v, x, adapt, "attn.v").view(heads)
         # QK-norm: parameter-free RMS norm over the head dim keeps attention logits bounded. After the rotation,
         # as published: the two commute exactly only when cos^2 + sin^2 = 1, which bf16 tables do not keep
         q = F.rms_norm(apply_rope(q, cos, sin), (self.head_dim,), eps=self.eps)
         k = F.rms_norm(apply_rope(k, cos, sin), (self.head_dim,), eps=self.eps)
-        y = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal=True)
+        y = causal_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2))  # SDPA, or matmuls (attention.py)
         return project(self.proj, y.transpose(1, 2).reshape(B, T, d), adapt, "attn.proj")  # [B, H, T, hd] -> [B, T, d]
 
 
