@@ -2,13 +2,15 @@
 the kernel that is faster for the shape.
 
 PyTorch's SDPA (`F.scaled_dot_product_attention`, is_causal) everywhere but one case: short fp32 sequences with
-small heads on CPU (`uses_matmul`: T <= MATMUL_MAX_T, hd <= MATMUL_MAX_HEAD_DIM, no autocast). There the CPU
+head dim 8 or less on CPU (`uses_matmul`: T <= MATMUL_MAX_T, hd <= MATMUL_MAX_HEAD_DIM, no autocast). There the CPU
 flash-attention kernel does little arithmetic per call and much bookkeeping (it tiles the queries in blocks of
-32 rows and runs small GEMMs and an online softmax per block and head), and three batched matmuls over all
-heads at once are faster: forward + backward of one attention, one thread (benchmarks/bench_attention.py):
-T = 64, hd = 8, 4 heads, batch 16: 1.6 ms against 2.2 ms; T = 64, hd = 32 even; T = 128 or hd = 64 SDPA is
-faster. In a compiled CPU model (Inductor fuses the mask, the scale and the softmax around the two matmuls) the
-demo grid's steps (T = 64, hd = 8) took 8% less time at d = 48 and 2-5% less at d = 16.
+rows and runs small GEMMs and an online softmax per block and head), and three batched matmuls over all heads at
+once are faster. Forward + backward of one attention, one thread, batch 16, 4 heads, matmul / SDPA time
+(`benchmarks/bench_attention.py`): hd = 8: 0.73 (T = 32), 0.76 (T = 64), 1.35 (T = 128); hd = 16-64 at T <= 64
+0.88-1.12, within the two runs' noise of each other, so SDPA stays there. In the compiled demo models (T = 64, hd =
+8; Inductor fuses the mask, the scale and the softmax around the two matmuls) a training step took 66 instead of 72
+ms at d = 48, r = 4 and 21.1-21.6 instead of 21.7-22.4 ms at d = 16, r = 1; the whole demo grid trained from the
+graph cache in 5-6% less time (docs/results.md, issue 37).
 
 The two compute the same function; in fp32 they differ by rounding (~1e-6 of the output here). The matmul form
 keeps the probabilities [B H, T, T] for backward where flash attention keeps one log-sum-exp per row: at T <= 64
@@ -23,7 +25,7 @@ import torch
 import torch.nn.functional as F
 
 MATMUL_MAX_T = 64  # longest sequence for which the matmul form is taken
-MATMUL_MAX_HEAD_DIM = 16  # largest head dimension for which it is taken
+MATMUL_MAX_HEAD_DIM = 8  # largest head dimension for which it is taken
 
 
 def uses_matmul(T: int, head_dim: int, device_type: str, dtype: torch.dtype, autocast: bool = False) -> bool:
