@@ -3,10 +3,14 @@ gradients, and it is taken exactly where `uses_matmul` says."""
 
 import pytest
 import torch
+import torch._dynamo
 import torch.nn.functional as F
 
 from loopscale.model import attention
 from loopscale.model.attention import MATMUL_MAX_HEAD_DIM, MATMUL_MAX_T, causal_attention, uses_matmul
+from loopscale.model.transformer import LoopedTransformer
+from loopscale.train.compiling import compile_model
+from support.train import tiny_model
 
 
 def qkv(B=3, H=2, T=16, hd=8, seed=0, dtype=torch.float32):
@@ -82,3 +86,46 @@ def test_inside_its_shapes_it_does_not_call_sdpa(monkeypatch):
     causal_attention(q, k, v).sum().backward()
     with pytest.raises(AssertionError, match="SDPA called"):
         causal_attention(*qkv(T=MATMUL_MAX_T + 1, hd=8))
+
+
+def small_head_model(seed: int = 0):
+    """A tiny looped model whose attention takes the matmul form (head dim 8, T 32, fp32 on CPU)."""
+    torch.manual_seed(seed)
+    cfg = tiny_model(2, d_model=32, head_dim=8, n_prelude=1, n_coda=1, depth=4)  # 1 + 1 x 2 + 1 layers
+    assert uses_matmul(cfg.seq_len, cfg.head_dim, "cpu", torch.float32)
+    return LoopedTransformer(cfg), torch.randint(0, cfg.vocab_size, (2, cfg.seq_len), generator=torch.Generator())
+
+
+def loss_and_grads(model, idx):
+    model.zero_grad(set_to_none=True)
+    loss = model(idx, idx)
+    loss.backward()
+    return loss.detach(), {name: p.grad.clone() for name, p in model.named_parameters()}
+
+
+@pytest.mark.torch_floor
+def test_a_model_with_small_heads_trains_the_same_through_either_form(monkeypatch):
+    """The whole model (r = 2) through the matmul form against the same model through SDPA: loss and every
+    parameter's gradient equal to fp32 rounding."""
+    model, idx = small_head_model()
+    got_loss, got = loss_and_grads(model, idx)
+    monkeypatch.setattr(attention, "MATMUL_MAX_T", 0)  # every shape to SDPA
+    want_loss, want = loss_and_grads(model, idx)
+    torch.testing.assert_close(got_loss, want_loss, rtol=1e-5, atol=1e-6)
+    for name in want:
+        torch.testing.assert_close(got[name], want[name], rtol=1e-4, atol=1e-6, msg=name)
+
+
+@pytest.mark.torch_floor
+def test_a_compiled_model_keeps_the_matmul_form_in_one_graph_and_its_numbers():
+    """compile=model with Inductor (~30 s cold): the matmul form traces without a graph break (the model is one graph;
+    the head's disabled chunk math aside) and the compiled loss and gradients are the eager ones."""
+    model, idx = small_head_model()
+    explained = torch._dynamo.explain(model)(idx, idx)
+    assert explained.graph_count == 1 and explained.graph_break_count == 0, explained.break_reasons
+    want_loss, want = loss_and_grads(model, idx)
+    compile_model(model, "model")
+    got_loss, got = loss_and_grads(model, idx)
+    torch.testing.assert_close(got_loss, want_loss, rtol=1e-5, atol=1e-6)
+    for name in want:
+        torch.testing.assert_close(got[name], want[name], rtol=1e-4, atol=1e-5, msg=name)
