@@ -26,6 +26,13 @@ steps; it goes to Inductor's cache).
 Each measurement is one process holding both sides, their steps interleaved (one of each in turn) so a shared
 machine's load hits both alike; `--repeats` processes, the best of each side kept. Printed: tokens/s per side,
 ours / theirs, and each side's forward + backward and optimizer milliseconds per step.
+
+`--profile`: after the timed steps, PROFILED_STEPS more of each side under torch.profiler, their CPU time split
+into the matrix products (mm, addmm, bmm, baddbmm: MKL's GEMMs, the same products on both sides), attention's
+kernels (SDPA) and everything else (elementwise kernels, the optimizer's bookkeeping, Python), in CPU ms per step
+(the profiler's own cost included, so they sum to a little more than the timed step). Why: a step cannot be faster
+than its GEMMs and attention, which both sides call with the same shapes (the model's and Newton-Schulz's), so
+`theirs / (our GEMMs + attention)` bounds the ratio that any rewrite of our other code can reach.
 """
 
 from __future__ import annotations
@@ -42,6 +49,8 @@ VOCAB, T, BATCH, HEAD_DIM = 512, 128, 16, 32
 LAYOUT = dict(p=2, k=4, c=2, r=4)
 LRS = dict(matrix=0.014, head=0.004, embedding=0.3, norm=0.005)
 WARMUP_STEPS = 3
+PROFILED_STEPS = 2
+GEMM_OPS = ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm")
 
 
 def authors_model(authors: str, d: int):
@@ -160,7 +169,22 @@ def fp32_orthogonalisation():
     return patched()
 
 
-def measure(d: int, arithmetic: str, mode: str, authors: str, steps: int) -> dict:
+def step_split_ms(step, n_steps: int) -> dict:
+    """CPU ms per step of `step()` (run n_steps times under torch.profiler) in GEMMs, attention and the rest."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        for _ in range(n_steps):
+            step()
+    events = prof.key_averages()
+    total_us = sum(e.self_cpu_time_total for e in events)
+    gemm_us = sum(e.self_cpu_time_total for e in events if e.key in GEMM_OPS)
+    attention_us = sum(e.self_cpu_time_total for e in events if "scaled_dot_product" in e.key)
+    split = {"gemm": gemm_us, "attention": attention_us, "other": total_us - gemm_us - attention_us}
+    return {f"{k}_ms": v / 1e3 / n_steps for k, v in split.items()}
+
+
+def measure(d: int, arithmetic: str, mode: str, authors: str, steps: int, profile: bool = False) -> dict:
     """Both sides' tokens/s, forward + backward and optimizer ms, in this process (run by main() in a child):
     their steps interleaved (one of each in turn, the first side alternating) so the machine's load hits both."""
     import contextlib
@@ -179,22 +203,27 @@ def measure(d: int, arithmetic: str, mode: str, authors: str, steps: int) -> dic
         for _ in range(WARMUP_STEPS + steps)
     ]
     spent = {side: [0.0, 0.0] for side in sides}
+
+    def train_step(side: str, x, y) -> tuple[float, float]:
+        """One step of `side`: (forward + backward s, optimizer s)."""
+        model, optimizer, params, patch = sides[side]
+        t0 = time.perf_counter()
+        model(x, y).backward()
+        t1 = time.perf_counter()
+        with (patch or contextlib.nullcontext)():
+            optimizer.step()
+        for p in params:
+            p.grad = None
+        return t1 - t0, time.perf_counter() - t1
+
     for step, (x, y) in enumerate(batches):
         turn = list(sides) if step % 2 == 0 else list(reversed(sides))
         for side in turn:
-            model, optimizer, params, patch = sides[side]
-            t0 = time.perf_counter()
-            model(x, y).backward()
-            t1 = time.perf_counter()
-            with (patch or contextlib.nullcontext)():
-                optimizer.step()
-            for p in params:
-                p.grad = None
-            t2 = time.perf_counter()
+            fwd_bwd_s, opt_s = train_step(side, x, y)
             if step >= WARMUP_STEPS:
-                spent[side][0] += t1 - t0
-                spent[side][1] += t2 - t1
-    return {
+                spent[side][0] += fwd_bwd_s
+                spent[side][1] += opt_s
+    out = {
         side: {
             "tokens_per_s": steps * BATCH * T / (fwd_bwd_s + opt_s),
             "fwd_bwd_ms": 1e3 * fwd_bwd_s / steps,
@@ -202,11 +231,15 @@ def measure(d: int, arithmetic: str, mode: str, authors: str, steps: int) -> dic
         }
         for side, (fwd_bwd_s, opt_s) in spent.items()
     }
+    if profile:
+        for side in sides:
+            out[side] |= step_split_ms(lambda side=side: train_step(side, *batches[-1]), PROFILED_STEPS)
+    return out
 
 
 def child(args: argparse.Namespace) -> None:
     spec = json.loads(args.child)
-    print(json.dumps(measure(**spec, authors=args.authors, steps=args.steps)))
+    print(json.dumps(measure(**spec, authors=args.authors, steps=args.steps, profile=args.profile)))
 
 
 def run_child(spec: dict, args: argparse.Namespace) -> dict:
@@ -214,6 +247,7 @@ def run_child(spec: dict, args: argparse.Namespace) -> dict:
     if spec["mode"] == "eager":
         env["TORCHDYNAMO_DISABLE"] = "1"  # their optimizer's torch.compile off: eager on both sides
     cmd = [sys.executable, __file__, "--authors", args.authors, "--steps", str(args.steps), "--child", json.dumps(spec)]
+    cmd += ["--profile"] if args.profile else []
     out = subprocess.run(cmd, env=env, capture_output=True, text=True)
     if out.returncode != 0:
         raise SystemExit(f"{spec}: failed\n{out.stderr[-2000:]}")
@@ -240,6 +274,9 @@ def main() -> None:
         help="eager: both eager; ours-compiled: loopscale's model compiled (what trainer.compile=auto trains a long "
         "CPU run with), theirs eager; models-compiled: their model compiled too, their optimizer eager; "
         "both-compiled: their base_train.py's torch.compile of the model and optimizer (minutes cold)",
+    )
+    parser.add_argument(
+        "--profile", action="store_true", help="also split each side's step into GEMMs, attention and the rest"
     )
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -268,6 +305,17 @@ def main() -> None:
             f"{ours['opt_ms']:>8.1f} / {theirs['opt_ms']:<8.1f}",
             flush=True,
         )
+        if args.profile:
+            print(
+                f"{'':>24} CPU ms a step, GEMMs / attention / rest: "
+                + "; ".join(
+                    f"{name} {s['gemm_ms']:.1f} / {s['attention_ms']:.1f} / {s['other_ms']:.1f}"
+                    for name, s in (("ours", ours), ("theirs", theirs))
+                )
+                + f"; theirs / (our GEMMs + attention) = "
+                f"{(theirs['fwd_bwd_ms'] + theirs['opt_ms']) / (ours['gemm_ms'] + ours['attention_ms']):.2f}",
+                flush=True,
+            )
     print(f"load average after: {os.getloadavg()[0]:.2f}")
 
 
