@@ -560,6 +560,16 @@ MUTATIONS: tuple[Mutation, ...] = (
         ("tests/unit/test_attention.py::test_the_form_taken_by_shape_device_dtype_and_autocast",),
         "causal attention: SDPA beyond the shapes the matmul form is faster for",
     ),
+    Mutation(
+        "power-draws-without-per-pass-parameters",
+        "loopscale/fit/synthetic.py",
+        '    if "N_pass" in table.columns:\n',
+        "    if False:\n",
+        (
+            "tests/unit/test_power.py::test_a_design_with_per_pass_parameters_is_drawn_and_fitted_with_the_looped_pass_law",
+        ),
+        "power: a design's per-pass parameters count in the loss it simulates (N_once + N_pass + r^phi N_rec)",
+    ),
 )
 
 

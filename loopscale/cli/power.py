@@ -28,7 +28,7 @@ from loopscale.analysis.report import markdown_table
 from loopscale.atomic import check_writable, write_text_atomic
 from loopscale.cli import COMMANDS, UsageError
 from loopscale.cli.plan import add_probe_argument, pool_rows, totals
-from loopscale.fit.power import Truth, mde_formula, seeds_needed, simulate_design, truth_from_fit
+from loopscale.fit.power import Truth, design_law, mde_formula, seeds_needed, simulate_design, truth_from_fit
 from loopscale.fit.replicates import replicate_groups
 from loopscale.fit.resample import resolve_jobs
 from loopscale.fit.runs_table import canonical_table, read_table
@@ -175,10 +175,15 @@ def _menu(args) -> list[tuple[str, str, dict]]:
     ]
 
 
+def _read_design(path):
+    """A runs table as a design, checked as the law it is fitted with reads it (`design_law`: N_pass kept)."""
+    raw = read_table(path)
+    return canonical_table(raw, design_law(raw))
+
+
 def _table_seeds(path) -> int:
 
-    table = canonical_table(read_table(path), "looped")
-    return int(max(1, replicate_groups(table).seeds.max()))
+    return int(max(1, replicate_groups(_read_design(path)).seeds.max()))
 
 
 def _design(spec: dict):
@@ -187,9 +192,9 @@ def _design(spec: dict):
     if "overrides" in spec:
         return design_points(spec["overrides"]), n_seeds(spec["overrides"])
 
-    table = canonical_table(read_table(spec["table"]), "looped")
+    table = _read_design(spec["table"])
     first = table[~replicate_groups(table).duplicate]
-    keys = ["r", "N_once", "N_rec", "D"]
+    keys = [c for c in ("r", "N_once", "N_pass", "N_rec", "D") if c in table.columns]
     points = first.drop_duplicates(keys).reset_index(drop=True)
     design = points.loc[points.index.repeat(spec["seeds"])].reset_index(drop=True)
     design["seed"] = np.tile(np.arange(spec["seeds"]), len(points))

@@ -2,10 +2,13 @@
 (`loopscale power`; docs/design.md, "Power").
 
 A design is a points table: one row per training run the sweep trains, with the columns of a runs table (r,
-N_once, N_rec, N, D, C, C_budget, width, recipe, seed and, in a forked sweep, `parent`: the job whose stable phase
-its branches share). `loopscale.launch.design` builds it from a sweep's expansion with exact accounting. From a
-law (a pilot fit's parameters, or stated ones) and the seed sigma of log L (`Truth`), `simulate_design` draws
-n_sims sweeps of the design,
+N_once, N_rec, N_pass, N, D, C, C_budget, width, recipe, seed and, in a forked sweep, `parent`: the job whose stable
+phase its branches share). A design with parameters used once per pass (N_pass > 0: per-pass adapters, a
+loop-index embedding) is drawn from and fitted with the looped-pass law (N_once + N_pass + r^phi N_rec), as
+`loopscale fit --law looped-pass` fits its runs; any other with the looped law (`design_law`).
+`loopscale.launch.design` builds it from a sweep's expansion with exact accounting. From a law (a pilot fit's
+parameters, or stated ones) and the seed sigma of log L (`Truth`), `simulate_design` draws n_sims sweeps of the
+design,
 
     log L = log L_law + eps,   eps = sigma (sqrt(rho) z_parent + sqrt(1 - rho) z_run),
 
@@ -40,8 +43,10 @@ import pandas as pd
 from loopscale.errors import InputError
 from loopscale.fit.bounds import clip_to_bounds
 from loopscale.fit.laws.form import Law
+from loopscale.fit.laws.looped import Looped
 from loopscale.fit.laws.looped_joint import RECIPE_CODE
-from loopscale.fit.laws.registry import law_data_from_table, make_law
+from loopscale.fit.laws.looped_pass import LoopedPass
+from loopscale.fit.laws.registry import law_data_from_table, make_law, per_recipe_form
 from loopscale.fit.noise import noise_setup
 from loopscale.fit.objective import Loss
 from loopscale.fit.optimize import fit_law, lm_batch, newton, refine
@@ -204,16 +209,27 @@ def solve_sims(problem: Problem, task: tuple) -> np.ndarray:
     return out
 
 
+def design_law(table: pd.DataFrame) -> str:
+    """The law a design's runs are fitted with: looped-pass where some run has parameters used once per pass
+    (N_pass > 0), else looped (the two agree where N_pass = 0)."""
+    has_pass = "N_pass" in table.columns and bool((table["N_pass"].fillna(0).to_numpy(float) > 0).any())
+    return LoopedPass.name if has_pass else Looped.name
+
+
 def make_problem(
     design: pd.DataFrame, truth: Truth, joint: bool, delta_phi: float = 0.0, full: bool = False
 ) -> Problem:
-    """The problem of one design: for phi (joint False) the looped law on the design; for delta-phi the joint
-    law on `comparison_design` with delta_phi planted. Its starts, as a bootstrap replicate's: the truth (the
-    optimum of the noise-free sweep, as the full-data optimum is a replicate's) and the best screened starts."""
+    """The problem of one design: for phi (joint False) the design's law (`design_law`) on the design; for
+    delta-phi its per-recipe form on `comparison_design` with delta_phi planted. Its starts, as a bootstrap
+    replicate's: the truth (the optimum of the noise-free sweep, as the full-data optimum is a replicate's) and
+    the best screened starts."""
     table = comparison_design(design) if joint else design.reset_index(drop=True)
     ref = str(design["recipe"].iloc[0]) if "recipe" in design.columns else "baseline"
+    name = design_law(design)
     law = (
-        make_law("looped-joint", recipes=(ref, CANDIDATE)) if joint else make_law("looped", table["r"].to_numpy(float))
+        make_law(per_recipe_form(name).name, recipes=(ref, CANDIDATE))
+        if joint
+        else make_law(name, table["r"].to_numpy(float))
     )
     log_L = law_log_loss(table, truth.params, delta_phi)
     user = dict(truth.params)

@@ -94,8 +94,12 @@ def isodepth_grid(
 
 
 def law_loss(table: pd.DataFrame, params: Mapping[str, float], phi: float) -> np.ndarray:
-    """E + A (N_once + r^phi N_rec)^-alpha + B D^-beta per row (the noise-free loss)."""
-    n_eff = table["N_once"].to_numpy(float) + table["r"].to_numpy(float) ** phi * table["N_rec"].to_numpy(float)
+    """E + A (N_once + N_pass + r^phi N_rec)^-alpha + B D^-beta per row (the noise-free loss; N_pass, the
+    parameters used once per pass, counts as N_once does: loopscale/fit/laws/looped_pass.py; 0 without the column)."""
+    n_once = table["N_once"].to_numpy(float)
+    if "N_pass" in table.columns:
+        n_once = n_once + table["N_pass"].fillna(0).to_numpy(float)
+    n_eff = n_once + table["r"].to_numpy(float) ** phi * table["N_rec"].to_numpy(float)
     return (
         params["E"]
         + params["A"] * n_eff ** -params["alpha"]

@@ -3,8 +3,8 @@
 `design_points(overrides)` expands a multirun exactly as `loopscale sweep` does (`launch.sweep.expand`) and
 lists every point it trains with its exact accounting (`train.plan`): one row per run, or per cooldown branch of
 a forked job (its `parent` is the job: branches share its stable phase, and a seed is a different parent), with
-the columns of a runs table (r, N_once, N_rec, N, D, C, F, C_budget, width, recipe, seed, parent). No loss: the
-simulation draws it (`loopscale.fit.power`).
+the columns of a runs table (r, N_once, N_rec, N_pass, N, D, C, F, C_budget, width, recipe, seed, parent). No
+loss: the simulation draws it (`loopscale.fit.power`).
 
 The candidate designs are the same multirun with one thing added, written as Hydra overrides so that their
 points and costs come from the same expansion: seeds (`seed=0,1,...`), a budget above the largest (the grid's
@@ -37,6 +37,7 @@ def design_points(overrides: list[str]) -> pd.DataFrame:
             "r": cfg.model.r,
             "N_once": plan.N_once,
             "N_rec": plan.N_rec,
+            "N_pass": plan.N_pass,
             "N": plan.N,
             "F": plan.F,
             "width": cfg.model.d_model,

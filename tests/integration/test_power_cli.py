@@ -53,3 +53,24 @@ def test_power_refuses_bad_input_in_one_line(tmp_path, argv, message):
     res = run_cli(["power", *argv, "--json", str(tmp_path / "p.json")])
     assert res.returncode == 2 and message in res.stderr and len(res.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "p.json").exists()
+
+
+def test_power_takes_a_runs_table_with_per_pass_parameters_as_its_design(tmp_path):
+    """A runs table of a design with per-pass adapters (N_pass > 0 on its looped runs) is simulated with the
+    looped-pass law, as `fit --law looped-pass` fits it (it was refused: "law 'looped' has no place for
+    parameters used once per pass"); its seeds are the table's, its FLOPs its C summed."""
+    from loopscale.fit import synthetic as S
+
+    grid = S.isodepth_grid(S.CPU_SIZES, (1, 2, 4))
+    table = grid.assign(N_pass=(grid["r"] > 1) * (grid["N_once"] // 3), seed=0)
+    table["L"] = S.law_loss(table, S.TRUE_DENSE, 0.46)
+    table.to_csv(tmp_path / "runs.csv", index=False)
+    out = tmp_path / "p.json"
+    res = run_cli(
+        ["power", "--law", LAW, "--sigma", "0.003", "--table", str(tmp_path / "runs.csv"), *FAST, "--json", str(out)]
+    )
+    assert res.returncode == 0, res.stderr[-2000:]
+    (given,) = json.loads(out.read_text())["designs"]
+    assert given["n_points"] == len(table) and given["seeds"] == 1
+    assert given["cost"]["flops"] == pytest.approx(table["C"].sum())
+    assert given["phi"]["n_failed"] == 0 and given["delta_phi"]["n_failed"] == 0

@@ -30,7 +30,7 @@ def test_the_reduced_demo_design_has_one_row_per_branch_with_exact_accounting():
     assert sorted(set(design["C_budget"])) == [6e10, 8.5e10] and set(design["seed"]) == {0}
     for row in design.itertuples():  # each branch trains whole batches of 16 x 64 tokens to its budget
         assert row.D == tokens_for_budget(row.C_budget, row.F, 16 * 64)[0] and row.C == pytest.approx(row.D * row.F)
-        assert row.N == row.N_once + row.N_rec
+        assert row.N == row.N_once + row.N_rec and row.N_pass == 0
     three = design_points(with_seeds(REDUCED, 3))
     assert len(three) == 36 and n_seeds(with_seeds(REDUCED, 3)) == 3 and n_seeds(REDUCED) == 1
     assert three["parent"].nunique() == 18  # a seed is a different parent job
@@ -56,3 +56,18 @@ def test_the_menu_is_overrides_the_expansion_reads():
     assert "model.r=2,4" in looped and "model.r=1,2,4" not in looped and looped[-1] == "model.recipe=tbptt"
     with pytest.raises(ConfigError, match="no `point` values"):
         grid_points(["model=tiny"])
+
+
+def test_a_design_with_per_pass_adapters_lists_their_parameters_as_the_plan_counts_them():
+    """lora's looped runs carry N_pass (the per-pass adapters) as `train.plan` counts it, the baseline's r = 1 runs
+    none; without the column `loopscale power` drew lora designs as if the adapters were not there."""
+    from loopscale.launch.sweep import expand
+    from loopscale.train.plan import plan_run
+
+    overrides = ["experiment=designs_cpu", "model.recipe=lora", "model.r=1,2", "point=C2.5e11_3.54e11-d16"]
+    design = design_points(overrides)
+    assert (design["N"] == design["N_once"] + design["N_pass"] + design["N_rec"]).all()
+    looped = design[design["r"] == 2]
+    assert set(looped["recipe"]) == {"lora"} and (design.loc[design["r"] == 1, "N_pass"] == 0).all()
+    (job,) = [job for job in expand(overrides) if job.cfg.model.r == 2]
+    assert set(looped["N_pass"]) == {plan_run(job.cfg).N_pass} and looped["N_pass"].iloc[0] > 0

@@ -11,10 +11,12 @@ import pandas as pd
 import pytest
 
 from loopscale.fit import synthetic as S
-from loopscale.fit.laws.registry import law_data_from_table
+from loopscale.fit.laws.looped_joint import RECIPE_CODE
+from loopscale.fit.laws.registry import law_data_from_table, predict_loss
 from loopscale.fit.power import (
     Truth,
     comparison_design,
+    design_law,
     make_problem,
     noise_clusters,
     power_at,
@@ -119,3 +121,26 @@ def test_the_pilots_noise_is_stated_measured_or_its_corrected_residual():
     assert truth_from_fit(joint).params["phi"] == 0.4
     with pytest.raises(Exception, match="needs the looped law"):
         truth_from_fit(FitResult("chinchilla", dict(S.TRUE_DENSE), 1e-3, 0.0, 1, 1, 1, {}))
+
+
+def test_a_design_with_per_pass_parameters_is_drawn_and_fitted_with_the_looped_pass_law():
+    """N_pass > 0 (per-pass adapters): the sweeps are drawn from N_once + N_pass + r^phi N_rec and fitted with
+    the looped-pass law (its joint form for delta-phi), as `fit --law looped-pass` fits such runs; N_pass = 0 or
+    no column: the looped law, as before."""
+    design = _design(1)
+    adapters = design.assign(N_pass=np.where(design["r"] > 1, design["N_once"] // 3, 0))
+    assert design_law(design) == design_law(design.assign(N_pass=0)) == "looped"
+    truth = Truth(TRUTH, 0.003)
+    phi_problem, dphi_problem = (make_problem(adapters, truth, joint=j, delta_phi=0.1) for j in (False, True))
+    assert phi_problem.law.name == "looped-pass" and dphi_problem.law.name == "looped-pass-joint"
+    expected = np.log(predict_loss("looped-pass", TRUTH, adapters))
+    np.testing.assert_allclose(phi_problem.log_L, expected, rtol=1e-12)
+    assert np.abs(expected - make_problem(design, truth, joint=False).log_L).max() > 1e-3  # N_pass moves the loss
+    candidate = dphi_problem.table[RECIPE_CODE] == 1  # the copy's phi is phi + 0.1, its N_pass the design's
+    np.testing.assert_allclose(
+        dphi_problem.log_L[candidate],
+        np.log(predict_loss("looped-pass", {**TRUTH, "phi": TRUTH["phi"] + 0.1}, dphi_problem.table[candidate])),
+        rtol=1e-12,
+    )
+    out = simulate_design(adapters, truth, n_sims=20, seed=0, what=("phi",))
+    assert out["phi"]["n_failed"] == 0 and abs(out["phi"]["bias"]) < 0.05
