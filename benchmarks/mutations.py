@@ -570,6 +570,17 @@ MUTATIONS: tuple[Mutation, ...] = (
         ),
         "power: a design's per-pass parameters count in the loss it simulates (N_once + N_pass + r^phi N_rec)",
     ),
+    Mutation(
+        "eager-rate-ignores-the-width",
+        "loopscale/train/compile_choice.py",
+        "    return min(EAGER_CPU_PEAK_FLOPS, EAGER_CPU_FLOPS_PER_WIDTH * d_model)\n",
+        "    return 4e9\n",
+        (
+            "tests/unit/test_compile_cache.py::"
+            "test_an_unprobed_wide_job_is_priced_at_its_width_and_a_short_one_stays_eager",
+        ),
+        "compile=auto without a probe: the eager step priced at the width's FLOP rate, not one rate for all",
+    ),
 )
 
 

@@ -96,7 +96,10 @@ def compile_choices(
         step_tokens = cfgs[i].budget.batch_size * cfgs[i].model.seq_len
         keys.append(graph_key(cfgs[i]))
         measured = None if eager_s is None else eager_s[i]
-        step_s = eager_step_s_from_flops(step_tokens, F) if measured is None else measured / max(1, steps)
+        if measured is None:
+            step_s = eager_step_s_from_flops(step_tokens, F, cfgs[i].model.d_model)
+        else:
+            step_s = measured / max(1, steps)
         savings.append(saving_s(steps, step_s))
         warm.append(is_warm(job_key(cfgs[i])))
     return dict(zip(auto, choose_for_sweep(keys, savings, warm)))

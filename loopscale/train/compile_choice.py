@@ -9,7 +9,8 @@ The later jobs are those of the same sweep that train the same model (seeds, oth
 width...) and will load this job's graphs: a sweep compiles a shape once when its jobs together pay for it
 (loopscale/launch/compile_order.py orders them so). A job alone (`loopscale-train` without a sweep) counts
 only its own saving. eager_step_s comes from the CPU throughput probe where one measured the job's model
-(`loopscale plan` / `sweep`, the local pool), else from its FLOPs at EAGER_CPU_FLOPS.
+(`loopscale plan` / `sweep`, the local pool), else from its FLOPs at `eager_cpu_flops(d_model)`: one thread's eager
+FLOP/s grows with the width while per-kernel overhead dominates the small matrices, up to the GEMMs' own rate.
 
 The constants were measured on this project's CPU (AMD EPYC, one torch thread per process, the demo's
 shapes d = 16-48, T = 64, batch 16, whole-model compile; benchmarks/bench_compile.py and docs/results.md,
@@ -26,7 +27,12 @@ from dataclasses import dataclass
 SPEEDUP = 1.4  # compiled / eager training-step tokens/s (fwd + bwd + MuonH step)
 COLD_COMPILE_S = 120.0  # the first compile of a whole demo-sized model (training graphs), one thread
 WARM_COMPILE_S = 15.0  # the same graphs loaded from the cache (Dynamo still traces the model)
-EAGER_CPU_FLOPS = 4e9  # one thread's eager training FLOP/s at the demo widths (3.7e9 at d16 r4, quiet)
+# One thread's eager training FLOP/s (6N + attention a token, at the probe's steps, 2026-12-05, quiet machine):
+# 7.3-9.4e9 at d16 and 2.2e10 at d48 (the demo's T = 64), 4.6-5.2e10 at d64 (model=tiny), 4.5-4.9e10 at d128
+# (model=cpu, T = 128): ~EAGER_CPU_FLOPS_PER_WIDTH x d until the GEMMs' own rate. A single 4e9 before it was 1.8x
+# (d16) to 12x (d128) too slow, so a short job of a wide model compiled for a saving it would not see.
+EAGER_CPU_FLOPS_PER_WIDTH = 4.5e8
+EAGER_CPU_PEAK_FLOPS = 4.6e10
 COMPILED_MODE = "model"  # what auto compiles: the whole model (the loop unrolled), as the published runs
 
 
@@ -45,10 +51,15 @@ class CompileChoice:
         return "cached" if self.warm else "compiles"
 
 
-def eager_step_s_from_flops(step_tokens: int, flops_per_token: float) -> float:
+def eager_cpu_flops(d_model: int) -> float:
+    """One torch thread's eager training FLOP/s for a model of width d_model (the constants' comment)."""
+    return min(EAGER_CPU_PEAK_FLOPS, EAGER_CPU_FLOPS_PER_WIDTH * d_model)
+
+
+def eager_step_s_from_flops(step_tokens: int, flops_per_token: float, d_model: int) -> float:
     """An eager CPU step's seconds from its FLOPs (6N + attention per token, eq. in docs/design.md) at
-    EAGER_CPU_FLOPS, for a job no probe measured."""
-    return step_tokens * flops_per_token / EAGER_CPU_FLOPS
+    `eager_cpu_flops(d_model)`, for a job no probe measured."""
+    return step_tokens * flops_per_token / eager_cpu_flops(d_model)
 
 
 def saving_s(steps: int, eager_step_s: float) -> float:

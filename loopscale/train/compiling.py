@@ -99,7 +99,7 @@ def resolve_compile(
     if key_hash(key) in _compiled_here:  # a forked branch after its parent: Dynamo holds the graphs in memory
         return COMPILED_MODE
     warm = is_warm(key)
-    own = saving_s(steps, eager_step_s_from_flops(step_tokens, flops_per_token))
+    own = saving_s(steps, eager_step_s_from_flops(step_tokens, flops_per_token, model_cfg.d_model))
     return choose_compile(own, warm).compile
 
 

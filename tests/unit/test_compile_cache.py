@@ -113,14 +113,14 @@ def test_a_seed_sweep_starts_every_models_first_seed_first():
 def test_auto_compiles_a_long_cpu_job_and_not_a_short_one(tmp_path, monkeypatch):
     """trainer.compile=auto in one process (compiling.resolve_compile): a job whose saving pays for a cold
     compile compiles, a short one stays eager, a cached one needs less; GPUs compile; explicit modes stay."""
-    from loopscale.train.compile_choice import EAGER_CPU_FLOPS, SPEEDUP
+    from loopscale.train.compile_choice import EAGER_CPU_FLOPS_PER_WIDTH, SPEEDUP
     from loopscale.train.compiling import resolve_compile
 
     monkeypatch.setenv("LOOPSCALE_CACHE", str(tmp_path))
     step_tokens, F = 1024, 1e6
-    step_s = step_tokens * F / EAGER_CPU_FLOPS
-    steps_paying = int(COLD_COMPILE_S / (step_s * (1 - 1 / SPEEDUP))) + 10  # just over the cold compile
     model = dataclasses.replace(MODEL, d_model=32)  # a key no other test compiles in this process
+    step_s = step_tokens * F / (EAGER_CPU_FLOPS_PER_WIDTH * 32)  # a narrow model: below the GEMMs' rate
+    steps_paying = int(COLD_COMPILE_S / (step_s * (1 - 1 / SPEEDUP))) + 10  # just over the cold compile
 
     def resolve(steps, device="cpu", mode="auto"):
         return resolve_compile(mode, model, steps, step_tokens, F, "inductor", device)
@@ -132,3 +132,26 @@ def test_auto_compiles_a_long_cpu_job_and_not_a_short_one(tmp_path, monkeypatch)
     assert resolve(1) is False
     assert resolve(1, device="cuda") == COMPILED_MODE
     assert resolve(1, mode="blocks") == "blocks" and resolve(10**9, mode=False) is False
+
+
+def test_an_unprobed_wide_job_is_priced_at_its_width_and_a_short_one_stays_eager(tmp_path, monkeypatch):
+    """Without a probe the eager step comes from the FLOPs at a rate that grows with the width up to the GEMMs'
+    own (compile_choice.eager_cpu_flops): model=cpu (d 128) trains ~0.8 s steps, so 100 steps save ~23 s, far
+    under a cold compile (at the former single 4e9 FLOP/s they were priced at ~9 s each and compiled)."""
+    from loopscale.config.dirs import train_config
+    from loopscale.config.schema import with_vocab
+    from loopscale.train.compile_choice import EAGER_CPU_PEAK_FLOPS, eager_cpu_flops, eager_step_s_from_flops
+    from loopscale.train.compiling import resolve_compile
+    from loopscale.train.plan import plan_run
+
+    monkeypatch.setenv("LOOPSCALE_CACHE", str(tmp_path))
+    assert eager_cpu_flops(16) < eager_cpu_flops(48) < eager_cpu_flops(128) == EAGER_CPU_PEAK_FLOPS
+    cfg = train_config(["model=cpu"])
+    cfg = with_vocab(cfg, cfg.data.vocab_size)
+    step_tokens, F = cfg.budget.batch_size * cfg.model.seq_len, plan_run(cfg).F
+    assert 0.5 < eager_step_s_from_flops(step_tokens, F, cfg.model.d_model) < 1.5
+
+    def resolve(steps):
+        return resolve_compile("auto", cfg.model, steps, step_tokens, F, "inductor", "cpu")
+
+    assert resolve(100) is False and resolve(2000) == COMPILED_MODE
