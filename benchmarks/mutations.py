@@ -581,6 +581,17 @@ MUTATIONS: tuple[Mutation, ...] = (
         ),
         "compile=auto without a probe: the eager step priced at the width's FLOP rate, not one rate for all",
     ),
+    Mutation(
+        "power-pools-the-recipes-of-a-table",
+        "loopscale/fit/power.py",
+        "        if len(looped) > 1:\n",
+        "        if False:\n",
+        (
+            "tests/unit/test_power.py::test_a_recipes_design_is_its_runs_and_the_baseline_r1_runs_it_shares",
+            "tests/integration/test_power_cli.py::test_power_takes_one_recipes_runs_from_a_table_of_several",
+        ),
+        "power --table: several recipes' looped runs are one design only when a recipe is named (one phi)",
+    ),
 )
 
 

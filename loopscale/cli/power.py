@@ -3,6 +3,7 @@
     loopscale power --fit runs/demo/fit.json experiment=isodepth_cpu_demo --detect 0.1
     loopscale power --law "E=1.57,A=28,alpha=0.2,B=916,beta=0.37,phi=0.46" --sigma 0.005 experiment=isodepth
     loopscale power --fit fit.json --table runs.csv --seeds 3
+    loopscale power --fit fit.json --table designs.csv --recipe lora --detect 0.1
 
 From a pilot fit (or a stated law and seed sigma) and a sweep design (Hydra overrides, expanded with exact
 accounting by `loopscale.launch.design`; or a runs table), simulate sweeps of the design and of a small menu of
@@ -28,7 +29,15 @@ from loopscale.analysis.report import markdown_table
 from loopscale.atomic import check_writable, write_text_atomic
 from loopscale.cli import COMMANDS, UsageError
 from loopscale.cli.plan import add_probe_argument, pool_rows, totals
-from loopscale.fit.power import Truth, design_law, mde_formula, seeds_needed, simulate_design, truth_from_fit
+from loopscale.fit.power import (
+    Truth,
+    design_law,
+    mde_formula,
+    recipe_rows,
+    seeds_needed,
+    simulate_design,
+    truth_from_fit,
+)
 from loopscale.fit.replicates import replicate_groups
 from loopscale.fit.resample import resolve_jobs
 from loopscale.fit.runs_table import canonical_table, read_table
@@ -59,6 +68,11 @@ def register(subparsers) -> None:
         help="seed sigma of log L (default: the pilot's seed repeats, else its RMS residual)",
     )
     p.add_argument("--table", metavar="RUNS", help="a runs table as the design instead of overrides (seeds only)")
+    p.add_argument(
+        "--recipe",
+        metavar="NAME",
+        help="with --table: that recipe's runs as the design (and the baseline's r = 1 runs if it has none)",
+    )
     p.add_argument(
         "--seeds", type=int, default=None, metavar="K", help="seeds per point of the design (default: its own)"
     )
@@ -97,6 +111,8 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--sims {args.sims}: at least 20 simulated sweeps per design")
     if args.seeds is not None and not 1 <= args.seeds <= MAX_SEEDS:
         raise UsageError(f"--seeds must be in [1, {MAX_SEEDS}]; got {args.seeds}")
+    if args.recipe and args.table is None:
+        raise UsageError("--recipe picks a recipe's runs from --table; with overrides, set model.recipe=NAME")
     if args.table is None and not args.overrides:
         raise UsageError("give the design: Hydra overrides (e.g. experiment=isodepth_cpu_demo) or --table RUNS")
     for flag in ("json", "md", "plot"):
@@ -157,15 +173,13 @@ def power_record(args: argparse.Namespace, truth) -> dict:
 
 
 def _menu(args) -> list[tuple[str, str, dict]]:
-    """(name, structure, spec) of each design: spec {"overrides"} or {"table", "seeds"}; structure: its points
-    without the seeds ("as given" for the design with more seeds)."""
+    """(name, structure, spec) of each design: spec {"overrides"} or {"table", "recipe", "seeds"}; structure: its
+    points without the seeds ("as given" for the design with more seeds)."""
 
     if args.table:
-        k = args.seeds or _table_seeds(args.table)
-        return [
-            ("as given" if s == k else f"{s} seeds", "as given", {"table": args.table, "seeds": s})
-            for s in (k, 2 * k, 4 * k)
-        ]
+        k = args.seeds or _table_seeds(args.table, args.recipe)
+        spec = {"table": args.table, "recipe": args.recipe}
+        return [("as given" if s == k else f"{s} seeds", "as given", {**spec, "seeds": s}) for s in (k, 2 * k, 4 * k)]
     overrides = list(args.overrides)
     if args.seeds is not None and args.seeds != n_seeds(overrides):
         overrides = with_seeds(overrides, args.seeds)
@@ -175,15 +189,16 @@ def _menu(args) -> list[tuple[str, str, dict]]:
     ]
 
 
-def _read_design(path):
-    """A runs table as a design, checked as the law it is fitted with reads it (`design_law`: N_pass kept)."""
-    raw = read_table(path)
+def _read_design(path, recipe: str | None):
+    """A runs table (one recipe's rows: `recipe_rows`) as a design, checked as the law it is fitted with reads it
+    (`design_law`: N_pass kept)."""
+    raw = recipe_rows(read_table(path), recipe)
     return canonical_table(raw, design_law(raw))
 
 
-def _table_seeds(path) -> int:
+def _table_seeds(path, recipe: str | None) -> int:
 
-    return int(max(1, replicate_groups(_read_design(path)).seeds.max()))
+    return int(max(1, replicate_groups(_read_design(path, recipe)).seeds.max()))
 
 
 def _design(spec: dict):
@@ -192,7 +207,7 @@ def _design(spec: dict):
     if "overrides" in spec:
         return design_points(spec["overrides"]), n_seeds(spec["overrides"])
 
-    table = _read_design(spec["table"])
+    table = _read_design(spec["table"], spec.get("recipe"))
     first = table[~replicate_groups(table).duplicate]
     keys = [c for c in ("r", "N_once", "N_pass", "N_rec", "D") if c in table.columns]
     points = first.drop_duplicates(keys).reset_index(drop=True)
@@ -279,7 +294,7 @@ def _recommend(args, truth, designs: list[dict], progress) -> dict:
             found = known[0]
         else:
             spec = {"overrides": with_seeds(base["overrides"], k)} if "overrides" in base else {**base, "seeds": k}
-            spec = {key: spec[key] for key in ("overrides", "table", "seeds") if key in spec}
+            spec = {key: spec[key] for key in ("overrides", "table", "recipe", "seeds") if key in spec}
             found = _evaluate(args, truth, f"{best['structure']}, {k} seeds", best["structure"], spec, progress)
         if found["delta_phi"]["mde"] <= target:
             break

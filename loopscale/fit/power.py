@@ -60,6 +60,7 @@ from loopscale.fit.verdict import MDE_FACTOR, Z_LEVEL, Z_POWER
 
 DENSE = ("E", "A", "alpha", "B", "beta")
 CANDIDATE = "candidate"  # the second recipe of a simulated comparison
+BASELINE = "baseline"  # the recipe whose r = 1 runs a recipe without its own shares
 SIMS_PER_TASK = 8  # simulated sweeps per chunk: a worker's unit of work
 N_SCREENED_STARTS = 2  # screened starts beside the noise-free optimum, as the bootstrap's replicates use
 
@@ -214,6 +215,32 @@ def design_law(table: pd.DataFrame) -> str:
     (N_pass > 0), else looped (the two agree where N_pass = 0)."""
     has_pass = "N_pass" in table.columns and bool((table["N_pass"].fillna(0).to_numpy(float) > 0).any())
     return LoopedPass.name if has_pass else Looped.name
+
+
+def recipe_rows(table: pd.DataFrame, recipe: str | None) -> pd.DataFrame:
+    """A runs table's rows that make one recipe's design: the recipe's own runs, and the baseline's r = 1 runs when
+    it has none of its own (a recipe that is the baseline at r = 1 shares them: sweeps/experiment/designs_cpu.yaml).
+    recipe None: the table as it is, which may hold the looped runs of one recipe only (a design has one phi)."""
+    names = table["recipe"].astype(str) if "recipe" in table.columns else None
+    if recipe is None:
+        looped = [] if names is None else sorted(set(names[table["r"].to_numpy(float) > 1]))
+        if len(looped) > 1:
+            raise InputError(
+                f"the table holds the looped runs of {len(looped)} recipes ({', '.join(looped)}): a design is one "
+                "recipe's runs; choose one (--recipe NAME)"
+            )
+        return table
+    if names is None:
+        raise InputError(f"recipe {recipe!r} asked for, but the table has no `recipe` column")
+    own = table[names == recipe]
+    if own.empty:
+        raise InputError(f"the table has no runs of recipe {recipe!r}; it has {', '.join(sorted(set(names)))}")
+    if (own["r"].to_numpy(float) == 1).any():
+        return own
+    shared = table[(names == BASELINE) & (table["r"].to_numpy(float) == 1)]
+    if shared.empty:
+        raise InputError(f"recipe {recipe!r} has no r = 1 runs, and the table no {BASELINE!r} r = 1 runs to share")
+    return pd.concat([shared, own], ignore_index=True)
 
 
 def make_problem(

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 
+import pandas as pd
 import pytest
 
 from loopscale.cli.plan import plan_totals
@@ -47,6 +48,7 @@ def test_power_on_the_reduced_demo_writes_its_record_and_recommends_seeds(tmp_pa
         (["--law", LAW, "--sigma", "0.003"], "give the design"),
         (["--law", "E=1.5,A=80", "--sigma", "0.003", *REDUCED], "the law needs alpha, B, beta, phi"),
         (["--law", LAW, "--sigma", "0.003", *REDUCED, "--sims", "5"], "at least 20 simulated sweeps"),
+        (["--law", LAW, "--sigma", "0.003", "--recipe", "lora", *REDUCED], "--recipe picks a recipe's runs"),
     ],
 )
 def test_power_refuses_bad_input_in_one_line(tmp_path, argv, message):
@@ -74,3 +76,23 @@ def test_power_takes_a_runs_table_with_per_pass_parameters_as_its_design(tmp_pat
     assert given["n_points"] == len(table) and given["seeds"] == 1
     assert given["cost"]["flops"] == pytest.approx(table["C"].sum())
     assert given["phi"]["n_failed"] == 0 and given["delta_phi"]["n_failed"] == 0
+
+
+def test_power_takes_one_recipes_runs_from_a_table_of_several(tmp_path):
+    """A table of two recipes' looped runs is refused in one line (nothing written); --recipe lora takes lora's
+    looped runs and the baseline's r = 1 runs it shares."""
+    from loopscale.fit import synthetic as S
+
+    base = S.isodepth_grid(S.CPU_SIZES, (1, 2, 4)).assign(seed=0)
+    table = pd.concat([base, base[base["r"] > 1].assign(recipe="lora")], ignore_index=True)
+    table["L"] = S.law_loss(table, S.TRUE_DENSE, 0.46)
+    table.to_csv(tmp_path / "runs.csv", index=False)
+    out = tmp_path / "p.json"
+    argv = ["power", "--law", LAW, "--sigma", "0.003", "--table", str(tmp_path / "runs.csv"), *FAST, "--json", str(out)]
+    res = run_cli(argv)
+    assert res.returncode == 2 and "looped runs of 2 recipes (baseline, lora)" in res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1 and not out.exists()
+    res = run_cli([*argv, "--recipe", "lora"])
+    assert res.returncode == 0, res.stderr[-2000:]
+    (given,) = json.loads(out.read_text())["designs"]
+    assert given["recipe"] == "lora" and given["n_points"] == len(base)  # 6 r = 1 runs shared + lora's 12

@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from loopscale.errors import InputError
 from loopscale.fit import synthetic as S
 from loopscale.fit.laws.looped_joint import RECIPE_CODE
 from loopscale.fit.laws.registry import law_data_from_table, predict_loss
@@ -20,6 +21,7 @@ from loopscale.fit.power import (
     make_problem,
     noise_clusters,
     power_at,
+    recipe_rows,
     seeds_needed,
     simulate_design,
     truth_from_fit,
@@ -144,3 +146,28 @@ def test_a_design_with_per_pass_parameters_is_drawn_and_fitted_with_the_looped_p
     )
     out = simulate_design(adapters, truth, n_sims=20, seed=0, what=("phi",))
     assert out["phi"]["n_failed"] == 0 and abs(out["phi"]["bias"]) < 0.05
+
+
+def test_a_recipes_design_is_its_runs_and_the_baseline_r1_runs_it_shares():
+    """A runs table of several recipes: one recipe's design is its own runs, plus the baseline's r = 1 runs when it
+    trains none (it IS the baseline at r = 1); with no recipe named, a table of several recipes' looped runs is
+    refused (one design, one phi) rather than pooled."""
+    base = S.isodepth_grid(S.CPU_SIZES, (1, 2, 4))
+    probe = base[base["r"] > 1].assign(recipe="lora")
+    own_dense = S.isodepth_grid(S.CPU_SIZES, (1, 2)).assign(recipe="huginn")  # its own r = 1 runs
+    table = pd.concat([base, probe, own_dense], ignore_index=True)
+    lora = recipe_rows(table, "lora")
+    assert set(lora.loc[lora["r"] == 1, "recipe"]) == {"baseline"}
+    assert set(lora.loc[lora["r"] > 1, "recipe"]) == {"lora"}
+    assert len(lora) == int((base["r"] == 1).sum()) + len(probe)
+    huginn = recipe_rows(table, "huginn")
+    assert set(huginn["recipe"]) == {"huginn"} and len(huginn) == len(own_dense)
+    assert recipe_rows(base, None) is base
+    with pytest.raises(InputError, match=r"looped runs of 3 recipes \(baseline, huginn, lora\)"):
+        recipe_rows(table, None)
+    with pytest.raises(InputError, match="no runs of recipe 'nope'"):
+        recipe_rows(table, "nope")
+    with pytest.raises(InputError, match="no `recipe` column"):
+        recipe_rows(base.drop(columns="recipe"), "lora")
+    with pytest.raises(InputError, match="no 'baseline' r = 1 runs to share"):
+        recipe_rows(probe, "lora")
