@@ -2,7 +2,8 @@
 optimizer step (MuonH on the matrices, AdamW on the rest), one torch thread, their architecture.
 
     .venv/bin/python benchmarks/bench_vs_authors.py --authors /path/to/looped-lm-scaling \
-        [--widths 64 128] [--steps 10] [--repeats 3] [--arithmetic fp32 bf16] [--modes eager ours-compiled]
+        [--widths 64 128] [--steps 10] [--repeats 3] [--arithmetic fp32 bf16] [--modes eager ours-compiled] \
+        [--profile]
 
 The authors' code is read from --authors (a checkout of kschwethelm/looped-lm-scaling); nothing in loopscale
 needs it. Their config: the published layout 2-4-2 at r = 4 with the concat injection ("inject_init_prelude"),

@@ -335,6 +335,14 @@ def design_row(d: dict) -> list[str]:
     ]
 
 
+def design_source(d: dict) -> str:
+    """Where the given design comes from: its overrides, or its runs table (and recipe)."""
+    if "overrides" in d:
+        return "the sweep " + " ".join(f"`{o}`" for o in d["overrides"])
+    recipe = f", recipe {d['recipe']}" if d.get("recipe") else ""
+    return f"the runs table {d['table']}{recipe} ({d['n_points']} points)"
+
+
 HEADERS = [
     "design",
     "points x seeds",
@@ -360,6 +368,8 @@ def markdown(record: dict) -> str:
         f"{pilot['sigma_source']}; {record['settings']['n_sims']} simulated sweeps per design, each fitted as "
         "`loopscale fit` does; the second recipe's looped runs are a copy of the design's with "
         f"Δφ = {record['settings']['planted_delta_phi']:g} planted.",
+        "",
+        f"Design: {design_source(record['designs'][0])}.",
         "",
         markdown_table(HEADERS, [design_row(d) for d in record["designs"]]),
         "",

@@ -37,6 +37,7 @@ def test_power_on_the_reduced_demo_writes_its_record_and_recommends_seeds(tmp_pa
     assert rec["cost"]["flops"] == pytest.approx(rec["seeds"] * given["cost"]["flops"])  # each seed: every job again
     text = md.read_text()
     assert text.startswith("# loopscale power") and "| as given | 12 x 1 |" in text
+    assert "Design: the sweep `experiment=isodepth_cpu_demo` `model.r=1,2,4`" in text
     assert f"cheapest design for |Δφ| >= 0.05 at 80% power: **as given, {rec['seeds']} seeds**" in text
     assert png.exists() and png.with_suffix(".pdf").exists() and text.strip() in res.stdout
 
@@ -96,3 +97,4 @@ def test_power_takes_one_recipes_runs_from_a_table_of_several(tmp_path):
     assert res.returncode == 0, res.stderr[-2000:]
     (given,) = json.loads(out.read_text())["designs"]
     assert given["recipe"] == "lora" and given["n_points"] == len(base)  # 6 r = 1 runs shared + lora's 12
+    assert f"Design: the runs table {tmp_path / 'runs.csv'}, recipe lora ({len(base)} points)." in res.stdout
