@@ -42,7 +42,7 @@ import pandas as pd
 
 from loopscale.errors import InputError
 from loopscale.fit.bounds import clip_to_bounds
-from loopscale.fit.laws.form import Law
+from loopscale.fit.laws.form import Law, per_pass_rows
 from loopscale.fit.laws.looped import Looped
 from loopscale.fit.laws.looped_joint import RECIPE_CODE
 from loopscale.fit.laws.looped_pass import LoopedPass
@@ -213,8 +213,7 @@ def solve_sims(problem: Problem, task: tuple) -> np.ndarray:
 def design_law(table: pd.DataFrame) -> str:
     """The law a design's runs are fitted with: looped-pass where some run has parameters used once per pass
     (N_pass > 0), else looped (the two agree where N_pass = 0)."""
-    has_pass = "N_pass" in table.columns and bool((table["N_pass"].fillna(0).to_numpy(float) > 0).any())
-    return LoopedPass.name if has_pass else Looped.name
+    return LoopedPass.name if per_pass_rows(table) else Looped.name
 
 
 def recipe_rows(table: pd.DataFrame, recipe: str | None) -> pd.DataFrame:

@@ -118,6 +118,14 @@ def cost_params(N_once, N_rec, r):
     return N_once + r * N_rec
 
 
+def per_pass_rows(table) -> int:
+    """How many rows of a table (DataFrame or dict of arrays) have parameters used once per pass (N_pass > 0);
+    0 without the column (a missing N_pass counts as 0)."""
+    if "N_pass" not in table:
+        return 0
+    return int((np.asarray(table["N_pass"], dtype=float) > 0).sum())
+
+
 def tokens_from_compute(C, cost_N):
     """D = C / (6 N), the one place loopscale turns a compute column into tokens."""
     return C / (FLOPS_PER_PARAM_TOKEN * cost_N)
@@ -204,8 +212,8 @@ class Law:
         """InputError when a canonical table cannot identify the law (its size is `runs_table.check_fit_size`'s):
         r^phi needs runs at two or more r; and a law that does not read N_pass refuses rows with parameters used
         once per pass (per-pass adapters), which it would leave out of N_eff (looped-pass reads them)."""
-        if "N_pass" not in cls.size_columns and "N_pass" in table and (table["N_pass"].fillna(0) > 0).any():
-            rows = int((table["N_pass"] > 0).sum())
+        rows = per_pass_rows(table)
+        if "N_pass" not in cls.size_columns and rows:
             raise InputError(
                 f"law {cls.name!r} has no place for parameters used once per pass: {rows} rows have N_pass > 0 "
                 "(use --law looped-pass: N_once + N_pass + r^phi N_rec, docs/design.md)"
