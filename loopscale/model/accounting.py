@@ -17,6 +17,8 @@ Parameter accounting (docs/design.md, "Parameter accounting"):
               injection or block form (loopscale/blocks/: a block form's own parameters count with their layer)
     N       = N_once + N_pass + N_rec                      (no token embedding, no LM head)
     embedding = V_pad * d;  lm_head = V_pad * d untied, 0 tied (the head FLOPs still count)
+Each parameter's class is declared once, by name (`declared_params`: every parameter of the built model, as
+LoopedTransformer.named_parameters() names it); `param_counts` adds the declaration up by class.
 
 FLOPs per token. Two counts, both per token of one forward + backward:
 `matmul_flops_per_token` counts every matrix multiply, at 2 FLOPs per multiply-add forward and 2x that again
@@ -53,11 +55,12 @@ Every other FLOPs count of loopscale is here too, each from the same terms:
 from __future__ import annotations
 
 import copy
-from dataclasses import asdict, dataclass
+import math
+from dataclasses import asdict, dataclass, replace
 
 from omegaconf import OmegaConf
 
-from loopscale.blocks.form import WHERE, layer_passes
+from loopscale.blocks.form import layer_matrices, layer_passes
 from loopscale.blocks.registry import form as block_form
 from loopscale.config.dirs import config_dir
 from loopscale.config.model import ModelConfig
@@ -103,17 +106,49 @@ def injection_params(cfg: ModelConfig) -> int:
     return sum(injection_form(cfg.injection).counts(cfg).values())
 
 
-def injection_counts(cfg: ModelConfig) -> dict[str, int]:
-    """The injection's parameters by accounting class (N_once, N_rec, N_pass)."""
-    return injection_form(cfg.injection).counts(cfg)
+EMBEDDING = "embedding"  # the token embedding: outside N
+LM_HEAD = "lm_head"  # the untied LM head: outside N
+CLASSES = (N_ONCE, N_REC, N_PASS, EMBEDDING, LM_HEAD)
 
 
-def layer_counts(cfg: ModelConfig, where: str) -> tuple[int, int]:
-    """(parameters that count with the layer, parameters used once per pass) of one layer at `where`: its
-    matrices and its block form's own parameters (norm gains), and the form's N_pass (per-pass adapters)."""
+@dataclass(frozen=True)
+class Counted:
+    """One parameter of the model: its name in LoopedTransformer.named_parameters(), its shape and the class it
+    counts in (N_once, N_rec, N_pass, embedding or lm_head)."""
+
+    name: str
+    shape: tuple[int, ...]
+    counts_in: str
+
+    @property
+    def numel(self) -> int:
+        return math.prod(self.shape)
+
+
+def layer_params(cfg: ModelConfig, where: str) -> tuple[Counted, ...]:
+    """One layer at `where`, named as in the layer's named_parameters(): its matrices and its block form's own
+    parameters (norm gains, adapters), each counting with the layer (N_once in the prelude and coda, N_rec in the
+    recurrent block) unless its form declares it N_pass (a slice used in one pass only)."""
+    home = N_REC if where == "recurrent" else N_ONCE
+    matrices = tuple(Counted(f"{name}.weight", shape, home) for name, shape in layer_matrices(cfg))
     own = block_form(cfg.block).params(cfg, where)
-    per_pass = sum(p.numel for p in own if p.counts_in == N_PASS)
-    return block_matrix_params(cfg) + sum(p.numel for p in own) - per_pass, per_pass
+    return matrices + tuple(Counted(p.name, p.shape, N_PASS if p.counts_in == N_PASS else home) for p in own)
+
+
+def declared_params(cfg: ModelConfig) -> tuple[Counted, ...]:
+    """Every parameter of the model `cfg` builds, with its accounting class (docs/design.md, "Parameter
+    accounting"): the embedding and the untied head outside N; the three stream norms, the prelude and coda layers
+    in N_once; the recurrent layers in N_rec; the injection's parameters where its form declares each; the slices
+    a form declares per pass (a loop-index embedding, per-pass adapters) in N_pass. `param_counts` adds them up."""
+    d, V = cfg.d_model, cfg.padded_vocab_size
+    found = [Counted("embed.weight", (V, d), EMBEDDING)]
+    found += [Counted(f"{n}.weight", (d,), N_ONCE) for n in ("embed_norm", "pass_norm", "final_norm")]
+    for where, n in layers_at(cfg).items():
+        found += [replace(p, name=f"{where}.{j}.{p.name}") for j in range(n) for p in layer_params(cfg, where)]
+    found += [Counted(f"injection.{p.name}", p.shape, p.counts_in) for p in injection_form(cfg.injection).params(cfg)]
+    if not cfg.tie_embeddings:
+        found.append(Counted("lm_head.weight", (V, d), LM_HEAD))
+    return tuple(found)
 
 
 def layers_at(cfg: ModelConfig) -> dict[str, int]:
@@ -143,21 +178,17 @@ class ParamCounts:
 
 
 def param_counts(cfg: ModelConfig) -> ParamCounts:
-    injection = injection_counts(cfg)
-    layers = {where: layer_counts(cfg, where) for where in WHERE}
-    n = layers_at(cfg)
-    n_rec = cfg.n_rec * layers["recurrent"][0] + injection[N_REC]
-    norms = 3 * cfg.d_model  # embed_norm, pass_norm, final_norm
-    n_once = n["prelude"] * layers["prelude"][0] + n["coda"] * layers["coda"][0] + injection[N_ONCE] + norms
-    n_pass = sum(n[where] * layers[where][1] for where in WHERE) + injection[N_PASS]
-    embedding = cfg.padded_vocab_size * cfg.d_model
+    """The declared parameters (`declared_params`) added up by class."""
+    by_class = dict.fromkeys(CLASSES, 0)
+    for p in declared_params(cfg):
+        by_class[p.counts_in] += p.numel
     return ParamCounts(
-        N_once=n_once,
-        N_rec=n_rec,
-        N=n_once + n_pass + n_rec,
-        embedding=embedding,
-        lm_head=0 if cfg.tie_embeddings else embedding,
-        N_pass=n_pass,
+        N_once=by_class[N_ONCE],
+        N_rec=by_class[N_REC],
+        N=by_class[N_ONCE] + by_class[N_PASS] + by_class[N_REC],
+        embedding=by_class[EMBEDDING],
+        lm_head=by_class[LM_HEAD],
+        N_pass=by_class[N_PASS],
     )
 
 
