@@ -733,6 +733,30 @@ MUTATIONS: tuple[Mutation, ...] = (
         ),
         "lora: the per-pass pairs count in N_pass, not N_rec",
     ),
+    Mutation(
+        "multipower-counts-the-warmups-rises",
+        "loopscale/fit/curves/multipower.py",
+        "        first = 0 if self.warmup_drops else curve.warmup_end\n",
+        "        first = 0\n",
+        ("tests/unit/test_curve_laws.py::test_multipower_is_the_published_formula",),
+        "fit --curves: the multi-power law's drops are counted after the warmup, as the paper writes it",
+    ),
+    Mutation(
+        "multipower-bins-the-recent-drops",
+        "loopscale/fit/curves/drops.py",
+        "    window = window_bins * b\n",
+        "    window = b\n",
+        ("tests/unit/test_curve_laws.py::test_binned_drop_sum_is_the_published_sum",),
+        "fit --curves: the drops G is still rising on are summed step by step (the binned sum is the published one)",
+    ),
+    Mutation(
+        "fit-curves-fits-the-held-out-runs",
+        "loopscale/fit/curves/fit.py",
+        "    fitted = [c for c in curves if c.run not in holdout]\n",
+        "    fitted = list(curves)\n",
+        ("tests/integration/test_fit_curves_cli.py::test_fit_curves_holds_out_and_writes",),
+        "fit --curves --holdout RUN: the held-out runs are predicted, never fitted",
+    ),
 )
 
 

@@ -26,6 +26,7 @@ from loopscale.analysis.probes import check_dense_rows
 from loopscale.cli import COMMANDS, UsageError
 from loopscale.cli.arguments import read_fit_arg
 from loopscale.errors import LoopscaleError
+from loopscale.fit.curves.registry import curve_law_names
 from loopscale.fit.fit_table import check_fit_inputs, fit_table
 from loopscale.fit.joint import check_joint_inputs, fit_joint, joint_table
 from loopscale.fit.laws.registry import law_names, per_recipe_form, single_laws
@@ -37,6 +38,7 @@ from loopscale.fit.validation.lr_confound import lr_rows
 from loopscale.fit.verdict import compare_conditioning
 from loopscale.fit.verdict_render import verdict_lines
 
+from . import fit_curves
 from .fit_output import figure_table, joint_lines, output_paths, write_results
 
 
@@ -53,10 +55,11 @@ def register(subparsers) -> None:
     )
     p.add_argument(
         "--law",
-        default="looped",
+        default=None,
         choices=LawChoices(),
         metavar="LAW",
-        help="the law to fit: %(choices)s (default %(default)s; with --joint: one phi per recipe)",
+        help="the law to fit: %(choices)s (default looped; with --joint: one phi per recipe; with --curves: "
+        "multipower)",
     )
     p.add_argument("--group", metavar="COL", help="fit each value of COL (e.g. recipe) separately")
     p.add_argument(
@@ -137,9 +140,12 @@ def register(subparsers) -> None:
         ("--n-col", "N"),
         ("--d-col", "D"),
         ("--c-col", "C"),
-        ("--loss-col", "L"),
     ):
         cols.add_argument(opt, default=canon, metavar="NAME", help=f"column holding {canon}")
+    cols.add_argument(
+        "--loss-col", default=None, metavar="NAME", help="column holding L (default L; with --curves: val_loss)"
+    )
+    fit_curves.add_arguments(p)
     p.set_defaults(func=run_fit)
 
     c = subparsers.add_parser("compare", help=COMMANDS["compare"].help)
@@ -155,7 +161,7 @@ class LawChoices:
     argparse checks a value or prints them, so a law registered after the parser was built is taken too."""
 
     def _names(self) -> tuple[str, ...]:
-        return single_laws()
+        return single_laws() + curve_law_names()
 
     def __iter__(self):
         return iter(self._names())
@@ -168,7 +174,13 @@ class LawChoices:
 def run_fit(args: argparse.Namespace) -> int:
     """`fit TABLE` (or `fit T1 T2 ... --joint COL`): check the options and every data-dependent precondition
     (the groups' tables, --cluster, --holdout-largest, the figures' columns) before the first solve, fit
-    each group, then print and write the results (each fit JSON before any figure)."""
+    each group, then print and write the results (each fit JSON before any figure). With --curves: a curve law
+    (`fit_curves.run_curve_fit`)."""
+    if args.curves:
+        return fit_curves.run_curve_fit(args)
+    args.law = args.law or "looped"
+    if args.law in curve_law_names():
+        raise UsageError(f"--law {args.law} is a curve law: fit it to a curves table with --curves")
     loss, columns = _fit_options(args)
     if args.joint:
         return run_joint_fit(args, loss, columns)
@@ -202,7 +214,7 @@ def _fit_options(args: argparse.Namespace):
         N=args.n_col,
         D=args.d_col,
         C=args.c_col,
-        L=args.loss_col,
+        L=args.loss_col or "L",
     )
     return loss, columns
 

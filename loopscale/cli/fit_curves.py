@@ -1,0 +1,144 @@
+"""`loopscale fit TABLE --curves`: a curve law fitted to one model's whole loss curves across lr schedules.
+
+The table has one row per (run, evaluation) with the run's name, the step, the lr at that step and the loss
+(`loopscale collect` writes curves.csv beside runs.csv; public curves of other models read the same with
+--run-col, --step-col, --lr-col, --loss-col). The law (`--law multipower`, the default with --curves, or its
+rival `lr-annealing`; `loopscale.fit.curves.registry`) is fitted to every run not named by --holdout; every
+run is then predicted and scored by its mean and max relative error, the held-out ones summed up on the last
+line. --out writes the fit record (JSON), --predictions one row per (run, evaluation) with the prediction
+(CSV); both checked writable before fitting and written atomically.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import pandas as pd
+
+from loopscale.atomic import atomic_path, check_writable, write_json_atomic
+from loopscale.cli import UsageError
+from loopscale.fit.curves.fit import fit_and_predict
+from loopscale.fit.curves.registry import curve_law, curve_law_names
+from loopscale.fit.curves.table import CurveColumns, read_curves
+from loopscale.fit.objective import Loss
+from loopscale.fit.runs_table import read_table
+from loopscale.provenance import git_commit
+
+DEFAULT_CURVE_LAW = "multipower"
+DEFAULT_CURVE_LOSS = "val_loss"  # what `loopscale collect` names the validation loss of curves.csv
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """--curves and the options only it reads (`fit`'s --law, --loss, --delta, --starts, --out are shared)."""
+    g = p.add_argument_group("whole loss curves (--curves)")
+    g.add_argument(
+        "--curves",
+        action="store_true",
+        help="fit a curve law (--law multipower, the default, or lr-annealing) to one model's loss curves: one row "
+        "per (run, evaluation)",
+    )
+    g.add_argument("--run-col", default="run", metavar="NAME", help="column naming each curve's run (default run)")
+    g.add_argument("--step-col", default="step", metavar="NAME", help="column holding the step (default step)")
+    g.add_argument("--lr-col", default="lr", metavar="NAME", help="column holding the lr at that step (default lr)")
+    g.add_argument(
+        "--holdout",
+        nargs="+",
+        default=[],
+        metavar="RUN",
+        help="runs left out of the fit and predicted (their mean / max relative error printed)",
+    )
+    g.add_argument("--predictions", metavar="PATH", help="write every evaluation's predicted loss here (CSV)")
+    g.add_argument(
+        "--warmup-drops",
+        action="store_true",
+        help="multipower: count the warmup's lr rises in the drop sum, as the authors' released code does (the "
+        "paper counts drops after the warmup)",
+    )
+    g.add_argument(
+        "--lr-before-first",
+        default="zero",
+        choices=["zero", "hold"],
+        help="the lr before a run's first row: a linear rise from 0 at step 0 (zero, the default: a warmup) or "
+        "the first row's lr held",
+    )
+
+
+def run_curve_fit(args: argparse.Namespace) -> int:
+    """Read, check, fit, print, write; every option and path checked before the fit."""
+    law_name = args.law or DEFAULT_CURVE_LAW
+    if law_name not in curve_law_names():
+        raise UsageError(f"--curves fits a curve law ({', '.join(curve_law_names())}); got --law {law_name}")
+    if len(args.tables) != 1:
+        raise UsageError("--curves reads one curves table")
+    if args.starts < 1:
+        raise UsageError(f"--starts must be >= 1; got {args.starts}")
+    for path, what in ((args.out, "--out"), (args.predictions, "--predictions")):
+        if path:
+            check_writable(path, what)
+    columns = CurveColumns(args.run_col, args.step_col, args.lr_col, args.loss_col or DEFAULT_CURVE_LOSS)
+    curves = read_curves(read_table(args.tables[0]), columns, warmup_from_zero=args.lr_before_first == "zero")
+    law = curve_law(law_name)
+    if args.warmup_drops:
+        if not hasattr(law, "warmup_drops"):
+            raise UsageError(f"--warmup-drops is an option of the multipower law, not of {law_name}")
+        law.warmup_drops = True
+    result, predictions = fit_and_predict(law, curves, list(args.holdout), Loss(args.loss, args.delta), args.starts)
+    for line in result_lines(result):
+        print(line)
+    if args.out:
+        record = {
+            **result.to_json(),
+            "table": str(args.tables[0]),
+            "columns": vars(columns),
+            "warmup_drops": bool(args.warmup_drops),
+            "lr_before_first": args.lr_before_first,
+            "holdout_summary": result.holdout_summary(),
+            "git_commit": git_commit(),
+        }
+        write_json_atomic(args.out, record)
+        print(f"wrote {args.out}")
+    if args.predictions:
+        rows = [
+            {
+                "run": c.run,
+                "role": "holdout" if c.run in args.holdout else "fit",
+                "step": int(s),
+                "loss": float(y),
+                "predicted": float(p),
+                "rel_error": float(abs(p - y) / y),
+            }
+            for c in curves
+            for s, y, p in zip(c.steps, c.loss, predictions[c.run])
+        ]
+        with atomic_path(args.predictions, follow_symlinks=True) as tmp:
+            pd.DataFrame(rows).to_csv(tmp, index=False)
+        print(f"wrote {args.predictions}")
+    return 0
+
+
+def result_lines(result) -> list[str]:
+    """The fit as text: law and parameters, one line per run, the held-out summary."""
+    n_fit = sum(e.points for e in result.errors if e.role == "fit")
+    lines = [
+        f"{result.law} law fitted to {len(result.fitted_runs)} run(s), {n_fit} evaluations ({result.loss} loss of "
+        f"ln L, delta {result.delta:g}, L-BFGS-B); {result.starts_in_best_basin} of {result.starts_refined} "
+        "refined starts in the best basin",
+        f"  {result.formula}",
+        "  " + "  ".join(f"{k} = {v:.6g}" for k, v in result.params.items()),
+    ]
+    if result.at_bounds:
+        lines.append(f"  on the edge of its box (not identified by these curves): {', '.join(result.at_bounds)}")
+    lines += [
+        f"  {'run':<28} {'role':<8} {'points':>6} {'mean rel. err':>14} {'max rel. err':>13}",
+    ]
+    for e in result.errors:
+        lines.append(
+            f"  {e.run:<28} {e.role:<8} {e.points:>6} {100 * e.mean_rel_error:>13.3f}% {100 * e.max_rel_error:>12.3f}%"
+        )
+    summary = result.holdout_summary()
+    if summary:
+        lines.append(
+            f"held out: mean relative error {100 * summary['mean_rel_error']:.3f}% (mean over runs), "
+            f"max {100 * summary['max_rel_error']:.3f}%"
+        )
+    return lines

@@ -1,0 +1,155 @@
+"""Fitting a curve law to some runs' curves and predicting others: multi-start L-BFGS-B on the Huber loss of
+log L (the published multi-power fits' objective, delta 1e-3: `loopscale.fit.objective.Loss`), with the
+analytic gradient.
+
+Starts: the law's grid (`law.CurveLaw.starts`, variable projection), screened by objective; the best
+`n_starts` refined with tight tolerances (default L-BFGS-B tolerances stop early on these flat valleys, as
+they do on the final-point law's: docs/design.md "Fitting"). The record says how many refined starts
+reached the best basin (within 1e-6 of its objective, relative). Held-out curves are predicted from the
+fitted parameters and scored by the relative error |L_hat - L| / L, mean and max per run (the published
+multi-power law's PredE and WorstE).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+from scipy.optimize import minimize
+
+from loopscale.errors import InputError
+from loopscale.fit.curves.law import CurveLaw
+from loopscale.fit.curves.table import Curve
+from loopscale.fit.objective import Loss
+from loopscale.fit.resample import on_one_blas_thread
+
+BASIN_RTOL = 1e-6
+PUBLISHED_LOSS = Loss("huber", 1e-3)  # the published multi-power fits' objective on ln L
+
+
+@dataclass(frozen=True)
+class RunError:
+    """One run's prediction: mean and max relative error over its evaluations."""
+
+    run: str
+    role: str  # "fit" or "holdout"
+    points: int
+    mean_rel_error: float
+    max_rel_error: float
+
+
+@dataclass(frozen=True)
+class CurveFit:
+    law: str
+    formula: str
+    params: dict[str, float]
+    objective: float
+    loss: str
+    delta: float
+    starts_refined: int
+    starts_in_best_basin: int
+    fitted_runs: list[str]
+    at_bounds: list[str] = field(default_factory=list)  # parameters on an edge of the box (not identified)
+    errors: list[RunError] = field(default_factory=list)
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+    def holdout_summary(self) -> dict[str, float] | None:
+        """Mean over held-out runs of their mean relative error, and the worst point's error."""
+        held = [e for e in self.errors if e.role == "holdout"]
+        if not held:
+            return None
+        return {
+            "mean_rel_error": float(np.mean([e.mean_rel_error for e in held])),
+            "max_rel_error": float(max(e.max_rel_error for e in held)),
+        }
+
+
+def objective_and_grad(theta, law: CurveLaw, feats: list, curves: list[Curve], loss: Loss):
+    """sum over curves and evaluations of rho(ln L_hat - ln L), with its gradient in internal coordinates."""
+    total, grad = 0.0, np.zeros(len(theta))
+    for f, c in zip(feats, curves):
+        pred, J = law.predict_and_jac(theta, f)
+        ok = pred > 0
+        res = np.where(ok, np.log(np.where(ok, pred, 1.0)) - np.log(c.loss), 1.0)  # a loss <= 0: far outside
+        total += float(loss.rho(res).sum())
+        grad += (np.where(ok, loss.psi(res) / np.where(ok, pred, 1.0), 0.0)) @ J
+    if not np.isfinite(total):
+        return np.inf, np.zeros(len(theta))
+    return total, grad
+
+
+@on_one_blas_thread  # L-BFGS-B's tiny matrices: a threaded BLAS spent 6x the fit waking threads here
+def fit_curves(law: CurveLaw, curves: list[Curve], loss: Loss = PUBLISHED_LOSS, n_starts: int = 8) -> CurveFit:
+    """The law fitted to `curves` (all of them together: one model's runs)."""
+    if not curves:
+        raise InputError("no curves to fit")
+    n_points = sum(len(c.steps) for c in curves)
+    if n_points <= len(law.params):
+        raise InputError(f"{n_points} evaluations cannot fit the {len(law.params)} parameters of {law.name}")
+    law.bind(curves)
+    feats = [law.features(c) for c in curves]
+    box = law.bounds(curves)
+    lo, hi = np.array([b[0] for b in box]), np.array([b[1] for b in box])
+    starts = np.clip(np.asarray(law.starts(curves, feats), dtype=float), lo, hi)
+    screened = np.array([objective_and_grad(s, law, feats, curves, loss)[0] for s in starts])
+    best_starts = starts[np.argsort(screened)[:n_starts]]
+    results = []
+    for x0 in best_starts:
+        res = minimize(
+            objective_and_grad,
+            x0,
+            args=(law, feats, curves, loss),
+            jac=True,
+            method="L-BFGS-B",
+            bounds=box,
+            options={"maxiter": 5000, "maxfun": 20000, "ftol": 1e-15, "gtol": 1e-12, "maxcor": 30},
+        )
+        results.append((float(res.fun), res.x))
+    values = np.array([r[0] for r in results])
+    best = int(np.argmin(values))
+    in_basin = int(np.sum(values <= values[best] * (1 + BASIN_RTOL) + 1e-300))
+    x = results[best][1]
+    edge = 1e-6 * np.maximum(1.0, np.abs(x))
+    on_edge = (np.abs(x - lo) <= edge) | (np.abs(x - hi) <= edge)
+    return CurveFit(
+        law=law.name,
+        formula=law.formula,
+        params=law.to_user(results[best][1]),
+        objective=float(values[best]),
+        loss=loss.kind,
+        delta=loss.delta,
+        starts_refined=len(results),
+        starts_in_best_basin=in_basin,
+        fitted_runs=[c.run for c in curves],
+        at_bounds=[name for name, hit in zip(law.params, on_edge) if hit],
+    )
+
+
+def run_error(law: CurveLaw, params: dict[str, float], curve: Curve, role: str) -> tuple[RunError, np.ndarray]:
+    """(the run's relative errors, its predicted losses at its evaluations)."""
+    pred = law.predict(params, curve)
+    rel = np.abs(pred - curve.loss) / curve.loss
+    return RunError(curve.run, role, len(rel), float(rel.mean()), float(rel.max())), pred
+
+
+def fit_and_predict(
+    law: CurveLaw, curves: list[Curve], holdout: list[str], loss: Loss = PUBLISHED_LOSS, n_starts: int = 8
+) -> tuple[CurveFit, dict[str, np.ndarray]]:
+    """Fit on every run not in `holdout`, then score every run (fitted and held out): (the fit with its
+    errors, run -> predicted losses). An unknown held-out run, or none left to fit, is refused."""
+    names = [c.run for c in curves]
+    unknown = [h for h in holdout if h not in names]
+    if unknown:
+        raise InputError(f"--holdout {unknown}: no such run in the table (runs: {', '.join(names)})")
+    fitted = [c for c in curves if c.run not in holdout]
+    if not fitted:
+        raise InputError("every run is held out: nothing left to fit")
+    result = fit_curves(law, fitted, loss, n_starts)
+    errors, preds = [], {}
+    for c in curves:
+        err, pred = run_error(law, result.params, c, "holdout" if c.run in holdout else "fit")
+        errors.append(err)
+        preds[c.run] = pred
+    return CurveFit(**{**asdict(result), "errors": errors}), preds

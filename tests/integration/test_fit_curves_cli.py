@@ -1,0 +1,105 @@
+"""`loopscale fit TABLE --curves` (issue 55): a curves table of any model (named columns) fitted by a curve law
+on some schedules, the held-out ones predicted and scored, the record and predictions written; bad input is one
+line, exit 2, nothing written."""
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from loopscale.fit.curves.registry import curve_law
+from loopscale.fit.curves.synthetic import draw_curves, schedule
+from support.cli import run_cli
+
+TRUTH = {"L0": 2.9, "A": 0.55, "alpha": 0.5, "B": 400.0, "C": 2.0, "beta": 0.6, "gamma": 0.6}
+
+
+@pytest.fixture(scope="module")
+def public_like(tmp_path_factory):
+    """Curves named as the public multi-power curves are (schedule, step, lr, loss), from a known law."""
+    schedules = {k: schedule(k, 2000, 3e-4, 100) for k in ("constant", "cosine", "step", "wsd")}
+    table = draw_curves(curve_law("multipower"), TRUTH, schedules, every=40, noise=1e-4, seed=3)
+    path = tmp_path_factory.mktemp("curves") / "curves.csv"
+    table.rename(columns={"run": "schedule", "val_loss": "loss"}).to_csv(path, index=False)
+    return path
+
+
+def test_fit_curves_holds_out_and_writes(public_like, tmp_path):
+    out, preds = tmp_path / "fits" / "mpl.json", tmp_path / "fits" / "mpl_pred.csv"
+    res = run_cli(
+        [
+            "fit",
+            str(public_like),
+            "--curves",
+            "--law",
+            "multipower",
+            "--run-col",
+            "schedule",
+            "--loss-col",
+            "loss",
+            "--holdout",
+            "wsd",
+            "--starts",
+            "3",
+            "--out",
+            str(out),
+            "--predictions",
+            str(preds),
+        ]
+    )
+    assert res.returncode == 0, res.stderr
+    assert "multipower law fitted to 3 run(s)" in res.stdout and "held out: mean relative error" in res.stdout
+    record = json.loads(out.read_text())
+    assert record["law"] == "multipower" and record["fitted_runs"] == ["constant", "cosine", "step"]
+    assert record["holdout_summary"]["mean_rel_error"] < 1e-3
+    assert record["params"]["alpha"] == pytest.approx(0.5, abs=0.05)
+    table = pd.read_csv(preds)
+    held = table[table.role == "holdout"]
+    assert set(held.run) == {"wsd"} and np.allclose(held.rel_error, abs(held.predicted - held.loss) / held.loss)
+
+
+def test_fit_curves_rival_law(public_like):
+    res = run_cli(
+        [
+            "fit",
+            str(public_like),
+            "--curves",
+            "--law",
+            "lr-annealing",
+            "--run-col",
+            "schedule",
+            "--loss-col",
+            "loss",
+            "--holdout",
+            "wsd",
+            "--starts",
+            "2",
+        ]
+    )
+    assert res.returncode == 0, res.stderr
+    assert "lr-annealing law fitted" in res.stdout and "S2" in res.stdout
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--holdout", "linear"], "--holdout ['linear']: no such run"),
+        (["--holdout", "constant", "cosine", "step", "wsd"], "every run is held out"),
+        (["--law", "looped"], "--curves fits a curve law"),
+        (["--step-col", "iteration"], "no column(s) ['iteration']"),
+        (["--warmup-drops", "--law", "lr-annealing"], "--warmup-drops is an option of the multipower law"),
+    ],
+)
+def test_fit_curves_bad_input_is_one_line(public_like, tmp_path, extra, message):
+    out = tmp_path / "never.json"
+    res = run_cli(
+        ["fit", str(public_like), "--curves", "--run-col", "schedule", "--loss-col", "loss", "--out", str(out), *extra]
+    )
+    assert res.returncode == 2 and message in res.stderr and len(res.stderr.strip().splitlines()) == 1
+    assert not out.exists()
+
+
+def test_curve_law_without_curves_is_refused(public_like):
+    res = run_cli(["fit", str(public_like), "--law", "multipower"])
+    assert res.returncode == 2 and "is a curve law: fit it to a curves table with --curves" in res.stderr
