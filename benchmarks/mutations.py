@@ -757,6 +757,118 @@ MUTATIONS: tuple[Mutation, ...] = (
         ("tests/integration/test_fit_curves_cli.py::test_fit_curves_holds_out_and_writes",),
         "fit --curves --holdout RUN: the held-out runs are predicted, never fitted",
     ),
+    Mutation(
+        "sigma-model-margin-dropped",
+        "loopscale/fit/seed_sigma.py",
+        "AICC_MARGIN = 2.0\n",
+        "AICC_MARGIN = 0.0\n",
+        (
+            "tests/unit/test_statistics_off_defaults.py::test_a_trend_is_chosen_only_when_its_aicc_beats_the_constants_by_two",
+        ),
+        "the seed sigma: a trend is claimed only when its AICc beats the constant's by 2",
+    ),
+    Mutation(
+        "sigma-aicc-without-its-small-sample-term",
+        "loopscale/fit/seed_sigma.py",
+        "(2 * k * (k + 1) / (n - k - 1) if n - k - 1 > 0 else np.inf)",
+        "(0.0 if n - k - 1 > 0 else np.inf)",
+        (
+            "tests/unit/test_statistics_off_defaults.py::test_each_sigma_model_is_the_maximum_likelihood_of_the_contrasts_and_counts_its_parameters",
+        ),
+        "the seed sigma model is chosen by AICc (n = the pooled degrees of freedom), not AIC",
+    ),
+    Mutation(
+        "seed-duplicates-not-averaged",
+        "loopscale/fit/seed_sigma.py",
+        "    unit_y = unit_sum / np.maximum(unit_n, 1)\n",
+        "    unit_y = unit_sum\n",
+        (
+            "tests/unit/test_statistics_off_defaults.py::test_within_point_deviations_with_unequal_seeds_and_a_duplicate_equal_a_groupby",
+        ),
+        "a seed's duplicate rows count once, at their mean, in the seed sigma",
+    ),
+    Mutation(
+        "per-r-sigma-counted-as-one-parameter",
+        "loopscale/fit/seed_sigma.py",
+        "_loglik(ss, df, sig), len(r_rep)))",
+        "_loglik(ss, df, sig), 1))",
+        (
+            "tests/unit/test_statistics_off_defaults.py::test_each_sigma_model_is_the_maximum_likelihood_of_the_contrasts_and_counts_its_parameters",
+        ),
+        "the per-r sigma model pays AICc for one sigma per replicated r",
+    ),
+    Mutation(
+        "two-stage-resample-skips-the-last-seed",
+        "loopscale/fit/two_stage.py",
+        "np.floor(rng.random(len(rep)) * self.group_size[rep])",
+        "np.floor(rng.random(len(rep)) * (self.group_size[rep] - 1))",
+        ("tests/unit/test_statistics_off_defaults.py::test_two_stage_weights_have_the_moments_of_their_design",),
+        "--seed-bootstrap resample draws each point's seeds uniformly with replacement",
+    ),
+    Mutation(
+        "two-stage-draws-one-cluster-too-few",
+        "loopscale/fit/two_stage.py",
+        "rng.integers(0, self.n_outer, self.n_outer)",
+        "rng.integers(0, self.n_outer, self.n_outer - 1)",
+        ("tests/unit/test_statistics_off_defaults.py::test_two_stage_weights_have_the_moments_of_their_design",),
+        "the bootstrap draws as many outer clusters as the table has",
+    ),
+    Mutation(
+        "power-parent-share-not-square-rooted",
+        "loopscale/fit/power.py",
+        "math.sqrt(share) * shared + math.sqrt(1 - share) * own",
+        "share * shared + (1 - share) * own",
+        (
+            "tests/unit/test_statistics_off_defaults.py::test_the_simulated_noise_shares_rho_of_its_variance_within_a_forked_job",
+        ),
+        "power --parent-share: a forked job's branches share rho of a run's noise variance, the variance stays sigma^2",
+    ),
+    Mutation(
+        "delta-phi-margin-rounded-to-nearest",
+        "loopscale/fit/verdict.py",
+        "    margin = math.ceil(max(-lo, hi) * 100 - 1e-9) / 100\n",
+        "    margin = round(max(-lo, hi), 2)\n",
+        ("tests/unit/test_statistics_off_defaults.py::test_delta_phi_answers_on_asymmetric_and_one_sided_intervals",),
+        "no difference detected: |Δφ| < x with x the interval's larger side rounded UP to 0.01",
+    ),
+    Mutation(
+        "delta-phi-negative-never-real",
+        "loopscale/fit/verdict.py",
+        "    if lo > 0 or hi < 0:\n",
+        "    if lo > 0:\n",
+        ("tests/unit/test_statistics_off_defaults.py::test_delta_phi_answers_on_asymmetric_and_one_sided_intervals",),
+        "Δφ real when its interval excludes 0 on either side",
+    ),
+    Mutation(
+        "validate-counts-pinned-parameters",
+        "loopscale/fit/validation/scores.py",
+        "    return int(sum(lo < hi for lo, hi in law.bounds()))\n",
+        "    return len(law.bounds())\n",
+        (
+            "tests/unit/test_statistics_off_defaults.py::test_aicc_and_bic_count_free_parameters_only_and_are_recomputed_from_the_residuals",
+        ),
+        "validate's AICc and BIC count free parameters only (a pinned E is not one)",
+    ),
+    Mutation(
+        "validate-aicc-is-aic",
+        "loopscale/fit/validation/scores.py",
+        "float(log_like + 2 * k + 2 * k * (k + 1) / (n - k - 1))",
+        "float(log_like + 2 * k)",
+        (
+            "tests/unit/test_statistics_off_defaults.py::test_aicc_and_bic_count_free_parameters_only_and_are_recomputed_from_the_residuals",
+        ),
+        "validate compares forms by AICc (the small-sample correction), as docs/design.md says",
+    ),
+    Mutation(
+        "validate-fold-refit-sees-its-held-out-rows",
+        "loopscale/fit/validation/run.py",
+        "    train, test = data.subset(fold.train), data.subset(fold.test)\n",
+        "    train, test = data, data.subset(fold.test)\n",
+        (
+            "tests/unit/test_statistics_off_defaults.py::test_every_fold_is_a_refit_on_its_training_rows_that_predicts_exactly_the_held_out_ones",
+        ),
+        "validate: a held-out budget or r is predicted by a refit that never saw it",
+    ),
 )
 
 
