@@ -253,7 +253,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "fit-forked-default-cluster-rows",
-        "loopscale/cli/fit.py",
+        "loopscale/analysis/fitting.py",
         "        return PARENT_COLUMN\n",
         "        return None\n",
         ("tests/integration/test_fit_verdict.py::test_a_forked_sweep_is_bootstrapped_by_parent_job_by_default",),

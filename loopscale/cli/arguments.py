@@ -4,6 +4,8 @@ matplotlib, `equiv` and `compare` read a fit without loading the optimiser."""
 
 from __future__ import annotations
 
+import argparse
+
 from loopscale.cli import UsageError
 from loopscale.errors import LoopscaleError
 from loopscale.fit.result import FitResult
@@ -25,3 +27,13 @@ def read_fit_arg(path: str) -> FitResult:
         raise
     except (OSError, ValueError, TypeError) as err:
         raise UsageError(f"cannot read fit JSON {path}: {str(err).splitlines()[0]}") from None
+
+
+def add_probe_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--no-probe",
+        dest="probe",
+        action="store_false",
+        help="skip the CPU throughput probe (a few training steps of each CPU job's model on this machine, "
+        "~0.5 s per model shape, cached in $LOOPSCALE_CACHE or ~/.cache/loopscale) and its CPU hours",
+    )

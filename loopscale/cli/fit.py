@@ -18,23 +18,25 @@ What `fit` prints and writes, and its output paths, are in fit_output.py.
 from __future__ import annotations
 
 import argparse
-import sys
+import dataclasses
 
-import numpy as np
-
-from loopscale.analysis.probes import check_dense_rows
+from loopscale.analysis.fitting import (
+    FitRequest,
+    fit_groups,
+    fit_joint_table,
+    group_tables,
+    joint_law,
+    merged_joint_table,
+    read_joint_tables,
+)
 from loopscale.cli import COMMANDS, UsageError
 from loopscale.cli.arguments import read_fit_arg
-from loopscale.errors import LoopscaleError
 from loopscale.fit.curves.registry import curve_law_names
-from loopscale.fit.fit_table import check_fit_inputs, fit_table
-from loopscale.fit.joint import check_joint_inputs, fit_joint, joint_table
-from loopscale.fit.laws.registry import law_names, per_recipe_form, single_laws
+from loopscale.fit.laws.registry import single_laws
 from loopscale.fit.objective import Loss
 from loopscale.fit.resample import resolve_jobs
-from loopscale.fit.result import compare_param, file_sha256
-from loopscale.fit.runs_table import PARENT_COLUMN, ColumnMap, canonical_table, drop_top_k, is_forked, read_table
-from loopscale.fit.validation.lr_confound import lr_rows
+from loopscale.fit.result import compare_param
+from loopscale.fit.runs_table import ColumnMap
 from loopscale.fit.verdict import compare_conditioning
 from loopscale.fit.verdict_render import verdict_lines
 
@@ -174,214 +176,47 @@ class LawChoices:
 def run_fit(args: argparse.Namespace) -> int:
     """`fit TABLE` (or `fit T1 T2 ... --joint COL`): check the options and every data-dependent precondition
     (the groups' tables, --cluster, --holdout-largest, the figures' columns) before the first solve, fit
-    each group, then print and write the results (each fit JSON before any figure). With --curves: a curve law
-    (`fit_curves.run_curve_fit`)."""
+    each group (`loopscale.analysis.fitting`), then print and write the results (each fit JSON before any
+    figure). With --curves: a curve law (`fit_curves.run_curve_fit`)."""
     if args.curves:
         return fit_curves.run_curve_fit(args)
     args.law = args.law or "looped"
     if args.law in curve_law_names():
         raise UsageError(f"--law {args.law} is a curve law: fit it to a curves table with --curves")
-    loss, columns = _fit_options(args)
+    req = _fit_request(args)
     if args.joint:
-        return run_joint_fit(args, loss, columns)
+        law = joint_law(req)
+        tables, inputs = read_joint_tables(req, law)
+        out_paths, plot_paths = output_paths(args, [None])
+        table, recipes, n_duplicates = merged_joint_table(req, tables)
+        figures = [figure_table(table, plot_paths[0])]
+        result = fit_joint_table(req, law, table, recipes, inputs, n_duplicates)
+        return write_results([(None, table, result)], out_paths, plot_paths, figures, args.dpi)
     if len(args.tables) > 1:
         raise UsageError(
             f"{len(args.tables)} tables given: several tables need --joint COL (one joint fit over the recipes in COL)"
         )
-    args.table = args.tables[0]
-    raw, tables = _group_tables(args, columns)
+    raw, tables = group_tables(req)
     out_paths, plot_paths = output_paths(args, [g for g, _ in tables])
     figures = [figure_table(table, path) for (_, table), path in zip(tables, plot_paths)]
-    results = _fit_groups(args, loss, raw, tables)
-    return write_results(results, out_paths, plot_paths, figures, args.dpi)
+    return write_results(fit_groups(req, raw, tables), out_paths, plot_paths, figures, args.dpi)
 
 
-def _fit_options(args: argparse.Namespace):
-    """The fit's loss (`objective.Loss`) and column mapping (`tables.ColumnMap`), after checking the
-    bootstrap, cluster, jobs and starts options."""
+def _fit_request(args: argparse.Namespace) -> FitRequest:
+    """The fit's request (`analysis.fitting.FitRequest`: its loss and column mapping built here), after checking
+    the bootstrap, cluster, jobs and starts options."""
     if args.bootstrap < 0:
         raise UsageError(f"--bootstrap must be >= 0; got {args.bootstrap}")
     if args.cluster and args.cluster != "rows" and args.bootstrap == 0:
         raise UsageError("--cluster needs --bootstrap N (N > 0)")
     if args.starts < 1:
         raise UsageError(f"--starts must be >= 1; got {args.starts}")
-    args.jobs = resolve_jobs(args.jobs)
-    loss = Loss(args.loss, args.delta)
+    options = {f.name: getattr(args, f.name) for f in dataclasses.fields(FitRequest) if hasattr(args, f.name)}
     columns = ColumnMap(
-        r=args.r_col,
-        N_once=args.n_once_col,
-        N_rec=args.n_rec_col,
-        N=args.n_col,
-        D=args.d_col,
-        C=args.c_col,
-        L=args.loss_col or "L",
+        args.r_col, args.n_once_col, args.n_rec_col, args.n_col, args.d_col, args.c_col, args.loss_col or "L"
     )
-    return loss, columns
-
-
-def bootstrap_cluster(args: argparse.Namespace, table) -> str | None:
-    """What the bootstrap resamples: --cluster COL; "rows" is None (single runs); without --cluster, a
-    forked sweep's parent runs (its branches share their parent's stable phase), else runs."""
-    if args.cluster == "rows":
-        return None
-    if args.cluster is None and args.bootstrap and is_forked(table):
-        return PARENT_COLUMN
-    return args.cluster
-
-
-def check_seed_column(args: argparse.Namespace, columns, where: str = "the table") -> None:
-    """--seed-col NAME names a column of the table (the default `seed` may be absent: no seeds, no replicates)."""
-    if args.seed_col != "seed" and args.seed_col not in columns:
-        raise UsageError(f"--seed-col {args.seed_col!r} is not a column of {where} {list(columns)}")
-
-
-def _noise_options(args: argparse.Namespace) -> dict:
-    """The seed-noise keywords of `fit_table` / `fit_joint` from --noise, --seed-col and --seed-bootstrap."""
-    return {"noise": args.noise, "seed_column": args.seed_col, "inner": args.seed_bootstrap}
-
-
-def _progress_stream():
-    """Where bootstrap progress bars go: stderr when it is a terminal, nowhere otherwise (logs, tests)."""
-    return sys.stderr if sys.stderr.isatty() else None
-
-
-def _group_tables(args: argparse.Namespace, columns) -> tuple:
-    """(the table as read, [(group value, canonical table)]): one entry with value None without --group.
-    Each group is checked here, before any fitting: its columns, its r = 1 runs, its --cluster labels and
-    the rows --holdout-largest leaves (`fit_table.check_fit_inputs`)."""
-    raw = drop_top_k(without_lr_grid(read_table(args.table)), args.drop_top_k, loss=columns.L)
-    check_seed_column(args, raw.columns)
-    if args.group and args.group not in raw.columns:
-        raise UsageError(f"--group column {args.group!r} is not in the table {list(raw.columns)}")
-    if args.group and raw[args.group].isna().any():
-        rows = [int(i) for i in raw.index[raw[args.group].isna()][:5]]
-        raise UsageError(f"--group column {args.group!r} is empty in rows {rows}: give every row a group")
-    groups = (
-        [(None, raw)]
-        if not args.group
-        else [(g, raw[raw[args.group] == g]) for g in sorted(raw[args.group].unique(), key=str)]
-    )
-    args.cluster = bootstrap_cluster(args, raw)
-    tables = []
-    for g, part in groups:
-        try:
-            table = canonical_table(part.reset_index(drop=True), args.law, columns)
-            check_dense_rows(table, args.law, args.allow_no_dense)  # a probe without the baseline's r = 1 runs
-            check_fit_inputs(table, args.law, args.bootstrap, args.cluster, args.holdout_largest)
-        except LoopscaleError as err:  # said with the group it came from
-            where = f" (group {args.group}={g})" if g is not None else ""
-            raise UsageError(f"{err}{where}") from None
-        tables.append((g, table))
-    return raw, tables
-
-
-def without_lr_grid(raw):
-    """The table without an lr grid's runs (lr_scale other than 1: trained off the transferred lr on purpose,
-    hydra/sweeper=lr_grid); a note on stderr says how many were left out (`loopscale validate` reads them)."""
-    lr = lr_rows(raw)
-    if not lr.any():
-        return raw
-    print(f"note: {int(lr.sum())} lr-grid runs (lr_scale != 1) left out of the fit; loopscale validate reads them",
-          file=sys.stderr)  # fmt: skip
-    return raw[~lr].reset_index(drop=True)
-
-
-def _fit_groups(args: argparse.Namespace, loss, raw, tables: list) -> list:
-    """[(group value, table, FitResult)]: `fit_table` on each group, each result recording its input
-    (the file's path and hash, its rows, the columns used) and its group."""
-    input_info = {
-        "path": str(args.table),
-        "sha256": file_sha256(args.table),
-        "n_rows": len(raw),
-        **column_record(tables[0][1]),
-    }
-    results = []
-    with np.errstate(all="ignore"):
-        for g, table in tables:
-            result = fit_table(
-                table,
-                args.law,
-                loss,
-                seed=args.seed,
-                n_bootstrap=args.bootstrap,
-                cluster=args.cluster,
-                holdout=args.holdout_largest,
-                profile=not args.no_profile,
-                n_refine=args.starts,
-                jobs=args.jobs,
-                progress=_progress_stream(),
-                **_noise_options(args),
-            )
-            result.input = dict(input_info, n_rows_used=len(table))
-            if g is not None:
-                result.group = {"column": args.group, "value": _plain(g)}
-            results.append((g, table, result))
-    return results
-
-
-def column_record(table) -> dict:
-    """What fit.json records about the columns: the source column actually used for each canonical
-    one, and the columns an explicit mapping shadowed (`runs_table.canonical_table` keeps both)."""
-    return {
-        "columns": dict(table.attrs.get("columns_used", {})),
-        "ignored_columns": list(table.attrs.get("columns_ignored", [])),
-    }
-
-
-def run_joint_fit(args: argparse.Namespace, loss, columns) -> int:
-    """`fit T1 T2 ... --joint COL`: one joint law over the recipes in COL (`loopscale.fit.joint`), its
-    preconditions (--cluster on the joint table and on each recipe's rows, the figure) checked first."""
-    joint_law = per_recipe_form(args.law)
-    if joint_law is None:
-        forms = [n for n in law_names() if per_recipe_form(n) is not None]
-        raise UsageError(f"--joint fits the {' or '.join(forms)} law (one phi per recipe); got --law {args.law}")
-    if args.group:
-        raise UsageError("--joint and --group exclude each other (--joint fits the groups together)")
-    if args.holdout_largest:  # refused, not ignored: the user would read a holdout that was never run
-        raise UsageError("--holdout-largest is not available with --joint (fit each recipe alone with --group)")
-    tables, inputs = [], []
-    for path in args.tables:
-        try:
-            raw = read_table(path)
-            check_seed_column(args, raw.columns, str(path))
-            table = canonical_table(raw, joint_law.name, columns)
-        except LoopscaleError as err:  # said with the table it came from
-            raise UsageError(f"{err} ({path})") from None
-        tables.append(table)
-        inputs.append({"path": str(path), "sha256": file_sha256(path), "n_rows": len(raw), **column_record(table)})
-    out_paths, plot_paths = output_paths(args, [None])
-    table, recipes = joint_table(tables, args.joint)
-    n_duplicates = sum(len(t) for t in tables) - len(table)
-    table = drop_top_k(table, args.drop_top_k)  # of the merged table: a run shared by two tables counts once
-    args.cluster = bootstrap_cluster(args, table)
-    check_joint_inputs(table, recipes, args.bootstrap, args.cluster)
-    figures = [figure_table(table, plot_paths[0])]
-    with np.errstate(all="ignore"):
-        result = fit_joint(
-            table,
-            args.joint,
-            recipes,
-            loss,
-            seed=args.seed,
-            n_bootstrap=args.bootstrap,
-            cluster=args.cluster,
-            profile=not args.no_profile,
-            n_refine=args.starts,
-            jobs=args.jobs,
-            progress=_progress_stream(),
-            law_name=joint_law.name,
-            **_noise_options(args),
-        )
-    result.input = {
-        "tables": inputs,
-        "n_rows_used": len(table),
-        "n_duplicate_rows_dropped": n_duplicates,
-    }
-    return write_results([(None, table, result)], out_paths, plot_paths, figures, args.dpi)
-
-
-def _plain(value):
-    return value.item() if hasattr(value, "item") else value
+    return FitRequest(**{**options, "jobs": resolve_jobs(args.jobs), "loss": Loss(args.loss, args.delta),
+                         "columns": columns})  # fmt: skip
 
 
 # ----------------------------------------------------------------------------------------------

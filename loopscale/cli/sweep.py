@@ -10,9 +10,10 @@ from rich.console import Console
 from rich.table import Table
 
 from loopscale.cli import COMMANDS, UsageError
-from loopscale.cli.plan import add_probe_argument, cpu_line, cpu_totals, seed_line
+from loopscale.cli.arguments import add_probe_argument
 from loopscale.config.schema import with_vocab
 from loopscale.launch.estimate import launcher_limits_of, print_limit_warnings
+from loopscale.launch.grid_cost import cpu_line, cpu_totals, seed_line
 from loopscale.launch.sweep import describe, expand, sweep_overrides, with_compile
 
 

@@ -9,7 +9,7 @@ import json
 import pandas as pd
 import pytest
 
-from loopscale.cli.plan import plan_totals
+from loopscale.launch.grid_cost import plan_totals
 from support.cli import run_cli
 
 LAW = "E=1.5,A=80,alpha=0.3,B=150,beta=0.3,phi=0.5"  # optima inside the demo's widths (test_advise_fits)

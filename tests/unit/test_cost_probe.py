@@ -103,7 +103,7 @@ def test_the_pools_wall_time_is_its_list_schedule():
     """Jobs cannot be split between workers and are handed out longest first to the first free worker
     (issue 41, 7): 3 equal jobs on 2 workers take 2 job-lengths, not 1.5; one long job and many short ones
     take the long one's time. Plus each job's set-up (at the pool's core share) and the workers' start."""
-    from loopscale.cli.plan import cpu_totals
+    from loopscale.launch.grid_cost import cpu_totals
     from loopscale.launch.wall_time import JOB_SETUP_CPU_S, POINT_CPU_S, PoolPlan, list_schedule_s
 
     job = {"cpu_hours": 1.0, "cpu_threads": 1, "probe_s": 1.0, "points": 1}

@@ -1,0 +1,286 @@
+"""The designs `loopscale power` compares: the given design and a small menu beside it (more seeds, a budget more,
+a size more), each simulated (`loopscale.fit.power.simulate_design`) and costed (`loopscale plan`'s totals), the
+cheapest that detects a target delta-phi (checked by simulating it), and the results as Markdown."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+
+import numpy as np
+
+from loopscale.analysis.report import markdown_table
+from loopscale.fit.power import design_law, mde_formula, recipe_rows, seeds_needed, simulate_design
+from loopscale.fit.replicates import replicate_groups
+from loopscale.fit.runs_table import canonical_table, read_table
+from loopscale.launch.design import candidate_designs, design_points, looped_overrides, n_seeds, with_seeds
+from loopscale.launch.grid_cost import pool_rows, totals
+
+MAX_SEEDS = 64
+
+
+@dataclass(frozen=True)
+class PowerRequest:
+    """What `loopscale power` was asked: the design (Hydra overrides, or a runs table and recipe), its seeds, the
+    simulations (sims, seed, planted delta, jobs, full fits), the cost (probe, the second recipe's overrides) and
+    the target (--detect); `source` names the pilot law."""
+
+    overrides: tuple[str, ...] = ()
+    table: str | None = None
+    recipe: str | None = None
+    seeds: int | None = None
+    sims: int = 200
+    seed: int = 0
+    delta: float = 0.0
+    jobs: int = 1
+    full: bool = False
+    probe: bool = True
+    candidate: str = ""
+    detect: float | None = None
+    no_menu: bool = False
+    source: str = "stated (--law)"
+
+
+def power_record(req: PowerRequest, truth) -> dict:
+    """Every design of the menu simulated and costed, and with --detect the recommended one (checked by
+    simulation): the JSON `loopscale power` writes."""
+
+    progress = sys.stderr if sys.stderr.isatty() else None
+    designs = _menu(req)[:1] if req.no_menu else _menu(req)
+    out = []
+    for name, structure, spec in designs:
+        out.append(_evaluate(req, truth, name, structure, spec, progress))
+    record = {
+        "pilot": {
+            "source": req.source,
+            "params": dict(truth.params),
+            "sigma_log": truth.sigma_log,
+            "sigma_source": truth.sigma_source,
+            "parent_share": truth.parent_share,
+        },
+        "settings": {"n_sims": req.sims, "seed": req.seed, "planted_delta_phi": req.delta, "full_fits": req.full},
+        "mde_formula": mde_formula(),
+        "designs": out,
+    }
+    if req.detect is not None:
+        record["target"] = _recommend(req, truth, out, progress)
+    return record
+
+
+def _menu(req: PowerRequest) -> list[tuple[str, str, dict]]:
+    """(name, structure, spec) of each design: spec {"overrides"} or {"table", "recipe", "seeds"}; structure: its
+    points without the seeds ("as given" for the design with more seeds)."""
+
+    if req.table:
+        k = req.seeds or _table_seeds(req.table, req.recipe)
+        spec = {"table": req.table, "recipe": req.recipe}
+        return [("as given" if s == k else f"{s} seeds", "as given", {**spec, "seeds": s}) for s in (k, 2 * k, 4 * k)]
+    overrides = list(req.overrides)
+    if req.seeds is not None and req.seeds != n_seeds(overrides):
+        overrides = with_seeds(overrides, req.seeds)
+    return [
+        (name, "as given" if name.endswith(" seeds") else name, {"overrides": ov})
+        for name, ov in candidate_designs(overrides)
+    ]
+
+
+def _read_design(path, recipe: str | None):
+    """A runs table (one recipe's rows: `recipe_rows`) as a design, checked as the law it is fitted with reads it
+    (`design_law`: N_pass kept)."""
+    raw = recipe_rows(read_table(path), recipe)
+    return canonical_table(raw, design_law(raw))
+
+
+def _table_seeds(path, recipe: str | None) -> int:
+
+    return int(max(1, replicate_groups(_read_design(path, recipe)).seeds.max()))
+
+
+def _design(spec: dict):
+    """(points table, seeds per point) of a spec."""
+
+    if "overrides" in spec:
+        return design_points(spec["overrides"]), n_seeds(spec["overrides"])
+
+    table = _read_design(spec["table"], spec.get("recipe"))
+    first = table[~replicate_groups(table).duplicate]
+    keys = [c for c in ("r", "N_once", "N_pass", "N_rec", "D") if c in table.columns]
+    points = first.drop_duplicates(keys).reset_index(drop=True)
+    design = points.loc[points.index.repeat(spec["seeds"])].reset_index(drop=True)
+    design["seed"] = np.tile(np.arange(spec["seeds"]), len(points))
+    return design.drop(columns=["L"], errors="ignore"), spec["seeds"]
+
+
+def _cost(req: PowerRequest, spec: dict) -> dict:
+    """FLOPs and hours of a design alone and with a second recipe's copy of its looped jobs (`loopscale plan`'s
+    totals on the local pool; --candidate: that recipe's own overrides, planned); a runs table's: its C summed
+    (independent runs), no hours."""
+
+    if "overrides" not in spec:
+        design, _ = _design(spec)
+        flops = float(design["C"].sum())
+        return {"flops": flops, "flops_with_candidate": flops + float(design.loc[design["r"] > 1, "C"].sum())}
+    rows, pool = pool_rows(spec["overrides"], req.probe)
+    second = [row for row in rows if row["r"] > 1]
+    if req.candidate:
+        r_values = {row["r"] for row in rows}
+        second, _ = pool_rows(looped_overrides(spec["overrides"], r_values, req.candidate.split()), req.probe)
+    alone, both = totals(rows, pool), totals(rows + second, pool)
+    out = {"jobs": alone["jobs"], "jobs_with_candidate": both["jobs"]}
+    for key, name in (("C_forked", "flops"), ("gpu_hours", "gpu_hours"), ("cpu_hours", "cpu_hours")):
+        out[name], out[f"{name}_with_candidate"] = alone[key], both[key]
+    out["cpu_pool_wall_h"], out["cpu_pool_wall_h_with_candidate"] = alone["cpu_pool_wall_h"], both["cpu_pool_wall_h"]
+    return out
+
+
+def _evaluate(req: PowerRequest, truth, name: str, structure: str, spec: dict, progress) -> dict:
+    """One design: its points, cost and simulated precision."""
+
+    design, seeds = _design(spec)
+    sim = simulate_design(
+        design,
+        truth,
+        n_sims=req.sims,
+        seed=req.seed,
+        delta_phi=req.delta,
+        jobs=req.jobs,
+        progress=progress,
+        label=name,
+        full=req.full,
+    )
+    return {
+        "name": name,
+        "structure": structure,
+        **spec,
+        "seeds": seeds,
+        "n_runs": int(len(design)),
+        "n_points": int(len(design) // max(seeds, 1)),
+        "cost": _cost(req, spec),
+        "phi": sim["phi"],
+        "delta_phi": sim["delta_phi"],
+    }
+
+
+def _recommend(req: PowerRequest, truth, designs: list[dict], progress) -> dict:
+    """The cheapest design (FLOPs with the second recipe) that detects |delta-phi| >= --detect. Per design of
+    the menu, the seeds that bring its MDE to the target at se ~ 1 / sqrt(seeds), never fewer than it has (a
+    design with fewer seeds is another entry of the menu), and their cost; the cheapest is simulated at those
+    seeds (unless the menu holds it), one seed more while its simulated MDE misses the target (three tries)."""
+
+    target = req.detect
+    options = []
+    for d in designs:
+        k = seeds_needed(d["delta_phi"]["se"], d["seeds"], target, MAX_SEEDS)
+        if k is not None:
+            k = max(k, d["seeds"])
+            flops = d["cost"]["flops_with_candidate"] * k / d["seeds"]
+            options.append({"from": d["name"], "structure": d["structure"], "seeds": k, "flops": flops})
+    if not options:
+        return {
+            "detect": target,
+            "recommended": None,
+            "why": f"no design of the menu reaches it with <= {MAX_SEEDS} seeds",
+        }
+    best = min(options, key=lambda o: o["flops"])
+    base = next(d for d in designs if d["name"] == best["from"])
+    for k in range(best["seeds"], min(best["seeds"] + 3, MAX_SEEDS + 1)):
+        known = [d for d in designs if d["structure"] == best["structure"] and d["seeds"] == k]
+        if known:
+            found = known[0]
+        else:
+            spec = {"overrides": with_seeds(base["overrides"], k)} if "overrides" in base else {**base, "seeds": k}
+            spec = {key: spec[key] for key in ("overrides", "table", "recipe", "seeds") if key in spec}
+            found = _evaluate(req, truth, f"{best['structure']}, {k} seeds", best["structure"], spec, progress)
+        if found["delta_phi"]["mde"] <= target:
+            break
+    return {"detect": target, "options": options, "recommended": found, "reached": found["delta_phi"]["mde"] <= target}
+
+
+# ----------------------------------------------------------------------------------------------
+# The results as Markdown
+# ----------------------------------------------------------------------------------------------
+def _num(x, digits: int = 3) -> str:
+    return "-" if x is None else f"{x:.{digits}g}"
+
+
+def _hours(cost: dict, suffix: str = "") -> str:
+    gpu, cpu, wall = (cost.get(f"{k}{suffix}") for k in ("gpu_hours", "cpu_hours", "cpu_pool_wall_h"))
+    parts = []
+    if cpu is not None:
+        parts.append(
+            f"CPU {_num(cpu)} h ({_num(wall)} h wall on the pool)" if wall is not None else f"CPU {_num(cpu)} h"
+        )
+    if gpu is not None:
+        parts.append(f"GPU {_num(gpu)} h")
+    return "; ".join(parts) or "-"
+
+
+def design_row(d: dict) -> list[str]:
+    c, phi, dphi = d["cost"], d["phi"], d["delta_phi"]
+    return [
+        d["name"],
+        f"{d['n_points']} x {d['seeds']}",
+        f"{c['flops']:.3g}",
+        f"{c['flops_with_candidate']:.3g}",
+        _hours(c, "_with_candidate"),
+        f"{phi['width95']:.3f}",
+        f"{phi['bias']:+.3f}",
+        f"{dphi['width95']:.3f}",
+        f"{dphi['mde']:.3f}",
+    ]
+
+
+def design_source(d: dict) -> str:
+    """Where the given design comes from: its overrides, or its runs table (and recipe)."""
+    if "overrides" in d:
+        return "the sweep " + " ".join(f"`{o}`" for o in d["overrides"])
+    recipe = f", recipe {d['recipe']}" if d.get("recipe") else ""
+    return f"the runs table {d['table']}{recipe} ({d['n_points']} points)"
+
+
+HEADERS = [
+    "design",
+    "points x seeds",
+    "FLOPs",
+    "FLOPs with a 2nd recipe",
+    "hours with a 2nd recipe",
+    "phi 95% width",
+    "phi bias",
+    "Δφ 95% width",
+    "MDE Δφ",
+]
+
+
+def markdown(record: dict) -> str:
+    """The results as Markdown (printed, and --md)."""
+
+    pilot = record["pilot"]
+    law = ", ".join(f"{k} = {v:.4g}" for k, v in pilot["params"].items())
+    lines = [
+        "# loopscale power",
+        "",
+        f"Pilot: {pilot['source']} ({law}); seed sigma of log L {pilot['sigma_log']:.4g} from "
+        f"{pilot['sigma_source']}; {record['settings']['n_sims']} simulated sweeps per design, each fitted as "
+        "`loopscale fit` does; the second recipe's looped runs are a copy of the design's with "
+        f"Δφ = {record['settings']['planted_delta_phi']:g} planted.",
+        "",
+        f"Design: {design_source(record['designs'][0])}.",
+        "",
+        markdown_table(HEADERS, [design_row(d) for d in record["designs"]]),
+        "",
+        f"- {record['mde_formula']}; 95% width = 2 x 1.96 se.",
+    ]
+    target = record.get("target")
+    if target:
+        rec = target.get("recommended")
+        if rec is None:
+            lines.append(f"- Δφ = {target['detect']:g}: {target['why']}.")
+        else:
+            verdict = "reaches" if target["reached"] else "does NOT reach"
+            lines.append(
+                f"- cheapest design for |Δφ| >= {target['detect']:g} at 80% power: **{rec['name']}** "
+                f"({rec['n_points']} points x {rec['seeds']} seeds, {rec['cost']['flops_with_candidate']:.3g} FLOPs "
+                f"with the second recipe; {_hours(rec['cost'], '_with_candidate')}): simulated MDE "
+                f"{rec['delta_phi']['mde']:.3f}, which {verdict} the target."
+            )
+    return "\n".join(lines)

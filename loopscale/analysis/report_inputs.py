@@ -1,0 +1,151 @@
+"""What `loopscale plot` and `loopscale report` read, before anything is drawn: a table file mapped and checked for
+the fit's law, a sweep directory collected, several sources merged into one table (a run found in several kept
+once), the tables a joint fit recorded for recipes the sources lack, the --compare fits by their legend names, the
+fit's verdict and a `loopscale validate` record."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from loopscale.analysis.conditioning import verdict
+from loopscale.errors import InputError, LoopscaleError
+from loopscale.fit.laws.registry import find_law
+from loopscale.fit.runs_table import ColumnMap
+from loopscale.plots.inputs import as_looped_table, read_table
+from loopscale.plots.recipes import fit_name
+from loopscale.train.collect import collect
+from loopscale.train.run_json import TABLE_COLUMNS
+
+
+def named_fits(compare: dict) -> dict:
+    """The --compare fits by the name their legend shows: their recipe, else the file's stem."""
+    out = {}
+    for path, f in compare.items():
+        name = fit_name(f, Path(path).stem)
+        out[name if name not in out else f"{name} ({Path(path).stem})"] = f
+    return out
+
+
+def read_table_file(path, columns=None, law=None):
+    """A table file read for the figures: mapped and checked for the fit's law when a mapping is given or the
+    law reads no looped columns (`Law.dense`: chinchilla)."""
+    known = find_law(law) if law is not None else None
+    canonical = columns is not None or (known is not None and known.dense)
+    try:
+        table = read_table(path, columns, law if canonical else None)
+    except InputError as err:  # `fit`'s mapping options are --n-col etc.; here it is --columns
+        hint = "map names with --columns, e.g. --columns 'N=Model Size,C=Training FLOP,L=loss'"
+        raise InputError(re.sub(r"map names with --[a-z-]+", hint, str(err))) from None
+    return table
+
+
+def per_recipe(fit) -> bool:
+    """Whether the fit is of a per-recipe law (`Law.per_recipe`: a joint fit, whose recipes' tables it recorded)."""
+    law = find_law(fit.law)
+    return law is not None and law.per_recipe
+
+
+def read_source(source: Path, columns=None, law=None):
+    """(table, problems): a sweep directory is collected (problems = unfinished runs); a table file
+    is read as is (problems = None: a bare table says nothing about missing runs)."""
+    if source.is_dir():
+        rows, problems = collect(source)
+        if not rows and not problems:
+            raise InputError(f"{source} holds no runs (no run.json, checkpoint or Hydra config below it)")
+        table = pd.DataFrame(rows, columns=TABLE_COLUMNS)
+        if rows:
+            table = as_looped_table(table, source=f"runs collected from {source}")
+        return table, problems
+    if not source.exists():
+        raise InputError(f"{source} does not exist")
+    return read_table_file(source, columns, law), None
+
+
+def merge_sources(parts):
+    """(table, problems) of several sources read as one: a run found in several (the baseline's r = 1 runs
+    in every recipe's table) is kept once, as `fit T1 T2 --joint` keeps it: same law inputs and, for r > 1,
+    the same recipe. problems: every sweep's unfinished runs (None when every source is a bare table)."""
+    tables = [t for t, _ in parts if len(t)]
+    problems = None if all(p is None for _, p in parts) else [x for _, p in parts for x in (p or [])]
+    if len(parts) == 1:
+        return parts[0][0], problems
+    if not tables:
+        return parts[0][0], problems
+    table = pd.concat(tables, ignore_index=True)
+    key_cols = [c for c in ("N_once", "N_rec", "r", "D", "L") if c in table]
+    key = table[key_cols].astype(float)
+    if "recipe" in table:
+        looped = table["r"].to_numpy(dtype=float) > 1
+        key = key.assign(_recipe=np.where(looped, table["recipe"].astype(str), ""))
+    return table[~key.duplicated().to_numpy()].reset_index(drop=True), problems
+
+
+def joint_recorded_tables(fit, table, fit_path: Path) -> list:
+    """The tables a joint fit recorded (`fit T1 T2 --joint`), read with the column mapping it recorded, for
+    the recipes the given sources lack; [] when none is missing. A InputError names a recipe still missing."""
+    j = fit.joint or {}
+    col = j.get("column") or "recipe"
+
+    def missing(t):
+        have = set() if col not in t else set(t.loc[t["r"].to_numpy(dtype=float) > 1, col].astype(str))
+        return [g for g in j.get("recipes", []) if g not in have]
+
+    lacking = missing(table)
+    if not lacking:
+        return []
+    found = []
+    for record in (fit.input or {}).get("tables", []):
+        where = [Path(record.get("path", "")), fit_path.parent / record.get("path", "")]
+        path = next((p for p in where if p.name and p.is_file()), None)
+        if path is None:
+            continue
+        fields = set(ColumnMap.__dataclass_fields__)
+        mapping = {c: s for c, s in (record.get("columns") or {}).items() if c in fields and "(" not in s}
+        try:
+            found.append((read_table_file(path, ColumnMap(**mapping), fit.law), None))
+        except (LoopscaleError, ValueError, OSError) as err:  # a recorded table that changed since the fit
+            raise InputError(f"cannot read {path}, a table the joint fit recorded: {err}") from None
+    still = missing(merge_sources([(table, None), *found])[0]) if found else lacking
+    if still:
+        raise InputError(
+            f"the joint fit covers recipes {', '.join(j.get('recipes', []))}, but the runs given have no looped "
+            f"runs of {', '.join(still)} (nor do the tables the fit recorded): give its sweep or table too, "
+            "e.g. `loopscale report runs/baseline runs/mine --fit joint.json`"
+        )
+    return found
+
+
+def fit_verdict(table, fit) -> dict | None:
+    """The fit's verdict (analysis/conditioning.py `verdict`): as the record stores it, or computed from the
+    table for a looped fit written before fits carried it; a record it cannot be computed for says so."""
+    if fit is None:
+        return None
+
+    try:
+        return verdict(table, fit)
+    except (InputError, KeyError, ValueError) as err:
+        why = str(err).splitlines()[0] if str(err) else type(err).__name__
+        return {
+            "checks": [],
+            "verdict": f"not measured: {why}" if isinstance(err, InputError) else f"not measured: no checks ({why})",
+            "measured": False,
+        }
+
+
+def read_validation(path: str | None) -> dict | None:
+    """A `loopscale validate` record, or None without --validation; one line when it is not one."""
+    if path is None:
+        return None
+
+    try:
+        record = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as err:
+        raise InputError(f"cannot read --validation {path}: {str(err).splitlines()[0]}") from None
+    if not isinstance(record, dict) or not {"verdict", "results", "forms", "folds"} <= record.keys():
+        raise InputError(f"--validation {path} is not a `loopscale validate` record")
+    return record
