@@ -869,6 +869,25 @@ MUTATIONS: tuple[Mutation, ...] = (
         ),
         "validate: a held-out budget or r is predicted by a refit that never saw it",
     ),
+    Mutation(
+        "testtime-fixed-r-gains-past-r-train",
+        "loopscale/fit/laws/testtime.py",
+        "    return np.where(fixed > 0, np.minimum(x, 1.0), x)\n",
+        "    return x\n",
+        (
+            "tests/unit/test_testtime_law.py::test_fixed_r_degrades_past_r_train_and_sampled_r_saturates",
+            "tests/unit/test_testtime_law.py::test_noise_free_rows_are_recovered_exactly",
+        ),
+        "test-time law: a fixed-r model gains nothing from passes past r_train (x_eff = min(x, 1))",
+    ),
+    Mutation(
+        "testtime-intervals-not-t-widened",
+        "loopscale/fit/testtime.py",
+        "    sigma = max(sigma, 1e-9) * float(student_t.ppf(0.975, dof) / norm.ppf(0.975))\n",
+        "    sigma = max(sigma, 1e-9)\n",
+        ("tests/unit/test_testtime_law.py::test_noise_scale_is_widened_to_a_t_interval",),
+        "test-time law: with few rows left over the profile interval is a t-interval, not an overconfident normal one",
+    ),
 )
 
 

@@ -32,7 +32,7 @@ from loopscale.analysis.fitting import (
 from loopscale.cli import COMMANDS, UsageError
 from loopscale.cli.arguments import read_fit_arg
 from loopscale.fit.curves.registry import curve_law_names
-from loopscale.fit.laws.registry import single_laws
+from loopscale.fit.laws.registry import law_class, single_laws
 from loopscale.fit.objective import Loss
 from loopscale.fit.resample import resolve_jobs
 from loopscale.fit.result import compare_param
@@ -42,6 +42,7 @@ from loopscale.fit.verdict_render import verdict_lines
 
 from . import fit_curves
 from .fit_output import figure_table, joint_lines, output_paths, write_results
+from .fit_testtime import register_options, run_testtime_fit
 
 
 def register(subparsers) -> None:
@@ -148,6 +149,7 @@ def register(subparsers) -> None:
         "--loss-col", default=None, metavar="NAME", help="column holding L (default L; with --curves: val_loss)"
     )
     fit_curves.add_arguments(p)
+    register_options(p)
     p.set_defaults(func=run_fit)
 
     c = subparsers.add_parser("compare", help=COMMANDS["compare"].help)
@@ -183,6 +185,8 @@ def run_fit(args: argparse.Namespace) -> int:
     args.law = args.law or "looped"
     if args.law in curve_law_names():
         raise UsageError(f"--law {args.law} is a curve law: fit it to a curves table with --curves")
+    if law_class(args.law).table == "test-time":  # one row per model and r_eval: cli/fit_testtime.py
+        return run_testtime_fit(args)
     req = _fit_request(args)
     if args.joint:
         law = joint_law(req)

@@ -201,13 +201,12 @@ def _holdout_check(fit: FitResult, sigma_log: float) -> dict[str, Any] | None:
     )
 
 
-def _failures(checks: list[dict]) -> tuple[list[str], list[str]]:
-    """(reasons that block the measurement, warnings) of the failed checks."""
-    blocking = [c["_reason"] for c in checks if not c["ok"] and c["protects"] in BLOCKING]
+def _failures(checks: list[dict], block=BLOCKING) -> tuple[list[str], list[str]]:
+    """(reasons that block the measurement, warnings) of the failed checks; `block`: what a blocking check
+    protects."""
+    blocking = [c["_reason"] for c in checks if not c["ok"] and c["protects"] in block]
     warnings = [
-        f"{c['protects']} not warranted: {c['_reason']}"
-        for c in checks
-        if not c["ok"] and c["protects"] not in BLOCKING
+        f"{c['protects']} not warranted: {c['_reason']}" for c in checks if not c["ok"] and c["protects"] not in block
     ]
     return blocking, warnings
 
@@ -234,12 +233,14 @@ def shared_check_verdict(check: dict[str, Any]) -> str:
     return "consistent with one shared dense model"
 
 
-def verdict_of(checks: list[dict[str, Any]], subject: str, noise: dict | None = None) -> dict[str, Any]:
+def verdict_of(checks: list[dict[str, Any]], subject: str, noise: dict | None = None, block=BLOCKING) -> dict[str, Any]:
     """The record's "conditioning" of a fit with no delta-phi: "<subject> measured" unless a blocking check
-    failed ("not measured: <reasons>"); failed extrapolation checks become warnings."""
-    blocking, warnings = _failures(checks)
+    failed ("not measured: <reasons>"); failed extrapolation checks become warnings. `block`: what the blocking
+    checks protect (the phi checks' IDENTIFIED and CALIBRATED; another law's checks may name their own)."""
+    blocking, warnings = _failures(checks, block)
     verdict = f"{subject} measured" if not blocking else "not measured: " + "; ".join(blocking)
-    return _record(checks, verdict, not blocking, warnings, noise or {"sigma_log": 0.0, "source": "none"})
+    extra = {} if tuple(block) == BLOCKING else {"blocking": list(block)}  # the renderer's FAIL / warn
+    return _record(checks, verdict, not blocking, warnings, noise or {"sigma_log": 0.0, "source": "none"}, **extra)
 
 
 def fit_checks(table: pd.DataFrame, fit) -> dict[str, Any]:

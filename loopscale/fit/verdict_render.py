@@ -14,11 +14,12 @@ def verdict_rows(cond: dict) -> list[tuple[str, str, str, str, str]]:
     "warn" (an extrapolation check: a warning). A record from before the checks said what they protect has
     every failure blocking."""
     rows = []
+    blocking = tuple(cond.get("blocking") or BLOCKING)  # a record of another law's checks names its own
     for c in cond.get("checks") or []:
         if not isinstance(c, dict):
             continue
         protects = str(c.get("protects") or "")
-        status = "ok" if c.get("ok") else ("warn" if protects and protects not in BLOCKING else "FAIL")
+        status = "ok" if c.get("ok") else ("warn" if protects and protects not in blocking else "FAIL")
         value, target = shown_value(c.get("value")), shown_value(c.get("target"))
         rows.append((status, protects, str(c.get("name", "")), value, target))
     return rows

@@ -166,7 +166,9 @@ class Law:
     `fit_table` profiles by default, recorded as the fit's `profile_phi`); compute_optimal (N*(C), D*(C) are
     drawn from it); warm_start (a law whose optimum this one starts from instead of screening starts);
     has_hessian (`log_predict_jac_hess` is exact); rival (the label under which `loopscale validate` fits
-    this law beside a looped fit as a rival form, None: not one; `rival_law` builds it).
+    this law beside a looped fit as a rival form, None: not one; `rival_law` builds it); table (the table it is
+    fitted to: "runs", the runs table every law above reads, or "test-time", one row per model and r_eval: `fit
+    --law testtime`, `loopscale.fit.testtime`).
 
     Instances are bound to what a fit of them needs from the data (`bind`: the r values of per-r
     multipliers, the recipes of a per-recipe law) or from a fit record's parameters (`from_params`).
@@ -188,6 +190,7 @@ class Law:
     warm_start: ClassVar[str | None] = None
     has_hessian: ClassVar[bool] = True
     rival: ClassVar[str | None] = None
+    table: ClassVar[str] = "runs"  # the table it reads: "runs" (one row per run) or "test-time" (per model and r_eval)
 
     # -- binding an instance --------------------------------------------------------------------------
     @classmethod

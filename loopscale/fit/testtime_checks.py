@@ -1,0 +1,128 @@
+"""The conditioning of a test-time fit (`loopscale.fit.testtime`) in the project's record (`verdict.verdict_of`):
+the checks, each by what it protects, and the verdict "test-time law measured: ..." or "not measured: <reasons>".
+
+Blocking (`IDENTIFIED`, `CALIBRATED`): residual degrees of freedom (rows beyond the free parameters: without
+them nothing measures the noise and no interval exists), no rate or amplitude held (the rows could not identify
+it), the rate off its bounds, closed profile intervals of the rate and of each floor L_inf. A warning
+(`EXTRAPOLATION`): a fixed-r model's drift held (no row past r_train), each model's largest r_eval left out and
+predicted beyond 3 sigma (at least 0.1%, as the training-time holdout check). Pure: reads the fit's dict.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from loopscale.fit.laws.testtime import TestTime
+from loopscale.fit.verdict import ON_BOUND_TOL, verdict_of
+
+IDENTIFIED, CALIBRATED, EXTRAPOLATION = "law identified", "intervals calibrated", "held-out depth"
+HOLDOUT_NOISE_FACTOR, HOLDOUT_FLOOR = 3.0, 1e-3  # as the training-time holdout check (verdict.py)
+HELD_WHY = {
+    "A": "one depth at or below r_scale: no saturating term to fit",
+    "delta": "no row past r_train: the drift past the trained depth is not measured",
+}
+RATE_WHY = "no model has three depths at or below its r_scale: the rate is not identified"
+
+
+def checks_record(law: TestTime, fit: dict[str, Any], theta: np.ndarray) -> dict[str, Any]:
+    """The record's conditioning of one test-time fit (`fit`: the dict `testtime.fit_one` builds)."""
+    dof_reason = (
+        f"{fit['n_rows']} rows fix {fit['n_free']} free parameters exactly: no residual measures the noise, "
+        "so no interval"
+    )
+    checks = [
+        _check(
+            "rows beyond the free parameters",
+            IDENTIFIED,
+            "n_rows - n_free >= 1",
+            fit["dof"],
+            fit["dof"] >= 1,
+            dof_reason,
+        )
+    ]
+    checks += _held_checks(law) + _rate_check(law, fit, theta) + _interval_checks(fit) + _holdout_check(fit)
+    noise = {"sigma_log": fit["sigma_log"] or 0.0, "source": "residuals (t-widened)" if fit["sigma_log"] else "none"}
+    record = verdict_of(checks, "test-time law", noise, block=(IDENTIFIED, CALIBRATED))
+    if record["measured"]:
+        record["verdict"] = "test-time law measured: " + headline(fit, law)
+    return record
+
+
+def _check(name, protects, target, value, ok, reason) -> dict[str, Any]:
+    return {"name": name, "protects": protects, "target": target, "value": value, "ok": bool(ok), "_reason": reason}
+
+
+def _held_checks(law: TestTime) -> list[dict]:
+    """A held rate or amplitude blocks; a held drift is a warning."""
+    out = []
+    for name, value in law.held:
+        label = law.user_names[0] if name == law.rate_name else name
+        shown = f"{label} held at {np.exp(value) if name == 'log_tau' else value:g}"
+        kind = name.split("[")[0]
+        protects = EXTRAPOLATION if kind == "delta" else IDENTIFIED
+        why = HELD_WHY.get(kind, RATE_WHY)
+        out.append(_check(f"{label} free", protects, "fitted, not held", shown, False, f"{shown} ({why})"))
+    return out
+
+
+def _rate_check(law: TestTime, fit: dict, theta: np.ndarray) -> list[dict]:
+    lo, hi = law.bounds()[0]
+    if not lo < hi:
+        return []
+    on = theta[0] <= lo + ON_BOUND_TOL or theta[0] >= hi - ON_BOUND_TOL
+    rate = law.user_names[0]
+    reason = f"{rate} = {fit['params'][rate]:.4g} on its bound"
+    return [
+        _check(f"{rate} off its bounds", IDENTIFIED, f"inside ({lo:.3g}, {hi:.3g})", float(theta[0]), not on, reason)
+    ]
+
+
+def _interval_checks(fit: dict) -> list[dict]:
+    """The rate's and every floor's profile interval closed (only where there is a residual to measure)."""
+    if fit["dof"] < 1:
+        return []
+    out = []
+    for key, ends in fit["intervals"].items():
+        if key.startswith("L_inf") or key in ("tau", "gamma"):
+            closed = None not in ends
+            out.append(
+                _check(
+                    f"{key} interval",
+                    CALIBRATED,
+                    "a closed 95% profile interval",
+                    "closed" if closed else "open",
+                    closed,
+                    f"{key}'s profile interval is open on one side",
+                )
+            )
+    return out
+
+
+def _holdout_check(fit: dict) -> list[dict]:
+    hold = fit.get("holdout")
+    if not hold:
+        return []
+    limit = max(HOLDOUT_NOISE_FACTOR * (fit["sigma_log"] or 0.0), HOLDOUT_FLOOR)
+    mre = hold["mean_abs_rel_error"]
+    reason = f"the largest r_eval of each model is predicted to {100 * mre:.2f}% (> {100 * limit:.2f}%)"
+    return [
+        _check(
+            "held-out largest r_eval", EXTRAPOLATION, f"<= {100 * limit:.2f}% mean |rel err|", mre, mre <= limit, reason
+        )
+    ]
+
+
+def headline(fit: dict[str, Any], law: TestTime) -> str:
+    """The rate and each model's floor with their intervals, in one line."""
+    parts = []
+    for key in (law.user_names[0], *[f"L_inf[{g}]" for g in law.groups]):
+        ci = fit["intervals"].get(key)
+        shown = f" [{_end(ci[0])}, {_end(ci[1])}]" if ci else ""
+        parts.append(f"{key} = {fit['params'][key]:.4g}{shown}")
+    return ", ".join(parts)
+
+
+def _end(x) -> str:
+    return "open" if x is None else f"{x:.4g}"
