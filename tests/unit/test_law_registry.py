@@ -163,8 +163,8 @@ def test_fit_help_lists_every_single_law(example_law):
     """`fit --law` takes the registered laws (a joint law through --joint only), the example's included."""
     help_text = "".join(run_cli(["fit", "--help"]).stdout.split())  # argparse wraps lines, at hyphens too
     assert (
-        "thelawtofit:chinchilla,looped,looped-free,looped-linear,looped-nxd,looped-pass,looped-pinned-e,testtime(defaultlooped;"
-        in help_text
+        "thelawtofit:chinchilla,looped,looped-free,looped-linear,looped-nxd,looped-pass,looped-pinned-e,testtime,"
+        "lr-annealing,multipower(defaultlooped;" in help_text
     )
     res = run_cli(["fit", str(FIXTURE), "--law", "looped-joint"])
     assert res.returncode == 2 and "invalid choice: 'looped-joint'" in res.stderr
