@@ -888,6 +888,28 @@ MUTATIONS: tuple[Mutation, ...] = (
         ("tests/unit/test_testtime_law.py::test_noise_scale_is_widened_to_a_t_interval",),
         "test-time law: with few rows left over the profile interval is a t-interval, not an overconfident normal one",
     ),
+    Mutation(
+        "hyper-alpha-one-hot-does-not-wrap",
+        "loopscale/injections/hyper.py",
+        "F.one_hot(torch.arange(r) % K, K)",
+        "F.one_hot(torch.arange(r).clamp(max=K - 1), K)",
+        (
+            "tests/unit/test_design_equations.py::test_hyper_lanes_at_init",
+            "tests/unit/test_authors_golden.py::test_logits_loss_and_three_steps_equal_the_authors",
+        ),
+        "hyper: alpha_i = one-hot(i mod K) at init, as the authors' code (pass K reads lane 0 again)",
+    ),
+    Mutation(
+        "additive-starts-from-e",
+        "loopscale/injections/additive.py",
+        "            return torch.zeros_like(e)\n",
+        "            return e\n",
+        (
+            "tests/unit/test_design_equations.py::test_additive_starts_from_zero_and_passthrough_from_e",
+            "tests/unit/test_authors_golden.py::test_logits_loss_and_three_steps_equal_the_authors",
+        ),
+        "additive: u = s + e with s_0 = 0, so the first pass sees e (the authors' additive injection)",
+    ),
 )
 
 

@@ -28,8 +28,13 @@ from loopscale.train.plan import plan_run, plan_training
 from support.paths import FIXTURES
 
 AUTHORS = FIXTURES / "authors"
-CASES = ["plain_r1", "concat_r2", "tbptt_r4", "hyper_r2"]
-INJECTIONS = {"passthrough": "passthrough", "inject_init_prelude": "concat", "hyperconnect": "hyper"}
+CASES = ["plain_r1", "concat_r2", "tbptt_r4", "hyper_r2", "additive_r3", "hyper_r3"]
+INJECTIONS = {
+    "passthrough": "passthrough",
+    "inject_init_prelude": "concat",
+    "hyperconnect": "hyper",
+    "additive": "additive",
+}
 
 # the authors' parameter names -> loopscale's, applied in order
 NAME_MAP = [
