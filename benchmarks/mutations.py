@@ -910,6 +910,16 @@ MUTATIONS: tuple[Mutation, ...] = (
         ),
         "additive: u = s + e with s_0 = 0, so the first pass sees e (the authors' additive injection)",
     ),
+    Mutation(
+        "power-table-seeds-are-one-seed-copied",
+        "loopscale/analysis/power_designs.py",
+        '    design["seed"] = np.tile(np.arange(spec["seeds"]), len(points))\n',
+        '    design["seed"] = 0\n',
+        (
+            "tests/unit/test_statistics_off_defaults.py::test_power_on_a_runs_table_with_more_seeds_draws_each_seed_anew",
+        ),
+        "power --table T --seeds K: each point gets K independent seeds, not one seed K times",
+    ),
 )
 
 

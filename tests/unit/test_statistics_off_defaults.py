@@ -388,3 +388,22 @@ def test_aicc_and_bic_count_free_parameters_only_and_are_recomputed_from_the_res
         assert info["bic"] == pytest.approx(n * math.log(rss / n) + k * math.log(n), abs=1e-6)
         if form["law"] == "looped-pinned-e":  # pinned at the fit's E: not moved by its refit
             assert full["params"]["E"] == pytest.approx(fit.params["E"], rel=1e-12)
+
+
+def test_power_on_a_runs_table_with_more_seeds_draws_each_seed_anew(tmp_path):
+    """`power --table T --seeds K` on a forked runs table: K seeds a point are K independent jobs, so at a parent
+    share of 1 the se of phi falls as 1 / sqrt(K) (K = 4: half the one-seed se; one seed copied four times would
+    leave it unchanged). 20 sweeps each: the ratio's Monte Carlo spread is ~0.35-0.75."""
+    from loopscale.analysis.power_designs import PowerRequest, power_record
+
+    grid = S.isodepth_grid(S.CPU_SIZES, (1, 2, 4))
+    path = tmp_path / "runs.csv"
+    S.seeded_sweep(grid, PHI, 1, 0.004, seed=3, forked=True).to_csv(path, index=False)
+    truth = Truth({**S.TRUE_DENSE, "phi": PHI}, 0.004, parent_share=1.0)
+    se = {}
+    for k in (1, 4):
+        req = PowerRequest(table=str(path), seeds=k, sims=20, seed=5, no_menu=True, probe=False)
+        design = power_record(req, truth)["designs"][0]
+        assert (design["seeds"], design["n_runs"]) == (k, k * len(grid))
+        se[k] = design["phi"]["se"]
+    assert se[4] / se[1] < 0.8
