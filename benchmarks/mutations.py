@@ -920,6 +920,22 @@ MUTATIONS: tuple[Mutation, ...] = (
         ),
         "power --table T --seeds K: each point gets K independent seeds, not one seed K times",
     ),
+    Mutation(
+        "validate-phi-shift-is-the-smallest",
+        "loopscale/fit/validation/verdict.py",
+        "    return max(shifts) if shifts else None\n",
+        "    return min(shifts) if shifts else None\n",
+        ("tests/unit/test_statistics_off_defaults.py::test_the_validation_verdict_reads_the_folds_numbers",),
+        "validate: phi moves by at most the LARGEST leave-one-r-out shift",
+    ),
+    Mutation(
+        "validate-flags-held-out-folds-at-1.5x",
+        "loopscale/fit/validation/verdict.py",
+        "RATIO_FLAG = 2.0\n",
+        "RATIO_FLAG = 1.5\n",
+        ("tests/unit/test_statistics_off_defaults.py::test_the_validation_verdict_reads_the_folds_numbers",),
+        "validate: a held-out fold is flagged beyond 2x the refit's own residuals",
+    ),
 )
 
 

@@ -360,6 +360,10 @@ def test_every_fold_is_a_refit_on_its_training_rows_that_predicts_exactly_the_he
             own = fit_table(table[~test].reset_index(drop=True), "looped")
         want = law_class("looped").predict_table(own.params, table[test].reset_index(drop=True))
         np.testing.assert_allclose(res["predicted"], want, rtol=2e-4)
+        assert res["params"]["phi"] == pytest.approx(own.params["phi"], abs=2e-3)
+        train = table[~test].reset_index(drop=True)
+        own_res = np.log(law_class("looped").predict_table(own.params, train)) - np.log(train["L"].to_numpy())
+        assert res["train_rms_log"] == pytest.approx(float(np.sqrt(np.mean(own_res**2))), rel=1e-3)
         np.testing.assert_allclose(res["observed"], table["L"].to_numpy()[test])
         rel = np.asarray(res["predicted"]) / table["L"].to_numpy()[test] - 1
         assert res["held_out"]["mean_abs_rel_error"] == pytest.approx(np.abs(rel).mean(), rel=1e-9)
@@ -407,3 +411,31 @@ def test_power_on_a_runs_table_with_more_seeds_draws_each_seed_anew(tmp_path):
         assert (design["seeds"], design["n_runs"]) == (k, k * len(grid))
         se[k] = design["phi"]["se"]
     assert se[4] / se[1] < 0.8
+
+
+def test_the_validation_verdict_reads_the_folds_numbers(small_validation):
+    """The verdict line's numbers, recomputed from the folds' predictions: the mean over budget folds of the mean
+    |L_hat / L - 1| and the worst one, the same over r folds, phi's largest move when one r is dropped; a fold is
+    flagged exactly when its held-out RMS log error is over twice the refit's own (docs/design.md, "Out of
+    sample")."""
+    _, fit, record = small_validation
+    v = record["verdict"]
+    folds = record["folds"]
+    full_phi = next(res for res in record["results"] if res["form"] == 0 and res["fold"] == 0)["params"]["phi"]
+    by_kind = {"budget": [], "r": []}
+    for res in record["results"]:
+        if res["form"] == 0 and res["fold"] > 0 and res["ok"]:
+            by_kind[folds[res["fold"]]["kind"]].append(res)
+    for kind, key in (("budget", "budget_error"), ("r", "r_error")):
+        rel = [np.asarray(res["predicted"]) / np.asarray(res["observed"]) - 1 for res in by_kind[kind]]
+        assert v[key][0] == pytest.approx(np.mean([np.abs(x).mean() for x in rel]), rel=1e-9)
+        assert v[key][1] == pytest.approx(max(np.abs(x).max() for x in rel), rel=1e-9)
+    shifts = [abs(res["params"]["phi"] - full_phi) for res in by_kind["r"]]
+    assert v["phi_shift"] == pytest.approx(max(shifts), rel=1e-12) and max(shifts) > min(shifts)
+    lo, hi = record["fit"]["phi_interval"]
+    assert v["half_width"] == pytest.approx((hi - lo) / 2, rel=1e-12)
+    for res in by_kind["budget"] + by_kind["r"]:
+        log_res = np.log(np.asarray(res["predicted"]) / np.asarray(res["observed"]))
+        flagged = float(np.sqrt(np.mean(log_res**2))) > 2 * res["train_rms_log"]
+        assert any(f.startswith(f"held out {folds[res['fold']]['label']}:") for f in v["flags"]) == flagged
+    assert v["holds"] == (not v["flags"])
