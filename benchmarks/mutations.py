@@ -936,6 +936,24 @@ MUTATIONS: tuple[Mutation, ...] = (
         ("tests/unit/test_statistics_off_defaults.py::test_the_validation_verdict_reads_the_folds_numbers",),
         "validate: a held-out fold is flagged beyond 2x the refit's own residuals",
     ),
+    Mutation(
+        "huginn-initial-state-zero-in-evaluation",
+        "loopscale/injections/huginn.py",
+        "            return like_init_state(e, STATE_STD)\n",
+        "            return like_init_state(e, STATE_STD) if self.training else torch.zeros_like(e)\n",
+        (
+            "tests/unit/test_design_equations.py::test_the_random_initial_state_is_drawn_anew_in_every_forward_in_evaluation_too",
+        ),
+        "huginn: s_0 is a fresh like-init draw in every forward, training and evaluation alike",
+    ),
+    Mutation(
+        "per-r-noise-pools-every-r",
+        "loopscale/fit/noise.py",
+        "        dof = int(df[on].sum())\n",
+        "        dof = int(df.sum())\n",
+        ("tests/unit/test_statistics_off_defaults.py::test_the_per_r_noise_summary_pools_each_r_alone",),
+        "fit's noise block: sigma of log L per r from that r's seed repeats alone",
+    ),
 )
 
 

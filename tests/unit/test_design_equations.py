@@ -563,3 +563,23 @@ def test_the_scaled_residual_writes_scale_by_lambda_over_r_sqrt_k(lam):
             h = x + c * eq.attention(rms(x, layer.attn_norm.weight), f"{where}.0", None)
             want = h + c * eq.mlp(rms(h, layer.mlp_norm.weight), f"{where}.0", None)
             torch.testing.assert_close(layer(x, cos, sin), want, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("recipe", ["huginn", "parcae"])
+def test_the_random_initial_state_is_drawn_anew_in_every_forward_in_evaluation_too(recipe):
+    """Huginn's and Parcae's s_0 is a fresh like-init draw in every forward, evaluation included (the released
+    code draws it in every call): two evaluation forwards of one batch differ, and each s_0 read back from the
+    first pass is the truncated normal (std sqrt(2/5), cut at 3 std)."""
+    cfg = small(recipe=recipe)
+    model = randomized(cfg).eval()
+    seen = pass_inputs(model)
+    idx = torch.randint(0, cfg.vocab_size, (16, T), generator=torch.Generator().manual_seed(9))
+    with torch.no_grad():
+        first, second = model(idx), model(idx)
+        eq = Equations(cfg, dict(model.named_parameters()), recipe, "sandwich" if recipe == "huginn" else "prenorm")
+        draws = [like_init_from_first_pass(eq, idx, seen[i * cfg.r]) for i in (0, 1)]
+    assert not torch.allclose(first, second)
+    for s0 in draws:
+        assert s0.abs().max() <= 3 * LIKE_INIT_STD + 1e-9
+        assert abs(s0.std().item() / (LIKE_INIT_STD * TRUNC_STD) - 1) < 0.06 and abs(s0.mean().item()) < 0.03
+    assert (draws[0] - draws[1]).abs().mean() > 0.3

@@ -439,3 +439,27 @@ def test_the_validation_verdict_reads_the_folds_numbers(small_validation):
         flagged = float(np.sqrt(np.mean(log_res**2))) > 2 * res["train_rms_log"]
         assert any(f.startswith(f"held out {folds[res['fold']]['label']}:") for f in v["flags"]) == flagged
     assert v["holds"] == (not v["flags"])
+
+
+def test_the_per_r_noise_summary_pools_each_r_alone():
+    """Per r (2-4 seeds a point, one r without repeats): points, replicated points, degrees of freedom, the sigma
+    of log L pooled from that r's points only, sigma_L = sigma_log x the r's mean L (first order), computed here
+    with pandas."""
+    grid = S.isodepth_grid(S.BASELINE_SIZES)
+    counts = np.where(grid["r"].to_numpy() == 8, 1, rng_of(8).choice([2, 3, 4], size=len(grid)))
+    table = S.seeded_sweep(grid, PHI, counts, lambda t: 0.002 * t["r"].to_numpy() ** 0.5, seed=8)
+    nf = N.noise_fit(table)
+    summary = N.per_r_summary(table, nf)
+    frame = table.assign(logL=np.log(table["L"]), point=nf.reps.point)
+    for r, rows in frame.groupby("r"):
+        s = summary[str(int(r))]
+        dev = rows.groupby("point")["logL"].agg(lambda y: ((y - y.mean()) ** 2).sum())
+        dof = int((rows.groupby("point").size() - 1).sum())
+        assert (s["n_points"], s["dof"]) == (rows["point"].nunique(), dof)
+        assert s["n_replicated_points"] == int((rows.groupby("point").size() > 1).sum())
+        if r == 8:
+            assert s["sigma_log"] is None and s["dof"] == 0
+            continue
+        assert s["sigma_log"] == pytest.approx(math.sqrt(dev.sum() / dof), rel=1e-9)
+        assert s["sigma_L_nats"] == pytest.approx(s["sigma_log"] * rows["L"].mean(), rel=1e-9)
+        assert s["model_sigma_log"] == pytest.approx(nf.row_sigma[table["r"].to_numpy() == r].mean(), rel=1e-9)
