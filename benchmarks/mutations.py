@@ -954,6 +954,24 @@ MUTATIONS: tuple[Mutation, ...] = (
         ("tests/unit/test_statistics_off_defaults.py::test_the_per_r_noise_summary_pools_each_r_alone",),
         "fit's noise block: sigma of log L per r from that r's seed repeats alone",
     ),
+    Mutation(
+        "r-eval-past-r-train-has-no-pass",
+        "loopscale/model/transformer.py",
+        "            k = min(i, last)  # the pass whose own parameters this pass uses\n",
+        "            k = i % (last + 1)  # the pass whose own parameters this pass uses\n",
+        ("tests/unit/test_testtime_eval.py::test_scoring_at_r_eval_equals_the_model_rebuilt_at_that_r",),
+        "scored past its trained r, a per-pass design repeats its last pass's own parameters",
+    ),
+    Mutation(
+        "r-eval-scores-the-trained-r",
+        "loopscale/train/lightning_module.py",
+        "            loss = self.model(x, y, r=self.eval_r)\n",
+        "            loss = self.model(x, y)\n",
+        (
+            "tests/integration/test_testtime_run.py::test_a_run_records_its_scores_and_collect_writes_the_testtime_table",
+        ),
+        "trainer.r_eval: each r_eval is scored at that many passes",
+    ),
 )
 
 

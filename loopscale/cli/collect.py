@@ -12,9 +12,11 @@ from rich.console import Console
 from rich.table import Table
 
 from loopscale.analysis.probes import dense_rows, probe_table
+from loopscale.atomic import atomic_path
 from loopscale.cli import COMMANDS, UsageError
 from loopscale.fit.replicates import replicate_groups, seed_count_line
 from loopscale.train.collect import collect, duplicate_points, runs_table, write_runs_table
+from loopscale.train.testtime_eval import testtime_rows
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -81,6 +83,15 @@ def run_collect(args: argparse.Namespace) -> int:
         f"{len(problems)} not done -> {problems_out.name}"
     )
     _print_problems(problems)
+    testtime = testtime_rows(rows)  # each finished model scored across r (trainer.r_eval), one row per r_eval
+    if len(testtime):
+        tt_out = out.with_name(f"{out.stem}_testtime.csv")
+        with atomic_path(tt_out) as tmp:
+            testtime.to_csv(tmp, index=False)
+        print(
+            f"{len(testtime)} test-time rows ({testtime['model'].nunique()} models) -> {tt_out} "
+            "(loopscale fit ... --law testtime)"
+        )
     if len(table):
         print(seed_count_line(replicate_groups(table)))  # seeds are replicates: `fit` measures their noise
     for line in duplicate_points(rows):  # one run (point and seed) counted twice by a fit

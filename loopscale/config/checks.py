@@ -22,3 +22,20 @@ def check_positive(name: str, value: Any) -> None:
 def check_finite(name: str, value: Any) -> None:
     if value is None or not math.isfinite(value):
         raise ConfigError(f"{name}={value!r} must be a finite number")
+
+
+def check_r_eval(value: Any):
+    """trainer.r_eval: "auto", "off" (also None, false, an empty list: none) or whole numbers >= 1 (a list, or one
+    number), returned as "auto", "off" or a sorted list without repeats; ConfigError otherwise."""
+    if value is None or value is False or (isinstance(value, str) and value.lower() in ("off", "none", "false")):
+        return "off"
+    if isinstance(value, str) and value.lower() == "auto":
+        return "auto"
+    items = [value] if isinstance(value, (int, float, str)) else list(value) if hasattr(value, "__iter__") else None
+    try:
+        numbers = [float(v) for v in items]
+    except (TypeError, ValueError):
+        numbers = None
+    if numbers is None or any(not (math.isfinite(v) and v >= 1 and v == int(v)) for v in numbers):
+        raise ConfigError(f"r_eval={value!r} must be auto, off, or whole numbers >= 1 (e.g. [1,2,4,8])")
+    return sorted({int(v) for v in numbers}) or "off"

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any, Optional
 
-from loopscale.config.checks import check_choice, check_finite, check_positive
+from loopscale.config.checks import check_choice, check_finite, check_positive, check_r_eval
 from loopscale.config.model import ModelConfig
 from loopscale.config.naming import check_name
 from loopscale.errors import ConfigError
@@ -238,6 +238,9 @@ class TrainerConfig:
     # share of the final validation set the intermediate validations read (its first rows / windows); the
     # final validation reads all of it, once (loopscale/data/validation.py)
     val_subset: float = 0.05
+    # passes each finished model is also scored at on the final validation set (train/testtime_eval.py): auto is
+    # {1, 2, r/2, r, 2r, 4r} (whole numbers >= 1, each once); a list of whole numbers; off (or an empty list): none
+    r_eval: Any = "auto"
     ckpt_every_steps: int = 50
     ckpt_every_minutes: float = 0.0  # also checkpoint when this much wall time passed since the last; 0: off
     # Launch estimates (loopscale/launch/estimate.py): GPU hours = F x D / (assumed_mfu x peak bf16 FLOP/s).
@@ -284,6 +287,7 @@ class TrainerConfig:
             raise ConfigError(f"assumed_mfu={self.assumed_mfu!r} must be in (0, 1]")
         if not 0.0 < self.val_subset <= 1.0:
             raise ConfigError(f"val_subset={self.val_subset!r} must be in (0, 1] (a share of the final validation set)")
+        self.r_eval = check_r_eval(self.r_eval)
 
 
 @dataclass

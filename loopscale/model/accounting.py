@@ -282,6 +282,14 @@ def eval_flops_per_token(m: ModelConfig) -> float:
     return 2.0 * (passes * layer + m.padded_vocab_size * m.d_model) + injection + own
 
 
+def eval_flops_at(m: ModelConfig, r_eval: int) -> float:
+    """`eval_flops_per_token` of the same model run at r_eval passes (scored across r, or trained with sampled r):
+    set on a copy, the layout (n_prelude, n_rec, n_coda) kept, only the pass count changed."""
+    at = copy.copy(m)
+    at.r = int(r_eval)
+    return eval_flops_per_token(at)
+
+
 def inference_flops_per_token(cfg: ModelConfig) -> float:
     """Serving one token: F / 3 of the same model trained with full backprop, where every use counts 6x (the
     2 N_active of a lifetime cost F D + 2 N_active T_inf). Truncated backprop changes training, not serving."""

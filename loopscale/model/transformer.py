@@ -42,7 +42,7 @@ from loopscale.blocks.form import LayerParts
 from loopscale.blocks.registry import form as block_form
 from loopscale.config.model import ModelConfig
 from loopscale.injections.registry import form as injection_form
-from loopscale.model.accounting import check_trainable, grad_passes, mlp_hidden
+from loopscale.model.accounting import check_trainable, mlp_hidden
 from loopscale.model.attention import causal_attention
 from loopscale.model.head_loss import chunked_head_loss, head_logits
 
@@ -212,21 +212,31 @@ class LoopedTransformer(nn.Module):
         """Pass i of the recurrent block, closed by the pass norm: s = RMSNorm(block(u))."""
         return self.pass_norm(self._layers(self.recurrent, u, T, i if self.pass_indexed else None))
 
-    def _loop(self, e: torch.Tensor, T: int) -> torch.Tensor:
-        """r passes of the recurrent block fed by e through the injection; returns the coda input [B, T, d].
-        A pass before the last bptt_k runs its injection read and its block under no_grad (truncated backprop)."""
-        first_grad_pass = self.cfg.r - grad_passes(self.cfg)
+    def _loop(self, e: torch.Tensor, T: int, r: int | None = None, n_grad: int | None = None) -> torch.Tensor:
+        """r passes (default cfg.r) of the recurrent block fed by e through the injection; returns the coda input
+        [B, T, d]. A pass before the last n_grad (default: the config's rule at this r, bptt_k or all) runs its
+        injection read and its block under no_grad (truncated backprop). Pass i uses the per-pass parameters of
+        pass min(i, cfg.r - 1) (hyper-connection scalars, loop-index embeddings, per-pass adapters): run past the
+        r it was built for, the last pass's own parameters repeat."""
+        r = self.cfg.r if r is None else int(r)
+        if r < 1:
+            raise ValueError(f"r={r} passes: at least one")
+        if n_grad is None:  # the config's rule at this r: the last bptt_k passes, or all of them
+            n_grad = r if self.cfg.bptt_k is None else self.cfg.bptt_k
+        first_grad_pass = r - min(r, int(n_grad))
         grad_on = torch.is_grad_enabled()
         inj = self.injection
         # matmul outputs are bf16 under autocast; with fp32_stream the injection's output is the residual stream
         # and stays in e's dtype (fp32) as at r = 1, so precision does not change with r. published: as it comes.
         fp32_stream = self.cfg.precision == "fp32_stream"
+        last = self.cfg.r - 1
         state = inj.start(e)
-        for i in range(self.cfg.r):
+        for i in range(r):
+            k = min(i, last)  # the pass whose own parameters this pass uses
             with torch.set_grad_enabled(grad_on and i >= first_grad_pass):
-                u, state = inj.read(state, e, i)
-                s = self._pass(u.to(e.dtype) if fp32_stream else u, T, i)
-            state = inj.update(state, s, i)  # in the graph: the state carries e to the passes with gradient
+                u, state = inj.read(state, e, k)
+                s = self._pass(u.to(e.dtype) if fp32_stream else u, T, k)
+            state = inj.update(state, s, k)  # in the graph: the state carries e to the passes with gradient
         return inj.finish(state)
 
     def evaluation_metrics(self) -> dict[str, float]:
@@ -243,15 +253,20 @@ class LoopedTransformer(nn.Module):
         if self.cfg.precision == "published" and self.embed.weight.device.type == "cuda":
             self.embed.to(torch.bfloat16)
 
-    def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(
+        self, idx: torch.Tensor, targets: torch.Tensor | None = None, r: int | None = None, n_grad: int | None = None
+    ) -> torch.Tensor:
         """idx [B, T] -> fp32 logits over the true vocabulary [B, T, V], or the mean cross-entropy (nats)
         against targets [B, T]. The head has V_padded rows for the matmul's shape; the padded rows are cut
-        before the soft-cap and the softmax, so they never take probability mass (as published)."""
+        before the soft-cap and the softmax, so they never take probability mass (as published).
+        r: passes of the recurrent block in this call (default cfg.r: a model scored at r_eval, or trained with
+        sampled r); n_grad: how many of the last passes carry gradient (default: the config's rule, bptt_k or all,
+        at most r)."""
         B, T = idx.shape
         if T > self.cfg.seq_len:
             raise ValueError(f"sequence length {T} exceeds seq_len={self.cfg.seq_len}")
         e = self._layers(self.prelude, self.embed_norm(self.embed(idx)), T)  # [B, T, d]
-        x = self._layers(self.coda, self._loop(e, T), T)
+        x = self._layers(self.coda, self._loop(e, T, r, n_grad), T)
         x = self.final_norm(x)  # [B, T, d]
         weight = self.lm_head.weight if self.lm_head is not None else self.embed.weight  # [V_pad, d]
         if targets is None:  # [B, T, V] fp32, soft-capped

@@ -2,7 +2,8 @@
 
 The identity of a run is its resolved config (TrainConfig as a dict) without the fields that do not change
 what is trained: where it is written (runs_dir, sweep, run_name, data.data_dir), its labels (point), how it
-is watched (progress bars, logging, validation and checkpoint intervals in steps or minutes, the W&B
+is watched (progress bars, logging, validation and checkpoint intervals in steps or minutes, the r_eval scoring
+of the finished model, the W&B
 logger), how fast it runs (num_threads, num_proc, compile: a compiled step equals the eager one to fp32
 rounding, and trainer.compile=auto may choose differently on a relaunch once the graph cache is warm), what
 launch estimates assume (assumed_mfu, plan_device), which part of a forked job runs (budget.fork_stage), the
@@ -55,6 +56,7 @@ NOT_IDENTITY = frozenset(
         "trainer.ckpt_every_minutes",
         "trainer.val_every_steps",
         "trainer.val_subset",
+        "trainer.r_eval",
         "trainer.check_limits",
         "trainer.compile",
         "trainer.compile_backend",

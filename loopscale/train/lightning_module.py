@@ -125,6 +125,7 @@ class LoopedLM(L.LightningModule):
         self._first_nonfinite_step: torch.Tensor | None = None  # -1 while every loss was finite
         self._mark: tuple[float, int] | None = None  # (time, tokens_trained) at the last throughput log
         self._steps_seen = -1  # the global step whose end was last handled
+        self.eval_r: int | None = None  # validation at this many passes (r_eval scoring, train/testtime_eval.py)
 
     @property
     def last_train_loss(self) -> float:
@@ -235,11 +236,11 @@ class LoopedLM(L.LightningModule):
     def validation_step(self, batch, batch_idx):
         x, y = batch
         with eager_on_cpu(self.train_device_type):  # a few batches: not worth graphs of their own (compiling.py)
-            loss = self.model(x, y)
+            loss = self.model(x, y, r=self.eval_r)
         # weight each batch by its real targets (packed rows mask their padding with -100, the loss's
         # ignore_index), so the epoch value is the mean loss per target token over exactly the val rows
         self.log(
-            "val/loss",
+            "val/loss" if self.eval_r is None else f"testtime/val_loss_r{self.eval_r}",
             loss,
             prog_bar=True,
             on_step=False,
@@ -248,7 +249,8 @@ class LoopedLM(L.LightningModule):
             batch_size=int((y != -100).sum()),
         )
         # how many sequences this validation read on this rank: the subset inside fit, all at the end
-        self.log("val/sequences", float(x.shape[0]), on_step=False, on_epoch=True, reduce_fx="sum")
+        if self.eval_r is None:
+            self.log("val/sequences", float(x.shape[0]), on_step=False, on_epoch=True, reduce_fx="sum")
         return loss
 
     def on_validation_epoch_end(self):

@@ -143,6 +143,8 @@ class RunRecord:
     tokens_per_s: float | None = None  # null when this process trained no tokens
     resumed_from_step: int | None = None
     recompile_limit_hits: int | None = None  # compiled runs
+    # the finished model scored at other pass counts: [{r_eval, val_loss, flops_per_token_eval}] (testtime_eval.py)
+    r_eval_scores: list[dict[str, Any]] | None = None
     extra: dict[str, Any] = field(default_factory=dict)  # keys this version does not know
 
     def update(self, **values: Any) -> None:

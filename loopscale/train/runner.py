@@ -33,6 +33,7 @@ from loopscale.train.plan import CHECKPOINT, RunPlan, TrainingPlan, plan_run, pl
 from loopscale.train.recording import RecordedRun, first_record, record_plan, record_recompile_limit_hits
 from loopscale.train.run_json import RunRecord
 from loopscale.train.step_progress import progress_callbacks
+from loopscale.train.testtime_eval import r_eval_values, score_r_eval
 
 log = logging.getLogger("loopscale.train.entry")  # the training log, whichever entry point trains
 
@@ -259,6 +260,11 @@ def _fit_run(
         val = None
         if validate:
             val = built.trainer.validate(built.module, datamodule=built.datamodule, verbose=False)[0]["val/loss"]
+            values = r_eval_values(cfg.trainer.r_eval, built.cfg.model.r)
+            if values:  # the finished model at other pass counts, on the same set (train/testtime_eval.py)
+                run.record.r_eval_scores = score_r_eval(
+                    built.trainer, built.module, built.datamodule, values, built.cfg.model, val
+                )
         run.finish(built.module, built.plan.run.batch_tokens, val)
         record_recompile_limit_hits(built.cfg, run.record, since=hits_before)
     return run.record.to_json_dict()

@@ -1,0 +1,81 @@
+"""Every finished model scored across r (docs/design.md, "Test-time depth"): the final validation set run again at
+each r_eval of `trainer.r_eval`, recorded in run.json (`r_eval_scores`: r_eval, val_loss, forward FLOPs per token at
+that r from `accounting.eval_flops_at`), and the long-form test-time table `loopscale collect` writes beside the
+runs table (one row per run and r_eval), which `loopscale fit --law testtime` reads.
+
+The model is the trained one, unchanged: `LoopedTransformer.forward(..., r=r_eval)` runs r_eval passes, a pass
+past the trained r reusing the last pass's own parameters (hyper-connection scalars, loop-index embeddings,
+per-pass adapters: model/transformer.py). The scoring runs in eval mode, so a random initial state (Huginn,
+Parcae) is drawn as at any evaluation. The score at the trained r is the run's own L (not validated twice).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from loopscale.config.model import ModelConfig
+from loopscale.model.accounting import eval_flops_at
+from loopscale.train.run_json import read_record_or_none
+
+# the test-time table's columns, in order (`testtime_rows`); `loopscale fit --law testtime` reads model, r_eval,
+# r_train (the trained r; a sampled-r run's mean), r_sampling (its scheme: fixed, or the distribution) and L
+TESTTIME_COLUMNS = [
+    *("model", "r_eval", "L", "r_train", "r_sampling", "flops_per_token_eval", "recipe", "N_once", "N_rec"),
+    *("N_pass", "D", "C", "width", "seed", "run_dir"),
+]
+
+
+def r_eval_values(spec, r: int) -> list[int]:
+    """The passes a model trained at r is scored at: auto = {1, 2, r/2, r, 2r, 4r} (r/2 rounded down, each at
+    least 1, each once, sorted), a list as given (check_r_eval sorted it), off: none."""
+    if spec == "off":
+        return []
+    if spec == "auto":
+        return sorted({max(1, v) for v in (1, 2, r // 2, r, 2 * r, 4 * r)})
+    return sorted({int(v) for v in spec})
+
+
+def score_r_eval(trainer, module, datamodule, values: list[int], model_cfg: ModelConfig, L_at_r: float | None):
+    """[{r_eval, val_loss, flops_per_token_eval}] for each r_eval: Lightning's validate on the final set with
+    the module's eval_r set (its validation_step passes it to the model), the run's L at its own r."""
+    scores: list[dict[str, Any]] = []
+    for r in values:
+        if r == model_cfg.r and L_at_r is not None:
+            loss = L_at_r
+        else:
+            module.eval_r = r
+            try:
+                loss = trainer.validate(module, datamodule=datamodule, verbose=False)[0][f"testtime/val_loss_r{r}"]
+            finally:
+                module.eval_r = None
+        scores.append({"r_eval": int(r), "val_loss": float(loss), "flops_per_token_eval": eval_flops_at(model_cfg, r)})
+    return scores
+
+
+def testtime_rows(rows: list[dict[str, Any]]) -> pd.DataFrame:
+    """The long-form test-time table of a sweep's finished runs (collect's rows): one row per run and r_eval, read
+    from each run's record (`r_eval_scores`); the model label is the run name (the run dir where two share one).
+    Empty (with its columns) when no run was scored."""
+    names = [row.get("run_name") for row in rows]
+    out = []
+    for row in rows:
+        record = read_record_or_none(Path(row["run_dir"]) / "run.json") or {}
+        label = row["run_name"] if names.count(row.get("run_name")) == 1 else row["run_dir"]
+        sampling = record.get("r_sampling") or "fixed"
+        for score in record.get("r_eval_scores") or []:
+            out.append(
+                {
+                    "model": label,
+                    "r_eval": score["r_eval"],
+                    "L": score["val_loss"],
+                    "r_train": row.get("r"),
+                    "r_sampling": sampling,
+                    "flops_per_token_eval": score["flops_per_token_eval"],
+                    **{k: row.get(k) for k in ("recipe", "N_once", "N_rec", "N_pass", "D", "C", "width", "seed")},
+                    "run_dir": row["run_dir"],
+                }
+            )
+    return pd.DataFrame(out, columns=TESTTIME_COLUMNS)

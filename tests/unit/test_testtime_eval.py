@@ -1,0 +1,89 @@
+"""Every checkpoint scored across r (loopscale/train/testtime_eval.py, model/transformer.py's r argument): scoring at
+r_eval equals a model rebuilt at that r with the same weights, for every recipe; the default r_eval set; the FLOPs
+at r_eval are the accounting's. A trained run's scores: tests/integration/test_testtime_run.py."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+
+from loopscale.config.checks import check_r_eval
+from loopscale.errors import ConfigError
+from loopscale.model.accounting import eval_flops_at, eval_flops_per_token
+from loopscale.model.transformer import LoopedTransformer
+from loopscale.recipes import registry
+from loopscale.train.testtime_eval import r_eval_values
+from support.train import tiny_model
+
+R_TRAIN = 4
+
+
+def rebuilt_at(model: LoopedTransformer, r_eval: int) -> LoopedTransformer:
+    """The trained model's layout built again for r_eval passes, its weights copied: a per-pass tensor (first
+    dimension r_train here, r_eval there) takes pass min(i, r_train - 1)'s slice for its pass i (the documented
+    rule), every other tensor as it is; stable residual scaling keeps the trained scale lambda / (r_train sqrt k)."""
+    cfg = copy.copy(model.cfg)  # the layout kept, only the pass count changed (accounting.eval_flops_at does so)
+    cfg.r = r_eval
+    if "residual_lambda" in model.cfg.options or cfg.block == "scaled_residual":
+        lam = model.cfg.options.get("residual_lambda", 1.0)
+        cfg.options = {**model.cfg.options, "residual_lambda": lam * r_eval / model.cfg.r}
+    other = LoopedTransformer(cfg)
+    state = model.state_dict()
+    own = other.state_dict()
+    for name, tensor in own.items():
+        source = state[name]
+        if source.shape != tensor.shape:  # per pass: [r_train, ...] -> [r_eval, ...]
+            index = torch.clamp(torch.arange(r_eval), max=model.cfg.r - 1)
+            source = source[index]
+        own[name] = source
+    other.load_state_dict(own)
+    return other
+
+
+@pytest.mark.parametrize("r_eval", [1, 2, 8])
+@pytest.mark.parametrize("recipe", registry.names())
+def test_scoring_at_r_eval_equals_the_model_rebuilt_at_that_r(recipe, r_eval):
+    if recipe == "hyper" and r_eval == 1:
+        pytest.skip("hyper-connections are refused at r = 1: no model to rebuild (scoring at 1 still runs)")
+    torch.manual_seed(0)
+    model = LoopedTransformer(tiny_model(R_TRAIN, recipe))
+    with torch.no_grad():  # every parameter moved off its init, so per-pass parameters differ pass to pass
+        for p in model.parameters():
+            p.add_(0.05 * torch.randn_like(p))
+    other = rebuilt_at(model, r_eval)
+    model.eval(), other.eval()
+    x = torch.randint(0, 200, (2, 16))
+    with torch.no_grad():
+        torch.manual_seed(1)  # a random initial state (huginn, parcae) drawn alike
+        scored = model(x, r=r_eval)
+        torch.manual_seed(1)
+        rebuilt = other(x)
+    assert other.cfg.r == r_eval and scored.shape == rebuilt.shape
+    torch.testing.assert_close(scored, rebuilt, rtol=1e-6, atol=1e-6)
+    if r_eval != R_TRAIN:  # and it is another function than the trained r's
+        torch.manual_seed(1)
+        assert not torch.allclose(model(x), scored)
+
+
+def test_the_default_r_eval_set():
+    assert r_eval_values("auto", 4) == [1, 2, 4, 8, 16]
+    assert r_eval_values("auto", 1) == [1, 2, 4]
+    assert r_eval_values("auto", 3) == [1, 2, 3, 6, 12]
+    assert r_eval_values("auto", 8) == [1, 2, 4, 8, 16, 32]
+    assert r_eval_values("off", 4) == [] and r_eval_values([8, 2, 2], 4) == [2, 8]
+    assert check_r_eval([4, 1, 4.0]) == [1, 4] and check_r_eval("off") == "off" and check_r_eval([]) == "off"
+    assert check_r_eval(None) == "off" and check_r_eval("AUTO") == "auto" and check_r_eval(3) == [3]
+    for bad in ([0, 2], [1.5], "often", [float("nan")]):
+        with pytest.raises(ConfigError, match="r_eval=.* must be auto, off, or whole numbers >= 1"):
+            check_r_eval(bad)
+
+
+def test_flops_at_r_eval_are_the_accountings():
+    cfg = tiny_model(R_TRAIN, "baseline")
+    assert eval_flops_at(cfg, R_TRAIN) == eval_flops_per_token(cfg)
+    at8 = copy.copy(cfg)
+    at8.r = 8
+    assert eval_flops_at(cfg, 8) == eval_flops_per_token(at8) > eval_flops_per_token(cfg)
+    assert cfg.r == R_TRAIN  # the config itself untouched
