@@ -295,7 +295,8 @@ INJECTION_CASES = {  # every registered injection form at r = 3 (hyper also dyna
 
 def test_every_injection_form_has_its_equation_here():
     """A form added to loopscale/injections/ needs its published equation in Equations.loop and a case above."""
-    assert set(injections.names()) == set(INJECTION_CASES)
+    missing = set(injections.names()) ^ set(INJECTION_CASES)
+    assert not missing, f"write the published equation of {sorted(missing)} in Equations and INJECTION_CASES here"
 
 
 @pytest.mark.parametrize(
@@ -317,7 +318,8 @@ BLOCK_CASES = {"prenorm": {}, "sandwich": {}, "lora": {"lora_rank": 3}, "scaled_
 
 
 def test_every_block_form_has_its_equation_here():
-    assert set(blocks.names()) == set(BLOCK_CASES)
+    missing = set(blocks.names()) ^ set(BLOCK_CASES)
+    assert not missing, f"write the published equation of block {sorted(missing)} in Equations.layer and BLOCK_CASES"
 
 
 @pytest.mark.parametrize("name", sorted(BLOCK_CASES))
@@ -332,36 +334,36 @@ def test_blocks_with_the_other_layout_options():
     assert_model_is_its_equations(cfg, "linear", "lora")
 
 
-# recipe -> (injection, block, passes with gradient, options): the designs of docs/design.md, "Loop designs"
+# recipe -> (injection, block, passes with gradient): the designs of docs/design.md, "Loop designs"
 RECIPE_DESIGNS = {
-    "baseline": ("linear", "prenorm", None, {}),  # the published injection (linear on the CPU presets)
-    "tbptt": ("linear", "prenorm", 2, {}),  # gradient through the last ceil(r / 2) passes
-    "hyper": ("hyper", "prenorm", None, {}),
-    "parcae": ("parcae", "prenorm", None, {}),
-    "huginn": ("huginn", "sandwich", None, {}),
-    "whole_stack": ("linear", "prenorm", None, {}),  # and no prelude or coda
-    "loop_index": ("loop_index", "prenorm", None, {}),
-    "lora": ("linear", "lora", None, {}),
-    "stable_residual": ("linear", "scaled_residual", None, {}),
+    "baseline": ("linear", "prenorm", None),  # the published injection (linear on the CPU presets)
+    "tbptt": ("linear", "prenorm", 2),  # gradient through the last ceil(r / 2) passes
+    "hyper": ("hyper", "prenorm", None),
+    "parcae": ("parcae", "prenorm", None),
+    "huginn": ("huginn", "sandwich", None),
+    "whole_stack": ("linear", "prenorm", None),  # and no prelude or coda
+    "loop_index": ("loop_index", "prenorm", None),
+    "lora": ("linear", "lora", None),
+    "stable_residual": ("linear", "scaled_residual", None),
 }
 
 
 def test_every_recipe_has_its_design_here():
-    assert set(recipes.names()) == set(RECIPE_DESIGNS)
+    missing = set(recipes.names()) ^ set(RECIPE_DESIGNS)
+    assert not missing, f"state the design of recipe {sorted(missing)} (its forms, truncation) in RECIPE_DESIGNS"
 
 
 @pytest.mark.parametrize("name", sorted(RECIPE_DESIGNS))
 def test_each_recipe_computes_its_design_at_r3(name):
-    injection, block, grad_passes, _ = RECIPE_DESIGNS[name]
+    injection, block, grad_passes = RECIPE_DESIGNS[name]
     cfg = small(recipe=name)
     assert cfg.recipe == name
     if name == "whole_stack":  # Ouro: the whole stack looped, no unshared layers around it
         assert (cfg.n_prelude, cfg.n_coda, cfg.n_rec) == (0, 0, 2)
     else:
         assert (cfg.n_prelude, cfg.n_coda, cfg.n_rec) == (1, 1, 2)
-    model, _ = assert_model_is_its_equations(cfg, injection, block, grad_passes)
-    if grad_passes is not None:  # the first pass ran under no_grad: a pass-0-only slice would get no gradient
-        assert cfg.bptt_k == 2
+    assert cfg.bptt_k == grad_passes  # tbptt: ceil(3 / 2) = 2 passes with gradient; the others all r
+    assert_model_is_its_equations(cfg, injection, block, grad_passes)  # the gradients see the truncation
 
 
 # ------------------------------------------------------------------------------------------- values at init
