@@ -972,6 +972,14 @@ MUTATIONS: tuple[Mutation, ...] = (
         ),
         "trainer.r_eval: each r_eval is scored at that many passes",
     ),
+    Mutation(
+        "power-forked-jobs-drawn-as-independent-runs",
+        "loopscale/fit/power.py",
+        "    if PARENT_COLUMN not in table.columns:\n        return np.arange(len(table))\n",
+        "    if True:\n        return np.arange(len(table))\n",
+        ("tests/unit/test_statistics_off_defaults.py::test_power_at_a_parent_share_below_one_matches_the_sandwich_se",),
+        "power --parent-share: a forked job's branches share part of their noise (the se a forked design really has)",
+    ),
 )
 
 
