@@ -980,6 +980,38 @@ MUTATIONS: tuple[Mutation, ...] = (
         ("tests/unit/test_statistics_off_defaults.py::test_power_at_a_parent_share_below_one_matches_the_sandwich_se",),
         "power --parent-share: a forked job's branches share part of their noise (the se a forked design really has)",
     ),
+    Mutation(
+        "tuned-lr-rule-not-applied",
+        "loopscale/train/optim/lr_transfer.py",
+        "lr * optim.lr_rule * optim.lr_scale",
+        "lr * optim.lr_scale",
+        ("tests/integration/test_tune.py::test_the_rule_is_written_read_back_applied_and_cached",),
+        "loopscale tune: every later run of the experiment trains at its tuned lr (the rule's multiplier of r)",
+    ),
+    Mutation(
+        "tune-edge-optimum-not-extended",
+        "loopscale/launch/tune.py",
+        "if fits[id(g)] is not None and fits[id(g)].side != 0]",
+        "if False]",
+        ("tests/integration/test_tune.py::test_an_edge_optimum_grows_the_grid",),
+        "loopscale tune: a grid whose lowest loss is on its edge grows past it by itself",
+    ),
+    Mutation(
+        "tune-cache-ignored",
+        "loopscale/launch/tune.py",
+        'if stored.get("key") == key and not settings.force:',
+        "if False:",
+        ("tests/integration/test_tune.py::test_the_rule_is_written_read_back_applied_and_cached",),
+        "loopscale tune: the same tune again is answered from the rule file, not retrained or refitted",
+    ),
+    Mutation(
+        "lr-optimum-interval-without-the-curvature-error",
+        "loopscale/fit/lr_optimum.py",
+        "g = np.array([0.0, -1 / (2 * c2), c1 / (2 * c2**2)])",
+        "g = np.array([0.0, -1 / (2 * c2), 0.0])",
+        ("tests/unit/test_lr_optimum.py::test_vertex_and_interval_match_the_closed_form_of_a_symmetric_grid",),
+        "loopscale tune: a best lr's interval holds the error of the parabola's curvature (delta method)",
+    ),
 )
 
 

@@ -51,6 +51,7 @@ COMMANDS = {
         "notebook", "run the phi diagnostics notebook on a sweep into an HTML page (or .ipynb) with its outputs"
     ),
     "plan": Command("plan", "compute of a grid: forked WSD plan vs independent runs (dry run)"),
+    "tune": Command("tune", "tune an experiment's lr per r on its own models; write the lr rule its sweeps use"),
     "demo": Command("demo", "prepare data, train the isodepth_cpu_demo sweep, fit phi, plot, report"),
 }
 

@@ -15,8 +15,6 @@ replaces a shipped one of the same name (hydra/launcher/slurm.yaml with the site
 
 from __future__ import annotations
 
-import os
-from importlib.resources import files
 from pathlib import Path
 
 from hydra import compose as hydra_compose
@@ -27,6 +25,7 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
 from loopscale.atomic import write_text_atomic
+from loopscale.config.locations import ENV_VAR, config_dir, sweeps_dir, user_config_dirs
 from loopscale.config.model import ModelConfig
 from loopscale.config.resolvers import register_resolvers
 from loopscale.config.schema import (
@@ -38,49 +37,12 @@ from loopscale.config.schema import (
     TrainerConfig,
 )
 
-ENV_VAR = "LOOPSCALE_CONFIG_PATH"
-
-
-def package_dir() -> Path:
-    """The directory of the imported loopscale package (a checkout's loopscale/, or site-packages/loopscale)."""
-    return Path(str(files("loopscale")))
-
-
-def config_dir() -> Path:
-    """The directory of the shipped configs (train.yaml and the groups model/, data/, optim/, ...)."""
-    return package_dir() / "conf"
-
-
-def sweeps_dir() -> Path:
-    """The directory of the sweep designs (experiment/, grid/), found from the package directory alone: the
-    wheel installs the repository's `sweeps/` inside the package (loopscale/sweeps/, pyproject.toml's
-    package-dir), a checkout has it beside the package (an editable install and a plain checkout on sys.path
-    import the checkout's loopscale/). No import of `loopscale.sweeps`: that package exists only through an
-    install's mapping, and a tree on sys.path has none."""
-    inside = package_dir() / "sweeps"
-    return inside if inside.is_dir() else package_dir().parent / "sweeps"
-
-
 SWEEP_GROUPS = ("experiment", "grid")
 
 
 def group_dir(group: str) -> Path:
     """Where the shipped options of a config group live: sweeps/ for experiment and grid, else conf/."""
     return (sweeps_dir() if group.split("/")[0] in SWEEP_GROUPS else config_dir()) / group
-
-
-def user_config_dirs(environ: dict[str, str] | None = None) -> list[Path]:
-    """The user's config directories from LOOPSCALE_CONFIG_PATH, in order; an entry that is not a
-    directory is an error that names it (Hydra would otherwise skip it with a warning)."""
-    value = (os.environ if environ is None else environ).get(ENV_VAR, "")
-    dirs = [Path(entry).expanduser().resolve() for entry in value.split(os.pathsep) if entry.strip()]
-    missing = [str(d) for d in dirs if not d.is_dir()]
-    if missing:
-        raise NotADirectoryError(
-            f"{ENV_VAR} names {', '.join(missing)}, which is not a directory; set it to "
-            f"config directories separated by {os.pathsep!r}"
-        )
-    return dirs
 
 
 def compose(overrides: list[str], return_hydra_config: bool = False):

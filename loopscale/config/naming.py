@@ -73,6 +73,14 @@ def lr_tag(lr_scale: Any) -> str:
     return "" if scale == 1.0 else f"-lrx{scale:.3g}"
 
 
+def lr_rule_tag(lr_rule: Any) -> str:
+    """The run-name suffix of a tuned lr rule's multiplier (optim.lr_rule, `loopscale tune`): '' at 1 (no rule),
+    '-lrt1.93' otherwise, so a run trained at a retuned lr never takes an earlier rule's run dir (finished
+    runs are skipped by their dir)."""
+    rule = float(lr_rule)
+    return "" if rule == 1.0 else f"-lrt{rule:.3g}"
+
+
 def _safe_name(field_name: str, value: Any) -> str:
     check_name(field_name, str(value))
     return str(value)

@@ -7,8 +7,17 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
+from loopscale.config.lr_rule import multiplier as lr_rule_multiplier
 from loopscale.config.model import ModelConfig
-from loopscale.config.naming import _parse_point, _safe_name, budget_tag, lr_tag, parse_fork_point, seed_tag
+from loopscale.config.naming import (
+    _parse_point,
+    _safe_name,
+    budget_tag,
+    lr_rule_tag,
+    lr_tag,
+    parse_fork_point,
+    seed_tag,
+)
 
 
 def recipe_label(model: Any) -> str:
@@ -30,6 +39,8 @@ def register_resolvers() -> None:
         ("ls.ceil_half", lambda r: -(-int(r) // 2)),
         ("ls.seed_tag", seed_tag),
         ("ls.lr_tag", lr_tag),
+        ("ls.lr_rule", lr_rule_multiplier),  # an experiment's tuned lr rule (loopscale/config/lr_rule.py)
+        ("ls.lr_rule_tag", lr_rule_tag),
         ("ls.recipe", recipe_label),
         ("ls.safe_name", _safe_name),
         ("ls.fork_flops", lambda p: parse_fork_point(p)[0]),  # sweeps/grid/cpu_wsd.yaml

@@ -124,10 +124,16 @@ class OptimConfig:
     # Every group's peak lr times this (after the transfer): 1 in a sweep's grid, the multipliers of its lr grid
     # (hydra/sweeper=lr_grid, loopscale/launch/lr_grid.py) elsewhere; run names carry it (`naming.lr_tag`).
     lr_scale: float = 1.0
+    # The experiment's tuned lr rule (`loopscale tune`, loopscale/config/lr_rule.py): every group's peak lr times
+    # this multiplier of the run's recipe and r, read from sweeps/lr_rules/<experiment>.yaml by the experiment's
+    # `${ls.lr_rule:...}`; 1 where no rule is tuned (the published transfer, or the base lrs as given). Run names
+    # carry it (`naming.lr_rule_tag`). An lr grid's lr_scale multiplies on top of it.
+    lr_rule: float = 1.0
 
     def __post_init__(self) -> None:
         check_positive("lr", self.lr)
         check_positive("lr_scale", self.lr_scale)
+        check_positive("lr_rule", self.lr_rule)
         for name in ("weight_decay", "beta1", "beta2", "eps", "grad_clip"):
             check_finite(name, getattr(self, name))
         check_choice("schedule", self.schedule, SCHEDULES)

@@ -157,6 +157,7 @@ def describe(job: Job, limits=None, probe: bool = False) -> dict[str, Any]:
         "N": plan.N,
         "C_budget": plan.C_budget,
         "lr_scale": cfg.optim.lr_scale,
+        "lr_rule": cfg.optim.lr_rule,  # the experiment's tuned multiplier (`loopscale tune`), 1 without a rule
         **work,
         "device_batch": batching.device_batch,
         "grad_accum": batching.grad_accum,

@@ -72,8 +72,8 @@ DATA_FIELD = "data.content_sha256"
 # Fields added after runs were recorded, left out of the identity while at the value every earlier run had, so
 # an earlier run dir keeps its hash (tests/unit/test_identity_defaults.py). model.options needs no entry: empty
 # (every earlier design), it adds no key; model.block is the layer every earlier model had; optim.lr_scale 1 is
-# the transferred lr itself (an lr grid, launch/lr_grid.py, moves it).
-ADDED_AT_DEFAULT = {"model.block": "prenorm", "optim.lr_scale": 1.0}
+# the transferred lr itself (an lr grid, launch/lr_grid.py, moves it); optim.lr_rule 1 is no tuned rule.
+ADDED_AT_DEFAULT = {"model.block": "prenorm", "optim.lr_scale": 1.0, "optim.lr_rule": 1.0}
 # files a restart keeps: Hydra's record and log of this very launch, the run's lock (loopscale/train/lock.py)
 KEEP_ON_RESTART = frozenset({".hydra", ".lock"})
 KEEP_SUFFIX_ON_RESTART = ".log"

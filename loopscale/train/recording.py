@@ -85,6 +85,8 @@ def record_plan(record: RunRecord, cfg: TrainConfig, plan: RunPlan) -> None:
     )
     if cfg.optim.lr_scale != 1.0:  # an lr-grid run says so; a grid run's record is as before
         record.update(lr_scale=cfg.optim.lr_scale)
+    if cfg.optim.lr_rule != 1.0:  # a run of a tuned lr rule (`loopscale tune`) says so
+        record.update(lr_rule=cfg.optim.lr_rule)
 
 
 class RecordedRun:

@@ -52,7 +52,7 @@ TABLE_COLUMNS = [
     "run_name",
     "run_dir",
     # `loopscale validate`: an lr grid's multiplier (empty in the grid), the shapes its conventions recount with
-    *("lr_scale", "n_prelude", "n_coda", "seq_len", "vocab_size", "embedding", "lm_head"),
+    *("lr_scale", "lr_rule", "n_prelude", "n_coda", "seq_len", "vocab_size", "embedding", "lm_head"),
 ]
 
 
@@ -135,6 +135,7 @@ class RunRecord:
     optimizer: str | None = None
     lrs: dict[str, float] | None = None
     lr_scale: float | None = None  # optim.lr_scale of an lr-grid run (loopscale/launch/lr_grid.py); absent at 1
+    lr_rule: float | None = None  # optim.lr_rule, the tuned rule's multiplier (`loopscale tune`); absent at 1
     ortho_dtype: str | None = None  # MuonH only
     compile: str | bool | None = None  # what trainer.compile (auto: resolved) trained with
     ranks: list[dict[str, Any]] | None = None  # where each rank ran

@@ -16,8 +16,8 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from scipy.special import stdtrit
 
+from loopscale.fit.lr_optimum import parabola_optimum
 from loopscale.fit.runs_table import budget_clusters, budget_column
 from loopscale.fit.validation.forms import Form
 from loopscale.fit.validation.refit import refit
@@ -34,28 +34,16 @@ def lr_rows(raw) -> np.ndarray:
 
 
 def best_lr(log_scale: np.ndarray, L: np.ndarray) -> dict[str, Any]:
-    """The parabola L = c0 + c1 x + c2 x^2 in x = ln(lr_scale): best multiplier exp(x*), its 95% interval (None
-    with 3 points), L at x* (x* clipped to the grid), whether x* lies outside the grid; or a reason."""
-    x, y = np.asarray(log_scale, dtype=float), np.asarray(L, dtype=float)
-    if len(np.unique(x)) < 3:
-        return {"reason": f"{len(np.unique(x))} learning rate(s): a parabola needs 3"}
-    coef, cov = np.polyfit(x, y, 2, cov=True) if len(x) > 4 else (np.polyfit(x, y, 2), None)
-    c2, c1, c0 = coef
-    if not c2 > 0:
-        best = x[np.argmin(y)]
-        return {"best": float(np.exp(best)), "interval": None, "at_edge": True, "L_best": float(y.min()),
-                "reason": "the losses do not curve upwards: the best lr is the grid's lowest loss"}  # fmt: skip
-    vertex = -c1 / (2 * c2)
-    at_edge = not x.min() - 1e-9 <= vertex <= x.max() + 1e-9
-    inside = float(np.clip(vertex, x.min(), x.max()))
-    interval = None
-    if cov is not None:
-        g = np.array([c1 / (2 * c2**2), -1 / (2 * c2)])  # d vertex / d (c2, c1)
-        se = float(np.sqrt(max(g @ cov[:2, :2] @ g, 0.0)))
-        q = float(stdtrit(len(x) - 3, 0.975))  # the t quantile (scipy.special: no scipy.stats import)
-        interval = [float(np.exp(vertex - q * se)), float(np.exp(vertex + q * se))]
-    return {"best": float(np.exp(vertex)), "interval": interval, "at_edge": bool(at_edge),
-            "L_best": float(c0 + c1 * inside + c2 * inside**2), "reason": None}  # fmt: skip
+    """The parabola L = c0 + c1 x + c2 x^2 in x = ln(lr_scale) (loopscale/fit/lr_optimum.py, this grid's own
+    residuals for the noise): best multiplier exp(x*), its 95% interval (None with 3 points), L at x* (x*
+    clipped to the grid), whether the grid fails to bracket it (`at_edge`); or a reason."""
+    try:
+        fit = parabola_optimum(log_scale, L)
+    except ValueError as err:
+        return {"reason": str(err)}
+    interval = list(fit.interval) if fit.interval else None
+    return {"best": fit.best, "interval": interval, "at_edge": fit.at_edge, "L_best": fit.L_best,
+            "reason": fit.reason}  # fmt: skip
 
 
 def lr_section(lr_table, table, form: Form, params: dict[str, float], starts) -> dict[str, Any]:

@@ -118,4 +118,5 @@ def peak_lrs(cfg: ModelConfig, optim: OptimConfig, batch_tokens: int, D_tokens: 
     """The peak lr of every parameter group of optim.optimizer: MuonH's recipe groups (`lrs_for`, at the global
     tokens per step and the run's target tokens) or plain AdamW's (`adamw_lrs`)."""
     lrs = adamw_lrs(cfg, optim) if optim.optimizer == "adamw" else lrs_for(cfg, batch_tokens, D_tokens, optim)
-    return {group: lr * optim.lr_scale for group, lr in lrs.items()}  # an lr grid's multiplier (1 in the grid)
+    # the experiment's tuned rule (`loopscale tune`) and an lr grid's multiplier on top of it (1 and 1 by default)
+    return {group: lr * optim.lr_rule * optim.lr_scale for group, lr in lrs.items()}

@@ -1,0 +1,105 @@
+"""The best learning rate of a small lr grid: a parabola of the loss in x = ln(lr multiplier) and its vertex.
+
+    L(x) = c0 + c1 x + c2 x^2,   x* = -c1 / (2 c2),   best multiplier exp(x*)
+
+The interval is the delta method on the vertex (d x* / d c1 = -1 / (2 c2), d x* / d c2 = c1 / (2 c2^2)) with the
+coefficients' covariance sigma^2 (X^T X)^-1, sigma the run noise of one loss, and the t quantile of the noise
+estimate's degrees of freedom. A single grid of 5 lrs leaves a parabola 2 degrees of freedom (t = 4.3), so the
+tuning stage (loopscale/launch/tune.py) pools the noise over every grid it fits (`pooled_noise`: the residuals of
+all the parabolas together; seed noise and the parabola's misfit both) and fits each grid at that sigma; a
+grid alone estimates its own (`parabola_optimum(x, L)`, what `validate`'s lr confound reads).
+
+`window` picks the points a parabola is fitted to: the `n` lrs nearest the grid's lowest loss, so a grid
+extended past an edge (loopscale/launch/tune.py) still fits the vertex locally, where a parabola describes the
+loss (far from the optimum the loss rises more steeply on the high-lr side).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.special import stdtrit
+
+
+@dataclass(frozen=True)
+class LrOptimum:
+    """The best multiplier of one grid: exp(x*), its 95% interval (None without a noise estimate or when the
+    losses do not curve upwards), L at x* clipped to the grid, and where it lies: `at_edge` when the vertex is
+    outside the grid's lrs; `side` where the grid must grow to bracket the optimum: -1 below, +1 above when the
+    vertex is outside or the grid's lowest loss is at its first or last lr, 0 when bracketed."""
+
+    best: float
+    interval: tuple[float, float] | None
+    L_best: float
+    at_edge: bool
+    side: int
+    log_se: float | None  # standard error of ln(best)
+    reason: str | None = None
+
+
+def window(x: np.ndarray, L: np.ndarray, n: int = 5) -> np.ndarray:
+    """Indices (sorted by x) of the n lrs nearest the lowest loss, by rank; all of them when there are <= n."""
+    order = np.argsort(x)
+    if len(order) <= n:
+        return order
+    at = int(np.argmin(np.asarray(L)[order]))
+    start = min(max(at - n // 2, 0), len(order) - n)
+    return order[start : start + n]
+
+
+def _design(x: np.ndarray) -> np.ndarray:
+    return np.column_stack([np.ones_like(x), x, x**2])  # columns c0, c1, c2
+
+
+def residual_ss(x: np.ndarray, L: np.ndarray) -> tuple[float, int]:
+    """(residual sum of squares of the least-squares parabola, its degrees of freedom n - 3)."""
+    X = _design(np.asarray(x, float))
+    coef, *_ = np.linalg.lstsq(X, np.asarray(L, float), rcond=None)
+    return float(np.sum((np.asarray(L, float) - X @ coef) ** 2)), len(x) - 3
+
+
+def pooled_noise(grids: list[tuple[np.ndarray, np.ndarray]]) -> tuple[float | None, int]:
+    """(sigma of one loss, degrees of freedom) from the parabolas of several grids together: sqrt(sum RSS /
+    sum (n - 3)); (None, 0) when no grid has more than 3 lrs."""
+    rss, dof = 0.0, 0
+    for x, L in grids:
+        if len(np.unique(x)) > 3:
+            r, d = residual_ss(x, L)
+            rss, dof = rss + r, dof + d
+    return (float(np.sqrt(rss / dof)), dof) if dof else (None, 0)
+
+
+def parabola_optimum(x, L, sigma: float | None = None, dof: int | None = None) -> LrOptimum:
+    """The vertex of the least-squares parabola L(x) (x = ln multiplier) and its 95% interval (module
+    docstring). sigma: the noise of one loss (None: this grid's own residuals, n - 3 degrees of freedom, none
+    with 3 points); dof: the degrees of freedom sigma was estimated with (None: a known sigma, normal quantile).
+    ValueError with fewer than 3 distinct lrs."""
+    x, L = np.asarray(x, float), np.asarray(L, float)
+    if len(np.unique(x)) < 3:
+        raise ValueError(f"{len(np.unique(x))} learning rate(s): a parabola needs 3")
+    X = _design(x)
+    coef, *_ = np.linalg.lstsq(X, L, rcond=None)
+    c0, c1, c2 = (float(c) for c in coef)
+    lo, hi = float(x.min()), float(x.max())
+    lowest = float(x[np.argmin(L)])
+    if not c2 > 0:
+        side = -1 if lowest == lo else 1 if lowest == hi else 0
+        return LrOptimum(float(np.exp(lowest)), None, float(L.min()), True, side, None,
+                         "the losses do not curve upwards: the best lr is the grid's lowest loss")  # fmt: skip
+    vertex = -c1 / (2 * c2)
+    side = -1 if vertex < lo - 1e-9 or lowest == lo else 1 if vertex > hi + 1e-9 or lowest == hi else 0
+    inside = float(np.clip(vertex, lo, hi))
+    if sigma is None and len(x) > 3:
+        rss, own_dof = residual_ss(x, L)
+        sigma, dof = float(np.sqrt(rss / own_dof)), own_dof
+    log_se, interval = None, None
+    if sigma is not None:
+        cov = sigma**2 * np.linalg.inv(X.T @ X)
+        g = np.array([0.0, -1 / (2 * c2), c1 / (2 * c2**2)])  # d vertex / d (c0, c1, c2)
+        log_se = float(np.sqrt(max(g @ cov @ g, 0.0)))
+        q = 1.959963984540054 if dof is None else float(stdtrit(dof, 0.975))  # t quantile (no scipy.stats import)
+        interval = (float(np.exp(vertex - q * log_se)), float(np.exp(vertex + q * log_se)))
+    L_best = c0 + c1 * inside + c2 * inside**2
+    at_edge = not lo - 1e-9 <= vertex <= hi + 1e-9
+    return LrOptimum(float(np.exp(vertex)), interval, float(L_best), at_edge, side, log_se)

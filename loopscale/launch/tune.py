@@ -1,0 +1,429 @@
+"""The tuning stage (`loopscale tune experiment=X [model.recipe=Y]`): the experiment's learning rate, tuned where
+its models are trained, written as the lr rule every later sweep of the experiment uses (loopscale/config/lr_rule.py).
+
+    for every r of the experiment's grid (and the recipe given), at each tuning cell (a budget and a width,
+    'C2.5e11-d24'): train the runs at lr multipliers step^k around the centre (5 by default, step sqrt 2)
+    -> fit a parabola of L in ln(multiplier) to the 5 lrs nearest the lowest loss (loopscale/fit/lr_optimum.py),
+       the noise of one loss pooled over every grid's parabola (seed noise and the parabola's misfit together)
+    -> a grid whose lowest loss is at its first or last lr, or whose vertex is outside it, does not bracket
+       the optimum: it grows by two lrs on that side and trains them (at most `max_extend` times)
+    -> the rule: per r, the cells' ln(best) averaged with weights 1 / se^2 (its interval from the combined se,
+       the t quantile of the pooled noise's degrees of freedom); a heterogeneity test (Cochran's Q, chi^2 on
+       cells - 1 df) says whether the best lr moves between the cells, which a per-r multiplier cannot follow
+    -> sweeps/lr_rules/<experiment>.yaml: the multipliers and how they were measured (cells, per-cell optima,
+       the noise, the runs' FLOPs and wall time, the cache key).
+
+The lr is chosen by each run's loss only, never by what it does to a fit. Every run is an ordinary run of the
+experiment (its point replaced by the cell, optim.lr_scale set, the experiment's own rule off: optim.lr_rule=1)
+under runs_dir/<cell> (runs/tune/C2.5e11-d24/... by default), named by its config (`-lrx<m>`), so a tune
+resumes like any sweep and shares nothing with the experiment's own runs; a key (the hash of the tuned jobs'
+identities without their lr, and the grid) is stored with the rule, and the same tune again is answered from the
+file.
+
+Cost is stated before anything trains (`plan_cost`: the round's jobs, their FLOPs and, from the throughput probe,
+CPU hours); an extension round states its own.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from omegaconf import OmegaConf
+from scipy.special import chdtrc, stdtrit
+
+from loopscale.config.lr_rule import read_rule, rule_file, write_rule
+from loopscale.errors import ConfigError
+from loopscale.fit.lr_optimum import parabola_optimum, pooled_noise, window
+from loopscale.launch.compile_order import schedule
+from loopscale.launch.local_workers import train_in_workers
+from loopscale.launch.lr_grid import POINT_KEY, split_point
+from loopscale.launch.sweep import Job, compose_jobs, describe, job_work, sweep_overrides
+from loopscale.provenance import git_commit
+from loopscale.train.identity import identity_hash, identity_of
+from loopscale.train.plan import branch_config, plan_forks, run_dir_of
+from loopscale.train.run_json import PARENT_FILE, RUN_FILE, is_finished, read_record_or_none
+
+LR_SCALE = "optim.lr_scale"
+LR_RULE = "optim.lr_rule"
+FIT_POINTS = 5  # the parabola's window: the lrs nearest the lowest loss
+
+
+@dataclass(frozen=True)
+class TuneGrid:
+    """points: the lrs of a first grid (>= 3); step: the ratio of neighbouring lrs; centre: the middle multiplier
+    (rounded to a power of step, so every multiplier is step^k and run names repeat across rounds and tunes);
+    max_extend: how many times a grid that does not bracket its optimum may grow."""
+
+    points: int = 5
+    step: float = 2**0.5
+    centre: float = 1.0
+    max_extend: int = 3
+
+    def __post_init__(self) -> None:
+        if not (isinstance(self.points, int) and self.points >= 3):
+            raise ConfigError(f"points={self.points!r} must be an integer >= 3 (a parabola needs 3 lrs)")
+        if not float(self.step) > 1.0:
+            raise ConfigError(f"step={self.step!r} must be > 1 (the ratio of neighbouring learning rates)")
+        if not float(self.centre) > 0.0:
+            raise ConfigError(f"centre={self.centre!r} must be > 0 (a multiplier of the experiment's lr)")
+
+    def first_ks(self) -> list[int]:
+        k0 = round(math.log(self.centre) / math.log(self.step))
+        return list(range(k0 - (self.points - 1) // 2, k0 + self.points // 2 + 1))
+
+    def multiplier(self, k: int) -> float:
+        return float(f"{float(self.step) ** k:.12g}")  # 0.707106781187: the same override, hence run name, every time
+
+
+@dataclass
+class Grid:
+    """One lr grid: a (recipe, r) at one cell; ks trained so far, each k's losses (several with seeds)."""
+
+    recipe: str
+    r: int
+    cell: str
+    overrides: list[str]  # the group's job overrides without its point
+    ks: list[int]
+    L: dict[int, list[float]] = field(default_factory=dict)
+
+
+def default_cells(points: list[str]) -> list[str]:
+    """Two cells from the experiment's grid points: the smallest budget at its middle width (the lower of two
+    middles), and the largest budget at the largest width trained there."""
+    budgets: dict[float, dict[int, tuple[str, list[str]]]] = {}
+    for point in points:
+        tokens, others = split_point(point)
+        width = _width(others)
+        for b in tokens:
+            budgets.setdefault(float(b), {})[width] = (b, others)
+    if not budgets:
+        raise ConfigError("the experiment sweeps no `point`: give the tuning cells with --cells C<budget>-d<width>")
+    small, large = budgets[min(budgets)], budgets[max(budgets)]
+    widths = sorted(small)
+    cells = [_cell(*small[widths[(len(widths) - 1) // 2]]), _cell(*large[max(large)])]
+    return list(dict.fromkeys(cells))
+
+
+def _cell(budget: str, others: list[str]) -> str:
+    return "-".join([f"C{budget}", *others])
+
+
+def _width(others: list[str]) -> int:
+    for part in others:
+        if part[:1] in ("d", "s") and part[1:].isdigit():
+            return int(part[1:])
+    raise ConfigError(f"a tuning cell needs a width ('-d<width>' or '-s<size>'); got {others}")
+
+
+def groups_of(overrides: list[str], cells: list[str] | None) -> tuple[list[tuple[list[str], Any]], list[str]]:
+    """(each distinct job of the experiment's sweep without its point: (its overrides, its composed config at
+    the first cell), the cells): one lr grid per (group, cell)."""
+    jobs = sweep_overrides(overrides)
+    points = [v for job in jobs for v in [_value(job, POINT_KEY)] if v is not None]
+    cells = list(cells) if cells else default_cells(points)
+    for cell in cells:
+        split_point(cell)  # a cell is a point: 'C<budget>...-d<width>'
+    bases: dict[tuple, list[str]] = {}
+    for job in jobs:
+        if _value(job, LR_SCALE) is not None:
+            raise ConfigError("loopscale tune sets optim.lr_scale itself: drop it from the overrides")
+        base = [o for o in job if _key(o) not in (POINT_KEY, LR_SCALE, LR_RULE, "runs_dir")]
+        bases.setdefault(tuple(base), base)
+    composed = compose_jobs([[*base, f"{POINT_KEY}={cells[0]}", f"{LR_RULE}=1.0"] for base in bases.values()])
+    return [(base, OmegaConf.to_object(cfg)) for base, cfg in zip(bases.values(), composed)], cells
+
+
+def tune_key(groups: list[tuple[list[str], Any]], cells: list[str], grid: TuneGrid) -> str:
+    """The cache key of a tune: its jobs' identities at the centre lr (what is trained, not where) and the grid."""
+    ids = sorted(identity_hash(identity_of(cfg)) for _, cfg in groups)
+    spec = {"ids": ids, "cells": cells, "points": grid.points, "step": float(grid.step), "centre": grid.first_ks()}
+    return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def grid_jobs(grids: list[Grid], tg: TuneGrid, runs_dir: str, extra: list[str]) -> list[tuple[Grid, int, Job]]:
+    """Every (grid, k) run as (grid, k, Job): the group's overrides, the cell as its point, the multiplier
+    step^k, the experiment's rule off, under runs_dir/<cell> (run names carry the width, not the budget: two
+    cells of one width must not share a run dir)."""
+    keyed, overrides = [], []
+    for g in grids:
+        for k in g.ks:
+            overrides.append(
+                [
+                    *g.overrides,
+                    f"{POINT_KEY}={g.cell}",
+                    f"{LR_SCALE}={tg.multiplier(k)!r}",
+                    f"{LR_RULE}=1.0",
+                    f"runs_dir={Path(runs_dir) / g.cell}",
+                    *extra,
+                ]  # fmt: skip
+            )
+            keyed.append((g, k))
+    cfgs = compose_jobs(overrides)
+    return [(g, k, Job(o, OmegaConf.to_object(c))) for (g, k), o, c in zip(keyed, overrides, cfgs)]
+
+
+def run_dirs(cfg) -> list[Path]:
+    """The dirs whose run.json hold a job's points: a forked job's branches (its parent writes none), else its own."""
+    if cfg.budget.mode == "forks":
+        plan = plan_forks(cfg)
+        return [run_dir_of(branch_config(cfg, plan, b)) for b in plan.branches]
+    return [run_dir_of(cfg)]
+
+
+def job_loss(cfg) -> float | None:
+    """The final validation loss of a finished tuning run (a forked cell has one branch), None when not done."""
+    dirs = run_dirs(cfg)
+    if not all(is_finished(d) for d in dirs):
+        return None
+    return float((read_record_or_none(dirs[-1] / RUN_FILE) or {})["L"])
+
+
+def plan_cost(jobs: list[Job], probe: bool) -> dict[str, Any]:
+    """What the jobs not yet finished will cost: how many, their FLOPs (a forked cell: its parent and cooldown)
+    and, with the probe (CPU jobs), CPU hours in one process at the measured speed (loopscale/launch/sweep.py)."""
+    todo = [job for job in jobs if job_loss(job.cfg) is None]
+    rows = [describe(job, probe=probe) for job in todo]
+    hours = [row.get("cpu_hours") for row in rows]
+    return {
+        "jobs": len(jobs),
+        "todo": len(todo),
+        "flops": float(sum(row["C"] for row in rows)),
+        "cpu_hours": float(sum(hours)) if rows and all(h is not None for h in hours) else None,
+    }
+
+
+def fit_grids(grids: list[Grid], tg: TuneGrid) -> tuple[dict[int, Any], dict[str, Any]]:
+    """Each grid's parabola at the pooled noise: ({id(grid): LrOptimum}, the noise {sigma_nats, dof})."""
+    windows = {}
+    for g in grids:
+        x = np.array([math.log(tg.multiplier(k)) for k in g.ks for _ in g.L.get(k, [])])
+        L = np.array([v for k in g.ks for v in g.L.get(k, [])])
+        keep = window(x, L, FIT_POINTS) if len(np.unique(x)) > FIT_POINTS else np.arange(len(x))
+        windows[id(g)] = (x[keep], L[keep])
+    sigma, dof = pooled_noise(list(windows.values()))
+    fits = {}
+    for g in grids:
+        x, L = windows[id(g)]
+        fits[id(g)] = parabola_optimum(x, L, sigma=sigma, dof=dof or None) if len(np.unique(x)) >= 3 else None
+    return fits, {"sigma_nats": sigma, "dof": dof}
+
+
+def extend(grid: Grid, side: int) -> list[int]:
+    """Two more lrs beyond the grid's edge on `side` (-1: below, +1: above); the new ks."""
+    new = [min(grid.ks) - 1, min(grid.ks) - 2] if side < 0 else [max(grid.ks) + 1, max(grid.ks) + 2]
+    grid.ks = sorted([*grid.ks, *new])
+    return new
+
+
+def combine(fits: list[Any], dof: int) -> dict[str, Any]:
+    """One r's cells combined: ln(best) weighted by 1 / se^2, its 95% interval (t quantile at the pooled noise's
+    dof), and Cochran's Q with its chi^2 p (do the cells agree on the best lr?). Cells without an se (losses not
+    curving upwards) are left out; None when none has one."""
+    usable = [f for f in fits if f is not None and f.log_se and f.log_se > 0]
+    if not usable:
+        return {"best": None, "reason": "no cell's losses curve upwards: no optimum to take"}
+    x = np.log([f.best for f in usable])
+    w = 1.0 / np.square([f.log_se for f in usable])
+    mean = float(np.sum(w * x) / np.sum(w))
+    se = float(1.0 / np.sqrt(np.sum(w)))
+    q = float(stdtrit(dof, 0.975)) if dof else 1.959963984540054
+    Q = float(np.sum(w * (x - mean) ** 2))
+    p = float(chdtrc(len(usable) - 1, Q)) if len(usable) > 1 else None
+    return {
+        "best": math.exp(mean),
+        "interval": [math.exp(mean - q * se), math.exp(mean + q * se)],
+        "log_se": se,
+        "cells_used": len(usable),
+        "heterogeneity_Q": Q,
+        "heterogeneity_p": p,
+    }
+
+
+@dataclass
+class TuneSettings:
+    overrides: list[str]  # the experiment and any other Hydra overrides (model.recipe=..., seed=...)
+    cells: list[str] | None = None  # None: default_cells of the experiment's grid
+    grid: TuneGrid = field(default_factory=TuneGrid)
+    runs_dir: str = "runs/tune"
+    out: Path | None = None  # None: the experiment's rule file (loopscale/config/lr_rule.py)
+    workers: int = 2
+    threads_per_worker: int = 1
+    probe: bool = True  # the throughput probe behind the stated CPU hours
+    force: bool = False  # tune again even when the rule file holds this tune's key
+    dry_run: bool = False  # state the first round's cost and stop
+
+
+@dataclass
+class TuneResult:
+    rule_path: Path
+    multipliers: dict[int, float]
+    record: dict[str, Any]
+    cached: bool
+    trained: int = 0
+
+
+def run_tune(settings: TuneSettings, say: Callable[[str], None] = print, progress=None) -> TuneResult | None:
+    """The module docstring's stages; the rule file's path and what it holds (None after a dry run). `say`
+    prints a line, `progress(total)` gives a callable to advance per finished job (None: no bar)."""
+    groups, cells = groups_of(settings.overrides, settings.cells)
+    experiment = groups[0][1].sweep
+    recipes = sorted({cfg.model.recipe for _, cfg in groups})
+    if len(recipes) != 1:
+        raise ConfigError(f"one recipe a tune (the rule is per recipe); the overrides give {recipes}")
+    recipe = recipes[0]
+    path = Path(settings.out) if settings.out else rule_file(experiment)
+    key = tune_key(groups, cells, settings.grid)
+    stored = (read_rule(path).get("recipes") or {}).get(recipe) or {}
+    if stored.get("key") == key and not settings.force:
+        multipliers = {int(r): float(m) for r, m in read_rule(path)["multipliers"][recipe].items()}
+        say(f"already tuned: {path} holds recipe {recipe}'s rule for this grid (key {key}); --force tunes again")
+        return TuneResult(path, multipliers, stored, cached=True)
+    grids = [
+        Grid(recipe, int(cfg.model.r), cell, base, settings.grid.first_ks()) for base, cfg in groups for cell in cells
+    ]
+    extra = ["trainer.progress=false", f"trainer.num_threads={settings.threads_per_worker}"]
+    trained, wall_s, rounds = 0, 0.0, []
+    for round_ in range(settings.grid.max_extend + 1):
+        jobs = grid_jobs(grids, settings.grid, settings.runs_dir, extra)
+        cost = plan_cost([job for _, _, job in jobs], settings.probe)
+        say(_cost_line(round_, cost, settings))
+        if settings.dry_run:
+            return None
+        done, seconds = _train([job for _, _, job in jobs], settings, progress, say)
+        trained, wall_s = trained + done, wall_s + seconds
+        for g in grids:
+            g.L = {}
+        for g, k, job in jobs:
+            L = job_loss(job.cfg)
+            if L is None:
+                raise ConfigError(f"tuning run {job.cfg.run_name} did not finish")
+            g.L.setdefault(k, []).append(L)
+        fits, noise = fit_grids(grids, settings.grid)
+        grow = [(g, fits[id(g)].side) for g in grids if fits[id(g)] is not None and fits[id(g)].side != 0]
+        rounds.append({"round": round_, "jobs": len(jobs), "trained": done, "wall_s": seconds, "noise": noise})
+        if grow and round_ == settings.grid.max_extend:
+            g, side = grow[0]
+            raise ConfigError(
+                f"r = {g.r} at {g.cell}: the lowest loss is still on the grid's {'upper' if side > 0 else 'lower'} "
+                f"edge after {round_} extension(s) (x{settings.grid.multiplier(min(g.ks)):.3g} .. "
+                f"x{settings.grid.multiplier(max(g.ks)):.3g}): nothing written to {path}; rerun with --centre "
+                f"nearer the optimum or a larger --max-extend (the runs so far are reused)"
+            )
+        if not grow:
+            break
+        for g, side in grow:
+            new = extend(g, side)
+            say(f"  r = {g.r} at {g.cell}: the lowest loss is at the grid's {'upper' if side > 0 else 'lower'} "
+                f"edge: adding x{', x'.join(f'{settings.grid.multiplier(k):.3g}' for k in new)}")  # fmt: skip
+    record = _record(grids, fits, noise, settings, cells, key, rounds, [job for _, _, job in jobs], wall_s)
+    multipliers = {int(r): v["best"] for r, v in record["rule"].items() if v.get("best")}
+    missing = sorted({g.r for g in grids} - set(multipliers))
+    if missing:
+        raise ConfigError(f"no optimum at r = {missing}: nothing written to {path} (see the losses above)")
+    write_rule(path, experiment, recipe, multipliers, record)
+    return TuneResult(path, multipliers, record, cached=False, trained=trained)
+
+
+def _cost_line(round_: int, cost: dict[str, Any], settings: TuneSettings) -> str:
+    what = "tuning grid" if round_ == 0 else f"extension {round_}"
+    hours = cost["cpu_hours"]
+    wall = f", ~{hours * 60 / max(settings.workers, 1):.0f} min wall on {settings.workers} worker(s)" if hours else ""
+    cpu = f", {hours:.2f} CPU h at the probed speed" if hours is not None else ""
+    return f"{what}: {cost['todo']} of {cost['jobs']} runs to train, {cost['flops']:.3g} FLOPs{cpu}{wall}"
+
+
+def _train(jobs: list[Job], settings: TuneSettings, progress, say) -> tuple[int, float]:
+    """Train the jobs not finished yet on the worker pool, longest first, a line per finished job; (how many,
+    wall seconds)."""
+    import time
+
+    todo = [job.cfg for job in jobs if job_loss(job.cfg) is None]
+    if not todo:
+        return 0, 0.0
+    todo = schedule(todo, [job_work(cfg)["D"] for cfg in todo])
+    advance = progress(len(todo)) if progress else None
+    started = time.perf_counter()
+    for cfg, _record, wall in train_in_workers(todo, settings.workers, settings.threads_per_worker):
+        say(f"  {cfg.runs_dir.rsplit('/', 1)[-1]}  {cfg.run_name:<28} L = {job_loss(cfg):.4f}  ({wall:.0f} s)")
+        if advance:
+            advance()
+    return len(todo), time.perf_counter() - started
+
+
+def _record(grids, fits, noise, settings, cells, key, rounds, jobs, wall_s) -> dict[str, Any]:
+    """How the rule was measured, for the rule file: per r the combined multiplier and each cell's optimum;
+    the cost of every run of the final grids (FLOPs, and the runs' own wall seconds from their records, which
+    add up over resumed launches) and this launch's wall time."""
+    rule: dict[int, dict[str, Any]] = {}
+    for r in sorted({g.r for g in grids}):
+        at_r = [g for g in grids if g.r == r]
+        combined = combine([fits[id(g)] for g in at_r], noise["dof"])
+        per_cell = {}
+        for g in at_r:
+            f = fits[id(g)]
+            per_cell[g.cell] = {
+                "multipliers": [settings.grid.multiplier(k) for k in g.ks],
+                "L": [float(np.mean(g.L[k])) for k in g.ks],
+                **({} if f is None else {
+                    "best": f.best, "interval": list(f.interval) if f.interval else None, "L_best": f.L_best,
+                    "bracketed": f.side == 0, "reason": f.reason}),
+            }  # fmt: skip
+        rule[r] = {**combined, "cells": per_cell}
+    return _plain(
+        {
+            "key": key,
+            "cells": cells,
+            "grid": {"points": settings.grid.points, "step": float(settings.grid.step), "centre": settings.grid.centre},
+            "fit": f"parabola in ln(multiplier), the {FIT_POINTS} lrs nearest each grid's lowest loss, noise pooled",
+            "noise": noise,
+            "rule": rule,
+            "cost": {
+                "runs": len(jobs),
+                "flops": sum(job_work(job.cfg)["C"] for job in jobs),
+                "runs_wall_s": sum(_run_wall_s(job.cfg) for job in jobs),
+                "launch_wall_s": wall_s,
+                "rounds": rounds,
+            },
+            "overrides": settings.overrides,
+            "code": git_commit(),
+        }
+    )
+
+
+def _run_wall_s(cfg) -> float:
+    """A finished run's wall seconds as its records say (a forked cell: the parent's and the branch's)."""
+    dirs = run_dirs(cfg)
+    parent = [run_dir_of(cfg)] if cfg.budget.mode == "forks" else []
+    records = [read_record_or_none(d / name) for d in dirs for name in (RUN_FILE,)]
+    records += [read_record_or_none(d / PARENT_FILE) for d in parent]
+    return float(sum((rec or {}).get("wall_time_s") or 0.0 for rec in records))
+
+
+def _plain(value: Any) -> Any:
+    """Plain YAML types (numbers to 4 significant digits; tuples to lists)."""
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    if isinstance(value, (int, np.integer)):
+        return int(value)
+    if isinstance(value, (float, np.floating)):
+        return float(f"{float(value):.4g}")
+    return value
+
+
+def _key(override: str) -> str:
+    return override.partition("=")[0].lstrip("+~")
+
+
+def _value(job: list[str], key: str) -> str | None:
+    return next((o.partition("=")[2] for o in job if _key(o) == key), None)
