@@ -323,7 +323,7 @@ def run_tune(settings: TuneSettings, say: Callable[[str], None] = print, progres
             say(f"  r = {g.r} at {g.cell}: the lowest loss is at the grid's {'upper' if side > 0 else 'lower'} "
                 f"edge: adding x{', x'.join(f'{settings.grid.multiplier(k):.3g}' for k in new)}")  # fmt: skip
     record = _record(grids, fits, noise, settings, cells, key, rounds, [job for _, _, job in jobs], wall_s)
-    multipliers = {int(r): v["best"] for r, v in record["rule"].items() if v.get("best")}
+    multipliers = {int(r): float(f"{v['best']:.3g}") for r, v in record["rule"].items() if v.get("best")}  # as written
     missing = sorted({g.r for g in grids} - set(multipliers))
     if missing:
         raise ConfigError(f"no optimum at r = {missing}: nothing written to {path} (see the losses above)")

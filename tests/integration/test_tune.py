@@ -71,26 +71,26 @@ def _settings(overrides, runs, grid, **kw):
 
 def test_the_rule_is_written_read_back_applied_and_cached(experiment, capsys):
     conf, overrides, runs = experiment
-    grid = TuneGrid(points=5, step=4.0, centre=4.0, max_extend=0)  # x1/4 .. x64: wide enough to bracket
+    grid = TuneGrid(points=4, step=4.0, centre=4.0, max_extend=0)  # x1 .. x64: wide enough to bracket
     result = run_tune(_settings(overrides, runs, grid))
     path = conf / "lr_rules" / "tune_tiny.yaml"
-    assert result.rule_path == path == rule_file("tune_tiny") and result.trained == 20  # 2 r x 2 cells x 5 lrs
+    assert result.rule_path == path == rule_file("tune_tiny") and result.trained == 16  # 2 r x 2 cells x 4 lrs
     rule = yaml.safe_load(path.read_text())
     assert set(rule["multipliers"]["baseline"]) == {1, 2}
     record = rule["recipes"]["baseline"]
-    assert record["cells"] == ["C1e10-d16", "C2e10-d24"] and record["cost"]["runs"] == 20
+    assert record["cells"] == ["C1e10-d16", "C2e10-d24"] and record["cost"]["runs"] == 16
     for r, m in rule["multipliers"]["baseline"].items():
         lo, hi = record["rule"][r]["interval"]
-        assert lo < m < hi and m == pytest.approx(result.multipliers[r], rel=2e-3)
-        for cell in record["cells"]:  # each cell's own optimum, from its own five losses
-            assert len(record["rule"][r]["cells"][cell]["L"]) == 5
+        assert lo < m < hi and m == result.multipliers[r]  # as written: 3 significant digits
+        for cell in record["cells"]:  # each cell's own optimum, from its own four losses
+            assert len(record["rule"][r]["cells"][cell]["L"]) == 4
 
     # read back by the experiment: a later run of r = 2 trains at the base lrs x the rule's multiplier
     m2 = rule["multipliers"]["baseline"][2]
     cfg = train_config(["experiment=tune_tiny", "model.r=2", *overrides, f"runs_dir={runs}/later"])
     assert cfg.optim.lr_rule == m2 and cfg.run_name == f"baseline-r2-d16-lrt{m2:.3g}"
     run_training(cfg)
-    branch = read_record(next(run_dir_of(cfg).parent.glob(f"{cfg.run_name}-C1e10")) / "run.json")
+    branch = read_record(run_dir_of(cfg).parent / f"{cfg.run_name}-C1e10")
     base = train_config(["experiment=tune_tiny", "model.r=2", "optim.lr_rule=1", *overrides])
     assert branch["lr_rule"] == m2
     assert branch["lrs"]["matrix"] == pytest.approx(base.optim.lr * m2, rel=1e-9)
@@ -100,7 +100,7 @@ def test_the_rule_is_written_read_back_applied_and_cached(experiment, capsys):
     assert again.cached and again.multipliers == rule["multipliers"]["baseline"]
     forced = run_tune(_settings(overrides, runs, grid, force=True))
     assert not forced.cached and forced.trained == 0
-    assert forced.multipliers == pytest.approx(result.multipliers, rel=1e-12)
+    assert forced.multipliers == result.multipliers
 
     # a recipe the rule has not tuned: one clear line that says how
     with pytest.raises(Exception, match="no tuned lr for recipe tbptt.*loopscale tune experiment=tune_tiny"):
