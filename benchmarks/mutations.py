@@ -939,8 +939,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "huginn-initial-state-zero-in-evaluation",
         "loopscale/injections/huginn.py",
-        "            return like_init_state(e, STATE_STD)\n",
-        "            return like_init_state(e, STATE_STD) if self.training else torch.zeros_like(e)\n",
+        "            return self.initial_state(e, STATE_STD)\n",
+        "            return self.initial_state(e, STATE_STD) if self.training else torch.zeros_like(e)\n",
         (
             "tests/unit/test_design_equations.py::test_the_random_initial_state_is_drawn_anew_in_every_forward_in_evaluation_too",
         ),
@@ -1011,6 +1011,18 @@ MUTATIONS: tuple[Mutation, ...] = (
         "g = np.array([0.0, -1 / (2 * c2), 0.0])",
         ("tests/unit/test_lr_optimum.py::test_vertex_and_interval_match_the_closed_form_of_a_symmetric_grid",),
         "loopscale tune: a best lr's interval holds the error of the parabola's curvature (delta method)",
+    ),
+    # -- issue 57 (round-5 robustness) -------------------------------------------------------------------
+    Mutation(
+        "random-start-evaluation-draws-the-training-stream",
+        "loopscale/injections/form.py",
+        'name = "train" if self.training else "eval"',
+        'name = "train"',
+        (
+            "tests/unit/test_injections.py::test_a_random_initial_state_comes_from_the_models_own_streams",
+            "tests/integration/test_designs_train.py::test_every_recipe_resumes_bit_identically_after_a_kill",
+        ),
+        "Huginn and Parcae resume bit-identically: validation never draws from the training stream of s_0",
     ),
 )
 

@@ -176,14 +176,84 @@ def module_class(name: str):
     return decorate
 
 
-def like_init_state(e, std: float):
+def like_init_state(e, std: float, generator=None):
     """A random initial state shaped like e: truncated normal, mean 0, `std`, cut at +-3 std ("like-init" of
-    seal-rg/recurrent-pretraining recpre/raven_modeling_minimal.py, initialize_state; Parcae's state_init).
-    Drawn from torch's global RNG in every forward, training and evaluation alike, as there."""
+    seal-rg/recurrent-pretraining recpre/raven_modeling_minimal.py, initialize_state; Parcae's state_init), drawn
+    from `generator` (a torch.Generator on e's device). Drawn in every forward, training and evaluation alike, as
+    there; a form's module draws it through RandomStart below, from generators of its own."""
     import torch  # on first use: this file is read without torch
 
     x = torch.empty_like(e)
-    return torch.nn.init.trunc_normal_(x, mean=0.0, std=std, a=-3 * std, b=3 * std)
+    return torch.nn.init.trunc_normal_(x, mean=0.0, std=std, a=-3 * std, b=3 * std, generator=generator)
+
+
+# The training stream's seed is the run's seed (torch.initial_seed(): what seed_everything set before the model
+# was built) mixed with this constant, so s_0 is not the very numbers the weights' init drew from the global RNG;
+# the evaluation stream's is the next one.
+DRAW_SEED_SALT = 0x9E3779B97F4A7C15
+_SEED_MOD = 2**64
+
+
+@functools.cache
+def random_start():
+    """The mixin of a form's module whose initial state s_0 is random (Huginn, Parcae): every draw comes from a
+    generator the module owns, never torch's global RNG, so
+
+      training     one stream, seeded from the run's seed when the module is built, advanced by every training
+                   forward and saved in the checkpoint as the module's extra state (state_dict()
+                   ['injection._extra_state']): a killed run resumes on the very states it would have drawn
+      evaluation   (module.eval()) a second stream, restarted from its own seed at every eval(): every
+                   validation draws the same states for the same batches, and none moves the training stream
+      `draw_generator`  when set (a torch.Generator on e's device), every draw comes from it: a scorer's own
+    The draw runs outside torch.compile's graph (torch.compiler.disable: one graph break in a compiled model),
+    since Dynamo does not trace a generator. Defined on first use: this file is read without torch."""
+    import torch
+
+    class RandomStart:
+        draw_generator = None  # an override for every draw (evaluation with a stream of one's own)
+
+        def seed_draws(self, seed: int) -> None:
+            """Both streams restart from `seed` (the training stream's; the evaluation stream's is seed + 1)."""
+            self._draw_seed = (int(seed) ^ DRAW_SEED_SALT) % _SEED_MOD
+            self._streams: dict[str, torch.Generator] = {}
+            self._saved_stream: tuple[str, torch.Tensor] | None = None  # a loaded state, for the first draw
+
+        def train(self, mode: bool = True):
+            if not mode:
+                self._streams.pop("eval", None)  # every evaluation starts its stream afresh
+            return super().train(mode)
+
+        def _stream(self, device) -> torch.Generator:
+            name = "train" if self.training else "eval"
+            stream = self._streams.get(name)
+            if stream is None or stream.device != device:
+                stream = torch.Generator(device=device).manual_seed((self._draw_seed + (name == "eval")) % _SEED_MOD)
+                if name == "train" and self._saved_stream is not None and self._saved_stream[0] == device.type:
+                    stream.set_state(self._saved_stream[1])
+                    self._saved_stream = None
+                self._streams[name] = stream
+            return stream
+
+        @torch.compiler.disable
+        def initial_state(self, e, std: float):
+            """s_0 ~ like-init of `std`, shaped like e, from this module's stream (class docstring)."""
+            own = self.draw_generator is None
+            return like_init_state(e, std, self._stream(e.device) if own else self.draw_generator)
+
+        def get_extra_state(self) -> dict:
+            """The training stream's seed and state, saved with the weights (tensors and plain values: checkpoints
+            load with weights_only=True)."""
+            stream = self._streams.get("train")
+            saved = (stream.device.type, stream.get_state()) if stream is not None else self._saved_stream
+            device, state = saved or ("", torch.empty(0, dtype=torch.uint8))
+            return {"seed": self._draw_seed, "device": device, "state": state}
+
+        def set_extra_state(self, saved: dict) -> None:
+            self._draw_seed = int(saved["seed"])
+            self._streams = {}
+            self._saved_stream = (saved["device"], saved["state"]) if saved["device"] else None
+
+    return RandomStart
 
 
 class SingleStream:

@@ -7,7 +7,8 @@ seal-rg/recurrent-pretraining, recpre/raven_modeling_minimal.py, RavenForCausalL
 Published facts carried over: the adapter reads the state FIRST and the prelude output second
 (torch.cat([x, input_embeds])); its weight is drawn from a truncated normal with std sqrt(2 / (5 d)), cut at
 +-3 std (their `_init_func` "std"); the initial state is a fresh truncated normal of std sqrt(2 / (5 d)) times
-their embedding scale sqrt(d), i.e. std sqrt(2/5), cut at +-3 std, in every forward (training and evaluation).
+their embedding scale sqrt(d), i.e. std sqrt(2/5), cut at +-3 std, in every forward (training and evaluation;
+here from the module's own generators, saved in the checkpoint: injections/form.py, random_start).
 
 Where it differs from loopscale's `concat` (u = W [e; s], published by the looped-scaling authors): the order
 of the halves (a permutation of W's columns: the same maps), the init (a random W instead of [I | 0], so u is
@@ -22,7 +23,7 @@ from __future__ import annotations
 
 import math
 
-from loopscale.injections.form import InjectionForm, Param, SingleStream, like_init_state, module_class, pass_flops
+from loopscale.injections.form import InjectionForm, Param, SingleStream, module_class, pass_flops, random_start
 
 STATE_STD = math.sqrt(2.0 / 5.0)  # sqrt(2 / (5 d)) x sqrt(d): the like-init state's std
 
@@ -55,18 +56,20 @@ FORM = HuginnForm()
 def huginn_module():
     import torch  # on first use: the spec above is read without torch (config, accounting, --help)
 
-    class HuginnAdapter(SingleStream, torch.nn.Linear):
-        """u = W [s; e], s_0 like-init. (An nn.Linear, whose constructor calls the reset_parameters below.)"""
+    class HuginnAdapter(SingleStream, random_start(), torch.nn.Linear):
+        """u = W [s; e], s_0 like-init from the module's own streams (form.random_start). (An nn.Linear, whose
+        constructor calls the reset_parameters below.)"""
 
         def __init__(self, d_model: int):
             super().__init__(2 * d_model, d_model, bias=False)
+            self.seed_draws(torch.initial_seed())  # the run's seed (form.DRAW_SEED_SALT)
 
         def reset_parameters(self) -> None:
             std = adapter_std(self.out_features)
             torch.nn.init.trunc_normal_(self.weight, mean=0.0, std=std, a=-3 * std, b=3 * std)
 
         def start(self, e):
-            return like_init_state(e, STATE_STD)
+            return self.initial_state(e, STATE_STD)
 
         def read(self, s, e, i: int):
             return self(torch.cat((s.to(e.dtype), e), dim=-1)), s

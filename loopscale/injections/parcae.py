@@ -11,7 +11,8 @@ largest component is logged at every evaluation (`evaluation_metrics`: design/ma
 Published facts carried over: A_log = 0 at init (A = 1), dt set so that a = sqrt(1/5) (their default
 `ssm_decay`: softplus(dt) = ln sqrt(5) = 0.805), B = I; no weight decay on A_log, dt and B (their
 `_no_weight_decay`); the initial state drawn "like-init" (a truncated normal, their `state_init` of the
-released configs) with std `parcae_state_std` (default sqrt(2/5), the std Huginn's like-init gives an
+released configs; here from the module's own generators, saved in the checkpoint: injections/form.py,
+random_start) with std `parcae_state_std` (default sqrt(2/5), the std Huginn's like-init gives an
 embedding of unit-scale width; Parcae's own std comes from its init strategy).
 Where loopscale differs: its pass norm closes every pass (s = RMSNorm(block(u)), as for every form), and
 the coda reads the last state directly (Parcae adds a d x d projection C, identity at init: left out).
@@ -30,10 +31,10 @@ from loopscale.injections.form import (
     SCALAR,
     InjectionForm,
     Param,
-    like_init_state,
     module_class,
     option,
     pass_flops,
+    random_start,
 )
 
 DECAY_INIT = math.sqrt(1.0 / 5.0)  # Parcae's default ssm_decay: the decay factor at init
@@ -88,7 +89,7 @@ def parcae_module():
 
     F = torch.nn.functional
 
-    class ParcaeInjection(torch.nn.Module):
+    class ParcaeInjection(random_start(), torch.nn.Module):
         """The state is (a, softplus(dt) (.) B e_n, s): the decay and the drive computed once a forward, and the
         stream."""
 
@@ -101,6 +102,7 @@ def parcae_module():
             self.prelude_norm = torch.nn.Module()
             self.prelude_norm.weight = torch.nn.Parameter(torch.empty(d_model))
             self.reset_parameters()
+            self.seed_draws(torch.initial_seed())  # s_0's streams (form.random_start), from the run's seed
 
         def reset_parameters(self) -> None:
             """A_log = 0, softplus(dt) = -ln(DECAY_INIT), B = I, the norm gain 1 (no draw from the RNG)."""
@@ -118,7 +120,7 @@ def parcae_module():
         def start(self, e):
             e_n = F.rms_norm(e, (e.shape[-1],), self.prelude_norm.weight, self.eps)
             drive = F.softplus(self.dt) * F.linear(e_n, self.B).to(e.dtype)
-            return self.decay(), drive, like_init_state(e, self.state_std)
+            return self.decay(), drive, self.initial_state(e, self.state_std)
 
         def read(self, state, e, i: int):
             decay, drive, s = state

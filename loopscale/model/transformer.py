@@ -32,6 +32,7 @@ embedding = embed, lm_head = lm_head (None when tied).
 
 from __future__ import annotations
 
+import contextlib
 import math
 
 import torch
@@ -238,6 +239,21 @@ class LoopedTransformer(nn.Module):
                 s = self._pass(u.to(e.dtype) if fp32_stream else u, T, k)
             state = inj.update(state, s, k)  # in the graph: the state carries e to the passes with gradient
         return inj.finish(state)
+
+    @contextlib.contextmanager
+    def initial_states_from(self, generator: torch.Generator):
+        """Inside the block, a random initial state (Huginn, Parcae: injections/form.py, random_start) is drawn from
+        `generator` (on the model's device), not the module's training or evaluation stream: a scorer with a
+        stream of its own. Nothing changes for forms without one."""
+        drawing = [m for m in self.modules() if hasattr(m, "draw_generator")]
+        before = [m.draw_generator for m in drawing]
+        for module in drawing:
+            module.draw_generator = generator
+        try:
+            yield
+        finally:
+            for module, was in zip(drawing, before):
+                module.draw_generator = was
 
     def evaluation_metrics(self) -> dict[str, float]:
         """{name: value} of what the injection and the layers report at an evaluation (`evaluation_metrics` of a

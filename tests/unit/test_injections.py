@@ -176,3 +176,35 @@ def test_no_injection_name_comparison_outside_the_forms():
         if path.parent.name != "injections" and (hits := name_uses(path.read_text(), names))
     }
     assert found == {}
+
+
+@pytest.mark.parametrize("recipe", ["huginn", "parcae"])
+def test_a_random_initial_state_comes_from_the_models_own_streams(recipe):
+    """Huginn's and Parcae's s_0: never torch's global RNG; the training stream is in the state dict (a model loaded
+    from it continues on the very draws), evaluation draws the same states at every eval() without moving the
+    training stream, and `initial_states_from` hands the draws to a generator of one's own."""
+    import torch
+
+    from loopscale.model.transformer import LoopedTransformer
+
+    torch.manual_seed(0)
+    model = LoopedTransformer(tiny_model(2, recipe))
+    idx = torch.randint(0, 200, (2, 32), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        global_rng = torch.get_rng_state()
+        model(idx, idx)  # a training forward advances the training stream
+        assert torch.equal(torch.get_rng_state(), global_rng)  # ... and nothing of the global RNG
+        saved = {k: v.clone() if torch.is_tensor(v) else v for k, v in model.state_dict().items()}
+        model.eval()
+        evaluated = model(idx, idx)
+        model.eval()  # a second evaluation draws the same states
+        assert torch.equal(model(idx, idx), evaluated)
+        with model.initial_states_from(torch.Generator().manual_seed(5)):
+            assert not torch.equal(model(idx, idx), evaluated)
+        model.train()
+        following = model(idx, idx)  # the training stream where it was before the evaluations
+        torch.manual_seed(7)  # another run's seed: its own streams, replaced by the loaded ones
+        other = LoopedTransformer(tiny_model(2, recipe))
+        other.load_state_dict(saved)
+        assert torch.equal(other(idx, idx), following)
+        assert not torch.equal(model(idx, idx), following)  # the stream moved on
