@@ -1024,6 +1024,38 @@ MUTATIONS: tuple[Mutation, ...] = (
         ),
         "Huginn and Parcae resume bit-identically: validation never draws from the training stream of s_0",
     ),
+    Mutation(
+        "sampled-r-draws-not-keyed-by-step",
+        "loopscale/model/r_sampling.py",
+        "    return int(_draw(cfg, np.random.default_rng([SEED_TAG, seed, step]), 1)[0])\n",
+        "    return int(_draw(cfg, np.random.default_rng([SEED_TAG, seed]), 1)[0])\n",
+        ("tests/unit/test_r_sampling.py::test_draws_are_keyed_by_seed_and_step",),
+        "model.r_sampling: each step draws its own pass count, keyed by (seed, step)",
+    ),
+    Mutation(
+        "sampled-r-budget-overshoots",
+        "loopscale/model/r_sampling.py",
+        "            if abs(after - compute_flops) >= abs(spent - compute_flops):",
+        "            if after > 2 * compute_flops:",
+        ("tests/unit/test_r_sampling.py::test_the_budget_is_met_in_realised_flops_and_n_rec_is_unchanged",),
+        "model.r_sampling: the steps are those whose realised FLOPs come closest to the budget",
+    ),
+    Mutation(
+        "sampled-r-pmf-drops-the-tail",
+        "loopscale/model/r_sampling.py",
+        "    return values, np.append(probs, max(0.0, 1.0 - probs.sum()))\n",
+        "    return values, np.append(probs, 0.0)\n",
+        ("tests/unit/test_r_sampling.py::test_poisson_lognormal_pmf_is_the_mixture",),
+        "model.r_sampling: draws above r_max run r_max passes, so the pmf lumps the tail there (expected F exact)",
+    ),
+    Mutation(
+        "sampled-r-compiles-the-whole-model",
+        "loopscale/train/lightning_module.py",
+        '            self.compile_mode = "blocks"\n',
+        "            pass\n",
+        ("tests/integration/test_sampled_r_run.py::test_compile_model_becomes_blocks_under_sampled_r",),
+        "model.r_sampling under trainer.compile=model: each layer compiled, the loop in Python (no graph per r)",
+    ),
 )
 
 

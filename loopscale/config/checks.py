@@ -39,3 +39,25 @@ def check_r_eval(value: Any):
     if numbers is None or any(not (math.isfinite(v) and v >= 1 and v == int(v)) for v in numbers):
         raise ConfigError(f"r_eval={value!r} must be auto, off, or whole numbers >= 1 (e.g. [1,2,4,8])")
     return sorted({int(v) for v in numbers}) or "off"
+
+
+R_SAMPLINGS = ("fixed", "poisson-lognormal", "uniform")
+
+
+def check_r_sampling(cfg) -> None:
+    """A ModelConfig's variable-depth fields (model/r_sampling.py): the scheme, per step or sequence, sigma > 0,
+    uniform's r_set (whole numbers >= 1, normalised to a sorted list), r_max >= r, the gradient rule."""
+    check_choice("r_sampling", cfg.r_sampling, R_SAMPLINGS)
+    check_choice("r_sampling_per", cfg.r_sampling_per, ("step", "sequence"))
+    check_choice("r_grad", cfg.r_grad, ("bptt", "half"))
+    if not (math.isfinite(cfg.r_sigma) and cfg.r_sigma > 0):
+        raise ConfigError(f"r_sigma={cfg.r_sigma!r} must be > 0")
+    if cfg.r_sampling == "uniform":
+        values = [] if cfg.r_set is None else list(cfg.r_set)
+        if not values or any(not (float(v) == int(v) and int(v) >= 1) for v in values):
+            raise ConfigError(f"r_sampling=uniform needs r_set, whole numbers >= 1 (e.g. [2,4,6]); got {cfg.r_set!r}")
+        cfg.r_set = sorted({int(v) for v in values})
+    if cfg.r_max is not None and cfg.r_max < cfg.r:
+        raise ConfigError(f"r_max={cfg.r_max!r} must be >= r={cfg.r}")
+    if cfg.r_sampling != "fixed" and cfg.r == 1 and cfg.r_sampling != "uniform":
+        raise ConfigError("r_sampling=poisson-lognormal needs r > 1 (r is the mean of lambda)")

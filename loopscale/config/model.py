@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from loopscale.blocks import registry as blocks
-from loopscale.config.checks import check_choice, check_positive
+from loopscale.config.checks import check_choice, check_positive, check_r_sampling
 from loopscale.config.naming import check_name
 from loopscale.errors import ConfigError
 from loopscale.injections.registry import form as injection_form
@@ -75,6 +75,16 @@ class ModelConfig:
     # nothing to their identity.
     options: dict[str, Any] = field(default_factory=dict)
     bptt_k: Optional[int] = None  # truncated backprop: only the last k of r passes get gradient; None = all
+    # Variable-depth training (loopscale/model/r_sampling.py; docs/design.md, "Variable-depth training"): fixed
+    # (every step r passes) | poisson-lognormal (Huginn: n = Poisson(lambda) + 1, lambda ~ LogNormal(ln r -
+    # sigma^2 / 2, sigma)) | uniform (over r_set). Per optimizer step, or per sequence (Parcae). The model's
+    # parameters are those of r passes whatever is drawn (N_rec unchanged; a per-pass design repeats its last).
+    r_sampling: str = "fixed"
+    r_sampling_per: str = "step"  # step | sequence
+    r_sigma: float = 0.5  # poisson-lognormal: sigma of ln lambda
+    r_set: Optional[list] = None  # uniform: the pass counts drawn from, each equally likely
+    r_max: Optional[int] = None  # draws above it run r_max passes (default 4 r): a finite, exact distribution
+    r_grad: str = "bptt"  # bptt: the last bptt_k passes of each draw get gradient (all: None) | half: ceil(n / 2)
     hyper_lanes: int = 2  # K, residual lanes for injection="hyper"
     hyper_dynamic: bool = False  # input-dependent tanh corrections (Zhu et al. 2024), zero-initialised
     mlp: str = "relu2"  # relu2 (hidden = mlp_ratio * d) | swiglu (hidden = 2/3 * mlp_ratio * d, rounded)
@@ -144,6 +154,7 @@ class ModelConfig:
         if form.needs_loop and self.r == 1:
             allowed = ", ".join(map(repr, names(needs_loop=False)))
             raise ConfigError(f"injection={self.injection!r} needs r > 1; allowed for r = 1: {allowed}")
+        check_r_sampling(self)
         form.check(self)  # the form's own refusals (hyper: one lane, truncated backprop)
         block.check(self)
         check_options(self, form.options + block.options)

@@ -73,7 +73,18 @@ DATA_FIELD = "data.content_sha256"
 # an earlier run dir keeps its hash (tests/unit/test_identity_defaults.py). model.options needs no entry: empty
 # (every earlier design), it adds no key; model.block is the layer every earlier model had; optim.lr_scale 1 is
 # the transferred lr itself (an lr grid, launch/lr_grid.py, moves it); optim.lr_rule 1 is no tuned rule.
-ADDED_AT_DEFAULT = {"model.block": "prenorm", "optim.lr_scale": 1.0, "optim.lr_rule": 1.0}
+ADDED_AT_DEFAULT = {
+    "model.block": "prenorm",
+    "optim.lr_scale": 1.0,
+    "optim.lr_rule": 1.0,
+    # variable-depth training (model/r_sampling.py): every earlier run trained at fixed r
+    "model.r_sampling": "fixed",
+    "model.r_sampling_per": "step",
+    "model.r_sigma": 0.5,
+    "model.r_set": None,
+    "model.r_max": None,
+    "model.r_grad": "bptt",
+}
 # files a restart keeps: Hydra's record and log of this very launch, the run's lock (loopscale/train/lock.py)
 KEEP_ON_RESTART = frozenset({".hydra", ".lock"})
 KEEP_SUFFIX_ON_RESTART = ".log"

@@ -17,6 +17,7 @@ from lightning.pytorch.callbacks import Callback
 from loopscale.config.model import ModelConfig
 from loopscale.config.schema import OptimConfig, TrainerConfig
 from loopscale.errors import ConfigError
+from loopscale.model import r_sampling
 from loopscale.model.transformer import LoopedTransformer
 from loopscale.train.compiling import compile_model, eager_on_cpu, resolve_compile
 from loopscale.train.mfu import mfu, peak_flops
@@ -98,8 +99,11 @@ class LoopedLM(L.LightningModule):
     """`plan`: the run's TrainingPlan (loopscale/train/plan.py): steps, tokens per step, F and the causal F for the
     logged counters and MFU, the peak lrs; nothing here recomputes them from the config."""
 
-    def __init__(self, model_cfg: ModelConfig, optim: OptimConfig, trainer_cfg: TrainerConfig, plan: TrainingPlan):
+    def __init__(
+        self, model_cfg: ModelConfig, optim: OptimConfig, trainer_cfg: TrainerConfig, plan: TrainingPlan, seed: int = 0
+    ):
         super().__init__()
+        self.seed = seed  # keys a sampled-r run's draws (model/r_sampling.py)
         self.model_cfg = model_cfg
         self.optim_cfg = optim
         self.trainer_cfg = trainer_cfg
@@ -116,7 +120,13 @@ class LoopedLM(L.LightningModule):
             trainer_cfg.compile_backend,
             self.train_device_type,
         )
+        if r_sampling.is_sampled(model_cfg) and self.compile_mode == "model":
+            # one graph family whatever r is drawn: each layer compiled, the loop over passes in Python (a whole
+            # compiled model would trace one graph per pass count: docs/design.md, "Variable-depth training")
+            log.info("model.r_sampling=%s: trainer.compile=model becomes blocks", model_cfg.r_sampling)
+            self.compile_mode = "blocks"
         compile_model(self.model, self.compile_mode, backend=trainer_cfg.compile_backend)
+        self.r_tally: dict[int, int] = {}  # sampled r: sequences trained at each pass count (checkpointed)
         self._peak_flops = None
         self.tokens_trained = 0  # by this process's fit (a resumed run starts at 0)
         self.resumed_from_step = 0
@@ -142,7 +152,7 @@ class LoopedLM(L.LightningModule):
         step = self.global_step
         if self.trainer_cfg.fail_at_step is not None and step == self.trainer_cfg.fail_at_step:
             raise InjectedFailure(f"trainer.fail_at_step={step}")
-        loss = self.model(x, y)
+        loss = self.model(x, y) if not r_sampling.is_sampled(self.model_cfg) else self._sampled_loss(x, y, batch_idx)
         if self.trainer_cfg.nan_at_step is not None and step == self.trainer_cfg.nan_at_step:
             loss = loss * float("nan")
         detached = loss.detach()
@@ -159,6 +169,42 @@ class LoopedLM(L.LightningModule):
             self.log("train/flops", tokens_seen * self.plan.run.F, on_step=True, on_epoch=False)
             self.log("train/lr", self.lr_schedulers().get_last_lr()[0], on_step=True, on_epoch=False)
         return loss
+
+    def _sampled_loss(self, x, y, batch_idx: int):
+        """The loss of a micro-batch trained at drawn pass counts (model/r_sampling.py): this step's draws keyed by
+        (seed, step), this micro-batch's sequences by their index in the step (micro-batch, rank, position); the
+        sequences of one pass count run together and the loss is the mean over every target token."""
+        b = self.plan.batching
+        draws = r_sampling.step_draws(self.model_cfg, self.seed, self.global_step, b.batch_size)
+        first = ((batch_idx % b.grad_accum) * b.world + self.global_rank) * b.device_batch
+        mine = draws[first : first + x.shape[0]]
+        total, weight = 0.0, (y != -100).sum()
+        for n in sorted(set(mine.tolist())):
+            rows = torch.as_tensor((mine == n).nonzero()[0], device=x.device)
+            xs, ys = x.index_select(0, rows), y.index_select(0, rows)
+            k = r_sampling.grad_passes_at(self.model_cfg, n)
+            total = total + self.model(xs, ys, r=n, n_grad=k) * (ys != -100).sum()
+            self.r_tally[n] = self.r_tally.get(n, 0) + len(rows)
+        return total / weight
+
+    def r_tally_record(self) -> dict:
+        """What a sampled-r run trained: sequences at each pass count (every rank's, summed), realised passes."""
+        tally = dict(self.r_tally)
+        if self.trainer is not None and self.trainer.world_size > 1:
+            counts = torch.zeros(r_sampling.r_cap(self.model_cfg) + 1, device=self.device)
+            for n, c in tally.items():
+                counts[n] = c
+            counts = self.trainer.strategy.reduce(counts, reduce_op="sum")
+            tally = {n: int(c) for n, c in enumerate(counts.tolist()) if c}
+        sequences = sum(tally.values())
+        mean = sum(n * c for n, c in tally.items()) / sequences if sequences else None
+        return {"histogram": {int(n): int(c) for n, c in sorted(tally.items())}, "passes_realised": mean}
+
+    def on_save_checkpoint(self, checkpoint):
+        checkpoint["r_tally"] = dict(self.r_tally)  # a resumed sampled-r run's ledger counts what it trained before
+
+    def on_load_checkpoint(self, checkpoint):
+        self.r_tally = {int(n): int(c) for n, c in checkpoint.get("r_tally", {}).items()}
 
     def check_due(self) -> bool:
         """Whether this micro-batch ends an optimizer step whose divergence check is due: every

@@ -21,7 +21,7 @@ from omegaconf import DictConfig, OmegaConf
 from loopscale.config.naming import budget_tag
 from loopscale.config.schema import TrainConfig
 from loopscale.errors import ConfigError
-from loopscale.model import accounting
+from loopscale.model import accounting, r_sampling
 from loopscale.model.memory import MemoryEstimate, usable_memory
 from loopscale.train.batching import Batching, split_and_memory
 from loopscale.train.optim.lr_transfer import peak_lrs
@@ -52,17 +52,29 @@ class RunPlan:
     # the published code takes it), else D
     D_target: int
     N_pass: int = 0  # parameters used once per pass (per-pass adapters): docs/design.md, "Parameter accounting"
+    # variable-depth training (model/r_sampling.py): the FLOPs ledger of its schedule (F above is its realised mean)
+    r_ledger: dict | None = None
 
 
 def plan_run(cfg: TrainConfig) -> RunPlan:
-    """Turn the budget into tokens and steps for this model and batch (pure; no model is built)."""
+    """Turn the budget into tokens and steps for this model and batch (pure; no model is built). A sampled-r run
+    (model.r_sampling) takes its steps from its schedule of draws (`_sampled_steps`)."""
     budget = cfg.budget
     if budget.mode == "forks":  # the job's own training is the stable parent; its branches: plan_forks
         return plan_run(parent_config(cfg, plan_forks(cfg)))
     counts = accounting.param_counts(cfg.model)
     F = accounting.flops_per_token(cfg.model)
+    F_causal = accounting.causal_flops_per_token(cfg.model)
     batch_tokens = cfg.budget.batch_size * cfg.model.seq_len
-    if budget.mode == "flops":
+    ledger = None
+    if r_sampling.is_sampled(cfg.model):
+        sched = _sampled_steps(cfg, counts, batch_tokens)
+        F_causal *= float(sched.step_flops.mean()) / F  # MFU's causal count, scaled to the realised F
+        F, steps = float(sched.step_flops.mean()), sched.steps
+        D = steps * batch_tokens
+        D_target = int(budget.compute_flops / F) if budget.mode == "flops" else D
+        ledger = r_sampling.ledger(cfg.model, sched, batch_tokens)
+    elif budget.mode == "flops":
         D, steps = accounting.tokens_for_budget(budget.compute_flops, F, batch_tokens)
         D_target = int(budget.compute_flops / F)
     else:
@@ -78,14 +90,28 @@ def plan_run(cfg: TrainConfig) -> RunPlan:
         embedding=counts.embedding,
         lm_head=counts.lm_head,
         F=F,
-        F_causal=accounting.causal_flops_per_token(cfg.model),
+        F_causal=F_causal,
         D=D,
         C=F * D,
         C_budget=budget.compute_flops if budget.mode == "flops" else None,
         steps=steps,
         batch_tokens=batch_tokens,
         D_target=D_target,
+        r_ledger=ledger,
     )
+
+
+def _sampled_steps(cfg: TrainConfig, counts, batch_tokens: int) -> r_sampling.Schedule:
+    """A sampled-r run's schedule of draws (model/r_sampling.py, keyed by the seed): in flops mode the steps whose
+    realised FLOPs come closest to the budget, else the given tokens' steps; its mean F is the plan's F, and
+    C = F D the compute spent, exactly."""
+    budget, model = cfg.budget, cfg.model
+    if budget.mode == "flops":
+        return r_sampling.schedule(
+            model, cfg.seed, budget.batch_size, compute_flops=budget.compute_flops, batch_tokens=batch_tokens
+        )
+    wanted = budget.tokens if budget.mode == "tokens" else budget.tokens_per_param * counts.N
+    return r_sampling.schedule(model, cfg.seed, budget.batch_size, steps=max(1, round(wanted / batch_tokens)))
 
 
 @dataclass(frozen=True)
@@ -180,6 +206,10 @@ def plan_forks(cfg: TrainConfig) -> ForkPlan:
     budget, optim = cfg.budget, cfg.optim
     if budget.mode != "forks":
         raise ConfigError(f"plan_forks needs budget.mode=forks, got {budget.mode!r}")
+    if r_sampling.is_sampled(cfg.model):  # a branch's steps come from one F; a sampled run's from its draws
+        raise ConfigError(
+            f"model.r_sampling={cfg.model.r_sampling} needs budget.mode=flops or tokens (independent runs), not forks"
+        )
     if optim.optimizer == "muonh" and optim.transfer == "published":  # lr ~ D^-0.32: one per branch, no shared parent
         raise ConfigError(
             "budget.mode=forks needs lrs that do not depend on D, and optim.transfer='published' "

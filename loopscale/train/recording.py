@@ -87,6 +87,8 @@ def record_plan(record: RunRecord, cfg: TrainConfig, plan: RunPlan) -> None:
         record.update(lr_scale=cfg.optim.lr_scale)
     if cfg.optim.lr_rule != 1.0:  # a run of a tuned lr rule (`loopscale tune`) says so
         record.update(lr_rule=cfg.optim.lr_rule)
+    if plan.r_ledger is not None:  # variable-depth training (model/r_sampling.py): its scheme and FLOPs ledger
+        record.update(r_sampling=m.r_sampling, r_ledger=dict(plan.r_ledger))
 
 
 class RecordedRun:
@@ -134,6 +136,8 @@ class RecordedRun:
         # whole-run throughput of this process (a resumed run counts only what it trained itself)
         self.record.tokens_per_s = module.tokens_trained / wall if wall > 0 and module.tokens_trained else None
         self.record.resumed_from_step = step - steps_trained
+        if self.record.r_ledger is not None:  # the passes trained (checkpointed with the weights) beside the plan's
+            self.record.r_ledger = {**self.record.r_ledger, "trained": module.r_tally_record()}
 
 
 def write_record_or_log(path: Path, record: RunRecord | dict[str, Any]) -> None:

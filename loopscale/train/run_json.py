@@ -146,6 +146,9 @@ class RunRecord:
     recompile_limit_hits: int | None = None  # compiled runs
     # the finished model scored at other pass counts: [{r_eval, val_loss, flops_per_token_eval}] (testtime_eval.py)
     r_eval_scores: list[dict[str, Any]] | None = None
+    # variable-depth training (model/r_sampling.py): the scheme, and the ledger of expected / realised FLOPs
+    r_sampling: str | None = None
+    r_ledger: dict[str, Any] | None = None
     extra: dict[str, Any] = field(default_factory=dict)  # keys this version does not know
 
     def update(self, **values: Any) -> None:

@@ -312,7 +312,7 @@ def build_training(cfg: TrainConfig, run_dir: Path, fork_steps: list[int], recor
     datamodule = make_datamodule(
         run_data, cfg.data, cfg.model.seq_len, batching.device_batch, cfg.seed, cfg.trainer.val_subset
     )
-    module = LoopedLM(cfg.model, cfg.optim, cfg.trainer, plan)
+    module = LoopedLM(cfg.model, cfg.optim, cfg.trainer, plan, seed=cfg.seed)
     record.update(**module.optimizer_record)
     record.compile = module.compile_mode  # what trainer.compile (auto: resolved) trained with
     return Built(cfg, plan, datamodule, module, _trainer(cfg, run_dir, plan, fork_steps))
