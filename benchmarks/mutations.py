@@ -1056,6 +1056,14 @@ MUTATIONS: tuple[Mutation, ...] = (
         ("tests/integration/test_sampled_r_run.py::test_compile_model_becomes_blocks_under_sampled_r",),
         "model.r_sampling under trainer.compile=model: each layer compiled, the loop in Python (no graph per r)",
     ),
+    Mutation(
+        "two-stage-ignores-the-cluster-column",
+        "loopscale/fit/two_stage.py",
+        "    outer = point if clusters is None else np.asarray(clusters).astype(str)\n",
+        "    outer = point\n",
+        ("tests/unit/test_statistics_off_defaults.py::test_two_stage_weights_with_budgets_as_outer_clusters",),
+        "fit --bootstrap N --cluster COL: the outer stage resamples the column's clusters whole",
+    ),
 )
 
 

@@ -212,6 +212,30 @@ def test_two_stage_weights_have_the_moments_of_their_design(inner):
     assert np.all(totals.sum(axis=1) == n_out)
 
 
+@pytest.mark.parametrize("inner", ["keep", "resample"])
+def test_two_stage_weights_with_budgets_as_outer_clusters(inner):
+    """--cluster by budget: each replicate draws the 6 budgets with replacement, a budget drawn c times brings
+    each of its points c times (their seeds kept, or c n_g draws among them); c ~ Binomial(6, 1/6)."""
+    table, counts = unequal_seeds(seed=7)
+    reps = R.replicate_groups(table)
+    budget = table["C_budget"].to_numpy()
+    h = T.hierarchy(table, reps, clusters=budget, inner=inner)
+    assert h.n_outer == 6
+    w = h.weights(rng_of(4), 3000)
+    c = {}
+    for b in np.unique(budget):
+        on = budget == b
+        c[b] = w[:, on].sum(axis=1) / on.sum()  # every row of the budget: its draw count on average
+        for p in np.unique(reps.point[on]):
+            rows = reps.point == p
+            assert np.all(w[:, rows].sum(axis=1) == c[b] * rows.sum())  # the point comes with its budget
+            if inner == "keep":
+                assert np.all(w[:, rows] == c[b][:, None])
+    draws = np.stack(list(c.values()), axis=1)
+    assert np.all(draws == np.round(draws)) and np.all(draws.sum(axis=1) == 6)
+    assert draws.mean() == pytest.approx(1.0, abs=0.03) and draws.var(axis=0).mean() == pytest.approx(5 / 6, rel=0.1)
+
+
 def test_forked_parents_are_the_seeds_of_their_model_and_their_branches_move_together():
     """A forked sweep (3 parents a model, share 0.5): the outer clusters are the models; resampling draws among
     a model's parents, and every branch of a parent always has its parent's weight."""
