@@ -1025,6 +1025,26 @@ MUTATIONS: tuple[Mutation, ...] = (
         "Huginn and Parcae resume bit-identically: validation never draws from the training stream of s_0",
     ),
     Mutation(
+        "unknown-recipe-trains-under-its-label",
+        "loopscale/config/model.py",
+        "    if near is None and described is None:\n        return\n",
+        "    if True:\n        return\n",
+        (
+            "tests/unit/test_unknown_names.py::test_an_unregistered_recipe_on_a_registered_design_is_refused",
+            "tests/unit/test_unknown_names.py::test_sweep_count_refuses_an_unknown_name_in_one_line",
+        ),
+        "a typo'd recipe (model.recipe=hugin) is refused with the known names and the closest, not trained",
+    ),
+    Mutation(
+        "sweep-count-checks-no-config",
+        "loopscale/cli/sweep.py",
+        "        jobs = expand(args.overrides)  # every job's config checked",
+        "        jobs = [None] * len(__import__('loopscale.launch.sweep').launch.sweep.sweep_overrides("
+        "args.overrides))  #",
+        ("tests/unit/test_unknown_names.py::test_sweep_count_refuses_an_unknown_name_in_one_line",),
+        "sweep --count refuses a job whose config names what no registry knows",
+    ),
+    Mutation(
         "sampled-r-draws-not-keyed-by-step",
         "loopscale/model/r_sampling.py",
         "    return int(_draw(cfg, np.random.default_rng([SEED_TAG, seed, step]), 1)[0])\n",

@@ -7,7 +7,7 @@ import functools
 
 from loopscale import blocks as package
 from loopscale.blocks.form import BlockForm
-from loopscale.errors import ConfigError
+from loopscale.errors import not_one_of
 from loopscale.injections.registry import find_forms
 
 NOT_FORMS = frozenset({"form", "registry"})
@@ -28,5 +28,5 @@ def form(name: str) -> BlockForm:
     """The block form called `name`; a ConfigError naming the others when there is none."""
     found = forms().get(name)
     if found is None:
-        raise ConfigError(f"block={name!r} is not allowed; choose one of {', '.join(map(repr, names()))}")
+        raise not_one_of("block", name, names())
     return found

@@ -15,7 +15,7 @@ import os
 import sys
 from typing import NamedTuple
 
-from loopscale.errors import LoopscaleError, user_error
+from loopscale.errors import LoopscaleError, closest, user_error
 from loopscale.signals import EXIT_INTERRUPTED, EXIT_TERMINATED, Terminated, raise_on_sigterm
 
 
@@ -60,10 +60,29 @@ class UsageError(LoopscaleError):
     """Bad command-line input: reported as one line on stderr with exit code 2, nothing written."""
 
 
+def usage_error(err: BaseException) -> UsageError:
+    """A config's refusal (Hydra's, OmegaConf's, a ConfigError or another ValueError) as the command's one line:
+    the line `user_error` gives it (a config group's options, the closest key), else its first line."""
+    found = user_error(err)
+    return UsageError(found.line if found is not None else (str(err).strip().splitlines() or [repr(err)])[0])
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse's parser, whose refusal of a value outside `choices` (a subcommand, --law, --noise, ...) also
+    names the closest choice (argparse itself does only from Python 3.14, `suggest_on_error`)."""
+
+    def _check_value(self, action, value):
+        if action.choices is not None and value not in action.choices:
+            choices = ", ".join(map(repr, action.choices))
+            near = closest(value, action.choices)
+            hint = f" (did you mean {near!r}?)" if near is not None else ""
+            raise argparse.ArgumentError(action, f"invalid choice: {value!r} (choose from {choices}){hint}")
+
+
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The `loopscale` parser with `command`'s options (its module imported); every other command is its name
     and help line (None: all of them, what `loopscale --help` prints)."""
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="loopscale",
         description="Scaling-law experiments for looped (depth-recurrent) transformers.",
     )
@@ -81,8 +100,13 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
-    parser = build_parser(argv[0] if argv else None)
-    args = parser.parse_args(argv)
+    command = argv[0] if argv and argv[0] in COMMANDS else None
+    try:  # importing the command's module (scipy, hydra, torch: seconds) is Ctrl-C's first chance
+        parser = build_parser(command)
+        args = parser.parse_args(argv)
+    except KeyboardInterrupt:
+        print(f"loopscale{' ' + command if command else ''}: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
     if getattr(args, "func", None) is None:
         parser.print_help()
         return 2

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from hydra.errors import HydraException
 
-from loopscale.cli import COMMANDS, UsageError
+from loopscale.cli import COMMANDS, UsageError, usage_error
 from loopscale.demo import DemoSettings, run_demo
 from loopscale.launch.local_workers import JobFailed
 
@@ -63,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"loopscale demo: error: {err}; the other jobs were stopped and resume on the next call", file=sys.stderr)
         return 1
     except HydraException as err:
-        raise UsageError(str(err).splitlines()[0]) from err
+        raise usage_error(err) from err
     return 0
 
 

@@ -17,7 +17,7 @@ from hydra.errors import HydraException
 from rich.console import Console
 from rich.table import Table
 
-from loopscale.cli import COMMANDS, UsageError
+from loopscale.cli import COMMANDS, usage_error
 from loopscale.cli.arguments import add_probe_argument
 from loopscale.launch.grid_cost import cpu_line, plan_totals, seed_line
 
@@ -40,7 +40,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         rows, total = plan_totals(args.overrides, args.probe)
     except (HydraException, ValueError) as err:
-        raise UsageError(str(err).splitlines()[0]) from err
+        raise usage_error(err) from err
     _warn_over_limits(rows)
     if args.json:
         for row in rows:

@@ -9,12 +9,12 @@ from hydra.errors import HydraException
 from rich.console import Console
 from rich.table import Table
 
-from loopscale.cli import COMMANDS, UsageError
+from loopscale.cli import COMMANDS, usage_error
 from loopscale.cli.arguments import add_probe_argument
 from loopscale.config.schema import with_vocab
 from loopscale.launch.estimate import launcher_limits_of, print_limit_warnings
 from loopscale.launch.grid_cost import cpu_line, cpu_totals, seed_line
-from loopscale.launch.sweep import describe, expand, sweep_overrides, with_compile
+from loopscale.launch.sweep import describe, expand, with_compile
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -34,7 +34,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--count",
         action="store_true",
-        help="print only the number of jobs (fast: expands the grid without composing each job)",
+        help="print only the number of jobs (each job's config is checked; nothing is planned or probed)",
     )
     p.add_argument("--json", action="store_true", help="print the jobs as JSON lines")
 
@@ -44,16 +44,14 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     try:
+        jobs = expand(args.overrides)  # every job's config checked (a typo'd name refused), nothing planned
         if args.count:
-            # The launcher starts one job per override list; composing all of them (~0.1 s each with Hydra)
-            # is only needed for the table, where a job whose config is invalid is reported.
-            print(len(sweep_overrides(args.overrides)))
+            print(len(jobs))
             return 0
-        jobs = expand(args.overrides)
         limits = launcher_limits_of(args.overrides)
         rows = with_compile([describe(job, limits, probe=args.probe) for job in jobs], [job.cfg for job in jobs], "D")
     except (HydraException, ValueError) as err:
-        raise UsageError(str(err).splitlines()[0]) from err
+        raise usage_error(err) from err
     print_limit_warnings([with_vocab(job.cfg, job.cfg.data.vocab_size) for job in jobs], limits)
     if args.json:
         for row in rows:

@@ -6,12 +6,13 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from loopscale.errors import ConfigError
+from loopscale.errors import ConfigError, not_one_of
 
 
 def check_choice(name: str, value: Any, allowed: tuple) -> None:
+    """`value` is one of `allowed`; else a ConfigError naming them and the closest (errors.not_one_of)."""
     if value not in allowed:
-        raise ConfigError(f"{name}={value!r} is not allowed; choose one of {', '.join(map(repr, allowed))}")
+        raise not_one_of(name, value, allowed)
 
 
 def check_positive(name: str, value: Any) -> None:

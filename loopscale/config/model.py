@@ -14,7 +14,7 @@ from typing import Any, Optional
 from loopscale.blocks import registry as blocks
 from loopscale.config.checks import check_choice, check_positive, check_r_sampling
 from loopscale.config.naming import check_name
-from loopscale.errors import ConfigError
+from loopscale.errors import ConfigError, UnknownName, closest
 from loopscale.injections.registry import form as injection_form
 from loopscale.injections.registry import names
 from loopscale.recipes import registry as recipes
@@ -238,12 +238,40 @@ def design_name(cfg: ModelConfig) -> str:
     return "-".join(parts)
 
 
+NEAR_MISS = 0.8  # difflib's ratio from which a name of one's own reads as a typo of a recipe's ('lora2' 0.89)
+
+
+def check_own_label(cfg: ModelConfig) -> None:
+    """A recipe name that is not registered (check_recipe_label says when it may label a design of its own)."""
+    dense = cfg.r == 1 and cfg.injection == recipes.recipe("baseline").injection(1, cfg.looped_injection)
+    described = recipes.label_of(cfg) or ("baseline" if dense and cfg.block == blocks.DEFAULT else None)
+    # a near miss: a character or two off a registered name (hugin, parcea, baselin); not a name that holds one
+    # whole (r1_baseline, lora2: a variant's label) nor the label auto gave
+    near = None if cfg.recipe == design_name(cfg) else closest(cfg.recipe, recipes.names(), NEAR_MISS)
+    near = None if near is not None and near in cfg.recipe else near
+    if near is None and described is None:
+        return
+    why = (
+        f"the model's fields describe the '{described}' recipe"
+        if near is None
+        else f"did you mean '{near}'? A name of your own must not be a recipe's near miss"
+    )
+    raise UnknownName(
+        f"model.recipe={cfg.recipe!r} is not a registered recipe ({why}); choose one of "
+        f"{', '.join(recipes.names())}, or a name of your own for a design set by model.injection / model.block"
+    )
+
+
 def check_recipe_label(cfg: ModelConfig) -> None:
     """A registered recipe's name must describe the model where its conventions apply (at r = 1 every recipe but
     those with a dense model of their own is the same dense model): otherwise a design set up by its fields alone
-    would be labelled, tabled and fitted as that recipe. A name of your own is always accepted."""
+    would be labelled, tabled and fitted as that recipe. A name of your own labels a design its other fields set
+    (model.injection, model.block, ...); it is refused when it is a registered name's near miss (`hugin`) or when
+    the fields describe a registered recipe (`nonexistent_x` on the baseline's fields): a typo would train
+    another design under the name it meant."""
     recipe = recipes.find(cfg.recipe)
     if recipe is None:
+        check_own_label(cfg)
         return
     why = recipe.mismatch(cfg)
     if why is not None:

@@ -18,6 +18,7 @@ from loopscale.config.naming import (
     parse_fork_point,
     seed_tag,
 )
+from loopscale.errors import UnknownName
 
 
 def recipe_label(model: Any) -> str:
@@ -26,6 +27,8 @@ def recipe_label(model: Any) -> str:
     fields = OmegaConf.to_container(model, resolve=True) if OmegaConf.is_config(model) else dict(model)
     try:
         return ModelConfig(**fields).recipe
+    except UnknownName:  # a typo'd name: refused here, before Hydra makes a run dir named after it
+        raise
     except (TypeError, ValueError):  # an invalid model: the run fails on it and records why, under this name
         return str(fields.get("recipe"))
 

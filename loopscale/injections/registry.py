@@ -9,7 +9,7 @@ import importlib
 import pkgutil
 
 from loopscale import injections as package
-from loopscale.errors import ConfigError
+from loopscale.errors import not_one_of
 from loopscale.injections.form import InjectionForm
 
 NOT_FORMS = frozenset({"form", "registry"})
@@ -46,5 +46,5 @@ def form(name: str) -> InjectionForm:
     """The form called `name`; a ConfigError naming the others when there is none."""
     found = forms().get(name)
     if found is None:
-        raise ConfigError(f"injection={name!r} is not allowed; choose one of {', '.join(map(repr, names()))}")
+        raise not_one_of("injection", name, names())
     return found

@@ -36,7 +36,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from loopscale.config.schema import with_vocab
-from loopscale.errors import ConfigError, LoopscaleError, user_error
+from loopscale.errors import ConfigError, LoopscaleError, UnknownName, user_error
 from loopscale.launch.compile_order import schedule_hydra_jobs
 from loopscale.launch.launchers import refuse_over_limits
 from loopscale.launch.local_workers import record_dead_worker
@@ -73,12 +73,14 @@ def job_tokens(job_cfg: DictConfig) -> int | None:
     """Training tokens a job processes (its parent's and cooldowns' for a forked job): its share of the
     sweep's wall time, for the ETA and to hand out the longest jobs first; 1 for a config that is not a
     loopscale run (the test app); None for an invalid one (it still runs, to record why it is invalid, as
-    the basic launcher does)."""
+    the basic launcher does), but an unknown name refuses the sweep (errors.UnknownName)."""
     if "model" not in job_cfg or "budget" not in job_cfg:
         return 1
 
     try:
         train_cfg = _train_config(job_cfg)
+    except UnknownName:  # a typo'd name (a recipe, a form): the whole sweep is refused before any job starts
+        raise
     except ValueError:
         return None
     if train_cfg.budget.mode == "forks":
@@ -150,7 +152,7 @@ def launch_in_pool(launcher, job_overrides: Sequence[Sequence[str]], initial_job
         # memory only (GPU runs): a local job's time limit is the user's own; an invalid job runs to record why
         refuse_over_limits([job for job, t in zip(jobs, tokens) if t is not None], None)
     except LoopscaleError as err:  # the user's to fix: Hydra prints a compact error as one line
-        raise CompactHydraException(str(err)) from None
+        raise CompactHydraException(f"loopscale-train: error: {err}") from None
     except OSError as err:  # a read-only or full runs dir: one line, as loopscale-train says it
         found = user_error(err)
         if found is None:

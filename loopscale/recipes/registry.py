@@ -6,7 +6,7 @@ from __future__ import annotations
 import functools
 
 from loopscale import recipes as package
-from loopscale.errors import ConfigError
+from loopscale.errors import not_one_of
 from loopscale.injections.registry import find_forms
 from loopscale.recipes.recipe import Recipe
 
@@ -33,7 +33,7 @@ def recipe(name: str) -> Recipe:
     """The recipe called `name`; a ConfigError naming the others when there is none."""
     found = find(name)
     if found is None:
-        raise ConfigError(f"recipe={name!r} is not a registered recipe; choose one of {', '.join(names())}")
+        raise not_one_of("recipe", name, names(), what="a registered recipe")
     return found
 
 

@@ -25,15 +25,16 @@ import hydra
 import lightning  # noqa: F401  (its import adds the console handler that lightning_logs_once removes)
 from hydra._internal.utils import run_and_report
 from hydra.core.hydra_config import HydraConfig
-from hydra.errors import CompactHydraException
+from hydra.errors import CompactHydraException, ConfigCompositionException, MissingConfigException
 from hydra.types import RunMode
 from omegaconf import DictConfig
+from omegaconf.errors import OmegaConfBaseException
 
 from loopscale.config.dirs import config_dir, register_configs, save_job_config
 from loopscale.config.naming import check_name
 from loopscale.config.resolvers import register_resolvers
 from loopscale.config.schema import TrainConfig
-from loopscale.errors import exception_chain, user_error
+from loopscale.errors import UnknownName, exception_chain, user_error
 from loopscale.signals import (
     EXIT_INTERRUPTED,
     EXIT_TERMINATED,
@@ -87,7 +88,8 @@ def run_training(cfg: DictConfig | TrainConfig) -> dict[str, Any]:
     try:
         cfg = to_train_config(cfg)
     except ValueError as err:  # an invalid sweep point: record why, so `collect` can say so
-        _record_invalid_config(cfg, err)
+        if not isinstance(err, UnknownName):  # a typo'd name is no point of the sweep: nothing to record
+            _record_invalid_config(cfg, err)
         raise
     if cfg.budget.mode == "forks":
         return run_forks(cfg, task_cfg=task_cfg)
@@ -147,7 +149,8 @@ def main() -> None:
 def _disk_errors_in_one_line():
     """A read-only, full or denied runs dir met in Hydra's own code (the job's log file, its run dir,
     multirun.yaml), before loopscale-train's task runs, as one line and exit 1 instead of Hydra's traceback;
-    loopscale's own compact errors (a sweep's failed run, a launcher's refusal) as their line alone, exit 1.
+    loopscale's own compact errors (a sweep's failed run, a launcher's refusal) as their line alone, exit 1; a
+    config that cannot be composed as one line, exit 2.
     Hydra hands an error back only under HYDRA_FULL_ERROR, so that is set for the call; any other error is
     then reported by Hydra's own reporting, as without it. A user who set HYDRA_FULL_ERROR gets Hydra's."""
     if os.environ.get("HYDRA_FULL_ERROR"):
@@ -168,6 +171,11 @@ def _disk_errors_in_one_line():
         if isinstance(err, CompactHydraException) and str(err).startswith("loopscale-train: "):
             print(str(err), file=sys.stderr)  # loopscale's own line (a sweep's failed run, a refusal): alone
             raise SystemExit(1) from None
+        if isinstance(err, (MissingConfigException, ConfigCompositionException, OmegaConfBaseException)):
+            # a config that cannot be composed (a group's option, a key, a value): errors.user_error's one line,
+            # with the options and the closest one, instead of Hydra's report
+            print(f"loopscale-train: error: {user_error(err).line}", file=sys.stderr)
+            raise SystemExit(2) from None
 
         run_and_report(functools.partial(_raise, err))  # what Hydra prints without HYDRA_FULL_ERROR, and its exit code
     finally:

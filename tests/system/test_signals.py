@@ -91,3 +91,20 @@ def test_ctrl_c_stops_a_basic_sweep_and_the_record_says_interrupted(tmp_path, da
     records = [json.loads(p.read_text()) for p in sweep.glob("*/run.json")]
     assert [(r["status"], r["reason"]) for r in records] == [("interrupted", "interrupted (Ctrl-C / SIGINT)")], records
     assert rc == 130 and "Traceback" not in out, out[-3000:]
+
+
+def _maps(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/maps") as fh:
+            return fh.read()
+    except (FileNotFoundError, ProcessLookupError):
+        return ""
+
+
+def test_ctrl_c_while_a_command_loads_is_one_line_and_130(tmp_path):
+    """Issue 57: Ctrl-C in the first second of a command, while it imports its module (numpy loaded, scipy,
+    pandas and matplotlib still to come), printed a KeyboardInterrupt traceback: the import sat outside the try."""
+    proc = start_loopscale(["validate", str(tmp_path / "fit.json")], tmp_path)
+    wait_until(proc, lambda _: "_multiarray_umath" in _maps(proc.pid), timeout_s=60)
+    rc, _, out = finish(proc, signal_group(proc, signal.SIGINT))
+    assert rc == 130 and out.strip() == "loopscale validate: interrupted", out[-3000:]

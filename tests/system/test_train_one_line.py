@@ -72,3 +72,27 @@ def test_plan_creates_a_missing_cache_folder_and_says_where(tmp_path):
     res = run_cli(["plan", "model=tiny", "budget.compute_flops=1e11"], env={"LOOPSCALE_CACHE": str(cache)})
     assert res.returncode == 0, res.stderr[-3000:]
     assert (cache / "throughput.json").is_file() and f"cached in {cache / 'throughput.json'}" in res.stdout
+
+
+@pytest.mark.parametrize(
+    "args, says",
+    [
+        (["model.recipe=hugin"], "model.recipe='hugin' is not a registered recipe (did you mean 'huginn'?"),
+        (["model.recipe=nonexistent_x"], "the model's fields describe the 'baseline' recipe"),
+        (["model.injection=huginm"], "(did you mean 'huginn'?)"),
+        (["optim=adamx"], "optim='adamx' is not a config of the group 'optim'; choose one of 'adamw', 'muonh'"),
+        (["model.recipes=huginn"], "ModelConfig has no key 'recipes' (did you mean 'recipe'?)"),
+        (["-m", "model.recipe=hugin", "seed=0,1", "hydra/launcher=local_pool"], "(did you mean 'huginn'?"),
+    ],
+)
+def test_an_unknown_name_is_one_line_with_the_known_ones_and_nothing_is_trained(tmp_path, data_dir, args, says):
+    """Issue 57: a typo'd name of any registry or config group trained the baseline under it (or printed Hydra's
+    report); now one line names what is known and the closest, before a run dir exists."""
+    proc = run_loopscale(
+        [*args, *TINY, f"runs_dir={tmp_path / 'runs'}", f"data.data_dir={data_dir}"],
+        cwd=tmp_path,
+        module="loopscale.train",
+    )
+    line = _only_line(proc, 1 if "-m" in args else 2)  # a sweep: its launcher refuses, as for any other refusal
+    assert line.startswith("loopscale-train: error: ") and says in line, line
+    assert not list((tmp_path / "runs").rglob("run.json")) and not list((tmp_path / "runs").rglob("*.log"))

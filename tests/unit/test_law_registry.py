@@ -172,8 +172,10 @@ def test_fit_help_lists_every_single_law(example_law):
 
 def test_registry_rules(monkeypatch):
     monkeypatch.setattr(registry, "_LAWS", dict(registry._LAWS))
-    with pytest.raises(ValueError, match="law must be one of chinchilla, looped"):
+    with pytest.raises(ValueError, match="law='kaplan' is not a registered law; choose one of 'chinchilla', 'looped'"):
         law_class("kaplan")
+    with pytest.raises(ValueError, match=r"\(did you mean 'looped'\?\)$"):
+        law_class("loped")
     assert registry.find_law("kaplan") is None
 
     class Nameless(Law):

@@ -122,7 +122,7 @@ def test_tokens_from_compute_use_the_training_cost():
 
 
 def test_unknown_law_is_rejected():
-    with pytest.raises(ValueError, match="law must be one of"):
+    with pytest.raises(ValueError, match="law='kaplan' is not a registered law; choose one of"):
         make_law("kaplan")
 
 

@@ -40,7 +40,7 @@ REDUCES = {
 def r1_forms(name: str, **options) -> dict:
     """The fields of a recipe's design forced at r = 1 (its injection and block forms, whatever r it applies at)."""
     recipe = registry.recipe(name)
-    fields = {"block": recipe.block, "options": {**recipe.options, **options}, "recipe": "r1_" + name}
+    fields = {"block": recipe.block, "options": {**recipe.options, **options}, "recipe": "auto"}
     if recipe.injections:
         fields["injection"] = recipe.injections[0]
     if recipe.injections and recipe.injections[0] == "loop_index":

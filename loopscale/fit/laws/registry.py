@@ -12,7 +12,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from loopscale.errors import InputError
+from loopscale.errors import InputError, not_one_of
 from loopscale.fit.laws.form import Law, LawData
 
 _LAWS: dict[str, type[Law]] = {}
@@ -43,7 +43,7 @@ def law_class(name: str) -> type[Law]:
     """The class of law `name`; InputError listing the registered laws otherwise."""
     cls = _LAWS.get(name)
     if cls is None:
-        raise InputError(f"law must be one of {', '.join(law_names())}; got {name!r}")
+        raise not_one_of("law", name, law_names(), InputError, what="a registered law")
     return cls
 
 
