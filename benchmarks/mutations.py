@@ -220,12 +220,12 @@ MUTATIONS: tuple[Mutation, ...] = (
         "the verdict: the held-out largest budget predicted within 3 sigma of the noise (a warning beyond)",
     ),
     Mutation(
-        "verdict-forked-rows-bootstrap-accepted",
+        "verdict-forked-ungrouped-profile-accepted",
         VERDICT,
-        'if forked and not (source == "bootstrap" and (fit.bootstrap or {}).get("cluster") == PARENT_COLUMN):',
-        "if False:",
-        (T_VERDICT, "tests/integration/test_fit_verdict.py::test_a_forked_sweep_resampled_by_rows_is_not_measured"),
-        "the verdict: a forked sweep's interval must come from a bootstrap by parent job",
+        '    if forked and not (profile or {}).get("groups"):',
+        "    if False:",
+        (T_VERDICT,),
+        "the verdict: a forked sweep's interval must sum each parent's branches as one draw",
     ),
     Mutation(
         "verdict-delta-phi-always-real",
@@ -1083,6 +1083,39 @@ MUTATIONS: tuple[Mutation, ...] = (
         "    outer = point\n",
         ("tests/unit/test_statistics_off_defaults.py::test_two_stage_weights_with_budgets_as_outer_clusters",),
         "fit --bootstrap N --cluster COL: the outer stage resamples the column's clusters whole",
+    ),
+    Mutation(
+        "noise-scale-not-bounded-by-the-scatter",
+        "loopscale/fit/uncertainty.py",
+        "    if not s2 > 1:\n",
+        "    if True:\n",
+        (
+            "tests/unit/test_noise_honest.py::test_one_rerun_point_does_not_make_phi_exact",
+            "tests/unit/test_noise_honest.py::test_seed_repeats_in_one_recipe_only_do_not_make_a_null_delta_phi_real",
+        ),
+        "noise model: a seed sigma is bounded below by the scatter about the law (one re-run point is not exact)",
+    ),
+    Mutation(
+        "lack-of-fit-from-bounded-psi",
+        "loopscale/fit/uncertainty.py",
+        "    sums = z if groups is None else np.bincount(groups, weights=z)\n",
+        "    z = np.clip(z, -1.345, 1.345)\n    sums = z if groups is None else np.bincount(groups, weights=z)\n",
+        (
+            "tests/unit/test_noise_honest.py::"
+            "test_a_law_missing_its_points_by_5x_the_seed_noise_widens_the_interval_by_the_expected_factor",
+        ),
+        "noise model: the lack-of-fit factor grows as far as the scatter says (squared residuals, not a bounded psi)",
+    ),
+    Mutation(
+        "lack-of-fit-ignores-shared-misfit",
+        "loopscale/fit/noise.py",
+        "        return reps.point.copy()\n",
+        "        return np.arange(len(table))\n",
+        (
+            "tests/unit/test_noise_honest.py::"
+            "test_a_law_missing_its_points_by_5x_the_seed_noise_widens_the_interval_by_the_expected_factor",
+        ),
+        "noise model: a point's seeds share the law's misfit there (summed before squaring, not n_g draws)",
     ),
 )
 

@@ -28,11 +28,12 @@ from loopscale.fit.resample import bootstrap, on_one_blas_thread
 from loopscale.fit.result import FitResult, data_summary, versions
 from loopscale.fit.runs_table import SEED_COLUMN, budget_column, check_clusters, cluster_labels, table_warnings
 from loopscale.fit.uncertainty import (
+    fit_on_its_scale,
     holdout_largest,
     holdout_train_rows,
     percentile_ci,
     profile_refit,
-    profile_threshold,
+    residual_tails,
 )
 from loopscale.fit.verdict import fit_checks
 
@@ -67,6 +68,7 @@ def fit_table(
     noise: str = "auto",
     seed_column: str | None = SEED_COLUMN,
     inner: str = DEFAULT_INNER,
+    starts=None,
 ) -> FitResult:
     """Fit a canonical runs table (see `loopscale.fit.runs_table`) and attach the uncertainty steps and the
     conditioning checks (`loopscale.fit.verdict`). law: a registered law's name, or a law instance (one
@@ -84,14 +86,16 @@ def fit_table(
     estimated (`noise.SIGMA_RULE`), the residuals are standardised by it (Huber on z), the profile threshold
     is on that scale and the bootstrap is two-stage (`seed_hierarchy`; `inner`: "keep" or "resample" each
     drawn point's seeds). Without seed repeats, or with noise "off", the fit is today's and the record's
-    `noise` block says that its intervals omit seed noise.
+    `noise` block says that its intervals omit seed noise. starts: refined instead of screened ones
+    (`optimize.fit_law`: simulations that fit many sweeps of one design).
     """
     loss = loss or Loss()
     name = law.name if isinstance(law, Law) else law
     labels = check_fit_inputs(table, name, n_bootstrap, cluster, holdout)
     nf, data, loss = noise_setup(table, law_data_from_table(table, law), loss, noise, seed_column)
     weighted = data.sigma is not None
-    result, state = fit_law(data, law, loss, seed, n_refine)
+    result, state = fit_law(data, law, loss, seed, n_refine, starts)
+    state, scale = fit_on_its_scale(result, state, nf.reps.point)  # sigma bounded below by the scatter about the law
     result.warnings.extend(table_warnings(table, name))  # repeated rows, impossible magnitudes
     state = _attach_profile(result, state, profile)
     if n_bootstrap > 0:
@@ -106,8 +110,8 @@ def fit_table(
     result.settings.update({"n_bootstrap": n_bootstrap, "cluster": cluster, "law": name, "holdout_largest": holdout})
     result.versions = versions()
     result.data = data_summary(table)
-    lack_of_fit = profile_threshold(state)[1]["scale_factor_sq"] if weighted else None
-    result.noise = noise_block(table, nf, inner if weighted and n_bootstrap > 0 else None, noise != "off", lack_of_fit)
+    inner = inner if weighted and n_bootstrap > 0 else None
+    result.noise = noise_block(table, nf, inner, noise != "off", scale, residual_tails(state))
     result.conditioning = fit_checks(table, result)  # after the noise block: the checks are judged against it
     return result
 

@@ -42,7 +42,14 @@ from loopscale.fit.resample import bootstrap, on_one_blas_thread
 from loopscale.fit.result import FitResult, compare_param, data_summary, versions
 from loopscale.fit.runs_table import SEED_COLUMN, check_clusters, cluster_labels
 from loopscale.fit.two_stage import Hierarchy
-from loopscale.fit.uncertainty import lr_test, percentile_ci, profile_refit, profile_threshold
+from loopscale.fit.uncertainty import (
+    fit_on_its_scale,
+    lr_test,
+    percentile_ci,
+    profile_refit,
+    profile_threshold,
+    residual_tails,
+)
 from loopscale.fit.verdict import joint_checks
 
 LAW_INPUTS = ("N_once", "N_rec", "r", "D", "L")
@@ -58,6 +65,8 @@ class SeedNoise:
     cluster: str | None
     inner: str
     seed_column: str | None
+    groups: np.ndarray | None = None  # the joint table's dependence groups (`noise.dependence_groups`)
+    sigma_dof: int | None = None  # the degrees of freedom behind sigma's scale (`uncertainty.scale_to_scatter`)
 
     @property
     def weighted(self) -> bool:
@@ -70,11 +79,11 @@ class SeedNoise:
         reps = replicate_groups(table, self.seed_column, RECIPE_CODE)
         return seed_hierarchy(table, reps, self.cluster, labels, self.inner)
 
-    def record(self, table: pd.DataFrame, state, n_bootstrap: int, noise: str) -> dict[str, Any]:
-        """The fit record's noise block (`noise.noise_block`), with S^2 of the profile threshold when weighted."""
-        lack_of_fit = profile_threshold(state)[1]["scale_factor_sq"] if self.weighted else None
+    def record(self, table: pd.DataFrame, n_bootstrap: int, noise: str, scale: dict | None, tails=None) -> dict:
+        """The fit record's noise block (`noise.noise_block`), with the scale the fit used when weighted
+        (`uncertainty.scale_to_scatter`)."""
         inner = self.inner if self.weighted and n_bootstrap > 0 else None
-        return noise_block(table, self.nf, inner, noise != "off", lack_of_fit)
+        return noise_block(table, self.nf, inner, noise != "off", scale, tails)
 
 
 def joint_table(tables: Sequence[pd.DataFrame], column: str) -> tuple[pd.DataFrame, tuple[str, ...]]:
@@ -164,6 +173,7 @@ def fit_joint(
     noise: str = "auto",
     seed_column: str | None = SEED_COLUMN,
     inner: str = DEFAULT_INNER,
+    starts=None,
 ) -> FitResult:
     """Fit the per-recipe law `law_name` to a `joint_table` and attach delta-phi, the shared-parameter check and the
     conditioning checks (`loopscale.fit.verdict.joint_checks`).
@@ -174,23 +184,24 @@ def fit_joint(
     shared-parameter check. A delta-phi profile below the fit moves the fit there first (`_profiles`).
     Bootstrap seeds are seed + 1 (joint) and seed + 2 + i (separate fit i); `jobs` worker processes and
     the `progress` stream as in `resample.bootstrap`. The separate fits use the law's `recipe_law`.
-    Seeds as in `fit_table.fit_table` (noise, seed_column, inner); the separate fits use the joint sigma."""
+    Seeds as in `fit_table.fit_table` (noise, seed_column, inner); the separate fits use the joint sigma.
+    starts: refined instead of screened ones (`optimize.fit_law`)."""
     loss = loss or Loss()
     law = make_law(law_name, recipes=recipes)
     labels = check_joint_inputs(table, recipes, n_bootstrap, cluster)
     nf, data, loss = noise_setup(table, joint_data(table, law_name), loss, noise, seed_column, RECIPE_CODE)
-    seeds = SeedNoise(nf, data.sigma, cluster, inner, seed_column)
-    result, state = fit_law(data, law, loss, seed, n_refine)
-    ref = recipes[0]
+    result, state = fit_law(data, law, loss, seed, n_refine, starts)
+    state, scale = fit_on_its_scale(result, state, nf.reps.point)  # sigma bounded below by the scatter about the law
+    seeds = SeedNoise(nf, state.data.sigma, cluster, inner, seed_column, state.data.noise_group, state.data.sigma_dof)
     profiles, state = _profiles(result, state, recipes, profile)
     if n_bootstrap > 0:
         boot_args = (n_bootstrap, seed + 1, labels, cluster, level, jobs, progress, seeds.hierarchy(table, labels))
         _attach_bootstrap(result, state, recipes, *boot_args)
-    deltas = {g: _delta_phi(result, state, ref, g, profiles.get(g)) for g in recipes[1:]}
+    deltas = {g: _delta_phi(result, state, recipes[0], g, profiles.get(g)) for g in recipes[1:]}
     joint: dict[str, Any] = {
         "column": column,
         "recipes": list(recipes),
-        "reference": ref,
+        "reference": recipes[0],
         "delta_phi": deltas,
         "n_rows_by_recipe": _rows_by_recipe(table, recipes),
     }
@@ -202,7 +213,7 @@ def fit_joint(
     result.joint = joint
     result.settings.update({"n_bootstrap": n_bootstrap, "cluster": cluster, "law": law.name, "joint_column": column})
     result.versions = versions()
-    result.noise = seeds.record(table, state, n_bootstrap, noise)
+    result.noise = seeds.record(table, n_bootstrap, noise, scale, residual_tails(state))
     result.conditioning = joint_checks(table, result, table[RECIPE_CODE].to_numpy())  # judged against the noise
     result.data = _joint_summary(table, recipes)
     return result
@@ -283,7 +294,7 @@ def _delta_phi(result, state, ref: str, g: str, prof: dict | None) -> dict[str, 
         )
     if prof is not None:
         entry["profile_interval"] = prof["interval"]
-        entry["profile"] = {"x": prof["x"], "objective": prof["objective"], "threshold": prof["threshold"]}
+        entry["profile"] = {k: prof.get(k) for k in ("x", "objective", "threshold", "reference_dof", "groups")}
     entry["lr_test"] = lr_test(state, name, 0.0)
     return entry
 
@@ -316,8 +327,10 @@ def separate_fits(
         rows = recipe_rows(table, i)
         part = table[rows].reset_index(drop=True)
         data = law_data_from_table(part, law)
+        if seeds is not None and seeds.groups is not None:
+            data = replace(data, noise_group=np.unique(seeds.groups[rows], return_inverse=True)[1])
         if seeds is not None and seeds.weighted:
-            data = replace(data, sigma=seeds.sigma[rows])
+            data = replace(data, sigma=seeds.sigma[rows], sigma_dof=seeds.sigma_dof)
         result, state = fit_law(data, law, loss, seed, n_refine)
         if n_bootstrap > 0:
             labels = None if cluster is None else cluster_labels(part, cluster)

@@ -16,6 +16,8 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from scipy.sparse import coo_matrix
+from scipy.sparse.csgraph import connected_components
 from scipy.stats import norm
 
 from loopscale.errors import InputError
@@ -113,12 +115,19 @@ def per_r_summary(table: pd.DataFrame, nf: NoiseFit) -> dict[str, dict[str, Any]
 
 
 def noise_block(
-    table: pd.DataFrame, nf: NoiseFit, inner: str | None = None, weighted: bool = True, lack_of_fit=None
+    table: pd.DataFrame,
+    nf: NoiseFit,
+    inner: str | None = None,
+    weighted: bool = True,
+    scale: dict | None = None,
+    tails: dict | None = None,
 ) -> dict[str, Any]:
     """The fit record's `noise` block: replicates, the sigma model (kind, parameters, AICc of every candidate,
     the rule), sigma per r, how the fit and its bootstrap used it, and the statement when it is not measured.
-    weighted: whether the fit's residuals were standardised by it (False: `--noise off`)."""
-    block: dict[str, Any] = {"sigma_of": "log L", **nf.reps.summary()}
+    weighted: whether the fit's residuals were standardised by it (False: `--noise off`); scale: what
+    `uncertainty.scale_to_scatter` did (S^2 = `lack_of_fit`, the factor on sigma, the reference's dof); tails:
+    the residuals' excess kurtosis (`uncertainty.residual_tails`)."""
+    block: dict[str, Any] = {"sigma_of": "log L", **nf.reps.summary(), "tails": tails}
     if nf.model is None or not weighted:
         block.update(
             model=None,
@@ -144,7 +153,8 @@ def noise_block(
         if inner is None
         else f"two-stage: outer clusters with replacement, each point's seeds {_INNER_TEXT[inner]}",
         statement=None,
-        lack_of_fit=lack_of_fit,
+        lack_of_fit=None if scale is None else scale["lack_of_fit"],
+        scale=scale,
     )
     return block
 
@@ -179,15 +189,18 @@ def noise_setup(
     recipe_column: str | None = RECIPE_COLUMN,
 ):
     """(NoiseFit, data, loss) for a fit: the table's seed noise (`noise.noise_fit`) and, when it measures a
-    sigma and `noise` is "auto", the data with each row's sigma of log L and the loss on standardised
-    residuals (Huber at `STANDARDISED_DELTA`, or l2); otherwise data and loss as given ("off": today's fit)."""
+    sigma and `noise` is "auto", the data with each row's sigma of log L (and its degrees of freedom) and the
+    loss on standardised residuals (Huber at `STANDARDISED_DELTA`, or l2); otherwise data and loss as given
+    ("off": today's fit). Either way the data carry the rows' dependence groups (`dependence_groups`), which
+    the profile's scale factor sums over."""
     if noise not in NOISE_MODES:
         raise InputError(f"noise must be one of {NOISE_MODES}; got {noise!r}")
     nf = noise_fit(table, seed_column, recipe_column)
+    groups = dependence_groups(table, nf.reps)
     if noise == "off" or nf.model is None:
-        return nf, data, loss
+        return nf, replace(data, noise_group=groups), loss
     std_loss = Loss(loss.kind, STANDARDISED_DELTA) if loss.kind == "huber" else loss
-    return nf, replace(data, sigma=nf.row_sigma, noise_group=draw_groups(table)), std_loss
+    return nf, replace(data, sigma=nf.row_sigma, noise_group=groups, sigma_dof=nf.model.dof), std_loss
 
 
 def draw_groups(table: pd.DataFrame) -> np.ndarray | None:
@@ -199,6 +212,23 @@ def draw_groups(table: pd.DataFrame) -> np.ndarray | None:
     present = (parent.notna() & (parent.astype(str).str.strip() != "")).to_numpy()
     label = np.where(present, "parent " + parent.astype(str).to_numpy(), "row " + np.arange(len(table)).astype(str))
     return pd.Series(label).factorize()[0]
+
+
+def dependence_groups(table: pd.DataFrame, reps: Replicates) -> np.ndarray:
+    """Integer labels of the rows whose noise is not independent: a point's runs share the law's misfit at that
+    point (seeds do not average it away), a forked job's branches share its stable phase; the groups are the
+    connected components of both relations (in a forked sweep, a model with all its parents and budgets). The
+    profile's scale factor sums the standardised residuals within a group before squaring (a cluster-robust
+    variance), so a misfit shared by a point's seeds widens the interval as one draw, not as n_g independent."""
+    draws = draw_groups(table)
+    if draws is None:
+        return reps.point.copy()
+    n_points, n_draws = reps.n_points, int(draws.max()) + 1
+    edges = coo_matrix(
+        (np.ones(len(draws)), (reps.point, n_points + draws)), shape=(n_points + n_draws, n_points + n_draws)
+    )
+    _, component = connected_components(edges, directed=False)
+    return np.unique(component[reps.point], return_inverse=True)[1]
 
 
 def seed_hierarchy(table: pd.DataFrame, reps: Replicates, cluster: str | None, labels, inner: str) -> Hierarchy:

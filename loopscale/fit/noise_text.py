@@ -45,6 +45,14 @@ def noise_lines(noise: dict[str, Any] | None) -> list[str]:
     if noise.get("lack_of_fit") is not None:
         used += f"; scatter about the law / seed noise S^2 = {noise['lack_of_fit']:.3g}"
     lines.append(used)
+    scale = noise.get("scale")
+    if scale:
+        if scale["scale"] > 1:
+            lines.append(
+                f"  the law misses its points by more than seed noise: sigma x {scale['scale']:.3g} (the scatter "
+                f"about the law, {scale['scatter_dof']} degrees of freedom) in the fit and its intervals"
+            )
+        lines.append(f"  profile intervals on F(1, {scale['reference_dof']}) (the degrees of freedom of the scale)")
     if noise.get("bootstrap"):
         lines.append(f"  bootstrap {noise['bootstrap']}")
     return lines

@@ -329,18 +329,28 @@ class FitState:
 
 
 def fit_law(
-    data: LawData, law_name: str | Law = "looped", loss: Loss | None = None, seed: int = 0, n_refine: int = 16
+    data: LawData,
+    law_name: str | Law = "looped",
+    loss: Loss | None = None,
+    seed: int = 0,
+    n_refine: int = 16,
+    starts: np.ndarray | None = None,
 ) -> tuple[FitResult, FitState]:
     """Fit one law to data with the global multi-start strategy. Returns (result, state).
 
     A law with a `warm_start` law (looped-free: the looped law) starts from that law's optimum
     (`Law.warm_starts`: k_r = r^phi_hat, k_r = 1 and k_r = r) instead of screening starts. A per-recipe law
-    is passed as a `Law` (it carries its recipe names).
+    is passed as a `Law` (it carries its recipe names). `starts` (internal coordinates, one per row): refine
+    these instead of screening (the fast path of simulations that fit many sweeps of one design: the starts
+    screened once on its noise-free table, as `loopscale power` and the calibration benchmark do).
     """
     loss = loss or Loss()
     law = law_name if isinstance(law_name, Law) else make_law(law_name, data.r)
     rng = np.random.default_rng(seed)
-    if law.warm_start is not None:
+    if starts is not None:
+        starts = clip_to_bounds(np.atleast_2d(np.asarray(starts, dtype=float)), law)
+        n_screened = len(starts)
+    elif law.warm_start is not None:
         base_result, base_state = fit_law(data, law.warm_start, loss, seed, n_refine)
         starts = clip_to_bounds(law.warm_starts(base_state.best.theta), law)
         n_screened = base_result.n_starts + len(starts)

@@ -11,17 +11,19 @@ Each step continues from a fit's `loopscale.fit.optimize.FitState` (docs/design.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 from scipy.stats import chi2
+from scipy.stats import f as f_dist
 
 from loopscale.errors import InputError
 from loopscale.fit.bounds import bounds_for
 from loopscale.fit.laws.form import Law, LawData
 from loopscale.fit.laws.registry import make_law
 from loopscale.fit.noise import huber_moments
-from loopscale.fit.objective import Loss, residuals
+from loopscale.fit.objective import Loss, objective, objective_grad_hess, residuals
 from loopscale.fit.optimize import BASIN_ABS_TOL, FitState, Refined, fit_law, lm_batch, newton, refine
 from loopscale.fit.runs_table import budget_clusters
 
@@ -38,44 +40,152 @@ def percentile_ci(columns: dict[str, list[float]], level: float = 0.95) -> dict[
 CHI2_1_95 = 3.841458820694124  # 95% quantile of chi-square with 1 degree of freedom
 
 
+def reference_quantile(dof: int | None, level: float = 0.95) -> float:
+    """The likelihood-ratio statistic's 95% point: chi2_1 when the noise scale is known, F(1, dof) when it was
+    estimated from `dof` degrees of freedom (the square of Student's t: a scale from few repeats is itself
+    uncertain, and the interval widens for it)."""
+    if dof is None or not np.isfinite(dof):
+        return float(chi2.ppf(level, 1)) if level != 0.95 else CHI2_1_95
+    return float(f_dist.ppf(level, 1, max(1, int(dof))))
+
+
+def scatter_about_law(state: FitState) -> tuple[float, int]:
+    """(S^2, G): the scatter of the residuals about the law in units of their noise scale, from SQUARED residuals
+    (unbounded: it grows as far as the data say), and the number of independent groups G it rests on.
+
+    Residuals z (standardised by the seed sigma, or in log units) are summed within each dependence group
+    (`LawData.noise_group`: a point's seeds share the law's misfit there, a forked job's branches its stable
+    phase) before squaring, a cluster-robust variance: S^2 = sum_g (sum_{i in g} z_i)^2 / (n (G - p) / G), whose
+    denominator is its expectation under independent unit noise for groups of equal size (n - p for single
+    rows). S^2 = 1 + n_g tau^2 / sigma^2 for a misfit tau shared by a point's n_g seeds: the variance factor of a
+    point's score."""
+    z = residuals(state.law.log_predict(state.best.theta, state.data), state.data)
+    groups = state.data.noise_group
+    sums = z if groups is None else np.bincount(groups, weights=z)
+    G, n, p = len(sums), len(z), state.law.n_params
+    dof = max(1, G - p)
+    return float(np.sum(sums**2) * G / (n * dof)), dof
+
+
+def scale_to_scatter(state: FitState) -> tuple[FitState, dict[str, Any] | None]:
+    """A weighted fit's noise scale bounded below by the scatter about the law (issue 53): with S^2 > 1 (the law
+    misses its points by more than seed noise, or a sigma from few repeats came out small) every row's sigma is
+    multiplied by S and the fit refined there (Huber's threshold is then on the scatter's scale, not on a sigma
+    the data contradict), and the profile's reference becomes F(1, G - p), the scatter's degrees of freedom;
+    with S^2 <= 1 the seed sigma stands, its reference F(1, dof_seed + G - p) (both estimate it). Returns the
+    state to continue from and what was done (None for an unweighted fit, whose scale is its residuals')."""
+    data = state.data
+    if data.sigma is None:
+        return state, None
+    s2, dof_scatter = scatter_about_law(state)
+    seed_dof = data.sigma_dof or 0
+    groups = data.noise_group
+    n_groups = len(data) if groups is None else int(groups.max()) + 1
+    info = {"lack_of_fit": s2, "scatter_dof": dof_scatter, "seed_dof": seed_dof, "groups": n_groups, "rows": len(data)}
+    if not s2 > 1:
+        info.update(scale=1.0, source="seed sigma", reference_dof=seed_dof + dof_scatter)
+        return replace(state, data=replace(data, sigma_dof=seed_dof + dof_scatter)), info
+    scale = float(np.sqrt(s2))
+    info.update(scale=scale, source="scatter about the law", reference_dof=dof_scatter)
+    law, loss = state.law, state.loss
+    data = replace(data, sigma=data.sigma * scale, sigma_dof=dof_scatter)
+    theta = newton(law, data, loss, state.best.theta)[0] if law.has_hessian else state.best.theta
+    best = min((refine(t, law, data, loss) for t in (theta, state.best.theta)), key=lambda r: r.objective)
+    refined = [replace(r, objective=objective(r.theta, law, data, loss)) for r in state.refined]
+    return FitState(law, data, loss, best, state.starts, refined), info
+
+
+TAIL_Z = 2.0  # excess kurtosis beyond this many standard errors (sqrt(24 / n)) counts as heavy tails
+
+
+def residual_tails(state: FitState) -> dict[str, Any]:
+    """The tails of a fit's residuals (standardised by the fit's scale, or by their RMS without one): the excess
+    kurtosis k, its standard error sqrt(24 / n) under normality, and the Student-t degrees of freedom with that
+    kurtosis, 4 + 6 / k, where k exceeds TAIL_Z standard errors (else None: Gaussian). What `loopscale power`
+    draws a pilot's noise from."""
+    res = state.law.log_predict(state.best.theta, state.data) - state.data.log_L
+    z = res if state.data.sigma is None else res / state.data.sigma
+    z = z - z.mean()
+    k = float(np.mean(z**4) / np.mean(z**2) ** 2 - 3) if np.any(z) else 0.0
+    se = float(np.sqrt(24 / len(z)))
+    t_dof = float(max(4.2, 4 + 6 / k)) if k > TAIL_Z * se else None
+    return {"excess_kurtosis": k, "se": se, "t_dof": t_dof}
+
+
+def point_misfit(state: FitState, point: np.ndarray, seed_sigma: np.ndarray | None) -> float | None:
+    """The law's misfit at a point, in log L: the standard deviation tau of a shift shared by the point's runs, from
+    a one-way analysis of the residuals (Var of a point's mean residual = tau^2 + sigma^2 / n_g): tau^2 =
+    sum_g rbar_g^2 / (G - p) - mean_g sigma_g^2 / n_g, at least 0 (G points, p parameters; sigma: the seed sigma
+    per row). In a forked sweep a point's seeds are different parents, so a parent's shared noise is seed noise
+    here, not misfit. None without a seed sigma (one run a point cannot tell misfit from seed noise)."""
+    if seed_sigma is None:
+        return None
+    res = state.law.log_predict(state.best.theta, state.data) - state.data.log_L
+    n_g = np.bincount(point)
+    rbar = np.bincount(point, weights=res) / n_g
+    var_mean = np.bincount(point, weights=seed_sigma**2) / n_g**2
+    G = len(n_g)
+    tau2 = np.sum(rbar**2) / max(1, G - state.law.n_params) - np.mean(var_mean)
+    return float(np.sqrt(max(0.0, tau2)))
+
+
+def fit_on_its_scale(result, state: FitState, point=None) -> tuple[FitState, dict[str, Any] | None]:
+    """`scale_to_scatter` on a fit, its record (`FitResult`, in place) moved to the refined optimum; with the
+    table's point ids, the law's misfit at a point (`point_misfit`) joins what was done."""
+    seed_sigma = state.data.sigma
+    state, info = scale_to_scatter(state)
+    if info is not None and info["scale"] > 1:
+        res = state.law.log_predict(state.best.theta, state.data) - state.data.log_L
+        result.params = state.law.to_user(state.best.theta)
+        result.objective, result.grad_norm = state.best.objective, state.best.grad_norm
+        result.residual_rms_log = float(np.sqrt(np.mean(res**2)))
+    if info is not None and point is not None:
+        info["misfit_log"] = point_misfit(state, np.asarray(point), seed_sigma)
+    return state, info
+
+
 def profile_threshold(state: FitState) -> tuple[float, dict[str, float]]:
     """Objective increase that bounds the 95% profile interval for one parameter.
 
     Robust likelihood-ratio test for M-estimators (Schrader & Hettmansperger 1980): the statistic
     2 * Delta(sum rho) * mean(psi') / mean(psi^2) is asymptotically chi-square(1). So the interval
-    is {phi : Delta <= chi2_1(0.95) / 2 * mean(psi^2) / mean(psi')}, with psi, psi' evaluated at
-    the residuals of the full fit. For plain least squares this is the usual Delta <= 1.92 sigma^2.
+    is {phi : Delta <= q / 2 * mean(psi^2) / mean(psi')}, with psi, psi' evaluated at the residuals of the full
+    fit and q the reference's 95% point (`reference_quantile`): F(1, dof) where the scale was estimated. For
+    plain least squares this is the usual Delta <= q/2 s^2.
 
-    With a seed sigma (`LawData.sigma`) the residuals are standardised and the scale is known: the moments are
-    those of z ~ N(0, 1) (`noise.huber_moments`; Delta <= 1.92 x 0.865 for Huber at 1.345, a likelihood
-    interval), times the scale factor S^2 = sum psi(z)^2 / ((n - p) E psi^2) when it exceeds 1 (residuals
-    wider than seed noise: the law misses the points; the Particle Data Group's scale factor). Rows that share
-    one draw (`LawData.noise_group`: a forked sweep's parent) are summed before squaring (a cluster-robust score
-    variance), so branches that move together widen the interval as one draw.
+    With a seed sigma (`LawData.sigma`) the residuals are standardised: the moments are those of z ~ N(0, 1)
+    (`noise.huber_moments`; Delta <= 1.92 x 0.865 for Huber at 1.345 with a known scale), times the scale
+    factor S^2 (`scatter_about_law`, from squared residuals) when it exceeds 1, and q is F(1, LawData.sigma_dof):
+    the degrees of freedom behind the scale (`scale_to_scatter`). Without one, the moments are the residuals'
+    own, psi summed within each dependence group (`LawData.noise_group`) before squaring, and q is F(1, G - p).
     """
     if state.data.sigma is not None:
         return _standardised_threshold(state)
     res = state.law.log_predict(state.best.theta, state.data) - state.data.log_L
-    m_psi2 = float(np.mean(state.loss.psi(res) ** 2))
+    psi = state.loss.psi(res)
+    groups = state.data.noise_group
+    sums = psi if groups is None else np.bincount(groups, weights=psi)
+    G, n, p = len(sums), len(res), state.law.n_params
+    dof = max(1, G - p)
+    m_psi2 = float(np.sum(sums**2) * G / (n * dof))
     m_dpsi = float(np.mean(state.loss.psi_prime(res)))
     if m_dpsi == 0:  # no residual inside +-delta: fall back to the least-squares scale
-        m_psi2, m_dpsi = float(np.mean(res**2)), 1.0
-    thr = 0.5 * CHI2_1_95 * m_psi2 / m_dpsi
-    return thr, {"mean_psi_sq": m_psi2, "mean_psi_prime": m_dpsi}
+        sums = res if groups is None else np.bincount(groups, weights=res)
+        m_psi2, m_dpsi = float(np.sum(sums**2) * G / (n * dof)), 1.0
+    thr = 0.5 * reference_quantile(dof) * m_psi2 / m_dpsi
+    return thr, {"mean_psi_sq": m_psi2, "mean_psi_prime": m_dpsi, "reference_dof": dof, "groups": G}
 
 
 def _standardised_threshold(state: FitState) -> tuple[float, dict[str, float]]:
     """`profile_threshold` for residuals standardised by a measured seed sigma."""
-    z = residuals(state.law.log_predict(state.best.theta, state.data), state.data)
     e_psi2, e_dpsi = huber_moments(state.loss.kind, state.loss.delta)
-    dof = max(1, len(z) - state.law.n_params)
-    psi = state.loss.psi(z)
-    if state.data.noise_group is not None:  # rows of one draw (a parent's branches): their scores add first
-        psi = np.bincount(state.data.noise_group, weights=psi)
-    s2 = float(np.sum(psi**2) / (dof * e_psi2))
+    s2, dof_scatter = scatter_about_law(state)
     m_psi2 = e_psi2 * max(1.0, s2)
-    thr = 0.5 * CHI2_1_95 * m_psi2 / e_dpsi
-    return thr, {"mean_psi_sq": m_psi2, "mean_psi_prime": e_dpsi, "scale_factor_sq": s2}
+    dof = state.data.sigma_dof
+    thr = 0.5 * reference_quantile(dof) * m_psi2 / e_dpsi
+    groups = dof_scatter + state.law.n_params
+    stats = {"mean_psi_sq": m_psi2, "mean_psi_prime": e_dpsi, "scale_factor_sq": s2, "reference_dof": dof}
+    return thr, {**stats, "groups": groups}
 
 
 def profile_value(state: FitState, name: str, value: float, theta0=None) -> Refined:
@@ -256,6 +366,46 @@ def _profile(
     return out, solved[int(np.argmin(values))]
 
 
+def profile_interval(state: FitState, name: str, xtol: float = 1e-5, max_doublings: int = 8) -> list[float | None]:
+    """The 95% profile interval of internal coordinate `name`, its two ends only (no grid for a figure): the same
+    threshold (`profile_threshold`) and root-finder (`_threshold_crossing`) as `profile_param`, each end bracketed
+    outward from the quadratic guess x_hat +- sqrt(2 threshold / h), h = 1 / (H^-1)_ii the profile's curvature at
+    the optimum (exact Hessian; the IRLS one where it is not positive definite), doubling the step until the
+    profile is outside. An end still inside at the box's edge is None (open). What `loopscale power` reads per
+    simulated sweep: the verdict's interval at a few profile solves instead of a grid's twenty."""
+    law, best = state.law, state.best
+    i = law.internal_names.index(name)
+    lo_b, hi_b = bounds_for(law)[i]
+    thr, _ = profile_threshold(state)
+    x_hat, f_min = float(best.theta[i]), best.objective
+    step = 0.1
+    if law.has_hessian:
+        _, _, H, H_irls = objective_grad_hess(best.theta, law, state.data, state.loss)
+        for M in (H, H_irls):
+            try:
+                c = np.linalg.inv(M)[i, i]
+            except np.linalg.LinAlgError:
+                continue
+            if np.isfinite(c) and c > 0:
+                step = float(np.sqrt(2 * thr * c))
+                break
+    ends: list[float | None] = []
+    for sign in (-1.0, 1.0):
+        inside, outside, width = (x_hat, best), None, step
+        for _ in range(max_doublings):
+            x = float(np.clip(x_hat + sign * width, lo_b, hi_b))
+            r = profile_solve(state, name, x, inside[1].theta)
+            if r.objective - f_min > thr:
+                outside = (x, r)
+                break
+            inside = (x, r)
+            if x in (lo_b, hi_b):
+                break
+            width *= 2
+        ends.append(None if outside is None else _threshold_crossing(state, name, f_min + thr, inside, outside, xtol))
+    return ends
+
+
 def profile_phi(state: FitState, half_width: float = 0.5, n_points: int = 21) -> dict[str, Any]:
     """Objective minimised over the other parameters on a phi grid around phi_hat, and its interval.
 
@@ -285,7 +435,9 @@ def lr_test(state: FitState, name: str, value: float = 0.0) -> dict[str, float]:
         "objective_restricted": restricted.objective,
         "statistic": float(T),
         "df": 1,
-        "p_value": float(chi2.sf(T, 1)),
+        "p_value": float(
+            chi2.sf(T, 1) if stats.get("reference_dof") is None else f_dist.sf(T, 1, stats["reference_dof"])
+        ),
     }
 
 

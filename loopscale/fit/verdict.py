@@ -48,7 +48,7 @@ import pandas as pd
 from loopscale.fit.bounds import BOUNDS, DPHI_BOUNDS
 from loopscale.fit.isoflop import Z_LEVEL, isoflop_minima
 from loopscale.fit.result import FitResult, load_fit
-from loopscale.fit.runs_table import PARENT_COLUMN, is_forked
+from loopscale.fit.runs_table import is_forked
 
 IDENTIFIED, CALIBRATED, EXTRAPOLATION = "phi identified", "intervals calibrated", "N*/D* extrapolation"
 PROTECTS = (IDENTIFIED, CALIBRATED, EXTRAPOLATION)
@@ -69,6 +69,7 @@ HOLDOUT_NOISE_FACTOR = 3.0  # held-out mean |rel err| within 3 sigma: noise alon
 HOLDOUT_FLOOR = 1e-3  # ... and at least 0.1% (a noise-free fit is not failed by rounding)
 ON_BOUND_TOL = 1e-6  # internal coordinates this close to a bound sit on it (the fitter's own tolerance)
 WIDTH_CHECK = "interval width"  # the name suffix of the width rule (a comparison of two fits skips it)
+VERDICT_INTERVAL = "profile"  # the interval every verdict reads (`interval_of`; docs/design.md, "The verdict")
 
 
 # ----------------------------------------------------------------------------------------------
@@ -110,31 +111,33 @@ def _bound_check(name: str, value: float, internal: float, box: tuple[float, flo
 
 
 def interval_of(fit: FitResult, key: str, profile: dict | None = None) -> tuple[list | None, str, float | None]:
-    """(the 95% interval of `key`, its source "bootstrap" / "profile", se): the bootstrap's percentile interval
-    and the replicates' standard deviation, else the profile's interval and se = its width / (2 z_0.975)."""
-    boot = fit.bootstrap or {}
-    ci = (fit.ci95 or {}).get(key) if boot else None
-    if ci is not None:
-        reps = np.asarray((boot.get("params") or {}).get(key, []), dtype=float)
-        reps = reps[np.isfinite(reps)]
-        se = float(np.std(reps, ddof=1)) if len(reps) >= 2 else None
-        return list(ci), "bootstrap", se
+    """(the 95% interval the verdict reads for `key`, its name, se): the profile interval (the robust likelihood
+    ratio on the fit's noise scale, `uncertainty.profile_threshold`), se = its width / (2 z_0.975). The rule,
+    chosen by the calibration matrix (docs/results.md, "The calibration matrix"): the profile kept coverage and
+    the false "real" within target in the cells where the bootstrap percentile interval did not. The bootstrap
+    stays in the record beside it; it is not the verdict's interval. None without a profile."""
     if profile is not None and profile.get("interval"):
         lo, hi = profile["interval"][:2]
         se = None if lo is None or hi is None else float(hi - lo) / (2 * Z_LEVEL)
-        return [lo, hi], "profile", se
+        return [lo, hi], VERDICT_INTERVAL, se
     return None, "", None
 
 
 def _interval_checks(name: str, fit: FitResult, key: str, forked: bool, profile=None, width_rule=True) -> list:
-    """The 95% interval of `key`: present, closed and, for a forked sweep, from a bootstrap that resampled parent
-    jobs ("intervals calibrated"); with `width_rule`, at most PHI_CI_WIDTH_MAX wide ("phi identified")."""
+    """The verdict's 95% interval of `key` (`interval_of`: the profile): present, closed and, for a forked sweep,
+    with a scale that sums each parent's branches ("intervals calibrated"); with `width_rule`, at most
+    PHI_CI_WIDTH_MAX wide ("phi identified")."""
     ci, source, _ = interval_of(fit, key, profile)
-    target = "a closed 95% interval" + (" (bootstrap by parent job)" if forked else "")
+    target = f"a closed 95% {VERDICT_INTERVAL} interval" + (" (parents' branches as one draw)" if forked else "")
     if ci is None:
         return [
             _check(
-                f"{name} interval", CALIBRATED, target, "not computed", False, f"no interval for {name} (--bootstrap N)"
+                f"{name} interval",
+                CALIBRATED,
+                target,
+                "not computed",
+                False,
+                f"no {VERDICT_INTERVAL} interval for {name} (fit with its profile on)",
             )
         ]
     if ci[0] is None or ci[1] is None:
@@ -147,8 +150,11 @@ def _interval_checks(name: str, fit: FitResult, key: str, forked: bool, profile=
     if box is not None and (ci[0] <= box[0] + ON_BOUND_TOL or ci[1] >= box[1] - ON_BOUND_TOL):
         why = f"{name}'s {source} interval [{ci[0]:+.3f}, {ci[1]:+.3f}] reaches the fitter's box {box}: open"
         return [_check(f"{name} interval", CALIBRATED, target, "reaches the box", False, why)]
-    if forked and not (source == "bootstrap" and (fit.bootstrap or {}).get("cluster") == PARENT_COLUMN):
-        why = f"{name}'s {source} interval treats forked branches as independent runs (--bootstrap N --cluster parent)"
+    if forked and not (profile or {}).get("groups"):
+        why = (
+            f"{name}'s {source} interval treats forked branches as independent runs (a record from before issue 53: "
+            "refit)"
+        )
         return [_check(f"{name} interval", CALIBRATED, target, source, False, why)]
     out = [_check(f"{name} interval", CALIBRATED, target, source, True, "")]
     if width_rule:
@@ -353,17 +359,23 @@ def joint_checks(table: pd.DataFrame, fit, recipe_codes: np.ndarray) -> dict[str
     forked = is_forked(table)
     deltas = joint.get("delta_phi", {})
     for g in recipes[1:]:
-        profile = {"interval": deltas.get(g, {}).get("profile_interval")}
-        checks += _interval_checks(f"Δφ[{g}]", fit, f"delta_phi[{g}]", forked, profile, width_rule=False)
+        checks += _interval_checks(f"Δφ[{g}]", fit, f"delta_phi[{g}]", forked, _delta_profile(deltas, g), False)
     _, warnings = _failures(checks)
     answers = {}
     for g in recipes[1:]:
-        ci, source, se = interval_of(fit, f"delta_phi[{g}]", {"interval": deltas.get(g, {}).get("profile_interval")})
+        ci, source, se = interval_of(fit, f"delta_phi[{g}]", _delta_profile(deltas, g))
         estimate = fit.params[f"phi[{g}]"] - fit.params[f"phi[{ref}]"]
         answers[g] = delta_answer(estimate, ci, se, source, f"Δφ[{g}]", _blocking_for(g, checks, recipes, ref))
     verdict = "; ".join(a["line"] for a in answers.values()) or "not measured: no second recipe"
     measured = bool(answers) and all(a["answer"] != "not measured" for a in answers.values())
     return _record(checks, verdict, measured, warnings, noise, delta_phi=answers, mde_formula=MDE_FORMULA)
+
+
+def _delta_profile(deltas: dict, g: str) -> dict[str, Any]:
+    """Recipe g's delta-phi profile as `interval_of` reads it: its interval and the dependence groups its scale
+    summed over (absent in records from before issue 53)."""
+    entry = deltas.get(g, {})
+    return {"interval": entry.get("profile_interval"), "groups": (entry.get("profile") or {}).get("groups")}
 
 
 def compare_conditioning(fits: dict[str, FitResult], cmp: dict[str, Any]) -> dict[str, Any]:

@@ -159,14 +159,19 @@ def test_a_forked_sweep_is_bootstrapped_by_parent_job_by_default(tmp_path, forke
     assert interval["ok"] and "parent" in interval["target"]
 
 
-def test_a_forked_sweep_resampled_by_rows_is_not_measured(tmp_path, forked):
+def test_a_forked_sweep_is_judged_on_a_profile_that_groups_each_parents_branches(tmp_path, forked):
+    """The verdict reads the profile (issue 53), whose scale sums a parent's branches; a bootstrap by rows stays
+    beside it in the record and is not what the verdict reads. Without a profile there is no verdict interval."""
     out = tmp_path / "fit.json"
-    res = loopscale("fit", forked, "--bootstrap", 30, "--cluster", "rows", "--no-profile", "--out", out)
+    res = loopscale("fit", forked, "--bootstrap", 30, "--cluster", "rows", "--out", out)
     assert res.returncode == 0, res.stderr
     d = json.loads(out.read_text())
     assert d["bootstrap"]["cluster"] is None
-    assert not d["conditioning"]["measured"]
-    assert "treats forked branches as independent runs" in d["conditioning"]["verdict"]
+    assert 1 < d["profile_phi"]["groups"] < d["n_rows"]
+    assert "bootstrap" not in d["conditioning"]["verdict"]
+    res = loopscale("fit", forked, "--bootstrap", 30, "--no-profile", "--out", out)
+    d = json.loads(out.read_text())
+    assert not d["conditioning"]["measured"] and "no profile interval for phi" in d["conditioning"]["verdict"]
 
 
 def test_a_check_without_a_value_prints_as_n_a():

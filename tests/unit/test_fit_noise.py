@@ -22,7 +22,7 @@ from loopscale.fit.joint import fit_joint, joint_table
 from loopscale.fit.laws.registry import law_data_from_table, make_law
 from loopscale.fit.objective import Loss, objective
 from loopscale.fit.runs_table import table_warnings
-from loopscale.fit.uncertainty import CHI2_1_95
+from loopscale.fit.uncertainty import CHI2_1_95, reference_quantile
 from loopscale.train.collect import duplicate_points
 from support.paths import FIXTURES
 
@@ -181,8 +181,11 @@ def test_seed_repeats_give_a_weighted_fit_with_a_two_stage_bootstrap_and_a_likel
     assert lo < TRUE_PHI < hi and hi - lo < 0.1
     e_psi2, e_dpsi = N.huber_moments("huber", N.STANDARDISED_DELTA)
     assert e_psi2 / e_dpsi == pytest.approx(0.8647, abs=1e-3)
+    # the reference is F(1, dof) with the degrees of freedom behind the scale (seed repeats and scatter)
+    dof = noise["scale"]["reference_dof"]
+    assert dof == noise["dof"] + 116 - 6 and reference_quantile(dof) == pytest.approx(CHI2_1_95, rel=0.01)
     assert fit.profile_phi["threshold"] == pytest.approx(
-        0.5 * CHI2_1_95 * e_psi2 / e_dpsi * max(1, noise["lack_of_fit"])
+        0.5 * reference_quantile(dof) * e_psi2 / e_dpsi * max(1, fit.profile_phi["scale_factor_sq"])
     )
 
 

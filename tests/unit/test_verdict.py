@@ -27,6 +27,7 @@ from loopscale.fit.verdict import (
     compare_conditioning,
     delta_answer,
     fit_checks,
+    interval_of,
     joint_checks,
     verdict_of,
 )
@@ -59,11 +60,25 @@ def _table(r_values=(1, 2), best: dict | None = None, recipe: str | None = None)
 
 
 def _fit(
-    params=None, ci=(0.44, 0.56), cluster=None, profile=None, holdout=None, law="looped", rms=0.002, reps=None
+    params=None,
+    ci=(0.44, 0.56),
+    cluster=None,
+    profile=None,
+    holdout=None,
+    law="looped",
+    rms=0.002,
+    reps=None,
+    groups=8,
 ) -> FitResult:
     """A fit record as `fit_table` writes one, with only what the checks read (rms: its RMS residual in log L,
-    the noise the checks are judged against without seed repeats; reps: phi's bootstrap replicates)."""
+    the noise the checks are judged against without seed repeats; reps: phi's bootstrap replicates). ci: phi's
+    interval, the profile's (what the verdict reads) and the bootstrap's alike unless `profile` is given;
+    groups: the dependence groups the profile's scale summed over (None: a record from before issue 53)."""
     params = dict(PARAMS if params is None else params)
+    if profile is None and ci is not None:
+        profile = {"interval": list(ci), "groups": groups}
+    elif profile is not None and groups is not None:
+        profile = {"groups": groups, **profile}
     boot = None
     if ci is not None:
         boot = {"n_replicates": 30, "cluster": cluster, "params": {"phi": list(reps if reps is not None else ci)}}
@@ -115,7 +130,7 @@ def test_a_well_conditioned_fit_is_phi_measured_with_every_check_ok():
     ]
     assert all(c["ok"] for c in cond["checks"]) and cond["warnings"] == []
     assert cond["verdict"] == (
-        "phi measured: phi = 0.500 [0.440, 0.560] (95% bootstrap, 0.120 wide <= 0.16: separates the published recipes)"
+        "phi measured: phi = 0.500 [0.440, 0.560] (95% profile, 0.120 wide <= 0.16: separates the published recipes)"
     )
     assert cond["measured"] is True
     checks = _by_name(cond)
@@ -153,7 +168,7 @@ def test_phi_interval_wider_than_the_limit_is_not_measured_and_at_the_limit_is()
     wide = fit_checks(_table(), _fit(ci=(0.3, 0.3 + PHI_CI_WIDTH_MAX + 0.01)))
     assert _failed(wide) == {"phi interval width"}
     assert wide["verdict"] == (
-        "not measured: phi's 95% bootstrap interval [0.300, 0.470] is 0.170 wide (> 0.16: it cannot separate the "
+        "not measured: phi's 95% profile interval [0.300, 0.470] is 0.170 wide (> 0.16: it cannot separate the "
         "published recipes' phis)"
     )
     assert _by_name(wide)["phi interval width"]["value"] == pytest.approx(0.17)
@@ -166,13 +181,24 @@ def test_no_interval_or_an_open_one_is_not_measured():
     assert _by_name(none)["phi interval"] == {
         "name": "phi interval",
         "protects": "intervals calibrated",
-        "target": "a closed 95% interval",
+        "target": "a closed 95% profile interval",
         "value": "not computed",
         "ok": False,
     }
-    assert none["verdict"] == "not measured: no interval for phi (--bootstrap N)"
+    assert none["verdict"] == "not measured: no profile interval for phi (fit with its profile on)"
     open_profile = fit_checks(_table(), _fit(ci=None, profile={"interval": [None, 0.7]}))
     assert open_profile["verdict"] == "not measured: phi's profile interval is open on one side"
+
+
+def test_the_verdict_reads_the_profile_interval_not_the_bootstrap():
+    """Issue 53: the bootstrap percentile interval [0.44, 0.56] would pass the width rule; the profile [0.40, 0.58]
+    is the interval the verdict reads, and it is named."""
+    fit = _fit(ci=(0.44, 0.56), profile={"interval": [0.40, 0.58]})
+    cond = fit_checks(_table(), fit)
+    assert cond["verdict"].startswith("not measured: phi's 95% profile interval [0.400, 0.580] is 0.180 wide")
+    assert interval_of(fit, "phi", fit.profile_phi)[:2] == ([0.40, 0.58], "profile")
+    no_profile = _fit(ci=(0.44, 0.56), profile={"interval": None})
+    assert interval_of(no_profile, "phi", no_profile.profile_phi) == (None, "", None)
 
 
 def test_without_a_bootstrap_the_profile_interval_is_judged():
@@ -182,20 +208,20 @@ def test_without_a_bootstrap_the_profile_interval_is_judged():
     assert wide["verdict"].startswith("not measured: phi's 95% profile interval [0.100, 0.900] is 0.800 wide")
 
 
-def test_a_forked_sweep_needs_a_bootstrap_by_parent_job():
+def test_a_forked_sweep_needs_a_profile_that_sums_each_parents_branches():
     table = _table()
     table["parent"] = "r" + table.r.astype(str) + "-w" + table.width.astype(str)
-    by_rows = fit_checks(table, _fit(cluster=None))
+    by_rows = fit_checks(table, _fit(groups=None))
     assert _failed(by_rows) == {"phi interval"}
     assert by_rows["verdict"] == (
-        "not measured: phi's bootstrap interval treats forked branches as independent runs "
-        "(--bootstrap N --cluster parent)"
+        "not measured: phi's profile interval treats forked branches as independent runs (a record from before "
+        "issue 53: refit)"
     )
-    by_profile = fit_checks(table, _fit(ci=None, profile={"interval": [0.4, 0.5]}))
-    assert "phi's profile interval treats forked branches" in by_profile["verdict"]
-    by_parent = fit_checks(table, _fit(cluster="parent"))
+    by_parent = fit_checks(table, _fit(cluster=None))  # the profile's scale grouped them; the bootstrap is aside
     assert by_parent["measured"]
-    assert _by_name(by_parent)["phi interval"]["target"] == "a closed 95% interval (bootstrap by parent job)"
+    assert (
+        _by_name(by_parent)["phi interval"]["target"] == "a closed 95% profile interval (parents' branches as one draw)"
+    )
     # an unforked table (empty parents) is judged by its interval alone
     table["parent"] = ""
     assert fit_checks(table, _fit(cluster=None))["measured"]
@@ -239,7 +265,7 @@ def test_every_failing_check_is_a_reason_or_a_warning_in_order():
         _fit(params={**PARAMS, "E": math.exp(5.0)}, ci=(0.1, 0.9), holdout=0.03),
     )
     assert cond["verdict"] == (
-        "not measured: E = 148.4 on its upper bound; phi's 95% bootstrap interval [0.100, 0.900] is 0.800 wide "
+        "not measured: E = 148.4 on its upper bound; phi's 95% profile interval [0.100, 0.900] is 0.800 wide "
         "(> 0.16: it cannot separate the published recipes' phis)"
     )
     assert cond["warnings"] == [
@@ -296,7 +322,8 @@ def _joint_fit(phi_add=0.7, dphi_ci=(0.1, 0.3), cluster=None, reps=None) -> FitR
     fit = _fit(params=params, ci=(0.4, 0.6), cluster=cluster, law="looped-joint")
     fit.ci95 = {"phi[baseline]": [0.4, 0.6], "delta_phi[additive]": list(dphi_ci)}
     fit.bootstrap["params"] = {"delta_phi[additive]": list(reps if reps is not None else dphi_ci)}
-    fit.joint = {"recipes": ["baseline", "additive"], "reference": "baseline"}
+    profile = {"profile_interval": list(dphi_ci), "profile": {"groups": None if cluster == "rows" else 8}}
+    fit.joint = {"recipes": ["baseline", "additive"], "reference": "baseline", "delta_phi": {"additive": profile}}
     return fit
 
 
@@ -312,7 +339,7 @@ def test_a_well_conditioned_joint_fit_is_delta_phi_measured():
         "iso-FLOP minima inside the grid (additive)",
         "Δφ[additive] interval",
     ]
-    assert cond["verdict"] == "Δφ[additive] = +0.200 [+0.100, +0.300]: real (the bootstrap interval excludes 0)"
+    assert cond["verdict"] == "Δφ[additive] = +0.200 [+0.100, +0.300]: real (the profile interval excludes 0)"
     assert cond["measured"] and cond["delta_phi"]["additive"]["answer"] == "real"
     checks = _by_name(cond)
     assert checks["iso-FLOP minima inside the grid (baseline)"]["value"] == "4 of 4 curves"
@@ -357,6 +384,7 @@ def test_one_recipe_on_its_bound_blocks_the_others_by_name_not_by_its_reason():
     fit.params["phi[hyper]"] = 3.0
     fit.ci95["delta_phi[hyper]"] = [2.0, 2.9]
     fit.bootstrap["params"]["delta_phi[hyper]"] = [2.0, 2.9]
+    fit.joint["delta_phi"]["hyper"] = {"profile_interval": [2.0, 2.9], "profile": {"groups": 8}}
     fit.joint["recipes"] = ["baseline", "additive", "hyper"]
     cond = joint_checks(table, fit, codes)
     assert _failed(cond) == {"phi[hyper] off its bounds"}
@@ -378,15 +406,15 @@ def test_a_wide_or_missing_delta_phi_interval_is_not_measured_with_what_the_desi
     reps = np.random.default_rng(0).normal(0.05, 0.1, 400)
     wide = joint_checks(table, _joint_fit(phi_add=0.55, dphi_ci=(-0.2, 0.3), reps=reps), codes)
     assert _failed(wide) == set() and not wide["measured"]
-    detect = MDE_FACTOR * np.std(reps, ddof=1)
+    detect = MDE_FACTOR * 0.5 / (2 * 1.959963984540054)  # se from the profile interval's width
     assert wide["verdict"] == (
         f"not measured: interval [-0.200, +0.300] (Δφ[additive] = +0.050) — this design detects |Δφ[additive]| >= "
         f"{detect:.2f} with 80% power; see `loopscale power`"
     )
     fit = _joint_fit()
-    fit.bootstrap, fit.ci95 = None, {}
+    fit.joint["delta_phi"] = {}
     missing = joint_checks(table, fit, codes)
-    assert missing["verdict"].startswith("not measured: no interval for Δφ[additive] (--bootstrap N)")
+    assert missing["verdict"].startswith("not measured: no profile interval for Δφ[additive] (fit with its profile on)")
 
 
 def test_an_interval_that_reaches_the_fitters_box_is_open_not_real():
@@ -397,7 +425,7 @@ def test_an_interval_that_reaches_the_fitters_box_is_open_not_real():
     assert _failed(boxed) == {"Δφ[additive] interval"} and not boxed["measured"]
     assert boxed["delta_phi"]["additive"]["answer"] == "not measured"
     assert boxed["verdict"].startswith(
-        "not measured: Δφ[additive]'s bootstrap interval [+0.510, +3.000] reaches the fitter's box (-3.0, 3.0): open"
+        "not measured: Δφ[additive]'s profile interval [+0.510, +3.000] reaches the fitter's box (-3.0, 3.0): open"
     )
     assert joint_checks(table, _joint_fit(phi_add=1.5, dphi_ci=(0.51, 2.99)), codes)["measured"]  # inside: real
     lower = joint_checks(table, _joint_fit(phi_add=0.4, dphi_ci=(-3.0, -0.05)), codes)
@@ -406,16 +434,16 @@ def test_an_interval_that_reaches_the_fitters_box_is_open_not_real():
     single = fit_checks(_table(), _fit(params={**PARAMS, "phi": 2.95}, ci=(2.9, 3.0)))
     assert _failed(single) == {"phi interval"}
     assert single["verdict"] == (
-        "not measured: phi's bootstrap interval [+2.900, +3.000] reaches the fitter's box (-1.0, 3.0): open"
+        "not measured: phi's profile interval [+2.900, +3.000] reaches the fitter's box (-1.0, 3.0): open"
     )
 
 
-def test_a_forked_joint_sweep_needs_its_delta_phi_bootstrapped_by_parent_job():
+def test_a_forked_joint_sweep_needs_its_delta_phi_profile_to_sum_each_parents_branches():
     table, codes = _joint_table()
     table["parent"] = table.recipe + "-r" + table.r.astype(str) + "-w" + table.width.astype(str)
-    by_rows = joint_checks(table, _joint_fit(cluster=None), codes)
+    by_rows = joint_checks(table, _joint_fit(cluster="rows"), codes)
     assert _failed(by_rows) == {"Δφ[additive] interval"}
-    assert "Δφ[additive]'s bootstrap interval treats forked branches as independent runs" in by_rows["verdict"]
+    assert "Δφ[additive]'s profile interval treats forked branches as independent runs" in by_rows["verdict"]
     assert joint_checks(table, _joint_fit(cluster="parent"), codes)["measured"]
 
 
@@ -497,7 +525,11 @@ def _joint_record(dphi, ci, reps=None):
         ci95={"delta_phi[new]": list(ci)},
         bootstrap={"params": {"delta_phi[new]": reps}, "cluster": None},
         residual_rms_log=0.004,
-        joint={"recipes": ["base", "new"], "reference": "base", "delta_phi": {"new": {"estimate": dphi}}},
+        joint={
+            "recipes": ["base", "new"],
+            "reference": "base",
+            "delta_phi": {"new": {"estimate": dphi, "profile_interval": list(ci), "profile": {"groups": 9}}},
+        },
     )
 
 
@@ -509,12 +541,12 @@ def test_a_joint_fit_answers_with_numbers_and_carries_its_mde():
     cond = joint_checks(table, _joint_record(0.19, [0.09, 0.29], reps), codes)
     answer = cond["delta_phi"]["new"]
     assert cond["measured"] and answer["answer"] == "real" and cond["verdict"] == answer["line"]
-    assert answer["se"] == pytest.approx(np.std(reps, ddof=1)) and answer["mde"] == pytest.approx(
+    assert answer["se"] == pytest.approx(0.2 / (2 * 1.959963984540054)) and answer["mde"] == pytest.approx(
         MDE_FACTOR * answer["se"]
     )
     assert "2.80 se" in cond["mde_formula"]
     lines = verdict_lines(cond)
-    assert lines[-1] == "Δφ[new] = +0.190 [+0.090, +0.290]: real (the bootstrap interval excludes 0)"
+    assert lines[-1] == "Δφ[new] = +0.190 [+0.090, +0.290]: real (the profile interval excludes 0)"
     assert lines[-2].startswith(f"minimum detectable |Δφ[new]| of this design: {answer['mde']:.3f} (80% power")
     wide = joint_checks(table, _joint_record(0.02, [-0.06, 0.35]), codes)
     assert not wide["measured"] and "this design detects |Δφ[new]| >= " in wide["verdict"]

@@ -53,7 +53,10 @@ class LawData:
     (index into its recipes; any code on r = 1 rows, where it has no effect), else None. extra: any other
     column a law reads (by name, one entry per row), kept through `subset`. sigma: each row's noise scale in
     log L (the seed sigma, `loopscale.fit.noise`): the objective's residuals are divided by it; None (no
-    measured noise) leaves them in log units.
+    measured noise) leaves them in log units. sigma_dof: the degrees of freedom behind sigma's scale (the
+    profile's reference distribution is F(1, sigma_dof): `loopscale.fit.uncertainty.profile_threshold`).
+    noise_group: integer labels of rows whose noise is not independent (one point's seeds share its misfit, a
+    forked job's branches its stable phase): their scores add before squaring.
     """
 
     N_once: np.ndarray
@@ -65,6 +68,7 @@ class LawData:
     extra: Mapping[str, np.ndarray] = field(default_factory=dict)
     sigma: np.ndarray | None = None
     noise_group: np.ndarray | None = None
+    sigma_dof: int | None = None
     log_r: np.ndarray = field(init=False, repr=False)
     log_D: np.ndarray = field(init=False, repr=False)
     log_L: np.ndarray | None = field(init=False, repr=False)
@@ -99,7 +103,8 @@ class LawData:
             None if self.recipe is None else self.recipe[mask],
             {k: v[mask] for k, v in self.extra.items()},
             None if self.sigma is None else self.sigma[mask],
-            None if self.noise_group is None else self.noise_group[mask],
+            None if self.noise_group is None else np.unique(self.noise_group[mask], return_inverse=True)[1],
+            self.sigma_dof,
         )
 
 

@@ -1,0 +1,86 @@
+"""The noise model knows what it does not know (issue 53, item 4): a seed sigma from one degree of freedom does not
+make phi exact, a law that misses its points widens its interval as far as the scatter says (the lack-of-fit
+factor from squared standardised residuals, not a bounded psi), and seed repeats in one recipe only do not make
+the other recipe's single runs look exact. Synthetic sweeps with a known truth (`synthetic.seeded_sweep`) plus
+a point-level misfit drawn here."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from loopscale.fit import synthetic as S
+from loopscale.fit.fit_table import fit_table
+from loopscale.fit.joint import fit_joint, joint_table
+from loopscale.fit.replicates import point_keys
+
+TRUE_PHI = S.PUBLISHED_PHI["baseline"]
+
+
+def with_point_misfit(table: pd.DataFrame, tau_log: float, seed: int) -> pd.DataFrame:
+    """Each point's runs moved by one draw N(0, tau^2) in log L, shared by the point's seeds (a law that misses
+    its points)."""
+    keys = point_keys(table)
+    point = keys.groupby(list(keys.columns), sort=False).ngroup().to_numpy()
+    shift = np.random.default_rng(seed).standard_normal(point.max() + 1)[point]
+    return table.assign(L=table["L"].to_numpy() * np.exp(tau_log * shift))
+
+
+def width(interval) -> float:
+    lo, hi = interval
+    assert lo is not None and hi is not None
+    return float(hi - lo)
+
+
+def test_one_rerun_point_does_not_make_phi_exact():
+    """Single runs of the published grid (sigma 0.005) and one point re-run once, its two losses 1e-7 apart: one
+    degree of freedom says sigma ~ 1e-7. The fit must not call phi measured on a 0-wide interval: its profile
+    interval is about as wide as the same runs' fit without a seed sigma (which sees the scatter)."""
+    table = S.seeded_sweep(S.isodepth_grid(S.BASELINE_SIZES), TRUE_PHI, 1, 0.005, seed=11)
+    rerun = table.iloc[[40]].assign(seed=1, L=table["L"].iloc[40] * (1 + 1e-7))
+    table = pd.concat([table, rerun], ignore_index=True)
+    fit = fit_table(table)
+    off = fit_table(table, noise="off")
+    assert fit.noise["model"] is not None and fit.noise["model"]["dof"] == 1
+    assert width(fit.profile_phi["interval"]) > 0.7 * width(off.profile_phi["interval"])
+    assert fit.noise["lack_of_fit"] > 1e6  # the scatter about the law, in units of that sigma
+    assert "0.000 wide" not in fit.conditioning["verdict"]
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_a_law_missing_its_points_by_5x_the_seed_noise_widens_the_interval_by_the_expected_factor(seed):
+    """3 seeds a point, seed sigma 0.001, every point off the law by N(0, (5 x 0.001)^2) shared by its seeds. A
+    point's mean then scatters by sqrt(25 + 1/3) / sqrt(1/3) = 8.7x what its seeds say, so phi's interval must be
+    ~8.7x the one of the same design without the misfit (a bounded psi capped the factor at ~1.5)."""
+    grid = S.isodepth_grid(S.BASELINE_SIZES)
+    clean = S.seeded_sweep(grid, TRUE_PHI, 3, 0.001, seed=seed)
+    missed = with_point_misfit(clean, 5 * 0.001, seed=100 + seed)
+    w_clean = width(fit_table(clean).profile_phi["interval"])
+    fit = fit_table(missed)
+    w_missed = width(fit.profile_phi["interval"])
+    expected = np.sqrt((25 + 1 / 3) / (1 / 3))
+    assert 0.6 * expected < w_missed / w_clean < 1.5 * expected
+    lo, hi = fit.profile_phi["interval"]
+    assert lo < TRUE_PHI < hi
+
+
+def test_seed_repeats_in_one_recipe_only_do_not_make_a_null_delta_phi_real():
+    """The baseline (r 1, 2, 4, 8) with 3 seeds of small seed noise (0.0005), a candidate recipe (r 2, 4, 8) with
+    one run a point and the same phi; every point off the law by N(0, 0.004^2). With the seed copies the
+    candidate's single runs were standardised by the baseline's tiny sigma and delta-phi came out "real"; it
+    must not (the same runs without the copies give "not measured" or "no difference")."""
+    base = S.isodepth_grid(S.BASELINE_SIZES, S.BASELINE_R, "baseline")
+    cand = S.isodepth_grid(S.TBPTT_SIZES, S.PROBE_R, "candidate")
+    answers = []
+    for k in range(3):
+        b = S.seeded_sweep(base, TRUE_PHI, 3, 0.0005, seed=20 + k)
+        c = S.seeded_sweep(cand, TRUE_PHI, 1, 0.0005, seed=40 + k)
+        table = with_point_misfit(pd.concat([b, c], ignore_index=True), 0.004, seed=60 + k)
+        jt, recipes = joint_table([table], "recipe")
+        fit = fit_joint(jt, "recipe", recipes, separate=False)
+        d = fit.joint["delta_phi"]["candidate"]
+        lo, hi = d["profile_interval"]
+        answers.append(fit.conditioning["delta_phi"]["candidate"]["answer"])
+        assert lo < 0 < hi, (k, d["profile_interval"])
+    assert "real" not in answers
