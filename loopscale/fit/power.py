@@ -39,9 +39,10 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from scipy.stats import chi2
 
 from loopscale.errors import InputError
-from loopscale.fit.bounds import clip_to_bounds
+from loopscale.fit.bounds import BOUNDS, DPHI_BOUNDS, clip_to_bounds
 from loopscale.fit.laws.form import Law, per_pass_rows
 from loopscale.fit.laws.looped import Looped
 from loopscale.fit.laws.looped_joint import RECIPE_CODE
@@ -49,14 +50,16 @@ from loopscale.fit.laws.looped_pass import LoopedPass
 from loopscale.fit.laws.registry import law_data_from_table, make_law, per_recipe_form
 from loopscale.fit.noise import noise_setup
 from loopscale.fit.objective import Loss
-from loopscale.fit.optimize import fit_law, lm_batch, newton, refine
+from loopscale.fit.optimize import FitState, fit_law, lm_batch, newton, refine
+from loopscale.fit.replicates import point_keys
 from loopscale.fit.resample import PROGRESS_DELAY_S, on_one_blas_thread
 from loopscale.fit.result import load_fit
 from loopscale.fit.runs_table import PARENT_COLUMN
 from loopscale.fit.starts import screen_starts
 from loopscale.fit.synthetic import law_loss
 from loopscale.fit.task_pool import run_tasks
-from loopscale.fit.verdict import MDE_FACTOR, Z_LEVEL, Z_POWER
+from loopscale.fit.uncertainty import profile_interval, scale_to_scatter
+from loopscale.fit.verdict import MDE_FACTOR, POWER, Z_LEVEL
 
 DENSE = ("E", "A", "alpha", "B", "beta")
 CANDIDATE = "candidate"  # the second recipe of a simulated comparison
@@ -67,13 +70,19 @@ N_SCREENED_STARTS = 2  # screened starts beside the noise-free optimum, as the b
 
 @dataclass(frozen=True)
 class Truth:
-    """The law the simulated sweeps are drawn from: E, A, alpha, B, beta, phi; the seed sigma of log L; the
-    share of a forked job's noise its branches share (parent_share); where sigma came from (said in outputs)."""
+    """The law the simulated sweeps are drawn from and the noise the pilot shows: E, A, alpha, B, beta, phi; the
+    seed sigma of log L and the degrees of freedom it rests on (sigma_dof; None: known exactly, e.g. stated);
+    the law's misfit at a point (misfit_log: the standard deviation of a shift shared by the point's seeds);
+    the Student-t degrees of freedom of the noise (tail_dof; None: Gaussian); the share of a forked job's noise
+    its branches share (parent_share); where sigma came from (said in outputs)."""
 
     params: Mapping[str, float]
     sigma_log: float
     parent_share: float = 1.0
     sigma_source: str = "stated"
+    sigma_dof: float | None = None
+    misfit_log: float = 0.0
+    tail_dof: float | None = None
 
     def __post_init__(self):
         missing = [k for k in (*DENSE, "phi") if k not in self.params]
@@ -83,13 +92,60 @@ class Truth:
             raise InputError(f"the seed sigma of log L must be > 0; got {self.sigma_log}")
         if not 0 <= self.parent_share <= 1:
             raise InputError(f"the parent share of the noise must be in [0, 1]; got {self.parent_share}")
+        if self.sigma_dof is not None and not self.sigma_dof >= 1:
+            raise InputError(f"sigma's degrees of freedom must be >= 1; got {self.sigma_dof}")
+        if not (np.isfinite(self.misfit_log) and self.misfit_log >= 0):
+            raise InputError(f"the misfit must be >= 0; got {self.misfit_log}")
+        if self.tail_dof is not None and not self.tail_dof > 4:
+            raise InputError(f"the noise's t degrees of freedom must be > 4 (a finite kurtosis); got {self.tail_dof}")
+
+    def sigma_interval(self, level: float = 0.95) -> tuple[float, float]:
+        """sigma's two-sided interval from its degrees of freedom (nu s^2 / sigma^2 ~ chi2_nu); a point if known."""
+        if self.sigma_dof is None:
+            return self.sigma_log, self.sigma_log
+        nu, tail = self.sigma_dof, (1 - level) / 2
+        return (
+            self.sigma_log * math.sqrt(nu / chi2.ppf(1 - tail, nu)),
+            self.sigma_log * math.sqrt(nu / chi2.ppf(tail, nu)),
+        )
+
+
+def check_in_box(params: Mapping[str, float], delta_phi: float = 0.0) -> None:
+    """InputError (one line) when the law, or phi + the planted delta-phi, lies outside the fitter's box: a fit
+    could not recover it, and its pinned estimates would read as a precise design."""
+    law = make_law(Looped.name, np.array([1.0, 2.0]))
+    theta = law.from_user({k: params[k] for k in (*DENSE, "phi")})
+    for name, value, (lo, hi) in zip(law.internal_names, theta, law.bounds()):
+        if not lo < value < hi:
+            raise InputError(f"the law's {name} = {value:.4g} is outside the fitter's box ({lo:g}, {hi:g}): refused")
+    phi = params["phi"] + delta_phi
+    if not BOUNDS["phi"][0] < phi < BOUNDS["phi"][1] or not DPHI_BOUNDS[0] < delta_phi < DPHI_BOUNDS[1]:
+        raise InputError(
+            f"phi + delta-phi = {phi:.4g} (delta-phi {delta_phi:+.4g}) is outside the fitter's box "
+            f"phi in {BOUNDS['phi']}, delta-phi in {DPHI_BOUNDS}: refused"
+        )
+
+
+def _noise_dof(sigma: float, seed_dof, tau: float, scale: dict, n_rows: int) -> float | None:
+    """The degrees of freedom of a point mean's noise tau^2 + sigma^2 / n (n: runs a point), Welch-Satterthwaite
+    from sigma's (the seed repeats') and tau's (the points': G - p, `scale.scatter_dof`)."""
+    if not seed_dof:
+        return None
+    groups = max(1, scale.get("groups") or 1)
+    v_seed = sigma**2 * groups / max(n_rows, 1)
+    if not tau:
+        return float(seed_dof)
+    v_tau, dof_tau = tau**2, max(1, scale.get("scatter_dof") or 1)
+    return float((v_tau + v_seed) ** 2 / (v_tau**2 / dof_tau + v_seed**2 / seed_dof))
 
 
 def truth_from_fit(fit, sigma_log: float | None = None, parent_share: float = 1.0) -> Truth:
-    """A pilot fit's law (a looped fit's phi; a joint fit's reference phi) with its noise: `sigma_log` when
-    given, else the seed sigma the fit measured from its seed repeats (`noise.sigma_log`), else its RMS residual
-    in log L corrected for the p fitted parameters (an upper bound on the seed noise: it holds the law's misfit
-    too)."""
+    """A pilot fit's law (a looped fit's phi; a joint fit's reference phi) with the noise it shows: `sigma_log`
+    when given (then exact), else the seed sigma the fit measured from its seed repeats with its degrees of
+    freedom, the law's misfit at a point beyond it (`uncertainty.point_misfit`: the points' mean residuals
+    against their seeds' noise) and heavy tails where its residuals have them
+    (`uncertainty.residual_tails`); else its RMS residual in log L corrected for the p fitted parameters (seed
+    noise and misfit together, n - p degrees of freedom)."""
     fit = load_fit(fit)
     params = {k: fit.params[k] for k in DENSE if k in fit.params}
     ref = (fit.joint or {}).get("reference")
@@ -97,11 +153,17 @@ def truth_from_fit(fit, sigma_log: float | None = None, parent_share: float = 1.
     if phi is None or len(params) < len(DENSE):
         raise InputError(f"a pilot fit needs the looped law's E, A, alpha, B, beta and phi; got law {fit.law!r}")
     params["phi"] = phi
+    noise = fit.noise or {}
+    tail_dof = (noise.get("tails") or {}).get("t_dof")
     if sigma_log is not None:
-        return Truth(params, float(sigma_log), parent_share, "stated (--sigma)")
-    measured = (fit.noise or {}).get("sigma_log")
+        return Truth(params, float(sigma_log), parent_share, "stated (--sigma)", tail_dof=tail_dof)
+    measured = noise.get("sigma_log")
     if measured:
-        return Truth(params, float(measured), parent_share, "the pilot's seed repeats")
+        scale = noise.get("scale") or {}
+        tau = float(scale.get("misfit_log") or 0.0)
+        dof = _noise_dof(float(measured), noise.get("dof"), tau, scale, fit.n_rows)
+        source = "the pilot's seed repeats" + (f" and its misfit at a point ({tau:.3g} in log L)" if tau else "")
+        return Truth(params, float(measured), parent_share, source, dof or None, tau, tail_dof)
     n, p = fit.n_rows, len(fit.params)
     if not fit.residual_rms_log or n <= p:
         raise InputError(
@@ -109,9 +171,8 @@ def truth_from_fit(fit, sigma_log: float | None = None, parent_share: float = 1.
         )
     # the RMS residual of n rows about p fitted parameters underestimates sigma by sqrt((n - p) / n)
     sigma = float(fit.residual_rms_log) * math.sqrt(n / (n - p))
-    return Truth(
-        params, sigma, parent_share, f"the pilot's RMS residual x sqrt(n / (n - p)), n = {n}, p = {p} (no seed repeats)"
-    )
+    source = f"the pilot's RMS residual x sqrt(n / (n - p)), n = {n}, p = {p} (no seed repeats)"
+    return Truth(params, sigma, parent_share, source, n - p, 0.0, tail_dof)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -151,11 +212,36 @@ def law_log_loss(table: pd.DataFrame, params: Mapping[str, float], delta_phi: fl
     return np.log(L)
 
 
-def draw_noise(rng: np.random.Generator, clusters: np.ndarray, sigma_log: float, share: float) -> np.ndarray:
-    """eps per row: sigma (sqrt(share) z_cluster + sqrt(1 - share) z_run) (module docstring)."""
-    shared = rng.standard_normal(int(clusters.max()) + 1)[clusters]
-    own = rng.standard_normal(len(clusters))
-    return sigma_log * (math.sqrt(share) * shared + math.sqrt(1 - share) * own)
+def unit_draws(rng: np.random.Generator, n: int, tail_dof: float | None) -> np.ndarray:
+    """n draws of unit variance: Gaussian, or Student-t with tail_dof degrees of freedom scaled to variance 1."""
+    if tail_dof is None:
+        return rng.standard_normal(n)
+    return rng.standard_t(tail_dof, n) / math.sqrt(tail_dof / (tail_dof - 2))
+
+
+def draw_noise(
+    rng: np.random.Generator,
+    clusters: np.ndarray,
+    sigma_log: float,
+    share: float,
+    points: np.ndarray | None = None,
+    misfit_log: float = 0.0,
+    tail_dof: float | None = None,
+) -> np.ndarray:
+    """eps per row: sigma (sqrt(share) u_cluster + sqrt(1 - share) u_run) + tau u_point (module docstring), u of
+    unit variance (`unit_draws`); the misfit tau u_point is shared by a point's seeds."""
+    shared = unit_draws(rng, int(clusters.max()) + 1, tail_dof)[clusters]
+    own = unit_draws(rng, len(clusters), tail_dof)
+    eps = sigma_log * (math.sqrt(share) * shared + math.sqrt(1 - share) * own)
+    if misfit_log and points is not None:
+        eps = eps + misfit_log * rng.standard_normal(int(points.max()) + 1)[points]
+    return eps
+
+
+def scale_draw(rng: np.random.Generator, dof: float | None) -> float:
+    """A draw of sigma_true / sigma_hat given sigma_hat on `dof` degrees of freedom (sigma^2 ~ nu s^2 / chi2_nu):
+    each simulated sweep's noise is as uncertain as the pilot's estimate of it. 1 when sigma is known."""
+    return 1.0 if dof is None else math.sqrt(dof / rng.chisquare(dof))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -164,9 +250,10 @@ def draw_noise(rng: np.random.Generator, clusters: np.ndarray, sigma_log: float,
 @dataclass(frozen=True)
 class Problem:
     """What every simulated sweep of one design shares: the table (L filled per sweep), the law, its starts,
-    the true log L, the noise clusters and the truth; `full`: the multi-start of `fit_law` instead of the
-    fast path; `param`: the parameter read off each fit (phi), or two whose difference is (phi[candidate],
-    phi[reference]: delta-phi)."""
+    the true log L, the noise clusters (forked jobs) and points (the misfit's), and the truth; `full`: the
+    multi-start of `fit_law` instead of the fast path; `param`: the parameter read off each fit (phi), or two
+    whose difference is (phi[candidate], phi[reference]: delta-phi), and `internal`, the coordinate whose
+    profile interval the verdict reads (phi, or dphi[candidate])."""
 
     table: pd.DataFrame
     law: Law
@@ -177,36 +264,54 @@ class Problem:
     param: tuple[str, ...]
     loss: Loss
     full: bool = False
+    points: np.ndarray | None = None
+    internal: str = "phi"
 
 
-def fit_simulated(problem: Problem, L: np.ndarray) -> float:
-    """The estimate of problem.param from one simulated sweep (NaN when the fit fails)."""
+def fit_simulated(problem: Problem, L: np.ndarray) -> tuple[float, float, float]:
+    """(estimate, profile interval's low and high end) of problem.param from one simulated sweep, fitted as `fit`
+    does (the noise model, the scale bounded by the scatter: `uncertainty.scale_to_scatter`) and read as the
+    verdict reads it (the profile interval: `uncertainty.profile_interval`; an open end is NaN)."""
     table = problem.table.assign(L=L)
     _, data, loss = noise_setup(table, law_data_from_table(table, problem.law), problem.loss)
+    law = problem.law
     if problem.full:
-        params = fit_law(data, problem.law, loss)[0].params
+        state = fit_law(data, law, loss)[1]
     else:
-        th, fv = lm_batch(problem.law, data, loss, problem.starts)
+        th, fv = lm_batch(law, data, loss, problem.starts)
         best = int(np.nanargmin(fv))
-        theta = newton(problem.law, data, loss, th[best])[0] if problem.law.has_hessian else th[best]
-        params = problem.law.to_user(refine(theta, problem.law, data, loss).theta)
+        theta = newton(law, data, loss, th[best])[0] if law.has_hessian else th[best]
+        state = FitState(law, data, loss, refine(theta, law, data, loss), problem.starts)
+    state, _ = scale_to_scatter(state)
+    params = law.to_user(state.best.theta)
     values = [float(params[name]) for name in problem.param]
-    return values[0] if len(values) == 1 else values[0] - values[1]
+    lo, hi = profile_interval(state, problem.internal)
+    return (
+        values[0] if len(values) == 1 else values[0] - values[1],
+        np.nan if lo is None else lo,
+        np.nan if hi is None else hi,
+    )
 
 
 def solve_sims(problem: Problem, task: tuple) -> np.ndarray:
-    """One chunk of simulated sweeps: (seed, k, size) -> `size` estimates, drawn from the generator (seed, k)."""
+    """One chunk of simulated sweeps: (seed, k, size) -> (size, 4) rows of (estimate, interval low, high, the
+    noise scale's draw f), drawn from the generator (seed, k): each sweep's noise is the pilot's scaled by f
+    (`scale_draw`), with its misfit and tails."""
     seed, k, size = task
     rng = np.random.default_rng([seed, k])
-    out = np.empty(size)
+    out = np.full((size, 4), np.nan)
     t = problem.truth
     for i in range(size):
-        eps = draw_noise(rng, problem.clusters, t.sigma_log, t.parent_share)
+        f = scale_draw(rng, t.sigma_dof)
+        eps = f * draw_noise(
+            rng, problem.clusters, t.sigma_log, t.parent_share, problem.points, t.misfit_log, t.tail_dof
+        )
+        out[i, 3] = f
         try:
             with np.errstate(all="ignore"):
-                out[i] = fit_simulated(problem, np.exp(problem.log_L + eps))
+                out[i, :3] = fit_simulated(problem, np.exp(problem.log_L + eps))
         except (ValueError, np.linalg.LinAlgError, FloatingPointError):
-            out[i] = np.nan
+            pass
     return out
 
 
@@ -249,6 +354,7 @@ def make_problem(
     delta-phi its per-recipe form on `comparison_design` with delta_phi planted. Its starts, as a bootstrap
     replicate's: the truth (the optimum of the noise-free sweep, as the full-data optimum is a replicate's) and
     the best screened starts."""
+    check_in_box(truth.params, delta_phi)
     table = comparison_design(design) if joint else design.reset_index(drop=True)
     ref = str(design["recipe"].iloc[0]) if "recipe" in design.columns else "baseline"
     name = design_law(design)
@@ -267,24 +373,59 @@ def make_problem(
     screened, _ = screen_starts(law, clean, loss, 2 * N_SCREENED_STARTS, np.random.default_rng(0))
     starts = clip_to_bounds(np.vstack([law.from_user(user), screened[:N_SCREENED_STARTS]]), law)
     param = (f"phi[{CANDIDATE}]", f"phi[{ref}]") if joint else ("phi",)
-    return Problem(table, law, starts, log_L, noise_clusters(table), truth, param, loss, full)
+    keys = point_keys(table)
+    points = keys.groupby(list(keys.columns), sort=False, dropna=False).ngroup().to_numpy()
+    internal = f"dphi[{CANDIDATE}]" if joint else "phi"
+    return Problem(table, law, starts, log_L, noise_clusters(table), truth, param, loss, full, points, internal)
 
 
 # ----------------------------------------------------------------------------------------------
 # Summaries
 # ----------------------------------------------------------------------------------------------
-def summarise(estimates: np.ndarray, true_value: float) -> dict[str, Any]:
-    """se, bias and the expected 95% interval width of n_sims estimates (NaN: failed fits, counted)."""
-    ok = estimates[np.isfinite(estimates)]
-    se = float(np.std(ok, ddof=1)) if len(ok) >= 2 else float("nan")
+def summarise(sims: np.ndarray, true_value: float) -> dict[str, Any]:
+    """se, bias and the verdict's interval over simulated sweeps (rows of estimate, interval low, high, scale
+    draw; NaN estimates: failed fits, counted): the median width of the profile interval (`width95`: what one
+    sweep's interval spans), its coverage of the truth and the share left open."""
+    est, lo, hi = sims[:, 0], sims[:, 1], sims[:, 2]
+    ok = np.isfinite(est)
+    se = float(np.std(est[ok], ddof=1)) if ok.sum() >= 2 else float("nan")
+    closed = ok & np.isfinite(lo) & np.isfinite(hi)
     return {
         "true": float(true_value),
-        "mean": float(np.mean(ok)) if len(ok) else float("nan"),
-        "bias": float(np.mean(ok) - true_value) if len(ok) else float("nan"),
+        "mean": float(np.mean(est[ok])) if ok.any() else float("nan"),
+        "bias": float(np.mean(est[ok]) - true_value) if ok.any() else float("nan"),
         "se": se,
-        "width95": 2 * Z_LEVEL * se,
-        "n_sims": int(len(estimates)),
-        "n_failed": int(len(estimates) - len(ok)),
+        "width95": float(np.median(hi[closed] - lo[closed])) if closed.any() else float("nan"),
+        "coverage": float(np.mean((lo[closed] <= true_value) & (true_value <= hi[closed]))) if closed.any() else None,
+        "open_share": float(1 - closed.sum() / max(ok.sum(), 1)),
+        "n_sims": int(len(est)),
+        "n_failed": int((~ok).sum()),
+    }
+
+
+def verdict_mde(sims: np.ndarray, planted: float, upper_factor: float = 1.0, n_boot: int = 200) -> dict[str, float]:
+    """The smallest |delta-phi| the verdict calls "real" in POWER of sweeps, from simulated sweeps at the planted
+    value: moving the truth by m moves a sweep's interval by m, so the truth must pass planted - low (upwards) or
+    high - planted (downwards) for the interval to exclude 0; the MDE is the POWER quantile of that distance, the
+    larger of the two directions (an open end or a failed fit: never). `mde` draws sigma per sweep from its
+    uncertainty (what a pilot's design delivers on average), `mde_point` holds sigma at the pilot's value,
+    `mde_upper` at the upper end of sigma's 95% interval (`upper_factor` x the point value; the distance scales
+    with the noise); `mde_mc_se`: the Monte-Carlo standard error of `mde` (a bootstrap over the sweeps)."""
+    est, lo, hi, f = sims.T
+    up = np.where(np.isfinite(est) & np.isfinite(lo), planted - lo, np.inf)
+    down = np.where(np.isfinite(est) & np.isfinite(hi), hi - planted, np.inf)
+
+    def mde_of(u, d):
+        return float(max(np.quantile(u, POWER), np.quantile(d, POWER)))
+
+    rng = np.random.default_rng(0)
+    draws = [mde_of(up[i], down[i]) for i in (rng.integers(0, len(up), len(up)) for _ in range(n_boot))]
+    point = mde_of(up / f, down / f)
+    return {
+        "mde": mde_of(up, down),
+        "mde_point": point,
+        "mde_upper": point * upper_factor,
+        "mde_mc_se": float(np.std([d for d in draws if np.isfinite(d)], ddof=1)) if n_boot > 1 else float("nan"),
     }
 
 
@@ -297,10 +438,10 @@ def power_at(delta: float, se: float) -> float:
     return float(0.5 * (math.erfc(-(z - Z_LEVEL) / math.sqrt(2)) + math.erfc(-(-z - Z_LEVEL) / math.sqrt(2))))
 
 
-def detected_share(estimates: np.ndarray, se: float) -> float:
-    """The share of simulated sweeps whose estimate lies beyond z_0.975 se from 0 (a 5% test rejects)."""
-    ok = estimates[np.isfinite(estimates)]
-    return float(np.mean(np.abs(ok) > Z_LEVEL * se)) if len(ok) else float("nan")
+def detected_share(sims: np.ndarray) -> float:
+    """The share of simulated sweeps whose verdict interval excludes 0 (the verdict says "real")."""
+    lo, hi = sims[:, 1], sims[:, 2]
+    return float(np.mean((lo > 0) | (hi < 0))) if len(sims) else float("nan")
 
 
 def seeds_needed(se: float, seeds: int, target: float, max_seeds: int = 64) -> int | None:
@@ -334,12 +475,12 @@ def simulate_design(
     raw estimates under "estimates". delta_phi: the difference planted in the second recipe."""
     if n_sims < 2:
         raise InputError(f"power needs at least 2 simulated sweeps; got {n_sims}")
-    out: dict[str, Any] = {"n_runs": int(len(design)), "estimates": {}}
+    out: dict[str, Any] = {"n_runs": int(len(design)), "estimates": {}, "intervals": {}}
     for key in what:
         joint = key == "delta_phi"
         problem = make_problem(design, truth, joint, delta_phi if joint else 0.0, full)
         tasks = [(seed, k, min(SIMS_PER_TASK, n_sims - lo)) for k, lo in enumerate(range(0, n_sims, SIMS_PER_TASK))]
-        est = np.concatenate(
+        sims = np.concatenate(
             run_tasks(
                 solve_sims,
                 problem,
@@ -353,20 +494,24 @@ def simulate_design(
             )
         )
         true_value = delta_phi if joint else truth.params["phi"]
-        summary = summarise(est, true_value)
+        summary = summarise(sims, true_value)
         if joint:
+            low, high = truth.sigma_interval()
             summary.update(
                 planted=float(delta_phi),
-                mde=MDE_FACTOR * summary["se"],
-                detected_share=detected_share(est, summary["se"]),
+                detected_share=detected_share(sims),
+                sigma_interval=[low, high],
+                **verdict_mde(sims, delta_phi, high / truth.sigma_log),
             )
         out[key] = summary
-        out["estimates"][key] = est
+        out["estimates"][key] = sims[:, 0]
+        out["intervals"][key] = sims[:, 1:3]
     return out
 
 
 def mde_formula() -> str:
     return (
-        f"MDE = (z_0.975 + z_0.80) se(Δφ) = ({Z_LEVEL:.3f} + {Z_POWER:.3f}) se = {MDE_FACTOR:.2f} se, se = the "
-        "standard deviation of Δφ over the simulated sweeps"
+        "MDE = the smallest |Δφ| whose verdict interval (the profile interval the verdict reads) excludes 0 in 80% "
+        "of simulated sweeps, each drawn with the pilot's seed noise, misfit and tails and sigma drawn from its "
+        "uncertainty; beside it, the MDE with sigma at its estimate and at the upper end of its 95% interval"
     )

@@ -29,7 +29,8 @@ def test_power_on_the_reduced_demo_writes_its_record_and_recommends_seeds(tmp_pa
     assert given["cost"]["flops"] == pytest.approx(total["C_forked"]) and given["cost"]["jobs"] == 6
     assert given["cost"]["jobs_with_candidate"] == 10  # the second recipe trains the r = 2, 4 jobs again
     dphi = given["delta_phi"]
-    assert dphi["n_sims"] == 20 and dphi["mde"] == pytest.approx(2.8016 * dphi["se"], rel=1e-4)
+    # the MDE read off the verdict's profile interval (issue 53): near 2.80 se, the normal approximation's
+    assert dphi["n_sims"] == 20 and 0.6 < dphi["mde"] / (2.8016 * dphi["se"]) < 1.6
     target = record["target"]
     rec = target["recommended"]
     assert rec["seeds"] > 1 and rec["n_runs"] == 12 * rec["seeds"]

@@ -60,9 +60,10 @@ def test_the_simulated_mde_matches_the_linear_gaussian_answer():
     dphi = out["delta_phi"]
     assert dphi["n_failed"] == 0 and abs(dphi["bias"]) < 0.3 * expected
     assert 0.85 < dphi["se"] / expected < 1.25
-    assert dphi["mde"] == pytest.approx(MDE_FACTOR * dphi["se"]) and dphi["width95"] == pytest.approx(
-        2 * Z_LEVEL * dphi["se"]
-    )
+    # the verdict's profile interval: ~2 x 1.96 se wide, and the MDE it gives ~2.80 se (a known sigma: no draw)
+    assert dphi["width95"] == pytest.approx(2 * Z_LEVEL * expected, rel=0.2)
+    assert dphi["mde"] == pytest.approx(MDE_FACTOR * dphi["se"], rel=0.2)
+    assert dphi["mde"] == dphi["mde_point"] == dphi["mde_upper"] and dphi["sigma_interval"] == [sigma, sigma]
 
 
 def test_more_seeds_give_a_smaller_mde_and_twice_the_mde_is_detected():
@@ -73,8 +74,7 @@ def test_more_seeds_give_a_smaller_mde_and_twice_the_mde_is_detected():
     assert six["mde"] / two["mde"] == pytest.approx(math.sqrt(2 / 6), rel=0.3)  # se ~ 1 / sqrt(seeds)
     planted = simulate_design(_design(2), truth, n_sims=60, seed=3, delta_phi=2 * two["mde"], what=("delta_phi",))
     assert planted["delta_phi"]["planted"] == pytest.approx(2 * two["mde"])
-    detected = float(np.mean(np.abs(planted["estimates"]["delta_phi"]) > Z_LEVEL * two["se"]))
-    assert detected >= 0.8  # power at 2 x MDE: ~99.9% for a normal estimate
+    assert planted["delta_phi"]["detected_share"] >= 0.8  # power at 2 x MDE: ~99.9% for a normal estimate
     none = simulate_design(_design(2), truth, n_sims=60, seed=4, what=("delta_phi",))["delta_phi"]
     assert none["detected_share"] <= 0.15  # no true difference: a 5% test rejects in ~5%
 
