@@ -36,6 +36,9 @@ COMMANDS = {
     "validate": Command(
         "validate", "out-of-sample checks of a fit: held-out budgets and r, rival forms, the lr confound, conventions"
     ),
+    "isoflop": Command(
+        "isoflop", "Approach 2 on any iso-FLOP table: N* per budget near the minimum with intervals, and N* ~ C^a"
+    ),
     "equiv": Command("equiv", "equivalent non-looped sizes of a looped model"),
     "power": Command(
         "power", "how many runs: phi's and delta-phi's precision of a sweep design, the cheapest design for a target"

@@ -1,11 +1,27 @@
-"""Approach 2 of Hoffmann et al. 2022 as a cross-check of the r = 1 exponents: per compute budget, a parabola
-of L in ln N through the r = 1 runs gives the budget's compute-optimal size N*(C); a line through
-(ln C, ln N*) gives the exponent a of N* ~ C^a. The law fitted by Approach 3 implies a = beta / (alpha + beta)
-(C = 6 N D at r = 1). Two methods on one table that disagree by more than their errors say the law's
-exponents are not what the iso-FLOP minima show (DESIGN.md, "Trusting a fitted phi": Approach 2 vs 3).
+"""Approach 2 of Hoffmann et al. 2022, as practitioners run it: per compute budget, the compute-optimal size N*(C)
+from a parabola through the points NEAR the curve's minimum, with a bootstrap interval per budget; then the exponent
+a of N* ~ C^a by a weighted line through (ln C, ln N*) with an interval that carries each budget's uncertainty. The
+law fitted by Approach 3 implies a = beta / (alpha + beta) (C = 6 N D at r = 1); two methods that disagree by more
+than their errors say the law's exponents are not what the iso-FLOP minima show.
 
-A budget counts when it has 3 or more distinct sizes and its parabola opens upwards with its vertex inside
-the sizes it was fitted on (a minimum not bracketed by the grid is extrapolated, and left out).
+The window (issue 53). A parabola in ln N is the second-order expansion of an iso-FLOP curve about its minimum;
+L(ln N) = E + A N^-alpha + B (C / 6N)^beta is asymmetric (its third derivative is not 0), so a parabola through
+points far from the minimum moves its vertex towards the flatter side, and a sweep spanning two decades of N puts
+most of its points there (measured on released curves: the exponent off by up to 0.08 with one parabola over every
+point). So per budget: the sizes' mean log L (over seeds), the lowest one and its WINDOW_NEIGHBOURS nearest sizes on
+each side (fewer at an edge; 3 to 5 points), a parabola of log L in x = ln N through them, N* at its vertex. A
+budget whose lowest size is on an edge of its sizes has no bracketed minimum and is left out (reason given), as is
+a window whose parabola does not open upwards or whose vertex falls outside the window.
+
+The uncertainty. Per budget, a parametric bootstrap (N_BOOTSTRAP draws): each size's mean log L moved by
+sigma / sqrt(n_seeds) Gaussian noise, the window chosen again (the lowest point may move) and the vertex refitted;
+the 95% interval is the draws' 2.5-97.5 percentiles, their standard deviation in ln N the budget's se. sigma of log
+L: the seed sigma pooled from the table's seed repeats, or else the scatter of the windows' points about their
+parabolas (pooled over budgets, each window's n - 3 degrees of freedom), whichever is larger. The exponent: weighted
+least squares of ln N* on ln C (weights 1 / se^2), its interval the 2.5-97.5 percentiles of the same fit on each
+bootstrap draw's N* per budget (a draw carries every budget's uncertainty at once), widened about the estimate by
+sqrt(chi2 / dof) of the line when the budgets scatter about it by more than their se say (the Particle Data Group's
+scale factor); a_se is the weighted fit's standard error with the same factor.
 """
 
 from __future__ import annotations
@@ -13,55 +29,175 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
+from loopscale.fit.replicates import replicate_groups
 from loopscale.fit.runs_table import budget_clusters, budget_column
+from loopscale.fit.seed_sigma import within_point
 
 MIN_SIZES = 3
+WINDOW_NEIGHBOURS = 2  # sizes on each side of the lowest one in a budget's window
+N_BOOTSTRAP = 400
+WINDOW_RULE = (
+    f"the lowest size's mean log L and its {WINDOW_NEIGHBOURS} nearest sizes on each side (3 to "
+    f"{2 * WINDOW_NEIGHBOURS + 1} points), a parabola of log L in ln N through them; N* at its vertex"
+)
 
 
-def budget_minimum(log_n: np.ndarray, L: np.ndarray) -> tuple[float | None, str | None]:
-    """(ln N* of the parabola L = c0 + c1 x + c2 x^2 in x = ln N, None) or (None, why it has none)."""
-    if len(np.unique(log_n)) < MIN_SIZES:
-        return None, f"{len(np.unique(log_n))} size(s), a parabola needs {MIN_SIZES}"
-    c2, c1, _ = np.polyfit(log_n, L, 2)
+def window_of(y: np.ndarray) -> tuple[slice | None, str | None]:
+    """The window around the lowest of a budget's size means y (sorted by N), or (None, why there is none)."""
+    if len(y) < MIN_SIZES:
+        return None, f"{len(y)} size(s), a parabola needs {MIN_SIZES}"
+    k = int(np.argmin(y))
+    if k in (0, len(y) - 1):
+        return None, "the lowest loss is at an edge of the sizes trained (no bracketed minimum)"
+    return slice(max(0, k - WINDOW_NEIGHBOURS), min(len(y), k + WINDOW_NEIGHBOURS + 1)), None
+
+
+def vertex(x: np.ndarray, y: np.ndarray, weights: np.ndarray | None = None) -> tuple[float | None, str | None]:
+    """(x of the vertex of the least-squares parabola y = c0 + c1 x + c2 x^2, None), or (None, why not): it must
+    open upwards and its vertex lie within the points' x."""
+    c2, c1, _ = np.polyfit(x, y, 2, w=None if weights is None else np.sqrt(weights))
     if not c2 > 0:
-        return None, "the losses do not curve upwards (no minimum)"
-    vertex = -c1 / (2 * c2)
-    if not log_n.min() <= vertex <= log_n.max():
-        return None, f"the minimum N* = {np.exp(vertex):.3g} lies outside the sizes trained"
-    return float(vertex), None
+        return None, "the window's losses do not curve upwards (no minimum)"
+    v = -c1 / (2 * c2)
+    if not x.min() <= v <= x.max():
+        return None, f"the window's parabola has its minimum N* = {np.exp(v):.3g} outside the window"
+    return float(v), None
 
 
-def iso_flop_exponent(table, law_params: dict[str, float] | None = None) -> dict[str, Any]:
-    """{"budgets": [{C, N_star or None, reason}], "a", "a_se" (None below 3 minima), "a_law", "reason"} from the
-    r = 1 rows (every row of a dense table); "a" is None, with the reason, below two budgets with a minimum."""
+def budget_curve(log_n: np.ndarray, log_L: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(x = ln N of each size, sorted; the mean log L over its runs; the runs per size)."""
+    frame = pd.DataFrame({"x": np.round(log_n, 9), "y": log_L}).groupby("x")["y"].agg(["mean", "count"])
+    return frame.index.to_numpy(float), frame["mean"].to_numpy(float), frame["count"].to_numpy(float)
+
+
+def window_vertex(x, y, n) -> tuple[float | None, slice | None, str | None]:
+    """(ln N*, the window, None) of one budget's curve, or (None, window or None, why)."""
+    win, why = window_of(y)
+    if win is None:
+        return None, None, why
+    v, why = vertex(x[win], y[win], n[win])
+    return v, win, why
+
+
+def _sigma_log(table: pd.DataFrame, log_L: np.ndarray, curves: list) -> tuple[float | None, str]:
+    """sigma of one run's log L for the bootstrap: max(seed sigma from the table's repeats, the windows' scatter
+    about their parabolas), with where it came from; None when neither is measurable."""
+    seed = None
+    reps = replicate_groups(table.assign(L=np.exp(log_L)))
+    if reps.has_repeats:
+        ss, df = within_point(log_L, reps)
+        seed = float(np.sqrt(ss.sum() / df.sum())) if df.sum() > 0 and ss.sum() > 0 else None
+    rss, dof = 0.0, 0
+    for x, y, n, win in curves:
+        if win is None or win.stop - win.start <= 3:
+            continue
+        xs, ys, ns = x[win], y[win], n[win]
+        coef = np.polyfit(xs, ys, 2, w=np.sqrt(ns))
+        rss += float(np.sum(ns * (ys - np.polyval(coef, xs)) ** 2))
+        dof += len(xs) - 3
+    scatter = float(np.sqrt(rss / dof)) if dof > 0 else None
+    found = [(s, name) for s, name in ((seed, "seed repeats"), (scatter, f"window scatter ({dof} dof)")) if s]
+    if not found:
+        return None, "none (no seed repeats, every window of 3 points): no interval"
+    return max(found)
+
+
+def _or_nan(v: float | None) -> float:
+    return np.nan if v is None else v
+
+
+def _weighted_line(x: np.ndarray, y: np.ndarray, w: np.ndarray) -> tuple[float, float, float, int]:
+    """(slope, intercept, chi2, dof) of the weighted least-squares line y = slope x + intercept."""
+    W = np.sqrt(w)
+    slope, intercept = np.linalg.lstsq(np.column_stack([x, np.ones_like(x)]) * W[:, None], y * W, rcond=None)[0]
+    chi2 = float(np.sum(w * (y - slope * x - intercept) ** 2))
+    return float(slope), float(intercept), chi2, len(x) - 2
+
+
+def iso_flop_exponent(
+    table, law_params: dict[str, float] | None = None, n_boot: int = N_BOOTSTRAP, seed: int = 0
+) -> dict[str, Any]:
+    """{"budgets": [{C, n_sizes, window: [N_lo, N_hi], n_window, N_star, interval, log_se, reason}], "a", "a_se",
+    "a_interval", "a_law", "sigma_log", "sigma_source", "method", "reason"} from the r = 1 rows (every row of a
+    dense table): the module docstring's method. "a" is None, with the reason, below two budgets with an N*."""
     r = table["r"].to_numpy(dtype=float) if "r" in table.columns else np.ones(len(table))
-    dense = r == 1
-    N = (table["N_once"] + table["N_rec"]).to_numpy(dtype=float) if "N_once" in table.columns else table["N"]
-    N = np.asarray(N, dtype=float)
-    labels = budget_clusters(budget_column(table))
-    C_spent = table["C"].to_numpy(dtype=float)
-    L = table["L"].to_numpy(dtype=float)
-    rows, points = [], []
-    for budget in np.unique(labels[dense]):
-        at = dense & (labels == budget)
-        vertex, why = budget_minimum(np.log(N[at]), L[at])
-        C = float(np.exp(np.mean(np.log(C_spent[at]))))
-        rows.append({"C": C, "N_star": None if vertex is None else float(np.exp(vertex)), "reason": why})
-        if vertex is not None:
-            points.append((np.log(C), vertex))
-    out: dict[str, Any] = {"budgets": rows, "a": None, "a_se": None, "a_law": None, "reason": None}
+    dense = table[r == 1].reset_index(drop=True)
+    out: dict[str, Any] = {"budgets": [], "a": None, "a_se": None, "a_interval": None, "a_law": None}
+    out.update(reason=None, method=WINDOW_RULE, sigma_log=None, sigma_source=None)
     if law_params and {"alpha", "beta"} <= law_params.keys():
         out["a_law"] = float(law_params["beta"] / (law_params["alpha"] + law_params["beta"]))
-    if not dense.any():
+    if dense.empty:
         out["reason"] = "the table has no r = 1 runs"
-    elif len(points) < 2:
-        out["reason"] = f"{len(points)} budget(s) with a bracketed minimum: a slope needs 2"
-    else:
-        x, y = np.array(points).T
-        slope, intercept = np.polyfit(x, y, 1)
-        out["a"] = float(slope)
-        if len(points) >= 3:
-            res = y - (slope * x + intercept)
-            out["a_se"] = float(np.sqrt(res @ res / (len(x) - 2) / np.sum((x - x.mean()) ** 2)))
+        return out
+    N = (dense["N_once"] + dense["N_rec"]) if "N_once" in dense.columns else dense["N"]
+    log_n, log_L = np.log(N.to_numpy(dtype=float)), np.log(dense["L"].to_numpy(dtype=float))
+    labels = budget_clusters(budget_column(dense))
+    C_spent = dense["C"].to_numpy(dtype=float)
+    budgets = np.unique(labels)
+    curves = [(*budget_curve(log_n[labels == b], log_L[labels == b]),) for b in budgets]
+    curves = [(x, y, n, window_of(y)[0]) for x, y, n in curves]
+    sigma, source = _sigma_log(dense, log_L, curves)
+    out.update(sigma_log=sigma, sigma_source=source)
+    rng = np.random.default_rng(seed)
+    draws = np.full((len(budgets), n_boot), np.nan)
+    for i, (b, (x, y, n, _)) in enumerate(zip(budgets, curves)):
+        v, win, why = window_vertex(x, y, n)
+        row = {
+            "C": float(np.exp(np.mean(np.log(C_spent[labels == b])))),
+            "n_sizes": len(x),
+            "window": None if win is None else [float(np.exp(x[win][0])), float(np.exp(x[win][-1]))],
+            "n_window": 0 if win is None else int(win.stop - win.start),
+            "N_star": None if v is None else float(np.exp(v)),
+            "interval": None,
+            "log_se": None,
+            "reason": why,
+        }
+        if v is not None and sigma:
+            noise = rng.standard_normal((n_boot, len(y))) * sigma / np.sqrt(n)
+            draws[i] = [_or_nan(window_vertex(x, y + e, n)[0]) for e in noise]
+            ok = draws[i][np.isfinite(draws[i])]
+            if len(ok) >= n_boot / 2:
+                row["interval"] = [float(np.exp(np.percentile(ok, 2.5))), float(np.exp(np.percentile(ok, 97.5)))]
+                row["log_se"] = float(np.std(ok, ddof=1))
+            else:
+                row["reason"] = f"only {len(ok)} of {n_boot} bootstrap draws have a bracketed minimum"
+        out["budgets"].append(row)
+    _exponent(out, draws)
     return out
+
+
+def _exponent(out: dict[str, Any], draws: np.ndarray) -> None:
+    """The exponent a of N* ~ C^a and its interval, into `out` (module docstring)."""
+    rows = out["budgets"]
+    use = [i for i, b in enumerate(rows) if b["N_star"] is not None]
+    if len(use) < 2:
+        out["reason"] = f"{len(use)} budget(s) with a bracketed minimum: a slope needs 2"
+        return
+    x = np.log([rows[i]["C"] for i in use])
+    y = np.log([rows[i]["N_star"] for i in use])
+    se = np.array([rows[i]["log_se"] or np.nan for i in use])
+    if not np.all(np.isfinite(se) & (se > 0)):  # no per-budget uncertainty: an unweighted line
+        slope, _ = np.polyfit(x, y, 1)
+        out["a"] = float(slope)
+        if len(use) >= 3:
+            res = y - np.polyval(np.polyfit(x, y, 1), x)
+            out["a_se"] = float(np.sqrt(res @ res / (len(x) - 2) / np.sum((x - x.mean()) ** 2)))
+        return
+    w = 1 / se**2
+    slope, _, chi2, dof = _weighted_line(x, y, w)
+    scale = float(np.sqrt(max(1.0, chi2 / dof))) if dof > 0 else 1.0
+    xc = x - np.average(x, weights=w)
+    out["a"] = slope
+    out["a_se"] = float(scale / np.sqrt(np.sum(w * xc**2)))
+    out["a_chi2_dof"] = None if dof <= 0 else chi2 / dof
+    slopes = []
+    for k in range(draws.shape[1]):
+        yk = draws[use, k]
+        ok = np.isfinite(yk)
+        if ok.sum() >= 2:
+            slopes.append(_weighted_line(x[ok], yk[ok], w[ok])[0])
+    if len(slopes) >= 20:
+        lo, hi = np.percentile(slopes, [2.5, 97.5])
+        out["a_interval"] = [float(slope - scale * (slope - lo)), float(slope + scale * (hi - slope))]

@@ -70,16 +70,29 @@ def folds_table(record: dict[str, Any]) -> list[str]:
 
 
 def approach2_lines(a2: dict[str, Any]) -> list[str]:
-    lines = ["| budget C | N* (parabola) |", "|---|---|"]
-    lines += [
-        f"| {b['C']:.3g} | {_num(b['N_star'], '.3g') if b['N_star'] else 'none: ' + b['reason']} |"
-        for b in a2["budgets"]
+    """Approach 2's table (per budget: its sizes, the window around the lowest, N* and its bootstrap interval)
+    and the exponent with its interval, beside the law's."""
+    lines = [
+        f"Per budget: {a2.get('method', 'a parabola in ln N')}; 95% intervals from a parametric bootstrap "
+        f"(sigma of log L {_num(a2.get('sigma_log'), '.3g')}, from {a2.get('sigma_source') or 'n/a'}).",
+        "",
+        "| budget C | sizes | window (N) | N* | 95% interval |",
+        "|---|---|---|---|---|",
     ]
+    for b in a2["budgets"]:
+        win = "-" if not b.get("window") else f"{b['window'][0]:.3g}-{b['window'][1]:.3g} ({b['n_window']})"
+        star = _num(b["N_star"], ".3g") if b["N_star"] else "none: " + str(b["reason"])
+        interval = "-" if not b.get("interval") else f"[{b['interval'][0]:.3g}, {b['interval'][1]:.3g}]"
+        lines.append(f"| {b['C']:.3g} | {b.get('n_sizes', '-')} | {win} | {star} | {interval} |")
     if a2["a"] is None:
         lines.append(f"\nApproach 2: no exponent ({a2['reason']}).")
     else:
-        se = "" if a2["a_se"] is None else f" +- {1.96 * a2['a_se']:.3f}"
-        lines.append(f"\nApproach 2: N* ~ C^{a2['a']:.3f}{se}; the law's beta / (alpha + beta) = {_num(a2['a_law'])}.")
+        iv = a2.get("a_interval")
+        span = f" [{iv[0]:.3f}, {iv[1]:.3f}]" if iv else ("" if a2["a_se"] is None else f" +- {1.96 * a2['a_se']:.3f}")
+        lines.append(
+            f"\nApproach 2: N* ~ C^{a2['a']:.3f}{span} (95%, weighted by each budget's se); the law's "
+            f"beta / (alpha + beta) = {_num(a2['a_law'])}."
+        )
     return lines
 
 

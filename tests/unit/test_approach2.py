@@ -1,0 +1,92 @@
+"""Approach 2 as practitioners run it (issue 53, item 5): per budget a parabola through the points near the
+minimum, a bootstrap interval per budget, an exponent whose interval carries them. On synthetic asymmetric
+iso-FLOP curves (L = E + A N^-alpha + B D^-beta, D = C / 6N) whose points span two decades of N and whose true
+minima are known in closed form."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from loopscale.fit.validation.approach2 import iso_flop_exponent
+from loopscale.fit.validation.text import approach2_lines
+
+LAW = {"E": 1.69, "A": 406.4, "alpha": 0.34, "B": 410.7, "beta": 0.28}  # Hoffmann et al.'s published fit
+A_TRUE = LAW["beta"] / (LAW["alpha"] + LAW["beta"])
+
+
+def true_n_star(C: float) -> float:
+    """argmin over N of E + A N^-alpha + B (C / 6N)^-beta: (alpha A / (beta B))^(1/(alpha+beta)) (C/6)^a."""
+    g = (LAW["alpha"] * LAW["A"] / (LAW["beta"] * LAW["B"])) ** (1 / (LAW["alpha"] + LAW["beta"]))
+    return g * (C / 6) ** A_TRUE
+
+
+def isoflop_table(budgets, sigma: float, seed: int, span=(30.0, 3.3), n_sizes: int = 15, drift=(0.0, 0.0)):
+    """Per budget, n_sizes log-spaced N from N*/span[0] to N* x span[1] (by default two decades, most points on the
+    small side, where the curve is steep), the grid's centre moved from N* by 10^drift[0] at the smallest budget
+    to 10^drift[1] at the largest (log-linearly: a fixed grid of sizes drifts so), one run each, log L + N(0,
+    sigma^2)."""
+    rng = np.random.default_rng(seed)
+    shifts = 10 ** np.linspace(drift[0], drift[1], len(budgets))
+    rows = []
+    for C, shift in zip(budgets, shifts):
+        for N in np.geomspace(true_n_star(C) * shift / span[0], true_n_star(C) * shift * span[1], n_sizes):
+            D = C / (6 * N)
+            L = LAW["E"] + LAW["A"] * N ** -LAW["alpha"] + LAW["B"] * D ** -LAW["beta"]
+            rows.append({"r": 1, "N": N, "D": D, "C": C, "L": L * np.exp(sigma * rng.standard_normal())})
+    return pd.DataFrame(rows)
+
+
+def whole_span_exponent(table: pd.DataFrame) -> float:
+    """The method before issue 53: one parabola of L in ln N through every point of a budget."""
+    xs, ys = [], []
+    for C, g in table.groupby("C"):
+        c2, c1, _ = np.polyfit(np.log(g["N"]), g["L"], 2)
+        xs.append(np.log(C))
+        ys.append(-c1 / (2 * c2))
+    return float(np.polyfit(xs, ys, 1)[0])
+
+
+def test_each_budgets_n_star_is_recovered_within_its_interval_and_the_exponent_within_its_own():
+    """Two decades per budget whose centre drifts from N*/5 to N* x 5: on noise-free curves the window's exponent
+    is the truth (to 0.002) where one parabola over every point was off by > 0.015; with noise each budget's N*
+    lies in its interval (at most one of six misses) and so does the exponent here."""
+    budgets = np.geomspace(1e18, 1e21, 6)
+    exact = isoflop_table(budgets, sigma=0.0, seed=0, span=(10.0, 10.0), drift=(-0.7, 0.7))
+    assert abs(iso_flop_exponent(exact)["a"] - A_TRUE) < 0.002
+    assert abs(whole_span_exponent(exact) - A_TRUE) > 0.015  # the method before issue 53
+    table = isoflop_table(budgets, sigma=0.002, seed=0, span=(10.0, 10.0), drift=(-0.7, 0.7))
+    a2 = iso_flop_exponent(table, LAW)
+    rows = a2["budgets"]
+    assert len(rows) == 6 and all(b["N_star"] is not None and b["interval"] is not None for b in rows)
+    covered = [b["interval"][0] <= true_n_star(b["C"]) <= b["interval"][1] for b in rows]
+    assert sum(covered) >= 5  # 95% intervals: at most one of six may miss
+    for b in rows:  # the window holds the points near the minimum, not the whole span
+        assert 3 <= b["n_window"] <= 5 and b["window"][0] < b["N_star"] < b["window"][1]
+        assert b["window"][1] / b["window"][0] < 10 and b["n_sizes"] == 15
+    lo, hi = a2["a_interval"]
+    assert lo < A_TRUE < hi and a2["a_law"] == pytest.approx(A_TRUE)
+    text = "\n".join(approach2_lines(a2))
+    assert "window" in text and f"{a2['a']:.3f}" in text and "95% interval" in text
+
+
+def test_the_exponents_interval_covers_the_truth_across_noise_draws():
+    """20 noisy tables: the exponent's 95% interval covers the true a in at least 16 (expected 19; measured 38 of
+    40 and the budgets' intervals 184 of 194 with these settings)."""
+    budgets = np.geomspace(1e18, 1e21, 5)
+    covered = 0
+    for seed in range(20):
+        a2 = iso_flop_exponent(isoflop_table(budgets, sigma=0.004, seed=100 + seed), n_boot=200, seed=seed)
+        lo, hi = a2["a_interval"]
+        covered += lo <= A_TRUE <= hi
+    assert covered >= 16
+
+
+def test_a_budget_whose_lowest_point_is_on_an_edge_is_left_out_with_its_reason():
+    table = isoflop_table([1e19, 1e20, 1e21], sigma=0.0, seed=0)
+    edge = isoflop_table([1e19], sigma=0.0, seed=0, span=(100.0, 0.5), n_sizes=6)  # every size below N*
+    a2 = iso_flop_exponent(pd.concat([table[table["C"] != 1e19], edge], ignore_index=True))
+    first = next(b for b in a2["budgets"] if b["C"] == pytest.approx(1e19))
+    assert first["N_star"] is None and "edge" in first["reason"]
+    assert a2["a"] is not None  # the other two budgets still give a slope
