@@ -38,7 +38,8 @@ from loopscale.data.run_data import open_run_data
 from loopscale.errors import InputError
 from loopscale.fit.fit_table import fit_table
 from loopscale.fit.result import file_sha256
-from loopscale.fit.runs_table import canonical_table
+from loopscale.fit.runs_table import PARENT_COLUMN, canonical_table, is_forked
+from loopscale.fit.verdict import PHI_CI_WIDTH_MAX, interval_of
 from loopscale.launch.compile_order import schedule
 from loopscale.launch.local_workers import train_in_workers
 from loopscale.launch.sweep import expand
@@ -212,11 +213,14 @@ def _fit(table, looped_table, runs_csv: Path, out: Path, settings: DemoSettings,
     looped-free diagnostic, each recorded with its input's path, hash and size; returns (fit, its path,
     free fit or None, its path)."""
     console.print(
-        f"[4/5] fitting the looped law ({settings.n_bootstrap} bootstrap replicates, phi profile, "
+        f"[4/5] fitting the looped law ({settings.n_bootstrap} bootstrap replicates by parent job, phi profile, "
         "largest budget held out)"
     )
     input_info = {"path": str(runs_csv), "sha256": file_sha256(runs_csv), "n_rows": len(table)}
-    fit_args = dict(law="looped", seed=settings.seed, n_bootstrap=settings.n_bootstrap)
+    # a forked sweep's bootstrap resamples whole parent jobs (their branches share one draw of noise), as the
+    # verdict's profile sums them (docs/design.md, "The verdict")
+    cluster = PARENT_COLUMN if is_forked(looped_table) else None
+    fit_args = dict(law="looped", seed=settings.seed, n_bootstrap=settings.n_bootstrap, cluster=cluster)
     try:
         fit = fit_table(looped_table, holdout=True, **fit_args)
     except ValueError as err:  # a reduced demo may have too few runs outside the largest budget
@@ -239,8 +243,9 @@ def _fit(table, looped_table, runs_csv: Path, out: Path, settings: DemoSettings,
 
 
 def _write_summary(summary: dict, looped_table, fit, path: Path) -> Path:
-    """demo.json: the summary plus the conditioning numbers of the looped fit (on the table it was fitted
-    to) and the targets it misses."""
+    """demo.json: the summary, the verdict (its one line and the interval it read: `verdict_summary`) and the
+    conditioning numbers of the looped fit (on the table it was fitted to) with the targets it misses."""
+    summary["verdict"] = verdict_summary(fit)
     summary["conditioning"] = conditioning(looped_table, fit)
     summary["conditioning_misses"] = check(summary["conditioning"])
     with atomic_path(path) as tmp:
@@ -248,18 +253,45 @@ def _write_summary(summary: dict, looped_table, fit, path: Path) -> Path:
     return path
 
 
+def verdict_summary(fit) -> dict:
+    """The verdict of the demo's fit as one record: its line (what `fit`, report.md and fit.json say), phi, the
+    interval the verdict read and its name, and whether phi is measured."""
+    ci, source, _ = interval_of(fit, "phi", fit.profile_phi)
+    cond = fit.conditioning or {}
+    return {
+        "line": cond.get("verdict"),
+        "measured": bool(cond.get("measured")),
+        "phi": float(fit.params["phi"]),
+        "interval": ci,
+        "interval_name": source,
+    }
+
+
+def readme_sentence(summary: dict) -> str:
+    """The README's sentence about the demo, from its demo.json (tests/unit/test_readme_demo.py holds the README
+    to it): the wall time, phi, the verdict and the interval it read."""
+    v = summary["verdict"]
+    lo, hi = v["interval"] if v["interval"] and None not in v["interval"] else (float("nan"), float("nan"))
+    word = "phi measured" if v["measured"] else "not measured"
+    return (
+        f"Measured on 2 CPU cores ({summary['wall_time_s'] / 60:.1f} min): **phi = {v['phi']:.3f}**, verdict "
+        f'**"{word}"**: the 95% {v["interval_name"]} interval [{lo:.3f}, {hi:.3f}] is {hi - lo:.3f} wide; the '
+        f"published recipes need <= {PHI_CI_WIDTH_MAX:.2f}."
+    )
+
+
 def _print_result(summary: dict, fit, console) -> None:
-    phi = fit.params["phi"]
-    ci = (fit.ci95 or {}).get("phi")
-    ci_text = f" (95% CI {ci[0]:.2f} to {ci[1]:.2f})" if ci else ""
+    v = summary["verdict"]
     console.rule("[bold green]done")
     console.print(
-        f"phi = {phi:.3f}{ci_text} from {summary['n_runs']} runs; {summary['n_trained']} jobs trained now, "
+        f"phi = {v['phi']:.3f} from {summary['n_runs']} runs; {summary['n_trained']} jobs trained now, "
         f"{summary['wall_time_s'] / 60:.1f} min in all"
     )
+    console.print(f"verdict: {v['line']}", markup=False)
+    console.print(f"README: {readme_sentence(summary)}", markup=False)
     misses = summary["conditioning_misses"]
     if misses:
-        console.print("[yellow]conditioning: not a well-conditioned measurement here:[/]\n  " + "\n  ".join(misses))
+        console.print("[yellow]conditioning diagnostics missed:[/]\n  " + "\n  ".join(misses))
     else:
         console.print(
             "[green]conditioning: every target met[/] (phi interval, E, basins, holdout, iso-FLOP minima, collapse)"

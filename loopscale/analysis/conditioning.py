@@ -1,6 +1,7 @@
 """Is a fitted phi a measurement or a fit to noise? The conditioning numbers of one looped fit.
 
-A sweep measures phi only when (docs/design.md, "Fitting"): phi's bootstrap interval is narrow; E is not
+A sweep measures phi only when (docs/design.md, "Fitting"): phi's interval (the one the verdict reads, its profile) is
+narrow; E is not
 pinned to a bound (E on its floor means the data term and the capacity term trade off freely); most refined
 starts reach the best basin; the law predicts a budget it never saw (the largest, held out); each budget's
 iso-FLOP curve of the dense r = 1 runs has its minimum inside the sampled widths (else the sweep never saw
@@ -25,7 +26,7 @@ from loopscale.fit.bounds import BOUNDS
 from loopscale.fit.isoflop import isoflop_minima
 from loopscale.fit.laws.registry import find_law
 from loopscale.fit.result import load_fit
-from loopscale.fit.verdict import PHI_CI_WIDTH_MAX, fit_checks, noise_of
+from loopscale.fit.verdict import PHI_CI_WIDTH_MAX, fit_checks, interval_of, noise_of
 from loopscale.plots.curves import collapse_spread
 from loopscale.plots.inputs import rows_for_fit
 
@@ -65,7 +66,7 @@ def conditioning(table: pd.DataFrame, fit) -> dict[str, Any]:
         raise InputError(f"conditioning needs a fit of the looped law; got {fit.law!r}")
     rows = rows_for_fit(table, fit)
     phi = fit.params["phi"]
-    ci = (fit.ci95 or {}).get("phi")
+    ci, source, _ = interval_of(fit, "phi", fit.profile_phi)  # the interval the verdict reads
     lo, hi = (float(np.exp(b)) for b in BOUNDS["e"])
     log_e = np.log(fit.params["E"])
     # "on the bound" with the fitter's own tolerance for exponents (optimize._boundary_notes)
@@ -79,7 +80,8 @@ def conditioning(table: pd.DataFrame, fit) -> dict[str, Any]:
     return {
         "phi": phi,
         "phi_ci": ci,
-        "phi_ci_width": None if ci is None else float(ci[1] - ci[0]),
+        "phi_ci_source": source,
+        "phi_ci_width": None if ci is None or None in ci else float(ci[1] - ci[0]),
         "n_bootstrap": (fit.bootstrap or {}).get("n_replicates", 0),
         "E": fit.params["E"],
         "E_bounds": [lo, hi],
@@ -101,7 +103,8 @@ def check(cond: dict[str, Any], targets: dict[str, float] = DEMO_TARGETS) -> lis
     if width is None or cond["n_bootstrap"] < targets["min_bootstrap"]:
         misses.append(f"phi needs a bootstrap of >= {targets['min_bootstrap']} replicates (has {cond['n_bootstrap']})")
     elif width > targets["phi_ci_width_max"]:
-        misses.append(f"phi's 95% interval is {width:.3f} wide (target <= {targets['phi_ci_width_max']})")
+        name = cond.get("phi_ci_source") or "bootstrap"
+        misses.append(f"phi's 95% {name} interval is {width:.3f} wide (target <= {targets['phi_ci_width_max']})")
     if not cond["E_inside"]:
         misses.append(f"E = {cond['E']:.4g} sits on its bound {cond['E_bounds']}")
     if cond["n_best_basin"] < targets["best_basin_min"]:
