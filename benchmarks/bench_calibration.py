@@ -1,39 +1,43 @@
-"""Are the fit's 95% intervals 95% intervals? Coverage on simulated sweeps with known truth (issue 38 item 5).
+"""The calibration matrix (issue 53): are the fit's 95% intervals 95% intervals, is a null delta-phi called "real"
+at most 5% of the time, and does `loopscale power`'s MDE give the power it promises, on designs x seeds x noise?
 
-For each scenario, --sweeps sweeps are drawn from a known law with seed noise (`synthetic.seeded_sweep`) and
-each is fitted exactly as `loopscale fit` fits it (`fit_table`: multi-start, phi profile, bootstrap; the joint
-fit `fit_joint` without its separate fits), with the noise model on (the default) and, for comparison, off
-(today's fit, `noise="off"`). Printed per scenario and method: the share of sweeps whose 95% interval of phi
-(single fit) and of delta-phi (joint fit, true delta-phi 0) covers the truth, the share of sweeps where the
-delta-phi interval excludes 0 ("real" with no true difference: the false-"real" rate), and the recovered seed
-sigma of log L (median ratio to the truth, share within +-20%). Target: coverage 92-98%, sigma within +-20%,
-false "real" <= 5%. With --sweeps 200 the Monte-Carlo standard error of a coverage near 95% is 1.5 points.
+Cells: {published grid, the CPU demo's forked design} x {1, 2, 3 seeds a point} x {gauss: Gaussian seed noise;
+t5: Student-t (5 dof) seed noise plus a point-level misfit shared by the point's seeds}, and two more on the
+published grid: `unbalanced` (1-4 seeds a point, a third unrepeated, t5 + misfit) and `trend` (3 seeds, a
+Gaussian sigma halving from the smallest budget to the largest). Seed noise: sigma of log L 0.005 (its standard
+deviation; a t draw is scaled to it); the misfit's standard deviation is drawn per sweep in [0.001, 0.003]; in
+the forked design half of a run's variance is its parent job's (shared by the job's branches). The generator is
+this file's own (`draw_sweep`), not `loopscale.fit.synthetic`'s noise (only its grids and law are used).
 
-Scenarios (designs from loopscale/fit/synthetic.py):
-  published   the published grid (BASELINE_SIZES at r in {1, 2, 4, 8}; joint: plus the probe's TBPTT_SIZES at
-              r in {2, 4, 8}), 3 seeds per point, independent runs (sigma of log L 0.005)
-  mixed       the published grid with 1 to 4 seeds per point (unequal; a third of the points unrepeated) and a
-              sigma falling with the budget (0.008 at the smallest, 0.004 at the largest: the rule must find it)
-  demo        the CPU demo's forked design (44 points from 16 jobs; joint: plus a recipe's r in {2, 4, 8}),
-              3 seeds = 3 parent jobs per (r, width); half of the variance a per-parent offset that all of a
-              parent's branches share, half each branch's own; the bootstrap's outer clusters are the parents
-Methods: "boot keep" (the default: two-stage bootstrap, outer clusters with replacement, a drawn point keeps
-its seeds), "boot resample" (its seeds drawn again with replacement, --inner-resample), "profile" (the robust
-likelihood-ratio interval on the seed-sigma scale), and "off boot" / "off profile" (noise model off).
+Part `coverage`: each sweep is fitted as `loopscale fit` fits it (`fit_table`, and `fit_joint` on the sweep
+plus a second recipe's looped runs with the same phi: delta-phi = 0; the forked design's bootstrap by parent
+job), and per interval (the profile, the bootstrap percentile) we count coverage of phi and of delta-phi, the
+false "real" (the delta-phi interval excludes 0), and the verdict's own answer; plus the recovered seed sigma.
 
-    .venv/bin/python benchmarks/bench_calibration.py [--sweeps 200] [--bootstrap 100] [--jobs 0]
-        [--scenarios published mixed demo] [--skip-off] [--inner-resample] [--fits phi dphi]
+Part `power`: per cell, a fresh pilot (one sweep, fitted), `loopscale power`'s recommended MDE from it
+(`fit.power.recommend`), then sweeps with that delta-phi planted, each fitted as a user would (`fit_joint`
+with the verdict): the share called "real" is the realised power (target 70-90%), and the share "no difference
+detected" at a true |delta-phi| above its margin is the false "no difference".
 
-Runs one sweep per worker process (--jobs, 0 = every core); wall time and the load average are printed.
+Resumable: every sweep's numbers are appended to OUT/<part>/<cell>.jsonl as it finishes; a rerun skips the sweeps
+already there and prints the table from all of them. Monte-Carlo standard errors are printed beside every share.
+
+    nice -n 10 .venv/bin/python benchmarks/bench_calibration.py --part coverage --sweeps 100 --jobs 2 \\
+        [--cells published-3-gauss demo-2-t5 ...] [--bootstrap 60] [--out runs/calibration]
+    .venv/bin/python benchmarks/bench_calibration.py --table [--out runs/calibration]     # print only
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
+import json
 import os
 import sys
 import time
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -41,173 +45,365 @@ import pandas as pd
 from loopscale.fit import synthetic as S
 from loopscale.fit.fit_table import fit_table
 from loopscale.fit.joint import fit_joint, joint_table
+from loopscale.fit.laws.registry import law_data_from_table, make_law
+from loopscale.fit.objective import Loss
+from loopscale.fit.power import simulate_design, truth_from_fit
+from loopscale.fit.replicates import point_keys
 from loopscale.fit.resample import resolve_jobs
+from loopscale.fit.starts import screen_starts
+from loopscale.fit.verdict import delta_answer
 
-SIGMA = 0.005
-DELTA_PHI_TRUE = 0.0
+SIGMA = 0.005  # standard deviation of a run's seed noise in log L
+MISFIT_RANGE = (0.001, 0.003)  # standard deviation of the point-level misfit in log L, drawn per sweep
+T_DOF = 5
+PARENT_SHARE = 0.5  # forked design: the share of a run's noise variance its parent job's branches share
 PROBE = "probe"
 
 
-def _budget_trend(table: pd.DataFrame) -> np.ndarray:
-    """sigma of log L from 0.008 at the smallest budget to 0.004 at the largest, log-linear in C."""
+@dataclass(frozen=True)
+class Cell:
+    design: str  # "published" or "demo"
+    seeds: int | str  # seeds a point, or "1-4"
+    noise: str  # "gauss" or "t5" (t5 noise plus point misfit)
+    trend: bool = False
+
+    @property
+    def name(self) -> str:
+        seeds = "unbalanced" if self.seeds == "1-4" else f"{self.seeds}"
+        return f"{self.design}-{seeds}-{self.noise}" + ("-trend" if self.trend else "")
+
+
+CELLS = {
+    c.name: c
+    for c in [Cell(d, k, n) for d in ("published", "demo") for k in (1, 2, 3) for n in ("gauss", "t5")]
+    + [Cell("published", "1-4", "t5"), Cell("published", 3, "gauss", trend=True)]
+}
+
+
+def _trend(table: pd.DataFrame) -> np.ndarray:
+    """sigma of log L from 1.4 x SIGMA at the smallest budget to 0.7 x SIGMA at the largest, log-linear in C."""
     logC = np.log(table["C_budget"].to_numpy(float))
-    u = (logC - logC.min()) / (logC.max() - logC.min())
-    return 0.008 * (0.5**u)
+    u = (logC - logC.min()) / max(logC.max() - logC.min(), 1e-12)
+    return SIGMA * 1.4 * (0.5**u)
 
 
-def scenario(name: str, k: int, joint: bool) -> tuple[pd.DataFrame, float, float | np.ndarray, str | None]:
-    """(sweep k of a scenario, true phi of the reference, true sigma per row, --cluster)."""
-    rng = np.random.default_rng([17, k])
-    if name == "demo":
+def _grid(cell: Cell, joint: bool, copy: bool = False) -> pd.DataFrame:
+    """The cell's design (one row per point); joint: plus a second recipe's runs, its probe grid, or with `copy`
+    a copy of the design's looped points (the comparison `loopscale power` simulates)."""
+    if copy:
+        base = _grid(cell, False)
+        return pd.concat([base, base[base["r"] > 1].assign(recipe=PROBE)], ignore_index=True)
+    if cell.design == "demo":
         parts = [S.demo_grid(S.BASELINE_R, "baseline")] + ([S.demo_grid(S.PROBE_R, PROBE)] if joint else [])
-        grid = pd.concat(parts, ignore_index=True)
-        phi = {"baseline": S.DEMO_PHI, PROBE: S.DEMO_PHI + DELTA_PHI_TRUE}
-        table = S.seeded_sweep(grid, phi, 3, SIGMA, seed=k, dense=S.DEMO_DENSE, forked=True, parent_share=0.5)
-        return table, S.DEMO_PHI, SIGMA, "parent"
-    parts = [S.isodepth_grid(S.BASELINE_SIZES, S.BASELINE_R, "baseline")]
+    else:
+        parts = [S.isodepth_grid(S.BASELINE_SIZES, S.BASELINE_R, "baseline")]
+        parts += [S.isodepth_grid(S.TBPTT_SIZES, S.PROBE_R, PROBE)] if joint else []
+    return pd.concat(parts, ignore_index=True)
+
+
+def true_law(cell: Cell) -> tuple[dict, float]:
+    return (
+        (dict(S.DEMO_DENSE), S.DEMO_PHI) if cell.design == "demo" else (dict(S.TRUE_DENSE), S.PUBLISHED_PHI["baseline"])
+    )
+
+
+def draw_sweep(
+    cell: Cell, stream: int, k: int, joint: bool, delta_phi: float = 0.0, copy: bool = False
+) -> tuple[pd.DataFrame, dict]:
+    """Sweep k of a cell (generator seeded by (stream, k)): the table with L and a `seed` column (and `parent` in
+    the forked design), and its truth {"phi", "sigma_rms", "misfit"}."""
+    rng = np.random.default_rng([stream, k])
+    grid = _grid(cell, joint, copy)
+    seeds = rng.choice([1, 1, 2, 3, 4], size=len(grid)) if cell.seeds == "1-4" else np.full(len(grid), cell.seeds)
+    table = grid.loc[grid.index.repeat(seeds)].reset_index(drop=True)
+    table["seed"] = np.concatenate([np.arange(s) for s in seeds])
+    dense, phi = true_law(cell)
+    recipe = table["recipe"].astype(str).to_numpy()
+    log_L = np.log(S.law_loss(table, dense, phi))
+    if delta_phi:
+        probe = recipe == PROBE
+        log_L[probe] = np.log(S.law_loss(table[probe], dense, phi + delta_phi))
+    sigma = _trend(table) if cell.trend else np.full(len(table), SIGMA)
+
+    def unit(n):  # unit-variance draws: Gaussian, or Student-t scaled to sd 1
+        if cell.noise == "t5":
+            return rng.standard_t(T_DOF, n) / np.sqrt(T_DOF / (T_DOF - 2))
+        return rng.standard_normal(n)
+
+    eps = unit(len(table))
+    if cell.design == "demo":  # forked: one job per (recipe, r, model, seed); its branches share half the variance
+        job = table[["r", "N_once", "N_rec", "seed"]].astype(str).agg("-".join, axis=1) + "-" + recipe
+        codes, inverse = np.unique(job.to_numpy(), return_inverse=True)
+        table["parent"] = "parent-" + job
+        eps = np.sqrt(PARENT_SHARE) * unit(len(codes))[inverse] + np.sqrt(1 - PARENT_SHARE) * eps
+    log_L = log_L + sigma * eps
+    misfit = 0.0
+    if cell.noise == "t5":
+        misfit = float(rng.uniform(*MISFIT_RANGE))
+        keys = point_keys(table)
+        point = keys.groupby(list(keys.columns), sort=False).ngroup().to_numpy()
+        log_L = log_L + misfit * rng.standard_normal(point.max() + 1)[point]
+    table["L"] = np.exp(log_L)
+    return table, {"phi": phi, "sigma_rms": float(np.sqrt(np.mean(sigma**2))), "misfit": misfit}
+
+
+@functools.cache
+def fast_starts(name: str, joint: bool, n_refine: int, copy: bool = False) -> np.ndarray:
+    """The fast path's starts for a cell's fits (as `loopscale power` fits its simulated sweeps): the truth and the
+    best n_refine - 1 starts screened once on the design's noise-free table, refined on every sweep instead of
+    screening each sweep's own (half of a fit's time)."""
+    cell = CELLS[name]
+    dense, phi = true_law(cell)
+    grid = _grid(cell, joint, copy)
     if joint:
-        parts.append(S.isodepth_grid(S.TBPTT_SIZES, S.PROBE_R, PROBE))
-    grid = pd.concat(parts, ignore_index=True)
-    phi = {"baseline": S.PUBLISHED_PHI["baseline"], PROBE: S.PUBLISHED_PHI["baseline"] + DELTA_PHI_TRUE}
-    if name == "published":
-        table = S.seeded_sweep(grid, phi, 3, SIGMA, seed=k)
-        return table, phi["baseline"], SIGMA, None
-    seeds = rng.choice([1, 1, 2, 3, 4], size=len(grid))
-    table = S.seeded_sweep(grid, phi, seeds, _budget_trend, seed=k)
-    return table, phi["baseline"], _budget_trend(table), None
+        grid, recipes = joint_table([grid.assign(L=S.law_loss(grid, dense, phi))], "recipe")
+        law, truth = make_law("looped-joint", recipes=recipes), {**dense, "phi[baseline]": phi, f"phi[{PROBE}]": phi}
+    else:
+        grid = grid.assign(L=S.law_loss(grid, dense, phi))
+        law, truth = make_law("looped", grid["r"].to_numpy(float)), {**dense, "phi": phi}
+    screened, _ = screen_starts(law, law_data_from_table(grid, law), Loss(), n_refine, np.random.default_rng(0))
+    return np.vstack([law.from_user(truth), screened[: n_refine - 1]])
 
 
-def _covers(interval, truth: float) -> float:
+def _covers(interval, truth: float):
     if interval is None or any(v is None for v in interval):
-        return np.nan
-    return float(interval[0] <= truth <= interval[1])
+        return None
+    return bool(interval[0] <= truth <= interval[1])
 
 
-def _excludes_zero(interval) -> float:
+def _excludes_zero(interval):
     if interval is None or any(v is None for v in interval):
-        return np.nan
-    return float(interval[0] > 0 or interval[1] < 0)
+        return None
+    return bool(interval[0] > 0 or interval[1] < 0)
 
 
-def run_sweep(task: tuple) -> list[dict]:
-    """Every method's numbers on sweep k of a scenario: one dict per (fit kind, method)."""
-    name, k, n_boot, methods, fits = task
-    out = []
+def coverage_sweep(task: tuple) -> dict:
+    """One sweep's numbers for part `coverage`: phi and delta-phi (truth 0) per interval, the verdicts, sigma."""
+    name, k, n_boot, n_refine = task
+    cell = CELLS[name]
+    cluster = "parent" if cell.design == "demo" else None
+    out: dict = {"k": k}
     with np.errstate(all="ignore"):
-        # single fit: phi
-        table, phi_true, sigma_true, cluster = scenario(name, k, joint=False)
-        for method in methods:
-            noise, inner = ("off", "keep") if method.startswith("off") else ("auto", method)
-            fit = fit_table(table, "looped", seed=k, n_bootstrap=n_boot, cluster=cluster, noise=noise, inner=inner)
-            label = "off" if noise == "off" else f"boot {inner}"
-            out.append({"scenario": name, "fit": "phi", "method": label, "covers": _covers(fit.ci95["phi"], phi_true)})
-            if method == methods[0] or noise == "off":
-                prof = "off profile" if noise == "off" else "profile"
-                cover = _covers(fit.profile_phi["interval"], phi_true)
-                out.append({"scenario": name, "fit": "phi", "method": prof, "covers": cover})
-            if noise == "auto" and method == methods[0]:
-                ratio = fit.noise["sigma_log"] / float(np.sqrt(np.mean(np.square(sigma_true))))
-                out.append({"scenario": name, "fit": "sigma", "method": fit.noise["model"]["kind"], "ratio": ratio})
-        if "dphi" not in fits:
-            return out
-        # joint fit: delta-phi, true value DELTA_PHI_TRUE
-        table, _, _, cluster = scenario(name, k, joint=True)
+        table, truth = draw_sweep(cell, 17, k, joint=False)
+        starts = fast_starts(name, False, n_refine)
+        fit = fit_table(table, "looped", seed=k, n_bootstrap=n_boot, cluster=cluster, starts=starts)
+        out["phi"] = {
+            "estimate": fit.params["phi"],
+            "true": truth["phi"],
+            "interval": fit.profile_phi["interval"],
+            "bootstrap_ci": (fit.ci95 or {}).get("phi"),
+            "profile": _covers(fit.profile_phi["interval"], truth["phi"]),
+            "bootstrap": _covers((fit.ci95 or {}).get("phi"), truth["phi"]),
+            "measured": fit.conditioning["measured"],
+            "covered_when_measured": _covers(fit.profile_phi["interval"], truth["phi"])
+            if fit.conditioning["measured"]
+            else None,
+        }
+        noise = fit.noise or {}
+        out["sigma_ratio"] = noise["sigma_log"] / truth["sigma_rms"] if noise.get("model") else None
+        out["sigma_model"] = (noise.get("model") or {}).get("kind")
+        out["lack_of_fit"] = noise.get("lack_of_fit")
+        table, _ = draw_sweep(cell, 23, k, joint=True)
         jt, recipes = joint_table([table], "recipe")
-        for method in methods:
-            noise, inner = ("off", "keep") if method.startswith("off") else ("auto", method)
-            fit = fit_joint(
-                jt,
-                "recipe",
-                recipes,
-                seed=k,
-                n_bootstrap=n_boot,
-                cluster=cluster,
-                separate=False,
-                noise=noise,
-                inner=inner,
-            )
-            d = fit.joint["delta_phi"][PROBE]
-            label = "off" if noise == "off" else f"boot {inner}"
-            cover = _covers(d["bootstrap_ci"], DELTA_PHI_TRUE)
-            out.append(
-                {
-                    "scenario": name,
-                    "fit": "dphi",
-                    "method": label,
-                    "covers": cover,
-                    "real": _excludes_zero(d["bootstrap_ci"]),
-                }
-            )
-            if method == methods[0] or noise == "off":
-                prof = "off profile" if noise == "off" else "profile"
-                iv = d["profile_interval"]
-                out.append(
-                    {
-                        "scenario": name,
-                        "fit": "dphi",
-                        "method": prof,
-                        "covers": _covers(iv, DELTA_PHI_TRUE),
-                        "real": _excludes_zero(iv),
-                    }
-                )
+        fit = fit_joint(
+            jt,
+            "recipe",
+            recipes,
+            seed=k,
+            n_bootstrap=n_boot,
+            cluster=cluster,
+            separate=False,
+            starts=fast_starts(name, True, n_refine),
+        )
+        d = fit.joint["delta_phi"][PROBE]
+        checks = fit.conditioning["checks"]
+        out["dphi"] = {
+            "estimate": d["estimate"],
+            "profile_interval": d.get("profile_interval"),
+            "bootstrap_ci": d.get("bootstrap_ci"),
+            "bootstrap_se": d.get("se"),
+            "profile_reference_dof": (d.get("profile") or {}).get("reference_dof"),
+            # failed blocking checks other than the interval's own (bounds): they gate any interval's answer
+            "blocking": [
+                c["name"]
+                for c in checks
+                if not c["ok"] and c["protects"] != "N*/D* extrapolation" and not c["name"].endswith("interval")
+            ],
+            "verdict": fit.conditioning["delta_phi"][PROBE]["answer"],
+            "verdict_source": fit.conditioning["delta_phi"][PROBE]["source"],
+        }
     return out
 
 
-def coverage_table(rows: list[dict]) -> pd.DataFrame:
-    """Per scenario and method: phi coverage, delta-phi coverage, false "real" rate (percent) and sweeps."""
-    df = pd.DataFrame(rows)
-    cov = df[df["fit"].isin(["phi", "dphi"])]
-    table = cov.pivot_table(index=["scenario", "method"], columns="fit", values="covers", aggfunc="mean") * 100
-    real = cov[cov["fit"] == "dphi"].groupby(["scenario", "method"])["real"].mean() * 100
-    n = cov[cov["fit"] == "phi"].groupby(["scenario", "method"])["covers"].count()
-    out = table.reindex(columns=["phi", "dphi"]).rename(columns={"phi": "phi cover %", "dphi": "dphi cover %"})
-    out["false real %"] = real.reindex(out.index)
-    out["sweeps"] = n
-    return out.round(1)
+def _answer(d: dict, source: str) -> str:
+    """The verdict's answer on a null delta-phi had it read this interval (its other blocking checks kept)."""
+    interval = d["profile_interval"] if source == "profile" else d["bootstrap_ci"]
+    return delta_answer(d["estimate"], interval, None, source, blocking=d["blocking"])["answer"]
 
 
-def sigma_table(rows: list[dict]) -> pd.DataFrame:
-    df = pd.DataFrame([r for r in rows if r["fit"] == "sigma"])
-    g = df.groupby("scenario")
-    return pd.DataFrame(
-        {
-            "median sigma ratio": g["ratio"].median().round(3),
-            "within +-20% %": g["ratio"].apply(lambda x: 100 * float(np.mean(np.abs(x - 1) <= 0.2))).round(1),
-            "models chosen": g["method"].agg(lambda x: ", ".join(f"{k} {v}" for k, v in x.value_counts().items())),
-        }
-    )
+POWER_CELLS = ("published-2-t5", "published-3-gauss", "demo-3-gauss", "published-1-t5")
+
+
+def power_pilot(name: str, n_sims: int, n_refine: int, folder: Path) -> dict:
+    """A fresh pilot of the cell (one sweep of its design, stream 31), fitted as `fit` does, and `loopscale
+    power`'s MDE from it (`simulate_design` on the same design with the pilot's `truth_from_fit`): cached in
+    folder/<cell>.pilot.json, so every power sweep of the cell plants the same MDE."""
+    path = folder / f"{name}.pilot.json"
+    if path.exists():
+        return json.loads(path.read_text())
+    cell = CELLS[name]
+    table, truth = draw_sweep(cell, 31, 0, joint=False)
+    fit = fit_table(table, "looped", profile=False, starts=fast_starts(name, False, n_refine))
+    pilot = truth_from_fit(fit)
+    design = table.drop(columns=["L"])
+    sim = simulate_design(design, pilot, n_sims=n_sims, seed=5, what=("delta_phi",))["delta_phi"]
+    keys = ("mde", "mde_point", "mde_upper", "mde_mc_se", "se", "width95", "sigma_interval")
+    out = {k: sim[k] for k in keys}
+    out["pilot"] = {
+        "sigma_log": pilot.sigma_log,
+        "sigma_dof": pilot.sigma_dof,
+        "misfit_log": pilot.misfit_log,
+        "tail_dof": pilot.tail_dof,
+        "true_sigma": truth["sigma_rms"],
+        "true_misfit": truth["misfit"],
+    }
+    path.write_text(json.dumps(out, default=float))
+    return out
+
+
+def power_sweep(task: tuple) -> dict:
+    """Sweep k of part `power`: the cell's design plus a copy of its looped points with the pilot's MDE planted,
+    fitted as a user would (`fit_joint`, no bootstrap: the verdict reads the profile), and the verdict's answer."""
+    name, k, mde, n_refine = task
+    cell = CELLS[name]
+    cluster = "parent" if cell.design == "demo" else None
+    with np.errstate(all="ignore"):
+        table, _ = draw_sweep(cell, 37, k, joint=True, delta_phi=mde, copy=True)
+        jt, recipes = joint_table([table], "recipe")
+        starts = fast_starts(name, True, n_refine, True)
+        fit = fit_joint(jt, "recipe", recipes, seed=k, cluster=cluster, separate=False, starts=starts)
+    answer = fit.conditioning["delta_phi"][PROBE]
+    return {"k": k, "mde": mde, "answer": answer["answer"], "interval": answer["interval"], "line": answer["line"]}
+
+
+def power_table(out: Path) -> pd.DataFrame:
+    rows = []
+    for name in CELLS:
+        path, pilot_path = out / "power" / f"{name}.jsonl", out / "power" / f"{name}.pilot.json"
+        if not (path.exists() and pilot_path.exists()):
+            continue
+        recs = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        pilot = json.loads(pilot_path.read_text())
+        p = pilot["pilot"]
+        rows.append(
+            {
+                "cell": name,
+                "sweeps": len(recs),
+                "MDE (power)": f"{pilot['mde']:.4f} ± {pilot['mde_mc_se']:.4f}",
+                "MDE at sigma / its upper end": f"{pilot['mde_point']:.4f} / {pilot['mde_upper']:.4f}",
+                "pilot sigma (true)": f"{p['sigma_log']:.4f} ({p['true_sigma']:.4f})",
+                "pilot misfit (true)": f"{p['misfit_log']:.4f} ({p['true_misfit']:.4f})",
+                "realised power %": _pm(r["answer"] == "real" for r in recs),
+                "false 'no difference' %": _pm(r["answer"] == "no difference" for r in recs),
+            }
+        )
+    return pd.DataFrame(rows).set_index("cell") if rows else pd.DataFrame()
+
+
+def _share(values) -> tuple[float, float, int]:
+    """(percent, its Monte-Carlo standard error in points, n) of the True among the non-None values."""
+    v = np.array([bool(x) for x in values if x is not None], dtype=float)
+    if not len(v):
+        return float("nan"), float("nan"), 0
+    p = float(v.mean())
+    return 100 * p, 100 * float(np.sqrt(max(p * (1 - p), 1e-12) / len(v))), len(v)
+
+
+def _pm(values) -> str:
+    p, se, n = _share(values)
+    return "n/a" if n == 0 else f"{p:.1f} ± {se:.1f}"
+
+
+def coverage_table(out: Path) -> pd.DataFrame:
+    rows = []
+    for name in CELLS:
+        path = out / "coverage" / f"{name}.jsonl"
+        if not path.exists():
+            continue
+        recs = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        ratios = np.array([r["sigma_ratio"] for r in recs if r.get("sigma_ratio") is not None])
+        rows.append(
+            {
+                "cell": name,
+                "sweeps": len(recs),
+                "phi profile %": _pm(r["phi"]["profile"] for r in recs),
+                "phi bootstrap %": _pm(r["phi"]["bootstrap"] for r in recs),
+                "dphi profile %": _pm(_covers(r["dphi"]["profile_interval"], 0.0) for r in recs),
+                "dphi bootstrap %": _pm(_covers(r["dphi"]["bootstrap_ci"], 0.0) for r in recs),
+                "false real: profile %": _pm(_answer(r["dphi"], "profile") == "real" for r in recs),
+                "false real: bootstrap %": _pm(_answer(r["dphi"], "bootstrap") == "real" for r in recs),
+                "phi measured %": _pm(r["phi"]["measured"] for r in recs),
+                "sigma within ±20% %": "n/a" if not len(ratios) else _pm(np.abs(ratios - 1) <= 0.2),
+                "sigma median ratio": "n/a" if not len(ratios) else f"{np.median(ratios):.3f}",
+            }
+        )
+    return pd.DataFrame(rows).set_index("cell") if rows else pd.DataFrame()
+
+
+def _done(path: Path) -> set[int]:
+    if not path.exists():
+        return set()
+    return {json.loads(line)["k"] for line in path.read_text().splitlines() if line.strip()}
+
+
+def run_part(
+    part: str, cells: list[str], sweeps: int, jobs: int, out: Path, n_boot: int, n_refine: int, n_sims: int = 100
+) -> None:
+    folder = out / part
+    folder.mkdir(parents=True, exist_ok=True)
+    todo = {name: [k for k in range(sweeps) if k not in _done(folder / f"{name}.jsonl")] for name in cells}
+    if part == "power":
+        mdes = {name: power_pilot(name, n_sims, n_refine, folder)["mde"] for name in cells}
+        worker, extra = power_sweep, {name: (mdes[name], n_refine) for name in cells}
+    else:
+        worker, extra = coverage_sweep, {name: (n_boot, n_refine) for name in cells}
+    tasks = []
+    for i in range(sweeps):  # interleaved, so every cell grows together and a stop leaves each with some sweeps
+        tasks += [(name, todo[name][i], *extra[name]) for name in cells if i < len(todo[name])]
+    t0 = time.perf_counter()
+    with ProcessPoolExecutor(max_workers=jobs) as pool:
+        futures = {pool.submit(worker, t): t for t in tasks}
+        for n, fut in enumerate(as_completed(futures), 1):
+            name = futures[fut][0]
+            rec = fut.result()
+            with open(folder / f"{name}.jsonl", "a") as fh:
+                fh.write(json.dumps(rec) + "\n")
+            if n % 10 == 0 or n == len(tasks):
+                load = os.getloadavg()[0]
+                print(f"  {n}/{len(tasks)} sweeps, {time.perf_counter() - t0:.0f} s, load {load:.1f}", file=sys.stderr)
 
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--sweeps", type=int, default=200)
-    p.add_argument("--bootstrap", type=int, default=100, help="replicates per bootstrap")
-    p.add_argument("--jobs", type=int, default=0, help="worker processes (0: every core)")
-    p.add_argument("--scenarios", nargs="+", default=["published", "mixed", "demo"])
-    p.add_argument("--skip-off", action="store_true", help="leave out the noise-off comparison")
-    p.add_argument("--inner-resample", action="store_true", help="also the bootstrap that resamples seeds")
-    p.add_argument("--fits", nargs="+", default=["phi", "dphi"], help="phi (single fits) and/or dphi (joint fits)")
+    p.add_argument("--part", choices=["coverage", "power"], default="coverage")
+    p.add_argument("--sims", type=int, default=100, help="part power: simulated sweeps of `power` per pilot")
+    p.add_argument("--cells", nargs="+", default=list(CELLS), choices=list(CELLS))
+    p.add_argument("--sweeps", type=int, default=100, help="sweeps a cell (the ones already written are kept)")
+    p.add_argument("--bootstrap", type=int, default=60, help="bootstrap replicates per fit")
+    p.add_argument("--refine", type=int, default=4, help="starts refined per fit: the truth and the best screened")
+    p.add_argument("--jobs", type=int, default=1, help="worker processes (0: every core)")
+    p.add_argument("--out", type=Path, default=Path("runs/calibration"))
+    p.add_argument("--table", action="store_true", help="print the table of what is written, run nothing")
     args = p.parse_args(argv)
-    methods = ["keep"] + (["resample"] if args.inner_resample else []) + ([] if args.skip_off else ["off"])
-    jobs = resolve_jobs(args.jobs)
-    tasks = [(name, k, args.bootstrap, methods, args.fits) for name in args.scenarios for k in range(args.sweeps)]
-    t0 = time.perf_counter()
-    rows: list[dict] = []
-    with ProcessPoolExecutor(max_workers=jobs) as pool:
-        for i, part in enumerate(pool.map(run_sweep, tasks, chunksize=1)):
-            rows.extend(part)
-            if (i + 1) % 20 == 0:
-                print(f"  {i + 1}/{len(tasks)} sweeps, {time.perf_counter() - t0:.0f} s", file=sys.stderr, flush=True)
-    wall = time.perf_counter() - t0
-    pd.set_option("display.width", 160)
-    print(
-        f"coverage of nominal 95% intervals ({args.sweeps} sweeps per scenario, {args.bootstrap} bootstrap "
-        f"replicates; true delta-phi {DELTA_PHI_TRUE}: 'false real' = the delta-phi interval excludes 0):"
-    )
-    print(coverage_table(rows).to_string())
-    print("\nseed sigma of log L recovered (noise model on):")
-    print(sigma_table(rows).to_string())
-    print(f"\n{len(tasks)} sweeps in {wall:.0f} s on {jobs} worker processes; load average {os.getloadavg()}")
+    if not args.table:
+        t0 = time.perf_counter()
+        jobs = resolve_jobs(args.jobs)
+        run_part(args.part, args.cells, args.sweeps, jobs, args.out, args.bootstrap, args.refine, args.sims)
+        print(f"wall {time.perf_counter() - t0:.0f} s, load average {os.getloadavg()}", file=sys.stderr)
+    pd.set_option("display.width", 250)
+    pd.set_option("display.max_columns", 30)
+    print(coverage_table(args.out).to_string())
+    print(power_table(args.out).to_string())
     return 0
 
 
