@@ -47,7 +47,8 @@ from loopscale.fit.fit_table import fit_table
 from loopscale.fit.joint import fit_joint, joint_table
 from loopscale.fit.laws.registry import law_data_from_table, make_law
 from loopscale.fit.objective import Loss
-from loopscale.fit.power import simulate_design, truth_from_fit
+from loopscale.fit.pilot import truth_from_fit
+from loopscale.fit.power import simulate_design
 from loopscale.fit.replicates import point_keys
 from loopscale.fit.resample import resolve_jobs
 from loopscale.fit.starts import screen_starts

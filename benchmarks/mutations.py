@@ -815,7 +815,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "power-parent-share-not-square-rooted",
-        "loopscale/fit/power.py",
+        "loopscale/fit/pilot.py",
         "math.sqrt(share) * shared + math.sqrt(1 - share) * own",
         "share * shared + (1 - share) * own",
         (
@@ -1086,7 +1086,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "noise-scale-not-bounded-by-the-scatter",
-        "loopscale/fit/uncertainty.py",
+        "loopscale/fit/noise_scale.py",
         "    if not s2 > 1:\n",
         "    if True:\n",
         (
@@ -1097,7 +1097,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "lack-of-fit-from-bounded-psi",
-        "loopscale/fit/uncertainty.py",
+        "loopscale/fit/noise_scale.py",
         "    sums = z if groups is None else np.bincount(groups, weights=z)\n",
         "    z = np.clip(z, -1.345, 1.345)\n    sums = z if groups is None else np.bincount(groups, weights=z)\n",
         (
@@ -1116,6 +1116,53 @@ MUTATIONS: tuple[Mutation, ...] = (
             "test_a_law_missing_its_points_by_5x_the_seed_noise_widens_the_interval_by_the_expected_factor",
         ),
         "noise model: a point's seeds share the law's misfit there (summed before squaring, not n_g draws)",
+    ),
+    Mutation(
+        "verdict-reads-the-bootstrap",
+        VERDICT,
+        '    if profile is not None and profile.get("interval"):\n',
+        '    if (fit.ci95 or {}).get(key):\n        return list(fit.ci95[key]), "bootstrap", None\n'
+        '    if profile is not None and profile.get("interval"):\n',
+        ("tests/unit/test_verdict.py::test_the_verdict_reads_the_profile_interval_not_the_bootstrap",),
+        "the verdict reads the calibrated interval (the profile), not the bootstrap percentile beside it",
+    ),
+    Mutation(
+        "power-accepts-a-law-outside-the-box",
+        "loopscale/fit/pilot.py",
+        "        if not lo < value < hi:\n",
+        "        if False:\n",
+        ("tests/unit/test_power_honest.py::test_power_refuses_a_law_or_a_planted_delta_phi_outside_the_fitters_box",),
+        "power refuses a law outside the fitter's box instead of printing widths of fits pinned at a bound",
+    ),
+    Mutation(
+        "power-draws-seed-noise-only",
+        "loopscale/fit/pilot.py",
+        "    if misfit_log and points is not None:\n",
+        "    if False:\n",
+        (
+            "tests/unit/test_power_honest.py::"
+            "test_the_pilot_shows_its_misfit_tails_and_sigma_uncertainty_and_power_draws_them",
+        ),
+        "power draws the misfit the pilot shows, shared by a point's seeds, not seed noise alone",
+    ),
+    Mutation(
+        "power-treats-sigma-as-exact",
+        "loopscale/fit/pilot.py",
+        "    return 1.0 if dof is None else math.sqrt(dof / rng.chisquare(dof))\n",
+        "    return 1.0\n",
+        ("tests/unit/test_power_honest.py::test_a_pilot_with_one_dof_of_sigma_plans_with_an_uncertain_sigma",),
+        "power draws each sweep's sigma from the pilot's uncertainty about it",
+    ),
+    Mutation(
+        "approach2-one-parabola-over-every-point",
+        "loopscale/fit/validation/approach2.py",
+        "    return slice(max(0, k - WINDOW_NEIGHBOURS), min(len(y), k + WINDOW_NEIGHBOURS + 1)), None\n",
+        "    return slice(0, len(y)), None\n",
+        (
+            "tests/unit/test_approach2.py::"
+            "test_each_budgets_n_star_is_recovered_within_its_interval_and_the_exponent_within_its_own",
+        ),
+        "Approach 2 fits each budget's parabola near its minimum, not over every size",
     ),
 )
 

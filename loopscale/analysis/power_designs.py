@@ -13,6 +13,7 @@ from loopscale.analysis.report import markdown_table
 from loopscale.fit.power import design_law, mde_formula, recipe_rows, seeds_needed, simulate_design
 from loopscale.fit.replicates import replicate_groups
 from loopscale.fit.runs_table import canonical_table, read_table
+from loopscale.fit.verdict import MDE_FACTOR
 from loopscale.launch.design import candidate_designs, design_points, looped_overrides, n_seeds, with_seeds
 from loopscale.launch.grid_cost import pool_rows, totals
 
@@ -56,6 +57,10 @@ def power_record(req: PowerRequest, truth) -> dict:
             "params": dict(truth.params),
             "sigma_log": truth.sigma_log,
             "sigma_source": truth.sigma_source,
+            "sigma_dof": truth.sigma_dof,
+            "sigma_interval": list(truth.sigma_interval()),
+            "misfit_log": truth.misfit_log,
+            "tail_dof": truth.tail_dof,
             "parent_share": truth.parent_share,
         },
         "settings": {"n_sims": req.sims, "seed": req.seed, "planted_delta_phi": req.delta, "full_fits": req.full},
@@ -170,7 +175,8 @@ def _recommend(req: PowerRequest, truth, designs: list[dict], progress) -> dict:
     target = req.detect
     options = []
     for d in designs:
-        k = seeds_needed(d["delta_phi"]["se"], d["seeds"], target, MAX_SEEDS)
+        # the MDE read off the verdict's interval, as an se of the normal approximation (the pick is simulated)
+        k = seeds_needed(d["delta_phi"]["mde"] / MDE_FACTOR, d["seeds"], target, MAX_SEEDS)
         if k is not None:
             k = max(k, d["seeds"])
             flops = d["cost"]["flops_with_candidate"] * k / d["seeds"]
@@ -226,7 +232,8 @@ def design_row(d: dict) -> list[str]:
         f"{phi['width95']:.3f}",
         f"{phi['bias']:+.3f}",
         f"{dphi['width95']:.3f}",
-        f"{dphi['mde']:.3f}",
+        f"{dphi['mde']:.3f} ± {dphi.get('mde_mc_se', float('nan')):.3f}",
+        f"{dphi.get('mde_point', float('nan')):.3f} / {dphi.get('mde_upper', float('nan')):.3f}",
     ]
 
 
@@ -247,8 +254,22 @@ HEADERS = [
     "phi 95% width",
     "phi bias",
     "Δφ 95% width",
-    "MDE Δφ",
+    "MDE Δφ (± MC)",
+    "MDE at sigma / its 95% upper end",
 ]
+
+
+def _noise_text(pilot: dict) -> str:
+    """What the simulation draws beside the seed sigma: its interval, the misfit at a point, heavy tails."""
+    parts = []
+    if pilot.get("sigma_dof"):
+        lo, hi = pilot["sigma_interval"]
+        parts.append(f"95% interval [{lo:.3g}, {hi:.3g}] on {pilot['sigma_dof']:.0f} dof, drawn per sweep")
+    if pilot.get("misfit_log"):
+        parts.append(f"misfit at a point {pilot['misfit_log']:.3g} in log L")
+    if pilot.get("tail_dof"):
+        parts.append(f"Student-t tails ({pilot['tail_dof']:.1f} dof)")
+    return f" ({'; '.join(parts)})" if parts else ""
 
 
 def markdown(record: dict) -> str:
@@ -260,15 +281,15 @@ def markdown(record: dict) -> str:
         "# loopscale power",
         "",
         f"Pilot: {pilot['source']} ({law}); seed sigma of log L {pilot['sigma_log']:.4g} from "
-        f"{pilot['sigma_source']}; {record['settings']['n_sims']} simulated sweeps per design, each fitted as "
-        "`loopscale fit` does; the second recipe's looped runs are a copy of the design's with "
-        f"Δφ = {record['settings']['planted_delta_phi']:g} planted.",
+        f"{pilot['sigma_source']}{_noise_text(pilot)}; {record['settings']['n_sims']} simulated sweeps per design, "
+        "each fitted as `loopscale fit` does and read by the verdict's interval (the profile); the second recipe's "
+        f"looped runs are a copy of the design's with Δφ = {record['settings']['planted_delta_phi']:g} planted.",
         "",
         f"Design: {design_source(record['designs'][0])}.",
         "",
         markdown_table(HEADERS, [design_row(d) for d in record["designs"]]),
         "",
-        f"- {record['mde_formula']}; 95% width = 2 x 1.96 se.",
+        f"- {record['mde_formula']}; the 95% widths are the verdict interval's median width.",
     ]
     target = record.get("target")
     if target:

@@ -28,7 +28,7 @@ from loopscale.analysis.power_designs import MAX_SEEDS, PowerRequest, markdown, 
 from loopscale.atomic import check_writable, write_text_atomic
 from loopscale.cli import COMMANDS, UsageError
 from loopscale.cli.arguments import add_probe_argument
-from loopscale.fit.power import Truth, truth_from_fit
+from loopscale.fit.pilot import Truth, truth_from_fit
 from loopscale.fit.resample import resolve_jobs
 from loopscale.plots.files import figure_files, write_figure
 from loopscale.plots.power import power_figure

@@ -22,19 +22,13 @@ from __future__ import annotations
 from loopscale.fit.laws.form import Law
 from loopscale.fit.laws.registry import law_data_from_table
 from loopscale.fit.noise import DEFAULT_INNER, noise_block, noise_setup, seed_hierarchy
+from loopscale.fit.noise_scale import fit_on_its_scale, residual_tails
 from loopscale.fit.objective import Loss
 from loopscale.fit.optimize import adopt_optimum, fit_law
 from loopscale.fit.resample import bootstrap, on_one_blas_thread
 from loopscale.fit.result import FitResult, data_summary, versions
 from loopscale.fit.runs_table import SEED_COLUMN, budget_column, check_clusters, cluster_labels, table_warnings
-from loopscale.fit.uncertainty import (
-    fit_on_its_scale,
-    holdout_largest,
-    holdout_train_rows,
-    percentile_ci,
-    profile_refit,
-    residual_tails,
-)
+from loopscale.fit.uncertainty import holdout_largest, holdout_train_rows, percentile_ci, profile_refit
 from loopscale.fit.verdict import fit_checks
 
 
@@ -86,8 +80,7 @@ def fit_table(
     estimated (`noise.SIGMA_RULE`), the residuals are standardised by it (Huber on z), the profile threshold
     is on that scale and the bootstrap is two-stage (`seed_hierarchy`; `inner`: "keep" or "resample" each
     drawn point's seeds). Without seed repeats, or with noise "off", the fit is today's and the record's
-    `noise` block says that its intervals omit seed noise. starts: refined instead of screened ones
-    (`optimize.fit_law`: simulations that fit many sweeps of one design).
+    `noise` block says that its intervals omit seed noise. starts: refined instead of screened (`fit_law`).
     """
     loss = loss or Loss()
     name = law.name if isinstance(law, Law) else law

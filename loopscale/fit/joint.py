@@ -35,6 +35,7 @@ from loopscale.fit.laws.looped_joint import RECIPE_CODE
 from loopscale.fit.laws.looped_joint import recipe_phi as recipe_phi  # its home before the law registry
 from loopscale.fit.laws.registry import law_data_from_table, make_law
 from loopscale.fit.noise import DEFAULT_INNER, NoiseFit, noise_block, noise_setup, seed_hierarchy
+from loopscale.fit.noise_scale import fit_on_its_scale, residual_tails
 from loopscale.fit.objective import Loss
 from loopscale.fit.optimize import adopt_optimum, fit_law, refine
 from loopscale.fit.replicates import replicate_groups
@@ -42,14 +43,7 @@ from loopscale.fit.resample import bootstrap, on_one_blas_thread
 from loopscale.fit.result import FitResult, compare_param, data_summary, versions
 from loopscale.fit.runs_table import SEED_COLUMN, check_clusters, cluster_labels
 from loopscale.fit.two_stage import Hierarchy
-from loopscale.fit.uncertainty import (
-    fit_on_its_scale,
-    lr_test,
-    percentile_ci,
-    profile_refit,
-    profile_threshold,
-    residual_tails,
-)
+from loopscale.fit.uncertainty import lr_test, percentile_ci, profile_refit, profile_threshold
 from loopscale.fit.verdict import joint_checks
 
 LAW_INPUTS = ("N_once", "N_rec", "r", "D", "L")
@@ -184,10 +178,8 @@ def fit_joint(
     shared-parameter check. A delta-phi profile below the fit moves the fit there first (`_profiles`).
     Bootstrap seeds are seed + 1 (joint) and seed + 2 + i (separate fit i); `jobs` worker processes and
     the `progress` stream as in `resample.bootstrap`. The separate fits use the law's `recipe_law`.
-    Seeds as in `fit_table.fit_table` (noise, seed_column, inner); the separate fits use the joint sigma.
-    starts: refined instead of screened ones (`optimize.fit_law`)."""
-    loss = loss or Loss()
-    law = make_law(law_name, recipes=recipes)
+    Seeds, starts as in `fit_table.fit_table`; the separate fits use the joint sigma."""
+    law, loss = make_law(law_name, recipes=recipes), loss or Loss()
     labels = check_joint_inputs(table, recipes, n_bootstrap, cluster)
     nf, data, loss = noise_setup(table, joint_data(table, law_name), loss, noise, seed_column, RECIPE_CODE)
     result, state = fit_law(data, law, loss, seed, n_refine, starts)

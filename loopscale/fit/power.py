@@ -6,27 +6,26 @@ N_once, N_rec, N_pass, N, D, C, C_budget, width, recipe, seed and, in a forked s
 phase its branches share). A design with parameters used once per pass (N_pass > 0: per-pass adapters, a
 loop-index embedding) is drawn from and fitted with the looped-pass law (N_once + N_pass + r^phi N_rec), as
 `loopscale fit --law looped-pass` fits its runs; any other with the looped law (`design_law`).
-`loopscale.launch.design` builds it from a sweep's expansion with exact accounting. From a law (a pilot fit's
-parameters, or stated ones) and the seed sigma of log L (`Truth`), `simulate_design` draws n_sims sweeps of the
-design,
+`loopscale.launch.design` builds it from a sweep's expansion with exact accounting. From a law and the noise a pilot
+shows (`loopscale.fit.pilot.Truth`: seed sigma with its degrees of freedom, misfit at a point, tails),
+`simulate_design` draws n_sims sweeps of the design,
 
-    log L = log L_law + eps,   eps = sigma (sqrt(rho) z_parent + sqrt(1 - rho) z_run),
+    log L = log L_law + f (sigma (sqrt(rho) u_parent + sqrt(1 - rho) u_run) + tau u_point),
 
-(rho: the share of a run's noise that the branches of one forked job share, as `synthetic.seeded_sweep` draws
-it; each seed is its own parent), and fits each as `loopscale fit` does: the table's noise model first
-(`noise.noise_setup`: with seed repeats the seed sigma is estimated and the residuals standardised by it),
-then the fitter's fast path, the bootstrap replicate's (`resample.solve_chunk`): one batched Levenberg-Marquardt
-pass from the truth (the noise-free optimum) and the best screened starts, exact Newton, tight L-BFGS-B (`full`:
-the multi-start of `fit_law` instead, ~10x slower). Two fits per
-sweep: the looped law on the design (phi), and the joint law on the design plus a second recipe's copy of its
-looped runs (the r = 1 runs shared, as a probe reuses the baseline's), with phi + delta planted (delta-phi).
+(rho: the share of a run's noise that the branches of one forked job share; u of unit variance, Student-t where
+the pilot's tails are heavy; u_point shared by a point's seeds; f a draw of sigma's own uncertainty: `pilot`),
+and fits each as `loopscale fit` does: the table's noise model (`noise.noise_setup`), the fitter's fast path,
+the bootstrap replicate's (`resample.solve_chunk`): one batched Levenberg-Marquardt pass from the truth (the
+noise-free optimum) and the best screened starts, exact Newton, tight L-BFGS-B (`full`: the multi-start of
+`fit_law` instead, ~10x slower), then the scale bounded by the scatter about the law (`noise_scale`), and reads
+the interval the verdict reads: the profile's (`uncertainty.profile_interval`). Two fits per sweep: the looped
+law on the design (phi), and the joint law on the design plus a second recipe's copy of its looped runs (the r = 1
+runs shared, as a probe reuses the baseline's), with phi + delta planted (delta-phi).
 
-From the n_sims estimates: se (their standard deviation), bias (mean - truth), the expected 95% interval width
-2 z_0.975 se (what a calibrated interval of one sweep spans), the minimum detectable delta-phi
-
-    MDE = (z_0.975 + z_0.80) se(delta-phi)   (`verdict.MDE_FACTOR`, 2.80),
-
-and the share of sweeps in which the planted delta is detected (|delta_hat| > z_0.975 se). Reproducible from
+From the n_sims sweeps: se (the estimates' standard deviation), bias (mean - truth), the verdict interval's
+median width, its coverage, and the minimum detectable delta-phi (`verdict_mde`): the smallest |delta| whose
+interval excludes 0 in 80% of sweeps, beside it at sigma's estimate and its 95% upper end, with its Monte-Carlo
+error; the share of sweeps whose interval excludes 0 at the planted delta (`detected_share`). Reproducible from
 `seed` whatever `jobs` (chunk k of a design draws from its own generator, seeded by (seed, k)).
 """
 
@@ -39,140 +38,32 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from scipy.stats import chi2
 
 from loopscale.errors import InputError
-from loopscale.fit.bounds import BOUNDS, DPHI_BOUNDS, clip_to_bounds
+from loopscale.fit.bounds import clip_to_bounds
 from loopscale.fit.laws.form import Law, per_pass_rows
 from loopscale.fit.laws.looped import Looped
 from loopscale.fit.laws.looped_joint import RECIPE_CODE
 from loopscale.fit.laws.looped_pass import LoopedPass
 from loopscale.fit.laws.registry import law_data_from_table, make_law, per_recipe_form
 from loopscale.fit.noise import noise_setup
+from loopscale.fit.noise_scale import scale_to_scatter
 from loopscale.fit.objective import Loss
 from loopscale.fit.optimize import FitState, fit_law, lm_batch, newton, refine
+from loopscale.fit.pilot import Truth, check_in_box, draw_noise, scale_draw
 from loopscale.fit.replicates import point_keys
 from loopscale.fit.resample import PROGRESS_DELAY_S, on_one_blas_thread
-from loopscale.fit.result import load_fit
 from loopscale.fit.runs_table import PARENT_COLUMN
 from loopscale.fit.starts import screen_starts
 from loopscale.fit.synthetic import law_loss
 from loopscale.fit.task_pool import run_tasks
-from loopscale.fit.uncertainty import profile_interval, scale_to_scatter
+from loopscale.fit.uncertainty import profile_interval
 from loopscale.fit.verdict import MDE_FACTOR, POWER, Z_LEVEL
 
-DENSE = ("E", "A", "alpha", "B", "beta")
 CANDIDATE = "candidate"  # the second recipe of a simulated comparison
 BASELINE = "baseline"  # the recipe whose r = 1 runs a recipe without its own shares
 SIMS_PER_TASK = 8  # simulated sweeps per chunk: a worker's unit of work
 N_SCREENED_STARTS = 2  # screened starts beside the noise-free optimum, as the bootstrap's replicates use
-
-
-@dataclass(frozen=True)
-class Truth:
-    """The law the simulated sweeps are drawn from and the noise the pilot shows: E, A, alpha, B, beta, phi; the
-    seed sigma of log L and the degrees of freedom it rests on (sigma_dof; None: known exactly, e.g. stated);
-    the law's misfit at a point (misfit_log: the standard deviation of a shift shared by the point's seeds);
-    the Student-t degrees of freedom of the noise (tail_dof; None: Gaussian); the share of a forked job's noise
-    its branches share (parent_share); where sigma came from (said in outputs)."""
-
-    params: Mapping[str, float]
-    sigma_log: float
-    parent_share: float = 1.0
-    sigma_source: str = "stated"
-    sigma_dof: float | None = None
-    misfit_log: float = 0.0
-    tail_dof: float | None = None
-
-    def __post_init__(self):
-        missing = [k for k in (*DENSE, "phi") if k not in self.params]
-        if missing:
-            raise InputError(f"the law needs {', '.join(missing)} (E, A, alpha, B, beta, phi)")
-        if not (np.isfinite(self.sigma_log) and self.sigma_log > 0):
-            raise InputError(f"the seed sigma of log L must be > 0; got {self.sigma_log}")
-        if not 0 <= self.parent_share <= 1:
-            raise InputError(f"the parent share of the noise must be in [0, 1]; got {self.parent_share}")
-        if self.sigma_dof is not None and not self.sigma_dof >= 1:
-            raise InputError(f"sigma's degrees of freedom must be >= 1; got {self.sigma_dof}")
-        if not (np.isfinite(self.misfit_log) and self.misfit_log >= 0):
-            raise InputError(f"the misfit must be >= 0; got {self.misfit_log}")
-        if self.tail_dof is not None and not self.tail_dof > 4:
-            raise InputError(f"the noise's t degrees of freedom must be > 4 (a finite kurtosis); got {self.tail_dof}")
-
-    def sigma_interval(self, level: float = 0.95) -> tuple[float, float]:
-        """sigma's two-sided interval from its degrees of freedom (nu s^2 / sigma^2 ~ chi2_nu); a point if known."""
-        if self.sigma_dof is None:
-            return self.sigma_log, self.sigma_log
-        nu, tail = self.sigma_dof, (1 - level) / 2
-        return (
-            self.sigma_log * math.sqrt(nu / chi2.ppf(1 - tail, nu)),
-            self.sigma_log * math.sqrt(nu / chi2.ppf(tail, nu)),
-        )
-
-
-def check_in_box(params: Mapping[str, float], delta_phi: float = 0.0) -> None:
-    """InputError (one line) when the law, or phi + the planted delta-phi, lies outside the fitter's box: a fit
-    could not recover it, and its pinned estimates would read as a precise design."""
-    law = make_law(Looped.name, np.array([1.0, 2.0]))
-    theta = law.from_user({k: params[k] for k in (*DENSE, "phi")})
-    for name, value, (lo, hi) in zip(law.internal_names, theta, law.bounds()):
-        if not lo < value < hi:
-            raise InputError(f"the law's {name} = {value:.4g} is outside the fitter's box ({lo:g}, {hi:g}): refused")
-    phi = params["phi"] + delta_phi
-    if not BOUNDS["phi"][0] < phi < BOUNDS["phi"][1] or not DPHI_BOUNDS[0] < delta_phi < DPHI_BOUNDS[1]:
-        raise InputError(
-            f"phi + delta-phi = {phi:.4g} (delta-phi {delta_phi:+.4g}) is outside the fitter's box "
-            f"phi in {BOUNDS['phi']}, delta-phi in {DPHI_BOUNDS}: refused"
-        )
-
-
-def _noise_dof(sigma: float, seed_dof, tau: float, scale: dict, n_rows: int) -> float | None:
-    """The degrees of freedom of a point mean's noise tau^2 + sigma^2 / n (n: runs a point), Welch-Satterthwaite
-    from sigma's (the seed repeats') and tau's (the points': G - p, `scale.scatter_dof`)."""
-    if not seed_dof:
-        return None
-    groups = max(1, scale.get("groups") or 1)
-    v_seed = sigma**2 * groups / max(n_rows, 1)
-    if not tau:
-        return float(seed_dof)
-    v_tau, dof_tau = tau**2, max(1, scale.get("scatter_dof") or 1)
-    return float((v_tau + v_seed) ** 2 / (v_tau**2 / dof_tau + v_seed**2 / seed_dof))
-
-
-def truth_from_fit(fit, sigma_log: float | None = None, parent_share: float = 1.0) -> Truth:
-    """A pilot fit's law (a looped fit's phi; a joint fit's reference phi) with the noise it shows: `sigma_log`
-    when given (then exact), else the seed sigma the fit measured from its seed repeats with its degrees of
-    freedom, the law's misfit at a point beyond it (`uncertainty.point_misfit`: the points' mean residuals
-    against their seeds' noise) and heavy tails where its residuals have them
-    (`uncertainty.residual_tails`); else its RMS residual in log L corrected for the p fitted parameters (seed
-    noise and misfit together, n - p degrees of freedom)."""
-    fit = load_fit(fit)
-    params = {k: fit.params[k] for k in DENSE if k in fit.params}
-    ref = (fit.joint or {}).get("reference")
-    phi = fit.params.get("phi", fit.params.get(f"phi[{ref}]") if ref else None)
-    if phi is None or len(params) < len(DENSE):
-        raise InputError(f"a pilot fit needs the looped law's E, A, alpha, B, beta and phi; got law {fit.law!r}")
-    params["phi"] = phi
-    noise = fit.noise or {}
-    tail_dof = (noise.get("tails") or {}).get("t_dof")
-    if sigma_log is not None:
-        return Truth(params, float(sigma_log), parent_share, "stated (--sigma)", tail_dof=tail_dof)
-    measured = noise.get("sigma_log")
-    if measured:
-        scale = noise.get("scale") or {}
-        tau = float(scale.get("misfit_log") or 0.0)
-        dof = _noise_dof(float(measured), noise.get("dof"), tau, scale, fit.n_rows)
-        source = "the pilot's seed repeats" + (f" and its misfit at a point ({tau:.3g} in log L)" if tau else "")
-        return Truth(params, float(measured), parent_share, source, dof or None, tau, tail_dof)
-    n, p = fit.n_rows, len(fit.params)
-    if not fit.residual_rms_log or n <= p:
-        raise InputError(
-            "the pilot fit records no noise (no seed sigma, no residual RMS over n > p rows): give --sigma"
-        )
-    # the RMS residual of n rows about p fitted parameters underestimates sigma by sqrt((n - p) / n)
-    sigma = float(fit.residual_rms_log) * math.sqrt(n / (n - p))
-    source = f"the pilot's RMS residual x sqrt(n / (n - p)), n = {n}, p = {p} (no seed repeats)"
-    return Truth(params, sigma, parent_share, source, n - p, 0.0, tail_dof)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -210,38 +101,6 @@ def law_log_loss(table: pd.DataFrame, params: Mapping[str, float], delta_phi: fl
     if delta_phi and (code == 1).any():
         L = np.where(code == 1, law_loss(table, params, params["phi"] + delta_phi), L)
     return np.log(L)
-
-
-def unit_draws(rng: np.random.Generator, n: int, tail_dof: float | None) -> np.ndarray:
-    """n draws of unit variance: Gaussian, or Student-t with tail_dof degrees of freedom scaled to variance 1."""
-    if tail_dof is None:
-        return rng.standard_normal(n)
-    return rng.standard_t(tail_dof, n) / math.sqrt(tail_dof / (tail_dof - 2))
-
-
-def draw_noise(
-    rng: np.random.Generator,
-    clusters: np.ndarray,
-    sigma_log: float,
-    share: float,
-    points: np.ndarray | None = None,
-    misfit_log: float = 0.0,
-    tail_dof: float | None = None,
-) -> np.ndarray:
-    """eps per row: sigma (sqrt(share) u_cluster + sqrt(1 - share) u_run) + tau u_point (module docstring), u of
-    unit variance (`unit_draws`); the misfit tau u_point is shared by a point's seeds."""
-    shared = unit_draws(rng, int(clusters.max()) + 1, tail_dof)[clusters]
-    own = unit_draws(rng, len(clusters), tail_dof)
-    eps = sigma_log * (math.sqrt(share) * shared + math.sqrt(1 - share) * own)
-    if misfit_log and points is not None:
-        eps = eps + misfit_log * rng.standard_normal(int(points.max()) + 1)[points]
-    return eps
-
-
-def scale_draw(rng: np.random.Generator, dof: float | None) -> float:
-    """A draw of sigma_true / sigma_hat given sigma_hat on `dof` degrees of freedom (sigma^2 ~ nu s^2 / chi2_nu):
-    each simulated sweep's noise is as uncertain as the pilot's estimate of it. 1 when sigma is known."""
-    return 1.0 if dof is None else math.sqrt(dof / rng.chisquare(dof))
 
 
 # ----------------------------------------------------------------------------------------------

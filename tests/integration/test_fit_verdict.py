@@ -80,7 +80,7 @@ def test_E_on_its_bound_is_not_measured(tmp_path):
     failed = {c["name"] for c in cond["checks"] if not c["ok"]}
     assert {"E off its bounds", "phi interval"} <= failed
     assert cond["verdict"].startswith("not measured: ") and "on its lower bound" in cond["verdict"]
-    assert "no interval for phi" in cond["verdict"]
+    assert "no profile interval for phi" in cond["verdict"]
     assert _last_line(res.stdout.split("wrote")[0]) == cond["verdict"]  # the verdict ends what fit prints
     cmp = loopscale("compare", out, out)
     assert _last_line(cmp.stdout).startswith(f"not measured: {out}: E off its bounds fails (4.54e-05; target inside")
@@ -150,7 +150,7 @@ def forked(tmp_path):
 
 def test_a_forked_sweep_is_bootstrapped_by_parent_job_by_default(tmp_path, forked):
     out = tmp_path / "fit.json"
-    res = loopscale("fit", forked, "--bootstrap", 30, "--no-profile", "--out", out)
+    res = loopscale("fit", forked, "--bootstrap", 30, "--out", out)
     assert res.returncode == 0, res.stderr
     d = json.loads(out.read_text())
     assert d["bootstrap"]["cluster"] == "parent" and d["settings"]["cluster"] == "parent"

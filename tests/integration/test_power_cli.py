@@ -29,8 +29,9 @@ def test_power_on_the_reduced_demo_writes_its_record_and_recommends_seeds(tmp_pa
     assert given["cost"]["flops"] == pytest.approx(total["C_forked"]) and given["cost"]["jobs"] == 6
     assert given["cost"]["jobs_with_candidate"] == 10  # the second recipe trains the r = 2, 4 jobs again
     dphi = given["delta_phi"]
-    # the MDE read off the verdict's profile interval (issue 53): near 2.80 se, the normal approximation's
-    assert dphi["n_sims"] == 20 and 0.6 < dphi["mde"] / (2.8016 * dphi["se"]) < 1.6
+    # the MDE read off the verdict's profile interval (issue 53), not 2.80 se: one seed, so the scale comes from
+    # the residuals of 10 forked jobs (one draw each) about 7 parameters, F(1, 3) instead of chi2_1: wider
+    assert dphi["n_sims"] == 20 and 1.2 < dphi["mde"] / (2.8016 * dphi["se"]) < 2.5
     target = record["target"]
     rec = target["recommended"]
     assert rec["seeds"] > 1 and rec["n_runs"] == 12 * rec["seeds"]

@@ -47,7 +47,15 @@ def test_make_demo_runs_end_to_end_and_reuses_runs(tmp_path, data_dir):
     cond = summary["conditioning"]
     assert cond["phi"] == fit["params"]["phi"] and len(cond["isoflop_r1"]) == 2  # two budgets at r = 1
     # a 6-job toy cannot be well-conditioned: the demo says so instead of claiming a measurement
-    assert summary["conditioning_misses"] and "not a well-conditioned measurement" in proc.stdout
+    assert summary["conditioning_misses"] and "conditioning diagnostics missed" in proc.stdout
+    # one verdict and one interval (issue 53): console, report.md, fit.json and demo.json say the same line, read
+    # off the interval the verdict reads, and the bootstrap beside it resampled parent jobs
+    line = fit["conditioning"]["verdict"]
+    squeezed = shown.replace(" ", "")  # rich wraps at spaces, and the newlines are gone from `shown`
+    assert summary["verdict"]["line"] == line and f"verdict:{line}".replace(" ", "") in squeezed
+    assert f"**verdict: {line}**" in report
+    assert summary["verdict"]["interval_name"] == "profile" and fit["bootstrap"]["cluster"] == "parent"
+    assert summary["verdict"]["interval"] == fit["profile_phi"]["interval"]
     walls = {p.parent.name: json.loads(p.read_text())["wall_time_s"] for p in out.glob("runs/*/*/run.json")}
     assert len(walls) == 12
 

@@ -45,7 +45,8 @@ def test_conditioning_of_the_fixture_fit():
     table, fit = read_table(PLOTS / "runs.csv"), load_fit(PLOTS / "fit.baseline.json")
     cond = conditioning(table, fit)
     assert cond["phi"] == fit.params["phi"]
-    assert cond["phi_ci_width"] == pytest.approx(fit.ci95["phi"][1] - fit.ci95["phi"][0])
+    lo, hi = fit.profile_phi["interval"]  # the interval the verdict reads (issue 53)
+    assert cond["phi_ci_width"] == pytest.approx(hi - lo) and cond["phi_ci_source"] == "profile"
     # synthetic runs of the law itself: the fitted phi collapses them far better than 0 or 1
     rms = cond["collapse_rms"]
     assert rms["phi_fit"] < 0.5 * min(rms["phi_0"], rms["phi_1"]) and cond["collapse_ratio"] < 0.5

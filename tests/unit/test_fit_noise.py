@@ -20,9 +20,9 @@ from loopscale.fit import two_stage as T
 from loopscale.fit.fit_table import fit_table
 from loopscale.fit.joint import fit_joint, joint_table
 from loopscale.fit.laws.registry import law_data_from_table, make_law
+from loopscale.fit.noise_scale import CHI2_1_95, reference_quantile
 from loopscale.fit.objective import Loss, objective
 from loopscale.fit.runs_table import table_warnings
-from loopscale.fit.uncertainty import CHI2_1_95, reference_quantile
 from loopscale.train.collect import duplicate_points
 from support.paths import FIXTURES
 

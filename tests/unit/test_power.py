@@ -14,8 +14,8 @@ from loopscale.errors import InputError
 from loopscale.fit import synthetic as S
 from loopscale.fit.laws.looped_joint import RECIPE_CODE
 from loopscale.fit.laws.registry import law_data_from_table, predict_loss
+from loopscale.fit.pilot import Truth, truth_from_fit
 from loopscale.fit.power import (
-    Truth,
     comparison_design,
     design_law,
     make_problem,
@@ -24,7 +24,6 @@ from loopscale.fit.power import (
     recipe_rows,
     seeds_needed,
     simulate_design,
-    truth_from_fit,
 )
 from loopscale.fit.result import FitResult
 from loopscale.fit.verdict import MDE_FACTOR, Z_LEVEL

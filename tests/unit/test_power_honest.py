@@ -13,7 +13,8 @@ from loopscale.errors import InputError
 from loopscale.fit import synthetic as S
 from loopscale.fit.fit_table import fit_table
 from loopscale.fit.joint import fit_joint, joint_table
-from loopscale.fit.power import CANDIDATE, Truth, simulate_design, truth_from_fit
+from loopscale.fit.pilot import Truth, truth_from_fit
+from loopscale.fit.power import CANDIDATE, simulate_design
 from loopscale.fit.replicates import point_keys
 
 TRUTH = {**S.TRUE_DENSE, "phi": S.PUBLISHED_PHI["baseline"]}
@@ -95,6 +96,7 @@ def test_a_pilot_with_one_dof_of_sigma_plans_with_an_uncertain_sigma():
     design = design_of(S.isodepth_grid(S.CPU_SIZES, (1, 2, 4)), 2)
     out = simulate_design(design, truth, n_sims=32, seed=2, what=("delta_phi",))["delta_phi"]
     assert out["mde_upper"] > 2 * out["mde_point"]
+    assert out["mde"] > 1.1 * out["mde_point"]  # each sweep's sigma drawn from its uncertainty: a wider spread
 
 
 @pytest.mark.slow

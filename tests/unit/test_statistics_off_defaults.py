@@ -21,7 +21,8 @@ from loopscale.fit import synthetic as S
 from loopscale.fit import two_stage as T
 from loopscale.fit.fit_table import fit_table
 from loopscale.fit.laws.registry import law_class, law_data_from_table
-from loopscale.fit.power import Truth, draw_noise, make_problem, noise_clusters, simulate_design
+from loopscale.fit.pilot import Truth, draw_noise
+from loopscale.fit.power import make_problem, noise_clusters, simulate_design
 from loopscale.fit.runs_table import canonical_table
 from loopscale.fit.validation.run import validate
 from loopscale.fit.verdict import delta_answer, mde

@@ -1,0 +1,165 @@
+"""What a pilot shows of its noise, and drawing it: the law and the noise `loopscale power` simulates sweeps from
+(docs/design.md, "Power: how many runs"; issue 53).
+
+`Truth` is the law (E, A, alpha, B, beta, phi) and the noise: the seed sigma of log L with the degrees of freedom
+it rests on, the law's misfit at a point, the Student-t degrees of freedom of heavy tails, the share of a forked
+job's noise its branches share; `truth_from_fit` reads them from a pilot fit's record (`noise` block:
+`loopscale.fit.noise_scale`), `check_in_box` refuses a law the fitter could not recover, and `draw_noise`,
+`scale_draw` draw one simulated sweep's noise.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.stats import chi2
+
+from loopscale.errors import InputError
+from loopscale.fit.bounds import BOUNDS, DPHI_BOUNDS
+from loopscale.fit.laws.looped import Looped
+from loopscale.fit.laws.registry import make_law
+from loopscale.fit.result import load_fit
+
+DENSE = ("E", "A", "alpha", "B", "beta")
+
+
+@dataclass(frozen=True)
+class Truth:
+    """The law the simulated sweeps are drawn from and the noise the pilot shows: E, A, alpha, B, beta, phi; the
+    seed sigma of log L and the degrees of freedom it rests on (sigma_dof; None: known exactly, e.g. stated);
+    the law's misfit at a point (misfit_log: the standard deviation of a shift shared by the point's seeds);
+    the Student-t degrees of freedom of the noise (tail_dof; None: Gaussian); the share of a forked job's noise
+    its branches share (parent_share); where sigma came from (said in outputs)."""
+
+    params: Mapping[str, float]
+    sigma_log: float
+    parent_share: float = 1.0
+    sigma_source: str = "stated"
+    sigma_dof: float | None = None
+    misfit_log: float = 0.0
+    tail_dof: float | None = None
+
+    def __post_init__(self):
+        missing = [k for k in (*DENSE, "phi") if k not in self.params]
+        if missing:
+            raise InputError(f"the law needs {', '.join(missing)} (E, A, alpha, B, beta, phi)")
+        if not (np.isfinite(self.sigma_log) and self.sigma_log > 0):
+            raise InputError(f"the seed sigma of log L must be > 0; got {self.sigma_log}")
+        if not 0 <= self.parent_share <= 1:
+            raise InputError(f"the parent share of the noise must be in [0, 1]; got {self.parent_share}")
+        if self.sigma_dof is not None and not self.sigma_dof >= 1:
+            raise InputError(f"sigma's degrees of freedom must be >= 1; got {self.sigma_dof}")
+        if not (np.isfinite(self.misfit_log) and self.misfit_log >= 0):
+            raise InputError(f"the misfit must be >= 0; got {self.misfit_log}")
+        if self.tail_dof is not None and not self.tail_dof > 4:
+            raise InputError(f"the noise's t degrees of freedom must be > 4 (a finite kurtosis); got {self.tail_dof}")
+
+    def sigma_interval(self, level: float = 0.95) -> tuple[float, float]:
+        """sigma's two-sided interval from its degrees of freedom (nu s^2 / sigma^2 ~ chi2_nu); a point if known."""
+        if self.sigma_dof is None:
+            return self.sigma_log, self.sigma_log
+        nu, tail = self.sigma_dof, (1 - level) / 2
+        return (
+            self.sigma_log * math.sqrt(nu / chi2.ppf(1 - tail, nu)),
+            self.sigma_log * math.sqrt(nu / chi2.ppf(tail, nu)),
+        )
+
+
+def check_in_box(params: Mapping[str, float], delta_phi: float = 0.0) -> None:
+    """InputError (one line) when the law, or phi + the planted delta-phi, lies outside the fitter's box: a fit
+    could not recover it, and its pinned estimates would read as a precise design."""
+    law = make_law(Looped.name, np.array([1.0, 2.0]))
+    theta = law.from_user({k: params[k] for k in (*DENSE, "phi")})
+    for name, value, (lo, hi) in zip(law.internal_names, theta, law.bounds()):
+        if not lo < value < hi:
+            raise InputError(f"the law's {name} = {value:.4g} is outside the fitter's box ({lo:g}, {hi:g}): refused")
+    phi = params["phi"] + delta_phi
+    if not BOUNDS["phi"][0] < phi < BOUNDS["phi"][1] or not DPHI_BOUNDS[0] < delta_phi < DPHI_BOUNDS[1]:
+        raise InputError(
+            f"phi + delta-phi = {phi:.4g} (delta-phi {delta_phi:+.4g}) is outside the fitter's box "
+            f"phi in {BOUNDS['phi']}, delta-phi in {DPHI_BOUNDS}: refused"
+        )
+
+
+def _noise_dof(sigma: float, seed_dof, tau: float, scale: dict, n_rows: int) -> float | None:
+    """The degrees of freedom of a point mean's noise tau^2 + sigma^2 / n (n: runs a point), Welch-Satterthwaite
+    from sigma's (the seed repeats') and tau's (the points': G - p, `scale.scatter_dof`)."""
+    if not seed_dof:
+        return None
+    groups = max(1, scale.get("groups") or 1)
+    v_seed = sigma**2 * groups / max(n_rows, 1)
+    if not tau:
+        return float(seed_dof)
+    v_tau, dof_tau = tau**2, max(1, scale.get("scatter_dof") or 1)
+    return float((v_tau + v_seed) ** 2 / (v_tau**2 / dof_tau + v_seed**2 / seed_dof))
+
+
+def truth_from_fit(fit, sigma_log: float | None = None, parent_share: float = 1.0) -> Truth:
+    """A pilot fit's law (a looped fit's phi; a joint fit's reference phi) with the noise it shows: `sigma_log`
+    when given (then exact), else the seed sigma the fit measured from its seed repeats with its degrees of
+    freedom, the law's misfit at a point beyond it (`uncertainty.point_misfit`: the points' mean residuals
+    against their seeds' noise) and heavy tails where its residuals have them
+    (`uncertainty.residual_tails`); else its RMS residual in log L corrected for the p fitted parameters (seed
+    noise and misfit together, n - p degrees of freedom)."""
+    fit = load_fit(fit)
+    params = {k: fit.params[k] for k in DENSE if k in fit.params}
+    ref = (fit.joint or {}).get("reference")
+    phi = fit.params.get("phi", fit.params.get(f"phi[{ref}]") if ref else None)
+    if phi is None or len(params) < len(DENSE):
+        raise InputError(f"a pilot fit needs the looped law's E, A, alpha, B, beta and phi; got law {fit.law!r}")
+    params["phi"] = phi
+    noise = fit.noise or {}
+    tail_dof = (noise.get("tails") or {}).get("t_dof")
+    if sigma_log is not None:
+        return Truth(params, float(sigma_log), parent_share, "stated (--sigma)", tail_dof=tail_dof)
+    measured = noise.get("sigma_log")
+    if measured:
+        scale = noise.get("scale") or {}
+        tau = float(scale.get("misfit_log") or 0.0)
+        dof = _noise_dof(float(measured), noise.get("dof"), tau, scale, fit.n_rows)
+        source = "the pilot's seed repeats" + (f" and its misfit at a point ({tau:.3g} in log L)" if tau else "")
+        return Truth(params, float(measured), parent_share, source, dof or None, tau, tail_dof)
+    n, p = fit.n_rows, len(fit.params)
+    if not fit.residual_rms_log or n <= p:
+        raise InputError(
+            "the pilot fit records no noise (no seed sigma, no residual RMS over n > p rows): give --sigma"
+        )
+    # the RMS residual of n rows about p fitted parameters underestimates sigma by sqrt((n - p) / n)
+    sigma = float(fit.residual_rms_log) * math.sqrt(n / (n - p))
+    source = f"the pilot's RMS residual x sqrt(n / (n - p)), n = {n}, p = {p} (no seed repeats)"
+    return Truth(params, sigma, parent_share, source, n - p, 0.0, tail_dof)
+
+
+def unit_draws(rng: np.random.Generator, n: int, tail_dof: float | None) -> np.ndarray:
+    """n draws of unit variance: Gaussian, or Student-t with tail_dof degrees of freedom scaled to variance 1."""
+    if tail_dof is None:
+        return rng.standard_normal(n)
+    return rng.standard_t(tail_dof, n) / math.sqrt(tail_dof / (tail_dof - 2))
+
+
+def draw_noise(
+    rng: np.random.Generator,
+    clusters: np.ndarray,
+    sigma_log: float,
+    share: float,
+    points: np.ndarray | None = None,
+    misfit_log: float = 0.0,
+    tail_dof: float | None = None,
+) -> np.ndarray:
+    """eps per row: sigma (sqrt(share) u_cluster + sqrt(1 - share) u_run) + tau u_point (module docstring), u of
+    unit variance (`unit_draws`); the misfit tau u_point is shared by a point's seeds."""
+    shared = unit_draws(rng, int(clusters.max()) + 1, tail_dof)[clusters]
+    own = unit_draws(rng, len(clusters), tail_dof)
+    eps = sigma_log * (math.sqrt(share) * shared + math.sqrt(1 - share) * own)
+    if misfit_log and points is not None:
+        eps = eps + misfit_log * rng.standard_normal(int(points.max()) + 1)[points]
+    return eps
+
+
+def scale_draw(rng: np.random.Generator, dof: float | None) -> float:
+    """A draw of sigma_true / sigma_hat given sigma_hat on `dof` degrees of freedom (sigma^2 ~ nu s^2 / chi2_nu):
+    each simulated sweep's noise is as uncertain as the pilot's estimate of it. 1 when sigma is known."""
+    return 1.0 if dof is None else math.sqrt(dof / rng.chisquare(dof))
