@@ -42,6 +42,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from loopscale.analysis.report import markdown_table
 from loopscale.fit import synthetic as S
 from loopscale.fit.fit_table import fit_table
 from loopscale.fit.joint import fit_joint, joint_table
@@ -95,10 +96,13 @@ def _grid(cell: Cell, joint: bool, copy: bool = False) -> pd.DataFrame:
         base = _grid(cell, False)
         return pd.concat([base, base[base["r"] > 1].assign(recipe=PROBE)], ignore_index=True)
     if cell.design == "demo":
-        parts = [S.demo_grid(S.BASELINE_R, "baseline")] + ([S.demo_grid(S.PROBE_R, PROBE)] if joint else [])
+        # the second recipe: the demo's looped models again, labelled as the probe (its accounting is the baseline's)
+        probe = S.demo_grid(S.PROBE_R, "baseline").assign(recipe=PROBE)
+        parts = [S.demo_grid(S.BASELINE_R, "baseline")] + ([probe] if joint else [])
     else:
         parts = [S.isodepth_grid(S.BASELINE_SIZES, S.BASELINE_R, "baseline")]
-        parts += [S.isodepth_grid(S.TBPTT_SIZES, S.PROBE_R, PROBE)] if joint else []
+        probe = S.isodepth_grid(S.TBPTT_SIZES, S.PROBE_R, "baseline").assign(recipe=PROBE)  # as the runs so far
+        parts += [probe] if joint else []
     return pd.concat(parts, ignore_index=True)
 
 
@@ -312,12 +316,16 @@ def power_table(out: Path) -> pd.DataFrame:
 
 
 def _share(values) -> tuple[float, float, int]:
-    """(percent, its Monte-Carlo standard error in points, n) of the True among the non-None values."""
+    """(percent, its Monte-Carlo standard error in points, n) of the True among the non-None values (the error of
+    a share p of n as sqrt(q (1 - q) / n), q = (k + 1) / (n + 2): a share of 0 or n of n is not exact)."""
     v = np.array([bool(x) for x in values if x is not None], dtype=float)
     if not len(v):
         return float("nan"), float("nan"), 0
     p = float(v.mean())
-    return 100 * p, 100 * float(np.sqrt(max(p * (1 - p), 1e-12) / len(v))), len(v)
+    q = (v.sum() + 1) / (
+        len(v) + 2
+    )  # the share's standard error with one success and one failure added: not 0 at 0% or 100%
+    return 100 * p, 100 * float(np.sqrt(q * (1 - q) / len(v))), len(v)
 
 
 def _pm(values) -> str:
@@ -395,16 +403,24 @@ def main(argv=None) -> int:
     p.add_argument("--jobs", type=int, default=1, help="worker processes (0: every core)")
     p.add_argument("--out", type=Path, default=Path("runs/calibration"))
     p.add_argument("--table", action="store_true", help="print the table of what is written, run nothing")
+    p.add_argument("--md", action="store_true", help="the tables as Markdown (docs/results.md)")
     args = p.parse_args(argv)
     if not args.table:
         t0 = time.perf_counter()
         jobs = resolve_jobs(args.jobs)
         run_part(args.part, args.cells, args.sweeps, jobs, args.out, args.bootstrap, args.refine, args.sims)
         print(f"wall {time.perf_counter() - t0:.0f} s, load average {os.getloadavg()}", file=sys.stderr)
+    tables = [coverage_table(args.out), power_table(args.out)]
+    if args.md:
+        for t in tables:
+            if not t.empty:
+                rows = [[name, *map(str, row)] for name, row in zip(t.index, t.to_numpy())]
+                print(markdown_table(["cell", *t.columns], rows) + "\n")
+        return 0
     pd.set_option("display.width", 250)
     pd.set_option("display.max_columns", 30)
-    print(coverage_table(args.out).to_string())
-    print(power_table(args.out).to_string())
+    for t in tables:
+        print(t.to_string())
     return 0
 
 

@@ -71,7 +71,7 @@ def test_seed_repeats_in_one_recipe_only_do_not_make_a_null_delta_phi_real():
     candidate's single runs were standardised by the baseline's tiny sigma and delta-phi came out "real"; it
     must not (the same runs without the copies give "not measured" or "no difference")."""
     base = S.isodepth_grid(S.BASELINE_SIZES, S.BASELINE_R, "baseline")
-    cand = S.isodepth_grid(S.TBPTT_SIZES, S.PROBE_R, "candidate")
+    cand = S.isodepth_grid(S.TBPTT_SIZES, S.PROBE_R, "tbptt").assign(recipe="candidate")  # a second recipe's grid
     answers = []
     for k in range(3):
         b = S.seeded_sweep(base, TRUE_PHI, 3, 0.0005, seed=20 + k)
