@@ -1164,6 +1164,17 @@ MUTATIONS: tuple[Mutation, ...] = (
         ),
         "Approach 2 fits each budget's parabola near its minimum, not over every size",
     ),
+    Mutation(
+        "parcae-drive-reads-B-transposed",
+        "loopscale/injections/parcae.py",
+        "F.linear(e_n, self.B).to(e.dtype)",
+        "F.linear(e_n, self.B.T).to(e.dtype)",
+        (
+            "tests/unit/test_design_equations.py::test_parcaes_injection_equals_the_released_code",
+            "tests/unit/test_design_equations.py::test_each_injection_computes_its_published_equation_at_r3",
+        ),
+        "parcae: the drive is softplus(dt) (.) (B e_n), as Parcae's released DiagonalInjection computes it",
+    ),
 )
 
 

@@ -37,6 +37,7 @@ from loopscale.blocks import registry as blocks
 from loopscale.injections import registry as injections
 from loopscale.model.transformer import LoopedTransformer
 from loopscale.recipes import registry as recipes
+from support.paths import FIXTURES
 from support.train import tiny_model
 
 R = 3  # passes: r > 1, odd (so truncation keeps ceil(3/2) = 2 of 3 and hyper's K = 2 lanes wrap once)
@@ -585,3 +586,23 @@ def test_the_random_initial_state_is_drawn_anew_in_every_forward_in_evaluation_t
         assert s0.abs().max() <= 3 * LIKE_INIT_STD + 1e-9
         assert abs(s0.std().item() / (LIKE_INIT_STD * TRUNC_STD) - 1) < 0.06 and abs(s0.mean().item()) < 0.03
     assert (draws[0] - draws[1]).abs().mean() > 0.3
+
+
+def test_parcaes_injection_equals_the_released_code():
+    """Numbers from Parcae's own DiagonalInjection (tests/fixtures/designs/, made by make_parcae_fixture.py from
+    sandyresearch/parcae): their init (A_log, dt_bias, B) is loopscale's, and with random A_log, dt, B the block
+    input from a state x and a unit-RMS prelude output e, and the largest decay, are theirs."""
+    case = torch.load(FIXTURES / "designs" / "golden_parcae_injection.pt", weights_only=True)
+    d = case["x"].shape[-1]
+    module = injections.form("parcae").build(small(recipe="parcae", d_model=d, head_dim=8))
+    init = dict(module.named_parameters())
+    for ours, theirs in (("A_log", "A_log"), ("dt", "dt_bias"), ("B", "B")):
+        torch.testing.assert_close(init[ours].detach(), case["initial"][theirs], rtol=1e-6, atol=1e-7)
+    with torch.no_grad():
+        module.A_log.copy_(case["params"]["A_log"])
+        module.dt.copy_(case["params"]["dt_bias"])
+        module.B.copy_(case["params"]["B"])
+        state = module.update(module.start(case["e"]), case["x"], 0)  # the state after a pass is x
+        u, _ = module.read(state, case["e"], 1)
+    torch.testing.assert_close(u, case["out"], rtol=1e-5, atol=1e-6)
+    assert module.evaluation_metrics()["max_decay"] == pytest.approx(case["max_decay"], rel=1e-6)
