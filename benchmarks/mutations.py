@@ -1098,8 +1098,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "lack-of-fit-from-bounded-psi",
         "loopscale/fit/noise_scale.py",
-        "    sums = z if groups is None else np.bincount(groups, weights=z)\n",
-        "    z = np.clip(z, -1.345, 1.345)\n    sums = z if groups is None else np.bincount(groups, weights=z)\n",
+        "    return float(np.sum(sums**2) * G / (n * dof)), dof\n",
+        "    return float(min(np.sum(sums**2) * G / (n * dof), 1.81)), dof\n",
         (
             "tests/unit/test_noise_honest.py::"
             "test_a_law_missing_its_points_by_5x_the_seed_noise_widens_the_interval_by_the_expected_factor",

@@ -7,8 +7,8 @@ Per compute budget, N* from a parabola through the points near the curve's minim
 then the exponent a of N* ~ C^a with an interval that carries every budget's uncertainty
 (`loopscale.fit.validation.approach2`, docs/design.md "Out of sample"). Columns are mapped as `fit` maps them: N
 (parameters), C (the budget's compute; or D tokens, C = 6 N D), L (loss); a table with an `r` column uses its
-r = 1 rows, and a `C_budget` column groups the budgets when present. Prints the Markdown table; --md, --json
-write it (both or either, nothing written when anything fails).
+r = 1 rows, and a budget column (`--budget-col`, default C_budget) groups the budgets when present (else C to 3
+significant digits). Prints the Markdown table; --md, --json write it (nothing written when anything fails).
 """
 
 from __future__ import annotations
@@ -37,6 +37,12 @@ def register(subparsers) -> None:
     p.add_argument("--c-col", default="C", metavar="NAME", help="column holding C, the compute (default C)")
     p.add_argument("--d-col", default="D", metavar="NAME", help="column holding D, the tokens (default D)")
     p.add_argument("--loss-col", default="L", metavar="NAME", help="column holding L, the loss (default L)")
+    p.add_argument(
+        "--budget-col",
+        default="C_budget",
+        metavar="NAME",
+        help="column naming each run's budget, when its C scatters about it (default C_budget; else C at 3 digits)",
+    )
     p.add_argument("--bootstrap", type=int, default=N_BOOTSTRAP, metavar="B", help="bootstrap draws per budget")
     p.add_argument("--seed", type=int, default=0, help="seed of the bootstrap")
     p.add_argument("--md", metavar="PATH", help="write the Markdown here")
@@ -57,6 +63,10 @@ def run(args: argparse.Namespace) -> int:
         table["C"] = 6 * table["N"] * table["D"]
     if "r" in raw.columns:
         table["r"] = raw["r"].to_numpy()
+    if args.budget_col in raw.columns:
+        table["C_budget"] = raw[args.budget_col].to_numpy()
+    elif args.budget_col != "C_budget":
+        raise UsageError(f"--budget-col {args.budget_col!r} is not a column of {args.table}: {list(raw.columns)}")
     record = iso_flop_exponent(table, n_boot=args.bootstrap, seed=args.seed)
     record["table"] = str(args.table)
     text = "\n".join([f"# Approach 2: {args.table}", "", *approach2_lines(record)])

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pandas as pd
 
 from support.cli import run_cli
 
@@ -42,3 +43,13 @@ def test_isoflop_reads_any_table_through_column_options_and_writes_its_table(tmp
     assert "| budget C | sizes | window (N) | N* | 95% interval |" in text and text in res.stdout + "\n"
     missing = run_cli(["isoflop", str(src), "--n-col", "nope", "--c-col", "flops", "--loss-col", "loss"])
     assert missing.returncode == 2 and "nope" in missing.stderr and len(missing.stderr.strip().splitlines()) == 1
+    no_budget = run_cli([*args, "--budget-col", "budget"])
+    assert no_budget.returncode == 2 and "--budget-col 'budget'" in no_budget.stderr
+    # a release whose runs spent a little more or less than their budget: grouped by its budget column
+    raw = pd.read_csv(src)
+    jitter = np.exp(0.03 * np.random.default_rng(1).standard_normal(len(raw)))
+    raw.assign(budget=raw["flops"], flops=raw["flops"] * jitter).to_csv(src, index=False)
+    assert run_cli([*args, "--json", str(out)]).returncode == 0
+    assert len(json.loads(out.read_text())["budgets"]) > 5  # by the spent C: one budget split into many
+    assert run_cli([*args, "--budget-col", "budget", "--json", str(out)]).returncode == 0
+    assert len(json.loads(out.read_text())["budgets"]) == 5

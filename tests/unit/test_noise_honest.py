@@ -60,7 +60,8 @@ def test_a_law_missing_its_points_by_5x_the_seed_noise_widens_the_interval_by_th
     fit = fit_table(missed)
     w_missed = width(fit.profile_phi["interval"])
     expected = np.sqrt((25 + 1 / 3) / (1 / 3))
-    assert 0.6 * expected < w_missed / w_clean < 1.5 * expected
+    assert 0.8 * expected < w_missed / w_clean < 1.25 * expected  # measured 1.08x and 1.00x of it (seeds 1, 2)
+    assert fit.noise["scale"]["misfit_log"] == pytest.approx(0.005, rel=0.3)  # the misfit at a point, recovered
     lo, hi = fit.profile_phi["interval"]
     assert lo < TRUE_PHI < hi
 
