@@ -61,10 +61,12 @@ PROBE_R = (2, 4, 8)
 
 
 def isodepth_grid(
-    sizes: Mapping[float, tuple[int, ...]], r_values=BASELINE_R, recipe: str = "baseline"
+    sizes: Mapping[float, tuple[int, ...]], r_values=BASELINE_R, recipe: str = "baseline", label: str | None = None
 ) -> pd.DataFrame:
     """One row per (budget, size, r) with the columns `loopscale collect` writes for the law
-    (r, N_once, N_rec, N, D, C, F, C_budget, width, size, recipe, run_name); no loss yet."""
+    (r, N_once, N_rec, N, D, C, F, C_budget, width, size, recipe, run_name); no loss yet. The models are the
+    registered `recipe`'s; `label` (default: the recipe) is the name the table gives them."""
+    label = recipe if label is None else label
     rows = []
     for budget, size_list in sizes.items():
         for size in size_list:
@@ -86,8 +88,8 @@ def isodepth_grid(
                         "steps": steps,
                         "width": cfg.d_model,
                         "size": size,
-                        "recipe": recipe,
-                        "run_name": f"{recipe}_C{budget:.3g}_s{size}_r{r}",
+                        "recipe": label,
+                        "run_name": f"{label}_C{budget:.3g}_s{size}_r{r}",
                     }
                 )
     return pd.DataFrame(rows)
@@ -145,8 +147,9 @@ CPU_SIZES = {4.64e17: (6, 8, 10), 1e18: (8, 10, 12)}  # a reduced grid: two budg
 def small_recipe_sweep(seed: int = 0, noise: float = 0.005, recipe: str = "additive", phi: float = 0.38):
     """A CPU-sized recipe comparison (30 runs): the baseline at r in {1, 2, 4} and one other recipe at
     r in {2, 4}, on `CPU_SIZES`, with the shared dense law `TRUE_DENSE` (what `benchmarks/bench_fit.py`
-    times a `fit --joint --bootstrap 200` on)."""
-    parts = [isodepth_grid(CPU_SIZES, (1, 2, 4), "baseline"), isodepth_grid(CPU_SIZES, (2, 4), recipe)]
+    times a `fit --joint --bootstrap 200` on). `recipe` is the other design's label: its models are the
+    baseline's (the same accounting), only its phi differs."""
+    parts = [isodepth_grid(CPU_SIZES, (1, 2, 4), "baseline"), isodepth_grid(CPU_SIZES, (2, 4), "baseline", recipe)]
     table = pd.concat(parts, ignore_index=True)
     phis = np.where(table["recipe"] == "baseline", PUBLISHED_PHI["baseline"], phi)
     n_eff = table["N_once"].to_numpy(float) + table["r"].to_numpy(float) ** phis * table["N_rec"].to_numpy(float)
