@@ -1175,6 +1175,14 @@ MUTATIONS: tuple[Mutation, ...] = (
         ),
         "parcae: the drive is softplus(dt) (.) (B e_n), as Parcae's released DiagonalInjection computes it",
     ),
+    Mutation(
+        "advise-testtime-ignores-the-budget",
+        "loopscale/analysis/advise/testtime.py",
+        "        feasible = F <= inference_flops\n",
+        "        feasible = F > 0\n",
+        ("tests/unit/test_advise_testtime.py::test_the_advice_is_the_brute_force_optimum",),
+        "advise on a test-time fit: only pass counts within the inference budget are candidates",
+    ),
 )
 
 

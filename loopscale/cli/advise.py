@@ -3,6 +3,7 @@
     loopscale advise fits/baseline.json --compute 1e20
     loopscale advise fits/baseline.json --compute 1e20 --max-unique-params 1e8 --json advice.json --plot advice.png
     loopscale advise runs/demo/fit.json --compute 5e11 --family demo --inference-tokens 1e8
+    loopscale advise runs/testtime_cpu/testtime.json --max-inference-flops 2e6    (a test-time fit: r_eval's axis)
 
 The advice is `loopscale.analysis.advise.advice.advise` (the package loopscale/analysis/advise/: the model
 family, the optimiser, the replicates, verdict and break-even, the lines shown); this module parses, prints
@@ -18,10 +19,14 @@ import math
 from pathlib import Path
 
 from loopscale.analysis.advise.advice import advise
+from loopscale.analysis.advise.testtime import inference_advice
 from loopscale.analysis.advise.text import render
 from loopscale.atomic import atomic_path
 from loopscale.cli import COMMANDS, UsageError
 from loopscale.cli.arguments import DPI, check_dpi
+from loopscale.fit.laws.registry import find_law
+from loopscale.fit.runs_table import read_table
+from loopscale.fit.testtime import TestTimeColumns, testtime_table
 from loopscale.plots.files import write_figure
 
 FAMILIES = ("auto", "paper", "demo", "cpu", "custom")
@@ -36,7 +41,9 @@ def register(subparsers) -> None:
         "the unique-parameter budget below which looping beats r = 1.",
     )
     p.add_argument("fit", help="fit JSON from `loopscale fit --out` (looped law; --bootstrap for intervals)")
-    p.add_argument("--compute", type=_positive, required=True, help="training FLOPs C (F x D <= C)")
+    p.add_argument(
+        "--compute", type=_positive, default=None, help="training FLOPs C (F x D <= C); not for a test-time fit"
+    )
     p.add_argument("--max-unique-params", type=_positive, default=None, help="cap M on N_once + N_rec")
     serving = p.add_mutually_exclusive_group()
     serving.add_argument("--max-inference-flops", type=_positive, default=None, help="cap I on forward FLOPs per token")
@@ -58,6 +65,13 @@ def register(subparsers) -> None:
         help="the recipe to advise on: the family's model.recipe (baseline | tbptt | hyper; with --family custom "
         "default the experiment's own) and, for a looped-joint fit, whose phi and fitted models to use (default: "
         "the fit's group, a joint fit's reference, else baseline)",
+    )
+    p.add_argument(
+        "--table",
+        default=None,
+        metavar="PATH",
+        help="a test-time fit (`fit --law testtime`) with --max-inference-flops: its test-time table (default: the "
+        "one the fit read)",
     )
     p.add_argument("--level", type=float, default=0.95, help="interval level (default 0.95)")
     p.add_argument("--json", default=None, metavar="PATH", help="write the advice as JSON")
@@ -104,6 +118,11 @@ def _check_outputs(args) -> None:
 
 def run(args: argparse.Namespace) -> int:
     _check_outputs(args)
+    testtime = read_testtime_record(args.fit)
+    if testtime is not None:  # inference-time r: more passes or a bigger model (analysis/advise/testtime.py)
+        return run_testtime(args, testtime)
+    if args.compute is None:
+        raise UsageError("--compute C is needed (training FLOPs), unless FIT is a test-time fit (`fit --law testtime`)")
     advice = advise(
         args.fit,
         compute_flops=args.compute,
@@ -135,3 +154,49 @@ def _write(advice, figure, args) -> None:
     if figure is not None:  # a PNG for the screen, a PDF beside it for a paper (as every loopscale figure)
         for path in write_figure(figure, [Path(args.plot), Path(args.plot).with_suffix(".pdf")], args.dpi):
             print(f"wrote {path}")
+
+
+def read_testtime_record(path: str) -> dict | None:
+    """The record at `path` when it is a test-time fit (its law reads a test-time table), else None."""
+    try:
+        record = json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        return None  # advise's own reading says what is wrong with it
+    law = find_law(str(record.get("law"))) if isinstance(record, dict) else None
+    return record if law is not None and law.table == "test-time" else None
+
+
+def run_testtime(args: argparse.Namespace, record: dict) -> int:
+    """`advise TT.json --max-inference-flops I`: each model's best pass count within I forward FLOPs per token and
+    the best model, from the test-time fit and its table."""
+    if args.max_inference_flops is None:
+        raise UsageError("a test-time fit is advised for an inference budget: give --max-inference-flops I")
+    if args.compute is not None or args.plot:
+        raise UsageError("--compute and --plot are not available with a test-time fit (its advice is a table)")
+    path = Path(args.table or record["input"]["path"])
+    if not path.is_file():
+        raise UsageError(f"the test-time table {path} is not a file: give it with --table PATH")
+    mapping = {k: v for k, v in record["input"].get("columns", {}).items() if v is not None}
+    columns = TestTimeColumns(
+        model=mapping.get("model", "model"),
+        r_eval=mapping.get("r_eval", "r_eval"),
+        r_train=mapping.get("r_train", "r_train"),
+        L=mapping.get("L"),
+    )
+    out = inference_advice(record, testtime_table(read_table(path), columns), args.max_inference_flops)
+    print(f"inference budget {args.max_inference_flops:.3g} forward FLOPs per token (test-time fit, {path}):")
+    for m in out["per_model"]:
+        if not m["feasible"]:
+            print(f"  {m['model']}: one pass needs {m['flops_at_r1']:.3g} FLOPs per token, over the budget")
+            continue
+        note = " (extrapolated past its measured r_eval)" if m["extrapolated"] else ""
+        print(
+            f"  {m['model']} ({m['trained']}): r = {m['r']}, L = {m['L']:.4g}, {m['flops_per_token']:.3g} "
+            f"FLOPs per token{note}; {m['verdict']}"
+        )
+    print(out["answer"])
+    if args.json:
+        with atomic_path(Path(args.json)) as tmp:
+            tmp.write_text(json.dumps(out, indent=2) + "\n")
+        print(f"wrote {args.json}")
+    return 0

@@ -47,7 +47,20 @@ LOSS_CANDIDATES = ("L", "loss", "val_loss", "bpb", "val_bpb", "bits_per_byte", "
 DEFAULT_SHAPE = "exp"
 PROFILE_POINTS = 11  # per profile: the interval's ends are root-found between them, so few points suffice
 N_REFINE = 6  # starts refined per fit: a few parameters a model, one rate grid
-PASSTHROUGH = ("N_once", "N_rec", "N", "D", "C", "recipe", "run_dir", "seed", "r_sampling")
+PASSTHROUGH = (
+    "N_once",
+    "N_rec",
+    "N_pass",
+    "N",
+    "D",
+    "C",
+    "recipe",
+    "width",
+    "run_dir",
+    "seed",
+    "r_sampling",
+    "flops_per_token_eval",
+)
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,106 @@
+"""`loopscale advise TT.json --max-inference-flops I` (loopscale/analysis/advise/testtime.py): inference-time r as
+an axis, more passes or a bigger model, against a brute-force search over the fitted curves and the accounting's
+linear FLOPs in r."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import loopscale.fit.testtime as tt  # the module: its testtime_* functions are not tests
+from loopscale.analysis.advise.testtime import flops_line, inference_advice
+from loopscale.errors import InputError
+from loopscale.fit.laws.testtime import TestTime
+from support.cli import run_cli
+
+PARAMS = {  # a small sampled-r model that keeps gaining and a bigger fixed-r one trained at r = 2
+    "small": {"tau": 3.0, "L_inf[small]": 3.0, "A[small]": 0.6},
+    "big": {"tau": 0.5, "L_inf[big]": 2.9, "A[big]": 0.05, "delta[big]": 0.3},
+}
+SIZE = {"small": (1e5, 9e5, 1e6, 2e5), "big": (4e5, 3.6e6, 4e6, 8e5)}  # N_once, N_rec, F(0), F per pass
+
+
+def table() -> pd.DataFrame:
+    rows = []
+    for model, (n_once, n_rec, a, b) in SIZE.items():
+        fixed = model == "big"
+        for r in (1, 2, 4, 8):
+            grid = pd.DataFrame(
+                {"r_eval": [float(r)], "model": model, "r_scale": 2.0 if fixed else 1.0, "fixed": fixed}
+            )
+            L = TestTime.predict_table(PARAMS[model], grid)[0]
+            rows.append(
+                {
+                    "model": model,
+                    "r_train": 2 if fixed else "sampled",
+                    "r_eval": r,
+                    "L": L,
+                    "flops_per_token_eval": a + b * r,
+                    "N_once": n_once,
+                    "N_rec": n_rec,
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def record() -> dict:
+    verdict = {"conditioning": {"verdict": "test-time law measured: ..."}}
+    return {"law": "testtime", "per_model": {m: {"params": p, **verdict} for m, p in PARAMS.items()}}
+
+
+def brute_force(budget: float) -> tuple[str, int, float]:
+    best = None
+    for model, (_, _, a, b) in SIZE.items():
+        fixed = model == "big"
+        for r in range(1, 17):  # 2 x the largest measured r_eval
+            if a + b * r > budget:
+                continue
+            grid = pd.DataFrame(
+                {"r_eval": [float(r)], "model": model, "r_scale": 2.0 if fixed else 1.0, "fixed": fixed}
+            )
+            L = TestTime.predict_table(PARAMS[model], grid)[0]
+            if best is None or L < best[2]:
+                best = (model, r, L)
+    return best
+
+
+@pytest.mark.parametrize("budget", [2.5e6, 4.9e6, 5.7e6, 8e6])
+def test_the_advice_is_the_brute_force_optimum(budget):
+    out = inference_advice(record(), tt.testtime_table(table()), budget)
+    model, r, L = brute_force(budget)
+    assert (out["best"]["model"], out["best"]["r"]) == (model, r)
+    assert out["best"]["L"] == pytest.approx(L, rel=1e-12)
+    for m in out["per_model"]:
+        if m["feasible"]:
+            assert m["flops_per_token"] <= budget
+            assert m["extrapolated"] == (m["r"] > 8)
+
+
+def test_more_passes_or_a_bigger_model_is_said():
+    out = inference_advice(record(), tt.testtime_table(table()), 8e6)
+    small = next(m for m in out["per_model"] if m["model"] == "small")
+    assert small["r"] == 16 and small["extrapolated"]  # it keeps gaining: as many passes as the budget allows
+    assert "the bigger model at fewer passes beats more passes of the smaller one" in out["answer"]  # big at r = 2
+    tight = inference_advice(record(), tt.testtime_table(table()), 4.9e6)  # big affords one pass, off its r_train
+    assert "more passes of the smaller model beat the bigger one" in tight["answer"]
+    assert flops_line(table()[table()["model"] == "big"]) == pytest.approx((4e6, 8e5))
+    with pytest.raises(InputError, match="no model runs one pass within 1e\\+06"):
+        inference_advice(record(), tt.testtime_table(table()), 1e6)
+
+
+def test_the_command_reads_a_test_time_fit(tmp_path):
+    path = tmp_path / "tt.csv"
+    table().to_csv(path, index=False)
+    fit = tmp_path / "tt.json"
+    assert run_cli(["fit", path, "--law", "testtime", "--out", fit]).returncode == 0
+    res = run_cli(["advise", fit, "--max-inference-flops", "5.7e6", "--json", tmp_path / "a.json"])
+    assert res.returncode == 0, res.stderr
+    assert "inference budget 5.7e+06 forward FLOPs per token" in res.stdout and "best: " in res.stdout
+    advice = json.loads((tmp_path / "a.json").read_text())
+    assert (advice["best"]["model"], advice["best"]["r"]) == brute_force(5.7e6)[:2]
+    res = run_cli(["advise", fit])
+    assert res.returncode == 2 and "give --max-inference-flops I" in res.stderr
+    assert np.isfinite(advice["best"]["L"])
