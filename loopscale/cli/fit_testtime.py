@@ -102,9 +102,9 @@ def run_testtime_fit(args: argparse.Namespace) -> int:
     if args.plot:
         from loopscale.plots.testtime import testtime_figure  # matplotlib: only when --plot draws
 
-        files = write_figure(
-            testtime_figure(table, record, ylabel=record["input"]["columns"]["L"]), figure_files(args.plot), args.dpi
-        )
+        column = record["input"]["columns"]["L"]
+        ylabel = "validation loss L (nats per token)" if column == "L" else column
+        files = write_figure(testtime_figure(table, record, ylabel=ylabel), figure_files(args.plot), args.dpi)
         print(f"wrote {' and '.join(map(str, files))}")
     return 0
 

@@ -52,18 +52,24 @@ def record() -> dict:
 
 
 def brute_force(budget: float) -> tuple[str, int, float]:
+    """Every model's pass counts 1-16 (2 x its largest measured r_eval) within the budget: its fewest passes within
+    0.01% of its lowest loss; then the model with the lowest loss."""
     best = None
     for model, (_, _, a, b) in SIZE.items():
         fixed = model == "big"
-        for r in range(1, 17):  # 2 x the largest measured r_eval
-            if a + b * r > budget:
-                continue
-            grid = pd.DataFrame(
-                {"r_eval": [float(r)], "model": model, "r_scale": 2.0 if fixed else 1.0, "fixed": fixed}
-            )
-            L = TestTime.predict_table(PARAMS[model], grid)[0]
-            if best is None or L < best[2]:
-                best = (model, r, L)
+        options = []
+        for r in range(1, 17):
+            if a + b * r <= budget:
+                grid = pd.DataFrame(
+                    {"r_eval": [float(r)], "model": model, "r_scale": 2.0 if fixed else 1.0, "fixed": fixed}
+                )
+                options.append((r, TestTime.predict_table(PARAMS[model], grid)[0]))
+        if not options:
+            continue
+        lowest = min(L for _, L in options)
+        r, L = next((r, L) for r, L in options if L <= lowest * (1 + 1e-4))
+        if best is None or L < best[2]:
+            best = (model, r, L)
     return best
 
 
@@ -82,7 +88,7 @@ def test_the_advice_is_the_brute_force_optimum(budget):
 def test_more_passes_or_a_bigger_model_is_said():
     out = inference_advice(record(), tt.testtime_table(table()), 8e6)
     small = next(m for m in out["per_model"] if m["model"] == "small")
-    assert small["r"] == 16 and small["extrapolated"]  # it keeps gaining: as many passes as the budget allows
+    assert small["r"] == 16 and small["extrapolated"]  # it keeps gaining (0.05% from 15 to 16 passes): all it can
     assert "the bigger model at fewer passes beats more passes of the smaller one" in out["answer"]  # big at r = 2
     tight = inference_advice(record(), tt.testtime_table(table()), 4.9e6)  # big affords one pass, off its r_train
     assert "more passes of the smaller model beat the bigger one" in tight["answer"]

@@ -6,7 +6,8 @@ which `loopscale collect` writes from the accounting).
 For each model the forward FLOPs per token are linear in the pass count, F(r) = a + b r (the passes of the recurrent
 block add b each: `accounting.eval_flops_at`), so a and b come exactly from two of its rows. Every whole r from 1
 to `reach` x its largest measured r_eval with F(r) <= the budget is a candidate, its loss the model's fitted curve;
-the model's best is the lowest (the fewer passes on a tie), the advice the best over models. A candidate beyond the
+the model's best is the fewest passes within TIE_REL (0.01%) of its lowest loss (a saturated curve still falls by
+1e-9 a pass), the advice the best over models. A candidate beyond the
 model's largest measured r_eval is extrapolated and marked so; a model whose fit is "not measured" carries that
 verdict into its row. Pure: no fitting, no torch.
 """
@@ -23,6 +24,9 @@ from loopscale.fit.testtime import curve
 
 FLOPS_COLUMN = "flops_per_token_eval"  # what collect writes: forward FLOPs per token at r_eval
 REACH = 2.0  # candidates up to this many times a model's largest measured r_eval
+# a pass is worth running when it gains more than this share of the loss: on a saturated curve the loss still falls
+# by 1e-9 a pass, and the fewest passes within this of the lowest are the model's best
+TIE_REL = 1e-4
 
 
 def flops_line(rows: pd.DataFrame) -> tuple[float, float]:
@@ -64,7 +68,7 @@ def inference_advice(record: dict[str, Any], table: pd.DataFrame, inference_flop
             per_model.append({**entry, "feasible": False})
             continue
         L = curve(fit["params"], model, float(first["r_scale"]), bool(first["fixed"]), r[feasible])
-        k = int(np.argmin(L))  # the first minimum: the fewer passes on a tie
+        k = int(np.flatnonzero(L <= L.min() * (1 + TIE_REL))[0])  # the fewest passes within TIE_REL of the lowest
         per_model.append(
             {
                 **entry,

@@ -205,11 +205,12 @@ class TestTime(Law):
         return ("tau" if self.shape == "exp" else "gamma",) + self.internal_names[1:]
 
     def bounds(self) -> list[tuple[float, float]]:
-        """The rate's box; per group L_inf in (0.1 min L, max L], A in [0, 100 max L], delta in
+        """The rate's box; per group L_inf in [0.1 min L, 2 max L] (a floor above the largest loss only with a
+        negative drift; a box end at a fitted value would open its interval), A in [0, 100 max L], delta in
         [-0.05 min L, 100 max L] (so L_hat >= 0.05 min L > 0); a held coordinate pinned at its value."""
         out = [LOG_TAU_BOUNDS if self.shape == "exp" else GAMMA_BOUNDS]
         for (lo, hi), f in zip(self.spans, self.fixed):
-            out += [(0.1 * lo, hi), (0.0, 100.0 * hi)] + ([(-0.05 * lo, 100.0 * hi)] if f else [])
+            out += [(0.1 * lo, 2.0 * hi), (0.0, 100.0 * hi)] + ([(-0.05 * lo, 100.0 * hi)] if f else [])
         held = dict(self.held)
         return [(held[n], held[n]) if n in held else box for n, box in zip(self.internal_names, out)]
 
