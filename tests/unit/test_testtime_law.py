@@ -209,3 +209,30 @@ def test_noise_scale_is_widened_to_a_t_interval():
     res = law.log_predict(state.best.theta, data) - data.log_L
     assert dof == 1
     assert sigma == pytest.approx(np.sqrt(np.sum(res**2)) * 12.7062047 / 1.9599640, rel=1e-6)
+
+
+def test_phi_tt_through_a_training_fit(tmp_path):
+    """--train-fit: a model whose test-time losses follow the training law with N_rec's multiplier r^0.3 (so each
+    loss inverts to m = r^0.3 exactly) gets phi_tt near 0.3 at its r_scale and a positive worth of one more pass;
+    a table without N_once, N_rec is said so."""
+    from loopscale.fit.result import FitResult
+
+    train = {"E": 1.6, "A": 30.0, "alpha": 0.2, "B": 900.0, "beta": 0.37}
+    N_once, N_rec, D = 2e6, 8e6, 1e9
+    rows = []
+    for r in (1, 2, 3, 4, 6, 8, 12, 16):
+        L = train["E"] + train["A"] * (N_once + r**0.3 * N_rec) ** -0.2 + train["B"] * D**-0.37
+        rows.append({"model": "m", "r_train": "sampled", "r_eval": r, "L": L, "N_once": N_once, "N_rec": N_rec, "D": D})
+    path = tmp_path / "tt.csv"
+    pd.DataFrame(rows).to_csv(path, index=False)
+    fit_path = tmp_path / "train.json"
+    FitResult("looped", {**train, "phi": 0.5}, 0.0, 0.0, 1, 1, 1, {}).write_json(fit_path)
+    out = tmp_path / "out.json"
+    res = run_cli(["fit", path, "--law", "testtime", "--shape", "power", "--train-fit", fit_path, "--out", out])
+    assert res.returncode == 0, res.stderr
+    phi = json.loads(out.read_text())["testtime_phi"]["m"]
+    assert phi["phi_tt"] == pytest.approx(0.3, abs=0.05) and phi["params_worth_next_pass"] > 0
+    assert "one more pass is worth" in res.stdout
+    pd.DataFrame(rows).drop(columns=["N_once", "N_rec"]).to_csv(path, index=False)
+    res = run_cli(["fit", path, "--law", "testtime", "--train-fit", fit_path])
+    assert res.returncode == 0 and "phi_tt not computed (the table has no N_once, N_rec" in res.stdout
