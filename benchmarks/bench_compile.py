@@ -37,7 +37,8 @@ import sys
 import time
 from pathlib import Path
 
-from loopscale.launch.sweep import expand, job_work
+from loopscale.launch.sweep import expand
+from loopscale.train.job_plan import plan_job
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 TRAIN = str(Path(sys.executable).parent / "loopscale-train")
@@ -95,23 +96,24 @@ def baseline_tree(tree: Path) -> Path:
 STEPS = """
 import dataclasses, importlib.util, json, statistics, sys, time, torch
 from loopscale.config.schema import with_vocab
-from loopscale.launch.sweep import expand, job_work
+from loopscale.launch.sweep import expand
+from loopscale.train.job_plan import plan_job
 from loopscale.train.lightning_module import LoopedLM
 from loopscale.train.optim.groups import MATRIX, recipe_param_groups
-from loopscale.train.plan import plan_run, plan_training
+from loopscale.train.plan import plan_training
 torch.set_num_threads(1)
 n, old_muonh = int(sys.argv[1]), sys.argv[2]
 cfg = expand(sys.argv[3:])[0].cfg
 cfg = with_vocab(cfg, cfg.data.vocab_size)  # the model training builds (the tokenizer's vocabulary)
-F = plan_run(cfg).F
-steps = round(job_work(cfg)["D"] / (cfg.budget.batch_size * cfg.model.seq_len))
+F, steps = plan_job(cfg).run.F, plan_job(cfg).steps
 x = torch.randint(0, cfg.model.vocab_size, (cfg.budget.batch_size, cfg.model.seq_len))
 y = torch.randint(0, cfg.model.vocab_size, x.shape)  # not x itself: an aliased input is another graph
 sides = {}
 for side in ("compiled", "eager") + (("baseline",) if old_muonh else ()):
     torch.manual_seed(0)
     trainer = type(cfg.trainer)(compile="model" if side == "compiled" else False)
-    module = LoopedLM(cfg.model, cfg.optim, trainer, plan_training(dataclasses.replace(cfg, trainer=trainer)))
+    plan = plan_training(dataclasses.replace(cfg, trainer=trainer), plan_job(cfg).run)  # a forked job: its parent
+    module = LoopedLM(cfg.model, cfg.optim, trainer, plan)
     optimizer = module.configure_optimizers()["optimizer"]
     if side == "baseline":  # the same model eagerly with the MuonH before this change (its file, loaded by path)
         spec = importlib.util.spec_from_file_location("old_muonh", old_muonh)
@@ -223,7 +225,7 @@ def steps_table(args) -> None:
 
 def tokens_of(args, seeds: str) -> int:
     jobs = expand(overrides(args, False, seeds, args.out / "runs" / "plan")[:5])
-    return sum(job_work(job.cfg)["D"] for job in jobs)
+    return sum(plan_job(job.cfg).tokens for job in jobs)
 
 
 def main() -> None:

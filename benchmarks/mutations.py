@@ -438,9 +438,9 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "pool-eta-forked-job-weighs-its-parent-only",
-        POOL,
-        "        return max(1, round(plan.C_forked / plan.F))",
-        "        return max(1, plan_run(train_cfg).D)",
+        "loopscale/train/job_plan.py",
+        "points, round(forks.C_forked / forks.F), forks.C_forked",
+        "points, run.D, forks.C_forked",
         ("tests/unit/test_pool_size.py::test_a_jobs_share_of_the_eta_is_its_training_tokens",),
         "local pool: the ETA weighs a forked job by its parent's and every cooldown's tokens",
     ),

@@ -45,7 +45,8 @@ from loopscale.launch.local_workers import train_in_workers
 from loopscale.launch.sweep import expand
 from loopscale.plots.registry import save_all
 from loopscale.train.collect import collect, runs_table, write_runs_table
-from loopscale.train.plan import branch_config, plan_forks, plan_run, run_dir_of
+from loopscale.train.job_plan import plan_job
+from loopscale.train.plan import run_dir_of
 from loopscale.train.run_json import is_finished
 
 EXPERIMENT = "isodepth_cpu_demo"
@@ -73,25 +74,6 @@ class DemoOutputs:
     n_trained: int
     wall_time_s: float
     summary: Path  # demo.json: stage times, training FLOP/s, conditioning numbers
-
-
-def _job_plan(cfg, vocab_size: int):
-    """A job's plan: its forks' plan (the parent plus every cooldown) or its single run's."""
-    cfg = with_vocab(cfg, vocab_size)
-    return plan_forks(cfg) if cfg.budget.mode == "forks" else plan_run(cfg)
-
-
-def _job_tokens(cfg, vocab_size: int) -> int:
-    """Training tokens a job processes: its share of the wall time, used to hand out the longest jobs
-    first (at these widths a CPU step's time follows its tokens more than its FLOPs)."""
-    plan = _job_plan(cfg, vocab_size)
-    return round(plan.C_forked / plan.F) if cfg.budget.mode == "forks" else plan.D
-
-
-def _job_flops(cfg, vocab_size: int) -> float:
-    """Training FLOPs a job spends (eq. C = F x D; forked: the parent plus the cooldowns)."""
-    plan = _job_plan(cfg, vocab_size)
-    return plan.C_forked if cfg.budget.mode == "forks" else plan.C
 
 
 def _summary(cfg, record: dict) -> str:
@@ -146,7 +128,7 @@ def run_demo(settings: DemoSettings, console=None) -> DemoOutputs:
         figures = save_all(table, fit, out / "figures", free=free)
         title = "loopscale demo: iso-depth looped transformers on Shakespeare (CPU)"
         report = write_report(table, fit, figures, out / "report.md", problems=problems, title=title)
-    train_flops = sum(_job_flops(cfg, vocab_size) for cfg in trained)
+    train_flops = sum(job.flops for job in trained)  # eq. C = F x D; forked: the parent plus the cooldowns
     summary = {
         "experiment": EXPERIMENT,
         "overrides": settings.overrides,
@@ -175,10 +157,13 @@ def run_demo(settings: DemoSettings, console=None) -> DemoOutputs:
 
 
 def _train(jobs, vocab_size: int, workers: int, threads: int, console) -> list:
-    """Train the jobs not finished yet on the worker pool, longest first; returns their configs."""
-    todo = [job.cfg for job in jobs if not is_finished(run_dir_of(job.cfg)) and not _forks_finished(job.cfg)]
+    """Train the jobs not finished yet (a job is when each of its points is) on the worker pool, longest first
+    (their training tokens: at these widths a CPU step's time follows its tokens more than its FLOPs); returns
+    their plans."""
+    plans = [plan_job(with_vocab(job.cfg, vocab_size)) for job in jobs]
+    todo = [(job.cfg, p) for job, p in zip(jobs, plans) if not all(is_finished(run_dir_of(x.cfg)) for x in p.points)]
     # longest first (local_workers.py), each model's first job before its other seeds (the compiled-graph cache)
-    todo = schedule(todo, [_job_tokens(cfg, vocab_size) for cfg in todo])
+    cfgs = schedule([cfg for cfg, _ in todo], [p.tokens for _, p in todo])
     console.print(
         f"[2/5] training {len(todo)} of {len(jobs)} jobs on {workers} worker process"
         f"{'es' * (workers != 1)} x {threads} thread{'s' * (threads != 1)} (finished jobs are reused)"
@@ -188,13 +173,13 @@ def _train(jobs, vocab_size: int, workers: int, threads: int, console) -> list:
         task = progress.add_task("jobs", total=len(todo))
         # a failed or diverged job stops the pool and the demo (local_workers.JobFailed), as it should:
         # a fit without it would be a fit of another grid
-        for cfg, record, wall_s in train_in_workers(todo, workers, threads):
+        for cfg, record, wall_s in train_in_workers(cfgs, workers, threads):
             if record.get("status") not in ("done", None) and not record.get("branches"):
                 progress.console.print(f"  {cfg.run_name:<22} {record['status']}: {record.get('reason')}")
             else:
                 progress.console.print(f"  {_summary(cfg, record)}  ({wall_s:.0f} s)")
             progress.advance(task)
-    return todo
+    return [p for _, p in todo]
 
 
 def _collect(out: Path, sweep_dir: Path):
@@ -296,12 +281,3 @@ def _print_result(summary: dict, fit, console) -> None:
         console.print(
             "[green]conditioning: every target met[/] (phi interval, E, basins, holdout, iso-FLOP minima, collapse)"
         )
-
-
-def _forks_finished(cfg) -> bool:
-    """A forked job is done when every branch has its run.json (the parent writes none)."""
-    if cfg.budget.mode != "forks":
-        return False
-
-    plan = plan_forks(cfg)
-    return all(is_finished(run_dir_of(branch_config(cfg, plan, b))) for b in plan.branches)

@@ -20,28 +20,27 @@ from omegaconf import DictConfig, open_dict
 from loopscale.config.schema import TrainConfig, with_vocab
 from loopscale.launch.throughput import cached_throughput
 from loopscale.train.batching import device_batching, on_gpu
-from loopscale.train.compile_cache import compile_key, is_warm, key_hash
+from loopscale.train.compile_cache import is_warm
 from loopscale.train.compile_choice import (
-    COMPILED_MODE,
     SPEEDUP,
     CompileChoice,
     choose_for_sweep,
     eager_step_s_from_flops,
     saving_s,
 )
-from loopscale.train.plan import plan_forks, plan_run, to_train_config
+from loopscale.train.job_plan import JobPlan, plan_job
+from loopscale.train.plan import to_train_config
 
 
-def job_key(cfg: TrainConfig) -> dict:
-    """The job's compiled-graph key (compile_cache.compile_key, whole-model compile) for its model as training
-    builds it: with the data's vocabulary (what the tokenizer has; the planners' assumption)."""
-    model = with_vocab(cfg, cfg.data.vocab_size).model
-    return compile_key(model, COMPILED_MODE, cfg.trainer.compile_backend)
+def planned(cfg: TrainConfig) -> JobPlan:
+    """The job's plan with the data's vocabulary (what the tokenizer has; the planners' assumption): its steps,
+    its FLOPs per token and its compiled-graph key (`JobPlan.compile_key`, whole-model compile)."""
+    return plan_job(with_vocab(cfg, cfg.data.vocab_size))
 
 
 def graph_key(cfg: TrainConfig) -> str:
-    """job_key's hash: jobs with equal ones load each other's graphs."""
-    return key_hash(job_key(cfg))
+    """The hash of the job's compiled-graph key: jobs with equal ones load each other's graphs."""
+    return planned(cfg).graph_key
 
 
 def compile_first_order(keys: list[str], tokens: list[int]) -> list[int]:
@@ -53,15 +52,6 @@ def compile_first_order(keys: list[str], tokens: list[int]) -> list[int]:
         first.setdefault(keys[i], i)
     leaders = set(first.values())
     return [i for i in by_length if i in leaders] + [i for i in by_length if i not in leaders]
-
-
-def job_steps(cfg: TrainConfig) -> tuple[int, float]:
-    """(optimizer steps the job trains, FLOPs per token): a forked job's parent and every cooldown."""
-    cfg = with_vocab(cfg, cfg.data.vocab_size)
-    plan = plan_run(cfg)
-    if cfg.budget.mode == "forks":
-        return round(plan_forks(cfg).C_forked / plan.F / plan.batch_tokens), plan.F
-    return plan.steps, plan.F
 
 
 def measured_eager_s(cfgs: list[TrainConfig], tokens: list[int]) -> list[float | None]:
@@ -92,16 +82,15 @@ def compile_choices(
     auto = [i for i in order if cfgs[i].trainer.compile == "auto" and not on_gpu(cfgs[i].trainer)]
     keys, savings, warm = [], [], []
     for i in auto:
-        steps, F = job_steps(cfgs[i])
-        step_tokens = cfgs[i].budget.batch_size * cfgs[i].model.seq_len
-        keys.append(graph_key(cfgs[i]))
+        job = planned(cfgs[i])  # steps: a forked job's parent and every cooldown
+        keys.append(job.graph_key)
         measured = None if eager_s is None else eager_s[i]
         if measured is None:
-            step_s = eager_step_s_from_flops(step_tokens, F, cfgs[i].model.d_model)
+            step_s = eager_step_s_from_flops(job.run.batch_tokens, job.run.F, cfgs[i].model.d_model)
         else:
-            step_s = measured / max(1, steps)
-        savings.append(saving_s(steps, step_s))
-        warm.append(is_warm(job_key(cfgs[i])))
+            step_s = measured / max(1, job.steps)
+        savings.append(saving_s(job.steps, step_s))
+        warm.append(is_warm(job.compile_key))
     return dict(zip(auto, choose_for_sweep(keys, savings, warm)))
 
 

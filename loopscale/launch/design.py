@@ -24,7 +24,7 @@ from loopscale.config.naming import parse_fork_point
 from loopscale.config.schema import with_vocab
 from loopscale.errors import ConfigError
 from loopscale.launch.sweep import expand, sweep_overrides
-from loopscale.train.plan import plan_forks, plan_run
+from loopscale.train.job_plan import plan_job
 
 
 def design_points(overrides: list[str]) -> pd.DataFrame:
@@ -32,25 +32,20 @@ def design_points(overrides: list[str]) -> pd.DataFrame:
     rows = []
     for job in expand(overrides):
         cfg = with_vocab(job.cfg, job.cfg.data.vocab_size)
-        plan = plan_run(cfg)
+        plan = plan_job(cfg)
         common = {
             "r": cfg.model.r,
-            "N_once": plan.N_once,
-            "N_rec": plan.N_rec,
-            "N_pass": plan.N_pass,
-            "N": plan.N,
-            "F": plan.F,
+            "N_once": plan.run.N_once,
+            "N_rec": plan.run.N_rec,
+            "N_pass": plan.run.N_pass,
+            "N": plan.run.N,
+            "F": plan.run.F,
             "width": cfg.model.d_model,
             "recipe": cfg.model.recipe,
             "seed": cfg.seed,
         }
-        if cfg.budget.mode == "forks":
-            fp = plan_forks(cfg)
-            for b in fp.branches:
-                C = b.D * fp.F
-                rows.append({**common, "D": float(b.D), "C": C, "C_budget": b.C_budget or C, "parent": cfg.run_name})
-        else:
-            rows.append({**common, "D": float(plan.D), "C": plan.C, "C_budget": plan.C_budget or plan.C, "parent": ""})
+        for p in plan.points:
+            rows.append({**common, "D": float(p.D), "C": p.C, "C_budget": p.C_budget or p.C, "parent": plan.parent})
     return pd.DataFrame(rows)
 
 

@@ -34,13 +34,13 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 
 from loopscale.config.dirs import compose
 from loopscale.config.schema import TrainConfig
-from loopscale.data.validation import final_val_sequences, intermediate_validations, subset_count
+from loopscale.data.heldout import final_val_sequences, intermediate_validations, subset_count
 from loopscale.errors import ConfigError
 from loopscale.model.accounting import eval_flops_per_token
 from loopscale.model.memory import GIB, MARGIN, estimate_memory, usable_memory
 from loopscale.train.batching import candidate_device_batches, on_gpu, split_and_memory
+from loopscale.train.job_plan import JobPlan, plan_job
 from loopscale.train.mfu import peak_flops
-from loopscale.train.plan import plan_forks, plan_run
 
 RESTART_S = 300.0  # per requeue besides compiling: queue-to-start, imports, data open, checkpoint load
 # torch.compile per attempt (estimates for one GPU node; benchmarks/gpu_check.py measures them):
@@ -84,32 +84,27 @@ def launch_limits(hydra_cfg: Any) -> LaunchLimits | None:
     return LaunchLimits(float(timeout_min), int(launcher.get("max_num_timeout") or 0))
 
 
-def job_compute_flops(cfg: TrainConfig) -> float:
-    """Everything the job trains: its run's C, or a forked job's parent + branches."""
-    if cfg.budget.mode == "forks":
-        return plan_forks(cfg).C_forked
-    return plan_run(cfg).C
-
-
 def validation_tokens(cfg: TrainConfig, steps: int) -> int:
     """Tokens the job validates on: the intermediate subsets every val_every_steps (not at the last step)
-    and the final set once (loopscale/data/validation.py)."""
+    and the final set once (loopscale/data/heldout.py)."""
     final = final_val_sequences(cfg.data, cfg.model.seq_len)
     subset = subset_count(final, cfg.trainer.val_subset)
     return (final + intermediate_validations(steps, cfg.trainer.val_every_steps) * subset) * cfg.model.seq_len
 
 
-def estimate_job(cfg: TrainConfig, limits: LaunchLimits | None, C: float | None = None) -> JobEstimate:
+def estimate_job(cfg: TrainConfig, limits: LaunchLimits | None, job: JobPlan | None = None) -> JobEstimate:
     """The job's device hours and wall time (training, validation, compile) at trainer.assumed_mfu on
-    trainer.plan_device, and the wall time its launcher allows after requeue losses."""
+    trainer.plan_device, and the wall time its launcher allows after requeue losses. `job`: its plan, when the
+    caller has it (else planned here)."""
     peak = peak_flops(cfg.trainer.plan_device)
     if peak is None:
         raise ConfigError(
             f"trainer.plan_device={cfg.trainer.plan_device!r} has no known bf16 peak; use one of the "
             "names in loopscale/train/mfu.py PEAK_BF16_FLOPS"
         )
-    C = job_compute_flops(cfg) if C is None else C
-    steps = max(1, plan_run(cfg).steps)  # forked jobs: the parent's steps, a fair per-step time
+    job = plan_job(cfg) if job is None else job
+    C = job.flops  # everything the job trains: its run's C, or a forked job's parent + branches
+    steps = max(1, job.run.steps)  # forked jobs: the parent's steps, a fair per-step time
     C_val = validation_tokens(cfg, steps) * eval_flops_per_token(cfg.model)
     world = cfg.trainer.devices * cfg.trainer.num_nodes
     device_s = (C + C_val) / (cfg.trainer.assumed_mfu * peak)

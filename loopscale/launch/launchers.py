@@ -37,7 +37,8 @@ from loopscale.config.schema import with_vocab
 from loopscale.errors import ConfigError
 from loopscale.launch.estimate import launch_problems
 from loopscale.train.batching import GPU_ACCELERATORS
-from loopscale.train.plan import plan_run, to_train_config
+from loopscale.train.job_plan import plan_job
+from loopscale.train.plan import to_train_config
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +76,7 @@ def job_layout(job_cfg: DictConfig) -> JobLayout:
         cfg = copy.deepcopy(job_cfg)
         with open_dict(cfg):
             cfg.pop("hydra", None)
-        params = plan_run(to_train_config(cfg)).N
+        params = plan_job(to_train_config(cfg)).run.N
     return JobLayout(
         int(trainer.devices), int(trainer.get("num_nodes", 1)), str(trainer.get("accelerator", "cpu")), params
     )

@@ -24,6 +24,7 @@ from loopscale.atomic import write_json_atomic
 from loopscale.config.schema import TrainConfig
 from loopscale.launch.worker_pool import WorkerDied, quiet_lightning, run_in_workers
 from loopscale.train.identity import IdentityMismatch, stored_hash
+from loopscale.train.job_plan import plan_job
 from loopscale.train.lock import release_dead_holder
 from loopscale.train.plan import run_dir_of
 from loopscale.train.run_json import PARENT_FILE, RUN_FILE, read_record_or_none
@@ -72,14 +73,18 @@ def train_one(cfg: TrainConfig) -> JobOutcome:
     return JobOutcome(cfg, record, time.perf_counter() - started)
 
 
+def _record_files(cfg: TrainConfig) -> tuple[Path, ...]:
+    """The records the job writes (`JobPlan.record_files`); one that cannot be planned wrote at most its own."""
+    try:
+        return plan_job(cfg).record_files
+    except ValueError:  # e.g. a forked job that cannot fork: refused before any branch
+        return (run_dir_of(cfg) / RUN_FILE, run_dir_of(cfg) / PARENT_FILE)
+
+
 def _failure_record(cfg: TrainConfig) -> str | None:
     """The record that says why a job failed: its run.json, or for a forked job the parent's record or a
     branch's run.json that is not done."""
-    run_dir = run_dir_of(cfg)
-    candidates = [run_dir / RUN_FILE, run_dir / PARENT_FILE]
-    if cfg.budget.mode == "forks":
-        candidates += sorted(run_dir.parent.glob(f"{run_dir.name}-*/{RUN_FILE}"))
-    for path in candidates:
+    for path in _record_files(cfg):
         record = read_record_or_none(path)
         if record is not None and record.get("status") not in ("done", None):
             return str(path)
@@ -90,12 +95,9 @@ def record_dead_worker(cfg: TrainConfig, died: WorkerDied) -> tuple[str, str | N
     """(status, record path) of the run a dead worker held. A worker that could write its record on the way
     out (SIGTERM: "terminated") left it; one killed outright left its lock and no record: the lock is deleted
     (its holder is gone for certain) and the record written here says failed, and why."""
-    run_dir = run_dir_of(cfg)
-    dirs = [run_dir] + (sorted(run_dir.parent.glob(f"{run_dir.name}-*")) if cfg.budget.mode == "forks" else [])
-    held = [d for d in dirs if release_dead_holder(d, died.pid)]
-    for where in held:
-        name = PARENT_FILE if cfg.budget.mode == "forks" and where == run_dir else RUN_FILE
-        path = where / name
+    held = [path for path in _record_files(cfg) if release_dead_holder(path.parent, died.pid)]
+    for path in held:
+        where = path.parent
         before = read_record_or_none(path) or {}
         record = {
             **before,

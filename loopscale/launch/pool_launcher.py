@@ -44,7 +44,8 @@ from loopscale.launch.wall_time import list_schedule_s
 from loopscale.launch.worker_pool import WorkerDied, run_in_workers
 from loopscale.machine import usable_cores
 from loopscale.signals import EXIT_INTERRUPTED, EXIT_TERMINATED, Terminated
-from loopscale.train.plan import plan_forks, plan_run, to_train_config
+from loopscale.train.job_plan import plan_job
+from loopscale.train.plan import to_train_config
 
 log = logging.getLogger("loopscale.launch.pool_launcher")
 FAILED_PREFIX = "loopscale-train: a run of this sweep failed "  # loopscale-train's RunFailed line (train/entry.py)
@@ -83,10 +84,7 @@ def job_tokens(job_cfg: DictConfig) -> int | None:
         raise
     except ValueError:
         return None
-    if train_cfg.budget.mode == "forks":
-        plan = plan_forks(train_cfg)
-        return max(1, round(plan.C_forked / plan.F))
-    return max(1, plan_run(train_cfg).D)
+    return max(1, plan_job(train_cfg).tokens)
 
 
 def _train_config(job_cfg: DictConfig):

@@ -25,7 +25,7 @@ from loopscale.launch.lr_grid import LrGrid, lr_grid_jobs
 from loopscale.launch.throughput import cpu_throughput
 from loopscale.model.memory import GIB, estimate_memory, usable_memory
 from loopscale.train.batching import device_batching, on_gpu
-from loopscale.train.plan import RunPlan, plan_forks, plan_run
+from loopscale.train.job_plan import JobPlan, plan_job
 
 
 @dataclass(frozen=True)
@@ -95,21 +95,10 @@ def compose_jobs(jobs: list[list[str]]) -> list:
     return out
 
 
-def plan_with_vocab(cfg: TrainConfig, vocab_size: int) -> RunPlan:
-    """The run's plan for a given tokenizer vocabulary (the real one is only known after data prepare)."""
-    return plan_run(with_vocab(cfg, vocab_size))
-
-
-def job_work(cfg: TrainConfig) -> dict[str, Any]:
-    """What the job itself trains (a forked job: its stable parent and every cooldown branch, not the
-    parent's plan alone): points, tokens D, optimizer steps and FLOPs C."""
-    if cfg.budget.mode == "forks":
-        fp = plan_forks(cfg)
-        tokens = round(fp.C_forked / fp.F)
-        batch_tokens = plan_run(cfg).batch_tokens
-        return {"points": len(fp.branches), "D": tokens, "steps": round(tokens / batch_tokens), "C": fp.C_forked}
-    plan = plan_run(cfg)
-    return {"points": 1, "D": plan.D, "steps": plan.steps, "C": plan.C}
+def work(job: JobPlan) -> dict[str, Any]:
+    """What a job's row says it trains (a forked job: its stable parent and every cooldown branch, not the parent's
+    plan alone): points, tokens D, optimizer steps and FLOPs C."""
+    return {"points": len(job.points), "D": job.tokens, "steps": job.steps, "C": job.flops}
 
 
 def cpu_estimate(cfg: TrainConfig, tokens: int, device_batch: int, probe: bool) -> dict[str, Any]:
@@ -132,14 +121,14 @@ def cpu_estimate(cfg: TrainConfig, tokens: int, device_batch: int, probe: bool) 
 
 
 def describe(job: Job, limits=None, probe: bool = False) -> dict[str, Any]:
-    """One job's row: what it trains (a forked job's own points, tokens, steps and C: job_work), its device
+    """One job's row: what it trains (a forked job's own points, tokens, steps and C: `JobPlan`), its device
     batch and accumulation, its launch estimate against `limits` (a launch.LaunchLimits, or None when the
     launcher has no time limit; loopscale/launch/estimate.py) and, with `probe`, its CPU hours."""
     cfg = with_vocab(job.cfg, job.cfg.data.vocab_size)
-    plan = plan_run(cfg)
-    work = job_work(cfg)
+    planned = plan_job(cfg)
+    plan = planned.run
     batching = device_batching(cfg.budget, cfg.model, cfg.trainer, cfg.optim.optimizer)
-    estimate = estimate_job(cfg, limits)
+    estimate = estimate_job(cfg, limits, planned)
     memory = estimate_memory(
         cfg.model, batching.device_batch, cfg.trainer.compile, cfg.optim.optimizer, True, batching.world
     )
@@ -158,7 +147,7 @@ def describe(job: Job, limits=None, probe: bool = False) -> dict[str, Any]:
         "C_budget": plan.C_budget,
         "lr_scale": cfg.optim.lr_scale,
         "lr_rule": cfg.optim.lr_rule,  # the experiment's tuned multiplier (`loopscale tune`), 1 without a rule
-        **work,
+        **work(planned),
         "device_batch": batching.device_batch,
         "grad_accum": batching.grad_accum,
         "world": batching.world,
@@ -171,7 +160,7 @@ def describe(job: Job, limits=None, probe: bool = False) -> dict[str, Any]:
         "peak_gib": memory.peak / GIB,
         "usable_gib": None if usable is None else usable / GIB,
         "fits_memory": usable is None or memory.peak <= usable,
-        **cpu_estimate(cfg, work["D"], batching.device_batch, probe),
+        **cpu_estimate(cfg, planned.tokens, batching.device_batch, probe),
     }
 
 
@@ -193,27 +182,21 @@ def plan_rows(overrides: list[str], probe: bool = False) -> list[dict]:
     for job in jobs:
         # the tokenizer vocabulary is only known after data prepare; plan with the configured one
         cfg = with_vocab(job.cfg, job.cfg.data.vocab_size)
-        work = job_work(cfg)
-        if cfg.budget.mode == "forks":
-            fp = plan_forks(cfg)
-            steps, fork_steps = [b.steps for b in fp.branches], [b.fork_step for b in fp.branches]
-            C_independent = fp.C_independent
-        else:
-            steps, fork_steps, C_independent = [work["steps"]], [], work["C"]
+        planned = plan_job(cfg)
         row = {
             "run_name": cfg.run_name,
             "seed": cfg.seed,
             "r": cfg.model.r,
             "d_model": cfg.model.d_model,
-            "points": work["points"],
-            "steps": steps,  # each point's (branch's) optimizer steps
-            "fork_steps": fork_steps,
-            "steps_trained": work["steps"],  # what the job trains: the parent to its last fork + each cooldown
-            "tokens": work["D"],
-            "C_independent": C_independent,
-            "C_forked": work["C"],
+            "points": len(planned.points),
+            "steps": [p.steps for p in planned.points],  # each point's (branch's) optimizer steps
+            "fork_steps": [p.fork_step for p in planned.points if p.fork_step is not None],
+            "steps_trained": planned.steps,  # what the job trains: the parent to its last fork + each cooldown
+            "tokens": planned.tokens,
+            "C_independent": planned.flops_independent,
+            "C_forked": planned.flops,
         }
-        estimate = estimate_job(cfg, limits, C=work["C"])
+        estimate = estimate_job(cfg, limits, planned)
         row.update(
             gpu_hours=estimate.gpu_hours,
             wall_h=estimate.wall_h,
@@ -221,6 +204,6 @@ def plan_rows(overrides: list[str], probe: bool = False) -> list[dict]:
             fits_limits=estimate.fits,
         )
         batching = device_batching(cfg.budget, cfg.model, cfg.trainer, cfg.optim.optimizer)
-        row.update(cpu_estimate(cfg, work["D"], batching.device_batch, probe))
+        row.update(cpu_estimate(cfg, planned.tokens, batching.device_batch, probe))
         rows.append(row)
     return with_compile(rows, [job.cfg for job in jobs], "tokens")

@@ -39,6 +39,7 @@ from loopscale.cache_home import cache_dir
 from loopscale.config.schema import TrainConfig
 from loopscale.model.accounting import cpu_model
 from loopscale.signals import die_with_parent
+from loopscale.train.job_plan import plan_job
 from loopscale.train.plan import plan_training
 
 PROBE_STEPS = 3  # timed optimizer steps after one warm-up: ~0.1-2 s for the CPU grids' shapes
@@ -103,7 +104,8 @@ def _job_optimizer(cfg: TrainConfig, model_cfg, device_batch: int):
     # torch: only when a probe runs (a cached measurement, `sweep` and `plan` stay torch-free)
     from loopscale.train.lightning_module import LoopedLM
 
-    module = LoopedLM(model_cfg, cfg.optim, cfg.trainer, plan_training(dataclasses.replace(cfg, model=model_cfg)))
+    cfg = dataclasses.replace(cfg, model=model_cfg)  # a forked job's probe: its stable parent's plan
+    module = LoopedLM(model_cfg, cfg.optim, cfg.trainer, plan_training(cfg, plan_job(cfg).run))
     return module.model, module.configure_optimizers()["optimizer"]
 
 

@@ -29,6 +29,7 @@ from loopscale.train.optim.schedule import warmup_steps as schedule_warmup_steps
 from loopscale.train.optim.schedule import wsd_decay_start
 
 CHECKPOINT = Path("checkpoints") / "last.ckpt"
+SINGLE_RUN_MODES = ("flops", "tokens", "ratio")  # the budgets of one run; budget.mode=forks is a job of several
 
 
 @dataclass(frozen=True)
@@ -57,11 +58,12 @@ class RunPlan:
 
 
 def plan_run(cfg: TrainConfig) -> RunPlan:
-    """Turn the budget into tokens and steps for this model and batch (pure; no model is built). A sampled-r run
-    (model.r_sampling) takes its steps from its schedule of draws (`_sampled_steps`)."""
+    """Turn the budget of one run (flops, tokens, ratio) into tokens and steps for this model and batch (pure; no
+    model is built). A sampled-r run (model.r_sampling) takes its steps from its schedule of draws (`_sampled_steps`).
+    A job of several runs (a forked one) is planned by `loopscale.train.job_plan.plan_job`."""
     budget = cfg.budget
-    if budget.mode == "forks":  # the job's own training is the stable parent; its branches: plan_forks
-        return plan_run(parent_config(cfg, plan_forks(cfg)))
+    if budget.mode not in SINGLE_RUN_MODES:
+        raise ConfigError(f"plan_run plans one run; budget.mode={budget.mode} is a job of several (plan_job)")
     counts = accounting.param_counts(cfg.model)
     F = accounting.flops_per_token(cfg.model)
     F_causal = accounting.causal_flops_per_token(cfg.model)
@@ -204,8 +206,8 @@ class ForkPlan:
 def plan_forks(cfg: TrainConfig) -> ForkPlan:
     """The branches of a budget.mode=forks config (vocab_size as given; run_forks sets the real one)."""
     budget, optim = cfg.budget, cfg.optim
-    if budget.mode != "forks":
-        raise ConfigError(f"plan_forks needs budget.mode=forks, got {budget.mode!r}")
+    if not (budget.fork_flops or budget.fork_tokens):
+        raise ConfigError("plan_forks needs budget.fork_flops or budget.fork_tokens (budget.mode=forks)")
     if r_sampling.is_sampled(cfg.model):  # a branch's steps come from one F; a sampled run's from its draws
         raise ConfigError(
             f"model.r_sampling={cfg.model.r_sampling} needs budget.mode=flops or tokens (independent runs), not forks"

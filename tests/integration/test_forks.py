@@ -15,6 +15,7 @@ from loopscale.config.naming import parse_fork_point
 from loopscale.train.checkpoint import fork_checkpoint_path
 from loopscale.train.collect import collect
 from loopscale.train.entry import run_training
+from loopscale.train.job_plan import plan_job
 from loopscale.train.lightning_module import InjectedFailure
 from loopscale.train.plan import CHECKPOINT, branch_config, plan_forks, plan_run, run_dir_of
 from loopscale.train.run_json import PARENT_FILE, read_record
@@ -64,7 +65,7 @@ def test_plan_branches_and_cost(tmp_path, data_dir):
     assert plan.C_independent == pytest.approx(plan.F * 30720, rel=1e-12)
     assert plan.C_forked == pytest.approx(plan.F * 1024 * (12 + 1 + 2 + 3), rel=1e-12)
     # the job's own run (what `loopscale sweep` shows) is the parent: warmup + constant lr for 12 steps
-    assert plan_run(cfg).steps == 12
+    assert plan_job(cfg).run.steps == 12
     # each branch is an ordinary wsd run of its own length with the shared warmup
     branch = branch_config(cfg, plan, plan.branches[1])
     assert (branch.budget.mode, branch.optim.schedule, branch.optim.warmup_steps) == ("tokens", "wsd", 2)

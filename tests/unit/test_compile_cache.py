@@ -98,12 +98,13 @@ def test_a_seed_sweep_starts_every_models_first_seed_first():
     """schedule() on a real sweep (2 widths x 3 seeds, in Hydra's order: seeds vary fastest): both widths'
     seed 0 first, longest first, then the other seeds; trainer.compile=auto resolved in every job."""
     from loopscale.launch.compile_order import schedule
-    from loopscale.launch.sweep import expand, job_work
+    from loopscale.launch.sweep import expand
+    from loopscale.train.job_plan import plan_job
 
     jobs = expand(["experiment=isodepth_cpu_demo", "model.r=1", "point=C2.5e11-d16,C2.5e11-d48", "seed=0,1,2"])
     cfgs = [job.cfg for job in jobs]
     assert [c.seed for c in cfgs] == [0, 1, 2, 0, 1, 2] and {c.trainer.compile for c in cfgs} == {"auto"}
-    tokens = [job_work(c)["D"] for c in cfgs]
+    tokens = [plan_job(c).tokens for c in cfgs]
     started = schedule(cfgs, tokens)
     assert [c.seed for c in started[:2]] == [0, 0] and {c.model.d_model for c in started[:2]} == {16, 48}
     assert started[0].model.d_model == (16 if tokens[0] > tokens[3] else 48)

@@ -62,7 +62,7 @@ def test_a_design_with_per_pass_adapters_lists_their_parameters_as_the_plan_coun
     """lora's looped runs carry N_pass (the per-pass adapters) as `train.plan` counts it, the baseline's r = 1 runs
     none; without the column `loopscale power` drew lora designs as if the adapters were not there."""
     from loopscale.launch.sweep import expand
-    from loopscale.train.plan import plan_run
+    from loopscale.train.job_plan import plan_job
 
     overrides = ["experiment=designs_cpu", "model.recipe=lora", "model.r=1,2", "point=C2.5e11_3.54e11-d16"]
     design = design_points(overrides)
@@ -70,4 +70,4 @@ def test_a_design_with_per_pass_adapters_lists_their_parameters_as_the_plan_coun
     looped = design[design["r"] == 2]
     assert set(looped["recipe"]) == {"lora"} and (design.loc[design["r"] == 1, "N_pass"] == 0).all()
     (job,) = [job for job in expand(overrides) if job.cfg.model.r == 2]
-    assert set(looped["N_pass"]) == {plan_run(job.cfg).N_pass} and looped["N_pass"].iloc[0] > 0
+    assert set(looped["N_pass"]) == {plan_job(job.cfg).run.N_pass} and looped["N_pass"].iloc[0] > 0
