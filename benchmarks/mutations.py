@@ -1155,7 +1155,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "approach2-one-parabola-over-every-point",
-        "loopscale/fit/validation/approach2.py",
+        ISOFLOP,
         "    return slice(max(0, k - WINDOW_NEIGHBOURS), min(len(y), k + WINDOW_NEIGHBOURS + 1)), None\n",
         "    return slice(0, len(y)), None\n",
         (

@@ -22,8 +22,6 @@ OVERRIDES = (
     "bptt_k",
     "injection",
     "block",
-    "hyper_lanes",
-    "hyper_dynamic",
     "vocab_size",
     "seq_len",
     "tie_embeddings",
@@ -63,7 +61,9 @@ def register(subparsers) -> None:
         metavar="KEY=VALUE",
         help="a form option (model.options), e.g. lora_rank=8 or residual_lambda=2; repeatable",
     )
-    p.add_argument("--hyper-lanes", type=int, default=None, help="K, lanes for injection=hyper")
+    p.add_argument(
+        "--hyper-lanes", type=int, default=None, help="K, lanes for injection=hyper (= --option hyper_lanes=K)"
+    )
     p.add_argument("--hyper-dynamic", action="store_true", default=None, help="dynamic hyper-connections")
     p.add_argument("--vocab-size", type=int, default=None)
     p.add_argument("--seq-len", type=int, default=None)
@@ -76,8 +76,10 @@ def register(subparsers) -> None:
 def build_config(args: argparse.Namespace):
     """The ModelConfig the flags describe; ValueError (naming the field) on a bad value."""
     overrides = {name: getattr(args, name) for name in OVERRIDES if getattr(args, name) is not None}
-    if args.option:
-        overrides["options"] = parse_options(args.option)
+    options = {"hyper_lanes": args.hyper_lanes, "hyper_dynamic": args.hyper_dynamic}  # form options of their own
+    options = {**{k: v for k, v in options.items() if v is not None}, **parse_options(args.option)}
+    if options:
+        overrides["options"] = options
     if args.preset == "paper":
         if args.d_model is not None:
             raise UsageError("--d-model applies to --preset cpu; the paper preset sets d_model from --size")

@@ -26,7 +26,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from loopscale.atomic import write_text_atomic
 from loopscale.config.locations import ENV_VAR, config_dir, sweeps_dir, user_config_dirs
-from loopscale.config.model import ModelConfig
+from loopscale.config.model import ModelConfig, check_moved_overrides
 from loopscale.config.resolvers import register_resolvers
 from loopscale.config.schema import (
     BudgetConfig,
@@ -48,6 +48,7 @@ def group_dir(group: str) -> Path:
 def compose(overrides: list[str], return_hydra_config: bool = False):
     """The training config `loopscale-train OVERRIDES` would run (a DictConfig), composed from the shipped
     configs and the user's (Hydra's compose API; the schema and the `ls.*` resolvers registered first)."""
+    check_moved_overrides(overrides)
     register_resolvers()
     register_configs()
     with initialize_config_dir(str(config_dir()), version_base=None):

@@ -15,17 +15,28 @@ from loopscale.blocks import registry as blocks
 from loopscale.config.checks import check_choice, check_positive, check_r_sampling
 from loopscale.config.naming import check_name
 from loopscale.errors import ConfigError, UnknownName, closest
+from loopscale.injections.form import option
 from loopscale.injections.registry import form as injection_form
 from loopscale.injections.registry import names
 from loopscale.recipes import registry as recipes
 
 INITS = ("gpt2", "paper")
 DENSE_LAYOUTS = ("same", "plain")
-RECIPES = ("baseline", "tbptt", "hyper")  # the paper's recipes (loopscale/recipes/: published=True)
 MLPS = ("relu2", "swiglu")
 SWIGLU_MULTIPLE = 64  # SwiGLU hidden width is rounded to this multiple
 PRECISIONS = ("fp32_stream", "published")
 VOCAB_MULTIPLE = 64  # the model pads its vocabulary to this multiple (tensor-core friendly shapes)
+MOVED_TO_OPTIONS = ("hyper_lanes", "hyper_dynamic")  # fields that became form options (model.options.<key>)
+
+
+def check_moved_overrides(overrides) -> None:
+    """A ConfigError with the new key for an override of a field that became a form option (model.hyper_lanes=3:
+    model.options.hyper_lanes=3), instead of Hydra's "not in ModelConfig"."""
+    for override in overrides:
+        key = str(override).split("=", 1)[0].lstrip("+~")
+        if key.removeprefix("model.") in MOVED_TO_OPTIONS and key.startswith("model."):
+            new = key.replace("model.", "+model.options.", 1)
+            raise ConfigError(f"{key} is a form option now (hyper-connections are configured as options): {new}=...")
 
 
 def pad_vocab(vocab_size: int, multiple: int = VOCAB_MULTIPLE) -> int:
@@ -70,7 +81,8 @@ class ModelConfig:
     # auto (the recipe's; else prenorm) or a form of loopscale/blocks/: what one layer is (prenorm | sandwich |
     # lora | scaled_residual). Left out of a run's identity while prenorm (train/identity.py).
     block: str = "auto"
-    # Options of the injection and block forms (lora_rank, residual_lambda, parcae_state_std): the form's own
+    # Options of the injection and block forms (lora_rank, residual_lambda, parcae_state_std, hyper_lanes,
+    # hyper_dynamic): the form's own
     # default for a key not given, the recipe's defaults under it. Empty for every earlier design, so it adds
     # nothing to their identity.
     options: dict[str, Any] = field(default_factory=dict)
@@ -85,8 +97,6 @@ class ModelConfig:
     r_set: Optional[list] = None  # uniform: the pass counts drawn from, each equally likely
     r_max: Optional[int] = None  # draws above it run r_max passes (default 4 r): a finite, exact distribution
     r_grad: str = "bptt"  # bptt: the last bptt_k passes of each draw get gradient (all: None) | half: ceil(n / 2)
-    hyper_lanes: int = 2  # K, residual lanes for injection="hyper"
-    hyper_dynamic: bool = False  # input-dependent tanh corrections (Zhu et al. 2024), zero-initialised
     mlp: str = "relu2"  # relu2 (hidden = mlp_ratio * d) | swiglu (hidden = 2/3 * mlp_ratio * d, rounded)
     mlp_ratio: int = 4
     seq_len: int = 256  # T, the context length (also the RoPE table length)
@@ -158,8 +168,6 @@ class ModelConfig:
         form.check(self)  # the form's own refusals (hyper: one lane, truncated backprop)
         block.check(self)
         check_options(self, form.options + block.options)
-        if self.hyper_dynamic and not form.uses_lanes:
-            raise ConfigError(f"hyper_dynamic=True needs injection={' or '.join(map(repr, names(uses_lanes=True)))}")
         if self.logit_softcap is not None:
             check_positive("logit_softcap", self.logit_softcap)
         recipe = recipes.find(self.recipe)
@@ -231,7 +239,7 @@ def design_name(cfg: ModelConfig) -> str:
     parts = [cfg.injection]
     if cfg.bptt_k is not None and cfg.bptt_k < cfg.r:
         parts.append(f"bptt{cfg.bptt_k}")
-    if cfg.hyper_dynamic:
+    if option(cfg, "hyper_dynamic", False):  # the hyper form's option (injections/hyper.py)
         parts.append("dynamic")
     if cfg.block != blocks.DEFAULT or recipes.find("-".join(parts)) is not None:
         parts.insert(1, cfg.block)

@@ -242,7 +242,7 @@ class TrainerConfig:
     compile_backend: str = "inductor"
     val_every_steps: int = 0  # optimizer steps between validations; 0: only the final validation
     # share of the final validation set the intermediate validations read (its first rows / windows); the
-    # final validation reads all of it, once (loopscale/data/validation.py)
+    # final validation reads all of it, once (loopscale/data/heldout.py)
     val_subset: float = 0.05
     # passes each finished model is also scored at on the final validation set (train/testtime_eval.py): auto is
     # {1, 2, r/2, r, 2r, 4r} (whole numbers >= 1, each once); a list of whole numbers; off (or an empty list): none

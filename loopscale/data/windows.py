@@ -14,7 +14,7 @@ it. No state is carried from one batch to the next, so resuming needs nothing bu
 
 Validation is a FIXED set: the first val_tokens // (T + 1) non-overlapping windows of the val shard, the
 same for every run on the same prepared data, so val losses are comparable across a sweep; validations
-inside fit read its first trainer.val_subset share (loopscale/data/validation.py).
+inside fit read its first trainer.val_subset share (loopscale/data/heldout.py).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset, IterableDataset, Subset
 
 from loopscale.data.shards import PreparedData
-from loopscale.data.validation import subset_count
+from loopscale.data.heldout import subset_count
 from loopscale.errors import InputError
 
 TokenSource = Union[PreparedData, np.ndarray]
@@ -167,7 +167,7 @@ class StepResumableDataModule(L.LightningDataModule):
 
     def validation_count(self, final: int) -> int:
         """Sequences the next validation reads of a val set of `final`: all of it in trainer.validate (the
-        final validation), its first val_subset share inside fit (loopscale/data/validation.py)."""
+        final validation), its first val_subset share inside fit (loopscale/data/heldout.py)."""
         trainer = getattr(self, "trainer", None)
         fitting = trainer is not None and trainer.state.fn == "fit"
         return subset_count(final, self.val_subset) if fitting else final

@@ -31,7 +31,7 @@ from scipy.stats import chi2
 
 from loopscale.errors import InputError
 from loopscale.fit.laws.form import LawData
-from loopscale.fit.laws.looped_joint import RECIPE_CODE
+from loopscale.fit.laws.looped_joint import RECIPE_CODE, LoopedJoint
 from loopscale.fit.laws.looped_joint import recipe_phi as recipe_phi  # its home before the law registry
 from loopscale.fit.laws.registry import law_data_from_table, make_law
 from loopscale.fit.noise import DEFAULT_INNER, NoiseFit, noise_block, noise_setup, seed_hierarchy
@@ -257,6 +257,9 @@ def _profiles(result, state, recipes, profile: bool, max_passes: int = 3):
     return out, state
 
 
+param = LoopedJoint.recipe_param  # phi[<recipe>], delta_phi[<recipe>]: the law's names
+
+
 def _attach_bootstrap(
     result, state, recipes, n_bootstrap, seed, labels, cluster, level, jobs=1, progress=None, two_stage=None
 ):
@@ -269,7 +272,8 @@ def _attach_bootstrap(
     boot["cluster"] = cluster
     cols = boot["params"]
     for g in recipes[1:]:
-        cols[f"delta_phi[{g}]"] = (np.asarray(cols[f"phi[{g}]"]) - np.asarray(cols[f"phi[{recipes[0]}]"])).tolist()
+        phi_g, phi_ref = np.asarray(cols[param(g)]), np.asarray(cols[param(recipes[0])])
+        cols[param(g, delta=True)] = (phi_g - phi_ref).tolist()
     result.bootstrap = boot
     result.ci95 = percentile_ci(cols, level)
 
@@ -278,11 +282,11 @@ def _delta_phi(result, state, ref: str, g: str, prof: dict | None) -> dict[str, 
     """delta-phi of recipe g against the reference: estimate, bootstrap CI and se (when bootstrapped),
     profile interval (when profiled: `prof`) and the LR test of dphi = 0."""
     name = f"dphi[{g}]"
-    entry: dict[str, Any] = {"estimate": result.params[f"phi[{g}]"] - result.params[f"phi[{ref}]"]}
+    entry: dict[str, Any] = {"estimate": result.params[param(g)] - result.params[param(ref)]}
     if result.bootstrap:
-        reps = np.asarray(result.bootstrap["params"][f"delta_phi[{g}]"])
+        reps = np.asarray(result.bootstrap["params"][param(g, delta=True)])
         entry.update(
-            bootstrap_ci=result.ci95[f"delta_phi[{g}]"], se=float(np.std(reps, ddof=1)), n_replicates=len(reps)
+            bootstrap_ci=result.ci95[param(g, delta=True)], se=float(np.std(reps, ddof=1)), n_replicates=len(reps)
         )
     if prof is not None:
         entry["profile_interval"] = prof["interval"]

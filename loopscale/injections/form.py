@@ -107,7 +107,6 @@ class InjectionForm:
     # states read by the config (loopscale/config/model.py) and the accounting
     needs_loop = False  # refused at r = 1
     truncatable = True  # trains under bptt_k < r: e reaches the passes with gradient through read()
-    uses_lanes = False  # reads model.hyper_lanes and model.hyper_dynamic
     looped_injection = True  # model.looped_injection may name it: what injection=auto becomes at r > 1
     options: tuple[str, ...] = ()  # the keys of ModelConfig.options it reads
 

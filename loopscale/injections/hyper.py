@@ -1,5 +1,6 @@
 """hyper: hyper-connection lanes around the recurrent block (Zhu et al. 2024, "Hyper-Connections"), per
-docs/design.md. The published probe (model.recipe=hyper, K = 2).
+docs/design.md. The published probe (model.recipe=hyper, K = 2). Options: model.options.hyper_lanes (K, default
+2) and model.options.hyper_dynamic (default false).
 
 K residual lanes replace the single state s. All lanes start as the prelude output e. Pass i (0-based):
 
@@ -15,7 +16,7 @@ Identity at init: with M = I and beta = 1 every lane receives every s, so all K 
 e + s_1 + ... + s_i whatever alpha picks; the block input of pass i + 1 is that running sum and the coda
 gets K * (e + s_1 + ... + s_r). (For r = 2 the block inputs are e and e + s_1, the same as `additive`.)
 
-Dynamic variant (`hyper_dynamic`, Zhu et al.'s DHC): each coefficient gets an input-dependent correction
+Dynamic variant (option `hyper_dynamic`, Zhu et al.'s DHC): each coefficient gets an input-dependent correction
     alpha += s_a * tanh(norm(lane_n) . w_alpha),  beta += s_b * tanh(norm(lane_n) . w_beta),
     M[n, :] += s_m * tanh(norm(lane_n) @ W_M)
 with one W_dyn = [w_alpha | w_beta | W_M] of shape [d, K + 2] per pass, initialised at zero (so at init the
@@ -33,42 +34,52 @@ from __future__ import annotations
 import contextlib
 
 from loopscale.errors import ConfigError
-from loopscale.injections.form import SCALAR, InjectionForm, Param, module_class, pass_flops, truncated
+from loopscale.injections.form import SCALAR, InjectionForm, Param, module_class, option, pass_flops, truncated
 
 DYNAMIC_SCALE_INIT = 0.01
+
+
+def lanes(cfg) -> int:
+    """K, the residual lanes (model.options.hyper_lanes)."""
+    return option(cfg, "hyper_lanes", 2)
+
+
+def dynamic(cfg) -> bool:
+    """Input-dependent tanh corrections (model.options.hyper_dynamic; Zhu et al. 2024), zero-initialised."""
+    return option(cfg, "hyper_dynamic", False)
 
 
 class HyperForm(InjectionForm):
     name = "hyper"
     needs_loop = True
     truncatable = False
-    uses_lanes = True
     looped_injection = False
+    options = ("hyper_lanes", "hyper_dynamic")
 
     def params(self, cfg) -> tuple[Param, ...]:
-        r, K, d = cfg.r, cfg.hyper_lanes, cfg.d_model
+        r, K, d = cfg.r, lanes(cfg), cfg.d_model
         static = Param("alpha", (r, K), SCALAR), Param("M", (r, K, K), SCALAR), Param("beta", (r, K), SCALAR)
-        if not cfg.hyper_dynamic:
+        if not dynamic(cfg):
             return static
         return *static, Param("W_dyn", (r, d, K + 2), SCALAR), Param("dyn_scale", (r, 3), SCALAR)
 
     def matmul_flops_per_token(self, cfg, n_grad: int) -> int:
-        r, K, d = cfg.r, cfg.hyper_lanes, cfg.d_model
-        always = r * K * K * d + (r * K * d * (K + 2) if cfg.hyper_dynamic else 0)  # lane mix; normed lanes @ W_dyn
+        r, K, d = cfg.r, lanes(cfg), cfg.d_model
+        always = r * K * K * d + (r * K * d * (K + 2) if dynamic(cfg) else 0)  # lane mix; normed lanes @ W_dyn
         return pass_flops(cfg, n_grad, K * d) + 6 * always  # the alpha read-out per pass
 
     def elementwise_flops_per_token(self, cfg, n_grad: int) -> int:
-        return 6 * cfg.r * cfg.hyper_lanes * cfg.d_model  # beta (x) s, every pass with gradient
+        return 6 * cfg.r * lanes(cfg) * cfg.d_model  # beta (x) s, every pass with gradient
 
     def saved_bytes_per_token(self, cfg, n_grad: int) -> int:
-        K, d = cfg.hyper_lanes, cfg.d_model
+        K, d = lanes(cfg), cfg.d_model
         # fp32 lanes read / updated and the pass outputs for beta; the first pass reads the lanes as K views of
         # e's one storage, so K - 1 of those copies are never stored
         return ((2 * cfg.r - 1) * K - (K - 1)) * 4 * d + cfg.r * 4 * d
 
     def check(self, cfg) -> None:
-        if cfg.hyper_lanes < 2:
-            raise ConfigError(f"hyper_lanes={cfg.hyper_lanes!r}: hyper-connections need at least 2 lanes")
+        if lanes(cfg) < 2:
+            raise ConfigError(f"hyper_lanes={lanes(cfg)!r}: hyper-connections need at least 2 lanes")
         if truncated(cfg):
             raise ConfigError(
                 f"injection='hyper' needs full backprop (bptt_k={cfg.bptt_k} < r={cfg.r}): the lane "
@@ -77,7 +88,7 @@ class HyperForm(InjectionForm):
 
     def build(self, cfg):
         fp32_lanes = cfg.precision == "fp32_stream"
-        return hyper_module()(cfg.d_model, cfg.r, cfg.hyper_lanes, cfg.hyper_dynamic, cfg.norm_eps, fp32_lanes)
+        return hyper_module()(cfg.d_model, cfg.r, lanes(cfg), dynamic(cfg), cfg.norm_eps, fp32_lanes)
 
 
 FORM = HyperForm()

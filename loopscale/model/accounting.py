@@ -66,7 +66,7 @@ from loopscale.config.dirs import config_dir
 from loopscale.config.model import ModelConfig
 from loopscale.config.naming import paper_width
 from loopscale.errors import ConfigError
-from loopscale.injections.form import N_ONCE, N_PASS, N_REC
+from loopscale.injections.form import N_ONCE, N_PASS, N_REC, option
 from loopscale.injections.registry import form as injection_form
 from loopscale.injections.registry import names as injection_names
 
@@ -358,8 +358,11 @@ def accounting_report(cfg: ModelConfig) -> dict:
         "injection": cfg.injection,
         "block": cfg.block,
         "options": dict(cfg.options),
-        "hyper_lanes": cfg.hyper_lanes if injection_form(cfg.injection).uses_lanes else None,
-        "hyper_dynamic": cfg.hyper_dynamic,
+        # the hyper form's options (injections/hyper.py), as `params` printed them when they were fields
+        "hyper_lanes": option(cfg, "hyper_lanes", 2)
+        if "hyper_lanes" in injection_form(cfg.injection).options
+        else None,
+        "hyper_dynamic": option(cfg, "hyper_dynamic", False),
         "bptt_k": cfg.bptt_k,
         "recipe": cfg.recipe,
         "tie_embeddings": cfg.tie_embeddings,

@@ -28,11 +28,12 @@ The modules, bottom to top:
     labels      the axis labels (mathtext, with units: nats/token, parameters, tokens, FLOPs)
     layout      colours per r, markers per recipe, panel grids, log-axis ticks, the figure legend
     views       the rows of each recipe with the fit that predicts them (views, recipe_fit)
-    curves      the law along each figure's axes (law_line, collapse_spread, compute_optimal_curve)
+    figure      what a fit figure is for the registry (FitFigure: name, rank, draw); each module lists its FIGURES
+    curves      the law along each figure's axes (law_line, collapse_spread; the law's N*, D*: fit/isoflop.py)
     isoflop     the iso-FLOP figure and its budget panels
     single_fit  the other figures of one fit
     recipes     the figures that compare recipes (delta_phi, joint_delta_phi, delta_phi_profile)
-    registry    which figures apply (figures, FIGURE_NAMES) and writing them (save_all, plot_fit)
+    registry    the fit figures, found in the modules' FIGURES, which apply (figures) and writing them (save_all)
     advice      the figure of `loopscale advise` (from an Advice, not from a runs table)
 Import each name from the module that defines it (`from loopscale.plots.isoflop import iso_flop`): this
 package re-exports nothing, so importing one module does not load the others.

@@ -6,7 +6,6 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from loopscale.fit.derived import optimal_size
 from loopscale.fit.laws.registry import law_class, predict_loss
 from loopscale.fit.result import FitResult, load_fit
 
@@ -61,23 +60,3 @@ def collapse_spread(table: pd.DataFrame, fit, phi: float) -> float:
     x, y = collapse_coordinates(table, fit, phi)
     curve = p["E"] + p["A"] * x ** -p["alpha"]
     return float(np.sqrt(np.mean(((y - curve) / curve) ** 2)))
-
-
-def compute_optimal_curve(table: pd.DataFrame, fit: FitResult, r: float, C: np.ndarray):
-    """(N*, D*) at budgets C for models with r recurrences, from the fitted law.
-
-    At fixed r the architecture family fixes N_eff = c N (`Law.effective_size`: N_once + m_r N_rec) and the
-    training cost per token F = f N (c, f: medians over that r's runs). With D = C / F the law is
-    L(N) = E + A (c N)^-alpha + B (C / (f N))^-beta; setting dL/dN = 0 gives the closed form
-        N* = (alpha A c^-alpha / (beta B))^(1/(alpha+beta)) * (C / f)^(beta/(alpha+beta)),
-        D* = C / (f N*).
-    """
-    p = fit.params
-    g = table[table["r"].to_numpy(dtype=float) == r]
-    N = g["N"].to_numpy(dtype=float)
-    F = g["C"].to_numpy(dtype=float) / g["D"].to_numpy(dtype=float)
-    c = float(np.median(law_class(fit.law).from_params(p).effective_size(p, g) / N))
-    f = float(np.median(F / N))
-    C = np.asarray(C, dtype=float)
-    N_star = optimal_size(p, C, c, f)
-    return N_star, C / (f * N_star)

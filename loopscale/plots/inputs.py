@@ -13,7 +13,7 @@ from loopscale.errors import InputError
 from loopscale.fit.laws.form import compute_from_tokens, cost_params, tokens_from_compute
 from loopscale.fit.laws.registry import law_class
 from loopscale.fit.result import FitResult, load_fit
-from loopscale.fit.runs_table import ColumnMap, budget_clusters, budget_column, canonical_table
+from loopscale.fit.runs_table import ColumnMap, canonical_table
 from loopscale.fit.runs_table import read_table as read_any_table
 
 # Columns a looped-law figure reads; `read_table` checks for them.
@@ -87,12 +87,6 @@ def rows_for_fit(table: pd.DataFrame, fit: FitResult) -> pd.DataFrame:
     if len(rows) == 0:
         raise InputError(f"the table has no rows with {col} = {group.get('value')!r} (the fit's group)")
     return rows.reset_index(drop=True)
-
-
-def budgets(table: pd.DataFrame) -> np.ndarray:
-    """Compute budget per row, rounded to 3 significant digits: the fitter's own rule (`budget_column`:
-    the requested C_budget where a row has it, else the spent C), so figures group runs as the fit did."""
-    return budget_clusters(budget_column(table))
 
 
 def predicted_loss(table: pd.DataFrame, fit: FitResult) -> np.ndarray:

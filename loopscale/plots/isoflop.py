@@ -11,10 +11,11 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
 import loopscale.plots.labels as labels  # the module, not the package: no import cycle
+from loopscale.fit.isoflop import budgets
 from loopscale.fit.result import load_fit
 
 from .curves import law_line
-from .inputs import budgets
+from .figure import FitFigure
 from .layout import log_axis, panel_grid, r_colours, style_legend, suptitle
 from .views import View, all_rows, view_styles, views
 
@@ -79,3 +80,6 @@ def _draw_panel(ax, view: View, lo: float, hi: float, colours: dict) -> int:
             ax.fill_between(x, y_lo, y_hi, color=colour, alpha=0.15, lw=0)
         ax.plot(x, y, color=colour, lw=1.2, ls=view.linestyle)
     return len(at_c)
+
+
+FIGURES = (FitFigure("iso_flop", 0, lambda t, fit, c, f: iso_flop(t, fit)),)

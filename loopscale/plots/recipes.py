@@ -16,6 +16,7 @@ from loopscale.fit.laws.registry import law_class
 from loopscale.fit.result import FitResult, compare_param, load_fit
 from loopscale.fit.runs_table import read_table as read_any_table
 
+from .figure import FitFigure
 from .inputs import fit_label, looped_phi
 from .layout import explain_empty, panel_grid, scaled_y_label
 
@@ -100,11 +101,11 @@ def joint_delta_phi(fit) -> Figure:
     j = fit.joint or {}
     if not law_class(fit.law).per_recipe:
         raise InputError(f"joint_delta_phi needs a joint fit (one phi per recipe); this fit is {fit.law!r}")
-    recipes, ref = j["recipes"], j["reference"]
+    recipes, ref, law = j["recipes"], j["reference"], law_class(fit.law)
     fig, (ax_v, ax_d) = panel_grid(2, size=(4.8, 3.6))
     for x, g in enumerate(recipes):
-        phi = fit.params[f"phi[{g}]"]
-        ci = (fit.ci95 or {}).get(f"phi[{g}]")
+        phi = fit.params[law.recipe_param(g)]
+        ci = (fit.ci95 or {}).get(law.recipe_param(g))
         yerr = None if ci is None else [[phi - ci[0]], [ci[1] - phi]]
         ax_v.errorbar([x], [phi], yerr=yerr, fmt="o", capsize=4, color=f"C{x % 10}")
     ax_v.set_xticks(range(len(recipes)), recipes)
@@ -142,8 +143,10 @@ def joint_delta_phi(fit) -> Figure:
 def has_delta_phi_evidence(fit: FitResult) -> bool:
     """Whether a joint fit records a delta-phi profile or bootstrap replicates (anything to draw)."""
     d = (fit.joint or {}).get("delta_phi", {})
-    boot = (fit.bootstrap or {}).get("params", {})
-    return any((v.get("profile") or {}).get("x") for v in d.values()) or any(f"delta_phi[{g}]" in boot for g in d)
+    boot, law = (fit.bootstrap or {}).get("params", {}), law_class(fit.law)
+    return any((v.get("profile") or {}).get("x") for v in d.values()) or any(
+        law.recipe_param(g, True) in boot for g in d
+    )
 
 
 def delta_phi_profile(fit) -> Figure:
@@ -156,7 +159,8 @@ def delta_phi_profile(fit) -> Figure:
     d = j.get("delta_phi", {})
     profiles = {g: v["profile"] for g, v in d.items() if (v.get("profile") or {}).get("x")}
     boot = (fit.bootstrap or {}).get("params", {})
-    reps = {g: np.asarray(boot[f"delta_phi[{g}]"], dtype=float) for g in d if f"delta_phi[{g}]" in boot}
+    names = {g: law_class(fit.law).recipe_param(g, delta=True) for g in d}
+    reps = {g: np.asarray(boot[names[g]], dtype=float) for g in d if names[g] in boot}
     reps = {g: v[np.isfinite(v)] for g, v in reps.items() if np.isfinite(v).any()}
     fig, axes = panel_grid(max(1, bool(profiles) + bool(reps)), size=(5.0, 3.8))
     if not profiles and not reps:
@@ -198,3 +202,26 @@ def _profile_panel(ax, profiles: dict, d: dict, colour: dict) -> None:
     ax.set_xlabel(labels.DELTA_PHI)
     scaled_y_label(ax, labels.OBJECTIVE)
     ax.set_title(r"profile of the objective in $\Delta\phi$ (shaded: 95%)")
+
+
+def _delta_phi_figure(fit, compare):
+    """A joint fit's own delta-phi figure; a single fit's with `compare` fits (a sequence, or a mapping name ->
+    fit) beside it; None otherwise."""
+    if law_class(fit.law).per_recipe:
+        return joint_delta_phi(fit)
+    if not compare or "phi" not in fit.params:
+        return None
+    named = isinstance(compare, Mapping)
+    return delta_phi({fit_name(fit, "fit"): fit, **compare} if named else [fit, *compare])
+
+
+FIGURES = (
+    FitFigure(
+        "phi_profile",
+        2,
+        lambda t, fit, c, f: (
+            delta_phi_profile(fit) if law_class(fit.law).per_recipe and has_delta_phi_evidence(fit) else None
+        ),
+    ),
+    FitFigure("delta_phi", 4, lambda t, fit, c, f: _delta_phi_figure(fit, c)),
+)

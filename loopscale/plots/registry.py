@@ -5,48 +5,50 @@ write_figure (atomic files, the layout solved once per figure)."""
 
 from __future__ import annotations
 
+import functools
+import importlib
+import pkgutil
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import pandas as pd
 from matplotlib.figure import Figure
 
-from loopscale.fit.laws.registry import law_class
+from loopscale import plots as package
 from loopscale.fit.result import load_fit
 
+from .figure import FitFigure
 from .files import write_figure
-from .isoflop import iso_flop
-from .recipes import delta_phi, delta_phi_profile, fit_name, has_delta_phi_evidence, joint_delta_phi
-from .single_fit import collapse, compute_optimal, has_phi_evidence, phi_profile, predicted_vs_observed, residuals
+from .single_fit import predicted_vs_observed
 
-FIGURE_NAMES = ("iso_flop", "collapse", "phi_profile", "residuals", "delta_phi", "compute_optimal")
 DPI = 200  # PNG resolution: print quality
 FORMATS = ("png", "pdf")  # every figure as a bitmap for the report and a vector file for a paper
 
 
+@functools.cache
+def fit_figures() -> tuple[FitFigure, ...]:
+    """Every fit figure of plots/: the `FIGURES` of each module that has them, in rank order (found on first use;
+    adding a figure is adding its entry to the module that draws it)."""
+    found = []
+    for info in pkgutil.iter_modules(package.__path__):
+        found += getattr(importlib.import_module(f"{package.__name__}.{info.name}"), "FIGURES", ())
+    return tuple(sorted(found, key=lambda f: (f.rank, f.name)))
+
+
+FIGURE_NAMES = tuple(dict.fromkeys(f.name for f in fit_figures()))
+
+
 def figures(table: pd.DataFrame, fit, compare=(), free=None) -> dict[str, Figure]:
-    """Every figure that applies (the fit's law says which: `Law.per_recipe`, `Law.compute_optimal`): phi
-    figures need a fit with phi or a joint fit (phi_profile only when the record has a profile or bootstrap
-    replicates), delta-phi needs `compare` fits (a sequence, or a mapping name -> fit) or a joint fit. A joint
-    fit is drawn recipe by recipe (`views`), its delta-phi figures from the joint fit's own tests."""
+    """Every figure that applies (each entry of `fit_figures` says, from the fit's law: `Law.per_recipe`,
+    `Law.compute_optimal`): phi figures need a fit with phi or a joint fit (phi_profile only when the record has
+    a profile or bootstrap replicates), delta-phi needs `compare` fits (a sequence, or a mapping name -> fit) or a
+    joint fit. A joint fit is drawn recipe by recipe (`views`), its delta-phi figures from its own tests."""
     fit = load_fit(fit)
-    law = law_class(fit.law)
-    out = {"iso_flop": iso_flop(table, fit), "residuals": residuals(table, fit, free)}
-    if law.per_recipe:
-        out["collapse"] = collapse(table, fit)
-        if has_delta_phi_evidence(fit):
-            out["phi_profile"] = delta_phi_profile(fit)
-        out["delta_phi"] = joint_delta_phi(fit)
-    elif "phi" in fit.params:
-        out["collapse"] = collapse(table, fit)
-        if has_phi_evidence(fit):
-            out["phi_profile"] = phi_profile(fit)
-        if compare:
-            named = isinstance(compare, Mapping)
-            out["delta_phi"] = delta_phi({fit_name(fit, "fit"): fit, **compare} if named else [fit, *compare])
-    if law.compute_optimal:
-        out["compute_optimal"] = compute_optimal(table, fit)
-    return {name: out[name] for name in FIGURE_NAMES if name in out}
+    out = {}
+    for entry in fit_figures():
+        if entry.name not in out and (drawn := entry.draw(table, fit, compare, free)) is not None:
+            out[entry.name] = drawn
+    return out
 
 
 def save_all(

@@ -18,11 +18,13 @@ from matplotlib.lines import Line2D
 
 import loopscale.plots.labels as labels  # the module, not the package: no import cycle
 from loopscale.errors import InputError
+from loopscale.fit.isoflop import budgets, compute_optimal_curve
 from loopscale.fit.laws.registry import law_class, law_names
 from loopscale.fit.result import FitResult, load_fit
 
-from .curves import collapse_coordinates, compute_optimal_curve
-from .inputs import as_looped_table, budgets, free_multipliers, log_residuals, looped_phi, predicted_loss
+from .curves import collapse_coordinates
+from .figure import FitFigure
+from .inputs import as_looped_table, free_multipliers, log_residuals, looped_phi, predicted_loss
 from .layout import explain_empty, log_axis, panel_grid, r_colours, scaled_y_label, style_legend
 from .views import DENSE, all_rows, view_styles, views
 
@@ -282,3 +284,25 @@ def compute_optimal(table: pd.DataFrame, fit) -> Figure:
     style_legend(fig, colours, view_styles(vs))
     fig.suptitle("compute-optimal allocation per $r$ (lines: fitted law; points: best run per budget)")
     return fig
+
+
+def _phi_or_joint(fit) -> bool:
+    return law_class(fit.law).per_recipe or "phi" in fit.params
+
+
+def _single_phi(fit) -> bool:
+    return not law_class(fit.law).per_recipe and "phi" in fit.params
+
+
+FIGURES = (  # a joint fit's phi profile and delta-phi figures: plots/recipes.py
+    FitFigure("collapse", 1, lambda t, fit, c, f: collapse(t, fit) if _phi_or_joint(fit) else None),
+    FitFigure(
+        "phi_profile", 2, lambda t, fit, c, f: phi_profile(fit) if _single_phi(fit) and has_phi_evidence(fit) else None
+    ),
+    FitFigure("residuals", 3, lambda t, fit, c, f: residuals(t, fit, f)),
+    FitFigure(
+        "compute_optimal",
+        5,
+        lambda t, fit, c, f: compute_optimal(t, fit) if law_class(fit.law).compute_optimal else None,
+    ),
+)

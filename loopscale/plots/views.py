@@ -83,9 +83,10 @@ def recipe_fit(fit, recipe: str) -> FitResult:
             f"recipe_fit needs a looped-joint fit with recipe {recipe!r}; got a {fit.law!r} fit "
             f"with recipes {j.get('recipes')}"
         )
-    rename = {f"phi[{recipe}]": "phi"}
+    phi = law_class(law.recipe_law).profile_param  # the recipe law's exponent: phi
+    rename = {law.recipe_param(recipe): phi}
     dense = ("E", "A", "alpha", "B", "beta")
-    params = {k: fit.params[k] for k in dense} | {"phi": fit.params[f"phi[{recipe}]"]}
+    params = {k: fit.params[k] for k in dense} | {phi: fit.params[law.recipe_param(recipe)]}
     ci95 = {rename.get(k, k): v for k, v in (fit.ci95 or {}).items() if k in dense or k in rename}
     boot = None
     if fit.bootstrap:

@@ -11,6 +11,7 @@ from hydra._internal.utils import get_args_parser
 from hydra.core.override_parser.overrides_parser import OverridesParser
 
 from loopscale.config.dirs import user_config_dirs
+from loopscale.config.model import check_moved_overrides
 from loopscale.config.naming import check_name
 from loopscale.errors import ConfigError
 
@@ -21,6 +22,7 @@ def refuse_before_the_stack(argv: list[str]) -> None:
     try:
         user_config_dirs()
         check_name_overrides(argv)
+        check_moved_overrides(argv)
     except NotADirectoryError as err:
         raise SystemExit(f"loopscale-train: error: {err}") from None
     except ConfigError as err:

@@ -149,7 +149,9 @@ def test_multirun_expands_to_the_published_grid(experiment):
     if experiment == "isodepth_tbptt":
         assert all(m.bptt_k == math.ceil(m.r / 2) and m.recipe == "tbptt" for m in looped)
     elif experiment == "isodepth_hyper":
-        assert all(m.injection == "hyper" and m.hyper_lanes == 2 and m.recipe == "hyper" for m in looped)
+        assert all(
+            m.injection == "hyper" and m.options.get("hyper_lanes", 2) == 2 and m.recipe == "hyper" for m in looped
+        )
     else:
         injection = "concat" if experiment in PAPER else "linear"
         assert all(m.injection == injection and m.recipe == "baseline" for m in looped)

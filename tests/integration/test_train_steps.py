@@ -27,7 +27,7 @@ def _val_steps(run_dir) -> list[int]:
 
 def test_val_every_steps_counts_optimizer_steps_under_accumulation(tmp_path, data_dir):
     # 30 optimizer steps of 16 sequences, each 2 micro-batches of 8: validation after steps 10 and 20, then the
-    # final one at 30 (once: Lightning's own at the last step is dropped, loopscale/data/validation.py)
+    # final one at 30 (once: Lightning's own at the last step is dropped, loopscale/data/heldout.py)
     cfg = _cfg(tmp_path, data_dir, "budget.grad_accum=2", "trainer.val_every_steps=10")
     record = run_training(cfg)
     assert record["status"] == "done" and record["step"] == 30

@@ -1,4 +1,4 @@
-"""Validation that costs what it should (loopscale/data/validation.py): intermediate validations read a fixed
+"""Validation that costs what it should (loopscale/data/heldout.py): intermediate validations read a fixed
 subset of the final set, the final validation reads all of it, once, also when the run's steps are a
 multiple of the interval."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from loopscale.data.validation import intermediate_validations, subset_count
+from loopscale.data.heldout import intermediate_validations, subset_count
 from loopscale.train.entry import run_training
 from support.train import TINY, train_config
 

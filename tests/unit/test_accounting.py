@@ -132,7 +132,7 @@ def count_grid():
             (name, dynamic)
             for name, form in injection_forms().items()
             if r > 1 or not form.needs_loop
-            for dynamic in ((False, True) if form.uses_lanes else (False,))
+            for dynamic in ((False, True) if "hyper_dynamic" in form.options else (False,))
         ]
         for injection, dynamic in modes:
             for tie in (False, True):
@@ -143,7 +143,8 @@ def count_grid():
 @pytest.mark.parametrize("kw", list(count_grid()), ids=lambda kw: "-".join(str(v) for v in kw.values()))
 def test_param_counts_equal_module_numel(kw):
     r = kw.pop("r")
-    cfg = tiny_model(r, hyper_lanes=3 if kw["hyper_dynamic"] else 2, **kw)
+    lanes = {"hyper_lanes": 3, "hyper_dynamic": True} if kw.pop("hyper_dynamic") else {}
+    cfg = tiny_model(r, options=lanes, **kw)
     model = LoopedTransformer(cfg)
     counts = param_counts(cfg)
     assert counts.N_rec == numel(model.recurrent)
@@ -168,7 +169,7 @@ FLOP_CASES = [
     dict(r=8, injection="concat", bptt_k=3),  # the first pass with gradient gets a detached s
     dict(r=8, bptt_k=1, injection="additive"),
     dict(r=4, recipe="hyper"),
-    dict(r=4, injection="hyper", hyper_dynamic=True),
+    dict(r=4, injection="hyper", options={"hyper_dynamic": True}),
     dict(r=8, mlp="swiglu", tie_embeddings=True, logit_softcap=30.0),
 ]
 
@@ -191,7 +192,7 @@ def test_flops_per_token_matches_flop_counter(kw):
     gains = 6 * 2 * cfg.d_model * (cfg.n_prelude + cfg.n_coda + cfg.n_rec * cfg.r)
     if cfg.bptt_k is not None:
         gains -= 4 * 2 * cfg.d_model * cfg.n_rec * (cfg.r - cfg.bptt_k)
-    write_in = 6 * cfg.r * cfg.hyper_lanes * cfg.d_model if cfg.injection == "hyper" else 0
+    write_in = 6 * cfg.r * cfg.options.get("hyper_lanes", 2) * cfg.d_model if cfg.injection == "hyper" else 0
     assert flops_per_token(cfg) == matmul_flops_per_token(cfg) + gains + write_in
 
 
@@ -265,7 +266,7 @@ def test_presets(r):
         assert (cfg.init, cfg.logit_softcap, cfg.tie_embeddings, cfg.mlp) == ("paper", 15.0, False, "relu2")
     tbptt, hyper = paper_model(6, r, "tbptt"), paper_model(6, r, "hyper")
     assert tbptt.bptt_k == (None if r == 1 else math.ceil(r / 2))
-    assert (hyper.injection, hyper.hyper_lanes) == (("passthrough", 2) if r == 1 else ("hyper", 2))
+    assert hyper.injection == ("passthrough" if r == 1 else "hyper") and hyper.options == {}  # K = 2, the default
     small = cpu_model(128, r, bptt_k=1)
     assert (small.l_eff, small.n_rec, small.vocab_size, small.bptt_k) == (12, 8 // r, 2048, 1)
 
@@ -321,7 +322,7 @@ def test_bad_configs_name_field_and_allowed_values():
         "tbptt",
         "additive",
     ]
-    assert cpu_model(128, 4, injection="hyper", hyper_dynamic=True).recipe == "hyper-dynamic"
+    assert cpu_model(128, 4, injection="hyper", options={"hyper_dynamic": True}).recipe == "hyper-dynamic"
     passthrough_truncated = cpu_model(128, 2, injection="passthrough", bptt_k=1)
     with pytest.raises(
         ValueError,
@@ -335,7 +336,7 @@ def test_bad_configs_name_field_and_allowed_values():
     with pytest.raises(ValueError, match=r"injection='hyper' needs full backprop \(bptt_k=2 < r=4\)"):
         cpu_model(128, 4, "hyper", bptt_k=2)
     with pytest.raises(ValueError, match=r"hyper_lanes=1: hyper-connections need at least 2 lanes"):
-        cpu_model(128, 4, "hyper", hyper_lanes=1)
+        cpu_model(128, 4, "hyper", options={"hyper_lanes": 1})
 
 
 def test_tokens_for_budget():

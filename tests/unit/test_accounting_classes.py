@@ -54,7 +54,7 @@ CASES = {
     **{f"recipe-{n}-r1": small(r=1, recipe=n) for n in recipes.names() if recipes.recipe(n).own_dense},
     **{f"injection-{n}": small(injection=n) for n in injections.names()},
     **{f"block-{n}": small(injection="concat", block=n) for n in blocks.names()},
-    "hyper-dynamic-3-lanes": small(injection="hyper", hyper_lanes=3, hyper_dynamic=True),
+    "hyper-dynamic-3-lanes": small(injection="hyper", options={"hyper_lanes": 3, "hyper_dynamic": True}),
     "loop_index-over-concat": small(injection="loop_index", looped_injection="concat"),
     "lora-rank-2-swiglu-tied": small(recipe="lora", options={"lora_rank": 2}, mlp="swiglu", tie_embeddings=True),
 }

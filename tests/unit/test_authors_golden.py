@@ -80,7 +80,6 @@ def model_config(case: dict) -> ModelConfig:
         r=c["r"],
         injection=INJECTIONS[c["injection"]],
         bptt_k=None if c["bptt_k"] == c["r"] else c["bptt_k"],
-        hyper_lanes=2,
         seq_len=c["T"],
         logit_softcap=15.0,
         init="paper",

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 from pathlib import Path
 
 import loopscale
@@ -113,3 +114,11 @@ def test_help_lists_every_command_without_importing_one():
     )
     assert not {m for m in loaded if m.startswith("loopscale.cli.")}
     assert not {m.split(".")[0] for m in loaded} & HEAVY
+
+
+def test_the_architecture_doc_states_the_count():
+    """docs/architecture.md says how many imports sit inside functions ("at most 40; N now"): the number it
+    states is the one the package has, so the doc cannot drift as imports come and go."""
+    text = (PACKAGE.parent / "docs" / "architecture.md").read_text()
+    stated = re.search(rf"at most {MAX_DEFERRED}; (\d+) now", text)
+    assert stated is not None and int(stated.group(1)) == sum(len(nodes) for nodes in deferred_imports().values())

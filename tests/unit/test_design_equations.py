@@ -186,13 +186,13 @@ class Equations:
         dynamic: alpha[n] += s_a tanh(rms(lane_n) w_alpha), beta[n] += s_b tanh(rms(lane_n) w_beta),
         M[n, :] += s_m tanh(rms(lane_n) W_M), W_dyn = [w_alpha | w_beta | W_M]."""
         cfg, w = self.cfg, self.w
-        K = cfg.hyper_lanes
+        K = cfg.options.get("hyper_lanes", 2)
         lanes = [e] * K
         for i in range(cfg.r):
             alpha = [w["injection.alpha"][i, n] for n in range(K)]
             beta = [w["injection.beta"][i, n] for n in range(K)]
             M = [[w["injection.M"][i, n, m] for m in range(K)] for n in range(K)]
-            if cfg.hyper_dynamic:
+            if cfg.options.get("hyper_dynamic", False):
                 s_a, s_b, s_m = w["injection.dyn_scale"][i]
                 for n in range(K):
                     z = torch.tanh(rms(lanes[n], eps=cfg.norm_eps) @ w["injection.W_dyn"][i])  # [B, T, K + 2]
@@ -304,7 +304,7 @@ def test_every_injection_form_has_its_equation_here():
     "name,fields",
     [
         *((n, f) for n, f in INJECTION_CASES.items()),
-        ("hyper", {"hyper_lanes": 3, "hyper_dynamic": True}),
+        ("hyper", {"options": {"hyper_lanes": 3, "hyper_dynamic": True}}),
         ("loop_index", {"looped_injection": "concat"}),
         ("loop_index", {"looped_injection": "additive"}),
     ],
@@ -497,7 +497,7 @@ def test_hyper_lanes_at_init(K):
     """alpha_i = one-hot(i mod K), M_i = I, beta_i = 1 (dynamic: W_dyn = 0, scales 0.01); every lane is then
     e + s_1 + ... + s_i, so pass i + 1 reads that sum and the coda K times it; the dynamic module starts equal."""
     r = 5
-    cfg = small(r=r, injection="hyper", hyper_lanes=K)
+    cfg = small(r=r, injection="hyper", options={"hyper_lanes": K})
     model = at_init(cfg)
     inj = model.injection
     one_hot = torch.zeros(r, K, dtype=torch.float64)
@@ -511,7 +511,7 @@ def test_hyper_lanes_at_init(K):
         torch.testing.assert_close(seen[i], total, rtol=1e-12, atol=1e-12)
         total = total + outs[i]
     torch.testing.assert_close(coda, K * total, rtol=1e-12, atol=1e-12)
-    dynamic = at_init(small(r=r, injection="hyper", hyper_lanes=K, hyper_dynamic=True))
+    dynamic = at_init(small(r=r, injection="hyper", options={"hyper_lanes": K, "hyper_dynamic": True}))
     assert not dynamic.injection.W_dyn.any()
     assert torch.equal(dynamic.injection.dyn_scale, torch.full((r, 3), 0.01).double())
     dynamic.load_state_dict(model.state_dict(), strict=False)

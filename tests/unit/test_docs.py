@@ -113,3 +113,24 @@ def test_the_readme_is_short_and_starts_with_the_two_commands():
     assert len(text.splitlines()) <= 150
     commands = [line.split("#")[0].strip() for line in text.split("```bash", 1)[1].split("```", 1)[0].splitlines()]
     assert [c for c in commands if c][:2] == ["make demo", "make test"]
+
+
+# a document cited by name: an upper-case one (README.md, DESIGN.md) or one under docs/ (not an output such as
+# report.md that a command writes)
+CITED_MD = re.compile(r"(?<![\w/.-])((?:[\w.-]+/)*[A-Z][A-Z_]*\.md|docs/[\w-]+\.md)\b")
+
+
+def cited_missing(root: Path) -> list[str]:
+    """Every document a module of loopscale/ or a doc (not the CHANGELOG: history) cites that the repository
+    lacks (looked up from the root, docs/ and the citing file's folder)."""
+    sources = [*sorted((root / "loopscale").rglob("*.py")), root / "README.md", *sorted((root / "docs").glob("*.md"))]
+    missing = []
+    for path in sources:
+        for name in sorted(set(CITED_MD.findall(path.read_text())) - {"PATH.md", "X.md"}):  # usage placeholders
+            if not any((base / name).exists() for base in (root, root / "docs", path.parent)):
+                missing.append(f"{path.relative_to(root)}: {name}")
+    return missing
+
+
+def test_no_module_or_doc_cites_a_file_the_repository_lacks():
+    assert cited_missing(ROOT) == []

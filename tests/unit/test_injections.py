@@ -33,8 +33,8 @@ def form_configs(name: str) -> list[ModelConfig]:
     configs = [tiny_model(r, injection=name) for r in (1, 2, 4) if r > 1 or not form.needs_loop]
     if form.truncatable:  # 2 passes under no_grad, then 2 with gradient (the first reads a detached s)
         configs.append(tiny_model(4, injection=name, bptt_k=2))
-    if form.uses_lanes:
-        configs.append(tiny_model(4, injection=name, hyper_lanes=3, hyper_dynamic=True))
+    if "hyper_lanes" in form.options:
+        configs.append(tiny_model(4, injection=name, options={"hyper_lanes": 3, "hyper_dynamic": True}))
     configs.append(tiny_model(2, injection=name, tie_embeddings=True, mlp="swiglu"))
     return configs
 
@@ -43,7 +43,9 @@ PARITY_CASES = [cfg for name in registry.names() for cfg in form_configs(name)]
 
 
 @pytest.mark.parametrize(
-    "cfg", PARITY_CASES, ids=[f"{c.injection}-r{c.r}-k{c.bptt_k}-{c.mlp}-K{c.hyper_lanes}" for c in PARITY_CASES]
+    "cfg",
+    PARITY_CASES,
+    ids=[f"{c.injection}-r{c.r}-k{c.bptt_k}-{c.mlp}-K{c.options.get('hyper_lanes', 2)}" for c in PARITY_CASES],
 )
 def test_every_registered_form_equals_its_module(cfg):
     assert_parity(cfg)

@@ -94,7 +94,7 @@ def test_padded_vocabulary_rows_never_enter_the_softmax():
 
 def test_causal():
     """Changing token t leaves every logit before t unchanged (looped and hyper paths alike)."""
-    for cfg in (tiny_model(2), tiny_model(4, injection="hyper", hyper_dynamic=True)):
+    for cfg in (tiny_model(2), tiny_model(4, injection="hyper", options={"hyper_dynamic": True})):
         model = build(cfg).eval()
         idx = batch()
         other = idx.clone()
@@ -321,7 +321,7 @@ def test_hyper_static_at_init_closed_form():
     gets K * (e + s_1 + ... + s_r). Checked for K = 2 and 3 against that computation with the model's
     own blocks."""
     for K in (2, 3):
-        model = build(tiny_model(4, injection="hyper", hyper_lanes=K))
+        model = build(tiny_model(4, injection="hyper", options={"hyper_lanes": K}))
         idx = batch()
         with torch.no_grad():
             running = prelude_out(model, idx)
@@ -348,7 +348,7 @@ def test_hyper_dynamic_equals_static_at_init():
     """The dynamic corrections are tanh(norm(lanes) @ W_dyn) with W_dyn = 0 at init: output unchanged.
     Once W_dyn moves, the outputs differ."""
     static = build(tiny_model(4, "hyper"))
-    dynamic = LoopedTransformer(tiny_model(4, injection="hyper", hyper_dynamic=True))
+    dynamic = LoopedTransformer(tiny_model(4, injection="hyper", options={"hyper_dynamic": True}))
     missing = dynamic.load_state_dict(static.state_dict(), strict=False).missing_keys
     assert sorted(missing) == ["injection.W_dyn", "injection.dyn_scale"]
     idx = batch()
@@ -361,7 +361,7 @@ def test_hyper_dynamic_equals_static_at_init():
 # ---------------------------------------------------------------------------------------------------- optimizer groups
 
 
-@pytest.mark.parametrize("kw", [dict(injection="hyper", hyper_dynamic=True), dict(tie_embeddings=True)])
+@pytest.mark.parametrize("kw", [dict(injection="hyper", options={"hyper_dynamic": True}), dict(tie_embeddings=True)])
 def test_param_groups(kw):
     model = build(tiny_model(4, **kw))
     groups = adamw_param_groups(model, weight_decay=0.1)

@@ -9,11 +9,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from loopscale.fit.isoflop import compute_optimal_curve
 from loopscale.fit.laws.registry import law_data_from_table, predict_loss
 from loopscale.fit.optimize import fit_law
 from loopscale.fit.result import load_fit
 from loopscale.plots import labels
-from loopscale.plots.curves import collapse_spread, compute_optimal_curve, law_line
+from loopscale.plots.curves import collapse_spread, law_line
 from loopscale.plots.files import write_figure
 from loopscale.plots.inputs import free_multipliers, log_residuals, predicted_loss, read_table, rows_for_fit
 from loopscale.plots.isoflop import iso_flop

@@ -44,7 +44,7 @@ def block_input_dtypes(cfg: ModelConfig) -> dict[str, set[torch.dtype]]:
         dict(r=4),
         dict(r=4, bptt_k=2),
         dict(r=4, injection="hyper"),
-        dict(r=4, injection="hyper", hyper_dynamic=True),
+        dict(r=4, injection="hyper", options={"hyper_dynamic": True}),
         dict(r=4, injection="additive"),
     ],
     ids=["r1", "linear-r4", "linear-r4-tbptt", "hyper-r4", "hyper-dynamic-r4", "additive-r4"],

@@ -75,3 +75,15 @@ def test_linear_schedule_warms_up_then_decays_to_the_final_fraction():
     # after the 10-step warmup the multiplier is 1 - 0.9 (s - 10) / 90: it would reach 0.1 at step 100, one
     # past the last, as the published schedule does, so the last step runs at 0.1 + 0.9 / 90
     assert lrs[10] == pytest.approx(1.0) and lrs[-1] == pytest.approx(0.1 + 0.9 / 90)
+
+
+@pytest.mark.parametrize("key", ["hyper_lanes", "hyper_dynamic"])
+def test_a_hyper_field_of_an_older_config_is_refused_with_its_option(key):
+    """hyper-connections are configured as options now (model.options.hyper_lanes, like every newer design's):
+    the old override is refused in one line that names the new one, before Hydra composes anything."""
+    from loopscale.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=rf"^model\.{key} is a form option now .*: \+model\.options\.{key}=\.\.\.$"):
+        train_config(["experiment=isodepth_hyper", f"model.{key}=3"])
+    cfg = train_config(["experiment=isodepth_hyper", "model.r=2", "+model.options.hyper_lanes=3"])
+    assert (cfg.model.injection, cfg.model.recipe, cfg.model.options) == ("hyper", "hyper", {"hyper_lanes": 3})

@@ -16,10 +16,10 @@ from loopscale.fit.laws.registry import law_class
 from loopscale.fit.runs_table import canonical_table
 from loopscale.fit.synthetic import TRUE_PARAMS, published_grid_table
 from loopscale.fit.validation.conventions import with_embedding
+from loopscale.fit.validation.flags import RATIO_FLAG, fold_rows
 from loopscale.fit.validation.lr_confound import best_lr
 from loopscale.fit.validation.run import validate
 from loopscale.fit.validation.text import markdown
-from loopscale.fit.validation.verdict import RATIO_FLAG, fold_rows
 from support.cli import run_cli
 from support.paths import FIXTURES
 

@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from loopscale.analysis.advise.family import FAMILY_EXPERIMENTS, Family, named_family
-from loopscale.config.model import RECIPES
 from loopscale.errors import InputError
+from loopscale.recipes.registry import names as recipe_names
 
 MATCH_TOLERANCE = 1e-4  # relative: integer counts, up to a table's rounding (see the module docstring)
 
@@ -50,12 +50,13 @@ def resolve_family(
     """(family, notes). `auto`: the first of paper, demo, cpu whose widths reproduce every fitted shape
     (paper with a note when the fit records no shapes). A named family that does not reproduce the shapes
     is an InputError naming the first model it misses. `recipe`: the family's model.recipe, a published
-    one (RECIPES) except for custom, where None keeps the experiment's own."""
+    one (`recipes.registry.names(published=True)`) except for custom, where None keeps the experiment's own."""
     fitted_r = sorted({int(s[0]) for s in shapes}) if shapes else []
     wanted = sorted({*map(int, r_values), *fitted_r})
-    if name != "custom" and recipe not in RECIPES:
+    published = recipe_names(published=True)
+    if name != "custom" and recipe not in published:
         raise InputError(
-            f"recipe {recipe!r} is not a published recipe ({', '.join(RECIPES)}): its models are those of its own "
+            f"recipe {recipe!r} is not a published recipe ({', '.join(published)}): its models are those of its own "
             "experiment: pass --family custom --experiment NAME"
         )
     if name == "auto" and not shapes:
@@ -83,5 +84,5 @@ def resolve_family(
     raise InputError(
         f"the fit's models match none of the families {', '.join(FAMILY_EXPERIMENTS)} ({recipe}; e.g. "
         f"{missed[0]}): pass --recipe for a recipe probe's fit "
-        f"({', '.join(RECIPES)}), or --family custom --experiment NAME (the experiment it was trained with)"
+        f"({', '.join(published)}), or --family custom --experiment NAME (the experiment it was trained with)"
     )

@@ -43,6 +43,12 @@ class LoopedJoint(Law):
 
     recipes: tuple[str, ...] = ()
 
+    @staticmethod
+    def recipe_param(recipe: str, delta: bool = False) -> str:
+        """The name of one recipe's phi (phi[<recipe>]) or, `delta`, of its difference from the reference's
+        (delta_phi[<recipe>]): the names a joint fit's record, its readers and its figures use."""
+        return f"{'delta_' if delta else ''}{Looped.profile_param}[{recipe}]"
+
     def __post_init__(self) -> None:
         if len(self.recipes) < 2:
             raise InputError(f"law 'looped-joint' needs two or more recipes; got {list(self.recipes)}")
@@ -77,27 +83,27 @@ class LoopedJoint(Law):
         recipe = recipe or self.recipes[0]
         if recipe not in self.recipes:
             raise InputError(f"the joint fit has no recipe {recipe!r}; its recipes: {', '.join(self.recipes)}")
-        return np.power(float(r), np.asarray(params[f"phi[{recipe}]"], dtype=float))
+        return np.power(float(r), np.asarray(params[self.recipe_param(recipe)], dtype=float))
 
     def extra_internal_names(self) -> tuple[str, ...]:
         return ("phi",) + tuple(f"dphi[{g}]" for g in self.recipes[1:])
 
     def extra_user_names(self) -> tuple[str, ...]:
-        return tuple(f"phi[{g}]" for g in self.recipes)
+        return tuple(map(self.recipe_param, self.recipes))
 
     def extra_bounds(self) -> list[tuple[float, float]]:
         return [BOUNDS["phi"]] + [DPHI_BOUNDS] * (len(self.recipes) - 1)
 
     def extras_to_user(self, x: np.ndarray) -> dict[str, float]:
         phi = float(x[0])
-        return {f"phi[{g}]": float(phi + d) for g, d in zip(self.recipes, [0.0, *x[1:]])}
+        return {self.recipe_param(g): float(phi + d) for g, d in zip(self.recipes, [0.0, *x[1:]])}
 
     def from_user(self, params) -> np.ndarray:
         """Every phi[<recipe>] is needed (the first missing one is named)."""
         missing = [k for k in self.user_names if k not in params]
         if missing:
             raise InputError(f"law {self.name!r} needs parameter {missing[0]!r}; got {sorted(params)}")
-        phis = [float(params[f"phi[{g}]"]) for g in self.recipes]
+        phis = [float(params[self.recipe_param(g)]) for g in self.recipes]
         base = Looped().from_user({**params, "phi": phis[0]})
         return np.concatenate([base, np.array(phis[1:]) - phis[0]])
 

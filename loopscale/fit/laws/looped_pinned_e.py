@@ -1,5 +1,6 @@
 """The looped law with its asymptote E pinned (a rival form of `loopscale validate`): Marin's leave-future-out
-validation pinned the asymptote and predicted its 1e21 run to 0.3% (DESIGN.md, "Trusting a fitted phi").
+validation pinned the asymptote and predicted its 1e21 run to 0.3% (docs/design.md, "Out of sample: loopscale
+validate").
 
     L = E_pinned + A (N_once + r^phi N_rec)^-alpha + B D^-beta        (params E (held), A, alpha, B, beta, phi)
 

@@ -31,54 +31,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from loopscale.fit.isoflop import WINDOW_RULE, budget_curve, window_of, window_vertex
+from loopscale.fit.isoflop import budgets as budget_labels  # the rule the fit and the figures group by
 from loopscale.fit.replicates import replicate_groups
-from loopscale.fit.runs_table import budget_clusters, budget_column
 from loopscale.fit.seed_sigma import within_point
 
-MIN_SIZES = 3
-WINDOW_NEIGHBOURS = 2  # sizes on each side of the lowest one in a budget's window
 N_BOOTSTRAP = 400
-WINDOW_RULE = (
-    f"the lowest size's mean log L and its {WINDOW_NEIGHBOURS} nearest sizes on each side (3 to "
-    f"{2 * WINDOW_NEIGHBOURS + 1} points), a parabola of log L in ln N through them; N* at its vertex"
-)
-
-
-def window_of(y: np.ndarray) -> tuple[slice | None, str | None]:
-    """The window around the lowest of a budget's size means y (sorted by N), or (None, why there is none)."""
-    if len(y) < MIN_SIZES:
-        return None, f"{len(y)} size(s), a parabola needs {MIN_SIZES}"
-    k = int(np.argmin(y))
-    if k in (0, len(y) - 1):
-        return None, "the lowest loss is at an edge of the sizes trained (no bracketed minimum)"
-    return slice(max(0, k - WINDOW_NEIGHBOURS), min(len(y), k + WINDOW_NEIGHBOURS + 1)), None
-
-
-def vertex(x: np.ndarray, y: np.ndarray, weights: np.ndarray | None = None) -> tuple[float | None, str | None]:
-    """(x of the vertex of the least-squares parabola y = c0 + c1 x + c2 x^2, None), or (None, why not): it must
-    open upwards and its vertex lie within the points' x."""
-    c2, c1, _ = np.polyfit(x, y, 2, w=None if weights is None else np.sqrt(weights))
-    if not c2 > 0:
-        return None, "the window's losses do not curve upwards (no minimum)"
-    v = -c1 / (2 * c2)
-    if not x.min() <= v <= x.max():
-        return None, f"the window's parabola has its minimum N* = {np.exp(v):.3g} outside the window"
-    return float(v), None
-
-
-def budget_curve(log_n: np.ndarray, log_L: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(x = ln N of each size, sorted; the mean log L over its runs; the runs per size)."""
-    frame = pd.DataFrame({"x": np.round(log_n, 9), "y": log_L}).groupby("x")["y"].agg(["mean", "count"])
-    return frame.index.to_numpy(float), frame["mean"].to_numpy(float), frame["count"].to_numpy(float)
-
-
-def window_vertex(x, y, n) -> tuple[float | None, slice | None, str | None]:
-    """(ln N*, the window, None) of one budget's curve, or (None, window or None, why)."""
-    win, why = window_of(y)
-    if win is None:
-        return None, None, why
-    v, why = vertex(x[win], y[win], n[win])
-    return v, win, why
 
 
 def _sigma_log(table: pd.DataFrame, log_L: np.ndarray, curves: list) -> tuple[float | None, str]:
@@ -133,7 +91,7 @@ def iso_flop_exponent(
         return out
     N = (dense["N_once"] + dense["N_rec"]) if "N_once" in dense.columns else dense["N"]
     log_n, log_L = np.log(N.to_numpy(dtype=float)), np.log(dense["L"].to_numpy(dtype=float))
-    labels = budget_clusters(budget_column(dense))
+    labels = budget_labels(dense)
     C_spent = dense["C"].to_numpy(dtype=float)
     budgets = np.unique(labels)
     curves = [(*budget_curve(log_n[labels == b], log_L[labels == b]),) for b in budgets]

@@ -1,7 +1,7 @@
-"""The same fit under counting conventions that change conclusions in the literature (DESIGN.md, "Trusting a
-fitted phi": Li et al. 2025's checklist; nanochat's N* ~ C^0.37 / 0.54 / 0.70 by parameter convention; Porian
-et al. 2024 on last-layer FLOPs): phi and Approach 2's N*(C) exponent per convention, each flagged when it moves
-by more than its 95% interval's half-width. Pure refits of the same table.
+"""The same fit under counting conventions that change conclusions in the literature (docs/design.md, "Out
+of sample: loopscale validate"; Li et al. 2025's checklist; nanochat's N* ~ C^0.37 / 0.54 / 0.70 by parameter
+convention; Porian et al. 2024 on last-layer FLOPs): phi and Approach 2's N*(C) exponent per convention, each
+flagged when it moves by more than its 95% interval's half-width. Pure refits of the same table.
 
 - embedding and head in N: N_once + embedding + lm_head (Chinchilla counts every parameter; Kaplan and the
   published study leave them out). Reads `embedding` and `lm_head`, or `vocab_size` x `width` for each;
@@ -27,9 +27,9 @@ from loopscale.config.model import ModelConfig
 from loopscale.errors import LoopscaleError
 from loopscale.fit.runs_table import budget_column
 from loopscale.fit.validation.approach2 import iso_flop_exponent
+from loopscale.fit.validation.flags import Z_95
 from loopscale.fit.validation.forms import Form
 from loopscale.fit.validation.refit import refit
-from loopscale.fit.validation.verdict import Z_95
 from loopscale.injections.form import N_ONCE
 from loopscale.injections.registry import form as injection_form
 

@@ -27,11 +27,11 @@ from loopscale.fit.task_pool import run_tasks
 from loopscale.fit.uncertainty import profile_param
 from loopscale.fit.validation.approach2 import iso_flop_exponent
 from loopscale.fit.validation.conventions import convention_table
+from loopscale.fit.validation.flags import verdict
 from loopscale.fit.validation.folds import Fold, R, budget_folds, full_fold, r_folds
 from loopscale.fit.validation.forms import Form, forms_for
 from loopscale.fit.validation.lr_confound import lr_section
 from loopscale.fit.validation.scores import free_params, held_out_errors, information
-from loopscale.fit.validation.verdict import verdict
 
 
 def validate(

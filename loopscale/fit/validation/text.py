@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from loopscale.fit.validation.verdict import delta_aicc, fold_rows, full_result
+from loopscale.fit.validation.flags import delta_aicc, fold_rows, full_result
 
 
 def _pct(x) -> str:

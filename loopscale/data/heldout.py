@@ -1,5 +1,6 @@
-"""Which validation runs when, and on what: intermediate validations on a fixed subset, the final one on the
-whole set, once.
+"""The held-out loss of a run: which validation runs when, and on what: intermediate validations on a fixed
+subset, the final one on the whole set, once. (Not `loopscale validate`, the out-of-sample checks of a fit: that is
+loopscale/fit/validation/.)
 
 The final validation (the run's L) reads the whole fixed set: data.val_rows packed rows (34,560 in the
 published runs, ~71M tokens) or the windows of data.val_tokens. Validating all of it every
