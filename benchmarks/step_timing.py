@@ -15,6 +15,7 @@ import torch
 from loopscale.config.schema import with_vocab
 from loopscale.data.shards import prepare
 from loopscale.data.windows import batch_at
+from loopscale.train.job_plan import plan_job
 from loopscale.train.lightning_module import LoopedLM
 from loopscale.train.plan import plan_training
 
@@ -26,7 +27,7 @@ def step_times(cfg, steps: int, warmup: int = WARMUP_STEPS) -> tuple[float, floa
     `warmup`, and the tokens of one step (batch_size x seq_len)."""
     prepared = prepare(cfg.data, progress=False)
     cfg = with_vocab(cfg, prepared.vocab_size)
-    plan = plan_training(cfg)
+    plan = plan_training(cfg, plan_job(cfg).run)  # a forked job: its stable parent's plan
     torch.manual_seed(0)
     module = LoopedLM(cfg.model, cfg.optim, cfg.trainer, plan)
     optimizer = module.configure_optimizers()["optimizer"]

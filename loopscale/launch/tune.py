@@ -44,11 +44,12 @@ from loopscale.fit.lr_optimum import parabola_optimum, pooled_noise, window
 from loopscale.launch.compile_order import schedule
 from loopscale.launch.local_workers import train_in_workers
 from loopscale.launch.lr_grid import POINT_KEY, split_point
-from loopscale.launch.sweep import Job, compose_jobs, describe, job_work, sweep_overrides
+from loopscale.launch.sweep import Job, compose_jobs, describe, sweep_overrides
 from loopscale.provenance import git_commit
 from loopscale.train.identity import identity_hash, identity_of
-from loopscale.train.plan import branch_config, plan_forks, run_dir_of
-from loopscale.train.run_json import PARENT_FILE, RUN_FILE, is_finished, read_record_or_none
+from loopscale.train.job_plan import plan_job
+from loopscale.train.plan import run_dir_of
+from loopscale.train.run_json import RUN_FILE, is_finished, read_record_or_none
 
 LR_SCALE = "optim.lr_scale"
 LR_RULE = "optim.lr_rule"
@@ -170,11 +171,8 @@ def grid_jobs(grids: list[Grid], tg: TuneGrid, runs_dir: str, extra: list[str]) 
 
 
 def run_dirs(cfg) -> list[Path]:
-    """The dirs whose run.json hold a job's points: a forked job's branches (its parent writes none), else its own."""
-    if cfg.budget.mode == "forks":
-        plan = plan_forks(cfg)
-        return [run_dir_of(branch_config(cfg, plan, b)) for b in plan.branches]
-    return [run_dir_of(cfg)]
+    """The dirs whose run.json hold a job's points (`JobPlan.points`: a forked job's branches, else its own)."""
+    return [run_dir_of(point.cfg) for point in plan_job(cfg).points]
 
 
 def job_loss(cfg) -> float | None:
@@ -347,7 +345,7 @@ def _train(jobs: list[Job], settings: TuneSettings, progress, say) -> tuple[int,
     todo = [job.cfg for job in jobs if job_loss(job.cfg) is None]
     if not todo:
         return 0, 0.0
-    todo = schedule(todo, [job_work(cfg)["D"] for cfg in todo])
+    todo = schedule(todo, [plan_job(cfg).tokens for cfg in todo])
     advance = progress(len(todo)) if progress else None
     started = time.perf_counter()
     for cfg, _record, wall in train_in_workers(todo, settings.workers, settings.threads_per_worker):
@@ -386,7 +384,7 @@ def _record(grids, fits, noise, settings, cells, key, rounds, jobs, wall_s) -> d
             "rule": rule,
             "cost": {
                 "runs": len(jobs),
-                "flops": sum(job_work(job.cfg)["C"] for job in jobs),
+                "flops": sum(plan_job(job.cfg).flops for job in jobs),
                 "runs_wall_s": sum(_run_wall_s(job.cfg) for job in jobs),
                 "launch_wall_s": wall_s,
                 "rounds": rounds,
@@ -399,10 +397,7 @@ def _record(grids, fits, noise, settings, cells, key, rounds, jobs, wall_s) -> d
 
 def _run_wall_s(cfg) -> float:
     """A finished run's wall seconds as its records say (a forked cell: the parent's and the branch's)."""
-    dirs = run_dirs(cfg)
-    parent = [run_dir_of(cfg)] if cfg.budget.mode == "forks" else []
-    records = [read_record_or_none(d / name) for d in dirs for name in (RUN_FILE,)]
-    records += [read_record_or_none(d / PARENT_FILE) for d in parent]
+    records = [read_record_or_none(path) for path in plan_job(cfg).record_files]
     return float(sum((rec or {}).get("wall_time_s") or 0.0 for rec in records))
 
 
