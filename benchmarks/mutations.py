@@ -922,7 +922,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "validate-phi-shift-is-the-smallest",
-        "loopscale/fit/validation/verdict.py",
+        "loopscale/fit/validation/flags.py",
         "    return max(shifts) if shifts else None\n",
         "    return min(shifts) if shifts else None\n",
         ("tests/unit/test_statistics_off_defaults.py::test_the_validation_verdict_reads_the_folds_numbers",),
@@ -930,7 +930,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "validate-flags-held-out-folds-at-1.5x",
-        "loopscale/fit/validation/verdict.py",
+        "loopscale/fit/validation/flags.py",
         "RATIO_FLAG = 2.0\n",
         "RATIO_FLAG = 1.5\n",
         ("tests/unit/test_statistics_off_defaults.py::test_the_validation_verdict_reads_the_folds_numbers",),
