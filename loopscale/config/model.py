@@ -26,7 +26,17 @@ MLPS = ("relu2", "swiglu")
 SWIGLU_MULTIPLE = 64  # SwiGLU hidden width is rounded to this multiple
 PRECISIONS = ("fp32_stream", "published")
 VOCAB_MULTIPLE = 64  # the model pads its vocabulary to this multiple (tensor-core friendly shapes)
-MOVED_TO_OPTIONS = ("hyper_lanes", "hyper_dynamic")  # fields that became form options (model.options.<key>)
+# fields that became form options (model.options.<key>), with the defaults they had as fields
+MOVED_TO_OPTIONS = {"hyper_lanes": 2, "hyper_dynamic": False}
+
+
+def with_moved_fields(model: dict) -> dict:
+    """A ModelConfig as a dict (asdict) with the options that were fields back as those fields: what a run's
+    identity (train/identity.py) and its compiled-graph key (train/compile_cache.py) hold, so run dirs and
+    cached graphs from before the move keep theirs."""
+    options = dict(model.get("options") or {})
+    fields = {key: options.pop(key, model.get(key, default)) for key, default in MOVED_TO_OPTIONS.items()}
+    return {**model, "options": options, **fields}
 
 
 def check_moved_overrides(overrides) -> None:

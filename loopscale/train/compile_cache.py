@@ -36,6 +36,7 @@ from typing import Any
 
 from loopscale.atomic import write_json_atomic
 from loopscale.cache_home import cache_dir
+from loopscale.config.model import with_moved_fields
 
 GRAPHS_DIR = "compile"
 KEY_FILE = "key.json"
@@ -49,7 +50,7 @@ def compile_key(model_cfg, mode, backend: str = "inductor", torch_version: str |
     if torch_version is None:  # the installed torch's own version string, read without importing torch
         torch_version = importlib.metadata.version("torch")
     return {
-        "model": dataclasses.asdict(model_cfg),
+        "model": with_moved_fields(dataclasses.asdict(model_cfg)),  # the key it had before options held hyper_*
         "compile": mode,
         "backend": backend,
         "torch": str(torch_version),

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from loopscale.atomic import write_json_atomic
+from loopscale.config.model import with_moved_fields
 from loopscale.config.schema import DataConfig, TrainConfig
 from loopscale.data.run_data import open_run_data
 from loopscale.errors import ConfigError
@@ -109,6 +110,7 @@ def identity_of(config: Any) -> dict[str, Any]:
     """The identity fields of a TrainConfig (or of its dict form, as run.json's "config" holds it), as a
     flat {dotted field: value} dict."""
     tree = dataclasses.asdict(config) if dataclasses.is_dataclass(config) else config
+    tree = {**tree, "model": with_moved_fields(tree["model"])} if "model" in tree else tree
     flat = _flatten(json.loads(json.dumps(tree, default=str)))  # JSON types: tuples become lists, as on disk
     flat = {k: v for k, v in flat.items() if k not in ADDED_AT_DEFAULT or ADDED_AT_DEFAULT[k] != v}
     return {k: v for k, v in sorted(flat.items()) if k not in NOT_IDENTITY and k.split(".", 1)[0] not in NOT_IDENTITY}
@@ -166,21 +168,22 @@ def stored_hash(run_dir: Path) -> str | None:
     return None if content is None else content.get("hash")
 
 
-def identity_file_problem(run_dir: Path, record: dict[str, Any]) -> str | None:
-    """Why a done `record` does not belong to the run dir's identity, or None (run_json.record_problem)."""
+def identity_file_problem(run_dir: Path, identity: str | None, config: Any) -> str | None:
+    """Why a done record with this identity hash and config does not belong to the run dir's identity, or None
+    (run_json.record_problem)."""
     try:
         content = read_identity_file(run_dir)
     except IdentityMismatch as err:
         return str(err)
     if content is None:
-        ok = record.get("identity") or isinstance(record.get("config"), dict)
+        ok = identity or isinstance(config, dict)
         return None if ok else "its record has neither an identity nor a config (not written by loopscale-train)"
-    if record.get("identity"):
-        if record["identity"] != content.get("hash"):
-            return f"its record's identity {record['identity']} is not identity.json's {content.get('hash')}"
+    if identity:
+        if identity != content.get("hash"):
+            return f"its record's identity {identity} is not identity.json's {content.get('hash')}"
         return None
-    if isinstance(record.get("config"), dict):
-        old, new = comparable(content["identity"], identity_of(record["config"]))
+    if isinstance(config, dict):
+        old, new = comparable(content["identity"], identity_of(config))
         return (
             None
             if old == new

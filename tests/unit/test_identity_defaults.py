@@ -44,3 +44,19 @@ def test_the_new_fields_count_when_a_design_sets_them():
     assert ranked["model.options.lora_rank"] == 8 and identity_hash(ranked) != identity_hash(lora)
     sandwich = identity_of(train_config([*base, "model.recipe=huginn"]))
     assert sandwich["model.block"] == "sandwich" and identity_hash(sandwich) != BEFORE[tuple(base)]
+
+
+def test_hyper_options_hash_as_the_fields_they_were():
+    """model.hyper_lanes / hyper_dynamic became the hyper form's options (model.options.*): a run's identity and
+    its compiled-graph key still hold them as the fields they were, so a hyper run dir (and a cached graph) from
+    before the move keeps its hash; a record's config written then reads the same."""
+    import dataclasses
+
+    from loopscale.train.compile_cache import compile_key
+
+    new = train_config(["experiment=isodepth_hyper", "model.r=2", "+model.options.hyper_lanes=3"])
+    old = dataclasses.asdict(new)
+    old["model"] = {**old["model"], "options": {}, "hyper_lanes": 3, "hyper_dynamic": False}
+    assert identity_of(new) == identity_of(old) and identity_of(new)["model.hyper_lanes"] == 3
+    key = compile_key(new.model, "model")["model"]
+    assert (key["hyper_lanes"], key["hyper_dynamic"], key["options"]) == (3, False, {})
