@@ -20,15 +20,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 
-from loopscale.analysis.fitting import (
-    FitRequest,
-    fit_groups,
-    fit_joint_table,
-    group_tables,
-    joint_law,
-    merged_joint_table,
-    read_joint_tables,
-)
+from loopscale.analysis import fitting
 from loopscale.cli import COMMANDS, UsageError
 from loopscale.cli.arguments import read_fit_arg
 from loopscale.fit.curves.registry import curve_law_names
@@ -189,24 +181,24 @@ def run_fit(args: argparse.Namespace) -> int:
         return run_testtime_fit(args)
     req = _fit_request(args)
     if args.joint:
-        law = joint_law(req)
-        tables, inputs = read_joint_tables(req, law)
+        law = fitting.joint_law(req)
+        tables, inputs = fitting.read_joint_tables(req, law)
         out_paths, plot_paths = output_paths(args, [None])
-        table, recipes, n_duplicates = merged_joint_table(req, tables)
+        table, recipes, n_duplicates = fitting.merged_joint_table(req, tables)
         figures = [figure_table(table, plot_paths[0])]
-        result = fit_joint_table(req, law, table, recipes, inputs, n_duplicates)
+        result = fitting.fit_joint_table(req, law, table, recipes, inputs, n_duplicates)
         return write_results([(None, table, result)], out_paths, plot_paths, figures, args.dpi)
     if len(args.tables) > 1:
         raise UsageError(
             f"{len(args.tables)} tables given: several tables need --joint COL (one joint fit over the recipes in COL)"
         )
-    raw, tables = group_tables(req)
+    raw, tables = fitting.group_tables(req)
     out_paths, plot_paths = output_paths(args, [g for g, _ in tables])
     figures = [figure_table(table, path) for (_, table), path in zip(tables, plot_paths)]
-    return write_results(fit_groups(req, raw, tables), out_paths, plot_paths, figures, args.dpi)
+    return write_results(fitting.fit_groups(req, raw, tables), out_paths, plot_paths, figures, args.dpi)
 
 
-def _fit_request(args: argparse.Namespace) -> FitRequest:
+def _fit_request(args: argparse.Namespace) -> fitting.FitRequest:
     """The fit's request (`analysis.fitting.FitRequest`: its loss and column mapping built here), after checking
     the bootstrap, cluster, jobs and starts options."""
     if args.bootstrap < 0:
@@ -215,11 +207,11 @@ def _fit_request(args: argparse.Namespace) -> FitRequest:
         raise UsageError("--cluster needs --bootstrap N (N > 0)")
     if args.starts < 1:
         raise UsageError(f"--starts must be >= 1; got {args.starts}")
-    options = {f.name: getattr(args, f.name) for f in dataclasses.fields(FitRequest) if hasattr(args, f.name)}
+    options = {f.name: getattr(args, f.name) for f in dataclasses.fields(fitting.FitRequest) if hasattr(args, f.name)}
     columns = ColumnMap(
         args.r_col, args.n_once_col, args.n_rec_col, args.n_col, args.d_col, args.c_col, args.loss_col or "L"
     )
-    return FitRequest(**{**options, "jobs": resolve_jobs(args.jobs), "loss": Loss(args.loss, args.delta),
+    return fitting.FitRequest(**{**options, "jobs": resolve_jobs(args.jobs), "loss": Loss(args.loss, args.delta),
                          "columns": columns})  # fmt: skip
 
 

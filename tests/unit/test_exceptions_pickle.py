@@ -39,8 +39,10 @@ SAMPLES = {
     "loopscale.train.run_json.BadRecord": lambda m: m.BadRecord("runs/x/run.json is not valid JSON"),
     "loopscale.train.checkpoint.CheckpointRefused": lambda m: m.CheckpointRefused("last.ckpt holds more than tensors"),
     "loopscale.train.entry.RunFailed": lambda m: m.RunFailed("loopscale-train: a run of this sweep failed"),
-    "loopscale.cli.notebook.NotebookFailed": lambda m: m.NotebookFailed("cell 7 (collapse) raised ValueError: x"),
-    "loopscale.cli.notebook.MissingExtra": lambda m: m.MissingExtra("nbclient is not installed"),
+    "loopscale.analysis.notebook_run.NotebookFailed": lambda m: m.NotebookFailed(
+        "cell 7 (collapse) raised ValueError: x"
+    ),
+    "loopscale.analysis.notebook_run.MissingExtra": lambda m: m.MissingExtra("nbclient is not installed"),
     "loopscale.cli.fit_output.FigureFailed": lambda m: m.FigureFailed("figure collapse failed; fit.json kept"),
     "loopscale.fit.validation.conventions.Missing": lambda m: m.Missing("the table has no seq_len column"),
     "hydra_plugins.loopscale_searchpath.ConfigPathError": lambda m: m.ConfigPathError("LOOPSCALE_CONFIG_PATH ..."),
