@@ -27,7 +27,7 @@ from loopscale.train.identity import IdentityMismatch, stored_hash
 from loopscale.train.job_plan import plan_job
 from loopscale.train.lock import release_dead_holder
 from loopscale.train.plan import run_dir_of
-from loopscale.train.run_json import PARENT_FILE, RUN_FILE, read_record_or_none
+from loopscale.train.run_json import PARENT_FILE, RUN_FILE, RunRecord, read_record_or_none
 
 
 class JobFailed(RuntimeError):
@@ -86,7 +86,7 @@ def _failure_record(cfg: TrainConfig) -> str | None:
     branch's run.json that is not done."""
     for path in _record_files(cfg):
         record = read_record_or_none(path)
-        if record is not None and record.get("status") not in ("done", None):
+        if record is not None and record.status not in ("done", None):
             return str(path)
     return None
 
@@ -98,23 +98,16 @@ def record_dead_worker(cfg: TrainConfig, died: WorkerDied) -> tuple[str, str | N
     held = [path for path in _record_files(cfg) if release_dead_holder(path.parent, died.pid)]
     for path in held:
         where = path.parent
-        before = read_record_or_none(path) or {}
-        record = {
-            **before,
-            "status": "failed",
-            "reason": died.reason,
-            "run_name": before.get("run_name", where.name),
-            "sweep": cfg.sweep,
-            "run_dir": str(where),
-            "identity": stored_hash(where) or before.get("identity"),
-        }
+        record = read_record_or_none(path) or RunRecord()
+        record.update(status="failed", reason=died.reason, run_name=record.run_name or where.name, sweep=cfg.sweep)
+        record.update(run_dir=str(where), identity=stored_hash(where) or record.identity)
         try:
-            write_json_atomic(path, record)
+            write_json_atomic(path, record.to_json_dict())
         except OSError:  # a full disk: the line still names the job; its lock is gone, so it resumes
             return "failed", None
         return "failed", str(path)
     written = _failure_record(cfg)
-    status = (read_record_or_none(Path(written)) or {}).get("status", "failed") if written else "failed"
+    status = (read_record_or_none(Path(written)) or RunRecord(status="failed")).status if written else "failed"
     return status, written
 
 

@@ -180,7 +180,7 @@ def job_loss(cfg) -> float | None:
     dirs = run_dirs(cfg)
     if not all(is_finished(d) for d in dirs):
         return None
-    return float((read_record_or_none(dirs[-1] / RUN_FILE) or {})["L"])
+    return float(read_record_or_none(dirs[-1] / RUN_FILE).L)
 
 
 def plan_cost(jobs: list[Job], probe: bool) -> dict[str, Any]:
@@ -398,7 +398,7 @@ def _record(grids, fits, noise, settings, cells, key, rounds, jobs, wall_s) -> d
 def _run_wall_s(cfg) -> float:
     """A finished run's wall seconds as its records say (a forked cell: the parent's and the branch's)."""
     records = [read_record_or_none(path) for path in plan_job(cfg).record_files]
-    return float(sum((rec or {}).get("wall_time_s") or 0.0 for rec in records))
+    return float(sum(rec.wall_time_s or 0.0 for rec in records if rec is not None))
 
 
 def _plain(value: Any) -> Any:

@@ -19,7 +19,6 @@ from loopscale.train.run_json import (
     RUN_FILE,
     TABLE_COLUMNS,
     BadRecord,
-    RunRecord,
     read_record,
     record_problem,
 )
@@ -83,27 +82,23 @@ def _read_point(run_dir: Path) -> tuple[dict[str, Any] | None, dict[str, Any] | 
     except BadRecord as err:
         return None, _problem(run_dir, "unreadable", str(err))
     held = lock_state(run_dir)
-    if held is not None and (record is None or record.get("status") != "done"):
+    if held is not None and (record is None or record.status != "done"):
         # a process trains here now (a resumed run: its old record says how the last attempt ended), or the
         # one that did died without a record: running / stale, from the lock's holder and heartbeat
-        step = None if record is None else record.get("step")
+        step = None if record is None else record.step
         return None, _problem(run_dir, held[0], held[1], step)
     if record is None:
         return None, _incomplete(run_dir)
     role = "stable parent: " if name == PARENT_FILE else ""
-    if record.get("status") != "done":
-        status = record.get("status") if isinstance(record.get("status"), str) else "unreadable"
-        return None, _problem(run_dir, status, role + str(record.get("reason") or ""), record.get("step"))
+    if record.status != "done":
+        status = record.status if isinstance(record.status, str) else "unreadable"
+        return None, _problem(run_dir, status, role + str(record.reason or ""), record.step)
     if name == PARENT_FILE:
         return None, None
     problem = record_problem(run_dir, record)
     if problem is not None:
-        return None, _problem(run_dir, "inconsistent", problem, record.get("step"))
-    typed = RunRecord.from_dict(record)
-    row = typed.table_row()
-    row["run_dir"] = str(run_dir)
-    row["identity"] = typed.identity
-    return row, None
+        return None, _problem(run_dir, "inconsistent", problem, record.step)
+    return {**record.table_row(), "run_dir": str(run_dir), "identity": record.identity}, None
 
 
 def collect(sweep_dir: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:

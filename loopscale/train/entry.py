@@ -103,9 +103,9 @@ def run_training(cfg: DictConfig | TrainConfig) -> dict[str, Any]:
                 save_job_config(run_dir, task_cfg)
             if is_finished(run_dir):
                 record = read_record(run_dir)
-                log.info("run %s already finished (L=%.4f): nothing to do", run_dir, record["L"])
+                log.info("run %s already finished (L=%.4f): nothing to do", run_dir, record.L)
                 note_outcome("skipped (done)")
-                return record
+                return record.to_json_dict()
             return train_run(cfg, run_dir)
     except RunLocked as err:
         note_outcome("running elsewhere")

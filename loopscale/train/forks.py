@@ -84,7 +84,8 @@ def run_forks(cfg: TrainConfig, task_cfg=None) -> dict[str, Any]:
         return not (done or _fork_ckpt(parent_dir, branch).exists())
 
     parent_record = read_record_or_none(parent_dir / PARENT_FILE)  # a garbage record: the parent resumes
-    parent_done = parent_record is not None and parent_record.get("status") == "done"
+    parent_done = parent_record is not None and parent_record.status == "done"
+    parent_record = parent_record.to_json_dict() if parent_record is not None else None
     missing = [b for b in wanted if needs_fork(b)]
     if stage == "parent" or missing:
         if parent_done:
@@ -123,7 +124,8 @@ def _run_branches(cfg: TrainConfig, plan: ForkPlan, wanted: list[Branch], parent
         except Exception as err:  # recorded in the branch's run.json by train_run; the other branches go on
             log.error("branch %s failed: %s", branch_dir, err)
             first_error = first_error or err
-            records.append(read_record_or_none(branch_dir / RUN_FILE))
+            failed = read_record_or_none(branch_dir / RUN_FILE)
+            records.append(None if failed is None else failed.to_json_dict())
     return records, first_error
 
 
@@ -182,7 +184,7 @@ def _run_branch(cfg: TrainConfig, plan: ForkPlan, branch: Branch, parent_dir: Pa
         if launching_rank():
             claim_run_dir(branch_dir, branch_cfg, restart=cfg.restart, data=data)
         if is_finished(branch_dir):
-            return read_record(branch_dir)
+            return read_record(branch_dir).to_json_dict()
         start = _fork_ckpt(parent_dir, branch)
         log.info("branch %s: from %s, cooldown steps %d..%d", branch_dir, start.name, branch.fork_step, branch.steps)
         extra = {"parent": str(parent_dir), "fork_step": branch.fork_step, "role": "branch"}

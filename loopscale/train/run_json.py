@@ -188,6 +188,16 @@ class RunRecord:
         """The record in the file at `path` (load_record's checks: BadRecord when it is not one)."""
         return cls.from_dict(load_record(path))
 
+    def __getitem__(self, key: str) -> Any:
+        """A value by its run.json key (a field, else a key this version does not know): for readers written
+        against the JSON object (`record["L"]`); the package reads the fields."""
+        return getattr(self, key) if key in _FIELDS else self.extra[key]
+
+    def get(self, key: str, default: Any = None) -> Any:
+        """As dict.get on the JSON object: the value of `key`, `default` where it is unset."""
+        value = getattr(self, key) if key in _FIELDS else self.extra.get(key)
+        return default if value is None else value
+
     def table_row(self) -> dict[str, Any]:
         """The runs table's columns (TABLE_COLUMNS) of this record; N_pass 0 in a record from before it existed."""
         row = {col: getattr(self, col) for col in TABLE_COLUMNS}
@@ -222,19 +232,19 @@ def load_record(path: Path) -> dict[str, Any]:
     return record
 
 
-def read_record(run_dir: Path, name: str = RUN_FILE) -> dict[str, Any] | None:
-    """The run's record (run.json, or `name` such as PARENT_FILE), or None when there is none yet;
-    BadRecord when the file is not a record."""
+def read_record(run_dir: Path, name: str = RUN_FILE) -> RunRecord | None:
+    """The run's record (run.json, or `name` such as PARENT_FILE) as the RunRecord it was written as, or None
+    when there is none yet; BadRecord when the file is not a record."""
     path = Path(run_dir) / name
     if not os.path.lexists(path):
         return None
-    return load_record(path)
+    return RunRecord.from_json(path)
 
 
-def read_record_or_none(path: Path) -> dict[str, Any] | None:
-    """The record at `path`, or None when it is missing or not a record."""
+def read_record_or_none(path: Path) -> RunRecord | None:
+    """The RunRecord at `path`, or None when it is missing or not a record."""
     try:
-        return load_record(path) if os.path.lexists(path) else None
+        return RunRecord.from_json(path) if os.path.lexists(path) else None
     except BadRecord:
         return None
 
@@ -242,7 +252,7 @@ def read_record_or_none(path: Path) -> dict[str, Any] | None:
 def is_finished(run_dir: Path) -> bool:
     """The run dir holds a done record that belongs to it (record_problem): only such a run is skipped."""
     record = read_record_or_none(Path(run_dir) / RUN_FILE)
-    if record is None or record.get("status") != "done":
+    if record is None or record.status != "done":
         return False
     problem = record_problem(Path(run_dir), record)
     if problem is not None:
@@ -273,25 +283,26 @@ REPLACED_DIR = ".replaced"
 KEPT_ON_REPLACE = frozenset({"identity.json", ".hydra", ".lock", REPLACED_DIR})
 
 
-def record_problem(run_dir: Path, record: dict[str, Any]) -> str | None:
+def record_problem(run_dir: Path, record: RunRecord) -> str | None:
     """Why a done record cannot be trusted as this run dir's, or None. It must name this folder's run (a
     copy `run005.bak` names run005), and match the dir's identity.json (loopscale/train/identity.py) by its
     identity hash or, for records from before the hash, its config; with no identity.json it must at least
     carry one of them (what loopscale-train writes). Its table columns must hold numbers / strings."""
-    name = record.get("run_name")
+    name = record.run_name
     if name is not None and name != run_dir.name:
         return f"its record is run {name!r}'s, not {run_dir.name!r}'s (a copy, or a record moved here?)"
-    problem = identity_file_problem(run_dir, record)
+    problem = identity_file_problem(run_dir, record.identity, record.config)
     if problem is not None:
         return problem
     for col in NUMERIC_REQUIRED + NUMERIC_OPTIONAL:
-        value = record.get(col)
+        value = getattr(record, col)
         number = isinstance(value, (int, float)) and not isinstance(value, bool)
         if not (number and math.isfinite(value)) and (col in NUMERIC_REQUIRED or value is not None):
             return f"its {col} is {value!r}, not a finite number"
     for col in TEXT_COLUMNS:
-        if record.get(col) is not None and not isinstance(record[col], str):
-            return f"its {col} is {record[col]!r}, not text"
+        value = getattr(record, col)
+        if value is not None and not isinstance(value, str):
+            return f"its {col} is {value!r}, not text"
     return None
 
 

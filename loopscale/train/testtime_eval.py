@@ -18,7 +18,7 @@ import pandas as pd
 
 from loopscale.config.model import ModelConfig
 from loopscale.model.accounting import eval_flops_at
-from loopscale.train.run_json import read_record_or_none
+from loopscale.train.run_json import RunRecord, read_record_or_none
 
 # the test-time table's columns, in order (`testtime_rows`); `loopscale fit --law testtime` reads model, r_eval,
 # r_train (the trained r; a sampled-r run's mean), r_sampling (its scheme: fixed, or the distribution) and L
@@ -62,10 +62,10 @@ def testtime_rows(rows: list[dict[str, Any]]) -> pd.DataFrame:
     names = [row.get("run_name") for row in rows]
     out = []
     for row in rows:
-        record = read_record_or_none(Path(row["run_dir"]) / "run.json") or {}
+        record = read_record_or_none(Path(row["run_dir"]) / "run.json") or RunRecord()
         label = row["run_name"] if names.count(row.get("run_name")) == 1 else row["run_dir"]
         sampling = record.get("r_sampling") or "fixed"
-        for score in record.get("r_eval_scores") or []:
+        for score in record.r_eval_scores or []:
             out.append(
                 {
                     "model": label,

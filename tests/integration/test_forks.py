@@ -131,7 +131,7 @@ def test_forked_run_bookkeeping_resume_and_bit_identity(tmp_path, data_dir):
     branches = out["branches"]
     assert [b["steps"] for b in branches] == [5, 10, 15]
     for rec, b in zip(branches, plan.branches):
-        assert rec == read_record(rec["run_dir"])
+        assert rec == read_record(rec["run_dir"]).to_json_dict()  # the RunRecord it was written as
         assert rec["status"] == "done" and rec["role"] == "branch"
         assert rec["parent"] == str(parent_dir) and rec["fork_step"] == b.fork_step
         assert rec["resumed_from_step"] == b.fork_step and rec["step"] == b.steps  # started at the fork

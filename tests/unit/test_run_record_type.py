@@ -68,3 +68,22 @@ def test_training_writes_the_keys_it_has_learnt_in_the_order_it_learnt_them(tmp_
     parent = first_record(cfg, tmp_path / cfg.run_name, summary)
     record_plan(parent, cfg, plan_run(cfg))
     assert list(parent.to_json_dict()) == [*START_KEYS, *summary, *PLAN_KEYS]
+
+
+def test_a_record_file_is_read_back_as_the_run_record_it_was_written_as(tmp_path):
+    """read_record / read_record_or_none hand back the RunRecord (fields, and the keys a newer version wrote in
+    `extra`), readable by its fields and, for readers written against the JSON, by its keys; is_finished and
+    collect read the same type."""
+    from loopscale.train.run_json import RUN_FILE, read_record, read_record_or_none
+
+    run_dir = tmp_path / BRANCH["run_name"]
+    run_dir.mkdir()
+    (run_dir / RUN_FILE).write_text(json.dumps({**BRANCH, "a_key_from_a_newer_version": 7}))
+    record = read_record(run_dir)
+    assert isinstance(record, RunRecord) and record == read_record_or_none(run_dir / RUN_FILE)
+    assert (record.L, record.fork_step, record.extra) == (BRANCH["L"], 131, {"a_key_from_a_newer_version": 7})
+    assert record["L"] == record.L and record["a_key_from_a_newer_version"] == 7 and record.get("bptt_k", 3) == 3
+    assert record.to_json_dict() == {**BRANCH, "a_key_from_a_newer_version": 7}
+    assert read_record(tmp_path) is None and read_record_or_none(tmp_path / "nothing.json") is None
+    (run_dir / "cut.json").write_text('{"status": "do')
+    assert read_record_or_none(run_dir / "cut.json") is None
