@@ -15,6 +15,7 @@ from loopscale.model import r_sampling as rs
 from loopscale.model.accounting import flops_per_token, param_counts
 from loopscale.model.transformer import LoopedTransformer
 from loopscale.train.compiling import compile_model
+from loopscale.train.job_plan import plan_job
 from loopscale.train.plan import plan_run
 from support.train import TINY, tiny_model, train_config
 
@@ -109,7 +110,7 @@ def test_the_budget_is_met_in_realised_flops_and_n_rec_is_unchanged(per):
 
 def test_sampled_r_refuses_forks():
     with pytest.raises(ConfigError, match="needs budget.mode=flops or tokens"):
-        plan_run(
+        plan_job(  # a forked job's planner (train/job_plan.py); plan_run plans one run
             train_config(
                 [*TINY, "budget=forks", "budget.mode=forks", "model.r=4", "model.r_sampling=poisson-lognormal"]
             )
