@@ -21,10 +21,10 @@ import pandas as pd
 
 from loopscale.analysis.published_laws import published_comparison
 from loopscale.atomic import write_text_atomic
-from loopscale.fit.isoflop import budgets
 from loopscale.fit.laws.registry import find_law
 from loopscale.fit.noise_text import noise_lines
 from loopscale.fit.result import FitResult, file_sha256, load_fit
+from loopscale.fit.runs_table import budgets
 from loopscale.fit.validation.text import markdown as validation_markdown
 from loopscale.fit.verdict import shared_check_verdict
 from loopscale.fit.verdict_render import closing_lines, verdict_lines, verdict_rows

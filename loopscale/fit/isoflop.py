@@ -1,5 +1,5 @@
-"""Iso-FLOP curves and their minima, in one place: which budget a run belongs to (`budgets`, the rule the fit, the
-figures and the report group by); the measured minimum of each curve and whether it lies inside the sizes sampled at
+"""Iso-FLOP curves and their minima, in one place (a run's budget: `runs_table.budgets`, the rule everything groups
+by): the measured minimum of each curve and whether it lies inside the sizes sampled at
 its budget, judged against the noise of one run (`isoflop_minima`: the verdict's "N*/D* extrapolation" check, the
 conditioning diagnostics; a law fitted where every minimum is bracketed interpolates N*(C), D*(C), otherwise it
 extrapolates); the vertex of a parabola in ln N through the points near one curve's minimum (`window_vertex`,
@@ -17,7 +17,7 @@ import pandas as pd
 from loopscale.fit.derived import optimal_size
 from loopscale.fit.laws.registry import law_class
 from loopscale.fit.result import FitResult
-from loopscale.fit.runs_table import budget_clusters, budget_column
+from loopscale.fit.runs_table import budget_column
 
 Z_LEVEL = 1.959963984540054  # scipy.stats.norm.ppf(0.975): the two-sided 95% level of every check
 
@@ -60,12 +60,6 @@ def isoflop_minima(
             }
         )
     return out
-
-
-def budgets(table: pd.DataFrame) -> np.ndarray:
-    """Compute budget per row, rounded to 3 significant digits: the fitter's own rule (`budget_column`:
-    the requested C_budget where a row has it, else the spent C), so figures group runs as the fit did."""
-    return budget_clusters(budget_column(table))
 
 
 MIN_SIZES = 3

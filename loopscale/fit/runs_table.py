@@ -350,6 +350,13 @@ def budget_column(table) -> np.ndarray:
     return C
 
 
+def budgets(table: pd.DataFrame) -> np.ndarray:
+    """Compute budget per row, rounded to 3 significant digits (`budget_column`: the requested C_budget where a
+    row has it, else the spent C): the one rule that groups runs by budget, for the bootstrap's --cluster C,
+    validate's folds and lr grid, Approach 2, the figures and the report."""
+    return budget_clusters(budget_column(table))
+
+
 def drop_top_k(table: pd.DataFrame, k: int, loss: str = "L") -> pd.DataFrame:
     """The table without its k highest-loss rows (ties broken by row order), as Besiroglu et al. 2024 did
     with the Chinchilla points: the worst-trained, smallest runs sit far above the law and pull the fit.
@@ -391,7 +398,7 @@ def cluster_labels(table, cluster: str) -> np.ndarray:
     unforked run, is a cluster of its own), any other column by its value. InputError (one line) for a
     missing column or empty values."""
     if cluster == "C":
-        return budget_clusters(budget_column(table))
+        return budgets(table)
     if cluster not in table.columns:
         raise InputError(f"--cluster column {cluster!r} is not in the table (columns: {list(table.columns)})")
     values = table[cluster]

@@ -11,8 +11,8 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
 import loopscale.plots.labels as labels  # the module, not the package: no import cycle
-from loopscale.fit.isoflop import budgets
 from loopscale.fit.result import load_fit
+from loopscale.fit.runs_table import budgets
 
 from .curves import law_line
 from .figure import FitFigure

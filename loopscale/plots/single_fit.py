@@ -18,9 +18,10 @@ from matplotlib.lines import Line2D
 
 import loopscale.plots.labels as labels  # the module, not the package: no import cycle
 from loopscale.errors import InputError
-from loopscale.fit.isoflop import budgets, compute_optimal_curve
+from loopscale.fit.isoflop import compute_optimal_curve
 from loopscale.fit.laws.registry import law_class, law_names
 from loopscale.fit.result import FitResult, load_fit
+from loopscale.fit.runs_table import budgets
 
 from .curves import collapse_coordinates
 from .figure import FitFigure

@@ -12,8 +12,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from PIL import Image
 
 from loopscale.errors import InputError
-from loopscale.fit.isoflop import budgets
-from loopscale.fit.runs_table import ColumnMap, drop_top_k
+from loopscale.fit.runs_table import ColumnMap, budgets, drop_top_k
 from loopscale.plots import labels
 from loopscale.plots.inputs import read_table
 from loopscale.plots.isoflop import budget_panels, iso_flop

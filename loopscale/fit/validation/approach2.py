@@ -32,8 +32,8 @@ import numpy as np
 import pandas as pd
 
 from loopscale.fit.isoflop import WINDOW_RULE, budget_curve, window_of, window_vertex
-from loopscale.fit.isoflop import budgets as budget_labels  # the rule the fit and the figures group by
 from loopscale.fit.replicates import replicate_groups
+from loopscale.fit.runs_table import budgets as budget_labels  # the rule the fit and the figures group by
 from loopscale.fit.seed_sigma import within_point
 
 N_BOOTSTRAP = 400

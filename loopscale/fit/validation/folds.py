@@ -3,7 +3,7 @@ a refit on the others) and leave-one-r-out (each r > 1 predicted by a refit on t
 an r it has not seen?).
 
 A fold that cannot be done is kept with the reason (`Fold.reason`), so a table with few budgets or few r gets a
-sentence, not a crash. Budgets are grouped as everywhere else (`tables.budget_column`, `budget_clusters`).
+sentence, not a crash. Budgets are grouped as everywhere else (`runs_table.budgets`).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from loopscale.fit.runs_table import budget_clusters, budget_column
+from loopscale.fit.runs_table import budgets as budget_labels
 
 FULL, BUDGET, R = "full", "budget", "r"
 MIN_TRAIN_BUDGETS = 2  # a refit on one budget cannot separate N from D
@@ -40,7 +40,7 @@ def full_fold(n_rows: int) -> Fold:
 def budget_folds(table, n_params: int) -> list[Fold]:
     """One fold per compute budget. Cannot be done when the table has fewer than MIN_TRAIN_BUDGETS + 1
     budgets, or when the other budgets hold fewer than 2 x n_params rows."""
-    labels = budget_clusters(budget_column(table))
+    labels = budget_labels(table)
     budgets = np.unique(labels)
     if len(budgets) < MIN_TRAIN_BUDGETS + 1:
         why = (

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from loopscale.fit.lr_optimum import parabola_optimum
-from loopscale.fit.runs_table import budget_clusters, budget_column
+from loopscale.fit.runs_table import budgets
 from loopscale.fit.validation.forms import Form
 from loopscale.fit.validation.refit import refit
 
@@ -60,8 +60,7 @@ def lr_section(lr_table, table, form: Form, params: dict[str, float], starts) ->
     width = "width" if "width" in table.columns and "width" in lr_table.columns else None
     size = (lambda t: t[width].to_numpy(float)) if width else (lambda t: (t["N_once"] + t["N_rec"]).to_numpy(float))
     keys = ["r", *(["recipe"] if "recipe" in lr_table.columns and "recipe" in table.columns else [])]
-    grid_budget = budget_clusters(budget_column(table))
-    lr_budget = budget_clusters(budget_column(lr_table))
+    grid_budget, lr_budget = budgets(table), budgets(lr_table)
     steps = np.diff(np.unique(np.log(lr_table[LR_COLUMN].to_numpy(float))))
     out["step"] = float(np.exp(steps.min())) if len(steps) else None
     best_L, centre_rows = {}, {}
