@@ -1183,6 +1183,34 @@ MUTATIONS: tuple[Mutation, ...] = (
         ("tests/unit/test_advise_testtime.py::test_the_advice_is_the_brute_force_optimum",),
         "advise on a test-time fit: only pass counts within the inference budget are candidates",
     ),
+    # -- issue 52: hyper-connections as options, typed records ------------------------------------------
+    Mutation(
+        "old-hyper-override-not-refused",
+        "loopscale/config/model.py",
+        '        if key.removeprefix("model.") in MOVED_TO_OPTIONS and key.startswith("model."):',
+        "        if False:",
+        ("tests/unit/test_train_config.py::test_a_hyper_field_of_an_older_config_is_refused_with_its_option",),
+        "an old model.hyper_lanes / hyper_dynamic override is refused in one line naming its option",
+    ),
+    Mutation(
+        "hyper-options-change-the-run-identity",
+        "loopscale/config/model.py",
+        '    return {**model, "options": options, **fields}',
+        "    return model",
+        (
+            "tests/unit/test_identity_defaults.py::test_the_default_config_hashes_as_before",
+            "tests/unit/test_identity_defaults.py::test_hyper_options_hash_as_the_fields_they_were",
+        ),
+        "runs trained before hyper-connections became options keep their identity (resume, skip when done)",
+    ),
+    Mutation(
+        "record-read-back-as-a-dict",
+        "loopscale/train/run_json.py",
+        "    return RunRecord.from_json(path)\n",
+        "    return load_record(path)\n",
+        ("tests/unit/test_run_record_type.py::test_a_record_file_is_read_back_as_the_run_record_it_was_written_as",),
+        "a run record is read back as the RunRecord it was written as",
+    ),
 )
 
 
