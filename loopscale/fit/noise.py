@@ -32,6 +32,7 @@ from loopscale.fit.seed_sigma import (
     covariates,
     r_key,
     sigma_candidates,
+    tail_factor,
     within_point,
 )
 from loopscale.fit.two_stage import Hierarchy, hierarchy
@@ -73,7 +74,8 @@ def noise_fit(
     models = sigma_candidates(table, reps) if reps.has_repeats else []
     if not models:
         return NoiseFit(reps, None, (), None)
-    model = choose_sigma_model(models)
+    log_L, cov = np.log(table["L"].to_numpy(dtype=float)), covariates(table)
+    model = choose_sigma_model(models, [tail_factor(log_L, reps, m.sigma(cov)) for m in models])
     return NoiseFit(reps, model, tuple(models), model.sigma(covariates(table)))
 
 

@@ -30,7 +30,8 @@ AICC_MARGIN = 2.0
 SIGMA_RULE = (
     f"lowest AICc among constant, log-linear in C, log-linear in N and per-r sigma of log L (Gaussian "
     f"within-point deviations, n = pooled degrees of freedom); a model other than constant must beat the "
-    f"constant by {AICC_MARGIN:g}"
+    f"constant by {AICC_MARGIN:g}, its likelihood gain divided by 1 + kappa (n - 1) / (2 n) where the seed noise's "
+    f"excess kurtosis kappa makes variances noisier than Gaussian (Box 1953)"
 )
 # A pooled sigma of log L below this is rounding, not noise (replicates that train deterministically)
 MIN_SIGMA_LOG = 1e-9
@@ -175,11 +176,42 @@ def sigma_candidates(table: pd.DataFrame, reps: Replicates, log_L: np.ndarray | 
     return models
 
 
-def choose_sigma_model(models: list[SigmaModel]) -> SigmaModel:
-    """The rule `SIGMA_RULE`: lowest AICc, the constant model unless another beats it by AICC_MARGIN."""
+def choose_sigma_model(models: list[SigmaModel], evidence_factors=None) -> SigmaModel:
+    """The rule `SIGMA_RULE`: lowest AICc, the constant model unless another beats it by AICC_MARGIN. Each model's
+    log-likelihood gain over the constant is divided by its evidence factor first (one per model, default 1:
+    `tail_factor` of the deviations that model standardises; heavy-tailed seed noise makes Gaussian variance
+    comparisons see trends that are not there, Box 1953)."""
     constant = models[0]
-    others = [m for m in models[1:] if np.isfinite(m.aicc) and m.aicc <= constant.aicc - AICC_MARGIN]
-    return min(others, key=lambda m: m.aicc) if others else constant
+    factors = dict(zip(map(id, models), evidence_factors or [1.0] * len(models)))
+
+    def aicc(m: SigmaModel) -> float:
+        return m.aicc + 2 * (m.loglik - constant.loglik) * (1 - 1 / factors[id(m)])
+
+    others = [m for m in models[1:] if np.isfinite(m.aicc) and aicc(m) <= constant.aicc - AICC_MARGIN]
+    return min(others, key=aicc) if others else constant
+
+
+def tail_factor(log_L: np.ndarray, reps: Replicates, row_sigma: np.ndarray | None = None) -> float:
+    """How much heavier than Gaussian the seed noise's tails make a variance comparison's evidence: the variance of
+    a point's s^2 is sigma^4 (2 / (n - 1) + kappa / n), kappa the noise's excess kurtosis, so a likelihood gain is
+    worth 1 / (1 + kappa (n - 1) / (2 n)) of a Gaussian one (dof-weighted over the points; Box 1953). kappa from
+    the within-point deviations, whose excess kurtosis is kappa ((n - 1)^3 + 1) / (n^2 (n - 1)) (kappa / 2 for 2 or
+    3 seeds), each divided by its row's sigma under the model judged (a real trend leaves no kurtosis once its sigma
+    has divided it out; a pattern of variance that is not there leaves the tails heavy); never below 1."""
+    n_units = reps.unit.max() + 1
+    unit_y = np.bincount(reps.unit, weights=log_L, minlength=n_units) / np.maximum(np.bincount(reps.unit), 1)
+    unit_point = np.zeros(n_units, dtype=int)
+    unit_point[reps.unit] = reps.point
+    n = reps.seeds[unit_point].astype(float)
+    d = unit_y - np.bincount(unit_point, weights=unit_y, minlength=reps.n_points)[unit_point] / n
+    if row_sigma is not None:
+        d = d / (np.bincount(reps.unit, weights=row_sigma, minlength=n_units) / np.maximum(np.bincount(reps.unit), 1))
+    d = d[n >= 2]
+    n = n[n >= 2]
+    if len(d) < 8 or not np.any(d):
+        return 1.0
+    kappa = (np.mean(d**4) / np.mean(d**2) ** 2 - 3) / np.mean(((n - 1) ** 3 + 1) / (n**2 * (n - 1)))
+    return float(max(1.0, np.average(1 + kappa * (n - 1) / (2 * n), weights=n - 1)))
 
 
 def r_key(r: float) -> str:

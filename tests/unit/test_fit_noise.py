@@ -200,7 +200,10 @@ def test_without_seed_repeats_the_fit_is_unchanged_and_says_its_intervals_omit_s
 
 
 def test_a_joint_fit_with_seeds_weights_both_recipes_and_bootstraps_in_two_stages():
-    grid = pd.concat([S.demo_grid(S.BASELINE_R, "baseline"), S.demo_grid(S.PROBE_R, "other")], ignore_index=True)
+    grid = pd.concat(
+        [S.demo_grid(S.BASELINE_R, "baseline"), S.demo_grid(S.PROBE_R, "baseline").assign(recipe="other")],
+        ignore_index=True,
+    )
     table = S.seeded_sweep(grid, {"baseline": 0.75, "other": 0.6}, 3, 0.004, dense=S.DEMO_DENSE, forked=True)
     jt, recipes = joint_table([table], "recipe")
     fit = fit_joint(jt, "recipe", recipes, n_bootstrap=16, cluster="parent", separate=False)

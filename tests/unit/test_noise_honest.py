@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from loopscale.fit import noise as N
 from loopscale.fit import synthetic as S
 from loopscale.fit.fit_table import fit_table
 from loopscale.fit.joint import fit_joint, joint_table
@@ -85,3 +86,27 @@ def test_seed_repeats_in_one_recipe_only_do_not_make_a_null_delta_phi_real():
         answers.append(fit.conditioning["delta_phi"]["candidate"]["answer"])
         assert lo < 0 < hi, (k, d["profile_interval"])
     assert "real" not in answers
+
+
+def test_heavy_tailed_seed_noise_does_not_make_a_spurious_sigma_trend():
+    """Student-t (5 dof) seed noise of constant sigma, 2 seeds a point: Gaussian AICc saw a trend in 12 of these 40
+    sweeps (issue 53 measured 34% on its design); with each model's likelihood gain discounted by the kurtosis left
+    in the deviations it standardises (Box 1953) 5 of 40, the margin's own rate at Gaussian noise (about one in
+    eight, docs/results.md); a real trend (sigma halving over the budgets, Gaussian, 3 seeds) is still found."""
+    grid = S.isodepth_grid(S.BASELINE_SIZES)
+    table = grid.loc[grid.index.repeat(2)].reset_index(drop=True).assign(seed=np.tile([0, 1], len(grid)))
+    log_L = np.log(S.law_loss(table, S.TRUE_DENSE, TRUE_PHI))
+    trends = 0
+    for k in range(40):
+        rng = np.random.default_rng(k)
+        noise = 0.005 * rng.standard_t(5, len(table)) / np.sqrt(5 / 3)
+        trends += N.noise_fit(table.assign(L=np.exp(log_L + noise))).model.kind != "constant"
+    assert trends <= 6
+    three = grid.loc[grid.index.repeat(3)].reset_index(drop=True).assign(seed=np.tile([0, 1, 2], len(grid)))
+    log_L = np.log(S.law_loss(three, S.TRUE_DENSE, TRUE_PHI))
+    budget = np.log(three["C_budget"].to_numpy(float))
+    sigma = 0.008 * 0.5 ** ((budget - budget.min()) / (budget.max() - budget.min()))
+    for k in range(4):  # 3 seeds (12 of 12 draws found it; with 2 the Gaussian AICc misses it too, 2 of 5)
+        noise = sigma * np.random.default_rng(k).standard_normal(len(three))
+        found = N.noise_fit(three.assign(L=np.exp(log_L + noise)))
+        assert found.model.kind == "log-linear in C" and found.model.params["b"] < 0
