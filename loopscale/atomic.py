@@ -109,3 +109,28 @@ def check_writable(path: Path | str, what: str) -> None:
         probe.unlink()
     except OSError as err:
         raise InputError(f"{what} {path} is not writable: {err.strerror or err}") from None
+
+
+def same_file(a: Path | str, b: Path | str) -> bool:
+    """Whether two paths name one file (through links, or two names of one file)."""
+    if os.path.realpath(a) == os.path.realpath(b):
+        return True
+    try:
+        return os.path.samefile(a, b)
+    except OSError:  # one of them does not exist yet
+        return False
+
+
+def check_outputs_apart(outputs, inputs) -> None:
+    """No output may be one of the command's inputs or another output: an InputError naming both, before any
+    work. `outputs`: (option, path) pairs (--out, --plot, a figure beside them); `inputs`: (what, path) pairs
+    ("the fit", "the input table", "--validation"). Every command that writes files checks here."""
+    outputs = [(what, Path(p)) for what, p in outputs if p is not None]
+    for what, path in outputs:
+        for source, given in inputs:
+            if given is not None and same_file(path, given):
+                raise InputError(f"{what} {path} is {source} {given}: it would be overwritten; give another path")
+    for i, (what, path) in enumerate(outputs):
+        for other_what, other in outputs[:i]:
+            if same_file(path, other):
+                raise InputError(f"{other_what} and {what} both write {path}; give them different paths")

@@ -23,7 +23,7 @@ from loopscale.analysis.published_laws import published_comparison
 from loopscale.atomic import write_text_atomic
 from loopscale.fit.laws.registry import find_law
 from loopscale.fit.noise_text import noise_lines
-from loopscale.fit.result import FitResult, file_sha256, load_fit
+from loopscale.fit.result import FitResult, file_sha256, load_fit, recorded_tables
 from loopscale.fit.runs_table import budgets
 from loopscale.fit.validation.text import markdown as validation_markdown
 from loopscale.fit.verdict import shared_check_verdict
@@ -350,9 +350,7 @@ def input_warning(fit, sources: Sequence[Path]) -> str | None:
     was fitted on (`input`: path and sha256; a joint fit, each of its tables); the report reads `sources`
     (tables, or sweep dirs, whose table is the runs.csv `collect` writes there). Matched by content (sha256),
     so a table moved or renamed since still matches; a fit that records no input is not judged."""
-    fit = load_fit(fit)
-    record = fit.input or {}
-    recorded = [t for t in (record.get("tables") or [record]) if isinstance(t, dict) and t.get("sha256")]
+    recorded = recorded_tables(load_fit(fit))
     if not recorded:
         return None
     tables = [Path(s) if Path(s).is_file() else Path(s) / "runs.csv" for s in sources]

@@ -137,10 +137,12 @@ def fit_verdict(table, fit) -> dict | None:
         }
 
 
-def read_validation(path: str | None) -> dict | None:
-    """A `loopscale validate` record, or None without --validation; one line when it is not one."""
+def read_validation(path: str | None, fit=None, fit_path=None, allow_other_fit: bool = False):
+    """(a `loopscale validate` record or None without --validation, a warning line or None); one line when it is
+    not one, or when it validates another fit than `fit` (the report's --fit, at `fit_path`: its law and
+    parameters differ) unless allow_other_fit: then the warning says so in the report."""
     if path is None:
-        return None
+        return None, None
 
     try:
         record = json.loads(Path(path).read_text())
@@ -148,4 +150,11 @@ def read_validation(path: str | None) -> dict | None:
         raise InputError(f"cannot read --validation {path}: {str(err).splitlines()[0]}") from None
     if not isinstance(record, dict) or not {"verdict", "results", "forms", "folds"} <= record.keys():
         raise InputError(f"--validation {path} is not a `loopscale validate` record")
-    return record
+    of = record.get("fit") if isinstance(record.get("fit"), dict) else {}
+    if fit is None or (of.get("law"), of.get("params")) == (fit.law, json.loads(json.dumps(fit.params))):
+        return record, None
+    which = f"{of.get('json')} " if of.get("json") else ""
+    line = f"--validation {path} validates another fit ({which}{of.get('law')} law, other parameters) than --fit"
+    if not allow_other_fit:
+        raise InputError(f"{line} {fit_path}: validate this fit, or give --allow-other-fit to show it")
+    return record, f"{line}: shown by --allow-other-fit; its checks are not of this fit"

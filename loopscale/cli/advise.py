@@ -21,7 +21,7 @@ from pathlib import Path
 from loopscale.analysis.advise.advice import advise
 from loopscale.analysis.advise.testtime import inference_advice
 from loopscale.analysis.advise.text import render
-from loopscale.atomic import atomic_path
+from loopscale.atomic import atomic_path, check_outputs_apart
 from loopscale.cli import COMMANDS, UsageError
 from loopscale.cli.arguments import DPI, check_dpi
 from loopscale.fit.laws.registry import find_law
@@ -114,6 +114,8 @@ def _check_outputs(args) -> None:
             raise UsageError(f"--{flag} {path} is a directory; give the file to write")
         if not Path(path).resolve().parent.is_dir():
             raise UsageError(f"--{flag} {path}: its folder does not exist")
+    plot = [("--plot", Path(args.plot)), ("--plot", Path(args.plot).with_suffix(".pdf"))] if args.plot else []
+    check_outputs_apart([("--json", args.json), *plot], [("the fit", Path(args.fit))])
 
 
 def run(args: argparse.Namespace) -> int:

@@ -16,7 +16,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from loopscale.atomic import atomic_path, check_writable
+from loopscale.atomic import atomic_path, check_outputs_apart, check_writable
 from loopscale.cli import UsageError
 from loopscale.cli.arguments import check_dpi
 from loopscale.errors import LoopscaleError
@@ -148,29 +148,10 @@ def _check_plot_format(path: Path) -> None:
         )
 
 
-def _same_file(a: Path, b: Path) -> bool:
-    """Whether two paths name one file (through links, or two names of one file)."""
-    if os.path.realpath(a) == os.path.realpath(b):
-        return True
-    try:
-        return os.path.samefile(a, b)
-    except OSError:  # one of them does not exist yet
-        return False
-
-
 def _check_distinct(out_paths: list, plot_paths: list, tables: list) -> None:
-    """No output may overwrite an input table or another output."""
-    outputs = [(p, "--out") for p in out_paths if p is not None] + [(p, "--plot") for p in plot_paths if p is not None]
-    for path, what in outputs:
-        for table in tables:
-            if _same_file(path, Path(table)):
-                raise UsageError(
-                    f"{what} {path} is the input table {table}: it would be overwritten; give another path"
-                )
-    for i, (path, what) in enumerate(outputs):
-        for other, other_what in outputs[:i]:
-            if _same_file(path, other):
-                raise UsageError(f"{other_what} and {what} both write {path}; give them different paths")
+    """No output may overwrite an input table or another output (atomic.check_outputs_apart)."""
+    outputs = [("--out", p) for p in out_paths] + [("--plot", p) for p in plot_paths]
+    check_outputs_apart(outputs, [("the input table", Path(t)) for t in tables])
 
 
 def _check_writable(paths: list, what: str) -> None:

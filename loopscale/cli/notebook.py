@@ -18,7 +18,7 @@ from pathlib import Path
 
 from loopscale.analysis.notebook_inputs import CHECKOUT, diagnostics_inputs, missing_inputs
 from loopscale.analysis.notebook_run import NotebookFailed, check_extras, execute, write_notebook
-from loopscale.atomic import check_writable
+from loopscale.atomic import check_outputs_apart, check_writable
 from loopscale.cli import COMMANDS
 from loopscale.errors import InputError
 
@@ -116,6 +116,10 @@ def run_notebook(args) -> int:
     if problems:
         raise InputError("; ".join(problems))
 
+    given = [("the notebook", notebook)] + [
+        (f"--{o}", cwd / getattr(args, o)) for o in ("table", "fit", "free", "joint") if getattr(args, o)
+    ]
+    check_outputs_apart([("--out", out)], given + [("a --compare fit", cwd / p) for p in args.compare or ()])
     check_writable(out, "--out")
     print(f"loopscale notebook: showing {inputs['source']}", flush=True)
     started = time.perf_counter()

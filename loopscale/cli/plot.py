@@ -31,12 +31,13 @@ from loopscale.analysis.report_inputs import (
     read_table_file,
     read_validation,
 )
+from loopscale.atomic import check_outputs_apart
 from loopscale.cli import COMMANDS, UsageError
 from loopscale.cli.arguments import DPI, check_dpi
 from loopscale.fit.result import load_fit
 from loopscale.fit.runs_table import ColumnMap, drop_top_k
 from loopscale.plots.inputs import free_multipliers
-from loopscale.plots.registry import figures, save_figures
+from loopscale.plots.registry import FIGURE_NAMES, FORMATS, figures, save_figures
 
 
 def register(subparsers) -> None:
@@ -78,6 +79,11 @@ def register(subparsers) -> None:
     r.add_argument("--title", default=None, help="report title (default: from the source name)")
     r.add_argument(
         "--validation", default=None, metavar="V.json", help="a `loopscale validate --out` record: its section"
+    )
+    r.add_argument(
+        "--allow-other-fit",
+        action="store_true",
+        help="show a --validation record of another fit than --fit (refused by default), saying so in the report",
     )
     r.add_argument("--out", required=True, help="the Markdown file to write")
     r.set_defaults(func=run_report)
@@ -160,6 +166,7 @@ def run_plot(args: argparse.Namespace) -> int:
     for path in args.tables:
         if not Path(path).is_file():  # said before the fit is read: the first argument is the first problem
             read_table_file(path)
+    check_outputs_apart(_figure_outputs(out_dir), _inputs(args, args.tables))
     fit, compare, free = _load_fits(args)
     table, _ = merge_sources([(read_table_file(t, columns, fit.law), None) for t in args.tables])
     if per_recipe(fit):
@@ -170,6 +177,21 @@ def run_plot(args: argparse.Namespace) -> int:
     for path in paths:
         print(path)
     return 0
+
+
+def _figure_outputs(out_dir: Path, prefix: str = "") -> list[tuple[str, Path]]:
+    """Every file a figure may be written to (plots/registry.py names them): none may be an input."""
+    return [("a figure", out_dir / f"{prefix}{name}.{fmt}") for name in FIGURE_NAMES for fmt in FORMATS]
+
+
+def _inputs(args, tables) -> list[tuple[str, Path]]:
+    """The files plot / report read: the tables, the fit and the fits beside it, the validation record."""
+    found = [("the input table", Path(t)) for t in tables if Path(t).is_file()]
+    found += [("the fit", Path(args.fit))] if args.fit else []
+    found += [("a --compare fit", Path(p)) for p in args.compare]
+    found += [("the --free fit", Path(args.free))] if args.free else []
+    found += [("the --validation record", Path(v)) for v in [getattr(args, "validation", None)] if v]
+    return found
 
 
 def _save(drawn, out_dir: Path, dpi: int, prefix: str = "") -> list[Path]:
@@ -190,8 +212,11 @@ def run_report(args: argparse.Namespace) -> int:
     for source in args.sources:
         if not Path(source).exists():
             raise UsageError(f"{source} does not exist")
+    figures_dir = Path(args.figures) if args.figures else out_path.parent / "figures"
+    outputs = [("--out", out_path), *_figure_outputs(figures_dir, report_prefix(out_path))]
+    check_outputs_apart(outputs, _inputs(args, args.sources))
     fit, compare, free = _load_fits(args)
-    validation = read_validation(args.validation)
+    validation, other_fit = read_validation(args.validation, fit, args.fit, args.allow_other_fit)
     law = fit.law if fit is not None else None
     parts = [read_source(Path(s), columns, law) for s in args.sources]
     table, problems = merge_sources(parts)
@@ -206,12 +231,12 @@ def run_report(args: argparse.Namespace) -> int:
         if len(table) == 0:
             raise UsageError(f"{', '.join(args.sources)} has no finished runs to draw the fit against")
         drawn = _draw(table, fit, compare, free)
-    figures_dir = Path(args.figures) if args.figures else out_path.parent / "figures"
     paths = _save(drawn, figures_dir, args.dpi, report_prefix(out_path)) if drawn else []
     names = [Path(s).resolve().name for s in args.sources]
     title = args.title or f"loopscale report: {' + '.join(names)}"
     cond = fit_verdict(table, fit)
     warning = input_warning(fit, [Path(s) for s in args.sources]) if fit is not None else None
+    warnings = [w for w in (warning, other_fit) if w]
     write_report(
         table,
         fit,
@@ -221,11 +246,11 @@ def run_report(args: argparse.Namespace) -> int:
         title=title,
         conditioning=cond,
         drop_top_k=args.drop_top_k,
-        warnings=[warning] if warning else [],
+        warnings=warnings,
         validation=validation,
     )
-    if warning:
-        print(f"warning: {warning}", file=sys.stderr)
+    for line in warnings:
+        print(f"warning: {line}", file=sys.stderr)
     print(out_path)
     for line in conditioning_lines(cond):  # the checks and, last, the verdict line
         print(line)

@@ -177,6 +177,14 @@ def file_sha256(path) -> str:
     return h.hexdigest()
 
 
+def recorded_tables(fit: FitResult) -> list[dict[str, Any]]:
+    """The tables the fit records it was made from, each {path, sha256, ...} (`input`; a joint fit's `input.tables`),
+    those that carry a sha256; [] for a fit that records none."""
+    record = fit.input if isinstance(fit.input, dict) else {}
+    tables = record.get("tables") if isinstance(record.get("tables"), list) else [record]
+    return [t for t in tables if isinstance(t, dict) and isinstance(t.get("sha256"), str)]
+
+
 def compare_param(a: FitResult, b: FitResult, name: str = "phi", level: float = 0.95, seed: int = 0) -> dict[str, Any]:
     """delta = b.name - a.name with a percentile CI from the two fits' bootstrap replicates.
 

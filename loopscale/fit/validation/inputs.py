@@ -1,15 +1,18 @@
 """What `loopscale validate` (and the notebook's section) reads: the tables given, or the fit's own; the fit's
 group selected; the columns the fit mapped mapped again; the lr grid's rows (an `lr_scale` other than 1) split
-off from the law's rows; every check the fit makes (one line, InputError)."""
+off from the law's rows; every check the fit makes (one line, InputError); whether the tables are the one the fit
+was made from (`table_check`: its recorded sha256)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from loopscale.errors import InputError, LoopscaleError
-from loopscale.fit.result import FitResult
+from loopscale.fit.replicates import replicate_groups
+from loopscale.fit.result import FitResult, file_sha256, recorded_tables
 from loopscale.fit.runs_table import ColumnMap, canonical_table, check_fit_size, read_table
 from loopscale.fit.validation.lr_confound import LR_COLUMN, lr_rows
 
@@ -44,3 +47,39 @@ def validation_tables(fit: FitResult, given=()) -> tuple[pd.DataFrame, pd.DataFr
     if LR_COLUMN in raw.columns and lr_table is None:
         lr_table = table.iloc[:0]
     return table, lr_table, paths
+
+
+def table_check(fit: FitResult, paths) -> dict:
+    """Whether the tables to validate on are the one the fit was made from, by content (the sha256 the fit
+    records; a table moved or renamed since still matches): {"recorded": [{path, sha256}], "given": [{path,
+    sha256}], "changed": True / False, or None when the fit records no hash (then nothing can be said)}. One of
+    the given tables must be the fit's: others beside it (an lr grid's runs) add rows; a table edited since the
+    fit (a loss, a row) is another table."""
+    recorded = [{"path": t.get("path"), "sha256": t["sha256"]} for t in recorded_tables(fit)]
+    given = [{"path": str(p), "sha256": file_sha256(p)} for p in paths]
+    ours = {g["sha256"] for g in given}
+    changed = None if not recorded else not any(t["sha256"] in ours for t in recorded)
+    return {"recorded": recorded, "given": given, "changed": changed}
+
+
+def changed_table_line(check: dict) -> str:
+    """What a changed table is, in one line: the fit's table and hash, the given ones and theirs."""
+    theirs = ", ".join(f"{t['path']} (sha256 {t['sha256'][:12]})" for t in check["recorded"])
+    ours = ", ".join(f"{g['path']} (sha256 {g['sha256'][:12]})" for g in check["given"])
+    return f"the fit was made from {theirs}, not from {ours}: its rows changed since the fit"
+
+
+def point_means(table: pd.DataFrame) -> tuple[pd.DataFrame, dict | None]:
+    """(one row per point, each point's seed repeats and copies averaged in log L; {"n_rows", "n_points"} or None
+    when every point has one run). The folds, the rival forms and their AICc then count points, not copies: three
+    near-identical seeds of a point are one observation of the law, not three (AICc -11.4 read -40.5 when they
+    were counted as rows)."""
+    reps = replicate_groups(table)
+    n_points = len(np.unique(reps.point))
+    if n_points == len(table):
+        return table, None
+    log_L = pd.Series(np.log(table["L"].to_numpy(dtype=float)))
+    first = ~pd.Series(reps.point).duplicated().to_numpy()
+    points = table[first].copy()
+    points["L"] = np.exp(log_L.groupby(reps.point).transform("mean").to_numpy()[first])
+    return points.reset_index(drop=True), {"n_rows": len(table), "n_points": n_points}

@@ -140,14 +140,31 @@ def convention_lines(conv: dict[str, Any]) -> list[str]:
     return lines
 
 
+def table_line(record: dict[str, Any]) -> str:
+    """Which fit and which table(s): the table validated is named, not only the one the fit records."""
+    fit = record["fit"]
+    tables = record.get("tables") or ([fit["path"]] if fit.get("path") else [])
+    made_from = f" (made from {fit['path']})" if fit.get("path") and [str(fit["path"])] != tables else ""
+    on = f"validated on {', '.join(map(str, tables))}" if tables else "validated"
+    return f"Fit {fit.get('json') or 'of the ' + fit['law'] + ' law'}{made_from}, {on}: {record['n_rows']} rows."
+
+
 def markdown(record: dict[str, Any], heading: str = "#") -> str:
     """The whole record as Markdown: the verdict, the forms, the folds, Approach 2, the lr grid, the conventions."""
     fit, v = record["fit"], record["verdict"]
     interval = fit.get("phi_interval")
     h2 = heading + "#"
     out = [f"{heading} Validation of the {fit['law']} fit", ""]
-    if fit.get("path"):
-        out += [f"Fit of {fit['path']}; {record['n_rows']} rows.", ""]
+    out += [table_line(record), ""]
+    if record.get("seed_repeats"):
+        reps = record["seed_repeats"]
+        out += [f"seed repeats: {reps['n_rows']} rows averaged into {reps['n_points']} points (in log L), so the "
+                "folds and the AICc count points, not seed copies.", ""]  # fmt: skip
+    out += [f"- warning: {w}" for w in record.get("warnings") or []] + ([""] if record.get("warnings") else [])
+    changed = (record.get("table_check") or {}).get("changed")
+    if changed:
+        out += ["**Changed table:** the table validated is not the one the fit was made from (its sha256 differs); "
+                "validated on it by --allow-changed-table.", ""]  # fmt: skip
     if interval:
         out += [f"phi interval ({fit['interval_source']}): [{interval[0]:.3f}, {interval[1]:.3f}].", ""]
     out += [f"**Verdict:** {v['line']}.", ""]
