@@ -9,14 +9,18 @@ loopscale's cache (loopscale/cache_home.py), one per key:
     $LOOPSCALE_CACHE/compile/<key hash>/    key.json (the key, for a reader), then Inductor's fxgraph/,
                                             aotautograd/ and the compiled kernels
 
-The key (`compile_key`) is everything that decides which graphs a run compiles apart from the batch shape: every
-field of the model's config, the compile mode and backend, and torch's version, Python's version and the
-machine architecture. A changed model or an upgraded torch therefore starts in an empty folder: a stale graph
-is not merely never matched (Inductor's own keys hash the graph, its inputs' shapes, its config and torch's
-version) but never found. What does not change the graphs stays out of the key, so every seed, budget, forked
-branch and relaunch of one model shares one folder: pool workers, SLURM jobs on a shared home and later
+The key (`compile_key`) is everything that decides which graphs a run compiles: every field of the model's config,
+the compile mode and backend, the run's precision, device batch and optimizer (`run_context`), and torch's version,
+Python's version and the machine architecture. A changed model or an upgraded torch therefore starts in an empty
+folder: a stale graph is not merely never matched (Inductor's own keys hash the graph, its inputs' shapes, its
+config and torch's version) but never found. What does not change the graphs stays out of the key, so every seed,
+budget, forked branch and relaunch of one model shares one folder: pool workers, SLURM jobs on a shared home and later
 launches alike. Inductor writes its entries whole (a temporary file, then a rename), so processes may share a
-folder while they compile. Batch shapes (the partial last validation batch) are separate graphs in the same folder.
+folder while they compile. The partial last validation batch's graphs go to the same folder.
+
+A corrupt entry (an emptied or garbage generated kernel, `.py` or `.so`, which Inductor loads without checking)
+fails the first compiled call of every later run of that model; `set_aside` moves the key's folder aside so the
+run compiles afresh into an empty one (loopscale/train/compiling.py, `forward_recovering`, says so in one line).
 
 TORCHINDUCTOR_CACHE_DIR is read by Inductor at every cache lookup (torch 2.11 to 2.13), so setting it in the
 training process before the first compiled call is enough; the cache switches are set on their config modules
@@ -44,19 +48,30 @@ INDUCTOR_ENV = "TORCHINDUCTOR_CACHE_DIR"
 INDUCTOR_ENTRIES = ("fxgraph", "aotautograd")  # Inductor's folders of cached graphs
 
 
-def compile_key(model_cfg, mode, backend: str = "inductor", torch_version: str | None = None) -> dict[str, Any]:
+def compile_key(
+    model_cfg, mode, backend: str = "inductor", torch_version: str | None = None, run: dict | None = None
+) -> dict[str, Any]:
     """What decides a run's compiled graphs (module docstring): the model's config (a ModelConfig), the compile
-    mode and backend, torch's version (this torch's unless given), Python's version and the machine."""
+    mode and backend, how the run drives them (`run_context`: precision, device batch, optimizer), torch's
+    version (this torch's unless given), Python's version and the machine."""
     if torch_version is None:  # the installed torch's own version string, read without importing torch
         torch_version = importlib.metadata.version("torch")
     return {
         "model": with_moved_fields(dataclasses.asdict(model_cfg)),  # the key it had before options held hyper_*
         "compile": mode,
         "backend": backend,
+        "run": dict(run or {}),
         "torch": str(torch_version),
         "python": platform.python_version(),
         "machine": platform.machine(),
     }
+
+
+def run_context(precision: str, device_batch: int, optimizer: str) -> dict[str, Any]:
+    """What a run adds to its model's graphs: the trainer's precision (bf16 autocast is other graphs), the device
+    batch (shapes are compiled static) and the optimizer (its compiled steps share the folder). Without them in
+    the key, `is_warm` priced a bf16 run of a model cached in fp32 as cached."""
+    return {"precision": str(precision), "device_batch": int(device_batch), "optimizer": str(optimizer)}
 
 
 def key_hash(key: dict[str, Any]) -> str:
@@ -88,6 +103,16 @@ def activate(key: dict[str, Any], root: Path | None = None) -> Path | None:
     os.environ[INDUCTOR_ENV] = str(folder)
     _enable_inductor_caches()
     return folder
+
+
+def set_aside(folder: Path) -> Path:
+    """Move a key's folder aside as <folder>.corrupt-<n> (kept for a look, never read again) and return where it
+    went; the key's own folder is then empty, and `activate` makes it afresh."""
+    n = 0
+    while (target := folder.with_name(f"{folder.name}.corrupt-{n}")).exists():
+        n += 1
+    folder.rename(target)
+    return target
 
 
 def _enable_inductor_caches() -> None:

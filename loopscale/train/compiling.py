@@ -29,14 +29,16 @@ need graphs of their own, compiled for longer than they run.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
+from pathlib import Path
 
 import torch
 import torch._dynamo
 from torch import nn
 
-from loopscale.errors import ConfigError
-from loopscale.train.compile_cache import activate, compile_key, is_warm, key_hash
+from loopscale.errors import ConfigError, exception_chain
+from loopscale.train.compile_cache import activate, compile_key, is_warm, key_hash, set_aside
 from loopscale.train.compile_choice import COMPILED_MODE, choose_compile, eager_step_s_from_flops, saving_s
 
 # Per compiled unit: 2 grad modes x 2 precisions x train / eval x a partial batch x a few model shapes in a
@@ -45,6 +47,10 @@ from loopscale.train.compile_choice import COMPILED_MODE, choose_compile, eager_
 RECOMPILE_LIMIT = 64
 COMPILE_MODES = (False, "blocks", "model")  # what compile_model takes; "auto" is resolved first
 _DYNAMO_LOGGER = "torch._dynamo.convert_frame"  # where Dynamo logs "hit config.recompile_limit"
+log = logging.getLogger("loopscale.train.entry")  # the training log
+# what loading a corrupt cached kernel raises (an emptied .py has no `call`; a garbage .so fails dlopen), wrapped
+# by Dynamo in BackendCompilerFailed
+_LOAD_ERRORS = (AttributeError, ImportError, OSError, SyntaxError, EOFError, ValueError)
 
 
 class _LimitHits(logging.Handler):
@@ -86,16 +92,24 @@ def raise_recompile_limit(limit: int = RECOMPILE_LIMIT) -> int:
 
 
 def resolve_compile(
-    mode, model_cfg, steps: int, step_tokens: int, flops_per_token: float, backend: str, device_type: str
+    mode,
+    model_cfg,
+    steps: int,
+    step_tokens: int,
+    flops_per_token: float,
+    backend: str,
+    device_type: str,
+    run: dict | None = None,
 ):
     """trainer.compile as compile_model takes it: "auto" on CPU is COMPILED_MODE when this job alone pays for
     the compile (its graphs cached or not: loopscale/train/compile_choice.py), else False; "model" elsewhere.
-    A sweep decides with its other jobs of the same model in view and passes the result (compile_order.py)."""
+    A sweep decides with its other jobs of the same model in view and passes the result (compile_order.py). run:
+    the run's precision, device batch and optimizer (compile_cache.run_context), part of the graphs' key."""
     if mode != "auto":
         return mode
     if device_type != "cpu":
         return COMPILED_MODE
-    key = compile_key(model_cfg, COMPILED_MODE, backend)
+    key = compile_key(model_cfg, COMPILED_MODE, backend, run=run)
     if key_hash(key) in _compiled_here:  # a forked branch after its parent: Dynamo holds the graphs in memory
         return COMPILED_MODE
     warm = is_warm(key)
@@ -111,7 +125,9 @@ def eager_on_cpu(device_type: str):
     return contextlib.nullcontext()
 
 
-def compile_model(model: nn.Module, mode, recompile_limit: int = RECOMPILE_LIMIT, backend: str = "inductor") -> None:
+def compile_model(
+    model: nn.Module, mode, recompile_limit: int = RECOMPILE_LIMIT, backend: str = "inductor", run: dict | None = None
+) -> None:
     """Compile `model` (a LoopedTransformer) in place: mode False | "blocks" | "model" (trainer.compile, "auto"
     resolved by resolve_compile). State-dict keys are unchanged (nn.Module.compile, not a wrapper module).
     backend="eager" keeps Dynamo's tracing and caching without code generation (quick checks of the caching on
@@ -121,9 +137,11 @@ def compile_model(model: nn.Module, mode, recompile_limit: int = RECOMPILE_LIMIT
     if not mode:
         return
     if hasattr(model, "cfg"):
-        key = compile_key(model.cfg, mode, backend)
+        key = compile_key(model.cfg, mode, backend, run=run)  # run: compile_cache.run_context
         _compiled_here.add(key_hash(key))
-        activate(key)  # other backends than inductor write nothing there but key.json
+        warm = is_warm(key)
+        folder = activate(key)  # other backends than inductor write nothing there but key.json
+        model.graph_cache = GraphCache(key, folder, warm)
     watch_recompile_limit()
     raise_recompile_limit(recompile_limit)
     units = [model] if mode == "model" else [*model.prelude, *model.recurrent, *model.coda]
@@ -131,3 +149,52 @@ def compile_model(model: nn.Module, mode, recompile_limit: int = RECOMPILE_LIMIT
         unit.compile(backend=backend, dynamic=False)  # only torch 2.11's keywords (module docstring)
     if hasattr(model, "head_backend"):
         model.head_backend = backend  # the head's chunk math, outside the model's graph, compiled too (head_loss.py)
+
+
+@dataclasses.dataclass
+class GraphCache:
+    """The compiled-graph cache folder a model's graphs load from (compile_cache.activate), whether it held graphs
+    when the model was compiled, and whether a corrupt entry was already set aside in this process."""
+
+    key: dict
+    folder: Path | None
+    warm: bool
+    recovered: bool = False
+
+
+def corrupt_entry(err: BaseException) -> BaseException | None:
+    """The error behind a compiled call that failed to load a cached graph (Dynamo's BackendCompilerFailed around
+    a load error), or None."""
+    chain = list(exception_chain(err))
+    if not any(type(e).__name__ == "BackendCompilerFailed" for e in chain):
+        return None
+    return next((e for e in chain if isinstance(e, _LOAD_ERRORS)), chain[-1])
+
+
+def forward_recovering(model: nn.Module, *args, **kwargs):
+    """model(*args, **kwargs). When a compiled model's call fails while its graphs load from a warm cache folder
+    (a corrupt kernel: an emptied or garbage .py or .so), the folder is moved aside (compile_cache.set_aside),
+    Dynamo and Inductor forget what they loaded, and the call compiles afresh into an empty folder, once a process,
+    said in one line. A cold folder's failure is a real compile error and is raised as it is (no silent eager run)."""
+    try:
+        return model(*args, **kwargs)
+    except Exception as err:
+        cache = getattr(model, "graph_cache", None)
+        cause = corrupt_entry(err)
+        if cache is None or cache.folder is None or not cache.warm or cache.recovered or cause is None:
+            raise
+        moved = set_aside(cache.folder)
+        first = (str(cause).strip().splitlines() or [type(cause).__name__])[0]
+        log.warning(
+            "compiled-graph cache: an entry of %s cannot be loaded (%s: %s); moved aside to %s, compiling afresh",
+            cache.folder,
+            type(cause).__name__,
+            first[:200],
+            moved,
+        )
+        torch._dynamo.reset()  # Dynamo's compiled code, and Inductor's loaded modules, forgotten
+        from torch._inductor.utils import clear_inductor_caches
+
+        clear_inductor_caches()
+        cache.folder, cache.recovered = activate(cache.key), True
+        return model(*args, **kwargs)

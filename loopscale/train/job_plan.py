@@ -10,7 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from loopscale.config.schema import TrainConfig
-from loopscale.train.compile_cache import compile_key, key_hash
+from loopscale.train.batching import device_batching
+from loopscale.train.compile_cache import compile_key, key_hash, run_context
 from loopscale.train.compile_choice import COMPILED_MODE
 from loopscale.train.plan import ForkPlan, RunPlan, branch_config, parent_config, plan_forks, plan_run, run_dir_of
 from loopscale.train.run_json import PARENT_FILE, RUN_FILE
@@ -62,9 +63,13 @@ class JobPlan:
 
     @property
     def compile_key(self) -> dict:
-        """The compiled-graph key of its model (compile_cache.compile_key, whole-model compile): jobs with equal
-        keys load each other's graphs."""
-        return compile_key(self.cfg.model, COMPILED_MODE, self.cfg.trainer.compile_backend)
+        """The compiled-graph key of its model (compile_cache.compile_key, whole-model compile) as it trains (its
+        precision, device batch and optimizer: compile_cache.run_context): jobs with equal keys load each other's
+        graphs."""
+        cfg = self.cfg
+        batching = device_batching(cfg.budget, cfg.model, cfg.trainer, cfg.optim.optimizer)
+        run = run_context(cfg.trainer.precision, batching.device_batch, cfg.optim.optimizer)
+        return compile_key(cfg.model, COMPILED_MODE, cfg.trainer.compile_backend, run=run)
 
     @property
     def graph_key(self) -> str:

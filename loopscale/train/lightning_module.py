@@ -19,7 +19,8 @@ from loopscale.config.schema import OptimConfig, TrainerConfig
 from loopscale.errors import ConfigError
 from loopscale.model import r_sampling
 from loopscale.model.transformer import LoopedTransformer
-from loopscale.train.compiling import compile_model, eager_on_cpu, resolve_compile
+from loopscale.train.compile_cache import run_context
+from loopscale.train.compiling import compile_model, eager_on_cpu, forward_recovering, resolve_compile
 from loopscale.train.mfu import mfu, peak_flops
 from loopscale.train.optim.groups import MATRIX, adamw_param_groups, recipe_param_groups
 from loopscale.train.optim.muonh import MuonH, arithmetic_for, resolve_ortho_dtype
@@ -111,6 +112,8 @@ class LoopedLM(L.LightningModule):
         self.optimizer_record = optimizer_record(optim, trainer_cfg, plan.lrs)
         self.model = LoopedTransformer(model_cfg)
         self.train_device_type = device_type(trainer_cfg.accelerator)
+        # the run's side of the graphs' key: precision, device batch, optimizer (compile_cache.run_context)
+        run = run_context(trainer_cfg.precision, plan.batching.device_batch, optim.optimizer)
         self.compile_mode = resolve_compile(
             trainer_cfg.compile,
             model_cfg,
@@ -119,13 +122,14 @@ class LoopedLM(L.LightningModule):
             plan.run.F,
             trainer_cfg.compile_backend,
             self.train_device_type,
+            run,
         )
         if r_sampling.is_sampled(model_cfg) and self.compile_mode == "model":
             # one graph family whatever r is drawn: each layer compiled, the loop over passes in Python (a whole
             # compiled model would trace one graph per pass count: docs/design.md, "Variable-depth training")
             log.info("model.r_sampling=%s: trainer.compile=model becomes blocks", model_cfg.r_sampling)
             self.compile_mode = "blocks"
-        compile_model(self.model, self.compile_mode, backend=trainer_cfg.compile_backend)
+        compile_model(self.model, self.compile_mode, backend=trainer_cfg.compile_backend, run=run)
         self.r_tally: dict[int, int] = {}  # sampled r: sequences trained at each pass count (checkpointed)
         self._peak_flops = None
         self.tokens_trained = 0  # by this process's fit (a resumed run starts at 0)
@@ -152,7 +156,10 @@ class LoopedLM(L.LightningModule):
         step = self.global_step
         if self.trainer_cfg.fail_at_step is not None and step == self.trainer_cfg.fail_at_step:
             raise InjectedFailure(f"trainer.fail_at_step={step}")
-        loss = self.model(x, y) if not r_sampling.is_sampled(self.model_cfg) else self._sampled_loss(x, y, batch_idx)
+        if r_sampling.is_sampled(self.model_cfg):
+            loss = self._sampled_loss(x, y, batch_idx)
+        else:  # a corrupt cached kernel: set aside, compiled afresh (compiling.forward_recovering)
+            loss = forward_recovering(self.model, x, y)
         if self.trainer_cfg.nan_at_step is not None and step == self.trainer_cfg.nan_at_step:
             loss = loss * float("nan")
         detached = loss.detach()
@@ -183,7 +190,7 @@ class LoopedLM(L.LightningModule):
             rows = torch.as_tensor((mine == n).nonzero()[0], device=x.device)
             xs, ys = x.index_select(0, rows), y.index_select(0, rows)
             k = r_sampling.grad_passes_at(self.model_cfg, n)
-            total = total + self.model(xs, ys, r=n, n_grad=k) * (ys != -100).sum()
+            total = total + forward_recovering(self.model, xs, ys, r=n, n_grad=k) * (ys != -100).sum()
             self.r_tally[n] = self.r_tally.get(n, 0) + len(rows)
         return total / weight
 
@@ -282,7 +289,7 @@ class LoopedLM(L.LightningModule):
     def validation_step(self, batch, batch_idx):
         x, y = batch
         with eager_on_cpu(self.train_device_type):  # a few batches: not worth graphs of their own (compiling.py)
-            loss = self.model(x, y, r=self.eval_r)
+            loss = forward_recovering(self.model, x, y, r=self.eval_r)
         # weight each batch by its real targets (packed rows mask their padding with -100, the loss's
         # ignore_index), so the epoch value is the mean loss per target token over exactly the val rows
         self.log(

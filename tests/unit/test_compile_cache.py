@@ -156,3 +156,17 @@ def test_an_unprobed_wide_job_is_priced_at_its_width_and_a_short_one_stays_eager
         return resolve_compile("auto", cfg.model, steps, step_tokens, F, "inductor", "cpu")
 
     assert resolve(100) is False and resolve(2000) == COMPILED_MODE
+
+
+def test_the_key_holds_the_runs_precision_batch_and_optimizer(tmp_path):
+    """Issue 57: the key ignored precision, batch and optimizer, so `is_warm` priced a bf16 run of a model cached
+    in fp32 as cached (the graphs themselves were never mixed up: Inductor's own keys hash them)."""
+    from loopscale.train.compile_cache import run_context
+
+    fp32 = compile_key(MODEL, "model", run=run_context("32-true", 16, "adamw"))
+    (graph_dir(fp32, tmp_path) / "fxgraph" / "ab").mkdir(parents=True)
+    assert is_warm(fp32, tmp_path)
+    for other in (run_context("bf16-mixed", 16, "adamw"), run_context("32-true", 32, "adamw"),
+                  run_context("32-true", 16, "muonh")):  # fmt: skip
+        assert not is_warm(compile_key(MODEL, "model", run=other), tmp_path), other
+    assert is_warm(compile_key(MODEL, "model", run=run_context("32-true", 16, "adamw")), tmp_path)
