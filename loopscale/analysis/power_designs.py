@@ -8,6 +8,7 @@ import sys
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
 
 from loopscale.analysis.report import markdown_table
 from loopscale.fit.power import design_law, mde_formula, recipe_rows, seeds_needed, simulate_design
@@ -18,6 +19,7 @@ from loopscale.launch.design import candidate_designs, design_points, looped_ove
 from loopscale.launch.grid_cost import pool_rows, totals
 
 MAX_SEEDS = 64
+MAX_SIMS = 20_000  # simulated sweeps per design: the MDE's own relative error ~ 1 / sqrt(2 sims) is 0.5% there
 
 
 @dataclass(frozen=True)
@@ -93,7 +95,10 @@ def _read_design(path, recipe: str | None):
     """A runs table (one recipe's rows: `recipe_rows`) as a design, checked as the law it is fitted with reads it
     (`design_law`: N_pass kept)."""
     raw = recipe_rows(read_table(path), recipe)
-    return canonical_table(raw, design_law(raw))
+    # the design's points only: their losses are simulated, so a missing or NaN loss is no reason to refuse it
+    # (a finite loss stays: rows of a point with different losses are its seeds when the table names none)
+    L = pd.to_numeric(raw["L"], errors="coerce") if "L" in raw.columns else pd.Series(np.nan, index=raw.index)
+    return canonical_table(raw.assign(L=L.where(np.isfinite(L) & (L > 0), 1.0)), design_law(raw))
 
 
 def _table_seeds(path, recipe: str | None) -> int:

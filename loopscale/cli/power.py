@@ -24,11 +24,12 @@ from pathlib import Path
 
 from hydra.errors import HydraException
 
-from loopscale.analysis.power_designs import MAX_SEEDS, PowerRequest, markdown, power_record
-from loopscale.atomic import check_writable, write_text_atomic
-from loopscale.cli import COMMANDS, UsageError
+from loopscale.analysis.power_designs import MAX_SEEDS, MAX_SIMS, PowerRequest, markdown, power_record
+from loopscale.atomic import check_outputs_apart, check_writable, write_text_atomic
+from loopscale.cli import COMMANDS, UsageError, usage_error
 from loopscale.cli.arguments import add_probe_argument
-from loopscale.fit.pilot import Truth, truth_from_fit
+from loopscale.errors import not_one_of
+from loopscale.fit.pilot import DENSE, Truth, truth_from_fit
 from loopscale.fit.resample import resolve_jobs
 from loopscale.plots.files import figure_files, write_figure
 from loopscale.plots.power import power_figure
@@ -71,10 +72,14 @@ def register(subparsers) -> None:
         help="share of a run's noise that a forked job's branches share (default 1: a seed moves the whole job)",
     )
     p.add_argument("--candidate", default="", metavar="OVERRIDES", help="the second recipe's overrides, for its cost")
-    p.add_argument("--sims", type=int, default=200, help="simulated sweeps per design (default 200)")
+    p.add_argument(
+        "--sims", type=int, default=200, help=f"simulated sweeps per design (default 200, at most {MAX_SIMS:,})"
+    )
     p.add_argument("--no-menu", action="store_true", help="the design as given only (no designs beside it)")
     p.add_argument("--full", action="store_true", help="fit every sweep with the full multi-start (slow)")
-    p.add_argument("--jobs", type=int, default=None, metavar="N", help="worker processes (default: every core)")
+    p.add_argument(
+        "--jobs", type=int, default=None, metavar="N", help="worker processes (default, and at most: every usable core)"
+    )
     p.add_argument("--seed", type=int, default=0, help="seed of the simulations (reproducible for any --jobs)")
     p.add_argument("--json", metavar="PATH", help="write the results as JSON")
     p.add_argument("--md", metavar="PATH", help="write the results as Markdown")
@@ -82,6 +87,13 @@ def register(subparsers) -> None:
 
     add_probe_argument(p)
     p.set_defaults(func=run)
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if value != value or value in (float("inf"), float("-inf")):
+        raise argparse.ArgumentTypeError(f"must be a finite number; got {text}")
+    return value
 
 
 def _positive(text: str) -> float:
@@ -93,17 +105,21 @@ def _positive(text: str) -> float:
 
 def run(args: argparse.Namespace) -> int:
 
-    if args.sims < 20:
-        raise UsageError(f"--sims {args.sims}: at least 20 simulated sweeps per design")
+    if not 20 <= args.sims <= MAX_SIMS:  # more is months of CPU for no visible gain (the se's own error ~ 1/sqrt(2 n))
+        raise UsageError(f"--sims {args.sims}: at least 20 simulated sweeps per design, at most {MAX_SIMS:,}")
+    if args.delta != args.delta or abs(args.delta) == float("inf"):
+        raise UsageError(f"--delta {args.delta}: the planted delta-phi must be a finite number")
     if args.seeds is not None and not 1 <= args.seeds <= MAX_SEEDS:
         raise UsageError(f"--seeds must be in [1, {MAX_SEEDS}]; got {args.seeds}")
     if args.recipe and args.table is None:
         raise UsageError("--recipe picks a recipe's runs from --table; with overrides, set model.recipe=NAME")
     if args.table is None and not args.overrides:
         raise UsageError("give the design: Hydra overrides (e.g. experiment=isodepth_cpu_demo) or --table RUNS")
-    for flag in ("json", "md", "plot"):
-        if getattr(args, flag):
-            check_writable(Path(getattr(args, flag)), f"--{flag}")
+    outputs = [(f"--{flag}", Path(getattr(args, flag))) for flag in ("json", "md", "plot") if getattr(args, flag)]
+    outputs += [("--plot", p) for p in (figure_files(Path(args.plot))[1:] if args.plot else [])]
+    check_outputs_apart(outputs, [("the fit", args.fit), ("the --table", args.table)])
+    for flag, path in outputs:
+        check_writable(path, flag)
     args.jobs = resolve_jobs(args.jobs)
     truth = _truth(args)
     fields = {f.name for f in dataclasses.fields(PowerRequest)} - {"overrides", "source"}
@@ -113,7 +129,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         record = power_record(request, truth)
     except (HydraException, ValueError) as err:
-        raise UsageError(str(err).splitlines()[0]) from err
+        raise usage_error(err) from err
     text = markdown(record)
     print(text)
     _write(args, record, text)
@@ -126,11 +142,27 @@ def _truth(args):
         return truth_from_fit(args.fit, args.sigma, args.parent_share)
     if args.sigma is None:
         raise UsageError("--law needs --sigma (the seed sigma of log L)")
-    try:
-        params = {k.strip(): float(v) for k, v in (item.split("=", 1) for item in args.law.split(",") if item.strip())}
-    except ValueError:
-        raise UsageError(f"--law {args.law!r}: give NAME=VALUE pairs, e.g. E=1.57,A=28,alpha=0.2,...") from None
-    return Truth(params, args.sigma, args.parent_share, "stated (--sigma)")
+    return Truth(stated_law(args.law), args.sigma, args.parent_share, "stated (--sigma)")
+
+
+def stated_law(text: str) -> dict[str, float]:
+    """--law "E=1.57,A=28,...": each of E, A, alpha, B, beta, phi once, a finite number (a key twice, a key the
+    law does not have, or a value that is no number is refused, not taken or dropped)."""
+    known = (*DENSE, "phi")
+    params: dict[str, float] = {}
+    for item in (part.strip() for part in text.split(",") if part.strip()):
+        key, sep, value = (x.strip() for x in item.partition("="))
+        if not sep:
+            raise UsageError(f"--law {text!r}: give NAME=VALUE pairs, e.g. E=1.57,A=28,alpha=0.2,...")
+        if key not in known:
+            raise UsageError(str(not_one_of("--law key", key, known, what="a parameter of the law")))
+        if key in params:
+            raise UsageError(f"--law {text!r}: {key} is given twice")
+        try:
+            params[key] = _finite(value)
+        except (ValueError, argparse.ArgumentTypeError):
+            raise UsageError(f"--law {text!r}: {key}={value!r} is not a finite number") from None
+    return params
 
 
 def _write(args, record: dict, text: str) -> None:

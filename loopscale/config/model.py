@@ -237,9 +237,10 @@ def check_options(cfg: ModelConfig, known: tuple[str, ...]) -> None:
     unknown = sorted(set(cfg.options) - set(known))
     if unknown:
         allowed = ", ".join(known) or "none"
-        raise ConfigError(
+        near = closest(unknown[0], known)
+        raise UnknownName(
             f"model.options has {', '.join(map(repr, unknown))}, which injection={cfg.injection!r} and "
-            f"block={cfg.block!r} do not read (they read: {allowed})"
+            f"block={cfg.block!r} do not read (they read: {allowed})" + (f" (did you mean {near!r}?)" if near else "")
         )
 
 

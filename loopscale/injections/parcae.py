@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import math
 
+from loopscale.errors import ConfigError
 from loopscale.injections.form import (
     NORM,
     SCALAR,
@@ -75,6 +76,16 @@ class ParcaeForm(InjectionForm):
         # B's bf16 copy, and the fp32 vectors made from dt and A_log once a forward (softplus(dt) twice, exp(A_log),
         # their product), kept for backward
         return 2 * cfg.d_model**2 + 4 * 4 * cfg.d_model
+
+    def check(self, cfg) -> None:
+        """The like-init std a finite number > 0 (a negative one failed at model build with a traceback)."""
+        value = (getattr(cfg, "options", None) or {}).get("parcae_state_std", STATE_STD)
+        try:
+            std = float(value)
+        except (TypeError, ValueError):
+            std = math.nan
+        if not (math.isfinite(std) and std > 0):
+            raise ConfigError(f"model.options.parcae_state_std={value!r} must be a finite number > 0 (s_0's std)")
 
     def build(self, cfg):
         return parcae_module()(cfg.d_model, cfg.norm_eps, option(cfg, "parcae_state_std", STATE_STD))

@@ -14,6 +14,7 @@ failure (JobFailed, naming the job); the Hydra launcher (pool_launcher.py) recor
 from __future__ import annotations
 
 import contextlib
+import logging
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -63,7 +64,8 @@ def train_one(cfg: TrainConfig) -> JobOutcome:
 
     started = time.perf_counter()
     try:
-        record = run_training(cfg)
+        with job_log(run_dir_of(cfg)):
+            record = run_training(cfg)
     except Exception as err:
         kind = {Diverged: "diverged", IdentityMismatch: "refused"}
         status = next((v for t, v in kind.items() if isinstance(err, t)), "failed")
@@ -79,6 +81,37 @@ def _record_files(cfg: TrainConfig) -> tuple[Path, ...]:
         return plan_job(cfg).record_files
     except ValueError:  # e.g. a forked job that cannot fork: refused before any branch
         return (run_dir_of(cfg) / RUN_FILE, run_dir_of(cfg) / PARENT_FILE)
+
+
+JOB_LOG = "entry.log"  # the name loopscale-train's log has in a run dir (Hydra's job log)
+LOG_FORMAT = "[%(asctime)s][%(name)s][%(levelname)s] - %(message)s"  # Hydra's job log format
+
+
+@contextlib.contextmanager
+def job_log(run_dir: Path):
+    """While a job trains outside Hydra (the demo's workers): its INFO lines (Lightning's banners and restore
+    lines, the run's plan) into run_dir/entry.log, as loopscale-train keeps them, and only WARNING and above on
+    the terminal. Under a logging setup of its own (Hydra's job: a file handler on the root) nothing changes."""
+    root = logging.getLogger()
+    if any(isinstance(h, logging.FileHandler) for h in root.handlers):
+        yield
+        return
+    run_dir.mkdir(parents=True, exist_ok=True)
+    to_file = logging.FileHandler(run_dir / JOB_LOG)
+    to_file.setFormatter(logging.Formatter(LOG_FORMAT))
+    to_terminal = logging.StreamHandler()
+    to_terminal.setLevel(logging.WARNING)
+    level = root.level
+    root.addHandler(to_file)
+    root.addHandler(to_terminal)
+    root.setLevel(logging.INFO)
+    try:
+        yield
+    finally:
+        for handler in (to_file, to_terminal):
+            root.removeHandler(handler)
+        to_file.close()
+        root.setLevel(level)
 
 
 def _failure_record(cfg: TrainConfig) -> str | None:

@@ -27,7 +27,6 @@ Training jobs on it: loopscale/launch/local_workers.py (the demo) and loopscale/
 from __future__ import annotations
 
 import contextlib
-import logging
 import multiprocessing
 import os
 import pickle
@@ -67,16 +66,17 @@ _IN_JOB = False
 
 
 def quiet_lightning() -> None:
-    """Each run's own INFO lines (GPU available, etc.) would bury a sweep's progress. Lightning sets its
-    loggers' levels when imported, so import it first."""
-    for name in (
-        "lightning",
-        "lightning.pytorch",
-        "lightning.fabric",
-        "loopscale.train.entry",
-        "loopscale.train.forks",
-    ):
-        logging.getLogger(name).setLevel(logging.WARNING)
+    """Each run's INFO lines (Lightning's "GPU available", "Restoring states from the checkpoint", the run's plan)
+    would bury a sweep's progress: they stay out of the terminal and in the job's own log. Lightning's import adds a
+    console handler of its own and sets its loggers to INFO, so it is imported first (setting their levels before
+    it, as was done, was undone by it: 208 of a demo's 801 lines); its console handler goes and its records reach the
+    root logger's handlers, which decide: a Hydra job's console (WARNING under the sweep's bar) and its entry.log,
+    or the demo job's log (`local_workers.job_log`)."""
+    import lightning  # noqa: F401  (first: its import sets the levels and adds the handler undone here)
+
+    from loopscale.train.entry import lightning_to_root  # in a worker (or the process that trains): torch is here
+
+    lightning_to_root()
     warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\)")
 
 

@@ -240,6 +240,12 @@ def lightning_logs_once() -> None:
     and its loggers propagate, so each line is printed once and still reaches the job's log file."""
     if not logging.getLogger().handlers:
         return
+    lightning_to_root()
+
+
+def lightning_to_root() -> None:
+    """Lightning's own console handlers removed and its loggers propagating: its lines reach the root logger's
+    handlers only, which decide where they go (Hydra's console and job log; a pool worker's job log)."""
     for name in ("lightning", "lightning.pytorch", "lightning.fabric"):
         logger = logging.getLogger(name)
         for handler in list(logger.handlers):

@@ -54,3 +54,22 @@ def test_without_seed_repeats_print_json_and_report_say_intervals_omit_seed_nois
     assert "omit seed noise" in record["noise"]["statement"]
     report = build_report(pd.read_csv(table), out)
     assert "omit seed noise" in report
+
+
+def test_noise_off_on_seed_repeats_says_the_copies_count_as_rows(tmp_path):
+    """Issue 57: `fit --noise off` with three near-identical seeds called phi measured on an interval that counted
+    each seed's run as independent data; the fit's warnings say so (and --noise auto has no such warning)."""
+    table = pd.read_csv(FIXTURES / "looped_synthetic_small.csv")
+    rng = np.random.default_rng(0)
+    seeds = pd.concat(
+        [table.assign(seed=s, L=table["L"] * (1 + 1e-5 * rng.standard_normal(len(table)))) for s in range(3)]
+    )
+    path = tmp_path / "seeds.csv"
+    seeds.to_csv(path, index=False)
+    for noise, warned in (("off", True), ("auto", False)):
+        out = tmp_path / f"{noise}.json"
+        res = run_cli(["fit", str(path), "--no-profile", "--noise", noise, "--out", str(out)])
+        assert res.returncode == 0, res.stderr
+        said = [w for w in json.loads(out.read_text())["warnings"] if w.startswith("--noise off with seed repeats")]
+        assert bool(said) is warned, said
+        assert (f"{len(table)} of {len(table)} points, {len(seeds)} rows" in said[0]) if warned else True

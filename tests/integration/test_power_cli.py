@@ -52,12 +52,31 @@ def test_power_on_the_reduced_demo_writes_its_record_and_recommends_seeds(tmp_pa
         (["--law", "E=1.5,A=80", "--sigma", "0.003", *REDUCED], "the law needs alpha, B, beta, phi"),
         (["--law", LAW, "--sigma", "0.003", *REDUCED, "--sims", "5"], "at least 20 simulated sweeps"),
         (["--law", LAW, "--sigma", "0.003", "--recipe", "lora", *REDUCED], "--recipe picks a recipe's runs"),
+        # issue 57: a key twice or unknown was taken silently (last wins / ignored); NaN planted; months of sims
+        (["--law", LAW + ",phi=0.4", "--sigma", "0.003", *REDUCED], "phi is given twice"),
+        (["--law", LAW + ",gamma=1", "--sigma", "0.003", *REDUCED], "--law key='gamma' is not a parameter of the law"),
+        (["--law", LAW.replace("alpha", "alpa"), "--sigma", "0.003", *REDUCED], "(did you mean 'alpha'?)"),
+        (["--law", LAW.replace("0.3", "nan", 1), "--sigma", "0.003", *REDUCED], "alpha='nan' is not a finite number"),
+        (["--law", LAW, "--sigma", "0.003", *REDUCED, "--delta", "nan"], "--delta nan: the planted delta-phi must"),
+        (["--law", LAW, "--sigma", "0.003", *REDUCED, "--sims", "100000000"], "at most 20,000"),
     ],
 )
 def test_power_refuses_bad_input_in_one_line(tmp_path, argv, message):
     res = run_cli(["power", *argv, "--json", str(tmp_path / "p.json")])
     assert res.returncode == 2 and message in res.stderr and len(res.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "p.json").exists()
+
+
+def _power_of_table(tmp_path, table) -> dict:
+    """`power --table` on `table` (written as runs.csv) with the stated law: its one design's record."""
+    table.to_csv(tmp_path / "runs.csv", index=False)
+    out = tmp_path / "p.json"
+    res = run_cli(
+        ["power", "--law", LAW, "--sigma", "0.003", "--table", str(tmp_path / "runs.csv"), *FAST, "--json", str(out)]
+    )
+    assert res.returncode == 0, res.stderr[-2000:]
+    (given,) = json.loads(out.read_text())["designs"]
+    return given
 
 
 def test_power_takes_a_runs_table_with_per_pass_parameters_as_its_design(tmp_path):
@@ -69,16 +88,20 @@ def test_power_takes_a_runs_table_with_per_pass_parameters_as_its_design(tmp_pat
     grid = S.isodepth_grid(S.CPU_SIZES, (1, 2, 4))
     table = grid.assign(N_pass=(grid["r"] > 1) * (grid["N_once"] // 3), seed=0)
     table["L"] = S.law_loss(table, S.TRUE_DENSE, 0.46)
-    table.to_csv(tmp_path / "runs.csv", index=False)
-    out = tmp_path / "p.json"
-    res = run_cli(
-        ["power", "--law", LAW, "--sigma", "0.003", "--table", str(tmp_path / "runs.csv"), *FAST, "--json", str(out)]
-    )
-    assert res.returncode == 0, res.stderr[-2000:]
-    (given,) = json.loads(out.read_text())["designs"]
+    given = _power_of_table(tmp_path, table)
     assert given["n_points"] == len(table) and given["seeds"] == 1
     assert given["cost"]["flops"] == pytest.approx(table["C"].sum())
     assert given["phi"]["n_failed"] == 0 and given["delta_phi"]["n_failed"] == 0
+
+
+def test_power_takes_a_design_table_whose_losses_are_missing(tmp_path):
+    """Issue 57: the design's losses are simulated, so a NaN loss in --table (a run not finished yet) is no
+    reason to refuse it (it was: "column L has NaN")."""
+    from loopscale.fit import synthetic as S
+
+    table = S.isodepth_grid(S.CPU_SIZES, (1, 2)).assign(seed=0, L=float("nan"))
+    given = _power_of_table(tmp_path, table)
+    assert given["n_points"] == len(table) and given["phi"]["n_failed"] == 0
 
 
 def test_power_takes_one_recipes_runs_from_a_table_of_several(tmp_path):

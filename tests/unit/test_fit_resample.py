@@ -123,3 +123,12 @@ def test_jobs_runs_the_replicates_in_that_many_worker_processes_and_by_default_o
         pinned = set(sorted(cores)[:10])
         every, _ = _fit_workers(tmp_path, cores=pinned)
         assert len(every) == len(pinned), (every, pinned)
+
+
+def test_jobs_are_capped_at_the_usable_cores():
+    """Issue 57: `--jobs 24` started 24 workers on 2 cores (4.7 GB); more workers than cores only cost memory."""
+    from loopscale.fit.resample import resolve_jobs
+    from loopscale.machine import usable_cores
+
+    assert resolve_jobs(24 * usable_cores()) == usable_cores() == resolve_jobs(None) == resolve_jobs(0)
+    assert resolve_jobs(1) == 1

@@ -67,3 +67,17 @@ def test_a_command_line_choice_names_the_closest():
     res = run_cli(["fit", "table.csv", "--law", "lopped"])
     assert res.returncode == 2 and "invalid choice: 'lopped'" in res.stderr
     assert res.stderr.strip().endswith("(did you mean 'looped'?)")
+
+
+@pytest.mark.parametrize("std", [-1, 0, "abc", float("nan")])
+def test_a_parcae_state_std_that_is_no_std_is_a_config_error(std):
+    """Issue 57: parcae_state_std=-1 failed with a traceback at model build."""
+    from loopscale.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="model.options.parcae_state_std=.* must be a finite number > 0"):
+        tiny_model(2, "parcae", options={"parcae_state_std": std})
+
+
+def test_an_option_typo_names_the_closest():
+    with pytest.raises(UnknownName, match=r"model.options has 'lora_rnk'.*\(did you mean 'lora_rank'\?\)$"):
+        tiny_model(2, "lora", options={"lora_rnk": 8})
