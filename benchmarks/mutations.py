@@ -1045,6 +1045,42 @@ MUTATIONS: tuple[Mutation, ...] = (
         "sweep --count refuses a job whose config names what no registry knows",
     ),
     Mutation(
+        "validate-writes-over-its-inputs",
+        "loopscale/atomic.py",
+        "            if given is not None and same_file(path, given):",
+        "            if False:",
+        ("tests/unit/test_validate_inputs.py::test_validate_refuses_to_write_over_the_fit_it_reads",),
+        "validate --out (and report, plot, advise, power, notebook) never replaces one of its inputs",
+    ),
+    Mutation(
+        "validate-takes-a-changed-table",
+        "loopscale/cli/validate.py",
+        '    if check["changed"] and not args.allow_changed_table:',
+        "    if False:",
+        (
+            "tests/unit/test_validate_inputs.py::test_validate_refuses_a_table_changed_since_the_fit_and_says_when_allowed",
+        ),
+        "validate refuses a table whose content is not the fit's (its recorded sha256) unless --allow-changed-table",
+    ),
+    Mutation(
+        "report-takes-another-fits-validation",
+        "loopscale/analysis/report_inputs.py",
+        '    if fit is None or (of.get("law"), of.get("params")) == (fit.law, json.loads(json.dumps(fit.params))):',
+        "    if True:",
+        ("tests/unit/test_validate_inputs.py::test_report_refuses_the_validation_record_of_another_fit",),
+        "report --validation refuses the validation record of another fit unless --allow-other-fit",
+    ),
+    Mutation(
+        "corrupt-graph-cache-kills-every-relaunch",
+        "loopscale/train/compiling.py",
+        "        if cache is None or cache.folder is None or not cache.warm or cache.recovered or cause is None:",
+        "        if True:",
+        (
+            "tests/integration/test_graph_cache_corrupt.py::test_a_corrupt_cached_kernel_is_set_aside_and_the_run_compiles_afresh",
+        ),
+        "a corrupt kernel in the compiled-graph cache is set aside and the run compiles afresh, said in one line",
+    ),
+    Mutation(
         "sampled-r-draws-not-keyed-by-step",
         "loopscale/model/r_sampling.py",
         "    return int(_draw(cfg, np.random.default_rng([SEED_TAG, seed, step]), 1)[0])\n",
