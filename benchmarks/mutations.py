@@ -1247,6 +1247,65 @@ MUTATIONS: tuple[Mutation, ...] = (
         ("tests/unit/test_run_record_type.py::test_a_record_file_is_read_back_as_the_run_record_it_was_written_as",),
         "a run record is read back as the RunRecord it was written as",
     ),
+    # -- issue 58 item 4: blind round 1 (written from the docs and code only; /work/notes/blind_round1.md) -------
+    Mutation(
+        "blind1-sigma-trend-without-its-margin",
+        "loopscale/fit/seed_sigma.py",
+        "aicc(m) <= constant.aicc - AICC_MARGIN]",
+        "aicc(m) < constant.aicc]",
+        (
+            "tests/unit/test_statistics_off_defaults.py::test_a_trend_is_chosen_only_when_its_aicc_beats_the_constants_by_two",
+        ),
+        "the noise model: a sigma trend is chosen only when its AICc beats the constant sigma's by 2",
+    ),
+    Mutation(
+        "blind1-validate-reads-the-full-width",
+        "loopscale/fit/validation/flags.py",
+        "return None if not interval else (interval[1] - interval[0]) / 2",
+        "return None if not interval else interval[1] - interval[0]",
+        ("tests/unit/test_statistics_off_defaults.py::test_the_validation_verdict_reads_the_folds_numbers",),
+        "validate flags a dropped r that moves phi beyond its interval's half-width",
+    ),
+    Mutation(
+        "blind1-tbptt-probe-floor",
+        "loopscale/config/model.py",
+        "cfg.bptt_k = -(-cfg.r // 2)  # ceil(r / 2), the published probe",
+        "cfg.bptt_k = cfg.r // 2  # ceil(r / 2), the published probe",
+        ("tests/unit/test_design_equations.py::test_each_recipe_computes_its_design_at_r3",),
+        "the truncated-backprop recipe keeps gradients through ceil(r / 2) passes, the published probe",
+    ),
+    Mutation(
+        "blind1-hyper-every-pass-reads-lane-0",
+        "loopscale/injections/hyper.py",
+        "self.alpha.copy_(F.one_hot(torch.arange(r) % K, K))",
+        "self.alpha.copy_(F.one_hot(torch.zeros(r, dtype=torch.long), K))",
+        ("tests/unit/test_design_equations.py::test_hyper_lanes_at_init",),
+        "hyper-connections: pass i reads lane i mod K at init (alpha_i one-hot)",
+    ),
+    Mutation(
+        "blind1-lora-every-pass-shares-B",
+        "loopscale/blocks/lora.py",
+        "return F.linear(F.linear(x, self.A[i]), self.B[i])",
+        "return F.linear(F.linear(x, self.A[i]), self.B[0])",
+        ("tests/unit/test_design_equations.py::test_each_block_form_computes_its_published_equation_at_r3",),
+        "lora: pass i adds its own low-rank adapter B_i A_i",
+    ),
+    Mutation(
+        "blind1-graph-key-without-backend",
+        "loopscale/train/compile_cache.py",
+        '        "backend": backend,\n',
+        "",
+        ("tests/unit/test_compile_cache.py::test_a_backend_python_or_machine_has_its_own_folder",),
+        "the graph cache: one folder per model, compile mode, backend, torch, Python and machine",
+    ),
+    Mutation(
+        "blind1-later-jobs-count-their-gross-saving",
+        "loopscale/train/compile_choice.py",
+        "shared = sum(max(0.0, s - WARM_COMPILE_S) for s in later_savings_s)",
+        "shared = sum(later_savings_s)",
+        ("tests/unit/test_compile_cache.py::test_later_jobs_count_only_what_they_save_beyond_loading_the_graphs",),
+        "compile=auto in a sweep: each later job of a model counts only what it saves beyond loading the graphs",
+    ),
 )
 
 

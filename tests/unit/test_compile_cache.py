@@ -170,3 +170,29 @@ def test_the_key_holds_the_runs_precision_batch_and_optimizer(tmp_path):
                   run_context("32-true", 16, "muonh")):  # fmt: skip
         assert not is_warm(compile_key(MODEL, "model", run=other), tmp_path), other
     assert is_warm(compile_key(MODEL, "model", run=run_context("32-true", 16, "adamw")), tmp_path)
+
+
+def test_a_backend_python_or_machine_has_its_own_folder(tmp_path):
+    """docs/operations.md: one folder per model config, compile mode, backend, torch, Python and machine (key.json
+    says which): a graph Dynamo's eager backend cached is never found by an Inductor run of the same model."""
+    key = compile_key(MODEL, "model")
+    assert {"model", "compile", "backend", "run", "torch", "python", "machine"} <= set(key)
+    inductor = graph_dir(key, tmp_path)
+    assert graph_dir(compile_key(MODEL, "model", backend="eager"), tmp_path) != inductor
+    assert graph_dir({**key, "python": "3.10.0"}, tmp_path) != inductor
+    assert graph_dir({**key, "machine": "aarch64"}, tmp_path) != inductor
+    (graph_dir(compile_key(MODEL, "model", backend="eager"), tmp_path) / "fxgraph" / "ab").mkdir(parents=True)
+    assert not is_warm(key, tmp_path)
+
+
+def test_later_jobs_count_only_what_they_save_beyond_loading_the_graphs():
+    """The rule (compile_choice.py): a cold job compiles when its saving plus sum over later jobs of the key of
+    (saving - WARM_COMPILE_S)^+ beats COLD_COMPILE_S: each later job still pays its load from the cache."""
+    own, later = COLD_COMPILE_S / 2, COLD_COMPILE_S * 0.3
+    assert own + 2 * later > COLD_COMPILE_S > own + 2 * (later - WARM_COMPILE_S)  # gross pays, net does not
+    assert not choose_compile(own, warm=False, later_savings_s=(later, later)).compile
+    # later jobs saving less than their own load add nothing, however many
+    short = WARM_COMPILE_S - 1
+    assert not choose_compile(COLD_COMPILE_S - 1, warm=False, later_savings_s=(short,) * 10).compile
+    # one second of net saving past the compile tips it
+    assert choose_compile(own, warm=False, later_savings_s=(COLD_COMPILE_S - own + 1 + WARM_COMPILE_S,)).compile
