@@ -286,7 +286,8 @@ def run_tune(settings: TuneSettings, say: Callable[[str], None] = print, progres
     grids = [
         Grid(recipe, int(cfg.model.r), cell, base, settings.grid.first_ks()) for base, cfg in groups for cell in cells
     ]
-    extra = ["trainer.progress=false", f"trainer.num_threads={settings.threads_per_worker}"]
+    # the loss at the trained r is all a tune reads: no scoring at other r (trainer.r_eval; not in the identity)
+    extra = ["trainer.progress=false", f"trainer.num_threads={settings.threads_per_worker}", "trainer.r_eval=off"]
     trained, wall_s, rounds = 0, 0.0, []
     for round_ in range(settings.grid.max_extend + 1):
         jobs = grid_jobs(grids, settings.grid, settings.runs_dir, extra)
