@@ -1005,6 +1005,14 @@ MUTATIONS: tuple[Mutation, ...] = (
         "loopscale tune: the same tune again is answered from the rule file, not retrained or refitted",
     ),
     Mutation(
+        "tune-reads-another-configs-runs",
+        "loopscale/launch/tune.py",
+        "        if old != new:\n            raise ConfigError(",
+        "        if False:\n            raise ConfigError(",
+        ("tests/integration/test_tune.py::test_an_edge_optimum_grows_the_grid",),
+        "loopscale tune: a finished run of another config in its dir (same name, other model) is refused, not read",
+    ),
+    Mutation(
         "lr-optimum-interval-without-the-curvature-error",
         "loopscale/fit/lr_optimum.py",
         "g = np.array([0.0, -1 / (2 * c2), c1 / (2 * c2**2)])",

@@ -4,6 +4,7 @@ launch/tune.py), written to sweeps/lr_rules/X.yaml for every later sweep of X.""
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from pathlib import Path
 
@@ -122,6 +123,20 @@ def _print_rule(result, console: Console) -> None:
             "-" if p is None else f"{p:.2g}",
         )
     console.print(table)
+    t = result.record.get("transfer") or {}
+    if "gamma" in t:
+        console.print(
+            f"width transfer: ln best = a_r + gamma ln(width / {t['ref_width']:g}), gamma = {t['gamma']:.3f} +- "
+            f"{t['gamma_se']:.3f} (chi2 {t['chi2']:.2f} on {t['dof']} dof): "
+            + (
+                "the rule (the multipliers above are at the reference width)"
+                if t["used"]
+                else "not the rule (|gamma| < 2 se)"
+            )
+        )
+        if t["used"]:
+            console.print("  at the reference width: " + ", ".join(
+                f"r = {r:g} x{math.exp(a):.3g}" for r, a in sorted(t["a"].items())))  # fmt: skip
     cost = result.record["cost"]
     noise = result.record["noise"]
     console.print(

@@ -5,9 +5,12 @@ later sweep of that experiment reads.
       experiment: isodepth_cpu_demo
       multipliers:            # recipe -> r -> the multiplier of every group's peak lr (optim.lr_rule)
         baseline: {1: 1.9, 2: 1.8, 4: 1.6, 8: 1.6}
-      recipes: {baseline: {key: ..., cells: [...], intervals: {...}, per_cell: {...}, noise: {...}, cost: {...}}}
+      transfer:               # only where the best lr moved with the cells' width: x (width / ref_width)^exponent
+        baseline: {width_exponent: -0.8, ref_width: 24}
+      recipes: {baseline: {key: ..., cells: [...], rule: {r: per-cell optima}, transfer: {...}, noise, cost}}
 
-An experiment uses its rule by one line, `optim.lr_rule: ${ls.lr_rule:<experiment>,${ls.recipe:${model}},${model.r}}`
+An experiment uses its rule by one line,
+`optim.lr_rule: ${ls.lr_rule:<experiment>,${ls.recipe:${model}},${model.r},${model.d_model}}`
 (sweeps/experiment/isodepth_cpu_demo.yaml): the resolver reads the multiplier of the run's recipe and r, so the
 composed config holds the number itself (the run's identity and name change with it: a retuned rule trains new
 runs, it never resumes or skips the old ones). `experiment=isodepth` has no rule: the published transfer was tuned
@@ -67,9 +70,11 @@ def read_rule(path: Path) -> dict[str, Any]:
     return content
 
 
-def multiplier(experiment: str, recipe: str, r: Any) -> float:
-    """`${ls.lr_rule:EXPERIMENT,RECIPE,R}`: the tuned multiplier of that recipe at that r. ConfigError when the
-    experiment has no rule file or the rule has no such recipe or r."""
+def multiplier(experiment: str, recipe: str, r: Any, width: Any = None) -> float:
+    """`${ls.lr_rule:EXPERIMENT,RECIPE,R,WIDTH}`: the tuned multiplier of that recipe at that r, times
+    (width / ref_width)^width_exponent when the rule has a width transfer for the recipe (`loopscale tune` writes one
+    when the best lr moved with the width of its cells). ConfigError when the experiment has no rule file, the
+    rule has no such recipe or r, or it has a width transfer and no width is given."""
     path = rule_file(str(experiment))
     rule = read_rule(path)
     tune = f"tune it with `loopscale tune experiment={experiment} model.recipe={recipe}`, or set optim.lr_rule=1"
@@ -81,16 +86,37 @@ def multiplier(experiment: str, recipe: str, r: Any) -> float:
     value = {int(k): v for k, v in by_r.items()}.get(int(r))
     if value is None:
         raise ConfigError(f"{path} has no tuned lr for recipe {recipe} at r = {r} (it has r = {sorted(by_r)}): {tune}")
-    return float(value)
+    transfer = (rule.get("transfer") or {}).get(str(recipe))
+    if not transfer:
+        return float(value)
+    if width is None:
+        raise ConfigError(
+            f"{path} scales recipe {recipe}'s lr with the width: pass it (${{ls.lr_rule:...,${{model.d_model}}}})"
+        )
+    scaled = float(value) * (float(width) / float(transfer["ref_width"])) ** float(transfer["width_exponent"])
+    return float(f"{scaled:.3g}")  # run names carry 3 digits: the lr trained is the one named
 
 
-def write_rule(path: Path, experiment: str, recipe: str, multipliers: dict[int, float], record: dict[str, Any]) -> Path:
-    """Set one recipe's multipliers (and its record: how they were measured) in the rule file, keeping the other
-    recipes'; written atomically."""
+def write_rule(
+    path: Path,
+    experiment: str,
+    recipe: str,
+    multipliers: dict[int, float],
+    record: dict[str, Any],
+    transfer: dict[str, float] | None = None,
+) -> Path:
+    """Set one recipe's multipliers (at ref_width when there is a width transfer {width_exponent, ref_width}),
+    its transfer and its record (how they were measured) in the rule file, keeping the other recipes'; written
+    atomically."""
     path = Path(path)
     rule = read_rule(path) or {"experiment": experiment, "multipliers": {}, "recipes": {}}
     rule["experiment"] = experiment
     rule["multipliers"][recipe] = {int(r): float(f"{m:.3g}") for r, m in sorted(multipliers.items())}
+    transfers = rule.setdefault("transfer", {})
+    if transfer:
+        transfers[recipe] = {k: float(f"{v:.4g}") for k, v in transfer.items()}
+    else:
+        transfers.pop(recipe, None)
     rule.setdefault("recipes", {})[recipe] = record
     path.parent.mkdir(parents=True, exist_ok=True)
     text = HEADER.format(experiment=experiment) + yaml.safe_dump(rule, sort_keys=False, default_flow_style=None)

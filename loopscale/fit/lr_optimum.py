@@ -103,3 +103,29 @@ def parabola_optimum(x, L, sigma: float | None = None, dof: int | None = None) -
     L_best = c0 + c1 * inside + c2 * inside**2
     at_edge = not lo - 1e-9 <= vertex <= hi + 1e-9
     return LrOptimum(float(np.exp(vertex)), interval, float(L_best), at_edge, side, log_se)
+
+
+def width_transfer(r: np.ndarray, width: np.ndarray, log_best: np.ndarray, log_se: np.ndarray, ref_width: float):
+    """The best lr across cells of several widths as one transfer: ln best = a_r + gamma ln(width / ref_width),
+    a per-r intercept and a shared width exponent, weighted least squares with weights 1 / se^2 (the optima's own
+    errors, taken as known). Returns {"a": {r: a_r}, "a_se": {r: se}, "gamma", "gamma_se", "chi2", "dof"}: chi2 the
+    weighted residual sum of squares on n - (number of r + 1) degrees of freedom (does one exponent serve every
+    r?). ValueError without two widths."""
+    r, width = np.asarray(r, float), np.asarray(width, float)
+    y, se = np.asarray(log_best, float), np.asarray(log_se, float)
+    if len(np.unique(width)) < 2:
+        raise ValueError("a width transfer needs optima at two or more widths")
+    levels = sorted(np.unique(r))
+    X = np.column_stack([*(r == v for v in levels), np.log(width / ref_width)]).astype(float)
+    w = 1.0 / se**2
+    cov = np.linalg.inv(X.T @ (w[:, None] * X))
+    coef = cov @ X.T @ (w * y)
+    chi2 = float(np.sum(w * (y - X @ coef) ** 2))
+    return {
+        "a": {float(v): float(c) for v, c in zip(levels, coef)},
+        "a_se": {float(v): float(np.sqrt(cov[i, i])) for i, v in enumerate(levels)},
+        "gamma": float(coef[-1]),
+        "gamma_se": float(np.sqrt(cov[-1, -1])),
+        "chi2": chi2,
+        "dof": len(y) - len(coef),
+    }

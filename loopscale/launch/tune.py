@@ -40,13 +40,13 @@ from scipy.special import chdtrc, stdtrit
 
 from loopscale.config.lr_rule import read_rule, rule_file, write_rule
 from loopscale.errors import ConfigError
-from loopscale.fit.lr_optimum import parabola_optimum, pooled_noise, window
+from loopscale.fit.lr_optimum import parabola_optimum, pooled_noise, width_transfer, window
 from loopscale.launch.compile_order import schedule
 from loopscale.launch.local_workers import train_in_workers
 from loopscale.launch.lr_grid import POINT_KEY, split_point
 from loopscale.launch.sweep import Job, compose_jobs, describe, sweep_overrides
 from loopscale.provenance import git_commit
-from loopscale.train.identity import identity_hash, identity_of
+from loopscale.train.identity import comparable, differences, identity_hash, identity_of, stored_identity
 from loopscale.train.job_plan import plan_job
 from loopscale.train.plan import run_dir_of
 from loopscale.train.run_json import RUN_FILE, is_finished, read_record_or_none
@@ -170,17 +170,26 @@ def grid_jobs(grids: list[Grid], tg: TuneGrid, runs_dir: str, extra: list[str]) 
     return [(g, k, Job(o, OmegaConf.to_object(c))) for (g, k), o, c in zip(keyed, overrides, cfgs)]
 
 
-def run_dirs(cfg) -> list[Path]:
-    """The dirs whose run.json hold a job's points (`JobPlan.points`: a forked job's branches, else its own)."""
-    return [run_dir_of(point.cfg) for point in plan_job(cfg).points]
+def points_of(cfg) -> list[Any]:
+    """The configs whose run.json hold a job's points (`JobPlan.points`: a forked job's branches, else its own)."""
+    return [point.cfg for point in plan_job(cfg).points]
 
 
 def job_loss(cfg) -> float | None:
-    """The final validation loss of a finished tuning run (a forked cell has one branch), None when not done."""
-    dirs = run_dirs(cfg)
-    if not all(is_finished(d) for d in dirs):
+    """The final validation loss of a finished tuning run (a forked cell has one branch), None when not done.
+    ConfigError when the dir holds a finished run of another config (run names do not carry every field: a tune
+    of another model must not read its losses; loopscale/train/identity.py)."""
+    points = points_of(cfg)
+    if not all(is_finished(run_dir_of(p)) for p in points):
         return None
-    return float(read_record_or_none(dirs[-1] / RUN_FILE).L)
+    for point in points:
+        old, new = comparable(stored_identity(run_dir_of(point)) or {}, identity_of(point))
+        if old != new:
+            raise ConfigError(
+                f"{run_dir_of(point)} holds a finished run of another config ({'; '.join(differences(old, new)[:2])}): "
+                "tune into another --runs-dir"
+            )
+    return float(read_record_or_none(run_dir_of(points[-1]) / RUN_FILE).L)
 
 
 def plan_cost(jobs: list[Job], probe: bool) -> dict[str, Any]:
@@ -322,11 +331,14 @@ def run_tune(settings: TuneSettings, say: Callable[[str], None] = print, progres
             say(f"  r = {g.r} at {g.cell}: the lowest loss is at the grid's {'upper' if side > 0 else 'lower'} "
                 f"edge: adding x{', x'.join(f'{settings.grid.multiplier(k):.3g}' for k in new)}")  # fmt: skip
     record = _record(grids, fits, noise, settings, cells, key, rounds, [job for _, _, job in jobs], wall_s)
-    multipliers = {int(r): float(f"{v['best']:.3g}") for r, v in record["rule"].items() if v.get("best")}  # as written
+    transfer = record["transfer"] if record["transfer"].get("used") else None
+    best = {r: (math.exp(transfer["a"][r]) if transfer else v.get("best")) for r, v in record["rule"].items()}
+    multipliers = {int(r): float(f"{m:.3g}") for r, m in best.items() if m}  # as written
     missing = sorted({g.r for g in grids} - set(multipliers))
     if missing:
         raise ConfigError(f"no optimum at r = {missing}: nothing written to {path} (see the losses above)")
-    write_rule(path, experiment, recipe, multipliers, record)
+    width = {"width_exponent": transfer["gamma"], "ref_width": transfer["ref_width"]} if transfer else None
+    write_rule(path, experiment, recipe, multipliers, record, width)
     return TuneResult(path, multipliers, record, cached=False, trained=trained)
 
 
@@ -383,6 +395,7 @@ def _record(grids, fits, noise, settings, cells, key, rounds, jobs, wall_s) -> d
             "fit": f"parabola in ln(multiplier), the {FIT_POINTS} lrs nearest each grid's lowest loss, noise pooled",
             "noise": noise,
             "rule": rule,
+            "transfer": _transfer(grids, fits, cells, noise["dof"]),
             "cost": {
                 "runs": len(jobs),
                 "flops": sum(plan_job(job.cfg).flops for job in jobs),
@@ -394,6 +407,29 @@ def _record(grids, fits, noise, settings, cells, key, rounds, jobs, wall_s) -> d
             "code": git_commit(),
         }
     )
+
+
+def _transfer(grids, fits, cells, dof) -> dict[str, Any]:
+    """The optima of every r and cell as one width transfer (fit/lr_optimum.width_transfer, the first cell's
+    width the reference), used in the rule when the cells hold two or more widths and the exponent differs from
+    0 by 2 standard errors (else the per-r multipliers, the cells combined, are the rule)."""
+    usable = [(g, fits[id(g)]) for g in grids if fits[id(g)] is not None and fits[id(g)].log_se]
+    widths = {g.cell: _width(split_point(g.cell)[1]) for g in grids}
+    ref = widths[cells[0]]
+    if len({widths[g.cell] for g, _ in usable}) < 2:
+        return {"used": False, "reason": "the cells hold one width"}
+    t = width_transfer(
+        np.array([g.r for g, _ in usable]),
+        np.array([widths[g.cell] for g, _ in usable]),
+        np.log([f.best for _, f in usable]),
+        np.array([f.log_se for _, f in usable]),
+        ref,
+    )
+    q = float(stdtrit(dof, 0.975)) if dof else 1.959963984540054
+    intervals = {r: [math.exp(a - q * t["a_se"][r]), math.exp(a + q * t["a_se"][r])] for r, a in t["a"].items()}
+    used = abs(t["gamma"]) >= 2 * t["gamma_se"]
+    return {**t, "ref_width": ref, "intervals_at_ref": intervals, "used": bool(used),
+            "chi2_p": float(chdtrc(t["dof"], t["chi2"])) if t["dof"] > 0 else None}  # fmt: skip
 
 
 def _run_wall_s(cfg) -> float:

@@ -2,7 +2,8 @@
 user's own (LOOPSCALE_CONFIG_PATH): real Hydra, Lightning, data and MuonH, ~10 steps a run. The rule is written
 beside the experiment, read back by the experiment's `${ls.lr_rule:...}` and applied to a later run's lrs; the
 same tune is answered from the file, and with --force it retrains nothing (every run is reused); a grid whose
-lowest loss sits on its edge grows by itself, and one still on its edge writes no rule."""
+lowest loss sits on its edge grows by itself, and one still on its edge writes no rule; runs of another config
+in the tune's dirs are refused."""
 
 from __future__ import annotations
 
@@ -42,7 +43,7 @@ budget:
 optim:
   transfer: none
   schedule: wsd
-  lr_rule: ${ls.lr_rule:tune_tiny,${ls.recipe:${model}},${model.r}}
+  lr_rule: ${ls.lr_rule:tune_tiny,${ls.recipe:${model}},${model.r},${model.d_model}}
 trainer:
   compile: false
   progress: false
@@ -85,8 +86,12 @@ def test_the_rule_is_written_read_back_applied_and_cached(experiment, capsys):
         for cell in record["cells"]:  # each cell's own optimum, from its own four losses
             assert len(record["rule"][r]["cells"][cell]["L"]) == 4
 
-    # read back by the experiment: a later run of r = 2 trains at the base lrs x the rule's multiplier
+    # read back by the experiment: a later run of r = 2 at d16 trains at the base lrs x the rule's multiplier there
+    transfer = (rule.get("transfer") or {}).get("baseline")
+    assert bool(transfer) == record["transfer"]["used"]  # the width exponent is the rule's only when measured
     m2 = rule["multipliers"]["baseline"][2]
+    if transfer:
+        m2 = float(f"{m2 * (16 / transfer['ref_width']) ** transfer['width_exponent']:.3g}")
     cfg = train_config(["experiment=tune_tiny", "model.r=2", *overrides, f"runs_dir={runs}/later"])
     assert cfg.optim.lr_rule == m2 and cfg.run_name == f"baseline-r2-d16-lrt{m2:.3g}"
     run_training(cfg)
@@ -120,6 +125,9 @@ def test_an_edge_optimum_grows_the_grid(experiment, capsys):
     assert ks == [-11, -10, -9, -8, -7]  # 1/2048 .. 1/512, then 1/256 and 1/128 added above
     assert "adding x0.00391, x0.00781" in capsys.readouterr().out
     assert not (conf / "lr_rules" / "tune_tiny.yaml").exists()
+    # run names do not carry the injection: a tune of another model in the same dir refuses these runs' losses
+    with pytest.raises(ConfigError, match="holds a finished run of another config.*looped_injection"):
+        run_tune(_settings([*overrides, "model.r=1", "model.looped_injection=concat"], runs, grid, cells=["C1e10-d16"]))
 
 
 def test_the_cli_states_the_cost_first(experiment, capsys):

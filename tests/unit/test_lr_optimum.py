@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from loopscale.fit.lr_optimum import parabola_optimum, pooled_noise, window
+from loopscale.fit.lr_optimum import parabola_optimum, pooled_noise, width_transfer, window
 
 H = math.log(2**0.5)
 X5 = H * np.arange(-2, 3)  # ln of 0.5 .. 2, symmetric about 0
@@ -65,3 +65,23 @@ def test_edges_window_and_flat_losses():
     assert sorted(window(x7, 3.0 + 0.05 * (x7 - 4 * H) ** 2, 5)) == [2, 3, 4, 5, 6]  # held inside the grid
     with pytest.raises(ValueError, match="needs 3"):
         parabola_optimum(X5[:2], X5[:2])
+
+
+def test_the_width_transfer_recovers_its_exponent_and_its_misfit():
+    """ln best = a_r + gamma ln(d / 24) exactly at two widths: a_r and gamma exact, chi2 0 on n - 5 dof. With two
+    widths gamma is the mean of the four pairs' differences / ln 2, so its se is se sqrt(2) / (2 ln 2), and one
+    optimum moved by 3 se leaves a pair deviation of 3/4 of that (the others 1/4): chi2 = 9 (9 + 3) / 32."""
+    a, gamma = {1: 2.0, 2: 1.7, 4: 1.4, 8: 1.1}, -0.8
+    r = np.repeat([1, 2, 4, 8], 2)
+    d = np.tile([24.0, 48.0], 4)
+    y = np.array([a[int(v)] + gamma * math.log(w / 24) for v, w in zip(r, d)])
+    se = np.full(8, 0.1)
+    t = width_transfer(r, d, y, se, 24.0)
+    assert t["gamma"] == pytest.approx(gamma, abs=1e-12) and t["chi2"] == pytest.approx(0.0, abs=1e-18)
+    assert t["a"] == pytest.approx({1.0: 2.0, 2.0: 1.7, 4.0: 1.4, 8.0: 1.1}) and t["dof"] == 3
+    assert t["gamma_se"] == pytest.approx(0.1 * math.sqrt(2) / (math.log(2) * 2), rel=1e-12)
+    moved = y.copy()
+    moved[0] += 0.3
+    assert width_transfer(r, d, moved, se, 24.0)["chi2"] == pytest.approx(9.0 * 12 / 32, rel=1e-9)
+    with pytest.raises(ValueError, match="two or more widths"):
+        width_transfer(r, np.full(8, 24.0), y, se, 24.0)
