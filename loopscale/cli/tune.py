@@ -104,11 +104,18 @@ def _bar(console: Console):
 
 
 def _print_rule(result, console: Console) -> None:
+    """Per r: the rule's multiplier and interval (at the reference width when the rule is a width transfer, else
+    the cells combined), each cell's own optimum, and whether the cells agree on one multiplier."""
+    t = result.record.get("transfer") or {}
+    at_ref = f" at d{t['ref_width']:g}" if t.get("used") else ""
     table = Table(title=f"lr rule: {result.rule_path}")
-    for name in ("r", "multiplier", "95% interval", "cells (best, bracketed)", "cells agree (p)"):
+    for name in ("r", f"multiplier{at_ref}", "95% interval", "cells (best, bracketed)", "cells agree (p)"):
         table.add_column(name)
     for r, entry in sorted(result.record["rule"].items(), key=lambda kv: int(kv[0])):
         interval = entry.get("interval")
+        if t.get("used"):
+            entry = {**entry, "best": math.exp(t["a"][float(r)])}
+            interval = t["intervals_at_ref"][float(r)]
         cells = "; ".join(
             f"{cell} x{c['best']:.3g}{'' if c.get('bracketed') else ' (edge)'}"
             for cell, c in entry["cells"].items()
@@ -123,7 +130,6 @@ def _print_rule(result, console: Console) -> None:
             "-" if p is None else f"{p:.2g}",
         )
     console.print(table)
-    t = result.record.get("transfer") or {}
     if "gamma" in t:
         console.print(
             f"width transfer: ln best = a_r + gamma ln(width / {t['ref_width']:g}), gamma = {t['gamma']:.3f} +- "
@@ -134,9 +140,6 @@ def _print_rule(result, console: Console) -> None:
                 else "not the rule (|gamma| < 2 se)"
             )
         )
-        if t["used"]:
-            console.print("  at the reference width: " + ", ".join(
-                f"r = {r:g} x{math.exp(a):.3g}" for r, a in sorted(t["a"].items())))  # fmt: skip
     cost = result.record["cost"]
     noise = result.record["noise"]
     console.print(
