@@ -12,6 +12,9 @@ grid alone estimates its own (`parabola_optimum(x, L)`, what `validate`'s lr con
 `window` picks the points a parabola is fitted to: the `n` lrs nearest the grid's lowest loss, so a grid
 extended past an edge (loopscale/launch/tune.py) still fits the vertex locally, where a parabola describes the
 loss (far from the optimum the loss rises more steeply on the high-lr side).
+
+Across cells: `combine_optima` averages one r's ln(best) over the cells (weights 1 / se^2, Cochran's Q for whether
+they agree), `width_transfer` fits ln best = a_r + gamma ln(width / ref) when the cells hold several widths.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.special import stdtrit
+from scipy.special import chdtrc, stdtrit
 
 
 @dataclass(frozen=True)
@@ -105,12 +108,16 @@ def parabola_optimum(x, L, sigma: float | None = None, dof: int | None = None) -
     return LrOptimum(float(np.exp(vertex)), interval, float(L_best), at_edge, side, log_se)
 
 
-def width_transfer(r: np.ndarray, width: np.ndarray, log_best: np.ndarray, log_se: np.ndarray, ref_width: float):
+def width_transfer(
+    r: np.ndarray, width: np.ndarray, log_best: np.ndarray, log_se: np.ndarray, ref_width: float, noise_dof: int = 0
+):
     """The best lr across cells of several widths as one transfer: ln best = a_r + gamma ln(width / ref_width),
     a per-r intercept and a shared width exponent, weighted least squares with weights 1 / se^2 (the optima's own
-    errors, taken as known). Returns {"a": {r: a_r}, "a_se": {r: se}, "gamma", "gamma_se", "chi2", "dof"}: chi2 the
-    weighted residual sum of squares on n - (number of r + 1) degrees of freedom (does one exponent serve every
-    r?). ValueError without two widths."""
+    errors, taken as known). Returns {"a": {r: a_r}, "a_se": {r: se}, "gamma", "gamma_se", "chi2", "dof", "chi2_p",
+    "ref_width", "intervals_at_ref": {r: [lo, hi]} (95%, t on the pooled noise's `noise_dof`; normal when 0),
+    "used"}: chi2 the weighted residual sum of squares on n - (number of r + 1) degrees of freedom (does one
+    exponent serve every r?); used when gamma differs from 0 by 2 se (else the per-r multipliers are the rule).
+    ValueError without two widths."""
     r, width = np.asarray(r, float), np.asarray(width, float)
     y, se = np.asarray(log_best, float), np.asarray(log_se, float)
     if len(np.unique(width)) < 2:
@@ -120,12 +127,39 @@ def width_transfer(r: np.ndarray, width: np.ndarray, log_best: np.ndarray, log_s
     w = 1.0 / se**2
     cov = np.linalg.inv(X.T @ (w[:, None] * X))
     coef = cov @ X.T @ (w * y)
-    chi2 = float(np.sum(w * (y - X @ coef) ** 2))
+    chi2, dof = float(np.sum(w * (y - X @ coef) ** 2)), len(y) - len(coef)
+    a = {float(v): float(c) for v, c in zip(levels, coef)}
+    a_se = {float(v): float(np.sqrt(cov[i, i])) for i, v in enumerate(levels)}
+    q = float(stdtrit(noise_dof, 0.975)) if noise_dof else 1.959963984540054
+    gamma, gamma_se = float(coef[-1]), float(np.sqrt(cov[-1, -1]))
     return {
-        "a": {float(v): float(c) for v, c in zip(levels, coef)},
-        "a_se": {float(v): float(np.sqrt(cov[i, i])) for i, v in enumerate(levels)},
-        "gamma": float(coef[-1]),
-        "gamma_se": float(np.sqrt(cov[-1, -1])),
-        "chi2": chi2,
-        "dof": len(y) - len(coef),
+        **{"a": a, "a_se": a_se, "gamma": gamma, "gamma_se": gamma_se, "chi2": chi2, "dof": dof},
+        "chi2_p": float(chdtrc(dof, chi2)) if dof > 0 else None,
+        "ref_width": ref_width,
+        "intervals_at_ref": {v: [float(np.exp(a[v] - q * a_se[v])), float(np.exp(a[v] + q * a_se[v]))] for v in a},
+        "used": bool(abs(gamma) >= 2 * gamma_se),
+    }
+
+
+def combine_optima(fits: list[LrOptimum | None], dof: int) -> dict:
+    """One r's cells combined: ln(best) weighted by 1 / se^2, its 95% interval (t quantile at the pooled noise's
+    dof), and Cochran's Q with its chi^2 p (do the cells agree on the best lr?). Cells without an se (losses not
+    curving upwards) are left out; None when none has one."""
+    usable = [f for f in fits if f is not None and f.log_se and f.log_se > 0]
+    if not usable:
+        return {"best": None, "reason": "no cell's losses curve upwards: no optimum to take"}
+    x = np.log([f.best for f in usable])
+    w = 1.0 / np.square([f.log_se for f in usable])
+    mean = float(np.sum(w * x) / np.sum(w))
+    se = float(1.0 / np.sqrt(np.sum(w)))
+    q = float(stdtrit(dof, 0.975)) if dof else 1.959963984540054
+    Q = float(np.sum(w * (x - mean) ** 2))
+    p = float(chdtrc(len(usable) - 1, Q)) if len(usable) > 1 else None
+    return {
+        "best": float(np.exp(mean)),
+        "interval": [float(np.exp(mean - q * se)), float(np.exp(mean + q * se))],
+        "log_se": se,
+        "cells_used": len(usable),
+        "heterogeneity_Q": Q,
+        "heterogeneity_p": p,
     }

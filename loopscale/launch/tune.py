@@ -36,11 +36,10 @@ from typing import Any
 
 import numpy as np
 from omegaconf import OmegaConf
-from scipy.special import chdtrc, stdtrit
 
 from loopscale.config.lr_rule import read_rule, rule_file, write_rule
 from loopscale.errors import ConfigError
-from loopscale.fit.lr_optimum import parabola_optimum, pooled_noise, width_transfer, window
+from loopscale.fit.lr_optimum import combine_optima, parabola_optimum, pooled_noise, width_transfer, window
 from loopscale.launch.compile_order import schedule
 from loopscale.launch.local_workers import train_in_workers
 from loopscale.launch.lr_grid import POINT_KEY, split_point
@@ -229,30 +228,6 @@ def extend(grid: Grid, side: int) -> list[int]:
     return new
 
 
-def combine(fits: list[Any], dof: int) -> dict[str, Any]:
-    """One r's cells combined: ln(best) weighted by 1 / se^2, its 95% interval (t quantile at the pooled noise's
-    dof), and Cochran's Q with its chi^2 p (do the cells agree on the best lr?). Cells without an se (losses not
-    curving upwards) are left out; None when none has one."""
-    usable = [f for f in fits if f is not None and f.log_se and f.log_se > 0]
-    if not usable:
-        return {"best": None, "reason": "no cell's losses curve upwards: no optimum to take"}
-    x = np.log([f.best for f in usable])
-    w = 1.0 / np.square([f.log_se for f in usable])
-    mean = float(np.sum(w * x) / np.sum(w))
-    se = float(1.0 / np.sqrt(np.sum(w)))
-    q = float(stdtrit(dof, 0.975)) if dof else 1.959963984540054
-    Q = float(np.sum(w * (x - mean) ** 2))
-    p = float(chdtrc(len(usable) - 1, Q)) if len(usable) > 1 else None
-    return {
-        "best": math.exp(mean),
-        "interval": [math.exp(mean - q * se), math.exp(mean + q * se)],
-        "log_se": se,
-        "cells_used": len(usable),
-        "heterogeneity_Q": Q,
-        "heterogeneity_p": p,
-    }
-
-
 @dataclass
 class TuneSettings:
     overrides: list[str]  # the experiment and any other Hydra overrides (model.recipe=..., seed=...)
@@ -306,13 +281,7 @@ def run_tune(settings: TuneSettings, say: Callable[[str], None] = print, progres
             return None
         done, seconds = _train([job for _, _, job in jobs], settings, progress, say)
         trained, wall_s = trained + done, wall_s + seconds
-        for g in grids:
-            g.L = {}
-        for g, k, job in jobs:
-            L = job_loss(job.cfg)
-            if L is None:
-                raise ConfigError(f"tuning run {job.cfg.run_name} did not finish")
-            g.L.setdefault(k, []).append(L)
+        _read_losses(grids, jobs)
         fits, noise = fit_grids(grids, settings.grid)
         grow = [(g, fits[id(g)].side) for g in grids if fits[id(g)] is not None and fits[id(g)].side != 0]
         rounds.append({"round": round_, "jobs": len(jobs), "trained": done, "wall_s": seconds, "noise": noise})
@@ -340,6 +309,17 @@ def run_tune(settings: TuneSettings, say: Callable[[str], None] = print, progres
     width = {"width_exponent": transfer["gamma"], "ref_width": transfer["ref_width"]} if transfer else None
     write_rule(path, experiment, recipe, multipliers, record, width)
     return TuneResult(path, multipliers, record, cached=False, trained=trained)
+
+
+def _read_losses(grids: list[Grid], jobs: list[tuple[Grid, int, Job]]) -> None:
+    """Every grid's losses (Grid.L, by k) read afresh from its finished runs."""
+    for g in grids:
+        g.L = {}
+    for g, k, job in jobs:
+        L = job_loss(job.cfg)
+        if L is None:
+            raise ConfigError(f"tuning run {job.cfg.run_name} did not finish")
+        g.L.setdefault(k, []).append(L)
 
 
 def _cost_line(round_: int, cost: dict[str, Any], settings: TuneSettings) -> str:
@@ -375,7 +355,7 @@ def _record(grids, fits, noise, settings, cells, key, rounds, jobs, wall_s) -> d
     rule: dict[int, dict[str, Any]] = {}
     for r in sorted({g.r for g in grids}):
         at_r = [g for g in grids if g.r == r]
-        combined = combine([fits[id(g)] for g in at_r], noise["dof"])
+        combined = combine_optima([fits[id(g)] for g in at_r], noise["dof"])
         per_cell = {}
         for g in at_r:
             f = fits[id(g)]
@@ -418,18 +398,14 @@ def _transfer(grids, fits, cells, dof) -> dict[str, Any]:
     ref = widths[cells[0]]
     if len({widths[g.cell] for g, _ in usable}) < 2:
         return {"used": False, "reason": "the cells hold one width"}
-    t = width_transfer(
+    return width_transfer(
         np.array([g.r for g, _ in usable]),
         np.array([widths[g.cell] for g, _ in usable]),
         np.log([f.best for _, f in usable]),
         np.array([f.log_se for _, f in usable]),
         ref,
+        dof,
     )
-    q = float(stdtrit(dof, 0.975)) if dof else 1.959963984540054
-    intervals = {r: [math.exp(a - q * t["a_se"][r]), math.exp(a + q * t["a_se"][r])] for r, a in t["a"].items()}
-    used = abs(t["gamma"]) >= 2 * t["gamma_se"]
-    return {**t, "ref_width": ref, "intervals_at_ref": intervals, "used": bool(used),
-            "chi2_p": float(chdtrc(t["dof"], t["chi2"])) if t["dof"] > 0 else None}  # fmt: skip
 
 
 def _run_wall_s(cfg) -> float:
