@@ -1314,6 +1314,40 @@ MUTATIONS: tuple[Mutation, ...] = (
         ("tests/unit/test_compile_cache.py::test_later_jobs_count_only_what_they_save_beyond_loading_the_graphs",),
         "compile=auto in a sweep: each later job of a model counts only what it saves beyond loading the graphs",
     ),
+    Mutation(
+        "curve-lost-on-resume",
+        "loopscale/train/lightning_module.py",
+        '        self.curve = list(checkpoint.get("loopscale_curve", []))\n',
+        "        self.curve = []\n",
+        ("tests/integration/test_train.py::test_interrupted_run_resumes_to_the_same_loss",),
+        "loss curves: a resumed run (and a forked branch) keeps the curve evaluated before its checkpoint",
+    ),
+    Mutation(
+        "curve-ignores-its-flops-share",
+        "loopscale/data/validation.py",
+        "        if len(steps) * flops_per_point <= budget:\n",
+        "        if True:\n",
+        ("tests/unit/test_curve_steps.py::test_thinned_to_the_flops_share",),
+        "loss curves: the evaluations cost at most trainer.curve_share (5%) of the run's FLOPs",
+    ),
+    Mutation(
+        "looped-curve-counts-a-parents-stable-phase-per-branch",
+        "loopscale/fit/laws/looped_curve.py",
+        "            keep &= ~(shared & key.duplicated().to_numpy())\n",
+        "            keep &= True\n",
+        (
+            "tests/unit/test_looped_curve_law.py::test_rows_fitted_start_after_the_warmup_and_count_a_parents_stable_phase_once",
+        ),
+        "fit --law looped-curve: a forked parent's stable phase is one set of points, not one per branch",
+    ),
+    Mutation(
+        "looped-curve-ignores-the-anneal",
+        "loopscale/fit/laws/looped_curve.py",
+        "        S2[rows] = (1.0 - decay) * annealing_area(eta, curve.warmup_end, at, decay) if decay < 1 else 0.0\n",
+        "        S2[rows] = 0.0\n",
+        ("tests/unit/test_looped_curve_law.py::test_schedule_features_are_the_lr_area_and_the_annealing_area",),
+        "fit --law looped-curve: the cooldown's loss drop is the annealing area of the lr's drops",
+    ),
 )
 
 

@@ -44,7 +44,7 @@ from loopscale.launch.compile_order import schedule
 from loopscale.launch.local_workers import train_in_workers
 from loopscale.launch.sweep import expand
 from loopscale.plots.registry import save_all
-from loopscale.train.collect import collect, runs_table, write_runs_table
+from loopscale.train.collect import collect, curves_table, runs_table, write_runs_table
 from loopscale.train.job_plan import plan_job
 from loopscale.train.plan import run_dir_of
 from loopscale.train.run_json import is_finished
@@ -189,7 +189,7 @@ def _collect(out: Path, sweep_dir: Path):
         raise InputError(f"no finished runs to fit in {sweep_dir} ({len(problems)} not done)")
     table = runs_table(rows)
     runs_csv = out / "runs.csv"
-    write_runs_table(table, problems, runs_csv)
+    write_runs_table(table, problems, runs_csv, curves_table(rows))
     return table, problems, runs_csv
 
 

@@ -15,7 +15,7 @@ from loopscale.analysis.probes import dense_rows, probe_table
 from loopscale.atomic import atomic_path
 from loopscale.cli import COMMANDS, UsageError
 from loopscale.fit.replicates import replicate_groups, seed_count_line
-from loopscale.train.collect import collect, duplicate_points, runs_table, write_runs_table
+from loopscale.train.collect import collect, curves_path, curves_table, duplicate_points, runs_table, write_runs_table
 from loopscale.train.testtime_eval import testtime_rows
 
 
@@ -77,10 +77,12 @@ def run_collect(args: argparse.Namespace) -> int:
     rows, problems = _collect(args.sweep_dir)
     out = args.out or args.sweep_dir / "runs.csv"
     table = runs_table(rows) if args.dense is None else _with_dense(rows, args.dense)
-    problems_out = write_runs_table(table, problems, out)
+    curves = curves_table(rows)
+    problems_out = write_runs_table(table, problems, out, curves)
     print(
         f"{len(table)} finished runs -> {out} (+ {out.with_suffix('.parquet').name}); "
-        f"{len(problems)} not done -> {problems_out.name}"
+        f"{len(problems)} not done -> {problems_out.name}; {len(curves)} curve evaluations -> "
+        f"{curves_path(out).name}"
     )
     _print_problems(problems)
     testtime = testtime_rows(rows)  # each finished model scored across r (trainer.r_eval), one row per r_eval

@@ -13,11 +13,20 @@ then validates the whole set. `SkipFinalStepValidation` (loopscale/train/lightni
 other callbacks: this module stays free of Lightning, so `sweep` and `plan` count validations without it)
 drops the intermediate one at the last step, so a run whose steps are a multiple of the interval is
 validated once at its end, not twice.
+
+The loss curve (issue 55, `curve_steps`): the same subset evaluated after a planned set of optimizer steps,
+half of trainer.curve_points log-spaced from step 1 (the fast early fall), half at regular intervals, more in
+the cooldown, and the schedule's corners (the warmup's end, the cooldown's start, a stable parent's fork
+steps, the last step: with these, the lr read linearly between evaluations is the schedule itself). At most
+trainer.curve_share (5%) of the run's training FLOPs: each evaluation costs the subset's tokens at the
+forward-only FLOPs per token, and the points are thinned until the whole curve fits the share.
 """
 
 from __future__ import annotations
 
 import math
+
+import numpy as np
 
 from loopscale.config.schema import DataConfig
 
@@ -38,3 +47,39 @@ def final_val_sequences(data: DataConfig, seq_len: int) -> int:
 def intermediate_validations(steps: int, every: int) -> int:
     """Intermediate validations of a run of `steps` optimizer steps (none at the last step)."""
     return (steps - 1) // every if every else 0
+
+
+def curve_steps(total_steps: int, n_points: int, corners=(), cooldown_start: int | None = None) -> list[int]:
+    """The optimizer steps after which a run of `total_steps` evaluates its curve (ascending, each in
+    1..total_steps): n_points // 2 log-spaced from 1, the rest at regular intervals (a third of them inside the
+    cooldown from `cooldown_start` when there is one), the `corners` and the last step. None for n_points 0."""
+    if n_points <= 0 or total_steps < 1:
+        return []
+    n_log = n_points // 2
+    n_regular = n_points - n_log
+    n_cool = n_regular // 3 if cooldown_start is not None and 0 < cooldown_start < total_steps else 0
+    points = [np.geomspace(1, total_steps, n_log), np.linspace(0, total_steps, n_regular - n_cool + 1)[1:]]
+    if n_cool:
+        points.append(np.linspace(cooldown_start, total_steps, n_cool + 2)[1:-1])
+    picked = np.round(np.concatenate([*points, np.asarray(list(corners), dtype=float), [total_steps]]))
+    return sorted({int(s) for s in picked if 1 <= s <= total_steps})
+
+
+def curve_plan(
+    total_steps: int,
+    n_points: int,
+    share: float,
+    train_flops: float,
+    flops_per_point: float,
+    corners=(),
+    cooldown_start: int | None = None,
+) -> list[int]:
+    """`curve_steps` thinned until its evaluations cost at most `share` of `train_flops` (each
+    `flops_per_point`): the most points that fit with every corner, else the last step alone, else none."""
+    budget = share * train_flops
+    for n in range(n_points, 0, -1):
+        steps = curve_steps(total_steps, n, corners, cooldown_start)
+        if len(steps) * flops_per_point <= budget:
+            return steps
+    # the corners alone cost too much: the last step only, when even that fits
+    return [total_steps] if n_points > 0 and total_steps >= 1 and flops_per_point <= budget else []

@@ -203,9 +203,10 @@ def canonical_table(raw: pd.DataFrame, law: str, columns: ColumnMap | None = Non
     mapping, ignored = resolve_columns(raw.columns, columns, law)
     table = raw.drop(columns=ignored).rename(columns=mapping)
     table = table.loc[:, ~table.columns.duplicated()].copy()  # the columns the fit reads are unique
+    cls = law_class(law)
+    table = cls.rows_to_fit(table)
     present = set(table.columns)
     derived = {}
-    cls = law_class(law)
     for canon, parts in cls.derivable.items():  # e.g. the chinchilla law's N = N_once + N_rec
         if canon not in present and set(parts) <= present:
             table[canon] = sum(table[p] for p in parts)

@@ -1,6 +1,7 @@
 """`collect`: a sweep's run dirs (find_run_dirs) and their records (run.json, run_json.py) turned into the runs
 table the fitter reads, and the list of runs that are not points of it (running, stale, failed, incomplete,
-unreadable, inconsistent, copies), which `loopscale collect` writes beside it.
+unreadable, inconsistent, copies), which `loopscale collect` writes beside it; and the curves table (issue 55):
+one row per (run, evaluation of its loss curve), each run's model and schedule with it (`fit --curves` reads it).
 """
 
 from __future__ import annotations
@@ -23,6 +24,12 @@ from loopscale.train.run_json import (
     record_problem,
 )
 
+# Columns of the curves table: the run and its model (as the runs table names them), then one evaluation: the
+# step, tokens and lr at it (the lr of the update that step made), the training loss and the subset's val loss.
+# `from_parent`: a forked branch's rows up to its fork step, its parent's stable phase.
+CURVE_RUN_COLUMNS = ["run", "run_dir", "parent", "recipe", "r", "N_once", "N_rec", "N_pass", "N", "width", "seed"]
+CURVE_RUN_COLUMNS += ["steps", "D", "C", "L"]
+CURVE_COLUMNS = [*CURVE_RUN_COLUMNS, "step", "tokens", "lr", "lr_multiplier", "train_loss", "val_loss", "from_parent"]
 # Columns of the list of runs that are not done (collect's second result).
 PROBLEM_COLUMNS = ["run_dir", "status", "reason", "step"]
 RUN_MARKERS = (RUN_FILE, PARENT_FILE)  # and .hydra/config.yaml, checkpoints/last.ckpt (find_run_dirs)
@@ -98,7 +105,9 @@ def _read_point(run_dir: Path) -> tuple[dict[str, Any] | None, dict[str, Any] | 
     problem = record_problem(run_dir, record)
     if problem is not None:
         return None, _problem(run_dir, "inconsistent", problem, record.step)
-    return {**record.table_row(), "run_dir": str(run_dir), "identity": record.identity}, None
+    # the curve and fork step: the curves table's (`curves_table`)
+    row = {**record.table_row(), "run_dir": str(run_dir), "identity": record.identity}
+    return {**row, "curve": record.curve, "fork_step": record.fork_step}, None
 
 
 def collect(sweep_dir: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -146,15 +155,38 @@ def runs_table(rows: list[dict[str, Any]]):
     return pd.DataFrame(rows, columns=TABLE_COLUMNS).sort_values(["recipe", "r", "C", "N"], kind="stable")
 
 
-def write_runs_table(table, problems: list[dict[str, Any]], out: Path) -> Path:
-    """What `loopscale collect` writes: `out` (.csv), a .parquet beside it and <name>_problems.csv with the
-    runs not done. All three are written to temporary files first and renamed into place only when all
-    three are complete: they are replaced together or not at all. Returns the problems file."""
+def curves_table(rows: list[dict[str, Any]]):
+    """The curves table: one row per evaluation of each run's loss curve (run.json's `curve`), with the run's
+    model; a run recorded before curves were (no `curve`) has no rows. Sorted like the runs table, then by step."""
+    out = []
+    for row in rows:
+        fork_step = row.get("fork_step")
+        run = {c: row.get(c) for c in CURVE_RUN_COLUMNS if c != "run"}
+        for point in row.get("curve") or []:
+            from_parent = fork_step is not None and point["step"] <= fork_step
+            out.append({"run": row.get("run_name"), **run, **point, "from_parent": from_parent})
+    table = pd.DataFrame(out, columns=CURVE_COLUMNS)
+    return table.sort_values(["recipe", "r", "C", "N", "run", "step"], kind="stable").reset_index(drop=True)
+
+
+def curves_path(out: Path) -> Path:
+    """Where the curves table goes beside the runs table `out`: <name>_curves.csv."""
+    return Path(out).with_name(f"{Path(out).stem}_curves.csv")
+
+
+def write_runs_table(table, problems: list[dict[str, Any]], out: Path, curves=None) -> Path:
+    """What `loopscale collect` writes: `out` (.csv), a .parquet beside it, <name>_problems.csv with the
+    runs not done and, given `curves` (`curves_table`), <name>_curves.csv. All are written to temporary files
+    first and renamed into place only when all are complete: they are replaced together or not at all.
+    Returns the problems file."""
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     problems_out = out.with_name(f"{out.stem}_problems.csv")
-    with atomic_paths(out, out.with_suffix(".parquet"), problems_out) as (csv_tmp, parquet_tmp, problems_tmp):
-        table.to_csv(csv_tmp, index=False)
-        table.to_parquet(parquet_tmp, index=False)
-        pd.DataFrame(problems, columns=PROBLEM_COLUMNS).to_csv(problems_tmp, index=False)
+    paths = [out, out.with_suffix(".parquet"), problems_out] + ([curves_path(out)] if curves is not None else [])
+    with atomic_paths(*paths) as tmps:
+        table.to_csv(tmps[0], index=False)
+        table.to_parquet(tmps[1], index=False)
+        pd.DataFrame(problems, columns=PROBLEM_COLUMNS).to_csv(tmps[2], index=False)
+        if curves is not None:
+            curves.to_csv(tmps[3], index=False)
     return problems_out

@@ -87,6 +87,51 @@ class SkipFinalStepValidation(Callback):
             epoch_loop._skip_next_val = True
 
 
+class CurveEvaluations(Callback):
+    """The loss curve (issue 55): after each optimizer step the module plans (`LoopedLM.curve_steps`,
+    loopscale/data/validation.py's curve_plan), one evaluation of the fixed validation subset appended to the
+    module's `curve`. It must come before the checkpoint callbacks: a checkpoint of that step then holds the
+    point (a resumed run or a forked branch carries its curve on)."""
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+        step = trainer.global_step
+        if step in pl_module.curve_steps and (not pl_module.curve or pl_module.curve[-1]["step"] < step):
+            pl_module.record_curve_point(step)
+
+
+def evaluate_curve_point(module: LoopedLM) -> dict[str, float]:
+    """One evaluation of the loss curve: the model on the validation subset (the val loader inside fit reads the
+    first trainer.val_subset share, in order), in eval mode, without gradient, with the random state restored
+    after (a form that draws, like Huginn's initial state, leaves training's draws as they were). Returns the
+    metrics of this point, {"val_loss": nats per target token}: the one place a curve point is measured, so
+    another score (test-time r, issue 56) is a key added here."""
+    trainer = module.trainer
+    loader = trainer.datamodule.val_dataloader()
+    was_training = module.model.training
+    module.model.eval()
+    total = torch.zeros((), dtype=torch.float64, device=module.device)
+    count = torch.zeros((), dtype=torch.float64, device=module.device)
+    devices = [module.device] if module.device.type == "cuda" else []
+    try:
+        with (
+            torch.no_grad(),
+            torch.random.fork_rng(devices=devices),
+            eager_on_cpu(module.train_device_type),
+            trainer.precision_plugin.val_step_context(),
+        ):
+            for x, y in loader:  # x, y: [B, T]
+                x, y = x.to(module.device), y.to(module.device)
+                targets = (y != -100).sum()  # packed rows mask their padding
+                total += module.model(x, y).double() * targets
+                count += targets
+    finally:
+        module.model.train(was_training)
+    if trainer.world_size > 1:  # windows: every rank the whole subset; packed: a share each (sums are right)
+        total = trainer.strategy.reduce(total, reduce_op="sum")
+        count = trainer.strategy.reduce(count, reduce_op="sum")
+    return {"val_loss": float(total / count)}
+
+
 class DivergenceCheck(Callback):
     """Raises Diverged at the end of an optimizer step whose loss check is due (LoopedLM.check_due). It must
     come first among the callbacks: a checkpoint callback of the same step then never saves diverged weights."""
@@ -140,6 +185,13 @@ class LoopedLM(L.LightningModule):
         self._mark: tuple[float, int] | None = None  # (time, tokens_trained) at the last throughput log
         self._steps_seen = -1  # the global step whose end was last handled
         self.eval_r: int | None = None  # validation at this many passes (r_eval scoring, train/testtime_eval.py)
+        # the loss curve (CurveEvaluations): the steps to evaluate after, the points so far (restored from a
+        # checkpoint: a forked branch starts with its parent's), the FLOPs of one point, the points this process
+        # evaluated (their FLOPs are the record's C_curve)
+        self.curve_steps: frozenset[int] = frozenset()
+        self.curve: list[dict] = []
+        self.curve_flops_per_point = 0.0
+        self.curve_evaluated = 0
 
     @property
     def last_train_loss(self) -> float:
@@ -284,6 +336,33 @@ class LoopedLM(L.LightningModule):
         self._mark = None
         self._steps_seen = self.global_step
         self.resumed_from_step = self.global_step
+
+    # -- the loss curve ----------------------------------------------------------------------------------
+    def record_curve_point(self, step: int) -> None:
+        """Evaluate after optimizer step `step` and append its row: step, tokens, the lr of the update that
+        step made (the first group's peak times lr_multiplier(step - 1), as the scheduler applied it), the last
+        training loss and `evaluate_curve_point`'s metrics."""
+        metrics = evaluate_curve_point(self)
+        multiplier = lr_multiplier(step - 1, self.plan.run.steps, self.optim_cfg)
+        peak = next(iter(self.optimizer_record["lrs"].values()))
+        self.curve = [row for row in self.curve if row["step"] < step]
+        self.curve.append(
+            {
+                "step": step,
+                "tokens": step * self.plan.run.batch_tokens,
+                "lr": peak * multiplier,
+                "lr_multiplier": multiplier,
+                "train_loss": self.last_train_loss,
+                **metrics,
+            }
+        )
+        self.curve_evaluated += 1
+
+    def on_save_checkpoint(self, checkpoint):
+        checkpoint["loopscale_curve"] = list(self.curve)
+
+    def on_load_checkpoint(self, checkpoint):
+        self.curve = list(checkpoint.get("loopscale_curve", []))
 
     # -- validation -------------------------------------------------------------------------------------
     def validation_step(self, batch, batch_idx):

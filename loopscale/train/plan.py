@@ -20,6 +20,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from loopscale.config.naming import budget_tag
 from loopscale.config.schema import TrainConfig
+from loopscale.data.validation import curve_plan, subset_count
 from loopscale.errors import ConfigError
 from loopscale.model import accounting, r_sampling
 from loopscale.model.memory import MemoryEstimate, usable_memory
@@ -244,6 +245,24 @@ def plan_forks(cfg: TrainConfig) -> ForkPlan:
             )
         branches.append(Branch(tag=tag, C_budget=C, steps=steps, fork_step=fork, D=steps * batch_tokens))
     return ForkPlan(F=F, batch_tokens=batch_tokens, warmup_steps=n_warmup, branches=tuple(branches))
+
+
+def curve_evaluations(cfg: TrainConfig, run: RunPlan, val_sequences: int, fork_steps=()) -> tuple[list[int], float]:
+    """(the optimizer steps after which the run evaluates its loss curve, the FLOPs of one evaluation): the
+    trainer.val_subset share of a val set of `val_sequences`, T target tokens each at the forward-only FLOPs per
+    token, after `curve_plan`'s steps (corners: the warmup's end, a wsd cooldown's start, a stable parent's
+    `fork_steps`) within trainer.curve_share of the run's FLOPs C."""
+    subset = subset_count(val_sequences, cfg.trainer.val_subset) if val_sequences else 0
+    per_point = subset * cfg.model.seq_len * accounting.eval_flops_per_token(cfg.model)
+    if per_point <= 0:
+        return [], 0.0
+    warmup = schedule_warmup_steps(run.steps, cfg.optim.warmup_frac, cfg.optim.warmup_steps)
+    cooldown = wsd_decay_start(run.steps, cfg.optim.decay_frac) if cfg.optim.schedule == "wsd" else None
+    corners = [warmup, *fork_steps, *([cooldown] if cooldown is not None else [])]
+    steps = curve_plan(
+        run.steps, cfg.trainer.curve_points, cfg.trainer.curve_share, run.C, per_point, corners, cooldown
+    )
+    return steps, per_point
 
 
 def parent_config(cfg: TrainConfig, plan: ForkPlan) -> TrainConfig:

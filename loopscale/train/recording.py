@@ -100,6 +100,7 @@ class RecordedRun:
         self.path = run_dir / record_file
         self.record = record
         self.trainer = None
+        self.module = None  # the LightningModule once built: its loss curve goes into the record, whatever happens
         self.started = time.perf_counter()
 
     def __enter__(self) -> RecordedRun:
@@ -117,6 +118,8 @@ class RecordedRun:
                 if stopped == "terminated" and not isinstance(err, Terminated):
                     raise Terminated() from err  # Lightning's own SIGTERMException exits 0
         finally:
+            if self.module is not None:
+                record_curve(self.record, self.module)
             if (self.trainer is None or self.trainer.is_global_zero) and self.record.status is not None:
                 if self.record.wall_time_s is None:
                     self.record.wall_time_s = time.perf_counter() - self.started
@@ -138,6 +141,13 @@ class RecordedRun:
         self.record.resumed_from_step = step - steps_trained
         if self.record.r_ledger is not None:  # the passes trained (checkpointed with the weights) beside the plan's
             self.record.r_ledger = {**self.record.r_ledger, "trained": module.r_tally_record()}
+
+
+def record_curve(record: RunRecord, module) -> None:
+    """The module's loss curve (LoopedLM.curve: its evaluations, a forked branch's parent's first) and the
+    FLOPs of the evaluations this attempt made, into the record."""
+    record.curve = [dict(row) for row in module.curve] or None
+    record.C_curve = module.curve_evaluated * module.curve_flops_per_point
 
 
 def write_record_or_log(path: Path, record: RunRecord | dict[str, Any]) -> None:

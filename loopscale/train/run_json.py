@@ -149,6 +149,11 @@ class RunRecord:
     # variable-depth training (model/r_sampling.py): the scheme, and the ledger of expected / realised FLOPs
     r_sampling: str | None = None
     r_ledger: dict[str, Any] | None = None
+    # the loss curve (issue 55): one row per evaluation of the validation subset (step, tokens, lr,
+    # lr_multiplier, train_loss, val_loss; a forked branch's first rows are its parent's stable phase), and the
+    # FLOPs this attempt spent on them (the parent's rows are counted in the parent's record)
+    curve: list[dict[str, Any]] | None = None
+    C_curve: float | None = None
     extra: dict[str, Any] = field(default_factory=dict)  # keys this version does not know
 
     def update(self, **values: Any) -> None:

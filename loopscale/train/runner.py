@@ -24,12 +24,13 @@ from lightning.pytorch.plugins.environments import SLURMEnvironment
 
 from loopscale.config.schema import TrainConfig, with_vocab
 from loopscale.data.run_data import data_record, make_datamodule, open_run_data
+from loopscale.data.validation import final_val_sequences
 from loopscale.signals import training_signals
 from loopscale.train.checkpoint import AtomicLastCheckpoint, ForkCheckpoints, newest_checkpoint, refused_checkpoint
 from loopscale.train.compiling import recompile_limit_hits
-from loopscale.train.lightning_module import DivergenceCheck, LoopedLM, SkipFinalStepValidation
+from loopscale.train.lightning_module import CurveEvaluations, DivergenceCheck, LoopedLM, SkipFinalStepValidation
 from loopscale.train.lock import RunLock
-from loopscale.train.plan import CHECKPOINT, RunPlan, TrainingPlan, plan_run, plan_training
+from loopscale.train.plan import CHECKPOINT, RunPlan, TrainingPlan, curve_evaluations, plan_run, plan_training
 from loopscale.train.recording import RecordedRun, first_record, record_plan, record_recompile_limit_hits
 from loopscale.train.run_json import RunRecord
 from loopscale.train.step_progress import progress_callbacks
@@ -134,7 +135,8 @@ def _callbacks(cfg: TrainConfig, run_dir: Path, fork_steps: list[int]) -> list:
     # fork checkpoints first: a kill between the two saves at a fork step then never leaves last.ckpt past
     # a fork that was not written
     # the divergence check first: no checkpoint of the same step may save diverged weights
-    callbacks = [DivergenceCheck(), SkipFinalStepValidation()]
+    # the curve's evaluation before any checkpoint of its step: the checkpoint then holds the point
+    callbacks = [DivergenceCheck(), CurveEvaluations(), SkipFinalStepValidation()]
     callbacks += [ForkCheckpoints(run_dir / CHECKPOINT.parent, fork_steps)] if fork_steps else []
     callbacks.append(
         AtomicLastCheckpoint(
@@ -238,7 +240,7 @@ def _fit_run(
         _set_threads(cfg)
         L.seed_everything(cfg.seed, workers=True, verbose=False)
         built = build_training(cfg, run_dir, list(fork_steps), run.record)
-        run.trainer = built.trainer
+        run.trainer, run.module = built.trainer, built.module
         # last.ckpt, or the hpc checkpoint Lightning saved on SIGUSR1 (slurm/train.sbatch) when that is newer
         resume_from = newest_checkpoint(run_dir / CHECKPOINT, run_dir) or start_ckpt
         hits_before = len(recompile_limit_hits())
@@ -313,6 +315,9 @@ def build_training(cfg: TrainConfig, run_dir: Path, fork_steps: list[int], recor
         run_data, cfg.data, cfg.model.seq_len, batching.device_batch, cfg.seed, cfg.trainer.val_subset
     )
     module = LoopedLM(cfg.model, cfg.optim, cfg.trainer, plan, seed=cfg.seed)
+    val_sequences = (record.data or {}).get("val_rows") or final_val_sequences(cfg.data, cfg.model.seq_len)
+    steps, module.curve_flops_per_point = curve_evaluations(cfg, run_plan, val_sequences, fork_steps)
+    module.curve_steps = frozenset(steps)
     record.update(**module.optimizer_record)
     record.compile = module.compile_mode  # what trainer.compile (auto: resolved) trained with
     return Built(cfg, plan, datamodule, module, _trainer(cfg, run_dir, plan, fork_steps))

@@ -119,6 +119,25 @@ def test_collect_warns_about_repeated_points(tmp_path):
     assert res.returncode == 0 and "appears 2 times" in res.stderr and "twin" in res.stderr, res.stderr
 
 
+def test_collect_writes_the_curves_beside_the_runs(tmp_path):
+    """One row per (run, evaluation) of each run's curve, with the run's model; a run without a curve (a
+    record from before curves) has none; a forked branch's rows up to its fork are marked from_parent."""
+    sweep = _sweep(tmp_path, 3)
+    curve = [
+        {"step": s, "tokens": 1024 * s, "lr": 0.01, "lr_multiplier": 1.0, "train_loss": 5.0, "val_loss": 5.1}
+        for s in (1, 4, 8)
+    ]
+    for i, extra in ((0, {}), (1, {"fork_step": 4, "parent": "p"})):
+        path = sweep / f"run{i:03d}" / "run.json"
+        path.write_text(json.dumps({**json.loads(path.read_text()), "curve": curve, **extra}))
+    res = run_cli(["collect", sweep], cwd=tmp_path)
+    assert res.returncode == 0 and "6 curve evaluations -> runs_curves.csv" in res.stdout, res.stdout
+    table = pd.read_csv(sweep / "runs_curves.csv")
+    assert list(table.groupby("run").step.apply(list)) == [[1, 4, 8], [1, 4, 8]]
+    assert table[table.run == "run001"].from_parent.tolist() == [True, True, False]
+    assert not table[table.run == "run000"].from_parent.any() and set(table.r) == {1, 2}
+
+
 def _outputs(sweep):
     return {p: (sweep / p).read_bytes() for p in ("runs.csv", "runs.parquet", "runs_problems.csv")}
 

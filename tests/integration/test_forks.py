@@ -13,7 +13,7 @@ import torch
 from loopscale.cli import main as cli_main
 from loopscale.config.naming import parse_fork_point
 from loopscale.train.checkpoint import fork_checkpoint_path
-from loopscale.train.collect import collect
+from loopscale.train.collect import collect, curves_table
 from loopscale.train.entry import run_training
 from loopscale.train.job_plan import plan_job
 from loopscale.train.lightning_module import InjectedFailure
@@ -141,6 +141,29 @@ def test_forked_run_bookkeeping_resume_and_bit_identity(tmp_path, data_dir):
     # the three branches, and only they, are points of the law
     rows, _ = collect(tmp_path / "runs")
     assert sorted(r["run_name"] for r in rows) == sorted(b["run_name"] for b in branches)
+
+    # each branch's loss curve (issue 55): its parent's stable phase up to the fork step (the parent's fork
+    # steps are corners of its curve), then its own cooldown to its last step; the lr at each row is the
+    # schedule's; the evaluations this branch made cost at most 5% of its FLOPs
+    parent_rows = {row["step"]: row for row in parent["curve"]}
+    assert {2, 4, 8, 12} <= set(parent_rows) and parent["C_curve"] > 0
+    for rec, b in zip(branches, plan.branches):
+        steps = [row["step"] for row in rec["curve"]]
+        assert steps == sorted(set(steps)) and steps[-1] == b.steps and b.fork_step in steps
+        inherited = [row for row in rec["curve"] if row["step"] <= b.fork_step]
+        assert inherited == [parent_rows[row["step"]] for row in inherited]
+        for row in rec["curve"]:
+            assert row["tokens"] == row["step"] * 1024 and math.isfinite(row["val_loss"]) and row["val_loss"] > 0
+            assert row["lr"] == pytest.approx(next(iter(rec["lrs"].values())) * row["lr_multiplier"])
+        last = rec["curve"][-1]
+        final = rec["config"]["optim"]["final_lr_frac"]
+        assert last["lr_multiplier"] == pytest.approx(
+            1 - (1 - final) * (b.steps - 1 - b.fork_step) / (b.steps - b.fork_step)
+        )
+        assert 0 < rec["C_curve"] <= 0.05 * rec["C"]
+    curves = curves_table(rows)
+    assert len(curves) == sum(len(b["curve"]) for b in branches)
+    assert set(curves[curves.from_parent].run) == {b["run_name"] for b in branches}
 
     # an independent wsd run of the 10-step point, stopped at step 8: the parent's fork checkpoint is the
     # same state, bit for bit (same data order, weights, AdamW moments and step)

@@ -71,6 +71,16 @@ def test_interrupted_run_resumes_to_the_same_loss(tmp_path, data_dir):
     assert resumed["resumed_from_step"] == 20  # the last checkpoint before the failure
     assert abs(resumed["L"] - straight["L"]) < 1e-5, (resumed["L"], straight["L"])
     assert resumed["D"] == straight["D"]
+    # the loss curve (issue 55): the same evaluations, log-spaced and regular, through the resume (its points
+    # up to the checkpoint came back with it), each the same loss; costing at most 5% of the run's FLOPs
+    steps = [row["step"] for row in straight["curve"]]
+    assert steps == [row["step"] for row in resumed["curve"]] and steps[0] == 1 and steps[-1] == straight["steps"]
+    assert len(steps) >= 6 and 15 in steps  # a regular point mid-run
+    for a, b in zip(straight["curve"], resumed["curve"]):
+        assert a["val_loss"] == pytest.approx(b["val_loss"], abs=1e-5) and a["lr"] == b["lr"]
+    assert failed["curve"][-1]["step"] <= 25  # a failed attempt records its curve so far
+    assert 0 < straight["C_curve"] <= 0.05 * straight["C"]
+    assert resumed["C_curve"] < straight["C_curve"]  # it evaluated only the points after its checkpoint
 
 
 def test_divergence_stops_and_is_recorded(tmp_path, data_dir):

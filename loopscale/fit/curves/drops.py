@@ -23,7 +23,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.signal import lfilter
 
 WINDOW_BINS = 8  # the exact window W, in bins: W = 8 b
 LR_FLOOR = 1e-4  # the smallest lr eta^-gamma reads, as a share of the peak (a decay to 0 would be infinite)
@@ -112,5 +111,9 @@ def annealing_area(eta: np.ndarray, warmup_end: int, steps: np.ndarray, decay: f
     """(E,) S2(t) = sum_{k<=t} m_k, m_k = decay m_{k-1} + (eta_{k-1} - eta_k): the LR-annealing law's
     momentum-weighted annealing area (Tissue et al. 2024, arXiv 2408.11029), drops after the warmup only.
     O(T): m is a first-order recursive filter of the drops."""
+    # scipy.signal loads scipy.optimize, which the figures and the report never load (they read the looped-curve
+    # law, whose features these are): imported here, when a curve's S2 is computed
+    from scipy.signal import lfilter
+
     m = lfilter([1.0], [1.0, -decay], step_drops(np.asarray(eta, dtype=float), warmup_end))
     return np.cumsum(m)[np.asarray(steps, dtype=np.int64)]

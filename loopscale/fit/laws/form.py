@@ -234,6 +234,12 @@ class Law:
             )
 
     @classmethod
+    def rows_to_fit(cls, table):
+        """The rows of a table the law describes (`runs_table.canonical_table` keeps these): all of them; a law
+        of loss curves keeps those after each run's warmup, a forked parent's shared rows once."""
+        return table
+
+    @classmethod
     def invalid_rows(cls, table) -> tuple[np.ndarray, str] | None:
         """(mask, rule) of the rows whose values together break a rule of the law (each column is checked on
         its own before), or None: the looped laws need N_once + N_rec > 0."""

@@ -1,0 +1,127 @@
+"""phi from whole loss curves against phi from final points, on the same simulated runs (issue 55).
+
+    .venv/bin/python benchmarks/bench_curves_phi.py [--sims 20] [--points 16] [--seed-sigma 0.003] \
+        [--eval-sigma 0.002] [--rho 0.5] [--grid published|demo]
+
+Each simulation draws every run of the grid (`--grid published`: the published-grid fixture's 108 runs,
+tests/fixtures/looped_synthetic_107.csv's design; `demo`: the CPU demo's 44 branches) as loopscale trains it (wsd,
+2% warmup, 20% cooldown to 0) and evaluates it where loopscale evaluates (`trainer.curve_points`), the loss drawn
+from the stated curve law (`looped-curve`: the published-grid law of loopscale.fit.synthetic with phi 0.46 and a
+full anneal worth K = 0.3 nats, lambda 0.9) times a log-normal noise: the run's seed offset (--seed-sigma, shared
+by its whole curve) plus an AR(1) series along the curve (--eval-sigma, lag-1 correlation --rho). Equal FLOPs:
+the same runs; the curves cost their evaluations (<= 5% of the FLOPs) on top.
+
+  finals: the looped law fitted (l2 on ln L) to each run's last evaluation, D its tokens;
+  curves: the looped-curve law fitted (l2) to every evaluation after the warmup.
+
+Interval: phi +- 1.96 x the cluster-robust se (loopscale/fit/cluster_se.py; clusters = runs; for finals the HC1
+sandwich). Printed: the mean interval width of each, their ratio, the coverage of the true phi with its binomial
+95% interval, and the residuals' AR(1) rho.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+import pandas as pd
+
+from loopscale.data.validation import curve_steps
+from loopscale.fit.cluster_se import cluster_robust_cov, residual_rho
+from loopscale.fit.curves.synthetic import looped_curves
+from loopscale.fit.laws.registry import make_law
+from loopscale.fit.objective import Loss
+from loopscale.fit.optimize import fit_law
+from loopscale.fit.runs_table import canonical_table
+from loopscale.fit.synthetic import (
+    BATCH_TOKENS,
+    DEMO_BATCH_TOKENS,
+    DEMO_DENSE,
+    DEMO_PHI,
+    TRUE_PARAMS,
+    demo_grid,
+    published_grid,
+)
+
+L2 = Loss("l2")
+
+
+def phi_interval(law_name: str, table: pd.DataFrame, clusters: str, seed: int) -> tuple[float, float, object]:
+    """(phi_hat, its cluster-robust se, the fit state) of `law_name` fitted with l2 to a canonical table."""
+    law = make_law(law_name, table["r"].to_numpy(dtype=float))
+    data = law.data_from_table(table)
+    _, state = fit_law(data, law, L2, seed, n_refine=4)
+    theta = state.best.theta
+    cov = cluster_robust_cov(law, theta, data, table[clusters])
+    i = law.internal_names.index("phi")
+    return float(theta[i]), float(np.sqrt(cov[i, i])), (law, theta, data)
+
+
+def evaluated(points: int):
+    """Where loopscale evaluates a run's curve: `curve_steps` with the run's corners."""
+    return lambda steps, warmup, cooldown: curve_steps(steps, points, (warmup, cooldown), cooldown)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--sims", type=int, default=20)
+    p.add_argument("--points", type=int, default=16)
+    p.add_argument("--seed-sigma", type=float, default=0.003)
+    p.add_argument("--eval-sigma", type=float, default=0.002)
+    p.add_argument("--rho", type=float, default=0.5)
+    p.add_argument("--grid", choices=["published", "demo"], default="published")
+    args = p.parse_args()
+
+    if args.grid == "published":
+        runs, batch, truth = published_grid(), BATCH_TOKENS, {**TRUE_PARAMS, "K": 0.3}
+    else:
+        runs, batch, truth = demo_grid(), DEMO_BATCH_TOKENS, {**DEMO_DENSE, "phi": DEMO_PHI, "K": 0.3}
+    law = make_law("looped-curve")
+    print(f"{len(runs)} runs, {args.points} curve points each; truth phi = {truth['phi']}; {args.sims} simulations")
+    out = []
+    start = time.perf_counter()
+    for sim in range(args.sims):
+        curves = looped_curves(
+            runs, law, truth, batch, evaluated(args.points), args.seed_sigma, args.eval_sigma, args.rho, seed=sim
+        )
+        finals = curves.loc[curves.groupby("run")["step"].idxmax()].rename(columns={"val_loss": "L"})
+        finals["D"] = finals["tokens"]
+        fin = phi_interval("looped", canonical_table(finals, "looped"), "run", sim)
+        cur_table = canonical_table(curves.rename(columns={"val_loss": "L"}), "looped-curve")
+        cur = phi_interval("looped-curve", cur_table, "run", sim)
+        c_law, c_theta, c_data = cur[2]
+        rho = residual_rho(c_law.log_predict(c_theta, c_data) - c_data.log_L, cur_table["run"], cur_table["step"])
+        out.append({"phi_finals": fin[0], "se_finals": fin[1], "phi_curves": cur[0], "se_curves": cur[1], "rho": rho})
+        print(
+            f"  sim {sim}: finals phi {fin[0]:.4f} +- {1.96 * fin[1]:.4f}   curves phi {cur[0]:.4f} +- "
+            f"{1.96 * cur[1]:.4f}   residual rho {rho:.2f}   ({time.perf_counter() - start:.0f} s)",
+            flush=True,
+        )
+    res = pd.DataFrame(out)
+    phi = truth["phi"]
+    for kind in ("finals", "curves"):
+        covered = (res[f"phi_{kind}"] - phi).abs() <= 1.96 * res[f"se_{kind}"]
+        k, n = int(covered.sum()), len(res)
+        lo, hi = wilson(k, n)
+        print(
+            f"{kind:>7}: mean 95% width {2 * 1.96 * res[f'se_{kind}'].mean():.4f}, sd of phi_hat "
+            f"{res[f'phi_{kind}'].std():.4f}, bias {res[f'phi_{kind}'].mean() - phi:+.4f}, coverage {k}/{n} "
+            f"[{lo:.2f}, {hi:.2f}]"
+        )
+    ratio = res["se_curves"].mean() / res["se_finals"].mean()
+    print(
+        f"curves / finals interval width: {ratio:.3f} ({100 * (1 - ratio):.0f}% narrower); "
+        f"mean rho {res.rho.mean():.2f}"
+    )
+
+
+def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
+    p = k / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return centre - half, centre + half
+
+
+if __name__ == "__main__":
+    main()

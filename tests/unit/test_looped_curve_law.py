@@ -1,0 +1,92 @@
+"""The looped law at every evaluation of a loss curve (issue 55, `looped-curve`): its schedule features read
+from a curves table, its Jacobian, the rows it fits (after the warmup, a forked parent's stable phase once),
+phi recovered from curves drawn from it, and the cluster-robust interval's ingredients."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from loopscale.data.validation import curve_steps
+from loopscale.fit.cluster_se import cluster_robust_cov, residual_rho
+from loopscale.fit.curves.synthetic import looped_curves, wsd_multipliers
+from loopscale.fit.fit_table import fit_table
+from loopscale.fit.laws.looped_curve import LoopedCurve, schedule_features
+from loopscale.fit.laws.registry import make_law
+from loopscale.fit.objective import Loss
+from loopscale.fit.optimize import fit_law
+from loopscale.fit.runs_table import canonical_table
+from loopscale.fit.synthetic import DEMO_BATCH_TOKENS, DEMO_DENSE, demo_grid
+
+TRUTH = {**DEMO_DENSE, "phi": 0.75, "K": 0.3}
+
+
+def evaluated(points: int):
+    """Where loopscale evaluates a run's curve: `points` log-spaced and regular, and the schedule's corners."""
+    return lambda steps, warmup, cooldown: curve_steps(steps, points, (warmup, cooldown), cooldown)
+
+
+def test_schedule_features_are_the_lr_area_and_the_annealing_area():
+    steps, warmup = 100, 2
+    mult = wsd_multipliers(steps, warmup)
+    at = np.array([2, 10, 80, 81, 90, 100])
+    table = pd.DataFrame({"run": "a", "step": at, "tokens": 64 * at, "lr_multiplier": mult[at]})
+    knots = pd.DataFrame({"run": "a", "step": [0, 1], "tokens": [0, 64], "lr_multiplier": mult[[0, 1]]})
+    S1, S2 = schedule_features(pd.concat([knots, table], ignore_index=True), decay=0.9)
+    np.testing.assert_allclose(S1[2:], 64 * np.cumsum(mult)[at], rtol=1e-12)  # tokens weighted by the lr
+    m, area = 0.0, []
+    for k in range(steps + 1):
+        m = 0.9 * m + ((mult[k - 1] - mult[k]) if k > warmup else 0.0)
+        area.append((area[-1] if area else 0.0) + 0.1 * m)
+    np.testing.assert_allclose(S2[2:], np.array(area)[at], rtol=1e-10, atol=1e-15)
+    assert S2[2:4].tolist() == [0.0, 0.0] and S2[-1] > S2[-2] > 0  # no anneal before the cooldown
+
+
+def test_jacobian_with_an_anneal_matches_finite_differences():
+    table = looped_curves(demo_grid().head(6), make_law("looped-curve"), TRUTH, DEMO_BATCH_TOKENS, evaluated(10))
+    data = LoopedCurve.data_from_table(canonical_table(table.rename(columns={"val_loss": "L"}), "looped-curve"))
+    assert data.extra["S2"].max() > 0.1
+    law = make_law("looped-curve", data.r)
+    theta = law.from_user(TRUTH) + 0.01
+    _, J = law.log_predict_and_jac(theta, data)
+    for i in range(len(theta)):
+        step = np.zeros_like(theta)
+        step[i] = 1e-6
+        fd = (law.log_predict(theta + step, data) - law.log_predict(theta - step, data)) / 2e-6
+        np.testing.assert_allclose(J[:, i], fd, rtol=1e-5, atol=1e-10, err_msg=law.internal_names[i])
+
+
+def test_rows_fitted_start_after_the_warmup_and_count_a_parents_stable_phase_once():
+    rows = pd.DataFrame(
+        {
+            "run": ["a"] * 4 + ["b"] * 4,
+            "parent": ["p"] * 8,
+            "step": [1, 2, 4, 6] * 2,
+            "lr_multiplier": [0.5, 1.0, 1.0, 0.5, 0.5, 1.0, 1.0, 1.0],
+            "from_parent": [True, True, True, False, True, True, True, False],
+        }
+    )
+    kept = LoopedCurve.rows_to_fit(rows)
+    assert kept[["run", "step"]].values.tolist() == [["a", 2], ["a", 4], ["a", 6], ["b", 6]]
+
+
+def test_phi_recovered_from_curves_and_their_residuals_correlated_along_each_curve():
+    table = looped_curves(
+        demo_grid(), make_law("looped-curve"), TRUTH, DEMO_BATCH_TOKENS, evaluated(8), eval_sigma=0.002, rho=0.6, seed=2
+    )
+    canon = canonical_table(table.rename(columns={"val_loss": "L"}), "looped-curve")
+    assert len(canon) < len(table)  # the warmup's rows are the schedule's, not fitted
+    result = fit_table(canon, "looped-curve", noise="off", profile=False, n_refine=4)
+    assert result.params["phi"] == pytest.approx(0.75, abs=0.05)
+    assert result.params["K"] == pytest.approx(0.3, rel=0.2) and result.params["lambda"] == 0.9
+    law = make_law("looped-curve", canon["r"].to_numpy())
+    data = law.data_from_table(canon)
+    _, state = fit_law(data, law, Loss("l2"), 0, n_refine=2)
+    res = law.log_predict(state.best.theta, data) - data.log_L
+    # the AR(1) drawn along each curve (0.6; centring each short curve on its mean biases the estimate down)
+    assert residual_rho(res, canon["run"], canon["step"]) > 0.15
+    by_run = cluster_robust_cov(law, state.best.theta, data, canon["run"])
+    by_row = cluster_robust_cov(law, state.best.theta, data, np.arange(len(canon)))
+    i = law.internal_names.index("phi")
+    assert by_run[i, i] > by_row[i, i]  # correlated points inform less than independent ones would
