@@ -6,7 +6,8 @@ The table has one row per (run, evaluation) with the run's name, the step, the l
 rival `lr-annealing`; `loopscale.fit.curves.registry`) is fitted to every run not named by --holdout; every
 run is then predicted and scored by its mean and max relative error, the held-out ones summed up on the last
 line. --out writes the fit record (JSON), --predictions one row per (run, evaluation) with the prediction
-(CSV); both checked writable before fitting and written atomically.
+(CSV), --plot the measured and fitted curves of every run (PNG and PDF, `plots/loss_curves.py`); all checked
+writable before fitting and written atomically.
 """
 
 from __future__ import annotations
@@ -17,11 +18,13 @@ import pandas as pd
 
 from loopscale.atomic import atomic_path, check_writable, write_json_atomic
 from loopscale.cli import UsageError
+from loopscale.cli.arguments import check_dpi
 from loopscale.fit.curves.fit import fit_and_predict
 from loopscale.fit.curves.registry import curve_law, curve_law_names
 from loopscale.fit.curves.table import CurveColumns, read_curves
 from loopscale.fit.objective import Loss
 from loopscale.fit.runs_table import read_table
+from loopscale.plots.files import figure_files, write_figure
 from loopscale.provenance import git_commit
 
 DEFAULT_CURVE_LAW = "multipower"
@@ -72,7 +75,9 @@ def run_curve_fit(args: argparse.Namespace) -> int:
         raise UsageError("--curves reads one curves table")
     if args.starts < 1:
         raise UsageError(f"--starts must be >= 1; got {args.starts}")
-    for path, what in ((args.out, "--out"), (args.predictions, "--predictions")):
+    plots = figure_files(args.plot) if args.plot else []
+    check_dpi(args.dpi)
+    for path, what in ((args.out, "--out"), (args.predictions, "--predictions"), *((p, "--plot") for p in plots)):
         if path:
             check_writable(path, what)
     columns = CurveColumns(args.run_col, args.step_col, args.lr_col, args.loss_col or DEFAULT_CURVE_LOSS)
@@ -113,6 +118,12 @@ def run_curve_fit(args: argparse.Namespace) -> int:
         with atomic_path(args.predictions, follow_symlinks=True) as tmp:
             pd.DataFrame(rows).to_csv(tmp, index=False)
         print(f"wrote {args.predictions}")
+    if plots:
+        from loopscale.plots.loss_curves import curve_law_figure  # matplotlib: only when --plot draws
+
+        figure = curve_law_figure(curves, predictions, args.holdout, law.name)
+        for path in write_figure(figure, plots, args.dpi):
+            print(f"wrote {path}")
     return 0
 
 

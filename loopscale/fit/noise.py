@@ -207,12 +207,19 @@ def noise_setup(
 
 def draw_groups(table: pd.DataFrame) -> np.ndarray | None:
     """Integer labels of the rows that share one draw of seed noise: a forked sweep's parent job (a row without a
-    parent is its own draw); None for an unforked table (every row its own run)."""
-    if not is_forked(table):
+    parent is its own draw), and in a curves table (`run` and `step` columns: evaluations along runs, issue 55)
+    a run's evaluations (its parent's, for a forked branch: one curve is one draw); None for an unforked runs
+    table (every row its own run)."""
+    curves = "run" in table.columns and "step" in table.columns
+    if not is_forked(table) and not curves:
         return None
-    parent = table[PARENT_COLUMN]
-    present = (parent.notna() & (parent.astype(str).str.strip() != "")).to_numpy()
-    label = np.where(present, "parent " + parent.astype(str).to_numpy(), "row " + np.arange(len(table)).astype(str))
+    label = np.array(["row " + str(i) for i in range(len(table))], dtype=object)
+    if curves:
+        label = ("run " + table["run"].astype(str)).to_numpy(dtype=object)
+    if is_forked(table):
+        parent = table[PARENT_COLUMN]
+        present = (parent.notna() & (parent.astype(str).str.strip() != "")).to_numpy()
+        label = np.where(present, "parent " + parent.astype(str).to_numpy(), label)
     return pd.Series(label).factorize()[0]
 
 

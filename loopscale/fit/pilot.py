@@ -20,7 +20,7 @@ from scipy.stats import chi2
 from loopscale.errors import InputError
 from loopscale.fit.bounds import BOUNDS, DPHI_BOUNDS
 from loopscale.fit.laws.looped import Looped
-from loopscale.fit.laws.registry import make_law
+from loopscale.fit.laws.registry import find_law, make_law
 from loopscale.fit.result import load_fit
 
 DENSE = ("E", "A", "alpha", "B", "beta")
@@ -105,7 +105,9 @@ def truth_from_fit(fit, sigma_log: float | None = None, parent_share: float = 1.
     (`uncertainty.residual_tails`); else its RMS residual in log L corrected for the p fitted parameters (seed
     noise and misfit together, n - p degrees of freedom)."""
     fit = load_fit(fit)
-    params = {k: fit.params[k] for k in DENSE if k in fit.params}
+    known = find_law(fit.law)  # a curve law's fit: the final point of loopscale's wsd run (Law.final_point_params)
+    final = known().final_point_params(fit.params) if known is not None and known.reads_curves else fit.params
+    params = {k: float(final[k]) for k in DENSE if k in final}
     ref = (fit.joint or {}).get("reference")
     phi = fit.params.get("phi", fit.params.get(f"phi[{ref}]") if ref else None)
     if phi is None or len(params) < len(DENSE):

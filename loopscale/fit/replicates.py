@@ -64,8 +64,9 @@ class Replicates:
 def point_keys(table: pd.DataFrame, recipe_column: str | None = RECIPE_COLUMN) -> pd.DataFrame:
     """The columns that make a point, one row per table row: r, N_once, N_rec (or N), D (as read; equal when
     written by one generator, rounded to 12 significant digits so a D derived from C matches), and the recipe
-    of looped rows ("" for r = 1 and for tables without `recipe_column`)."""
-    cols = [c for c in ("r", "N_once", "N_rec", "N", "D") if c in table.columns]
+    of looped rows ("" for r = 1 and for tables without `recipe_column`); in a curves table (a `step` column:
+    evaluations along runs, issue 55) also the step, so seeds repeat an evaluation, not a run."""
+    cols = [c for c in ("r", "N_once", "N_rec", "N", "D", "step") if c in table.columns]
     if "N_once" in cols and "N" in cols:
         cols.remove("N")  # N = N_once + N_rec: no new information, and maybe summed in another order
     if "D" not in cols:

@@ -46,6 +46,7 @@ import numpy as np
 import pandas as pd
 
 from loopscale.fit.bounds import BOUNDS, DPHI_BOUNDS
+from loopscale.fit.laws.registry import find_law
 from loopscale.fit.isoflop import Z_LEVEL, isoflop_minima
 from loopscale.fit.result import FitResult, load_fit
 from loopscale.fit.runs_table import is_forked
@@ -150,7 +151,8 @@ def _interval_checks(name: str, fit: FitResult, key: str, forked: bool, profile=
     if box is not None and (ci[0] <= box[0] + ON_BOUND_TOL or ci[1] >= box[1] - ON_BOUND_TOL):
         why = f"{name}'s {source} interval [{ci[0]:+.3f}, {ci[1]:+.3f}] reaches the fitter's box {box}: open"
         return [_check(f"{name} interval", CALIBRATED, target, "reaches the box", False, why)]
-    if forked and not (profile or {}).get("groups"):
+    curves = find_law(fit.law) is not None and find_law(fit.law).reads_curves  # a curve is one draw (noise.py)
+    if (forked or curves) and not (profile or {}).get("groups"):
         why = (
             f"{name}'s {source} interval treats forked branches as independent runs (a record from before issue 53: "
             "refit)"

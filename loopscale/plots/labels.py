@@ -20,6 +20,8 @@ RESIDUAL = r"$\log L - \log \hat{L}$"
 R = r"$r$ (recurrences)"
 K_R = r"$k_r$ ($N_\mathrm{eff} = N_\mathrm{once} + k_r N_\mathrm{rec}$)"
 OBJECTIVE = "objective $-$ minimum"
+STEP = "optimizer step"
+TOKENS = r"tokens seen $D(t)$ (tokens)"
 
 
 def sci(x: float, digits: int = 3) -> str:

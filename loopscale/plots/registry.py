@@ -15,6 +15,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from loopscale import plots as package
+from loopscale.fit.laws.registry import law_class
 from loopscale.fit.result import load_fit
 
 from .figure import FitFigure
@@ -36,16 +37,23 @@ def fit_figures() -> tuple[FitFigure, ...]:
 
 
 FIGURE_NAMES = tuple(dict.fromkeys(f.name for f in fit_figures()))
+# a fit of a curves table (`Law.reads_curves`): its rows are evaluations along runs, not runs, so it gets its
+# curves and phi's evidence, not the runs-table figures (iso-FLOP, collapse, residuals by budget, N*)
+CURVE_FIGURES = ("loss_curves", "phi_profile")
 
 
 def figures(table: pd.DataFrame, fit, compare=(), free=None) -> dict[str, Figure]:
     """Every figure that applies (each entry of `fit_figures` says, from the fit's law: `Law.per_recipe`,
     `Law.compute_optimal`): phi figures need a fit with phi or a joint fit (phi_profile only when the record has
     a profile or bootstrap replicates), delta-phi needs `compare` fits (a sequence, or a mapping name -> fit) or a
-    joint fit. A joint fit is drawn recipe by recipe (`views`), its delta-phi figures from its own tests."""
+    joint fit. A joint fit is drawn recipe by recipe (`views`), its delta-phi figures from its own tests. A fit of
+    loss curves (`Law.reads_curves`) gets CURVE_FIGURES only."""
     fit = load_fit(fit)
+    curves = law_class(fit.law).reads_curves
     out = {}
     for entry in fit_figures():
+        if curves and entry.name not in CURVE_FIGURES:
+            continue
         if entry.name not in out and (drawn := entry.draw(table, fit, compare, free)) is not None:
             out[entry.name] = drawn
     return out

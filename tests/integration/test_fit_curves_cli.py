@@ -26,7 +26,7 @@ def public_like(tmp_path_factory):
 
 
 def test_fit_curves_holds_out_and_writes(public_like, tmp_path):
-    out, preds = tmp_path / "fits" / "mpl.json", tmp_path / "fits" / "mpl_pred.csv"
+    out, preds, png = tmp_path / "fits" / "mpl.json", tmp_path / "fits" / "mpl_pred.csv", tmp_path / "fits" / "mpl.png"
     res = run_cli(
         [
             "fit",
@@ -57,6 +57,7 @@ def test_fit_curves_holds_out_and_writes(public_like, tmp_path):
     table = pd.read_csv(preds)
     held = table[table.role == "holdout"]
     assert set(held.run) == {"wsd"} and np.allclose(held.rel_error, abs(held.predicted - held.loss) / held.loss)
+    assert png.stat().st_size > 10_000 and png.with_suffix(".pdf").is_file()  # measured against fitted, per run
 
 
 def test_fit_curves_rival_law(public_like):

@@ -90,3 +90,33 @@ def test_phi_recovered_from_curves_and_their_residuals_correlated_along_each_cur
     by_row = cluster_robust_cov(law, state.best.theta, data, np.arange(len(canon)))
     i = law.internal_names.index("phi")
     assert by_run[i, i] > by_row[i, i]  # correlated points inform less than independent ones would
+
+
+@pytest.fixture(scope="module")
+def curve_fit():
+    """A looped-curve fit of curves drawn from it, with the canonical table it fitted."""
+    table = looped_curves(demo_grid(), make_law("looped-curve"), TRUTH, DEMO_BATCH_TOKENS, evaluated(6), seed=4)
+    canon = canonical_table(table.rename(columns={"val_loss": "L"}), "looped-curve")
+    return canon, fit_table(canon, "looped-curve", noise="off", profile=False, n_refine=2)
+
+
+def test_a_curve_fit_is_drawn_as_curves_and_its_profile_interval_is_not_calibrated(curve_fit):
+    from loopscale.plots.registry import figures
+
+    canon, fit = curve_fit
+    drawn = figures(canon, fit)
+    assert list(drawn) == ["loss_curves"] and len(drawn["loss_curves"].axes) == 4  # one panel per r
+    assert not fit.conditioning["measured"] and "--cluster run" in fit.conditioning["verdict"]
+
+
+def test_advice_and_power_read_a_curve_fit_at_a_wsd_runs_end(curve_fit):
+    from loopscale.analysis.advise.law_sets import fit_law_sets
+    from loopscale.fit.power import truth_from_fit
+
+    _, fit = curve_fit
+    p = fit.params
+    point, _, _ = fit_law_sets(fit, [1, 4])
+    assert point.E[0] == pytest.approx(p["E"] - p["K"]) and point.B[0] == pytest.approx(p["B"] * 0.9 ** -p["beta"])
+    assert point.multiplier[4][0] == pytest.approx(4 ** p["phi"])
+    truth = truth_from_fit(fit, sigma_log=0.01)
+    assert truth.params["E"] == pytest.approx(p["E"] - p["K"]) and truth.params["phi"] == p["phi"]

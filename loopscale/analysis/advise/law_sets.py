@@ -136,7 +136,9 @@ def default_r_values(fit: FitResult, shapes) -> list[int]:
 
 
 def _sets(law: Law, columns: dict, r_values: Sequence[int], recipe: str | None) -> LawSets:
+    """The sets as the final-point law (`Law.final_point_params`: a curve law's fit read at a wsd run's end)."""
     arr = {k: np.atleast_1d(np.asarray(v, dtype=float)) for k, v in columns.items()}
+    arr = {k: np.atleast_1d(np.asarray(v, dtype=float)) for k, v in law.final_point_params(arr).items()}
     mult = {r: np.ones_like(arr["E"]) if r == 1 else law.multiplier(arr, float(r), recipe) for r in r_values}
     return LawSets(*(arr[k] for k in BASE), multiplier=mult)
 

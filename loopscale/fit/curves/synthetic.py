@@ -100,7 +100,7 @@ def looped_curves(
         frame = pd.DataFrame(
             {
                 "run": f"run{i}",
-                **{c: run[c] for c in ("r", "N_once", "N_rec", "C") if c in run},
+                **{c: run[c] for c in ("r", "N_once", "N_rec", "C", "width") if c in run},
                 "D": steps * batch_tokens,
                 "step": at,
                 "tokens": at * batch_tokens,

@@ -173,7 +173,8 @@ class Law:
     has_hessian (`log_predict_jac_hess` is exact); rival (the label under which `loopscale validate` fits
     this law beside a looped fit as a rival form, None: not one; `rival_law` builds it); table (the table it is
     fitted to: "runs", the runs table every law above reads, or "test-time", one row per model and r_eval: `fit
-    --law testtime`, `loopscale.fit.testtime`).
+    --law testtime`, `loopscale.fit.testtime`); reads_curves (its rows
+    are a curves table's evaluations: the figures draw them as curves).
 
     Instances are bound to what a fit of them needs from the data (`bind`: the r values of per-r
     multipliers, the recipes of a per-recipe law) or from a fit record's parameters (`from_params`).
@@ -196,6 +197,7 @@ class Law:
     has_hessian: ClassVar[bool] = True
     rival: ClassVar[str | None] = None
     table: ClassVar[str] = "runs"  # the table it reads: "runs" (one row per run) or "test-time" (per model and r_eval)
+    reads_curves: ClassVar[bool] = False  # its rows are evaluations along runs' loss curves (a curves table)
 
     # -- binding an instance --------------------------------------------------------------------------
     @classmethod
@@ -267,6 +269,12 @@ class Law:
         where a per-recipe law finds each row's recipe."""
         law = cls.from_params(params)
         return np.exp(law.log_predict(law.from_user(params), law.data_from_table(table)))
+
+    def final_point_params(self, params: Mapping[str, np.ndarray]) -> dict:
+        """The parameters as the final-point law of a run's last evaluation (E, A, alpha, B, beta and the
+        law's own), what advice and power read: the same for every final-point law; a curve law's are those of
+        loopscale's wsd run (`looped_curve`)."""
+        return dict(params)
 
     def multiplier(self, params: Mapping[str, np.ndarray], r: float, recipe: str | None = None) -> np.ndarray:
         """m_r in N_eff = N_once + m_r N_rec at user parameters (arrays: one entry per replicate) for r, and

@@ -39,6 +39,11 @@ from loopscale.fit.laws.lse import lse_and_weights
 from loopscale.fit.laws.registry import register
 
 DEFAULT_DECAY = 0.9
+# loopscale's wsd run (loopscale/train/optim/schedule.py, optim=wsd): a 20% linear cooldown to 0, so the lr's
+# area at the end is 1 - 0.2 / 2 = 0.9 of the tokens (the short warmup left out), and the cooldown, hundreds of
+# steps against a memory of 1 / (1 - lambda) = 10, takes its whole anneal: S2 = 1 at the end
+WSD_AREA_SHARE = 0.9
+WSD_FINAL_ANNEAL = 1.0
 K_BOUNDS = (-20.0, 5.0)  # ln K: K from ~0 to ~150 nats per full anneal
 
 
@@ -76,6 +81,7 @@ class LoopedCurve(Looped):
     has_hessian = False
     compute_optimal = False  # a point of the curve has no budget of its own
     point_columns = ("run", "step")
+    reads_curves = True
 
     decay: ClassVar[float] = DEFAULT_DECAY  # lambda, held: a variant is a subclass with its own
 
@@ -107,6 +113,15 @@ class LoopedCurve(Looped):
             return LawData(base.N_once, base.N_rec, base.r, base.D, base.L, extra={"S2": np.zeros(len(base))})
         S1, S2 = schedule_features(table, cls.decay)
         return LawData(base.N_once, base.N_rec, base.r, S1, base.L, extra={"S2": S2})
+
+    def final_point_params(self, params) -> dict:
+        """The final loss of loopscale's wsd run of D tokens as the looped law: B S1^-beta - K S2 at the end
+        is B (0.9 D)^-beta - K, so E' = E - K and B' = B 0.9^-beta (what `advise` and `power` read)."""
+        out = dict(params)
+        beta = np.asarray(params["beta"], dtype=float)
+        out["E"] = np.asarray(params["E"], dtype=float) - WSD_FINAL_ANNEAL * np.asarray(params["K"], dtype=float)
+        out["B"] = np.asarray(params["B"], dtype=float) * WSD_AREA_SHARE**-beta
+        return out
 
     def extra_internal_names(self) -> tuple[str, ...]:
         return ("phi", "k")
