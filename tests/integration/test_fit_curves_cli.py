@@ -46,6 +46,8 @@ def test_fit_curves_holds_out_and_writes(public_like, tmp_path):
             str(out),
             "--predictions",
             str(preds),
+            "--plot",
+            str(png),
         ]
     )
     assert res.returncode == 0, res.stderr

@@ -110,10 +110,20 @@ def drop_atoms(
 def annealing_area(eta: np.ndarray, warmup_end: int, steps: np.ndarray, decay: float) -> np.ndarray:
     """(E,) S2(t) = sum_{k<=t} m_k, m_k = decay m_{k-1} + (eta_{k-1} - eta_k): the LR-annealing law's
     momentum-weighted annealing area (Tissue et al. 2024, arXiv 2408.11029), drops after the warmup only.
-    O(T): m is a first-order recursive filter of the drops."""
-    # scipy.signal loads scipy.optimize, which the figures and the report never load (they read the looped-curve
-    # law, whose features these are): imported here, when a curve's S2 is computed
-    from scipy.signal import lfilter
-
-    m = lfilter([1.0], [1.0, -decay], step_drops(np.asarray(eta, dtype=float), warmup_end))
-    return np.cumsum(m)[np.asarray(steps, dtype=np.int64)]
+    O(T): m is a first-order recursion over the steps with a drop (a constant stretch only decays m, in one
+    power per stretch)."""
+    d = step_drops(np.asarray(eta, dtype=float), warmup_end)
+    m = np.zeros_like(d)
+    live = np.flatnonzero(d)
+    last, value = 0, 0.0
+    for k in live:  # m between drops decays geometrically: m_j = m_last decay^(j - last)
+        value = value * decay ** (k - last) + d[k]
+        m[k], last = value, k
+    filled = np.zeros_like(d)
+    if len(live):
+        # m at every step: the value at the last drop at or before it, decayed since
+        idx = np.searchsorted(live, np.arange(len(d)), side="right") - 1
+        has = idx >= 0
+        src = live[np.maximum(idx, 0)]
+        filled = np.where(has, m[src] * decay ** (np.arange(len(d)) - src), 0.0)
+    return np.cumsum(filled)[np.asarray(steps, dtype=np.int64)]
