@@ -1348,6 +1348,23 @@ MUTATIONS: tuple[Mutation, ...] = (
         ("tests/unit/test_looped_curve_law.py::test_schedule_features_are_the_lr_area_and_the_annealing_area",),
         "fit --law looped-curve: the cooldown's loss drop is the annealing area of the lr's drops",
     ),
+    Mutation(
+        "validate-curve-finals-are-first-evaluations",
+        "loopscale/fit/validation/folds.py",
+        "        last[rows[np.argmax(step[rows])]] = True\n",
+        "        last[rows[np.argmin(step[rows])]] = True\n",
+        ("tests/unit/test_looped_curve_law.py::test_validate_holds_out_whole_runs_and_every_cooldowns_end",),
+        "validate on a curve fit: each cooldown's end (a run's last evaluation) predicted from the curves without it",
+    ),
+    Mutation(
+        "fit-curves-figure-draws-no-prediction",
+        "loopscale/plots/loss_curves.py",
+        '        ax.plot(curve.steps, pred, color="tab:red" if dashed else "tab:blue", ls="--" if dashed else "-", '
+        "lw=1.4)\n",
+        "        pass\n",
+        ("tests/unit/test_curve_laws.py::test_the_figure_draws_each_runs_measured_loss_and_the_laws_curve",),
+        "fit --curves --plot: each run's fitted (or predicted) curve drawn over its measured loss",
+    ),
 )
 
 

@@ -154,3 +154,17 @@ def test_curves_table_refused_with_one_line(change, message):
     table = pd.DataFrame({"run": "a", "step": [0, 10, 20], "lr": [1.0, 1.0, 0.5], "val_loss": [3.0, 2.9, 2.8]})
     with pytest.raises(InputError, match=message):
         read_curves(change(table), CurveColumns())
+
+
+def test_the_figure_draws_each_runs_measured_loss_and_the_laws_curve():
+    from loopscale.plots.loss_curves import curve_law_figure
+
+    curves = read_curves(draw_curves(curve_law("multipower"), TRUTH, schedules(), every=200))
+    predictions = {c.run: c.loss * (1 + 0.001 * i) for i, c in enumerate(curves)}
+    fig = curve_law_figure(curves, predictions, holdout=["wsd"], law="multipower")
+    assert [ax.get_title().split(" (")[0] for ax in fig.axes] == ["wsd", "constant", "cosine", "step"]
+    for ax in fig.axes:
+        run = ax.get_title().split(" (")[0]
+        (line,) = ax.get_lines()
+        np.testing.assert_allclose(line.get_ydata(), predictions[run])
+        assert (line.get_linestyle() == "--") == (run == "wsd")  # the held-out run's curve is a prediction

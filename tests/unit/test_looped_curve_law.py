@@ -120,3 +120,18 @@ def test_advice_and_power_read_a_curve_fit_at_a_wsd_runs_end(curve_fit):
     assert point.multiplier[4][0] == pytest.approx(4 ** p["phi"])
     truth = truth_from_fit(fit, sigma_log=0.01)
     assert truth.params["E"] == pytest.approx(p["E"] - p["K"]) and truth.params["phi"] == p["phi"]
+
+
+def test_validate_holds_out_whole_runs_and_every_cooldowns_end():
+    from loopscale.fit.validation.folds import FINAL, RUN, curve_folds
+
+    table = pd.DataFrame({"run": np.repeat([f"r{i}" for i in range(7)], 4), "step": np.tile([3, 1, 9, 5], 7)})
+    folds = curve_folds(table, n_params=3)
+    runs = [f for f in folds if f.kind == RUN]
+    assert len(runs) == 5 and all(f.reason is None for f in runs)
+    held = np.sum([f.test for f in runs], axis=0)
+    assert (held == 1).all()  # every row in exactly one run fold
+    for f in runs:  # a run is held out whole
+        assert table[f.test].groupby("run").size().eq(4).all()
+    (final,) = [f for f in folds if f.kind == FINAL]
+    assert final.test.sum() == 7 and (table[final.test]["step"] == 9).all()

@@ -125,5 +125,6 @@ def annealing_area(eta: np.ndarray, warmup_end: int, steps: np.ndarray, decay: f
         idx = np.searchsorted(live, np.arange(len(d)), side="right") - 1
         has = idx >= 0
         src = live[np.maximum(idx, 0)]
-        filled = np.where(has, m[src] * decay ** (np.arange(len(d)) - src), 0.0)
+        since = np.maximum(np.arange(len(d)) - src, 0)  # steps since that drop (0 before the first)
+        filled = np.where(has, m[src] * decay**since, 0.0)
     return np.cumsum(filled)[np.asarray(steps, dtype=np.int64)]

@@ -114,6 +114,11 @@ def verdict(record: dict[str, Any]) -> dict[str, Any]:
         else ("no budget could be held out")
     )
     line += "; unseen r to {:.2%} (worst {:.2%})".format(*r) if r else "; no r could be held out"
+    runs, finals = held_out_summary(record, "run", flags), held_out_summary(record, "final", flags)
+    line += "; unseen runs to {:.2%} (worst {:.2%})".format(*runs) if runs else ""
+    line += (
+        "; each cooldown's end, from the curves without it, to {:.2%} (worst {:.2%})".format(*finals) if finals else ""
+    )
     if shift is not None:
         line += f"; phi moves by at most {shift[0]:.3f} when one r is dropped ({shift[1]})"
         line += "" if hw is None else f", against an interval half-width of {hw:.3f}"

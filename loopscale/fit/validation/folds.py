@@ -1,6 +1,7 @@
 """The folds of `loopscale validate`: the whole table, leave-one-budget-out (each compute budget predicted by
 a refit on the others) and leave-one-r-out (each r > 1 predicted by a refit on the other r: does r^phi predict
-an r it has not seen?).
+an r it has not seen?); for a law of loss curves (`Law.reads_curves`) also whole runs held out (in RUN_GROUPS
+groups) and every run's final evaluation, the end of its cooldown, predicted from the curves without them.
 
 A fold that cannot be done is kept with the reason (`Fold.reason`), so a table with few budgets or few r gets a
 sentence, not a crash. Budgets are grouped as everywhere else (`runs_table.budgets`).
@@ -14,7 +15,8 @@ import numpy as np
 
 from loopscale.fit.runs_table import budgets as budget_labels
 
-FULL, BUDGET, R = "full", "budget", "r"
+FULL, BUDGET, R, RUN, FINAL = "full", "budget", "r", "run", "final"
+RUN_GROUPS = 5  # a curves table's runs are held out in this many groups (every run once)
 MIN_TRAIN_BUDGETS = 2  # a refit on one budget cannot separate N from D
 
 
@@ -80,4 +82,28 @@ def r_folds(table, n_params: int) -> list[Fold]:
         elif int((~test).sum()) < 2 * n_params:
             why = f"the other r hold {int((~test).sum())} rows, fewer than {2 * n_params}"
         folds.append(Fold(R, f"r = {value:g}", test, why))
+    return folds
+
+
+def curve_folds(table, n_params: int) -> list[Fold]:
+    """A curves table's folds: its runs in RUN_GROUPS groups (each group's curves predicted by a refit on the
+    others), and one fold holding out every run's last evaluation (the cooldown's end: the point a final-point
+    fit would read) so that each is predicted from the curves without any of them."""
+    runs = table["run"].astype(str).to_numpy()
+    names = np.unique(runs)
+    folds = []
+    if len(names) < 2:
+        folds.append(Fold(RUN, "whole runs", np.zeros(len(runs), bool), "the table has one run"))
+    else:
+        for g in range(min(RUN_GROUPS, len(names))):
+            held = names[g :: min(RUN_GROUPS, len(names))]
+            test = np.isin(runs, held)
+            why = None if int((~test).sum()) >= 2 * n_params else "too few rows left to refit"
+            folds.append(Fold(RUN, f"runs {g + 1} of {min(RUN_GROUPS, len(names))} ({len(held)})", test, why))
+    step = table["step"].to_numpy(dtype=float)
+    last = np.zeros(len(runs), bool)
+    for name in names:
+        rows = np.flatnonzero(runs == name)
+        last[rows[np.argmax(step[rows])]] = True
+    folds.append(Fold(FINAL, "every run's final evaluation", last))
     return folds

@@ -36,7 +36,7 @@ def forms_for(table, data: LawData, law_name: str, reference: Mapping[str, float
     already least squares). `reference`: the fit's parameters (a pinned E reads its E)."""
     own = law_class(law_name)
     forms = [Form(f"{law_name} (the fit's law)", own.rival_law(data, reference), loss, reference=True)]
-    for name in law_names():
+    for name in law_names() if not own.reads_curves else ():  # the rivals read runs tables, not curves
         cls = law_class(name)
         if cls.rival is None or cls is own:
             continue

@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 
 from loopscale.errors import InputError, LoopscaleError
+from loopscale.fit.laws.registry import law_class
 from loopscale.fit.replicates import replicate_groups
 from loopscale.fit.result import FitResult, file_sha256, recorded_tables
 from loopscale.fit.runs_table import ColumnMap, canonical_table, check_fit_size, read_table
@@ -36,6 +37,7 @@ def validation_tables(fit: FitResult, given=()) -> tuple[pd.DataFrame, pd.DataFr
         raw = raw[raw[group["column"]].astype(str) == str(group["value"])].reset_index(drop=True)
     used = fit.input.get("columns") or {}
     columns = ColumnMap(**{k: v for k, v in used.items() if k in ColumnMap.__dataclass_fields__ and v in raw.columns})
+    raw = law_class(fit.law).rows_to_fit(raw)  # as canonical_table keeps them: the lr mask below is over these
     lr = lr_rows(raw)
     try:
         every = canonical_table(raw, fit.law, columns)  # every row checked alike; the lr rows split off after

@@ -28,7 +28,7 @@ from loopscale.fit.uncertainty import profile_param
 from loopscale.fit.validation.approach2 import iso_flop_exponent
 from loopscale.fit.validation.conventions import convention_table
 from loopscale.fit.validation.flags import verdict
-from loopscale.fit.validation.folds import Fold, R, budget_folds, full_fold, r_folds
+from loopscale.fit.validation.folds import Fold, R, budget_folds, curve_folds, full_fold, r_folds
 from loopscale.fit.validation.forms import Form, forms_for
 from loopscale.fit.validation.lr_confound import lr_section
 from loopscale.fit.validation.scores import free_params, held_out_errors, information
@@ -64,6 +64,9 @@ def validate(
     folds = [full_fold(len(table)), *budget_folds(table, n_params)]
     if not cls.dense:
         folds += r_folds(table, n_params)
+    if cls.reads_curves:  # whole runs, and each cooldown's end from the curves without it
+        folds += curve_folds(table, n_params)
+        conventions = False  # the conventions recount a runs table's sizes and FLOPs per run
     problem = (table, data, forms, folds, reference, seed, n_refine)
     fitted = [i for i, form in enumerate(forms) if form.law is not None]
     fulls = run_tasks(solve_full, problem, fitted, jobs, progress, "validate: whole table", "fit")
@@ -83,7 +86,7 @@ def validate(
         "forms": [_form_entry(form) for form in forms],
         "folds": [{"kind": f.kind, "label": f.label, "n_test": int(f.test.sum()), "reason": f.reason} for f in folds],
         "results": results,
-        "approach2": iso_flop_exponent(table, full["params"]),
+        "approach2": None if cls.reads_curves else iso_flop_exponent(table, full["params"]),
         "lr_confound": None if lr_table is None else lr_section(lr_table, table, forms[0], full["params"], starts),
         "conventions": convention_table(table, forms[0], full["params"], interval, starts, fill)
         if conventions

@@ -175,7 +175,8 @@ def markdown(record: dict[str, Any], heading: str = "#") -> str:
             "so its AICc is the lowest the fit's law can reach).", ""]  # fmt: skip
     out += [f"{h2} Held-out folds", "", *folds_table(record), ""]
     out += ["x noise: the held-out RMS log error over the refit's own residual RMS (flagged above 2).", ""]
-    out += [f"{h2} Approach 2 (iso-FLOP parabolas, r = 1)", "", *approach2_lines(record["approach2"]), ""]
+    if record.get("approach2") is not None:  # none for a curves table (its runs are not iso-FLOP points)
+        out += [f"{h2} Approach 2 (iso-FLOP parabolas, r = 1)", "", *approach2_lines(record["approach2"]), ""]
     if record.get("lr_confound") is not None:
         out += [f"{h2} The learning-rate confound", "", *lr_lines(record["lr_confound"]), ""]
     if record.get("conventions") is not None:
