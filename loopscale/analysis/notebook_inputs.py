@@ -8,6 +8,8 @@ The variables (each also a `loopscale notebook` option; docs/operations.md, "The
     LOOPSCALE_FREE       an optional looped-free fit (default: fit_free.json beside the table, when there)
     LOOPSCALE_COMPARE    optional fits of other recipes, comma-separated (delta-phi)
     LOOPSCALE_JOINT      an optional joint fit over recipes
+    LOOPSCALE_CURVE_FIT  an optional looped-curve fit of the sweep's loss curves (default: fit_curves.json beside
+                         the table, when there; `loopscale fit runs_curves.csv --law looped-curve`)
     LOOPSCALE_ADVISE_COMPUTE, LOOPSCALE_ADVISE_MAX_PARAMS   the advice's budget (FLOPs) and unique-parameter cap
     LOOPSCALE_CWD        where relative paths start (default: the shell's PWD, which a kernel inherits)
 
@@ -32,8 +34,9 @@ from loopscale.plots.inputs import read_table
 # the source checkout (the notebook, runs/demo of `make demo`, tests/fixtures) when loopscale is installed
 # editable from it
 CHECKOUT = Path(__file__).resolve().parents[2]
-DATA_KEYS = ("runs", "table", "fit", "free", "compare", "joint")
+DATA_KEYS = ("runs", "table", "fit", "free", "compare", "joint", "curve_fit")
 ADVICE_KEYS = ("advise_compute", "advise_max_params")
+CURVE_FIT = "fit_curves.json"  # a sweep's looped-curve fit, by convention beside its runs.csv
 
 
 def env_name(key: str) -> str:
@@ -85,11 +88,17 @@ def _defaults(root: Path, base: Path | None, given: Mapping[str, str]) -> dict[s
             "free": str(free) if free.exists() else "",
             "compare": "",
             "joint": "",
+            "curve_fit": _beside(table, CURVE_FIT),
         }
     demo = _demo_dir(root, base)
     if demo is not None:
         table = str(demo / "runs.csv")
-        return {"table": table, "fit": str(demo / "fit.json"), "free": _beside(table, "fit_free.json")}
+        return {
+            "table": table,
+            "fit": str(demo / "fit.json"),
+            "free": _beside(table, "fit_free.json"),
+            "curve_fit": _beside(table, CURVE_FIT),
+        }
     fixtures = root / "tests" / "fixtures" / "plots"
     return {
         "table": str(fixtures / "runs.csv"),
@@ -117,7 +126,7 @@ def source_line(inputs: Mapping, root: str | Path | None = None) -> str:
 
 
 def diagnostics_inputs(root: str | Path | None = None, env: Mapping[str, str] | None = None) -> dict:
-    """{"source", "table", "fit", "compare" (list), "free", "joint", "advise_compute", "advise_max_params"
+    """{"source", "table", "fit", "compare" (list), "free", "joint", "curve_fit", "advise_compute", "advise_max_params"
     (floats or None)}. `root`: where runs/demo and tests/fixtures are looked for (default: the checkout);
     `env`: the LOOPSCALE_* values (default: the environment)."""
     env = os.environ if env is None else env
@@ -129,13 +138,14 @@ def diagnostics_inputs(root: str | Path | None = None, env: Mapping[str, str] | 
         for k in DATA_KEYS
         if env_name(k) in env
     }
-    chosen = {**{"compare": "", "joint": "", "free": ""}, **_defaults(root, base, given), **given}
+    chosen = {**{"compare": "", "joint": "", "free": "", "curve_fit": ""}, **_defaults(root, base, given), **given}
     inputs = {
         "table": chosen["table"],
         "fit": chosen["fit"],
         "compare": [p for p in chosen["compare"].split(",") if p],
         "free": chosen["free"] or None,
         "joint": chosen["joint"] or None,
+        "curve_fit": chosen["curve_fit"] or None,
         **{k: _number(env, k) for k in ADVICE_KEYS},
     }
     return {"source": source_line(inputs, root), **inputs}
@@ -162,7 +172,7 @@ def missing_inputs(inputs: Mapping) -> list[str]:
     problems = []
     if not inputs["fit"]:
         problems.append(f"no fit JSON beside {inputs['table']}: set LOOPSCALE_FIT (loopscale notebook --fit)")
-    files = [(key, inputs[key]) for key in ("table", "fit", "free", "joint") if inputs[key]]
+    files = [(key, inputs[key]) for key in ("table", "fit", "free", "joint", "curve_fit") if inputs.get(key)]
     files += [("compare", path) for path in inputs["compare"]]
     for key, path in files:
         if not Path(path).is_file():

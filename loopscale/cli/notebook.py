@@ -30,6 +30,7 @@ OPTION_VARIABLES = {
     "fit": "LOOPSCALE_FIT",
     "free": "LOOPSCALE_FREE",
     "joint": "LOOPSCALE_JOINT",
+    "curve_fit": "LOOPSCALE_CURVE_FIT",
     "advise_compute": "LOOPSCALE_ADVISE_COMPUTE",
     "advise_max_params": "LOOPSCALE_ADVISE_MAX_PARAMS",
 }
@@ -61,6 +62,12 @@ def register(subparsers) -> None:
         "--compare", nargs="+", default=None, metavar="FIT.json", help="fit JSONs of other recipes (delta-phi)"
     )
     p.add_argument("--joint", default=None, metavar="JOINT.json", help="joint fit JSON over recipes")
+    p.add_argument(
+        "--curve-fit",
+        default=None,
+        metavar="FIT.json",
+        help="looped-curve fit of the loss curves (default: fit_curves.json beside the table)",
+    )
     p.add_argument(
         "--advise-compute", default=None, metavar="FLOPS", help="the advice's budget in FLOPs (default: the largest)"
     )

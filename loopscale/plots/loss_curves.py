@@ -5,6 +5,7 @@ curve_law_figure    one model's runs (`fit --curves`): each run's measured loss 
                     panel per run with its mean relative error
 looped_curves       a `looped-curve` fit on a curves table: one panel per r, each run's evaluations (points)
                     against the tokens seen and the law at them (a line), one colour per width
+fit_curves_figure   the same from the fit record alone: the curves table it records, read with its columns
 """
 
 from __future__ import annotations
@@ -16,8 +17,11 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
 import loopscale.plots.labels as labels  # the module, not the package: no import cycle
+from loopscale.errors import InputError
 from loopscale.fit.laws.registry import law_class
 from loopscale.fit.result import load_fit
+from loopscale.fit.runs_table import ColumnMap, canonical_table
+from loopscale.fit.runs_table import read_table as read_any_table
 
 from .figure import FitFigure
 from .layout import log_axis, panel_grid
@@ -81,6 +85,21 @@ def looped_curves(table: pd.DataFrame, fit) -> Figure:
     fig.legend(handles=handles, loc="outside lower center", ncols=min(len(handles), 6), frameon=False)
     fig.suptitle(f"{fit.law}: every evaluation of every run, measured (points) and fitted (lines)")
     return fig
+
+
+def fit_curves_figure(fit) -> Figure:
+    """`looped_curves` of a fit whose law reads curves, from its record: the table it records (`input.path`)
+    with the column names it used (what the notebook shows; `loopscale plot` reads the table it is given)."""
+    fit = load_fit(fit)
+    if not law_class(fit.law).reads_curves:
+        raise InputError(f"a {fit.law} fit is not fitted to loss curves (loopscale fit CURVES.csv --law looped-curve)")
+    path = fit.input.get("path")
+    if not path:
+        raise InputError("the curve fit records no table: draw it with loopscale plot CURVES.csv --fit FIT.json")
+    raw = read_any_table(path)
+    used = {k: v for k, v in (fit.input.get("columns") or {}).items() if v in raw.columns}
+    columns = ColumnMap(**{k: v for k, v in used.items() if k in ColumnMap.__dataclass_fields__})
+    return looped_curves(canonical_table(raw, fit.law, columns), fit)
 
 
 def _palette(n: int) -> list:

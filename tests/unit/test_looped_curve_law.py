@@ -79,7 +79,7 @@ def test_phi_recovered_from_curves_and_their_residuals_correlated_along_each_cur
     assert len(canon) < len(table)  # the warmup's rows are the schedule's, not fitted
     result = fit_table(canon, "looped-curve", noise="off", profile=False, n_refine=4)
     assert result.params["phi"] == pytest.approx(0.75, abs=0.05)
-    assert result.params["K"] == pytest.approx(0.3, rel=0.2) and result.params["lambda"] == 0.9
+    assert result.params["K"] == pytest.approx(0.3, rel=0.2) and result.params["lambda"] == 0.0
     law = make_law("looped-curve", canon["r"].to_numpy())
     data = law.data_from_table(canon)
     _, state = fit_law(data, law, Loss("l2"), 0, n_refine=2)
@@ -135,3 +135,17 @@ def test_validate_holds_out_whole_runs_and_every_cooldowns_end():
         assert table[f.test].groupby("run").size().eq(4).all()
     (final,) = [f for f in folds if f.kind == FINAL]
     assert final.test.sum() == 7 and (table[final.test]["step"] == 9).all()
+
+
+def test_the_notebooks_curve_figure_reads_the_fits_own_table(curve_fit, tmp_path):
+    from loopscale.plots.loss_curves import fit_curves_figure
+
+    canon, fit = curve_fit
+    canon.to_csv(tmp_path / "runs_curves.csv", index=False)
+    fit.input["path"] = str(tmp_path / "runs_curves.csv")
+    fig = fit_curves_figure(fit)
+    first = fig.axes[0]
+    assert (
+        first.get_title().startswith("r = 1")
+        and len(first.get_lines()) == (canon["r"] == 1).groupby(canon["run"]).any().sum()
+    )  # one fitted line per r = 1 run

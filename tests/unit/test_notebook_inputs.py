@@ -45,6 +45,19 @@ def test_relative_paths_resolve_from_where_the_user_stands(tmp_path):
     assert diagnostics_inputs(REPO_ROOT, env=env)["fit"] == str(mine / "fit.json")
 
 
+def test_a_curve_fit_beside_the_table_is_shown_and_can_be_turned_off(tmp_path):
+    mine = _sweep(tmp_path / "runs" / "mine")
+    assert diagnostics_inputs(REPO_ROOT, env={"LOOPSCALE_RUNS": str(mine)})["curve_fit"] is None
+    shutil.copy(FIXTURES / "plots" / "fit.baseline.json", mine / "fit_curves.json")
+    assert diagnostics_inputs(REPO_ROOT, env={"LOOPSCALE_RUNS": str(mine)})["curve_fit"] == str(
+        mine / "fit_curves.json"
+    )
+    off = {"LOOPSCALE_RUNS": str(mine), "LOOPSCALE_CURVE_FIT": ""}
+    assert diagnostics_inputs(REPO_ROOT, env=off)["curve_fit"] is None
+    bad = diagnostics_inputs(REPO_ROOT, env={"LOOPSCALE_RUNS": str(mine), "LOOPSCALE_CURVE_FIT": "nope.json"})
+    assert any("LOOPSCALE_CURVE_FIT" in line for line in missing_inputs(bad))
+
+
 def test_the_banner_says_test_fixtures_only_when_it_shows_them(tmp_path):
     fixtures = diagnostics_inputs(REPO_ROOT, env={})
     assert fixtures["source"].startswith("the test fixtures") and len(fixtures["compare"]) == 2

@@ -8,10 +8,12 @@ the run's peak (= D at a constant lr: the final-point law's data term, D, is S1 
 multi-power and LR-annealing laws' "forward area" in tokens. S2(t) = (1 - lambda) sum_{k<=t} m_k,
 m_k = lambda m_{k-1} + (eta_{k-1} - eta_k) / eta_peak: the LR-annealing law's (Tissue et al. 2024) annealing
 area with its momentum lambda per step, scaled so a drop of the whole peak, held long enough, gives S2 = 1 (K is
-then the loss a full anneal takes off, in nats). lambda = 0.9 (a memory of ~10 steps) by default: the
-multi-power law's drop term saturates over tens of steps (Luo et al. 2025), and on curves drawn from it this
-held-out error was lowest of lambda in {0, 0.9, 0.99, 0.999} (docs/results.md, issue 55); `decay` on the
-instance, recorded as the parameter `lambda`.
+then the loss a full anneal takes off, in nats). lambda = 0 by default: S2(t) = (peak - eta_t) / peak after the
+warmup, the loss drop following the lr at once. On curves whose drop is the multi-power law's (its G saturates
+within tens of steps, Luo et al. 2025) each cooldown's end was predicted from the rest of the curves to 0.23%
+with lambda = 0, 0.42% at 0.9, 1.5% at 0.99, 1.9% at 0.999 and 2.2% by the schedule-blind law
+(benchmarks/bench_curve_forms.py, docs/results.md, issue 55). A variant is a subclass with its own `decay`,
+recorded as the parameter `lambda`.
 
 The table is a curves table (`loopscale collect`'s runs_curves.csv): one row per (run, evaluation) with the
 run's model (N_once, N_rec, r), its name (`run`), `step`, `tokens` and the lr (`lr_multiplier`, else `lr`);
@@ -38,10 +40,10 @@ from loopscale.fit.laws.looped import Looped
 from loopscale.fit.laws.lse import lse_and_weights
 from loopscale.fit.laws.registry import register
 
-DEFAULT_DECAY = 0.9
+DEFAULT_DECAY = 0.0
 # loopscale's wsd run (loopscale/train/optim/schedule.py, optim=wsd): a 20% linear cooldown to 0, so the lr's
 # area at the end is 1 - 0.2 / 2 = 0.9 of the tokens (the short warmup left out), and the cooldown, hundreds of
-# steps against a memory of 1 / (1 - lambda) = 10, takes its whole anneal: S2 = 1 at the end
+# steps long, takes its whole anneal (lambda = 0: S2 = 1 - eta_end / peak, 1 - 1 / cooldown steps): S2 = 1 at the end
 WSD_AREA_SHARE = 0.9
 WSD_FINAL_ANNEAL = 1.0
 K_BOUNDS = (-20.0, 5.0)  # ln K: K from ~0 to ~150 nats per full anneal
