@@ -168,3 +168,16 @@ def test_the_figure_draws_each_runs_measured_loss_and_the_laws_curve():
         (line,) = ax.get_lines()
         np.testing.assert_allclose(line.get_ydata(), predictions[run])
         assert (line.get_linestyle() == "--") == (run == "wsd")  # the held-out run's curve is a prediction
+
+
+def test_a_loss_logged_every_step_is_fitted_on_a_thousand_and_predicted_at_all():
+    from loopscale.fit.curves import fit as curve_fit
+
+    eta = schedule("wsd", 2600, PEAK, 100)
+    steps = np.arange(100, 2601)
+    curve = Curve("every", eta, warmup_end(eta), steps, np.ones(len(steps)))
+    thin = curve_fit.thinned(curve, 1000)
+    assert len(thin.steps) == 1000 and thin.steps[-1] == 2600 and thin.steps[0] == 100
+    law = curve_law("multipower")
+    whole = law.predict(TRUTH, curve)
+    np.testing.assert_allclose(curve_fit.predict_curve(law, TRUTH, curve), whole, rtol=1e-12)  # in chunks of 1,000

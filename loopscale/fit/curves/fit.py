@@ -7,7 +7,8 @@ Starts: the law's grid (`law.CurveLaw.starts`, variable projection), screened by
 they do on the final-point law's: docs/design.md "Fitting"). The record says how many refined starts
 reached the best basin (within 1e-6 of its objective, relative). Held-out curves are predicted from the
 fitted parameters and scored by the relative error |L_hat - L| / L, mean and max per run (the published
-multi-power law's PredE and WorstE).
+multi-power law's PredE and WorstE). A curve with more than MAX_FIT_POINTS evaluations (a loss logged at every
+step) is fitted on that many, evenly spread; every evaluation is predicted and scored.
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ from loopscale.fit.objective import Loss
 from loopscale.fit.resample import on_one_blas_thread
 
 BASIN_RTOL = 1e-6
+MAX_FIT_POINTS = 1000  # evaluations per curve a fit reads (evenly thinned beyond): the drop sum's cost bound
+PREDICT_CHUNK = 1000  # evaluations predicted at once (memory: a chunk's drop pairs, ~3 sqrt(T) each)
 PUBLISHED_LOSS = Loss("huber", 1e-3)  # the published multi-power fits' objective on ln L
 
 
@@ -89,6 +92,7 @@ def fit_curves(law: CurveLaw, curves: list[Curve], loss: Loss = PUBLISHED_LOSS, 
     if n_points <= len(law.params):
         raise InputError(f"{n_points} evaluations cannot fit the {len(law.params)} parameters of {law.name}")
     law.bind(curves)
+    curves = [thinned(c, MAX_FIT_POINTS) for c in curves]
     feats = [law.features(c) for c in curves]
     box = law.bounds(curves)
     lo, hi = np.array([b[0] for b in box]), np.array([b[1] for b in box])
@@ -127,9 +131,30 @@ def fit_curves(law: CurveLaw, curves: list[Curve], loss: Loss = PUBLISHED_LOSS, 
     )
 
 
+def thinned(curve: Curve, most: int) -> Curve:
+    """The curve with at most `most` evaluations, evenly spread over its rows (its last one kept): a loss
+    logged at every step of a long run is fitted on a thousand of them, and predicted at all."""
+    n = len(curve.steps)
+    if n <= most:
+        return curve
+    keep = np.zeros(n, bool)
+    keep[np.unique(np.round(np.linspace(0, n - 1, most)).astype(int))] = True
+    return curve.restricted(keep)
+
+
+def predict_curve(law: CurveLaw, params: dict[str, float], curve: Curve) -> np.ndarray:
+    """The law's loss at every evaluation of the curve, PREDICT_CHUNK evaluations at a time."""
+    out = np.empty(len(curve.steps))
+    for lo in range(0, len(out), PREDICT_CHUNK):
+        keep = np.zeros(len(out), bool)
+        keep[lo : lo + PREDICT_CHUNK] = True
+        out[keep] = law.predict(params, curve.restricted(keep))
+    return out
+
+
 def run_error(law: CurveLaw, params: dict[str, float], curve: Curve, role: str) -> tuple[RunError, np.ndarray]:
     """(the run's relative errors, its predicted losses at its evaluations)."""
-    pred = law.predict(params, curve)
+    pred = predict_curve(law, params, curve)
     rel = np.abs(pred - curve.loss) / curve.loss
     return RunError(curve.run, role, len(rel), float(rel.mean()), float(rel.max())), pred
 
