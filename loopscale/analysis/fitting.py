@@ -14,7 +14,7 @@ from loopscale.analysis.probes import check_dense_rows
 from loopscale.errors import InputError, LoopscaleError
 from loopscale.fit.fit_table import check_fit_inputs, fit_table
 from loopscale.fit.joint import check_joint_inputs, fit_joint, joint_table
-from loopscale.fit.laws.registry import law_names, per_recipe_form
+from loopscale.fit.laws.registry import law_class, law_names, per_recipe_form
 from loopscale.fit.objective import Loss
 from loopscale.fit.result import file_sha256
 from loopscale.fit.runs_table import PARENT_COLUMN, ColumnMap, canonical_table, drop_top_k, is_forked, read_table
@@ -49,11 +49,14 @@ class FitRequest:
 
 def bootstrap_cluster(req: FitRequest, table) -> str | None:
     """What the bootstrap resamples: --cluster COL; "rows" is None (single runs); without --cluster, a
-    forked sweep's parent runs (its branches share their parent's stable phase), else runs."""
+    forked sweep's parent runs (its branches share their parent's stable phase), else a curves table's runs
+    (a law of every evaluation: one curve is one draw), else runs."""
     if req.cluster == "rows":
         return None
     if req.cluster is None and req.bootstrap and is_forked(table):
         return PARENT_COLUMN
+    if req.cluster is None and req.bootstrap and law_class(req.law).reads_curves and "run" in table.columns:
+        return "run"
     return req.cluster
 
 
