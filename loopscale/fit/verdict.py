@@ -46,8 +46,8 @@ import numpy as np
 import pandas as pd
 
 from loopscale.fit.bounds import BOUNDS, DPHI_BOUNDS
-from loopscale.fit.laws.registry import find_law
 from loopscale.fit.isoflop import Z_LEVEL, isoflop_minima
+from loopscale.fit.laws.registry import find_law
 from loopscale.fit.result import FitResult, load_fit
 from loopscale.fit.runs_table import is_forked
 
