@@ -261,9 +261,11 @@ class LoopedLM(L.LightningModule):
 
     def on_save_checkpoint(self, checkpoint):
         checkpoint["r_tally"] = dict(self.r_tally)  # a resumed sampled-r run's ledger counts what it trained before
+        checkpoint["loopscale_curve"] = list(self.curve)  # its loss curve so far (a forked branch starts with it)
 
     def on_load_checkpoint(self, checkpoint):
         self.r_tally = {int(n): int(c) for n, c in checkpoint.get("r_tally", {}).items()}
+        self.curve = list(checkpoint.get("loopscale_curve", []))
 
     def check_due(self) -> bool:
         """Whether this micro-batch ends an optimizer step whose divergence check is due: every
@@ -357,12 +359,6 @@ class LoopedLM(L.LightningModule):
             }
         )
         self.curve_evaluated += 1
-
-    def on_save_checkpoint(self, checkpoint):
-        checkpoint["loopscale_curve"] = list(self.curve)
-
-    def on_load_checkpoint(self, checkpoint):
-        self.curve = list(checkpoint.get("loopscale_curve", []))
 
     # -- validation -------------------------------------------------------------------------------------
     def validation_step(self, batch, batch_idx):
