@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import argparse
 
-from loopscale.data.validation import final_val_sequences
+from loopscale.data.heldout import final_val_sequences
 from loopscale.launch.sweep import expand
 from loopscale.train.plan import branch_config, curve_evaluations, parent_config, plan_forks, plan_run
 

@@ -19,7 +19,7 @@ import argparse
 import numpy as np
 import pandas as pd
 
-from loopscale.data.validation import curve_steps
+from loopscale.data.heldout import curve_steps
 from loopscale.fit.curves.drops import drop_atoms
 from loopscale.fit.curves.multipower import loss_drop
 from loopscale.fit.curves.synthetic import looped_curves

@@ -27,7 +27,7 @@ import time
 import numpy as np
 import pandas as pd
 
-from loopscale.data.validation import curve_steps
+from loopscale.data.heldout import curve_steps
 from loopscale.fit.cluster_se import cluster_robust_cov, residual_rho
 from loopscale.fit.curves.synthetic import looped_curves
 from loopscale.fit.laws.looped_curve import LoopedCurve

@@ -1324,7 +1324,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "curve-ignores-its-flops-share",
-        "loopscale/data/validation.py",
+        "loopscale/data/heldout.py",
         "        if len(steps) * flops_per_point <= budget:\n",
         "        if True:\n",
         ("tests/unit/test_curve_steps.py::test_thinned_to_the_flops_share",),

@@ -250,7 +250,7 @@ class TrainerConfig:
     # the loss curve (issue 55): after this many optimizer steps, half log-spaced and half regular, plus the
     # schedule's corners (warmup's end, cooldown's start, fork steps) and the last step, the val_subset share is
     # evaluated and recorded (run.json's `curve`); fewer when they would cost more than curve_share of the
-    # run's training FLOPs (loopscale/data/validation.py, curve_steps). 0: no curve.
+    # run's training FLOPs (loopscale/data/heldout.py, curve_steps). 0: no curve.
     curve_points: int = 24
     curve_share: float = 0.05
     ckpt_every_steps: int = 50

@@ -89,7 +89,7 @@ class SkipFinalStepValidation(Callback):
 
 class CurveEvaluations(Callback):
     """The loss curve (issue 55): after each optimizer step the module plans (`LoopedLM.curve_steps`,
-    loopscale/data/validation.py's curve_plan), one evaluation of the fixed validation subset appended to the
+    loopscale/data/heldout.py's curve_plan), one evaluation of the fixed validation subset appended to the
     module's `curve`. It must come before the checkpoint callbacks: a checkpoint of that step then holds the
     point (a resumed run or a forked branch carries its curve on)."""
 

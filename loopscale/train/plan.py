@@ -20,7 +20,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from loopscale.config.naming import budget_tag
 from loopscale.config.schema import TrainConfig
-from loopscale.data.validation import curve_plan, subset_count
+from loopscale.data.heldout import curve_plan, subset_count
 from loopscale.errors import ConfigError
 from loopscale.model import accounting, r_sampling
 from loopscale.model.memory import MemoryEstimate, usable_memory

@@ -23,8 +23,8 @@ from lightning.pytorch.loggers import CSVLogger, WandbLogger
 from lightning.pytorch.plugins.environments import SLURMEnvironment
 
 from loopscale.config.schema import TrainConfig, with_vocab
+from loopscale.data.heldout import final_val_sequences
 from loopscale.data.run_data import data_record, make_datamodule, open_run_data
-from loopscale.data.validation import final_val_sequences
 from loopscale.signals import training_signals
 from loopscale.train.checkpoint import AtomicLastCheckpoint, ForkCheckpoints, newest_checkpoint, refused_checkpoint
 from loopscale.train.compiling import recompile_limit_hits

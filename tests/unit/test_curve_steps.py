@@ -1,11 +1,11 @@
-"""Where a run evaluates its loss curve (issue 55, loopscale/data/validation.py): log-spaced and regular steps,
+"""Where a run evaluates its loss curve (issue 55, loopscale/data/heldout.py): log-spaced and regular steps,
 the schedule's corners, a cooldown's own points, thinned to the FLOPs share; and what a run plans from its
 config (loopscale/train/plan.py, curve_evaluations)."""
 
 import numpy as np
 import pytest
 
-from loopscale.data.validation import curve_plan, curve_steps
+from loopscale.data.heldout import curve_plan, curve_steps
 from loopscale.model.accounting import eval_flops_per_token
 from loopscale.train.plan import curve_evaluations, plan_run
 from support.train import TINY, train_config

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from loopscale.data.validation import curve_steps
+from loopscale.data.heldout import curve_steps
 from loopscale.fit.cluster_se import cluster_robust_cov, residual_rho
 from loopscale.fit.curves.synthetic import looped_curves, wsd_multipliers
 from loopscale.fit.fit_table import fit_table
@@ -100,13 +100,25 @@ def curve_fit():
     return canon, fit_table(canon, "looped-curve", noise="off", profile=False, n_refine=2)
 
 
-def test_a_curve_fit_is_drawn_as_curves_and_its_profile_interval_is_not_calibrated(curve_fit):
+def test_a_curve_fit_is_drawn_as_curves(curve_fit):
     from loopscale.plots.registry import figures
 
     canon, fit = curve_fit
     drawn = figures(canon, fit)
     assert list(drawn) == ["loss_curves"] and len(drawn["loss_curves"].axes) == 4  # one panel per r
-    assert not fit.conditioning["measured"] and "--cluster run" in fit.conditioning["verdict"]
+
+
+def test_a_runs_evaluations_are_one_draw_of_noise():
+    """The profile's scale sums each dependence group's residuals (noise.dependence_groups): a curves table's
+    groups are its runs (a forked branch's, its parent's), so phi's interval counts curves, not evaluations."""
+    from loopscale.fit.noise import draw_groups
+
+    table = pd.DataFrame({"run": ["a", "a", "b", "b", "c"], "step": [1, 2, 1, 2, 1], "parent": [None] * 4 + ["p"]})
+    table["parent"] = table["parent"].astype(object)
+    assert draw_groups(table.drop(columns="parent")).tolist() == [0, 0, 1, 1, 2]
+    forked = table.assign(parent=["p", "p", "q", "q", "p"])
+    assert draw_groups(forked).tolist() == [0, 0, 1, 1, 0]  # branches of one parent: one draw
+    assert draw_groups(table.drop(columns=["parent", "step"])) is None  # a runs table: each row its own run
 
 
 def test_advice_and_power_read_a_curve_fit_at_a_wsd_runs_end(curve_fit):

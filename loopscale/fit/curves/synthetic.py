@@ -85,7 +85,7 @@ def looped_curves(
 ) -> pd.DataFrame:
     """A curves table of a runs table (r, N_once, N_rec, D per run) trained with loopscale's wsd schedule
     (2% warmup, 20% cooldown to 0) and evaluated after `eval_steps(steps, warmup, cooldown_start)` (what
-    loopscale evaluates: `loopscale.data.validation.curve_steps` with the run's corners, which this layer may
+    loopscale evaluates: `loopscale.data.heldout.curve_steps` with the run's corners, which this layer may
     not import):
     loss = the looped curve law `law` at `params` times exp(noise), noise = the run's seed offset (seed_sigma,
     shared by its whole curve) + an AR(1) series along its evaluations (eval_sigma, lag-1 correlation rho)."""
