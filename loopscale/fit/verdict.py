@@ -151,11 +151,16 @@ def _interval_checks(name: str, fit: FitResult, key: str, forked: bool, profile=
     if box is not None and (ci[0] <= box[0] + ON_BOUND_TOL or ci[1] >= box[1] - ON_BOUND_TOL):
         why = f"{name}'s {source} interval [{ci[0]:+.3f}, {ci[1]:+.3f}] reaches the fitter's box {box}: open"
         return [_check(f"{name} interval", CALIBRATED, target, "reaches the box", False, why)]
-    curves = find_law(fit.law) is not None and find_law(fit.law).reads_curves  # a curve is one draw (noise.py)
-    if (forked or curves) and not (profile or {}).get("groups"):
+    if forked and not (profile or {}).get("groups"):
         why = (
             f"{name}'s {source} interval treats forked branches as independent runs (a record from before issue 53: "
             "refit)"
+        )
+        return [_check(f"{name} interval", CALIBRATED, target, source, False, why)]
+    curves = find_law(fit.law) is not None and find_law(fit.law).reads_curves  # a curve is one draw (noise.py)
+    if curves and not (profile or {}).get("groups"):
+        why = (
+            f"{name}'s {source} interval treats a curve's evaluations as independent runs (a record from before: refit)"
         )
         return [_check(f"{name} interval", CALIBRATED, target, source, False, why)]
     out = [_check(f"{name} interval", CALIBRATED, target, source, True, "")]

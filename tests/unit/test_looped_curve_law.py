@@ -123,7 +123,7 @@ def test_a_runs_evaluations_are_one_draw_of_noise():
 
 def test_advice_and_power_read_a_curve_fit_at_a_wsd_runs_end(curve_fit):
     from loopscale.analysis.advise.law_sets import fit_law_sets
-    from loopscale.fit.power import truth_from_fit
+    from loopscale.fit.pilot import truth_from_fit
 
     _, fit = curve_fit
     p = fit.params

@@ -107,3 +107,11 @@ def curve_folds(table, n_params: int) -> list[Fold]:
         last[rows[np.argmax(step[rows])]] = True
     folds.append(Fold(FINAL, "every run's final evaluation", last))
     return folds
+
+
+def folds_for(table, n_params: int, dense: bool, curves: bool) -> list[Fold]:
+    """Every fold `validate` runs: the whole table, each budget, each r > 1 (not for a dense law) and, for a law
+    of loss curves, whole runs and every cooldown's end (`curve_folds`)."""
+    folds = [full_fold(len(table)), *budget_folds(table, n_params)]
+    folds += [] if dense else r_folds(table, n_params)
+    return folds + (curve_folds(table, n_params) if curves else [])

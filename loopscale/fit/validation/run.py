@@ -28,7 +28,7 @@ from loopscale.fit.uncertainty import profile_param
 from loopscale.fit.validation.approach2 import iso_flop_exponent
 from loopscale.fit.validation.conventions import convention_table
 from loopscale.fit.validation.flags import verdict
-from loopscale.fit.validation.folds import Fold, R, budget_folds, curve_folds, full_fold, r_folds
+from loopscale.fit.validation.folds import Fold, R, folds_for
 from loopscale.fit.validation.forms import Form, forms_for
 from loopscale.fit.validation.lr_confound import lr_section
 from loopscale.fit.validation.scores import free_params, held_out_errors, information
@@ -61,12 +61,8 @@ def validate(
     reference = {**fit.params, **({} if pin_E is None else {"E": float(pin_E)})}
     forms = forms_for(table, data, fit.law, reference, loss)
     n_params = forms[0].law.n_params
-    folds = [full_fold(len(table)), *budget_folds(table, n_params)]
-    if not cls.dense:
-        folds += r_folds(table, n_params)
-    if cls.reads_curves:  # whole runs, and each cooldown's end from the curves without it
-        folds += curve_folds(table, n_params)
-        conventions = False  # the conventions recount a runs table's sizes and FLOPs per run
+    folds = folds_for(table, n_params, cls.dense, cls.reads_curves)
+    conventions = conventions and not cls.reads_curves  # they recount a runs table's sizes and FLOPs per run
     problem = (table, data, forms, folds, reference, seed, n_refine)
     fitted = [i for i, form in enumerate(forms) if form.law is not None]
     fulls = run_tasks(solve_full, problem, fitted, jobs, progress, "validate: whole table", "fit")
