@@ -90,8 +90,7 @@ def fit_table(
     weighted = data.sigma is not None
     result, state = fit_law(data, law, loss, seed, n_refine, starts)
     state, scale = fit_on_its_scale(result, state, nf.reps.point)  # sigma bounded below by the scatter about the law
-    result.warnings.extend(table_warnings(table, name))  # repeated rows, impossible magnitudes
-    result.warnings.extend(_seeds_as_rows(table, seed_column) if noise == "off" else [])
+    result.warnings.extend(table_warnings(table, name) + (_seeds_as_rows(table, seed_column) if noise == "off" else []))
     state = _attach_profile(result, state, profile)
     if n_bootstrap > 0:
         two_stage = seed_hierarchy(table, nf.reps, cluster, labels, inner) if weighted else None

@@ -206,7 +206,7 @@ def random_start():
       `draw_generator`  when set (a torch.Generator on e's device), every draw comes from it: a scorer's own
     The draw runs outside torch.compile's graph (torch.compiler.disable: one graph break in a compiled model),
     since Dynamo does not trace a generator. Defined on first use: this file is read without torch."""
-    import torch
+    import torch  # on first use: this file is read without torch (a form's spec is checked torch-free)
 
     class RandomStart:
         draw_generator = None  # an override for every draw (evaluation with a stream of one's own)

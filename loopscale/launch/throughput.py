@@ -1,10 +1,11 @@
 """CPU training throughput of a job's actual model, measured on this machine before a sweep is launched
 (`loopscale plan` / `loopscale sweep`), so a CPU grid's wall time is known up front.
 
-The probe builds the job's LoopedTransformer and its own optimizer (MuonH or AdamW, as the run builds it), and
-times PROBE_STEPS forward + backward + optimizer steps on random tokens at the job's device batch and sequence
-length (after one untimed warm-up step), with the job's torch threads: tokens/s of the model step alone
-(data loading, Lightning's loop, logging and validation are extra; `loopscale plan` adds them).
+The probe (launch/probe_steps.py) builds the job's LoopedTransformer and its own optimizer (MuonH or AdamW, as
+the run builds it), and times PROBE_STEPS forward + backward + optimizer steps on random tokens at the job's
+device batch and sequence length (after one untimed warm-up step), with the job's torch threads: tokens/s of
+the model step alone (data loading, Lightning's loop, logging and validation are extra; `loopscale plan` adds
+them).
 
 Measured under the pool's own conditions: inside `pool_contention(workers, threads)`, a probe runs while workers -
 1 other processes train a model too, as the pool's other workers will (on a 2-core machine two workers share the
@@ -21,11 +22,10 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import hashlib
+import importlib.metadata
 import json
-import logging
 import multiprocessing
 import os
-import signal
 import socket
 import statistics
 import time
@@ -37,12 +37,7 @@ from typing import Any
 from loopscale.atomic import write_json_atomic
 from loopscale.cache_home import cache_dir
 from loopscale.config.schema import TrainConfig
-from loopscale.model.accounting import cpu_model
-from loopscale.signals import die_with_parent
-from loopscale.train.job_plan import plan_job
-from loopscale.train.plan import plan_training
 
-PROBE_STEPS = 3  # timed optimizer steps after one warm-up: ~0.1-2 s for the CPU grids' shapes
 CACHE_FILE = "throughput.json"
 
 
@@ -72,13 +67,17 @@ _MEASURED: dict[tuple[str, str], tuple[float, float]] = {}  # this process's mea
 # a probe's (tokens/s, share), a worker start's (start_s, share)
 
 
+def _torch_version() -> str:
+    """torch's version as installed (its distribution's metadata, the string torch.__version__ reports), read
+    without importing torch: a cached measurement, `sweep` and `plan` stay torch-free."""
+    return importlib.metadata.version("torch")
+
+
 def probe_key(cfg: TrainConfig, device_batch: int, threads: int) -> dict[str, Any]:
     """What a measurement depends on: the machine, torch, threads, the model's shape and the batch."""
-    import torch  # torch: only when a probe runs (a cached measurement, `sweep` and `plan` stay torch-free)
-
     return {
         "host": socket.gethostname(),
-        "torch": torch.__version__,
+        "torch": _torch_version(),
         "threads": threads,
         "model": dataclasses.asdict(cfg.model),
         "device_batch": device_batch,
@@ -97,53 +96,6 @@ def _read_cache(path: Path) -> dict[str, Any]:
     except (OSError, ValueError):  # none yet, or cut: measured again
         return {}
     return cache if isinstance(cache, dict) else {}
-
-
-def _job_optimizer(cfg: TrainConfig, model_cfg, device_batch: int):
-    """The run's own model and optimizer (LoopedLM's configure_optimizers: MuonH or AdamW groups and lrs)."""
-    # torch: only when a probe runs (a cached measurement, `sweep` and `plan` stay torch-free)
-    from loopscale.train.lightning_module import LoopedLM
-
-    cfg = dataclasses.replace(cfg, model=model_cfg)  # a forked job's probe: its stable parent's plan
-    module = LoopedLM(model_cfg, cfg.optim, cfg.trainer, plan_training(cfg, plan_job(cfg).run))
-    return module.model, module.configure_optimizers()["optimizer"]
-
-
-def measure_tokens_per_s(cfg: TrainConfig, device_batch: int, threads: int, steps: int = PROBE_STEPS) -> float:
-    """Tokens per second of `steps` training steps of cfg's model and optimizer on this CPU (module docstring)."""
-    return measure(cfg, device_batch, threads, steps)[0]
-
-
-def measure(cfg: TrainConfig, device_batch: int, threads: int, steps: int = PROBE_STEPS) -> tuple[float, float]:
-    """(tokens per second, core share: CPU seconds per wall second per thread) of `steps` training steps."""
-    import torch  # torch: only when a probe runs (a cached measurement, `sweep` and `plan` stay torch-free)
-
-    previous = torch.get_num_threads()
-    torch.set_num_threads(threads)
-    quiet = logging.getLogger("loopscale.train.lightning_module")
-    level = quiet.level
-    quiet.setLevel(logging.WARNING)  # its "optimizer ...: peak lrs" line is the run's, not the probe's
-    try:
-        torch.manual_seed(0)
-        model, optimizer = _job_optimizer(cfg, cfg.model, device_batch)
-        shape = (device_batch, cfg.model.seq_len)
-        idx = torch.randint(0, cfg.model.vocab_size, shape)
-        targets = torch.randint(0, cfg.model.vocab_size, shape)
-
-        def step() -> None:
-            model(idx, targets).backward()
-            optimizer.step()
-            optimizer.zero_grad(set_to_none=True)
-
-        step()  # warm-up: allocations and first-call dispatch
-        started, cpu_started = time.perf_counter(), time.process_time()
-        for _ in range(steps):
-            step()
-        wall_s, cpu_s = time.perf_counter() - started, time.process_time() - cpu_started
-        return steps * device_batch * cfg.model.seq_len / wall_s, min(1.0, cpu_s / wall_s / threads)
-    finally:
-        torch.set_num_threads(previous)
-        quiet.setLevel(level)
 
 
 def cached_throughput(cfg: TrainConfig, device_batch: int, threads: int, use_cache: bool = True) -> Throughput | None:
@@ -177,6 +129,8 @@ def cpu_throughput(cfg: TrainConfig, device_batch: int, threads: int, use_cache:
     memo = (str(path), digest)
     _CONTENTION.start()
     started = time.perf_counter()
+    from loopscale.launch.probe_steps import measure  # torch and the model: only when a probe runs
+
     tokens_per_s, share = measure(cfg, device_batch, threads)
     probe_s = time.perf_counter() - started
     _MEASURED[memo] = (tokens_per_s, share)
@@ -212,10 +166,8 @@ def worker_start_s(threads: int, use_cache: bool = True) -> tuple[float, float]:
     number of processes that started together (a pool of one or two workers starts one: the same
     measurement), not `threads`: a start is imports, one step of a tiny model is noise in it. With one worker,
     one such process is started and timed alone, only when the start is not known yet."""
-    import torch  # torch: only when a probe runs (a cached measurement, `sweep` and `plan` stay torch-free)
-
     started_together = max(1, _CONTENTION.workers - 1)
-    key = {"host": socket.gethostname(), "torch": torch.__version__, "worker_start": True}
+    key = {"host": socket.gethostname(), "torch": _torch_version(), "worker_start": True}
     key["processes"] = started_together
     digest = _key_hash(key)
     path, use_cache = _cache_path(use_cache)
@@ -246,6 +198,8 @@ class _Contention:
         keep busy, and one process is started only when `timing` asks for a worker's start."""
         if self.procs or self.stop is not None or (self.workers <= 1 and not timing):
             return
+        from loopscale.launch.probe_steps import stand_in_worker  # what a worker imports: only when one starts
+
         context = multiprocessing.get_context("spawn")
         self.stop = context.Event()
         if self.workers <= 1:  # nothing to keep busy: one process only to time a worker's start
@@ -254,7 +208,8 @@ class _Contention:
         ready = []
         for _ in range(max(1, self.workers - 1)):
             ours, theirs = context.Pipe(duplex=False)
-            proc = context.Process(target=_busy, args=(theirs, self.stop, self.threads, os.getpid()), daemon=True)
+            args = (theirs, self.stop, self.threads, os.getpid())
+            proc = context.Process(target=stand_in_worker, args=args, daemon=True)
             proc.start()
             theirs.close()
             self.procs.append(proc)
@@ -291,30 +246,3 @@ def pool_contention(workers: int, threads: int) -> Iterator[None]:
     finally:
         _CONTENTION.close()
         _CONTENTION.workers, _CONTENTION.threads = 1, 1
-
-
-def _busy(ready, stop, threads: int, parent_pid: int) -> None:
-    """A stand-in for one of the pool's other workers: what a worker imports, then training steps of a small
-    model until `stop` is set (or its parent is gone)."""
-    die_with_parent(signal.SIGTERM, parent_pid)
-    os.environ["OMP_NUM_THREADS"] = str(threads)
-    # in the stand-in process, what a pool worker imports at its start:
-    import torch
-
-    import loopscale.train.entry  # noqa: F401  (Lightning, Hydra, the runner: a worker's start)
-    from loopscale.model.transformer import LoopedTransformer
-
-    torch.set_num_threads(threads)
-    model_cfg = cpu_model(32, 2, "baseline", vocab_size=512, seq_len=64)
-    model = LoopedTransformer(model_cfg)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
-    idx = torch.randint(0, 512, (16, 64))
-    first = True
-    while first or not stop.is_set():
-        model(idx, idx).backward()
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-        if first:
-            ready.send(True)
-            ready.close()
-            first = False

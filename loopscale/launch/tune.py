@@ -29,6 +29,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -333,8 +334,6 @@ def _cost_line(round_: int, cost: dict[str, Any], settings: TuneSettings) -> str
 def _train(jobs: list[Job], settings: TuneSettings, progress, say) -> tuple[int, float]:
     """Train the jobs not finished yet on the worker pool, longest first, a line per finished job; (how many,
     wall seconds)."""
-    import time
-
     todo = [job.cfg for job in jobs if job_loss(job.cfg) is None]
     if not todo:
         return 0, 0.0

@@ -193,7 +193,7 @@ def forward_recovering(model: nn.Module, *args, **kwargs):
             moved,
         )
         torch._dynamo.reset()  # Dynamo's compiled code, and Inductor's loaded modules, forgotten
-        from torch._inductor.utils import clear_inductor_caches
+        from torch._inductor.utils import clear_inductor_caches  # only on a recovery: it loads Inductor
 
         clear_inductor_caches()
         cache.folder, cache.recovered = activate(cache.key), True
