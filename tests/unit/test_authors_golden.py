@@ -172,19 +172,41 @@ def test_q_k_v_are_held_on_their_own_spheres():
         assert w.norm().item() == pytest.approx(norm, rel=1e-5)
 
 
+def bf16_kernel_kind() -> str:
+    """The kind of kernel this CPU's bf16 matmuls run on: torch's CPU capability, and "-AMX" where the CPU has AMX
+    tiles (oneDNN's bf16 matmul then runs on them); make_authors_fixtures.py names its fixture by the same rule."""
+    amx = getattr(torch.cpu, "_is_amx_tile_supported", lambda: False)()
+    return torch.backends.cpu.get_cpu_capability() + ("-AMX" if amx else "")
+
+
 def muonh_bf16_fixture() -> dict:
     """The authors' ten bf16 MuonH steps as made on this CPU's kind of kernel: bf16 matmuls round differently on
-    AVX2 and AVX-512 (the matrices after ten steps differ by ~6e-5), so the fixture is per torch CPU capability
-    (make_authors_fixtures.py), golden_muonh_bf16.pt the first one (its machine's capability not recorded)."""
-    own = AUTHORS / f"golden_muonh_bf16.{torch.backends.cpu.get_cpu_capability()}.pt"
+    AVX2, AVX-512 and AVX-512 with AMX (the matrices after ten steps differ by up to 1.6e-4), so the fixture is per
+    kernel kind (make_authors_fixtures.py), golden_muonh_bf16.pt the first one (its machine's kind not recorded:
+    used where no fixture of this machine's kind exists, for the tests that do not ask for bits)."""
+    own = AUTHORS / f"golden_muonh_bf16.{bf16_kernel_kind()}.pt"
     return torch.load(own if own.is_file() else AUTHORS / "golden_muonh_bf16.pt", weights_only=True)
 
 
 def test_published_muonh_is_bit_identical_to_the_authors_after_ten_bf16_steps():
     """model.precision=published with ortho_dtype=bf16: loopscale's MuonH (built by LoopedLM, every matrix of the
     concat_r2 model, stacked by shape) given the authors' 10 recorded gradients and lrs leaves every matrix
-    bit for bit where their MuonH (its published bf16 arithmetic, run eagerly) left it, on this CPU's kernels."""
+    bit for bit where their MuonH (its published bf16 arithmetic, run eagerly) left it, on this CPU's kernels.
+    Bits can only be compared with a fixture made on this kind of kernel: on another kind the test is skipped, and
+    the next one (within the kernels' rounding) still runs."""
+    if not (AUTHORS / f"golden_muonh_bf16.{bf16_kernel_kind()}.pt").is_file():
+        pytest.skip(f"no bf16 fixture made on a {bf16_kernel_kind()} kernel (make_authors_fixtures.py ... muonh_bf16)")
     fixture = muonh_bf16_fixture()
+    after = published_muonh_after(fixture)
+    for name, p in after.items():
+        want = fixture["after"][name]
+        assert not torch.equal(want, fixture["initial"][name])
+        assert torch.equal(p, want), (name, (p - want).abs().max().item())
+
+
+def published_muonh_after(fixture: dict) -> dict[str, torch.Tensor]:
+    """The fixture's matrices after loopscale's MuonH (model.precision=published, ortho_dtype=bf16, built by
+    LoopedLM: every matrix of the case's model, stacked by shape) took the authors' recorded gradients and lrs."""
     module = loopscale_module(load_case(fixture["case"]), ortho_dtype="bf16")
     optimizer = module.configure_optimizers()["optimizer"]
     (matrix_group,) = [g for g in optimizer.param_groups if g["name"] == MATRIX]
@@ -200,10 +222,21 @@ def test_published_muonh_is_bit_identical_to_the_authors_after_ten_bf16_steps():
         matrix_group["lr"] = lr
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
-    for name, p in matrices.items():
-        want = fixture["after"][name]
-        assert not torch.equal(want, fixture["initial"][name])
-        assert torch.equal(p.detach(), want), (name, (p.detach() - want).abs().max().item())
+    return {name: p.detach() for name, p in matrices.items()}
+
+
+@pytest.mark.parametrize("path", sorted(AUTHORS.glob("golden_muonh_bf16*.pt")), ids=lambda p: p.name)
+def test_published_muonh_lands_within_the_kernels_rounding_of_every_recorded_machine(path):
+    """Whatever the kernel kind: given a fixture made on any machine, the published arithmetic lands where the
+    authors' did up to bf16 matmul rounding (measured between kinds: 1.6e-4 at most per element, 0.06% of the
+    steps' move in norm), ten times closer than the default arithmetic lands (3.1% of the move, next test)."""
+    fixture = torch.load(path, weights_only=True)
+    after = published_muonh_after(fixture)
+    initial = fixture["initial"]
+    moved = sum((fixture["after"][n] - initial[n]).norm() ** 2 for n in initial) ** 0.5
+    off = sum((after[n] - fixture["after"][n]).norm() ** 2 for n in initial) ** 0.5
+    worst = max((after[n] - fixture["after"][n]).abs().max().item() for n in initial)
+    assert worst < 5e-4 and off < 3e-3 * moved, (worst, (off / moved).item())
 
 
 def test_default_muonh_arithmetic_differs_from_the_published_one_in_bf16():
