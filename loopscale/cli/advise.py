@@ -24,7 +24,9 @@ from loopscale.analysis.advise.text import render
 from loopscale.atomic import atomic_path, check_outputs_apart
 from loopscale.cli import COMMANDS, UsageError
 from loopscale.cli.arguments import DPI, check_dpi
+from loopscale.errors import InputError
 from loopscale.fit.laws.registry import find_law
+from loopscale.fit.result import read_fit_json
 from loopscale.fit.runs_table import read_table
 from loopscale.fit.testtime import TestTimeColumns, testtime_table
 from loopscale.plots.files import write_figure
@@ -161,8 +163,8 @@ def _write(advice, figure, args) -> None:
 def read_testtime_record(path: str) -> dict | None:
     """The record at `path` when it is a test-time fit (its law reads a test-time table), else None."""
     try:
-        record = json.loads(Path(path).read_text())
-    except (OSError, ValueError):
+        record = read_fit_json(path)  # its size, value count and depth bounded as every fit record's
+    except InputError:
         return None  # advise's own reading says what is wrong with it
     law = find_law(str(record.get("law"))) if isinstance(record, dict) else None
     return record if law is not None and law.table == "test-time" else None

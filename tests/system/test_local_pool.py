@@ -132,5 +132,7 @@ def test_a_pool_of_no_workers_is_refused_in_one_line(tmp_path, data_dir):
         _args(tmp_path, data_dir, "hydra.launcher.workers=0", "seed=0,1"), cwd=tmp_path, module="loopscale.train.entry"
     )
     assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
-    assert proc.stderr.startswith("hydra.launcher.workers=0 and hydra.launcher.threads_per_worker=1 must be >= 1")
+    assert proc.stderr.startswith(
+        "loopscale-train: error: hydra.launcher.workers=0 and hydra.launcher.threads_per_worker=1 must be >= 1"
+    )
     assert list((tmp_path / "runs").rglob("identity.json")) == []  # no run launched

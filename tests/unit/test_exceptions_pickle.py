@@ -20,6 +20,9 @@ SAMPLES = {
     "loopscale.errors.LoopscaleError": lambda m: m.LoopscaleError("something the user fixes"),
     "loopscale.errors.ConfigError": lambda m: m.ConfigError("r=3 is not allowed"),
     "loopscale.errors.InputError": lambda m: m.InputError("cannot read runs.csv"),
+    "loopscale.errors.UnknownName": lambda m: m.UnknownName(
+        "model.recipe='hugin' is not one of ...; did you mean 'huginn'?"
+    ),
     "loopscale.train.lightning_module.Diverged": lambda m: m.Diverged(3, float("nan")),
     "loopscale.train.lightning_module.InjectedFailure": lambda m: m.InjectedFailure("trainer.fail_at_step=7 reached"),
     "loopscale.train.lock.RunLocked": lambda m: m.RunLocked(
