@@ -58,6 +58,8 @@ NOT_IDENTITY = frozenset(
         "trainer.val_every_steps",
         "trainer.val_subset",
         "trainer.r_eval",
+        "trainer.curve_points",
+        "trainer.curve_share",
         "trainer.check_limits",
         "trainer.compile",
         "trainer.compile_backend",
