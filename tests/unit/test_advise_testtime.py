@@ -110,3 +110,28 @@ def test_the_command_reads_a_test_time_fit(tmp_path):
     res = run_cli(["advise", fit])
     assert res.returncode == 2 and "give --max-inference-flops I" in res.stderr
     assert np.isfinite(advice["best"]["L"])
+
+
+def test_a_saturated_model_runs_the_fewest_passes_within_a_hundredth_of_a_percent_of_its_lowest_loss():
+    """docs/design.md, advise on a test-time fit: a saturated curve still falls by ~1e-9 a pass, so a model's best
+    is the fewest passes within 0.01% of its lowest loss, not the most its budget affords."""
+    params = {"tau": 0.5, "L_inf[flat]": 3.0, "A[flat]": 0.5}
+    a, b = 1e6, 2e5
+    rows = pd.DataFrame(
+        {
+            "model": "flat",
+            "r_train": "sampled",
+            "r_eval": [1, 2, 4, 8],
+            "flops_per_token_eval": [a + b * r for r in (1, 2, 4, 8)],
+            "N_once": 1e5,
+            "N_rec": 9e5,
+        }
+    )
+    rows["L"] = [3.0 + 0.5 * np.exp(-(r - 1) / 0.5) for r in rows["r_eval"]]  # L_inf + A exp(-(r - 1) / tau)
+    rec = {"law": "testtime", "per_model": {"flat": {"params": params, "conditioning": {"verdict": "measured"}}}}
+    L = {r: 3.0 + 0.5 * np.exp(-(r - 1) / 0.5) for r in range(1, 17)}  # every pass count 1..16 is affordable
+    expected = min(r for r in L if L[r] <= min(L.values()) * (1 + 1e-4))
+    assert 2 < expected < 16  # the rule decides: neither the first pass nor the budget's last
+    out = inference_advice(rec, tt.testtime_table(rows), a + b * 16)
+    assert out["best"]["r"] == expected
+    assert out["best"]["flops_per_token"] == pytest.approx(a + b * expected)

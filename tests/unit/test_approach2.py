@@ -90,3 +90,39 @@ def test_a_budget_whose_lowest_point_is_on_an_edge_is_left_out_with_its_reason()
     first = next(b for b in a2["budgets"] if b["C"] == pytest.approx(1e19))
     assert first["N_star"] is None and "edge" in first["reason"]
     assert a2["a"] is not None  # the other two budgets still give a slope
+
+
+def test_the_window_is_the_lowest_size_and_its_two_nearest_on_each_side():
+    """docs/operations.md: per budget the lowest size and its two nearest on each side (fewer at an edge)."""
+    from loopscale.fit.isoflop import window_of
+
+    y = np.array([5.0, 4.0, 3.0, 2.5, 2.0, 2.2, 2.6, 3.1, 4.0])  # the lowest at index 4
+    assert window_of(y)[0] == slice(2, 7)
+    assert window_of(y[3:])[0] == slice(0, 4)  # the lowest second: one below it, two above
+    assert window_of(y[:6])[0] == slice(2, 6)  # the lowest second to last: two below, one above
+    table = isoflop_table([1e19, 1e20, 1e21], sigma=0.0, seed=0)
+    for b in iso_flop_exponent(table, n_boot=40)["budgets"]:
+        rows = table[np.isclose(table["C"], b["C"], rtol=1e-6)].sort_values("N")
+        sizes, losses = rows["N"].to_numpy(), rows["L"].to_numpy()
+        k = int(np.argmin(losses))
+        assert b["n_window"] == 5 and b["window"] == pytest.approx([sizes[k - 2], sizes[k + 2]], rel=1e-9)
+
+
+def _seeded(table: pd.DataFrame, offsets) -> pd.DataFrame:
+    """Each row as len(offsets) seeds, log L moved by the offsets (distinct, their mean 0: the same size means)."""
+    return pd.concat([table.assign(L=table["L"] * np.exp(o)) for o in offsets], ignore_index=True)
+
+
+def test_the_bootstrap_moves_a_sizes_mean_by_sigma_over_the_root_of_its_seeds():
+    """Approach 2's bootstrap: each size's mean log L moved by sigma / sqrt(n_seeds). Two designs with the same
+    means, 4 seeds at a seed sigma s and 16 seeds at 2 s, move their means alike: the same intervals."""
+    base = isoflop_table([1e19, 1e20, 1e21], sigma=0.0, seed=0)
+    d = 0.004
+    four = iso_flop_exponent(_seeded(base, d * np.arange(-3, 4, 2)), n_boot=200)  # s^2 = 20 d^2 / 3
+    e = d * np.sqrt(5 / 17)  # s^2 = 1360 e^2 / 15 = 4 x 20 d^2 / 3
+    sixteen = iso_flop_exponent(_seeded(base, e * np.arange(-15, 16, 2)), n_boot=200)
+    assert "seed" in four["sigma_source"] and "seed" in sixteen["sigma_source"]
+    assert sixteen["sigma_log"] == pytest.approx(2 * four["sigma_log"], rel=1e-9)
+    for a, b in zip(four["budgets"], sixteen["budgets"]):
+        assert a["N_star"] == pytest.approx(b["N_star"], rel=1e-9)
+        assert b["log_se"] == pytest.approx(a["log_se"], rel=1e-6)

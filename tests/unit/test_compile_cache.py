@@ -196,3 +196,22 @@ def test_later_jobs_count_only_what_they_save_beyond_loading_the_graphs():
     assert not choose_compile(COLD_COMPILE_S - 1, warm=False, later_savings_s=(short,) * 10).compile
     # one second of net saving past the compile tips it
     assert choose_compile(own, warm=False, later_savings_s=(COLD_COMPILE_S - own + 1 + WARM_COMPILE_S,)).compile
+
+
+def test_every_corrupt_folder_is_kept_aside_under_its_own_number(tmp_path, monkeypatch):
+    """docs/operations.md: a key's folder that fails to load is moved to compile/<key>.corrupt-<n>/ (kept for a look,
+    never read again) and the run compiles afresh; a model corrupted again later is set aside again, beside the
+    first, and the key's own folder is empty each time."""
+    from loopscale.train.compile_cache import set_aside
+
+    monkeypatch.delenv(INDUCTOR_ENV, raising=False)  # activate sets it: restored after the test
+    key = compile_key(MODEL, "model")
+    folder = graph_dir(key, tmp_path)
+    for n in range(3):
+        assert activate(key, tmp_path) == folder
+        (folder / "fxgraph" / f"kernel{n}").mkdir(parents=True)
+        assert is_warm(key, tmp_path)
+        assert set_aside(folder) == folder.with_name(f"{folder.name}.corrupt-{n}")
+        assert not folder.exists() and not is_warm(key, tmp_path)
+    for n in range(3):  # each one as it was, with its own kernel
+        assert [p.name for p in (folder.parent / f"{folder.name}.corrupt-{n}" / "fxgraph").iterdir()] == [f"kernel{n}"]

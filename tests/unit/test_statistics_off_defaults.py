@@ -496,3 +496,24 @@ def test_the_per_r_noise_summary_pools_each_r_alone():
         assert s["sigma_log"] == pytest.approx(math.sqrt(dev.sum() / dof), rel=1e-9)
         assert s["sigma_L_nats"] == pytest.approx(s["sigma_log"] * rows["L"].mean(), rel=1e-9)
         assert s["model_sigma_log"] == pytest.approx(nf.row_sigma[table["r"].to_numpy() == r].mean(), rel=1e-9)
+
+
+def test_a_points_misfit_is_shared_by_its_seeds():
+    """docs/design.md, power: eps = ... + tau u_point, u_point shared by a point's seeds: seeds do not average the
+    law's misfit away (a point's mean keeps tau, not tau / sqrt(seeds))."""
+    points = np.repeat(np.arange(4000), 3)  # 3 seeds a point, each run its own cluster
+    eps = draw_noise(rng_of(3), np.arange(len(points)), 1e-9, 0.0, points=points, misfit_log=0.01)
+    by_point = eps.reshape(-1, 3)
+    assert np.abs(by_point - by_point[:, :1]).max() < 1e-7  # a point's seeds share their misfit draw
+    assert by_point.mean(axis=1).std() == pytest.approx(0.01, rel=0.05)  # not 0.01 / sqrt(3)
+
+
+def test_each_sweeps_sigma_is_drawn_as_nu_over_chi2():
+    """docs/design.md, power: each sweep's sigma scaled by f = sqrt(nu / chi2_nu) (sigma^2 ~ nu s^2 / chi2_nu):
+    E f^2 = nu / (nu - 2), so a pilot's sigma on few degrees of freedom plans with a larger noise on average."""
+    from loopscale.fit.pilot import scale_draw
+
+    rng = rng_of(4)
+    f2 = np.array([scale_draw(rng, 5) ** 2 for _ in range(40000)])
+    assert f2.mean() == pytest.approx(5 / 3, rel=0.05)  # E[nu / chi2_nu] at nu = 5 (MC error ~0.7%)
+    assert scale_draw(rng, None) == 1.0

@@ -81,3 +81,22 @@ def test_a_parcae_state_std_that_is_no_std_is_a_config_error(std):
 def test_an_option_typo_names_the_closest():
     with pytest.raises(UnknownName, match=r"model.options has 'lora_rnk'.*\(did you mean 'lora_rank'\?\)$"):
         tiny_model(2, "lora", options={"lora_rnk": 8})
+
+
+@pytest.mark.parametrize("label", ["lora2", "r1_baseline", "huginn_v2"])
+def test_a_label_that_holds_a_recipes_whole_name_is_a_variant_not_a_near_miss(label):
+    """docs/operations.md: a near miss (hugin) is refused, but a name of one's own that holds a registered name
+    whole (lora2, r1_baseline: a variant's label) labels the design its fields set."""
+    assert tiny_model(2, label, injection="additive").recipe == label
+
+
+def test_the_pool_refuses_a_sweep_with_an_unknown_name_before_any_job_starts():
+    """errors.UnknownName: a typo is no point of the sweep; the pool's job sizing (run before any job starts)
+    raises it, where an invalid point of a known design (r = 0) is sized None and left to record why."""
+    from loopscale.launch.pool_launcher import job_tokens
+    from support.train import TINY, compose_cfg
+
+    for typo in ("model.recipe=hugin", "model.block=sandwitch"):
+        with pytest.raises(UnknownName):
+            job_tokens(compose_cfg([*TINY, typo]))
+    assert job_tokens(compose_cfg([*TINY, "model.r=0"])) is None

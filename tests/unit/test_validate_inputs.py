@@ -173,3 +173,21 @@ def test_seed_repeats_and_copies_count_as_points_not_rows(fitted, tmp_path):
     record = json.loads(out.read_text())
     assert record["n_rows"] == len(raw) and record["seed_repeats"]["n_rows"] == len(seeds)
     assert f"seed repeats: {len(seeds)} rows averaged into {len(raw)} points" in res.stdout
+
+
+def test_the_fits_table_may_come_in_any_place_among_the_tables_given(fitted, tmp_path):
+    """validate: one of the tables given must be the fit's (by content); others beside it (an lr grid's runs) add
+    rows, whichever order they are given in; none of them the fit's is a changed table, and a fit that records no
+    hash cannot say (None)."""
+    from loopscale.fit.result import load_fit
+    from loopscale.fit.validation.inputs import table_check
+
+    _, table, fit_path = fitted
+    fit = load_fit(fit_path)
+    grid = tmp_path / "lr_grid.csv"
+    pd.read_csv(table).head(5).assign(lr_scale=2.0).to_csv(grid, index=False)
+    assert table_check(fit, [table, grid])["changed"] is False
+    assert table_check(fit, [grid, table])["changed"] is False
+    assert table_check(fit, [grid])["changed"] is True
+    fit.input = {k: v for k, v in fit.input.items() if k != "sha256"}
+    assert table_check(fit, [grid])["changed"] is None

@@ -1,0 +1,64 @@
+"""The lr rule `loopscale tune` writes: how it combines one r's cells (loopscale/launch/tune.py `combine`;
+docs/operations.md, "Tuning the learning rate": ln(best) weighted by 1 / se^2, a t interval at the pooled noise's
+degrees of freedom, Cochran's Q on cells - 1 degrees of freedom for whether the cells agree, computed here from their
+formulas), and how a sweep reads it (loopscale/config/lr_rule.py: a recipe or r the rule was not tuned for is an
+error, never a silent multiplier of 1)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from loopscale.config.lr_rule import multiplier, rule_file, write_rule
+from loopscale.errors import ConfigError
+from loopscale.fit.lr_optimum import LrOptimum
+from loopscale.launch.tune import combine
+
+
+def cell(best: float, log_se: float | None) -> LrOptimum:
+    return LrOptimum(best, None, 3.0, False, 0, log_se)
+
+
+@pytest.mark.parametrize("cells", [[(1.2, 0.1), (2.0, 0.2)], [(0.8, 0.05), (1.1, 0.1), (1.9, 0.3)]])
+def test_the_cells_are_weighted_by_their_precision_and_q_is_read_on_cells_minus_one_dof(cells):
+    dof = 9
+    out = combine([cell(b, s) for b, s in cells], dof)
+    x = np.log([b for b, _ in cells])
+    w = 1 / np.square([s for _, s in cells])
+    mean, se = np.sum(w * x) / np.sum(w), 1 / math.sqrt(np.sum(w))
+    q_value = float(np.sum(w * (x - mean) ** 2))
+    assert out["best"] == pytest.approx(math.exp(mean), rel=1e-12)
+    assert out["log_se"] == pytest.approx(se, rel=1e-12)
+    t = stats.t.ppf(0.975, dof)
+    assert out["interval"] == pytest.approx([math.exp(mean - t * se), math.exp(mean + t * se)], rel=1e-9)
+    assert out["heterogeneity_Q"] == pytest.approx(q_value, rel=1e-12)
+    assert out["heterogeneity_p"] == pytest.approx(stats.chi2.sf(q_value, len(cells) - 1), rel=1e-9)
+    assert out["cells_used"] == len(cells)
+
+
+def test_a_cell_without_a_curve_is_left_out_and_one_cell_has_no_heterogeneity_test():
+    out = combine([cell(1.5, 0.1), cell(4.0, None), None], dof=0)
+    assert out["best"] == pytest.approx(1.5) and out["cells_used"] == 1 and out["heterogeneity_p"] is None
+    assert out["interval"] == pytest.approx(
+        [1.5 * math.exp(-1.959963984540054 * 0.1), 1.5 * math.exp(1.959963984540054 * 0.1)]
+    )
+    assert combine([cell(1.0, None)], dof=3)["best"] is None
+
+
+def test_a_sweep_reads_its_tuned_multiplier_and_refuses_an_untuned_r_or_recipe(tmp_path, monkeypatch):
+    conf = tmp_path / "conf"
+    (conf / "experiment").mkdir(parents=True)
+    (conf / "experiment" / "mine.yaml").write_text("# @package _global_\n")
+    monkeypatch.setenv("LOOPSCALE_CONFIG_PATH", str(conf))
+    with pytest.raises(ConfigError, match="does not exist: tune it with `loopscale tune experiment=mine"):
+        multiplier("mine", "baseline", 2)
+    path = write_rule(rule_file("mine"), "mine", "baseline", {1: 1.5, 2: 1.25}, {"cells": []})
+    assert path == conf / "lr_rules" / "mine.yaml"
+    assert multiplier("mine", "baseline", 1) == 1.5 and multiplier("mine", "baseline", "2") == 1.25
+    with pytest.raises(ConfigError, match="no tuned lr for recipe baseline at r = 4 .*loopscale tune experiment=mine"):
+        multiplier("mine", "baseline", 4)
+    with pytest.raises(ConfigError, match="no tuned lr for recipe lora .*model.recipe=lora"):
+        multiplier("mine", "lora", 1)
