@@ -1410,7 +1410,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "blind2-tune-cochran-df",
-        "loopscale/launch/tune.py",
+        "loopscale/fit/lr_optimum.py",
         "p = float(chdtrc(len(usable) - 1, Q))",
         "p = float(chdtrc(len(usable), Q))",
         (

@@ -1,4 +1,4 @@
-"""The lr rule `loopscale tune` writes: how it combines one r's cells (loopscale/launch/tune.py `combine`;
+"""The lr rule `loopscale tune` writes: how it combines one r's cells (loopscale/fit/lr_optimum.py `combine_optima`;
 docs/operations.md, "Tuning the learning rate": ln(best) weighted by 1 / se^2, a t interval at the pooled noise's
 degrees of freedom, Cochran's Q on cells - 1 degrees of freedom for whether the cells agree, computed here from their
 formulas), and how a sweep reads it (loopscale/config/lr_rule.py: a recipe or r the rule was not tuned for is an
@@ -14,8 +14,7 @@ from scipy import stats
 
 from loopscale.config.lr_rule import multiplier, rule_file, write_rule
 from loopscale.errors import ConfigError
-from loopscale.fit.lr_optimum import LrOptimum
-from loopscale.launch.tune import combine
+from loopscale.fit.lr_optimum import LrOptimum, combine_optima
 
 
 def cell(best: float, log_se: float | None) -> LrOptimum:
@@ -25,7 +24,7 @@ def cell(best: float, log_se: float | None) -> LrOptimum:
 @pytest.mark.parametrize("cells", [[(1.2, 0.1), (2.0, 0.2)], [(0.8, 0.05), (1.1, 0.1), (1.9, 0.3)]])
 def test_the_cells_are_weighted_by_their_precision_and_q_is_read_on_cells_minus_one_dof(cells):
     dof = 9
-    out = combine([cell(b, s) for b, s in cells], dof)
+    out = combine_optima([cell(b, s) for b, s in cells], dof)
     x = np.log([b for b, _ in cells])
     w = 1 / np.square([s for _, s in cells])
     mean, se = np.sum(w * x) / np.sum(w), 1 / math.sqrt(np.sum(w))
@@ -40,12 +39,12 @@ def test_the_cells_are_weighted_by_their_precision_and_q_is_read_on_cells_minus_
 
 
 def test_a_cell_without_a_curve_is_left_out_and_one_cell_has_no_heterogeneity_test():
-    out = combine([cell(1.5, 0.1), cell(4.0, None), None], dof=0)
+    out = combine_optima([cell(1.5, 0.1), cell(4.0, None), None], dof=0)
     assert out["best"] == pytest.approx(1.5) and out["cells_used"] == 1 and out["heterogeneity_p"] is None
     assert out["interval"] == pytest.approx(
         [1.5 * math.exp(-1.959963984540054 * 0.1), 1.5 * math.exp(1.959963984540054 * 0.1)]
     )
-    assert combine([cell(1.0, None)], dof=3)["best"] is None
+    assert combine_optima([cell(1.0, None)], dof=3)["best"] is None
 
 
 def test_a_sweep_reads_its_tuned_multiplier_and_refuses_an_untuned_r_or_recipe(tmp_path, monkeypatch):
