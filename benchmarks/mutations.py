@@ -5,6 +5,7 @@ purpose; each is applied to a scratch copy of the tree and the tests that should
     .venv/bin/python benchmarks/mutations.py                  # every mutation (~30 min on 2 busy cores)
     .venv/bin/python benchmarks/mutations.py --check          # do the snippets still apply? (seconds)
     .venv/bin/python benchmarks/mutations.py --only verdict-phi-width-never-fails,pool-stops-handing-out-jobs
+    .venv/bin/python benchmarks/mutations.py --from ROUND.json -- -m "not slow and not slurm"   # a blind round
     make mutations MUTATION_ARGS="--only ..."
 
 A mutation is data (MUTATIONS below): an id, the file, an exact snippet of it and its replacement, the tests
@@ -30,6 +31,7 @@ around them.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import re
@@ -1655,9 +1657,23 @@ def run_mutation(copy: Path, m: Mutation, timeout_s: float, extra: list[str]) ->
 # ---------------------------------------------------------------------------------------------------------
 
 
+def listed_mutations(path: Path) -> tuple[Mutation, ...]:
+    """Mutations written down outside this file (a blind round's list, written without reading it or tests/): a JSON
+    list of {id, file, old, new, tests, promise}, or an object holding it under "mutations" (a frozen list)."""
+    content = json.loads(Path(path).read_text())
+    entries = content["mutations"] if isinstance(content, dict) else content
+    return tuple(dataclasses.replace(m, tests=tuple(m.tests)) for m in (Mutation(**e) for e in entries))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--only", default="", help="comma-separated mutation ids (default: all)")
+    parser.add_argument(
+        "--from",
+        dest="source",
+        type=Path,
+        help="run a JSON list of mutations instead of the curated ones (a blind round's: docs/results.md)",
+    )
     parser.add_argument("--check", action="store_true", help="only check that every snippet applies; run nothing")
     parser.add_argument("--list", action="store_true", help="list the mutations and the promises they break")
     parser.add_argument("--no-baseline", action="store_true", help="skip running the named tests on the clean copy")
@@ -1667,10 +1683,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("pytest_args", nargs="*", help="more pytest options, after --")
     args = parser.parse_args(argv)
 
-    ids = [m.id for m in MUTATIONS]
+    mutations = MUTATIONS if args.source is None else listed_mutations(args.source)
+    ids = [m.id for m in mutations]
     if len(set(ids)) != len(ids):
         raise SystemExit("mutations: duplicate ids")
-    wanted = [m for m in MUTATIONS if not args.only or m.id in args.only.split(",")]
+    wanted = [m for m in mutations if not args.only or m.id in args.only.split(",")]
     unknown = set(filter(None, args.only.split(","))) - set(ids)
     if unknown:
         raise SystemExit(f"mutations: no mutation {sorted(unknown)}")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 import importlib.util
+import json
 import sys
 from dataclasses import replace
 
@@ -56,3 +57,18 @@ def test_the_list_has_unique_ids_and_at_least_the_issues_thirty():
     ids = [m.id for m in BENCH.MUTATIONS]
     assert len(ids) == len(set(ids))
     assert len(ids) >= 30
+
+
+def test_a_blind_rounds_list_is_read_as_mutations(tmp_path):
+    """`mutations.py --from LIST.json` (a blind round's list, docs/results.md): a JSON list, or a frozen record
+    holding it under "mutations", read into the same Mutation entries the curated list has."""
+    entry = {"id": "x", "file": "loopscale/errors.py", "old": "exit_code = 2", "new": "exit_code = 3"}
+    entry |= {"tests": ["tests/unit/test_refusals.py"], "promise": "a user error exits 2"}
+    plain, frozen = tmp_path / "round.json", tmp_path / "round.frozen.json"
+    plain.write_text(json.dumps([entry]))
+    frozen.write_text(json.dumps({"commit": "abc", "mutations": [entry]}))
+    for path in (plain, frozen):
+        (m,) = BENCH.listed_mutations(path)
+        assert m == BENCH.Mutation("x", "loopscale/errors.py", "exit_code = 2", "exit_code = 3",
+                                   ("tests/unit/test_refusals.py",), "a user error exits 2")  # fmt: skip
+        assert BENCH.snippet_problem(REPO_ROOT, m) is None
