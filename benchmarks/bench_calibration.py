@@ -243,9 +243,12 @@ def coverage_sweep(task: tuple) -> dict:
     return out
 
 
-def _answer(d: dict, source: str) -> str:
-    """The verdict's answer on a null delta-phi had it read this interval (its other blocking checks kept)."""
+def _answer(d: dict, source: str) -> str | None:
+    """The verdict's answer on a null delta-phi had it read this interval (its other blocking checks kept); None
+    for a sweep fitted without that interval (no bootstrap)."""
     interval = d["profile_interval"] if source == "profile" else d["bootstrap_ci"]
+    if interval is None:
+        return None
     return delta_answer(d["estimate"], interval, None, source, blocking=d["blocking"])["answer"]
 
 
@@ -279,6 +282,20 @@ def power_pilot(name: str, n_sims: int, n_refine: int, folder: Path) -> dict:
     return out
 
 
+def pilot_spread(task: tuple) -> dict:
+    """Part `pilots`: pilot k of a cell (stream 41) and `power`'s MDE from it, with the MDE at sigma's estimate and
+    at the upper end of its 95% interval: how far one pilot's MDE is from another's, and whether its stated upper
+    end covers that."""
+    name, k, n_sims, n_refine = task
+    cell = CELLS[name]
+    with np.errstate(all="ignore"):
+        table, _ = draw_sweep(cell, 41, k, joint=False)
+        fit = fit_table(table, "looped", profile=False, starts=fast_starts(name, False, n_refine))
+        sim = simulate_design(table.drop(columns=["L"]), truth_from_fit(fit), n_sims, seed=5, what=("delta_phi",))
+    d = sim["delta_phi"]
+    return {"k": k, **{key: d[key] for key in ("mde", "mde_point", "mde_upper", "mde_mc_se")}}
+
+
 def power_sweep(task: tuple) -> dict:
     """Sweep k of part `power`: the cell's design plus a copy of its looped points with the pilot's MDE planted,
     fitted as a user would (`fit_joint`, no bootstrap: the verdict reads the profile), and the verdict's answer."""
@@ -292,6 +309,27 @@ def power_sweep(task: tuple) -> dict:
         fit = fit_joint(jt, "recipe", recipes, seed=k, cluster=cluster, separate=False, starts=starts)
     answer = fit.conditioning["delta_phi"][PROBE]
     return {"k": k, "mde": mde, "answer": answer["answer"], "interval": answer["interval"], "line": answer["line"]}
+
+
+def pilots_table(out: Path) -> pd.DataFrame:
+    rows = []
+    for name in CELLS:
+        path = out / "pilots" / f"{name}.jsonl"
+        if not path.exists():
+            continue
+        recs = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        mde = np.array([r["mde"] for r in recs])
+        rows.append(
+            {
+                "cell": name,
+                "pilots": len(recs),
+                "MDE median (range)": f"{np.median(mde):.4f} ({mde.min():.4f}-{mde.max():.4f})",
+                "pilot-to-pilot sd / median": f"{np.std(mde, ddof=1) / np.median(mde):.2f}",
+                "upper end / MDE (median)": f"{np.median([r['mde_upper'] / r['mde'] for r in recs]):.2f}",
+                "pilots whose upper end >= the median MDE %": _pm(r["mde_upper"] >= np.median(mde) for r in recs),
+            }
+        )
+    return pd.DataFrame(rows).set_index("cell") if rows else pd.DataFrame()
 
 
 def _false_no_difference(rec: dict) -> bool:
@@ -326,6 +364,10 @@ def power_table(out: Path) -> pd.DataFrame:
     return pd.DataFrame(rows).set_index("cell") if rows else pd.DataFrame()
 
 
+def _is_real(answer: str | None) -> bool | None:
+    return None if answer is None else answer == "real"
+
+
 def _share(values) -> tuple[float, float, int]:
     """(percent, its Monte-Carlo standard error in points, n) of the True among the non-None values (the error of
     a share p of n as sqrt(q (1 - q) / n), q = (k + 1) / (n + 2): a share of 0 or n of n is not exact)."""
@@ -355,13 +397,13 @@ def coverage_table(out: Path) -> pd.DataFrame:
         rows.append(
             {
                 "cell": name,
-                "sweeps": len(recs),
+                "sweeps (with a bootstrap)": f"{len(recs)} ({sum(r['phi']['bootstrap'] is not None for r in recs)})",
                 "phi profile %": _pm(r["phi"]["profile"] for r in recs),
                 "phi bootstrap %": _pm(r["phi"]["bootstrap"] for r in recs),
                 "dphi profile %": _pm(_covers(r["dphi"]["profile_interval"], 0.0) for r in recs),
                 "dphi bootstrap %": _pm(_covers(r["dphi"]["bootstrap_ci"], 0.0) for r in recs),
-                "false real: profile %": _pm(_answer(r["dphi"], "profile") == "real" for r in recs),
-                "false real: bootstrap %": _pm(_answer(r["dphi"], "bootstrap") == "real" for r in recs),
+                "false real: profile %": _pm(_is_real(_answer(r["dphi"], "profile")) for r in recs),
+                "false real: bootstrap %": _pm(_is_real(_answer(r["dphi"], "bootstrap")) for r in recs),
                 "phi measured %": _pm(r["phi"]["measured"] for r in recs),
                 "sigma within ±20% %": "n/a" if not len(ratios) else _pm(np.abs(ratios - 1) <= 0.2),
                 "sigma median ratio": "n/a" if not len(ratios) else f"{np.median(ratios):.3f}",
@@ -382,7 +424,9 @@ def run_part(
     folder = out / part
     folder.mkdir(parents=True, exist_ok=True)
     todo = {name: [k for k in range(sweeps) if k not in _done(folder / f"{name}.jsonl")] for name in cells}
-    if part == "power":
+    if part == "pilots":
+        worker, extra = pilot_spread, {name: (n_sims, n_refine) for name in cells}
+    elif part == "power":
         pilots = {name: power_pilot(name, n_sims, n_refine, folder) for name in cells}
         extra = {name: (p["mde"], n_refine, p["pilot"]["true_misfit"]) for name, p in pilots.items()}
         worker = power_sweep
@@ -406,7 +450,7 @@ def run_part(
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--part", choices=["coverage", "power"], default="coverage")
+    p.add_argument("--part", choices=["coverage", "power", "pilots"], default="coverage")
     p.add_argument("--sims", type=int, default=100, help="part power: simulated sweeps of `power` per pilot")
     p.add_argument("--cells", nargs="+", default=list(CELLS), choices=list(CELLS))
     p.add_argument("--sweeps", type=int, default=100, help="sweeps a cell (the ones already written are kept)")
@@ -422,7 +466,7 @@ def main(argv=None) -> int:
         jobs = resolve_jobs(args.jobs)
         run_part(args.part, args.cells, args.sweeps, jobs, args.out, args.bootstrap, args.refine, args.sims)
         print(f"wall {time.perf_counter() - t0:.0f} s, load average {os.getloadavg()}", file=sys.stderr)
-    tables = [coverage_table(args.out), power_table(args.out)]
+    tables = [coverage_table(args.out), power_table(args.out), pilots_table(args.out)]
     if args.md:
         for t in tables:
             if not t.empty:

@@ -1164,6 +1164,14 @@ MUTATIONS: tuple[Mutation, ...] = (
         "noise model: a point's seeds share the law's misfit there (summed before squaring, not n_g draws)",
     ),
     Mutation(
+        "sigma-trend-ignores-heavy-tails",
+        "loopscale/fit/seed_sigma.py",
+        "    return float(max(1.0, np.average(1 + kappa * (n - 1) / (2 * n), weights=n - 1)))\n",
+        "    return 1.0\n",
+        ("tests/unit/test_noise_honest.py::test_heavy_tailed_seed_noise_does_not_make_a_spurious_sigma_trend",),
+        "the seed sigma model: heavy-tailed seed noise does not make a trend out of a constant sigma",
+    ),
+    Mutation(
         "verdict-reads-the-bootstrap",
         VERDICT,
         '    if profile is not None and profile.get("interval"):\n',

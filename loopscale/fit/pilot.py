@@ -20,6 +20,7 @@ from scipy.stats import chi2
 from loopscale.errors import InputError
 from loopscale.fit.bounds import BOUNDS, DPHI_BOUNDS
 from loopscale.fit.laws.looped import Looped
+from loopscale.fit.laws.looped_joint import LoopedJoint
 from loopscale.fit.laws.registry import find_law, make_law
 from loopscale.fit.result import load_fit
 
@@ -109,7 +110,7 @@ def truth_from_fit(fit, sigma_log: float | None = None, parent_share: float = 1.
     final = known().final_point_params(fit.params) if known is not None and known.reads_curves else fit.params
     params = {k: float(final[k]) for k in DENSE if k in final}
     ref = (fit.joint or {}).get("reference")
-    phi = fit.params.get("phi", fit.params.get(f"phi[{ref}]") if ref else None)
+    phi = fit.params.get("phi", fit.params.get(LoopedJoint.recipe_param(ref)) if ref else None)
     if phi is None or len(params) < len(DENSE):
         raise InputError(f"a pilot fit needs the looped law's E, A, alpha, B, beta and phi; got law {fit.law!r}")
     params["phi"] = phi

@@ -43,7 +43,7 @@ from loopscale.errors import InputError
 from loopscale.fit.bounds import clip_to_bounds
 from loopscale.fit.laws.form import Law, per_pass_rows
 from loopscale.fit.laws.looped import Looped
-from loopscale.fit.laws.looped_joint import RECIPE_CODE
+from loopscale.fit.laws.looped_joint import RECIPE_CODE, LoopedJoint
 from loopscale.fit.laws.looped_pass import LoopedPass
 from loopscale.fit.laws.registry import law_data_from_table, make_law, per_recipe_form
 from loopscale.fit.noise import noise_setup
@@ -226,12 +226,12 @@ def make_problem(
     user = dict(truth.params)
     if joint:
         phi = user.pop("phi")
-        user.update({f"phi[{ref}]": phi, f"phi[{CANDIDATE}]": phi + delta_phi})
+        user.update({LoopedJoint.recipe_param(ref): phi, LoopedJoint.recipe_param(CANDIDATE): phi + delta_phi})
     loss = Loss()
     clean = law_data_from_table(table.assign(L=np.exp(log_L)), law)
     screened, _ = screen_starts(law, clean, loss, 2 * N_SCREENED_STARTS, np.random.default_rng(0))
     starts = clip_to_bounds(np.vstack([law.from_user(user), screened[:N_SCREENED_STARTS]]), law)
-    param = (f"phi[{CANDIDATE}]", f"phi[{ref}]") if joint else ("phi",)
+    param = tuple(map(LoopedJoint.recipe_param, (CANDIDATE, ref))) if joint else ("phi",)
     keys = point_keys(table)
     points = keys.groupby(list(keys.columns), sort=False, dropna=False).ngroup().to_numpy()
     internal = f"dphi[{CANDIDATE}]" if joint else "phi"

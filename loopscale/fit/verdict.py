@@ -47,6 +47,7 @@ import pandas as pd
 
 from loopscale.fit.bounds import BOUNDS, DPHI_BOUNDS
 from loopscale.fit.isoflop import Z_LEVEL, isoflop_minima
+from loopscale.fit.laws.looped_joint import LoopedJoint
 from loopscale.fit.laws.registry import find_law
 from loopscale.fit.result import FitResult, load_fit
 from loopscale.fit.runs_table import is_forked
@@ -73,9 +74,14 @@ WIDTH_CHECK = "interval width"  # the name suffix of the width rule (a compariso
 VERDICT_INTERVAL = "profile"  # the interval every verdict reads (`interval_of`; docs/design.md, "The verdict")
 
 
+param = LoopedJoint.recipe_param  # a joint fit's phi[<recipe>] and delta_phi[<recipe>]: the law's names
+
+
 # ----------------------------------------------------------------------------------------------
 # The noise a check is judged against (the iso-FLOP minima: loopscale/fit/isoflop.py)
 # ----------------------------------------------------------------------------------------------
+
+
 def noise_of(fit: FitResult) -> dict[str, Any]:
     """The standard deviation of log L a single run scatters by, and where it comes from: the seed sigma the
     fit measured from its seed repeats (`noise` in the record), else the fit's RMS residual in log L (an upper
@@ -350,10 +356,10 @@ def joint_checks(table: pd.DataFrame, fit, recipe_codes: np.ndarray) -> dict[str
     recipes, ref = joint.get("recipes", []), joint.get("reference")
     checks = [_bound_check("E", fit.params["E"], np.log(fit.params["E"]), BOUNDS["e"], np.exp)]
     for g in recipes:
-        phi = fit.params[f"phi[{g}]"]
-        checks.append(_bound_check(f"phi[{g}]", phi, phi, BOUNDS["phi"], float))
+        phi = fit.params[param(g)]
+        checks.append(_bound_check(param(g), phi, phi, BOUNDS["phi"], float))
         if g != ref:
-            d = phi - fit.params[f"phi[{ref}]"]
+            d = phi - fit.params[param(ref)]
             checks.append(_bound_check(f"Δφ[{g}]", d, d, DPHI_BOUNDS, float))
     r = table["r"].to_numpy(dtype=float)
     for i, g in enumerate(recipes):
@@ -366,12 +372,12 @@ def joint_checks(table: pd.DataFrame, fit, recipe_codes: np.ndarray) -> dict[str
     forked = is_forked(table)
     deltas = joint.get("delta_phi", {})
     for g in recipes[1:]:
-        checks += _interval_checks(f"Δφ[{g}]", fit, f"delta_phi[{g}]", forked, _delta_profile(deltas, g), False)
+        checks += _interval_checks(f"Δφ[{g}]", fit, param(g, delta=True), forked, _delta_profile(deltas, g), False)
     _, warnings = _failures(checks)
     answers = {}
     for g in recipes[1:]:
-        ci, source, se = interval_of(fit, f"delta_phi[{g}]", _delta_profile(deltas, g))
-        estimate = fit.params[f"phi[{g}]"] - fit.params[f"phi[{ref}]"]
+        ci, source, se = interval_of(fit, param(g, delta=True), _delta_profile(deltas, g))
+        estimate = fit.params[param(g)] - fit.params[param(ref)]
         answers[g] = delta_answer(estimate, ci, se, source, f"Δφ[{g}]", _blocking_for(g, checks, recipes, ref))
     verdict = "; ".join(a["line"] for a in answers.values()) or "not measured: no second recipe"
     measured = bool(answers) and all(a["answer"] != "not measured" for a in answers.values())
