@@ -107,7 +107,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "verdict-joint-isoflop-always-ok",
         VERDICT,
         "        if iso is not None:\n            checks.append(iso)",
-        '        if iso is not None:\n            checks.append({**iso, "ok": True})',
+        "        if iso is not None:\n            checks.append(replace(iso, ok=True))",
         (T_VERDICT,),
         "a joint fit's verdict: each recipe's iso-FLOP minima inside the sampled sizes",
     ),

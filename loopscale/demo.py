@@ -242,10 +242,10 @@ def verdict_summary(fit) -> dict:
     """The verdict of the demo's fit as one record: its line (what `fit`, report.md and fit.json say), phi, the
     interval the verdict read and its name, and whether phi is measured."""
     ci, source, _ = interval_of(fit, "phi", fit.profile_phi)
-    cond = fit.conditioning or {}
+    cond = fit.conditioning
     return {
-        "line": cond.get("verdict"),
-        "measured": bool(cond.get("measured")),
+        "line": cond.verdict if cond else None,
+        "measured": bool(cond and cond.measured),
         "phi": float(fit.params["phi"]),
         "interval": ci,
         "interval_name": source,

@@ -27,6 +27,7 @@ from loopscale.fit.isoflop import isoflop_minima
 from loopscale.fit.laws.registry import find_law
 from loopscale.fit.result import load_fit
 from loopscale.fit.verdict import PHI_CI_WIDTH_MAX, fit_checks, interval_of, noise_of
+from loopscale.fit.verdict_record import Conditioning
 from loopscale.plots.curves import collapse_spread
 from loopscale.plots.inputs import rows_for_fit
 
@@ -41,8 +42,8 @@ DEMO_TARGETS = {
 }
 
 
-def verdict(table: pd.DataFrame, fit) -> dict[str, Any]:
-    """The record's "conditioning" ({"checks", "warnings", "verdict", "measured", ...}, `loopscale.fit.verdict`):
+def verdict(table: pd.DataFrame, fit) -> Conditioning:
+    """The record's "conditioning" (`verdict_record.Conditioning`: the checks, warnings, verdict, ...):
     as stored by `loopscale fit`, or computed from the table for a record written before fits carried it (a
     per-recipe fit's needs the joint table's recipe codes: refit it)."""
     fit = load_fit(fit)
@@ -76,7 +77,7 @@ def conditioning(table: pd.DataFrame, fit) -> dict[str, Any]:
         "phi_0": collapse_spread(table, fit, 0.0),
         "phi_1": collapse_spread(table, fit, 1.0),
     }
-    minima = isoflop_minima(rows, r=1, sigma_log=noise_of(fit)["sigma_log"])
+    minima = isoflop_minima(rows, r=1, sigma_log=noise_of(fit).sigma_log)
     return {
         "phi": phi,
         "phi_ci": ci,

@@ -27,6 +27,7 @@ from loopscale.fit.result import FitResult, file_sha256, load_fit, recorded_tabl
 from loopscale.fit.runs_table import budgets
 from loopscale.fit.validation.text import markdown as validation_markdown
 from loopscale.fit.verdict import shared_check_verdict
+from loopscale.fit.verdict_record import Conditioning
 from loopscale.fit.verdict_render import closing_lines, verdict_lines, verdict_rows
 
 # Runs-table columns shown in the report, in order (those the table has).
@@ -257,7 +258,7 @@ def figures_section(figures: Sequence[Path], out_dir: Path) -> str:
     return "\n".join(out).rstrip()
 
 
-def conditioning_section(cond: dict | None) -> str:
+def conditioning_section(cond: Conditioning | dict | None) -> str:
     """The fit's conditioning as Markdown: the checks as a table (with what each protects), then the warnings,
     the minimum detectable delta-phi and the verdict, the same content `loopscale fit` prints
     (`loopscale.fit.verdict`: `verdict_rows`, `closing_lines`); "" when the record has none."""
@@ -277,7 +278,7 @@ def conditioning_section(cond: dict | None) -> str:
     return "\n".join(out)
 
 
-def conditioning_lines(cond: dict | None) -> list[str]:
+def conditioning_lines(cond: Conditioning | dict | None) -> list[str]:
     """The conditioning for the terminal (`loopscale report`): `verdict.verdict_lines`, the verdict last ([]
     without a block)."""
     if not cond:
@@ -372,7 +373,7 @@ def build_report(
     out_dir=".",
     problems: Sequence[dict] | None = None,
     title: str = "loopscale report",
-    conditioning: dict | None = None,
+    conditioning: Conditioning | None = None,
     drop_top_k: int = 0,
     warnings: Sequence[str] = (),
     validation: dict | None = None,
@@ -409,7 +410,7 @@ def write_report(
     out_path="report.md",
     problems: Sequence[dict] | None = None,
     title: str = "loopscale report",
-    conditioning: dict | None = None,
+    conditioning: Conditioning | None = None,
     drop_top_k: int = 0,
     warnings: Sequence[str] = (),
     validation: dict | None = None,

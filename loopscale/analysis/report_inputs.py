@@ -16,6 +16,7 @@ from loopscale.analysis.conditioning import verdict
 from loopscale.errors import InputError, LoopscaleError
 from loopscale.fit.laws.registry import find_law
 from loopscale.fit.runs_table import ColumnMap
+from loopscale.fit.verdict_record import Conditioning
 from loopscale.plots.inputs import as_looped_table, read_table
 from loopscale.plots.recipes import fit_name
 from loopscale.train.collect import collect
@@ -120,7 +121,7 @@ def joint_recorded_tables(fit, table, fit_path: Path) -> list:
     return found
 
 
-def fit_verdict(table, fit) -> dict | None:
+def fit_verdict(table, fit) -> Conditioning | None:
     """The fit's verdict (analysis/conditioning.py `verdict`): as the record stores it, or computed from the
     table for a looped fit written before fits carried it; a record it cannot be computed for says so."""
     if fit is None:
@@ -130,11 +131,8 @@ def fit_verdict(table, fit) -> dict | None:
         return verdict(table, fit)
     except (InputError, KeyError, ValueError) as err:
         why = str(err).splitlines()[0] if str(err) else type(err).__name__
-        return {
-            "checks": [],
-            "verdict": f"not measured: {why}" if isinstance(err, InputError) else f"not measured: no checks ({why})",
-            "measured": False,
-        }
+        line = f"not measured: {why}" if isinstance(err, InputError) else f"not measured: no checks ({why})"
+        return Conditioning([], [], line, False)
 
 
 def read_validation(path: str | None, fit=None, fit_path=None, allow_other_fit: bool = False):

@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +21,7 @@ import numpy as np
 
 from loopscale.errors import InputError
 from loopscale.fit.laws.registry import predict_loss as law_prediction
+from loopscale.fit.verdict_record import Conditioning, as_conditioning
 from loopscale.provenance import library_versions
 
 MAX_FIT_BYTES = 64 * 2**20  # a fit JSON larger than this is refused unread (read_fit_json)
@@ -63,15 +64,18 @@ class FitResult:
     residual_rms_log: float | None = None
     joint: dict[str, Any] | None = None  # looped-joint: recipes, delta-phi tests, shared-parameter check
     data: dict[str, Any] | None = None  # what was fitted: model shapes (r, N_once, N_rec), ranges of N, D, C
-    # is phi (delta-phi) measured? {"checks": [{"name", "target", "value", "ok"}], "verdict", "measured"}
-    # (`loopscale.fit.verdict`; absent from records written before it existed)
-    conditioning: dict[str, Any] | None = None
+    # is phi (delta-phi) measured? the checks and the verdict (`loopscale.fit.verdict`; its JSON form:
+    # `verdict_record.Conditioning`; absent from records written before it existed)
+    conditioning: Conditioning | None = None
     # the seed noise (`loopscale.fit.noise.noise_block`): replicates, the sigma model of log L and sigma per r,
     # how the fit used it; without seed repeats its `statement` says the intervals omit seed noise
     noise: dict[str, Any] | None = None
 
     def to_json_dict(self) -> dict[str, Any]:
-        return _jsonable(asdict(self))
+        out = _jsonable(asdict(replace(self, conditioning=None)))
+        cond = as_conditioning(self.conditioning)  # a dict set by hand is written as it reads back
+        out["conditioning"] = None if cond is None else _jsonable(cond.to_json())
+        return out
 
     def write_json(self, path) -> None:
         Path(path).write_text(json.dumps(self.to_json_dict(), indent=2) + "\n")
@@ -79,7 +83,8 @@ class FitResult:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> FitResult:
         known = {f for f in cls.__dataclass_fields__}
-        return cls(**{k: v for k, v in d.items() if k in known})
+        fit = cls(**{k: v for k, v in d.items() if k in known})
+        return replace(fit, conditioning=as_conditioning(fit.conditioning))
 
     @classmethod
     def from_json(cls, path) -> FitResult:

@@ -250,7 +250,7 @@ def fit_one(
         "intervals": _intervals(state) if intervals and sigma is not None else {},
     }
     out["holdout"] = _holdout_largest(table, shape, loss, n_refine) if intervals else None
-    out["conditioning"] = checks_record(law, out, theta)
+    out["conditioning"] = checks_record(law, out, theta).to_json()  # the record's JSON form (verdict_record)
     return out
 
 

@@ -10,12 +10,14 @@ predicted beyond 3 sigma (at least 0.1%, as the training-time holdout check). Pu
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
 from loopscale.fit.laws.testtime import TestTime
 from loopscale.fit.verdict import ON_BOUND_TOL, verdict_of
+from loopscale.fit.verdict_record import Check, Conditioning, NoiseScale
 
 IDENTIFIED, CALIBRATED, EXTRAPOLATION = "law identified", "intervals calibrated", "held-out depth"
 HOLDOUT_NOISE_FACTOR, HOLDOUT_FLOOR = 3.0, 1e-3  # as the training-time holdout check (verdict.py)
@@ -26,14 +28,14 @@ HELD_WHY = {
 RATE_WHY = "no model has three depths at or below its r_scale: the rate is not identified"
 
 
-def checks_record(law: TestTime, fit: dict[str, Any], theta: np.ndarray) -> dict[str, Any]:
+def checks_record(law: TestTime, fit: dict[str, Any], theta: np.ndarray) -> Conditioning:
     """The record's conditioning of one test-time fit (`fit`: the dict `testtime.fit_one` builds)."""
     dof_reason = (
         f"{fit['n_rows']} rows fix {fit['n_free']} free parameters exactly: no residual measures the noise, "
         "so no interval"
     )
     checks = [
-        _check(
+        Check(
             "rows beyond the free parameters",
             IDENTIFIED,
             "n_rows - n_free >= 1",
@@ -43,18 +45,14 @@ def checks_record(law: TestTime, fit: dict[str, Any], theta: np.ndarray) -> dict
         )
     ]
     checks += _held_checks(law) + _rate_check(law, fit, theta) + _interval_checks(fit) + _holdout_check(fit)
-    noise = {"sigma_log": fit["sigma_log"] or 0.0, "source": "residuals (t-widened)" if fit["sigma_log"] else "none"}
+    noise = NoiseScale(fit["sigma_log"] or 0.0, "residuals (t-widened)" if fit["sigma_log"] else "none")
     record = verdict_of(checks, "test-time law", noise, block=(IDENTIFIED, CALIBRATED))
-    if record["measured"]:
-        record["verdict"] = "test-time law measured: " + headline(fit, law)
+    if record.measured:
+        return replace(record, verdict="test-time law measured: " + headline(fit, law))
     return record
 
 
-def _check(name, protects, target, value, ok, reason) -> dict[str, Any]:
-    return {"name": name, "protects": protects, "target": target, "value": value, "ok": bool(ok), "_reason": reason}
-
-
-def _held_checks(law: TestTime) -> list[dict]:
+def _held_checks(law: TestTime) -> list[Check]:
     """A held rate or amplitude blocks; a held drift is a warning."""
     out = []
     for name, value in law.held:
@@ -63,11 +61,11 @@ def _held_checks(law: TestTime) -> list[dict]:
         kind = name.split("[")[0]
         protects = EXTRAPOLATION if kind == "delta" else IDENTIFIED
         why = HELD_WHY.get(kind, RATE_WHY)
-        out.append(_check(f"{label} free", protects, "fitted, not held", shown, False, f"{shown} ({why})"))
+        out.append(Check(f"{label} free", protects, "fitted, not held", shown, False, f"{shown} ({why})"))
     return out
 
 
-def _rate_check(law: TestTime, fit: dict, theta: np.ndarray) -> list[dict]:
+def _rate_check(law: TestTime, fit: dict, theta: np.ndarray) -> list[Check]:
     lo, hi = law.bounds()[0]
     if not lo < hi:
         return []
@@ -75,11 +73,11 @@ def _rate_check(law: TestTime, fit: dict, theta: np.ndarray) -> list[dict]:
     rate = law.user_names[0]
     reason = f"{rate} = {fit['params'][rate]:.4g} on its bound"
     return [
-        _check(f"{rate} off its bounds", IDENTIFIED, f"inside ({lo:.3g}, {hi:.3g})", float(theta[0]), not on, reason)
+        Check(f"{rate} off its bounds", IDENTIFIED, f"inside ({lo:.3g}, {hi:.3g})", float(theta[0]), not on, reason)
     ]
 
 
-def _interval_checks(fit: dict) -> list[dict]:
+def _interval_checks(fit: dict) -> list[Check]:
     """The rate's and every floor's profile interval closed (only where there is a residual to measure)."""
     if fit["dof"] < 1:
         return []
@@ -88,7 +86,7 @@ def _interval_checks(fit: dict) -> list[dict]:
         if key.startswith("L_inf") or key in ("tau", "gamma"):
             closed = None not in ends
             out.append(
-                _check(
+                Check(
                     f"{key} interval",
                     CALIBRATED,
                     "a closed 95% profile interval",
@@ -100,7 +98,7 @@ def _interval_checks(fit: dict) -> list[dict]:
     return out
 
 
-def _holdout_check(fit: dict) -> list[dict]:
+def _holdout_check(fit: dict) -> list[Check]:
     hold = fit.get("holdout")
     if not hold:
         return []
@@ -108,7 +106,7 @@ def _holdout_check(fit: dict) -> list[dict]:
     mre = hold["mean_abs_rel_error"]
     reason = f"the largest r_eval of each model is predicted to {100 * mre:.2f}% (> {100 * limit:.2f}%)"
     return [
-        _check(
+        Check(
             "held-out largest r_eval", EXTRAPOLATION, f"<= {100 * limit:.2f}% mean |rel err|", mre, mre <= limit, reason
         )
     ]

@@ -1,11 +1,8 @@
 """Is a fitted phi (or a joint fit's delta-phi) a measurement? The checks every fit record carries, its verdict,
 and the one renderer of both.
 
-`fit_table` and `fit_joint` store `fit_checks` / `joint_checks` in the record as
-
-    "conditioning": {"checks": [{"name", "protects", "target", "value", "ok"}, ...], "warnings": [str],
-                     "verdict": str, "measured": bool, "noise": {...}, "delta_phi": {recipe: answer} (joint)}
-
+`fit_table` and `fit_joint` store `fit_checks` / `joint_checks` in the record as its "conditioning" (a
+`verdict_record.Conditioning` of `Check`s, each delta-phi a `DeltaAnswer`; the JSON form is documented there),
 and `loopscale fit`, `compare`, `report` and the notebook print it with `verdict_render.verdict_lines` (Markdown:
 `verdict_rows` and `closing_lines` there, the same content). Each check earns its place by what it protects
 (docs/design.md, "The verdict"):
@@ -40,6 +37,8 @@ else from the profile interval's width / (2 z_0.975)). Pure: reads a canonical t
 from __future__ import annotations
 
 import math
+from dataclasses import replace
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -51,6 +50,7 @@ from loopscale.fit.laws.looped_joint import LoopedJoint
 from loopscale.fit.laws.registry import find_law
 from loopscale.fit.result import FitResult, load_fit
 from loopscale.fit.runs_table import is_forked
+from loopscale.fit.verdict_record import Check, Conditioning, DeltaAnswer, NoiseScale
 
 IDENTIFIED, CALIBRATED, EXTRAPOLATION = "phi identified", "intervals calibrated", "N*/D* extrapolation"
 PROTECTS = (IDENTIFIED, CALIBRATED, EXTRAPOLATION)
@@ -80,34 +80,28 @@ param = LoopedJoint.recipe_param  # a joint fit's phi[<recipe>] and delta_phi[<r
 # ----------------------------------------------------------------------------------------------
 # The noise a check is judged against (the iso-FLOP minima: loopscale/fit/isoflop.py)
 # ----------------------------------------------------------------------------------------------
-
-
-def noise_of(fit: FitResult) -> dict[str, Any]:
+def noise_of(fit: FitResult) -> NoiseScale:
     """The standard deviation of log L a single run scatters by, and where it comes from: the seed sigma the
     fit measured from its seed repeats (`noise` in the record), else the fit's RMS residual in log L (an upper
     bound: it holds the law's misfit too), else none (checks are then strict)."""
     noise = getattr(fit, "noise", None) or {}
     sigma = noise.get("sigma_log") if isinstance(noise, dict) else None
     if sigma is not None and np.isfinite(sigma) and sigma > 0:
-        return {"sigma_log": float(sigma), "source": "seed repeats"}
+        return NoiseScale(float(sigma), "seed repeats")
     rms = fit.residual_rms_log
     if rms is not None and np.isfinite(rms) and rms > 0:
-        return {"sigma_log": float(rms), "source": "residual RMS (no seed repeats: seed noise and misfit together)"}
-    return {"sigma_log": 0.0, "source": "none"}
+        return NoiseScale(float(rms), "residual RMS (no seed repeats: seed noise and misfit together)")
+    return NoiseScale(0.0, "none")
 
 
 # ----------------------------------------------------------------------------------------------
 # The checks
 # ----------------------------------------------------------------------------------------------
-def _check(name: str, protects: str, target: str, value, ok: bool, reason: str) -> dict[str, Any]:
-    return {"name": name, "protects": protects, "target": target, "value": value, "ok": bool(ok), "_reason": reason}
-
-
-def _bound_check(name: str, value: float, internal: float, box: tuple[float, float], shown) -> dict[str, Any]:
+def _bound_check(name: str, value: float, internal: float, box: tuple[float, float], shown) -> Check:
     lo, hi = box
     low, high = internal <= lo + ON_BOUND_TOL, internal >= hi - ON_BOUND_TOL
     side = "lower" if low else "upper"
-    return _check(
+    return Check(
         f"{name} off its bounds",
         IDENTIFIED,
         f"inside ({shown(lo):.3g}, {shown(hi):.3g})",
@@ -138,7 +132,7 @@ def _interval_checks(name: str, fit: FitResult, key: str, forked: bool, profile=
     target = f"a closed 95% {VERDICT_INTERVAL} interval" + (" (parents' branches as one draw)" if forked else "")
     if ci is None:
         return [
-            _check(
+            Check(
                 f"{name} interval",
                 CALIBRATED,
                 target,
@@ -149,31 +143,31 @@ def _interval_checks(name: str, fit: FitResult, key: str, forked: bool, profile=
         ]
     if ci[0] is None or ci[1] is None:
         return [
-            _check(
+            Check(
                 f"{name} interval", CALIBRATED, target, "open", False, f"{name}'s {source} interval is open on one side"
             )
         ]
     box = DPHI_BOUNDS if key.startswith("delta_phi") else BOUNDS.get(key.split("[")[0])
     if box is not None and (ci[0] <= box[0] + ON_BOUND_TOL or ci[1] >= box[1] - ON_BOUND_TOL):
         why = f"{name}'s {source} interval [{ci[0]:+.3f}, {ci[1]:+.3f}] reaches the fitter's box {box}: open"
-        return [_check(f"{name} interval", CALIBRATED, target, "reaches the box", False, why)]
+        return [Check(f"{name} interval", CALIBRATED, target, "reaches the box", False, why)]
     if forked and not (profile or {}).get("groups"):
         why = (
             f"{name}'s {source} interval treats forked branches as independent runs (a record from before issue 53: "
             "refit)"
         )
-        return [_check(f"{name} interval", CALIBRATED, target, source, False, why)]
+        return [Check(f"{name} interval", CALIBRATED, target, source, False, why)]
     curves = find_law(fit.law) is not None and find_law(fit.law).reads_curves  # a curve is one draw (noise.py)
     if curves and not (profile or {}).get("groups"):
         why = (
             f"{name}'s {source} interval treats a curve's evaluations as independent runs (a record from before: refit)"
         )
-        return [_check(f"{name} interval", CALIBRATED, target, source, False, why)]
-    out = [_check(f"{name} interval", CALIBRATED, target, source, True, "")]
+        return [Check(f"{name} interval", CALIBRATED, target, source, False, why)]
+    out = [Check(f"{name} interval", CALIBRATED, target, source, True, "")]
     if width_rule:
         width = float(ci[1] - ci[0])
         out.append(
-            _check(
+            Check(
                 f"{name} {WIDTH_CHECK}",
                 IDENTIFIED,
                 f"<= {PHI_CI_WIDTH_MAX:.2f} wide (separates the published {' / '.join(map(str, PUBLISHED_PHIS))})",
@@ -186,7 +180,7 @@ def _interval_checks(name: str, fit: FitResult, key: str, forked: bool, profile=
     return out
 
 
-def _isoflop_check(name: str, table: pd.DataFrame, r_values, sigma_log: float, label: str = "") -> dict | None:
+def _isoflop_check(name: str, table: pd.DataFrame, r_values, sigma_log: float, label: str = "") -> Check | None:
     """Every iso-FLOP curve (per r in r_values, per budget with three sizes or more) has its minimum inside,
     within the noise; None when no budget has three sizes (the table does not allow the check)."""
     curves = [(r, m) for r in r_values for m in isoflop_minima(table, r, sigma_log=sigma_log) if len(m["widths"]) >= 3]
@@ -194,7 +188,7 @@ def _isoflop_check(name: str, table: pd.DataFrame, r_values, sigma_log: float, l
         return None
     outside = [f"r = {r:g} at {m['budget']:.3g}" for r, m in curves if not m["bracketed"]]
     within = sum(1 for _, m in curves if m["bracketed"] and not m["inside"])
-    return _check(
+    return Check(
         name,
         EXTRAPOLATION,
         "every minimum inside the sampled sizes (within the noise)",
@@ -205,12 +199,12 @@ def _isoflop_check(name: str, table: pd.DataFrame, r_values, sigma_log: float, l
     )
 
 
-def _holdout_check(fit: FitResult, sigma_log: float) -> dict[str, Any] | None:
+def _holdout_check(fit: FitResult, sigma_log: float) -> Check | None:
     if not fit.holdout:
         return None
     mre = float(fit.holdout["mean_abs_rel_error"])
     limit = max(HOLDOUT_NOISE_FACTOR * sigma_log, HOLDOUT_FLOOR)
-    return _check(
+    return Check(
         "held-out largest budget error",
         EXTRAPOLATION,
         f"<= {100 * limit:.2f}% mean |rel err| (3 sigma, at least {100 * HOLDOUT_FLOOR:.1f}%)",
@@ -220,25 +214,12 @@ def _holdout_check(fit: FitResult, sigma_log: float) -> dict[str, Any] | None:
     )
 
 
-def _failures(checks: list[dict], block=BLOCKING) -> tuple[list[str], list[str]]:
+def _failures(checks: list[Check], block=BLOCKING) -> tuple[list[str], list[str]]:
     """(reasons that block the measurement, warnings) of the failed checks; `block`: what a blocking check
     protects."""
-    blocking = [c["_reason"] for c in checks if not c["ok"] and c["protects"] in block]
-    warnings = [
-        f"{c['protects']} not warranted: {c['_reason']}" for c in checks if not c["ok"] and c["protects"] not in block
-    ]
+    blocking = [c.reason for c in checks if not c.ok and c.protects in block]
+    warnings = [f"{c.protects} not warranted: {c.reason}" for c in checks if not c.ok and c.protects not in block]
     return blocking, warnings
-
-
-def _record(checks: list[dict], verdict: str, measured: bool, warnings: list[str], noise: dict, **extra) -> dict:
-    return {
-        "checks": [{k: v for k, v in c.items() if not k.startswith("_")} for c in checks],
-        "warnings": warnings,
-        "verdict": verdict,
-        "measured": bool(measured),
-        "noise": noise,
-        **extra,
-    }
 
 
 SHARED_CHECK_LEVEL = 0.05  # below this p-value the joint fit's shared-parameter LR test rejects sharing
@@ -252,17 +233,17 @@ def shared_check_verdict(check: dict[str, Any]) -> str:
     return "consistent with one shared dense model"
 
 
-def verdict_of(checks: list[dict[str, Any]], subject: str, noise: dict | None = None, block=BLOCKING) -> dict[str, Any]:
+def verdict_of(checks: list[Check], subject: str, noise: NoiseScale | None = None, block=BLOCKING) -> Conditioning:
     """The record's "conditioning" of a fit with no delta-phi: "<subject> measured" unless a blocking check
     failed ("not measured: <reasons>"); failed extrapolation checks become warnings. `block`: what the blocking
     checks protect (the phi checks' IDENTIFIED and CALIBRATED; another law's checks may name their own)."""
     blocking, warnings = _failures(checks, block)
     verdict = f"{subject} measured" if not blocking else "not measured: " + "; ".join(blocking)
-    extra = {} if tuple(block) == BLOCKING else {"blocking": list(block)}  # the renderer's FAIL / warn
-    return _record(checks, verdict, not blocking, warnings, noise or {"sigma_log": 0.0, "source": "none"}, **extra)
+    blocks = None if tuple(block) == BLOCKING else tuple(block)  # the renderer's FAIL / warn
+    return Conditioning(checks, warnings, verdict, not blocking, noise or NoiseScale(0.0, "none"), blocks)
 
 
-def fit_checks(table: pd.DataFrame, fit) -> dict[str, Any]:
+def fit_checks(table: pd.DataFrame, fit) -> Conditioning:
     """The conditioning of one fit (any law) on its canonical table: E and phi off their bounds, phi's
     interval (present, calibrated, narrow enough), the iso-FLOP minima and the holdout error against the noise."""
     fit = load_fit(fit)
@@ -273,18 +254,19 @@ def fit_checks(table: pd.DataFrame, fit) -> dict[str, Any]:
         checks.append(_bound_check("phi", fit.params["phi"], fit.params["phi"], BOUNDS["phi"], float))
         checks += _interval_checks("phi", fit, "phi", forked, fit.profile_phi)
     r_values = sorted(set(table["r"].to_numpy(dtype=float))) if "r" in table.columns else [1.0]
-    iso = _isoflop_check("iso-FLOP minima inside the grid", table, r_values, noise["sigma_log"])
-    checks += [c for c in (iso, _holdout_check(fit, noise["sigma_log"])) if c is not None]
+    iso = _isoflop_check("iso-FLOP minima inside the grid", table, r_values, noise.sigma_log)
+    checks += [c for c in (iso, _holdout_check(fit, noise.sigma_log)) if c is not None]
     if "phi" not in fit.params:
         return verdict_of(checks, "fit", noise)
     record = verdict_of(checks, "phi", noise)
-    if record["measured"]:
-        ci, source, _ = interval_of(fit, "phi", fit.profile_phi)
-        record["verdict"] = (
-            f"phi measured: phi = {fit.params['phi']:.3f} [{ci[0]:.3f}, {ci[1]:.3f}] (95% {source}, "
-            f"{ci[1] - ci[0]:.3f} wide <= {PHI_CI_WIDTH_MAX:.2f}: separates the published recipes)"
-        )
-    return record
+    if not record.measured:
+        return record
+    ci, source, _ = interval_of(fit, "phi", fit.profile_phi)
+    line = (
+        f"phi measured: phi = {fit.params['phi']:.3f} [{ci[0]:.3f}, {ci[1]:.3f}] (95% {source}, "
+        f"{ci[1] - ci[0]:.3f} wide <= {PHI_CI_WIDTH_MAX:.2f}: separates the published recipes)"
+    )
+    return replace(record, verdict=line)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -303,50 +285,50 @@ def delta_answer(
     label: str = "Δφ",
     blocking: list[str] | None = None,
     equivalence_max: float | None = EQUIVALENCE_MAX,
-) -> dict[str, Any]:
+) -> DeltaAnswer:
     """Exactly one of: "real" (the 95% interval excludes 0), "no difference" (the interval lies within +-x,
     x <= equivalence_max, x rounded up to 0.01), "not measured" (otherwise, or when `blocking` reasons are
     given, or without a closed interval), each with its numbers and the design's MDE; `line` says it."""
     detect = mde(se)
-    out = {"estimate": float(estimate), "interval": interval, "source": source, "se": se, "mde": detect}
+    answered = partial(DeltaAnswer, float(estimate), interval, source, se, detect)  # (answer, line) to come
     power = (
         f"this design detects |{label}| >= {detect:.2f} with 80% power; see `loopscale power`"
         if detect is not None
         else "its minimum detectable difference needs an interval (--bootstrap N); see `loopscale power`"
     )
     if blocking:
-        return {**out, "answer": "not measured", "line": f"not measured: {'; '.join(blocking)} — {power}"}
+        return answered("not measured", f"not measured: {'; '.join(blocking)} — {power}")
     if interval is None or interval[0] is None or interval[1] is None:
-        return {**out, "answer": "not measured", "line": f"not measured: {label} has no closed interval — {power}"}
+        return answered("not measured", f"not measured: {label} has no closed interval — {power}")
     lo, hi = float(interval[0]), float(interval[1])
     if lo > 0 or hi < 0:
         line = f"{label} = {estimate:+.3f} [{lo:+.3f}, {hi:+.3f}]: real (the {source} interval excludes 0)"
-        return {**out, "answer": "real", "line": line}
+        return answered("real", line)
     margin = math.ceil(max(-lo, hi) * 100 - 1e-9) / 100
     if equivalence_max is not None and margin <= equivalence_max:
         line = (
             f"no difference detected: |{label}| < {margin:.2f} at 95% ({label} = {estimate:+.3f}, {source} "
             f"interval [{lo:+.3f}, {hi:+.3f}])"
         )
-        return {**out, "answer": "no difference", "line": line}
+        return answered("no difference", line)
     line = f"not measured: interval [{lo:+.3f}, {hi:+.3f}] ({label} = {estimate:+.3f}) — {power}"
-    return {**out, "answer": "not measured", "line": line}
+    return answered("not measured", line)
 
 
-def _blocking_for(g: str, checks: list[dict], recipes: list[str], ref: str) -> list[str]:
+def _blocking_for(g: str, checks: list[Check], recipes: list[str], ref: str) -> list[str]:
     """What blocks recipe g's delta-phi: its own failed checks and the shared ones (E, the reference's phi) in
     full; another recipe's failure too (the recipes share E, A, alpha, B, beta), named, not restated."""
     own, others = [], []
-    for c in (c for c in checks if not c["ok"] and c["protects"] in BLOCKING):
-        about = next((h for h in recipes if f"[{h}]" in c["name"] or f"({h})" in c["name"]), None)
+    for c in (c for c in checks if not c.ok and c.protects in BLOCKING):
+        about = next((h for h in recipes if f"[{h}]" in c.name or f"({h})" in c.name), None)
         if about in (g, ref, None):
-            own.append(c["_reason"])
+            own.append(c.reason)
         elif about not in others:
             others.append(about)
     return own + [f"the joint fit is not identified because of {', '.join(others)} (see its line)"] * bool(others)
 
 
-def joint_checks(table: pd.DataFrame, fit, recipe_codes: np.ndarray) -> dict[str, Any]:
+def joint_checks(table: pd.DataFrame, fit, recipe_codes: np.ndarray) -> Conditioning:
     """The conditioning of a joint fit: E off its bound, each recipe's phi off its bounds (and its delta-phi
     inside the box), iso-FLOP minima inside per recipe (the reference with the shared r = 1 runs; warnings),
     each delta-phi's interval (by parent job in a forked sweep), and each delta-phi's answer with its MDE."""
@@ -365,7 +347,7 @@ def joint_checks(table: pd.DataFrame, fit, recipe_codes: np.ndarray) -> dict[str
     for i, g in enumerate(recipes):
         mine = table[((recipe_codes == i) & (r > 1)) | ((r == 1) & (i == 0))]
         iso = _isoflop_check(
-            f"iso-FLOP minima inside the grid ({g})", mine, sorted(set(mine["r"])), noise["sigma_log"], f"{g}: "
+            f"iso-FLOP minima inside the grid ({g})", mine, sorted(set(mine["r"])), noise.sigma_log, f"{g}: "
         )
         if iso is not None:
             checks.append(iso)
@@ -379,9 +361,9 @@ def joint_checks(table: pd.DataFrame, fit, recipe_codes: np.ndarray) -> dict[str
         ci, source, se = interval_of(fit, param(g, delta=True), _delta_profile(deltas, g))
         estimate = fit.params[param(g)] - fit.params[param(ref)]
         answers[g] = delta_answer(estimate, ci, se, source, f"Δφ[{g}]", _blocking_for(g, checks, recipes, ref))
-    verdict = "; ".join(a["line"] for a in answers.values()) or "not measured: no second recipe"
-    measured = bool(answers) and all(a["answer"] != "not measured" for a in answers.values())
-    return _record(checks, verdict, measured, warnings, noise, delta_phi=answers, mde_formula=MDE_FORMULA)
+    verdict = "; ".join(a.line for a in answers.values()) or "not measured: no second recipe"
+    measured = bool(answers) and all(a.answer != "not measured" for a in answers.values())
+    return Conditioning(checks, warnings, verdict, measured, noise, None, answers, MDE_FORMULA)
 
 
 def _delta_profile(deltas: dict, g: str) -> dict[str, Any]:
@@ -391,7 +373,7 @@ def _delta_profile(deltas: dict, g: str) -> dict[str, Any]:
     return {"interval": entry.get("profile_interval"), "groups": (entry.get("profile") or {}).get("groups")}
 
 
-def compare_conditioning(fits: dict[str, FitResult], cmp: dict[str, Any]) -> dict[str, Any]:
+def compare_conditioning(fits: dict[str, FitResult], cmp: dict[str, Any]) -> Conditioning:
     """The verdict of `compare` on two separate fits: their blocking checks (a width rule aside: the two phis'
     intervals may each be wide and their difference still measured) gate one answer on delta = B - A
     (`delta_answer`, from the paired bootstrap replicates of `result.compare_param`)."""
@@ -403,27 +385,21 @@ def compare_conditioning(fits: dict[str, FitResult], cmp: dict[str, Any]) -> dic
         if not cond:
             blocking.append(f"{path}: no conditioning checks (fitted before they existed: refit)")
             continue
-        if cond["checks"] and "protects" not in cond["checks"][0]:  # a record from before issue 38
-            if not cond.get("measured"):
-                blocking.append(f"{path}: " + cond["verdict"].removeprefix("not measured: "))
+        if cond.checks and cond.checks[0].protects is None:  # a record from before issue 38
+            if not cond.measured:
+                blocking.append(f"{path}: " + cond.verdict.removeprefix("not measured: "))
         else:
             blocking += [
-                f"{path}: {c['name']} fails ({shown_value(c.get('value'))}; target {shown_value(c.get('target'))})"
-                for c in cond["checks"]
-                if not c["ok"] and c["protects"] in BLOCKING and not c["name"].endswith(WIDTH_CHECK)
+                f"{path}: {c.name} fails ({shown_value(c.value)}; target {shown_value(c.target)})"
+                for c in cond.checks
+                if not c.ok and c.protects in BLOCKING and not c.name.endswith(WIDTH_CHECK)
             ]
-        checks += [{**c, "name": f"{path}: {c['name']}"} for c in cond["checks"]]
+        checks += [replace(c, name=f"{path}: {c.name}") for c in cond.checks]
     equivalence = EQUIVALENCE_MAX if name == "phi" else None
     answer = delta_answer(cmp["delta"], cmp.get("ci"), cmp.get("se"), "paired bootstrap", label, blocking, equivalence)
-    warnings = [w for fit in fits.values() for w in ((fit.conditioning or {}).get("warnings") or [])]
-    return {
-        "checks": checks,
-        "warnings": warnings,
-        "verdict": answer["line"],
-        "measured": answer["answer"] != "not measured",
-        "delta_phi": {name: answer},
-        "mde_formula": MDE_FORMULA,
-    }
+    warnings = [w for fit in fits.values() if fit.conditioning for w in fit.conditioning.warnings]
+    measured = answer.answer != "not measured"
+    return Conditioning(checks, warnings, answer.line, measured, None, None, {name: answer}, MDE_FORMULA)
 
 
 def shown_value(value) -> str:

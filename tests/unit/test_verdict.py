@@ -31,6 +31,7 @@ from loopscale.fit.verdict import (
     joint_checks,
     verdict_of,
 )
+from loopscale.fit.verdict_record import Check, Conditioning, NoiseScale
 from loopscale.fit.verdict_render import verdict_lines
 
 WIDTHS = (16, 24, 32)
@@ -99,8 +100,9 @@ def _fit(
     )
 
 
-def _by_name(cond: dict) -> dict[str, dict]:
-    return {c["name"]: c for c in cond["checks"]}
+def _by_name(cond: Conditioning) -> dict[str, dict]:
+    """Each check's JSON form by its name."""
+    return {c.name: c.to_json() for c in cond.checks}
 
 
 def _failed(cond: dict) -> set[str]:
@@ -286,14 +288,16 @@ def test_a_law_without_phi_is_fit_measured():
 
 def test_verdict_of_drops_the_reasons_and_joins_the_blocking_ones():
     checks = [
-        {"name": "a", "protects": "phi identified", "target": "t", "value": 1.0, "ok": False, "_reason": "one"},
-        {"name": "b", "protects": "phi identified", "target": "t", "value": 2.0, "ok": True, "_reason": "never said"},
-        {"name": "c", "protects": "intervals calibrated", "target": "t", "value": 3.0, "ok": False, "_reason": "two"},
-        {"name": "d", "protects": EXTRAPOLATION, "target": "t", "value": 4.0, "ok": False, "_reason": "three"},
+        Check("a", "phi identified", "t", 1.0, False, "one"),
+        Check("b", "phi identified", "t", 2.0, True, "never said"),
+        Check("c", "intervals calibrated", "t", 3.0, False, "two"),
+        Check("d", EXTRAPOLATION, "t", 4.0, False, "three"),
     ]
-    cond = verdict_of(checks, "phi")
+    cond = verdict_of(checks, "phi").to_json()
     assert cond == {
-        "checks": [{k: v for k, v in c.items() if k != "_reason"} for c in checks],
+        "checks": [
+            {"name": c.name, "protects": c.protects, "target": "t", "value": c.value, "ok": c.ok} for c in checks
+        ],
         "warnings": [f"{EXTRAPOLATION} not warranted: three"],
         "verdict": "not measured: one; two",
         "measured": False,
@@ -481,7 +485,7 @@ def test_the_seed_sigma_of_the_record_is_the_noise_when_there_is_one():
     fit = _fit(rms=0.02)
     fit.noise = {"sigma_log": 0.001}  # a record of the noise model (issue 38 item 2)
     cond = fit_checks(EDGE.assign(L=[3.69, 3.71, 3.75]), fit)
-    assert cond["noise"] == {"sigma_log": 0.001, "source": "seed repeats"} and cond["warnings"]
+    assert cond.noise == NoiseScale(0.001, "seed repeats") and cond.warnings
     assert not fit_checks(EDGE.assign(L=[3.69, 3.71, 3.75]), _fit(rms=0.02))["warnings"]  # residual RMS: wider
 
 

@@ -138,12 +138,12 @@ def _hedge(fit: FitResult, best: dict) -> list[str]:
     """State the fit's verdict (`loopscale.fit.verdict`) with the advice: a fit whose phi (delta-phi) is not
     measured cannot tell the r apart, so the best r is marked tentative; the verdict's own warnings (an
     extrapolation of N*, D* not warranted) are repeated. Returns the warnings to add."""
-    conditioning = fit.conditioning or {}
-    verdict, measured = conditioning.get("verdict"), conditioning.get("measured")
+    cond = fit.conditioning
+    verdict, measured = (cond.verdict, cond.measured) if cond else (None, None)
     if verdict is None:
         return ["the fit records no verdict (written before loopscale recorded it): whether phi is measured is unknown"]
     # the verdict's warnings (issue 38): N*/D* extrapolation not warranted, which is what the advice does
-    warned = [f"the fit's verdict warns: {w}" for w in conditioning.get("warnings") or []]
+    warned = [f"the fit's verdict warns: {w}" for w in cond.warnings]
     if measured is False:
         best["verdict"] = f"tentative (the fit is not measured): {best['verdict']}"
         return [
@@ -205,8 +205,8 @@ def _advice(fit: FitResult, cons: Constraints, family: Family, r_values: Sequenc
             "recipe": recipe,
             "input": (fit.input or {}).get("path"),
             "params": fit.params,
-            "verdict": (fit.conditioning or {}).get("verdict"),
-            "measured": (fit.conditioning or {}).get("measured"),
+            "verdict": fit.conditioning.verdict if fit.conditioning else None,
+            "measured": fit.conditioning.measured if fit.conditioning else None,
         },
         "family": family.describe(),
         "constraints": {k: getattr(cons, k) for k in cons.__dataclass_fields__},

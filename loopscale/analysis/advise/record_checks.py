@@ -8,7 +8,8 @@ advice or a confident verdict drawn from impossible parameters.
   number or null (dropped later) and inside the box;
 - data: at most MAX_SHAPES model shapes [r, N_once, N_rec] (r a whole number >= 1, N_once > 0, N_rec >= 0),
   ranges [low, high] of positive numbers;
-- the verdict (`conditioning`): a dict with a text verdict.
+- the verdict (`conditioning`): a dict with a text verdict (refused as the record is read:
+  `verdict_record.Conditioning.from_json`).
 
 The limits keep the work bounded (the replicates are evaluated in chunks, `optimum.CHUNK_SETS`); the file
 itself was bounded when it was read (`loopscale.fit.result.read_fit_json`).
@@ -41,12 +42,9 @@ def check_record(fit: FitResult) -> None:
         _check_value(f"parameter {name}", fit.params[name], box[name])
     _check_replicates(fit.bootstrap, box)
     _check_data(fit.data)
-    for name in ("conditioning", "group", "input", "joint"):
+    for name in ("group", "input", "joint"):
         if getattr(fit, name) is not None and not isinstance(getattr(fit, name), dict):
             raise InputError(f"the fit's {name!r} must be a dict; got {type(getattr(fit, name)).__name__}")
-    verdict = (fit.conditioning or {}).get("verdict")
-    if verdict is not None and not isinstance(verdict, str):
-        raise InputError(f"the fit's verdict must be text; got {type(verdict).__name__}")
 
 
 def _is_number(value) -> bool:
