@@ -231,8 +231,8 @@ def _write_summary(summary: dict, looped_table, fit, path: Path) -> Path:
     """demo.json: the summary, the verdict (its one line and the interval it read: `verdict_summary`) and the
     conditioning numbers of the looped fit (on the table it was fitted to) with the targets it misses."""
     summary["verdict"] = verdict_summary(fit)
-    summary["conditioning"] = conditioning(looped_table, fit)
-    summary["conditioning_misses"] = check(summary["conditioning"])
+    numbers = conditioning(looped_table, fit)
+    summary["conditioning"], summary["conditioning_misses"] = numbers.to_json(), check(numbers)
     with atomic_path(path) as tmp:
         tmp.write_text(json.dumps(summary, indent=2, default=float) + "\n")
     return path

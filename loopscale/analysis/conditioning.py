@@ -8,7 +8,8 @@ iso-FLOP curve of the dense r = 1 runs has its minimum inside the sampled widths
 the optimum it extrapolates); and the collapse tells phi apart: the runs, with the data term removed, fall
 on one curve E + A N_eff^-alpha at the fitted phi clearly better than at phi = 0 and at phi = 1.
 
-`conditioning(table, fit)` computes them all; `check(cond, targets)` compares them with targets (the demo's
+`conditioning(table, fit)` computes them all (`ConditioningNumbers`; its JSON form, demo.json's "conditioning":
+the fields by name, in order); `check(cond, targets)` compares them with targets (the demo's
 are DEMO_TARGETS) and returns the failures in words. `verdict(table, fit)` is the shorter set every fit
 record carries (`loopscale.fit.verdict`: "phi measured" or "not measured: ..."). All are pure: the demo,
 `benchmarks/bench_demo.py` and the report print the same numbers.
@@ -16,7 +17,7 @@ record carries (`loopscale.fit.verdict`: "phi measured" or "not measured: ...").
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass, fields
 
 import numpy as np
 import pandas as pd
@@ -27,7 +28,7 @@ from loopscale.fit.isoflop import isoflop_minima
 from loopscale.fit.laws.registry import find_law
 from loopscale.fit.result import load_fit
 from loopscale.fit.verdict import PHI_CI_WIDTH_MAX, fit_checks, interval_of, noise_of
-from loopscale.fit.verdict_record import Conditioning
+from loopscale.fit.verdict_record import Conditioning, JsonKeys
 from loopscale.plots.curves import collapse_spread
 from loopscale.plots.inputs import rows_for_fit
 
@@ -56,12 +57,36 @@ def verdict(table: pd.DataFrame, fit) -> Conditioning:
     return fit_checks(rows_for_fit(table, fit), fit)
 
 
-def conditioning(table: pd.DataFrame, fit) -> dict[str, Any]:
-    """The conditioning numbers of a looped fit on its table (module docstring). Keys: phi, phi_ci,
-    phi_ci_width, n_bootstrap, E, E_bounds, E_inside, n_best_basin, n_refined, holdout_mre,
-    isoflop_r1 (per budget: see `isoflop_minima`, judged against the fit's noise: `verdict.noise_of`),
-    isoflop_r1_inside (every minimum inside or within the noise), collapse_rms (at phi_fit, 0, 1),
-    collapse_ratio (at the fit over the smaller of phi = 0 and phi = 1)."""
+@dataclass(frozen=True)
+class ConditioningNumbers(JsonKeys):
+    """The conditioning numbers of a looped fit (module docstring); `to_json` is demo.json's "conditioning"."""
+
+    phi: float
+    phi_ci: list | None  # the interval the verdict reads ([low, high], an open end None)
+    phi_ci_source: str | None  # its name ("profile")
+    phi_ci_width: float | None
+    n_bootstrap: int
+    E: float
+    E_bounds: list[float]  # the fitter's box for E
+    E_inside: bool
+    n_best_basin: int | None
+    n_refined: int | None
+    holdout_mre: float | None  # the held-out largest budget's mean |relative error|
+    isoflop_r1: list[dict]  # per budget: `isoflop_minima`, judged against the fit's noise (`verdict.noise_of`)
+    isoflop_r1_inside: bool  # every minimum inside or within the noise
+    collapse_rms: dict[str, float]  # at phi_fit, phi_0, phi_1
+    collapse_ratio: float  # at the fit over the smaller of phi = 0 and phi = 1
+
+    def to_json(self) -> dict:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    @classmethod
+    def from_json(cls, d) -> ConditioningNumbers:
+        return cls(*(d.get(f.name) for f in fields(cls)))
+
+
+def conditioning(table: pd.DataFrame, fit) -> ConditioningNumbers:
+    """The conditioning numbers of a looped fit on its table (module docstring, `ConditioningNumbers`)."""
     fit = load_fit(fit)
     if "phi" not in fit.params:  # one phi for every r (the looped law); a joint fit has one per recipe
         raise InputError(f"conditioning needs a fit of the looped law; got {fit.law!r}")
@@ -78,50 +103,51 @@ def conditioning(table: pd.DataFrame, fit) -> dict[str, Any]:
         "phi_1": collapse_spread(table, fit, 1.0),
     }
     minima = isoflop_minima(rows, r=1, sigma_log=noise_of(fit).sigma_log)
-    return {
-        "phi": phi,
-        "phi_ci": ci,
-        "phi_ci_source": source,
-        "phi_ci_width": None if ci is None or None in ci else float(ci[1] - ci[0]),
-        "n_bootstrap": (fit.bootstrap or {}).get("n_replicates", 0),
-        "E": fit.params["E"],
-        "E_bounds": [lo, hi],
-        "E_inside": E_inside,
-        "n_best_basin": fit.n_best_basin,
-        "n_refined": fit.n_refined,
-        "holdout_mre": None if fit.holdout is None else fit.holdout["mean_abs_rel_error"],
-        "isoflop_r1": minima,
-        "isoflop_r1_inside": bool(minima) and all(m["bracketed"] for m in minima),
-        "collapse_rms": spreads,
-        "collapse_ratio": spreads["phi_fit"] / min(spreads["phi_0"], spreads["phi_1"]),
-    }
+    width = None if ci is None or None in ci else float(ci[1] - ci[0])
+    return ConditioningNumbers(
+        phi,
+        ci,
+        source,
+        width,
+        (fit.bootstrap or {}).get("n_replicates", 0),
+        fit.params["E"],
+        [lo, hi],
+        E_inside,
+        fit.n_best_basin,
+        fit.n_refined,
+        None if fit.holdout is None else fit.holdout["mean_abs_rel_error"],
+        minima,
+        bool(minima) and all(m["bracketed"] for m in minima),
+        spreads,
+        spreads["phi_fit"] / min(spreads["phi_0"], spreads["phi_1"]),
+    )
 
 
-def check(cond: dict[str, Any], targets: dict[str, float] = DEMO_TARGETS) -> list[str]:
+def check(cond: ConditioningNumbers, targets: dict[str, float] = DEMO_TARGETS) -> list[str]:
     """The targets `cond` misses, one sentence each; empty when the fit is well-conditioned."""
     misses = []
-    width = cond["phi_ci_width"]
-    if width is None or cond["n_bootstrap"] < targets["min_bootstrap"]:
-        misses.append(f"phi needs a bootstrap of >= {targets['min_bootstrap']} replicates (has {cond['n_bootstrap']})")
+    width = cond.phi_ci_width
+    if width is None or cond.n_bootstrap < targets["min_bootstrap"]:
+        misses.append(f"phi needs a bootstrap of >= {targets['min_bootstrap']} replicates (has {cond.n_bootstrap})")
     elif width > targets["phi_ci_width_max"]:
-        name = cond.get("phi_ci_source") or "bootstrap"
+        name = cond.phi_ci_source or "bootstrap"
         misses.append(f"phi's 95% {name} interval is {width:.3f} wide (target <= {targets['phi_ci_width_max']})")
-    if not cond["E_inside"]:
-        misses.append(f"E = {cond['E']:.4g} sits on its bound {cond['E_bounds']}")
-    if cond["n_best_basin"] < targets["best_basin_min"]:
+    if not cond.E_inside:
+        misses.append(f"E = {cond.E:.4g} sits on its bound {cond.E_bounds}")
+    if cond.n_best_basin < targets["best_basin_min"]:
         misses.append(
-            f"only {cond['n_best_basin']} of {cond['n_refined']} refined starts reach the best basin "
+            f"only {cond.n_best_basin} of {cond.n_refined} refined starts reach the best basin "
             f"(target >= {targets['best_basin_min']})"
         )
-    if cond["holdout_mre"] is None:
+    if cond.holdout_mre is None:
         misses.append("no held-out budget was predicted")
-    elif cond["holdout_mre"] > targets["holdout_mre_max"]:
+    elif cond.holdout_mre > targets["holdout_mre_max"]:
         misses.append(
-            f"the held-out largest budget is predicted to {100 * cond['holdout_mre']:.2f}% "
+            f"the held-out largest budget is predicted to {100 * cond.holdout_mre:.2f}% "
             f"(target <= {100 * targets['holdout_mre_max']:.1f}%)"
         )
-    outside = [m for m in cond["isoflop_r1"] if not m.get("bracketed", m["inside"])]
-    if not cond["isoflop_r1"]:
+    outside = [m for m in cond.isoflop_r1 if not m.get("bracketed", m["inside"])]
+    if not cond.isoflop_r1:
         misses.append("no r = 1 runs: no iso-FLOP minimum to check")
     for m in outside:
         misses.append(
@@ -129,8 +155,8 @@ def check(cond: dict[str, Any], targets: dict[str, float] = DEMO_TARGETS) -> lis
             f"the sampled widths {m['widths']}"
             + (", beyond the noise" if len(m["widths"]) >= 3 else " (fewer than three: never bracketed)")
         )
-    if cond["collapse_ratio"] > targets["collapse_ratio_max"]:
-        rms = cond["collapse_rms"]
+    if cond.collapse_ratio > targets["collapse_ratio_max"]:
+        rms = cond.collapse_rms
         misses.append(
             f"the collapse does not tell phi apart: RMS {100 * rms['phi_fit']:.2f}% at the fitted phi "
             f"vs {100 * rms['phi_0']:.2f}% at phi = 0 and {100 * rms['phi_1']:.2f}% at phi = 1 "

@@ -24,7 +24,7 @@ from dataclasses import dataclass, fields
 from loopscale.errors import InputError
 
 
-class _JsonKeys:
+class JsonKeys:
     """A field by its JSON key (`record["verdict"]`, `record.get("delta_phi")`), as on the JSON object."""
 
     def __getitem__(self, key: str):
@@ -41,7 +41,7 @@ class _JsonKeys:
 
 
 @dataclass(frozen=True)
-class Check(_JsonKeys):
+class Check(JsonKeys):
     """One check of the verdict: its name, what a failure costs (`verdict.PROTECTS`), the target, the value and
     whether it holds. `reason` (a failure in the verdict's words) is not written: the verdict and the warnings
     carry it."""
@@ -68,7 +68,7 @@ class Check(_JsonKeys):
 
 
 @dataclass(frozen=True)
-class NoiseScale(_JsonKeys):
+class NoiseScale(JsonKeys):
     """The standard deviation of log L a single run scatters by (`verdict.noise_of`) and where it comes from."""
 
     sigma_log: float
@@ -79,7 +79,7 @@ class NoiseScale(_JsonKeys):
 
 
 @dataclass(frozen=True)
-class DeltaAnswer(_JsonKeys):
+class DeltaAnswer(JsonKeys):
     """A difference's one answer (`verdict.delta_answer`): "real", "no difference" or "not measured", with the
     estimate, the 95% interval it read ([low, high], None without one) and its name, se, the design's MDE and
     the line that says it."""
@@ -101,7 +101,7 @@ class DeltaAnswer(_JsonKeys):
 
 
 @dataclass(frozen=True)
-class Conditioning(_JsonKeys):
+class Conditioning(JsonKeys):
     """A fit's checks and verdict (module docstring): the record's "conditioning"."""
 
     checks: list[Check]

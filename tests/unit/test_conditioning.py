@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import copy
+import json
 
 import pandas as pd
 import pytest
 
-from loopscale.analysis.conditioning import DEMO_TARGETS, check, conditioning
+from loopscale.analysis.conditioning import DEMO_TARGETS, ConditioningNumbers, check, conditioning
 from loopscale.analysis.notebook_inputs import diagnostics_inputs
 from loopscale.fit.isoflop import isoflop_minima
 from loopscale.fit.result import load_fit
@@ -53,6 +54,21 @@ def test_conditioning_of_the_fixture_fit():
     assert cond["E_inside"] and cond["E_bounds"][0] < cond["E"] < cond["E_bounds"][1]
 
 
+DEMO_JSON_KEYS = (  # demo.json's "conditioning", as the dict written before ConditioningNumbers
+    "phi phi_ci phi_ci_source phi_ci_width n_bootstrap E E_bounds E_inside n_best_basin n_refined holdout_mre "
+    "isoflop_r1 isoflop_r1_inside collapse_rms collapse_ratio"
+).split()
+
+
+def test_the_numbers_are_written_with_demo_json_keys_and_read_back():
+    table, fit = read_table(PLOTS / "runs.csv"), load_fit(PLOTS / "fit.baseline.json")
+    cond = conditioning(table, fit)
+    written = json.loads(json.dumps(cond.to_json(), default=float))  # as the demo writes it
+    assert list(written) == DEMO_JSON_KEYS and written["phi"] == cond.phi == cond["phi"]
+    back = ConditioningNumbers.from_json(written)
+    assert back.to_json() == written and check(back) == check(cond)
+
+
 def test_check_names_each_missed_target():
     good = {
         "phi": 0.5,
@@ -70,15 +86,15 @@ def test_check_names_each_missed_target():
         "collapse_rms": {"phi_fit": 0.005, "phi_0": 0.02, "phi_1": 0.03},
         "collapse_ratio": 0.25,
     }
-    assert check(good) == []
+    assert check(ConditioningNumbers.from_json(good)) == []
     bad = copy.deepcopy(good)
     bad.update(phi_ci_width=0.6, E=4.54e-5, E_inside=False, n_best_basin=3, holdout_mre=0.02, collapse_ratio=0.9)
     bad["isoflop_r1"][0].update(best_width=16, inside=False)
-    misses = " | ".join(check(bad))
+    misses = " | ".join(check(ConditioningNumbers.from_json(bad)))
     for words in ("0.600 wide", "sits on its bound", "only 3 of 16", "2.00%", "not inside", "does not tell phi"):
         assert words in misses
     few = dict(good, n_bootstrap=DEMO_TARGETS["min_bootstrap"] - 1)
-    assert "bootstrap" in check(few)[0]
+    assert "bootstrap" in check(ConditioningNumbers.from_json(few))[0]
 
 
 def test_notebook_inputs_prefer_the_demo_then_the_environment(tmp_path):
