@@ -718,8 +718,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "loop-index-counted-in-n-once",
         "loopscale/injections/loop_index.py",
-        '            Param("index", (cfg.r, cfg.d_model), SCALAR, N_PASS),\n',
-        '            Param("index", (cfg.r, cfg.d_model), SCALAR),\n',
+        '            Param("index", (cfg.r, cfg.d_model), SCALAR, N_PASS, zero_init=True),\n',
+        '            Param("index", (cfg.r, cfg.d_model), SCALAR, zero_init=True),\n',
         (
             "tests/unit/test_accounting_classes.py::test_every_parameter_is_declared_in_its_documented_class_and_counted_there",
         ),
@@ -728,8 +728,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "lora-pairs-counted-with-the-block",
         "loopscale/blocks/lora.py",
-        '            adapters.append(Param(f"adapters.{key}.B", (cfg.r, out, rank(cfg)), SCALAR, N_PASS))\n',
-        '            adapters.append(Param(f"adapters.{key}.B", (cfg.r, out, rank(cfg)), SCALAR))\n',
+        '"adapters.{key}.B", (cfg.r, out, rank(cfg)), SCALAR, N_PASS, zero_init=True))\n',
+        '"adapters.{key}.B", (cfg.r, out, rank(cfg)), SCALAR, zero_init=True))\n',
         (
             "tests/unit/test_accounting_classes.py::test_every_parameter_is_declared_in_its_documented_class_and_counted_there",
         ),
@@ -1539,6 +1539,22 @@ MUTATIONS: tuple[Mutation, ...] = (
         "eps = eps + misfit_log * rng.standard_normal(len(points))",
         ("tests/unit/test_statistics_off_defaults.py::test_a_points_misfit_is_shared_by_its_seeds",),
         "power: the law's misfit at a point is shared by the point's seeds",
+    ),
+    Mutation(
+        "muonh-frozen-matrix-not-refused",
+        "loopscale/config/model.py",
+        'frozen = muonh_frozen(cfg) if optimizer == "muonh" else []',
+        "frozen = []",
+        ("tests/unit/test_loop_trains.py::test_a_matrix_muonh_cannot_move_is_refused_with_the_fix",),
+        "optim=muonh with a zero-initialised matrix (the linear injection's W_s) is refused, naming concat",
+    ),
+    Mutation(
+        "cpu-model-loop-reads-no-state",
+        "loopscale/conf/model/cpu.yaml",
+        "looped_injection: concat",
+        "looped_injection: linear",
+        ("tests/unit/test_loop_trains.py::test_the_default_loop_reads_its_state_after_training",),
+        "model=cpu at r > 1 loops under either optimizer: its injection's state weight trains",
     ),
 )
 

@@ -46,7 +46,7 @@ class LoraForm(BlockForm):
         for name, (out, inp) in layer_matrices(cfg):
             key = name.replace(".", "_")
             adapters.append(Param(f"adapters.{key}.A", (cfg.r, rank(cfg), inp), SCALAR, N_PASS))
-            adapters.append(Param(f"adapters.{key}.B", (cfg.r, out, rank(cfg)), SCALAR, N_PASS))
+            adapters.append(Param(f"adapters.{key}.B", (cfg.r, out, rank(cfg)), SCALAR, N_PASS, zero_init=True))
         return (*norms, *adapters)
 
     def matmul_flops_per_token(self, cfg, where: str, n_grad: int) -> int:

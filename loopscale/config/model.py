@@ -15,7 +15,7 @@ from loopscale.blocks import registry as blocks
 from loopscale.config.checks import check_choice, check_positive, check_r_sampling
 from loopscale.config.naming import check_name
 from loopscale.errors import ConfigError, UnknownName, closest
-from loopscale.injections.form import option
+from loopscale.injections.form import MATRIX, option
 from loopscale.injections.registry import form as injection_form
 from loopscale.injections.registry import names
 from loopscale.recipes import registry as recipes
@@ -230,6 +230,30 @@ def apply_recipe(cfg: ModelConfig, recipe) -> None:
         cfg.block = recipe.block if applies else blocks.DEFAULT
     if applies:
         cfg.options = {**recipe.options, **cfg.options}
+
+
+def muonh_frozen(cfg: ModelConfig) -> list[str]:
+    """The model's matrices that MuonH can never move: a MATRIX-group parameter of its injection or block form that
+    starts at exactly zero (Param.zero_init). MuonH keeps each matrix on the sphere of its initial Frobenius norm
+    (loopscale/train/optim/muonh.py), and a sphere of radius 0 is one point: the parameter stays 0 for the whole run
+    (linear's W_s: its loop would read no state, r passes being one pass)."""
+    own = [(f"injection.{p.name}", p) for p in injection_form(cfg.injection).params(cfg)]
+    block = blocks.form(cfg.block)
+    own += [(f"{where}.*.{p.name}", p) for where in ("prelude", "recurrent", "coda") for p in block.params(cfg, where)]
+    return sorted({name for name, p in own if p.group == MATRIX and p.zero_init})
+
+
+def check_optimizer_reaches(cfg: ModelConfig, optimizer: str) -> None:
+    """ConfigError for optim=muonh with a matrix it can never train (`muonh_frozen`), naming the fix: the published
+    concat injection ([I | 0], one matrix of norm sqrt(d)) or optim=adamw."""
+    frozen = muonh_frozen(cfg) if optimizer == "muonh" else []
+    if frozen:
+        field_ = "looped_injection" if cfg.injection == cfg.looped_injection else "injection"
+        raise ConfigError(
+            f"model.{field_}={cfg.injection} with optim=muonh: {', '.join(frozen)} starts at zero and MuonH keeps each "
+            f"matrix at its initial norm, so it would never train (the loop would read no state); set "
+            f"model.{field_}=concat (the published form) or optim=adamw"
+        )
 
 
 def check_options(cfg: ModelConfig, known: tuple[str, ...]) -> None:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Optional
 
 from loopscale.config.checks import check_choice, check_finite, check_positive, check_r_eval
-from loopscale.config.model import ModelConfig
+from loopscale.config.model import ModelConfig, check_optimizer_reaches
 from loopscale.config.naming import check_name
 from loopscale.errors import ConfigError
 
@@ -347,6 +347,7 @@ class TrainConfig:
         check_name("run_name", self.run_name)
         if self.point is not None:
             check_name("point", self.point)
+        check_optimizer_reaches(self.model, self.optim.optimizer)  # no matrix the optimizer cannot move
 
 
 def with_vocab(cfg: TrainConfig, vocab_size: int) -> TrainConfig:

@@ -65,6 +65,10 @@ class Param:
     # weight decay under optim=adamw (MuonH decays nothing): only MATRIX parameters are ever decayed, and one
     # with decay=False is not (Parcae's B: "no weight decay on A_log, dt, B")
     decay: bool = True
+    # starts at exactly zero (its reset_parameters); a MATRIX one never trains under optim=muonh, which keeps each
+    # matrix on the sphere of its initial norm (loopscale/train/optim/muonh.py): the config refuses the pair
+    # (loopscale/config/model.py, `muonh_frozen`); tests/unit/test_injections.py checks the flag against the init
+    zero_init: bool = False
 
     def __post_init__(self) -> None:
         if self.group not in GROUPS or self.counts_in not in ACCOUNTING_CLASSES:

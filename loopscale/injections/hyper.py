@@ -61,7 +61,7 @@ class HyperForm(InjectionForm):
         static = Param("alpha", (r, K), SCALAR), Param("M", (r, K, K), SCALAR), Param("beta", (r, K), SCALAR)
         if not dynamic(cfg):
             return static
-        return *static, Param("W_dyn", (r, d, K + 2), SCALAR), Param("dyn_scale", (r, 3), SCALAR)
+        return *static, Param("W_dyn", (r, d, K + 2), SCALAR, zero_init=True), Param("dyn_scale", (r, 3), SCALAR)
 
     def matmul_flops_per_token(self, cfg, n_grad: int) -> int:
         r, K, d = cfg.r, lanes(cfg), cfg.d_model

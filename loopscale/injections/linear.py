@@ -1,6 +1,9 @@
 """linear: u = W_e e + W_s s, s_0 = e, with W = [W_e | W_s] ([d, 2d]) stored as two d x d matrices; W_e = I,
-W_s = 0 at init (u = e on every pass). The CPU default for r > 1: the same map as `concat` at init, but MuonH
-holds each half on its own sphere (the zero half gets an update of its own norm).
+W_s = 0 at init (u = e on every pass): the same map as `concat` at init. It trains under optim=adamw only: MuonH
+keeps each matrix on the sphere of its initial Frobenius norm, and W_s's is 0, so W_s would stay 0 and the loop
+would read no state (r passes = one pass; docs/results.md, "The demo's loop was inert"). Its W_s is declared
+zero_init, so the config refuses optim=muonh with it (config/model.py, `muonh_frozen`); concat's [I | 0] is one
+matrix of norm sqrt(d), whose update reaches its s half.
 
 W_e e is computed once per forward (e does not change across passes), W_s s once per pass. Under truncated
 backprop the first pass with gradient reads a detached s, so its W_s s backward skips the input gradient.
@@ -16,7 +19,7 @@ class LinearForm(InjectionForm):
 
     def params(self, cfg) -> tuple[Param, ...]:
         d = cfg.d_model
-        return Param("from_e.weight", (d, d)), Param("from_s.weight", (d, d))
+        return Param("from_e.weight", (d, d)), Param("from_s.weight", (d, d), zero_init=True)
 
     def matmul_flops_per_token(self, cfg, n_grad: int) -> int:
         d2 = cfg.d_model**2

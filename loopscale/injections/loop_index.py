@@ -36,7 +36,7 @@ class LoopIndexForm(InjectionForm):
     def params(self, cfg) -> tuple[Param, ...]:
         inner = tuple(replace(p, name=f"inner.{p.name}") for p in inner_form(cfg).params(cfg))
         return (
-            Param("index", (cfg.r, cfg.d_model), SCALAR, N_PASS),
+            Param("index", (cfg.r, cfg.d_model), SCALAR, N_PASS, zero_init=True),
             *inner,
         )  # own parameters first, as torch lists them
 

@@ -49,7 +49,7 @@ class ParcaeForm(InjectionForm):
     def params(self, cfg) -> tuple[Param, ...]:
         d = cfg.d_model
         return (
-            Param("A_log", (d,), SCALAR),
+            Param("A_log", (d,), SCALAR, zero_init=True),
             Param("dt", (d,), SCALAR),
             Param("B", (d, d), decay=False),  # a matrix (MuonH on its sphere of radius sqrt(d)), never decayed
             Param("prelude_norm.weight", (d,), NORM),

@@ -53,6 +53,11 @@ def assert_parity(cfg: ModelConfig) -> None:
     # parameters: the specs' lists are the modules', name for name, and the accounting adds them up by class
     declared = [(p.name, p.shape) for p in form.params(cfg)]
     assert declared == [(n, tuple(p.shape)) for n, p in model.injection.named_parameters()]
+    # a parameter that starts at zero says so (Param.zero_init: the config refuses optim=muonh for such a matrix)
+    inits = dict(model.injection.named_parameters())
+    assert {p.name for p in form.params(cfg) if not inits[p.name].any()} == {
+        p.name for p in form.params(cfg) if p.zero_init
+    }
     per_pass = {}
     for where, layers in layer_modules(model).items():
         own = block.params(cfg, where)
@@ -60,6 +65,8 @@ def assert_parity(cfg: ModelConfig) -> None:
         for layer in layers:
             found = [(n, tuple(p.shape)) for n, p in layer.named_parameters() if not n.startswith(MATRIX_PREFIXES)]
             assert sorted(found) == sorted((p.name, p.shape) for p in own), (where, found)
+            zero = {n for n, p in layer.named_parameters() if not n.startswith(MATRIX_PREFIXES) and not p.any()}
+            assert zero == {p.name for p in own if p.zero_init}, (where, zero)
     counts, inj = param_counts(cfg), form.counts(cfg)
     assert counts.N_rec == numel(model.recurrent) - per_pass["recurrent"] + inj[N_REC]
     norms = (model.embed_norm, model.pass_norm, model.final_norm)

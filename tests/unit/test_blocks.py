@@ -54,5 +54,5 @@ def test_what_each_form_adds_to_the_accounting():
     assert registry.form("scaled_residual").residual_scale(scaled, "recurrent") == 2.0 / (4 * k**0.5)
     with pytest.raises(ConfigError, match="options.lora_rank=0 must be >= 1"):
         tiny_model(4, block="lora", options={"lora_rank": 0})
-    with pytest.raises(ConfigError, match="model.options has 'rank', which injection='linear' and block='lora'"):
+    with pytest.raises(ConfigError, match="model.options has 'rank', which injection='concat' and block='lora'"):
         tiny_model(4, block="lora", options={"rank": 2})

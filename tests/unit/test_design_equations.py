@@ -337,15 +337,15 @@ def test_blocks_with_the_other_layout_options():
 
 # recipe -> (injection, block, passes with gradient): the designs of docs/design.md, "Loop designs"
 RECIPE_DESIGNS = {
-    "baseline": ("linear", "prenorm", None),  # the published injection (linear on the CPU presets)
-    "tbptt": ("linear", "prenorm", 2),  # gradient through the last ceil(r / 2) passes
+    "baseline": ("concat", "prenorm", None),  # the published injection (every preset's looped_injection)
+    "tbptt": ("concat", "prenorm", 2),  # gradient through the last ceil(r / 2) passes
     "hyper": ("hyper", "prenorm", None),
     "parcae": ("parcae", "prenorm", None),
     "huginn": ("huginn", "sandwich", None),
-    "whole_stack": ("linear", "prenorm", None),  # and no prelude or coda
+    "whole_stack": ("concat", "prenorm", None),  # and no prelude or coda
     "loop_index": ("loop_index", "prenorm", None),
-    "lora": ("linear", "lora", None),
-    "stable_residual": ("linear", "scaled_residual", None),
+    "lora": ("concat", "lora", None),
+    "stable_residual": ("concat", "scaled_residual", None),
 }
 
 

@@ -89,7 +89,7 @@ def _tiny(r: int, **kw) -> ModelConfig:
         (2, {}),
         (2, {"recipe": "hyper"}),
         (2, {"tie_embeddings": True}),
-        (2, {"injection": "concat"}),
+        (2, {"injection": "linear"}),
     ],
 )
 def test_every_parameter_lands_in_one_group_by_its_role(r, kw):
@@ -106,10 +106,10 @@ def test_every_parameter_lands_in_one_group_by_its_role(r, kw):
     assert by_group.get("head", set()) == (set() if kw.get("tie_embeddings") else {"lm_head.weight"})
     if kw.get("recipe") == "hyper":  # alpha [r, K] and M [r, K, K]: scalars of the mixing, not matrices
         assert by_group["hyper"] == {"injection.alpha", "injection.M", "injection.beta"}
-    elif kw.get("injection") == "concat":  # one Linear(2d -> d) on [e; s]
-        assert "injection.weight" in by_group["matrix"]
-    elif r > 1:
+    elif kw.get("injection") == "linear":  # two d x d matrices
         assert {"injection.from_e.weight", "injection.from_s.weight"} <= by_group["matrix"]
+    elif r > 1:  # the presets' concat: one Linear(2d -> d) on [e; s]
+        assert "injection.weight" in by_group["matrix"]
     # the matrices are exactly the 2-D weights that accounting counts in N (minus norm gains)
     n_matrix = sum(p.numel() for p in groups["matrix"])
     cfg = model.cfg
