@@ -232,14 +232,14 @@ def run_compare(args: argparse.Namespace) -> int:
     b = read_fit_arg(args.fit_b)
     out = compare_param(a, b, args.param, seed=args.seed)
     name = args.param
-    print(f"{name}: A = {out['a']:.4g} ({args.fit_a}), B = {out['b']:.4g} ({args.fit_b})")
-    if out["ci"] is None:
-        print(f"delta {name} = B - A = {out['delta']:+.4g}; 95% CI: n/a (refit both with --bootstrap N)")
+    print(f"{name}: A = {out.a:.4g} ({args.fit_a}), B = {out.b:.4g} ({args.fit_b})")
+    if out.ci is None:
+        print(f"delta {name} = B - A = {out.delta:+.4g}; 95% CI: n/a (refit both with --bootstrap N)")
     else:
-        lo, hi = out["ci"]
+        lo, hi = out.ci
         print(
-            f"delta {name} = B - A = {out['delta']:+.4g}, 95% CI [{lo:+.4g}, {hi:+.4g}] "
-            f"(se {out['se']:.3g}, {out['n_replicates']} paired bootstrap replicates)"
+            f"delta {name} = B - A = {out.delta:+.4g}, 95% CI [{lo:+.4g}, {hi:+.4g}] "
+            f"(se {out.se:.3g}, {out.n_replicates} paired bootstrap replicates)"
         )
     for line in verdict_lines(compare_conditioning({args.fit_a: a, args.fit_b: b}, out)):
         print(line)

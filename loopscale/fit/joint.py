@@ -224,7 +224,12 @@ def _attach_separate(joint: dict, sep: dict, state, table: pd.DataFrame, level: 
     joint["separate"] = {g: _summary(f) for g, (f, _) in sep.items()}
     for g in joint["recipes"][1:]:
         cmp = compare_param(sep[ref][0], sep[g][0], "phi", level, seed)
-        joint["delta_phi"][g]["separate"] = {k: cmp.get(k) for k in ("delta", "ci", "se", "n_replicates")}
+        joint["delta_phi"][g]["separate"] = {
+            "delta": cmp.delta,
+            "ci": cmp.ci,
+            "se": cmp.se,
+            "n_replicates": cmp.n_replicates,
+        }
     joint["shared_check"] = shared_parameter_check(state, table, sep)
 
 

@@ -21,7 +21,7 @@ import numpy as np
 
 from loopscale.errors import InputError
 from loopscale.fit.laws.registry import predict_loss as law_prediction
-from loopscale.fit.verdict_record import Conditioning, as_conditioning
+from loopscale.fit.verdict_record import Conditioning, JsonKeys, as_conditioning
 from loopscale.provenance import library_versions
 
 MAX_FIT_BYTES = 64 * 2**20  # a fit JSON larger than this is refused unread (read_fit_json)
@@ -190,7 +190,21 @@ def recorded_tables(fit: FitResult) -> list[dict[str, Any]]:
     return [t for t in tables if isinstance(t, dict) and isinstance(t.get("sha256"), str)]
 
 
-def compare_param(a: FitResult, b: FitResult, name: str = "phi", level: float = 0.95, seed: int = 0) -> dict[str, Any]:
+@dataclass(frozen=True)
+class ParamDifference(JsonKeys):
+    """delta = b - a of one parameter of two fits (`compare_param`) with its paired-bootstrap percentile CI, se
+    and replicate count (None unless both fits have replicates)."""
+
+    param: str
+    a: float
+    b: float
+    delta: float
+    ci: list[float] | None = None
+    se: float | None = None
+    n_replicates: int | None = None
+
+
+def compare_param(a: FitResult, b: FitResult, name: str = "phi", level: float = 0.95, seed: int = 0) -> ParamDifference:
     """delta = b.name - a.name with a percentile CI from the two fits' bootstrap replicates.
 
     The fits are of different data (e.g. recipes), so their replicates are independent;
@@ -199,13 +213,7 @@ def compare_param(a: FitResult, b: FitResult, name: str = "phi", level: float = 
     for label, f in (("first", a), ("second", b)):
         if name not in f.params:
             raise InputError(f"{label} fit ({f.law}) has no parameter {name!r}")
-    out: dict[str, Any] = {
-        "param": name,
-        "a": a.params[name],
-        "b": b.params[name],
-        "delta": b.params[name] - a.params[name],
-        "ci": None,
-    }
+    out = ParamDifference(name, a.params[name], b.params[name], b.params[name] - a.params[name])
     reps = []
     for f in (a, b):
         cols = (f.bootstrap or {}).get("params", {})
@@ -215,7 +223,6 @@ def compare_param(a: FitResult, b: FitResult, name: str = "phi", level: float = 
         k = min(len(reps[0]), len(reps[1]))
         d = rng.permutation(reps[1])[:k] - rng.permutation(reps[0])[:k]
         tail = 100 * (1 - level) / 2
-        out["ci"] = [float(np.percentile(d, tail)), float(np.percentile(d, 100 - tail))]
-        out["se"] = float(np.std(d, ddof=1))
-        out["n_replicates"] = k
+        ci = [float(np.percentile(d, tail)), float(np.percentile(d, 100 - tail))]
+        return replace(out, ci=ci, se=float(np.std(d, ddof=1)), n_replicates=k)
     return out

@@ -48,7 +48,7 @@ from loopscale.fit.bounds import BOUNDS, DPHI_BOUNDS
 from loopscale.fit.isoflop import Z_LEVEL, isoflop_minima
 from loopscale.fit.laws.looped_joint import LoopedJoint
 from loopscale.fit.laws.registry import find_law
-from loopscale.fit.result import FitResult, load_fit
+from loopscale.fit.result import FitResult, ParamDifference, load_fit
 from loopscale.fit.runs_table import is_forked
 from loopscale.fit.verdict_record import Check, Conditioning, DeltaAnswer, NoiseScale
 
@@ -373,11 +373,11 @@ def _delta_profile(deltas: dict, g: str) -> dict[str, Any]:
     return {"interval": entry.get("profile_interval"), "groups": (entry.get("profile") or {}).get("groups")}
 
 
-def compare_conditioning(fits: dict[str, FitResult], cmp: dict[str, Any]) -> Conditioning:
+def compare_conditioning(fits: dict[str, FitResult], cmp: ParamDifference) -> Conditioning:
     """The verdict of `compare` on two separate fits: their blocking checks (a width rule aside: the two phis'
     intervals may each be wide and their difference still measured) gate one answer on delta = B - A
     (`delta_answer`, from the paired bootstrap replicates of `result.compare_param`)."""
-    name = cmp["param"]
+    name = cmp.param
     label = "Δφ" if name == "phi" else f"Δ{name}"
     checks, blocking = [], []
     for path, fit in fits.items():
@@ -396,7 +396,7 @@ def compare_conditioning(fits: dict[str, FitResult], cmp: dict[str, Any]) -> Con
             ]
         checks += [replace(c, name=f"{path}: {c.name}") for c in cond.checks]
     equivalence = EQUIVALENCE_MAX if name == "phi" else None
-    answer = delta_answer(cmp["delta"], cmp.get("ci"), cmp.get("se"), "paired bootstrap", label, blocking, equivalence)
+    answer = delta_answer(cmp.delta, cmp.ci, cmp.se, "paired bootstrap", label, blocking, equivalence)
     warnings = [w for fit in fits.values() if fit.conditioning for w in fit.conditioning.warnings]
     measured = answer.answer != "not measured"
     return Conditioning(checks, warnings, answer.line, measured, None, None, {name: answer}, MDE_FORMULA)

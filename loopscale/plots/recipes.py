@@ -81,9 +81,9 @@ def delta_phi(fits) -> Figure:
         ax_d = axes[1]
         for x, name in enumerate(names[1:]):
             cmp = compare_param(base, named[name], "phi")
-            ci = cmp.get("ci")
-            yerr = None if ci is None else [[cmp["delta"] - ci[0]], [ci[1] - cmp["delta"]]]
-            ax_d.errorbar([x], [cmp["delta"]], yerr=yerr, fmt="o", capsize=4, color=f"C{(x + 1) % 10}")
+            ci = cmp.ci
+            yerr = None if ci is None else [[cmp.delta - ci[0]], [ci[1] - cmp.delta]]
+            ax_d.errorbar([x], [cmp.delta], yerr=yerr, fmt="o", capsize=4, color=f"C{(x + 1) % 10}")
         ax_d.axhline(0, color="black", lw=0.8)
         ax_d.set_xticks(range(len(names) - 1), names[1:])
         ax_d.set_xlim(-0.5, len(names) - 1.5)

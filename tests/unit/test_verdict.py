@@ -17,7 +17,7 @@ from loopscale.analysis.report import conditioning_lines, conditioning_section
 from loopscale.fit import synthetic as S
 from loopscale.fit.fit_table import fit_table
 from loopscale.fit.isoflop import isoflop_minima
-from loopscale.fit.result import FitResult
+from loopscale.fit.result import FitResult, ParamDifference
 from loopscale.fit.verdict import (
     EQUIVALENCE_MAX,
     EXTRAPOLATION,
@@ -561,7 +561,7 @@ def test_compare_gates_on_each_fits_blocking_checks_but_not_on_their_widths():
     for f in (wide_a, wide_b):
         f.conditioning = fit_checks(_table(), f)
         assert not f.conditioning["measured"]  # each phi too wide for the rule ...
-    cmp = {"param": "phi", "delta": 0.24, "ci": [0.05, 0.43], "se": 0.1}
+    cmp = ParamDifference("phi", 0.5, 0.74, 0.24, [0.05, 0.43], 0.1)
     cond = compare_conditioning({"a.json": wide_a, "b.json": wide_b}, cmp)
     assert cond["measured"] and cond["verdict"].endswith("real (the paired bootstrap interval excludes 0)")  # ... Δφ is
     pinned = _fit({**PARAMS, "E": float(np.exp(-10.0))})

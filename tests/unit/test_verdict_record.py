@@ -14,7 +14,7 @@ from unit.test_verdict import _joint_fit, _joint_table
 
 from loopscale.analysis.conditioning import verdict
 from loopscale.errors import InputError
-from loopscale.fit.result import FitResult, compare_param, load_fit
+from loopscale.fit.result import FitResult, ParamDifference, compare_param, load_fit
 from loopscale.fit.runs_table import read_table
 from loopscale.fit.verdict import compare_conditioning, joint_checks
 from loopscale.fit.verdict_record import Check, Conditioning, DeltaAnswer, NoiseScale
@@ -69,7 +69,9 @@ def test_the_verdict_now_is_the_block_written_before_the_dataclasses():
     assert all(isinstance(a, DeltaAnswer) for a in joint.delta_phi.values())
     _same(json.loads(json.dumps(joint.to_json())), BLOCKS["joint"])
     hyper.conditioning = verdict(table, hyper)
-    cmp = compare_conditioning({"a.json": base, "b.json": hyper}, compare_param(base, hyper))
+    difference = compare_param(base, hyper)
+    assert isinstance(difference, ParamDifference) and difference.delta == hyper.params["phi"] - base.params["phi"]
+    cmp = compare_conditioning({"a.json": base, "b.json": hyper}, difference)
     _same(json.loads(json.dumps(cmp.to_json())), BLOCKS["compare"])
 
 
