@@ -1556,6 +1556,23 @@ MUTATIONS: tuple[Mutation, ...] = (
         ("tests/unit/test_loop_trains.py::test_the_default_loop_reads_its_state_after_training",),
         "model=cpu at r > 1 loops under either optimizer: its injection's state weight trains",
     ),
+    # -- the verdict's JSON form (issue 52: the verdict as dataclasses) ----------------------------------
+    Mutation(
+        "verdict-record-writes-absent-keys",
+        "loopscale/fit/verdict_record.py",
+        "        return {k: v for k, v in out.items() if v is not None or k not in optional}",
+        "        return out",
+        ("tests/unit/test_verdict_record.py::test_an_old_block_reads_back_and_is_written_key_for_key",),
+        "a fit JSON's conditioning block keeps the keys fit JSONs always had (an old one is written key for key)",
+    ),
+    Mutation(
+        "verdict-record-check-without-protects",
+        "loopscale/fit/verdict_record.py",
+        '        if self.protects is None:\n            del out["protects"]',
+        '        del out["protects"]',
+        ("tests/unit/test_verdict_record.py",),
+        "each check in a fit JSON says what its failure costs (`protects`: FAIL or warning in every reader)",
+    ),
 )
 
 
