@@ -1375,6 +1375,14 @@ MUTATIONS: tuple[Mutation, ...] = (
         ("tests/unit/test_curve_laws.py::test_the_figure_draws_each_runs_measured_loss_and_the_laws_curve",),
         "fit --curves --plot: each run's fitted (or predicted) curve drawn over its measured loss",
     ),
+    Mutation(
+        "loss-curves-figure-for-a-runs-fit",
+        "loopscale/plots/loss_curves.py",
+        'tables=("curves",)),',
+        'tables=("runs", "curves")),',
+        ("tests/unit/test_report.py::test_cli_plot_writes_pngs",),
+        "plot / report: a runs-table fit gets the runs-table figures, a curves fit its curves (FitFigure.tables)",
+    ),
     # -- issue 58 item 4: blind round 2 (written from the docs and code only; docs/results.md) ---------------
     Mutation(
         "blind2-curves-S_k-exclusive",

@@ -108,7 +108,5 @@ def _palette(n: int) -> list:
 
 
 FIGURES = (  # a looped-curve fit's evaluations as curves (plots/registry.py)
-    FitFigure(
-        "loss_curves", 6, lambda t, fit, c, f: looped_curves(t, fit) if law_class(fit.law).reads_curves else None
-    ),
+    FitFigure("loss_curves", 6, lambda t, fit, c, f: looped_curves(t, fit), tables=("curves",)),
 )

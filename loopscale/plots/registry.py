@@ -37,9 +37,13 @@ def fit_figures() -> tuple[FitFigure, ...]:
 
 
 FIGURE_NAMES = tuple(dict.fromkeys(f.name for f in fit_figures()))
-# a fit of a curves table (`Law.reads_curves`): its rows are evaluations along runs, not runs, so it gets its
-# curves and phi's evidence, not the runs-table figures (iso-FLOP, collapse, residuals by budget, N*)
-CURVE_FIGURES = ("loss_curves", "phi_profile")
+
+
+def figure_names(tables: str) -> tuple[str, ...]:
+    """The names of the figures a fit of `tables` ("runs" or "curves", `FitFigure.tables`) can get, in rank order:
+    a curves fit's rows are evaluations along runs, not runs, so it gets its curves and phi's evidence, not the
+    runs-table figures (iso-FLOP, collapse, residuals by budget, N*)."""
+    return tuple(dict.fromkeys(f.name for f in fit_figures() if tables in f.tables))
 
 
 def figures(table: pd.DataFrame, fit, compare=(), free=None) -> dict[str, Figure]:
@@ -47,12 +51,12 @@ def figures(table: pd.DataFrame, fit, compare=(), free=None) -> dict[str, Figure
     `Law.compute_optimal`): phi figures need a fit with phi or a joint fit (phi_profile only when the record has
     a profile or bootstrap replicates), delta-phi needs `compare` fits (a sequence, or a mapping name -> fit) or a
     joint fit. A joint fit is drawn recipe by recipe (`views`), its delta-phi figures from its own tests. A fit of
-    loss curves (`Law.reads_curves`) gets CURVE_FIGURES only."""
+    loss curves (`Law.reads_curves`) gets the entries whose `tables` hold "curves" (`figure_names`)."""
     fit = load_fit(fit)
-    curves = law_class(fit.law).reads_curves
+    tables = "curves" if law_class(fit.law).reads_curves else "runs"
     out = {}
     for entry in fit_figures():
-        if curves and entry.name not in CURVE_FIGURES:
+        if tables not in entry.tables:
             continue
         if entry.name not in out and (drawn := entry.draw(table, fit, compare, free)) is not None:
             out[entry.name] = drawn

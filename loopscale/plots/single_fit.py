@@ -298,7 +298,10 @@ def _single_phi(fit) -> bool:
 FIGURES = (  # a joint fit's phi profile and delta-phi figures: plots/recipes.py
     FitFigure("collapse", 1, lambda t, fit, c, f: collapse(t, fit) if _phi_or_joint(fit) else None),
     FitFigure(
-        "phi_profile", 2, lambda t, fit, c, f: phi_profile(fit) if _single_phi(fit) and has_phi_evidence(fit) else None
+        "phi_profile",
+        2,
+        lambda t, fit, c, f: phi_profile(fit) if _single_phi(fit) and has_phi_evidence(fit) else None,
+        tables=("runs", "curves"),
     ),
     FitFigure("residuals", 3, lambda t, fit, c, f: residuals(t, fit, f)),
     FitFigure(

@@ -17,10 +17,12 @@ from loopscale.fit.runs_table import drop_top_k
 from loopscale.plots import single_fit
 from loopscale.plots.inputs import as_looped_table, read_table
 from loopscale.plots.isoflop import iso_flop
-from loopscale.plots.registry import FIGURE_NAMES, figures
+from loopscale.plots.registry import figure_names, figures
 from support.cli import run_cli
 from support.fit_fixtures import PLOTS_FIXTURE as FIXTURE
 from support.paths import CHINCHILLA
+
+RUNS_FIGURES = figure_names("runs")  # a runs-table fit's figures (a curves fit gets its own)
 
 RECIPES = ("baseline", "tbptt", "hyper")
 JOINT = FIXTURE / "fit.joint.json"
@@ -55,8 +57,8 @@ def test_joint_report_from_the_recipe_tables(recipe_tables, tmp_path):
     text = out.read_text()
     assert "### delta-phi across recipes (joint fit)" in text
     names = sorted(p.name for p in (out.parent / "figures").iterdir())
-    assert names == sorted(f"joint_{n}.{ext}" for n in FIGURE_NAMES for ext in ("png", "pdf"))
-    for name in FIGURE_NAMES:
+    assert names == sorted(f"joint_{n}.{ext}" for n in RUNS_FIGURES for ext in ("png", "pdf"))
+    for name in RUNS_FIGURES:
         assert min(Image.open(out.parent / "figures" / f"joint_{name}.png").info["dpi"]) >= 199.9
     # the report's runs: every recipe's looped runs, the shared r = 1 runs once
     assert "| baseline | 1 |" in text and text.count("| tbptt | 8 |") == 17 and text.count("| baseline | 1 |") == 13
@@ -201,7 +203,7 @@ def test_plot_takes_the_recipe_tables_of_a_joint_fit(recipe_tables, tmp_path):
     out = tmp_path / "plots"
     res = run_cli(["plot", *recipe_tables, JOINT, "--dpi", "40", "--out", out])
     assert res.returncode == 0, res.stderr
-    assert res.stdout.split() == [str(out / f"{n}.{ext}") for n in FIGURE_NAMES for ext in ("png", "pdf")]
+    assert res.stdout.split() == [str(out / f"{n}.{ext}") for n in RUNS_FIGURES for ext in ("png", "pdf")]
 
 
 def test_joint_report_on_a_sweep_directory(tmp_path):

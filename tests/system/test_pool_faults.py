@@ -151,5 +151,5 @@ def test_the_workers_report_their_steps_before_their_jobs_end(tmp_path, data_dir
 def test_a_pool_size_that_is_not_a_whole_number_from_1_is_refused_in_one_line(tmp_path, data_dir, override, shown):
     proc = run_loopscale(_args(tmp_path, data_dir, "seed=0,1", override), cwd=tmp_path, module="loopscale.train.entry")
     assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
-    assert proc.stderr.startswith(f"{shown} must be >= 1"), proc.stderr[-3000:]
+    assert proc.stderr.startswith(f"loopscale-train: error: {shown} must be >= 1"), proc.stderr[-3000:]
     assert list((tmp_path / "runs").rglob("identity.json")) == []  # no run launched

@@ -19,7 +19,7 @@ from loopscale.plots.files import write_figure
 from loopscale.plots.inputs import free_multipliers, log_residuals, predicted_loss, read_table, rows_for_fit
 from loopscale.plots.isoflop import iso_flop
 from loopscale.plots.recipes import delta_phi
-from loopscale.plots.registry import FIGURE_NAMES, figures, plot_fit, save_all
+from loopscale.plots.registry import FIGURE_NAMES, figure_names, figures, plot_fit, save_all
 from loopscale.plots.single_fit import collapse, compute_optimal, phi_profile, predicted_vs_observed, residuals
 from loopscale.plots.views import recipe_fit
 from support.paths import FIXTURES
@@ -209,7 +209,8 @@ def test_save_all_writes_every_figure(table, fit, tmp_path):
     paths = save_all(
         table, fit, tmp_path / "figs", compare=[FIXTURE / "fit.hyper.json"], free=FIXTURE / "free.baseline.json", dpi=40
     )
-    runs_figures = [n for n in FIGURE_NAMES if n != "loss_curves"]  # loss_curves: a curves fit's (test_fit_curves_cli)
+    runs_figures = list(figure_names("runs"))  # loss_curves is a curves fit's (test_fit_curves_cli)
+    assert "loss_curves" in FIGURE_NAMES and "loss_curves" not in runs_figures
     assert [p.stem for p in paths[::2]] == runs_figures
     assert [p.suffix for p in paths] == [".png", ".pdf"] * len(runs_figures)
     assert all(p.read_bytes().startswith(PNG_MAGIC) for p in paths[::2])

@@ -13,8 +13,10 @@ from loopscale.cli import main
 from loopscale.cli.fit_output import joint_lines
 from loopscale.fit.result import load_fit
 from loopscale.fit.verdict import shared_check_verdict
-from loopscale.plots.registry import FIGURE_NAMES, save_all
+from loopscale.plots.registry import figure_names, save_all
 from support.fit_fixtures import PLOTS_FIXTURE as FIXTURE
+
+RUNS_FIGURES = figure_names("runs")  # a runs-table fit's figures (a curves fit gets its own)
 
 
 def test_write_report_law_cis_figures_and_runs(table, fit, tmp_path):
@@ -139,7 +141,7 @@ def test_cli_report_on_a_sweep_dir(table, tmp_path, capsys):
     assert "| ../sweep/run_failed | diverged | loss is NaN at step 40 |" in text
     assert "| ../sweep/run_killed | incomplete |" in text
     figs = sorted(p.name for p in (out.parent / "figures").iterdir())
-    assert figs == sorted(f"report_{n}.{ext}" for n in FIGURE_NAMES for ext in ("png", "pdf"))
+    assert figs == sorted(f"report_{n}.{ext}" for n in RUNS_FIGURES for ext in ("png", "pdf"))
 
 
 def test_cli_plot_writes_pngs(tmp_path, capsys):
@@ -160,8 +162,8 @@ def test_cli_plot_writes_pngs(tmp_path, capsys):
     )
     assert rc == 0
     printed = capsys.readouterr().out.split()
-    assert printed == [str(out / f"{n}.{ext}") for n in FIGURE_NAMES for ext in ("png", "pdf")]
-    assert all((out / f"{n}.png").stat().st_size > 2000 for n in FIGURE_NAMES)
+    assert printed == [str(out / f"{n}.{ext}") for n in RUNS_FIGURES for ext in ("png", "pdf")]
+    assert all((out / f"{n}.png").stat().st_size > 2000 for n in RUNS_FIGURES)
 
 
 @pytest.mark.parametrize(
