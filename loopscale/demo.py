@@ -254,13 +254,17 @@ def verdict_summary(fit) -> dict:
 
 def readme_sentence(summary: dict) -> str:
     """The README's sentence about the demo, from its demo.json (tests/unit/test_readme_demo.py holds the README
-    to it): the wall time, phi, the verdict and the interval it read."""
+    to docs/demo_summary.json, the demo.json of the run the README quotes): the wall time, phi, the verdict and
+    the interval it read, or the verdict's own reason when that interval is not closed."""
     v = summary["verdict"]
-    lo, hi = v["interval"] if v["interval"] and None not in v["interval"] else (float("nan"), float("nan"))
     word = "phi measured" if v["measured"] else "not measured"
+    minutes = summary["wall_time_s"] / 60
+    head = f'Measured on 2 CPU cores ({minutes:.1f} min): **phi = {v["phi"]:.3f}**, verdict **"{word}"**'
+    if not v["interval"] or None in v["interval"]:  # the verdict's own reason, as its line gives it
+        return f"{head}: {v['line'].removeprefix(word + ': ')}."
+    lo, hi = v["interval"]
     return (
-        f"Measured on 2 CPU cores ({summary['wall_time_s'] / 60:.1f} min): **phi = {v['phi']:.3f}**, verdict "
-        f'**"{word}"**: the 95% {v["interval_name"]} interval [{lo:.3f}, {hi:.3f}] is {hi - lo:.3f} wide; the '
+        f"{head}: the 95% {v['interval_name']} interval [{lo:.3f}, {hi:.3f}] is {hi - lo:.3f} wide; the "
         f"published recipes need <= {PHI_CI_WIDTH_MAX:.2f}."
     )
 
