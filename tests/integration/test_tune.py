@@ -127,7 +127,7 @@ def test_an_edge_optimum_grows_the_grid(experiment, capsys):
     assert not (conf / "lr_rules" / "tune_tiny.yaml").exists()
     # run names do not carry the injection: a tune of another model in the same dir refuses these runs' losses
     with pytest.raises(ConfigError, match="holds a finished run of another config.*looped_injection"):
-        run_tune(_settings([*overrides, "model.r=1", "model.looped_injection=concat"], runs, grid, cells=["C1e10-d16"]))
+        run_tune(_settings([*overrides, "model.r=1", "model.looped_injection=linear"], runs, grid, cells=["C1e10-d16"]))
 
 
 def test_the_cli_states_the_cost_first(experiment, capsys):

@@ -11,6 +11,8 @@ import subprocess
 import sys
 import time
 
+from loopscale.launch.sweep import expand
+from loopscale.train.plan import run_dir_of
 from support.procs import finish, orphans, run_loopscale, signal_group, start_loopscale, wait_until
 
 TWO_JOBS = ["--bootstrap", "0", "model.r=1,2", "point=C6e10-d16"]
@@ -18,6 +20,12 @@ TWO_JOBS = ["--bootstrap", "0", "model.r=1,2", "point=C6e10-d16"]
 
 def _demo(out, data_dir, *extra):
     return ["demo", "--out", str(out), "--data-dir", str(data_dir), *TWO_JOBS, *extra]
+
+
+def _job_dirs() -> list[str]:
+    """The run dir names of TWO_JOBS' jobs, as the demo names them (they carry the lr rule's multiplier)."""
+    jobs = expand(["experiment=isodepth_cpu_demo", *[a for a in TWO_JOBS if "=" in a]])
+    return [run_dir_of(job.cfg).name for job in jobs]
 
 
 def _records(out):
@@ -85,7 +93,7 @@ def test_a_demo_with_nothing_finished_to_fit_says_so(tmp_path, data_dir):
     sweep = out / "runs" / "isodepth_cpu_demo"
     code = (
         "import sys, time; from loopscale.train.lock import RunLock\n"
-        f"locks = [RunLock({str(sweep)!r} + '/' + n) for n in ('baseline-r1-d16', 'baseline-r2-d16')]\n"
+        f"locks = [RunLock({str(sweep)!r} + '/' + n) for n in {_job_dirs()!r}]\n"
         "[lock.acquire() for lock in locks]; print('held', flush=True); time.sleep(600)"
     )
     holder = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)

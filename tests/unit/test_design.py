@@ -3,6 +3,8 @@ designs beside it, written as overrides that the same expansion reads."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from loopscale.errors import ConfigError
@@ -26,7 +28,11 @@ REDUCED = ["experiment=isodepth_cpu_demo", "model.r=1,2,4", "point=C6e10_8.5e10-
 def test_the_reduced_demo_design_has_one_row_per_branch_with_exact_accounting():
     design = design_points(REDUCED)
     assert len(design) == 3 * 2 * 2  # r x widths x budgets
-    assert set(design["parent"]) == {f"baseline-r{r}-d{w}" for r in (1, 2, 4) for w in (16, 24)}
+    # each parent job named by its r and width, and the tuned lr rule's multiplier it trains at (-lrt<x>)
+    assert {re.sub(r"-lrt[0-9.]+$", "", p) for p in design["parent"]} == {
+        f"baseline-r{r}-d{w}" for r in (1, 2, 4) for w in (16, 24)
+    }
+    assert all(re.search(r"-lrt[0-9.]+$", p) for p in design["parent"])
     assert sorted(set(design["C_budget"])) == [6e10, 8.5e10] and set(design["seed"]) == {0}
     for row in design.itertuples():  # each branch trains whole batches of 16 x 64 tokens to its budget
         assert row.D == tokens_for_budget(row.C_budget, row.F, 16 * 64)[0] and row.C == pytest.approx(row.D * row.F)
