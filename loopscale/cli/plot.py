@@ -117,24 +117,6 @@ def _figure_options(p: argparse.ArgumentParser) -> None:
     )
 
 
-def parse_columns(text: str | None):
-    """A ColumnMap from 'N=Model Size,C=Training FLOP,L=loss' (None: no mapping), or a UsageError."""
-    if text is None:
-        return None
-    known = list(ColumnMap.__dataclass_fields__)
-    pairs = {}
-    for item in (part.strip() for part in text.split(",")):
-        canon, eq, column = (x.strip() for x in item.partition("="))
-        if not eq or not canon or not column:
-            raise UsageError(f"--columns: {item!r} is not CANON=column (e.g. N=params)")
-        if canon not in known:
-            raise UsageError(f"--columns: {canon!r} is not one of {', '.join(known)}")
-        if canon in pairs:
-            raise UsageError(f"--columns: {canon} is mapped twice")
-        pairs[canon] = column
-    return ColumnMap(**pairs)
-
-
 def _load_fits(args):
     """(fit, compare fits, free fit) with a UsageError naming the bad file."""
     fit = load_fit(args.fit) if args.fit else None
@@ -162,7 +144,7 @@ def run_plot(args: argparse.Namespace) -> int:
     out_dir = Path(args.out)
     if out_dir.exists() and not out_dir.is_dir():
         raise UsageError(f"--out {out_dir} exists and is not a directory")
-    columns = parse_columns(args.columns)
+    columns = ColumnMap.parse(args.columns)
     for path in args.tables:
         if not Path(path).is_file():  # said before the fit is read: the first argument is the first problem
             read_table_file(path)
@@ -208,7 +190,7 @@ def run_report(args: argparse.Namespace) -> int:
     out_path = Path(args.out)
     if out_path.is_dir():
         raise UsageError(f"--out {out_path} is a directory; give the Markdown file to write")
-    columns = parse_columns(args.columns)
+    columns = ColumnMap.parse(args.columns)
     for source in args.sources:
         if not Path(source).exists():
             raise UsageError(f"{source} does not exist")

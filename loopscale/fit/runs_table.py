@@ -43,6 +43,24 @@ class ColumnMap:
     def as_dict(self) -> dict[str, str]:
         return asdict(self)
 
+    @classmethod
+    def parse(cls, text: str | None) -> ColumnMap | None:
+        """The map given as 'N=Model Size,C=Training FLOP,L=loss' (`plot` / `report --columns`; None: none), or
+        an InputError naming the item that is not CANON=column, an unknown canonical name or one mapped twice."""
+        if text is None:
+            return None
+        pairs: dict[str, str] = {}
+        for item in (part.strip() for part in text.split(",")):
+            canon, eq, column = (x.strip() for x in item.partition("="))
+            if not eq or not canon or not column:
+                raise InputError(f"--columns: {item!r} is not CANON=column (e.g. N=params)")
+            if canon not in cls.__dataclass_fields__:
+                raise InputError(f"--columns: {canon!r} is not one of {', '.join(cls.__dataclass_fields__)}")
+            if canon in pairs:
+                raise InputError(f"--columns: {canon} is mapped twice")
+            pairs[canon] = column
+        return cls(**pairs)
+
 
 def read_table(path) -> pd.DataFrame:
     """CSV (default), Parquet (.parquet/.pq) or JSON lines (.jsonl); ValueError if unreadable, truncated
