@@ -40,6 +40,9 @@ def _relaunch_state() -> None:
 def test_a_corrupt_cached_kernel_is_set_aside_and_the_run_compiles_afresh(tmp_path, data_dir, monkeypatch):
     monkeypatch.setenv("LOOPSCALE_CACHE", str(tmp_path / "cache"))
     common = [*TINY, f"data.data_dir={data_dir}", "budget.tokens=3072", "trainer.compile=blocks"]
+    # a fresh process's state first: a graph an earlier test of this process compiled would be served from
+    # memory and never written to this cache (the torch-floor stage runs its tests in one process)
+    _relaunch_state()
     first = run_training(train_config([*common, f"runs_dir={tmp_path / 'a'}"]))
     (folder,) = (cache_dir() / GRAPHS_DIR).iterdir()
     # emptied .py: a module without its `call`, which failed every relaunch (BackendCompilerFailed); a garbage .so
