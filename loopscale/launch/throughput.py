@@ -101,9 +101,7 @@ def _read_cache(path: Path) -> dict[str, Any]:
 def cached_throughput(cfg: TrainConfig, device_batch: int, threads: int, use_cache: bool = True) -> Throughput | None:
     """The job's CPU tokens/s as measured before (in this process, or in the machine's cache), or None: nothing is
     measured. A sweep's start order reads it (`compile_order`), so the pool's parent never loads torch."""
-    key = {**probe_key(cfg, device_batch, threads), "processes": _CONTENTION.workers}
-    digest = _key_hash(key)
-    path, use_cache = _cache_path(use_cache)
+    _, digest, path, use_cache = _probe_slot(cfg, device_batch, threads, use_cache)
     memo = (str(path), digest)
     if memo in _MEASURED:  # measured earlier in this process (an unwritable cache must not mean re-measuring)
         tokens_per_s, share = _MEASURED[memo]
@@ -123,9 +121,7 @@ def cpu_throughput(cfg: TrainConfig, device_batch: int, threads: int, use_cache:
     known = cached_throughput(cfg, device_batch, threads, use_cache)
     if known is not None:
         return known
-    key = {**probe_key(cfg, device_batch, threads), "processes": _CONTENTION.workers}
-    digest = _key_hash(key)
-    path, use_cache = _cache_path(use_cache)
+    key, digest, path, use_cache = _probe_slot(cfg, device_batch, threads, use_cache)
     memo = (str(path), digest)
     _CONTENTION.start()
     started = time.perf_counter()
@@ -138,6 +134,16 @@ def cpu_throughput(cfg: TrainConfig, device_batch: int, threads: int, use_cache:
     entry = {"tokens_per_s": tokens_per_s, "share": share, "probe_s": probe_s, "measured": time.time()}
     _cache_put(path, use_cache, digest, {**entry, "key": key})
     return Throughput(tokens_per_s, probe_s, False, share)
+
+
+def _probe_slot(
+    cfg: TrainConfig, device_batch: int, threads: int, use_cache: bool
+) -> tuple[dict[str, object], str, Path | None, bool]:
+    """(the probe's key, its digest, the cache file, whether it is used): one place, so a lookup and the probe that
+    fills it cannot disagree on where a measurement lives."""
+    key = {**probe_key(cfg, device_batch, threads), "processes": _CONTENTION.workers}
+    path, use_cache = _cache_path(use_cache)
+    return key, _key_hash(key), path, use_cache
 
 
 def _cache_path(use_cache: bool) -> tuple[Path | None, bool]:

@@ -9,6 +9,7 @@ q, k, v matrix). Published grids: every point's step count, F and peak lrs equal
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import math
 import re
@@ -173,10 +174,12 @@ def test_q_k_v_are_held_on_their_own_spheres():
 
 
 def bf16_kernel_kind() -> str:
-    """The kind of kernel this CPU's bf16 matmuls run on: torch's CPU capability, and "-AMX" where the CPU has AMX
-    tiles (oneDNN's bf16 matmul then runs on them); make_authors_fixtures.py names its fixture by the same rule."""
-    amx = getattr(torch.cpu, "_is_amx_tile_supported", lambda: False)()
-    return torch.backends.cpu.get_cpu_capability() + ("-AMX" if amx else "")
+    """The kind of kernel this CPU's bf16 matmuls run on, by the rule the fixture was named with (one rule, in
+    make_authors_fixtures.py, loaded from its file: the script is not a package)."""
+    spec = importlib.util.spec_from_file_location("make_authors_fixtures", AUTHORS / "make_authors_fixtures.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    return script.bf16_kernel_kind()
 
 
 def muonh_bf16_fixture() -> dict:

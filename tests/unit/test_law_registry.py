@@ -40,16 +40,18 @@ def example_source() -> str:
 
 @pytest.fixture
 def example_law(tmp_path, monkeypatch):
-    """The docs' example as a module of its own in tmp_path, imported (registering its law) into a copy of the
-    registry that the test leaves behind."""
-    monkeypatch.setattr(registry, "_LAWS", dict(registry._LAWS))
+    """The docs' example as a module of its own in tmp_path, imported (registering its law); the registry's
+    table is left as the test found it (emptied and refilled in place: `register` holds that table)."""
+    saved = dict(registry._LAWS)
     path = tmp_path / "looped_linear_example.py"
     path.write_text(example_source())
     spec = importlib.util.spec_from_file_location("looped_linear_example", path)
     module = importlib.util.module_from_spec(spec)
     monkeypatch.setitem(sys.modules, "looped_linear_example", module)
     spec.loader.exec_module(module)
-    return law_class("looped-linear")
+    yield law_class("looped-linear")
+    registry._LAWS.clear()
+    registry._LAWS.update(saved)
 
 
 def drawn_table(law: type[Law], noise: float = 0.001) -> pd.DataFrame:

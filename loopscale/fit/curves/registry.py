@@ -7,20 +7,13 @@ import importlib
 
 from loopscale.errors import InputError
 from loopscale.fit.curves.law import CurveLaw
+from loopscale.fit.laws.registry import registering
 
 _LAWS: dict[str, type[CurveLaw]] = {}
 _LAW_MODULES = ("multipower", "lr_annealing")  # the laws shipped in this package
 
 
-def register(cls: type[CurveLaw]) -> type[CurveLaw]:
-    """Class decorator: make `cls` known by its `name` (a second class of one name is refused)."""
-    if not cls.name:
-        raise ValueError(f"{cls.__qualname__} has no name")
-    known = _LAWS.get(cls.name)
-    if known is not None and known.__qualname__ != cls.__qualname__:
-        raise ValueError(f"curve law {cls.name!r} is registered twice ({known.__module__} and {cls.__module__})")
-    _LAWS[cls.name] = cls
-    return cls
+register = registering("curve law", _LAWS)
 
 
 def _load() -> None:

@@ -8,7 +8,7 @@ use. Everything that starts from a name (the CLI's `--law`, a fit record's `law`
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import numpy as np
 
@@ -18,15 +18,23 @@ from loopscale.fit.laws.form import Law, LawData
 _LAWS: dict[str, type[Law]] = {}
 
 
-def register(cls: type[Law]) -> type[Law]:
-    """Class decorator: make `cls` known by its `name` (a second law of one name is refused)."""
-    if not cls.name:
-        raise ValueError(f"{cls.__qualname__} has no name: set the class attribute `name`")
-    known = _LAWS.get(cls.name)
-    if known is not None and known.__qualname__ != cls.__qualname__:
-        raise ValueError(f"law {cls.name!r} is registered twice ({known.__module__} and {cls.__module__})")
-    _LAWS[cls.name] = cls
-    return cls
+def registering(kind: str, table: dict[str, type]) -> Callable[[type], type]:
+    """A class decorator that makes a class known in `table` by its `name`: the laws' and the curve laws' (a class
+    without a name, or a second class of one name, is refused; the same class loaded again is not a second)."""
+
+    def register(cls: type) -> type:
+        if not cls.name:
+            raise ValueError(f"{cls.__qualname__} has no name: set the class attribute `name`")
+        known = table.get(cls.name)
+        if known is not None and known.__qualname__ != cls.__qualname__:
+            raise ValueError(f"{kind} {cls.name!r} is registered twice ({known.__module__} and {cls.__module__})")
+        table[cls.name] = cls
+        return cls
+
+    return register
+
+
+register = registering("law", _LAWS)
 
 
 def law_names() -> tuple[str, ...]:
