@@ -1581,6 +1581,14 @@ MUTATIONS: tuple[Mutation, ...] = (
         ("tests/unit/test_verdict_record.py",),
         "each check in a fit JSON says what its failure costs (`protects`: FAIL or warning in every reader)",
     ),
+    Mutation(
+        "looped-logr-slope-about-r-1",
+        "loopscale/fit/laws/looped_logr.py",
+        "data.log_r * (data.log_r - np.log(self.r_ref))",
+        "data.log_r * data.log_r",
+        ("tests/unit/test_looped_logr.py", "tests/unit/test_law_registry.py"),
+        "fit --law looped-logr: phi is the exponent at r = 4 and psi its slope per e-fold of r (docs/design.md)",
+    ),
 )
 
 
