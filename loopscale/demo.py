@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -175,9 +176,9 @@ def _train(jobs, vocab_size: int, workers: int, threads: int, console) -> list:
         # a fit without it would be a fit of another grid
         for cfg, record, wall_s in train_in_workers(cfgs, workers, threads):
             if record.get("status") not in ("done", None) and not record.get("branches"):
-                progress.console.print(f"  {cfg.run_name:<22} {record['status']}: {record.get('reason')}")
+                progress.console.print(f"  {cfg.run_name:<22} {record['status']}: {record.get('reason')}", markup=False)
             else:
-                progress.console.print(f"  {_summary(cfg, record)}  ({wall_s:.0f} s)")
+                progress.console.print(f"  {_summary(cfg, record)}  ({wall_s:.0f} s)", markup=False)
             progress.advance(task)
     return [p for _, p in todo]
 
@@ -280,7 +281,7 @@ def _print_result(summary: dict, fit, console) -> None:
     console.print(f"README: {readme_sentence(summary)}", markup=False)
     misses = summary["conditioning_misses"]
     if misses:
-        console.print("[yellow]conditioning diagnostics missed:[/]\n  " + "\n  ".join(misses))
+        console.print("[yellow]conditioning diagnostics missed:[/]\n  " + escape("\n  ".join(misses)))
     else:
         console.print(
             "[green]conditioning: every target met[/] (phi interval, E, basins, holdout, iso-FLOP minima, collapse)"

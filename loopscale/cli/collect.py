@@ -9,6 +9,7 @@ from collections import Counter
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from loopscale.analysis.probes import dense_rows, probe_table
@@ -68,7 +69,8 @@ def _print_problems(problems) -> None:
     for col in ("run", "status", "step", "reason"):
         table.add_column(col)
     for p in problems:
-        table.add_row(Path(p["run_dir"]).name, str(p["status"]), str(p.get("step") or ""), str(p["reason"])[:200])
+        cells = (Path(p["run_dir"]).name, str(p["status"]), str(p.get("step") or ""), str(p["reason"])[:200])
+        table.add_row(*map(escape, cells))  # a reason is data: "[/tmp/x]" is no closing tag
     console = Console(stderr=True)
     Console(stderr=True, width=max(console.width, 160)).print(table)
 

@@ -191,7 +191,7 @@ def print_result(result, group=None) -> None:
     t.add_column("95% CI", justify="right")
     for name, value in result.params.items():
         ci = result.ci95.get(name)
-        t.add_row(escape(name), f"{value:.6g}", f"[{ci[0]:.4g}, {ci[1]:.4g}]" if ci else "—")
+        t.add_row(escape(name), f"{value:.6g}", escape(f"[{ci[0]:.4g}, {ci[1]:.4g}]") if ci else "—")
     console = Console()
     console.print(t)
     lines = [
@@ -214,7 +214,7 @@ def print_result(result, group=None) -> None:
             f"err| {h['mean_abs_rel_error']:.3%}, max {h['max_abs_rel_error']:.3%}"
         )
     for line in lines:
-        console.print(line, highlight=False)
+        console.print(line, highlight=False, markup=False)  # "[open, 0.61]" is an interval, not a tag
     for line in noise_lines(result.noise):  # the seed sigma, or that the intervals omit seed noise
         console.print(escape(line), highlight=False, soft_wrap=True)
     for w in result.warnings:

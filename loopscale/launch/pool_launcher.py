@@ -208,7 +208,9 @@ def _run_with_progress(launcher, jobs, order, payloads, tokens, workers, threads
                     done = sum(r is not None for r in results)
                     progress.update(bar, description=f"{done}/{len(jobs)} jobs")
                     line = f"  {_run_name(jobs[i]):<28} {_outcome(result, _run_name(jobs[i]))}"
-                    progress.console.print(line, soft_wrap=True, highlight=False)
+                    progress.console.print(
+                        line, soft_wrap=True, highlight=False, markup=False
+                    )  # a reason is data: '[/x]' is no tag
             except KeyboardInterrupt:  # Ctrl-C while this loop, not the pool, ran: the pool's own Ctrl-C path
                 finished.throw(KeyboardInterrupt())  # (runs recorded interrupted), which raises it on
     wall_s = time.perf_counter() - started
