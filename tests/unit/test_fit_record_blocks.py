@@ -1,0 +1,56 @@
+"""loopscale/fit/record_blocks.py: a fit record's blocks (settings, group, bootstrap, profile_phi, holdout, noise,
+joint) as dataclasses with the JSON form fit records have always had. tests/fixtures/fit_records/records.json holds
+records written before the dataclasses (made at d38bfa1 by make_records.py: the plots fixtures read and written
+again, and three fits made then): each reads back and is written key for key, in order; the fits made now from the
+same inputs are written with the same keys, in the same order, and the same values."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from unit.test_verdict_record import _same
+
+from loopscale.fit import synthetic as S
+from loopscale.fit.fit_table import fit_table
+from loopscale.fit.joint import fit_joint, joint_table
+from loopscale.fit.result import FitResult, load_fit
+from loopscale.fit.runs_table import canonical_table
+
+RECORDS = json.loads((Path(__file__).resolve().parents[1] / "fixtures" / "fit_records" / "records.json").read_text())
+
+
+def fresh_fits() -> dict[str, FitResult]:
+    """The fits records.json holds as "single", "noise_off" and "joint" (~5 s on one core)."""
+    sweep = S.seeded_sweep(S.isodepth_grid(S.CPU_SIZES), S.PUBLISHED_PHI["baseline"], 3, 0.005, seed=3)
+    table = canonical_table(sweep, "looped")
+    tables = [canonical_table(t, "looped") for t in S.recipe_tables(S.small_recipe_sweep(seed=1)).values()]
+    jt, recipes = joint_table(tables, "recipe")
+    with np.errstate(all="ignore"):
+        return {
+            "single": fit_table(table, n_bootstrap=4, holdout=True, n_refine=4),
+            "noise_off": fit_table(table, noise="off", profile=False, n_refine=4),
+            "joint": fit_joint(jt, "recipe", recipes, n_bootstrap=4, n_refine=4),
+        }
+
+
+def written(fit: FitResult) -> dict:
+    return json.loads(json.dumps(fit.to_json_dict()))
+
+
+@pytest.mark.parametrize("name", sorted(RECORDS))
+def test_an_old_record_reads_back_and_is_written_key_for_key(name, tmp_path):
+    record = RECORDS[name]
+    fit = load_fit(json.loads(json.dumps(record)))
+    assert json.dumps(fit.to_json_dict()) == json.dumps(record)  # same keys, same order, same values
+    fit.write_json(tmp_path / "fit.json")
+    assert FitResult.from_json(tmp_path / "fit.json") == fit
+
+
+def test_the_fits_made_now_are_written_as_before():
+    for name, fit in fresh_fits().items():
+        now, then = written(fit), RECORDS[name]
+        now["versions"], then = then["versions"], dict(then)  # the libraries' versions move; the rest must not
+        _same(now, then, name)
