@@ -21,7 +21,7 @@ from pathlib import Path
 
 from loopscale.atomic import atomic_paths, check_outputs_apart, check_writable, json_safe
 from loopscale.cli import UsageError
-from loopscale.errors import LoopscaleError, not_one_of
+from loopscale.errors import InputError, LoopscaleError, not_one_of
 from loopscale.fit.laws.form import BASE_USER
 from loopscale.fit.laws.registry import find_law
 from loopscale.fit.resample import resolve_jobs
@@ -176,10 +176,10 @@ def _read_fit(path: str):
     if cls.per_recipe:
         raise UsageError(f"{path} is a joint fit over recipes: validate each recipe's fit (loopscale fit --group COL)")
     try:
-        fit = FitResult.from_dict(raw)
-    except TypeError as err:
+        fit = FitResult.from_dict(raw)  # a block that is no object is refused here (record_blocks)
+    except (TypeError, InputError) as err:
         raise UsageError(f"{path} is not a loopscale fit record: {err}") from None
-    if not isinstance(fit.settings, dict) or not isinstance(fit.input, dict):
+    if not isinstance(fit.input, dict):
         raise UsageError(f"{path} is not a loopscale fit record (settings and input must be objects)")
     problem = _malformed(fit, cls)
     if problem is not None:
@@ -215,11 +215,8 @@ def _malformed(fit, cls) -> str | None:
             return f"params: {name}={value!r} is not a finite number"
     if fit.seed is not None and not (isinstance(fit.seed, int) and not isinstance(fit.seed, bool)):
         return f"seed must be a whole number; got {fit.seed!r}"
-    group = fit.group
-    if group is not None and not (isinstance(group, dict) and isinstance(group.get("column", ""), str)):
-        return f"group must be an object with a column name; got {group!r}"
-    if fit.profile_phi is not None and not isinstance(fit.profile_phi, dict):
-        return f"profile_phi must be an object; got {fit.profile_phi!r}"
+    if fit.group and not isinstance(fit.group.get("column", ""), str):
+        return f"group must be an object with a column name; got {fit.group.to_json()!r}"
     found = _interval_problem("profile_phi interval", (fit.profile_phi or {}).get("interval"))
     if not isinstance(fit.ci95, dict):
         return f"ci95 must be an object; got {fit.ci95!r}"

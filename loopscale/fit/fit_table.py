@@ -96,12 +96,12 @@ def fit_table(
         two_stage = seed_hierarchy(table, nf.reps, cluster, labels, inner) if weighted else None
         flat = None if weighted else labels
         boot = bootstrap(state, n_bootstrap, seed + 1, flat, jobs=jobs, progress=progress, hierarchy=two_stage)
-        boot["cluster"] = cluster
-        result.bootstrap = boot
-        result.ci95 = percentile_ci(boot["params"])
+        result.bootstrap, result.ci95 = {**boot, "cluster": cluster}, percentile_ci(boot["params"])
     if holdout:
         result.holdout = holdout_largest(data, budget_column(table), law, loss, seed, n_refine)
-    result.settings.update({"n_bootstrap": n_bootstrap, "cluster": cluster, "law": name, "holdout_largest": holdout})
+    result.settings = result.settings.replace(
+        n_bootstrap=n_bootstrap, cluster=cluster, law=name, holdout_largest=holdout
+    )
     result.versions = versions()
     result.data = data_summary(table)
     inner = inner if weighted and n_bootstrap > 0 else None
@@ -120,8 +120,7 @@ def _attach_profile(result: FitResult, state, profile: bool | None):
     if not (profile and param is not None):
         return state
     old = result.objective
-    result.profile_phi, better = profile_refit(state, param)
-    result.profile_phi[param] = result.profile_phi.pop("x")
+    result.profile_phi, better = profile_refit(state, param)  # its grid "x" is written under the param's name
     if better is not None:
         note = (
             f"the {param} profile found a lower objective than the multi-start ({better.objective:.8g} < "
@@ -129,8 +128,8 @@ def _attach_profile(result: FitResult, state, profile: bool | None):
             f"{state.law.to_user(better.theta)[param]:.4g})"
         )
         state = adopt_optimum(result, state, better, note)
-    if "warning" in result.profile_phi:
-        result.warnings.append(result.profile_phi["warning"])
+    if result.profile_phi.warning:
+        result.warnings.append(result.profile_phi.warning)
     return state
 
 

@@ -38,6 +38,7 @@ from loopscale.fit.noise import DEFAULT_INNER, NoiseFit, noise_block, noise_setu
 from loopscale.fit.noise_scale import fit_on_its_scale, residual_tails
 from loopscale.fit.objective import Loss
 from loopscale.fit.optimize import adopt_optimum, fit_law, refine
+from loopscale.fit.record_blocks import DeltaPhi, Joint
 from loopscale.fit.replicates import replicate_groups
 from loopscale.fit.resample import bootstrap, on_one_blas_thread
 from loopscale.fit.result import FitResult, compare_param, data_summary, versions
@@ -190,20 +191,16 @@ def fit_joint(
         boot_args = (n_bootstrap, seed + 1, labels, cluster, level, jobs, progress, seeds.hierarchy(table, labels))
         _attach_bootstrap(result, state, recipes, *boot_args)
     deltas = {g: _delta_phi(result, state, recipes[0], g, profiles.get(g)) for g in recipes[1:]}
-    joint: dict[str, Any] = {
-        "column": column,
-        "recipes": list(recipes),
-        "reference": recipes[0],
-        "delta_phi": deltas,
-        "n_rows_by_recipe": _rows_by_recipe(table, recipes),
-    }
+    joint = Joint(column, list(recipes), recipes[0], deltas, _rows_by_recipe(table, recipes))
     if separate:
         sep = separate_fits(
             table, recipes, loss, seed, n_bootstrap, cluster, n_refine, jobs, progress, law.recipe_law, seeds
         )
-        _attach_separate(joint, sep, state, table, level, seed)
+        joint = _with_separate(joint, sep, state, table, level, seed)
     result.joint = joint
-    result.settings.update({"n_bootstrap": n_bootstrap, "cluster": cluster, "law": law.name, "joint_column": column})
+    result.settings = result.settings.replace(
+        n_bootstrap=n_bootstrap, cluster=cluster, law=law.name, joint_column=column
+    )
     result.versions = versions()
     result.noise = seeds.record(table, n_bootstrap, noise, scale, residual_tails(state))
     result.conditioning = joint_checks(table, result, table[RECIPE_CODE].to_numpy())  # judged against the noise
@@ -218,19 +215,17 @@ def _joint_summary(table: pd.DataFrame, recipes: Sequence[str]) -> dict[str, Any
     return out
 
 
-def _attach_separate(joint: dict, sep: dict, state, table: pd.DataFrame, level: float, seed: int) -> None:
-    """The separate fits' summaries, their delta-phi beside each joint one, and the shared-parameter check."""
-    ref = joint["reference"]
-    joint["separate"] = {g: _summary(f) for g, (f, _) in sep.items()}
-    for g in joint["recipes"][1:]:
-        cmp = compare_param(sep[ref][0], sep[g][0], "phi", level, seed)
-        joint["delta_phi"][g]["separate"] = {
-            "delta": cmp.delta,
-            "ci": cmp.ci,
-            "se": cmp.se,
-            "n_replicates": cmp.n_replicates,
-        }
-    joint["shared_check"] = shared_parameter_check(state, table, sep)
+def _with_separate(joint: Joint, sep: dict, state, table: pd.DataFrame, level: float, seed: int) -> Joint:
+    """`joint` with the separate fits' summaries, their delta-phi beside each joint one, and the shared-parameter
+    check."""
+    deltas = {}
+    for g, d in joint.delta_phi.items():
+        cmp = compare_param(sep[joint.reference][0], sep[g][0], "phi", level, seed)
+        deltas[g] = d.replace(
+            separate={"delta": cmp.delta, "ci": cmp.ci, "se": cmp.se, "n_replicates": cmp.n_replicates}
+        )
+    separate = {g: _summary(f) for g, (f, _) in sep.items()}
+    return joint.replace(delta_phi=deltas, separate=separate, shared_check=shared_parameter_check(state, table, sep))
 
 
 def _profiles(result, state, recipes, profile: bool, max_passes: int = 3):
@@ -283,21 +278,19 @@ def _attach_bootstrap(
     result.ci95 = percentile_ci(cols, level)
 
 
-def _delta_phi(result, state, ref: str, g: str, prof: dict | None) -> dict[str, Any]:
+def _delta_phi(result, state, ref: str, g: str, prof: dict | None) -> DeltaPhi:
     """delta-phi of recipe g against the reference: estimate, bootstrap CI and se (when bootstrapped),
     profile interval (when profiled: `prof`) and the LR test of dphi = 0."""
-    name = f"dphi[{g}]"
-    entry: dict[str, Any] = {"estimate": result.params[param(g)] - result.params[param(ref)]}
+    boot, profiled = {}, {}
     if result.bootstrap:
-        reps = np.asarray(result.bootstrap["params"][param(g, delta=True)])
-        entry.update(
-            bootstrap_ci=result.ci95[param(g, delta=True)], se=float(np.std(reps, ddof=1)), n_replicates=len(reps)
-        )
+        reps = np.asarray(result.bootstrap.params[param(g, delta=True)])
+        boot = {"bootstrap_ci": result.ci95[param(g, delta=True)], "se": float(np.std(reps, ddof=1))}
+        boot["n_replicates"] = len(reps)
     if prof is not None:
-        entry["profile_interval"] = prof["interval"]
-        entry["profile"] = {k: prof.get(k) for k in ("x", "objective", "threshold", "reference_dof", "groups")}
-    entry["lr_test"] = lr_test(state, name, 0.0)
-    return entry
+        shown = {k: prof.get(k) for k in ("x", "objective", "threshold", "reference_dof", "groups")}
+        profiled = {"profile_interval": prof["interval"], "profile": shown}
+    estimate = result.params[param(g)] - result.params[param(ref)]
+    return DeltaPhi(estimate, **boot, **profiled, lr_test=lr_test(state, f"dphi[{g}]", 0.0))
 
 
 def _rows_by_recipe(table: pd.DataFrame, recipes: Sequence[str]) -> dict[str, int]:

@@ -11,6 +11,7 @@ record's sigma model on any table (a planned design). Pure functions of a canoni
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -23,6 +24,7 @@ from scipy.stats import norm
 from loopscale.errors import InputError
 from loopscale.fit.laws.form import LawData
 from loopscale.fit.objective import Loss
+from loopscale.fit.record_blocks import ABSENT, Noise
 from loopscale.fit.replicates import RECIPE_COLUMN, Replicates, replicate_groups
 from loopscale.fit.runs_table import PARENT_COLUMN, SEED_COLUMN, is_forked
 from loopscale.fit.seed_sigma import (
@@ -79,7 +81,7 @@ def noise_fit(
     return NoiseFit(reps, model, tuple(models), model.sigma(covariates(table)))
 
 
-def sigma_at(noise: dict[str, Any], table: pd.DataFrame) -> np.ndarray:
+def sigma_at(noise: Noise | Mapping | None, table: pd.DataFrame) -> np.ndarray:
     """sigma of log L per row of any table (e.g. a planned design) from a fit record's `noise` block: its
     chosen model, evaluated at the rows' budget, N and r. InputError when the record measured no sigma."""
     chosen = (noise or {}).get("model")
@@ -123,27 +125,31 @@ def noise_block(
     weighted: bool = True,
     scale: dict | None = None,
     tails: dict | None = None,
-) -> dict[str, Any]:
+) -> Noise:
     """The fit record's `noise` block: replicates, the sigma model (kind, parameters, AICc of every candidate,
     the rule), sigma per r, how the fit and its bootstrap used it, and the statement when it is not measured.
     weighted: whether the fit's residuals were standardised by it (False: `--noise off`); scale: what
     `uncertainty.scale_to_scatter` did (S^2 = `lack_of_fit`, the factor on sigma, the reference's dof); tails:
     the residuals' excess kurtosis (`uncertainty.residual_tails`)."""
-    block: dict[str, Any] = {"sigma_of": "log L", **nf.reps.summary(), "tails": tails}
+    seeds = nf.reps.summary()
     if nf.model is None or not weighted:
-        block.update(
+        return Noise(
+            "log L",
+            **seeds,
+            tails=tails,
             model=None,
             statement=NO_SEED_STATEMENT
             if not nf.reps.has_repeats
             else IDENTICAL_SEEDS_STATEMENT
             if nf.model is None
             else "noise model off (--noise off): the fit is unweighted and its intervals omit seed noise",
+            sigma_log_measured=ABSENT if nf.model is None else nf.model.sigma(covariates(table)).mean(),
         )
-        if nf.model is not None:
-            block["sigma_log_measured"] = nf.model.sigma(covariates(table)).mean()
-        return block
     sigma = nf.row_sigma
-    block.update(
+    return Noise(
+        "log L",
+        **seeds,
+        tails=tails,
         model=nf.model.to_json(),
         candidates=[m.to_json() for m in nf.candidates],
         rule=SIGMA_RULE,
@@ -158,7 +164,6 @@ def noise_block(
         lack_of_fit=None if scale is None else scale["lack_of_fit"],
         scale=scale,
     )
-    return block
 
 
 _INNER_TEXT = {"keep": "kept whole (Ren et al. 2010)", "resample": "resampled with replacement"}

@@ -30,6 +30,7 @@ from loopscale.fit.objective import (
     residuals,
     scaled_jacobian,
 )
+from loopscale.fit.record_blocks import Settings
 from loopscale.fit.result import FitResult
 from loopscale.fit.starts import SCREEN_ROWS, screen_starts, screen_subsample
 
@@ -367,13 +368,13 @@ def fit_law(
         n_starts=n_screened,
         n_refined=len(refined),
         n_best_basin=n_basin,
-        settings={
-            "loss": loss.kind,
-            "delta": loss.delta if loss.kind == "huber" else None,
-            "n_refine": n_refine,
-            "optimizer": "L-BFGS-B",
+        settings=Settings(
+            loss=loss.kind,
+            delta=loss.delta if loss.kind == "huber" else None,
+            n_refine=n_refine,
+            optimizer="L-BFGS-B",
             **{f"lbfgsb_{k}": v for k, v in LBFGSB_OPTIONS.items()},
-        },
+        ),
         seed=seed,
         n_rows=len(data),
         warnings=notes,

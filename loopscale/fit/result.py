@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +21,7 @@ import numpy as np
 
 from loopscale.errors import InputError
 from loopscale.fit.laws.registry import predict_loss as law_prediction
+from loopscale.fit.record_blocks import BLOCKS, Bootstrap, Group, Holdout, Joint, Noise, Profile, Settings
 from loopscale.fit.verdict_record import Conditioning, JsonKeys, as_conditioning
 from loopscale.provenance import library_versions
 
@@ -41,7 +42,8 @@ class FitResult:
     rows' model shapes and ranges, `data_summary`; a joint fit's also each recipe's shapes, "shapes_by_recipe";
     absent from records written before it existed),
     conditioning (the checks that say whether phi / delta-phi is measured, `loopscale.fit.verdict`), noise (the
-    seed noise model: `loopscale.fit.noise.noise_block`)."""
+    seed noise model: `loopscale.fit.noise.noise_block`). Each block's dataclass and JSON form:
+    `loopscale.fit.record_blocks`."""
 
     law: str
     params: dict[str, float]
@@ -50,32 +52,40 @@ class FitResult:
     n_starts: int
     n_refined: int
     n_best_basin: int
-    settings: dict[str, Any]
+    settings: Settings
     seed: int | None = None
     n_rows: int = 0
     ci95: dict[str, list[float]] = field(default_factory=dict)
-    bootstrap: dict[str, Any] | None = None
-    profile_phi: dict[str, Any] | None = None
-    holdout: dict[str, Any] | None = None
+    bootstrap: Bootstrap | None = None
+    profile_phi: Profile | None = None
+    holdout: Holdout | None = None
     input: dict[str, Any] = field(default_factory=dict)
     versions: dict[str, str] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
-    group: dict[str, Any] | None = None
+    group: Group | None = None
     residual_rms_log: float | None = None
-    joint: dict[str, Any] | None = None  # looped-joint: recipes, delta-phi tests, shared-parameter check
+    joint: Joint | None = None  # looped-joint: recipes, delta-phi tests, shared-parameter check
     data: dict[str, Any] | None = None  # what was fitted: model shapes (r, N_once, N_rec), ranges of N, D, C
     # is phi (delta-phi) measured? the checks and the verdict (`loopscale.fit.verdict`; its JSON form:
     # `verdict_record.Conditioning`; absent from records written before it existed)
     conditioning: Conditioning | None = None
     # the seed noise (`loopscale.fit.noise.noise_block`): replicates, the sigma model of log L and sigma per r,
     # how the fit used it; without seed repeats its `statement` says the intervals omit seed noise
-    noise: dict[str, Any] | None = None
+    noise: Noise | None = None
+
+    def __setattr__(self, name: str, value) -> None:
+        """A block set as its JSON object (a record read back, a test's dict) is read into its dataclass
+        (`record_blocks`; the conditioning: `verdict_record`), refused in one line when it is no object."""
+        if name == "conditioning":
+            value = as_conditioning(value)
+        elif name in BLOCKS and value is not None:
+            value = BLOCKS[name].from_json(value)
+        super().__setattr__(name, value)
 
     def to_json_dict(self) -> dict[str, Any]:
-        out = _jsonable(asdict(replace(self, conditioning=None)))
-        cond = as_conditioning(self.conditioning)  # a dict set by hand is written as it reads back
-        out["conditioning"] = None if cond is None else _jsonable(cond.to_json())
-        return out
+        """The record's JSON object: every field under its name, each block in its JSON form."""
+        out = {f.name: getattr(self, f.name) for f in fields(self)}
+        return _jsonable({k: v.to_json() if isinstance(v, JsonKeys) else v for k, v in out.items()})
 
     def write_json(self, path) -> None:
         Path(path).write_text(json.dumps(self.to_json_dict(), indent=2) + "\n")
@@ -83,8 +93,7 @@ class FitResult:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> FitResult:
         known = {f for f in cls.__dataclass_fields__}
-        fit = cls(**{k: v for k, v in d.items() if k in known})
-        return replace(fit, conditioning=as_conditioning(fit.conditioning))
+        return cls(**{k: v for k, v in d.items() if k in known})
 
     @classmethod
     def from_json(cls, path) -> FitResult:

@@ -25,6 +25,7 @@ from loopscale.fit.noise import huber_moments
 from loopscale.fit.noise_scale import reference_quantile, scatter_about_law
 from loopscale.fit.objective import Loss, objective_grad_hess
 from loopscale.fit.optimize import BASIN_ABS_TOL, FitState, Refined, fit_law, lm_batch, newton, refine
+from loopscale.fit.record_blocks import Holdout
 from loopscale.fit.runs_table import budget_clusters
 
 
@@ -340,7 +341,7 @@ def lr_test(state: FitState, name: str, value: float = 0.0) -> dict[str, float]:
 # ----------------------------------------------------------------------------------------------
 def holdout_largest(
     data: LawData, C: np.ndarray, law_name: str | Law, loss: Loss, seed: int = 0, n_refine: int = 16
-) -> dict[str, Any]:
+) -> Holdout:
     """Refit without the largest compute budget; report the error on the held-out runs.
 
     Budgets are grouped by `budget_clusters`. Errors are relative: L_hat / L - 1. law_name: a law's name, or
@@ -353,19 +354,19 @@ def holdout_largest(
     pred = np.exp(state.law.log_predict(state.law.from_user(result.params), data.subset(test)))
     obs = data.L[test]
     rel = pred / obs - 1
-    return {
-        "held_out_budget": float(largest),
-        "n_train": int(train.sum()),
-        "n_holdout": int(test.sum()),
-        "params": result.params,
-        "rows": np.flatnonzero(test).tolist(),
-        "observed": obs.tolist(),
-        "predicted": pred.tolist(),
-        "rel_error": rel.tolist(),
-        "mean_abs_rel_error": float(np.mean(np.abs(rel))),
-        "max_abs_rel_error": float(np.max(np.abs(rel))),
-        "mean_rel_error": float(np.mean(rel)),
-    }
+    return Holdout(
+        held_out_budget=float(largest),
+        n_train=int(train.sum()),
+        n_holdout=int(test.sum()),
+        params=result.params,
+        rows=np.flatnonzero(test).tolist(),
+        observed=obs.tolist(),
+        predicted=pred.tolist(),
+        rel_error=rel.tolist(),
+        mean_abs_rel_error=float(np.mean(np.abs(rel))),
+        max_abs_rel_error=float(np.max(np.abs(rel))),
+        mean_rel_error=float(np.mean(rel)),
+    )
 
 
 def holdout_train_rows(C, law_name: str, r=None) -> np.ndarray:

@@ -84,8 +84,7 @@ def noise_of(fit: FitResult) -> NoiseScale:
     """The standard deviation of log L a single run scatters by, and where it comes from: the seed sigma the
     fit measured from its seed repeats (`noise` in the record), else the fit's RMS residual in log L (an upper
     bound: it holds the law's misfit too), else none (checks are then strict)."""
-    noise = getattr(fit, "noise", None) or {}
-    sigma = noise.get("sigma_log") if isinstance(noise, dict) else None
+    sigma = fit.noise.get("sigma_log") if fit.noise else None
     if sigma is not None and np.isfinite(sigma) and sigma > 0:
         return NoiseScale(float(sigma), "seed repeats")
     rms = fit.residual_rms_log

@@ -11,6 +11,7 @@ import pandas as pd
 
 from loopscale.errors import InputError
 from loopscale.fit.laws.registry import law_class
+from loopscale.fit.record_blocks import Group
 from loopscale.fit.result import FitResult, load_fit
 
 from .inputs import rows_for_fit
@@ -91,7 +92,7 @@ def recipe_fit(fit, recipe: str) -> FitResult:
     boot = None
     if fit.bootstrap:
         cols = fit.bootstrap.get("params", {})
-        boot = dict(fit.bootstrap, params={rename.get(k, k): v for k, v in cols.items() if k in dense or k in rename})
+        boot = fit.bootstrap.replace(params={rename.get(k, k): v for k, v in cols.items() if k in dense or k in rename})
     return FitResult(
         law=law.recipe_law,
         params=params,
@@ -107,7 +108,7 @@ def recipe_fit(fit, recipe: str) -> FitResult:
         bootstrap=boot,
         warnings=list(fit.warnings),
         residual_rms_log=fit.residual_rms_log,
-        group={"column": j.get("column"), "value": recipe, "shared_r1": True},
+        group=Group(j.get("column"), recipe, shared_r1=True),
     )
 
 

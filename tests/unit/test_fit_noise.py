@@ -132,7 +132,7 @@ def test_a_sigma_trend_in_the_budget_is_found_and_not_extrapolated():
 def test_sigma_at_reads_a_fit_records_model_for_another_design():
     fit = fit_table(published(sigma=0.006, seed=1), profile=False)
     design = S.isodepth_grid(S.TBPTT_SIZES, S.PROBE_R, "tbptt")
-    sigma = N.sigma_at(json.loads(json.dumps(fit.noise)), design)
+    sigma = N.sigma_at(json.loads(json.dumps(fit.noise.to_json())), design)
     assert sigma.shape == (len(design),) and np.allclose(sigma, fit.noise["model"]["params"]["sigma"])
     with pytest.raises(Exception, match="no seed repeats"):
         N.sigma_at({"model": None}, design)

@@ -275,7 +275,7 @@ def test_fixture_is_the_looped_law_table(table, baseline):
 
 def test_rows_for_fit_follows_the_fit_group(table, fit):
     hyper = load_fit(FIXTURE / "fit.hyper.json")
-    assert hyper.group == {"column": "recipe", "value": "hyper"}
+    assert hyper.group.to_json() == {"column": "recipe", "value": "hyper"}
     rows = rows_for_fit(table, hyper)
     assert set(rows["recipe"]) == {"hyper"} and len(rows) == hyper.input["n_rows_used"]
     with pytest.raises(ValueError, match="no column 'recipe'"):

@@ -325,7 +325,7 @@ def _joint_fit(phi_add=0.7, dphi_ci=(0.1, 0.3), cluster=None, reps=None) -> FitR
     params.update({"phi[baseline]": 0.5, "phi[additive]": phi_add})
     fit = _fit(params=params, ci=(0.4, 0.6), cluster=cluster, law="looped-joint")
     fit.ci95 = {"phi[baseline]": [0.4, 0.6], "delta_phi[additive]": list(dphi_ci)}
-    fit.bootstrap["params"] = {"delta_phi[additive]": list(reps if reps is not None else dphi_ci)}
+    fit.bootstrap = fit.bootstrap.replace(params={"delta_phi[additive]": list(reps if reps is not None else dphi_ci)})
     profile = {"profile_interval": list(dphi_ci), "profile": {"groups": None if cluster == "rows" else 8}}
     fit.joint = {"recipes": ["baseline", "additive"], "reference": "baseline", "delta_phi": {"additive": profile}}
     return fit
@@ -388,8 +388,9 @@ def test_one_recipe_on_its_bound_blocks_the_others_by_name_not_by_its_reason():
     fit.params["phi[hyper]"] = 3.0
     fit.ci95["delta_phi[hyper]"] = [2.0, 2.9]
     fit.bootstrap["params"]["delta_phi[hyper]"] = [2.0, 2.9]
-    fit.joint["delta_phi"]["hyper"] = {"profile_interval": [2.0, 2.9], "profile": {"groups": 8}}
-    fit.joint["recipes"] = ["baseline", "additive", "hyper"]
+    hyper = {"profile_interval": [2.0, 2.9], "profile": {"groups": 8}}
+    fit.joint = {**fit.joint.to_json(), "delta_phi": {**fit.joint.to_json()["delta_phi"], "hyper": hyper}}
+    fit.joint = fit.joint.replace(recipes=["baseline", "additive", "hyper"])
     cond = joint_checks(table, fit, codes)
     assert _failed(cond) == {"phi[hyper] off its bounds"}
     additive, hyper_line = cond["delta_phi"]["additive"]["line"], cond["delta_phi"]["hyper"]["line"]
@@ -416,7 +417,7 @@ def test_a_wide_or_missing_delta_phi_interval_is_not_measured_with_what_the_desi
         f"{detect:.2f} with 80% power; see `loopscale power`"
     )
     fit = _joint_fit()
-    fit.joint["delta_phi"] = {}
+    fit.joint = fit.joint.replace(delta_phi={})
     missing = joint_checks(table, fit, codes)
     assert missing["verdict"].startswith("not measured: no profile interval for Δφ[additive] (fit with its profile on)")
 

@@ -8,8 +8,8 @@ advice or a confident verdict drawn from impossible parameters.
   number or null (dropped later) and inside the box;
 - data: at most MAX_SHAPES model shapes [r, N_once, N_rec] (r a whole number >= 1, N_once > 0, N_rec >= 0),
   ranges [low, high] of positive numbers;
-- the verdict (`conditioning`): a dict with a text verdict (refused as the record is read:
-  `verdict_record.Conditioning.from_json`).
+- the verdict (`conditioning`): a dict with a text verdict, and the other blocks objects (refused as the record is
+  read: `verdict_record.Conditioning.from_json`, `record_blocks.JsonBlock.from_json`).
 
 The limits keep the work bounded (the replicates are evaluated in chunks, `optimum.CHUNK_SETS`); the file
 itself was bounded when it was read (`loopscale.fit.result.read_fit_json`).
@@ -42,9 +42,8 @@ def check_record(fit: FitResult) -> None:
         _check_value(f"parameter {name}", fit.params[name], box[name])
     _check_replicates(fit.bootstrap, box)
     _check_data(fit.data)
-    for name in ("group", "input", "joint"):
-        if getattr(fit, name) is not None and not isinstance(getattr(fit, name), dict):
-            raise InputError(f"the fit's {name!r} must be a dict; got {type(getattr(fit, name)).__name__}")
+    if fit.input is not None and not isinstance(fit.input, dict):  # the blocks are refused as the record is read
+        raise InputError(f"the fit's 'input' must be a dict; got {type(fit.input).__name__}")
 
 
 def _is_number(value) -> bool:
@@ -64,7 +63,7 @@ def _check_value(what: str, value, box: tuple[float, float]) -> None:
 def _check_replicates(bootstrap, box: dict[str, tuple[float, float]]) -> None:
     if bootstrap is None:
         return
-    stored = bootstrap.get("params") if isinstance(bootstrap, dict) else bootstrap
+    stored = bootstrap.get("params")
     if stored is None:
         return
     if not isinstance(stored, dict):
