@@ -54,6 +54,16 @@ def test_conditioning_of_the_fixture_fit():
     assert cond["E_inside"] and cond["E_bounds"][0] < cond["E"] < cond["E_bounds"][1]
 
 
+def test_the_collapse_ratio_is_over_the_better_of_phi_0_and_phi_1():
+    """README's check: the collapse at the fitted phi is at most half of the BETTER of phi = 0 and phi = 1 (the
+    smaller RMS), so a sweep that cannot tell the fit from either end fails it (blind round 3)."""
+    table, fit = read_table(PLOTS / "runs.csv"), load_fit(PLOTS / "fit.baseline.json")
+    cond = conditioning(table, fit)
+    rms = cond["collapse_rms"]
+    assert rms["phi_0"] != pytest.approx(rms["phi_1"], rel=0.05)  # the two ends differ: the choice matters
+    assert cond["collapse_ratio"] == pytest.approx(rms["phi_fit"] / min(rms["phi_0"], rms["phi_1"]), rel=1e-12)
+
+
 DEMO_JSON_KEYS = (  # demo.json's "conditioning", as the dict written before ConditioningNumbers
     "phi phi_ci phi_ci_source phi_ci_width n_bootstrap E E_bounds E_inside n_best_basin n_refined holdout_mre "
     "isoflop_r1 isoflop_r1_inside collapse_rms collapse_ratio"

@@ -113,6 +113,9 @@ def test_the_pools_wall_time_is_its_list_schedule():
     pool = PoolPlan(workers=2, threads=1)
     setup_h = (JOB_SETUP_CPU_S + POINT_CPU_S) / 3600
     assert cpu_totals([job] * 3, pool)["cpu_pool_wall_h"] == pytest.approx(2 * (1 + setup_h))
+    # the rows in any order: the pool hands out the 2-hour job first, so 2 + 2 set-ups, not 1 + 2 after 1 (blind 3)
+    short_first = [{**job, "cpu_hours": 1.0}, {**job, "cpu_hours": 1.0}, {**job, "cpu_hours": 2.0}]
+    assert cpu_totals(short_first, pool)["cpu_pool_wall_h"] == pytest.approx(2 + 2 * setup_h)
     assert list_schedule_s([10, 1, 1, 1, 1, 1, 1, 1], 2) == 10
     assert list_schedule_s([3, 3, 2, 2, 2], 2) == 7  # longest first: 3+2+2 on one worker, 3+2 on the other
     assert list_schedule_s([1.0], 2, busy_s=[5.0, 0.5]) == 5.0  # the ETA: a job still running first
