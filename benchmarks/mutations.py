@@ -1756,6 +1756,41 @@ MUTATIONS: tuple[Mutation, ...] = (
         ("tests/unit/test_conditioning.py::test_isoflop_minimum_inside_or_at_the_edge",),
         "an r = 1 iso-FLOP minimum at the smallest width is not inside",
     ),
+    Mutation(
+        "curve-r-eval-scored-at-the-trained-r",
+        "loopscale/train/lightning_module.py",
+        "total += module.model(x, y, r=passes).double() * targets",
+        "total += module.model(x, y).double() * targets",
+        (
+            "tests/integration/test_curve_r_eval.py::"
+            "test_each_curve_point_scores_as_the_model_rebuilt_at_that_r_and_the_plan_prices_them",
+        ),
+        "trainer.curve_r_eval: each curve point's score at r_eval is what the model rebuilt at that r computes",
+    ),
+    Mutation(
+        "curve-r-eval-priced-at-the-trained-r",
+        "loopscale/train/plan.py",
+        "    per_token = sum(accounting.eval_flops_at(cfg.model, r) for r in curve_r_evals(cfg))\n",
+        "    per_token = len(curve_r_evals(cfg)) * accounting.eval_flops_per_token(cfg.model)\n",
+        (
+            "tests/integration/test_curve_r_eval.py::"
+            "test_each_curve_point_scores_as_the_model_rebuilt_at_that_r_and_the_plan_prices_them",
+            "tests/integration/test_curve_r_eval.py::"
+            "test_the_default_records_as_before_and_collect_writes_each_step_at_each_r_eval",
+        ),
+        "trainer.curve_r_eval: the plan's curve FLOPs count each r_eval at its own forward FLOPs per token",
+    ),
+    Mutation(
+        "fit-curves-mixes-pass-counts",
+        "loopscale/fit/curves/table.py",
+        '    keep = r_eval.isna() | (r_eval == pd.to_numeric(table["r"], errors="coerce"))\n',
+        "    keep = r_eval.notna() | r_eval.isna()\n",
+        (
+            "tests/integration/test_curve_r_eval.py::test_fit_curves_reads_each_runs_trained_r_alone",
+            "tests/unit/test_curve_r_eval_table.py::test_a_curve_law_reads_each_runs_trained_r_alone",
+        ),
+        "fit --curves / --law looped-curve read each run's curve at its trained r, never a mix of r_eval",
+    ),
 )
 
 

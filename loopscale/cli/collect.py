@@ -81,9 +81,11 @@ def run_collect(args: argparse.Namespace) -> int:
     table = runs_table(rows) if args.dense is None else _with_dense(rows, args.dense)
     curves = curves_table(rows)
     problems_out = write_runs_table(table, problems, out, curves)
+    evaluations = curves.groupby(["run_dir", "step"]).ngroups if len(curves) else 0
+    across_r = f" ({len(curves)} rows: scored at several r_eval)" if len(curves) > evaluations else ""
     print(
         f"{len(table)} finished runs -> {out} (+ {out.with_suffix('.parquet').name}); "
-        f"{len(problems)} not done -> {problems_out.name}; {len(curves)} curve evaluations -> "
+        f"{len(problems)} not done -> {problems_out.name}; {evaluations} curve evaluations{across_r} -> "
         f"{curves_path(out).name}"
     )
     _print_problems(problems)

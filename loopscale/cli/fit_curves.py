@@ -21,7 +21,7 @@ from loopscale.cli import UsageError
 from loopscale.cli.arguments import check_dpi
 from loopscale.fit.curves.fit import fit_and_predict
 from loopscale.fit.curves.registry import curve_law, curve_law_names
-from loopscale.fit.curves.table import CurveColumns, read_curves
+from loopscale.fit.curves.table import CurveColumns, read_curves, trained_r_rows
 from loopscale.fit.objective import Loss
 from loopscale.fit.runs_table import read_table
 from loopscale.plots.files import figure_files, write_figure
@@ -81,7 +81,7 @@ def run_curve_fit(args: argparse.Namespace) -> int:
         if path:
             check_writable(path, what)
     columns = CurveColumns(args.run_col, args.step_col, args.lr_col, args.loss_col or DEFAULT_CURVE_LOSS)
-    curves = read_curves(read_table(args.tables[0]), columns, warmup_from_zero=args.lr_before_first == "zero")
+    curves = read_trained_curves(args.tables[0], columns, warmup_from_zero=args.lr_before_first == "zero")
     law = curve_law(law_name)
     if args.warmup_drops:
         if not hasattr(law, "warmup_drops"):
@@ -125,6 +125,16 @@ def run_curve_fit(args: argparse.Namespace) -> int:
         for path in write_figure(figure, plots, args.dpi):
             print(f"wrote {path}")
     return 0
+
+
+def read_trained_curves(path, columns: CurveColumns, warmup_from_zero: bool) -> list:
+    """The table's curves (`read_curves`), each run's at its trained r: a table scored across r (an r_eval column,
+    trainer.curve_r_eval) says how many rows of other pass counts it leaves out."""
+    table = read_table(path)
+    other_r = len(table) - len(trained_r_rows(table))
+    if other_r:
+        print(f"read each run's curve at its trained r: {other_r} rows scored at another r_eval left out")
+    return read_curves(table, columns, warmup_from_zero=warmup_from_zero)
 
 
 def result_lines(result) -> list[str]:

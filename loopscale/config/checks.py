@@ -25,9 +25,10 @@ def check_finite(name: str, value: Any) -> None:
         raise ConfigError(f"{name}={value!r} must be a finite number")
 
 
-def check_r_eval(value: Any):
-    """trainer.r_eval: "auto", "off" (also None, false, an empty list: none) or whole numbers >= 1 (a list, or one
-    number), returned as "auto", "off" or a sorted list without repeats; ConfigError otherwise."""
+def check_r_eval(value: Any, name: str = "r_eval"):
+    """trainer.r_eval (or trainer.curve_r_eval: `name`): "auto", "off" (also None, false, an empty list: none) or
+    whole numbers >= 1 (a list, or one number), returned as "auto", "off" or a sorted list without repeats;
+    ConfigError otherwise."""
     if value is None or value is False or (isinstance(value, str) and value.lower() in ("off", "none", "false")):
         return "off"
     if isinstance(value, str) and value.lower() == "auto":
@@ -38,8 +39,18 @@ def check_r_eval(value: Any):
     except (TypeError, ValueError):
         numbers = None
     if numbers is None or any(not (math.isfinite(v) and v >= 1 and v == int(v)) for v in numbers):
-        raise ConfigError(f"r_eval={value!r} must be auto, off, or whole numbers >= 1 (e.g. [1,2,4,8])")
+        raise ConfigError(f"{name}={value!r} must be auto, off, or whole numbers >= 1 (e.g. [1,2,4,8])")
     return sorted({int(v) for v in numbers}) or "off"
+
+
+def r_eval_values(spec, r: int) -> list[int]:
+    """The passes a model trained at r is scored at: auto = {1, 2, r/2, r, 2r, 4r} (r/2 rounded down, each at
+    least 1, each once, sorted), a list as given (check_r_eval sorted it), off: none."""
+    if spec == "off":
+        return []
+    if spec == "auto":
+        return sorted({max(1, v) for v in (1, 2, r // 2, r, 2 * r, 4 * r)})
+    return sorted({int(v) for v in spec})
 
 
 R_SAMPLINGS = ("fixed", "poisson-lognormal", "uniform")

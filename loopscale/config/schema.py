@@ -247,6 +247,10 @@ class TrainerConfig:
     # passes each finished model is also scored at on the final validation set (train/testtime_eval.py): auto is
     # {1, 2, r/2, r, 2r, 4r} (whole numbers >= 1, each once); a list of whole numbers; off (or an empty list): none
     r_eval: Any = "auto"
+    # passes each evaluation of the loss curve is also scored at (train/testtime_eval.py, curve_scores): off (the
+    # default; also null or an empty list): the trained r only; auto: r_eval's default set; whole numbers. Each
+    # extra r_eval costs its own forward FLOPs within curve_share (train/plan.py, curve_evaluations)
+    curve_r_eval: Any = "off"
     # the loss curve (issue 55): after this many optimizer steps, half log-spaced and half regular, plus the
     # schedule's corners (warmup's end, cooldown's start, fork steps) and the last step, the val_subset share is
     # evaluated and recorded (run.json's `curve`); fewer when they would cost more than curve_share of the
@@ -300,6 +304,7 @@ class TrainerConfig:
         if not 0.0 < self.val_subset <= 1.0:
             raise ConfigError(f"val_subset={self.val_subset!r} must be in (0, 1] (a share of the final validation set)")
         self.r_eval = check_r_eval(self.r_eval)
+        self.curve_r_eval = check_r_eval(self.curve_r_eval, "curve_r_eval")
         if self.curve_points < 0 or not 0.0 < self.curve_share <= 1.0:
             raise ConfigError(
                 f"curve_points={self.curve_points!r} must be >= 0 and curve_share={self.curve_share!r} in (0, 1]"

@@ -1,7 +1,8 @@
 """`collect`: a sweep's run dirs (find_run_dirs) and their records (run.json, run_json.py) turned into the runs
 table the fitter reads, and the list of runs that are not points of it (running, stale, failed, incomplete,
 unreadable, inconsistent, copies), which `loopscale collect` writes beside it; and the curves table (issue 55):
-one row per (run, evaluation of its loss curve), each run's model and schedule with it (`fit --curves` reads it).
+one row per (run, evaluation of its loss curve, r_eval), each run's model and schedule with it (`fit --curves` reads
+its trained-r rows: fit/curves/table.py, trained_r_rows).
 """
 
 from __future__ import annotations
@@ -13,6 +14,9 @@ from typing import Any
 import pandas as pd
 
 from loopscale.atomic import atomic_paths
+from loopscale.config.model import ModelConfig
+from loopscale.errors import LoopscaleError
+from loopscale.model.accounting import eval_flops_per_token
 from loopscale.train.lock import lock_state
 from loopscale.train.run_json import (
     PARENT_FILE,
@@ -26,10 +30,13 @@ from loopscale.train.run_json import (
 
 # Columns of the curves table: the run and its model (as the runs table names them), then one evaluation: the
 # step, tokens and lr at it (the lr of the update that step made), the training loss and the subset's val loss.
+# Long form (issue 56): one row per pass count the point was scored at (trainer.curve_r_eval; the trained r alone
+# by default), r_eval and the forward FLOPs per token there beside its val_loss; r_eval = r is the run's own curve.
 # `from_parent`: a forked branch's rows up to its fork step, its parent's stable phase.
 CURVE_RUN_COLUMNS = ["run", "run_dir", "parent", "recipe", "r", "N_once", "N_rec", "N_pass", "N", "width", "seed"]
 CURVE_RUN_COLUMNS += ["steps", "D", "C", "L"]
-CURVE_COLUMNS = [*CURVE_RUN_COLUMNS, "step", "tokens", "lr", "lr_multiplier", "train_loss", "val_loss", "from_parent"]
+CURVE_COLUMNS = [*CURVE_RUN_COLUMNS, "step", "tokens", "lr", "lr_multiplier", "train_loss"]
+CURVE_COLUMNS += ["r_eval", "val_loss", "flops_per_token_eval", "from_parent"]
 # Columns of the list of runs that are not done (collect's second result).
 PROBLEM_COLUMNS = ["run_dir", "status", "reason", "step"]
 RUN_MARKERS = (RUN_FILE, PARENT_FILE)  # and .hydra/config.yaml, checkpoints/last.ckpt (find_run_dirs)
@@ -105,9 +112,20 @@ def _read_point(run_dir: Path) -> tuple[dict[str, Any] | None, dict[str, Any] | 
     problem = record_problem(run_dir, record)
     if problem is not None:
         return None, _problem(run_dir, "inconsistent", problem, record.step)
-    # the curve and fork step: the curves table's (`curves_table`)
+    # the curve, the forward FLOPs per token at the trained r and the fork step: the curves table's (`curves_table`)
     row = {**record.table_row(), "run_dir": str(run_dir), "identity": record.identity}
-    return {**row, "curve": record.curve, "fork_step": record.fork_step}, None
+    flops = trained_eval_flops(record.config) if record.curve else None
+    return {**row, "curve": record.curve, "curve_eval_flops": flops, "fork_step": record.fork_step}, None
+
+
+def trained_eval_flops(config: dict[str, Any] | None) -> float | None:
+    """The forward FLOPs per token at the trained r of a run's recorded config (run.json's `config`): a curve row
+    scored at that r alone (trainer.curve_r_eval off, or a record from before it) carries them. None when this
+    version cannot rebuild the model from it (a record without its config, or from before a field it needs)."""
+    try:
+        return eval_flops_per_token(ModelConfig(**config["model"]))
+    except (LoopscaleError, TypeError, KeyError):
+        return None
 
 
 def collect(sweep_dir: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -156,17 +174,23 @@ def runs_table(rows: list[dict[str, Any]]):
 
 
 def curves_table(rows: list[dict[str, Any]]):
-    """The curves table: one row per evaluation of each run's loss curve (run.json's `curve`), with the run's
-    model; a run recorded before curves were (no `curve`) has no rows. Sorted like the runs table, then by step."""
+    """The curves table: one row per evaluation of each run's loss curve (run.json's `curve`) and pass count it
+    was scored at (a point's `r_eval_scores`; without them the trained r alone, r_eval = r), with the run's model;
+    a run recorded before curves were (no `curve`) has no rows. Sorted like the runs table, then by r_eval, step."""
     out = []
     for row in rows:
         fork_step = row.get("fork_step")
         run = {c: row.get(c) for c in CURVE_RUN_COLUMNS if c != "run"}
         for point in row.get("curve") or []:
             from_parent = fork_step is not None and point["step"] <= fork_step
-            out.append({"run": row.get("run_name"), **run, **point, "from_parent": from_parent})
+            at_r = {"r_eval": row.get("r"), "val_loss": point.get("val_loss")}
+            scores = point.get("r_eval_scores") or [{**at_r, "flops_per_token_eval": row.get("curve_eval_flops")}]
+            evaluation = {k: v for k, v in point.items() if k != "r_eval_scores"}
+            for score in scores:
+                out.append({"run": row.get("run_name"), **run, **evaluation, **score, "from_parent": from_parent})
     table = pd.DataFrame(out, columns=CURVE_COLUMNS)
-    return table.sort_values(["recipe", "r", "C", "N", "run", "step"], kind="stable").reset_index(drop=True)
+    order = ["recipe", "r", "C", "N", "run", "r_eval", "step"]
+    return table.sort_values(order, kind="stable").reset_index(drop=True)
 
 
 def curves_path(out: Path) -> Path:

@@ -3,7 +3,7 @@
 The identity of a run is its resolved config (TrainConfig as a dict) without the fields that do not change
 what is trained: where it is written (runs_dir, sweep, run_name, data.data_dir), its labels (point), how it
 is watched (progress bars, logging, validation and checkpoint intervals in steps or minutes, the r_eval scoring
-of the finished model, the W&B
+of the finished model and of the curve's evaluations, the W&B
 logger), how fast it runs (num_threads, num_proc, compile: a compiled step equals the eager one to fp32
 rounding, and trainer.compile=auto may choose differently on a relaunch once the graph cache is warm), what
 launch estimates assume (assumed_mfu, plan_device), which part of a forked job runs (budget.fork_stage), the
@@ -58,6 +58,7 @@ NOT_IDENTITY = frozenset(
         "trainer.val_every_steps",
         "trainer.val_subset",
         "trainer.r_eval",
+        "trainer.curve_r_eval",
         "trainer.curve_points",
         "trainer.curve_share",
         "trainer.check_limits",

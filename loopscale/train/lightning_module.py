@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import time
+from typing import Any
 
 import lightning as L
 import torch
@@ -26,6 +27,7 @@ from loopscale.train.optim.groups import MATRIX, adamw_param_groups, recipe_para
 from loopscale.train.optim.muonh import MuonH, arithmetic_for, resolve_ortho_dtype
 from loopscale.train.optim.schedule import lr_multiplier
 from loopscale.train.plan import TrainingPlan
+from loopscale.train.testtime_eval import score_rows
 
 log = logging.getLogger("loopscale.train.entry")
 
@@ -99,12 +101,24 @@ class CurveEvaluations(Callback):
             pl_module.record_curve_point(step)
 
 
-def evaluate_curve_point(module: LoopedLM) -> dict[str, float]:
-    """One evaluation of the loss curve: the model on the validation subset (the val loader inside fit reads the
-    first trainer.val_subset share, in order), in eval mode, without gradient, with the random state restored
-    after (a form that draws, like Huginn's initial state, leaves training's draws as they were). Returns the
-    metrics of this point, {"val_loss": nats per target token}: the one place a curve point is measured, so
-    another score (test-time r, issue 56) is a key added here."""
+def evaluate_curve_point(module: LoopedLM) -> dict[str, Any]:
+    """One evaluation of the loss curve, the one place a curve point is measured: {"val_loss": nats per target
+    token} at the trained r (`subset_loss`) and, where trainer.curve_r_eval asks for more passes (the module's
+    curve_r_evals, train/plan.py), "r_eval_scores": [{r_eval, val_loss, flops_per_token_eval}], each what the
+    model scores at that r (train/testtime_eval.py's rows; the trained r's val_loss among them)."""
+    r = module.model_cfg.r
+    losses = {n: subset_loss(module, n) for n in module.curve_r_evals}
+    metrics: dict[str, Any] = {"val_loss": losses[r]}
+    if len(losses) > 1:
+        metrics["r_eval_scores"] = score_rows(losses, module.model_cfg)
+    return metrics
+
+
+def subset_loss(module: LoopedLM, r_eval: int) -> float:
+    """The model at r_eval passes on the validation subset (the val loader inside fit reads the first
+    trainer.val_subset share, in order), in eval mode, without gradient, with the random state restored after
+    (a form that draws, like Huginn's initial state, leaves training's draws as they were, and every r_eval
+    starts from the same state): nats per target token."""
     trainer = module.trainer
     loader = trainer.datamodule.val_dataloader()
     was_training = module.model.training
@@ -112,6 +126,7 @@ def evaluate_curve_point(module: LoopedLM) -> dict[str, float]:
     total = torch.zeros((), dtype=torch.float64, device=module.device)
     count = torch.zeros((), dtype=torch.float64, device=module.device)
     devices = [module.device] if module.device.type == "cuda" else []
+    passes = None if r_eval == module.model_cfg.r else r_eval  # the trained r: the forward it always ran
     try:
         with (
             torch.no_grad(),
@@ -122,14 +137,14 @@ def evaluate_curve_point(module: LoopedLM) -> dict[str, float]:
             for x, y in loader:  # x, y: [B, T]
                 x, y = x.to(module.device), y.to(module.device)
                 targets = (y != -100).sum()  # packed rows mask their padding
-                total += module.model(x, y).double() * targets
+                total += module.model(x, y, r=passes).double() * targets
                 count += targets
     finally:
         module.model.train(was_training)
     if trainer.world_size > 1:  # windows: every rank the whole subset; packed: a share each (sums are right)
         total = trainer.strategy.reduce(total, reduce_op="sum")
         count = trainer.strategy.reduce(count, reduce_op="sum")
-    return {"val_loss": float(total / count)}
+    return float(total / count)
 
 
 class DivergenceCheck(Callback):
@@ -192,6 +207,7 @@ class LoopedLM(L.LightningModule):
         self.curve: list[dict] = []
         self.curve_flops_per_point = 0.0
         self.curve_evaluated = 0
+        self.curve_r_evals: list[int] = [model_cfg.r]  # the passes each point scores (plan.curve_r_evals)
 
     @property
     def last_train_loss(self) -> float:

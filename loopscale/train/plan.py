@@ -18,6 +18,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
+from loopscale.config.checks import r_eval_values
 from loopscale.config.naming import budget_tag
 from loopscale.config.schema import TrainConfig
 from loopscale.data.heldout import curve_plan, subset_count
@@ -247,13 +248,21 @@ def plan_forks(cfg: TrainConfig) -> ForkPlan:
     return ForkPlan(F=F, batch_tokens=batch_tokens, warmup_steps=n_warmup, branches=tuple(branches))
 
 
+def curve_r_evals(cfg: TrainConfig) -> list[int]:
+    """The passes each evaluation of the loss curve scores the model at (trainer.curve_r_eval, read as
+    trainer.r_eval is: `r_eval_values`), the trained r always among them: [r] by default (off)."""
+    return sorted({cfg.model.r, *r_eval_values(cfg.trainer.curve_r_eval, cfg.model.r)})
+
+
 def curve_evaluations(cfg: TrainConfig, run: RunPlan, val_sequences: int, fork_steps=()) -> tuple[list[int], float]:
     """(the optimizer steps after which the run evaluates its loss curve, the FLOPs of one evaluation): the
     trainer.val_subset share of a val set of `val_sequences`, T target tokens each at the forward-only FLOPs per
-    token, after `curve_plan`'s steps (corners: the warmup's end, a wsd cooldown's start, a stable parent's
-    `fork_steps`) within trainer.curve_share of the run's FLOPs C."""
+    token at every pass count of `curve_r_evals` (each r_eval at its own, accounting.eval_flops_at), after
+    `curve_plan`'s steps (corners: the warmup's end, a wsd cooldown's start, a stable parent's `fork_steps`)
+    within trainer.curve_share of the run's FLOPs C (the extra r_eval included: more of them, fewer steps)."""
     subset = subset_count(val_sequences, cfg.trainer.val_subset) if val_sequences else 0
-    per_point = subset * cfg.model.seq_len * accounting.eval_flops_per_token(cfg.model)
+    per_token = sum(accounting.eval_flops_at(cfg.model, r) for r in curve_r_evals(cfg))
+    per_point = subset * cfg.model.seq_len * per_token
     if per_point <= 0:
         return [], 0.0
     warmup = schedule_warmup_steps(run.steps, cfg.optim.warmup_frac, cfg.optim.warmup_steps)

@@ -150,8 +150,9 @@ class RunRecord:
     r_sampling: str | None = None
     r_ledger: dict[str, Any] | None = None
     # the loss curve (issue 55): one row per evaluation of the validation subset (step, tokens, lr,
-    # lr_multiplier, train_loss, val_loss; a forked branch's first rows are its parent's stable phase), and the
-    # FLOPs this attempt spent on them (the parent's rows are counted in the parent's record)
+    # lr_multiplier, train_loss, val_loss at the trained r, and with trainer.curve_r_eval on, r_eval_scores as the
+    # finished model's; a forked branch's first rows are its parent's stable phase), and the FLOPs this attempt
+    # spent on them, every r_eval at its own (the parent's rows are counted in the parent's record)
     curve: list[dict[str, Any]] | None = None
     C_curve: float | None = None
     extra: dict[str, Any] = field(default_factory=dict)  # keys this version does not know

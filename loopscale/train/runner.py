@@ -22,6 +22,7 @@ from lightning.pytorch.callbacks import RichProgressBar, TQDMProgressBar
 from lightning.pytorch.loggers import CSVLogger, WandbLogger
 from lightning.pytorch.plugins.environments import SLURMEnvironment
 
+from loopscale.config.checks import r_eval_values
 from loopscale.config.schema import TrainConfig, with_vocab
 from loopscale.data.heldout import final_val_sequences
 from loopscale.data.run_data import data_record, make_datamodule, open_run_data
@@ -30,11 +31,19 @@ from loopscale.train.checkpoint import AtomicLastCheckpoint, ForkCheckpoints, ne
 from loopscale.train.compiling import recompile_limit_hits
 from loopscale.train.lightning_module import CurveEvaluations, DivergenceCheck, LoopedLM, SkipFinalStepValidation
 from loopscale.train.lock import RunLock
-from loopscale.train.plan import CHECKPOINT, RunPlan, TrainingPlan, curve_evaluations, plan_run, plan_training
+from loopscale.train.plan import (
+    CHECKPOINT,
+    RunPlan,
+    TrainingPlan,
+    curve_evaluations,
+    curve_r_evals,
+    plan_run,
+    plan_training,
+)
 from loopscale.train.recording import RecordedRun, first_record, record_plan, record_recompile_limit_hits
 from loopscale.train.run_json import RunRecord
 from loopscale.train.step_progress import progress_callbacks
-from loopscale.train.testtime_eval import r_eval_values, score_r_eval
+from loopscale.train.testtime_eval import score_r_eval
 
 log = logging.getLogger("loopscale.train.entry")  # the training log, whichever entry point trains
 
@@ -318,6 +327,7 @@ def build_training(cfg: TrainConfig, run_dir: Path, fork_steps: list[int], recor
     val_sequences = (record.data or {}).get("val_rows") or final_val_sequences(cfg.data, cfg.model.seq_len)
     steps, module.curve_flops_per_point = curve_evaluations(cfg, run_plan, val_sequences, fork_steps)
     module.curve_steps = frozenset(steps)
+    module.curve_r_evals = curve_r_evals(cfg)  # each point at these passes (trainer.curve_r_eval)
     record.update(**module.optimizer_record)
     record.compile = module.compile_mode  # what trainer.compile (auto: resolved) trained with
     return Built(cfg, plan, datamodule, module, _trainer(cfg, run_dir, plan, fork_steps))

@@ -28,31 +28,30 @@ TESTTIME_COLUMNS = [
 ]
 
 
-def r_eval_values(spec, r: int) -> list[int]:
-    """The passes a model trained at r is scored at: auto = {1, 2, r/2, r, 2r, 4r} (r/2 rounded down, each at
-    least 1, each once, sorted), a list as given (check_r_eval sorted it), off: none."""
-    if spec == "off":
-        return []
-    if spec == "auto":
-        return sorted({max(1, v) for v in (1, 2, r // 2, r, 2 * r, 4 * r)})
-    return sorted({int(v) for v in spec})
-
-
 def score_r_eval(trainer, module, datamodule, values: list[int], model_cfg: ModelConfig, L_at_r: float | None):
-    """[{r_eval, val_loss, flops_per_token_eval}] for each r_eval: Lightning's validate on the final set with
-    the module's eval_r set (its validation_step passes it to the model), the run's L at its own r."""
-    scores: list[dict[str, Any]] = []
+    """`score_rows` of each r_eval: Lightning's validate on the final set with the module's eval_r set (its
+    validation_step passes it to the model), the run's L at its own r."""
+    losses: dict[int, float] = {}
     for r in values:
         if r == model_cfg.r and L_at_r is not None:
-            loss = L_at_r
-        else:
-            module.eval_r = r
-            try:
-                loss = trainer.validate(module, datamodule=datamodule, verbose=False)[0][f"testtime/val_loss_r{r}"]
-            finally:
-                module.eval_r = None
-        scores.append({"r_eval": int(r), "val_loss": float(loss), "flops_per_token_eval": eval_flops_at(model_cfg, r)})
-    return scores
+            losses[r] = L_at_r
+            continue
+        module.eval_r = r
+        try:
+            losses[r] = trainer.validate(module, datamodule=datamodule, verbose=False)[0][f"testtime/val_loss_r{r}"]
+        finally:
+            module.eval_r = None
+    return score_rows(losses, model_cfg)
+
+
+def score_rows(losses: dict[int, float], model_cfg: ModelConfig) -> list[dict[str, Any]]:
+    """[{r_eval, val_loss, flops_per_token_eval}] in increasing r_eval: the loss at each pass count and the forward
+    FLOPs per token there (`accounting.eval_flops_at`), as run.json records a score (the finished model's
+    r_eval_scores, each curve point's: lightning_module.evaluate_curve_point)."""
+    return [
+        {"r_eval": int(r), "val_loss": float(loss), "flops_per_token_eval": eval_flops_at(model_cfg, r)}
+        for r, loss in sorted(losses.items())
+    ]
 
 
 def testtime_rows(rows: list[dict[str, Any]]) -> pd.DataFrame:

@@ -9,6 +9,10 @@ is exact for the linear pieces of warmup-stable-decay and linear-decay schedules
 1e-4 of itself). Before a run's first row the lr is taken to rise linearly from 0 at step 0 (a linear warmup,
 `warmup_from_zero`; the public curves start at the warmup's end) or to hold the first row's value.
 
+A curves table scored across r (`loopscale collect` with trainer.curve_r_eval: an `r_eval` column beside the run's
+trained `r`) holds each run's curve once per r_eval; a curve law describes the run trained, so only its rows at
+the trained r are read (`trained_r_rows`), never a mix of pass counts.
+
 Rows whose loss is missing still place the schedule (a corner between evaluations); they are not fitted.
 Rows before the warmup's end (the first step at which the lr stops rising) are not fitted by default: the
 laws describe the loss after warmup (Luo et al. 2025, S_W is the warmup's area; Tissue et al. 2024).
@@ -60,6 +64,16 @@ class Curve:
         return Curve(self.run, self.eta, self.warmup_end, self.steps[keep], self.loss[keep])
 
 
+def trained_r_rows(table: pd.DataFrame) -> pd.DataFrame:
+    """The rows of a curves table at each run's trained r: where it has both `r` and `r_eval` columns, those with
+    r_eval = r (an empty r_eval, a row written before it, is the trained r); else the table as it is."""
+    if not {"r", "r_eval"} <= set(table.columns):
+        return table
+    r_eval = pd.to_numeric(table["r_eval"], errors="coerce")
+    keep = r_eval.isna() | (r_eval == pd.to_numeric(table["r"], errors="coerce"))
+    return table.loc[keep.to_numpy(dtype=bool)]
+
+
 def warmup_end(eta: np.ndarray) -> int:
     """The first step at which the lr stops rising: 0 for a schedule that starts at its peak."""
     rising = np.diff(eta) > 0
@@ -86,9 +100,11 @@ def read_curves(
     warmup_from_zero: bool = True,
     include_warmup: bool = False,
 ) -> list[Curve]:
-    """One Curve per run of `table`, in the order runs first appear. Refused with one line: a missing
+    """One Curve per run of `table` (its rows at the trained r: `trained_r_rows`), in the order runs first appear.
+    Refused with one line: a missing
     column, a step that is not a whole number >= 0 or repeats within a run, an lr that is not finite and
     >= 0 (or 0 everywhere), a loss that is not > 0 where given, a run with no evaluation left to fit."""
+    table = trained_r_rows(table)
     missing = [c for c in (columns.run, columns.step, columns.lr, columns.loss) if c not in table.columns]
     if missing:
         raise InputError(

@@ -19,7 +19,8 @@ The table is a curves table (`loopscale collect`'s runs_curves.csv): one row per
 run's model (N_once, N_rec, r), its name (`run`), `step`, `tokens` and the lr (`lr_multiplier`, else `lr`);
 the loss is --loss-col val_loss. Each run's schedule is read from its rows (`loopscale.fit.curves.table`: linear
 between rows, which are the schedule's corners in loopscale's curves). A forked branch's rows up to its fork
-(`from_parent`) are its parent's stable phase, the same rows in every branch: `rows_to_fit` keeps them once.
+(`from_parent`) are its parent's stable phase, the same rows in every branch: `rows_to_fit` keeps them once; a
+table scored across r (an `r_eval` column, trainer.curve_r_eval) is read at each run's trained r.
 The fit is `fit_table`'s (multi-start, phi profiled, the bootstrap clustered by parent run or --cluster run: the
 points of one curve are not independent draws; the residuals' autocorrelation along each curve is recorded).
 """
@@ -34,7 +35,7 @@ import pandas as pd
 
 from loopscale.errors import InputError
 from loopscale.fit.curves.drops import annealing_area
-from loopscale.fit.curves.table import CurveColumns, read_curves
+from loopscale.fit.curves.table import CurveColumns, read_curves, trained_r_rows
 from loopscale.fit.laws.form import LawData, user_value
 from loopscale.fit.laws.looped import Looped
 from loopscale.fit.laws.lse import lse_and_weights
@@ -89,10 +90,12 @@ class LoopedCurve(Looped):
 
     @classmethod
     def rows_to_fit(cls, table):
-        """The rows the law describes: from the end of each run's warmup on (the first row at its peak lr;
+        """The rows the law describes: each run's at its trained r (`trained_r_rows`: a curves table scored across
+        r holds other pass counts too), from the end of each run's warmup on (the first row at its peak lr;
         the warmup's rows are read only as the schedule's start, a linear rise from 0); and a forked branch's
         rows up to its fork, its parent's stable phase repeated in every branch of that parent (`from_parent`),
         kept once (the first branch's)."""
+        table = trained_r_rows(table).reset_index(drop=True)
         lr = "lr_multiplier" if "lr_multiplier" in table.columns else "lr"
         if not {"run", "step", lr} <= set(table.columns):
             return table
