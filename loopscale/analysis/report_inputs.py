@@ -16,6 +16,7 @@ from loopscale.analysis.conditioning import verdict
 from loopscale.errors import InputError, LoopscaleError
 from loopscale.fit.laws.registry import find_law
 from loopscale.fit.runs_table import ColumnMap
+from loopscale.fit.validation.record import ValidationRecord
 from loopscale.fit.verdict_record import Conditioning
 from loopscale.plots.inputs import as_looped_table, read_table
 from loopscale.plots.recipes import fit_name
@@ -149,6 +150,7 @@ def read_validation(path: str | None, fit=None, fit_path=None, allow_other_fit: 
     if not isinstance(record, dict) or not {"verdict", "results", "forms", "folds"} <= record.keys():
         raise InputError(f"--validation {path} is not a `loopscale validate` record")
     of = record.get("fit") if isinstance(record.get("fit"), dict) else {}
+    record = ValidationRecord.from_json(record)
     if fit is None or (of.get("law"), of.get("params")) == (fit.law, json.loads(json.dumps(fit.params))):
         return record, None
     which = f"{of.get('json')} " if of.get("json") else ""

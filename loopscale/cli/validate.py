@@ -113,15 +113,15 @@ def run(args: argparse.Namespace) -> int:
         conventions=not args.no_conventions,
         fill=fill,
     )
-    record["tables"] = [str(p) for p in paths]
-    record["fit"]["json"] = str(args.fit)  # which fit this validates (report --validation checks it)
-    record["table_check"] = {**check, "allowed": bool(check["changed"])}
-    record["seed_repeats"], record["warnings"] = repeats, warnings
+    record.fit["json"] = str(args.fit)  # which fit this validates (report --validation checks it)
+    checked = {**check, "allowed": bool(check["changed"])}
+    tables = [str(p) for p in paths]
+    record = record.replace(tables=tables, table_check=checked, seed_repeats=repeats, warnings=warnings)
     text = markdown(record)
     if outputs:
         figure = held_out_figure(record)  # drawn before anything is written
         with atomic_paths(*outputs) as (tmp_json, tmp_md, tmp_png):
-            tmp_json.write_text(json.dumps(json_safe(record), indent=2, allow_nan=False) + "\n")
+            tmp_json.write_text(json.dumps(json_safe(record.to_json()), indent=2, allow_nan=False) + "\n")
             tmp_md.write_text(text + "\n")
             figure.savefig(tmp_png, dpi=150, format="png")
     print(text)

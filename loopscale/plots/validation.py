@@ -4,13 +4,12 @@ held-out r. Reads the validation record (`loopscale.fit.validation.run.validate`
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 from matplotlib import colormaps
 from matplotlib.figure import Figure
 
 import loopscale.plots.labels as labels  # the module, not the package: no import cycle
+from loopscale.fit.validation.record import ValidationRecord
 
 from .layout import explain_empty
 
@@ -18,7 +17,7 @@ PANELS = (("budget", "leave one budget out"), ("r", "leave one r out"))
 MAX_LEGEND = 12  # folds named in a panel's legend
 
 
-def held_out_figure(record: dict[str, Any]) -> Figure:
+def held_out_figure(record: ValidationRecord) -> Figure:
     """Predicted against measured loss of every held-out row of the fit's law (form 0), coloured by fold."""
     fig = Figure(figsize=(10.0, 4.4), layout="constrained")
     axes = fig.subplots(1, 2)

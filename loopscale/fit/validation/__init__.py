@@ -12,6 +12,7 @@ One concept per module, read in this order:
 - `conventions.py`: the same fit under other counting conventions (embedding, injection, FLOPs);
 - `refit.py`: a form refitted to changed rows from the fit's optima;
 - `run.py`: every form on every fold over worker processes, and the record (`validate`);
+- `record.py`: the record and its verdict as data, with their JSON form (`loopscale validate --out`);
 - `flags.py`: the flags and the one line; `text.py`: the Markdown (the report's section too).
 
 This package's `__init__` imports nothing, so a reader of a validation record (the report, a figure) imports

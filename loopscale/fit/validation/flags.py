@@ -13,27 +13,26 @@ r to y%; phi moves by at most z when one r is dropped", and what is flagged:
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
 from loopscale.fit.laws.registry import find_law
+from loopscale.fit.validation.record import ValidationRecord, Verdict
 
 RATIO_FLAG = 2.0
 AICC_FLAG = -4.0  # Burnham & Anderson: a difference over 4 is considerable support for the better model
 Z_95 = 1.959963984540054
 
 
-def fold_rows(record: dict[str, Any], form: int, kind: str) -> list[dict[str, Any]]:
+def fold_rows(record: ValidationRecord, form: int, kind: str) -> list[dict]:
     """The results of form `form` on the folds of one kind (done or not)."""
-    return [r for r in record["results"] if r["form"] == form and record["folds"][r["fold"]]["kind"] == kind]
+    return [r for r in record.results if r["form"] == form and record.folds[r["fold"]]["kind"] == kind]
 
 
-def full_result(record: dict[str, Any], form: int) -> dict[str, Any] | None:
+def full_result(record: ValidationRecord, form: int) -> dict | None:
     return next(iter(fold_rows(record, form, "full")), None)
 
 
-def delta_aicc(record: dict[str, Any], form: int) -> float | None:
+def delta_aicc(record: ValidationRecord, form: int) -> float | None:
     """AICc of form `form` minus the fit's law's, on the whole table (None when either has none)."""
     own, other = full_result(record, 0), full_result(record, form)
     if not (own and other and own["ok"] and other["ok"]):
@@ -42,12 +41,12 @@ def delta_aicc(record: dict[str, Any], form: int) -> float | None:
     return None if a is None or b is None else b - a
 
 
-def half_width(record: dict[str, Any]) -> float | None:
-    interval = record["fit"].get("phi_interval")
+def half_width(record: ValidationRecord) -> float | None:
+    interval = record.fit.get("phi_interval")
     return None if not interval else (interval[1] - interval[0]) / 2
 
 
-def held_out_summary(record: dict[str, Any], kind: str, flags: list[str]) -> tuple[float, float] | None:
+def held_out_summary(record: ValidationRecord, kind: str, flags: list[str]) -> tuple[float, float] | None:
     """(mean of the folds' mean |error|, worst |error|) of the fit's law over the folds of one kind, None
     without any; each fold's noise ratio recorded, and flagged above RATIO_FLAG."""
     done = [r for r in fold_rows(record, 0, kind) if r["ok"]]
@@ -64,14 +63,14 @@ def held_out_summary(record: dict[str, Any], kind: str, flags: list[str]) -> tup
     return float(np.mean([e["mean_abs_rel_error"] for e in errors])), float(max(e["max_abs_rel_error"] for e in errors))
 
 
-def phi_shifts(record: dict[str, Any], flags: list[str]) -> tuple[float, str] | None:
+def phi_shifts(record: ValidationRecord, flags: list[str]) -> tuple[float, str] | None:
     """The largest |phi_fold - phi| over the leave-one-r-out folds and its fold; each beyond the interval's
     half-width flagged."""
     full = full_result(record, 0)
     phi_full = full["params"].get("phi") if full and full["ok"] else None
     hw = half_width(record)
     shifts = [
-        (abs(r["params"]["phi"] - phi_full), record["folds"][r["fold"]]["label"])
+        (abs(r["params"]["phi"] - phi_full), record.folds[r["fold"]]["label"])
         for r in fold_rows(record, 0, "r")
         if r["ok"] and phi_full is not None and "phi" in r["params"]
     ]
@@ -81,15 +80,15 @@ def phi_shifts(record: dict[str, Any], flags: list[str]) -> tuple[float, str] | 
     return max(shifts) if shifts else None
 
 
-def form_flags(record: dict[str, Any]) -> list[str]:
+def form_flags(record: ValidationRecord) -> list[str]:
     """A per-r multiplier form clearly better by AICc; Approach 2 away from the law's exponent."""
     flags = []
-    for i, form in enumerate(record["forms"]):
+    for i, form in enumerate(record.forms):
         cls = find_law(form["law"]) if form["law"] else None
         d = delta_aicc(record, i)
         if i and cls is not None and cls.per_r_multipliers and d is not None and d < AICC_FLAG:
             flags.append(f"{form['label']}: AICc {d:+.1f} against the fit's law: the r effect is not a power of r")
-    a2 = record.get("approach2") or {}
+    a2 = record.approach2 or {}
     if a2.get("a") is not None and a2.get("a_law") is not None and a2.get("a_se"):
         if abs(a2["a"] - a2["a_law"]) > Z_95 * a2["a_se"]:
             flags.append(
@@ -99,14 +98,14 @@ def form_flags(record: dict[str, Any]) -> list[str]:
     return flags
 
 
-def verdict(record: dict[str, Any]) -> dict[str, Any]:
-    """{"line", "flags", "holds", "budget_error", "r_error", "phi_shift", "half_width"} (module docstring)."""
+def verdict(record: ValidationRecord) -> Verdict:
+    """The line, the flags and the numbers behind them (module docstring)."""
     flags: list[str] = []
     budget, r = held_out_summary(record, "budget", flags), held_out_summary(record, "r", flags)
     shift = phi_shifts(record, flags)
     flags += form_flags(record)
-    flags += (record.get("lr_confound") or {}).get("flags", [])
-    flags += (record.get("conventions") or {}).get("flags", [])
+    flags += (record.lr_confound or {}).get("flags", [])
+    flags += (record.conventions or {}).get("flags", [])
     hw = half_width(record)
     line = (
         "the law predicts unseen budgets to {:.2%} (worst {:.2%})".format(*budget)
@@ -122,5 +121,4 @@ def verdict(record: dict[str, Any]) -> dict[str, Any]:
     if shift is not None:
         line += f"; phi moves by at most {shift[0]:.3f} when one r is dropped ({shift[1]})"
         line += "" if hw is None else f", against an interval half-width of {hw:.3f}"
-    return {"line": line, "flags": flags, "holds": not flags, "budget_error": budget, "r_error": r,
-            "phi_shift": None if shift is None else shift[0], "half_width": hw}  # fmt: skip
+    return Verdict(line, flags, not flags, budget, r, None if shift is None else shift[0], hw)

@@ -31,6 +31,7 @@ from loopscale.fit.validation.flags import verdict
 from loopscale.fit.validation.folds import Fold, R, folds_for
 from loopscale.fit.validation.forms import Form, forms_for
 from loopscale.fit.validation.lr_confound import lr_section
+from loopscale.fit.validation.record import ValidationRecord
 from loopscale.fit.validation.scores import free_params, held_out_errors, information
 
 
@@ -44,7 +45,7 @@ def validate(
     lr_table=None,
     conventions: bool = True,
     fill: dict[str, Any] | None = None,
-) -> dict[str, Any]:
+) -> ValidationRecord:
     """The validation record of `fit` (a FitResult of a single-table law) on its canonical `table` (the rows
     of the law, lr-grid rows removed: they go in `lr_table`). pin_E: the pinned-E form's E (default the fit's);
     fill: constant columns the counting conventions read where the table lacks them. InputError when the fit
@@ -76,23 +77,18 @@ def validate(
     results = fulls + run_tasks(solve_fold, problem, tasks, jobs, progress, "validate: folds", "fit")
     results.sort(key=lambda r: (r["form"], r["fold"]))
     interval = _phi_interval(fit, table, forms[0], seed, n_refine)
-    record: dict[str, Any] = {
-        "fit": {"law": fit.law, "params": fit.params, "path": fit.input.get("path"), **interval},
-        "n_rows": len(table),
-        "forms": [_form_entry(form) for form in forms],
-        "folds": [{"kind": f.kind, "label": f.label, "n_test": int(f.test.sum()), "reason": f.reason} for f in folds],
-        "results": results,
-        "approach2": None if cls.reads_curves else iso_flop_exponent(table, full["params"]),
-        "lr_confound": None if lr_table is None else lr_section(lr_table, table, forms[0], full["params"], starts),
-        "conventions": convention_table(table, forms[0], full["params"], interval, starts, fill)
-        if conventions
-        else None,
-    }
-    record["verdict"] = verdict(record)
-    record["jobs"] = jobs
-    record["elapsed_s"] = time.perf_counter() - started
-    record["versions"] = versions()
-    return record
+    record = ValidationRecord(
+        fit={"law": fit.law, "params": fit.params, "path": fit.input.get("path"), **interval},
+        n_rows=len(table),
+        forms=[_form_entry(form) for form in forms],
+        folds=[{"kind": f.kind, "label": f.label, "n_test": int(f.test.sum()), "reason": f.reason} for f in folds],
+        results=results,
+        approach2=None if cls.reads_curves else iso_flop_exponent(table, full["params"]),
+        lr_confound=None if lr_table is None else lr_section(lr_table, table, forms[0], full["params"], starts),
+        conventions=convention_table(table, forms[0], full["params"], interval, starts, fill) if conventions else None,
+    )
+    elapsed_s = time.perf_counter() - started
+    return record.replace(verdict=verdict(record), jobs=jobs, elapsed_s=elapsed_s, versions=versions())
 
 
 def _form_entry(form: Form) -> dict[str, Any]:

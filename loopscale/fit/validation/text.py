@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from loopscale.fit.validation.flags import delta_aicc, fold_rows, full_result
+from loopscale.fit.validation.record import ValidationRecord
 
 
 def _pct(x) -> str:
@@ -16,14 +17,14 @@ def _num(x, fmt: str = ".3f") -> str:
     return "-" if x is None else format(x, fmt)
 
 
-def forms_table(record: dict[str, Any]) -> list[str]:
+def forms_table(record: ValidationRecord) -> list[str]:
     """One row per form on the whole table: k, phi, AICc, its difference from the fit's law, BIC, and the mean
     held-out error over the budget and r folds."""
     lines = [
         "| form | k | phi | AICc | dAICc | BIC | unseen budgets | unseen r |",
         "|---|---|---|---|---|---|---|---|",
     ]
-    for i, form in enumerate(record["forms"]):
+    for i, form in enumerate(record.forms):
         full = full_result(record, i)
         if form["reason"] or not full or not full["ok"]:
             why = form["reason"] or (full or {}).get("reason") or "not fitted"
@@ -41,21 +42,21 @@ def forms_table(record: dict[str, Any]) -> list[str]:
     return lines
 
 
-def folds_table(record: dict[str, Any]) -> list[str]:
+def folds_table(record: ValidationRecord) -> list[str]:
     """One row per (form, held-out fold): rows held out, mean and worst |error|, bias, error over the refit's own
     residuals, phi; a fold that cannot be done, with why."""
     lines = [
         "| form | held out | rows | mean abs error | worst | bias | x noise | phi |",
         "|---|---|---|---|---|---|---|---|",
     ]
-    for fold in record["folds"]:
+    for fold in record.folds:
         if fold["kind"] != "full" and fold["reason"]:
             lines.append(f"| every form | {fold['label']} | cannot: {fold['reason']} | | | | | |")
-    for r in record["results"]:
-        fold = record["folds"][r["fold"]]
+    for r in record.results:
+        fold = record.folds[r["fold"]]
         if fold["kind"] == "full":
             continue
-        label = record["forms"][r["form"]]["label"]
+        label = record.forms[r["form"]]["label"]
         if not r["ok"]:
             lines.append(f"| {label} | {fold['label']} | cannot: {r['reason']} | | | | | |")
             continue
@@ -140,18 +141,18 @@ def convention_lines(conv: dict[str, Any]) -> list[str]:
     return lines
 
 
-def table_line(record: dict[str, Any]) -> str:
+def table_line(record: ValidationRecord) -> str:
     """Which fit and which table(s): the table validated is named, not only the one the fit records."""
-    fit = record["fit"]
+    fit = record.fit
     tables = record.get("tables") or ([fit["path"]] if fit.get("path") else [])
     made_from = f" (made from {fit['path']})" if fit.get("path") and [str(fit["path"])] != tables else ""
     on = f"validated on {', '.join(map(str, tables))}" if tables else "validated"
-    return f"Fit {fit.get('json') or 'of the ' + fit['law'] + ' law'}{made_from}, {on}: {record['n_rows']} rows."
+    return f"Fit {fit.get('json') or 'of the ' + fit['law'] + ' law'}{made_from}, {on}: {record.n_rows} rows."
 
 
-def markdown(record: dict[str, Any], heading: str = "#") -> str:
+def markdown(record: ValidationRecord, heading: str = "#") -> str:
     """The whole record as Markdown: the verdict, the forms, the folds, Approach 2, the lr grid, the conventions."""
-    fit, v = record["fit"], record["verdict"]
+    fit, v = record.fit, record.verdict
     interval = fit.get("phi_interval")
     h2 = heading + "#"
     out = [f"{heading} Validation of the {fit['law']} fit", ""]

@@ -1,0 +1,51 @@
+"""loopscale/fit/validation/record.py: a `loopscale validate` record as a dataclass with the JSON form it has
+always had. tests/fixtures/validation/record.json holds a record written before the dataclass (made at 9bdf36a by
+make_record.py): it reads back and is written key for key, in order; the record made now from the same inputs
+has the same keys, in the same order, and the same values."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+from unit.test_verdict_record import _same
+
+from loopscale.atomic import json_safe
+from loopscale.fit.fit_table import fit_table
+from loopscale.fit.runs_table import canonical_table
+from loopscale.fit.validation.record import ValidationRecord, Verdict
+from loopscale.fit.validation.run import validate
+from loopscale.fit.validation.text import markdown
+from support.paths import FIXTURES
+
+RECORD = json.loads((FIXTURES / "validation" / "record.json").read_text())
+
+
+def fresh_record():
+    """The record of record.json, made again (~5 s on one core)."""
+    table = canonical_table(pd.read_csv(FIXTURES / "looped_synthetic_small.csv"), "looped")
+    with np.errstate(all="ignore"):
+        fit = fit_table(table, "looped", n_refine=4)
+        return validate(table, fit, n_refine=4)
+
+
+def test_the_record_made_now_is_written_as_before():
+    now = json.loads(json.dumps(json_safe(fresh_record().to_json())))
+    for key in ("elapsed_s", "versions"):  # the wall time and the libraries' versions move; the rest must not
+        now[key] = RECORD[key]
+    _same(now, RECORD, "record")
+
+
+def test_an_old_record_reads_back_and_is_written_key_for_key():
+    record = ValidationRecord.from_json(json.loads(json.dumps(RECORD)))
+    assert isinstance(record.verdict, Verdict) and record.verdict.holds is RECORD["verdict"]["holds"]
+    assert json.dumps(record.to_json()) == json.dumps(RECORD)  # same keys, same order, same values
+    assert markdown(record) == markdown(ValidationRecord.from_json(record.to_json()))
+
+
+def test_what_loopscale_validate_adds_is_written_after_the_record(tmp_path):
+    extra = {"tables": ["runs.csv"], "table_check": {"changed": False}, "seed_repeats": None, "warnings": []}
+    record = ValidationRecord.from_json(RECORD).replace(**extra)
+    assert list(record.to_json()) == [*RECORD, *extra]
+    assert ValidationRecord.from_json(json.loads(json.dumps(record.to_json()))) == record
