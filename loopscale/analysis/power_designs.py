@@ -166,8 +166,8 @@ def _evaluate(req: PowerRequest, truth, name: str, structure: str, spec: dict, p
         "n_runs": int(len(design)),
         "n_points": int(len(design) // max(seeds, 1)),
         "cost": _cost(req, spec),
-        "phi": sim["phi"],
-        "delta_phi": sim["delta_phi"],
+        "phi": sim.phi.to_json(),
+        "delta_phi": sim.delta_phi.to_json(),
     }
 
 

@@ -33,8 +33,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field, replace
+from typing import ClassVar
 
 import numpy as np
 import pandas as pd
@@ -51,6 +51,7 @@ from loopscale.fit.noise_scale import scale_to_scatter
 from loopscale.fit.objective import Loss
 from loopscale.fit.optimize import FitState, fit_law, lm_batch, newton, refine
 from loopscale.fit.pilot import Truth, check_in_box, draw_noise, scale_draw
+from loopscale.fit.record_blocks import ABSENT, JsonBlock
 from loopscale.fit.replicates import point_keys
 from loopscale.fit.resample import PROGRESS_DELAY_S, on_one_blas_thread
 from loopscale.fit.runs_table import PARENT_COLUMN
@@ -59,6 +60,7 @@ from loopscale.fit.synthetic import law_loss
 from loopscale.fit.task_pool import run_tasks
 from loopscale.fit.uncertainty import profile_interval
 from loopscale.fit.verdict import MDE_FACTOR, POWER, Z_LEVEL
+from loopscale.fit.verdict_record import JsonKeys
 
 CANDIDATE = "candidate"  # the second recipe of a simulated comparison
 BASELINE = "baseline"  # the recipe whose r = 1 runs a recipe without its own shares
@@ -241,7 +243,46 @@ def make_problem(
 # ----------------------------------------------------------------------------------------------
 # Summaries
 # ----------------------------------------------------------------------------------------------
-def summarise(sims: np.ndarray, true_value: float) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Precision(JsonBlock):
+    """What simulated sweeps give one quantity (phi or delta-phi): the truth, the mean estimate, its bias and se,
+    the median width of the verdict's interval, its coverage and the share left open, the sweeps and failed fits;
+    delta-phi's also the difference planted, the share called real, sigma's interval and the MDE (`verdict_mde`).
+    Its JSON form is what `loopscale power` writes per design (`record_blocks.JsonBlock`)."""
+
+    KEY: ClassVar[str] = "power summary"
+
+    true: float = ABSENT
+    mean: float = ABSENT
+    bias: float = ABSENT
+    se: float = ABSENT
+    width95: float = ABSENT
+    coverage: float | None = ABSENT
+    open_share: float = ABSENT
+    n_sims: int = ABSENT
+    n_failed: int = ABSENT
+    planted: float = ABSENT
+    detected_share: float = ABSENT
+    sigma_interval: list[float] = ABSENT
+    mde: float = ABSENT
+    mde_point: float = ABSENT
+    mde_upper: float = ABSENT
+    mde_mc_se: float = ABSENT
+
+
+@dataclass(frozen=True)
+class Simulation(JsonKeys):
+    """`simulate_design`'s result: the design's runs, each quantity's Precision (None when not asked) and the
+    simulated sweeps' estimates and [low, high] intervals (arrays, by quantity)."""
+
+    n_runs: int
+    phi: Precision | None = None
+    delta_phi: Precision | None = None
+    estimates: dict[str, np.ndarray] = field(default_factory=dict)
+    intervals: dict[str, np.ndarray] = field(default_factory=dict)
+
+
+def summarise(sims: np.ndarray, true_value: float) -> Precision:
     """se, bias and the verdict's interval over simulated sweeps (rows of estimate, interval low, high, scale
     draw; NaN estimates: failed fits, counted): the median width of the profile interval (`width95`: what one
     sweep's interval spans), its coverage of the truth and the share left open."""
@@ -249,17 +290,17 @@ def summarise(sims: np.ndarray, true_value: float) -> dict[str, Any]:
     ok = np.isfinite(est)
     se = float(np.std(est[ok], ddof=1)) if ok.sum() >= 2 else float("nan")
     closed = ok & np.isfinite(lo) & np.isfinite(hi)
-    return {
-        "true": float(true_value),
-        "mean": float(np.mean(est[ok])) if ok.any() else float("nan"),
-        "bias": float(np.mean(est[ok]) - true_value) if ok.any() else float("nan"),
-        "se": se,
-        "width95": float(np.median(hi[closed] - lo[closed])) if closed.any() else float("nan"),
-        "coverage": float(np.mean((lo[closed] <= true_value) & (true_value <= hi[closed]))) if closed.any() else None,
-        "open_share": float(1 - closed.sum() / max(ok.sum(), 1)),
-        "n_sims": int(len(est)),
-        "n_failed": int((~ok).sum()),
-    }
+    return Precision(
+        true=float(true_value),
+        mean=float(np.mean(est[ok])) if ok.any() else float("nan"),
+        bias=float(np.mean(est[ok]) - true_value) if ok.any() else float("nan"),
+        se=se,
+        width95=float(np.median(hi[closed] - lo[closed])) if closed.any() else float("nan"),
+        coverage=float(np.mean((lo[closed] <= true_value) & (true_value <= hi[closed]))) if closed.any() else None,
+        open_share=float(1 - closed.sum() / max(ok.sum(), 1)),
+        n_sims=int(len(est)),
+        n_failed=int((~ok).sum()),
+    )
 
 
 def verdict_mde(sims: np.ndarray, planted: float, upper_factor: float = 1.0, n_boot: int = 200) -> dict[str, float]:
@@ -328,13 +369,13 @@ def simulate_design(
     progress=None,
     label: str = "power",
     full: bool = False,
-) -> dict[str, Any]:
-    """n_sims simulated sweeps of `design` from `truth`, each fitted as `fit` would (module docstring).
-    Returns {"phi": summary, "delta_phi": summary with mde, detected_share, planted}, for what is asked; the
-    raw estimates under "estimates". delta_phi: the difference planted in the second recipe."""
+) -> Simulation:
+    """n_sims simulated sweeps of `design` from `truth`, each fitted as `fit` would (module docstring): the
+    Precision of phi and of delta-phi (with its MDE, detected share, planted value), for what is asked, and the
+    raw estimates. delta_phi: the difference planted in the second recipe."""
     if n_sims < 2:
         raise InputError(f"power needs at least 2 simulated sweeps; got {n_sims}")
-    out: dict[str, Any] = {"n_runs": int(len(design)), "estimates": {}, "intervals": {}}
+    out = Simulation(int(len(design)))
     for key in what:
         joint = key == "delta_phi"
         problem = make_problem(design, truth, joint, delta_phi if joint else 0.0, full)
@@ -356,15 +397,14 @@ def simulate_design(
         summary = summarise(sims, true_value)
         if joint:
             low, high = truth.sigma_interval()
-            summary.update(
+            summary = summary.replace(
                 planted=float(delta_phi),
                 detected_share=detected_share(sims),
                 sigma_interval=[low, high],
                 **verdict_mde(sims, delta_phi, high / truth.sigma_log),
             )
-        out[key] = summary
-        out["estimates"][key] = sims[:, 0]
-        out["intervals"][key] = sims[:, 1:3]
+        out = replace(out, **{key: summary})
+        out.estimates[key], out.intervals[key] = sims[:, 0], sims[:, 1:3]
     return out
 
 

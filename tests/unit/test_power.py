@@ -63,6 +63,11 @@ def test_the_simulated_mde_matches_the_linear_gaussian_answer():
     assert dphi["width95"] == pytest.approx(2 * Z_LEVEL * expected, rel=0.2)
     assert dphi["mde"] == pytest.approx(MDE_FACTOR * dphi["se"], rel=0.2)
     assert dphi["mde"] == dphi["mde_point"] == dphi["mde_upper"] and dphi["sigma_interval"] == [sigma, sigma]
+    # its JSON form (what `loopscale power` writes per design): the keys and order of the dict it was before
+    assert list(dphi.to_json()) == [
+        *("true", "mean", "bias", "se", "width95", "coverage", "open_share", "n_sims", "n_failed"),
+        *("planted", "detected_share", "sigma_interval", "mde", "mde_point", "mde_upper", "mde_mc_se"),
+    ]
 
 
 def test_more_seeds_give_a_smaller_mde_and_twice_the_mde_is_detected():
