@@ -5,7 +5,8 @@ thinned to trainer.curve_share) priced by the plan, against the FLOPs the job tr
 
 For a forked job: the parent's points (its fork steps among them) and each branch's own points after its fork,
 against the parent's FLOPs plus each branch's cooldown (what the job trains). The points and the FLOPs per point
-are `loopscale.train.plan.curve_evaluations`, what training evaluates.
+are `loopscale.train.plan.curve_evaluations`, what training evaluates (`loopscale.train.job_plan.curve_cost`, which
+the launch estimates count too; trainer.curve_r_eval's passes each at their own forward FLOPs).
 """
 
 from __future__ import annotations
@@ -14,29 +15,7 @@ import argparse
 
 from loopscale.data.heldout import final_val_sequences
 from loopscale.launch.sweep import expand
-from loopscale.train.plan import branch_config, curve_evaluations, parent_config, plan_forks, plan_run
-
-
-def job_cost(cfg) -> tuple[int, float, float]:
-    """(points, curve FLOPs, trained FLOPs) of one job."""
-    val = final_val_sequences(cfg.data, cfg.model.seq_len)
-    if cfg.budget.mode != "forks":
-        run = plan_run(cfg)
-        steps, per = curve_evaluations(cfg, run, val)
-        return len(steps), len(steps) * per, run.C
-    forks = plan_forks(cfg)
-    parent = parent_config(cfg, forks)
-    run = plan_run(parent)
-    steps, per = curve_evaluations(parent, run, val, [b.fork_step for b in forks.branches])
-    points, curve, trained = len(steps), len(steps) * per, run.C
-    for b in forks.branches:
-        branch = branch_config(cfg, forks, b)
-        brun = plan_run(branch)
-        own = [s for s in curve_evaluations(branch, brun, val)[0] if s > b.fork_step]
-        points += len(own)
-        curve += len(own) * curve_evaluations(branch, brun, val)[1]
-        trained += brun.F * (brun.steps - b.fork_step) * brun.batch_tokens
-    return points, curve, trained
+from loopscale.train.job_plan import curve_cost, plan_job
 
 
 def main() -> None:
@@ -44,9 +23,11 @@ def main() -> None:
     p.add_argument("--experiment", default="isodepth_cpu_demo")
     args = p.parse_args()
     total_curve = total = 0.0
-    for job in expand([f"experiment={args.experiment}"]):
-        cfg = job.cfg
-        points, curve, trained = job_cost(cfg)
+    for expanded in expand([f"experiment={args.experiment}"]):
+        cfg = expanded.cfg
+        job = plan_job(cfg)
+        points, curve = curve_cost(job, final_val_sequences(cfg.data, cfg.model.seq_len))
+        trained = job.flops  # the parent's FLOPs plus each branch's cooldown (a single run: its C)
         total_curve, total = total_curve + curve, total + trained
         print(
             f"  {cfg.run_name:<28} {points:>3} points  {curve:.3g} of {trained:.3g} FLOPs = "

@@ -1791,6 +1791,18 @@ MUTATIONS: tuple[Mutation, ...] = (
         ),
         "fit --curves / --law looped-curve read each run's curve at its trained r, never a mix of r_eval",
     ),
+    Mutation(
+        "launch-estimate-leaves-out-scoring",
+        "loopscale/launch/estimate.py",
+        " + scoring_flops(job, final)\n",
+        "\n",
+        (
+            "tests/unit/test_launch.py::"
+            "test_gpu_hours_follow_from_training_and_validation_at_the_assumed_mfu_and_the_device_peak",
+            "tests/unit/test_launch.py::test_the_curves_scored_across_r_are_priced_each_r_eval_at_its_own_flops",
+        ),
+        "launch estimates count the loss curve's evaluations (each curve r_eval at its own FLOPs) and r_eval scoring",
+    ),
 )
 
 

@@ -3,7 +3,9 @@
 Time. A job's compute is its training C = F x D (its plan; for a forked job the parent plus every cooldown
 branch) plus its validation: every trainer.val_every_steps steps a forward over the intermediate subset
 (trainer.val_subset of the final set), and once at the end a forward over the whole final set (data.val_rows
-packed rows, or data.val_tokens of windows), each token at accounting.eval_flops_per_token. At an assumed
+packed rows, or data.val_tokens of windows), each token at accounting.eval_flops_per_token; and its scoring
+(`job_plan.scoring_flops`): the loss curve's evaluations, every r_eval of trainer.curve_r_eval at its own forward
+FLOPs per token, and the final set again at each other r_eval of trainer.r_eval. At an assumed
 model-FLOPs utilisation u (trainer.assumed_mfu) on `world` devices of dense bf16 peak P (trainer.plan_device,
 loopscale/train/mfu.py), plus COMPILE_S[trainer.compile] for torch.compile:
 
@@ -39,7 +41,7 @@ from loopscale.errors import ConfigError
 from loopscale.model.accounting import eval_flops_per_token
 from loopscale.model.memory import GIB, MARGIN, estimate_memory, usable_memory
 from loopscale.train.batching import candidate_device_batches, on_gpu, split_and_memory
-from loopscale.train.job_plan import JobPlan, plan_job
+from loopscale.train.job_plan import JobPlan, plan_job, scoring_flops
 from loopscale.train.mfu import peak_flops
 
 RESTART_S = 300.0  # per requeue besides compiling: queue-to-start, imports, data open, checkpoint load
@@ -63,7 +65,7 @@ class LaunchLimits:
 class JobEstimate:
     run_name: str
     C: float  # FLOPs the job trains
-    C_val: float  # FLOPs of its validations (intermediate subsets and the final set)
+    C_val: float  # FLOPs of its validations (intermediate subsets, the final set) and scoring (curves, r_eval)
     gpu_hours: float  # device hours of training + validation
     compile_h: float  # torch.compile, once per attempt
     wall_h: float  # on its `world` devices, compile included
@@ -105,7 +107,8 @@ def estimate_job(cfg: TrainConfig, limits: LaunchLimits | None, job: JobPlan | N
     job = plan_job(cfg) if job is None else job
     C = job.flops  # everything the job trains: its run's C, or a forked job's parent + branches
     steps = max(1, job.run.steps)  # forked jobs: the parent's steps, a fair per-step time
-    C_val = validation_tokens(cfg, steps) * eval_flops_per_token(cfg.model)
+    final = final_val_sequences(cfg.data, cfg.model.seq_len)
+    C_val = validation_tokens(cfg, steps) * eval_flops_per_token(cfg.model) + scoring_flops(job, final)
     world = cfg.trainer.devices * cfg.trainer.num_nodes
     device_s = (C + C_val) / (cfg.trainer.assumed_mfu * peak)
     compile_s = COMPILE_S[cfg.trainer.compile]

@@ -13,7 +13,17 @@ from loopscale.config.schema import TrainConfig
 from loopscale.train.batching import device_batching
 from loopscale.train.compile_cache import compile_key, key_hash, run_context
 from loopscale.train.compile_choice import COMPILED_MODE
-from loopscale.train.plan import ForkPlan, RunPlan, branch_config, parent_config, plan_forks, plan_run, run_dir_of
+from loopscale.train.plan import (
+    ForkPlan,
+    RunPlan,
+    branch_config,
+    curve_evaluations,
+    parent_config,
+    plan_forks,
+    plan_run,
+    r_eval_scoring_flops,
+    run_dir_of,
+)
 from loopscale.train.run_json import PARENT_FILE, RUN_FILE
 
 
@@ -90,3 +100,27 @@ def plan_job(cfg: TrainConfig) -> JobPlan:
     )
     run = plan_run(parent_config(cfg, forks))
     return JobPlan(cfg, run, forks, points, round(forks.C_forked / forks.F), forks.C_forked, forks.C_independent)
+
+
+def curve_cost(job: JobPlan, val_sequences: int) -> tuple[int, float]:
+    """(evaluations, FLOPs) of the job's loss curves (`plan.curve_evaluations`, each r_eval of trainer.curve_r_eval
+    at its own forward FLOPs) on a final validation set of `val_sequences`: a single run's points; a forked job's
+    parent's (its fork steps among them) and each branch's own after its fork (it inherits the parent's before)."""
+    if job.forks is None:
+        steps, per_point = curve_evaluations(job.cfg, job.run, val_sequences)
+        return len(steps), len(steps) * per_point
+    parent = parent_config(job.cfg, job.forks)
+    steps, per_point = curve_evaluations(parent, job.run, val_sequences, job.forks.fork_steps)
+    points, flops = len(steps), len(steps) * per_point
+    for point in job.points:
+        steps, per_point = curve_evaluations(point.cfg, plan_run(point.cfg), val_sequences)
+        own = [s for s in steps if s > point.fork_step]
+        points, flops = points + len(own), flops + len(own) * per_point
+    return points, flops
+
+
+def scoring_flops(job: JobPlan, val_sequences: int) -> float:
+    """The forward FLOPs the job spends scoring besides its validations at r: its loss curves (`curve_cost`) and each
+    point's final set at trainer.r_eval's other pass counts (`plan.r_eval_scoring_flops`; a stable parent is not
+    scored)."""
+    return curve_cost(job, val_sequences)[1] + sum(r_eval_scoring_flops(p.cfg, val_sequences) for p in job.points)

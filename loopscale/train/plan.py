@@ -274,6 +274,14 @@ def curve_evaluations(cfg: TrainConfig, run: RunPlan, val_sequences: int, fork_s
     return steps, per_point
 
 
+def r_eval_scoring_flops(cfg: TrainConfig, val_sequences: int) -> float:
+    """The FLOPs of scoring the finished model at trainer.r_eval's other pass counts (train/testtime_eval.py): the
+    final set of `val_sequences`, T tokens each, at each r_eval's own forward FLOPs per token; the trained r's
+    score is the run's own validation (counted with it)."""
+    others = [r for r in r_eval_values(cfg.trainer.r_eval, cfg.model.r) if r != cfg.model.r]
+    return val_sequences * cfg.model.seq_len * sum(accounting.eval_flops_at(cfg.model, r) for r in others)
+
+
 def parent_config(cfg: TrainConfig, plan: ForkPlan) -> TrainConfig:
     """The stable parent: warmup then constant peak lr for max_i s_i steps (a `tokens` run)."""
     budget = dataclasses.replace(cfg.budget, mode="tokens", tokens=plan.parent_steps * plan.batch_tokens)

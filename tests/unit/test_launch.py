@@ -19,7 +19,8 @@ from loopscale.launch.estimate import (
     limit_warning,
     limit_warnings,
 )
-from loopscale.model.accounting import eval_flops_per_token
+from loopscale.model.accounting import eval_flops_at, eval_flops_per_token
+from loopscale.train.job_plan import curve_cost, plan_job
 from loopscale.train.mfu import PEAK_BF16_FLOPS
 from loopscale.train.plan import plan_run
 from support.train import train_config
@@ -36,11 +37,35 @@ def test_gpu_hours_follow_from_training_and_validation_at_the_assumed_mfu_and_th
     # trainer=gpu: every 250 steps the first 5% of the 34,560 val rows (1,728), and all of them once at the end
     val_rows = 34_560 + (plan.steps - 1) // 250 * 1_728
     assert est.C == pytest.approx(plan.C)
-    assert est.C_val == pytest.approx(val_rows * 2048 * eval_flops_per_token(cfg.model))
+    # and its scoring: the loss curve's evaluations (curve_cost) and the final set again at each other r_eval (auto)
+    r = cfg.model.r
+    others = [n for n in (1, 2, r // 2, 2 * r, 4 * r) if n not in (r, 0)]
+    scoring = 34_560 * 2048 * sum(eval_flops_at(cfg.model, n) for n in sorted(set(others)))
+    curve = curve_cost(plan_job(cfg), 34_560)[1]
+    assert 0 < curve <= 0.05 * plan.C and scoring > 0
+    assert est.C_val == pytest.approx(val_rows * 2048 * eval_flops_per_token(cfg.model) + curve + scoring, rel=1e-12)
     assert eval_flops_per_token(cfg.model) == pytest.approx(plan.F / 3, rel=0.01)  # forward only: a third of F
     assert est.gpu_hours == pytest.approx((plan.C + est.C_val) / (0.5 * peak) / 3600)
     assert est.wall_h == pytest.approx(est.gpu_hours + est.compile_h)
     assert est.fits and est.allowed_h is None  # no launcher limit known: nothing to warn about
+
+
+def test_the_curves_scored_across_r_are_priced_each_r_eval_at_its_own_flops():
+    """trainer.curve_r_eval adds, per evaluation of the curve, the subset at each other r_eval's forward FLOPs."""
+    base = [
+        *PAPER,
+        "data=fineweb_edu_packed",
+        "budget.compute_flops=1e19",
+        "trainer.r_eval=off",
+        "trainer.curve_share=1",
+    ]
+    plain = train_config(base)
+    scored = train_config([*base, "trainer.curve_r_eval=[1,8]"])
+    r, subset = plain.model.r, 1_728  # trainer=gpu: the first 5% of 34,560 val rows
+    points = curve_cost(plan_job(plain), 34_560)[0]
+    assert points == curve_cost(plan_job(scored), 34_560)[0] > 10  # a share that holds every point either way
+    extra = points * subset * 2048 * sum(eval_flops_at(plain.model, n) for n in {1, 8} - {r})
+    assert estimate_job(scored, None).C_val - estimate_job(plain, None).C_val == pytest.approx(extra, rel=1e-9)
 
 
 def test_a_job_that_cannot_finish_is_named_with_the_overrides_that_let_it_through():
