@@ -38,7 +38,7 @@ from loopscale.fit.noise import DEFAULT_INNER, NoiseFit, noise_block, noise_setu
 from loopscale.fit.noise_scale import fit_on_its_scale, residual_tails
 from loopscale.fit.objective import Loss
 from loopscale.fit.optimize import adopt_optimum, fit_law, refine
-from loopscale.fit.record_blocks import DeltaPhi, Joint
+from loopscale.fit.record_blocks import DeltaPhi, Joint, Profile, SeparateFit, SharedCheck
 from loopscale.fit.replicates import replicate_groups
 from loopscale.fit.resample import bootstrap, on_one_blas_thread
 from loopscale.fit.result import FitResult, compare_param, data_summary, versions
@@ -278,7 +278,7 @@ def _attach_bootstrap(
     result.ci95 = percentile_ci(cols, level)
 
 
-def _delta_phi(result, state, ref: str, g: str, prof: dict | None) -> DeltaPhi:
+def _delta_phi(result, state, ref: str, g: str, prof: Profile | None) -> DeltaPhi:
     """delta-phi of recipe g against the reference: estimate, bootstrap CI and se (when bootstrapped),
     profile interval (when profiled: `prof`) and the LR test of dphi = 0."""
     boot, profiled = {}, {}
@@ -346,19 +346,12 @@ def separate_fits(
     return out
 
 
-def _summary(result: FitResult) -> dict[str, Any]:
-    return {
-        "params": result.params,
-        "ci95": result.ci95,
-        "objective": result.objective,
-        "n_rows": result.n_rows,
-        "n_best_basin": result.n_best_basin,
-        "n_refined": result.n_refined,
-        "warnings": result.warnings,
-    }
+def _summary(result: FitResult) -> SeparateFit:
+    r = result
+    return SeparateFit(r.params, r.ci95, r.objective, r.n_rows, r.n_best_basin, r.n_refined, r.warnings)
 
 
-def shared_parameter_check(state, table: pd.DataFrame, separate: dict) -> dict[str, Any]:
+def shared_parameter_check(state, table: pd.DataFrame, separate: dict) -> SharedCheck:
     """Do the recipes share E, A, alpha, B, beta? A robust likelihood-ratio test on the same data.
 
     The separate fits see the shared r = 1 runs once each, so the data both models are scored on
@@ -387,12 +380,8 @@ def shared_parameter_check(state, table: pd.DataFrame, separate: dict) -> dict[s
     gap = max(0.0, restricted.objective - f_sep)
     T = 2 * gap * (dpsi / n) / (psi2 / n)
     df = 5 * (K - 1)
-    return {
-        "objective_joint": restricted.objective,
-        "objective_separate_sum": f_sep,
-        "statistic": float(T),
-        "df": df,
-        "p_value": float(chi2.sf(T, df)),
-        "method": "robust LR (Schrader-Hettmansperger): joint law vs separate fits on the stacked "
-        "recipe tables (r = 1 runs weighted by the number of recipes)",
-    }
+    method = (
+        "robust LR (Schrader-Hettmansperger): joint law vs separate fits on the stacked recipe tables (r = 1 runs "
+        "weighted by the number of recipes)"
+    )
+    return SharedCheck(restricted.objective, f_sep, float(T), df, float(chi2.sf(T, df)), method)

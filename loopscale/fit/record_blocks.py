@@ -281,21 +281,56 @@ class DeltaPhi(JsonBlock):
 
 
 @dataclass(frozen=True)
+class SeparateFit(JsonBlock):
+    """One recipe's law fitted alone (with the r = 1 runs), as the joint fit records it beside its own."""
+
+    KEY: ClassVar[str] = "separate"
+
+    params: dict[str, float] = ABSENT
+    ci95: dict[str, list[float]] = ABSENT
+    objective: float = ABSENT
+    n_rows: int = ABSENT
+    n_best_basin: int = ABSENT
+    n_refined: int = ABSENT
+    warnings: list[str] = ABSENT
+
+
+@dataclass(frozen=True)
+class SharedCheck(JsonBlock):
+    """Do the recipes share the dense model (`joint.shared_parameter_check`)? The joint law's objective on the
+    stacked recipe tables against the separate fits' sum, the robust LR statistic, its degrees of freedom and
+    p-value, and the method."""
+
+    KEY: ClassVar[str] = "shared_check"
+
+    objective_joint: float = ABSENT
+    objective_separate_sum: float = ABSENT
+    statistic: float = ABSENT
+    df: int = ABSENT
+    p_value: float = ABSENT
+    method: str = ABSENT
+
+
+@dataclass(frozen=True)
 class Joint(JsonBlock):
     """A joint fit over recipes (`loopscale.fit.joint`): the recipe column, the recipes (the first the reference),
     delta-phi per other recipe, the rows per recipe, and with separate fits their summaries and the
     shared-parameter check."""
 
     KEY: ClassVar[str] = "joint"
-    NESTED: ClassVar[dict[str, Any]] = {"delta_phi": _blocks_of(DeltaPhi)}
+    NESTED: ClassVar[dict[str, Any]] = {
+        "delta_phi": _blocks_of(DeltaPhi),
+        "separate": _blocks_of(SeparateFit),
+        "shared_check": SharedCheck.from_json,
+    }
 
     column: str = ABSENT
     recipes: list[str] = ABSENT
     reference: str = ABSENT
     delta_phi: dict[str, DeltaPhi] = ABSENT
     n_rows_by_recipe: dict[str, int] = ABSENT
-    separate: dict[str, dict] = ABSENT
-    shared_check: dict = ABSENT
+    separate: dict[str, SeparateFit] = ABSENT
+    shared_check: SharedCheck = ABSENT
 
 
 BLOCKS: dict[str, type[JsonBlock]] = {

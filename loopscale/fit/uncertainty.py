@@ -11,8 +11,6 @@ Each step continues from a fit's `loopscale.fit.optimize.FitState` (docs/design.
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 from scipy.stats import chi2
 from scipy.stats import f as f_dist
@@ -25,7 +23,7 @@ from loopscale.fit.noise import huber_moments
 from loopscale.fit.noise_scale import reference_quantile, scatter_about_law
 from loopscale.fit.objective import Loss, objective_grad_hess
 from loopscale.fit.optimize import BASIN_ABS_TOL, FitState, Refined, fit_law, lm_batch, newton, refine
-from loopscale.fit.record_blocks import Holdout
+from loopscale.fit.record_blocks import Holdout, Profile
 from loopscale.fit.runs_table import budget_clusters
 
 
@@ -188,14 +186,14 @@ def _hermite_crossing(x0: float, g0: float, d0: float, x1: float, g1: float, d1:
 
 def profile_param(
     state: FitState, name: str = "phi", half_width: float = 0.5, n_points: int = 21, xtol: float = 1e-6
-) -> dict[str, Any]:
+) -> Profile:
     """The profile of the objective in one internal coordinate and its 95% interval (`_profile`)."""
     return _profile(state, name, half_width, n_points, xtol)[0]
 
 
 def profile_refit(
     state: FitState, name: str = "phi", half_width: float = 0.5, n_points: int = 21, max_refits: int = 3
-) -> tuple[dict[str, Any], Refined | None]:
+) -> tuple[Profile, Refined | None]:
     """`profile_param`, and a better optimum when the profile walked below the fit: (profile, None) when
     it did not; (profile around the new optimum, the new optimum) when it did. The lowest profile point
     is refined with every coordinate free (`refine`); the profile is drawn again around the result,
@@ -216,14 +214,14 @@ def profile_refit(
 
 def _profile(
     state: FitState, name: str = "phi", half_width: float = 0.5, n_points: int = 21, xtol: float = 1e-6
-) -> tuple[dict[str, Any], Refined]:
+) -> tuple[Profile, Refined]:
     """Profile of the objective in one internal coordinate (phi, or dphi[<recipe>] of a joint law),
     and its 95% interval.
 
     The grid (for the figure) is solved outward from the optimum (`_walk_profile`), each point
     polished by L-BFGS-B. The interval ends are the roots of profile(x) - f_min - threshold between
     the last grid point inside and the first outside, to `xtol`, by `_threshold_crossing`. Returns
-    ({"x", "objective", "interval", "threshold", "method", ...}, the lowest solved point).
+    (the Profile: its grid x, objective, interval, threshold, method, ...; the lowest solved point).
     """
     law, data, best = state.law, state.data, state.best
     i = law.internal_names.index(name)
@@ -258,7 +256,7 @@ def _profile(
     }
     if values.min() < best.objective * (1 - 1e-6) - BASIN_ABS_TOL * len(data):
         out["warning"] = "profile found a lower objective than the fit: the fit missed the optimum"
-    return out, solved[int(np.argmin(values))]
+    return Profile.from_json(out), solved[int(np.argmin(values))]
 
 
 def profile_interval(state: FitState, name: str, xtol: float = 1e-5, max_doublings: int = 8) -> list[float | None]:
@@ -301,16 +299,12 @@ def profile_interval(state: FitState, name: str, xtol: float = 1e-5, max_doublin
     return ends
 
 
-def profile_phi(state: FitState, half_width: float = 0.5, n_points: int = 21) -> dict[str, Any]:
-    """Objective minimised over the other parameters on a phi grid around phi_hat, and its interval.
-
-    Returns {"phi", "objective", "interval", "threshold", "method", ...} (see `profile_param`).
-    """
+def profile_phi(state: FitState, half_width: float = 0.5, n_points: int = 21) -> Profile:
+    """Objective minimised over the other parameters on a phi grid around phi_hat, and its interval: the Profile,
+    its grid under "phi" (see `profile_param`)."""
     if state.law.profile_param != "phi":
         raise InputError(f"the phi profile needs a law with one phi (the looped law); got {state.law.name!r}")
-    out = profile_param(state, "phi", half_width, n_points)
-    out["phi"] = out.pop("x")
-    return out
+    return profile_param(state, "phi", half_width, n_points)
 
 
 def lr_test(state: FitState, name: str, value: float = 0.0) -> dict[str, float]:

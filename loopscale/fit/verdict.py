@@ -48,6 +48,7 @@ from loopscale.fit.bounds import BOUNDS, DPHI_BOUNDS
 from loopscale.fit.isoflop import Z_LEVEL, isoflop_minima
 from loopscale.fit.laws.looped_joint import LoopedJoint
 from loopscale.fit.laws.registry import find_law
+from loopscale.fit.record_blocks import SharedCheck
 from loopscale.fit.result import FitResult, ParamDifference, load_fit
 from loopscale.fit.runs_table import is_forked
 from loopscale.fit.verdict_record import Check, Conditioning, DeltaAnswer, NoiseScale
@@ -224,7 +225,7 @@ def _failures(checks: list[Check], block=BLOCKING) -> tuple[list[str], list[str]
 SHARED_CHECK_LEVEL = 0.05  # below this p-value the joint fit's shared-parameter LR test rejects sharing
 
 
-def shared_check_verdict(check: dict[str, Any]) -> str:
+def shared_check_verdict(check: SharedCheck) -> str:
     """The verdict of a joint fit's shared-parameter check (the joint fit against the separate fits, a robust LR
     test: `joint.shared_check`), in the one wording `fit --joint` and the report print."""
     if check["p_value"] < SHARED_CHECK_LEVEL:

@@ -69,7 +69,7 @@ def test_the_shared_check_verdict_is_worded_once(p_value):
     """The report and `fit --joint`'s terminal lines print the same verdict of the shared-parameter check, from
     one renderer (fit/verdict.py), and it follows the check's p-value."""
     joint = load_fit(FIXTURE / "fit.joint.json")
-    joint.joint = joint.joint.replace(shared_check={**joint.joint.shared_check, "p_value": p_value})
+    joint.joint = joint.joint.replace(shared_check=joint.joint.shared_check.replace(p_value=p_value))
     verdict = shared_check_verdict(joint.joint["shared_check"])
     assert ("NOT share" in verdict) == (p_value < 0.05)
     assert f"{verdict}." in report.joint_section(joint)
