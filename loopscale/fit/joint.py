@@ -23,7 +23,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -38,7 +37,7 @@ from loopscale.fit.noise import DEFAULT_INNER, NoiseFit, noise_block, noise_setu
 from loopscale.fit.noise_scale import fit_on_its_scale, residual_tails
 from loopscale.fit.objective import Loss
 from loopscale.fit.optimize import adopt_optimum, fit_law, refine
-from loopscale.fit.record_blocks import DeltaPhi, Joint, Profile, SeparateFit, SharedCheck
+from loopscale.fit.record_blocks import DeltaPhi, FitData, Joint, Profile, SeparateFit, SharedCheck
 from loopscale.fit.replicates import replicate_groups
 from loopscale.fit.resample import bootstrap, on_one_blas_thread
 from loopscale.fit.result import FitResult, compare_param, data_summary, versions
@@ -208,11 +207,10 @@ def fit_joint(
     return result
 
 
-def _joint_summary(table: pd.DataFrame, recipes: Sequence[str]) -> dict[str, Any]:
+def _joint_summary(table: pd.DataFrame, recipes: Sequence[str]) -> FitData:
     """The models and ranges fitted, as a single fit records them (advise reads), and each recipe's shapes."""
-    out = data_summary(table)
-    out["shapes_by_recipe"] = {g: data_summary(table[recipe_rows(table, i)])["shapes"] for i, g in enumerate(recipes)}
-    return out
+    by_recipe = {g: data_summary(table[recipe_rows(table, i)]).shapes for i, g in enumerate(recipes)}
+    return data_summary(table).replace(shapes_by_recipe=by_recipe)
 
 
 def _with_separate(joint: Joint, sep: dict, state, table: pd.DataFrame, level: float, seed: int) -> Joint:

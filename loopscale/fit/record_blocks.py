@@ -154,6 +154,20 @@ class Group(JsonBlock):
 
 
 @dataclass(frozen=True)
+class FitData(JsonBlock):
+    """What a fit saw (`result.data_summary`): the distinct model shapes [r, N_once, N_rec], the [min, max] of N, D
+    (tokens) and C (FLOPs) where the table had them, and a joint fit's shapes per recipe."""
+
+    KEY: ClassVar[str] = "data summary"
+
+    shapes: list[list[float]] = ABSENT
+    N: list[float] = ABSENT
+    D: list[float] = ABSENT
+    C: list[float] = ABSENT
+    shapes_by_recipe: dict[str, list[list[float]]] = ABSENT
+
+
+@dataclass(frozen=True)
 class Bootstrap(JsonBlock):
     """The bootstrap's replicates (`resample.bootstrap`): each parameter's values and the objective per replicate,
     and how they were drawn (cluster: the column resampled, None for rows; two_stage: the seeds' inner scheme)."""
@@ -336,6 +350,7 @@ class Joint(JsonBlock):
 BLOCKS: dict[str, type[JsonBlock]] = {
     "settings": Settings,
     "group": Group,
+    "data": FitData,
     "bootstrap": Bootstrap,
     "profile_phi": Profile,
     "holdout": Holdout,

@@ -21,7 +21,7 @@ import numpy as np
 
 from loopscale.errors import InputError
 from loopscale.fit.laws.registry import predict_loss as law_prediction
-from loopscale.fit.record_blocks import BLOCKS, Bootstrap, Group, Holdout, Joint, Noise, Profile, Settings
+from loopscale.fit.record_blocks import BLOCKS, Bootstrap, FitData, Group, Holdout, Joint, Noise, Profile, Settings
 from loopscale.fit.verdict_record import Conditioning, JsonKeys, as_conditioning
 from loopscale.provenance import library_versions
 
@@ -65,7 +65,7 @@ class FitResult:
     group: Group | None = None
     residual_rms_log: float | None = None
     joint: Joint | None = None  # looped-joint: recipes, delta-phi tests, shared-parameter check
-    data: dict[str, Any] | None = None  # what was fitted: model shapes (r, N_once, N_rec), ranges of N, D, C
+    data: FitData | None = None  # what was fitted: model shapes (r, N_once, N_rec), ranges of N, D, C
     # is phi (delta-phi) measured? the checks and the verdict (`loopscale.fit.verdict`; its JSON form:
     # `verdict_record.Conditioning`; absent from records written before it existed)
     conditioning: Conditioning | None = None
@@ -149,7 +149,7 @@ def predict_loss(fit, table) -> np.ndarray:
     return law_prediction(fit.law, fit.params, table, (fit.joint or {}).get("column", "recipe"))
 
 
-def data_summary(table) -> dict[str, Any]:
+def data_summary(table) -> FitData:
     """What a fit saw, for readers that must know its model family and range (`loopscale advise`): the
     distinct model shapes [r, N_once, N_rec] of the rows and the [min, max] of N = N_once + N_rec, D
     (tokens) and C (FLOPs) when the table has them. `table`: a canonical runs table (`runs_table.canonical_table`)."""
@@ -158,11 +158,8 @@ def data_summary(table) -> dict[str, Any]:
         cols.update(r=np.ones_like(cols["N"]), N_once=cols["N"], N_rec=np.zeros_like(cols["N"]))
     shapes = np.unique(np.stack([cols["r"], cols["N_once"], cols["N_rec"]], axis=1), axis=0)
     n_unique = cols["N_once"] + cols["N_rec"]
-    out: dict[str, Any] = {"shapes": shapes.tolist(), "N": [float(n_unique.min()), float(n_unique.max())]}
-    for name in ("D", "C"):
-        if name in cols:
-            out[name] = [float(cols[name].min()), float(cols[name].max())]
-    return out
+    ranges = {k: [float(cols[k].min()), float(cols[k].max())] for k in ("D", "C") if k in cols}
+    return FitData(shapes.tolist(), [float(n_unique.min()), float(n_unique.max())], **ranges)
 
 
 def _jsonable(x):

@@ -97,10 +97,8 @@ def _check_replicates(bootstrap, box: dict[str, tuple[float, float]]) -> None:
 
 
 def _check_data(data) -> None:
-    if data is None:
+    if data is None:  # a record whose data summary is no object was refused as it was read (FitData.from_json)
         return
-    if not isinstance(data, dict):
-        raise InputError(f"the fit's data summary must be a dict; got {type(data).__name__}")
     groups = {"shapes": data.get("shapes")}
     by_recipe = data.get("shapes_by_recipe")
     if by_recipe is not None:
