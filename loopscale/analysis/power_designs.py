@@ -63,6 +63,7 @@ def power_record(req: PowerRequest, truth) -> dict:
             "sigma_interval": list(truth.sigma_interval()),
             "misfit_log": truth.misfit_log,
             "tail_dof": truth.tail_dof,
+            "split_unknown": truth.split_unknown,
             "parent_share": truth.parent_share,
         },
         "settings": {"n_sims": req.sims, "seed": req.seed, "planted_delta_phi": req.delta, "full_fits": req.full},
@@ -272,6 +273,10 @@ def _noise_text(pilot: dict) -> str:
         parts.append(f"95% interval [{lo:.3g}, {hi:.3g}] on {pilot['sigma_dof']:.0f} dof, drawn per sweep")
     if pilot.get("misfit_log"):
         parts.append(f"misfit at a point {pilot['misfit_log']:.3g} in log L")
+    if pilot.get("parent_share", 1.0) < 1:
+        parts.append(f"a forked job's branches share {pilot['parent_share']:.2f} of a run's noise variance")
+    if pilot.get("split_unknown"):
+        parts.append("its split into seed noise and misfit unknown: drawn uniform per sweep")
     if pilot.get("tail_dof"):
         parts.append(f"Student-t tails ({pilot['tail_dof']:.1f} dof)")
     return f" ({'; '.join(parts)})" if parts else ""

@@ -68,8 +68,9 @@ def register(subparsers) -> None:
     p.add_argument(
         "--parent-share",
         type=float,
-        default=1.0,
-        help="share of a run's noise that a forked job's branches share (default 1: a seed moves the whole job)",
+        default=None,
+        help="share of a run's noise that a forked job's branches share (default: the pilot's residuals show it; "
+        "1 for a stated law or an unforked pilot: a seed moves the whole job)",
     )
     p.add_argument("--candidate", default="", metavar="OVERRIDES", help="the second recipe's overrides, for its cost")
     p.add_argument(
@@ -142,7 +143,8 @@ def _truth(args):
         return truth_from_fit(args.fit, args.sigma, args.parent_share)
     if args.sigma is None:
         raise UsageError("--law needs --sigma (the seed sigma of log L)")
-    return Truth(stated_law(args.law), args.sigma, args.parent_share, "stated (--sigma)")
+    share = 1.0 if args.parent_share is None else args.parent_share
+    return Truth(stated_law(args.law), args.sigma, share, "stated (--sigma)")
 
 
 def stated_law(text: str) -> dict[str, float]:

@@ -33,7 +33,10 @@ class Truth:
     seed sigma of log L and the degrees of freedom it rests on (sigma_dof; None: known exactly, e.g. stated);
     the law's misfit at a point (misfit_log: the standard deviation of a shift shared by the point's seeds);
     the Student-t degrees of freedom of the noise (tail_dof; None: Gaussian); the share of a forked job's noise
-    its branches share (parent_share); where sigma came from (said in outputs)."""
+    its branches share (parent_share); where sigma came from (said in outputs). split_unknown: sigma is the
+    whole noise of a run and the pilot could not split it into seed noise and misfit (no seed repeats): each
+    simulated sweep draws the misfit's share of its variance, w ~ Uniform(0, 1) (`split_draw`), so a design
+    with more seeds than the pilot is not promised that seeds average all of it away."""
 
     params: Mapping[str, float]
     sigma_log: float
@@ -42,6 +45,7 @@ class Truth:
     sigma_dof: float | None = None
     misfit_log: float = 0.0
     tail_dof: float | None = None
+    split_unknown: bool = False
 
     def __post_init__(self):
         missing = [k for k in (*DENSE, "phi") if k not in self.params]
@@ -98,13 +102,15 @@ def _noise_dof(sigma: float, seed_dof, tau: float, scale: dict, n_rows: int) -> 
     return float((v_tau + v_seed) ** 2 / (v_tau**2 / dof_tau + v_seed**2 / seed_dof))
 
 
-def truth_from_fit(fit, sigma_log: float | None = None, parent_share: float = 1.0) -> Truth:
+def truth_from_fit(fit, sigma_log: float | None = None, parent_share: float | None = None) -> Truth:
     """A pilot fit's law (a looped fit's phi; a joint fit's reference phi) with the noise it shows: `sigma_log`
     when given (then exact), else the seed sigma the fit measured from its seed repeats with its degrees of
     freedom, the law's misfit at a point beyond it (`uncertainty.point_misfit`: the points' mean residuals
     against their seeds' noise) and heavy tails where its residuals have them
     (`uncertainty.residual_tails`); else its RMS residual in log L corrected for the p fitted parameters (seed
-    noise and misfit together, n - p degrees of freedom)."""
+    noise and misfit together, n - p degrees of freedom). parent_share None: the share of a run's noise a forked
+    job's branches share as the pilot's residuals show it (`noise_scale.parent_share`), else 1 (a seed moves the
+    whole job: the widest)."""
     fit = load_fit(fit)
     known = find_law(fit.law)  # a curve law's fit: the final point of loopscale's wsd run (Law.final_point_params)
     final = known().final_point_params(fit.params) if known is not None and known.reads_curves else fit.params
@@ -116,6 +122,9 @@ def truth_from_fit(fit, sigma_log: float | None = None, parent_share: float = 1.
     params["phi"] = phi
     noise = fit.noise or {}
     tail_dof = (noise.get("tails") or {}).get("t_dof")
+    if parent_share is None:
+        measured_share = noise.get("parent_share")
+        parent_share = 1.0 if measured_share is None else float(measured_share)
     if sigma_log is not None:
         return Truth(params, float(sigma_log), parent_share, "stated (--sigma)", tail_dof=tail_dof)
     measured = noise.get("sigma_log")
@@ -132,8 +141,11 @@ def truth_from_fit(fit, sigma_log: float | None = None, parent_share: float = 1.
         )
     # the RMS residual of n rows about p fitted parameters underestimates sigma by sqrt((n - p) / n)
     sigma = float(fit.residual_rms_log) * math.sqrt(n / (n - p))
-    source = f"the pilot's RMS residual x sqrt(n / (n - p)), n = {n}, p = {p} (no seed repeats)"
-    return Truth(params, sigma, parent_share, source, n - p, 0.0, tail_dof)
+    source = (
+        f"the pilot's RMS residual x sqrt(n / (n - p)), n = {n}, p = {p} (no seed repeats: seed noise and misfit "
+        "together, their split drawn)"
+    )
+    return Truth(params, sigma, parent_share, source, n - p, 0.0, tail_dof, split_unknown=True)
 
 
 def unit_draws(rng: np.random.Generator, n: int, tail_dof: float | None) -> np.ndarray:
@@ -160,6 +172,16 @@ def draw_noise(
     if misfit_log and points is not None:
         eps = eps + misfit_log * rng.standard_normal(int(points.max()) + 1)[points]
     return eps
+
+
+def split_draw(rng: np.random.Generator, truth: Truth) -> tuple[float, float]:
+    """(seed sigma, misfit) of one simulated sweep: the truth's, or where the pilot could not split its noise
+    (`Truth.split_unknown`) sigma^2 shared as (1 - w) seed noise and w misfit, w ~ Uniform(0, 1): for the pilot's
+    own seeds a point's variance is sigma^2 whatever w, with more seeds it is sigma^2 (w + (1 - w) / k)."""
+    if not truth.split_unknown:
+        return truth.sigma_log, truth.misfit_log
+    w = rng.uniform()
+    return truth.sigma_log * math.sqrt(1 - w), math.sqrt(truth.sigma_log**2 * w + truth.misfit_log**2)
 
 
 def scale_draw(rng: np.random.Generator, dof: float | None) -> float:

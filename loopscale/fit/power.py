@@ -13,7 +13,8 @@ shows (`loopscale.fit.pilot.Truth`: seed sigma with its degrees of freedom, misf
     log L = log L_law + f (sigma (sqrt(rho) u_parent + sqrt(1 - rho) u_run) + tau u_point),
 
 (rho: the share of a run's noise that the branches of one forked job share; u of unit variance, Student-t where
-the pilot's tails are heavy; u_point shared by a point's seeds; f a draw of sigma's own uncertainty: `pilot`),
+the pilot's tails are heavy; u_point shared by a point's seeds; f a draw of sigma's own uncertainty; a pilot
+without seed repeats: sigma and tau a draw of the split of its whole noise: `pilot`),
 and fits each as `loopscale fit` does: the table's noise model (`noise.noise_setup`), the fitter's fast path,
 the bootstrap replicate's (`resample.solve_chunk`): one batched Levenberg-Marquardt pass from the truth (the
 noise-free optimum) and the best screened starts, exact Newton, tight L-BFGS-B (`full`: the multi-start of
@@ -50,7 +51,7 @@ from loopscale.fit.noise import noise_setup
 from loopscale.fit.noise_scale import scale_to_scatter
 from loopscale.fit.objective import Loss
 from loopscale.fit.optimize import FitState, fit_law, lm_batch, newton, refine
-from loopscale.fit.pilot import Truth, check_in_box, draw_noise, scale_draw
+from loopscale.fit.pilot import Truth, check_in_box, draw_noise, scale_draw, split_draw
 from loopscale.fit.record_blocks import ABSENT, JsonBlock
 from loopscale.fit.replicates import point_keys
 from loopscale.fit.resample import PROGRESS_DELAY_S, on_one_blas_thread
@@ -164,9 +165,8 @@ def solve_sims(problem: Problem, task: tuple) -> np.ndarray:
     t = problem.truth
     for i in range(size):
         f = scale_draw(rng, t.sigma_dof)
-        eps = f * draw_noise(
-            rng, problem.clusters, t.sigma_log, t.parent_share, problem.points, t.misfit_log, t.tail_dof
-        )
+        sigma, misfit = split_draw(rng, t)
+        eps = f * draw_noise(rng, problem.clusters, sigma, t.parent_share, problem.points, misfit, t.tail_dof)
         out[i, 3] = f
         try:
             with np.errstate(all="ignore"):
