@@ -826,6 +826,25 @@ MUTATIONS: tuple[Mutation, ...] = (
         "power --parent-share: a forked job's branches share rho of a run's noise variance, the variance stays sigma^2",
     ),
     Mutation(
+        "power-pilot-parent-share-ignored",
+        "loopscale/fit/pilot.py",
+        "parent_share = 1.0 if measured_share is None else float(measured_share)",
+        "parent_share = 1.0",
+        ("tests/unit/test_power_honest.py::test_the_pilot_shows_how_much_of_a_runs_noise_its_forked_job_shares",),
+        "power: a forked pilot's parent share is the one its residuals show, not 1 (the demo's MDE 24% too large)",
+    ),
+    Mutation(
+        "power-no-seed-pilot-calls-the-misfit-zero",
+        "loopscale/fit/pilot.py",
+        "    if not truth.split_unknown:\n        return truth.sigma_log, truth.misfit_log",
+        "    if True:\n        return truth.sigma_log, truth.misfit_log",
+        (
+            "tests/unit/test_power_honest.py::"
+            "test_a_pilot_without_seed_repeats_does_not_promise_that_seeds_average_its_misfit_away",
+        ),
+        "power: a pilot without seed repeats does not promise that more seeds average its misfit away",
+    ),
+    Mutation(
         "delta-phi-margin-rounded-to-nearest",
         "loopscale/fit/verdict.py",
         "    margin = math.ceil(max(-lo, hi) * 100 - 1e-9) / 100\n",

@@ -89,6 +89,18 @@ def check_in_box(params: Mapping[str, float], delta_phi: float = 0.0) -> None:
         )
 
 
+def tail_dof_of_variance(dof: float, tail_dof: float | None, dof_per_row: float) -> float:
+    """The degrees of freedom of a variance estimate on `dof` degrees of freedom from noise with Student-t tails:
+    the chi-square whose variance matches var(s^2) / sigma^4 = 2 / nu + kappa c / nu (kappa = 6 / (t - 4) the
+    excess kurtosis; c = (m - 1) / m for seed repeats of m, nu / n for n residuals about a law: `dof_per_row`),
+    nu_eff = nu / (1 + kappa c / 2). A chi2_nu draw of sigma from heavy-tailed noise is too narrow: Student-t 5
+    (kappa 6) and one seed a point halve it (issue 53)."""
+    if tail_dof is None:
+        return float(dof)
+    kappa = 6.0 / (tail_dof - 4.0)
+    return float(max(1.0, dof / (1.0 + kappa * dof_per_row / 2.0)))
+
+
 def _noise_dof(sigma: float, seed_dof, tau: float, scale: dict, n_rows: int) -> float | None:
     """The degrees of freedom of a point mean's noise tau^2 + sigma^2 / n (n: runs a point), Welch-Satterthwaite
     from sigma's (the seed repeats') and tau's (the points': G - p, `scale.scatter_dof`)."""
@@ -131,7 +143,11 @@ def truth_from_fit(fit, sigma_log: float | None = None, parent_share: float | No
     if measured:
         scale = noise.get("scale") or {}
         tau = float(scale.get("misfit_log") or 0.0)
-        dof = _noise_dof(float(measured), noise.get("dof"), tau, scale, fit.n_rows)
+        seed_dof = noise.get("dof")
+        if seed_dof:  # its rows: those of points with seed repeats
+            repeated = sum(int(k) * v for k, v in (noise.get("seeds_per_point") or {}).items() if int(k) >= 2)
+            seed_dof = tail_dof_of_variance(seed_dof, tail_dof, seed_dof / max(repeated, seed_dof + 1))
+        dof = _noise_dof(float(measured), seed_dof, tau, scale, fit.n_rows)
         source = "the pilot's seed repeats" + (f" and its misfit at a point ({tau:.3g} in log L)" if tau else "")
         return Truth(params, float(measured), parent_share, source, dof or None, tau, tail_dof)
     n, p = fit.n_rows, len(fit.params)
@@ -145,7 +161,8 @@ def truth_from_fit(fit, sigma_log: float | None = None, parent_share: float | No
         f"the pilot's RMS residual x sqrt(n / (n - p)), n = {n}, p = {p} (no seed repeats: seed noise and misfit "
         "together, their split drawn)"
     )
-    return Truth(params, sigma, parent_share, source, n - p, 0.0, tail_dof, split_unknown=True)
+    dof = tail_dof_of_variance(n - p, tail_dof, (n - p) / n)
+    return Truth(params, sigma, parent_share, source, dof, 0.0, tail_dof, split_unknown=True)
 
 
 def unit_draws(rng: np.random.Generator, n: int, tail_dof: float | None) -> np.ndarray:
