@@ -845,6 +845,17 @@ MUTATIONS: tuple[Mutation, ...] = (
         "power: a pilot without seed repeats does not promise that more seeds average its misfit away",
     ),
     Mutation(
+        "power-sigma-dof-ignores-tails",
+        "loopscale/fit/pilot.py",
+        "    if tail_dof is None:\n        return float(dof)",
+        "    if True:\n        return float(dof)",
+        (
+            "tests/unit/test_power_honest.py::"
+            "test_sigma_from_heavy_tailed_noise_is_drawn_wider_than_a_chi_square_on_its_dof",
+        ),
+        "power: sigma from heavy-tailed noise is drawn as uncertain as its kurtosis makes it, not chi2 on its dof",
+    ),
+    Mutation(
         "delta-phi-margin-rounded-to-nearest",
         "loopscale/fit/verdict.py",
         "    margin = math.ceil(max(-lo, hi) * 100 - 1e-9) / 100\n",

@@ -148,3 +148,21 @@ def test_a_pilot_without_seed_repeats_does_not_promise_that_seeds_average_its_mi
         for k in (1, 4)
     }
     assert mde[4] > 0.62 * mde[1]
+
+
+def test_sigma_from_heavy_tailed_noise_is_drawn_wider_than_a_chi_square_on_its_dof():
+    """var(s^2) / sigma^4 = 2 / nu + kappa c / nu: with Student-t 4.5 noise (kappa 12) and one seed a point, the
+    pilot's RMS residual on n - p dof is as uncertain as a chi-square on far fewer; the pilot says so (its sigma
+    dof below half of n - p, the interval power draws from wider); Gaussian noise keeps n - p."""
+    grid = S.isodepth_grid(S.BASELINE_SIZES)
+    n_p = len(grid) - 6
+    heavy = truth_from_fit(fit_table(sweep(grid, 1, 0.004, 0.0, 4.5, seed=2), profile=False))
+    normal = truth_from_fit(fit_table(sweep(grid, 1, 0.004, 0.0, None, seed=2), profile=False))
+    assert heavy.tail_dof is not None and heavy.sigma_dof < 0.5 * n_p
+    assert normal.tail_dof is None and normal.sigma_dof == n_p
+    lo, hi = heavy.sigma_interval()
+    assert (
+        hi / lo
+        > Truth(TRUTH, heavy.sigma_log, sigma_dof=n_p).sigma_interval()[1]
+        / Truth(TRUTH, heavy.sigma_log, sigma_dof=n_p).sigma_interval()[0]
+    )
