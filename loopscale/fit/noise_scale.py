@@ -147,6 +147,12 @@ def parent_share(state: FitState, draws: np.ndarray | None, sigma: np.ndarray | 
     return float(np.clip((z @ Q @ z - at_0) / (at_1 - at_0), 0.0, 1.0))
 
 
+def with_parent_share(noise, share: float | None):
+    """The fit record's noise block with the parent share (`parent_share`) where the table is forked: what `loopscale
+    power` draws from a forked pilot; an unforked table's block as it was."""
+    return noise if share is None else noise.replace(parent_share=share)
+
+
 def fit_on_its_scale(result, state: FitState, point=None) -> tuple[FitState, dict[str, Any] | None]:
     """`scale_to_scatter` on a fit, its record (`FitResult`, in place) moved to the refined optimum; with the
     table's point ids, the law's misfit at a point (`point_misfit`) joins what was done."""

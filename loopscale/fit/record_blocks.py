@@ -275,6 +275,7 @@ class Noise(JsonBlock):
     lack_of_fit: float | None = ABSENT
     scale: dict | None = ABSENT
     sigma_log_measured: float = ABSENT  # --noise off with seed repeats: the sigma the fit did not use
+    parent_share: float = ABSENT  # a forked table: the share of a run's noise its job's branches share (power draws it)
 
 
 @dataclass(frozen=True)
