@@ -102,8 +102,7 @@ def fit_table(
     result.settings = result.settings.replace(
         n_bootstrap=n_bootstrap, cluster=cluster, law=name, holdout_largest=holdout
     )
-    result.versions = versions()
-    result.data = data_summary(table)
+    result.versions, result.data = versions(), data_summary(table)
     inner = inner if weighted and n_bootstrap > 0 else None
     result.noise = noise_block(table, nf, inner, noise != "off", scale, residual_tails(state))
     result.noise = with_parent_share(result.noise, parent_share(state, draw_groups(table), nf.row_sigma))
