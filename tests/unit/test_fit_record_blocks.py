@@ -7,6 +7,7 @@ same inputs are written with the same keys, in the same order, and the same valu
 from __future__ import annotations
 
 import json
+import pickle
 from pathlib import Path
 
 import numpy as np
@@ -47,6 +48,8 @@ def test_an_old_record_reads_back_and_is_written_key_for_key(name, tmp_path):
     assert json.dumps(fit.to_json_dict()) == json.dumps(record)  # same keys, same order, same values
     fit.write_json(tmp_path / "fit.json")
     assert FitResult.from_json(tmp_path / "fit.json") == fit
+    # a fit crosses to worker processes pickled (task_pool): it comes back written the same, absent keys absent
+    assert json.dumps(pickle.loads(pickle.dumps(fit)).to_json_dict()) == json.dumps(record)
 
 
 def test_the_fits_made_now_are_written_as_before():
