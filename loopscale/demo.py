@@ -142,7 +142,9 @@ def run_demo(settings: DemoSettings, console=None) -> DemoOutputs:
     demo_json = _write_summary(summary, looped_table, fit, out / "demo.json")
     _print_result(summary, fit, console)
     console.print(
-        f"report:  {report}\nfit:     {fit_path}\ntable:   {runs_csv}\nfigures: {out / 'figures'}\nsummary: {demo_json}"
+        f"report:  {report}\nfit:     {fit_path}\ntable:   {runs_csv}\nfigures: {out / 'figures'}\n"
+        f"summary: {demo_json}",
+        markup=False,  # paths are data: "--out runs/[a]" is no tag
     )
     return DemoOutputs(
         runs_table=runs_csv,
@@ -210,7 +212,7 @@ def _fit(table, looped_table, runs_csv: Path, out: Path, settings: DemoSettings,
     try:
         fit = fit_table(looped_table, holdout=True, **fit_args)
     except ValueError as err:  # a reduced demo may have too few runs outside the largest budget
-        console.print(f"  no holdout check: {err}")
+        console.print(f"  no holdout check: {err}", markup=False)
         fit = fit_table(looped_table, **fit_args)
     fit.input = dict(input_info, n_rows_used=len(looped_table))
     fit_path = out / "fit.json"
@@ -219,7 +221,7 @@ def _fit(table, looped_table, runs_csv: Path, out: Path, settings: DemoSettings,
     try:
         free = fit_table(canonical_table(table, "looped-free"), law="looped-free", seed=settings.seed)
     except ValueError as err:  # e.g. no r = 1 runs in a reduced demo: the diagnostic is skipped, not faked
-        console.print(f"  looped-free diagnostic skipped: {err}")
+        console.print(f"  looped-free diagnostic skipped: {err}", markup=False)
         return fit, fit_path, None, None
     free.input = dict(input_info)
     free_path = out / "fit_free.json"
