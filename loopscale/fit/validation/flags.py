@@ -16,19 +16,19 @@ from __future__ import annotations
 import numpy as np
 
 from loopscale.fit.laws.registry import find_law
-from loopscale.fit.validation.record import ValidationRecord, Verdict
+from loopscale.fit.validation.record import FoldResult, ValidationRecord, Verdict
 
 RATIO_FLAG = 2.0
 AICC_FLAG = -4.0  # Burnham & Anderson: a difference over 4 is considerable support for the better model
 Z_95 = 1.959963984540054
 
 
-def fold_rows(record: ValidationRecord, form: int, kind: str) -> list[dict]:
+def fold_rows(record: ValidationRecord, form: int, kind: str) -> list[FoldResult]:
     """The results of form `form` on the folds of one kind (done or not)."""
     return [r for r in record.results if r["form"] == form and record.folds[r["fold"]]["kind"] == kind]
 
 
-def full_result(record: ValidationRecord, form: int) -> dict | None:
+def full_result(record: ValidationRecord, form: int) -> FoldResult | None:
     return next(iter(fold_rows(record, form, "full")), None)
 
 
@@ -51,7 +51,7 @@ def held_out_summary(record: ValidationRecord, kind: str, flags: list[str]) -> t
     without any; each fold's noise ratio recorded, and flagged above RATIO_FLAG."""
     done = [r for r in fold_rows(record, 0, kind) if r["ok"]]
     for r in done:
-        r["noise_ratio"] = ratio = r["held_out"]["rms_log"] / max(r["train_rms_log"], 1e-12)
+        r.noise_ratio = ratio = r.held_out["rms_log"] / max(r.train_rms_log, 1e-12)
         if ratio > RATIO_FLAG:
             flags.append(
                 f"held out {record['folds'][r['fold']]['label']}: error {r['held_out']['mean_abs_rel_error']:.2%} "

@@ -3,11 +3,11 @@ back (`analysis/report_inputs.py`), with one JSON form (the keys the records hav
 
     fit: {"law", "params", "path", "phi_interval", "interval_source", "json"?}   # the fit validated
     n_rows, forms: [{"label", "law", "loss", "reference", "k", "reason"}], folds: [{"kind", "label", "n_test",
-    "reason"}], results: [one per (form, fold): "form", "fold", "ok", "reason", "params", ...],
+    "reason"}], results: [`FoldResult`, one per (form, fold) fitted],
     approach2, lr_confound, conventions (each None when not run), verdict (`Verdict`), jobs, elapsed_s, versions,
     and from `loopscale validate`: tables, table_check, seed_repeats, warnings.
 
-The rows of forms, folds and results and the three sections stay the objects their modules write (`run`,
+The rows of forms and folds and the three sections stay the objects their modules write (`run`,
 `approach2`, `lr_confound`, `conventions`); `record["key"]` reads a field by its JSON key (`record_blocks.JsonBlock`).
 """
 
@@ -35,18 +35,47 @@ class Verdict(JsonBlock):
     half_width: float | None = ABSENT
 
 
+@dataclass
+class FoldResult(JsonBlock):
+    """Form `form` on fold `fold` (0: the whole table): whether it could be fitted and why not, the parameters and
+    objective, the training rows and their residual RMS, and either the AICc row (`information`, the whole table;
+    `starts` until the folds have used them) or the held-out errors, rows, predictions and measured losses
+    (`held_out` ...; `noise_ratio`: held-out RMS over the training RMS, set by `flags.held_out_summary`)."""
+
+    KEY: ClassVar[str] = "result"
+
+    form: int = ABSENT
+    fold: int = ABSENT
+    ok: bool = ABSENT
+    reason: str | None = ABSENT
+    params: dict[str, float] = ABSENT
+    objective: float = ABSENT
+    n_train: int = ABSENT
+    train_rms_log: float = ABSENT
+    information: dict = ABSENT
+    held_out: dict = ABSENT
+    rows: list[int] = ABSENT
+    predicted: list[float] = ABSENT
+    observed: list[float] = ABSENT
+    starts: list = ABSENT
+    noise_ratio: float = ABSENT
+
+
 @dataclass(frozen=True)
 class ValidationRecord(JsonBlock):
     """One `loopscale validate` record (module docstring)."""
 
     KEY: ClassVar[str] = "validation record"
-    NESTED: ClassVar[dict[str, Any]] = {"verdict": Verdict.from_json}
+    NESTED: ClassVar[dict[str, Any]] = {
+        "verdict": Verdict.from_json,
+        "results": lambda rows: [FoldResult.from_json(r) for r in rows] if isinstance(rows, list) else rows,
+    }
 
     fit: dict = ABSENT
     n_rows: int = ABSENT
     forms: list[dict] = ABSENT
     folds: list[dict] = ABSENT
-    results: list[dict] = ABSENT
+    results: list[FoldResult] = ABSENT
     approach2: dict | None = ABSENT
     lr_confound: dict | None = ABSENT
     conventions: dict | None = ABSENT

@@ -22,6 +22,7 @@ from loopscale.fit.bounds import clip_to_bounds
 from loopscale.fit.laws.registry import law_class
 from loopscale.fit.objective import Loss
 from loopscale.fit.optimize import fit_law, multistart
+from loopscale.fit.record_blocks import ABSENT
 from loopscale.fit.result import FitResult, versions
 from loopscale.fit.task_pool import run_tasks
 from loopscale.fit.uncertainty import profile_param
@@ -31,7 +32,7 @@ from loopscale.fit.validation.flags import verdict
 from loopscale.fit.validation.folds import Fold, R, folds_for
 from loopscale.fit.validation.forms import Form, forms_for
 from loopscale.fit.validation.lr_confound import lr_section
-from loopscale.fit.validation.record import ValidationRecord
+from loopscale.fit.validation.record import FoldResult, ValidationRecord
 from loopscale.fit.validation.scores import free_params, held_out_errors, information
 
 
@@ -72,8 +73,7 @@ def validate(
         raise InputError(f"cannot validate: the fit's law cannot be fitted to the whole table: {full['reason']}")
     tasks = [(r["form"], j, r["starts"]) for r in fulls if r["ok"] for j, f in enumerate(folds) if j and not f.reason]
     starts = full["starts"]  # the fit's law's best optima: where the conventions and the lr refits start
-    for r in fulls:
-        r.pop("starts", None)
+    fulls = [r.replace(starts=ABSENT) for r in fulls]
     results = fulls + run_tasks(solve_fold, problem, tasks, jobs, progress, "validate: folds", "fit")
     results.sort(key=lambda r: (r["form"], r["fold"]))
     interval = _phi_interval(fit, table, forms[0], seed, n_refine)
@@ -120,27 +120,25 @@ def _phi_interval(fit: FitResult, table, form: Form, seed: int, n_refine: int) -
 WARM_STARTS = 3  # a fold's refit starts: the whole table's optimum and its next best refined starts
 
 
-def solve_full(problem: tuple, i: int) -> dict[str, Any]:
+def solve_full(problem: tuple, i: int) -> FoldResult:
     """Form i fitted to the whole table by the multi-start fitter: the AICc row, and the starts its folds use."""
     table, data, forms, _folds, _reference, seed, n_refine = problem
     form: Form = forms[i]
-    out: dict[str, Any] = {"form": i, "fold": 0, "ok": False, "reason": None}
     try:
         type(form.law).check_table(table)
         with np.errstate(all="ignore"):
             result, state = fit_law(data, form.law, form.loss, seed, n_refine)
     except InputError as err:
-        return {**out, "reason": str(err)}
+        return FoldResult(i, 0, False, str(err))
     res = state.law.log_predict(state.best.theta, data) - data.log_L
     ranked = sorted(state.refined, key=lambda x: x.objective)
     starts = [state.best.theta] + [x.theta for x in ranked if not np.array_equal(x.theta, state.best.theta)]
-    out.update(ok=True, params=result.params, objective=result.objective, n_train=len(data))
-    out.update(train_rms_log=float(np.sqrt(np.mean(res**2))), information=information(res, free_params(state.law)))
-    out["starts"] = np.array(starts[:WARM_STARTS]).tolist()
-    return out
+    rms, info = float(np.sqrt(np.mean(res**2))), information(res, free_params(state.law))
+    starts = np.array(starts[:WARM_STARTS]).tolist()
+    return FoldResult(i, 0, True, None, result.params, result.objective, len(data), rms, info, starts=starts)
 
 
-def solve_fold(problem: tuple, task: tuple) -> dict[str, Any]:
+def solve_fold(problem: tuple, task: tuple) -> FoldResult:
     """Form i refitted on fold j's training rows from the whole table's optima (the fast path: `multistart`
     from WARM_STARTS starts, no screening), scored on the held-out rows. A per-r form rebound to the r it sees
     starts from the coordinates it keeps."""
@@ -148,29 +146,34 @@ def solve_fold(problem: tuple, task: tuple) -> dict[str, Any]:
     i, j, starts = task
     form: Form = forms[i]
     fold: Fold = folds[j]
-    out: dict[str, Any] = {"form": i, "fold": j, "ok": False, "reason": None}
+    out = FoldResult(i, j, False, None)
     cls = type(form.law)
     train, test = data.subset(fold.train), data.subset(fold.test)
     try:
         cls.check_table(table[fold.train].reset_index(drop=True))
         law = cls.rival_law(train, reference)
     except InputError as err:
-        return {**out, "reason": str(err)}
+        return out.replace(reason=str(err))
     if fold.kind == R and not cls.dense:  # bound to the training r, a per-r form has no multiplier at the held-out r
         try:
             mid = law.to_user(np.mean(law.bounds(), axis=1))
             for value in np.unique(test.r):
                 law.multiplier(mid, float(value))
         except InputError:
-            return {**out, "reason": f"the form has no multiplier at {fold.label}, which it was not fitted at"}
+            return out.replace(reason=f"the form has no multiplier at {fold.label}, which it was not fitted at")
     keep = [form.law.internal_names.index(n) for n in law.internal_names]
     with np.errstate(all="ignore"):
         best, _ = multistart(law, train, form.loss, clip_to_bounds(np.array(starts)[:, keep], law))
     train_res = law.log_predict(best.theta, train) - train.log_L
     predicted = np.exp(law.log_predict(best.theta, test))
-    out.update(ok=True, params=law.to_user(best.theta), objective=best.objective, n_train=len(train))
-    out["train_rms_log"] = float(np.sqrt(np.mean(train_res**2)))
-    out["held_out"] = held_out_errors(predicted, test.L)
-    out["rows"] = np.flatnonzero(fold.test).tolist()
-    out["predicted"], out["observed"] = predicted.tolist(), test.L.tolist()
-    return out
+    return out.replace(
+        ok=True,
+        params=law.to_user(best.theta),
+        objective=best.objective,
+        n_train=len(train),
+        train_rms_log=float(np.sqrt(np.mean(train_res**2))),
+        held_out=held_out_errors(predicted, test.L),
+        rows=np.flatnonzero(fold.test).tolist(),
+        predicted=predicted.tolist(),
+        observed=test.L.tolist(),
+    )
