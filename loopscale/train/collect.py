@@ -124,7 +124,7 @@ def trained_eval_flops(config: dict[str, Any] | None) -> float | None:
     version cannot rebuild the model from it (a record without its config, or from before a field it needs)."""
     try:
         return eval_flops_per_token(ModelConfig(**config["model"]))
-    except (LoopscaleError, TypeError, KeyError):
+    except (LoopscaleError, TypeError, KeyError, ValueError):  # collect never fails over an old record
         return None
 
 
