@@ -86,18 +86,14 @@ def run_testtime_fit(args: argparse.Namespace) -> int:
     )
     table = testtime_table(raw, columns)
     record = fit_testtime(table, args.shape, Loss(args.loss, args.delta), n_refine=args.starts)
-    record["input"] = {
-        "path": str(path),
-        "sha256": file_sha256(path),
-        "n_rows": len(raw),
-        "columns": table.attrs.get("columns_used", {}),
-    }
+    source = {"path": str(path), "sha256": file_sha256(path), "n_rows": len(raw)}
+    record = record.replace(input={**source, "columns": table.attrs.get("columns_used", {})})
     if train is not None:
-        record["testtime_phi"] = _phi_rows(table, record, train)
+        record = record.replace(testtime_phi=_phi_rows(table, record, train))
     for line in testtime_lines(record):
         print(line)
     if args.out:
-        write_json_atomic(args.out, json_safe(record))
+        write_json_atomic(args.out, json_safe(record.to_json()))
         print(f"wrote {args.out}")
     if args.plot:
         from loopscale.plots.testtime import testtime_figure  # matplotlib: only when --plot draws

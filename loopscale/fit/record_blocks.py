@@ -11,7 +11,7 @@ reads fields; `block["key"]` and `block.get("key")` read a field by its JSON key
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from typing import Any, ClassVar
 
@@ -39,7 +39,7 @@ class JsonBlock(JsonKeys):
     """A block whose dataclass fields are its JSON keys, in the order a new block writes them (module docstring)."""
 
     KEY: ClassVar[str] = "block"  # its key in the fit record, for the refusal of a block that is no object
-    NESTED: ClassVar[dict[str, Any]] = {}  # field -> the reader of its JSON value (a block, or a dict of blocks)
+    NESTED: ClassVar[dict[str, Callable]] = {}  # field -> the reader of its JSON value (a block, or a dict of blocks)
 
     def _lookup(self, key: str):
         return getattr(self, key) if key in self.__dataclass_fields__ else self._extra.get(key, ABSENT)
@@ -333,7 +333,7 @@ class Joint(JsonBlock):
     shared-parameter check."""
 
     KEY: ClassVar[str] = "joint"
-    NESTED: ClassVar[dict[str, Any]] = {
+    NESTED: ClassVar[dict[str, Callable]] = {
         "delta_phi": _blocks_of(DeltaPhi),
         "separate": _blocks_of(SeparateFit),
         "shared_check": SharedCheck.from_json,

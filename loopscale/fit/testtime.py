@@ -40,6 +40,7 @@ from loopscale.fit.objective import Loss, batch_objective
 from loopscale.fit.optimize import FitState, multistart, same_basin
 from loopscale.fit.resample import on_one_blas_thread
 from loopscale.fit.testtime_checks import checks_record
+from loopscale.fit.testtime_record import TestTimeFit, TestTimeRecord
 from loopscale.fit.uncertainty import profile_param
 
 # Loss columns tried in order when none is named (nats, bits per byte, perplexity: any positive loss).
@@ -219,7 +220,7 @@ def fit_one(
     loss: Loss | None = None,
     n_refine: int = N_REFINE,
     intervals: bool = True,
-) -> dict[str, Any]:
+) -> TestTimeFit:
     """The law fitted to the rows of `table` (one model: a per-model fit; several: the joint fit, one rate):
     parameters, what is held, profile intervals, residuals, the noise scale and the conditioning record."""
     loss = loss or Loss()
@@ -233,25 +234,24 @@ def fit_one(
         state = _solve(law, data, std_loss, n_refine, [state.best.theta])
     theta = state.best.theta
     pred = np.exp(law.log_predict(theta, data))
-    out = {
-        "shape": shape,
-        "models": list(law.groups),
-        "params": law.to_user(theta),
-        "held": {n: float(v) for n, v in law.held},
-        "n_rows": len(data),
-        "n_free": int(_free(law).sum()),
-        "dof": int(dof),
-        "sigma_log": sigma,
-        "objective": float(state.best.objective),
-        "n_best_basin": int(sum(same_basin(r, state.best, law, len(data)) for r in state.refined)),
-        "n_refined": len(state.refined),
-        "residual_rms_log": float(np.sqrt(np.mean((np.log(pred) - data.log_L) ** 2))),
-        "predicted": pred.tolist(),
-        "intervals": _intervals(state) if intervals and sigma is not None else {},
-    }
-    out["holdout"] = _holdout_largest(table, shape, loss, n_refine) if intervals else None
-    out["conditioning"] = checks_record(law, out, theta).to_json()  # the record's JSON form (verdict_record)
-    return out
+    fit = TestTimeFit(
+        shape=shape,
+        models=list(law.groups),
+        params=law.to_user(theta),
+        held={n: float(v) for n, v in law.held},
+        n_rows=len(data),
+        n_free=int(_free(law).sum()),
+        dof=int(dof),
+        sigma_log=sigma,
+        objective=float(state.best.objective),
+        n_best_basin=int(sum(same_basin(r, state.best, law, len(data)) for r in state.refined)),
+        n_refined=len(state.refined),
+        residual_rms_log=float(np.sqrt(np.mean((np.log(pred) - data.log_L) ** 2))),
+        predicted=pred.tolist(),
+        intervals=_intervals(state) if intervals and sigma is not None else {},
+        holdout=_holdout_largest(table, shape, loss, n_refine) if intervals else None,
+    )
+    return fit.replace(conditioning=checks_record(law, fit, theta))
 
 
 def _intervals(state: FitState) -> dict[str, list]:
@@ -301,7 +301,7 @@ def fit_testtime(
     loss: Loss | None = None,
     n_refine: int = N_REFINE,
     compare: bool = True,
-) -> dict[str, Any]:
+) -> TestTimeRecord:
     """The test-time record of a canonical table: the law per model, jointly over the models (two or more:
     one rate in units of each model's r_scale), both shapes' leave-one-out errors (`compare_shapes`), and each
     model's curve and gain of one more pass (`model_summary`)."""
@@ -317,16 +317,8 @@ def fit_testtime(
         joint = fit_one(table, shape, loss, n_refine) if len(models) > 1 else None
         shapes = compare_shapes(table, loss, n_refine) if compare else None
     summary = {str(m): model_summary(table[table["model"] == m], per_model[str(m)]) for m in models}
-    return {
-        "law": TestTime.name,
-        "formula": TestTime.formula,
-        "shape": shape,
-        "per_model": per_model,
-        "joint": joint,
-        "shapes": shapes,
-        "models": summary,
-        "loss": {"kind": loss.kind, "delta": loss.delta},
-    }
+    loss_json = {"kind": loss.kind, "delta": loss.delta}
+    return TestTimeRecord(TestTime.name, TestTime.formula, shape, per_model, joint, shapes, summary, loss_json)
 
 
 def compare_shapes(table: pd.DataFrame, loss: Loss | None = None, n_refine: int = N_REFINE) -> dict[str, Any]:
@@ -367,7 +359,7 @@ def compare_shapes(table: pd.DataFrame, loss: Loss | None = None, n_refine: int 
     }
 
 
-def model_summary(rows: pd.DataFrame, fit: dict[str, Any]) -> dict[str, Any]:
+def model_summary(rows: pd.DataFrame, fit: TestTimeFit) -> dict[str, Any]:
     """A model's trained r (or sampled), its fitted curve at every integer r from 1 to its largest r_eval (or
     r_scale) and the gain of one more pass there (L(r) - L(r + 1), in the loss's units)."""
     r_max = int(np.ceil(max(rows["r_eval"].max(), rows["r_scale"].iloc[0])))

@@ -11,11 +11,11 @@ predicted beyond 3 sigma (at least 0.1%, as the training-time holdout check). Pu
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
 
 import numpy as np
 
 from loopscale.fit.laws.testtime import TestTime
+from loopscale.fit.testtime_record import TestTimeFit
 from loopscale.fit.verdict import ON_BOUND_TOL, verdict_of
 from loopscale.fit.verdict_record import Check, Conditioning, NoiseScale
 
@@ -28,8 +28,9 @@ HELD_WHY = {
 RATE_WHY = "no model has three depths at or below its r_scale: the rate is not identified"
 
 
-def checks_record(law: TestTime, fit: dict[str, Any], theta: np.ndarray) -> Conditioning:
-    """The record's conditioning of one test-time fit (`fit`: the dict `testtime.fit_one` builds)."""
+def checks_record(law: TestTime, fit: TestTimeFit, theta: np.ndarray) -> Conditioning:
+    """The record's conditioning of one test-time fit (`fit`: what `testtime.fit_one` builds, before its
+    conditioning)."""
     dof_reason = (
         f"{fit['n_rows']} rows fix {fit['n_free']} free parameters exactly: no residual measures the noise, "
         "so no interval"
@@ -112,7 +113,7 @@ def _holdout_check(fit: dict) -> list[Check]:
     ]
 
 
-def headline(fit: dict[str, Any], law: TestTime) -> str:
+def headline(fit: TestTimeFit, law: TestTime) -> str:
     """The rate and each model's floor with their intervals, in one line."""
     parts = []
     for key in (law.user_names[0], *[f"L_inf[{g}]" for g in law.groups]):

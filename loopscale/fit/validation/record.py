@@ -13,6 +13,7 @@ The rows of forms and folds and the three sections stay the objects their module
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -66,7 +67,7 @@ class ValidationRecord(JsonBlock):
     """One `loopscale validate` record (module docstring)."""
 
     KEY: ClassVar[str] = "validation record"
-    NESTED: ClassVar[dict[str, Any]] = {
+    NESTED: ClassVar[dict[str, Callable]] = {
         "verdict": Verdict.from_json,
         "results": lambda rows: [FoldResult.from_json(r) for r in rows] if isinstance(rows, list) else rows,
     }
