@@ -349,6 +349,7 @@ def run_point(check: Check, point: Point, args, save) -> dict[str, Any]:
     """One production point trained in this process (a child of the check): STEPS optimizer steps (or
     --steps), through the runner's Trainer without its checkpoint callback."""
     from loopscale.config.schema import with_vocab
+    from loopscale.data.run_data import open_run_data
     from loopscale.train.batching import device_batching
     from loopscale.train.checkpoint import AtomicLastCheckpoint
     from loopscale.train.compiling import recompile_limit_hits
@@ -368,7 +369,7 @@ def run_point(check: Check, point: Point, args, save) -> dict[str, Any]:
     extra += [f"budget.tokens={args.steps * batch * check.seq_len}", f"runs_dir={check.workdir / 'runs'}"]
     cfg = to_train_config(compose(check.overrides(point.experiment, point.point, point.r, *extra)))
     run_dir = run_dir_of(cfg) / f"{args.child}-{int(SPAWNED_AT)}"
-    built = build_training(cfg, run_dir, [], RunRecord())
+    built = build_training(cfg, run_dir, open_run_data(cfg.data, cfg.model.seq_len), [], RunRecord())
     cfg, m = built.cfg, built.cfg.model
     report.update(
         run=cfg.run_name, d_model=m.d_model, n_layer=m.l_eff, r=m.r, compile=cfg.trainer.compile,

@@ -37,6 +37,22 @@ class RunData:
         return (self.packed or self.prepared).content_sha256
 
 
+def open_or_error(data: DataConfig, seq_len: int, progress: bool = True) -> RunData | Exception:
+    """The run's data opened before its training starts, or the error opening it raised: the run records that
+    error as its failure once its run dir is claimed (`usable`), as any other failure of the run."""
+    try:
+        return open_run_data(data, seq_len, progress)
+    except Exception as err:
+        return err
+
+
+def usable(run_data: RunData | Exception) -> RunData:
+    """The data `open_or_error` opened, or its error raised here, inside the run's recording."""
+    if isinstance(run_data, Exception):
+        raise run_data
+    return run_data
+
+
 def open_run_data(data: DataConfig, seq_len: int, progress: bool = True) -> RunData:
     """Prepare / pack / locate the run's data (cached); fails before any model is built."""
     if data.format == "windows":

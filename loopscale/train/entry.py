@@ -34,6 +34,7 @@ from loopscale.config.dirs import config_dir, register_configs, save_job_config
 from loopscale.config.naming import check_name
 from loopscale.config.resolvers import register_resolvers
 from loopscale.config.schema import TrainConfig
+from loopscale.data.run_data import RunData, open_or_error
 from loopscale.errors import UnknownName, exception_chain, user_error
 from loopscale.signals import (
     EXIT_INTERRUPTED,
@@ -44,7 +45,7 @@ from loopscale.signals import (
     stop_behind,
 )
 from loopscale.train.forks import run_forks
-from loopscale.train.identity import IdentityMismatch, data_identity
+from loopscale.train.identity import DATA_FIELD, IdentityMismatch
 from loopscale.train.lock import RunLocked
 
 # planning and the run itself live below this entry point; re-exported here, where callers always found them
@@ -91,13 +92,16 @@ def run_training(cfg: DictConfig | TrainConfig) -> dict[str, Any]:
         if not isinstance(err, UnknownName):  # a typo'd name is no point of the sweep: nothing to record
             _record_invalid_config(cfg, err)
         raise
+    # the data is prepared (cached) and opened once, before any run: a job's parent and branches train on it
+    run_data = open_or_error(cfg.data, cfg.model.seq_len, progress=cfg.trainer.progress)
     if cfg.budget.mode == "forks":
-        return run_forks(cfg, task_cfg=task_cfg)
+        return run_forks(cfg, run_data, task_cfg=task_cfg)
     run_dir = run_dir_of(cfg)
+    # data that cannot be opened: the run claims its dir without a data hash and records why it failed (train_run)
+    data = {DATA_FIELD: run_data.content_sha256} if isinstance(run_data, RunData) else None
     try:
         with run_dir_lock(run_dir):  # one process per run dir, across nodes (loopscale/train/lock.py)
             if launching_rank():  # resume or skip only a run of this same config on the same data
-                data = data_identity(cfg.data, cfg.model.seq_len, progress=cfg.trainer.progress)
                 # another config's run that trained nothing is taken over, its record and metrics set aside
                 claim_run_dir(run_dir, cfg, restart=cfg.restart, data=data)
                 save_job_config(run_dir, task_cfg)
@@ -106,7 +110,7 @@ def run_training(cfg: DictConfig | TrainConfig) -> dict[str, Any]:
                 log.info("run %s already finished (L=%.4f): nothing to do", run_dir, record.L)
                 note_outcome("skipped (done)")
                 return record.to_json_dict()
-            return train_run(cfg, run_dir)
+            return train_run(cfg, run_dir, run_data)
     except RunLocked as err:
         note_outcome("running elsewhere")
         return running_elsewhere(err, run_dir)

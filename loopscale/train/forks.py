@@ -33,7 +33,7 @@ from typing import Any
 
 from loopscale.config.dirs import save_job_config
 from loopscale.config.schema import TrainConfig, with_vocab
-from loopscale.data.run_data import open_run_data
+from loopscale.data.run_data import RunData, usable
 from loopscale.errors import ConfigError
 from loopscale.train.checkpoint import fork_checkpoint_path
 from loopscale.train.identity import DATA_FIELD, IdentityMismatch
@@ -55,16 +55,17 @@ from loopscale.train.runner import launching_rank, run_dir_lock, running_elsewhe
 log = logging.getLogger("loopscale.train.forks")
 
 
-def run_forks(cfg: TrainConfig, task_cfg=None) -> dict[str, Any]:
+def run_forks(cfg: TrainConfig, run_data: RunData | Exception, task_cfg=None) -> dict[str, Any]:
     """Run (or resume, or skip) the parent and the branches of one model that cfg.budget.fork_stage asks
     for; return the parent's record with the branches' records under "branches".
 
     Resumable at every stage: a finished branch is skipped, an interrupted one resumes from its own
     last.ckpt, the parent is (re)run only while some wanted branch has neither a checkpoint of its own nor
     its fork checkpoint. A failed or diverged branch is recorded and the others still run; the first such
-    error is raised at the end. `task_cfg`: Hydra's composed config, saved into the parent dir's .hydra/
-    once that dir is claimed."""
-    run_data = open_run_data(cfg.data, cfg.model.seq_len, progress=cfg.trainer.progress)
+    error is raised at the end. `run_data`: the job's data, opened before it (`run_data.open_or_error`), for
+    the parent and every branch. `task_cfg`: Hydra's composed config, saved into the parent dir's .hydra/ once
+    that dir is claimed."""
+    run_data = usable(run_data)  # data that cannot be opened ends the job here: no dir of it is claimed yet
     cfg = with_vocab(cfg, run_data.vocab_size)
     data = {DATA_FIELD: run_data.content_sha256}  # every claim below: the same config on the same data
     plan = plan_forks(cfg)
@@ -99,23 +100,23 @@ def run_forks(cfg: TrainConfig, task_cfg=None) -> dict[str, Any]:
                 "first (e.g. as the SLURM job this one depends on)"
             )
         try:
-            parent_record = _train_parent(cfg, plan, parent_cfg, parent_dir)
+            parent_record = _train_parent(cfg, plan, parent_cfg, parent_dir, run_data)
         except RunLocked as err:  # another job trains this parent: its branches are that job's
             return running_elsewhere(err, parent_dir)
-    records, first_error = _run_branches(cfg, plan, wanted, parent_dir, data)
+    records, first_error = _run_branches(cfg, plan, wanted, parent_dir, run_data)
     if first_error is not None:
         raise first_error
     return {**(parent_record or {}), "branches": records}
 
 
-def _run_branches(cfg: TrainConfig, plan: ForkPlan, wanted: list[Branch], parent_dir, data: dict):
+def _run_branches(cfg: TrainConfig, plan: ForkPlan, wanted: list[Branch], parent_dir, run_data: RunData):
     """Each wanted branch in turn: its record (or the lock holder's, when another job trains it), and the
     first error of a branch that failed or belongs to another config (the others still run)."""
     records, first_error = [], None
     for branch in wanted:
         branch_dir = run_dir_of(branch_config(cfg, plan, branch))
         try:
-            records.append(_run_branch(cfg, plan, branch, parent_dir, data))
+            records.append(_run_branch(cfg, plan, branch, parent_dir, run_data))
         except RunLocked as err:
             records.append(running_elsewhere(err, branch_dir))
         except IdentityMismatch as err:  # another config's branch: not touched, not ours to report as done
@@ -145,7 +146,9 @@ def _fork_ckpt(parent_dir: Path, branch: Branch) -> Path:
     return fork_checkpoint_path(parent_dir / CHECKPOINT.parent, branch.fork_step)
 
 
-def _train_parent(cfg: TrainConfig, plan: ForkPlan, parent_cfg: TrainConfig, parent_dir: Path) -> dict[str, Any]:
+def _train_parent(
+    cfg: TrainConfig, plan: ForkPlan, parent_cfg: TrainConfig, parent_dir: Path, run_data: RunData
+) -> dict[str, Any]:
     """The stable parent under its lock, keeping a checkpoint at every fork step (RunLocked propagates)."""
 
     assert plan_run(parent_cfg).steps == plan.parent_steps
@@ -167,6 +170,7 @@ def _train_parent(cfg: TrainConfig, plan: ForkPlan, parent_cfg: TrainConfig, par
         return train_run(
             parent_cfg,
             parent_dir,
+            run_data,
             fork_steps=plan.fork_steps,
             record_file=PARENT_FILE,
             validate=False,
@@ -174,7 +178,9 @@ def _train_parent(cfg: TrainConfig, plan: ForkPlan, parent_cfg: TrainConfig, par
         )
 
 
-def _run_branch(cfg: TrainConfig, plan: ForkPlan, branch: Branch, parent_dir: Path, data: dict) -> dict[str, Any]:
+def _run_branch(
+    cfg: TrainConfig, plan: ForkPlan, branch: Branch, parent_dir: Path, run_data: RunData
+) -> dict[str, Any]:
     """One branch under its own lock: its record if finished, else trained from its fork checkpoint (or
     resumed from its own last.ckpt). RunLocked, IdentityMismatch and training errors propagate."""
     branch_cfg = branch_config(cfg, plan, branch)
@@ -182,10 +188,10 @@ def _run_branch(cfg: TrainConfig, plan: ForkPlan, branch: Branch, parent_dir: Pa
     assert plan_run(branch_cfg).steps == branch.steps
     with run_dir_lock(branch_dir):
         if launching_rank():
-            claim_run_dir(branch_dir, branch_cfg, restart=cfg.restart, data=data)
+            claim_run_dir(branch_dir, branch_cfg, restart=cfg.restart, data={DATA_FIELD: run_data.content_sha256})
         if is_finished(branch_dir):
             return read_record(branch_dir).to_json_dict()
         start = _fork_ckpt(parent_dir, branch)
         log.info("branch %s: from %s, cooldown steps %d..%d", branch_dir, start.name, branch.fork_step, branch.steps)
         extra = {"parent": str(parent_dir), "fork_step": branch.fork_step, "role": "branch"}
-        return train_run(branch_cfg, branch_dir, start_ckpt=start, extra_record=extra)
+        return train_run(branch_cfg, branch_dir, run_data, start_ckpt=start, extra_record=extra)

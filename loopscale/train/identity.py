@@ -31,8 +31,7 @@ from typing import Any
 
 from loopscale.atomic import write_json_atomic
 from loopscale.config.model import with_moved_fields
-from loopscale.config.schema import DataConfig, TrainConfig
-from loopscale.data.run_data import open_run_data
+from loopscale.config.schema import TrainConfig
 from loopscale.errors import ConfigError
 
 log = logging.getLogger("loopscale.train.identity")
@@ -265,13 +264,3 @@ def claim(
         )
         return digest
     return stored_hash(run_dir) or digest
-
-
-def data_identity(data: DataConfig, seq_len: int, progress: bool = True) -> dict[str, str] | None:
-    """{identity.DATA_FIELD: content hash} of the data a run of this config reads (prepared / packed as
-    training will, cached), or None when it cannot be opened: the run then fails in train_run, which records
-    why."""
-    try:
-        return {DATA_FIELD: open_run_data(data, seq_len, progress).content_sha256}
-    except Exception:
-        return None

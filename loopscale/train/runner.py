@@ -25,7 +25,7 @@ from lightning.pytorch.plugins.environments import SLURMEnvironment
 from loopscale.config.checks import r_eval_values
 from loopscale.config.schema import TrainConfig, with_vocab
 from loopscale.data.heldout import final_val_sequences
-from loopscale.data.run_data import data_record, make_datamodule, open_run_data
+from loopscale.data.run_data import RunData, data_record, make_datamodule, usable
 from loopscale.signals import training_signals
 from loopscale.train.checkpoint import AtomicLastCheckpoint, ForkCheckpoints, newest_checkpoint, refused_checkpoint
 from loopscale.train.compiling import recompile_limit_hits
@@ -219,16 +219,18 @@ def run_dir_lock(run_dir: Path):
     return RunLock(run_dir) if launching_rank() else contextlib.nullcontext()
 
 
-def train_run(cfg: TrainConfig, run_dir: Path, **kwargs) -> dict[str, Any]:
-    """Train `cfg` in `run_dir` and write its record (keyword arguments: `_fit_run`'s). Ctrl-C and SIGTERM
-    stop it at once with a record saying "interrupted" / "terminated" (signals.py)."""
+def train_run(cfg: TrainConfig, run_dir: Path, run_data: RunData | Exception, **kwargs) -> dict[str, Any]:
+    """Train `cfg` in `run_dir` on `run_data` (opened before the run: `run_data.open_or_error`) and write its
+    record (keyword arguments: `_fit_run`'s). Ctrl-C and SIGTERM stop it at once with a record saying
+    "interrupted" / "terminated" (signals.py)."""
     with training_signals():
-        return _fit_run(cfg, run_dir, **kwargs)
+        return _fit_run(cfg, run_dir, run_data, **kwargs)
 
 
 def _fit_run(
     cfg: TrainConfig,
     run_dir: Path,
+    run_data: RunData | Exception,
     *,
     start_ckpt: Path | None = None,
     fork_steps: list[int] = (),
@@ -248,7 +250,7 @@ def _fit_run(
     with _wandb_closed(run), run:
         _set_threads(cfg)
         L.seed_everything(cfg.seed, workers=True, verbose=False)
-        built = build_training(cfg, run_dir, list(fork_steps), run.record)
+        built = build_training(cfg, run_dir, usable(run_data), list(fork_steps), run.record)
         run.trainer, run.module = built.trainer, built.module
         # last.ckpt, or the hpc checkpoint Lightning saved on SIGUSR1 (slurm/train.sbatch) when that is newer
         resume_from = newest_checkpoint(run_dir / CHECKPOINT, run_dir) or start_ckpt
@@ -301,13 +303,12 @@ class Built:
     trainer: Any
 
 
-def build_training(cfg: TrainConfig, run_dir: Path, fork_steps: list[int], record: RunRecord) -> Built:
-    """Open the data, plan the run, build the module and the Trainer; `record` learns each fact as it is
-    known (the plan, the data, the batch split, the predicted memory, the optimizer), so a failure part-way
-    is recorded with what was known. The plan is worked out once here and handed on: nothing below recomputes
-    it from the config."""
-
-    run_data = open_run_data(cfg.data, cfg.model.seq_len, progress=cfg.trainer.progress)
+def build_training(
+    cfg: TrainConfig, run_dir: Path, run_data: RunData, fork_steps: list[int], record: RunRecord
+) -> Built:
+    """Plan the run on its data, build the module and the Trainer; `record` learns each fact as it is known (the
+    plan, the data, the batch split, the predicted memory, the optimizer), so a failure part-way is recorded with
+    what was known. The plan is worked out once here and handed on: nothing below recomputes it from the config."""
     cfg = with_vocab(cfg, run_data.vocab_size)
     run_plan = plan_run(cfg)
     _print_plan(cfg, run_plan, run_dir)
