@@ -10,7 +10,8 @@ launch estimates assume (assumed_mfu, plan_device), which part of a forked job r
 test-only fault injection, restart itself, and model.vocab_size (set from the tokenizer, which data.* already
 fixes). Every other field counts,
 including any field added to the config later; and so does DATA_FIELD, the content hash of the data the
-run reads (run_data.data_identity), so a run never resumes on a corpus or packed set that changed.
+run reads (`RunData.content_sha256`, opened before the run), so a run never resumes on a corpus or packed set that
+changed.
 
 `identity.json` in the run dir holds the identity and its hash, written before training starts; run.json
 repeats the hash (run_json.record_problem checks that it does). A relaunch with a different identity
@@ -70,7 +71,7 @@ NOT_IDENTITY = frozenset(
         "logger",
     }
 )
-# the data's content hash (run_data.data_identity), part of the identity beside the config's fields
+# the data's content hash (`RunData.content_sha256`), part of the identity beside the config's fields
 DATA_FIELD = "data.content_sha256"
 # Fields added after runs were recorded, left out of the identity while at the value every earlier run had, so
 # an earlier run dir keeps its hash (tests/unit/test_identity_defaults.py). model.options needs no entry: empty
@@ -226,7 +227,7 @@ def claim(
     run_dir: Path, config: Any, restart: bool = False, record_file: str = "run.json", data: dict | None = None
 ) -> str:
     """Make sure `run_dir` is a run of `config` on the data `data` identifies ({DATA_FIELD: content hash},
-    run_data.data_identity), and return the identity hash.
+    `RunData.content_sha256` of the data the run opened), and return the identity hash.
 
     Nothing there yet: writes identity.json. The same identity: nothing to do (the caller resumes or skips).
     Another identity: IdentityMismatch naming the differing fields, unless `restart`, which deletes the

@@ -14,6 +14,7 @@ from lightning.pytorch.callbacks import Callback
 
 from loopscale.config.model import ModelConfig
 from loopscale.data.heldout import final_val_sequences, subset_count
+from loopscale.data.run_data import open_run_data
 from loopscale.fit.curves.registry import curve_law
 from loopscale.fit.curves.synthetic import draw_curves, schedule
 from loopscale.model.accounting import eval_flops_at, eval_flops_per_token
@@ -91,7 +92,7 @@ def test_each_curve_point_scores_as_the_model_rebuilt_at_that_r_and_the_plan_pri
     cfg = _cfg(
         tmp_path, data_dir, f"model.recipe={recipe}", scored, "trainer.curve_points=6", "trainer.curve_share=0.5"
     )
-    built = build_training(cfg, tmp_path / "run", [], RunRecord())
+    built = build_training(cfg, tmp_path / "run", open_run_data(cfg.data, cfg.model.seq_len), [], RunRecord())
     rebuilt, ledger = RebuiltScores(), ForwardLedger(built.module.model, built.cfg.model)
     built.trainer.callbacks.append(rebuilt)
     built.trainer.fit(built.module, datamodule=built.datamodule)
