@@ -27,6 +27,8 @@ already there and prints the table from all of them. Monte-Carlo standard errors
 
     nice -n 10 .venv/bin/python benchmarks/bench_calibration.py --part coverage --sweeps 100 --jobs 2 \\
         [--cells published-3-gauss demo-2-t5 ...] [--bootstrap 60] [--out runs/calibration]
+    nice -n 10 .venv/bin/python benchmarks/bench_calibration.py --part power --sweeps 40 --sims 100 --jobs 2 \\
+        --cells published-1-t5 published-2-t5 published-3-gauss demo-3-gauss
     .venv/bin/python benchmarks/bench_calibration.py --table [--out runs/calibration]     # print only
 """
 
