@@ -34,7 +34,7 @@ from loopscale.config.dirs import config_dir, register_configs, save_job_config
 from loopscale.config.naming import check_name
 from loopscale.config.resolvers import register_resolvers
 from loopscale.config.schema import TrainConfig
-from loopscale.data.run_data import RunData, open_or_error
+from loopscale.data.run_data import open_or_error
 from loopscale.errors import UnknownName, exception_chain, user_error
 from loopscale.signals import (
     EXIT_INTERRUPTED,
@@ -45,7 +45,7 @@ from loopscale.signals import (
     stop_behind,
 )
 from loopscale.train.forks import run_forks
-from loopscale.train.identity import DATA_FIELD, IdentityMismatch
+from loopscale.train.identity import IdentityMismatch, data_identity
 from loopscale.train.lock import RunLocked
 
 # planning and the run itself live below this entry point; re-exported here, where callers always found them
@@ -97,8 +97,7 @@ def run_training(cfg: DictConfig | TrainConfig) -> dict[str, Any]:
     if cfg.budget.mode == "forks":
         return run_forks(cfg, run_data, task_cfg=task_cfg)
     run_dir = run_dir_of(cfg)
-    # data that cannot be opened: the run claims its dir without a data hash and records why it failed (train_run)
-    data = {DATA_FIELD: run_data.content_sha256} if isinstance(run_data, RunData) else None
+    data = data_identity(run_data)  # None: the run claims its dir without a data hash and records why (train_run)
     try:
         with run_dir_lock(run_dir):  # one process per run dir, across nodes (loopscale/train/lock.py)
             if launching_rank():  # resume or skip only a run of this same config on the same data

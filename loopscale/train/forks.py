@@ -36,7 +36,7 @@ from loopscale.config.schema import TrainConfig, with_vocab
 from loopscale.data.run_data import RunData, usable
 from loopscale.errors import ConfigError
 from loopscale.train.checkpoint import fork_checkpoint_path
-from loopscale.train.identity import DATA_FIELD, IdentityMismatch
+from loopscale.train.identity import IdentityMismatch, data_identity
 from loopscale.train.lock import RunLocked
 from loopscale.train.plan import (
     CHECKPOINT,
@@ -67,7 +67,7 @@ def run_forks(cfg: TrainConfig, run_data: RunData | Exception, task_cfg=None) ->
     that dir is claimed."""
     run_data = usable(run_data)  # data that cannot be opened ends the job here: no dir of it is claimed yet
     cfg = with_vocab(cfg, run_data.vocab_size)
-    data = {DATA_FIELD: run_data.content_sha256}  # every claim below: the same config on the same data
+    data = data_identity(run_data)  # every claim below: the same config on the same data
     plan = plan_forks(cfg)
     parent_dir = run_dir_of(cfg)
     stage = cfg.budget.fork_stage
@@ -188,7 +188,7 @@ def _run_branch(
     assert plan_run(branch_cfg).steps == branch.steps
     with run_dir_lock(branch_dir):
         if launching_rank():
-            claim_run_dir(branch_dir, branch_cfg, restart=cfg.restart, data={DATA_FIELD: run_data.content_sha256})
+            claim_run_dir(branch_dir, branch_cfg, restart=cfg.restart, data=data_identity(run_data))
         if is_finished(branch_dir):
             return read_record(branch_dir).to_json_dict()
         start = _fork_ckpt(parent_dir, branch)

@@ -28,12 +28,15 @@ import logging
 import os
 import shutil
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from loopscale.atomic import write_json_atomic
 from loopscale.config.model import with_moved_fields
 from loopscale.config.schema import TrainConfig
 from loopscale.errors import ConfigError
+
+if TYPE_CHECKING:
+    from loopscale.data.run_data import RunData
 
 log = logging.getLogger("loopscale.train.identity")
 
@@ -73,6 +76,14 @@ NOT_IDENTITY = frozenset(
 )
 # the data's content hash (`RunData.content_sha256`), part of the identity beside the config's fields
 DATA_FIELD = "data.content_sha256"
+
+
+def data_identity(run_data: RunData | Exception) -> dict[str, str] | None:
+    """The part of a run's identity its config does not hold: {DATA_FIELD: content hash} of the data it opened
+    (`run_data.open_or_error`); None for data that could not be opened (the run then records why it failed)."""
+    return None if isinstance(run_data, Exception) else {DATA_FIELD: run_data.content_sha256}
+
+
 # Fields added after runs were recorded, left out of the identity while at the value every earlier run had, so
 # an earlier run dir keeps its hash (tests/unit/test_identity_defaults.py). model.options needs no entry: empty
 # (every earlier design), it adds no key; model.block is the layer every earlier model had; optim.lr_scale 1 is
