@@ -28,12 +28,13 @@ from loopscale.fit.laws.registry import law_class, single_laws
 from loopscale.fit.objective import Loss
 from loopscale.fit.resample import resolve_jobs
 from loopscale.fit.result import compare_param
+from loopscale.fit.result_text import joint_lines
 from loopscale.fit.runs_table import ColumnMap
 from loopscale.fit.verdict import compare_conditioning
 from loopscale.fit.verdict_render import verdict_lines
 
 from . import fit_curves
-from .fit_output import figure_table, joint_lines, output_paths, write_results
+from .fit_output import figure_table, output_paths, write_results
 from .fit_testtime import register_options, run_testtime_fit
 
 

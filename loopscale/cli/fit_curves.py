@@ -19,7 +19,7 @@ import pandas as pd
 from loopscale.atomic import atomic_path, check_writable, write_json_atomic
 from loopscale.cli import UsageError
 from loopscale.cli.arguments import check_dpi
-from loopscale.fit.curves.fit import fit_and_predict
+from loopscale.fit.curves.fit import fit_and_predict, prediction_rows, result_lines
 from loopscale.fit.curves.registry import curve_law, curve_law_names
 from loopscale.fit.curves.table import CurveColumns, read_curves, trained_r_rows
 from loopscale.fit.objective import Loss
@@ -103,18 +103,7 @@ def run_curve_fit(args: argparse.Namespace) -> int:
         write_json_atomic(args.out, record)
         print(f"wrote {args.out}")
     if args.predictions:
-        rows = [
-            {
-                "run": c.run,
-                "role": "holdout" if c.run in args.holdout else "fit",
-                "step": int(s),
-                "loss": float(y),
-                "predicted": float(p),
-                "rel_error": float(abs(p - y) / y),
-            }
-            for c in curves
-            for s, y, p in zip(c.steps, c.loss, predictions[c.run])
-        ]
+        rows = prediction_rows(curves, predictions, args.holdout)
         with atomic_path(args.predictions, follow_symlinks=True) as tmp:
             pd.DataFrame(rows).to_csv(tmp, index=False)
         print(f"wrote {args.predictions}")
@@ -135,31 +124,3 @@ def read_trained_curves(path, columns: CurveColumns, warmup_from_zero: bool) -> 
     if other_r:
         print(f"read each run's curve at its trained r: {other_r} rows scored at another r_eval left out")
     return read_curves(table, columns, warmup_from_zero=warmup_from_zero)
-
-
-def result_lines(result) -> list[str]:
-    """The fit as text: law and parameters, one line per run, the held-out summary."""
-    n_fit = sum(e.points for e in result.errors if e.role == "fit")
-    lines = [
-        f"{result.law} law fitted to {len(result.fitted_runs)} run(s), {n_fit} evaluations ({result.loss} loss of "
-        f"ln L, delta {result.delta:g}, L-BFGS-B); {result.starts_in_best_basin} of {result.starts_refined} "
-        "refined starts in the best basin",
-        f"  {result.formula}",
-        "  " + "  ".join(f"{k} = {v:.6g}" for k, v in result.params.items()),
-    ]
-    if result.at_bounds:
-        lines.append(f"  on the edge of its box (not identified by these curves): {', '.join(result.at_bounds)}")
-    lines += [
-        f"  {'run':<28} {'role':<8} {'points':>6} {'mean rel. err':>14} {'max rel. err':>13}",
-    ]
-    for e in result.errors:
-        lines.append(
-            f"  {e.run:<28} {e.role:<8} {e.points:>6} {100 * e.mean_rel_error:>13.3f}% {100 * e.max_rel_error:>12.3f}%"
-        )
-    summary = result.holdout_summary()
-    if summary:
-        lines.append(
-            f"held out: mean relative error {100 * summary['mean_rel_error']:.3f}% (mean over runs), "
-            f"max {100 * summary['max_rel_error']:.3f}%"
-        )
-    return lines

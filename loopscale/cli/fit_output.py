@@ -21,7 +21,7 @@ from loopscale.cli import UsageError
 from loopscale.cli.arguments import check_dpi
 from loopscale.errors import LoopscaleError
 from loopscale.fit.noise_text import noise_lines
-from loopscale.fit.verdict import shared_check_verdict
+from loopscale.fit.result_text import joint_lines, summary_lines
 from loopscale.fit.verdict_render import verdict_lines
 from loopscale.plots.files import figure_files
 from loopscale.plots.inputs import as_looped_table
@@ -79,44 +79,6 @@ def figure_table(table, plot_path):
     if plot_path is None:
         return None
     return as_looped_table(table, source="the table (for --plot)")
-
-
-def joint_lines(j: dict) -> list[str]:
-    """Plain-text lines for a joint fit's delta-phi (joint vs separate) and shared-parameter check."""
-    fmt = lambda v: "open" if v is None else f"{v:+.4g}"  # noqa: E731
-    lines = []
-    ref = j["reference"]
-    for g, d in j["delta_phi"].items():
-        head = f"delta phi = phi[{g}] - phi[{ref}] = {d['estimate']:+.4g}"
-        if d.get("bootstrap_ci"):
-            lo, hi = d["bootstrap_ci"]
-            head += f"; joint bootstrap 95% CI [{lo:+.4g}, {hi:+.4g}] (width {hi - lo:.4g}, se {d['se']:.3g})"
-        lines.append(head)
-        if d.get("profile_interval"):
-            lo, hi = d["profile_interval"]
-            lines.append(f"  joint profile 95% interval [{fmt(lo)}, {fmt(hi)}]")
-        lr = d["lr_test"]
-        lines.append(
-            f"  LR test of delta phi = 0: statistic {lr['statistic']:.3g} (chi2, 1 df), p = {lr['p_value']:.3g}"
-        )
-        sep = d.get("separate")
-        if sep:
-            if sep.get("ci"):
-                lo, hi = sep["ci"]
-                lines.append(
-                    f"  separate fits: delta phi = {sep['delta']:+.4g}, 95% CI [{lo:+.4g}, {hi:+.4g}] "
-                    f"(width {hi - lo:.4g}, {sep['n_replicates']} randomly paired replicates)"
-                )
-            else:
-                lines.append(f"  separate fits: delta phi = {sep['delta']:+.4g} (no CI without --bootstrap)")
-    chk = j.get("shared_check")
-    if chk:
-        verdict = shared_check_verdict(chk)
-        lines.append(
-            f"shared-parameter check (joint vs separate fits): LR statistic {chk['statistic']:.3g} "
-            f"({chk['df']} df), p = {chk['p_value']:.3g}: {verdict}"
-        )
-    return lines
 
 
 def output_paths(args: argparse.Namespace, groups: list) -> tuple[list, list]:
@@ -194,26 +156,7 @@ def print_result(result, group=None) -> None:
         t.add_row(escape(name), f"{value:.6g}", escape(f"[{ci[0]:.4g}, {ci[1]:.4g}]") if ci else "—")
     console = Console()
     console.print(t)
-    lines = [
-        f"rows {result.n_rows}; objective {result.objective:.6g} ({result.settings['loss']}"
-        + (f", delta {result.settings['delta']:g}" if result.settings.get("delta") else "")
-        + f"); |grad| {result.grad_norm:.2e}; {result.n_best_basin} of {result.n_refined} "
-        f"refined starts reached the best optimum ({result.n_starts} screened)"
-    ]
-    if result.bootstrap:
-        how = f"clusters of {result.bootstrap['cluster']}" if result.bootstrap.get("cluster") else "rows"
-        lines.append(f"bootstrap: {result.bootstrap['n_replicates']} replicates resampling {how}")
-    if result.profile_phi:
-        lo, hi = result.profile_phi["interval"]
-        fmt = lambda v: "open" if v is None else f"{v:.4g}"  # noqa: E731
-        lines.append(f"phi profile interval (robust LR, 95%): [{fmt(lo)}, {fmt(hi)}]")
-    if result.holdout:
-        h = result.holdout
-        lines.append(
-            f"holdout (budget {h['held_out_budget']:.3g}, {h['n_holdout']} runs): mean |rel "
-            f"err| {h['mean_abs_rel_error']:.3%}, max {h['max_abs_rel_error']:.3%}"
-        )
-    for line in lines:
+    for line in summary_lines(result):
         console.print(line, highlight=False, markup=False)  # "[open, 0.61]" is an interval, not a tag
     for line in noise_lines(result.noise):  # the seed sigma, or that the intervals omit seed noise
         console.print(escape(line), highlight=False, soft_wrap=True)

@@ -20,12 +20,11 @@ from pathlib import Path
 from loopscale.atomic import check_writable, json_safe, write_json_atomic
 from loopscale.cli import UsageError
 from loopscale.cli.arguments import check_dpi, read_fit_arg
-from loopscale.fit.laws.form import tokens_from_compute
 from loopscale.fit.objective import Loss
 from loopscale.fit.result import file_sha256
 from loopscale.fit.runs_table import read_table
-from loopscale.fit.testtime import SHAPES, TestTimeColumns, fit_testtime, testtime_phi, testtime_table
-from loopscale.fit.verdict_render import verdict_lines
+from loopscale.fit.testtime import SHAPES, TestTimeColumns, fit_testtime, phi_rows, testtime_table
+from loopscale.fit.testtime_text import testtime_lines
 from loopscale.plots.files import figure_files, write_figure
 
 # `fit` options that mean nothing to a test-time table: refused, not ignored
@@ -89,7 +88,7 @@ def run_testtime_fit(args: argparse.Namespace) -> int:
     source = {"path": str(path), "sha256": file_sha256(path), "n_rows": len(raw)}
     record = record.replace(input={**source, "columns": table.attrs.get("columns_used", {})})
     if train is not None:
-        record = record.replace(testtime_phi=_phi_rows(table, record, train))
+        record = record.replace(testtime_phi=phi_rows(table, record, train.params))
     for line in testtime_lines(record):
         print(line)
     if args.out:
@@ -103,82 +102,3 @@ def run_testtime_fit(args: argparse.Namespace) -> int:
         files = write_figure(testtime_figure(table, record, ylabel=ylabel), figure_files(args.plot), args.dpi)
         print(f"wrote {' and '.join(map(str, files))}")
     return 0
-
-
-def _phi_rows(table, record, train) -> dict:
-    """testtime_phi per model with N_once, N_rec and D (or C) in the table, at its r_scale (r_train of a fixed
-    model, a sampled one's mean r); a model without them is said so."""
-    out = {}
-    for model, rows in table.groupby("model"):
-        first = rows.iloc[0]
-        if not {"N_once", "N_rec"} <= set(rows.columns) or not ({"D"} & set(rows.columns) or "C" in rows.columns):
-            out[str(model)] = {"reason": "the table has no N_once, N_rec and D (or C) for this model"}
-            continue
-        r_cost = first["r_scale"]
-        D = (
-            first["D"]
-            if "D" in rows.columns
-            else tokens_from_compute(first["C"], first["N_once"] + r_cost * first["N_rec"])
-        )
-        model_info = {
-            "model": str(model),
-            "r_scale": float(first["r_scale"]),
-            "fixed": bool(first["fixed"]),
-            "N_once": float(first["N_once"]),
-            "N_rec": float(first["N_rec"]),
-            "D": float(D),
-        }
-        out[str(model)] = testtime_phi(
-            record["per_model"][str(model)]["params"], model_info, train.params, float(first["r_scale"])
-        )
-    return out
-
-
-def testtime_lines(record: dict) -> list[str]:
-    """What `fit --law testtime` prints: per model and joint, parameters with intervals and the verdict; the
-    shapes' held-out errors; the gain of one more pass; phi_tt when asked."""
-    lines = [f"test-time law ({record['shape']}): {record['formula']}"]
-    fits = [(f"model {m}", f) for m, f in record["per_model"].items()]
-    if record.get("joint"):
-        fits.append((f"joint ({len(record['joint']['models'])} models, one rate)", record["joint"]))
-    for title, fit in fits:
-        lines.append(f"{title}: {fit['n_rows']} rows, {fit['n_free']} free parameters")
-        for name, value in fit["params"].items():
-            ci = fit["intervals"].get(name)
-            held = " (held)" if _is_held(name, fit) else ""
-            shown = f"[{_end(ci[0])}, {_end(ci[1])}]" if ci else "—"
-            lines.append(f"  {name:<24} {value:>12.6g}  95% {shown}{held}")
-        lines += ["  " + line for line in verdict_lines(fit["conditioning"])]
-    shapes = record.get("shapes")
-    if shapes and shapes.get("better"):
-        errs = ", ".join(f"{s} {100 * e:.3g}%" for s, e in shapes["mean_abs_rel_error"].items() if e is not None)
-        lines.append(
-            f"held-out rows ({shapes['method']}, {len(shapes['rows'])} rows): mean |rel err| {errs}; "
-            f"better: {shapes['better']}"
-        )
-    elif shapes is not None:
-        lines.append("held-out rows: none can be left out without holding a parameter (shapes not compared)")
-    for model, s in record["models"].items():
-        k = min(range(len(s["curve_r"])), key=lambda i: abs(s["curve_r"][i] - s["quoted_r"]))
-        lines.append(
-            f"{model} ({s['trained']}): one more pass at r = {s['curve_r'][k]:g} gains "
-            f"{s['gain_next_pass'][k]:.4g} (loss units)"
-        )
-    for model, p in (record.get("testtime_phi") or {}).items():
-        if "reason" in p:
-            lines.append(f"{model}: phi_tt not computed ({p['reason']})")
-        else:
-            lines.append(
-                f"{model}: at r = {p['r']:g} one more pass is worth {p['params_worth_next_pass']:.4g} unique "
-                f"parameters; phi_tt = {p['phi_tt']:.3g}"
-            )
-    return lines
-
-
-def _is_held(name: str, fit: dict) -> bool:
-    internal = "log_tau" if name == "tau" else name
-    return internal in fit["held"]
-
-
-def _end(x) -> str:
-    return "open" if x is None else f"{x:.4g}"

@@ -15,19 +15,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 from pathlib import Path
 
 from loopscale.atomic import atomic_paths, check_outputs_apart, check_writable, json_safe
 from loopscale.cli import UsageError
-from loopscale.errors import InputError, LoopscaleError, not_one_of
-from loopscale.fit.laws.form import BASE_USER
-from loopscale.fit.laws.registry import find_law
 from loopscale.fit.resample import resolve_jobs
-from loopscale.fit.result import FitResult, read_fit_json
 from loopscale.fit.runs_table import table_warnings
-from loopscale.fit.validation.inputs import changed_table_line, point_means, table_check, validation_tables
+from loopscale.fit.validation.conventions import fill_columns
+from loopscale.fit.validation.inputs import changed_table_line, point_means, read_fit, table_check, validation_tables
 from loopscale.fit.validation.run import validate
 from loopscale.fit.validation.text import markdown
 from loopscale.plots.validation import held_out_figure
@@ -77,8 +73,8 @@ def run(args: argparse.Namespace) -> int:
     if args.pin_E is not None and not args.pin_E > 0:
         raise UsageError(f"--pin-E must be > 0; got {args.pin_E}")
     jobs = resolve_jobs(args.jobs)
-    fill = _columns(args.column)
-    fit = _read_fit(args.fit)
+    fill = fill_columns(args.column)
+    fit = read_fit(args.fit)
 
     table, lr_table, paths = validation_tables(fit, args.tables)
     outputs = None
@@ -128,98 +124,3 @@ def run(args: argparse.Namespace) -> int:
     if outputs:
         print(f"wrote {', '.join(str(p) for p in outputs)}")
     return 0
-
-
-# the columns the counting conventions read (fit/validation/conventions.py): counts, and the injection's name
-COUNT_COLUMNS = ("seq_len", "vocab_size", "width", "depth", "n_rec", "r", "embedding", "lm_head")
-MAY_BE_ZERO = ("n_prelude", "n_coda")
-TEXT_COLUMNS = ("injection",)
-
-
-def _columns(items: list[str]) -> dict:
-    """--column NAME=VALUE pairs: a count the conventions read as a whole number (> 0; >= 0 for the prelude and
-    coda layers), the injection as text; another name, or a count that is text, NaN, inf, negative or 0, is
-    refused in one line (it gave a traceback, or "+0.000")."""
-    out = {}
-    known = (*COUNT_COLUMNS, *MAY_BE_ZERO, *TEXT_COLUMNS)
-    for item in items:
-        name, sep, value = (x.strip() for x in item.partition("="))
-        if not sep or not name or not value:
-            raise UsageError(f"--column takes NAME=VALUE; got {item!r}")
-        if name not in known:
-            raise UsageError(str(not_one_of("--column", name, known, what="a column the conventions read")))
-        if name in TEXT_COLUMNS:
-            out[name] = value
-            continue
-        try:
-            number = float(value)
-        except ValueError:
-            number = math.nan
-        least = 0 if name in MAY_BE_ZERO else 1
-        if not (math.isfinite(number) and number == int(number) and number >= least):
-            raise UsageError(f"--column {name}={value}: {name} is a whole number {'>= 0' if least == 0 else '> 0'}")
-        out[name] = number
-    return out
-
-
-def _read_fit(path: str):
-
-    try:
-        raw = read_fit_json(path)
-    except LoopscaleError:
-        raise
-    if not isinstance(raw, dict) or not isinstance(raw.get("params"), dict) or not isinstance(raw.get("law"), str):
-        raise UsageError(f"{path} is not a loopscale fit record (needs 'law' and 'params')")
-    cls = find_law(raw["law"])
-    if cls is None:
-        raise UsageError(f"{path}: law {raw['law']!r} is not a law this loopscale knows")
-    if cls.per_recipe:
-        raise UsageError(f"{path} is a joint fit over recipes: validate each recipe's fit (loopscale fit --group COL)")
-    try:
-        fit = FitResult.from_dict(raw)  # a block that is no object is refused here (record_blocks)
-    except (TypeError, InputError) as err:
-        raise UsageError(f"{path} is not a loopscale fit record: {err}") from None
-    if not isinstance(fit.input, dict):
-        raise UsageError(f"{path} is not a loopscale fit record (settings and input must be objects)")
-    problem = _malformed(fit, cls)
-    if problem is not None:
-        raise UsageError(f"{path}: {problem} (a hand-edited or damaged fit record: refit it)")
-    return fit
-
-
-def _number(x) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
-
-
-def _interval_problem(name: str, interval) -> str | None:
-    if interval is None:
-        return None
-    if not (isinstance(interval, (list, tuple)) and len(interval) == 2):
-        return f"{name} must be [low, high]; got {interval!r}"
-    if None in interval:  # an open side (a profile that never crossed its threshold)
-        return None
-    if not all(_number(x) for x in interval):
-        return f"{name} must hold numbers; got {interval!r}"
-    return f"{name} {list(interval)} is reversed (low > high)" if interval[0] > interval[1] else None
-
-
-def _malformed(fit, cls) -> str | None:
-    """What in a fit record validate reads cannot be what `fit` wrote, or None: every parameter the law has (phi
-    too) a finite number, the seed a whole number, the group and profile objects, every interval [low, high]."""
-    needed = [*BASE_USER, *([cls.profile_param] if cls.profile_param else [])]
-    missing = [k for k in needed if k not in fit.params]
-    if missing:
-        return f"params lacks {', '.join(missing)}"
-    for name, value in fit.params.items():
-        if not _number(value):
-            return f"params: {name}={value!r} is not a finite number"
-    if fit.seed is not None and not (isinstance(fit.seed, int) and not isinstance(fit.seed, bool)):
-        return f"seed must be a whole number; got {fit.seed!r}"
-    if fit.group and not isinstance(fit.group.get("column", ""), str):
-        return f"group must be an object with a column name; got {fit.group.to_json()!r}"
-    found = _interval_problem("profile_phi interval", (fit.profile_phi or {}).get("interval"))
-    if not isinstance(fit.ci95, dict):
-        return f"ci95 must be an object; got {fit.ci95!r}"
-    for name, interval in fit.ci95.items():
-        found = found or _interval_problem(f"ci95 {name}", interval)
-    return found

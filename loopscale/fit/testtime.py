@@ -34,6 +34,7 @@ from scipy.stats import norm
 from scipy.stats import t as student_t
 
 from loopscale.errors import InputError
+from loopscale.fit.laws.form import tokens_from_compute
 from loopscale.fit.laws.testtime import SHAPES, TestTime, is_sampled, s_and_ds
 from loopscale.fit.noise import STANDARDISED_DELTA
 from loopscale.fit.objective import Loss, batch_objective
@@ -411,3 +412,33 @@ def testtime_phi(params: dict[str, float], model: dict[str, Any], train: dict[st
     worth = float(model["N_rec"] * (m[1] - m[0]))
     phi = float(np.log(m[1] / m[0]) / np.log((r + 1) / r)) if np.all(m > 0) else float("nan")
     return {"r": float(r), "m_tt": m.tolist(), "params_worth_next_pass": worth, "phi_tt": phi}
+
+
+def phi_rows(table: pd.DataFrame, record, train: dict[str, float]) -> dict[str, Any]:
+    """`testtime_phi` per model of a fitted test-time table with N_once, N_rec and D (or C), at its r_scale (r_train
+    of a fixed model, a sampled one's mean r); a model without them is said so (`train`: the training fit's
+    parameters)."""
+    out = {}
+    for model, rows in table.groupby("model"):
+        first = rows.iloc[0]
+        if not {"N_once", "N_rec"} <= set(rows.columns) or not ({"D"} & set(rows.columns) or "C" in rows.columns):
+            out[str(model)] = {"reason": "the table has no N_once, N_rec and D (or C) for this model"}
+            continue
+        r_cost = first["r_scale"]
+        D = (
+            first["D"]
+            if "D" in rows.columns
+            else tokens_from_compute(first["C"], first["N_once"] + r_cost * first["N_rec"])
+        )
+        model_info = {
+            "model": str(model),
+            "r_scale": float(first["r_scale"]),
+            "fixed": bool(first["fixed"]),
+            "N_once": float(first["N_once"]),
+            "N_rec": float(first["N_rec"]),
+            "D": float(D),
+        }
+        out[str(model)] = testtime_phi(
+            record["per_model"][str(model)]["params"], model_info, train, float(first["r_scale"])
+        )
+    return out

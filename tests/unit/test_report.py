@@ -10,8 +10,8 @@ import pytest
 from loopscale.analysis import report
 from loopscale.atomic import write_json_atomic
 from loopscale.cli import main
-from loopscale.cli.fit_output import joint_lines
 from loopscale.fit.result import load_fit
+from loopscale.fit.result_text import joint_lines
 from loopscale.fit.verdict import shared_check_verdict
 from loopscale.plots.registry import figure_names, save_all
 from support.fit_fixtures import PLOTS_FIXTURE as FIXTURE

@@ -178,3 +178,48 @@ def fit_and_predict(
         errors.append(err)
         preds[c.run] = pred
     return CurveFit(**{**asdict(result), "errors": errors}), preds
+
+
+def prediction_rows(curves: list[Curve], predictions: dict[str, np.ndarray], holdout: list[str]) -> list[dict]:
+    """One row per (run, evaluation): its role, step, measured and predicted loss and relative error (what
+    `fit --curves --predictions` writes)."""
+    return [
+        {
+            "run": c.run,
+            "role": "holdout" if c.run in holdout else "fit",
+            "step": int(s),
+            "loss": float(y),
+            "predicted": float(p),
+            "rel_error": float(abs(p - y) / y),
+        }
+        for c in curves
+        for s, y, p in zip(c.steps, c.loss, predictions[c.run])
+    ]
+
+
+def result_lines(result: CurveFit) -> list[str]:
+    """The fit as text: law and parameters, one line per run, the held-out summary."""
+    n_fit = sum(e.points for e in result.errors if e.role == "fit")
+    lines = [
+        f"{result.law} law fitted to {len(result.fitted_runs)} run(s), {n_fit} evaluations ({result.loss} loss of "
+        f"ln L, delta {result.delta:g}, L-BFGS-B); {result.starts_in_best_basin} of {result.starts_refined} "
+        "refined starts in the best basin",
+        f"  {result.formula}",
+        "  " + "  ".join(f"{k} = {v:.6g}" for k, v in result.params.items()),
+    ]
+    if result.at_bounds:
+        lines.append(f"  on the edge of its box (not identified by these curves): {', '.join(result.at_bounds)}")
+    lines += [
+        f"  {'run':<28} {'role':<8} {'points':>6} {'mean rel. err':>14} {'max rel. err':>13}",
+    ]
+    for e in result.errors:
+        lines.append(
+            f"  {e.run:<28} {e.role:<8} {e.points:>6} {100 * e.mean_rel_error:>13.3f}% {100 * e.max_rel_error:>12.3f}%"
+        )
+    summary = result.holdout_summary()
+    if summary:
+        lines.append(
+            f"held out: mean relative error {100 * summary['mean_rel_error']:.3f}% (mean over runs), "
+            f"max {100 * summary['max_rel_error']:.3f}%"
+        )
+    return lines

@@ -19,12 +19,13 @@ convention whose columns are missing is listed with the reason.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
 
 from loopscale.config.model import ModelConfig
-from loopscale.errors import LoopscaleError
+from loopscale.errors import InputError, LoopscaleError, not_one_of
 from loopscale.fit.runs_table import budget_column
 from loopscale.fit.validation.approach2 import iso_flop_exponent
 from loopscale.fit.validation.flags import Z_95
@@ -32,6 +33,37 @@ from loopscale.fit.validation.forms import Form
 from loopscale.fit.validation.refit import refit
 from loopscale.injections.form import N_ONCE
 from loopscale.injections.registry import form as injection_form
+
+# the columns the conventions read: counts, and the injection's name (`validate --column NAME=VALUE` fills them)
+COUNT_COLUMNS = ("seq_len", "vocab_size", "width", "depth", "n_rec", "r", "embedding", "lm_head")
+MAY_BE_ZERO = ("n_prelude", "n_coda")
+TEXT_COLUMNS = ("injection",)
+
+
+def fill_columns(items: list[str]) -> dict:
+    """NAME=VALUE pairs: a count the conventions read as a whole number (> 0; >= 0 for the prelude and coda layers),
+    the injection as text; another name, or a count that is text, NaN, inf, negative or 0, is refused in one line
+    (it gave a traceback, or "+0.000")."""
+    out = {}
+    known = (*COUNT_COLUMNS, *MAY_BE_ZERO, *TEXT_COLUMNS)
+    for item in items:
+        name, sep, value = (x.strip() for x in item.partition("="))
+        if not sep or not name or not value:
+            raise InputError(f"--column takes NAME=VALUE; got {item!r}")
+        if name not in known:
+            raise not_one_of("--column", name, known, error=InputError, what="a column the conventions read")
+        if name in TEXT_COLUMNS:
+            out[name] = value
+            continue
+        try:
+            number = float(value)
+        except ValueError:
+            number = math.nan
+        least = 0 if name in MAY_BE_ZERO else 1
+        if not (math.isfinite(number) and number == int(number) and number >= least):
+            raise InputError(f"--column {name}={value}: {name} is a whole number {'>= 0' if least == 0 else '> 0'}")
+        out[name] = number
+    return out
 
 
 class Missing(Exception):
