@@ -43,6 +43,17 @@ def env_name(key: str) -> str:
     return f"LOOPSCALE_{key.upper()}"
 
 
+def kernel_env(options: Mapping, cwd: Path, env: Mapping[str, str]) -> dict[str, str]:
+    """The kernel's environment (`loopscale notebook`): `env` with each given option (key -> value, None when not
+    given; "compare" a list) as its LOOPSCALE_* variable and LOOPSCALE_CWD = `cwd` (an option not given leaves the
+    variable as the environment has it)."""
+    out = {**env, "LOOPSCALE_CWD": str(cwd)}
+    for key in (*DATA_KEYS, *ADVICE_KEYS):
+        if options.get(key) is not None:
+            out[env_name(key)] = ",".join(options[key]) if key == "compare" else str(options[key])
+    return out
+
+
 def user_dir(env: Mapping[str, str]) -> Path | None:
     """Where the user stands: LOOPSCALE_CWD, else the shell's PWD; None leaves relative paths to the process's
     own working directory (a plain Python process, where that is the same place)."""

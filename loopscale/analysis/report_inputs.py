@@ -1,7 +1,7 @@
 """What `loopscale plot` and `loopscale report` read, before anything is drawn: a table file mapped and checked for
 the fit's law, a sweep directory collected, several sources merged into one table (a run found in several kept
-once), the tables a joint fit recorded for recipes the sources lack, the --compare fits by their legend names, the
-fit's verdict and a `loopscale validate` record."""
+once), the tables a joint fit recorded for recipes the sources lack, the fits (the --compare ones by their legend
+names), the fit's verdict, a `loopscale validate` record, and every file they read (none may be an output)."""
 
 from __future__ import annotations
 
@@ -15,10 +15,11 @@ import pandas as pd
 from loopscale.analysis.conditioning import verdict
 from loopscale.errors import InputError, LoopscaleError
 from loopscale.fit.laws.registry import find_law
-from loopscale.fit.runs_table import ColumnMap
+from loopscale.fit.result import load_fit
+from loopscale.fit.runs_table import ColumnMap, drop_top_k
 from loopscale.fit.validation.record import ValidationRecord
 from loopscale.fit.verdict_record import Conditioning
-from loopscale.plots.inputs import as_looped_table, read_table
+from loopscale.plots.inputs import as_looped_table, free_multipliers, read_table
 from loopscale.plots.recipes import fit_name
 from loopscale.train.collect import collect
 from loopscale.train.run_json import TABLE_COLUMNS
@@ -31,6 +32,54 @@ def named_fits(compare: dict) -> dict:
         name = fit_name(f, Path(path).stem)
         out[name if name not in out else f"{name} ({Path(path).stem})"] = f
     return out
+
+
+def read_fits(fit_path: str | None, compare_paths=(), free_path: str | None = None):
+    """(the fit, the --compare fits by their legend names, the --free fit), each None or empty when not given; one
+    line naming what cannot be read or used (--compare without --fit, a --compare fit without phi, a --free fit
+    that is not looped-free)."""
+    fit = load_fit(fit_path) if fit_path else None
+    compare = {path: load_fit(path) for path in compare_paths}
+    free = load_fit(free_path) if free_path else None
+    if free is not None:
+        free_multipliers(free)  # checks it is a looped-free fit
+    if compare and fit is None:
+        raise InputError("--compare needs --fit")
+    for f in ([fit] if fit is not None else []) + list(compare.values()):
+        if compare and "phi" not in f.params:
+            raise InputError(f"--compare needs looped fits with phi; got a {f.law!r} fit")
+    return fit, named_fits(compare), free
+
+
+def input_files(tables, fit=None, compare=(), free=None, validation=None) -> list[tuple[str, Path]]:
+    """The files plot / report read: the tables, the fit and the fits beside it, the validation record."""
+    found = [("the input table", Path(t)) for t in tables if Path(t).is_file()]
+    found += [("the fit", Path(fit))] if fit else []
+    found += [("a --compare fit", Path(p)) for p in compare]
+    found += [("the --free fit", Path(free))] if free else []
+    found += [("the --validation record", Path(validation))] if validation else []
+    return found
+
+
+def plot_table(paths, columns, fit, fit_path, top_k: int = 0):
+    """The table files `plot` reads as one (`merge_sources`), a joint fit's recorded tables for the recipes they
+    lack, without the `top_k` highest-loss rows."""
+    table, _ = merge_sources([(read_table_file(t, columns, fit.law), None) for t in paths])
+    if per_recipe(fit):
+        extra = joint_recorded_tables(fit, table, Path(fit_path))
+        table = merge_sources([(table, None), *extra])[0] if extra else table
+    return drop_top_k(table, top_k)
+
+
+def report_table(sources, columns, fit, fit_path, top_k: int = 0):
+    """(table, problems) of the sources `report` reads (sweep directories collected, table files read: `read_source`)
+    as one, a joint fit's recorded tables for the recipes they lack, without the `top_k` highest-loss rows."""
+    parts = [read_source(Path(s), columns, fit.law if fit is not None else None) for s in sources]
+    table, problems = merge_sources(parts)
+    if fit is not None and per_recipe(fit) and len(table):
+        extra = joint_recorded_tables(fit, table, Path(fit_path))
+        table, problems = merge_sources([(table, problems), *extra]) if extra else (table, problems)
+    return (drop_top_k(table, top_k) if len(table) else table), problems
 
 
 def read_table_file(path, columns=None, law=None):

@@ -19,16 +19,11 @@ import math
 from pathlib import Path
 
 from loopscale.analysis.advise.advice import advise
-from loopscale.analysis.advise.testtime import inference_advice
+from loopscale.analysis.advise.testtime import inference_advice, inference_lines, read_testtime_record, recorded_table
 from loopscale.analysis.advise.text import render
 from loopscale.atomic import atomic_path, check_outputs_apart
 from loopscale.cli import COMMANDS, UsageError
 from loopscale.cli.arguments import DPI, check_dpi
-from loopscale.errors import InputError
-from loopscale.fit.laws.registry import find_law
-from loopscale.fit.result import read_fit_json
-from loopscale.fit.runs_table import read_table
-from loopscale.fit.testtime import TestTimeColumns, testtime_table
 from loopscale.plots.files import write_figure
 
 FAMILIES = ("auto", "paper", "demo", "cpu", "custom")
@@ -160,16 +155,6 @@ def _write(advice, figure, args) -> None:
             print(f"wrote {path}")
 
 
-def read_testtime_record(path: str) -> dict | None:
-    """The record at `path` when it is a test-time fit (its law reads a test-time table), else None."""
-    try:
-        record = read_fit_json(path)  # its size, value count and depth bounded as every fit record's
-    except InputError:
-        return None  # advise's own reading says what is wrong with it
-    law = find_law(str(record.get("law"))) if isinstance(record, dict) else None
-    return record if law is not None and law.table == "test-time" else None
-
-
 def run_testtime(args: argparse.Namespace, record: dict) -> int:
     """`advise TT.json --max-inference-flops I`: each model's best pass count within I forward FLOPs per token and
     the best model, from the test-time fit and its table."""
@@ -177,28 +162,9 @@ def run_testtime(args: argparse.Namespace, record: dict) -> int:
         raise UsageError("a test-time fit is advised for an inference budget: give --max-inference-flops I")
     if args.compute is not None or args.plot:
         raise UsageError("--compute and --plot are not available with a test-time fit (its advice is a table)")
-    path = Path(args.table or record["input"]["path"])
-    if not path.is_file():
-        raise UsageError(f"the test-time table {path} is not a file: give it with --table PATH")
-    mapping = {k: v for k, v in record["input"].get("columns", {}).items() if v is not None}
-    columns = TestTimeColumns(
-        model=mapping.get("model", "model"),
-        r_eval=mapping.get("r_eval", "r_eval"),
-        r_train=mapping.get("r_train", "r_train"),
-        L=mapping.get("L"),
-    )
-    out = inference_advice(record, testtime_table(read_table(path), columns), args.max_inference_flops)
-    print(f"inference budget {args.max_inference_flops:.3g} forward FLOPs per token (test-time fit, {path}):")
-    for m in out["per_model"]:
-        if not m["feasible"]:
-            print(f"  {m['model']}: one pass needs {m['flops_at_r1']:.3g} FLOPs per token, over the budget")
-            continue
-        note = " (extrapolated past its measured r_eval)" if m["extrapolated"] else ""
-        print(
-            f"  {m['model']} ({m['trained']}): r = {m['r']}, L = {m['L']:.4g}, {m['flops_per_token']:.3g} "
-            f"FLOPs per token{note}; {m['verdict']}"
-        )
-    print(out["answer"])
+    path, table = recorded_table(record, args.table)
+    out = inference_advice(record, table, args.max_inference_flops)
+    print("\n".join(inference_lines(out, args.max_inference_flops, path)))
     if args.json:
         with atomic_path(Path(args.json)) as tmp:
             tmp.write_text(json.dumps(out, indent=2) + "\n")

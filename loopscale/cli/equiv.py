@@ -10,7 +10,7 @@ import math
 from loopscale.analysis.advise.record_checks import check_record
 from loopscale.cli import COMMANDS, UsageError
 from loopscale.cli.arguments import read_fit_arg
-from loopscale.fit.derived import compute_optimal, equivalent_sizes
+from loopscale.fit.derived import equivalent_sizes, optima_beside_dense
 
 
 def register(subparsers) -> None:
@@ -58,19 +58,10 @@ def run_equiv(args: argparse.Namespace) -> int:
         if args.budget <= 0:
             raise UsageError(f"--budget must be > 0; got {args.budget}")
         f = args.n_once / (args.n_once + args.n_rec)
-        per_param = {1.0: 6.0, args.r: 6.0}  # F / (N_once + r N_rec) per r: each r's own FLOPs per token
-        for r, F, N in (
-            (1.0, args.dense_flops_per_token, sizes.N_unique),
-            (args.r, args.flops_per_token, sizes.N_cost),
-        ):
-            if F is not None:
-                if not F > 0:
-                    raise UsageError(f"FLOPs per token must be > 0; got {F}")
-                per_param[r] = F / N
-        for r, frac in ((1.0, 1.0), (args.r, f)):
-            opt = compute_optimal(fit.params, args.budget, r, frac, per_param[r])
+        F, dense_F = args.flops_per_token, args.dense_flops_per_token
+        for opt in optima_beside_dense(fit.params, args.budget, sizes, f, F, dense_F):
             print(
-                f"  compute-optimal at C = {args.budget:.3g}, r = {r:g}: N_cost* = {_m(opt.N_cost)}, "
+                f"  compute-optimal at C = {args.budget:.3g}, r = {opt.r:g}: N_cost* = {_m(opt.N_cost)}, "
                 f"N_eff* = {_m(opt.N_eff)}, D* = {opt.D:.3g} tokens, L* = {opt.L:.4f}"
             )
     return 0

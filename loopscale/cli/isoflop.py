@@ -19,8 +19,8 @@ from pathlib import Path
 
 from loopscale.atomic import check_writable, json_safe, write_text_atomic
 from loopscale.cli import UsageError
-from loopscale.fit.runs_table import ColumnMap, canonical_table, read_table
-from loopscale.fit.validation.approach2 import N_BOOTSTRAP, iso_flop_exponent
+from loopscale.fit.runs_table import ColumnMap, read_table
+from loopscale.fit.validation.approach2 import N_BOOTSTRAP, approach2_table, iso_flop_exponent
 from loopscale.fit.validation.text import approach2_lines
 
 
@@ -58,15 +58,7 @@ def run(args: argparse.Namespace) -> int:
             check_writable(Path(getattr(args, flag)), f"--{flag}")
     raw = read_table(args.table)
     columns = ColumnMap(N=args.n_col, C=args.c_col, D=args.d_col, L=args.loss_col)
-    table = canonical_table(raw, "chinchilla", columns)
-    if "C" not in table.columns:
-        table["C"] = 6 * table["N"] * table["D"]
-    if "r" in raw.columns:
-        table["r"] = raw["r"].to_numpy()
-    if args.budget_col in raw.columns:
-        table["C_budget"] = raw[args.budget_col].to_numpy()
-    elif args.budget_col != "C_budget":
-        raise UsageError(f"--budget-col {args.budget_col!r} is not a column of {args.table}: {list(raw.columns)}")
+    table = approach2_table(raw, columns, args.budget_col, args.table)
     record = iso_flop_exponent(table, n_boot=args.bootstrap, seed=args.seed)
     record["table"] = str(args.table)
     text = "\n".join([f"# Approach 2: {args.table}", "", *approach2_lines(record)])

@@ -16,7 +16,7 @@ import os
 import time
 from pathlib import Path
 
-from loopscale.analysis.notebook_inputs import CHECKOUT, diagnostics_inputs, missing_inputs
+from loopscale.analysis.notebook_inputs import CHECKOUT, diagnostics_inputs, kernel_env, missing_inputs
 from loopscale.analysis.notebook_run import NotebookFailed, check_extras, execute, write_notebook
 from loopscale.atomic import check_outputs_apart, check_writable
 from loopscale.cli import COMMANDS
@@ -24,16 +24,6 @@ from loopscale.errors import InputError
 
 NOTEBOOK_NAME = "phi_diagnostics.ipynb"
 FORMATS = (".html", ".ipynb")
-# option -> the variable the notebook reads
-OPTION_VARIABLES = {
-    "table": "LOOPSCALE_TABLE",
-    "fit": "LOOPSCALE_FIT",
-    "free": "LOOPSCALE_FREE",
-    "joint": "LOOPSCALE_JOINT",
-    "curve_fit": "LOOPSCALE_CURVE_FIT",
-    "advise_compute": "LOOPSCALE_ADVISE_COMPUTE",
-    "advise_max_params": "LOOPSCALE_ADVISE_MAX_PARAMS",
-}
 
 
 def register(subparsers) -> None:
@@ -89,20 +79,6 @@ def register(subparsers) -> None:
     p.set_defaults(func=run_notebook)
 
 
-def notebook_env(args, cwd: Path, env: dict[str, str]) -> dict[str, str]:
-    """The kernel's environment: `env` with the options as LOOPSCALE_* variables and LOOPSCALE_CWD = `cwd` (an
-    option not given leaves the variable as the environment has it)."""
-    out = {**env, "LOOPSCALE_CWD": str(cwd)}
-    if args.runs_dir is not None:
-        out["LOOPSCALE_RUNS"] = str(args.runs_dir)
-    for option, variable in OPTION_VARIABLES.items():
-        if getattr(args, option) is not None:
-            out[variable] = str(getattr(args, option))
-    if args.compare is not None:
-        out["LOOPSCALE_COMPARE"] = ",".join(args.compare)
-    return out
-
-
 def default_out(args, cwd: Path) -> Path:
     return Path(os.path.normpath(cwd / (args.runs_dir or "."))) / "phi_diagnostics.html"
 
@@ -116,7 +92,7 @@ def run_notebook(args) -> int:
     if not notebook.is_file():
         raise InputError(f"no notebook at {notebook} (it ships with the source checkout; --notebook PATH)")
     check_extras(html=out.suffix == ".html")
-    env = notebook_env(args, cwd, dict(os.environ))
+    env = kernel_env({**vars(args), "runs": args.runs_dir}, cwd, dict(os.environ))
     # the same choice the notebook's first cell makes, so a missing input stops here, before a kernel starts
     inputs = diagnostics_inputs(env=env)
     problems = missing_inputs(inputs)

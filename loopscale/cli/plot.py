@@ -23,21 +23,18 @@ from pathlib import Path
 from loopscale.analysis.report import conditioning_lines, input_warning, write_report
 from loopscale.analysis.report_inputs import (
     fit_verdict,
-    joint_recorded_tables,
-    merge_sources,
-    named_fits,
-    per_recipe,
-    read_source,
+    input_files,
+    plot_table,
+    read_fits,
     read_table_file,
     read_validation,
+    report_table,
 )
 from loopscale.atomic import check_outputs_apart
 from loopscale.cli import COMMANDS, UsageError
 from loopscale.cli.arguments import DPI, check_dpi
-from loopscale.fit.result import load_fit
-from loopscale.fit.runs_table import ColumnMap, drop_top_k
-from loopscale.plots.inputs import free_multipliers
-from loopscale.plots.registry import FIGURE_NAMES, FORMATS, figures, save_figures
+from loopscale.fit.runs_table import ColumnMap
+from loopscale.plots.registry import figure_paths, figures, save_figures
 
 
 def register(subparsers) -> None:
@@ -117,21 +114,6 @@ def _figure_options(p: argparse.ArgumentParser) -> None:
     )
 
 
-def _load_fits(args):
-    """(fit, compare fits, free fit) with a UsageError naming the bad file."""
-    fit = load_fit(args.fit) if args.fit else None
-    compare = {path: load_fit(path) for path in args.compare}
-    free = load_fit(args.free) if args.free else None
-    if free is not None:
-        free_multipliers(free)  # checks it is a looped-free fit
-    if compare and fit is None:
-        raise UsageError("--compare needs --fit")
-    for f in ([fit] if fit is not None else []) + list(compare.values()):
-        if compare and "phi" not in f.params:
-            raise UsageError(f"--compare needs looped fits with phi; got a {f.law!r} fit")
-    return fit, named_fits(compare), free
-
-
 def _draw(table, fit, compare, free):
     try:
         return figures(table, fit, compare, free)
@@ -148,36 +130,13 @@ def run_plot(args: argparse.Namespace) -> int:
     for path in args.tables:
         if not Path(path).is_file():  # said before the fit is read: the first argument is the first problem
             read_table_file(path)
-    check_outputs_apart(_figure_outputs(out_dir), _inputs(args, args.tables))
-    fit, compare, free = _load_fits(args)
-    table, _ = merge_sources([(read_table_file(t, columns, fit.law), None) for t in args.tables])
-    if per_recipe(fit):
-        extra = joint_recorded_tables(fit, table, Path(args.fit))
-        table = merge_sources([(table, None), *extra])[0] if extra else table
-    table = drop_top_k(table, args.drop_top_k)
-    paths = _save(_draw(table, fit, compare, free), out_dir, args.dpi)
+    check_outputs_apart(figure_paths(out_dir), input_files(args.tables, args.fit, args.compare, args.free))
+    fit, compare, free = read_fits(args.fit, args.compare, args.free)
+    table = plot_table(args.tables, columns, fit, args.fit, args.drop_top_k)
+    paths = save_figures(_draw(table, fit, compare, free), out_dir, args.dpi)
     for path in paths:
         print(path)
     return 0
-
-
-def _figure_outputs(out_dir: Path, prefix: str = "") -> list[tuple[str, Path]]:
-    """Every file a figure may be written to (plots/registry.py names them): none may be an input."""
-    return [("a figure", out_dir / f"{prefix}{name}.{fmt}") for name in FIGURE_NAMES for fmt in FORMATS]
-
-
-def _inputs(args, tables) -> list[tuple[str, Path]]:
-    """The files plot / report read: the tables, the fit and the fits beside it, the validation record."""
-    found = [("the input table", Path(t)) for t in tables if Path(t).is_file()]
-    found += [("the fit", Path(args.fit))] if args.fit else []
-    found += [("a --compare fit", Path(p)) for p in args.compare]
-    found += [("the --free fit", Path(args.free))] if args.free else []
-    found += [("the --validation record", Path(v)) for v in [getattr(args, "validation", None)] if v]
-    return found
-
-
-def _save(drawn, out_dir: Path, dpi: int, prefix: str = "") -> list[Path]:
-    return save_figures(drawn, out_dir, dpi, prefix=prefix)
 
 
 def report_prefix(out_path: Path) -> str:
@@ -195,25 +154,18 @@ def run_report(args: argparse.Namespace) -> int:
         if not Path(source).exists():
             raise UsageError(f"{source} does not exist")
     figures_dir = Path(args.figures) if args.figures else out_path.parent / "figures"
-    outputs = [("--out", out_path), *_figure_outputs(figures_dir, report_prefix(out_path))]
-    check_outputs_apart(outputs, _inputs(args, args.sources))
-    fit, compare, free = _load_fits(args)
+    outputs = [("--out", out_path), *figure_paths(figures_dir, report_prefix(out_path))]
+    inputs = input_files(args.sources, args.fit, args.compare, args.free, args.validation)
+    check_outputs_apart(outputs, inputs)
+    fit, compare, free = read_fits(args.fit, args.compare, args.free)
     validation, other_fit = read_validation(args.validation, fit, args.fit, args.allow_other_fit)
-    law = fit.law if fit is not None else None
-    parts = [read_source(Path(s), columns, law) for s in args.sources]
-    table, problems = merge_sources(parts)
-    extra = []
-    if fit is not None and per_recipe(fit) and len(table):
-        extra = joint_recorded_tables(fit, table, Path(args.fit))
-        table, problems = merge_sources([(table, problems), *extra]) if extra else (table, problems)
-    if len(table):
-        table = drop_top_k(table, args.drop_top_k)
+    table, problems = report_table(args.sources, columns, fit, args.fit, args.drop_top_k)
     drawn = {}
     if fit is not None:
         if len(table) == 0:
             raise UsageError(f"{', '.join(args.sources)} has no finished runs to draw the fit against")
         drawn = _draw(table, fit, compare, free)
-    paths = _save(drawn, figures_dir, args.dpi, report_prefix(out_path)) if drawn else []
+    paths = save_figures(drawn, figures_dir, args.dpi, prefix=report_prefix(out_path)) if drawn else []
     names = [Path(s).resolve().name for s in args.sources]
     title = args.title or f"loopscale report: {' + '.join(names)}"
     cond = fit_verdict(table, fit)

@@ -28,8 +28,7 @@ from loopscale.analysis.power_designs import MAX_SEEDS, MAX_SIMS, PowerRequest, 
 from loopscale.atomic import check_outputs_apart, check_writable, write_text_atomic
 from loopscale.cli import COMMANDS, UsageError, usage_error
 from loopscale.cli.arguments import add_probe_argument
-from loopscale.errors import not_one_of
-from loopscale.fit.pilot import DENSE, Truth, truth_from_fit
+from loopscale.fit.pilot import Truth, stated_law, truth_from_fit
 from loopscale.fit.resample import resolve_jobs
 from loopscale.plots.files import figure_files, write_figure
 from loopscale.plots.power import power_figure
@@ -90,13 +89,6 @@ def register(subparsers) -> None:
     p.set_defaults(func=run)
 
 
-def _finite(text: str) -> float:
-    value = float(text)
-    if value != value or value in (float("inf"), float("-inf")):
-        raise argparse.ArgumentTypeError(f"must be a finite number; got {text}")
-    return value
-
-
 def _positive(text: str) -> float:
     value = float(text)
     if not value > 0:
@@ -145,26 +137,6 @@ def _truth(args):
         raise UsageError("--law needs --sigma (the seed sigma of log L)")
     share = 1.0 if args.parent_share is None else args.parent_share
     return Truth(stated_law(args.law), args.sigma, share, "stated (--sigma)")
-
-
-def stated_law(text: str) -> dict[str, float]:
-    """--law "E=1.57,A=28,...": each of E, A, alpha, B, beta, phi once, a finite number (a key twice, a key the
-    law does not have, or a value that is no number is refused, not taken or dropped)."""
-    known = (*DENSE, "phi")
-    params: dict[str, float] = {}
-    for item in (part.strip() for part in text.split(",") if part.strip()):
-        key, sep, value = (x.strip() for x in item.partition("="))
-        if not sep:
-            raise UsageError(f"--law {text!r}: give NAME=VALUE pairs, e.g. E=1.57,A=28,alpha=0.2,...")
-        if key not in known:
-            raise UsageError(str(not_one_of("--law key", key, known, what="a parameter of the law")))
-        if key in params:
-            raise UsageError(f"--law {text!r}: {key} is given twice")
-        try:
-            params[key] = _finite(value)
-        except (ValueError, argparse.ArgumentTypeError):
-            raise UsageError(f"--law {text!r}: {key}={value!r} is not a finite number") from None
-    return params
 
 
 def _write(args, record: dict, text: str) -> None:

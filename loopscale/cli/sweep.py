@@ -13,7 +13,7 @@ from loopscale.cli import COMMANDS, usage_error
 from loopscale.cli.arguments import add_probe_argument
 from loopscale.config.schema import with_vocab
 from loopscale.launch.estimate import launcher_limits_of, print_limit_warnings
-from loopscale.launch.grid_cost import cpu_line, cpu_totals, seed_line
+from loopscale.launch.grid_cost import cpu_line, cpu_totals, lr_grid_line, seed_line
 from loopscale.launch.sweep import describe, expand, with_compile
 
 
@@ -64,26 +64,6 @@ def run(args: argparse.Namespace) -> int:
         if line:
             print(line)
     return 0
-
-
-def lr_grid_line(rows: list[dict]) -> str | None:
-    """The lr grid's cost (hydra/sweeper=lr_grid: the jobs with optim.lr_scale != 1) against the grid's, or None
-    without one: what the lr-confound check adds to a sweep, said before anything is launched."""
-    extra = [row for row in rows if row["lr_scale"] != 1.0]
-    if not extra:
-        return None
-    grid_flops = sum(row["C"] for row in rows if row["lr_scale"] == 1.0)
-    extra_flops = sum(row["C"] for row in extra)
-    multipliers = sorted({round(row["lr_scale"], 3) for row in extra})
-    budgets = sorted({row["C_budget"] for row in extra if row["C_budget"] is not None})
-    where = f" at C = {', '.join(f'{b:.3g}' for b in budgets)}" if budgets else ""
-    hours = [row.get("cpu_hours") for row in extra]
-    cpu = f", {sum(hours):.3g} CPU h" if hours and all(h is not None for h in hours) else ""
-    share = f"{100 * extra_flops / grid_flops:.1f}% of the grid's {grid_flops:.3g} FLOPs" if grid_flops else "no grid"
-    return (
-        f"lr grid: {len(extra)} extra jobs{where}, lr x {', '.join(f'{m:g}' for m in multipliers)} "
-        f"(x1 is the grid's run): {extra_flops:.3g} FLOPs = {share}{cpu}"
-    )
 
 
 def _print_table(rows: list[dict]) -> None:

@@ -123,6 +123,21 @@ def compute_optimal(
     )
 
 
+def optima_beside_dense(
+    params: Mapping[str, float], C: float, sizes: EquivalentSizes, once_fraction: float, flops=None, dense_flops=None
+) -> list[ComputeOptimum]:
+    """The compute-optimal point at budget C of the r = 1 model and of the looped one (`sizes`: its r and N's), each
+    with its own FLOPs per token per parameter: F / N_unique and F / N_cost when given (`flops`, `dense_flops`:
+    `loopscale params`'s training FLOPs per token), else 6 (`loopscale equiv --budget`)."""
+    per_param = {1.0: 6.0, sizes.r: 6.0}  # F / (N_once + r N_rec) per r: each r's own FLOPs per token
+    for r, F, N in ((1.0, dense_flops, sizes.N_unique), (sizes.r, flops, sizes.N_cost)):
+        if F is not None:
+            if not F > 0:
+                raise InputError(f"FLOPs per token must be > 0; got {F}")
+            per_param[r] = F / N
+    return [compute_optimal(params, C, r, frac, per_param[r]) for r, frac in ((1.0, 1.0), (sizes.r, once_fraction))]
+
+
 def parabola_optima(table: pd.DataFrame, size_col: str = "N", min_points: int = 3) -> pd.DataFrame:
     """Empirical optimum per (r, C) by fitting L = c2 (log N)^2 + c1 log N + c0.
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.stats import chi2
 
-from loopscale.errors import InputError
+from loopscale.errors import InputError, not_one_of
 from loopscale.fit.bounds import BOUNDS, DPHI_BOUNDS
 from loopscale.fit.laws.looped import Looped
 from loopscale.fit.laws.looped_joint import LoopedJoint
@@ -87,6 +87,28 @@ def check_in_box(params: Mapping[str, float], delta_phi: float = 0.0) -> None:
             f"phi + delta-phi = {phi:.4g} (delta-phi {delta_phi:+.4g}) is outside the fitter's box "
             f"phi in {BOUNDS['phi']}, delta-phi in {DPHI_BOUNDS}: refused"
         )
+
+
+def stated_law(text: str) -> dict[str, float]:
+    """`power --law "E=1.57,A=28,..."`: each of E, A, alpha, B, beta, phi once, a finite number (a key twice, a key
+    the law does not have, or a value that is no number is refused in one line, not taken or dropped)."""
+    known = (*DENSE, "phi")
+    params: dict[str, float] = {}
+    for item in (part.strip() for part in text.split(",") if part.strip()):
+        key, sep, value = (x.strip() for x in item.partition("="))
+        if not sep:
+            raise InputError(f"--law {text!r}: give NAME=VALUE pairs, e.g. E=1.57,A=28,alpha=0.2,...")
+        if key not in known:
+            raise not_one_of("--law key", key, known, error=InputError, what="a parameter of the law")
+        if key in params:
+            raise InputError(f"--law {text!r}: {key} is given twice")
+        try:
+            params[key] = float(value)
+        except ValueError:
+            params[key] = math.nan
+        if not math.isfinite(params[key]):
+            raise InputError(f"--law {text!r}: {key}={value!r} is not a finite number")
+    return params
 
 
 def tail_dof_of_variance(dof: float, tail_dof: float | None, dof_per_row: float) -> float:

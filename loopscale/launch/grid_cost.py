@@ -1,7 +1,7 @@
 """A grid's cost on the local pool, before anything is trained: one row per job (`launch/sweep.plan_rows`: FLOPs
 trained forked and as independent runs, GPU hours, probed CPU hours), the pool the jobs will run on (its size and
 what the probes measured), the totals of any set of rows (`loopscale plan`, `sweep`, `power`) and their one-line
-summaries."""
+summaries (a further seed's cost, the lr grid's, the CPU hours)."""
 
 from __future__ import annotations
 
@@ -133,6 +133,26 @@ def seed_line(rows: list[dict]) -> str | None:
         f"seeds {seeds}: {cost['jobs_per_seed']} jobs each; the first seed ~{_duration(cost['first_seed_cpu_h'])} "
         f"CPU, each further seed ~{_duration(cost['further_seed_cpu_h'])} (its models loaded from the compiled-graph "
         f"cache where compiled)"
+    )
+
+
+def lr_grid_line(rows: list[dict]) -> str | None:
+    """The lr grid's cost (hydra/sweeper=lr_grid: the jobs with optim.lr_scale != 1) against the grid's, or None
+    without one: what the lr-confound check adds to a sweep, said before anything is launched."""
+    extra = [row for row in rows if row["lr_scale"] != 1.0]
+    if not extra:
+        return None
+    grid_flops = sum(row["C"] for row in rows if row["lr_scale"] == 1.0)
+    extra_flops = sum(row["C"] for row in extra)
+    multipliers = sorted({round(row["lr_scale"], 3) for row in extra})
+    budgets = sorted({row["C_budget"] for row in extra if row["C_budget"] is not None})
+    where = f" at C = {', '.join(f'{b:.3g}' for b in budgets)}" if budgets else ""
+    hours = [row.get("cpu_hours") for row in extra]
+    cpu = f", {sum(hours):.3g} CPU h" if hours and all(h is not None for h in hours) else ""
+    share = f"{100 * extra_flops / grid_flops:.1f}% of the grid's {grid_flops:.3g} FLOPs" if grid_flops else "no grid"
+    return (
+        f"lr grid: {len(extra)} extra jobs{where}, lr x {', '.join(f'{m:g}' for m in multipliers)} "
+        f"(x1 is the grid's run): {extra_flops:.3g} FLOPs = {share}{cpu}"
     )
 
 

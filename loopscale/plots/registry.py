@@ -39,6 +39,11 @@ def fit_figures() -> tuple[FitFigure, ...]:
 FIGURE_NAMES = tuple(dict.fromkeys(f.name for f in fit_figures()))
 
 
+def figure_paths(out_dir: Path, prefix: str = "") -> list[tuple[str, Path]]:
+    """Every file a figure may be written to in `out_dir` (`save_figures` with `prefix`): none may be an input."""
+    return [("a figure", Path(out_dir) / f"{prefix}{name}.{fmt}") for name in FIGURE_NAMES for fmt in FORMATS]
+
+
 def figure_names(tables: str) -> tuple[str, ...]:
     """The names of the figures a fit of `tables` ("runs" or "curves", `FitFigure.tables`) can get, in rank order:
     a curves fit's rows are evaluations along runs, not runs, so it gets its curves and phi's evidence, not the

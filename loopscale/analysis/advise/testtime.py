@@ -9,24 +9,54 @@ to `reach` x its largest measured r_eval with F(r) <= the budget is a candidate,
 the model's best is the fewest passes within TIE_REL (0.01%) of its lowest loss (a saturated curve still falls by
 1e-9 a pass), the advice the best over models. A candidate beyond the
 model's largest measured r_eval is extrapolated and marked so; a model whose fit is "not measured" carries that
-verdict into its row. Pure: no fitting, no torch.
+verdict into its row. Pure: no fitting, no torch. `read_testtime_record` tells a test-time fit from others,
+`recorded_table` reads the table it was fitted to, `inference_lines` is what `advise` prints.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from loopscale.errors import InputError
-from loopscale.fit.testtime import curve
+from loopscale.fit.laws.registry import find_law
+from loopscale.fit.result import read_fit_json
+from loopscale.fit.runs_table import read_table
+from loopscale.fit.testtime import TestTimeColumns, curve, testtime_table
 
 FLOPS_COLUMN = "flops_per_token_eval"  # what collect writes: forward FLOPs per token at r_eval
 REACH = 2.0  # candidates up to this many times a model's largest measured r_eval
 # a pass is worth running when it gains more than this share of the loss: on a saturated curve the loss still falls
 # by 1e-9 a pass, and the fewest passes within this of the lowest are the model's best
 TIE_REL = 1e-4
+
+
+def read_testtime_record(path: str) -> dict | None:
+    """The record at `path` when it is a test-time fit (its law reads a test-time table), else None."""
+    try:
+        record = read_fit_json(path)  # its size, value count and depth bounded as every fit record's
+    except InputError:
+        return None  # advise's own reading says what is wrong with it
+    law = find_law(str(record.get("law"))) if isinstance(record, dict) else None
+    return record if law is not None and law.table == "test-time" else None
+
+
+def recorded_table(record: dict, path=None) -> tuple[Path, pd.DataFrame]:
+    """(path, the test-time table at `path`, default the one the fit read, mapped with the columns the fit used)."""
+    path = Path(path or record["input"]["path"])
+    if not path.is_file():
+        raise InputError(f"the test-time table {path} is not a file: give it with --table PATH")
+    mapping = {k: v for k, v in record["input"].get("columns", {}).items() if v is not None}
+    columns = TestTimeColumns(
+        model=mapping.get("model", "model"),
+        r_eval=mapping.get("r_eval", "r_eval"),
+        r_train=mapping.get("r_train", "r_train"),
+        L=mapping.get("L"),
+    )
+    return path, testtime_table(read_table(path), columns)
 
 
 def flops_line(rows: pd.DataFrame) -> tuple[float, float]:
@@ -102,3 +132,19 @@ def _answer(best: dict, feasible: list[dict]) -> str:
     if best["N_unique"] < runner["N_unique"]:
         return f"{head}: more passes of the smaller model beat the bigger one ({gap})"
     return f"{head}: the bigger model at fewer passes beats more passes of the smaller one ({gap})"
+
+
+def inference_lines(out: dict[str, Any], inference_flops: float, path) -> list[str]:
+    """What `advise TT.json --max-inference-flops I` prints: each model's best pass count (or that one pass is over
+    the budget), then the answer."""
+    lines = [f"inference budget {inference_flops:.3g} forward FLOPs per token (test-time fit, {path}):"]
+    for m in out["per_model"]:
+        if not m["feasible"]:
+            lines.append(f"  {m['model']}: one pass needs {m['flops_at_r1']:.3g} FLOPs per token, over the budget")
+            continue
+        note = " (extrapolated past its measured r_eval)" if m["extrapolated"] else ""
+        lines.append(
+            f"  {m['model']} ({m['trained']}): r = {m['r']}, L = {m['L']:.4g}, {m['flops_per_token']:.3g} "
+            f"FLOPs per token{note}; {m['verdict']}"
+        )
+    return [*lines, out["answer"]]

@@ -31,12 +31,30 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from loopscale.errors import InputError
 from loopscale.fit.isoflop import WINDOW_RULE, budget_curve, window_of, window_vertex
 from loopscale.fit.replicates import replicate_groups
+from loopscale.fit.runs_table import ColumnMap, canonical_table
 from loopscale.fit.runs_table import budgets as budget_labels  # the rule the fit and the figures group by
 from loopscale.fit.seed_sigma import within_point
 
 N_BOOTSTRAP = 400
+
+
+def approach2_table(raw: pd.DataFrame, columns: ColumnMap, budget_col: str = "C_budget", source="the table"):
+    """Any iso-FLOP table (`loopscale isoflop`) as `iso_flop_exponent` reads it: N, C and L mapped as `fit` maps them
+    (C = 6 N D where only D is given), its r (the r = 1 rows are used) and each run's budget from `budget_col`
+    when the table has it (a name other than the default that it lacks is refused)."""
+    table = canonical_table(raw, "chinchilla", columns)
+    if "C" not in table.columns:
+        table["C"] = 6 * table["N"] * table["D"]
+    if "r" in raw.columns:
+        table["r"] = raw["r"].to_numpy()
+    if budget_col in raw.columns:
+        table["C_budget"] = raw[budget_col].to_numpy()
+    elif budget_col != "C_budget":
+        raise InputError(f"--budget-col {budget_col!r} is not a column of {source}: {list(raw.columns)}")
+    return table
 
 
 def _sigma_log(table: pd.DataFrame, log_L: np.ndarray, curves: list) -> tuple[float | None, str]:
