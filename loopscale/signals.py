@@ -20,6 +20,7 @@ import contextlib
 import ctypes
 import os
 import signal
+import sys
 import threading
 from collections.abc import Iterator
 
@@ -27,6 +28,7 @@ from loopscale.errors import exception_chain
 
 EXIT_INTERRUPTED = 128 + signal.SIGINT  # 130
 EXIT_TERMINATED = 128 + signal.SIGTERM  # 143
+EXIT_BROKEN_PIPE = 128 + signal.SIGPIPE  # 141: what a shell reports for a writer whose reader went away
 
 
 class Terminated(SystemExit):
@@ -193,3 +195,15 @@ def die_with_parent(signum: int, parent_pid: int) -> None:
         return
     if os.getppid() != parent_pid:
         os.kill(os.getpid(), signum)
+
+
+def reader_gone() -> int:
+    """stdout's reader closed the pipe: point stdout at /dev/null so the interpreter's last flush cannot
+    fail again (Python would print "Exception ignored ... BrokenPipeError"), and exit like a writer killed by
+    SIGPIPE."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):  # not a real file (captured in-process): nothing to flush
+        pass
+    return EXIT_BROKEN_PIPE

@@ -378,10 +378,12 @@ def build_report(
     warnings: Sequence[str] = (),
     validation: dict | None = None,
 ) -> str:
-    """The report as Markdown text (figure links relative to out_dir). conditioning: the fit JSON's
-    "conditioning" block (default: read from `fit` when it carries one); drop_top_k: how many highest-loss
-    rows the table was read without (said in the report); warnings: lines shown above the law (input_warning);
-    validation: a `loopscale validate` record (its section follows the conditioning checks)."""
+    """The report as Markdown text. table: the runs table (as `collect` writes it); fit: a FitResult, its JSON
+    dict, a path, or None; figures: figure paths (e.g. from `plots.save_all`: PNG and PDF), linked relative to
+    out_dir; problems: the second value of `collect.collect(sweep_dir)` (None: the section is left out, as for a
+    bare table); conditioning: the fit JSON's "conditioning" block (default: read from `fit` when it carries one);
+    drop_top_k: how many highest-loss rows the table was read without (said in the report); warnings: lines shown
+    above the law (input_warning); validation: a `loopscale validate` record (its section follows the checks)."""
     out_dir = Path(out_dir)
     parts = [f"# {title}", *(f"> **Warning:** {line}" for line in warnings)]
     if fit is not None:
@@ -403,28 +405,9 @@ def build_report(
     return "\n\n".join(parts) + "\n"
 
 
-def write_report(
-    table: pd.DataFrame,
-    fit=None,
-    figures: Sequence[Path] = (),
-    out_path="report.md",
-    problems: Sequence[dict] | None = None,
-    title: str = "loopscale report",
-    conditioning: Conditioning | None = None,
-    drop_top_k: int = 0,
-    warnings: Sequence[str] = (),
-    validation: dict | None = None,
-) -> Path:
-    """Write the Markdown report to out_path and return it.
-
-    table: the runs table (as `collect` writes it); fit: a FitResult, its JSON dict, a path, or None;
-    figures: figure paths (e.g. from `plots.save_all`: PNG and PDF), linked relative to the report; problems:
-    the second value of `collect.collect(sweep_dir)` (None: the section is left out, as for a bare table);
-    conditioning, drop_top_k, warnings, validation: as `build_report`.
-    """
+def write_report(table: pd.DataFrame, fit=None, figures: Sequence[Path] = (), out_path="report.md", **sections) -> Path:
+    """Write the Markdown report (`build_report`, its figures linked relative to out_path) to out_path and return
+    it. `sections`: build_report's problems, title, conditioning, drop_top_k, warnings, validation."""
     out_path = Path(out_path)
-    text = build_report(
-        table, fit, figures, out_path.parent, problems, title, conditioning, drop_top_k, warnings, validation
-    )
-    write_text_atomic(out_path, text)
+    write_text_atomic(out_path, build_report(table, fit, figures, out_path.parent, **sections))
     return out_path

@@ -11,12 +11,11 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import os
 import sys
 from typing import NamedTuple
 
 from loopscale.errors import LoopscaleError, closest, user_error
-from loopscale.signals import EXIT_INTERRUPTED, EXIT_TERMINATED, Terminated, raise_on_sigterm
+from loopscale.signals import EXIT_INTERRUPTED, EXIT_TERMINATED, Terminated, raise_on_sigterm, reader_gone
 
 
 class Command(NamedTuple):
@@ -119,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout.flush()  # what is still buffered goes now, while a closed pipe is still caught below
         return code
     except BrokenPipeError:  # `loopscale params | head`: the reader left; end quietly, as `yes | head` does
-        return _reader_gone()
+        return reader_gone()
     except Exception as err:  # the user's to fix (loopscale/errors.py): one line, no traceback
         found = user_error(err)
         if found is None:
@@ -134,21 +133,6 @@ def main(argv: list[str] | None = None) -> int:
     except Terminated:
         print(f"loopscale {args.command}: terminated", file=sys.stderr)
         return EXIT_TERMINATED
-
-
-EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE: what a shell reports for a writer whose reader went away
-
-
-def _reader_gone() -> int:
-    """stdout's reader closed the pipe: point stdout at /dev/null so the interpreter's last flush cannot
-    fail again (Python would print "Exception ignored ... BrokenPipeError"), and exit like a writer killed by
-    SIGPIPE."""
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-    except (OSError, ValueError, AttributeError):  # not a real file (captured in-process): nothing to flush
-        pass
-    return EXIT_BROKEN_PIPE
 
 
 if __name__ == "__main__":

@@ -23,8 +23,7 @@ from loopscale.analysis.advise.testtime import inference_advice, inference_lines
 from loopscale.analysis.advise.text import render
 from loopscale.atomic import atomic_path, check_outputs_apart
 from loopscale.cli import COMMANDS, UsageError
-from loopscale.cli.arguments import DPI, check_dpi
-from loopscale.plots.files import write_figure
+from loopscale.plots.files import DPI, check_dpi, write_figure
 
 FAMILIES = ("auto", "paper", "demo", "cpu", "custom")
 

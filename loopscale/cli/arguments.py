@@ -1,6 +1,6 @@
 """The arguments several commands read the same way: a fit JSON named on the command line (read with a one-line
-error), and `--dpi` (its default and range). Light on purpose: `fit` and `advise` take `--dpi` without loading
-matplotlib, `equiv` and `compare` read a fit without loading the optimiser."""
+error; light on purpose: `equiv` and `compare` read a fit without loading the optimiser), and `--no-probe`.
+`--dpi`'s default and range are `loopscale.plots.files`."""
 
 from __future__ import annotations
 
@@ -9,14 +9,6 @@ import argparse
 from loopscale.cli import UsageError
 from loopscale.errors import LoopscaleError
 from loopscale.fit.result import FitResult
-
-# loopscale/plots/registry.py DPI, written out: a parser taking --dpi must not import matplotlib
-DPI = 200
-
-
-def check_dpi(dpi: int) -> None:
-    if not 10 <= dpi <= 1000:
-        raise UsageError(f"--dpi must be between 10 and 1000; got {dpi}")
 
 
 def read_fit_arg(path: str) -> FitResult:

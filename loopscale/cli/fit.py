@@ -21,6 +21,7 @@ import argparse
 import dataclasses
 
 from loopscale.analysis import fitting
+from loopscale.analysis.fit_files import figure_table, output_paths
 from loopscale.cli import COMMANDS, UsageError
 from loopscale.cli.arguments import read_fit_arg
 from loopscale.fit.curves.registry import curve_law_names
@@ -34,7 +35,7 @@ from loopscale.fit.verdict import compare_conditioning
 from loopscale.fit.verdict_render import verdict_lines
 
 from . import fit_curves
-from .fit_output import figure_table, output_paths, write_results
+from .fit_output import write_results
 from .fit_testtime import register_options, run_testtime_fit
 
 
@@ -184,7 +185,7 @@ def run_fit(args: argparse.Namespace) -> int:
     if args.joint:
         law = fitting.joint_law(req)
         tables, inputs = fitting.read_joint_tables(req, law)
-        out_paths, plot_paths = output_paths(args, [None])
+        out_paths, plot_paths = output_paths(args.out, args.plot, args.dpi, args.tables, [None])
         table, recipes, n_duplicates = fitting.merged_joint_table(req, tables)
         figures = [figure_table(table, plot_paths[0])]
         result = fitting.fit_joint_table(req, law, table, recipes, inputs, n_duplicates)
@@ -194,7 +195,7 @@ def run_fit(args: argparse.Namespace) -> int:
             f"{len(args.tables)} tables given: several tables need --joint COL (one joint fit over the recipes in COL)"
         )
     raw, tables = fitting.group_tables(req)
-    out_paths, plot_paths = output_paths(args, [g for g, _ in tables])
+    out_paths, plot_paths = output_paths(args.out, args.plot, args.dpi, args.tables, [g for g, _ in tables])
     figures = [figure_table(table, path) for (_, table), path in zip(tables, plot_paths)]
     return write_results(fitting.fit_groups(req, raw, tables), out_paths, plot_paths, figures, args.dpi)
 

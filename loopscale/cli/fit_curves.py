@@ -18,14 +18,17 @@ import pandas as pd
 
 from loopscale.atomic import atomic_path, check_writable, write_json_atomic
 from loopscale.cli import UsageError
-from loopscale.cli.arguments import check_dpi
-from loopscale.fit.curves.fit import fit_and_predict, prediction_rows, result_lines
+from loopscale.fit.curves.fit import (
+    curve_fit_record,
+    fit_and_predict,
+    prediction_rows,
+    read_trained_curves,
+    result_lines,
+)
 from loopscale.fit.curves.registry import curve_law, curve_law_names
-from loopscale.fit.curves.table import CurveColumns, read_curves, trained_r_rows
+from loopscale.fit.curves.table import CurveColumns
 from loopscale.fit.objective import Loss
-from loopscale.fit.runs_table import read_table
-from loopscale.plots.files import figure_files, write_figure
-from loopscale.provenance import git_commit
+from loopscale.plots.files import check_dpi, figure_files, write_figure
 
 DEFAULT_CURVE_LAW = "multipower"
 DEFAULT_CURVE_LOSS = "val_loss"  # what `loopscale collect` names the validation loss of curves.csv
@@ -81,7 +84,9 @@ def run_curve_fit(args: argparse.Namespace) -> int:
         if path:
             check_writable(path, what)
     columns = CurveColumns(args.run_col, args.step_col, args.lr_col, args.loss_col or DEFAULT_CURVE_LOSS)
-    curves = read_trained_curves(args.tables[0], columns, warmup_from_zero=args.lr_before_first == "zero")
+    curves, other_r = read_trained_curves(args.tables[0], columns, warmup_from_zero=args.lr_before_first == "zero")
+    if other_r:
+        print(f"read each run's curve at its trained r: {other_r} rows scored at another r_eval left out")
     law = curve_law(law_name)
     if args.warmup_drops:
         if not hasattr(law, "warmup_drops"):
@@ -91,15 +96,7 @@ def run_curve_fit(args: argparse.Namespace) -> int:
     for line in result_lines(result):
         print(line)
     if args.out:
-        record = {
-            **result.to_json(),
-            "table": str(args.tables[0]),
-            "columns": vars(columns),
-            "warmup_drops": bool(args.warmup_drops),
-            "lr_before_first": args.lr_before_first,
-            "holdout_summary": result.holdout_summary(),
-            "git_commit": git_commit(),
-        }
+        record = curve_fit_record(result, args.tables[0], columns, args.warmup_drops, args.lr_before_first)
         write_json_atomic(args.out, record)
         print(f"wrote {args.out}")
     if args.predictions:
@@ -114,13 +111,3 @@ def run_curve_fit(args: argparse.Namespace) -> int:
         for path in write_figure(figure, plots, args.dpi):
             print(f"wrote {path}")
     return 0
-
-
-def read_trained_curves(path, columns: CurveColumns, warmup_from_zero: bool) -> list:
-    """The table's curves (`read_curves`), each run's at its trained r: a table scored across r (an r_eval column,
-    trainer.curve_r_eval) says how many rows of other pass counts it leaves out."""
-    table = read_table(path)
-    other_r = len(table) - len(trained_r_rows(table))
-    if other_r:
-        print(f"read each run's curve at its trained r: {other_r} rows scored at another r_eval left out")
-    return read_curves(table, columns, warmup_from_zero=warmup_from_zero)

@@ -19,13 +19,14 @@ from pathlib import Path
 
 from loopscale.atomic import check_writable, json_safe, write_json_atomic
 from loopscale.cli import UsageError
-from loopscale.cli.arguments import check_dpi, read_fit_arg
+from loopscale.cli.arguments import read_fit_arg
 from loopscale.fit.objective import Loss
 from loopscale.fit.result import file_sha256
 from loopscale.fit.runs_table import read_table
-from loopscale.fit.testtime import SHAPES, TestTimeColumns, fit_testtime, phi_rows, testtime_table
+from loopscale.fit.testtime import SHAPES, TestTimeColumns, fit_testtime, testtime_table
+from loopscale.fit.testtime_phi import phi_rows
 from loopscale.fit.testtime_text import testtime_lines
-from loopscale.plots.files import figure_files, write_figure
+from loopscale.plots.files import check_dpi, figure_files, write_figure
 
 # `fit` options that mean nothing to a test-time table: refused, not ignored
 NOT_FOR_TESTTIME = {

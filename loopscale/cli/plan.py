@@ -19,7 +19,7 @@ from rich.table import Table
 
 from loopscale.cli import COMMANDS, usage_error
 from loopscale.cli.arguments import add_probe_argument
-from loopscale.launch.grid_cost import cpu_line, plan_totals, seed_line
+from loopscale.launch.grid_cost import PLAN_COLUMNS, over_limit_lines, plan_cells, plan_lines, plan_totals
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -41,7 +41,8 @@ def run(args: argparse.Namespace) -> int:
         rows, total = plan_totals(args.overrides, args.probe)
     except (HydraException, ValueError) as err:
         raise usage_error(err) from err
-    _warn_over_limits(rows)
+    for line in over_limit_lines(rows):
+        print(line, file=sys.stderr)
     if args.json:
         for row in rows:
             print(json.dumps(row))
@@ -51,62 +52,12 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _warn_over_limits(rows: list[dict]) -> None:
-    for r in rows:
-        if not r["fits_limits"]:
-            print(
-                f"WARNING: job {r['run_name']} needs ~{r['wall_h']:.1f} h but the launcher allows "
-                f"{r['allowed_h']:.1f} h (timeout x (max requeues + 1), less requeue losses)",
-                file=sys.stderr,
-            )
-
-
-COLUMNS = (
-    "run_name",
-    "r",
-    "d_model",
-    "points",
-    "steps",
-    "longest",
-    "C independent",
-    "C forked",
-    "ratio",
-    "GPU h",
-    "CPU tok/s",
-    "CPU h",
-    "compile",
-)
-
-
 def _print_table(rows: list[dict], total: dict) -> None:
-    """One row per job, every cell one number: steps = the optimizer steps the job trains (a forked job: its
-    parent to the last fork plus each cooldown), longest = its longest point's steps (the JSON lists each
-    point's steps and fork step)."""
     table = Table(title=f"{total['jobs']} jobs, {total['points']} points")
-    for col in COLUMNS:
+    for col in PLAN_COLUMNS:
         table.add_column(col, justify="left" if col == "run_name" else "right")
-    for r in rows:
-        table.add_row(
-            r["run_name"],
-            str(r["r"]),
-            str(r["d_model"]),
-            str(r["points"]),
-            str(r["steps_trained"]),
-            str(max(r["steps"])),
-            f"{r['C_independent']:.4g}",
-            f"{r['C_forked']:.4g}",
-            f"{r['C_independent'] / r['C_forked']:.2f}",
-            f"{r['gpu_hours']:.1f}" + ("" if r["fits_limits"] else " !"),
-            "-" if r.get("cpu_tokens_per_s") is None else f"{r['cpu_tokens_per_s']:.0f}",
-            "-" if r.get("cpu_hours") is None else f"{r['cpu_hours']:.3g}",
-            str(r["compile"]),
-        )
+    for row in rows:
+        table.add_row(*plan_cells(row))
     Console(width=max(Console().width, 140)).print(table)
-    print(
-        f"total training compute: independent {total['C_independent']:.4g} FLOPs, forked {total['C_forked']:.4g} "
-        f"FLOPs: {total['ratio']:.2f}x cheaper; ~{total['gpu_hours']:.3g} GPU hours at the assumed MFU"
-    )
-    print(cpu_line(total))
-    line = seed_line(rows)
-    if line:
+    for line in plan_lines(rows, total):
         print(line)

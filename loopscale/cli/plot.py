@@ -32,8 +32,8 @@ from loopscale.analysis.report_inputs import (
 )
 from loopscale.atomic import check_outputs_apart
 from loopscale.cli import COMMANDS, UsageError
-from loopscale.cli.arguments import DPI, check_dpi
 from loopscale.fit.runs_table import ColumnMap
+from loopscale.plots.files import DPI, check_dpi
 from loopscale.plots.registry import figure_paths, figures, save_figures
 
 

@@ -13,7 +13,7 @@ from loopscale.cli import COMMANDS, usage_error
 from loopscale.cli.arguments import add_probe_argument
 from loopscale.config.schema import with_vocab
 from loopscale.launch.estimate import launcher_limits_of, print_limit_warnings
-from loopscale.launch.grid_cost import cpu_line, cpu_totals, lr_grid_line, seed_line
+from loopscale.launch.grid_cost import SWEEP_COLUMNS, sweep_cells, sweep_lines
 from loopscale.launch.sweep import describe, expand, with_compile
 
 
@@ -58,53 +58,15 @@ def run(args: argparse.Namespace) -> int:
             print(json.dumps(row))
         return 0
     _print_table(rows)
-
-    print(cpu_line(cpu_totals(rows)))
-    for line in (seed_line(rows), lr_grid_line(rows)):
-        if line:
-            print(line)
+    for line in sweep_lines(rows):
+        print(line)
     return 0
 
 
 def _print_table(rows: list[dict]) -> None:
     table = Table(title=f"{len(rows)} jobs")
-    columns = (
-        "run_name",
-        "r",
-        "recipe",
-        "d_model",
-        "N_once",
-        "N_rec",
-        "points",
-        "D",
-        "steps",
-        "C",
-        "batch",
-        "peak GiB",
-        "GPU h",
-        "CPU h",
-        "compile",
-    )
-    for col in columns:
+    for col in SWEEP_COLUMNS:
         table.add_column(col, justify="left" if col in ("run_name", "recipe") else "right")
     for row in rows:
-        # a forked job's points, D, steps and C are its own: the parent to its last fork plus every cooldown
-        # batch: world x device batch x accumulation (sequences per optimizer step)
-        table.add_row(
-            row["run_name"],
-            str(row["r"]),
-            row["recipe"],
-            str(row["d_model"]),
-            str(row["N_once"]),
-            str(row["N_rec"]),
-            str(row["points"]),
-            f"{row['D']:.3g}",
-            str(row["steps"]),
-            f"{row['C']:.3g}",
-            f"{row['world']}x{row['device_batch']}x{row['grad_accum']}",
-            f"{row['peak_gib']:.1f}" + ("" if row["fits_memory"] else " !"),
-            f"{row['gpu_hours']:.1f}" + ("" if row["fits_limits"] else " !"),
-            "-" if row.get("cpu_hours") is None else f"{row['cpu_hours']:.3g}",
-            str(row["compile"]),
-        )
+        table.add_row(*sweep_cells(row))
     Console(width=max(Console().width, 140)).print(table)

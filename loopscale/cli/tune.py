@@ -4,7 +4,6 @@ launch/tune.py), written to sweeps/lr_rules/X.yaml for every later sweep of X.""
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 from pathlib import Path
 
@@ -16,6 +15,7 @@ from rich.table import Table
 from loopscale.cli import COMMANDS, UsageError
 from loopscale.launch.local_workers import JobFailed
 from loopscale.launch.tune import TuneGrid, TuneSettings, run_tune
+from loopscale.launch.tune_text import rule_lines, rule_table
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -104,46 +104,12 @@ def _bar(console: Console):
 
 
 def _print_rule(result, console: Console) -> None:
-    """Per r: the rule's multiplier and interval (at the reference width when the rule is a width transfer, else
-    the cells combined), each cell's own optimum, and whether the cells agree on one multiplier."""
-    t = result.record.get("transfer") or {}
-    at_ref = f" at d{t['ref_width']:g}" if t.get("used") else ""
+    columns, rows = rule_table(result)
     table = Table(title=f"lr rule: {result.rule_path}")
-    for name in ("r", f"multiplier{at_ref}", "95% interval", "cells (best, bracketed)", "cells agree (p)"):
+    for name in columns:
         table.add_column(name)
-    for r, entry in sorted(result.record["rule"].items(), key=lambda kv: int(kv[0])):
-        interval = entry.get("interval")
-        if t.get("used"):
-            entry = {**entry, "best": math.exp(t["a"][float(r)])}
-            interval = t["intervals_at_ref"][float(r)]
-        cells = "; ".join(
-            f"{cell} x{c['best']:.3g}{'' if c.get('bracketed') else ' (edge)'}"
-            for cell, c in entry["cells"].items()
-            if c.get("best")
-        )
-        p = entry.get("heterogeneity_p")
-        table.add_row(
-            str(r),
-            f"x{entry['best']:.3g}" if entry.get("best") else "-",
-            f"[{interval[0]:.3g}, {interval[1]:.3g}]" if interval else "-",
-            cells,
-            "-" if p is None else f"{p:.2g}",
-        )
+    for row in rows:
+        table.add_row(*row)
     console.print(table)
-    if "gamma" in t:
-        console.print(
-            f"width transfer: ln best = a_r + gamma ln(width / {t['ref_width']:g}), gamma = {t['gamma']:.3f} +- "
-            f"{t['gamma_se']:.3f} (chi2 {t['chi2']:.2f} on {t['dof']} dof): "
-            + (
-                "the rule (the multipliers above are at the reference width)"
-                if t["used"]
-                else "not the rule (|gamma| < 2 se)"
-            )
-        )
-    cost = result.record["cost"]
-    noise = result.record["noise"]
-    console.print(
-        f"{cost['runs']} runs, {cost['flops']:.3g} FLOPs, {cost['runs_wall_s'] / 60:.1f} min of run wall time "
-        f"({'answered from the rule file' if result.cached else f'{result.trained} trained now'}); "
-        f"noise of one loss {noise['sigma_nats']} nats on {noise['dof']} dof"
-    )
+    for line in rule_lines(result):
+        console.print(line)

@@ -8,7 +8,7 @@
 - `compute_optimal`: N*, D* at budget C for a given r (C = F D with F = f N_cost FLOPs per token,
   f = 6 by default or the model's exact count per parameter; Hoffmann et al. 2022, eq. 4 with
   N_eff = rho N_cost). `optimal_size` is the closed form it and the compute-optimal figure share.
-- `parabola_optima`: per-(r, C) empirical optimum by a parabola in log N (the IsoFLOP method).
+The iso-FLOP curves' measured minima are `loopscale.fit.isoflop`.
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 
 import numpy as np
-import pandas as pd
 
 from loopscale.errors import InputError
 from loopscale.fit.laws.form import n_eff
@@ -136,30 +135,3 @@ def optima_beside_dense(
                 raise InputError(f"FLOPs per token must be > 0; got {F}")
             per_param[r] = F / N
     return [compute_optimal(params, C, r, frac, per_param[r]) for r, frac in ((1.0, 1.0), (sizes.r, once_fraction))]
-
-
-def parabola_optima(table: pd.DataFrame, size_col: str = "N", min_points: int = 3) -> pd.DataFrame:
-    """Empirical optimum per (r, C) by fitting L = c2 (log N)^2 + c1 log N + c0.
-
-    Columns: r, C, n_points, N_opt, L_opt, curvature, inside (vertex within the sampled sizes).
-    Groups with fewer than `min_points` rows or non-positive curvature get NaN optima.
-    """
-    rows = []
-    keys = ["r", "C"] if "r" in table.columns else ["C"]
-    for key, group in table.groupby(keys, sort=True):
-        key = key if isinstance(key, tuple) else (key,)
-        x = np.log(group[size_col].to_numpy(dtype=float))
-        y = group["L"].to_numpy(dtype=float)
-        row = dict(zip(keys, key), n_points=len(group), N_opt=np.nan, L_opt=np.nan, curvature=np.nan, inside=False)
-        if len(group) >= min_points and np.ptp(x) > 0:
-            c2, c1, c0 = np.polyfit(x, y, 2)
-            row["curvature"] = float(c2)
-            if c2 > 0:
-                x_opt = -c1 / (2 * c2)
-                row.update(
-                    N_opt=float(np.exp(x_opt)),
-                    L_opt=float(c0 - c1**2 / (4 * c2)),
-                    inside=bool(x.min() <= x_opt <= x.max()),
-                )
-        rows.append(row)
-    return pd.DataFrame(rows)

@@ -116,16 +116,6 @@ def _round_sig(x: np.ndarray, digits: int = 12) -> np.ndarray:
     return np.where(np.isfinite(x), np.round(x * scale) / scale, x)
 
 
-def duplicate_lines(table: pd.DataFrame, reps: Replicates, limit: int = 5) -> list[str]:
-    """One line per point where one seed appears more than once (a run counted twice), naming the rows."""
-    out = []
-    for u in np.unique(reps.unit[reps.duplicate])[:limit]:
-        rows = np.flatnonzero(reps.unit == u)
-        where = f"seed {table[reps.seed_column].iloc[rows[0]]}" if reps.seed_column else "the same loss"
-        out.append(f"rows {', '.join(map(str, rows))} are one point with {where}: a run counted {len(rows)} times")
-    return out
-
-
 def seed_count_line(reps: Replicates) -> str:
     """'44 points: 40 with 3 seeds, 4 with 1 seed' (what collect prints)."""
     s = reps.summary()

@@ -21,7 +21,7 @@ def summary_lines(result) -> list[str]:
         lines.append(f"bootstrap: {result.bootstrap['n_replicates']} replicates resampling {how}")
     if result.profile_phi:
         lo, hi = result.profile_phi["interval"]
-        lines.append(f"phi profile interval (robust LR, 95%): [{_open(lo, '.4g')}, {_open(hi, '.4g')}]")
+        lines.append(f"phi profile interval (robust LR, 95%): [{open_end(lo, '.4g')}, {open_end(hi, '.4g')}]")
     if result.holdout:
         h = result.holdout
         lines.append(
@@ -43,7 +43,7 @@ def joint_lines(j) -> list[str]:
         lines.append(head)
         if d.get("profile_interval"):
             lo, hi = d["profile_interval"]
-            lines.append(f"  joint profile 95% interval [{_open(lo, '+.4g')}, {_open(hi, '+.4g')}]")
+            lines.append(f"  joint profile 95% interval [{open_end(lo, '+.4g')}, {open_end(hi, '+.4g')}]")
         lr = d["lr_test"]
         lines.append(
             f"  LR test of delta phi = 0: statistic {lr['statistic']:.3g} (chi2, 1 df), p = {lr['p_value']:.3g}"
@@ -68,6 +68,6 @@ def joint_lines(j) -> list[str]:
     return lines
 
 
-def _open(value, spec: str) -> str:
+def open_end(value, spec: str) -> str:
     """An interval's end, or "open" where the profile never crossed its threshold."""
     return "open" if value is None else format(value, spec)

@@ -72,27 +72,31 @@ def isodepth_grid(
         for size in size_list:
             for r in r_values:
                 cfg = paper_model(size, r, recipe if r > 1 else "baseline")
-                counts = param_counts(cfg)
-                F = flops_per_token(cfg)
-                D, steps = tokens_for_budget(budget, F, BATCH_TOKENS)
-                rows.append(
-                    {
-                        "r": r,
-                        "N_once": counts.N_once,
-                        "N_rec": counts.N_rec,
-                        "N": counts.N,
-                        "D": float(D),
-                        "C": D * F,
-                        "F": F,
-                        "C_budget": budget,
-                        "steps": steps,
-                        "width": cfg.d_model,
-                        "size": size,
-                        "recipe": label,
-                        "run_name": f"{label}_C{budget:.3g}_s{size}_r{r}",
-                    }
-                )
+                name = f"{label}_C{budget:.3g}_s{size}_r{r}"
+                rows.append(_grid_row(cfg, budget, BATCH_TOKENS, cfg.d_model, size, label, name))
     return pd.DataFrame(rows)
+
+
+def _grid_row(cfg, budget: float, batch_tokens: int, width: int, size: int, recipe: str, run_name: str) -> dict:
+    """One model at one budget as a grid row (exact accounting; D, steps: `tokens_for_budget`)."""
+    counts = param_counts(cfg)
+    F = flops_per_token(cfg)
+    D, steps = tokens_for_budget(budget, F, batch_tokens)
+    return {
+        "r": cfg.r,
+        "N_once": counts.N_once,
+        "N_rec": counts.N_rec,
+        "N": counts.N,
+        "D": float(D),
+        "C": D * F,
+        "F": F,
+        "C_budget": budget,
+        "steps": steps,
+        "width": width,
+        "size": size,
+        "recipe": recipe,
+        "run_name": run_name,
+    }
 
 
 def law_loss(table: pd.DataFrame, params: Mapping[str, float], phi: float) -> np.ndarray:
@@ -281,27 +285,9 @@ def demo_grid(r_values=BASELINE_R, recipe: str = "baseline") -> pd.DataFrame:
                 seq_len=64,
                 vocab_size=512,
             )
-            counts = param_counts(cfg)
-            F = flops_per_token(cfg)
             for budget in budgets:
-                D, steps = tokens_for_budget(budget, F, DEMO_BATCH_TOKENS)
-                rows.append(
-                    {
-                        "r": r,
-                        "N_once": counts.N_once,
-                        "N_rec": counts.N_rec,
-                        "N": counts.N,
-                        "D": float(D),
-                        "C": D * F,
-                        "F": F,
-                        "C_budget": budget,
-                        "steps": steps,
-                        "width": width,
-                        "size": width,
-                        "recipe": recipe,
-                        "run_name": f"{recipe}-r{r}-d{width}-C{budget:.3g}",
-                    }
-                )
+                name = f"{recipe}-r{r}-d{width}-C{budget:.3g}"
+                rows.append(_grid_row(cfg, budget, DEMO_BATCH_TOKENS, width, width, recipe, name))
     return pd.DataFrame(rows)
 
 

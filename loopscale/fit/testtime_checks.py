@@ -15,6 +15,7 @@ from dataclasses import replace
 import numpy as np
 
 from loopscale.fit.laws.testtime import TestTime
+from loopscale.fit.result_text import open_end
 from loopscale.fit.testtime_record import TestTimeFit
 from loopscale.fit.verdict import ON_BOUND_TOL, verdict_of
 from loopscale.fit.verdict_record import Check, Conditioning, NoiseScale
@@ -118,10 +119,6 @@ def headline(fit: TestTimeFit, law: TestTime) -> str:
     parts = []
     for key in (law.user_names[0], *[f"L_inf[{g}]" for g in law.groups]):
         ci = fit["intervals"].get(key)
-        shown = f" [{_end(ci[0])}, {_end(ci[1])}]" if ci else ""
+        shown = f" [{open_end(ci[0], '.4g')}, {open_end(ci[1], '.4g')}]" if ci else ""
         parts.append(f"{key} = {fit['params'][key]:.4g}{shown}")
     return ", ".join(parts)
-
-
-def _end(x) -> str:
-    return "open" if x is None else f"{x:.4g}"

@@ -3,6 +3,7 @@ the verdict; the shapes' held-out errors; the gain of one more pass; phi_tt when
 
 from __future__ import annotations
 
+from loopscale.fit.result_text import open_end
 from loopscale.fit.verdict_render import verdict_lines
 
 
@@ -17,7 +18,7 @@ def testtime_lines(record) -> list[str]:
         for name, value in fit["params"].items():
             ci = fit["intervals"].get(name)
             held = " (held)" if _is_held(name, fit) else ""
-            shown = f"[{_end(ci[0])}, {_end(ci[1])}]" if ci else "—"
+            shown = f"[{open_end(ci[0], '.4g')}, {open_end(ci[1], '.4g')}]" if ci else "—"
             lines.append(f"  {name:<24} {value:>12.6g}  95% {shown}{held}")
         lines += ["  " + line for line in verdict_lines(fit["conditioning"])]
     shapes = record.get("shapes")
@@ -49,7 +50,3 @@ def testtime_lines(record) -> list[str]:
 def _is_held(name: str, fit) -> bool:
     internal = "log_tau" if name == "tau" else name
     return internal in fit["held"]
-
-
-def _end(x) -> str:
-    return "open" if x is None else f"{x:.4g}"

@@ -156,6 +156,86 @@ def lr_grid_line(rows: list[dict]) -> str | None:
     )
 
 
+def over_limit_lines(rows: list[dict]) -> list[str]:
+    """A warning per job that cannot finish within its launcher's limits (`loopscale plan`, on stderr)."""
+    return [
+        f"WARNING: job {r['run_name']} needs ~{r['wall_h']:.1f} h but the launcher allows "
+        f"{r['allowed_h']:.1f} h (timeout x (max requeues + 1), less requeue losses)"
+        for r in rows
+        if not r["fits_limits"]
+    ]
+
+
+# `loopscale plan`'s table: one row per job, every cell one number
+PLAN_COLUMNS = ("run_name", "r", "d_model", "points", "steps", "longest", "C independent", "C forked", "ratio", "GPU h")
+PLAN_COLUMNS += ("CPU tok/s", "CPU h", "compile")
+
+
+def plan_cells(r: dict) -> list[str]:
+    """A job's row of `loopscale plan`'s table: steps = the optimizer steps the job trains (a forked job: its parent
+    to the last fork plus each cooldown), longest = its longest point's steps (the JSON lists each point's steps
+    and fork step)."""
+    return [
+        r["run_name"],
+        str(r["r"]),
+        str(r["d_model"]),
+        str(r["points"]),
+        str(r["steps_trained"]),
+        str(max(r["steps"])),
+        f"{r['C_independent']:.4g}",
+        f"{r['C_forked']:.4g}",
+        f"{r['C_independent'] / r['C_forked']:.2f}",
+        f"{r['gpu_hours']:.1f}" + ("" if r["fits_limits"] else " !"),
+        "-" if r.get("cpu_tokens_per_s") is None else f"{r['cpu_tokens_per_s']:.0f}",
+        "-" if r.get("cpu_hours") is None else f"{r['cpu_hours']:.3g}",
+        str(r["compile"]),
+    ]
+
+
+def plan_lines(rows: list[dict], total: dict) -> list[str]:
+    """The lines below `loopscale plan`'s table: the total compute forked and independent, the CPU hours, a
+    further seed's cost."""
+    lines = [
+        f"total training compute: independent {total['C_independent']:.4g} FLOPs, forked {total['C_forked']:.4g} "
+        f"FLOPs: {total['ratio']:.2f}x cheaper; ~{total['gpu_hours']:.3g} GPU hours at the assumed MFU",
+        cpu_line(total),
+    ]
+    return lines + [line for line in [seed_line(rows)] if line]
+
+
+# `loopscale sweep`'s table: one row per job
+SWEEP_COLUMNS = ("run_name", "r", "recipe", "d_model", "N_once", "N_rec", "points", "D", "steps", "C", "batch")
+SWEEP_COLUMNS += ("peak GiB", "GPU h", "CPU h", "compile")
+
+
+def sweep_cells(row: dict) -> list[str]:
+    """A job's row of `loopscale sweep`'s table (`sweep.describe`): a forked job's points, D, steps and C are its
+    own (the parent to its last fork plus every cooldown); batch: world x device batch x accumulation (sequences
+    per optimizer step)."""
+    return [
+        row["run_name"],
+        str(row["r"]),
+        row["recipe"],
+        str(row["d_model"]),
+        str(row["N_once"]),
+        str(row["N_rec"]),
+        str(row["points"]),
+        f"{row['D']:.3g}",
+        str(row["steps"]),
+        f"{row['C']:.3g}",
+        f"{row['world']}x{row['device_batch']}x{row['grad_accum']}",
+        f"{row['peak_gib']:.1f}" + ("" if row["fits_memory"] else " !"),
+        f"{row['gpu_hours']:.1f}" + ("" if row["fits_limits"] else " !"),
+        "-" if row.get("cpu_hours") is None else f"{row['cpu_hours']:.3g}",
+        str(row["compile"]),
+    ]
+
+
+def sweep_lines(rows: list[dict]) -> list[str]:
+    """The lines below `loopscale sweep`'s table: the CPU hours, a further seed's cost, the lr grid's."""
+    return [cpu_line(cpu_totals(rows)), *(line for line in (seed_line(rows), lr_grid_line(rows)) if line)]
+
+
 def cpu_line(total: dict) -> str:
     """The CPU estimate in one line (loopscale plan and loopscale sweep)."""
     if total["cpu_hours"] is None:

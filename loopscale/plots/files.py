@@ -10,9 +10,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from loopscale.atomic import atomic_path
+from loopscale.errors import InputError
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
+
+DPI = 200  # PNG resolution: print quality (here, not in the registry: a parser taking --dpi loads no matplotlib)
+
+
+def check_dpi(dpi: int) -> None:
+    if not 10 <= dpi <= 1000:
+        raise InputError(f"--dpi must be between 10 and 1000; got {dpi}")
 
 
 def figure_files(path) -> list[Path]:

@@ -19,10 +19,9 @@ from loopscale.fit.laws.registry import law_class
 from loopscale.fit.result import load_fit
 
 from .figure import FitFigure
-from .files import write_figure
+from .files import DPI, write_figure
 from .single_fit import predicted_vs_observed
 
-DPI = 200  # PNG resolution: print quality
 FORMATS = ("png", "pdf")  # every figure as a bitmap for the report and a vector file for a paper
 
 

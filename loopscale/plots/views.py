@@ -110,8 +110,3 @@ def recipe_fit(fit, recipe: str) -> FitResult:
         residual_rms_log=fit.residual_rms_log,
         group=Group(j.get("column"), recipe, shared_r1=True),
     )
-
-
-def is_looped(fit: FitResult) -> bool:
-    """Whether the fit has a phi to draw (a looped fit, or a joint fit with one phi per recipe)."""
-    return "phi" in fit.params or law_class(fit.law).per_recipe

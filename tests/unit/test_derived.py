@@ -1,7 +1,6 @@
-"""Derived quantities: equivalent sizes (the published example), compute optima, parabola optima."""
+"""Derived quantities: equivalent sizes (the published example), compute optima, the iso-FLOP minimum's vertex."""
 
 import numpy as np
-import pandas as pd
 import pytest
 from scipy.optimize import minimize_scalar
 
@@ -10,8 +9,8 @@ from loopscale.fit.derived import (
     eff_per_cost,
     equivalent_sizes,
     isodepth_once_fraction,
-    parabola_optima,
 )
+from loopscale.fit.isoflop import window_vertex
 from support.cli import run_cli
 
 
@@ -67,19 +66,15 @@ def test_isodepth_fraction_and_eff_per_cost():
     assert eff_per_cost(8, 0.0, 0.5) == pytest.approx(1.0 / 4.5)
 
 
-def test_parabola_optima_find_the_vertex():
-    logn = np.log([1e8, 2e8, 4e8, 8e8, 1.6e9])
-    rows = []
-    for r, x0 in ((1, np.log(4e8)), (2, np.log(3e8))):
-        for x in logn:
-            rows.append({"r": r, "C": 1e19, "N": np.exp(x), "L": 2.0 + 0.05 * (x - x0) ** 2})
-    rows.append({"r": 4, "C": 1e19, "N": 1e8, "L": 3.0})  # too few points: NaN
-    out = parabola_optima(pd.DataFrame(rows)).set_index("r")
-    assert out.loc[1, "N_opt"] == pytest.approx(4e8, rel=1e-8)
-    assert out.loc[2, "N_opt"] == pytest.approx(3e8, rel=1e-8)
-    assert out.loc[1, "L_opt"] == pytest.approx(2.0)
-    assert bool(out.loc[1, "inside"])
-    assert np.isnan(out.loc[4, "N_opt"])
+def test_an_iso_flop_curves_minimum_is_its_windows_parabola_vertex():
+    """fit/isoflop.py, the one home of the measured minima: the vertex of the parabola in ln N through the lowest
+    size and its neighbours; none at an edge or with too few sizes."""
+    x = np.log([1e8, 2e8, 4e8, 8e8, 1.6e9])
+    for x0 in (np.log(4e8), np.log(3e8)):
+        v, window, why = window_vertex(x, 2.0 + 0.05 * (x - x0) ** 2, np.ones(5))
+        assert why is None and np.exp(v) == pytest.approx(np.exp(x0), rel=1e-8) and window == slice(0, 5)
+    assert window_vertex(x[:2], np.array([3.0, 2.9]), np.ones(2))[2] == "2 size(s), a parabola needs 3"
+    assert "at an edge" in window_vertex(x, -x, np.ones(5))[2]
 
 
 @pytest.mark.parametrize("r, recipe", [(1, "baseline"), (4, "baseline"), (4, "tbptt")])

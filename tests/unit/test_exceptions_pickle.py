@@ -46,7 +46,7 @@ SAMPLES = {
         "cell 7 (collapse) raised ValueError: x"
     ),
     "loopscale.analysis.notebook_run.MissingExtra": lambda m: m.MissingExtra("nbclient is not installed"),
-    "loopscale.cli.fit_output.FigureFailed": lambda m: m.FigureFailed("figure collapse failed; fit.json kept"),
+    "loopscale.analysis.fit_files.FigureFailed": lambda m: m.FigureFailed("figure collapse failed; fit.json kept"),
     "loopscale.fit.validation.conventions.Missing": lambda m: m.Missing("the table has no seq_len column"),
     "hydra_plugins.loopscale_searchpath.ConfigPathError": lambda m: m.ConfigPathError("LOOPSCALE_CONFIG_PATH ..."),
 }

@@ -11,7 +11,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-import loopscale.fit.testtime as tt  # the module: its testtime_* functions are not tests
+import loopscale.fit.testtime as tt  # the modules: their testtime_* functions are not tests
+import loopscale.fit.testtime_phi as tt_phi
 from loopscale.errors import InputError
 from loopscale.fit.laws.testtime import TestTime, is_sampled
 from loopscale.fit.objective import Loss
@@ -193,8 +194,8 @@ def test_testtime_multiplier_inverts_the_training_law():
     N_once, N_rec, D = 2e7, 1e7, 1e9
     m = np.array([1.0, 2.0, 3.5])
     L = train["E"] + train["A"] * (N_once + m * N_rec) ** -0.2 + train["B"] * D**-0.37
-    np.testing.assert_allclose(tt.testtime_multiplier(L, N_once, N_rec, D, train), m, rtol=1e-9)
-    assert np.isnan(tt.testtime_multiplier(np.array([1.0]), N_once, N_rec, D, train))[0]  # below the law's reach
+    np.testing.assert_allclose(tt_phi.testtime_multiplier(L, N_once, N_rec, D, train), m, rtol=1e-9)
+    assert np.isnan(tt_phi.testtime_multiplier(np.array([1.0]), N_once, N_rec, D, train))[0]  # below the law's reach
 
 
 def test_noise_scale_is_widened_to_a_t_interval():

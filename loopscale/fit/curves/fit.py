@@ -20,9 +20,11 @@ from scipy.optimize import minimize
 
 from loopscale.errors import InputError
 from loopscale.fit.curves.law import CurveLaw
-from loopscale.fit.curves.table import Curve
+from loopscale.fit.curves.table import Curve, CurveColumns, read_curves, trained_r_rows
 from loopscale.fit.objective import Loss
 from loopscale.fit.resample import on_one_blas_thread
+from loopscale.fit.runs_table import read_table
+from loopscale.provenance import git_commit
 
 BASIN_RTOL = 1e-6
 MAX_FIT_POINTS = 1000  # evaluations per curve a fit reads (evenly thinned beyond): the drop sum's cost bound
@@ -178,6 +180,27 @@ def fit_and_predict(
         errors.append(err)
         preds[c.run] = pred
     return CurveFit(**{**asdict(result), "errors": errors}), preds
+
+
+def read_trained_curves(path, columns: CurveColumns, warmup_from_zero: bool) -> tuple[list[Curve], int]:
+    """(the curves of the table at `path`, each run's at its trained r (`read_curves`); how many rows of a table
+    scored across r (an r_eval column, trainer.curve_r_eval) that leaves out)."""
+    table = read_table(path)
+    return read_curves(table, columns, warmup_from_zero=warmup_from_zero), len(table) - len(trained_r_rows(table))
+
+
+def curve_fit_record(result: CurveFit, table, columns, warmup_drops: bool, lr_before_first: str) -> dict:
+    """The fit record `fit --curves --out` writes: the fit, the table and its columns, the schedule's reading, the
+    held-out summary, the code's commit."""
+    return {
+        **result.to_json(),
+        "table": str(table),
+        "columns": vars(columns),
+        "warmup_drops": bool(warmup_drops),
+        "lr_before_first": lr_before_first,
+        "holdout_summary": result.holdout_summary(),
+        "git_commit": git_commit(),
+    }
 
 
 def prediction_rows(curves: list[Curve], predictions: dict[str, np.ndarray], holdout: list[str]) -> list[dict]:
