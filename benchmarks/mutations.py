@@ -1249,6 +1249,17 @@ MUTATIONS: tuple[Mutation, ...] = (
         "Approach 2 fits each budget's parabola near its minimum, not over every size",
     ),
     Mutation(
+        "approach2-budgets-scatter-ignored",
+        "loopscale/fit/validation/approach2.py",
+        "    w = 1 / (se**2 + tau2)\n",
+        "    w = 1 / se**2\n",
+        (
+            "tests/unit/test_approach2.py::"
+            "test_minima_scattering_about_the_power_law_enter_as_a_between_budget_variance",
+        ),
+        "Approach 2 weights each budget by 1 / (se^2 + tau^2), tau the budgets' scatter about the line (design.md)",
+    ),
+    Mutation(
         "parcae-drive-reads-B-transposed",
         "loopscale/injections/parcae.py",
         "F.linear(e_n, self.B).to(e.dtype)",

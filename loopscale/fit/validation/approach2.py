@@ -17,11 +17,17 @@ The uncertainty. Per budget, a parametric bootstrap (N_BOOTSTRAP draws): each si
 sigma / sqrt(n_seeds) Gaussian noise, the window chosen again (the lowest point may move) and the vertex refitted;
 the 95% interval is the draws' 2.5-97.5 percentiles, their standard deviation in ln N the budget's se. sigma of log
 L: the seed sigma pooled from the table's seed repeats, or else the scatter of the windows' points about their
-parabolas (pooled over budgets, each window's n - 3 degrees of freedom), whichever is larger. The exponent: weighted
-least squares of ln N* on ln C (weights 1 / se^2), its interval the 2.5-97.5 percentiles of the same fit on each
-bootstrap draw's N* per budget (a draw carries every budget's uncertainty at once), widened about the estimate by
-sqrt(chi2 / dof) of the line when the budgets scatter about it by more than their se say (the Particle Data Group's
-scale factor); a_se is the weighted fit's standard error with the same factor.
+parabolas (pooled over budgets, each window's n - 3 degrees of freedom), whichever is larger.
+
+The exponent: a weighted least-squares line of ln N* on ln C. Released iso-FLOP minima scatter about a power law by
+more than their noise says (measured curves are not the law's: a size trained at an lr that suits it less, a
+budget's coarse grid), so the weights are 1 / (se^2 + tau^2), tau^2 the between-budget variance by DerSimonian and
+Laird's moment rule (1986) for a weighted regression, 0 when chi^2 <= dof: a random-effects meta-regression. With
+1 / se^2 alone the two or three most precise budgets set a and its interval ignores the scatter (on released data
+the exponent was 2-4 se from the published analyses'). Its interval: the 2.5-97.5 percentiles of the same fit on
+each bootstrap draw's N* per budget, each draw moved by N(0, tau^2) per budget (a draw carries every budget's
+uncertainty at once), widened about the estimate by sqrt(chi2 / dof) of the line when the budgets still scatter
+more than their se say (the Particle Data Group's scale factor); a_se is the fit's standard error with that factor.
 """
 
 from __future__ import annotations
@@ -96,8 +102,9 @@ def iso_flop_exponent(
     table, law_params: dict[str, float] | None = None, n_boot: int = N_BOOTSTRAP, seed: int = 0
 ) -> dict[str, Any]:
     """{"budgets": [{C, n_sizes, window: [N_lo, N_hi], n_window, N_star, interval, log_se, reason}], "a", "a_se",
-    "a_interval", "a_law", "sigma_log", "sigma_source", "method", "reason"} from the r = 1 rows (every row of a
-    dense table): the module docstring's method. "a" is None, with the reason, below two budgets with an N*."""
+    "a_interval", "a_law", "a_chi2_dof", "tau_log", "sigma_log", "sigma_source", "method", "reason"} from the r = 1
+    rows (every row of a dense table): the module docstring's method. "a" is None, with the reason, below two
+    budgets with an N*."""
     r = table["r"].to_numpy(dtype=float) if "r" in table.columns else np.ones(len(table))
     dense = table[r == 1].reset_index(drop=True)
     out: dict[str, Any] = {"budgets": [], "a": None, "a_se": None, "a_interval": None, "a_law": None}
@@ -140,11 +147,22 @@ def iso_flop_exponent(
             else:
                 row["reason"] = f"only {len(ok)} of {n_boot} bootstrap draws have a bracketed minimum"
         out["budgets"].append(row)
-    _exponent(out, draws)
+    _exponent(out, draws, rng)
     return out
 
 
-def _exponent(out: dict[str, Any], draws: np.ndarray) -> None:
+def _between_budget_variance(x: np.ndarray, y: np.ndarray, se: np.ndarray) -> float:
+    """tau^2 of a random-effects weighted line (DerSimonian and Laird's moment rule): (chi2 - dof) / tr(P), P the
+    weighted residual projector W - W X (X'W X)^-1 X'W, 0 when the budgets scatter no more than their se say."""
+    w = 1 / se**2
+    _, _, chi2, dof = _weighted_line(x, y, w)
+    X = np.column_stack([x, np.ones_like(x)])
+    WX = X * w[:, None]
+    trace_p = float(np.sum(w) - np.trace(np.linalg.solve(X.T @ WX, WX.T @ WX)))
+    return max(0.0, (chi2 - dof) / trace_p) if dof > 0 and trace_p > 0 else 0.0
+
+
+def _exponent(out: dict[str, Any], draws: np.ndarray, rng: np.random.Generator) -> None:
     """The exponent a of N* ~ C^a and its interval, into `out` (module docstring)."""
     rows = out["budgets"]
     use = [i for i, b in enumerate(rows) if b["N_star"] is not None]
@@ -161,16 +179,18 @@ def _exponent(out: dict[str, Any], draws: np.ndarray) -> None:
             res = y - np.polyval(np.polyfit(x, y, 1), x)
             out["a_se"] = float(np.sqrt(res @ res / (len(x) - 2) / np.sum((x - x.mean()) ** 2)))
         return
-    w = 1 / se**2
+    tau2 = _between_budget_variance(x, y, se)
+    w = 1 / (se**2 + tau2)
     slope, _, chi2, dof = _weighted_line(x, y, w)
     scale = float(np.sqrt(max(1.0, chi2 / dof))) if dof > 0 else 1.0
     xc = x - np.average(x, weights=w)
     out["a"] = slope
     out["a_se"] = float(scale / np.sqrt(np.sum(w * xc**2)))
     out["a_chi2_dof"] = None if dof <= 0 else chi2 / dof
+    out["tau_log"] = float(np.sqrt(tau2))
     slopes = []
     for k in range(draws.shape[1]):
-        yk = draws[use, k]
+        yk = draws[use, k] + np.sqrt(tau2) * rng.standard_normal(len(use))
         ok = np.isfinite(yk)
         if ok.sum() >= 2:
             slopes.append(_weighted_line(x[ok], yk[ok], w[ok])[0])

@@ -91,8 +91,13 @@ def approach2_lines(a2: dict[str, Any]) -> list[str]:
         iv = a2.get("a_interval")
         span = f" [{iv[0]:.3f}, {iv[1]:.3f}]" if iv else ("" if a2["a_se"] is None else f" +- {1.96 * a2['a_se']:.3f}")
         lines.append(
-            f"\nApproach 2: N* ~ C^{a2['a']:.3f}{span} (95%, weighted by each budget's se); the law's "
-            f"beta / (alpha + beta) = {_num(a2['a_law'])}."
+            f"\nApproach 2: N* ~ C^{a2['a']:.3f}{span} (95%, weighted by each budget's se"
+            + (
+                f" and the budgets' scatter about the line, tau = {a2['tau_log']:.3f} in ln N*"
+                if a2.get("tau_log")
+                else ""
+            )
+            + f"); the law's beta / (alpha + beta) = {_num(a2['a_law'])}."
         )
     return lines
 
