@@ -14,16 +14,14 @@ from __future__ import annotations
 
 import argparse
 
-import pandas as pd
-
-from loopscale.atomic import atomic_path, check_writable, write_json_atomic
+from loopscale.atomic import check_writable, write_json_atomic
 from loopscale.cli import UsageError
 from loopscale.fit.curves.fit import (
     curve_fit_record,
     fit_and_predict,
-    prediction_rows,
     read_trained_curves,
     result_lines,
+    write_predictions,
 )
 from loopscale.fit.curves.registry import curve_law, curve_law_names
 from loopscale.fit.curves.table import CurveColumns
@@ -100,9 +98,7 @@ def run_curve_fit(args: argparse.Namespace) -> int:
         write_json_atomic(args.out, record)
         print(f"wrote {args.out}")
     if args.predictions:
-        rows = prediction_rows(curves, predictions, args.holdout)
-        with atomic_path(args.predictions, follow_symlinks=True) as tmp:
-            pd.DataFrame(rows).to_csv(tmp, index=False)
+        write_predictions(args.predictions, curves, predictions, args.holdout)
         print(f"wrote {args.predictions}")
     if plots:
         from loopscale.plots.loss_curves import curve_law_figure  # matplotlib: only when --plot draws

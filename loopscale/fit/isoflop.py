@@ -42,9 +42,9 @@ def isoflop_minima(
         widths = per_size.index.to_numpy(dtype=float)
         means, counts = per_size["mean"].to_numpy(), per_size["count"].to_numpy()
         k = int(np.argmin(means))
-        inside = bool(len(widths) >= 3 and 0 < k < len(widths) - 1)
+        inside = window_of(means)[0] is not None  # a bracketed minimum: the one rule, `window_of`
         margin = None
-        if len(widths) >= 3 and not inside:
+        if len(widths) >= MIN_SIZES and not inside:
             j = 1 + int(np.argmin(means[1:-1]))  # the best interior size
             margin = float(means[j] - means[k])  # how far the edge lies below it, in log L
             within = margin <= Z_LEVEL * sigma_log * math.sqrt(1 / counts[k] + 1 / counts[j])

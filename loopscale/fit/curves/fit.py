@@ -16,8 +16,10 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
+import pandas as pd
 from scipy.optimize import minimize
 
+from loopscale.atomic import atomic_path
 from loopscale.errors import InputError
 from loopscale.fit.curves.law import CurveLaw
 from loopscale.fit.curves.table import Curve, CurveColumns, read_curves, trained_r_rows
@@ -203,10 +205,10 @@ def curve_fit_record(result: CurveFit, table, columns, warmup_drops: bool, lr_be
     }
 
 
-def prediction_rows(curves: list[Curve], predictions: dict[str, np.ndarray], holdout: list[str]) -> list[dict]:
-    """One row per (run, evaluation): its role, step, measured and predicted loss and relative error (what
-    `fit --curves --predictions` writes)."""
-    return [
+def write_predictions(path, curves: list[Curve], predictions: dict[str, np.ndarray], holdout: list[str]) -> None:
+    """`fit --curves --predictions PATH`: a CSV of one row per (run, evaluation), its role, step, measured and
+    predicted loss and relative error, written atomically."""
+    rows = [
         {
             "run": c.run,
             "role": "holdout" if c.run in holdout else "fit",
@@ -218,6 +220,8 @@ def prediction_rows(curves: list[Curve], predictions: dict[str, np.ndarray], hol
         for c in curves
         for s, y, p in zip(c.steps, c.loss, predictions[c.run])
     ]
+    with atomic_path(path, follow_symlinks=True) as tmp:
+        pd.DataFrame(rows).to_csv(tmp, index=False)
 
 
 def result_lines(result: CurveFit) -> list[str]:
