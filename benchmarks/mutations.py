@@ -248,8 +248,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "verdict-edge-minimum-counts-as-inside",
         ISOFLOP,
-        "0 < k < len(widths) - 1",
-        "0 <= k <= len(widths) - 1",
+        "    if k in (0, len(y) - 1):\n",
+        "    if False:\n",
         (T_VERDICT, "tests/unit/test_conditioning.py"),
         "the verdict: each iso-FLOP minimum strictly inside the sampled sizes",
     ),
@@ -1792,8 +1792,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "blind3-isoflop-minimum-at-lower-edge-inside",
         "loopscale/fit/isoflop.py",
-        "inside = bool(len(widths) >= 3 and 0 < k < len(widths) - 1)",
-        "inside = bool(len(widths) >= 3 and 0 <= k < len(widths) - 1)",
+        "    if k in (0, len(y) - 1):\n",
+        "    if k == len(y) - 1:\n",
         ("tests/unit/test_conditioning.py::test_isoflop_minimum_inside_or_at_the_edge",),
         "an r = 1 iso-FLOP minimum at the smallest width is not inside",
     ),
