@@ -127,8 +127,10 @@ def check(cond: ConditioningNumbers, targets: dict[str, float] = DEMO_TARGETS) -
     """The targets `cond` misses, one sentence each; empty when the fit is well-conditioned."""
     misses = []
     width = cond.phi_ci_width
-    if width is None or cond.n_bootstrap < targets["min_bootstrap"]:
+    if cond.n_bootstrap < targets["min_bootstrap"]:
         misses.append(f"phi needs a bootstrap of >= {targets['min_bootstrap']} replicates (has {cond.n_bootstrap})")
+    elif width is None:  # an open profile (phi on its bound, or a profile that never rises by the chi^2 cut)
+        misses.append(f"phi's 95% {cond.phi_ci_source or 'bootstrap'} interval is open: no width to judge")
     elif width > targets["phi_ci_width_max"]:
         name = cond.phi_ci_source or "bootstrap"
         misses.append(f"phi's 95% {name} interval is {width:.3f} wide (target <= {targets['phi_ci_width_max']})")

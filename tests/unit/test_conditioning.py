@@ -105,6 +105,10 @@ def test_check_names_each_missed_target():
         assert words in misses
     few = dict(good, n_bootstrap=DEMO_TARGETS["min_bootstrap"] - 1)
     assert "bootstrap" in check(ConditioningNumbers.from_json(few))[0]
+    # an open profile with every replicate drawn (the tuned demo's): the miss is the open interval, not the
+    # bootstrap's size (it printed "needs a bootstrap of >= 200 replicates (has 200)")
+    open_ci = dict(good, phi_ci=[None, None], phi_ci_width=None, phi_ci_source="profile")
+    assert check(ConditioningNumbers.from_json(open_ci))[0] == "phi's 95% profile interval is open: no width to judge"
 
 
 def test_notebook_inputs_prefer_the_demo_then_the_environment(tmp_path):
