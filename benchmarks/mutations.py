@@ -1260,6 +1260,16 @@ MUTATIONS: tuple[Mutation, ...] = (
         "Approach 2 weights each budget by 1 / (se^2 + tau^2), tau the budgets' scatter about the line (design.md)",
     ),
     Mutation(
+        "approach2-interp-rule-searches-only-the-sizes",
+        ISOFLOP,
+        "    grid = np.linspace(x[0], x[-1], (len(x) - 1) * INTERP_STEPS)\n",
+        "    grid = x\n",
+        (
+            "tests/unit/test_approach2.py::test_the_interpolation_rule_finds_the_minimum_of_the_curve_through_every_size",
+        ),
+        "isoflop's interpolation rule is the argmin of the spline through every size, not the lowest size",
+    ),
+    Mutation(
         "parcae-drive-reads-B-transposed",
         "loopscale/injections/parcae.py",
         "F.linear(e_n, self.B).to(e.dtype)",

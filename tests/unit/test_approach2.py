@@ -166,3 +166,20 @@ def test_minima_scattering_about_the_power_law_enter_as_a_between_budget_varianc
         lo, hi = iso_flop_exponent(_scattered_minima(200 + s, 0.2), n_boot=100, seed=s)["a_interval"]
         covered += lo <= A_TRUE <= hi
     assert covered >= 18
+
+
+def test_the_interpolation_rule_finds_the_minimum_of_the_curve_through_every_size():
+    """isoflop.interp_vertex: the argmin of an Akima spline through a budget's sizes (Porian et al.'s rule). On the
+    law's noise-free curves sampled densely it is the true N* (to the search grid), its exponent the truth to 0.003;
+    a curve falling to its last size has none; the record and the text carry it beside the window's a."""
+    from loopscale.fit.isoflop import interp_vertex
+
+    budgets = np.geomspace(1e18, 1e21, 5)
+    exact = isoflop_table(budgets, sigma=0.0, seed=0, span=(10.0, 7.0), n_sizes=21)  # no size at N*
+    for C, g in exact.groupby("C"):
+        x, y = np.log(g["N"].to_numpy()), np.log(g["L"].to_numpy())
+        assert interp_vertex(x, y) == pytest.approx(np.log(true_n_star(C)), abs=0.01)
+        assert interp_vertex(x[: int(np.argmin(y))], y[: int(np.argmin(y))]) is None  # the minimum cut off
+    a2 = iso_flop_exponent(exact, n_boot=40)
+    assert a2["a_interp"] == pytest.approx(A_TRUE, abs=0.003)
+    assert f"C^{a2['a_interp']:.3f}" in "\n".join(approach2_lines(a2))

@@ -35,6 +35,7 @@ def test_the_record_made_now_is_written_as_before():
     for key in ("elapsed_s", "versions"):  # the wall time and the libraries' versions move; the rest must not
         now[key] = RECORD[key]
     assert now["approach2"].pop("tau_log") == 0.0  # added since (the budgets' scatter): none on this fixture
+    assert 0 < now["approach2"].pop("a_interp") < 1  # added since: the interpolation rule's exponent beside a
     _same(now, RECORD, "record")
 
 

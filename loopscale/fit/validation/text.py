@@ -99,6 +99,11 @@ def approach2_lines(a2: dict[str, Any]) -> list[str]:
             )
             + f"); the law's beta / (alpha + beta) = {_num(a2['a_law'])}."
         )
+        if a2.get("a_interp") is not None:
+            lines.append(
+                f"The interpolation rule (per budget the argmin of an Akima spline through every size, as in Porian "
+                f"et al. 2024's released analysis; an unweighted line) gives C^{a2['a_interp']:.3f}."
+            )
     return lines
 
 
