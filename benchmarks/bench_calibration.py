@@ -29,6 +29,8 @@ already there and prints the table from all of them. Monte-Carlo standard errors
         [--cells published-3-gauss demo-2-t5 ...] [--bootstrap 60] [--out runs/calibration]
     nice -n 10 .venv/bin/python benchmarks/bench_calibration.py --part power --sweeps 40 --sims 100 --jobs 2 \\
         --cells published-1-t5 published-2-t5 published-3-gauss demo-3-gauss
+    nice -n 10 .venv/bin/python benchmarks/bench_calibration.py --part power --sweeps 40 --sims 64 --jobs 2 \\
+        --cells demo-2-t5 published-unbalanced-t5 published-3-gauss-trend published-1-t5
     .venv/bin/python benchmarks/bench_calibration.py --table [--out runs/calibration]     # print only
 """
 
@@ -275,6 +277,8 @@ def pilot_mde(cell: Cell, stream: int, k: int, n_sims: int, n_refine: int) -> tu
         "misfit_log": pilot.misfit_log,
         "tail_dof": pilot.tail_dof,
         "parent_share": pilot.parent_share,
+        "parent_share_se": pilot.parent_share_se,
+        "pools": [None if u is None else len(u) for u in (pilot.seed_units, pilot.point_units)],
     }
     return {**{key: sim[key] for key in keys}, "pilot": noise}, truth
 

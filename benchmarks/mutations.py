@@ -856,6 +856,28 @@ MUTATIONS: tuple[Mutation, ...] = (
         "power: sigma from heavy-tailed noise is drawn as uncertain as its kurtosis makes it, not chi2 on its dof",
     ),
     Mutation(
+        "power-tails-drawn-only-past-the-kurtosis-gate",
+        "loopscale/fit/pilot.py",
+        "    if pool is not None:\n",
+        "    if False:\n",
+        (
+            "tests/unit/test_power_honest.py::"
+            "test_a_pilot_with_heavy_tails_below_the_kurtosis_gate_is_drawn_with_them_and_a_gaussian_one_is_not",
+        ),
+        "power draws the noise's shape from the pilot's own residuals, heavy tails with no significance gate",
+    ),
+    Mutation(
+        "power-parent-share-drawn-as-known",
+        "loopscale/fit/pilot.py",
+        "    if not truth.parent_share_se:\n        return truth.parent_share",
+        "    if True:\n        return truth.parent_share",
+        (
+            "tests/unit/test_power_honest.py::"
+            "test_a_forked_pilot_says_how_sure_it_is_of_its_parent_share_and_power_draws_the_share_from_that",
+        ),
+        "power draws a forked pilot's parent share per simulated sweep from its standard error, not as known",
+    ),
+    Mutation(
         "delta-phi-margin-rounded-to-nearest",
         "loopscale/fit/verdict.py",
         "    margin = math.ceil(max(-lo, hi) * 100 - 1e-9) / 100\n",
@@ -1594,8 +1616,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "blind2-pilot-misfit-per-row",
         "loopscale/fit/pilot.py",
-        "eps = eps + misfit_log * rng.standard_normal(int(points.max()) + 1)[points]",
-        "eps = eps + misfit_log * rng.standard_normal(len(points))",
+        "eps = eps + misfit_log * at_points[points]",
+        "eps = eps + misfit_log * unit_draws(rng, len(points), None, point_units)",
         ("tests/unit/test_statistics_off_defaults.py::test_a_points_misfit_is_shared_by_its_seeds",),
         "power: the law's misfit at a point is shared by the point's seeds",
     ),

@@ -65,6 +65,11 @@ def power_record(req: PowerRequest, truth) -> dict:
             "tail_dof": truth.tail_dof,
             "split_unknown": truth.split_unknown,
             "parent_share": truth.parent_share,
+            "parent_share_se": truth.parent_share_se,
+            "residual_pools": {
+                "seed": None if truth.seed_units is None else len(truth.seed_units),
+                "point": None if truth.point_units is None else len(truth.point_units),
+            },
         },
         "settings": {"n_sims": req.sims, "seed": req.seed, "planted_delta_phi": req.delta, "full_fits": req.full},
         "mde_formula": mde_formula(),
@@ -273,11 +278,20 @@ def _noise_text(pilot: dict) -> str:
         parts.append(f"95% interval [{lo:.3g}, {hi:.3g}] on {pilot['sigma_dof']:.0f} dof, drawn per sweep")
     if pilot.get("misfit_log"):
         parts.append(f"misfit at a point {pilot['misfit_log']:.3g} in log L")
-    if pilot.get("parent_share", 1.0) < 1:
-        parts.append(f"a forked job's branches share {pilot['parent_share']:.2f} of a run's noise variance")
+    if pilot.get("parent_share", 1.0) < 1 or pilot.get("parent_share_se"):
+        share = f"{pilot['parent_share']:.2f}" + (
+            f" ± {pilot['parent_share_se']:.2f}, drawn per sweep" if pilot.get("parent_share_se") else ""
+        )
+        parts.append(f"a forked job's branches share {share} of a run's noise variance")
     if pilot.get("split_unknown"):
         parts.append("its split into seed noise and misfit unknown: drawn uniform per sweep")
-    if pilot.get("tail_dof"):
+    pools = pilot.get("residual_pools") or {}
+    if pools.get("seed") or pools.get("point"):
+        parts.append(
+            "the noise's shape resampled from the pilot's standardised residuals (smoothed; "
+            f"{pools.get('seed') or 0} seed-level, {pools.get('point') or 0} point-level)"
+        )
+    elif pilot.get("tail_dof"):
         parts.append(f"Student-t tails ({pilot['tail_dof']:.1f} dof)")
     return f" ({'; '.join(parts)})" if parts else ""
 

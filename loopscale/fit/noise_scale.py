@@ -6,7 +6,9 @@ model: seeds as data").
 - `scale_to_scatter` / `fit_on_its_scale`: sigma x S where S^2 > 1, the fit refined there, the reference F(1, nu);
 - `reference_quantile`: chi2_1 or F(1, nu), the profile's threshold's 95% point;
 - `residual_tails`, `point_misfit`, `parent_share`: the residuals' kurtosis, the law's misfit at a point and the
-  share of a run's noise a forked job's branches share (what `power` draws).
+  share of a run's noise a forked job's branches share, with its standard error (what `power` draws);
+- `residual_units`: the standardised residuals themselves, seed-level and point-level, as the unit-variance pools
+  `power` resamples (heavy tails without a significance gate: `pilot.unit_draws`).
 """
 
 from __future__ import annotations
@@ -114,9 +116,11 @@ def point_misfit(state: FitState, point: np.ndarray, seed_sigma: np.ndarray | No
     return float(np.sqrt(max(0.0, tau2)))
 
 
-def parent_share(state: FitState, draws: np.ndarray | None, sigma: np.ndarray | None) -> float | None:
-    """The share rho of a run's noise variance that a forked job's branches share, from the fit's residuals, in
-    [0, 1]; None without a job of two branches (draws None: an unforked table).
+def parent_share(
+    state: FitState, draws: np.ndarray | None, sigma: np.ndarray | None, point: np.ndarray | None = None
+) -> tuple[float, float] | None:
+    """(rho, its standard error): the share rho of a run's noise variance that a forked job's branches share, from
+    the fit's residuals, in [0, 1]; None without a job of two branches (draws None: an unforked table).
 
     The statistic is the sum of cross products of two branches' standardised residuals, c = z^T Q z (z = r /
     sigma, sigma per row the seed sigma: the variance of a run's whole noise, or the residuals' RMS without one;
@@ -124,9 +128,12 @@ def parent_share(state: FitState, draws: np.ndarray | None, sigma: np.ndarray | 
     independent across points, does not enter it. A fit absorbs part of what jobs share (a job's offset moves
     the law's A, alpha), so the raw mean cross product comes out low (measured: 0.43 for a true 0.5 on the
     demo's forked design); with the fit linearised, residuals z = P u (P = I - H, H the hat matrix of the
-    Jacobian in z units) and u of covariance (1 - rho) I + rho (Q + I), E c = (1 - rho) tr(Q P) + rho
-    tr(Q P (Q + I) P), linear in rho: solved for it (a method of moments, as REML corrects a variance for the
-    fitted mean)."""
+    Jacobian in z units) and u of covariance V = I + rho Q, E c = tr(Q P) + rho tr(Q P Q P), linear in rho:
+    solved for it (a method of moments, as REML corrects a variance for the fitted mean). Its standard error is
+    that of a ratio of Gaussian quadratic forms over the slope
+    tr(Q P Q P), the scale's own uncertainty included (`_share_se`; point: the rows' point ids, whose seed
+    repeats measured sigma): a pilot of a few jobs knows rho only roughly (sd over pilots 0.09-0.21), and
+    `power` draws it per simulated sweep (`pilot.share_draw`)."""
     if draws is None:
         return None
     same = draws[:, None] == draws[None, :]
@@ -141,16 +148,97 @@ def parent_share(state: FitState, draws: np.ndarray | None, sigma: np.ndarray | 
     Jz = J / np.broadcast_to(scale, res.shape)[:, None]
     P = np.eye(len(z)) - Jz @ np.linalg.pinv(Jz)
     QP = Q @ P
-    at_0, at_1 = np.trace(QP), np.trace(QP @ (Q + np.eye(len(z))) @ P)
-    if not at_1 - at_0 > 0:
+    at_0, slope = np.trace(QP), np.trace(QP @ QP)
+    if not slope > 0:
         return None
-    return float(np.clip((z @ Q @ z - at_0) / (at_1 - at_0), 0.0, 1.0))
+    rho = float(np.clip((z @ Q @ z - at_0) / slope, 0.0, 1.0))
+    kappa = max(0.0, float(np.mean(z**4) / np.mean(z**2) ** 2 - 3))  # the residuals' excess kurtosis, no gate
+    return rho, _share_se(P, draws, rho, slope, at_0, None if sigma is None else point, kappa)
 
 
-def with_parent_share(noise, share: float | None):
-    """The fit record's noise block with the parent share (`parent_share`) where the table is forked: what `loopscale
-    power` draws from a forked pilot; an unforked table's block as it was."""
-    return noise if share is None else noise.replace(parent_share=share)
+def _share_se(P: np.ndarray, draws: np.ndarray, rho: float, slope: float, at_0: float, point, kappa: float) -> float:
+    """The standard error of `parent_share`'s rho: c = a / d, a = u^T A u (A = P Q P) the cross products on sigma's
+    scale, d = u^T W u / df the scale's own estimate (W: the within-point deviations of points with seed repeats,
+    df their degrees of freedom; without a seed sigma the residuals' mean square, W = P, df = n). The noise as
+    `power` draws it, u = M e, M = [sqrt(rho) G, sqrt(1 - rho) I] (G: a row's job), e independent of unit
+    variance and excess kurtosis kappa: var(e^T B e) = 2 tr(B^2) + kappa sum_i B_ii^2, the covariance alike
+    (B = M^T A M, M^T W M / df), and the delta method for the ratio, var c = var a / d^2 - 2 a cov(a, d) / d^3 +
+    a^2 var d / d^4 at their expectations. The scale shares the jobs' noise with the cross products (a point's
+    seeds are other jobs' branches), which narrows c: without it the standard error came out 1.7x the spread
+    over pilots (demo, 3 seeds, Gaussian); without kappa 0.7x (2 seeds, Student-t 5)."""
+    n = len(P)
+    if point is None:
+        W, df = P, float(n)
+    else:
+        point = np.asarray(point)
+        same = point[:, None] == point[None, :]
+        n_g = same.sum(axis=1)
+        repeated = (n_g >= 2).astype(float)
+        W = (np.eye(n) - same / n_g[:, None]) * repeated[:, None] * repeated[None, :]
+        df = float(np.trace(W))
+        if not df > 0:
+            W, df = P, float(n)
+    G = (draws[:, None] == np.unique(draws)[None, :]).astype(float)
+    M = np.hstack([np.sqrt(rho) * G, np.sqrt(1 - rho) * np.eye(n)])
+    Q = G @ G.T - np.eye(n)
+    BA, BW = M.T @ (P @ Q @ P) @ M, M.T @ W @ M / df
+
+    def cov(X, Y):
+        return 2 * np.sum(X * Y) + kappa * np.sum(np.diag(X) * np.diag(Y))
+
+    e_a, e_d = at_0 + rho * slope, float(np.trace(BW))
+    var_c = cov(BA, BA) / e_d**2 - 2 * e_a * cov(BA, BW) / e_d**3 + e_a**2 * cov(BW, BW) / e_d**4
+    return float(np.sqrt(max(var_c, 0.0)) / slope)
+
+
+POOL_MIN = 8  # fewer standardised residuals than this: no pool (power draws Student-t where the kurtosis says so)
+POOL_MAX = 400  # a longer pool is kept as this many of its quantiles (the record stays small; resampling is iid)
+
+
+def _unit_pool(values: np.ndarray) -> list[float] | None:
+    """Values centred and scaled to unit RMS, sorted (a long pool as POOL_MAX quantiles), rounded to 4 decimals;
+    None for fewer than POOL_MIN or no spread."""
+    v = values - values.mean()
+    rms = float(np.sqrt(np.mean(v**2))) if len(v) else 0.0
+    if len(v) < POOL_MIN or not rms > 0:
+        return None
+    v = np.sort(v / rms)
+    if len(v) > POOL_MAX:
+        v = np.quantile(v, (np.arange(POOL_MAX) + 0.5) / POOL_MAX)
+    return [round(float(x), 4) for x in v]
+
+
+def residual_units(state: FitState, point: np.ndarray | None) -> dict[str, Any] | None:
+    """The fit's standardised residuals as the unit-variance pools `loopscale power` resamples (issue 53): the
+    shape of the noise as the pilot shows it, with no test of whether its tails are heavy. "seed": a run's own
+    noise, the deviations of a point's runs from their mean, each scaled by sqrt(n_g / (n_g - 1)) (points with
+    seed repeats); "point": the points' mean residuals (the law's misfit there, with the seed noise its runs did
+    not average away). Without seed repeats both are the residuals themselves (a run's whole noise, its split
+    unknown). None when neither pool has POOL_MIN values."""
+    res = state.law.log_predict(state.best.theta, state.data) - state.data.log_L
+    z = res if state.data.sigma is None else res / state.data.sigma
+    n_g = None if point is None else np.bincount(point)
+    if n_g is None or not (n_g >= 2).any():
+        pool = _unit_pool(z)
+        return None if pool is None else {"seed": pool, "point": pool, "n_seed": len(z), "n_point": len(z)}
+    zbar = np.bincount(point, weights=z) / n_g
+    repeated = n_g[point] >= 2
+    dev = ((z - zbar[point]) * np.sqrt(n_g / np.maximum(n_g - 1, 1))[point])[repeated]
+    seed, at_points = _unit_pool(dev), _unit_pool(zbar)
+    if seed is None and at_points is None:
+        return None
+    return {"seed": seed, "point": at_points, "n_seed": int(repeated.sum()), "n_point": len(n_g)}
+
+
+def with_pilot_noise(noise, state: FitState, draws: np.ndarray | None, sigma: np.ndarray | None, point):
+    """The fit record's noise block with what `loopscale power` draws from a pilot: the parent share and its
+    standard error where the table is forked (`parent_share`), the residual pools (`residual_units`)."""
+    point = None if point is None else np.asarray(point)
+    share = parent_share(state, draws, sigma, point)
+    if share is not None:
+        noise = noise.replace(parent_share=share[0], parent_share_se=share[1])
+    units = residual_units(state, point)
+    return noise if units is None else noise.replace(units=units)
 
 
 def fit_on_its_scale(result, state: FitState, point=None) -> tuple[FitState, dict[str, Any] | None]:

@@ -4,8 +4,8 @@
 `Truth` is the law (E, A, alpha, B, beta, phi) and the noise: the seed sigma of log L with the degrees of freedom
 it rests on, the law's misfit at a point, the Student-t degrees of freedom of heavy tails, the share of a forked
 job's noise its branches share; `truth_from_fit` reads them from a pilot fit's record (`noise` block:
-`loopscale.fit.noise_scale`), `check_in_box` refuses a law the fitter could not recover, and `draw_noise`,
-`scale_draw` draw one simulated sweep's noise.
+`loopscale.fit.noise_scale`, its residual pools included), `check_in_box` refuses a law the fitter could not
+recover, and `draw_noise`, `scale_draw`, `split_draw`, `share_draw` draw one simulated sweep's noise.
 """
 
 from __future__ import annotations
@@ -36,7 +36,10 @@ class Truth:
     its branches share (parent_share); where sigma came from (said in outputs). split_unknown: sigma is the
     whole noise of a run and the pilot could not split it into seed noise and misfit (no seed repeats): each
     simulated sweep draws the misfit's share of its variance, w ~ Uniform(0, 1) (`split_draw`), so a design
-    with more seeds than the pilot is not promised that seeds average all of it away."""
+    with more seeds than the pilot is not promised that seeds average all of it away. parent_share_se: the
+    share's standard error, drawn per simulated sweep (`share_draw`). seed_units, point_units: the pilot's
+    standardised residuals (`noise_scale.residual_units`), the pools the seed-level and point-level noise is
+    resampled from (`unit_draws`); None: Student-t with tail_dof, or Gaussian."""
 
     params: Mapping[str, float]
     sigma_log: float
@@ -46,6 +49,9 @@ class Truth:
     misfit_log: float = 0.0
     tail_dof: float | None = None
     split_unknown: bool = False
+    parent_share_se: float = 0.0
+    seed_units: tuple[float, ...] | None = None
+    point_units: tuple[float, ...] | None = None
 
     def __post_init__(self):
         missing = [k for k in (*DENSE, "phi") if k not in self.params]
@@ -59,6 +65,8 @@ class Truth:
             raise InputError(f"sigma's degrees of freedom must be >= 1; got {self.sigma_dof}")
         if not (np.isfinite(self.misfit_log) and self.misfit_log >= 0):
             raise InputError(f"the misfit must be >= 0; got {self.misfit_log}")
+        if not (np.isfinite(self.parent_share_se) and self.parent_share_se >= 0):
+            raise InputError(f"the parent share's standard error must be >= 0; got {self.parent_share_se}")
         if self.tail_dof is not None and not self.tail_dof > 4:
             raise InputError(f"the noise's t degrees of freedom must be > 4 (a finite kurtosis); got {self.tail_dof}")
 
@@ -156,11 +164,16 @@ def truth_from_fit(fit, sigma_log: float | None = None, parent_share: float | No
     params["phi"] = phi
     noise = fit.noise or {}
     tail_dof = (noise.get("tails") or {}).get("t_dof")
+    units = noise.get("units") or {}
+    shape = {f"{level}_units": _pool(units.get(level)) for level in ("seed", "point")}
+    share_se = 0.0
     if parent_share is None:
         measured_share = noise.get("parent_share")
         parent_share = 1.0 if measured_share is None else float(measured_share)
+        share_se = 0.0 if measured_share is None else float(noise.get("parent_share_se") or 0.0)
+    shape["parent_share_se"] = share_se
     if sigma_log is not None:
-        return Truth(params, float(sigma_log), parent_share, "stated (--sigma)", tail_dof=tail_dof)
+        return Truth(params, float(sigma_log), parent_share, "stated (--sigma)", tail_dof=tail_dof, **shape)
     measured = noise.get("sigma_log")
     if measured:
         scale = noise.get("scale") or {}
@@ -171,7 +184,7 @@ def truth_from_fit(fit, sigma_log: float | None = None, parent_share: float | No
             seed_dof = tail_dof_of_variance(seed_dof, tail_dof, seed_dof / max(repeated, seed_dof + 1))
         dof = _noise_dof(float(measured), seed_dof, tau, scale, fit.n_rows)
         source = "the pilot's seed repeats" + (f" and its misfit at a point ({tau:.3g} in log L)" if tau else "")
-        return Truth(params, float(measured), parent_share, source, dof or None, tau, tail_dof)
+        return Truth(params, float(measured), parent_share, source, dof or None, tau, tail_dof, **shape)
     n, p = fit.n_rows, len(fit.params)
     if not fit.residual_rms_log or n <= p:
         raise InputError(
@@ -184,11 +197,27 @@ def truth_from_fit(fit, sigma_log: float | None = None, parent_share: float | No
         "together, their split drawn)"
     )
     dof = tail_dof_of_variance(n - p, tail_dof, (n - p) / n)
-    return Truth(params, sigma, parent_share, source, dof, 0.0, tail_dof, split_unknown=True)
+    return Truth(params, sigma, parent_share, source, dof, 0.0, tail_dof, split_unknown=True, **shape)
 
 
-def unit_draws(rng: np.random.Generator, n: int, tail_dof: float | None) -> np.ndarray:
-    """n draws of unit variance: Gaussian, or Student-t with tail_dof degrees of freedom scaled to variance 1."""
+def _pool(values) -> tuple[float, ...] | None:
+    return tuple(float(v) for v in values) if values else None
+
+
+def unit_draws(
+    rng: np.random.Generator, n: int, tail_dof: float | None, pool: tuple[float, ...] | None = None
+) -> np.ndarray:
+    """n draws of unit variance. With a pool (the pilot's standardised residuals, `Truth.seed_units`): a smoothed
+    bootstrap, a value drawn from the pool plus Gaussian jitter of Silverman's bandwidth h = 0.9 min(1, IQR / 1.34)
+    m^(-1/5), scaled by 1 / sqrt(1 + h^2) (Silverman 1986, sec. 6.4.1): the kernel density of the residuals, a
+    continuous law with their tails and their density at 0, which is what a Huber fit's precision rests on, with
+    no gate on whether the tails are heavy. Without one: Student-t with tail_dof degrees of freedom scaled to
+    variance 1, or Gaussian."""
+    if pool is not None:
+        values = np.asarray(pool, dtype=float)
+        iqr = float(np.subtract(*np.quantile(values, [0.75, 0.25])))
+        h = 0.9 * min(1.0, iqr / 1.34) * len(values) ** -0.2
+        return (values[rng.integers(0, len(values), n)] + h * rng.standard_normal(n)) / math.sqrt(1 + h * h)
     if tail_dof is None:
         return rng.standard_normal(n)
     return rng.standard_t(tail_dof, n) / math.sqrt(tail_dof / (tail_dof - 2))
@@ -202,15 +231,31 @@ def draw_noise(
     points: np.ndarray | None = None,
     misfit_log: float = 0.0,
     tail_dof: float | None = None,
+    seed_units: tuple[float, ...] | None = None,
+    point_units: tuple[float, ...] | None = None,
 ) -> np.ndarray:
     """eps per row: sigma (sqrt(share) u_cluster + sqrt(1 - share) u_run) + tau u_point (module docstring), u of
-    unit variance (`unit_draws`); the misfit tau u_point is shared by a point's seeds."""
-    shared = unit_draws(rng, int(clusters.max()) + 1, tail_dof)[clusters]
-    own = unit_draws(rng, len(clusters), tail_dof)
+    unit variance (`unit_draws`: u_cluster and u_run from the seed-level pool, u_point from the point-level one;
+    without pools Student-t or Gaussian, u_point Gaussian); the misfit tau u_point is shared by a point's seeds."""
+    shared = unit_draws(rng, int(clusters.max()) + 1, tail_dof, seed_units)[clusters]
+    own = unit_draws(rng, len(clusters), tail_dof, seed_units)
     eps = sigma_log * (math.sqrt(share) * shared + math.sqrt(1 - share) * own)
     if misfit_log and points is not None:
-        eps = eps + misfit_log * rng.standard_normal(int(points.max()) + 1)[points]
+        n_points = int(points.max()) + 1
+        at_points = (
+            rng.standard_normal(n_points) if point_units is None else unit_draws(rng, n_points, None, point_units)
+        )
+        eps = eps + misfit_log * at_points[points]
     return eps
+
+
+def share_draw(rng: np.random.Generator, truth: Truth) -> float:
+    """The parent share of one simulated sweep: the pilot's estimate, or with its standard error a draw from its
+    sampling distribution, N(rho, se^2) clipped to [0, 1] as the estimate is (`noise_scale.parent_share`): a pilot of
+    a few forked jobs knows rho only roughly, and the MDE averages over what it might be."""
+    if not truth.parent_share_se:
+        return truth.parent_share
+    return float(np.clip(rng.normal(truth.parent_share, truth.parent_share_se), 0.0, 1.0))
 
 
 def split_draw(rng: np.random.Generator, truth: Truth) -> tuple[float, float]:

@@ -51,7 +51,7 @@ from loopscale.fit.noise import noise_setup
 from loopscale.fit.noise_scale import scale_to_scatter
 from loopscale.fit.objective import Loss
 from loopscale.fit.optimize import FitState, fit_law, lm_batch, newton, refine
-from loopscale.fit.pilot import Truth, check_in_box, draw_noise, scale_draw, split_draw
+from loopscale.fit.pilot import Truth, check_in_box, draw_noise, scale_draw, share_draw, split_draw
 from loopscale.fit.record_blocks import ABSENT, JsonBlock
 from loopscale.fit.replicates import point_keys
 from loopscale.fit.resample import PROGRESS_DELAY_S, on_one_blas_thread
@@ -166,7 +166,9 @@ def solve_sims(problem: Problem, task: tuple) -> np.ndarray:
     for i in range(size):
         f = scale_draw(rng, t.sigma_dof)
         sigma, misfit = split_draw(rng, t)
-        eps = f * draw_noise(rng, problem.clusters, sigma, t.parent_share, problem.points, misfit, t.tail_dof)
+        share = share_draw(rng, t)
+        pools = (t.seed_units, t.point_units)
+        eps = f * draw_noise(rng, problem.clusters, sigma, share, problem.points, misfit, t.tail_dof, *pools)
         out[i, 3] = f
         try:
             with np.errstate(all="ignore"):

@@ -276,6 +276,8 @@ class Noise(JsonBlock):
     scale: dict | None = ABSENT
     sigma_log_measured: float = ABSENT  # --noise off with seed repeats: the sigma the fit did not use
     parent_share: float = ABSENT  # a forked table: the share of a run's noise its job's branches share (power draws it)
+    parent_share_se: float = ABSENT  # its standard error (power draws the share per simulated sweep)
+    units: dict | None = ABSENT  # the standardised residuals, seed- and point-level pools (power resamples them)
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,8 @@ own generator (Student-t seed noise plus a point misfit), not `synthetic.seeded_
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -13,7 +15,7 @@ from loopscale.errors import InputError
 from loopscale.fit import synthetic as S
 from loopscale.fit.fit_table import fit_table
 from loopscale.fit.joint import fit_joint, joint_table
-from loopscale.fit.pilot import Truth, truth_from_fit
+from loopscale.fit.pilot import Truth, share_draw, truth_from_fit
 from loopscale.fit.power import CANDIDATE, simulate_design
 from loopscale.fit.replicates import point_keys
 
@@ -166,3 +168,53 @@ def test_sigma_from_heavy_tailed_noise_is_drawn_wider_than_a_chi_square_on_its_d
         > Truth(TRUTH, heavy.sigma_log, sigma_dof=n_p).sigma_interval()[1]
         / Truth(TRUTH, heavy.sigma_log, sigma_dof=n_p).sigma_interval()[0]
     )
+
+
+def _mde_at(design: pd.DataFrame, truth: Truth, n_sims: int = 64) -> float:
+    """`power`'s delta-phi MDE of a design from a pilot's noise, put at the true law with sigma 0.004 known (only
+    the noise's shape, its misfit split and the parent share left to differ between pilots)."""
+    at = replace(truth, params=TRUTH, sigma_log=0.004, sigma_dof=None)
+    return simulate_design(design, at, n_sims=n_sims, seed=4, what=("delta_phi",))["delta_phi"]["mde"]
+
+
+def test_a_pilot_with_heavy_tails_below_the_kurtosis_gate_is_drawn_with_them_and_a_gaussian_one_is_not():
+    """One seed a point, Student-t 5 noise whose sample kurtosis (0.87) falls below the gate (2 se, 0.91): the
+    pilot's tails are not called heavy, and `power` used to draw Gaussian noise for it, so its MDE was a
+    Gaussian pilot's. The fit is Huber (in log units, delta 1e-3: near the median at this noise), more precise
+    on heavy-tailed noise than on Gaussian of the same variance (1 / f(0)^2: 0.82x the Gaussian's se for t5):
+    drawing the pilot's own residuals (smoothed), its MDE is below 0.92x a Gaussian draw's, while a Gaussian
+    pilot's residuals give the Gaussian draw's MDE to within 12%."""
+    grid = S.isodepth_grid(S.BASELINE_SIZES)
+    heavy = truth_from_fit(fit_table(sweep(grid, 1, 0.004, 0.0, 5, seed=5), profile=False))
+    normal = truth_from_fit(fit_table(sweep(grid, 1, 0.004, 0.0, None, seed=5), profile=False))
+    assert heavy.tail_dof is None and normal.tail_dof is None  # neither past the gate
+    design = design_of(S.isodepth_grid(S.CPU_SIZES, (1, 2, 4)), 1)
+    gaussian = _mde_at(design, replace(normal, seed_units=None, point_units=None))
+    assert _mde_at(design, heavy) < 0.92 * gaussian
+    assert abs(_mde_at(design, normal) / gaussian - 1) < 0.12
+
+
+def test_a_forked_pilot_says_how_sure_it_is_of_its_parent_share_and_power_draws_the_share_from_that():
+    """Twelve forked pilots of two seeds (the demo's design, a true share 0.5 of a run's noise its parent job's):
+    the share each measures has a standard error (`noise_scale.parent_share`) of the size of the shares' spread
+    over the pilots (0.5-2x here, 12 pilots; 0.73-1.21x over 30 in bench_calibration's forked cells:
+    docs/results.md), and each simulated sweep draws its share from N(rho, se^2) clipped to [0, 1] as the
+    estimate is (`pilot.share_draw`)."""
+    grid = S.demo_grid(S.BASELINE_R, "baseline")
+    truths = [
+        truth_from_fit(
+            fit_table(
+                S.seeded_sweep(grid, S.DEMO_PHI, 2, 0.005, seed, dict(S.DEMO_DENSE), forked=True, parent_share=0.5),
+                profile=False,
+            )
+        )
+        for seed in range(12)
+    ]
+    spread = np.std([t.parent_share for t in truths], ddof=1)
+    se = np.sqrt(np.mean([t.parent_share_se**2 for t in truths]))
+    assert 0.5 * spread < se < 2.0 * spread
+    rng = np.random.default_rng(0)
+    draws = np.array([share_draw(rng, replace(truths[0], parent_share=0.4, parent_share_se=0.2)) for _ in range(4000)])
+    assert draws.min() >= 0 and draws.max() <= 1
+    assert abs(draws.mean() - 0.4) < 0.02 and abs(draws.std() - 0.2) < 0.02
+    assert share_draw(rng, replace(truths[0], parent_share=0.4, parent_share_se=0.0)) == 0.4  # a stated share
