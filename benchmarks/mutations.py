@@ -1283,7 +1283,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "approach2-interp-rule-searches-only-the-sizes",
-        ISOFLOP,
+        "loopscale/fit/validation/approach2.py",
         "    grid = np.linspace(x[0], x[-1], (len(x) - 1) * INTERP_STEPS)\n",
         "    grid = x\n",
         (

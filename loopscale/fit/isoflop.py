@@ -13,7 +13,6 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from scipy.interpolate import Akima1DInterpolator
 
 from loopscale.fit.derived import optimal_size
 from loopscale.fit.laws.registry import law_class
@@ -106,20 +105,6 @@ def window_vertex(x, y, n) -> tuple[float | None, slice | None, str | None]:
         return None, None, why
     v, why = vertex(x[win], y[win], n[win])
     return v, win, why
-
-
-INTERP_STEPS = 25  # grid points per interval between sizes at which the interpolated curve is searched
-
-
-def interp_vertex(x: np.ndarray, y: np.ndarray) -> float | None:
-    """ln N* of one budget by the interpolation rule (Porian et al. 2024's released analysis): the argmin of an Akima
-    spline of log L through every size's mean, searched on INTERP_STEPS points per interval; None when it falls on
-    an edge of the sizes or there are fewer than MIN_SIZES. Approach 2's cross-check of the window rule."""
-    if len(x) < MIN_SIZES:
-        return None
-    grid = np.linspace(x[0], x[-1], (len(x) - 1) * INTERP_STEPS)
-    k = int(np.argmin(Akima1DInterpolator(x, y)(grid)))
-    return None if k in (0, len(grid) - 1) else float(grid[k])
 
 
 def compute_optimal_curve(table: pd.DataFrame, fit: FitResult, r: float, C: np.ndarray):

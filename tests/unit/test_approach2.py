@@ -169,10 +169,10 @@ def test_minima_scattering_about_the_power_law_enter_as_a_between_budget_varianc
 
 
 def test_the_interpolation_rule_finds_the_minimum_of_the_curve_through_every_size():
-    """isoflop.interp_vertex: the argmin of an Akima spline through a budget's sizes (Porian et al.'s rule). On the
+    """approach2.interp_vertex: the argmin of an Akima spline through a budget's sizes (Porian et al.'s rule). On the
     law's noise-free curves sampled densely it is the true N* (to the search grid), its exponent the truth to 0.003;
     a curve falling to its last size has none; the record and the text carry it beside the window's a."""
-    from loopscale.fit.isoflop import interp_vertex
+    from loopscale.fit.validation.approach2 import interp_vertex
 
     budgets = np.geomspace(1e18, 1e21, 5)
     exact = isoflop_table(budgets, sigma=0.0, seed=0, span=(10.0, 7.0), n_sizes=21)  # no size at N*

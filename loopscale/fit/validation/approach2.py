@@ -36,9 +36,10 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from scipy.interpolate import Akima1DInterpolator
 
 from loopscale.errors import InputError
-from loopscale.fit.isoflop import WINDOW_RULE, budget_curve, interp_vertex, window_of, window_vertex
+from loopscale.fit.isoflop import MIN_SIZES, WINDOW_RULE, budget_curve, window_of, window_vertex
 from loopscale.fit.replicates import replicate_groups
 from loopscale.fit.runs_table import ColumnMap, canonical_table
 from loopscale.fit.runs_table import budgets as budget_labels  # the rule the fit and the figures group by
@@ -152,8 +153,23 @@ def iso_flop_exponent(
     return out
 
 
+INTERP_STEPS = 25  # grid points per interval between sizes at which the interpolated curve is searched
+
+
+def interp_vertex(x: np.ndarray, y: np.ndarray) -> float | None:
+    """ln N* of one budget by the interpolation rule (Porian et al. 2024's released analysis): the argmin of an Akima
+    spline of log L through every size's mean, searched on INTERP_STEPS points per interval; None when it falls on
+    an edge of the sizes or there are fewer than MIN_SIZES. Approach 2's cross-check of the window rule (here, not
+    in fit/isoflop.py: scipy.interpolate loads scipy.optimize, which the fit's readers must not)."""
+    if len(x) < MIN_SIZES:  # isoflop's rule for the window too
+        return None
+    grid = np.linspace(x[0], x[-1], (len(x) - 1) * INTERP_STEPS)
+    k = int(np.argmin(Akima1DInterpolator(x, y)(grid)))
+    return None if k in (0, len(grid) - 1) else float(grid[k])
+
+
 def _interp_exponent(rows: list[dict[str, Any]], vertices: list[float | None]) -> float | None:
-    """The exponent by the interpolation rule (`isoflop.interp_vertex`): an unweighted line of its ln N* on ln C over
+    """The exponent by the interpolation rule (`interp_vertex`): an unweighted line of its ln N* on ln C over
     the budgets where it has one (None below two). Beside the window rule's a it shows how much the rule moves it:
     on Porian et al.'s released configurations it reproduces their published exponents to 0.005."""
     pairs = [(np.log(row["C"]), v) for row, v in zip(rows, vertices) if v is not None]
