@@ -12,7 +12,7 @@ compare  delta = B - A of a parameter (default phi) of two fit JSONs, CI from th
          given a joint fit, its delta-phi (bootstrap, profile, LR test) next to the separate fits'; both
          end in one answer (`loopscale.fit.verdict.delta_answer`): real, no difference detected, or not
          measured with the design's minimum detectable delta-phi.
-What `fit` prints and writes, and its output paths, are in fit_output.py.
+What `fit` prints is fit_output.py; the files it writes and their paths, `loopscale.analysis.fit_files`.
 """
 
 from __future__ import annotations
