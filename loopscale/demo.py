@@ -48,7 +48,7 @@ from loopscale.plots.registry import save_all
 from loopscale.train.collect import collect, curves_table, runs_table, write_runs_table
 from loopscale.train.job_plan import plan_job
 from loopscale.train.plan import run_dir_of
-from loopscale.train.run_json import is_finished
+from loopscale.train.run_json import ForkedJob, RunRecord, is_finished
 
 EXPERIMENT = "isodepth_cpu_demo"
 
@@ -77,9 +77,9 @@ class DemoOutputs:
     summary: Path  # demo.json: stage times, training FLOP/s, conditioning numbers
 
 
-def _summary(cfg, record: dict) -> str:
-    points = record.get("branches") or [record]
-    losses = [p["L"] for p in points if p.get("status") == "done"]
+def _summary(cfg, record: RunRecord | ForkedJob) -> str:
+    points = record.branches if isinstance(record, ForkedJob) else [record]
+    losses = [p.L for p in points if p is not None and p.status == "done"]
     span = (
         f"L = {min(losses):.4f}..{max(losses):.4f}"
         if len(losses) > 1
@@ -177,8 +177,9 @@ def _train(jobs, vocab_size: int, workers: int, threads: int, console) -> list:
         # a failed or diverged job stops the pool and the demo (local_workers.JobFailed), as it should:
         # a fit without it would be a fit of another grid
         for cfg, record, wall_s in train_in_workers(cfgs, workers, threads):
-            if record.get("status") not in ("done", None) and not record.get("branches"):
-                progress.console.print(f"  {cfg.run_name:<22} {record['status']}: {record.get('reason')}", markup=False)
+            shown = record.parent if isinstance(record, ForkedJob) and not record.branches else record
+            if shown is not None and shown.status not in ("done", None):  # e.g. trained elsewhere: nothing here
+                progress.console.print(f"  {cfg.run_name:<22} {shown.status}: {shown.reason}", markup=False)
             else:
                 progress.console.print(f"  {_summary(cfg, record)}  ({wall_s:.0f} s)", markup=False)
             progress.advance(task)

@@ -14,16 +14,19 @@ on the r = 2 / 4 / 8 curves alone, which is not the fit the study reports. Two h
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from loopscale.errors import InputError
 from loopscale.fit.laws.registry import law_class
-from loopscale.train.collect import collect, runs_table
+from loopscale.train.collect import Point, collect, runs_table
 
 DENSE_COLUMN = "dense_from"  # in the runs table: the sweep dir an r = 1 row was borrowed from, else empty
 
 
-def dense_rows(probe_rows: list[dict[str, Any]], baseline_dir: Path) -> list[dict[str, Any]]:
+class DensePoint(Point):
+    dense_from: str  # DENSE_COLUMN: the baseline sweep it is borrowed from
+
+
+def dense_rows(probe_rows: list[Point], baseline_dir: Path) -> list[DensePoint]:
     """The baseline sweep's finished r = 1 rows, marked `dense_from = baseline_dir`, to append to a probe's
     rows. ValueError when the probe already has r = 1 rows (they would be counted twice) or when the
     baseline has none."""
@@ -37,7 +40,7 @@ def dense_rows(probe_rows: list[dict[str, Any]], baseline_dir: Path) -> list[dic
             "only to a probe that has none"
         )
     rows, _ = collect(baseline_dir)
-    dense = [dict(row, **{DENSE_COLUMN: str(baseline_dir)}) for row in rows if row.get("r") == 1]
+    dense = [DensePoint(**row, dense_from=str(baseline_dir)) for row in rows if row.get("r") == 1]
     if not dense:
         raise InputError(
             f"--dense {baseline_dir} has no finished r = 1 runs (`loopscale status {baseline_dir}` lists its runs)"
@@ -45,7 +48,7 @@ def dense_rows(probe_rows: list[dict[str, Any]], baseline_dir: Path) -> list[dic
     return dense
 
 
-def probe_table(rows: list[dict[str, Any]], dense: list[dict[str, Any]]):
+def probe_table(rows: list[Point], dense: list[DensePoint]):
     """The runs table of a probe's rows plus its borrowed dense rows, with the `dense_from` column last
     (empty for the probe's own runs)."""
     table = runs_table(rows + dense)

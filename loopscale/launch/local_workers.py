@@ -19,7 +19,6 @@ import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from loopscale.atomic import write_json_atomic
 from loopscale.config.schema import TrainConfig
@@ -28,7 +27,7 @@ from loopscale.train.identity import IdentityMismatch, stored_hash
 from loopscale.train.job_plan import plan_job
 from loopscale.train.lock import release_dead_holder
 from loopscale.train.plan import run_dir_of
-from loopscale.train.run_json import PARENT_FILE, RUN_FILE, RunRecord, read_record_or_none
+from loopscale.train.run_json import PARENT_FILE, RUN_FILE, ForkedJob, RunRecord, read_record_or_none
 
 
 class JobFailed(RuntimeError):
@@ -48,7 +47,7 @@ class JobOutcome:
     """What a worker sends back: plain data only, so it always unpickles in the parent."""
 
     cfg: TrainConfig
-    record: dict[str, Any] | None
+    record: RunRecord | ForkedJob | None
     wall_s: float
     status: str = "done"  # done | failed | diverged | refused (another config's run dir: nothing written)
     reason: str = ""
@@ -144,7 +143,7 @@ def record_dead_worker(cfg: TrainConfig, died: WorkerDied) -> tuple[str, str | N
     return status, written
 
 
-def _checked(outcome: JobOutcome | WorkerDied, cfg: TrainConfig) -> tuple[TrainConfig, dict[str, Any], float]:
+def _checked(outcome: JobOutcome | WorkerDied, cfg: TrainConfig) -> tuple[TrainConfig, RunRecord | ForkedJob, float]:
     if isinstance(outcome, WorkerDied):
         status, record = record_dead_worker(cfg, outcome)
         raise JobFailed(cfg.run_name, status, outcome.reason, record)
@@ -155,7 +154,7 @@ def _checked(outcome: JobOutcome | WorkerDied, cfg: TrainConfig) -> tuple[TrainC
 
 def train_in_workers(
     cfgs: Iterable[TrainConfig], workers: int, threads_per_worker: int = 1
-) -> Iterator[tuple[TrainConfig, dict[str, Any], float]]:
+) -> Iterator[tuple[TrainConfig, RunRecord | ForkedJob, float]]:
     """Yield (cfg, record, wall_s) per job as each finishes, in completion order.
 
     workers <= 1 trains in this process, in the given order. Jobs are handed out in the given order, so

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import pandas as pd
 
@@ -24,6 +24,8 @@ from loopscale.train.run_json import (
     RUN_FILE,
     TABLE_COLUMNS,
     BadRecord,
+    CurvePoint,
+    TableRow,
     read_record,
     record_problem,
 )
@@ -37,8 +39,27 @@ CURVE_RUN_COLUMNS = ["run", "run_dir", "parent", "recipe", "r", "N_once", "N_rec
 CURVE_RUN_COLUMNS += ["steps", "D", "C", "L"]
 CURVE_COLUMNS = [*CURVE_RUN_COLUMNS, "step", "tokens", "lr", "lr_multiplier", "train_loss"]
 CURVE_COLUMNS += ["r_eval", "val_loss", "flops_per_token_eval", "from_parent"]
-# Columns of the list of runs that are not done (collect's second result).
-PROBLEM_COLUMNS = ["run_dir", "status", "reason", "step"]
+
+
+class Problem(TypedDict):
+    """A run that is not a point of the table (collect's second result, a row of <name>_problems.csv)."""
+
+    run_dir: str
+    status: str
+    reason: str
+    step: int | None
+
+
+class Point(TableRow):
+    """A finished run as collect hands it on: its runs-table row, and for the curves table (`curves_table`) its
+    loss curve, the forward FLOPs per token at its trained r and its fork step."""
+
+    curve: list[CurvePoint] | None
+    curve_eval_flops: float | None
+    fork_step: int | None
+
+
+PROBLEM_COLUMNS = list(Problem.__annotations__)
 RUN_MARKERS = (RUN_FILE, PARENT_FILE)  # and .hydra/config.yaml, checkpoints/last.ckpt (find_run_dirs)
 
 
@@ -77,45 +98,45 @@ def _walk(sweep_dir: Path, followlinks: bool):
         yield root, subdirs, files
 
 
-def _problem(run_dir: Path, status: str, reason: str, step=None) -> dict[str, Any]:
-    return {"run_dir": str(run_dir), "status": status, "reason": reason, "step": step}
+def _problem(run_dir: Path, status: str, reason: str, step=None) -> Problem:
+    return Problem(run_dir=str(run_dir), status=status, reason=reason, step=step)
 
 
-def _incomplete(run_dir: Path) -> dict[str, Any]:
+def _incomplete(run_dir: Path) -> Problem:
     if (run_dir / "checkpoints" / "last.ckpt").exists():
         return _problem(run_dir, "incomplete", "checkpoint but no run.json (killed or running)")
     return _problem(run_dir, "incomplete", "started but no checkpoint and no run.json")
 
 
-def _read_point(run_dir: Path) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
-    """(row, None) for a run dir holding a trusted done record, else (None, its problem), or (None, None)
-    for a forked sweep's finished stable parent (its branches are the points)."""
+def _read_point(run_dir: Path) -> tuple[Point | None, str | None, Problem | None]:
+    """(point, its identity, None) for a run dir holding a trusted done record, else (None, None, its problem),
+    or (None, None, None) for a forked sweep's finished stable parent (its branches are the points)."""
     name = PARENT_FILE if os.path.lexists(run_dir / PARENT_FILE) else RUN_FILE
     try:
         record = read_record(run_dir, name)
     except BadRecord as err:
-        return None, _problem(run_dir, "unreadable", str(err))
+        return None, None, _problem(run_dir, "unreadable", str(err))
     held = lock_state(run_dir)
     if held is not None and (record is None or record.status != "done"):
         # a process trains here now (a resumed run: its old record says how the last attempt ended), or the
         # one that did died without a record: running / stale, from the lock's holder and heartbeat
         step = None if record is None else record.step
-        return None, _problem(run_dir, held[0], held[1], step)
+        return None, None, _problem(run_dir, held[0], held[1], step)
     if record is None:
-        return None, _incomplete(run_dir)
+        return None, None, _incomplete(run_dir)
     role = "stable parent: " if name == PARENT_FILE else ""
     if record.status != "done":
         status = record.status if isinstance(record.status, str) else "unreadable"
-        return None, _problem(run_dir, status, role + str(record.reason or ""), record.step)
+        return None, None, _problem(run_dir, status, role + str(record.reason or ""), record.step)
     if name == PARENT_FILE:
-        return None, None
+        return None, None, None
     problem = record_problem(run_dir, record)
     if problem is not None:
-        return None, _problem(run_dir, "inconsistent", problem, record.step)
-    # the curve, the forward FLOPs per token at the trained r and the fork step: the curves table's (`curves_table`)
-    row = {**record.table_row(), "run_dir": str(run_dir), "identity": record.identity}
+        return None, None, _problem(run_dir, "inconsistent", problem, record.step)
     flops = trained_eval_flops(record.config) if record.curve else None
-    return {**row, "curve": record.curve, "curve_eval_flops": flops, "fork_step": record.fork_step}, None
+    point = Point(**record.table_row(), curve=record.curve, curve_eval_flops=flops, fork_step=record.fork_step)
+    point["run_dir"] = str(run_dir)
+    return point, record.identity, None
 
 
 def trained_eval_flops(config: dict[str, Any] | None) -> float | None:
@@ -128,7 +149,7 @@ def trained_eval_flops(config: dict[str, Any] | None) -> float | None:
         return None
 
 
-def collect(sweep_dir: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def collect(sweep_dir: Path) -> tuple[list[Point], list[Problem]]:
     """Return (rows of finished runs, problems) for a sweep directory.
 
     A problem is a run that is not a point of the table: {'run_dir', 'status', 'reason', 'step'} with status
@@ -139,12 +160,12 @@ def collect(sweep_dir: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]
     run as another dir's: same identity and run name). One bad record never stops the others."""
     rows, problems, first_of = [], [], {}
     for run_dir in find_run_dirs(sweep_dir):
-        row, problem = _read_point(run_dir)
+        row, identity, problem = _read_point(run_dir)
         if problem is not None:
             problems.append(problem)
         if row is None:
             continue
-        key = (row.pop("identity"), row["run_name"])
+        key = (identity, row["run_name"])
         if key[0] is not None and key in first_of:
             problems.append(_problem(run_dir, "copy", f"the same run as {first_of[key]} (same identity and name)"))
             continue
@@ -153,7 +174,7 @@ def collect(sweep_dir: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]
     return rows, problems
 
 
-def duplicate_points(rows: list[dict[str, Any]]) -> list[str]:
+def duplicate_points(rows: list[Point]) -> list[str]:
     """Rows that are one run counted twice: one point of the law (recipe, r, N_once, N_rec, D) and one seed (without
     a seed: one loss); a point's other seeds are replicates (`fit.noise`). One line per repeat, naming its runs."""
     groups: dict[tuple, list[str]] = {}
@@ -168,12 +189,12 @@ def duplicate_points(rows: list[dict[str, Any]]) -> list[str]:
     ]
 
 
-def runs_table(rows: list[dict[str, Any]]):
+def runs_table(rows: list[TableRow]):
     """The runs table the fitter reads: TABLE_COLUMNS in order, sorted by recipe, r, C, N."""
     return pd.DataFrame(rows, columns=TABLE_COLUMNS).sort_values(["recipe", "r", "C", "N"], kind="stable")
 
 
-def curves_table(rows: list[dict[str, Any]]):
+def curves_table(rows: list[Point]):
     """The curves table: one row per evaluation of each run's loss curve (run.json's `curve`) and pass count it
     was scored at (a point's `r_eval_scores`; without them the trained r alone, r_eval = r), with the run's model;
     a run recorded before curves were (no `curve`) has no rows. Sorted like the runs table, then by r_eval, step."""
@@ -198,7 +219,7 @@ def curves_path(out: Path) -> Path:
     return Path(out).with_name(f"{Path(out).stem}_curves.csv")
 
 
-def write_runs_table(table, problems: list[dict[str, Any]], out: Path, curves=None) -> Path:
+def write_runs_table(table, problems: list[Problem], out: Path, curves=None) -> Path:
     """What `loopscale collect` writes: `out` (.csv), a .parquet beside it, <name>_problems.csv with the
     runs not done and, given `curves` (`curves_table`), <name>_curves.csv. All are written to temporary files
     first and renamed into place only when all are complete: they are replaced together or not at all.

@@ -36,7 +36,7 @@ import json
 import os
 import platform
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from loopscale.atomic import write_json_atomic
 from loopscale.cache_home import cache_dir
@@ -48,9 +48,29 @@ INDUCTOR_ENV = "TORCHINDUCTOR_CACHE_DIR"
 INDUCTOR_ENTRIES = ("fxgraph", "aotautograd")  # Inductor's folders of cached graphs
 
 
+class RunContext(TypedDict):
+    """How a run drives its model's graphs (`run_context`)."""
+
+    precision: str
+    device_batch: int
+    optimizer: str
+
+
+class CompileKey(TypedDict):
+    """The graphs' key (`compile_key`), as key.json holds it."""
+
+    model: dict[str, Any]  # every field of the ModelConfig (dataclasses.asdict)
+    compile: str | bool  # the compile mode
+    backend: str
+    run: RunContext | dict  # {} for a key made without a run (the compile order's estimate)
+    torch: str
+    python: str
+    machine: str
+
+
 def compile_key(
-    model_cfg, mode, backend: str = "inductor", torch_version: str | None = None, run: dict | None = None
-) -> dict[str, Any]:
+    model_cfg, mode, backend: str = "inductor", torch_version: str | None = None, run: RunContext | None = None
+) -> CompileKey:
     """What decides a run's compiled graphs (module docstring): the model's config (a ModelConfig), the compile
     mode and backend, how the run drives them (`run_context`: precision, device batch, optimizer), torch's
     version (this torch's unless given), Python's version and the machine."""
@@ -67,29 +87,29 @@ def compile_key(
     }
 
 
-def run_context(precision: str, device_batch: int, optimizer: str) -> dict[str, Any]:
+def run_context(precision: str, device_batch: int, optimizer: str) -> RunContext:
     """What a run adds to its model's graphs: the trainer's precision (bf16 autocast is other graphs), the device
     batch (shapes are compiled static) and the optimizer (its compiled steps share the folder). Without them in
     the key, `is_warm` priced a bf16 run of a model cached in fp32 as cached."""
     return {"precision": str(precision), "device_batch": int(device_batch), "optimizer": str(optimizer)}
 
 
-def key_hash(key: dict[str, Any]) -> str:
+def key_hash(key: CompileKey) -> str:
     return hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:20]
 
 
-def graph_dir(key: dict[str, Any], root: Path | None = None) -> Path:
+def graph_dir(key: CompileKey, root: Path | None = None) -> Path:
     """The key's folder: <root or the loopscale cache>/compile/<key hash>."""
     return (root if root is not None else cache_dir()) / GRAPHS_DIR / key_hash(key)
 
 
-def is_warm(key: dict[str, Any], root: Path | None = None) -> bool:
+def is_warm(key: CompileKey, root: Path | None = None) -> bool:
     """Whether a process compiled graphs for this key already (Inductor has entries in its folder)."""
     folder = graph_dir(key, root)
     return any(any((folder / entries).glob("*")) for entries in INDUCTOR_ENTRIES if (folder / entries).is_dir())
 
 
-def activate(key: dict[str, Any], root: Path | None = None) -> Path | None:
+def activate(key: CompileKey, root: Path | None = None) -> Path | None:
     """Point this process's Inductor caches at the key's folder (created, with key.json); returns it, or None
     when the loopscale cache cannot be written (no home, a read-only one): Inductor then uses its own temporary
     folder, and the run compiles as it would without loopscale's cache."""

@@ -19,7 +19,6 @@ import os
 import sys
 import warnings
 from pathlib import Path
-from typing import Any
 
 import hydra
 import lightning  # noqa: F401  (its import adds the console handler that lightning_logs_once removes)
@@ -52,7 +51,7 @@ from loopscale.train.lock import RunLocked
 from loopscale.train.plan import run_dir_of, to_train_config  # noqa: F401
 from loopscale.train.recording import write_record_or_log
 from loopscale.train.refusals import refuse_before_the_stack
-from loopscale.train.run_json import claim_run_dir, is_finished, read_record
+from loopscale.train.run_json import ForkedJob, RunRecord, claim_run_dir, finished_record
 from loopscale.train.runner import launching_rank, note_outcome, run_dir_lock, running_elsewhere, train_run
 
 log = logging.getLogger("loopscale.train.entry")
@@ -79,11 +78,11 @@ def _record_invalid_config(cfg: DictConfig | TrainConfig, err: ValueError) -> No
     )
 
 
-def run_training(cfg: DictConfig | TrainConfig) -> dict[str, Any]:
-    """Train (or resume, or skip) the run described by `cfg`; return its run.json record.
+def run_training(cfg: DictConfig | TrainConfig) -> RunRecord | ForkedJob:
+    """Train (or resume, or skip) the run described by `cfg`; return its record (run.json's RunRecord).
 
     budget.mode=forks trains a stable parent and its cooldown branches instead (loopscale/train/forks.py) and
-    returns the parent's record with the branches' records under "branches"."""
+    returns their records (ForkedJob)."""
     note_outcome(None)
     task_cfg = cfg  # Hydra's composed config, saved into the run dir's .hydra/ once the dir is claimed
     try:
@@ -104,11 +103,11 @@ def run_training(cfg: DictConfig | TrainConfig) -> dict[str, Any]:
                 # another config's run that trained nothing is taken over, its record and metrics set aside
                 claim_run_dir(run_dir, cfg, restart=cfg.restart, data=data)
                 save_job_config(run_dir, task_cfg)
-            if is_finished(run_dir):
-                record = read_record(run_dir)
+            record = finished_record(run_dir)
+            if record is not None:
                 log.info("run %s already finished (L=%.4f): nothing to do", run_dir, record.L)
                 note_outcome("skipped (done)")
-                return record.to_json_dict()
+                return record
             return train_run(cfg, run_dir, run_data)
     except RunLocked as err:
         note_outcome("running elsewhere")
@@ -225,7 +224,7 @@ def hydra_main(cfg: DictConfig) -> float | None:
         if line is not None:  # the user can fix it; a traceback would only bury the one line that matters
             raise SystemExit(f"loopscale-train: error: {line}") from None
         raise
-    return record["L"]  # None for a forked job (its points are the branches' run.json)
+    return record.L if isinstance(record, RunRecord) else None  # a forked job's points are its branches' run.json
 
 
 def _run_name_or_none(cfg: DictConfig) -> str | None:

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Any
 
 from loopscale.config.dirs import save_job_config
 from loopscale.config.schema import TrainConfig, with_vocab
@@ -49,15 +48,25 @@ from loopscale.train.plan import (
     plan_run,
     run_dir_of,
 )
-from loopscale.train.run_json import PARENT_FILE, RUN_FILE, claim_run_dir, is_finished, read_record, read_record_or_none
+from loopscale.train.run_json import (
+    PARENT_FILE,
+    RUN_FILE,
+    ForkedJob,
+    RunRecord,
+    claim_run_dir,
+    finished_record,
+    is_finished,
+    read_record_or_none,
+)
 from loopscale.train.runner import launching_rank, run_dir_lock, running_elsewhere, train_run
 
 log = logging.getLogger("loopscale.train.forks")
 
 
-def run_forks(cfg: TrainConfig, run_data: RunData | Exception, task_cfg=None) -> dict[str, Any]:
+def run_forks(cfg: TrainConfig, run_data: RunData | Exception, task_cfg=None) -> ForkedJob:
     """Run (or resume, or skip) the parent and the branches of one model that cfg.budget.fork_stage asks
-    for; return the parent's record with the branches' records under "branches".
+    for; return the parent's record and the branches' records (a parent another job trains: its
+    running-elsewhere record and no branch).
 
     Resumable at every stage: a finished branch is skipped, an interrupted one resumes from its own
     last.ckpt, the parent is (re)run only while some wanted branch has neither a checkpoint of its own nor
@@ -86,7 +95,6 @@ def run_forks(cfg: TrainConfig, run_data: RunData | Exception, task_cfg=None) ->
 
     parent_record = read_record_or_none(parent_dir / PARENT_FILE)  # a garbage record: the parent resumes
     parent_done = parent_record is not None and parent_record.status == "done"
-    parent_record = parent_record.to_json_dict() if parent_record is not None else None
     missing = [b for b in wanted if needs_fork(b)]
     if stage == "parent" or missing:
         if parent_done:
@@ -102,11 +110,11 @@ def run_forks(cfg: TrainConfig, run_data: RunData | Exception, task_cfg=None) ->
         try:
             parent_record = _train_parent(cfg, plan, parent_cfg, parent_dir, run_data)
         except RunLocked as err:  # another job trains this parent: its branches are that job's
-            return running_elsewhere(err, parent_dir)
+            return ForkedJob(running_elsewhere(err, parent_dir), [])
     records, first_error = _run_branches(cfg, plan, wanted, parent_dir, run_data)
     if first_error is not None:
         raise first_error
-    return {**(parent_record or {}), "branches": records}
+    return ForkedJob(parent_record, records)
 
 
 def _run_branches(cfg: TrainConfig, plan: ForkPlan, wanted: list[Branch], parent_dir, run_data: RunData):
@@ -125,8 +133,7 @@ def _run_branches(cfg: TrainConfig, plan: ForkPlan, wanted: list[Branch], parent
         except Exception as err:  # recorded in the branch's run.json by train_run; the other branches go on
             log.error("branch %s failed: %s", branch_dir, err)
             first_error = first_error or err
-            failed = read_record_or_none(branch_dir / RUN_FILE)
-            records.append(None if failed is None else failed.to_json_dict())
+            records.append(read_record_or_none(branch_dir / RUN_FILE))
     return records, first_error
 
 
@@ -148,7 +155,7 @@ def _fork_ckpt(parent_dir: Path, branch: Branch) -> Path:
 
 def _train_parent(
     cfg: TrainConfig, plan: ForkPlan, parent_cfg: TrainConfig, parent_dir: Path, run_data: RunData
-) -> dict[str, Any]:
+) -> RunRecord:
     """The stable parent under its lock, keeping a checkpoint at every fork step (RunLocked propagates)."""
 
     assert plan_run(parent_cfg).steps == plan.parent_steps
@@ -178,9 +185,7 @@ def _train_parent(
         )
 
 
-def _run_branch(
-    cfg: TrainConfig, plan: ForkPlan, branch: Branch, parent_dir: Path, run_data: RunData
-) -> dict[str, Any]:
+def _run_branch(cfg: TrainConfig, plan: ForkPlan, branch: Branch, parent_dir: Path, run_data: RunData) -> RunRecord:
     """One branch under its own lock: its record if finished, else trained from its fork checkpoint (or
     resumed from its own last.ckpt). RunLocked, IdentityMismatch and training errors propagate."""
     branch_cfg = branch_config(cfg, plan, branch)
@@ -189,8 +194,9 @@ def _run_branch(
     with run_dir_lock(branch_dir):
         if launching_rank():
             claim_run_dir(branch_dir, branch_cfg, restart=cfg.restart, data=data_identity(run_data))
-        if is_finished(branch_dir):
-            return read_record(branch_dir).to_json_dict()
+        done = finished_record(branch_dir)
+        if done is not None:
+            return done
         start = _fork_ckpt(parent_dir, branch)
         log.info("branch %s: from %s, cooldown steps %d..%d", branch_dir, start.name, branch.fork_step, branch.steps)
         extra = {"parent": str(parent_dir), "fork_step": branch.fork_step, "role": "branch"}

@@ -28,7 +28,7 @@ import logging
 import os
 import shutil
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from loopscale.atomic import write_json_atomic
 from loopscale.config.model import with_moved_fields
@@ -109,7 +109,18 @@ class IdentityMismatch(ConfigError):
     """The run dir holds a run of another config."""
 
 
-def _flatten(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+# A run's identity: {dotted config field: its JSON value}, flat (identity_of), the data's hash among them.
+Identity = dict[str, str | int | float | bool | list | None]
+
+
+class IdentityFile(TypedDict):
+    """identity.json: the identity and its hash (identity_hash), which the run's records repeat."""
+
+    hash: str
+    identity: Identity
+
+
+def _flatten(tree: dict[str, Any], prefix: str = "") -> Identity:
     flat = {}
     for key, value in tree.items():
         path = f"{prefix}{key}"
@@ -120,7 +131,7 @@ def _flatten(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     return flat
 
 
-def identity_of(config: Any) -> dict[str, Any]:
+def identity_of(config: Any) -> Identity:
     """The identity fields of a TrainConfig (or of its dict form, as run.json's "config" holds it), as a
     flat {dotted field: value} dict."""
     tree = dataclasses.asdict(config) if dataclasses.is_dataclass(config) else config
@@ -130,11 +141,11 @@ def identity_of(config: Any) -> dict[str, Any]:
     return {k: v for k, v in sorted(flat.items()) if k not in NOT_IDENTITY and k.split(".", 1)[0] not in NOT_IDENTITY}
 
 
-def identity_hash(identity: dict[str, Any]) -> str:
+def identity_hash(identity: Identity) -> str:
     return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def read_identity_file(run_dir: Path) -> dict[str, Any] | None:
+def read_identity_file(run_dir: Path) -> IdentityFile | None:
     """identity.json's content ({"hash", "identity"}), None when there is none; IdentityMismatch when it is
     not an identity file (a cut write, garbage, a link), which no launch may take for this config's."""
     path = Path(run_dir) / IDENTITY_FILE
@@ -163,7 +174,7 @@ def _record_fields(path: Path) -> dict[str, Any]:
     return record if isinstance(record, dict) else {}
 
 
-def stored_identity(run_dir: Path, record_file: str = "run.json") -> dict[str, Any] | None:
+def stored_identity(run_dir: Path, record_file: str = "run.json") -> Identity | None:
     """The identity the run dir was trained with: identity.json, else the config in its record (runs from
     before identity.json), else None (nothing trained there yet, or a record without a config)."""
     content = read_identity_file(run_dir)
@@ -206,7 +217,7 @@ def identity_file_problem(run_dir: Path, identity: str | None, config: Any) -> s
     return "its record has neither an identity nor a config, but the run dir has an identity.json"
 
 
-def comparable(old: dict[str, Any], new: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+def comparable(old: Identity, new: Identity) -> tuple[Identity, Identity]:
     """(old, new) without the fields that a code change added or removed: a field the run dir does not
     know counts only when this launch sets it away from its default; a field the code no longer has is
     not compared. So updating loopscale does not orphan every run dir, while a real change still shows."""
@@ -217,7 +228,7 @@ def comparable(old: dict[str, Any], new: dict[str, Any]) -> tuple[dict[str, Any]
     return old, new
 
 
-def differences(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+def differences(old: Identity, new: Identity) -> list[str]:
     missing = object()
     return [
         f"{k}: {old.get(k, missing)!r} in the run dir, {new.get(k, missing)!r} now".replace(repr(missing), "(absent)")
@@ -272,7 +283,7 @@ def claim(
         old = None
     if old is None or not (run_dir / IDENTITY_FILE).is_file():
         write_json_atomic(
-            run_dir / IDENTITY_FILE, {"hash": digest, "identity": {**identity_of(config), **(data or {})}}
+            run_dir / IDENTITY_FILE, IdentityFile(hash=digest, identity={**identity_of(config), **(data or {})})
         )
         return digest
     return stored_hash(run_dir) or digest

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any
 
 import lightning as L
 import torch
@@ -27,6 +26,7 @@ from loopscale.train.optim.groups import MATRIX, adamw_param_groups, recipe_para
 from loopscale.train.optim.muonh import MuonH, arithmetic_for, resolve_ortho_dtype
 from loopscale.train.optim.schedule import lr_multiplier
 from loopscale.train.plan import TrainingPlan
+from loopscale.train.run_json import CurvePoint, REvalScore
 from loopscale.train.testtime_eval import score_rows
 
 log = logging.getLogger("loopscale.train.entry")
@@ -101,17 +101,14 @@ class CurveEvaluations(Callback):
             pl_module.record_curve_point(step)
 
 
-def evaluate_curve_point(module: LoopedLM) -> dict[str, Any]:
-    """One evaluation of the loss curve, the one place a curve point is measured: {"val_loss": nats per target
-    token} at the trained r (`subset_loss`) and, where trainer.curve_r_eval asks for more passes (the module's
-    curve_r_evals, train/plan.py), "r_eval_scores": [{r_eval, val_loss, flops_per_token_eval}], each what the
-    model scores at that r (train/testtime_eval.py's rows; the trained r's val_loss among them)."""
+def evaluate_curve_point(module: LoopedLM) -> tuple[float, list[REvalScore] | None]:
+    """One evaluation of the loss curve, the one place a curve point is measured: the val loss at the trained r
+    (`subset_loss`, nats per target token) and, where trainer.curve_r_eval asks for more passes (the module's
+    curve_r_evals, train/plan.py), what the model scores at each (train/testtime_eval.py's rows; the trained r's
+    val_loss among them), else None."""
     r = module.model_cfg.r
     losses = {n: subset_loss(module, n) for n in module.curve_r_evals}
-    metrics: dict[str, Any] = {"val_loss": losses[r]}
-    if len(losses) > 1:
-        metrics["r_eval_scores"] = score_rows(losses, module.model_cfg)
-    return metrics
+    return losses[r], score_rows(losses, module.model_cfg) if len(losses) > 1 else None
 
 
 def subset_loss(module: LoopedLM, r_eval: int) -> float:
@@ -204,7 +201,7 @@ class LoopedLM(L.LightningModule):
         # checkpoint: a forked branch starts with its parent's), the FLOPs of one point, the points this process
         # evaluated (their FLOPs are the record's C_curve)
         self.curve_steps: frozenset[int] = frozenset()
-        self.curve: list[dict] = []
+        self.curve: list[CurvePoint] = []
         self.curve_flops_per_point = 0.0
         self.curve_evaluated = 0
         self.curve_r_evals: list[int] = [model_cfg.r]  # the passes each point scores (plan.curve_r_evals)
@@ -360,20 +357,22 @@ class LoopedLM(L.LightningModule):
         """Evaluate after optimizer step `step` and append its row: step, tokens, the lr of the update that
         step made (the first group's peak times lr_multiplier(step - 1), as the scheduler applied it), the last
         training loss and `evaluate_curve_point`'s metrics."""
-        metrics = evaluate_curve_point(self)
+        val_loss, scores = evaluate_curve_point(self)
         multiplier = lr_multiplier(step - 1, self.plan.run.steps, self.optim_cfg)
         peak = next(iter(self.optimizer_record["lrs"].values()))
         self.curve = [row for row in self.curve if row["step"] < step]
-        self.curve.append(
-            {
-                "step": step,
-                "tokens": step * self.plan.run.batch_tokens,
-                "lr": peak * multiplier,
-                "lr_multiplier": multiplier,
-                "train_loss": self.last_train_loss,
-                **metrics,
-            }
+        tokens = step * self.plan.run.batch_tokens
+        point = CurvePoint(
+            step=step,
+            tokens=tokens,
+            lr=peak * multiplier,
+            lr_multiplier=multiplier,
+            train_loss=self.last_train_loss,
+            val_loss=val_loss,
         )
+        if scores is not None:
+            point["r_eval_scores"] = scores
+        self.curve.append(point)
         self.curve_evaluated += 1
 
     # -- validation -------------------------------------------------------------------------------------

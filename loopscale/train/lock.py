@@ -28,7 +28,7 @@ import stat
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 log = logging.getLogger("loopscale.train.lock")
 
@@ -39,10 +39,23 @@ GARBAGE_GRACE_S = 5.0  # a new lock file is filled at once; one still unreadable
 _HELD_TOKENS: set[str] = set()  # locks this process holds (a lock naming our pid but not here is stale)
 
 
+class LockOwner(TypedDict, total=False):
+    """The lock file's JSON (_owner_record); {} for a file that is not one. RunLocked adds the heartbeat's age."""
+
+    host: str
+    pid: int
+    pid_start: int | None  # the pid's start, in clock ticks since boot (a reused pid is another process)
+    boot_id: str | None
+    slurm_job_id: str | None
+    started: float  # time.time()
+    token: str  # this holding's own (a lock naming our pid but another token is stale)
+    heartbeat_age_s: float
+
+
 class RunLocked(RuntimeError):
     """Another live process holds the run dir."""
 
-    def __init__(self, run_dir: Path, owner: dict[str, Any]):
+    def __init__(self, run_dir: Path, owner: LockOwner):
         self.run_dir, self.owner = run_dir, owner
         job = f", SLURM job {owner['slurm_job_id']}" if owner.get("slurm_job_id") else ""
         since = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(owner.get("started") or 0))
@@ -72,7 +85,7 @@ def _pid_start(pid: int) -> int | None:
         return None
 
 
-def _owner_record() -> dict[str, Any]:
+def _owner_record() -> LockOwner:
     job = os.environ.get("SLURM_JOB_ID")
     if job and os.environ.get("SLURM_ARRAY_JOB_ID"):
         job = f"{os.environ['SLURM_ARRAY_JOB_ID']}_{os.environ.get('SLURM_ARRAY_TASK_ID', '')}"
@@ -99,7 +112,7 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
-def _read_owner(path: Path) -> dict[str, Any] | None:
+def _read_owner(path: Path) -> LockOwner | None:
     """The lock's owner record; None when there is no lock; {} when `path` is not a lock record (garbage,
     a directory, a symlink: never followed)."""
     try:
@@ -133,7 +146,7 @@ def _heartbeat_age(path: Path, now: float | None = None) -> float | None:
         return None
 
 
-def stale_reason(path: Path, owner: dict[str, Any], now: float | None = None) -> str | None:
+def stale_reason(path: Path, owner: LockOwner, now: float | None = None) -> str | None:
     """Why the lock at `path` (whose record is `owner`, {} for garbage) is stale, or None if it is live."""
     try:
         st = os.lstat(path)
@@ -158,10 +171,6 @@ def stale_reason(path: Path, owner: dict[str, Any], now: float | None = None) ->
     if owner.get("pid_start") is not None and _pid_start(pid) not in (None, owner["pid_start"]):
         return f"pid {pid} is another process now"
     return None
-
-
-def is_stale(path: Path, owner: dict[str, Any], now: float | None = None) -> bool:
-    return stale_reason(path, owner, now) is not None
 
 
 def lock_state(run_dir: Path | str, now: float | None = None) -> tuple[str, str] | None:
@@ -202,7 +211,7 @@ class RunLock:
     def __init__(self, run_dir: Path | str):
         self.run_dir = Path(run_dir)
         self.path = self.run_dir / LOCK_FILE
-        self.owner: dict[str, Any] | None = None
+        self.owner: LockOwner | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 

@@ -16,7 +16,7 @@ import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 from loopscale.errors import InputError
 from loopscale.train.identity import claim, identity_file_problem, stored_hash
@@ -26,34 +26,47 @@ log = logging.getLogger("loopscale.train.run_json")
 RUN_FILE = "run.json"
 # The record of a forked sweep's stable parent (loopscale/train/forks.py): not a point of the law, so not run.json.
 PARENT_FILE = "fork_parent.json"
-# Columns of the runs table, in order; the first block is what `loopscale fit` reads by default.
-TABLE_COLUMNS = [
-    "r",
-    "N_once",
-    "N_rec",
-    "N_pass",
-    "N",
-    "D",
-    "C",
-    "L",
-    "recipe",
-    "F",
-    "width",
-    "depth",
-    "n_rec",
-    "bptt_k",
-    "injection",
-    "C_budget",
-    "steps",
-    "seed",
-    "tokens_per_s",
-    "wall_time_s",
-    "parent",
-    "run_name",
-    "run_dir",
+
+
+class TableRow(TypedDict):
+    """A row of the runs table (RunRecord.table_row), its columns in order (TABLE_COLUMNS); the first block is what
+    `loopscale fit` reads by default. A record that lacks a value leaves it None."""
+
+    r: int | None
+    N_once: int | None
+    N_rec: int | None
+    N_pass: int | None
+    N: int | None
+    D: int | None
+    C: float | None
+    L: float | None
+    recipe: str | None
+    F: float | None
+    width: int | None
+    depth: int | None
+    n_rec: int | None
+    bptt_k: int | None
+    injection: str | None
+    C_budget: float | None
+    steps: int | None
+    seed: int | None
+    tokens_per_s: float | None
+    wall_time_s: float | None
+    parent: str | None
+    run_name: str | None
+    run_dir: str | None
     # `loopscale validate`: an lr grid's multiplier (empty in the grid), the shapes its conventions recount with
-    *("lr_scale", "lr_rule", "n_prelude", "n_coda", "seq_len", "vocab_size", "embedding", "lm_head"),
-]
+    lr_scale: float | None
+    lr_rule: float | None
+    n_prelude: int | None
+    n_coda: int | None
+    seq_len: int | None
+    vocab_size: int | None
+    embedding: int | None
+    lm_head: int | None
+
+
+TABLE_COLUMNS = list(TableRow.__annotations__)
 
 
 # The keys a record holds as soon as it is started (null when unknown), and those it holds once the run is planned
@@ -67,6 +80,39 @@ PLAN_KEYS = (
     *("F", "D", "C", "C_budget", "steps", "batch_tokens", "L", "val_loss", "train_loss", "seed", "parent"),
     *("git_commit", "versions", "config"),
 )
+
+
+class RankPlacement(TypedDict):
+    """Where one rank of a run ran (runner._rank_placement); SLURM's node id and name are None outside SLURM."""
+
+    rank: int
+    node_id: str | None
+    node: str | None
+    host: str
+    pid: int
+    resumed_from_step: int
+
+
+class REvalScore(TypedDict):
+    """The model scored at `r_eval` passes (testtime_eval.score_rows): nats per target token, forward FLOPs/token."""
+
+    r_eval: int
+    val_loss: float
+    flops_per_token_eval: float
+
+
+class CurvePoint(TypedDict):
+    """One evaluation of the loss curve (LoopedLM.record_curve_point): after optimizer step `step`, the lr of the
+    update that step made, the last training loss, the subset's val loss at the trained r, and with
+    trainer.curve_r_eval on, the point scored at each of its pass counts."""
+
+    step: int
+    tokens: int
+    lr: float
+    lr_multiplier: float
+    train_loss: float | None
+    val_loss: float
+    r_eval_scores: NotRequired[list[REvalScore]]
 
 
 @dataclass
@@ -138,22 +184,19 @@ class RunRecord:
     lr_rule: float | None = None  # optim.lr_rule, the tuned rule's multiplier (`loopscale tune`); absent at 1
     ortho_dtype: str | None = None  # MuonH only
     compile: str | bool | None = None  # what trainer.compile (auto: resolved) trained with
-    ranks: list[dict[str, Any]] | None = None  # where each rank ran
+    ranks: list[RankPlacement] | None = None  # where each rank ran
     # how it ended
     wall_time_s: float | None = None
     tokens_per_s: float | None = None  # null when this process trained no tokens
     resumed_from_step: int | None = None
     recompile_limit_hits: int | None = None  # compiled runs
-    # the finished model scored at other pass counts: [{r_eval, val_loss, flops_per_token_eval}] (testtime_eval.py)
-    r_eval_scores: list[dict[str, Any]] | None = None
+    r_eval_scores: list[REvalScore] | None = None  # the finished model scored at other pass counts
     # variable-depth training (model/r_sampling.py): the scheme, and the ledger of expected / realised FLOPs
     r_sampling: str | None = None
     r_ledger: dict[str, Any] | None = None
-    # the loss curve (issue 55): one row per evaluation of the validation subset (step, tokens, lr,
-    # lr_multiplier, train_loss, val_loss at the trained r, and with trainer.curve_r_eval on, r_eval_scores as the
-    # finished model's; a forked branch's first rows are its parent's stable phase), and the FLOPs this attempt
-    # spent on them, every r_eval at its own (the parent's rows are counted in the parent's record)
-    curve: list[dict[str, Any]] | None = None
+    # the loss curve (issue 55; a forked branch's first rows are its parent's stable phase), and the FLOPs this
+    # attempt spent on it, every r_eval at its own (the parent's rows are counted in the parent's record)
+    curve: list[CurvePoint] | None = None
     C_curve: float | None = None
     extra: dict[str, Any] = field(default_factory=dict)  # keys this version does not know
 
@@ -204,10 +247,22 @@ class RunRecord:
         value = getattr(self, key) if key in _FIELDS else self.extra.get(key)
         return default if value is None else value
 
-    def table_row(self) -> dict[str, Any]:
-        """The runs table's columns (TABLE_COLUMNS) of this record; N_pass 0 in a record from before it existed."""
-        row = {col: getattr(self, col) for col in TABLE_COLUMNS}
-        return {**row, "N_pass": 0} if row["N_pass"] is None and self.N_once is not None else row
+    def table_row(self) -> TableRow:
+        """The runs table's columns of this record; N_pass 0 in a record from before it existed."""
+        row = TableRow(**{col: getattr(self, col) for col in TABLE_COLUMNS})
+        if row["N_pass"] is None and self.N_once is not None:
+            row["N_pass"] = 0
+        return row
+
+
+@dataclass
+class ForkedJob:
+    """What a forked job hands back (loopscale/train/forks.py): its stable parent's record (fork_parent.json;
+    None when there is none) and the record of each branch it was asked for (None: a branch that failed before
+    writing one). Not a file: each record is its own."""
+
+    parent: RunRecord | None
+    branches: list[RunRecord | None]
 
 
 _FIELDS = tuple(f.name for f in dataclasses.fields(RunRecord) if f.name != "extra")
@@ -255,15 +310,19 @@ def read_record_or_none(path: Path) -> RunRecord | None:
         return None
 
 
-def is_finished(run_dir: Path) -> bool:
-    """The run dir holds a done record that belongs to it (record_problem): only such a run is skipped."""
+def finished_record(run_dir: Path) -> RunRecord | None:
+    """The run dir's done record when it belongs to it (record_problem), else None: only such a run is skipped."""
     record = read_record_or_none(Path(run_dir) / RUN_FILE)
     if record is None or record.status != "done":
-        return False
+        return None
     problem = record_problem(Path(run_dir), record)
     if problem is not None:
         log.warning("%s: not taken as finished: %s", run_dir, problem)
-    return problem is None
+    return record if problem is None else None
+
+
+def is_finished(run_dir: Path) -> bool:
+    return finished_record(run_dir) is not None
 
 
 # what a done record must hold for the table: these columns as numbers (NUMERIC_REQUIRED finite ones, the

@@ -41,7 +41,7 @@ from loopscale.train.plan import (
     plan_training,
 )
 from loopscale.train.recording import RecordedRun, first_record, record_plan, record_recompile_limit_hits
-from loopscale.train.run_json import RunRecord
+from loopscale.train.run_json import RankPlacement, RunRecord
 from loopscale.train.step_progress import progress_callbacks
 from loopscale.train.testtime_eval import score_r_eval
 
@@ -169,17 +169,17 @@ def _plugins() -> list:
     return []
 
 
-def _rank_placement(trainer, resumed_from_step: int) -> list[dict[str, Any]]:
+def _rank_placement(trainer, resumed_from_step: int) -> list[RankPlacement]:
     """Where each rank ran and the step it resumed from, gathered from every rank (a collective: all ranks
-    call it). SLURM_NODEID / SLURMD_NODENAME are None outside SLURM."""
-    mine = {
-        "rank": trainer.global_rank,
-        "node_id": os.environ.get("SLURM_NODEID"),
-        "node": os.environ.get("SLURMD_NODENAME"),
-        "host": socket.gethostname(),
-        "pid": os.getpid(),
-        "resumed_from_step": resumed_from_step,
-    }
+    call it)."""
+    mine = RankPlacement(
+        rank=trainer.global_rank,
+        node_id=os.environ.get("SLURM_NODEID"),
+        node=os.environ.get("SLURMD_NODENAME"),
+        host=socket.gethostname(),
+        pid=os.getpid(),
+        resumed_from_step=resumed_from_step,
+    )
     if trainer.world_size == 1 or not (dist.is_available() and dist.is_initialized()):
         return [mine]
     placement: list[Any] = [None] * trainer.world_size
@@ -187,10 +187,11 @@ def _rank_placement(trainer, resumed_from_step: int) -> list[dict[str, Any]]:
     return placement
 
 
-def running_elsewhere(err: Exception, run_dir: Path) -> dict[str, Any]:
-    """The result of a launch that found its run dir locked by a live process: it trains nothing."""
+def running_elsewhere(err: Exception, run_dir: Path) -> RunRecord:
+    """The result of a launch that found its run dir locked by a live process: it trains nothing (a record
+    handed back, never written)."""
     log.warning("%s", err)
-    return {"status": "running-elsewhere", "reason": str(err), "run_dir": str(run_dir), "L": None}
+    return RunRecord(status="running-elsewhere", reason=str(err), run_dir=str(run_dir))
 
 
 # How this process's last launch ended when it trained nothing: "skipped (done)" or "running elsewhere"
@@ -219,7 +220,7 @@ def run_dir_lock(run_dir: Path):
     return RunLock(run_dir) if launching_rank() else contextlib.nullcontext()
 
 
-def train_run(cfg: TrainConfig, run_dir: Path, run_data: RunData | Exception, **kwargs) -> dict[str, Any]:
+def train_run(cfg: TrainConfig, run_dir: Path, run_data: RunData | Exception, **kwargs) -> RunRecord:
     """Train `cfg` in `run_dir` on `run_data` (opened before the run: `run_data.open_or_error`) and write its
     record (keyword arguments: `_fit_run`'s). Ctrl-C and SIGTERM stop it at once with a record saying
     "interrupted" / "terminated" (signals.py)."""
@@ -237,8 +238,8 @@ def _fit_run(
     record_file: str = "run.json",
     validate: bool = True,
     extra_record: dict[str, Any] | None = None,
-) -> dict[str, Any]:
-    """Train `cfg` in `run_dir` and write its record (run.json unless `record_file` says otherwise).
+) -> RunRecord:
+    """Train `cfg` in `run_dir` and write its record (run.json unless `record_file` says otherwise); return it.
 
     Resumes from run_dir/checkpoints/last.ckpt when present, else starts from `start_ckpt` when given (a
     forked branch: the parent's weights, optimizer and global step), else from scratch. `fork_steps`: keep
@@ -280,7 +281,7 @@ def _fit_run(
                 )
         run.finish(built.module, built.plan.run.batch_tokens, val)
         record_recompile_limit_hits(built.cfg, run.record, since=hits_before)
-    return run.record.to_json_dict()
+    return run.record
 
 
 def _set_threads(cfg: TrainConfig) -> None:

@@ -12,13 +12,12 @@ Parcae) is drawn as at any evaluation. The score at the trained r is the run's o
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
 
 from loopscale.config.model import ModelConfig
 from loopscale.model.accounting import eval_flops_at
-from loopscale.train.run_json import RunRecord, read_record_or_none
+from loopscale.train.run_json import REvalScore, RunRecord, TableRow, read_record_or_none
 
 # the test-time table's columns, in order (`testtime_rows`); `loopscale fit --law testtime` reads model, r_eval,
 # r_train (the trained r; a sampled-r run's mean), r_sampling (its scheme: fixed, or the distribution) and L
@@ -44,17 +43,17 @@ def score_r_eval(trainer, module, datamodule, values: list[int], model_cfg: Mode
     return score_rows(losses, model_cfg)
 
 
-def score_rows(losses: dict[int, float], model_cfg: ModelConfig) -> list[dict[str, Any]]:
-    """[{r_eval, val_loss, flops_per_token_eval}] in increasing r_eval: the loss at each pass count and the forward
-    FLOPs per token there (`accounting.eval_flops_at`), as run.json records a score (the finished model's
-    r_eval_scores, each curve point's: lightning_module.evaluate_curve_point)."""
+def score_rows(losses: dict[int, float], model_cfg: ModelConfig) -> list[REvalScore]:
+    """The loss at each pass count, in increasing r_eval, and the forward FLOPs per token there
+    (`accounting.eval_flops_at`), as run.json records a score (the finished model's r_eval_scores, each curve
+    point's: lightning_module.evaluate_curve_point)."""
     return [
-        {"r_eval": int(r), "val_loss": float(loss), "flops_per_token_eval": eval_flops_at(model_cfg, r)}
+        REvalScore(r_eval=int(r), val_loss=float(loss), flops_per_token_eval=eval_flops_at(model_cfg, r))
         for r, loss in sorted(losses.items())
     ]
 
 
-def testtime_rows(rows: list[dict[str, Any]]) -> pd.DataFrame:
+def testtime_rows(rows: list[TableRow]) -> pd.DataFrame:
     """The long-form test-time table of a sweep's finished runs (collect's rows): one row per run and r_eval, read
     from each run's record (`r_eval_scores`); the model label is the run name (the run dir where two share one).
     Empty (with its columns) when no run was scored."""

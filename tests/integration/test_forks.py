@@ -116,9 +116,10 @@ def test_forked_run_bookkeeping_resume_and_bit_identity(tmp_path, data_dir):
 
     # a parent-only job (SLURM: the job the branch jobs depend on) resumes the parent and writes the last fork
     parent_only = run_training(_cfg(tmp_path, data_dir, "budget.fork_stage=parent"))
-    assert parent_only["branches"] == [] and fork_checkpoint_path(ckpt_dir, 12).exists()
+    assert parent_only.branches == [] and parent_only.parent.status == "done"  # ForkedJob: the parent's record
+    assert fork_checkpoint_path(ckpt_dir, 12).exists()
     # a job for one branch, by its tag, trains only that branch from its fork
-    (first,) = run_training(_cfg(tmp_path, data_dir, "budget.fork_stage=D5.12e3"))["branches"]
+    (first,) = run_training(_cfg(tmp_path, data_dir, "budget.fork_stage=D5.12e3")).branches
     assert first["run_name"] == "tiny-d64-D5.12e3" and first["resumed_from_step"] == 4
     assert not (run_dir_of(cfg).parent / "tiny-d64-D1.02e4").exists()
     # the whole job: the parent is done, the first branch is done, the other two branches train
@@ -128,10 +129,10 @@ def test_forked_run_bookkeeping_resume_and_bit_identity(tmp_path, data_dir):
     assert parent["fork_steps"] == [4, 8, 12] and parent["L"] is None and parent["resumed_from_step"] == 5
     assert not (parent_dir / "run.json").exists()  # the parent is not a point of the law
     plan = plan_forks(train_config([*FORKS, f"data.data_dir={data_dir}"]))
-    branches = out["branches"]
-    assert [b["steps"] for b in branches] == [5, 10, 15]
+    branches = out.branches
+    assert out.parent == read_record(parent_dir, PARENT_FILE) and [b["steps"] for b in branches] == [5, 10, 15]
     for rec, b in zip(branches, plan.branches):
-        assert rec == read_record(rec["run_dir"]).to_json_dict()  # the RunRecord it was written as
+        assert rec == read_record(rec["run_dir"])  # the RunRecord it was written as
         assert rec["status"] == "done" and rec["role"] == "branch"
         assert rec["parent"] == str(parent_dir) and rec["fork_step"] == b.fork_step
         assert rec["resumed_from_step"] == b.fork_step and rec["step"] == b.steps  # started at the fork
@@ -185,7 +186,7 @@ def test_forked_run_bookkeeping_resume_and_bit_identity(tmp_path, data_dir):
 
     # a finished forked job is a no-op
     again = run_training(cfg)
-    assert [b["wall_time_s"] for b in again["branches"]] == [b["wall_time_s"] for b in branches]
+    assert [b["wall_time_s"] for b in again.branches] == [b["wall_time_s"] for b in branches]
 
 
 def test_plan_cli_prints_forked_vs_independent_compute(capsys):
@@ -222,6 +223,6 @@ def test_a_forked_job_trains_on_packed_rows(tmp_path, data_dir):
     """budget=forks reads its data through the one way in (open_run_data), so the packed format works as for a
     plain run: the parent and its branches train on the embedded corpus packed into rows of T + 1 tokens."""
     out = run_training(_cfg(tmp_path, data_dir, "data=shakespeare_packed", "budget.fork_tokens=[5120,10240]"))
-    branches = out["branches"]
+    branches = out.branches
     assert [b["status"] for b in branches] == ["done", "done"] and [b["steps"] for b in branches] == [5, 10]
     assert all(b["data"]["format"] == "packed" and math.isfinite(b["L"]) for b in branches)
