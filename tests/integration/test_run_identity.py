@@ -14,7 +14,7 @@ import time
 import pytest
 
 from loopscale.train.entry import run_training
-from loopscale.train.identity import IDENTITY_FILE, IdentityMismatch, claim, identity_hash, identity_of
+from loopscale.train.identity import DATA_FIELD, IDENTITY_FILE, IdentityMismatch, claim, identity_hash, identity_of
 from loopscale.train.lock import LOCK_FILE, STALE_AFTER_S, RunLock, RunLocked
 from loopscale.train.plan import CHECKPOINT, run_dir_of
 from loopscale.train.run_json import read_record
@@ -332,3 +332,20 @@ def test_a_field_added_by_a_code_update_does_not_orphan_old_runs(tmp_path):
     claim(run_dir, cfg)  # the new field at its default: the same run
     with pytest.raises(IdentityMismatch, match=r"optim.grad_clip: \(absent\) in the run dir, 0.5 now"):
         claim(run_dir, train_config([*SHORT, "optim.grad_clip=0.5"]))
+
+
+def test_a_run_dir_from_before_the_data_hash_resumes_and_one_that_recorded_it_is_held_to_it(tmp_path):
+    """train/identity.comparable: the data's content hash (a field no config has) counts only when the run dir
+    recorded it: a trained run dir claimed by a loopscale from before it resumes under this one; a run dir that
+    recorded a hash refuses other data."""
+    cfg = train_config(SHORT)
+    old, new = tmp_path / "old", tmp_path / "new"
+    for run_dir, data in ((old, None), (new, {DATA_FIELD: "a" * 64})):
+        claim(run_dir, cfg, data=data)
+        (run_dir / "checkpoints").mkdir()
+        (run_dir / CHECKPOINT).write_bytes(b"trained")  # something to protect
+    assert DATA_FIELD not in json.loads((old / IDENTITY_FILE).read_text())["identity"]
+    claim(old, cfg, data={DATA_FIELD: "a" * 64})  # the same run: resumed, not refused
+    claim(new, cfg, data={DATA_FIELD: "a" * 64})
+    with pytest.raises(IdentityMismatch, match=DATA_FIELD.replace(".", r"\.")):
+        claim(new, cfg, data={DATA_FIELD: "b" * 64})

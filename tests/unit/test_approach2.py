@@ -183,3 +183,19 @@ def test_the_interpolation_rule_finds_the_minimum_of_the_curve_through_every_siz
     a2 = iso_flop_exponent(exact, n_boot=40)
     assert a2["a_interp"] == pytest.approx(A_TRUE, abs=0.003)
     assert f"C^{a2['a_interp']:.3f}" in "\n".join(approach2_lines(a2))
+
+
+def test_the_exponents_se_is_widened_by_the_budgets_scatter_and_never_narrowed():
+    """docs/design.md (Approach 2): the line's se and interval are widened by sqrt(chi2 / dof) when the budgets
+    scatter about it by more than their se say; when they scatter less (here: noise-free minima, every budget's
+    se from seed repeats), the se is the weighted fit's own, 1 / sqrt(sum w (x - x_w)^2), not a narrower one."""
+    base = isoflop_table(np.geomspace(1e18, 1e21, 4), sigma=0.0, seed=0)
+    a2 = iso_flop_exponent(_seeded(base, 0.004 * np.arange(-3, 4, 2)), n_boot=200)
+    rows = [b for b in a2["budgets"] if b["N_star"] is not None]
+    se2 = np.square([b["log_se"] for b in rows]) + a2["tau_log"] ** 2  # tau: 0 where the budgets agree this well
+    x, w = np.log([b["C"] for b in rows]), 1 / se2
+    own_se = 1 / np.sqrt(np.sum(w * (x - np.average(x, weights=w)) ** 2))
+    assert len(rows) == 4 and a2["a_chi2_dof"] < 0.5  # the minima lie on the line, well within their se
+    assert a2["a_se"] == pytest.approx(own_se, rel=1e-9)
+    lo, hi = a2["a_interval"]
+    assert hi - lo > 2 * own_se  # the bootstrap's percentiles (~3.9 se), not shrunk by sqrt(chi2 / dof) < 1

@@ -81,6 +81,22 @@ def test_annealing_area_is_the_momentum_recursion():
     np.testing.assert_allclose(annealing_area(eta, w, t, lam), np.array(S2)[t], rtol=1e-12, atol=1e-18)
 
 
+def test_annealing_momentum_decays_at_every_step_between_two_drops():
+    """Tissue et al.'s m_k = lambda m_{k-1} + (eta_{k-1} - eta_k) at EVERY step: across a constant stretch between
+    two lr drops (a step schedule, unlike wsd's drop at every step of its decay) m decays lambda^(steps), written
+    out here step by step."""
+    eta = np.concatenate(
+        [np.linspace(0.0, PEAK, 51), np.full(150, PEAK), np.full(150, PEAK / 2), np.full(150, PEAK / 8)]
+    )
+    w, lam = warmup_end(eta), 0.99
+    m, S2 = 0.0, []
+    for k in range(len(eta)):
+        m = lam * m + ((eta[k - 1] - eta[k]) if k > w else 0.0)
+        S2.append((S2[-1] if S2 else 0.0) + m)
+    t = np.array([100, 201, 260, 351, 420, 500])
+    np.testing.assert_allclose(annealing_area(eta, w, t, lam), np.array(S2)[t], rtol=1e-12, atol=1e-18)
+
+
 @pytest.mark.parametrize("name", ["multipower", "lr-annealing"])
 def test_jacobian_is_the_finite_difference(name):
     law = curve_law(name)

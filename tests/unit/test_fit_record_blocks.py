@@ -17,6 +17,7 @@ from unit.test_verdict_record import _same
 from loopscale.fit import synthetic as S
 from loopscale.fit.fit_table import fit_table
 from loopscale.fit.joint import fit_joint, joint_table
+from loopscale.fit.record_blocks import Noise
 from loopscale.fit.result import FitResult, load_fit
 from loopscale.fit.runs_table import canonical_table
 
@@ -59,3 +60,15 @@ def test_the_fits_made_now_are_written_as_before():
         # added since (issue 53): the standardised residuals `power` resamples, a new key at the noise block's end
         assert list(now["noise"])[-1] == "units" and now["noise"].pop("units")["seed"]
         _same(now, then, name)
+
+
+def test_a_key_the_block_does_not_name_survives_replace_and_is_written_back_in_place():
+    """record_blocks: a key the class does not name (a record from another version) is kept and written back, in
+    the order read, also by a copy with a changed field (`replace`); a key the copy adds comes after."""
+    read = {"sigma_of": "log L", "from_a_later_version": {"x": 1}, "sigma_log": 0.004, "dof": 12}
+    noise = Noise.from_json(read)
+    assert noise["from_a_later_version"] == {"x": 1}
+    changed = noise.replace(sigma_log=0.005, parent_share=0.5)
+    assert changed.to_json() == {**read, "sigma_log": 0.005, "parent_share": 0.5}
+    assert list(changed.to_json()) == [*read, "parent_share"]
+    assert changed.get("from_a_later_version") == {"x": 1} and noise.sigma_log == 0.004

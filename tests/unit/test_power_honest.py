@@ -15,7 +15,7 @@ from loopscale.errors import InputError
 from loopscale.fit import synthetic as S
 from loopscale.fit.fit_table import fit_table
 from loopscale.fit.joint import fit_joint, joint_table
-from loopscale.fit.pilot import Truth, share_draw, truth_from_fit
+from loopscale.fit.pilot import Truth, share_draw, split_draw, truth_from_fit
 from loopscale.fit.power import CANDIDATE, simulate_design
 from loopscale.fit.replicates import point_keys
 
@@ -218,3 +218,16 @@ def test_a_forked_pilot_says_how_sure_it_is_of_its_parent_share_and_power_draws_
     assert draws.min() >= 0 and draws.max() <= 1
     assert abs(draws.mean() - 0.4) < 0.02 and abs(draws.std() - 0.2) < 0.02
     assert share_draw(rng, replace(truths[0], parent_share=0.4, parent_share_se=0.0)) == 0.4  # a stated share
+
+
+def test_the_drawn_split_keeps_a_one_run_points_variance_at_the_pilots_sigma():
+    """docs/design.md (power, a pilot without seed repeats): tau^2 = w sigma^2 and the seed variance (1 - w) sigma^2,
+    w ~ Uniform(0, 1): whatever w, a point of one run has variance sigma^2 (its own design), and w spreads over
+    (0, 1) (its mean near 1/2 over 400 draws)."""
+    truth = Truth(TRUTH, 0.004, sigma_dof=10, split_unknown=True)
+    rng = np.random.default_rng(0)
+    draws = np.array([split_draw(rng, truth) for _ in range(400)])
+    np.testing.assert_allclose(draws[:, 0] ** 2 + draws[:, 1] ** 2, 0.004**2, rtol=1e-12)
+    w = (draws[:, 1] / 0.004) ** 2
+    assert 0.0 < w.min() < 0.05 and 0.95 < w.max() < 1.0 and abs(w.mean() - 0.5) < 0.05
+    assert split_draw(rng, Truth(TRUTH, 0.004, misfit_log=0.001)) == (0.004, 0.001)  # a split pilot: as measured

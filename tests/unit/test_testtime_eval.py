@@ -5,6 +5,7 @@ at r_eval are the accounting's. A trained run's scores: tests/integration/test_t
 from __future__ import annotations
 
 import copy
+import json
 
 import pytest
 import torch
@@ -14,6 +15,7 @@ from loopscale.errors import ConfigError
 from loopscale.model.accounting import eval_flops_at, eval_flops_per_token
 from loopscale.model.transformer import LoopedTransformer
 from loopscale.recipes import registry
+from loopscale.train import testtime_eval
 from support.rebuilt import rebuilt_at
 from support.train import tiny_model
 
@@ -65,3 +67,19 @@ def test_flops_at_r_eval_are_the_accountings():
     at8.r = 8
     assert eval_flops_at(cfg, 8) == eval_flops_per_token(at8) > eval_flops_per_token(cfg)
     assert cfg.r == R_TRAIN  # the config itself untouched
+
+
+def test_the_testtime_tables_model_is_the_run_name_or_the_run_dir_where_two_runs_share_one(tmp_path):
+    """`loopscale collect`'s test-time table (testtime_eval.testtime_rows): one row per run and r_eval, the model
+    label the run name, the run dir where two runs share a name (two models must never be fitted as one)."""
+    rows = []
+    for i, name in enumerate(["a", "a", "b"]):
+        run_dir = tmp_path / f"sweep{i}" / name
+        run_dir.mkdir(parents=True)
+        scores = [{"r_eval": r, "val_loss": 3.0 - 0.1 * r - i, "flops_per_token_eval": 1e6 * r} for r in (1, 2)]
+        (run_dir / "run.json").write_text(json.dumps({"status": "done", "r_eval_scores": scores}))
+        rows.append({"run_name": name, "run_dir": str(run_dir), "r": 2, "recipe": "baseline"})
+    table = testtime_eval.testtime_rows(rows)  # (imported as a name, pytest would collect it)
+    assert table["model"].tolist() == [rows[0]["run_dir"]] * 2 + [rows[1]["run_dir"]] * 2 + ["b", "b"]
+    assert table["L"].tolist() == pytest.approx([2.9, 2.8, 1.9, 1.8, 0.9, 0.8])
+    assert table["r_sampling"].unique().tolist() == ["fixed"] and table["r_train"].unique().tolist() == [2]

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from loopscale.config.lr_rule import multiplier, rule_file, write_rule
+from loopscale.config.lr_rule import multiplier, read_rule, rule_file, write_rule
 from loopscale.errors import ConfigError
 from loopscale.fit.lr_optimum import LrOptimum, combine_optima
 
@@ -61,3 +61,41 @@ def test_a_sweep_reads_its_tuned_multiplier_and_refuses_an_untuned_r_or_recipe(t
         multiplier("mine", "baseline", 4)
     with pytest.raises(ConfigError, match="no tuned lr for recipe lora .*model.recipe=lora"):
         multiplier("mine", "lora", 1)
+
+
+def test_a_users_rule_is_read_before_the_shipped_one(tmp_path, monkeypatch):
+    """loopscale/config/lr_rule.py: the rule is looked up in each LOOPSCALE_CONFIG_PATH directory's lr_rules/ first,
+    then in the shipped sweeps/ (which holds isodepth_cpu_demo's), as experiments are."""
+    conf = tmp_path / "conf"
+    monkeypatch.setenv("LOOPSCALE_CONFIG_PATH", str(conf))
+    (conf / "lr_rules").mkdir(parents=True)
+    write_rule(conf / "lr_rules" / "isodepth_cpu_demo.yaml", "isodepth_cpu_demo", "baseline", {1: 0.125}, {})
+    assert rule_file("isodepth_cpu_demo") == conf / "lr_rules" / "isodepth_cpu_demo.yaml"
+    assert multiplier("isodepth_cpu_demo", "baseline", 1) == 0.125  # the shipped rule says 7.71
+
+
+def test_a_width_transfer_scales_the_multiplier_by_width_over_ref_width_to_the_exponent(tmp_path, monkeypatch):
+    """docs/operations.md (loopscale tune): ln best = a_r + gamma ln(width / ref_width); a run at twice the reference
+    width with gamma = -1 gets half the reference multiplier, at half the width twice it."""
+    conf = tmp_path / "conf"
+    (conf / "experiment").mkdir(parents=True)
+    (conf / "experiment" / "mine.yaml").write_text("# @package _global_\n")
+    monkeypatch.setenv("LOOPSCALE_CONFIG_PATH", str(conf))
+    transfer = {"width_exponent": -1.0, "ref_width": 24.0}
+    write_rule(rule_file("mine"), "mine", "baseline", {1: 2.0, 2: 1.6}, {}, transfer)
+    assert multiplier("mine", "baseline", 1, 48) == 1.0
+    assert multiplier("mine", "baseline", 2, 12) == 3.2
+    assert multiplier("mine", "baseline", 2, 24) == 1.6
+    with pytest.raises(ConfigError, match="scales recipe baseline's lr with the width"):
+        multiplier("mine", "baseline", 1)
+
+
+def test_tuning_one_recipe_keeps_the_other_recipes_rule(tmp_path):
+    """One recipe a tune: writing it sets its multipliers, transfer and record and keeps every other recipe's."""
+    path = tmp_path / "lr_rules" / "mine.yaml"
+    write_rule(path, "mine", "baseline", {1: 1.5, 2: 1.25}, {"key": "b"}, {"width_exponent": -0.5, "ref_width": 24})
+    write_rule(path, "mine", "hyper", {2: 0.9}, {"key": "h"})
+    rule = read_rule(path)
+    assert rule["multipliers"] == {"baseline": {1: 1.5, 2: 1.25}, "hyper": {2: 0.9}}
+    assert rule["recipes"] == {"baseline": {"key": "b"}, "hyper": {"key": "h"}}
+    assert rule["transfer"] == {"baseline": {"width_exponent": -0.5, "ref_width": 24.0}}
