@@ -3,10 +3,10 @@ prints and the report lists. Reads the record only (no numpy, no optimiser)."""
 
 from __future__ import annotations
 
-from typing import Any
+from loopscale.fit.record_blocks import Noise
 
 
-def noise_lines(noise: dict[str, Any] | None) -> list[str]:
+def noise_lines(noise: Noise | None) -> list[str]:
     """The seed noise in a few lines: the replicates, the sigma model of log L with sigma per r, how the fit used
     it; or the statement that the intervals omit seed noise. [] for a record written before the block existed."""
     if not noise:

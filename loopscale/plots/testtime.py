@@ -4,16 +4,15 @@ dashed. Drawn from a canonical test-time table and its record; nothing is fitted
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
 from loopscale.fit.laws.testtime import TestTime
+from loopscale.fit.testtime_record import TestTimeRecord
 
 
-def testtime_figure(table: pd.DataFrame, record: dict[str, Any], ylabel: str = "loss") -> Figure:
+def testtime_figure(table: pd.DataFrame, record: TestTimeRecord, ylabel: str = "loss") -> Figure:
     """One panel: every model's rows and its per-model fit over r_eval (log2 axis)."""
     fig = Figure(figsize=(7.0, 4.6), layout="constrained")
     ax = fig.subplots()

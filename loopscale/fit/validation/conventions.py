@@ -20,7 +20,6 @@ convention whose columns are missing is listed with the reason.
 from __future__ import annotations
 
 import math
-from typing import Any
 
 import numpy as np
 
@@ -30,6 +29,7 @@ from loopscale.fit.runs_table import budget_column
 from loopscale.fit.validation.approach2 import iso_flop_exponent
 from loopscale.fit.validation.flags import Z_95
 from loopscale.fit.validation.forms import Form
+from loopscale.fit.validation.record import ConventionRow, Conventions
 from loopscale.fit.validation.refit import refit
 from loopscale.injections.form import N_ONCE
 from loopscale.injections.registry import form as injection_form
@@ -38,9 +38,10 @@ from loopscale.injections.registry import form as injection_form
 COUNT_COLUMNS = ("seq_len", "vocab_size", "width", "depth", "n_rec", "r", "embedding", "lm_head")
 MAY_BE_ZERO = ("n_prelude", "n_coda")
 TEXT_COLUMNS = ("injection",)
+Fill = dict[str, float | str]  # a column given one value for every row: a count (a whole float), or the injection
 
 
-def fill_columns(items: list[str]) -> dict:
+def fill_columns(items: list[str]) -> Fill:
     """NAME=VALUE pairs: a count the conventions read as a whole number (> 0; >= 0 for the prelude and coda layers),
     the injection as text; another name, or a count that is text, NaN, inf, negative or 0, is refused in one line
     (it gave a traceback, or "+0.000")."""
@@ -70,7 +71,7 @@ class Missing(Exception):
     """A convention's columns are not in the table (the message names them)."""
 
 
-def _column(table, name: str, fill: dict[str, Any]) -> np.ndarray:
+def _column(table, name: str, fill: Fill) -> np.ndarray:
     if name in table.columns and not table[name].isna().all():
         return table[name].to_numpy()
     if name in fill:
@@ -145,9 +146,9 @@ CONVENTIONS = (
 )
 
 
-def convention_table(table, form: Form, params: dict[str, float], interval: dict, starts, fill=None):
-    """{"rows": [{"convention", "change", "phi", "delta_phi", "a", "delta_a", "flagged", "reason"}], "flags"}:
-    the first row is the table as recorded. starts: the fit's optima the refits start from."""
+def convention_table(table, form: Form, params: dict[str, float], interval: dict, starts, fill=None) -> Conventions:
+    """Each counting convention's recount of the table refitted (module docstring). starts: the fit's optima the
+    refits start from."""
 
     fill = dict(fill or {})
     if "C_budget" not in table.columns:  # a FLOPs convention moves C: runs stay grouped by the budget they were given
@@ -172,7 +173,7 @@ def convention_table(table, form: Form, params: dict[str, float], interval: dict
         except Missing as err:
             rows.append({"convention": name, "reason": str(err), "flagged": False})
             continue
-        row: dict[str, Any] = {"convention": name, "change": what, "reason": None}
+        row = ConventionRow(convention=name, change=what, reason=None)
         if not np.array_equal(changed[["N_once", "N_rec"]].to_numpy(), table[["N_once", "N_rec"]].to_numpy()):
             refitted = refit(form, form.law.data_from_table(changed), starts)
             row["phi"] = refitted.get("phi")

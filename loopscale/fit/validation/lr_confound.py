@@ -13,7 +13,7 @@ carried to every budget: an upper reading of the confound).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TypedDict
 
 import numpy as np
 import pandas as pd
@@ -22,9 +22,20 @@ from loopscale.errors import InputError
 from loopscale.fit.lr_optimum import parabola_optimum
 from loopscale.fit.runs_table import budgets
 from loopscale.fit.validation.forms import Form
+from loopscale.fit.validation.record import LrSection
 from loopscale.fit.validation.refit import refit
 
 LR_COLUMN = "lr_scale"
+
+
+class BestLr(TypedDict, total=False):
+    """The best lr multiplier of one group (`best_lr`), or only the reason there is none."""
+
+    best: float
+    interval: list[float] | None  # 95%; None with 3 points
+    at_edge: bool  # the grid does not bracket it
+    L_best: float
+    reason: str | None
 
 
 def lr_rows(raw) -> np.ndarray:
@@ -44,24 +55,22 @@ def lr_rows(raw) -> np.ndarray:
     return ~empty & (scale != 1.0)
 
 
-def best_lr(log_scale: np.ndarray, L: np.ndarray) -> dict[str, Any]:
+def best_lr(log_scale: np.ndarray, L: np.ndarray) -> BestLr:
     """The parabola L = c0 + c1 x + c2 x^2 in x = ln(lr_scale) (loopscale/fit/lr_optimum.py, this grid's own
     residuals for the noise): best multiplier exp(x*), its 95% interval (None with 3 points), L at x* (x*
     clipped to the grid), whether the grid fails to bracket it (`at_edge`); or a reason."""
     try:
         fit = parabola_optimum(log_scale, L)
     except ValueError as err:
-        return {"reason": str(err)}
+        return BestLr(reason=str(err))
     interval = list(fit.interval) if fit.interval else None
-    return {"best": fit.best, "interval": interval, "at_edge": fit.at_edge, "L_best": fit.L_best,
-            "reason": fit.reason}  # fmt: skip
+    return BestLr(best=fit.best, interval=interval, at_edge=fit.at_edge, L_best=fit.L_best, reason=fit.reason)
 
 
-def lr_section(lr_table, table, form: Form, params: dict[str, float], starts) -> dict[str, Any]:
-    """The lr grid read against the law's table (module docstring): {"step", "groups", "flags", "phi_shared",
-    "phi_best_points", "phi_penalty_all", "reason"}. starts: the fit's optima the refits start from."""
+def lr_section(lr_table, table, form: Form, params: dict[str, float], starts) -> LrSection:
+    """The lr grid read against the law's table (module docstring). starts: the fit's optima the refits start from."""
 
-    out: dict[str, Any] = {"groups": [], "flags": [], "phi_shared": params.get("phi"), "reason": None}
+    out = LrSection(groups=[], flags=[], phi_shared=params.get("phi"), reason=None)
     if len(lr_table) == 0:
         out["reason"] = "the table has no lr-grid runs (run the sweep with hydra/sweeper=lr_grid)"
         return out
@@ -105,7 +114,7 @@ def lr_section(lr_table, table, form: Form, params: dict[str, float], starts) ->
     return out
 
 
-def _moves(out: dict[str, Any]) -> None:
+def _moves(out: LrSection) -> None:
     """Each group's move of the best lr from r = 1's (in grid steps), flagged beyond one step."""
     base = next((g for g in out["groups"] if g.get("r") == 1 and g.get("best")), None)
     if base is None or not out.get("step"):

@@ -7,15 +7,16 @@ back (`analysis/report_inputs.py`), with one JSON form (the keys the records hav
     approach2, lr_confound, conventions (each None when not run), verdict (`Verdict`), jobs, elapsed_s, versions,
     and from `loopscale validate`: tables, table_check, seed_repeats, warnings.
 
-The rows of forms and folds and the three sections stay the objects their modules write (`run`,
-`approach2`, `lr_confound`, `conventions`); `record["key"]` reads a field by its JSON key (`record_blocks.JsonBlock`).
+The rows of forms and folds and Approach 2's section stay the objects their modules write (`run`, `approach2`);
+the lr confound's and the conventions' sections are typed (LrSection, Conventions); `record["key"]` reads a field
+by its JSON key (`record_blocks.JsonBlock`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypedDict
 
 from loopscale.fit.record_blocks import ABSENT, JsonBlock
 
@@ -62,6 +63,42 @@ class FoldResult(JsonBlock):
     noise_ratio: float = ABSENT
 
 
+class LrSection(TypedDict, total=False):
+    """The lr confound's section (`lr_section`): the grid step, each (r, recipe) group's lrs, losses and best lr
+    (BestLr's keys, its shared-lr L and penalty, its move from r = 1's in grid steps), the flags, and phi refitted
+    with each r at its best lr; or only the reason it was not read."""
+
+    groups: list[dict[str, Any]]
+    flags: list[str]
+    phi_shared: float | None
+    reason: str | None
+    step: float | None
+    phi_best_points: float | None
+    phi_penalty_all: float | None
+
+
+class ConventionRow(TypedDict, total=False):
+    """One convention recounted: phi and the N*(C) exponent a refitted, their moves, whether either moves beyond
+    its interval's half-width; or the reason it cannot be recounted."""
+
+    convention: str
+    change: str
+    phi: float | None
+    delta_phi: float | None
+    a: float | None
+    delta_a: float | None
+    flagged: bool
+    reason: str | None
+
+
+class Conventions(TypedDict):
+    """The conventions' section (`convention_table`): the first row is the table as recorded."""
+
+    rows: list[ConventionRow]
+    flags: list[str]
+    phi_half_width: float | None
+
+
 @dataclass(frozen=True)
 class ValidationRecord(JsonBlock):
     """One `loopscale validate` record (module docstring)."""
@@ -78,8 +115,8 @@ class ValidationRecord(JsonBlock):
     folds: list[dict] = ABSENT
     results: list[FoldResult] = ABSENT
     approach2: dict | None = ABSENT
-    lr_confound: dict | None = ABSENT
-    conventions: dict | None = ABSENT
+    lr_confound: LrSection | None = ABSENT
+    conventions: Conventions | None = ABSENT
     verdict: Verdict = ABSENT
     jobs: int = ABSENT
     elapsed_s: float = ABSENT

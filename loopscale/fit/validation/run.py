@@ -27,7 +27,7 @@ from loopscale.fit.result import FitResult, versions
 from loopscale.fit.task_pool import run_tasks
 from loopscale.fit.uncertainty import profile_param
 from loopscale.fit.validation.approach2 import iso_flop_exponent
-from loopscale.fit.validation.conventions import convention_table
+from loopscale.fit.validation.conventions import Fill, convention_table
 from loopscale.fit.validation.flags import verdict
 from loopscale.fit.validation.folds import Fold, R, folds_for
 from loopscale.fit.validation.forms import Form, forms_for
@@ -45,7 +45,7 @@ def validate(
     pin_E: float | None = None,
     lr_table=None,
     conventions: bool = True,
-    fill: dict[str, Any] | None = None,
+    fill: Fill | None = None,
 ) -> ValidationRecord:
     """The validation record of `fit` (a FitResult of a single-table law) on its canonical `table` (the rows
     of the law, lr-grid rows removed: they go in `lr_table`). pin_E: the pinned-E form's E (default the fit's);

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from loopscale.fit.validation.flags import delta_aicc, fold_rows, full_result
-from loopscale.fit.validation.record import ValidationRecord
+from loopscale.fit.validation.record import Conventions, LrSection, ValidationRecord
 
 
 def _pct(x) -> str:
@@ -107,7 +107,7 @@ def approach2_lines(a2: dict[str, Any]) -> list[str]:
     return lines
 
 
-def lr_lines(lr: dict[str, Any]) -> list[str]:
+def lr_lines(lr: LrSection) -> list[str]:
     if lr.get("reason"):
         return [f"No lr grid: {lr['reason']}."]
     lines = [
@@ -135,7 +135,7 @@ def lr_lines(lr: dict[str, Any]) -> list[str]:
     return lines
 
 
-def convention_lines(conv: dict[str, Any]) -> list[str]:
+def convention_lines(conv: Conventions) -> list[str]:
     lines = ["| convention | phi | dphi | N*(C) exponent | d exponent | flagged |", "|---|---|---|---|---|---|"]
     for row in conv["rows"]:
         if row.get("reason"):
