@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, replace
-from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -39,7 +38,7 @@ from loopscale.fit.objective import Loss, batch_objective
 from loopscale.fit.optimize import FitState, multistart, same_basin
 from loopscale.fit.resample import on_one_blas_thread
 from loopscale.fit.testtime_checks import checks_record
-from loopscale.fit.testtime_record import TestTimeFit, TestTimeRecord
+from loopscale.fit.testtime_record import HeldOut, ModelSummary, ShapeComparison, TestTimeFit, TestTimeRecord
 from loopscale.fit.uncertainty import profile_param
 
 # Loss columns tried in order when none is named (nats, bits per byte, perplexity: any positive loss).
@@ -272,7 +271,7 @@ def _intervals(state: FitState) -> dict[str, list]:
     return out
 
 
-def _holdout_largest(table: pd.DataFrame, shape: str, loss: Loss, n_refine: int) -> dict[str, Any] | None:
+def _holdout_largest(table: pd.DataFrame, shape: str, loss: Loss, n_refine: int) -> HeldOut | None:
     """Each model's largest r_eval left out, the law refitted on the rest (no intervals) and the left-out rows
     predicted: their mean |rel err|; None when no model keeps enough rows (the refit would hold more)."""
     largest = table.groupby("model")["r_eval"].transform("max")
@@ -320,7 +319,7 @@ def fit_testtime(
     return TestTimeRecord(TestTime.name, TestTime.formula, shape, per_model, joint, shapes, summary, loss_json)
 
 
-def compare_shapes(table: pd.DataFrame, loss: Loss | None = None, n_refine: int = N_REFINE) -> dict[str, Any]:
+def compare_shapes(table: pd.DataFrame, loss: Loss | None = None, n_refine: int = N_REFINE) -> ShapeComparison:
     """Leave-one-row-out per model for each shape: a row above the model's smallest r_eval is left out when the rest
     keeps every parameter the full model's fit frees and rows enough to fix them; its |rel err| from the refit
     (a row at the smallest r_eval is not: the rest would extrapolate backwards, to fewer passes, which is not what
@@ -358,7 +357,7 @@ def compare_shapes(table: pd.DataFrame, loss: Loss | None = None, n_refine: int 
     }
 
 
-def model_summary(rows: pd.DataFrame, fit: TestTimeFit) -> dict[str, Any]:
+def model_summary(rows: pd.DataFrame, fit: TestTimeFit) -> ModelSummary:
     """A model's trained r (or sampled), its fitted curve at every integer r from 1 to its largest r_eval (or
     r_scale) and the gain of one more pass there (L(r) - L(r + 1), in the loss's units)."""
     r_max = int(np.ceil(max(rows["r_eval"].max(), rows["r_scale"].iloc[0])))

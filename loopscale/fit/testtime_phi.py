@@ -4,7 +4,7 @@ exponent r^phi would need to carry the curve (`fit --law testtime --train-fit`).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 import pandas as pd
@@ -24,7 +24,27 @@ def testtime_multiplier(L: np.ndarray, N_once: float, N_rec: float, D: float, tr
     return (n_eff - N_once) / N_rec
 
 
-def testtime_phi(params: dict[str, float], model: dict[str, Any], train: dict[str, float], r: float) -> dict[str, Any]:
+class PhiModel(TypedDict):
+    """One model of a test-time fit as `testtime_phi` prices it: label, r_scale, fixed r or not, N_once, N_rec, D."""
+
+    model: str
+    r_scale: float
+    fixed: bool
+    N_once: float
+    N_rec: float
+    D: float
+
+
+class PassWorth(TypedDict):
+    """`testtime_phi` at r passes: m_tt at r and r + 1, the unique parameters one more pass is worth, phi_tt(r)."""
+
+    r: float
+    m_tt: list[float]
+    params_worth_next_pass: float
+    phi_tt: float
+
+
+def testtime_phi(params: dict[str, float], model: PhiModel, train: dict[str, float], r: float) -> PassWorth:
     """What one more pass at inference is worth, at r passes, for one model of a test-time fit (`params`, the
     fit's user parameters; `model`: its label, r_scale, fixed, N_once, N_rec, D): the unique
     parameters N_rec (m_tt(r + 1) - m_tt(r)) the training law trades for it, and phi_tt(r) = d ln m_tt / d ln r
@@ -53,14 +73,14 @@ def phi_rows(table: pd.DataFrame, record, train: dict[str, float]) -> dict[str, 
             if "D" in rows.columns
             else tokens_from_compute(first["C"], first["N_once"] + r_cost * first["N_rec"])
         )
-        model_info = {
-            "model": str(model),
-            "r_scale": float(first["r_scale"]),
-            "fixed": bool(first["fixed"]),
-            "N_once": float(first["N_once"]),
-            "N_rec": float(first["N_rec"]),
-            "D": float(D),
-        }
+        model_info = PhiModel(
+            model=str(model),
+            r_scale=float(first["r_scale"]),
+            fixed=bool(first["fixed"]),
+            N_once=float(first["N_once"]),
+            N_rec=float(first["N_rec"]),
+            D=float(D),
+        )
         out[str(model)] = testtime_phi(
             record["per_model"][str(model)]["params"], model_info, train, float(first["r_scale"])
         )

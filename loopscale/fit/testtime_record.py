@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import ClassVar, TypedDict
 
 from loopscale.fit.record_blocks import ABSENT, JsonBlock
 from loopscale.fit.verdict_record import Conditioning
@@ -50,6 +50,36 @@ def _fits(d):
     return {m: TestTimeFit.from_json(f) for m, f in d.items()} if isinstance(d, dict) else d
 
 
+class HeldOut(TypedDict):
+    """Each model's largest r_eval left out and predicted by the refit on the rest (`testtime._holdout_largest`)."""
+
+    n_rows: int
+    mean_abs_rel_error: float
+    r_eval: list[float]
+
+
+class ShapeComparison(TypedDict):
+    """Both shapes' leave-one-row-out errors per model (`testtime.compare_shapes`), and the better shape."""
+
+    method: str
+    rows: list  # the (model, r_eval) rows left out
+    mean_abs_rel_error: dict[str, float | None]
+    better: str | None
+    abs_rel_error: dict[str, list[float]]
+
+
+class ModelSummary(TypedDict):
+    """A model's trained r, its fitted curve at r = 1, 2, ... and the gain of one more pass there
+    (`testtime.model_summary`)."""
+
+    trained: str
+    r_scale: float
+    quoted_r: float
+    curve_r: list[float]
+    curve_L: list[float]
+    gain_next_pass: list[float]
+
+
 @dataclass(frozen=True)
 class TestTimeRecord(JsonBlock):
     """One `loopscale fit-testtime` record (module docstring)."""
@@ -66,8 +96,8 @@ class TestTimeRecord(JsonBlock):
     shape: str = ABSENT
     per_model: dict[str, TestTimeFit] = ABSENT
     joint: TestTimeFit | None = ABSENT
-    shapes: dict | None = ABSENT
-    models: dict[str, dict] = ABSENT
+    shapes: ShapeComparison | None = ABSENT
+    models: dict[str, ModelSummary] = ABSENT
     loss: dict = ABSENT
     input: dict = ABSENT
     testtime_phi: dict = ABSENT

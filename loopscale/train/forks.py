@@ -52,6 +52,7 @@ from loopscale.train.run_json import (
     PARENT_FILE,
     RUN_FILE,
     ForkedJob,
+    ForkKeys,
     RunRecord,
     claim_run_dir,
     finished_record,
@@ -166,13 +167,13 @@ def _train_parent(
         plan.warmup_steps,
         plan.fork_steps,
     )
-    summary = {
-        "role": "stable-parent",
-        "fork_steps": plan.fork_steps,
-        "branches": [branch_name(cfg, b) for b in plan.branches],
-        "C_independent": plan.C_independent,
-        "C_forked": plan.C_forked,
-    }
+    summary = ForkKeys(
+        role="stable-parent",
+        fork_steps=plan.fork_steps,
+        branches=[branch_name(cfg, b) for b in plan.branches],
+        C_independent=plan.C_independent,
+        C_forked=plan.C_forked,
+    )
     with run_dir_lock(parent_dir):
         return train_run(
             parent_cfg,
@@ -199,5 +200,5 @@ def _run_branch(cfg: TrainConfig, plan: ForkPlan, branch: Branch, parent_dir: Pa
             return done
         start = _fork_ckpt(parent_dir, branch)
         log.info("branch %s: from %s, cooldown steps %d..%d", branch_dir, start.name, branch.fork_step, branch.steps)
-        extra = {"parent": str(parent_dir), "fork_step": branch.fork_step, "role": "branch"}
+        extra = ForkKeys(parent=str(parent_dir), fork_step=branch.fork_step, role="branch")
         return train_run(branch_cfg, branch_dir, run_data, start_ckpt=start, extra_record=extra)

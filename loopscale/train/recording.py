@@ -27,13 +27,13 @@ from loopscale.train.compiling import recompile_limit_hits
 from loopscale.train.identity import identity_hash, identity_of, stored_hash
 from loopscale.train.lightning_module import Diverged
 from loopscale.train.plan import RunPlan
-from loopscale.train.run_json import RunRecord
+from loopscale.train.run_json import ForkKeys, RunRecord
 
 log = logging.getLogger("loopscale.train.entry")
 STOP_REASONS = {"interrupted": "interrupted (Ctrl-C / SIGINT)", "terminated": "terminated (SIGTERM)"}
 
 
-def first_record(cfg: TrainConfig, run_dir: Path, extra: dict[str, Any] | None = None) -> RunRecord:
+def first_record(cfg: TrainConfig, run_dir: Path, extra: ForkKeys | None = None) -> RunRecord:
     """What a failure before the plan exists (a bad data path, a vocabulary too large, ...) still records;
     `extra`: what the caller adds (a forked branch's parent and fork step, a stable parent's summary)."""
     record = RunRecord(

@@ -73,7 +73,22 @@ TABLE_COLUMNS = list(TableRow.__annotations__)
 # (null until known: L before the final validation, bptt_k under full backprop, C_budget outside flops mode, a
 # plain run's parent, ...). A forked run's own keys (FORK_KEYS) come right after the start, when it has them.
 START_KEYS = ("status", "reason", "step", "run_name", "sweep", "run_dir", "point", "identity")
-FORK_KEYS = ("parent", "fork_step", "role", "fork_steps", "branches", "C_independent", "C_forked")
+
+
+class ForkKeys(TypedDict, total=False):
+    """A forked run's own keys (train/forks.py): a branch's parent run dir, fork step and role, or a stable parent's
+    role, fork steps, branches' run names and the compute of its points trained independently / forked."""
+
+    parent: str
+    fork_step: int
+    role: str  # stable-parent | branch
+    fork_steps: list[int]
+    branches: list[str]
+    C_independent: float
+    C_forked: float
+
+
+FORK_KEYS = tuple(ForkKeys.__annotations__)
 PLAN_KEYS = (
     *("r", "recipe", "width", "depth", "n_prelude", "n_rec", "n_coda", "bptt_k", "injection"),
     *("vocab_size", "vocab_padded", "seq_len", "N_once", "N_rec", "N_pass", "N", "embedding", "lm_head"),

@@ -41,7 +41,7 @@ from loopscale.train.plan import (
     plan_training,
 )
 from loopscale.train.recording import RecordedRun, first_record, record_plan, record_recompile_limit_hits
-from loopscale.train.run_json import RankPlacement, RunRecord
+from loopscale.train.run_json import ForkKeys, RankPlacement, RunRecord
 from loopscale.train.step_progress import progress_callbacks
 from loopscale.train.testtime_eval import score_r_eval
 
@@ -237,7 +237,7 @@ def _fit_run(
     fork_steps: list[int] = (),
     record_file: str = "run.json",
     validate: bool = True,
-    extra_record: dict[str, Any] | None = None,
+    extra_record: ForkKeys | None = None,
 ) -> RunRecord:
     """Train `cfg` in `run_dir` and write its record (run.json unless `record_file` says otherwise); return it.
 

@@ -12,7 +12,7 @@ a pinned E, is not one).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TypedDict
 
 import numpy as np
 
@@ -24,14 +24,24 @@ def free_params(law: Law) -> int:
     return int(sum(lo < hi for lo, hi in law.bounds()))
 
 
-def information(log_residuals: np.ndarray, k: int) -> dict[str, Any]:
-    """{"n", "k", "rss", "aicc", "bic"} of residuals log L_hat - log L; aicc is None when n <= k + 1."""
+class Information(TypedDict):
+    """A fit's information criteria (`information`): rows n, free parameters k, the RSS of log L, AICc, BIC."""
+
+    n: int
+    k: int
+    rss: float
+    aicc: float | None  # None when n <= k + 1
+    bic: float
+
+
+def information(log_residuals: np.ndarray, k: int) -> Information:
+    """The information criteria of residuals log L_hat - log L."""
     res = np.asarray(log_residuals, dtype=float)
     n = len(res)
     rss = float(res @ res)
     log_like = n * np.log(max(rss, 1e-300) / n)
     aicc = None if n <= k + 1 else float(log_like + 2 * k + 2 * k * (k + 1) / (n - k - 1))
-    return {"n": n, "k": k, "rss": rss, "aicc": aicc, "bic": float(log_like + k * np.log(n))}
+    return Information(n=n, k=k, rss=rss, aicc=aicc, bic=float(log_like + k * np.log(n)))
 
 
 def held_out_errors(predicted: np.ndarray, observed: np.ndarray) -> dict[str, float]:
