@@ -171,7 +171,7 @@ def interp_vertex(x: np.ndarray, y: np.ndarray) -> float | None:
 def _interp_exponent(rows: list[dict[str, Any]], vertices: list[float | None]) -> float | None:
     """The exponent by the interpolation rule (`interp_vertex`): an unweighted line of its ln N* on ln C over
     the budgets where it has one (None below two). Beside the window rule's a it shows how much the rule moves it:
-    on Porian et al.'s released configurations it reproduces their published exponents to 0.005."""
+    on Porian et al.'s released configurations it reproduces their published exponents to within 0.007."""
     pairs = [(np.log(row["C"]), v) for row, v in zip(rows, vertices) if v is not None]
     if len(pairs) < 2:
         return None
