@@ -1338,6 +1338,14 @@ MUTATIONS: tuple[Mutation, ...] = (
         ("tests/unit/test_run_record_type.py::test_a_record_file_is_read_back_as_the_run_record_it_was_written_as",),
         "a run record is read back as the RunRecord it was written as",
     ),
+    Mutation(
+        "old-hyper-record-loses-its-lanes",
+        "loopscale/config/model.py",
+        '    return ModelConfig(**{**rest, "options": {**moved, **(rest.get("options") or {})}})',
+        '    return ModelConfig(**{**rest, "options": dict(rest.get("options") or {})})',
+        ("tests/unit/test_curve_r_eval_table.py::test_a_record_from_before_the_hyper_options_reads_its_lanes",),
+        "a hyper run's record from before the options move reads with its lanes (collect's trained-r FLOPs)",
+    ),
     # -- issue 58 item 4: blind round 1 (written from the docs and code only; /work/notes/blind_round1.md) -------
     Mutation(
         "blind1-sigma-trend-without-its-margin",

@@ -39,6 +39,15 @@ def with_moved_fields(model: dict) -> dict:
     return {**model, "options": options, **fields}
 
 
+def recorded_model(fields: dict) -> ModelConfig:
+    """The ModelConfig of a recorded config (run.json's `config["model"]`): a record from before the move holds
+    hyper_lanes / hyper_dynamic as fields (every design's, at their defaults unless it was hyper), read here as
+    the hyper form's options they are now; a default is left out, as no option is the default."""
+    rest = {key: value for key, value in fields.items() if key not in MOVED_TO_OPTIONS}
+    moved = {key: fields[key] for key, default in MOVED_TO_OPTIONS.items() if fields.get(key, default) != default}
+    return ModelConfig(**{**rest, "options": {**moved, **(rest.get("options") or {})}})
+
+
 def check_moved_overrides(overrides) -> None:
     """A ConfigError with the new key for an override of a field that became a form option (model.hyper_lanes=3:
     model.options.hyper_lanes=3), instead of Hydra's "not in ModelConfig"."""

@@ -14,7 +14,7 @@ from typing import Any, TypedDict
 import pandas as pd
 
 from loopscale.atomic import atomic_paths
-from loopscale.config.model import ModelConfig
+from loopscale.config.model import recorded_model
 from loopscale.errors import LoopscaleError
 from loopscale.model.accounting import eval_flops_per_token
 from loopscale.train.lock import lock_state
@@ -144,7 +144,7 @@ def trained_eval_flops(config: dict[str, Any] | None) -> float | None:
     scored at that r alone (trainer.curve_r_eval off, or a record from before it) carries them. None when this
     version cannot rebuild the model from it (a record without its config, or from before a field it needs)."""
     try:
-        return eval_flops_per_token(ModelConfig(**config["model"]))
+        return eval_flops_per_token(recorded_model(config["model"]))
     except (LoopscaleError, TypeError, KeyError, ValueError):  # collect never fails over an old record
         return None
 

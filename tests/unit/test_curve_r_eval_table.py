@@ -10,12 +10,12 @@ import dataclasses
 import numpy as np
 import pandas as pd
 
-from loopscale.config.model import ModelConfig
+from loopscale.config.model import ModelConfig, recorded_model
 from loopscale.fit.curves.table import trained_r_rows
 from loopscale.fit.laws.looped_curve import LoopedCurve
 from loopscale.model.accounting import eval_flops_at, eval_flops_per_token
 from loopscale.train.collect import CURVE_COLUMNS, curves_table, trained_eval_flops
-from support.train import TINY, train_config
+from support.train import TINY, tiny_model, train_config
 
 
 def point(step: int, val_loss: float, scores=None) -> dict:
@@ -28,6 +28,18 @@ def run_row(name: str, curve: list[dict], flops: float | None) -> dict:
     model = {"recipe": "baseline", "r": 2, "N_once": 10, "N_rec": 20, "N_pass": 0, "N": 30, "width": 64, "seed": 0}
     run = {"run_name": name, "run_dir": f"/runs/{name}", "parent": None, "steps": 4, "D": 256, "C": 1e9, "L": 3.0}
     return {**model, **run, "curve": curve, "curve_eval_flops": flops, "fork_step": None}
+
+
+def test_a_record_from_before_the_hyper_options_reads_its_lanes():
+    """A record written when model.hyper_lanes / hyper_dynamic were fields (every design's config held them) still
+    gives its trained-r FLOPs: the fields are read as the hyper form's options (config/model.recorded_model), the
+    model it trained."""
+    hyper = tiny_model(2, injection="hyper", options={"hyper_lanes": 3})
+    old = {**dataclasses.asdict(hyper), "options": {}, "hyper_lanes": 3, "hyper_dynamic": False}
+    assert trained_eval_flops({"model": old}) == eval_flops_per_token(hyper) > 0
+    assert recorded_model(old) == hyper and recorded_model(dataclasses.asdict(hyper)) == hyper
+    baseline = {**dataclasses.asdict(tiny_model(2)), "hyper_lanes": 2, "hyper_dynamic": False}  # the defaults
+    assert trained_eval_flops({"model": baseline}) == eval_flops_per_token(tiny_model(2))
 
 
 def test_a_record_from_before_reads_as_its_trained_r_and_a_scored_one_in_long_form():
