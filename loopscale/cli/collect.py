@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections import Counter
 from pathlib import Path
 
 from rich.console import Console
@@ -13,10 +12,18 @@ from rich.markup import escape
 from rich.table import Table
 
 from loopscale.analysis.probes import dense_rows, probe_table
-from loopscale.atomic import atomic_path
 from loopscale.cli import COMMANDS, UsageError
 from loopscale.fit.replicates import replicate_groups, seed_count_line
-from loopscale.train.collect import collect, curves_path, curves_table, duplicate_points, runs_table, write_runs_table
+from loopscale.train.collect import (
+    collect,
+    curves_path,
+    curves_table,
+    duplicate_points,
+    runs_table,
+    status_counts,
+    testtime_path,
+    write_runs_table,
+)
 from loopscale.train.testtime_eval import testtime_rows
 
 
@@ -80,7 +87,8 @@ def run_collect(args: argparse.Namespace) -> int:
     out = args.out or args.sweep_dir / "runs.csv"
     table = runs_table(rows) if args.dense is None else _with_dense(rows, args.dense)
     curves = curves_table(rows)
-    problems_out = write_runs_table(table, problems, out, curves)
+    testtime = testtime_rows(rows)  # each finished model scored across r (trainer.r_eval), one row per r_eval
+    problems_out = write_runs_table(table, problems, out, curves, testtime)
     evaluations = curves.groupby(["run_dir", "step"]).ngroups if len(curves) else 0
     across_r = f" ({len(curves)} rows: scored at several r_eval)" if len(curves) > evaluations else ""
     print(
@@ -89,13 +97,9 @@ def run_collect(args: argparse.Namespace) -> int:
         f"{curves_path(out).name}"
     )
     _print_problems(problems)
-    testtime = testtime_rows(rows)  # each finished model scored across r (trainer.r_eval), one row per r_eval
     if len(testtime):
-        tt_out = out.with_name(f"{out.stem}_testtime.csv")
-        with atomic_path(tt_out) as tmp:
-            testtime.to_csv(tmp, index=False)
         print(
-            f"{len(testtime)} test-time rows ({testtime['model'].nunique()} models) -> {tt_out} "
+            f"{len(testtime)} test-time rows ({testtime['model'].nunique()} models) -> {testtime_path(out)} "
             "(loopscale fit ... --law testtime)"
         )
     if len(table):
@@ -111,21 +115,17 @@ def _with_dense(rows, baseline_dir: Path):
     return probe_table(rows, dense)
 
 
-STATUS_ORDER = ("done", "running", "stale", "failed", "diverged", "interrupted", "terminated", "incomplete")
-
-
 def run_status(args: argparse.Namespace) -> int:
     rows, problems = _collect(args.sweep_dir)
-    counts = Counter({"done": len(rows)}) + Counter(str(p["status"]) for p in problems)
-    statuses = [*STATUS_ORDER, *sorted(set(counts) - set(STATUS_ORDER))]  # unreadable, copy, ...
+    counts = status_counts(rows, problems)
     if args.json:
-        print(json.dumps({"counts": {s: counts.get(s, 0) for s in statuses}, "problems": problems}))
+        print(json.dumps({"counts": counts, "problems": problems}))
         return 0
     table = Table(title=str(args.sweep_dir))
     table.add_column("status")
     table.add_column("runs", justify="right")
-    for status in statuses:
-        table.add_row(status, str(counts.get(status, 0)))
+    for status, count in counts.items():
+        table.add_row(status, str(count))
     Console().print(table)
     _print_problems(problems)
     return 0

@@ -8,6 +8,7 @@ its trained-r rows: fit/curves/table.py, trained_r_rows).
 from __future__ import annotations
 
 import os
+from collections import Counter
 from pathlib import Path
 from typing import Any, TypedDict
 
@@ -219,19 +220,38 @@ def curves_path(out: Path) -> Path:
     return Path(out).with_name(f"{Path(out).stem}_curves.csv")
 
 
-def write_runs_table(table, problems: list[Problem], out: Path, curves=None) -> Path:
+def testtime_path(out: Path) -> Path:
+    """Where the test-time table (train/testtime_eval.testtime_rows) goes beside the runs table `out`:
+    <name>_testtime.csv, what `loopscale fit --law testtime` reads."""
+    return Path(out).with_name(f"{Path(out).stem}_testtime.csv")
+
+
+def write_runs_table(table, problems: list[Problem], out: Path, curves=None, testtime=None) -> Path:
     """What `loopscale collect` writes: `out` (.csv), a .parquet beside it, <name>_problems.csv with the
-    runs not done and, given `curves` (`curves_table`), <name>_curves.csv. All are written to temporary files
-    first and renamed into place only when all are complete: they are replaced together or not at all.
-    Returns the problems file."""
+    runs not done, given `curves` (`curves_table`) <name>_curves.csv and, given a `testtime` table with rows,
+    <name>_testtime.csv. All are written to temporary files first and renamed into place only when all are
+    complete: they are replaced together or not at all. Returns the problems file."""
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     problems_out = out.with_name(f"{out.stem}_problems.csv")
-    paths = [out, out.with_suffix(".parquet"), problems_out] + ([curves_path(out)] if curves is not None else [])
-    with atomic_paths(*paths) as tmps:
+    extra = {curves_path(out): curves} if curves is not None else {}
+    if testtime is not None and len(testtime):  # no test-time file where no run was scored across r
+        extra[testtime_path(out)] = testtime
+    with atomic_paths(out, out.with_suffix(".parquet"), problems_out, *extra) as tmps:
         table.to_csv(tmps[0], index=False)
         table.to_parquet(tmps[1], index=False)
         pd.DataFrame(problems, columns=PROBLEM_COLUMNS).to_csv(tmps[2], index=False)
-        if curves is not None:
-            curves.to_csv(tmps[3], index=False)
+        for tmp, t in zip(tmps[3:], extra.values()):
+            t.to_csv(tmp, index=False)
     return problems_out
+
+
+# a sweep's runs by status, in this order (`loopscale status`); a status not listed follows (unreadable, copy, ...)
+STATUS_ORDER = ("done", "running", "stale", "failed", "diverged", "interrupted", "terminated", "incomplete")
+
+
+def status_counts(rows: list[Point], problems: list[Problem]) -> dict[str, int]:
+    """How many runs of a sweep (`collect`'s rows and problems) have each status: every one of STATUS_ORDER (0
+    where none has it), then any other status found, sorted."""
+    counts = Counter({"done": len(rows)}) + Counter(str(p["status"]) for p in problems)
+    return {s: counts.get(s, 0) for s in [*STATUS_ORDER, *sorted(set(counts) - set(STATUS_ORDER))]}

@@ -7,6 +7,7 @@ from __future__ import annotations
 import copy
 import json
 
+import pandas as pd
 import pytest
 import torch
 
@@ -16,6 +17,7 @@ from loopscale.model.accounting import eval_flops_at, eval_flops_per_token
 from loopscale.model.transformer import LoopedTransformer
 from loopscale.recipes import registry
 from loopscale.train import testtime_eval
+from loopscale.train.collect import runs_table, testtime_path, write_runs_table
 from support.rebuilt import rebuilt_at
 from support.train import tiny_model
 
@@ -71,7 +73,8 @@ def test_flops_at_r_eval_are_the_accountings():
 
 def test_the_testtime_tables_model_is_the_run_name_or_the_run_dir_where_two_runs_share_one(tmp_path):
     """`loopscale collect`'s test-time table (testtime_eval.testtime_rows): one row per run and r_eval, the model
-    label the run name, the run dir where two runs share a name (two models must never be fitted as one)."""
+    label the run name, the run dir where two runs share a name (two models must never be fitted as one); written
+    beside the runs table."""
     rows = []
     for i, name in enumerate(["a", "a", "b"]):
         run_dir = tmp_path / f"sweep{i}" / name
@@ -83,3 +86,10 @@ def test_the_testtime_tables_model_is_the_run_name_or_the_run_dir_where_two_runs
     assert table["model"].tolist() == [rows[0]["run_dir"]] * 2 + [rows[1]["run_dir"]] * 2 + ["b", "b"]
     assert table["L"].tolist() == pytest.approx([2.9, 2.8, 1.9, 1.8, 0.9, 0.8])
     assert table["r_sampling"].unique().tolist() == ["fixed"] and table["r_train"].unique().tolist() == [2]
+    # collect writes it beside the runs table, with it (write_runs_table); none where no run was scored
+    out = tmp_path / "runs.csv"
+    write_runs_table(runs_table(rows), [], out, testtime=table)
+    assert testtime_path(out) == tmp_path / "runs_testtime.csv"
+    assert pd.read_csv(testtime_path(out))["L"].tolist() == pytest.approx(table["L"].tolist())
+    write_runs_table(runs_table(rows), [], tmp_path / "none.csv", testtime=testtime_eval.testtime_rows(rows[:0]))
+    assert (tmp_path / "none.csv").exists() and not testtime_path(tmp_path / "none.csv").exists()
