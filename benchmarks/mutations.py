@@ -1346,6 +1346,15 @@ MUTATIONS: tuple[Mutation, ...] = (
         ("tests/unit/test_curve_r_eval_table.py::test_a_record_from_before_the_hyper_options_reads_its_lanes",),
         "a hyper run's record from before the options move reads with its lanes (collect's trained-r FLOPs)",
     ),
+    Mutation(
+        "params-paper-preset-resolves-its-recipe-first",
+        "loopscale/cli/params.py",
+        "        return paper_model(6 if args.size is None else args.size, args.r, args.recipe, **overrides)",
+        "        cfg = paper_model(6 if args.size is None else args.size, args.r, args.recipe)\n"
+        '        return __import__("dataclasses").replace(cfg, **overrides)',
+        ("tests/unit/test_params_cli.py::test_a_preset_names_the_design_its_flags_describe",),
+        "loopscale params --preset paper labels the design its flags describe (--bptt-k 2: tbptt), as --preset cpu",
+    ),
     # -- issue 58 item 4: blind round 1 (written from the docs and code only; /work/notes/blind_round1.md) -------
     Mutation(
         "blind1-sigma-trend-without-its-margin",

@@ -8,7 +8,6 @@ loopscale params --recipe lora --r 4 --option lora_rank=8
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 
 from loopscale.blocks.registry import names as block_names
@@ -83,8 +82,7 @@ def build_config(args: argparse.Namespace):
     if args.preset == "paper":
         if args.d_model is not None:
             raise UsageError("--d-model applies to --preset cpu; the paper preset sets d_model from --size")
-        cfg = paper_model(6 if args.size is None else args.size, args.r, args.recipe)
-        return dataclasses.replace(cfg, **overrides)  # validates the result again
+        return paper_model(6 if args.size is None else args.size, args.r, args.recipe, **overrides)
     if args.size is not None:
         raise UsageError("--size applies to --preset paper; use --d-model with --preset cpu")
     return cpu_model(128 if args.d_model is None else args.d_model, args.r, args.recipe, **overrides)

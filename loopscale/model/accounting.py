@@ -323,13 +323,14 @@ def model_preset(name: str, data: str, **fields) -> ModelConfig:
     return ModelConfig(**{**_shipped_config("model", name), "vocab_size": data_vocab(data), **fields})
 
 
-def paper_model(size: int, r: int, recipe: str = "baseline") -> ModelConfig:
+def paper_model(size: int, r: int, recipe: str = "baseline", **overrides) -> ModelConfig:
     """The published model at size s (loopscale/conf/model/paper.yaml) with d = 64 * s rounded up to a
     multiple of 128 and the published vocabulary: L_eff = 20, r = 1 a plain 0-20-0 stack, r > 1
-    2 + 16/r x r + 2 with the concat injection."""
+    2 + 16/r x r + 2 with the concat injection; `overrides` (ModelConfig fields) set before the recipe is
+    resolved, as in `cpu_model` (recipe="auto" then names the design they describe)."""
     if size < 1:
         raise ConfigError(f"size={size!r} must be >= 1")
-    return model_preset("paper", PAPER_DATA, d_model=paper_width(size), r=r, recipe=recipe)
+    return model_preset("paper", PAPER_DATA, d_model=paper_width(size), r=r, recipe=recipe, **overrides)
 
 
 def cpu_model(d_model: int = 128, r: int = 1, recipe: str = "auto", **overrides) -> ModelConfig:

@@ -60,6 +60,16 @@ def test_cpu_preset_with_overrides():
     assert (report["bptt_k"], report["recipe"], report["lm_head"], report["k"]) == (2, "tbptt", 0, 2)
 
 
+@pytest.mark.parametrize("flags,recipe", [(["--bptt-k", "2"], "tbptt"), (["--injection", "additive"], "additive")])
+def test_a_preset_names_the_design_its_flags_describe(flags, recipe):
+    """--recipe auto (the default) labels the design the flags describe, on the paper preset as on the cpu one (the
+    paper preset refused both: its recipe was resolved to baseline before the flags applied)."""
+    for preset in ("paper", "cpu"):
+        out = params("--preset", preset, "--r", "4", *flags)
+        assert out.returncode == 0, out.stderr
+        assert json.loads(out.stdout)["recipe"] == recipe
+
+
 @pytest.mark.parametrize(
     "args,message",
     [
