@@ -4,19 +4,24 @@ cheapest that detects a target delta-phi (checked by simulating it), and the res
 
 from __future__ import annotations
 
+import json
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from loopscale.analysis.report import markdown_table
+from loopscale.atomic import check_outputs_apart, check_writable, write_text_atomic
 from loopscale.fit.power import design_law, mde_formula, recipe_rows, seeds_needed, simulate_design
 from loopscale.fit.replicates import replicate_groups
 from loopscale.fit.runs_table import canonical_table, read_table
 from loopscale.fit.verdict import MDE_FACTOR
 from loopscale.launch.design import candidate_designs, design_points, looped_overrides, n_seeds, with_seeds
 from loopscale.launch.grid_cost import pool_rows, totals
+from loopscale.plots.files import figure_files, write_figure
+from loopscale.plots.power import power_figure
 
 MAX_SEEDS = 64
 MAX_SIMS = 20_000  # simulated sweeps per design: the MDE's own relative error ~ 1 / sqrt(2 sims) is 0.5% there
@@ -329,3 +334,34 @@ def markdown(record: dict) -> str:
                 f"{rec['delta_phi']['mde']:.3f}, which {verdict} the target."
             )
     return "\n".join(lines)
+
+
+def power_outputs(json_path, md_path, plot_path, inputs) -> list[tuple[str, Path]]:
+    """The files --json, --md and --plot (a PDF beside its PNG) name, as (flag, path), checked before any
+    simulation: writable, none an input (`inputs`: (what, path or None)) or another output."""
+    given = (("--json", json_path), ("--md", md_path), ("--plot", plot_path))
+    outputs = [(flag, Path(path)) for flag, path in given if path]
+    outputs += [("--plot", p) for p in (figure_files(Path(plot_path))[1:] if plot_path else [])]
+    check_outputs_apart(outputs, inputs)
+    for flag, path in outputs:
+        check_writable(path, flag)
+    return outputs
+
+
+def write_power(record: dict, text: str, json_path=None, md_path=None, plot_path=None, say=print) -> None:
+    """The record as JSON (numpy numbers as JSON numbers), its Markdown `text` and its figure (MDE against FLOPs,
+    as PNG and PDF: plots/files.py figure_files), the figure drawn before anything is written; `say` hears each
+    figure file written."""
+    figure = power_figure(record) if plot_path else None
+    if json_path:
+        write_text_atomic(json_path, json.dumps(record, indent=2, default=_plain) + "\n")
+    if md_path:
+        write_text_atomic(md_path, text + "\n")
+    if figure is not None:
+        for path in write_figure(figure, figure_files(plot_path), 200):
+            say(f"wrote {path}")
+
+
+def _plain(x):
+    """numpy scalars and arrays as JSON numbers and lists (NaN as null is left to the reader: json writes NaN)."""
+    return x.tolist() if hasattr(x, "tolist") else str(x)

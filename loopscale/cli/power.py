@@ -19,19 +19,22 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
-from pathlib import Path
 
 from hydra.errors import HydraException
 
-from loopscale.analysis.power_designs import MAX_SEEDS, MAX_SIMS, PowerRequest, markdown, power_record
-from loopscale.atomic import check_outputs_apart, check_writable, write_text_atomic
+from loopscale.analysis.power_designs import (
+    MAX_SEEDS,
+    MAX_SIMS,
+    PowerRequest,
+    markdown,
+    power_outputs,
+    power_record,
+    write_power,
+)
 from loopscale.cli import COMMANDS, UsageError, usage_error
 from loopscale.cli.arguments import add_probe_argument
 from loopscale.fit.pilot import Truth, stated_law, truth_from_fit
 from loopscale.fit.resample import resolve_jobs
-from loopscale.plots.files import figure_files, write_figure
-from loopscale.plots.power import power_figure
 
 
 def register(subparsers) -> None:
@@ -108,11 +111,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--recipe picks a recipe's runs from --table; with overrides, set model.recipe=NAME")
     if args.table is None and not args.overrides:
         raise UsageError("give the design: Hydra overrides (e.g. experiment=isodepth_cpu_demo) or --table RUNS")
-    outputs = [(f"--{flag}", Path(getattr(args, flag))) for flag in ("json", "md", "plot") if getattr(args, flag)]
-    outputs += [("--plot", p) for p in (figure_files(Path(args.plot))[1:] if args.plot else [])]
-    check_outputs_apart(outputs, [("the fit", args.fit), ("the --table", args.table)])
-    for flag, path in outputs:
-        check_writable(path, flag)
+    power_outputs(args.json, args.md, args.plot, [("the fit", args.fit), ("the --table", args.table)])
     args.jobs = resolve_jobs(args.jobs)
     truth = _truth(args)
     fields = {f.name for f in dataclasses.fields(PowerRequest)} - {"overrides", "source"}
@@ -125,7 +124,7 @@ def run(args: argparse.Namespace) -> int:
         raise usage_error(err) from err
     text = markdown(record)
     print(text)
-    _write(args, record, text)
+    write_power(record, text, args.json, args.md, args.plot)
     return 0
 
 
@@ -137,23 +136,3 @@ def _truth(args):
         raise UsageError("--law needs --sigma (the seed sigma of log L)")
     share = 1.0 if args.parent_share is None else args.parent_share
     return Truth(stated_law(args.law), args.sigma, share, "stated (--sigma)")
-
-
-def _write(args, record: dict, text: str) -> None:
-    """--plot, --json, --md: the figure drawn before anything is written."""
-
-    figure = None
-    if args.plot:
-        figure = power_figure(record)
-    if args.json:
-        write_text_atomic(args.json, json.dumps(record, indent=2, default=_plain) + "\n")
-    if args.md:
-        write_text_atomic(args.md, text + "\n")
-    if figure is not None:  # a PNG for the screen, a PDF beside it for a paper (as every loopscale figure)
-        for path in write_figure(figure, figure_files(args.plot), 200):
-            print(f"wrote {path}")
-
-
-def _plain(x):
-    """numpy scalars and arrays as JSON numbers and lists (NaN as null is left to the reader: json writes NaN)."""
-    return x.tolist() if hasattr(x, "tolist") else str(x)

@@ -14,11 +14,9 @@ so. Every input is checked before the first fit (one line, exit 2, nothing writt
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-from pathlib import Path
 
-from loopscale.atomic import atomic_paths, check_outputs_apart, check_writable, json_safe
+from loopscale.analysis.validation_files import validation_outputs, write_validation
 from loopscale.cli import UsageError
 from loopscale.fit.resample import resolve_jobs
 from loopscale.fit.runs_table import table_warnings
@@ -26,7 +24,6 @@ from loopscale.fit.validation.conventions import fill_columns
 from loopscale.fit.validation.inputs import changed_table_line, point_means, read_fit, table_check, validation_tables
 from loopscale.fit.validation.run import validate
 from loopscale.fit.validation.text import markdown
-from loopscale.plots.validation import held_out_figure
 
 
 def register(subparsers) -> None:
@@ -77,16 +74,7 @@ def run(args: argparse.Namespace) -> int:
     fit = read_fit(args.fit)
 
     table, lr_table, paths = validation_tables(fit, args.tables)
-    outputs = None
-    if args.out:
-        out = Path(args.out)
-        if out.suffix.lower() != ".json":
-            raise UsageError(f"--out must name a .json file (the .md and .png go beside it); got {out}")
-        outputs = [out, out.with_suffix(".md"), out.with_suffix(".png")]
-        inputs = [("the fit", Path(args.fit)), *(("the input table", p) for p in paths)]
-        check_outputs_apart([("--out", p) for p in outputs], inputs)
-        for path in outputs:
-            check_writable(path, "--out")
+    outputs = validation_outputs(args.out, args.fit, paths) if args.out else None
     check = table_check(fit, paths)
     if check["changed"] and not args.allow_changed_table:
         raise UsageError(
@@ -109,17 +97,10 @@ def run(args: argparse.Namespace) -> int:
         conventions=not args.no_conventions,
         fill=fill,
     )
-    record.fit["json"] = str(args.fit)  # which fit this validates (report --validation checks it)
-    checked = {**check, "allowed": bool(check["changed"])}
-    tables = [str(p) for p in paths]
-    record = record.replace(tables=tables, table_check=checked, seed_repeats=repeats, warnings=warnings)
+    record = record.with_inputs(str(args.fit), [str(p) for p in paths], check, repeats, warnings)
     text = markdown(record)
     if outputs:
-        figure = held_out_figure(record)  # drawn before anything is written
-        with atomic_paths(*outputs) as (tmp_json, tmp_md, tmp_png):
-            tmp_json.write_text(json.dumps(json_safe(record.to_json()), indent=2, allow_nan=False) + "\n")
-            tmp_md.write_text(text + "\n")
-            figure.savefig(tmp_png, dpi=150, format="png")
+        write_validation(record, text, outputs)
     print(text)
     if outputs:
         print(f"wrote {', '.join(str(p) for p in outputs)}")

@@ -125,3 +125,12 @@ class ValidationRecord(JsonBlock):
     table_check: dict = ABSENT
     seed_repeats: Any = ABSENT
     warnings: list[str] = ABSENT
+
+    def with_inputs(
+        self, fit_json: str, tables: list[str], check: dict, repeats, warnings: list[str]
+    ) -> ValidationRecord:
+        """The record with what `loopscale validate` read: the fit file it validates (report --validation checks
+        it), the tables, their check against the fit's (`inputs.table_check`; "allowed": validated though they
+        changed), the seed repeats averaged (`inputs.point_means`) and the table's warnings."""
+        fit, checked = {**self.fit, "json": fit_json}, {**check, "allowed": bool(check["changed"])}
+        return self.replace(fit=fit, tables=tables, table_check=checked, seed_repeats=repeats, warnings=warnings)
