@@ -32,8 +32,6 @@ more than their se say (the Particle Data Group's scale factor); a_se is the fit
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import pandas as pd
 from scipy.interpolate import Akima1DInterpolator
@@ -44,6 +42,7 @@ from loopscale.fit.replicates import replicate_groups
 from loopscale.fit.runs_table import ColumnMap, canonical_table
 from loopscale.fit.runs_table import budgets as budget_labels  # the rule the fit and the figures group by
 from loopscale.fit.seed_sigma import within_point
+from loopscale.fit.validation.record import Approach2, Approach2Budget
 
 N_BOOTSTRAP = 400
 
@@ -101,15 +100,23 @@ def _weighted_line(x: np.ndarray, y: np.ndarray, w: np.ndarray) -> tuple[float, 
 
 def iso_flop_exponent(
     table, law_params: dict[str, float] | None = None, n_boot: int = N_BOOTSTRAP, seed: int = 0
-) -> dict[str, Any]:
-    """{"budgets": [{C, n_sizes, window: [N_lo, N_hi], n_window, N_star, interval, log_se, reason}], "a", "a_se",
-    "a_interval", "a_law", "a_chi2_dof", "tau_log", "a_interp", "sigma_log", "sigma_source", "method", "reason"}
-    from the r = 1 rows (every row of a dense table): the module docstring's method. "a" is None, with the reason,
-    below two budgets with an N*; "a_interp" is the interpolation rule's exponent (`_interp_exponent`)."""
+) -> Approach2:
+    """Approach 2's section from the r = 1 rows (every row of a dense table): the module docstring's method; "a" is
+    None, with the reason, below two budgets with an N*; "a_interp" is the interpolation rule's exponent
+    (`_interp_exponent`)."""
     r = table["r"].to_numpy(dtype=float) if "r" in table.columns else np.ones(len(table))
     dense = table[r == 1].reset_index(drop=True)
-    out: dict[str, Any] = {"budgets": [], "a": None, "a_se": None, "a_interval": None, "a_law": None}
-    out.update(reason=None, method=WINDOW_RULE, sigma_log=None, sigma_source=None)
+    out = Approach2(
+        budgets=[],
+        a=None,
+        a_se=None,
+        a_interval=None,
+        a_law=None,
+        reason=None,
+        method=WINDOW_RULE,
+        sigma_log=None,
+        sigma_source=None,
+    )
     if law_params and {"alpha", "beta"} <= law_params.keys():
         out["a_law"] = float(law_params["beta"] / (law_params["alpha"] + law_params["beta"]))
     if dense.empty:
@@ -128,16 +135,16 @@ def iso_flop_exponent(
     draws = np.full((len(budgets), n_boot), np.nan)
     for i, (b, (x, y, n, _)) in enumerate(zip(budgets, curves)):
         v, win, why = window_vertex(x, y, n)
-        row = {
-            "C": float(np.exp(np.mean(np.log(C_spent[labels == b])))),
-            "n_sizes": len(x),
-            "window": None if win is None else [float(np.exp(x[win][0])), float(np.exp(x[win][-1]))],
-            "n_window": 0 if win is None else int(win.stop - win.start),
-            "N_star": None if v is None else float(np.exp(v)),
-            "interval": None,
-            "log_se": None,
-            "reason": why,
-        }
+        row = Approach2Budget(
+            C=float(np.exp(np.mean(np.log(C_spent[labels == b])))),
+            n_sizes=len(x),
+            window=None if win is None else [float(np.exp(x[win][0])), float(np.exp(x[win][-1]))],
+            n_window=0 if win is None else int(win.stop - win.start),
+            N_star=None if v is None else float(np.exp(v)),
+            interval=None,
+            log_se=None,
+            reason=why,
+        )
         if v is not None and sigma:
             noise = rng.standard_normal((n_boot, len(y))) * sigma / np.sqrt(n)
             draws[i] = [_or_nan(window_vertex(x, y + e, n)[0]) for e in noise]
@@ -168,7 +175,7 @@ def interp_vertex(x: np.ndarray, y: np.ndarray) -> float | None:
     return None if k in (0, len(grid) - 1) else float(grid[k])
 
 
-def _interp_exponent(rows: list[dict[str, Any]], vertices: list[float | None]) -> float | None:
+def _interp_exponent(rows: list[Approach2Budget], vertices: list[float | None]) -> float | None:
     """The exponent by the interpolation rule (`interp_vertex`): an unweighted line of its ln N* on ln C over
     the budgets where it has one (None below two). Beside the window rule's a it shows how much the rule moves it:
     on Porian et al.'s released configurations it reproduces their published exponents to within 0.007."""
@@ -190,7 +197,7 @@ def _between_budget_variance(x: np.ndarray, y: np.ndarray, se: np.ndarray) -> fl
     return max(0.0, (chi2 - dof) / trace_p) if dof > 0 and trace_p > 0 else 0.0
 
 
-def _exponent(out: dict[str, Any], draws: np.ndarray, rng: np.random.Generator) -> None:
+def _exponent(out: Approach2, draws: np.ndarray, rng: np.random.Generator) -> None:
     """The exponent a of N* ~ C^a and its interval, into `out` (module docstring)."""
     rows = out["budgets"]
     use = [i for i, b in enumerate(rows) if b["N_star"] is not None]

@@ -7,16 +7,16 @@ back (`analysis/report_inputs.py`), with one JSON form (the keys the records hav
     approach2, lr_confound, conventions (each None when not run), verdict (`Verdict`), jobs, elapsed_s, versions,
     and from `loopscale validate`: tables, table_check, seed_repeats, warnings.
 
-The rows of forms and folds and Approach 2's section stay the objects their modules write (`run`, `approach2`);
-the lr confound's and the conventions' sections are typed (LrSection, Conventions); `record["key"]` reads a field
-by its JSON key (`record_blocks.JsonBlock`).
+The rows of forms and folds stay the objects `run` writes; Approach 2's, the lr confound's and the conventions'
+sections are typed (Approach2, LrSection, Conventions); `record["key"]` reads a field by its JSON key
+(`record_blocks.JsonBlock`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, ClassVar, TypedDict
+from typing import Any, ClassVar, NotRequired, TypedDict
 
 from loopscale.fit.record_blocks import ABSENT, JsonBlock
 
@@ -77,6 +77,42 @@ class LrSection(TypedDict, total=False):
     phi_penalty_all: float | None
 
 
+class Approach2Budget(TypedDict):
+    """One budget of Approach 2 (`approach2.iso_flop_exponent`): its C (the geometric mean of its runs'), its sizes,
+    the window about the lowest loss ([N_lo, N_hi] and its point count), N* with its bootstrap 95% interval and
+    the se of ln N*; N* None with the reason where the budget has no bracketed minimum."""
+
+    C: float
+    n_sizes: int
+    window: list[float] | None
+    n_window: int
+    N_star: float | None
+    interval: list[float] | None
+    log_se: float | None
+    reason: str | None
+
+
+class Approach2(TypedDict):
+    """Approach 2's section (`approach2.iso_flop_exponent`, its module docstring the method): the budgets, the
+    exponent a of N* ~ C^a with its se and 95% interval (None, with the reason, below two budgets with an N*), the
+    law's beta / (alpha + beta), the per-budget rule, the sigma of log L and its source; with per-budget se, the
+    line's chi2 / dof and the between-budget tau in ln N*; the interpolation rule's exponent (a record from before
+    it has none)."""
+
+    budgets: list[Approach2Budget]
+    a: float | None
+    a_se: float | None
+    a_interval: list[float] | None
+    a_law: float | None
+    reason: str | None
+    method: str
+    sigma_log: float | None
+    sigma_source: str | None
+    a_chi2_dof: NotRequired[float | None]
+    tau_log: NotRequired[float]
+    a_interp: NotRequired[float | None]
+
+
 class ConventionRow(TypedDict, total=False):
     """One convention recounted: phi and the N*(C) exponent a refitted, their moves, whether either moves beyond
     its interval's half-width; or the reason it cannot be recounted."""
@@ -114,7 +150,7 @@ class ValidationRecord(JsonBlock):
     forms: list[dict] = ABSENT
     folds: list[dict] = ABSENT
     results: list[FoldResult] = ABSENT
-    approach2: dict | None = ABSENT
+    approach2: Approach2 | None = ABSENT
     lr_confound: LrSection | None = ABSENT
     conventions: Conventions | None = ABSENT
     verdict: Verdict = ABSENT

@@ -3,10 +3,8 @@ report's section (`analysis/report.py`). Reads the record only: no fitting, no o
 
 from __future__ import annotations
 
-from typing import Any
-
 from loopscale.fit.validation.flags import delta_aicc, fold_rows, full_result
-from loopscale.fit.validation.record import Conventions, LrSection, ValidationRecord
+from loopscale.fit.validation.record import Approach2, Conventions, LrSection, ValidationRecord
 
 
 def _pct(x) -> str:
@@ -70,7 +68,7 @@ def folds_table(record: ValidationRecord) -> list[str]:
     return lines
 
 
-def approach2_lines(a2: dict[str, Any]) -> list[str]:
+def approach2_lines(a2: Approach2) -> list[str]:
     """Approach 2's table (per budget: its sizes, the window around the lowest, N* and its bootstrap interval)
     and the exponent with its interval, beside the law's."""
     lines = [
