@@ -81,11 +81,14 @@ def write_text_atomic(path: Path | str, text: str) -> None:
 
 
 def json_safe(value: Any) -> Any:
-    """`value` with non-finite floats as None: NaN and Infinity are not JSON (RFC 8259)."""
+    """`value` as plain JSON: numpy scalars and arrays as numbers and lists (their `tolist`), keys as text, and
+    non-finite floats as None (NaN and Infinity are not JSON, RFC 8259)."""
+    if hasattr(value, "tolist"):  # numpy, without importing it here
+        value = value.tolist()
     if isinstance(value, float) and not math.isfinite(value):
         return None
     if isinstance(value, dict):
-        return {k: json_safe(v) for k, v in value.items()}
+        return {str(k): json_safe(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [json_safe(v) for v in value]
     return value

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from loopscale.atomic import json_safe
 from loopscale.errors import InputError
 from loopscale.fit.laws.registry import predict_loss as law_prediction
 from loopscale.fit.record_blocks import BLOCKS, Bootstrap, FitData, Group, Holdout, Joint, Noise, Profile, Settings
@@ -85,7 +86,7 @@ class FitResult:
     def to_json_dict(self) -> dict[str, Any]:
         """The record's JSON object: every field under its name, each block in its JSON form."""
         out = {f.name: getattr(self, f.name) for f in fields(self)}
-        return _jsonable({k: v.to_json() if isinstance(v, JsonKeys) else v for k, v in out.items()})
+        return json_safe({k: v.to_json() if isinstance(v, JsonKeys) else v for k, v in out.items()})
 
     def write_json(self, path) -> None:
         Path(path).write_text(json.dumps(self.to_json_dict(), indent=2) + "\n")
@@ -160,20 +161,6 @@ def data_summary(table) -> FitData:
     n_unique = cols["N_once"] + cols["N_rec"]
     ranges = {k: [float(cols[k].min()), float(cols[k].max())] for k in ("D", "C") if k in cols}
     return FitData(shapes.tolist(), [float(n_unique.min()), float(n_unique.max())], **ranges)
-
-
-def _jsonable(x):
-    if isinstance(x, dict):
-        return {str(k): _jsonable(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_jsonable(v) for v in x]
-    if isinstance(x, np.ndarray):
-        return _jsonable(x.tolist())
-    if isinstance(x, (np.floating, float)):
-        return float(x) if np.isfinite(x) else None
-    if isinstance(x, np.integer):
-        return int(x)
-    return x
 
 
 def versions() -> dict[str, str]:

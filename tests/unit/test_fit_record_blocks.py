@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 from unit.test_verdict_record import _same
 
+from loopscale.atomic import json_safe
 from loopscale.fit import synthetic as S
 from loopscale.fit.fit_table import fit_table
 from loopscale.fit.joint import fit_joint, joint_table
@@ -72,3 +73,14 @@ def test_a_key_the_block_does_not_name_survives_replace_and_is_written_back_in_p
     assert changed.to_json() == {**read, "sigma_log": 0.005, "parent_share": 0.5}
     assert list(changed.to_json()) == [*read, "parent_share"]
     assert changed.get("from_a_later_version") == {"x": 1} and noise.sigma_log == 0.004
+
+
+def test_records_are_written_as_plain_json():
+    """atomic.json_safe, what the fit, advice, validation and test-time records go through: numpy scalars and arrays
+    as JSON numbers and lists, keys as text, NaN and infinity as null (strict JSON)."""
+    value = {1: np.float32(0.5), "n": np.int64(3), "ok": np.bool_(True), "v": np.array([1.0, np.nan]), "x": -np.inf}
+    text = json.dumps(json_safe(value), allow_nan=False)
+    assert text == '{"1": 0.5, "n": 3, "ok": true, "v": [1.0, null], "x": null}'
+    fit = load_fit(json.loads(json.dumps(RECORDS["fixture:fit.baseline"])))
+    fit.params = {"E": np.float64(1.5), "A": np.float32(2.0), "alpha": np.nan}
+    assert json.loads(json.dumps(fit.to_json_dict(), allow_nan=False))["params"] == {"E": 1.5, "A": 2.0, "alpha": None}

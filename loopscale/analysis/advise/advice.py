@@ -27,8 +27,9 @@ from loopscale.analysis.advise.law_sets import LawSets, advised_recipe, default_
 from loopscale.analysis.advise.matching import resolve_family
 from loopscale.analysis.advise.optimum import Constraints, loss, solve, tokens
 from loopscale.analysis.advise.record_checks import check_record
+from loopscale.atomic import json_safe
 from loopscale.errors import InputError
-from loopscale.fit.result import FitResult, _jsonable, data_summary, load_fit
+from loopscale.fit.result import FitResult, data_summary, load_fit
 
 
 @dataclass
@@ -216,7 +217,7 @@ def _advice(fit: FitResult, cons: Constraints, family: Family, r_values: Sequenc
         "break_even": break_even_record(point, reps, family, cons, r_values, level),
         "warnings": hedges + notes + _range_warnings(fit, cons, best_model),
     }
-    return Advice(_jsonable(record), advice_curves(point, reps, family, per_r, cons, level))
+    return Advice(json_safe(record), advice_curves(point, reps, family, per_r, cons, level))
 
 
 def advise(
