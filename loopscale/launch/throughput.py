@@ -32,13 +32,56 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 from loopscale.atomic import write_json_atomic
 from loopscale.cache_home import cache_dir
 from loopscale.config.schema import TrainConfig
 
 CACHE_FILE = "throughput.json"
+
+
+class ProbeKey(TypedDict):
+    """What a probe's measurement depends on (`probe_key`); in the cache also the processes around it."""
+
+    host: str
+    torch: str
+    threads: int
+    model: dict[str, Any]  # every field of the ModelConfig (dataclasses.asdict)
+    device_batch: int
+    optimizer: str
+    precision: str
+    processes: NotRequired[int]
+
+
+class StartKey(TypedDict):
+    """What a pool worker's start depends on (`worker_start_s`): the processes started together, not threads."""
+
+    host: str
+    torch: str
+    worker_start: bool
+    processes: int
+
+
+class ProbeEntry(TypedDict):
+    """A probe in the cache: tokens/s and the core share measured together, what the probe cost, when, its key."""
+
+    tokens_per_s: float
+    share: float
+    probe_s: float
+    measured: float  # time.time()
+    key: ProbeKey
+
+
+class StartEntry(TypedDict):
+    """A worker start in the cache: its seconds and the core share the probes got meanwhile, its key."""
+
+    start_s: float
+    share: float
+    key: StartKey
+
+
+Cache = dict[str, ProbeEntry | StartEntry]  # throughput.json by key hash, read unchecked: each reader tests its numbers
 
 
 @dataclass(frozen=True)
@@ -73,24 +116,24 @@ def _torch_version() -> str:
     return importlib.metadata.version("torch")
 
 
-def probe_key(cfg: TrainConfig, device_batch: int, threads: int) -> dict[str, Any]:
+def probe_key(cfg: TrainConfig, device_batch: int, threads: int) -> ProbeKey:
     """What a measurement depends on: the machine, torch, threads, the model's shape and the batch."""
-    return {
-        "host": socket.gethostname(),
-        "torch": _torch_version(),
-        "threads": threads,
-        "model": dataclasses.asdict(cfg.model),
-        "device_batch": device_batch,
-        "optimizer": cfg.optim.optimizer,
-        "precision": cfg.trainer.precision,
-    }
+    return ProbeKey(
+        host=socket.gethostname(),
+        torch=_torch_version(),
+        threads=threads,
+        model=dataclasses.asdict(cfg.model),
+        device_batch=device_batch,
+        optimizer=cfg.optim.optimizer,
+        precision=cfg.trainer.precision,
+    )
 
 
-def _key_hash(key: dict[str, Any]) -> str:
+def _key_hash(key: ProbeKey | StartKey) -> str:
     return hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:24]
 
 
-def _read_cache(path: Path) -> dict[str, Any]:
+def _read_cache(path: Path) -> Cache:
     try:
         cache = json.loads(path.read_text())
     except (OSError, ValueError):  # none yet, or cut: measured again
@@ -131,17 +174,17 @@ def cpu_throughput(cfg: TrainConfig, device_batch: int, threads: int, use_cache:
     probe_s = time.perf_counter() - started
     _MEASURED[memo] = (tokens_per_s, share)
     _SHARES.append(share)
-    entry = {"tokens_per_s": tokens_per_s, "share": share, "probe_s": probe_s, "measured": time.time()}
-    _cache_put(path, use_cache, digest, {**entry, "key": key})
+    entry = ProbeEntry(tokens_per_s=tokens_per_s, share=share, probe_s=probe_s, measured=time.time(), key=key)
+    _cache_put(path, use_cache, digest, entry)
     return Throughput(tokens_per_s, probe_s, False, share)
 
 
 def _probe_slot(
     cfg: TrainConfig, device_batch: int, threads: int, use_cache: bool
-) -> tuple[dict[str, object], str, Path | None, bool]:
+) -> tuple[ProbeKey, str, Path | None, bool]:
     """(the probe's key, its digest, the cache file, whether it is used): one place, so a lookup and the probe that
     fills it cannot disagree on where a measurement lives."""
-    key = {**probe_key(cfg, device_batch, threads), "processes": _CONTENTION.workers}
+    key = ProbeKey(**probe_key(cfg, device_batch, threads), processes=_CONTENTION.workers)
     path, use_cache = _cache_path(use_cache)
     return key, _key_hash(key), path, use_cache
 
@@ -153,7 +196,7 @@ def _cache_path(use_cache: bool) -> tuple[Path | None, bool]:
         return None, False
 
 
-def _cache_put(path: Path | None, use_cache: bool, digest: str, entry: dict[str, Any]) -> None:
+def _cache_put(path: Path | None, use_cache: bool, digest: str, entry: ProbeEntry | StartEntry) -> None:
     if not use_cache:
         return
     cache = _read_cache(path)  # another plan may have added entries meanwhile
@@ -173,8 +216,7 @@ def worker_start_s(threads: int, use_cache: bool = True) -> tuple[float, float]:
     measurement), not `threads`: a start is imports, one step of a tiny model is noise in it. With one worker,
     one such process is started and timed alone, only when the start is not known yet."""
     started_together = max(1, _CONTENTION.workers - 1)
-    key = {"host": socket.gethostname(), "torch": _torch_version(), "worker_start": True}
-    key["processes"] = started_together
+    key = StartKey(host=socket.gethostname(), torch=_torch_version(), worker_start=True, processes=started_together)
     digest = _key_hash(key)
     path, use_cache = _cache_path(use_cache)
     memo = (str(path), digest)
@@ -185,7 +227,7 @@ def worker_start_s(threads: int, use_cache: bool = True) -> tuple[float, float]:
         return float(hit["start_s"]), float(hit["share"])
     _CONTENTION.start(timing=True)
     _MEASURED[memo] = (_CONTENTION.start_s, core_share() or 1.0)
-    _cache_put(path, use_cache, digest, {"start_s": _MEASURED[memo][0], "share": _MEASURED[memo][1], "key": key})
+    _cache_put(path, use_cache, digest, StartEntry(start_s=_MEASURED[memo][0], share=_MEASURED[memo][1], key=key))
     return _MEASURED[memo]
 
 
