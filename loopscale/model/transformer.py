@@ -197,11 +197,6 @@ class LoopedTransformer(nn.Module):
                 uniform_std_(linear.weight, 1 / math.sqrt(linear.in_features))
 
     # ------------------------------------------------------------------------------------------------
-    def compile_blocks(self) -> None:
-        """torch.compile each layer on its own; the loop over passes stays in Python (for GPU runs)."""
-        for block in (*self.prelude, *self.recurrent, *self.coda):
-            block.compile()
-
     def _layers(self, blocks: nn.ModuleList, x: torch.Tensor, T: int, i: int | None = None) -> torch.Tensor:
         """The layers in order; the pass index i goes to layers that read it (a block form's uses_pass_index)."""
         cos, sin = self.rope_cos[:T], self.rope_sin[:T]

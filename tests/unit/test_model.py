@@ -13,6 +13,7 @@ from loopscale.injections.concat import ConcatInjection
 from loopscale.injections.passthrough import Passthrough
 from loopscale.model.accounting import paper_model
 from loopscale.model.transformer import LoopedTransformer
+from loopscale.train.compiling import compile_model
 from loopscale.train.optim.groups import adamw_param_groups
 from support.train import tiny_model
 
@@ -382,11 +383,12 @@ def test_param_groups(kw):
 
 @pytest.mark.slow
 def test_compile_blocks_same_output():
-    """torch.compile per layer (30-60 s on CPU): same loss as eager, and the state_dict keys are unchanged."""
+    """torch.compile per layer (trainer.compile=blocks, 30-60 s on CPU): same loss as eager, and the state_dict
+    keys are unchanged."""
     model = build(tiny_model(2))
     idx = batch()
     eager = model(idx, idx).item()
     keys = list(model.state_dict())
-    model.compile_blocks()
+    compile_model(model, "blocks")
     assert model(idx, idx).item() == pytest.approx(eager, rel=1e-4)
     assert list(model.state_dict()) == keys

@@ -46,7 +46,6 @@ SHAPES = ("exp", "power")
 LOG_TAU_BOUNDS = (float(np.log(0.01)), float(np.log(1000.0)))  # tau in units of r_scale
 GAMMA_BOUNDS = (0.0, 10.0)
 HELD_RATE = {"exp": 0.0, "power": 1.0}  # log tau = 0 (tau = 1 r_scale) / gamma = 1, where the rows cannot say
-SAMPLED_WORDS = ("sampled", "random", "variable", "dynamic", "poisson", "uniform", "huginn", "parcae")
 FIXED_WORDS = ("", "fixed", "none", "nan", "false", "0")
 
 
