@@ -1,9 +1,11 @@
-"""Calibration of the `looped-logr` law (m_r = r^(phi + psi ln(r/4))): how often `validate`'s AICc rule (the form
-below -4 against r^phi) calls a drift of phi with r on data without one, how often it finds one that is there, and
-how well psi comes back.
+"""Calibration of the rival laws that bend r^phi: `looped-logr` (m_r = r^(phi + psi ln(r/4))) and `looped-entry`
+(m_r = kappa r^phi for r > 1, a one-off price of looping): how often `validate`'s AICc rule (the form below -4
+against r^phi) calls a departure on data without one, how often it finds one that is there, and how well the
+departure's parameter and phi come back.
 
-    .venv/bin/python benchmarks/bench_logr_law.py                       # 40 sweeps per (design, psi)
+    .venv/bin/python benchmarks/bench_logr_law.py                       # looped-logr, 40 sweeps per (design, psi)
     .venv/bin/python benchmarks/bench_logr_law.py --sweeps 100 --tails 5
+    .venv/bin/python benchmarks/bench_logr_law.py --law looped-entry    # kappa in {1, 0.8, 0.5}
 
 Designs: the published grid's baseline rows (r in {1, 2, 4, 8}, one run a point) and the CPU demo's grid, each
 point's L from the law at psi in {0, 0.15, 0.3} times exp(sigma z), z Gaussian or Student-t (--tails dof, scaled to
@@ -25,6 +27,8 @@ from loopscale.fit.laws.registry import law_class, make_law
 from loopscale.fit.validation.scores import free_params, information
 
 PUBLISHED_DENSE = {"E": 1.6, "A": 30.0, "alpha": 0.21, "B": 900.0, "beta": 0.36}
+# each law's departure parameter and the values drawn (the first is r^phi itself: the false detections)
+DEPARTURES = {"looped-logr": ("psi", (0.0, 0.15, 0.3)), "looped-entry": ("kappa", (1.0, 0.8, 0.5))}
 
 
 def designs() -> dict[str, tuple[pd.DataFrame, dict[str, float]]]:
@@ -44,35 +48,45 @@ def aicc_of(table: pd.DataFrame, law_name: str) -> tuple[float, dict[str, float]
     return information(residuals, free_params(law))["aicc"], fit.params
 
 
-def cell(grid: pd.DataFrame, truth: dict[str, float], psi: float, sigma: float, tails: float | None, sweeps: int):
+def cell(grid, truth: dict[str, float], law: str, value: float, sigma: float, tails: float | None, sweeps: int):
+    """(share with dAICc < -4, its Monte-Carlo error, the departure parameter's mean and sd, phi's mean and sd)."""
     rng = np.random.default_rng(20261206)
-    logr = law_class("looped-logr")
-    clean = logr.predict_table({**truth, "psi": psi}, grid)
-    found, psis = [], []
+    name = DEPARTURES[law][0]
+    clean = law_class(law).predict_table({**truth, name: value}, grid)
+    found, values, phis = [], [], []
     for _ in range(sweeps):
         z = rng.standard_t(tails, len(grid)) / np.sqrt(tails / (tails - 2)) if tails else rng.standard_normal(len(grid))
         table = grid.assign(L=clean * np.exp(sigma * z))
         base, _ = aicc_of(table, "looped")
-        aicc, params = aicc_of(table, "looped-logr")
+        aicc, params = aicc_of(table, law)
         found.append(aicc - base < -4.0)
-        psis.append(params["psi"])
+        values.append(params[name])
+        phis.append(params["phi"])
     share = float(np.mean(found))
-    return share, float(np.sqrt(share * (1 - share) / sweeps)), float(np.mean(psis)), float(np.std(psis))
+    spread = (float(np.mean(values)), float(np.std(values)), float(np.mean(phis)), float(np.std(phis)))
+    return share, float(np.sqrt(share * (1 - share) / sweeps)), *spread
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--law", choices=sorted(DEPARTURES), default="looped-logr")
     parser.add_argument("--sweeps", type=int, default=40)
     parser.add_argument("--sigma", type=float, default=0.004, help="noise sd in log L (default 0.004)")
     parser.add_argument("--tails", type=float, default=None, help="Student-t dof of the noise (default Gaussian)")
     args = parser.parse_args()
     noise = f"Student-t {args.tails:g} dof" if args.tails else "Gaussian"
-    print(f"{args.sweeps} sweeps a cell, {noise} noise of sd {args.sigma} in log L")
-    print("| design | psi | dAICc < -4 | +- | psi mean | psi sd |\n|---|---|---|---|---|---|")
-    for name, (grid, truth) in designs().items():
-        for psi in (0.0, 0.15, 0.3):
-            share, err, mean, sd = cell(grid, truth, psi, args.sigma, args.tails, args.sweeps)
-            print(f"| {name} | {psi:g} | {share:.1%} | {err:.1%} | {mean:+.3f} | {sd:.3f} |", flush=True)
+    name, values = DEPARTURES[args.law]
+    print(f"{args.law}: {args.sweeps} sweeps a cell, {noise} noise of sd {args.sigma} in log L")
+    print(f"| design | {name} | dAICc < -4 | +- | {name} mean | {name} sd | phi (truth) | phi mean | phi sd |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for design, (grid, truth) in designs().items():
+        for value in values:
+            share, err, mean, sd, phi, phi_sd = cell(grid, truth, args.law, value, args.sigma, args.tails, args.sweeps)
+            print(
+                f"| {design} | {value:g} | {share:.1%} | {err:.1%} | {mean:+.3f} | {sd:.3f} | {truth['phi']:g} | "
+                f"{phi:.3f} | {phi_sd:.3f} |",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

@@ -1679,6 +1679,14 @@ MUTATIONS: tuple[Mutation, ...] = (
         ("tests/unit/test_looped_logr.py", "tests/unit/test_law_registry.py"),
         "fit --law looped-logr: phi is the exponent at r = 4 and psi its slope per e-fold of r (docs/design.md)",
     ),
+    Mutation(
+        "looped-entry-price-paid-at-r-1",
+        "loopscale/fit/laws/looped_entry.py",
+        "(data.log_r > 0).astype(float)",
+        "np.ones_like(data.log_r)",
+        ("tests/unit/test_looped_entry.py",),
+        "fit --law looped-entry: m_1 = 1 (a plain stack pays no price), m_r = kappa r^phi for r > 1 (docs/design.md)",
+    ),
     # -- issue 58 item 4: blind round 3 (written from the docs and code only; docs/results.md) ---------------
     Mutation(
         "blind3-forks-C_forked-drops-first-cooldown",

@@ -2,9 +2,10 @@
 
     prepare the default corpus -> train the isodepth_cpu_demo sweep (16 forked jobs: r in {1, 2, 4, 8} x 4
     widths, 2-3 budgets each: 44 points) on a pool of worker processes (loopscale/launch/local_workers.py) ->
-    collect runs.csv -> fit the looped law with a bootstrap, its phi profile and a held-out budget, plus the looped-free
-    diagnostic -> figures -> report.md -> demo.json (stage times, training FLOP/s and the conditioning
-    numbers of loopscale/analysis/conditioning.py), all under one output directory (runs/demo/).
+    collect runs.csv -> fit the looped law with a bootstrap, its phi profile and a held-out budget, plus the
+    looped-free diagnostic -> `loopscale validate` (held-out budgets and r, the rival forms) -> figures ->
+    report.md -> demo.json (stage times, training FLOP/s, the conditioning numbers of
+    loopscale/analysis/conditioning.py, validate's verdict), all under one output directory (runs/demo/).
 
 Every stage reuses what an earlier call finished: finished runs are skipped (their run.json says done), an
 interrupted run resumes from its checkpoint. Nothing here computes a result of its own: it calls the same
@@ -33,13 +34,15 @@ from rich.progress import (
 
 from loopscale.analysis.conditioning import check, conditioning
 from loopscale.analysis.report import write_report
-from loopscale.atomic import atomic_path
+from loopscale.atomic import atomic_path, json_safe
 from loopscale.config.schema import with_vocab
 from loopscale.data.run_data import open_run_data
 from loopscale.errors import InputError
 from loopscale.fit.fit_table import fit_table
 from loopscale.fit.result import file_sha256
 from loopscale.fit.runs_table import PARENT_COLUMN, canonical_table, is_forked
+from loopscale.fit.validation.inputs import point_means
+from loopscale.fit.validation.run import validate
 from loopscale.fit.verdict import PHI_CI_WIDTH_MAX, interval_of
 from loopscale.launch.compile_order import schedule
 from loopscale.launch.local_workers import train_in_workers
@@ -124,11 +127,15 @@ def run_demo(settings: DemoSettings, console=None) -> DemoOutputs:
         looped_table = canonical_table(table, "looped")
     with _timed(stage_s, "fit"):
         fit, fit_path, free, fit_free_path = _fit(table, looped_table, runs_csv, out, settings, console)
+    with _timed(stage_s, "validate"):
+        validation = _validate(looped_table, fit, fit_path, out, workers, console)
     console.print("[5/5] figures and report")
     with _timed(stage_s, "figures_report"):
         figures = save_all(table, fit, out / "figures", free=free)
         title = "loopscale demo: iso-depth looped transformers on Shakespeare (CPU)"
-        report = write_report(table, fit, figures, out / "report.md", problems=problems, title=title)
+        report = write_report(
+            table, fit, figures, out / "report.md", problems=problems, title=title, validation=validation
+        )
     train_flops = sum(job.flops for job in trained)  # eq. C = F x D; forked: the parent plus the cooldowns
     summary = {
         "experiment": EXPERIMENT,
@@ -139,6 +146,7 @@ def run_demo(settings: DemoSettings, console=None) -> DemoOutputs:
         "train_flops": train_flops,
         "train_flops_per_s": train_flops / stage_s["train"] if trained else None,
     }
+    summary["validation"] = None if validation is None else validation_summary(validation)
     demo_json = _write_summary(summary, looped_table, fit, out / "demo.json")
     _print_result(summary, fit, console)
     console.print(
@@ -231,6 +239,42 @@ def _fit(table, looped_table, runs_csv: Path, out: Path, settings: DemoSettings,
     return fit, fit_path, free, free_path
 
 
+def _validate(looped_table, fit, fit_path: Path, out: Path, workers: int, console):
+    """`loopscale validate fit.json --out validate.json`: does the law hold on unseen budgets and r, and does a rival
+    form (a free k_r, an exponent running with ln r, a one-off price of looping, ...) describe the runs better? Its
+    verdict goes in the report and demo.json (issue 54: the demo's answer to "does r^phi hold here?"). None when
+    the table is too small for its folds (a reduced demo), said on the console."""
+    console.print("  validating the law: held-out budgets and r, rival forms (loopscale validate)")
+    try:
+        table, repeats = point_means(looped_table)
+        record = validate(table, fit, jobs=workers, conventions=False)
+    except ValueError as err:  # InputError included: e.g. one budget, or one r > 1
+        console.print(f"  validate skipped: {err}", markup=False)
+        return None
+    record.fit["json"] = str(fit_path)
+    record = record.replace(tables=[str(fit.input["path"])], seed_repeats=repeats)
+    with atomic_path(out / "validate.json") as tmp:
+        tmp.write_text(json.dumps(json_safe(record.to_json()), indent=2, allow_nan=False) + "\n")
+    console.print(f"  validate: {record.verdict['line']}", markup=False)
+    return record
+
+
+def validation_summary(record) -> dict:
+    """validate's verdict line, its flags, and the rival form with the lowest AICc (its dAICc against the fit's
+    law and its phi, when it has one): what demo.json and the console carry of validate.json."""
+    forms = record["forms"]
+    whole = {res["form"]: res for res in record["results"] if res["fold"] == 0 and res.get("information")}
+    own = forms[0]["law"]  # the fit's law (first); its MSE twin is not a rival form
+    scored = [(whole[i]["information"]["aicc"], i) for i in whole if forms[i].get("law") not in (None, own)]
+    best = None
+    if scored and 0 in whole:
+        aicc, i = min(scored)
+        phi = whole[i]["params"].get("phi")
+        best = {"form": forms[i]["label"], "law": forms[i]["law"], "daicc": aicc - whole[0]["information"]["aicc"]}
+        best["phi"] = None if phi is None else float(phi)
+    return {"line": record.verdict["line"], "flags": list(record.verdict["flags"]), "best_rival": best}
+
+
 def _write_summary(summary: dict, looped_table, fit, path: Path) -> Path:
     """demo.json: the summary, the verdict (its one line and the interval it read: `verdict_summary`) and the
     conditioning numbers of the looped fit (on the table it was fitted to) with the targets it misses."""
@@ -282,6 +326,15 @@ def _print_result(summary: dict, fit, console) -> None:
     )
     console.print(f"verdict: {v['line']}", markup=False)
     console.print(f"README: {readme_sentence(summary)}", markup=False)
+    checked = summary.get("validation")
+    if checked:
+        console.print(f"validate: {checked['line']}", markup=False)
+        best = checked["best_rival"]
+        if best and best["daicc"] < -4:  # docs/design.md, "Validation": below -4 a form is clearly better
+            phi = "" if best["phi"] is None else f", phi = {best['phi']:.3f}"
+            console.print(
+                f"  the runs prefer {best['form']} (AICc {best['daicc']:+.1f}{phi}): validate.json", markup=False
+            )
     misses = summary["conditioning_misses"]
     if misses:
         console.print("[yellow]conditioning diagnostics missed:[/]\n  " + escape("\n  ".join(misses)))

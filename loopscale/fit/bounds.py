@@ -22,6 +22,7 @@ BOUNDS = {
 }
 LOG_K_BOUNDS = (-5.0, 5.0)  # log k_r of a free multiplier per r (looped-free)
 DPHI_BOUNDS = (-3.0, 3.0)  # phi_g - phi of the reference recipe (looped-joint)
+LOG_KAPPA_BOUNDS = (-3.0, 3.0)  # ln kappa, looped-entry's one-off price of looping: kappa in [0.05, 20]
 PSI_BOUNDS = (-1.5, 1.5)  # d phi_r / d ln r (looped-logr): phi_r moves by at most 3.1 between r = 2 and r = 16
 
 

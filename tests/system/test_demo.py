@@ -43,7 +43,12 @@ def test_make_demo_runs_end_to_end_and_reuses_runs(tmp_path, data_dir):
     assert "2 worker processes" in shown
     summary = json.loads((out / "demo.json").read_text())
     assert summary["n_trained"] == 6 and summary["train_flops"] > 0 and summary["workers"] == 2
-    assert set(summary["stage_s"]) == {"data", "train", "collect", "fit", "figures_report"}
+    assert set(summary["stage_s"]) == {"data", "train", "collect", "fit", "validate", "figures_report"}
+    # validate's verdict (issue 54): in validate.json, demo.json, the report and on the console
+    checked = json.loads((out / "validate.json").read_text())
+    assert summary["validation"]["line"] == checked["verdict"]["line"]
+    assert f"**Verdict:** {checked['verdict']['line']}." in report
+    assert f"validate:{checked['verdict']['line']}".replace(" ", "") in shown.replace(" ", "")
     cond = summary["conditioning"]
     assert cond["phi"] == fit["params"]["phi"] and len(cond["isoflop_r1"]) == 2  # two budgets at r = 1
     # a 6-job toy cannot be well-conditioned: the demo says so instead of claiming a measurement
