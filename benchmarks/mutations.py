@@ -1687,6 +1687,14 @@ MUTATIONS: tuple[Mutation, ...] = (
         ("tests/unit/test_looped_entry.py",),
         "fit --law looped-entry: m_1 = 1 (a plain stack pays no price), m_r = kappa r^phi for r > 1 (docs/design.md)",
     ),
+    Mutation(
+        "demo-forked-job-line-asks-the-job-its-status",
+        "loopscale/demo.py",
+        'if isinstance(shown, RunRecord) and shown.status not in ("done", None):',
+        'if shown is not None and shown.status not in ("done", None):',
+        ("tests/unit/test_demo_job_line.py",),
+        "make demo prints a line per trained job and runs to the end (README.md, the first command)",
+    ),
     # -- issue 58 item 4: blind round 3 (written from the docs and code only; docs/results.md) ---------------
     Mutation(
         "blind3-forks-C_forked-drops-first-cooldown",

@@ -80,7 +80,7 @@ class DemoOutputs:
     summary: Path  # demo.json: stage times, training FLOP/s, conditioning numbers
 
 
-def _summary(cfg, record: RunRecord | ForkedJob) -> str:
+def _summary(cfg, record: RunRecord | ForkedJob | None) -> str:
     points = record.branches if isinstance(record, ForkedJob) else [record]
     losses = [p.L for p in points if p is not None and p.status == "done"]
     span = (
@@ -91,6 +91,16 @@ def _summary(cfg, record: RunRecord | ForkedJob) -> str:
         else "no finished point"
     )
     return f"{cfg.run_name:<22} {len(losses)} point{'s' * (len(losses) != 1)}, {span}"
+
+
+def job_line(cfg, record: RunRecord | ForkedJob | None, wall_s: float) -> str:
+    """The console's line for a job the pool handed back: its points' losses and wall time, or the status and reason
+    of a run that did not train here (e.g. one another process holds). A forked job with branches is summed up by
+    its branches; one without (its parent locked elsewhere, or failed before its first fork) by its parent."""
+    shown = record.parent if isinstance(record, ForkedJob) and not record.branches else record
+    if isinstance(shown, RunRecord) and shown.status not in ("done", None):
+        return f"{cfg.run_name:<22} {shown.status}: {shown.reason}"
+    return f"{_summary(cfg, record)}  ({wall_s:.0f} s)"
 
 
 def _overrides(settings: DemoSettings, runs_dir: Path, threads: int) -> list[str]:
@@ -185,11 +195,7 @@ def _train(jobs, vocab_size: int, workers: int, threads: int, console) -> list:
         # a failed or diverged job stops the pool and the demo (local_workers.JobFailed), as it should:
         # a fit without it would be a fit of another grid
         for cfg, record, wall_s in train_in_workers(cfgs, workers, threads):
-            shown = record.parent if isinstance(record, ForkedJob) and not record.branches else record
-            if shown is not None and shown.status not in ("done", None):  # e.g. trained elsewhere: nothing here
-                progress.console.print(f"  {cfg.run_name:<22} {shown.status}: {shown.reason}", markup=False)
-            else:
-                progress.console.print(f"  {_summary(cfg, record)}  ({wall_s:.0f} s)", markup=False)
+            progress.console.print(f"  {job_line(cfg, record, wall_s)}", markup=False)
             progress.advance(task)
     return [p for _, p in todo]
 
