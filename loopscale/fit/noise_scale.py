@@ -14,7 +14,6 @@ model: seeds as data").
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
 
 import numpy as np
 from scipy.stats import chi2
@@ -22,6 +21,7 @@ from scipy.stats import f as f_dist
 
 from loopscale.fit.objective import objective, residuals
 from loopscale.fit.optimize import FitState, newton, refine
+from loopscale.fit.record_blocks import Scale, Tails, Units
 
 CHI2_1_95 = 3.841458820694124  # 95% quantile of chi-square with 1 degree of freedom
 
@@ -54,7 +54,7 @@ def scatter_about_law(state: FitState) -> tuple[float, int]:
     return float(np.sum(sums**2) * G / (n * dof)), dof
 
 
-def scale_to_scatter(state: FitState) -> tuple[FitState, dict[str, Any] | None]:
+def scale_to_scatter(state: FitState) -> tuple[FitState, Scale | None]:
     """A weighted fit's noise scale bounded below by the scatter about the law (issue 53): with S^2 > 1 (the law
     misses its points by more than seed noise, or a sigma from few repeats came out small) every row's sigma is
     multiplied by S and the fit refined there (Huber's threshold is then on the scatter's scale, not on a sigma
@@ -68,9 +68,17 @@ def scale_to_scatter(state: FitState) -> tuple[FitState, dict[str, Any] | None]:
     seed_dof = data.sigma_dof or 0
     groups = data.noise_group
     n_groups = len(data) if groups is None else int(groups.max()) + 1
-    info = {"lack_of_fit": s2, "scatter_dof": dof_scatter, "seed_dof": seed_dof, "groups": n_groups, "rows": len(data)}
+    info = Scale(
+        lack_of_fit=s2,
+        scatter_dof=dof_scatter,
+        seed_dof=seed_dof,
+        groups=n_groups,
+        rows=len(data),
+        scale=1.0,
+        source="seed sigma",
+        reference_dof=seed_dof + dof_scatter,
+    )
     if not s2 > 1:
-        info.update(scale=1.0, source="seed sigma", reference_dof=seed_dof + dof_scatter)
         return replace(state, data=replace(data, sigma_dof=seed_dof + dof_scatter)), info
     scale = float(np.sqrt(s2))
     info.update(scale=scale, source="scatter about the law", reference_dof=dof_scatter)
@@ -85,7 +93,7 @@ def scale_to_scatter(state: FitState) -> tuple[FitState, dict[str, Any] | None]:
 TAIL_Z = 2.0  # excess kurtosis beyond this many standard errors (sqrt(24 / n)) counts as heavy tails
 
 
-def residual_tails(state: FitState) -> dict[str, Any]:
+def residual_tails(state: FitState) -> Tails:
     """The tails of a fit's residuals (standardised by the fit's scale, or by their RMS without one): the excess
     kurtosis k, its standard error sqrt(24 / n) under normality, and the Student-t degrees of freedom with that
     kurtosis, 4 + 6 / k, where k exceeds TAIL_Z standard errors (else None: Gaussian). What `loopscale power`
@@ -96,7 +104,7 @@ def residual_tails(state: FitState) -> dict[str, Any]:
     k = float(np.mean(z**4) / np.mean(z**2) ** 2 - 3) if np.any(z) else 0.0
     se = float(np.sqrt(24 / len(z)))
     t_dof = float(max(4.2, 4 + 6 / k)) if k > TAIL_Z * se else None
-    return {"excess_kurtosis": k, "se": se, "t_dof": t_dof}
+    return Tails(excess_kurtosis=k, se=se, t_dof=t_dof)
 
 
 def point_misfit(state: FitState, point: np.ndarray, seed_sigma: np.ndarray | None) -> float | None:
@@ -208,7 +216,7 @@ def _unit_pool(values: np.ndarray) -> list[float] | None:
     return [round(float(x), 4) for x in v]
 
 
-def residual_units(state: FitState, point: np.ndarray | None) -> dict[str, Any] | None:
+def residual_units(state: FitState, point: np.ndarray | None) -> Units | None:
     """The fit's standardised residuals as the unit-variance pools `loopscale power` resamples (issue 53): the
     shape of the noise as the pilot shows it, with no test of whether its tails are heavy. "seed": a run's own
     noise, the deviations of a point's runs from their mean, each scaled by sqrt(n_g / (n_g - 1)) (points with
@@ -220,14 +228,14 @@ def residual_units(state: FitState, point: np.ndarray | None) -> dict[str, Any] 
     n_g = None if point is None else np.bincount(point)
     if n_g is None or not (n_g >= 2).any():
         pool = _unit_pool(z)
-        return None if pool is None else {"seed": pool, "point": pool, "n_seed": len(z), "n_point": len(z)}
+        return None if pool is None else Units(seed=pool, point=pool, n_seed=len(z), n_point=len(z))
     zbar = np.bincount(point, weights=z) / n_g
     repeated = n_g[point] >= 2
     dev = ((z - zbar[point]) * np.sqrt(n_g / np.maximum(n_g - 1, 1))[point])[repeated]
     seed, at_points = _unit_pool(dev), _unit_pool(zbar)
     if seed is None and at_points is None:
         return None
-    return {"seed": seed, "point": at_points, "n_seed": int(repeated.sum()), "n_point": len(n_g)}
+    return Units(seed=seed, point=at_points, n_seed=int(repeated.sum()), n_point=len(n_g))
 
 
 def with_pilot_noise(noise, state: FitState, draws: np.ndarray | None, sigma: np.ndarray | None, point):
@@ -241,7 +249,7 @@ def with_pilot_noise(noise, state: FitState, draws: np.ndarray | None, sigma: np
     return noise if units is None else noise.replace(units=units)
 
 
-def fit_on_its_scale(result, state: FitState, point=None) -> tuple[FitState, dict[str, Any] | None]:
+def fit_on_its_scale(result, state: FitState, point=None) -> tuple[FitState, Scale | None]:
     """`scale_to_scatter` on a fit, its record (`FitResult`, in place) moved to the refined optimum; with the
     table's point ids, the law's misfit at a point (`point_misfit`) joins what was done."""
     seed_sigma = state.data.sigma

@@ -149,7 +149,7 @@ def truth_from_fit(fit, sigma_log: float | None = None, parent_share: float | No
     when given (then exact), else the seed sigma the fit measured from its seed repeats with its degrees of
     freedom, the law's misfit at a point beyond it (`uncertainty.point_misfit`: the points' mean residuals
     against their seeds' noise) and heavy tails where its residuals have them
-    (`uncertainty.residual_tails`); else its RMS residual in log L corrected for the p fitted parameters (seed
+    (`noise_scale.residual_tails`); else its RMS residual in log L corrected for the p fitted parameters (seed
     noise and misfit together, n - p degrees of freedom). parent_share None: the share of a run's noise a forked
     job's branches share as the pilot's residuals show it (`noise_scale.parent_share`), else 1 (a seed moves the
     whole job: the widest)."""

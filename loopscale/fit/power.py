@@ -132,7 +132,7 @@ class Problem:
 
 def fit_simulated(problem: Problem, L: np.ndarray) -> tuple[float, float, float]:
     """(estimate, profile interval's low and high end) of problem.param from one simulated sweep, fitted as `fit`
-    does (the noise model, the scale bounded by the scatter: `uncertainty.scale_to_scatter`) and read as the
+    does (the noise model, the scale bounded by the scatter: `noise_scale.scale_to_scatter`) and read as the
     verdict reads it (the profile interval: `uncertainty.profile_interval`; an open end is NaN)."""
     table = problem.table.assign(L=L)
     _, data, loss = noise_setup(table, law_data_from_table(table, problem.law), problem.loss)

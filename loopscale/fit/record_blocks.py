@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NotRequired, TypedDict
 
 from loopscale.errors import InputError
 from loopscale.fit.verdict_record import JsonKeys
@@ -246,12 +246,47 @@ class Holdout(JsonBlock):
     mean_rel_error: float = ABSENT
 
 
+class Tails(TypedDict):
+    """The residuals' tails (`noise_scale.residual_tails`): the excess kurtosis, its se under normality, and the
+    Student-t degrees of freedom with that kurtosis (None: Gaussian)."""
+
+    excess_kurtosis: float
+    se: float
+    t_dof: float | None
+
+
+class Scale(TypedDict):
+    """The noise scale bounded by the scatter about the law (`noise_scale.scale_to_scatter`): the lack of fit S^2
+    and its dof, the seed sigma's dof, the groups and rows, the scale applied (1: the seed sigma stands), its
+    source and the profile's reference dof; with point ids, the law's misfit at a point in log L."""
+
+    lack_of_fit: float
+    scatter_dof: int
+    seed_dof: int
+    groups: int
+    rows: int
+    scale: float
+    source: str
+    reference_dof: int
+    misfit_log: NotRequired[float | None]
+
+
+class Units(TypedDict):
+    """The unit-variance residual pools `loopscale power` resamples (`noise_scale.residual_units`): the seed- and
+    point-level pools (None where too few values) and how many values each came from."""
+
+    seed: list[float] | None
+    point: list[float] | None
+    n_seed: int
+    n_point: int
+
+
 @dataclass(frozen=True)
 class Noise(JsonBlock):
     """The seed noise (`noise.noise_block`): the seeds (n_points ... seed_column: `Replicates.summary`), the
     residuals' tails, the sigma model of log L and its candidates, sigma per r, how the fit and its bootstrap used
-    it, and the statement when the intervals omit seed noise. Sub-blocks (tails, model, per_r, scale) stay the
-    objects `loopscale.fit.noise` writes."""
+    it, and the statement when the intervals omit seed noise. The sigma model and per_r stay the objects
+    `loopscale.fit.noise` writes; tails, scale and units are typed (Tails, Scale, Units)."""
 
     KEY: ClassVar[str] = "noise"
 
@@ -262,7 +297,7 @@ class Noise(JsonBlock):
     n_duplicate_rows: int = ABSENT
     dof: int = ABSENT
     seed_column: str | None = ABSENT
-    tails: dict | None = ABSENT
+    tails: Tails | None = ABSENT
     model: dict | None = ABSENT
     candidates: list[dict] = ABSENT
     rule: str = ABSENT
@@ -273,11 +308,11 @@ class Noise(JsonBlock):
     bootstrap: str | None = ABSENT
     statement: str | None = ABSENT
     lack_of_fit: float | None = ABSENT
-    scale: dict | None = ABSENT
+    scale: Scale | None = ABSENT
     sigma_log_measured: float = ABSENT  # --noise off with seed repeats: the sigma the fit did not use
     parent_share: float = ABSENT  # a forked table: the share of a run's noise its job's branches share (power draws it)
     parent_share_se: float = ABSENT  # its standard error (power draws the share per simulated sweep)
-    units: dict | None = ABSENT  # the standardised residuals, seed- and point-level pools (power resamples them)
+    units: Units | None = ABSENT  # the standardised residuals, seed- and point-level pools (power resamples them)
 
 
 @dataclass(frozen=True)
