@@ -129,6 +129,10 @@ def test_forked_run_bookkeeping_resume_and_bit_identity(tmp_path, data_dir):
     assert parent["fork_steps"] == [4, 8, 12] and parent["L"] is None and parent["resumed_from_step"] == 5
     assert not (parent_dir / "run.json").exists()  # the parent is not a point of the law
     plan = plan_forks(train_config([*FORKS, f"data.data_dir={data_dir}"]))
+    # the parent's record holds its points' compute trained independently (F sum D_i) and forked (F (D_parent +
+    # sum D_cooldown,i)): run_json.ForkKeys, docs/operations.md "Cheaper sweeps"
+    assert parent["C_independent"] == pytest.approx(plan.C_independent, rel=1e-12)
+    assert parent["C_forked"] == pytest.approx(plan.C_forked, rel=1e-12) and plan.C_forked < plan.C_independent
     branches = out.branches
     assert out.parent == read_record(parent_dir, PARENT_FILE) and [b["steps"] for b in branches] == [5, 10, 15]
     for rec, b in zip(branches, plan.branches):

@@ -199,3 +199,21 @@ def test_the_exponents_se_is_widened_by_the_budgets_scatter_and_never_narrowed()
     assert a2["a_se"] == pytest.approx(own_se, rel=1e-9)
     lo, hi = a2["a_interval"]
     assert hi - lo > 2 * own_se  # the bootstrap's percentiles (~3.9 se), not shrunk by sqrt(chi2 / dof) < 1
+
+
+def test_tau_is_dersimonian_lairds_moment_rule_written_out():
+    """docs/design.md (Approach 2): tau^2 is the DerSimonian-Laird moment estimate for a weighted line,
+    (Q - dof) / tr(P), Q the chi^2 of the 1 / se^2 line, P = W - W X (X'W X)^-1 X'W (written out here as a matrix:
+    tr(P) = sum w - the weighted leverages), and the exponent is the line weighted by 1 / (se^2 + tau^2)."""
+    a2 = iso_flop_exponent(_scattered_minima(3, 0.2), n_boot=100, seed=3)
+    rows = [b for b in a2["budgets"] if b["N_star"] is not None]
+    x, y = np.log([b["C"] for b in rows]), np.log([b["N_star"] for b in rows])
+    W = np.diag(1 / np.square([b["log_se"] for b in rows]))
+    X = np.column_stack([x, np.ones_like(x)])
+    P = W - W @ X @ np.linalg.inv(X.T @ W @ X) @ X.T @ W
+    Q = float(y @ P @ y)  # the weighted residual sum of squares of the 1 / se^2 line
+    assert Q > len(x) - 2  # the budgets scatter beyond their se: tau > 0
+    tau2 = (Q - (len(x) - 2)) / np.trace(P)
+    assert a2["tau_log"] == pytest.approx(np.sqrt(tau2), rel=1e-9)
+    w = 1 / (np.diag(1 / W) + tau2)
+    assert a2["a"] == pytest.approx(np.polyfit(x, y, 1, w=np.sqrt(w))[0], rel=1e-9)

@@ -110,3 +110,37 @@ def test_heavy_tailed_seed_noise_does_not_make_a_spurious_sigma_trend():
         noise = sigma * np.random.default_rng(k).standard_normal(len(three))
         found = N.noise_fit(three.assign(L=np.exp(log_L + noise)))
         assert found.model.kind == "log-linear in C" and found.model.params["b"] < 0
+
+
+def test_the_misfit_at_a_point_and_the_residual_pools_are_their_formulas_written_out():
+    """docs/design.md (power, what the pilot shows), on a sweep with 2 seeds at some points and 4 at others and a
+    misfit shared by a point's seeds: the law's misfit at a point is tau^2 = sum_g rbar_g^2 / (G - p) -
+    mean_g sigma^2 / n_g (rbar_g a point's mean residual; each point's seed noise averaged over ITS seeds), and
+    the record's residual pools are the standardised residuals: seed-level, a point's runs' deviations from their
+    mean x sqrt(n_g / (n_g - 1)); point-level, the points' mean residuals; each centred and scaled to unit RMS."""
+    from loopscale.fit.result import predict_loss
+
+    grid = S.isodepth_grid(S.BASELINE_SIZES)
+    counts = np.where(np.arange(len(grid)) % 2 == 0, 2, 4)
+    table = with_point_misfit(S.seeded_sweep(grid, TRUE_PHI, counts, 0.002, seed=4), 0.003, seed=5)
+    fit = fit_table(table, profile=False)
+    keys = point_keys(table)
+    point = keys.groupby(list(keys.columns), sort=False).ngroup().to_numpy()
+    n_g = np.bincount(point)
+    res = np.log(predict_loss(fit, table)) - np.log(table["L"].to_numpy())
+    rbar = np.bincount(point, weights=res) / n_g
+    sigma = fit.noise["sigma_log"]  # the constant model: one sigma for every row
+    G = len(n_g)
+    tau2 = np.sum(rbar**2) / (G - 6) - np.mean(sigma**2 / n_g)
+    assert fit.noise["model"]["kind"] == "constant"
+    assert fit.noise["scale"]["misfit_log"] == pytest.approx(np.sqrt(tau2), rel=1e-6)
+
+    def unit(v):
+        v = v - v.mean()
+        return np.sort(v / np.sqrt(np.mean(v**2)))
+
+    dev = (res - rbar[point]) * np.sqrt(n_g / (n_g - 1))[point]
+    units = fit.noise["units"]
+    assert len(units["point"]) == G and len(units["seed"]) == len(table)
+    np.testing.assert_allclose(units["point"], unit(rbar), atol=6e-5)  # the record keeps 4 decimals
+    np.testing.assert_allclose(units["seed"], unit(dev), atol=6e-5)

@@ -175,3 +175,23 @@ def test_a_recipes_design_is_its_runs_and_the_baseline_r1_runs_it_shares():
         recipe_rows(base.drop(columns="recipe"), "lora")
     with pytest.raises(InputError, match="no 'baseline' r = 1 runs to share"):
         recipe_rows(probe, "lora")
+
+
+def test_detect_never_recommends_fewer_seeds_than_a_design_has(tmp_path):
+    """docs/design.md (power): with --detect X each design of the menu gets the seeds it needs, upward only (a
+    design with fewer seeds is another entry of the menu). A 2-seed table design whose MDE is already far below
+    X is recommended as it is, at 2 seeds and its own cost, not thinned to one seed."""
+    from loopscale.analysis.power_designs import PowerRequest, power_record
+
+    grid = S.isodepth_grid(S.CPU_SIZES, (1, 2, 4))
+    path = tmp_path / "runs.csv"
+    S.seeded_sweep(grid, 0.46, 2, 0.002, seed=3).to_csv(path, index=False)
+    truth = Truth({**S.TRUE_DENSE, "phi": 0.46}, 0.002)
+    req = PowerRequest(table=str(path), sims=20, seed=5, no_menu=True, probe=False, detect=0.5)
+    record = power_record(req, truth)
+    (given,) = record["designs"]
+    assert given["seeds"] == 2 and given["delta_phi"]["mde"] < 0.25  # one seed would reach 0.5 too
+    target = record["target"]
+    assert [o["seeds"] for o in target["options"]] == [2]
+    assert target["recommended"]["seeds"] == 2 and target["reached"]
+    assert target["options"][0]["flops"] == pytest.approx(given["cost"]["flops_with_candidate"])

@@ -15,7 +15,7 @@ from loopscale.errors import InputError
 from loopscale.fit import synthetic as S
 from loopscale.fit.fit_table import fit_table
 from loopscale.fit.joint import fit_joint, joint_table
-from loopscale.fit.pilot import Truth, share_draw, split_draw, truth_from_fit
+from loopscale.fit.pilot import Truth, draw_noise, share_draw, split_draw, truth_from_fit, unit_draws
 from loopscale.fit.power import CANDIDATE, simulate_design
 from loopscale.fit.replicates import point_keys
 
@@ -231,3 +231,44 @@ def test_the_drawn_split_keeps_a_one_run_points_variance_at_the_pilots_sigma():
     w = (draws[:, 1] / 0.004) ** 2
     assert 0.0 < w.min() < 0.05 and 0.95 < w.max() < 1.0 and abs(w.mean() - 0.5) < 0.05
     assert split_draw(rng, Truth(TRUTH, 0.004, misfit_log=0.001)) == (0.004, 0.001)  # a split pilot: as measured
+
+
+def _kurtosis(v: np.ndarray) -> float:
+    v = v - v.mean()
+    return float(np.mean(v**4) / np.mean(v**2) ** 2 - 3)
+
+
+def test_a_pools_smoothed_draws_have_unit_variance_and_each_level_draws_from_its_own_pool():
+    """docs/design.md (power): u is a pool value plus Gaussian jitter of Silverman's bandwidth, scaled back to unit
+    variance (a pool of 10 values: h^2 ~ 0.3, unscaled draws would have variance ~1.3); u_job and u_run come from
+    the seed-level pool, u_point from the point-level one. The two pools here differ in shape: seed-level two-valued
+    (+-1, excess kurtosis -2), point-level heavy (most values 0, two far out: excess kurtosis ~ +2 with the jitter)."""
+    rng = np.random.default_rng(0)
+    seed_pool = tuple([-1.0] * 5 + [1.0] * 5)
+    point_pool = tuple(np.array([-2.0, 0, 0, 0, 0, 0, 0, 0, 0, 2.0]) / np.sqrt(0.8))
+    for pool in (seed_pool, point_pool):
+        u = unit_draws(rng, 40_000, None, pool)
+        assert abs(u.mean()) < 0.02 and abs(u.var() - 1) < 0.03
+    n = 40_000
+    clusters, points = np.arange(n), np.arange(n)
+    run = draw_noise(rng, clusters, 0.01, 0.0, points, 0.0, None, seed_pool, point_pool) / 0.01  # u_run alone
+    job = draw_noise(rng, clusters, 0.01, 1.0, points, 0.0, None, seed_pool, point_pool) / 0.01  # u_job alone
+    at_point = draw_noise(rng, clusters, 1e-9, 0.0, points, 0.01, None, seed_pool, point_pool) / 0.01  # u_point
+    assert _kurtosis(run) < -1 and _kurtosis(job) < -1  # the seed-level pool's shape
+    assert _kurtosis(at_point) > 1  # the point-level pool's
+    for u in (run, job, at_point):
+        assert abs(u.var() - 1) < 0.05
+
+
+def test_a_stated_parent_share_is_exact_and_a_measured_one_carries_its_standard_error():
+    """docs/operations.md (power): `--parent-share` overrides the share a forked pilot's residuals show, and a
+    stated share is exact (drawn as itself in every sweep: `share_draw`); the measured one comes with its se."""
+    grid = S.demo_grid(S.BASELINE_R, "baseline")
+    table = S.seeded_sweep(grid, S.DEMO_PHI, 2, 0.005, 1, dict(S.DEMO_DENSE), forked=True, parent_share=0.5)
+    pilot = fit_table(table, profile=False)
+    measured = truth_from_fit(pilot)
+    assert 0 < measured.parent_share < 1 and measured.parent_share_se > 0
+    stated = truth_from_fit(pilot, parent_share=0.3)
+    assert stated.parent_share == 0.3 and stated.parent_share_se == 0.0
+    rng = np.random.default_rng(0)
+    assert {share_draw(rng, stated) for _ in range(20)} == {0.3}

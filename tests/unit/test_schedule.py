@@ -59,3 +59,15 @@ def test_branch_lr_equals_parent_lr_before_its_fork(shape):
             lr_multiplier(s, parent_total, parent) for s in range(fork + 1)
         ]
         assert lr_multiplier(fork + 1, steps, branch) < 1.0
+
+
+@pytest.mark.parametrize("steps,frac,cool", [(13, 0.2, 3), (113, 0.2, 23), (7, 0.3, 2), (10, 0.25, 2), (50, 0.2, 10)])
+def test_the_wsd_cooldown_is_the_last_round_of_decay_frac_steps(steps, frac, cool):
+    """docs/operations.md / train/forks.py: the cooldown covers the last round(decay_frac x steps) steps (2.6 -> 3,
+    22.6 -> 23, 2.1 -> 2, 2.5 -> 2 as Python rounds half to even), so a branch leaves its parent at
+    steps - round(decay_frac x steps): the multiplier is 1 up to that step and below 1 after it."""
+    assert wsd_decay_start(steps, frac) == steps - cool
+    opt = OptimConfig(schedule="wsd", warmup_steps=1, decay_frac=frac, final_lr_frac=0.0)
+    mult = [lr_multiplier(s, steps, opt) for s in range(steps)]
+    assert mult[steps - cool] == 1.0 and all(m < 1.0 for m in mult[steps - cool + 1 :])
+    assert all(m == 1.0 for m in mult[1 : steps - cool])
