@@ -69,12 +69,12 @@ def run_forks(cfg: TrainConfig, run_data: RunData | Exception, task_cfg=None) ->
     for; return the parent's record and the branches' records (a parent another job trains: its
     running-elsewhere record and no branch).
 
-    Resumable at every stage: a finished branch is skipped, an interrupted one resumes from its own
-    last.ckpt, the parent is (re)run only while some wanted branch has neither a checkpoint of its own nor
-    its fork checkpoint. A failed or diverged branch is recorded and the others still run; the first such
-    error is raised at the end. `run_data`: the job's data, opened before it (`run_data.open_or_error`), for
-    the parent and every branch. `task_cfg`: Hydra's composed config, saved into the parent dir's .hydra/ once
-    that dir is claimed."""
+    Resumable at every stage: a finished branch (or a parent-only job whose parent finished) is skipped, an
+    interrupted one resumes from its own last.ckpt, the parent is (re)run only while some wanted branch has
+    neither a checkpoint of its own nor its fork checkpoint. A failed or diverged branch is recorded and the
+    others still run; the first such error is raised at the end. `run_data`: the job's data, opened before it
+    (`run_data.open_or_error`), for the parent and every branch. `task_cfg`: Hydra's composed config, saved into
+    the parent dir's .hydra/ once that dir is claimed."""
     run_data = usable(run_data)  # data that cannot be opened ends the job here: no dir of it is claimed yet
     cfg = with_vocab(cfg, run_data.vocab_size)
     data = data_identity(run_data)  # every claim below: the same config on the same data
@@ -97,6 +97,8 @@ def run_forks(cfg: TrainConfig, run_data: RunData | Exception, task_cfg=None) ->
     parent_record = read_record_or_none(parent_dir / PARENT_FILE)  # a garbage record: the parent resumes
     parent_done = parent_record is not None and parent_record.status == "done"
     missing = [b for b in wanted if needs_fork(b)]
+    if stage == "parent" and parent_done:  # a finished parent-only job relaunched: skipped, as a finished run is
+        return ForkedJob(parent_record, [])
     if stage == "parent" or missing:
         if parent_done:
             raise FileNotFoundError(

@@ -118,6 +118,9 @@ def test_forked_run_bookkeeping_resume_and_bit_identity(tmp_path, data_dir):
     parent_only = run_training(_cfg(tmp_path, data_dir, "budget.fork_stage=parent"))
     assert parent_only.branches == [] and parent_only.parent.status == "done"  # ForkedJob: the parent's record
     assert fork_checkpoint_path(ckpt_dir, 12).exists()
+    # relaunched (a requeue, or the sweep run again): a finished parent is skipped, as a finished run is
+    again = run_training(_cfg(tmp_path, data_dir, "budget.fork_stage=parent"))
+    assert again.branches == [] and again.parent.status == "done" and again.parent.step == 12
     # a job for one branch, by its tag, trains only that branch from its fork
     (first,) = run_training(_cfg(tmp_path, data_dir, "budget.fork_stage=D5.12e3")).branches
     assert first["run_name"] == "tiny-d64-D5.12e3" and first["resumed_from_step"] == 4
