@@ -1695,6 +1695,14 @@ MUTATIONS: tuple[Mutation, ...] = (
         ("tests/unit/test_demo_job_line.py",),
         "make demo prints a line per trained job and runs to the end (README.md, the first command)",
     ),
+    Mutation(
+        "power-pilot-drops-the-laws-departure",
+        "loopscale/fit/pilot.py",
+        'beyond = [] if folded else sorted(set(final) - {*DENSE, "phi"})',
+        "beyond = []",
+        ("tests/unit/test_power.py",),
+        "power simulates the pilot's law; a pilot of a law beyond r^phi is refused, not simulated as r^phi",
+    ),
     # -- issue 58 item 4: blind round 3 (written from the docs and code only; docs/results.md) ---------------
     Mutation(
         "blind3-forks-C_forked-drops-first-cooldown",

@@ -129,6 +129,20 @@ def test_the_pilots_noise_is_stated_measured_or_its_corrected_residual():
         truth_from_fit(FitResult("chinchilla", dict(S.TRUE_DENSE), 1e-3, 0.0, 1, 1, 1, {}))
 
 
+@pytest.mark.parametrize(
+    ("law", "beyond"),
+    [("looped-entry", {"kappa": 0.4}), ("looped-logr", {"psi": 0.3}), ("looped-nxd", {"gamma": 0.1})],
+)
+def test_a_pilot_whose_law_has_more_than_r_to_the_phi_is_refused_not_simulated_as_r_to_the_phi(law, beyond):
+    """power draws sweeps from the looped law: a pilot of looped-entry (kappa), looped-logr (psi) or looped-nxd
+    (gamma) would be simulated with that parameter dropped, another law than the one fitted; refused in one line."""
+    fit = FitResult(law, {**TRUTH, **beyond}, 1e-3, 0.0, 1, 1, 1, {}, n_rows=44, residual_rms_log=0.004)
+    with pytest.raises(InputError, match=f"law '{law}' has {next(iter(beyond))} beyond it: fit the pilot with --law"):
+        truth_from_fit(fit)
+    pinned = FitResult("looped-pinned-e", dict(TRUTH), 1e-3, 0.0, 1, 1, 1, {}, n_rows=44)
+    assert truth_from_fit(pinned, sigma_log=0.004).params == TRUTH  # E pinned: still r^phi
+
+
 def test_a_design_with_per_pass_parameters_is_drawn_and_fitted_with_the_looped_pass_law():
     """N_pass > 0 (per-pass adapters): the sweeps are drawn from N_once + N_pass + r^phi N_rec and fitted with
     the looped-pass law (its joint form for delta-phi), as `fit --law looped-pass` fits such runs; N_pass = 0 or
