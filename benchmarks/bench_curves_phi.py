@@ -1,7 +1,7 @@
 """phi from whole loss curves against phi from final points, on the same simulated runs (issue 55).
 
     .venv/bin/python benchmarks/bench_curves_phi.py [--sims 20] [--points 16] [--seed-sigma 0.003] \
-        [--eval-sigma 0.002] [--rho 0.5] [--grid published|demo]
+        [--eval-sigma 0.002] [--rho 0.5] [--grid published|demo] [--first-seed 0] [--csv rows.csv]
 
 Each simulation draws every run of the grid (`--grid published`: the published-grid fixture's 108 runs,
 tests/fixtures/looped_synthetic_107.csv's design; `demo`: the CPU demo's 44 branches) as loopscale trains it (wsd,
@@ -22,6 +22,7 @@ sandwich). Printed: the mean interval width of each, their ratio, the coverage o
 from __future__ import annotations
 
 import argparse
+import os
 import time
 
 import numpy as np
@@ -79,6 +80,8 @@ def main() -> None:
     p.add_argument("--eval-sigma", type=float, default=0.002)
     p.add_argument("--rho", type=float, default=0.5)
     p.add_argument("--grid", choices=["published", "demo"], default="published")
+    p.add_argument("--first-seed", type=int, default=0, help="the first simulation's seed (to extend a run)")
+    p.add_argument("--csv", help="append each simulation's row here as it finishes (a long run can be read early)")
     args = p.parse_args()
 
     if args.grid == "published":
@@ -89,7 +92,7 @@ def main() -> None:
     print(f"{len(runs)} runs, {args.points} curve points each; truth phi = {truth['phi']}; {args.sims} simulations")
     out = []
     start = time.perf_counter()
-    for sim in range(args.sims):
+    for sim in range(args.first_seed, args.first_seed + args.sims):
         curves = looped_curves(
             runs, law, truth, batch, evaluated(args.points), args.seed_sigma, args.eval_sigma, args.rho, seed=sim
         )
@@ -100,7 +103,10 @@ def main() -> None:
         cur = phi_interval("looped-curve", cur_table, "run", sim)
         c_law, c_theta, c_data = cur[2]
         rho = residual_rho(c_law.log_predict(c_theta, c_data) - c_data.log_L, cur_table["run"], cur_table["step"])
-        out.append({"phi_finals": fin[0], "se_finals": fin[1], "phi_curves": cur[0], "se_curves": cur[1], "rho": rho})
+        row = {"sim": sim, "phi_finals": fin[0], "se_finals": fin[1], "phi_curves": cur[0], "se_curves": cur[1]}
+        out.append({**row, "rho": rho})
+        if args.csv:
+            pd.DataFrame([out[-1]]).to_csv(args.csv, mode="a", header=not os.path.exists(args.csv), index=False)
         print(
             f"  sim {sim}: finals phi {fin[0]:.4f} +- {1.96 * fin[1]:.4f}   curves phi {cur[0]:.4f} +- "
             f"{1.96 * cur[1]:.4f}   residual rho {rho:.2f}   ({time.perf_counter() - start:.0f} s)",

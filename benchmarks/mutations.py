@@ -2267,6 +2267,26 @@ MUTATIONS: tuple[Mutation, ...] = (
         ("tests/integration/test_forks.py::test_forked_run_bookkeeping_resume_and_bit_identity",),
         "a stable parent's record holds C_independent and C_forked as planned",
     ),
+    Mutation(
+        "power-curves-counted-as-final-points",
+        "loopscale/analysis/power_designs.py",
+        "    if used > 1.0:\n        f = 1.0 / math.sqrt(used)",
+        "    if False:\n        f = 1.0 / math.sqrt(used)",
+        ("tests/unit/test_curve_worth.py::test_power_gives_a_pilot_with_noise_between_evaluations_a_smaller_mde",),
+        "power counts a curve-law pilot's curves toward the MDE: a run's curve worth n_eff final points",
+    ),
+    Mutation(
+        "curve-worth-forgets-the-run-offset",
+        "loopscale/fit/curve_worth.py",
+        "sigma = noise.sigma_run_log**2 + noise.sigma_eval_log**2 * noise.rho",
+        "sigma = 0 * noise.sigma_run_log**2 + noise.sigma_eval_log**2 * noise.rho",
+        (
+            "tests/unit/test_curve_worth.py::test_power_gives_a_pilot_whose_curve_noise_is_all_run_level_no_gain",
+            "tests/unit/test_curve_worth.py::"
+            "test_a_curve_is_worth_one_final_point_under_run_level_noise_and_up_to_its_evaluations_otherwise",
+        ),
+        "a curve's run-level noise is one draw: a pilot whose curve noise is all run-level gets no gain from curves",
+    ),
 )
 
 

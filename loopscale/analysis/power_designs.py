@@ -5,8 +5,9 @@ cheapest that detects a target delta-phi (checked by simulating it), and the res
 from __future__ import annotations
 
 import json
+import math
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -14,6 +15,9 @@ import pandas as pd
 
 from loopscale.analysis.report import markdown_table
 from loopscale.atomic import check_outputs_apart, check_writable, write_text_atomic
+from loopscale.config.schema import TrainerConfig
+from loopscale.data.heldout import curve_steps
+from loopscale.fit.curve_worth import check_curve_options, curve_worth
 from loopscale.fit.power import design_law, mde_formula, recipe_rows, seeds_needed, simulate_design
 from loopscale.fit.replicates import replicate_groups
 from loopscale.fit.runs_table import canonical_table, read_table
@@ -47,6 +51,9 @@ class PowerRequest:
     detect: float | None = None
     no_menu: bool = False
     source: str = "stated (--law)"
+    curves: bool = True  # a curve-law pilot: the sweep fitted from its curves too (False: --finals)
+    curve_share: float | None = None  # the share of a run's noise independent between evaluations (None: the pilot's)
+    curve_points: int = TrainerConfig.curve_points  # evaluations a run's curve has (trainer.curve_points)
 
 
 def power_record(req: PowerRequest, truth) -> dict:
@@ -54,6 +61,7 @@ def power_record(req: PowerRequest, truth) -> dict:
     simulation): the JSON `loopscale power` writes."""
 
     progress = sys.stderr if sys.stderr.isatty() else None
+    check_curve_options(req.curve_share, req.curve_points, truth.curve is not None and req.curves)
     designs = _menu(req)[:1] if req.no_menu else _menu(req)
     out = []
     for name, structure, spec in designs:
@@ -75,6 +83,7 @@ def power_record(req: PowerRequest, truth) -> dict:
                 "seed": None if truth.seed_units is None else len(truth.seed_units),
                 "point": None if truth.point_units is None else len(truth.point_units),
             },
+            "curve_noise": None if _curve_pilot(req, truth) is None else _curve_pilot(req, truth).noise.to_json(),
         },
         "settings": {"n_sims": req.sims, "seed": req.seed, "planted_delta_phi": req.delta, "full_fits": req.full},
         "mde_formula": mde_formula(),
@@ -154,22 +163,25 @@ def _cost(req: PowerRequest, spec: dict) -> dict:
     return out
 
 
+def _curve_pilot(req: PowerRequest, truth):
+    """The curve-law pilot whose curves count toward the MDE (`curve_worth.CurvePilot`; its share of noise
+    independent between evaluations replaced by --curve-share), or None: a final-point pilot, or --finals."""
+    if truth.curve is None or not req.curves:
+        return None
+    return truth.curve if req.curve_share is None else truth.curve.with_share(req.curve_share)
+
+
 def _evaluate(req: PowerRequest, truth, name: str, structure: str, spec: dict, progress) -> dict:
-    """One design: its points, cost and simulated precision."""
+    """One design: its points, cost and simulated precision from final points, and with a curve-law pilot from
+    curves: what a run's curve is worth (`curve_worth`, n_eff final points) and the sweeps simulated with each run's
+    noise variance divided by it (at least 1: where the curve is worth less, the final points are fitted)."""
 
     design, seeds = _design(spec)
-    sim = simulate_design(
-        design,
-        truth,
-        n_sims=req.sims,
-        seed=req.seed,
-        delta_phi=req.delta,
-        jobs=req.jobs,
-        progress=progress,
-        label=name,
-        full=req.full,
+    simulate = dict(
+        n_sims=req.sims, seed=req.seed, delta_phi=req.delta, jobs=req.jobs, progress=progress, full=req.full
     )
-    return {
+    sim = simulate_design(design, truth, label=name, **simulate)
+    out = {
         "name": name,
         "structure": structure,
         **spec,
@@ -180,6 +192,35 @@ def _evaluate(req: PowerRequest, truth, name: str, structure: str, spec: dict, p
         "phi": sim.phi.to_json(),
         "delta_phi": sim.delta_phi.to_json(),
     }
+    pilot = _curve_pilot(req, truth)
+    if pilot is None:
+        return out
+    points = req.curve_points
+    worth = curve_worth(
+        design, pilot.params, pilot.law_class(), pilot.noise, lambda n, w, c: curve_steps(n, points, (w, c), c)
+    )
+    used = max(1.0, worth) if math.isfinite(worth) else 1.0
+    if used > 1.0:
+        f = 1.0 / math.sqrt(used)
+        sim = simulate_design(
+            design, replace(truth, sigma_log=truth.sigma_log * f, misfit_log=truth.misfit_log * f),
+            label=f"{name} (curves)", **simulate,
+        )  # fmt: skip
+    out["curves"] = {
+        "worth": worth,
+        "worth_used": used,
+        "eval_share": pilot.noise.share,
+        "rho": pilot.noise.rho,
+        "points": points,
+        "phi": sim.phi.to_json(),
+        "delta_phi": sim.delta_phi.to_json(),
+    }
+    return out
+
+
+def _delta_phi(d: dict) -> dict:
+    """A design's delta-phi precision as its sweep will be fitted: from curves where they count, else finals."""
+    return (d.get("curves") or d)["delta_phi"]
 
 
 def _recommend(req: PowerRequest, truth, designs: list[dict], progress) -> dict:
@@ -192,7 +233,7 @@ def _recommend(req: PowerRequest, truth, designs: list[dict], progress) -> dict:
     options = []
     for d in designs:
         # the MDE read off the verdict's interval, as an se of the normal approximation (the pick is simulated)
-        k = seeds_needed(d["delta_phi"]["mde"] / MDE_FACTOR, d["seeds"], target, MAX_SEEDS)
+        k = seeds_needed(_delta_phi(d)["mde"] / MDE_FACTOR, d["seeds"], target, MAX_SEEDS)
         if k is not None:
             k = max(k, d["seeds"])
             flops = d["cost"]["flops_with_candidate"] * k / d["seeds"]
@@ -213,9 +254,9 @@ def _recommend(req: PowerRequest, truth, designs: list[dict], progress) -> dict:
             spec = {"overrides": with_seeds(base["overrides"], k)} if "overrides" in base else {**base, "seeds": k}
             spec = {key: spec[key] for key in ("overrides", "table", "recipe", "seeds") if key in spec}
             found = _evaluate(req, truth, f"{best['structure']}, {k} seeds", best["structure"], spec, progress)
-        if found["delta_phi"]["mde"] <= target:
+        if _delta_phi(found)["mde"] <= target:
             break
-    return {"detect": target, "options": options, "recommended": found, "reached": found["delta_phi"]["mde"] <= target}
+    return {"detect": target, "options": options, "recommended": found, "reached": _delta_phi(found)["mde"] <= target}
 
 
 # ----------------------------------------------------------------------------------------------
@@ -250,6 +291,34 @@ def design_row(d: dict) -> list[str]:
         f"{dphi['width95']:.3f}",
         f"{dphi['mde']:.3f} ± {dphi.get('mde_mc_se', float('nan')):.3f}",
         f"{dphi.get('mde_point', float('nan')):.3f} / {dphi.get('mde_upper', float('nan')):.3f}",
+    ]
+
+
+CURVE_HEADERS = ["a run's curve worth (final points)", "phi 95% width from curves", "MDE Δφ from curves (± MC)"]
+
+
+def curve_row(d: dict) -> list[str]:
+    """A design's columns from curves: n_eff (the share of its noise independent between evaluations), the MDE."""
+    c = d["curves"]
+    used = "" if c["worth"] >= 1 else " (< 1: the finals are fitted)"
+    return [
+        f"{c['worth']:.2f}{used}",
+        f"{c['phi']['width95']:.3f}",
+        f"{c['delta_phi']['mde']:.3f} ± {c['delta_phi'].get('mde_mc_se', float('nan')):.3f}",
+    ]
+
+
+def _curve_text(record: dict) -> list[str]:
+    noise = record["pilot"].get("curve_noise")
+    if not noise:
+        return []
+    return [
+        f"- From curves: the pilot's curve residuals are a run-level offset (sigma {noise['sigma_run_log']:.3g} in "
+        f"log L) plus an AR(1) along the curve (sigma {noise['sigma_eval_log']:.3g}, rho {noise['rho']:.2f}): "
+        f"{noise['eval_share']:.2f} of the noise is independent between evaluations. A run's curve is worth n_eff "
+        "final points to phi (its variance from the design's final points over that from its curves, the l2 fits "
+        "linearised at the pilot's law: `loopscale.fit.curve_worth`); the sweeps from curves are simulated as "
+        "final points with each run's noise variance / max(n_eff, 1) (Δφ assumed to gain as phi does)."
     ]
 
 
@@ -305,6 +374,7 @@ def markdown(record: dict) -> str:
     """The results as Markdown (printed, and --md)."""
 
     pilot = record["pilot"]
+    curves = all("curves" in d for d in record["designs"])
     law = ", ".join(f"{k} = {v:.4g}" for k, v in pilot["params"].items())
     lines = [
         "# loopscale power",
@@ -316,9 +386,13 @@ def markdown(record: dict) -> str:
         "",
         f"Design: {design_source(record['designs'][0])}.",
         "",
-        markdown_table(HEADERS, [design_row(d) for d in record["designs"]]),
+        markdown_table(
+            HEADERS + (CURVE_HEADERS if curves else []),
+            [design_row(d) + (curve_row(d) if curves else []) for d in record["designs"]],
+        ),
         "",
         f"- {record['mde_formula']}; the 95% widths are the verdict interval's median width.",
+        *_curve_text(record),
     ]
     target = record.get("target")
     if target:
@@ -331,7 +405,7 @@ def markdown(record: dict) -> str:
                 f"- cheapest design for |Δφ| >= {target['detect']:g} at 80% power: **{rec['name']}** "
                 f"({rec['n_points']} points x {rec['seeds']} seeds, {rec['cost']['flops_with_candidate']:.3g} FLOPs "
                 f"with the second recipe; {_hours(rec['cost'], '_with_candidate')}): simulated MDE "
-                f"{rec['delta_phi']['mde']:.3f}, which {verdict} the target."
+                f"{_delta_phi(rec)['mde']:.3f}, which {verdict} the target."
             )
     return "\n".join(lines)
 

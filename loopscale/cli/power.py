@@ -4,15 +4,17 @@
     loopscale power --law "E=1.57,A=28,alpha=0.2,B=916,beta=0.37,phi=0.46" --sigma 0.005 experiment=isodepth
     loopscale power --fit fit.json --table runs.csv --seeds 3
     loopscale power --fit fit.json --table designs.csv --recipe lora --detect 0.1
+    loopscale power --fit curves_fit.json experiment=isodepth_cpu_demo      # a looped-curve pilot: curves count
 
 From a pilot fit (or a stated law and seed sigma) and a sweep design (Hydra overrides, expanded with exact
 accounting by `loopscale.launch.design`; or a runs table), simulate sweeps of the design and of a small menu of
 designs beside it (more seeds, a budget more, a size more), fit each as `fit` does (`loopscale.fit.power`), and
 print per design: its runs, FLOPs, GPU and CPU hours (`loopscale plan`'s estimates, for the design alone and with
 a second recipe's looped runs), the expected 95% interval width of phi and of delta-phi, and the minimum detectable
-delta-phi at 80% power. With --detect X: the cheapest design that detects |delta-phi| >= X, checked by simulating
-it. Writes JSON (--json), Markdown (--md) and a figure of MDE against FLOPs (--plot); nothing is written when
-anything fails.
+delta-phi at 80% power; with a looped-curve pilot fit also what a run's curve is worth (in final points, from the
+noise along the pilot's curves: `loopscale.fit.curve_worth`) and the MDE when the sweep is fitted from curves.
+With --detect X: the cheapest design that detects |delta-phi| >= X, checked by simulating it. Writes JSON
+(--json), Markdown (--md) and a figure of MDE against FLOPs (--plot); nothing is written when anything fails.
 """
 
 from __future__ import annotations
@@ -74,6 +76,9 @@ def register(subparsers) -> None:
         help="share of a run's noise that a forked job's branches share (default: the pilot's residuals show it; "
         "1 for a stated law or an unforked pilot: a seed moves the whole job)",
     )
+    p.add_argument("--finals", dest="curves", action="store_false", help="a looped-curve pilot: no MDE from curves")
+    p.add_argument("--curve-share", type=float, metavar="S", help="noise share independent between evaluations")
+    p.add_argument("--curve-points", type=int, default=PowerRequest.curve_points, metavar="M", help="evaluations a run")
     p.add_argument("--candidate", default="", metavar="OVERRIDES", help="the second recipe's overrides, for its cost")
     p.add_argument(
         "--sims", type=int, default=200, help=f"simulated sweeps per design (default 200, at most {MAX_SIMS:,})"

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from loopscale.fit.laws.form import Law
 from loopscale.fit.laws.registry import law_data_from_table
-from loopscale.fit.noise import DEFAULT_INNER, draw_groups, noise_block, noise_setup, seed_hierarchy
+from loopscale.fit.noise import DEFAULT_INNER, noise_block, noise_setup, seed_hierarchy
 from loopscale.fit.noise_scale import fit_on_its_scale, residual_tails, with_pilot_noise
 from loopscale.fit.objective import Loss
 from loopscale.fit.optimize import adopt_optimum, fit_law
@@ -105,7 +105,7 @@ def fit_table(
     result.versions, result.data = versions(), data_summary(table)
     inner = inner if weighted and n_bootstrap > 0 else None
     result.noise = noise_block(table, nf, inner, noise != "off", scale, residual_tails(state))
-    result.noise = with_pilot_noise(result.noise, state, draw_groups(table), nf.row_sigma, nf.reps.point)
+    result.noise = with_pilot_noise(result.noise, state, table, nf.row_sigma, nf.reps.point)
     result.conditioning = fit_checks(table, result)  # after the noise block: the checks are judged against it
     return result
 

@@ -33,7 +33,7 @@ from loopscale.fit.laws.form import LawData
 from loopscale.fit.laws.looped_joint import RECIPE_CODE, LoopedJoint
 from loopscale.fit.laws.looped_joint import recipe_phi as recipe_phi  # its home before the law registry
 from loopscale.fit.laws.registry import law_data_from_table, make_law
-from loopscale.fit.noise import DEFAULT_INNER, NoiseFit, draw_groups, noise_block, noise_setup, seed_hierarchy
+from loopscale.fit.noise import DEFAULT_INNER, NoiseFit, noise_block, noise_setup, seed_hierarchy
 from loopscale.fit.noise_scale import fit_on_its_scale, residual_tails, with_pilot_noise
 from loopscale.fit.objective import Loss
 from loopscale.fit.optimize import adopt_optimum, fit_law, refine
@@ -202,7 +202,7 @@ def fit_joint(
     )
     result.versions = versions()
     result.noise = seeds.record(table, n_bootstrap, noise, scale, residual_tails(state))
-    result.noise = with_pilot_noise(result.noise, state, draw_groups(table), nf.row_sigma, nf.reps.point)
+    result.noise = with_pilot_noise(result.noise, state, table, nf.row_sigma, nf.reps.point)
     result.conditioning = joint_checks(table, result, table[RECIPE_CODE].to_numpy())  # judged against the noise
     result.data = _joint_summary(table, recipes)
     return result

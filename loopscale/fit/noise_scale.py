@@ -19,6 +19,8 @@ import numpy as np
 from scipy.stats import chi2
 from scipy.stats import f as f_dist
 
+from loopscale.fit.curve_worth import with_curve_noise
+from loopscale.fit.noise import draw_groups
 from loopscale.fit.objective import objective, residuals
 from loopscale.fit.optimize import FitState, newton, refine
 from loopscale.fit.record_blocks import Scale, Tails, Units
@@ -238,11 +240,13 @@ def residual_units(state: FitState, point: np.ndarray | None) -> Units | None:
     return Units(seed=seed, point=at_points, n_seed=int(repeated.sum()), n_point=len(n_g))
 
 
-def with_pilot_noise(noise, state: FitState, draws: np.ndarray | None, sigma: np.ndarray | None, point):
+def with_pilot_noise(noise, state: FitState, table, sigma: np.ndarray | None, point):
     """The fit record's noise block with what `loopscale power` draws from a pilot: the parent share and its
-    standard error where the table is forked (`parent_share`), the residual pools (`residual_units`)."""
+    standard error where the table is forked (`parent_share`, over the table's draws: `noise.draw_groups`), the
+    residual pools (`residual_units`) and a curve law's noise along its curves (`curve_worth.with_curve_noise`)."""
     point = None if point is None else np.asarray(point)
-    share = parent_share(state, draws, sigma, point)
+    noise = with_curve_noise(noise, state, table)
+    share = parent_share(state, draw_groups(table), sigma, point)
     if share is not None:
         noise = noise.replace(parent_share=share[0], parent_share_se=share[1])
     units = residual_units(state, point)

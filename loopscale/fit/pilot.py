@@ -19,6 +19,7 @@ from scipy.stats import chi2
 
 from loopscale.errors import InputError, not_one_of
 from loopscale.fit.bounds import BOUNDS, DPHI_BOUNDS
+from loopscale.fit.curve_worth import CurveNoise, CurvePilot
 from loopscale.fit.laws.looped import Looped
 from loopscale.fit.laws.looped_joint import LoopedJoint
 from loopscale.fit.laws.registry import find_law, make_law
@@ -39,7 +40,8 @@ class Truth:
     with more seeds than the pilot is not promised that seeds average all of it away. parent_share_se: the
     share's standard error, drawn per simulated sweep (`share_draw`). seed_units, point_units: the pilot's
     standardised residuals (`noise_scale.residual_units`), the pools the seed-level and point-level noise is
-    resampled from (`unit_draws`); None: Student-t with tail_dof, or Gaussian."""
+    resampled from (`unit_draws`); None: Student-t with tail_dof, or Gaussian. curve: a curve-law pilot's law
+    and the noise along its curves (`curve_worth.CurvePilot`: what a run's curve is worth toward the MDE)."""
 
     params: Mapping[str, float]
     sigma_log: float
@@ -52,6 +54,7 @@ class Truth:
     parent_share_se: float = 0.0
     seed_units: tuple[float, ...] | None = None
     point_units: tuple[float, ...] | None = None
+    curve: CurvePilot | None = None
 
     def __post_init__(self):
         missing = [k for k in (*DENSE, "phi") if k not in self.params]
@@ -170,7 +173,8 @@ def truth_from_fit(fit, sigma_log: float | None = None, parent_share: float | No
     whole job: the widest)."""
     fit = load_fit(fit)
     known = find_law(fit.law)  # a curve law's fit: the final point of loopscale's wsd run (Law.final_point_params)
-    final = known().final_point_params(fit.params) if known is not None and known.reads_curves else fit.params
+    curves = known is not None and known.reads_curves
+    final = known().final_point_params(fit.params) if curves else fit.params
     params = {k: float(final[k]) for k in DENSE if k in final}
     ref = (fit.joint or {}).get("reference")
     phi = fit.params.get("phi", fit.params.get(LoopedJoint.recipe_param(ref)) if ref else None)
@@ -182,10 +186,13 @@ def truth_from_fit(fit, sigma_log: float | None = None, parent_share: float | No
     shape = {f"{level}_units": _pool(units.get(level)) for level in ("seed", "point")}
     share_se = 0.0
     if parent_share is None:
-        measured_share = noise.get("parent_share")
+        # a curve fit's draws are runs: its share is its evaluations' (noise.curve); a forked design's branches: 1
+        measured_share = None if curves else noise.get("parent_share")
         parent_share = 1.0 if measured_share is None else float(measured_share)
         share_se = 0.0 if measured_share is None else float(noise.get("parent_share_se") or 0.0)
     shape["parent_share_se"] = share_se
+    if curves and noise.get("curve"):  # the noise along its curves: what a run's curve is worth toward the MDE
+        shape["curve"] = CurvePilot(fit.law, dict(fit.params), CurveNoise.from_json(noise["curve"]))
     if sigma_log is not None:
         return Truth(params, float(sigma_log), parent_share, "stated (--sigma)", tail_dof=tail_dof, **shape)
     measured = noise.get("sigma_log")
@@ -211,6 +218,8 @@ def truth_from_fit(fit, sigma_log: float | None = None, parent_share: float | No
         "together, their split drawn)"
     )
     dof = tail_dof_of_variance(n - p, tail_dof, (n - p) / n)
+    if "curve" in shape:  # a curve's evaluations are not independent draws: sigma rests on its runs, not its rows
+        dof = min(dof, max(1.0, shape["curve"].noise.n_runs - p))
     return Truth(params, sigma, parent_share, source, dof, 0.0, tail_dof, split_unknown=True, **shape)
 
 

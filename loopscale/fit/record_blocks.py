@@ -281,12 +281,25 @@ class Units(TypedDict):
     n_point: int
 
 
+class CurveNoise(TypedDict):
+    """A curve law's residuals split into a run-level offset and an AR(1) along the curve (`curve_worth.curve_noise`,
+    what `power` reads to count a curve toward the MDE): the two sigmas in log L, the AR(1) rho, the runs and
+    their mean fitted evaluations, and the share of the noise independent between evaluations."""
+
+    sigma_run_log: float
+    sigma_eval_log: float
+    rho: float
+    n_runs: int
+    evaluations_per_run: float
+    eval_share: float
+
+
 @dataclass(frozen=True)
 class Noise(JsonBlock):
     """The seed noise (`noise.noise_block`): the seeds (n_points ... seed_column: `Replicates.summary`), the
     residuals' tails, the sigma model of log L and its candidates, sigma per r, how the fit and its bootstrap used
     it, and the statement when the intervals omit seed noise. The sigma model and per_r stay the objects
-    `loopscale.fit.noise` writes; tails, scale and units are typed (Tails, Scale, Units)."""
+    `loopscale.fit.noise` writes; tails, scale, units and curve are typed (Tails, Scale, Units, CurveNoise)."""
 
     KEY: ClassVar[str] = "noise"
 
@@ -313,6 +326,7 @@ class Noise(JsonBlock):
     parent_share: float = ABSENT  # a forked table: the share of a run's noise its job's branches share (power draws it)
     parent_share_se: float = ABSENT  # its standard error (power draws the share per simulated sweep)
     units: Units | None = ABSENT  # the standardised residuals, seed- and point-level pools (power resamples them)
+    curve: CurveNoise | None = ABSENT  # a curve law's residuals split run-level / along the curve (power reads it)
 
 
 @dataclass(frozen=True)

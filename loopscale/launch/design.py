@@ -45,7 +45,8 @@ def design_points(overrides: list[str]) -> pd.DataFrame:
             "seed": cfg.seed,
         }
         for p in plan.points:
-            rows.append({**common, "D": float(p.D), "C": p.C, "C_budget": p.C_budget or p.C, "parent": plan.parent})
+            point = {"D": float(p.D), "C": p.C, "C_budget": p.C_budget or p.C, "steps": p.steps, "parent": plan.parent}
+            rows.append({**common, **point})
     return pd.DataFrame(rows)
 
 
