@@ -1,7 +1,7 @@
 """phi from whole loss curves against phi from final points, on the same simulated runs (issue 55).
 
     .venv/bin/python benchmarks/bench_curves_phi.py [--sims 20] [--points 16] [--seed-sigma 0.003] \
-        [--eval-sigma 0.002] [--rho 0.5] [--grid published|demo] [--first-seed 0] [--csv rows.csv]
+        [--eval-sigma 0.002] [--rho 0.5] [--grid published|demo] [--first-seed 0] [--csv rows.csv [--summarise]]
 
 Each simulation draws every run of the grid (`--grid published`: the published-grid fixture's 108 runs,
 tests/fixtures/looped_synthetic_107.csv's design; `demo`: the CPU demo's 44 branches) as loopscale trains it (wsd,
@@ -82,12 +82,15 @@ def main() -> None:
     p.add_argument("--grid", choices=["published", "demo"], default="published")
     p.add_argument("--first-seed", type=int, default=0, help="the first simulation's seed (to extend a run)")
     p.add_argument("--csv", help="append each simulation's row here as it finishes (a long run can be read early)")
+    p.add_argument("--summarise", action="store_true", help="only summarise the rows of --csv (no simulation)")
     args = p.parse_args()
 
     if args.grid == "published":
         runs, batch, truth = published_grid(), BATCH_TOKENS, {**TRUE_PARAMS, "K": 0.3}
     else:
         runs, batch, truth = demo_grid(), DEMO_BATCH_TOKENS, {**DEMO_DENSE, "phi": DEMO_PHI, "K": 0.3}
+    if args.summarise:
+        return summarise(pd.read_csv(args.csv), truth["phi"])
     law = CurveLaw09()
     print(f"{len(runs)} runs, {args.points} curve points each; truth phi = {truth['phi']}; {args.sims} simulations")
     out = []
@@ -112,21 +115,26 @@ def main() -> None:
             f"{1.96 * cur[1]:.4f}   residual rho {rho:.2f}   ({time.perf_counter() - start:.0f} s)",
             flush=True,
         )
-    res = pd.DataFrame(out)
-    phi = truth["phi"]
+    summarise(pd.DataFrame(out), truth["phi"])
+
+
+def summarise(res: pd.DataFrame, phi: float) -> None:
+    """Per fit: the mean 95% width, phi_hat's sd and bias, the coverage of the truth (+- its binomial se, with its
+    Wilson interval) and sd(z), the spread of (phi_hat - phi) / se (1 where the se is right); the width ratio."""
+    n = len(res)
     for kind in ("finals", "curves"):
-        covered = (res[f"phi_{kind}"] - phi).abs() <= 1.96 * res[f"se_{kind}"]
-        k, n = int(covered.sum()), len(res)
+        z = (res[f"phi_{kind}"] - phi) / res[f"se_{kind}"]
+        k = int((z.abs() <= 1.96).sum())
         lo, hi = wilson(k, n)
         print(
             f"{kind:>7}: mean 95% width {2 * 1.96 * res[f'se_{kind}'].mean():.4f}, sd of phi_hat "
-            f"{res[f'phi_{kind}'].std():.4f}, bias {res[f'phi_{kind}'].mean() - phi:+.4f}, coverage {k}/{n} "
-            f"[{lo:.2f}, {hi:.2f}]"
+            f"{res[f'phi_{kind}'].std():.4f}, bias {res[f'phi_{kind}'].mean() - phi:+.4f}, coverage {k}/{n} = "
+            f"{k / n:.3f} +- {np.sqrt(k / n * (1 - k / n) / n):.3f} [{lo:.2f}, {hi:.2f}], sd(z) {z.std():.2f}"
         )
     ratio = res["se_curves"].mean() / res["se_finals"].mean()
     print(
-        f"curves / finals interval width: {ratio:.3f} ({100 * (1 - ratio):.0f}% narrower); "
-        f"mean rho {res.rho.mean():.2f}"
+        f"curves / finals interval width: {ratio:.3f} ({100 * (1 - ratio):.0f}% narrower), sd "
+        f"{res['phi_curves'].std() / res['phi_finals'].std():.3f}; mean rho {res.rho.mean():.2f}"
     )
 
 
