@@ -29,7 +29,7 @@ from hydra.types import RunMode
 from omegaconf import DictConfig
 from omegaconf.errors import OmegaConfBaseException
 
-from loopscale.config.dirs import config_dir, register_configs, save_job_config
+from loopscale.config.dirs import config_dir, register_configs
 from loopscale.config.naming import check_name
 from loopscale.config.resolvers import register_resolvers
 from loopscale.config.schema import TrainConfig
@@ -51,8 +51,8 @@ from loopscale.train.lock import RunLocked
 from loopscale.train.plan import run_dir_of, to_train_config  # noqa: F401
 from loopscale.train.recording import write_record_or_log
 from loopscale.train.refusals import refuse_before_the_stack
-from loopscale.train.run_json import ForkedJob, RunRecord, claim_run_dir, finished_record
-from loopscale.train.runner import launching_rank, note_outcome, run_dir_lock, running_elsewhere, train_run
+from loopscale.train.run_json import ForkedJob, RunRecord
+from loopscale.train.runner import claimed_record, note_outcome, run_dir_lock, running_elsewhere, train_run
 
 log = logging.getLogger("loopscale.train.entry")
 
@@ -99,11 +99,7 @@ def run_training(cfg: DictConfig | TrainConfig) -> RunRecord | ForkedJob:
     data = data_identity(run_data)  # None: the run claims its dir without a data hash and records why (train_run)
     try:
         with run_dir_lock(run_dir):  # one process per run dir, across nodes (loopscale/train/lock.py)
-            if launching_rank():  # resume or skip only a run of this same config on the same data
-                # another config's run that trained nothing is taken over, its record and metrics set aside
-                claim_run_dir(run_dir, cfg, restart=cfg.restart, data=data)
-                save_job_config(run_dir, task_cfg)
-            record = finished_record(run_dir)
+            record = claimed_record(run_dir, cfg, data, task_cfg)  # resume or skip only this config on this data
             if record is not None:
                 log.info("run %s already finished (L=%.4f): nothing to do", run_dir, record.L)
                 note_outcome("skipped (done)")

@@ -36,18 +36,9 @@ from loopscale.data.run_data import RunData, usable
 from loopscale.errors import ConfigError
 from loopscale.train.checkpoint import fork_checkpoint_path
 from loopscale.train.identity import IdentityMismatch, data_identity
+from loopscale.train.job_plan import JobPlan, PointPlan, plan_job
 from loopscale.train.lock import RunLocked
-from loopscale.train.plan import (
-    CHECKPOINT,
-    Branch,
-    ForkPlan,
-    branch_config,
-    branch_name,
-    parent_config,
-    plan_forks,
-    plan_run,
-    run_dir_of,
-)
+from loopscale.train.plan import CHECKPOINT, branch_name, plan_run, run_dir_of
 from loopscale.train.run_json import (
     PARENT_FILE,
     RUN_FILE,
@@ -55,11 +46,10 @@ from loopscale.train.run_json import (
     ForkKeys,
     RunRecord,
     claim_run_dir,
-    finished_record,
     is_finished,
     read_record_or_none,
 )
-from loopscale.train.runner import launching_rank, run_dir_lock, running_elsewhere, train_run
+from loopscale.train.runner import claimed_record, launching_rank, run_dir_lock, running_elsewhere, train_run
 
 log = logging.getLogger("loopscale.train.forks")
 
@@ -76,34 +66,33 @@ def run_forks(cfg: TrainConfig, run_data: RunData | Exception, task_cfg=None) ->
     (`run_data.open_or_error`), for the parent and every branch. `task_cfg`: Hydra's composed config, saved into
     the parent dir's .hydra/ once that dir is claimed."""
     run_data = usable(run_data)  # data that cannot be opened ends the job here: no dir of it is claimed yet
-    cfg = with_vocab(cfg, run_data.vocab_size)
+    # the job planned once, with the data's vocabulary: its stable parent (`run_cfg`, `run`) and its points
+    job = plan_job(with_vocab(cfg, run_data.vocab_size))
     data = data_identity(run_data)  # every claim below: the same config on the same data
-    plan = plan_forks(cfg)
-    parent_dir = run_dir_of(cfg)
-    stage = cfg.budget.fork_stage
-    wanted = _wanted_branches(plan, stage)
+    parent_dir = job.run_dir
+    stage = job.cfg.budget.fork_stage
+    wanted = _wanted_branches(job, stage)
     # the parent dir must hold this model's parent (loopscale/train/identity.py); each branch dir is checked
     # when its turn comes (_run_branch)
-    parent_cfg = parent_config(cfg, plan)
     if launching_rank():
-        claim_run_dir(parent_dir, parent_cfg, restart=cfg.restart, record_file=PARENT_FILE, data=data)
+        claim_run_dir(parent_dir, job.run_cfg, restart=cfg.restart, record_file=PARENT_FILE, data=data)
         save_job_config(parent_dir, task_cfg)
 
-    def needs_fork(branch: Branch) -> bool:
-        branch_dir = run_dir_of(branch_config(cfg, plan, branch))
+    def needs_fork(point: PointPlan) -> bool:
+        branch_dir = run_dir_of(point.cfg)
         done = is_finished(branch_dir) or (branch_dir / CHECKPOINT).exists()
-        return not (done or _fork_ckpt(parent_dir, branch).exists())
+        return not (done or _fork_ckpt(parent_dir, point).exists())
 
     parent_record = read_record_or_none(parent_dir / PARENT_FILE)  # a garbage record: the parent resumes
     parent_done = parent_record is not None and parent_record.status == "done"
-    missing = [b for b in wanted if needs_fork(b)]
+    missing = [p for p in wanted if needs_fork(p)]
     if stage == "parent" and parent_done:  # a finished parent-only job relaunched: skipped, as a finished run is
         return ForkedJob(parent_record, [])
     if stage == "parent" or missing:
         if parent_done:
             raise FileNotFoundError(
                 f"{parent_dir} finished but fork checkpoints are gone: "
-                f"{', '.join(str(_fork_ckpt(parent_dir, b)) for b in missing)}; delete {PARENT_FILE} to redo it"
+                f"{', '.join(str(_fork_ckpt(parent_dir, p)) for p in missing)}; delete {PARENT_FILE} to redo it"
             )
         if stage not in ("all", "parent"):
             raise FileNotFoundError(
@@ -111,23 +100,23 @@ def run_forks(cfg: TrainConfig, run_data: RunData | Exception, task_cfg=None) ->
                 "first (e.g. as the SLURM job this one depends on)"
             )
         try:
-            parent_record = _train_parent(cfg, plan, parent_cfg, parent_dir, run_data)
+            parent_record = _train_parent(job, parent_dir, run_data)
         except RunLocked as err:  # another job trains this parent: its branches are that job's
             return ForkedJob(running_elsewhere(err, parent_dir), [])
-    records, first_error = _run_branches(cfg, plan, wanted, parent_dir, run_data)
+    records, first_error = _run_branches(job, wanted, parent_dir, run_data)
     if first_error is not None:
         raise first_error
     return ForkedJob(parent_record, records)
 
 
-def _run_branches(cfg: TrainConfig, plan: ForkPlan, wanted: list[Branch], parent_dir, run_data: RunData):
+def _run_branches(job: JobPlan, wanted: list[PointPlan], parent_dir, run_data: RunData):
     """Each wanted branch in turn: its record (or the lock holder's, when another job trains it), and the
     first error of a branch that failed or belongs to another config (the others still run)."""
     records, first_error = [], None
-    for branch in wanted:
-        branch_dir = run_dir_of(branch_config(cfg, plan, branch))
+    for point in wanted:
+        branch_dir = run_dir_of(point.cfg)
         try:
-            records.append(_run_branch(cfg, plan, branch, parent_dir, run_data))
+            records.append(_run_branch(job, point, parent_dir, run_data))
         except RunLocked as err:
             records.append(running_elsewhere(err, branch_dir))
         except IdentityMismatch as err:  # another config's branch: not touched, not ours to report as done
@@ -140,28 +129,25 @@ def _run_branches(cfg: TrainConfig, plan: ForkPlan, wanted: list[Branch], parent
     return records, first_error
 
 
-def _wanted_branches(plan: ForkPlan, stage: str) -> list[Branch]:
+def _wanted_branches(job: JobPlan, stage: str) -> list[PointPlan]:
     """The branches budget.fork_stage asks for: all, none (the parent alone) or the one with that tag."""
-    tags = [b.tag for b in plan.branches]
+    tags = [b.tag for b in job.forks.branches]
     if stage == "all":
-        return list(plan.branches)
+        return list(job.points)
     if stage == "parent":
         return []
     if stage in tags:
-        return [plan.branches[tags.index(stage)]]
+        return [job.points[tags.index(stage)]]
     raise ConfigError(f"budget.fork_stage={stage!r}: choose 'all', 'parent' or a branch tag: {', '.join(tags)}")
 
 
-def _fork_ckpt(parent_dir: Path, branch: Branch) -> Path:
-    return fork_checkpoint_path(parent_dir / CHECKPOINT.parent, branch.fork_step)
+def _fork_ckpt(parent_dir: Path, point: PointPlan) -> Path:
+    return fork_checkpoint_path(parent_dir / CHECKPOINT.parent, point.fork_step)
 
 
-def _train_parent(
-    cfg: TrainConfig, plan: ForkPlan, parent_cfg: TrainConfig, parent_dir: Path, run_data: RunData
-) -> RunRecord:
+def _train_parent(job: JobPlan, parent_dir: Path, run_data: RunData) -> RunRecord:
     """The stable parent under its lock, keeping a checkpoint at every fork step (RunLocked propagates)."""
-
-    assert plan_run(parent_cfg).steps == plan.parent_steps
+    plan = job.forks
     log.info(
         "stable parent %s: %d steps (warmup %d), forks at %s",
         parent_dir,
@@ -172,13 +158,13 @@ def _train_parent(
     summary = ForkKeys(
         role="stable-parent",
         fork_steps=plan.fork_steps,
-        branches=[branch_name(cfg, b) for b in plan.branches],
+        branches=[branch_name(job.cfg, b) for b in plan.branches],
         C_independent=plan.C_independent,
         C_forked=plan.C_forked,
     )
     with run_dir_lock(parent_dir):
         return train_run(
-            parent_cfg,
+            job.run_cfg,
             parent_dir,
             run_data,
             fork_steps=plan.fork_steps,
@@ -188,19 +174,16 @@ def _train_parent(
         )
 
 
-def _run_branch(cfg: TrainConfig, plan: ForkPlan, branch: Branch, parent_dir: Path, run_data: RunData) -> RunRecord:
+def _run_branch(job: JobPlan, point: PointPlan, parent_dir: Path, run_data: RunData) -> RunRecord:
     """One branch under its own lock: its record if finished, else trained from its fork checkpoint (or
     resumed from its own last.ckpt). RunLocked, IdentityMismatch and training errors propagate."""
-    branch_cfg = branch_config(cfg, plan, branch)
-    branch_dir = run_dir_of(branch_cfg)
-    assert plan_run(branch_cfg).steps == branch.steps
+    branch_dir = run_dir_of(point.cfg)
+    assert plan_run(point.cfg).steps == point.steps
     with run_dir_lock(branch_dir):
-        if launching_rank():
-            claim_run_dir(branch_dir, branch_cfg, restart=cfg.restart, data=data_identity(run_data))
-        done = finished_record(branch_dir)
+        done = claimed_record(branch_dir, point.cfg, data_identity(run_data))
         if done is not None:
             return done
-        start = _fork_ckpt(parent_dir, branch)
-        log.info("branch %s: from %s, cooldown steps %d..%d", branch_dir, start.name, branch.fork_step, branch.steps)
-        extra = ForkKeys(parent=str(parent_dir), fork_step=branch.fork_step, role="branch")
-        return train_run(branch_cfg, branch_dir, run_data, start_ckpt=start, extra_record=extra)
+        start = _fork_ckpt(parent_dir, point)
+        log.info("branch %s: from %s, cooldown steps %d..%d", branch_dir, start.name, point.fork_step, point.steps)
+        extra = ForkKeys(parent=str(parent_dir), fork_step=point.fork_step, role="branch")
+        return train_run(point.cfg, branch_dir, run_data, start_ckpt=start, extra_record=extra)

@@ -50,6 +50,7 @@ class JobPlan:
     tokens: int  # what the job trains: its run's D, or the parent to its last fork plus every cooldown
     flops: float  # what it spends (eq. C = F x D; forked: F (D_parent + sum_i cooldown tokens_i))
     flops_independent: float  # its points trained as separate runs: F sum_i D_i
+    run_cfg: TrainConfig  # the config `run` plans: the job's own, or its stable parent's (`parent_config`)
 
     @property
     def steps(self) -> int:
@@ -92,14 +93,18 @@ def plan_job(cfg: TrainConfig) -> JobPlan:
     if cfg.budget.mode != "forks":
         run = plan_run(cfg)
         point = PointPlan(cfg, run.D, run.C, run.C_budget, run.steps, None)
-        return JobPlan(cfg, run, None, (point,), run.D, run.C, run.C)
+        return JobPlan(cfg, run, None, (point,), run.D, run.C, run.C, cfg)
     forks = plan_forks(cfg)
     points = tuple(
         PointPlan(branch_config(cfg, forks, b), b.D, b.D * forks.F, b.C_budget, b.steps, b.fork_step)
         for b in forks.branches
     )
-    run = plan_run(parent_config(cfg, forks))
-    return JobPlan(cfg, run, forks, points, round(forks.C_forked / forks.F), forks.C_forked, forks.C_independent)
+    parent = parent_config(cfg, forks)
+    run = plan_run(parent)
+    assert run.steps == forks.parent_steps
+    return JobPlan(
+        cfg, run, forks, points, round(forks.C_forked / forks.F), forks.C_forked, forks.C_independent, parent
+    )
 
 
 def curve_cost(job: JobPlan, val_sequences: int) -> tuple[int, float]:
@@ -109,8 +114,7 @@ def curve_cost(job: JobPlan, val_sequences: int) -> tuple[int, float]:
     if job.forks is None:
         steps, per_point = curve_evaluations(job.cfg, job.run, val_sequences)
         return len(steps), len(steps) * per_point
-    parent = parent_config(job.cfg, job.forks)
-    steps, per_point = curve_evaluations(parent, job.run, val_sequences, job.forks.fork_steps)
+    steps, per_point = curve_evaluations(job.run_cfg, job.run, val_sequences, job.forks.fork_steps)
     points, flops = len(steps), len(steps) * per_point
     for point in job.points:
         steps, per_point = curve_evaluations(point.cfg, plan_run(point.cfg), val_sequences)

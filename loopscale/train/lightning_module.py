@@ -108,7 +108,7 @@ def evaluate_curve_point(module: LoopedLM) -> tuple[float, list[REvalScore] | No
     val_loss among them), else None."""
     r = module.model_cfg.r
     losses = {n: subset_loss(module, n) for n in module.curve_r_evals}
-    return losses[r], score_rows(losses, module.model_cfg) if len(losses) > 1 else None
+    return losses[r], score_rows(losses, module.plan.eval_flops) if len(losses) > 1 else None
 
 
 def subset_loss(module: LoopedLM, r_eval: int) -> float:
@@ -197,14 +197,14 @@ class LoopedLM(L.LightningModule):
         self._mark: tuple[float, int] | None = None  # (time, tokens_trained) at the last throughput log
         self._steps_seen = -1  # the global step whose end was last handled
         self.eval_r: int | None = None  # validation at this many passes (r_eval scoring, train/testtime_eval.py)
-        # the loss curve (CurveEvaluations): the steps to evaluate after, the points so far (restored from a
-        # checkpoint: a forked branch starts with its parent's), the FLOPs of one point, the points this process
-        # evaluated (their FLOPs are the record's C_curve)
-        self.curve_steps: frozenset[int] = frozenset()
+        # the loss curve (CurveEvaluations): the steps to evaluate after (the plan's), the points so far (restored
+        # from a checkpoint: a forked branch starts with its parent's), the FLOPs of one point, the points this
+        # process evaluated (their FLOPs are the record's C_curve), the passes each point scores
+        self.curve_steps = plan.curve_steps
         self.curve: list[CurvePoint] = []
-        self.curve_flops_per_point = 0.0
+        self.curve_flops_per_point = plan.curve_flops_per_point
         self.curve_evaluated = 0
-        self.curve_r_evals: list[int] = [model_cfg.r]  # the passes each point scores (plan.curve_r_evals)
+        self.curve_r_evals = plan.curve_r_evals
 
     @property
     def last_train_loss(self) -> float:

@@ -128,6 +128,12 @@ class TrainingPlan:
     memory: MemoryEstimate | None  # the predicted peak per device of a GPU run (loopscale/model/memory.py); None on CPU
     usable_memory: int | None  # what the plan device may allocate (GPU runs)
     lrs: dict[str, float]  # the peak lr of every optimizer group (loopscale/train/optim/lr_transfer.py)
+    # the loss curve (`curve_evaluations`): the steps evaluated after, the FLOPs of one evaluation, its passes
+    curve_steps: frozenset[int]
+    curve_flops_per_point: float
+    curve_r_evals: list[int]
+    r_evals: list[int]  # the passes the finished model is scored at (trainer.r_eval: train/testtime_eval.py)
+    eval_flops: dict[int, float]  # forward FLOPs per token at each pass count scored (accounting.eval_flops_at)
 
     def memory_record(self, plan_device: str) -> dict | None:
         """The predicted memory as run.json records it: the estimate's terms and peak, the device, its usable bytes."""
@@ -136,16 +142,22 @@ class TrainingPlan:
         return {**self.memory.as_dict(), "plan_device": plan_device, "usable": self.usable_memory}
 
 
-def plan_training(cfg: TrainConfig, run: RunPlan | None = None) -> TrainingPlan:
+def plan_training(cfg: TrainConfig, run: RunPlan | None = None, val_sequences: int = 0, fork_steps=()) -> TrainingPlan:
     """The run's plan (`run`, else plan_run(cfg)) with the split over devices, the predicted memory of a GPU
-    run at that device batch, and the peak lrs at the plan's batch tokens and D_target. Raises ConfigError
-    when the batch does not split over the devices (batching.device_batching)."""
+    run at that device batch, the peak lrs at the plan's batch tokens and D_target, and what it scores: its loss
+    curve on a final set of `val_sequences` (`curve_evaluations`; none when 0) and trainer.r_eval's passes, with
+    the forward FLOPs per token at each. Raises ConfigError when the batch does not split over the devices
+    (batching.device_batching)."""
     run = plan_run(cfg) if run is None else run
     batching, memory = split_and_memory(cfg.budget, cfg.model, cfg.trainer, cfg.optim.optimizer)
     usable = usable_memory(cfg.trainer.plan_device) if memory is not None else None
     # D_target is 0 when C < F (less than one token): the lr transfer then takes the tokens trained, D
     lrs = peak_lrs(cfg.model, cfg.optim, run.batch_tokens, run.D_target or run.D)
-    return TrainingPlan(run=run, batching=batching, memory=memory, usable_memory=usable, lrs=lrs)
+    passes = curve_r_evals(cfg)
+    r_evals = r_eval_values(cfg.trainer.r_eval, cfg.model.r)
+    steps, per_point = curve_evaluations(cfg, run, val_sequences, fork_steps)
+    eval_flops = {r: accounting.eval_flops_at(cfg.model, r) for r in sorted({*passes, *r_evals})}
+    return TrainingPlan(run, batching, memory, usable, lrs, frozenset(steps), per_point, passes, r_evals, eval_flops)
 
 
 def run_dir_of(cfg: TrainConfig) -> Path:

@@ -22,7 +22,7 @@ from lightning.pytorch.callbacks import RichProgressBar, TQDMProgressBar
 from lightning.pytorch.loggers import CSVLogger, WandbLogger
 from lightning.pytorch.plugins.environments import SLURMEnvironment
 
-from loopscale.config.checks import r_eval_values
+from loopscale.config.dirs import save_job_config
 from loopscale.config.schema import TrainConfig, with_vocab
 from loopscale.data.heldout import final_val_sequences
 from loopscale.data.run_data import RunData, data_record, make_datamodule, usable
@@ -35,13 +35,11 @@ from loopscale.train.plan import (
     CHECKPOINT,
     RunPlan,
     TrainingPlan,
-    curve_evaluations,
-    curve_r_evals,
     plan_run,
     plan_training,
 )
 from loopscale.train.recording import RecordedRun, first_record, record_plan, record_recompile_limit_hits
-from loopscale.train.run_json import ForkKeys, RankPlacement, RunRecord
+from loopscale.train.run_json import ForkKeys, RankPlacement, RunRecord, claim_run_dir, finished_record
 from loopscale.train.step_progress import progress_callbacks
 from loopscale.train.testtime_eval import score_r_eval
 
@@ -220,6 +218,17 @@ def run_dir_lock(run_dir: Path):
     return RunLock(run_dir) if launching_rank() else contextlib.nullcontext()
 
 
+def claimed_record(run_dir: Path, cfg: TrainConfig, data: dict | None, task_cfg=None) -> RunRecord | None:
+    """Under the run dir's lock: the dir claimed for `cfg` on the data `data` identifies (the launching rank; a
+    run of this same config on the same data is resumed or skipped, another config's that trained nothing taken
+    over, its record and metrics set aside: run_json.claim_run_dir), Hydra's composed `task_cfg` saved into its
+    .hydra/, and its finished record: None while it is still to train."""
+    if launching_rank():
+        claim_run_dir(run_dir, cfg, restart=cfg.restart, data=data)
+        save_job_config(run_dir, task_cfg)
+    return finished_record(run_dir)
+
+
 def train_run(cfg: TrainConfig, run_dir: Path, run_data: RunData | Exception, **kwargs) -> RunRecord:
     """Train `cfg` in `run_dir` on `run_data` (opened before the run: `run_data.open_or_error`) and write its
     record (keyword arguments: `_fit_run`'s). Ctrl-C and SIGTERM stop it at once with a record saying
@@ -274,11 +283,8 @@ def _fit_run(
         val = None
         if validate:
             val = built.trainer.validate(built.module, datamodule=built.datamodule, verbose=False)[0]["val/loss"]
-            values = r_eval_values(cfg.trainer.r_eval, built.cfg.model.r)
-            if values:  # the finished model at other pass counts, on the same set (train/testtime_eval.py)
-                run.record.r_eval_scores = score_r_eval(
-                    built.trainer, built.module, built.datamodule, values, built.cfg.model, val
-                )
+            if built.plan.r_evals:  # the finished model at other pass counts, on the same set (train/testtime_eval.py)
+                run.record.r_eval_scores = score_r_eval(built.trainer, built.module, built.datamodule, val)
         run.finish(built.module, built.plan.run.batch_tokens, val)
         record_recompile_limit_hits(built.cfg, run.record, since=hits_before)
     return run.record
@@ -318,7 +324,9 @@ def build_training(
     record.data = data_record(run_data, cfg.data, run_plan.steps, cfg.budget.batch_size, cfg.model.seq_len)
     # device batch and accumulation (loopscale/train/batching.py; an error when they do not divide), the predicted
     # memory and the peak lrs
-    plan = plan_training(cfg, run_plan)
+    # and its loss curve on the final set (trainer.curve_points; each point at trainer.curve_r_eval's passes)
+    val_sequences = (record.data or {}).get("val_rows") or final_val_sequences(cfg.data, cfg.model.seq_len)
+    plan = plan_training(cfg, run_plan, val_sequences, fork_steps)
     batching = plan.batching
     record.update(device_batch=batching.device_batch, grad_accum=batching.grad_accum, world=batching.world)
     record.memory_predicted = plan.memory_record(cfg.trainer.plan_device)
@@ -326,10 +334,6 @@ def build_training(
         run_data, cfg.data, cfg.model.seq_len, batching.device_batch, cfg.seed, cfg.trainer.val_subset
     )
     module = LoopedLM(cfg.model, cfg.optim, cfg.trainer, plan, seed=cfg.seed)
-    val_sequences = (record.data or {}).get("val_rows") or final_val_sequences(cfg.data, cfg.model.seq_len)
-    steps, module.curve_flops_per_point = curve_evaluations(cfg, run_plan, val_sequences, fork_steps)
-    module.curve_steps = frozenset(steps)
-    module.curve_r_evals = curve_r_evals(cfg)  # each point at these passes (trainer.curve_r_eval)
     record.update(**module.optimizer_record)
     record.compile = module.compile_mode  # what trainer.compile (auto: resolved) trained with
     return Built(cfg, plan, datamodule, module, _trainer(cfg, run_dir, plan, fork_steps))

@@ -1,6 +1,6 @@
 """Every finished model scored across r (docs/design.md, "Test-time depth"): the final validation set run again at
 each r_eval of `trainer.r_eval`, recorded in run.json (`r_eval_scores`: r_eval, val_loss, forward FLOPs per token at
-that r from `accounting.eval_flops_at`), and the long-form test-time table `loopscale collect` writes beside the
+that r, the plan's `accounting.eval_flops_at`), and the long-form test-time table `loopscale collect` writes beside the
 runs table (one row per run and r_eval), which `loopscale fit --law testtime` reads.
 
 The model is the trained one, unchanged: `LoopedTransformer.forward(..., r=r_eval)` runs r_eval passes, a pass
@@ -15,8 +15,6 @@ from pathlib import Path
 
 import pandas as pd
 
-from loopscale.config.model import ModelConfig
-from loopscale.model.accounting import eval_flops_at
 from loopscale.train.run_json import REvalScore, RunRecord, TableRow, read_record_or_none
 
 # the test-time table's columns, in order (`testtime_rows`); `loopscale fit --law testtime` reads model, r_eval,
@@ -27,12 +25,13 @@ TESTTIME_COLUMNS = [
 ]
 
 
-def score_r_eval(trainer, module, datamodule, values: list[int], model_cfg: ModelConfig, L_at_r: float | None):
-    """`score_rows` of each r_eval: Lightning's validate on the final set with the module's eval_r set (its
-    validation_step passes it to the model), the run's L at its own r."""
+def score_r_eval(trainer, module, datamodule, L_at_r: float | None) -> list[REvalScore]:
+    """`score_rows` of each r_eval of the module's plan (trainer.r_eval: `TrainingPlan.r_evals`): Lightning's validate
+    on the final set with the module's eval_r set (its validation_step passes it to the model), the run's L at its
+    own r."""
     losses: dict[int, float] = {}
-    for r in values:
-        if r == model_cfg.r and L_at_r is not None:
+    for r in module.plan.r_evals:
+        if r == module.model_cfg.r and L_at_r is not None:
             losses[r] = L_at_r
             continue
         module.eval_r = r
@@ -40,15 +39,15 @@ def score_r_eval(trainer, module, datamodule, values: list[int], model_cfg: Mode
             losses[r] = trainer.validate(module, datamodule=datamodule, verbose=False)[0][f"testtime/val_loss_r{r}"]
         finally:
             module.eval_r = None
-    return score_rows(losses, model_cfg)
+    return score_rows(losses, module.plan.eval_flops)
 
 
-def score_rows(losses: dict[int, float], model_cfg: ModelConfig) -> list[REvalScore]:
-    """The loss at each pass count, in increasing r_eval, and the forward FLOPs per token there
-    (`accounting.eval_flops_at`), as run.json records a score (the finished model's r_eval_scores, each curve
-    point's: lightning_module.evaluate_curve_point)."""
+def score_rows(losses: dict[int, float], eval_flops: dict[int, float]) -> list[REvalScore]:
+    """The loss at each pass count, in increasing r_eval, and the forward FLOPs per token there (the plan's
+    `eval_flops`: `accounting.eval_flops_at`), as run.json records a score (the finished model's r_eval_scores, each
+    curve point's: lightning_module.evaluate_curve_point)."""
     return [
-        REvalScore(r_eval=int(r), val_loss=float(loss), flops_per_token_eval=eval_flops_at(model_cfg, r))
+        REvalScore(r_eval=int(r), val_loss=float(loss), flops_per_token_eval=eval_flops[r])
         for r, loss in sorted(losses.items())
     ]
 
