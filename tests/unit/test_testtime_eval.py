@@ -17,7 +17,8 @@ from loopscale.model.accounting import eval_flops_at, eval_flops_per_token
 from loopscale.model.transformer import LoopedTransformer
 from loopscale.recipes import registry
 from loopscale.train import testtime_eval
-from loopscale.train.collect import runs_table, testtime_path, write_runs_table
+from loopscale.train.collect import runs_table, write_runs_table
+from loopscale.train.collect import testtime_path as scores_csv_of  # a name starting "test" is collected as a test
 from support.rebuilt import rebuilt_at
 from support.train import tiny_model
 
@@ -89,7 +90,7 @@ def test_the_testtime_tables_model_is_the_run_name_or_the_run_dir_where_two_runs
     # collect writes it beside the runs table, with it (write_runs_table); none where no run was scored
     out = tmp_path / "runs.csv"
     write_runs_table(runs_table(rows), [], out, testtime=table)
-    assert testtime_path(out) == tmp_path / "runs_testtime.csv"
-    assert pd.read_csv(testtime_path(out))["L"].tolist() == pytest.approx(table["L"].tolist())
+    assert scores_csv_of(out) == tmp_path / "runs_testtime.csv"
+    assert pd.read_csv(scores_csv_of(out))["L"].tolist() == pytest.approx(table["L"].tolist())
     write_runs_table(runs_table(rows), [], tmp_path / "none.csv", testtime=testtime_eval.testtime_rows(rows[:0]))
-    assert (tmp_path / "none.csv").exists() and not testtime_path(tmp_path / "none.csv").exists()
+    assert (tmp_path / "none.csv").exists() and not scores_csv_of(tmp_path / "none.csv").exists()
