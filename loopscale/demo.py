@@ -34,13 +34,14 @@ from rich.progress import (
 
 from loopscale.analysis.conditioning import check, conditioning
 from loopscale.analysis.report import write_report
-from loopscale.atomic import atomic_path, json_safe
+from loopscale.atomic import atomic_path
 from loopscale.config.schema import with_vocab
 from loopscale.data.run_data import open_run_data
 from loopscale.errors import InputError
 from loopscale.fit.fit_table import fit_table
 from loopscale.fit.result import file_sha256
 from loopscale.fit.runs_table import PARENT_COLUMN, canonical_table, is_forked
+from loopscale.fit.validation.flags import AICC_FLAG, delta_aicc, full_result
 from loopscale.fit.validation.inputs import point_means
 from loopscale.fit.validation.run import validate
 from loopscale.fit.verdict import PHI_CI_WIDTH_MAX, interval_of
@@ -260,7 +261,7 @@ def _validate(looped_table, fit, fit_path: Path, out: Path, workers: int, consol
     record.fit["json"] = str(fit_path)
     record = record.replace(tables=[str(fit.input["path"])], seed_repeats=repeats)
     with atomic_path(out / "validate.json") as tmp:
-        tmp.write_text(json.dumps(json_safe(record.to_json()), indent=2, allow_nan=False) + "\n")
+        record.write_json(tmp)
     console.print(f"  validate: {record.verdict['line']}", markup=False)
     return record
 
@@ -269,14 +270,14 @@ def validation_summary(record) -> dict:
     """validate's verdict line, its flags, and the rival form with the lowest AICc (its dAICc against the fit's
     law and its phi, when it has one): what demo.json and the console carry of validate.json."""
     forms = record["forms"]
-    whole = {res["form"]: res for res in record["results"] if res["fold"] == 0 and res.get("information")}
     own = forms[0]["law"]  # the fit's law (first); its MSE twin is not a rival form
-    scored = [(whole[i]["information"]["aicc"], i) for i in whole if forms[i].get("law") not in (None, own)]
+    scored = [(delta_aicc(record, i), i) for i, form in enumerate(forms) if form.get("law") not in (None, own)]
+    scored = [(d, i) for d, i in scored if d is not None]
     best = None
-    if scored and 0 in whole:
-        aicc, i = min(scored)
-        phi = whole[i]["params"].get("phi")
-        best = {"form": forms[i]["label"], "law": forms[i]["law"], "daicc": aicc - whole[0]["information"]["aicc"]}
+    if scored:
+        daicc, i = min(scored)
+        phi = full_result(record, i)["params"].get("phi")
+        best = {"form": forms[i]["label"], "law": forms[i]["law"], "daicc": daicc}
         best["phi"] = None if phi is None else float(phi)
     return {"line": record.verdict["line"], "flags": list(record.verdict["flags"]), "best_rival": best}
 
@@ -336,7 +337,7 @@ def _print_result(summary: dict, fit, console) -> None:
     if checked:
         console.print(f"validate: {checked['line']}", markup=False)
         best = checked["best_rival"]
-        if best and best["daicc"] < -4:  # docs/design.md, "Validation": below -4 a form is clearly better
+        if best and best["daicc"] < AICC_FLAG:  # validate's own rule: below it a form is clearly better
             phi = "" if best["phi"] is None else f", phi = {best['phi']:.3f}"
             console.print(
                 f"  the runs prefer {best['form']} (AICc {best['daicc']:+.1f}{phi}): validate.json", markup=False

@@ -4,10 +4,9 @@ drawn and all three written together or none."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
-from loopscale.atomic import atomic_paths, check_outputs_apart, check_writable, json_safe
+from loopscale.atomic import atomic_paths, check_outputs_apart, check_writable
 from loopscale.errors import InputError
 from loopscale.fit.validation.record import ValidationRecord
 from loopscale.plots.validation import held_out_figure
@@ -31,6 +30,6 @@ def write_validation(record: ValidationRecord, text: str, outputs: list[Path]) -
     """The record as JSON, its Markdown `text` and its held-out figure at `outputs` (`validation_outputs`)."""
     figure = held_out_figure(record)  # drawn before anything is written
     with atomic_paths(*outputs) as (tmp_json, tmp_md, tmp_png):
-        tmp_json.write_text(json.dumps(json_safe(record.to_json()), indent=2, allow_nan=False) + "\n")
+        record.write_json(tmp_json)
         tmp_md.write_text(text + "\n")
         figure.savefig(tmp_png, dpi=150, format="png")

@@ -147,14 +147,13 @@ def _noise_dof(sigma: float, seed_dof, tau: float, scale: dict, n_rows: int) -> 
     return float((v_tau + v_seed) ** 2 / (v_tau**2 / dof_tau + v_seed**2 / seed_dof))
 
 
-def _check_pilot_law(fit, final: dict, looped: bool) -> None:
+def _check_pilot_law(fit, looped: bool, curves: bool) -> None:
     """InputError unless the pilot's law is r^phi: E, A, alpha, B, beta and phi, and nothing beyond them that the
     simulation would drop (psi, kappa, gamma: another law than the pilot's, silently). A joint fit's phis and a
     curve law's K (folded into E by its final point) are read as the looped law's."""
     if not looped:
         raise InputError(f"a pilot fit needs the looped law's E, A, alpha, B, beta and phi; got law {fit.law!r}")
-    folded = fit.joint or final is not fit.params
-    beyond = [] if folded else sorted(set(final) - {*DENSE, "phi"})
+    beyond = [] if fit.joint or curves else sorted(set(fit.params) - {*DENSE, "phi"})
     if beyond:
         raise InputError(
             f"power simulates the looped law (r^phi); the pilot's law {fit.law!r} has {', '.join(beyond)} beyond it: "
@@ -178,7 +177,7 @@ def truth_from_fit(fit, sigma_log: float | None = None, parent_share: float | No
     params = {k: float(final[k]) for k in DENSE if k in final}
     ref = (fit.joint or {}).get("reference")
     phi = fit.params.get("phi", fit.params.get(LoopedJoint.recipe_param(ref)) if ref else None)
-    _check_pilot_law(fit, final, phi is not None and len(params) == len(DENSE))
+    _check_pilot_law(fit, phi is not None and len(params) == len(DENSE), curves)
     params["phi"] = phi
     noise = fit.noise or {}
     tail_dof = (noise.get("tails") or {}).get("t_dof")
