@@ -354,6 +354,14 @@ MUTATIONS: tuple[Mutation, ...] = (
         (T_COLLECT + "::test_a_full_disk_replaces_none_of_the_three_outputs",),
         "outputs are whole or absent: a full disk leaves the previous files intact",
     ),
+    Mutation(
+        "json-outputs-write-nan",
+        "loopscale/atomic.py",
+        "json.dumps(json_safe(value), indent=indent, sort_keys=sort_keys, default=str, allow_nan=False)",
+        "json.dumps(value, indent=indent, sort_keys=sort_keys, default=lambda x: x.tolist())",
+        ("tests/integration/test_power_cli.py::test_power_json_stays_strict_json_where_no_interval_closes",),
+        "every JSON file loopscale writes is strict JSON (NaN as null): `power --json` where no interval closes",
+    ),
     # -- advise's constraints -------------------------------------------------------------------------
     Mutation(
         "advise-unique-parameter-cap-ignored",

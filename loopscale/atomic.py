@@ -94,9 +94,15 @@ def json_safe(value: Any) -> Any:
     return value
 
 
+def json_text(value: Any, indent: int | None = 2, sort_keys: bool = False) -> str:
+    """`value` as strict JSON text (`json_safe`: numpy as numbers, NaN and infinities as null; anything else
+    json cannot write as its str): every JSON file or line loopscale writes goes through here."""
+    return json.dumps(json_safe(value), indent=indent, sort_keys=sort_keys, default=str, allow_nan=False)
+
+
 def write_json_atomic(path: Path | str, payload: dict[str, Any]) -> None:
     """Strict JSON (NaN written as null), indented, ending in a newline, written atomically."""
-    write_text_atomic(path, json.dumps(json_safe(payload), indent=2, default=str, allow_nan=False) + "\n")
+    write_text_atomic(path, json_text(payload) + "\n")
 
 
 def check_writable(path: Path | str, what: str) -> None:

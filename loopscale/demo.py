@@ -14,7 +14,6 @@ functions as `loopscale-train`, `loopscale collect`, `loopscale fit`, `loopscale
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from contextlib import contextmanager
@@ -34,7 +33,7 @@ from rich.progress import (
 
 from loopscale.analysis.conditioning import check, conditioning
 from loopscale.analysis.report import write_report
-from loopscale.atomic import atomic_path
+from loopscale.atomic import atomic_path, json_text
 from loopscale.config.schema import with_vocab
 from loopscale.data.run_data import open_run_data
 from loopscale.errors import InputError
@@ -289,7 +288,7 @@ def _write_summary(summary: dict, looped_table, fit, path: Path) -> Path:
     numbers = conditioning(looped_table, fit)
     summary["conditioning"], summary["conditioning_misses"] = numbers.to_json(), check(numbers)
     with atomic_path(path) as tmp:
-        tmp.write_text(json.dumps(summary, indent=2, default=float) + "\n")
+        tmp.write_text(json_text(summary) + "\n")
     return path
 
 

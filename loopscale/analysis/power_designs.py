@@ -4,7 +4,6 @@ cheapest that detects a target delta-phi (checked by simulating it), and the res
 
 from __future__ import annotations
 
-import json
 import math
 import sys
 from dataclasses import dataclass, replace
@@ -14,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from loopscale.analysis.report import markdown_table
-from loopscale.atomic import check_outputs_apart, check_writable, write_text_atomic
+from loopscale.atomic import check_outputs_apart, check_writable, json_text, write_text_atomic
 from loopscale.config.schema import TrainerConfig
 from loopscale.data.heldout import curve_steps
 from loopscale.fit.curve_worth import check_curve_options, curve_worth
@@ -423,19 +422,14 @@ def power_outputs(json_path, md_path, plot_path, inputs) -> list[tuple[str, Path
 
 
 def write_power(record: dict, text: str, json_path=None, md_path=None, plot_path=None, say=print) -> None:
-    """The record as JSON (numpy numbers as JSON numbers), its Markdown `text` and its figure (MDE against FLOPs,
+    """The record as strict JSON (atomic.json_text: NaN as null), its Markdown `text` and its figure (MDE against FLOPs,
     as PNG and PDF: plots/files.py figure_files), the figure drawn before anything is written; `say` hears each
     figure file written."""
     figure = power_figure(record) if plot_path else None
     if json_path:
-        write_text_atomic(json_path, json.dumps(record, indent=2, default=_plain) + "\n")
+        write_text_atomic(json_path, json_text(record) + "\n")
     if md_path:
         write_text_atomic(md_path, text + "\n")
     if figure is not None:
         for path in write_figure(figure, figure_files(plot_path), 200):
             say(f"wrote {path}")
-
-
-def _plain(x):
-    """numpy scalars and arrays as JSON numbers and lists (NaN as null is left to the reader: json writes NaN)."""
-    return x.tolist() if hasattr(x, "tolist") else str(x)

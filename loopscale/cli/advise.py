@@ -14,14 +14,13 @@ nothing.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 from pathlib import Path
 
 from loopscale.analysis.advise.advice import advise
 from loopscale.analysis.advise.testtime import inference_advice, inference_lines, read_testtime_record, recorded_table
 from loopscale.analysis.advise.text import render
-from loopscale.atomic import atomic_path, check_outputs_apart
+from loopscale.atomic import atomic_path, check_outputs_apart, json_text
 from loopscale.cli import COMMANDS, UsageError
 from loopscale.plots.files import DPI, check_dpi, write_figure
 
@@ -147,7 +146,7 @@ def run(args: argparse.Namespace) -> int:
 def _write(advice, figure, args) -> None:
     if args.json:
         with atomic_path(Path(args.json)) as tmp:
-            tmp.write_text(json.dumps(advice.record, indent=2) + "\n")
+            tmp.write_text(json_text(advice.record) + "\n")
         print(f"wrote {args.json}")
     if figure is not None:  # a PNG for the screen, a PDF beside it for a paper (as every loopscale figure)
         for path in write_figure(figure, [Path(args.plot), Path(args.plot).with_suffix(".pdf")], args.dpi):
@@ -166,6 +165,6 @@ def run_testtime(args: argparse.Namespace, record: dict) -> int:
     print("\n".join(inference_lines(out, args.max_inference_flops, path)))
     if args.json:
         with atomic_path(Path(args.json)) as tmp:
-            tmp.write_text(json.dumps(out, indent=2) + "\n")
+            tmp.write_text(json_text(out) + "\n")
         print(f"wrote {args.json}")
     return 0

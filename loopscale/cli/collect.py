@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
@@ -12,6 +11,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from loopscale.analysis.probes import dense_rows, probe_table
+from loopscale.atomic import json_text
 from loopscale.cli import COMMANDS, UsageError
 from loopscale.fit.replicates import replicate_groups, seed_count_line
 from loopscale.train.collect import (
@@ -119,7 +119,7 @@ def run_status(args: argparse.Namespace) -> int:
     rows, problems = _collect(args.sweep_dir)
     counts = status_counts(rows, problems)
     if args.json:
-        print(json.dumps({"counts": counts, "problems": problems}))
+        print(json_text({"counts": counts, "problems": problems}, indent=None))
         return 0
     table = Table(title=str(args.sweep_dir))
     table.add_column("status")

@@ -14,10 +14,9 @@ significant digits). Prints the Markdown table; --md, --json write it (nothing w
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
-from loopscale.atomic import check_writable, json_safe, write_text_atomic
+from loopscale.atomic import check_writable, json_text, write_text_atomic
 from loopscale.cli import UsageError
 from loopscale.fit.runs_table import ColumnMap, read_table
 from loopscale.fit.validation.approach2 import N_BOOTSTRAP, approach2_table, iso_flop_exponent
@@ -64,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
     text = "\n".join([f"# Approach 2: {args.table}", "", *approach2_lines(record)])
     print(text)
     if args.json:
-        write_text_atomic(Path(args.json), json.dumps(json_safe(record), indent=2) + "\n")
+        write_text_atomic(Path(args.json), json_text(record) + "\n")
     if args.md:
         write_text_atomic(Path(args.md), text + "\n")
     return 0

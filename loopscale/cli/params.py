@@ -8,8 +8,8 @@ loopscale params --recipe lora --r 4 --option lora_rank=8
 from __future__ import annotations
 
 import argparse
-import json
 
+from loopscale.atomic import json_text
 from loopscale.blocks.registry import names as block_names
 from loopscale.cli import COMMANDS, UsageError
 from loopscale.injections.registry import names as injection_names
@@ -106,5 +106,5 @@ def parse_options(pairs: list[str]) -> dict:
 
 def run(args: argparse.Namespace) -> int:
     report = accounting_report(build_config(args))
-    print(json.dumps(report, indent=2))
+    print(json_text(report))
     return 0

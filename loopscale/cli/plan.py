@@ -10,13 +10,13 @@ time; nothing is trained.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
 from hydra.errors import HydraException
 from rich.console import Console
 from rich.table import Table
 
+from loopscale.atomic import json_text
 from loopscale.cli import COMMANDS, usage_error
 from loopscale.cli.arguments import add_probe_argument
 from loopscale.launch.grid_cost import PLAN_COLUMNS, over_limit_lines, plan_cells, plan_lines, plan_totals
@@ -45,8 +45,8 @@ def run(args: argparse.Namespace) -> int:
         print(line, file=sys.stderr)
     if args.json:
         for row in rows:
-            print(json.dumps(row))
-        print(json.dumps({"total": total}))
+            print(json_text(row, indent=None))
+        print(json_text({"total": total}, indent=None))
         return 0
     _print_table(rows, total)
     return 0

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import json
 
 from hydra.errors import HydraException
 from rich.console import Console
 from rich.table import Table
 
+from loopscale.atomic import json_text
 from loopscale.cli import COMMANDS, usage_error
 from loopscale.cli.arguments import add_probe_argument
 from loopscale.config.schema import with_vocab
@@ -55,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
     print_limit_warnings([with_vocab(job.cfg, job.cfg.data.vocab_size) for job in jobs], limits)
     if args.json:
         for row in rows:
-            print(json.dumps(row))
+            print(json_text(row, indent=None))
         return 0
     _print_table(rows)
     for line in sweep_lines(rows):

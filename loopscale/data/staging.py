@@ -18,7 +18,7 @@ import socket
 from collections.abc import Iterator
 from pathlib import Path
 
-from loopscale.atomic import write_text_atomic
+from loopscale.atomic import json_text, write_text_atomic
 from loopscale.data.corpus import DataError
 
 
@@ -63,7 +63,7 @@ def staging_folder(data_dir: Path, key: str) -> Iterator[Path]:
 def publish(staging: Path, root: Path, meta: dict, meta_file: str = "meta.json") -> None:
     """Write `meta` into the staging folder last, then rename the folder to `root`. Another process may have
     published the same key first: its folder is as good as ours, which is dropped."""
-    (staging / meta_file).write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
+    (staging / meta_file).write_text(json_text(meta, sort_keys=True) + "\n")
     try:
         os.rename(staging, root)  # atomic publish
     except OSError:
@@ -95,7 +95,7 @@ def ensure_content_hash(root: Path, meta: dict, files: list[Path], meta_file: st
 
     meta[CONTENT_KEY] = content_sha256(files)
     try:
-        write_text_atomic(root / meta_file, json.dumps(meta, indent=2, sort_keys=True) + "\n")
+        write_text_atomic(root / meta_file, json_text(meta, sort_keys=True) + "\n")
     except OSError:
         pass
     return meta[CONTENT_KEY]

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from loopscale.atomic import json_safe
+from loopscale.atomic import json_safe, json_text
 from loopscale.errors import InputError
 from loopscale.fit.laws.registry import predict_loss as law_prediction
 from loopscale.fit.record_blocks import BLOCKS, Bootstrap, FitData, Group, Holdout, Joint, Noise, Profile, Settings
@@ -89,7 +89,7 @@ class FitResult:
         return json_safe({k: v.to_json() if isinstance(v, JsonKeys) else v for k, v in out.items()})
 
     def write_json(self, path) -> None:
-        Path(path).write_text(json.dumps(self.to_json_dict(), indent=2) + "\n")
+        Path(path).write_text(json_text(self.to_json_dict()) + "\n")
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> FitResult:

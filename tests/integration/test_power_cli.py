@@ -123,3 +123,18 @@ def test_power_takes_one_recipes_runs_from_a_table_of_several(tmp_path):
     (given,) = json.loads(out.read_text())["designs"]
     assert given["recipe"] == "lora" and given["n_points"] == len(base)  # 6 r = 1 runs shared + lora's 12
     assert f"Design: the runs table {tmp_path / 'runs.csv'}, recipe lora ({len(base)} points)." in res.stdout
+
+
+def _refuse_constant(name):
+    raise ValueError(f"{name} is not JSON (RFC 8259)")
+
+
+def test_power_json_stays_strict_json_where_no_interval_closes(tmp_path):
+    """A design whose simulated intervals never close (sigma 0.5 on the reduced demo) has no median width and no
+    MDE: the JSON writes them as null, not NaN, so a strict parser (any language's but Python's) reads it."""
+    out = tmp_path / "p.json"
+    argv = ["power", "--law", LAW, "--sigma", "0.5", *REDUCED, *FAST, "--json", str(out)]
+    res = run_cli(argv)
+    assert res.returncode == 0, res.stderr[-2000:]
+    (given,) = json.loads(out.read_text(), parse_constant=_refuse_constant)["designs"]
+    assert given["phi"]["width95"] is None and given["delta_phi"]["mde"] is None

@@ -84,3 +84,18 @@ def test_records_are_written_as_plain_json():
     fit = load_fit(json.loads(json.dumps(RECORDS["fixture:fit.baseline"])))
     fit.params = {"E": np.float64(1.5), "A": np.float32(2.0), "alpha": np.nan}
     assert json.loads(json.dumps(fit.to_json_dict(), allow_nan=False))["params"] == {"E": 1.5, "A": 2.0, "alpha": None}
+
+
+def test_every_json_loopscale_writes_goes_through_json_text():
+    """Issue 52: `power --json` wrote NaN (json.dumps' default), which strict parsers refuse. Every JSON file or line
+    is now written by atomic.json_text (json_safe, allow_nan=False); a json.dumps elsewhere may only hash or round-trip
+    (its text never reaches a file), or be the lock's owner line (pid, host, times: never NaN)."""
+    package = Path(__file__).resolve().parents[2] / "loopscale"
+    writers = [
+        f"{path.relative_to(package)}:{i}"
+        for path in sorted(package.rglob("*.py"))
+        if path.name not in ("atomic.py", "lock.py")
+        for i, line in enumerate(path.read_text().splitlines(), 1)
+        if "json.dump" in line and "hashlib." not in line and "json.loads(json.dumps(" not in line
+    ]
+    assert writers == []

@@ -14,13 +14,12 @@ sections are typed (Approach2, LrSection, Conventions); `record["key"]` reads a 
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, NotRequired, TypedDict
 
-from loopscale.atomic import json_safe
+from loopscale.atomic import json_text
 from loopscale.fit.record_blocks import ABSENT, JsonBlock
 
 
@@ -167,7 +166,7 @@ class ValidationRecord(JsonBlock):
 
     def write_json(self, path) -> None:
         """The record as `loopscale validate --out X.json` writes it: plain JSON (numpy values plain, NaN null)."""
-        Path(path).write_text(json.dumps(json_safe(self.to_json()), indent=2, allow_nan=False) + "\n")
+        Path(path).write_text(json_text(self.to_json()) + "\n")
 
     def with_inputs(
         self, fit_json: str, tables: list[str], check: dict, repeats, warnings: list[str]
