@@ -1457,6 +1457,22 @@ MUTATIONS: tuple[Mutation, ...] = (
         "fit --law looped-curve: the cooldown's loss drop is the annealing area of the lr's drops",
     ),
     Mutation(
+        "looped-entry-curve-prices-the-plain-stack",
+        "loopscale/fit/laws/looped_entry_curve.py",
+        "        return LoopedEntry.log_multiplier(self, thetas, data)\n",
+        "        return thetas[:, 5:6] * data.log_r + thetas[:, 6:7], np.c_[data.log_r, np.ones(len(data.r))]\n",
+        ("tests/unit/test_looped_entry_curve.py::test_where_the_schedule_terms_vanish_it_is_looped_entry",),
+        "fit --law looped-entry-curve: r = 1 pays no kappa (m_1 = 1, m_r = kappa r^phi for r > 1), as looped-entry",
+    ),
+    Mutation(
+        "power-takes-a-looped-entry-curve-pilot-as-r-to-the-phi",
+        "loopscale/fit/pilot.py",
+        '"phi", *(("K", "lambda") if curves else ())})',
+        '"phi", *(("K", "lambda", "kappa") if curves else ())})',
+        ("tests/unit/test_looped_entry_curve.py::test_power_refuses_it_as_a_pilot_rather_than_dropping_kappa",),
+        "power refuses a pilot whose law it would not simulate (a looped-entry-curve fit's kappa), in one line",
+    ),
+    Mutation(
         "validate-curve-finals-are-first-evaluations",
         "loopscale/fit/validation/folds.py",
         "        last[rows[np.argmax(step[rows])]] = True\n",

@@ -37,7 +37,6 @@ import pandas as pd
 from loopscale.errors import InputError
 from loopscale.fit.cluster_se import residual_rho
 from loopscale.fit.curves.synthetic import wsd_multipliers
-from loopscale.fit.laws.looped import Looped
 from loopscale.fit.laws.registry import make_law
 from loopscale.fit.record_blocks import CurveNoise as CurveNoiseBlock
 from loopscale.fit.runs_table import canonical_table
@@ -196,7 +195,7 @@ def curve_worth(
     i = c_law.internal_names.index("phi")
     v_curves = float((bread @ meat @ bread)[i, i])
     finals = curves.loc[curves.groupby("run")["step"].idxmax()]
-    f_law = make_law(Looped.name, finals["r"].to_numpy(dtype=float))
+    f_law = make_law(cls.final_law, finals["r"].to_numpy(dtype=float))  # looped; looped-entry for its curve law
     final_params = law.final_point_params(dict(curve_params))
     theta_f = f_law.from_user({k: float(final_params[k]) for k in f_law.user_names})
     _, J_f = f_law.log_predict_and_jac(theta_f, f_law.data_from_table(finals))

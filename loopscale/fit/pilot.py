@@ -153,11 +153,12 @@ def _check_pilot_law(fit, looped: bool, curves: bool) -> None:
     curve law's K (folded into E by its final point) are read as the looped law's."""
     if not looped:
         raise InputError(f"a pilot fit needs the looped law's E, A, alpha, B, beta and phi; got law {fit.law!r}")
-    beyond = [] if fit.joint or curves else sorted(set(fit.params) - {*DENSE, "phi"})
+    # a curve law's K and lambda fold into E at the run's end; its kappa (looped-entry-curve) is another law's
+    beyond = [] if fit.joint else sorted(set(fit.params) - {*DENSE, "phi", *(("K", "lambda") if curves else ())})
     if beyond:
         raise InputError(
             f"power simulates the looped law (r^phi); the pilot's law {fit.law!r} has {', '.join(beyond)} beyond it: "
-            "fit the pilot with --law looped (or a joint fit) to size a sweep"
+            f"fit the pilot with --law {'looped-curve' if curves else 'looped'} (or a joint fit) to size a sweep"
         )
 
 

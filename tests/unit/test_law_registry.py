@@ -166,7 +166,7 @@ def test_fit_help_lists_every_single_law(example_law):
     the curve laws (`fit --curves`)."""
     help_text = "".join(run_cli(["fit", "--help"]).stdout.split())  # argparse wraps lines, at hyphens too
     assert (
-        "thelawtofit:chinchilla,looped,looped-curve,looped-entry,looped-free,looped-linear,looped-logr,looped-nxd,"
+        "thelawtofit:chinchilla,looped,looped-curve,looped-entry,looped-entry-curve,looped-free,looped-linear,looped-logr,looped-nxd,"
         "looped-pass,"
         "looped-pinned-e,testtime,lr-annealing,multipower(defaultlooped;" in help_text
     )
@@ -216,6 +216,7 @@ def test_each_law_predicts_with_the_multiplier_it_states(name, published_sweep):
     extra["looped-logr"] = {"phi": 0.45, "psi": 0.2}  # phi at r = 4, falling 0.2 per e-fold of r below it
     extra["looped-entry"] = {"phi": 0.45, "kappa": 0.4}  # looped blocks at 0.4 of their r^phi worth
     extra["looped-curve"] = {"phi": 0.45, "K": 0.3}  # runs at their peak lr to the end: S1 = D, no anneal
+    extra["looped-entry-curve"] = {"phi": 0.45, "kappa": 0.4, "K": 0.3}  # the same, at looped-entry's multiplier
     params = {**dense, **extra.get(name, {})}
     law = cls.from_params(params)
     table = (sweep if cls.per_recipe else sweep[sweep["recipe"] == "baseline"]).reset_index(drop=True)

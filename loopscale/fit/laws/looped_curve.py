@@ -87,6 +87,9 @@ class LoopedCurve(Looped):
     reads_curves = True
 
     decay: ClassVar[float] = DEFAULT_DECAY  # lambda, held: a variant is a subclass with its own
+    # the final-point law a run's last evaluation follows (`final_point_params`): what `curve_worth` weighs the
+    # curves against and `power` simulates
+    final_law: ClassVar[str] = Looped.name
 
     @classmethod
     def rows_to_fit(cls, table):
@@ -156,13 +159,14 @@ class LoopedCurve(Looped):
         return self._terms(np.atleast_2d(np.asarray(thetas, dtype=float)), data, jac=True)
 
     def _terms(self, thetas: np.ndarray, data: LawData, jac: bool):
-        """log L_hat = log(P - K S2), P = exp(LSE(a - alpha l_N, b - beta log S1, e)); with jac, d log L_hat =
-        (P / L_hat) d log P for the LSE's parameters and -K S2 / L_hat for ln K. A prediction <= 0 (a drop
-        larger than the rest) is floored at 1e-9 P, which the objective sees as a far miss."""
-        e, a, alpha, b, beta, phi, k = (thetas[:, i : i + 1] for i in range(7))
-        m_rec = np.exp(phi * data.log_r) * data.N_rec
-        n_eff = data.N_once + m_rec
-        l_n = np.log(n_eff)
+        """log L_hat = log(P - K S2), P = exp(LSE(a - alpha l_N, b - beta log S1, e)), l_N = log N_eff with the
+        law's multiplier (`log_n_eff_batch`: r^phi here, a variant's own), ln K the last coordinate; with jac,
+        d log L_hat = (P / L_hat) d log P for the LSE's parameters and the multiplier's, -K S2 / L_hat for ln K.
+        A prediction <= 0 (a drop larger than the rest) is floored at 1e-9 P, which the objective sees as a far
+        miss."""
+        e, a, alpha, b, beta = (thetas[:, i : i + 1] for i in range(5))
+        k = thetas[:, -1:]
+        l_n, dl_n = self.log_n_eff_batch(thetas, data, jac=jac)  # (M, rows), (M, rows, multiplier's extras)
         log_p, (w1, w2, w3) = lse_and_weights(a - alpha * l_n, b - beta * data.log_D, e)
         P = np.exp(log_p)
         drop = np.exp(k) * data.extra.get("S2", np.zeros(len(data)))
@@ -171,12 +175,12 @@ class LoopedCurve(Looped):
         if not jac:
             return log_pred, None
         ratio = P / L_hat
-        J = np.empty((len(thetas), len(data), 7))
+        J = np.empty((len(thetas), len(data), self.n_params))
         J[:, :, 0] = ratio * w3
         J[:, :, 1] = ratio * w1
         J[:, :, 2] = -ratio * w1 * l_n
         J[:, :, 3] = ratio * w2
         J[:, :, 4] = -ratio * w2 * data.log_D
-        J[:, :, 5] = -ratio * alpha * w1 * m_rec * data.log_r / n_eff
-        J[:, :, 6] = -drop / L_hat
+        J[:, :, 5:-1] = (-ratio * alpha * w1)[:, :, None] * dl_n
+        J[:, :, -1] = -drop / L_hat
         return log_pred, J
