@@ -1722,7 +1722,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "power-pilot-drops-the-laws-departure",
         "loopscale/fit/pilot.py",
-        'beyond = [] if fit.joint or curves else sorted(set(fit.params) - {*DENSE, "phi"})',
+        'beyond = [] if fit.joint else sorted(set(fit.params) - {*DENSE, "phi", *(("K", "lambda") if curves else ())})',
         "beyond = []",
         ("tests/unit/test_power.py",),
         "power simulates the pilot's law; a pilot of a law beyond r^phi is refused, not simulated as r^phi",
