@@ -37,7 +37,8 @@ from loopscale.train.run_json import (
 # by default), r_eval and the forward FLOPs per token there beside its val_loss; r_eval = r is the run's own curve.
 # `from_parent`: a forked branch's rows up to its fork step, its parent's stable phase.
 CURVE_RUN_COLUMNS = ["run", "run_dir", "parent", "recipe", "r", "N_once", "N_rec", "N_pass", "N", "width", "seed"]
-CURVE_RUN_COLUMNS += ["steps", "D", "C", "L"]
+# C_budget: the budget each run was given, so a curves table groups by budget as its runs table (runs_table.budgets)
+CURVE_RUN_COLUMNS += ["steps", "D", "C", "C_budget", "L"]
 CURVE_COLUMNS = [*CURVE_RUN_COLUMNS, "step", "tokens", "lr", "lr_multiplier", "train_loss"]
 CURVE_COLUMNS += ["r_eval", "val_loss", "flops_per_token_eval", "from_parent"]
 

@@ -83,3 +83,15 @@ def test_a_curve_law_reads_each_runs_trained_r_alone():
     assert LoopedCurve.rows_to_fit(rows)[["run", "step"]].values.tolist() == [["a", 1], ["a", 2], ["b", 1], ["b", 2]]
     before = rows.drop(columns=["r_eval"])  # a table from before issue 56: as it is
     assert trained_r_rows(before) is before
+
+
+def test_a_curves_table_groups_by_the_budget_its_runs_were_given():
+    """Two runs given 2.5e11 FLOPs spend 2.496e11 and 2.511e11: their curves' rows are one budget (validate's budget
+    folds on a curve fit, the bootstrap's --cluster C), as their rows of the runs table are."""
+    from loopscale.fit.runs_table import budgets
+
+    rows = [{**run_row(name, [point(1, 5.0), point(4, 4.0)], 7.0), "C": spent, "C_budget": 2.5e11}
+            for name, spent in (("a", 2.496e11), ("b", 2.511e11))]  # fmt: skip
+    table = curves_table(rows)
+    assert table["C_budget"].tolist() == [2.5e11] * 4
+    assert np.unique(budgets(table)).tolist() == [2.5e11]
