@@ -576,6 +576,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         '    if "N_pass" in table.columns:\n',
         "    if False:\n",
         (
+            ""
             "tests/unit/test_power.py::test_a_design_with_per_pass_parameters_is_drawn_and_fitted_with_the_looped_pass_law",
         ),
         "power: a design's per-pass parameters count in the loss it simulates (N_once + N_pass + r^phi N_rec)",
@@ -684,6 +685,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "            return u + self.index[0].to(u.dtype), state\n",
         (
             "tests/unit/test_design_equations.py::test_each_injection_computes_its_published_equation_at_r3",
+            ""
             "tests/unit/test_accounting_classes.py::test_an_n_pass_slice_acts_first_in_its_pass_and_n_rec_from_the_first",
         ),
         "loop_index: pass i adds its own p_i",
@@ -695,6 +697,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "            return F.linear(F.linear(x, self.A[0]), self.B[0])\n",
         (
             "tests/unit/test_design_equations.py::test_each_block_form_computes_its_published_equation_at_r3",
+            ""
             "tests/unit/test_accounting_classes.py::test_an_n_pass_slice_acts_first_in_its_pass_and_n_rec_from_the_first",
         ),
         "lora: pass i uses its own low-rank pair B_i A_i (Bae et al.)",
@@ -729,6 +732,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         '            Param("index", (cfg.r, cfg.d_model), SCALAR, N_PASS, zero_init=True),\n',
         '            Param("index", (cfg.r, cfg.d_model), SCALAR, zero_init=True),\n',
         (
+            ""
             "tests/unit/test_accounting_classes.py::test_every_parameter_is_declared_in_its_documented_class_and_counted_there",
         ),
         "loop_index: p_i counts in N_pass (else power and fit silently use the plain looped law)",
@@ -739,6 +743,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         '"adapters.{key}.B", (cfg.r, out, rank(cfg)), SCALAR, N_PASS, zero_init=True))\n',
         '"adapters.{key}.B", (cfg.r, out, rank(cfg)), SCALAR, zero_init=True))\n',
         (
+            ""
             "tests/unit/test_accounting_classes.py::test_every_parameter_is_declared_in_its_documented_class_and_counted_there",
         ),
         "lora: the per-pass pairs count in N_pass, not N_rec",
@@ -773,6 +778,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "AICC_MARGIN = 2.0\n",
         "AICC_MARGIN = 0.0\n",
         (
+            ""
             "tests/unit/test_statistics_off_defaults.py::test_a_trend_is_chosen_only_when_its_aicc_beats_the_constants_by_two",
         ),
         "the seed sigma: a trend is claimed only when its AICc beats the constant's by 2",
@@ -783,6 +789,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "(2 * k * (k + 1) / (n - k - 1) if n - k - 1 > 0 else np.inf)",
         "(0.0 if n - k - 1 > 0 else np.inf)",
         (
+            ""
             "tests/unit/test_statistics_off_defaults.py::test_each_sigma_model_is_the_maximum_likelihood_of_the_contrasts_and_counts_its_parameters",
         ),
         "the seed sigma model is chosen by AICc (n = the pooled degrees of freedom), not AIC",
@@ -793,6 +800,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "    unit_y = unit_sum / np.maximum(unit_n, 1)\n",
         "    unit_y = unit_sum\n",
         (
+            ""
             "tests/unit/test_statistics_off_defaults.py::test_within_point_deviations_with_unequal_seeds_and_a_duplicate_equal_a_groupby",
         ),
         "a seed's duplicate rows count once, at their mean, in the seed sigma",
@@ -803,6 +811,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "_loglik(ss, df, sig), len(r_rep)))",
         "_loglik(ss, df, sig), 1))",
         (
+            ""
             "tests/unit/test_statistics_off_defaults.py::test_each_sigma_model_is_the_maximum_likelihood_of_the_contrasts_and_counts_its_parameters",
         ),
         "the per-r sigma model pays AICc for one sigma per replicated r",
@@ -829,6 +838,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "math.sqrt(share) * shared + math.sqrt(1 - share) * own",
         "share * shared + (1 - share) * own",
         (
+            ""
             "tests/unit/test_statistics_off_defaults.py::test_the_simulated_noise_shares_rho_of_its_variance_within_a_forked_job",
         ),
         "power --parent-share: a forked job's branches share rho of a run's noise variance, the variance stays sigma^2",
@@ -907,6 +917,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "    return int(sum(lo < hi for lo, hi in law.bounds()))\n",
         "    return len(law.bounds())\n",
         (
+            ""
             "tests/unit/test_statistics_off_defaults.py::test_aicc_and_bic_count_free_parameters_only_and_are_recomputed_from_the_residuals",
         ),
         "validate's AICc and BIC count free parameters only (a pinned E is not one)",
@@ -917,6 +928,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "float(log_like + 2 * k + 2 * k * (k + 1) / (n - k - 1))",
         "float(log_like + 2 * k)",
         (
+            ""
             "tests/unit/test_statistics_off_defaults.py::test_aicc_and_bic_count_free_parameters_only_and_are_recomputed_from_the_residuals",
         ),
         "validate compares forms by AICc (the small-sample correction), as docs/design.md says",
@@ -927,6 +939,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "    train, test = data.subset(fold.train), data.subset(fold.test)\n",
         "    train, test = data, data.subset(fold.test)\n",
         (
+            ""
             "tests/unit/test_statistics_off_defaults.py::test_every_fold_is_a_refit_on_its_training_rows_that_predicts_exactly_the_held_out_ones",
         ),
         "validate: a held-out budget or r is predicted by a refit that never saw it",
@@ -978,6 +991,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         '    design["seed"] = np.tile(np.arange(spec["seeds"]), len(points))\n',
         '    design["seed"] = 0\n',
         (
+            ""
             "tests/unit/test_statistics_off_defaults.py::test_power_on_a_runs_table_with_more_seeds_draws_each_seed_anew",
         ),
         "power --table T --seeds K: each point gets K independent seeds, not one seed K times",
@@ -1004,6 +1018,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "            return self.initial_state(e, STATE_STD)\n",
         "            return self.initial_state(e, STATE_STD) if self.training else torch.zeros_like(e)\n",
         (
+            ""
             "tests/unit/test_design_equations.py::test_the_random_initial_state_is_drawn_anew_in_every_forward_in_evaluation_too",
         ),
         "huginn: s_0 is a fresh like-init draw in every forward, training and evaluation alike",
@@ -1030,6 +1045,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "            loss = forward_recovering(self.model, x, y, r=self.eval_r)\n",
         "            loss = forward_recovering(self.model, x, y)\n",
         (
+            ""
             "tests/integration/test_testtime_run.py::test_a_run_records_its_scores_and_collect_writes_the_testtime_table",
         ),
         "trainer.r_eval: each r_eval is scored at that many passes",
@@ -1128,6 +1144,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         '    if check["changed"] and not args.allow_changed_table:',
         "    if False:",
         (
+            ""
             "tests/unit/test_validate_inputs.py::test_validate_refuses_a_table_changed_since_the_fit_and_says_when_allowed",
         ),
         "validate refuses a table whose content is not the fit's (its recorded sha256) unless --allow-changed-table",
@@ -1146,6 +1163,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "        if cache is None or cache.folder is None or not cache.warm or cache.recovered or cause is None:",
         "        if True:",
         (
+            ""
             "tests/integration/test_graph_cache_corrupt.py::test_a_corrupt_cached_kernel_is_set_aside_and_the_run_compiles_afresh",
         ),
         "a corrupt kernel in the compiled-graph cache is set aside and the run compiles afresh, said in one line",
@@ -1295,6 +1313,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "    grid = np.linspace(x[0], x[-1], (len(x) - 1) * INTERP_STEPS)\n",
         "    grid = x\n",
         (
+            ""
             "tests/unit/test_approach2.py::test_the_interpolation_rule_finds_the_minimum_of_the_curve_through_every_size",
         ),
         "isoflop's interpolation rule is the argmin of the spline through every size, not the lowest size",
@@ -1370,6 +1389,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "aicc(m) <= constant.aicc - AICC_MARGIN]",
         "aicc(m) < constant.aicc]",
         (
+            ""
             "tests/unit/test_statistics_off_defaults.py::test_a_trend_is_chosen_only_when_its_aicc_beats_the_constants_by_two",
         ),
         "the noise model: a sigma trend is chosen only when its AICc beats the constant sigma's by 2",
@@ -1444,6 +1464,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "            keep &= ~(shared & key.duplicated().to_numpy())\n",
         "            keep &= True\n",
         (
+            ""
             "tests/unit/test_looped_curve_law.py::test_rows_fitted_start_after_the_warmup_and_count_a_parents_stable_phase_once",
         ),
         "fit --law looped-curve: a forked parent's stable phase is one set of points, not one per branch",
@@ -1520,6 +1541,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "k = int(np.flatnonzero(L <= L.min() * (1 + TIE_REL))[0])",
         "k = int(np.argmin(L))",
         (
+            ""
             "tests/unit/test_advise_testtime.py::test_a_saturated_model_runs_the_fewest_passes_within_a_hundredth_of_a_percent_of_its_lowest_loss",
         ),
         "advise --max-inference-flops: a model's best is the fewest passes within 0.01% of its lowest loss",
@@ -1546,6 +1568,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "p = float(chdtrc(len(usable) - 1, Q))",
         "p = float(chdtrc(len(usable), Q))",
         (
+            ""
             "tests/unit/test_tune_rule.py::test_the_cells_are_weighted_by_their_precision_and_q_is_read_on_cells_minus_one_dof",
         ),
         "tune: Cochran's Q of the cells' optima is read on cells - 1 degrees of freedom",
@@ -1606,6 +1629,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "    near = None if near is not None and near in cfg.recipe else near\n",
         "",
         (
+            ""
             "tests/unit/test_unknown_names.py::test_a_label_that_holds_a_recipes_whole_name_is_a_variant_not_a_near_miss",
         ),
         "a label holding a recipe's whole name (lora2, r1_baseline) is a variant, not a near miss",
@@ -1632,6 +1656,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "sums = z if groups is None else np.bincount(groups, weights=z)",
         "sums = z",
         (
+            ""
             "tests/unit/test_fit_noise.py::test_seed_repeats_give_a_weighted_fit_with_a_two_stage_bootstrap_and_a_likelihood_profile",
         ),
         "S^2 sums the residuals within each dependence group before squaring",
@@ -1642,6 +1667,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "return replace(state, data=replace(data, sigma_dof=seed_dof + dof_scatter)), info",
         "return replace(state, data=replace(data, sigma_dof=seed_dof)), info",
         (
+            ""
             "tests/unit/test_fit_noise.py::test_seed_repeats_give_a_weighted_fit_with_a_two_stage_bootstrap_and_a_likelihood_profile",
         ),
         "with S^2 <= 1 the profile's reference is F(1, dof_seed + G - p)",
@@ -1774,6 +1800,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "offsets = window_offsets(len(tokens), step, 0, seed, batch_size * world_size * grad_accum, seq_len)",
         "offsets = window_offsets(len(tokens), step, rank, seed, batch_size * world_size * grad_accum, seq_len)",
         (
+            ""
             "tests/integration/test_datamodule.py::test_a_steps_global_batch_is_the_same_for_any_split_over_ranks_and_accumulation",
         ),
         "a step's global batch is the same however it is split over ranks and accumulation",
@@ -1824,6 +1851,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "layer = block_matrix_params(m) + 2 * m.seq_len * m.d_model",
         "layer = block_matrix_params(m) + m.seq_len * m.d_model",
         (
+            ""
             "tests/unit/test_launch.py::test_gpu_hours_follow_from_training_and_validation_at_the_assumed_mfu_and_the_device_peak",
         ),
         "validation FLOPs count the full T x T attention forward (4 d T a layer pass)",
@@ -1850,6 +1878,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "    tail = 100 * (1 - level) / 2\n    for r in order:",
         "    tail = 100 * (1 - level)\n    for r in order:",
         (
+            ""
             "tests/unit/test_advise.py::test_a_winner_needs_every_other_r_worse_in_more_than_97_5_percent_of_the_replicates",
         ),
         "advise names a winner only when every other r is worse in more than 97.5% of the replicates",
@@ -1995,6 +2024,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         'scaled = float(value) * (float(width) / float(transfer["ref_width"])) ** float(transfer["width_exponent"])',
         'scaled = float(value) * (float(transfer["ref_width"]) / float(width)) ** float(transfer["width_exponent"])',
         (
+            ""
             "tests/unit/test_tune_rule.py::test_a_width_transfer_scales_the_multiplier_by_width_over_ref_width_to_the_exponent",
         ),
         "a width-transfer rule multiplies by (width / ref_width)^gamma",
@@ -2029,6 +2059,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         'label = row["run_name"] if names.count(row.get("run_name")) == 1 else row["run_dir"]',
         'label = row["run_name"]',
         (
+            ""
             "tests/unit/test_testtime_eval.py::test_the_testtime_tables_model_is_the_run_name_or_the_run_dir_where_two_runs_share_one",
         ),
         "the test-time table's model is the run dir where two runs share a name",
@@ -2047,6 +2078,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "eps = sigma_log * (math.sqrt(share) * shared + math.sqrt(1 - share) * own)",
         "eps = sigma_log * (share * shared + (1 - share) * own)",
         (
+            ""
             "tests/unit/test_statistics_off_defaults.py::test_the_simulated_noise_shares_rho_of_its_variance_within_a_forked_job",
         ),
         "power's simulated noise shares rho of its variance (sqrt(rho) amplitudes) within a forked job",
@@ -2081,6 +2113,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "_remember(new, self._extra, self._keys)",
         "_remember(new, {}, self._keys)",
         (
+            ""
             "tests/unit/test_fit_record_blocks.py::test_a_key_the_block_does_not_name_survives_replace_and_is_written_back_in_place",
         ),
         "a record block's unknown keys survive replace() and are written back",
@@ -2091,6 +2124,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "new = {k: v for k, v in new.items() if k in old or (k in defaults and v != defaults[k])}",
         "new = {k: v for k, v in new.items() if k in old or k not in defaults or v != defaults[k]}",
         (
+            ""
             "tests/integration/test_run_identity.py::test_a_run_dir_from_before_the_data_hash_resumes_and_one_that_recorded_it_is_held_to_it",
         ),
         "a run dir from before the data's content hash resumes (the hash counts only where recorded)",
@@ -2117,6 +2151,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "return (values[rng.integers(0, len(values), n)] + h * rng.standard_normal(n)) / math.sqrt(1 + h * h)",
         "return values[rng.integers(0, len(values), n)] + h * rng.standard_normal(n)",
         (
+            ""
             "tests/unit/test_power_honest.py::test_a_pools_smoothed_draws_have_unit_variance_and_each_level_draws_from_its_own_pool",
         ),
         "power's smoothed bootstrap of the pilot's residuals is scaled back to unit variance",
@@ -2127,6 +2162,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "own = unit_draws(rng, len(clusters), tail_dof, seed_units)",
         "own = unit_draws(rng, len(clusters), tail_dof, point_units)",
         (
+            ""
             "tests/unit/test_power_honest.py::test_a_pools_smoothed_draws_have_unit_variance_and_each_level_draws_from_its_own_pool",
         ),
         "power draws u_job and u_run from the seed-level pool, u_point from the point-level one",
@@ -2137,6 +2173,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "return float(np.clip(rng.normal(truth.parent_share, truth.parent_share_se), 0.0, 1.0))",
         "return float(np.clip(rng.normal(truth.parent_share, truth.parent_share_se**2), 0.0, 1.0))",
         (
+            ""
             "tests/unit/test_power_honest.py::test_a_forked_pilot_says_how_sure_it_is_of_its_parent_share_and_power_draws_the_share_from_that",
         ),
         "each simulated sweep draws the parent share from N(rho, se^2)",
@@ -2147,6 +2184,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         'shape["parent_share_se"] = share_se',
         'shape["parent_share_se"] = float(noise.get("parent_share_se") or 0.0)',
         (
+            ""
             "tests/unit/test_power_honest.py::test_a_stated_parent_share_is_exact_and_a_measured_one_carries_its_standard_error",
         ),
         "a stated --parent-share is exact (no se drawn)",
@@ -2197,6 +2235,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "return None if k in (0, len(grid) - 1) else float(grid[k])",
         "return None if k == 0 else float(grid[k])",
         (
+            ""
             "tests/unit/test_approach2.py::test_the_interpolation_rule_finds_the_minimum_of_the_curve_through_every_size",
         ),
         "the interpolation rule's N* is None at either edge of the sizes",
@@ -2207,6 +2246,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "return float(np.sum(sums**2) * G / (n * dof)), dof",
         "return float(np.sum(sums**2) / dof), dof",
         (
+            ""
             "tests/unit/test_fit_noise.py::test_seed_repeats_give_a_weighted_fit_with_a_two_stage_bootstrap_and_a_likelihood_profile",
         ),
         "S^2 = sum_g (sum z)^2 / (n (G - p) / G)",
@@ -2217,6 +2257,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "return replace(state, data=replace(data, sigma_dof=seed_dof + dof_scatter)), info",
         "return replace(state, data=replace(data, sigma_dof=seed_dof)), info",
         (
+            ""
             "tests/unit/test_fit_noise.py::test_seed_repeats_give_a_weighted_fit_with_a_two_stage_bootstrap_and_a_likelihood_profile",
         ),
         "with S^2 <= 1 the profile's reference is F(1, seed dof + G - p)",
@@ -2227,6 +2268,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "seed, at_points = _unit_pool(dev), _unit_pool(zbar)",
         "seed, at_points = _unit_pool(dev), _unit_pool(z)",
         (
+            ""
             "tests/unit/test_noise_honest.py::test_the_misfit_at_a_point_and_the_residual_pools_are_their_formulas_written_out",
         ),
         "the point-level residual pool is the points' mean residuals",
@@ -2237,6 +2279,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "var_mean = np.bincount(point, weights=seed_sigma**2) / n_g**2",
         "var_mean = np.bincount(point, weights=seed_sigma**2) / n_g",
         (
+            ""
             "tests/unit/test_noise_honest.py::test_the_misfit_at_a_point_and_the_residual_pools_are_their_formulas_written_out",
         ),
         "the misfit at a point subtracts each point's seed noise over its own seeds, sigma^2 / n_g",
@@ -2263,6 +2306,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         'bool(minima) and all(m["bracketed"] for m in minima),',
         'bool(minima) and all(m["inside"] for m in minima),',
         (
+            ""
             "tests/unit/test_conditioning.py::test_an_edge_minimum_within_the_noise_counts_as_inside_and_one_beyond_it_does_not",
         ),
         "conditioning: an edge minimum within the noise counts as inside",
@@ -2310,6 +2354,189 @@ MUTATIONS: tuple[Mutation, ...] = (
             "test_a_curve_is_worth_one_final_point_under_run_level_noise_and_up_to_its_evaluations_otherwise",
         ),
         "a curve's run-level noise is one draw: a pilot whose curve noise is all run-level gets no gain from curves",
+    ),
+    Mutation(
+        "blind6-attn-matmul-mask-sees-next-token",
+        "loopscale/model/attention.py",
+        "device=q.device).triu(1)",
+        "device=q.device).triu(2)",
+        ("tests/unit/test_attention.py::test_the_matmul_form_equals_sdpa_values_and_gradients",),
+        "attention is causal: y = softmax(q k^T / sqrt(hd) + M) v with M = -inf above the diagonal, in the "
+        "matmul form as in SDPA",
+    ),
+    Mutation(
+        "blind6-paper-init-std-by-fan-out",
+        "loopscale/model/transformer.py",
+        "uniform_std_(linear.weight, 1 / math.sqrt(linear.in_features))",
+        "uniform_std_(linear.weight, 1 / math.sqrt(linear.out_features))",
+        ("tests/unit/test_model.py::test_paper_init_statistics",),
+        "init=paper: q, k, v, attention-out and MLP-in uniform with std 1/sqrt(d), MLP-out 1/sqrt(4d) (1/sqrt(fan_in))",
+    ),
+    Mutation(
+        "blind6-gpt2-init-residual-scale-by-stored-layers",
+        "loopscale/model/transformer.py",
+        "scale = 1 / math.sqrt(2 * self.cfg.l_eff) if",
+        "scale = 1 / math.sqrt(2 * (self.cfg.n_prelude + self.cfg.n_rec + self.cfg.n_coda)) if",
+        ("tests/unit/test_model.py::test_gpt2_init_is_still_available",),
+        "init=gpt2: the residual writes scaled by 1/sqrt(2 L_eff), L_eff = p + k r + c the layer passes",
+    ),
+    Mutation(
+        "blind6-tbptt-grad-passes-one-short",
+        "loopscale/model/transformer.py",
+        "torch.set_grad_enabled(grad_on and i >= first_grad_pass)",
+        "torch.set_grad_enabled(grad_on and i > first_grad_pass)",
+        ("tests/unit/test_model.py::test_truncated_backprop_matches_hand_unrolled",),
+        "truncated backprop: the last bptt_k passes (all r without it) run with gradient, the first r - bptt_k "
+        "under no_grad",
+    ),
+    Mutation(
+        "blind6-eval-loss-mean-over-padding",
+        "loopscale/model/head_loss.py",
+        "return total / (targets != IGNORE_INDEX).sum()",
+        "return total / targets.numel()",
+        ("tests/unit/test_head_loss.py::test_no_grad_gives_the_loss_only",),
+        "the loss without gradient (validation) is the mean cross-entropy over real targets (ignore_index "
+        "-100), as F.cross_entropy",
+    ),
+    Mutation(
+        "blind6-budget-steps-floored",
+        "loopscale/model/accounting.py",
+        "steps = max(1, round(compute_flops / flops_per_token / batch_tokens))",
+        "steps = max(1, int(compute_flops / flops_per_token / batch_tokens))",
+        ("tests/unit/test_accounting.py::test_tokens_for_budget_takes_the_nearest_whole_step_count",),
+        "tokens_for_budget: D = C / F rounded to whole batches (the nearest step count), at least one step",
+    ),
+    Mutation(
+        "blind6-lr-norm-group-gets-batch-factor",
+        "loopscale/train/optim/lr_transfer.py",
+        "NORM: width,  # published",
+        "NORM: width * batch,  # published",
+        ("tests/unit/test_lr_transfer.py::test_lrs_equal_the_published_formulas",),
+        "lr transfer: norm and hyper lrs are lr_<group> x (d / 640)^-0.5 only, the batch factor not applied",
+    ),
+    Mutation(
+        "blind6-lr-dref-injection-counted-r-plus-one-times",
+        "loopscale/train/optim/lr_transfer.py",
+        "counts.N_once + (cfg.r - 1) * accounting.injection_params(cfg)",
+        "counts.N_once + cfg.r * accounting.injection_params(cfg)",
+        ("tests/unit/test_lr_transfer.py::test_lrs_equal_the_published_formulas",),
+        "D_ref = 10 x (prelude + coda + norms + r x (recurrent block + injection)) of the size-10 reference model",
+    ),
+    Mutation(
+        "blind6-grad-clip-by-value",
+        "loopscale/train/runner.py",
+        'gradient_clip_algorithm="norm"',
+        'gradient_clip_algorithm="value"',
+        (
+            ""
+            "tests/integration/test_training_step_promises.py::test_every_update_uses_the_gradient_rescaled_to_the_clip_norm",
+        ),
+        "optim.grad_clip is the max global grad norm (0 disables clipping)",
+    ),
+    Mutation(
+        "blind6-curve-subset-loss-weighted-by-all-tokens",
+        "loopscale/train/lightning_module.py",
+        "targets = (y != -100).sum()  # packed rows mask their padding",
+        "targets = y.numel()  # packed rows mask their padding",
+        (
+            ""
+            "tests/integration/test_training_step_promises.py::test_a_curve_points_val_loss_is_per_target_token_over_the_subset",
+        ),
+        "a curve point's val loss is nats per target token over the subset (packed rows' padding not counted)",
+    ),
+    Mutation(
+        "blind6-curve-point-lr-of-the-next-update",
+        "loopscale/train/lightning_module.py",
+        "multiplier = lr_multiplier(step - 1, self.plan.run.steps, self.optim_cfg)",
+        "multiplier = lr_multiplier(step, self.plan.run.steps, self.optim_cfg)",
+        (
+            ""
+            "tests/integration/test_training_step_promises.py::test_a_curve_point_records_the_lr_of_the_update_its_step_made",
+        ),
+        "a curve row's lr is the lr of the update that step made (peak x lr_multiplier(step - 1))",
+    ),
+    Mutation(
+        "blind6-collect-writes-empty-testtime-table",
+        "loopscale/train/collect.py",
+        "if testtime is not None and len(testtime):",
+        "if testtime is not None:",
+        (
+            ""
+            "tests/unit/test_testtime_eval.py::test_the_testtime_tables_model_is_the_run_name_or_the_run_dir_where_two_runs_share_one",
+        ),
+        "collect writes <name>_testtime.csv only where a run was scored across r (no file where none was)",
+    ),
+    Mutation(
+        "blind6-report-width-ratio-separate-over-joint",
+        "loopscale/analysis/report.py",
+        '"width_ratio": (boot[1] - boot[0]) / (sep_ci[1] - sep_ci[0]),',
+        '"width_ratio": (sep_ci[1] - sep_ci[0]) / (boot[1] - boot[0]),',
+        ("tests/unit/test_report.py::test_report_of_a_joint_fit_shows_delta_phi_next_to_the_separate_fits",),
+        "the report's delta-phi table: 'CI width joint / separate' is the joint bootstrap CI's width over the "
+        "separate fits'",
+    ),
+    Mutation(
+        "blind6-entry-multiplier-kappa-at-r1",
+        "loopscale/fit/laws/looped_entry.py",
+        "np.where(float(r) > 1, kappa, 1.0)",
+        "np.where(float(r) >= 1, kappa, 1.0)",
+        ("tests/unit/test_looped_entry.py::test_the_multiplier_is_one_at_r_one_and_kappa_r_to_the_phi_above",),
+        "looped-entry: m_1 = 1, m_r = kappa r^phi for r > 1 (figures and advice read `multiplier`)",
+    ),
+    Mutation(
+        "blind6-curve-noise-run-variance-over-G",
+        "loopscale/fit/curve_worth.py",
+        "float(np.sum(means**2)) / max(G - n_params, 1)",
+        "float(np.sum(means**2)) / max(G, 1)",
+        ("tests/unit/test_curve_worth.py::test_curve_noise_is_its_moment_formulas_written_out",),
+        "curve_noise: s_run^2 from the runs' means over G - p (the fitted parameters take p of the G runs' dof)",
+    ),
+    Mutation(
+        "blind6-demo-best-rival-includes-the-fits-own-law",
+        "loopscale/demo.py",
+        'if form.get("law") not in (None, own)]',
+        'if form.get("law") is not None]',
+        ("tests/unit/test_looped_entry.py::test_the_demos_best_rival_is_never_the_fits_own_law_under_mse",),
+        "demo.json's best rival is a rival form: the fit's own law (its MSE twin) is not one",
+    ),
+    Mutation(
+        "blind6-demo-job-line-forked-parent-condition-inverted",
+        "loopscale/demo.py",
+        "isinstance(record, ForkedJob) and not record.branches else record",
+        "isinstance(record, ForkedJob) and record.branches else record",
+        ("tests/unit/test_demo_job_line.py::test_a_run_another_process_holds_gives_its_status_and_reason",),
+        "job_line: a forked job without branches (parent locked elsewhere, or failed) shows its parent's "
+        "status and reason",
+    ),
+    Mutation(
+        "blind6-pilot-law-check-skipped-for-a-looped-fit",
+        "loopscale/fit/pilot.py",
+        "beyond = [] if fit.joint else",
+        "beyond = [] if fit.joint or looped else",
+        (
+            ""
+            "tests/unit/test_power.py::test_a_pilot_whose_law_has_more_than_r_to_the_phi_is_refused_not_simulated_as_r_to_the_phi",
+        ),
+        "power refuses a pilot whose law has parameters beyond r^phi (psi, kappa, gamma) with a one-line InputError",
+    ),
+    Mutation(
+        "blind6-validation-json-writes-nan",
+        "loopscale/fit/validation/record.py",
+        'Path(path).write_text(json_text(self.to_json()) + "\\n")',
+        'import json\n\n        Path(path).write_text(json.dumps(self.to_json(), indent=2, default=float) + "\\n")',
+        (
+            ""
+            "tests/unit/test_validation_record.py::test_write_json_writes_strict_json_nan_as_null_and_numpy_as_plain_numbers",
+        ),
+        "validate --out writes plain JSON: numpy values plain, NaN as null (never a bare NaN)",
+    ),
+    Mutation(
+        "blind6-equiv-accepts-both-sizes-zero",
+        "loopscale/cli/equiv.py",
+        "args.n_once + args.n_rec <= 0:",
+        "args.n_once + args.n_rec < 0:",
+        ("tests/unit/test_derived.py::test_equiv_takes_sizes_of_zero_or_more_not_both_zero",),
+        "equiv: --n-once and --n-rec must be >= 0 and not both 0, else a one-line usage error (exit 2)",
     ),
 )
 

@@ -9,7 +9,6 @@ import json
 import math
 import shutil
 
-import numpy as np
 import pytest
 
 from loopscale.data.corpus import DataError
@@ -17,7 +16,7 @@ from loopscale.train.entry import run_training
 from loopscale.train.lightning_module import InjectedFailure
 from loopscale.train.plan import CHECKPOINT, run_dir_of
 from loopscale.train.run_json import read_record
-from support.corpus import pack_offline
+from support.corpus import pack_offline, packed_text, word_corpus
 from support.paths import REPO_ROOT
 from support.procs import run_loopscale, run_python
 from support.train import TINY, train_config
@@ -29,32 +28,12 @@ ONE_THREAD = ["trainer.num_threads=1"]
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory):
     """A small local text corpus (~140 train rows of 65 tokens once packed): one pass is ~9 tiny steps."""
-    root = tmp_path_factory.mktemp("packed_corpus")
-    words = "now is the winter of our discontent made glorious summer by this sun york".split()
-    rng = np.random.default_rng(0)
-    with open(root / "docs.jsonl", "w") as f:
-        for _ in range(240):
-            f.write(json.dumps({"text": " ".join(rng.choice(words, size=int(rng.integers(5, 90))))}) + "\n")
-    return root
+    words = "now is the winter of our discontent made glorious summer by this sun york"
+    return word_corpus(tmp_path_factory.mktemp("packed_corpus"), words, seed=0, lengths=(5, 90))
 
 
 def _cfg(tmp_path, corpus, *extra):
-    return train_config(
-        [
-            *TINY,
-            "data=text",
-            f"data.path={corpus / 'docs.jsonl'}",
-            "data.format=packed",
-            "data.vocab_size=512",
-            "data.num_proc=1",
-            "data.val_fraction=0.2",
-            "data.val_rows=16",
-            f"data.data_dir={corpus / 'cache'}",
-            f"runs_dir={tmp_path / 'runs'}",
-            *ONE_THREAD,
-            *extra,
-        ]
-    )
+    return train_config([*TINY, *packed_text(corpus, tmp_path / "runs"), *ONE_THREAD, *extra])
 
 
 def _train_rows(cfg) -> int:
@@ -285,15 +264,7 @@ def test_ddp_with_accumulation_trains_one_whole_pass(tmp_path, corpus):
     proc = run_loopscale(
         [
             *TINY,
-            "data=text",
-            f"data.path={corpus / 'docs.jsonl'}",
-            "data.format=packed",
-            "data.vocab_size=512",
-            "data.num_proc=1",
-            "data.val_fraction=0.2",
-            "data.val_rows=16",
-            f"data.data_dir={corpus / 'cache'}",
-            f"runs_dir={runs}",
+            *packed_text(corpus, runs),
             "trainer=ddp_cpu",
             "budget.grad_accum=2",
             f"budget.tokens={steps * 16 * 64}",

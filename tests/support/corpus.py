@@ -5,6 +5,8 @@ Fixtures:
   already prepared in it. Training tests pass it as `data.data_dir`, so the corpus is tokenized once.
 - `default_cfg` / `default_prepared` (session): that corpus's DataConfig and its opened token shards.
 - `small_packed` (session): a small packed set (3 plays, BPE 512, T = 32), packed in-process.
+And `word_corpus` / `packed_text`: a local text corpus of random word runs and the overrides that train on it
+packed (data=text, best fit with padding), for tests that need padded rows.
 
 The default corpus is prepared by `python -m loopscale data prepare` in a child process whose environment
 cuts the hub off (HF_DATASETS_OFFLINE=1, HF_HUB_OFFLINE=1), because `datasets` reads those variables when it
@@ -14,9 +16,11 @@ is imported: setting them in this process would prove nothing. Tests then open t
 
 from __future__ import annotations
 
+import json
 import subprocess
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from loopscale.config.schema import DataConfig
@@ -88,3 +92,30 @@ def small_packed(tmp_path_factory):
 
     root, _ = pack_offline(tmp_path_factory.mktemp("small_packed"), 32, *SMALL_PACK)
     return open_packed(root)
+
+
+def word_corpus(root: Path, words: str, seed: int, lengths: tuple[int, int], n_docs: int = 240) -> Path:
+    """root/docs.jsonl: n_docs documents of `words` drawn at random, each of a length in [lengths[0], lengths[1])
+    words (their packed rows then hold padding of many lengths); returns root."""
+    vocabulary = words.split()
+    rng = np.random.default_rng(seed)
+    with open(root / "docs.jsonl", "w") as f:
+        for _ in range(n_docs):
+            f.write(json.dumps({"text": " ".join(rng.choice(vocabulary, size=int(rng.integers(*lengths))))}) + "\n")
+    return root
+
+
+def packed_text(corpus: Path, runs_dir: Path) -> list[str]:
+    """The overrides that train on `word_corpus`'s documents packed (BPE 512, a fifth held out, 16 val rows), the
+    data cached beside them, the runs in runs_dir."""
+    return [
+        "data=text",
+        f"data.path={corpus / 'docs.jsonl'}",
+        "data.format=packed",
+        "data.vocab_size=512",
+        "data.num_proc=1",
+        "data.val_fraction=0.2",
+        "data.val_rows=16",
+        f"data.data_dir={corpus / 'cache'}",
+        f"runs_dir={runs_dir}",
+    ]

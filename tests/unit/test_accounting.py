@@ -351,6 +351,16 @@ def test_tokens_for_budget():
         tokens_for_budget(1e15, F, 0)
 
 
+@pytest.mark.parametrize("whole, frac", [(7, 0.3), (7, 0.7), (40, 0.51), (40, 0.49), (1, 0.6)])
+def test_tokens_for_budget_takes_the_nearest_whole_step_count(whole, frac):
+    """D = C / F rounded to whole batches: the step count nearest to C / (F B), rounded up from a fraction above 1/2
+    (a floor would train up to a whole batch short of the budget)."""
+    F, B = flops_per_token(cpu_model(128, 2)), 4096
+    C = (whole + frac) * F * B
+    expected = whole + 1 if frac > 0.5 else whole
+    assert tokens_for_budget(C, F, B) == (expected * B, expected)
+
+
 def test_accounting_report_keys():
     report = accounting_report(paper_model(6, 2, "tbptt"))
     for key in (

@@ -10,7 +10,7 @@ import pytest
 
 from loopscale.analysis.power_designs import PowerRequest, markdown, power_record
 from loopscale.data.heldout import curve_steps
-from loopscale.fit.curve_worth import CurveNoise, ar1_mean_factor, curve_worth
+from loopscale.fit.curve_worth import CurveNoise, ar1_mean_factor, curve_noise, curve_worth
 from loopscale.fit.curves.synthetic import looped_curves
 from loopscale.fit.fit_table import fit_table
 from loopscale.fit.laws.registry import make_law
@@ -96,3 +96,46 @@ def test_power_gives_a_pilot_with_noise_between_evaluations_a_smaller_mde(pilots
     # --finals: the sweep planned from its final points only
     plain = power_record(PowerRequest(table=str(design), no_menu=True, sims=30, curves=False), truth)
     assert "curves" not in plain["designs"][0] and plain["designs"][0]["delta_phi"]["mde"] == finals
+
+
+def test_curve_noise_is_its_moment_formulas_written_out():
+    """curve_noise on residuals drawn by hand, 7 runs of 5-9 evaluations in shuffled step order (plus a run of one,
+    left out), against the module docstring's moments: rho from the centred lag-1 autocorrelation r1 as
+    (r1 + 1 / m) / (1 - 3 / m); s_eval^2 = sum of squares about each run's mean / sum_i (m_i - v(m_i, rho));
+    s_run^2 = sum of the runs' squared means / (G - p) - s_eval^2 mean_i(v_i / m_i), over G - p with p = 3 fitted
+    parameters (not G)."""
+    rng = np.random.default_rng(11)
+    lengths, p = [5, 9, 6, 8, 7, 9, 6], 3
+    runs, steps, res = [], [], []
+    for g, m in enumerate(lengths):
+        offset = 0.01 * rng.standard_normal()
+        walk = np.zeros(m)  # an AR(1) along the curve, rho 0.7
+        for j in range(m):
+            walk[j] = 0.7 * walk[j - 1] * (j > 0) + 0.004 * rng.standard_normal()
+        order = rng.permutation(m)  # the rows are not in step order: the function must sort them
+        runs += [f"run{g}"] * m
+        steps += list(100 * order)
+        res += list(offset + walk[order])
+    runs, steps, res = [*runs, "lone"], [*steps, 0], [*res, 0.5]  # one evaluation: no within-run information
+    found = curve_noise(np.array(res), runs, steps, p)
+
+    series = []  # each run's residuals in step order
+    for g in range(len(lengths)):
+        rows = [i for i, name in enumerate(runs) if name == f"run{g}"]
+        series.append(np.array([res[i] for i in sorted(rows, key=lambda i: steps[i])]))
+    centred = [s - s.mean() for s in series]
+    a = np.concatenate([c[:-1] for c in centred])
+    b = np.concatenate([c[1:] for c in centred])
+    r1 = (a * b).sum() / np.sqrt((a * a).sum() * (b * b).sum())
+    m = np.array(lengths, dtype=float)
+    G, m_bar = len(lengths), m.mean()
+    rho = float(np.clip((r1 + 1 / m_bar) / (1 - 3 / m_bar), 0.0, 0.95))
+    v = np.array([1 + 2 * sum((1 - k / n) * rho**k for k in range(1, int(n))) for n in m])
+    s_eval2 = sum((c**2).sum() for c in centred) / (m - v).sum()
+    means = np.array([s.mean() for s in series])
+    s_run2 = max(0.0, (means**2).sum() / (G - p) - s_eval2 * np.mean(v / m))
+    assert 0 < rho < 0.95 and s_run2 > 0  # the case exercises both clips' insides
+    assert found.n_runs == G and found.evaluations_per_run == pytest.approx(m_bar)
+    assert found.rho == pytest.approx(rho, rel=1e-12)
+    assert found.sigma_eval_log == pytest.approx(np.sqrt(s_eval2), rel=1e-12)
+    assert found.sigma_run_log == pytest.approx(np.sqrt(s_run2), rel=1e-12)

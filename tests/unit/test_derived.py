@@ -42,6 +42,22 @@ def test_equiv_cli_prints_the_example():
     assert "980M" in out.stdout
 
 
+@pytest.mark.parametrize(
+    "sizes, accepted",
+    [(("0", "0"), False), (("-1e6", "2e8"), False), (("2e8", "-1"), False), (("0", "1e8"), True), (("2e8", "0"), True)],
+)
+def test_equiv_takes_sizes_of_zero_or_more_not_both_zero(sizes, accepted):
+    """--n-once and --n-rec >= 0, not both 0: a model of no parameters is refused in one line (exit 2, nothing on
+    stdout), as is a negative size; one of them 0 is a model (all once, or all in the loop)."""
+    n_once, n_rec = sizes
+    res = run_cli(["equiv", "--r", "4", f"--n-once={n_once}", f"--n-rec={n_rec}", "--phi", "0.5"])
+    if accepted:
+        assert res.returncode == 0 and "N_eff = N_once + r^phi N_rec" in res.stdout, res.stderr
+    else:
+        assert res.returncode == 2 and res.stdout == ""
+        assert "--n-once and --n-rec must be >= 0, not both 0" in res.stderr
+
+
 @pytest.mark.parametrize("r", [1, 4])
 def test_compute_optimal_matches_numerical_minimum(r):
     params = {"E": 1.57, "A": 28.0, "alpha": 0.20, "B": 916.0, "beta": 0.37, "phi": 0.46}

@@ -16,6 +16,7 @@ from loopscale.fit import synthetic as S
 from loopscale.fit.fit_table import fit_table
 from loopscale.fit.laws.registry import law_class
 from loopscale.fit.runs_table import canonical_table
+from loopscale.fit.validation.record import FoldResult, ValidationRecord, Verdict
 from loopscale.fit.validation.run import validate
 
 DENSE = {"E": 1.6, "A": 30.0, "alpha": 0.21, "B": 900.0, "beta": 0.36}
@@ -121,3 +122,30 @@ def test_the_demos_summary_names_the_rival_form_with_the_lowest_aicc(records):
     if best["law"] == "looped-entry":
         assert best["phi"] == pytest.approx(0.5, abs=0.1)
     assert validation_summary(records[1.0])["best_rival"]["daicc"] > -4
+
+
+def test_the_demos_best_rival_is_never_the_fits_own_law_under_mse():
+    """validation_summary's best rival among forms[1:] whose law is not forms[0]'s: the fit's own law refitted under
+    MSE is a twin, not a rival, even where its AICc is the lowest (a record written by hand: AICc 100 for the fit's
+    law, 90 for its MSE twin, 97 for looped-free, 99 for looped-entry)."""
+    forms = [
+        {"label": "looped (the fit)", "law": "looped", "loss": "huber"},
+        {"label": "looped, MSE", "law": "looped", "loss": "mse"},
+        {"label": "free k_r", "law": "looped-free", "loss": "huber"},
+        {"label": "entry price", "law": "looped-entry", "loss": "huber"},
+        {"label": "a form not fitted", "law": None, "loss": "huber"},
+    ]
+    aicc = [100.0, 90.0, 97.0, 99.0]
+    phis = [0.5, 0.5, None, 0.62]
+    results = [
+        FoldResult(form=i, fold=0, ok=True, params={} if phi is None else {"phi": phi}, information={"aicc": aicc[i]})
+        for i, phi in enumerate(phis)
+    ]
+    record = ValidationRecord(
+        forms=forms,
+        folds=[{"kind": "full", "label": "whole table"}],
+        results=results,
+        verdict=Verdict(line="held", flags=[]),
+    )
+    best = validation_summary(record)["best_rival"]
+    assert best == {"form": "free k_r", "law": "looped-free", "daicc": -3.0, "phi": None}

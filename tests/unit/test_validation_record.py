@@ -62,3 +62,24 @@ def test_what_loopscale_validate_adds_is_written_after_the_record(tmp_path):
     record = ValidationRecord.from_json(RECORD).replace(**extra)
     assert list(record.to_json()) == [*RECORD, *extra]
     assert ValidationRecord.from_json(json.loads(json.dumps(record.to_json()))) == record
+
+
+def test_write_json_writes_strict_json_nan_as_null_and_numpy_as_plain_numbers(tmp_path):
+    """`validate --out X.json`: plain JSON that a strict parser reads (no bare NaN / Infinity), numpy values written
+    as the numbers they hold (an integer as an integer), NaN and infinities as null."""
+    record = ValidationRecord(
+        n_rows=np.int64(44),
+        fit={"law": "looped", "params": {"phi": np.float64(0.5), "E": np.float32(1.5)}, "phi_interval": [np.nan, 0.7]},
+        verdict=Verdict(line="held", flags=[], holds=True, phi_shift=np.float64(np.inf), half_width=np.float64(0.1)),
+    )
+    path = tmp_path / "validate.json"
+    record.write_json(path)
+    text = path.read_text()
+
+    def refuse(name):
+        raise ValueError(f"not strict JSON: {name}")
+
+    back = json.loads(text, parse_constant=refuse)
+    assert back["n_rows"] == 44 and '"n_rows": 44,' in text  # an integer, not 44.0
+    assert back["fit"]["params"] == {"phi": 0.5, "E": 1.5} and back["fit"]["phi_interval"] == [None, 0.7]
+    assert back["verdict"]["phi_shift"] is None and back["verdict"]["half_width"] == 0.1
