@@ -30,6 +30,7 @@ import yaml
 
 from loopscale.atomic import write_text_atomic
 from loopscale.config.locations import sweeps_dir, user_config_dirs
+from loopscale.config.tune_record import RuleFile, TuneRecord, WidthScaling
 from loopscale.errors import ConfigError
 
 RULES_DIR = "lr_rules"
@@ -54,7 +55,7 @@ def rule_file(experiment: str, search: list[Path] | None = None) -> Path:
     return home / RULES_DIR / f"{experiment}.yaml"
 
 
-def read_rule(path: Path) -> dict[str, Any]:
+def read_rule(path: Path) -> RuleFile:
     """The rule file's content; {} when there is none. ConfigError when it is not a rule."""
     path = Path(path)
     if not path.is_file():
@@ -102,8 +103,8 @@ def write_rule(
     experiment: str,
     recipe: str,
     multipliers: dict[int, float],
-    record: dict[str, Any],
-    transfer: dict[str, float] | None = None,
+    record: TuneRecord,
+    transfer: WidthScaling | None = None,
 ) -> Path:
     """Set one recipe's multipliers (at ref_width when there is a width transfer {width_exponent, ref_width}),
     its transfer and its record (how they were measured) in the rule file, keeping the other recipes'; written

@@ -24,6 +24,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import chdtrc, stdtrit
 
+from loopscale.config.tune_record import CombinedOptimum, WidthTransfer
+
 
 @dataclass(frozen=True)
 class LrOptimum:
@@ -110,7 +112,7 @@ def parabola_optimum(x, L, sigma: float | None = None, dof: int | None = None) -
 
 def width_transfer(
     r: np.ndarray, width: np.ndarray, log_best: np.ndarray, log_se: np.ndarray, ref_width: float, noise_dof: int = 0
-):
+) -> WidthTransfer:
     """The best lr across cells of several widths as one transfer: ln best = a_r + gamma ln(width / ref_width),
     a per-r intercept and a shared width exponent, weighted least squares with weights 1 / se^2 (the optima's own
     errors, taken as known). Returns {"a": {r: a_r}, "a_se": {r: se}, "gamma", "gamma_se", "chi2", "dof", "chi2_p",
@@ -141,7 +143,7 @@ def width_transfer(
     }
 
 
-def combine_optima(fits: list[LrOptimum | None], dof: int) -> dict:
+def combine_optima(fits: list[LrOptimum | None], dof: int) -> CombinedOptimum:
     """One r's cells combined: ln(best) weighted by 1 / se^2, its 95% interval (t quantile at the pooled noise's
     dof), and Cochran's Q with its chi^2 p (do the cells agree on the best lr?). Cells without an se (losses not
     curving upwards) are left out; None when none has one."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass
-from typing import Any
+from typing import TypedDict
 
 from hydra._internal.config_loader_impl import ConfigLoaderImpl
 from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
@@ -32,6 +32,50 @@ from loopscale.train.job_plan import JobPlan, plan_job
 class Job:
     overrides: list[str]  # the job's own overrides (after the command line's)
     cfg: TrainConfig
+
+
+class JobWork(TypedDict):
+    points: int
+    D: int  # tokens
+    steps: int  # optimizer steps
+    C: float  # FLOPs
+
+
+class CpuEstimate(TypedDict):
+    cpu_threads: int
+    cpu_tokens_per_s: float | None  # None: a GPU job, or no probe
+    cpu_hours: float | None
+    probe_s: float
+    probe_cached: bool | None
+
+
+class SweepRow(JobWork, CpuEstimate):
+    """A job's row of `loopscale sweep` (`describe`; its --json lines, with the compile choice added)."""
+
+    run_name: str
+    seed: int
+    sweep: str
+    point: str | None
+    r: int
+    recipe: str
+    d_model: int
+    N_once: int
+    N_rec: int
+    N: int
+    C_budget: float | None
+    lr_scale: float
+    lr_rule: float
+    device_batch: int
+    grad_accum: int
+    world: int
+    gpu_hours: float
+    wall_h: float
+    allowed_h: float | None
+    fits_limits: bool
+    plan_device: str
+    peak_gib: float  # predicted peak per device (loopscale/model/memory.py)
+    usable_gib: float | None  # trainer.plan_device's usable memory (GPU runs)
+    fits_memory: bool
 
 
 def sweep_overrides(overrides: list[str]) -> list[list[str]]:
@@ -95,18 +139,18 @@ def compose_jobs(jobs: list[list[str]]) -> list:
     return out
 
 
-def work(job: JobPlan) -> dict[str, Any]:
+def work(job: JobPlan) -> JobWork:
     """What a job's row says it trains (a forked job: its stable parent and every cooldown branch, not the parent's
     plan alone): points, tokens D, optimizer steps and FLOPs C."""
     return {"points": len(job.points), "D": job.tokens, "steps": job.steps, "C": job.flops}
 
 
-def cpu_estimate(cfg: TrainConfig, tokens: int, device_batch: int, probe: bool) -> dict[str, Any]:
+def cpu_estimate(cfg: TrainConfig, tokens: int, device_batch: int, probe: bool) -> CpuEstimate:
     """A CPU job's measured tokens/s (loopscale/launch/throughput.py, cached per machine) and its CPU wall
     hours at the job's torch threads (trainer.num_threads, 0: one, as on the local pool); None for GPU jobs
     or without the probe."""
     threads = cfg.trainer.num_threads or 1
-    none = {"cpu_threads": threads, "cpu_tokens_per_s": None, "cpu_hours": None, "probe_s": 0.0, "probe_cached": None}
+    none = CpuEstimate(cpu_threads=threads, cpu_tokens_per_s=None, cpu_hours=None, probe_s=0.0, probe_cached=None)
     if not probe or on_gpu(cfg.trainer):
         return none
 
@@ -120,7 +164,7 @@ def cpu_estimate(cfg: TrainConfig, tokens: int, device_batch: int, probe: bool) 
     }
 
 
-def describe(job: Job, limits=None, probe: bool = False) -> dict[str, Any]:
+def describe(job: Job, limits=None, probe: bool = False) -> SweepRow:
     """One job's row: what it trains (a forked job's own points, tokens, steps and C: `JobPlan`), its device
     batch and accumulation, its launch estimate against `limits` (a launch.LaunchLimits, or None when the
     launcher has no time limit; loopscale/launch/estimate.py) and, with `probe`, its CPU hours."""
@@ -155,7 +199,6 @@ def describe(job: Job, limits=None, probe: bool = False) -> dict[str, Any]:
         "wall_h": estimate.wall_h,
         "allowed_h": estimate.allowed_h,
         "fits_limits": estimate.fits,
-        # predicted peak per device (loopscale/model/memory.py) against trainer.plan_device's usable memory (GPU runs)
         "plan_device": cfg.trainer.plan_device,
         "peak_gib": memory.peak / GIB,
         "usable_gib": None if usable is None else usable / GIB,

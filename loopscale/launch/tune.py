@@ -39,8 +39,9 @@ import numpy as np
 from omegaconf import OmegaConf
 
 from loopscale.config.lr_rule import read_rule, rule_file, write_rule
+from loopscale.config.tune_record import RoundCost, RuleAtR, TuneNoise, TuneRecord, WidthTransfer
 from loopscale.errors import ConfigError
-from loopscale.fit.lr_optimum import combine_optima, parabola_optimum, pooled_noise, width_transfer, window
+from loopscale.fit.lr_optimum import LrOptimum, combine_optima, parabola_optimum, pooled_noise, width_transfer, window
 from loopscale.launch.compile_order import schedule
 from loopscale.launch.local_workers import train_in_workers
 from loopscale.launch.lr_grid import POINT_KEY, split_point
@@ -192,7 +193,7 @@ def job_loss(cfg) -> float | None:
     return float(read_record_or_none(run_dir_of(points[-1]) / RUN_FILE).L)
 
 
-def plan_cost(jobs: list[Job], probe: bool) -> dict[str, Any]:
+def plan_cost(jobs: list[Job], probe: bool) -> RoundCost:
     """What the jobs not yet finished will cost: how many, their FLOPs (a forked cell: its parent and cooldown)
     and, with the probe (CPU jobs), CPU hours in one process at the measured speed (loopscale/launch/sweep.py)."""
     todo = [job for job in jobs if job_loss(job.cfg) is None]
@@ -206,7 +207,7 @@ def plan_cost(jobs: list[Job], probe: bool) -> dict[str, Any]:
     }
 
 
-def fit_grids(grids: list[Grid], tg: TuneGrid) -> tuple[dict[int, Any], dict[str, Any]]:
+def fit_grids(grids: list[Grid], tg: TuneGrid) -> tuple[dict[int, LrOptimum | None], TuneNoise]:
     """Each grid's parabola at the pooled noise: ({id(grid): LrOptimum}, the noise {sigma_nats, dof})."""
     windows = {}
     for g in grids:
@@ -247,7 +248,7 @@ class TuneSettings:
 class TuneResult:
     rule_path: Path
     multipliers: dict[int, float]
-    record: dict[str, Any]
+    record: TuneRecord
     cached: bool
     trained: int = 0
 
@@ -323,7 +324,7 @@ def _read_losses(grids: list[Grid], jobs: list[tuple[Grid, int, Job]]) -> None:
         g.L.setdefault(k, []).append(L)
 
 
-def _cost_line(round_: int, cost: dict[str, Any], settings: TuneSettings) -> str:
+def _cost_line(round_: int, cost: RoundCost, settings: TuneSettings) -> str:
     what = "tuning grid" if round_ == 0 else f"extension {round_}"
     hours = cost["cpu_hours"]
     wall = f", ~{hours * 60 / max(settings.workers, 1):.0f} min wall on {settings.workers} worker(s)" if hours else ""
@@ -347,11 +348,11 @@ def _train(jobs: list[Job], settings: TuneSettings, progress, say) -> tuple[int,
     return len(todo), time.perf_counter() - started
 
 
-def _record(grids, fits, noise, settings, cells, key, rounds, jobs, wall_s) -> dict[str, Any]:
+def _record(grids, fits, noise, settings, cells, key, rounds, jobs, wall_s) -> TuneRecord:
     """How the rule was measured, for the rule file: per r the combined multiplier and each cell's optimum;
     the cost of every run of the final grids (FLOPs, and the runs' own wall seconds from their records, which
     add up over resumed launches) and this launch's wall time."""
-    rule: dict[int, dict[str, Any]] = {}
+    rule: dict[int, RuleAtR] = {}
     for r in sorted({g.r for g in grids}):
         at_r = [g for g in grids if g.r == r]
         combined = combine_optima([fits[id(g)] for g in at_r], noise["dof"])
@@ -388,7 +389,7 @@ def _record(grids, fits, noise, settings, cells, key, rounds, jobs, wall_s) -> d
     )
 
 
-def _transfer(grids, fits, cells, dof) -> dict[str, Any]:
+def _transfer(grids, fits, cells, dof) -> WidthTransfer:
     """The optima of every r and cell as one width transfer (fit/lr_optimum.width_transfer, the first cell's
     width the reference), used in the rule when the cells hold two or more widths and the exponent differs from
     0 by 2 standard errors (else the per-r multipliers, the cells combined, are the rule)."""
