@@ -241,7 +241,9 @@ def plan_forks(cfg: TrainConfig) -> ForkPlan:
     points = []  # (tag, C_budget, steps)
     if budget.fork_flops:
         for C in sorted(set(budget.fork_flops)):
-            points.append((budget_tag("flops", C, None, None), C, accounting.tokens_for_budget(C, F, batch_tokens)[1]))
+            # the steps, then the tag: the accounting and the naming in one trip down the layers
+            steps = accounting.tokens_for_budget(C, F, batch_tokens)[1]
+            points.append((budget_tag("flops", C, None, None), C, steps))
     else:
         for D in sorted(set(budget.fork_tokens)):
             points.append((budget_tag("tokens", None, D, None), None, max(1, round(D / batch_tokens))))
