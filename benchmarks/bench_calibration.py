@@ -22,6 +22,11 @@ pilot's uncertainty, so one pilot's MDE is a draw, and a single pilot planted 25
 luck, not the method: docs/results.md, "before"). The share "no difference detected" at a true |delta-phi|
 above its margin is the false "no difference".
 
+`--law looped-entry` (issue 54): part power with the sweeps drawn from the looped-entry law (m_1 = 1, m_r = kappa
+r^phi for r > 1, kappa = ENTRY_KAPPA), each pilot fitted with that law and a cluster bootstrap (`--pilot-bootstrap`:
+`power` draws kappa per sweep from the pilot's interval of it), `power`'s MDE from the pilot under the same law, and
+the planted sweep fitted as a user would (`fit --law looped-entry --joint recipe`); written to OUT/power-looped-entry.
+
 Resumable: every sweep's numbers are appended to OUT/<part>/<cell>.jsonl as it finishes; a rerun skips the sweeps
 already there and prints the table from all of them. Monte-Carlo standard errors are printed beside every share.
 
@@ -31,6 +36,8 @@ already there and prints the table from all of them. Monte-Carlo standard errors
         --cells published-1-t5 published-2-t5 published-3-gauss demo-3-gauss
     nice -n 10 .venv/bin/python benchmarks/bench_calibration.py --part power --sweeps 40 --sims 64 --jobs 2 \\
         --cells demo-2-t5 published-unbalanced-t5 published-3-gauss-trend published-1-t5
+    nice -n 10 .venv/bin/python benchmarks/bench_calibration.py --part power --law looped-entry --sweeps 30 \
+        --sims 40 --jobs 2 --cells demo-3-gauss
     .venv/bin/python benchmarks/bench_calibration.py --table [--out runs/calibration]     # print only
 """
 
@@ -54,10 +61,10 @@ from loopscale.analysis.report import markdown_table
 from loopscale.fit import synthetic as S
 from loopscale.fit.fit_table import fit_table
 from loopscale.fit.joint import fit_joint, joint_table
-from loopscale.fit.laws.registry import law_data_from_table, make_law
+from loopscale.fit.laws.registry import law_class, law_data_from_table, make_law, per_recipe_form
 from loopscale.fit.objective import Loss
 from loopscale.fit.pilot import truth_from_fit
-from loopscale.fit.power import simulate_design
+from loopscale.fit.power import screened_starts, simulate_design
 from loopscale.fit.replicates import point_keys
 from loopscale.fit.resample import resolve_jobs
 from loopscale.fit.starts import screen_starts
@@ -68,6 +75,11 @@ MISFIT_RANGE = (0.001, 0.003)  # standard deviation of the point-level misfit in
 T_DOF = 5
 PARENT_SHARE = 0.5  # forked design: the share of a run's noise variance its parent job's branches share
 PROBE = "probe"
+ENTRY_KAPPA = (
+    0.5  # --law looped-entry: the one-off price of looping the sweeps are drawn with (bench_logr_law's middle)
+)
+LAW_EXTRAS = {"looped": {}, "looped-entry": {"kappa": ENTRY_KAPPA}}  # the laws part power draws from: their own params
+PILOT_BOOTSTRAP = 30  # --law looped-entry: a pilot's bootstrap replicates (kappa's interval, which power draws from)
 
 
 @dataclass(frozen=True)
@@ -114,14 +126,30 @@ def _grid(cell: Cell, joint: bool, copy: bool = False) -> pd.DataFrame:
     return pd.concat(parts, ignore_index=True)
 
 
-def true_law(cell: Cell) -> tuple[dict, float]:
-    return (
+def true_law(cell: Cell, law: str = "looped") -> tuple[dict, float]:
+    """(the law's parameters but phi: the dense law and the law's own, e.g. kappa; phi): a cell's sweeps' truth."""
+    dense, phi = (
         (dict(S.DEMO_DENSE), S.DEMO_PHI) if cell.design == "demo" else (dict(S.TRUE_DENSE), S.PUBLISHED_PHI["baseline"])
     )
+    return {**dense, **LAW_EXTRAS[law]}, phi
+
+
+def law_log_L(table: pd.DataFrame, params: dict, phi: float, law: str) -> np.ndarray:
+    """log L of `law` (its registered prediction) at phi per row: the looped law's is the synthetic module's."""
+    if law == "looped":
+        return np.log(S.law_loss(table, params, phi))
+    return np.log(law_class(law).predict_table({**params, "phi": phi}, table))
 
 
 def draw_sweep(
-    cell: Cell, stream: int, k: int, joint: bool, delta_phi: float = 0.0, copy: bool = False, misfit=None
+    cell: Cell,
+    stream: int,
+    k: int,
+    joint: bool,
+    delta_phi: float = 0.0,
+    copy: bool = False,
+    misfit=None,
+    law: str = "looped",
 ) -> tuple[pd.DataFrame, dict]:
     """Sweep k of a cell (generator seeded by (stream, k)): the table with L and a `seed` column (and `parent` in
     the forked design), and its truth {"phi", "sigma_rms", "misfit"}. misfit: the t5 cells' point misfit held at
@@ -131,12 +159,12 @@ def draw_sweep(
     seeds = rng.choice([1, 1, 2, 3, 4], size=len(grid)) if cell.seeds == "1-4" else np.full(len(grid), cell.seeds)
     table = grid.loc[grid.index.repeat(seeds)].reset_index(drop=True)
     table["seed"] = np.concatenate([np.arange(s) for s in seeds])
-    dense, phi = true_law(cell)
+    dense, phi = true_law(cell, law)
     recipe = table["recipe"].astype(str).to_numpy()
-    log_L = np.log(S.law_loss(table, dense, phi))
+    log_L = law_log_L(table, dense, phi, law)
     if delta_phi:
         probe = recipe == PROBE
-        log_L[probe] = np.log(S.law_loss(table[probe], dense, phi + delta_phi))
+        log_L[probe] = law_log_L(table[probe], dense, phi + delta_phi, law)
     sigma = _trend(table) if cell.trend else np.full(len(table), SIGMA)
 
     def unit(n):  # unit-variance draws: Gaussian, or Student-t scaled to sd 1
@@ -163,21 +191,28 @@ def draw_sweep(
 
 
 @functools.cache
-def fast_starts(name: str, joint: bool, n_refine: int, copy: bool = False) -> np.ndarray:
+def fast_starts(name: str, joint: bool, n_refine: int, copy: bool = False, law_name: str = "looped") -> np.ndarray:
     """The fast path's starts for a cell's fits (as `loopscale power` fits its simulated sweeps): the truth and the
     best n_refine - 1 starts screened once on the design's noise-free table, refined on every sweep instead of
-    screening each sweep's own (half of a fit's time)."""
+    screening each sweep's own (half of a fit's time); a law that starts from another's optimum (looped-entry)
+    the warm starts of that law's best (`power.screened_starts`)."""
     cell = CELLS[name]
-    dense, phi = true_law(cell)
+    dense, phi = true_law(cell, law_name)
     grid = _grid(cell, joint, copy)
+    grid = grid.assign(L=np.exp(law_log_L(grid, dense, phi, law_name)))
     if joint:
-        grid, recipes = joint_table([grid.assign(L=S.law_loss(grid, dense, phi))], "recipe")
-        law, truth = make_law("looped-joint", recipes=recipes), {**dense, "phi[baseline]": phi, f"phi[{PROBE}]": phi}
+        grid, recipes = joint_table([grid], "recipe")
+        law = make_law(per_recipe_form(law_name).name, recipes=recipes)
+        truth = {**dense, "phi[baseline]": phi, f"phi[{PROBE}]": phi}
     else:
-        grid = grid.assign(L=S.law_loss(grid, dense, phi))
-        law, truth = make_law("looped", grid["r"].to_numpy(float)), {**dense, "phi": phi}
-    screened, _ = screen_starts(law, law_data_from_table(grid, law), Loss(), n_refine, np.random.default_rng(0))
-    return np.vstack([law.from_user(truth), screened[: n_refine - 1]])
+        law, truth = make_law(law_name, grid["r"].to_numpy(float)), {**dense, "phi": phi}
+    data = law_data_from_table(grid, law)
+    if law.warm_start is None:
+        screened, _ = screen_starts(law, data, Loss(), n_refine, np.random.default_rng(0))
+        screened = screened[: n_refine - 1]
+    else:
+        screened = screened_starts(law, data, Loss(), max(1, (n_refine - 1) // 3))
+    return np.vstack([law.from_user(truth), screened])
 
 
 def _covers(interval, truth: float):
@@ -262,12 +297,17 @@ def _answer(d: dict, source: str) -> str | None:
 POWER_CELLS = ("published-2-t5", "published-3-gauss", "demo-3-gauss", "published-1-t5")
 
 
-def pilot_mde(cell: Cell, stream: int, k: int, n_sims: int, n_refine: int) -> tuple[dict, dict]:
+def pilot_mde(cell: Cell, stream: int, k: int, n_sims: int, n_refine: int, law: str = "looped") -> tuple[dict, dict]:
     """Pilot k of a cell (one sweep of its design, generator (stream, k)), fitted as `fit` does, and `loopscale
     power`'s delta-phi numbers from it (`simulate_design` on the same design with the pilot's `truth_from_fit`);
-    and the pilot sweep's truth."""
-    table, truth = draw_sweep(cell, stream, k, joint=False)
-    fit = fit_table(table, "looped", profile=False, starts=fast_starts(cell.name, False, n_refine))
+    and the pilot sweep's truth. A law with parameters of its own (looped-entry's kappa): the pilot fitted with it
+    and a bootstrap (by parent job in the forked design), whose interval of kappa `power` draws from."""
+    table, truth = draw_sweep(cell, stream, k, joint=False, law=law)
+    starts = fast_starts(cell.name, False, n_refine, law_name=law)
+    boot = {} if not LAW_EXTRAS[law] else {"n_bootstrap": PILOT_BOOTSTRAP, "seed": k}
+    if boot and cell.design == "demo":
+        boot["cluster"] = "parent"
+    fit = fit_table(table, law, profile=False, starts=starts, **boot)
     pilot = truth_from_fit(fit)
     sim = simulate_design(table.drop(columns=["L"]), pilot, n_sims, seed=5, what=("delta_phi",))["delta_phi"]
     keys = ("mde", "mde_point", "mde_upper", "mde_mc_se", "se", "width95")
@@ -279,6 +319,8 @@ def pilot_mde(cell: Cell, stream: int, k: int, n_sims: int, n_refine: int) -> tu
         "parent_share": pilot.parent_share,
         "parent_share_se": pilot.parent_share_se,
         "pools": [None if u is None else len(u) for u in (pilot.seed_units, pilot.point_units)],
+        "params": {key: fit.params[key] for key in LAW_EXTRAS[law]},
+        "params_se": dict(pilot.params_se),
     }
     return {**{key: sim[key] for key in keys}, "pilot": noise}, truth
 
@@ -297,16 +339,19 @@ def power_sweep(task: tuple) -> dict:
     """Sweep k of part `power`: its own pilot k (stream 31) and `power`'s MDE from it, then the cell's design plus
     a copy of its looped points with that MDE planted (stream 37, the pilot's misfit process: its misfit held),
     fitted as a user would (`fit_joint`, no bootstrap: the verdict reads the profile), and the verdict's answer."""
-    name, k, n_sims, n_refine = task
+    name, k, n_sims, n_refine, law = (*task, "looped")[:5]
     cell = CELLS[name]
     cluster = "parent" if cell.design == "demo" else None
+    joint_law = per_recipe_form(law).name
     with np.errstate(all="ignore"):
-        pilot, truth = pilot_mde(cell, 31, k, n_sims, n_refine)
+        pilot, truth = pilot_mde(cell, 31, k, n_sims, n_refine, law)
         mde = pilot["mde"]
-        table, _ = draw_sweep(cell, 37, k, joint=True, delta_phi=mde, copy=True, misfit=truth["misfit"])
+        table, _ = draw_sweep(cell, 37, k, joint=True, delta_phi=mde, copy=True, misfit=truth["misfit"], law=law)
         jt, recipes = joint_table([table], "recipe")
-        starts = fast_starts(name, True, n_refine, True)
-        fit = fit_joint(jt, "recipe", recipes, seed=k, cluster=cluster, separate=False, starts=starts)
+        starts = fast_starts(name, True, n_refine, True, law)
+        fit = fit_joint(
+            jt, "recipe", recipes, seed=k, cluster=cluster, separate=False, starts=starts, law_name=joint_law
+        )
     answer = fit.conditioning["delta_phi"][PROBE]
     pilot["pilot"].update(true_sigma=truth["sigma_rms"], true_misfit=truth["misfit"])
     return {"k": k, **pilot, "answer": answer["answer"], "interval": answer["interval"], "line": answer["line"]}
@@ -341,10 +386,10 @@ def _false_no_difference(rec: dict) -> bool:
     return math.ceil(max(-lo, hi) * 100 - 1e-9) / 100 < rec["mde"]
 
 
-def power_table(out: Path) -> pd.DataFrame:
+def power_table(out: Path, law: str = "looped") -> pd.DataFrame:
     rows = []
     for name in CELLS:
-        path = out / "power" / f"{name}.jsonl"
+        path = out / part_folder("power", law) / f"{name}.jsonl"
         if not path.exists():
             continue
         recs = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
@@ -355,7 +400,7 @@ def power_table(out: Path) -> pd.DataFrame:
         sigma = np.array([r["pilot"]["sigma_log"] / r["pilot"]["true_sigma"] for r in recs])
         rows.append(
             {
-                "cell": name,
+                "cell": name if law == "looped" else f"{name} ({law})",
                 "sweeps (one pilot each)": len(recs),
                 "MDE median (range)": f"{np.median(mde):.4f} ({mde.min():.4f}-{mde.max():.4f})",
                 "MDE's MC se (median)": f"{np.median([r['mde_mc_se'] for r in recs]):.4f}",
@@ -421,16 +466,31 @@ def _done(path: Path) -> set[int]:
     return {json.loads(line)["k"] for line in path.read_text().splitlines() if line.strip()}
 
 
+def part_folder(part: str, law: str) -> str:
+    """Where a part's sweeps are written: OUT/<part>, or OUT/<part>-<law> for another law than r^phi."""
+    return part if law == "looped" else f"{part}-{law}"
+
+
 def run_part(
-    part: str, cells: list[str], sweeps: int, jobs: int, out: Path, n_boot: int, n_refine: int, n_sims: int = 100
+    part: str,
+    cells: list[str],
+    sweeps: int,
+    jobs: int,
+    out: Path,
+    n_boot: int,
+    n_refine: int,
+    n_sims: int = 100,
+    law: str = "looped",
 ) -> None:
-    folder = out / part
+    if law != "looped" and part != "power":
+        raise SystemExit(f"--law {law}: part power only")
+    folder = out / part_folder(part, law)
     folder.mkdir(parents=True, exist_ok=True)
     todo = {name: [k for k in range(sweeps) if k not in _done(folder / f"{name}.jsonl")] for name in cells}
     if part == "pilots":
         worker, extra = pilot_spread, {name: (n_sims, n_refine) for name in cells}
     elif part == "power":
-        worker, extra = power_sweep, {name: (n_sims, n_refine) for name in cells}
+        worker, extra = power_sweep, {name: (n_sims, n_refine, law) for name in cells}
     else:
         worker, extra = coverage_sweep, {name: (n_boot, n_refine) for name in cells}
     tasks = []
@@ -452,6 +512,9 @@ def run_part(
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--part", choices=["coverage", "power", "pilots"], default="coverage")
+    p.add_argument(
+        "--law", choices=list(LAW_EXTRAS), default="looped", help="part power: the law sweeps are drawn from"
+    )
     p.add_argument("--sims", type=int, default=100, help="part power: simulated sweeps of `power` per pilot")
     p.add_argument("--cells", nargs="+", default=list(CELLS), choices=list(CELLS))
     p.add_argument("--sweeps", type=int, default=100, help="sweeps a cell (the ones already written are kept)")
@@ -465,9 +528,10 @@ def main(argv=None) -> int:
     if not args.table:
         t0 = time.perf_counter()
         jobs = resolve_jobs(args.jobs)
-        run_part(args.part, args.cells, args.sweeps, jobs, args.out, args.bootstrap, args.refine, args.sims)
+        run_part(args.part, args.cells, args.sweeps, jobs, args.out, args.bootstrap, args.refine, args.sims, args.law)
         print(f"wall {time.perf_counter() - t0:.0f} s, load average {os.getloadavg()}", file=sys.stderr)
-    tables = [coverage_table(args.out), power_table(args.out), pilots_table(args.out)]
+    tables = [coverage_table(args.out), power_table(args.out), power_table(args.out, "looped-entry")]
+    tables.append(pilots_table(args.out))
     if args.md:
         for t in tables:
             if not t.empty:

@@ -1488,8 +1488,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "power-takes-a-looped-entry-curve-pilot-as-r-to-the-phi",
         "loopscale/fit/pilot.py",
-        '"phi", *(("K", "lambda") if curves else ())})',
-        '"phi", *(("K", "lambda", "kappa") if curves else ())})',
+        "single = known.final_law if curves else (known.recipe_law if known.per_recipe else fit.law)",
+        "single = Looped.name if curves else (known.recipe_law if known.per_recipe else fit.law)",
         ("tests/unit/test_looped_entry_curve.py::test_power_refuses_it_as_a_pilot_rather_than_dropping_kappa",),
         "power refuses a pilot whose law it would not simulate (a looped-entry-curve fit's kappa), in one line",
     ),
@@ -1748,10 +1748,29 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "power-pilot-drops-the-laws-departure",
         "loopscale/fit/pilot.py",
-        'beyond = [] if fit.joint else sorted(set(fit.params) - {*DENSE, "phi", *(("K", "lambda") if curves else ())})',
-        "beyond = []",
-        ("tests/unit/test_power.py",),
-        "power simulates the pilot's law; a pilot of a law beyond r^phi is refused, not simulated as r^phi",
+        "return Looped.name if set(law_params(law)) == set(law_params(Looped.name)) else law",
+        "return Looped.name",
+        ("tests/unit/test_power.py", "tests/unit/test_power_entry.py"),
+        "power simulates the pilot's law (looped-entry with its kappa); a law it cannot draw is refused, not "
+        "simulated as r^phi",
+    ),
+    Mutation(
+        "power-holds-kappa-at-the-pilots-estimate",
+        "loopscale/fit/pilot.py",
+        "theta[i] = float(np.clip(rng.normal(theta[i], se), lo, hi))",
+        "theta[i] = float(np.clip(rng.normal(theta[i], 0.0 * se), lo, hi))",
+        ("tests/unit/test_power_entry.py",),
+        "power with a looped-entry pilot draws kappa per simulated sweep from the pilot's uncertainty of it "
+        "(docs/design.md, Power)",
+    ),
+    Mutation(
+        "power-kappa-draw-never-reaches-the-sweep",
+        "loopscale/fit/power.py",
+        "        if t.params_se:  # the law's own parameters (kappa) as unsure as the pilot's estimate of them",
+        "        if False:  # the law's own parameters (kappa) as unsure as the pilot's estimate of them",
+        ("tests/unit/test_power_entry.py",),
+        "power with a looped-entry pilot draws kappa per simulated sweep from the pilot's uncertainty of it "
+        "(docs/design.md, Power)",
     ),
     # -- issue 58 item 4: blind round 3 (written from the docs and code only; docs/results.md) ---------------
     Mutation(

@@ -1,6 +1,7 @@
 """The designs `loopscale power` compares: the given design and a small menu beside it (more seeds, a budget more,
 a size more), each simulated (`loopscale.fit.power.simulate_design`) and costed (`loopscale plan`'s totals), the
-cheapest that detects a target delta-phi (checked by simulating it), and the results as Markdown."""
+cheapest that detects a target delta-phi and the cheapest whose phi interval meets the verdict's width rule (each
+checked by simulating it), and the results as Markdown."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from loopscale.fit.curve_worth import check_curve_options, curve_worth
 from loopscale.fit.power import design_law, mde_formula, recipe_rows, seeds_needed, simulate_design
 from loopscale.fit.replicates import replicate_groups
 from loopscale.fit.runs_table import canonical_table, read_table
-from loopscale.fit.verdict import MDE_FACTOR
+from loopscale.fit.verdict import MDE_FACTOR, PHI_CI_WIDTH_MAX
 from loopscale.launch.design import candidate_designs, design_points, looped_overrides, n_seeds, with_seeds
 from loopscale.launch.grid_cost import pool_rows, totals
 from loopscale.plots.files import figure_files, write_figure
@@ -48,6 +49,7 @@ class PowerRequest:
     probe: bool = True
     candidate: str = ""
     detect: float | None = None
+    measure_phi: bool = False  # find the cheapest design whose phi interval meets the verdict's width rule
     no_menu: bool = False
     source: str = "stated (--law)"
     curves: bool = True  # a curve-law pilot: the sweep fitted from its curves too (False: --finals)
@@ -68,7 +70,9 @@ def power_record(req: PowerRequest, truth) -> dict:
     record = {
         "pilot": {
             "source": req.source,
+            "law": truth.law,
             "params": dict(truth.params),
+            "params_se": dict(truth.params_se),
             "sigma_log": truth.sigma_log,
             "sigma_source": truth.sigma_source,
             "sigma_dof": truth.sigma_dof,
@@ -89,7 +93,10 @@ def power_record(req: PowerRequest, truth) -> dict:
         "designs": out,
     }
     if req.detect is not None:
-        record["target"] = _recommend(req, truth, out, progress)
+        record["target"] = {"detect": req.detect, **_recommend(req, truth, out, progress, _mde_of, req.detect)}
+    if req.measure_phi:
+        found = _recommend(req, truth, out, progress, _phi_width_of, PHI_CI_WIDTH_MAX)
+        record["phi_target"] = {"phi_width": PHI_CI_WIDTH_MAX, **found}
     return record
 
 
@@ -222,24 +229,32 @@ def _delta_phi(d: dict) -> dict:
     return (d.get("curves") or d)["delta_phi"]
 
 
-def _recommend(req: PowerRequest, truth, designs: list[dict], progress) -> dict:
-    """The cheapest design (FLOPs with the second recipe) that detects |delta-phi| >= --detect. Per design of
-    the menu, the seeds that bring its MDE to the target at se ~ 1 / sqrt(seeds), never fewer than it has (a
-    design with fewer seeds is another entry of the menu), and their cost; the cheapest is simulated at those
-    seeds (unless the menu holds it), one seed more while its simulated MDE misses the target (three tries)."""
+def _mde_of(d: dict) -> float:
+    return _delta_phi(d)["mde"]
 
-    target = req.detect
+
+def _phi_width_of(d: dict) -> float:
+    """phi's expected 95% width (the verdict interval's median over sweeps): from curves where they count."""
+    return (d.get("curves") or d)["phi"]["width95"]
+
+
+def _recommend(req: PowerRequest, truth, designs: list[dict], progress, metric, target: float) -> dict:
+    """The cheapest design (FLOPs with the second recipe) whose `metric` (the delta-phi MDE: --detect; phi's
+    expected width: --measure-phi, the verdict's width rule) is at most `target`. Per design of the menu, the
+    seeds that bring it to the target at metric ~ 1 / sqrt(seeds), never fewer than it has (a design with fewer
+    seeds is another entry of the menu), and their cost; the cheapest is simulated at those seeds (unless the
+    menu holds it), one seed more while its simulated metric misses the target (three tries)."""
+
     options = []
     for d in designs:
-        # the MDE read off the verdict's interval, as an se of the normal approximation (the pick is simulated)
-        k = seeds_needed(_delta_phi(d)["mde"] / MDE_FACTOR, d["seeds"], target, MAX_SEEDS)
+        # the metric read off the verdict's interval, as an se of the normal approximation (the pick is simulated)
+        k = seeds_needed(metric(d) / MDE_FACTOR, d["seeds"], target, MAX_SEEDS)
         if k is not None:
             k = max(k, d["seeds"])
             flops = d["cost"]["flops_with_candidate"] * k / d["seeds"]
             options.append({"from": d["name"], "structure": d["structure"], "seeds": k, "flops": flops})
     if not options:
         return {
-            "detect": target,
             "recommended": None,
             "why": f"no design of the menu reaches it with <= {MAX_SEEDS} seeds",
         }
@@ -253,14 +268,24 @@ def _recommend(req: PowerRequest, truth, designs: list[dict], progress) -> dict:
             spec = {"overrides": with_seeds(base["overrides"], k)} if "overrides" in base else {**base, "seeds": k}
             spec = {key: spec[key] for key in ("overrides", "table", "recipe", "seeds") if key in spec}
             found = _evaluate(req, truth, f"{best['structure']}, {k} seeds", best["structure"], spec, progress)
-        if _delta_phi(found)["mde"] <= target:
+        if metric(found) <= target:
             break
-    return {"detect": target, "options": options, "recommended": found, "reached": _delta_phi(found)["mde"] <= target}
+    return {"options": options, "recommended": found, "reached": metric(found) <= target}
 
 
 # ----------------------------------------------------------------------------------------------
 # The results as Markdown
 # ----------------------------------------------------------------------------------------------
+def _pm(se) -> str:
+    return "" if se is None or not math.isfinite(se) else f" ± {se:.3f}"
+
+
+def _within(phi: dict) -> str:
+    """The share of sweeps whose phi interval meets the verdict's width rule, as ' (n% <= 0.16)'."""
+    share = phi.get("within_rule")
+    return "" if share is None else f" ({100 * share:.0f}% <= {PHI_CI_WIDTH_MAX:.2f})"
+
+
 def _num(x, digits: int = 3) -> str:
     return "-" if x is None else f"{x:.{digits}g}"
 
@@ -285,7 +310,7 @@ def design_row(d: dict) -> list[str]:
         f"{c['flops']:.3g}",
         f"{c['flops_with_candidate']:.3g}",
         _hours(c, "_with_candidate"),
-        f"{phi['width95']:.3f}",
+        f"{phi['width95']:.3f}" + _pm(phi.get("width95_mc_se")) + _within(phi),
         f"{phi['bias']:+.3f}",
         f"{dphi['width95']:.3f}",
         f"{dphi['mde']:.3f} ± {dphi.get('mde_mc_se', float('nan')):.3f}",
@@ -335,7 +360,7 @@ HEADERS = [
     "FLOPs",
     "FLOPs with a 2nd recipe",
     "hours with a 2nd recipe",
-    "phi 95% width",
+    "phi 95% width (± MC; sweeps within the width rule)",
     "phi bias",
     "Δφ 95% width",
     "MDE Δφ (± MC)",
@@ -356,6 +381,8 @@ def _noise_text(pilot: dict) -> str:
             f" ± {pilot['parent_share_se']:.2f}, drawn per sweep" if pilot.get("parent_share_se") else ""
         )
         parts.append(f"a forked job's branches share {share} of a run's noise variance")
+    for name, se in (pilot.get("params_se") or {}).items():
+        parts.append(f"{name} drawn per sweep (se {se:.3g} in the fitter's coordinate, from the pilot's bootstrap)")
     if pilot.get("split_unknown"):
         parts.append("its split into seed noise and misfit unknown: drawn uniform per sweep")
     pools = pilot.get("residual_pools") or {}
@@ -378,7 +405,8 @@ def markdown(record: dict) -> str:
     lines = [
         "# loopscale power",
         "",
-        f"Pilot: {pilot['source']} ({law}); seed sigma of log L {pilot['sigma_log']:.4g} from "
+        f"Pilot: {pilot['source']} (law {pilot.get('law', 'looped')}: {law}); seed sigma of log L "
+        f"{pilot['sigma_log']:.4g} from "
         f"{pilot['sigma_source']}{_noise_text(pilot)}; {record['settings']['n_sims']} simulated sweeps per design, "
         "each fitted as `loopscale fit` does and read by the verdict's interval (the profile); the second recipe's "
         f"looped runs are a copy of the design's with Δφ = {record['settings']['planted_delta_phi']:g} planted.",
@@ -393,6 +421,7 @@ def markdown(record: dict) -> str:
         f"- {record['mde_formula']}; the 95% widths are the verdict interval's median width.",
         *_curve_text(record),
     ]
+    lines += _phi_target_lines(record.get("phi_target"))
     target = record.get("target")
     if target:
         rec = target.get("recommended")
@@ -407,6 +436,23 @@ def markdown(record: dict) -> str:
                 f"{_delta_phi(rec)['mde']:.3f}, which {verdict} the target."
             )
     return "\n".join(lines)
+
+
+def _phi_target_lines(target: dict | None) -> list[str]:
+    """--measure-phi's line: the cheapest design whose phi interval is expected within the verdict's width rule."""
+    if not target:
+        return []
+    rule = f"phi's 95% interval expected <= {target['phi_width']:.2f} wide (the verdict's width rule)"
+    rec = target.get("recommended")
+    if rec is None:
+        return [f"- {rule}: {target['why']}."]
+    phi = (rec.get("curves") or rec)["phi"]
+    verdict = "meets" if target["reached"] else "does NOT meet"
+    return [
+        f"- cheapest design for {rule}: **{rec['name']}** ({rec['n_points']} points x {rec['seeds']} seeds, "
+        f"{rec['cost']['flops']:.3g} FLOPs; {_hours(rec['cost'])}): simulated width {phi['width95']:.3f}"
+        f"{_pm(phi.get('width95_mc_se'))}, {100 * phi['within_rule']:.0f}% of sweeps within, which {verdict} it."
+    ]
 
 
 def power_outputs(json_path, md_path, plot_path, inputs) -> list[tuple[str, Path]]:

@@ -5,6 +5,7 @@
     loopscale power --fit fit.json --table runs.csv --seeds 3
     loopscale power --fit fit.json --table designs.csv --recipe lora --detect 0.1
     loopscale power --fit curves_fit.json experiment=isodepth_cpu_demo      # a looped-curve pilot: curves count
+    loopscale power --fit entry_fit.json --table runs.csv --measure-phi    # a looped-entry pilot; the width rule
 
 From a pilot fit (or a stated law and seed sigma) and a sweep design (Hydra overrides, expanded with exact
 accounting by `loopscale.launch.design`; or a runs table), simulate sweeps of the design and of a small menu of
@@ -50,7 +51,9 @@ def register(subparsers) -> None:
     )
     p.add_argument("overrides", nargs="*", help="the sweep design: Hydra overrides, e.g. experiment=isodepth_cpu_demo")
     law = p.add_mutually_exclusive_group(required=True)
-    law.add_argument("--fit", metavar="FIT", help="pilot fit JSON (`loopscale fit --out`; looped or joint law)")
+    law.add_argument(
+        "--fit", metavar="FIT", help="pilot fit JSON (`loopscale fit --out`; looped, looped-entry or a joint fit)"
+    )
     law.add_argument("--law", metavar="E=..,A=..", help="a stated law: E, A, alpha, B, beta, phi (needs --sigma)")
     p.add_argument(
         "--sigma",
@@ -68,6 +71,11 @@ def register(subparsers) -> None:
         "--seeds", type=int, default=None, metavar="K", help="seeds per point of the design (default: its own)"
     )
     p.add_argument("--detect", type=_positive, default=None, metavar="X", help="find the cheapest design with MDE <= X")
+    p.add_argument(
+        "--measure-phi",
+        action="store_true",
+        help="find the cheapest design whose phi interval is expected within the verdict's width rule (<= 0.16)",
+    )
     p.add_argument("--delta", type=float, default=0.0, help="delta-phi planted in the second recipe (default 0)")
     p.add_argument(
         "--parent-share",

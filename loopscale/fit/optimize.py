@@ -20,7 +20,7 @@ from scipy.optimize import minimize
 
 from loopscale.fit.bounds import bounds_for, clip_to_bounds
 from loopscale.fit.laws.form import Law, LawData
-from loopscale.fit.laws.registry import make_law
+from loopscale.fit.laws.registry import make_law, warm_law
 from loopscale.fit.objective import (
     Loss,
     chunk_size,
@@ -352,7 +352,7 @@ def fit_law(
         starts = clip_to_bounds(np.atleast_2d(np.asarray(starts, dtype=float)), law)
         n_screened = len(starts)
     elif law.warm_start is not None:
-        base_result, base_state = fit_law(data, law.warm_start, loss, seed, n_refine)
+        base_result, base_state = fit_law(data, warm_law(law, data.r), loss, seed, n_refine)
         starts = clip_to_bounds(law.warm_starts(base_state.best.theta), law)
         n_screened = base_result.n_starts + len(starts)
     else:

@@ -1,18 +1,20 @@
 """What a pilot shows of its noise, and drawing it: the law and the noise `loopscale power` simulates sweeps from
 (docs/design.md, "Power: how many runs"; issue 53).
 
-`Truth` is the law (E, A, alpha, B, beta, phi) and the noise: the seed sigma of log L with the degrees of freedom
+`Truth` is the law (E, A, alpha, B, beta, phi, and the law's own parameters: looped-entry's kappa; `power_laws`
+names the laws power can simulate) and the noise: the seed sigma of log L with the degrees of freedom
 it rests on, the law's misfit at a point, the Student-t degrees of freedom of heavy tails, the share of a forked
 job's noise its branches share; `truth_from_fit` reads them from a pilot fit's record (`noise` block:
 `loopscale.fit.noise_scale`, its residual pools included), `check_in_box` refuses a law the fitter could not
-recover, and `draw_noise`, `scale_draw`, `split_draw`, `share_draw` draw one simulated sweep's noise.
+recover, and `draw_noise`, `scale_draw`, `split_draw`, `share_draw` draw one simulated sweep's noise and
+`params_draw` its law's own parameters from their sampling uncertainty.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from scipy.stats import chi2
@@ -20,12 +22,39 @@ from scipy.stats import chi2
 from loopscale.errors import InputError, not_one_of
 from loopscale.fit.bounds import BOUNDS, DPHI_BOUNDS
 from loopscale.fit.curve_worth import CurveNoise, CurvePilot
+from loopscale.fit.isoflop import Z_LEVEL
 from loopscale.fit.laws.looped import Looped
 from loopscale.fit.laws.looped_joint import LoopedJoint
-from loopscale.fit.laws.registry import find_law, make_law
+from loopscale.fit.laws.registry import find_law, law_names, make_law, per_recipe_form
 from loopscale.fit.result import load_fit
 
 DENSE = ("E", "A", "alpha", "B", "beta")
+R_VALUES = np.array([1.0, 2.0, 4.0, 8.0])  # binds a law to read its parameter names (no law power simulates is per-r)
+
+
+def power_laws() -> tuple[str, ...]:
+    """The laws `loopscale power` simulates sweeps from (the registry's, by what each law says of itself): a runs
+    table's final-point law with phi as its profiled parameter and a per-recipe form to fit delta-phi with
+    (looped, looped-entry, looped-pass)."""
+    return tuple(
+        name
+        for name in law_names()
+        if (cls := find_law(name)).profile_param == "phi"
+        and not (cls.per_recipe or cls.reads_curves or cls.table != "runs")
+        and per_recipe_form(name) is not None
+    )
+
+
+def law_params(law: str) -> tuple[str, ...]:
+    """The user parameters of a law power simulates: E, A, alpha, B, beta, phi and its own (kappa)."""
+    return make_law(law, R_VALUES).user_names
+
+
+def simulated_law(law: str) -> str:
+    """The law a pilot of law `law` is simulated with: a law with the looped law's parameters (a pinned E, the
+    looped-pass law) as the looped law, the design deciding looped or looped-pass (`power.design_law`); another
+    law power simulates as itself."""
+    return Looped.name if set(law_params(law)) == set(law_params(Looped.name)) else law
 
 
 @dataclass(frozen=True)
@@ -41,7 +70,10 @@ class Truth:
     share's standard error, drawn per simulated sweep (`share_draw`). seed_units, point_units: the pilot's
     standardised residuals (`noise_scale.residual_units`), the pools the seed-level and point-level noise is
     resampled from (`unit_draws`); None: Student-t with tail_dof, or Gaussian. curve: a curve-law pilot's law
-    and the noise along its curves (`curve_worth.CurvePilot`: what a run's curve is worth toward the MDE)."""
+    and the noise along its curves (`curve_worth.CurvePilot`: what a run's curve is worth toward the MDE). law: the
+    law the sweeps are drawn from and fitted with (`power_laws`), whose parameters `params` holds; params_se: the
+    standard error of each of the law's own parameters beyond phi (kappa) in the fitter's coordinate (ln kappa),
+    drawn per simulated sweep (`params_draw`), as sigma is: a pilot knows its kappa only roughly."""
 
     params: Mapping[str, float]
     sigma_log: float
@@ -55,11 +87,19 @@ class Truth:
     seed_units: tuple[float, ...] | None = None
     point_units: tuple[float, ...] | None = None
     curve: CurvePilot | None = None
+    law: str = Looped.name
+    params_se: Mapping[str, float] = field(default_factory=dict)
 
     def __post_init__(self):
-        missing = [k for k in (*DENSE, "phi") if k not in self.params]
+        if self.law not in power_laws():
+            raise InputError(f"power simulates the {' / '.join(power_laws())} laws; got {self.law!r}")
+        needed = law_params(self.law)
+        missing = [k for k in needed if k not in self.params]
         if missing:
-            raise InputError(f"the law needs {', '.join(missing)} (E, A, alpha, B, beta, phi)")
+            raise InputError(f"the law needs {', '.join(missing)} ({', '.join(needed)})")
+        for name, se in self.params_se.items():
+            if name not in needed or name in (*DENSE, "phi") or not (np.isfinite(se) and se >= 0):
+                raise InputError(f"the standard error of {name} must be >= 0 and of the law's own parameter; got {se}")
         if not (np.isfinite(self.sigma_log) and self.sigma_log > 0):
             raise InputError(f"the seed sigma of log L must be > 0; got {self.sigma_log}")
         if not 0 <= self.parent_share <= 1:
@@ -84,11 +124,11 @@ class Truth:
         )
 
 
-def check_in_box(params: Mapping[str, float], delta_phi: float = 0.0) -> None:
+def check_in_box(params: Mapping[str, float], delta_phi: float = 0.0, law_name: str = Looped.name) -> None:
     """InputError (one line) when the law, or phi + the planted delta-phi, lies outside the fitter's box: a fit
     could not recover it, and its pinned estimates would read as a precise design."""
-    law = make_law(Looped.name, np.array([1.0, 2.0]))
-    theta = law.from_user({k: params[k] for k in (*DENSE, "phi")})
+    law = make_law(law_name, R_VALUES)
+    theta = law.from_user({k: params[k] for k in law.user_names})
     for name, value, (lo, hi) in zip(law.internal_names, theta, law.bounds()):
         if not lo < value < hi:
             raise InputError(f"the law's {name} = {value:.4g} is outside the fitter's box ({lo:g}, {hi:g}): refused")
@@ -147,19 +187,41 @@ def _noise_dof(sigma: float, seed_dof, tau: float, scale: dict, n_rows: int) -> 
     return float((v_tau + v_seed) ** 2 / (v_tau**2 / dof_tau + v_seed**2 / seed_dof))
 
 
-def _check_pilot_law(fit, looped: bool, curves: bool) -> None:
-    """InputError unless the pilot's law is r^phi: E, A, alpha, B, beta and phi, and nothing beyond them that the
-    simulation would drop (psi, kappa, gamma: another law than the pilot's, silently). A joint fit's phis and a
-    curve law's K (folded into E by its final point) are read as the looped law's."""
-    if not looped:
+def _pilot_law(fit, known, curves: bool) -> str:
+    """The law a pilot fit's sweeps are simulated with (`simulated_law`): a joint fit's recipe law, a curve law's
+    final-point law (`final_law`: looped, or looped-entry for looped-entry-curve, its kappa kept), else the fit's own; InputError naming the laws power simulates when it is none
+    of them (its psi, gamma, k_r would be dropped: another law than the pilot's, silently)."""
+    if known is None or not ("phi" in fit.params or known.per_recipe or curves):
         raise InputError(f"a pilot fit needs the looped law's E, A, alpha, B, beta and phi; got law {fit.law!r}")
-    # a curve law's K and lambda fold into E at the run's end; its kappa (looped-entry-curve) is another law's
-    beyond = [] if fit.joint else sorted(set(fit.params) - {*DENSE, "phi", *(("K", "lambda") if curves else ())})
-    if beyond:
-        raise InputError(
-            f"power simulates the looped law (r^phi); the pilot's law {fit.law!r} has {', '.join(beyond)} beyond it: "
-            f"fit the pilot with --law {'looped-curve' if curves else 'looped'} (or a joint fit) to size a sweep"
-        )
+    single = known.final_law if curves else (known.recipe_law if known.per_recipe else fit.law)
+    law = simulated_law(single)
+    if law in power_laws():
+        return law
+    beyond = sorted(set(law_params(single)) - set(law_params(Looped.name)))
+    raise InputError(
+        f"power simulates the {', '.join(power_laws())} laws (and their joint fits); the pilot's law {fit.law!r} "
+        f"has {', '.join(beyond)} beyond them: fit the pilot with --law looped or --law looped-entry to size a sweep"
+    )
+
+
+def _params_se(fit, law_name: str, params: Mapping[str, float]) -> dict[str, float]:
+    """The standard error of each of the law's own parameters beyond phi (looped-entry's kappa), in the fitter's
+    coordinate (ln kappa): the pilot's bootstrap 95% interval mapped there, its width / (2 z_0.975). InputError
+    when the pilot has none: its kappa would be taken as exact."""
+    law = make_law(law_name, R_VALUES)
+    own = [k for k in law.user_names if k not in (*DENSE, "phi")]
+    out = {}
+    for name in own:
+        ci = (fit.ci95 or {}).get(name)
+        if not ci or any(v is None or not np.isfinite(v) for v in ci[:2]):
+            raise InputError(
+                f"the pilot's {name} has no bootstrap interval: power draws its sampling uncertainty per simulated "
+                f"sweep; fit the pilot with --bootstrap N (law {law_name!r})"
+            )
+        i = law.user_names.index(name)  # its internal coordinate: the same position
+        lo, hi = (law.from_user({**params, name: float(v)})[i] for v in ci[:2])
+        out[name] = float(abs(hi - lo) / (2 * Z_LEVEL))
+    return out
 
 
 def truth_from_fit(fit, sigma_log: float | None = None, parent_share: float | None = None) -> Truth:
@@ -174,12 +236,15 @@ def truth_from_fit(fit, sigma_log: float | None = None, parent_share: float | No
     fit = load_fit(fit)
     known = find_law(fit.law)  # a curve law's fit: the final point of loopscale's wsd run (Law.final_point_params)
     curves = known is not None and known.reads_curves
+    law_name = _pilot_law(fit, known, curves)
     final = known().final_point_params(fit.params) if curves else fit.params
-    params = {k: float(final[k]) for k in DENSE if k in final}
     ref = (fit.joint or {}).get("reference")
     phi = fit.params.get("phi", fit.params.get(LoopedJoint.recipe_param(ref)) if ref else None)
-    _check_pilot_law(fit, phi is not None and len(params) == len(DENSE), curves)
-    params["phi"] = phi
+    params = {k: float(final[k]) for k in law_params(law_name) if k in final and k != "phi"}
+    if phi is None or len(params) != len(law_params(law_name)) - 1:
+        raise InputError(f"a pilot fit needs the {law_name} law's {', '.join(law_params(law_name))}; got {fit.law!r}")
+    params["phi"] = float(phi)
+    shape_law = {"law": law_name, "params_se": _params_se(fit, law_name, params)}
     noise = fit.noise or {}
     tail_dof = (noise.get("tails") or {}).get("t_dof")
     units = noise.get("units") or {}
@@ -194,7 +259,9 @@ def truth_from_fit(fit, sigma_log: float | None = None, parent_share: float | No
     if curves and noise.get("curve"):  # the noise along its curves: what a run's curve is worth toward the MDE
         shape["curve"] = CurvePilot(fit.law, dict(fit.params), CurveNoise.from_json(noise["curve"]))
     if sigma_log is not None:
-        return Truth(params, float(sigma_log), parent_share, "stated (--sigma)", tail_dof=tail_dof, **shape)
+        return Truth(
+            params, float(sigma_log), parent_share, "stated (--sigma)", tail_dof=tail_dof, **shape, **shape_law
+        )
     measured = noise.get("sigma_log")
     if measured:
         scale = noise.get("scale") or {}
@@ -205,7 +272,7 @@ def truth_from_fit(fit, sigma_log: float | None = None, parent_share: float | No
             seed_dof = tail_dof_of_variance(seed_dof, tail_dof, seed_dof / max(repeated, seed_dof + 1))
         dof = _noise_dof(float(measured), seed_dof, tau, scale, fit.n_rows)
         source = "the pilot's seed repeats" + (f" and its misfit at a point ({tau:.3g} in log L)" if tau else "")
-        return Truth(params, float(measured), parent_share, source, dof or None, tau, tail_dof, **shape)
+        return Truth(params, float(measured), parent_share, source, dof or None, tau, tail_dof, **shape, **shape_law)
     n, p = fit.n_rows, len(fit.params)
     if not fit.residual_rms_log or n <= p:
         raise InputError(
@@ -220,7 +287,7 @@ def truth_from_fit(fit, sigma_log: float | None = None, parent_share: float | No
     dof = tail_dof_of_variance(n - p, tail_dof, (n - p) / n)
     if "curve" in shape:  # a curve's evaluations are not independent draws: sigma rests on its runs, not its rows
         dof = min(dof, max(1.0, shape["curve"].noise.n_runs - p))
-    return Truth(params, sigma, parent_share, source, dof, 0.0, tail_dof, split_unknown=True, **shape)
+    return Truth(params, sigma, parent_share, source, dof, 0.0, tail_dof, split_unknown=True, **shape, **shape_law)
 
 
 def _pool(values) -> tuple[float, ...] | None:
@@ -295,3 +362,19 @@ def scale_draw(rng: np.random.Generator, dof: float | None) -> float:
     """A draw of sigma_true / sigma_hat given sigma_hat on `dof` degrees of freedom (sigma^2 ~ nu s^2 / chi2_nu):
     each simulated sweep's noise is as uncertain as the pilot's estimate of it. 1 when sigma is known."""
     return 1.0 if dof is None else math.sqrt(dof / rng.chisquare(dof))
+
+
+def params_draw(rng: np.random.Generator, truth: Truth) -> dict[str, float]:
+    """The law's parameters of one simulated sweep: the pilot's, each of its own parameters beyond phi with a
+    standard error (`Truth.params_se`: kappa) drawn from its sampling distribution, N(estimate, se^2) in the fitter's
+    coordinate (ln kappa) and kept inside the fitter's box: a pilot knows its kappa only roughly, and the sweep it
+    plans meets the kappa that is, as it meets the sigma that is (`scale_draw`)."""
+    if not truth.params_se:
+        return dict(truth.params)
+    law = make_law(truth.law, R_VALUES)
+    theta = law.from_user(truth.params)
+    for name, se in truth.params_se.items():
+        i = law.user_names.index(name)
+        lo, hi = law.bounds()[i]
+        theta[i] = float(np.clip(rng.normal(theta[i], se), lo, hi))
+    return {**truth.params, **{k: v for k, v in law.to_user(theta).items() if k in truth.params_se}}

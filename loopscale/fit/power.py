@@ -5,7 +5,9 @@ A design is a points table: one row per training run the sweep trains, with the 
 N_once, N_rec, N_pass, N, D, C, C_budget, width, recipe, seed and, in a forked sweep, `parent`: the job whose stable
 phase its branches share). A design with parameters used once per pass (N_pass > 0: per-pass adapters, a
 loop-index embedding) is drawn from and fitted with the looped-pass law (N_once + N_pass + r^phi N_rec), as
-`loopscale fit --law looped-pass` fits its runs; any other with the looped law (`design_law`).
+`loopscale fit --law looped-pass` fits its runs; any other with the looped law (`design_law`), or with the pilot's
+own law where it has parameters beyond r^phi (looped-entry: m_r = kappa r^phi for r > 1, its kappa drawn per sweep
+from the pilot's uncertainty of it, `pilot.params_draw`; its delta-phi with the law's per-recipe form).
 `loopscale.launch.design` builds it from a sweep's expansion with exact accounting. From a law and the noise a pilot
 shows (`loopscale.fit.pilot.Truth`: seed sigma with its degrees of freedom, misfit at a point, tails),
 `simulate_design` draws n_sims sweeps of the design,
@@ -46,21 +48,29 @@ from loopscale.fit.laws.form import Law, per_pass_rows
 from loopscale.fit.laws.looped import Looped
 from loopscale.fit.laws.looped_joint import RECIPE_CODE, LoopedJoint
 from loopscale.fit.laws.looped_pass import LoopedPass
-from loopscale.fit.laws.registry import law_data_from_table, make_law, per_recipe_form
+from loopscale.fit.laws.registry import law_class, law_data_from_table, make_law, per_recipe_form, warm_law
 from loopscale.fit.noise import noise_setup
 from loopscale.fit.noise_scale import scale_to_scatter
 from loopscale.fit.objective import Loss
 from loopscale.fit.optimize import FitState, fit_law, lm_batch, newton, refine
-from loopscale.fit.pilot import Truth, check_in_box, draw_noise, scale_draw, share_draw, split_draw
+from loopscale.fit.pilot import (
+    Truth,
+    check_in_box,
+    draw_noise,
+    params_draw,
+    scale_draw,
+    share_draw,
+    simulated_law,
+    split_draw,
+)
 from loopscale.fit.record_blocks import ABSENT, JsonBlock
 from loopscale.fit.replicates import point_keys
 from loopscale.fit.resample import PROGRESS_DELAY_S, on_one_blas_thread
 from loopscale.fit.runs_table import PARENT_COLUMN
 from loopscale.fit.starts import screen_starts
-from loopscale.fit.synthetic import law_loss
 from loopscale.fit.task_pool import run_tasks
 from loopscale.fit.uncertainty import profile_interval
-from loopscale.fit.verdict import MDE_FACTOR, POWER, Z_LEVEL
+from loopscale.fit.verdict import MDE_FACTOR, PHI_CI_WIDTH_MAX, POWER, Z_LEVEL
 from loopscale.fit.verdict_record import JsonKeys
 
 CANDIDATE = "candidate"  # the second recipe of a simulated comparison
@@ -97,12 +107,16 @@ def noise_clusters(table: pd.DataFrame) -> np.ndarray:
     return np.unique(np.where(key != "", key, own), return_inverse=True)[1]
 
 
-def law_log_loss(table: pd.DataFrame, params: Mapping[str, float], delta_phi: float = 0.0) -> np.ndarray:
-    """log L of the law per row, phi + delta_phi on the rows of the second recipe (RECIPE_CODE 1)."""
+def law_log_loss(
+    table: pd.DataFrame, params: Mapping[str, float], delta_phi: float = 0.0, law: str = Looped.name
+) -> np.ndarray:
+    """log L of the law (a registered law's prediction, `Law.predict_table`) per row, phi + delta_phi on the rows of
+    the second recipe (RECIPE_CODE 1)."""
     code = table[RECIPE_CODE].to_numpy() if RECIPE_CODE in table.columns else np.zeros(len(table), int)
-    L = law_loss(table, params, params["phi"])
+    predict = law_class(law).predict_table
+    L = predict(params, table)
     if delta_phi and (code == 1).any():
-        L = np.where(code == 1, law_loss(table, params, params["phi"] + delta_phi), L)
+        L = np.where(code == 1, predict({**params, "phi": params["phi"] + delta_phi}, table), L)
     return np.log(L)
 
 
@@ -112,7 +126,9 @@ def law_log_loss(table: pd.DataFrame, params: Mapping[str, float], delta_phi: fl
 @dataclass(frozen=True)
 class Problem:
     """What every simulated sweep of one design shares: the table (L filled per sweep), the law, its starts,
-    the true log L, the noise clusters (forked jobs) and points (the misfit's), and the truth; `full`: the
+    the true log L, the noise clusters (forked jobs) and points (the misfit's), and the truth; `single`: the law the
+    truth's parameters are of (the design's law; per sweep its log L again where the truth draws kappa), `delta_phi`
+    the difference planted; `full`: the
     multi-start of `fit_law` instead of the fast path; `param`: the parameter read off each fit (phi), or two
     whose difference is (phi[candidate], phi[reference]: delta-phi), and `internal`, the coordinate whose
     profile interval the verdict reads (phi, or dphi[candidate])."""
@@ -128,6 +144,8 @@ class Problem:
     full: bool = False
     points: np.ndarray | None = None
     internal: str = "phi"
+    single: str = Looped.name
+    delta_phi: float = 0.0
 
 
 def fit_simulated(problem: Problem, L: np.ndarray) -> tuple[float, float, float]:
@@ -169,19 +187,36 @@ def solve_sims(problem: Problem, task: tuple) -> np.ndarray:
         share = share_draw(rng, t)
         pools = (t.seed_units, t.point_units)
         eps = f * draw_noise(rng, problem.clusters, sigma, share, problem.points, misfit, t.tail_dof, *pools)
+        log_L = problem.log_L
+        if t.params_se:  # the law's own parameters (kappa) as unsure as the pilot's estimate of them
+            log_L = law_log_loss(problem.table, params_draw(rng, t), problem.delta_phi, problem.single)
         out[i, 3] = f
         try:
             with np.errstate(all="ignore"):
-                out[i, :3] = fit_simulated(problem, np.exp(problem.log_L + eps))
+                out[i, :3] = fit_simulated(problem, np.exp(log_L + eps))
         except (ValueError, np.linalg.LinAlgError, FloatingPointError):
             pass
     return out
 
 
-def design_law(table: pd.DataFrame) -> str:
-    """The law a design's runs are fitted with: looped-pass where some run has parameters used once per pass
-    (N_pass > 0), else looped (the two agree where N_pass = 0)."""
-    return LoopedPass.name if per_pass_rows(table) else Looped.name
+def design_law(table: pd.DataFrame, law: str = Looped.name) -> str:
+    """The law a design's runs are drawn from and fitted with: for the looped law's parameters (`pilot.simulated_law`)
+    looped-pass where some run has parameters used once per pass (N_pass > 0), else looped (the two agree where
+    N_pass = 0); another law (looped-entry) itself, when the design can identify it (`Law.check_table`)."""
+    if simulated_law(law) == Looped.name:
+        return LoopedPass.name if per_pass_rows(table) else Looped.name
+    law_class(law).check_table(table)
+    return law
+
+
+def screened_starts(law: Law, data, loss: Loss, n: int) -> np.ndarray:
+    """The best n screened starts of a law on a noise-free table (`starts.screen_starts`); a law that starts from
+    another's optimum (`Law.warm_start`: looped-entry from looped) the warm starts of that law's best n."""
+    rng = np.random.default_rng(0)
+    if law.warm_start is None:
+        return screen_starts(law, data, loss, 2 * n, rng)[0][:n]
+    base = screen_starts(warm_law(law, data.r), data, loss, 2 * n, rng)[0][:n]
+    return np.vstack([law.warm_starts(theta) for theta in base])
 
 
 def recipe_rows(table: pd.DataFrame, recipe: str | None) -> pd.DataFrame:
@@ -217,29 +252,30 @@ def make_problem(
     delta-phi its per-recipe form on `comparison_design` with delta_phi planted. Its starts, as a bootstrap
     replicate's: the truth (the optimum of the noise-free sweep, as the full-data optimum is a replicate's) and
     the best screened starts."""
-    check_in_box(truth.params, delta_phi)
+    check_in_box(truth.params, delta_phi, truth.law)
     table = comparison_design(design) if joint else design.reset_index(drop=True)
     ref = str(design["recipe"].iloc[0]) if "recipe" in design.columns else "baseline"
-    name = design_law(design)
+    name = design_law(design, truth.law)
     law = (
         make_law(per_recipe_form(name).name, recipes=(ref, CANDIDATE))
         if joint
         else make_law(name, table["r"].to_numpy(float))
     )
-    log_L = law_log_loss(table, truth.params, delta_phi)
+    log_L = law_log_loss(table, truth.params, delta_phi, name)
     user = dict(truth.params)
     if joint:
         phi = user.pop("phi")
         user.update({LoopedJoint.recipe_param(ref): phi, LoopedJoint.recipe_param(CANDIDATE): phi + delta_phi})
     loss = Loss()
     clean = law_data_from_table(table.assign(L=np.exp(log_L)), law)
-    screened, _ = screen_starts(law, clean, loss, 2 * N_SCREENED_STARTS, np.random.default_rng(0))
-    starts = clip_to_bounds(np.vstack([law.from_user(user), screened[:N_SCREENED_STARTS]]), law)
+    screened = screened_starts(law, clean, loss, N_SCREENED_STARTS)
+    starts = clip_to_bounds(np.vstack([law.from_user(user), screened]), law)
     param = tuple(map(LoopedJoint.recipe_param, (CANDIDATE, ref))) if joint else ("phi",)
     keys = point_keys(table)
     points = keys.groupby(list(keys.columns), sort=False, dropna=False).ngroup().to_numpy()
     internal = f"dphi[{CANDIDATE}]" if joint else "phi"
-    return Problem(table, law, starts, log_L, noise_clusters(table), truth, param, loss, full, points, internal)
+    clusters = noise_clusters(table)
+    return Problem(table, law, starts, log_L, clusters, truth, param, loss, full, points, internal, name, delta_phi)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -249,7 +285,9 @@ def make_problem(
 class Precision(JsonBlock):
     """What simulated sweeps give one quantity (phi or delta-phi): the truth, the mean estimate, its bias and se,
     the median width of the verdict's interval, its coverage and the share left open, the sweeps and failed fits;
-    delta-phi's also the difference planted, the share called real, sigma's interval and the MDE (`verdict_mde`).
+    delta-phi's also the difference planted, the share called real, sigma's interval and the MDE (`verdict_mde`);
+    both the median width's Monte-Carlo error (`width95_mc_se`); phi's the share of sweeps whose interval meets the
+    verdict's width rule (closed and at most PHI_CI_WIDTH_MAX wide: "phi measured" by that rule) with its error.
     Its JSON form is what `loopscale power` writes per design (`record_blocks.JsonBlock`)."""
 
     KEY: ClassVar[str] = "power summary"
@@ -270,6 +308,9 @@ class Precision(JsonBlock):
     mde_point: float = ABSENT
     mde_upper: float = ABSENT
     mde_mc_se: float = ABSENT
+    width95_mc_se: float = ABSENT
+    within_rule: float = ABSENT
+    within_rule_mc_se: float = ABSENT
 
 
 @dataclass(frozen=True)
@@ -303,6 +344,32 @@ def summarise(sims: np.ndarray, true_value: float) -> Precision:
         n_sims=int(len(est)),
         n_failed=int((~ok).sum()),
     )
+
+
+def bootstrap_se(values: np.ndarray, statistic, n_boot: int = 200) -> float:
+    """The Monte-Carlo standard error of statistic(values) over simulated sweeps: its sd over n_boot resamples of
+    the sweeps (generator 0: reproducible)."""
+    if len(values) < 2:
+        return float("nan")
+    rng = np.random.default_rng(0)
+    draws = [statistic(values[rng.integers(0, len(values), len(values))]) for _ in range(n_boot)]
+    draws = [d for d in draws if np.isfinite(d)]
+    return float(np.std(draws, ddof=1)) if len(draws) > 1 else float("nan")
+
+
+def width_rule(sims: np.ndarray) -> dict[str, float]:
+    """The median width of the verdict's interval with its Monte-Carlo error, and the share of sweeps whose
+    interval is closed and at most PHI_CI_WIDTH_MAX wide (the verdict's width rule; an open interval or a failed fit
+    misses it) with the share's binomial error."""
+    width = sims[:, 2] - sims[:, 1]  # NaN: open or failed
+    closed = width[np.isfinite(width)]
+    within = np.where(np.isfinite(width), width <= PHI_CI_WIDTH_MAX, False)
+    share = float(np.mean(within)) if len(within) else float("nan")
+    return {
+        "width95_mc_se": bootstrap_se(closed, np.median),
+        "within_rule": share,
+        "within_rule_mc_se": float(math.sqrt(share * (1 - share) / len(within))) if len(within) else float("nan"),
+    }
 
 
 def verdict_mde(sims: np.ndarray, planted: float, upper_factor: float = 1.0, n_boot: int = 200) -> dict[str, float]:
@@ -397,6 +464,8 @@ def simulate_design(
         )
         true_value = delta_phi if joint else truth.params["phi"]
         summary = summarise(sims, true_value)
+        rule = width_rule(sims)
+        summary = summary.replace(**(rule if not joint else {"width95_mc_se": rule["width95_mc_se"]}))
         if joint:
             low, high = truth.sigma_interval()
             summary = summary.replace(

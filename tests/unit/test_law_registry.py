@@ -215,6 +215,7 @@ def test_each_law_predicts_with_the_multiplier_it_states(name, published_sweep):
     extra["looped-nxd"] = {"phi": 0.45, "gamma": 0.0}  # the N x D term vanishes at gamma = 0
     extra["looped-logr"] = {"phi": 0.45, "psi": 0.2}  # phi at r = 4, falling 0.2 per e-fold of r below it
     extra["looped-entry"] = {"phi": 0.45, "kappa": 0.4}  # looped blocks at 0.4 of their r^phi worth
+    extra["looped-entry-joint"] = {**extra["looped-joint"], "kappa": 0.4}  # one kappa, a phi per recipe
     extra["looped-curve"] = {"phi": 0.45, "K": 0.3}  # runs at their peak lr to the end: S1 = D, no anneal
     extra["looped-entry-curve"] = {"phi": 0.45, "kappa": 0.4, "K": 0.3}  # the same, at looped-entry's multiplier
     params = {**dense, **extra.get(name, {})}

@@ -14,7 +14,8 @@ from loopscale.demo import validation_summary
 from loopscale.errors import InputError
 from loopscale.fit import synthetic as S
 from loopscale.fit.fit_table import fit_table
-from loopscale.fit.laws.registry import law_class
+from loopscale.fit.joint import fit_joint, joint_table
+from loopscale.fit.laws.registry import law_class, per_recipe_form
 from loopscale.fit.runs_table import canonical_table
 from loopscale.fit.validation.record import FoldResult, ValidationRecord, Verdict
 from loopscale.fit.validation.run import validate
@@ -149,3 +150,19 @@ def test_the_demos_best_rival_is_never_the_fits_own_law_under_mse():
     )
     best = validation_summary(record)["best_rival"]
     assert best == {"form": "free k_r", "law": "looped-free", "daicc": -3.0, "phi": None}
+
+
+def test_its_per_recipe_form_gives_each_recipes_phi_and_the_shared_kappa_back(grid):
+    """`fit --law looped-entry --joint recipe` (fit/laws/looped_entry_joint.py; what `power` fits a looped-entry
+    pilot's delta-phi with): one phi per recipe, one kappa; noise-free tables give them back."""
+    base = drawn(grid, 0.5, 0.4, noise=0.0)
+    probe = drawn(grid, 0.62, 0.4, noise=0.0)
+    probe = probe[probe["r"] > 1].assign(recipe="probe")
+    table, recipes = joint_table([pd.concat([base, probe], ignore_index=True)], "recipe")
+    with np.errstate(all="ignore"):
+        fit = fit_joint(table, "recipe", recipes, law_name="looped-entry-joint", separate=False, profile=False)
+    assert fit.params["phi[baseline]"] == pytest.approx(0.5, abs=1e-4)
+    assert fit.params["phi[probe]"] == pytest.approx(0.62, abs=1e-4)
+    assert fit.params["kappa"] == pytest.approx(0.4, rel=1e-3)
+    assert fit.joint.delta_phi["probe"].estimate == pytest.approx(0.12, abs=1e-4)
+    assert per_recipe_form("looped-entry").name == "looped-entry-joint"

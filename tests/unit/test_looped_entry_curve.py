@@ -1,7 +1,8 @@
 """looped-entry at every evaluation of a loss curve (`looped-entry-curve`, fit/laws/looped_entry_curve.py): where the
 schedule's terms vanish it is looped-entry, at a wsd run's end it is looped-entry at its final-point parameters,
-its Jacobian is exact, phi and kappa come back from curves drawn from it, and `power` refuses it as a pilot (it
-simulates r^phi)."""
+its Jacobian is exact, phi and kappa come back from curves drawn from it, and `power` refuses it as a pilot whose
+kappa has no bootstrap interval (power simulates its final-point law, looped-entry, and draws kappa from that
+interval: tests/unit/test_power_entry.py) rather than dropping kappa."""
 
 from __future__ import annotations
 
@@ -106,7 +107,7 @@ def test_phi_and_kappa_recovered_from_curves_drawn_from_it(entry_fit):
 def test_power_refuses_it_as_a_pilot_rather_than_dropping_kappa(entry_fit):
     from loopscale.fit.pilot import truth_from_fit
 
-    with pytest.raises(InputError, match="kappa"):
+    with pytest.raises(InputError, match="kappa has no bootstrap interval"):
         truth_from_fit(entry_fit, sigma_log=0.01)
 
 

@@ -145,8 +145,7 @@ class LoopedJoint(Law):
 
     def keep_projected(self, grid: np.ndarray) -> np.ndarray:
         """Combinations whose every recipe phi lies in [0, 1.2]."""
-        phis = grid[:, 2:3] + np.hstack([np.zeros((len(grid), 1)), grid[:, 3:]])
-        return grid[np.all((phis >= -1e-9) & (phis <= 1.2 + 1e-9), axis=1)]
+        return grid[phis_in_range(grid)]
 
     def log_multiplier(self, thetas: np.ndarray, data: LawData):
         """log m = (phi + dphi[g]) log r on recipe g's rows (dphi of the reference = 0): linear in the extras."""
@@ -156,6 +155,12 @@ class LoopedJoint(Law):
         dphi = np.concatenate([np.zeros((M, 1)), thetas[:, 6:]], axis=1)
         dlogm = np.stack([data.log_r] + [data.log_r * (data.recipe == g) for g in range(1, len(self.recipes))], 1)
         return (thetas[:, 5:6] + dphi[:, data.recipe]) * data.log_r, dlogm
+
+
+def phis_in_range(grid: np.ndarray) -> np.ndarray:
+    """Which rows (alpha, beta, phi, dphi[g]...) of a projected grid have every recipe's phi in [0, 1.2]."""
+    phis = grid[:, 2:3] + np.hstack([np.zeros((len(grid), 1)), grid[:, 3:]])
+    return np.all((phis >= -1e-9) & (phis <= 1.2 + 1e-9), axis=1)
 
 
 def recipe_phi(table: pd.DataFrame, params: dict, column: str) -> np.ndarray:

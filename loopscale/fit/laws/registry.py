@@ -71,6 +71,12 @@ def make_law(name: str, r=None, recipes=()) -> Law:
     return law_class(name).bind(r=r, recipes=recipes)
 
 
+def warm_law(law: Law, r=None) -> Law:
+    """The law whose optimum `law` starts from (`Law.warm_start`), bound to the same data: the r values and, for a
+    per-recipe law, its recipes (looped-entry-joint starts from the looped-joint optimum of its recipes)."""
+    return make_law(law.warm_start, r, recipes=law.recipes if law.per_recipe else ())
+
+
 def law_data_from_table(table, law: str | Law) -> LawData:
     """LawData from a DataFrame (or dict of arrays) with the canonical columns the law reads
     (`Law.data_from_table`): the chinchilla law N and D (or C, then D = C / (6 N)); the looped laws N_once,
