@@ -2210,7 +2210,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "blind5-mde-point-scales-up",
-        "loopscale/fit/power.py",
+        "loopscale/fit/power_summary.py",
         "point = mde_of(up / f, down / f)",
         "point = mde_of(up * f, down * f)",
         ("tests/unit/test_power_honest.py::test_a_pilot_with_one_dof_of_sigma_plans_with_an_uncertain_sigma",),

@@ -189,8 +189,9 @@ def _noise_dof(sigma: float, seed_dof, tau: float, scale: dict, n_rows: int) -> 
 
 def _pilot_law(fit, known, curves: bool) -> str:
     """The law a pilot fit's sweeps are simulated with (`simulated_law`): a joint fit's recipe law, a curve law's
-    final-point law (`final_law`: looped, or looped-entry for looped-entry-curve, its kappa kept), else the fit's own; InputError naming the laws power simulates when it is none
-    of them (its psi, gamma, k_r would be dropped: another law than the pilot's, silently)."""
+    final-point law (`final_law`: looped, or looped-entry for looped-entry-curve, its kappa kept), else the fit's
+    own; InputError naming the laws power simulates when it is none of them (its psi, gamma, k_r would be dropped:
+    another law than the pilot's, silently)."""
     if known is None or not ("phi" in fit.params or known.per_recipe or curves):
         raise InputError(f"a pilot fit needs the looped law's E, A, alpha, B, beta and phi; got law {fit.law!r}")
     single = known.final_law if curves else (known.recipe_law if known.per_recipe else fit.law)
@@ -202,6 +203,19 @@ def _pilot_law(fit, known, curves: bool) -> str:
         f"power simulates the {', '.join(power_laws())} laws (and their joint fits); the pilot's law {fit.law!r} "
         f"has {', '.join(beyond)} beyond them: fit the pilot with --law looped or --law looped-entry to size a sweep"
     )
+
+
+def _pilot_params(fit, known, curves: bool) -> tuple[str, dict[str, float]]:
+    """(the law the pilot is simulated with, its parameters): a curve law's at its final point, a joint fit's with
+    the reference recipe's phi."""
+    law_name = _pilot_law(fit, known, curves)
+    final = known().final_point_params(fit.params) if curves else fit.params
+    ref = (fit.joint or {}).get("reference")
+    phi = fit.params.get("phi", fit.params.get(LoopedJoint.recipe_param(ref)) if ref else None)
+    params = {k: float(final[k]) for k in law_params(law_name) if k in final and k != "phi"}
+    if phi is None or len(params) != len(law_params(law_name)) - 1:
+        raise InputError(f"a pilot fit needs the {law_name} law's {', '.join(law_params(law_name))}; got {fit.law!r}")
+    return law_name, {**params, "phi": float(phi)}
 
 
 def _params_se(fit, law_name: str, params: Mapping[str, float]) -> dict[str, float]:
@@ -236,14 +250,7 @@ def truth_from_fit(fit, sigma_log: float | None = None, parent_share: float | No
     fit = load_fit(fit)
     known = find_law(fit.law)  # a curve law's fit: the final point of loopscale's wsd run (Law.final_point_params)
     curves = known is not None and known.reads_curves
-    law_name = _pilot_law(fit, known, curves)
-    final = known().final_point_params(fit.params) if curves else fit.params
-    ref = (fit.joint or {}).get("reference")
-    phi = fit.params.get("phi", fit.params.get(LoopedJoint.recipe_param(ref)) if ref else None)
-    params = {k: float(final[k]) for k in law_params(law_name) if k in final and k != "phi"}
-    if phi is None or len(params) != len(law_params(law_name)) - 1:
-        raise InputError(f"a pilot fit needs the {law_name} law's {', '.join(law_params(law_name))}; got {fit.law!r}")
-    params["phi"] = float(phi)
+    law_name, params = _pilot_params(fit, known, curves)
     shape_law = {"law": law_name, "params_se": _params_se(fit, law_name, params)}
     noise = fit.noise or {}
     tail_dof = (noise.get("tails") or {}).get("t_dof")

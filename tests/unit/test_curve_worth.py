@@ -8,7 +8,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from loopscale.analysis.power_designs import PowerRequest, markdown, power_record
+from loopscale.analysis.power_designs import PowerRequest, power_record
+from loopscale.analysis.power_text import markdown
 from loopscale.data.heldout import curve_steps
 from loopscale.fit.curve_worth import CurveNoise, ar1_mean_factor, curve_noise, curve_worth
 from loopscale.fit.curves.synthetic import looped_curves

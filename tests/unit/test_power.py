@@ -20,11 +20,10 @@ from loopscale.fit.power import (
     design_law,
     make_problem,
     noise_clusters,
-    power_at,
     recipe_rows,
-    seeds_needed,
     simulate_design,
 )
+from loopscale.fit.power_summary import power_at, seeds_needed
 from loopscale.fit.result import FitResult
 from loopscale.fit.verdict import MDE_FACTOR, Z_LEVEL
 
