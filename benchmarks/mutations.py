@@ -2530,11 +2530,10 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "blind6-pilot-law-check-skipped-for-a-looped-fit",
         "loopscale/fit/pilot.py",
-        "beyond = [] if fit.joint else",
-        "beyond = [] if fit.joint or looped else",
+        "    if law in power_laws():\n        return law\n",
+        "    if True:\n        return law\n",
         (
-            ""
-            "tests/unit/test_power.py::test_a_pilot_whose_law_has_more_than_r_to_the_phi_is_refused_not_simulated_as_r_to_the_phi",
+            "tests/unit/test_power.py::test_a_pilot_whose_law_power_cannot_draw_is_refused_not_simulated_as_r_to_the_phi",
         ),
         "power refuses a pilot whose law has parameters beyond r^phi (psi, kappa, gamma) with a one-line InputError",
     ),
