@@ -171,7 +171,10 @@ def test_fit_joint_cli_bad_input(tmp_path):
     cases = [
         ([src, src], "several tables need --joint"),
         ([src, "--joint", "nope"], "--joint column 'nope'"),
-        ([src, "--joint", "recipe", "--law", "chinchilla"], "--joint fits the looped or looped-pass law"),
+        (
+            [src, "--joint", "recipe", "--law", "chinchilla"],
+            "--joint fits the looped or looped-entry or looped-pass law",
+        ),
     ]
     for args, message in cases:
         res = loopscale("fit", *args, "--out", tmp_path / "o.json")
