@@ -2497,8 +2497,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "blind6-entry-multiplier-kappa-at-r1",
         "loopscale/fit/laws/looped_entry.py",
-        "np.where(float(r) > 1, kappa, 1.0)",
-        "np.where(float(r) >= 1, kappa, 1.0)",
+        "np.where(np.asarray(r, dtype=float) > 1, np.asarray(kappa, dtype=float), 1.0)",
+        "np.where(np.asarray(r, dtype=float) >= 1, np.asarray(kappa, dtype=float), 1.0)",
         ("tests/unit/test_looped_entry.py::test_the_multiplier_is_one_at_r_one_and_kappa_r_to_the_phi_above",),
         "looped-entry: m_1 = 1, m_r = kappa r^phi for r > 1 (figures and advice read `multiplier`)",
     ),

@@ -26,6 +26,13 @@ from loopscale.fit.laws.looped import Looped
 from loopscale.fit.laws.looped_logr import LoopedLogR
 from loopscale.fit.laws.registry import register
 
+WARM_LOG_KAPPA = (0.0, -0.7, 0.7)  # warm starts in ln kappa: no price (the r^phi optimum), and a price either way
+
+
+def entry_price(kappa, r) -> np.ndarray:
+    """kappa^[r > 1]: the one-off price a looped row pays (1 at r = 1), per row of r."""
+    return np.where(np.asarray(r, dtype=float) > 1, np.asarray(kappa, dtype=float), 1.0)
+
 
 @register
 @dataclass(frozen=True)
@@ -57,13 +64,12 @@ class LoopedEntry(Law):
 
     def multiplier(self, params, r: float, recipe: str | None = None) -> np.ndarray:
         """m_r = kappa r^phi for r > 1 and 1 at r = 1, for figures and advice."""
-        phi, kappa = (np.asarray(params[k], dtype=float) for k in ("phi", "kappa"))
-        return np.where(float(r) > 1, kappa, 1.0) * float(r) ** phi
+        return entry_price(params["kappa"], r) * float(r) ** np.asarray(params["phi"], dtype=float)
 
     def warm_starts(self, theta: np.ndarray) -> np.ndarray:
         """From the looped optimum (E, A, alpha, B, beta, phi): kappa = 1 (the looped law itself) and a price either
         way with phi kept."""
-        return np.array([np.concatenate([theta[:6], [log_kappa]]) for log_kappa in (0.0, -0.7, 0.7)])
+        return np.array([np.concatenate([theta[:6], [log_kappa]]) for log_kappa in WARM_LOG_KAPPA])
 
     def log_multiplier(self, thetas: np.ndarray, data: LawData):
         """log m = phi ln r + [r > 1] ln kappa, and its derivatives: linear in (phi, ln kappa)."""

@@ -22,7 +22,7 @@ import numpy as np
 from loopscale.fit.bounds import BOUNDS, LOG_KAPPA_BOUNDS
 from loopscale.fit.laws.form import LawData, user_value
 from loopscale.fit.laws.looped_curve import K_BOUNDS, LoopedCurve
-from loopscale.fit.laws.looped_entry import LoopedEntry
+from loopscale.fit.laws.looped_entry import WARM_LOG_KAPPA, LoopedEntry
 from loopscale.fit.laws.registry import register
 
 
@@ -70,6 +70,6 @@ class LoopedEntryCurve(LoopedCurve):
         """From looped-curve's optimum (E, A, alpha, B, beta, phi, ln K): kappa = 1 (looped-curve itself) and a price
         either way, phi and K kept; and phi = 0.5 with kappa = 0.5 (where r^phi's phi ran to a bound, the optimum it
         gives is a poor start for phi)."""
-        starts = [np.concatenate([theta[:6], [log_kappa], theta[6:]]) for log_kappa in (0.0, -0.7, 0.7)]
+        starts = [np.concatenate([theta[:6], [log_kappa], theta[6:]]) for log_kappa in WARM_LOG_KAPPA]
         starts.append(np.concatenate([theta[:5], [0.5, np.log(0.5)], theta[6:]]))
         return np.array(starts)

@@ -18,11 +18,9 @@ import numpy as np
 
 from loopscale.fit.bounds import LOG_KAPPA_BOUNDS
 from loopscale.fit.laws.form import LawData, user_value
-from loopscale.fit.laws.looped_entry import LoopedEntry
+from loopscale.fit.laws.looped_entry import WARM_LOG_KAPPA, LoopedEntry, entry_price
 from loopscale.fit.laws.looped_joint import LoopedJoint, phis_in_range, recipe_phi
 from loopscale.fit.laws.registry import register
-
-WARM_LOG_KAPPA = (0.0, -0.7, 0.7)  # the looped-joint optimum with no price, and a price either way (as looped-entry)
 
 
 @register
@@ -42,14 +40,13 @@ class LoopedEntryJoint(LoopedJoint):
         """L_hat per row, each row at its recipe's phi (`recipe_phi`) and kappa on looped rows."""
         phi = recipe_phi(table, params, recipe_column or "recipe")
         cols = {c: np.asarray(table[c], dtype=float) for c in ("N_once", "N_rec", "r", "D")}
-        m = np.where(cols["r"] > 1, params["kappa"], 1.0) * cols["r"] ** phi
+        m = entry_price(params["kappa"], cols["r"]) * cols["r"] ** phi
         n = cols["N_once"] + m * cols["N_rec"]
         return params["E"] + params["A"] * n ** -params["alpha"] + params["B"] * cols["D"] ** -params["beta"]
 
     def multiplier(self, params, r: float, recipe: str | None = None) -> np.ndarray:
         """kappa r^phi[recipe] for r > 1, 1 at r = 1."""
-        kappa = np.asarray(params["kappa"], dtype=float)
-        return np.where(float(r) > 1, kappa, 1.0) * super().multiplier(params, r, recipe)
+        return entry_price(params["kappa"], float(r)) * super().multiplier(params, r, recipe)
 
     def extra_internal_names(self) -> tuple[str, ...]:
         return (*super().extra_internal_names(), "log_kappa")
