@@ -65,8 +65,9 @@ class LoopedJoint(Law):
 
     @classmethod
     def data_from_table(cls, table) -> LawData:
-        """The looped law's inputs and, where the table has it, each row's recipe code (RECIPE_CODE)."""
-        d = Looped.data_from_table(table)
+        """The looped law's inputs (D from C with this law's `cost_params`: N_pass too for looped-pass-joint) and,
+        where the table has it, each row's recipe code (RECIPE_CODE)."""
+        d = super().data_from_table(table)
         codes = np.asarray(table[RECIPE_CODE]) if RECIPE_CODE in _keys(table) else None
         return LawData(d.N_once, d.N_rec, d.r, d.D, d.L, codes)
 
