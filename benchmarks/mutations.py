@@ -2556,6 +2556,35 @@ MUTATIONS: tuple[Mutation, ...] = (
         ("tests/unit/test_derived.py::test_equiv_takes_sizes_of_zero_or_more_not_both_zero",),
         "equiv: --n-once and --n-rec must be >= 0 and not both 0, else a one-line usage error (exit 2)",
     ),
+    Mutation(
+        "curve-terms-read-from-the-rows-kept",
+        "loopscale/fit/laws/looped_curve.py",
+        "        if cls._has_schedule_columns(table):  # summed over each run's whole schedule by `rows_to_fit`\n",
+        "        if False:\n",
+        (
+            "tests/unit/test_looped_curve_law.py::test_a_fitted_rows_schedule_terms_are_summed_over_its_runs_whole_schedule",
+        ),
+        "a curve law's S1 and S2 at a fitted row are its run's whole schedule's, whatever rows were left out",
+    ),
+    Mutation(
+        "curve-start-keeps-every-evaluation",
+        "loopscale/fit/laws/looped_curve.py",
+        '    return (table["step"] >= share * last).to_numpy(dtype=bool)\n',
+        "    return np.ones(len(table), dtype=bool)\n",
+        (
+            "tests/unit/test_looped_curve_law.py::"
+            "test_curve_start_drops_early_evaluations_and_leaves_the_rest_of_the_schedule_as_it_was",
+        ),
+        "fit --curve-start SHARE leaves out each run's evaluations before SHARE of its steps",
+    ),
+    Mutation(
+        "curve-worth-weighs-entry-curves-against-r-to-the-phi",
+        "loopscale/fit/curve_worth.py",
+        '    f_law = make_law(cls.final_law, finals["r"].to_numpy(dtype=float))',
+        '    f_law = make_law("looped", finals["r"].to_numpy(dtype=float))',
+        ("tests/unit/test_curve_worth.py::test_an_entry_curve_is_weighed_against_looped_entrys_own_final_points",),
+        "power's curve worth weighs a curve law's curves against its own final-point law (looped-entry's kappa)",
+    ),
 )
 
 

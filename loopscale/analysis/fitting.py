@@ -14,10 +14,19 @@ from loopscale.analysis.probes import check_dense_rows
 from loopscale.errors import InputError, LoopscaleError
 from loopscale.fit.fit_table import check_fit_inputs, fit_table
 from loopscale.fit.joint import check_joint_inputs, fit_joint, joint_table
+from loopscale.fit.laws.looped_curve import rows_from_start
 from loopscale.fit.laws.registry import law_class, law_names, per_recipe_form
 from loopscale.fit.objective import Loss
 from loopscale.fit.result import file_sha256
-from loopscale.fit.runs_table import PARENT_COLUMN, ColumnMap, canonical_table, drop_top_k, is_forked, read_table
+from loopscale.fit.runs_table import (
+    PARENT_COLUMN,
+    ColumnMap,
+    canonical_table,
+    check_fit_size,
+    drop_top_k,
+    is_forked,
+    read_table,
+)
 from loopscale.fit.validation.lr_confound import lr_rows
 
 
@@ -45,6 +54,7 @@ class FitRequest:
     seed: int = 0
     starts: int = 16
     allow_no_dense: bool = False
+    curve_start: float = 0.0  # a curve law: each run's evaluations before this share of its steps left out
 
 
 def bootstrap_cluster(req: FitRequest, table) -> str | None:
@@ -94,7 +104,7 @@ def group_tables(req: FitRequest) -> tuple:
     tables = []
     for g, part in groups:
         try:
-            table = canonical_table(part.reset_index(drop=True), req.law, req.columns)
+            table = curve_rows(canonical_table(part.reset_index(drop=True), req.law, req.columns), req)
             check_dense_rows(table, req.law, req.allow_no_dense)  # a probe without the baseline's r = 1 runs
             check_fit_inputs(table, req.law, req.bootstrap, req.cluster, req.holdout_largest)
         except LoopscaleError as err:  # said with the group it came from
@@ -102,6 +112,19 @@ def group_tables(req: FitRequest) -> tuple:
             raise InputError(f"{err}{where}") from None
         tables.append((g, table))
     return raw, tables
+
+
+def curve_rows(table, req: FitRequest):
+    """The canonical table of a curve law without each run's evaluations before --curve-start of its steps
+    (`looped_curve.rows_from_start`: the schedule's terms of the rows kept are summed from step 0 all the same);
+    --curve-start with a law that reads no curves is refused."""
+    if not req.curve_start:
+        return table
+    if not law_class(req.law).reads_curves:
+        raise InputError(f"--curve-start drops evaluations of a loss curve: --law {req.law} fits final points")
+    kept = table.loc[rows_from_start(table, req.curve_start)].reset_index(drop=True)
+    check_fit_size(kept, req.law)
+    return kept
 
 
 def without_lr_grid(raw):
@@ -124,6 +147,8 @@ def fit_groups(req: FitRequest, raw, tables: list) -> list:
     with np.errstate(all="ignore"):
         for g, table in tables:
             result = fit_table(table, req.law, req.loss, holdout=req.holdout_largest, **_fit_keywords(req))
+            if req.curve_start:  # what `validate` drops again
+                result.settings = result.settings.replace(curve_start=req.curve_start)
             result.input = dict(input_info, n_rows_used=len(table))
             if g is not None:
                 result.group = {"column": req.group, "value": g.item() if hasattr(g, "item") else g}

@@ -29,6 +29,9 @@ from loopscale.fit.objective import Loss
 from loopscale.plots.files import check_dpi, figure_files, write_figure
 
 DEFAULT_CURVE_LAW = "multipower"
+# each run's evaluations fitted from this share of its steps on (`--curve-start`); measured on the tuned demo:
+# docs/results.md, "Early evaluations of a curve"
+DEFAULT_CURVE_START = 0.0
 DEFAULT_CURVE_LOSS = "val_loss"  # what `loopscale collect` names the validation loss of curves.csv
 
 
@@ -59,6 +62,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "paper counts drops after the warmup)",
     )
     g.add_argument(
+        "--curve-start",
+        type=float,
+        default=DEFAULT_CURVE_START,
+        metavar="SHARE",
+        help="fit each run's evaluations from SHARE of its steps on (a curve law: the looped curve laws, or with "
+        "--curves); the schedule's terms (S1, S2, the drops) are still summed over the whole schedule from step 0 "
+        "(default %(default)s)",
+    )
+    g.add_argument(
         "--lr-before-first",
         default="zero",
         choices=["zero", "hold"],
@@ -85,6 +97,10 @@ def run_curve_fit(args: argparse.Namespace) -> int:
     curves, other_r = read_trained_curves(args.tables[0], columns, warmup_from_zero=args.lr_before_first == "zero")
     if other_r:
         print(f"read each run's curve at its trained r: {other_r} rows scored at another r_eval left out")
+    if not 0 <= args.curve_start < 1:
+        raise UsageError(f"--curve-start {args.curve_start}: a share of each run's steps, in [0, 1)")
+    # each run keeps its whole schedule (eta from step 0): only the evaluations before the share are left out
+    curves = [c.restricted(c.steps >= args.curve_start * c.steps[-1]) for c in curves]
     law = curve_law(law_name)
     if args.warmup_drops:
         if not hasattr(law, "warmup_drops"):
@@ -95,6 +111,7 @@ def run_curve_fit(args: argparse.Namespace) -> int:
         print(line)
     if args.out:
         record = curve_fit_record(result, args.tables[0], columns, args.warmup_drops, args.lr_before_first)
+        record["curve_start"] = args.curve_start
         write_json_atomic(args.out, record)
         print(f"wrote {args.out}")
     if args.predictions:

@@ -139,6 +139,7 @@ class Settings(JsonBlock):
     law: str = ABSENT
     holdout_largest: bool = ABSENT  # a single fit's
     joint_column: str = ABSENT  # a joint fit's: the column naming the recipe
+    curve_start: float = ABSENT  # a curve law's: each run's evaluations before this share of its steps left out
 
 
 @dataclass(frozen=True)

@@ -140,3 +140,15 @@ def test_curve_noise_is_its_moment_formulas_written_out():
     assert found.rho == pytest.approx(rho, rel=1e-12)
     assert found.sigma_eval_log == pytest.approx(np.sqrt(s_eval2), rel=1e-12)
     assert found.sigma_run_log == pytest.approx(np.sqrt(s_run2), rel=1e-12)
+
+
+def test_an_entry_curve_is_weighed_against_looped_entrys_own_final_points():
+    """looped-entry-curve's final points follow looped-entry (m_r = kappa r^phi for r > 1, `final_law`), where phi is
+    the slope across r = 2, 4, 8 alone: against them a curve under run-level noise is worth ~1 final point, as
+    looped-curve's is. Weighed against r^phi's final points (phi read from r = 1 too) it would be worth 0.39."""
+    design = demo_grid().assign(steps=lambda t: np.maximum(10, np.round(t["D"] / DEMO_BATCH_TOKENS)).astype(int))
+    entry = {**TRUTH, "kappa": 0.5}
+    run_level = curve_worth(design, entry, "looped-entry-curve", CurveNoise(SIGMA, 0.0, 0.0, 44, 12.0), evaluated)
+    along = curve_worth(design, entry, "looped-entry-curve", CurveNoise(0.0, SIGMA, 0.0, 44, 12.0), evaluated)
+    assert 0.6 < run_level < 1.05  # 0.90 (r^phi's finals: 0.39)
+    assert 6 < along <= POINTS + 2  # 9.4 (r^phi's finals: 4.0)

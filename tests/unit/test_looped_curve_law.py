@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 
 from loopscale.data.heldout import curve_steps
+from loopscale.errors import InputError
 from loopscale.fit.cluster_se import cluster_robust_cov, residual_rho
 from loopscale.fit.curves.synthetic import looped_curves, wsd_multipliers
 from loopscale.fit.fit_table import fit_table
@@ -161,3 +162,56 @@ def test_the_notebooks_curve_figure_reads_the_fits_own_table(curve_fit, tmp_path
         first.get_title().startswith("r = 1")
         and len(first.get_lines()) == (canon["r"] == 1).groupby(canon["run"]).any().sum()
     )  # one fitted line per r = 1 run
+
+
+def forked_curves() -> pd.DataFrame:
+    """Two parent jobs (r = 1 and 2; wsd, 100 steps, 10 tokens a step, no warmup), each with two branches: `short`
+    cools down over steps 40-50, `long` over 80-100; each branch's rows repeat its parent's stable-phase evaluations
+    up to its fork."""
+    rows = []
+    for r, tag in ((1, ""), (2, "-r2")):
+        for run, fork, end in (("short", 40, 50), ("long", 80, 100)):
+            stable = [s for s in (1, 5, 10, 20, 30, 40, 60, 80) if s <= fork]
+            for s in stable + [fork + (end - fork) // 2, end]:
+                lr = 1.0 if s <= fork else 1 - (s - fork) / (end - fork)
+                rows.append({"run": run + tag, "parent": "p" + tag, "step": s, "tokens": 10 * s, "lr_multiplier": lr,
+                             "r": r, "N_once": 1e5, "N_rec": 1e5, "D": 10 * end, "L": 4.0 - 0.01 * s,
+                             "from_parent": s <= fork})  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def test_a_fitted_rows_schedule_terms_are_summed_over_its_runs_whole_schedule():
+    """A later branch's stable-phase rows up to the first branch's fork are fitted once, in the first branch; its
+    own rows' S1 and S2 are still its whole run's (the sum from step 0), not a schedule read from the rows kept."""
+    raw = forked_curves()
+    table = canonical_table(raw, "looped-curve")
+    assert table.loc[table["run"] == "long", "step"].tolist() == [60, 80, 90, 100]  # 1-40 fitted in `short`
+    data = LoopedCurve.data_from_table(table)
+    alone = raw[raw["run"] == "long"].reset_index(drop=True)  # the long branch's every row
+    S1, S2 = schedule_features(alone, decay=0.0)
+    at = alone["step"].isin([60, 80, 90, 100]).to_numpy()
+    long = (table["run"] == "long").to_numpy()
+    np.testing.assert_allclose(data.D[long], S1[at], rtol=1e-12)  # S1 at step 60 = 600 tokens, not ~300
+    np.testing.assert_allclose(data.extra["S2"][long], S2[at], atol=1e-12)
+    assert data.D[long][0] == pytest.approx(600.0)
+    # the rows kept are the same read twice (validate reads rows_to_fit, then canonical_table does again)
+    again = LoopedCurve.data_from_table(canonical_table(LoopedCurve.rows_to_fit(raw), "looped-curve"))
+    np.testing.assert_allclose(again.D, data.D, rtol=1e-12)
+
+
+def test_curve_start_drops_early_evaluations_and_leaves_the_rest_of_the_schedule_as_it_was():
+    from loopscale.fit.laws.looped_curve import rows_from_start
+
+    table = canonical_table(forked_curves(), "looped-curve")
+    keep = rows_from_start(table, 0.25)  # `short`: steps >= 12.5; `long`: >= 25
+    kept = table.loc[keep].reset_index(drop=True)
+    assert kept.loc[kept["parent"] == "p", ["run", "step"]].values.tolist() == [
+        ["short", 20], ["short", 30], ["short", 40], ["short", 45], ["short", 50],
+        ["long", 60], ["long", 80], ["long", 90], ["long", 100],
+    ]  # fmt: skip
+    full, dropped = LoopedCurve.data_from_table(table), LoopedCurve.data_from_table(kept)
+    np.testing.assert_allclose(dropped.D, full.D[keep], rtol=1e-12)  # S1 of a kept row: from step 0 all the same
+    np.testing.assert_allclose(dropped.extra["S2"], full.extra["S2"][keep], atol=1e-12)
+    assert rows_from_start(table, 0.0).all()
+    with pytest.raises(InputError, match="curve-start"):
+        rows_from_start(table, 1.0)

@@ -48,6 +48,10 @@ DEFAULT_DECAY = 0.0
 WSD_AREA_SHARE = 0.9
 WSD_FINAL_ANNEAL = 1.0
 K_BOUNDS = (-20.0, 5.0)  # ln K: K from ~0 to ~150 nats per full anneal
+# the schedule's terms of each fitted row, written by `rows_to_fit` from the run's whole schedule, with the lambda
+# they were summed at (S1 in tokens, S2 in units of the peak lr)
+S1_COLUMN, S2_COLUMN, DECAY_COLUMN = "S1_tokens", "S2_anneal", "S2_lambda"
+SCHEDULE_COLUMNS = (S1_COLUMN, S2_COLUMN, DECAY_COLUMN)
 
 
 def schedule_features(table, decay: float) -> tuple[np.ndarray, np.ndarray]:
@@ -75,6 +79,22 @@ def schedule_features(table, decay: float) -> tuple[np.ndarray, np.ndarray]:
     return S1, S2
 
 
+def rows_from_start(table: pd.DataFrame, share: float) -> np.ndarray:
+    """(rows,) which rows of a curve law's canonical table `fit --curve-start SHARE` keeps: each run's evaluations
+    from `share` of its steps on (step >= share x the run's last evaluated step). The rows keep the S1 and S2 that
+    `rows_to_fit` summed over the whole schedule from step 0, so dropping a row leaves the others' terms as they
+    were. Refused where a table lacks them (the terms would be read from the kept rows alone) or a share outside
+    [0, 1)."""
+    if not 0 <= share < 1:
+        raise InputError(f"--curve-start {share}: a share of each run's steps, in [0, 1)")
+    if share == 0:
+        return np.ones(len(table), dtype=bool)
+    if not all(c in table.columns for c in SCHEDULE_COLUMNS):
+        raise InputError("--curve-start reads a curves table (run, step, tokens and the lr per evaluation)")
+    last = table.groupby(table["run"].astype(str).to_numpy())["step"].transform("max")
+    return (table["step"] >= share * last).to_numpy(dtype=bool)
+
+
 @register
 @dataclass(frozen=True)
 class LoopedCurve(Looped):
@@ -97,11 +117,18 @@ class LoopedCurve(Looped):
         r holds other pass counts too), from the end of each run's warmup on (the first row at its peak lr;
         the warmup's rows are read only as the schedule's start, a linear rise from 0); and a forked branch's
         rows up to its fork, its parent's stable phase repeated in every branch of that parent (`from_parent`),
-        kept once (the first branch's)."""
+        kept once (the first branch's). Each kept row carries its S1 and S2 (`SCHEDULE_COLUMNS`), summed over its
+        run's whole schedule BEFORE any row is dropped: read from the kept rows alone, a later branch whose shared
+        stable phase went to the first branch would start at its first own row with the lr rising from 0 there,
+        and its S1 would be up to 2x too small (273 of the tuned demo's 635 fitted rows, by 1.0-2.0x). A table
+        that already carries them (this method run twice) keeps them."""
         table = trained_r_rows(table).reset_index(drop=True)
         lr = "lr_multiplier" if "lr_multiplier" in table.columns else "lr"
         if not {"run", "step", lr} <= set(table.columns):
             return table
+        if not cls._has_schedule_columns(table) and "tokens" in table.columns:
+            S1, S2 = schedule_features(table, cls.decay)
+            table = table.assign(**{S1_COLUMN: S1, S2_COLUMN: S2, DECAY_COLUMN: cls.decay})
         order = table.sort_values(["run", "step"], kind="stable")
         peak = order.groupby("run")[lr].transform("max")
         reached = (order[lr] >= peak * (1 - 1e-9)).groupby(order["run"]).cummax()
@@ -119,8 +146,20 @@ class LoopedCurve(Looped):
         base = Looped.data_from_table(table)
         if not ("run" in table and "step" in table):
             return LawData(base.N_once, base.N_rec, base.r, base.D, base.L, extra={"S2": np.zeros(len(base))})
-        S1, S2 = schedule_features(table, cls.decay)
+        if cls._has_schedule_columns(table):  # summed over each run's whole schedule by `rows_to_fit`
+            S1, S2 = (np.asarray(table[c], dtype=float) for c in (S1_COLUMN, S2_COLUMN))
+        else:
+            S1, S2 = schedule_features(table, cls.decay)
         return LawData(base.N_once, base.N_rec, base.r, S1, base.L, extra={"S2": S2})
+
+    @classmethod
+    def _has_schedule_columns(cls, table) -> bool:
+        """Whether the table carries S1 and S2 from `rows_to_fit` at this law's lambda (a variant with its own
+        lambda sums its own S2)."""
+        if not all(c in table for c in SCHEDULE_COLUMNS):
+            return False
+        decay = np.asarray(table[DECAY_COLUMN], dtype=float)
+        return bool(len(decay)) and bool(np.all(decay == cls.decay))
 
     def final_point_params(self, params) -> dict:
         """The final loss of loopscale's wsd run of D tokens as the looped law: B S1^-beta - K S2 at the end

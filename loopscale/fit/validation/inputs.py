@@ -13,6 +13,7 @@ import pandas as pd
 
 from loopscale.errors import InputError, LoopscaleError
 from loopscale.fit.laws.form import BASE_USER
+from loopscale.fit.laws.looped_curve import rows_from_start
 from loopscale.fit.laws.registry import find_law, law_class
 from loopscale.fit.replicates import replicate_groups
 from loopscale.fit.result import FitResult, file_sha256, read_fit_json, recorded_tables
@@ -43,6 +44,8 @@ def validation_tables(fit: FitResult, given=()) -> tuple[pd.DataFrame, pd.DataFr
     lr = lr_rows(raw)
     try:
         every = canonical_table(raw, fit.law, columns)  # every row checked alike; the lr rows split off after
+        keep = rows_from_start(every, fit.settings.get("curve_start") or 0.0)  # as `fit --curve-start` kept them
+        every, lr = every.loc[keep].reset_index(drop=True), lr[keep]
         table = every[~lr].reset_index(drop=True)
         check_fit_size(table, fit.law)
         lr_table = every[lr].reset_index(drop=True) if lr.any() else None

@@ -1,0 +1,258 @@
+"""Coverage of phi's interval from whole loss curves against final points on the demo's forked design (issue 55 item 3).
+
+    nice -n 10 .venv/bin/python benchmarks/bench_curve_calibration.py CURVES.csv [--law looped-entry-curve] \\
+        [--sweeps 100] [--bootstrap 100] [--sigma-run S --sigma-eval S --rho R] [--curve-start SHARE] \\
+        [--out runs/curve_calibration] [--cell NAME]
+    .venv/bin/python benchmarks/bench_curve_calibration.py CURVES.csv --summarise [--out ...] [--cell NAME]
+
+The design is the curves table a forked demo wrote (`loopscale collect`'s runs_curves.csv: parents, their cooldown
+branches, each evaluation's step, tokens and lr as the demo ran them), read at each run's trained r. The stated
+curve law is `--law` (looped-entry-curve by default, or looped-curve) at the parameters `loopscale fit` finds on
+that table (what the demo measured), and the noise is the fit's own curve noise split (`curve_worth.curve_noise`:
+a run-level offset and an AR(1) along the curve), unless given. Each sweep draws
+
+    log L = log L_law(row) + s_run u_parent + s_eval w_row
+
+u one standard normal per parent job (its branches share its weights up to their fork), w an AR(1) series of
+lag-1 correlation rho along the parent's stable-phase evaluations, continued along each branch's own cooldown from
+its fork's value (the stable phase is one curve, measured once, in every branch's rows).
+
+Then, exactly as the CLI does (`analysis.fitting.group_tables` and `fit_groups` on the sweep written as a CSV):
+  curves: `loopscale fit SWEEP.csv --law LAW --loss-col val_loss --bootstrap B` (the bootstrap by parent, the phi
+          profile with its scale summed within each parent: the interval the verdict reads, `verdict.interval_of`);
+  finals: `loopscale fit FINALS.csv --law FINAL_LAW --bootstrap B`, FINALS the last evaluation of every run (the
+          runs table of the same sweep: equal FLOPs, the curves' evaluations aside), FINAL_LAW the curve law's own
+          final-point law (`LoopedCurve.final_law`).
+Printed per fit: coverage of the true phi by the profile interval (the verdict's) and the bootstrap percentile
+interval, with Monte-Carlo se and the Wilson 95% interval; the median widths and their ratio curves / finals;
+phi_hat's bias and sd; open intervals. Resumable: each sweep appends one JSON line to OUT/CELL.jsonl.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from loopscale.analysis.fitting import FitRequest, fit_groups, group_tables
+from loopscale.fit.curve_worth import curve_noise
+from loopscale.fit.curves.table import trained_r_rows
+from loopscale.fit.laws.registry import law_class, make_law
+from loopscale.fit.runs_table import ColumnMap, read_table
+from loopscale.fit.verdict import interval_of
+
+# the bands of an evaluation's step, as a share of its parent job's longest branch, in which `--noise bands` sets the
+# noise's sd to the truth fit's residual RMS (the demo's curve fit misses its early steps by 10x its late ones)
+SHARE_BANDS = np.array([0.0, 0.02, 0.1, 0.5, 1.0 + 1e-9])
+FINAL_COLUMNS = ("run", "parent", "recipe", "width", "r", "N_once", "N_rec", "N", "seed", "steps", "C_budget")
+
+
+def fit_as_the_cli(path: Path, law: str, loss_col: str, bootstrap: int, curve_start: float = 0.0):
+    """(FitResult, canonical table) of `loopscale fit PATH --law LAW --loss-col LOSS_COL --bootstrap B`."""
+    extra = {"curve_start": curve_start} if curve_start else {}
+    req = FitRequest([str(path)], law=law, columns=ColumnMap(L=loss_col), bootstrap=bootstrap, jobs=1, **extra)
+    raw, tables = group_tables(req)
+    (_, table, result) = fit_groups(req, raw, tables)[0]
+    return result, table
+
+
+def parent_share(table: pd.DataFrame) -> np.ndarray:
+    """(rows,) each evaluation's step as a share of its parent job's longest branch (a shared stable-phase row has
+    one share in every branch)."""
+    parent = table["parent"].astype(str) if "parent" in table else table["run"].astype(str)
+    return (table["step"] / table["step"].groupby(parent.to_numpy()).transform("max")).to_numpy(dtype=float)
+
+
+def band_sd(residuals: np.ndarray, share: np.ndarray) -> np.ndarray:
+    """(bands,) the residuals' RMS in each band of SHARE_BANDS."""
+    band = np.searchsorted(SHARE_BANDS, share, side="right") - 1
+    return np.array([np.sqrt(np.mean(residuals[band == b] ** 2)) for b in range(len(SHARE_BANDS) - 1)])
+
+
+def forked_noise(design: pd.DataFrame, s_run: float, s_eval, rho: float, rng) -> np.ndarray:
+    """(rows,) log-noise of a curves table (module docstring): a parent offset plus an AR(1) along the parent's
+    stable phase, continued along each branch's own rows from its fork. s_eval: one sd, or one per band of
+    SHARE_BANDS (the AR(1) is drawn with unit variance and scaled by its row's band)."""
+    if np.ndim(s_eval):
+        band = np.searchsorted(SHARE_BANDS, parent_share(design), side="right") - 1
+        s_eval = np.asarray(s_eval)[np.clip(band, 0, len(SHARE_BANDS) - 2)]
+    s_eval = np.broadcast_to(np.asarray(s_eval, dtype=float), (len(design),))
+    parent = design["parent"].astype(str) if "parent" in design else design["run"].astype(str)
+    shared = design["from_parent"].astype(bool).to_numpy() if "from_parent" in design else np.zeros(len(design), bool)
+    step = design["step"].to_numpy(dtype=np.int64)
+    out = np.empty(len(design))
+    innovation = np.sqrt(1 - rho * rho)
+    for p in pd.unique(parent):
+        in_p = (parent == p).to_numpy()
+        stable_steps = np.unique(step[in_p & shared])
+        z = np.empty(len(stable_steps))
+        for j in range(len(z)):
+            z[j] = rng.standard_normal() if j == 0 else rho * z[j - 1] + innovation * rng.standard_normal()
+        at = dict(zip(stable_steps.tolist(), z))
+        offset = s_run * rng.standard_normal()
+        for run in pd.unique(design.loc[in_p, "run"]):
+            rows = np.flatnonzero(in_p & (design["run"] == run).to_numpy())
+            rows = rows[np.argsort(step[rows], kind="stable")]
+            prev = None
+            for i in rows:
+                if shared[i]:
+                    prev = at[int(step[i])]
+                else:
+                    prev = rng.standard_normal() if prev is None else rho * prev + innovation * rng.standard_normal()
+                out[i] = offset + s_eval[i] * prev
+    return out
+
+
+def summarise(rows: list[dict], phi: float) -> None:
+    """Per fit and interval: coverage (MC se, Wilson), median width, open ends; phi_hat's bias and sd; the ratio."""
+    n = len(rows)
+    print(f"{n} sweeps; true phi {phi:.4f}")
+    widths = {}
+    for kind in ("curves", "finals"):
+        est = np.array([r[kind]["phi"] for r in rows])
+        sd = est.std(ddof=1)
+        print(f"  {kind}: phi_hat bias {est.mean() - phi:+.4f} +- {sd / np.sqrt(n):.4f}, sd {sd:.4f}")
+        for iv in ("profile", "bootstrap"):
+            cis = [r[kind][iv] for r in rows]
+            if iv == "bootstrap" and all(c is None for c in cis):
+                continue  # --bootstrap 0
+            lo = np.array([-np.inf if c is None or c[0] is None else c[0] for c in cis])
+            hi = np.array([np.inf if c is None or c[1] is None else c[1] for c in cis])
+            k = int(((lo <= phi) & (phi <= hi)).sum())
+            closed = np.isfinite(lo) & np.isfinite(hi)
+            w = float(np.median(hi - lo))  # an open interval is infinitely wide
+            widths[(kind, iv)] = w
+            a, b = wilson(k, n)
+            se = np.sqrt(k / n * (1 - k / n) / n)
+            of_closed = float(np.median((hi - lo)[closed])) if closed.any() else float("nan")
+            print(f"    {iv:>9}: coverage {k}/{n} = {k / n:.3f} +- {se:.3f} [{a:.2f}, {b:.2f}], median width {w:.4f} "
+                  f"(an open one infinite: {int((~closed).sum())} open), of the closed {of_closed:.4f}")  # fmt: skip
+    for iv in ("profile", "bootstrap"):
+        if ("curves", iv) not in widths or ("finals", iv) not in widths:
+            continue
+        ratio = widths[("curves", iv)] / widths[("finals", iv)]
+        print(f"  {iv} median width curves / finals: {ratio:.3f} ({100 * (1 - ratio):+.0f}% narrower)")
+    inf = float("inf")
+    paired = np.array([(r["curves"]["width_profile"] or inf) / (r["finals"]["width_profile"] or inf) for r in rows
+                       if r["curves"]["width_profile"] or r["finals"]["width_profile"]])  # fmt: skip
+    if len(paired):
+        q = np.quantile(paired, [0.25, 0.5, 0.75])
+        print(f"  profile width ratio per sweep (an open one infinite): median {q[1]:.3f} (IQR {q[0]:.3f}-{q[2]:.3f}, "
+              f"{len(paired)} sweeps with one closed)")  # fmt: skip
+    noise = np.array([[r["noise"]["sigma_run_log"], r["noise"]["sigma_eval_log"], r["noise"]["rho"]] for r in rows])
+    print(f"  curve noise read back (mean): run {noise[:, 0].mean():.4f}, eval {noise[:, 1].mean():.4f}, "
+          f"rho {noise[:, 2].mean():.3f}")  # fmt: skip
+
+
+def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
+    p = k / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return centre - half, centre + half
+
+
+def interval_record(result) -> dict:
+    """phi, the verdict's interval (the profile) and the bootstrap percentile interval of a fit."""
+    ci, _, _ = interval_of(result, "phi", result.profile_phi)
+    boot = (result.ci95 or {}).get("phi")
+    closed = ci is not None and ci[0] is not None and ci[1] is not None
+    return {"phi": float(result.params["phi"]), "profile": ci, "bootstrap": boot,
+            "width_profile": float(ci[1] - ci[0]) if closed else None}  # fmt: skip
+
+
+def plain(block) -> dict:
+    """A record block as a plain dict (what json writes)."""
+    return block.to_json() if hasattr(block, "to_json") else dict(block)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("curves", help="a forked demo's runs_curves.csv (the design and, by its fit, the truth)")
+    p.add_argument("--law", default="looped-entry-curve", choices=["looped-entry-curve", "looped-curve"])
+    p.add_argument("--loss-col", default="val_loss")
+    p.add_argument("--sweeps", type=int, default=100)
+    p.add_argument("--first-seed", type=int, default=0)
+    p.add_argument("--bootstrap", type=int, default=100, help="replicates per fit (by parent, as `fit` resamples)")
+    p.add_argument("--sigma-run", type=float, help="run offset sd of log L (default: the fit's curve noise)")
+    p.add_argument("--sigma-eval", type=float, help="AR(1) sd of log L (default: the fit's)")
+    p.add_argument("--rho", type=float, help="AR(1) lag-1 correlation (default: the fit's)")
+    p.add_argument(
+        "--noise",
+        choices=["flat", "bands"],
+        default="flat",
+        help="flat: one AR(1) sd along the curve (the fit's curve noise); bands: its sd per band of the step's share "
+        "of the run (the truth fit's residual RMS there), rho of the residuals so scaled",
+    )
+    p.add_argument("--curve-start", type=float, default=0.0, help="fit --curve-start for the curve fits")
+    p.add_argument("--out", default="runs/curve_calibration")
+    p.add_argument("--cell", default=None, help="name of the jsonl (default: the law and the noise)")
+    p.add_argument("--summarise", action="store_true", help="print the summary of the sweeps in the jsonl only")
+    args = p.parse_args()
+
+    design = trained_r_rows(read_table(args.curves)).reset_index(drop=True)
+    cls = law_class(args.law)
+    start = time.perf_counter()
+    truth_fit, canon = fit_as_the_cli(Path(args.curves), args.law, args.loss_col, 0, args.curve_start)
+    truth = {k: v for k, v in truth_fit.params.items()}
+    found = plain(truth_fit.noise["curve"])
+    s_run = found["sigma_run_log"] if args.sigma_run is None else args.sigma_run
+    s_eval = found["sigma_eval_log"] if args.sigma_eval is None else args.sigma_eval
+    rho = found["rho"] if args.rho is None else args.rho
+    label = f"eval{s_eval:.4f}"
+    if args.noise == "bands":  # the sd by band of the residuals, rho of the residuals scaled by it
+        residuals = np.log(cls.predict_table(truth, canon)) - np.log(canon["L"].to_numpy())
+        share = parent_share(canon)
+        s_eval = band_sd(residuals, share)
+        scaled = residuals / s_eval[np.searchsorted(SHARE_BANDS, share, side="right") - 1]
+        split = curve_noise(scaled, canon["run"], canon["step"], make_law(args.law).n_params)
+        rho = split.rho if args.rho is None else args.rho
+        label = "bands" + "-".join(f"{v:.4f}" for v in s_eval)
+    cell = args.cell or f"{args.law}-run{s_run:.4f}-{label}-rho{rho:.2f}" + (
+        f"-start{args.curve_start:g}" if args.curve_start else ""
+    )
+    out = Path(args.out) / f"{cell}.jsonl"
+    done = [json.loads(line) for line in out.read_text().splitlines()] if out.exists() else []
+    print(
+        f"{args.law} on {args.curves}: {design['run'].nunique()} runs, {len(design)} evaluations ({len(canon)} fitted)"
+    )
+    print(f"truth: {', '.join(f'{k} {v:.4g}' for k, v in truth.items())}")
+    print(f"noise (log L): run offset {s_run:.4f}, AR(1) sd {np.round(s_eval, 4)} (bands {SHARE_BANDS[:-1]} of a "
+          f"parent's steps), rho {rho:.3f}; cell {out}")  # fmt: skip
+    if args.summarise:
+        return summarise(done, truth["phi"])
+    clean = cls.predict_table(truth, design)  # the law on every row, the schedule read from all of them
+    seen = {r["seed"] for r in done}
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        for seed in range(args.first_seed, args.first_seed + args.sweeps):
+            if seed in seen:
+                continue
+            rng = np.random.default_rng(seed)
+            sweep = design.assign(**{args.loss_col: clean * np.exp(forked_noise(design, s_run, s_eval, rho, rng))})
+            sweep.to_csv(Path(tmp) / "curves.csv", index=False)
+            finals = sweep.loc[sweep.groupby("run")["step"].idxmax()]
+            finals = finals[[c for c in FINAL_COLUMNS if c in finals]].assign(
+                D=finals["tokens"].to_numpy(), L=finals[args.loss_col].to_numpy()
+            )
+            finals.drop(columns="run").to_csv(Path(tmp) / "finals.csv", index=False)
+            c_fit, c_table = fit_as_the_cli(Path(tmp) / "curves.csv", args.law, args.loss_col, args.bootstrap,
+                                            args.curve_start)  # fmt: skip
+            f_fit, _ = fit_as_the_cli(Path(tmp) / "finals.csv", cls.final_law, "L", args.bootstrap)
+            row = {"seed": seed, "curves": interval_record(c_fit), "finals": interval_record(f_fit),
+                   "noise": plain(c_fit.noise["curve"]), "rows": len(c_table)}  # fmt: skip
+            with out.open("a") as fh:
+                fh.write(json.dumps(row) + "\n")
+            done.append(row)
+            c, f = row["curves"], row["finals"]
+            print(f"  sweep {seed}: curves phi {c['phi']:.3f} {c['profile']}  finals phi {f['phi']:.3f} "
+                  f"{f['profile']}  ({time.perf_counter() - start:.0f} s)", flush=True)  # fmt: skip
+    summarise(done, truth["phi"])
+
+
+if __name__ == "__main__":
+    main()
