@@ -1,8 +1,8 @@
 """The uncertainty steps' own rules written out (issue 58), on one small l2 fit started at its truth (no screen:
 milliseconds): the profile's grid and values, its interval ends where the profile crosses f_min + threshold (the
 threshold taken as `profile_threshold` gives it: its scaling is pinned elsewhere), the LR test's statistic and
-p-value from the same moments, the Hermite root-finder, the percentile interval at a level off 95%, and which rows
-the held-out budget leaves."""
+p-value from the same moments, the Hermite root-finder, the percentile interval at a level off 95%, which rows
+the held-out budget leaves, and the bootstrap's replicates (resample.py): each the optimum of its own draw."""
 
 from __future__ import annotations
 
@@ -13,9 +13,10 @@ import pytest
 from scipy.stats import f as f_dist
 
 from loopscale.errors import InputError
+from loopscale.fit import resample
 from loopscale.fit import uncertainty as U
 from loopscale.fit.laws.form import LawData
-from loopscale.fit.objective import Loss
+from loopscale.fit.objective import Loss, objective, objective_and_grad
 from loopscale.fit.optimize import fit_law
 from loopscale.fit.runs_table import budget_clusters
 
@@ -99,3 +100,42 @@ def test_the_held_out_budget_is_the_largest_after_rounding_and_needs_twice_the_p
     assert U.holdout_train_rows(np.r_[np.full(12, 1e18), 5e18], "looped").sum() == 12  # 12 rows: enough
     with pytest.raises(InputError, match="the phi profile needs a law with one phi"):
         U.profile_phi(type("S", (), {"law": type("L", (), {"profile_param": None, "name": "chinchilla"})()})())
+
+
+# ----------------------------------------------------------------------------------------------
+# resample.py
+# ----------------------------------------------------------------------------------------------
+def test_each_bootstrap_replicate_is_the_weighted_optimum_of_its_own_chunk_draw(state):
+    """20 replicates in chunks of 16 and 4: replicate j of chunk k minimises the objective weighted by row j of
+    chunk_weights(seed, k): its objective is that weighted objective at its theta, no higher than the full-data
+    optimum's under the same weights, and its gradient there is ~0."""
+    boot = resample.bootstrap(state, 20, seed=7)
+    assert boot["replicates_per_task"] == 16 and boot["n_starts_per_replicate"] == 2  # the optimum + 1 screened
+    assert boot["cluster"] is None and "two_stage" not in boot and boot["seed"] == 7
+    law, data, loss = state.law, state.data, state.loss
+    W = np.vstack([resample.chunk_weights(7, 0, 16, 24, None, 0), resample.chunk_weights(7, 1, 4, 24, None, 0)])
+    for j in (0, 9, 17, 19):
+        theta = law.from_user({k: v[j] for k, v in boot["params"].items()})
+        f, g = objective_and_grad(theta, law, data, loss, W[j])
+        assert boot["objective"][j] == pytest.approx(f, rel=1e-9)
+        assert f <= objective(state.best.theta, law, data, loss, W[j]) * (1 + 1e-12)
+        assert np.linalg.norm(g) < 1e-6
+    labels = np.tile([3, 0, 5, 1, 4, 2], 4)  # clusters interleaved in the table
+    clustered = resample.bootstrap(state, 3, seed=2, clusters=labels, polish=False)
+    Wc = resample.chunk_weights(2, 0, 3, 24, labels, 6)
+    for j in range(3):
+        theta = law.from_user({k: v[j] for k, v in clustered["params"].items()})
+        assert clustered["objective"][j] == pytest.approx(objective(theta, law, data, loss, Wc[j]), rel=1e-9)
+    assert clustered["cluster"] == "custom"
+    assert np.all(Wc[:, :6].sum(axis=1) == 6) and np.all(Wc[:, :6] == Wc[:, 6:12])  # a row: its cluster's count
+    # chunk k of seed s draws from its own generator, seeded by the pair: (5, 3) is not (6, 2)
+    assert not np.array_equal(
+        resample.chunk_weights(5, 3, 4, 24, None, 0), resample.chunk_weights(6, 2, 4, 24, None, 0)
+    )
+
+
+def test_distinct_starts_are_the_best_of_the_projected_family_only():
+    starts = np.arange(7.0)[:, None] * np.ones((7, 2))  # 7 screened: 4 projected first, then 3 classic
+    assert [s[0] for s in resample._distinct_starts(starts, 2)] == [0.0, 1.0]
+    assert [s[0] for s in resample._distinct_starts(starts, 9)] == [0.0, 1.0, 2.0, 3.0]
+    assert resample._distinct_starts(starts, 0) == [] and resample._distinct_starts(starts[:0], 3) == []
