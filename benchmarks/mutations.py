@@ -2578,6 +2578,26 @@ MUTATIONS: tuple[Mutation, ...] = (
         "fit --curve-start SHARE leaves out each run's evaluations before SHARE of its steps",
     ),
     Mutation(
+        "fit-curves-ignores-curve-start",
+        "loopscale/cli/fit_curves.py",
+        "    curves = [c.restricted(c.steps >= args.curve_start * c.steps[-1]) for c in curves]\n",
+        "",
+        (
+            "tests/integration/test_fit_curves_cli.py::test_curve_start_fits_the_later_evaluations_on_the_whole_schedule",
+        ),
+        "fit --curves --curve-start SHARE fits each run's evaluations from SHARE of its steps on",
+    ),
+    Mutation(
+        "validate-scores-the-evaluations-curve-start-left-out",
+        "loopscale/fit/validation/inputs.py",
+        'keep = rows_from_start(every, fit.settings.get("curve_start") or 0.0)',
+        "keep = rows_from_start(every, 0.0)",
+        (
+            "tests/integration/test_fit_curves_cli.py::test_validate_reads_a_curve_fit_without_the_evaluations_it_left_out",
+        ),
+        "validate refits and scores a --curve-start fit on the evaluations it fitted",
+    ),
+    Mutation(
         "curve-worth-weighs-entry-curves-against-r-to-the-phi",
         "loopscale/fit/curve_worth.py",
         '    f_law = make_law(cls.final_law, finals["r"].to_numpy(dtype=float))',

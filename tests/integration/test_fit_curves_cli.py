@@ -92,6 +92,7 @@ def test_fit_curves_rival_law(public_like):
         (["--law", "looped"], "--curves fits a curve law"),
         (["--step-col", "iteration"], "no column(s) ['iteration']"),
         (["--warmup-drops", "--law", "lr-annealing"], "--warmup-drops is an option of the multipower law"),
+        (["--curve-start", "1"], "--curve-start 1.0: a share of each run's steps, in [0, 1)"),
     ],
 )
 def test_fit_curves_bad_input_is_one_line(public_like, tmp_path, extra, message):
@@ -106,3 +107,48 @@ def test_fit_curves_bad_input_is_one_line(public_like, tmp_path, extra, message)
 def test_curve_law_without_curves_is_refused(public_like):
     res = run_cli(["fit", str(public_like), "--law", "multipower"])
     assert res.returncode == 2 and "is a curve law: fit it to a curves table with --curves" in res.stderr
+
+
+def test_curve_start_is_refused_for_a_law_of_final_points():
+    from pathlib import Path
+
+    table = Path(__file__).parents[1] / "fixtures" / "looped_synthetic_small.csv"
+    res = run_cli(["fit", str(table), "--law", "looped", "--curve-start", "0.1", "--no-profile"])
+    assert res.returncode == 2 and len(res.stderr.strip().splitlines()) == 1
+    assert "--curve-start drops evaluations of a loss curve: --law looped fits final points" in res.stderr
+
+
+def test_curve_start_fits_the_later_evaluations_on_the_whole_schedule(public_like, tmp_path):
+    """--curves --curve-start 0.5: each run's evaluations from half its steps on, the law still read over the whole
+    schedule (drawn without noise from the law, so the later evaluations are fitted and predicted as closely)."""
+    out, preds = tmp_path / "late.json", tmp_path / "late.csv"
+    args = ["fit", str(public_like), "--curves", "--run-col", "schedule", "--loss-col", "loss", "--starts", "3"]
+    res = run_cli([*args, "--holdout", "wsd", "--curve-start", "0.5", "--out", str(out), "--predictions", str(preds)])
+    assert res.returncode == 0, res.stderr
+    table = pd.read_csv(preds)
+    assert table["step"].min() >= 1000 and (table["step"] == 2000).sum() == 4  # the later half of 2,000 steps
+    record = json.loads(out.read_text())
+    assert record["curve_start"] == 0.5 and record["holdout_summary"]["mean_rel_error"] < 1e-3
+    assert record["params"]["alpha"] == pytest.approx(0.5, abs=0.1)
+
+
+def test_validate_reads_a_curve_fit_without_the_evaluations_it_left_out(tmp_path):
+    """`validate` refits and scores the rows `fit --curve-start` fitted, not every evaluation of the table."""
+    from loopscale.data.heldout import curve_steps
+    from loopscale.fit.curves.synthetic import looped_curves
+    from loopscale.fit.laws.registry import make_law
+    from loopscale.fit.synthetic import DEMO_BATCH_TOKENS, DEMO_DENSE, demo_grid
+    from loopscale.fit.validation.inputs import read_fit, validation_tables
+
+    truth = {**DEMO_DENSE, "phi": 0.75, "K": 0.3}
+    at = lambda steps, warmup, cooldown: curve_steps(steps, 8, (warmup, cooldown), cooldown)  # noqa: E731
+    path, out = tmp_path / "curves.csv", tmp_path / "fit.json"
+    looped_curves(demo_grid(), make_law("looped-curve"), truth, DEMO_BATCH_TOKENS, at).to_csv(path, index=False)
+    args = ["--law", "looped-curve", "--loss-col", "val_loss", "--no-profile", "--starts", "2", "--out", str(out)]
+    res = run_cli(["fit", str(path), *args, "--curve-start", "0.3"])
+    assert res.returncode == 0, res.stderr
+    fit = read_fit(out)
+    table, _, _ = validation_tables(fit)
+    assert fit.settings["curve_start"] == 0.3 and len(table) == fit.input["n_rows_used"]
+    last = table.groupby("run")["step"].transform("max")
+    assert (table["step"] >= 0.3 * last).all() and table["run"].nunique() == 44
