@@ -19,6 +19,7 @@ from loopscale.fit.laws.form import LawData
 from loopscale.fit.objective import Loss, objective, objective_and_grad
 from loopscale.fit.optimize import fit_law
 from loopscale.fit.runs_table import budget_clusters
+from loopscale.fit.task_pool import one_blas_thread
 
 TRUTH = np.array([np.log(1.7), np.log(41.0), 0.27, np.log(620.0), 0.31, 0.43])
 
@@ -30,7 +31,8 @@ def state():
     r = np.resize([1.0, 2.0, 4.0], n)
     N_once, N_rec, D = rng.uniform(2e7, 9e7, n), rng.uniform(3e7, 2e8, n), rng.uniform(2e9, 8e10, n)
     L = (1.7 + 41.0 * (N_once + r**0.43 * N_rec) ** -0.27 + 620.0 * D**-0.31) * np.exp(0.01 * rng.standard_normal(n))
-    _, st = fit_law(LawData(N_once, N_rec, r, D, L), "looped", Loss("l2"), starts=TRUTH[None, :])
+    with one_blas_thread():  # as fit_table runs it
+        _, st = fit_law(LawData(N_once, N_rec, r, D, L), "looped", Loss("l2"), starts=TRUTH[None, :])
     return st
 
 
