@@ -2605,6 +2605,98 @@ MUTATIONS: tuple[Mutation, ...] = (
         ("tests/unit/test_curve_worth.py::test_an_entry_curve_is_weighed_against_looped_entrys_own_final_points",),
         "power's curve worth weighs a curve law's curves against its own final-point law (looped-entry's kappa)",
     ),
+    Mutation(
+        "hardops-pool-of-one-starts-a-worker-besides-the-launcher",
+        "loopscale/launch/wall_time.py",
+        "workers_start_s = pool.start_s if pool.workers > 1 else 0.0",
+        "workers_start_s = pool.start_s if pool.workers >= 1 else 0.0",
+        (
+            "tests/unit/test_launch_formulas.py::test_the_sweep_adds_the_launchers_start_each_workers_unless_one_and_the_first_tokenizing",
+        ),
+        "plan's pool wall time: one worker runs the jobs in the launcher (one start), more start their own",
+    ),
+    Mutation(
+        "hardops-share-adds-threads-to-workers",
+        "loopscale/launch/wall_time.py",
+        "load + workers * threads))",
+        "load + workers + threads))",
+        (
+            "tests/unit/test_launch_formulas.py::test_expected_share_is_the_cores_over_the_load_plus_workers_times_threads",
+        ),
+        "plan's core share per process: cores over the load plus workers x threads",
+    ),
+    Mutation(
+        "hardops-needed-requeues-rounded-not-up",
+        "loopscale/launch/estimate.py",
+        "needed = math.ceil((wall - limits.timeout_min / 60) / gain)",
+        "needed = round((wall - limits.timeout_min / 60) / gain)",
+        ("tests/unit/test_launch_formulas.py::test_the_overrides_named_are_the_smallest_that_let_the_job_through",),
+        "the max_num_timeout a refused job is told to set is one that lets it through (rounded up)",
+    ),
+    Mutation(
+        "hardops-requeue-loss-forgets-the-compile",
+        "loopscale/launch/estimate.py",
+        "loss_h = (lost_s + RESTART_S + compile_s) / 3600",
+        "loss_h = (lost_s + RESTART_S) / 3600",
+        (
+            "tests/unit/test_launch_formulas.py::test_the_launcher_allows_its_attempts_less_each_requeues_checkpoint_restart_and_compile",
+        ),
+        "each requeue loses the steps since the checkpoint, the restart and the compile again (launch/estimate.py)",
+    ),
+    Mutation(
+        "hardops-lr-grid-upper-middle-width",
+        "loopscale/launch/lr_grid.py",
+        "widths[(len(widths) - 1) // 2]",
+        "widths[len(widths) // 2]",
+        (
+            "tests/unit/test_launch_formulas.py::test_the_lr_grid_takes_the_lower_of_two_middle_widths_whatever_the_jobs_order",
+        ),
+        "the lr grid varies the middle width at the smallest budget, the lower of two middles",
+    ),
+    Mutation(
+        "hardops-device-batch-size-rounded-down",
+        "loopscale/train/batching.py",
+        "size = -(-d_model // SIZE_WIDTH)",
+        "size = d_model // SIZE_WIDTH",
+        (
+            "tests/unit/test_train_config_formulas.py::test_the_published_device_batch_steps_at_sizes_18_and_30_of_d_model_over_64_rounded_up",
+        ),
+        "device_batch=auto: the published 32 / 16 from s = 18 / 8 from s = 30, s = d_model / 64 rounded up",
+    ),
+    Mutation(
+        "hardops-world-without-nodes",
+        "loopscale/train/batching.py",
+        "world = trainer.devices * trainer.num_nodes\n    per_process",
+        "world = trainer.devices\n    per_process",
+        ("tests/unit/test_train_config_formulas.py::test_the_split_is_world_times_device_batch_times_accumulation",),
+        "grad_accum = batch_size / (devices x num_nodes x device_batch)",
+    ),
+    Mutation(
+        "hardops-resumed-step-rounded",
+        "loopscale/train/recording.py",
+        "steps_trained = module.tokens_trained // batch_tokens",
+        "steps_trained = round(module.tokens_trained / batch_tokens)",
+        (
+            "tests/unit/test_train_config_formulas.py::test_a_finished_run_records_its_loss_and_the_step_it_resumed_from",
+        ),
+        "run.json's resumed_from_step: the step less the whole batches this process trained",
+    ),
+    Mutation(
+        "hardops-iso-flop-bins-linear",
+        "loopscale/plots/isoflop.py",
+        "edges = np.geomspace(levels[0], levels[-1], max_panels + 1)",
+        "edges = np.linspace(levels[0], levels[-1], max_panels + 1)",
+        ("tests/unit/test_plot_numbers.py::test_budgets_get_a_panel_each_up_to_the_limit_then_equal_log_width_bins",),
+        "the iso-FLOP figure bins many budgets into panels of equal width in log C",
+    ),
+    Mutation(
+        "hardops-assumed-mfu-of-one-refused",
+        "loopscale/config/schema.py",
+        "if not 0.0 < self.assumed_mfu <= 1.0:",
+        "if not 0.0 < self.assumed_mfu < 1.0:",
+        ("tests/unit/test_train_config_formulas.py::test_the_ranges_include_their_closed_ends",),
+        "trainer.assumed_mfu is in (0, 1]",
+    ),
 )
 
 

@@ -192,7 +192,21 @@ def test_plan_and_sweep_cells_are_the_rows_own_numbers_in_the_columns_order():
         "cpu_hours": 0.01234,
         "compile": "cached",
     }
-    expected = ["j", "4", "96", "3", "1234", "900", "9.877e+12", "4.5e+12", "2.19", "12.3 !", "1235", "0.0123", "cached"]
+    expected = [
+        "j",
+        "4",
+        "96",
+        "3",
+        "1234",
+        "900",
+        "9.877e+12",
+        "4.5e+12",
+        "2.19",
+        "12.3 !",
+        "1235",
+        "0.0123",
+        "cached",
+    ]
     assert plan_cells(row) == expected
     assert len(expected) == len(grid_cost.PLAN_COLUMNS)
     assert plan_cells(row | {"fits_limits": True, "cpu_hours": None, "cpu_tokens_per_s": None})[9:12] == [
@@ -302,3 +316,44 @@ def test_a_fork_point_is_its_budgets_and_its_width():
     assert parse_fork_point("C2.5e11_5e11_1e12-d64") == ([2.5e11, 5e11, 1e12], 64)
     with pytest.raises(ConfigError, match="must look like"):
         parse_fork_point("C2.5e11-s6")  # a paper size is no d_model
+
+
+# --- estimate: what a requeue loses, what the launcher allows, the overrides that let a job through -------------
+
+
+def test_the_launcher_allows_its_attempts_less_each_requeues_checkpoint_restart_and_compile():
+    """launch/estimate.py: allowed = (requeues + 1) x timeout - requeues x (the steps since the last checkpoint at
+    the assumed speed on all devices, or ckpt_every_minutes when sooner, + RESTART_S = 300 s + the compile)."""
+    from loopscale.launch.estimate import LaunchLimits, estimate_job
+    from loopscale.train.plan import plan_run
+    from support.train import train_config
+
+    paper = ["model=paper", "model.d_model=2176", "model.vocab_size=32000", "budget=paper", "trainer=gpu"]
+    two_gpus = [*paper, "budget.compute_flops=1e19", "trainer.devices=2", "trainer.compile=blocks"]
+    cfg = train_config(two_gpus)
+    plan, peak, u, world = plan_run(cfg), 989.4e12, cfg.trainer.assumed_mfu, 2  # the H100 SXM's peak
+    est = estimate_job(cfg, LaunchLimits(timeout_min=120, max_num_timeout=2))
+    lost_s = cfg.trainer.ckpt_every_steps * plan.C / plan.steps / (u * peak * world)
+    loss_h = (lost_s + 300 + 180) / 3600  # compile=blocks: 180 s per attempt
+    assert est.requeue_loss_h == pytest.approx(loss_h, rel=1e-12)
+    assert est.allowed_h == pytest.approx(3 * 120 / 60 - 2 * loss_h, rel=1e-12)
+    assert est.gpu_hours == pytest.approx((plan.C + est.C_val) / (u * peak) / 3600, rel=1e-12)  # device hours
+    assert est.wall_h == pytest.approx(est.gpu_hours / world + 180 / 3600, rel=1e-12)  # on 2 devices, + compile
+    assert est.compile_h == pytest.approx(180 / 3600)
+    assert lost_s > 30  # so half a minute of checkpoint interval is the sooner one below
+    timed = train_config([*two_gpus, "trainer.ckpt_every_minutes=0.5"])
+    assert estimate_job(timed, LaunchLimits(120, 2)).requeue_loss_h == pytest.approx((30 + 300 + 180) / 3600)
+
+
+def test_the_overrides_named_are_the_smallest_that_let_the_job_through():
+    from loopscale.launch.estimate import JobEstimate, LaunchLimits, needed_limits
+
+    def estimate(wall_h, loss_h):
+        return JobEstimate("j", 1.0, 0.0, wall_h, 0.0, wall_h, 0.0, loss_h)
+
+    limits = LaunchLimits(timeout_min=120, max_num_timeout=2)
+    # timeout: ceil((10 + 2 x 0.25) / 3 h) = 210 min; requeues: each adds 2 - 0.25 h: ceil((10 - 2) / 1.75) = 5
+    assert needed_limits(estimate(10.0, 0.25), limits) == (210, 5)
+    assert needed_limits(estimate(9.5, 0.25), limits)[1] == 5  # (9.5 - 2) / 1.75 = 4.3 requeues: 5, not 4
+    assert needed_limits(estimate(1.0, 0.25), limits) == (30, 2)  # never fewer requeues than it has
+    assert needed_limits(estimate(10.0, 2.5), limits) == (300, 2)  # an attempt gains nothing: the requeues as are
