@@ -357,3 +357,39 @@ def test_the_overrides_named_are_the_smallest_that_let_the_job_through():
     assert needed_limits(estimate(9.5, 0.25), limits)[1] == 5  # (9.5 - 2) / 1.75 = 4.3 requeues: 5, not 4
     assert needed_limits(estimate(1.0, 0.25), limits) == (30, 2)  # never fewer requeues than it has
     assert needed_limits(estimate(10.0, 2.5), limits) == (300, 2)  # an attempt gains nothing: the requeues as are
+
+
+# --- throughput: the probe's two numbers, the pool's share ---------------------------------------------------
+
+
+def test_the_probe_is_tokens_over_wall_seconds_and_cpu_seconds_per_wall_second_per_thread(monkeypatch):
+    """launch/probe_steps.measure: PROBE_STEPS = 3 timed steps of device_batch x T tokens after one warm-up; the
+    share is CPU s / wall s / threads, at most 1. The clocks are replaced by fixed readings: wall 2 s, CPU 1.5 s."""
+    import types
+
+    import torch
+
+    from loopscale.launch import probe_steps
+    from support.train import train_config
+
+    cfg = train_config(["model=tiny", "model.seq_len=16"])
+    clocks = types.SimpleNamespace(perf_counter=iter([10.0, 12.0]).__next__, process_time=iter([5.0, 6.5]).__next__)
+    monkeypatch.setattr(probe_steps, "time", clocks)
+    threads_before = torch.get_num_threads()
+    tokens_per_s, share = probe_steps.measure(cfg, device_batch=2, threads=1)
+    assert tokens_per_s == pytest.approx(3 * 2 * 16 / 2.0) and share == pytest.approx(1.5 / 2.0 / 1)
+    assert torch.get_num_threads() == threads_before  # the process's threads given back
+    for cpu_s, threads, share in ((1.5, 2, 0.75), (3.0, 2, 1.0)):  # per thread; 3 CPU s on 2 threads in 1 s: capped
+        clocks = types.SimpleNamespace(perf_counter=iter([0.0, 1.0]).__next__, process_time=iter([0.0, cpu_s]).__next__)
+        monkeypatch.setattr(probe_steps, "time", clocks)
+        assert probe_steps.measure(cfg, device_batch=2, threads=threads)[1] == share
+
+
+def test_the_pools_share_is_the_median_of_the_probes_shares(monkeypatch):
+    from loopscale.launch import throughput
+
+    monkeypatch.setattr(throughput, "_SHARES", [0.2, 0.9, 0.5, 0.4])
+    assert throughput.core_share() == pytest.approx(0.45)  # not the mean (0.5), not the last (0.4)
+    assert throughput.probe_shares() == [0.2, 0.9, 0.5, 0.4]
+    monkeypatch.setattr(throughput, "_SHARES", [])
+    assert throughput.core_share() is None
