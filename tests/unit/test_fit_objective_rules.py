@@ -16,6 +16,7 @@ from loopscale.fit import optimize as OPT
 from loopscale.fit import starts as ST
 from loopscale.fit.laws.form import LawData
 from loopscale.fit.laws.registry import make_law
+from loopscale.fit.task_pool import one_blas_thread
 
 THETA = np.array([np.log(1.7), np.log(41.0), 0.27, np.log(620.0), 0.31, 0.43])
 
@@ -246,3 +247,70 @@ def test_lm_batch_holds_fixed_coordinates_and_lowers_each_problem_alone():
     out_w, f_w = OPT.lm_batch(law, d, loss, starts[:1], W)
     keep = np.setdiff1d(np.arange(9), [2, 5])
     assert f_w[0] == pytest.approx(O.objective(out_w[0], law, d.subset(keep), loss), rel=1e-12)
+
+
+def test_fit_law_from_given_starts_records_what_it_did():
+    d, loss = data(n=14), O.Loss("l2")
+    outside = THETA.copy()
+    outside[5] = 7.0  # phi beyond its box: clipped to 3 before refining
+    with one_blas_thread():
+        result, state = OPT.fit_law(d, "looped", loss, seed=9, starts=np.vstack([THETA, outside]))
+    assert state.starts[1, 5] == 3.0 and (result.n_starts, result.n_refined) == (2, 2)
+    law = make_law("looped")
+    res = law.log_predict(state.best.theta, d) - np.log(d.L)
+    assert result.residual_rms_log == pytest.approx(float(np.sqrt(np.mean(res**2))), rel=1e-12)
+    assert result.objective == pytest.approx(0.5 * float(res @ res), rel=1e-12)  # l2: half the sum of squares
+    assert result.params == law.to_user(state.best.theta) and (result.seed, result.n_rows) == (9, 14)
+    s = result.settings
+    assert (s.loss, s.delta, s.n_refine, s.optimizer, s.lbfgsb_ftol, s.lbfgsb_gtol) == (
+        "l2",
+        None,
+        16,
+        "L-BFGS-B",
+        1e-15,
+        1e-12,
+    )
+    huber, _ = OPT.fit_law(d, "looped", O.Loss("huber", 0.004), starts=THETA[None, :])
+    assert huber.settings.delta == 0.004
+
+
+def test_adopt_optimum_replaces_the_old_optimums_warnings_and_numbers():
+    d, loss = data(n=14), O.Loss("l2")
+    with one_blas_thread():
+        result, state = OPT.fit_law(d, "looped", loss, starts=THETA[None, :])
+    law = state.law
+    on_bound = state.best.theta.copy()
+    on_bound[2] = 5.0  # alpha on its upper bound: a note of its own
+    old = OPT.Refined(on_bound, state.best.objective * 3, 0.0, 1, "")
+    result.warnings = ["kept: a table warning", *OPT._boundary_notes(on_bound, law)]
+    new_best = OPT.Refined(THETA.copy(), O.objective(THETA, law, d, loss), 1e-9, 3, "")
+    state = OPT.FitState(law, d, loss, old, state.starts, [old, new_best])
+    moved = OPT.adopt_optimum(result, state, new_best, "moved by the profile")
+    assert moved.best is new_best and result.params == law.to_user(THETA) and result.objective == new_best.objective
+    assert result.warnings == ["kept: a table warning", "moved by the profile"]  # alpha's bound note is gone
+    assert result.n_best_basin == 1 and result.grad_norm == 1e-9  # of the refined starts, new_best's basin
+    res = law.log_predict(THETA, d) - np.log(d.L)
+    assert result.residual_rms_log == pytest.approx(float(np.sqrt(np.mean(res**2))), rel=1e-12)
+
+
+def test_newton_holds_fixed_coordinates_and_stops_at_the_restricted_optimum():
+    d, law, loss = data(n=14), make_law("looped"), O.Loss("huber", 0.003)
+    fixed = np.array([False, False, False, False, False, True])
+    start = THETA + [0.02, 0.05, 0.01, -0.05, 0.01, 0.1]
+    theta, f = OPT.newton(law, d, loss, start, fixed=fixed)
+    assert theta[5] == start[5] and f == pytest.approx(O.objective(theta, law, d, loss), rel=1e-12)
+    _, g = O.objective_and_grad(theta, law, d, loss)
+    assert np.abs(g[:5]).max() < 1e-7 * max(1.0, np.abs(g).max()) or np.abs(g[:5]).max() < 1e-9
+    assert f < O.objective(start, law, d, loss)
+
+
+def test_lm_keeps_a_step_only_where_it_lowers_that_problems_objective():
+    """From 40 scattered starts, one and two LM iterations: no problem's objective goes up (a rejected step
+    raises its damping instead), and each returned f is the objective at the returned theta."""
+    d, law, loss = data(), make_law("looped"), O.Loss("huber", 2e-3)
+    starts = THETA + np.random.default_rng(0).normal(0, 1, (40, 6)) * [1, 2, 0.3, 2, 0.3, 0.8]
+    f0 = O.batch_objective(starts, law, d, loss)
+    for it in (1, 2):
+        out, f = OPT.lm_batch(law, d, loss, starts.copy(), max_iter=it)
+        assert np.all(f <= f0)
+        np.testing.assert_allclose(f, O.batch_objective(out, law, d, loss), rtol=1e-12)
