@@ -16,6 +16,7 @@ from loopscale.fit.laws.looped_joint import MAX_PHI_COMBOS, RECIPE_CODE, phis_in
 from loopscale.fit.laws.looped_nxd import GAMMA_BOUNDS
 from loopscale.fit.laws.lse import lse_and_weights
 from loopscale.fit.laws.registry import law_class, make_law, predict_loss
+from loopscale.fit.objective import Loss, objective_and_grad, objective_grad_hess
 
 E, A, ALPHA, B, BETA = 1.7, 41.0, 0.27, 620.0, 0.31
 BASE = np.array([np.log(E), np.log(A), ALPHA, np.log(B), BETA])
@@ -346,3 +347,35 @@ def test_law_data_subset_relabels_noise_groups_and_keeps_every_column():
     np.testing.assert_array_equal(sub.recipe, c["code"][[1, 2, 3, 8, 9]])
     np.testing.assert_allclose(sub.log_L, np.log(data.L[[1, 2, 3, 8, 9]]))
     assert sub.sigma_dof == 13 and len(sub) == 5
+
+
+@pytest.mark.parametrize("name", ["looped-logr", "looped-pass", "looped-pass-joint", "looped-pinned-e"])
+def test_the_exact_hessian_of_the_laws_linear_in_their_extras(name):
+    """`lse.lse_jac_hess` for the laws with has_hessian that test_law_hessians does not take (psi != 0, N_pass > 0):
+    the objective's Hessian against central differences of its gradient, sigma-standardised and weighted."""
+    c = COLS
+    law = law_class(name)(E_pinned=E) if name == "looped-pinned-e" else make_law(name, c["r"], RECIPES)
+    assert law.has_hessian
+    extras = {"looped-logr": [0.43, -0.21], "looped-pass-joint": [0.43, -0.12, 0.23]}.get(name, [0.43])
+    theta = np.array([*BASE, *extras])
+    n_eff_ = c["N_once"] + c["N_pass"] + c["r"] ** 0.4 * c["N_rec"]
+    L = loss(n_eff_, c["D"]) * np.exp(0.02 * np.sin(np.arange(11.0)))
+    data = form.LawData(
+        c["N_once"], c["N_rec"], c["r"], c["D"], L, c["code"], {"N_pass": c["N_pass"]}, np.linspace(0.01, 0.03, 11)
+    )
+    objective_loss, w = Loss("huber", 1.0), np.linspace(0.5, 2.0, 11)
+    _, _, H, _ = objective_grad_hess(theta, law, data, objective_loss, w)
+    h = 1e-6
+    fd = np.array(
+        [
+            (
+                objective_and_grad(theta + h * e, law, data, objective_loss, w)[1]
+                - objective_and_grad(theta - h * e, law, data, objective_loss, w)[1]
+            )
+            / (2 * h)
+            for e in np.eye(len(theta))
+        ]
+    )
+    np.testing.assert_allclose(H, fd, rtol=1e-5, atol=1e-6 * np.abs(H).max())
+    # the extras' block on its own scale (it is small beside the amplitudes' and would hide in their tolerance)
+    np.testing.assert_allclose(H[5:, 5:], fd[5:, 5:], rtol=1e-5, atol=1e-6 * np.abs(H[5:, 5:]).max())
