@@ -15,9 +15,12 @@ from scipy.stats import f as f_dist
 from loopscale.errors import InputError
 from loopscale.fit import resample
 from loopscale.fit import uncertainty as U
+from loopscale.fit.fit_table import _attach_profile
 from loopscale.fit.laws.form import LawData
 from loopscale.fit.objective import Loss, objective, objective_and_grad
 from loopscale.fit.optimize import fit_law
+from loopscale.fit.record_blocks import Settings
+from loopscale.fit.result import FitResult
 from loopscale.fit.runs_table import budget_clusters
 from loopscale.fit.task_pool import one_blas_thread
 
@@ -141,3 +144,24 @@ def test_distinct_starts_are_the_best_of_the_projected_family_only():
     assert [s[0] for s in resample._distinct_starts(starts, 2)] == [0.0, 1.0]
     assert [s[0] for s in resample._distinct_starts(starts, 9)] == [0.0, 1.0, 2.0, 3.0]
     assert resample._distinct_starts(starts, 0) == [] and resample._distinct_starts(starts[:0], 3) == []
+
+
+def test_a_profile_below_the_fit_moves_the_fit_there_and_is_drawn_again_around_it(state):
+    """A 'fit' left at phi = phi_hat + 0.33 (the other coordinates optimal there): its profile walks below it, the
+    lowest point is refined with every coordinate free, and the profile returned is centred on the new optimum;
+    fit_table's _attach_profile then moves the record there and says so."""
+    phi_hat = float(state.best.theta[5])
+    with one_blas_thread():
+        off = U.profile_solve(state, "phi", phi_hat + 0.33, TRUTH)
+        stuck = dataclasses.replace(state, best=off)
+        prof, better = U.profile_refit(stuck, "phi")
+    assert better is not None and better.objective == pytest.approx(state.best.objective, rel=1e-7)
+    np.testing.assert_allclose(prof.x, np.linspace(better.theta[5] - 0.5, better.theta[5] + 0.5, 21), rtol=1e-12)
+    assert not prof.warning  # drawn around the new optimum: nothing below it
+    result = FitResult("looped", state.law.to_user(off.theta), off.objective, 0.0, 1, 1, 1, Settings(loss="l2"))
+    with one_blas_thread():
+        moved = _attach_profile(result, dataclasses.replace(stuck, refined=[off]), None)
+    assert moved.best.objective == pytest.approx(state.best.objective, rel=1e-7)
+    assert result.params["phi"] == pytest.approx(float(better.theta[5]), abs=1e-6)
+    (note,) = [w for w in result.warnings if w.startswith("the phi profile found a lower objective")]
+    assert f"(phi {phi_hat + 0.33:.4g} -> " in note and note.endswith(f"{float(better.theta[5]):.4g})")
