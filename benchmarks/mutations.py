@@ -2818,6 +2818,48 @@ MUTATIONS: tuple[Mutation, ...] = (
         ),
         "curve laws' starts: amplitudes by least squares on relative residuals",
     ),
+    Mutation(
+        "scale-profile-threshold-pooled-for-every-parameter",
+        "loopscale/fit/uncertainty.py",
+        "return (thr, stats) if name is None else _adjusted(state, name, thr, stats)",
+        "return thr, stats",
+        (
+            "tests/unit/test_profile_scale.py::test_a_forked_designs_phi_threshold_is_its_own_sandwich_ratio_written_out",
+        ),
+        "on a forked sweep each parameter's profile threshold is its own sandwich-over-model ratio S_k^2 on "
+        "F(1, nu_k), not the one pooled scale (docs/design.md, the noise model)",
+    ),
+    Mutation(
+        "scale-parameter-scale-without-leverage",
+        "loopscale/fit/noise_scale.py",
+        "PW = W - g @ (bread @ (g.T @ W))  # P W",
+        "PW = W  # P W",
+        (
+            "tests/unit/test_profile_scale.py::test_a_forked_designs_phi_threshold_is_its_own_sandwich_ratio_written_out",
+        ),
+        "S_k^2's denominator is its expectation under independent noise with the fit's leverage, tr(P C P)",
+    ),
+    Mutation(
+        "scale-parameter-scale-below-the-seed-sigma",
+        "loopscale/fit/uncertainty.py",
+        "thr_k = max(0.5 * q_k * e_psi2 * s2_k / e_dpsi, seed_floor)",
+        "thr_k = 0.5 * q_k * e_psi2 * s2_k / e_dpsi",
+        (
+            "tests/unit/test_profile_scale.py::test_the_seed_sigma_is_a_floor_a_parameters_sandwich_does_not_narrow_below",
+        ),
+        "a parameter's own scale never narrows its profile below what the measured seed sigma alone gives",
+    ),
+    Mutation(
+        "scale-parameter-scale-without-a-seed-sigma",
+        "loopscale/fit/uncertainty.py",
+        "own = None if state.data.sigma is None else parameter_scale(state, name)",
+        "own = parameter_scale(state, name)",
+        (
+            "tests/unit/test_profile_scale.py::"
+            "test_a_design_whose_groups_do_not_span_points_or_without_a_seed_sigma_keeps_the_pooled_threshold",
+        ),
+        "without a seed sigma (log units, Huber 1e-3) the profile keeps the pooled threshold",
+    ),
 )
 
 

@@ -21,7 +21,7 @@ from scipy.stats import f as f_dist
 
 from loopscale.fit.curve_worth import with_curve_noise
 from loopscale.fit.noise import draw_groups
-from loopscale.fit.objective import objective, residuals
+from loopscale.fit.objective import objective, residuals, scaled_jacobian
 from loopscale.fit.optimize import FitState, newton, refine
 from loopscale.fit.record_blocks import Scale, Tails, Units
 
@@ -56,6 +56,58 @@ def scatter_about_law(state: FitState) -> tuple[float, int]:
     return float(np.sum(sums**2) * G / (n * dof)), dof
 
 
+def parameter_scale(state: FitState, name: str) -> tuple[float, float] | None:
+    """(S_k^2, nu_k): the scatter about the law as parameter `name`'s estimate sees it, and its degrees of freedom;
+    None where no dependence group spans two points (single rows, or a point's seeds: `_groups_span_points`), where
+    `scatter_about_law`'s pooled S^2 stands.
+
+    `scatter_about_law` sums a group's residuals with equal weights, the design effect of the parameters' common
+    direction; a parameter's estimate weighs the rows by its own influence, w = e_k^T (J^T J)^-1 J^T (J the
+    Jacobian of the objective's residuals: the least-squares linearisation), and a dependence that shifts the
+    rows of a group together moves it only as far as w's sum over that group. The cluster-robust (sandwich)
+    variance of theta_k over its model variance under independent unit noise is then
+
+        S_k^2 = sum_g (sum_{i in g} w_i x_i)^2 / tr(P C P),   C = sum_g w_g w_g^T,  P = I - J (J^T J)^-1 J^T
+
+    (x: the standardised residuals z, unbounded, or psi of the log residuals without a seed sigma): the
+    adjusted profile likelihood's factor (Royall & Tsou 2003; Chandler & Bate 2007), its denominator the
+    numerator's expectation under independent noise with the fitted residuals' leverage (exactly unbiased there,
+    the bias reduction of Bell & McCaffrey 2002). With ~16 groups S_k^2 is itself noisy: its degrees of freedom
+    are Satterthwaite's for a quadratic form, nu_k = tr(P C P)^2 / tr((P C P)^2), the reference F(1, nu_k)."""
+    law, data = state.law, state.data
+    groups = data.noise_group
+    if groups is None or not _groups_span_points(data, groups):
+        return None
+    log_pred, J = law.log_predict_and_jac(state.best.theta, data)
+    x = residuals(log_pred, data)
+    if data.sigma is None:
+        x = state.loss.psi(x)
+    g = scaled_jacobian(J, data)  # (n, p)
+    bread = np.linalg.pinv(g.T @ g)
+    w = (bread @ g.T)[law.internal_names.index(name)]  # (n,) row i's pull on theta_k
+    member = np.eye(int(groups.max()) + 1)[groups]  # (n, G) one-hot groups
+    W = w[:, None] * member  # (n, G): column g is w on group g's rows
+    PW = W - g @ (bread @ (g.T @ W))  # P W
+    K = PW.T @ PW  # (G, G): tr(K) = tr(P C P), sum(K^2) = tr((P C P)^2)
+    expected = float(np.trace(K))
+    if not expected > 0:
+        return None
+    s2 = float(np.sum((W.T @ x) ** 2) / expected)
+    return s2, float(expected**2 / np.sum(K * K))
+
+
+def _groups_span_points(data, groups: np.ndarray) -> bool:
+    """Whether a dependence group holds runs of two or more points (a forked job's branches, a curve's
+    evaluations). Groups that are each one point's seeds share only the law's misfit there, a shift of that point
+    alone: the same design effect for every parameter with equal seeds a point, which the pooled S^2 measures from
+    more degrees of freedom than any one parameter's sandwich."""
+    recipe = np.zeros(len(data)) if data.recipe is None else data.recipe
+    keys = np.column_stack([data.N_once, data.N_rec, data.r, data.D, recipe])
+    point = np.unique(keys, axis=0, return_inverse=True)[1].ravel()
+    points_per_group = np.bincount(np.unique(np.column_stack([groups, point]), axis=0)[:, 0])
+    return bool(points_per_group.max() > 1)
+
+
 def scale_to_scatter(state: FitState) -> tuple[FitState, Scale | None]:
     """A weighted fit's noise scale bounded below by the scatter about the law (issue 53): with S^2 > 1 (the law
     misses its points by more than seed noise, or a sigma from few repeats came out small) every row's sigma is
@@ -85,7 +137,7 @@ def scale_to_scatter(state: FitState) -> tuple[FitState, Scale | None]:
     scale = float(np.sqrt(s2))
     info.update(scale=scale, source="scatter about the law", reference_dof=dof_scatter)
     law, loss = state.law, state.loss
-    data = replace(data, sigma=data.sigma * scale, sigma_dof=dof_scatter)
+    data = replace(data, sigma=data.sigma * scale, sigma_dof=dof_scatter, sigma_scale=data.sigma_scale * scale)
     theta = newton(law, data, loss, state.best.theta)[0] if law.has_hessian else state.best.theta
     best = min((refine(t, law, data, loss) for t in (theta, state.best.theta)), key=lambda r: r.objective)
     refined = [replace(r, objective=objective(r.theta, law, data, loss)) for r in state.refined]

@@ -56,7 +56,8 @@ class LawData:
     measured noise) leaves them in log units. sigma_dof: the degrees of freedom behind sigma's scale (the
     profile's reference distribution is F(1, sigma_dof): `loopscale.fit.uncertainty.profile_threshold`).
     noise_group: integer labels of rows whose noise is not independent (one point's seeds share its misfit, a
-    forked job's branches its stable phase): their scores add before squaring.
+    forked job's branches its stable phase): their scores add before squaring. sigma_scale: the factor the seed
+    sigma was multiplied by (`noise_scale.scale_to_scatter`; 1: the seed sigma stands).
     """
 
     N_once: np.ndarray
@@ -69,6 +70,7 @@ class LawData:
     sigma: np.ndarray | None = None
     noise_group: np.ndarray | None = None
     sigma_dof: int | None = None
+    sigma_scale: float = 1.0
     log_r: np.ndarray = field(init=False, repr=False)
     log_D: np.ndarray = field(init=False, repr=False)
     log_L: np.ndarray | None = field(init=False, repr=False)
@@ -105,6 +107,7 @@ class LawData:
             None if self.sigma is None else self.sigma[mask],
             None if self.noise_group is None else np.unique(self.noise_group[mask], return_inverse=True)[1],
             self.sigma_dof,
+            self.sigma_scale,
         )
 
 
