@@ -124,3 +124,21 @@ def test_joint_lines_name_each_recipes_delta_and_the_shared_check():
         "  LR test of delta phi = 0: statistic 9 (chi2, 1 df), p = 0.0027",
         "  separate fits: delta phi = +0.11 (no CI without --bootstrap)",
     ]
+
+
+def test_a_joint_records_prediction_reads_each_rows_recipe_from_the_column_it_names():
+    params = {"E": 1.7, "A": 41.0, "alpha": 0.27, "B": 620.0, "beta": 0.31, "phi[base]": 0.45, "phi[tb]": 0.3}
+    fit = RS.FitResult("looped-joint", params, 0.0, 0.0, 1, 1, 1, Settings(), joint={"column": "design"})
+    table = pd.DataFrame(
+        {"N_once": [2e7, 3e7, 4e7], "N_rec": [1e8, 2e8, 5e7], "r": [1.0, 4.0, 4.0], "D": [1e9, 3e9, 2e10],
+         "design": ["tb", "tb", "base"], "recipe": ["base", "base", "tb"]}
+    )  # fmt: skip
+    phi = np.array([0.45, 0.3, 0.45])  # r = 1: the reference's (no effect); then each row's design
+    n = table["N_once"] + table["r"] ** phi * table["N_rec"]
+    want = 1.7 + 41.0 * n**-0.27 + 620.0 * table["D"] ** -0.31
+    np.testing.assert_allclose(RS.predict_loss(fit, table), want, rtol=1e-12)
+    single = RS.FitResult("looped", {**PARAMS}, 0.0, 0.0, 1, 1, 1, Settings())
+    n1 = table["N_once"] + table["r"] ** 0.43 * table["N_rec"]
+    np.testing.assert_allclose(
+        RS.predict_loss(single.to_json_dict(), table), 1.7 + 41.0 * n1**-0.27 + 620.0 * table["D"] ** -0.31, rtol=1e-12
+    )

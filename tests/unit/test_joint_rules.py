@@ -138,3 +138,13 @@ def test_the_shared_parameter_check_weights_dense_runs_by_recipes_and_counts_5_p
     dpsi = sum(profile_threshold(s)[1]["mean_psi_prime"] * len(s.data) for _, s in sep.values())
     T = 2 * max(0.0, check.objective_joint - check.objective_separate_sum) * dpsi / psi2
     assert check.statistic == pytest.approx(T, rel=1e-9) and check.p_value == pytest.approx(chi2.sf(T, 10), rel=1e-9)
+
+
+def test_the_joint_records_data_has_each_recipes_shapes(merged):
+    table, recipes = merged
+    data = J._joint_summary(table, recipes)
+    for i, g in enumerate(recipes):
+        rows = table[J.recipe_rows(table, i)]
+        want = sorted({(float(r), float(a), float(b)) for r, a, b in zip(rows["r"], rows["N_once"], rows["N_rec"])})
+        assert [tuple(s) for s in data.shapes_by_recipe[g]] == want
+    assert len(data.shapes) == len(table)  # every run a shape of its own here

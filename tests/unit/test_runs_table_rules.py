@@ -169,3 +169,18 @@ def test_fit_table_bootstraps_at_seed_plus_one_and_records_what_it_ran():
     )
     off = fit_table(seeded, "looped", loss, noise="off", profile=False, starts=TRUTH[None, :])
     assert any(w.startswith("--noise off with seed repeats (5 of 18 points, 23 rows)") for w in off.warnings)
+
+
+def test_fit_inputs_are_checked_before_the_first_solve():
+    from loopscale.fit.fit_table import check_fit_inputs
+
+    table = RT.canonical_table(raw(14), "looped").assign(width=np.resize([64, 128], 14))
+    assert check_fit_inputs(table, "looped", 0, "width") is None  # no bootstrap: the cluster is not read
+    with pytest.raises(InputError, match="--cluster width: 2 clusters, too few"):
+        check_fit_inputs(table, "looped", 5, "width")
+    labels = check_fit_inputs(table.assign(width=np.resize([64, 128, 256], 14)), "looped", 5, "width")
+    assert labels.tolist() == [str(v) for v in np.resize([64, 128, 256], 14)]
+    budgets = table.assign(C_budget=np.where(np.arange(14) < 12, 1e18, 1e19))  # 12 rows below the largest: 2 x 6
+    check_fit_inputs(budgets, "looped", holdout=True)
+    with pytest.raises(InputError, match="--holdout-largest leaves 11 rows, fewer than 12"):
+        check_fit_inputs(budgets.assign(C_budget=np.where(np.arange(14) < 11, 1e18, 1e19)), "looped", holdout=True)
