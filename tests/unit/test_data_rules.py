@@ -126,3 +126,45 @@ def test_only_dead_processes_staging_folders_of_this_key_are_swept(tmp_path):
     sweep_dead_staging(tmp_path, "k1")
     assert not dead.exists() and alive.exists() and other_key.exists() and odd.exists()
     assert prefix == f".tmp-k1-{socket.gethostname()}-"  # a shared cache: another host's pids are not ours to judge
+
+
+def test_a_text_corpus_is_every_supported_file_below_its_folder_in_path_order(tmp_path):
+    from loopscale.data.corpus import DataError, source_fingerprint
+
+    root = tmp_path / "corpus"
+    for name in ("b.txt", "a/z.jsonl", "a/y.json", "c.parquet", "notes.md", "d.TXT", "e.txt.bak"):
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text("x\n")
+    files = source_fingerprint(DataConfig(source="text", path=str(root)))["files"]
+    expected = ["a/y.json", "a/z.jsonl", "b.txt", "c.parquet"]  # suffixes exactly as listed, case and all
+    assert [Path(f).relative_to(root.resolve()).as_posix() for f, _ in files] == expected
+    assert files[2][1] == hashlib.sha256(b"x\n").hexdigest()
+    with pytest.raises(DataError, match=r"has suffix '\.md'; supported: \.txt, \.jsonl, \.json, \.parquet"):
+        source_fingerprint(DataConfig(source="text", path=str(root / "notes.md")))
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(DataError, match="holds no"):
+        source_fingerprint(DataConfig(source="text", path=str(tmp_path / "empty")))
+
+
+def test_a_corpus_file_that_is_not_utf8_is_named_with_the_bad_bytes_offset(tmp_path):
+    from loopscale.data.corpus import DataError, load_documents
+
+    (tmp_path / "a.txt").write_text("fine\n")
+    (tmp_path / "b.txt").write_bytes("héllo wörld ".encode() + b"\xff rest")  # the bad byte at 14
+    with pytest.raises(DataError, match=r"b\.txt is not UTF-8 text \(byte 14\)"):
+        load_documents(DataConfig(source="text", path=str(tmp_path)))
+    (tmp_path / "b.txt").write_bytes(b"a" * (8 << 20) + b"\xff")  # past the first 8 MB block: counted from the start
+    with pytest.raises(DataError, match=rf"b\.txt is not UTF-8 text \(byte {8 << 20}\)"):
+        load_documents(DataConfig(source="text", path=str(tmp_path)))
+    (tmp_path / "b.txt").write_bytes("ends mid-character é".encode()[:-1])
+    with pytest.raises(DataError, match="ends inside a character"):
+        load_documents(DataConfig(source="text", path=str(tmp_path)))
+
+
+def test_the_cache_key_follows_the_text_column_and_document_cap_of_a_text_corpus(tmp_path):
+    corpus = tmp_path / "c.jsonl"
+    corpus.write_text('{"text": "a"}\n')
+    base = DataConfig(source="text", path=str(corpus))
+    key = cache_key(base)
+    assert cache_key(DataConfig(**{**vars(base), "text_column": "body"})) != key
+    assert cache_key(DataConfig(**{**vars(base), "max_documents": 10})) != key
