@@ -314,3 +314,16 @@ def test_lm_keeps_a_step_only_where_it_lowers_that_problems_objective():
         out, f = OPT.lm_batch(law, d, loss, starts.copy(), max_iter=it)
         assert np.all(f <= f0)
         np.testing.assert_allclose(f, O.batch_objective(out, law, d, loss), rtol=1e-12)
+
+
+def test_a_big_table_finishes_each_distinct_subsample_optimum_once():
+    """Over SCREEN_ROWS rows: the starts are solved on the fixed subsample first; starts that land on one point there
+    are one start from then on (the same refined optimum, counted once per start), finished on all rows."""
+    d, law, loss = data(n=1100, seed=8), make_law("looped"), O.Loss("huber", 2e-3)
+    starts = np.vstack([THETA, THETA + 1e-7, THETA])
+    with one_blas_thread():
+        best, refined = OPT.multistart(law, d, loss, starts)
+    assert len(refined) == 3 and refined[0] is refined[1] is refined[2] is best
+    assert best.objective == pytest.approx(O.objective(best.theta, law, d, loss), rel=1e-12)  # on all 1,100 rows
+    _, g = O.objective_and_grad(best.theta, law, d, loss)
+    assert best.grad_norm == pytest.approx(float(np.linalg.norm(g)), rel=1e-9)
