@@ -1,15 +1,19 @@
 """Coverage of phi's interval from whole loss curves against final points on the demo's forked design (issue 55 item 3).
 
     nice -n 10 .venv/bin/python benchmarks/bench_curve_calibration.py CURVES.csv [--law looped-entry-curve] \\
-        [--sweeps 100] [--bootstrap 100] [--sigma-run S --sigma-eval S --rho R] [--curve-start SHARE] \\
-        [--out runs/curve_calibration] [--cell NAME]
-    .venv/bin/python benchmarks/bench_curve_calibration.py CURVES.csv --summarise [--out ...] [--cell NAME]
+        [--sweeps 100] [--bootstrap 100] [--noise flat|bands] [--sigma-run S --sigma-eval S --rho R] \\
+        [--curve-start SHARE] [--out runs/curve_calibration] [--cell NAME]
+    .venv/bin/python benchmarks/bench_curve_calibration.py CURVES.csv [--noise bands] --summarise [--out ...]
+
+(the numbers: docs/results.md, "Coverage of phi's interval from curves on the demo's forked design").
 
 The design is the curves table a forked demo wrote (`loopscale collect`'s runs_curves.csv: parents, their cooldown
 branches, each evaluation's step, tokens and lr as the demo ran them), read at each run's trained r. The stated
 curve law is `--law` (looped-entry-curve by default, or looped-curve) at the parameters `loopscale fit` finds on
 that table (what the demo measured), and the noise is the fit's own curve noise split (`curve_worth.curve_noise`:
-a run-level offset and an AR(1) along the curve), unless given. Each sweep draws
+a run-level offset and an AR(1) along the curve), unless given; `--noise bands` scales the AR(1) per band of each
+evaluation's share of its parent's steps (SHARE_BANDS) by the fit's residual RMS there (the demo's residuals are 10x
+larger in the first 2% of steps than in the cooldowns), rho re-read from the residuals so scaled. Each sweep draws
 
     log L = log L_law(row) + s_run u_parent + s_eval w_row
 
@@ -165,8 +169,15 @@ def interval_record(result) -> dict:
     ci, _, _ = interval_of(result, "phi", result.profile_phi)
     boot = (result.ci95 or {}).get("phi")
     closed = ci is not None and ci[0] is not None and ci[1] is not None
-    return {"phi": float(result.params["phi"]), "profile": ci, "bootstrap": boot,
-            "width_profile": float(ci[1] - ci[0]) if closed else None}  # fmt: skip
+    prof = result.profile_phi
+    walk = {k: prof.get(k) for k in ("phi", "objective", "threshold", "groups", "reference_dof")} if prof else None
+    return {
+        "phi": float(result.params["phi"]),
+        "profile": ci,
+        "bootstrap": boot,
+        "width_profile": float(ci[1] - ci[0]) if closed else None,
+        "profile_walk": walk,
+    }  # fmt: skip  (the profile's grid, objective and threshold: other thresholds offline)
 
 
 def plain(block) -> dict:
