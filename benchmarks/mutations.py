@@ -1956,8 +1956,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "curve-r-eval-priced-at-the-trained-r",
         "loopscale/train/plan.py",
-        "    per_token = sum(accounting.eval_flops_at(cfg.model, r) for r in curve_r_evals(cfg))\n",
-        "    per_token = len(curve_r_evals(cfg)) * accounting.eval_flops_per_token(cfg.model)\n",
+        "    per_token = sum(run.eval_flops[r] for r in run.curve_r_evals)\n",
+        "    per_token = len(run.curve_r_evals) * run.eval_flops[cfg.model.r]\n",
         (
             "tests/integration/test_curve_r_eval.py::"
             "test_each_curve_point_scores_as_the_model_rebuilt_at_that_r_and_the_plan_prices_them",
@@ -2435,9 +2435,9 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "blind6-lr-dref-injection-counted-r-plus-one-times",
-        "loopscale/train/optim/lr_transfer.py",
-        "counts.N_once + (cfg.r - 1) * accounting.injection_params(cfg)",
-        "counts.N_once + cfg.r * accounting.injection_params(cfg)",
+        "loopscale/model/accounting.py",
+        "counts.N_once + (cfg.r - 1) * injection_params(cfg)",
+        "counts.N_once + cfg.r * injection_params(cfg)",
         ("tests/unit/test_lr_transfer.py::test_lrs_equal_the_published_formulas",),
         "D_ref = 10 x (prelude + coda + norms + r x (recurrent block + injection)) of the size-10 reference model",
     ),
@@ -2666,8 +2666,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "hardops-world-without-nodes",
         "loopscale/train/batching.py",
-        "world = trainer.devices * trainer.num_nodes\n    per_process",
-        "world = trainer.devices\n    per_process",
+        "world, gpu = trainer.devices * trainer.num_nodes, on_gpu(trainer)\n",
+        "world, gpu = trainer.devices, on_gpu(trainer)\n",
         ("tests/unit/test_train_config_formulas.py::test_the_split_is_world_times_device_batch_times_accumulation",),
         "grad_accum = batch_size / (devices x num_nodes x device_batch)",
     ),

@@ -74,6 +74,10 @@ from loopscale.injections.registry import names as injection_names
 # vocabulary from the data the preset trains on (conf/data/<data>.yaml; `model_preset`).
 PAPER_DATA = "fineweb_edu_packed"  # the published set: 32,001 ids, padded to 32,064 embedding rows
 CPU_DATA = "shakespeare"  # the default corpus (train.yaml's data default)
+# the lr transfer's reference model (`reference_model`, loopscale/train/optim/lr_transfer.py)
+REF_LAYOUT = (2, 4, 2)  # (p, k, c) for r > 1
+REF_PLAIN_DEPTH = 20  # r = 1: a plain 20-layer stack (0-20-0)
+D_REF_TOKENS_PER_PARAM = 10  # D_ref = 10 x its effective parameters
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -125,14 +129,14 @@ class Counted:
         return math.prod(self.shape)
 
 
-def layer_params(cfg: ModelConfig, where: str) -> tuple[Counted, ...]:
-    """One layer at `where`, named as in the layer's named_parameters(): its matrices and its block form's own
-    parameters (norm gains, adapters), each counting with the layer (N_once in the prelude and coda, N_rec in the
-    recurrent block) unless its form declares it N_pass (a slice used in one pass only)."""
+def layer_params(cfg: ModelConfig, where: str, matrices) -> tuple[Counted, ...]:
+    """One layer at `where`, named as in the layer's named_parameters(): its `matrices` (`layer_matrices`) and its
+    block form's own parameters (norm gains, adapters), each counting with the layer (N_once in the prelude and coda,
+    N_rec in the recurrent block) unless its form declares it N_pass (a slice used in one pass only)."""
     home = N_REC if where == "recurrent" else N_ONCE
-    matrices = tuple(Counted(f"{name}.weight", shape, home) for name, shape in layer_matrices(cfg))
     own = block_form(cfg.block).params(cfg, where)
-    return matrices + tuple(Counted(p.name, p.shape, N_PASS if p.counts_in == N_PASS else home) for p in own)
+    weights = tuple(Counted(f"{name}.weight", shape, home) for name, shape in matrices)
+    return weights + tuple(Counted(p.name, p.shape, N_PASS if p.counts_in == N_PASS else home) for p in own)
 
 
 def declared_params(cfg: ModelConfig) -> tuple[Counted, ...]:
@@ -143,17 +147,21 @@ def declared_params(cfg: ModelConfig) -> tuple[Counted, ...]:
     d, V = cfg.d_model, cfg.padded_vocab_size
     found = [Counted("embed.weight", (V, d), EMBEDDING)]
     found += [Counted(f"{n}.weight", (d,), N_ONCE) for n in ("embed_norm", "pass_norm", "final_norm")]
-    for where, n in layers_at(cfg).items():
-        found += [replace(p, name=f"{where}.{j}.{p.name}") for j in range(n) for p in layer_params(cfg, where)]
+    layers, matrices = layer_plan(cfg), layer_matrices(cfg)  # the layout, asked of blocks/form.py once
+    for where, n, _, _ in layers:
+        layer = layer_params(cfg, where, matrices)
+        found += [replace(p, name=f"{where}.{j}.{p.name}") for j in range(n) for p in layer]
     found += [Counted(f"injection.{p.name}", p.shape, p.counts_in) for p in injection_form(cfg.injection).params(cfg)]
     if not cfg.tie_embeddings:
         found.append(Counted("lm_head.weight", (V, d), LM_HEAD))
     return tuple(found)
 
 
-def layers_at(cfg: ModelConfig) -> dict[str, int]:
-    """Layers of the prelude, the recurrent block and the coda."""
-    return {"prelude": cfg.n_prelude, "recurrent": cfg.n_rec, "coda": cfg.n_coda}
+def layer_plan(cfg: ModelConfig) -> tuple[tuple[str, int, int, int], ...]:
+    """(where, layers, passes, passes with gradient) of the prelude, the recurrent block and the coda: the layer
+    passes every count here runs over, asked of blocks/form.py (`layer_passes`) in one place."""
+    layers = {"prelude": cfg.n_prelude, "recurrent": cfg.n_rec, "coda": cfg.n_coda}
+    return tuple((where, n, *layer_passes(cfg, where)) for where, n in layers.items())
 
 
 @dataclass(frozen=True)
@@ -192,6 +200,13 @@ def param_counts(cfg: ModelConfig) -> ParamCounts:
     )
 
 
+def effective_params(cfg: ModelConfig) -> int:
+    """The lr transfer's D_ref count (loopscale/train/optim/lr_transfer.py): prelude + coda + norms + r x (recurrent
+    block + injection), embeddings excluded; N_once counts the injection once, so it gets r - 1 more passes here."""
+    counts = param_counts(cfg)
+    return counts.N_once + (cfg.r - 1) * injection_params(cfg) + cfg.r * counts.N_rec
+
+
 # ----------------------------------------------------------------------------------------------------
 # FLOPs
 
@@ -224,7 +239,7 @@ def matmul_flops_per_token(cfg: ModelConfig) -> float:
     pass_macs = cfg.n_rec * layer_macs
     injection = injection_form(cfg.injection).matmul_flops_per_token(cfg, n_grad)
     block = block_form(cfg.block)
-    own = sum(n * block.matmul_flops_per_token(cfg, w, layer_passes(cfg, w)[1]) for w, n in layers_at(cfg).items())
+    own = sum(n * block.matmul_flops_per_token(cfg, w, n_grad) for w, n, _, n_grad in layer_plan(cfg))
     # 2 FLOPs per multiply-add forward; backward doubles it twice over (input and weight gradients)
     return float(6 * (once_macs + n_grad * pass_macs) + 2 * n_nograd * pass_macs + injection + own)
 
@@ -234,9 +249,7 @@ def flops_per_token(cfg: ModelConfig) -> float:
     pass and the injection's elementwise parameters, each at 6x with gradient and 2x without (module docstring)."""
     n_grad = grad_passes(cfg)
     block = block_form(cfg.block)  # the norm gains of every layer pass (pre-norm: two, sandwich: four)
-    gain_uses = sum(
-        n * block.elementwise_flops_per_token(cfg, w, layer_passes(cfg, w)[1]) for w, n in layers_at(cfg).items()
-    )
+    gain_uses = sum(n * block.elementwise_flops_per_token(cfg, w, n_grad) for w, n, _, n_grad in layer_plan(cfg))
     injection = injection_form(cfg.injection).elementwise_flops_per_token(cfg, n_grad)  # hyper: the write-in
     return matmul_flops_per_token(cfg) + gain_uses + injection
 
@@ -278,7 +291,7 @@ def eval_flops_per_token(m: ModelConfig) -> float:
     layer = block_matrix_params(m) + 2 * m.seq_len * m.d_model
     injection = injection_form(m.injection).forward_flops_per_token(m)
     block = block_form(m.block)  # its own matmuls (per-pass adapters), a third of a pass with gradient's
-    own = sum(n * block.matmul_flops_per_token(m, w, layer_passes(m, w)[0]) for w, n in layers_at(m).items()) / 3
+    own = sum(n * block.matmul_flops_per_token(m, w, passes) for w, n, passes, _ in layer_plan(m)) / 3
     return 2.0 * (passes * layer + m.padded_vocab_size * m.d_model) + injection + own
 
 
@@ -288,6 +301,23 @@ def eval_flops_at(m: ModelConfig, r_eval: int) -> float:
     at = copy.copy(m)
     at.r = int(r_eval)
     return eval_flops_per_token(at)
+
+
+@dataclass(frozen=True)
+class Accounting:
+    """Every count a run's plan needs of its model, asked of the accounting in one call (`account`)."""
+
+    counts: ParamCounts
+    F: float  # training FLOPs per token (`flops_per_token`)
+    F_causal: float  # F with half the attention matmuls (`causal_flops_per_token`): MFU's second numerator
+    eval_flops: dict[int, float]  # forward FLOPs per token at each pass count asked for (`eval_flops_at`)
+
+
+def account(cfg: ModelConfig, r_evals=()) -> Accounting:
+    """The parameters by class, F, the causal F and the forward FLOPs per token at each of `r_evals` (sorted)."""
+    counts = param_counts(cfg)
+    evals = {r: eval_flops_at(cfg, r) for r in sorted(set(r_evals))}
+    return Accounting(counts, flops_per_token(cfg), causal_flops_per_token(cfg), evals)
 
 
 def inference_flops_per_token(cfg: ModelConfig) -> float:
@@ -331,6 +361,31 @@ def paper_model(size: int, r: int, recipe: str = "baseline", **overrides) -> Mod
     if size < 1:
         raise ConfigError(f"size={size!r} must be >= 1")
     return model_preset("paper", PAPER_DATA, d_model=paper_width(size), r=r, recipe=recipe, **overrides)
+
+
+def reference_model(cfg: ModelConfig, ref_size: int = 10) -> ModelConfig:
+    """The model the lr transfer's D_ref is measured on (loopscale/train/optim/lr_transfer.py): paper size
+    `ref_size` with the run's r; 0-20-0 at r = 1, 2-4-2 with the concat injection otherwise (for every recipe, as
+    published). Vocabulary and context do not matter (embeddings and attention are not counted)."""
+    paper = paper_model(ref_size, 1)
+    common = dict(
+        vocab_size=paper.vocab_size,
+        d_model=paper.d_model,
+        head_dim=paper.head_dim,
+        seq_len=paper.seq_len,
+        mlp=cfg.mlp,
+        mlp_ratio=cfg.mlp_ratio,
+    )
+    if cfg.r == 1:
+        return ModelConfig(**common, n_prelude=0, n_rec=REF_PLAIN_DEPTH, n_coda=0, r=1, injection="passthrough")
+    p, k, c = REF_LAYOUT
+    return ModelConfig(**common, n_prelude=p, n_rec=k, n_coda=c, r=cfg.r, injection="concat")
+
+
+def d_ref_tokens(cfg: ModelConfig, ref_size: int = 10) -> float:
+    """The lr transfer's D_ref: 10 x the effective parameters of the reference model (the published rule)."""
+    reference = reference_model(cfg, ref_size)
+    return D_REF_TOKENS_PER_PARAM * effective_params(reference)
 
 
 def cpu_model(d_model: int = 128, r: int = 1, recipe: str = "auto", **overrides) -> ModelConfig:

@@ -43,13 +43,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from loopscale.blocks.form import layer_passes
 from loopscale.blocks.registry import form as block_form
 from loopscale.config.model import ModelConfig
 from loopscale.errors import ConfigError
 from loopscale.injections.form import MATRIX
 from loopscale.injections.registry import form as injection_form
-from loopscale.model.accounting import block_matrix_params, grad_passes, layers_at, mlp_hidden, param_counts
+from loopscale.model.accounting import block_matrix_params, grad_passes, layer_plan, mlp_hidden, param_counts
 
 MIB = 2**20
 GIB = 2**30
@@ -131,16 +130,14 @@ def _weight_copy_bytes(cfg: ModelConfig, mode) -> int:
     if mode == "blocks":
         layers = cfg.n_prelude + cfg.n_coda + cfg.n_rec * grad_passes(cfg)
     block = block_form(cfg.block)
-    own = sum(n * block.weight_copy_bytes(cfg, where) for where, n in layers_at(cfg).items())
+    own = sum(n * block.weight_copy_bytes(cfg, where) for where, n, _, _ in layer_plan(cfg))
     return 2 * block_matrix_params(cfg) * layers + injection_form(cfg.injection).weight_copy_bytes(cfg) + own
 
 
 def _block_form_bytes(cfg: ModelConfig, tokens: int) -> int:
     """What the block form's layers keep beyond the pre-norm layer's (sandwich: two more norms; adapters)."""
     block = block_form(cfg.block)
-    per_token = sum(
-        n * block.saved_bytes_per_token(cfg, where, layer_passes(cfg, where)[1]) for where, n in layers_at(cfg).items()
-    )
+    per_token = sum(n * block.saved_bytes_per_token(cfg, where, n_grad) for where, n, _, n_grad in layer_plan(cfg))
     return per_token * tokens
 
 
@@ -182,7 +179,7 @@ def state_bytes(cfg: ModelConfig, optimizer: str, cuda: bool, world: int = 1) ->
         matrices = block_matrix_params(cfg) * (cfg.n_prelude + cfg.n_rec + cfg.n_coda)
         matrices += injection_form(cfg.injection).matrix_params(cfg)
         block = block_form(cfg.block)  # a block form's own matrices (none of today's: adapters are scalars)
-        for where, n in layers_at(cfg).items():
+        for where, n, _, _ in layer_plan(cfg):
             matrices += n * sum(p.numel for p in block.params(cfg, where) if p.group == MATRIX)
         adamw = weights - 4 * matrices  # the AdamW groups' bytes: two moments each
         return weights, grads, 4 * matrices + 2 * adamw

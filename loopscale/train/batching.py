@@ -91,13 +91,14 @@ def split_and_memory(
     AdamW's, the default, is the larger); an int sets it; budget.grad_accum (when set) fixes the
     accumulation instead and the device batch follows. Raises ValueError naming the numbers when they do
     not divide."""
-    world = trainer.devices * trainer.num_nodes
+    world, gpu = trainer.devices * trainer.num_nodes, on_gpu(trainer)
     per_process, rest = divmod(budget.batch_size, world)
     if rest or per_process == 0:
         raise ConfigError(
             f"budget.batch_size={budget.batch_size} sequences must be a multiple of the world size "
             f"devices x num_nodes = {world}"
         )
+    memory = None
     if budget.grad_accum is not None:
         if budget.device_batch != "auto":
             raise ConfigError(
@@ -110,10 +111,7 @@ def split_and_memory(
                 f"budget.batch_size={budget.batch_size} sequences do not split into world {world} x "
                 f"budget.grad_accum={budget.grad_accum} equal device batches"
             )
-        batching = Batching(world, device_batch, budget.grad_accum, budget.batch_size)
-        return batching, _memory(model, trainer, optimizer, batching)
-    memory = None
-    if budget.device_batch == "auto":
+    elif budget.device_batch == "auto":
         device_batch, memory = auto_device_batch(model, trainer, per_process, optimizer)
     else:
         device_batch = int(budget.device_batch)
@@ -125,12 +123,6 @@ def split_and_memory(
             f"{device_batch} x T={model.seq_len} = {world * device_batch * model.seq_len} tokens per micro-batch; "
             f"set budget.device_batch to a divisor of {per_process} (or budget.grad_accum)"
         )
-    batching = Batching(world, device_batch, grad_accum, budget.batch_size)
-    return batching, memory or _memory(model, trainer, optimizer, batching)
-
-
-def _memory(model: ModelConfig, trainer: TrainerConfig, optimizer: str, batching: Batching) -> MemoryEstimate | None:
-    """The predicted memory per device of a GPU trainer at this split (loopscale/model/memory.py), None on CPU."""
-    if not on_gpu(trainer):
-        return None
-    return estimate_memory(model, batching.device_batch, trainer.compile, optimizer, True, batching.world)
+    if gpu and memory is None:  # the predicted memory per device at this split (loopscale/model/memory.py)
+        memory = estimate_memory(model, device_batch, trainer.compile, optimizer, True, world)
+    return Batching(world, device_batch, grad_accum, budget.batch_size), memory

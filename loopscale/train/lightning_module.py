@@ -108,7 +108,7 @@ def evaluate_curve_point(module: LoopedLM) -> tuple[float, list[REvalScore] | No
     val_loss among them), else None."""
     r = module.model_cfg.r
     losses = {n: subset_loss(module, n) for n in module.curve_r_evals}
-    return losses[r], score_rows(losses, module.plan.eval_flops) if len(losses) > 1 else None
+    return losses[r], score_rows(losses, module.plan.run.eval_flops) if len(losses) > 1 else None
 
 
 def subset_loss(module: LoopedLM, r_eval: int) -> float:
@@ -204,7 +204,7 @@ class LoopedLM(L.LightningModule):
         self.curve: list[CurvePoint] = []
         self.curve_flops_per_point = plan.curve_flops_per_point
         self.curve_evaluated = 0
-        self.curve_r_evals = plan.curve_r_evals
+        self.curve_r_evals = plan.run.curve_r_evals
 
     @property
     def last_train_loss(self) -> float:

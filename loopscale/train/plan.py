@@ -13,7 +13,7 @@ the run's record read them from it and never recompute them from the config.
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
@@ -57,42 +57,45 @@ class RunPlan:
     N_pass: int = 0  # parameters used once per pass (per-pass adapters): docs/design.md, "Parameter accounting"
     # variable-depth training (model/r_sampling.py): the FLOPs ledger of its schedule (F above is its realised mean)
     r_ledger: dict | None = None
+    # what it scores: the passes of each loss-curve evaluation (`curve_r_evals`), the passes the finished model is
+    # scored at (trainer.r_eval: train/testtime_eval.py), the forward FLOPs per token at each (accounting.eval_flops_at)
+    curve_r_evals: list[int] = field(default_factory=list)
+    r_evals: list[int] = field(default_factory=list)
+    eval_flops: dict[int, float] = field(default_factory=dict)
 
 
 def plan_run(cfg: TrainConfig) -> RunPlan:
     """Turn the budget of one run (flops, tokens, ratio) into tokens and steps for this model and batch (pure; no
-    model is built). A sampled-r run (model.r_sampling) takes its steps from its schedule of draws (`_sampled_steps`).
-    A job of several runs (a forked one) is planned by `loopscale.train.job_plan.plan_job`."""
+    model is built), from the model's accounting asked once (`accounting.account`, with the passes the run scores).
+    A sampled-r run (model.r_sampling) takes its steps from its schedule of draws. A job of several runs (a forked
+    one) is planned by `loopscale.train.job_plan.plan_job`."""
     budget = cfg.budget
     if budget.mode not in SINGLE_RUN_MODES:
         raise ConfigError(f"plan_run plans one run; budget.mode={budget.mode} is a job of several (plan_job)")
-    counts = accounting.param_counts(cfg.model)
-    F = accounting.flops_per_token(cfg.model)
-    F_causal = accounting.causal_flops_per_token(cfg.model)
+    passes = curve_r_evals(cfg)  # the passes scored (config/checks), then the accounting: one trip down the layers
+    r_evals = r_eval_values(cfg.trainer.r_eval, cfg.model.r)
+    counted = accounting.account(cfg.model, {*passes, *r_evals})
+    counts, F, F_causal = counted.counts, counted.F, counted.F_causal
     batch_tokens = cfg.budget.batch_size * cfg.model.seq_len
-    ledger = None
-    if r_sampling.is_sampled(cfg.model):
-        sched = _sampled_steps(cfg, counts, batch_tokens)
-        F_causal *= float(sched.step_flops.mean()) / F  # MFU's causal count, scaled to the realised F
-        F, steps = float(sched.step_flops.mean()), sched.steps
-        D = steps * batch_tokens
-        D_target = int(budget.compute_flops / F) if budget.mode == "flops" else D
-        ledger = r_sampling.ledger(cfg.model, sched, batch_tokens)
-    elif budget.mode == "flops":
-        D, steps = accounting.tokens_for_budget(budget.compute_flops, F, batch_tokens)
-        D_target = int(budget.compute_flops / F)
-    else:
+    steps = None  # a flops budget's steps come from F, or from a sampled run's draws
+    if budget.mode != "flops":
         wanted = budget.tokens if budget.mode == "tokens" else budget.tokens_per_param * counts.N
         steps = max(1, round(wanted / batch_tokens))
-        D = steps * batch_tokens
-        D_target = D
+    ledger = None
+    if r_sampling.is_sampled(cfg.model):
+        # its schedule of draws (model/r_sampling.py, keyed by the seed): in flops mode the steps whose realised FLOPs
+        # come closest to the budget, else the steps above; its mean F is the plan's F, and C = F D the compute spent
+        compute = budget.compute_flops if steps is None else None
+        sched = r_sampling.schedule(cfg.model, cfg.seed, budget.batch_size, steps, compute, batch_tokens)
+        F_causal *= float(sched.step_flops.mean()) / F  # MFU's causal count, scaled to the realised F
+        F, steps = float(sched.step_flops.mean()), sched.steps
+        ledger = r_sampling.ledger(cfg.model, sched, batch_tokens)
+    elif budget.mode == "flops":
+        steps = accounting.tokens_for_budget(budget.compute_flops, F, batch_tokens)[1]
+    D = steps * batch_tokens
+    D_target = int(budget.compute_flops / F) if budget.mode == "flops" else D
     return RunPlan(
-        N_once=counts.N_once,
-        N_rec=counts.N_rec,
-        N_pass=counts.N_pass,
-        N=counts.N,
-        embedding=counts.embedding,
-        lm_head=counts.lm_head,
+        **counts.as_dict(),  # N_once, N_rec, N_pass, N, embedding, lm_head
         F=F,
         F_causal=F_causal,
         D=D,
@@ -102,20 +105,10 @@ def plan_run(cfg: TrainConfig) -> RunPlan:
         batch_tokens=batch_tokens,
         D_target=D_target,
         r_ledger=ledger,
+        curve_r_evals=passes,
+        r_evals=r_evals,
+        eval_flops=counted.eval_flops,
     )
-
-
-def _sampled_steps(cfg: TrainConfig, counts, batch_tokens: int) -> r_sampling.Schedule:
-    """A sampled-r run's schedule of draws (model/r_sampling.py, keyed by the seed): in flops mode the steps whose
-    realised FLOPs come closest to the budget, else the given tokens' steps; its mean F is the plan's F, and
-    C = F D the compute spent, exactly."""
-    budget, model = cfg.budget, cfg.model
-    if budget.mode == "flops":
-        return r_sampling.schedule(
-            model, cfg.seed, budget.batch_size, compute_flops=budget.compute_flops, batch_tokens=batch_tokens
-        )
-    wanted = budget.tokens if budget.mode == "tokens" else budget.tokens_per_param * counts.N
-    return r_sampling.schedule(model, cfg.seed, budget.batch_size, steps=max(1, round(wanted / batch_tokens)))
 
 
 @dataclass(frozen=True)
@@ -128,12 +121,10 @@ class TrainingPlan:
     memory: MemoryEstimate | None  # the predicted peak per device of a GPU run (loopscale/model/memory.py); None on CPU
     usable_memory: int | None  # what the plan device may allocate (GPU runs)
     lrs: dict[str, float]  # the peak lr of every optimizer group (loopscale/train/optim/lr_transfer.py)
-    # the loss curve (`curve_evaluations`): the steps evaluated after, the FLOPs of one evaluation, its passes
+    # the loss curve (`curve_evaluations`): the steps evaluated after, the FLOPs of one evaluation (its passes, and
+    # trainer.r_eval's, with the forward FLOPs per token at each: the run's)
     curve_steps: frozenset[int]
     curve_flops_per_point: float
-    curve_r_evals: list[int]
-    r_evals: list[int]  # the passes the finished model is scored at (trainer.r_eval: train/testtime_eval.py)
-    eval_flops: dict[int, float]  # forward FLOPs per token at each pass count scored (accounting.eval_flops_at)
 
     def memory_record(self, plan_device: str) -> dict | None:
         """The predicted memory as run.json records it: the estimate's terms and peak, the device, its usable bytes."""
@@ -152,12 +143,10 @@ def plan_training(cfg: TrainConfig, run: RunPlan | None = None, val_sequences: i
     batching, memory = split_and_memory(cfg.budget, cfg.model, cfg.trainer, cfg.optim.optimizer)
     usable = usable_memory(cfg.trainer.plan_device) if memory is not None else None
     # D_target is 0 when C < F (less than one token): the lr transfer then takes the tokens trained, D
-    lrs = peak_lrs(cfg.model, cfg.optim, run.batch_tokens, run.D_target or run.D)
-    passes = curve_r_evals(cfg)
-    r_evals = r_eval_values(cfg.trainer.r_eval, cfg.model.r)
+    D_ref = accounting.d_ref_tokens(cfg.model, cfg.optim.transfer_ref_size)  # the lr transfer's reference model
+    lrs = peak_lrs(cfg.model, cfg.optim, run.batch_tokens, run.D_target or run.D, D_ref)
     steps, per_point = curve_evaluations(cfg, run, val_sequences, fork_steps)
-    eval_flops = {r: accounting.eval_flops_at(cfg.model, r) for r in sorted({*passes, *r_evals})}
-    return TrainingPlan(run, batching, memory, usable, lrs, frozenset(steps), per_point, passes, r_evals, eval_flops)
+    return TrainingPlan(run, batching, memory, usable, lrs, frozenset(steps), per_point)
 
 
 def run_dir_of(cfg: TrainConfig) -> Path:
@@ -275,7 +264,7 @@ def curve_evaluations(cfg: TrainConfig, run: RunPlan, val_sequences: int, fork_s
     `curve_plan`'s steps (corners: the warmup's end, a wsd cooldown's start, a stable parent's `fork_steps`)
     within trainer.curve_share of the run's FLOPs C (the extra r_eval included: more of them, fewer steps)."""
     subset = subset_count(val_sequences, cfg.trainer.val_subset) if val_sequences else 0
-    per_token = sum(accounting.eval_flops_at(cfg.model, r) for r in curve_r_evals(cfg))
+    per_token = sum(run.eval_flops[r] for r in run.curve_r_evals)
     per_point = subset * cfg.model.seq_len * per_token
     if per_point <= 0:
         return [], 0.0

@@ -283,7 +283,7 @@ def _fit_run(
         val = None
         if validate:
             val = built.trainer.validate(built.module, datamodule=built.datamodule, verbose=False)[0]["val/loss"]
-            if built.plan.r_evals:  # the finished model at other pass counts, on the same set (train/testtime_eval.py)
+            if built.plan.run.r_evals:  # the finished model at other r, on the same set (train/testtime_eval.py)
                 run.record.r_eval_scores = score_r_eval(built.trainer, built.module, built.datamodule, val)
         run.finish(built.module, built.plan.run.batch_tokens, val)
         record_recompile_limit_hits(built.cfg, run.record, since=hits_before)

@@ -26,11 +26,11 @@ TESTTIME_COLUMNS = [
 
 
 def score_r_eval(trainer, module, datamodule, L_at_r: float | None) -> list[REvalScore]:
-    """`score_rows` of each r_eval of the module's plan (trainer.r_eval: `TrainingPlan.r_evals`): Lightning's validate
+    """`score_rows` of each r_eval of the module's plan (trainer.r_eval: `RunPlan.r_evals`): Lightning's validate
     on the final set with the module's eval_r set (its validation_step passes it to the model), the run's L at its
     own r."""
     losses: dict[int, float] = {}
-    for r in module.plan.r_evals:
+    for r in module.plan.run.r_evals:
         if r == module.model_cfg.r and L_at_r is not None:
             losses[r] = L_at_r
             continue
@@ -39,7 +39,7 @@ def score_r_eval(trainer, module, datamodule, L_at_r: float | None) -> list[REva
             losses[r] = trainer.validate(module, datamodule=datamodule, verbose=False)[0][f"testtime/val_loss_r{r}"]
         finally:
             module.eval_r = None
-    return score_rows(losses, module.plan.eval_flops)
+    return score_rows(losses, module.plan.run.eval_flops)
 
 
 def score_rows(losses: dict[int, float], eval_flops: dict[int, float]) -> list[REvalScore]:

@@ -11,12 +11,11 @@ import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
-from loopscale.blocks.form import layer_passes
 from loopscale.blocks.registry import form as block_form
 from loopscale.config.model import ModelConfig
 from loopscale.injections import registry
 from loopscale.injections.form import MATRIX, N_ONCE, N_PASS, N_REC
-from loopscale.model.accounting import grad_passes, layers_at, matmul_flops_per_token, param_counts
+from loopscale.model.accounting import grad_passes, layer_plan, matmul_flops_per_token, param_counts
 from loopscale.model.memory import activation_bytes, state_bytes
 from loopscale.model.transformer import LoopedTransformer
 from loopscale.train.optim.groups import MATRIX as MATRIX_GROUP
@@ -40,7 +39,7 @@ def layer_modules(model: LoopedTransformer) -> dict[str, list]:
 def own_bytes_per_token(cfg: ModelConfig) -> int:
     """The bytes per token the forms' specs add to the pre-norm model: injection and block form."""
     block = block_form(cfg.block)
-    layers = sum(n * block.saved_bytes_per_token(cfg, w, layer_passes(cfg, w)[1]) for w, n in layers_at(cfg).items())
+    layers = sum(n * block.saved_bytes_per_token(cfg, w, n_grad) for w, n, _, n_grad in layer_plan(cfg))
     return registry.form(cfg.injection).saved_bytes_per_token(cfg, grad_passes(cfg)) + layers
 
 

@@ -13,10 +13,11 @@ from torch import nn
 from loopscale.config.model import ModelConfig
 from loopscale.config.schema import OptimConfig, TrainerConfig
 from loopscale.model import accounting
+from loopscale.model.accounting import d_ref_tokens
 from loopscale.model.transformer import LoopedTransformer
 from loopscale.train.lightning_module import optimizer_record
 from loopscale.train.optim.groups import recipe_param_groups
-from loopscale.train.optim.lr_transfer import d_ref_tokens, lrs_for
+from loopscale.train.optim.lr_transfer import lrs_for
 from support.train import tiny_model, train_config
 
 MUONH = OptimConfig(optimizer="muonh", lr=0.014, weight_decay=0.0, beta1=0.8, eps=1e-10, warmup_frac=0.0, grad_clip=0.0)
@@ -49,7 +50,7 @@ def test_lrs_equal_the_published_formulas(size, d, B, D, r):
         "embedding": 0.3 * width * batch,
         "norm": 0.005 * width,  # published: no batch factor on the norm (and hyper) lrs
     }
-    got = lrs_for(cfg, B, D, MUONH)
+    got = lrs_for(cfg, B, D, MUONH, d_ref_tokens(cfg))
     assert got.keys() == expected.keys()
     for group, lr in expected.items():
         assert math.isclose(got[group], lr, rel_tol=1e-12), (group, got[group], lr)
@@ -60,11 +61,11 @@ def test_hyper_scalars_get_their_own_lr_and_transfer_none_keeps_the_base_lrs():
     # the reference is the published one for every looped recipe: 2-4-2 with the concat matrix, not hyper lanes
     d_ref = D_REF[4]
     assert d_ref_tokens(cfg) == d_ref == d_ref_tokens(accounting.paper_model(10, 4))
-    got = lrs_for(cfg, 2**18, 10 * d_ref, MUONH)
+    got = lrs_for(cfg, 2**18, 10 * d_ref, MUONH, d_ref)
     assert math.isclose(got["hyper"], 0.01, rel_tol=1e-12)  # d = 640 and B = 2^18: no factor
     assert math.isclose(got["matrix"], 0.014 * 10**-0.32, rel_tol=1e-12)
     plain = OptimConfig(optimizer="muonh", lr=0.02, weight_decay=0.0, transfer="none")
-    assert lrs_for(cfg, 512, 10_000, plain) == {
+    assert lrs_for(cfg, 512, 10_000, plain, d_ref) == {
         "matrix": 0.02,
         "head": 0.004,
         "embedding": 0.3,
@@ -72,7 +73,7 @@ def test_hyper_scalars_get_their_own_lr_and_transfer_none_keeps_the_base_lrs():
         "hyper": 0.01,
     }
     with pytest.raises(ValueError, match="D_tokens"):
-        lrs_for(cfg, 512, 0, MUONH)
+        lrs_for(cfg, 512, 0, MUONH, d_ref)
 
 
 def _tiny(r: int, **kw) -> ModelConfig:
@@ -177,7 +178,7 @@ def test_bad_muonh_settings_fail_with_the_field_named(override, field):
 
 
 def test_fsdp_and_forks_with_published_transfer_are_clear_errors():
-    lrs = lrs_for(_tiny(2), 1024, 10 * 1024, MUONH)
+    lrs = lrs_for(_tiny(2), 1024, 10 * 1024, MUONH, d_ref_tokens(_tiny(2)))
     with pytest.raises(ValueError, match="fsdp"):
         optimizer_record(MUONH, TrainerConfig(strategy="fsdp"), lrs)
     rec = optimizer_record(MUONH, TrainerConfig(), lrs)

@@ -40,7 +40,8 @@ def test_a_gpu_plan_holds_the_split_the_memory_and_the_lrs_of_its_rules(card):
         "usable": usable_memory(cfg.trainer.plan_device),
     }
     assert cfg.optim.optimizer == "muonh" and cfg.optim.transfer == "published"
-    assert plan.lrs == lrs_for(cfg.model, plan.run.batch_tokens, plan.run.D_target, cfg.optim)
+    D_ref = accounting.d_ref_tokens(cfg.model, cfg.optim.transfer_ref_size)
+    assert plan.lrs == lrs_for(cfg.model, plan.run.batch_tokens, plan.run.D_target, cfg.optim, D_ref)
 
 
 def test_a_cpu_plan_has_no_memory_prediction_and_adamw_lrs():

@@ -29,53 +29,20 @@ from loopscale.config.schema import OptimConfig
 from loopscale.errors import ConfigError
 from loopscale.injections.form import SCALAR
 from loopscale.injections.registry import form as injection_form
-from loopscale.model import accounting
 from loopscale.train.optim.groups import EMBEDDING, HEAD, HYPER, MATRIX, NORM
 
 BATCH_EXPONENT = 0.558  # lr ~ B^0.558
 DATA_EXPONENT = -0.32  # matrix lr ~ (D / D_ref)^-0.32
 WIDTH_EXPONENT = -0.5  # AdamW lrs ~ (d / d_ref)^-0.5
-D_REF_TOKENS_PER_PARAM = 10  # D_ref = 10 x effective parameters of the reference model
-REF_LAYOUT = (2, 4, 2)  # (p, k, c) of the reference model for r > 1
-REF_PLAIN_DEPTH = 20  # r = 1: a plain 20-layer stack (0-20-0)
 
 
 # ----------------------------------------------------------------------------------------------------
 # learning rates
 
 
-def reference_model(cfg: ModelConfig, ref_size: int = 10) -> ModelConfig:
-    """The model D_ref is measured on: paper size `ref_size` with the run's r; 0-20-0 at r = 1, 2-4-2 with the
-    concat injection otherwise (for every recipe, as published). Vocabulary and context do not matter
-    (embeddings and attention are not counted)."""
-    paper = accounting.paper_model(ref_size, 1)
-    common = dict(
-        vocab_size=paper.vocab_size,
-        d_model=paper.d_model,
-        head_dim=paper.head_dim,
-        seq_len=paper.seq_len,
-        mlp=cfg.mlp,
-        mlp_ratio=cfg.mlp_ratio,
-    )
-    if cfg.r == 1:
-        return ModelConfig(**common, n_prelude=0, n_rec=REF_PLAIN_DEPTH, n_coda=0, r=1, injection="passthrough")
-    p, k, c = REF_LAYOUT
-    return ModelConfig(**common, n_prelude=p, n_rec=k, n_coda=c, r=cfg.r, injection="concat")
-
-
-def effective_params(cfg: ModelConfig) -> int:
-    """prelude + coda + norms + r x (recurrent block + injection), embeddings excluded: N_once counts the
-    injection once, so it gets r - 1 more passes here."""
-    counts = accounting.param_counts(cfg)
-    return counts.N_once + (cfg.r - 1) * accounting.injection_params(cfg) + cfg.r * counts.N_rec
-
-
-def d_ref_tokens(cfg: ModelConfig, ref_size: int = 10) -> float:
-    return D_REF_TOKENS_PER_PARAM * effective_params(reference_model(cfg, ref_size))
-
-
-def lrs_for(cfg: ModelConfig, batch_tokens: int, D_tokens: int, optim: OptimConfig) -> dict[str, float]:
-    """Peak lr of every group this model has (the schedule multiplies them all alike)."""
+def lrs_for(cfg: ModelConfig, batch_tokens: int, D_tokens: int, optim: OptimConfig, D_ref: float) -> dict[str, float]:
+    """Peak lr of every group this model has (the schedule multiplies them all alike); D_ref of the reference model
+    at optim.transfer_ref_size (`accounting.d_ref_tokens`)."""
     for name, value in (("batch_tokens", batch_tokens), ("D_tokens", D_tokens)):
         if not value > 0:
             raise ConfigError(f"{name}={value!r} must be > 0")
@@ -96,7 +63,7 @@ def lrs_for(cfg: ModelConfig, batch_tokens: int, D_tokens: int, optim: OptimConf
         return base
     batch = (batch_tokens / optim.transfer_ref_batch_tokens) ** BATCH_EXPONENT
     width = (cfg.d_model / paper_width(optim.transfer_ref_size)) ** WIDTH_EXPONENT
-    data = (D_tokens / d_ref_tokens(cfg, optim.transfer_ref_size)) ** DATA_EXPONENT
+    data = (D_tokens / D_ref) ** DATA_EXPONENT
     factors = {
         MATRIX: batch * data,
         HEAD: width * batch,
@@ -114,9 +81,9 @@ def adamw_lrs(cfg: ModelConfig, optim: OptimConfig) -> dict[str, float]:
     return {"decay": optim.lr * scale, "no_decay": optim.lr, "hyper": optim.lr}
 
 
-def peak_lrs(cfg: ModelConfig, optim: OptimConfig, batch_tokens: int, D_tokens: int) -> dict[str, float]:
+def peak_lrs(cfg: ModelConfig, optim: OptimConfig, batch_tokens: int, D_tokens: int, D_ref: float) -> dict[str, float]:
     """The peak lr of every parameter group of optim.optimizer: MuonH's recipe groups (`lrs_for`, at the global
-    tokens per step and the run's target tokens) or plain AdamW's (`adamw_lrs`)."""
-    lrs = adamw_lrs(cfg, optim) if optim.optimizer == "adamw" else lrs_for(cfg, batch_tokens, D_tokens, optim)
+    tokens per step, the run's target tokens and D_ref) or plain AdamW's (`adamw_lrs`)."""
+    lrs = adamw_lrs(cfg, optim) if optim.optimizer == "adamw" else lrs_for(cfg, batch_tokens, D_tokens, optim, D_ref)
     # the experiment's tuned rule (`loopscale tune`) and an lr grid's multiplier on top of it (1 and 1 by default)
     return {group: lr * optim.lr_rule * optim.lr_scale for group, lr in lrs.items()}
