@@ -393,3 +393,22 @@ def test_the_pools_share_is_the_median_of_the_probes_shares(monkeypatch):
     assert throughput.probe_shares() == [0.2, 0.9, 0.5, 0.4]
     monkeypatch.setattr(throughput, "_SHARES", [])
     assert throughput.core_share() is None
+
+
+def test_busy_cpus_are_the_non_idle_non_iowait_share_of_the_jiffies_times_the_cpus(monkeypatch):
+    """wall_time.busy_cpus over /proc/stat's all-CPU line (user nice system idle iowait irq softirq ...): busy is
+    everything but idle and iowait."""
+    lines = iter(["cpu  100 5 50 1000 40 3 2 0 0 0\n", "cpu  160 5 70 1100 70 3 2 0 0 0\n"])
+
+    class Stat:
+        def __init__(self, path):
+            assert path == "/proc/stat"
+
+        def read_text(self):
+            return next(lines)
+
+    monkeypatch.setattr(wall_time, "Path", Stat)
+    monkeypatch.setattr(wall_time.time, "sleep", lambda s: None)
+    monkeypatch.setattr(wall_time.os, "cpu_count", lambda: 4)
+    # busy: 60 user + 20 system = 80 of 210 jiffies (idle 100 and iowait 30 left out) on 4 CPUs
+    assert wall_time.busy_cpus(0.5) == pytest.approx(80 / 210 * 4)
