@@ -324,3 +324,11 @@ def test_a_new_rule_lives_beside_its_experiment_else_in_the_last_directory(tmp_p
     (last / "lr_rules").mkdir(parents=True)
     (last / "lr_rules" / "mine.yaml").write_text("multipliers: {}\n")
     assert rule_file("mine", [first, second, last]) == last / "lr_rules" / "mine.yaml"  # an existing rule first
+
+
+def test_the_scaled_residuals_lambda_must_be_positive_not_merely_non_negative():
+    """blocks/scaled_residual.py: c = lambda / (r sqrt(k)); lambda = 0 would silence every recurrent write."""
+    ModelConfig(d_model=128, r=2, block="scaled_residual", options={"residual_lambda": 1e-6})
+    for bad in (0.0, -1.0):
+        with pytest.raises(ConfigError, match=r"options.residual_lambda=.* must be > 0"):
+            ModelConfig(d_model=128, r=2, block="scaled_residual", options={"residual_lambda": bad})
