@@ -2860,6 +2860,27 @@ MUTATIONS: tuple[Mutation, ...] = (
         ),
         "without a seed sigma (log units, Huber 1e-3) the profile keeps the pooled threshold",
     ),
+    Mutation(
+        "curve-start-shared-rows-by-the-branch-listed-first",
+        "loopscale/fit/laws/looped_curve.py",
+        '        last = last.where(~table["from_parent"].astype(bool), shortest)\n',
+        "",
+        (
+            "tests/unit/test_looped_curve_law.py::"
+            "test_curve_start_drops_early_evaluations_and_leaves_the_rest_of_the_schedule_as_it_was",
+        ),
+        "fit --curve-start keeps the same rows whatever the table's order (shared rows: the shortest branch)",
+    ),
+    Mutation(
+        "lr-test-p-value-on-fractional-dof",
+        "loopscale/fit/noise_scale.py",
+        "    return float(f_dist.sf(statistic, 1, max(1, int(dof))))\n",
+        "    return float(f_dist.sf(statistic, 1, max(1.0, float(dof))))\n",
+        (
+            "tests/unit/test_profile_scale.py::test_the_lr_tests_p_value_is_005_at_the_intervals_ends_on_its_own_reference",
+        ),
+        "a value at the 95% profile interval's end has p = 0.05: the interval and the LR test read one reference",
+    ),
 )
 
 

@@ -37,6 +37,15 @@ def reference_quantile(dof: int | None, level: float = 0.95) -> float:
     return float(f_dist.ppf(level, 1, max(1, int(dof))))
 
 
+def reference_p_value(statistic: float, dof: float | None) -> float:
+    """The likelihood-ratio statistic's p-value on the reference `reference_quantile` bounds the interval with (the
+    same whole degrees of freedom: a Satterthwaite nu_k of 8.04 is read as 8 by both, so a value at the
+    interval's end has p = 0.05, not 0.0498)."""
+    if dof is None or not np.isfinite(dof):
+        return float(chi2.sf(statistic, 1))
+    return float(f_dist.sf(statistic, 1, max(1, int(dof))))
+
+
 def scatter_about_law(state: FitState) -> tuple[float, int]:
     """(S^2, G - p): the scatter of the residuals about the law in units of their noise scale, from SQUARED
     residuals (unbounded: it grows as far as the data say), and its degrees of freedom (G independent groups, p

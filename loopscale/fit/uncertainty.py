@@ -12,15 +12,13 @@ Each step continues from a fit's `loopscale.fit.optimize.FitState` (docs/design.
 from __future__ import annotations
 
 import numpy as np
-from scipy.stats import chi2
-from scipy.stats import f as f_dist
 
 from loopscale.errors import InputError
 from loopscale.fit.bounds import bounds_for
 from loopscale.fit.laws.form import Law, LawData
 from loopscale.fit.laws.registry import make_law
 from loopscale.fit.noise import huber_moments
-from loopscale.fit.noise_scale import parameter_scale, reference_quantile, scatter_about_law
+from loopscale.fit.noise_scale import parameter_scale, reference_p_value, reference_quantile, scatter_about_law
 from loopscale.fit.objective import Loss, objective_grad_hess
 from loopscale.fit.optimize import BASIN_ABS_TOL, FitState, Refined, fit_law, lm_batch, newton, refine
 from loopscale.fit.record_blocks import Holdout, Profile
@@ -357,9 +355,7 @@ def lr_test(state: FitState, name: str, value: float = 0.0) -> dict[str, float]:
         "objective_restricted": restricted.objective,
         "statistic": float(T),
         "df": 1,
-        "p_value": float(
-            chi2.sf(T, 1) if stats.get("reference_dof") is None else f_dist.sf(T, 1, stats["reference_dof"])
-        ),
+        "p_value": reference_p_value(T, stats.get("reference_dof")),
     }
 
 

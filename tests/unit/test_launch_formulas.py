@@ -382,7 +382,7 @@ def test_the_probe_is_tokens_over_wall_seconds_and_cpu_seconds_per_wall_second_p
     for cpu_s, threads, share in ((1.5, 2, 0.75), (3.0, 2, 1.0)):  # per thread; 3 CPU s on 2 threads in 1 s: capped
         clocks = types.SimpleNamespace(perf_counter=iter([0.0, 1.0]).__next__, process_time=iter([0.0, cpu_s]).__next__)
         monkeypatch.setattr(probe_steps, "time", clocks)
-        assert probe_steps.measure(cfg, device_batch=2, threads=threads)[1] == share
+        assert probe_steps.measure(cfg, device_batch=2, threads=threads, steps=1)[1] == share
 
 
 def test_the_pools_share_is_the_median_of_the_probes_shares(monkeypatch):

@@ -193,7 +193,10 @@ def test_a_fitted_rows_schedule_terms_are_summed_over_its_runs_whole_schedule():
     long = (table["run"] == "long").to_numpy()
     np.testing.assert_allclose(data.D[long], S1[at], rtol=1e-12)  # S1 at step 60 = 600 tokens, not ~300
     np.testing.assert_allclose(data.extra["S2"][long], S2[at], atol=1e-12)
-    assert data.D[long][0] == pytest.approx(600.0)
+    # written out: 10 tokens a step at lr 1 to step 80, then lr 1 - (s - 80) / 20; S1 = sum of lr x tokens, and with
+    # lambda = 0 S2 = the peak lr minus the lr now
+    np.testing.assert_allclose(data.D[long], [600.0, 800.0, 872.5, 895.0], rtol=1e-12)
+    np.testing.assert_allclose(data.extra["S2"][long], [0.0, 0.0, 0.5, 1.0], atol=1e-12)
     # the rows kept are the same read twice (validate reads rows_to_fit, then canonical_table does again)
     again = LoopedCurve.data_from_table(canonical_table(LoopedCurve.rows_to_fit(raw), "looped-curve"))
     np.testing.assert_allclose(again.D, data.D, rtol=1e-12)
@@ -213,5 +216,12 @@ def test_curve_start_drops_early_evaluations_and_leaves_the_rest_of_the_schedule
     np.testing.assert_allclose(dropped.D, full.D[keep], rtol=1e-12)  # S1 of a kept row: from step 0 all the same
     np.testing.assert_allclose(dropped.extra["S2"], full.extra["S2"][keep], atol=1e-12)
     assert rows_from_start(table, 0.0).all()
+    # a parent's shared row is kept once, under whichever branch comes first: which rows survive the start must not
+    # depend on that order (the shortest branch's start decides for the parent's rows)
+    backwards = canonical_table(forked_curves().iloc[::-1].reset_index(drop=True), "looped-curve")
+    kept_back = backwards.loc[rows_from_start(backwards, 0.25)]
+    assert sorted(map(tuple, kept_back[["parent", "step"]].values.tolist())) == sorted(
+        map(tuple, kept[["parent", "step"]].values.tolist())
+    )
     with pytest.raises(InputError, match="curve-start"):
         rows_from_start(table, 1.0)

@@ -17,7 +17,7 @@ from loopscale.fit.noise import huber_moments
 from loopscale.fit.noise_scale import reference_quantile, scale_to_scatter
 from loopscale.fit.objective import Loss
 from loopscale.fit.optimize import fit_law
-from loopscale.fit.uncertainty import profile_param, profile_threshold
+from loopscale.fit.uncertainty import lr_test, profile_interval, profile_param, profile_threshold
 
 SIGMA = 0.005  # a run's noise in log L
 SHARE = 0.5  # of its variance, shared by a job's branches
@@ -86,6 +86,17 @@ def test_a_forked_designs_phi_threshold_is_its_own_sandwich_ratio_written_out():
     assert abs(thr / pooled - 1) > 0.05  # phi's own scale is not the pooled one here
     profile = profile_param(state, "phi", half_width=0.2, n_points=5)  # the interval is drawn at phi's threshold
     assert profile["threshold"] == pytest.approx(thr)
+
+
+def test_the_lr_tests_p_value_is_005_at_the_intervals_ends_on_its_own_reference():
+    """The interval and the likelihood-ratio test read one reference: where nu_k is not a whole number the interval's
+    F(1, nu_k) and the p-value's must be one distribution, or a delta-phi inside its 95% interval prints p < 0.05."""
+    state, _ = forked_fit(seeds=2, draw=3, with_sigma=True)
+    _, stats = profile_threshold(state, "phi")
+    assert stats["reference_dof"] != int(stats["reference_dof"])  # a Satterthwaite nu_k: fractional
+    for end in profile_interval(state, "phi"):
+        assert end is not None
+        assert lr_test(state, "phi", end)["p_value"] == pytest.approx(0.05, abs=1e-6)
 
 
 def test_the_seed_sigma_is_a_floor_a_parameters_sandwich_does_not_narrow_below():

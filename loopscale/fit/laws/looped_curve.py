@@ -81,7 +81,8 @@ def schedule_features(table, decay: float) -> tuple[np.ndarray, np.ndarray]:
 
 def rows_from_start(table: pd.DataFrame, share: float) -> np.ndarray:
     """(rows,) which rows of a curve law's canonical table `fit --curve-start SHARE` keeps: each run's evaluations
-    from `share` of its steps on (step >= share x the run's last evaluated step). The rows keep the S1 and S2 that
+    from `share` of its steps on (step >= share x the run's last evaluated step; a forked parent's shared row by
+    its shortest branch, so the rows kept do not depend on the table's order). The rows keep the S1 and S2 that
     `rows_to_fit` summed over the whole schedule from step 0, so dropping a row leaves the others' terms as they
     were. Refused where a table lacks them (the terms would be read from the kept rows alone) or a share outside
     [0, 1)."""
@@ -92,6 +93,12 @@ def rows_from_start(table: pd.DataFrame, share: float) -> np.ndarray:
     if not all(c in table.columns for c in SCHEDULE_COLUMNS):
         raise InputError("--curve-start reads a curves table (run, step, tokens and the lr per evaluation)")
     last = table.groupby(table["run"].astype(str).to_numpy())["step"].transform("max")
+    if "from_parent" in table.columns and "parent" in table.columns:
+        # a parent's stable-phase row is kept once, under whichever branch came first (`rows_to_fit`): it is the
+        # parent's, so it stays where ANY of the parent's branches keeps it (the shortest branch's start), the
+        # same rows whatever the table's order
+        shortest = last.groupby(table["parent"].astype(str).to_numpy()).transform("min")
+        last = last.where(~table["from_parent"].astype(bool), shortest)
     return (table["step"] >= share * last).to_numpy(dtype=bool)
 
 
