@@ -82,6 +82,15 @@ def test_isodepth_fraction_and_eff_per_cost():
     assert eff_per_cost(8, 0.0, 0.5) == pytest.approx(1.0 / 4.5)
 
 
+def test_eff_per_cost_is_n_eff_over_n_cost_of_a_model_with_that_once_share():
+    """eff_per_cost(r, phi, f): N_eff / N_cost of a model whose unique parameters are a share f run once, the
+    rest looped (f + r^phi (1 - f)) / (f + r (1 - f)); checked against the sizes themselves at shares other
+    than 1/2 (where f and 1 - f cannot be told apart)."""
+    for r, phi, once in ((4, 0.46, 0.2), (8, 0.0, 0.3), (2, 0.7, 0.9)):
+        s = equivalent_sizes(r, N_once=once * 1e8, N_rec=(1 - once) * 1e8, phi=phi)
+        assert eff_per_cost(r, phi, once) == pytest.approx(s.N_eff / s.N_cost, rel=1e-12), (r, phi, once)
+
+
 def test_an_iso_flop_curves_minimum_is_its_windows_parabola_vertex():
     """fit/isoflop.py, the one home of the measured minima: the vertex of the parabola in ln N through the lowest
     size and its neighbours; none at an edge or with too few sizes."""

@@ -7,15 +7,16 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from loopscale.errors import InputError
 from loopscale.fit.fit_table import fit_table
 from loopscale.fit.laws.registry import law_data_from_table, make_law
 from loopscale.fit.objective import Loss, objective
 from loopscale.fit.optimize import fit_law, lm_batch, refine
 from loopscale.fit.resample import bootstrap
 from loopscale.fit.result import FitResult, compare_param
-from loopscale.fit.runs_table import budget_clusters, canonical_table
+from loopscale.fit.runs_table import budget_clusters, canonical_table, check_fit_size
 from loopscale.fit.synthetic import TRUE_PARAMS, law_loss, published_grid, published_grid_table
-from loopscale.fit.uncertainty import holdout_largest, percentile_ci, profile_phi
+from loopscale.fit.uncertainty import holdout_largest, lr_test, percentile_ci, profile_interval, profile_phi
 from support.paths import CHINCHILLA
 
 CHINCHILLA_SHA256 = "193478df4e90f040016431996c45682659306840ecdadf83cfb9cd5ca0aa1b30"
@@ -151,6 +152,38 @@ def test_holdout_on_noise_free_data_extrapolates_exactly(exact_table):
     assert h["held_out_budget"] == pytest.approx(2.15e19)
     assert h["n_holdout"] == int((exact_table["C"] == 2.15e19).sum())
     assert h["max_abs_rel_error"] < 1e-3
+
+
+def test_holdout_errors_are_the_predictions_over_the_held_out_losses(exact_table):
+    """holdout_largest's errors are relative, L_hat / L - 1: held-out runs that came out 1% above the law are
+    predicted 1/1.01 - 1 = -0.99% off (negative: the law predicts them lower), row by row and on average."""
+    table = exact_table.copy()
+    table.loc[table["C"] == table["C"].max(), "L"] *= 1.01
+    data = law_data_from_table(table, "looped")
+    with np.errstate(all="ignore"):
+        h = holdout_largest(data, table["C"].to_numpy(), "looped", Loss())
+    assert h["mean_rel_error"] == pytest.approx(1 / 1.01 - 1, abs=2e-4)
+    np.testing.assert_allclose(h["rel_error"], np.array(h["predicted"]) / np.array(h["observed"]) - 1, rtol=1e-12)
+
+
+def test_the_lr_test_of_the_profile_intervals_end_gives_p_0_05(noisy_fit):
+    """lr_test and the profile interval are one statistic (Schrader-Hettmansperger, T = 2 Delta mean(psi') /
+    mean(psi^2)): the interval is where T stays below its 95% point, so the test of either end has p = 0.05."""
+    _, _, _, state = noisy_fit
+    with np.errstate(all="ignore"):
+        ends = profile_interval(state, "phi")
+        tests = [lr_test(state, "phi", end) for end in ends]
+    for end, t in zip(ends, tests):
+        assert t["p_value"] == pytest.approx(0.05, abs=2e-3), end
+
+
+def test_a_table_of_twice_the_laws_parameters_is_enough_and_one_row_fewer_is_refused(exact_table):
+    """check_fit_size: 'at least twice the parameter count' -- exactly 2 x 6 rows of the looped law are fitted."""
+    rows = exact_table.groupby("r").head(3).reset_index(drop=True)
+    assert len(rows) == 2 * make_law("looped").n_params == 12
+    check_fit_size(rows, "looped")
+    with pytest.raises(InputError, match=r"11 rows is too few .* \(need at least 12\)"):
+        check_fit_size(rows.iloc[:11], "looped")
 
 
 def test_fit_result_json_round_trip_and_compare(tmp_path, noisy_fit):

@@ -75,6 +75,23 @@ def test_the_same_seed_twice_is_a_duplicate_and_warned():
     assert len(lines) == 1 and "seed=0 appears 2 times" in lines[0]
 
 
+def test_an_r1_run_is_one_dense_point_whatever_recipe_labels_it():
+    """Two recipes' r = 1 runs of one shape are the same dense model: seeds of one point (a joint table of a
+    baseline and a tbptt sweep), while their looped runs are points of their own recipe."""
+    shape = {"N_once": 2e6, "N_rec": 6e6, "D": 1e9}
+    table = pd.DataFrame(
+        [
+            {**shape, "r": 1, "recipe": "baseline", "seed": 0, "L": 3.01},
+            {**shape, "r": 1, "recipe": "tbptt", "seed": 1, "L": 3.02},
+            {**shape, "r": 4, "recipe": "baseline", "seed": 0, "L": 2.91},
+            {**shape, "r": 4, "recipe": "tbptt", "seed": 1, "L": 2.95},
+        ]
+    )
+    reps = R.replicate_groups(table)
+    assert reps.point.tolist() == [0, 0, 1, 2] and reps.seeds.tolist() == [2, 1, 1]
+    assert reps.summary()["n_replicated_points"] == 1 and reps.summary()["dof"] == 1
+
+
 def test_forked_branches_of_one_parent_share_a_seed_and_resample_together():
     table = S.seeded_sweep(S.demo_grid(), S.DEMO_PHI, 3, 0.005, dense=S.DEMO_DENSE, forked=True)
     reps = R.replicate_groups(table)
