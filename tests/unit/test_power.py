@@ -166,6 +166,26 @@ def test_a_design_with_per_pass_parameters_is_drawn_and_fitted_with_the_looped_p
     assert out["phi"]["n_failed"] == 0 and abs(out["phi"]["bias"]) < 0.05
 
 
+def test_the_synthetic_loss_counts_per_pass_parameters_as_once_parameters():
+    """synthetic.law_loss (the calibration benchmark's and the synthetic sweeps' truth): E + A (N_once + N_pass +
+    r^phi N_rec)^-alpha + B D^-beta written out, N_pass 0 without the column."""
+    table = pd.DataFrame(
+        {"r": [1.0, 2.0, 4.0], "N_once": [3e6, 2e6, 1e6], "N_rec": [5e6, 4e6, 6e6], "N_pass": [0.0, 7e5, 2e6],
+         "D": [1e9, 3e9, 5e9]}
+    )  # fmt: skip
+    p, phi = S.TRUE_DENSE, 0.6
+    n = table["N_once"] + table["N_pass"] + table["r"] ** phi * table["N_rec"]
+    written = p["E"] + p["A"] * n ** -p["alpha"] + p["B"] * table["D"] ** -p["beta"]
+    np.testing.assert_allclose(S.law_loss(table, p, phi), written, rtol=1e-13)
+    without = table.drop(columns="N_pass")
+    n0 = without["N_once"] + without["r"] ** phi * without["N_rec"]
+    np.testing.assert_allclose(
+        S.law_loss(without, p, phi),
+        p["E"] + p["A"] * n0 ** -p["alpha"] + p["B"] * without["D"] ** -p["beta"],
+        rtol=1e-13,
+    )
+
+
 def test_a_recipes_design_is_its_runs_and_the_baseline_r1_runs_it_shares():
     """A runs table of several recipes: one recipe's design is its own runs, plus the baseline's r = 1 runs when it
     trains none (it IS the baseline at r = 1); with no recipe named, a table of several recipes' looped runs is
