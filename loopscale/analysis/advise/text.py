@@ -75,7 +75,8 @@ def _break_even_line(be: dict, key: str, what: str) -> str:
 
 
 def _span(interval) -> str:
-    return "-" if not interval else f"[{interval[0]:.4g}, {interval[1]:.4g}]"
+    # None, or NaN where the table's column also holds an infeasible r's row (which has no interval)
+    return f"[{interval[0]:.4g}, {interval[1]:.4g}]" if isinstance(interval, (list, tuple)) and interval else "-"
 
 
 def render(advice) -> list[str]:
@@ -103,6 +104,6 @@ def render(advice) -> list[str]:
             f"{'*' if row['note'] == 'best' else ' '} {row['r']:>2} {row['d_model']:>7g} {row['N_unique']:>9.3g} "
             f"{row['N_eff']:>9.3g} {row['D_tokens']:>9.3g} {row['tokens_per_param']:>6.3g} {row['L']:>7.4f} "
             f"{_span(row['L_interval']):>18} {_span(row['N_unique_interval']):>20} {_span(row['D_interval']):>20} "
-            f"{share:>5} {row['binding'] or '-'}"
+            f"{share:>5} {row['binding'] if isinstance(row['binding'], str) else '-'}"
         )
     return lines + summary_lines(advice)

@@ -1,0 +1,419 @@
+"""`loopscale advise`'s rules written out by hand (issue 58): the break-even's record and capped loss
+(loopscale/analysis/advise/break_even.py), the sentences and table it prints (loopscale/analysis/advise/text.py),
+what a fit record must hold (loopscale/analysis/advise/record_checks.py), the figure's curves
+(loopscale/analysis/advise/curves.py) and which family matches a fit (loopscale/analysis/advise/matching.py).
+
+The power-law family (loopscale.analysis.advise.family.power_law_family) has closed-form accounting: N_unique =
+240 d^2, N_once = f N_unique, F = 6 (f + r (1 - f)) N_unique, so every expected loss below is eq. 1 by hand."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import loopscale.analysis.advise.break_even as break_even
+import loopscale.analysis.advise.curves as curves
+import loopscale.analysis.advise.matching as matching
+import loopscale.analysis.advise.record_checks as record_checks
+import loopscale.analysis.advise.text as text
+from loopscale.analysis.advise.advice import Advice, advise
+from loopscale.analysis.advise.family import power_law_family
+from loopscale.analysis.advise.law_sets import looped_sets
+from loopscale.analysis.advise.optimum import Constraints
+from loopscale.errors import InputError
+from loopscale.fit.result import FitResult
+
+TRUTH = {"E": 1.57, "A": 28.0, "alpha": 0.20, "B": 916.0, "beta": 0.37, "phi": 0.46}
+F_ONCE = 0.2
+
+
+def make_fit(params, replicates=None, shapes=None, data=None) -> FitResult:
+    fit = FitResult(
+        law="looped",
+        params=dict(params),
+        objective=0.0,
+        grad_norm=0.0,
+        n_starts=1,
+        n_refined=1,
+        n_best_basin=1,
+        settings={},
+    )
+    if replicates is not None:
+        fit.bootstrap = {"params": {k: list(v) for k, v in replicates.items()}, "n_replicates": len(replicates["E"])}
+    if shapes is not None or data is not None:
+        fit.data = {"shapes": shapes or [], **(data or {})}
+    return fit
+
+
+def law_by_hand(p, r, n_unique, C):
+    """Eq. 1 on the power-law family: N_eff = f N + r^phi (1 - f) N, D = C / (6 (f + r (1 - f)) N)."""
+    n_eff = F_ONCE * n_unique + r ** p["phi"] * (1 - F_ONCE) * n_unique
+    D = C / (6 * (F_ONCE + r * (1 - F_ONCE)) * n_unique)
+    return p["E"] + p["A"] * n_eff ** -p["alpha"] + p["B"] * D ** -p["beta"]
+
+
+# ----------------------------------------------------------------------------------------------------
+# break_even.py
+
+
+def test_capped_loss_is_the_law_at_the_smaller_of_the_free_and_the_capped_width_and_inf_below_one_step():
+    family = power_law_family([1, 4], F_ONCE, width_step=8)
+    sets = looped_sets({k: [v, v] for k, v in TRUTH.items()}, [1, 4])
+    C = 1e19
+    d_free = np.array([300.0, 40.0])
+    cap = np.array([240 * 100.0**2, 240 * 100.0**2])  # d(M) = 100: binds the first set, not the second
+    out = break_even.capped_loss(sets, family, 4, Constraints(C), d_free, cap)
+    assert out[0] == pytest.approx(law_by_hand(TRUTH, 4, 240 * 100.0**2, C), rel=1e-12)
+    assert out[1] == pytest.approx(law_by_hand(TRUTH, 4, 240 * 40.0**2, C), rel=1e-12)
+    tiny = np.array([240 * 7.9**2, 240 * 8.0**2])  # d(M) just below / at the width step
+    below_step = break_even.capped_loss(sets, family, 4, Constraints(C), np.array([300.0, 300.0]), tiny)
+    assert below_step[0] == np.inf and below_step[1] == pytest.approx(law_by_hand(TRUTH, 4, 240 * 64.0, C))
+
+
+def test_the_break_even_entry_reads_never_as_zero_and_takes_the_nearest_percentiles():
+    reps = np.array([np.nan, 5.0, 1.0, np.inf, 3.0, 2.0, 4.0, 6.0, 7.0, 8.0])  # as 0..8 and inf, sorted
+    e80 = break_even._break_even_entry(2.5, reps, 0.8)  # tails 10% / 90%: ranks 0.9 -> 1 and 8.1 -> 8
+    assert e80 == {
+        "M": 2.5,
+        "looping_always_wins": False,
+        "looping_never_wins": False,
+        "interval": [1.0, 8.0],
+        "share_always": 0.1,
+        "share_never": 0.1,
+    }
+    e95 = break_even._break_even_entry(np.inf, reps, 0.95)  # tails 2.5% / 97.5%: ranks 0 and 9 (inf)
+    assert e95["interval"] == [0.0, None] and e95["M"] is None and e95["looping_always_wins"]
+    assert not e95["looping_never_wins"]
+    shares = break_even._break_even_entry(1.0, np.array([np.inf, np.inf, np.nan, 1.0]), 0.5)
+    assert shares["share_always"] == 0.5 and shares["share_never"] == 0.25
+    never = break_even._break_even_entry(np.nan, None, 0.95)
+    assert never == {"M": None, "looping_always_wins": False, "looping_never_wins": True}
+
+
+@pytest.mark.parametrize(("phi", "always", "never"), [(0.0, False, True), (1.5, True, False)])
+def test_looping_that_never_or_always_wins_is_said_so(phi, always, never):
+    """phi = 0: a loop adds compute and no capacity, r = 1 wins at every cap; phi = 1.5: r^phi > r, the loop
+    is worth more than the dense model it costs, r = 4 wins at every cap (also without one)."""
+    params = {**TRUTH, "phi": phi}
+    record = advise(
+        make_fit(params), compute_flops=1e19, family=power_law_family([1, 4], F_ONCE), r_values=[1, 4]
+    ).record
+    entry = record["break_even"]["overall"]
+    assert entry["looping_always_wins"] is always and entry["looping_never_wins"] is never and entry["M"] is None
+    assert record["break_even"]["r=4"] == entry and record["break_even"]["looped"] == [4]
+
+
+def test_break_even_needs_r1_and_a_looped_r():
+    family = power_law_family([1, 2, 4], F_ONCE)
+    assert break_even.break_even_record(None, None, family, Constraints(1e19), [2, 4], 0.95) is None
+    assert break_even.break_even_record(None, None, family, Constraints(1e19), [1], 0.95) is None
+
+
+# ----------------------------------------------------------------------------------------------------
+# text.py
+
+
+def _be(entry: dict, level=0.9) -> dict:
+    return {"compute_flops": 2.5e20, "looped": [2, 4], "level": level, "overall": entry}
+
+
+@pytest.mark.parametrize(
+    ("entry", "tail"),
+    [
+        (
+            {"M": 3.21e8, "looping_always_wins": False, "looping_never_wins": False},
+            "below 3.21e+08 unique parameters r in [2, 4] beats r = 1",
+        ),
+        (
+            {"M": None, "looping_always_wins": True, "looping_never_wins": False},
+            "r in [2, 4] beats r = 1 at every unique-parameter cap (also without one)",
+        ),
+        (
+            {"M": None, "looping_always_wins": False, "looping_never_wins": True},
+            "r = 1 is never beaten by r in [2, 4], whatever the cap",
+        ),
+        (
+            {"M": 1e8, "looping_always_wins": False, "looping_never_wins": False, "interval": [0.0, 0.0]}
+            | {"share_never": 0.4, "share_always": 0.0},
+            "below 1e+08 unique parameters r in [2, 4] beats r = 1 (r = 1 is never beaten in 40% of the replicates)",
+        ),
+        (
+            {"M": 1e8, "looping_always_wins": False, "looping_never_wins": False, "interval": [None, None]}
+            | {"share_never": 0.0, "share_always": 0.3},
+            "below 1e+08 unique parameters r in [2, 4] beats r = 1 (r in [2, 4] beats r = 1 at every cap in 30% "
+            "of the replicates)",
+        ),
+        (
+            {"M": 1e8, "looping_always_wins": False, "looping_never_wins": False, "interval": [0.0, 2.46e8]}
+            | {"share_never": 0.1, "share_always": 0.0},
+            "below 1e+08 unique parameters r in [2, 4] beats r = 1 (90% interval over the replicates: never beaten "
+            "to 2.46e+08)",
+        ),
+        (
+            {"M": 1e8, "looping_always_wins": False, "looping_never_wins": False, "interval": [5.5e7, None]}
+            | {"share_never": 0.0, "share_always": 0.2},
+            "below 1e+08 unique parameters r in [2, 4] beats r = 1 (90% interval over the replicates: 5.5e+07 to "
+            "unbounded)",
+        ),
+    ],
+)
+def test_the_break_even_sentence_per_case(entry, tail):
+    assert text._break_even_line(_be(entry), "overall", "r in [2, 4]") == f"break-even at C = 2.5e+20: {tail}"
+
+
+def _record(**over) -> dict:
+    rec = {
+        "constraints": {
+            "compute_flops": 1e20,
+            "max_unique_params": None,
+            "max_inference_flops": None,
+            "inference_tokens": None,
+        },
+        "family": {"name": "paper", "recipe": "baseline", "width_step": 128},
+        "fit": {"law": "looped", "verdict": None},
+        "per_r": [
+            {
+                "r": 1,
+                "feasible": True,
+                "binding": None,
+                "advised": {
+                    "d_model": 1024,
+                    "N_unique": 2.5e8,
+                    "N_eff": 2.5e8,
+                    "D_tokens": 6.1e9,
+                    "tokens_per_unique_param": 24.4,
+                    "L": 2.91234,
+                    "L_interval": [2.9, 2.95],
+                },
+                "replicates": {"L_opt": [2.8, 2.99], "N_unique": [1e8, 4e8], "D_tokens": [3e9, 9e9]},
+            },
+            {
+                "r": 2,
+                "feasible": True,
+                "binding": "max_unique_params",
+                "advised": {
+                    "d_model": 896,
+                    "N_unique": 1.2e8,
+                    "N_eff": 1.9e8,
+                    "D_tokens": 5.0e9,
+                    "tokens_per_unique_param": 41.7,
+                    "L": 2.93,
+                    "L_interval": None,
+                },
+            },
+            {"r": 8, "feasible": False, "reason": "r = 8: no width meets max_unique_params"},
+        ],
+        "best": {"r": 2, "share": {"1": 0.25, "2": 0.75}, "verdict": "r = 2: best in 75%"},
+        "warnings": ["extrapolates beyond the fitted budgets"],
+        "break_even": None,
+    }
+    rec.update(over)
+    return rec
+
+
+def test_the_advice_table_has_one_row_per_r_with_its_share_and_the_best_marked():
+    table = text.advice_table(Advice(_record(), {}))
+    assert table["r"].tolist() == [1, 2, 8]
+    assert table["share_best"].tolist()[:2] == [0.25, 0.75] and table["note"].tolist() == ["", "best", text_reason()]
+    assert table["L_opt_interval"].tolist()[0] == [2.8, 2.99] and table["D_interval"].tolist()[0] == [3e9, 9e9]
+    assert (
+        table["tokens_per_param"].tolist()[:2] == [24.4, 41.7] and table["binding"].tolist()[1] == "max_unique_params"
+    )
+
+
+def text_reason():
+    return "r = 8: no width meets max_unique_params"
+
+
+def test_render_prints_the_constraints_the_rows_and_the_sentences():
+    lines = text.render(Advice(_record(), {}))
+    assert lines[0] == (
+        "advice for C = 1e+20 FLOPs, unique-parameter cap none; family paper (baseline, widths in steps of 128); "
+        "fit looped"
+    )
+    assert lines[2].split() == ["1", "1024", "2.5e+08", "2.5e+08", "6.1e+09", "24.4", "2.9123", "[2.9,", "2.95]"] + [
+        "[1e+08,",
+        "4e+08]",
+        "[3e+09,",
+        "9e+09]",
+        "25%",
+        "-",
+    ]
+    assert lines[3].startswith("*  2     896   1.2e+08") and lines[3].split()[-2:] == ["75%", "max_unique_params"]
+    assert lines[3].split()[8] == "-"  # no L interval
+    assert lines[4] == "   8 r = 8: no width meets max_unique_params"
+    assert lines[5:] == [
+        "fit: no verdict recorded",
+        "best: r = 2: best in 75%",
+        "note: extrapolates beyond the fitted budgets",
+    ]
+    capped = _record(
+        constraints={
+            "compute_flops": 3e21,
+            "max_unique_params": 1.5e8,
+            "max_inference_flops": 2e9,
+            "inference_tokens": 1e12,
+        },
+        best={"r": 2, "share": None, "verdict": "r = 2"},
+    )
+    head = text.render(Advice(capped, {}))
+    assert head[0].startswith(
+        "advice for C = 3e+21 FLOPs, unique-parameter cap 1.5e+08, inference <= 2e+09 FLOPs/token, lifetime cost "
+        "with 1e+12 tokens served; family paper"
+    )
+    assert head[2].split()[-2:] == ["-", "-"] and head[3].split()[-2:] == ["-", "max_unique_params"]
+
+
+def test_an_infeasible_r_beside_point_estimates_only_prints_dashes_not_a_traceback():
+    """Without replicates every interval is None and the infeasible r's row has none at all: the table's
+    column is NaN there (it crashed render with "'float' object is not subscriptable"; beside such a row a free
+    width printed binding "nan": test_render_prints_the_constraints_the_rows_and_the_sentences)."""
+    from loopscale.analysis.advise.family import named_family
+
+    family = named_family("paper", (1, 8))
+    advice = advise(make_fit(TRUTH), compute_flops=1e15, max_unique_params=2e6, family=family, r_values=(1, 8))
+    lines = text.render(advice)
+    assert lines[2].startswith("   1 r = 1: no width meets max_unique_params: the smallest model (d = 128) has")
+    assert lines[3].split()[:2] == ["*", "8"] and lines[3].split()[-5:] == ["-", "-", "-", "-", "min_width"]
+
+
+def test_summary_lines_add_the_overall_break_even():
+    be = _be({"M": 4e8, "looping_always_wins": False, "looping_never_wins": False}) | {"r=2": {}}
+    lines = text.summary_lines(
+        Advice(_record(fit={"law": "looped", "verdict": "looped beats r = 1"}, break_even=be), {})
+    )
+    assert lines == [
+        "fit: looped beats r = 1",
+        "best: r = 2: best in 75%",
+        "break-even at C = 2.5e+20: below 4e+08 unique parameters r in [2, 4] beats r = 1",
+        "note: extrapolates beyond the fitted budgets",
+    ]
+
+
+# ----------------------------------------------------------------------------------------------------
+# record_checks.py
+
+
+def test_a_parameter_on_its_bound_within_the_relative_tolerance_is_read_and_beyond_it_refused():
+    record_checks.check_record(make_fit({**TRUTH, "alpha": 5.0 * (1 + 0.5e-6), "phi": -1.0 * (1 + 0.5e-6)}))
+    with pytest.raises(InputError, match=r"parameter alpha = 5.00001 is outside the fitter's bounds \[0, 5\]"):
+        record_checks.check_record(make_fit({**TRUTH, "alpha": 5.0 * (1 + 2e-6)}))
+    with pytest.raises(InputError, match="parameter phi"):
+        record_checks.check_record(make_fit({**TRUTH, "phi": -1.0 * (1 + 2e-6)}))
+    with pytest.raises(InputError, match="parameter beta"):
+        record_checks.check_record(make_fit({**TRUTH, "beta": -1e-12}))  # a bound at 0 has no slack
+    for bad, message in [(True, "must be a number"), (math.inf, "is not finite"), ("0.3", "must be a number")]:
+        with pytest.raises(InputError, match=f"parameter beta.*{message}|parameter beta {message}"):
+            record_checks.check_record(make_fit({**TRUTH, "beta": bad}))
+    params = dict(TRUTH)
+    del params["phi"]
+    with pytest.raises(InputError, match="the looped fit has no parameter 'phi'"):
+        record_checks.check_record(make_fit(params))
+
+
+def test_replicates_may_hold_nulls_but_one_length_and_the_box():
+    reps = {k: [v, None, v] for k, v in TRUTH.items()}
+    record_checks.check_record(make_fit(TRUTH, reps))
+    uneven = {**reps, "A": [28.0, 28.0]}
+    with pytest.raises(InputError, match=r"unequal lengths \[2, 3\]"):
+        record_checks.check_record(make_fit(TRUTH, uneven))
+    with pytest.raises(InputError, match="a bootstrap replicate of beta = 6 is outside"):
+        record_checks.check_record(make_fit(TRUTH, {**reps, "beta": [0.3, 6.0, 0.3]}))
+    with pytest.raises(InputError, match="replicates of E must be numbers or null; got 'x'"):
+        record_checks.check_record(make_fit(TRUTH, {**reps, "E": [1.5, "x", 1.5]}))
+    at_limit = {k: [v] * record_checks.MAX_REPLICATES for k, v in TRUTH.items()}
+    record_checks.check_record(make_fit(TRUTH, at_limit))
+    over = {**at_limit, "E": at_limit["E"] + [1.5]}
+    with pytest.raises(InputError, match="100,001 bootstrap replicates; advise reads at most 100,000"):
+        record_checks.check_record(make_fit(TRUTH, over))
+
+
+def test_a_shape_is_a_whole_r_at_least_1_with_positive_n_once_and_nonnegative_n_rec():
+    record_checks.check_record(make_fit(TRUTH, shapes=[[1, 1e6, 0.0], [4.0, 2e5, 8e5]], data={"N": [1e6, 1e6]}))
+    for shape, message in [
+        ([1.5, 1e6, 0.0], "r a whole number >= 1"),
+        ([0, 1e6, 0.0], "r a whole number >= 1"),
+        ([2, 0.0, 1e6], "N_once > 0, N_rec >= 0"),
+        ([2, 1e6, -1.0], "N_once > 0, N_rec >= 0"),
+        ([2, 1e6], r"must be \[r, N_once, N_rec\]"),
+        ([2, True, 1e6], r"must be \[r, N_once, N_rec\]"),
+    ]:
+        with pytest.raises(InputError, match=message):
+            record_checks.check_record(make_fit(TRUTH, shapes=[shape]))
+    record_checks.check_record(make_fit(TRUTH, shapes=[[1, 1e6, 0.0]] * record_checks.MAX_SHAPES))
+    with pytest.raises(InputError, match="10,001 model shapes; advise reads at most 10,000"):
+        record_checks.check_record(make_fit(TRUTH, shapes=[[1, 1e6, 0.0]] * (record_checks.MAX_SHAPES + 1)))
+
+
+def test_a_range_is_low_high_positive_and_ordered():
+    for span in ([1e6, 1e6], [2.0, 3.0]):
+        record_checks.check_record(make_fit(TRUTH, data={"D": span}))
+    for span, message in [
+        ([0.0, 1e6], "0 < low <= high"),
+        ([2e6, 1e6], "0 < low <= high"),
+        ([1e6, math.inf], "0 < low <= high"),
+        ([1e6], r"must be \[low, high\]"),
+    ]:
+        with pytest.raises(InputError, match=f"range of C {message}|range of C must be"):
+            record_checks.check_record(make_fit(TRUTH, data={"C": span}))
+
+
+# ----------------------------------------------------------------------------------------------------
+# curves.py
+
+
+def test_the_curves_span_a_thirtieth_to_thirty_times_the_advised_sizes_with_the_replicates_band():
+    family = power_law_family([1, 4], F_ONCE)
+    C = 1e19
+    reps = {k: [v] * 9 for k, v in TRUTH.items()}
+    reps["phi"] = [0.1 * i for i in range(9)]
+    advice = advise(make_fit(TRUTH, reps), compute_flops=C, family=family, r_values=[1, 4], level=0.8)
+    sizes = [rec["advised"]["N_unique"] for rec in advice.record["per_r"]]
+    for r, curve in advice.curves.items():
+        assert len(curve["N_unique"]) == curves.N_WIDTHS
+        assert curve["N_unique"][0] == pytest.approx(min(sizes) / 30, rel=1e-9)
+        assert curve["N_unique"][-1] == pytest.approx(max(sizes) * 30, rel=1e-9)
+        assert curve["L"] == pytest.approx([law_by_hand(TRUTH, r, n, C) for n in curve["N_unique"]], rel=1e-12)
+        per_rep = np.array(
+            [[law_by_hand({**TRUTH, "phi": p}, r, n, C) for n in curve["N_unique"]] for p in reps["phi"]]
+        )
+        assert curve["L_lo"] == pytest.approx(np.percentile(per_rep, 10, axis=0), rel=1e-12)
+        assert curve["L_hi"] == pytest.approx(np.percentile(per_rep, 90, axis=0), rel=1e-12)
+        assert curve["feasible"].all()  # no cap, no serving: every width is allowed
+
+
+def test_a_curves_feasible_part_ends_at_the_inference_limit_not_at_the_cap():
+    family = power_law_family([1, 2], F_ONCE)
+    C, cap, infer = (
+        1e19,
+        5e6,
+        2 * 240 * 1.8 * 300.0**2,
+    )  # F_infer = 2 kappa N, kappa = 1.8 at r = 2: width 300 is the limit
+    cons = Constraints(C, max_unique_params=cap, max_inference_flops=infer)
+    per_r = [{"r": 2, "feasible": True, "advised": {"N_unique": 240 * 150.0**2}}]
+    out = curves.advice_curves(looped_sets(TRUTH, [2]), None, family, per_r, cons, 0.95)[2]
+    widths = np.sqrt(out["N_unique"] / 240)
+    assert out["feasible"].tolist() == (widths <= 300.0 * (1 + 1e-9)).tolist()
+    assert out["feasible"].any() and not out["feasible"].all() and "L_lo" not in out
+
+
+# ----------------------------------------------------------------------------------------------------
+# matching.py
+
+
+def test_a_family_matches_a_shape_by_unique_and_at_r_above_1_recurrent_counts_within_its_tolerance():
+    family = power_law_family([1, 4], F_ONCE, width_step=16)
+    n = 240 * 64.0**2  # width 64: N_once 0.2 n, N_rec 0.8 n
+    assert matching.mismatches(family, [[1, n, 0.0], [4, 0.2 * n, 0.8 * n]]) == []
+    assert matching.mismatches(family, [[1, 0.5 * n, 0.5 * n]]) == []  # r = 1: the split does not enter the law
+    assert matching.mismatches(family, [[4, n * (0.2 - 5e-5), n * (0.8 + 5e-5)]]) == []  # N_rec within 1e-4
+    off = matching.mismatches(family, [[4, 0.3 * n, 0.7 * n]])
+    assert off == [f"r = 4, N_once + N_rec = {n:.4g} (nearest width d = 64 has {n:.4g})"]
+    assert matching.mismatches(family, [[1, n * (1 + 2e-4), 0.0]]) != []
+    assert matching.mismatches(family, [[1, n * (1 + 0.5e-4), 0.0]]) == []
+    assert matching.mismatches(family, [[1, n * (1 - 0.5e-4), 0.0]]) == []  # width 63.998 is 64, not 48
+    between = 240 * 72.0**2  # width 72 is not a multiple of 16: the nearest (64 or 80) is off by > 20%
+    assert matching.mismatches(family, [[1, between, 0.0]])[0].startswith("r = 1, N_once + N_rec = 1.244e+06")
+    assert matching.mismatches(family, [[8, n, 0.0]]) == ["r = 8 (the family has r in [1, 4])"]
