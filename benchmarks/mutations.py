@@ -3025,6 +3025,86 @@ MUTATIONS: tuple[Mutation, ...] = (
         ),
         "the collapse spread is the RMS relative distance from E + A N_eff^-alpha (README's collapse row)",
     ),
+    Mutation(
+        "hard8-r-sampling-budget-stops-after-overshooting",
+        "loopscale/model/r_sampling.py",
+        "if abs(after - compute_flops) >= abs(spent - compute_flops):",
+        "if after > compute_flops:",
+        ("tests/unit/test_planning_numbers.py::test_a_compute_budget_takes_the_step_count_closest_to_it",),
+        "a sampled-r run under a flops budget trains the step count whose realised FLOPs come closest to the budget",
+    ),
+    Mutation(
+        "hard8-r-sampling-key-swaps-seed-and-step",
+        "loopscale/model/r_sampling.py",
+        "default_rng([SEED_TAG, seed, step]), 1)",
+        "default_rng([SEED_TAG, step, seed]), 1)",
+        ("tests/unit/test_planning_numbers.py::test_the_draws_are_keyed_as_documented",),
+        "step s's pass count is a function of (seed, s): a resumed run draws what the stopped one would",
+    ),
+    Mutation(
+        "hard8-r-sampling-pmf-drops-root-two",
+        "loopscale/model/r_sampling.py",
+        "lam = np.exp(mu + cfg.r_sigma * math.sqrt(2.0) * x)",
+        "lam = np.exp(mu + cfg.r_sigma * x)",
+        (
+            "tests/unit/test_planning_numbers.py::test_the_poisson_lognormal_pmf_equals_an_independent_quadrature_and_its_variance",
+        ),
+        "the ledger's expected FLOPs use the exact Poisson-lognormal pmf (lambda ~ LogNormal(ln r - sigma^2/2, sigma))",
+    ),
+    Mutation(
+        "hard8-memory-ddp-copy-at-one-device",
+        "loopscale/model/memory.py",
+        "(2 if world > 1 else 1)",
+        "(2 if world > 2 else 1)",
+        ("tests/unit/test_planning_numbers.py::test_state_bytes_off_their_defaults",),
+        "the memory model counts DDP's bucket copy of the gradients whenever world > 1",
+    ),
+    Mutation(
+        "hard8-memory-bf16-embedding-on-cpu",
+        "loopscale/model/memory.py",
+        "2 if cuda and cfg.precision",
+        "2 if cfg.precision",
+        ("tests/unit/test_planning_numbers.py::test_state_bytes_off_their_defaults",),
+        "the embedding is stored in bf16 only under model.precision=published on CUDA",
+    ),
+    Mutation(
+        "hard8-memory-head-chunk-not-capped-by-tokens",
+        "loopscale/model/memory.py",
+        "chunk = min(HEAD_CHUNK_TOKENS, tokens)",
+        "chunk = HEAD_CHUNK_TOKENS",
+        (
+            "tests/unit/test_planning_numbers.py::test_the_transient_is_the_larger_of_a_capped_head_chunk_and_a_layers_backward",
+        ),
+        "the head transient is one chunk of at most HEAD_CHUNK_TOKENS tokens (fewer when the micro-batch is smaller)",
+    ),
+    Mutation(
+        "hard8-memory-blocks-cast-every-pass",
+        "loopscale/model/memory.py",
+        "layers = cfg.n_prelude + cfg.n_coda + cfg.n_rec * grad_passes(cfg)\n    block",
+        "layers = cfg.n_prelude + cfg.n_coda + cfg.n_rec * cfg.r\n    block",
+        (
+            "tests/unit/test_planning_numbers.py::test_the_compile_modes_differ_by_their_layer_rope_and_weight_copy_terms",
+        ),
+        "compile=blocks keeps a bf16 weight copy per layer pass WITH gradient (truncated passes keep none)",
+    ),
+    Mutation(
+        "hard8-adamw-decays-parcae-b",
+        "loopscale/train/optim/groups.py",
+        "or (spec is not None and not spec.decayed)",
+        "",
+        ("tests/unit/test_planning_numbers.py::test_adamw_decays_the_block_and_head_matrices_only",),
+        "optim=adamw never decays a matrix its form declares decay=False (Parcae's B)",
+    ),
+    Mutation(
+        "hard8-adamw-width-scaling-inverted",
+        "loopscale/train/optim/lr_transfer.py",
+        "optim.base_width / cfg.d_model if",
+        "cfg.d_model / optim.base_width if",
+        (
+            "tests/unit/test_planning_numbers.py::test_adamw_lrs_scale_the_decayed_matrices_by_base_width_over_d_and_every_group_by_rule_and_scale",
+        ),
+        "width_scaling: the decayed matrices' lr x base_width / d_model (muP)",
+    ),
 )
 
 
