@@ -149,7 +149,7 @@ class TestTime(Law):
     @classmethod
     def from_params(cls, params: Mapping[str, float]) -> TestTime:
         shape = "exp" if "tau" in params else "power"
-        groups = tuple(k[6:-1] for k in params if k.startswith("L_inf["))
+        groups = tuple(sorted(k[6:-1] for k in params if k.startswith("L_inf[")))  # as bind_table's, and the data's
         fixed = tuple(f"delta[{g}]" in params for g in groups)
         return cls(shape, groups, fixed, tuple((1.0, 1.0) for _ in groups))
 

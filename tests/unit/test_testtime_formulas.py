@@ -1,0 +1,241 @@
+"""The test-time law's formulas written out by hand (issue 58): the form and its box
+(loopscale/fit/laws/testtime.py), the canonical table (loopscale/fit/testtime.py), test-time phi
+(loopscale/fit/testtime_phi.py) and the fit's checks (loopscale/fit/testtime_checks.py).
+
+    L_g(r_eval) = L_inf + A s(x_eff) + delta max(0, 1 - 1/x),  x = r_eval / r_scale,
+    s = exp(-(x - 1) / tau) or x^-gamma,  x_eff = min(x, 1) for a fixed-r model, x for a sampled one."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import loopscale.fit.testtime as tt  # the modules: their testtime_* functions are not tests
+import loopscale.fit.testtime_checks as checks
+import loopscale.fit.testtime_phi as tt_phi
+from loopscale.errors import InputError
+from loopscale.fit.laws.testtime import TestTime, is_sampled
+
+
+def _grid(model, r_scale, fixed, r_eval):
+    return pd.DataFrame({"model": model, "r_eval": r_eval, "r_scale": r_scale, "fixed": fixed})
+
+
+# ----------------------------------------------------------------------------------------------------
+# laws/testtime.py
+
+
+def test_exp_form_of_a_fixed_r_model_saturates_at_r_train_and_drifts_past_it():
+    params = {"tau": 0.6, "L_inf[a]": 3.1, "A[a]": 0.25, "delta[a]": 0.08}
+    r_eval = [1.0, 2.0, 3.0, 4.0, 6.0, 8.0, 20.0]  # r_train 4
+    out = TestTime.predict_table(params, _grid("a", 4.0, True, r_eval))
+    expected = []
+    for r in r_eval:
+        x = r / 4.0
+        s = math.exp(-(min(x, 1.0) - 1.0) / 0.6)
+        d = max(0.0, 1.0 - 1.0 / x)
+        expected.append(3.1 + 0.25 * s + 0.08 * d)
+    assert out == pytest.approx(expected, rel=1e-13)
+    assert out[3] == pytest.approx(3.35, rel=1e-13) and out[5] == pytest.approx(3.35 + 0.04, rel=1e-13)
+
+
+def test_power_form_of_a_sampled_model_keeps_gaining_past_its_scale_and_never_drifts():
+    params = {"gamma": 1.3, "L_inf[b]": 3.05, "A[b]": 0.4}
+    r_eval = [1.0, 2.5, 5.0, 10.0]
+    out = TestTime.predict_table(params, _grid("b", 2.5, False, r_eval))
+    assert out == pytest.approx([3.05 + 0.4 * (r / 2.5) ** -1.3 for r in r_eval], rel=1e-13)
+
+
+def test_two_models_read_their_own_parameters_by_sorted_label():
+    params = {"tau": 2.0, "L_inf[x]": 2.0, "A[x]": 1.0, "delta[x]": 0.5, "L_inf[a]": 5.0, "A[a]": 0.1}
+    table = pd.concat([_grid("x", 2.0, True, [1.0, 4.0]), _grid("a", 1.0, False, [3.0])], ignore_index=True)
+    out = TestTime.predict_table(params, table)
+    assert out == pytest.approx([2.0 + math.exp(0.25), 2.0 + 1.0 + 0.25, 5.0 + 0.1 * math.exp(-1.0)], rel=1e-13)
+    law = TestTime.from_params(params)
+    assert law.shape == "exp" and law.groups == ("a", "x") and law.fixed == (False, True)
+
+
+def test_the_box_is_set_from_each_models_losses_and_the_rate():
+    law = TestTime("power", ("a", "b"), (True, False), ((2.0, 3.0), (4.0, 5.0)))
+    assert law.internal_names == ("gamma", "L_inf[a]", "A[a]", "delta[a]", "L_inf[b]", "A[b]")
+    assert law.bounds() == [(0.0, 10.0), (0.2, 6.0), (0.0, 300.0), (-0.1, 300.0), (0.4, 10.0), (0.0, 500.0)]
+    exp = TestTime("exp", ("a",), (False,), ((2.0, 3.0),), held=(("A[a]", 0.0),))
+    assert exp.bounds()[0] == pytest.approx((math.log(0.01), math.log(1000.0)))
+    assert exp.bounds()[2] == (0.0, 0.0) and exp.user_names == ("tau", "L_inf[a]", "A[a]")
+    assert exp.to_user(np.array([math.log(3.0), 2.5, 0.0]))["tau"] == pytest.approx(3.0)
+
+
+def test_bind_table_holds_what_the_rows_cannot_identify():
+    fixed_two = _grid("f", 4.0, True, [2.0, 4.0, 8.0]).assign(L=[3.5, 3.2, 3.25])  # x_eff 0.5, 1: two depths
+    sampled_one = _grid("s", 1.0, False, [3.0, 3.0]).assign(L=[3.0, 3.01])  # one depth
+    law = TestTime.bind_table(pd.concat([fixed_two, sampled_one], ignore_index=True), "power")
+    assert law.groups == ("f", "s") and law.fixed == (True, False)
+    assert law.spans == ((3.2, 3.5), (3.0, 3.01))
+    assert dict(law.held) == {"A[s]": 0.0, "gamma": 1.0}  # no model has three depths: the rate held at 1
+    no_past = _grid("f", 4.0, True, [1.0, 2.0, 4.0]).assign(L=[3.9, 3.5, 3.2])  # three depths, none past r_train
+    law = TestTime.bind_table(no_past, "exp")
+    assert dict(law.held) == {"delta[f]": 0.0}
+    three = _grid("f", 4.0, True, [1.0, 2.0, 4.0, 4.5]).assign(L=[3.9, 3.5, 3.2, 3.21])
+    assert TestTime.bind_table(three, "exp").held == ()
+
+
+def test_which_r_train_cells_mean_sampled():
+    for word in ("sampled", "random", "poisson-lognormal", "uniform{2,4}", " Sampled "):
+        assert is_sampled(word)
+    for value in (None, 4, 4.0, np.int64(2), "4", " 8 ", "", "fixed", " Fixed ", "None", "nan", "false", "0", "FALSE"):
+        assert not is_sampled(value)
+
+
+# ----------------------------------------------------------------------------------------------------
+# testtime.py: the canonical table
+
+
+def test_the_table_scales_a_sampled_model_by_its_mean_r_and_labels_models_by_r_train_without_a_model_column():
+    raw = pd.DataFrame(
+        {
+            "r_train": [4, 4, "sampled", "sampled"],
+            "mean_r": [None, None, None, None],
+            "r_eval": [2, 8, 1, 4],
+            "val_loss": [3.4, 3.3, 3.2, 3.1],
+        }
+    )
+    table = tt.testtime_table(raw)
+    assert table["model"].tolist() == ["r_train=4", "r_train=4", "r_train=sampled", "r_train=sampled"]
+    assert table["fixed"].tolist() == [True, True, False, False] and table["L"].tolist() == [3.4, 3.3, 3.2, 3.1]
+    assert table["r_scale"].tolist() == [4.0, 4.0, 1.0, 1.0]
+    scheme = pd.DataFrame(
+        {"model": ["m", "m"], "r": [3.5, 3.5], "r_sampling": ["poisson", "poisson"], "r_eval": [1, 2], "L": [3.0, 2.9]}
+    )
+    out = tt.testtime_table(scheme, tt.TestTimeColumns(sampled="r_sampling"))
+    assert out["fixed"].tolist() == [False, False] and out["r_scale"].tolist() == [3.5, 3.5]  # the mean r
+
+
+def test_the_table_refuses_a_fixed_model_without_r_train_and_a_nonpositive_loss():
+    raw = pd.DataFrame({"model": ["a", "a"], "r_train": [0, 0], "r_eval": [1, 2], "L": [3.0, 2.9]})
+    with pytest.raises(InputError, match=r"r_train > 0 for a fixed-r model.*rows \[0, 1\]"):
+        tt.testtime_table(raw)
+    with pytest.raises(InputError, match=r"needs a positive number in every row; rows \[1\]"):
+        tt.testtime_table(raw.assign(r_train=[4, 4], L=[3.0, 0.0]))
+    with pytest.raises(InputError, match=r"needs r_eval > 0.*rows \[0\]"):
+        tt.testtime_table(raw.assign(r_train=[4, 4], r_eval=[0, 2]))
+    with pytest.raises(InputError, match="more than one r_train"):
+        tt.testtime_table(raw.assign(r_train=[4, 8]))
+
+
+# ----------------------------------------------------------------------------------------------------
+# testtime_phi.py
+
+TRAIN = {"E": 1.6, "A": 30.0, "alpha": 0.2, "B": 900.0, "beta": 0.37}
+
+
+def _m_by_hand(L, N_once, N_rec, D):
+    excess = L - TRAIN["E"] - TRAIN["B"] * D ** -TRAIN["beta"]
+    return ((excess / TRAIN["A"]) ** (-1 / TRAIN["alpha"]) - N_once) / N_rec
+
+
+def test_phi_tt_is_the_log_step_of_the_multiplier_from_r_to_r_plus_one():
+    params = {"gamma": 0.9, "L_inf[m]": 3.0, "A[m]": 0.3}
+    model = {"model": "m", "r_scale": 2.0, "fixed": False, "N_once": 3e6, "N_rec": 7e6, "D": 2e9}
+    out = tt_phi.testtime_phi(params, model, TRAIN, 3.0)
+    L3, L4 = 3.0 + 0.3 * 1.5**-0.9, 3.0 + 0.3 * 2.0**-0.9
+    m3, m4 = _m_by_hand(L3, 3e6, 7e6, 2e9), _m_by_hand(L4, 3e6, 7e6, 2e9)
+    assert m4 > m3 > 0
+    assert out["r"] == 3.0 and out["m_tt"] == pytest.approx([m3, m4], rel=1e-9)
+    assert out["params_worth_next_pass"] == pytest.approx(7e6 * (m4 - m3), rel=1e-9)
+    assert out["phi_tt"] == pytest.approx(math.log(m4 / m3) / math.log(4 / 3), rel=1e-9)
+
+
+def test_phi_rows_price_tokens_from_c_at_the_models_cost_and_name_a_model_without_sizes():
+    params = {"tau": 1.5, "L_inf[m]": 3.0, "A[m]": 0.3, "delta[m]": 0.05}
+    table = pd.DataFrame(
+        {"model": ["m", "m"], "r_eval": [2.0, 4.0], "r_scale": [4.0, 4.0], "fixed": [True, True]}
+        | {"N_once": [2e6, 2e6], "N_rec": [5e6, 5e6], "C": [1.32e17, 1.32e17]}
+    )
+    record = {"per_model": {"m": {"params": params}}}
+    out = tt_phi.phi_rows(table, record, TRAIN)["m"]
+    D = 1.32e17 / (6 * (2e6 + 4.0 * 5e6))  # C = 6 (N_once + r_scale N_rec) D: 1e9 tokens
+    model = {"model": "m", "r_scale": 4.0, "fixed": True, "N_once": 2e6, "N_rec": 5e6, "D": D}
+    assert out == tt_phi.testtime_phi(params, model, TRAIN, 4.0)
+    assert D == pytest.approx(1e9)
+    bare = tt_phi.phi_rows(table.drop(columns=["N_rec"]), record, TRAIN)
+    assert bare == {"m": {"reason": "the table has no N_once, N_rec and D (or C) for this model"}}
+
+
+# ----------------------------------------------------------------------------------------------------
+# testtime_checks.py
+
+
+def _fit(**over):
+    base = {"n_rows": 7, "n_free": 4, "dof": 3, "sigma_log": 0.002, "params": {"tau": 0.8, "L_inf[a]": 3.1}}
+    base["intervals"] = {"tau": [0.5, 1.2], "L_inf[a]": [3.0, None], "A[a]": [None, None], "delta[a]": [0.0, None]}
+    return base | over
+
+
+def test_the_held_out_depth_passes_up_to_three_sigma_with_a_tenth_of_a_percent_floor():
+    at = checks._holdout_check(_fit(holdout={"mean_abs_rel_error": 0.006}))[0]  # 3 x 0.2% = 0.6%: on the line
+    assert at.ok and at.target == "<= 0.60% mean |rel err|" and at.protects == checks.EXTRAPOLATION
+    assert not checks._holdout_check(_fit(holdout={"mean_abs_rel_error": 0.00601}))[0].ok
+    quiet = _fit(sigma_log=0.0001, holdout={"mean_abs_rel_error": 0.001})  # 3 sigma = 0.03% < the 0.1% floor
+    assert checks._holdout_check(quiet)[0].ok and checks._holdout_check(quiet)[0].target == "<= 0.10% mean |rel err|"
+    over = checks._holdout_check(_fit(sigma_log=None, holdout={"mean_abs_rel_error": 0.0011}))[0]
+    assert not over.ok and over.reason == "the largest r_eval of each model is predicted to 0.11% (> 0.10%)"
+    assert checks._holdout_check(_fit()) == []
+
+
+def test_only_the_rate_and_the_floors_need_closed_intervals_and_only_with_a_residual():
+    out = checks._interval_checks(_fit())
+    assert [(c.name, c.ok, c.protects) for c in out] == [
+        ("tau interval", True, checks.CALIBRATED),
+        ("L_inf[a] interval", False, checks.CALIBRATED),
+    ]
+    assert out[1].reason == "L_inf[a]'s profile interval is open on one side"
+    assert checks._interval_checks(_fit(dof=0)) == []
+    gamma = checks._interval_checks(_fit(intervals={"gamma": [None, 2.0]}))
+    assert [(c.name, c.value) for c in gamma] == [("gamma interval", "open")]
+
+
+def test_held_parameters_block_except_the_drift_which_warns():
+    law = TestTime("exp", ("a",), (True,), ((3.0, 3.5),), held=(("log_tau", 0.0), ("A[a]", 0.0), ("delta[a]", 0.0)))
+    out = checks._held_checks(law)
+    assert [(c.name, c.protects, c.ok) for c in out] == [
+        ("tau free", checks.IDENTIFIED, False),
+        ("A[a] free", checks.IDENTIFIED, False),
+        ("delta[a] free", checks.EXTRAPOLATION, False),
+    ]
+    assert out[0].value == "tau held at 1" and out[0].reason == f"tau held at 1 ({checks.RATE_WHY})"
+    assert out[1].reason == "A[a] held at 0 (one depth at or below r_scale: no saturating term to fit)"
+    assert out[2].reason == "delta[a] held at 0 (no row past r_train: the drift past the trained depth is not measured)"
+    power = TestTime("power", ("a",), (False,), ((3.0, 3.5),), held=(("gamma", 1.0),))
+    assert checks._held_checks(power)[0].value == "gamma held at 1"
+
+
+def test_the_rate_on_its_bound_blocks_within_the_fitters_tolerance():
+    law = TestTime("power", ("a",), (False,), ((3.0, 3.5),))
+    fit = _fit(params={"gamma": 10.0, "L_inf[a]": 3.0})
+    assert not checks._rate_check(law, fit, np.array([10.0 - 0.5e-6, 3.0, 0.1]))[0].ok
+    assert checks._rate_check(law, fit, np.array([10.0 - 2e-6, 3.0, 0.1]))[0].ok
+    assert not checks._rate_check(law, fit, np.array([0.5e-6, 3.0, 0.1]))[0].ok
+    on = checks._rate_check(law, fit, np.array([10.0, 3.0, 0.1]))[0]
+    assert on.reason == "gamma = 10 on its bound" and on.target == "inside (0, 10)"
+    held = TestTime("power", ("a",), (False,), ((3.0, 3.5),), held=(("gamma", 1.0),))
+    assert checks._rate_check(held, fit, np.array([1.0, 3.0, 0.1])) == []
+
+
+def test_the_headline_gives_the_rate_and_each_floor_with_open_ends():
+    law = TestTime("exp", ("a", "b"), (True, False), ((3.0, 3.5), (3.0, 3.5)))
+    fit = _fit(params={"tau": 0.81234, "L_inf[a]": 3.1, "L_inf[b]": 2.98765, "A[a]": 0.2})
+    fit["intervals"] = {"tau": [0.5, None], "L_inf[a]": [3.0, 3.2]}
+    assert checks.headline(fit, law) == "tau = 0.8123 [0.5, open], L_inf[a] = 3.1 [3, 3.2], L_inf[b] = 2.988"
+
+
+def test_the_verdict_is_measured_only_with_a_residual():
+    law = TestTime("power", ("a",), (False,), ((3.0, 3.5),))
+    good = _fit(n_free=3, params={"gamma": 1.2, "L_inf[a]": 3.0, "A[a]": 0.3})
+    good["intervals"] = {"gamma": [1.0, 1.4], "L_inf[a]": [2.9, 3.1]}
+    rec = checks.checks_record(law, good, np.array([1.2, 3.0, 0.3]))
+    assert rec.verdict == "test-time law measured: gamma = 1.2 [1, 1.4], L_inf[a] = 3 [2.9, 3.1]"
+    exact = checks.checks_record(law, good | {"n_rows": 3, "dof": 0}, np.array([1.2, 3.0, 0.3]))
+    assert not exact.measured and "3 rows fix 3 free parameters exactly" in exact.verdict
