@@ -417,3 +417,92 @@ def test_a_family_matches_a_shape_by_unique_and_at_r_above_1_recurrent_counts_wi
     between = 240 * 72.0**2  # width 72 is not a multiple of 16: the nearest (64 or 80) is off by > 20%
     assert matching.mismatches(family, [[1, between, 0.0]])[0].startswith("r = 1, N_once + N_rec = 1.244e+06")
     assert matching.mismatches(family, [[8, n, 0.0]]) == ["r = 8 (the family has r in [1, 4])"]
+
+
+# ----------------------------------------------------------------------------------------------------
+# advice.py and optimum.py: the advised model's accounting, the warnings, the domain
+
+
+def test_the_advised_model_counts_its_steps_tokens_per_parameter_and_effective_size():
+    from loopscale.analysis.advise.family import Family
+
+    base = power_law_family([1, 4], F_ONCE, width_step=16)
+    family = Family("power-law", base.polys, 16, batch_tokens=4096, width_ceiling=1e9)
+    C = 7e18  # r = 1's D is 0.93 of a batch past a whole step: the steps are rounded, not cut
+    record = advise(make_fit(TRUTH), compute_flops=C, family=family, r_values=[1, 4]).record
+    for rec in record["per_r"]:
+        r, m = rec["r"], rec["advised"]
+        d = m["d_model"]
+        assert d % 16 == 0
+        n = 240 * d**2
+        D = C / (6 * (F_ONCE + r * (1 - F_ONCE)) * n)
+        assert m["N_unique"] == pytest.approx(n) and m["D_tokens"] == pytest.approx(D, rel=1e-12)
+        assert m["N_eff"] == pytest.approx(F_ONCE * n + r ** TRUTH["phi"] * (1 - F_ONCE) * n, rel=1e-12)
+        assert m["steps"] == max(1, round(D / 4096)) and m["tokens_per_unique_param"] == pytest.approx(D / n)
+        assert m["infer_flops_per_token"] == pytest.approx(2 * (F_ONCE + r * (1 - F_ONCE)) * n, rel=1e-12)
+        assert m["L"] == pytest.approx(law_by_hand(TRUTH, r, n, C), rel=1e-12)
+        assert rec["binding"] is None and rec["continuous"]["L"] <= m["L"]
+    T = 1e9  # tokens served: eq. 2', D = (C - T F_infer) / F
+    served = advise(make_fit(TRUTH), compute_flops=C, inference_tokens=T, family=family, r_values=[1, 4]).record
+    for rec in served["per_r"]:
+        kappa, n = F_ONCE + rec["r"] * (1 - F_ONCE), rec["advised"]["N_unique"]
+        expected = (C - T * 2 * kappa * n) / (6 * kappa * n)
+        assert rec["advised"]["D_tokens"] == pytest.approx(expected, rel=1e-12)
+
+
+def test_the_warnings_say_where_the_advice_leaves_the_fitted_range_with_one_percent_slack():
+    family = power_law_family([1, 4], F_ONCE)
+    C = 1e19
+
+    def warnings(data):
+        return advise(make_fit(TRUTH, data=data), compute_flops=C, family=family, r_values=[1, 4]).record["warnings"]
+
+    inside = warnings({"C": [C * 1.0099, 2e19]})
+    assert not any("outside the fitted budgets" in w for w in inside)
+    outside = warnings({"C": [C * 1.0101, 2e19]})
+    assert any(w.startswith("C = 1e+19 FLOPs is outside the fitted budgets (1.01e+19 to 2e+19)") for w in outside)
+    assert any("outside the fitted budgets" in w for w in warnings({"C": [1e17, C / 1.0102]}))
+    narrow = warnings({"N": [1.0, 2.0], "D": [1.0, 1e30]})
+    assert any(w.startswith("the advised N_unique = ") and "outside the fitted N range (1 to 2)" in w for w in narrow)
+    assert not any("fitted D range" in w for w in narrow)
+
+
+def test_a_fit_not_measured_makes_the_best_r_tentative_and_repeats_its_warnings():
+    from loopscale.fit.verdict_record import Conditioning
+
+    fit = make_fit(TRUTH)
+    fit.conditioning = Conditioning([], ["N* extrapolated 10x"], "not measured: phi on its bound", False)
+    record = advise(fit, compute_flops=1e19, family=power_law_family([1, 4], F_ONCE), r_values=[1, 4]).record
+    assert record["best"]["verdict"].startswith("tentative (the fit is not measured): r = ")
+    assert record["warnings"][:2] == [
+        "the fit's verdict is 'not measured: phi on its bound': its phi is not a measurement, so neither is the "
+        "choice of r",
+        "the fit's verdict warns: N* extrapolated 10x",
+    ]
+    fit.conditioning = Conditioning([], [], "phi measured", True)
+    measured = advise(fit, compute_flops=1e19, family=power_law_family([1, 4], F_ONCE), r_values=[1, 4]).record
+    assert not measured["best"]["verdict"].startswith("tentative") and measured["fit"]["measured"] is True
+
+
+def test_the_domain_names_its_binding_limit_and_one_optimizer_step_is_the_least_training():
+    from loopscale.analysis.advise.family import Family
+    from loopscale.analysis.advise.optimum import width_domain
+
+    base = power_law_family([2], F_ONCE)
+    family = Family("power-law", base.polys, 1, batch_tokens=1000, width_ceiling=1e9)
+    C = 6 * 1.8 * 240 * 1000 * 50.0**2  # one step of 1000 tokens at width 50 spends C
+    dom = width_domain(family, 2, Constraints(C))
+    assert dom.binding == "one_step" and dom.hi == pytest.approx(50.0, rel=1e-9) and dom.lo == 1.0
+    served = width_domain(family, 2, Constraints(C, inference_tokens=1000.0))  # serving 1000 tokens costs F / 3
+    assert served.hi == pytest.approx(50.0 * math.sqrt(3 / 4), rel=1e-9)
+    capped = width_domain(family, 2, Constraints(C, max_unique_params=240 * 30.0**2, max_inference_flops=1e12))
+    assert capped.binding == "max_unique_params" and capped.hi == pytest.approx(30.0, rel=1e-9)
+    infer = width_domain(family, 2, Constraints(C, max_inference_flops=2 * 1.8 * 240 * 20.0**2))
+    assert infer.binding == "max_inference_flops" and infer.hi == pytest.approx(20.0, rel=1e-9)
+    tiny = width_domain(family, 2, Constraints(C, max_unique_params=100.0))
+    assert tiny == "r = 2: no width meets max_unique_params: the smallest model (d = 1) has 240 unique parameters"
+    for bad in (0.0, -1.0, math.inf, math.nan):
+        with pytest.raises(InputError, match="compute_flops must be a positive number"):
+            Constraints(bad)
+    with pytest.raises(InputError, match="max_unique_params must be a positive number"):
+        Constraints(1e19, max_unique_params=0.0)
