@@ -3105,6 +3105,44 @@ MUTATIONS: tuple[Mutation, ...] = (
         ),
         "width_scaling: the decayed matrices' lr x base_width / d_model (muP)",
     ),
+    Mutation(
+        "hard8-sampled-micro-batch-forgets-the-accumulation-wrap",
+        "loopscale/train/lightning_module.py",
+        "first = ((batch_idx % b.grad_accum) * b.world + self.global_rank) * b.device_batch",
+        "first = (batch_idx * b.world + self.global_rank) * b.device_batch",
+        (
+            "tests/unit/test_training_module_numbers.py::test_a_sampled_micro_batch_runs_its_own_sequences_draws_and_weighs_every_target_token_alike",
+        ),
+        "a sampled-r micro-batch trains its own sequences' drawn pass counts, step after step",
+    ),
+    Mutation(
+        "hard8-sampled-loss-weighs-rows-not-tokens",
+        "loopscale/train/lightning_module.py",
+        "total = total + forward_recovering(self.model, xs, ys, r=n, n_grad=k) * (ys != -100).sum()",
+        "total = total + forward_recovering(self.model, xs, ys, r=n, n_grad=k) * len(rows)",
+        (
+            "tests/unit/test_training_module_numbers.py::test_a_sampled_micro_batch_runs_its_own_sequences_draws_and_weighs_every_target_token_alike",
+        ),
+        "a sampled-r step's loss is the mean over every target token, whatever pass count each row drew",
+    ),
+    Mutation(
+        "hard8-sampled-tally-counts-groups-not-sequences",
+        "loopscale/train/lightning_module.py",
+        "self.r_tally[n] = self.r_tally.get(n, 0) + len(rows)",
+        "self.r_tally[n] = self.r_tally.get(n, 0) + 1",
+        (
+            "tests/unit/test_training_module_numbers.py::test_a_sampled_micro_batch_runs_its_own_sequences_draws_and_weighs_every_target_token_alike",
+        ),
+        "run.json's realised pass histogram counts sequences at each pass count",
+    ),
+    Mutation(
+        "hard8-eval-flops-adapters-at-half-a-training-pass",
+        "loopscale/model/accounting.py",
+        "for w, n, passes, _ in layer_plan(m)) / 3",
+        "for w, n, passes, _ in layer_plan(m)) / 2",
+        ("tests/unit/test_eval_flops.py::test_forward_flops_equal_the_counted_matmuls_at_r_and_past_it",),
+        "flops_per_token_eval and the validation FLOPs count a forward's matmuls exactly (lora's adapters)",
+    ),
 )
 
 
