@@ -3143,6 +3143,131 @@ MUTATIONS: tuple[Mutation, ...] = (
         ("tests/unit/test_eval_flops.py::test_forward_flops_equal_the_counted_matmuls_at_r_and_past_it",),
         "flops_per_token_eval and the validation FLOPs count a forward's matmuls exactly (lora's adapters)",
     ),
+    # -- s8-hardan: the fit's consumers (validate, advise, test-time, power's pilot and summary, report) -------
+    Mutation(
+        "hard8-aicc-correction-over-n-minus-k",
+        "loopscale/fit/validation/scores.py",
+        "2 * k * (k + 1) / (n - k - 1)",
+        "2 * k * (k + 1) / (n - k)",
+        (
+            "tests/unit/test_validation_formulas.py::test_information_is_aicc_and_bic_of_the_gaussian_working_likelihood_by_hand",
+        ),
+        "validate's AICc = AIC + 2k(k+1)/(n-k-1) (Hurvich & Tsai)",
+    ),
+    Mutation(
+        "hard8-truncated-passes-priced-at-4n-per-pass-not-per-missing-gradient",
+        "loopscale/fit/validation/conventions.py",
+        "extra = 4 * (r - grad) *",
+        "extra = 2 * (r - grad) *",
+        ("tests/unit/test_validation_formulas.py::test_truncated_convention_adds_four_n_per_pass_without_gradient",),
+        "validate's 'truncated passes at 6N' convention adds D x 4 (r - k)(N_rec + 2 T d n_rec) to C",
+    ),
+    Mutation(
+        "hard8-lr-move-flagged-upwards-only",
+        "loopscale/fit/validation/lr_confound.py",
+        'if abs(g["steps_from_r1"]) > 1:',
+        'if g["steps_from_r1"] > 1:',
+        (
+            "tests/unit/test_validation_formulas.py::test_the_best_lr_move_is_in_grid_steps_from_r1_and_flagged_beyond_one_step",
+        ),
+        "validate flags a best lr more than one grid step from r = 1's, either way",
+    ),
+    Mutation(
+        "hard8-break-even-interval-drops-never-wins",
+        "loopscale/analysis/advise/break_even.py",
+        "finite = np.where(np.isnan(rep_M), 0.0, rep_M)",
+        "finite = rep_M[~np.isnan(rep_M)]",
+        (
+            "tests/unit/test_advise_formulas.py::test_the_break_even_entry_reads_never_as_zero_and_takes_the_nearest_percentiles",
+        ),
+        "advise's break-even interval counts a replicate where r = 1 is never beaten as 0, not left out",
+    ),
+    Mutation(
+        "hard8-advise-record-box-without-tolerance",
+        "loopscale/analysis/advise/record_checks.py",
+        "lo - BOX_TOLERANCE * abs(lo) <= value <= hi + BOX_TOLERANCE * abs(hi)",
+        "lo <= value <= hi",
+        (
+            "tests/unit/test_advise_formulas.py::test_a_parameter_on_its_bound_within_the_relative_tolerance_is_read_and_beyond_it_refused",
+        ),
+        "advise reads a parameter on its fitter bound within the fitter's relative tolerance 1e-6",
+    ),
+    Mutation(
+        "hard8-advise-steps-cut-not-rounded",
+        "loopscale/analysis/advise/advice.py",
+        "steps=max(1, round(D / family.batch_tokens))",
+        "steps=max(1, int(D / family.batch_tokens))",
+        (
+            "tests/unit/test_advise_formulas.py::test_the_advised_model_counts_its_steps_tokens_per_parameter_and_effective_size",
+        ),
+        "advise's steps are D / batch tokens rounded",
+    ),
+    Mutation(
+        "hard8-testtime-drift-linear-in-x",
+        "loopscale/fit/laws/testtime.py",
+        "np.maximum(0.0, 1.0 - 1.0 / x)",
+        "np.maximum(0.0, 1.0 - x)",
+        (
+            "tests/unit/test_testtime_formulas.py::test_exp_form_of_a_fixed_r_model_saturates_at_r_train_and_drifts_past_it",
+        ),
+        "the test-time drift is delta max(0, 1 - 1/x): 1/2 at twice r_train",
+    ),
+    Mutation(
+        "hard8-testtime-holdout-at-two-sigma",
+        "loopscale/fit/testtime_checks.py",
+        "HOLDOUT_NOISE_FACTOR, HOLDOUT_FLOOR = 3.0, 1e-3",
+        "HOLDOUT_NOISE_FACTOR, HOLDOUT_FLOOR = 2.0, 1e-3",
+        (
+            "tests/unit/test_testtime_formulas.py::test_the_held_out_depth_passes_up_to_three_sigma_with_a_tenth_of_a_percent_floor",
+        ),
+        "a test-time fit's held-out largest r_eval passes within 3 sigma (at least 0.1%)",
+    ),
+    Mutation(
+        "hard8-phi-tt-over-ln-r-plus-one",
+        "loopscale/fit/testtime_phi.py",
+        "np.log((r + 1) / r)",
+        "np.log(r + 1)",
+        ("tests/unit/test_testtime_formulas.py::test_phi_tt_is_the_log_step_of_the_multiplier_from_r_to_r_plus_one",),
+        "phi_tt(r) = ln(m(r + 1) / m(r)) / ln((r + 1) / r)",
+    ),
+    Mutation(
+        "hard8-power-mde-smaller-direction",
+        "loopscale/fit/power_summary.py",
+        "return float(max(np.quantile(u, POWER), np.quantile(d, POWER)))",
+        "return float(min(np.quantile(u, POWER), np.quantile(d, POWER)))",
+        (
+            "tests/unit/test_power_summary_formulas.py::test_the_verdict_mde_is_the_80_percent_quantile_of_the_larger_direction",
+        ),
+        "power's MDE is the larger of the two directions' 80% quantiles",
+    ),
+    Mutation(
+        "hard8-pilot-rms-not-corrected-for-p",
+        "loopscale/fit/pilot.py",
+        "sigma = float(fit.residual_rms_log) * math.sqrt(n / (n - p))",
+        "sigma = float(fit.residual_rms_log)",
+        (
+            "tests/unit/test_pilot_formulas.py::test_without_seed_repeats_sigma_is_the_rms_residual_over_n_minus_p_and_its_split_is_drawn",
+        ),
+        "power's sigma from a pilot without seed repeats is its RMS residual x sqrt(n / (n - p))",
+    ),
+    Mutation(
+        "hard8-report-merges-looped-runs-across-recipes",
+        "loopscale/analysis/report_inputs.py",
+        'key = key.assign(_recipe=np.where(looped, table["recipe"].astype(str), ""))',
+        "pass",
+        (
+            "tests/unit/test_report_inputs_rules.py::test_a_run_in_several_sources_is_kept_once_r1_whatever_its_recipe_r_above_1_per_recipe",
+        ),
+        "report keeps an r > 1 run of each recipe; only r = 1 runs are shared across recipes",
+    ),
+    Mutation(
+        "hard8-curve-design-without-its-cooldown",
+        "loopscale/fit/curve_worth.py",
+        '"lr_multiplier": wsd_multipliers(steps, warmup)[at]',
+        '"lr_multiplier": wsd_multipliers(steps, warmup)[at - 1]',
+        ("tests/unit/test_curve_worth_rules.py::test_the_design_is_evaluated_on_the_wsd_schedule_of_its_own_steps",),
+        "power evaluates a design's curves at the lr after each step of loopscale's wsd schedule",
+    ),
 )
 
 
