@@ -506,3 +506,43 @@ def test_the_domain_names_its_binding_limit_and_one_optimizer_step_is_the_least_
             Constraints(bad)
     with pytest.raises(InputError, match="max_unique_params must be a positive number"):
         Constraints(1e19, max_unique_params=0.0)
+
+
+# ----------------------------------------------------------------------------------------------------
+# law_sets.py: what advise reads from the record
+
+
+def test_a_replicate_with_any_missing_value_is_dropped_whole_and_fewer_than_two_leave_none():
+    from loopscale.analysis.advise.law_sets import fit_law_sets
+
+    reps = {k: [v, v, v, v] for k, v in TRUTH.items()}
+    reps["phi"] = [0.3, None, 0.5, 0.7]
+    reps["beta"] = [0.37, 0.37, float("nan"), 0.37]
+    point, sets, recipe = fit_law_sets(make_fit(TRUTH, reps), [1, 2, 4])
+    assert recipe is None and len(sets) == 2
+    assert sets.multiplier[4].tolist() == pytest.approx([4**0.3, 4**0.7], rel=1e-12)
+    assert sets.multiplier[1].tolist() == [1.0, 1.0]
+    assert point.multiplier[2].tolist() == pytest.approx([2 ** TRUTH["phi"]], rel=1e-12)
+    reps["phi"] = [0.3, None, None, None]
+    assert fit_law_sets(make_fit(TRUTH, reps), [1, 2])[1] is None  # one replicate left: no interval
+    partial = {k: v for k, v in reps.items() if k != "A"}
+    assert fit_law_sets(make_fit(TRUTH, partial), [1, 2])[1] is None  # a parameter without replicates
+
+
+def test_the_advised_recipe_the_default_r_and_a_dense_fits_refusal():
+    from loopscale.analysis.advise import law_sets
+
+    fit = make_fit(TRUTH)
+    assert law_sets.advised_recipe(fit, "hyper") == "hyper" and law_sets.advised_recipe(fit, None) == "baseline"
+    fit.group = {"column": "recipe", "value": "truncated"}
+    assert law_sets.advised_recipe(fit, None) == "truncated"
+    fit.group = {"column": "width", "value": "256"}
+    assert law_sets.advised_recipe(fit, None) == "baseline"
+    assert law_sets.default_r_values(fit, [[4, 1, 1], [1, 2, 0], [2, 1, 1], [4, 3, 3]]) == [1, 2, 4]
+    assert law_sets.default_r_values(fit, [[4, 1, 1], [2, 1, 1]]) == [2, 4]  # the r it saw, no more
+    assert law_sets.default_r_values(fit, None) == [1, 2, 4, 8]
+    dense = FitResult("chinchilla", {k: TRUTH[k] for k in ("E", "A", "alpha", "B", "beta")}, 0, 0, 1, 1, 1, {})
+    assert law_sets.default_r_values(dense, [[4, 1, 1]]) == [1]
+    with pytest.raises(InputError, match="a chinchilla fit has no phi.*only r = 1 can be advised"):
+        law_sets.check_law(dense, [1, 2], None)
+    assert law_sets.check_law(dense, [1], None) is None
