@@ -256,3 +256,40 @@ def test_forms_are_the_fits_law_first_then_each_rival_then_the_law_under_mse(gri
     assert sum(f.reference for f in out) == 1
     least_squares = forms.forms_for(table, data, "looped", TRUE_PARAMS, Loss("l2"))
     assert [f.label for f in least_squares] == [f.label for f in out[:-1]]  # already MSE: no second copy
+
+
+# ----------------------------------------------------------------------------------------------------
+# inputs
+
+
+def test_a_points_seeds_are_one_row_at_their_geometric_mean_loss():
+    import loopscale.fit.validation.inputs as inputs
+
+    table = pd.DataFrame(
+        {
+            "N_once": [1e6, 1e6, 1e6, 2e6, 2e6],
+            "N_rec": [4e6, 4e6, 4e6, 0.0, 0.0],
+            "r": [2.0, 2.0, 2.0, 1.0, 1.0],
+            "D": [1e9, 1e9, 1e9, 1e9, 3e9],
+            "C": [6e16, 6e16, 6e16, 1.2e16, 3.6e16],
+            "L": [3.0, 3.3, 3.1, 2.9, 2.7],
+        }
+    )
+    points, counts = inputs.point_means(table)
+    assert counts == {"n_rows": 5, "n_points": 3}
+    assert points["L"].tolist() == pytest.approx([(3.0 * 3.3 * 3.1) ** (1 / 3), 2.9, 2.7], rel=1e-12)
+    assert points["D"].tolist() == [1e9, 1e9, 3e9]
+    single, none = inputs.point_means(table.iloc[3:].reset_index(drop=True))
+    assert none is None and single is not None and len(single) == 2
+
+
+def test_a_fit_records_intervals_are_low_high_numbers_open_ends_allowed():
+    import loopscale.fit.validation.inputs as inputs
+
+    assert inputs._interval_problem("ci95 phi", None) is None
+    assert inputs._interval_problem("ci95 phi", [0.4, None]) is None
+    assert inputs._interval_problem("ci95 phi", [0.4, 0.4]) is None
+    assert inputs._interval_problem("ci95 phi", [0.5, 0.4]) == "ci95 phi [0.5, 0.4] is reversed (low > high)"
+    assert inputs._interval_problem("ci95 phi", [0.4]) == "ci95 phi must be [low, high]; got [0.4]"
+    assert inputs._interval_problem("ci95 phi", [True, 0.5]) == "ci95 phi must hold numbers; got [True, 0.5]"
+    assert inputs._interval_problem("ci95 phi", [0.1, math.inf]).startswith("ci95 phi must hold numbers")
