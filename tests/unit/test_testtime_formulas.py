@@ -239,3 +239,28 @@ def test_the_verdict_is_measured_only_with_a_residual():
     assert rec.verdict == "test-time law measured: gamma = 1.2 [1, 1.4], L_inf[a] = 3 [2.9, 3.1]"
     exact = checks.checks_record(law, good | {"n_rows": 3, "dof": 0}, np.array([1.2, 3.0, 0.3]))
     assert not exact.measured and "3 rows fix 3 free parameters exactly" in exact.verdict
+
+
+def test_a_models_summary_is_its_curve_to_its_largest_depth_and_the_gain_of_each_next_pass():
+    params = {"tau": 0.6, "L_inf[a]": 3.1, "A[a]": 0.25, "delta[a]": 0.08}
+    rows = tt.testtime_table(
+        pd.DataFrame({"model": "a", "r_train": 4, "r_eval": [1, 2, 6, 4], "L": [3.6, 3.4, 3.37, 3.35]})
+    )
+    out = tt.model_summary(rows, {"params": params})
+
+    def L(r):
+        x = r / 4
+        return 3.1 + 0.25 * math.exp(-(min(x, 1) - 1) / 0.6) + 0.08 * max(0.0, 1 - 1 / x)
+
+    assert out["trained"] == "fixed r = 4" and out["r_scale"] == 4.0 and out["quoted_r"] == 4.0
+    assert out["curve_r"] == [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]  # to the largest r_eval
+    assert out["curve_L"] == pytest.approx([L(r) for r in range(1, 7)], rel=1e-12)
+    assert out["gain_next_pass"] == pytest.approx([L(r) - L(r + 1) for r in range(1, 7)], rel=1e-9)
+    sampled = tt.testtime_table(pd.DataFrame({"model": "s", "r_train": "sampled", "r_eval": [1, 3], "L": [3.5, 3.2]}))
+    quoted = tt.model_summary(sampled, {"params": {"tau": 1.0, "L_inf[s]": 3.0, "A[s]": 0.5}})
+    assert quoted["trained"] == "sampled r" and quoted["quoted_r"] == 3.0 and quoted["curve_r"] == [1.0, 2.0, 3.0]
+    scaled = tt.testtime_table(
+        pd.DataFrame({"model": "m", "r": [2.5, 2.5], "r_sampling": "poisson", "r_eval": [1, 2], "L": [3.5, 3.2]})
+    )
+    wide = tt.model_summary(scaled, {"params": {"tau": 1.0, "L_inf[m]": 3.0, "A[m]": 0.5}})
+    assert wide["quoted_r"] == 2.5 and wide["curve_r"] == [1.0, 2.0, 3.0]  # up to ceil(r_scale) = 3
