@@ -546,3 +546,49 @@ def test_the_advised_recipe_the_default_r_and_a_dense_fits_refusal():
     with pytest.raises(InputError, match="a chinchilla fit has no phi.*only r = 1 can be advised"):
         law_sets.check_law(dense, [1, 2], None)
     assert law_sets.check_law(dense, [1], None) is None
+
+
+# ----------------------------------------------------------------------------------------------------
+# family.py: the quadratics in the width
+
+
+def test_a_family_is_quadratics_in_the_width_with_their_root_slope_and_size():
+    from loopscale.analysis.advise import family as fam
+
+    polys = {2: {"N_once": (100.0, 3.0, 2.0), "N_rec": (0.0, 1.0, 4.0), "F": (0.0, 0.0, 6.0), "F_infer": (1, 2, 3)}}
+    f = fam.Family("t", polys, 64, batch_tokens=512, size_unit=64)
+    assert f.value("N_unique", 2, 10.0) == pytest.approx(100 + 4 * 10 + 6 * 100)  # N_once + N_rec
+    assert f.slope("N_rec", 2, 10.0) == pytest.approx(1 + 2 * 4 * 10)
+    assert f.width_for("N_unique", 2, 740.0) == pytest.approx(10.0, rel=1e-12)
+    assert f.width_for("F", 2, 600.0) == pytest.approx(10.0, rel=1e-12)
+    assert fam.positive_root((1.0, 2.0, 0.0), 21.0) == pytest.approx(10.0)  # linear
+    assert f.size_of(320) == 5.0 and fam.Family("u", polys, 64, 512).size_of(320) is None
+    assert (
+        f.max_width == 64 * fam.MAX_WIDTH_STEPS and fam.Family("v", polys, 64, 512, width_ceiling=1e4).max_width == 1e4
+    )
+    with pytest.raises(InputError, match=r"family 't' has no r = 4 \(built for r in \[2\]\)"):
+        f.value("F", 4, 10.0)
+    assert f.describe() == {
+        "name": "t", "width_step": 64, "batch_tokens": 512, "experiment": None, "recipe": "baseline", "r_values": [2]
+    }  # fmt: skip
+
+
+def test_interpolation_is_exact_on_a_quadratic_and_refuses_what_is_not_one():
+    from loopscale.analysis.advise import family as fam
+
+    def quad(d):
+        return {q: 5.0 + 2.0 * d + 0.5 * d * d for q in fam.QUANTITIES}
+
+    assert fam.interpolate(quad, 16)["F"] == pytest.approx((5.0, 2.0, 0.5), rel=1e-9)
+
+    def rounded(d):  # a rounded hidden width: off the quadratic at 8 steps
+        return {q: 5.0 + 2.0 * d + 0.5 * d * d + (1.0 if d == 128 else 0.0) for q in fam.QUANTITIES}
+
+    with pytest.raises(InputError, match="is not a quadratic in the width"):
+        fam.interpolate(rounded, 16)
+    with pytest.raises(InputError, match="--family custom needs --experiment NAME"):
+        fam.named_family("custom", [1])
+    with pytest.raises(InputError, match="unknown family 'tiny'; choose from paper, demo, cpu, custom"):
+        fam.named_family("tiny", [1])
+    with pytest.raises(InputError, match="--experiment and --override go with --family custom, not --family demo"):
+        fam.named_family("demo", [1], experiment="x")
