@@ -264,3 +264,50 @@ def test_a_models_summary_is_its_curve_to_its_largest_depth_and_the_gain_of_each
     )
     wide = tt.model_summary(scaled, {"params": {"tau": 1.0, "L_inf[m]": 3.0, "A[m]": 0.5}})
     assert wide["quoted_r"] == 2.5 and wide["curve_r"] == [1.0, 2.0, 3.0]  # up to ceil(r_scale) = 3
+
+
+# ----------------------------------------------------------------------------------------------------
+# analysis/advise/testtime.py: inference-time r as an axis
+
+
+def _tt_table(model, fixed, r_scale, r_evals, a, b, n_once=1e6, n_rec=3e6):
+    return pd.DataFrame(
+        {"model": model, "r_eval": [float(r) for r in r_evals], "r_scale": r_scale, "fixed": fixed}
+        | {"flops_per_token_eval": [a + b * r for r in r_evals], "N_once": n_once, "N_rec": n_rec}
+    )
+
+
+def test_inference_advice_searches_whole_r_to_twice_the_measured_within_the_budget():
+    import loopscale.analysis.advise.testtime as adv_tt
+
+    params = {"gamma": 0.8, "L_inf[s]": 3.0, "A[s]": 0.6}  # keeps gaining: the most passes that fit win
+    table = _tt_table("s", False, 1.0, [1, 2, 3], a=1e6, b=2e5)
+    record = {"per_model": {"s": {"params": params, "conditioning": {"verdict": "measured"}}}}
+    assert adv_tt.flops_line(table) == pytest.approx((1e6, 2e5))
+    assert adv_tt.flops_line(table.iloc[:1]) == (1.2e6, 0.0)
+    a, b = adv_tt.flops_line(table)
+    out = adv_tt.inference_advice(record, table, a + b * 6)  # r = 6 = 2 x 3 is the reach; on the budget fits
+    best = out["best"]
+    assert (best["r"], best["extrapolated"]) == (6, True) and best["flops_per_token"] == pytest.approx(2.2e6)
+    assert best["L"] == pytest.approx(3.0 + 0.6 * 6**-0.8, rel=1e-12) and best["N_unique"] == 4e6
+    assert adv_tt.inference_advice(record, table, 1e6 + 2e5 * 9)["best"]["r"] == 6  # not past 2x the measured
+    inside = adv_tt.inference_advice(record, table, 1e6 + 2e5 * 3.5)["best"]
+    assert (inside["r"], inside["extrapolated"]) == (3, False)
+    with pytest.raises(
+        InputError, match=r"no model runs one pass within 1\.1e\+06 FLOPs per token \(the cheapest needs 1\.2e\+06\)"
+    ):
+        adv_tt.inference_advice(record, table, 1.1e6)
+    with pytest.raises(InputError, match="has no 'flops_per_token_eval' column"):
+        adv_tt.inference_advice(record, table.drop(columns=[adv_tt.FLOPS_COLUMN]), 1e7)
+
+
+def test_a_saturated_curve_runs_the_fewest_passes_within_a_hundredth_of_a_percent():
+    import loopscale.analysis.advise.testtime as adv_tt
+
+    # exp with tau 1: L(r) - L_inf = A e^-(r - 1) <= 1e-4 L_min (~3e-4) from r = 9 on
+    params = {"tau": 1.0, "L_inf[s]": 3.0, "A[s]": 0.5}
+    table = _tt_table("s", False, 1.0, [1, 2, 4, 8], a=0.0, b=1.0)
+    record = {"per_model": {"s": {"params": params, "conditioning": {"verdict": "measured"}}}}
+    L = [3.0 + 0.5 * math.exp(-(r - 1)) for r in range(1, 17)]
+    first = next(r for r, v in zip(range(1, 17), L) if v <= min(L) * (1 + 1e-4))
+    assert adv_tt.inference_advice(record, table, 100.0)["best"]["r"] == first == 9
