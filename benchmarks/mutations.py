@@ -3268,6 +3268,30 @@ MUTATIONS: tuple[Mutation, ...] = (
         ("tests/unit/test_curve_worth_rules.py::test_the_design_is_evaluated_on_the_wsd_schedule_of_its_own_steps",),
         "power evaluates a design's curves at the lr after each step of loopscale's wsd schedule",
     ),
+    Mutation(
+        "hard8-sandwich-memory-counts-an-8-byte-rstd",
+        "loopscale/blocks/sandwich.py",
+        "return n_grad * 2 * (8 * cfg.d_model + 4)",
+        "return n_grad * 2 * (8 * cfg.d_model + 8)",
+        ("tests/unit/test_memory_forms_exact.py::test_every_forms_activations_are_what_autograd_keeps",),
+        "the memory model's activations are what autograd keeps (0.3%): the sandwich norms' fp32 rstd",
+    ),
+    Mutation(
+        "hard8-hyper-memory-stores-every-first-pass-lane",
+        "loopscale/injections/hyper.py",
+        "return ((2 * cfg.r - 1) * K - (K - 1)) * 4 * d + cfg.r * 4 * d",
+        "return ((2 * cfg.r - 1) * K) * 4 * d + cfg.r * 4 * d",
+        ("tests/unit/test_memory_forms_exact.py::test_every_forms_activations_are_what_autograd_keeps",),
+        "the memory model's activations are what autograd keeps: the first pass reads the lanes as views of e",
+    ),
+    Mutation(
+        "hard8-lora-memory-casts-the-normed-input-six-times",
+        "loopscale/blocks/lora.py",
+        "return n_grad * (4 * 2 * cfg.d_model + len(layer_matrices(cfg)) * 2 * rank(cfg))",
+        "return n_grad * (6 * 2 * cfg.d_model + len(layer_matrices(cfg)) * 2 * rank(cfg))",
+        ("tests/unit/test_memory_forms_exact.py::test_every_forms_activations_are_what_autograd_keeps",),
+        "the memory model's activations are what autograd keeps: lora's bf16 casts of the fp32 normed input (4 of 6)",
+    ),
 )
 
 
