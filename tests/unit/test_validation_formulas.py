@@ -293,3 +293,55 @@ def test_a_fit_records_intervals_are_low_high_numbers_open_ends_allowed():
     assert inputs._interval_problem("ci95 phi", [0.4]) == "ci95 phi must be [low, high]; got [0.4]"
     assert inputs._interval_problem("ci95 phi", [True, 0.5]) == "ci95 phi must hold numbers; got [True, 0.5]"
     assert inputs._interval_problem("ci95 phi", [0.1, math.inf]).startswith("ci95 phi must hold numbers")
+
+
+# ----------------------------------------------------------------------------------------------------
+# the conventions' table: a recount refitted, flagged beyond the interval's half-width
+
+
+@pytest.fixture(scope="module")
+def fitted_grid(grid):
+    from loopscale.fit.fit_table import fit_table
+    from loopscale.fit.laws.registry import law_class
+
+    table, data = grid
+    with np.errstate(all="ignore"):
+        fit = fit_table(table, "looped", profile=False)
+    form = forms.forms_for(table, data, "looped", fit.params, Loss("huber"))[0]
+    return table, form, fit.params, [law_class("looped")().from_user(fit.params)]
+
+
+def test_a_recount_is_flagged_when_phi_moves_by_more_than_the_intervals_half_width(fitted_grid):
+    table, form, params, starts = fitted_grid
+
+    def run(half_width):
+        phi = params["phi"]
+        interval = {"phi_interval": [phi - 0.3 * half_width, phi + 1.7 * half_width]}  # asymmetric: (hi - lo) / 2
+        return conventions.convention_table(table, form, params, interval, starts, fill={"vocab_size": 50000})
+
+    wide = run(1.0)
+    recorded, embedding = wide["rows"][0], wide["rows"][1]
+    assert recorded == {"convention": "as recorded", "change": "", "phi": params["phi"], "delta_phi": 0.0} | {
+        "a": recorded["a"], "delta_a": 0.0, "flagged": False, "reason": None}  # fmt: skip
+    assert embedding["change"] == "N_once + embedding + lm_head"
+    assert embedding["delta_phi"] == pytest.approx(embedding["phi"] - params["phi"], abs=1e-15)
+    assert embedding["delta_a"] == pytest.approx(embedding["a"] - recorded["a"], abs=1e-15)
+    move = abs(embedding["delta_phi"])
+    assert 0.05 < move < 1.0 and wide["phi_half_width"] == pytest.approx(1.0)
+    assert not any("phi moves" in f for f in wide["flags"])
+    just_above = run(move * 1.001)
+    assert not any("phi moves" in f for f in just_above["flags"])
+    below = run(move * 0.999)
+    assert (
+        f"embedding and head in N: phi moves by {embedding['delta_phi']:+.3f} (the interval's half-width is "
+        in (below["flags"][0])
+    )
+    assert below["rows"][1]["flagged"] is True
+    reasons = {row["convention"]: row["reason"] for row in wide["rows"][2:]}
+    assert reasons == {
+        "injection in N_rec, not N_once": "needs column 'injection' (or --column injection=VALUE)",
+        "FLOPs without attention's T x T term": "needs column 'seq_len' (or --column seq_len=VALUE)",
+        "truncated passes at 6N, not 2N": "needs column 'seq_len' (or --column seq_len=VALUE)",
+    }
+    no_interval = conventions.convention_table(table, form, params, {}, starts, fill={"vocab_size": 50000})
+    assert no_interval["phi_half_width"] is None and not any("phi moves" in f for f in no_interval["flags"])
