@@ -18,6 +18,7 @@ import loopscale.fit.testtime_checks as checks
 import loopscale.fit.testtime_phi as tt_phi
 from loopscale.errors import InputError
 from loopscale.fit.laws.testtime import TestTime, is_sampled
+from loopscale.fit.objective import Loss
 
 
 def _grid(model, r_scale, fixed, r_eval):
@@ -311,3 +312,24 @@ def test_a_saturated_curve_runs_the_fewest_passes_within_a_hundredth_of_a_percen
     L = [3.0 + 0.5 * math.exp(-(r - 1)) for r in range(1, 17)]
     first = next(r for r, v in zip(range(1, 17), L) if v <= min(L) * (1 + 1e-4))
     assert adv_tt.inference_advice(record, table, 100.0)["best"]["r"] == first == 9
+
+
+def test_the_held_out_depth_is_each_models_largest_r_eval_predicted_from_the_rest():
+    r_eval = [1.0, 2.0, 3.0, 4.0, 6.0, 8.0]
+    L = [3.0 + 0.5 * r**-0.9 for r in r_eval]
+    L[-1] *= 1.02  # the largest depth 2% above the law the rest follow exactly
+    table = tt.testtime_table(pd.DataFrame({"model": "s", "r_train": "sampled", "r_eval": r_eval, "L": L}))
+    with np.errstate(all="ignore"):
+        hold = tt._holdout_largest(table, "power", Loss(), 4)
+    assert hold["n_rows"] == 1 and hold["r_eval"] == [8.0]
+    assert hold["mean_abs_rel_error"] == pytest.approx(1 - 1 / 1.02, rel=1e-4)  # |L_hat / L - 1|, not 0.02
+    short = tt.testtime_table(pd.DataFrame({"model": "s", "r_train": "sampled", "r_eval": [1, 2, 4], "L": L[:3]}))
+    assert tt._holdout_largest(short, "power", Loss(), 4) is None  # the rest would hold the rate
+    two = pd.DataFrame(
+        {"model": ["a"] * 5 + ["b"] * 2, "r_train": "sampled", "r_eval": [1, 2, 3, 4, 6, 1, 4]}
+        | {"L": [3.5, 3.3, 3.2, 3.15, 3.1, 3.6, 3.4]}
+    )
+    exact = tt.testtime_table(pd.DataFrame({"model": "s", "r_train": "sampled", "r_eval": [1, 2, 3, 4], "L": L[:4]}))
+    assert tt._holdout_largest(exact, "power", Loss(), 4) is None  # 3 rows left for 3 free: no residual
+    # rows enough for the rest (5 > 4 free), but b left with one depth would hold its A: not a fair test
+    assert tt._holdout_largest(tt.testtime_table(two), "power", Loss(), 4) is None
