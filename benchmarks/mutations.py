@@ -3292,6 +3292,32 @@ MUTATIONS: tuple[Mutation, ...] = (
         ("tests/unit/test_memory_forms_exact.py::test_every_forms_activations_are_what_autograd_keeps",),
         "the memory model's activations are what autograd keeps: lora's bf16 casts of the fp32 normed input (4 of 6)",
     ),
+    Mutation(
+        "hard8-ratio-budget-forgets-n-pass",
+        "loopscale/train/plan.py",
+        "budget.tokens_per_param * counts.N\n",
+        "budget.tokens_per_param * (counts.N_once + counts.N_rec)\n",
+        ("tests/unit/test_run_plan_numbers.py::test_a_ratio_budget_counts_every_parameter_of_n_the_per_pass_ones_too",),
+        "budget.mode=ratio trains tokens_per_param x N, N = N_once + N_pass + N_rec",
+    ),
+    Mutation(
+        "hard8-token-budget-rounds-down",
+        "loopscale/train/plan.py",
+        "steps = max(1, round(wanted / batch_tokens))",
+        "steps = max(1, int(wanted / batch_tokens))",
+        ("tests/unit/test_run_plan_numbers.py::test_a_token_budget_rounds_to_the_nearest_whole_batch",),
+        "a token budget becomes the nearest whole number of batches",
+    ),
+    Mutation(
+        "hard8-transfer-target-rounded-not-cut",
+        "loopscale/train/plan.py",
+        "D_target = int(budget.compute_flops / F) if",
+        "D_target = round(budget.compute_flops / F) if",
+        (
+            "tests/unit/test_run_plan_numbers.py::test_a_flops_budget_takes_the_nearest_step_count_and_the_transfer_the_whole_tokens",
+        ),
+        "the lr transfer's D is int(C / F), as the published code takes it",
+    ),
 )
 
 
