@@ -345,3 +345,16 @@ def test_a_recount_is_flagged_when_phi_moves_by_more_than_the_intervals_half_wid
     }
     no_interval = conventions.convention_table(table, form, params, {}, starts, fill={"vocab_size": 50000})
     assert no_interval["phi_half_width"] is None and not any("phi moves" in f for f in no_interval["flags"])
+
+
+def test_a_refit_starts_inside_the_box_and_returns_the_user_parameters_of_the_optimum(fitted_grid):
+    import loopscale.fit.validation.refit as refit
+
+    table, form, params, starts = fitted_grid
+    names = list(form.law.internal_names)
+    outside = np.array(starts[0], dtype=float)
+    outside[names.index("phi")] = 7.5  # a start beyond the box (phi <= 3) still finds the optimum
+    with np.errstate(all="ignore"):
+        out = refit.refit(form, form.law.data_from_table(table), [outside])
+    assert set(out) == set(params)  # user names (E, A, B), not the internal logs
+    assert out["phi"] == pytest.approx(params["phi"], abs=2e-4) and out["A"] == pytest.approx(params["A"], rel=1e-2)
