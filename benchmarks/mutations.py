@@ -3183,6 +3183,16 @@ MUTATIONS: tuple[Mutation, ...] = (
         "advise's break-even interval counts a replicate where r = 1 is never beaten as 0, not left out",
     ),
     Mutation(
+        "hard8-lr-step-without-the-grids-own-run",
+        "loopscale/fit/validation/lr_confound.py",
+        "np.log(np.append(lr_table[LR_COLUMN].to_numpy(float), 1.0))",
+        "np.log(lr_table[LR_COLUMN].to_numpy(float))",
+        (
+            "tests/unit/test_validation_formulas.py::test_the_lr_grid_per_r_is_a_parabola_through_its_own_runs_and_the_grids_centre_run",
+        ),
+        "validate reads a 3-point lr grid's step as its ratio, not its square (the grid's own run is a grid point)",
+    ),
+    Mutation(
         "hard8-advise-record-box-without-tolerance",
         "loopscale/analysis/advise/record_checks.py",
         "lo - BOX_TOLERANCE * abs(lo) <= value <= hi + BOX_TOLERANCE * abs(hi)",

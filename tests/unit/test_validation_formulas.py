@@ -358,3 +358,38 @@ def test_a_refit_starts_inside_the_box_and_returns_the_user_parameters_of_the_op
         out = refit.refit(form, form.law.data_from_table(table), [outside])
     assert set(out) == set(params)  # user names (E, A, B), not the internal logs
     assert out["phi"] == pytest.approx(params["phi"], abs=2e-4) and out["A"] == pytest.approx(params["A"], rel=1e-2)
+
+
+def test_the_lr_grid_per_r_is_a_parabola_through_its_own_runs_and_the_grids_centre_run(fitted_grid):
+    """Per r, lr multipliers 0.5 and 2 beside the grid's own run at the smallest budget and width 640 (a 3-point
+    lr grid, `lr_grid.points=3`): the parabola through the three is exact, so the best multiplier is exp(x0_r),
+    L_best = L_c - k x0_r^2, the penalty k x0_r^2, the step 2 (the grid's own 1 counts: it read 4) and each r's
+    move (x0_r - x0_1) / ln 2 steps."""
+    from loopscale.fit.runs_table import budgets
+
+    table, form, params, starts = fitted_grid
+    at_grid = (budgets(table) == budgets(table).min()) & (table["width"] == 640)
+    centre = table[at_grid]
+    x0 = {1.0: 0.1, 2.0: 0.25, 4.0: -0.6, 8.0: 0.0}  # r = 4's best lr 0.55x, r = 2's 1.28x
+    k = 0.02
+    rows = []
+    for _, run in centre.iterrows():
+        for s in (0.5, 2.0):
+            x = math.log(s)
+            L = run["L"] + k * ((x - x0[run["r"]]) ** 2 - x0[run["r"]] ** 2)
+            rows.append(run.to_dict() | {"L": L, "lr_scale": s})
+    lr_table = pd.DataFrame(rows)
+    with np.errstate(all="ignore"):
+        out = lr_confound.lr_section(lr_table, table, form, params, starts)
+    assert out["step"] == pytest.approx(2.0, rel=1e-12) and out["phi_shared"] == params["phi"]
+    by_r = {g["r"]: g for g in out["groups"]}
+    for r, g in by_r.items():
+        L_c = float(centre.loc[centre["r"] == r, "L"].iloc[0])
+        assert g["multipliers"] == [0.5, 2.0, 1.0] and g["L_shared"] == pytest.approx(L_c, rel=1e-12)
+        assert g["best"] == pytest.approx(math.exp(x0[r]), rel=1e-9)
+        assert g["L_best"] == pytest.approx(L_c - k * x0[r] ** 2, rel=1e-12)
+        assert g["penalty"] == pytest.approx(k * x0[r] ** 2, abs=1e-12)
+    assert by_r[4.0]["steps_from_r1"] == pytest.approx((-0.6 - 0.1) / math.log(2), rel=1e-9)
+    assert by_r[2.0]["steps_from_r1"] == pytest.approx(0.15 / math.log(2), rel=1e-9)
+    assert len(out["flags"]) == 1 and out["flags"][0].startswith("the best lr at r = 4 is x0.50 r = 1's (-1.0 grid")
+    assert out["phi_best_points"] is not None and out["phi_penalty_all"] is not None

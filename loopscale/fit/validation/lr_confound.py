@@ -81,7 +81,8 @@ def lr_section(lr_table, table, form: Form, params: dict[str, float], starts) ->
     size = (lambda t: t[width].to_numpy(float)) if width else (lambda t: (t["N_once"] + t["N_rec"]).to_numpy(float))
     keys = ["r", *(["recipe"] if "recipe" in lr_table.columns and "recipe" in table.columns else [])]
     grid_budget, lr_budget = budgets(table), budgets(lr_table)
-    steps = np.diff(np.unique(np.log(lr_table[LR_COLUMN].to_numpy(float))))
+    # the grid's own run (multiplier 1) is a grid point too: without it a 3-point grid (1/s, 1, s) read its step as s^2
+    steps = np.diff(np.unique(np.log(np.append(lr_table[LR_COLUMN].to_numpy(float), 1.0))))
     out["step"] = float(np.exp(steps.min())) if len(steps) else None
     best_L, centre_rows = {}, {}
     for key, rows in lr_table.groupby(keys, sort=True):
