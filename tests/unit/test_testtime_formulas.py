@@ -333,3 +333,20 @@ def test_the_held_out_depth_is_each_models_largest_r_eval_predicted_from_the_res
     assert tt._holdout_largest(exact, "power", Loss(), 4) is None  # 3 rows left for 3 free: no residual
     # rows enough for the rest (5 > 4 free), but b left with one depth would hold its A: not a fair test
     assert tt._holdout_largest(tt.testtime_table(two), "power", Loss(), 4) is None
+
+
+def test_shapes_are_compared_leaving_out_each_row_above_the_smallest_depth_the_rest_can_spare():
+    r_eval = [1.0, 2.0, 3.0, 5.0]
+    L = [3.0 + 0.5 * r**-0.9 for r in r_eval]  # the power law exactly, but r = 3 2% above it
+    L[2] *= 1.02
+    rows = {"model": ["s"] * 4 + ["f"] * 3, "r_train": ["sampled"] * 4 + [2] * 3}
+    raw = pd.DataFrame(rows | {"r_eval": r_eval + [1.0, 2.0, 4.0], "L": L + [3.6, 3.4, 3.45]})
+    with np.errstate(all="ignore"):
+        out = tt.compare_shapes(tt.testtime_table(raw), Loss(), 2)
+    # s: r = 2, 3, 5 (never its smallest); f: leaving out r = 2 (one depth left) or r = 4 (no row past r_train,
+    # delta held) would hold a parameter the full fit frees: none
+    assert out["rows"] == [("s", 2.0), ("s", 3.0), ("s", 5.0)]
+    assert len(out["abs_rel_error"]["power"]) == 3 and out["better"] == "power"
+    assert out["mean_abs_rel_error"]["power"] == pytest.approx(np.mean(out["abs_rel_error"]["power"]), rel=1e-12)
+    # r = 3 left out: the other three rows fix the power law exactly, so its error is |L_hat / L - 1| = 1 - 1/1.02
+    assert out["abs_rel_error"]["power"][1] == pytest.approx(1 - 1 / 1.02, rel=1e-3)
