@@ -2860,6 +2860,40 @@ MUTATIONS: tuple[Mutation, ...] = (
         "without a seed sigma (log units, Huber 1e-3) the profile keeps the pooled threshold",
     ),
     Mutation(
+        "pooled-scale-charges-every-parameter-a-whole-group",
+        "loopscale/fit/uncertainty.py",
+        "spanned = pooled_scale_moments(state) if state.law.reads_curves else None",
+        "spanned = None",
+        (
+            "tests/unit/test_pooled_scale_leverage.py::"
+            "test_a_curve_fits_scale_divides_by_the_sums_expectation_with_the_fits_leverage_written_out",
+        ),
+        "an unweighted curve-law fit divides its clustered psi^2 by the sum's expectation with the fit's leverage, "
+        "sum_g 1' (I - H)_gg 1, not n (G - p) / G",
+    ),
+    Mutation(
+        "pooled-scale-read-on-f-one-g-minus-p",
+        "loopscale/fit/uncertainty.py",
+        "dof = max(1, G - p) if spanned is None else spanned[1]",
+        "dof = max(1, G - p)",
+        (
+            "tests/unit/test_pooled_scale_leverage.py::"
+            "test_a_curve_fits_scale_divides_by_the_sums_expectation_with_the_fits_leverage_written_out",
+        ),
+        "that pooled scale is read against F(1, nu), nu Satterthwaite's for its quadratic form, not F(1, G - p)",
+    ),
+    Mutation(
+        "pooled-scale-leverage-for-final-points",
+        "loopscale/fit/uncertainty.py",
+        "spanned = pooled_scale_moments(state) if state.law.reads_curves else None",
+        "spanned = pooled_scale_moments(state)",
+        (
+            "tests/unit/test_pooled_scale_leverage.py::"
+            "test_other_unweighted_fits_keep_n_g_minus_p_over_g_on_f_one_g_minus_p",
+        ),
+        "a forked sweep's final points (and single rows) keep n (G - p) / G on F(1, G - p)",
+    ),
+    Mutation(
         "curve-start-shared-rows-by-the-branch-listed-first",
         "loopscale/fit/laws/looped_curve.py",
         '        last = last.where(~table["from_parent"].astype(bool), shortest)\n',
