@@ -149,9 +149,11 @@ def summarise(rows: list[dict], phi: float) -> None:
             ratio = np.where(np.isinf(c) & np.isinf(f), np.nan, c / f)
         ratio = ratio[~np.isnan(ratio)]
         q = np.quantile(ratio, [0.25, 0.5, 0.75], method="nearest") if len(ratio) else [np.nan] * 3
+        both = np.isfinite(c) & np.isfinite(f)  # the ratio above reads 0 where only the finals' interval is open
+        closed = f"{np.median(c[both] / f[both]):.3f}" if both.any() else "-"
         print(f"  {iv} curves / finals, sweep by sweep: width ratio median {q[1]:.3f} (IQR {q[0]:.3f}-{q[2]:.3f}, "
-              f"{len(ratio)} sweeps with one closed); curves the narrower in {narrower.mean():.2f} "
-              f"+- {narrower.std() / np.sqrt(n):.2f} of sweeps")  # fmt: skip
+              f"{len(ratio)} sweeps with one closed; {closed} over the {int(both.sum())} with both closed); curves "
+              f"the narrower in {narrower.mean():.2f} +- {narrower.std() / np.sqrt(n):.2f} of sweeps")  # fmt: skip
     noise = np.array([[r["noise"]["sigma_run_log"], r["noise"]["sigma_eval_log"], r["noise"]["rho"]] for r in rows])
     print(f"  curve noise read back (mean): run {noise[:, 0].mean():.4f}, eval {noise[:, 1].mean():.4f}, "
           f"rho {noise[:, 2].mean():.3f}")  # fmt: skip
@@ -170,7 +172,8 @@ def interval_record(result) -> dict:
     boot = (result.ci95 or {}).get("phi")
     closed = ci is not None and ci[0] is not None and ci[1] is not None
     prof = result.profile_phi
-    walk = {k: prof.get(k) for k in ("phi", "objective", "threshold", "groups", "reference_dof")} if prof else None
+    keys = ("phi", "objective", "threshold", "groups", "reference_dof", "independent_sum", "mean_psi_prime")
+    walk = {k: prof.get(k) for k in keys} if prof else None
     return {
         "phi": float(result.params["phi"]),
         "profile": ci,
