@@ -3362,6 +3362,36 @@ MUTATIONS: tuple[Mutation, ...] = (
         ),
         "the lr transfer's D is int(C / F), as the published code takes it",
     ),
+    Mutation(
+        "hard8-wsd-cools-down-to-zero",
+        "loopscale/train/optim/schedule.py",
+        "    return 1.0 - (1.0 - final) * shape",
+        "    return 1.0 - shape",
+        (
+            "tests/unit/test_schedule.py::test_wsd_cools_down_to_final_lr_frac_from_a_given_start_never_inside_the_warmup",
+        ),
+        "the wsd cooldown heads for final_lr_frac of the peak, as linear does",
+    ),
+    Mutation(
+        "hard8-wsd-ignores-the-branchs-fork-step",
+        "loopscale/train/optim/schedule.py",
+        "    if decay_start is None:\n        decay_start = wsd_decay_start(total_steps, optim.decay_frac)",
+        "    decay_start = wsd_decay_start(total_steps, optim.decay_frac)",
+        (
+            "tests/unit/test_schedule.py::test_wsd_cools_down_to_final_lr_frac_from_a_given_start_never_inside_the_warmup",
+        ),
+        "a forked branch cools down from the decay start it is given",
+    ),
+    Mutation(
+        "hard8-wsd-cooldown-inside-the-warmup",
+        "loopscale/train/optim/schedule.py",
+        "    decay_start = max(decay_start, n_warmup)\n",
+        "",
+        (
+            "tests/unit/test_schedule.py::test_wsd_cools_down_to_final_lr_frac_from_a_given_start_never_inside_the_warmup",
+        ),
+        "the wsd cooldown never starts before the warmup has ended",
+    ),
 )
 
 

@@ -71,3 +71,21 @@ def test_the_wsd_cooldown_is_the_last_round_of_decay_frac_steps(steps, frac, coo
     mult = [lr_multiplier(s, steps, opt) for s in range(steps)]
     assert mult[steps - cool] == 1.0 and all(m < 1.0 for m in mult[steps - cool + 1 :])
     assert all(m == 1.0 for m in mult[1 : steps - cool])
+
+
+def test_wsd_cools_down_to_final_lr_frac_from_a_given_start_never_inside_the_warmup():
+    """final_lr_frac != 0 (the end the cooldown heads for: 1 - (1 - final) x shape), a forked branch's explicit
+    decay_start, and a cooldown that would begin inside the warmup starting at its end instead."""
+    opt = OptimConfig(schedule="wsd", warmup_steps=5, decay_frac=0.2, final_lr_frac=0.1)
+    assert lr_multiplier(45, 50, opt) == pytest.approx(1 - 0.9 * 5 / 10, rel=1e-12)
+    sqrt_opt = OptimConfig(schedule="wsd", warmup_steps=5, decay_frac=0.2, final_lr_frac=0.1, decay_shape="sqrt")
+    assert lr_multiplier(45, 50, sqrt_opt) == pytest.approx(1 - 0.9 * math.sqrt(5 / 10), rel=1e-12)
+    # a branch given its fork step: the cooldown from there, whatever decay_frac says
+    assert lr_multiplier(29, 50, opt, decay_start=30) == 1.0
+    assert lr_multiplier(40, 50, opt, decay_start=30) == pytest.approx(1 - 0.9 * 10 / 20, rel=1e-12)
+    # 10 steps, warmup 6, decay_frac 0.6: the cooldown would start at 4, inside the warmup; it starts at 6
+    short = OptimConfig(schedule="wsd", warmup_steps=6, decay_frac=0.6, final_lr_frac=0.1)
+    assert [lr_multiplier(s, 10, short) for s in (4, 5, 6)] == [pytest.approx(5 / 6), 1.0, 1.0]
+    assert lr_multiplier(8, 10, short) == pytest.approx(1 - 0.9 * 2 / 4, rel=1e-12)
+    # the constant schedule holds the peak after its warmup, whatever final_lr_frac says
+    assert lr_multiplier(49, 50, OptimConfig(schedule="constant", warmup_steps=5, final_lr_frac=0.1)) == 1.0
