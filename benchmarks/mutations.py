@@ -3392,6 +3392,26 @@ MUTATIONS: tuple[Mutation, ...] = (
         ),
         "the wsd cooldown never starts before the warmup has ended",
     ),
+    Mutation(
+        "hard8-forked-job-pays-whole-branches",
+        "loopscale/train/plan.py",
+        "steps = self.parent_steps + sum(b.cooldown_steps for b in self.branches)",
+        "steps = self.parent_steps + sum(b.steps for b in self.branches)",
+        (
+            "tests/unit/test_job_plan_numbers.py::test_a_forked_job_trains_its_parent_to_the_last_fork_and_each_cooldown",
+        ),
+        "a forked job costs F (D_parent + sum_i cooldown tokens_i): plan, sweep and the launcher price that",
+    ),
+    Mutation(
+        "hard8-forked-job-writes-a-parent-run-json",
+        "loopscale/train/job_plan.py",
+        "own = self.run_dir / (PARENT_FILE if self.forks is not None else RUN_FILE)",
+        "own = self.run_dir / RUN_FILE",
+        (
+            "tests/unit/test_job_plan_numbers.py::test_a_forked_job_trains_its_parent_to_the_last_fork_and_each_cooldown",
+        ),
+        "a forked job's parent writes fork_parent.json, never run.json (collect must not take it for a point)",
+    ),
 )
 
 
