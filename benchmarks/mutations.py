@@ -3412,6 +3412,22 @@ MUTATIONS: tuple[Mutation, ...] = (
         ),
         "a forked job's parent writes fork_parent.json, never run.json (collect must not take it for a point)",
     ),
+    Mutation(
+        "lead8-hyper-forward-flops-without-the-read-out",
+        "loopscale/injections/hyper.py",
+        "return 2 * r * (K * K * d + K * d + (K * d * (K + 2) if dynamic(cfg) else 0))",
+        "return 2 * r * (K * K * d + (K * d * (K + 2) if dynamic(cfg) else 0))",
+        ("tests/unit/test_eval_flops.py",),
+        "a hyper model's forward FLOPs (validation, curves, the test-time table) count its lanes' mix and alpha read-out",
+    ),
+    Mutation(
+        "lead8-parcae-memory-counts-b-output",
+        "loopscale/injections/parcae.py",
+        "return (4 + 4 + 2 + 4) * d + 4 + 4 * d * n_grad",
+        "return (4 + 4 + 2 + 2 + 4) * d + 4 + 4 * d * n_grad",
+        ("tests/unit/test_memory_forms_exact.py::test_every_forms_activations_are_what_autograd_keeps",),
+        "every form's activation bytes per token are what autograd keeps (the memory model sizes the device batch)",
+    ),
 )
 
 

@@ -68,6 +68,12 @@ class HyperForm(InjectionForm):
         always = r * K * K * d + (r * K * d * (K + 2) if dynamic(cfg) else 0)  # lane mix; normed lanes @ W_dyn
         return pass_flops(cfg, n_grad, K * d) + 6 * always  # the alpha read-out per pass
 
+    def forward_flops_per_token(self, cfg) -> int:
+        """One forward, every pass: the lane mix (and W_dyn) and the alpha read-out, 2 FLOPs a multiply-add (the
+        matrix-group default counts no SCALAR parameter, so it would leave these out)."""
+        r, K, d = cfg.r, lanes(cfg), cfg.d_model
+        return 2 * r * (K * K * d + K * d + (K * d * (K + 2) if dynamic(cfg) else 0))
+
     def elementwise_flops_per_token(self, cfg, n_grad: int) -> int:
         return 6 * cfg.r * lanes(cfg) * cfg.d_model  # beta (x) s, every pass with gradient
 

@@ -66,11 +66,11 @@ class ParcaeForm(InjectionForm):
         return 2 * cfg.d_model**2  # B e_n once
 
     def saved_bytes_per_token(self, cfg, n_grad: int) -> int:
-        # measured (tests/unit/test_injections.py): the prelude norm's fp32 input and output, B's bf16 input and
-        # output, the fp32 B e_n that softplus(dt) multiplies, and per pass with gradient the fp32 s the decay
-        # multiplies (its gradient needs s)
+        # measured (tests/unit/test_memory_forms_exact.py): the prelude norm's fp32 input, its fp32 x * rsqrt and the
+        # rsqrt itself (one fp32 scalar a token, saved twice in one storage), B's bf16 input (linear keeps no output),
+        # the fp32 B e_n that softplus(dt) multiplies, and per pass with gradient the fp32 s the decay multiplies
         d = cfg.d_model
-        return (8 + 2 + 2 + 4) * d + 8 + 4 * d * n_grad
+        return (4 + 4 + 2 + 4) * d + 4 + 4 * d * n_grad
 
     def weight_copy_bytes(self, cfg) -> int:
         # B's bf16 copy, and the fp32 vectors made from dt and A_log once a forward (softplus(dt) twice, exp(A_log),

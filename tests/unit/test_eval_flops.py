@@ -1,6 +1,6 @@
 """Forward-only FLOPs per token (loopscale/model/accounting.py: `eval_flops_per_token`, `eval_flops_at`), what
 validation, the loss curve, the launch estimate and the test-time table (`flops_per_token_eval`) count, against
-FlopCounterMode on a real no-grad forward of every recipe but hyper, at the trained r and at r_eval below and past it (a
+FlopCounterMode on a real no-grad forward of every recipe, at the trained r and at r_eval below and past it (a
 pass past r reuses the last pass's parameters: the same matmuls). The training FLOPs of each form are
 tests/support/parity.py's; these are the evaluation's, which nothing else measured."""
 
@@ -15,10 +15,9 @@ from loopscale.model.accounting import eval_flops_at, eval_flops_per_token
 from loopscale.model.transformer import LoopedTransformer
 from support.train import tiny_model
 
-# hyper is left out: its forward count is the launch estimate's convention (a form's matrix-group parameters once a
-# pass, injections/form.py), which leaves out the lanes' K x K mix and alpha read-out (2 (K^2 + K) d a pass, 0.06%
-# of F here); linear's convention over-counts W_e e (documented there)
-RECIPES = ["lora", "loop_index", "parcae", "whole_stack"]  # baseline and tbptt: by hand below
+# hyper counts its lanes' K x K mix and alpha read-out (2 (K^2 + K) d a pass; the matrix-group convention of
+# injections/form.py has no SCALAR parameter); linear's convention over-counts W_e e (documented there)
+RECIPES = ["lora", "loop_index", "parcae", "whole_stack", "hyper"]  # baseline and tbptt: by hand below
 
 
 def measured_forward_flops(model, cfg, r_eval: int) -> float:
@@ -47,3 +46,15 @@ def test_forward_flops_by_hand():
         layer_passes = 2 + 2 + 2 * r
         want = 2 * (layer_passes * (12 * d * d + 2 * T * d) + V * d) + 2 * r * (2 * d * d)
         assert eval_flops_at(cfg, r) == want, r
+
+
+def test_dynamic_hyper_with_three_lanes_counts_its_w_dyn_and_lane_mix():
+    """loopscale/injections/hyper.py off the probe's defaults (K = 3, dynamic): 2 r (K^2 d + K d + K d (K + 2))
+    beyond the stack, every pass of a forward, as FlopCounterMode sees it."""
+    options = {"hyper_dynamic": True, "hyper_lanes": 3}
+    cfg = tiny_model(
+        4, "hyper_dyn", injection="hyper", d_model=32, head_dim=16, seq_len=16, vocab_size=60, options=options
+    )
+    model = LoopedTransformer(cfg).eval()
+    for r_eval in (2, 4, 6):
+        assert eval_flops_at(cfg, r_eval) == measured_forward_flops(model, cfg, r_eval), r_eval

@@ -3,8 +3,7 @@
 forward, against `activation_bytes`. tests/support/parity.py lets a form over-count its own bytes per token by 30%;
 measured here, every form's spec (`saved_bytes_per_token`, `weight_copy_bytes` of loopscale/injections/concat.py,
 linear.py, huginn.py, hyper.py, parcae.py, loop_index.py and loopscale/blocks/lora.py, sandwich.py,
-scaled_residual.py) is exact per token but Parcae's, which counts 2 d + 4 bytes a token more than it keeps, and the
-per-forward bytes are exact to 8 (a scalar the model does not count)."""
+scaled_residual.py) is exact per token, and the per-forward bytes are exact to 8 (a scalar the model does not count)."""
 
 from __future__ import annotations
 
@@ -43,7 +42,6 @@ def test_every_forms_activations_are_what_autograd_keeps(case):
         measured[batch] = kept_for_backward(model, ids)
         predicted[batch] = activation_bytes(cfg, batch, False)
     per_token = {k: (v[4] - v[2]) / (2 * T) for k, v in (("measured", measured), ("predicted", predicted))}
-    over = 2 * cfg.d_model + 4 if case == "parcae" else 0
-    assert per_token["predicted"] - per_token["measured"] == over, per_token
+    assert per_token["predicted"] == per_token["measured"], per_token
     per_forward = {k: v[2] - 2 * T * per_token[k] for k, v in (("measured", measured), ("predicted", predicted))}
     assert -8 <= per_forward["predicted"] - per_forward["measured"] <= 0, per_forward
