@@ -317,8 +317,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "identity-ignores-the-data",
         "loopscale/train/identity.py",
-        "    identity = {**identity_of(config), **(data or {})}",
-        "    identity = identity_of(config)",
+        "    identity = whole = {**identity_of(config), **(data or {})}",
+        "    identity, whole = identity_of(config), {**identity_of(config), **(data or {})}",
         ("tests/integration/test_data_identity.py::test_a_run_refuses_to_resume_on_a_changed_corpus",),
         "a corpus edited after a kill is noticed, not trained on (the data's content hash in the identity)",
     ),
@@ -1955,8 +1955,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "curve-r-eval-priced-at-the-trained-r",
         "loopscale/train/plan.py",
-        "    per_token = sum(run.eval_flops[r] for r in run.curve_r_evals)\n",
-        "    per_token = len(run.curve_r_evals) * run.eval_flops[cfg.model.r]\n",
+        "        return sum(self.eval_flops[r] for r in self.curve_r_evals)\n",
+        "        return len(self.curve_r_evals) * self.eval_flops[self.curve_r_evals[0]]\n",
         (
             "tests/integration/test_curve_r_eval.py::"
             "test_each_curve_point_scores_as_the_model_rebuilt_at_that_r_and_the_plan_prices_them",

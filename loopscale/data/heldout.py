@@ -28,7 +28,7 @@ import math
 
 import numpy as np
 
-from loopscale.config.schema import DataConfig
+from loopscale.config.schema import DataConfig, TrainerConfig
 
 
 def subset_count(final: int, share: float) -> int:
@@ -83,3 +83,13 @@ def curve_plan(
             return steps
     # the corners alone cost too much: the last step only, when even that fits
     return [total_steps] if n_points > 0 and total_steps >= 1 and flops_per_point <= budget else []
+
+
+
+def subset_curve(trainer: TrainerConfig, final: int, T: int, flops_per_token: float, steps: int, C: float, corners):
+    """(the steps after which a run of `steps` evaluates its loss curve, the FLOPs of one evaluation): the
+    trainer.val_subset share of a final set of `final` sequences, T tokens each at `flops_per_token`, at `curve_plan`'s
+    steps (`corners`: the schedule's, its cooldown's start) within trainer.curve_share of the run's training FLOPs C."""
+    per_point = (subset_count(final, trainer.val_subset) if final else 0) * T * flops_per_token
+    at = curve_plan(steps, trainer.curve_points, trainer.curve_share, C, per_point, *corners) if per_point > 0 else []
+    return at, per_point

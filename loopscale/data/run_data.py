@@ -36,6 +36,25 @@ class RunData:
         on data that changed under it (a corpus edited, a cache rebuilt from other text)."""
         return (self.packed or self.prepared).content_sha256
 
+    def record(self, data: DataConfig, steps: int, batch_rows: int, seq_len: int) -> dict:
+        """What a run of `steps` steps of `batch_rows` rows reads (run.json's `data`); DataError when a packed set is
+        too small for it (data.allow_repeat lifts it)."""
+        if self.packed is None:
+            return {
+                "format": "windows",
+                "set": str(self.prepared.root),
+                "content_sha256": self.content_sha256,
+                "train_tokens": self.prepared.n_train_tokens,
+            }
+        from loopscale.data.packed_batches import check_rows, val_row_count  # torch: only when a run opens its data
+
+        packed = self.packed
+        record = check_rows(packed.train.n_rows, steps, batch_rows, seq_len, data.allow_repeat, str(packed.root))
+        record["content_sha256"] = self.content_sha256
+        record["val_rows"] = val_row_count(packed, data.val_rows)
+        record["waste_share"] = packed.meta.get("waste_share")
+        return record
+
 
 def open_or_error(data: DataConfig, seq_len: int, progress: bool = True) -> RunData | Exception:
     """The run's data opened before its training starts, or the error opening it raised: the run records that
@@ -67,24 +86,6 @@ def open_run_data(data: DataConfig, seq_len: int, progress: bool = True) -> RunD
         )
     vocab = packed.vocab_size or data.vocab_size  # the published set has no meta.json: data.vocab_size
     return RunData(vocab_size=vocab, packed=packed)
-
-
-def data_record(run: RunData, data: DataConfig, steps: int, batch_rows: int, seq_len: int) -> dict:
-    """What the run will read (for run.json); raises DataError when a packed set is too small."""
-    if run.packed is None:
-        return {
-            "format": "windows",
-            "set": str(run.prepared.root),
-            "content_sha256": run.content_sha256,
-            "train_tokens": run.prepared.n_train_tokens,
-        }
-    from loopscale.data.packed_batches import check_rows, val_row_count  # torch: only when a run opens its data
-
-    record = check_rows(run.packed.train.n_rows, steps, batch_rows, seq_len, data.allow_repeat, str(run.packed.root))
-    record["content_sha256"] = run.content_sha256
-    record["val_rows"] = val_row_count(run.packed, data.val_rows)
-    record["waste_share"] = run.packed.meta.get("waste_share")
-    return record
 
 
 def make_datamodule(

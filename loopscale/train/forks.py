@@ -30,7 +30,6 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from loopscale.config.dirs import save_job_config
 from loopscale.config.schema import TrainConfig, with_vocab
 from loopscale.data.run_data import RunData, usable
 from loopscale.errors import ConfigError
@@ -75,8 +74,7 @@ def run_forks(cfg: TrainConfig, run_data: RunData | Exception, task_cfg=None) ->
     # the parent dir must hold this model's parent (loopscale/train/identity.py); each branch dir is checked
     # when its turn comes (_run_branch)
     if launching_rank():
-        claim_run_dir(parent_dir, job.run_cfg, restart=cfg.restart, record_file=PARENT_FILE, data=data)
-        save_job_config(parent_dir, task_cfg)
+        claim_run_dir(parent_dir, job.run_cfg, task_cfg, restart=cfg.restart, record_file=PARENT_FILE, data=data)
 
     def needs_fork(point: PointPlan) -> bool:
         branch_dir = run_dir_of(point.cfg)

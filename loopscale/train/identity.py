@@ -255,7 +255,7 @@ def claim(
     Another identity: IdentityMismatch naming the differing fields, unless `restart`, which deletes the
     run's files (all but KEEP_ON_RESTART) and claims the dir afresh."""
     run_dir = Path(run_dir)
-    identity = {**identity_of(config), **(data or {})}
+    identity = whole = {**identity_of(config), **(data or {})}  # whole: what identity.json holds
     digest = identity_hash(identity)
     try:
         old = stored_identity(run_dir, record_file)
@@ -282,8 +282,6 @@ def claim(
                 shutil.rmtree(entry) if entry.is_dir() and not entry.is_symlink() else entry.unlink()
         old = None
     if old is None or not (run_dir / IDENTITY_FILE).is_file():
-        write_json_atomic(
-            run_dir / IDENTITY_FILE, IdentityFile(hash=digest, identity={**identity_of(config), **(data or {})})
-        )
+        write_json_atomic(run_dir / IDENTITY_FILE, IdentityFile(hash=digest, identity=whole))
         return digest
     return stored_hash(run_dir) or digest

@@ -111,12 +111,9 @@ def curve_cost(job: JobPlan, val_sequences: int) -> tuple[int, float]:
     """(evaluations, FLOPs) of the job's loss curves (`plan.curve_evaluations`, each r_eval of trainer.curve_r_eval
     at its own forward FLOPs) on a final validation set of `val_sequences`: a single run's points; a forked job's
     parent's (its fork steps among them) and each branch's own after its fork (it inherits the parent's before)."""
-    if job.forks is None:
-        steps, per_point = curve_evaluations(job.cfg, job.run, val_sequences)
-        return len(steps), len(steps) * per_point
-    steps, per_point = curve_evaluations(job.run_cfg, job.run, val_sequences, job.forks.fork_steps)
+    steps, per_point = curve_evaluations(job.run_cfg, job.run, val_sequences, job.forks.fork_steps if job.forks else ())
     points, flops = len(steps), len(steps) * per_point
-    for point in job.points:
+    for point in job.points if job.forks is not None else ():
         steps, per_point = curve_evaluations(point.cfg, plan_run(point.cfg), val_sequences)
         own = [s for s in steps if s > point.fork_step]
         points, flops = points + len(own), flops + len(own) * per_point

@@ -263,7 +263,7 @@ class LoopedLM(L.LightningModule):
         """What a sampled-r run trained: sequences at each pass count (every rank's, summed), realised passes."""
         tally = dict(self.r_tally)
         if self.trainer is not None and self.trainer.world_size > 1:
-            counts = torch.zeros(r_sampling.r_cap(self.model_cfg) + 1, device=self.device)
+            counts = torch.zeros(self.plan.run.r_ledger["r_max"] + 1, device=self.device)  # the plan's r cap
             for n, c in tally.items():
                 counts[n] = c
             counts = self.trainer.strategy.reduce(counts, reduce_op="sum")

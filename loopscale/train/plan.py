@@ -15,13 +15,14 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from omegaconf import DictConfig, OmegaConf
 
 from loopscale.config.checks import r_eval_values
 from loopscale.config.naming import budget_tag
 from loopscale.config.schema import TrainConfig
-from loopscale.data.heldout import curve_plan, subset_count
+from loopscale.data.heldout import final_val_sequences, subset_curve
 from loopscale.errors import ConfigError
 from loopscale.model import accounting, r_sampling
 from loopscale.model.memory import MemoryEstimate, usable_memory
@@ -29,6 +30,9 @@ from loopscale.train.batching import Batching, split_and_memory
 from loopscale.train.optim.lr_transfer import peak_lrs
 from loopscale.train.optim.schedule import warmup_steps as schedule_warmup_steps
 from loopscale.train.optim.schedule import wsd_decay_start
+
+if TYPE_CHECKING:
+    from loopscale.data.run_data import RunData
 
 CHECKPOINT = Path("checkpoints") / "last.ckpt"
 SINGLE_RUN_MODES = ("flops", "tokens", "ratio")  # the budgets of one run; budget.mode=forks is a job of several
@@ -54,6 +58,7 @@ class RunPlan:
     # the D of the lr transfer: in flops mode the tokens C / F before rounding to whole batches (int(C / F), as
     # the published code takes it), else D
     D_target: int
+    D_ref: float  # the lr transfer's reference D: its reference model's (accounting.d_ref_tokens)
     N_pass: int = 0  # parameters used once per pass (per-pass adapters): docs/design.md, "Parameter accounting"
     # variable-depth training (model/r_sampling.py): the FLOPs ledger of its schedule (F above is its realised mean)
     r_ledger: dict | None = None
@@ -62,6 +67,11 @@ class RunPlan:
     curve_r_evals: list[int] = field(default_factory=list)
     r_evals: list[int] = field(default_factory=list)
     eval_flops: dict[int, float] = field(default_factory=dict)
+
+    @property
+    def curve_flops_per_token(self) -> float:
+        """The forward FLOPs per token of one evaluation of the loss curve: each of its passes at its own."""
+        return sum(self.eval_flops[r] for r in self.curve_r_evals)
 
 
 def plan_run(cfg: TrainConfig) -> RunPlan:
@@ -72,7 +82,9 @@ def plan_run(cfg: TrainConfig) -> RunPlan:
     budget = cfg.budget
     if budget.mode not in SINGLE_RUN_MODES:
         raise ConfigError(f"plan_run plans one run; budget.mode={budget.mode} is a job of several (plan_job)")
-    passes = curve_r_evals(cfg)  # the passes scored (config/checks), then the accounting: one trip down the layers
+    # the passes scored (config/checks): each curve point's (trainer.curve_r_eval, the trained r always among them: [r]
+    # by default) and the finished model's (trainer.r_eval); then the accounting, in one trip down the layers
+    passes = sorted({cfg.model.r, *r_eval_values(cfg.trainer.curve_r_eval, cfg.model.r)})
     r_evals = r_eval_values(cfg.trainer.r_eval, cfg.model.r)
     counted = accounting.account(cfg.model, {*passes, *r_evals})
     counts, F, F_causal = counted.counts, counted.F, counted.F_causal
@@ -108,13 +120,14 @@ def plan_run(cfg: TrainConfig) -> RunPlan:
         curve_r_evals=passes,
         r_evals=r_evals,
         eval_flops=counted.eval_flops,
+        D_ref=accounting.d_ref_tokens(cfg.model, cfg.optim.transfer_ref_size),  # last in the same trip down
     )
 
 
 @dataclass(frozen=True)
 class TrainingPlan:
-    """What training one run derives from its config, computed once (plan_training) and passed as the plan to
-    the LightningModule, the Trainer and the run's record."""
+    """What training one run derives from its config and its data, computed once (plan_training) before it trains and
+    passed as the plan to the LightningModule, the Trainer and the run's record."""
 
     run: RunPlan  # N_once, N_rec, N, F, F_causal, D, C, steps, batch tokens, D_target
     batching: Batching  # world x device batch x gradient accumulation (loopscale/train/batching.py)
@@ -125,6 +138,7 @@ class TrainingPlan:
     # trainer.r_eval's, with the forward FLOPs per token at each: the run's)
     curve_steps: frozenset[int]
     curve_flops_per_point: float
+    data: dict | None = None  # what the run reads (run.json's `data`: RunData.record); None: planned without data
 
     def memory_record(self, plan_device: str) -> dict | None:
         """The predicted memory as run.json records it: the estimate's terms and peak, the device, its usable bytes."""
@@ -133,20 +147,22 @@ class TrainingPlan:
         return {**self.memory.as_dict(), "plan_device": plan_device, "usable": self.usable_memory}
 
 
-def plan_training(cfg: TrainConfig, run: RunPlan | None = None, val_sequences: int = 0, fork_steps=()) -> TrainingPlan:
-    """The run's plan (`run`, else plan_run(cfg)) with the split over devices, the predicted memory of a GPU
-    run at that device batch, the peak lrs at the plan's batch tokens and D_target, and what it scores: its loss
-    curve on a final set of `val_sequences` (`curve_evaluations`; none when 0) and trainer.r_eval's passes, with
-    the forward FLOPs per token at each. Raises ConfigError when the batch does not split over the devices
-    (batching.device_batching)."""
+def plan_training(cfg: TrainConfig, run: RunPlan | None = None, run_data: RunData | None = None, fork_steps=()):
+    """The run's plan (`run`, else plan_run(cfg)) on its data (`run_data`, opened before the run), made before anything
+    is built: the peak lrs at the plan's batch tokens, D_target and D_ref, the split over devices (ConfigError when the
+    batch does not split) and a GPU run's predicted memory at it, what it reads (DataError when a packed set is too
+    small for D), its loss curve on the final set (`curve_evaluations`; none without data): one trip down the layers."""
     run = plan_run(cfg) if run is None else run
+    # D_target is 0 when C < F (less than one token): the lr transfer then takes the tokens trained, D
+    lrs = peak_lrs(cfg.model, cfg.optim, run.batch_tokens, run.D_target or run.D, run.D_ref)
+    corners = curve_corners(cfg, run.steps, fork_steps)
     batching, memory = split_and_memory(cfg.budget, cfg.model, cfg.trainer, cfg.optim.optimizer)
     usable = usable_memory(cfg.trainer.plan_device) if memory is not None else None
-    # D_target is 0 when C < F (less than one token): the lr transfer then takes the tokens trained, D
-    D_ref = accounting.d_ref_tokens(cfg.model, cfg.optim.transfer_ref_size)  # the lr transfer's reference model
-    lrs = peak_lrs(cfg.model, cfg.optim, run.batch_tokens, run.D_target or run.D, D_ref)
-    steps, per_point = curve_evaluations(cfg, run, val_sequences, fork_steps)
-    return TrainingPlan(run, batching, memory, usable, lrs, frozenset(steps), per_point)
+    T = cfg.model.seq_len
+    data = run_data.record(cfg.data, run.steps, cfg.budget.batch_size, T) if run_data is not None else None
+    val_sequences = (data.get("val_rows") or final_val_sequences(cfg.data, T)) if data is not None else 0
+    steps, per_point = subset_curve(cfg.trainer, val_sequences, T, run.curve_flops_per_token, run.steps, run.C, corners)
+    return TrainingPlan(run, batching, memory, usable, lrs, frozenset(steps), per_point, data)
 
 
 def run_dir_of(cfg: TrainConfig) -> Path:
@@ -251,30 +267,21 @@ def plan_forks(cfg: TrainConfig) -> ForkPlan:
     return ForkPlan(F=F, batch_tokens=batch_tokens, warmup_steps=n_warmup, branches=tuple(branches))
 
 
-def curve_r_evals(cfg: TrainConfig) -> list[int]:
-    """The passes each evaluation of the loss curve scores the model at (trainer.curve_r_eval, read as
-    trainer.r_eval is: `r_eval_values`), the trained r always among them: [r] by default (off)."""
-    return sorted({cfg.model.r, *r_eval_values(cfg.trainer.curve_r_eval, cfg.model.r)})
+def curve_corners(cfg: TrainConfig, steps: int, fork_steps=()) -> tuple[list[int], int | None]:
+    """The schedule's corners a run of `steps` evaluates its loss curve at (the warmup's end, a stable parent's
+    `fork_steps`, a wsd cooldown's start: `curve_plan` keeps them), and that cooldown's start (None without one)."""
+    warmup = schedule_warmup_steps(steps, cfg.optim.warmup_frac, cfg.optim.warmup_steps)
+    cooldown = wsd_decay_start(steps, cfg.optim.decay_frac) if cfg.optim.schedule == "wsd" else None
+    return [warmup, *fork_steps, *([cooldown] if cooldown is not None else [])], cooldown
 
 
 def curve_evaluations(cfg: TrainConfig, run: RunPlan, val_sequences: int, fork_steps=()) -> tuple[list[int], float]:
-    """(the optimizer steps after which the run evaluates its loss curve, the FLOPs of one evaluation): the
-    trainer.val_subset share of a val set of `val_sequences`, T target tokens each at the forward-only FLOPs per
-    token at every pass count of `curve_r_evals` (each r_eval at its own, accounting.eval_flops_at), after
-    `curve_plan`'s steps (corners: the warmup's end, a wsd cooldown's start, a stable parent's `fork_steps`)
-    within trainer.curve_share of the run's FLOPs C (the extra r_eval included: more of them, fewer steps)."""
-    subset = subset_count(val_sequences, cfg.trainer.val_subset) if val_sequences else 0
-    per_token = sum(run.eval_flops[r] for r in run.curve_r_evals)
-    per_point = subset * cfg.model.seq_len * per_token
-    if per_point <= 0:
-        return [], 0.0
-    warmup = schedule_warmup_steps(run.steps, cfg.optim.warmup_frac, cfg.optim.warmup_steps)
-    cooldown = wsd_decay_start(run.steps, cfg.optim.decay_frac) if cfg.optim.schedule == "wsd" else None
-    corners = [warmup, *fork_steps, *([cooldown] if cooldown is not None else [])]
-    steps = curve_plan(
-        run.steps, cfg.trainer.curve_points, cfg.trainer.curve_share, run.C, per_point, corners, cooldown
-    )
-    return steps, per_point
+    """(the optimizer steps after which the run evaluates its loss curve, the FLOPs of one evaluation) on a final set
+    of `val_sequences` (data/heldout.py's `subset_curve`), each of `curve_r_evals` at its own forward FLOPs per token
+    (accounting.eval_flops_at), within trainer.curve_share of the run's C (more r_evals: fewer steps)."""
+    corners = curve_corners(cfg, run.steps, fork_steps)
+    T, per_token = cfg.model.seq_len, run.curve_flops_per_token
+    return subset_curve(cfg.trainer, val_sequences, T, per_token, run.steps, run.C, corners)
 
 
 def r_eval_scoring_flops(cfg: TrainConfig, val_sequences: int) -> float:

@@ -31,6 +31,11 @@ from loopscale.train.run_json import ForkKeys, RunRecord
 
 log = logging.getLogger("loopscale.train.entry")
 STOP_REASONS = {"interrupted": "interrupted (Ctrl-C / SIGINT)", "terminated": "terminated (SIGTERM)"}
+# the RunPlan's numbers a run.json holds (its accounting and budget)
+RECORDED_PLAN = (
+    *("N_once", "N_rec", "N_pass", "N", "embedding", "lm_head"),
+    *("F", "D", "C", "C_budget", "steps", "batch_tokens"),
+)
 
 
 def first_record(cfg: TrainConfig, run_dir: Path, extra: ForkKeys | None = None) -> RunRecord:
@@ -66,18 +71,7 @@ def record_plan(record: RunRecord, cfg: TrainConfig, plan: RunPlan) -> None:
         vocab_size=m.vocab_size,
         vocab_padded=m.padded_vocab_size,
         seq_len=m.seq_len,
-        N_once=plan.N_once,
-        N_rec=plan.N_rec,
-        N_pass=plan.N_pass,
-        N=plan.N,
-        embedding=plan.embedding,
-        lm_head=plan.lm_head,
-        F=plan.F,
-        D=plan.D,
-        C=plan.C,
-        C_budget=plan.C_budget,
-        steps=plan.steps,
-        batch_tokens=plan.batch_tokens,
+        **{key: getattr(plan, key) for key in RECORDED_PLAN},
         seed=cfg.seed,
         git_commit=git_commit(),
         versions=library_versions(),

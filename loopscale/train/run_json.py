@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NotRequired, TypedDict
 
+from loopscale.config.dirs import save_job_config
 from loopscale.errors import InputError
 from loopscale.train.identity import claim, identity_file_problem, stored_hash
 
@@ -406,11 +407,12 @@ def set_aside_replaced(run_dir: Path, old_identity: str) -> Path | None:
     return aside
 
 
-def claim_run_dir(run_dir: Path, config: Any, **kwargs: Any) -> str:
-    """identity.claim(run_dir, config, **kwargs), and when another config has just taken the dir over, the
-    earlier config's outputs moved aside (set_aside_replaced). Returns the identity hash."""
+def claim_run_dir(run_dir: Path, config: Any, task_cfg=None, **kwargs: Any) -> str:
+    """identity.claim(run_dir, config, **kwargs); when another config has just taken the dir over, the earlier config's
+    outputs moved aside (set_aside_replaced); Hydra's composed `task_cfg` saved into .hydra/. The identity hash."""
     before = stored_hash(run_dir)
     digest = claim(run_dir, config, **kwargs)
     if before is not None and digest != before:
         set_aside_replaced(run_dir, before)
+    save_job_config(run_dir, task_cfg)
     return digest

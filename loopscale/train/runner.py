@@ -22,10 +22,8 @@ from lightning.pytorch.callbacks import RichProgressBar, TQDMProgressBar
 from lightning.pytorch.loggers import CSVLogger, WandbLogger
 from lightning.pytorch.plugins.environments import SLURMEnvironment
 
-from loopscale.config.dirs import save_job_config
 from loopscale.config.schema import TrainConfig, with_vocab
-from loopscale.data.heldout import final_val_sequences
-from loopscale.data.run_data import RunData, data_record, make_datamodule, usable
+from loopscale.data.run_data import RunData, make_datamodule, usable
 from loopscale.signals import training_signals
 from loopscale.train.checkpoint import AtomicLastCheckpoint, ForkCheckpoints, newest_checkpoint, refused_checkpoint
 from loopscale.train.compiling import recompile_limit_hits
@@ -224,8 +222,7 @@ def claimed_record(run_dir: Path, cfg: TrainConfig, data: dict | None, task_cfg=
     over, its record and metrics set aside: run_json.claim_run_dir), Hydra's composed `task_cfg` saved into its
     .hydra/, and its finished record: None while it is still to train."""
     if launching_rank():
-        claim_run_dir(run_dir, cfg, restart=cfg.restart, data=data)
-        save_job_config(run_dir, task_cfg)
+        claim_run_dir(run_dir, cfg, task_cfg, restart=cfg.restart, data=data)
     return finished_record(run_dir)
 
 
@@ -320,19 +317,15 @@ def build_training(
     run_plan = plan_run(cfg)
     _print_plan(cfg, run_plan, run_dir)
     record_plan(record, cfg, run_plan)
-    # a packed set too small for D fails here, before any training (data.allow_repeat lifts it)
-    record.data = data_record(run_data, cfg.data, run_plan.steps, cfg.budget.batch_size, cfg.model.seq_len)
-    # device batch and accumulation (loopscale/train/batching.py; an error when they do not divide), the predicted
-    # memory and the peak lrs
-    # and its loss curve on the final set (trainer.curve_points; each point at trainer.curve_r_eval's passes)
-    val_sequences = (record.data or {}).get("val_rows") or final_val_sequences(cfg.data, cfg.model.seq_len)
-    plan = plan_training(cfg, run_plan, val_sequences, fork_steps)
-    batching = plan.batching
-    record.update(device_batch=batching.device_batch, grad_accum=batching.grad_accum, world=batching.world)
-    record.memory_predicted = plan.memory_record(cfg.trainer.plan_device)
+    # planned on its data before anything is built (plan_training: lrs, split, memory, what it reads, the curve; a
+    # batch that does not split or a packed set too small for D fails here), then its data module, then the record
+    plan = plan_training(cfg, run_plan, run_data, fork_steps)
+    split = plan.batching
     datamodule = make_datamodule(
-        run_data, cfg.data, cfg.model.seq_len, batching.device_batch, cfg.seed, cfg.trainer.val_subset
+        run_data, cfg.data, cfg.model.seq_len, split.device_batch, cfg.seed, cfg.trainer.val_subset
     )
+    record.update(data=plan.data, device_batch=split.device_batch, grad_accum=split.grad_accum, world=split.world)
+    record.memory_predicted = plan.memory_record(cfg.trainer.plan_device)
     module = LoopedLM(cfg.model, cfg.optim, cfg.trainer, plan, seed=cfg.seed)
     record.update(**module.optimizer_record)
     record.compile = module.compile_mode  # what trainer.compile (auto: resolved) trained with

@@ -12,6 +12,7 @@ import shutil
 import pytest
 
 from loopscale.data.corpus import DataError
+from loopscale.errors import ConfigError
 from loopscale.train.entry import run_training
 from loopscale.train.lightning_module import InjectedFailure
 from loopscale.train.plan import CHECKPOINT, run_dir_of
@@ -52,6 +53,19 @@ def test_a_budget_beyond_the_set_fails_before_training_with_the_numbers(tmp_path
     record = read_record(run_dir_of(cfg))
     assert record["status"] == "failed" and record["step"] == 0 and "32,000 rows" in record["reason"]
     assert not (run_dir_of(cfg) / CHECKPOINT).exists() and not (run_dir_of(cfg) / "metrics").exists()
+
+
+def test_a_batch_that_does_not_split_fails_before_the_data_is_checked(tmp_path, corpus):
+    """The run is planned on its data in one step (plan_training): a batch that does not split over the devices
+    fails first, and its run.json holds the planned model and budget but no `data` (before issue 52 item 3 it also
+    held what the run would have read); a budget beyond the set then fails on the split, not on the data."""
+    for i, tokens in enumerate(("budget.tokens=8192", "budget.tokens=2048000")):
+        cfg = _cfg(tmp_path / str(i), corpus, "budget.device_batch=5", tokens)
+        with pytest.raises(ConfigError, match="do not divide"):
+            run_training(cfg)
+        record = json.loads((run_dir_of(cfg) / "run.json").read_text())
+        assert record["status"] == "failed" and "do not divide" in record["reason"] and record["steps"] > 0
+        assert "data" not in record and "device_batch" not in record and "memory_predicted" not in record
 
 
 def test_allow_repeat_trains_past_the_end_and_is_recorded(tmp_path, corpus):
