@@ -76,6 +76,17 @@ def test_flops_at_n_are_the_accountings_with_the_gradient_rule():
     assert rs.expected_flops(half) == pytest.approx(sum(p * rs.train_flops_at(half, n) for n, p in zip(values, probs)))
 
 
+def test_half_keeps_the_gradient_of_ceil_n_over_2_passes_at_every_n():
+    """Parcae's r_grad=half is ceil(n / 2) at every draw, odd ones included: at n = 1, 5, 9 rounding would give 0,
+    2, 4 (blind round 8; the check at n = 7 above cannot tell, round(3.5) = 4). One pass keeps its gradient."""
+    half = sampled(r_sampling="poisson-lognormal", r_grad="half")
+    assert [rs.grad_passes_at(half, n) for n in range(1, 10)] == [1, 1, 2, 2, 3, 3, 4, 4, 5]
+    at = tiny_model(4, "baseline")
+    for n, k in ((1, None), (5, 3)):  # bptt_k None: every pass with gradient
+        at.r, at.bptt_k = n, k
+        assert rs.train_flops_at(half, n) == flops_per_token(at)
+
+
 @pytest.mark.parametrize("per", ["step", "sequence"])
 def test_the_budget_is_met_in_realised_flops_and_n_rec_is_unchanged(per):
     C = 3e10
