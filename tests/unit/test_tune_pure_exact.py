@@ -1,0 +1,194 @@
+"""`loopscale tune`'s pure rules by hand (issue 58), no training: loopscale/launch/tune.py (the first grid's ks about
+the centre, the multiplier's spelling, each refusal of a grid, the default cells, how a grid grows, the parabola's
+5-lr window and the pooled noise, the cost line, the record's 4 significant digits) and loopscale/launch/tune_text.py
+(the rule's table and lines: r in numeric order, the width transfer's multipliers at the reference width, each
+cell's optimum and edge, the cost in minutes). Milliseconds."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from loopscale.errors import ConfigError
+from loopscale.launch import tune as T
+from loopscale.launch.tune_text import rule_lines, rule_table
+
+
+@pytest.mark.parametrize(
+    "grid, ks",
+    [
+        (T.TuneGrid(), [-2, -1, 0, 1, 2]),
+        (T.TuneGrid(points=4), [-1, 0, 1, 2]),  # an even grid: one more above the centre
+        (T.TuneGrid(points=3, step=2.0, centre=0.5), [-2, -1, 0]),
+        # ln 1.9 / ln sqrt 2 = 1.85: the centre is rounded to the nearest power of the step, sqrt 2^2
+        (T.TuneGrid(centre=1.9), [0, 1, 2, 3, 4]),
+        (T.TuneGrid(points=6, step=3.0, centre=1 / 3.0), [-3, -2, -1, 0, 1, 2]),
+    ],
+)
+def test_the_first_grid_is_points_powers_of_the_step_about_the_centre(grid, ks):
+    assert grid.first_ks() == ks
+
+
+def test_a_multiplier_is_step_to_the_k_spelled_to_12_digits_and_each_bad_grid_refused():
+    g = T.TuneGrid()
+    assert [g.multiplier(k) for k in (-1, 0, 3)] == [0.707106781187, 1.0, 2.82842712475]
+    assert repr(T.TuneGrid(step=3.0).multiplier(-2)) == "0.111111111111"
+    assert (g.points, g.step, g.centre, g.max_extend) == (5, 2**0.5, 1.0, 3)
+    for bad, message in [
+        (dict(points=2), "points=2 must be an integer >= 3 (a parabola needs 3 lrs)"),
+        (dict(points=5.0), "points=5.0 must be an integer >= 3 (a parabola needs 3 lrs)"),
+        (dict(step=1.0), "step=1.0 must be > 1 (the ratio of neighbouring learning rates)"),
+        (dict(centre=0.0), "centre=0.0 must be > 0 (a multiplier of the experiment's lr)"),
+    ]:
+        with pytest.raises(ConfigError) as err:
+            T.TuneGrid(**bad)
+        assert str(err.value) == message
+    assert T.TuneGrid(points=3).first_ks() == [-1, 0, 1]  # 3: the smallest grid allowed
+
+
+def test_the_default_cells_are_the_smallest_budget_at_its_lower_middle_width_and_the_largest_at_its_widest():
+    points = ["C1e18-d64", "C1e18-d128", "C1e18-d32", "C1e18-d256", "C3e18-d512", "C1e19_2e19-d128", "C2e19-d96"]
+    # 1e18's widths 32, 64, 128, 256: the lower middle is 64; the largest budget 2e19 was trained at 128 and 96
+    assert T.default_cells(points) == ["C1e18-d64", "C2e19-d128"]
+    assert T.default_cells(["C1e18-d64", "C1e18-d32", "C1e18-d128"]) == ["C1e18-d64", "C1e18-d128"]
+    assert T.default_cells(["C5e17-s3"]) == ["C5e17-s3"]  # one point: one cell, not two copies
+    with pytest.raises(ConfigError, match="sweeps no `point`"):
+        T.default_cells([])
+    with pytest.raises(ConfigError, match="a tuning cell needs a width"):
+        T.default_cells(["C1e18-x64"])
+
+
+def test_a_grid_grows_by_two_lrs_beyond_the_edge_it_missed():
+    g = T.Grid("base", 2, "C1e18-d64", [], [-2, -1, 0, 1, 2])
+    assert T.extend(g, -1) == [-3, -4] and g.ks == [-4, -3, -2, -1, 0, 1, 2]
+    assert T.extend(g, +1) == [3, 4] and g.ks == [-4, -3, -2, -1, 0, 1, 2, 3, 4]
+
+
+def _parabola(x, L):
+    c2, c1, c0 = np.polyfit(x, L, 2)
+    rss = float(np.sum((np.polyval([c2, c1, c0], x) - L) ** 2))
+    return -c1 / (2 * c2), rss
+
+
+def test_each_grid_is_fitted_on_the_5_lrs_nearest_its_lowest_loss_at_the_noise_pooled_over_grids():
+    tg = T.TuneGrid()
+    wide = T.Grid("base", 1, "c", [], [-3, -2, -1, 0, 1, 2, 3])
+    wide.L = {-3: [4.1], -2: [3.62], -1: [3.405], 0: [3.3], 1: [3.31], 2: [3.52], 3: [3.0]}  # k=3 an outlier low
+    seeds = T.Grid("base", 2, "c", [], [-2, -1, 0, 1])
+    seeds.L = {-2: [3.6], -1: [3.41, 3.45], 0: [3.33], 1: [3.4]}
+    three = T.Grid("base", 4, "c", [], [-1, 0, 1])
+    three.L = {-1: [3.5], 0: [3.4], 1: [3.45]}
+    two = T.Grid("base", 8, "c", [], [0, 1])
+    two.L = {0: [3.5], 1: [3.4]}
+    fits, noise = T.fit_grids([wide, seeds, three, two], tg)
+
+    ln = math.log(2**0.5)
+    # wide: the lowest loss is k = 3 (the last): the window is the last 5 ks, -1 .. 3
+    xw = np.array([-1, 0, 1, 2, 3]) * ln
+    _, rss_w = _parabola(xw, np.array([3.405, 3.3, 3.31, 3.52, 3.0]))
+    xs = np.array([-2, -1, -1, 0, 1]) * ln
+    vertex_s, rss_s = _parabola(xs, np.array([3.6, 3.41, 3.45, 3.33, 3.4]))
+    # three lrs add no degrees of freedom; two lrs are not fitted
+    assert noise["dof"] == 2 + 2
+    assert noise["sigma_nats"] == pytest.approx(math.sqrt((rss_w + rss_s) / 4), rel=1e-9)
+    assert fits[id(two)] is None and fits[id(three)] is not None
+    assert fits[id(seeds)].best == pytest.approx(math.exp(vertex_s), rel=1e-9)
+    assert fits[id(wide)].side == 1  # its lowest loss is the grid's top lr
+
+
+def test_the_cost_line_of_a_round():
+    s = T.TuneSettings(overrides=[], workers=4)
+    cost = {"jobs": 10, "todo": 3, "flops": 1.23456e15, "cpu_hours": 1.6}
+    assert T._cost_line(0, cost, s) == (
+        "tuning grid: 3 of 10 runs to train, 1.23e+15 FLOPs, 1.60 CPU h at the probed speed, ~24 min wall on 4 "
+        "worker(s)"
+    )
+    assert T._cost_line(2, {**cost, "cpu_hours": None}, s) == "extension 2: 3 of 10 runs to train, 1.23e+15 FLOPs"
+    assert T._cost_line(1, {**cost, "cpu_hours": 0.0}, s) == (
+        "extension 1: 3 of 10 runs to train, 1.23e+15 FLOPs, 0.00 CPU h at the probed speed"
+    )
+    assert (s.workers, s.threads_per_worker, s.runs_dir, s.probe, s.force, s.dry_run) == (
+        4,
+        1,
+        "runs/tune",
+        True,
+        False,
+        False,
+    )
+    assert T.TuneSettings(overrides=[]).workers == 2
+
+
+def test_the_record_is_plain_yaml_with_numbers_to_4_significant_digits():
+    value = {"a": (np.float64(1.234567), 2), "b": [np.int64(7), np.bool_(True), True], "c": 123456.0, "d": "x"}
+    out = T._plain(value)
+    assert out == {"a": [1.235, 2], "b": [7, True, True], "c": 123500.0, "d": "x"}
+    assert type(out["b"][0]) is int and type(out["b"][1]) is bool and type(out["b"][2]) is bool
+    assert T._value(["+optim.lr_scale=2", "seed=1"], "optim.lr_scale") == "2"
+    assert T._value(["seed=1"], "optim.lr_scale") is None and T._key("~runs_dir=x") == "runs_dir"
+
+
+# -- tune_text.py --------------------------------------------------------------------------------------------
+
+
+def result(transfer, cached=False, trained=12):
+    cells = {
+        "C1e18-d64": {"best": 1.23456, "bracketed": True},
+        "C1e19-d128": {"best": 0.8123, "bracketed": False},
+        "C1e20-d256": {"reason": "no curve"},
+    }
+    rule = {
+        10: {"best": 0.5, "interval": [0.4, 0.6], "heterogeneity_p": None, "cells": {"C1e18-d64": {"best": 0.5}}},
+        2: {"best": 1.0512, "interval": [0.9, 1.2345], "heterogeneity_p": 0.04567, "cells": cells},
+        1: {"best": None, "cells": {}},
+    }
+    record = {
+        "rule": rule,
+        "transfer": transfer,
+        "cost": {"runs": 24, "flops": 3.4567e16, "runs_wall_s": 1234.0},
+        "noise": {"sigma_nats": 0.0123, "dof": 9},
+    }
+    return T.TuneResult(Path("rule.yaml"), {}, record, cached, trained)
+
+
+def test_the_rule_table_is_r_in_numeric_order_with_each_cells_optimum_and_edge():
+    columns, rows = rule_table(result({"used": False, "reason": "the cells hold one width"}))
+    assert columns == ["r", "multiplier", "95% interval", "cells (best, bracketed)", "cells agree (p)"]
+    assert rows == [
+        ["1", "-", "-", "", "-"],
+        ["2", "x1.05", "[0.9, 1.23]", "C1e18-d64 x1.23; C1e19-d128 x0.812 (edge)", "0.046"],
+        ["10", "x0.5", "[0.4, 0.6]", "C1e18-d64 x0.5 (edge)", "-"],
+    ]
+
+
+def test_a_used_width_transfer_shows_each_r_at_the_reference_width_and_says_so():
+    transfer = {
+        "used": True,
+        "ref_width": 64.0,
+        "a": {1.0: math.log(1.5), 2.0: math.log(1.25), 10.0: math.log(0.75)},
+        "intervals_at_ref": {1.0: [1.2, 1.8], 2.0: [1.1, 1.4], 10.0: [0.6, 0.9]},
+        "gamma": -0.51234,
+        "gamma_se": 0.1234,
+        "chi2": 3.456,
+        "dof": 4,
+    }
+    columns, rows = rule_table(result(transfer))
+    assert columns[1] == "multiplier at d64"
+    assert [row[:3] for row in rows] == [
+        ["1", "x1.5", "[1.2, 1.8]"],
+        ["2", "x1.25", "[1.1, 1.4]"],
+        ["10", "x0.75", "[0.6, 0.9]"],
+    ]
+    assert rule_lines(result(transfer)) == [
+        "width transfer: ln best = a_r + gamma ln(width / 64), gamma = -0.512 +- 0.123 (chi2 3.46 on 4 dof): the "
+        "rule (the multipliers above are at the reference width)",
+        "24 runs, 3.46e+16 FLOPs, 20.6 min of run wall time (12 trained now); noise of one loss 0.0123 nats on 9 dof",
+    ]
+    unused = {**transfer, "used": False}
+    assert rule_lines(result(unused, cached=True))[0].endswith(": not the rule (|gamma| < 2 se)")
+    assert rule_lines(result(unused, cached=True))[1].startswith(
+        "24 runs, 3.46e+16 FLOPs, 20.6 min of run wall time (answered from the rule file); "
+    )
+    assert len(rule_lines(result({"used": False, "reason": "one width"}))) == 1
