@@ -3604,6 +3604,117 @@ MUTATIONS: tuple[Mutation, ...] = (
         ("tests/unit/test_lr_transfer.py::test_lrs_equal_the_published_formulas",),
         "the published head/embedding/norm/hyper lrs scale as (d / d_ref)^-0.5",
     ),
+    # -- s8-hardcli: what users read and type (issue 58: validate's folds and flags, the printed lines, tune, equiv,
+    # power's bounds, the figures' data) -------------------------------------------------------------------------
+    Mutation(
+        "hard8-validate-noise-flag-at-twice",
+        "loopscale/fit/validation/flags.py",
+        "        if ratio > RATIO_FLAG:",
+        "        if ratio >= RATIO_FLAG:",
+        (
+            "tests/unit/test_validation_folds_flags_exact.py::"
+            "test_a_fold_is_flagged_past_twice_its_training_noise_not_at_it_and_the_summary_means_and_maxes",
+        ),
+        "validate flags a held-out fold whose RMS log error is over twice the refit's own residual RMS",
+    ),
+    Mutation(
+        "hard8-validate-phi-half-width-whole-length",
+        "loopscale/fit/validation/flags.py",
+        "return None if not interval else (interval[1] - interval[0]) / 2",
+        "return None if not interval else (interval[1] - interval[0])",
+        (
+            "tests/unit/test_validation_folds_flags_exact.py::"
+            "test_phi_is_flagged_past_the_half_width_not_at_it_and_the_largest_move_is_reported",
+        ),
+        "validate flags a leave-one-r-out phi that moves by more than the half-width of phi's 95% interval",
+    ),
+    Mutation(
+        "hard8-validate-budget-folds-by-spent-c",
+        "loopscale/fit/validation/folds.py",
+        "    labels = budget_labels(table)",
+        '    labels = table["C"].to_numpy(dtype=float)',
+        (
+            "tests/unit/test_validation_folds_flags_exact.py::"
+            "test_one_budget_fold_per_requested_budget_and_the_row_count_rule_at_its_boundary",
+        ),
+        "validate's budget folds group runs by their requested budget, as every other budget grouping does",
+    ),
+    Mutation(
+        "hard8-validate-final-fold-last-row-not-last-step",
+        "loopscale/fit/validation/folds.py",
+        "        last[rows[np.argmax(step[rows])]] = True",
+        "        last[rows[-1]] = True",
+        (
+            "tests/unit/test_validation_folds_flags_exact.py::"
+            "test_curve_folds_hold_runs_out_in_five_strided_groups_and_each_runs_last_step",
+        ),
+        "validate's final fold holds out each run's last evaluation (the cooldown's end), wherever its row sits",
+    ),
+    Mutation(
+        "hard8-noise-lines-seed-counts-in-text-order",
+        "loopscale/fit/noise_text.py",
+        "key=lambda kv: int(kv[0]))",
+        "key=lambda kv: kv[0])",
+        ("tests/unit/test_fit_text_lines_exact.py::test_the_noise_block_in_lines_with_seed_counts_in_numeric_order",),
+        "fit prints its points by seeds per point, in the order of the seed count",
+    ),
+    Mutation(
+        "hard8-verdict-lines-ignore-the-records-blocking-list",
+        "loopscale/fit/verdict_render.py",
+        "    blocking = (cond.blocking if cond else None) or BLOCKING",
+        "    blocking = BLOCKING",
+        ("tests/unit/test_fit_text_lines_exact.py::test_a_record_naming_its_own_blocking_checks_blocks_on_those_only",),
+        "a check prints FAIL when it blocks the measurement (a test-time record names its own blocking checks)",
+    ),
+    Mutation(
+        "hard8-tune-centre-truncated-to-a-power-of-the-step",
+        "loopscale/launch/tune.py",
+        "k0 = round(math.log(self.centre) / math.log(self.step))",
+        "k0 = int(math.log(self.centre) / math.log(self.step))",
+        ("tests/unit/test_tune_pure_exact.py::test_the_first_grid_is_points_powers_of_the_step_about_the_centre",),
+        "tune's grid is centred on the power of the step nearest --centre",
+    ),
+    Mutation(
+        "hard8-tune-parabola-on-every-lr-not-the-window",
+        "loopscale/launch/tune.py",
+        "keep = window(x, L, FIT_POINTS) if len(np.unique(x)) > FIT_POINTS else np.arange(len(x))",
+        "keep = np.arange(len(x))",
+        (
+            "tests/unit/test_tune_pure_exact.py::"
+            "test_each_grid_is_fitted_on_the_5_lrs_nearest_its_lowest_loss_at_the_noise_pooled_over_grids",
+        ),
+        "tune fits each grid's parabola on the 5 lrs nearest its lowest loss",
+    ),
+    Mutation(
+        "hard8-equiv-budget-once-fraction-swapped",
+        "loopscale/cli/equiv.py",
+        "f = args.n_once / (args.n_once + args.n_rec)",
+        "f = args.n_rec / (args.n_once + args.n_rec)",
+        (
+            "tests/unit/test_cli_small_commands_exact.py::"
+            "test_equiv_budget_gives_the_dense_and_looped_optima_each_at_its_own_flops_per_token",
+        ),
+        "equiv --budget gives the compute-optimal point of a model of this shape (N_once / N its share run once)",
+    ),
+    Mutation(
+        "hard8-power-seeds-cap-exclusive",
+        "loopscale/cli/power.py",
+        "if args.seeds is not None and not 1 <= args.seeds <= MAX_SEEDS:",
+        "if args.seeds is not None and not 1 <= args.seeds < MAX_SEEDS:",
+        ("tests/unit/test_cli_power_bounds.py::test_each_bound_at_and_past_it",),
+        "power takes --seeds from 1 to 64",
+    ),
+    Mutation(
+        "hard8-validation-figure-axes-swapped",
+        "loopscale/plots/validation.py",
+        'ax.scatter(r["observed"], r["predicted"], color=colour, s=14, label=label if named else None)',
+        'ax.scatter(r["predicted"], r["observed"], color=colour, s=14, label=label if named else None)',
+        (
+            "tests/unit/test_plot_data_exact.py::"
+            "test_the_held_out_figure_plots_measured_against_predicted_of_the_fits_law_per_fold",
+        ),
+        "validate's figure plots the measured loss on x and the prediction on y",
+    ),
 )
 
 
