@@ -1,12 +1,15 @@
-"""What the power and validation figures plot, array by array (issue 58): loopscale/plots/power.py (each design's
-FLOPs with the candidate against its MDE, the curves' MDE, the target line, the recommended star at the curves'
-MDE where it has one, the labels) and loopscale/plots/validation.py (each held-out fold of the fit's law only, its
-measured losses on x and predictions on y, the legend's mean |error|, the diagonal over both, the reason of an empty
-panel). Records built by hand; no file written."""
+"""What the power, validation and advice figures plot, array by array (issue 58): loopscale/plots/power.py (each
+design's FLOPs with the candidate against its MDE, the curves' MDE, the target line, the recommended star at the
+curves' MDE where it has one, the labels), loopscale/plots/validation.py (each held-out fold of the fit's law only,
+its measured losses on x and predictions on y, the legend's mean |error|, the diagonal over both, the reason of an
+empty panel) and loopscale/plots/advice.py (each r's feasible curve solid and the rest dotted, the band over the
+feasible sizes, the advised points and the star, the constraint lines, the y limits). Records built by hand; no
+file written."""
 
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from loopscale.fit.validation.record import FoldResult, ValidationRecord
 from loopscale.plots.power import power_figure
@@ -124,3 +127,74 @@ def test_a_panel_of_many_folds_names_one_colour_scale_not_each_fold():
     budget, _ = held_out_figure(_record(results[:13], folds[:13])).axes
     legend = [t.get_text() for t in budget.get_legend().get_texts()]
     assert len(legend) == 12 and legend[0] == "C = 1e+18: 1.00%" and legend[-1] == "C = 12e+18: 1.00%"
+
+
+# -- plots/advice.py ------------------------------------------------------------------------------------------
+
+
+def _advice(cap=None, break_even=None, inference=None):
+    from types import SimpleNamespace
+
+    curves = {
+        4: {"N_unique": [1e7, 2e7, 4e7], "L": [3.3, 3.1, 3.2], "feasible": [True, True, False],
+            "L_lo": [3.25, 3.05, 3.1], "L_hi": [3.35, 3.15, 3.3]},
+        1: {"N_unique": [1e7, 2e7, 4e7], "L": [3.4, 3.2, 3.15], "feasible": [True, True, True]},
+    }  # fmt: skip
+    record = {
+        "per_r": [
+            {"r": 1, "feasible": True, "advised": {"N_unique": 4e7, "L": 3.15, "d_model": 256, "D_tokens": 1.5e9}},
+            {"r": 4, "feasible": True, "advised": {"N_unique": 2e7, "L": 3.1, "d_model": 192, "D_tokens": 2.25e9}},
+            {"r": 8, "feasible": False, "advised": {"N_unique": 1e7, "L": 9.0}},
+        ],
+        "best": {"r": 4, "n_replicates": 100},
+        "constraints": {"compute_flops": 1e18, "max_unique_params": cap, "max_inference_flops": inference},
+        "break_even": break_even,
+        "family": {"name": "paper", "recipe": "baseline"},
+        "level": 0.95,
+    }
+    return SimpleNamespace(record=record, curves=curves)
+
+
+def test_the_advice_figure_plots_each_rs_feasible_curve_solid_the_rest_dotted_and_the_advised_models():
+    from loopscale.plots.advice import advice_figure
+
+    ax = advice_figure(_advice()).axes[0]
+    lines = ax.get_lines()
+    # r in increasing order: r = 1 all feasible; r = 4 solid on its first two sizes, dotted on the third
+    assert [(list(line.get_xdata()), list(line.get_ydata()), line.get_linestyle()) for line in lines] == [
+        ([1e7, 2e7, 4e7], [3.4, 3.2, 3.15], "-"),
+        ([1e7, 2e7], [3.3, 3.1], "-"),
+        ([4e7], [3.2], ":"),
+    ]
+    band, *points, star = ax.collections
+    np.testing.assert_allclose(band.get_paths()[0].vertices[:, 0].min(), 1e7)
+    np.testing.assert_allclose(band.get_paths()[0].vertices[:, 0].max(), 2e7)  # the band over feasible sizes only
+    assert [tuple(p.get_offsets()[0]) for p in points] == [(4e7, 3.15), (2e7, 3.1)]  # not the infeasible r = 8
+    np.testing.assert_array_equal(star.get_offsets(), [[2e7, 3.1]])
+    assert star.get_label() == "advised: $r = 4$, $d = 192$, $D$ = $2.25\\times10^{9}$ tokens"
+    # y from just below the lowest band to 2.5 spreads above the advised losses
+    spread = max(3.15 - 3.1, 0.02 * 3.1)  # at least 2% of the lowest advised loss
+    top = 3.15 + 2.5 * spread
+    assert ax.get_ylim() == pytest.approx((3.05 - 0.1 * (top - 3.05), top))
+    assert "bands: 95% of 100 bootstrap replicates" in ax.figure._suptitle.get_text()
+
+
+def test_the_advice_figure_draws_the_cap_the_break_even_and_the_inference_note():
+    from loopscale.plots.advice import advice_figure
+
+    be = {"overall": {"M": 3e7, "interval": [2e7, 5e7]}}
+    ax = advice_figure(_advice(cap=3.5e7, break_even=be, inference=1e9)).axes[0]
+    vertical = [line for line in ax.get_lines() if line.get_linestyle() in ("--", "-.")]
+    assert [(line.get_xdata()[0], line.get_linestyle()) for line in vertical] == [(3.5e7, "--"), (3e7, "-.")]
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert "unique-parameter cap $3.5\\times10^{7}$" in labels
+    assert "break-even $3\\times10^{7}$: looping wins left of it" in labels
+    assert "dotted: beyond the inference limit" in labels
+    (span,) = [p for p in ax.patches]
+    xs = span.get_transform().transform(span.get_path().vertices)  # display coordinates of its corners
+    data_xs = ax.transData.inverted().transform(xs)[:, 0]
+    assert (min(data_xs), max(data_xs)) == pytest.approx((2e7, 5e7))
+    plain = advice_figure(_advice()).axes[0]
+    assert len(plain.patches) == 0 and "dotted: beyond the inference limit" not in [
+        t.get_text() for t in plain.get_legend().get_texts()
+    ]
