@@ -2829,6 +2829,18 @@ MUTATIONS: tuple[Mutation, ...] = (
         "F(1, nu_k), not the one pooled scale (docs/design.md, the noise model)",
     ),
     Mutation(
+        "s8power-power-reads-the-pooled-profile-threshold",
+        "loopscale/fit/uncertainty.py",
+        "thr, _ = profile_threshold(state, name)",
+        "thr, _ = profile_threshold(state)",
+        (
+            "tests/unit/test_power_honest.py::"
+            "test_power_reads_the_verdicts_own_delta_phi_interval_on_a_forked_seeded_sweep",
+        ),
+        "power's simulated sweeps read the interval the verdict reads (delta-phi's own profile threshold on a forked "
+        "seeded sweep), so its MDE plans for the user's verdict",
+    ),
+    Mutation(
         "scale-parameter-scale-without-leverage",
         "loopscale/fit/noise_scale.py",
         "PW = W - g @ (bread @ (g.T @ W))  # P W",

@@ -16,7 +16,7 @@ from loopscale.fit import synthetic as S
 from loopscale.fit.fit_table import fit_table
 from loopscale.fit.joint import fit_joint, joint_table
 from loopscale.fit.pilot import Truth, draw_noise, share_draw, split_draw, truth_from_fit, unit_draws
-from loopscale.fit.power import CANDIDATE, simulate_design
+from loopscale.fit.power import CANDIDATE, fit_simulated, make_problem, simulate_design
 from loopscale.fit.replicates import point_keys
 
 TRUTH = {**S.TRUE_DENSE, "phi": S.PUBLISHED_PHI["baseline"]}
@@ -118,6 +118,30 @@ def test_realised_power_at_the_recommended_mde_is_near_80_percent():
         fit = fit_joint(jt, "recipe", recipes, separate=False)
         real += fit.conditioning["delta_phi"][CANDIDATE]["answer"] == "real"
     assert 0.6 <= real / 40 <= 0.97
+
+
+def test_power_reads_the_verdicts_own_delta_phi_interval_on_a_forked_seeded_sweep():
+    """On a forked sweep with a seed sigma the verdict's profile threshold is delta-phi's own (S_k^2 on F(1, nu_k):
+    `uncertainty.profile_threshold(state, name)`, not the pooled scale): `power`'s simulated fit
+    (`power.fit_simulated`, the fast path and `profile_interval`'s bracketing) must give the interval `fit --joint`
+    gives the same table (`fit_joint`, the multi-start and the profile grid), or its MDE plans for another
+    interval than the one the user's verdict reads. The demo's 3-seed forked design, half of a run's noise its
+    parent job's, delta-phi 0.07 planted: two draws, both ends to 1e-4 (the root-finders' tolerance)."""
+    grid = S.demo_grid(S.BASELINE_R, "baseline")
+    design = design_of(grid, 3)
+    design["parent"] = "parent-" + design[["r", "N_once", "N_rec", "seed"]].astype(str).agg("-".join, axis=1)
+    truth = Truth({**S.DEMO_DENSE, "phi": S.DEMO_PHI}, 0.005, parent_share=0.5)
+    problem = make_problem(design, truth, joint=True, delta_phi=0.07)
+    for seed in (0, 1):
+        rng = np.random.default_rng(seed)
+        job = rng.standard_normal(problem.clusters.max() + 1)[problem.clusters]
+        eps = 0.005 * (np.sqrt(0.5) * job + np.sqrt(0.5) * rng.standard_normal(len(problem.table)))
+        L = np.exp(problem.log_L + eps)
+        estimate, low, high = fit_simulated(problem, L)
+        jt, recipes = joint_table([problem.table.assign(L=L)], "recipe")
+        verdict = fit_joint(jt, "recipe", recipes, separate=False).joint.delta_phi[CANDIDATE]
+        assert estimate == pytest.approx(verdict.estimate, abs=1e-5)
+        assert [low, high] == pytest.approx(verdict.profile_interval, abs=1e-4)
 
 
 @pytest.mark.parametrize("share", [0.2, 0.5, 0.9])
