@@ -198,3 +198,32 @@ def test_the_advice_figure_draws_the_cap_the_break_even_and_the_inference_note()
     assert len(plain.patches) == 0 and "dotted: beyond the inference limit" not in [
         t.get_text() for t in plain.get_legend().get_texts()
     ]
+
+
+# -- plots/loss_curves.py ----------------------------------------------------------------------------------------
+
+
+def test_the_curve_figure_draws_the_held_out_runs_first_at_most_12_with_each_runs_errors():
+    from loopscale.fit.curves.table import Curve
+    from loopscale.plots.loss_curves import curve_law_figure
+
+    steps = np.array([100, 200, 400])
+    curves = [Curve(f"run{i:02d}", np.ones(401), 0, steps, np.array([3.0, 2.8, 2.5]) + i / 100) for i in range(14)]
+    predictions = {c.run: c.loss * np.array([1.01, 0.98, 1.0]) for c in curves}
+    predictions["run05"] = curves[5].loss * np.array([1.0, 1.0, 1.04])
+    fig = curve_law_figure(curves, predictions, holdout=["run13", "run05"], law="multipower")
+    titles = [ax.get_title().split("\n") for ax in fig.axes]
+    # the held-out runs first (in the table's order), then the fitted ones, 12 in all
+    assert [t[0] for t in titles] == ["run05 (held out)", "run13 (held out)"] + [
+        f"run{i:02d} (fitted)" for i in (0, 1, 2, 3, 4, 6, 7, 8, 9, 10)
+    ]
+    assert titles[0][1] == "mean error 1.333%, max 4.000%"  # (0 + 0 + 4) / 3
+    assert titles[2][1] == "mean error 1.000%, max 2.000%"  # (1 + 2 + 0) / 3
+    first = fig.axes[0]
+    np.testing.assert_array_equal(first.collections[0].get_offsets(), np.c_[steps, curves[5].loss])
+    (line,) = first.get_lines()
+    np.testing.assert_allclose(line.get_ydata(), predictions["run05"])
+    assert line.get_linestyle() == "--" and fig.axes[2].get_lines()[0].get_linestyle() == "-"
+    assert fig._suptitle.get_text() == "multipower law: measured and fitted loss curves (2 more runs not drawn)"
+    few = curve_law_figure(curves[:3], predictions, law="multipower")
+    assert len(few.axes) == 3 and few._suptitle.get_text() == "multipower law: measured and fitted loss curves"
