@@ -3,8 +3,9 @@ design's FLOPs with the candidate against its MDE, the curves' MDE, the target l
 curves' MDE where it has one, the labels), loopscale/plots/validation.py (each held-out fold of the fit's law only,
 its measured losses on x and predictions on y, the legend's mean |error|, the diagonal over both, the reason of an
 empty panel) and loopscale/plots/advice.py (each r's feasible curve solid and the rest dotted, the band over the
-feasible sizes, the advised points and the star, the constraint lines, the y limits). Records built by hand; no
-file written."""
+feasible sizes, the advised points and the star, the constraint lines, the y limits); also
+loopscale/plots/loss_curves.py's panels and loopscale/plots/testtime.py's law lines, written out by hand. Records
+built by hand; no file written."""
 
 from __future__ import annotations
 
@@ -227,3 +228,42 @@ def test_the_curve_figure_draws_the_held_out_runs_first_at_most_12_with_each_run
     assert fig._suptitle.get_text() == "multipower law: measured and fitted loss curves (2 more runs not drawn)"
     few = curve_law_figure(curves[:3], predictions, law="multipower")
     assert len(few.axes) == 3 and few._suptitle.get_text() == "multipower law: measured and fitted loss curves"
+
+
+# -- plots/testtime.py -------------------------------------------------------------------------------------------
+
+
+def test_the_testtime_figure_draws_each_models_rows_and_its_law_written_out():
+    import pandas as pd
+
+    from loopscale.fit.testtime import testtime_table
+    from loopscale.plots.testtime import testtime_figure
+
+    raw = pd.DataFrame(
+        {
+            "model": ["sampled"] * 4 + ["fixed4"] * 5,
+            "r_train": ["sampled"] * 4 + [4] * 5,
+            "r_eval": [1, 2, 4, 8, 1, 2, 4, 8, 16],
+            "L": [3.6, 3.3, 3.1, 3.05, 3.9, 3.5, 3.2, 3.22, 3.25],
+        }
+    )
+    fixed = {"tau": 0.73, "L_inf[fixed4]": 3.08, "A[fixed4]": 0.27, "delta[fixed4]": 0.09}
+    sampled = {"tau": 0.69, "L_inf[sampled]": 3.04, "A[sampled]": 0.41}
+    record = {"shape": "exp", "per_model": {"sampled": {"params": sampled}, "fixed4": {"params": fixed}}}
+    ax = testtime_figure(testtime_table(raw), record).axes[0]
+    # models in name order: fixed4 first
+    first, second = ax.collections
+    np.testing.assert_array_equal(first.get_offsets(), [[1, 3.9], [2, 3.5], [4, 3.2], [8, 3.22], [16, 3.25]])
+    np.testing.assert_array_equal(second.get_offsets(), [[1, 3.6], [2, 3.3], [4, 3.1], [8, 3.05]])
+    fixed_line, r_train_mark, sampled_line = ax.get_lines()
+    r = np.geomspace(1, 16, 200)
+    x = r / 4  # a fixed-r model's depth scale is its r_train: no gain past it, a drift delta (1 - 1/x) beyond
+    want = 3.08 + 0.27 * np.exp(-(np.minimum(x, 1) - 1) / 0.73) + 0.09 * np.maximum(0, 1 - 1 / x)
+    np.testing.assert_allclose(fixed_line.get_xdata(), r, rtol=1e-12)
+    np.testing.assert_allclose(fixed_line.get_ydata(), want, rtol=1e-9)
+    assert fixed_line.get_linestyle() == "-" and list(r_train_mark.get_xdata()) == [4, 4]
+    r = np.geomspace(1, 8, 200)  # a sampled-r model: r_scale 1, pure saturation
+    np.testing.assert_allclose(sampled_line.get_ydata(), 3.04 + 0.41 * np.exp(-(r - 1) / 0.69), rtol=1e-9)
+    assert sampled_line.get_linestyle() == "--"
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["fixed4 (fixed r = 4)", "sampled (sampled r)"]
+    assert ax.get_xscale() == "log" and ax.xaxis.get_transform().base == 2
