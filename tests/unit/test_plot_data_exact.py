@@ -4,7 +4,8 @@ curves' MDE where it has one, the labels), loopscale/plots/validation.py (each h
 its measured losses on x and predictions on y, the legend's mean |error|, the diagonal over both, the reason of an
 empty panel) and loopscale/plots/advice.py (each r's feasible curve solid and the rest dotted, the band over the
 feasible sizes, the advised points and the star, the constraint lines, the y limits); also
-loopscale/plots/loss_curves.py's panels and loopscale/plots/testtime.py's law lines, written out by hand. Records
+loopscale/plots/loss_curves.py's panels, loopscale/plots/testtime.py's law lines written out by hand and
+loopscale/plots/recipes.py's joint figure (each recipe's phi, each delta three ways). Records
 built by hand; no file written."""
 
 from __future__ import annotations
@@ -267,3 +268,49 @@ def test_the_testtime_figure_draws_each_models_rows_and_its_law_written_out():
     assert sampled_line.get_linestyle() == "--"
     assert [t.get_text() for t in ax.get_legend().get_texts()] == ["fixed4 (fixed r = 4)", "sampled (sampled r)"]
     assert ax.get_xscale() == "log" and ax.xaxis.get_transform().base == 2
+
+
+# -- plots/recipes.py --------------------------------------------------------------------------------------------
+
+
+def _bars(ax):
+    """(x, y, [lo, hi]) of each error bar of a panel, in drawing order."""
+    out = []
+    for c in ax.containers:
+        (x,), (y,) = c.lines[0].get_xdata(), c.lines[0].get_ydata()
+        segments = c.lines[2][0].get_segments() if c.lines[2] else []
+        out.append((x, y, sorted(segments[0][:, 1]) if segments else None))
+    return out
+
+
+def test_the_joint_figure_plots_each_recipes_phi_and_each_delta_three_ways_side_by_side():
+    import json
+    from pathlib import Path
+
+    from loopscale.plots.recipes import joint_delta_phi
+
+    path = Path(__file__).resolve().parents[1] / "fixtures" / "plots" / "fit.joint.json"
+    record = json.loads(path.read_text())
+    params, ci, j = record["params"], record["ci95"], record["joint"]
+    fig = joint_delta_phi(path)
+    ax_v, ax_d = fig.axes
+    want = [(x, params[f"phi[{g}]"], ci[f"phi[{g}]"]) for x, g in enumerate(["baseline", "tbptt", "hyper"])]
+    for (x, y, iv), (wx, wy, wiv) in zip(_bars(ax_v), want, strict=True):
+        assert (x, y) == (wx, pytest.approx(wy)) and iv == pytest.approx(wiv)
+    want = []
+    for x, g in enumerate(["tbptt", "hyper"]):  # the reference has no delta
+        d = j["delta_phi"][g]
+        want += [
+            (x - 0.15, d["estimate"], d["bootstrap_ci"]),
+            (x, d["estimate"], d["profile_interval"]),
+            (x + 0.15, d["separate"]["delta"], d["separate"]["ci"]),
+        ]
+    for (x, y, iv), (wx, wy, wiv) in zip(_bars(ax_d), want, strict=True):
+        assert (x, y) == (pytest.approx(wx), pytest.approx(wy)) and iv == pytest.approx(wiv)
+    assert [t.get_text() for t in ax_d.get_xticklabels()] == ["tbptt", "hyper"]
+    assert [t.get_text() for t in ax_d.get_legend().get_texts()] == [
+        "joint: bootstrap",
+        "joint: profile",
+        "separate fits",
+    ]
+    assert fig._suptitle.get_text() == "joint fit across recipes; shared dense parameters: LR p = 0.527"
