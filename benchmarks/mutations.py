@@ -3727,6 +3727,73 @@ MUTATIONS: tuple[Mutation, ...] = (
         ),
         "validate's figure plots the measured loss on x and the prediction on y",
     ),
+    Mutation(
+        "hard8-validate-folds-table-ratio-from-mean-error",
+        "loopscale/fit/validation/text.py",
+        'ratio = h["rms_log"] / max(r["train_rms_log"], 1e-12)',
+        'ratio = h["mean_abs_rel_error"] / max(r["train_rms_log"], 1e-12)',
+        (
+            "tests/unit/test_validation_text_exact.py::"
+            "test_the_folds_table_says_each_impossible_fold_once_then_each_fitted_fold_with_its_noise_ratio",
+        ),
+        "validate's x noise is the held-out RMS log error over the refit's own residual RMS",
+    ),
+    Mutation(
+        "hard8-log-ticks-one-two-five-past-0-9-decades",
+        "loopscale/plots/layout.py",
+        "        elif span > 0.6:",
+        "        elif span > 0.9:",
+        ("tests/unit/test_plot_layout_exact.py::test_log_ticks_are_labelled_by_the_span_in_view",),
+        "a log axis's tick labels never crowd: 1, 2, 5 only above a span of 0.6 decades",
+    ),
+    Mutation(
+        "hard8-demo-rival-named-at-minus-four",
+        "loopscale/demo.py",
+        'if best and best["daicc"] < AICC_FLAG:',
+        'if best and best["daicc"] <= AICC_FLAG:',
+        ("tests/unit/test_demo_text_exact.py::test_the_console_names_the_preferred_rival_only_below_minus_four",),
+        "the demo names a rival form only where validate flags it: AICc below -4",
+    ),
+    Mutation(
+        "hard8-testtime-figure-law-at-r-scale-one",
+        "loopscale/plots/testtime.py",
+        'grid = pd.DataFrame({"r_eval": r, "model": model, "r_scale": first["r_scale"], "fixed": fixed})',
+        'grid = pd.DataFrame({"r_eval": r, "model": model, "r_scale": 1.0, "fixed": fixed})',
+        (
+            "tests/unit/test_plot_data_exact.py::test_the_testtime_figure_draws_each_models_rows_and_its_law_written_out",
+        ),
+        "the test-time figure draws each model's fitted law at its own depth scale (a fixed-r model's r_train)",
+    ),
+    Mutation(
+        "hard8-advice-band-over-infeasible-sizes",
+        "loopscale/plots/advice.py",
+        'x[ok], np.asarray(curve["L_lo"])[ok], np.asarray(curve["L_hi"])[ok], color=colour, alpha=0.18, lw=0',
+        'x, np.asarray(curve["L_lo"]), np.asarray(curve["L_hi"]), color=colour, alpha=0.18, lw=0',
+        (
+            "tests/unit/test_plot_data_exact.py::"
+            "test_the_advice_figure_plots_each_rs_feasible_curve_solid_the_rest_dotted_and_the_advised_models",
+        ),
+        "advise's figure shades each r's interval over the models the constraints allow",
+    ),
+    Mutation(
+        "hard8-record-block-forgets-the-key-order",
+        "loopscale/fit/record_blocks.py",
+        "        return {**{k: out[k] for k in self._keys if k in out}, **out}",
+        "        return out",
+        (
+            "tests/unit/test_record_blocks_rules.py::"
+            "test_a_block_is_written_in_the_order_it_was_read_with_unnamed_keys_kept_and_new_ones_last",
+        ),
+        "a fit record read back is written key for key, in the order it was read",
+    ),
+    Mutation(
+        "hard8-data-zero-flag-dropped-for-the-default",
+        "loopscale/cli/data.py",
+        "values = {k: v for k, v in vars(args).items() if k in fields and v is not None}",
+        "values = {k: v for k, v in vars(args).items() if k in fields and v}",
+        ("tests/unit/test_cli_data_collect_registry.py::test_a_zero_given_is_checked_not_dropped_for_the_default",),
+        "loopscale data checks every value given (--val-fraction 0 is refused, not replaced by the default)",
+    ),
 )
 
 
