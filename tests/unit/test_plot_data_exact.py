@@ -5,7 +5,8 @@ its measured losses on x and predictions on y, the legend's mean |error|, the di
 empty panel) and loopscale/plots/advice.py (each r's feasible curve solid and the rest dotted, the band over the
 feasible sizes, the advised points and the star, the constraint lines, the y limits); also
 loopscale/plots/loss_curves.py's panels, loopscale/plots/testtime.py's law lines written out by hand and
-loopscale/plots/recipes.py's joint figure (each recipe's phi, each delta three ways). Records
+loopscale/plots/recipes.py's joint figure (each recipe's phi, each delta three ways) and
+loopscale/plots/single_fit.py's fit plot (each run's L against the law written out). Records
 built by hand; no file written."""
 
 from __future__ import annotations
@@ -314,3 +315,35 @@ def test_the_joint_figure_plots_each_recipes_phi_and_each_delta_three_ways_side_
         "separate fits",
     ]
     assert fig._suptitle.get_text() == "joint fit across recipes; shared dense parameters: LR p = 0.527"
+
+
+# -- plots/single_fit.py -----------------------------------------------------------------------------------------
+
+
+def test_fit_plot_is_each_runs_measured_loss_against_the_law_written_out():
+    import json
+    from pathlib import Path
+
+    import pandas as pd
+
+    from loopscale.plots.single_fit import predicted_vs_observed
+
+    here = Path(__file__).resolve().parents[1] / "fixtures" / "plots"
+    table = pd.read_csv(here / "runs.csv")
+    record = json.loads((here / "fit.baseline.json").read_text())
+    p = record["params"]
+    fig = predicted_vs_observed(table, here / "fit.baseline.json")
+    ax = fig.axes[0]
+    rows = table[table["recipe"] == "baseline"]  # the fit's group only
+    n_eff = rows["N_once"] + rows["r"] ** p["phi"] * rows["N_rec"]
+    L_hat = p["E"] + p["A"] * n_eff ** -p["alpha"] + p["B"] * rows["D"] ** -p["beta"]
+    want = np.c_[rows["L"], L_hat]
+    got = np.concatenate([c.get_offsets() for c in ax.collections])
+    order = lambda a: a[np.lexsort(a.T[::-1])]  # noqa: E731
+    np.testing.assert_allclose(order(got), order(want), rtol=1e-10)
+    # one series per r, in increasing r, each its r's rows
+    assert [len(c.get_offsets()) for c in ax.collections] == [int((rows["r"] == r).sum()) for r in (1, 2, 4, 8)]
+    (diagonal,) = ax.get_lines()
+    lo, hi = min(want.min(0)), max(want.max(0))
+    np.testing.assert_allclose(diagonal.get_xydata(), [[lo, lo], [hi, hi]])
+    assert ax.get_title() == f"looped fit: objective {record['objective']:.3g}, 72 runs"
