@@ -347,3 +347,34 @@ def test_fit_plot_is_each_runs_measured_loss_against_the_law_written_out():
     lo, hi = min(want.min(0)), max(want.max(0))
     np.testing.assert_allclose(diagonal.get_xydata(), [[lo, lo], [hi, hi]])
     assert ax.get_title() == f"looped fit: objective {record['objective']:.3g}, 72 runs"
+
+
+def test_the_joint_delta_phi_profile_plots_the_objective_above_its_minimum_and_the_replicates():
+    import json
+    from pathlib import Path
+
+    from loopscale.plots.recipes import delta_phi_profile
+
+    path = Path(__file__).resolve().parents[1] / "fixtures" / "plots" / "fit.joint.json"
+    record = json.loads(path.read_text())
+    record["bootstrap"]["params"]["delta_phi[tbptt]"][0] = None  # a replicate that failed: left out
+    d = record["joint"]["delta_phi"]
+    fig = delta_phi_profile(record)
+    ax_p, ax_b = fig.axes
+    curves = [line for line in ax_p.get_lines() if len(line.get_xdata()) > 2]
+    for line, g in zip(curves, ["tbptt", "hyper"], strict=True):
+        obj = np.array(d[g]["profile"]["objective"], dtype=float)
+        np.testing.assert_allclose(line.get_xdata(), d[g]["profile"]["x"])
+        np.testing.assert_allclose(line.get_ydata(), obj - obj.min())
+    threshold = d["tbptt"]["profile"]["threshold"]
+    assert ax_p.get_ylim() == pytest.approx((0, 8 * threshold))
+    flat = [line for line in ax_p.get_lines() if line.get_label() == "95% threshold"]
+    assert list(flat[0].get_ydata()) == pytest.approx([threshold, threshold])
+    # the bootstrap panel: each recipe's finite replicates, its CI edges dashed
+    reps = record["bootstrap"]["params"]
+    heights = [sum(p.get_height() for p in c) for c in ax_b.containers]
+    n = [len(reps["delta_phi[tbptt]"]) - 1, len(reps["delta_phi[hyper]"])]
+    assert heights == n
+    assert [t.get_text() for t in ax_b.get_legend().get_texts()] == [f"tbptt ({n[0]})", f"hyper ({n[1]})"]
+    dashed = sorted(line.get_xdata()[0] for line in ax_b.get_lines() if line.get_linestyle() == "--")
+    assert dashed == pytest.approx(sorted(d["tbptt"]["bootstrap_ci"] + d["hyper"]["bootstrap_ci"]))
