@@ -1,7 +1,8 @@
 """A fit record's blocks by hand (issue 58, loopscale/fit/record_blocks.py): keys written in the order read with
 new keys after, an absent key stays absent and a None stays None, keys the class does not name kept through
 `replace`, `get` and `[]` by JSON key, an empty block falsy, a non-object refused in one line naming the block;
-the phi profile's grid under its parameter's name and its statistics read and written as the JSON has them."""
+the phi profile's grid under its parameter's name and its statistics read and written as the JSON has them; and
+loopscale/fit/verdict_record.py's conditioning block (an old check without "protects", the optional keys)."""
 
 from __future__ import annotations
 
@@ -49,3 +50,27 @@ def test_the_profile_keeps_its_grid_under_the_parameters_name_and_its_statistics
     # the statistics before the warning, the grid last, for a block made now
     made = Profile(objective=[1.0], interval=[0.1, 0.2], param="phi", stats={"s": 1.0}, warning="w", x=[0.4])
     assert list(made.to_json()) == ["objective", "interval", "param", "s", "warning", "phi"]
+
+
+def test_the_conditioning_block_writes_what_it_has_and_an_old_check_without_what_it_protects():
+    import numpy as np
+
+    from loopscale.fit.verdict_record import Check, Conditioning
+
+    old = Check("phi interval width", None, "<= 0.35 wide", 0.4, np.bool_(False))
+    assert old.ok is False and type(old.ok) is bool
+    assert list(old.to_json()) == ["name", "target", "value", "ok"]  # no "protects" before issue 38
+    new = Check("E off its bounds", "phi identified", "inside", [0.1, 2.0], True)
+    assert list(new.to_json()) == ["name", "protects", "target", "value", "ok"]
+    cond = Conditioning([old, new], ["w"], None, False, blocking=("drift",))
+    out = cond.to_json()
+    # verdict and measured always written (None and False included); the optional blocks only when present
+    assert out == {
+        "checks": [old.to_json(), new.to_json()],
+        "warnings": ["w"],
+        "verdict": None,
+        "measured": False,
+        "blocking": ["drift"],
+    }
+    back = Conditioning.from_json(out)
+    assert back.blocking == ("drift",) and back.checks[0].protects is None and back.to_json() == out
