@@ -3794,6 +3794,14 @@ MUTATIONS: tuple[Mutation, ...] = (
         ("tests/unit/test_cli_data_collect_registry.py::test_a_zero_given_is_checked_not_dropped_for_the_default",),
         "loopscale data checks every value given (--val-fraction 0 is refused, not replaced by the default)",
     ),
+    Mutation(
+        "review8-testtime-table-codes-not-the-laws-groups",
+        "loopscale/fit/laws/testtime.py",
+        'data = replace(data, extra={**data.extra, "group": code})',
+        "data = data",
+        ("tests/unit/test_testtime_law.py::test_one_models_curve_from_a_joint_fits_parameters_is_its_own",),
+        "a test-time curve of one model at a joint fit's parameters uses that model's floor, excess and drift",
+    ),
 )
 
 

@@ -237,3 +237,24 @@ def test_phi_tt_through_a_training_fit(tmp_path):
     pd.DataFrame(rows).drop(columns=["N_once", "N_rec"]).to_csv(path, index=False)
     res = run_cli(["fit", path, "--law", "testtime", "--train-fit", fit_path])
     assert res.returncode == 0 and "phi_tt not computed (the table has no N_once, N_rec" in res.stdout
+
+
+def test_one_models_curve_from_a_joint_fits_parameters_is_its_own():
+    """A table of some of a fit's models (`curve`: one model's r_eval grid) at a joint fit's parameters: each row at
+    its own model's L_inf, A, delta (the data coded the table's sorted labels, so 'sampled' alone read 'fixed4''s),
+    by hand from TRUTH; a model the parameters do not hold refused in one line."""
+    rate = 1.5
+    params = {"tau": rate}
+    for model, t in TRUTH.items():
+        params |= {f"L_inf[{model}]": t["L_inf"], f"A[{model}]": t["A"]}
+        params |= {f"delta[{model}]": t["delta"]} if t["r_train"] != "sampled" else {}
+    r_eval = np.array([1.0, 2.0, 8.0])
+    t = TRUTH["sampled"]
+    want = t["L_inf"] + t["A"] * np.exp(-(r_eval - 1) / rate)
+    np.testing.assert_allclose(tt.curve(params, "sampled", 1.0, False, r_eval), want, rtol=1e-12)
+    t = TRUTH["fixed4"]
+    x = r_eval / 4
+    fixed = t["L_inf"] + t["A"] * np.exp(-(np.minimum(x, 1) - 1) / rate) + t["delta"] * np.maximum(0, 1 - 1 / x)
+    np.testing.assert_allclose(tt.curve(params, "fixed4", 4.0, True, r_eval), fixed, rtol=1e-12)
+    with pytest.raises(InputError, match=r"no parameters of model \['other'\]"):
+        tt.curve(params, "other", 1.0, False, r_eval)

@@ -33,7 +33,7 @@ three depths. The driver (per-model and joint fits, intervals, verdict, test-tim
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import ClassVar
 
 import numpy as np
@@ -183,8 +183,17 @@ class TestTime(Law):
 
     @classmethod
     def predict_table(cls, params, table, recipe_column: str | None = None) -> np.ndarray:
+        """L_hat of each row at the parameters of its own model: the data's group codes index the table's sorted
+        labels, the law's groups the parameters' (a joint fit's), so a table of some of the fit's models (one
+        model's grid of r_eval) is re-coded to the law's groups; a model the parameters do not hold: InputError."""
         data = cls.data_from_table(table)
         law = cls.from_params(params)
+        labels = sorted({str(g) for g in table["model"]})
+        unknown = [g for g in labels if g not in law.groups]
+        if unknown:
+            raise InputError(f"law 'testtime' has no parameters of model {unknown}; it has {list(law.groups)}")
+        code = np.array([law.groups.index(g) for g in labels], dtype=float)[data.extra["group"].astype(int)]
+        data = replace(data, extra={**data.extra, "group": code})
         return np.exp(law.log_predict(law.from_user(params), data))
 
     # -- parameters ----------------------------------------------------------------------------------------
