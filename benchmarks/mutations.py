@@ -3802,6 +3802,17 @@ MUTATIONS: tuple[Mutation, ...] = (
         ("tests/unit/test_testtime_law.py::test_one_models_curve_from_a_joint_fits_parameters_is_its_own",),
         "a test-time curve of one model at a joint fit's parameters uses that model's floor, excess and drift",
     ),
+    Mutation(
+        "review8-every-rank-reloads-the-checkpoints-tally",
+        "loopscale/train/lightning_module.py",
+        "self.r_tally = tally if self.global_rank == 0 else {}",
+        "self.r_tally = tally",
+        (
+            "tests/integration/test_sampled_r_run.py::"
+            "test_a_sampled_run_over_two_ranks_killed_and_resumed_tallies_every_ranks_sequences_once",
+        ),
+        "a sampled-r run over several ranks, resumed, tallies each sequence it trained once",
+    ),
 )
 
 

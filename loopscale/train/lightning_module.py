@@ -259,8 +259,8 @@ class LoopedLM(L.LightningModule):
             self.r_tally[n] = self.r_tally.get(n, 0) + len(rows)
         return total / weight
 
-    def r_tally_record(self) -> dict:
-        """What a sampled-r run trained: sequences at each pass count (every rank's, summed), realised passes."""
+    def _tally_over_ranks(self) -> dict[int, int]:
+        """The sequences trained at each pass count, every rank's summed (a collective: every rank calls it)."""
         tally = dict(self.r_tally)
         if self.trainer is not None and self.trainer.world_size > 1:
             counts = torch.zeros(self.plan.run.r_ledger["r_max"] + 1, device=self.device)  # the plan's r cap
@@ -268,16 +268,26 @@ class LoopedLM(L.LightningModule):
                 counts[n] = c
             counts = self.trainer.strategy.reduce(counts, reduce_op="sum")
             tally = {n: int(c) for n, c in enumerate(counts.tolist()) if c}
+        return tally
+
+    def r_tally_record(self) -> dict:
+        """What a sampled-r run trained: sequences at each pass count (every rank's, summed), realised passes."""
+        tally = self._tally_over_ranks()
         sequences = sum(tally.values())
         mean = sum(n * c for n, c in tally.items()) / sequences if sequences else None
         return {"histogram": {int(n): int(c) for n, c in sorted(tally.items())}, "passes_realised": mean}
 
     def on_save_checkpoint(self, checkpoint):
-        checkpoint["r_tally"] = dict(self.r_tally)  # a resumed sampled-r run's ledger counts what it trained before
+        # a resumed sampled-r run's ledger counts what it trained before: every rank's tally, summed (every rank saves
+        # a checkpoint together, train/checkpoint.py; the file is rank 0's dict, so its own tally alone would drop the
+        # other ranks' sequences and, loaded by each rank, count rank 0's world times)
+        checkpoint["r_tally"] = self._tally_over_ranks() if r_sampling.is_sampled(self.model_cfg) else {}
         checkpoint["loopscale_curve"] = list(self.curve)  # its loss curve so far (a forked branch starts with it)
 
     def on_load_checkpoint(self, checkpoint):
-        self.r_tally = {int(n): int(c) for n, c in checkpoint.get("r_tally", {}).items()}
+        # the tally over every rank so far, held by rank 0 alone (r_tally_record sums the ranks)
+        tally = {int(n): int(c) for n, c in checkpoint.get("r_tally", {}).items()}
+        self.r_tally = tally if self.global_rank == 0 else {}
         self.curve = list(checkpoint.get("loopscale_curve", []))
 
     def check_due(self) -> bool:
