@@ -17,11 +17,12 @@ first mutation) and PYTHONDONTWRITEBYTECODE=1 (no stale bytecode of a file mutat
 
 Per mutation: `caught` (a named test failed), `SURVIVED` (they all passed: the suite does not guard the
 promise), `stale` (the snippet is not in the file, or not once: the code moved; update the snippet),
-`broken` (pytest did not run the tests: a collection error, no test of that name, or every one skipped, e.g.
-the full-disk tests without root; or a named test fails on the clean copy, so the mutation cannot be measured)
-or `timeout`. The clean copy is checked first: every named test runs on it once. Prints each mutation as it
+`not-run` (no test ran, so nothing measured it: every named test skipped, e.g. the full-disk tests without
+root, or was deselected; never counted as caught), `broken` (pytest did not run the tests: a collection
+error, no test of that name; or a named test fails on the clean copy, so the mutation cannot be measured) or
+`timeout`. The clean copy is checked first: every named test runs on it once. Prints each mutation as it
 finishes, then caught / applied, the survivors and the stale snippets; `--json PATH` writes the same. Exit 0
-when every mutation was caught (none survived, none stale or broken), else 1.
+when every mutation was caught (none survived, none not-run, stale or broken), else 1.
 
 When code moves (a refactor), update `old` / `new` of the entries it names; when a promise lands, add its
 mutation. Keep snippets short and about behaviour (a comparison, a constant, a call), so they survive edits
@@ -3880,7 +3881,9 @@ def run_tests(
 ) -> tuple[int | None, str]:
     """(pytest's exit code or None on timeout, its output) for `tests` in the copy."""
     stop = ["-x"] if first_failure_stops else []
-    cmd = [sys.executable, "-m", "pytest", *stop, "-q", "-p", "no:cacheprovider", "--no-header", *extra, *tests]
+    # -rfEs: the failed and errored node ids (pytest's default -rfE) and why each skip skipped
+    cmd = [sys.executable, "-m", "pytest", *stop, "-q", "-rfEs", "-p", "no:cacheprovider", "--no-header", *extra]
+    cmd += tests
     proc = subprocess.Popen(
         cmd,
         cwd=copy,
@@ -3912,6 +3915,40 @@ def covers(target: str, node: str) -> bool:
     return node == target or node.startswith((target + "::", target + "["))
 
 
+def last_line(output: str) -> str:
+    """pytest's last line (its summary), or a note that it printed nothing (killed before its first
+    result, or its terminal reporter turned off)."""
+    lines = output.strip().splitlines()
+    return lines[-1] if lines else "(pytest printed nothing)"
+
+
+def skip_reasons(output: str) -> list[str]:
+    """Why the skipped tests skipped, as -rs lists them ("SKIPPED [1] file:line: reason")."""
+    return list(dict.fromkeys(re.findall(r"^SKIPPED \[\d+\] \S+?: (.*)$", output, re.MULTILINE)))
+
+
+def classify(rc: int | None, output: str, timeout_s: float) -> tuple[str, str]:
+    """(verdict, detail) of one mutant's run of its named tests: pytest's exit code (None: timed out) and its
+    output. A mutant is `caught` only when a named test ran and failed; one whose tests all skipped or were
+    deselected (or whose run reported no passed test) is `not-run`: nothing measured it, so it is neither
+    caught nor survived."""
+    if rc is None:
+        return "timeout", f"still running after {timeout_s:.0f} s; last output: {last_line(output)}"
+    if rc == 1:
+        failed = first_failure(output)
+        if failed:
+            return "caught", failed
+        return "broken", f"pytest exit 1 but no failed test listed: {last_line(output)}"
+    if rc == 0 and re.search(r"\b\d+ passed\b", output):
+        return "SURVIVED", "every named test passed"
+    if rc == 0:
+        why = "; ".join(skip_reasons(output)) or last_line(output)
+        return "not-run", f"no test ran: every named test skipped or none reported passed: {why}"
+    if rc == 5:  # pytest's NO_TESTS_COLLECTED: every named test deselected (-m, -k, --deselect)
+        return "not-run", f"no test ran: none collected (every named test deselected?): {last_line(output)}"
+    return "broken", f"pytest exit {rc}: {last_line(output)}"
+
+
 def run_mutation(copy: Path, m: Mutation, timeout_s: float, extra: list[str]) -> dict:
     started = time.monotonic()
     problem = snippet_problem(copy, m)
@@ -3924,14 +3961,7 @@ def run_mutation(copy: Path, m: Mutation, timeout_s: float, extra: list[str]) ->
         rc, output = run_tests(copy, m.tests, timeout_s, extra)
     finally:
         path.write_text(original)
-    if rc == 0 and not re.search(r"\b\d+ passed\b", output):  # every named test skipped (no root, no SLURM?)
-        rc = "skipped"
-    verdict, detail = {
-        0: ("SURVIVED", "every named test passed"),
-        "skipped": ("broken", "every named test skipped: " + output.strip().splitlines()[-1]),
-        1: ("caught", first_failure(output)),
-        None: ("timeout", f"still running after {timeout_s:.0f} s"),
-    }.get(rc, ("broken", f"pytest exit {rc}: {output.strip().splitlines()[-1] if output.strip() else ''}"))
+    verdict, detail = classify(rc, output, timeout_s)
     return {"id": m.id, "verdict": verdict, "detail": detail, "seconds": time.monotonic() - started}
 
 
@@ -3995,7 +4025,7 @@ def main(argv: list[str] | None = None) -> int:
             started = time.monotonic()
             rc, output = run_tests(copy, tests, args.timeout_s * 3, args.pytest_args, first_failure_stops=False)
             failing = failures(output)
-            summary = output.strip().splitlines()[-1] if output.strip() else ""
+            summary = last_line(output)
             print(f"clean copy: {len(tests)} test targets in {time.monotonic() - started:.0f} s: {summary}")
             if rc not in (0, 1) or (rc == 1 and not failing):
                 print(output[-5000:])
@@ -4022,10 +4052,12 @@ def main(argv: list[str] | None = None) -> int:
         else:
             shutil.rmtree(work, ignore_errors=True)
 
-    by = {v: [r for r in results if r["verdict"] == v] for v in ("caught", "SURVIVED", "stale", "broken", "timeout")}
+    verdicts = ("caught", "SURVIVED", "not-run", "stale", "broken", "timeout")
+    by = {v: [r for r in results if r["verdict"] == v] for v in verdicts}
     applied = len(results) - len(by["stale"])
     print(f"\ncaught {len(by['caught'])}/{applied} applied mutations ({len(results)} curated)")
-    labels = {"SURVIVED": "survivors", "stale": "stale (the code moved)", "broken": "broken", "timeout": "timed out"}
+    labels = {"SURVIVED": "survivors", "not-run": "no test ran (skipped or deselected)"}
+    labels |= {"stale": "stale (the code moved)", "broken": "broken", "timeout": "timed out"}
     for verdict, label in labels.items():
         listed = ", ".join(r["id"] for r in by[verdict]) or "none"
         print(f"{label}: {listed}")

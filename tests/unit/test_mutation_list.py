@@ -72,3 +72,75 @@ def test_a_blind_rounds_list_is_read_as_mutations(tmp_path):
         assert m == BENCH.Mutation("x", "loopscale/errors.py", "exit_code = 2", "exit_code = 3",
                                    ("tests/unit/test_refusals.py",), "a user error exits 2")  # fmt: skip
         assert BENCH.snippet_problem(REPO_ROOT, m) is None
+
+
+def _tiny_tree(tmp_path):
+    """A tree the runner can run a mutant in: a module and five tests of it (one skips, one is marked slow, one
+    hangs, one kills its own pytest, one checks the module), with its own pytest.ini so the tests run there, not
+    under this suite."""
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    (tree / "pytest.ini").write_text("[pytest]\nmarkers =\n    slow: a slow test\n")
+    (tree / "limit.py").write_text("LIMIT_TOKENS = 2\n")
+    (tree / "test_limit.py").write_text(
+        "import os\nimport signal\nimport time\nimport pytest\nimport limit\n\n"
+        "def test_needs_root():\n    pytest.skip('needs root')\n\n"
+        "@pytest.mark.slow\ndef test_slow():\n    assert limit.LIMIT_TOKENS == 2\n\n"
+        "def test_hangs():\n    time.sleep(60)\n\n"
+        "def test_killed():\n    os.kill(os.getpid(), signal.SIGKILL)\n\n"
+        "def test_limit():\n    assert limit.LIMIT_TOKENS == 2\n"
+    )
+    return tree
+
+
+def _mutant(test, new="LIMIT_TOKENS = 3"):
+    return BENCH.Mutation("limit-off", "limit.py", "LIMIT_TOKENS = 2", new, (f"test_limit.py::{test}",), "p")
+
+
+@pytest.mark.system  # runs pytest in a child process: the real output the runner reads
+def test_a_mutant_no_test_ran_on_is_reported_not_run_never_caught(tmp_path):
+    """A mutant whose named tests all skipped or were deselected is `not-run` with why, never caught; a
+    pytest that printed nothing (killed outright, as by the OOM killer, or still running at the timeout) is
+    broken or a timeout, not a crash of the runner (it read the last line of an empty output). A failing test
+    still catches, a passing one survives, and the mutated file is restored after each."""
+    tree = _tiny_tree(tmp_path)
+    run = BENCH.run_mutation
+    skipped = run(tree, _mutant("test_needs_root"), 120.0, [])
+    assert (skipped["verdict"], skipped["detail"]) == (
+        "not-run",
+        "no test ran: every named test skipped or none reported passed: needs root",
+    )
+    deselected = run(tree, _mutant("test_slow"), 120.0, ["-m", "not slow"])
+    assert deselected["verdict"] == "not-run"
+    assert deselected["detail"].startswith("no test ran: none collected (every named test deselected?): ")
+    assert "1 deselected" in deselected["detail"]
+    killed = run(tree, _mutant("test_killed"), 120.0, [])
+    assert (killed["verdict"], killed["detail"]) == ("broken", "pytest exit -9: (pytest printed nothing)")
+    hung = run(tree, _mutant("test_hangs"), 3.0, [])
+    assert (hung["verdict"], hung["detail"]) == (
+        "timeout",
+        "still running after 3 s; last output: (pytest printed nothing)",
+    )
+    caught = run(tree, _mutant("test_limit"), 120.0, [])
+    assert (caught["verdict"], caught["detail"]) == ("caught", "test_limit.py::test_limit")
+    survived = run(tree, _mutant("test_limit", new="LIMIT_TOKENS = 2  # same"), 120.0, [])
+    assert (survived["verdict"], survived["detail"]) == ("SURVIVED", "every named test passed")
+    assert (tree / "limit.py").read_text() == "LIMIT_TOKENS = 2\n"
+
+
+def test_a_failing_exit_with_no_failed_test_named_is_broken_not_caught():
+    """pytest exit 1 with no FAILED/ERROR line (its summary turned off) names no test the mutant failed: broken.
+    Exit 5 (nothing collected) is not-run; another exit is broken with pytest's last line."""
+    assert BENCH.classify(1, "", 60.0) == (
+        "broken",
+        "pytest exit 1 but no failed test listed: (pytest printed nothing)",
+    )
+    assert BENCH.classify(1, "F\nFAILED t.py::test_a - assert 1\n1 failed in 0.1s\n", 60.0) == (
+        "caught",
+        "t.py::test_a",
+    )
+    assert BENCH.classify(5, "\n", 60.0)[0] == "not-run"
+    assert BENCH.classify(4, "ERROR: not found: t.py::test_b\n1 warning in 0.01s\n", 60.0) == (
+        "broken",
+        "pytest exit 4: 1 warning in 0.01s",
+    )

@@ -12,6 +12,7 @@ import pytest
 from loopscale.fit.validation import flags as flags_mod
 from loopscale.fit.validation import folds as folds_mod
 from loopscale.fit.validation.record import FoldResult, ValidationRecord
+from support.validation import held, held_out_fit
 
 # -- folds.py ------------------------------------------------------------------------------------------------
 
@@ -170,10 +171,6 @@ def test_folds_for_orders_full_budget_r_then_curves_and_drops_r_for_a_dense_law(
 # -- flags.py ------------------------------------------------------------------------------------------------
 
 
-def held(mean_abs, bias, worst, rms):
-    return {"mean_abs_rel_error": mean_abs, "mean_rel_error": bias, "max_abs_rel_error": worst, "rms_log": rms}
-
-
 def record(results, folds, forms=None, phi_interval=(0.40, 0.50), approach2=None, lr=None, conventions=None):
     return ValidationRecord(
         fit={"law": "looped", "phi_interval": list(phi_interval) if phi_interval else None},
@@ -199,17 +196,13 @@ def base_results():
     return [
         {"form": 0, "fold": 0, "ok": True, "params": {"phi": 0.45}, "information": {"aicc": -10.0}},
         # ratio 0.030 / 0.015 = 2.0 exactly: at the threshold, not flagged
-        {"form": 0, "fold": 1, "ok": True, "params": {"phi": 0.5}, "train_rms_log": 0.015,
-         "held_out": held(0.010, -0.004, 0.020, 0.030)},
+        held_out_fit(0, 1, {"phi": 0.5}, 0.015, held(0.010, -0.004, 0.020, 0.030)),
         # ratio 0.0302 / 0.015 = 2.01: past it, flagged
-        {"form": 0, "fold": 2, "ok": True, "params": {"phi": 0.5}, "train_rms_log": 0.015,
-         "held_out": held(0.030, 0.0125, 0.050, 0.0302)},
+        held_out_fit(0, 2, {"phi": 0.5}, 0.015, held(0.030, 0.0125, 0.050, 0.0302)),
         # phi moves up by 0.05 = the half-width exactly: not flagged
-        {"form": 0, "fold": 3, "ok": True, "params": {"phi": 0.50}, "train_rms_log": 0.02,
-         "held_out": held(0.002, 0.001, 0.004, 0.001)},
+        held_out_fit(0, 3, {"phi": 0.50}, 0.02, held(0.002, 0.001, 0.004, 0.001)),
         # phi moves down by 0.0501: flagged, and the largest move
-        {"form": 0, "fold": 4, "ok": True, "params": {"phi": 0.3999}, "train_rms_log": 0.02,
-         "held_out": held(0.006, -0.002, 0.012, 0.002)},
+        held_out_fit(0, 4, {"phi": 0.3999}, 0.02, held(0.006, -0.002, 0.012, 0.002)),
     ]  # fmt: skip
 
 
@@ -313,8 +306,7 @@ def test_the_verdict_without_budget_or_r_folds_says_so_and_holds_when_nothing_is
     folds = [{"kind": "full", "label": "all rows"}, {"kind": "run", "label": "runs 1 of 2 (1)"}]
     results = [
         {"form": 0, "fold": 0, "ok": True, "params": {"phi": 0.45}, "information": {"aicc": 1.0}},
-        {"form": 0, "fold": 1, "ok": True, "params": {"phi": 0.45}, "train_rms_log": 0.01,
-         "held_out": held(0.0123, 0.0, 0.0456, 0.01)},
+        held_out_fit(0, 1, {"phi": 0.45}, 0.01, held(0.0123, 0.0, 0.0456, 0.01)),
     ]  # fmt: skip
     v = flags_mod.verdict(record(results, folds))
     assert v.line == ("no budget could be held out; no r could be held out; unseen runs to 1.23% (worst 4.56%)")

@@ -14,11 +14,7 @@ from loopscale.fit.validation.text import (
     lr_lines,
     table_line,
 )
-
-
-def held(mean_abs, bias, worst, rms):
-    return {"mean_abs_rel_error": mean_abs, "mean_rel_error": bias, "max_abs_rel_error": worst, "rms_log": rms}
-
+from support.validation import held, held_out_fit
 
 FORMS = [
     {"label": "looped", "law": "looped", "reason": None},
@@ -40,14 +36,10 @@ def record() -> ValidationRecord:
          "information": {"k": 6, "aicc": -123.456, "bic": -110.04}},
         {"form": 1, "fold": 0, "ok": True, "params": {},
          "information": {"k": 8, "aicc": -127.5, "bic": -111.96}},
-        {"form": 0, "fold": 1, "ok": True, "params": {"phi": 0.4}, "train_rms_log": 0.004,
-         "held_out": held(0.0100, -0.00456, 0.0300, 0.0104)},
-        {"form": 0, "fold": 2, "ok": True, "params": {"phi": 0.5}, "train_rms_log": 0.005,
-         "held_out": held(0.0200, 0.0123, 0.0400, 0.0051)},
-        {"form": 0, "fold": 3, "ok": True, "params": {"phi": 0.61234}, "train_rms_log": 0.01,
-         "held_out": held(0.0050, 0.001, 0.0080, 0.006)},
-        {"form": 1, "fold": 1, "ok": True, "params": {}, "train_rms_log": 0.004,
-         "held_out": held(0.0400, 0.0, 0.0500, 0.01)},
+        held_out_fit(0, 1, {"phi": 0.4}, 0.004, held(0.0100, -0.00456, 0.0300, 0.0104)),
+        held_out_fit(0, 2, {"phi": 0.5}, 0.005, held(0.0200, 0.0123, 0.0400, 0.0051)),
+        held_out_fit(0, 3, {"phi": 0.61234}, 0.01, held(0.0050, 0.001, 0.0080, 0.006)),
+        held_out_fit(1, 1, {}, 0.004, held(0.0400, 0.0, 0.0500, 0.01)),
         {"form": 1, "fold": 2, "ok": False, "reason": "the optimiser failed"},
     ]  # fmt: skip
     return ValidationRecord(
