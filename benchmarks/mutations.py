@@ -1052,7 +1052,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "power-forked-jobs-drawn-as-independent-runs",
-        "loopscale/fit/power.py",
+        "loopscale/fit/cluster_se.py",
         "    if PARENT_COLUMN not in table.columns:\n        return np.arange(len(table))\n",
         "    if True:\n        return np.arange(len(table))\n",
         ("tests/unit/test_statistics_off_defaults.py::test_power_at_a_parent_share_below_one_matches_the_sandwich_se",),
@@ -2365,14 +2365,35 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "curve-worth-forgets-the-run-offset",
         "loopscale/fit/curve_worth.py",
-        "sigma = noise.sigma_run_log**2 + noise.sigma_eval_log**2 * noise.rho",
-        "sigma = 0 * noise.sigma_run_log**2 + noise.sigma_eval_log**2 * noise.rho",
+        "return noise.sigma_run_log**2 + noise.sigma_eval_log**2 * noise.rho",
+        "return 0 * noise.sigma_run_log**2 + noise.sigma_eval_log**2 * noise.rho",
         (
             "tests/unit/test_curve_worth.py::test_power_gives_a_pilot_whose_curve_noise_is_all_run_level_no_gain",
             "tests/unit/test_curve_worth.py::"
             "test_a_curve_is_worth_one_final_point_under_run_level_noise_and_up_to_its_evaluations_otherwise",
         ),
         "a curve's run-level noise is one draw: a pilot whose curve noise is all run-level gets no gain from curves",
+    ),
+    Mutation(
+        "curve-worth-forked-branches-as-runs-of-their-own",
+        "loopscale/fit/curve_worth.py",
+        '        if parent.iloc[i] == "":',
+        "        if True:",
+        (
+            "tests/unit/test_curve_worth_forked.py::test_a_jobs_branches_hold_its_parents_evaluations_once_on_one_ar1_path",
+            "tests/unit/test_curve_worth_forked.py::"
+            "test_a_forked_design_is_worth_less_than_its_branches_trained_alone_and_a_job_is_one_draw",
+        ),
+        "a forked job's branches hold its stable parent's evaluations once (issue 55 item 3): its curves are worth "
+        "less than as many runs of their own",
+    ),
+    Mutation(
+        "curve-worth-each-branch-its-own-cluster",
+        "loopscale/fit/curve_worth.py",
+        'labels = np.unique(rows["job"].to_numpy(), return_inverse=True)[1]',
+        'labels = np.unique(rows["run"].to_numpy(), return_inverse=True)[1]',
+        ("tests/unit/test_curve_worth_forked.py::test_n_eff_is_the_reported_width_ratio_with_the_job_as_the_cluster",),
+        "n_eff clusters a forked job's curves and final points by the job, as the fits' intervals do",
     ),
     Mutation(
         "blind6-attn-matmul-mask-sees-next-token",
@@ -2843,7 +2864,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "scale-parameter-scale-without-leverage",
-        "loopscale/fit/noise_scale.py",
+        "loopscale/fit/cluster_se.py",
         "PW = W - g @ (bread @ (g.T @ W))  # P W",
         "PW = W  # P W",
         (
@@ -3320,8 +3341,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "hard8-curve-design-without-its-cooldown",
         "loopscale/fit/curve_worth.py",
-        '"lr_multiplier": wsd_multipliers(steps, warmup)[at]',
-        '"lr_multiplier": wsd_multipliers(steps, warmup)[at - 1]',
+        '"lr_multiplier": wsd_multipliers(plan["steps"], plan["warmup"])[at]',
+        '"lr_multiplier": wsd_multipliers(plan["steps"], plan["warmup"])[at - 1]',
         ("tests/unit/test_curve_worth_rules.py::test_the_design_is_evaluated_on_the_wsd_schedule_of_its_own_steps",),
         "power evaluates a design's curves at the lr after each step of loopscale's wsd schedule",
     ),

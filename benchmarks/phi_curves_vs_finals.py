@@ -9,9 +9,9 @@ CURVES.json: its curve law's fit of the curves table (`loopscale fit runs_curves
 Prints per parameter both estimates, phi's profile interval (the one the verdict reads) and the 95% bootstrap
 percentile intervals, their widths and the ratio curves / finals (the issue's target: <= 0.7); the curve fit's
 noise split (`curve_worth.curve_noise`: run-level offset, evaluation-level AR(1)) and n_eff, the final points a
-run's curve is worth to phi at that noise on the finals' design (`curve_worth.curve_worth`, what `power`
-computes; the design's runs evaluated at M points, default the curves table's mean per run), which says whether
-curves can be narrower on this sweep at all.
+run's curve is worth to phi at that noise on the finals' design (`curve_worth.curve_worth_parts`: as the two
+intervals report it, what `power` uses, and by the estimators' variances; the design's runs evaluated at M points,
+default the curves table's mean per run), which says whether curves can be narrower on this sweep at all.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from loopscale.data.heldout import curve_steps
-from loopscale.fit.curve_worth import CurveNoise, curve_worth
+from loopscale.fit.curve_worth import CurveNoise, curve_worth_parts
 from loopscale.fit.laws.registry import law_class
 from loopscale.fit.result import load_fit
 
@@ -73,10 +73,14 @@ def main() -> None:
     )
     design = pd.read_csv(finals.input["path"])
     points = args.points or int(round(noise.evaluations_per_run))
-    worth = curve_worth(
+    worth = curve_worth_parts(
         design, curves.params, law_class(curves.law), noise, lambda n, w, c: curve_steps(n, points, (w, c), c)
     )
-    print(f"n_eff: a run's curve is worth {worth:.2f} final points to phi (width ratio ~ {worth**-0.5:.2f} expected)")
+    print(
+        f"n_eff: a run's curve is worth {worth.reported:.2f} final points to phi as the intervals report it "
+        f"(width ratio ~ {worth.reported**-0.5:.2f} expected; F(1, {worth.curve_dof:.1f}) for the curves, "
+        f"F(1, {worth.final_dof:.0f}) for the final points), {worth.variance:.2f} by the estimators' variances"
+    )
 
 
 if __name__ == "__main__":

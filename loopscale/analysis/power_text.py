@@ -80,8 +80,9 @@ def _curve_text(record: dict) -> list[str]:
         f"- From curves: the pilot's curve residuals are a run-level offset (sigma {noise['sigma_run_log']:.3g} in "
         f"log L) plus an AR(1) along the curve (sigma {noise['sigma_eval_log']:.3g}, rho {noise['rho']:.2f}): "
         f"{noise['eval_share']:.2f} of the noise is independent between evaluations. A run's curve is worth n_eff "
-        "final points to phi (its variance from the design's final points over that from its curves, the l2 fits "
-        "linearised at the pilot's law: `loopscale.fit.curve_worth`); the sweeps from curves are simulated as "
+        "final points to phi (the squared ratio of the final points' interval to the curves' as the fits report "
+        "them, linearised at the pilot's law, a forked job's parent and branches one draw: "
+        "`loopscale.fit.curve_worth`); the sweeps from curves are simulated as "
         "final points with each run's noise variance / max(n_eff, 1) (Δφ assumed to gain as phi does)."
     ]
 

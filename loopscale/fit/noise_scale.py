@@ -4,7 +4,7 @@ model: seeds as data").
 
 - `scatter_about_law`: S^2 from squared standardised residuals summed within dependence groups (unbounded);
 - `scale_to_scatter` / `fit_on_its_scale`: sigma x S where S^2 > 1, the fit refined there, the reference F(1, nu);
-- `reference_quantile`: chi2_1 or F(1, nu), the profile's threshold's 95% point;
+- `reference_quantile` (`cluster_se`'s, re-exported): chi2_1 or F(1, nu), the profile's threshold's 95% point;
 - `parameter_scale` / `pooled_scale_moments`: one parameter's cluster-robust scale, and the pooled sum's expectation
   under independent noise with the fit's leverage (a curve law's profile), each with Satterthwaite's nu;
 - `residual_tails`, `point_misfit`, `parent_share`: the residuals' kurtosis, the law's misfit at a point and the
@@ -21,22 +21,15 @@ import numpy as np
 from scipy.stats import chi2
 from scipy.stats import f as f_dist
 
+# the reference (chi2_1, F(1, nu)) lives below `curve_worth`, which reads it too; re-exported for the fit's readers
+from loopscale.fit.cluster_se import CHI2_1_95 as CHI2_1_95
+from loopscale.fit.cluster_se import independent_moments
+from loopscale.fit.cluster_se import reference_quantile as reference_quantile
 from loopscale.fit.curve_worth import with_curve_noise
 from loopscale.fit.noise import draw_groups
 from loopscale.fit.objective import objective, residuals, scaled_jacobian
 from loopscale.fit.optimize import FitState, newton, refine
 from loopscale.fit.record_blocks import Scale, Tails, Units
-
-CHI2_1_95 = 3.841458820694124  # 95% quantile of chi-square with 1 degree of freedom
-
-
-def reference_quantile(dof: int | None, level: float = 0.95) -> float:
-    """The likelihood-ratio statistic's 95% point: chi2_1 when the noise scale is known, F(1, dof) when it was
-    estimated from `dof` degrees of freedom (the square of Student's t: a scale from few repeats is itself
-    uncertain, and the interval widens for it)."""
-    if dof is None or not np.isfinite(dof):
-        return float(chi2.ppf(level, 1)) if level != 0.95 else CHI2_1_95
-    return float(f_dist.ppf(level, 1, max(1, int(dof))))
 
 
 def reference_p_value(statistic: float, dof: float | None) -> float:
@@ -97,7 +90,7 @@ def parameter_scale(state: FitState, name: str) -> tuple[float, float] | None:
     bread = np.linalg.pinv(g.T @ g)
     w = (bread @ g.T)[law.internal_names.index(name)]  # (n,) row i's pull on theta_k
     W = w[:, None] * np.eye(int(groups.max()) + 1)[groups]  # (n, G): column g is w on group g's rows
-    moments = _independent_moments(g, bread, W)
+    moments = independent_moments(g, bread, W)
     if moments is None:
         return None
     expected, nu = moments
@@ -125,19 +118,7 @@ def pooled_scale_moments(state: FitState) -> tuple[float, float] | None:
     _, J = state.law.log_predict_and_jac(state.best.theta, data)
     g = scaled_jacobian(J, data)  # (n, p)
     bread = np.linalg.pinv(g.T @ g)
-    return _independent_moments(g, bread, np.eye(int(groups.max()) + 1)[groups])
-
-
-def _independent_moments(g: np.ndarray, bread: np.ndarray, W: np.ndarray) -> tuple[float, float] | None:
-    """(tr(P C P), tr(P C P)^2 / tr((P C P)^2)) for C = W W^T (W: (n, G), column g the weights on group g's rows)
-    and P = I - g bread g^T: the expectation of sum_g (W_g^T x)^2 for x the residuals of a least-squares fit of
-    independent unit noise, and Satterthwaite's degrees of freedom for that quadratic form; None where it is 0."""
-    PW = W - g @ (bread @ (g.T @ W))  # P W
-    K = PW.T @ PW  # (G, G): tr(K) = tr(P C P), sum(K^2) = tr((P C P)^2)
-    expected = float(np.trace(K))
-    if not expected > 0:
-        return None
-    return expected, float(expected**2 / np.sum(K * K))
+    return independent_moments(g, bread, np.eye(int(groups.max()) + 1)[groups])
 
 
 def _groups_span_points(data, groups: np.ndarray) -> bool:

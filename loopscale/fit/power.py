@@ -42,6 +42,7 @@ import pandas as pd
 
 from loopscale.errors import InputError
 from loopscale.fit.bounds import clip_to_bounds
+from loopscale.fit.cluster_se import noise_clusters
 from loopscale.fit.laws.form import Law, per_pass_rows
 from loopscale.fit.laws.looped import Looped
 from loopscale.fit.laws.looped_joint import RECIPE_CODE, LoopedJoint
@@ -90,17 +91,6 @@ def comparison_design(design: pd.DataFrame, recipe: str = CANDIDATE) -> pd.DataF
     if PARENT_COLUMN in copy.columns:
         copy[PARENT_COLUMN] = copy[PARENT_COLUMN].astype(str).map(lambda p: f"{p}@{recipe}" if p else p)
     return pd.concat([base, copy], ignore_index=True)
-
-
-def noise_clusters(table: pd.DataFrame) -> np.ndarray:
-    """The noise a run shares with others: its forked job (parent) and seed; every unforked run alone."""
-    if PARENT_COLUMN not in table.columns:
-        return np.arange(len(table))
-    parent = table[PARENT_COLUMN].fillna("").astype(str).to_numpy()
-    seed = table["seed"].astype(str).to_numpy() if "seed" in table.columns else np.zeros(len(table), str)
-    key = np.where(parent != "", np.char.add(np.char.add(parent.astype(str), "#"), seed.astype(str)), "")
-    own = np.char.add("run#", np.arange(len(table)).astype(str))
-    return np.unique(np.where(key != "", key, own), return_inverse=True)[1]
 
 
 def law_log_loss(
