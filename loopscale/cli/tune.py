@@ -46,6 +46,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", type=Path, default=None, help="the rule file (default: the experiment's own)")
     p.add_argument("--workers", type=int, default=2, help="training processes side by side (default 2)")
     p.add_argument("--threads", type=int, default=1, help="torch threads per process (default 1)")
+    p.add_argument(
+        "--axis",
+        choices=["lr", "loop"],
+        default="lr",
+        help="lr: every group's lr, the experiment's rule off (default); loop: the loop's matrices' lr over the "
+        "other matrices' (optim.lr_loop), at the experiment's tuned lr, per r and width (one cell a width)",
+    )
     p.add_argument("--dry-run", action="store_true", help="print the first grid's cost and stop")
     p.add_argument("--force", action="store_true", help="tune again although the rule file holds this tune")
     p.add_argument("--no-probe", dest="probe", action="store_false", help="no throughput probe (no CPU hours)")
@@ -72,6 +79,7 @@ def run(args: argparse.Namespace) -> int:
             probe=args.probe,
             force=args.force,
             dry_run=args.dry_run,
+            axis=args.axis,
         )
         result = run_tune(settings, say=console.print, progress=_bar(console))
     except JobFailed as err:

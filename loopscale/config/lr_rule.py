@@ -8,6 +8,9 @@ later sweep of that experiment reads.
       transfer:               # only where the best lr moved with the cells' width: x (width / ref_width)^exponent
         baseline: {width_exponent: -0.8, ref_width: 24}
       recipes: {baseline: {key: ..., cells: [...], rule: {r: per-cell optima}, transfer: {...}, noise, cost}}
+      loop:                   # `loopscale tune --axis loop`: optim.lr_loop, the loop matrices over the others
+        multipliers: {baseline: {1: {16: 0.3, 48: 1.1}, 2: {16: 0.2, 48: 0.06}}}  # recipe -> r -> width -> m
+        recipes: {baseline: {key: ..., cells: [...], rule: ..., noise, cost}}
 
 An experiment uses its rule by one line,
 `optim.lr_rule: ${ls.lr_rule:<experiment>,${ls.recipe:${model}},${model.r},${model.d_model}}`
@@ -23,6 +26,7 @@ how to tune it: a silent multiplier of 1 would train the untuned lr under the tu
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +42,8 @@ HEADER = """\
 # The tuned learning-rate rule of experiment={experiment}: written by `loopscale tune` (loopscale/launch/tune.py),
 # read by the experiment's optim.lr_rule (loopscale/config/lr_rule.py). Every group's peak lr is multiplied by
 # multipliers[recipe][r]; `recipes` holds how each recipe's multipliers were measured. Rerun the tune to change it.
+# `loop` (`loopscale tune --axis loop`): optim.lr_loop, the loop's matrices over the other matrices, per recipe, r and
+# width.
 """
 
 
@@ -96,6 +102,59 @@ def multiplier(experiment: str, recipe: str, r: Any, width: Any = None) -> float
         )
     scaled = float(value) * (float(width) / float(transfer["ref_width"])) ** float(transfer["width_exponent"])
     return float(f"{scaled:.3g}")  # run names carry 3 digits: the lr trained is the one named
+
+
+def loop_multiplier(experiment: str, recipe: str, r: Any, width: Any) -> float:
+    """`${ls.lr_loop_rule:EXPERIMENT,RECIPE,R,WIDTH}`: the loop's tuned lr multiplier (optim.lr_loop) of that recipe
+    and r at that width: the tuned width's own, else log-linear in ln width between the two tuned widths around it
+    (3 significant digits, as run names carry it). ConfigError when the experiment has no loop rule for the recipe
+    or r, or the width is outside the tuned ones (the optima move with the width: no extrapolation)."""
+    path = rule_file(str(experiment))
+    tune = (
+        f"tune it with `loopscale tune experiment={experiment} model.recipe={recipe} --axis loop`, or set "
+        "optim.lr_loop=1"
+    )
+    loop = (read_rule(path) or {}).get("loop") or {}
+    by_r = (loop.get("multipliers") or {}).get(str(recipe))
+    if not isinstance(by_r, dict):
+        raise ConfigError(f"{path} has no tuned loop lr for recipe {recipe}: {tune}")
+    by_width = {int(k): v for k, v in by_r.items()}.get(int(r))
+    if not by_width:
+        raise ConfigError(
+            f"{path} has no tuned loop lr for recipe {recipe} at r = {r} (it has r = {sorted(by_r)}): {tune}"
+        )
+    points = sorted((int(w), float(m)) for w, m in by_width.items())
+    d = int(width)
+    if not points[0][0] <= d <= points[-1][0]:
+        raise ConfigError(
+            f"{path} tuned recipe {recipe}'s loop lr at r = {r} at widths {[w for w, _ in points]}, not at {d}: "
+            f"the optimum moves with the width, so it is not extrapolated; {tune} with a cell at d{d}"
+        )
+    for (w0, m0), (w1, m1) in zip(points, points[1:] + points[-1:]):
+        if w0 == d:
+            return float(f"{m0:.3g}")
+        if w0 < d < w1:
+            share = (math.log(d) - math.log(w0)) / (math.log(w1) - math.log(w0))
+            return float(f"{math.exp((1 - share) * math.log(m0) + share * math.log(m1)):.3g}")
+    raise AssertionError("unreachable: d lies within the tuned widths")
+
+
+def write_loop_rule(
+    path: Path, experiment: str, recipe: str, multipliers: dict[int, dict[int, float]], record: TuneRecord
+) -> Path:
+    """Set one recipe's loop multipliers (r -> width -> multiplier) and their record under the rule file's `loop`
+    key, keeping everything else; written atomically."""
+    path = Path(path)
+    rule = read_rule(path) or {"experiment": experiment, "multipliers": {}, "recipes": {}}
+    loop = rule.setdefault("loop", {})
+    loop.setdefault("multipliers", {})[recipe] = {
+        int(r): {int(w): float(f"{m:.3g}") for w, m in sorted(by_w.items())} for r, by_w in sorted(multipliers.items())
+    }
+    loop.setdefault("recipes", {})[recipe] = record
+    path.parent.mkdir(parents=True, exist_ok=True)
+    text = HEADER.format(experiment=experiment) + yaml.safe_dump(rule, sort_keys=False, default_flow_style=None)
+    write_text_atomic(path, text)
+    return path
 
 
 def write_rule(

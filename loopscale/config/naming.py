@@ -66,11 +66,12 @@ def seed_tag(seed: Any) -> str:
     return "" if int(seed) == 0 else f"-seed{int(seed)}"
 
 
-def lr_tag(lr_scale: Any) -> str:
+def lr_tag(lr_scale: Any, lr_loop: Any = 1.0) -> str:
     """The run-name suffix of an lr grid's multiplier (optim.lr_scale): '' at 1 (every grid run keeps its name),
-    '-lrx0.707' otherwise, so an lr-grid run never shares a run dir with the grid run it varies."""
-    scale = float(lr_scale)
-    return "" if scale == 1.0 else f"-lrx{scale:.3g}"
+    '-lrx0.707' otherwise, so an lr-grid run never shares a run dir with the grid run it varies; then the loop's
+    own lr (optim.lr_loop): '' at 1, '-lrloop0.5' otherwise."""
+    scale, loop = float(lr_scale), float(lr_loop)
+    return ("" if scale == 1.0 else f"-lrx{scale:.3g}") + ("" if loop == 1.0 else f"-lrloop{loop:.3g}")
 
 
 def lr_rule_tag(lr_rule: Any) -> str:

@@ -7,6 +7,7 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
+from loopscale.config.lr_rule import loop_multiplier as lr_loop_multiplier
 from loopscale.config.lr_rule import multiplier as lr_rule_multiplier
 from loopscale.config.model import ModelConfig
 from loopscale.config.naming import (
@@ -44,6 +45,7 @@ def register_resolvers() -> None:
         ("ls.lr_tag", lr_tag),
         ("ls.lr_rule", lr_rule_multiplier),  # an experiment's tuned lr rule (loopscale/config/lr_rule.py)
         ("ls.lr_rule_tag", lr_rule_tag),
+        ("ls.lr_loop_rule", lr_loop_multiplier),  # the loop's tuned lr (`loopscale tune --axis loop`)
         ("ls.recipe", recipe_label),
         ("ls.safe_name", _safe_name),
         ("ls.fork_flops", lambda p: parse_fork_point(p)[0]),  # sweeps/grid/cpu_wsd.yaml

@@ -129,11 +129,17 @@ class OptimConfig:
     # `${ls.lr_rule:...}`; 1 where no rule is tuned (the published transfer, or the base lrs as given). Run names
     # carry it (`naming.lr_rule_tag`). An lr grid's lr_scale multiplies on top of it.
     lr_rule: float = 1.0
+    # optimizer=muonh: the peak lr of the matrices applied at every pass (the recurrent block's and the injection's
+    # MuonH matrices, groups.LOOP) times this, relative to the other matrices; 1 keeps them in one group. A looped
+    # block's update acts on every one of its r passes, so its best lr may differ from the once-applied layers'
+    # (docs/results.md, "A learning rate for the loop's own matrices"). Run names carry it (`naming.lr_tag`).
+    lr_loop: float = 1.0
 
     def __post_init__(self) -> None:
         check_positive("lr", self.lr)
         check_positive("lr_scale", self.lr_scale)
         check_positive("lr_rule", self.lr_rule)
+        check_positive("lr_loop", self.lr_loop)
         for name in ("weight_decay", "beta1", "beta2", "eps", "grad_clip"):
             check_finite(name, getattr(self, name))
         check_choice("schedule", self.schedule, SCHEDULES)
@@ -146,6 +152,11 @@ class OptimConfig:
         if self.warmup_steps is not None and self.warmup_steps < 0:
             raise ConfigError(f"warmup_steps={self.warmup_steps!r} must be >= 0 (or None to use warmup_frac)")
         check_choice("optimizer", self.optimizer, OPTIMIZERS)
+        if self.lr_loop != 1.0 and self.optimizer != "muonh":
+            raise ConfigError(
+                f"lr_loop={self.lr_loop!r} needs optimizer=muonh: its matrix groups are the ones split into the loop's "
+                f"and the rest's (optimizer={self.optimizer!r} has no loop group); set optim.lr_loop=1"
+            )
         check_choice("ortho_dtype", self.ortho_dtype, ("auto", "bf16", "fp32"))
         check_choice("transfer", self.transfer, ("published", "none"))
         for name in (

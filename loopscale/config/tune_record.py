@@ -2,7 +2,8 @@
 reads and writes the file) and the cost a tune states before each round, as TypedDicts: what is written to the
 YAML is these dicts as they are, so a file written before they were typed reads the same.
 
-    RuleFile:  experiment, multipliers {recipe: {r: m}}, transfer {recipe: WidthScaling}, recipes {recipe: TuneRecord}
+    RuleFile:  experiment, multipliers {recipe: {r: m}}, transfer {recipe: WidthScaling}, recipes {recipe: TuneRecord},
+               loop (LoopRule: multipliers {recipe: {r: {width: m}}}, recipes {recipe: TuneRecord})
     TuneRecord: key, cells, grid, fit, noise, rule {r: RuleAtR (CombinedOptimum + cells {cell: CellOptimum})},
                 transfer (WidthTransfer), cost (runs, FLOPs, wall seconds, rounds), overrides, code
 """
@@ -107,11 +108,19 @@ class WidthScaling(TypedDict):
     ref_width: float
 
 
+class LoopRule(TypedDict, total=False):
+    """`loopscale tune --axis loop`'s part of the rule file: optim.lr_loop per recipe, r and width."""
+
+    multipliers: dict[str, dict[int, dict[int, float]]]  # recipe -> r -> width -> multiplier
+    recipes: dict[str, TuneRecord]
+
+
 class RuleFile(TypedDict, total=False):
     experiment: str
     multipliers: dict[str, dict[int, float]]  # recipe -> r -> multiplier (at ref_width with a transfer)
     transfer: dict[str, WidthScaling]
     recipes: dict[str, TuneRecord]
+    loop: LoopRule
 
 
 class RoundCost(TypedDict):

@@ -22,6 +22,13 @@ file.
 
 Cost is stated before anything trains (`plan_cost`: the round's jobs, their FLOPs and, from the throughput probe,
 CPU hours); an extension round states its own.
+
+`--axis loop` tunes the loop's own matrices instead (optim.lr_loop: the recurrent block's and the injection's
+MuonH matrices at lr_loop x the other matrices' lr; loopscale/train/optim/groups.py), at the experiment's tuned lr
+(its rule on): the same grids, parabolas and extensions, varying optim.lr_loop. The optima move with the width
+differently for each r (docs/results.md, "A learning rate for the loop's own matrices"), so no transfer is fitted:
+the rule is each r's optimum at each cell's width (one cell a width), read between widths by the resolver
+(`lr_rule.loop_multiplier`: log-linear in ln width, refused outside the tuned widths), under the file's `loop` key.
 """
 
 from __future__ import annotations
@@ -38,7 +45,7 @@ from typing import Any
 import numpy as np
 from omegaconf import OmegaConf
 
-from loopscale.config.lr_rule import read_rule, rule_file, write_rule
+from loopscale.config.lr_rule import read_rule, rule_file, write_loop_rule, write_rule
 from loopscale.config.tune_record import RoundCost, RuleAtR, TuneNoise, TuneRecord, WidthTransfer
 from loopscale.errors import ConfigError
 from loopscale.fit.lr_optimum import LrOptimum, combine_optima, parabola_optimum, pooled_noise, width_transfer, window
@@ -54,6 +61,10 @@ from loopscale.train.run_json import RUN_FILE, is_finished, read_record_or_none
 
 LR_SCALE = "optim.lr_scale"
 LR_RULE = "optim.lr_rule"
+LR_LOOP = "optim.lr_loop"
+# what each axis varies and what it holds fixed: `lr` every group's lr with the experiment's rule off (and the loop
+# at the rule's, whatever the experiment gives); `loop` the loop's matrices at the experiment's tuned lr
+AXES = {"lr": (LR_SCALE, {LR_RULE: "1.0"}), "loop": (LR_LOOP, {})}
 FIT_POINTS = 5  # the parabola's window: the lrs nearest the lowest loss
 
 
@@ -124,9 +135,13 @@ def _width(others: list[str]) -> int:
     raise ConfigError(f"a tuning cell needs a width ('-d<width>' or '-s<size>'); got {others}")
 
 
-def groups_of(overrides: list[str], cells: list[str] | None) -> tuple[list[tuple[list[str], Any]], list[str]]:
+def groups_of(
+    overrides: list[str], cells: list[str] | None, axis: str = "lr"
+) -> tuple[list[tuple[list[str], Any]], list[str]]:
     """(each distinct job of the experiment's sweep without its point: (its overrides, its composed config at
-    the first cell), the cells): one lr grid per (group, cell)."""
+    the first cell), the cells): one lr grid per (group, cell). The identities are composed at the axis' 1 (the
+    loop axis: optim.lr_loop=1, so an experiment that reads a loop rule composes before it has one)."""
+    varied, fixed = AXES[axis]
     jobs = sweep_overrides(overrides)
     points = [v for job in jobs for v in [_value(job, POINT_KEY)] if v is not None]
     cells = list(cells) if cells else default_cells(points)
@@ -134,25 +149,32 @@ def groups_of(overrides: list[str], cells: list[str] | None) -> tuple[list[tuple
         split_point(cell)  # a cell is a point: 'C<budget>...-d<width>'
     bases: dict[tuple, list[str]] = {}
     for job in jobs:
-        if _value(job, LR_SCALE) is not None:
-            raise ConfigError("loopscale tune sets optim.lr_scale itself: drop it from the overrides")
-        base = [o for o in job if _key(o) not in (POINT_KEY, LR_SCALE, LR_RULE, "runs_dir")]
+        if _value(job, varied) is not None:
+            raise ConfigError(f"loopscale tune sets {varied} itself: drop it from the overrides")
+        base = [o for o in job if _key(o) not in (POINT_KEY, varied, *fixed, "runs_dir")]
         bases.setdefault(tuple(base), base)
-    composed = compose_jobs([[*base, f"{POINT_KEY}={cells[0]}", f"{LR_RULE}=1.0"] for base in bases.values()])
+    held = [f"{k}={v}" for k, v in fixed.items()]
+    composed = compose_jobs([[*base, f"{POINT_KEY}={cells[0]}", f"{varied}=1.0", *held] for base in bases.values()])
     return [(base, OmegaConf.to_object(cfg)) for base, cfg in zip(bases.values(), composed)], cells
 
 
-def tune_key(groups: list[tuple[list[str], Any]], cells: list[str], grid: TuneGrid) -> str:
-    """The cache key of a tune: its jobs' identities at the centre lr (what is trained, not where) and the grid."""
+def tune_key(groups: list[tuple[list[str], Any]], cells: list[str], grid: TuneGrid, axis: str = "lr") -> str:
+    """The cache key of a tune: its jobs' identities at the centre lr (what is trained, not where), the grid and
+    the axis (absent for `lr`: rules tuned before the loop axis keep their key)."""
     ids = sorted(identity_hash(identity_of(cfg)) for _, cfg in groups)
     spec = {"ids": ids, "cells": cells, "points": grid.points, "step": float(grid.step), "centre": grid.first_ks()}
+    if axis != "lr":
+        spec["axis"] = axis
     return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def grid_jobs(grids: list[Grid], tg: TuneGrid, runs_dir: str, extra: list[str]) -> list[tuple[Grid, int, Job]]:
-    """Every (grid, k) run as (grid, k, Job): the group's overrides, the cell as its point, the multiplier
-    step^k, the experiment's rule off, under runs_dir/<cell> (run names carry the width, not the budget: two
-    cells of one width must not share a run dir)."""
+def grid_jobs(
+    grids: list[Grid], tg: TuneGrid, runs_dir: str, extra: list[str], axis: str = "lr"
+) -> list[tuple[Grid, int, Job]]:
+    """Every (grid, k) run as (grid, k, Job): the group's overrides, the cell as its point, the axis' multiplier
+    step^k (the lr axis: the experiment's rule off), under runs_dir/<cell> (run names carry the width, not the
+    budget: two cells of one width must not share a run dir)."""
+    varied, fixed = AXES[axis]
     keyed, overrides = [], []
     for g in grids:
         for k in g.ks:
@@ -160,8 +182,8 @@ def grid_jobs(grids: list[Grid], tg: TuneGrid, runs_dir: str, extra: list[str]) 
                 [
                     *g.overrides,
                     f"{POINT_KEY}={g.cell}",
-                    f"{LR_SCALE}={tg.multiplier(k)!r}",
-                    f"{LR_RULE}=1.0",
+                    f"{varied}={tg.multiplier(k)!r}",
+                    *(f"{key}={value}" for key, value in fixed.items()),
                     f"runs_dir={Path(runs_dir) / g.cell}",
                     *extra,
                 ]  # fmt: skip
@@ -242,6 +264,11 @@ class TuneSettings:
     probe: bool = True  # the throughput probe behind the stated CPU hours
     force: bool = False  # tune again even when the rule file holds this tune's key
     dry_run: bool = False  # state the first round's cost and stop
+    axis: str = "lr"  # lr: every group's lr (optim.lr_scale); loop: the loop's matrices' (optim.lr_loop)
+
+    def __post_init__(self) -> None:
+        if self.axis not in AXES:
+            raise ConfigError(f"axis={self.axis!r} is not one of {sorted(AXES)}")
 
 
 @dataclass
@@ -256,19 +283,27 @@ class TuneResult:
 def run_tune(settings: TuneSettings, say: Callable[[str], None] = print, progress=None) -> TuneResult | None:
     """The module docstring's stages; the rule file's path and what it holds (None after a dry run). `say`
     prints a line, `progress(total)` gives a callable to advance per finished job (None: no bar)."""
-    groups, cells = groups_of(settings.overrides, settings.cells)
+    axis = settings.axis
+    groups, cells = groups_of(settings.overrides, settings.cells, axis)
     experiment = groups[0][1].sweep
     recipes = sorted({cfg.model.recipe for _, cfg in groups})
     if len(recipes) != 1:
         raise ConfigError(f"one recipe a tune (the rule is per recipe); the overrides give {recipes}")
     recipe = recipes[0]
     path = Path(settings.out) if settings.out else rule_file(experiment)
-    key = tune_key(groups, cells, settings.grid)
-    stored = (read_rule(path).get("recipes") or {}).get(recipe) or {}
+    key = tune_key(groups, cells, settings.grid, axis)
+    section = read_rule(path) if axis == "lr" else (read_rule(path).get("loop") or {})
+    stored = (section.get("recipes") or {}).get(recipe) or {}
     if stored.get("key") == key and not settings.force:
-        multipliers = {int(r): float(m) for r, m in read_rule(path)["multipliers"][recipe].items()}
-        say(f"already tuned: {path} holds recipe {recipe}'s rule for this grid (key {key}); --force tunes again")
+        multipliers = {int(r): m for r, m in section["multipliers"][recipe].items()}
+        say(f"already tuned: {path} holds recipe {recipe}'s {axis} rule for this grid (key {key}); --force tunes again")
         return TuneResult(path, multipliers, stored, cached=True)
+    if axis == "loop":
+        widths = [_width(split_point(cell)[1]) for cell in cells]
+        if len(set(widths)) != len(widths):
+            raise ConfigError(
+                f"the loop axis tunes one cell a width (its rule is per width); the cells {cells} repeat one"
+            )
     grids = [
         Grid(recipe, int(cfg.model.r), cell, base, settings.grid.first_ks()) for base, cfg in groups for cell in cells
     ]
@@ -276,7 +311,7 @@ def run_tune(settings: TuneSettings, say: Callable[[str], None] = print, progres
     extra = ["trainer.progress=false", f"trainer.num_threads={settings.threads_per_worker}", "trainer.r_eval=off"]
     trained, wall_s, rounds = 0, 0.0, []
     for round_ in range(settings.grid.max_extend + 1):
-        jobs = grid_jobs(grids, settings.grid, settings.runs_dir, extra)
+        jobs = grid_jobs(grids, settings.grid, settings.runs_dir, extra, axis)
         cost = plan_cost([job for _, _, job in jobs], settings.probe)
         say(_cost_line(round_, cost, settings))
         if settings.dry_run:
@@ -302,6 +337,8 @@ def run_tune(settings: TuneSettings, say: Callable[[str], None] = print, progres
             say(f"  r = {g.r} at {g.cell}: the lowest loss is at the grid's {'upper' if side > 0 else 'lower'} "
                 f"edge: adding x{', x'.join(f'{settings.grid.multiplier(k):.3g}' for k in new)}")  # fmt: skip
     record = _record(grids, fits, noise, settings, cells, key, rounds, [job for _, _, job in jobs], wall_s)
+    if axis == "loop":
+        return _write_loop_rule(path, experiment, recipe, grids, fits, record, trained)
     transfer = record["transfer"] if record["transfer"].get("used") else None
     best = {r: (math.exp(transfer["a"][r]) if transfer else v.get("best")) for r, v in record["rule"].items()}
     multipliers = {int(r): float(f"{m:.3g}") for r, m in best.items() if m}  # as written
@@ -310,6 +347,20 @@ def run_tune(settings: TuneSettings, say: Callable[[str], None] = print, progres
         raise ConfigError(f"no optimum at r = {missing}: nothing written to {path} (see the losses above)")
     width = {"width_exponent": transfer["gamma"], "ref_width": transfer["ref_width"]} if transfer else None
     write_rule(path, experiment, recipe, multipliers, record, width)
+    return TuneResult(path, multipliers, record, cached=False, trained=trained)
+
+
+def _write_loop_rule(path, experiment, recipe, grids, fits, record, trained) -> TuneResult:
+    """The loop axis' rule: each r's optimum at each cell's width (no transfer, no combining: one cell a width)."""
+    by_r: dict[int, dict[int, float]] = {}
+    for g in grids:
+        f = fits[id(g)]
+        if f is None or not f.best:
+            raise ConfigError(f"no optimum at r = {g.r}, {g.cell}: nothing written to {path} (see the losses above)")
+        by_r.setdefault(g.r, {})[_width(split_point(g.cell)[1])] = float(f"{f.best:.3g}")
+    multipliers = {r: dict(sorted(w.items())) for r, w in sorted(by_r.items())}
+    record = {**record, "axis": "loop", "transfer": {"used": False, "reason": "the loop axis' rule is per width"}}
+    write_loop_rule(path, experiment, recipe, multipliers, record)
     return TuneResult(path, multipliers, record, cached=False, trained=trained)
 
 

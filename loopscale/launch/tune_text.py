@@ -12,6 +12,8 @@ def rule_table(result: TuneResult) -> tuple[list[str], list[list[str]]]:
     """(columns, one row per r) of the rule as `loopscale tune` shows it: its multiplier and interval (at the
     reference width when the rule is a width transfer, else the cells combined), each cell's own optimum, and
     whether the cells agree on one multiplier."""
+    if result.record.get("axis") == "loop":
+        return _loop_table(result)
     t = result.record.get("transfer") or {}
     at_ref = f" at d{t['ref_width']:g}" if t.get("used") else ""
     rows = []
@@ -36,6 +38,21 @@ def rule_table(result: TuneResult) -> tuple[list[str], list[list[str]]]:
             ]
         )
     return ["r", f"multiplier{at_ref}", "95% interval", "cells (best, bracketed)", "cells agree (p)"], rows
+
+
+def _loop_table(result: TuneResult) -> tuple[list[str], list[list[str]]]:
+    """The loop axis' rule: a row per r, a column per cell: its optimum, 95% interval and edge."""
+    cells = list(result.record["cells"])
+    rows = []
+    for r, entry in sorted(result.record["rule"].items(), key=lambda kv: int(kv[0])):
+        row = [str(r)]
+        for cell in cells:
+            c = entry["cells"].get(cell) or {}
+            interval = c.get("interval")
+            span = f" [{interval[0]:.3g}, {interval[1]:.3g}]" if interval else ""
+            row.append(f"x{c['best']:.3g}{span}{'' if c.get('bracketed') else ' (edge)'}" if c.get("best") else "-")
+        rows.append(row)
+    return ["r", *(f"lr_loop at {cell}" for cell in cells)], rows
 
 
 def rule_lines(result: TuneResult) -> list[str]:

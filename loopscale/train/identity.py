@@ -92,6 +92,7 @@ ADDED_AT_DEFAULT = {
     "model.block": "prenorm",
     "optim.lr_scale": 1.0,
     "optim.lr_rule": 1.0,
+    "optim.lr_loop": 1.0,  # the per-pass matrices at the other matrices' lr (one group), as every earlier run
     # variable-depth training (model/r_sampling.py): every earlier run trained at fixed r
     "model.r_sampling": "fixed",
     "model.r_sampling_per": "step",

@@ -22,7 +22,7 @@ from loopscale.model.transformer import LoopedTransformer
 from loopscale.train.compile_cache import run_context
 from loopscale.train.compiling import compile_model, eager_on_cpu, forward_recovering, resolve_compile
 from loopscale.train.mfu import mfu, peak_flops
-from loopscale.train.optim.groups import MATRIX, adamw_param_groups, recipe_param_groups
+from loopscale.train.optim.groups import LOOP, MUON_GROUPS, adamw_param_groups, recipe_param_groups
 from loopscale.train.optim.muonh import MuonH, arithmetic_for, resolve_ortho_dtype
 from loopscale.train.optim.schedule import lr_multiplier
 from loopscale.train.plan import TrainingPlan
@@ -421,8 +421,8 @@ class LoopedLM(L.LightningModule):
             # one Optimizer for the whole model (MuonH on matrices, AdamW groups inside it), so Lightning's
             # automatic optimization, gradient accumulation, checkpoints and the LambdaLR below work as for AdamW
             groups = [
-                {"name": name, "params": params, "lr": lrs[name], "adamw": name != MATRIX}
-                for name, params in recipe_param_groups(self.model).items()
+                {"name": name, "params": params, "lr": lrs[name], "adamw": name not in MUON_GROUPS}
+                for name, params in recipe_param_groups(self.model, loop_group=LOOP in lrs).items()
             ]
             optimizer = MuonH(
                 groups,

@@ -81,6 +81,8 @@ def record_plan(record: RunRecord, cfg: TrainConfig, plan: RunPlan) -> None:
         record.update(lr_scale=cfg.optim.lr_scale)
     if cfg.optim.lr_rule != 1.0:  # a run of a tuned lr rule (`loopscale tune`) says so
         record.update(lr_rule=cfg.optim.lr_rule)
+    if cfg.optim.lr_loop != 1.0:  # the loop's matrices at their own lr
+        record.update(lr_loop=cfg.optim.lr_loop)
     if plan.r_ledger is not None:  # variable-depth training (model/r_sampling.py): its scheme and FLOPs ledger
         record.update(r_sampling=m.r_sampling, r_ledger=dict(plan.r_ledger))
 

@@ -198,6 +198,7 @@ class RunRecord:
     lrs: dict[str, float] | None = None
     lr_scale: float | None = None  # optim.lr_scale of an lr-grid run (loopscale/launch/lr_grid.py); absent at 1
     lr_rule: float | None = None  # optim.lr_rule, the tuned rule's multiplier (`loopscale tune`); absent at 1
+    lr_loop: float | None = None  # optim.lr_loop, the per-pass matrices' lr over the other matrices'; absent at 1
     ortho_dtype: str | None = None  # MuonH only
     compile: str | bool | None = None  # what trainer.compile (auto: resolved) trained with
     ranks: list[RankPlacement] | None = None  # where each rank ran

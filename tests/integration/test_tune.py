@@ -15,7 +15,7 @@ import yaml
 
 from loopscale.cli import main as cli_main
 from loopscale.config.dirs import train_config
-from loopscale.config.lr_rule import rule_file
+from loopscale.config.lr_rule import rule_file, write_loop_rule
 from loopscale.errors import ConfigError
 from loopscale.launch.tune import TuneGrid, TuneSettings, run_tune
 from loopscale.train.entry import run_training
@@ -136,3 +136,66 @@ def test_the_cli_states_the_cost_first(experiment, capsys):
     assert cli_main(argv) == 0
     assert "tuning grid: 12 of 12 runs to train" in capsys.readouterr().out  # 2 r x 2 cells x 3 lrs, nothing trained
     assert cli_main(["tune", "model.r=1"]) == 2
+
+
+LOOP_EXPERIMENT = (
+    EXPERIMENT.replace("sweep: tune_tiny", "sweep: tune_tiny_loop")
+    .replace(
+        "  lr_rule: ${ls.lr_rule:tune_tiny,${ls.recipe:${model}},${model.r},${model.d_model}}",
+        "  lr_loop: ${ls.lr_loop_rule:tune_tiny_loop,${ls.recipe:${model}},${model.r},${model.d_model}}",
+    )
+    .replace("${ls.lr_tag:${optim.lr_scale}}", "${ls.lr_tag:${optim.lr_scale},${optim.lr_loop}}")
+)
+
+
+def test_the_loop_axis_trains_each_lr_loop_at_the_experiments_lr_and_a_sweep_reads_its_rule_between_widths(
+    experiment, capsys
+):
+    """`loopscale tune --axis loop`: optim.lr_loop varied at the experiment's own lr (the lr rule not switched off),
+    each run's loop matrices at lr_loop x the other matrices' lr, its name carrying it; at ~26 steps the middle
+    layers of r = 1 learn more the higher their lr (x64 still on the edge: measured), so with no extension the tune
+    writes nothing. A loop rule in the file is read by the experiment's `${ls.lr_loop_rule:...}` at a tuned width,
+    log-linearly between two and refused past them."""
+    conf, overrides, runs = experiment
+    (conf / "experiment" / "tune_tiny_loop.yaml").write_text(LOOP_EXPERIMENT)
+    settings = TuneSettings(
+        ["experiment=tune_tiny_loop", *overrides],
+        grid=TuneGrid(points=3, step=8.0, centre=8.0, max_extend=0),  # x1, x8, x64
+        cells=["C1e10-d16"],
+        runs_dir=runs,
+        workers=1,
+        probe=False,
+        axis="loop",
+    )
+    with pytest.raises(ConfigError, match="r = 1 at C1e10-d16: the lowest loss is still on the grid's upper edge"):
+        run_tune(settings)
+    assert not (conf / "lr_rules" / "tune_tiny_loop.yaml").exists()
+    branches = sorted((Path(runs) / "C1e10-d16" / "tune_tiny_loop").glob("*-C1e10"))
+    assert [p.name for p in branches] == [
+        f"baseline-r{r}-d16{tag}-C1e10" for r in (1, 2) for tag in ("", "-lrloop64", "-lrloop8")
+    ]
+    base = train_config(["experiment=tune_tiny_loop", "model.r=2", "optim.lr_loop=1", *overrides]).optim
+    for path in branches:
+        record = read_record(path)
+        m = float(path.name.split("lrloop")[1].split("-")[0]) if "lrloop" in path.name else 1.0
+        assert record.get("lr_loop") == (None if m == 1.0 else m) and record.get("lr_rule") is None
+        assert record["lrs"]["matrix"] == pytest.approx(base.lr, rel=1e-12)
+        assert record["lrs"].get("loop") == (None if m == 1.0 else pytest.approx(base.lr * m, rel=1e-12))
+
+    write_loop_rule(
+        conf / "lr_rules" / "tune_tiny_loop.yaml", "tune_tiny_loop", "baseline", {2: {16: 4.0, 24: 0.5}}, {}
+    )
+
+    def lr_loop_at(width):
+        return train_config(["experiment=tune_tiny_loop", "model.r=2", f"point=C1e10-d{width}", *overrides]).optim
+
+    write_loop_rule(
+        conf / "lr_rules" / "tune_tiny_loop.yaml", "tune_tiny_loop", "baseline", {2: {16: 4.0, 32: 0.5}}, {}
+    )
+    assert lr_loop_at(16).lr_loop == 4.0 and lr_loop_at(32).lr_loop == 0.5
+    s = math.log(24 / 16) / math.log(32 / 16)  # 0.585: 4 x (1/8)^0.585
+    assert lr_loop_at(24).lr_loop == float(f"{4.0 ** (1 - s) * 0.5**s:.3g}") == 1.19
+    with pytest.raises(Exception, match="at widths \\[16, 32\\], not at 48: .*not extrapolated"):
+        lr_loop_at(48)
+    with pytest.raises(Exception, match="no tuned loop lr for recipe baseline at r = 1 .*--axis loop"):
+        train_config(["experiment=tune_tiny_loop", "model.r=1", *overrides])

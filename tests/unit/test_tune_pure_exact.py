@@ -192,3 +192,49 @@ def test_a_used_width_transfer_shows_each_r_at_the_reference_width_and_says_so()
         "24 runs, 3.46e+16 FLOPs, 20.6 min of run wall time (answered from the rule file); "
     )
     assert len(rule_lines(result({"used": False, "reason": "one width"}))) == 1
+
+
+def test_the_loop_axis_varies_optim_lr_loop_keeps_the_experiments_rule_and_keys_apart_from_the_lr_axis():
+    g = T.Grid("baseline", 2, "C2.5e11-d24", ["experiment=isodepth_cpu_demo", "model.r=2"], [-1, 0])
+    grid = T.TuneGrid(points=3, step=2.0, centre=1.0)  # the jobs are the Grid's own ks, -1 and 0
+    jobs = T.grid_jobs([g], grid, "/tmp/tune", ["trainer.r_eval=off"], axis="loop")
+    assert [job.overrides for _, _, job in jobs] == [
+        [
+            *g.overrides,
+            "point=C2.5e11-d24",
+            f"optim.lr_loop={m!r}",
+            "runs_dir=/tmp/tune/C2.5e11-d24",
+            "trainer.r_eval=off",
+        ]
+        for m in (0.5, 1.0)
+    ]  # no optim.lr_rule=1: the loop is tuned at the experiment's tuned lr
+    cfgs = [job.cfg for _, _, job in jobs]
+    assert [c.optim.lr_loop for c in cfgs] == [0.5, 1.0] and cfgs[
+        0
+    ].optim.lr_rule == 7.01  # the shipped rule, r = 2 at d24
+    assert cfgs[0].run_name == "baseline-r2-d24-lrloop0.5-lrt7.01"
+    lr_jobs = T.grid_jobs([g], grid, "/tmp/tune", [], axis="lr")
+    assert [job.cfg.optim.lr_rule for _, _, job in lr_jobs] == [1.0, 1.0]
+    groups, cells = T.groups_of(["experiment=isodepth_cpu_demo", "model.r=2"], ["C2.5e11-d24"], "loop")
+    assert (
+        T.tune_key(groups, cells, grid, "loop")
+        != T.tune_key(groups, cells, grid, "lr")
+        == T.tune_key(groups, cells, grid)
+    )
+    with pytest.raises(ConfigError, match="loopscale tune sets optim.lr_loop itself"):
+        T.groups_of(["experiment=isodepth_cpu_demo", "optim.lr_loop=0.5"], ["C2.5e11-d24"], "loop")
+    with pytest.raises(ConfigError, match="axis='width' is not one of \\['loop', 'lr'\\]"):
+        T.TuneSettings(["experiment=isodepth_cpu_demo"], axis="width")
+
+
+def test_the_loop_rule_is_each_cells_optimum_at_its_width_to_3_digits(tmp_path):
+    grids = [T.Grid("baseline", r, cell, [], [0]) for r in (1, 2) for cell in ("C1e18-d16", "C2e18-d48")]
+    best = {(1, "C1e18-d16"): 0.31234, (1, "C2e18-d48"): 1.98765, (2, "C1e18-d16"): 0.25001, (2, "C2e18-d48"): 0.0456}
+    fits = {id(g): T.LrOptimum(best[g.r, g.cell], None, 3.0, False, 0, 0.1) for g in grids}
+    path = tmp_path / "rule.yaml"
+    result = T._write_loop_rule(path, "mine", "baseline", grids, fits, {"cells": ["C1e18-d16", "C2e18-d48"]}, 8)
+    assert result.multipliers == {1: {16: 0.312, 48: 1.99}, 2: {16: 0.25, 48: 0.0456}} and result.trained == 8
+    assert result.record["axis"] == "loop" and not result.record["transfer"]["used"]
+    fits[id(grids[3])] = None
+    with pytest.raises(ConfigError, match="no optimum at r = 2, C2e18-d48"):
+        T._write_loop_rule(path, "mine", "baseline", grids, fits, {}, 8)

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from loopscale.config.lr_rule import multiplier, read_rule, rule_file, write_rule
+from loopscale.config.lr_rule import loop_multiplier, multiplier, read_rule, rule_file, write_loop_rule, write_rule
 from loopscale.errors import ConfigError
 from loopscale.fit.lr_optimum import LrOptimum, combine_optima
 
@@ -99,3 +99,33 @@ def test_tuning_one_recipe_keeps_the_other_recipes_rule(tmp_path):
     assert rule["multipliers"] == {"baseline": {1: 1.5, 2: 1.25}, "hyper": {2: 0.9}}
     assert rule["recipes"] == {"baseline": {"key": "b"}, "hyper": {"key": "h"}}
     assert rule["transfer"] == {"baseline": {"width_exponent": -0.5, "ref_width": 24.0}}
+
+
+def test_the_loop_rule_is_read_per_width_log_linear_between_tuned_widths_and_never_extrapolated(tmp_path, monkeypatch):
+    """loopscale/config/lr_rule.py `loop_multiplier`: optim.lr_loop at a tuned width is its optimum; between two tuned
+    widths w0 < d < w1 it is exp((1 - s) ln m0 + s ln m1), s = ln(d / w0) / ln(w1 / w0); outside them refused."""
+    conf = tmp_path / "conf"
+    (conf / "experiment").mkdir(parents=True)
+    (conf / "experiment" / "mine.yaml").write_text("# @package _global_\n")
+    monkeypatch.setenv("LOOPSCALE_CONFIG_PATH", str(conf))
+    with pytest.raises(ConfigError, match="no tuned loop lr for recipe baseline: .*--axis loop"):
+        loop_multiplier("mine", "baseline", 2, 24)
+    write_rule(rule_file("mine"), "mine", "baseline", {1: 2.0, 2: 1.6}, {"cells": []})
+    write_loop_rule(rule_file("mine"), "mine", "baseline", {1: {16: 0.5, 48: 2.0}, 2: {48: 0.04, 16: 0.25}}, {})
+    rule = read_rule(rule_file("mine"))
+    assert rule["multipliers"]["baseline"] == {1: 2.0, 2: 1.6}  # the lr axis' rule kept beside the loop's
+    assert rule["loop"]["multipliers"]["baseline"] == {1: {16: 0.5, 48: 2.0}, 2: {16: 0.25, 48: 0.04}}
+    assert loop_multiplier("mine", "baseline", 1, 16) == 0.5 and loop_multiplier("mine", "baseline", "2", "48") == 0.04
+    s = math.log(24 / 16) / math.log(48 / 16)  # 0.369
+    assert loop_multiplier("mine", "baseline", 1, 24) == float(
+        f"{math.exp((1 - s) * math.log(0.5) + s * math.log(2.0)):.3g}"
+    )
+    assert loop_multiplier("mine", "baseline", 1, 24) == 0.834  # 0.5 x 4^0.369
+    assert loop_multiplier("mine", "baseline", 2, 32) == float(
+        f"{0.25 ** (1 - math.log(2) / math.log(3)) * 0.04 ** (math.log(2) / math.log(3)):.3g}"
+    )
+    for width in (12, 64):
+        with pytest.raises(ConfigError, match=f"at widths \\[16, 48\\], not at {width}: .*not extrapolated"):
+            loop_multiplier("mine", "baseline", 1, width)
+    with pytest.raises(ConfigError, match="no tuned loop lr for recipe baseline at r = 4"):
+        loop_multiplier("mine", "baseline", 4, 16)

@@ -6,6 +6,8 @@ optim=muonh (the published recipe; lr_transfer.py gives each group's lr):
     embedding  embed.* (also the head when it is tied)    (AdamW)
     norm       1-D gains (RMSNorm weights); the injection's norm-group ones (AdamW)
     hyper      the forms' scalar-group parameters: the hyper-connection coefficients, per-pass adapters, ... (AdamW)
+    loop       only when optim.lr_loop != 1: the matrices applied at every pass, split off `matrix` (MuonH): the
+               recurrent block's 2-D weights and the injection's matrix-group ones
 optim=adamw: decay (weight matrices), no_decay (norm gains, embeddings, other 1-D parameters, a form's matrix
 declared decay=False: Parcae's B) and hyper (the forms' scalars, never decayed).
 The injection's and the block form's own parameters are in the group their form declares (loopscale/injections/,
@@ -24,7 +26,8 @@ from loopscale.injections.registry import form as injection_form
 if TYPE_CHECKING:  # annotations only: the group names are read torch-free (lr_transfer, the run plan)
     from torch import nn
 
-MATRIX, HEAD, EMBEDDING, NORM, HYPER = "matrix", "head", "embedding", "norm", "hyper"
+MATRIX, HEAD, EMBEDDING, NORM, HYPER, LOOP = "matrix", "head", "embedding", "norm", "hyper", "loop"
+MUON_GROUPS = (MATRIX, LOOP)  # the groups MuonH updates; the rest are AdamW's
 BLOCK_PREFIXES = ("prelude.", "recurrent.", "coda.", "injection.")
 RECIPE_GROUP = {forms.MATRIX: MATRIX, forms.SCALAR: HYPER, forms.NORM: NORM}  # a form's group -> MuonH recipe's
 
@@ -49,19 +52,21 @@ def form_groups(model: nn.Module) -> dict[str, str]:
     return {name: p.group for name, p in form_params(model).items()}
 
 
-def param_role(name: str, param: nn.Parameter, injection: dict[str, str]) -> str:
+def param_role(name: str, param: nn.Parameter, injection: dict[str, str], loop_group: bool = False) -> str:
     """The recipe's group of one named parameter of LoopedTransformer (see the module docstring); `injection`
-    maps the forms' parameters to their groups (`form_groups`)."""
+    maps the forms' parameters to their groups (`form_groups`); `loop_group` splits the per-pass matrices off."""
     if name.startswith("lm_head."):
         return HEAD
     if name.startswith("embed."):
         return EMBEDDING
+    per_pass = loop_group and name.startswith(("recurrent.", "injection."))
     if name in injection:
-        return RECIPE_GROUP[injection[name]]
+        role = RECIPE_GROUP[injection[name]]
+        return LOOP if per_pass and role == MATRIX else role
     if param.dim() == 1:
         return NORM
     if param.dim() == 2 and name.startswith(BLOCK_PREFIXES):
-        return MATRIX
+        return LOOP if per_pass else MATRIX
     raise ValueError(
         f"parameter {name!r} of shape {tuple(param.shape)} has no group in the MuonH recipe: "
         f"groups are 2-D matrices under {', '.join(BLOCK_PREFIXES)}, lm_head., embed., 1-D norm "
@@ -69,13 +74,14 @@ def param_role(name: str, param: nn.Parameter, injection: dict[str, str]) -> str
     )
 
 
-def recipe_param_groups(model: nn.Module) -> dict[str, list[nn.Parameter]]:
-    """{group: parameters} of a LoopedTransformer, matrix first; empty groups left out."""
+def recipe_param_groups(model: nn.Module, loop_group: bool = False) -> dict[str, list[nn.Parameter]]:
+    """{group: parameters} of a LoopedTransformer, matrix first; empty groups left out; `loop_group`: the per-pass
+    matrices in a group of their own (optim.lr_loop != 1)."""
     injection = form_groups(model)
-    groups: dict[str, list[nn.Parameter]] = {MATRIX: [], HEAD: [], EMBEDDING: [], NORM: [], HYPER: []}
+    groups: dict[str, list[nn.Parameter]] = {MATRIX: [], LOOP: [], HEAD: [], EMBEDDING: [], NORM: [], HYPER: []}
     for name, p in model.named_parameters():  # a tied head is the embedding: listed once
         if p.requires_grad:
-            groups[param_role(name, p, injection)].append(p)
+            groups[param_role(name, p, injection, loop_group)].append(p)
     return {k: v for k, v in groups.items() if v}
 
 

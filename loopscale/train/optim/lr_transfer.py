@@ -6,6 +6,7 @@ The groups (matrix, head, embedding, norm, hyper) are defined in loopscale/train
 Learning rates (`lrs_for`), with B the global tokens per step and D the run's target tokens (C / F before
 rounding to whole batches, as the published code takes it; RunPlan.D_target):
     matrix           lr x (B / B_ref)^0.558 x (D / D_ref)^-0.32
+    loop             the matrix lr x optim.lr_loop (a group only when lr_loop != 1; groups.py)
     head, embedding  lr_<group> x (d / d_ref)^-0.5 x (B / B_ref)^0.558
     norm, hyper      lr_<group> x (d / d_ref)^-0.5                     (the batch factor is not applied)
 with B_ref = 2^18, d_ref = 640 (the paper width of the reference size 10), and D_ref = 10 x the effective
@@ -29,7 +30,7 @@ from loopscale.config.schema import OptimConfig
 from loopscale.errors import ConfigError
 from loopscale.injections.form import SCALAR
 from loopscale.injections.registry import form as injection_form
-from loopscale.train.optim.groups import EMBEDDING, HEAD, HYPER, MATRIX, NORM
+from loopscale.train.optim.groups import EMBEDDING, HEAD, HYPER, LOOP, MATRIX, NORM
 
 BATCH_EXPONENT = 0.558  # lr ~ B^0.558
 DATA_EXPONENT = -0.32  # matrix lr ~ (D / D_ref)^-0.32
@@ -59,6 +60,8 @@ def lrs_for(cfg: ModelConfig, batch_tokens: int, D_tokens: int, optim: OptimConf
     declared = [*injection_form(cfg.injection).params(cfg), *(p for w in WHERE for p in block.params(cfg, w))]
     if SCALAR not in {p.group for p in declared}:  # HYPER: the forms' scalars (lanes, per-pass adapters, ...)
         del base[HYPER]
+    if optim.lr_loop != 1.0:  # the per-pass matrices in a group of their own, transferred as the other matrices
+        base[LOOP] = optim.lr * optim.lr_loop
     if optim.transfer == "none":
         return base
     batch = (batch_tokens / optim.transfer_ref_batch_tokens) ** BATCH_EXPONENT
@@ -66,6 +69,7 @@ def lrs_for(cfg: ModelConfig, batch_tokens: int, D_tokens: int, optim: OptimConf
     data = (D_tokens / D_ref) ** DATA_EXPONENT
     factors = {
         MATRIX: batch * data,
+        LOOP: batch * data,
         HEAD: width * batch,
         EMBEDDING: width * batch,
         NORM: width,  # published: the norm and hyper lrs are scaled with width only
