@@ -2388,6 +2388,36 @@ MUTATIONS: tuple[Mutation, ...] = (
         "less than as many runs of their own",
     ),
     Mutation(
+        "loop-group-leaves-the-injection-out",
+        "loopscale/train/optim/groups.py",
+        'per_pass = loop_group and name.startswith(("recurrent.", "injection."))',
+        'per_pass = loop_group and name.startswith("recurrent.")',
+        (
+            "tests/unit/test_loop_lr.py::test_the_loop_group_holds_exactly_the_recurrent_blocks_and_the_injections_matrices",
+        ),
+        "optim.lr_loop moves every matrix applied at every pass: the recurrent block's and the injection's",
+    ),
+    Mutation(
+        "loop-lr-not-transferred",
+        "loopscale/train/optim/lr_transfer.py",
+        "        LOOP: batch * data,\n",
+        "        LOOP: batch,\n",
+        (
+            "tests/unit/test_loop_lr.py::test_the_loop_group_is_the_matrix_lr_times_lr_loop_under_the_published_transfer",
+        ),
+        "the loop group's lr is transferred as the other matrices' (batch and D factors)",
+    ),
+    Mutation(
+        "loop-rule-read-at-the-nearest-width",
+        "loopscale/config/lr_rule.py",
+        "            share = (math.log(d) - math.log(w0)) / (math.log(w1) - math.log(w0))",
+        "            share = round((math.log(d) - math.log(w0)) / (math.log(w1) - math.log(w0)))",
+        (
+            "tests/unit/test_tune_rule.py::test_the_loop_rule_is_read_per_width_log_linear_between_tuned_widths_and_never_extrapolated",
+        ),
+        "a loop rule is log-linear in ln width between tuned widths",
+    ),
+    Mutation(
         "curve-worth-each-branch-its-own-cluster",
         "loopscale/fit/curve_worth.py",
         'labels = np.unique(rows["job"].to_numpy(), return_inverse=True)[1]',
