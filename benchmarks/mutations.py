@@ -1077,8 +1077,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "tune-cache-ignored",
         "loopscale/launch/tune.py",
-        'if stored.get("key") == key and not settings.force:',
-        "if False:",
+        'if stored.get("key") != key:',
+        "if True:",
         ("tests/integration/test_tune.py::test_the_rule_is_written_read_back_applied_and_cached",),
         "loopscale tune: the same tune again is answered from the rule file, not retrained or refitted",
     ),
@@ -2051,8 +2051,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "blind4-lr-rule-write-drops-other-recipes",
         "loopscale/config/lr_rule.py",
-        'rule = read_rule(path) or {"experiment": experiment, "multipliers": {}, "recipes": {}}',
-        'rule = {"experiment": experiment, "multipliers": {}, "recipes": {}}',
+        '    rule = read_rule(path) or {"experiment": experiment, "multipliers": {}, "recipes": {}}',
+        '    rule = {"experiment": experiment, "multipliers": {}, "recipes": {}}',
         ("tests/unit/test_tune_rule.py::test_tuning_one_recipe_keeps_the_other_recipes_rule",),
         "tuning one recipe keeps the other recipes' multipliers in the rule file",
     ),

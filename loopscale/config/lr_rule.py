@@ -144,13 +144,23 @@ def write_loop_rule(
 ) -> Path:
     """Set one recipe's loop multipliers (r -> width -> multiplier) and their record under the rule file's `loop`
     key, keeping everything else; written atomically."""
-    path = Path(path)
-    rule = read_rule(path) or {"experiment": experiment, "multipliers": {}, "recipes": {}}
+    rule = _current(Path(path), experiment)
     loop = rule.setdefault("loop", {})
     loop.setdefault("multipliers", {})[recipe] = {
         int(r): {int(w): float(f"{m:.3g}") for w, m in sorted(by_w.items())} for r, by_w in sorted(multipliers.items())
     }
     loop.setdefault("recipes", {})[recipe] = record
+    return _write(Path(path), rule, experiment)
+
+
+def _current(path: Path, experiment: str) -> RuleFile:
+    """The rule file's content to update (a new one when there is none)."""
+    rule = read_rule(path) or {"experiment": experiment, "multipliers": {}, "recipes": {}}
+    rule["experiment"] = experiment
+    return rule
+
+
+def _write(path: Path, rule: RuleFile, experiment: str) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     text = HEADER.format(experiment=experiment) + yaml.safe_dump(rule, sort_keys=False, default_flow_style=None)
     write_text_atomic(path, text)
@@ -169,8 +179,7 @@ def write_rule(
     its transfer and its record (how they were measured) in the rule file, keeping the other recipes'; written
     atomically."""
     path = Path(path)
-    rule = read_rule(path) or {"experiment": experiment, "multipliers": {}, "recipes": {}}
-    rule["experiment"] = experiment
+    rule = _current(path, experiment)
     rule["multipliers"][recipe] = {int(r): float(f"{m:.3g}") for r, m in sorted(multipliers.items())}
     transfers = rule.setdefault("transfer", {})
     if transfer:
@@ -178,7 +187,4 @@ def write_rule(
     else:
         transfers.pop(recipe, None)
     rule.setdefault("recipes", {})[recipe] = record
-    path.parent.mkdir(parents=True, exist_ok=True)
-    text = HEADER.format(experiment=experiment) + yaml.safe_dump(rule, sort_keys=False, default_flow_style=None)
-    write_text_atomic(path, text)
-    return path
+    return _write(path, rule, experiment)

@@ -46,14 +46,14 @@ import numpy as np
 from omegaconf import OmegaConf
 
 from loopscale.config.lr_rule import read_rule, rule_file, write_loop_rule, write_rule
-from loopscale.config.tune_record import RoundCost, RuleAtR, TuneNoise, TuneRecord, WidthTransfer
+from loopscale.config.tune_record import RoundCost, TuneNoise, TuneRecord
 from loopscale.errors import ConfigError
-from loopscale.fit.lr_optimum import LrOptimum, combine_optima, parabola_optimum, pooled_noise, width_transfer, window
+from loopscale.fit.lr_optimum import LrOptimum, parabola_optimum, pooled_noise, window
 from loopscale.launch.compile_order import schedule
 from loopscale.launch.local_workers import train_in_workers
 from loopscale.launch.lr_grid import POINT_KEY, split_point
 from loopscale.launch.sweep import Job, compose_jobs, describe, sweep_overrides
-from loopscale.provenance import git_commit
+from loopscale.launch.tune_rules import FIT_POINTS, cell_width, loop_multipliers, record_of
 from loopscale.train.identity import comparable, differences, identity_hash, identity_of, stored_identity
 from loopscale.train.job_plan import plan_job
 from loopscale.train.plan import run_dir_of
@@ -65,7 +65,6 @@ LR_LOOP = "optim.lr_loop"
 # what each axis varies and what it holds fixed: `lr` every group's lr with the experiment's rule off (and the loop
 # at the rule's, whatever the experiment gives); `loop` the loop's matrices at the experiment's tuned lr
 AXES = {"lr": (LR_SCALE, {LR_RULE: "1.0"}), "loop": (LR_LOOP, {})}
-FIT_POINTS = 5  # the parabola's window: the lrs nearest the lowest loss
 
 
 @dataclass(frozen=True)
@@ -113,7 +112,7 @@ def default_cells(points: list[str]) -> list[str]:
     budgets: dict[float, dict[int, tuple[str, list[str]]]] = {}
     for point in points:
         tokens, others = split_point(point)
-        width = _width(others)
+        width = cell_width(others)
         for b in tokens:
             budgets.setdefault(float(b), {})[width] = (b, others)
     if not budgets:
@@ -126,13 +125,6 @@ def default_cells(points: list[str]) -> list[str]:
 
 def _cell(budget: str, others: list[str]) -> str:
     return "-".join([f"C{budget}", *others])
-
-
-def _width(others: list[str]) -> int:
-    for part in others:
-        if part[:1] in ("d", "s") and part[1:].isdigit():
-            return int(part[1:])
-    raise ConfigError(f"a tuning cell needs a width ('-d<width>' or '-s<size>'); got {others}")
 
 
 def groups_of(
@@ -286,24 +278,16 @@ def run_tune(settings: TuneSettings, say: Callable[[str], None] = print, progres
     axis = settings.axis
     groups, cells = groups_of(settings.overrides, settings.cells, axis)
     experiment = groups[0][1].sweep
-    recipes = sorted({cfg.model.recipe for _, cfg in groups})
-    if len(recipes) != 1:
-        raise ConfigError(f"one recipe a tune (the rule is per recipe); the overrides give {recipes}")
-    recipe = recipes[0]
+    recipe = _one_recipe(groups)
     path = Path(settings.out) if settings.out else rule_file(experiment)
     key = tune_key(groups, cells, settings.grid, axis)
-    section = read_rule(path) if axis == "lr" else (read_rule(path).get("loop") or {})
-    stored = (section.get("recipes") or {}).get(recipe) or {}
-    if stored.get("key") == key and not settings.force:
-        multipliers = {int(r): m for r, m in section["multipliers"][recipe].items()}
+    cached = None if settings.force else _cached(path, recipe, axis, key)
+    if cached is not None:
         say(f"already tuned: {path} holds recipe {recipe}'s {axis} rule for this grid (key {key}); --force tunes again")
-        return TuneResult(path, multipliers, stored, cached=True)
-    if axis == "loop":
-        widths = [_width(split_point(cell)[1]) for cell in cells]
-        if len(set(widths)) != len(widths):
-            raise ConfigError(
-                f"the loop axis tunes one cell a width (its rule is per width); the cells {cells} repeat one"
-            )
+        return cached
+    widths = [cell_width(split_point(cell)[1]) for cell in cells]
+    if axis == "loop" and len(set(widths)) != len(widths):
+        raise ConfigError(f"the loop axis tunes one cell a width (its rule is per width); the cells {cells} repeat one")
     grids = [
         Grid(recipe, int(cfg.model.r), cell, base, settings.grid.first_ks()) for base, cfg in groups for cell in cells
     ]
@@ -336,7 +320,7 @@ def run_tune(settings: TuneSettings, say: Callable[[str], None] = print, progres
             new = extend(g, side)
             say(f"  r = {g.r} at {g.cell}: the lowest loss is at the grid's {'upper' if side > 0 else 'lower'} "
                 f"edge: adding x{', x'.join(f'{settings.grid.multiplier(k):.3g}' for k in new)}")  # fmt: skip
-    record = _record(grids, fits, noise, settings, cells, key, rounds, [job for _, _, job in jobs], wall_s)
+    record = record_of(grids, fits, noise, settings, cells, key, rounds, [job for _, _, job in jobs], wall_s)
     if axis == "loop":
         return _write_loop_rule(path, experiment, recipe, grids, fits, record, trained)
     transfer = record["transfer"] if record["transfer"].get("used") else None
@@ -350,15 +334,25 @@ def run_tune(settings: TuneSettings, say: Callable[[str], None] = print, progres
     return TuneResult(path, multipliers, record, cached=False, trained=trained)
 
 
+def _one_recipe(groups: list[tuple[list[str], Any]]) -> str:
+    recipes = sorted({cfg.model.recipe for _, cfg in groups})
+    if len(recipes) != 1:
+        raise ConfigError(f"one recipe a tune (the rule is per recipe); the overrides give {recipes}")
+    return recipes[0]
+
+
+def _cached(path: Path, recipe: str, axis: str, key: str) -> TuneResult | None:
+    """The rule file's answer when it holds this tune (its key) for the recipe on this axis, else None."""
+    section = read_rule(path) if axis == "lr" else (read_rule(path).get("loop") or {})
+    stored = (section.get("recipes") or {}).get(recipe) or {}
+    if stored.get("key") != key:
+        return None
+    return TuneResult(path, {int(r): m for r, m in section["multipliers"][recipe].items()}, stored, cached=True)
+
+
 def _write_loop_rule(path, experiment, recipe, grids, fits, record, trained) -> TuneResult:
     """The loop axis' rule: each r's optimum at each cell's width (no transfer, no combining: one cell a width)."""
-    by_r: dict[int, dict[int, float]] = {}
-    for g in grids:
-        f = fits[id(g)]
-        if f is None or not f.best:
-            raise ConfigError(f"no optimum at r = {g.r}, {g.cell}: nothing written to {path} (see the losses above)")
-        by_r.setdefault(g.r, {})[_width(split_point(g.cell)[1])] = float(f"{f.best:.3g}")
-    multipliers = {r: dict(sorted(w.items())) for r, w in sorted(by_r.items())}
+    multipliers = loop_multipliers(grids, fits, path)
     record = {**record, "axis": "loop", "transfer": {"used": False, "reason": "the loop axis' rule is per width"}}
     write_loop_rule(path, experiment, recipe, multipliers, record)
     return TuneResult(path, multipliers, record, cached=False, trained=trained)
@@ -397,87 +391,6 @@ def _train(jobs: list[Job], settings: TuneSettings, progress, say) -> tuple[int,
         if advance:
             advance()
     return len(todo), time.perf_counter() - started
-
-
-def _record(grids, fits, noise, settings, cells, key, rounds, jobs, wall_s) -> TuneRecord:
-    """How the rule was measured, for the rule file: per r the combined multiplier and each cell's optimum;
-    the cost of every run of the final grids (FLOPs, and the runs' own wall seconds from their records, which
-    add up over resumed launches) and this launch's wall time."""
-    rule: dict[int, RuleAtR] = {}
-    for r in sorted({g.r for g in grids}):
-        at_r = [g for g in grids if g.r == r]
-        combined = combine_optima([fits[id(g)] for g in at_r], noise["dof"])
-        per_cell = {}
-        for g in at_r:
-            f = fits[id(g)]
-            per_cell[g.cell] = {
-                "multipliers": [settings.grid.multiplier(k) for k in g.ks],
-                "L": [float(np.mean(g.L[k])) for k in g.ks],
-                **({} if f is None else {
-                    "best": f.best, "interval": list(f.interval) if f.interval else None, "L_best": f.L_best,
-                    "bracketed": f.side == 0, "reason": f.reason}),
-            }  # fmt: skip
-        rule[r] = {**combined, "cells": per_cell}
-    return _plain(
-        {
-            "key": key,
-            "cells": cells,
-            "grid": {"points": settings.grid.points, "step": float(settings.grid.step), "centre": settings.grid.centre},
-            "fit": f"parabola in ln(multiplier), the {FIT_POINTS} lrs nearest each grid's lowest loss, noise pooled",
-            "noise": noise,
-            "rule": rule,
-            "transfer": _transfer(grids, fits, cells, noise["dof"]),
-            "cost": {
-                "runs": len(jobs),
-                "flops": sum(plan_job(job.cfg).flops for job in jobs),
-                "runs_wall_s": sum(_run_wall_s(job.cfg) for job in jobs),
-                "launch_wall_s": wall_s,
-                "rounds": rounds,
-            },
-            "overrides": settings.overrides,
-            "code": git_commit(),
-        }
-    )
-
-
-def _transfer(grids, fits, cells, dof) -> WidthTransfer:
-    """The optima of every r and cell as one width transfer (fit/lr_optimum.width_transfer, the first cell's
-    width the reference), used in the rule when the cells hold two or more widths and the exponent differs from
-    0 by 2 standard errors (else the per-r multipliers, the cells combined, are the rule)."""
-    usable = [(g, fits[id(g)]) for g in grids if fits[id(g)] is not None and fits[id(g)].log_se]
-    widths = {g.cell: _width(split_point(g.cell)[1]) for g in grids}
-    ref = widths[cells[0]]
-    if len({widths[g.cell] for g, _ in usable}) < 2:
-        return {"used": False, "reason": "the cells hold one width"}
-    return width_transfer(
-        np.array([g.r for g, _ in usable]),
-        np.array([widths[g.cell] for g, _ in usable]),
-        np.log([f.best for _, f in usable]),
-        np.array([f.log_se for _, f in usable]),
-        ref,
-        dof,
-    )
-
-
-def _run_wall_s(cfg) -> float:
-    """A finished run's wall seconds as its records say (a forked cell: the parent's and the branch's)."""
-    records = [read_record_or_none(path) for path in plan_job(cfg).record_files]
-    return float(sum(rec.wall_time_s or 0.0 for rec in records if rec is not None))
-
-
-def _plain(value: Any) -> Any:
-    """Plain YAML types (numbers to 4 significant digits; tuples to lists)."""
-    if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    if isinstance(value, (bool, np.bool_)):
-        return bool(value)
-    if isinstance(value, (int, np.integer)):
-        return int(value)
-    if isinstance(value, (float, np.floating)):
-        return float(f"{float(value):.4g}")
-    return value
 
 
 def _key(override: str) -> str:

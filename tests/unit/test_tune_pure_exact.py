@@ -14,6 +14,7 @@ import pytest
 
 from loopscale.errors import ConfigError
 from loopscale.launch import tune as T
+from loopscale.launch.tune_rules import plain
 from loopscale.launch.tune_text import rule_lines, rule_table
 
 
@@ -123,7 +124,7 @@ def test_the_cost_line_of_a_round():
 
 def test_the_record_is_plain_yaml_with_numbers_to_4_significant_digits():
     value = {"a": (np.float64(1.234567), 2), "b": [np.int64(7), np.bool_(True), True], "c": 123456.0, "d": "x"}
-    out = T._plain(value)
+    out = plain(value)
     assert out == {"a": [1.235, 2], "b": [7, True, True], "c": 123500.0, "d": "x"}
     assert type(out["b"][0]) is int and type(out["b"][1]) is bool and type(out["b"][2]) is bool
     assert T._value(["+optim.lr_scale=2", "seed=1"], "optim.lr_scale") == "2"
