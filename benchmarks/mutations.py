@@ -2418,6 +2418,15 @@ MUTATIONS: tuple[Mutation, ...] = (
         "a loop rule is log-linear in ln width between tuned widths",
     ),
     Mutation(
+        "loop-rule-writes-a-flat-grids-lowest-loss",
+        "loopscale/launch/tune_rules.py",
+        "        if f is None or not f.log_se:\n",
+        "        if f is None or not f.best:\n",
+        ("tests/unit/test_tune_pure_exact.py::test_a_loop_cell_whose_losses_do_not_curve_upwards_writes_no_rule",),
+        "a loop rule's optimum is a parabola curving upwards with its se (what the lr axis combines), never a flat "
+        "grid's lowest loss",
+    ),
+    Mutation(
         "curve-worth-each-branch-its-own-cluster",
         "loopscale/fit/curve_worth.py",
         'labels = np.unique(rows["job"].to_numpy(), return_inverse=True)[1]',

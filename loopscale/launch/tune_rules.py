@@ -109,11 +109,18 @@ def plain(value: Any) -> Any:
 
 def loop_multipliers(grids, fits, path) -> dict[int, dict[int, float]]:
     """The loop axis' rule: {r: {width: each cell's optimum, 3 significant digits}}; ConfigError naming the first r
-    and cell without one (nothing is written)."""
+    and cell without one (nothing is written). A cell's optimum is what the lr axis would combine
+    (`combine_optima`): a parabola curving upwards with its se; a grid whose losses do not curve upwards (flat
+    within the noise) has only its lowest loss, which is no optimum, and one cell a width leaves no other cell to
+    take its place."""
     by_r: dict[int, dict[int, float]] = {}
     for g in grids:
         f = fits[id(g)]
-        if f is None or not f.best:
-            raise ConfigError(f"no optimum at r = {g.r}, {g.cell}: nothing written to {path} (see the losses above)")
+        if f is None or not f.log_se:
+            why = "fewer than 3 lrs" if f is None else f.reason or "no noise estimate for its interval"
+            raise ConfigError(
+                f"no optimum at r = {g.r}, {g.cell} ({why}): nothing written to {path} (see the losses above; "
+                "a wider grid, --points or --step, may show the curvature)"
+            )
         by_r.setdefault(g.r, {})[cell_width(split_point(g.cell)[1])] = float(f"{f.best:.3g}")
     return {r: dict(sorted(w.items())) for r, w in sorted(by_r.items())}

@@ -239,3 +239,24 @@ def test_the_loop_rule_is_each_cells_optimum_at_its_width_to_3_digits(tmp_path):
     fits[id(grids[3])] = None
     with pytest.raises(ConfigError, match="no optimum at r = 2, C2e18-d48"):
         T._write_loop_rule(path, "mine", "baseline", grids, fits, {}, 8)
+
+
+def test_a_loop_cell_whose_losses_do_not_curve_upwards_writes_no_rule(tmp_path):
+    """One cell a width: a grid flat within the noise (the least-squares parabola through 3.585, 3.60, 3.58, 3.60,
+    3.585 curves downwards, c2 < 0) has only its lowest loss, at x1, which the lr axis would not combine either
+    (`combine_optima` keeps fits with an se): refused, nothing written, where the rule used to say x1."""
+    tg = T.TuneGrid()  # 5 lrs, x0.5 .. x2
+    curving = T.Grid("baseline", 2, "C1e18-d16", [], tg.first_ks())
+    curving.L = {k: [3.6 + 0.01 * (k - 1) ** 2 + 0.001 * (k % 2)] for k in curving.ks}  # vertex near x1.41
+    flat = T.Grid("baseline", 2, "C2e18-d48", [], tg.first_ks())
+    flat.L = {k: [v] for k, v in zip(flat.ks, [3.585, 3.60, 3.58, 3.60, 3.585])}
+    fits, noise = T.fit_grids([curving, flat], tg)
+    assert fits[id(flat)].best == 1.0 and fits[id(flat)].side == 0 and fits[id(flat)].log_se is None
+    assert fits[id(curving)].log_se > 0 and noise["dof"] == 4
+    path = tmp_path / "rule.yaml"
+    with pytest.raises(ConfigError, match="no optimum at r = 2, C2e18-d48 \\(the losses do not curve upwards"):
+        T._write_loop_rule(path, "mine", "baseline", [curving, flat], fits, {"cells": []}, 10)
+    assert not path.exists()
+    fits[id(curving)] = T.LrOptimum(1.5, None, 3.6, False, 0, None)  # a 3-lr grid: no pooled noise, no se
+    with pytest.raises(ConfigError, match="no optimum at r = 2, C1e18-d16 \\(no noise estimate"):
+        T._write_loop_rule(path, "mine", "baseline", [curving, flat], fits, {"cells": []}, 10)
