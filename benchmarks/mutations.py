@@ -2427,6 +2427,15 @@ MUTATIONS: tuple[Mutation, ...] = (
         "grid's lowest loss",
     ),
     Mutation(
+        "tune-width-transfer-without-an-identified-gamma",
+        "loopscale/launch/tune_rules.py",
+        "    if all(len(w) < 2 for w in at_r.values()):",
+        "    if False:",
+        ("tests/unit/test_tune_pure_exact.py::test_a_width_transfer_needs_one_r_with_optima_at_two_widths",),
+        "a tune fits a width transfer only where one r has optima at two widths (else each r's intercept takes "
+        "its width and gamma is not identified)",
+    ),
+    Mutation(
         "curve-worth-each-branch-its-own-cluster",
         "loopscale/fit/curve_worth.py",
         'labels = np.unique(rows["job"].to_numpy(), return_inverse=True)[1]',

@@ -76,6 +76,11 @@ def transfer_of(grids, fits, cells, dof) -> WidthTransfer:
     ref = widths[cells[0]]
     if len({widths[g.cell] for g, _ in usable}) < 2:
         return {"used": False, "reason": "the cells hold one width"}
+    at_r: dict[int, set[int]] = {}
+    for g, _ in usable:
+        at_r.setdefault(g.r, set()).add(widths[g.cell])
+    if all(len(w) < 2 for w in at_r.values()):  # each r's intercept takes its one width: gamma is not identified
+        return {"used": False, "reason": "no r has optima at two widths"}
     return width_transfer(
         np.array([g.r for g, _ in usable]),
         np.array([widths[g.cell] for g, _ in usable]),

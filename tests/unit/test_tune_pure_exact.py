@@ -14,7 +14,7 @@ import pytest
 
 from loopscale.errors import ConfigError
 from loopscale.launch import tune as T
-from loopscale.launch.tune_rules import plain
+from loopscale.launch.tune_rules import plain, transfer_of
 from loopscale.launch.tune_text import rule_lines, rule_table
 
 
@@ -260,3 +260,20 @@ def test_a_loop_cell_whose_losses_do_not_curve_upwards_writes_no_rule(tmp_path):
     fits[id(curving)] = T.LrOptimum(1.5, None, 3.6, False, 0, None)  # a 3-lr grid: no pooled noise, no se
     with pytest.raises(ConfigError, match="no optimum at r = 2, C1e18-d16 \\(no noise estimate"):
         T._write_loop_rule(path, "mine", "baseline", [curving, flat], fits, {"cells": []}, 10)
+
+
+def test_a_width_transfer_needs_one_r_with_optima_at_two_widths():
+    """r = 1's optimum only at d24 and r = 2's only at d48 (the other cells flat: no se): ln best = a_r + gamma
+    ln(width / 24) has 3 unknowns and 2 optima, each r's intercept absorbing its width, so no transfer (the tune
+    used to end in numpy's LinAlgError after training, nothing written); with r = 1 at both widths gamma is
+    r = 1's slope, ln(3 / 2) / ln 2 = 0.585."""
+    grids = [T.Grid("baseline", r, cell, [], [0]) for r in (1, 2) for cell in ("C1e18-d24", "C1e18-d48")]
+    best = {(1, "C1e18-d24"): 2.0, (1, "C1e18-d48"): 3.0, (2, "C1e18-d24"): 1.0, (2, "C1e18-d48"): 1.5}
+    se = {(1, "C1e18-d24"): 0.1, (1, "C1e18-d48"): None, (2, "C1e18-d24"): None, (2, "C1e18-d48"): 0.2}
+    fits = {id(g): T.LrOptimum(best[g.r, g.cell], None, 3.0, False, 0, se[g.r, g.cell]) for g in grids}
+    cells = ["C1e18-d24", "C1e18-d48"]
+    assert transfer_of(grids, fits, cells, 8) == {"used": False, "reason": "no r has optima at two widths"}
+    fits[id(grids[1])] = T.LrOptimum(3.0, None, 3.0, False, 0, 0.1)
+    t = transfer_of(grids, fits, cells, 8)
+    assert t["gamma"] == pytest.approx(math.log(1.5) / math.log(2), rel=1e-9) and t["dof"] == 0
+    assert t["a"][2.0] == pytest.approx(math.log(1.5) - t["gamma"] * math.log(2), rel=1e-9)
