@@ -2436,6 +2436,16 @@ MUTATIONS: tuple[Mutation, ...] = (
         "its width and gamma is not identified)",
     ),
     Mutation(
+        "loop-tune-default-cells-miss-the-smallest-width",
+        "loopscale/launch/tune.py",
+        '    if axis == "loop":\n        widths = sorted(',
+        "    if False:\n        widths = sorted(",
+        (
+            "tests/unit/test_tune_pure_exact.py::test_the_loop_axis_default_cells_span_every_width_the_experiment_trains",
+        ),
+        "a loop tune's default cells span every width the experiment trains (its rule is never read past them)",
+    ),
+    Mutation(
         "curve-worth-each-branch-its-own-cluster",
         "loopscale/fit/curve_worth.py",
         'labels = np.unique(rows["job"].to_numpy(), return_inverse=True)[1]',

@@ -34,7 +34,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--cells",
         default=None,
         help="comma-separated (budget, width) points to tune at, e.g. C2.5e11-d24,C5e11-d48 (default: the "
-        "smallest budget at its middle width and the largest budget at its largest width)",
+        "smallest budget at its middle width and the largest budget at its largest width; --axis loop: the "
+        "smallest width at the smallest budget and the largest width at the largest budget, the widths its rule "
+        "is read between)",
     )
     p.add_argument("--points", type=int, default=5, help="lrs in a first grid (default 5)")
     p.add_argument("--step", type=float, default=2**0.5, help="ratio of neighbouring lrs (default sqrt 2)")

@@ -106,9 +106,12 @@ class Grid:
     L: dict[int, list[float]] = field(default_factory=dict)
 
 
-def default_cells(points: list[str]) -> list[str]:
+def default_cells(points: list[str], axis: str = "lr") -> list[str]:
     """Two cells from the experiment's grid points: the smallest budget at its middle width (the lower of two
-    middles), and the largest budget at the largest width trained there."""
+    middles), and the largest budget at the largest width trained there. The loop axis: the experiment's
+    smallest width at the smallest budget that trains it and its largest width at the largest budget that trains
+    it, so that the rule, read between tuned widths and never past them (`lr_rule.loop_multiplier`), serves every
+    width the experiment trains."""
     budgets: dict[float, dict[int, tuple[str, list[str]]]] = {}
     for point in points:
         tokens, others = split_point(point)
@@ -117,6 +120,14 @@ def default_cells(points: list[str]) -> list[str]:
             budgets.setdefault(float(b), {})[width] = (b, others)
     if not budgets:
         raise ConfigError("the experiment sweeps no `point`: give the tuning cells with --cells C<budget>-d<width>")
+    if axis == "loop":
+        widths = sorted({w for at in budgets.values() for w in at})
+        lo, hi = widths[0], widths[-1]
+        cells = [
+            _cell(*budgets[min(b for b in budgets if lo in budgets[b])][lo]),
+            _cell(*budgets[max(b for b in budgets if hi in budgets[b])][hi]),
+        ]
+        return list(dict.fromkeys(cells))
     small, large = budgets[min(budgets)], budgets[max(budgets)]
     widths = sorted(small)
     cells = [_cell(*small[widths[(len(widths) - 1) // 2]]), _cell(*large[max(large)])]
@@ -136,7 +147,7 @@ def groups_of(
     varied, fixed = AXES[axis]
     jobs = sweep_overrides(overrides)
     points = [v for job in jobs for v in [_value(job, POINT_KEY)] if v is not None]
-    cells = list(cells) if cells else default_cells(points)
+    cells = list(cells) if cells else default_cells(points, axis)
     for cell in cells:
         split_point(cell)  # a cell is a point: 'C<budget>...-d<width>'
     bases: dict[tuple, list[str]] = {}

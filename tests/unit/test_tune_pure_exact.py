@@ -277,3 +277,16 @@ def test_a_width_transfer_needs_one_r_with_optima_at_two_widths():
     t = transfer_of(grids, fits, cells, 8)
     assert t["gamma"] == pytest.approx(math.log(1.5) / math.log(2), rel=1e-9) and t["dof"] == 0
     assert t["a"][2.0] == pytest.approx(math.log(1.5) - t["gamma"] * math.log(2), rel=1e-9)
+
+
+def test_the_loop_axis_default_cells_span_every_width_the_experiment_trains():
+    """The loop rule is read between its tuned widths and never past them: its default cells are the smallest width
+    at the smallest budget that trains it and the largest at the largest budget that trains it. On the CPU demo
+    (widths 16-48) the lr axis' cells, d24 and d48, would leave d16 refused by every later sweep."""
+    points = ["C1e18-d64", "C1e18-d128", "C1e18-d32", "C1e18-d256", "C3e18-d512", "C1e19_2e19-d128", "C2e19-d96"]
+    assert T.default_cells(points, "loop") == ["C1e18-d32", "C3e18-d512"]
+    assert T.default_cells(["C2e18-d16", "C1e18-d32", "C4e18-d16"], "loop") == ["C2e18-d16", "C1e18-d32"]
+    assert T.default_cells(["C5e17-s3"], "loop") == ["C5e17-s3"]
+    _, cells = T.groups_of(["experiment=isodepth_cpu_demo", "model.r=2"], None, "loop")
+    assert cells == ["C2.5e11-d16", "C5e11-d48"]
+    assert T.groups_of(["experiment=isodepth_cpu_demo", "model.r=2"], None, "lr")[1] == ["C2.5e11-d24", "C5e11-d48"]
