@@ -65,6 +65,7 @@ class SweepRow(JobWork, CpuEstimate):
     C_budget: float | None
     lr_scale: float
     lr_rule: float
+    lr_loop: float
     device_batch: int
     grad_accum: int
     world: int
@@ -191,6 +192,7 @@ def describe(job: Job, limits=None, probe: bool = False) -> SweepRow:
         "C_budget": plan.C_budget,
         "lr_scale": cfg.optim.lr_scale,
         "lr_rule": cfg.optim.lr_rule,  # the experiment's tuned multiplier (`loopscale tune`), 1 without a rule
+        "lr_loop": cfg.optim.lr_loop,  # the loop's matrices' lr over the others' (`loopscale tune --axis loop`)
         **work(planned),
         "device_batch": batching.device_batch,
         "grad_accum": batching.grad_accum,

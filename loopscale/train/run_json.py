@@ -59,6 +59,7 @@ class TableRow(TypedDict):
     # `loopscale validate`: an lr grid's multiplier (empty in the grid), the shapes its conventions recount with
     lr_scale: float | None
     lr_rule: float | None
+    lr_loop: float | None  # optim.lr_loop: the loop's matrices' lr over the other matrices' (empty at 1)
     n_prelude: int | None
     n_coda: int | None
     seq_len: int | None

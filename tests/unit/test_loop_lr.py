@@ -134,3 +134,22 @@ def test_run_names_carry_the_loop_lr():
 def test_bad_lr_loop_is_refused_with_the_field_named(overrides, message):
     with pytest.raises(ConfigError, match=message):
         train_config([*TINY, "model.r=2", *overrides])
+
+
+def test_the_runs_table_and_the_sweeps_rows_carry_the_loop_lr(tmp_path):
+    """A run with its loop at its own lr says so where lr_scale and lr_rule are said: its runs-table row (`loopscale
+    collect`; rows differing only in optim.lr_loop are otherwise one point and seed) and `loopscale sweep --json`'s
+    job row; empty (None) and 1 at the default."""
+    from loopscale.launch.sweep import Job, describe
+    from loopscale.train.plan import plan_run
+    from loopscale.train.recording import first_record, record_plan
+
+    rows = {}
+    for loop in (1.0, 0.5):
+        cfg = train_config([*TINY, "model.r=2", "optim=muonh", "optim.transfer=none", f"optim.lr_loop={loop}"])
+        record = first_record(cfg, tmp_path / cfg.run_name)
+        record_plan(record, cfg, plan_run(cfg))
+        rows[loop] = (record.table_row(), describe(Job([], cfg)))
+    assert rows[0.5][0]["lr_loop"] == 0.5 and rows[1.0][0]["lr_loop"] is None
+    assert rows[0.5][1]["lr_loop"] == 0.5 and rows[1.0][1]["lr_loop"] == 1.0
+    assert rows[0.5][0]["lr_rule"] is None and rows[0.5][1]["lr_rule"] == 1.0
