@@ -2446,6 +2446,18 @@ MUTATIONS: tuple[Mutation, ...] = (
         "a loop tune's default cells span every width the experiment trains (its rule is never read past them)",
     ),
     Mutation(
+        "tune-keys-a-paper-cell-by-its-size",
+        "loopscale/launch/tune_rules.py",
+        'return int(part[1:]) if part[0] == "d" else paper_width(int(part[1:]))',
+        "return int(part[1:])",
+        (
+            "tests/unit/test_tune_pure_exact.py::"
+            "test_a_paper_size_cell_is_keyed_by_its_d_model_as_the_experiment_reads_its_rules",
+        ),
+        "a tune's rules (the width transfer's reference, the loop rule's widths) are keyed by d_model, as "
+        "`${model.d_model}` reads them, a paper size s as its width 64 s rounded up to 128",
+    ),
+    Mutation(
         "curve-worth-each-branch-its-own-cluster",
         "loopscale/fit/curve_worth.py",
         'labels = np.unique(rows["job"].to_numpy(), return_inverse=True)[1]',

@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from loopscale.config.naming import paper_width
 from loopscale.config.tune_record import RuleAtR, TuneRecord, WidthTransfer
 from loopscale.errors import ConfigError
 from loopscale.fit.lr_optimum import combine_optima, width_transfer
@@ -20,9 +21,11 @@ FIT_POINTS = 5  # the parabola's window: the lrs nearest the lowest loss
 
 
 def cell_width(others: list[str]) -> int:
+    """A cell's d_model, what the rules are keyed and read by (`${model.d_model}`): '-d<width>' as written, a
+    paper size '-s<size>' as the published grid's width (`naming.paper_width`: s10 -> 640), never the size itself."""
     for part in others:
         if part[:1] in ("d", "s") and part[1:].isdigit():
-            return int(part[1:])
+            return int(part[1:]) if part[0] == "d" else paper_width(int(part[1:]))
     raise ConfigError(f"a tuning cell needs a width ('-d<width>' or '-s<size>'); got {others}")
 
 

@@ -290,3 +290,26 @@ def test_the_loop_axis_default_cells_span_every_width_the_experiment_trains():
     _, cells = T.groups_of(["experiment=isodepth_cpu_demo", "model.r=2"], None, "loop")
     assert cells == ["C2.5e11-d16", "C5e11-d48"]
     assert T.groups_of(["experiment=isodepth_cpu_demo", "model.r=2"], None, "lr")[1] == ["C2.5e11-d24", "C5e11-d48"]
+
+
+def test_a_paper_size_cell_is_keyed_by_its_d_model_as_the_experiment_reads_its_rules(tmp_path, monkeypatch):
+    """The rules are read at `${model.d_model}`; a paper-grid cell 'C1e18-s6' trains d_model 384 (64 s rounded up
+    to 128). The loop rule was keyed by s (6, 10), so d_model 512 was refused as 'not at 512', and the lr axis'
+    width transfer took s as its reference width: (640 / 6)^gamma where (640 / 384)^gamma was measured."""
+    from loopscale.config.lr_rule import loop_multiplier, rule_file
+
+    assert [T.cell_width([w]) for w in ("d24", "s6", "s10", "s34")] == [24, 384, 640, 2176]
+    cells = ["C1e18-s6", "C1e19-s10"]
+    grids = [T.Grid("baseline", r, cell, [], [0]) for r in (1, 2) for cell in cells]
+    best = {(1, cells[0]): 2.0, (1, cells[1]): 1.0, (2, cells[0]): 1.5, (2, cells[1]): 0.75}
+    fits = {id(g): T.LrOptimum(best[g.r, g.cell], None, 3.0, False, 0, 0.05) for g in grids}
+    t = transfer_of(grids, fits, cells, 8)
+    assert t["ref_width"] == 384 and t["gamma"] == pytest.approx(math.log(0.5) / math.log(640 / 384), rel=1e-9)
+    conf = tmp_path / "conf"
+    (conf / "experiment").mkdir(parents=True)
+    (conf / "experiment" / "mine.yaml").write_text("# @package _global_\n")
+    monkeypatch.setenv("LOOPSCALE_CONFIG_PATH", str(conf))
+    result = T._write_loop_rule(rule_file("mine"), "mine", "baseline", grids, fits, {"cells": cells}, 4)
+    assert result.multipliers == {1: {384: 2.0, 640: 1.0}, 2: {384: 1.5, 640: 0.75}}
+    s = math.log(512 / 384) / math.log(640 / 384)  # d_model 512 = s8, between the tuned widths
+    assert loop_multiplier("mine", "baseline", 2, 512) == float(f"{1.5 * 0.5**s:.3g}") == 1.02  # 1.5 x 0.5^0.563
