@@ -2466,6 +2466,16 @@ MUTATIONS: tuple[Mutation, ...] = (
         "n_eff clusters a forked job's curves and final points by the job, as the fits' intervals do",
     ),
     Mutation(
+        "curve-worth-seeds-share-one-parent",
+        "loopscale/fit/curve_worth.py",
+        'return parent.where((parent == "") | (seed == 0), parent + "-seed" + seed.astype(str))',
+        "return parent",
+        (
+            "tests/unit/test_curve_worth_forked.py::test_each_seed_of_a_forked_table_design_keeps_its_own_parents_evaluations",
+        ),
+        "each seed of a forked design trains its own stable parent: the curve fit keeps each seed's shared evaluations",
+    ),
+    Mutation(
         "blind6-attn-matmul-mask-sees-next-token",
         "loopscale/model/attention.py",
         "device=q.device).triu(1)",

@@ -167,6 +167,19 @@ def _run_steps(run) -> int:
     return max(int(run["steps"]) if "steps" in run and np.isfinite(run["steps"]) else NOMINAL_STEPS, 10)
 
 
+def _parents(design: pd.DataFrame) -> pd.Series:
+    """Each row's stable parent as loopscale names it ('' for a run of its own): a seed other than 0 trains another
+    parent (run names add -seed<N>, `naming.seed_tag`), so a design repeated per seed (`power --seeds` on a runs
+    table) keeps each seed's parent, and the evaluations the curve fit keeps once per parent, apart."""
+    if PARENT_COLUMN not in design:
+        return pd.Series("", design.index)
+    parent = design[PARENT_COLUMN].fillna("").astype(str)
+    if "seed" not in design:
+        return parent
+    seed = design["seed"].fillna(0).astype(int)
+    return parent.where((parent == "") | (seed == 0), parent + "-seed" + seed.astype(str))
+
+
 def _job_plans(design: pd.DataFrame, eval_steps: Callable) -> list[dict]:
     """Per design row (a run, or a forked job's branch): its steps, warmup, the evaluations it holds and where each
     sits on its job's AR(1) path (module docstring). A run of its own: eval_steps(steps, 2% warmup, 20% cooldown),
@@ -176,7 +189,7 @@ def _job_plans(design: pd.DataFrame, eval_steps: Callable) -> list[dict]:
     to s_i (`from_parent`, the same draws in every branch) and its own after s_i, continuing the path from its
     last shared one."""
     jobs = noise_clusters(design)
-    parent = design[PARENT_COLUMN].fillna("").astype(str) if PARENT_COLUMN in design else pd.Series("", design.index)
+    parent = _parents(design)
     steps = [_run_steps(run) for _, run in design.iterrows()]
     plans, chains = [], {}
     for i in range(len(design)):
@@ -214,7 +227,7 @@ def design_curves(design: pd.DataFrame, eval_steps: Callable, params: Mapping[st
     design's `steps` column, else NOMINAL_STEPS."""
     frames = []
     design = design.reset_index(drop=True)
-    parent = design[PARENT_COLUMN].fillna("").astype(str) if PARENT_COLUMN in design else pd.Series("", design.index)
+    parent = _parents(design)
     for i, plan in enumerate(_job_plans(design, eval_steps)):
         run, at = design.loc[i], np.array(plan["at"], dtype=int)
         frames.append(

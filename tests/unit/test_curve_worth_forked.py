@@ -153,3 +153,19 @@ def test_a_forked_design_is_worth_less_than_its_branches_trained_alone_and_a_job
     offset = cw.CurveNoise(0.004, 0.0, 0.0, 44, 12.0)
     worth = cw.curve_worth_parts(design, TRUTH, LAW, offset, evaluated)
     assert 0.8 < worth.variance < 1.05
+
+
+def test_each_seed_of_a_forked_table_design_keeps_its_own_parents_evaluations():
+    """`loopscale power --design runs.csv --seeds 2` repeats each row per seed with the table's `parent` as it is:
+    seed 1's stable parent is another run, so its shared evaluations are fitted beside seed 0's (a parent's rows
+    are kept once per job: parent and seed), and the 2-seed design is the 1-seed one twice: the same sandwich
+    ratio (J^T J, the meat and both fits' V halve alike), every row twice. Before, seed 1's shared rows went as
+    copies of seed 0's: 1.05 where the ratio is 1.21 on the CPU demo's forked design."""
+    one = forked_demo()
+    two = one.loc[one.index.repeat(2)].reset_index(drop=True).assign(seed=lambda t: np.arange(len(t)) % 2)
+    law = make_law(LAW)
+    rows = {k: canonical_table(cw.design_curves(d, evaluated, TRUTH, law), LAW) for k, d in ((1, one), (2, two))}
+    assert len(rows[2]) == 2 * len(rows[1]) and rows[1]["from_parent"].sum() > 0
+    noise = cw.CurveNoise(0.001, 0.0025, 0.74, 16, 12.0)
+    worth = {k: cw.curve_worth_parts(d, TRUTH, LAW, noise, evaluated) for k, d in ((1, one), (2, two))}
+    assert worth[2].variance == pytest.approx(worth[1].variance, rel=1e-9) == 1.2089277
