@@ -53,7 +53,7 @@ from loopscale.launch.compile_order import schedule
 from loopscale.launch.local_workers import train_in_workers
 from loopscale.launch.lr_grid import POINT_KEY, split_point
 from loopscale.launch.sweep import Job, compose_jobs, describe, sweep_overrides
-from loopscale.launch.tune_rules import FIT_POINTS, cell_width, loop_multipliers, record_of
+from loopscale.launch.tune_rules import FIT_POINTS, cell_width, loop_multipliers, record_of, stale_loop_note
 from loopscale.train.identity import comparable, differences, identity_hash, identity_of, stored_identity
 from loopscale.train.job_plan import plan_job
 from loopscale.train.plan import run_dir_of
@@ -341,7 +341,7 @@ def run_tune(settings: TuneSettings, say: Callable[[str], None] = print, progres
     if missing:
         raise ConfigError(f"no optimum at r = {missing}: nothing written to {path} (see the losses above)")
     width = {"width_exponent": transfer["gamma"], "ref_width": transfer["ref_width"]} if transfer else None
-    write_rule(path, experiment, recipe, multipliers, record, width)
+    _write_lr_rule(path, experiment, recipe, multipliers, record, width, say)
     return TuneResult(path, multipliers, record, cached=False, trained=trained)
 
 
@@ -359,6 +359,14 @@ def _cached(path: Path, recipe: str, axis: str, key: str) -> TuneResult | None:
     if stored.get("key") != key:
         return None
     return TuneResult(path, {int(r): m for r, m in section["multipliers"][recipe].items()}, stored, cached=True)
+
+
+def _write_lr_rule(path, experiment, recipe, multipliers, record, width, say) -> None:
+    """The lr axis' rule written; a note when the file's loop rule of the recipe was tuned at the lr it replaces."""
+    note = stale_loop_note(read_rule(path), experiment, recipe, multipliers, width)
+    write_rule(path, experiment, recipe, multipliers, record, width)
+    if note:
+        say(note)
 
 
 def _write_loop_rule(path, experiment, recipe, grids, fits, record, trained) -> TuneResult:

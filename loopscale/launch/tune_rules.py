@@ -132,3 +132,21 @@ def loop_multipliers(grids, fits, path) -> dict[int, dict[int, float]]:
             )
         by_r.setdefault(g.r, {})[cell_width(split_point(g.cell)[1])] = float(f"{f.best:.3g}")
     return {r: dict(sorted(w.items())) for r, w in sorted(by_r.items())}
+
+
+def stale_loop_note(rule, experiment: str, recipe: str, multipliers: dict[int, float], transfer) -> str | None:
+    """The line an lr tune says when the rule file (`rule`, as read before the new lr rule is written) holds a loop
+    rule of the recipe tuned at another lr: the loop's optima were measured at the lr rule then, and the file keeps
+    them as they were (every later sweep reads them); None when there is none or the lr rule is unchanged (3 and
+    4 significant digits, as written)."""
+    if recipe not in ((rule.get("loop") or {}).get("multipliers") or {}):
+        return None
+    before = {int(r): float(m) for r, m in ((rule.get("multipliers") or {}).get(recipe) or {}).items()}
+    now = {int(r): float(f"{m:.3g}") for r, m in multipliers.items()}
+    scaling = {k: float(f"{v:.4g}") for k, v in transfer.items()} if transfer else None
+    if before == now and (rule.get("transfer") or {}).get(recipe) == scaling:
+        return None
+    return (
+        f"note: recipe {recipe}'s loop rule (the file's `loop:` block) was tuned at the lr rule before this one and "
+        f"is kept as it was: rerun `loopscale tune experiment={experiment} model.recipe={recipe} --axis loop`"
+    )

@@ -313,3 +313,25 @@ def test_a_paper_size_cell_is_keyed_by_its_d_model_as_the_experiment_reads_its_r
     assert result.multipliers == {1: {384: 2.0, 640: 1.0}, 2: {384: 1.5, 640: 0.75}}
     s = math.log(512 / 384) / math.log(640 / 384)  # d_model 512 = s8, between the tuned widths
     assert loop_multiplier("mine", "baseline", 2, 512) == float(f"{1.5 * 0.5**s:.3g}") == 1.02  # 1.5 x 0.5^0.563
+
+
+def test_an_lr_tune_that_moves_the_lr_says_the_loop_rule_was_tuned_at_the_old_one():
+    """The loop's optima are measured at the experiment's tuned lr; a new lr rule leaves the file's `loop:` block as
+    it was, so the lr tune says so when the recipe has one and its multipliers (3 digits) or width transfer (4)
+    moved; silent when they did not, or when the recipe has no loop rule."""
+    from loopscale.launch.tune_rules import stale_loop_note
+
+    rule = {
+        "multipliers": {"baseline": {1: 7.71, 2: 7.01}, "hyper": {2: 3.0}},
+        "transfer": {"baseline": {"width_exponent": -0.8, "ref_width": 24.0}},
+        "loop": {"multipliers": {"baseline": {2: {16: 0.5, 48: 0.25}}}},
+    }
+    scaling = {"width_exponent": -0.80001, "ref_width": 24}
+    assert stale_loop_note(rule, "demo", "baseline", {1: 7.7149, 2: 7.0111}, scaling) is None  # as written
+    note = stale_loop_note(rule, "demo", "baseline", {1: 7.71, 2: 6.5}, scaling)
+    assert note.startswith("note: recipe baseline's loop rule") and note.endswith(
+        "rerun `loopscale tune experiment=demo model.recipe=baseline --axis loop`"
+    )
+    assert stale_loop_note(rule, "demo", "baseline", {1: 7.71, 2: 7.01}, None) == note  # the transfer dropped
+    assert stale_loop_note(rule, "demo", "hyper", {2: 9.0}, None) is None  # no loop rule of its own
+    assert stale_loop_note({}, "demo", "baseline", {2: 1.0}, None) is None  # no file yet
