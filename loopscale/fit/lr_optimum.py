@@ -104,10 +104,13 @@ def parabola_optimum(x, L, sigma: float | None = None, dof: int | None = None) -
         g = np.array([0.0, -1 / (2 * c2), c1 / (2 * c2**2)])  # d vertex / d (c0, c1, c2)
         log_se = float(np.sqrt(max(g @ cov @ g, 0.0)))
         q = 1.959963984540054 if dof is None else float(stdtrit(dof, 0.975))  # t quantile (no scipy.stats import)
-        interval = (float(np.exp(vertex - q * log_se)), float(np.exp(vertex + q * log_se)))
+        with np.errstate(over="ignore"):  # a nearly flat parabola: its interval runs to 0 and inf, and says so
+            interval = (float(np.exp(vertex - q * log_se)), float(np.exp(vertex + q * log_se)))
     L_best = c0 + c1 * inside + c2 * inside**2
     at_edge = not lo - 1e-9 <= vertex <= hi + 1e-9
-    return LrOptimum(float(np.exp(vertex)), interval, float(L_best), at_edge, side, log_se)
+    with np.errstate(over="ignore"):
+        best = float(np.exp(vertex))
+    return LrOptimum(best, interval, float(L_best), at_edge, side, log_se)
 
 
 def width_transfer(

@@ -85,3 +85,19 @@ def test_the_width_transfer_recovers_its_exponent_and_its_misfit():
     assert width_transfer(r, d, moved, se, 24.0)["chi2"] == pytest.approx(9.0 * 12 / 32, rel=1e-9)
     with pytest.raises(ValueError, match="two or more widths"):
         width_transfer(r, np.full(8, 24.0), y, se, 24.0)
+
+
+def test_a_nearly_straight_grid_gives_an_interval_to_infinity_without_a_warning():
+    """d48's r = 2 loop grid on the demo (2026-12-07, x1/16 .. x1): the loss rises almost linearly in ln lr_loop, so
+    the parabola barely curves, its vertex lies far below the grid and ln(best)'s standard error is huge: the
+    interval runs to 0 and inf and the optimum is on the lower side, said quietly (the tune printed numpy's
+    'overflow encountered in exp' before)."""
+    import warnings
+
+    x = np.log([0.0625, 0.125, 0.25, 0.5, 1.0])
+    L = np.array([3.7993, 3.8046, 3.8108, 3.8143, 3.8213])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        fit = parabola_optimum(x, L, sigma=0.0038, dof=16)
+    assert fit.side == -1 and fit.at_edge and fit.interval is not None
+    assert fit.interval[1] == float("inf") and fit.interval[0] == 0.0
