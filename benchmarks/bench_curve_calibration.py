@@ -2,7 +2,8 @@
 
     nice -n 10 .venv/bin/python benchmarks/bench_curve_calibration.py CURVES.csv [--law looped-entry-curve] \\
         [--sweeps 100] [--bootstrap 100] [--noise flat|bands] [--sigma-run S --sigma-eval S --rho R] \\
-        [--curve-start SHARE] [--out runs/curve_calibration] [--cell NAME]
+        [--curve-start SHARE] [--bands S S S S] [--curve-sigma off|position|both] [--out runs/curve_calibration] \\
+        [--cell NAME]
     .venv/bin/python benchmarks/bench_curve_calibration.py CURVES.csv [--noise bands] --summarise [--out ...]
 
 (the numbers: docs/results.md, "Coverage of phi's interval from curves on the demo's forked design").
@@ -13,7 +14,8 @@ curve law is `--law` (looped-entry-curve by default, or looped-curve) at the par
 that table (what the demo measured), and the noise is the fit's own curve noise split (`curve_worth.curve_noise`:
 a run-level offset and an AR(1) along the curve), unless given; `--noise bands` scales the AR(1) per band of each
 evaluation's share of its parent's steps (SHARE_BANDS) by the fit's residual RMS there (the demo's residuals are 10x
-larger in the first 2% of steps than in the cooldowns), rho re-read from the residuals so scaled. Each sweep draws
+larger in the first 2% of steps than in the cooldowns), rho re-read from the residuals so scaled; `--bands` gives
+those four sds instead (a synthetic design's truth fit has no residuals to read them from). Each sweep draws
 
     log L = log L_law(row) + s_run u_parent + s_eval w_row
 
@@ -27,6 +29,8 @@ Then, exactly as the CLI does (`analysis.fitting.group_tables` and `fit_groups` 
   finals: `loopscale fit FINALS.csv --law FINAL_LAW --bootstrap B`, FINALS the last evaluation of every run (the
           runs table of the same sweep: equal FLOPs, the curves' evaluations aside), FINAL_LAW the curve law's own
           final-point law (`LoopedCurve.final_law`).
+  --curve-sigma position fits the curves with `fit --curve-sigma position` (the residuals weighed by position along
+          the run); both: the two curve fits of every sweep, off as "curves" and position as "curves_position".
 Printed per fit: coverage of the true phi by the profile interval (the verdict's) and the bootstrap percentile
 interval, with Monte-Carlo se and the Wilson 95% interval; the median widths and their ratio curves / finals;
 phi_hat's bias and sd; open intervals. Resumable: each sweep appends one JSON line to OUT/CELL.jsonl.
@@ -53,12 +57,17 @@ from loopscale.fit.verdict import interval_of
 # the bands of an evaluation's step, as a share of its parent job's longest branch, in which `--noise bands` sets the
 # noise's sd to the truth fit's residual RMS (the demo's curve fit misses its early steps by 10x its late ones)
 SHARE_BANDS = np.array([0.0, 0.02, 0.1, 0.5, 1.0 + 1e-9])
+FITS = ("curves", "curves_position", "finals")
 FINAL_COLUMNS = ("run", "parent", "recipe", "width", "r", "N_once", "N_rec", "N", "seed", "steps", "C_budget")
 
 
-def fit_as_the_cli(path: Path, law: str, loss_col: str, bootstrap: int, curve_start: float = 0.0):
+def fit_as_the_cli(
+    path: Path, law: str, loss_col: str, bootstrap: int, curve_start: float = 0.0, curve_sigma: str = "off"
+):
     """(FitResult, canonical table) of `loopscale fit PATH --law LAW --loss-col LOSS_COL --bootstrap B`."""
     extra = {"curve_start": curve_start} if curve_start else {}
+    if curve_sigma != "off":
+        extra["curve_sigma"] = curve_sigma
     req = FitRequest([str(path)], law=law, columns=ColumnMap(L=loss_col), bootstrap=bootstrap, jobs=1, **extra)
     raw, tables = group_tables(req)
     (_, table, result) = fit_groups(req, raw, tables)[0]
@@ -120,7 +129,8 @@ def summarise(rows: list[dict], phi: float) -> None:
     n = len(rows)
     print(f"{n} sweeps; true phi {phi:.4f}")
     width = {}
-    for kind in ("curves", "finals"):
+    kinds = [k for k in ("curves", "curves_position", "finals") if k in rows[0]]
+    for kind in kinds:
         est = np.array([r[kind]["phi"] for r in rows])
         sd, (q1, q3) = est.std(ddof=1), np.quantile(est, [0.25, 0.75])
         print(f"  {kind}: phi_hat bias {est.mean() - phi:+.4f} +- {sd / np.sqrt(n):.4f}, median {np.median(est):.4f}, "
@@ -140,10 +150,11 @@ def summarise(rows: list[dict], phi: float) -> None:
             print(f"    {iv:>9}: coverage {k}/{n} = {k / n:.3f} +- {se:.3f} [{a:.2f}, {b:.2f}]; median width "
                   f"{np.median(hi - lo):.4f}, of the {int(closed.sum())} closed {of_closed:.4f}; open "
                   f"{(~closed).mean():.2f} +- {np.sqrt((~closed).mean() * closed.mean() / n):.2f}")  # fmt: skip
-    for iv in ("profile", "bootstrap"):
-        if ("curves", iv) not in width or ("finals", iv) not in width:
+    pairs = [(k, "finals") for k in kinds if k != "finals"] + [("curves_position", "curves")] * ("curves" in kinds)
+    for (num, den), iv in ((pair, iv) for pair in pairs for iv in ("profile", "bootstrap")):
+        if (num, iv) not in width or (den, iv) not in width:
             continue
-        c, f = width[("curves", iv)], width[("finals", iv)]
+        c, f = width[(num, iv)], width[(den, iv)]
         narrower = (c < f) + 0.5 * ((c == f) | (np.isinf(c) & np.isinf(f)))
         with np.errstate(invalid="ignore"):
             ratio = np.where(np.isinf(c) & np.isinf(f), np.nan, c / f)
@@ -151,9 +162,16 @@ def summarise(rows: list[dict], phi: float) -> None:
         q = np.quantile(ratio, [0.25, 0.5, 0.75], method="nearest") if len(ratio) else [np.nan] * 3
         both = np.isfinite(c) & np.isfinite(f)  # the ratio above reads 0 where only the finals' interval is open
         closed = f"{np.median(c[both] / f[both]):.3f}" if both.any() else "-"
-        print(f"  {iv} curves / finals, sweep by sweep: width ratio median {q[1]:.3f} (IQR {q[0]:.3f}-{q[2]:.3f}, "
-              f"{len(ratio)} sweeps with one closed; {closed} over the {int(both.sum())} with both closed); curves "
+        print(f"  {iv} {num} / {den}, sweep by sweep: width ratio median {q[1]:.3f} (IQR {q[0]:.3f}-{q[2]:.3f}, "
+              f"{len(ratio)} sweeps with one closed; {closed} over the {int(both.sum())} with both closed); {num} "
               f"the narrower in {narrower.mean():.2f} +- {narrower.std() / np.sqrt(n):.2f} of sweeps")  # fmt: skip
+        if both.sum() > 1:  # the mean widths' ratio over sweeps where both close, with its bootstrap MC se
+            rng = np.random.default_rng(0)
+            cb, fb = c[both], f[both]
+            draws = rng.integers(0, len(cb), (2000, len(cb)))
+            boot = cb[draws].mean(axis=1) / fb[draws].mean(axis=1)
+            print(f"    mean widths where both close: {cb.mean():.4f} / {fb.mean():.4f} = {cb.mean() / fb.mean():.3f} "
+                  f"+- {boot.std():.3f}")  # fmt: skip
     noise = np.array([[r["noise"]["sigma_run_log"], r["noise"]["sigma_eval_log"], r["noise"]["rho"]] for r in rows])
     print(f"  curve noise read back (mean): run {noise[:, 0].mean():.4f}, eval {noise[:, 1].mean():.4f}, "
           f"rho {noise[:, 2].mean():.3f}")  # fmt: skip
@@ -207,6 +225,13 @@ def main() -> None:
         "of the run (the truth fit's residual RMS there), rho of the residuals so scaled",
     )
     p.add_argument("--curve-start", type=float, default=0.0, help="fit --curve-start for the curve fits")
+    p.add_argument("--bands", type=float, nargs=4, metavar="S", help="--noise bands with these sds per band")
+    p.add_argument(
+        "--curve-sigma",
+        default="off",
+        choices=["off", "position", "both"],
+        help="fit --curve-sigma for the curve fits (both: each sweep's curves fitted off and position)",
+    )
     p.add_argument("--out", default="runs/curve_calibration")
     p.add_argument("--cell", default=None, help="name of the jsonl (default: the law and the noise)")
     p.add_argument("--summarise", action="store_true", help="print the summary of the sweeps in the jsonl only")
@@ -222,7 +247,10 @@ def main() -> None:
     s_eval = found["sigma_eval_log"] if args.sigma_eval is None else args.sigma_eval
     rho = found["rho"] if args.rho is None else args.rho
     label = f"eval{s_eval:.4f}"
-    if args.noise == "bands":  # the sd by band of the residuals, rho of the residuals scaled by it
+    if args.bands is not None:
+        s_eval = np.array(args.bands)
+        label = "bands" + "-".join(f"{v:.4f}" for v in s_eval)
+    elif args.noise == "bands":  # the sd by band of the residuals, rho of the residuals scaled by it
         residuals = np.log(cls.predict_table(truth, canon)) - np.log(canon["L"].to_numpy())
         share = parent_share(canon)
         s_eval = band_sd(residuals, share)
@@ -232,7 +260,7 @@ def main() -> None:
         label = "bands" + "-".join(f"{v:.4f}" for v in s_eval)
     cell = args.cell or f"{args.law}-run{s_run:.4f}-{label}-rho{rho:.2f}" + (
         f"-start{args.curve_start:g}" if args.curve_start else ""
-    )
+    ) + (f"-sigma{args.curve_sigma}" if args.curve_sigma != "off" else "")
     out = Path(args.out) / f"{cell}.jsonl"
     done = [json.loads(line) for line in out.read_text().splitlines()] if out.exists() else []
     print(
@@ -258,17 +286,24 @@ def main() -> None:
                 D=finals["tokens"].to_numpy(), L=finals[args.loss_col].to_numpy()
             )
             finals.drop(columns="run").to_csv(Path(tmp) / "finals.csv", index=False)
-            c_fit, c_table = fit_as_the_cli(Path(tmp) / "curves.csv", args.law, args.loss_col, args.bootstrap,
-                                            args.curve_start)  # fmt: skip
+            modes = ["off", "position"] if args.curve_sigma == "both" else [args.curve_sigma]
+            row = {"seed": seed}
+            for mode in modes:
+                c_fit, c_table = fit_as_the_cli(Path(tmp) / "curves.csv", args.law, args.loss_col, args.bootstrap,
+                                                args.curve_start, mode)  # fmt: skip
+                key = "curves_position" if args.curve_sigma == "both" and mode == "position" else "curves"
+                row[key] = interval_record(c_fit)
+                if mode == "position" and c_fit.noise.get("position_sigma"):
+                    row[key]["position_sigma"] = c_fit.noise["position_sigma"]["model"]
+                if key == "curves":
+                    row.update(noise=plain(c_fit.noise["curve"]), rows=len(c_table))
             f_fit, _ = fit_as_the_cli(Path(tmp) / "finals.csv", cls.final_law, "L", args.bootstrap)
-            row = {"seed": seed, "curves": interval_record(c_fit), "finals": interval_record(f_fit),
-                   "noise": plain(c_fit.noise["curve"]), "rows": len(c_table)}  # fmt: skip
+            row["finals"] = interval_record(f_fit)
             with out.open("a") as fh:
                 fh.write(json.dumps(row) + "\n")
             done.append(row)
-            c, f = row["curves"], row["finals"]
-            print(f"  sweep {seed}: curves phi {c['phi']:.3f} {c['profile']}  finals phi {f['phi']:.3f} "
-                  f"{f['profile']}  ({time.perf_counter() - start:.0f} s)", flush=True)  # fmt: skip
+            fits = "  ".join(f"{k} phi {row[k]['phi']:.3f} {row[k]['profile']}" for k in row if k in FITS)
+            print(f"  sweep {seed}: {fits}  ({time.perf_counter() - start:.0f} s)", flush=True)
     summarise(done, truth["phi"])
 
 

@@ -2476,6 +2476,30 @@ MUTATIONS: tuple[Mutation, ...] = (
         "each seed of a forked design trains its own stable parent: the curve fit keeps each seed's shared evaluations",
     ),
     Mutation(
+        "curve-sigma-position-weights-ignored",
+        "loopscale/fit/position_sigma.py",
+        "sigma = np.maximum(model.sigma(position_covariates(position_share(table))), MIN_SIGMA_LOG)",
+        "sigma = np.full(len(table), np.sqrt(np.mean(res**2)))",
+        (
+            "tests/unit/test_position_sigma.py::"
+            "test_phi_interval_weighted_by_position_narrows_to_the_generalised_least_squares_width",
+        ),
+        "fit --curve-sigma position standardises a curve fit's residuals by their sigma by position along the run "
+        "(issue 55 item 3): phi's interval narrows to the generalised least squares width",
+    ),
+    Mutation(
+        "curve-sigma-position-read-as-a-seed-sigma",
+        "loopscale/fit/uncertainty.py",
+        "if state.data.sigma is not None and not state.data.sigma_estimated:",
+        "if state.data.sigma is not None:",
+        (
+            "tests/unit/test_position_sigma.py::"
+            "test_an_estimated_sigma_sets_the_weights_only_the_profile_reestimates_its_level",
+        ),
+        "a curve fit's position sigma is estimated from its residuals: it sets the weights only, the profile "
+        "re-estimates the scale (F(1, nu)), never a seed sigma's known scale",
+    ),
+    Mutation(
         "blind6-attn-matmul-mask-sees-next-token",
         "loopscale/model/attention.py",
         "device=q.device).triu(1)",
@@ -2965,7 +2989,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "scale-parameter-scale-without-a-seed-sigma",
         "loopscale/fit/uncertainty.py",
-        "own = None if state.data.sigma is None else parameter_scale(state, name)",
+        "own = None if state.data.sigma is None or state.data.sigma_estimated else parameter_scale(state, name)",
         "own = parameter_scale(state, name)",
         (
             "tests/unit/test_profile_scale.py::"

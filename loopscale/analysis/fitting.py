@@ -55,6 +55,7 @@ class FitRequest:
     starts: int = 16
     allow_no_dense: bool = False
     curve_start: float = 0.0  # a curve law: each run's evaluations before this share of its steps left out
+    curve_sigma: str = "off"  # a curve law: "position", its residuals weighed by position along the run
 
 
 def bootstrap_cluster(req: FitRequest, table) -> str | None:
@@ -118,6 +119,8 @@ def curve_rows(table, req: FitRequest):
     """The canonical table of a curve law without each run's evaluations before --curve-start of its steps
     (`looped_curve.rows_from_start`: the schedule's terms of the rows kept are summed from step 0 all the same);
     --curve-start with a law that reads no curves is refused."""
+    if req.curve_sigma != "off" and not law_class(req.law).reads_curves:
+        raise InputError(f"--curve-sigma weighs the evaluations of a loss curve: --law {req.law} fits final points")
     if not req.curve_start:
         return table
     if not law_class(req.law).reads_curves:
@@ -146,7 +149,8 @@ def fit_groups(req: FitRequest, raw, tables: list) -> list:
     results = []
     with np.errstate(all="ignore"):
         for g, table in tables:
-            result = fit_table(table, req.law, req.loss, holdout=req.holdout_largest, **_fit_keywords(req))
+            result = fit_table(table, req.law, req.loss, holdout=req.holdout_largest, curve_sigma=req.curve_sigma,
+                               **_fit_keywords(req))  # fmt: skip
             if req.curve_start:  # what `validate` drops again
                 result.settings = result.settings.replace(curve_start=req.curve_start)
             result.input = dict(input_info, n_rows_used=len(table))

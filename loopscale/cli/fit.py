@@ -182,6 +182,8 @@ def run_fit(args: argparse.Namespace) -> int:
     if law_class(args.law).table == "test-time":  # one row per model and r_eval: cli/fit_testtime.py
         return run_testtime_fit(args)
     req = _fit_request(args)
+    if args.joint and args.curve_sigma != "off":
+        raise UsageError("--curve-sigma weighs one curve law's fit, not a joint fit (--joint)")
     if args.joint:
         law = fitting.joint_law(req)
         tables, inputs = fitting.read_joint_tables(req, law)

@@ -71,6 +71,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "(default %(default)s)",
     )
     g.add_argument(
+        "--curve-sigma",
+        default="off",
+        choices=["off", "position"],
+        help="a looped curve law's fit: off (default), every evaluation weighed alike; position, two stages: the "
+        "residuals' sigma of log L by the evaluation's share of its run's steps estimated from the fit, then the "
+        'fit again with the residuals standardised by it (docs/design.md, "A curve fit\'s position sigma")',
+    )
+    g.add_argument(
         "--lr-before-first",
         default="zero",
         choices=["zero", "hold"],
@@ -88,6 +96,11 @@ def run_curve_fit(args: argparse.Namespace) -> int:
         raise UsageError("--curves reads one curves table")
     if args.starts < 1:
         raise UsageError(f"--starts must be >= 1; got {args.starts}")
+    if args.curve_sigma != "off":
+        raise UsageError(
+            "--curve-sigma weighs a looped curve law's fit (fit CURVES.csv --law looped-curve or looped-entry-curve "
+            "--loss-col val_loss), not --curves"
+        )
     plots = figure_files(args.plot) if args.plot else []
     check_dpi(args.dpi)
     for path, what in ((args.out, "--out"), (args.predictions, "--predictions"), *((p, "--plot") for p in plots)):

@@ -19,12 +19,16 @@ that defines it.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+from loopscale.errors import InputError
 from loopscale.fit.laws.form import Law
 from loopscale.fit.laws.registry import law_data_from_table
 from loopscale.fit.noise import DEFAULT_INNER, noise_block, noise_setup, seed_hierarchy
 from loopscale.fit.noise_scale import fit_on_its_scale, residual_tails, with_pilot_noise
 from loopscale.fit.objective import Loss
 from loopscale.fit.optimize import adopt_optimum, fit_law
+from loopscale.fit.position_sigma import CURVE_SIGMA_MODES, refit_by_position
 from loopscale.fit.replicates import replicate_groups
 from loopscale.fit.resample import bootstrap, on_one_blas_thread
 from loopscale.fit.result import FitResult, data_summary, versions
@@ -64,6 +68,7 @@ def fit_table(
     seed_column: str | None = SEED_COLUMN,
     inner: str = DEFAULT_INNER,
     starts=None,
+    curve_sigma: str = "off",
 ) -> FitResult:
     """Fit a canonical runs table (see `loopscale.fit.runs_table`) and attach the uncertainty steps and the
     conditioning checks (`loopscale.fit.verdict`). law: a registered law's name, or a law instance (one
@@ -82,6 +87,8 @@ def fit_table(
     is on that scale and the bootstrap is two-stage (`seed_hierarchy`; `inner`: "keep" or "resample" each
     drawn point's seeds). Without seed repeats, or with noise "off", the fit is today's and the record's
     `noise` block says that its intervals omit seed noise. starts: refined instead of screened (`fit_law`).
+    curve_sigma "position" (a curve law's fit without a seed sigma): the fit weighted by its residuals' sigma by
+    position along the run and refitted (`position_sigma.refit_by_position`), recorded as noise.position_sigma.
     """
     loss = loss or Loss()
     name = law.name if isinstance(law, Law) else law
@@ -89,6 +96,10 @@ def fit_table(
     nf, data, loss = noise_setup(table, law_data_from_table(table, law), loss, noise, seed_column)
     weighted = data.sigma is not None
     result, state = fit_law(data, law, loss, seed, n_refine, starts)
+    position = _by_position(curve_sigma, table, state, seed, n_refine)
+    if position is not None:
+        result, state, position = position
+        data, loss = state.data, state.loss  # the holdout refits on stage 2's weights
     state, scale = fit_on_its_scale(result, state, nf.reps.point)  # sigma bounded below by the scatter about the law
     result.warnings.extend(table_warnings(table, name) + (_seeds_as_rows(table, seed_column) if noise == "off" else []))
     state = _attach_profile(result, state, profile)
@@ -102,12 +113,26 @@ def fit_table(
     result.settings = result.settings.replace(
         n_bootstrap=n_bootstrap, cluster=cluster, law=name, holdout_largest=holdout
     )
+    if curve_sigma != "off":
+        result.settings = result.settings.replace(curve_sigma=curve_sigma)
     result.versions, result.data = versions(), data_summary(table)
     inner = inner if weighted and n_bootstrap > 0 else None
-    result.noise = noise_block(table, nf, inner, noise != "off", scale, residual_tails(state))
-    result.noise = with_pilot_noise(result.noise, state, table, nf.row_sigma, nf.reps.point)
+    # what `power` draws from a pilot stays in log units (the unweighted residuals of the fitted law)
+    logs = state if position is None else replace(state, data=replace(state.data, sigma=None, sigma_estimated=False))
+    result.noise = noise_block(table, nf, inner, noise != "off", scale, residual_tails(logs))
+    result.noise = with_pilot_noise(result.noise, logs, table, nf.row_sigma, nf.reps.point)
+    if position is not None:
+        result.noise = result.noise.replace(position_sigma=position)
     result.conditioning = fit_checks(table, result)  # after the noise block: the checks are judged against it
     return result
+
+
+def _by_position(curve_sigma: str, table, state, seed: int, n_refine: int):
+    """Stage 2 of `--curve-sigma position` (`position_sigma.refit_by_position`), or None ("off", or residuals
+    all ~0)."""
+    if curve_sigma not in CURVE_SIGMA_MODES:
+        raise InputError(f"curve_sigma must be one of {CURVE_SIGMA_MODES}; got {curve_sigma!r}")
+    return None if curve_sigma == "off" else refit_by_position(table, state, seed, n_refine)
 
 
 def _attach_profile(result: FitResult, state, profile: bool | None):

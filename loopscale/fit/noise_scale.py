@@ -141,7 +141,7 @@ def scale_to_scatter(state: FitState) -> tuple[FitState, Scale | None]:
     with S^2 <= 1 the seed sigma stands, its reference F(1, dof_seed + G - p) (both estimate it). Returns the
     state to continue from and what was done (None for an unweighted fit, whose scale is its residuals')."""
     data = state.data
-    if data.sigma is None:
+    if data.sigma is None or data.sigma_estimated:  # a position sigma's scale is the profile's own (`position_sigma`)
         return state, None
     s2, dof_scatter = scatter_about_law(state)
     seed_dof = data.sigma_dof or 0

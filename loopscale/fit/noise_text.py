@@ -17,7 +17,7 @@ def noise_lines(noise: Noise | None) -> list[str]:
     )
     head = f"seed noise: {noise.get('n_points')} points ({seeds}); {noise.get('dof', 0)} degrees of freedom"
     if noise.get("model") is None:
-        return [head, f"  {noise['statement']}"]
+        return [head, f"  {noise['statement']}", *position_lines(noise.get("position_sigma"))]
     model = noise["model"]
     params = model["params"]
     if model["kind"] == "constant":
@@ -56,3 +56,23 @@ def noise_lines(noise: Noise | None) -> list[str]:
     if noise.get("bootstrap"):
         lines.append(f"  bootstrap {noise['bootstrap']}")
     return lines
+
+
+def position_lines(position: dict | None) -> list[str]:
+    """`fit --curve-sigma position`: the sigma of log L by position along the run that weighed the curve fit
+    (`loopscale.fit.position_sigma`); [] without it."""
+    if not position:
+        return []
+    model = position["model"]
+    params = model["params"]
+    if model["kind"] == "per band":
+        edges = params["edges"]
+        form = ", ".join(f"{edges[i]:g}-{min(edges[i + 1], 1):g} {s:.3g}" for i, s in enumerate(params["sigma_band"]))
+    elif model["kind"] == "constant":
+        form = f"{params['sigma']:.3g}"
+    else:
+        form = f"exp({params['a']:.3g} {params['b']:+.3g} (ln share - {params['x_mean']:.4g}))"
+    return [
+        f"  curve sigma by position (share of the job's steps): {model['kind']} ({form}), from the unweighted fit's "
+        "residuals; the fit refitted on them standardised (Huber 1.345 on z), its intervals on their pooled scale",
+    ]

@@ -140,6 +140,7 @@ class Settings(JsonBlock):
     holdout_largest: bool = ABSENT  # a single fit's
     joint_column: str = ABSENT  # a joint fit's: the column naming the recipe
     curve_start: float = ABSENT  # a curve law's: each run's evaluations before this share of its steps left out
+    curve_sigma: str = ABSENT  # a curve law's: "position", its residuals weighed by position along the run
 
 
 @dataclass(frozen=True)
@@ -327,6 +328,7 @@ class Noise(JsonBlock):
     parent_share: float = ABSENT  # a forked table: the share of a run's noise its job's branches share (power draws it)
     parent_share_se: float = ABSENT  # its standard error (power draws the share per simulated sweep)
     units: Units | None = ABSENT  # the standardised residuals, seed- and point-level pools (power resamples them)
+    position_sigma: dict | None = ABSENT  # `fit --curve-sigma position`: the sigma model by position (position_sigma)
     curve: CurveNoise | None = ABSENT  # a curve law's residuals split run-level / along the curve (power reads it)
 
 

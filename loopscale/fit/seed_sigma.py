@@ -42,7 +42,9 @@ MIN_TREND_VALUES = 3  # a log-linear sigma needs replicated points at this many 
 class SigmaModel:
     """A fitted seed-sigma model of log L (module docstring). kind: "constant", "log-linear in C",
     "log-linear in N" or "per r"; params: {"sigma"} / {"a", "b", "x_mean", "x_range"} / {"sigma_r": {r:
-    sigma}, "sigma": pooled}; dof: pooled degrees of freedom."""
+    sigma}, "sigma": pooled}; dof: pooled degrees of freedom. A curve fit's position sigma
+    (`loopscale.fit.position_sigma`) is one too: "log-linear in share" or "per band" ({"covariate", "edges",
+    "sigma_band"}: sigma_band[b] on edges[b] <= x < edges[b + 1])."""
 
     kind: str
     params: dict[str, Any]
@@ -64,6 +66,10 @@ class SigmaModel:
         if self.kind == "per r":
             by_r = {float(k): v for k, v in self.params["sigma_r"].items()}
             return np.array([by_r.get(float(r), self.params["sigma"]) for r in covariates["r"]])
+        if self.kind == "per band":  # a curve's position sigma (`position_sigma`): bands of one covariate
+            edges, band_sigma = self.params["edges"], np.asarray(self.params["sigma_band"], dtype=float)
+            band = np.searchsorted(edges, covariates[self.params["covariate"]], side="right") - 1
+            return band_sigma[np.clip(band, 0, len(band_sigma) - 1)]
         lo, hi = self.params["x_range"]
         x = np.clip(covariates[self.params["covariate"]], lo, hi) - self.params["x_mean"]
         return np.exp(self.params["a"] + self.params["b"] * x)

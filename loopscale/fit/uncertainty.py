@@ -25,7 +25,7 @@ from loopscale.fit.noise_scale import (
     reference_quantile,
     scatter_about_law,
 )
-from loopscale.fit.objective import Loss, objective_grad_hess
+from loopscale.fit.objective import Loss, objective_grad_hess, residuals
 from loopscale.fit.optimize import BASIN_ABS_TOL, FitState, Refined, fit_law, lm_batch, newton, refine
 from loopscale.fit.record_blocks import Holdout, Profile
 from loopscale.fit.runs_table import budget_clusters
@@ -63,7 +63,7 @@ def profile_threshold(state: FitState, name: str | None = None) -> tuple[float, 
     statistic of parameter k is ~ S_k^2 x chi2_1 with S_k^2 its own sandwich-over-model variance ratio
     (`_adjusted`, the adjusted profile likelihood).
     """
-    if state.data.sigma is not None:
+    if state.data.sigma is not None and not state.data.sigma_estimated:
         thr, stats = _standardised_threshold(state)
     else:
         thr, stats = _unweighted_threshold(state)
@@ -77,8 +77,10 @@ def _unweighted_threshold(state: FitState) -> tuple[float, dict[str, float]]:
     a forked parent's evaluations) the expectation with the fit's own leverage, sum_g 1' (I - H)_gg 1 on F(1, nu),
     nu Satterthwaite's (`noise_scale.pooled_scale_moments`). A forked sweep's final points keep n (G - p) / G: with
     the exact expectation there the 1-seed demo's delta-phi interval called a null "real" in 8% of 200 sweeps
-    against 5.5% (docs/results.md, "The pooled scale over its expectation")."""
-    res = state.law.log_predict(state.best.theta, state.data) - state.data.log_L
+    against 5.5% (docs/results.md, "The pooled scale over its expectation"). A curve fit weighted by its position
+    sigma (`LawData.sigma_estimated`: estimated from the fit's own residuals, so its level is not a known scale)
+    reads the same rule on its standardised residuals, the leverage the weighted fit's (`position_sigma`)."""
+    res = residuals(state.law.log_predict(state.best.theta, state.data), state.data)
     psi = state.loss.psi(res)
     groups = state.data.noise_group
     sums = psi if groups is None else np.bincount(groups, weights=psi)
@@ -118,7 +120,7 @@ def _adjusted(state: FitState, name: str, thr: float, stats: dict) -> tuple[floa
     can come out small by chance). Without a seed sigma (Huber at 1e-3 in log units, psi of most rows clipped: the
     least-squares linearisation behind S_k^2 does not hold) the pooled threshold stands: measured, S_k^2 there
     covered phi in 25 of 30 sweeps of the 1-seed forked demo (docs/results.md)."""
-    own = None if state.data.sigma is None else parameter_scale(state, name)
+    own = None if state.data.sigma is None or state.data.sigma_estimated else parameter_scale(state, name)
     if own is None:
         return thr, stats
     s2_k, nu_k = own

@@ -12,15 +12,13 @@ which is log(E + A * N_eff^-alpha + B * D^-beta), with N_eff = N_once + m * N_re
 (an N x D term, a pinned E, ...) overrides `log_predict_batch` and `log_predict_and_jac_batch` (and sets
 `has_hessian = False` unless it also gives `log_predict_jac_hess`), or `bounds`.
 
-User-facing parameters are dicts keyed by the names in the literature (``E, A, alpha, B, beta, phi, k_2,
-...``); the optimiser works on an internal vector in log coordinates (``e, a, alpha, b, beta`` and the law's
-extras). `Law.to_user` / `Law.from_user` convert; the order of that vector is private to the fitter
-(`objective`, `starts`, `optimize`, `uncertainty`) and the law. Data arrays (`LawData`) hold the logs of the
-inputs once, so each objective evaluation costs a few vector operations.
+User-facing parameters are dicts keyed by the literature's names (``E, A, alpha, B, beta, phi, k_2, ...``); the
+optimiser's internal vector is in log coordinates (``e, a, alpha, b, beta``, the law's extras), its order private
+to the fitter and the law (`Law.to_user` / `Law.from_user` convert). `LawData` holds the inputs' logs once.
 
-The fitter, bootstrap, verdict, tables, figures, report and CLI read the class attributes (`dense`,
-`per_recipe`, `per_r_multipliers`, `profile_param`, ...) and call the methods; none of them compares a law's
-name. docs/architecture.md, "How to add a law", has a worked example.
+The fitter, bootstrap, verdict, tables, figures, report and CLI read the class attributes (`dense`, `per_recipe`,
+`per_r_multipliers`, `profile_param`, ...) and call the methods; none compares a law's name (docs/architecture.md,
+"How to add a law").
 """
 
 from __future__ import annotations
@@ -47,17 +45,17 @@ FLOPS_PER_PARAM_TOKEN = 6.0
 class LawData:
     """Inputs of a law as arrays (one entry per run), with the logs the objective needs.
 
-    N_once, N_rec: non-embedding parameters run once / in the recurrent block (for chinchilla pass
-    N as N_once and zeros as N_rec). r: recurrences (1 for chinchilla). D: training tokens. L: loss
-    (may be None when only predicting). recipe: integer recipe code per row for a per-recipe law
-    (index into its recipes; any code on r = 1 rows, where it has no effect), else None. extra: any other
-    column a law reads (by name, one entry per row), kept through `subset`. sigma: each row's noise scale in
-    log L (the seed sigma, `loopscale.fit.noise`): the objective's residuals are divided by it; None (no
-    measured noise) leaves them in log units. sigma_dof: the degrees of freedom behind sigma's scale (the
-    profile's reference distribution is F(1, sigma_dof): `loopscale.fit.uncertainty.profile_threshold`).
+    N_once, N_rec: non-embedding parameters run once / in the recurrent block (chinchilla: N as N_once, zeros as
+    N_rec). r: recurrences (1 for chinchilla). D: training tokens. L: loss (None when only predicting). recipe:
+    integer recipe code per row for a per-recipe law (index into its recipes; any code on r = 1 rows, where it has
+    no effect), else None. extra: any other column a law reads (by name, one entry per row), kept through `subset`.
+    sigma: each row's noise scale in log L (the seed sigma, `loopscale.fit.noise`): the objective's residuals are
+    divided by it; None (no measured noise) leaves them in log units. sigma_dof: the degrees of freedom behind
+    sigma's scale (the profile's reference is F(1, sigma_dof): `loopscale.fit.uncertainty.profile_threshold`).
     noise_group: integer labels of rows whose noise is not independent (one point's seeds share its misfit, a
     forked job's branches its stable phase): their scores add before squaring. sigma_scale: the factor the seed
-    sigma was multiplied by (`noise_scale.scale_to_scatter`; 1: the seed sigma stands).
+    sigma was multiplied by (`noise_scale.scale_to_scatter`; 1: it stands). sigma_estimated: sigma is a curve
+    fit's position sigma from its own residuals, weights only (`loopscale.fit.position_sigma`), no seed sigma.
     """
 
     N_once: np.ndarray
@@ -71,6 +69,7 @@ class LawData:
     noise_group: np.ndarray | None = None
     sigma_dof: int | None = None
     sigma_scale: float = 1.0
+    sigma_estimated: bool = False
     log_r: np.ndarray = field(init=False, repr=False)
     log_D: np.ndarray = field(init=False, repr=False)
     log_L: np.ndarray | None = field(init=False, repr=False)
@@ -108,6 +107,7 @@ class LawData:
             None if self.noise_group is None else np.unique(self.noise_group[mask], return_inverse=True)[1],
             self.sigma_dof,
             self.sigma_scale,
+            self.sigma_estimated,
         )
 
 

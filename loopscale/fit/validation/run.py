@@ -57,6 +57,8 @@ def validate(
         raise InputError(
             f"{fit.law} is a joint fit over recipes: validate each recipe's own fit (loopscale fit --group recipe)"
         )
+    if fit.settings.get("curve_sigma", "off") != "off":  # its refits would need stage 1 and the position sigma
+        raise InputError(f"{fit.law} was fitted with --curve-sigma position: validate refits unweighted fits only")
     loss = Loss(fit.settings.get("loss", "huber"), fit.settings.get("delta") or 1e-3)
     seed = int(fit.seed or 0)
     data = cls.data_from_table(table)
