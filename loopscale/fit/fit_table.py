@@ -71,15 +71,14 @@ def fit_table(
     curve_sigma: str = "off",
 ) -> FitResult:
     """Fit a canonical runs table (see `loopscale.fit.runs_table`) and attach the uncertainty steps and the
-    conditioning checks (`loopscale.fit.verdict`). law: a registered law's name, or a law instance (one
-    built with options of its own, e.g. a pinned E), which the fit, its bootstrap and its holdout use as it is.
+    conditioning checks (`loopscale.fit.verdict`). law: a registered law's name, or a law instance (one built
+    with options of its own, e.g. a pinned E), which the fit, its bootstrap and its holdout use as it is.
 
-    cluster: None (resample rows), "C" (whole compute budgets, grouped by `budget_clusters`), "parent"
-    (the forked run of each branch) or any other column (e.g. "width"). profile defaults to True for a law
-    with a `profile_param` (the looped law's phi); a profile that finds a lower objective than the
-    multi-start moves the fit there (`profile_refit`, said in the warnings) before the bootstrap starts from
-    it. The bootstrap uses seed + 1 and the holdout refit uses seed, so results are reproducible from `seed`
-    (whatever `jobs`, the bootstrap's worker processes; `progress`: the stream for its progress bar).
+    cluster: None (resample rows), "C" (whole compute budgets, grouped by `budget_clusters`), "parent" (the forked
+    run of each branch) or any other column (e.g. "width"). profile defaults to True for a law with a
+    `profile_param` (phi); a profile that finds a lower objective than the multi-start moves the fit there
+    (`profile_refit`, said in the warnings) before the bootstrap starts from it. The bootstrap uses seed + 1, the
+    holdout seed: reproducible from `seed` (whatever `jobs`; `progress`: the stream for the progress bar).
 
     Seeds (`loopscale.fit.noise`): rows of one point (r, N_once, N_rec, D, recipe) with different
     `seed_column` values are replicates. With seed repeats and noise "auto" the seed sigma of log L is
@@ -87,19 +86,15 @@ def fit_table(
     is on that scale and the bootstrap is two-stage (`seed_hierarchy`; `inner`: "keep" or "resample" each
     drawn point's seeds). Without seed repeats, or with noise "off", the fit is today's and the record's
     `noise` block says that its intervals omit seed noise. starts: refined instead of screened (`fit_law`).
-    curve_sigma "position" (a curve law's fit without a seed sigma): the fit weighted by its residuals' sigma by
-    position along the run and refitted (`position_sigma.refit_by_position`), recorded as noise.position_sigma.
-    """
+    curve_sigma "position": a curve fit weighed by its sigma by position along the run (`position_sigma`)."""
     loss = loss or Loss()
     name = law.name if isinstance(law, Law) else law
     labels = check_fit_inputs(table, name, n_bootstrap, cluster, holdout)
     nf, data, loss = noise_setup(table, law_data_from_table(table, law), loss, noise, seed_column)
     weighted = data.sigma is not None
     result, state = fit_law(data, law, loss, seed, n_refine, starts)
-    position = _by_position(curve_sigma, table, state, seed, n_refine)
-    if position is not None:
-        result, state, position = position
-        data, loss = state.data, state.loss  # the holdout refits on stage 2's weights
+    result, state, position = _by_position(curve_sigma, table, result, state, seed, n_refine)
+    data, loss = state.data, state.loss  # the holdout refits on stage 2's weights where there is one
     state, scale = fit_on_its_scale(result, state, nf.reps.point)  # sigma bounded below by the scatter about the law
     result.warnings.extend(table_warnings(table, name) + (_seeds_as_rows(table, seed_column) if noise == "off" else []))
     state = _attach_profile(result, state, profile)
@@ -113,26 +108,33 @@ def fit_table(
     result.settings = result.settings.replace(
         n_bootstrap=n_bootstrap, cluster=cluster, law=name, holdout_largest=holdout
     )
-    if curve_sigma != "off":
-        result.settings = result.settings.replace(curve_sigma=curve_sigma)
     result.versions, result.data = versions(), data_summary(table)
-    inner = inner if weighted and n_bootstrap > 0 else None
-    # what `power` draws from a pilot stays in log units (the unweighted residuals of the fitted law)
-    logs = state if position is None else replace(state, data=replace(state.data, sigma=None, sigma_estimated=False))
-    result.noise = noise_block(table, nf, inner, noise != "off", scale, residual_tails(logs))
-    result.noise = with_pilot_noise(result.noise, logs, table, nf.row_sigma, nf.reps.point)
-    if position is not None:
-        result.noise = result.noise.replace(position_sigma=position)
+    result.noise = _noise_record(table, nf, state, weighted and n_bootstrap > 0 and inner, noise, scale, position)
     result.conditioning = fit_checks(table, result)  # after the noise block: the checks are judged against it
     return result
 
 
-def _by_position(curve_sigma: str, table, state, seed: int, n_refine: int):
-    """Stage 2 of `--curve-sigma position` (`position_sigma.refit_by_position`), or None ("off", or residuals
-    all ~0)."""
+def _by_position(curve_sigma: str, table, result: FitResult, state, seed: int, n_refine: int):
+    """(result, state, the record's position_sigma entry): stage 2 of `--curve-sigma position`
+    (`position_sigma.refit_by_position`), or the fit as it is with None ("off", or residuals all ~0)."""
     if curve_sigma not in CURVE_SIGMA_MODES:
         raise InputError(f"curve_sigma must be one of {CURVE_SIGMA_MODES}; got {curve_sigma!r}")
-    return None if curve_sigma == "off" else refit_by_position(table, state, seed, n_refine)
+    refit = None if curve_sigma == "off" else refit_by_position(table, state, seed, n_refine)
+    if refit is None:
+        return result, state, None
+    result, state, entry = refit
+    result.settings = result.settings.replace(curve_sigma=curve_sigma)
+    return result, state, entry
+
+
+def _noise_record(table, nf, state, inner, noise: str, scale, position):
+    """The record's noise block (`noise.noise_block`; inner: what a seed-weighted bootstrap did with the seeds, else
+    falsy) with what `power` draws from a pilot (`with_pilot_noise`), in log units (a position sigma's fit read
+    unweighted), and the position sigma's entry."""
+    logs = state if position is None else replace(state, data=replace(state.data, sigma=None, sigma_estimated=False))
+    block = noise_block(table, nf, inner or None, noise != "off", scale, residual_tails(logs))
+    block = with_pilot_noise(block, logs, table, nf.row_sigma, nf.reps.point)
+    return block if position is None else block.replace(position_sigma=position)
 
 
 def _attach_profile(result: FitResult, state, profile: bool | None):
