@@ -24,7 +24,14 @@ from dataclasses import replace
 from loopscale.errors import InputError
 from loopscale.fit.laws.form import Law
 from loopscale.fit.laws.registry import law_data_from_table
-from loopscale.fit.noise import DEFAULT_INNER, noise_block, noise_setup, seed_hierarchy
+from loopscale.fit.noise import (
+    DEFAULT_INNER,
+    NO_SEED_STATEMENT,
+    POSITION_STATEMENT,
+    noise_block,
+    noise_setup,
+    seed_hierarchy,
+)
 from loopscale.fit.noise_scale import fit_on_its_scale, residual_tails, with_pilot_noise
 from loopscale.fit.objective import Loss
 from loopscale.fit.optimize import adopt_optimum, fit_law
@@ -134,7 +141,10 @@ def _noise_record(table, nf, state, inner, noise: str, scale, position):
     logs = state if position is None else replace(state, data=replace(state.data, sigma=None, sigma_estimated=False))
     block = noise_block(table, nf, inner or None, noise != "off", scale, residual_tails(logs))
     block = with_pilot_noise(block, logs, table, nf.row_sigma, nf.reps.point)
-    return block if position is None else block.replace(position_sigma=position)
+    if position is None:
+        return block
+    said = POSITION_STATEMENT if block.statement == NO_SEED_STATEMENT else block.statement
+    return block.replace(position_sigma=position, statement=said)
 
 
 def _attach_profile(result: FitResult, state, profile: bool | None):

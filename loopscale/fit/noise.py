@@ -46,6 +46,13 @@ NO_SEED_STATEMENT = (
     "no seed repeats: the seed sigma is not measured, the fit is unweighted and its intervals omit seed "
     "noise (they see only the scatter of single runs about the law, seed noise and misfit together)"
 )
+# a curve fit weighed by its position sigma (`fit --curve-sigma position`, fit/position_sigma.py) has no seed sigma
+# either, but it is not unweighted: the statement says what its weights are
+POSITION_STATEMENT = (
+    "no seed repeats: the seed sigma is not measured; the fit is weighted by its residuals' sigma by position along "
+    "each run (its shape only, estimated from the fit itself), and its intervals omit seed noise (they see the "
+    "scatter of single runs about the law)"
+)
 IDENTICAL_SEEDS_STATEMENT = (
     "seed repeats with identical losses: no seed noise to measure, the fit is unweighted and its intervals "
     "omit seed noise"

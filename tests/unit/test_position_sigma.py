@@ -74,6 +74,12 @@ def test_phi_interval_weighted_by_position_narrows_to_the_generalised_least_squa
     on = fit_table(noisy, LAW, curve_sigma="position")
     block = on.noise["position_sigma"]
     assert block["model"]["kind"] == "per band" and on.settings["curve_sigma"] == "position"
+    # what the fit says of its weights: no seed sigma either way, but only the plain fit is unweighted
+    assert "the fit is unweighted" in off.noise["statement"]
+    assert (
+        "unweighted" not in on.noise["statement"]
+        and "weighted by its residuals' sigma by position" in on.noise["statement"]
+    )
     band_sd = np.array(block["model"]["params"]["sigma_band"]) / np.array([EARLY_SD, EARLY_SD, LATE_SD, LATE_SD])
     assert band_sd == pytest.approx(1.0, rel=0.35)  # from stage 1's residuals, not the noise itself
     assert on.settings["loss"] == "huber" and on.settings["delta"] == pytest.approx(1.345)
