@@ -28,7 +28,7 @@ LEARN = [*TINY, "budget.tokens=122880", "trainer.ckpt_every_steps=50"]
 
 
 compose_cfg = compose  # the package's own composition, exactly what loopscale sweep/plan/demo use
-__all__ = ["LEARN", "TINY", "compose_cfg", "tiny_model", "train_config"]
+__all__ = ["LEARN", "TINY", "compose_cfg", "small_loop_model", "tiny_model", "train_config"]
 
 
 def tiny_model(r: int, recipe: str = "auto", d_model: int = 64, **overrides) -> ModelConfig:
@@ -36,3 +36,11 @@ def tiny_model(r: int, recipe: str = "auto", d_model: int = 64, **overrides) -> 
     building models fast in-process. `overrides` are any other ModelConfig fields. (Training runs through
     Hydra use the override list TINY instead.)"""
     return cpu_model(d_model, r, recipe, **{"vocab_size": 200, "seq_len": 32, **overrides})
+
+
+def small_loop_model(r: int, **overrides) -> ModelConfig:
+    """tiny_model at half width, vocabulary and context, with p = c = 1 and k = 2 (fewer parameters to sort into
+    optimizer groups)."""
+    return tiny_model(
+        r, d_model=32, head_dim=16, vocab_size=64, seq_len=16, n_prelude=1, n_rec=2, n_coda=1, depth=None, **overrides
+    )

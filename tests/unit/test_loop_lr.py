@@ -18,7 +18,7 @@ from loopscale.train.lightning_module import LoopedLM
 from loopscale.train.optim.groups import recipe_param_groups
 from loopscale.train.optim.lr_transfer import lrs_for
 from loopscale.train.plan import plan_training
-from support.train import TINY, tiny_model, train_config
+from support.train import TINY, small_loop_model, train_config
 
 MUONH = dict(optimizer="muonh", lr=0.014, weight_decay=0.0, beta1=0.8, eps=1e-10, warmup_frac=0.0, grad_clip=0.0)
 
@@ -40,25 +40,15 @@ def test_the_loop_group_is_the_matrix_lr_times_lr_loop_under_the_published_trans
     assert base["loop"] == pytest.approx(0.035, rel=1e-12) and base["matrix"] == 0.014
 
 
+def _names_by_group(model, loop_group: bool = False) -> dict[str, set[str]]:
+    names = {id(p): n for n, p in model.named_parameters()}
+    return {g: {names[id(p)] for p in ps} for g, ps in recipe_param_groups(model, loop_group=loop_group).items()}
+
+
 @pytest.mark.parametrize("injection", ["concat", "linear"])
 def test_the_loop_group_holds_exactly_the_recurrent_blocks_and_the_injections_matrices(injection):
-    model = LoopedTransformer(
-        tiny_model(
-            3,
-            d_model=32,
-            head_dim=16,
-            vocab_size=64,
-            seq_len=16,
-            n_prelude=1,
-            n_rec=2,
-            n_coda=1,
-            depth=None,
-            injection=injection,
-        )
-    )
-    names = {id(p): n for n, p in model.named_parameters()}
-    split = {g: {names[id(p)] for p in ps} for g, ps in recipe_param_groups(model, loop_group=True).items()}
-    whole = {g: {names[id(p)] for p in ps} for g, ps in recipe_param_groups(model).items()}
+    model = LoopedTransformer(small_loop_model(3, injection=injection))
+    split, whole = _names_by_group(model, loop_group=True), _names_by_group(model)
     want_loop = {n for n, p in model.named_parameters() if p.dim() == 2 and n.startswith(("recurrent.", "injection."))}
     assert len(want_loop) == 2 * 6 + (1 if injection == "concat" else 2)  # q, k, v, out, MLP in and out a layer
     assert split["loop"] == want_loop
@@ -70,22 +60,8 @@ def test_the_loop_group_holds_exactly_the_recurrent_blocks_and_the_injections_ma
 
 
 def test_hyper_connections_scalars_stay_adamws_when_the_loop_is_split():
-    model = LoopedTransformer(
-        tiny_model(
-            2,
-            recipe="hyper",
-            d_model=32,
-            head_dim=16,
-            vocab_size=64,
-            seq_len=16,
-            n_prelude=1,
-            n_rec=2,
-            n_coda=1,
-            depth=None,
-        )
-    )
-    names = {id(p): n for n, p in model.named_parameters()}
-    split = {g: {names[id(p)] for p in ps} for g, ps in recipe_param_groups(model, loop_group=True).items()}
+    model = LoopedTransformer(small_loop_model(2, recipe="hyper"))
+    split = _names_by_group(model, loop_group=True)
     assert split["hyper"] == {"injection.alpha", "injection.M", "injection.beta"}
     assert all(n.startswith("recurrent.") for n in split["loop"]) and len(split["loop"]) == 12
 

@@ -10,7 +10,6 @@ import pytest
 import torch
 from torch import nn
 
-from loopscale.config.model import ModelConfig
 from loopscale.config.schema import OptimConfig, TrainerConfig
 from loopscale.model import accounting
 from loopscale.model.accounting import d_ref_tokens
@@ -18,7 +17,7 @@ from loopscale.model.transformer import LoopedTransformer
 from loopscale.train.lightning_module import optimizer_record
 from loopscale.train.optim.groups import recipe_param_groups
 from loopscale.train.optim.lr_transfer import lrs_for
-from support.train import tiny_model, train_config
+from support.train import small_loop_model, train_config
 
 MUONH = OptimConfig(optimizer="muonh", lr=0.014, weight_decay=0.0, beta1=0.8, eps=1e-10, warmup_frac=0.0, grad_clip=0.0)
 
@@ -76,13 +75,6 @@ def test_hyper_scalars_get_their_own_lr_and_transfer_none_keeps_the_base_lrs():
         lrs_for(cfg, 512, 0, MUONH, d_ref)
 
 
-def _tiny(r: int, **kw) -> ModelConfig:
-    """tiny_model at half width, vocabulary and context, with p = c = 1 and k = 2 (fewer parameters to sort)."""
-    return tiny_model(
-        r, d_model=32, head_dim=16, vocab_size=64, seq_len=16, n_prelude=1, n_rec=2, n_coda=1, depth=None, **kw
-    )
-
-
 @pytest.mark.parametrize(
     "r,kw",
     [
@@ -94,7 +86,7 @@ def _tiny(r: int, **kw) -> ModelConfig:
     ],
 )
 def test_every_parameter_lands_in_one_group_by_its_role(r, kw):
-    model = LoopedTransformer(_tiny(r, **kw))
+    model = LoopedTransformer(small_loop_model(r, **kw))
     groups = recipe_param_groups(model)
     ids = [id(p) for params in groups.values() for p in params]
     assert sorted(ids) == sorted(id(p) for p in model.parameters()) and len(set(ids)) == len(ids)
@@ -178,7 +170,7 @@ def test_bad_muonh_settings_fail_with_the_field_named(override, field):
 
 
 def test_fsdp_and_forks_with_published_transfer_are_clear_errors():
-    lrs = lrs_for(_tiny(2), 1024, 10 * 1024, MUONH, d_ref_tokens(_tiny(2)))
+    lrs = lrs_for(small_loop_model(2), 1024, 10 * 1024, MUONH, d_ref_tokens(small_loop_model(2)))
     with pytest.raises(ValueError, match="fsdp"):
         optimizer_record(MUONH, TrainerConfig(strategy="fsdp"), lrs)
     rec = optimizer_record(MUONH, TrainerConfig(), lrs)
