@@ -20,19 +20,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from loopscale.fit.curves.fit import fit_and_predict
+from loopscale.fit.curves.fit import fit_and_predict, read_curve_tables
 from loopscale.fit.curves.registry import curve_law, curve_law_names
 from loopscale.fit.curves.synthetic import draw_curves, schedule
 from loopscale.fit.curves.table import CurveColumns, read_curves
 
 SYNTHETIC_TRUTH = {"L0": 2.9, "A": 0.55, "alpha": 0.5, "B": 400.0, "C": 2.0, "beta": 0.6, "gamma": 0.6}
-
-
-def folder_table(folder: Path) -> pd.DataFrame:
-    frames = [pd.read_csv(p).assign(run=p.stem) for p in sorted(folder.glob("*.csv"))]
-    if not frames:
-        raise SystemExit(f"no CSV files in {folder}")
-    return pd.concat(frames, ignore_index=True)
 
 
 def main() -> None:
@@ -56,7 +49,7 @@ def main() -> None:
         clean = {c.run: c for c in read_curves(draw_curves(curve_law("multipower"), SYNTHETIC_TRUTH, kinds, every=40))}
         columns, train = CurveColumns(), args.train or ["constant", "cosine", "step"]
     else:
-        table = folder_table(args.folder) if args.folder else pd.read_csv(args.table)
+        table = read_curve_tables([args.folder], args.run_col)[0] if args.folder else pd.read_csv(args.table)
         columns = CurveColumns(run=args.run_col, loss=args.loss_col)
         train = args.train
     curves = read_curves(table, columns)

@@ -47,9 +47,8 @@ def register(subparsers) -> None:
         help=COMMANDS["fit"].help,
         description="Fit a scaling law to a runs table (CSV/Parquet).",
     )
-    p.add_argument(
-        "tables", nargs="+", metavar="table", help="runs table (CSV, .parquet or .jsonl); several only with --joint"
-    )
+    tables_help = "runs table (CSV, .parquet or .jsonl); several only with --joint (--curves: tables or folders)"
+    p.add_argument("tables", nargs="+", metavar="table", help=tables_help)
     p.add_argument(
         "--law",
         default=None,

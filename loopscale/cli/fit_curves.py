@@ -1,11 +1,13 @@
 """`loopscale fit TABLE --curves`: a curve law fitted to one model's whole loss curves across lr schedules.
 
 The table has one row per (run, evaluation) with the run's name, the step, the lr at that step and the loss
-(`loopscale collect` writes curves.csv beside runs.csv; public curves of other models read the same with
---run-col, --step-col, --lr-col, --loss-col). The law (`--law multipower`, the default with --curves, or its
-rival `lr-annealing`; `loopscale.fit.curves.registry`) is fitted to every run not named by --holdout; every
-run is then predicted and scored by its mean and max relative error, the held-out ones summed up on the last
-line. --out writes the fit record (JSON), --predictions one row per (run, evaluation) with the prediction
+(`loopscale collect` writes curves.csv beside runs.csv; public curves of other models read the same with --run-col,
+--step-col, --lr-col, --loss-col; several tables, or a folder of them, are read as one: a table without the run
+column is one run named by its file's stem, the layout of the public multi-power curves, one CSV per schedule:
+`loopscale fit csv_400/ --curves --loss-col loss --holdout wsdcon_9`). The law (`--law multipower`, the default with
+--curves, or its rival `lr-annealing`; `loopscale.fit.curves.registry`) is fitted to every run not named by
+--holdout; every run is then predicted and scored by its mean and max relative error, the held-out ones summed up on
+the last line. --out writes the fit record (JSON), --predictions one row per (run, evaluation) with the prediction
 (CSV), --plot the measured and fitted curves of every run (PNG and PDF, `plots/loss_curves.py`); all checked
 writable before fitting and written atomically.
 """
@@ -92,8 +94,6 @@ def run_curve_fit(args: argparse.Namespace) -> int:
     law_name = args.law or DEFAULT_CURVE_LAW
     if law_name not in curve_law_names():
         raise UsageError(f"--curves fits a curve law ({', '.join(curve_law_names())}); got --law {law_name}")
-    if len(args.tables) != 1:
-        raise UsageError("--curves reads one curves table")
     if args.starts < 1:
         raise UsageError(f"--starts must be >= 1; got {args.starts}")
     if args.curve_sigma != "off":
@@ -107,7 +107,9 @@ def run_curve_fit(args: argparse.Namespace) -> int:
         if path:
             check_writable(path, what)
     columns = CurveColumns(args.run_col, args.step_col, args.lr_col, args.loss_col or DEFAULT_CURVE_LOSS)
-    curves, other_r = read_trained_curves(args.tables[0], columns, warmup_from_zero=args.lr_before_first == "zero")
+    curves, other_r, notes = read_trained_curves(args.tables, columns, warmup_from_zero=args.lr_before_first == "zero")
+    for note in notes:
+        print(f"note: {note}")
     if other_r:
         print(f"read each run's curve at its trained r: {other_r} rows scored at another r_eval left out")
     if not 0 <= args.curve_start < 1:
@@ -123,7 +125,8 @@ def run_curve_fit(args: argparse.Namespace) -> int:
     for line in result_lines(result):
         print(line)
     if args.out:
-        record = curve_fit_record(result, args.tables[0], columns, args.warmup_drops, args.lr_before_first)
+        tables = args.tables[0] if len(args.tables) == 1 else args.tables
+        record = curve_fit_record(result, tables, columns, args.warmup_drops, args.lr_before_first)
         record["curve_start"] = args.curve_start
         write_json_atomic(args.out, record)
         print(f"wrote {args.out}")

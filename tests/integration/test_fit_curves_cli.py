@@ -152,3 +152,49 @@ def test_validate_reads_a_curve_fit_without_the_evaluations_it_left_out(tmp_path
     assert fit.settings["curve_start"] == 0.3 and len(table) == fit.input["n_rows_used"]
     last = table.groupby("run")["step"].transform("max")
     assert (table["step"] >= 0.3 * last).all() and table["run"].nunique() == 44
+
+
+@pytest.fixture(scope="module")
+def public_folder(public_like, tmp_path_factory):
+    """The same curves laid out as the public multi-power curves are: one CSV per schedule (columns step, lr, loss;
+    the schedule is the file's name)."""
+    folder = tmp_path_factory.mktemp("csv_400")
+    for name, rows in pd.read_csv(public_like).groupby("schedule"):
+        rows.drop(columns="schedule").to_csv(folder / f"{name}.csv", index=False)
+    return folder
+
+
+def test_a_folder_of_one_csv_per_schedule_is_the_same_fit_as_one_table(public_like, public_folder, tmp_path):
+    """`fit DIR --curves`: every CSV a run named by its stem; the fit and the held-out errors are the one table's."""
+    common = ["--curves", "--loss-col", "loss", "--holdout", "wsd", "--starts", "2"]
+    folder_out, table_out = tmp_path / "folder.json", tmp_path / "table.json"
+    res = run_cli(["fit", str(public_folder), *common, "--out", str(folder_out)])
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.count("read as one run named") == 4 and "'cosine'" in res.stdout
+    res = run_cli(["fit", str(public_like), "--run-col", "schedule", *common, "--out", str(table_out)])
+    assert res.returncode == 0, res.stderr
+    by_folder, by_table = json.loads(folder_out.read_text()), json.loads(table_out.read_text())
+    assert by_folder["fitted_runs"] == ["constant", "cosine", "step"]
+    assert by_folder["params"] == pytest.approx(by_table["params"], rel=1e-9)
+    assert by_folder["holdout_summary"] == pytest.approx(by_table["holdout_summary"], rel=1e-9)
+
+
+def test_curve_files_read_together_name_each_run_once(public_folder, tmp_path):
+    """Files given one by one read as the folder does; a run in two files and an empty folder are refused."""
+    from loopscale.errors import InputError
+    from loopscale.fit.curves.fit import read_curve_tables
+
+    files = [public_folder / f"{k}.csv" for k in ("wsd", "constant")]
+    table, notes = read_curve_tables(files, "run")
+    assert list(pd.unique(table["run"])) == ["wsd", "constant"] and len(notes) == 2
+    assert len(table) == sum(len(pd.read_csv(f)) for f in files)
+    with pytest.raises(InputError, match="constant.csv is given twice"):
+        read_curve_tables([public_folder, public_folder / "constant.csv"], "run")
+    other = tmp_path / "other"
+    other.mkdir()
+    pd.read_csv(files[1]).to_csv(other / "constant.csv", index=False)
+    with pytest.raises(InputError, match="run 'constant' is in both"):
+        read_curve_tables([public_folder, other], "run")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(InputError, match="a folder with no table in it"):
+        read_curve_tables([tmp_path / "empty"], "run")

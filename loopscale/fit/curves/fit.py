@@ -14,6 +14,7 @@ step) is fitted on that many, evenly spread; every evaluation is predicted and s
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -184,11 +185,51 @@ def fit_and_predict(
     return CurveFit(**{**asdict(result), "errors": errors}), preds
 
 
-def read_trained_curves(path, columns: CurveColumns, warmup_from_zero: bool) -> tuple[list[Curve], int]:
-    """(the curves of the table at `path`, each run's at its trained r (`read_curves`); how many rows of a table
-    scored across r (an r_eval column, trainer.curve_r_eval) that leaves out)."""
-    table = read_table(path)
-    return read_curves(table, columns, warmup_from_zero=warmup_from_zero), len(table) - len(trained_r_rows(table))
+TABLE_SUFFIXES = (".csv", ".parquet", ".pq", ".jsonl")  # what `read_table` reads
+
+
+def curve_files(paths) -> list[Path]:
+    """The table files of `fit --curves`: each path a table, or a folder read as its tables (CSV, Parquet, JSON
+    lines) in name order, the layout of the public multi-power curves (one CSV per schedule)."""
+    files = []
+    for path in map(Path, paths):
+        if path.is_dir():
+            inside = sorted(p for p in path.iterdir() if p.is_file() and p.suffix.lower() in TABLE_SUFFIXES)
+            if not inside:
+                raise InputError(f"{path}: a folder with no table in it (CSV, .parquet or .jsonl)")
+            files += inside
+        else:
+            files.append(path)
+    twice = [p for i, p in enumerate(files) if p.resolve() in {q.resolve() for q in files[:i]}]
+    if twice:
+        raise InputError(f"{twice[0]} is given twice (by name or in a folder): each table is read once")
+    return files
+
+
+def read_curve_tables(paths, run_col: str) -> tuple[pd.DataFrame, list[str]]:
+    """(one curves table from every file of `curve_files(paths)`, a note per file read as one run). A file
+    without the run column is one run named by its file's stem (a schedule's CSV of the public curves); a run
+    found in two files is refused: two curves under one name would be read as one run's."""
+    tables, notes, first_file = [], [], {}
+    for path in curve_files(paths):
+        table = read_table(path)
+        if run_col not in table.columns:
+            table = table.assign(**{run_col: path.stem})
+            notes.append(f"{path}: no column {run_col!r}, read as one run named {path.stem!r}")
+        for run in pd.unique(table[run_col].astype(str)):
+            if first_file.setdefault(run, path) != path:
+                raise InputError(f"run {run!r} is in both {first_file[run]} and {path}: name each run once")
+        tables.append(table)
+    return pd.concat(tables, ignore_index=True), notes
+
+
+def read_trained_curves(paths, columns: CurveColumns, warmup_from_zero: bool) -> tuple[list[Curve], int, list[str]]:
+    """(the curves of the tables at `paths` (`read_curve_tables`), each run's at its trained r (`read_curves`);
+    how many rows of a table scored across r (an r_eval column, trainer.curve_r_eval) that leaves out; the
+    notes on files read as one run each)."""
+    table, notes = read_curve_tables(paths, columns.run)
+    curves = read_curves(table, columns, warmup_from_zero=warmup_from_zero)
+    return curves, len(table) - len(trained_r_rows(table)), notes
 
 
 def curve_fit_record(result: CurveFit, table, columns, warmup_drops: bool, lr_before_first: str) -> dict:
@@ -196,7 +237,7 @@ def curve_fit_record(result: CurveFit, table, columns, warmup_drops: bool, lr_be
     held-out summary, the code's commit."""
     return {
         **result.to_json(),
-        "table": str(table),
+        "table": [str(t) for t in table] if isinstance(table, list | tuple) else str(table),
         "columns": vars(columns),
         "warmup_drops": bool(warmup_drops),
         "lr_before_first": lr_before_first,
