@@ -56,6 +56,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="RUN",
         help="runs left out of the fit and predicted (their mean / max relative error printed)",
     )
+    g.add_argument(
+        "--fit-runs",
+        nargs="+",
+        default=[],
+        metavar="RUN",
+        help="fit only these runs and predict every other one (the complement of --holdout: the published fits' "
+        "three training schedules)",
+    )
     g.add_argument("--predictions", metavar="PATH", help="write every evaluation's predicted loss here (CSV)")
     g.add_argument(
         "--warmup-drops",
@@ -121,7 +129,8 @@ def run_curve_fit(args: argparse.Namespace) -> int:
         if not hasattr(law, "warmup_drops"):
             raise UsageError(f"--warmup-drops is an option of the multipower law, not of {law_name}")
         law.warmup_drops = True
-    result, predictions = fit_and_predict(law, curves, list(args.holdout), Loss(args.loss, args.delta), args.starts)
+    holdout = held_out_runs(curves, args.holdout, args.fit_runs)
+    result, predictions = fit_and_predict(law, curves, holdout, Loss(args.loss, args.delta), args.starts)
     for line in result_lines(result):
         print(line)
     if args.out:
@@ -131,12 +140,25 @@ def run_curve_fit(args: argparse.Namespace) -> int:
         write_json_atomic(args.out, record)
         print(f"wrote {args.out}")
     if args.predictions:
-        write_predictions(args.predictions, curves, predictions, args.holdout)
+        write_predictions(args.predictions, curves, predictions, holdout)
         print(f"wrote {args.predictions}")
     if plots:
         from loopscale.plots.loss_curves import curve_law_figure  # matplotlib: only when --plot draws
 
-        figure = curve_law_figure(curves, predictions, args.holdout, law.name)
+        figure = curve_law_figure(curves, predictions, holdout, law.name)
         for path in write_figure(figure, plots, args.dpi):
             print(f"wrote {path}")
     return 0
+
+
+def held_out_runs(curves, holdout: list[str], fit_runs: list[str]) -> list[str]:
+    """The runs predicted, not fitted: --holdout's, or every run but --fit-runs' (one of the two, not both)."""
+    if not fit_runs:
+        return list(holdout)
+    if holdout:
+        raise UsageError("--holdout and --fit-runs name the same split twice: give one of them")
+    names = [c.run for c in curves]
+    unknown = [r for r in fit_runs if r not in names]
+    if unknown:
+        raise UsageError(f"--fit-runs {unknown}: no such run in the table (runs: {', '.join(names)})")
+    return [r for r in names if r not in fit_runs]

@@ -93,6 +93,8 @@ def test_fit_curves_rival_law(public_like):
         (["--step-col", "iteration"], "no column(s) ['iteration']"),
         (["--warmup-drops", "--law", "lr-annealing"], "--warmup-drops is an option of the multipower law"),
         (["--curve-start", "1"], "--curve-start 1.0: a share of each run's steps, in [0, 1)"),
+        (["--fit-runs", "cosine", "linear"], "--fit-runs ['linear']: no such run"),
+        (["--fit-runs", "cosine", "--holdout", "wsd"], "--holdout and --fit-runs name the same split twice"),
     ],
 )
 def test_fit_curves_bad_input_is_one_line(public_like, tmp_path, extra, message):
@@ -166,12 +168,15 @@ def public_folder(public_like, tmp_path_factory):
 
 def test_a_folder_of_one_csv_per_schedule_is_the_same_fit_as_one_table(public_like, public_folder, tmp_path):
     """`fit DIR --curves`: every CSV a run named by its stem; the fit and the held-out errors are the one table's."""
-    common = ["--curves", "--loss-col", "loss", "--holdout", "wsd", "--starts", "2"]
+    common = ["--curves", "--loss-col", "loss", "--starts", "2"]
     folder_out, table_out = tmp_path / "folder.json", tmp_path / "table.json"
-    res = run_cli(["fit", str(public_folder), *common, "--out", str(folder_out)])
+    fit_runs = ["--fit-runs", "step", "constant", "cosine"]  # the complement of --holdout wsd
+    res = run_cli(["fit", str(public_folder), *common, *fit_runs, "--out", str(folder_out)])
     assert res.returncode == 0, res.stderr
     assert res.stdout.count("read as one run named") == 4 and "'cosine'" in res.stdout
-    res = run_cli(["fit", str(public_like), "--run-col", "schedule", *common, "--out", str(table_out)])
+    res = run_cli(
+        ["fit", str(public_like), "--run-col", "schedule", *common, "--holdout", "wsd", "--out", str(table_out)]
+    )
     assert res.returncode == 0, res.stderr
     by_folder, by_table = json.loads(folder_out.read_text()), json.loads(table_out.read_text())
     assert by_folder["fitted_runs"] == ["constant", "cosine", "step"]
