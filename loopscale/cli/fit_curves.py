@@ -21,6 +21,7 @@ from loopscale.cli import UsageError
 from loopscale.fit.curves.fit import (
     curve_fit_record,
     fit_and_predict,
+    held_out_runs,
     read_trained_curves,
     result_lines,
     write_predictions,
@@ -56,14 +57,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="RUN",
         help="runs left out of the fit and predicted (their mean / max relative error printed)",
     )
-    g.add_argument(
-        "--fit-runs",
-        nargs="+",
-        default=[],
-        metavar="RUN",
-        help="fit only these runs and predict every other one (the complement of --holdout: the published fits' "
-        "three training schedules)",
-    )
+    fit_runs_help = "fit only these runs and predict every other one (the complement of --holdout)"
+    g.add_argument("--fit-runs", nargs="+", default=[], metavar="RUN", help=fit_runs_help)
     g.add_argument("--predictions", metavar="PATH", help="write every evaluation's predicted loss here (CSV)")
     g.add_argument(
         "--warmup-drops",
@@ -116,8 +111,7 @@ def run_curve_fit(args: argparse.Namespace) -> int:
             check_writable(path, what)
     columns = CurveColumns(args.run_col, args.step_col, args.lr_col, args.loss_col or DEFAULT_CURVE_LOSS)
     curves, other_r, notes = read_trained_curves(args.tables, columns, warmup_from_zero=args.lr_before_first == "zero")
-    for note in notes:
-        print(f"note: {note}")
+    print("".join(f"note: {note}\n" for note in notes), end="")
     if other_r:
         print(f"read each run's curve at its trained r: {other_r} rows scored at another r_eval left out")
     if not 0 <= args.curve_start < 1:
@@ -149,16 +143,3 @@ def run_curve_fit(args: argparse.Namespace) -> int:
         for path in write_figure(figure, plots, args.dpi):
             print(f"wrote {path}")
     return 0
-
-
-def held_out_runs(curves, holdout: list[str], fit_runs: list[str]) -> list[str]:
-    """The runs predicted, not fitted: --holdout's, or every run but --fit-runs' (one of the two, not both)."""
-    if not fit_runs:
-        return list(holdout)
-    if holdout:
-        raise UsageError("--holdout and --fit-runs name the same split twice: give one of them")
-    names = [c.run for c in curves]
-    unknown = [r for r in fit_runs if r not in names]
-    if unknown:
-        raise UsageError(f"--fit-runs {unknown}: no such run in the table (runs: {', '.join(names)})")
-    return [r for r in names if r not in fit_runs]

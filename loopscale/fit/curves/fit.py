@@ -232,6 +232,19 @@ def read_trained_curves(paths, columns: CurveColumns, warmup_from_zero: bool) ->
     return curves, len(table) - len(trained_r_rows(table)), notes
 
 
+def held_out_runs(curves: list[Curve], holdout: list[str], fit_runs: list[str]) -> list[str]:
+    """The runs predicted, not fitted: --holdout's, or every run but --fit-runs' (one of the two, not both)."""
+    if not fit_runs:
+        return list(holdout)
+    if holdout:
+        raise InputError("--holdout and --fit-runs name the same split twice: give one of them")
+    names = [c.run for c in curves]
+    unknown = [r for r in fit_runs if r not in names]
+    if unknown:
+        raise InputError(f"--fit-runs {unknown}: no such run in the table (runs: {', '.join(names)})")
+    return [r for r in names if r not in fit_runs]
+
+
 def curve_fit_record(result: CurveFit, table, columns, warmup_drops: bool, lr_before_first: str) -> dict:
     """The fit record `fit --curves --out` writes: the fit, the table and its columns, the schedule's reading, the
     held-out summary, the code's commit."""
