@@ -3080,7 +3080,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "blind7-point-keys-r1-recipe-split",
-        "loopscale/fit/replicates.py",
+        "loopscale/fit/points.py",
         '    looped = table["r"].to_numpy(dtype=float) > 1 if "r" in table.columns',
         '    looped = table["r"].to_numpy(dtype=float) >= 1 if "r" in table.columns',
         ("tests/unit/test_fit_noise.py::test_an_r1_run_is_one_dense_point_whatever_recipe_labels_it",),
@@ -3938,6 +3938,37 @@ MUTATIONS: tuple[Mutation, ...] = (
             "test_a_sampled_run_over_two_ranks_killed_and_resumed_tallies_every_ranks_sequences_once",
         ),
         "a sampled-r run over several ranks, resumed, tallies each sequence it trained once",
+    ),
+    Mutation(
+        "s10-loop-lr-grid-pooled-as-seeds",
+        "loopscale/fit/points.py",
+        "    if (settings < 2).all():",
+        "    if True:",
+        (
+            "tests/unit/test_lr_loop_points.py::test_a_point_at_two_lr_loop_is_named_with_its_settings_and_one_a_point_passes",
+            "tests/unit/test_lr_loop_points.py::"
+            "test_fit_validate_and_power_refuse_a_loop_lr_grid_and_fit_group_lr_loop_fits_each_setting",
+        ),
+        "runs of one point at two lr_loop are no seeds of one point: fit, validate and power refuse the table",
+    ),
+    Mutation(
+        "s10-stale-loop-rule-read",
+        "loopscale/config/lr_rule.py",
+        "    return None if then == now else (then, now)",
+        "    return None",
+        ("tests/unit/test_tune_rule.py::test_a_loop_rule_tuned_at_another_lr_rule_is_refused_where_it_is_read",),
+        "a loop rule tuned at another lr rule than the file's is refused where a sweep reads it",
+    ),
+    Mutation(
+        "s10-lr-axis-tunes-at-the-loop-rule",
+        "loopscale/launch/tune.py",
+        "            if _reads_loop_rule(cfg):",
+        "            if False:",
+        (
+            "tests/unit/test_tune_pure_exact.py::"
+            "test_an_experiment_reading_both_rules_tunes_its_lr_at_lr_loop_1_and_its_loop_only_after_its_lr",
+        ),
+        "`tune --axis lr` of an experiment that reads a loop rule trains at lr_loop = 1, before the loop rule exists",
     ),
 )
 

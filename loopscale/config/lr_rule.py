@@ -11,6 +11,7 @@ later sweep of that experiment reads.
       loop:                   # `loopscale tune --axis loop`: optim.lr_loop, the loop matrices over the others
         multipliers: {baseline: {1: {16: 0.3, 48: 1.1}, 2: {16: 0.2, 48: 0.06}}}  # recipe -> r -> width -> m
         recipes: {baseline: {key: ..., cells: [...], rule: ..., noise, cost}}
+        lr_rule: {baseline: {multipliers: {1: 1.9, ...}, transfer: null}}  # the lr rule it was tuned at
 
 An experiment uses its rule by one line,
 `optim.lr_rule: ${ls.lr_rule:<experiment>,${ls.recipe:${model}},${model.r},${model.d_model}}`
@@ -22,6 +23,11 @@ at its scale.
 The file is looked up in each LOOPSCALE_CONFIG_PATH directory's lr_rules/ first, then in the shipped sweeps/
 (loopscale/config/dirs.py), as experiments are. A recipe or r the rule was not tuned for is an error that says
 how to tune it: a silent multiplier of 1 would train the untuned lr under the tuned experiment's name.
+
+The loop's optima are measured at the lr rule of their time (`tune --axis loop` trains at the experiment's tuned
+lr), so the loop rule records that lr rule (`loop.lr_rule`: the recipe's multipliers and transfer as written) and
+is refused when the file's lr rule is another one (`stale_loop`): the lr axis retuned since. A loop rule written
+before the record was kept is read as it is until the next lr tune records the lr rule it replaces.
 """
 
 from __future__ import annotations
@@ -34,7 +40,7 @@ import yaml
 
 from loopscale.atomic import write_text_atomic
 from loopscale.config.locations import sweeps_dir, user_config_dirs
-from loopscale.config.tune_record import RuleFile, TuneRecord, WidthScaling
+from loopscale.config.tune_record import LrRuleOf, RuleFile, TuneRecord, WidthScaling
 from loopscale.errors import ConfigError
 
 RULES_DIR = "lr_rules"
@@ -43,7 +49,7 @@ HEADER = """\
 # read by the experiment's optim.lr_rule (loopscale/config/lr_rule.py). Every group's peak lr is multiplied by
 # multipliers[recipe][r]; `recipes` holds how each recipe's multipliers were measured. Rerun the tune to change it.
 # `loop` (`loopscale tune --axis loop`): optim.lr_loop, the loop's matrices over the other matrices, per recipe, r and
-# width.
+# width; `loop.lr_rule` the lr rule it was tuned at (another lr rule since: the loop rule is refused, retune it).
 """
 
 
@@ -84,7 +90,10 @@ def multiplier(experiment: str, recipe: str, r: Any, width: Any = None) -> float
     rule has no such recipe or r, or it has a width transfer and no width is given."""
     path = rule_file(str(experiment))
     rule = read_rule(path)
-    tune = f"tune it with `loopscale tune experiment={experiment} model.recipe={recipe}`, or set optim.lr_rule=1"
+    tune = (
+        f"tune it with `loopscale tune experiment={experiment} model.recipe={recipe}` (the lr axis, tuned before "
+        "any `--axis loop`), or set optim.lr_rule=1"
+    )
     if not rule:
         raise ConfigError(f"experiment {experiment} reads its lr rule from {path}, which does not exist: {tune}")
     by_r = rule["multipliers"].get(str(recipe))
@@ -114,7 +123,8 @@ def loop_multiplier(experiment: str, recipe: str, r: Any, width: Any) -> float:
         f"tune it with `loopscale tune experiment={experiment} model.recipe={recipe} --axis loop`, or set "
         "optim.lr_loop=1"
     )
-    loop = (read_rule(path) or {}).get("loop") or {}
+    rule = read_rule(path) or {}
+    loop = rule.get("loop") or {}
     by_r = (loop.get("multipliers") or {}).get(str(recipe))
     if not isinstance(by_r, dict):
         raise ConfigError(f"{path} has no tuned loop lr for recipe {recipe}: {tune}")
@@ -122,6 +132,13 @@ def loop_multiplier(experiment: str, recipe: str, r: Any, width: Any) -> float:
     if not by_width:
         raise ConfigError(
             f"{path} has no tuned loop lr for recipe {recipe} at r = {r} (it has r = {sorted(by_r)}): {tune}"
+        )
+    stale = stale_loop(rule, str(recipe))
+    if stale:
+        raise ConfigError(
+            f"{path}: recipe {recipe}'s loop rule was tuned at the lr rule {lr_text(stale[0])}, and the lr rule is "
+            f"now {lr_text(stale[1])}: the loop's optimum moves with the lr, so it is not read; retune it with "
+            f"`loopscale tune experiment={experiment} model.recipe={recipe} --axis loop`, or set optim.lr_loop=1"
         )
     points = sorted((int(w), float(m)) for w, m in by_width.items())
     d = int(width)
@@ -139,17 +156,59 @@ def loop_multiplier(experiment: str, recipe: str, r: Any, width: Any) -> float:
     raise AssertionError("unreachable: d lies within the tuned widths")
 
 
+def lr_part(rule: RuleFile, recipe: str) -> LrRuleOf:
+    """The lr axis' rule of a recipe as the file holds it (no multipliers: the untuned lr): what a loop rule is
+    tuned at."""
+    return lr_identity((rule.get("multipliers") or {}).get(recipe), (rule.get("transfer") or {}).get(recipe))
+
+
+def lr_identity(multipliers: dict | None, transfer: dict | None) -> LrRuleOf:
+    """An lr rule's multipliers and width transfer as the file writes them (3 and 4 significant digits), the
+    keys as numbers: two readings of one rule compare equal."""
+    return {
+        "multipliers": {int(r): float(f"{float(m):.3g}") for r, m in sorted((multipliers or {}).items())},
+        "transfer": {k: float(f"{float(v):.4g}") for k, v in sorted(transfer.items())} if transfer else None,
+    }
+
+
+def stale_loop(rule: RuleFile, recipe: str) -> tuple[LrRuleOf, LrRuleOf] | None:
+    """(the lr rule the recipe's loop rule was tuned at, the file's lr rule now) when they differ; None when they
+    agree, the recipe has no loop rule, or its loop rule records none (written before the record was kept)."""
+    loop = rule.get("loop") or {}
+    tuned_at = (loop.get("lr_rule") or {}).get(recipe)
+    if recipe not in (loop.get("multipliers") or {}) or tuned_at is None:
+        return None
+    then, now = lr_identity(tuned_at.get("multipliers"), tuned_at.get("transfer")), lr_part(rule, recipe)
+    return None if then == now else (then, now)
+
+
+def lr_text(part: LrRuleOf) -> str:
+    """An lr rule in one phrase: 'r -> x {1: 7.71, 2: 7.01}' and its width transfer, or 'none (the untuned lr)'."""
+    if not part["multipliers"]:
+        return "none (the untuned lr)"
+    transfer = part["transfer"]
+    scaled = f" x (width / {transfer['ref_width']:g})^{transfer['width_exponent']:g}" if transfer else ""
+    return f"r -> x {part['multipliers']}{scaled}"
+
+
 def write_loop_rule(
-    path: Path, experiment: str, recipe: str, multipliers: dict[int, dict[int, float]], record: TuneRecord
+    path: Path,
+    experiment: str,
+    recipe: str,
+    multipliers: dict[int, dict[int, float]],
+    record: TuneRecord,
+    tuned_at: LrRuleOf | None = None,
 ) -> Path:
-    """Set one recipe's loop multipliers (r -> width -> multiplier) and their record under the rule file's `loop`
-    key, keeping everything else; written atomically."""
+    """Set one recipe's loop multipliers (r -> width -> multiplier), their record and the lr rule they were tuned
+    at (`lr_part` of the file the experiment read; None: this file's) under the rule file's `loop` key, keeping
+    everything else; written atomically."""
     rule = _current(Path(path), experiment)
     loop = rule.setdefault("loop", {})
     loop.setdefault("multipliers", {})[recipe] = {
         int(r): {int(w): float(f"{m:.3g}") for w, m in sorted(by_w.items())} for r, by_w in sorted(multipliers.items())
     }
     loop.setdefault("recipes", {})[recipe] = record
+    loop.setdefault("lr_rule", {})[recipe] = tuned_at if tuned_at is not None else lr_part(rule, recipe)
     return _write(Path(path), rule, experiment)
 
 
@@ -180,6 +239,10 @@ def write_rule(
     atomically."""
     path = Path(path)
     rule = _current(path, experiment)
+    loop = rule.get("loop") or {}
+    if recipe in (loop.get("multipliers") or {}) and recipe not in (loop.get("lr_rule") or {}):
+        # a loop rule written before it recorded its lr rule was tuned at the one replaced here (or at none)
+        loop.setdefault("lr_rule", {})[recipe] = lr_part(rule, recipe)
     rule["multipliers"][recipe] = {int(r): float(f"{m:.3g}") for r, m in sorted(multipliers.items())}
     transfers = rule.setdefault("transfer", {})
     if transfer:

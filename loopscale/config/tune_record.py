@@ -3,7 +3,8 @@ reads and writes the file) and the cost a tune states before each round, as Type
 YAML is these dicts as they are, so a file written before they were typed reads the same.
 
     RuleFile:  experiment, multipliers {recipe: {r: m}}, transfer {recipe: WidthScaling}, recipes {recipe: TuneRecord},
-               loop (LoopRule: multipliers {recipe: {r: {width: m}}}, recipes {recipe: TuneRecord})
+               loop (LoopRule: multipliers {recipe: {r: {width: m}}}, recipes {recipe: TuneRecord},
+                     lr_rule {recipe: LrRuleOf, the lr rule it was tuned at})
     TuneRecord: key, cells, grid, fit, noise, rule {r: RuleAtR (CombinedOptimum + cells {cell: CellOptimum})},
                 transfer (WidthTransfer), cost (runs, FLOPs, wall seconds, rounds), overrides, code
 """
@@ -108,11 +109,19 @@ class WidthScaling(TypedDict):
     ref_width: float
 
 
+class LrRuleOf(TypedDict):
+    """One recipe's lr rule as the file writes it (config/lr_rule.lr_part): what a loop rule was tuned at."""
+
+    multipliers: dict[int, float]  # r -> multiplier; empty: no lr rule (the untuned lr)
+    transfer: WidthScaling | None
+
+
 class LoopRule(TypedDict, total=False):
     """`loopscale tune --axis loop`'s part of the rule file: optim.lr_loop per recipe, r and width."""
 
     multipliers: dict[str, dict[int, dict[int, float]]]  # recipe -> r -> width -> multiplier
     recipes: dict[str, TuneRecord]
+    lr_rule: dict[str, LrRuleOf]  # recipe -> the lr rule its loop multipliers were tuned at
 
 
 class RuleFile(TypedDict, total=False):

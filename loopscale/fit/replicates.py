@@ -1,12 +1,12 @@
 """Seeds as data: which rows of a runs table are one point of the law and which one seed's run.
 
-A *point* is one set of law inputs: r, N_once, N_rec (or N), D and, for looped rows, the recipe (an r = 1 run is
-the same dense model whatever recipe labels it). Rows of one point that differ by seed are *replicates*; the
-seed comes from the `seed` column (another name: `seed_column`); a forked sweep's parent job stands for its seed
-where the table has no seed column (a seed is a different parent; its branches share it); in a table with
-neither, every row is its own run, and two rows with one point and one loss are one run copied. Rows of one
-point with the same seed are one run counted twice (`Replicates.duplicate`). What `loopscale collect` says
-about the seeds (`seed_count_line`) and what the seed sigma (`loopscale.fit.seed_sigma`) pools.
+A *point* is one set of law inputs (loopscale/fit/points.py): r, N_once, N_rec (or N), D and, for looped rows,
+the recipe (an r = 1 run is the same dense model whatever recipe labels it). Rows of one point that differ by seed
+are *replicates*; the seed comes from the `seed` column (another name: `seed_column`); a forked sweep's parent
+job stands for its seed where the table has no seed column (a seed is a different parent; its branches share it);
+in a table with neither, every row is its own run, and two rows with one point and one loss are one run copied.
+Rows of one point with the same seed are one run counted twice (`Replicates.duplicate`). What `loopscale collect`
+says about the seeds (`seed_count_line`) and what the seed sigma (`loopscale.fit.seed_sigma`) pools.
 """
 
 from __future__ import annotations
@@ -17,10 +17,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from loopscale.errors import InputError
+from loopscale.fit.points import RECIPE_COLUMN, point_keys, round_sig
 from loopscale.fit.runs_table import PARENT_COLUMN, SEED_COLUMN, is_forked
-
-RECIPE_COLUMN = "recipe"
 
 
 @dataclass(frozen=True)
@@ -61,23 +59,6 @@ class Replicates:
         }
 
 
-def point_keys(table: pd.DataFrame, recipe_column: str | None = RECIPE_COLUMN) -> pd.DataFrame:
-    """The columns that make a point, one row per table row: r, N_once, N_rec (or N), D (as read; equal when
-    written by one generator, rounded to 12 significant digits so a D derived from C matches), and the recipe
-    of looped rows ("" for r = 1 and for tables without `recipe_column`); in a curves table (a `step` column:
-    evaluations along runs, issue 55) also the step, so seeds repeat an evaluation, not a run."""
-    cols = [c for c in ("r", "N_once", "N_rec", "N", "D", "step") if c in table.columns]
-    if "N_once" in cols and "N" in cols:
-        cols.remove("N")  # N = N_once + N_rec: no new information, and maybe summed in another order
-    if "D" not in cols:
-        raise InputError(f"a point needs its tokens D (or C); columns are {list(table.columns)}")
-    keys = pd.DataFrame({c: _round_sig(table[c].to_numpy(dtype=float)) for c in cols})
-    looped = table["r"].to_numpy(dtype=float) > 1 if "r" in table.columns else np.zeros(len(table), bool)
-    if recipe_column and recipe_column in table.columns:
-        keys["_recipe"] = np.where(looped, table[recipe_column].astype(str).to_numpy(), "")
-    return keys
-
-
 def replicate_groups(
     table: pd.DataFrame, seed_column: str | None = SEED_COLUMN, recipe_column: str | None = RECIPE_COLUMN
 ) -> Replicates:
@@ -97,7 +78,7 @@ def replicate_groups(
         present = (parent.notna() & (parent.astype(str).str.strip() != "")).to_numpy()
         run = np.where(present, "parent " + parent.astype(str), "row " + pd.Series(np.arange(len(table))).astype(str))
     elif "L" in table.columns:  # copies of one run: same point and loss
-        run = "L " + pd.Series(_round_sig(table["L"].to_numpy(dtype=float))).astype(str).to_numpy()
+        run = "L " + pd.Series(round_sig(table["L"].to_numpy(dtype=float))).astype(str).to_numpy()
     else:
         run = "row " + pd.Series(np.arange(len(table))).astype(str).to_numpy()
     frame = pd.DataFrame({"point": point, "run": np.asarray(run, dtype=str)})
@@ -105,15 +86,6 @@ def replicate_groups(
     duplicate = frame.duplicated(["point", "run"]).to_numpy()
     seeds = np.bincount(frame.drop_duplicates(["point", "run"])["point"].to_numpy(), minlength=point.max() + 1)
     return Replicates(point, unit, seeds, duplicate, used)
-
-
-def _round_sig(x: np.ndarray, digits: int = 12) -> np.ndarray:
-    """x rounded to `digits` significant digits (0 and non-finite values kept)."""
-    x = np.asarray(x, dtype=float)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        mag = np.where((x != 0) & np.isfinite(x), np.floor(np.log10(np.abs(x))), 0.0)
-    scale = 10.0 ** (digits - 1 - mag)
-    return np.where(np.isfinite(x), np.round(x * scale) / scale, x)
 
 
 def seed_count_line(reps: Replicates) -> str:

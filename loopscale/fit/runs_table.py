@@ -26,6 +26,7 @@ import pandas as pd
 from loopscale.errors import InputError
 from loopscale.fit.laws.form import compute_from_tokens, tokens_from_compute
 from loopscale.fit.laws.registry import law_class, make_law
+from loopscale.fit.points import LR_LOOP_COLUMN, check_one_lr_loop
 
 
 @dataclass(frozen=True)
@@ -91,6 +92,8 @@ def read_table(path) -> pd.DataFrame:
         raise InputError(f"{path} has no rows (only a header)")
     if "variant" in table.columns and "recipe" not in table.columns:
         table = table.rename(columns={"variant": "recipe"})  # runs tables before 0.2 named the recipe `variant`
+    if LR_LOOP_COLUMN in table.columns:  # collect leaves it empty at 1: a value to group by (`fit --group lr_loop`)
+        table[LR_LOOP_COLUMN] = table[LR_LOOP_COLUMN].fillna(1.0)
     return table
 
 
@@ -250,6 +253,7 @@ def canonical_table(raw: pd.DataFrame, law: str, columns: ColumnMap | None = Non
         derived["D"] = f"C / (6 {cost})"
     if "C" not in table.columns:
         table["C"] = compute_from_tokens(table["D"], cost_N)
+    check_one_lr_loop(table)  # a loop-lr grid's runs are no seeds of one point (loopscale/fit/points.py)
     if not cls.per_recipe:  # a joint table is checked once the recipes' tables are merged
         check_fit_size(table, law)
     table = table.reset_index(drop=True)

@@ -14,7 +14,8 @@ its models are trained, written as the lr rule every later sweep of the experime
        the noise, the runs' FLOPs and wall time, the cache key).
 
 The lr is chosen by each run's loss only, never by what it does to a fit. Every run is an ordinary run of the
-experiment (its point replaced by the cell, optim.lr_scale set, the experiment's own rule off: optim.lr_rule=1)
+experiment (its point replaced by the cell, optim.lr_scale set, the experiment's own rule off: optim.lr_rule=1,
+and a loop rule it reads off too: optim.lr_loop=1, the loop rule being tuned after the lr, at it)
 under runs_dir/<cell> (runs/tune/C2.5e11-d24/... by default), named by its config (`-lrx<m>`), so a tune
 resumes like any sweep and shares nothing with the experiment's own runs; a key (the hash of the tuned jobs'
 identities without their lr, and the grid) is stored with the rule, and the same tune again is answered from the
@@ -25,10 +26,12 @@ CPU hours); an extension round states its own.
 
 `--axis loop` tunes the loop's own matrices instead (optim.lr_loop: the recurrent block's and the injection's
 MuonH matrices at lr_loop x the other matrices' lr; loopscale/train/optim/groups.py), at the experiment's tuned lr
-(its rule on): the same grids, parabolas and extensions, varying optim.lr_loop. The optima move with the width
-differently for each r (docs/results.md, "A learning rate for the loop's own matrices"), so no transfer is fitted:
-the rule is each r's optimum at each cell's width (one cell a width), read between widths by the resolver
-(`lr_rule.loop_multiplier`: log-linear in ln width, refused outside the tuned widths), under the file's `loop` key.
+(its rule on; the rule file records that lr rule, and a loop rule tuned at another is refused where it is read:
+config/lr_rule.stale_loop): the same grids, parabolas and extensions, varying optim.lr_loop. The optima move with
+the width differently for each r (docs/results.md, "A learning rate for the loop's own matrices"), so no transfer
+is fitted: the rule is each r's optimum at each cell's width (one cell a width), read between widths by the
+resolver (`lr_rule.loop_multiplier`: log-linear in ln width, refused outside the tuned widths), under the file's
+`loop` key.
 """
 
 from __future__ import annotations
@@ -45,7 +48,7 @@ from typing import Any
 import numpy as np
 from omegaconf import OmegaConf
 
-from loopscale.config.lr_rule import read_rule, rule_file, write_loop_rule, write_rule
+from loopscale.config.lr_rule import lr_part, read_rule, rule_file, write_loop_rule, write_rule
 from loopscale.config.tune_record import RoundCost, TuneNoise, TuneRecord
 from loopscale.errors import ConfigError
 from loopscale.fit.lr_optimum import LrOptimum, parabola_optimum, pooled_noise, window
@@ -62,8 +65,8 @@ from loopscale.train.run_json import RUN_FILE, is_finished, read_record_or_none
 LR_SCALE = "optim.lr_scale"
 LR_RULE = "optim.lr_rule"
 LR_LOOP = "optim.lr_loop"
-# what each axis varies and what it holds fixed: `lr` every group's lr with the experiment's rule off (and the loop
-# at the rule's, whatever the experiment gives); `loop` the loop's matrices at the experiment's tuned lr
+# what each axis varies and what it holds fixed: `lr` every group's lr with the experiment's rule off (and the loop's
+# at 1 where the experiment reads a loop rule: `_reads_loop_rule`); `loop` the loop's matrices at the tuned lr
 AXES = {"lr": (LR_SCALE, {LR_RULE: "1.0"}), "loop": (LR_LOOP, {})}
 
 
@@ -143,7 +146,8 @@ def groups_of(
 ) -> tuple[list[tuple[list[str], Any]], list[str]]:
     """(each distinct job of the experiment's sweep without its point: (its overrides, its composed config at
     the first cell), the cells): one lr grid per (group, cell). The identities are composed at the axis' 1 (the
-    loop axis: optim.lr_loop=1, so an experiment that reads a loop rule composes before it has one)."""
+    loop axis: optim.lr_loop=1, so an experiment that reads a loop rule composes before it has one; the lr axis
+    holds such an experiment's loop at 1 too: `_reads_loop_rule`)."""
     varied, fixed = AXES[axis]
     jobs = sweep_overrides(overrides)
     points = [v for job in jobs for v in [_value(job, POINT_KEY)] if v is not None]
@@ -158,7 +162,24 @@ def groups_of(
         bases.setdefault(tuple(base), base)
     held = [f"{k}={v}" for k, v in fixed.items()]
     composed = compose_jobs([[*base, f"{POINT_KEY}={cells[0]}", f"{varied}=1.0", *held] for base in bases.values()])
+    if axis == "lr":  # before to_object resolves the loop rule, which may not exist yet
+        for base, cfg in zip(bases.values(), composed):
+            if _reads_loop_rule(cfg):
+                base.append(f"{LR_LOOP}=1.0")
+                cfg.optim.lr_loop = 1.0
     return [(base, OmegaConf.to_object(cfg)) for base, cfg in zip(bases.values(), composed)], cells
+
+
+def _reads_loop_rule(cfg) -> bool:
+    """Whether a composed (unresolved) config's optim.lr_loop is the experiment's loop rule
+    (`${ls.lr_loop_rule:...}`). The lr axis trains such an experiment at lr_loop = 1: the loop rule is tuned after
+    the lr rule, at the tuned lr, and records it (config/lr_rule.stale_loop); an lr tuned at the loop rule would
+    make that very loop rule stale and the lr rule depend on the rule it invalidates, and before the loop rule
+    exists the experiment would not compose at all. An lr_loop the experiment or the overrides give as a number is
+    the experiment's own and kept."""
+    if not OmegaConf.is_interpolation(cfg.optim, "lr_loop"):
+        return False
+    return "ls.lr_loop_rule" in str(OmegaConf.to_container(cfg.optim, resolve=False)["lr_loop"])
 
 
 def tune_key(groups: list[tuple[list[str], Any]], cells: list[str], grid: TuneGrid, axis: str = "lr") -> str:
@@ -291,6 +312,8 @@ def run_tune(settings: TuneSettings, say: Callable[[str], None] = print, progres
     experiment = groups[0][1].sweep
     recipe = _one_recipe(groups)
     path = Path(settings.out) if settings.out else rule_file(experiment)
+    # the lr rule the loop axis' runs train at: the experiment's own file (the resolver's), whatever --out says
+    tuned_at = lr_part(read_rule(rule_file(experiment)), recipe)
     key = tune_key(groups, cells, settings.grid, axis)
     cached = None if settings.force else _cached(path, recipe, axis, key)
     if cached is not None:
@@ -333,16 +356,8 @@ def run_tune(settings: TuneSettings, say: Callable[[str], None] = print, progres
                 f"edge: adding x{', x'.join(f'{settings.grid.multiplier(k):.3g}' for k in new)}")  # fmt: skip
     record = record_of(grids, fits, noise, settings, cells, key, rounds, [job for _, _, job in jobs], wall_s)
     if axis == "loop":
-        return _write_loop_rule(path, experiment, recipe, grids, fits, record, trained)
-    transfer = record["transfer"] if record["transfer"].get("used") else None
-    best = {r: (math.exp(transfer["a"][r]) if transfer else v.get("best")) for r, v in record["rule"].items()}
-    multipliers = {int(r): float(f"{m:.3g}") for r, m in best.items() if m}  # as written
-    missing = sorted({g.r for g in grids} - set(multipliers))
-    if missing:
-        raise ConfigError(f"no optimum at r = {missing}: nothing written to {path} (see the losses above)")
-    width = {"width_exponent": transfer["gamma"], "ref_width": transfer["ref_width"]} if transfer else None
-    _write_lr_rule(path, experiment, recipe, multipliers, record, width, say)
-    return TuneResult(path, multipliers, record, cached=False, trained=trained)
+        return _write_loop_rule(path, experiment, recipe, grids, fits, record, trained, tuned_at)
+    return _write_lr_rule(path, experiment, recipe, grids, record, trained, say)
 
 
 def _one_recipe(groups: list[tuple[list[str], Any]]) -> str:
@@ -361,19 +376,29 @@ def _cached(path: Path, recipe: str, axis: str, key: str) -> TuneResult | None:
     return TuneResult(path, {int(r): m for r, m in section["multipliers"][recipe].items()}, stored, cached=True)
 
 
-def _write_lr_rule(path, experiment, recipe, multipliers, record, width, say) -> None:
-    """The lr axis' rule written; a note when the file's loop rule of the recipe was tuned at the lr it replaces."""
-    note = stale_loop_note(read_rule(path), experiment, recipe, multipliers, width)
+def _write_lr_rule(path, experiment, recipe, grids, record, trained, say) -> TuneResult:
+    """The lr axis' rule: per r the cells' combined optimum, or the width transfer's where it was measured;
+    a note when the file's loop rule of the recipe was tuned at the lr rule it replaces."""
+    transfer = record["transfer"] if record["transfer"].get("used") else None
+    best = {r: (math.exp(transfer["a"][r]) if transfer else v.get("best")) for r, v in record["rule"].items()}
+    multipliers = {int(r): float(f"{m:.3g}") for r, m in best.items() if m}  # as written
+    missing = sorted({g.r for g in grids} - set(multipliers))
+    if missing:
+        raise ConfigError(f"no optimum at r = {missing}: nothing written to {path} (see the losses above)")
+    width = {"width_exponent": transfer["gamma"], "ref_width": transfer["ref_width"]} if transfer else None
     write_rule(path, experiment, recipe, multipliers, record, width)
+    note = stale_loop_note(read_rule(path), experiment, recipe)
     if note:
         say(note)
+    return TuneResult(path, multipliers, record, cached=False, trained=trained)
 
 
-def _write_loop_rule(path, experiment, recipe, grids, fits, record, trained) -> TuneResult:
-    """The loop axis' rule: each r's optimum at each cell's width (no transfer, no combining: one cell a width)."""
+def _write_loop_rule(path, experiment, recipe, grids, fits, record, trained, tuned_at=None) -> TuneResult:
+    """The loop axis' rule: each r's optimum at each cell's width (no transfer, no combining: one cell a width),
+    with the lr rule its runs trained at (`tuned_at`; None: the file's own)."""
     multipliers = loop_multipliers(grids, fits, path)
     record = {**record, "axis": "loop", "transfer": {"used": False, "reason": "the loop axis' rule is per width"}}
-    write_loop_rule(path, experiment, recipe, multipliers, record)
+    write_loop_rule(path, experiment, recipe, multipliers, record, tuned_at)
     return TuneResult(path, multipliers, record, cached=False, trained=trained)
 
 

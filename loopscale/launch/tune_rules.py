@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from loopscale.config.lr_rule import stale_loop
 from loopscale.config.naming import paper_width
 from loopscale.config.tune_record import RuleAtR, TuneRecord, WidthTransfer
 from loopscale.errors import ConfigError
@@ -134,19 +135,14 @@ def loop_multipliers(grids, fits, path) -> dict[int, dict[int, float]]:
     return {r: dict(sorted(w.items())) for r, w in sorted(by_r.items())}
 
 
-def stale_loop_note(rule, experiment: str, recipe: str, multipliers: dict[int, float], transfer) -> str | None:
-    """The line an lr tune says when the rule file (`rule`, as read before the new lr rule is written) holds a loop
-    rule of the recipe tuned at another lr: the loop's optima were measured at the lr rule then, and the file keeps
-    them as they were (every later sweep reads them); None when there is none or the lr rule is unchanged (3 and
-    4 significant digits, as written)."""
-    if recipe not in ((rule.get("loop") or {}).get("multipliers") or {}):
-        return None
-    before = {int(r): float(m) for r, m in ((rule.get("multipliers") or {}).get(recipe) or {}).items()}
-    now = {int(r): float(f"{m:.3g}") for r, m in multipliers.items()}
-    scaling = {k: float(f"{v:.4g}") for k, v in transfer.items()} if transfer else None
-    if before == now and (rule.get("transfer") or {}).get(recipe) == scaling:
+def stale_loop_note(rule, experiment: str, recipe: str) -> str | None:
+    """The line an lr tune says when the rule file (`rule`, as read after the new lr rule is written) holds a loop
+    rule of the recipe tuned at another lr rule (`lr_rule.stale_loop`): the file keeps it as it was, and every
+    sweep that reads it is refused until it is retuned; None when there is none or the lr rule is unchanged."""
+    if stale_loop(rule, recipe) is None:
         return None
     return (
         f"note: recipe {recipe}'s loop rule (the file's `loop:` block) was tuned at the lr rule before this one and "
-        f"is kept as it was: rerun `loopscale tune experiment={experiment} model.recipe={recipe} --axis loop`"
+        "is kept as it was; sweeps that read it are refused until it is retuned: rerun "
+        f"`loopscale tune experiment={experiment} model.recipe={recipe} --axis loop`"
     )

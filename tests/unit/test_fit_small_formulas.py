@@ -10,6 +10,7 @@ import pytest
 
 from loopscale.errors import InputError
 from loopscale.fit import derived as DV
+from loopscale.fit import points as P
 from loopscale.fit import replicates as R
 from loopscale.fit.cluster_se import cluster_robust_cov, residual_rho
 from loopscale.fit.laws.form import LawData
@@ -129,10 +130,10 @@ def test_residual_rho_pools_consecutive_pairs_centred_within_each_cluster_in_ste
 # ----------------------------------------------------------------------------------------------
 def test_round_sig_keeps_twelve_significant_digits():
     x = np.array([123456789012345.0, 1.23456789012345e-7, 0.0, np.inf, -987654321098.76])
-    got = R._round_sig(x)
+    got = P.round_sig(x)
     assert got[0] == 123456789012000.0 and got[1] == pytest.approx(1.23456789012e-7, rel=1e-15)
     assert got[2] == 0.0 and got[3] == np.inf and got[4] == -987654321099.0
-    assert R._round_sig(np.array([1e10 / 3]), digits=3)[0] == pytest.approx(3.33e9, rel=1e-15)
+    assert P.round_sig(np.array([1e10 / 3]), digits=3)[0] == pytest.approx(3.33e9, rel=1e-15)
 
 
 def test_point_keys_rules():

@@ -316,22 +316,70 @@ def test_a_paper_size_cell_is_keyed_by_its_d_model_as_the_experiment_reads_its_r
 
 
 def test_an_lr_tune_that_moves_the_lr_says_the_loop_rule_was_tuned_at_the_old_one():
-    """The loop's optima are measured at the experiment's tuned lr; a new lr rule leaves the file's `loop:` block as
-    it was, so the lr tune says so when the recipe has one and its multipliers (3 digits) or width transfer (4)
-    moved; silent when they did not, or when the recipe has no loop rule."""
+    """The loop's optima are measured at the experiment's tuned lr and the loop rule records that lr rule
+    (`loop.lr_rule`); a new lr rule leaves the `loop:` block as it was, so the lr tune says so (and sweeps refuse
+    it) when the recipe has one and its multipliers (3 digits) or width transfer (4) moved; silent when they did
+    not, or when the recipe has no loop rule."""
     from loopscale.launch.tune_rules import stale_loop_note
 
-    rule = {
-        "multipliers": {"baseline": {1: 7.71, 2: 7.01}, "hyper": {2: 3.0}},
-        "transfer": {"baseline": {"width_exponent": -0.8, "ref_width": 24.0}},
-        "loop": {"multipliers": {"baseline": {2: {16: 0.5, 48: 0.25}}}},
-    }
+    tuned_at = {"multipliers": {1: 7.71, 2: 7.01}, "transfer": {"width_exponent": -0.8, "ref_width": 24.0}}
+    loop = {"multipliers": {"baseline": {2: {16: 0.5, 48: 0.25}}}, "lr_rule": {"baseline": tuned_at}}
+
+    def file(multipliers, transfer):
+        rule = {"multipliers": {"baseline": multipliers, "hyper": {2: 3.0}}, "loop": loop}
+        return {**rule, "transfer": {"baseline": transfer}} if transfer else rule
+
     scaling = {"width_exponent": -0.80001, "ref_width": 24}
-    assert stale_loop_note(rule, "demo", "baseline", {1: 7.7149, 2: 7.0111}, scaling) is None  # as written
-    note = stale_loop_note(rule, "demo", "baseline", {1: 7.71, 2: 6.5}, scaling)
+    assert stale_loop_note(file({1: 7.7149, 2: 7.0111}, scaling), "demo", "baseline") is None  # as written
+    note = stale_loop_note(file({1: 7.71, 2: 6.5}, scaling), "demo", "baseline")
     assert note.startswith("note: recipe baseline's loop rule") and note.endswith(
         "rerun `loopscale tune experiment=demo model.recipe=baseline --axis loop`"
     )
-    assert stale_loop_note(rule, "demo", "baseline", {1: 7.71, 2: 7.01}, None) == note  # the transfer dropped
-    assert stale_loop_note(rule, "demo", "hyper", {2: 9.0}, None) is None  # no loop rule of its own
-    assert stale_loop_note({}, "demo", "baseline", {2: 1.0}, None) is None  # no file yet
+    assert stale_loop_note(file({1: 7.71, 2: 7.01}, None), "demo", "baseline") == note  # the transfer dropped
+    assert stale_loop_note(file({1: 7.71, 2: 6.5}, None), "demo", "hyper") is None  # no loop rule of its own
+    assert stale_loop_note({}, "demo", "baseline") is None  # no file yet
+
+
+BOTH_RULES = """\
+# @package _global_
+defaults:
+  - isodepth_cpu_demo
+sweep: both
+optim:
+  lr_rule: ${ls.lr_rule:both,${ls.recipe:${model}},${model.r},${model.d_model}}
+  lr_loop: ${ls.lr_loop_rule:both,${ls.recipe:${model}},${model.r},${model.d_model}}
+"""
+
+
+def test_an_experiment_reading_both_rules_tunes_its_lr_at_lr_loop_1_and_its_loop_only_after_its_lr(
+    tmp_path, monkeypatch, capsys
+):
+    """The lr axis holds a loop rule the experiment reads at lr_loop = 1, before the loop rule exists and after
+    (the loop rule is tuned at the tuned lr, after it); an lr_loop given as a number is kept. The loop axis before
+    the lr rule exists: one line, exit 2, saying to tune the lr axis first."""
+    from loopscale.cli import main as cli_main
+    from loopscale.config.lr_rule import rule_file, write_loop_rule, write_rule
+
+    conf = tmp_path / "conf"
+    (conf / "experiment").mkdir(parents=True)
+    (conf / "experiment" / "both.yaml").write_text(BOTH_RULES)
+    monkeypatch.setenv("LOOPSCALE_CONFIG_PATH", str(conf))
+    tune = ["tune", "experiment=both", "model.r=2", "--cells", "C2.5e11-d24", "--points", "3", "--dry-run"]
+    tune += ["--no-probe", "--runs-dir", str(tmp_path / "runs")]
+    assert cli_main([*tune, "--axis", "loop"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and err.startswith("loopscale tune: error: experiment both reads its lr rule from")
+    assert "tune it with `loopscale tune experiment=both model.recipe=baseline` (the lr axis" in err
+    assert cli_main(tune) == 0
+    assert "tuning grid: 3 of 3 runs to train" in capsys.readouterr().out
+
+    ((base, cfg),) = T.groups_of(["experiment=both", "model.r=2"], ["C2.5e11-d24"], "lr")[0]
+    assert base[-1] == "optim.lr_loop=1.0" and cfg.optim.lr_loop == 1.0 and cfg.optim.lr_rule == 1.0
+    write_rule(rule_file("both"), "both", "baseline", {2: 2.0}, {"cells": []})
+    write_loop_rule(rule_file("both"), "both", "baseline", {2: {24: 0.25}}, {})
+    ((_, cfg),) = T.groups_of(["experiment=both", "model.r=2"], ["C2.5e11-d24"], "lr")[0]
+    assert cfg.optim.lr_loop == 1.0  # not the loop rule's 0.25: it was tuned at the lr this tune replaces
+    ((base, cfg),) = T.groups_of(["experiment=both", "model.r=2", "optim.lr_loop=0.5"], ["C2.5e11-d24"], "lr")[0]
+    assert cfg.optim.lr_loop == 0.5 and "optim.lr_loop=1.0" not in base
+    ((_, cfg),) = T.groups_of(["experiment=both", "model.r=2"], ["C2.5e11-d24"], "loop")[0]
+    assert cfg.optim.lr_rule == 2.0 and cfg.optim.lr_loop == 1.0

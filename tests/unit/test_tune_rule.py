@@ -129,3 +129,45 @@ def test_the_loop_rule_is_read_per_width_log_linear_between_tuned_widths_and_nev
             loop_multiplier("mine", "baseline", 1, width)
     with pytest.raises(ConfigError, match="no tuned loop lr for recipe baseline at r = 4"):
         loop_multiplier("mine", "baseline", 4, 16)
+
+
+def test_a_loop_rule_tuned_at_another_lr_rule_is_refused_where_it_is_read(tmp_path, monkeypatch):
+    """The loop rule records the lr rule it was tuned at (`loop.lr_rule`); once the lr axis is retuned to other
+    multipliers (3 digits as written) or another transfer, `${ls.lr_loop_rule:...}` is a ConfigError that says
+    why and what to do, not the old optimum read at the new lr. A loop rule tuned with no lr rule was tuned at the
+    untuned lr; one written before the record was kept is read until an lr tune records the rule it replaces."""
+    conf = tmp_path / "conf"
+    (conf / "experiment").mkdir(parents=True)
+    for name in ("mine", "bare", "old"):
+        (conf / "experiment" / f"{name}.yaml").write_text("# @package _global_\n")
+    monkeypatch.setenv("LOOPSCALE_CONFIG_PATH", str(conf))
+    path = rule_file("mine")
+    write_rule(path, "mine", "baseline", {1: 2.0, 2: 1.6}, {"cells": []})
+    write_loop_rule(path, "mine", "baseline", {2: {16: 0.5, 48: 0.25}}, {})
+    assert read_rule(path)["loop"]["lr_rule"] == {"baseline": {"multipliers": {1: 2.0, 2: 1.6}, "transfer": None}}
+    write_rule(path, "mine", "baseline", {1: 2.0004, 2: 1.6}, {"cells": []})  # the same rule to 3 digits
+    assert loop_multiplier("mine", "baseline", 2, 16) == 0.5
+    write_rule(path, "mine", "baseline", {1: 2.0, 2: 1.3}, {"cells": []})
+    stale = "tuned at the lr rule r -> x \\{1: 2.0, 2: 1.6\\}, and the lr rule is now r -> x \\{1: 2.0, 2: 1.3\\}"
+    with pytest.raises(ConfigError, match=f"{stale}.*model.recipe=baseline --axis loop`, or set optim.lr_loop=1"):
+        loop_multiplier("mine", "baseline", 2, 16)
+    write_rule(path, "mine", "baseline", {1: 2.0, 2: 1.3}, {"cells": []}, {"width_exponent": -0.5, "ref_width": 24})
+    write_loop_rule(path, "mine", "baseline", {2: {16: 0.4, 48: 0.2}}, {})  # retuned: read again
+    assert loop_multiplier("mine", "baseline", 2, 48) == 0.2
+    write_rule(path, "mine", "baseline", {1: 2.0, 2: 1.3}, {"cells": []})  # the width transfer dropped
+    with pytest.raises(ConfigError, match="x \\{1: 2.0, 2: 1.3\\} x \\(width / 24\\)\\^-0.5, and the lr rule is now"):
+        loop_multiplier("mine", "baseline", 2, 48)
+
+    write_loop_rule(rule_file("bare"), "bare", "baseline", {2: {16: 0.5}}, {})  # no lr rule yet: the untuned lr
+    assert loop_multiplier("bare", "baseline", 2, 16) == 0.5
+    write_rule(rule_file("bare"), "bare", "baseline", {2: 1.6}, {"cells": []})
+    with pytest.raises(ConfigError, match="tuned at the lr rule none \\(the untuned lr\\), and the lr rule is now r"):
+        loop_multiplier("bare", "baseline", 2, 16)
+
+    legacy = rule_file("old")  # a loop rule from before the record: read; the next lr tune records the old rule
+    legacy.parent.mkdir(parents=True, exist_ok=True)
+    legacy.write_text("multipliers: {baseline: {2: 1.6}}\nloop: {multipliers: {baseline: {2: {16: 0.5}}}}\n")
+    assert loop_multiplier("old", "baseline", 2, 16) == 0.5
+    write_rule(legacy, "old", "baseline", {2: 1.2}, {"cells": []})
+    with pytest.raises(ConfigError, match="tuned at the lr rule r -> x \\{2: 1.6\\}, and the lr rule is now"):
+        loop_multiplier("old", "baseline", 2, 16)
