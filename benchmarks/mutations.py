@@ -2478,14 +2478,42 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "curve-sigma-position-weights-ignored",
         "loopscale/fit/position_sigma.py",
-        "sigma = np.maximum(model.sigma(position_covariates(position_share(table))), MIN_SIGMA_LOG)",
-        "sigma = np.full(len(table), np.sqrt(np.mean(res**2)))",
+        "return np.maximum(model.sigma(position_covariates(np.asarray(share, dtype=float))), MIN_SIGMA_LOG)",
+        "return np.full(len(share), float(np.mean(model.sigma(position_covariates(np.asarray(share, dtype=float))))))",
         (
             "tests/unit/test_position_sigma.py::"
             "test_phi_interval_weighted_by_position_narrows_to_the_generalised_least_squares_width",
+            "tests/unit/test_validate_position.py::test_a_folds_weights_come_from_its_training_rows_alone",
         ),
         "fit --curve-sigma position standardises a curve fit's residuals by their sigma by position along the run "
         "(issue 55 item 3): phi's interval narrows to the generalised least squares width",
+    ),
+    Mutation(
+        "validate-position-fold-skips-stage-2",
+        "loopscale/fit/position_sigma.py",
+        "best, _ = multistart(law, weighted, stage2_loss(loss), np.vstack([best.theta[None], starts]))",
+        "best = best",
+        ("tests/unit/test_validate_position.py::test_a_folds_weights_come_from_its_training_rows_alone",),
+        "validate refits a position-weighted curve fit's folds in both stages, the weights from each fold's training "
+        "rows (issue 55)",
+    ),
+    Mutation(
+        "power-position-gain-forgets-the-noise-along-the-curve",
+        "loopscale/fit/position_sigma.py",
+        "c_psi = np.outer(dpsi, dpsi) * cov",
+        "c_psi = np.diag(np.diag(cov))",
+        ("tests/unit/test_power_position.py::test_the_gain_is_the_two_fits_sandwiches_written_out",),
+        "power says what --curve-sigma position may narrow phi's standard error by, with the pilot's run offset and "
+        "AR(1) along the curve (issue 55)",
+    ),
+    Mutation(
+        "power-position-pilot-read-as-unweighted",
+        "loopscale/fit/pilot.py",
+        'position = noise.get("position_sigma")',
+        "position = None",
+        ("tests/unit/test_power_position.py::test_power_promises_the_unweighted_worth_and_says_what_weighing_may_add",),
+        "power says that it promises a position-weighted pilot's unweighted curve worth, and what weighing may add "
+        "(issue 55)",
     ),
     Mutation(
         "curve-sigma-position-read-as-a-seed-sigma",

@@ -17,7 +17,9 @@ from loopscale.analysis.power_text import delta_phi_of
 from loopscale.atomic import check_outputs_apart, check_writable, json_text, write_text_atomic
 from loopscale.config.schema import TrainerConfig
 from loopscale.data.heldout import curve_steps
-from loopscale.fit.curve_worth import check_curve_options, curve_worth
+from loopscale.fit.curve_worth import CurveNoise, check_curve_options, curve_worth
+from loopscale.fit.objective import Loss
+from loopscale.fit.position_sigma import position_gain, sigma_model_from_json
 from loopscale.fit.power import design_law, recipe_rows, simulate_design
 from loopscale.fit.power_summary import mde_formula, seeds_needed
 from loopscale.fit.replicates import replicate_groups
@@ -203,9 +205,11 @@ def _evaluate(req: PowerRequest, truth, name: str, structure: str, spec: dict, p
     if pilot is None:
         return out
     points = req.curve_points
-    worth = curve_worth(
-        design, pilot.params, pilot.law_class(), pilot.noise, lambda n, w, c: curve_steps(n, points, (w, c), c)
-    )
+
+    def evaluated(steps: int, warmup: int, cooldown: int | None) -> list[int]:
+        return curve_steps(steps, points, (warmup, cooldown), cooldown)
+
+    worth = curve_worth(design, pilot.params, pilot.law_class(), pilot.noise, evaluated)
     used = max(1.0, worth) if math.isfinite(worth) else 1.0
     if used > 1.0:
         f = 1.0 / math.sqrt(used)
@@ -222,7 +226,25 @@ def _evaluate(req: PowerRequest, truth, name: str, structure: str, spec: dict, p
         "phi": sim.phi.to_json(),
         "delta_phi": sim.delta_phi.to_json(),
     }
+    if pilot.position is not None:
+        out["curves"]["position"] = _position_note(design, pilot, evaluated, worth)
     return out
+
+
+def _position_note(design, pilot, evaluated, worth: float) -> dict:
+    """A pilot fitted with `--curve-sigma position`: what `power` promises is the unweighted curve fit's worth
+    (`worth`, from its log residuals), not the two-stage fit's; beside it, what weighing this design's curves by the
+    pilot's position sigma may add (`position_sigma.position_gain`: linearised, not simulated, so not promised)."""
+    note = {"promised": "unweighted", "variance_ratio": None, "se_ratio": None, "worth_weighted": None}
+    z = pilot.position.get("curve_standardised")
+    if z is None:  # a record from before its standardised noise was kept
+        return note
+    stage1 = pilot.position.get("stage1_loss") or {}
+    gain = position_gain(
+        design, pilot.params, pilot.law_class(), sigma_model_from_json(pilot.position["model"]),
+        CurveNoise.from_json(z), evaluated, Loss(stage1.get("kind", "huber"), stage1.get("delta") or 1e-3),
+    )  # fmt: skip
+    return {**note, "variance_ratio": gain.variance, "se_ratio": gain.se_ratio, "worth_weighted": worth * gain.variance}
 
 
 def _mde_of(d: dict) -> float:

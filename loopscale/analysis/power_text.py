@@ -83,7 +83,32 @@ def _curve_text(record: dict) -> list[str]:
         "final points to phi (the squared ratio of the final points' interval to the curves' as the fits report "
         "them, linearised at the pilot's law, a forked job's parent and branches one draw: "
         "`loopscale.fit.curve_worth`); the sweeps from curves are simulated as "
-        "final points with each run's noise variance / max(n_eff, 1) (Δφ assumed to gain as phi does)."
+        "final points with each run's noise variance / max(n_eff, 1) (Δφ assumed to gain as phi does).",
+        *_position_text(record),
+    ]
+
+
+def _position_text(record: dict) -> list[str]:
+    """A pilot fitted with `--curve-sigma position`: that the MDE from curves is the unweighted curve fit's, and by
+    how much weighing by position may narrow phi's standard error beyond it (linearised, not promised)."""
+    notes = [d["curves"]["position"] for d in record["designs"] if (d.get("curves") or {}).get("position")]
+    if not notes:
+        return []
+    said = (
+        "- The pilot was fitted with --curve-sigma position; the curve columns promise what the UNWEIGHTED curve "
+        "fit is worth (its n_eff from the pilot's log residuals), not the position-weighted fit's."
+    )
+    ratios = [n["se_ratio"] for n in notes if n.get("se_ratio") is not None]
+    if not ratios:
+        return [said + " Its record has no standardised curve noise (refit the pilot) to say what weighing adds."]
+    lo, hi = min(ratios), max(ratios)
+    span = f"{lo:.2f}" if math.isclose(lo, hi, rel_tol=5e-3) else f"{lo:.2f}-{hi:.2f}"
+    worth = ", ".join(f"{n['worth_weighted']:.2f}" for n in notes)
+    return [
+        said + f" Weighing each design's curves by the pilot's position sigma may narrow phi's standard error further, "
+        f"to {span} x the unweighted fit's (n_eff {worth} if weighted): each fit's M-estimator sandwich linearised at "
+        "the pilot's law, the noise the pilot's standardised residuals scaled by the sigma at each evaluation's share "
+        "of its run (`position_sigma.position_gain`); not simulated, so not promised: the MDE above does not use it."
     ]
 
 

@@ -83,11 +83,14 @@ class CurveNoise:
 @dataclass(frozen=True)
 class CurvePilot:
     """What a curve-law pilot fit tells `power` of its curves: the law (its registered name and lambda), its
-    parameters and the noise of its residuals along the curves."""
+    parameters and the noise of its residuals along the curves; a pilot fitted with `--curve-sigma position` also
+    its record's `noise.position_sigma` (`position`: the model, stage 1's loss, the noise of its standardised
+    residuals): what `power` says weighing may add."""
 
     law: str
     params: Mapping[str, float]
     noise: CurveNoise
+    position: Mapping | None = None
 
     def law_class(self) -> type:
         """The curve law with the pilot's lambda (a variant, as the fit's `lambda` parameter records it)."""
@@ -307,16 +310,24 @@ def _phi_spread(
     return float((bread @ meat @ bread)[i, i]), reference_quantile(dof) * scale * float(bread[i, i]), dof
 
 
-def curve_worth_parts(
-    design: pd.DataFrame, curve_params: Mapping[str, float], law_class, noise: CurveNoise, eval_steps: Callable
-) -> Worth:
-    """`Worth` of a run's curve to phi on this design (module docstring). law_class: the curve law (a registered
-    one's name, or its class: a variant with its own lambda)."""
+def design_jacobian(design: pd.DataFrame, curve_params: Mapping[str, float], law_class, eval_steps: Callable):
+    """(the curve law, the design's curves as fitted (`design_curves`, canonical), the law bound to their r, the
+    Jacobian of log L in its coordinates at `curve_params`): what the curve fit is linearised with."""
     cls = law_class if isinstance(law_class, type) else type(make_law(law_class))
     law = cls()
     curves = canonical_table(design_curves(design, eval_steps, curve_params, law), cls.name)
     c_law = cls.bind(r=curves["r"].to_numpy(dtype=float))
     _, J = c_law.log_predict_and_jac(c_law.from_user(dict(curve_params)), c_law.data_from_table(curves))
+    return law, curves, c_law, J
+
+
+def curve_worth_parts(
+    design: pd.DataFrame, curve_params: Mapping[str, float], law_class, noise: CurveNoise, eval_steps: Callable
+) -> Worth:
+    """`Worth` of a run's curve to phi on this design (module docstring). law_class: the curve law (a registered
+    one's name, or its class: a variant with its own lambda)."""
+    law, curves, c_law, J = design_jacobian(design, curve_params, law_class, eval_steps)
+    cls = type(law)
     v_curves, w_curves, nu = _phi_spread(J, curves, noise, c_law.internal_names.index("phi"), curves=True)
     finals = curves.loc[curves.groupby("run")["step"].idxmax()]
     f_law = make_law(cls.final_law, finals["r"].to_numpy(dtype=float))  # looped; looped-entry for its curve law

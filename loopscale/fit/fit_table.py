@@ -35,7 +35,7 @@ from loopscale.fit.noise import (
 from loopscale.fit.noise_scale import fit_on_its_scale, residual_tails, with_pilot_noise
 from loopscale.fit.objective import Loss
 from loopscale.fit.optimize import adopt_optimum, fit_law
-from loopscale.fit.position_sigma import CURVE_SIGMA_MODES, refit_by_position
+from loopscale.fit.position_sigma import CURVE_SIGMA_MODES, refit_by_position, standardised_curve_noise
 from loopscale.fit.replicates import replicate_groups
 from loopscale.fit.resample import bootstrap, on_one_blas_thread
 from loopscale.fit.result import FitResult, data_summary, versions
@@ -144,6 +144,7 @@ def _noise_record(table, nf, state, inner, noise: str, scale, position):
     if position is None:
         return block
     said = POSITION_STATEMENT if block.statement == NO_SEED_STATEMENT else block.statement
+    position = {**position, "curve_standardised": standardised_curve_noise(state, table)}  # what `power` weighs by
     return block.replace(position_sigma=position, statement=said)
 
 

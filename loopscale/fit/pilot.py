@@ -264,7 +264,8 @@ def truth_from_fit(fit, sigma_log: float | None = None, parent_share: float | No
         share_se = 0.0 if measured_share is None else float(noise.get("parent_share_se") or 0.0)
     shape["parent_share_se"] = share_se
     if curves and noise.get("curve"):  # the noise along its curves: what a run's curve is worth toward the MDE
-        shape["curve"] = CurvePilot(fit.law, dict(fit.params), CurveNoise.from_json(noise["curve"]))
+        position = noise.get("position_sigma")  # `fit --curve-sigma position`: power says what it may add
+        shape["curve"] = CurvePilot(fit.law, dict(fit.params), CurveNoise.from_json(noise["curve"]), position)
     if sigma_log is not None:
         return Truth(
             params, float(sigma_log), parent_share, "stated (--sigma)", tail_dof=tail_dof, **shape, **shape_law

@@ -31,21 +31,25 @@ its rows).
 
 from __future__ import annotations
 
-from dataclasses import replace
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
 
 from loopscale.errors import InputError
 from loopscale.fit.cluster_se import residual_rho
-from loopscale.fit.noise import STANDARDISED_DELTA
+from loopscale.fit.curve_worth import CurveNoise, curve_noise, design_jacobian, job_noise_cov
+from loopscale.fit.laws.form import LawData
+from loopscale.fit.noise import STANDARDISED_DELTA, huber_moments
 from loopscale.fit.objective import Loss
-from loopscale.fit.optimize import FitState, fit_law
+from loopscale.fit.optimize import FitState, fit_law, multistart
 from loopscale.fit.seed_sigma import MIN_SIGMA_LOG, SigmaModel, _log_linear, _loglik, choose_sigma_model
 
 CURVE_SIGMA_MODES = ("off", "position")
 # the bands of an evaluation's share of its job's steps (the bands the demo's residual RMS was read in: issue 55)
 POSITION_BANDS = (0.0, 0.02, 0.1, 0.5, 1.0 + 1e-9)
+DEFAULT_STAGE1 = Loss()  # `fit`'s loss (Huber at 1e-3 in log units): stage 1 where a record does not say its own
 MIN_BAND_ROWS = 5  # the per-band model is offered only where every band holds this many rows
 POSITION_RULE = (
     "sigma of log L by the evaluation's share s of its job's steps: the lowest AICc among constant, log-linear in "
@@ -58,8 +62,12 @@ POSITION_RULE = (
 
 def position_share(table: pd.DataFrame) -> np.ndarray:
     """(rows,) each evaluation's step as a share of its job's last step: a forked parent's longest branch (its
-    stable-phase rows are one curve in every branch), else its run's."""
-    job = table["parent"].astype(str) if "parent" in table.columns else table["run"].astype(str)
+    stable-phase rows are one curve in every branch), else its run's (a row with an empty parent is its run's)."""
+    run = table["run"].astype(str)
+    job = run
+    if "parent" in table.columns:
+        parent = table["parent"].fillna("").astype(str).str.strip()
+        job = ("parent " + parent).where(parent != "", "run " + run)
     step = table["step"].astype(float)
     last = step.groupby(job.to_numpy()).transform("max").to_numpy(dtype=float)
     return step.to_numpy(dtype=float) / np.maximum(last, 1.0)
@@ -92,9 +100,13 @@ def position_covariates(share: np.ndarray) -> dict[str, np.ndarray]:
     return {"share": share, "log_share": np.log(np.maximum(share, 1e-12))}
 
 
-def choose_position_sigma(res: np.ndarray, table: pd.DataFrame) -> tuple[SigmaModel, list[SigmaModel]] | None:
-    """(the chosen model, every candidate) by `POSITION_RULE`; None where the residuals are all ~0."""
-    share = position_share(table)
+def choose_position_sigma(
+    res: np.ndarray, table: pd.DataFrame, share: np.ndarray | None = None
+) -> tuple[SigmaModel, list[SigmaModel]] | None:
+    """(the chosen model, every candidate) by `POSITION_RULE`; None where the residuals are all ~0. share: the
+    rows' shares where `table` is part of the fitted table (a validation fold's training rows: a row's place in
+    its run is the run's, not the fold's), else `position_share(table)`."""
+    share = position_share(table) if share is None else np.asarray(share, dtype=float)
     models = position_candidates(res, share)
     if not models:
         return None
@@ -105,6 +117,17 @@ def choose_position_sigma(res: np.ndarray, table: pd.DataFrame) -> tuple[SigmaMo
         rho2 = min(rho * rho, 0.98) if np.isfinite(rho) else 0.0
         factors.append((1 + rho2) / (1 - rho2))
     return choose_sigma_model(models, factors), models
+
+
+def position_weights(model: SigmaModel, share: np.ndarray) -> np.ndarray:
+    """(rows,) stage 2's sigma of log L per row: the model at the rows' shares, floored."""
+    return np.maximum(model.sigma(position_covariates(np.asarray(share, dtype=float))), MIN_SIGMA_LOG)
+
+
+def stage2_loss(loss: Loss) -> Loss:
+    """Stage 2's loss: Huber at `STANDARDISED_DELTA` on z after a Huber stage 1 (its delta was in log units), else
+    stage 1's (least squares)."""
+    return Loss(loss.kind, STANDARDISED_DELTA) if loss.kind == "huber" else loss
 
 
 def refit_by_position(table: pd.DataFrame, state: FitState, seed: int = 0, n_refine: int = 16):
@@ -123,11 +146,9 @@ def refit_by_position(table: pd.DataFrame, state: FitState, seed: int = 0, n_ref
     if chosen is None:
         return None
     model, models = chosen
-    sigma = np.maximum(model.sigma(position_covariates(position_share(table))), MIN_SIGMA_LOG)
-    weighted = replace(data, sigma=sigma, sigma_estimated=True)
-    loss = Loss(state.loss.kind, STANDARDISED_DELTA) if state.loss.kind == "huber" else state.loss
+    weighted = replace(data, sigma=position_weights(model, position_share(table)), sigma_estimated=True)
     starts = np.array([r.theta for r in state.refined])
-    result, state2 = fit_law(weighted, state.law, loss, seed, n_refine, starts)
+    result, state2 = fit_law(weighted, state.law, stage2_loss(state.loss), seed, n_refine, starts)
     entry = {
         "model": model.to_json(),
         "candidates": [m.to_json() for m in models],
@@ -137,3 +158,97 @@ def refit_by_position(table: pd.DataFrame, state: FitState, seed: int = 0, n_ref
         "scale": "estimated: the profile reads the pooled scale of z over its expectation (F(1, nu)), no seed sigma",
     }
     return result, state2, entry
+
+
+def refit_fold_by_position(law, train: LawData, loss: Loss, starts: np.ndarray, table: pd.DataFrame, share):
+    """`validate`'s two stages on a fold's training rows `train` (their `table` rows, their shares in the whole
+    table): stage 1 refined from `starts` (`multistart`, the folds' fast path), the position sigma chosen from
+    stage 1's residuals on these rows only, stage 2 from stage 1's optimum and `starts`. (best, the fold's model
+    or None where its residuals are all ~0). The weights are re-estimated here rather than carried from the whole
+    table's fit: that fit's sigma was read off residuals that include the held-out rows, so a fold weighing its
+    rows by it would let the rows it is scored on choose its weights (tests/unit/test_validate_position.py)."""
+    best, _ = multistart(law, train, loss, starts)
+    res = law.log_predict(best.theta, train) - train.log_L
+    chosen = choose_position_sigma(res, table, share)
+    if chosen is None:
+        return best, None
+    weighted = replace(train, sigma=position_weights(chosen[0], share), sigma_estimated=True)
+    best, _ = multistart(law, weighted, stage2_loss(loss), np.vstack([best.theta[None], starts]))
+    return best, chosen[0]
+
+
+def standardised_curve_noise(state: FitState, table: pd.DataFrame) -> dict | None:
+    """Stage 2's standardised residuals z = (log residual) / (position sigma) split into a run offset and an AR(1)
+    along the curve (`curve_worth.curve_noise`, in units of z): the shape of the noise `position_gain` weighs a
+    design by (the record's `noise.position_sigma.curve_standardised`); None where it cannot be split."""
+    res = state.law.log_predict(state.best.theta, state.data) - state.data.log_L
+    found = curve_noise(res / state.data.sigma, table["run"], table["step"], state.law.n_params)
+    return None if found is None else dict(found.to_json())
+
+
+def sigma_model_from_json(block: Mapping) -> SigmaModel:
+    """The `SigmaModel` a record's `position_sigma.model` holds."""
+    return SigmaModel(
+        block["kind"], dict(block["params"]), int(block["dof"]), float(block["loglik"]), block["n_params"]
+    )
+
+
+@dataclass(frozen=True)
+class PositionGain:
+    """What weighing a design's curves by a pilot's position sigma may narrow phi's estimate by, linearised at the
+    pilot's law (`position_gain`): variance = Var(phi | the unweighted fit) / Var(phi | the two-stage fit), each the
+    M-estimator's sandwich with its own loss; se_ratio = its inverse square root, the factor on phi's standard
+    error."""
+
+    variance: float
+
+    @property
+    def se_ratio(self) -> float:
+        return float(self.variance**-0.5) if self.variance > 0 else float("nan")
+
+
+def _m_sandwich(J: np.ndarray, rows: pd.DataFrame, noise: CurveNoise, sd: np.ndarray, loss: Loss, k: int) -> float:
+    """phi's sandwich variance B^-1 (J' Cov(psi) J) B^-1, B = J' diag(E psi') J, of an M-estimator with `loss` on
+    residuals e ~ N(0, sd_a sd_b cov) per job (`curve_worth.job_noise_cov`), linearised at the truth. Per row at its
+    variance v: E psi' and E psi^2 (`noise.huber_moments` at delta / sqrt(v), times v; 1 and v for l2); between two
+    rows Price's first-order term E psi'_a E psi'_b Cov(e_a, e_b), which understates a clipped psi's covariance at a
+    strong correlation (sign(x): 2/pi arcsin(rho) against 2/pi rho)."""
+    labels = np.unique(rows["job"].to_numpy(), return_inverse=True)[1]
+    p = J.shape[1]
+    bread, meat = np.zeros((p, p)), np.zeros((p, p))
+    for g in range(int(labels.max()) + 1):
+        on = labels == g
+        cov = job_noise_cov(rows.loc[on], noise) * np.outer(sd[on], sd[on])
+        v = np.diag(cov)
+        moments = np.array([huber_moments(loss.kind, loss.delta / np.sqrt(x)) for x in v])
+        psi2, dpsi = v * moments[:, 0], moments[:, 1]
+        c_psi = np.outer(dpsi, dpsi) * cov
+        np.fill_diagonal(c_psi, psi2)
+        bread += (J[on].T * dpsi) @ J[on]
+        meat += J[on].T @ c_psi @ J[on]
+    inv = np.linalg.pinv(bread)
+    return float((inv @ meat @ inv)[k, k])
+
+
+def position_gain(
+    design: pd.DataFrame,
+    curve_params: Mapping[str, float],
+    law_class,
+    model: SigmaModel,
+    noise: CurveNoise,
+    eval_steps: Callable,
+    stage1: Loss = DEFAULT_STAGE1,
+) -> PositionGain:
+    """`PositionGain` on a design (its curves as `curve_worth` builds them): each row's log noise is sd(s) z, sd the
+    position sigma `model` at the row's share of its job (`position_share`), z the pilot's standardised noise
+    (`noise`: run offset and AR(1) in units of z, one path per job). The unweighted fit: `stage1` on log L
+    (Jacobian J, noise sd_a sd_b cov_z); the two-stage fit: `stage2_loss(stage1)` on z (J / sd, noise cov_z), its
+    weights taken as known (their own noise, from the pilot's residuals, is not in it). Each an M-estimator's
+    sandwich (`_m_sandwich`); not the intervals as the fits report them, and not simulated: `power` prints it as
+    what the option may add, not as a promise."""
+    _, curves, c_law, J = design_jacobian(design, curve_params, law_class, eval_steps)
+    sd = position_weights(model, position_share(curves))
+    k = c_law.internal_names.index("phi")
+    off = _m_sandwich(J, curves, noise, sd, stage1, k)
+    on = _m_sandwich(J / sd[:, None], curves, noise, np.ones(len(sd)), stage2_loss(stage1), k)
+    return PositionGain(off / on)

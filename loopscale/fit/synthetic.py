@@ -291,6 +291,13 @@ def demo_grid(r_values=BASELINE_R, recipe: str = "baseline") -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def demo_forked_design() -> pd.DataFrame:
+    """`demo_grid` as a design `power` and `curve_worth` read: one seed, a job (`parent`) per (r, width) and each
+    branch's steps at the demo's batch."""
+    grid = demo_grid().assign(seed=0, steps=lambda t: np.round(t["D"] / DEMO_BATCH_TOKENS).astype(int))
+    return grid.assign(parent="r" + grid["r"].astype(str) + "-d" + grid["width"].astype(str))
+
+
 def seeded_sweep(
     grid: pd.DataFrame,
     phi: float | Mapping[str, float],

@@ -7,13 +7,10 @@ from __future__ import annotations
 from dataclasses import replace
 
 import numpy as np
-import pandas as pd
 import pytest
 from scipy.stats import chi2, norm
 
-import loopscale.fit.curve_worth as cw
 from loopscale.analysis.fitting import FitRequest, curve_rows
-from loopscale.data.heldout import curve_steps
 from loopscale.errors import InputError
 from loopscale.fit.fit_table import fit_table
 from loopscale.fit.laws.registry import law_data_from_table, make_law
@@ -22,28 +19,9 @@ from loopscale.fit.noise_scale import reference_quantile, scale_to_scatter
 from loopscale.fit.objective import Loss
 from loopscale.fit.optimize import fit_law
 from loopscale.fit.position_sigma import choose_position_sigma, position_share
-from loopscale.fit.runs_table import canonical_table
-from loopscale.fit.synthetic import DEMO_BATCH_TOKENS, demo_grid
+from loopscale.fit.synthetic import demo_grid
 from loopscale.fit.uncertainty import profile_interval, profile_threshold
-from loopscale.fit.validation.run import validate
-
-# the tuned demo's looped-entry-curve fit (docs/results.md, "A curve's schedule terms from its whole run")
-TRUTH = {"phi": 0.7066, "kappa": 0.4515, "E": 3.047, "A": 4.203, "alpha": 0.212, "B": 62.6, "beta": 0.4156, "K": 0.0946}
-LAW = "looped-entry-curve"
-EARLY_SD, LATE_SD, SPLIT = 0.02, 0.002, 0.1  # sd of log L before / after 10% of a job's steps
-
-
-def demo_curves() -> pd.DataFrame:
-    """The CPU demo's forked design (16 jobs, 44 branches), 12 evaluations a run, the law's loss without noise: the
-    fitted rows (canonical)."""
-    grid = demo_grid().assign(seed=0, steps=lambda t: np.round(t["D"] / DEMO_BATCH_TOKENS).astype(int))
-    design = grid.assign(parent="r" + grid["r"].astype(str) + "-d" + grid["width"].astype(str))
-    table = cw.design_curves(design, lambda s, w, c: curve_steps(s, 12, (w, c), c), TRUTH, make_law(LAW))
-    return canonical_table(table.drop(columns=["job", "eval_depth", "fork_depth"]), LAW)
-
-
-def two_level_sd(table: pd.DataFrame) -> np.ndarray:
-    return np.where(position_share(table) < SPLIT, EARLY_SD, LATE_SD)
+from support.position_curves import EARLY_SD, LATE_SD, LAW, TRUTH, demo_curves, two_level_sd
 
 
 def test_the_position_sigma_is_recovered_from_residuals_with_two_noise_levels():
@@ -83,8 +61,6 @@ def test_phi_interval_weighted_by_position_narrows_to_the_generalised_least_squa
     band_sd = np.array(block["model"]["params"]["sigma_band"]) / np.array([EARLY_SD, EARLY_SD, LATE_SD, LATE_SD])
     assert band_sd == pytest.approx(1.0, rel=0.35)  # from stage 1's residuals, not the noise itself
     assert on.settings["loss"] == "huber" and on.settings["delta"] == pytest.approx(1.345)
-    with pytest.raises(InputError, match="curve-sigma position"):  # its refits would be unweighted at delta 1.345
-        validate(noisy, on)
     # phi's half-width by hand, the profile's (Delta objective <= q/2 E psi^2 / E psi' over the objective's curvature
     # in phi): with the position sigma, the GLS variance at the truth with the true sigma, [(J' S^-1 J)^-1]_phi, times
     # Huber-at-1.345's E psi^2 / (E psi')^2 on z ~ N(0, 1); unweighted (Huber at 1e-3 in log units), the moments

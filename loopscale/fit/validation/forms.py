@@ -22,20 +22,28 @@ MSE = Loss("l2")
 @dataclass(frozen=True)
 class Form:
     """label: the table's row name; law: the instance fitted (None when it cannot be); loss; reference: the
-    fit's own law with its own loss (what the verdict is about); reason: why it cannot be fitted."""
+    fit's own law with its own loss (what the verdict is about); reason: why it cannot be fitted; by_position: a
+    curve fit's two stages (`fit --curve-sigma position`), `loss` its stage 1's."""
 
     label: str
     law: Law | None
     loss: Loss
     reference: bool = False
     reason: str | None = None
+    by_position: bool = False
 
 
-def forms_for(table, data: LawData, law_name: str, reference: Mapping[str, float], loss: Loss) -> list[Form]:
+def forms_for(
+    table, data: LawData, law_name: str, reference: Mapping[str, float], loss: Loss, by_position: bool = False
+) -> list[Form]:
     """The fit's law (first), each rival law other than it, then the fit's law under MSE (when the fit was not
-    already least squares). `reference`: the fit's parameters (a pinned E reads its E)."""
+    already least squares). `reference`: the fit's parameters (a pinned E reads its E). by_position: a curve fit
+    weighed by its position sigma; both its forms (the fit's loss, MSE) are fitted in its two stages."""
     own = law_class(law_name)
-    forms = [Form(f"{law_name} (the fit's law)", own.rival_law(data, reference), loss, reference=True)]
+    weighed = ", stage 2 weighed by position" if by_position else ""
+    forms = [
+        Form(f"{law_name} (the fit's law{weighed})", own.rival_law(data, reference), loss, True, None, by_position)
+    ]
     for name in law_names() if not own.reads_curves else ():  # the rivals read runs tables, not curves
         cls = law_class(name)
         if cls.rival is None or cls is own:
@@ -53,5 +61,6 @@ def forms_for(table, data: LawData, law_name: str, reference: Mapping[str, float
             continue
         forms.append(Form(cls.rival, law, loss))
     if loss.kind != MSE.kind:
-        forms.append(Form(f"{law_name}, MSE instead of Huber", own.rival_law(data, reference), MSE))
+        label = f"{law_name}, MSE instead of Huber{weighed}"
+        forms.append(Form(label, own.rival_law(data, reference), MSE, by_position=by_position))
     return forms

@@ -44,7 +44,8 @@ class FoldResult(JsonBlock):
     """Form `form` on fold `fold` (0: the whole table): whether it could be fitted and why not, the parameters and
     objective, the training rows and their residual RMS, and either the AICc row (`information`, the whole table;
     `starts` until the folds have used them) or the held-out errors, rows, predictions and measured losses
-    (`held_out` ...; `noise_ratio`: held-out RMS over the training RMS, set by `flags.held_out_summary`)."""
+    (`held_out` ...; `noise_ratio`: held-out RMS over the training RMS, set by `flags.held_out_summary`); a fit
+    weighed by position also the sigma model these rows chose (`position_sigma`)."""
 
     KEY: ClassVar[str] = "result"
 
@@ -63,6 +64,7 @@ class FoldResult(JsonBlock):
     observed: list[float] = ABSENT
     starts: list = ABSENT
     noise_ratio: float = ABSENT
+    position_sigma: dict | None = ABSENT  # a position-weighted fit's: the sigma model these rows chose (None: ~0)
 
 
 class LrSection(TypedDict, total=False):

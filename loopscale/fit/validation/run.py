@@ -7,7 +7,9 @@ bootstrap); then each (form, fold) is one task: the form's law is rebuilt for th
 (`Law.rival_law`: a per-r form gets the r it sees), refitted from the whole table's best optima (the fast path,
 as the bootstrap's replicates are) and asked for its held-out rows. A task that cannot be done (the form
 refuses the fold's rows, or has no prediction at an r it was not fitted at) says why. Results are the same
-whatever `jobs` (every task is deterministic wherever it runs).
+whatever `jobs` (every task is deterministic wherever it runs). A curve fit weighed by position (`fit --curve-sigma
+position`) is refitted in its two stages everywhere, each fold's weights chosen from its own training rows
+(`position_sigma.refit_fold_by_position`).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from loopscale.fit.bounds import clip_to_bounds
 from loopscale.fit.laws.registry import law_class
 from loopscale.fit.objective import Loss
 from loopscale.fit.optimize import fit_law, multistart
+from loopscale.fit.position_sigma import position_share, refit_by_position, refit_fold_by_position
 from loopscale.fit.record_blocks import ABSENT
 from loopscale.fit.result import FitResult, versions
 from loopscale.fit.task_pool import run_tasks
@@ -57,13 +60,15 @@ def validate(
         raise InputError(
             f"{fit.law} is a joint fit over recipes: validate each recipe's own fit (loopscale fit --group recipe)"
         )
-    if fit.settings.get("curve_sigma", "off") != "off":  # its refits would need stage 1 and the position sigma
-        raise InputError(f"{fit.law} was fitted with --curve-sigma position: validate refits unweighted fits only")
     loss = Loss(fit.settings.get("loss", "huber"), fit.settings.get("delta") or 1e-3)
+    by_position = fit.settings.get("curve_sigma", "off") == "position"
+    if by_position:  # every refit runs both stages (`position_sigma`): stage 1 at the fit's first loss
+        first = ((fit.noise or {}).get("position_sigma") or {}).get("stage1_loss") or {}
+        loss = Loss(first.get("kind", "huber"), first.get("delta") or 1e-3)
     seed = int(fit.seed or 0)
     data = cls.data_from_table(table)
     reference = {**fit.params, **({} if pin_E is None else {"E": float(pin_E)})}
-    forms = forms_for(table, data, fit.law, reference, loss)
+    forms = forms_for(table, data, fit.law, reference, loss, by_position)
     n_params = forms[0].law.n_params
     folds = folds_for(table, n_params, cls.dense, cls.reads_curves)
     conventions = conventions and not cls.reads_curves  # they recount a runs table's sizes and FLOPs per run
@@ -115,7 +120,8 @@ def _phi_interval(fit: FitResult, table, form: Form, seed: int, n_refine: int) -
     if form.law.profile_param is None:
         return {"phi_interval": None, "interval_source": None}
     _, state = fit_law(form.law.data_from_table(table), form.law, form.loss, seed, n_refine)
-    out = profile_param(state, form.law.profile_param)
+    refit = refit_by_position(table, state, seed, n_refine) if form.by_position else None
+    out = profile_param(state if refit is None else refit[1], form.law.profile_param)
     return {"phi_interval": list(out["interval"]), "interval_source": "a phi profile of the refit"}
 
 
@@ -130,14 +136,21 @@ def solve_full(problem: tuple, i: int) -> FoldResult:
         type(form.law).check_table(table)
         with np.errstate(all="ignore"):
             result, state = fit_law(data, form.law, form.loss, seed, n_refine)
+            # the folds start both stages from stage 1's optima: the whole table's stage 2 was weighed by all rows
+            ranked = sorted(state.refined, key=lambda x: x.objective)
+            refit = refit_by_position(table, state, seed, n_refine) if form.by_position else None
     except InputError as err:
         return FoldResult(i, 0, False, str(err))
-    res = state.law.log_predict(state.best.theta, data) - data.log_L
-    ranked = sorted(state.refined, key=lambda x: x.objective)
     starts = [state.best.theta] + [x.theta for x in ranked if not np.array_equal(x.theta, state.best.theta)]
+    position = ABSENT
+    if refit is not None:
+        result, state, entry = refit
+        position = entry["model"]
+    res = state.law.log_predict(state.best.theta, state.data) - data.log_L
     rms, info = float(np.sqrt(np.mean(res**2))), information(res, free_params(state.law))
     starts = np.array(starts[:WARM_STARTS]).tolist()
-    return FoldResult(i, 0, True, None, result.params, result.objective, len(data), rms, info, starts=starts)
+    out = FoldResult(i, 0, True, None, result.params, result.objective, len(data), rms, info, starts=starts)
+    return out.replace(position_sigma=position)
 
 
 def solve_fold(problem: tuple, task: tuple) -> FoldResult:
@@ -164,8 +177,15 @@ def solve_fold(problem: tuple, task: tuple) -> FoldResult:
         except InputError:
             return out.replace(reason=f"the form has no multiplier at {fold.label}, which it was not fitted at")
     keep = [form.law.internal_names.index(n) for n in law.internal_names]
+    warm = clip_to_bounds(np.array(starts)[:, keep], law)
+    position = ABSENT
     with np.errstate(all="ignore"):
-        best, _ = multistart(law, train, form.loss, clip_to_bounds(np.array(starts)[:, keep], law))
+        if form.by_position:  # the sigma by position re-estimated from the training rows alone (`refit_fold_...`)
+            share = position_share(table)[fold.train]
+            best, model = refit_fold_by_position(law, train, form.loss, warm, table[fold.train], share)
+            position = None if model is None else model.to_json()
+        else:
+            best, _ = multistart(law, train, form.loss, warm)
     train_res = law.log_predict(best.theta, train) - train.log_L
     predicted = np.exp(law.log_predict(best.theta, test))
     return out.replace(
@@ -178,4 +198,5 @@ def solve_fold(problem: tuple, task: tuple) -> FoldResult:
         rows=np.flatnonzero(fold.test).tolist(),
         predicted=predicted.tolist(),
         observed=test.L.tolist(),
+        position_sigma=position,
     )
