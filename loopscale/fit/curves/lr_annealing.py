@@ -41,8 +41,9 @@ class LRAnnealing(CurveLaw):
         )
 
     def bounds(self, curves):
-        min_loss = min(float(c.loss.min()) for c in curves)
-        return [(0.0, min_loss), (-30.0, 30.0), (1e-3, 3.0), (0.0, np.inf)]
+        # L0, the constant-lr asymptote, may lie above an annealed or noisy point: boxed by the highest loss
+        max_loss = max(float(c.loss.max()) for c in curves)
+        return [(0.0, max_loss), (-30.0, 30.0), (1e-3, 3.0), (0.0, np.inf)]
 
     def predict_and_jac(self, theta, feats: AnnealingFeatures):
         L0, lnA, alpha, C = theta

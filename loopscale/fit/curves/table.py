@@ -14,6 +14,9 @@ trained `r`) holds each run's curve once per r_eval; a curve law describes the r
 the trained r are read (`trained_r_rows`), never a mix of pass counts.
 
 Rows whose loss is missing still place the schedule (a corner between evaluations); they are not fitted.
+Rows whose lr is missing take it from the schedule the other rows place (a wandb export logs the lr with the
+training loss, every 50 steps, and the validation loss at other steps, every 200: a table of both, one row per
+logged step, is read as one curve).
 Rows before the warmup's end (the first step at which the lr stops rising) are not fitted by default: the
 laws describe the loss after warmup (Luo et al. 2025, S_W is the warmup's area; Tissue et al. 2024).
 """
@@ -83,14 +86,17 @@ def warmup_end(eta: np.ndarray) -> int:
     return int(falls[0]) if len(falls) else len(eta) - 1
 
 
-def schedule_from_rows(steps: np.ndarray, lrs: np.ndarray, warmup_from_zero: bool = True) -> np.ndarray:
-    """(T + 1,) the lr at every step from (step, lr) rows (ascending steps): linear between rows; before
-    the first row a linear rise from 0 at step 0 (`warmup_from_zero`) or the first row's value held."""
+def schedule_from_rows(
+    steps: np.ndarray, lrs: np.ndarray, warmup_from_zero: bool = True, last_step: int | None = None
+) -> np.ndarray:
+    """(T + 1,) the lr at every step 0..T (T: `last_step`, default the last row's) from (step, lr) rows
+    (ascending steps): linear between rows; before the first row a linear rise from 0 at step 0
+    (`warmup_from_zero`) or the first row's value held; after the last row its value held."""
     steps = np.asarray(steps, dtype=np.int64)
     lrs = np.asarray(lrs, dtype=float)
     if steps[0] > 0 and warmup_from_zero:
         steps, lrs = np.concatenate([[0], steps]), np.concatenate([[0.0], lrs])
-    grid = np.arange(int(steps[-1]) + 1)
+    grid = np.arange(int(steps[-1] if last_step is None else last_step) + 1)
     return np.interp(grid, steps, lrs)
 
 
@@ -117,9 +123,9 @@ def read_curves(
     bad_step = ~np.isfinite(step) | (step < 0) | (step != np.round(step))
     if bad_step.any():
         raise InputError(f"column {columns.step!r}: rows {_rows(bad_step)} are not whole numbers >= 0")
-    bad_lr = ~np.isfinite(lr) | (lr < 0)
+    bad_lr = np.isinf(lr) | (lr < 0) | np.isnan(lr) & table[columns.lr].notna().to_numpy()
     if bad_lr.any():
-        raise InputError(f"column {columns.lr!r}: rows {_rows(bad_lr)} are not finite numbers >= 0")
+        raise InputError(f"column {columns.lr!r}: rows {_rows(bad_lr)} are not finite numbers >= 0 (or empty)")
     bad_loss = np.isfinite(loss) & (loss <= 0) | np.isinf(loss)
     if bad_loss.any():
         raise InputError(f"column {columns.loss!r}: rows {_rows(bad_loss)} are not finite numbers > 0")
@@ -127,19 +133,32 @@ def read_curves(
     curves = []
     for run in pd.unique(runs):
         rows = np.flatnonzero(runs == run)
-        order = rows[np.argsort(step[rows], kind="stable")]
-        s = step[order].astype(np.int64)
-        if (np.diff(s) == 0).any():
-            raise InputError(f"run {run!r}: step {int(s[np.flatnonzero(np.diff(s) == 0)[0]])} appears twice")
-        if not (lr[order] > 0).any():
-            raise InputError(f"run {run!r}: its lr is 0 at every row (no schedule to read)")
-        eta = schedule_from_rows(s, lr[order], warmup_from_zero)
+        s, run_lr, run_loss = _one_row_per_step(run, step[rows], lr[rows], loss[rows])
+        placed = np.isfinite(run_lr)  # rows with an empty lr read it off the others' schedule
+        if not (run_lr[placed] > 0).any():
+            raise InputError(f"run {run!r}: its lr is 0 or empty at every row (no schedule to read)")
+        eta = schedule_from_rows(s[placed], run_lr[placed], warmup_from_zero, last_step=int(s[-1]))
         w = warmup_end(eta)
-        measured = np.isfinite(loss[order]) & ((s >= w) | include_warmup)
+        measured = np.isfinite(run_loss) & ((s >= w) | include_warmup)
         if not measured.any():
             raise InputError(f"run {run!r}: no loss measured at or after the warmup's end (step {w})")
-        curves.append(Curve(str(run), eta, w, s[measured], loss[order][measured]))
+        curves.append(Curve(str(run), eta, w, s[measured], run_loss[measured]))
     return curves
+
+
+def _one_row_per_step(run, step: np.ndarray, lr: np.ndarray, loss: np.ndarray):
+    """(steps ascending, the lr at each, the loss at each) of one run's rows: rows at the same step merged, each
+    value from the row that has it (a log of the lr with the training loss and one of the validation loss write
+    the same step twice, each with one value); two different values of one step refused."""
+    rows = pd.DataFrame({"step": step.astype(np.int64), "lr": lr, "loss": loss}).groupby("step", sort=True)
+    low, high = rows.min(), rows.max()  # empty values skipped
+    clash = ((low != high) & low.notna()).any(axis=1).to_numpy()
+    if clash.any():
+        raise InputError(
+            f"run {run!r}: step {int(low.index[np.flatnonzero(clash)[0]])} appears twice, with two different lr "
+            "or loss values"
+        )
+    return low.index.to_numpy(dtype=np.int64), low["lr"].to_numpy(dtype=float), low["loss"].to_numpy(dtype=float)
 
 
 def _rows(mask: np.ndarray) -> str:
