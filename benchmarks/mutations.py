@@ -2732,13 +2732,21 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "fit-curves-ignores-curve-start",
-        "loopscale/cli/fit_curves.py",
-        "    curves = [c.restricted(c.steps >= args.curve_start * c.steps[-1]) for c in curves]\n",
+        "loopscale/fit/curves/fit.py",
+        "(c.steps >= share * c.steps[-1]) & ",
         "",
         (
             "tests/integration/test_fit_curves_cli.py::test_curve_start_fits_the_later_evaluations_on_the_whole_schedule",
         ),
         "fit --curves --curve-start SHARE fits each run's evaluations from SHARE of its steps on",
+    ),
+    Mutation(
+        "fit-curves-ignores-from-step",
+        "loopscale/fit/curves/fit.py",
+        " & (c.steps >= step)) for c in curves]",
+        ") for c in curves]",
+        ("tests/integration/test_fit_curves_cli.py::test_from_step_fits_every_run_from_one_step_whatever_its_length",),
+        "fit --curves --from-step STEP fits every run's evaluations from STEP on, whatever its length",
     ),
     Mutation(
         "validate-scores-the-evaluations-curve-start-left-out",

@@ -20,6 +20,7 @@ from loopscale.atomic import check_writable, write_json_atomic
 from loopscale.cli import UsageError
 from loopscale.fit.curves.fit import (
     curve_fit_record,
+    evaluations_from,
     fit_and_predict,
     held_out_runs,
     read_trained_curves,
@@ -50,13 +51,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--run-col", default="run", metavar="NAME", help="column naming each curve's run (default run)")
     g.add_argument("--step-col", default="step", metavar="NAME", help="column holding the step (default step)")
     g.add_argument("--lr-col", default="lr", metavar="NAME", help="column holding the lr at that step (default lr)")
-    g.add_argument(
-        "--holdout",
-        nargs="+",
-        default=[],
-        metavar="RUN",
-        help="runs left out of the fit and predicted (their mean / max relative error printed)",
-    )
+    holdout_help = "runs left out of the fit and predicted (their mean / max relative error printed)"
+    g.add_argument("--holdout", nargs="+", default=[], metavar="RUN", help=holdout_help)
     fit_runs_help = "fit only these runs and predict every other one (the complement of --holdout)"
     g.add_argument("--fit-runs", nargs="+", default=[], metavar="RUN", help=fit_runs_help)
     g.add_argument("--predictions", metavar="PATH", help="write every evaluation's predicted loss here (CSV)")
@@ -75,6 +71,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--curves); the schedule's terms (S1, S2, the drops) are still summed over the whole schedule from step 0 "
         "(default %(default)s)",
     )
+    from_step_help = (
+        "--curves: fit and score every run's evaluations from STEP on (--curve-start: a share of each run's)"
+    )
+    g.add_argument("--from-step", type=int, default=0, metavar="STEP", help=from_step_help)
     g.add_argument(
         "--curve-sigma",
         default="off",
@@ -116,8 +116,7 @@ def run_curve_fit(args: argparse.Namespace) -> int:
         print(f"read each run's curve at its trained r: {other_r} rows scored at another r_eval left out")
     if not 0 <= args.curve_start < 1:
         raise UsageError(f"--curve-start {args.curve_start}: a share of each run's steps, in [0, 1)")
-    # each run keeps its whole schedule (eta from step 0): only the evaluations before the share are left out
-    curves = [c.restricted(c.steps >= args.curve_start * c.steps[-1]) for c in curves]
+    curves = evaluations_from(curves, args.curve_start, args.from_step)
     law = curve_law(law_name)
     if args.warmup_drops:
         if not hasattr(law, "warmup_drops"):
@@ -131,6 +130,7 @@ def run_curve_fit(args: argparse.Namespace) -> int:
         tables = args.tables[0] if len(args.tables) == 1 else args.tables
         record = curve_fit_record(result, tables, columns, args.warmup_drops, args.lr_before_first)
         record["curve_start"] = args.curve_start
+        record["from_step"] = args.from_step
         write_json_atomic(args.out, record)
         print(f"wrote {args.out}")
     if args.predictions:

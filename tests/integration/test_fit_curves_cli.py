@@ -134,6 +134,25 @@ def test_curve_start_fits_the_later_evaluations_on_the_whole_schedule(public_lik
     assert record["params"]["alpha"] == pytest.approx(0.5, abs=0.1)
 
 
+def test_from_step_fits_every_run_from_one_step_whatever_its_length(tmp_path):
+    """--from-step 610: runs of 1,000 and 2,000 steps both scored from step 610 on (a share would start them at
+    different steps); a run with nothing left after it is refused in one line."""
+    schedules = {"cosine": schedule("cosine", 2000, 3e-4, 100), "wsd": schedule("wsd", 1000, 3e-4, 100)}
+    path = tmp_path / "two.csv"
+    draw_curves(curve_law("lr-annealing"), {"L0": 2.9, "A": 0.5, "alpha": 0.5, "C": 3.0}, schedules, 40).to_csv(
+        path, index=False
+    )
+    out, preds = tmp_path / "from.json", tmp_path / "from.csv"
+    args = ["fit", str(path), "--curves", "--law", "lr-annealing", "--starts", "2"]
+    res = run_cli([*args, "--from-step", "610", "--out", str(out), "--predictions", str(preds)])
+    assert res.returncode == 0, res.stderr
+    first = pd.read_csv(preds).groupby("run")["step"].min()
+    assert first.to_dict() == {"cosine": 620, "wsd": 620}  # evaluated every 40 steps from 100
+    assert json.loads(out.read_text())["from_step"] == 610
+    res = run_cli([*args, "--from-step", "1500"])
+    assert res.returncode == 2 and "--from-step 1500: run(s) wsd have no evaluation at or after it" in res.stderr
+
+
 def test_validate_reads_a_curve_fit_without_the_evaluations_it_left_out(tmp_path):
     """`validate` refits and scores the rows `fit --curve-start` fitted, not every evaluation of the table."""
     from loopscale.data.heldout import curve_steps

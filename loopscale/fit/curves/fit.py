@@ -232,6 +232,18 @@ def read_trained_curves(paths, columns: CurveColumns, warmup_from_zero: bool) ->
     return curves, len(table) - len(trained_r_rows(table)), notes
 
 
+def evaluations_from(curves: list[Curve], share: float, step: int) -> list[Curve]:
+    """Each run's evaluations from `share` of its own steps (--curve-start) and from `step` (--from-step, one step
+    for runs of any length) on, its schedule still read from step 0; a run left with none, or a step < 0, refused."""
+    if step < 0:
+        raise InputError(f"--from-step {step}: a step >= 0")
+    kept = [c.restricted((c.steps >= share * c.steps[-1]) & (c.steps >= step)) for c in curves]
+    empty = [c.run for c in kept if not len(c.steps)]
+    if empty:
+        raise InputError(f"--from-step {step}: run(s) {', '.join(empty)} have no evaluation at or after it")
+    return kept
+
+
 def held_out_runs(curves: list[Curve], holdout: list[str], fit_runs: list[str]) -> list[str]:
     """The runs predicted, not fitted: --holdout's, or every run but --fit-runs' (one of the two, not both)."""
     if not fit_runs:
