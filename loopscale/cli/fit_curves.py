@@ -56,12 +56,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     fit_runs_help = "fit only these runs and predict every other one (the complement of --holdout)"
     g.add_argument("--fit-runs", nargs="+", default=[], metavar="RUN", help=fit_runs_help)
     g.add_argument("--predictions", metavar="PATH", help="write every evaluation's predicted loss here (CSV)")
-    g.add_argument(
-        "--warmup-drops",
-        action="store_true",
-        help="multipower: count the warmup's lr rises in the drop sum, as the authors' released code does (the "
-        "paper counts drops after the warmup)",
-    )
+    drops_help = "multipower: count the warmup's lr rises in the drop sum, as the authors' released code does"
+    g.add_argument("--warmup-drops", action="store_true", help=drops_help)
+    repeated_help = "a step logged twice with two values: refused (default), or the last read (a resumed run's log)"
+    g.add_argument("--repeated-steps", default="refuse", choices=["refuse", "last"], help=repeated_help)
     g.add_argument(
         "--curve-start",
         type=float,
@@ -110,7 +108,8 @@ def run_curve_fit(args: argparse.Namespace) -> int:
         if path:
             check_writable(path, what)
     columns = CurveColumns(args.run_col, args.step_col, args.lr_col, args.loss_col or DEFAULT_CURVE_LOSS)
-    curves, other_r, notes = read_trained_curves(args.tables, columns, warmup_from_zero=args.lr_before_first == "zero")
+    zero, last = args.lr_before_first == "zero", args.repeated_steps == "last"
+    curves, other_r, notes = read_trained_curves(args.tables, columns, warmup_from_zero=zero, last_repeated=last)
     print("".join(f"note: {note}\n" for note in notes), end="")
     if other_r:
         print(f"read each run's curve at its trained r: {other_r} rows scored at another r_eval left out")

@@ -153,6 +153,22 @@ def test_from_step_fits_every_run_from_one_step_whatever_its_length(tmp_path):
     assert res.returncode == 2 and "--from-step 1500: run(s) wsd have no evaluation at or after it" in res.stderr
 
 
+def test_repeated_steps_last_reads_a_resumed_runs_later_log(public_like, tmp_path):
+    """The wsd curve's last five evaluations logged again 1% higher (a resumed run): refused in one line naming
+    the option; with --repeated-steps last those steps are read (and scored) at the later values."""
+    table = pd.read_csv(public_like)
+    again = table[(table.schedule == "wsd") & table.loss.notna()].tail(5).assign(loss=lambda t: t.loss * 1.01)
+    path, preds = tmp_path / "resumed.csv", tmp_path / "resumed_pred.csv"
+    pd.concat([table, again]).to_csv(path, index=False)
+    args = ["fit", str(path), "--curves", "--run-col", "schedule", "--loss-col", "loss", "--starts", "2"]
+    res = run_cli([*args, "--holdout", "wsd"])
+    assert res.returncode == 2 and "--repeated-steps last reads the last" in res.stderr
+    res = run_cli([*args, "--holdout", "wsd", "--repeated-steps", "last", "--predictions", str(preds)])
+    assert res.returncode == 0, res.stderr
+    got = pd.read_csv(preds).set_index(["run", "step"]).loc[[("wsd", s) for s in again.step], "loss"]
+    np.testing.assert_allclose(got.to_numpy(), again.loss.to_numpy(), rtol=1e-12)
+
+
 def test_validate_reads_a_curve_fit_without_the_evaluations_it_left_out(tmp_path):
     """`validate` refits and scores the rows `fit --curve-start` fitted, not every evaluation of the table."""
     from loopscale.data.heldout import curve_steps

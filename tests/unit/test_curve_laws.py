@@ -192,6 +192,25 @@ def test_rows_at_one_step_merged_and_an_empty_lr_read_off_the_schedule():
         read_curves(clash)
 
 
+def test_a_resumed_runs_repeated_steps_refused_or_read_at_their_last_log():
+    """A run resumed from its step-100 checkpoint logs steps 100 and 200 again, with other losses (and the same
+    lrs): refused by default, read at the later log with `last_repeated` (an lr missing there kept from the first)."""
+    nan = np.nan
+    table = pd.DataFrame(
+        {
+            "run": "a",
+            "step": [0, 100, 200, 100, 200, 300],
+            "lr": [1.0, 1.0, 0.5, nan, 0.5, 0.25],
+            "val_loss": [3.1, 2.9, 2.8, 2.95, 2.85, 2.7],
+        }
+    )
+    with pytest.raises(InputError, match="step 100 appears twice.*--repeated-steps last"):
+        read_curves(table)
+    (c,) = read_curves(table, last_repeated=True)
+    assert list(c.steps) == [0, 100, 200, 300] and list(c.loss) == [3.1, 2.95, 2.85, 2.7]
+    assert c.eta[100] == 1.0 and c.eta[250] == pytest.approx(0.375)
+
+
 @pytest.mark.parametrize(
     ("name", "truth"),
     [

@@ -223,12 +223,14 @@ def read_curve_tables(paths, run_col: str) -> tuple[pd.DataFrame, list[str]]:
     return pd.concat(tables, ignore_index=True), notes
 
 
-def read_trained_curves(paths, columns: CurveColumns, warmup_from_zero: bool) -> tuple[list[Curve], int, list[str]]:
+def read_trained_curves(
+    paths, columns: CurveColumns, warmup_from_zero: bool, last_repeated: bool = False
+) -> tuple[list[Curve], int, list[str]]:
     """(the curves of the tables at `paths` (`read_curve_tables`), each run's at its trained r (`read_curves`);
     how many rows of a table scored across r (an r_eval column, trainer.curve_r_eval) that leaves out; the
     notes on files read as one run each)."""
     table, notes = read_curve_tables(paths, columns.run)
-    curves = read_curves(table, columns, warmup_from_zero=warmup_from_zero)
+    curves = read_curves(table, columns, warmup_from_zero=warmup_from_zero, last_repeated=last_repeated)
     return curves, len(table) - len(trained_r_rows(table)), notes
 
 

@@ -105,11 +105,13 @@ def read_curves(
     columns: CurveColumns = CurveColumns(),
     warmup_from_zero: bool = True,
     include_warmup: bool = False,
+    last_repeated: bool = False,
 ) -> list[Curve]:
     """One Curve per run of `table` (its rows at the trained r: `trained_r_rows`), in the order runs first appear.
     Refused with one line: a missing
     column, a step that is not a whole number >= 0 or repeats within a run, an lr that is not finite and
-    >= 0 (or 0 everywhere), a loss that is not > 0 where given, a run with no evaluation left to fit."""
+    >= 0 (or 0 everywhere), a loss that is not > 0 where given, a run with no evaluation left to fit; a step
+    logged twice with two values, unless `last_repeated` (a resumed run's log: its last value read)."""
     table = trained_r_rows(table)
     missing = [c for c in (columns.run, columns.step, columns.lr, columns.loss) if c not in table.columns]
     if missing:
@@ -133,7 +135,7 @@ def read_curves(
     curves = []
     for run in pd.unique(runs):
         rows = np.flatnonzero(runs == run)
-        s, run_lr, run_loss = _one_row_per_step(run, step[rows], lr[rows], loss[rows])
+        s, run_lr, run_loss = _one_row_per_step(run, step[rows], lr[rows], loss[rows], last_repeated)
         placed = np.isfinite(run_lr)  # rows with an empty lr read it off the others' schedule
         if not (run_lr[placed] > 0).any():
             raise InputError(f"run {run!r}: its lr is 0 or empty at every row (no schedule to read)")
@@ -146,17 +148,18 @@ def read_curves(
     return curves
 
 
-def _one_row_per_step(run, step: np.ndarray, lr: np.ndarray, loss: np.ndarray):
+def _one_row_per_step(run, step: np.ndarray, lr: np.ndarray, loss: np.ndarray, last_repeated: bool = False):
     """(steps ascending, the lr at each, the loss at each) of one run's rows: rows at the same step merged, each
     value from the row that has it (a log of the lr with the training loss and one of the validation loss write
-    the same step twice, each with one value); two different values of one step refused."""
+    the same step twice, each with one value); two different values of one step refused, or the last one read
+    (`last_repeated`: a run resumed from a checkpoint logs again the steps since it)."""
     rows = pd.DataFrame({"step": step.astype(np.int64), "lr": lr, "loss": loss}).groupby("step", sort=True)
-    low, high = rows.min(), rows.max()  # empty values skipped
+    low, high = (rows.last(), rows.last()) if last_repeated else (rows.min(), rows.max())  # empty values skipped
     clash = ((low != high) & low.notna()).any(axis=1).to_numpy()
     if clash.any():
         raise InputError(
             f"run {run!r}: step {int(low.index[np.flatnonzero(clash)[0]])} appears twice, with two different lr "
-            "or loss values"
+            "or loss values (a resumed run's log: --repeated-steps last reads the last)"
         )
     return low.index.to_numpy(dtype=np.int64), low["lr"].to_numpy(dtype=float), low["loss"].to_numpy(dtype=float)
 
