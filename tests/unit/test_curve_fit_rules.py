@@ -123,6 +123,13 @@ def test_relative_errors_the_held_out_summary_and_the_lines_printed(tmp_path):
     )
     assert lines[-1] == "held out: mean relative error 2.000% (mean over runs), max 4.000%"
     assert lines[-2].split() == ["c", "holdout", "2", "3.000%", "3.500%"]
+    long_name = "ann124-0.2_wsd_linear_0.2_25000_slimpajama"  # 42 characters: the columns move right for it
+    wide = CF.result_lines(
+        CF.CurveFit(**{**fit.to_json(), "errors": [*errors, CF.RunError(long_name, "fit", 1, 0, 0)]})
+    )
+    rows = [line for line in wide if line.split()[0] in {"run", "a", "c", long_name}]
+    role_at = {line.index(line.split()[1], 2 + len(line.split()[0])) for line in rows}  # where the role column starts
+    assert len(rows) == 4 and role_at == {2 + len(long_name) + 1}
     path = tmp_path / "pred.csv"
     CF.write_predictions(path, curves[:1], {"one": pred}, ["one"])
     out = pd.read_csv(path)

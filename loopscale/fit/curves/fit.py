@@ -304,12 +304,11 @@ def result_lines(result: CurveFit) -> list[str]:
     ]
     if result.at_bounds:
         lines.append(f"  on the edge of its box (not identified by these curves): {', '.join(result.at_bounds)}")
-    lines += [
-        f"  {'run':<28} {'role':<8} {'points':>6} {'mean rel. err':>14} {'max rel. err':>13}",
-    ]
+    w = max([28, *(len(e.run) for e in result.errors)])  # a public run's name can be long (wandb's run names)
+    lines.append(f"  {'run':<{w}} {'role':<8} {'points':>6} {'mean rel. err':>14} {'max rel. err':>13}")
     for e in result.errors:
         lines.append(
-            f"  {e.run:<28} {e.role:<8} {e.points:>6} {100 * e.mean_rel_error:>13.3f}% {100 * e.max_rel_error:>12.3f}%"
+            f"  {e.run:<{w}} {e.role:<8} {e.points:>6} {100 * e.mean_rel_error:>13.3f}% {100 * e.max_rel_error:>12.3f}%"
         )
     summary = result.holdout_summary()
     if summary:
