@@ -4006,6 +4006,57 @@ MUTATIONS: tuple[Mutation, ...] = (
         ),
         "`tune --axis lr` of an experiment that reads a loop rule trains at lr_loop = 1, before the loop rule exists",
     ),
+    # the s10 review's blind round (issue 54, 55): the survivors, each killed by the test named
+    Mutation(
+        "s10-review-lr-loop-zero-read",
+        "loopscale/fit/points.py",
+        "(values > 0))",
+        "(values >= 0))",
+        (
+            "tests/unit/test_lr_loop_points.py::test_a_point_at_two_lr_loop_is_named_with_its_settings_and_one_a_point_passes",
+        ),
+        "a runs table's lr_loop is a number > 0: 0 (no loop lr at all) is refused naming the row",
+    ),
+    Mutation(
+        "s10-review-curve-folder-reads-csv-only",
+        "loopscale/fit/curves/fit.py",
+        'TABLE_SUFFIXES = (".csv", ".parquet", ".pq", ".jsonl")',
+        'TABLE_SUFFIXES = (".csv",)',
+        (
+            "tests/integration/test_fit_curves_cli.py::"
+            "test_a_folder_reads_parquet_and_json_lines_tables_and_leaves_other_files",
+        ),
+        "`fit DIR --curves` reads the folder's CSV, Parquet and JSON-lines tables, as `fit TABLE` reads each",
+    ),
+    Mutation(
+        "s10-review-validate-fold-shares-of-the-fold",
+        "loopscale/fit/validation/run.py",
+        "share = position_share(table)[fold.train]",
+        "share = position_share(table[fold.train])",
+        (
+            "tests/unit/test_validate_position.py::"
+            "test_a_fold_without_each_runs_last_evaluation_reads_its_rows_shares_of_the_runs_as_trained",
+        ),
+        "validate's folds of a position-weighted fit weigh each row at its share of its run as trained (issue 55)",
+    ),
+    Mutation(
+        "s10-review-unforked-runs-one-job",
+        "loopscale/fit/position_sigma.py",
+        'job = ("parent " + parent).where(parent != "", "run " + run)',
+        'job = "parent " + parent',
+        (
+            "tests/unit/test_position_sigma.py::test_a_row_without_a_parent_is_a_share_of_its_own_run_beside_forked_jobs",
+        ),
+        "--curve-sigma position reads an unforked run's evaluations as shares of its own run (issue 55)",
+    ),
+    Mutation(
+        "s10-review-curve-folder-other-csv-read",
+        "loopscale/fit/curves/fit.py",
+        '        if missing:\n            raise InputError(\n                f"{path} has no column(s)',
+        '        if False:\n            raise InputError(\n                f"{path} has no column(s)',
+        ("tests/integration/test_fit_curves_cli.py::test_a_folder_with_another_csv_is_refused_by_that_files_name",),
+        "`fit DIR --curves` refuses a file that is no curves table by its name and the columns it lacks",
+    ),
 )
 
 

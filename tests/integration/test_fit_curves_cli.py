@@ -3,6 +3,7 @@ on some schedules, the held-out ones predicted and scored, the record and predic
 line, exit 2, nothing written."""
 
 import json
+import shutil
 
 import numpy as np
 import pandas as pd
@@ -238,3 +239,34 @@ def test_curve_files_read_together_name_each_run_once(public_folder, tmp_path):
     (tmp_path / "empty").mkdir()
     with pytest.raises(InputError, match="a folder with no table in it"):
         read_curve_tables([tmp_path / "empty"], "run")
+
+
+def test_a_folder_with_another_csv_is_refused_by_that_files_name(public_folder, tmp_path):
+    """A CSV that is no curves table in a folder of them (a summary beside the schedules) is refused naming it
+    and the columns it lacks, not by row numbers of the merged table (review, issue 55)."""
+    mixed = tmp_path / "mixed"
+    shutil.copytree(public_folder, mixed)
+    pd.DataFrame({"model": ["400M"], "params": [4e8]}).to_csv(mixed / "summary.csv", index=False)
+    res = run_cli(["fit", str(mixed), "--curves", "--loss-col", "loss", "--starts", "1"])
+    assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr
+    assert f"{mixed / 'summary.csv'} has no column(s) ['step', 'lr', 'loss'] (it has ['model', 'params'])" in res.stderr
+
+
+def test_a_folder_reads_parquet_and_json_lines_tables_and_leaves_other_files(public_folder, tmp_path):
+    """A folder's tables are every CSV, Parquet (.parquet, .pq) and JSON-lines file in it, as `read_table` reads
+    them; a file of another kind (a README) is no table (review, issue 55)."""
+    from loopscale.fit.curves.fit import read_curve_tables
+
+    mixed = tmp_path / "formats"
+    mixed.mkdir()
+    runs = {k: pd.read_csv(public_folder / f"{k}.csv") for k in ("wsd", "constant", "cosine", "step")}
+    runs["wsd"].to_parquet(mixed / "wsd.parquet")
+    runs["constant"].to_parquet(mixed / "constant.pq")
+    runs["cosine"].to_json(mixed / "cosine.jsonl", orient="records", lines=True)
+    runs["step"].to_csv(mixed / "step.CSV", index=False)
+    (mixed / "README.md").write_text("the public 400M curves\n")
+    table, notes = read_curve_tables([mixed], "run")
+    assert list(pd.unique(table["run"])) == ["constant", "cosine", "step", "wsd"] and len(notes) == 4  # name order
+    for name, rows in runs.items():
+        got = table[table["run"] == name].drop(columns="run").reset_index(drop=True)
+        pd.testing.assert_frame_equal(got, rows, check_dtype=False)

@@ -45,6 +45,9 @@ def test_a_point_at_two_lr_loop_is_named_with_its_settings_and_one_a_point_passe
         check_one_lr_loop(_point_rows([0.25, 0.5, 0.25, 2.0, 1.0]))
     with pytest.raises(InputError, match="column lr_loop has 'x' \\(row 0\\): the loop's lr is a number > 0"):
         check_one_lr_loop(_point_rows(["x", 0.5, 0.5, 2.0, 2.0]))
+    for value in (0.0, -0.5, np.inf):  # no lr at all, or none a loop could train at (review)
+        with pytest.raises(InputError, match=r"column lr_loop has .* \(row 1\): the loop's lr is a number > 0"):
+            check_one_lr_loop(_point_rows([0.25, value, value, 2.0, 2.0]))
 
 
 @pytest.fixture(scope="module")

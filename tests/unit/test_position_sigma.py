@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 import numpy as np
+import pandas as pd
 import pytest
 from scipy.stats import chi2, norm
 
@@ -115,3 +116,15 @@ def test_an_estimated_sigma_sets_the_weights_only_the_profile_reestimates_its_le
         assert scale_to_scatter(state)[1] is None  # no seed sigma's scatter floor either
     assert intervals[1] == pytest.approx(intervals[0], abs=1e-4)
     assert intervals[0][0] < intervals[0][1]
+
+
+def test_a_row_without_a_parent_is_a_share_of_its_own_run_beside_forked_jobs():
+    """A table with a parent column where some runs are not forked (empty parent): each such run is its own job,
+    not one job of every unforked run (review, issue 55); a forked parent's branches share its longest branch."""
+    table = pd.DataFrame(
+        {"run": ["a", "a", "b", "b", "b", "c1", "c1", "c2", "c2"],
+         "parent": [None, None, "", "", "", "p", "p", "p", "p"],
+         "step": [50, 100, 100, 200, 400, 300, 600, 300, 900]}
+    )  # fmt: skip
+    expected = [0.5, 1.0, 0.25, 0.5, 1.0, 1 / 3, 2 / 3, 1 / 3, 1.0]
+    assert position_share(table) == pytest.approx(expected, rel=1e-12)

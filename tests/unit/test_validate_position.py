@@ -42,17 +42,23 @@ def _result(record, fold: int) -> dict:
     return next(r for r in record.results if r["form"] == 0 and r["fold"] == fold)
 
 
-def test_a_folds_weights_come_from_its_training_rows_alone(validated):
-    noisy, fit, record = validated
-    fold = _result(record, next(i for i, f in enumerate(record.folds) if f["label"] == "r = 2"))
+def _stage1_by_hand(noisy, fold: dict):
+    """(law, the fold's training rows' data, stage 1 on them, its log residuals, the training rows' mask): stage 1
+    (Huber at 1e-3 in log units) fitted to the training rows only, from scratch."""
     train = np.ones(len(noisy), bool)
     train[fold["rows"]] = False
-    # by hand: stage 1 (Huber at 1e-3 in log units) on the training rows only; each band's sigma is the RMS of its
-    # training rows' residuals, at their shares of their runs in the whole table
     law = make_law(LAW)
     data = law_data_from_table(noisy[train].reset_index(drop=True), law)
     _, stage1 = fit_law(data, law, Loss("huber", 1e-3))
-    res = law.log_predict(stage1.best.theta, data) - data.log_L
+    return law, data, stage1, law.log_predict(stage1.best.theta, data) - data.log_L, train
+
+
+def test_a_folds_weights_come_from_its_training_rows_alone(validated):
+    noisy, fit, record = validated
+    fold = _result(record, next(i for i, f in enumerate(record.folds) if f["label"] == "r = 2"))
+    # by hand: each band's sigma is the RMS of its training rows' stage-1 residuals, at their shares of their runs
+    # in the whole table
+    law, data, stage1, res, train = _stage1_by_hand(noisy, fold)
     share = position_share(noisy)[train]
     band = np.searchsorted(POSITION_BANDS, share, side="right") - 1
     rms = np.sqrt(np.bincount(band, weights=res**2) / np.bincount(band))
@@ -65,3 +71,17 @@ def test_a_folds_weights_come_from_its_training_rows_alone(validated):
     _, stage2 = fit_law(weighted, law, Loss("huber", 1.345), starts=stage1.best.theta[None])
     assert fold["params"]["phi"] == pytest.approx(law.to_user(stage2.best.theta)["phi"], abs=1e-3)
     assert abs(law.to_user(stage1.best.theta)["phi"] - fold["params"]["phi"]) > 5e-3  # stage 2 moved it
+
+
+def test_a_fold_without_each_runs_last_evaluation_reads_its_rows_shares_of_the_runs_as_trained(validated):
+    """The 'final' fold holds out every run's last evaluation: its training rows' shares are still of their jobs'
+    whole runs (the run's length is its schedule's, not the fold's), so a share computed from the fold's rows
+    alone (each job ending at its second-to-last evaluation) would move rows between bands (review, issue 55)."""
+    noisy, fit, record = validated
+    fold = _result(record, next(i for i, f in enumerate(record.folds) if f["kind"] == "final"))
+    _, _, _, res, train = _stage1_by_hand(noisy, fold)
+    band = np.searchsorted(POSITION_BANDS, position_share(noisy)[train], side="right") - 1
+    alone = np.searchsorted(POSITION_BANDS, position_share(noisy[train]), side="right") - 1
+    assert (band != alone).sum() >= 5  # the two readings differ: the check below can tell them apart
+    rms = np.sqrt(np.bincount(band, weights=res**2) / np.bincount(band))
+    assert np.array(fold["position_sigma"]["params"]["sigma_band"]) == pytest.approx(rms, rel=2e-3)

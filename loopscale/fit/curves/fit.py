@@ -206,13 +206,21 @@ def curve_files(paths) -> list[Path]:
     return files
 
 
-def read_curve_tables(paths, run_col: str) -> tuple[pd.DataFrame, list[str]]:
+def read_curve_tables(paths, run_col: str, needed: tuple[str, ...] = ()) -> tuple[pd.DataFrame, list[str]]:
     """(one curves table from every file of `curve_files(paths)`, a note per file read as one run). A file
     without the run column is one run named by its file's stem (a schedule's CSV of the public curves); a run
-    found in two files is refused: two curves under one name would be read as one run's."""
+    found in two files is refused: two curves under one name would be read as one run's. A file without a
+    `needed` column (step, lr, loss) is refused by its name: another CSV in a folder of curves would otherwise
+    be read as one run of empty evaluations, refused later by row numbers of the merged table."""
     tables, notes, first_file = [], [], {}
     for path in curve_files(paths):
         table = read_table(path)
+        missing = [c for c in needed if c not in table.columns]
+        if missing:
+            raise InputError(
+                f"{path} has no column(s) {missing} (it has {list(table.columns)}): not a curves table; name the "
+                "columns with --step-col, --lr-col, --loss-col, or leave the file out"
+            )
         if run_col not in table.columns:
             table = table.assign(**{run_col: path.stem})
             notes.append(f"{path}: no column {run_col!r}, read as one run named {path.stem!r}")
@@ -229,7 +237,7 @@ def read_trained_curves(
     """(the curves of the tables at `paths` (`read_curve_tables`), each run's at its trained r (`read_curves`);
     how many rows of a table scored across r (an r_eval column, trainer.curve_r_eval) that leaves out; the
     notes on files read as one run each)."""
-    table, notes = read_curve_tables(paths, columns.run)
+    table, notes = read_curve_tables(paths, columns.run, (columns.step, columns.lr, columns.loss))
     curves = read_curves(table, columns, warmup_from_zero=warmup_from_zero, last_repeated=last_repeated)
     return curves, len(table) - len(trained_r_rows(table)), notes
 
