@@ -4057,6 +4057,36 @@ MUTATIONS: tuple[Mutation, ...] = (
         ("tests/integration/test_fit_curves_cli.py::test_a_folder_with_another_csv_is_refused_by_that_files_name",),
         "`fit DIR --curves` refuses a file that is no curves table by its name and the columns it lacks",
     ),
+    Mutation(
+        "s10-review-curve-record-names-one-table",
+        "loopscale/fit/curves/fit.py",
+        '"table": [str(t) for t in table] if isinstance(table, list | tuple) else str(table),',
+        '"table": str(table[0]) if isinstance(table, list | tuple) else str(table),',
+        (
+            "tests/integration/test_fit_curves_cli.py::test_a_folder_of_one_csv_per_schedule_is_the_same_fit_as_one_table",
+        ),
+        "`fit --curves --out` of several tables records every table it read (issue 55)",
+    ),
+    Mutation(
+        "s10-review-validate-interval-of-stage-1",
+        "loopscale/fit/validation/run.py",
+        "out = profile_param(state if refit is None else refit[1], form.law.profile_param)",
+        "out = profile_param(state, form.law.profile_param)",
+        (
+            "tests/unit/test_validate_position.py::test_a_record_without_an_interval_is_given_the_two_stage_fits_profile",
+        ),
+        "validate measures a position-weighted fit's shifts against its two-stage phi interval (issue 55)",
+    ),
+    Mutation(
+        "s10-review-lr-loop-float-noise-a-grid",
+        "loopscale/fit/points.py",
+        "round_sig(np.where(empty, 1.0, values), digits=6)",
+        "np.where(empty, 1.0, values)",
+        (
+            "tests/unit/test_lr_loop_points.py::test_a_point_at_two_lr_loop_is_named_with_its_settings_and_one_a_point_passes",
+        ),
+        "one lr_loop written twice (0.1 + 0.2 and 0.3) is one setting, not a loop-lr grid (issue 54)",
+    ),
 )
 
 

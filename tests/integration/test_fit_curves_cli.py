@@ -218,6 +218,13 @@ def test_a_folder_of_one_csv_per_schedule_is_the_same_fit_as_one_table(public_li
     assert by_folder["fitted_runs"] == ["constant", "cosine", "step"]
     assert by_folder["params"] == pytest.approx(by_table["params"], rel=1e-9)
     assert by_folder["holdout_summary"] == pytest.approx(by_table["holdout_summary"], rel=1e-9)
+    # the folder's files named one by one (in its name order): the same fit, the record naming every file
+    files = [str(public_folder / f"{k}.csv") for k in ("constant", "cosine", "step", "wsd")]
+    files_out = tmp_path / "files.json"
+    assert run_cli(["fit", *files, *common, *fit_runs, "--out", str(files_out)]).returncode == 0
+    by_files = json.loads(files_out.read_text())
+    assert by_folder["table"] == str(public_folder) and by_files["table"] == files
+    assert by_files["params"] == pytest.approx(by_folder["params"], rel=1e-12)
 
 
 def test_curve_files_read_together_name_each_run_once(public_folder, tmp_path):

@@ -32,6 +32,7 @@ def test_a_point_at_two_lr_loop_is_named_with_its_settings_and_one_a_point_passe
     check_one_lr_loop(_point_rows([0.25, 0.5, 0.5, 2.0, 2.0]))  # a tuned rule: per r and width, one per point
     check_one_lr_loop(_point_rows([0.25, np.nan, 1.0, 2.0, 2.0]))  # empty is 1 (collect writes 1 as empty)
     check_one_lr_loop(_point_rows([0.25, " ", 1.0, 2.0, 2.0]))  # blank, as a JSON table may hold it
+    check_one_lr_loop(_point_rows([0.25, 0.1 + 0.2, 0.3, 2.0, 2.0]))  # one setting written twice (float noise)
     check_one_lr_loop(_point_rows([0.25, 0.5, 0.5, 2.0, 2.0]).drop(columns="lr_loop"))  # tables before lr_loop
     with pytest.raises(
         InputError,

@@ -5,6 +5,7 @@ trained; checked by hand against stage 1 and stage 2 fitted to a fold's training
 
 from __future__ import annotations
 
+import copy
 from dataclasses import replace
 
 import numpy as np
@@ -15,7 +16,9 @@ from loopscale.fit.laws.registry import law_data_from_table, make_law
 from loopscale.fit.objective import Loss
 from loopscale.fit.optimize import fit_law
 from loopscale.fit.position_sigma import POSITION_BANDS, position_share
-from loopscale.fit.validation.run import validate
+from loopscale.fit.uncertainty import profile_param
+from loopscale.fit.validation.forms import forms_for
+from loopscale.fit.validation.run import _phi_interval, validate
 from support.position_curves import LAW, noisy_curves
 
 
@@ -85,3 +88,21 @@ def test_a_fold_without_each_runs_last_evaluation_reads_its_rows_shares_of_the_r
     assert (band != alone).sum() >= 5  # the two readings differ: the check below can tell them apart
     rms = np.sqrt(np.bincount(band, weights=res**2) / np.bincount(band))
     assert np.array(fold["position_sigma"]["params"]["sigma_band"]) == pytest.approx(rms, rel=2e-3)
+
+
+def test_a_record_without_an_interval_is_given_the_two_stage_fits_profile(validated):
+    """A position-weighted record with no phi interval of its own (fitted --no-profile, no bootstrap): validate
+    profiles phi on its refit, in both stages as the fit was, so the interval is the fit's own profile's, not the
+    unweighted stage 1's (review, issue 55)."""
+    noisy, fit, _ = validated
+    law = make_law(LAW)
+    data = law_data_from_table(noisy, law)
+    form = forms_for(noisy, data, LAW, fit.params, Loss("huber", 1e-3), by_position=True)[0]
+    bare = copy.copy(fit)
+    bare.profile_phi, bare.ci95 = None, {}
+    got = _phi_interval(bare, noisy, form, int(fit.seed or 0), 16)
+    assert got["interval_source"] == "a phi profile of the refit"
+    assert got["phi_interval"] == pytest.approx(fit.profile_phi["interval"], abs=2e-3)
+    _, stage1 = fit_law(data, law, Loss("huber", 1e-3))
+    unweighted = profile_param(stage1, "phi")["interval"]
+    assert np.max(np.abs(np.subtract(unweighted, fit.profile_phi["interval"]))) > 0.01  # the check can tell
