@@ -4154,6 +4154,9 @@ def run_tests(
 ) -> tuple[int | None, str]:
     """(pytest's exit code or None on timeout, its output) for `tests` in the copy."""
     stop = ["-x"] if first_failure_stops else []
+    # one -q is the runner's own: another (`-- -x -q`, the brief's usual options) hides pytest's "N passed" line,
+    # and a survivor would read as not-run
+    extra = [a for a in extra if not re.fullmatch(r"-q+|--quiet", a)]
     # -rfEs: the failed and errored node ids (pytest's default -rfE) and why each skip skipped
     cmd = [sys.executable, "-m", "pytest", *stop, "-q", "-rfEs", "-p", "no:cacheprovider", "--no-header", *extra]
     cmd += tests

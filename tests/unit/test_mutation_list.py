@@ -125,6 +125,8 @@ def test_a_mutant_no_test_ran_on_is_reported_not_run_never_caught(tmp_path):
     assert (caught["verdict"], caught["detail"]) == ("caught", "test_limit.py::test_limit")
     survived = run(tree, _mutant("test_limit", new="LIMIT_TOKENS = 2  # same"), 120.0, [])
     assert (survived["verdict"], survived["detail"]) == ("SURVIVED", "every named test passed")
+    quiet = run(tree, _mutant("test_limit", new="LIMIT_TOKENS = 2  # same"), 120.0, ["-x", "-q", "-p", "no:warnings"])
+    assert quiet["verdict"] == "SURVIVED"  # the runner's -q and the user's: still a survivor, not not-run
     assert (tree / "limit.py").read_text() == "LIMIT_TOKENS = 2\n"
 
 
