@@ -170,6 +170,16 @@ def test_repeated_steps_last_reads_a_resumed_runs_later_log(public_like, tmp_pat
     np.testing.assert_allclose(got.to_numpy(), again.loss.to_numpy(), rtol=1e-12)
 
 
+def test_a_pickle_or_a_json_document_refused_in_one_line(public_like, tmp_path):
+    """The public 100M-20B curves come as a pickle of DataFrames, the 124M SlimPajama logs as wandb JSON: each
+    refused naming what it is (read as CSV, the pickle was "incomplete: no line ending")."""
+    pd.read_csv(public_like).to_pickle(tmp_path / "curves.pkl")
+    (tmp_path / "run.json").write_text('{"history": {"val": {"iter": [0, 200]}}}')
+    for name, what in (("curves.pkl", "a pickle, not read"), ("run.json", "one JSON document")):
+        res = run_cli(["fit", str(tmp_path / name), "--curves", "--run-col", "schedule", "--loss-col", "loss"])
+        assert res.returncode == 2 and f"{name}: {what}" in res.stderr and "write it as CSV" in res.stderr
+
+
 def test_validate_reads_a_curve_fit_without_the_evaluations_it_left_out(tmp_path):
     """`validate` refits and scores the rows `fit --curve-start` fitted, not every evaluation of the table."""
     from loopscale.data.heldout import curve_steps

@@ -186,6 +186,12 @@ def fit_and_predict(
 
 
 TABLE_SUFFIXES = (".csv", ".parquet", ".pq", ".jsonl")  # what `read_table` reads
+NOT_TABLES = {  # what public curves come as besides tables (read as CSV, a pickle "has no line ending")
+    ".pkl": "a pickle, not read (loading one can run any code)",
+    ".pickle": "a pickle, not read (loading one can run any code)",
+    ".xlsx": "a spreadsheet",
+    ".json": "one JSON document (a wandb export?), not JSON lines (.jsonl)",
+}
 
 
 def curve_files(paths) -> list[Path]:
@@ -214,6 +220,8 @@ def read_curve_tables(paths, run_col: str, needed: tuple[str, ...] = ()) -> tupl
     be read as one run of empty evaluations, refused later by row numbers of the merged table."""
     tables, notes, first_file = [], [], {}
     for path in curve_files(paths):
+        if path.suffix.lower() in NOT_TABLES:
+            raise InputError(f"cannot read {path}: {NOT_TABLES[path.suffix.lower()]}; write it as CSV (pandas: to_csv)")
         table = read_table(path)
         missing = [c for c in needed if c not in table.columns]
         if missing:
