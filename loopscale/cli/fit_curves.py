@@ -23,6 +23,7 @@ from loopscale.fit.curves.fit import (
     evaluations_from,
     fit_and_predict,
     held_out_runs,
+    no_warmup_note,
     read_trained_curves,
     result_lines,
     write_predictions,
@@ -110,12 +111,13 @@ def run_curve_fit(args: argparse.Namespace) -> int:
     columns = CurveColumns(args.run_col, args.step_col, args.lr_col, args.loss_col or DEFAULT_CURVE_LOSS)
     zero, last = args.lr_before_first == "zero", args.repeated_steps == "last"
     curves, other_r, notes = read_trained_curves(args.tables, columns, warmup_from_zero=zero, last_repeated=last)
-    print("".join(f"note: {note}\n" for note in notes), end="")
     if other_r:
         print(f"read each run's curve at its trained r: {other_r} rows scored at another r_eval left out")
     if not 0 <= args.curve_start < 1:
         raise UsageError(f"--curve-start {args.curve_start}: a share of each run's steps, in [0, 1)")
     curves = evaluations_from(curves, args.curve_start, args.from_step)
+    notes += [n for n in [no_warmup_note(curves)] if n]
+    print("".join(f"note: {note}\n" for note in notes), end="")
     law = curve_law(law_name)
     if args.warmup_drops:
         if not hasattr(law, "warmup_drops"):

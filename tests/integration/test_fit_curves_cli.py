@@ -287,3 +287,20 @@ def test_a_folder_reads_parquet_and_json_lines_tables_and_leaves_other_files(pub
     for name, rows in runs.items():
         got = table[table["run"] == name].drop(columns="run").reset_index(drop=True)
         pd.testing.assert_frame_equal(got, rows, check_dtype=False)
+
+
+def test_a_run_without_warmup_fitted_from_its_first_steps_gets_a_note():
+    """A run whose lr starts at its peak at step 0 (no warmup to read) is fitted from an untrained model's loss
+    unless told otherwise: one note names it and the options; a run with a warmup, or one fitted from later, none."""
+    from loopscale.fit.curves.fit import evaluations_from, no_warmup_note
+    from loopscale.fit.curves.table import CurveColumns, read_curves
+
+    steps = np.arange(0, 1001, 50)
+    flat = pd.DataFrame({"run": "flat", "step": steps, "lr": 1e-3, "loss": 10.4 / (1 + steps / 20)})
+    warm = flat.assign(run="warm", lr=np.minimum(1e-3, 1e-3 * (steps + 1) / 200))
+    curves = read_curves(pd.concat([flat, warm]), CurveColumns(loss="loss"))
+    assert curves[0].warmup_end == 0 and curves[1].warmup_end > 0
+    note = no_warmup_note(curves)
+    assert note is not None and note.startswith("run(s) flat:") and "--from-step STEP" in note
+    assert no_warmup_note(evaluations_from(curves, 0.0, 50)) is None  # fitted from step 50 = 5% of 1,000
+    assert no_warmup_note(curves[1:]) is None

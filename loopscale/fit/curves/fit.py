@@ -262,6 +262,21 @@ def evaluations_from(curves: list[Curve], share: float, step: int) -> list[Curve
     return kept
 
 
+def no_warmup_note(curves: list[Curve]) -> str | None:
+    """A note when runs have no warmup in their lr (it starts at its peak) and are fitted from their first 1% of
+    steps: the curve laws describe the loss after warmup, and such a run's first evaluations are a barely trained
+    model's (the public 100M-20B curves log step 0 at loss 10.4), so the user is told how to leave them out."""
+    early = [c.run for c in curves if c.warmup_end == 0 and len(c.steps) and c.steps[0] < 0.01 * c.steps[-1]]
+    if not early:
+        return None
+    names = ", ".join(early[:5]) + (f" and {len(early) - 5} more" if len(early) > 5 else "")
+    return (
+        f"run(s) {names}: the lr has no warmup (it starts at its peak) and the fit starts within the first 1% of "
+        "the steps; the laws describe the loss after warmup: leave the first evaluations out with --from-step STEP "
+        "or --curve-start SHARE"
+    )
+
+
 def held_out_runs(curves: list[Curve], holdout: list[str], fit_runs: list[str]) -> list[str]:
     """The runs predicted, not fitted: --holdout's, or every run but --fit-runs' (one of the two, not both)."""
     if not fit_runs:
