@@ -4087,6 +4087,15 @@ MUTATIONS: tuple[Mutation, ...] = (
         ),
         "one lr_loop written twice (0.1 + 0.2 and 0.3) is one setting, not a loop-lr grid (issue 54)",
     ),
+    Mutation(
+        "s10-review-curves-options-ignored-without-curves",
+        "loopscale/cli/fit.py",
+        "    check_curves_options(vars(args))",
+        "    pass",
+        ("tests/integration/test_fit_curves_cli.py::test_options_of_curves_without_curves_are_refused_not_ignored",),
+        "`fit` without --curves refuses --curves' own options (--from-step, --holdout, ...) instead of fitting every "
+        "row (issue 55)",
+    ),
 )
 
 

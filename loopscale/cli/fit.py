@@ -24,6 +24,7 @@ from loopscale.analysis import fitting
 from loopscale.analysis.fit_files import figure_table, output_paths
 from loopscale.cli import COMMANDS, UsageError
 from loopscale.cli.arguments import read_fit_arg
+from loopscale.fit.curves.fit import check_curves_options
 from loopscale.fit.curves.registry import curve_law_names
 from loopscale.fit.laws.registry import law_class, single_laws
 from loopscale.fit.objective import Loss
@@ -175,6 +176,7 @@ def run_fit(args: argparse.Namespace) -> int:
     figure). With --curves: a curve law (`fit_curves.run_curve_fit`)."""
     if args.curves:
         return fit_curves.run_curve_fit(args)
+    check_curves_options(vars(args))  # ignored without --curves: refused rather than fitting every row
     args.law = args.law or "looped"
     if args.law in curve_law_names():
         raise UsageError(f"--law {args.law} is a curve law: fit it to a curves table with --curves")

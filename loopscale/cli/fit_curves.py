@@ -70,9 +70,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--curves); the schedule's terms (S1, S2, the drops) are still summed over the whole schedule from step 0 "
         "(default %(default)s)",
     )
-    from_step_help = (
-        "--curves: fit and score every run's evaluations from STEP on (--curve-start: a share of each run's)"
-    )
+    from_step_help = "fit and score each run's evaluations from STEP on (--curve-start: from a share of its steps)"
     g.add_argument("--from-step", type=int, default=0, metavar="STEP", help=from_step_help)
     g.add_argument(
         "--curve-sigma",

@@ -121,6 +121,27 @@ def test_curve_start_is_refused_for_a_law_of_final_points():
     assert "--curve-start drops evaluations of a loss curve: --law looped fits final points" in res.stderr
 
 
+@pytest.mark.parametrize(
+    ("extra", "named"),
+    [
+        (["--from-step", "1000"], "--from-step:"),
+        (["--holdout", "a", "--lr-before-first", "hold"], "--holdout, --lr-before-first:"),
+        (["--run-col", "schedule", "--repeated-steps", "last", "--fit-runs", "b"], "--run-col, --fit-runs, --repeated"),
+    ],
+)
+def test_options_of_curves_without_curves_are_refused_not_ignored(tmp_path, extra, named):
+    """`fit TABLE --law looped-entry-curve --from-step 1000` (no --curves) read none of --curves' own options: every
+    row was fitted under the user's step filter or split. Refused in one line naming them, nothing written (review,
+    issue 55)."""
+    from pathlib import Path
+
+    table = Path(__file__).parents[1] / "fixtures" / "looped_synthetic_small.csv"
+    out = tmp_path / "never.json"
+    res = run_cli(["fit", str(table), "--no-profile", "--out", str(out), *extra])
+    assert res.returncode == 2 and len(res.stderr.strip().splitlines()) == 1, res.stderr
+    assert named in res.stderr and "option(s) of --curves" in res.stderr and not out.exists()
+
+
 def test_curve_start_fits_the_later_evaluations_on_the_whole_schedule(public_like, tmp_path):
     """--curves --curve-start 0.5: each run's evaluations from half its steps on, the law still read over the whole
     schedule (drawn without noise from the law, so the later evaluations are fitted and predicted as closely)."""

@@ -13,6 +13,7 @@ step) is fitted on that many, evenly spread; every evaluation is predicted and s
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -248,6 +249,24 @@ def read_trained_curves(
     table, notes = read_curve_tables(paths, columns.run, (columns.step, columns.lr, columns.loss))
     curves = read_curves(table, columns, warmup_from_zero=warmup_from_zero, last_repeated=last_repeated)
     return curves, len(table) - len(trained_r_rows(table)), notes
+
+
+# `fit --curves`' own options (their dests and defaults, cli/fit_curves.py): `fit` without --curves reads none of them
+CURVES_ONLY = {
+    **{"run_col": "run", "step_col": "step", "lr_col": "lr", "holdout": [], "fit_runs": [], "predictions": None},
+    **{"warmup_drops": False, "repeated_steps": "refuse", "from_step": 0, "lr_before_first": "zero"},
+}
+
+
+def check_curves_options(options: Mapping) -> None:
+    """InputError naming the options of `fit --curves` given to `fit` without --curves (`options`: its parsed
+    arguments): ignored there, a `--from-step 1000` or `--holdout RUN` would fit every row unannounced."""
+    given = [f"--{k.replace('_', '-')}" for k, default in CURVES_ONLY.items() if options.get(k, default) != default]
+    if given:
+        raise InputError(
+            f"{', '.join(given)}: option(s) of --curves (a curve law's fit of whole loss curves), which `fit` without "
+            "--curves does not read: add --curves, or leave them out"
+        )
 
 
 def evaluations_from(curves: list[Curve], share: float, step: int) -> list[Curve]:
