@@ -43,11 +43,8 @@ from .fit_testtime import register_options, run_testtime_fit
 def register(subparsers) -> None:
     """The `fit` options: one add_argument per flag, a flat list that reads as the CLI's reference (hence
     over 60 lines)."""
-    p = subparsers.add_parser(
-        "fit",
-        help=COMMANDS["fit"].help,
-        description="Fit a scaling law to a runs table (CSV/Parquet).",
-    )
+    description = "Fit a scaling law to a runs table (CSV/Parquet)."
+    p = subparsers.add_parser("fit", help=COMMANDS["fit"].help, description=description)
     tables_help = "runs table (CSV, .parquet or .jsonl); several only with --joint (--curves: tables or folders)"
     p.add_argument("tables", nargs="+", metavar="table", help=tables_help)
     p.add_argument(
