@@ -106,22 +106,22 @@ def run_curve_fit(args: argparse.Namespace) -> int:
     for path, what in ((args.out, "--out"), (args.predictions, "--predictions"), *((p, "--plot") for p in plots)):
         if path:
             check_writable(path, what)
-    columns = CurveColumns(args.run_col, args.step_col, args.lr_col, args.loss_col or DEFAULT_CURVE_LOSS)
-    zero, last = args.lr_before_first == "zero", args.repeated_steps == "last"
-    curves, other_r, notes = read_trained_curves(args.tables, columns, warmup_from_zero=zero, last_repeated=last)
-    if other_r:
-        print(f"read each run's curve at its trained r: {other_r} rows scored at another r_eval left out")
-    if not 0 <= args.curve_start < 1:
+    if not 0 <= args.curve_start < 1:  # every option checked before a line is printed: a refusal prints nothing
         raise UsageError(f"--curve-start {args.curve_start}: a share of each run's steps, in [0, 1)")
-    curves = evaluations_from(curves, args.curve_start, args.from_step)
-    notes += [n for n in [no_warmup_note(curves)] if n]
-    print("".join(f"note: {note}\n" for note in notes), end="")
     law = curve_law(law_name)
     if args.warmup_drops:
         if not hasattr(law, "warmup_drops"):
             raise UsageError(f"--warmup-drops is an option of the multipower law, not of {law_name}")
         law.warmup_drops = True
+    columns = CurveColumns(args.run_col, args.step_col, args.lr_col, args.loss_col or DEFAULT_CURVE_LOSS)
+    zero, last = args.lr_before_first == "zero", args.repeated_steps == "last"
+    curves, other_r, notes = read_trained_curves(args.tables, columns, warmup_from_zero=zero, last_repeated=last)
+    curves = evaluations_from(curves, args.curve_start, args.from_step)
     holdout = held_out_runs(curves, args.holdout, args.fit_runs)
+    if other_r:
+        print(f"read each run's curve at its trained r: {other_r} rows scored at another r_eval left out")
+    notes += [n for n in [no_warmup_note(curves)] if n]
+    print("".join(f"note: {note}\n" for note in notes), end="")
     result, predictions = fit_and_predict(law, curves, holdout, Loss(args.loss, args.delta), args.starts)
     for line in result_lines(result):
         print(line)
