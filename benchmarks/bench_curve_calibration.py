@@ -1,12 +1,14 @@
-"""Coverage of phi's interval from whole loss curves against final points on the demo's forked design (issue 55 item 3).
+"""Coverage of phi's interval from whole loss curves against final points on the demo's forked design (issue 55 item 3)
+and on the published-grid fixture's design.
 
-    nice -n 10 .venv/bin/python benchmarks/bench_curve_calibration.py CURVES.csv [--law looped-entry-curve] \\
-        [--sweeps 100] [--bootstrap 100] [--noise flat|bands] [--sigma-run S --sigma-eval S --rho R] \\
-        [--curve-start SHARE] [--bands S S S S] [--curve-sigma off|position|both] [--out runs/curve_calibration] \\
-        [--cell NAME]
+    nice -n 10 .venv/bin/python benchmarks/bench_curve_calibration.py CURVES.csv|--grid published [--points 16] \\
+        [--law looped-entry-curve] [--sweeps 100] [--bootstrap 100] [--noise flat|bands] \\
+        [--sigma-run S --sigma-eval S --rho R] [--curve-start SHARE] [--bands S S S S] \\
+        [--curve-sigma off|position|both] [--out runs/curve_calibration] [--cell NAME]
     .venv/bin/python benchmarks/bench_curve_calibration.py CURVES.csv [--noise bands] --summarise [--out ...]
 
-(the numbers: docs/results.md, "Coverage of phi's interval from curves on the demo's forked design").
+(the numbers: docs/results.md, "Coverage of phi's interval from curves on the demo's forked design" and "The CLI's
+interval from curves on the published grid").
 
 The design is the curves table a forked demo wrote (`loopscale collect`'s runs_curves.csv: parents, their cooldown
 branches, each evaluation's step, tokens and lr as the demo ran them), read at each run's trained r. The stated
@@ -22,6 +24,12 @@ those four sds instead (a synthetic design's truth fit has no residuals to read 
 u one standard normal per parent job (its branches share its weights up to their fork), w an AR(1) series of
 lag-1 correlation rho along the parent's stable-phase evaluations, continued along each branch's own cooldown from
 its fork's value (the stable phase is one curve, measured once, in every branch's rows).
+
+`--grid published` (no CURVES.csv) takes instead the published-grid fixture's design as bench_curves_phi draws it:
+its 108 runs (`fit.synthetic.published_grid`), each one parent, trained with loopscale's wsd schedule and evaluated at
+`--points` curve points (`published_design`), the truth stated: `looped-curve` at the fixture's law (TRUE_PARAMS,
+phi 0.46) with a full anneal worth K = 0.3 nats, at the lambda `fit` holds (0; bench_curves_phi drew with 0.9, a
+variant `fit` cannot state), and the noise given (--sigma-run, --sigma-eval, --rho; --noise bands needs --bands).
 
 Then, exactly as the CLI does (`analysis.fitting.group_tables` and `fit_groups` on the sweep written as a CSV):
   curves: `loopscale fit SWEEP.csv --law LAW --loss-col val_loss --bootstrap B` (the bootstrap by parent, the phi
@@ -46,19 +54,33 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from bench_curves_phi import evaluated  # the benchmarks' folder is on sys.path when run as a script
 
 from loopscale.analysis.fitting import FitRequest, fit_groups, group_tables
 from loopscale.fit.curve_worth import curve_noise
+from loopscale.fit.curves.synthetic import looped_curves
 from loopscale.fit.curves.table import trained_r_rows
 from loopscale.fit.laws.registry import law_class, make_law
 from loopscale.fit.runs_table import ColumnMap, read_table
+from loopscale.fit.synthetic import BATCH_TOKENS, TRUE_PARAMS, published_grid
 from loopscale.fit.verdict import interval_of
 
 # the bands of an evaluation's step, as a share of its parent job's longest branch, in which `--noise bands` sets the
 # noise's sd to the truth fit's residual RMS (the demo's curve fit misses its early steps by 10x its late ones)
 SHARE_BANDS = np.array([0.0, 0.02, 0.1, 0.5, 1.0 + 1e-9])
 FITS = ("curves", "curves_position", "finals")
-FINAL_COLUMNS = ("run", "parent", "recipe", "width", "r", "N_once", "N_rec", "N", "seed", "steps", "C_budget")
+FINAL_COLUMNS = ("run", "parent", "recipe", "width", "r", "N_once", "N_rec", "N", "seed", "steps", "C_budget", "C")
+# the published grid's stated truth: the fixture's law with a full anneal worth K nats (bench_curves_phi's)
+PUBLISHED_TRUTH = {**TRUE_PARAMS, "K": 0.3}
+
+
+def published_design(points: int) -> pd.DataFrame:
+    """The published-grid fixture's 108 runs as loopscale trains and evaluates them (bench_curves_phi's design):
+    run, r, N_once, N_rec, C, width, D, step, tokens, lr_multiplier; no loss (each sweep draws it)."""
+    law = make_law("looped-curve")  # the clean loss it draws is dropped: each sweep draws its own
+    return looped_curves(published_grid(), law, PUBLISHED_TRUTH, BATCH_TOKENS, evaluated(points)).drop(
+        columns=["val_loss", "L_clean"]
+    )
 
 
 def fit_as_the_cli(
@@ -208,7 +230,9 @@ def plain(block) -> dict:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("curves", help="a forked demo's runs_curves.csv (the design and, by its fit, the truth)")
+    p.add_argument("curves", nargs="?", help="a forked demo's runs_curves.csv (the design and, by its fit, the truth)")
+    p.add_argument("--grid", choices=["published"], help="the published-grid fixture's design instead (no CURVES.csv)")
+    p.add_argument("--points", type=int, default=16, help="--grid published: curve points a run (trainer.curve_points)")
     p.add_argument("--law", default="looped-entry-curve", choices=["looped-entry-curve", "looped-curve"])
     p.add_argument("--loss-col", default="val_loss")
     p.add_argument("--sweeps", type=int, default=100)
@@ -237,12 +261,21 @@ def main() -> None:
     p.add_argument("--summarise", action="store_true", help="print the summary of the sweeps in the jsonl only")
     args = p.parse_args()
 
-    design = trained_r_rows(read_table(args.curves)).reset_index(drop=True)
     cls = law_class(args.law)
     start = time.perf_counter()
-    truth_fit, canon = fit_as_the_cli(Path(args.curves), args.law, args.loss_col, 0, args.curve_start)
-    truth = {k: v for k, v in truth_fit.params.items()}
-    found = plain(truth_fit.noise["curve"])
+    if args.grid == "published":  # the truth stated, not fitted: the noise must be too
+        if args.curves or args.law != "looped-curve" or None in (args.sigma_run, args.sigma_eval, args.rho):
+            p.error("--grid published takes no CURVES.csv, --law looped-curve and --sigma-run, --sigma-eval, --rho")
+        if args.noise == "bands" and args.bands is None:
+            p.error("--grid published has no truth fit to read bands from: give --bands")
+        design, truth, found, source = published_design(args.points), PUBLISHED_TRUTH, {}, "the published grid"
+        canon = cls.rows_to_fit(design)
+    elif args.curves:
+        design = trained_r_rows(read_table(args.curves)).reset_index(drop=True)
+        truth_fit, canon = fit_as_the_cli(Path(args.curves), args.law, args.loss_col, 0, args.curve_start)
+        truth, found, source = dict(truth_fit.params), plain(truth_fit.noise["curve"]), args.curves
+    else:
+        p.error("give a CURVES.csv or --grid published")
     s_run = found["sigma_run_log"] if args.sigma_run is None else args.sigma_run
     s_eval = found["sigma_eval_log"] if args.sigma_eval is None else args.sigma_eval
     rho = found["rho"] if args.rho is None else args.rho
@@ -258,14 +291,12 @@ def main() -> None:
         split = curve_noise(scaled, canon["run"], canon["step"], make_law(args.law).n_params)
         rho = split.rho if args.rho is None else args.rho
         label = "bands" + "-".join(f"{v:.4f}" for v in s_eval)
-    cell = args.cell or f"{args.law}-run{s_run:.4f}-{label}-rho{rho:.2f}" + (
+    cell = args.cell or f"{args.grid or ''}{args.law}-run{s_run:.4f}-{label}-rho{rho:.2f}" + (
         f"-start{args.curve_start:g}" if args.curve_start else ""
     ) + (f"-sigma{args.curve_sigma}" if args.curve_sigma != "off" else "")
     out = Path(args.out) / f"{cell}.jsonl"
     done = [json.loads(line) for line in out.read_text().splitlines()] if out.exists() else []
-    print(
-        f"{args.law} on {args.curves}: {design['run'].nunique()} runs, {len(design)} evaluations ({len(canon)} fitted)"
-    )
+    print(f"{args.law} on {source}: {design['run'].nunique()} runs, {len(design)} evaluations ({len(canon)} fitted)")
     print(f"truth: {', '.join(f'{k} {v:.4g}' for k, v in truth.items())}")
     print(f"noise (log L): run offset {s_run:.4f}, AR(1) sd {np.round(s_eval, 4)} (bands {SHARE_BANDS[:-1]} of a "
           f"parent's steps), rho {rho:.3f}; cell {out}")  # fmt: skip
