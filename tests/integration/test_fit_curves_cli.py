@@ -325,3 +325,24 @@ def test_a_run_without_warmup_fitted_from_its_first_steps_gets_a_note():
     assert note is not None and note.startswith("run(s) flat:") and "--from-step STEP" in note
     assert no_warmup_note(evaluations_from(curves, 0.0, 50)) is None  # fitted from step 50 = 5% of 1,000
     assert no_warmup_note(curves[1:]) is None
+
+
+def test_a_bad_row_in_one_of_several_files_is_named_by_its_file_and_its_row_there(public_folder, tmp_path):
+    """Files read together are checked file by file: the error names the file and the row of that file, not a row
+    number of the merged table."""
+    from loopscale.errors import InputError
+    from loopscale.fit.curves.fit import read_trained_curves
+    from loopscale.fit.curves.table import CurveColumns
+
+    folder = tmp_path / "bad"
+    folder.mkdir()
+    for name in ("constant", "cosine"):
+        pd.read_csv(public_folder / f"{name}.csv").to_csv(folder / f"{name}.csv", index=False)
+    broken = pd.read_csv(public_folder / "wsd.csv").astype({"step": float})
+    broken.loc[3, "step"] = 1.5
+    broken.to_csv(folder / "wsd.csv", index=False)
+    columns = CurveColumns(loss="loss")
+    with pytest.raises(InputError, match=r"wsd\.csv: column 'step': rows? 3\b"):
+        read_trained_curves([folder], columns, warmup_from_zero=True)
+    curves, other_r, _ = read_trained_curves([folder / "constant.csv", folder / "cosine.csv"], columns, True)
+    assert [c.run for c in curves] == ["constant", "cosine"] and other_r == 0

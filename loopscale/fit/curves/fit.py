@@ -214,7 +214,16 @@ def curve_files(paths) -> list[Path]:
 
 
 def read_curve_tables(paths, run_col: str, needed: tuple[str, ...] = ()) -> tuple[pd.DataFrame, list[str]]:
-    """(one curves table from every file of `curve_files(paths)`, a note per file read as one run). A file
+    """(one curves table from every file of `curve_files(paths)` (`curve_frames`), a note per file read as one
+    run)."""
+    frames, notes = curve_frames(paths, run_col, needed)
+    return pd.concat([table for _, table in frames], ignore_index=True), notes
+
+
+def curve_frames(
+    paths, run_col: str, needed: tuple[str, ...] = ()
+) -> tuple[list[tuple[Path, pd.DataFrame]], list[str]]:
+    """([(file, its table)] for every file of `curve_files(paths)`, a note per file read as one run). A file
     without the run column is one run named by its file's stem (a schedule's CSV of the public curves); a run
     found in two files is refused: two curves under one name would be read as one run's. A file without a
     `needed` column (step, lr, loss) is refused by its name: another CSV in a folder of curves would otherwise
@@ -236,8 +245,8 @@ def read_curve_tables(paths, run_col: str, needed: tuple[str, ...] = ()) -> tupl
         for run in pd.unique(table[run_col].astype(str)):
             if first_file.setdefault(run, path) != path:
                 raise InputError(f"run {run!r} is in both {first_file[run]} and {path}: name each run once")
-        tables.append(table)
-    return pd.concat(tables, ignore_index=True), notes
+        tables.append((path, table))
+    return tables, notes
 
 
 def read_trained_curves(
@@ -246,9 +255,15 @@ def read_trained_curves(
     """(the curves of the tables at `paths` (`read_curve_tables`), each run's at its trained r (`read_curves`);
     how many rows of a table scored across r (an r_eval column, trainer.curve_r_eval) that leaves out; the
     notes on files read as one run each)."""
-    table, notes = read_curve_tables(paths, columns.run, (columns.step, columns.lr, columns.loss))
-    curves = read_curves(table, columns, warmup_from_zero=warmup_from_zero, last_repeated=last_repeated)
-    return curves, len(table) - len(trained_r_rows(table)), notes
+    frames, notes = curve_frames(paths, columns.run, (columns.step, columns.lr, columns.loss))
+    curves, other_r = [], 0
+    for path, table in frames:  # file by file: a bad row is named by its file and its row there
+        try:
+            curves += read_curves(table, columns, warmup_from_zero=warmup_from_zero, last_repeated=last_repeated)
+        except InputError as err:
+            raise (InputError(f"{path}: {err}") if len(frames) > 1 else err) from None
+        other_r += len(table) - len(trained_r_rows(table))
+    return curves, other_r, notes
 
 
 # `fit --curves`' own options (their dests and defaults, cli/fit_curves.py): `fit` without --curves reads none of them
