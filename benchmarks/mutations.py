@@ -4080,8 +4080,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "s10-review-lr-loop-float-noise-a-grid",
         "loopscale/fit/points.py",
-        "round_sig(np.where(empty, 1.0, values), digits=6)",
-        "np.where(empty, 1.0, values)",
+        "round_sig(values, digits=6)",
+        "values",
         (
             "tests/unit/test_lr_loop_points.py::test_a_point_at_two_lr_loop_is_named_with_its_settings_and_one_a_point_passes",
         ),

@@ -18,8 +18,7 @@ from loopscale.atomic import check_outputs_apart, check_writable, json_text, wri
 from loopscale.config.schema import TrainerConfig
 from loopscale.data.heldout import curve_steps
 from loopscale.fit.curve_worth import CurveNoise, check_curve_options, curve_worth
-from loopscale.fit.objective import Loss
-from loopscale.fit.position_sigma import position_gain, sigma_model_from_json
+from loopscale.fit.position_sigma import position_gain, sigma_model_from_json, stage1_loss_of
 from loopscale.fit.power import design_law, recipe_rows, simulate_design
 from loopscale.fit.power_summary import mde_formula, seeds_needed
 from loopscale.fit.replicates import replicate_groups
@@ -239,10 +238,9 @@ def _position_note(design, pilot, evaluated, worth: float) -> dict:
     z = pilot.position.get("curve_standardised")
     if z is None:  # a record from before its standardised noise was kept
         return note
-    stage1 = pilot.position.get("stage1_loss") or {}
     gain = position_gain(
         design, pilot.params, pilot.law_class(), sigma_model_from_json(pilot.position["model"]),
-        CurveNoise.from_json(z), evaluated, Loss(stage1.get("kind", "huber"), stage1.get("delta") or 1e-3),
+        CurveNoise.from_json(z), evaluated, stage1_loss_of(pilot.position),
     )  # fmt: skip
     return {**note, "variance_ratio": gain.variance, "se_ratio": gain.se_ratio, "worth_weighted": worth * gain.variance}
 

@@ -43,6 +43,16 @@ def round_sig(x: np.ndarray, digits: int = 12) -> np.ndarray:
     return np.where(np.isfinite(x), np.round(x * scale) / scale, x)
 
 
+def multiplier_column(given: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """(the values of an lr multiplier column, lr_scale or lr_loop, with an empty cell read as 1: the setting's
+    own lr; the rows that hold no multiplier: text, inf, 0 or a negative). Empty is a missing value or blanks (a
+    JSON "" too)."""
+    values = pd.to_numeric(given, errors="coerce").to_numpy(dtype=float)
+    empty = given.isna().to_numpy() | (given.astype(str).str.strip() == "").to_numpy()
+    bad = ~empty & ~(np.isfinite(values) & (values > 0))
+    return np.where(empty, 1.0, values), bad
+
+
 def check_one_lr_loop(table: pd.DataFrame) -> None:
     """InputError naming the first point whose rows trained at two lr_loop values or more (a loop-lr grid: `tune
     --axis loop`'s runs, a sweep over optim.lr_loop) and how to fit one setting at a time; nothing when the table
@@ -50,14 +60,12 @@ def check_one_lr_loop(table: pd.DataFrame) -> None:
     if LR_LOOP_COLUMN not in table.columns:
         return
     given = table[LR_LOOP_COLUMN]
-    values = pd.to_numeric(given, errors="coerce").to_numpy(dtype=float)
-    empty = given.isna().to_numpy() | (given.astype(str).str.strip() == "").to_numpy()  # a JSON "" too
-    bad = ~empty & ~(np.isfinite(values) & (values > 0))
+    values, bad = multiplier_column(given)
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
         raise InputError(f"column {LR_LOOP_COLUMN} has {given.iloc[i]!r} (row {i}): the loop's lr is a number > 0")
     keys = point_keys(table)
-    keys[LR_LOOP_COLUMN] = round_sig(np.where(empty, 1.0, values), digits=6)
+    keys[LR_LOOP_COLUMN] = round_sig(values, digits=6)
     per_point = keys.groupby(list(keys.columns[:-1]), sort=False, dropna=False)[LR_LOOP_COLUMN]
     settings = per_point.transform("nunique").to_numpy()
     if (settings < 2).all():

@@ -119,6 +119,13 @@ def choose_position_sigma(
     return choose_sigma_model(models, factors), models
 
 
+def stage1_loss_of(position: Mapping | None) -> Loss:
+    """Stage 1's loss as a record's `noise.position_sigma` block states it (`refit_by_position`'s `stage1_loss`);
+    Huber at 1e-3, `fit`'s own, where it says none."""
+    stage1 = (position or {}).get("stage1_loss") or {}
+    return Loss(stage1.get("kind", "huber"), stage1.get("delta") or 1e-3)
+
+
 def position_weights(model: SigmaModel, share: np.ndarray) -> np.ndarray:
     """(rows,) stage 2's sigma of log L per row: the model at the rows' shares, floored."""
     return np.maximum(model.sigma(position_covariates(np.asarray(share, dtype=float))), MIN_SIGMA_LOG)

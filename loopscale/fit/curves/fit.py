@@ -252,7 +252,7 @@ def curve_frames(
 def read_trained_curves(
     paths, columns: CurveColumns, warmup_from_zero: bool, last_repeated: bool = False
 ) -> tuple[list[Curve], int, list[str]]:
-    """(the curves of the tables at `paths` (`read_curve_tables`), each run's at its trained r (`read_curves`);
+    """(the curves of the tables at `paths` (`curve_frames`), each run's at its trained r (`read_curves`);
     how many rows of a table scored across r (an r_eval column, trainer.curve_r_eval) that leaves out; the
     notes on files read as one run each)."""
     frames, notes = curve_frames(paths, columns.run, (columns.step, columns.lr, columns.loss))

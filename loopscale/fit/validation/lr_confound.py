@@ -16,10 +16,10 @@ from __future__ import annotations
 from typing import TypedDict
 
 import numpy as np
-import pandas as pd
 
 from loopscale.errors import InputError
 from loopscale.fit.lr_optimum import parabola_optimum
+from loopscale.fit.points import multiplier_column
 from loopscale.fit.runs_table import budgets
 from loopscale.fit.validation.forms import Form
 from loopscale.fit.validation.record import LrSection
@@ -43,16 +43,14 @@ def lr_rows(raw) -> np.ndarray:
     if LR_COLUMN not in raw.columns:
         return np.zeros(len(raw), bool)
     given = raw[LR_COLUMN]
-    scale = pd.to_numeric(given, errors="coerce").to_numpy(dtype=float)
-    empty = given.isna().to_numpy() | (given.astype(str).str.strip() == "").to_numpy()  # absent: the grid's lr (1)
-    bad = ~empty & ~(np.isfinite(scale) & (scale > 0))  # text, inf, 0, a negative multiplier
+    scale, bad = multiplier_column(given)  # empty: the grid's lr (1)
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
         raise InputError(
             f"column {LR_COLUMN} has {given.iloc[i]!r} (row {i}, {int(bad.sum())} such row(s)): an lr multiplier is "
             "a finite number > 0 (empty: the grid's own lr, 1)"
         )
-    return ~empty & (scale != 1.0)
+    return scale != 1.0
 
 
 def best_lr(log_scale: np.ndarray, L: np.ndarray) -> BestLr:

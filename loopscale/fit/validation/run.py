@@ -24,7 +24,7 @@ from loopscale.fit.bounds import clip_to_bounds
 from loopscale.fit.laws.registry import law_class
 from loopscale.fit.objective import Loss
 from loopscale.fit.optimize import fit_law, multistart
-from loopscale.fit.position_sigma import position_share, refit_by_position, refit_fold_by_position
+from loopscale.fit.position_sigma import position_share, refit_by_position, refit_fold_by_position, stage1_loss_of
 from loopscale.fit.record_blocks import ABSENT
 from loopscale.fit.result import FitResult, versions
 from loopscale.fit.task_pool import run_tasks
@@ -63,8 +63,7 @@ def validate(
     loss = Loss(fit.settings.get("loss", "huber"), fit.settings.get("delta") or 1e-3)
     by_position = fit.settings.get("curve_sigma", "off") == "position"
     if by_position:  # every refit runs both stages (`position_sigma`): stage 1 at the fit's first loss
-        first = ((fit.noise or {}).get("position_sigma") or {}).get("stage1_loss") or {}
-        loss = Loss(first.get("kind", "huber"), first.get("delta") or 1e-3)
+        loss = stage1_loss_of((fit.noise or {}).get("position_sigma"))
     seed = int(fit.seed or 0)
     data = cls.data_from_table(table)
     reference = {**fit.params, **({} if pin_E is None else {"E": float(pin_E)})}
