@@ -52,13 +52,12 @@ from loopscale.config.lr_rule import lr_part, read_rule, rule_file, write_loop_r
 from loopscale.config.tune_record import RoundCost, TuneNoise, TuneRecord
 from loopscale.errors import ConfigError
 from loopscale.fit.lr_optimum import LrOptimum, parabola_optimum, pooled_noise, window
-from loopscale.launch.compile_order import schedule
+from loopscale.launch.compile_order import planned, schedule
 from loopscale.launch.local_workers import train_in_workers
 from loopscale.launch.lr_grid import POINT_KEY, split_point
 from loopscale.launch.sweep import Job, compose_jobs, describe, sweep_overrides
 from loopscale.launch.tune_rules import FIT_POINTS, cell_width, loop_multipliers, record_of, stale_loop_note
 from loopscale.train.identity import comparable, differences, identity_hash, identity_of, stored_identity
-from loopscale.train.job_plan import plan_job
 from loopscale.train.plan import run_dir_of
 from loopscale.train.run_json import RUN_FILE, is_finished, read_record_or_none
 
@@ -218,8 +217,9 @@ def grid_jobs(
 
 
 def points_of(cfg) -> list[Any]:
-    """The configs whose run.json hold a job's points (`JobPlan.points`: a forked job's branches, else its own)."""
-    return [point.cfg for point in plan_job(cfg).points]
+    """The configs whose run.json hold a job's points (`JobPlan.points`: a forked job's branches, else its own),
+    planned at the data's vocabulary as the run is: the steps, and with them a warmup_frac's warmup, depend on it."""
+    return [point.cfg for point in planned(cfg).points]
 
 
 def job_loss(cfg) -> float | None:
@@ -427,7 +427,7 @@ def _train(jobs: list[Job], settings: TuneSettings, progress, say) -> tuple[int,
     todo = [job.cfg for job in jobs if job_loss(job.cfg) is None]
     if not todo:
         return 0, 0.0
-    todo = schedule(todo, [plan_job(cfg).tokens for cfg in todo])
+    todo = schedule(todo, [planned(cfg).tokens for cfg in todo])
     advance = progress(len(todo)) if progress else None
     started = time.perf_counter()
     for cfg, _record, wall in train_in_workers(todo, settings.workers, settings.threads_per_worker):

@@ -13,6 +13,7 @@ from loopscale.config.naming import paper_width
 from loopscale.config.tune_record import RuleAtR, TuneRecord, WidthTransfer
 from loopscale.errors import ConfigError
 from loopscale.fit.lr_optimum import combine_optima, width_transfer
+from loopscale.launch.compile_order import planned
 from loopscale.launch.lr_grid import split_point
 from loopscale.provenance import git_commit
 from loopscale.train.job_plan import plan_job
@@ -60,7 +61,7 @@ def record_of(grids, fits, noise, settings, cells, key, rounds, jobs, wall_s) ->
             "transfer": transfer_of(grids, fits, cells, noise["dof"]),
             "cost": {
                 "runs": len(jobs),
-                "flops": sum(plan_job(job.cfg).flops for job in jobs),
+                "flops": sum(planned(job.cfg).flops for job in jobs),  # at the data's vocabulary, as trained
                 "runs_wall_s": sum(run_wall_s(job.cfg) for job in jobs),
                 "launch_wall_s": wall_s,
                 "rounds": rounds,

@@ -383,3 +383,16 @@ def test_an_experiment_reading_both_rules_tunes_its_lr_at_lr_loop_1_and_its_loop
     assert cfg.optim.lr_loop == 0.5 and "optim.lr_loop=1.0" not in base
     ((_, cfg),) = T.groups_of(["experiment=both", "model.r=2"], ["C2.5e11-d24"], "loop")[0]
     assert cfg.optim.lr_rule == 2.0 and cfg.optim.lr_loop == 1.0
+
+
+def test_a_tuning_run_is_planned_at_the_datas_vocabulary_as_it_trains_so_a_warmup_frac_reads_back():
+    """A finished tuning run is compared with the config it would train (`job_loss`); a warmup_frac's warmup is a
+    share of the run's steps, which depend on the vocabulary through the head's FLOPs. Planned at the model's
+    compose-time vocabulary instead of the data's 512 (what the run trains at), r = 2 at C2.5e11-d24 gave 13 warmup
+    steps against the 18 the run trained with, and every AdamW tune stopped at its first finished run."""
+    g = T.Grid("baseline", 2, "C2.5e11-d24", ["experiment=isodepth_cpu_demo", "model.r=2", "optim=adamw"], [0])
+    ((_, _, job),) = T.grid_jobs([g], T.TuneGrid(), "/tmp/tune", [], axis="lr")
+    (branch,) = T.points_of(job.cfg)
+    # 354 whole batches of 16 x 64 tokens fit in 2.5e11 FLOPs (the run trained
+    # 354 steps); 5% of them, rounded, is the shared warmup
+    assert branch.budget.compute_flops == 2.5e11 and branch.optim.warmup_steps == round(0.05 * 354) == 18
