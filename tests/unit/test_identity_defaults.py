@@ -22,11 +22,12 @@ BEFORE = {
     # the concat demo's r = 4 below hashed the same on main at 7748074, before model=cpu's default became concat
     (
         "experiment=isodepth_cpu_demo",
+        "optim=muonh",  # the demo trains AdamW since 2026-12-07; these are its MuonH runs
         "model.r=1",
         "optim.lr_rule=1",
         "model.looped_injection=linear",
     ): "56fe871c1b17eaf2",
-    ("experiment=isodepth_cpu_demo", "model.r=4", "optim.lr_rule=1"): "d20c38f022c8b5aa",
+    ("experiment=isodepth_cpu_demo", "optim=muonh", "model.r=4", "optim.lr_rule=1"): "d20c38f022c8b5aa",
     ("experiment=isodepth_hyper", "model.r=2"): "2d317a4cc2e828e5",
     # model=tiny's looped injection was linear until model=tiny and model=cpu defaulted to concat
     ("model=tiny", "model.r=2", "model.recipe=tbptt", "model.looped_injection=linear"): "d1cea22d57ae1f53",
@@ -46,7 +47,7 @@ def test_earlier_designs_hash_as_before(overrides):
 
 
 def test_the_new_fields_count_when_a_design_sets_them():
-    base = ["experiment=isodepth_cpu_demo", "model.r=4", "optim.lr_rule=1"]
+    base = ["experiment=isodepth_cpu_demo", "optim=muonh", "model.r=4", "optim.lr_rule=1"]
     lora = identity_of(train_config([*base, "model.recipe=lora"]))
     assert lora["model.block"] == "lora" and "model.options.lora_rank" not in lora  # the form's default rank
     ranked = identity_of(train_config([*base, "model.recipe=lora", "+model.options.lora_rank=8"]))

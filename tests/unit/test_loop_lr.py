@@ -131,10 +131,12 @@ def test_the_runs_table_and_the_sweeps_rows_carry_the_loop_lr(tmp_path):
     assert rows[0.5][0]["lr_rule"] is None and rows[0.5][1]["lr_rule"] == 1.0
 
 
-@pytest.mark.parametrize("experiment", ["testtime_cpu", "isodepth_cpu_demo"])  # the MuonH ones: lr_loop needs it
+@pytest.mark.parametrize("experiment", ["testtime_cpu", "isodepth_cpu_demo"])
 def test_every_cpu_experiments_run_name_carries_the_lrs_it_can_move(experiment):
     """A run dir is named by its config: two runs that differ only in an lr must not share one (the second would be
-    refused as another config's dir, or skipped as done). testtime_cpu's name had no lr tag."""
-    base = train_config([f"experiment={experiment}", "optim.lr_rule=1"]).run_name
-    moved = train_config([f"experiment={experiment}", "optim.lr_rule=1.5", "optim.lr_scale=0.5", "optim.lr_loop=0.25"])
+    refused as another config's dir, or skipped as done). testtime_cpu's name had no lr tag. Under MuonH (lr_loop
+    needs it; the demo trains AdamW, so it is asked for)."""
+    muonh = [f"experiment={experiment}", "optim=muonh"]
+    base = train_config([*muonh, "optim.lr_rule=1"]).run_name
+    moved = train_config([*muonh, "optim.lr_rule=1.5", "optim.lr_scale=0.5", "optim.lr_loop=0.25"])
     assert moved.run_name == f"{base}-lrx0.5-lrloop0.25-lrt1.5"

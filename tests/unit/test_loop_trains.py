@@ -83,7 +83,10 @@ def test_the_default_loop_reads_its_state_after_training(overrides):
     [
         (["model.r=2", "optim=muonh", "model.looped_injection=linear"], "model.looped_injection"),
         (["model.r=4", "optim=muonh", "model.injection=linear"], "model.injection"),
-        (["experiment=isodepth_cpu_demo", "model.r=2", "model.looped_injection=linear"], "model.looped_injection"),
+        (
+            ["experiment=isodepth_cpu_demo", "optim=muonh", "model.r=2", "model.looped_injection=linear"],
+            "model.looped_inj",
+        ),
         (["model.r=2", "optim=muonh", "model.injection=loop_index", "model.looped_injection=linear"], "model.inj"),
     ],
 )

@@ -196,7 +196,7 @@ def test_a_used_width_transfer_shows_each_r_at_the_reference_width_and_says_so()
 
 
 def test_the_loop_axis_varies_optim_lr_loop_keeps_the_experiments_rule_and_keys_apart_from_the_lr_axis():
-    g = T.Grid("baseline", 2, "C2.5e11-d24", ["experiment=isodepth_cpu_demo", "model.r=2"], [-1, 0])
+    g = T.Grid("baseline", 2, "C2.5e11-d24", ["experiment=isodepth_cpu_demo", "model.r=2", "optim=muonh"], [-1, 0])
     grid = T.TuneGrid(points=3, step=2.0, centre=1.0)  # the jobs are the Grid's own ks, -1 and 0
     jobs = T.grid_jobs([g], grid, "/tmp/tune", ["trainer.r_eval=off"], axis="loop")
     assert [job.overrides for _, _, job in jobs] == [
@@ -212,18 +212,18 @@ def test_the_loop_axis_varies_optim_lr_loop_keeps_the_experiments_rule_and_keys_
     cfgs = [job.cfg for _, _, job in jobs]
     assert [c.optim.lr_loop for c in cfgs] == [0.5, 1.0] and cfgs[
         0
-    ].optim.lr_rule == 7.01  # the shipped rule, r = 2 at d24
-    assert cfgs[0].run_name == "baseline-r2-d24-lrloop0.5-lrt7.01"
+    ].optim.lr_rule == 3.22  # the shipped rule, r = 2 (no width transfer)
+    assert cfgs[0].run_name == "baseline-r2-d24-lrloop0.5-lrt3.22"
     lr_jobs = T.grid_jobs([g], grid, "/tmp/tune", [], axis="lr")
     assert [job.cfg.optim.lr_rule for _, _, job in lr_jobs] == [1.0, 1.0]
-    groups, cells = T.groups_of(["experiment=isodepth_cpu_demo", "model.r=2"], ["C2.5e11-d24"], "loop")
+    groups, cells = T.groups_of(["experiment=isodepth_cpu_demo", "model.r=2", "optim=muonh"], ["C2.5e11-d24"], "loop")
     assert (
         T.tune_key(groups, cells, grid, "loop")
         != T.tune_key(groups, cells, grid, "lr")
         == T.tune_key(groups, cells, grid)
     )
     with pytest.raises(ConfigError, match="loopscale tune sets optim.lr_loop itself"):
-        T.groups_of(["experiment=isodepth_cpu_demo", "optim.lr_loop=0.5"], ["C2.5e11-d24"], "loop")
+        T.groups_of(["experiment=isodepth_cpu_demo", "optim=muonh", "optim.lr_loop=0.5"], ["C2.5e11-d24"], "loop")
     with pytest.raises(ConfigError, match="axis='width' is not one of \\['loop', 'lr'\\]"):
         T.TuneSettings(["experiment=isodepth_cpu_demo"], axis="width")
 
@@ -344,6 +344,7 @@ BOTH_RULES = """\
 # @package _global_
 defaults:
   - isodepth_cpu_demo
+  - override /optim: muonh  # the loop's own lr is a MuonH group (the demo trains AdamW)
 sweep: both
 optim:
   lr_rule: ${ls.lr_rule:both,${ls.recipe:${model}},${model.r},${model.d_model}}
