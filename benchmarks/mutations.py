@@ -1397,8 +1397,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "blind1-validate-reads-the-full-width",
         "loopscale/fit/validation/flags.py",
-        "return None if not interval else (interval[1] - interval[0]) / 2",
-        "return None if not interval else interval[1] - interval[0]",
+        "return None if not interval or None in interval else (interval[1] - interval[0]) / 2",
+        "return None if not interval or None in interval else interval[1] - interval[0]",
         ("tests/unit/test_statistics_off_defaults.py::test_the_validation_verdict_reads_the_folds_numbers",),
         "validate flags a dropped r that moves phi beyond its interval's half-width",
     ),
@@ -3794,8 +3794,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "hard8-validate-phi-half-width-whole-length",
         "loopscale/fit/validation/flags.py",
-        "return None if not interval else (interval[1] - interval[0]) / 2",
-        "return None if not interval else (interval[1] - interval[0])",
+        "return None if not interval or None in interval else (interval[1] - interval[0]) / 2",
+        "return None if not interval or None in interval else (interval[1] - interval[0])",
         (
             "tests/unit/test_validation_folds_flags_exact.py::"
             "test_phi_is_flagged_past_the_half_width_not_at_it_and_the_largest_move_is_reported",
@@ -4095,6 +4095,36 @@ MUTATIONS: tuple[Mutation, ...] = (
         ("tests/integration/test_fit_curves_cli.py::test_options_of_curves_without_curves_are_refused_not_ignored",),
         "`fit` without --curves refuses --curves' own options (--from-step, --holdout, ...) instead of fitting every "
         "row (issue 55)",
+    ),
+    Mutation(
+        "s11-once-stack-of-another-width",
+        "loopscale/fit/validation/once.py",
+        'same = (dense[shape] == run[shape]).all(axis=1) & (dense["n_rec"] == run["n_rec"])',
+        'same = dense["n_rec"] == run["n_rec"]',
+        (
+            "tests/unit/test_validate_once.py::"
+            "test_each_looped_run_is_read_against_its_own_block_run_once_at_its_own_tokens",
+        ),
+        "a looped run is compared with its block run once at its own width and prelude, not another's (issue 54)",
+    ),
+    Mutation(
+        "s11-once-stack-extrapolated-anywhere",
+        "loopscale/fit/validation/once.py",
+        "if len(x) < 2 or at < x[0] - np.log(EXTRAPOLATE) or at > x[-1] + np.log(EXTRAPOLATE):",
+        "if len(x) < 2:",
+        (
+            "tests/unit/test_validate_once.py::"
+            "test_the_once_stacks_loss_is_linear_in_ln_d_and_extrapolated_by_at_most_a_quarter",
+        ),
+        "a once-stack's loss is read at most 1.25x in D past its own runs (issue 54)",
+    ),
+    Mutation(
+        "s11-once-flag-on-one-win",
+        "loopscale/fit/validation/flags.py",
+        'if s["runs"] >= 3 and s["better"] == 0',
+        'if s["runs"] >= 3 and s["better"] <= 1',
+        ("tests/unit/test_validate_once.py::test_an_r_whose_every_looped_run_loses_to_its_block_run_once_is_flagged",),
+        "validate flags an r only when every looped run lost to its block run once (issue 54)",
     ),
 )
 

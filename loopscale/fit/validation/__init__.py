@@ -9,6 +9,7 @@ One concept per module, read in this order:
 - `approach2.py`: the N*(C) exponent through the iso-FLOP parabolas (`fit/isoflop.py`), beside the law's
   beta / (alpha + beta);
 - `lr_confound.py`: the lr grid's best lr per r and phi refitted at each r's best lr;
+- `once.py`: each looped run against its block run once (the r = 1 stack of depth p + k / r + c), equal D;
 - `conventions.py`: the same fit under other counting conventions (embedding, injection, FLOPs);
 - `refit.py`: a form refitted to changed rows from the fit's optima;
 - `run.py`: every form on every fold over worker processes, and the record (`validate`);

@@ -27,7 +27,7 @@ from loopscale.config.model import ModelConfig
 from loopscale.errors import InputError, LoopscaleError, not_one_of
 from loopscale.fit.runs_table import budget_column
 from loopscale.fit.validation.approach2 import iso_flop_exponent
-from loopscale.fit.validation.flags import Z_95
+from loopscale.fit.validation.flags import Z_95, interval_half_width
 from loopscale.fit.validation.forms import Form
 from loopscale.fit.validation.record import ConventionRow, Conventions
 from loopscale.fit.validation.refit import refit
@@ -154,7 +154,7 @@ def convention_table(table, form: Form, params: dict[str, float], interval: dict
     if "C_budget" not in table.columns:  # a FLOPs convention moves C: runs stay grouped by the budget they were given
         table = table.assign(C_budget=budget_column(table))
     base_a2 = iso_flop_exponent(table, params)
-    hw = None if not interval.get("phi_interval") else (interval["phi_interval"][1] - interval["phi_interval"][0]) / 2
+    hw = interval_half_width(interval.get("phi_interval"))
     if not {"N_once", "N_rec", "r"} <= set(table.columns):
         why = "the table has no N_once, N_rec and r (a dense law): nothing to recount"
         return {"rows": [{"convention": name, "reason": why, "flagged": False} for name, _ in CONVENTIONS],

@@ -41,9 +41,13 @@ def delta_aicc(record: ValidationRecord, form: int) -> float | None:
     return None if a is None or b is None else b - a
 
 
+def interval_half_width(interval) -> float | None:
+    """Half the width of a phi interval; None without one or when it is open on a side (a profile's end is None)."""
+    return None if not interval or None in interval else (interval[1] - interval[0]) / 2
+
+
 def half_width(record: ValidationRecord) -> float | None:
-    interval = record.fit.get("phi_interval")
-    return None if not interval else (interval[1] - interval[0]) / 2
+    return interval_half_width(record.fit.get("phi_interval"))
 
 
 def held_out_summary(record: ValidationRecord, kind: str, flags: list[str]) -> tuple[float, float] | None:
@@ -98,6 +102,17 @@ def form_flags(record: ValidationRecord) -> list[str]:
     return flags
 
 
+def once_flags(section) -> list[str]:
+    """An r whose every looped run (3 or more) lost to its block run once on the same tokens: its passes are worth
+    less than one, whatever phi the law reads across widths (once.py)."""
+    return [
+        f"r = {s['r']}: every looped run ({s['runs']}) lost to its block run once at equal data (mean "
+        f"{s['mean_gain']:+.4f} nats): its passes are worth less than one pass"
+        for s in (section or {}).get("by_r", [])
+        if s["runs"] >= 3 and s["better"] == 0
+    ]
+
+
 def verdict(record: ValidationRecord) -> Verdict:
     """The line, the flags and the numbers behind them (module docstring)."""
     flags: list[str] = []
@@ -105,6 +120,7 @@ def verdict(record: ValidationRecord) -> Verdict:
     shift = phi_shifts(record, flags)
     flags += form_flags(record)
     flags += (record.lr_confound or {}).get("flags", [])
+    flags += once_flags(record.once)
     flags += (record.conventions or {}).get("flags", [])
     hw = half_width(record)
     line = (

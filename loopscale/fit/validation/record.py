@@ -4,7 +4,7 @@ back (`analysis/report_inputs.py`), with one JSON form (the keys the records hav
     fit: {"law", "params", "path", "phi_interval", "interval_source", "json"?}   # the fit validated
     n_rows, forms: [{"label", "law", "loss", "reference", "k", "reason"}], folds: [{"kind", "label", "n_test",
     "reason"}], results: [`FoldResult`, one per (form, fold) fitted],
-    approach2, lr_confound, conventions (each None when not run), verdict (`Verdict`), jobs, elapsed_s, versions,
+    approach2, lr_confound, once, conventions (each None when not run), verdict (`Verdict`), jobs, elapsed_s, versions,
     and from `loopscale validate`: tables, table_check, seed_repeats, warnings.
 
 The rows of forms and folds stay the objects `run` writes; Approach 2's, the lr confound's and the conventions'
@@ -156,6 +156,7 @@ class ValidationRecord(JsonBlock):
     results: list[FoldResult] = ABSENT
     approach2: Approach2 | None = ABSENT
     lr_confound: LrSection | None = ABSENT
+    once: dict | None = ABSENT  # once.OnceSection: the looped runs against their block run once, equal D
     conventions: Conventions | None = ABSENT
     verdict: Verdict = ABSENT
     jobs: int = ABSENT

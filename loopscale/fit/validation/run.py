@@ -35,6 +35,7 @@ from loopscale.fit.validation.flags import verdict
 from loopscale.fit.validation.folds import Fold, R, folds_for
 from loopscale.fit.validation.forms import Form, forms_for
 from loopscale.fit.validation.lr_confound import lr_section
+from loopscale.fit.validation.once import once_section
 from loopscale.fit.validation.record import FoldResult, ValidationRecord
 from loopscale.fit.validation.scores import free_params, held_out_errors, information
 
@@ -91,6 +92,7 @@ def validate(
         results=results,
         approach2=None if cls.reads_curves else iso_flop_exponent(table, full["params"]),
         lr_confound=None if lr_table is None else lr_section(lr_table, table, forms[0], full["params"], starts),
+        once=None if cls.reads_curves else once_section(table),
         conventions=convention_table(table, forms[0], full["params"], interval, starts, fill) if conventions else None,
     )
     elapsed_s = time.perf_counter() - started

@@ -4,6 +4,7 @@ report's section (`analysis/report.py`). Reads the record only: no fitting, no o
 from __future__ import annotations
 
 from loopscale.fit.validation.flags import delta_aicc, fold_rows, full_result
+from loopscale.fit.validation.once import once_lines
 from loopscale.fit.validation.record import Approach2, Conventions, LrSection, ValidationRecord
 
 
@@ -175,7 +176,8 @@ def markdown(record: ValidationRecord, heading: str = "#") -> str:
         out += ["**Changed table:** the table validated is not the one the fit was made from (its sha256 differs); "
                 "validated on it by --allow-changed-table.", ""]  # fmt: skip
     if interval:
-        out += [f"phi interval ({fit['interval_source']}): [{interval[0]:.3f}, {interval[1]:.3f}].", ""]
+        ends = ", ".join("open" if x is None else f"{x:.3f}" for x in interval)  # a profile open on a side
+        out += [f"phi interval ({fit['interval_source']}): [{ends}].", ""]
     out += [f"**Verdict:** {v['line']}.", ""]
     out += [f"- FLAG: {f}" for f in v["flags"]] or ["No flags: the law holds within its noise on every check."]
     out += ["", f"{h2} Rival forms on the whole table", "", *forms_table(record), ""]
@@ -188,6 +190,8 @@ def markdown(record: ValidationRecord, heading: str = "#") -> str:
         out += [f"{h2} Approach 2 (iso-FLOP parabolas, r = 1)", "", *approach2_lines(record["approach2"]), ""]
     if record.get("lr_confound") is not None:
         out += [f"{h2} The learning-rate confound", "", *lr_lines(record["lr_confound"]), ""]
+    if record.get("once") is not None:
+        out += [f"{h2} The loop against its block run once (equal data)", "", *once_lines(record["once"]), ""]
     if record.get("conventions") is not None:
         out += [f"{h2} Counting conventions", "", *convention_lines(record["conventions"]), ""]
     return "\n".join(out)
