@@ -82,7 +82,7 @@ test-all: install
 $(FLOOR_VENV)/bin/.installed: pyproject.toml
 	$(PYTHON) -m venv $(FLOOR_VENV)
 	$(FLOOR_VENV)/bin/pip install --quiet --upgrade pip
-	$(FLOOR_VENV)/bin/pip install --quiet torch==$(TORCH_FLOOR)
+	$(FLOOR_VENV)/bin/pip install --quiet --no-cache-dir torch==$(TORCH_FLOOR)
 	$(FLOOR_VENV)/bin/pip install --quiet -e '.[dev]'
 	$(FLOOR_VENV)/bin/python -c "import torch; assert torch.__version__.startswith('$(TORCH_FLOOR)'), torch.__version__"
 	touch $@
