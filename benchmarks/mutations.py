@@ -4126,6 +4126,39 @@ MUTATIONS: tuple[Mutation, ...] = (
         ("tests/unit/test_validate_once.py::test_an_r_whose_every_looped_run_loses_to_its_block_run_once_is_flagged",),
         "validate flags an r only when every looped run lost to its block run once (issue 54)",
     ),
+    Mutation(
+        "s12-early-fold-from-zero",
+        "loopscale/fit/validation/folds.py",
+        "    share = curve_start + EARLY_SHARE",
+        "    share = EARLY_SHARE",
+        (
+            "tests/unit/test_validation_folds_flags_exact.py::"
+            "test_the_early_fold_holds_out_each_runs_evaluations_before_its_share_from_the_fits_curve_start",
+        ),
+        "a curve fit's early fold starts where the fit's --curve-start does, not at step 0 (issue 54)",
+    ),
+    Mutation(
+        "s12-early-shift-at-twice-the-half-width",
+        "loopscale/fit/validation/flags.py",
+        "    if hw is not None and abs(shift) > hw:",
+        "    if hw is not None and abs(shift) > 2 * hw:",
+        (
+            "tests/unit/test_validation_folds_flags_exact.py::"
+            "test_a_curve_fits_phi_is_flagged_when_it_moves_past_the_half_width_without_the_early_evaluations",
+        ),
+        "validate flags a curve fit whose phi moves past its half-width without the early evaluations (issue 54)",
+    ),
+    Mutation(
+        "s12-mse-flag-against-any-form",
+        "loopscale/fit/validation/flags.py",
+        'if i and form["law"] == record.forms[0]["law"] and form.get("loss") == MSE_KIND',
+        'if i and form.get("loss") == MSE_KIND',
+        (
+            "tests/unit/test_validation_folds_flags_exact.py::"
+            "test_phi_under_mse_is_flagged_past_the_half_width_from_the_fits_loss_and_only_against_the_same_law",
+        ),
+        "validate compares phi under MSE with the fit's own law under MSE, not a rival law (issue 54)",
+    ),
 )
 
 

@@ -36,7 +36,7 @@ def test_validate_runs_a_position_weighted_fit_in_two_stages_per_fold(validated)
     assert whole["position_sigma"]["kind"] == fit.noise["position_sigma"]["model"]["kind"] == "per band"
     assert whole["params"]["phi"] == pytest.approx(fit.params["phi"], abs=2e-3)  # the fit's own two stages
     kinds = {f["kind"] for f in record.folds}
-    assert kinds == {"full", "budget", "r", "run", "final"}
+    assert kinds == {"full", "budget", "r", "run", "final", "early"}
     done = [r for r in record.results if r["fold"] and r["form"] == 0]
     assert len(done) == len(record.folds) - 1 and all(r["ok"] and r["position_sigma"] for r in done)
 

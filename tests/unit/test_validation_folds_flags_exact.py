@@ -106,18 +106,18 @@ def test_curve_folds_hold_runs_out_in_five_strided_groups_and_each_runs_last_ste
     table = curve_table()
     folds = folds_mod.curve_folds(table, n_params=2)
     runs = table["run"].to_numpy()
-    groups = [sorted(set(runs[f.test])) for f in folds[:-1]]
+    groups = [sorted(set(runs[f.test])) for f in folds[:-2]]
     # sorted names a..g taken every 5th: {a, f}, {b, g}, {c}, {d}, {e}
     assert groups == [["a", "f"], ["b", "g"], ["c"], ["d"], ["e"]]
-    assert [f.label for f in folds[:-1]] == [
+    assert [f.label for f in folds[:-2]] == [
         "runs 1 of 5 (2)",
         "runs 2 of 5 (2)",
         "runs 3 of 5 (1)",
         "runs 4 of 5 (1)",
         "runs 5 of 5 (1)",
     ]
-    assert [f.reason for f in folds[:-1]] == [None] * 5
-    final = folds[-1]
+    assert [f.reason for f in folds[:-2]] == [None] * 5
+    final = folds[-2]
     assert (final.kind, final.label, final.reason) == ("final", "every run's final evaluation", None)
     # the row of each run's largest step, wherever it sits
     expected = [s == {"b": 20, "a": 30, "g": 3}.get(r, 8) for r, s in zip(runs, table["step"])]
@@ -127,27 +127,29 @@ def test_curve_folds_hold_runs_out_in_five_strided_groups_and_each_runs_last_ste
 def test_curve_folds_row_rule_at_its_boundary_and_one_run():
     table = curve_table()  # 21 rows; group 1 holds 6, leaving 15
     at = folds_mod.curve_folds(table, n_params=7)  # 2 x 7 = 14 <= 15 (groups of 1 leave 18)
-    assert [f.reason for f in at[:-1]] == [None] * 5
+    assert [f.reason for f in at[:-2]] == [None] * 5
     past = folds_mod.curve_folds(table, n_params=8)  # 16 > 15 for the two-run groups, 16 <= 18 for the others
-    assert [f.reason for f in past[:-1]] == ["too few rows left to refit"] * 2 + [None] * 3
-    assert [f.reason for f in folds_mod.curve_folds(table, n_params=9)[:-1]] == [  # 18 = 18 for groups of one
+    assert [f.reason for f in past[:-2]] == ["too few rows left to refit"] * 2 + [None] * 3
+    assert [f.reason for f in folds_mod.curve_folds(table, n_params=9)[:-2]] == [  # 18 = 18 for groups of one
         "too few rows left to refit"
     ] * 2 + [None] * 3
-    assert [f.reason for f in folds_mod.curve_folds(table, n_params=10)[:-1]] == ["too few rows left to refit"] * 5
+    assert [f.reason for f in folds_mod.curve_folds(table, n_params=10)[:-2]] == ["too few rows left to refit"] * 5
     one = pd.DataFrame({"run": ["x", "x"], "step": [2, 1]})
     folds = folds_mod.curve_folds(one, n_params=1)
     assert [(f.kind, f.label, f.reason) for f in folds] == [
         ("run", "whole runs", "the table has one run"),
         ("final", "every run's final evaluation", None),
-    ]
+        ("early", "each run's evaluations before 10% of its steps",
+         "the table has no schedule terms (a curve law's canonical table has them)"),
+    ]  # fmt: skip
     assert folds[1].test.tolist() == [True, False]
 
 
 def test_three_runs_are_three_groups_of_one():
     table = pd.DataFrame({"run": ["z", "y", "x"], "step": [1, 1, 1]})
     folds = folds_mod.curve_folds(table, n_params=1)
-    assert [f.label for f in folds[:-1]] == ["runs 1 of 3 (1)", "runs 2 of 3 (1)", "runs 3 of 3 (1)"]
-    assert [f.test.tolist() for f in folds[:-1]] == [[False, False, True], [False, True, False], [True, False, False]]
+    assert [f.label for f in folds[:-2]] == ["runs 1 of 3 (1)", "runs 2 of 3 (1)", "runs 3 of 3 (1)"]
+    assert [f.test.tolist() for f in folds[:-2]] == [[False, False, True], [False, True, False], [True, False, False]]
 
 
 def test_folds_for_orders_full_budget_r_then_curves_and_drops_r_for_a_dense_law():
@@ -163,7 +165,7 @@ def test_folds_for_orders_full_budget_r_then_curves_and_drops_r_for_a_dense_law(
     assert kinds == ["full", "budget", "budget", "budget", "r", "r"]
     assert [f.kind for f in folds_mod.folds_for(table, 1, dense=True, curves=False)] == ["full"] + ["budget"] * 3
     kinds = [f.kind for f in folds_mod.folds_for(table, 1, dense=False, curves=True)]
-    assert kinds == ["full"] + ["budget"] * 3 + ["r"] * 2 + ["run"] * 5 + ["final"]
+    assert kinds == ["full"] + ["budget"] * 3 + ["r"] * 2 + ["run"] * 5 + ["final", "early"]
     full = folds_mod.folds_for(table, 1, dense=True, curves=False)[0]
     assert (full.label, full.test.tolist(), full.reason) == ("all rows", [False] * 6, None)
 
@@ -311,3 +313,87 @@ def test_the_verdict_without_budget_or_r_folds_says_so_and_holds_when_nothing_is
     v = flags_mod.verdict(record(results, folds))
     assert v.line == ("no budget could be held out; no r could be held out; unseen runs to 1.23% (worst 4.56%)")
     assert v.holds is True and v.flags == [] and v.phi_shift is None
+
+
+# -- the early fold and the loss check (a curve fit's phi resting on its first evaluations) ---------------------
+
+
+def schedule_table(runs: dict[str, list[int]]) -> pd.DataFrame:
+    # the schedule terms' values do not matter to the fold, only that the canonical table carries them
+    rows = [
+        {"run": name, "step": s, "S1_tokens": 0.0, "S2_anneal": 0.0, "S2_lambda": 0.0}
+        for name, steps in runs.items()
+        for s in steps
+    ]
+    return pd.DataFrame(rows)
+
+
+def test_the_early_fold_holds_out_each_runs_evaluations_before_its_share_from_the_fits_curve_start():
+    table = schedule_table({"a": [1, 5, 10, 20, 100], "b": [2, 40, 3, 20]})
+    fold = folds_mod.early_fold(table, n_params=1, curve_start=0.0)
+    # a: step < 0.1 x 100 = 10 -> 1, 5; b: < 0.1 x 40 = 4 -> 2, 3 (wherever the rows sit)
+    assert (fold.kind, fold.label, fold.reason) == ("early", "each run's evaluations before 10% of its steps", None)
+    assert fold.test.tolist() == [True, True, False, False, False, True, False, True, False]
+    later = folds_mod.early_fold(table, n_params=1, curve_start=0.2)  # the fit's rows start at 20%: 30% here
+    assert later.label == "each run's evaluations before 30% of its steps"
+    assert later.test.tolist() == [True, True, True, True, False, True, False, True, False]
+    # the rows left (3 at 30%) against twice the law's parameters: 2 x 1 = 2 <= 3, 2 x 2 = 4 > 3
+    assert later.reason is None
+    assert folds_mod.early_fold(table, n_params=2, curve_start=0.2).reason == "the rest holds 3 rows, fewer than 4"
+    late = folds_mod.early_fold(table, n_params=1, curve_start=0.9)
+    assert late.reason == "the fit starts each curve at 90%" and not late.test.any()
+    none = folds_mod.early_fold(schedule_table({"c": [50, 100]}), n_params=1, curve_start=0.0)
+    assert none.reason == "no run has evaluations there"
+
+
+EARLY_FOLDS = [{"kind": "full", "label": "all rows"}, {"kind": "early", "label": "each run's first evaluations"}]
+
+
+def test_a_curve_fits_phi_is_flagged_when_it_moves_past_the_half_width_without_the_early_evaluations():
+    full = {"form": 0, "fold": 0, "ok": True, "params": {"phi": 0.45}, "information": {"aicc": 1.0}}
+    at = held_out_fit(0, 1, {"phi": 0.50}, 0.01, held(0.07, 0.03, 0.27, 0.09))  # +0.05 = the half-width
+    flags: list[str] = []
+    assert flags_mod.early_shift(record([full, at], EARLY_FOLDS), flags) == pytest.approx(0.05) and flags == []
+    past = held_out_fit(0, 1, {"phi": 0.3999}, 0.01, held(0.07, 0.03, 0.27, 0.09))
+    v = flags_mod.verdict(record([full, past], EARLY_FOLDS))
+    assert v.flags == [
+        "phi moves by -0.050 when each run's first evaluations are left out (the interval's half-width is 0.050): "
+        "phi rests on the curves' early transient; refit with a later --curve-start"
+    ]
+    # its held-out error (the transient, 9x the noise) is no flag of its own: the law is not asked to describe it
+    assert (
+        v.line
+        == "no budget could be held out; no r could be held out; without each run's early evaluations phi moves by "
+        "-0.050"
+    )
+    assert flags_mod.early_shift(record([full], [EARLY_FOLDS[0]]), []) is None
+
+
+def test_phi_under_mse_is_flagged_past_the_half_width_from_the_fits_loss_and_only_against_the_same_law():
+    from loopscale.fit.validation.forms import MSE
+
+    assert flags_mod.MSE_KIND == MSE.kind  # the form validate fits under MSE is the one the flag reads
+    forms = [
+        {"label": "the fit's law", "law": "looped-curve", "loss": "huber"},
+        {"label": "a rival under MSE", "law": "looped", "loss": "l2"},
+        {"label": "the fit's law under MSE", "law": "looped-curve", "loss": "l2"},
+    ]
+
+    def results(phi_mse, phi_rival=0.9):
+        return [
+            {"form": 0, "fold": 0, "ok": True, "params": {"phi": 0.45}, "information": {"aicc": 1.0}},
+            {"form": 1, "fold": 0, "ok": True, "params": {"phi": phi_rival}, "information": {"aicc": 1.0}},
+            {"form": 2, "fold": 0, "ok": True, "params": {"phi": phi_mse}, "information": {"aicc": 1.0}},
+        ]
+
+    def rec(phi_mse):
+        return record(results(phi_mse), [{"kind": "full", "label": "all rows"}], forms=forms)
+
+    assert flags_mod.loss_flags(rec(0.50)) == []  # 0.05 apart: at the half-width, and the rival law never counts
+    assert flags_mod.loss_flags(rec(0.3999)) == [
+        "phi is 0.450 under the fit's loss and 0.400 under MSE (the interval's half-width is 0.050): it rests on how "
+        "the points the law misses are weighed"
+    ]
+    assert (
+        flags_mod.loss_flags(record(results(0.1)[:2], [{"kind": "full", "label": "all rows"}], forms=forms[:2])) == []
+    )

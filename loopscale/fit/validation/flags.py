@@ -4,6 +4,10 @@ r to y%; phi moves by at most z when one r is dropped", and what is flagged:
 - a held-out fold whose RMS log error is over RATIO_FLAG times the refit's own residual RMS on its training
   rows (the noise it was fitted to): the law misses that budget or r beyond its noise;
 - a leave-one-r-out phi that moves by more than the half-width of phi's 95% interval;
+- a curve fit whose phi moves by more than that half-width when each run's early evaluations are left out
+  (`folds.early_fold`): phi rests on the transient, not on the regime the law describes;
+- the fit's law under MSE giving a phi more than that half-width from the fit's (the Huber loss): phi rests on
+  how a few points the law misses are weighed, not on the points it describes;
 - a per-r multiplier form (`Law.per_r_multipliers`) whose AICc beats the fit's law by more than AICC_FLAG: the
   r effect is not a power of r (LoopCoder-v2's 2 loops best, 3+ worse, would show here);
 - Approach 2's N*(C) exponent more than 1.96 standard errors from the law's beta / (alpha + beta);
@@ -21,6 +25,7 @@ from loopscale.fit.validation.record import FoldResult, ValidationRecord, Verdic
 RATIO_FLAG = 2.0
 AICC_FLAG = -4.0  # Burnham & Anderson: a difference over 4 is considerable support for the better model
 Z_95 = 1.959963984540054
+MSE_KIND = "l2"  # forms.MSE's loss kind (its Loss is not imported: the readers of a record load no optimiser)
 
 
 def fold_rows(record: ValidationRecord, form: int, kind: str) -> list[FoldResult]:
@@ -84,6 +89,45 @@ def phi_shifts(record: ValidationRecord, flags: list[str]) -> tuple[float, str] 
     return max(shifts) if shifts else None
 
 
+def early_shift(record: ValidationRecord, flags: list[str]) -> float | None:
+    """phi of the refit without each run's early evaluations minus the fit's (None without that fold); flagged
+    beyond the interval's half-width."""
+    full = full_result(record, 0)
+    rows = [r for r in fold_rows(record, 0, "early") if r["ok"] and "phi" in r["params"]]
+    if not (rows and full and full["ok"] and "phi" in full["params"]):
+        return None
+    shift = float(rows[0]["params"]["phi"] - full["params"]["phi"])
+    hw = half_width(record)
+    if hw is not None and abs(shift) > hw:
+        label = record.folds[rows[0]["fold"]]["label"]
+        flags.append(
+            f"phi moves by {shift:+.3f} when {label} are left out (the interval's half-width is {hw:.3f}): phi rests "
+            "on the curves' early transient; refit with a later --curve-start"
+        )
+    return shift
+
+
+def loss_flags(record: ValidationRecord) -> list[str]:
+    """The fit's law under MSE (the last form, `forms.forms_for`) against the fit's loss, on the whole table:
+    a phi further apart than the interval's half-width is flagged."""
+    full, hw = full_result(record, 0), half_width(record)
+    mse = [
+        i
+        for i, form in enumerate(record.forms)
+        if i and form["law"] == record.forms[0]["law"] and form.get("loss") == MSE_KIND
+    ]
+    other = full_result(record, mse[0]) if mse else None
+    if hw is None or not (full and full["ok"] and other and other["ok"]) or "phi" not in full["params"]:
+        return []
+    phi, phi_mse = full["params"]["phi"], other["params"].get("phi")
+    if phi_mse is None or abs(phi_mse - phi) <= hw:
+        return []
+    return [
+        f"phi is {phi:.3f} under the fit's loss and {phi_mse:.3f} under MSE (the interval's half-width is {hw:.3f}): "
+        "it rests on how the points the law misses are weighed"
+    ]
+
+
 def form_flags(record: ValidationRecord) -> list[str]:
     """A per-r multiplier form clearly better by AICc; Approach 2 away from the law's exponent."""
     flags = []
@@ -118,7 +162,9 @@ def verdict(record: ValidationRecord) -> Verdict:
     flags: list[str] = []
     budget, r = held_out_summary(record, "budget", flags), held_out_summary(record, "r", flags)
     shift = phi_shifts(record, flags)
+    early = early_shift(record, flags)
     flags += form_flags(record)
+    flags += loss_flags(record)
     flags += (record.lr_confound or {}).get("flags", [])
     flags += once_flags(record.once)
     flags += (record.conventions or {}).get("flags", [])
@@ -137,4 +183,6 @@ def verdict(record: ValidationRecord) -> Verdict:
     if shift is not None:
         line += f"; phi moves by at most {shift[0]:.3f} when one r is dropped ({shift[1]})"
         line += "" if hw is None else f", against an interval half-width of {hw:.3f}"
+    if early is not None:
+        line += f"; without each run's early evaluations phi moves by {early:+.3f}"
     return Verdict(line, flags, not flags, budget, r, None if shift is None else shift[0], hw)

@@ -1,7 +1,9 @@
 """The folds of `loopscale validate`: the whole table, leave-one-budget-out (each compute budget predicted by
 a refit on the others) and leave-one-r-out (each r > 1 predicted by a refit on the other r: does r^phi predict
 an r it has not seen?); for a law of loss curves (`Law.reads_curves`) also whole runs held out (in RUN_GROUPS
-groups) and every run's final evaluation, the end of its cooldown, predicted from the curves without them.
+groups), every run's final evaluation, the end of its cooldown, predicted from the curves without them, and each
+run's first EARLY_SHARE of its steps left out (does phi rest on the early transient, the loss falling from its
+first values, which a law of the asymptotic regime need not describe? `flags.early_shift`).
 
 A fold that cannot be done is kept with the reason (`Fold.reason`), so a table with few budgets or few r gets a
 sentence, not a crash. Budgets are grouped as everywhere else (`runs_table.budgets`).
@@ -13,10 +15,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from loopscale.fit.laws.looped_curve import SCHEDULE_COLUMNS, rows_from_start
 from loopscale.fit.runs_table import budgets as budget_labels
 
-FULL, BUDGET, R, RUN, FINAL = "full", "budget", "r", "run", "final"
+FULL, BUDGET, R, RUN, FINAL, EARLY = "full", "budget", "r", "run", "final", "early"
 RUN_GROUPS = 5  # a curves table's runs are held out in this many groups (every run once)
+# the early fold drops each run's evaluations before (the fit's curve start + EARLY_SHARE) of its steps: on the CPU
+# demo's 361-step runs the loss is still leaving its unigram plateau at 7% of the steps (docs/results.md)
+EARLY_SHARE = 0.1
 MIN_TRAIN_BUDGETS = 2  # a refit on one budget cannot separate N from D
 
 
@@ -85,10 +91,12 @@ def r_folds(table, n_params: int) -> list[Fold]:
     return folds
 
 
-def curve_folds(table, n_params: int) -> list[Fold]:
+def curve_folds(table, n_params: int, curve_start: float = 0.0) -> list[Fold]:
     """A curves table's folds: its runs in RUN_GROUPS groups (each group's curves predicted by a refit on the
-    others), and one fold holding out every run's last evaluation (the cooldown's end: the point a final-point
-    fit would read) so that each is predicted from the curves without any of them."""
+    others), one fold holding out every run's last evaluation (the cooldown's end: the point a final-point
+    fit would read) so that each is predicted from the curves without any of them, and one holding out each
+    run's evaluations before curve_start + EARLY_SHARE of its steps (`rows_from_start`; curve_start: the fit's
+    `--curve-start`, from where the table's rows already start)."""
     runs = table["run"].astype(str).to_numpy()
     names = np.unique(runs)
     folds = []
@@ -106,12 +114,30 @@ def curve_folds(table, n_params: int) -> list[Fold]:
         rows = np.flatnonzero(runs == name)
         last[rows[np.argmax(step[rows])]] = True
     folds.append(Fold(FINAL, "every run's final evaluation", last))
-    return folds
+    return folds + [early_fold(table, n_params, curve_start)]
 
 
-def folds_for(table, n_params: int, dense: bool, curves: bool) -> list[Fold]:
+def early_fold(table, n_params: int, curve_start: float) -> Fold:
+    """Each run's evaluations before curve_start + EARLY_SHARE of its steps held out (the refit sees the rest)."""
+    share = curve_start + EARLY_SHARE
+    label = f"each run's evaluations before {share:.0%} of its steps"
+    none = np.zeros(len(table), bool)
+    if share >= 1:
+        return Fold(EARLY, label, none, f"the fit starts each curve at {curve_start:.0%}")
+    if not all(c in table.columns for c in SCHEDULE_COLUMNS):
+        return Fold(EARLY, label, none, "the table has no schedule terms (a curve law's canonical table has them)")
+    test = ~rows_from_start(table, share)
+    why = None
+    if not test.any():
+        why = "no run has evaluations there"
+    elif int((~test).sum()) < 2 * n_params:
+        why = f"the rest holds {int((~test).sum())} rows, fewer than {2 * n_params}"
+    return Fold(EARLY, label, test, why)
+
+
+def folds_for(table, n_params: int, dense: bool, curves: bool, curve_start: float = 0.0) -> list[Fold]:
     """Every fold `validate` runs: the whole table, each budget, each r > 1 (not for a dense law) and, for a law
-    of loss curves, whole runs and every cooldown's end (`curve_folds`)."""
+    of loss curves, whole runs, every cooldown's end and the early evaluations (`curve_folds`)."""
     folds = [full_fold(len(table)), *budget_folds(table, n_params)]
     folds += [] if dense else r_folds(table, n_params)
-    return folds + (curve_folds(table, n_params) if curves else [])
+    return folds + (curve_folds(table, n_params, curve_start) if curves else [])

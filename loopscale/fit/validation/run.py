@@ -70,7 +70,7 @@ def validate(
     reference = {**fit.params, **({} if pin_E is None else {"E": float(pin_E)})}
     forms = forms_for(table, data, fit.law, reference, loss, by_position)
     n_params = forms[0].law.n_params
-    folds = folds_for(table, n_params, cls.dense, cls.reads_curves)
+    folds = folds_for(table, n_params, cls.dense, cls.reads_curves, fit.settings.get("curve_start") or 0.0)
     conventions = conventions and not cls.reads_curves  # they recount a runs table's sizes and FLOPs per run
     problem = (table, data, forms, folds, reference, seed, n_refine)
     fitted = [i for i, form in enumerate(forms) if form.law is not None]
