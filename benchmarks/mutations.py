@@ -3842,7 +3842,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "hard8-tune-centre-truncated-to-a-power-of-the-step",
-        "loopscale/launch/tune.py",
+        "loopscale/launch/tune_grid.py",
         "k0 = round(math.log(self.centre) / math.log(self.step))",
         "k0 = int(math.log(self.centre) / math.log(self.step))",
         ("tests/unit/test_tune_pure_exact.py::test_the_first_grid_is_points_powers_of_the_step_about_the_centre",),
@@ -3850,9 +3850,9 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "hard8-tune-parabola-on-every-lr-not-the-window",
-        "loopscale/launch/tune.py",
-        "keep = window(x, L, FIT_POINTS) if len(np.unique(x)) > FIT_POINTS else np.arange(len(x))",
-        "keep = np.arange(len(x))",
+        "loopscale/launch/tune_grid.py",
+        "keep = window(x_ok, L_ok, FIT_POINTS) if len(np.unique(x_ok)) > FIT_POINTS else np.arange(len(x_ok))",
+        "keep = np.arange(len(x_ok))",
         (
             "tests/unit/test_tune_pure_exact.py::"
             "test_each_grid_is_fitted_on_the_5_lrs_nearest_its_lowest_loss_at_the_noise_pooled_over_grids",
@@ -4125,6 +4125,47 @@ MUTATIONS: tuple[Mutation, ...] = (
         'if s["runs"] >= 3 and s["better"] <= 1',
         ("tests/unit/test_validate_once.py::test_an_r_whose_every_looped_run_loses_to_its_block_run_once_is_flagged",),
         "validate flags an r only when every looped run lost to its block run once (issue 54)",
+    ),
+    Mutation(
+        "s12-tune-failed-runs-fitted",
+        "loopscale/launch/tune_grid.py",
+        "        x_ok, L_ok = x[~bad], L[~bad]",
+        "        x_ok, L_ok = x, L",
+        (
+            "tests/unit/test_tune_failed_runs.py::test_the_runs_that_did_not_train_leave_the_window_and_the_pooled_noise",
+        ),
+        "tune leaves the runs that did not train out of each parabola and the pooled noise (issue 54)",
+    ),
+    Mutation(
+        "s12-tune-failed-only-if-not-finite",
+        "loopscale/fit/lr_optimum.py",
+        "    return ~finite | (L > FAILED_RATIO * L[finite].min())",
+        "    return ~finite",
+        (
+            "tests/unit/test_tune_failed_runs.py::test_a_run_failed_over_1_2x_the_lowest_loss_or_not_finite_and_at_1_2x_it_trained",
+        ),
+        "a run over 1.2x its grid's lowest loss did not train (issue 54)",
+    ),
+    Mutation(
+        "s12-tune-grows-into-failures",
+        "loopscale/fit/lr_optimum.py",
+        "            return replace(fit, side=0)  # the trained lrs' edge borders lrs that fail: bracketed there",
+        "            return fit",
+        (
+            "tests/unit/test_tune_failed_runs.py::"
+            "test_an_edge_bordering_failed_lrs_is_bracketed_and_a_vertex_past_them_is_clipped_to_the_last_lr_that_trained",
+        ),
+        "a tune grid is not grown into lrs whose runs failed (issue 54)",
+    ),
+    Mutation(
+        "s12-tune-grows-towards-failures",
+        "loopscale/fit/lr_optimum.py",
+        "float(L_trained[at]), True, -1 if above else 1, None, why)",
+        "float(L_trained[at]), True, 1 if above else -1, None, why)",
+        (
+            "tests/unit/test_tune_failed_runs.py::test_a_grid_with_fewer_than_three_lrs_that_trained_grows_away_from_the_failures",
+        ),
+        "a tune grid with fewer than 3 lrs that trained grows away from the failures (issue 54)",
     ),
     Mutation(
         "s12-early-fold-from-zero",

@@ -54,6 +54,7 @@ class CellOptimum(TypedDict, total=False):
     L_best: float
     bracketed: bool
     reason: str | None
+    failed: list[float]  # the multipliers whose runs did not train (lr_optimum.failed): not fitted
 
 
 class RuleAtR(CombinedOptimum, total=False):

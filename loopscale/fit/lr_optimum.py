@@ -13,13 +13,19 @@ grid alone estimates its own (`parabola_optimum(x, L)`, what `validate`'s lr con
 extended past an edge (loopscale/launch/tune.py) still fits the vertex locally, where a parabola describes the
 loss (far from the optimum the loss rises more steeply on the high-lr side).
 
+A run whose loss is over FAILED_RATIO times its grid's lowest did not train at that lr (`failed`: it diverged, or
+never left the loss of a model without context); it is no point of the basin a parabola describes and is left out
+of the window and of the pooled noise. Past such lrs the grid cannot grow (`bounded_by_failure`): a lowest trained
+loss at the grid's edge next to them is bracketed there, and a vertex at or past the first failed lr is clipped to
+the last lr that trained, with no interval.
+
 Across cells: `combine_optima` averages one r's ln(best) over the cells (weights 1 / se^2, Cochran's Q for whether
 they agree), `width_transfer` fits ln best = a_r + gamma ln(width / ref) when the cells hold several widths.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from scipy.special import chdtrc, stdtrit
@@ -41,6 +47,54 @@ class LrOptimum:
     side: int
     log_se: float | None  # standard error of ln(best)
     reason: str | None = None
+
+
+# Every grid tuned here rose by at most 8% of its lowest loss over 5 lrs spaced by sqrt 2 (sweeps/lr_rules/*.yaml);
+# the runs that failed (huginn's sandwich block at r = 1, x2-x5.66) sat 33-45% above it
+FAILED_RATIO = 1.2
+
+
+def failed(L: np.ndarray) -> np.ndarray:
+    """(n,) the runs that did not train: a loss that is not finite or over FAILED_RATIO x the lowest finite one."""
+    L = np.asarray(L, float)
+    finite = np.isfinite(L)
+    if not finite.any():
+        return np.ones(len(L), bool)
+    return ~finite | (L > FAILED_RATIO * L[finite].min())
+
+
+def bounded_by_failure(fit: LrOptimum, x_trained: np.ndarray, x_failed: np.ndarray) -> LrOptimum:
+    """`fit` of the lrs that trained, read against the lrs beyond them that failed: a grid whose edge (`side`)
+    borders failed lrs is bracketed (growing it there trains more failures); a vertex at or past the first failed
+    lr is clipped to the last lr that trained, without an interval (the optimum lies between the two, closer than
+    a parabola can say)."""
+    above = x_failed[x_failed > x_trained.max()]
+    below = x_failed[x_failed < x_trained.min()]
+    vertex = np.log(fit.best) if fit.best > 0 else -np.inf
+    for failures, sign, last, word in ((above, 1, x_trained.max(), "highest"), (below, -1, x_trained.min(), "lowest")):
+        if not len(failures):
+            continue
+        first = float(failures.min() if sign > 0 else failures.max())
+        if sign * (vertex - first) >= 0:  # at or past the first lr that failed
+            why = f"runs fail from x{np.exp(first):.3g}: the best is the {word} lr that trained"
+            return replace(fit, best=float(np.exp(last)), interval=None, at_edge=True, side=0, log_se=None, reason=why)
+        if fit.side == sign:
+            return replace(fit, side=0)  # the trained lrs' edge borders lrs that fail: bracketed there
+    return fit
+
+
+def away_from_failure(x_trained: np.ndarray, L_trained: np.ndarray, x_failed: np.ndarray) -> LrOptimum | None:
+    """A grid with fewer than 3 lrs that trained and failures on one side of them: no parabola, but the side it
+    must grow on (away from the failures), its lowest trained loss the best so far; None with failures on both
+    sides or nothing trained (no direction to take)."""
+    if not len(x_trained) or not len(x_failed):
+        return None
+    above, below = (x_failed > x_trained.max()).any(), (x_failed < x_trained.min()).any()
+    if above == below:
+        return None
+    at = int(np.argmin(L_trained))
+    why = f"{len(np.unique(x_trained))} lr(s) trained: the grid grows away from the lrs that failed"
+    return LrOptimum(float(np.exp(x_trained[at])), None, float(L_trained[at]), True, -1 if above else 1, None, why)
 
 
 def window(x: np.ndarray, L: np.ndarray, n: int = 5) -> np.ndarray:

@@ -45,18 +45,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 from omegaconf import OmegaConf
 
 from loopscale.config.lr_rule import lr_part, read_rule, rule_file, write_loop_rule, write_rule
-from loopscale.config.tune_record import RoundCost, TuneNoise, TuneRecord
+from loopscale.config.tune_record import RoundCost, TuneRecord
 from loopscale.errors import ConfigError
-from loopscale.fit.lr_optimum import LrOptimum, parabola_optimum, pooled_noise, window
 from loopscale.launch.compile_order import planned, schedule
 from loopscale.launch.local_workers import train_in_workers
 from loopscale.launch.lr_grid import POINT_KEY, split_point
 from loopscale.launch.sweep import Job, compose_jobs, describe, sweep_overrides
-from loopscale.launch.tune_rules import FIT_POINTS, cell_width, loop_multipliers, record_of, stale_loop_note
+from loopscale.launch.tune_grid import Grid, TuneGrid, extend, fit_grids
+from loopscale.launch.tune_rules import cell_width, loop_multipliers, record_of, stale_loop_note
 from loopscale.train.identity import comparable, differences, identity_hash, identity_of, stored_identity
 from loopscale.train.plan import run_dir_of
 from loopscale.train.run_json import RUN_FILE, is_finished, read_record_or_none
@@ -67,45 +66,6 @@ LR_LOOP = "optim.lr_loop"
 # what each axis varies and what it holds fixed: `lr` every group's lr with the experiment's rule off (and the loop's
 # at 1 where the experiment reads a loop rule: `_reads_loop_rule`); `loop` the loop's matrices at the tuned lr
 AXES = {"lr": (LR_SCALE, {LR_RULE: "1.0"}), "loop": (LR_LOOP, {})}
-
-
-@dataclass(frozen=True)
-class TuneGrid:
-    """points: the lrs of a first grid (>= 3); step: the ratio of neighbouring lrs; centre: the middle multiplier
-    (rounded to a power of step, so every multiplier is step^k and run names repeat across rounds and tunes);
-    max_extend: how many times a grid that does not bracket its optimum may grow."""
-
-    points: int = 5
-    step: float = 2**0.5
-    centre: float = 1.0
-    max_extend: int = 3
-
-    def __post_init__(self) -> None:
-        if not (isinstance(self.points, int) and self.points >= 3):
-            raise ConfigError(f"points={self.points!r} must be an integer >= 3 (a parabola needs 3 lrs)")
-        if not float(self.step) > 1.0:
-            raise ConfigError(f"step={self.step!r} must be > 1 (the ratio of neighbouring learning rates)")
-        if not float(self.centre) > 0.0:
-            raise ConfigError(f"centre={self.centre!r} must be > 0 (a multiplier of the experiment's lr)")
-
-    def first_ks(self) -> list[int]:
-        k0 = round(math.log(self.centre) / math.log(self.step))
-        return list(range(k0 - (self.points - 1) // 2, k0 + self.points // 2 + 1))
-
-    def multiplier(self, k: int) -> float:
-        return float(f"{float(self.step) ** k:.12g}")  # 0.707106781187: the same override, hence run name, every time
-
-
-@dataclass
-class Grid:
-    """One lr grid: a (recipe, r) at one cell; ks trained so far, each k's losses (several with seeds)."""
-
-    recipe: str
-    r: int
-    cell: str
-    overrides: list[str]  # the group's job overrides without its point
-    ks: list[int]
-    L: dict[int, list[float]] = field(default_factory=dict)
 
 
 def default_cells(points: list[str], axis: str = "lr") -> list[str]:
@@ -251,29 +211,6 @@ def plan_cost(jobs: list[Job], probe: bool) -> RoundCost:
         "flops": float(sum(row["C"] for row in rows)),
         "cpu_hours": float(sum(hours)) if rows and all(h is not None for h in hours) else None,
     }
-
-
-def fit_grids(grids: list[Grid], tg: TuneGrid) -> tuple[dict[int, LrOptimum | None], TuneNoise]:
-    """Each grid's parabola at the pooled noise: ({id(grid): LrOptimum}, the noise {sigma_nats, dof})."""
-    windows = {}
-    for g in grids:
-        x = np.array([math.log(tg.multiplier(k)) for k in g.ks for _ in g.L.get(k, [])])
-        L = np.array([v for k in g.ks for v in g.L.get(k, [])])
-        keep = window(x, L, FIT_POINTS) if len(np.unique(x)) > FIT_POINTS else np.arange(len(x))
-        windows[id(g)] = (x[keep], L[keep])
-    sigma, dof = pooled_noise(list(windows.values()))
-    fits = {}
-    for g in grids:
-        x, L = windows[id(g)]
-        fits[id(g)] = parabola_optimum(x, L, sigma=sigma, dof=dof or None) if len(np.unique(x)) >= 3 else None
-    return fits, {"sigma_nats": sigma, "dof": dof}
-
-
-def extend(grid: Grid, side: int) -> list[int]:
-    """Two more lrs beyond the grid's edge on `side` (-1: below, +1: above); the new ks."""
-    new = [min(grid.ks) - 1, min(grid.ks) - 2] if side < 0 else [max(grid.ks) + 1, max(grid.ks) + 2]
-    grid.ks = sorted([*grid.ks, *new])
-    return new
 
 
 @dataclass

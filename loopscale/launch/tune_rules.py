@@ -12,14 +12,13 @@ from loopscale.config.lr_rule import stale_loop
 from loopscale.config.naming import paper_width
 from loopscale.config.tune_record import RuleAtR, TuneRecord, WidthTransfer
 from loopscale.errors import ConfigError
-from loopscale.fit.lr_optimum import combine_optima, width_transfer
+from loopscale.fit.lr_optimum import FAILED_RATIO, combine_optima, failed, width_transfer
 from loopscale.launch.compile_order import planned
 from loopscale.launch.lr_grid import split_point
+from loopscale.launch.tune_grid import FIT_POINTS
 from loopscale.provenance import git_commit
 from loopscale.train.job_plan import plan_job
 from loopscale.train.run_json import read_record_or_none
-
-FIT_POINTS = 5  # the parabola's window: the lrs nearest the lowest loss
 
 
 def cell_width(others: list[str]) -> int:
@@ -42,9 +41,11 @@ def record_of(grids, fits, noise, settings, cells, key, rounds, jobs, wall_s) ->
         per_cell = {}
         for g in at_r:
             f = fits[id(g)]
+            mean_L = [float(np.mean(g.L[k])) for k in g.ks]
             per_cell[g.cell] = {
                 "multipliers": [settings.grid.multiplier(k) for k in g.ks],
-                "L": [float(np.mean(g.L[k])) for k in g.ks],
+                "L": mean_L,
+                "failed": [settings.grid.multiplier(k) for k, bad in zip(g.ks, failed(np.array(mean_L))) if bad],
                 **({} if f is None else {
                     "best": f.best, "interval": list(f.interval) if f.interval else None, "L_best": f.L_best,
                     "bracketed": f.side == 0, "reason": f.reason}),
@@ -55,7 +56,10 @@ def record_of(grids, fits, noise, settings, cells, key, rounds, jobs, wall_s) ->
             "key": key,
             "cells": cells,
             "grid": {"points": settings.grid.points, "step": float(settings.grid.step), "centre": settings.grid.centre},
-            "fit": f"parabola in ln(multiplier), the {FIT_POINTS} lrs nearest each grid's lowest loss, noise pooled",
+            "fit": (
+                f"parabola in ln(multiplier), the {FIT_POINTS} lrs nearest each grid's lowest loss, noise pooled; runs "
+                f"over {FAILED_RATIO:g}x the grid's lowest loss did not train and are left out"
+            ),
             "noise": noise,
             "rule": rule,
             "transfer": transfer_of(grids, fits, cells, noise["dof"]),

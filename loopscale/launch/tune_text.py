@@ -24,6 +24,7 @@ def rule_table(result: TuneResult) -> tuple[list[str], list[list[str]]]:
             interval = t["intervals_at_ref"][float(r)]
         cells = "; ".join(
             f"{cell} x{c['best']:.3g}{'' if c.get('bracketed') else ' (edge)'}"
+            + (f" (x{', x'.join(f'{m:.3g}' for m in c['failed'])} did not train)" if c.get("failed") else "")
             for cell, c in entry["cells"].items()
             if c.get("best")
         )
