@@ -2420,7 +2420,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "loop-rule-writes-a-flat-grids-lowest-loss",
         "loopscale/launch/tune_rules.py",
-        "        if f is None or not f.log_se:\n",
+        "        if f is None or not (f.log_se or f.bounded):\n",
         "        if f is None or not f.best:\n",
         ("tests/unit/test_tune_pure_exact.py::test_a_loop_cell_whose_losses_do_not_curve_upwards_writes_no_rule",),
         "a loop rule's optimum is a parabola curving upwards with its se (what the lr axis combines), never a flat "
@@ -3851,8 +3851,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "hard8-tune-parabola-on-every-lr-not-the-window",
         "loopscale/launch/tune_grid.py",
-        "keep = window(x_ok, L_ok, FIT_POINTS) if len(np.unique(x_ok)) > FIT_POINTS else np.arange(len(x_ok))",
-        "keep = np.arange(len(x_ok))",
+        "keep = np.isin(x_ok, lrs[window(lrs, means, FIT_POINTS)] if len(lrs) > FIT_POINTS else lrs)",
+        "keep = np.isin(x_ok, lrs)",
         (
             "tests/unit/test_tune_pure_exact.py::"
             "test_each_grid_is_fitted_on_the_5_lrs_nearest_its_lowest_loss_at_the_noise_pooled_over_grids",
@@ -4166,6 +4166,27 @@ MUTATIONS: tuple[Mutation, ...] = (
             "tests/unit/test_tune_failed_runs.py::test_a_grid_with_fewer_than_three_lrs_that_trained_grows_away_from_the_failures",
         ),
         "a tune grid with fewer than 3 lrs that trained grows away from the failures (issue 54)",
+    ),
+    Mutation(
+        "s12-tune-bounded-cells-give-no-rule",
+        "loopscale/fit/lr_optimum.py",
+        "        if bounded:  # only cells whose optimum lies past their last trained lr",
+        "        if False:  # only cells whose optimum lies past their last trained lr",
+        (
+            "tests/unit/test_tune_failed_runs.py::"
+            "test_a_rule_whose_only_cell_stops_short_of_failed_lrs_takes_its_last_trained_lr_without_an_interval",
+        ),
+        "a tune whose only cells stop short of failed lrs writes their last trained lr, not nothing (issue 54)",
+    ),
+    Mutation(
+        "s12-tune-window-counts-runs",
+        "loopscale/launch/tune_grid.py",
+        "        keep = np.isin(x_ok, lrs[window(lrs, means, FIT_POINTS)] if len(lrs) > FIT_POINTS else lrs)",
+        "        keep = window(x_ok, L_ok, FIT_POINTS) if len(lrs) > FIT_POINTS else np.arange(len(x_ok))",
+        (
+            "tests/unit/test_tune_failed_runs.py::test_with_seeds_the_window_is_five_lrs_with_every_run_at_them_and_a_failed_seed_leaves_alone",
+        ),
+        "with seeds, a tune's parabola window is 5 lrs with every run at them, not 5 runs (issue 54)",
     ),
     Mutation(
         "s12-early-fold-from-zero",

@@ -54,7 +54,7 @@ class CellOptimum(TypedDict, total=False):
     L_best: float
     bracketed: bool
     reason: str | None
-    failed: list[float]  # the multipliers whose runs did not train (lr_optimum.failed): not fitted
+    failed: list[float]  # the multipliers with a run that did not train (lr_optimum.failed): left out of the fit
 
 
 class RuleAtR(CombinedOptimum, total=False):

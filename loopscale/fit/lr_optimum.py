@@ -47,6 +47,7 @@ class LrOptimum:
     side: int
     log_se: float | None  # standard error of ln(best)
     reason: str | None = None
+    bounded: bool = False  # the best is the last lr that trained next to lrs that failed (`bounded_by_failure`)
 
 
 # Every grid tuned here rose by at most 8% of its lowest loss over 5 lrs spaced by sqrt 2 (sweeps/lr_rules/*.yaml);
@@ -77,7 +78,8 @@ def bounded_by_failure(fit: LrOptimum, x_trained: np.ndarray, x_failed: np.ndarr
         first = float(failures.min() if sign > 0 else failures.max())
         if sign * (vertex - first) >= 0:  # at or past the first lr that failed
             why = f"runs fail from x{np.exp(first):.3g}: the best is the {word} lr that trained"
-            return replace(fit, best=float(np.exp(last)), interval=None, at_edge=True, side=0, log_se=None, reason=why)
+            clipped = {"best": float(np.exp(last)), "interval": None, "at_edge": True, "side": 0, "log_se": None}
+            return replace(fit, **clipped, reason=why, bounded=True)
         if fit.side == sign:
             return replace(fit, side=0)  # the trained lrs' edge borders lrs that fail: bracketed there
     return fit
@@ -203,10 +205,19 @@ def width_transfer(
 def combine_optima(fits: list[LrOptimum | None], dof: int) -> CombinedOptimum:
     """One r's cells combined: ln(best) weighted by 1 / se^2, its 95% interval (t quantile at the pooled noise's
     dof), and Cochran's Q with its chi^2 p (do the cells agree on the best lr?). Cells without an se (losses not
-    curving upwards) are left out; None when none has one."""
+    curving upwards, a best bounded by failed lrs) are left out; where no cell has one, the bounded cells' lrs
+    (geometric mean) without an interval; `best` None when there are none either."""
     usable = [f for f in fits if f is not None and f.log_se and f.log_se > 0]
     if not usable:
-        return {"best": None, "reason": "no cell's losses curve upwards: no optimum to take"}
+        bounded = [f for f in fits if f is not None and f.bounded]
+        if bounded:  # only cells whose optimum lies past their last trained lr: take those lrs, with no interval
+            best = float(np.exp(np.mean(np.log([f.best for f in bounded]))))
+            why = "every cell's best is the last lr that trained before lrs that failed: no interval"
+            return {"best": best, "interval": None, "cells_used": len(bounded), "reason": why}
+        return {
+            "best": None,
+            "reason": "no cell's losses curve upwards or stop short of failed lrs: no optimum to take",
+        }
     x = np.log([f.best for f in usable])
     w = 1.0 / np.square([f.log_se for f in usable])
     mean = float(np.sum(w * x) / np.sum(w))

@@ -279,9 +279,11 @@ def run_tune(settings: TuneSettings, say: Callable[[str], None] = print, progres
         rounds.append({"round": round_, "jobs": len(jobs), "trained": done, "wall_s": seconds, "noise": noise})
         if grow and round_ == settings.grid.max_extend:
             g, side = grow[0]
+            why = f" ({fits[id(g)].reason})" if fits[id(g)].reason else ""
             raise ConfigError(
                 f"r = {g.r} at {g.cell}: the lowest loss is still on the grid's {'upper' if side > 0 else 'lower'} "
-                f"edge after {round_} extension(s) (x{settings.grid.multiplier(min(g.ks)):.3g} .. "
+                f"edge{why} "
+                f"after {round_} extension(s) (x{settings.grid.multiplier(min(g.ks)):.3g} .. "
                 f"x{settings.grid.multiplier(max(g.ks)):.3g}): nothing written to {path}; rerun with --centre "
                 f"nearer the optimum or a larger --max-extend (the runs so far are reused)"
             )

@@ -64,16 +64,31 @@ class Grid:
     L: dict[int, list[float]] = field(default_factory=dict)
 
 
+def runs_of(g: Grid, tg: TuneGrid) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(ks, x = ln multiplier, L, did not train) per run of the grid (an lr with seeds: a run each)."""
+    ks = np.array([k for k in g.ks for _ in g.L.get(k, [])], dtype=int)
+    x = np.array([math.log(tg.multiplier(k)) for k in ks])
+    L = np.array([v for k in g.ks for v in g.L.get(k, [])], dtype=float)
+    return ks, x, L, failed(L) if len(L) else np.zeros(0, bool)
+
+
+def failed_ks(g: Grid) -> list[int]:
+    """The grid's ks with a run that did not train (what `fit_grids` leaves out)."""
+    ks, _, _, bad = runs_of(g, TuneGrid())
+    return sorted({int(k) for k in ks[bad]})
+
+
 def fit_grids(grids: list[Grid], tg: TuneGrid) -> tuple[dict[int, LrOptimum | None], TuneNoise]:
     """Each grid's parabola at the pooled noise, the runs that did not train left out of both (`lr_optimum.failed`,
-    `bounded_by_failure`): ({id(grid): LrOptimum}, the noise {sigma_nats, dof})."""
+    `bounded_by_failure`): ({id(grid): LrOptimum}, the noise {sigma_nats, dof}). The window is the FIT_POINTS lrs
+    nearest the lowest mean loss, every run at them (seeds and all)."""
     windows, trained = {}, {}
     for g in grids:
-        x = np.array([math.log(tg.multiplier(k)) for k in g.ks for _ in g.L.get(k, [])])
-        L = np.array([v for k in g.ks for v in g.L.get(k, [])])
-        bad = failed(L) if len(L) else np.zeros(0, bool)  # runs that did not train: no point of the basin
+        _, x, L, bad = runs_of(g, tg)  # a run that did not train is no point of the basin
         x_ok, L_ok = x[~bad], L[~bad]
-        keep = window(x_ok, L_ok, FIT_POINTS) if len(np.unique(x_ok)) > FIT_POINTS else np.arange(len(x_ok))
+        lrs = np.unique(x_ok)
+        means = np.array([L_ok[x_ok == u].mean() for u in lrs])
+        keep = np.isin(x_ok, lrs[window(lrs, means, FIT_POINTS)] if len(lrs) > FIT_POINTS else lrs)
         windows[id(g)], trained[id(g)] = (x_ok[keep], L_ok[keep]), (x_ok, L_ok, x[bad])
     sigma, dof = pooled_noise(list(windows.values()))
     fits = {}

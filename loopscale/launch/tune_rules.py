@@ -12,10 +12,10 @@ from loopscale.config.lr_rule import stale_loop
 from loopscale.config.naming import paper_width
 from loopscale.config.tune_record import RuleAtR, TuneRecord, WidthTransfer
 from loopscale.errors import ConfigError
-from loopscale.fit.lr_optimum import FAILED_RATIO, combine_optima, failed, width_transfer
+from loopscale.fit.lr_optimum import FAILED_RATIO, combine_optima, width_transfer
 from loopscale.launch.compile_order import planned
 from loopscale.launch.lr_grid import split_point
-from loopscale.launch.tune_grid import FIT_POINTS
+from loopscale.launch.tune_grid import FIT_POINTS, failed_ks
 from loopscale.provenance import git_commit
 from loopscale.train.job_plan import plan_job
 from loopscale.train.run_json import read_record_or_none
@@ -41,11 +41,10 @@ def record_of(grids, fits, noise, settings, cells, key, rounds, jobs, wall_s) ->
         per_cell = {}
         for g in at_r:
             f = fits[id(g)]
-            mean_L = [float(np.mean(g.L[k])) for k in g.ks]
             per_cell[g.cell] = {
                 "multipliers": [settings.grid.multiplier(k) for k in g.ks],
-                "L": mean_L,
-                "failed": [settings.grid.multiplier(k) for k, bad in zip(g.ks, failed(np.array(mean_L))) if bad],
+                "L": [float(np.mean(g.L[k])) for k in g.ks],
+                "failed": [settings.grid.multiplier(k) for k in failed_ks(g)],
                 **({} if f is None else {
                     "best": f.best, "interval": list(f.interval) if f.interval else None, "L_best": f.L_best,
                     "bracketed": f.side == 0, "reason": f.reason}),
@@ -124,13 +123,13 @@ def plain(value: Any) -> Any:
 def loop_multipliers(grids, fits, path) -> dict[int, dict[int, float]]:
     """The loop axis' rule: {r: {width: each cell's optimum, 3 significant digits}}; ConfigError naming the first r
     and cell without one (nothing is written). A cell's optimum is what the lr axis would combine
-    (`combine_optima`): a parabola curving upwards with its se; a grid whose losses do not curve upwards (flat
-    within the noise) has only its lowest loss, which is no optimum, and one cell a width leaves no other cell to
-    take its place."""
+    (`combine_optima`): a parabola curving upwards with its se, or the last lr that trained before lrs that failed;
+    a grid whose losses do not curve upwards (flat within the noise) has only its lowest loss, which is no optimum,
+    and one cell a width leaves no other cell to take its place."""
     by_r: dict[int, dict[int, float]] = {}
     for g in grids:
         f = fits[id(g)]
-        if f is None or not f.log_se:
+        if f is None or not (f.log_se or f.bounded):
             why = "fewer than 3 lrs" if f is None else f.reason or "no noise estimate for its interval"
             raise ConfigError(
                 f"no optimum at r = {g.r}, {g.cell} ({why}): nothing written to {path} (see the losses above; "

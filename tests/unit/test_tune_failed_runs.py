@@ -16,11 +16,12 @@ from loopscale.fit.lr_optimum import (
     LrOptimum,
     away_from_failure,
     bounded_by_failure,
+    combine_optima,
     failed,
     parabola_optimum,
 )
 from loopscale.launch import tune as T
-from loopscale.launch.tune_rules import record_of
+from loopscale.launch.tune_rules import loop_multipliers, record_of
 from loopscale.launch.tune_text import rule_table
 
 LN = math.log(2**0.5)
@@ -129,3 +130,39 @@ def test_a_grid_with_fewer_than_three_lrs_that_trained_grows_away_from_the_failu
     assert away_from_failure(np.log([1.0, 2.0]), np.array([3.5, 3.4]), np.log([0.5])).side == 1  # failed below
     assert away_from_failure(np.log([1.0]), np.array([3.5]), np.log([0.5, 2.0])) is None  # failed on both sides
     assert away_from_failure(np.log([1.0]), np.array([3.5]), np.array([])) is None  # nothing failed: no parabola
+
+
+def test_a_rule_whose_only_cell_stops_short_of_failed_lrs_takes_its_last_trained_lr_without_an_interval(tmp_path):
+    """One cell at r = 1, its vertex past the first failed lr: the rule is that cell's last trained lr (it used to
+    write nothing, saying no cell's losses curve upwards); the loop axis reads it as that width's optimum."""
+    tg = T.TuneGrid()
+    g = T.Grid("huginn", 1, "C2.5e11-d48", [], [-1, 0, 1, 2, 3])
+    g.L = {k: [v] for k, v in zip(g.ks, [4.146, 3.99, 3.878, 5.199, 5.201])}
+    fits, noise = T.fit_grids([g], tg)
+    assert fits[id(g)].bounded and fits[id(g)].log_se is None
+    record = record_of([g], fits, noise, T.TuneSettings(["experiment=x"]), ["C2.5e11-d48"], "k", [], [], 0.0)
+    rule = record["rule"][1]
+    assert (rule["best"], rule["interval"], rule["cells_used"]) == (1.414, None, 1)
+    assert rule["reason"] == "every cell's best is the last lr that trained before lrs that failed: no interval"
+    assert loop_multipliers([g], fits, tmp_path / "rule.yaml") == {1: {48: 1.41}}
+    # a cell with an se beside it: the combination is that cell's alone, as before
+    f = parabola_optimum(np.log([1.0, 1.41, 2.0]), np.array([3.6, 3.5, 3.55]), 0.01, 8)
+    assert combine_optima([fits[id(g)], f], 8)["best"] == pytest.approx(f.best, rel=1e-9)
+
+
+def test_with_seeds_the_window_is_five_lrs_with_every_run_at_them_and_a_failed_seed_leaves_alone():
+    """7 lrs x 2 seeds: the window is the 5 lrs nearest the lowest mean loss, 10 runs (it was 5 runs: 3 lrs); one
+    seed over 1.2x the lowest run is left out and its lr listed, the other seed at that lr kept."""
+    tg = T.TuneGrid()
+    g = T.Grid("baseline", 2, "C1e18-d24", [], [-3, -2, -1, 0, 1, 2, 3])
+    base = {-3: 3.70, -2: 3.58, -1: 3.52, 0: 3.50, 1: 3.51, 2: 3.56, 3: 3.65}
+    g.L = {k: [v - 0.002, v + 0.002] for k, v in base.items()}
+    g.L[-1] = [3.52, 4.40]  # one seed of x0.707 did not train (4.40 > 1.2 x 3.498)
+    fits, noise = T.fit_grids([g], tg)
+    x = np.log([tg.multiplier(k) for k in (-2, -1, 0, 0, 1, 1, 2, 2)])
+    x = np.concatenate([x[:1], x[:1], x[1:]])  # -2 twice, -1 once (its other seed failed), then 0, 1, 2 twice
+    L = [3.578, 3.582, 3.52, 3.498, 3.502, 3.508, 3.512, 3.558, 3.562]
+    assert noise["dof"] == 9 - 3
+    assert noise["sigma_nats"] == pytest.approx(math.sqrt(rss_of(x, L) / 6), rel=1e-9)
+    record = record_of([g], fits, noise, T.TuneSettings(["experiment=x"]), ["C1e18-d24"], "k", [], [], 0.0)
+    assert record["rule"][2]["cells"]["C1e18-d24"]["failed"] == [0.7071]

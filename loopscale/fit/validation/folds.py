@@ -118,7 +118,9 @@ def curve_folds(table, n_params: int, curve_start: float = 0.0) -> list[Fold]:
 
 
 def early_fold(table, n_params: int, curve_start: float) -> Fold:
-    """Each run's evaluations before curve_start + EARLY_SHARE of its steps held out (the refit sees the rest)."""
+    """Each run's evaluations before curve_start + EARLY_SHARE of its steps held out (the refit sees the rest). A
+    forked parent's stable-phase rows are judged by its shortest branch, as `--curve-start` keeps them
+    (`rows_from_start`): a long branch keeps its parent's rows past the short branch's share."""
     share = curve_start + EARLY_SHARE
     label = f"each run's evaluations before {share:.0%} of its steps"
     none = np.zeros(len(table), bool)
