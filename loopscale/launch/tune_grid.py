@@ -64,18 +64,16 @@ class Grid:
     L: dict[int, list[float]] = field(default_factory=dict)
 
 
-def runs_of(g: Grid, tg: TuneGrid) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """(ks, x = ln multiplier, L, did not train) per run of the grid (an lr with seeds: a run each)."""
+def runs_of(g: Grid) -> tuple[np.ndarray, np.ndarray]:
+    """(ks, L) per run of the grid (an lr with seeds: a run each)."""
     ks = np.array([k for k in g.ks for _ in g.L.get(k, [])], dtype=int)
-    x = np.array([math.log(tg.multiplier(k)) for k in ks])
-    L = np.array([v for k in g.ks for v in g.L.get(k, [])], dtype=float)
-    return ks, x, L, failed(L) if len(L) else np.zeros(0, bool)
+    return ks, np.array([v for k in g.ks for v in g.L.get(k, [])], dtype=float)
 
 
 def failed_ks(g: Grid) -> list[int]:
     """The grid's ks with a run that did not train (what `fit_grids` leaves out)."""
-    ks, _, _, bad = runs_of(g, TuneGrid())
-    return sorted({int(k) for k in ks[bad]})
+    ks, L = runs_of(g)
+    return sorted({int(k) for k in ks[failed(L)]})
 
 
 def fit_grids(grids: list[Grid], tg: TuneGrid) -> tuple[dict[int, LrOptimum | None], TuneNoise]:
@@ -84,7 +82,9 @@ def fit_grids(grids: list[Grid], tg: TuneGrid) -> tuple[dict[int, LrOptimum | No
     nearest the lowest mean loss, every run at them (seeds and all)."""
     windows, trained = {}, {}
     for g in grids:
-        _, x, L, bad = runs_of(g, tg)  # a run that did not train is no point of the basin
+        ks, L = runs_of(g)
+        x = np.log([tg.multiplier(k) for k in ks])
+        bad = failed(L)  # a run that did not train is no point of the basin
         x_ok, L_ok = x[~bad], L[~bad]
         lrs = np.unique(x_ok)
         means = np.array([L_ok[x_ok == u].mean() for u in lrs])
