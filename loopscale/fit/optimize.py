@@ -20,7 +20,7 @@ from scipy.optimize import minimize
 
 from loopscale.fit.bounds import bounds_for, clip_to_bounds
 from loopscale.fit.laws.form import Law, LawData
-from loopscale.fit.laws.registry import make_law, warm_law
+from loopscale.fit.laws.registry import law_class, warm_law
 from loopscale.fit.objective import (
     Loss,
     chunk_size,
@@ -346,7 +346,7 @@ def fit_law(
     screened once on its noise-free table, as `loopscale power` and the calibration benchmark do).
     """
     loss = loss or Loss()
-    law = law_name if isinstance(law_name, Law) else make_law(law_name, data.r)
+    law = law_name if isinstance(law_name, Law) else law_class(law_name).for_data(data)
     rng = np.random.default_rng(seed)
     if starts is not None:
         starts = clip_to_bounds(np.atleast_2d(np.asarray(starts, dtype=float)), law)

@@ -166,7 +166,8 @@ def test_fit_help_lists_every_single_law(example_law):
     the curve laws (`fit --curves`)."""
     help_text = "".join(run_cli(["fit", "--help"]).stdout.split())  # argparse wraps lines, at hyphens too
     assert (
-        "thelawtofit:chinchilla,looped,looped-curve,looped-entry,looped-entry-curve,looped-free,looped-linear,looped-logr,looped-nxd,"
+        "thelawtofit:chinchilla,looped,looped-curve,looped-entry,looped-entry-curve,looped-free,looped-linear,looped-logn,looped-logr,"
+        "looped-nxd,"
         "looped-pass,"
         "looped-pinned-e,testtime,lr-annealing,multipower(defaultlooped;" in help_text
     )
@@ -214,6 +215,8 @@ def test_each_law_predicts_with_the_multiplier_it_states(name, published_sweep):
     extra["looped-pinned-e"] = {"phi": 0.45}
     extra["looped-nxd"] = {"phi": 0.45, "gamma": 0.0}  # the N x D term vanishes at gamma = 0
     extra["looped-logr"] = {"phi": 0.45, "psi": 0.2}  # phi at r = 4, falling 0.2 per e-fold of r below it
+    # m = r^phi at every size when psi = 0 (m row by row at psi != 0: tests/unit/test_looped_logn.py)
+    extra["looped-logn"] = {"phi": 0.45, "psi": 0.0, "N_ref": 1e8}
     extra["looped-entry"] = {"phi": 0.45, "kappa": 0.4}  # looped blocks at 0.4 of their r^phi worth
     extra["looped-entry-joint"] = {**extra["looped-joint"], "kappa": 0.4}  # one kappa, a phi per recipe
     extra["looped-curve"] = {"phi": 0.45, "K": 0.3}  # runs at their peak lr to the end: S1 = D, no anneal

@@ -404,8 +404,16 @@ def test_every_fold_is_a_refit_on_its_training_rows_that_predicts_exactly_the_he
 
 
 # the forms' free parameters: the looped law's six, less a pinned E, a k_r for each r > 1 in place of phi, one
-# more exponent for the N x D term, a slope of phi in ln r
-FREE = {"looped": 6, "looped-pinned-e": 5, "looped-free": 5 + 3, "looped-nxd": 7, "looped-logr": 7, "looped-entry": 7}
+# more exponent for the N x D term, a slope of phi in ln r (looped-logr) or in ln N_c (looped-logn)
+FREE = {
+    "looped": 6,
+    "looped-pinned-e": 5,
+    "looped-free": 5 + 3,
+    "looped-nxd": 7,
+    "looped-logr": 7,
+    "looped-entry": 7,
+    "looped-logn": 7,
+}
 
 
 def test_aicc_and_bic_count_free_parameters_only_and_are_recomputed_from_the_residuals(small_validation):

@@ -8,17 +8,13 @@ in log space; Besiroglu et al. 2024):
     log L_hat = LSE(a - alpha * log N_eff,  b - beta * log D,  e),   A = exp(a), B = exp(b), E = exp(e)
 
 which is log(E + A * N_eff^-alpha + B * D^-beta), with N_eff = N_once + m * N_rec. A law says what m is: its
-"extras" (the internal coordinates after e, a, alpha, b, beta) and `log_multiplier`. A law of another shape
-(an N x D term, a pinned E, ...) overrides `log_predict_batch` and `log_predict_and_jac_batch` (and sets
-`has_hessian = False` unless it also gives `log_predict_jac_hess`), or `bounds`.
+"extras" (the coordinates after e, a, alpha, b, beta) and `log_multiplier`; one of another shape (N x D) overrides
+`log_predict_batch`, `log_predict_and_jac_batch` (`has_hessian = False`, or `log_predict_jac_hess`); pinned E `bounds`.
 
 User-facing parameters are dicts keyed by the literature's names (``E, A, alpha, B, beta, phi, k_2, ...``); the
-optimiser's internal vector is in log coordinates (``e, a, alpha, b, beta``, the law's extras), its order private
-to the fitter and the law (`Law.to_user` / `Law.from_user` convert). `LawData` holds the inputs' logs once.
-
-The fitter, bootstrap, verdict, tables, figures, report and CLI read the class attributes (`dense`, `per_recipe`,
-`per_r_multipliers`, `profile_param`, ...) and call the methods; none compares a law's name (docs/architecture.md,
-"How to add a law").
+optimiser's internal vector (``e, a, alpha, b, beta``, the extras) is private to the fitter and the law
+(`Law.to_user` / `Law.from_user`). The fitter, bootstrap, verdict, tables, figures, report and CLI read the class
+attributes and call the methods; none compares a law's name (docs/architecture.md, "How to add a law").
 """
 
 from __future__ import annotations
@@ -209,10 +205,14 @@ class Law:
         return cls()
 
     @classmethod
-    def rival_law(cls, data: LawData, reference: Mapping[str, float]) -> Law:
-        """The law `loopscale validate` fits as a rival form (`rival`) to `data`, beside a fit whose parameters
-        are `reference` (a law may read them: a pinned E pins the reference's E)."""
+    def for_data(cls, data: LawData) -> Law:
+        """The law `fit --law` fits to `data` (a law holding a value of its data, looped-logn's N_ref, reads it)."""
         return cls.bind(r=data.r)
+
+    @classmethod
+    def rival_law(cls, data: LawData, reference: Mapping[str, float]) -> Law:
+        """The law `validate` fits as a rival form to `data` beside a fit of parameters `reference` (a pinned E)."""
+        return cls.for_data(data)
 
     @classmethod
     def from_params(cls, params: Mapping[str, float]) -> Law:
