@@ -4221,6 +4221,58 @@ MUTATIONS: tuple[Mutation, ...] = (
         ),
         "validate compares phi under MSE with the fit's own law under MSE, not a rival law (issue 54)",
     ),
+    Mutation(
+        "s13-logn-size-is-unique-params",
+        "loopscale/fit/laws/looped_logn.py",
+        "    return np.asarray(N_once, dtype=float) + np.asarray(r, dtype=float) * np.asarray(N_rec, dtype=float)",
+        "    return np.asarray(N_once, dtype=float) + np.asarray(N_rec, dtype=float)",
+        ("tests/unit/test_looped_logn.py::test_each_row_is_worth_r_to_the_exponent_of_its_own_size",),
+        "looped-logn reads the size a token passes through, N_once + r N_rec (issue 54)",
+    ),
+    Mutation(
+        "s13-logn-reference-unrounded",
+        "loopscale/fit/laws/looped_logn.py",
+        '    return float(f"{centre:.2g}")',
+        "    return centre",
+        ("tests/unit/test_looped_logn.py::test_the_reference_is_the_tables_geometric_size_to_two_figures",),
+        "looped-logn's N_ref is the table's geometric N_c to two figures, stable across folds (issue 54)",
+    ),
+    Mutation(
+        "s13-logn-record-drops-reference",
+        "loopscale/fit/laws/looped_logn.py",
+        '        return {**super().to_user(theta), "N_ref": self._ref()}',
+        "        return super().to_user(theta)",
+        ("tests/unit/test_looped_logn.py::test_the_record_rebuilds_the_law_at_its_reference",),
+        "a looped-logn fit record holds N_ref, so predictions from it use the size it was fitted at (issue 54)",
+    ),
+    Mutation(
+        "s13-logn-one-size-accepted",
+        "loopscale/fit/laws/looped_logn.py",
+        "        if not sizes.max() >= SIZE_SPAN_MIN * sizes.min():",
+        "        if not sizes.max() > sizes.min():",
+        ("tests/unit/test_looped_logn.py::test_a_table_of_one_size_and_a_law_without_a_reference_are_refused",),
+        "looped-logn refuses a table whose sizes span less than 1.5x: psi has nothing to be read across (issue 54)",
+    ),
+    Mutation(
+        "s13-fit-binds-without-data",
+        "loopscale/fit/optimize.py",
+        "law = law_name if isinstance(law_name, Law) else law_class(law_name).for_data(data)",
+        "law = law_name if isinstance(law_name, Law) else law_class(law_name).bind(r=data.r)",
+        ("tests/unit/test_looped_logn.py::test_noise_free_tables_give_their_phi_and_psi_back_at_the_tables_reference",),
+        "fit --law binds a law to its data (Law.for_data): looped-logn reads its N_ref there (issue 54)",
+    ),
+    Mutation(
+        "s13-logn-warm-from-looped",
+        "loopscale/fit/laws/looped_logn.py",
+        '    rival = "r^(phi + psi ln(N_c/N_ref))"\n',
+        (
+            '    rival = "r^(phi + psi ln(N_c/N_ref))"\n    warm_start = "looped"\n\n'
+            "    def warm_starts(self, theta):\n"
+            "        return np.array([np.concatenate([theta[:5], [theta[5], p]]) for p in (0.0, -0.25, 0.25)])\n"
+        ),
+        ("tests/unit/test_looped_logn.py::test_noise_free_tables_give_their_phi_and_psi_back_at_the_tables_reference",),
+        "looped-logn screens its starts: the looped optimum can sit on E's bound where no slope leads back (issue 54)",
+    ),
 )
 
 
