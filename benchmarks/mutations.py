@@ -4273,6 +4273,27 @@ MUTATIONS: tuple[Mutation, ...] = (
         ("tests/unit/test_looped_logn.py::test_noise_free_tables_give_their_phi_and_psi_back_at_the_tables_reference",),
         "looped-logn screens its starts: the looped optimum can sit on E's bound where no slope leads back (issue 54)",
     ),
+    Mutation(
+        "s13-departure-not-flagged",
+        "loopscale/fit/validation/flags.py",
+        '        elif cls.departure and cls.name != record.forms[0]["law"]:',
+        "        elif False:",
+        (
+            "tests/unit/test_validation_folds_flags_exact.py::test_a_per_r_form_or_a_departure_is_flagged_below_minus_four_aicc_only_and_never_the_fits_own_law",
+            "tests/unit/test_looped_logn.py::test_validate_ranks_it_among_the_rivals_by_what_the_data_do_and_flags_its_win",
+        ),
+        "validate flags a rival whose win says what departs (phi runs with the size) with its parameter (issue 54)",
+    ),
+    Mutation(
+        "s13-departure-flags-own-law",
+        "loopscale/fit/validation/flags.py",
+        '        elif cls.departure and cls.name != record.forms[0]["law"]:',
+        "        elif cls.departure:",
+        (
+            "tests/unit/test_validation_folds_flags_exact.py::test_a_per_r_form_or_a_departure_is_flagged_below_minus_four_aicc_only_and_never_the_fits_own_law",
+        ),
+        "validate never flags the fit's own law as a rival that beats it (issue 54)",
+    ),
 )
 
 

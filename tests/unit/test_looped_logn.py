@@ -109,14 +109,19 @@ def aicc_of(record: dict, law: str) -> float:
     return next(res for res in record["results"] if res["form"] == form and res["fold"] == 0)["information"]["aicc"]
 
 
-def test_validate_ranks_it_among_the_rivals_by_what_the_data_do(grid):
+def test_validate_ranks_it_among_the_rivals_by_what_the_data_do_and_flags_its_win(grid):
     """On data whose exponent runs with the size (psi = -0.25, the CPU demo's) the form beats r^phi by far (AICc
-    below -4); on r^phi's own data it does not (one parameter more for nothing)."""
-    gaps = {}
+    below -4) and validate flags it with its psi; on r^phi's own data it does not (one parameter more for nothing)."""
+    gaps, flags = {}, {}
     for psi in (-0.25, 0.0):
         table = canonical_table(drawn(grid, 0.5, psi, noise=0.002, seed=7), "looped")
         with np.errstate(all="ignore"):
             record = validate(table, fit_table(table, "looped", profile=False), conventions=False, jobs=1)
         gaps[psi] = aicc_of(record, "looped-logn") - aicc_of(record, "looped")
+        flags[psi] = [f for f in record["verdict"]["flags"] if "phi runs with the size" in f]
     assert gaps[-0.25] < -4.0
     assert gaps[0.0] > -4.0
+    assert len(flags[-0.25]) == 1 and flags[0.0] == []
+    assert f"AICc {gaps[-0.25]:+.1f} against the fit's law" in flags[-0.25][0]
+    psi_shown = float(flags[-0.25][0].split("psi = ")[1].split(",")[0])
+    assert psi_shown == pytest.approx(-0.25, abs=0.05)

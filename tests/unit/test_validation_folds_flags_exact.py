@@ -252,26 +252,36 @@ def test_phi_is_flagged_past_the_half_width_not_at_it_and_the_largest_move_is_re
     assert flags_mod.phi_shifts(rec, flags)[0] == pytest.approx(0.0501) and flags == []
 
 
-def test_a_per_r_form_is_flagged_below_minus_four_aicc_only_and_never_the_fits_own_law():
+def test_a_per_r_form_or_a_departure_is_flagged_below_minus_four_aicc_only_and_never_the_fits_own_law():
     forms = [
         {"label": "the fit's law", "law": "looped"},
         {"label": "per-r multipliers", "law": "looped-free"},
         {"label": "log r", "law": "looped-logr"},
     ]
+    logr_flag = "log r: AICc -9.0 against the fit's law: phi runs with r (psi = 0.312)"
 
-    def with_aicc(free, logr):
+    def with_aicc(free, logr, own="looped"):
         results = base_results() + [
             {"form": 1, "fold": 0, "ok": True, "params": {}, "information": {"aicc": -10.0 + free}},
-            {"form": 2, "fold": 0, "ok": True, "params": {}, "information": {"aicc": -10.0 + logr}},
+            {
+                "form": 2,
+                "fold": 0,
+                "ok": True,
+                "params": {"phi": 0.4, "psi": 0.312},
+                "information": {"aicc": -10.0 + logr},
+            },
         ]
-        return record(results, FOLDS, forms=forms)
+        return record(results, FOLDS, forms=[{**forms[0], "law": own}, *forms[1:]])
 
     assert flags_mod.delta_aicc(with_aicc(-4.5, -9.0), 1) == pytest.approx(-4.5)
-    assert flags_mod.form_flags(with_aicc(-4.0, -9.0)) == []  # at -4: not flagged; log r is no per-r form
+    assert flags_mod.form_flags(with_aicc(-4.0, -4.0)) == []  # at -4: not flagged
+    assert flags_mod.form_flags(with_aicc(-4.0, -9.0)) == [logr_flag]  # only the parameter the fit's law has not
     assert flags_mod.form_flags(with_aicc(-4.01, -9.0)) == [
-        "per-r multipliers: AICc -4.0 against the fit's law: the r effect is not a power of r"
+        "per-r multipliers: AICc -4.0 against the fit's law: the r effect is not a power of r",
+        logr_flag,
     ]
-    assert flags_mod.form_flags(with_aicc(4.5, 0.0)) == []  # the per-r form worse: nothing
+    assert flags_mod.form_flags(with_aicc(4.5, 0.0)) == []  # the rivals worse: nothing
+    assert flags_mod.form_flags(with_aicc(4.5, -9.0, own="looped-logr")) == []  # the fit's own law is no rival
 
 
 def test_approach2_is_flagged_past_1_96_standard_errors_only():

@@ -38,6 +38,7 @@ def test_the_record_made_now_is_written_as_before():
     assert 0 < now["approach2"].pop("a_interp") < 1  # added since: the interpolation rule's exponent beside a
     assert now.pop("once") is None  # added since (the loop against its block run once): no once-stacks here
     _without_form(now, "looped-entry")  # a rival added since (a one-off price of looping): the rest must not move
+    _without_form(now, "looped-logn")  # a rival added since (an exponent that runs with the size): likewise
     _same(now, RECORD, "record")
 
 

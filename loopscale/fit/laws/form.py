@@ -159,21 +159,20 @@ def user_value(law_name: str, params: Mapping[str, float], key: str, log: bool) 
 class Law:
     """A law form (the base of every registered law): what it has and needs, its parameters, its prediction.
 
-    Class attributes (the capabilities every reader asks; a law module sets those that differ):
-    name, formula (the report's one line); size_columns (the canonical columns it
-    reads besides D or C and L), derivable ({column: parts}: a column it may sum from others when the table
-    lacks it), point_columns (what makes two rows the same run: `runs_table.table_warnings`), zero_allowed (size
-    columns that may hold 0), cost_formula (the N of C = 6 N D, as recorded); dense (N_eff = N: no
-    r; published Chinchilla laws compare with it); per_recipe (one exponent per recipe, rows carry a recipe
-    code: fitted by `fit --joint`) and recipe_law (the law each recipe's separate fit uses);
+    Class attributes (the capabilities every reader asks; a law module sets those that differ): name, formula (the
+    report's one line); size_columns (the canonical columns it reads besides D or C and L), derivable ({column: parts}:
+    a column it may sum from others when the table lacks it), point_columns (what makes two rows the same run:
+    `runs_table.table_warnings`), zero_allowed (size columns that may hold 0), cost_formula (the N of C = 6 N D, as
+    recorded); dense (N_eff = N: no r; published Chinchilla laws compare with it); per_recipe (one exponent per recipe,
+    rows carry a recipe code: fitted by `fit --joint`) and recipe_law (the law each recipe's separate fit uses);
     per_r_multipliers (a free multiplier per r: the k_r figure panel); profile_param (the internal coordinate
-    `fit_table` profiles by default, recorded as the fit's `profile_phi`); compute_optimal (N*(C), D*(C) are
-    drawn from it); warm_start (a law whose optimum this one starts from instead of screening starts);
-    has_hessian (`log_predict_jac_hess` is exact); rival (the label under which `loopscale validate` fits
-    this law beside a looped fit as a rival form, None: not one; `rival_law` builds it); table (the table it is
-    fitted to: "runs", the runs table every law above reads, or "test-time", one row per model and r_eval: `fit
-    --law testtime`, `loopscale.fit.testtime`); reads_curves (its rows
-    are a curves table's evaluations: the figures draw them as curves).
+    `fit_table` profiles by default, recorded as the fit's `profile_phi`); compute_optimal (N*(C), D*(C) are drawn from
+    it); warm_start (a law whose optimum this one starts from instead of screening starts); has_hessian
+    (`log_predict_jac_hess` is exact); rival (the label under which `loopscale validate` fits this law beside a looped
+    fit as a rival form, None: not one; `rival_law` builds it); departure (what the rival's win says: validate flags it
+    when it beats the fit's law by AICc); table (the table it is fitted to: "runs", the runs table every law above
+    reads, or "test-time", one row per model and r_eval: `fit --law testtime`, `loopscale.fit.testtime`); reads_curves
+    (its rows are a curves table's evaluations: the figures draw them as curves).
 
     Instances are bound to what a fit of them needs from the data (`bind`: the r values of per-r
     multipliers, the recipes of a per-recipe law) or from a fit record's parameters (`from_params`).
@@ -195,6 +194,7 @@ class Law:
     warm_start: ClassVar[str | None] = None
     has_hessian: ClassVar[bool] = True
     rival: ClassVar[str | None] = None
+    departure: ClassVar[str | None] = None  # e.g. "phi runs with the size": validate's flag when the rival wins
     table: ClassVar[str] = "runs"  # the table it reads: "runs" (one row per run) or "test-time" (per model and r_eval)
     reads_curves: ClassVar[bool] = False  # its rows are evaluations along runs' loss curves (a curves table)
 

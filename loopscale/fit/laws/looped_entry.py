@@ -42,6 +42,7 @@ class LoopedEntry(Law):
     profile_param = "phi"
     warm_start = Looped.name
     rival = "kappa r^phi (r > 1)"
+    departure = "looping has a one-off price"
 
     @classmethod
     def check_table(cls, table) -> None:

@@ -51,6 +51,7 @@ class LoopedLogN(Law):
     formula = "L = E + A (N_once + r^(phi + psi ln(N_c/N_ref)) N_rec)^-alpha + B D^-beta,  N_c = N_once + r N_rec"
     profile_param = "phi"
     rival = "r^(phi + psi ln(N_c/N_ref))"
+    departure = "phi runs with the size"
 
     N_ref: float | None = None  # where phi is read; None: not bound to a table (validate's rival binds it)
 

@@ -34,6 +34,7 @@ class LoopedLogR(Law):
     profile_param = "phi"
     warm_start = Looped.name
     rival = "r^(phi + psi ln(r/4))"
+    departure = "phi runs with r"
     r_ref: ClassVar[float] = 4.0  # where phi is read (phi_r at r = r_ref)
 
     @classmethod

@@ -9,7 +9,8 @@ r to y%; phi moves by at most z when one r is dropped", and what is flagged:
 - the fit's law under MSE giving a phi more than that half-width from the fit's (the Huber loss): phi rests on
   how a few points the law misses are weighed, not on the points it describes;
 - a per-r multiplier form (`Law.per_r_multipliers`) whose AICc beats the fit's law by more than AICC_FLAG: the
-  r effect is not a power of r (LoopCoder-v2's 2 loops best, 3+ worse, would show here);
+  r effect is not a power of r (LoopCoder-v2's 2 loops best, 3+ worse, would show here); a rival with a
+  `Law.departure` that does: what its win says, with its own parameter (phi runs with the size, psi = -0.24);
 - Approach 2's N*(C) exponent more than 1.96 standard errors from the law's beta / (alpha + beta);
 - the lr grid's best lr moving with r by more than one grid step, and the counting conventions that move phi
   by more than its half-width (their own sections say which).
@@ -128,14 +129,27 @@ def loss_flags(record: ValidationRecord) -> list[str]:
     ]
 
 
+def _shown(record: ValidationRecord, form: int) -> str:
+    """The rival's parameters that the fit's law has not, as " (psi = -0.236, N_ref = 1e+05)"."""
+    own = (full_result(record, 0) or {}).get("params") or {}
+    params = (full_result(record, form) or {}).get("params") or {}
+    extra = [f"{k} = {v:.3g}" for k, v in params.items() if k not in own]
+    return f" ({', '.join(extra)})" if extra else ""
+
+
 def form_flags(record: ValidationRecord) -> list[str]:
-    """A per-r multiplier form clearly better by AICc; Approach 2 away from the law's exponent."""
+    """A per-r multiplier form, or a rival with a `departure` (phi running with r or the size, a price of
+    looping), clearly better by AICc; Approach 2 away from the law's exponent."""
     flags = []
     for i, form in enumerate(record.forms):
         cls = find_law(form["law"]) if form["law"] else None
         d = delta_aicc(record, i)
-        if i and cls is not None and cls.per_r_multipliers and d is not None and d < AICC_FLAG:
+        if not (i and cls is not None and d is not None and d < AICC_FLAG):
+            continue
+        if cls.per_r_multipliers:
             flags.append(f"{form['label']}: AICc {d:+.1f} against the fit's law: the r effect is not a power of r")
+        elif cls.departure and cls.name != record.forms[0]["law"]:
+            flags.append(f"{form['label']}: AICc {d:+.1f} against the fit's law: {cls.departure}{_shown(record, i)}")
     a2 = record.approach2 or {}
     if a2.get("a") is not None and a2.get("a_law") is not None and a2.get("a_se"):
         if abs(a2["a"] - a2["a_law"]) > Z_95 * a2["a_se"]:
