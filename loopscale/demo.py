@@ -341,6 +341,8 @@ def _print_result(summary: dict, fit, console) -> None:
             console.print(
                 f"  the runs prefer {best['form']} (AICc {best['daicc']:+.1f}{phi}): validate.json", markup=False
             )
+            for flag in (f for f in checked["flags"] if f.startswith(f"{best['form']}: ")):  # what its win says
+                console.print(f"  FLAG: {flag}", markup=False)
     misses = summary["conditioning_misses"]
     if misses:
         console.print("[yellow]conditioning diagnostics missed:[/]\n  " + escape("\n  ".join(misses)))

@@ -20,6 +20,7 @@ from loopscale.fit.laws.registry import law_class, law_data_from_table
 from loopscale.fit.result import load_fit
 from loopscale.fit.runs_table import canonical_table
 from loopscale.fit.validation.run import validate
+from loopscale.plots.curves import collapse_coordinates
 
 DENSE = {"E": 1.6, "A": 30.0, "alpha": 0.21, "B": 900.0, "beta": 0.36}
 N_REF = 1.2e8  # inside the published grid's N_c (0.2e8-1e9)
@@ -49,7 +50,8 @@ def test_each_row_is_worth_r_to_the_exponent_of_its_own_size(grid):
     np.testing.assert_allclose(law.effective_size(params, grid), n_eff, rtol=1e-12)
     L = DENSE["E"] + DENSE["A"] * n_eff ** -DENSE["alpha"] + DENSE["B"] * grid["D"] ** -DENSE["beta"]
     np.testing.assert_allclose(LoopedLogN.predict_table(params, grid), L, rtol=1e-12)
-    assert float(law.multiplier(params, 8.0)) == pytest.approx(8.0**0.5, rel=1e-12)  # at N_ref
+    with pytest.raises(InputError, match="no multiplier of r alone"):  # advice prices r by m_r: it refuses
+        law.multiplier(params, 8.0)
     assert len(set(np.round(law.effective_size(params, grid) / grid["N_rec"], 6))) > 4  # m differs by size
 
 
@@ -125,3 +127,17 @@ def test_validate_ranks_it_among_the_rivals_by_what_the_data_do_and_flags_its_wi
     assert f"AICc {gaps[-0.25]:+.1f} against the fit's law" in flags[-0.25][0]
     psi_shown = float(flags[-0.25][0].split("psi = ")[1].split(",")[0])
     assert psi_shown == pytest.approx(-0.25, abs=0.05)
+
+
+def test_the_collapse_reference_panels_are_pure_powers_of_r(grid):
+    """The collapse figure's phi = 0 and phi = 1 panels mean m = 1 and m = r: on a looped-logn fit its psi is set
+    to 0 there (else phi = 1 would still bend with the size); at the fit's phi its psi stays."""
+    table = drawn(grid, 0.5, -0.25, noise=0.0)
+    with np.errstate(all="ignore"):
+        fit = fit_table(table, "looped-logn", profile=False)
+    x1, _ = collapse_coordinates(table, fit, 1.0)
+    x0, _ = collapse_coordinates(table, fit, 0.0)
+    np.testing.assert_allclose(x1, table["N_once"] + table["r"] * table["N_rec"], rtol=1e-9)
+    np.testing.assert_allclose(x0, table["N_once"] + table["N_rec"], rtol=1e-9)
+    x_fit, _ = collapse_coordinates(table, fit, fit.params["phi"])
+    np.testing.assert_allclose(x_fit, LoopedLogN.from_params(fit.params).effective_size(fit.params, table), rtol=1e-9)

@@ -11,7 +11,7 @@ exponent at N_ref, which the law holds: as `validate`'s rival form it is the geo
 (rounded to two significant figures), so phi is read inside the sizes the sweep trained, not extrapolated to a
 fixed size that one sweep's grid (1e4-1e5 on a CPU, 1e8 published) would sit far from.
 
-Why it is a rival: the CPU demo's r = 8 runs lose 0.046 nats to r = 1 at width 16 and 0.100 at width 48 (the same
+Why it is a rival: the CPU demo's r = 8 runs lose 0.05 nats to r = 1 at width 16 and 0.10 at width 48 (the same
 tokens), where r^phi, whose N-term flattens with size, has the loss to r = 1 shrink as the width grows
 (docs/results.md, "phi runs with the width"). log m = phi ln r + psi ln r ln(N_c / N_ref) is linear in (phi, psi), so
 the looped law's exact Newton steps serve it too.
@@ -106,9 +106,11 @@ class LoopedLogN(Law):
         return [user_value(self.name, params, name, log=False) for name in ("phi", "psi")]
 
     def multiplier(self, params, r: float, recipe: str | None = None) -> np.ndarray:
-        """m_r at the reference size, r^phi: a row's own m reads its N_c too (`effective_size`)."""
-        self._ref()
-        return np.asarray(float(r), dtype=float) ** np.asarray(params["phi"], dtype=float)
+        """None of r alone: m reads the size too (`effective_size`), so advice, which prices r by m_r, refuses it."""
+        raise InputError(
+            f"law {self.name!r} has no multiplier of r alone: m = r^(phi + psi ln(N_c / N_ref)) reads the size too "
+            "(fit --law looped or looped-entry for advice)"
+        )
 
     def effective_size(self, params, cols, recipe: str | None = None) -> np.ndarray:
         """N_eff per row: N_once + r^(phi + psi ln(N_c / N_ref)) N_rec."""

@@ -170,7 +170,7 @@ def solve_fold(problem: tuple, task: tuple) -> FoldResult:
         law = cls.rival_law(train, reference)
     except InputError as err:
         return out.replace(reason=str(err))
-    if fold.kind == R and not cls.dense:  # bound to the training r, a per-r form has no multiplier at the held-out r
+    if fold.kind == R and cls.per_r_multipliers:  # bound to the training r: no multiplier at the held-out r
         try:
             mid = law.to_user(np.mean(law.bounds(), axis=1))
             for value in np.unique(test.r):
