@@ -7,9 +7,10 @@ narrow one?
 N_c is the parameters one token passes through (the N of C = 6 N D): an iso-depth sweep gives every r of one width
 the same N_c, so phi_N = phi + psi ln(N_c / N_ref) is the exponent of that width, read the same for every r. psi = 0
 is the looped law (r^phi); psi < 0 says a pass is worth less, in unique blocks, the larger the model. phi is the
-exponent at N_ref, which the law holds: as `validate`'s rival form it is the geometric mean of the table's N_c
-(rounded to two significant figures), so phi is read inside the sizes the sweep trained, not extrapolated to a
-fixed size that one sweep's grid (1e4-1e5 on a CPU, 1e8 published) would sit far from.
+exponent at N_ref, which the law holds: bound to a table (`for_data`: `fit --law looped-logn`, `validate`'s rival) it
+is the geometric mean of the table's N_c to two significant figures, so phi is read inside the sizes the sweep
+trained, not at a fixed size that one sweep's grid (1e4-1e5 on a CPU, 1e8 published) would sit far from; a fit
+record keeps it with the parameters (`from_params`).
 
 Why it is a rival: the CPU demo's r = 8 runs lose 0.05 nats to r = 1 at width 16 and 0.10 at width 48 (the same
 tokens), where r^phi, whose N-term flattens with size, has the loss to r = 1 shrink as the width grows
