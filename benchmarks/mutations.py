@@ -4302,6 +4302,22 @@ MUTATIONS: tuple[Mutation, ...] = (
         ("tests/unit/test_looped_logn.py::test_the_collapse_reference_panels_are_pure_powers_of_r",),
         "the collapse's phi = 0 / 1 panels are m = 1 / m = r, a rival's psi or kappa at its null (issue 54)",
     ),
+    Mutation(
+        "s13-loop-gap-pairs-by-width-only",
+        "loopscale/plots/loop_gap.py",
+        'PAIR_COLUMNS = ("width", "C_budget")',
+        'PAIR_COLUMNS = ("width",)',
+        ("tests/unit/test_loop_gap.py::test_each_looped_point_is_paired_with_the_r1_run_of_its_width_and_budget",),
+        "the loop's price pairs a looped run with the r = 1 run of its width and budget: equal tokens (issue 54)",
+    ),
+    Mutation(
+        "s13-loop-gap-law-against-runs",
+        "loopscale/plots/loop_gap.py",
+        'gap_law=pairs["L_hat"] - pairs["L_hat_1"]',
+        'gap_law=pairs["L_hat"] - pairs["L_1"]',
+        ("tests/unit/test_loop_gap.py::test_each_looped_point_is_paired_with_the_r1_run_of_its_width_and_budget",),
+        "the law's gap is the law's L_hat of both runs, not against the measured r = 1 loss (issue 54)",
+    ),
 )
 
 

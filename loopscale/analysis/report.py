@@ -42,6 +42,8 @@ CAPTIONS = {
     "residuals": "Residuals log L - log L_hat by r and by budget (and free multipliers k_r against r^phi, given a "
     "looped-free fit).",
     "delta_phi": "phi across recipes, and its difference from the first, with 95% intervals.",
+    "loop_gap": "The loop's price at equal tokens: L(r) - L(1) of runs that share a width and a budget with an r = 1 "
+    "run, against N_c = N_once + r N_rec (points), and the fitted law's (dashed). r^phi has it shrink with size.",
     "compute_optimal": "Compute-optimal N* and D* vs C for each r (lines), with the best run at each budget.",
 }
 

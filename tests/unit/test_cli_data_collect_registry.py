@@ -63,6 +63,7 @@ def test_each_fit_kind_gets_its_figures_in_rank_order_and_every_file_is_known_be
         "phi_profile",
         "residuals",
         "delta_phi",
+        "loop_gap",
         "compute_optimal",
     )
     assert registry.figure_names("curves") == ("phi_profile", "loss_curves")
