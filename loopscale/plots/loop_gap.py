@@ -59,7 +59,7 @@ def loop_gap(table: pd.DataFrame, fit) -> Figure | None:
     ax.axhline(0.0, color="0.6", lw=0.8)
     log_axis(ax, "x")
     ax.set_xlabel(r"$N_c = N_\mathrm{once} + r N_\mathrm{rec}$ (parameters a token passes through)")
-    ax.set_ylabel(r"$L(r) - L(1)$ at equal tokens (nats)")
+    ax.set_ylabel(r"$L(r) - L(1)$ at equal tokens (nats/token)")
     ax.set_title(f"the loop's price by size; the {fit.law} law dashed")
     runs = Line2D([], [], color="0.3", marker="o", ls="", label="runs (seed mean)")
     style_legend(
