@@ -4224,8 +4224,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "s13-logn-size-is-unique-params",
         "loopscale/fit/laws/looped_logn.py",
-        "    return np.asarray(N_once, dtype=float) + np.asarray(r, dtype=float) * np.asarray(N_rec, dtype=float)",
-        "    return np.asarray(N_once, dtype=float) + np.asarray(N_rec, dtype=float)",
+        "        log_size = np.log(cost_params(data.N_once, data.N_rec, data.r) / self._ref())",
+        "        log_size = np.log((data.N_once + data.N_rec) / self._ref())",
         ("tests/unit/test_looped_logn.py::test_each_row_is_worth_r_to_the_exponent_of_its_own_size",),
         "looped-logn reads the size a token passes through, N_once + r N_rec (issue 54)",
     ),

@@ -13,6 +13,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
+from loopscale.fit.laws.form import cost_params
 from loopscale.fit.laws.registry import law_class
 from loopscale.fit.result import load_fit
 
@@ -31,7 +32,7 @@ def loop_gaps(table: pd.DataFrame, fit) -> pd.DataFrame | None:
     if any(c not in table.columns for c in PAIR_COLUMNS):
         return None
     rows = rows_for_fit(table, fit)
-    rows = rows.assign(L_hat=predicted_loss(rows, fit), N_c=rows["N_once"] + rows["r"] * rows["N_rec"])
+    rows = rows.assign(L_hat=predicted_loss(rows, fit), N_c=cost_params(rows["N_once"], rows["N_rec"], rows["r"]))
     means = rows.groupby(["r", *PAIR_COLUMNS], as_index=False)[["L", "L_hat", "N_c"]].mean()
     plain = means[means["r"] == 1].set_index(list(PAIR_COLUMNS))[["L", "L_hat"]]
     pairs = means[means["r"] > 1].join(plain, on=list(PAIR_COLUMNS), rsuffix="_1", how="inner")

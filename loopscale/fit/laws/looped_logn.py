@@ -26,22 +26,17 @@ import numpy as np
 
 from loopscale.errors import InputError
 from loopscale.fit.bounds import BOUNDS, PSI_BOUNDS
-from loopscale.fit.laws.form import Law, LawData, user_value
+from loopscale.fit.laws.form import Law, LawData, cost_params, user_value
 from loopscale.fit.laws.registry import register
 
 SIZE_SPAN_MIN = 1.5  # the smallest N_c span psi is read across (one width's r differ by their injection only)
 PSI_STARTS = np.array([-0.25, 0.0, 0.25])  # d phi / d ln N_c at the starts (the CPU demo's: -0.24 to -0.25)
 
 
-def n_c(N_once, N_rec, r) -> np.ndarray:
-    """N_c = N_once + r N_rec: the parameters one token passes through."""
-    return np.asarray(N_once, dtype=float) + np.asarray(r, dtype=float) * np.asarray(N_rec, dtype=float)
-
-
 def reference_size(data: LawData) -> float:
     """N_ref: the geometric mean of the rows' N_c, to two significant figures (a fold that drops a few rows reads
     phi at the same size)."""
-    centre = float(np.exp(np.mean(np.log(n_c(data.N_once, data.N_rec, data.r)))))
+    centre = float(np.exp(np.mean(np.log(cost_params(data.N_once, data.N_rec, data.r)))))
     return float(f"{centre:.2g}")
 
 
@@ -67,7 +62,7 @@ class LoopedLogN(Law):
     @classmethod
     def check_table(cls, table) -> None:
         super().check_table(table)
-        sizes = n_c(table["N_once"], table["N_rec"], table["r"])
+        sizes = cost_params(table["N_once"], table["N_rec"], table["r"])  # N_c
         if not sizes.max() >= SIZE_SPAN_MIN * sizes.min():
             raise InputError(
                 f"law {cls.name!r} needs runs at sizes N_once + r N_rec at least {SIZE_SPAN_MIN:g}x apart (psi is "
@@ -77,8 +72,8 @@ class LoopedLogN(Law):
     def _ref(self) -> float:
         if self.N_ref is None or not self.N_ref > 0:
             raise InputError(
-                f"law {self.name!r} reads phi at a reference size N_ref, which only a table gives: it is a rival "
-                "form of `loopscale validate` (N_ref = the geometric mean of the table's N_once + r N_rec)"
+                f"law {self.name!r} reads phi at a reference size N_ref, which only a table gives: `fit --law "
+                f"{self.name}` and `validate` bind it (N_ref = the geometric mean of the table's N_once + r N_rec)"
             )
         return float(self.N_ref)
 
@@ -131,6 +126,6 @@ class LoopedLogN(Law):
 
     def log_multiplier(self, thetas: np.ndarray, data: LawData):
         """log m = phi ln r + psi ln r ln(N_c / N_ref), and its derivatives: linear in (phi, psi)."""
-        log_size = np.log(n_c(data.N_once, data.N_rec, data.r) / self._ref())
+        log_size = np.log(cost_params(data.N_once, data.N_rec, data.r) / self._ref())
         dlogm = np.stack([data.log_r, data.log_r * log_size], axis=1)  # (rows, 2)
         return thetas[:, 5:7] @ dlogm.T, dlogm
