@@ -4297,7 +4297,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "s13-collapse-keeps-departure",
         "loopscale/plots/curves.py",
-        "        at |= {k: v for k, v in DEPARTURE_NULLS.items() if k in p}",
+        "        at |= dict(law.looped_at)",
         "        pass",
         ("tests/unit/test_looped_logn.py::test_the_collapse_reference_panels_are_pure_powers_of_r",),
         "the collapse's phi = 0 / 1 panels are m = 1 / m = r, a rival's psi or kappa at its null (issue 54)",

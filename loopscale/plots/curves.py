@@ -40,17 +40,15 @@ def law_line(group: pd.DataFrame, fit: FitResult, n_points: int = 60, C: float |
     return np.exp(grid), predict_loss(fit.law, fit.params, cols)
 
 
-DEPARTURE_NULLS = {"psi": 0.0, "kappa": 1.0}  # looped-logr / looped-logn's slope, looped-entry's price: r^phi
-
-
 def collapse_coordinates(table: pd.DataFrame, fit: FitResult, phi: float):
     """(N_eff at this phi, L - B D^-beta): with the data term removed, the law says every run lies
     on the single curve E + A N_eff^-alpha, whatever its r, if phi is right (`Law.effective_size`)."""
     p = fit.params
+    law = law_class(fit.law).from_params(p)
     at = {**p, "phi": phi}
-    if phi != p["phi"]:  # phi = 0 / 1 mean m = 1 / r: a rival's departure (psi, kappa) at its null, not the fit's
-        at |= {k: v for k, v in DEPARTURE_NULLS.items() if k in p}
-    x = law_class(fit.law).from_params(p).effective_size(at, table)
+    if phi != p["phi"]:  # phi = 0 / 1 mean m = 1 / r: a rival's own parameters (psi, kappa) where it is r^phi
+        at |= dict(law.looped_at)
+    x = law.effective_size(at, table)
     y = table["L"].to_numpy(dtype=float) - p["B"] * table["D"].to_numpy(dtype=float) ** -p["beta"]
     return np.asarray(x, dtype=float), y
 

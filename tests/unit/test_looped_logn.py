@@ -141,3 +141,21 @@ def test_the_collapse_reference_panels_are_pure_powers_of_r(grid):
     np.testing.assert_allclose(x0, table["N_once"] + table["N_rec"], rtol=1e-9)
     x_fit, _ = collapse_coordinates(table, fit, fit.params["phi"])
     np.testing.assert_allclose(x_fit, LoopedLogN.from_params(fit.params).effective_size(fit.params, table), rtol=1e-9)
+
+
+def test_every_law_that_departs_from_r_phi_is_r_phi_at_its_looped_at(grid):
+    """A rival whose win `validate` reads as a departure states where it is the looped law (`Law.looped_at`, what the
+    collapse's phi = 0 / 1 panels set): there its prediction is r^phi's on every row, and one step off it is not."""
+    from loopscale.fit.laws.looped import Looped
+    from loopscale.fit.laws.registry import law_names
+
+    departing = [law_class(n) for n in law_names() if law_class(n).departure and not law_class(n).reads_curves]
+    assert {cls.name for cls in departing} >= {"looped-entry", "looped-logr", "looped-logn"}
+    base = {**DENSE, "phi": 0.46}
+    looped = Looped.predict_table(base, grid)
+    for cls in departing:
+        assert cls.looped_at, f"{cls.name} departs from r^phi but does not say where it is r^phi"
+        params = {**base, **cls.looped_at, "N_ref": N_REF}
+        np.testing.assert_allclose(cls.predict_table(params, grid), looped, rtol=1e-12, err_msg=cls.name)
+        moved = {**params, **{k: v + 0.2 for k, v in cls.looped_at.items()}}
+        assert np.max(np.abs(cls.predict_table(moved, grid) / looped - 1)) > 1e-3, cls.name

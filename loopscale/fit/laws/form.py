@@ -170,12 +170,13 @@ class Law:
     it); warm_start (a law whose optimum this one starts from instead of screening starts); has_hessian
     (`log_predict_jac_hess` is exact); rival (the label under which `loopscale validate` fits this law beside a looped
     fit as a rival form, None: not one; `rival_law` builds it); departure (what the rival's win says: validate flags it
-    when it beats the fit's law by AICc); table (the table it is fitted to: "runs", the runs table every law above
-    reads, or "test-time", one row per model and r_eval: `fit --law testtime`, `loopscale.fit.testtime`); reads_curves
-    (its rows are a curves table's evaluations: the figures draw them as curves).
+    when it beats the fit's law by AICc) and looped_at (its own parameters' values at which it is r^phi: the
+    collapse figure's phi = 0 / 1 panels set them there); table (the table it is fitted to: "runs", the runs table
+    every law above reads, or "test-time", one row per model and r_eval: `fit --law testtime`,
+    `loopscale.fit.testtime`); reads_curves (its rows are a curves table's evaluations: drawn as curves).
 
-    Instances are bound to what a fit of them needs from the data (`bind`: the r values of per-r
-    multipliers, the recipes of a per-recipe law) or from a fit record's parameters (`from_params`).
+    Instances are bound to what a fit of them needs from the data (`bind`: the r values of per-r multipliers, the
+    recipes of a per-recipe law) or from a fit record's parameters (`from_params`).
     """
 
     name: ClassVar[str] = ""
@@ -195,6 +196,7 @@ class Law:
     has_hessian: ClassVar[bool] = True
     rival: ClassVar[str | None] = None
     departure: ClassVar[str | None] = None  # e.g. "phi runs with the size": validate's flag when the rival wins
+    looped_at: ClassVar[Mapping[str, float]] = {}  # e.g. {"psi": 0.0}: the parameters' values that make it r^phi
     table: ClassVar[str] = "runs"  # the table it reads: "runs" (one row per run) or "test-time" (per model and r_eval)
     reads_curves: ClassVar[bool] = False  # its rows are evaluations along runs' loss curves (a curves table)
 
@@ -246,8 +248,7 @@ class Law:
 
     @classmethod
     def invalid_rows(cls, table) -> tuple[np.ndarray, str] | None:
-        """(mask, rule) of the rows whose values together break a rule of the law (each column is checked on
-        its own before), or None: the looped laws need N_once + N_rec > 0."""
+        """(mask, rule) of the rows breaking a rule across columns (each is checked alone before), or None."""
         return ((table["N_once"] + table["N_rec"]).to_numpy() <= 0), "N_once + N_rec must be > 0"
 
     @classmethod
@@ -257,8 +258,7 @@ class Law:
 
     @classmethod
     def data_from_table(cls, table) -> LawData:
-        """LawData from a DataFrame (or dict of arrays) with canonical columns: size_columns and D (or C, then
-        D = C / (6 cost_params)); L when present."""
+        """LawData from a DataFrame or dict of canonical columns: size_columns, D (or C: D = C / 6 cost_params), L."""
         cols = _float_columns(table, (*cls.size_columns, "D", "C", "L"))
         for need in cls.size_columns:
             if need not in cols:

@@ -43,6 +43,7 @@ class LoopedEntry(Law):
     warm_start = Looped.name
     rival = "kappa r^phi (r > 1)"
     departure = "looping has a one-off price"
+    looped_at = {"kappa": 1.0}
 
     @classmethod
     def check_table(cls, table) -> None:

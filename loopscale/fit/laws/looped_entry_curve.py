@@ -33,6 +33,7 @@ class LoopedEntryCurve(LoopedCurve):
     formula = "L(t) = E + A (N_once + kappa^[r>1] r^phi N_rec)^-alpha + B S1(t)^-beta - K S2(t)"
     warm_start = LoopedCurve.name
     final_law = LoopedEntry.name
+    looped_at = LoopedEntry.looped_at
 
     @classmethod
     def check_table(cls, table) -> None:

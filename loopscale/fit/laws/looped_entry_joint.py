@@ -30,6 +30,7 @@ class LoopedEntryJoint(LoopedJoint):
     formula = "L = E + A (N_once + kappa^[r>1] r^phi_g N_rec)^-alpha + B D^-beta   (g: the run's recipe)"
     recipe_law = LoopedEntry.name
     warm_start = LoopedJoint.name
+    looped_at = LoopedEntry.looped_at
 
     @classmethod
     def check_table(cls, table) -> None:

@@ -48,6 +48,7 @@ class LoopedLogN(Law):
     profile_param = "phi"
     rival = "r^(phi + psi ln(N_c/N_ref))"
     departure = "phi runs with the size"
+    looped_at = {"psi": 0.0}
 
     N_ref: float | None = None  # where phi is read; None: not bound to a table (validate's rival binds it)
 

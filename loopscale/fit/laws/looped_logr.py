@@ -35,6 +35,7 @@ class LoopedLogR(Law):
     warm_start = Looped.name
     rival = "r^(phi + psi ln(r/4))"
     departure = "phi runs with r"
+    looped_at = {"psi": 0.0}
     r_ref: ClassVar[float] = 4.0  # where phi is read (phi_r at r = r_ref)
 
     @classmethod
