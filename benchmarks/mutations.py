@@ -4318,6 +4318,56 @@ MUTATIONS: tuple[Mutation, ...] = (
         ("tests/unit/test_loop_gap.py::test_each_looped_point_is_paired_with_the_r1_run_of_its_width_and_budget",),
         "the law's gap is the law's L_hat of both runs, not against the measured r = 1 loss (issue 54)",
     ),
+    Mutation(
+        "s14-logn-joint-separate-fits-own-n-ref",
+        "loopscale/fit/laws/looped_logn_joint.py",
+        "        return self.single()\n\n    def bounds",
+        "        return self.recipe_law\n\n    def bounds",
+        (
+            "tests/unit/test_looped_logn_joint.py::test_the_separate_fits_are_read_at_the_joint_n_ref_and_the_shared_check_runs",
+        ),
+        "a looped-logn joint fit's separate fits read phi at the joint N_ref, not each at its own table's (issue 54)",
+    ),
+    Mutation(
+        "s14-logn-joint-drops-psi",
+        "loopscale/fit/laws/looped_logn_joint.py",
+        "        return log_m + thetas[:, -1:] * slope, np.column_stack([dlogm, slope])",
+        "        return log_m, np.column_stack([dlogm, slope])",
+        (
+            "tests/unit/test_looped_logn_joint.py::test_noise_free_tables_give_each_recipes_phi_at_the_joint_n_ref_and_the_shared_psi_back",
+        ),
+        "the joint looped-logn law's exponent runs with the size by the shared psi (issue 54)",
+    ),
+    Mutation(
+        "s14-recipe-view-drops-shared-parameters",
+        "loopscale/plots/views.py",
+        '    shared = set(fit.params) - {law.recipe_param(g) for g in j["recipes"]}',
+        '    shared = {"E", "A", "alpha", "B", "beta"}',
+        (
+            "tests/unit/test_looped_logn_joint.py::test_a_record_rebuilds_the_law_and_each_recipes_view_keeps_psi_and_n_ref",
+        ),
+        "a recipe's view of a joint fit keeps the law's shared parameters (psi, N_ref, kappa) (issue 54)",
+    ),
+    Mutation(
+        "s14-power-pilot-drops-n-ref",
+        "loopscale/fit/pilot.py",
+        "    return law_name, {**params, **held_params(law_name, {**final, **params})}",
+        "    return law_name, params",
+        (
+            "tests/unit/test_looped_logn_joint.py::test_power_simulates_a_looped_logn_pilot_at_its_n_ref_and_more_seeds_narrow_phi",
+        ),
+        "power's truth keeps what the pilot's law holds (looped-logn's N_ref) (issue 54)",
+    ),
+    Mutation(
+        "s14-shared-check-start-of-the-looped-joints-length",
+        "loopscale/fit/joint.py",
+        "    starts = [state.best.theta, law.from_user({**separate[law.recipes[0]][0].params, **phis})]",
+        "    starts = [state.best.theta, law.from_user({**separate[law.recipes[0]][0].params, **phis})[: 5 + K]]",
+        (
+            "tests/unit/test_looped_logn_joint.py::test_the_entry_laws_joint_fit_runs_its_separate_fits_and_shared_check_too",
+        ),
+        "the shared-parameter check starts from the separate fits in the joint law's own coordinates (issue 54)",
+    ),
 )
 
 

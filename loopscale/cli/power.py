@@ -6,6 +6,7 @@
     loopscale power --fit fit.json --table designs.csv --recipe lora --detect 0.1
     loopscale power --fit curves_fit.json experiment=isodepth_cpu_demo      # a looped-curve pilot: curves count
     loopscale power --fit entry_fit.json --table runs.csv --measure-phi    # a looped-entry pilot; the width rule
+    loopscale power --fit logn_fit.json experiment=isodepth_cpu_demo --measure-phi   # looped-logn: phi at its N_ref
 
 From a pilot fit (or a stated law and seed sigma) and a sweep design (Hydra overrides, expanded with exact
 accounting by `loopscale.launch.design`; or a runs table), simulate sweeps of the design and of a small menu of
@@ -51,7 +52,9 @@ def register(subparsers) -> None:
     )
     p.add_argument("overrides", nargs="*", help="the sweep design: Hydra overrides, e.g. experiment=isodepth_cpu_demo")
     law = p.add_mutually_exclusive_group(required=True)
-    law.add_argument("--fit", metavar="FIT", help="pilot fit JSON (`fit --out`: looped, looped-entry, or joint)")
+    law.add_argument(
+        "--fit", metavar="FIT", help="pilot fit JSON (`fit --out`: looped, looped-entry, looped-logn, or joint)"
+    )
     law.add_argument("--law", metavar="E=..,A=..", help="a stated law: E, A, alpha, B, beta, phi (needs --sigma)")
     p.add_argument(
         "--sigma",

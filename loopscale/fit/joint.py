@@ -29,7 +29,7 @@ import pandas as pd
 from scipy.stats import chi2
 
 from loopscale.errors import InputError
-from loopscale.fit.laws.form import LawData
+from loopscale.fit.laws.form import Law, LawData
 from loopscale.fit.laws.looped_joint import RECIPE_CODE, LoopedJoint
 from loopscale.fit.laws.looped_joint import recipe_phi as recipe_phi  # its home before the law registry
 from loopscale.fit.laws.registry import law_data_from_table, make_law
@@ -179,9 +179,9 @@ def fit_joint(
     Bootstrap seeds are seed + 1 (joint) and seed + 2 + i (separate fit i); `jobs` worker processes and
     the `progress` stream as in `resample.bootstrap`. The separate fits use the law's `recipe_law`.
     Seeds, starts as in `fit_table.fit_table`; the separate fits use the joint sigma."""
-    law, loss = make_law(law_name, recipes=recipes), loss or Loss()
     labels = check_joint_inputs(table, recipes, n_bootstrap, cluster)
-    nf, data, loss = noise_setup(table, joint_data(table, law_name), loss, noise, seed_column, RECIPE_CODE)
+    nf, data, loss = noise_setup(table, joint_data(table, law_name), loss or Loss(), noise, seed_column, RECIPE_CODE)
+    law = make_law(law_name, recipes=recipes).with_data(data)  # what it holds of the joint table: looped-logn's N_ref
     result, state = fit_law(data, law, loss, seed, n_refine, starts)
     state, scale = fit_on_its_scale(result, state, nf.reps.point)  # sigma bounded below by the scatter about the law
     seeds = SeedNoise(nf, state.data.sigma, cluster, inner, seed_column, state.data.noise_group, state.data.sigma_dof)
@@ -193,7 +193,7 @@ def fit_joint(
     joint = Joint(column, list(recipes), recipes[0], deltas, _rows_by_recipe(table, recipes))
     if separate:
         sep = separate_fits(
-            table, recipes, loss, seed, n_bootstrap, cluster, n_refine, jobs, progress, law.recipe_law, seeds
+            table, recipes, loss, seed, n_bootstrap, cluster, n_refine, jobs, progress, law.separate_law(), seeds
         )
         joint = _with_separate(joint, sep, state, table, level, seed)
     result.joint = joint
@@ -310,7 +310,7 @@ def separate_fits(
     n_refine: int = 16,
     jobs: int = 1,
     progress=None,
-    law: str = "looped",
+    law: str | Law = "looped",
     seeds: SeedNoise | None = None,
 ):
     """{recipe: (FitResult, FitState)}: `law` (the joint law's `recipe_law`) fitted to each recipe with the r = 1
@@ -364,11 +364,10 @@ def shared_parameter_check(state, table: pd.DataFrame, separate: dict) -> Shared
     law, data, loss = state.law, state.data, state.loss
     K = len(law.recipes)
     weights = np.where(data.r == 1, float(K), 1.0)
-    starts = [state.best.theta]
-    ref_theta = separate[law.recipes[0]][1].best.theta
-    starts.append(
-        np.concatenate([ref_theta[:6], [s.best.theta[5] - ref_theta[5] for _, s in list(separate.values())[1:]]])
-    )
+    # the second start: the reference's separate fit (its dense part and own parameters, kappa or psi) with every
+    # recipe's separate phi, through the law's own coordinates
+    phis = {law.recipe_param(g): fit.params["phi"] for g, (fit, _) in separate.items()}
+    starts = [state.best.theta, law.from_user({**separate[law.recipes[0]][0].params, **phis})]
     restricted = min((refine(s, law, data, loss, weights) for s in starts), key=lambda r: r.objective)
     f_sep = float(sum(s.best.objective for _, s in separate.values()))
     psi2, dpsi, n = 0.0, 0.0, 0

@@ -23,9 +23,10 @@ from loopscale.errors import InputError, not_one_of
 from loopscale.fit.bounds import BOUNDS, DPHI_BOUNDS
 from loopscale.fit.curve_worth import CurveNoise, CurvePilot
 from loopscale.fit.isoflop import Z_LEVEL
+from loopscale.fit.laws.form import Law
 from loopscale.fit.laws.looped import Looped
 from loopscale.fit.laws.looped_joint import LoopedJoint
-from loopscale.fit.laws.registry import find_law, law_names, make_law, per_recipe_form
+from loopscale.fit.laws.registry import find_law, law_class, law_names, make_law, per_recipe_form
 from loopscale.fit.result import load_fit
 
 DENSE = ("E", "A", "alpha", "B", "beta")
@@ -48,6 +49,18 @@ def power_laws() -> tuple[str, ...]:
 def law_params(law: str) -> tuple[str, ...]:
     """The user parameters of a law power simulates: E, A, alpha, B, beta, phi and its own (kappa)."""
     return make_law(law, R_VALUES).user_names
+
+
+def bound_law(law: str, params: Mapping[str, float]) -> Law:
+    """The law power simulates holding what it reads of the pilot's parameters (looped-logn's N_ref: the truth's phi
+    is the exponent there, and every simulated fit reads its phi there too, `power.make_problem`)."""
+    return law_class(law).from_params(params)
+
+
+def held_params(law: str, params: Mapping[str, float]) -> dict[str, float]:
+    """The values a law holds beside its fitted parameters (looped-logn's N_ref), as its record keeps them."""
+    bound = bound_law(law, params)
+    return {k: v for k, v in bound.to_user(bound.from_user(params)).items() if k not in bound.user_names}
 
 
 def simulated_law(law: str) -> str:
@@ -127,7 +140,7 @@ class Truth:
 def check_in_box(params: Mapping[str, float], delta_phi: float = 0.0, law_name: str = Looped.name) -> None:
     """InputError (one line) when the law, or phi + the planted delta-phi, lies outside the fitter's box: a fit
     could not recover it, and its pinned estimates would read as a precise design."""
-    law = make_law(law_name, R_VALUES)
+    law = bound_law(law_name, params)
     theta = law.from_user({k: params[k] for k in law.user_names})
     for name, value, (lo, hi) in zip(law.internal_names, theta, law.bounds()):
         if not lo < value < hi:
@@ -201,7 +214,8 @@ def _pilot_law(fit, known, curves: bool) -> str:
     beyond = sorted(set(law_params(single)) - set(law_params(Looped.name)))
     raise InputError(
         f"power simulates the {', '.join(power_laws())} laws (and their joint fits); the pilot's law {fit.law!r} "
-        f"has {', '.join(beyond)} beyond them: fit the pilot with --law looped or --law looped-entry to size a sweep"
+        f"has {', '.join(beyond)} beyond them: fit the pilot with --law looped, looped-entry or looped-logn to size "
+        "a sweep"
     )
 
 
@@ -215,7 +229,8 @@ def _pilot_params(fit, known, curves: bool) -> tuple[str, dict[str, float]]:
     params = {k: float(final[k]) for k in law_params(law_name) if k in final and k != "phi"}
     if phi is None or len(params) != len(law_params(law_name)) - 1:
         raise InputError(f"a pilot fit needs the {law_name} law's {', '.join(law_params(law_name))}; got {fit.law!r}")
-    return law_name, {**params, "phi": float(phi)}
+    params["phi"] = float(phi)
+    return law_name, {**params, **held_params(law_name, {**final, **params})}
 
 
 def _params_se(fit, law_name: str, params: Mapping[str, float]) -> dict[str, float]:
@@ -379,7 +394,7 @@ def params_draw(rng: np.random.Generator, truth: Truth) -> dict[str, float]:
     plans meets the kappa that is, as it meets the sigma that is (`scale_draw`)."""
     if not truth.params_se:
         return dict(truth.params)
-    law = make_law(truth.law, R_VALUES)
+    law = bound_law(truth.law, truth.params)
     theta = law.from_user(truth.params)
     for name, se in truth.params_se.items():
         i = law.user_names.index(name)

@@ -47,13 +47,14 @@ from loopscale.fit.laws.form import Law, per_pass_rows
 from loopscale.fit.laws.looped import Looped
 from loopscale.fit.laws.looped_joint import RECIPE_CODE, LoopedJoint
 from loopscale.fit.laws.looped_pass import LoopedPass
-from loopscale.fit.laws.registry import law_class, law_data_from_table, make_law, per_recipe_form, warm_law
+from loopscale.fit.laws.registry import law_class, law_data_from_table, per_recipe_form, warm_law
 from loopscale.fit.noise import noise_setup
 from loopscale.fit.noise_scale import scale_to_scatter
 from loopscale.fit.objective import Loss
 from loopscale.fit.optimize import FitState, fit_law, lm_batch, newton, refine
 from loopscale.fit.pilot import (
     Truth,
+    bound_law,
     check_in_box,
     draw_noise,
     params_draw,
@@ -242,16 +243,14 @@ def make_problem(
     table = comparison_design(design) if joint else design.reset_index(drop=True)
     ref = str(design["recipe"].iloc[0]) if "recipe" in design.columns else "baseline"
     name = design_law(design, truth.law)
-    law = (
-        make_law(per_recipe_form(name).name, recipes=(ref, CANDIDATE))
-        if joint
-        else make_law(name, table["r"].to_numpy(float))
-    )
     log_L = law_log_loss(table, truth.params, delta_phi, name)
     user = dict(truth.params)
     if joint:
         phi = user.pop("phi")
         user.update({LoopedJoint.recipe_param(ref): phi, LoopedJoint.recipe_param(CANDIDATE): phi + delta_phi})
+    # bound to the truth's parameters (`pilot.bound_law`): a looped-logn fit reads phi at the pilot's N_ref, as the
+    # truth states it, not at the design's own geometric N_c
+    law = bound_law(per_recipe_form(name).name if joint else name, user)
     loss = Loss()
     clean = law_data_from_table(table.assign(L=np.exp(log_L)), law)
     screened = screened_starts(law, clean, loss, N_SCREENED_STARTS)

@@ -86,13 +86,16 @@ def recipe_fit(fit, recipe: str) -> FitResult:
         )
     phi = law_class(law.recipe_law).profile_param  # the recipe law's exponent: phi
     rename = {law.recipe_param(recipe): phi}
-    dense = ("E", "A", "alpha", "B", "beta")
-    params = {k: fit.params[k] for k in dense} | {phi: fit.params[law.recipe_param(recipe)]}
-    ci95 = {rename.get(k, k): v for k, v in (fit.ci95 or {}).items() if k in dense or k in rename}
+    # shared: the dense part and the law's own shared parameters (looped-entry's kappa, looped-logn's psi, N_ref)
+    shared = set(fit.params) - {law.recipe_param(g) for g in j["recipes"]}
+    params = {k: fit.params[k] for k in shared} | {phi: fit.params[law.recipe_param(recipe)]}
+    ci95 = {rename.get(k, k): v for k, v in (fit.ci95 or {}).items() if k in shared or k in rename}
     boot = None
     if fit.bootstrap:
         cols = fit.bootstrap.get("params", {})
-        boot = fit.bootstrap.replace(params={rename.get(k, k): v for k, v in cols.items() if k in dense or k in rename})
+        boot = fit.bootstrap.replace(
+            params={rename.get(k, k): v for k, v in cols.items() if k in shared or k in rename}
+        )
     return FitResult(
         law=law.recipe_law,
         params=params,

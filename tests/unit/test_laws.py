@@ -28,7 +28,7 @@ def small_data(seed=0):
 def law_for(name, data):
     """The law as `fit` binds it: a per-recipe law to the recipes, any other to its data (`Law.for_data`)."""
     cls = law_class(name)
-    return make_law(name, data.r, RECIPES) if cls.per_recipe else cls.for_data(data)
+    return make_law(name, data.r, RECIPES).with_data(data) if cls.per_recipe else cls.for_data(data)
 
 
 def test_n_eff_closed_form():

@@ -26,16 +26,14 @@ from loopscale.fit.power import (
 from loopscale.fit.power_summary import power_at, seeds_needed
 from loopscale.fit.result import FitResult
 from loopscale.fit.verdict import MDE_FACTOR, Z_LEVEL
+from support.designs import cpu_design
 
 TRUTH = {**S.TRUE_DENSE, "phi": S.PUBLISHED_PHI["baseline"]}
 
 
 def _design(seeds: int) -> pd.DataFrame:
     """The CPU-sized grid (two budgets, three sizes, r in {1, 2, 4}: 18 points) trained `seeds` times."""
-    grid = S.isodepth_grid(S.CPU_SIZES, (1, 2, 4))
-    design = grid.loc[grid.index.repeat(seeds)].reset_index(drop=True)
-    design["seed"] = np.tile(np.arange(seeds), len(grid))
-    return design
+    return cpu_design(seeds, (1, 2, 4))
 
 
 def _analytic_se(design: pd.DataFrame, sigma: float) -> float:
@@ -131,11 +129,11 @@ def test_the_pilots_noise_is_stated_measured_or_its_corrected_residual():
 
 @pytest.mark.parametrize(("law", "beyond"), [("looped-logr", {"psi": 0.3}), ("looped-nxd", {"gamma": 0.1})])
 def test_a_pilot_whose_law_power_cannot_draw_is_refused_not_simulated_as_r_to_the_phi(law, beyond):
-    """power draws sweeps from the laws it can simulate (looped, looped-entry, looped-pass: tests/unit/
+    """power draws sweeps from the laws it can simulate (looped, looped-entry, looped-logn, looped-pass: tests/unit/
     test_power_entry.py); a pilot of looped-logr (psi) or looped-nxd (gamma) would be simulated with that parameter
     dropped, another law than the one fitted: refused in one line naming the laws it can."""
     fit = FitResult(law, {**TRUTH, **beyond}, 1e-3, 0.0, 1, 1, 1, {}, n_rows=44, residual_rms_log=0.004)
-    can = "power simulates the looped, looped-entry, looped-pass laws"
+    can = "power simulates the looped, looped-entry, looped-logn, looped-pass laws"
     with pytest.raises(InputError, match=f"{can} .*law '{law}' has {next(iter(beyond))} beyond them: fit the pilot"):
         truth_from_fit(fit)
     pinned = FitResult("looped-pinned-e", dict(TRUTH), 1e-3, 0.0, 1, 1, 1, {}, n_rows=44)

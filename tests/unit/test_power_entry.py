@@ -17,6 +17,7 @@ from loopscale.fit.pilot import params_draw, truth_from_fit
 from loopscale.fit.power import make_problem, simulate_design
 from loopscale.fit.result import FitResult
 from loopscale.fit.verdict import Z_LEVEL
+from support.designs import cpu_design
 
 KAPPA, SE_LOG_KAPPA = 0.5, 0.25
 ENTRY = {**S.TRUE_DENSE, "phi": S.PUBLISHED_PHI["baseline"], "kappa": KAPPA}
@@ -33,10 +34,7 @@ def _pilot(ci95: dict | None = None, sigma: float = 0.003) -> FitResult:
 
 def _design(seeds: int) -> pd.DataFrame:
     """The CPU-sized grid at r in {1, 2, 4, 8} (two r > 1 at least: phi is a slope across them), `seeds` times."""
-    grid = S.isodepth_grid(S.CPU_SIZES, (1, 2, 4, 8))
-    design = grid.loc[grid.index.repeat(seeds)].reset_index(drop=True)
-    design["seed"] = np.tile(np.arange(seeds), len(grid))
-    return design
+    return cpu_design(seeds)
 
 
 def test_a_looped_entry_pilot_is_simulated_with_its_law_and_fewer_seeds_give_a_larger_mde():
@@ -86,5 +84,7 @@ def test_a_looped_entry_pilot_without_kappas_interval_and_a_law_power_cannot_dra
     for law, extra in (("looped-logr", {"psi": 0.3}), ("looped-nxd", {"gamma": 0.1})):
         fit = FitResult(law, {**ENTRY, **extra}, 1e-3, 0.0, 1, 1, 1, {}, n_rows=44, residual_rms_log=0.004)
         fit.params.pop("kappa")
-        with pytest.raises(InputError, match=rf"power simulates the looped, looped-entry, looped-pass laws .*'{law}'"):
+        with pytest.raises(
+            InputError, match=rf"power simulates the looped, looped-entry, looped-logn, looped-pass laws .*'{law}'"
+        ):
             truth_from_fit(fit)

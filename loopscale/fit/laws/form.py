@@ -82,9 +82,7 @@ class LawData:
             object.__setattr__(self, "sigma", np.asarray(self.sigma, dtype=float))
         if self.L is not None:
             object.__setattr__(self, "L", np.asarray(self.L, dtype=float))
-            object.__setattr__(self, "log_L", np.log(self.L))
-        else:
-            object.__setattr__(self, "log_L", None)
+        object.__setattr__(self, "log_L", None if self.L is None else np.log(self.L))
 
     def __len__(self) -> int:
         return len(self.D)
@@ -108,11 +106,8 @@ class LawData:
 
 
 def n_eff(N_once, N_rec, r, phi):
-    """Effective parameter count N_eff = N_once + r^phi * N_rec (docs/design.md, "The question").
-
-    phi = 1: looping a block r times is worth r unique blocks; phi = 0: worth one block.
-    Accepts scalars or arrays (broadcast).
-    """
+    """N_eff = N_once + r^phi N_rec (docs/design.md, "The question"): phi = 1, looping a block r times is worth r
+    unique blocks; phi = 0, one block. Scalars or arrays (broadcast)."""
     return np.asarray(N_once, dtype=float) + np.power(np.asarray(r, dtype=float), phi) * np.asarray(N_rec, dtype=float)
 
 
@@ -125,9 +120,7 @@ def cost_params(N_once, N_rec, r):
 def per_pass_rows(table) -> int:
     """How many rows of a table (DataFrame or dict of arrays) have parameters used once per pass (N_pass > 0);
     0 without the column (a missing N_pass counts as 0)."""
-    if "N_pass" not in table:
-        return 0
-    return int((np.asarray(table["N_pass"], dtype=float) > 0).sum())
+    return 0 if "N_pass" not in table else int((np.asarray(table["N_pass"], dtype=float) > 0).sum())
 
 
 def tokens_from_compute(C, cost_N):
@@ -208,8 +201,13 @@ class Law:
 
     @classmethod
     def for_data(cls, data: LawData) -> Law:
-        """The law `fit --law` fits to `data` (a law holding a value of its data, looped-logn's N_ref, reads it)."""
-        return cls.bind(r=data.r)
+        """The law `fit --law` fits to `data`: bound to its r (`bind`) holding what it reads of it (`with_data`)."""
+        return cls.bind(r=data.r).with_data(data)
+
+    def with_data(self, data: LawData) -> Law:
+        """This law holding what it reads of a fit's data (looped-logn's N_ref; a joint fit binds it so): most hold
+        nothing, itself."""
+        return self
 
     @classmethod
     def rival_law(cls, data: LawData, reference: Mapping[str, float]) -> Law:

@@ -79,6 +79,11 @@ class LoopedJoint(Law):
         n = n_eff(cols["N_once"], cols["N_rec"], cols["r"], phi)  # phi per row
         return params["E"] + params["A"] * n ** -params["alpha"] + params["B"] * cols["D"] ** -params["beta"]
 
+    def separate_law(self) -> Law | str:
+        """The law each recipe's separate fit uses: `recipe_law` (a law holding a value of the joint data, e.g. an
+        N_ref, holds the joint one there)."""
+        return self.recipe_law
+
     def multiplier(self, params, r: float, recipe: str | None = None) -> np.ndarray:
         """r^phi[recipe] (the reference recipe when None)."""
         recipe = recipe or self.recipes[0]

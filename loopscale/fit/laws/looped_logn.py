@@ -20,7 +20,7 @@ the looped law's exact Newton steps serve it too.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -52,9 +52,9 @@ class LoopedLogN(Law):
 
     N_ref: float | None = None  # where phi is read; None: not bound to a table (validate's rival binds it)
 
-    @classmethod
-    def for_data(cls, data: LawData) -> LoopedLogN:
-        return cls(N_ref=reference_size(data))
+    def with_data(self, data: LawData) -> LoopedLogN:
+        """N_ref from the data (`reference_size`) unless the law holds one (a record's, a joint fit's)."""
+        return self if self.N_ref is not None else replace(self, N_ref=reference_size(data))
 
     @classmethod
     def from_params(cls, params) -> LoopedLogN:
