@@ -4368,6 +4368,24 @@ MUTATIONS: tuple[Mutation, ...] = (
         ),
         "the shared-parameter check starts from the separate fits in the joint law's own coordinates (issue 54)",
     ),
+    Mutation(
+        "s14-loop-gap-joint-pools-recipes",
+        "loopscale/plots/loop_gap.py",
+        '        parts = [(g, loop_gaps(table, recipe_fit(fit, g))) for g in (fit.joint or {}).get("recipes", [])]',
+        '        parts = [(g, loop_gaps(table, fit)) for g in (fit.joint or {}).get("recipes", [])]',
+        (
+            "tests/unit/test_loop_gap.py::test_a_joint_fit_gets_a_panel_per_recipe_each_against_the_shared_r1_runs_at_its_own_phi",
+        ),
+        "a joint fit's loop gap pairs each recipe's own looped runs with the shared r = 1 runs (issue 54)",
+    ),
+    Mutation(
+        "s14-loop-gap-tokens-ratio-inverted",
+        "loopscale/plots/loop_gap.py",
+        'tokens_ratio=pairs["D"] / pairs["D_1"]',
+        'tokens_ratio=pairs["D_1"] / pairs["D"]',
+        ("tests/unit/test_loop_gap.py::test_each_looped_point_is_paired_with_the_r1_run_of_its_width_and_budget",),
+        "the loop gap says how many tokens the looped run trains against its r = 1 pair (issue 54)",
+    ),
 )
 
 

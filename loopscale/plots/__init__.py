@@ -20,8 +20,9 @@ Figures (each function returns a matplotlib Figure; `save_all` writes them as PN
     delta_phi        phi per recipe and its difference from the first, with 95% intervals, each fit named
                      by its recipe (for a joint fit, `joint_delta_phi`: the joint delta-phi next to the
                      separate fits')
-    loop_gap         L(r) - L(1) at equal tokens against N_c = N_once + r N_rec, the runs and the law (a single
-                     looped fit of a table with width and C_budget): does the loop's price follow the law with size?
+    loop_gap         L(r) - L(1) of runs sharing width and budget against N_c = N_once + r N_rec, the runs and
+                     the law (a looped fit of a table with width and C_budget; a joint fit: a panel per recipe):
+                     does the loop's price follow the law with size?
     compute_optimal  N* and D* vs C for each r, with the best run at each budget
     advice_figure    `loopscale advise`: loss vs unique parameters at a budget per r, constraints, the choice
 
@@ -34,7 +35,7 @@ The modules, bottom to top:
     curves      the law along each figure's axes (law_line, collapse_spread; the law's N*, D*: fit/isoflop.py)
     isoflop     the iso-FLOP figure and its budget panels
     single_fit  the other figures of one fit
-    loop_gap    the loop's price at equal tokens by size (loop_gaps: the paired runs' gaps, loop_gap: the figure)
+    loop_gap    the loop's price by size (loop_gaps: the paired runs' gaps, recipe_gaps: a joint fit's, loop_gap)
     recipes     the figures that compare recipes (delta_phi, joint_delta_phi, delta_phi_profile)
     registry    the fit figures, found in the modules' FIGURES, which apply (figures) and writing them (save_all)
     advice      the figure of `loopscale advise` (from an Advice, not from a runs table)

@@ -140,7 +140,9 @@ def test_residuals_match_the_fitter(table, baseline, fit, tmp_path):
 def test_joint_fit_figures(table, tmp_path):
     joint = load_fit(FIXTURE / "fit.joint.json")
     drawn = figures(table, joint)
-    assert {"iso_flop", "collapse", "phi_profile", "residuals", "delta_phi", "compute_optimal"} == set(drawn)
+    assert {"iso_flop", "collapse", "phi_profile", "residuals", "delta_phi", "compute_optimal", "loop_gap"} == set(
+        drawn
+    )
     texts = figure_text(drawn["delta_phi"])
     assert {"joint: bootstrap", "joint: profile", "separate fits"} <= texts
     assert has(texts, "shared dense parameters: LR p =")
