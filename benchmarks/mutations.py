@@ -4369,6 +4369,14 @@ MUTATIONS: tuple[Mutation, ...] = (
         "the shared-parameter check starts from the separate fits in the joint law's own coordinates (issue 54)",
     ),
     Mutation(
+        "s14-recipe-view-keeps-other-recipes-phi",
+        "loopscale/plots/views.py",
+        '    shared = set(fit.params) - {law.recipe_param(g) for g in j["recipes"]}',
+        "    shared = set(fit.params) - {law.recipe_param(recipe)}",
+        ("tests/unit/test_looped_logn_joint.py::test_a_recipes_view_holds_its_own_phi_and_the_shared_parameters_only",),
+        "a recipe's view of a joint fit holds its own phi, none of the other recipes' (a blind round's survivor)",
+    ),
+    Mutation(
         "s14-loop-gap-joint-pools-recipes",
         "loopscale/plots/loop_gap.py",
         '        parts = [(g, loop_gaps(table, recipe_fit(fit, g))) for g in (fit.joint or {}).get("recipes", [])]',

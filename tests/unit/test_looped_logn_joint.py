@@ -146,3 +146,15 @@ def test_power_simulates_a_looped_logn_pilot_at_its_n_ref_and_more_seeds_narrow_
     assert abs(np.median(one["estimates"]["phi"]) - 0.5) < 0.05
     assert one["phi"]["width95"] > 1.4 * four["phi"]["width95"]
     assert one["delta_phi"]["mde"] > 1.4 * four["delta_phi"]["mde"]
+
+
+def test_a_recipes_view_holds_its_own_phi_and_the_shared_parameters_only():
+    """Three recipes: the probe's view keeps the dense part, psi and N_ref, and its own phi, none of the other
+    recipes' (in its parameters, intervals and bootstrap columns alike)."""
+    params = {**DENSE, "phi[baseline]": 0.5, "phi[probe]": 0.65, "phi[other]": 0.4, "psi": PSI, "N_ref": 2.2e8}
+    fit = FitResult("looped-logn-joint", params, 1e-3, 0.0, 1, 1, 1, {}, n_rows=48)
+    fit.joint = {"recipes": ["baseline", "probe", "other"], "reference": "baseline", "column": "recipe"}
+    fit.ci95 = {k: [v - 0.01, v + 0.01] for k, v in params.items() if k != "N_ref"}
+    view = recipe_fit(fit, "probe")
+    assert set(view.params) == {*DENSE, "phi", "psi", "N_ref"} and view.params["phi"] == 0.65
+    assert set(view.ci95) == {*DENSE, "phi", "psi"} and view.ci95["phi"] == [0.64, 0.66]
