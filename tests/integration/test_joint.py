@@ -173,7 +173,7 @@ def test_fit_joint_cli_bad_input(tmp_path):
         ([src, "--joint", "nope"], "--joint column 'nope'"),
         (
             [src, "--joint", "recipe", "--law", "chinchilla"],
-            "--joint fits the looped or looped-entry or looped-pass law",
+            "--joint fits the looped or looped-entry or looped-logn or looped-pass law",
         ),
     ]
     for args, message in cases:

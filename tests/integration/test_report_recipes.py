@@ -23,7 +23,7 @@ from support.fit_fixtures import PLOTS_FIXTURE as FIXTURE
 from support.paths import CHINCHILLA
 
 RUNS_FIGURES = figure_names("runs")  # a runs-table fit's figures (a curves fit gets its own)
-JOINT_FIGURES = [n for n in RUNS_FIGURES if n != "loop_gap"]  # the loop's price by size is a single fit's figure
+JOINT_FIGURES = RUNS_FIGURES  # a joint fit draws every one of them (loop_gap: a panel per recipe)
 
 RECIPES = ("baseline", "tbptt", "hyper")
 JOINT = FIXTURE / "fit.joint.json"
