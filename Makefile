@@ -14,7 +14,7 @@ DEMO_ARGS ?=
 TORCH_FLOOR ?= 2.11.0
 FLOOR_VENV ?= .venv-torch-floor
 
-.PHONY: install demo test test-unit test-slow test-all install-torch-floor test-torch-floor lint bench mutations gpu-bundle clean
+.PHONY: install demo demo-measured test test-unit test-slow test-all install-torch-floor test-torch-floor lint bench mutations gpu-bundle clean
 
 # Where `make bench` trains its measurements (the fork-fidelity runs).
 BENCH_OUT ?= .bench
@@ -35,6 +35,12 @@ install: $(BIN)/.installed
 
 demo: install
 	$(BIN)/loopscale demo $(DEMO_ARGS)
+
+# the demo's grid at the design `loopscale power` sizes to measure phi (docs/results.md, "How many seeds measure phi
+# at N_ref?"): 5 seeds of every point, fitted with looped-logn (phi read at N_ref, the runs' geometric N_c), ~35 min
+# on 2 idle cores; its own output directory (seed 0 is the plain demo's grid, trained again there)
+demo-measured: install
+	$(BIN)/loopscale demo --seeds 5 --law looped-logn --out runs/demo_measured $(DEMO_ARGS)
 
 # notebooks/phi_diagnostics.ipynb executed on your sweep into an HTML page with every output, e.g.
 # `make notebook NOTEBOOK_ARGS="runs/mine --fit fits/mine.json --out mine.html"` (`loopscale notebook --help`);

@@ -2,9 +2,9 @@
 
     prepare the default corpus -> train the isodepth_cpu_demo sweep (16 forked jobs: r in {1, 2, 4, 8} x 4
     widths, 2-3 budgets each: 44 points) on a pool of worker processes (loopscale/launch/local_workers.py) ->
-    collect runs.csv -> fit the looped law with a bootstrap, its phi profile and a held-out budget, plus the
-    looped-free diagnostic -> `loopscale validate` (held-out budgets and r, the rival forms) -> figures ->
-    report.md -> demo.json (stage times, training FLOP/s, the conditioning numbers of
+    collect runs.csv -> fit the looped law (or looped-logn: `--law`) with a bootstrap, its phi profile and a
+    held-out budget, plus the looped-free diagnostic -> `loopscale validate` (held-out budgets and r, the rival
+    forms) -> figures -> report.md -> demo.json (stage times, training FLOP/s, the conditioning numbers of
     loopscale/analysis/conditioning.py, validate's verdict), all under one output directory (runs/demo/).
 
 Every stage reuses what an earlier call finished: finished runs are skipped (their run.json says done), an
@@ -54,6 +54,9 @@ from loopscale.train.plan import run_dir_of
 from loopscale.train.run_json import ForkedJob, RunRecord, is_finished
 
 EXPERIMENT = "isodepth_cpu_demo"
+# the laws the demo fits: r^phi (the published question: one phi for every size) and r^(phi + psi ln(N_c / N_ref)),
+# the form the demo's runs prefer (validate's rival; docs/results.md, "phi runs with the width"), phi read at N_ref
+DEMO_LAWS = ("looped", "looped-logn")
 
 
 @dataclass
@@ -65,6 +68,8 @@ class DemoSettings:
     data_dir: str | None = None  # default: the data config's (data/cache)
     workers: int = 0  # training processes; 0: min(CPUs, 2)
     threads_per_worker: int = 0  # torch threads per process; 0: 1
+    seeds: int = 1  # training seeds of every point: seed=0..seeds-1 (the seed sigma the fit weighs by)
+    law: str = "looped"  # the law fitted: one of DEMO_LAWS
 
 
 @dataclass
@@ -103,10 +108,32 @@ def job_line(cfg, record: RunRecord | ForkedJob | None, wall_s: float) -> str:
     return f"{_summary(cfg, record)}  ({wall_s:.0f} s)"
 
 
+def check_request(settings: DemoSettings) -> None:
+    """InputError, before anything is prepared, for what the demo would silently get wrong: `experiment=X` among
+    its overrides (outvoted by its own experiment: the command that runs X is named instead), fewer than one seed,
+    or a `seed=` override beside --seeds K (which sets seed=0..K-1: outvoted or doubled)."""
+    if settings.seeds < 1:
+        raise InputError(f"--seeds {settings.seeds}: the training seeds of every point, 1 or more")
+    for override in settings.overrides:
+        key, _, value = override.partition("=")
+        key = key.lstrip("+~")
+        if key == "experiment" or key.startswith("experiment@"):
+            raise InputError(
+                f"{override}: the demo trains experiment={EXPERIMENT} only; for your own experiment run "
+                f"`loopscale-train -m experiment={value or 'X'} hydra/launcher=local_pool`, then "
+                "`loopscale collect`, `loopscale fit` and `loopscale report` (docs/operations.md)"
+            )
+        if key == "seed" and settings.seeds > 1:
+            raise InputError(
+                f"{override}: --seeds {settings.seeds} sets the training seeds (seed=0..{settings.seeds - 1}); give one"
+            )
+
+
 def _overrides(settings: DemoSettings, runs_dir: Path, threads: int) -> list[str]:
     data = [f"data.data_dir={settings.data_dir}"] if settings.data_dir else []
     progress = ["trainer.progress=false", f"trainer.num_threads={threads}"]
-    return [f"experiment={EXPERIMENT}", f"runs_dir={runs_dir}", *progress, *data, *settings.overrides]
+    seeds = [f"seed={','.join(str(s) for s in range(settings.seeds))}"] if settings.seeds > 1 else []
+    return [f"experiment={EXPERIMENT}", f"runs_dir={runs_dir}", *progress, *data, *seeds, *settings.overrides]
 
 
 @contextmanager
@@ -118,6 +145,7 @@ def _timed(stage_s: dict[str, float], name: str):
 
 def run_demo(settings: DemoSettings, console=None) -> DemoOutputs:
     """Every stage of the module docstring, in order; returns where each output went."""
+    check_request(settings)
     console = console or Console()
     started = time.perf_counter()
     stage_s: dict[str, float] = {}
@@ -134,7 +162,7 @@ def run_demo(settings: DemoSettings, console=None) -> DemoOutputs:
     console.print("[3/5] collecting the runs table")
     with _timed(stage_s, "collect"):
         table, problems, runs_csv = _collect(out, out / "runs" / jobs[0].cfg.sweep)
-        looped_table = canonical_table(table, "looped")
+        looped_table = canonical_table(table, settings.law)
     with _timed(stage_s, "fit"):
         fit, fit_path, free, fit_free_path = _fit(table, looped_table, runs_csv, out, settings, console)
     with _timed(stage_s, "validate"):
@@ -150,7 +178,7 @@ def run_demo(settings: DemoSettings, console=None) -> DemoOutputs:
     summary = {
         "experiment": EXPERIMENT,
         "overrides": settings.overrides,
-        **dict(n_jobs=len(jobs), n_trained=len(trained), n_runs=len(table)),
+        **dict(law=settings.law, seeds=settings.seeds, n_jobs=len(jobs), n_trained=len(trained), n_runs=len(table)),
         **dict(workers=workers, threads_per_worker=threads),
         **dict(wall_time_s=time.perf_counter() - started, stage_s=stage_s),
         "train_flops": train_flops,
@@ -212,18 +240,18 @@ def _collect(out: Path, sweep_dir: Path):
 
 
 def _fit(table, looped_table, runs_csv: Path, out: Path, settings: DemoSettings, console):
-    """`loopscale fit runs.csv --bootstrap N --holdout-largest` on the looped law's canonical table and the
+    """`loopscale fit runs.csv --law LAW --bootstrap N --holdout-largest` on the law's canonical table and the
     looped-free diagnostic, each recorded with its input's path, hash and size; returns (fit, its path,
     free fit or None, its path)."""
     console.print(
-        f"[4/5] fitting the looped law ({settings.n_bootstrap} bootstrap replicates by parent job, phi profile, "
-        "largest budget held out)"
+        f"[4/5] fitting the {settings.law} law ({settings.n_bootstrap} bootstrap replicates by parent job, phi "
+        "profile, largest budget held out)"
     )
     input_info = {"path": str(runs_csv), "sha256": file_sha256(runs_csv), "n_rows": len(table)}
     # a forked sweep's bootstrap resamples whole parent jobs (their branches share one draw of noise), as the
     # verdict's profile sums them (docs/design.md, "The verdict")
     cluster = PARENT_COLUMN if is_forked(looped_table) else None
-    fit_args = dict(law="looped", seed=settings.seed, n_bootstrap=settings.n_bootstrap, cluster=cluster)
+    fit_args = dict(law=settings.law, seed=settings.seed, n_bootstrap=settings.n_bootstrap, cluster=cluster)
     try:
         fit = fit_table(looped_table, holdout=True, **fit_args)
     except ValueError as err:  # a reduced demo may have too few runs outside the largest budget
@@ -294,7 +322,8 @@ def _write_summary(summary: dict, looped_table, fit, path: Path) -> Path:
 
 def verdict_summary(fit) -> dict:
     """The verdict of the demo's fit as one record: its line (what `fit`, report.md and fit.json say), phi, the
-    interval the verdict read and its name, and whether phi is measured."""
+    interval the verdict read and its name, whether phi is measured, and the size phi is read at (looped-logn's
+    N_ref; None for r^phi, whose phi is every size's)."""
     ci, source, _ = interval_of(fit, "phi", fit.profile_phi)
     cond = fit.conditioning
     return {
@@ -303,6 +332,7 @@ def verdict_summary(fit) -> dict:
         "phi": float(fit.params["phi"]),
         "interval": ci,
         "interval_name": source,
+        "N_ref": float(fit.params["N_ref"]) if "N_ref" in fit.params else None,
     }
 
 
@@ -313,7 +343,8 @@ def readme_sentence(summary: dict) -> str:
     v = summary["verdict"]
     word = "phi measured" if v["measured"] else "not measured"
     minutes = summary["wall_time_s"] / 60
-    head = f'Measured on 2 CPU cores ({minutes:.1f} min): **phi = {v["phi"]:.3f}**, verdict **"{word}"**'
+    at = f" at N_ref = {v['N_ref']:.2g}" if v.get("N_ref") else ""
+    head = f'Measured on 2 CPU cores ({minutes:.1f} min): **phi = {v["phi"]:.3f}{at}**, verdict **"{word}"**'
     if not v["interval"] or None in v["interval"]:  # the verdict's own reason, as its line gives it
         return f"{head}: {v['line'].removeprefix(word + ': ')}."
     lo, hi = v["interval"]
@@ -326,8 +357,9 @@ def readme_sentence(summary: dict) -> str:
 def _print_result(summary: dict, fit, console) -> None:
     v = summary["verdict"]
     console.rule("[bold green]done")
+    at = f" at N_ref = {v['N_ref']:.2g} ({summary['law']})" if v.get("N_ref") else ""
     console.print(
-        f"phi = {v['phi']:.3f} from {summary['n_runs']} runs; {summary['n_trained']} jobs trained now, "
+        f"phi = {v['phi']:.3f}{at} from {summary['n_runs']} runs; {summary['n_trained']} jobs trained now, "
         f"{summary['wall_time_s'] / 60:.1f} min in all"
     )
     console.print(f"verdict: {v['line']}", markup=False)

@@ -69,3 +69,29 @@ def test_make_demo_runs_end_to_end_and_reuses_runs(tmp_path, data_dir):
     assert "0 jobs trained now" in again.stdout
     assert walls == {p.parent.name: json.loads(p.read_text())["wall_time_s"] for p in out.glob("runs/*/*/run.json")}
     pd.testing.assert_frame_equal(pd.read_csv(out / "runs.csv"), table)
+
+
+@pytest.mark.slow  # ~3 min: 12 jobs (the reduced grid at two seeds)
+def test_make_demo_measured_trains_seeds_and_fits_phi_at_n_ref(tmp_path, data_dir):
+    """`make demo-measured` at reduced size (its --seeds 5 cut to 2 by DEMO_ARGS, which come last): every point at
+    seeds 0 and 1, the looped-logn fit weighed by their seed sigma, phi read at N_ref in fit.json, demo.json and
+    on the console."""
+    out = tmp_path / "measured"
+    args = f"--out {out} --seeds 2 --bootstrap 20 --data-dir {data_dir} {REDUCED}"
+    proc = subprocess.run(
+        ["make", "-s", "demo-measured", f"DEMO_ARGS={args}"],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    table = pd.read_csv(out / "runs.csv")
+    assert len(table) == 24 and sorted(table["seed"].unique()) == [0, 1]
+    fit = json.loads((out / "fit.json").read_text())
+    assert fit["law"] == "looped-logn" and {"phi", "psi", "N_ref"} <= set(fit["params"])
+    assert fit["noise"]["dof"] > 0 and fit["noise"]["seeds_per_point"] == {"2": 12}  # weighed by the seed sigma
+    summary = json.loads((out / "demo.json").read_text())
+    assert (summary["law"], summary["seeds"], summary["n_trained"]) == ("looped-logn", 2, 12)
+    assert summary["verdict"]["N_ref"] == fit["params"]["N_ref"]
+    assert f"at N_ref = {fit['params']['N_ref']:.2g} (looped-logn) from 24 runs" in proc.stdout.replace("\n", " ")

@@ -16,3 +16,26 @@ def test_demo_refuses_another_experiment(tmp_path, override):
     assert line.startswith(f"loopscale demo: error: {override}: the demo trains experiment=isodepth_cpu_demo only")
     assert "hydra/launcher=local_pool" in line
     assert not (tmp_path / "demo").exists()  # nothing prepared, trained or written
+
+
+@pytest.mark.parametrize(
+    "args, says",
+    [
+        (["--seeds", "0"], "--seeds 0: the training seeds of every point, 1 or more"),
+        (["--seeds", "3", "seed=7"], "seed=7: --seeds 3 sets the training seeds (seed=0..2); give one"),
+        (["--seeds", "2", "+seed=1,2"], "+seed=1,2: --seeds 2 sets the training seeds (seed=0..1); give one"),
+    ],
+)
+def test_demo_refuses_seeds_it_cannot_train(tmp_path, args, says):
+    """--seeds K trains seed=0..K-1: below 1, or beside a seed= override that would outvote or double it, it is
+    refused in one line before anything is prepared."""
+    res = run_cli(["demo", "--out", tmp_path / "demo", *args], cwd=tmp_path)
+    assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr
+    assert res.stderr.strip() == f"loopscale demo: error: {says}"
+    assert not (tmp_path / "demo").exists()
+
+
+def test_demo_fits_only_the_laws_it_reports(tmp_path):
+    res = run_cli(["demo", "--out", tmp_path / "demo", "--law", "looped-free"], cwd=tmp_path)
+    assert res.returncode == 2 and "invalid choice: 'looped-free'" in res.stderr
+    assert "'looped', 'looped-logn'" in res.stderr and not (tmp_path / "demo").exists()

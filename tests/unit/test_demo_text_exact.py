@@ -32,6 +32,19 @@ def test_the_readme_sentence_gives_minutes_phi_the_verdict_and_the_intervals_wid
     assert demo.readme_sentence(summary(None, False, "not measured: no interval"))[-14:] == ": no interval."
 
 
+def test_a_looped_logn_demo_says_the_size_its_phi_is_read_at():
+    """phi under looped-logn is the exponent at N_ref (the geometric N_c of the runs): the README sentence and the
+    console's result line name it, and the law; r^phi's phi, every size's, names none."""
+    s = summary()
+    s["verdict"]["N_ref"] = 1e5
+    s.update(law="looped-logn", conditioning_misses=[])
+    assert demo.readme_sentence(s).startswith(
+        'Measured on 2 CPU cores (20.6 min): **phi = 0.475 at N_ref = 1e+05**, verdict **"phi measured"**: the 95% '
+    )
+    assert "phi = 0.475 at N_ref = 1e+05 (looped-logn) from 36 runs; 12 jobs trained now" in _printed(s)
+    assert "N_ref" not in demo.readme_sentence(summary()) and "N_ref" not in _printed({**summary(), "law": "looped"})
+
+
 def _printed(s) -> str:
     out = io.StringIO()
     demo._print_result(s, None, Console(file=out, width=300, color_system=None))
@@ -63,6 +76,9 @@ def test_the_demo_sweeps_overrides_put_the_users_last():
     assert demo._overrides(demo.DemoSettings(), demo.Path("r"), 1)[-1] == "trainer.num_threads=1"
     d = demo.DemoSettings()
     assert (d.n_bootstrap, d.seed, d.workers, d.threads_per_worker, str(d.out_dir)) == (200, 0, 0, 0, "runs/demo")
+    assert (d.seeds, d.law) == (1, "looped")
+    seeded = demo._overrides(demo.DemoSettings(overrides=["model.r=1,2"], seeds=3), demo.Path("r"), 1)
+    assert seeded[-2:] == ["seed=0,1,2", "model.r=1,2"]  # --seeds K: seed=0..K-1, the user's overrides still last
 
 
 def test_validates_summary_is_the_lowest_aicc_form_of_another_law():

@@ -166,7 +166,7 @@ def test_fit_help_lists_every_single_law(example_law):
     the curve laws (`fit --curves`)."""
     help_text = "".join(run_cli(["fit", "--help"]).stdout.split())  # argparse wraps lines, at hyphens too
     assert (
-        "thelawtofit:chinchilla,looped,looped-curve,looped-entry,looped-entry-curve,looped-free,looped-linear,looped-logn,looped-logr,"
+        "thelawtofit:chinchilla,looped,looped-curve,looped-entry,looped-entry-curve,looped-free,looped-linear,looped-logn,looped-logn-curve,looped-logr,"
         "looped-nxd,"
         "looped-pass,"
         "looped-pinned-e,testtime,lr-annealing,multipower(defaultlooped;" in help_text
@@ -203,9 +203,9 @@ def published_sweep() -> pd.DataFrame:
     return S.recipe_sweep(seed=0, noise=0.0)
 
 
-# looped-logn's m reads the size as well as r: it (and its per-recipe form) states none of r alone (row by row:
-# tests/unit/test_looped_logn.py, tests/unit/test_looped_logn_joint.py)
-SIZE_READING = ("looped-logn", "looped-logn-joint")
+# looped-logn's m reads the size as well as r: it (and its per-recipe and curve forms) states none of r alone (row by
+# row: tests/unit/test_looped_logn.py, tests/unit/test_looped_logn_joint.py, tests/unit/test_looped_logn_curve.py)
+SIZE_READING = ("looped-logn", "looped-logn-joint", "looped-logn-curve")
 
 
 @pytest.mark.parametrize("name", [n for n in law_names() if law_class(n).table == "runs" and n not in SIZE_READING])

@@ -19,6 +19,7 @@ from loopscale.fit.objective import Loss
 from loopscale.fit.optimize import fit_law
 from loopscale.fit.runs_table import canonical_table
 from loopscale.fit.synthetic import DEMO_BATCH_TOKENS, DEMO_DENSE, demo_grid
+from support.curve_laws import assert_jacobian_exact
 
 TRUTH = {**DEMO_DENSE, "phi": 0.75, "K": 0.3}
 
@@ -50,12 +51,7 @@ def test_jacobian_with_an_anneal_matches_finite_differences():
     assert data.extra["S2"].max() > 0.1
     law = make_law("looped-curve", data.r)
     theta = law.from_user(TRUTH) + 0.01
-    _, J = law.log_predict_and_jac(theta, data)
-    for i in range(len(theta)):
-        step = np.zeros_like(theta)
-        step[i] = 1e-6
-        fd = (law.log_predict(theta + step, data) - law.log_predict(theta - step, data)) / 2e-6
-        np.testing.assert_allclose(J[:, i], fd, rtol=1e-5, atol=1e-10, err_msg=law.internal_names[i])
+    assert_jacobian_exact(law, theta, data)
 
 
 def test_rows_fitted_start_after_the_warmup_and_count_a_parents_stable_phase_once():

@@ -7,7 +7,6 @@ interval: tests/unit/test_power_entry.py) rather than dropping kappa."""
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 import pytest
 
 from loopscale.data.heldout import curve_steps
@@ -17,6 +16,7 @@ from loopscale.fit.fit_table import fit_table
 from loopscale.fit.laws.registry import law_class, make_law
 from loopscale.fit.runs_table import canonical_table
 from loopscale.fit.synthetic import DEMO_BATCH_TOKENS, DEMO_DENSE, demo_grid
+from support.curve_laws import assert_jacobian_exact, peak_lr_curves
 
 LAW = law_class("looped-entry-curve")
 TRUTH = {**DEMO_DENSE, "phi": 0.65, "kappa": 0.4, "K": 0.3}
@@ -36,14 +36,7 @@ def entry_loss(params, N_once, N_rec, r, D):
 def test_where_the_schedule_terms_vanish_it_is_looped_entry():
     """A run at its peak lr from its first step (S1 = the tokens seen, S2 = 0) is looped-entry at D = its tokens,
     at every evaluation; r = 1 pays no kappa."""
-    grid = demo_grid().head(8)
-    at = np.array([0, 1, 5, 40, 200, 600])  # steps 0 (lr 0) and 1 (lr 1) place the schedule: peak from step 1
-    frames = [
-        pd.DataFrame({"run": f"run{i}", **{c: run[c] for c in ("r", "N_once", "N_rec")}, "D": 600 * DEMO_BATCH_TOKENS,
-                      "step": at, "tokens": at * DEMO_BATCH_TOKENS, "lr_multiplier": np.where(at > 0, 1.0, 0.0)})
-        for i, run in grid.iterrows()
-    ]  # fmt: skip
-    table = pd.concat(frames, ignore_index=True)
+    table = peak_lr_curves(demo_grid().head(8), DEMO_BATCH_TOKENS)
     with np.errstate(divide="ignore", over="ignore", invalid="ignore"):  # step 0: S1 = 0
         got = LAW.predict_table(TRUTH, table)
     fitted = table["step"].to_numpy() > 0
@@ -79,12 +72,7 @@ def test_jacobian_matches_finite_differences():
     assert data.extra["S2"].max() > 0.1 and (data.r > 1).any() and (data.r == 1).any()
     law = make_law(LAW.name, data.r)
     theta = law.from_user(TRUTH) + 0.01
-    _, J = law.log_predict_and_jac(theta, data)
-    for i in range(len(theta)):
-        step = np.zeros_like(theta)
-        step[i] = 1e-6
-        fd = (law.log_predict(theta + step, data) - law.log_predict(theta - step, data)) / 2e-6
-        np.testing.assert_allclose(J[:, i], fd, rtol=1e-5, atol=1e-10, err_msg=law.internal_names[i])
+    assert_jacobian_exact(law, theta, data)
 
 
 @pytest.fixture(scope="module")

@@ -40,6 +40,11 @@ def reference_size(data: LawData) -> float:
     return float(f"{centre:.2g}")
 
 
+def log_size(N_once, N_rec, r, N_ref: float) -> np.ndarray:
+    """ln(N_c / N_ref), N_c = N_once + r N_rec: the size term psi multiplies (with ln r) in every looped-logn form."""
+    return np.log(cost_params(N_once, N_rec, r) / N_ref)
+
+
 @register
 @dataclass(frozen=True)
 class LoopedLogN(Law):
@@ -127,6 +132,5 @@ class LoopedLogN(Law):
 
     def log_multiplier(self, thetas: np.ndarray, data: LawData):
         """log m = phi ln r + psi ln r ln(N_c / N_ref), and its derivatives: linear in (phi, psi)."""
-        log_size = np.log(cost_params(data.N_once, data.N_rec, data.r) / self._ref())
-        dlogm = np.stack([data.log_r, data.log_r * log_size], axis=1)  # (rows, 2)
+        dlogm = np.stack([data.log_r, data.log_r * log_size(data.N_once, data.N_rec, data.r, self._ref())], axis=1)
         return thetas[:, 5:7] @ dlogm.T, dlogm

@@ -19,9 +19,9 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from loopscale.fit.bounds import PSI_BOUNDS
-from loopscale.fit.laws.form import LawData, cost_params, user_value
+from loopscale.fit.laws.form import LawData, user_value
 from loopscale.fit.laws.looped_joint import LoopedJoint, phis_in_range, recipe_phi
-from loopscale.fit.laws.looped_logn import PSI_STARTS, LoopedLogN, reference_size
+from loopscale.fit.laws.looped_logn import PSI_STARTS, LoopedLogN, log_size, reference_size
 from loopscale.fit.laws.registry import register
 
 
@@ -64,8 +64,8 @@ class LoopedLogNJoint(LoopedJoint):
         """L_hat per row: each row's recipe phi (`recipe_phi`) plus psi ln(N_c / N_ref)."""
         phi = recipe_phi(table, params, recipe_column or "recipe")
         cols = {c: np.asarray(table[c], dtype=float) for c in ("N_once", "N_rec", "r", "D")}
-        size = cost_params(cols["N_once"], cols["N_rec"], cols["r"]) / cls.from_params(params).single()._ref()
-        n = cols["N_once"] + cols["r"] ** (phi + params["psi"] * np.log(size)) * cols["N_rec"]
+        size = log_size(cols["N_once"], cols["N_rec"], cols["r"], cls.from_params(params).single()._ref())
+        n = cols["N_once"] + cols["r"] ** (phi + params["psi"] * size) * cols["N_rec"]
         return params["E"] + params["A"] * n ** -params["alpha"] + params["B"] * cols["D"] ** -params["beta"]
 
     def multiplier(self, params, r: float, recipe: str | None = None) -> np.ndarray:
@@ -114,5 +114,5 @@ class LoopedLogNJoint(LoopedJoint):
     def log_multiplier(self, thetas: np.ndarray, data: LawData):
         """log m = (phi + dphi[g]) ln r + psi ln r ln(N_c / N_ref): linear in the extras."""
         log_m, dlogm = super().log_multiplier(thetas[:, :-1], data)
-        slope = data.log_r * np.log(cost_params(data.N_once, data.N_rec, data.r) / self.single()._ref())
+        slope = data.log_r * log_size(data.N_once, data.N_rec, data.r, self.single()._ref())
         return log_m + thetas[:, -1:] * slope, np.column_stack([dlogm, slope])
