@@ -4442,6 +4442,16 @@ MUTATIONS: tuple[Mutation, ...] = (
         ("tests/unit/test_looped_logn.py::test_each_row_is_worth_r_to_the_exponent_of_its_own_size",),
         "psi multiplies ln(N_c / N_ref): phi falls with size when psi < 0 (issue 54)",
     ),
+    Mutation(
+        "s15-curve-worth-final-law-unbound",
+        "loopscale/fit/curve_worth.py",
+        "    f_law = make_law(cls.final_law).from_params(final_params)",
+        '    f_law = make_law(cls.final_law).from_params({**final_params, "N_ref": 4e5})',
+        (
+            "tests/unit/test_curve_worth.py::test_a_logn_curve_is_weighed_at_the_pilots_n_ref_against_looped_logns_final_points",
+        ),
+        "a looped-logn curve pilot's final points are read at its own N_ref, not another (issue 54)",
+    ),
 )
 
 

@@ -314,9 +314,9 @@ def design_jacobian(design: pd.DataFrame, curve_params: Mapping[str, float], law
     """(the curve law, the design's curves as fitted (`design_curves`, canonical), the law bound to their r, the
     Jacobian of log L in its coordinates at `curve_params`): what the curve fit is linearised with."""
     cls = law_class if isinstance(law_class, type) else type(make_law(law_class))
-    law = cls()
+    law = cls.from_params(curve_params)  # holding what the pilot's law holds: looped-logn-curve's N_ref
     curves = canonical_table(design_curves(design, eval_steps, curve_params, law), cls.name)
-    c_law = cls.bind(r=curves["r"].to_numpy(dtype=float))
+    c_law = cls.bind(r=curves["r"].to_numpy(dtype=float)) if cls.per_r_multipliers else law
     _, J = c_law.log_predict_and_jac(c_law.from_user(dict(curve_params)), c_law.data_from_table(curves))
     return law, curves, c_law, J
 
@@ -330,8 +330,9 @@ def curve_worth_parts(
     cls = type(law)
     v_curves, w_curves, nu = _phi_spread(J, curves, noise, c_law.internal_names.index("phi"), curves=True)
     finals = curves.loc[curves.groupby("run")["step"].idxmax()]
-    f_law = make_law(cls.final_law, finals["r"].to_numpy(dtype=float))  # looped; looped-entry for its curve law
     final_params = law.final_point_params(dict(curve_params))
+    # looped, looped-entry or looped-logn (at the curve law's N_ref, kept in final_params), as the curve law's final
+    f_law = make_law(cls.final_law).from_params(final_params)
     theta_f = f_law.from_user({k: float(final_params[k]) for k in f_law.user_names})
     _, J_f = f_law.log_predict_and_jac(theta_f, f_law.data_from_table(finals))
     v_finals, w_finals, dof = _phi_spread(J_f, finals, noise, f_law.internal_names.index("phi"), curves=False)

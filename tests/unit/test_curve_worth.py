@@ -152,3 +152,21 @@ def test_an_entry_curve_is_weighed_against_looped_entrys_own_final_points():
     along = curve_worth(design, entry, "looped-entry-curve", CurveNoise(0.0, SIGMA, 0.0, 44, 12.0), evaluated)
     assert 0.6 < run_level < 1.05  # 0.90 (r^phi's finals: 0.39)
     assert 6 < along <= POINTS + 2  # 9.4 (r^phi's finals: 4.0)
+
+
+def test_a_logn_curve_is_weighed_at_the_pilots_n_ref_against_looped_logns_final_points():
+    """looped-logn-curve's final points follow looped-logn at the curve law's N_ref (kept in its parameters): the
+    design's curves and final points are both read there, so a curve under run-level noise is worth ~1 final point
+    (1.15: its curve also places psi and K) and under evaluation-level noise nearly its evaluations (12.5 of ~12), as
+    the other curve laws'. Its N_ref moved 4x changes the worth (0.89 / 9.6: phi read at another size), so the law
+    is not rebound to the design's own N_ref."""
+    design = demo_grid().assign(steps=lambda t: np.maximum(10, np.round(t["D"] / DEMO_BATCH_TOKENS)).astype(int))
+    logn = {**TRUTH, "phi": 0.6, "psi": -0.24, "N_ref": 1e5}
+    run_level = curve_worth(design, logn, "looped-logn-curve", CurveNoise(SIGMA, 0.0, 0.0, 44, 12.0), evaluated)
+    along = curve_worth(design, logn, "looped-logn-curve", CurveNoise(0.0, SIGMA, 0.0, 44, 12.0), evaluated)
+    assert 0.8 < run_level < 1.5
+    assert 6 < along <= POINTS + 2
+    elsewhere = curve_worth(
+        design, {**logn, "N_ref": 4e5}, "looped-logn-curve", CurveNoise(0.0, SIGMA, 0.0, 44, 12.0), evaluated
+    )
+    assert abs(elsewhere / along - 1) > 0.05
