@@ -2761,8 +2761,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "curve-worth-weighs-entry-curves-against-r-to-the-phi",
         "loopscale/fit/curve_worth.py",
-        '    f_law = make_law(cls.final_law, finals["r"].to_numpy(dtype=float))',
-        '    f_law = make_law("looped", finals["r"].to_numpy(dtype=float))',
+        "    f_law = make_law(cls.final_law).from_params(final_params)",
+        '    f_law = make_law("looped").from_params(final_params)',
         ("tests/unit/test_curve_worth.py::test_an_entry_curve_is_weighed_against_looped_entrys_own_final_points",),
         "power's curve worth weighs a curve law's curves against its own final-point law (looped-entry's kappa)",
     ),
@@ -4421,7 +4421,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "s15-logn-curve-n-ref-over-models",
         "loopscale/fit/laws/looped_logn_curve.py",
-        "    runs = np.unique(np.stack([data.N_once, data.N_rec, data.r, data.extra[RUN_TOKENS]], axis=1), axis=0)",
+        "    runs = np.unique(np.stack([data.N_once, data.N_rec, data.r, tokens], axis=1), axis=0)",
         "    runs = np.unique(np.stack([data.N_once, data.N_rec, data.r], axis=1), axis=0)",
         ("tests/unit/test_looped_logn_curve.py::test_n_ref_counts_each_run_once_not_each_evaluation",),
         "a curve fit under looped-logn reads phi at the runs' N_ref, the runs table's (issue 54)",
@@ -4451,6 +4451,22 @@ MUTATIONS: tuple[Mutation, ...] = (
             "tests/unit/test_curve_worth.py::test_a_logn_curve_is_weighed_at_the_pilots_n_ref_against_looped_logns_final_points",
         ),
         "a looped-logn curve pilot's final points are read at its own N_ref, not another (issue 54)",
+    ),
+    Mutation(
+        "s15-demo-cli-drops-law",
+        "loopscale/cli/demo.py",
+        "        law=args.law,\n",
+        "",
+        ("tests/unit/test_demo_cli.py::test_the_demo_options_reach_its_settings",),
+        "`loopscale demo --law looped-logn` reaches the demo's settings (blind round 10's survivor) (issue 54)",
+    ),
+    Mutation(
+        "s15-demo-summary-drops-law",
+        "loopscale/demo.py",
+        "        **dict(law=settings.law, seeds=settings.seeds, n_jobs=n_jobs, n_trained=len(trained), n_runs=n_runs),",
+        "        **dict(seeds=settings.seeds, n_jobs=n_jobs, n_trained=len(trained), n_runs=n_runs),",
+        ("tests/unit/test_demo_text_exact.py::test_the_run_summary_records_the_law_and_seeds_the_console_names",),
+        "demo.json records the law the demo fitted (blind round 10's survivor) (issue 54)",
     ),
 )
 

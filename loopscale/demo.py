@@ -38,6 +38,8 @@ from loopscale.config.schema import with_vocab
 from loopscale.data.run_data import open_run_data
 from loopscale.errors import InputError
 from loopscale.fit.fit_table import fit_table
+from loopscale.fit.laws.looped import Looped
+from loopscale.fit.laws.looped_logn import LoopedLogN
 from loopscale.fit.result import file_sha256
 from loopscale.fit.runs_table import PARENT_COLUMN, canonical_table, is_forked
 from loopscale.fit.validation.flags import AICC_FLAG, delta_aicc, full_result
@@ -56,7 +58,7 @@ from loopscale.train.run_json import ForkedJob, RunRecord, is_finished
 EXPERIMENT = "isodepth_cpu_demo"
 # the laws the demo fits: r^phi (the published question: one phi for every size) and r^(phi + psi ln(N_c / N_ref)),
 # the form the demo's runs prefer (validate's rival; docs/results.md, "phi runs with the width"), phi read at N_ref
-DEMO_LAWS = ("looped", "looped-logn")
+DEMO_LAWS = (Looped.name, LoopedLogN.name)
 
 
 @dataclass
@@ -69,7 +71,7 @@ class DemoSettings:
     workers: int = 0  # training processes; 0: min(CPUs, 2)
     threads_per_worker: int = 0  # torch threads per process; 0: 1
     seeds: int = 1  # training seeds of every point: seed=0..seeds-1 (the seed sigma the fit weighs by)
-    law: str = "looped"  # the law fitted: one of DEMO_LAWS
+    law: str = Looped.name  # the law fitted: one of DEMO_LAWS
 
 
 @dataclass
@@ -174,16 +176,8 @@ def run_demo(settings: DemoSettings, console=None) -> DemoOutputs:
         report = write_report(
             table, fit, figures, out / "report.md", problems=problems, title=title, validation=validation
         )
-    train_flops = sum(job.flops for job in trained)  # eq. C = F x D; forked: the parent plus the cooldowns
-    summary = {
-        "experiment": EXPERIMENT,
-        "overrides": settings.overrides,
-        **dict(law=settings.law, seeds=settings.seeds, n_jobs=len(jobs), n_trained=len(trained), n_runs=len(table)),
-        **dict(workers=workers, threads_per_worker=threads),
-        **dict(wall_time_s=time.perf_counter() - started, stage_s=stage_s),
-        "train_flops": train_flops,
-        "train_flops_per_s": train_flops / stage_s["train"] if trained else None,
-    }
+    summary = run_summary(settings, (workers, threads), len(jobs), trained, len(table), stage_s)
+    summary["wall_time_s"] = time.perf_counter() - started
     summary["validation"] = None if validation is None else validation_summary(validation)
     demo_json = _write_summary(summary, looped_table, fit, out / "demo.json")
     _print_result(summary, fit, console)
@@ -203,6 +197,23 @@ def run_demo(settings: DemoSettings, console=None) -> DemoOutputs:
         wall_time_s=summary["wall_time_s"],
         summary=demo_json,
     )
+
+
+def run_summary(
+    settings: DemoSettings, pool: tuple[int, int], n_jobs: int, trained: list, n_runs: int, stage_s
+) -> dict:
+    """demo.json's record of the run (before its wall time, validation, verdict and conditioning): what was asked
+    (the overrides, the law, the seeds), the pool (workers, threads each), the jobs and runs, the stage times and the
+    training FLOPs (eq. C = F x D over the plans trained now; forked: the parent plus the cooldowns)."""
+    train_flops = sum(job.flops for job in trained)
+    return {
+        "experiment": EXPERIMENT,
+        "overrides": settings.overrides,
+        **dict(law=settings.law, seeds=settings.seeds, n_jobs=n_jobs, n_trained=len(trained), n_runs=n_runs),
+        **dict(workers=pool[0], threads_per_worker=pool[1], stage_s=stage_s),
+        "train_flops": train_flops,
+        "train_flops_per_s": train_flops / stage_s["train"] if trained else None,
+    }
 
 
 def _train(jobs, vocab_size: int, workers: int, threads: int, console) -> list:

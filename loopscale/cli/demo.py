@@ -30,7 +30,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     seeds_help = "training seeds of every point, seed=0..K-1 (default 1); the fit weighs its rows by their seed sigma"
     p.add_argument("--seeds", type=int, default=1, metavar="K", help=seeds_help)
     law_help = "the law fitted: looped (r^phi, default) or looped-logn (r^(phi + psi ln(N_c/N_ref)), phi at N_ref)"
-    p.add_argument("--law", default="looped", choices=DEMO_LAWS, help=law_help)
+    p.add_argument("--law", default=DEMO_LAWS[0], choices=DEMO_LAWS, help=law_help)
     p.add_argument(
         "--workers",
         type=int,
@@ -45,25 +45,28 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
+def demo_settings(args: argparse.Namespace) -> DemoSettings:
+    """The demo's settings from its parsed options."""
+    return DemoSettings(
+        out_dir=args.out,
+        overrides=args.overrides,
+        n_bootstrap=args.bootstrap,
+        seed=args.seed,
+        data_dir=args.data_dir,
+        workers=args.workers,
+        threads_per_worker=args.threads,
+        seeds=args.seeds,
+        law=args.law,
+    )
+
+
 def run(args: argparse.Namespace) -> int:
     if args.bootstrap < 0:
         raise UsageError(f"--bootstrap {args.bootstrap} must be >= 0")
     if args.workers < 0 or args.threads < 0:
         raise UsageError(f"--workers {args.workers} and --threads {args.threads} must be >= 0 (0: the default)")
     try:
-        run_demo(
-            DemoSettings(
-                out_dir=args.out,
-                overrides=args.overrides,
-                n_bootstrap=args.bootstrap,
-                seed=args.seed,
-                data_dir=args.data_dir,
-                workers=args.workers,
-                threads_per_worker=args.threads,
-                seeds=args.seeds,
-                law=args.law,
-            )
-        )
+        run_demo(demo_settings(args))
     except JobFailed as err:  # the demo stops at a failed or diverged job: one line, exit 1
         print(f"loopscale demo: error: {err}; the other jobs were stopped and resume on the next call", file=sys.stderr)
         return 1

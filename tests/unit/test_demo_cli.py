@@ -39,3 +39,15 @@ def test_demo_fits_only_the_laws_it_reports(tmp_path):
     res = run_cli(["demo", "--out", tmp_path / "demo", "--law", "looped-free"], cwd=tmp_path)
     assert res.returncode == 2 and "invalid choice: 'looped-free'" in res.stderr
     assert "'looped', 'looped-logn'" in res.stderr and not (tmp_path / "demo").exists()
+
+
+def test_the_demo_options_reach_its_settings():
+    """--law and --seeds (and the rest) arrive in the DemoSettings the demo runs with; unset, the plain demo's."""
+    from loopscale.cli import build_parser
+    from loopscale.cli.demo import demo_settings
+
+    parse = build_parser("demo").parse_args
+    given = demo_settings(parse(["demo", "--law", "looped-logn", "--seeds", "3", "--out", "x", "model.r=1,2"]))
+    assert (given.law, given.seeds, str(given.out_dir), given.overrides) == ("looped-logn", 3, "x", ["model.r=1,2"])
+    plain = demo_settings(parse(["demo"]))
+    assert (plain.law, plain.seeds, str(plain.out_dir), plain.n_bootstrap) == ("looped", 1, "runs/demo", 200)

@@ -111,3 +111,17 @@ def test_validates_summary_is_the_lowest_aicc_form_of_another_law():
         "flags": ["f1"],
         "best_rival": {"form": "per-r multipliers", "law": "looped-free", "daicc": -3.5, "phi": 0.42},
     }
+
+
+def test_the_run_summary_records_the_law_and_seeds_the_console_names():
+    """demo.json's record of a looped-logn demo at two seeds says so, and the console's result line, read from that
+    same record, names the law beside N_ref."""
+    settings = demo.DemoSettings(law="looped-logn", seeds=2, overrides=["model.r=1,2"])
+    record = demo.run_summary(settings, (2, 1), 32, [], 88, {"train": 10.0})
+    assert (record["law"], record["seeds"], record["n_jobs"], record["n_runs"]) == ("looped-logn", 2, 32, 88)
+    assert (record["workers"], record["threads_per_worker"], record["overrides"]) == (2, 1, ["model.r=1,2"])
+    assert record["train_flops"] == 0 and record["train_flops_per_s"] is None  # nothing trained now
+    s = summary()
+    s["verdict"]["N_ref"] = 1e5
+    text = _printed({**record, **{k: s[k] for k in ("verdict", "wall_time_s", "conditioning_misses")}})
+    assert "phi = 0.475 at N_ref = 1e+05 (looped-logn) from 88 runs; 0 jobs trained now" in text

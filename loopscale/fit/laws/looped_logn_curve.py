@@ -35,8 +35,10 @@ RUN_TOKENS = "run_tokens"  # LawData.extra: each row's run's D (its tokens at th
 
 def run_reference_size(data: LawData) -> float:
     """N_ref over the distinct runs (N_once, N_rec, r, the run's tokens) of the rows, each counted once, to two
-    significant figures (module docstring)."""
-    runs = np.unique(np.stack([data.N_once, data.N_rec, data.r, data.extra[RUN_TOKENS]], axis=1), axis=0)
+    significant figures (module docstring). Rows without their run's tokens (data not read by `data_from_table`)
+    are told apart by their D."""
+    tokens = data.extra.get(RUN_TOKENS, data.D)
+    runs = np.unique(np.stack([data.N_once, data.N_rec, data.r, tokens], axis=1), axis=0)
     centre = float(np.exp(np.mean(np.log(cost_params(runs[:, 0], runs[:, 1], runs[:, 2])))))
     return float(f"{centre:.2g}")
 
