@@ -4421,8 +4421,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "s15-logn-curve-n-ref-over-models",
         "loopscale/fit/laws/looped_logn_curve.py",
-        "    runs = np.unique(np.stack([data.N_once, data.N_rec, data.r, tokens], axis=1), axis=0)",
-        "    runs = np.unique(np.stack([data.N_once, data.N_rec, data.r], axis=1), axis=0)",
+        "np.stack([data.N_once, data.N_rec, data.r, tokens], axis=1)",
+        "np.stack([data.N_once, data.N_rec, data.r], axis=1)",
         ("tests/unit/test_looped_logn_curve.py::test_n_ref_counts_each_run_once_not_each_evaluation",),
         "a curve fit under looped-logn reads phi at the runs' N_ref, the runs table's (issue 54)",
     ),

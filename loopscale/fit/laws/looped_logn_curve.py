@@ -25,9 +25,9 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from loopscale.fit.bounds import BOUNDS, PSI_BOUNDS
-from loopscale.fit.laws.form import LawData, cost_params, user_value
+from loopscale.fit.laws.form import LawData, user_value
 from loopscale.fit.laws.looped_curve import K_BOUNDS, LoopedCurve
-from loopscale.fit.laws.looped_logn import PSI_STARTS, LoopedLogN
+from loopscale.fit.laws.looped_logn import PSI_STARTS, LoopedLogN, reference_size
 from loopscale.fit.laws.registry import register
 
 RUN_TOKENS = "run_tokens"  # LawData.extra: each row's run's D (its tokens at the end), which S1 replaces as D
@@ -38,9 +38,8 @@ def run_reference_size(data: LawData) -> float:
     significant figures (module docstring). Rows without their run's tokens (data not read by `data_from_table`)
     are told apart by their D."""
     tokens = data.extra.get(RUN_TOKENS, data.D)
-    runs = np.unique(np.stack([data.N_once, data.N_rec, data.r, tokens], axis=1), axis=0)
-    centre = float(np.exp(np.mean(np.log(cost_params(runs[:, 0], runs[:, 1], runs[:, 2])))))
-    return float(f"{centre:.2g}")
+    _, first = np.unique(np.stack([data.N_once, data.N_rec, data.r, tokens], axis=1), axis=0, return_index=True)
+    return reference_size(data.subset(first))  # looped-logn's, over one row a run
 
 
 @register
