@@ -1,6 +1,7 @@
 """The main job at reduced size, through `make demo` exactly as the README tells a newcomer to run it:
 6 forked jobs (r in {1, 2, 4} x 2 widths) on two worker processes giving 12 points (x 2 budgets), collect,
-fit with bootstrap, conditioning numbers, figures, report. A second call reuses every finished run."""
+fit with bootstrap, conditioning numbers, figures, report. A second call reuses every finished run. At its
+defaults the demo trains every job at two seeds and fits looped-logn (phi at N_ref)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ REDUCED = "model.r=1,2,4 point=C6e10_8.5e10-d16,C6e10_8.5e10-d24"
 
 
 def _make_demo(out, data_dir):
-    args = f"--out {out} --bootstrap 20 --data-dir {data_dir} {REDUCED}"
+    args = f"--out {out} --seeds 1 --law looped --bootstrap 20 --data-dir {data_dir} {REDUCED}"
     return subprocess.run(
         ["make", "-s", "demo", f"DEMO_ARGS={args}"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=1200
     )
@@ -72,22 +73,21 @@ def test_make_demo_runs_end_to_end_and_reuses_runs(tmp_path, data_dir):
 
 
 @pytest.mark.slow  # ~3 min: 12 jobs (the reduced grid at two seeds)
-def test_make_demo_measured_trains_seeds_and_fits_phi_at_n_ref(tmp_path, data_dir):
-    """`make demo-measured` at reduced size (its --seeds 5 cut to 2 by DEMO_ARGS, which come last): every point at
-    seeds 0 and 1, the looped-logn fit weighed by their seed sigma, phi read at N_ref in fit.json, demo.json and
-    on the console."""
-    out = tmp_path / "measured"
-    args = f"--out {out} --seeds 2 --bootstrap 20 --data-dir {data_dir} {REDUCED}"
+def test_make_demo_at_its_defaults_trains_two_seeds_and_fits_phi_at_n_ref(tmp_path, data_dir):
+    """`make demo` at reduced size with the demo's own defaults: every point at seeds 0 and 1, each read on the
+    whole val split with no test-time scores, the looped-logn fit weighed by their seed sigma, phi read at N_ref in
+    fit.json, demo.json and on the console."""
+    out = tmp_path / "two_seeds"
+    args = f"--out {out} --bootstrap 20 --data-dir {data_dir} {REDUCED}"
     proc = subprocess.run(
-        ["make", "-s", "demo-measured", f"DEMO_ARGS={args}"],
-        cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
-        timeout=1800,
+        ["make", "-s", "demo", f"DEMO_ARGS={args}"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=1800
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     table = pd.read_csv(out / "runs.csv")
     assert len(table) == 24 and sorted(table["seed"].unique()) == [0, 1]
+    records = [json.loads(p.read_text()) for p in out.glob("runs/*/*-C*/run.json")]
+    assert len(records) == 24 and all("r_eval_scores" not in rec for rec in records)
+    assert {rec["config"]["data"]["val_tokens"] for rec in records} == {131072}
     fit = json.loads((out / "fit.json").read_text())
     assert fit["law"] == "looped-logn" and {"phi", "psi", "N_ref"} <= set(fit["params"])
     assert fit["noise"]["dof"] > 0 and fit["noise"]["seeds_per_point"] == {"2": 12}  # weighed by the seed sigma

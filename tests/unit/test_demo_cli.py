@@ -24,6 +24,7 @@ def test_demo_refuses_another_experiment(tmp_path, override):
         (["--seeds", "0"], "--seeds 0: the training seeds of every point, 1 or more"),
         (["--seeds", "3", "seed=7"], "seed=7: --seeds 3 sets the training seeds (seed=0..2); give one"),
         (["--seeds", "2", "+seed=1,2"], "+seed=1,2: --seeds 2 sets the training seeds (seed=0..1); give one"),
+        (["seed=3"], "seed=3: --seeds 2 sets the training seeds (seed=0..1); give one"),  # the default is two seeds
     ],
 )
 def test_demo_refuses_seeds_it_cannot_train(tmp_path, args, says):
@@ -38,7 +39,7 @@ def test_demo_refuses_seeds_it_cannot_train(tmp_path, args, says):
 def test_demo_fits_only_the_laws_it_reports(tmp_path):
     res = run_cli(["demo", "--out", tmp_path / "demo", "--law", "looped-free"], cwd=tmp_path)
     assert res.returncode == 2 and "invalid choice: 'looped-free'" in res.stderr
-    assert "'looped', 'looped-logn'" in res.stderr and not (tmp_path / "demo").exists()
+    assert "'looped-logn', 'looped'" in res.stderr and not (tmp_path / "demo").exists()
 
 
 def test_the_demo_options_reach_its_settings():
@@ -47,7 +48,7 @@ def test_the_demo_options_reach_its_settings():
     from loopscale.cli.demo import demo_settings
 
     parse = build_parser("demo").parse_args
-    given = demo_settings(parse(["demo", "--law", "looped-logn", "--seeds", "3", "--out", "x", "model.r=1,2"]))
-    assert (given.law, given.seeds, str(given.out_dir), given.overrides) == ("looped-logn", 3, "x", ["model.r=1,2"])
+    given = demo_settings(parse(["demo", "--law", "looped", "--seeds", "3", "--out", "x", "model.r=1,2"]))
+    assert (given.law, given.seeds, str(given.out_dir), given.overrides) == ("looped", 3, "x", ["model.r=1,2"])
     plain = demo_settings(parse(["demo"]))
-    assert (plain.law, plain.seeds, str(plain.out_dir), plain.n_bootstrap) == ("looped", 1, "runs/demo", 200)
+    assert (plain.law, plain.seeds, str(plain.out_dir), plain.n_bootstrap) == ("looped-logn", 2, "runs/demo", 200)

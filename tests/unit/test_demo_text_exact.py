@@ -64,7 +64,7 @@ def test_the_console_names_the_preferred_rival_only_below_minus_four(daicc, show
 
 
 def test_the_demo_sweeps_overrides_put_the_users_last():
-    settings = demo.DemoSettings(overrides=["model.r=1,2"], data_dir="/d")
+    settings = demo.DemoSettings(overrides=["model.r=1,2"], data_dir="/d", seeds=1)
     assert demo._overrides(settings, demo.Path("runs/x"), 3) == [
         "experiment=isodepth_cpu_demo",
         "runs_dir=runs/x",
@@ -73,10 +73,11 @@ def test_the_demo_sweeps_overrides_put_the_users_last():
         "data.data_dir=/d",
         "model.r=1,2",
     ]
-    assert demo._overrides(demo.DemoSettings(), demo.Path("r"), 1)[-1] == "trainer.num_threads=1"
+    assert demo._overrides(demo.DemoSettings(seeds=1), demo.Path("r"), 1)[-1] == "trainer.num_threads=1"
     d = demo.DemoSettings()
     assert (d.n_bootstrap, d.seed, d.workers, d.threads_per_worker, str(d.out_dir)) == (200, 0, 0, 0, "runs/demo")
-    assert (d.seeds, d.law) == (1, "looped")
+    assert (d.seeds, d.law) == (2, "looped-logn")  # the demo's design: two seeds, phi at N_ref
+    assert demo._overrides(d, demo.Path("r"), 1)[-2:] == ["trainer.num_threads=1", "seed=0,1"]
     seeded = demo._overrides(demo.DemoSettings(overrides=["model.r=1,2"], seeds=3), demo.Path("r"), 1)
     assert seeded[-2:] == ["seed=0,1,2", "model.r=1,2"]  # --seeds K: seed=0..K-1, the user's overrides still last
 

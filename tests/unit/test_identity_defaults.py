@@ -20,14 +20,19 @@ BEFORE = {
     # the demo before its lr was tuned, with the linear injection it then trained (r = 1: no injection). Its r = 4
     # (19dc6a3c24cf8bc7 with model.looped_injection=linear) is refused now (optim=muonh cannot train linear's W_s);
     # the concat demo's r = 4 below hashed the same on main at 7748074, before model=cpu's default became concat
+    # (and the grid's 16,384 val tokens: the demo reads the whole val split since 2026-12-08)
     (
         "experiment=isodepth_cpu_demo",
         "optim=muonh",  # the demo trains AdamW since 2026-12-07; these are its MuonH runs
         "model.r=1",
         "optim.lr_rule=1",
         "model.looped_injection=linear",
+        "data.val_tokens=16384",
     ): "56fe871c1b17eaf2",
-    ("experiment=isodepth_cpu_demo", "optim=muonh", "model.r=4", "optim.lr_rule=1"): "d20c38f022c8b5aa",
+    (
+        *("experiment=isodepth_cpu_demo", "optim=muonh", "model.r=4", "optim.lr_rule=1"),
+        "data.val_tokens=16384",
+    ): "d20c38f022c8b5aa",
     ("experiment=isodepth_hyper", "model.r=2"): "2d317a4cc2e828e5",
     # model=tiny's looped injection was linear until model=tiny and model=cpu defaulted to concat
     ("model=tiny", "model.r=2", "model.recipe=tbptt", "model.looped_injection=linear"): "d1cea22d57ae1f53",
@@ -47,7 +52,7 @@ def test_earlier_designs_hash_as_before(overrides):
 
 
 def test_the_new_fields_count_when_a_design_sets_them():
-    base = ["experiment=isodepth_cpu_demo", "optim=muonh", "model.r=4", "optim.lr_rule=1"]
+    base = ["experiment=isodepth_cpu_demo", "optim=muonh", "model.r=4", "optim.lr_rule=1", "data.val_tokens=16384"]
     lora = identity_of(train_config([*base, "model.recipe=lora"]))
     assert lora["model.block"] == "lora" and "model.options.lora_rank" not in lora  # the form's default rank
     ranked = identity_of(train_config([*base, "model.recipe=lora", "+model.options.lora_rank=8"]))
