@@ -1,10 +1,11 @@
 """The main job, end to end on this machine: `loopscale demo` (what `make demo` runs).
 
     prepare the default corpus -> train the isodepth_cpu_demo sweep (16 forked jobs: r in {1, 2, 4, 8} x 4
-    widths, 2-3 budgets each: 44 points) on a pool of worker processes (loopscale/launch/local_workers.py) ->
-    collect runs.csv -> fit the looped law (or looped-logn: `--law`) with a bootstrap, its phi profile and a
-    held-out budget, plus the looped-free diagnostic -> `loopscale validate` (held-out budgets and r, the rival
-    forms) -> figures -> report.md -> demo.json (stage times, training FLOP/s, the conditioning numbers of
+    widths, 2-3 budgets each: 44 points, at two seeds: `--seeds`) on a pool of worker processes
+    (loopscale/launch/local_workers.py) -> collect runs.csv -> fit looped-logn, phi at N_ref (or the looped law,
+    r^phi: `--law`) with a bootstrap, its phi profile and a held-out budget, plus the looped-free diagnostic ->
+    `loopscale validate` (held-out budgets and r, the rival forms) -> figures -> report.md -> demo.json (stage
+    times, training FLOP/s, the conditioning numbers of
     loopscale/analysis/conditioning.py, validate's verdict), all under one output directory (runs/demo/).
 
 Every stage reuses what an earlier call finished: finished runs are skipped (their run.json says done), an
