@@ -83,3 +83,18 @@ def test_a_failing_cell_is_named_and_the_notebook_up_to_it_written(tmp_path, mon
     ), err
     done = nbformat.read(tmp_path / "out.ipynb", as_version=4)
     assert done.cells[0].outputs[0]["text"] == "before\n" and done.cells[1].outputs[0]["ename"] == "ZeroDivisionError"
+
+
+def test_the_notebook_runs_on_a_looped_logn_fit_the_demos_law(tmp_path, monkeypatch, capsys):
+    """The demo fits looped-logn (m reads the size): every cell runs on such a fit, its advice section included
+    (advice prices each width by its own m), as `make notebook` runs it on the demo's runs/demo."""
+    for name in [k for k in os.environ if k.startswith("LOOPSCALE_")]:
+        monkeypatch.delenv(name)
+    shutil.copy(FIXTURE / "runs.csv", tmp_path / "runs.csv")
+    monkeypatch.chdir(tmp_path)
+    assert main(["fit", "runs.csv", "--law", "looped-logn", "--bootstrap", "20", "--out", "fit.json"]) == 0
+    capsys.readouterr()
+    assert main(["notebook", ".", "--fit", "fit.json", "--out", "page.html"]) == 0  # a failed cell would be rc 1
+    text = html.unescape(re.sub(r"<[^>]*>", "", (tmp_path / "page.html").read_text()))
+    assert "looped-logn" in text and "psi" in text
+    assert "best: r = " in text and "break-even at C = " in text  # the advice section ran

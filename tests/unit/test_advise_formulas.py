@@ -24,27 +24,14 @@ from loopscale.analysis.advise.law_sets import looped_sets
 from loopscale.analysis.advise.optimum import Constraints
 from loopscale.errors import InputError
 from loopscale.fit.result import FitResult
+from support.fit_records import fit_record
 
 TRUTH = {"E": 1.57, "A": 28.0, "alpha": 0.20, "B": 916.0, "beta": 0.37, "phi": 0.46}
 F_ONCE = 0.2
 
 
 def make_fit(params, replicates=None, shapes=None, data=None) -> FitResult:
-    fit = FitResult(
-        law="looped",
-        params=dict(params),
-        objective=0.0,
-        grad_norm=0.0,
-        n_starts=1,
-        n_refined=1,
-        n_best_basin=1,
-        settings={},
-    )
-    if replicates is not None:
-        fit.bootstrap = {"params": {k: list(v) for k, v in replicates.items()}, "n_replicates": len(replicates["E"])}
-    if shapes is not None or data is not None:
-        fit.data = {"shapes": shapes or [], **(data or {})}
-    return fit
+    return fit_record(params, "looped", replicates, shapes, data)
 
 
 def law_by_hand(p, r, n_unique, C):

@@ -25,7 +25,7 @@ from loopscale.analysis.advise.curves import advice_curves
 from loopscale.analysis.advise.family import Family
 from loopscale.analysis.advise.law_sets import LawSets, advised_recipe, default_r_values, fit_law_sets, fit_shapes
 from loopscale.analysis.advise.matching import resolve_family
-from loopscale.analysis.advise.optimum import Constraints, loss, solve, tokens
+from loopscale.analysis.advise.optimum import Constraints, loss, multiplier_at, solve, tokens
 from loopscale.analysis.advise.record_checks import check_record
 from loopscale.atomic import json_safe
 from loopscale.errors import InputError
@@ -59,7 +59,8 @@ def _model(point: LawSets, reps: LawSets | None, family: Family, r: int, d: floa
     q = {name: float(family.value(name, r, d)) for name in ("N_once", "N_rec", "N_unique", "F", "F_infer")}
     D = float(tokens(family, r, d, cons))
     out = {"d_model": d, "size": family.size_of(d), "N_once": q["N_once"], "N_rec": q["N_rec"]}
-    out.update(N_unique=q["N_unique"], N_eff=q["N_once"] + float(point.multiplier[r][0]) * q["N_rec"])
+    m = float(multiplier_at(point, family, r, [[d]])[0][0, 0])
+    out.update(N_unique=q["N_unique"], N_eff=q["N_once"] + m * q["N_rec"])
     out.update(train_flops_per_token=q["F"], infer_flops_per_token=q["F_infer"], D_tokens=D)
     out.update(steps=max(1, round(D / family.batch_tokens)), tokens_per_unique_param=D / q["N_unique"])
     out["L"] = float(loss(point, family, r, [[d]], cons)[0, 0])

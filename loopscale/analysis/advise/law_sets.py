@@ -27,7 +27,9 @@ LOGGED = ("e", "a", "b")  # internal coordinates that are the log of the user's 
 @dataclass(frozen=True)
 class LawSets:
     """Law parameters as arrays with one entry per parameter set (a point estimate, or the bootstrap
-    replicates); multiplier[r] is m_r of eq. 1 (r^phi for the looped law, 1 at r = 1)."""
+    replicates); multiplier[r] is m_r of eq. 1 (r^phi for the looped law, 1 at r = 1). For a law whose m reads
+    the size too (`Law.multiplier_scaling`), multiplier[r] is m at N_ref and scaling[r] its exponent in N_c:
+    m = multiplier[r] (N_c / N_ref)^scaling[r], N_c = N_once + r N_rec (optimum.multiplier_at)."""
 
     E: np.ndarray
     A: np.ndarray
@@ -35,6 +37,8 @@ class LawSets:
     B: np.ndarray
     beta: np.ndarray
     multiplier: Mapping[int, np.ndarray] = field(default_factory=dict)
+    scaling: Mapping[int, np.ndarray] = field(default_factory=dict)
+    N_ref: float | None = None
 
     def __len__(self) -> int:
         return len(self.E)
@@ -45,7 +49,9 @@ class LawSets:
     def take(self, rows: slice) -> LawSets:
         """The parameter sets `rows` (for evaluating many replicates in chunks)."""
         cut = {k: np.asarray(getattr(self, k))[rows] for k in BASE}
-        return LawSets(**cut, multiplier={r: np.asarray(m)[rows] for r, m in self.multiplier.items()})
+        multiplier = {r: np.asarray(m)[rows] for r, m in self.multiplier.items()}
+        scaling = {r: np.asarray(s)[rows] for r, s in self.scaling.items()}
+        return LawSets(**cut, multiplier=multiplier, scaling=scaling, N_ref=self.N_ref)
 
 
 def looped_sets(params: Mapping[str, Sequence[float]], r_values: Sequence[int]) -> LawSets:
@@ -93,8 +99,8 @@ def check_law(fit: FitResult, r_values: Sequence[int], recipe: str | None) -> st
         recipe = recipe or law.recipes[0]
     else:
         recipe = None
-    for r in r_values:
-        law.multiplier(fit.params, float(r), recipe)  # raises for an r or recipe the fit has no multiplier for
+    for r in r_values:  # raises for an r or recipe the fit has no multiplier for
+        law.multiplier_scaling(fit.params, float(r), recipe)
     return recipe
 
 
@@ -139,8 +145,15 @@ def _sets(law: Law, columns: dict, r_values: Sequence[int], recipe: str | None) 
     """The sets as the final-point law (`Law.final_point_params`: a curve law's fit read at a wsd run's end)."""
     arr = {k: np.atleast_1d(np.asarray(v, dtype=float)) for k, v in columns.items()}
     arr = {k: np.atleast_1d(np.asarray(v, dtype=float)) for k, v in law.final_point_params(arr).items()}
-    mult = {r: np.ones_like(arr["E"]) if r == 1 else law.multiplier(arr, float(r), recipe) for r in r_values}
-    return LawSets(*(arr[k] for k in BASE), multiplier=mult)
+    mult, scaling, N_ref = {}, {}, None
+    for r in r_values:
+        m, exponent, ref = (
+            (np.ones_like(arr["E"]), None, None) if r == 1 else law.multiplier_scaling(arr, float(r), recipe)
+        )
+        mult[r] = np.broadcast_to(m, arr["E"].shape)
+        if exponent is not None:
+            scaling[r], N_ref = np.broadcast_to(exponent, arr["E"].shape), ref
+    return LawSets(*(arr[k] for k in BASE), multiplier=mult, scaling=scaling, N_ref=N_ref)
 
 
 def fit_law_sets(fit: FitResult, r_values: Sequence[int], recipe: str | None = None):

@@ -72,10 +72,22 @@ def tokens(family: Family, r: int, d, cons: Constraints):
     return spend / family.value("F", r, d)
 
 
+def multiplier_at(sets: LawSets, family: Family, r: int, d) -> tuple[np.ndarray, np.ndarray | float]:
+    """(m, dm/dd) of eq. 1 per set (rows) at widths d: m_r, or for a law whose m reads the size m_ref (N_c /
+    N_ref)^s with N_c = N_once + r N_rec (`LawSets.scaling`; looped-logn: s = psi ln r), so dm/dd = m s N_c' / N_c."""
+    m = sets.multiplier[r][:, None]
+    if r not in sets.scaling:
+        return m, 0.0
+    exponent = sets.scaling[r][:, None]
+    n_c = family.value("N_once", r, d) + r * family.value("N_rec", r, d)
+    m = m * (n_c / sets.N_ref) ** exponent
+    return m, m * exponent * (family.slope("N_once", r, d) + r * family.slope("N_rec", r, d)) / n_c
+
+
 def loss(sets: LawSets, family: Family, r: int, d, cons: Constraints) -> np.ndarray:
     """L(d) of eq. 1 for every parameter set (rows) at widths d (broadcast against (sets, 1)); inf where D <= 0."""
     d = np.asarray(d, dtype=float)
-    n = family.value("N_once", r, d) + sets.multiplier[r][:, None] * family.value("N_rec", r, d)
+    n = family.value("N_once", r, d) + multiplier_at(sets, family, r, d)[0] * family.value("N_rec", r, d)
     D = tokens(family, r, d, cons)
     with np.errstate(divide="ignore", invalid="ignore"):
         data_term = np.where(D > 0, sets.column("B") * np.abs(D) ** -sets.column("beta"), np.inf)
@@ -85,9 +97,10 @@ def loss(sets: LawSets, family: Family, r: int, d, cons: Constraints) -> np.ndar
 def loss_slope(sets: LawSets, family: Family, r: int, d, cons: Constraints) -> np.ndarray:
     """dL / d ln d of eq. 3, same shapes as `loss`."""
     d = np.asarray(d, dtype=float)
-    m = sets.multiplier[r][:, None]
-    n = family.value("N_once", r, d) + m * family.value("N_rec", r, d)
-    dn = family.slope("N_once", r, d) + m * family.slope("N_rec", r, d)
+    m, dm = multiplier_at(sets, family, r, d)
+    n_rec = family.value("N_rec", r, d)
+    n = family.value("N_once", r, d) + m * n_rec
+    dn = family.slope("N_once", r, d) + m * family.slope("N_rec", r, d) + dm * n_rec
     log_slope_D = family.slope("F", r, d) / family.value("F", r, d)  # -(d ln D / dd), eq. 2
     if cons.inference_tokens:
         served = cons.inference_tokens * family.value("F_infer", r, d)

@@ -282,6 +282,12 @@ class Law:
         for a per-recipe law the recipe; InputError when the law has no m for this r."""
         raise InputError(f"law {self.name!r} gives no multiplier m_r for r = {r:g}")
 
+    def multiplier_scaling(self, params: Mapping[str, np.ndarray], r: float, recipe: str | None = None):
+        """m_r as a power of the size a token passes through, N_c = N_once + r N_rec: (m at N_ref, the exponent
+        d ln m / d ln N_c, N_ref), so m(N_c) = m_ref (N_c / N_ref)^exponent; (m_r, None, None) for a law whose m
+        reads r alone (`multiplier`). What advice prices each width by."""
+        return self.multiplier(params, r, recipe), None, None
+
     def effective_size(self, params: Mapping[str, float], cols, recipe: str | None = None) -> np.ndarray:
         """N_eff per row of a table (or dict of arrays with D or C) at user parameters: `n_once` + m_r N_rec
         with the m_r of each row's r (`multiplier`). The collapse and compute-optimal figures read it."""

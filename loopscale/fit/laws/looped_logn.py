@@ -108,11 +108,15 @@ class LoopedLogN(Law):
         return [user_value(self.name, params, name, log=False) for name in ("phi", "psi")]
 
     def multiplier(self, params, r: float, recipe: str | None = None) -> np.ndarray:
-        """None of r alone: m reads the size too (`effective_size`), so advice, which prices r by m_r, refuses it."""
+        """None of r alone: m reads the size too (`effective_size`, `multiplier_scaling`)."""
         raise InputError(
-            f"law {self.name!r} has no multiplier of r alone: m = r^(phi + psi ln(N_c / N_ref)) reads the size too "
-            "(fit --law looped or looped-entry for advice)"
+            f"law {self.name!r} has no multiplier of r alone: m = r^(phi + psi ln(N_c / N_ref)) reads the size too"
         )
+
+    def multiplier_scaling(self, params, r: float, recipe: str | None = None):
+        """r^(phi + psi ln(N_c / N_ref)) = r^phi (N_c / N_ref)^(psi ln r): a power of N_c with exponent psi ln r."""
+        phi, psi = (np.asarray(params[k], dtype=float) for k in ("phi", "psi"))
+        return np.power(float(r), phi), psi * np.log(float(r)), self._ref()
 
     def effective_size(self, params, cols, recipe: str | None = None) -> np.ndarray:
         """N_eff per row: N_once + r^(phi + psi ln(N_c / N_ref)) N_rec."""

@@ -104,6 +104,9 @@ class LoopedLogNCurve(LoopedCurve):
     def multiplier(self, params, r: float, recipe: str | None = None) -> np.ndarray:
         return LoopedLogN.multiplier(self, params, r, recipe)
 
+    def multiplier_scaling(self, params, r: float, recipe: str | None = None):
+        return LoopedLogN.multiplier_scaling(self, params, r, recipe)
+
     def effective_size(self, params, cols, recipe: str | None = None) -> np.ndarray:
         return LoopedLogN.effective_size(self, params, cols, recipe)
 

@@ -71,6 +71,11 @@ class LoopedLogNJoint(LoopedJoint):
     def multiplier(self, params, r: float, recipe: str | None = None) -> np.ndarray:
         return self.single().multiplier(params, r, recipe)  # refused: m reads the size too
 
+    def multiplier_scaling(self, params, r: float, recipe: str | None = None):
+        """looped-logn's at recipe `recipe`'s phi (the reference's when None) and the shared psi."""
+        recipe = recipe or self.recipes[0]
+        return self.single().multiplier_scaling({**params, "phi": params[self.recipe_param(recipe)]}, r)
+
     def effective_size(self, params, cols, recipe: str | None = None) -> np.ndarray:
         """N_eff per row at recipe `recipe`'s phi (the reference's when None)."""
         recipe = recipe or self.recipes[0]
