@@ -30,8 +30,7 @@ from loopscale.errors import InputError
 from loopscale.fit.bounds import BOUNDS
 from loopscale.fit.laws.lse import lse_and_weights, lse_jac_hess
 
-# Internal coordinates shared by every law, in vector order.
-BASE_INTERNAL = ("e", "a", "alpha", "b", "beta")
+BASE_INTERNAL = ("e", "a", "alpha", "b", "beta")  # internal coordinates shared by every law, in vector order
 BASE_USER = ("E", "A", "alpha", "B", "beta")
 # C = 6 N D (docs/design.md, "FLOPs per token"): 2 FLOPs per parameter per token forward, 4 backward.
 FLOPS_PER_PARAM_TOKEN = 6.0
@@ -283,14 +282,11 @@ class Law:
         raise InputError(f"law {self.name!r} gives no multiplier m_r for r = {r:g}")
 
     def multiplier_scaling(self, params: Mapping[str, np.ndarray], r: float, recipe: str | None = None):
-        """m_r as a power of the size a token passes through, N_c = N_once + r N_rec: (m at N_ref, the exponent
-        d ln m / d ln N_c, N_ref), so m(N_c) = m_ref (N_c / N_ref)^exponent; (m_r, None, None) for a law whose m
-        reads r alone (`multiplier`). What advice prices each width by."""
+        """(m_ref, s, N_ref): m = m_ref (N_c / N_ref)^s, N_c = N_once + r N_rec, for advice; here m_r alone."""
         return self.multiplier(params, r, recipe), None, None
 
     def effective_size(self, params: Mapping[str, float], cols, recipe: str | None = None) -> np.ndarray:
-        """N_eff per row of a table (or dict of arrays with D or C) at user parameters: `n_once` + m_r N_rec
-        with the m_r of each row's r (`multiplier`). The collapse and compute-optimal figures read it."""
+        """N_eff per row (a table, or arrays with D or C) at user parameters: `n_once` + each row's m_r N_rec."""
         data = self.data_from_table(cols)
         m = np.empty_like(data.r)
         for value in np.unique(data.r):
