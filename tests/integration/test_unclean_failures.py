@@ -315,6 +315,7 @@ def test_ctrl_c_during_demo_training_ends_its_worker_processes_and_the_runs_resu
         str(data_dir),
         "--bootstrap",
         "0",
+        *("--seeds", "1", "--law", "looped"),  # one run a point: two runs in all, as few as Ctrl-C needs
         "model.r=1,2",
         "point=C6e10-d16",
     ]
