@@ -37,7 +37,7 @@ demo: install
 	$(BIN)/loopscale demo $(DEMO_ARGS)
 
 # the demo's grid at three seeds (132 runs; `make demo` trains two), the cheapest design `loopscale power` expects to
-# read phi at N_ref within the verdict's width (docs/results.md, "A demo that measures phi"), ~19 min on 2 idle
+# read phi at N_ref within the verdict's width (docs/results.md, "A demo that measures phi"), ~20 min on 2 idle
 # cores; its own output directory (seeds 0-1 are the plain demo's, trained again there)
 demo-measured: install
 	$(BIN)/loopscale demo --seeds 3 --out runs/demo_measured $(DEMO_ARGS)

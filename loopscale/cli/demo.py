@@ -22,7 +22,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "+ m N_rec)^-alpha + B D^-beta with m = r^(phi + psi ln(N_c/N_ref)) (phi at the reference size N_ref; "
         "`--law looped`: m = r^phi) with bootstrap intervals, checks that phi is well-conditioned, validates the "
         "law where it was not fitted, and writes figures, a Markdown report and demo.json (~13 min on 2 cores). "
-        "Rerunning reuses finished runs. `--seeds 3` (`make demo-measured`, ~19 min) is the design "
+        "Rerunning reuses finished runs. `--seeds 3` (`make demo-measured`, ~20 min) is the design "
         "`loopscale power` expects within the verdict's width (docs/results.md).",
     )
     p.add_argument("--out", type=Path, default=Path("runs/demo"), help="output directory (default runs/demo)")
