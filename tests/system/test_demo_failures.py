@@ -15,7 +15,7 @@ from loopscale.launch.sweep import expand
 from loopscale.train.plan import run_dir_of
 from support.procs import finish, orphans, run_loopscale, signal_group, start_loopscale, wait_until
 
-TWO_JOBS = ["--bootstrap", "0", "model.r=1,2", "point=C6e10-d16"]
+TWO_JOBS = ["--bootstrap", "0", "--seeds", "1", "model.r=1,2", "point=C6e10-d16"]  # two jobs: one seed
 
 
 def _demo(out, data_dir, *extra):
